@@ -1,0 +1,577 @@
+//! The launcher: builds the unikernel image for `x86_64-unknown-none` with a nested cargo and
+//! boots it in QEMU, serial on stdout, and turns the application's result into an exit status.
+//!
+//! `cargo run -- --help` lists the options. The boot tests in `tests/` use this library too.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The workspace root (this crate's directory).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub const IMAGE_TARGET: &str = "x86_64-unknown-none";
+pub const DEFAULT_APP: &str = "hello";
+
+/// Exit statuses of the launcher itself (the application's own are 0..=127).
+pub mod status {
+    pub const TIMEOUT: i32 = 124;
+    pub const ABNORMAL: i32 = 125;
+    pub const BUILD_FAILED: i32 = 126;
+    pub const QEMU_MISSING: i32 = 127;
+    pub const USAGE: i32 = 2;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    Auto,
+    Kvm,
+    Tcg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Machine {
+    Q35,
+    Pc,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hca {
+    /// The emulated ConnectX-5 (needs KVM: QEMU's proxy device crashes under TCG).
+    Sim,
+    None,
+}
+
+/// How the image is started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BootVia {
+    /// QEMU `-kernel` with the PVH note.
+    Pvh,
+    /// GRUB from an ISO made by grub-mkrescue, through Multiboot2 (as on bare metal).
+    Grub,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub accel: Accel,
+    pub machine: Machine,
+    pub memory: String,
+    pub cpus: u32,
+    pub cmdline: String,
+    pub timeout: Duration,
+    pub gdb: bool,
+    pub vfio: Vec<String>,
+    pub hca: Option<Hca>,
+    pub app: String,
+    pub boot: BootVia,
+    /// Hide 1 GiB pages from the guest even under TCG (KVM always hides them here).
+    pub hide_1g_pages: bool,
+    /// Copy the guest's serial output to stdout while it runs.
+    pub echo: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            accel: Accel::Auto,
+            machine: Machine::Q35,
+            memory: "1G".into(),
+            cpus: 1,
+            cmdline: String::new(),
+            timeout: Duration::from_secs(120),
+            gdb: false,
+            vfio: Vec::new(),
+            hca: None,
+            app: DEFAULT_APP.into(),
+            boot: BootVia::Pvh,
+            hide_1g_pages: false,
+            echo: true,
+        }
+    }
+}
+
+pub const USAGE: &str = "\
+Builds the unikernel image and boots it in QEMU; the exit status is the application's.
+
+Usage: cargo run [--] [OPTIONS]
+
+Options:
+  --accel auto|kvm|tcg   accelerator (default auto: KVM when /dev/kvm works, else TCG)
+  --machine q35|pc       QEMU machine type (default q35)
+  --memory SIZE          guest RAM, e.g. 512M, 1G, 5G (default 1G)
+  --cpus N               virtual CPUs (default 1; the kernel runs on the first)
+  --cmdline \"...\"        kernel command line, e.g. \"log=debug\"
+  --timeout SECS         kill QEMU after SECS seconds and exit 124 (default 120)
+  --gdb                  start QEMU's gdbstub on :1234, wait for the debugger, print how to attach
+  --vfio BDF             pass a host PCI function through with -device vfio-pci (repeatable)
+  --hca sim|none         attach the emulated ConnectX-5 HCA (default: none until it exists)
+  --app NAME             the application to link into the image (default hello)
+  --boot pvh|grub        boot with QEMU -kernel (PVH) or through GRUB and Multiboot2 (default pvh)
+  --no-1g-pages          hide 1 GiB pages from the guest (KVM hides them always)
+  -q, --quiet            do not copy the guest's serial output to stdout
+  -h, --help             this text
+
+Exit status: the application's (0 = success), 101 guest panic, 102 CPU exception,
+103 boot failure, 124 timeout, 125 QEMU stopped without a verdict, 126 build failure,
+127 QEMU not installed.";
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum ParseOutcome {
+    Run(Box<Options>),
+    Help,
+}
+
+pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<ParseOutcome, String> {
+    let mut o = Options::default();
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            inline.clone().or_else(|| it.next()).ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(ParseOutcome::Help),
+            "--accel" => {
+                o.accel = match value("--accel")?.as_str() {
+                    "auto" => Accel::Auto,
+                    "kvm" => Accel::Kvm,
+                    "tcg" => Accel::Tcg,
+                    v => return Err(format!("--accel: unknown accelerator '{v}' (auto, kvm, tcg)")),
+                }
+            }
+            "--machine" => {
+                o.machine = match value("--machine")?.as_str() {
+                    "q35" => Machine::Q35,
+                    "pc" => Machine::Pc,
+                    v => return Err(format!("--machine: unknown machine '{v}' (q35, pc)")),
+                }
+            }
+            "--memory" => {
+                let v = value("--memory")?;
+                parse_size(&v).ok_or_else(|| format!("--memory: cannot read size '{v}'"))?;
+                o.memory = v;
+            }
+            "--cpus" => {
+                let v = value("--cpus")?;
+                o.cpus = v.parse().ok().filter(|&n| n >= 1).ok_or_else(|| format!("--cpus: bad count '{v}'"))?;
+            }
+            "--cmdline" => o.cmdline = value("--cmdline")?,
+            "--timeout" => {
+                let v = value("--timeout")?;
+                let secs: u64 = v.parse().map_err(|_| format!("--timeout: bad seconds '{v}'"))?;
+                o.timeout = Duration::from_secs(secs);
+            }
+            "--gdb" => o.gdb = true,
+            "--vfio" => o.vfio.push(value("--vfio")?),
+            "--hca" => {
+                o.hca = Some(match value("--hca")?.as_str() {
+                    "sim" => Hca::Sim,
+                    "none" => Hca::None,
+                    v => return Err(format!("--hca: unknown HCA '{v}' (sim, none)")),
+                })
+            }
+            "--app" => o.app = value("--app")?,
+            "--boot" => {
+                o.boot = match value("--boot")?.as_str() {
+                    "pvh" => BootVia::Pvh,
+                    "grub" | "multiboot2" => BootVia::Grub,
+                    v => return Err(format!("--boot: unknown method '{v}' (pvh, grub)")),
+                }
+            }
+            "--no-1g-pages" => o.hide_1g_pages = true,
+            "-q" | "--quiet" => o.echo = false,
+            other => return Err(format!("unknown option '{other}' (see --help)")),
+        }
+    }
+    Ok(ParseOutcome::Run(Box::new(o)))
+}
+
+/// Bytes in a QEMU-style size: a number with an optional K, M, G or T suffix (MiB by default).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1u64 << 10),
+        'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
+        'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
+        't' | 'T' => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1 << 20),
+    };
+    num.parse::<u64>().ok().filter(|&n| n > 0)?.checked_mul(mult)
+}
+
+/// Whether KVM can be used: /dev/kvm opens read-write and answers KVM_GET_API_VERSION with 12.
+pub fn kvm_usable() -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") else {
+        return false;
+    };
+    const KVM_GET_API_VERSION: libc::c_ulong = 0xae00;
+    // SAFETY: KVM_GET_API_VERSION takes no argument and only returns an int.
+    let v = unsafe { libc::ioctl(f.as_raw_fd(), KVM_GET_API_VERSION as _, 0) };
+    v == 12
+}
+
+pub fn qemu_binary() -> String {
+    std::env::var("QEMU").unwrap_or_else(|_| "qemu-system-x86_64".into())
+}
+
+pub fn qemu_available() -> bool {
+    Command::new(qemu_binary()).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+}
+
+pub const QEMU_INSTALL_HINT: &str = "qemu-system-x86_64 was not found. On Debian bookworm:\n  \
+echo 'deb http://deb.debian.org/debian bookworm-backports main' | sudo tee /etc/apt/sources.list.d/backports.list\n  \
+sudo apt-get update && sudo apt-get install -t bookworm-backports qemu-system-x86\n\
+or run .ci/setup, which installs everything the tests need.";
+
+#[derive(Debug)]
+pub enum LaunchError {
+    Build(String),
+    QemuMissing,
+    KvmUnavailable,
+    HcaNeedsKvm,
+    Io(String),
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LaunchError::Build(s) => write!(f, "building the image failed: {s}"),
+            LaunchError::QemuMissing => write!(f, "{QEMU_INSTALL_HINT}"),
+            LaunchError::KvmUnavailable => write!(f, "--accel kvm: /dev/kvm is missing or unusable"),
+            LaunchError::HcaNeedsKvm => {
+                write!(f, "--hca sim needs KVM: QEMU 10.0's x-pci-proxy-dev crashes under TCG")
+            }
+            LaunchError::Io(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl LaunchError {
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            LaunchError::Build(_) => status::BUILD_FAILED,
+            LaunchError::QemuMissing => status::QEMU_MISSING,
+            _ => status::USAGE,
+        }
+    }
+}
+
+/// Builds the image for `app` (a binary of the `apps` crate) and returns the ELF's path.
+pub fn build_image(app: &str) -> Result<PathBuf, LaunchError> {
+    let root = workspace_root();
+    let target_dir = root.join("target").join("image");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .args(["build", "--release", "--quiet", "-p", "apps", "--bin", app, "--target", IMAGE_TARGET])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    // The outer cargo's settings are for the host build, not the image.
+    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "RUSTC_WRAPPER"] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().map_err(|e| LaunchError::Build(format!("cannot run cargo: {e}")))?;
+    if !out.status.success() {
+        return Err(LaunchError::Build(String::from_utf8_lossy(&out.stderr).into_owned()));
+    }
+    Ok(target_dir.join(IMAGE_TARGET).join("release").join(app))
+}
+
+/// Makes a GRUB rescue ISO that boots `kernel` through Multiboot2 with `cmdline`.
+pub fn build_grub_iso(kernel: &Path, cmdline: &str, out: &Path) -> Result<(), LaunchError> {
+    let dir = out.with_extension("isodir");
+    let _ = std::fs::remove_dir_all(&dir);
+    let grub_dir = dir.join("boot").join("grub");
+    std::fs::create_dir_all(&grub_dir).map_err(|e| LaunchError::Io(format!("{}: {e}", grub_dir.display())))?;
+    std::fs::copy(kernel, dir.join("boot").join("unikernel.elf"))
+        .map_err(|e| LaunchError::Io(format!("copying the image: {e}")))?;
+    let cfg = format!(
+        "set timeout=0\nset default=0\nmenuentry \"unikernel\" {{\n  multiboot2 /boot/unikernel.elf {cmdline}\n  boot\n}}\n"
+    );
+    std::fs::write(grub_dir.join("grub.cfg"), cfg).map_err(|e| LaunchError::Io(format!("grub.cfg: {e}")))?;
+    let res = Command::new("grub-mkrescue")
+        .arg("-o")
+        .arg(out)
+        .arg(&dir)
+        .output()
+        .map_err(|e| LaunchError::Io(format!("grub-mkrescue not runnable ({e}); run .ci/setup")))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !res.status.success() {
+        return Err(LaunchError::Io(format!("grub-mkrescue failed: {}", String::from_utf8_lossy(&res.stderr))));
+    }
+    Ok(())
+}
+
+/// The QEMU invocation for `opts`, booting `image` (an ELF for PVH, an ISO for GRUB).
+pub fn qemu_command(opts: &Options, image: &Path, kvm: bool) -> Command {
+    let mut cmd = Command::new(qemu_binary());
+    let machine = match opts.machine {
+        Machine::Q35 => "q35",
+        Machine::Pc => "pc",
+    };
+    let shared_ram = opts.hca == Some(Hca::Sim);
+    if shared_ram {
+        // The device process reaches guest RAM through this shared memfd (its DMA).
+        cmd.arg("-object").arg(format!("memory-backend-memfd,id=ram,size={},share=on", opts.memory));
+        cmd.arg("-machine").arg(format!("{machine},memory-backend=ram"));
+    } else {
+        cmd.arg("-machine").arg(machine);
+    }
+    cmd.arg("-m").arg(&opts.memory);
+    cmd.arg("-smp").arg(opts.cpus.to_string());
+    if kvm {
+        // 1 GiB guest pages triple-fault under this KVM even when advertised, and the
+        // IA32_ARCH_CAPABILITIES MSR cannot be set: hide both (shared/notes/qemu-hca-attach.md).
+        cmd.args(["-accel", "kvm", "-cpu", "host,-pdpe1gb,-arch-capabilities"]);
+    } else {
+        cmd.args(["-accel", "tcg", "-cpu", if opts.hide_1g_pages { "max,-pdpe1gb" } else { "max" }]);
+    }
+    cmd.args(["-nodefaults", "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot"]);
+    cmd.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=4"]);
+    match opts.boot {
+        BootVia::Pvh => {
+            cmd.arg("-kernel").arg(image);
+            if !opts.cmdline.is_empty() {
+                cmd.arg("-append").arg(&opts.cmdline);
+            }
+        }
+        BootVia::Grub => {
+            cmd.arg("-cdrom").arg(image).args(["-boot", "d"]);
+        }
+    }
+    for bdf in &opts.vfio {
+        cmd.arg("-device").arg(format!("vfio-pci,host={bdf}"));
+    }
+    if opts.gdb {
+        cmd.args(["-s", "-S"]);
+    }
+    cmd
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The application's exit code, as reported through isa-debug-exit and the `app: exit=` line.
+    Exited(i32),
+    /// A panic, exception or boot failure: the kernel's own code (101, 102, 103).
+    KernelFailure(i32),
+    TimedOut,
+    /// QEMU ended without the guest reporting (triple fault, QEMU error, signal).
+    Abnormal(String),
+}
+
+impl Verdict {
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            Verdict::Exited(c) | Verdict::KernelFailure(c) => *c,
+            Verdict::TimedOut => status::TIMEOUT,
+            Verdict::Abnormal(_) => status::ABNORMAL,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct RunResult {
+    pub verdict: Verdict,
+    /// Everything the guest wrote to the serial port (and QEMU's own messages).
+    pub output: String,
+    pub wall_time: Duration,
+    pub accel: Accel,
+}
+
+/// Decodes QEMU's exit status: isa-debug-exit makes QEMU exit with `(code << 1) | 1`. QEMU's own
+/// errors exit 1 too, so code 0 only counts with the kernel's `app: exit=0` line in the output.
+pub fn decode_exit(status: ExitStatus, output: &str) -> Verdict {
+    let Some(raw) = status.code() else {
+        return Verdict::Abnormal(format!("QEMU killed by {status}"));
+    };
+    if raw & 1 == 0 {
+        return Verdict::Abnormal(format!(
+            "QEMU exited with {raw} without a guest verdict (guest reset, shutdown or triple fault)"
+        ));
+    }
+    let code = raw >> 1;
+    let reported = output.lines().rev().find_map(|l| l.trim().strip_prefix("app: exit=")?.parse::<i32>().ok());
+    match (code, reported) {
+        (101..=103, _) => Verdict::KernelFailure(code),
+        (c, Some(r)) if c == r => Verdict::Exited(c),
+        (0, None) => Verdict::Abnormal("QEMU exited with status 1 and the guest never reported (QEMU error?)".into()),
+        (c, _) => Verdict::Exited(c),
+    }
+}
+
+/// Builds (if needed) and boots the image; returns the verdict and the guest's output.
+pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
+    if !qemu_available() {
+        return Err(LaunchError::QemuMissing);
+    }
+    let kvm = match opts.accel {
+        Accel::Kvm if !kvm_usable() => return Err(LaunchError::KvmUnavailable),
+        Accel::Kvm => true,
+        Accel::Tcg => false,
+        Accel::Auto => kvm_usable(),
+    };
+    if opts.hca == Some(Hca::Sim) && !kvm {
+        return Err(LaunchError::HcaNeedsKvm);
+    }
+    let elf = build_image(&opts.app)?;
+    let image = match opts.boot {
+        BootVia::Pvh => elf,
+        BootVia::Grub => {
+            let iso = elf.with_file_name(format!("{}-{}.iso", opts.app, std::process::id()));
+            build_grub_iso(&elf, &opts.cmdline, &iso)?;
+            iso
+        }
+    };
+    let mut cmd = qemu_command(opts, &image, kvm);
+    if opts.gdb {
+        eprintln!("gdb: QEMU waits for a debugger on :1234. Attach with:");
+        eprintln!("  gdb {} -ex 'target remote :1234'", image.display());
+    }
+    let result = run_qemu(&mut cmd, opts.timeout, opts.echo);
+    if opts.boot == BootVia::Grub {
+        let _ = std::fs::remove_file(&image);
+    }
+    let (verdict, output, wall_time) = result?;
+    Ok(RunResult { verdict, output, wall_time, accel: if kvm { Accel::Kvm } else { Accel::Tcg } })
+}
+
+fn run_qemu(cmd: &mut Command, timeout: Duration, echo: bool) -> Result<(Verdict, String, Duration), LaunchError> {
+    let start = Instant::now();
+    let mut child: Child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| LaunchError::Io(format!("starting QEMU: {e}")))?;
+    let (tx, rx) = mpsc::channel::<String>();
+    let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let readers = [spawn_reader(stdout, tx.clone(), echo, false), spawn_reader(stderr, tx, echo, true)];
+    let deadline = start + timeout;
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| LaunchError::Io(e.to_string()))? {
+            break Some(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    for r in readers {
+        let _ = r.join();
+    }
+    let output: String = rx.try_iter().collect();
+    let verdict = match status {
+        Some(st) => decode_exit(st, &output),
+        None => Verdict::TimedOut,
+    };
+    Ok((verdict, output, start.elapsed()))
+}
+
+fn spawn_reader(
+    src: impl Read + Send + 'static,
+    tx: mpsc::Sender<String>,
+    echo: bool,
+    to_stderr: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(src);
+        let mut line = Vec::new();
+        while reader.read_until(b'\n', &mut line).map(|n| n > 0).unwrap_or(false) {
+            let text = String::from_utf8_lossy(&line).replace('\r', "");
+            if echo {
+                if to_stderr {
+                    let _ = std::io::stderr().write_all(text.as_bytes());
+                } else {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(text.as_bytes());
+                    let _ = out.flush();
+                }
+            }
+            let _ = tx.send(text);
+            line.clear();
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn exited(code: i32) -> ExitStatus {
+        ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn parses_every_option() {
+        let args = "--accel tcg --machine pc --memory 5G --cpus 2 --cmdline log=debug --timeout 9 --gdb \
+                    --vfio 0000:3b:00.0 --hca none --app panic --boot grub --no-1g-pages -q";
+        let ParseOutcome::Run(o) = parse_args(args.split(' ').map(String::from)).unwrap() else { panic!() };
+        assert_eq!(o.accel, Accel::Tcg);
+        assert_eq!(o.machine, Machine::Pc);
+        assert_eq!(o.memory, "5G");
+        assert_eq!(o.cpus, 2);
+        assert_eq!(o.cmdline, "log=debug");
+        assert_eq!(o.timeout, Duration::from_secs(9));
+        assert!(o.gdb && o.hide_1g_pages && !o.echo);
+        assert_eq!(o.vfio, ["0000:3b:00.0"]);
+        assert_eq!(o.hca, Some(Hca::None));
+        assert_eq!(o.app, "panic");
+        assert_eq!(o.boot, BootVia::Grub);
+        assert_eq!(parse_args(["--help".to_string()]).unwrap(), ParseOutcome::Help);
+        assert!(parse_args(["--accel=quantum".to_string()]).is_err());
+        assert!(parse_args(["--memory".to_string()]).is_err());
+        assert!(parse_args(["--bogus".to_string()]).is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("128M"), Some(128 << 20));
+        assert_eq!(parse_size("5G"), Some(5 << 30));
+        assert_eq!(parse_size("512"), Some(512 << 20));
+        assert_eq!(parse_size("0G"), None);
+        assert_eq!(parse_size("lots"), None);
+    }
+
+    #[test]
+    fn exit_decoding() {
+        assert_eq!(decode_exit(exited(1), "app: exit=0\n"), Verdict::Exited(0));
+        assert_eq!(decode_exit(exited(7), "app: exit=3\n"), Verdict::Exited(3));
+        assert!(matches!(decode_exit(exited(1), "qemu: bad option\n"), Verdict::Abnormal(_)));
+        assert_eq!(decode_exit(exited(203), "panic: x\n"), Verdict::KernelFailure(101));
+        assert_eq!(decode_exit(exited(205), "exception: #PF\n"), Verdict::KernelFailure(102));
+        assert!(matches!(decode_exit(exited(0), ""), Verdict::Abnormal(_)));
+        assert!(matches!(decode_exit(ExitStatus::from_raw(9), ""), Verdict::Abnormal(_)));
+    }
+
+    #[test]
+    fn qemu_command_hides_1g_pages_under_kvm_and_shares_ram_for_the_hca() {
+        let mut o = Options::default();
+        let cmd = qemu_command(&o, Path::new("/img"), true);
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.windows(2).any(|w| w[0] == "-cpu" && w[1].contains("-pdpe1gb")));
+        o.hca = Some(Hca::Sim);
+        o.memory = "2G".into();
+        let cmd = qemu_command(&o, Path::new("/img"), true);
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.iter().any(|a| a == "memory-backend-memfd,id=ram,size=2G,share=on"));
+        assert!(args.iter().any(|a| a == "q35,memory-backend=ram"));
+        let cmd = qemu_command(&Options::default(), Path::new("/img"), false);
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.windows(2).any(|w| w[0] == "-cpu" && w[1] == "max"));
+    }
+}
