@@ -54,6 +54,16 @@ pub const COMMAND_MEMORY: u16 = 1 << 1;
 pub const COMMAND_BUS_MASTER: u16 = 1 << 2;
 pub const STATUS_CAP_LIST: u32 = 1 << (16 + 4);
 
+/// Offset of a dword in an ECAM window whose first bus is `bus_start` (PCIe base spec,
+/// "Enhanced Configuration Access Mechanism": bus << 20 | device << 15 | function << 12 | reg).
+pub fn ecam_offset(bus_start: u8, bdf: Bdf, offset: u16) -> Option<u64> {
+    if bdf.bus < bus_start || offset >= 4096 || bdf.device >= 32 || bdf.function >= 8 {
+        return None;
+    }
+    let bus = (bdf.bus - bus_start) as u64;
+    Some(bus << 20 | (bdf.device as u64) << 15 | (bdf.function as u64) << 12 | (offset & !3) as u64)
+}
+
 /// Dword access to configuration space.
 pub trait ConfigAccess {
     fn read32(&self, bdf: Bdf, offset: u16) -> u32;
@@ -415,6 +425,15 @@ mod tests {
         let caps = capabilities(&bus, bdf);
         assert_eq!(&caps[..3], &[(0x10, 0x40), (0x01, 0x60), (0x10, 0x40)]);
         assert_eq!(caps.len(), 48);
+    }
+
+    #[test]
+    fn ecam_offsets() {
+        let bdf = Bdf { bus: 3, device: 0x1f, function: 7 };
+        assert_eq!(ecam_offset(0, bdf, 0x10), Some(3 << 20 | 0x1f << 15 | 7 << 12 | 0x10));
+        assert_eq!(ecam_offset(2, bdf, 0x13), Some(1 << 20 | 0x1f << 15 | 7 << 12 | 0x10));
+        assert_eq!(ecam_offset(4, bdf, 0), None);
+        assert_eq!(ecam_offset(0, bdf, 4096), None);
     }
 
     #[test]

@@ -26,11 +26,10 @@ pub enum Access {
 
 impl Access {
     fn ecam_addr(r: &EcamRegion, bdf: Bdf, offset: u16) -> Option<u64> {
-        if bdf.bus < r.bus_start || bdf.bus > r.bus_end || offset >= 4096 {
+        if bdf.bus > r.bus_end {
             return None;
         }
-        let bus = (bdf.bus - r.bus_start) as u64;
-        Some(r.base + (bus << 20 | (bdf.device as u64) << 15 | (bdf.function as u64) << 12 | (offset & !3) as u64))
+        Some(r.base + super::ecam_offset(r.bus_start, bdf, offset)?)
     }
 
     fn legacy_addr(bdf: Bdf, offset: u16) -> u32 {
