@@ -26,12 +26,15 @@ static GDT: Once<(GlobalDescriptorTable, [SegmentSelector; 3])> = Once::new();
 pub fn init() {
     let tss = TSS.call_once(|| {
         let mut tss = TaskStateSegment::new();
-        for i in 0..4 {
+        // The TSS is packed: build the table, then store it whole.
+        let mut ist = tss.interrupt_stack_table;
+        for (i, slot) in ist.iter_mut().take(4).enumerate() {
             // SAFETY: the IST stacks are only ever used by the CPU through the TSS; taking their
             // address does not create a reference.
             let base = unsafe { core::ptr::addr_of!(IST_STACKS[i]) } as u64;
-            tss.interrupt_stack_table[i] = VirtAddr::new(base + IST_STACK_SIZE as u64);
+            *slot = VirtAddr::new(base + IST_STACK_SIZE as u64);
         }
+        tss.interrupt_stack_table = ist;
         tss
     });
     let (gdt, sel) = GDT.call_once(|| {

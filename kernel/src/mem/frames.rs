@@ -352,7 +352,7 @@ mod tests {
     fn alloc_above_4g_and_splitting() {
         let mut pools = FramePools::new(&q35_5g(), &[]);
         let a = pools.alloc_aligned_above(PageSize::Size2M, 1, SIZE_2M, 4 << 30).unwrap();
-        assert!(a >= 4 << 30 && a % SIZE_2M == 0);
+        assert!(a >= 4 << 30 && a.is_multiple_of(SIZE_2M));
         // That split a 1G page: 511 more 2M pages appeared.
         assert_eq!(pools.stats().free_1g, 3);
         let b = pools.alloc(PageSize::Size1G, 2).unwrap();

@@ -91,9 +91,9 @@ impl IdentityMap {
         let leaf = F::PRESENT | F::WRITABLE | cache.flags();
         while addr < end {
             let left = end - addr;
-            let size = if self.use_1g && addr % SIZE_1G == 0 && left >= SIZE_1G {
+            let size = if self.use_1g && addr.is_multiple_of(SIZE_1G) && left >= SIZE_1G {
                 SIZE_1G
-            } else if addr % SIZE_2M == 0 && left >= SIZE_2M {
+            } else if addr.is_multiple_of(SIZE_2M) && left >= SIZE_2M {
                 SIZE_2M
             } else {
                 SIZE_4K

@@ -167,7 +167,7 @@ pub fn alloc_dma(size: usize, align: usize, zeroed: bool) -> Result<DmaBuffer, O
 /// As [`alloc_dma`], at or above physical address `min_addr`.
 pub fn alloc_dma_above(size: usize, align: usize, zeroed: bool, min_addr: u64) -> Result<DmaBuffer, OutOfMemory> {
     let size = size.max(1) as u64;
-    let page_size = if size >= SIZE_1G && size % SIZE_1G == 0 {
+    let page_size = if size >= SIZE_1G && size.is_multiple_of(SIZE_1G) {
         PageSize::Size1G
     } else if size >= SIZE_2M || align as u64 >= SIZE_2M {
         PageSize::Size2M

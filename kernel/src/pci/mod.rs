@@ -110,7 +110,7 @@ impl fmt::Display for Bar {
 fn write_size(f: &mut fmt::Formatter<'_>, size: u64) -> fmt::Result {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
     for (unit, name) in UNITS {
-        if size >= unit && size % unit == 0 {
+        if size >= unit && size.is_multiple_of(unit) {
             return write!(f, "{}{}", size / unit, name);
         }
     }
