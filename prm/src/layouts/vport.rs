@@ -1,0 +1,127 @@
+//! NIC vport context, vport state and RoCE addresses (GID table).
+//!
+//! Declarations in mlx5_ifc.h names; `NAME: offset, width;` in bits from the MSB of the
+//! first big-endian dword (see [`crate::prm_struct`]). Reserved fields are omitted.
+
+crate::prm_struct! {
+    /// `mlx5_ifc_nic_vport_context_bits`: rdma-core mlx5_ifc.h:3507.
+    /// rdma-core declares only `roce_en`; the Linux layout (mtu, permanent_address, ...) is not
+    /// part of the reference data, so it is not declared here.
+    struct nic_vport_context[0x800] {
+        ROCE_EN: 0x1f, 0x1;
+    }
+
+    /// `mlx5_ifc_query_nic_vport_context_in_bits`: rdma-core mlx5_ifc.h:3525.
+    /// Input of [`crate::opcode::QUERY_NIC_VPORT_CONTEXT`] (0x754).
+    struct query_nic_vport_context_in[0x80] {
+        OPCODE: 0x0, 0x10;
+        OP_MOD: 0x30, 0x10;
+    }
+
+    /// `mlx5_ifc_query_nic_vport_context_out_bits`: rdma-core mlx5_ifc.h:3514.
+    /// Output of [`crate::opcode::QUERY_NIC_VPORT_CONTEXT`] (0x754).
+    struct query_nic_vport_context_out[0x880] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
+        NIC_VPORT_CONTEXT: 0x80, crate::nic_vport_context::BITS;
+    }
+
+    /// `mlx5_ifc_modify_nic_vport_context_in_bits`: rdma-core mlx5_ifc.h:4904.
+    /// Input of [`crate::opcode::MODIFY_NIC_VPORT_CONTEXT`] (0x755).
+    struct modify_nic_vport_context_in[0x1000] {
+        OPCODE: 0x0, 0x10;
+        OP_MOD: 0x30, 0x10;
+        OTHER_VPORT: 0x40, 0x1;
+        VPORT_NUMBER: 0x50, 0x10;
+        /// Set `field_select.roce_en` together with `nic_vport_context.roce_en` to enable
+        /// RoCE on an Ethernet port (facts trap 20).
+        FIELD_SELECT: 0x60, crate::modify_nic_vport_field_select::BITS;
+        NIC_VPORT_CONTEXT: 0x800, crate::nic_vport_context::BITS;
+    }
+
+    /// `mlx5_ifc_modify_nic_vport_context_out_bits`: rdma-core mlx5_ifc.h:4877.
+    /// Output of [`crate::opcode::MODIFY_NIC_VPORT_CONTEXT`] (0x755).
+    struct modify_nic_vport_context_out[0x80] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
+    }
+
+    /// `mlx5_ifc_modify_nic_vport_field_select_bits`: rdma-core mlx5_ifc.h:4886.
+    struct modify_nic_vport_field_select[0x20] {
+        AFFILIATION: 0x12, 0x1;
+        DISABLE_UC_LOCAL_LB: 0x14, 0x1;
+        DISABLE_MC_LOCAL_LB: 0x15, 0x1;
+        NODE_GUID: 0x16, 0x1;
+        PORT_GUID: 0x17, 0x1;
+        MIN_INLINE: 0x18, 0x1;
+        MTU: 0x19, 0x1;
+        CHANGE_EVENT: 0x1a, 0x1;
+        PROMISC: 0x1b, 0x1;
+        PERMANENT_ADDRESS: 0x1c, 0x1;
+        ADDRESSES_LIST: 0x1d, 0x1;
+        ROCE_EN: 0x1e, 0x1;
+    }
+
+    /// `mlx5_ifc_query_vport_state_in_bits`: Linux mlx5_ifc.h:5559 (not in rdma-core).
+    /// Input of [`crate::opcode::QUERY_VPORT_STATE`] (0x750).
+    struct query_vport_state_in[0x80] {
+        OPCODE: 0x0, 0x10;
+        OP_MOD: 0x30, 0x10;
+        OTHER_VPORT: 0x40, 0x1;
+        VPORT_NUMBER: 0x50, 0x10;
+    }
+
+    /// `mlx5_ifc_query_vport_state_out_bits`: Linux mlx5_ifc.h:5463 (not in rdma-core).
+    /// Output of [`crate::opcode::QUERY_VPORT_STATE`] (0x750).
+    struct query_vport_state_out[0x80] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
+        ADMIN_STATE: 0x78, 0x4;
+        STATE: 0x7c, 0x4;
+    }
+
+    /// `mlx5_ifc_roce_addr_layout_bits`: rdma-core mlx5_ifc.h:4204.
+    struct roce_addr_layout[0x100] {
+        SOURCE_L3_ADDRESS: 0x0, 0x80;
+        VLAN_VALID: 0x83, 0x1;
+        VLAN_ID: 0x84, 0xc;
+        SOURCE_MAC_47_32: 0x90, 0x10;
+        SOURCE_MAC_31_0: 0xa0, 0x20;
+        ROCE_L3_TYPE: 0xd4, 0x4;
+        ROCE_VERSION: 0xd8, 0x8;
+    }
+
+    /// `mlx5_ifc_query_roce_address_in_bits`: rdma-core mlx5_ifc.h:4232.
+    /// Input of [`crate::opcode::QUERY_ROCE_ADDRESS`] (0x760).
+    struct query_roce_address_in[0x80] {
+        OPCODE: 0x0, 0x10;
+        OP_MOD: 0x30, 0x10;
+        ROCE_ADDRESS_INDEX: 0x40, 0x10;
+        VHCA_PORT_NUM: 0x5c, 0x4;
+    }
+
+    /// `mlx5_ifc_query_roce_address_out_bits`: rdma-core mlx5_ifc.h:4221.
+    /// Output of [`crate::opcode::QUERY_ROCE_ADDRESS`] (0x760).
+    struct query_roce_address_out[0x180] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
+        ROCE_ADDRESS: 0x80, crate::roce_addr_layout::BITS;
+    }
+
+    /// `mlx5_ifc_set_roce_address_in_bits`: Linux mlx5_ifc.h:5137 (not in rdma-core).
+    /// Input of [`crate::opcode::SET_ROCE_ADDRESS`] (0x761).
+    struct set_roce_address_in[0x180] {
+        OPCODE: 0x0, 0x10;
+        OP_MOD: 0x30, 0x10;
+        ROCE_ADDRESS_INDEX: 0x40, 0x10;
+        VHCA_PORT_NUM: 0x5c, 0x4;
+        ROCE_ADDRESS: 0x80, crate::roce_addr_layout::BITS;
+    }
+
+    /// `mlx5_ifc_set_roce_address_out_bits`: Linux mlx5_ifc.h:5128 (not in rdma-core).
+    /// Output of [`crate::opcode::SET_ROCE_ADDRESS`] (0x761).
+    struct set_roce_address_out[0x80] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
+    }
+}
