@@ -1,0 +1,160 @@
+//! `mlx5-sim`: serves an emulated ConnectX-5 to QEMU's `-device x-pci-proxy-dev,fd=N`.
+//!
+//! ```text
+//! mlx5-sim --fd N        serve on socket fd N (inherited: the other end of the socketpair whose
+//!                        first end QEMU got as its fd=N); exits when QEMU closes it
+//! mlx5-sim --listen PATH listen on a UNIX stream socket, serve one connection at a time
+//! options:
+//!   --trace              log every message to stderr (also MLX5_SIM_TRACE=1)
+//!   --bar64              present BAR0 as 64-bit with a read-only zero upper dword
+//!   --init-delay-ms MS   how long `initializing` stays set after reset (default 50)
+//! ```
+
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mlx5_sim::{Bar0Mode, Mlx5Function, Mlx5Options, ProxyServer};
+
+enum Mode {
+    Fd(RawFd),
+    Listen(String),
+}
+
+struct Args {
+    mode: Mode,
+    trace: bool,
+    opts: Mlx5Options,
+}
+
+const USAGE: &str =
+    "usage: mlx5-sim (--fd N | --listen PATH) [--trace] [--bar64] [--init-delay-ms MS]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut mode = None;
+    let mut trace = std::env::var("MLX5_SIM_TRACE").is_ok_and(|v| !v.is_empty() && v != "0");
+    let mut opts = Mlx5Options::default();
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+        match a.as_str() {
+            "--fd" => {
+                let v = value("--fd")?;
+                let fd: RawFd = v
+                    .parse()
+                    .map_err(|_| format!("--fd: not a descriptor: {v}"))?;
+                if fd < 0 {
+                    return Err(format!("--fd: not a descriptor: {v}"));
+                }
+                mode = Some(Mode::Fd(fd));
+            }
+            "--listen" => mode = Some(Mode::Listen(value("--listen")?)),
+            "--trace" => trace = true,
+            "--bar64" => opts.bar0 = Bar0Mode::Bits64HighZero,
+            "--init-delay-ms" => {
+                let v = value("--init-delay-ms")?;
+                let ms: u64 = v
+                    .parse()
+                    .map_err(|_| format!("--init-delay-ms: not a number: {v}"))?;
+                opts.init.init_delay = Duration::from_millis(ms);
+            }
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {a}")),
+        }
+    }
+    let mode = mode.ok_or("one of --fd or --listen is required")?;
+    Ok(Args { mode, trace, opts })
+}
+
+/// Takes ownership of inherited descriptor `fd` as a stream socket.
+fn inherited_socket(fd: RawFd) -> Result<UnixStream, String> {
+    // Refuse anything that is not an open descriptor before claiming it.
+    let meta = std::fs::metadata(format!("/proc/self/fd/{fd}"))
+        .map_err(|e| format!("--fd {fd}: not an open descriptor: {e}"))?;
+    if !meta.file_type().is_socket() {
+        return Err(format!("--fd {fd}: not a socket"));
+    }
+    // SAFETY: fd is open (checked above), was inherited by this process, and nothing else in
+    // this process uses or closes it: the UnixStream becomes its only owner.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(UnixStream::from(owned))
+}
+
+fn serve_one(server: &mut ProxyServer<Mlx5Function>, sock: &UnixStream) -> bool {
+    match server.serve(sock) {
+        Ok(()) => {
+            eprintln!("mlx5-sim: peer closed the connection");
+            true
+        }
+        Err(e) => {
+            eprintln!("mlx5-sim: connection dropped: {e}");
+            false
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("mlx5-sim: {e}");
+            }
+            eprintln!("{USAGE}");
+            return if e.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
+        }
+    };
+    let mut server = ProxyServer::new(Mlx5Function::with_options(args.opts));
+    server.set_trace(args.trace);
+
+    match args.mode {
+        Mode::Fd(fd) => {
+            let sock = match inherited_socket(fd) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("mlx5-sim: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if serve_one(&mut server, &sock) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Mode::Listen(path) => {
+            // Replace a stale socket left by an earlier run, but never any other kind of file.
+            if let Ok(m) = std::fs::symlink_metadata(&path) {
+                if m.file_type().is_socket() {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+            let listener = match UnixListener::bind(&path) {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("mlx5-sim: cannot listen on {path}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            eprintln!("mlx5-sim: listening on {path}");
+            loop {
+                match listener.accept() {
+                    Ok((sock, _)) => {
+                        eprintln!("mlx5-sim: client connected");
+                        serve_one(&mut server, &sock);
+                    }
+                    Err(e) => {
+                        eprintln!("mlx5-sim: accept: {e}");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            }
+        }
+    }
+}

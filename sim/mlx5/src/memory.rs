@@ -1,0 +1,776 @@
+//! Guest memory as the device sees it: DMA at bus addresses.
+//!
+//! The model never touches host memory it was not given: every access is checked against the
+//! regions (host tests) or the mapped sections (QEMU guest RAM) first, and an access that is not
+//! fully covered fails with a [`DmaError`] before a single byte moves.
+//!
+//! Two implementations:
+//! - [`RegionMemory`]: owned, zeroed host buffers at bus addresses chosen by a bump allocator
+//!   (or placed explicitly). It is the backing for a driver's DMA allocator in in-process host tests.
+//! - [`MappedMemory`]: sections of file descriptors (QEMU's guest RAM memfds) mapped with `mmap`,
+//!   replaced wholesale on every `SYNC_SYSMEM`.
+//!
+//! Both copy with one `memcpy` per contiguous piece, under a read lock that only a re-map
+//! (write lock) ever waits for.
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::RwLock;
+
+/// A DMA access outside the memory the host gave the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaError {
+    /// Bus address of the first byte of the failed access.
+    pub addr: u64,
+    /// Length of the failed access in bytes.
+    pub len: usize,
+}
+
+impl fmt::Display for DmaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "DMA access outside guest memory: {:#x}+{:#x}",
+            self.addr, self.len
+        )
+    }
+}
+
+impl std::error::Error for DmaError {}
+
+/// Memory reachable by the device's DMA engine, addressed by bus address.
+///
+/// Implementations are shared between the front end (which may replace the mapping) and the
+/// device (which may run on its own thread), hence `&self` and `Send + Sync`.
+pub trait GuestMemory: Send + Sync {
+    /// Copies `buf.len()` bytes starting at bus address `addr` into `buf`.
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError>;
+
+    /// Copies `buf` to bus address `addr`.
+    fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError>;
+
+    /// Reads a big-endian u32 (the byte order of every PRM structure).
+    fn read_u32_be(&self, addr: u64) -> Result<u32, DmaError> {
+        let mut b = [0u8; 4];
+        self.read(addr, &mut b)?;
+        Ok(u32::from_be_bytes(b))
+    }
+
+    /// Writes a big-endian u32.
+    fn write_u32_be(&self, addr: u64, value: u32) -> Result<(), DmaError> {
+        self.write(addr, &value.to_be_bytes())
+    }
+
+    /// Reads a big-endian u64.
+    fn read_u64_be(&self, addr: u64) -> Result<u64, DmaError> {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b)?;
+        Ok(u64::from_be_bytes(b))
+    }
+
+    /// Writes a big-endian u64.
+    fn write_u64_be(&self, addr: u64, value: u64) -> Result<(), DmaError> {
+        self.write(addr, &value.to_be_bytes())
+    }
+}
+
+/// Memory with nothing in it: every access fails. What a device sees before a front end hands
+/// it guest memory.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoMemory;
+
+impl GuestMemory for NoMemory {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        Err(DmaError {
+            addr,
+            len: buf.len(),
+        })
+    }
+    fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {
+        Err(DmaError {
+            addr,
+            len: buf.len(),
+        })
+    }
+}
+
+/// One contiguous piece of host memory at a bus address.
+trait Piece {
+    /// Bus address of the first byte.
+    fn start(&self) -> u64;
+    /// Length in bytes.
+    fn len(&self) -> u64;
+    /// Host address of the first byte.
+    fn host(&self) -> *mut u8;
+}
+
+/// The direction of a copy.
+enum Copy<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+impl Copy<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Copy::Read(b) => b.len(),
+            Copy::Write(b) => b.len(),
+        }
+    }
+}
+
+/// Copies between `buf` and the pieces (sorted by start, not overlapping) covering
+/// `[addr, addr + len)`, one `memcpy` per piece. Checks the whole range first: on error nothing
+/// has been copied.
+fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(), DmaError> {
+    let len = buf.len();
+    let err = DmaError { addr, len };
+    if len == 0 {
+        return Ok(());
+    }
+    let end = addr.checked_add(len as u64).ok_or(err)?;
+    // The piece that contains `addr`: the last one starting at or below it.
+    let first = pieces.partition_point(|p| p.start() <= addr);
+    if first == 0 {
+        return Err(err);
+    }
+    let first = first - 1;
+
+    // Pass 1: the range must be covered by adjacent pieces.
+    let mut cur = addr;
+    let mut last = first;
+    loop {
+        let p = pieces.get(last).ok_or(err)?;
+        let p_end = p.start() + p.len();
+        if p.start() > cur || p_end <= cur {
+            return Err(err); // a gap, or `addr` past the end of its piece
+        }
+        cur = p_end;
+        if cur >= end {
+            break;
+        }
+        last += 1;
+    }
+
+    // Pass 2: copy.
+    let mut cur = addr;
+    let mut done = 0usize;
+    for p in &pieces[first..=last] {
+        let off = (cur - p.start()) as usize;
+        let n = ((p.start() + p.len()).min(end) - cur) as usize;
+        // SAFETY: pass 1 proved [cur, cur + n) lies inside this piece, whose host memory is
+        // valid for its whole length while the caller holds the lock protecting `pieces`; `buf`
+        // is a distinct Rust buffer of at least done + n bytes, so the ranges do not overlap.
+        unsafe {
+            let host = p.host().add(off);
+            match &mut buf {
+                Copy::Read(b) => std::ptr::copy_nonoverlapping(host, b.as_mut_ptr().add(done), n),
+                Copy::Write(b) => std::ptr::copy_nonoverlapping(b.as_ptr().add(done), host, n),
+            }
+        }
+        cur += n as u64;
+        done += n;
+    }
+    debug_assert_eq!(done, len);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// RegionMemory
+// ---------------------------------------------------------------------------------------------
+
+/// Why [`RegionMemory::alloc`] or [`RegionMemory::insert`] failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocError {
+    /// Size zero, alignment not a power of two, or a layout the host cannot allocate.
+    BadLayout,
+    /// The host allocator returned nothing.
+    OutOfMemory,
+    /// The bus address range is taken or does not fit in 64 bits.
+    AddressInUse,
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllocError::BadLayout => f.write_str("bad size or alignment"),
+            AllocError::OutOfMemory => f.write_str("host out of memory"),
+            AllocError::AddressInUse => f.write_str("bus address range in use"),
+        }
+    }
+}
+
+impl std::error::Error for AllocError {}
+
+/// A heap buffer with a bus address. Freed on drop.
+struct Region {
+    bus: u64,
+    ptr: NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: a Region exclusively owns its heap buffer; the raw pointer is only dereferenced by
+// copy_pieces under the RegionMemory lock (or by a test driver through host_ptr, whose contract
+// makes it the caller's responsibility), so moving or sharing the handle across threads is sound.
+unsafe impl Send for Region {}
+// SAFETY: see Send above; &Region exposes no interior mutability of its own.
+unsafe impl Sync for Region {}
+
+impl Piece for Region {
+    fn start(&self) -> u64 {
+        self.bus
+    }
+    fn len(&self) -> u64 {
+        self.layout.size() as u64
+    }
+    fn host(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: ptr was returned by alloc_zeroed with exactly this layout and is freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+struct Regions {
+    /// Sorted by bus address (the key), never overlapping.
+    list: Vec<Region>,
+    /// The bump allocator's next free bus address.
+    next: u64,
+}
+
+/// In-process DMA memory for host tests: zeroed host buffers placed at bus addresses.
+///
+/// [`alloc`](Self::alloc) hands out bus addresses from a bump allocator that never reuses an
+/// address and leaves an unmapped guard gap of [`RegionMemory::GUARD`] bytes after every
+/// allocation, so overruns and use-after-free are DMA errors instead of silent corruption.
+/// [`insert`](Self::insert) places a buffer at a chosen bus address.
+pub struct RegionMemory {
+    inner: RwLock<Regions>,
+}
+
+impl Default for RegionMemory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RegionMemory {
+    /// Bus address where [`new`](Self::new) starts allocating: above 4 GiB, so 32-bit truncation
+    /// bugs in a driver show up as DMA errors.
+    pub const DEFAULT_BASE: u64 = 0x1_0000_0000;
+    /// Unmapped bytes left after every allocation.
+    pub const GUARD: u64 = 0x1000;
+
+    /// Empty memory allocating from [`DEFAULT_BASE`](Self::DEFAULT_BASE).
+    pub fn new() -> Self {
+        Self::with_base(Self::DEFAULT_BASE)
+    }
+
+    /// Empty memory allocating from bus address `base`.
+    pub fn with_base(base: u64) -> Self {
+        RegionMemory {
+            inner: RwLock::new(Regions {
+                list: Vec::new(),
+                next: base,
+            }),
+        }
+    }
+
+    fn read_lock(&self) -> std::sync::RwLockReadGuard<'_, Regions> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_lock(&self) -> std::sync::RwLockWriteGuard<'_, Regions> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn new_region(bus: u64, size: usize, align: usize) -> Result<Region, AllocError> {
+        if size == 0 {
+            return Err(AllocError::BadLayout);
+        }
+        let layout =
+            std::alloc::Layout::from_size_align(size, align).map_err(|_| AllocError::BadLayout)?;
+        // SAFETY: layout has a non-zero size (checked above).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr).ok_or(AllocError::OutOfMemory)?;
+        Ok(Region { bus, ptr, layout })
+    }
+
+    fn place(list: &mut Vec<Region>, region: Region) -> Result<(), AllocError> {
+        let start = region.bus;
+        let end = start
+            .checked_add(region.len())
+            .ok_or(AllocError::AddressInUse)?;
+        let i = list.partition_point(|r| r.bus < start);
+        if i > 0 && list[i - 1].bus + list[i - 1].len() > start {
+            return Err(AllocError::AddressInUse);
+        }
+        if i < list.len() && list[i].bus < end {
+            return Err(AllocError::AddressInUse);
+        }
+        list.insert(i, region);
+        Ok(())
+    }
+
+    /// Allocates `size` zeroed bytes whose bus address (and host address) is aligned to `align`
+    /// (a power of two). Returns the bus address.
+    pub fn alloc(&self, size: usize, align: usize) -> Result<u64, AllocError> {
+        let align = align.max(1);
+        if !align.is_power_of_two() {
+            return Err(AllocError::BadLayout);
+        }
+        let mut g = self.write_lock();
+        let a = align as u64;
+        let bus = g.next.checked_add(a - 1).ok_or(AllocError::AddressInUse)? & !(a - 1);
+        let region = Self::new_region(bus, size, align)?;
+        let next = bus
+            .checked_add(size as u64)
+            .and_then(|e| e.checked_add(Self::GUARD))
+            .ok_or(AllocError::AddressInUse)?;
+        Self::place(&mut g.list, region)?;
+        g.next = next;
+        Ok(bus)
+    }
+
+    /// Places a copy of `data` at bus address `bus`. Fails if it overlaps another region.
+    /// The bump allocator is not moved: mixing `insert` and `alloc` is the caller's affair.
+    pub fn insert(&self, bus: u64, data: &[u8]) -> Result<(), AllocError> {
+        let region = Self::new_region(bus, data.len(), 8)?;
+        // SAFETY: the region was just allocated with data.len() bytes and is not shared yet.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), region.ptr.as_ptr(), data.len()) };
+        Self::place(&mut self.write_lock().list, region)
+    }
+
+    /// Frees the region that starts at bus address `bus`. Returns false if there is none.
+    /// Later accesses to it are DMA errors (bus addresses are never reused by `alloc`).
+    pub fn free(&self, bus: u64) -> bool {
+        let removed = {
+            let mut g = self.write_lock();
+            match g.list.binary_search_by_key(&bus, |r| r.bus) {
+                Ok(i) => Some(g.list.remove(i)),
+                Err(_) => None,
+            }
+        };
+        removed.is_some()
+    }
+
+    /// Host pointer to `len` bytes at bus address `bus`, if they lie inside one region.
+    ///
+    /// The pointer stays valid until that region is freed or this `RegionMemory` is dropped; the
+    /// device may read and write the same bytes concurrently (that is what DMA memory is), so a
+    /// driver must use volatile or atomic accesses and its own ordering, as on hardware.
+    pub fn host_ptr(&self, bus: u64, len: usize) -> Option<NonNull<u8>> {
+        let g = self.read_lock();
+        let i = g.list.partition_point(|r| r.bus <= bus).checked_sub(1)?;
+        let r = &g.list[i];
+        let off = bus - r.bus;
+        if off.checked_add(len as u64)? > r.len() {
+            return None;
+        }
+        // SAFETY: off < region size (or == it for len 0), so the result stays inside (or one past)
+        // the allocation.
+        NonNull::new(unsafe { r.ptr.as_ptr().add(off as usize) })
+    }
+
+    /// Number of live regions.
+    pub fn region_count(&self) -> usize {
+        self.read_lock().list.len()
+    }
+}
+
+impl GuestMemory for RegionMemory {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        copy_pieces(&self.read_lock().list, addr, Copy::Read(buf))
+    }
+    fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {
+        copy_pieces(&self.read_lock().list, addr, Copy::Write(buf))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MappedMemory
+// ---------------------------------------------------------------------------------------------
+
+/// One guest RAM section as QEMU describes it in `SYNC_SYSMEM`.
+#[derive(Debug)]
+pub struct MemSection {
+    /// Guest physical (bus) address of the first byte.
+    pub gpa: u64,
+    /// Length in bytes.
+    pub size: u64,
+    /// Offset of the first byte in the file.
+    pub offset: u64,
+    /// The file (a memfd for QEMU's `memory-backend-memfd`). Closed when the section is replaced.
+    pub fd: OwnedFd,
+}
+
+/// Host page size assumed for `mmap` offset alignment (x86-64 Linux base pages).
+const PAGE: u64 = 4096;
+
+/// A live `mmap` of one section.
+struct Mapping {
+    gpa: u64,
+    size: u64,
+    /// Host address of the byte at `gpa`.
+    host: *mut u8,
+    /// What `munmap` needs.
+    map_base: *mut libc::c_void,
+    map_len: usize,
+    _fd: OwnedFd,
+}
+
+// SAFETY: the mapping is MAP_SHARED memory owned by this handle until drop; it is only accessed
+// through copy_pieces under the MappedMemory lock, so the handle can move between threads.
+unsafe impl Send for Mapping {}
+// SAFETY: see Send above.
+unsafe impl Sync for Mapping {}
+
+impl Piece for Mapping {
+    fn start(&self) -> u64 {
+        self.gpa
+    }
+    fn len(&self) -> u64 {
+        self.size
+    }
+    fn host(&self) -> *mut u8 {
+        self.host
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: map_base/map_len are exactly what mmap returned/was given, unmapped once; no
+        // reader can hold a pointer into it (readers hold the lock the owner was removed under).
+        unsafe {
+            libc::munmap(self.map_base, self.map_len);
+        }
+        // _fd closes itself.
+    }
+}
+
+impl Mapping {
+    fn new(s: MemSection) -> io::Result<Mapping> {
+        let bad = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "section gpa={:#x} size={:#x} offset={:#x}: {what}",
+                    s.gpa, s.size, s.offset
+                ),
+            )
+        };
+        if s.size == 0 {
+            return Err(bad("empty"));
+        }
+        if s.gpa.checked_add(s.size).is_none() {
+            return Err(bad("wraps the address space"));
+        }
+        let file_end = s
+            .offset
+            .checked_add(s.size)
+            .ok_or_else(|| bad("offset overflows"))?;
+        // Never map past the end of a regular file: touching such a page raises SIGBUS.
+        let file = File::from(s.fd.try_clone()?);
+        let meta = file.metadata()?;
+        drop(file);
+        if meta.is_file() && file_end > meta.len() {
+            return Err(bad(&format!(
+                "extends past the end of the file ({:#x} bytes)",
+                meta.len()
+            )));
+        }
+        let delta = s.offset % PAGE;
+        let map_off = s.offset - delta;
+        let map_len = usize::try_from(s.size + delta).map_err(|_| bad("too large"))?;
+        let off = libc::off_t::try_from(map_off).map_err(|_| bad("offset too large"))?;
+        // SAFETY: a fresh shared mapping chosen by the kernel (addr NULL) of a descriptor we own;
+        // it aliases no Rust object. The result is checked for MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                s.fd.as_raw_fd(),
+                off,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: delta < PAGE <= map_len, so the pointer stays inside the mapping.
+        let host = unsafe { (p as *mut u8).add(delta as usize) };
+        Ok(Mapping {
+            gpa: s.gpa,
+            size: s.size,
+            host,
+            map_base: p,
+            map_len,
+            _fd: s.fd,
+        })
+    }
+}
+
+/// Guest RAM shared by QEMU as file descriptors, mapped into this process.
+///
+/// [`replace`](Self::replace) swaps in a whole new set of sections (QEMU's `SYNC_SYSMEM`); the
+/// old mappings are unmapped and their descriptors closed once no access is in flight.
+/// Accesses that cross from one section into an adjacent one (gpa-contiguous) work piecewise;
+/// any byte outside every section makes the whole access fail.
+#[derive(Default)]
+pub struct MappedMemory {
+    sections: RwLock<Vec<Mapping>>,
+}
+
+impl MappedMemory {
+    /// No memory mapped.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces every mapping by `sections` (empty ones are skipped). All or nothing: if a section
+    /// is invalid (overlapping another, past the end of its file) or cannot be mapped, the memory ends up
+    /// empty and the error says why. Every descriptor passed in is closed either way, now
+    /// (on error) or at the next replace.
+    pub fn replace(&self, sections: Vec<MemSection>) -> io::Result<()> {
+        let built = Self::build(sections);
+        let (new, result) = match built {
+            Ok(v) => (v, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        };
+        let old = {
+            let mut g = self.sections.write().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut *g, new)
+        };
+        drop(old); // munmap + close, outside the lock
+        result
+    }
+
+    fn build(sections: Vec<MemSection>) -> io::Result<Vec<Mapping>> {
+        let mut maps = Vec::with_capacity(sections.len());
+        // Empty sections map nothing (their descriptors are closed here).
+        for s in sections.into_iter().filter(|s| s.size != 0) {
+            maps.push(Mapping::new(s)?);
+        }
+        maps.sort_by_key(|m| m.gpa);
+        for w in maps.windows(2) {
+            if w[0].gpa + w[0].size > w[1].gpa {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "sections overlap: {:#x}+{:#x} and {:#x}+{:#x}",
+                        w[0].gpa, w[0].size, w[1].gpa, w[1].size
+                    ),
+                ));
+            }
+        }
+        Ok(maps)
+    }
+
+    /// Unmaps everything (and closes the descriptors).
+    pub fn clear(&self) {
+        // Cannot fail with no sections.
+        let _ = self.replace(Vec::new());
+    }
+
+    /// The mapped sections as (gpa, size), sorted by gpa.
+    pub fn sections(&self) -> Vec<(u64, u64)> {
+        let g = self.sections.read().unwrap_or_else(|e| e.into_inner());
+        g.iter().map(|m| (m.gpa, m.size)).collect()
+    }
+}
+
+impl GuestMemory for MappedMemory {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        let g = self.sections.read().unwrap_or_else(|e| e.into_inner());
+        copy_pieces(&g, addr, Copy::Read(buf))
+    }
+    fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {
+        let g = self.sections.read().unwrap_or_else(|e| e.into_inner());
+        copy_pieces(&g, addr, Copy::Write(buf))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::Arc;
+
+    #[test]
+    fn region_alloc_read_write() {
+        let m = RegionMemory::new();
+        let a = m.alloc(100, 64).unwrap();
+        assert_eq!(a % 64, 0);
+        let b = m.alloc(4096, 4096).unwrap();
+        assert_eq!(b % 4096, 0);
+        assert!(b >= a + 100 + RegionMemory::GUARD);
+        // Zeroed.
+        assert_eq!(m.read_u64_be(a).unwrap(), 0);
+        m.write_u32_be(a + 4, 0x1122_3344).unwrap();
+        let mut raw = [0u8; 8];
+        m.read(a, &mut raw).unwrap();
+        assert_eq!(raw, [0, 0, 0, 0, 0x11, 0x22, 0x33, 0x44]);
+        m.write_u64_be(b + 4088, 0xdead_beef_0bad_f00d).unwrap();
+        assert_eq!(m.read_u64_be(b + 4088).unwrap(), 0xdead_beef_0bad_f00d);
+        // The host pointer sees the same bytes.
+        let p = m.host_ptr(a + 4, 4).unwrap();
+        // SAFETY: 4 bytes inside a live region, no concurrent device access in this test.
+        let got = unsafe { std::slice::from_raw_parts(p.as_ptr(), 4) };
+        assert_eq!(got, &[0x11, 0x22, 0x33, 0x44]);
+    }
+
+    #[test]
+    fn region_errors_instead_of_crashing() {
+        let m = RegionMemory::new();
+        let a = m.alloc(64, 8).unwrap();
+        let mut buf = [0u8; 16];
+        // Overrun into the guard gap.
+        assert_eq!(
+            m.read(a + 56, &mut buf),
+            Err(DmaError {
+                addr: a + 56,
+                len: 16
+            })
+        );
+        // Below every region.
+        assert!(m.read(0, &mut buf).is_err());
+        // Wrap-around.
+        assert!(m.write(u64::MAX - 3, &buf).is_err());
+        // A failed write changes nothing.
+        assert!(m.write(a + 60, &[0xff; 8]).is_err());
+        assert_eq!(m.read_u32_be(a + 60).unwrap(), 0);
+        // Use after free.
+        assert!(m.free(a));
+        assert!(!m.free(a));
+        assert!(m.read(a, &mut buf).is_err());
+        assert_eq!(m.region_count(), 0);
+        // Bad layouts.
+        assert_eq!(m.alloc(0, 8), Err(AllocError::BadLayout));
+        assert_eq!(m.alloc(8, 3), Err(AllocError::BadLayout));
+        // Zero-length access is always fine.
+        assert!(m.read(12345, &mut []).is_ok());
+    }
+
+    #[test]
+    fn region_insert_adjacent_is_piecewise() {
+        let m = RegionMemory::with_base(0x10_0000);
+        m.insert(0x1000, &[1u8; 0x100]).unwrap();
+        m.insert(0x1100, &[2u8; 0x100]).unwrap();
+        assert_eq!(
+            m.insert(0x10f0, &[0u8; 0x20]),
+            Err(AllocError::AddressInUse)
+        );
+        let mut buf = [0u8; 4];
+        m.read(0x10fe, &mut buf).unwrap();
+        assert_eq!(buf, [1, 1, 2, 2]);
+        m.write(0x10ff, &[9, 9]).unwrap();
+        m.read(0x10fe, &mut buf).unwrap();
+        assert_eq!(buf, [1, 9, 9, 2]);
+        // A gap after the second region.
+        m.insert(0x1300, &[3u8; 0x10]).unwrap();
+        assert!(m.read(0x11fe, &mut buf).is_err());
+    }
+
+    #[test]
+    fn region_is_shareable_across_threads() {
+        let m = Arc::new(RegionMemory::new());
+        let a = m.alloc(4096, 4096).unwrap();
+        let dev = {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                for i in 0..512u64 {
+                    m.write_u64_be(a + i * 8, i).unwrap();
+                }
+            })
+        };
+        dev.join().unwrap();
+        for i in 0..512u64 {
+            assert_eq!(m.read_u64_be(a + i * 8).unwrap(), i);
+        }
+    }
+
+    fn tmpfile(len: u64) -> File {
+        let path = std::env::temp_dir().join(format!(
+            "mlx5-sim-mem-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        f.set_len(len).unwrap();
+        f
+    }
+
+    fn section(f: &File, gpa: u64, size: u64, offset: u64) -> MemSection {
+        MemSection {
+            gpa,
+            size,
+            offset,
+            fd: OwnedFd::from(f.try_clone().unwrap()),
+        }
+    }
+
+    #[test]
+    fn mapped_piecewise_and_errors() {
+        use std::os::unix::fs::FileExt;
+        let mut f = tmpfile(0x4000);
+        f.write_all(b"hello").unwrap();
+        let m = MappedMemory::new();
+        // Two adjacent sections mapping the file in reverse order, and a third with a gap.
+        m.replace(vec![
+            section(&f, 0x10_0000, 0x2000, 0x2000),
+            section(&f, 0x10_2000, 0x1000, 0x0),
+            section(&f, 0x20_0000, 0x800, 0x1800), // unaligned offset is fine
+        ])
+        .unwrap();
+        assert_eq!(
+            m.sections(),
+            vec![(0x10_0000, 0x2000), (0x10_2000, 0x1000), (0x20_0000, 0x800)]
+        );
+        let mut b = [0u8; 5];
+        m.read(0x10_2000, &mut b).unwrap();
+        assert_eq!(&b, b"hello");
+        // Crossing the boundary between the two adjacent sections.
+        m.write(0x10_1ffe, &[1, 2, 3, 4]).unwrap();
+        let mut fb = [0u8; 2];
+        f.read_exact_at(&mut fb, 0x3ffe).unwrap();
+        assert_eq!(fb, [1, 2]);
+        f.read_exact_at(&mut fb, 0x0).unwrap();
+        assert_eq!(fb, [3, 4]);
+        // Unaligned offset section.
+        f.write_all_at(&[7, 7, 7], 0x1800).unwrap();
+        m.read(0x20_0000, &mut b[..3]).unwrap();
+        assert_eq!(&b[..3], &[7, 7, 7]);
+        // Past the end of the adjacent pair, and across the gap.
+        assert!(m.read(0x10_2ffe, &mut b).is_err());
+        assert!(m.read(0x20_07fe, &mut b).is_err());
+        assert!(m.read(0xf_fffe, &mut b).is_err());
+
+        // A section past the end of the file is refused (it would SIGBUS), leaving nothing mapped.
+        assert!(m.replace(vec![section(&f, 0, 0x8000, 0)]).is_err());
+        assert!(m.sections().is_empty());
+        assert!(m.read(0x10_2000, &mut b).is_err());
+        // Overlapping sections are refused.
+        assert!(m
+            .replace(vec![
+                section(&f, 0, 0x2000, 0),
+                section(&f, 0x1000, 0x1000, 0)
+            ])
+            .is_err());
+        m.clear();
+    }
+}
