@@ -67,6 +67,7 @@ pub struct Options {
     pub timeout: Duration,
     pub gdb: bool,
     pub vfio: Vec<String>,
+    /// None: the emulated HCA under KVM, none under TCG.
     pub hca: Option<Hca>,
     pub app: String,
     pub boot: BootVia,
@@ -110,7 +111,8 @@ Options:
   --timeout SECS         kill QEMU after SECS seconds and exit 124 (default 120)
   --gdb                  start QEMU's gdbstub on :1234, wait for the debugger, print how to attach
   --vfio BDF             pass a host PCI function through with -device vfio-pci (repeatable)
-  --hca sim|none         attach the emulated ConnectX-5 HCA (default: none until it exists)
+  --hca sim|none         attach the emulated ConnectX-5 HCA (default: sim under KVM, none under
+                         TCG, where QEMU 10.0's proxy device crashes)
   --app NAME             the application to link into the image (default hello)
   --boot pvh|grub        boot with QEMU -kernel (PVH) or through GRUB and Multiboot2 (default pvh)
   --no-1g-pages          hide 1 GiB pages from the guest (KVM hides them always)
@@ -287,6 +289,91 @@ pub fn build_image(app: &str) -> Result<PathBuf, LaunchError> {
     Ok(target_dir.join(IMAGE_TARGET).join("release").join(app))
 }
 
+/// Builds the emulated HCA's device server (`mlx5-sim`, a host binary) and returns its path.
+pub fn build_hca_sim() -> Result<PathBuf, LaunchError> {
+    let root = workspace_root();
+    let target_dir = root.join("target").join("sim");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .args(["build", "--release", "--quiet", "-p", "mlx5-sim", "--bin", "mlx5-sim"])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    for var in ["CARGO_BUILD_TARGET", "CARGO_TARGET_DIR"] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().map_err(|e| LaunchError::Build(format!("cannot run cargo: {e}")))?;
+    if !out.status.success() {
+        return Err(LaunchError::Build(String::from_utf8_lossy(&out.stderr).into_owned()));
+    }
+    Ok(target_dir.join("release").join("mlx5-sim"))
+}
+
+/// A running device server for QEMU's `x-pci-proxy-dev`: QEMU gets one end of a socket pair
+/// as an inherited descriptor, the server the other.
+pub struct HcaServer {
+    child: Child,
+    qemu_end: std::os::fd::OwnedFd,
+}
+
+impl HcaServer {
+    pub fn start(binary: &Path, extra_args: &[String]) -> Result<Self, LaunchError> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let mut fds = [0; 2];
+        // SAFETY: socketpair writes two descriptors into `fds`; CLOEXEC keeps them out of every
+        // child except the one each is explicitly handed to (see `inherit`).
+        let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(LaunchError::Io(format!("socketpair: {}", std::io::Error::last_os_error())));
+        }
+        // SAFETY: both descriptors were just created and are owned by nobody else.
+        let (qemu_end, sim_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let mut cmd = Command::new(binary);
+        cmd.arg("--fd").arg(sim_end.as_raw_fd().to_string()).args(extra_args);
+        inherit(&mut cmd, sim_end.as_raw_fd());
+        let child = cmd
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|e| LaunchError::Io(format!("starting {}: {e}", binary.display())))?;
+        drop(sim_end);
+        Ok(HcaServer { child, qemu_end })
+    }
+
+    /// The `-device` argument for QEMU, whose process must inherit [`Self::qemu_fd`].
+    pub fn qemu_device(&self) -> String {
+        use std::os::fd::AsRawFd;
+        format!("x-pci-proxy-dev,id=hca0,fd={}", self.qemu_end.as_raw_fd())
+    }
+
+    pub fn qemu_fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.qemu_end.as_raw_fd()
+    }
+}
+
+impl Drop for HcaServer {
+    fn drop(&mut self) {
+        // The server exits on EOF once QEMU is gone; make sure of it.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Lets `cmd`'s child inherit `fd` (which is CLOEXEC in this process).
+fn inherit(cmd: &mut Command, fd: i32) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls fcntl, which is
+    // async-signal-safe; `fd` is open in the parent and so in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Makes a GRUB rescue ISO that boots `kernel` through Multiboot2 with `cmdline`.
 pub fn build_grub_iso(kernel: &Path, cmdline: &str, out: &Path) -> Result<(), LaunchError> {
     let dir = out.with_extension("isodir");
@@ -421,9 +508,16 @@ pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
         Accel::Tcg => false,
         Accel::Auto => kvm_usable(),
     };
-    if opts.hca == Some(Hca::Sim) && !kvm {
+    // The emulated HCA is the default under KVM; QEMU's proxy device crashes under TCG.
+    let hca = opts.hca.unwrap_or(if kvm { Hca::Sim } else { Hca::None });
+    if hca == Hca::Sim && !kvm {
         return Err(LaunchError::HcaNeedsKvm);
     }
+    let opts = &Options { hca: Some(hca), ..opts.clone() };
+    let server = match hca {
+        Hca::Sim => Some(HcaServer::start(&build_hca_sim()?, &[])?),
+        Hca::None => None,
+    };
     let elf = build_image(&opts.app)?;
     let image = match opts.boot {
         BootVia::Pvh => elf,
@@ -434,11 +528,16 @@ pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
         }
     };
     let mut cmd = qemu_command(opts, &image, kvm);
+    if let Some(server) = &server {
+        cmd.arg("-device").arg(server.qemu_device());
+        inherit(&mut cmd, server.qemu_fd());
+    }
     if opts.gdb {
         eprintln!("gdb: QEMU waits for a debugger on :1234. Attach with:");
         eprintln!("  gdb {} -ex 'target remote :1234'", image.display());
     }
     let result = run_qemu(&mut cmd, opts.timeout, opts.echo);
+    drop(server);
     if opts.boot == BootVia::Grub {
         let _ = std::fs::remove_file(&image);
     }
