@@ -110,6 +110,7 @@ Options:
   --cmdline \"...\"        kernel command line, e.g. \"log=debug\"
   --timeout SECS         kill QEMU after SECS seconds and exit 124 (default 120)
   --gdb                  start QEMU's gdbstub on :1234, wait for the debugger, print how to attach
+                         (no timeout then)
   --vfio BDF             pass a host PCI function through with -device vfio-pci (repeatable)
   --hca sim|none         attach the emulated ConnectX-5 HCA (default: sim under KVM, none under
                          TCG, where QEMU 10.0's proxy device crashes)
@@ -536,7 +537,9 @@ pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
         eprintln!("gdb: QEMU waits for a debugger on :1234. Attach with:");
         eprintln!("  gdb {} -ex 'target remote :1234'", image.display());
     }
-    let result = run_qemu(&mut cmd, opts.timeout, opts.echo);
+    // A debugging session is not timed out.
+    let timeout = if opts.gdb { Duration::from_secs(7 * 24 * 3600) } else { opts.timeout };
+    let result = run_qemu(&mut cmd, timeout, opts.echo);
     drop(server);
     if opts.boot == BootVia::Grub {
         let _ = std::fs::remove_file(&image);

@@ -168,7 +168,7 @@ pub trait PhysMemory {
 
     /// Reads a NUL-terminated string of at most `max` bytes into `out`; returns its length.
     fn read_cstr(&self, addr: u64, out: &mut [u8]) -> Result<usize, BootError> {
-        for i in 0..out.len() {
+        for (i, slot) in out.iter_mut().enumerate() {
             let mut b = [0u8; 1];
             if !self.read(addr + i as u64, &mut b) {
                 return Err(BootError::Unreadable(addr + i as u64));
@@ -176,7 +176,7 @@ pub trait PhysMemory {
             if b[0] == 0 {
                 return Ok(i);
             }
-            out[i] = b[0];
+            *slot = b[0];
         }
         Ok(out.len())
     }
