@@ -670,3 +670,40 @@ pub mod uar {
     /// `MLX5_BFREGS_PER_UAR`.
     pub const BFREGS_PER_UAR: usize = 4;
 }
+
+/// `cq_error.syndrome` of a CQ_ERROR event (`MLX5_CQ_ERROR_SYNDROME_*`, Linux
+/// include/linux/mlx5/mlx5_ifc.h:3348 @2c0186b9c664).
+pub mod cq_error_syndrome {
+    /// `MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN` (mlx5_ifc.h:3348).
+    pub const CQ_OVERRUN: u8 = 0x1;
+    /// `MLX5_CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION_ERROR` (mlx5_ifc.h:3349).
+    pub const CQ_ACCESS_VIOLATION_ERROR: u8 = 0x2;
+    /// `(C name, value)` for every constant above.
+    pub const ALL: &[(&str, u8)] = &[
+        ("MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN", CQ_OVERRUN),
+        (
+            "MLX5_CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION_ERROR",
+            CQ_ACCESS_VIOLATION_ERROR,
+        ),
+    ];
+}
+
+/// `qp_events.type`: which kind of queue an affiliated QP/SRQ event names
+/// (`MLX5_EVENT_QUEUE_TYPE_*`, Linux include/linux/mlx5/device.h:302 @2c0186b9c664).
+pub mod event_queue_type {
+    /// `MLX5_EVENT_QUEUE_TYPE_QP` (device.h:302).
+    pub const QP: u8 = 0;
+    /// `MLX5_EVENT_QUEUE_TYPE_RQ` (device.h:303).
+    pub const RQ: u8 = 1;
+    /// `MLX5_EVENT_QUEUE_TYPE_SQ` (device.h:304).
+    pub const SQ: u8 = 2;
+    /// `MLX5_EVENT_QUEUE_TYPE_DCT` (device.h:305).
+    pub const DCT: u8 = 6;
+    /// `(C name, value)` for every constant above.
+    pub const ALL: &[(&str, u8)] = &[
+        ("MLX5_EVENT_QUEUE_TYPE_QP", QP),
+        ("MLX5_EVENT_QUEUE_TYPE_RQ", RQ),
+        ("MLX5_EVENT_QUEUE_TYPE_SQ", SQ),
+        ("MLX5_EVENT_QUEUE_TYPE_DCT", DCT),
+    ];
+}

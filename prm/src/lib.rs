@@ -121,6 +121,47 @@ pub mod linux_layout {
         /// trap 24).
         pub const INTR: Field = Field::new(0xb4, 0xc);
     }
+    /// `mlx5_ifc_roce_cap_bits` fields rdma-core's header leaves reserved (Linux mlx5_ifc.h:1195).
+    pub mod roce_cap {
+        use crate::Field;
+        /// `l3_type[0x4]`: bitmask, `MLX5_ROCE_L3_TYPE_IPV4_CAP` = 1 << 1, `_IPV6_CAP` = 1 << 2
+        /// (Linux device.h:424-425).
+        pub const L3_TYPE: Field = Field::new(0x8c, 0x4);
+        /// `roce_version[0x8]`: bitmask, `MLX5_ROCE_VERSION_1_CAP` = 1 << 0, `_2_CAP` = 1 << 2
+        /// (Linux device.h:414-415).
+        pub const ROCE_VERSION: Field = Field::new(0x98, 0x8);
+        /// `r_roce_dest_udp_port[0x10]`.
+        pub const R_ROCE_DEST_UDP_PORT: Field = Field::new(0xb0, 0x10);
+        /// `r_roce_max_src_udp_port[0x10]`.
+        pub const R_ROCE_MAX_SRC_UDP_PORT: Field = Field::new(0xc0, 0x10);
+        /// `r_roce_min_src_udp_port[0x10]`.
+        pub const R_ROCE_MIN_SRC_UDP_PORT: Field = Field::new(0xd0, 0x10);
+        /// `roce_address_table_size[0x10]`: GID table entries (what Linux mlx5_ib uses for RoCE).
+        pub const ROCE_ADDRESS_TABLE_SIZE: Field = Field::new(0xf0, 0x10);
+    }
+    /// `mlx5_ifc_nic_vport_context_bits` fields rdma-core's header leaves reserved (Linux
+    /// mlx5_ifc.h:4226).
+    pub mod nic_vport_context {
+        use crate::Field;
+        /// `mtu[0x10]`.
+        pub const MTU: Field = Field::new(0x130, 0x10);
+        /// `permanent_address.mac_addr_47_32` (mac_address_layout at 0x7a0, Linux
+        /// mlx5_ifc.h:4272).
+        pub const PERMANENT_ADDRESS_MAC_47_32: Field = Field::new(0x7b0, 0x10);
+        /// `permanent_address.mac_addr_31_0`.
+        pub const PERMANENT_ADDRESS_MAC_31_0: Field = Field::new(0x7c0, 0x20);
+    }
+    /// `mlx5_ifc_query_nic_vport_context_in_bits` fields rdma-core's header leaves reserved
+    /// (Linux mlx5_ifc.h:6161).
+    pub mod query_nic_vport_context_in {
+        use crate::Field;
+        /// `other_vport[0x1]`.
+        pub const OTHER_VPORT: Field = Field::new(0x40, 0x1);
+        /// `vport_number[0x10]`.
+        pub const VPORT_NUMBER: Field = Field::new(0x50, 0x10);
+        /// `allowed_list_type[0x3]`.
+        pub const ALLOWED_LIST_TYPE: Field = Field::new(0x65, 0x3);
+    }
 }
 
 prm_registry! {
@@ -132,6 +173,8 @@ prm_registry! {
     query_pages_in, query_pages_out, manage_pages_in, manage_pages_out, nop_in, nop_out,
     access_register_in, access_register_out, register_host_endianness,
     query_special_contexts_in, query_special_contexts_out,
+    query_adapter_in, query_adapter_out, query_adapter_param_block, set_driver_version_in,
+    set_driver_version_out,
     // caps
     query_hca_cap_in, query_hca_cap_out, set_hca_cap_in, set_hca_cap_out, hca_cap_union,
     cmd_hca_cap, cmd_hca_cap_2, roce_cap, atomic_caps, odp_cap, odp_per_transport_service_cap,

@@ -196,4 +196,46 @@ crate::prm_struct! {
         TERMINATE_SCATTER_LIST_MKEY: 0xa0, 0x20;
         REPEATED_MKEY: 0xc0, 0x20;
     }
+
+    /// `mlx5_ifc_query_adapter_in_bits`: Linux mlx5_ifc.h:7641 (not in rdma-core).
+    /// Input of [`crate::opcode::QUERY_ADAPTER`] (0x101).
+    struct query_adapter_in[0x80] {
+        OPCODE: 0x0, 0x10;
+        OP_MOD: 0x30, 0x10;
+    }
+
+    /// `mlx5_ifc_query_adapter_out_bits`: Linux mlx5_ifc.h:7630 (not in rdma-core).
+    /// Output of [`crate::opcode::QUERY_ADAPTER`] (0x101).
+    struct query_adapter_out[0x880] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
+        QUERY_ADAPTER_STRUCT: 0x80, crate::query_adapter_param_block::BITS;
+    }
+
+    /// `mlx5_ifc_query_adapter_param_block_bits`: Linux mlx5_ifc.h:4641 (not in rdma-core).
+    struct query_adapter_param_block[0x800] {
+        /// IEEE OUI of the vendor (Linux mlx5_query_board_id / vendor id readers).
+        IEEE_VENDOR_ID: 0xc8, 0x18;
+        VSD_VENDOR_ID: 0xf0, 0x10;
+        /// Vendor-specific data, 208 bytes.
+        VSD: 0x100, 0x680, [0x8];
+        /// Board PSID (ASCII, 16 bytes), what Linux reports as the board id.
+        VSD_CONTD_PSID: 0x780, 0x80, [0x8];
+    }
+
+    /// `mlx5_ifc_set_driver_version_in_bits`: Linux mlx5_ifc.h:6294 (not in rdma-core).
+    /// Input of [`crate::opcode::SET_DRIVER_VERSION`] (0x10d).
+    struct set_driver_version_in[0x280] {
+        OPCODE: 0x0, 0x10;
+        OP_MOD: 0x30, 0x10;
+        /// ASCII driver version string, 64 bytes.
+        DRIVER_VERSION: 0x80, 0x200, [0x8];
+    }
+
+    /// `mlx5_ifc_set_driver_version_out_bits`: Linux mlx5_ifc.h:6286 (not in rdma-core).
+    /// Output of [`crate::opcode::SET_DRIVER_VERSION`] (0x10d).
+    struct set_driver_version_out[0x80] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
+    }
 }
