@@ -1,8 +1,19 @@
 //! The emulated ConnectX-5 physical function: its configuration space and BAR0.
+//!
+//! BAR0 holds the initialization segment (pages 0..2) and the UAR pages above it
+//! ([`crate::uar`]). The device model ([`Hca`]) sits behind an [`Executor`]: in
+//! [`ExecMode::Inline`] a command doorbell or UAR write is fully processed before the BAR write
+//! returns (deterministic); in [`ExecMode::Thread`] the BAR write queues the work and a device
+//! thread does it asynchronously, as hardware does (and polls the wire between work items).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crate::init_seg::{InitSegment, InitSegmentConfig};
+use crate::hca::{Hca, HcaConfig};
+use crate::init_seg::{CmdQueue, CommandInterface, HealthState, InitSegment, InitSegmentConfig};
 use crate::memory::{GuestMemory, NoMemory};
 use crate::pci::{
     AddressSpace, BarDef, BarKind, ConfigSpace, Identity, Intx, PciFunction, PCI_CAP_ID_EXP,
@@ -43,22 +54,187 @@ pub enum Bar0Mode {
     Bits64,
 }
 
+/// How the device does its work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExecMode {
+    /// A doorbell is fully processed before the BAR write returns.
+    #[default]
+    Inline,
+    /// A device thread processes doorbells asynchronously.
+    Thread,
+}
+
 /// Options of [`Mlx5Function::new`].
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Mlx5Options {
     pub bar0: Bar0Mode,
     pub init: InitSegmentConfig,
+    pub exec: ExecMode,
+    pub hca: HcaConfig,
+}
+
+/// First BAR0 offset routed to UAR pages.
+pub const UAR_BASE: u64 = crate::uar::FIRST_UAR as u64 * crate::uar::UAR_PAGE_SIZE;
+
+/// Work for the device.
+enum Work {
+    Cmd {
+        queue: CmdQueue,
+        slots: u32,
+    },
+    Uar {
+        page: u32,
+        offset: u32,
+        bytes: [u8; 8],
+        len: u8,
+    },
+    Flush(mpsc::Sender<()>),
+}
+
+fn lock(hca: &Mutex<Hca>) -> MutexGuard<'_, Hca> {
+    hca.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn run(hca: &Mutex<Hca>, work: Work) {
+    match work {
+        Work::Cmd { queue, slots } => crate::cmd::execute_doorbell(&mut lock(hca), queue, slots),
+        Work::Uar {
+            page,
+            offset,
+            bytes,
+            len,
+        } => crate::uar::bar_write(&mut lock(hca), page, offset, &bytes[..len as usize]),
+        Work::Flush(done) => {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// The device thread: runs queued work of the current generation and polls the wire after
+/// every doorbell and whenever it has been idle for [`WIRE_POLL`].
+fn device_thread(hca: &Mutex<Hca>, generation: &AtomicU64, rx: mpsc::Receiver<(u64, Work)>) {
+    loop {
+        match rx.recv_timeout(WIRE_POLL) {
+            Ok((gen, work)) => {
+                let doorbell = !matches!(work, Work::Flush(_));
+                if gen == generation.load(Ordering::SeqCst) || !doorbell {
+                    run(hca, work);
+                }
+                if doorbell {
+                    crate::datapath::poll_wire(&mut lock(hca));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => crate::datapath::poll_wire(&mut lock(hca)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+}
+
+/// Runs the device's work inline or on a device thread.
+pub struct Executor {
+    hca: Arc<Mutex<Hca>>,
+    /// Work queued before the last reset is dropped.
+    generation: Arc<AtomicU64>,
+    tx: Mutex<Option<mpsc::Sender<(u64, Work)>>>,
+    join: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// How often the device thread polls the wire when idle.
+const WIRE_POLL: Duration = Duration::from_millis(1);
+
+impl Executor {
+    fn new(hca: Arc<Mutex<Hca>>, mode: ExecMode) -> Executor {
+        let generation = Arc::new(AtomicU64::new(0));
+        let (tx, join) = match mode {
+            ExecMode::Inline => (None, None),
+            ExecMode::Thread => {
+                let (tx, rx) = mpsc::channel::<(u64, Work)>();
+                let h = hca.clone();
+                let g = generation.clone();
+                let join = std::thread::Builder::new()
+                    .name("mlx5-sim-device".into())
+                    .spawn(move || device_thread(&h, &g, rx))
+                    .ok();
+                (join.as_ref().map(|_| tx), join)
+            }
+        };
+        Executor {
+            hca,
+            generation,
+            tx: Mutex::new(tx),
+            join: Mutex::new(join),
+        }
+    }
+
+    fn submit(&self, work: Work) {
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match tx {
+            Some(tx) => {
+                let _ = tx.send((self.generation.load(Ordering::SeqCst), work));
+            }
+            None => run(&self.hca, work),
+        }
+    }
+
+    /// Returns once every piece of work queued so far is done (immediately in inline mode).
+    pub fn flush(&self) {
+        let (done_tx, done_rx) = mpsc::channel();
+        self.submit(Work::Flush(done_tx));
+        let _ = done_rx.recv();
+    }
+
+    /// True if a device thread does the work.
+    pub fn threaded(&self) -> bool {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// Device reset: drops queued work and resets the model.
+    fn reset(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        lock(&self.hca).reset();
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        // Closing the channel stops the thread.
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(j) = self.join.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = j.join();
+        }
+    }
+}
+
+/// The command interface behind `cmd_dbell`: hands doorbells to the executor.
+struct CmdDoorbell(Arc<Executor>);
+
+impl CommandInterface for CmdDoorbell {
+    fn doorbell(&mut self, queue: CmdQueue, slots: u32, _mem: &dyn GuestMemory) {
+        self.0.submit(Work::Cmd { queue, slots });
+    }
+    fn reset(&mut self) {
+        self.0.reset();
+    }
 }
 
 /// BAR0's register file. For now only the initialization segment answers; every other offset
 /// reads 0 and ignores writes.
 pub struct Bar0 {
     init: InitSegment,
+    exec: Option<Arc<Executor>>,
 }
 
 impl Bar0 {
+    /// BAR0 with only the initialization segment (UAR writes are dropped).
     pub fn new(init: InitSegment) -> Self {
-        Bar0 { init }
+        Bar0 { init, exec: None }
+    }
+
+    fn with_executor(init: InitSegment, exec: Arc<Executor>) -> Self {
+        Bar0 {
+            init,
+            exec: Some(exec),
+        }
     }
 
     /// The initialization segment (to plug in a command interface, for instance).
@@ -87,6 +263,10 @@ impl Bar0 {
     /// at the register's address is its most significant byte, and the access returns the bytes
     /// in address order, least significant first (what a little-endian CPU load sees).
     pub fn read(&mut self, offset: u64, size: u32) -> u64 {
+        // UAR doorbell registers are write-only.
+        if offset >= UAR_BASE {
+            return 0;
+        }
         let size = size as u64;
         let mut out = [0u8; 8];
         let mut i = 0;
@@ -106,6 +286,10 @@ impl Bar0 {
     /// order (an 8-byte write at 0x10 writes cmdq_addr_h, then cmdq_addr_l_sz). A partial dword
     /// is merged with the register's current value.
     pub fn write(&mut self, offset: u64, value: u64, size: u32) {
+        if offset >= UAR_BASE {
+            self.uar_write(offset, value, size);
+            return;
+        }
         let size = size as u64;
         let src = value.to_le_bytes();
         let mut i = 0;
@@ -132,12 +316,36 @@ impl Bar0 {
     }
 }
 
+impl Bar0 {
+    /// A write into a UAR page: the bytes in address order go to [`crate::uar::bar_write`].
+    fn uar_write(&mut self, offset: u64, value: u64, size: u32) {
+        let page_size = crate::uar::UAR_PAGE_SIZE;
+        let Some(exec) = &self.exec else { return };
+        if size == 0 || size > 8 || offset % page_size + u64::from(size) > page_size {
+            return;
+        }
+        let Ok(page) = u32::try_from(offset / page_size) else {
+            return;
+        };
+        let mut bytes = [0u8; 8];
+        bytes[..size as usize].copy_from_slice(&value.to_le_bytes()[..size as usize]);
+        exec.submit(Work::Uar {
+            page,
+            offset: (offset % page_size) as u32,
+            bytes,
+            len: size as u8,
+        });
+    }
+}
+
 /// The ConnectX-5 physical function.
 pub struct Mlx5Function {
     config: ConfigSpace,
     bar0: Bar0,
     mem: Arc<dyn GuestMemory>,
     intx: Intx,
+    hca: Arc<Mutex<Hca>>,
+    exec: Arc<Executor>,
 }
 
 impl Mlx5Function {
@@ -148,12 +356,42 @@ impl Mlx5Function {
 
     /// A function with the given options.
     pub fn with_options(opts: Mlx5Options) -> Self {
+        let health = Arc::new(HealthState::new());
+        let intx = Intx::new();
+        let mem: Arc<dyn GuestMemory> = Arc::new(NoMemory);
+        let hca = Arc::new(Mutex::new(Hca::with_config(
+            mem.clone(),
+            intx.clone(),
+            health.clone(),
+            opts.hca.clone(),
+        )));
+        let exec = Arc::new(Executor::new(hca.clone(), opts.exec));
+        let mut init =
+            InitSegment::with_command_interface(opts.init, Box::new(CmdDoorbell(exec.clone())));
+        init.set_health(health);
         Mlx5Function {
             config: Self::config_space(opts.bar0),
-            bar0: Bar0::new(InitSegment::new(opts.init)),
-            mem: Arc::new(NoMemory),
-            intx: Intx::new(),
+            bar0: Bar0::with_executor(init, exec.clone()),
+            mem,
+            intx,
+            hca,
+            exec,
         }
+    }
+
+    /// The device model.
+    pub fn hca(&self) -> &Arc<Mutex<Hca>> {
+        &self.hca
+    }
+
+    /// Locks the device model.
+    pub fn lock_hca(&self) -> MutexGuard<'_, Hca> {
+        lock(&self.hca)
+    }
+
+    /// The executor (to wait for a device thread).
+    pub fn executor(&self) -> &Arc<Executor> {
+        &self.exec
     }
 
     /// The power-on configuration space of the function.
@@ -326,10 +564,12 @@ impl PciFunction for Mlx5Function {
 
     fn set_guest_memory(&mut self, mem: Arc<dyn GuestMemory>) {
         self.bar0.init_segment().set_guest_memory(mem.clone());
+        lock(&self.hca).mem = mem.clone();
         self.mem = mem;
     }
 
     fn set_intx(&mut self, intx: Intx) {
+        lock(&self.hca).intx = intx.clone();
         self.intx = intx;
     }
 }

@@ -6,6 +6,7 @@
 //! `mlx5_ifc_initial_seg_bits`; "decoding" rules). Every register is a big-endian dword: this
 //! module works with register values; [`crate::device::Bar0`] turns them into bytes.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,15 @@ pub const INITIALIZING: u32 = 0x1fc;
 /// prm_bits_initial_seg "health_syndrome" (8 bits) / "health_counter" (24 bits) at byte 4112;
 /// decoding "health_counter (0x1010)".
 pub const HEALTH_COUNTER: u32 = 0x1010;
+
+/// Health buffer dword holding `rfr_severity` (byte 0x238). Facts: linux_health_buffer
+/// "rfr_severity" byte_offset 56 of the buffer at 0x200.
+pub const HEALTH_RFR_SEVERITY: u32 = 0x238;
+/// Health buffer dword holding `irisc_index`, `synd`, `ext_synd` (bytes 0x23c..0x240). Facts:
+/// linux_health_buffer "irisc_index" 60, "synd" 61, "ext_synd" 62.
+pub const HEALTH_SYND: u32 = 0x23c;
+/// `rfr` bit of `rfr_severity` (`MLX5_RFR_BIT_OFFSET` = 7, Linux device.h:549).
+pub const HEALTH_RFR: u32 = 1 << 7;
 
 /// Command interface revision the driver requires. Facts: decoding "cmdif_rev_fw_sub (0x04)"
 /// (cmd.c `CMD_IF_REV = 5`).
@@ -117,6 +127,42 @@ impl CommandInterface for NoCommands {
     }
 }
 
+/// Firmware health, shared by the device model (which declares fatal errors) and the
+/// initialization segment (which reports them in the health buffer and `health_counter`).
+#[derive(Debug, Default)]
+pub struct HealthState {
+    /// 0 = healthy; else `1 << 24 | ext_synd << 8 | synd`.
+    fatal: AtomicU32,
+    /// `health_counter` value frozen at the fatal error.
+    frozen_counter: AtomicU32,
+}
+
+impl HealthState {
+    /// Healthy.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Declares a fatal error with health syndrome `synd` and extended syndrome `ext`.
+    pub fn set_fatal(&self, synd: u8, ext: u16) {
+        self.fatal.store(
+            1 << 24 | u32::from(ext) << 8 | u32::from(synd),
+            Ordering::SeqCst,
+        );
+    }
+
+    /// `(synd, ext_synd)` of the fatal error, if any.
+    pub fn fatal(&self) -> Option<(u8, u16)> {
+        let v = self.fatal.load(Ordering::SeqCst);
+        (v != 0).then_some((v as u8, (v >> 8) as u16))
+    }
+
+    /// Healthy again (device reset).
+    pub fn clear(&self) {
+        self.fatal.store(0, Ordering::SeqCst);
+    }
+}
+
 /// The initialization segment's state.
 pub struct InitSegment {
     cfg: InitSegmentConfig,
@@ -129,6 +175,7 @@ pub struct InitSegment {
     cmdq_addr_l: u32,
     cmd: Box<dyn CommandInterface>,
     mem: Arc<dyn GuestMemory>,
+    health: Arc<HealthState>,
 }
 
 impl InitSegment {
@@ -148,12 +195,23 @@ impl InitSegment {
             cmdq_addr_l: 0,
             cmd,
             mem: Arc::new(NoMemory),
+            health: Arc::new(HealthState::new()),
         }
     }
 
     /// Replaces the command interface.
     pub fn set_command_interface(&mut self, cmd: Box<dyn CommandInterface>) {
         self.cmd = cmd;
+    }
+
+    /// Shares `health` with the device model.
+    pub fn set_health(&mut self, health: Arc<HealthState>) {
+        self.health = health;
+    }
+
+    /// The shared health state.
+    pub fn health(&self) -> &Arc<HealthState> {
+        &self.health
     }
 
     /// The memory the doorbell hands to the command interface.
@@ -167,6 +225,7 @@ impl InitSegment {
         self.ready_at = Instant::now() + self.cfg.init_delay;
         self.cmdq_addr_h = 0;
         self.cmdq_addr_l = 0;
+        self.health.clear();
         self.cmd.reset();
     }
 
@@ -186,9 +245,25 @@ impl InitSegment {
 
     fn health_counter(&self) -> u32 {
         let tick = self.cfg.health_tick.as_nanos().max(1);
-        let n = self.epoch.elapsed().as_nanos() / tick;
-        // health_syndrome (bits 31:24) = 0: healthy.
-        (n as u32) & HEALTH_COUNTER_MASK
+        let n = (self.epoch.elapsed().as_nanos() / tick) as u32 & HEALTH_COUNTER_MASK;
+        match self.health.fatal() {
+            // health_syndrome in bits 31:24; the counter stops where the firmware died.
+            Some((synd, _)) => {
+                let frozen = match self.health.frozen_counter.load(Ordering::SeqCst) {
+                    0 => {
+                        let v = n | 1;
+                        self.health.frozen_counter.store(v, Ordering::SeqCst);
+                        v
+                    }
+                    v => v,
+                };
+                u32::from(synd) << 24 | frozen
+            }
+            None => {
+                self.health.frozen_counter.store(0, Ordering::SeqCst);
+                n
+            }
+        }
     }
 
     /// Reads the register dword at `offset` (4-byte aligned; unaligned offsets read 0).
@@ -205,6 +280,14 @@ impl InitSegment {
             }
             INITIALIZING if self.initializing() => INITIALIZING_BIT,
             HEALTH_COUNTER => self.health_counter(),
+            HEALTH_RFR_SEVERITY => match self.health.fatal() {
+                Some(_) => HEALTH_RFR << 24,
+                None => 0,
+            },
+            HEALTH_SYND => match self.health.fatal() {
+                Some((synd, ext)) => u32::from(synd) << 16 | u32::from(ext),
+                None => 0,
+            },
             _ => 0,
         }
     }

@@ -5,14 +5,38 @@
 //! - [`pci`]: the [`pci::PciFunction`] front ends call, a type-0 [`pci::ConfigSpace`], INTx.
 //! - [`proxy`]: QEMU's multi-process PCI proxy protocol (`x-pci-proxy-dev`).
 //! - [`init_seg`]: BAR0's initialization segment; [`device`]: the ConnectX-5 function.
+//! - Control plane: [`cmd`] (command queue engine), [`hca`] (state, dispatch, lifecycle),
+//!   [`caps`], [`pages`], [`eq`], [`uar`], [`pd`], [`vport`], [`faults`], [`trace`],
+//!   [`inproc`] (in-process front end).
+//! - Data plane: [`mr`], [`cq`], [`qp`], [`wqe`], [`datapath`], [`wire`].
 
+pub mod caps;
+pub mod cmd;
+pub mod cq;
+pub mod datapath;
 pub mod device;
+pub mod eq;
+pub mod faults;
+pub mod hca;
 pub mod init_seg;
+pub mod inproc;
 pub mod memory;
+pub mod mr;
+pub mod pages;
 pub mod pci;
+pub mod pd;
 pub mod proxy;
+pub mod qp;
+pub mod trace;
+pub mod uar;
+pub mod vport;
+pub mod wire;
+pub mod wqe;
 
-pub use device::{Bar0, Bar0Mode, Mlx5Function, Mlx5Options};
+pub use device::{Bar0, Bar0Mode, ExecMode, Mlx5Function, Mlx5Options};
+pub use faults::Faults;
+pub use hca::{Hca, HcaConfig};
+pub use inproc::InProcHca;
 pub use memory::{DmaError, GuestMemory, MappedMemory, RegionMemory};
 pub use pci::{ConfigSpace, Intx, PciFunction};
 pub use proxy::{ProxyError, ProxyServer};

@@ -5,9 +5,17 @@
 //!                        first end QEMU got as its fd=N); exits when QEMU closes it
 //! mlx5-sim --listen PATH listen on a UNIX stream socket, serve one connection at a time
 //! options:
-//!   --trace              log every message to stderr (also MLX5_SIM_TRACE=1)
+//!   --trace              log every proxy message and one line per command to stderr
+//!                        (also MLX5_SIM_TRACE=1; MLX5_SIM_TRACE=2 adds command hexdumps)
 //!   --bar64              present BAR0 as 64-bit with a read-only zero upper dword
 //!   --init-delay-ms MS   how long `initializing` stays set after reset (default 50)
+//!   --inline             process doorbells inside the BAR write (default: a device thread)
+//!   --mac XX:XX:XX:XX:XX:XX  the port's permanent MAC address
+//!   --fault SPEC         fault switches, comma-separated (also MLX5_SIM_FAULTS=SPEC):
+//!                        swallow-commands, delivery-status=N, garble-output-length,
+//!                        fatal-health=SYND, page-request=N (negative: reclaim),
+//!                        stuck-cq-owner=CQN, corrupt-next-cqe, duplicate-next-cqe
+//!   --wire-listen PATH / --wire-connect PATH   join another mlx5-sim process
 //! ```
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -16,7 +24,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mlx5_sim::{Bar0Mode, Mlx5Function, Mlx5Options, ProxyServer};
+use mlx5_sim::{Bar0Mode, ExecMode, Faults, Mlx5Function, Mlx5Options, ProxyServer};
 
 enum Mode {
     Fd(RawFd),
@@ -27,15 +35,37 @@ struct Args {
     mode: Mode,
     trace: bool,
     opts: Mlx5Options,
+    faults: Faults,
+    port: Option<mlx5_sim::wire::Port>,
 }
 
 const USAGE: &str =
-    "usage: mlx5-sim (--fd N | --listen PATH) [--trace] [--bar64] [--init-delay-ms MS]";
+    "usage: mlx5-sim (--fd N | --listen PATH) [--trace] [--bar64] [--init-delay-ms MS] \
+[--inline] [--mac MAC] [--fault SPEC]... [--wire-listen PATH | --wire-connect PATH]";
+
+fn parse_mac(v: &str) -> Option<[u8; 6]> {
+    let parts: Vec<u8> = v
+        .split(':')
+        .map(|p| u8::from_str_radix(p, 16))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    parts.try_into().ok()
+}
 
 fn parse_args() -> Result<Args, String> {
     let mut mode = None;
     let mut trace = std::env::var("MLX5_SIM_TRACE").is_ok_and(|v| !v.is_empty() && v != "0");
-    let mut opts = Mlx5Options::default();
+    let mut opts = Mlx5Options {
+        exec: ExecMode::Thread,
+        ..Default::default()
+    };
+    let mut faults = Faults::default();
+    if let Ok(spec) = std::env::var("MLX5_SIM_FAULTS") {
+        faults
+            .apply_spec(&spec)
+            .map_err(|e| format!("MLX5_SIM_FAULTS: {e}"))?;
+    }
+    let mut port = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
@@ -60,12 +90,34 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|_| format!("--init-delay-ms: not a number: {v}"))?;
                 opts.init.init_delay = Duration::from_millis(ms);
             }
+            "--inline" => opts.exec = ExecMode::Inline,
+            "--mac" => {
+                let v = value("--mac")?;
+                opts.hca.mac = parse_mac(&v).ok_or_else(|| format!("--mac: not a MAC: {v}"))?;
+            }
+            "--fault" => {
+                let v = value("--fault")?;
+                faults.apply_spec(&v).map_err(|e| format!("--fault: {e}"))?;
+            }
             "-h" | "--help" => return Err(String::new()),
+            flag if flag.starts_with("--wire-") => {
+                let v = value(flag)?;
+                match mlx5_sim::wire::port_from_args(flag, &v) {
+                    Some(p) => port = Some(p?),
+                    None => return Err(format!("unknown argument {a}")),
+                }
+            }
             _ => return Err(format!("unknown argument {a}")),
         }
     }
     let mode = mode.ok_or("one of --fd or --listen is required")?;
-    Ok(Args { mode, trace, opts })
+    Ok(Args {
+        mode,
+        trace,
+        opts,
+        faults,
+        port,
+    })
 }
 
 /// Takes ownership of inherited descriptor `fd` as a stream socket.
@@ -110,7 +162,20 @@ fn main() -> ExitCode {
             };
         }
     };
-    let mut server = ProxyServer::new(Mlx5Function::with_options(args.opts));
+    let function = Mlx5Function::with_options(args.opts);
+    {
+        let mut hca = function.lock_hca();
+        if args.trace {
+            let t = hca.trace_mut();
+            t.level = t.level.max(1);
+        }
+        if let Some(port) = args.port {
+            hca.port = port;
+        }
+        let faults = args.faults;
+        hca.update_faults(|f| *f = faults);
+    }
+    let mut server = ProxyServer::new(function);
     server.set_trace(args.trace);
 
     match args.mode {

@@ -1,0 +1,824 @@
+//! Queue pairs: CREATE_QP / DESTROY_QP / QUERY_QP and the state-transition commands
+//! RST2INIT .. 2RST. Only the RC service type is modelled.
+//!
+//! Buffer layout (facts traps 9-11; Linux drivers/infiniband/hw/mlx5/qp.c:1277): one buffer
+//! described by `pas[]`, the RQ first (`2^log_rq_size` WQEs of `16 << log_rq_stride` bytes),
+//! the SQ right after it (`2^log_sq_size` 64-byte basic blocks). The doorbell record holds the
+//! RQ producer counter (`dbrec[0]`) and the SQ producer counter in WQEBBs (`dbrec[1]`).
+//!
+//! Transitions follow the Linux `optab` (drivers/infiniband/hw/mlx5/qp.c `__mlx5_ib_modify_qp`):
+//! RST→INIT (RST2INIT), INIT→INIT, INIT→RTR, RTR→RTS, RTS→RTS, SQER→RTS, SQD→RTS, and 2ERR /
+//! 2RST from any state. A transition issued from another state fails with BAD_QP_STATE. Each
+//! transition reads the fields the IB spec makes mandatory for it (ibv_modify_qp(3) "Required
+//! attributes", rdma-core libibverbs/man/ibv_modify_qp.3) from the qpc, and the optional ones only
+//! when their `opt_param_mask` bit is set; bits outside the Linux `opt_mask` table for that
+//! transition (qp.c `opt_mask[][][MLX5_QP_ST_RC]`) are refused with BAD_PARAM.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
+
+use mlx5_prm::{
+    ads, cmd_hca_cap, cmd_status, create_qp_in, create_qp_out, destroy_qp_in, opcode, qp,
+    qp_2rst_in, qp_db, qpc, query_qp_in, query_qp_out, rst2init_qp_in, Field,
+};
+
+use crate::cmd::{CmdError, CmdResult};
+use crate::hca::Hca;
+use crate::mr::{PagedBuffer, PasError};
+
+/// Syndromes of the QP commands (the model's own; range 0x5203_xxxx, see [`crate::mr::syndrome`]).
+pub mod syndrome {
+    /// Input shorter than the command's fixed layout.
+    pub const INPUT_TOO_SHORT: u32 = 0x5203_0001;
+    /// Output shorter than the command's output layout.
+    pub const OUTPUT_TOO_SHORT: u32 = 0x5203_0002;
+    /// `qpc.st` is not RC.
+    pub const UNSUPPORTED_ST: u32 = 0x5203_0003;
+    /// `qpc.pd` names no protection domain.
+    pub const BAD_PD: u32 = 0x5203_0004;
+    /// `qpc.uar_page` names no UAR.
+    pub const BAD_UAR: u32 = 0x5203_0005;
+    /// `cqn_snd` names no CQ.
+    pub const BAD_CQN_SND: u32 = 0x5203_0006;
+    /// `cqn_rcv` names no CQ.
+    pub const BAD_CQN_RCV: u32 = 0x5203_0007;
+    /// `log_sq_size` / `log_rq_size` above `log_max_qp_sz`.
+    pub const SIZE_ABOVE_CAP: u32 = 0x5203_0008;
+    /// RQ stride above `max_wqe_sz_rq`.
+    pub const RQ_STRIDE_ABOVE_CAP: u32 = 0x5203_0009;
+    /// `rq_type` other than a regular or a zero-length RQ (SRQ not modelled).
+    pub const UNSUPPORTED_RQ_TYPE: u32 = 0x5203_000a;
+    /// Fewer `pas[]` entries than the buffer needs.
+    pub const PAS_TOO_FEW: u32 = 0x5203_000b;
+    /// Misaligned `pas[]` entry or page size out of range.
+    pub const PAS_BAD: u32 = 0x5203_000c;
+    /// `dbr_addr` not 8-byte aligned.
+    pub const DBR_MISALIGNED: u32 = 0x5203_000d;
+    /// `1 << log_max_qp` QPs already exist.
+    pub const TOO_MANY_QPS: u32 = 0x5203_000e;
+    /// The QPN names no QP.
+    pub const UNKNOWN_QP: u32 = 0x5203_000f;
+    /// The transition is not legal from the QP's current state.
+    pub const BAD_STATE: u32 = 0x5203_0010;
+    /// `opt_param_mask` has a bit the transition does not allow.
+    pub const BAD_OPT_PARAM: u32 = 0x5203_0011;
+    /// `mtu` is not one of 256..4096 (1..=5).
+    pub const BAD_MTU: u32 = 0x5203_0012;
+    /// `remote_qpn` is 0 or 1 (the special QPs), which an RC QP cannot connect to.
+    pub const BAD_REMOTE_QPN: u32 = 0x5203_0013;
+    /// `src_addr_index` names no programmed RoCE GID.
+    pub const BAD_SGID_INDEX: u32 = 0x5203_0014;
+    /// `vhca_port_num` is not port 1 (the model has one port).
+    pub const BAD_PORT: u32 = 0x5203_0015;
+    /// `pkey_index` outside the RoCE P_Key table (one entry).
+    pub const BAD_PKEY_INDEX: u32 = 0x5203_0016;
+    /// Remote GID or MAC all zero: no address path.
+    pub const NO_ADDRESS_PATH: u32 = 0x5203_0017;
+    /// `log_msg_max` above `cmd_hca_cap.log_max_msg`.
+    pub const MSG_SIZE_ABOVE_CAP: u32 = 0x5203_0018;
+    /// `log_rra_max` / `log_sra_max` above the device's read/atomic limits.
+    pub const RA_ABOVE_CAP: u32 = 0x5203_0019;
+    /// `pm_state` other than MIGRATED at creation (path migration is not modelled).
+    pub const BAD_PM_STATE: u32 = 0x5203_001a;
+    /// umem-backed queues are not modelled.
+    pub const UMEM_UNSUPPORTED: u32 = 0x5203_001b;
+    /// The command was issued before INIT_HCA (or after TEARDOWN_HCA).
+    pub const HCA_NOT_INITIALIZED: u32 = 0x5203_001c;
+    /// The opcode is not a QP transition this handler knows.
+    pub const BAD_OPCODE: u32 = 0x5203_001d;
+}
+
+/// The largest QPN.
+const QPN_MASK: u32 = 0xff_ffff;
+/// QPNs below this are never handed out: 0 and 1 are the special QPs (SMI / GSI).
+const FIRST_QPN: u32 = 0x10;
+/// RoCE port number (the model has one port).
+pub const PORT_NUM: u32 = 1;
+/// How many GID table entries the model searches for a local destination.
+pub const GID_TABLE_SEARCH: u32 = 256;
+
+/// Where a connected QP's packets go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Not connected yet (before INIT2RTR).
+    None,
+    /// The remote GID is one of this HCA's: loop back.
+    Local,
+    /// Out through the port's link.
+    Remote,
+}
+
+/// Status of a send WQE the requester is working on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WqeStatus {
+    /// Sent (or stalled), waiting for its ACK / response.
+    Pending,
+    /// Completed successfully.
+    Done,
+    /// Completed in error: CQE syndrome and vendor syndrome.
+    Failed(u8, u8),
+}
+
+/// A send WQE between execution and completion.
+#[derive(Clone, Debug)]
+pub(crate) struct Inflight {
+    /// The WQE's index (`opmod_idx_opcode` bits 23:8), reported as the CQE's `wqe_counter`.
+    pub wqe_index: u16,
+    /// SQ position (WQEBB counter) of the WQE, to fetch it again for retransmission or for
+    /// the scatter of a READ / atomic response.
+    pub sq_pos: u16,
+    /// Send opcode.
+    pub opcode: u8,
+    /// CE requested.
+    pub signaled: bool,
+    /// First PSN the WQE's message uses (unused for NOP).
+    pub first_psn: u32,
+    /// PSNs the message uses (0 for NOP).
+    pub npkts: u32,
+    /// Message length (CQE byte_cnt).
+    pub byte_len: u32,
+    pub status: WqeStatus,
+}
+
+impl Inflight {
+    /// Last PSN of the message.
+    pub fn last_psn(&self) -> u32 {
+        self.first_psn.wrapping_add(self.npkts.max(1) - 1) & QPN_MASK
+    }
+    /// Whether this WQE waits for response data (READ, atomics) rather than an ACK.
+    pub fn wants_response(&self) -> bool {
+        matches!(
+            self.opcode,
+            mlx5_prm::wqe::opcode::RDMA_READ
+                | mlx5_prm::wqe::opcode::ATOMIC_CS
+                | mlx5_prm::wqe::opcode::ATOMIC_FA
+        )
+    }
+}
+
+/// Remote address path (`ads`) fields the model uses.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AddressPath {
+    pub rgid: [u8; 16],
+    pub rmac: [u8; 6],
+    pub src_addr_index: u32,
+    pub ack_timeout: u32,
+    pub pkey_index: u32,
+    pub port: u32,
+}
+
+/// One queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    /// QP number.
+    pub qpn: u32,
+    /// `qp::state` value.
+    pub state: u8,
+    /// Protection domain.
+    pub pd: u32,
+    /// UAR whose doorbell register rings the SQ.
+    pub uar: u32,
+    /// Send CQ.
+    pub cqn_snd: u32,
+    /// Receive CQ.
+    pub cqn_rcv: u32,
+    pub(crate) user_index: u32,
+    pub(crate) buf: PagedBuffer,
+    /// log2 of RQ WQEs (None: no RQ).
+    pub(crate) rq_log_size: Option<u32>,
+    /// log2 of the RQ stride in bytes.
+    pub(crate) rq_stride_shift: u32,
+    /// log2 of SQ WQEBBs (None: no SQ).
+    pub(crate) sq_log_size: Option<u32>,
+    /// Byte offset of the SQ in the buffer.
+    pub(crate) sq_offset: u64,
+    pub(crate) dbr_addr: u64,
+    // Connection (INIT2RTR / RTR2RTS).
+    pub(crate) remote_qpn: u32,
+    pub(crate) mtu: u32,
+    pub(crate) log_msg_max: u32,
+    pub(crate) path: AddressPath,
+    pub(crate) route: Route,
+    pub(crate) sgid: [u8; 16],
+    pub(crate) rre: bool,
+    pub(crate) rwe: bool,
+    pub(crate) rae: bool,
+    pub(crate) min_rnr_nak: u32,
+    pub(crate) retry_count: u32,
+    pub(crate) rnr_retry: u32,
+    pub(crate) log_rra_max: u32,
+    pub(crate) log_sra_max: u32,
+    // Requester runtime.
+    /// Next PSN to send.
+    pub(crate) npsn: u32,
+    /// SQ WQEBB counter of the next WQE to execute.
+    pub(crate) sq_next: u16,
+    pub(crate) inflight: VecDeque<Inflight>,
+    /// Transport retries left before RETRY_EXC_ERR.
+    pub(crate) retries_left: u32,
+    /// RNR retries left before RNR_RETRY_EXC_ERR (7 = infinite).
+    pub(crate) rnr_left: u32,
+    /// When the ACK timer of the oldest unacknowledged request expires.
+    pub(crate) ack_deadline: Option<Instant>,
+    /// When to resend after an RNR NAK.
+    pub(crate) rnr_deadline: Option<Instant>,
+    /// A local error waits for earlier WQEs to complete: execute nothing more.
+    pub(crate) sq_blocked: bool,
+    // Responder runtime.
+    /// Expected PSN.
+    pub(crate) epsn: u32,
+    /// RQ WQEs consumed.
+    pub(crate) rq_ci: u32,
+    /// A PSN sequence NAK was sent for this expected PSN (only one per gap).
+    pub(crate) nak_seq_sent: Option<u32>,
+    /// Results of recent atomics by PSN, to answer duplicates.
+    pub(crate) atomic_replay: VecDeque<(u32, [u8; 8])>,
+    /// Communication-established event already posted.
+    pub(crate) comm_est: bool,
+    qpc: [u8; qpc::BYTES],
+}
+
+impl Qp {
+    /// Number of SQ WQEBBs (0 without an SQ).
+    pub(crate) fn sq_size(&self) -> u32 {
+        self.sq_log_size.map_or(0, |l| 1 << l)
+    }
+    /// MTU in bytes.
+    pub(crate) fn mtu_bytes(&self) -> u64 {
+        128u64 << self.mtu.clamp(1, 5)
+    }
+
+    /// Copies one qpc field from a command's context into the saved context (QUERY_QP).
+    fn keep(&mut self, ctx: &[u8], f: Field) {
+        let _ = f.set(&mut self.qpc, get(f, ctx));
+    }
+
+    /// Takes the remote access enables (`rre`, `rwe`, `rae`, `atomic_mode`).
+    fn set_access(&mut self, ctx: &[u8]) {
+        self.rre = get(qpc::RRE, ctx) != 0;
+        self.rwe = get(qpc::RWE, ctx) != 0;
+        self.rae = get(qpc::RAE, ctx) != 0;
+        for f in [qpc::RRE, qpc::RWE, qpc::RAE, qpc::ATOMIC_MODE] {
+            self.keep(ctx, f);
+        }
+    }
+
+    /// Resets runtime state (creation and 2RST).
+    fn reset_runtime(&mut self) {
+        self.npsn = 0;
+        self.sq_next = 0;
+        self.inflight.clear();
+        self.retries_left = 0;
+        self.rnr_left = 0;
+        self.ack_deadline = None;
+        self.rnr_deadline = None;
+        self.sq_blocked = false;
+        self.epsn = 0;
+        self.rq_ci = 0;
+        self.nak_seq_sent = None;
+        self.atomic_replay.clear();
+        self.comm_est = false;
+        self.route = Route::None;
+    }
+
+    /// The qpc as QUERY_QP reports it.
+    fn query_context(&self) -> [u8; qpc::BYTES] {
+        let mut c = self.qpc;
+        let _ = qpc::STATE.set(&mut c, self.state as u32);
+        let _ = qpc::NEXT_SEND_PSN.set(&mut c, self.npsn);
+        let _ = qpc::NEXT_RCV_PSN.set(&mut c, self.epsn);
+        let _ = qpc::HW_SQ_WQEBB_COUNTER.set(&mut c, self.sq_next as u32);
+        let _ = qpc::HW_RQ_COUNTER.set(&mut c, self.rq_ci);
+        let _ = qpc::CUR_RNR_RETRY.set(&mut c, self.rnr_left.min(7));
+        let _ = qpc::CUR_RETRY_COUNT.set(&mut c, self.retries_left.min(7));
+        let acked = self
+            .inflight
+            .front()
+            .map_or(self.npsn, |i| i.first_psn)
+            .wrapping_sub(1)
+            & QPN_MASK;
+        let _ = qpc::LAST_ACKED_PSN.set(&mut c, acked);
+        c
+    }
+}
+
+/// The QP table.
+#[derive(Default)]
+pub struct QpTable {
+    qps: BTreeMap<u32, Qp>,
+    next: u32,
+}
+
+impl QpTable {
+    /// Whether QP `qpn` exists.
+    pub fn contains(&self, qpn: u32) -> bool {
+        self.qps.contains_key(&qpn)
+    }
+    /// The QP with this number.
+    pub fn get(&self, qpn: u32) -> Option<&Qp> {
+        self.qps.get(&qpn)
+    }
+    /// The QP with this number, mutably.
+    pub fn get_mut(&mut self, qpn: u32) -> Option<&mut Qp> {
+        self.qps.get_mut(&qpn)
+    }
+    /// Number of QPs.
+    pub fn len(&self) -> usize {
+        self.qps.len()
+    }
+    /// Whether there is no QP.
+    pub fn is_empty(&self) -> bool {
+        self.qps.is_empty()
+    }
+    /// Drops every QP (HCA teardown).
+    pub fn clear(&mut self) {
+        self.qps.clear();
+    }
+    /// QPNs of every QP (for timer scans).
+    pub(crate) fn qpns(&self) -> Vec<u32> {
+        self.qps.keys().copied().collect()
+    }
+    /// The QP state, if the QP exists.
+    pub fn state(&self, qpn: u32) -> Option<u8> {
+        self.qps.get(&qpn).map(|q| q.state)
+    }
+
+    fn alloc_qpn(&mut self) -> u32 {
+        loop {
+            self.next = (self.next + 1) & QPN_MASK;
+            if self.next >= FIRST_QPN && !self.qps.contains_key(&self.next) {
+                return self.next;
+            }
+        }
+    }
+}
+
+fn err(status: u8, syndrome: u32) -> CmdError {
+    CmdError { status, syndrome }
+}
+
+fn bad_param(syndrome: u32) -> CmdError {
+    err(cmd_status::BAD_PARAM_ERR, syndrome)
+}
+
+fn get(f: Field, buf: &[u8]) -> u32 {
+    f.get(buf).unwrap_or(0)
+}
+
+fn check_lengths(input: &[u8], in_min: usize, output: &[u8], out_min: usize) -> CmdResult {
+    if input.len() < in_min {
+        return Err(err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT));
+    }
+    if output.len() < out_min {
+        return Err(err(
+            cmd_status::BAD_OUTP_LEN_ERR,
+            syndrome::OUTPUT_TOO_SHORT,
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the `ads` fields at `path` (a nested field of the qpc).
+fn read_path(ctx: &[u8], path: Field) -> AddressPath {
+    let f = |x: Field| get(x.within(path), ctx);
+    let mut rgid = [0u8; 16];
+    let _ = ads::RGID_RIP.within(path).read_bytes(ctx, &mut rgid);
+    // Linux copies the 6-byte MAC starting at rmac_47_32 (facts trap 19).
+    let mut rmac = [0u8; 6];
+    let at = ads::RMAC_47_32.within(path).byte_offset();
+    if let Some(m) = ctx.get(at..at + 6) {
+        rmac.copy_from_slice(m);
+    }
+    AddressPath {
+        rgid,
+        rmac,
+        src_addr_index: f(ads::SRC_ADDR_INDEX),
+        ack_timeout: f(ads::ACK_TIMEOUT),
+        pkey_index: f(ads::PKEY_INDEX),
+        port: f(ads::VHCA_PORT_NUM),
+    }
+}
+
+/// CREATE_QP (opcode 0x500): an RC QP in RESET.
+pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
+    check_lengths(input, create_qp_in::BYTES, output, create_qp_out::BYTES)?;
+    if !hca.initialized() {
+        return Err(err(
+            cmd_status::BAD_SYS_STATE_ERR,
+            syndrome::HCA_NOT_INITIALIZED,
+        ));
+    }
+    let ctx = create_qp_in::QPC
+        .bytes(input)
+        .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
+    if get(create_qp_in::WQ_UMEM_VALID, input) != 0 || get(qpc::DBR_UMEM_VALID, ctx) != 0 {
+        return Err(bad_param(syndrome::UMEM_UNSUPPORTED));
+    }
+    if get(qpc::ST, ctx) != qp::st::RC as u32 {
+        return Err(bad_param(syndrome::UNSUPPORTED_ST));
+    }
+    if get(qpc::PM_STATE, ctx) != qp::pm::MIGRATED as u32 {
+        return Err(bad_param(syndrome::BAD_PM_STATE));
+    }
+    let pd = get(qpc::PD, ctx);
+    if !hca.pd_exists(pd) {
+        return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_PD));
+    }
+    let uar = get(qpc::UAR_PAGE, ctx);
+    if !hca.uar_exists(uar) {
+        return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_UAR));
+    }
+    let no_sq = get(qpc::NO_SQ, ctx) != 0;
+    let rq_type = get(qpc::RQ_TYPE, ctx) as u8;
+    let has_rq = match rq_type {
+        qp::rq_type::NON_ZERO_RQ => true,
+        qp::rq_type::ZERO_LEN_RQ => false,
+        _ => return Err(bad_param(syndrome::UNSUPPORTED_RQ_TYPE)),
+    };
+    let cqn_snd = get(qpc::CQN_SND, ctx);
+    let cqn_rcv = get(qpc::CQN_RCV, ctx);
+    if !no_sq && !hca.cqs.contains(cqn_snd) {
+        return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_CQN_SND));
+    }
+    if has_rq && !hca.cqs.contains(cqn_rcv) {
+        return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_CQN_RCV));
+    }
+    let log_max_sz = hca.cap(cmd_hca_cap::LOG_MAX_QP_SZ);
+    let log_sq = get(qpc::LOG_SQ_SIZE, ctx);
+    let log_rq = get(qpc::LOG_RQ_SIZE, ctx);
+    let rq_stride_shift = get(qpc::LOG_RQ_STRIDE, ctx) + 4; // facts trap 10
+    if (!no_sq && log_sq > log_max_sz) || (has_rq && log_rq > log_max_sz) {
+        return Err(bad_param(syndrome::SIZE_ABOVE_CAP));
+    }
+    if has_rq && (1u32 << rq_stride_shift) > hca.cap(cmd_hca_cap::MAX_WQE_SZ_RQ) {
+        return Err(bad_param(syndrome::RQ_STRIDE_ABOVE_CAP));
+    }
+    let rq_bytes = if has_rq {
+        (1u64 << log_rq) << rq_stride_shift
+    } else {
+        0
+    };
+    let sq_bytes = if no_sq {
+        0
+    } else {
+        (mlx5_prm::wqe::SEND_WQE_BB as u64) << log_sq
+    };
+    let dbr_addr = qpc::DBR_ADDR.get64(ctx).unwrap_or(0);
+    if !dbr_addr.is_multiple_of(8) {
+        return Err(bad_param(syndrome::DBR_MISALIGNED));
+    }
+    let buf = PagedBuffer::new(
+        &input[create_qp_in::BYTES..],
+        get(qpc::LOG_PAGE_SIZE, ctx),
+        get(qpc::PAGE_OFFSET, ctx),
+        rq_bytes + sq_bytes,
+    )
+    .map_err(|e| match e {
+        PasError::TooFewPages => bad_param(syndrome::PAS_TOO_FEW),
+        _ => bad_param(syndrome::PAS_BAD),
+    })?;
+    let log_max_qp = hca.cap(cmd_hca_cap::LOG_MAX_QP).min(24);
+    if hca.qps.qps.len() as u64 >= 1u64 << log_max_qp {
+        return Err(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_QPS));
+    }
+    let qpn = hca.qps.alloc_qpn();
+    let mut saved = [0u8; qpc::BYTES];
+    saved.copy_from_slice(&ctx[..qpc::BYTES]);
+    let mut q = Qp {
+        qpn,
+        state: qp::state::RST,
+        pd,
+        uar,
+        cqn_snd,
+        cqn_rcv,
+        user_index: get(qpc::USER_INDEX, ctx),
+        buf,
+        rq_log_size: has_rq.then_some(log_rq),
+        rq_stride_shift,
+        sq_log_size: (!no_sq).then_some(log_sq),
+        sq_offset: rq_bytes,
+        dbr_addr,
+        remote_qpn: 0,
+        mtu: 0,
+        log_msg_max: 0,
+        path: AddressPath::default(),
+        route: Route::None,
+        sgid: [0; 16],
+        rre: false,
+        rwe: false,
+        rae: false,
+        min_rnr_nak: 0,
+        retry_count: 0,
+        rnr_retry: 0,
+        log_rra_max: 0,
+        log_sra_max: 0,
+        npsn: 0,
+        sq_next: 0,
+        inflight: VecDeque::new(),
+        retries_left: 0,
+        rnr_left: 0,
+        ack_deadline: None,
+        rnr_deadline: None,
+        sq_blocked: false,
+        epsn: 0,
+        rq_ci: 0,
+        nak_seq_sent: None,
+        atomic_replay: VecDeque::new(),
+        comm_est: false,
+        qpc: saved,
+    };
+    q.reset_runtime();
+    if !no_sq {
+        hca.cqs.attach(cqn_snd);
+    }
+    if has_rq {
+        hca.cqs.attach(cqn_rcv);
+    }
+    hca.qps.qps.insert(qpn, q);
+    let _ = create_qp_out::QPN.set(output, qpn);
+    Ok(())
+}
+
+/// DESTROY_QP (opcode 0x501). Legal in any state; outstanding work is dropped without
+/// completions.
+pub fn destroy_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
+    check_lengths(input, destroy_qp_in::BYTES, output, 16)?;
+    let qpn = get(destroy_qp_in::QPN, input);
+    let q = hca
+        .qps
+        .qps
+        .remove(&qpn)
+        .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
+    if q.sq_log_size.is_some() {
+        hca.cqs.detach(q.cqn_snd);
+    }
+    if q.rq_log_size.is_some() {
+        hca.cqs.detach(q.cqn_rcv);
+    }
+    Ok(())
+}
+
+/// QUERY_QP (opcode 0x50b): the qpc with the current state, PSNs and counters.
+pub fn query_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
+    check_lengths(input, query_qp_in::BYTES, output, query_qp_out::BYTES)?;
+    let qpn = get(query_qp_in::QPN, input);
+    let q = hca
+        .qps
+        .qps
+        .get(&qpn)
+        .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
+    let _ = query_qp_out::QPC.write_bytes(output, &q.query_context());
+    let room = output.len().saturating_sub(query_qp_out::BYTES) / 8;
+    for (i, a) in q.buf.pas().iter().take(room).enumerate() {
+        let at = query_qp_out::BYTES + i * 8;
+        output[at..at + 8].copy_from_slice(&a.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// The transition an opcode performs: (legal current states, new state, allowed optpar bits).
+fn transition(op: u16) -> Option<(&'static [u8], u8, u32)> {
+    use qp::optpar::*;
+    use qp::state::*;
+    // Linux drivers/infiniband/hw/mlx5/qp.c opt_mask[..][..][MLX5_QP_ST_RC].
+    Some(match op {
+        opcode::RST2INIT_QP => (&[RST], INIT, 0),
+        opcode::INIT2INIT_QP => (
+            &[INIT],
+            INIT,
+            RRE | RAE | RWE | PKEY_INDEX | PRI_PORT | LAG_TX_AFF,
+        ),
+        opcode::INIT2RTR_QP => (
+            &[INIT],
+            RTR,
+            ALT_ADDR_PATH | RRE | RAE | RWE | PKEY_INDEX | LAG_TX_AFF,
+        ),
+        opcode::RTR2RTS_QP => (
+            &[RTR],
+            RTS,
+            ALT_ADDR_PATH | RRE | RAE | RWE | PM_STATE | RNR_TIMEOUT | OFFLOAD_TYPE,
+        ),
+        opcode::RTS2RTS_QP => (
+            &[RTS],
+            RTS,
+            RRE | RAE | RWE | RNR_TIMEOUT | PM_STATE | ALT_ADDR_PATH | OFFLOAD_TYPE | RMPN_XRQN,
+        ),
+        opcode::SQERR2RTS_QP => (&[SQER], RTS, RNR_TIMEOUT | RWE | RAE | RRE),
+        opcode::SQD_RTS_QP => (&[SQD], RTS, RNR_TIMEOUT | RWE | RAE | RRE),
+        opcode::QP_2ERR => (&[RST, INIT, RTR, RTS, SQER, SQD, ERR], ERR, 0),
+        opcode::QP_2RST => (&[RST, INIT, RTR, RTS, SQER, SQD, ERR], RST, 0),
+        _ => return None,
+    })
+}
+
+/// RST2INIT_QP .. 2RST_QP, selected by `opcode`.
+pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], output: &mut [u8]) -> CmdResult {
+    let (from, to, allowed) =
+        transition(opcode).ok_or(err(cmd_status::BAD_OP_ERR, syndrome::BAD_OPCODE))?;
+    let short = matches!(opcode, opcode::QP_2ERR | opcode::QP_2RST);
+    let in_min = if short {
+        qp_2rst_in::BYTES
+    } else {
+        rst2init_qp_in::BYTES
+    };
+    check_lengths(input, in_min, output, 16)?;
+    // Every modify input has the QPN at 0x48, the mask at 0x80 and the qpc at 0xc0.
+    let qpn = get(qp_2rst_in::QPN, input);
+    let cur = hca
+        .qps
+        .state(qpn)
+        .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
+    if !from.contains(&cur) {
+        return Err(err(cmd_status::BAD_QP_STATE_ERR, syndrome::BAD_STATE));
+    }
+    if short {
+        if to == qp::state::ERR {
+            crate::datapath::enter_error(hca, qpn);
+        } else if let Some(q) = hca.qps.qps.get_mut(&qpn) {
+            q.state = qp::state::RST;
+            q.reset_runtime();
+        }
+        return Ok(());
+    }
+    let mask = get(rst2init_qp_in::OPT_PARAM_MASK, input);
+    if mask & !allowed != 0 {
+        return Err(bad_param(syndrome::BAD_OPT_PARAM));
+    }
+    let ctx = rst2init_qp_in::QPC
+        .bytes(input)
+        .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
+    let pri = qpc::PRIMARY_ADDRESS_PATH;
+    let path = read_path(ctx, pri);
+    let opt = |bit: u32| mask & bit != 0;
+
+    // Validate everything before changing anything.
+    match opcode {
+        opcode::RST2INIT_QP => {
+            check_port_pkey(path.port, path.pkey_index)?;
+        }
+        opcode::INIT2INIT_QP => {
+            if opt(qp::optpar::PRI_PORT) {
+                check_port_pkey(path.port, 0)?;
+            }
+            if opt(qp::optpar::PKEY_INDEX) {
+                check_port_pkey(PORT_NUM, path.pkey_index)?;
+            }
+        }
+        opcode::INIT2RTR_QP => {
+            if !(1..=5).contains(&get(qpc::MTU, ctx)) {
+                return Err(bad_param(syndrome::BAD_MTU));
+            }
+            if get(qpc::LOG_MSG_MAX, ctx) > hca.cap(cmd_hca_cap::LOG_MAX_MSG) {
+                return Err(bad_param(syndrome::MSG_SIZE_ABOVE_CAP));
+            }
+            if get(qpc::REMOTE_QPN, ctx) < 2 {
+                return Err(bad_param(syndrome::BAD_REMOTE_QPN));
+            }
+            if path.rgid == [0; 16] || path.rmac == [0; 6] {
+                return Err(bad_param(syndrome::NO_ADDRESS_PATH));
+            }
+            if hca.roce_gid(path.src_addr_index).is_none() {
+                return Err(bad_param(syndrome::BAD_SGID_INDEX));
+            }
+            check_port_pkey(path.port, 0)?;
+            if opt(qp::optpar::PKEY_INDEX) {
+                check_port_pkey(PORT_NUM, path.pkey_index)?;
+            }
+            if get(qpc::LOG_RRA_MAX, ctx) > hca.cap(cmd_hca_cap::LOG_MAX_RA_RES_QP) {
+                return Err(bad_param(syndrome::RA_ABOVE_CAP));
+            }
+        }
+        opcode::RTR2RTS_QP
+            if get(qpc::LOG_SRA_MAX, ctx) > hca.cap(cmd_hca_cap::LOG_MAX_RA_REQ_QP) =>
+        {
+            return Err(bad_param(syndrome::RA_ABOVE_CAP));
+        }
+        _ => {}
+    }
+
+    // Route and source GID for INIT2RTR.
+    let (route, sgid) = if opcode == opcode::INIT2RTR_QP {
+        let sgid = hca.roce_gid(path.src_addr_index).unwrap_or([0; 16]);
+        let local = (0..GID_TABLE_SEARCH).any(|i| hca.roce_gid(i) == Some(path.rgid));
+        (if local { Route::Local } else { Route::Remote }, sgid)
+    } else {
+        (Route::None, [0; 16])
+    };
+
+    let q = hca
+        .qps
+        .qps
+        .get_mut(&qpn)
+        .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
+    match opcode {
+        opcode::RST2INIT_QP => {
+            q.path.pkey_index = path.pkey_index;
+            q.path.port = path.port;
+            q.keep(ctx, ads::PKEY_INDEX.within(pri));
+            q.keep(ctx, ads::VHCA_PORT_NUM.within(pri));
+            q.keep(ctx, qpc::COUNTER_SET_ID);
+            q.set_access(ctx);
+        }
+        opcode::INIT2INIT_QP => {
+            if opt(qp::optpar::RRE | qp::optpar::RWE | qp::optpar::RAE) {
+                q.set_access(ctx);
+            }
+            if opt(qp::optpar::PKEY_INDEX) {
+                q.path.pkey_index = path.pkey_index;
+                q.keep(ctx, ads::PKEY_INDEX.within(pri));
+            }
+        }
+        opcode::INIT2RTR_QP => {
+            q.mtu = get(qpc::MTU, ctx);
+            q.log_msg_max = get(qpc::LOG_MSG_MAX, ctx);
+            q.remote_qpn = get(qpc::REMOTE_QPN, ctx);
+            q.epsn = get(qpc::NEXT_RCV_PSN, ctx);
+            q.log_rra_max = get(qpc::LOG_RRA_MAX, ctx);
+            q.min_rnr_nak = get(qpc::MIN_RNR_NAK, ctx);
+            let (pkey, timeout) = (q.path.pkey_index, q.path.ack_timeout);
+            q.path = path;
+            q.path.ack_timeout = timeout;
+            if !opt(qp::optpar::PKEY_INDEX) {
+                q.path.pkey_index = pkey;
+            }
+            q.route = route;
+            q.sgid = sgid;
+            for f in [
+                qpc::MTU,
+                qpc::LOG_MSG_MAX,
+                qpc::REMOTE_QPN,
+                qpc::NEXT_RCV_PSN,
+                qpc::LOG_RRA_MAX,
+                qpc::MIN_RNR_NAK,
+                qpc::LOG_ACK_REQ_FREQ,
+            ] {
+                q.keep(ctx, f);
+            }
+            // The whole primary path, except ack_timeout (set by RTR2RTS) and the P_Key index
+            // (only with its optpar bit).
+            let mut p = [0u8; ads::BYTES];
+            let _ = pri.read_bytes(ctx, &mut p);
+            let _ = ads::ACK_TIMEOUT.set(&mut p, q.path.ack_timeout);
+            let _ = ads::PKEY_INDEX.set(&mut p, q.path.pkey_index);
+            let _ = pri.write_bytes(&mut q.qpc, &p);
+            if opt(qp::optpar::RRE | qp::optpar::RWE | qp::optpar::RAE) {
+                q.set_access(ctx);
+            }
+        }
+        _ => {
+            // RTR2RTS, RTS2RTS, SQERR2RTS, SQD2RTS.
+            if opcode == opcode::RTR2RTS_QP {
+                q.npsn = get(qpc::NEXT_SEND_PSN, ctx);
+                q.retry_count = get(qpc::RETRY_COUNT, ctx);
+                q.rnr_retry = get(qpc::RNR_RETRY, ctx);
+                q.log_sra_max = get(qpc::LOG_SRA_MAX, ctx);
+                q.path.ack_timeout = path.ack_timeout;
+                q.retries_left = q.retry_count;
+                q.rnr_left = q.rnr_retry;
+                for f in [
+                    qpc::NEXT_SEND_PSN,
+                    qpc::RETRY_COUNT,
+                    qpc::RNR_RETRY,
+                    qpc::LOG_SRA_MAX,
+                    ads::ACK_TIMEOUT.within(pri),
+                ] {
+                    q.keep(ctx, f);
+                }
+            }
+            if opt(qp::optpar::RRE | qp::optpar::RWE | qp::optpar::RAE) {
+                q.set_access(ctx);
+            }
+            if opt(qp::optpar::RNR_TIMEOUT) {
+                q.min_rnr_nak = get(qpc::MIN_RNR_NAK, ctx);
+                q.keep(ctx, qpc::MIN_RNR_NAK);
+            }
+        }
+    }
+    q.state = to;
+    // Work posted before RTS runs now (the SQ doorbell may have rung earlier).
+    if to == qp::state::RTS {
+        crate::datapath::kick(hca, qpn);
+    }
+    Ok(())
+}
+
+/// Port must be [`PORT_NUM`]; the RoCE P_Key table has one entry.
+fn check_port_pkey(port: u32, pkey_index: u32) -> CmdResult {
+    if port != PORT_NUM {
+        return Err(bad_param(syndrome::BAD_PORT));
+    }
+    if pkey_index != 0 {
+        return Err(bad_param(syndrome::BAD_PKEY_INDEX));
+    }
+    Ok(())
+}
+
+/// Reads the doorbell record's (RQ producer, SQ producer) counters.
+pub(crate) fn read_dbr(
+    mem: &dyn crate::memory::GuestMemory,
+    dbr: u64,
+) -> Result<(u16, u16), crate::memory::DmaError> {
+    let rq = mem.read_u32_be(dbr + 4 * qp_db::RCV_DBR as u64)?;
+    let sq = mem.read_u32_be(dbr + 4 * qp_db::SND_DBR as u64)?;
+    Ok((rq as u16, sq as u16))
+}

@@ -1,0 +1,410 @@
+//! Two HCAs on a wire: the in-process channel pair, the UNIX socket between two threads (as
+//! between two processes), and RC PSN checking against a raw socket peer.
+
+#[path = "datapath_common/mod.rs"]
+mod dp;
+#[path = "raw/mod.rs"]
+mod raw;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dp::*;
+use mlx5_prm::{cqe, qp, wqe};
+use mlx5_sim::device::ExecMode;
+use mlx5_sim::wire::{decode, encode, Decoded, Nak, Op, Packet, Port};
+use mlx5_sim::InProcHca;
+
+const CE: u8 = wqe::ctrl::CQ_UPDATE;
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn two_hcas_joined_in_process() {
+    let (da, db) = InProcHca::pair(ExecMode::Inline);
+    let mut ea = Env::new(da.clone(), 1);
+    let mut eb = Env::new(db.clone(), 2);
+    assert_ne!(ea.mac, eb.mac);
+    let (mut a_scq, a_rcq) = (ea.cq(6), ea.cq(6));
+    let (b_scq, mut b_rcq) = (eb.cq(6), eb.cq(6));
+    let mut a = ea.qp(&a_scq, &a_rcq, 6, 5);
+    let mut b = eb.qp(&b_scq, &b_rcq, 6, 5);
+    ea.connect_with(&a, b.qpn, eb.gid, eb.mac, 1, 7, 7, 14);
+    eb.connect_with(&b, a.qpn, ea.gid, ea.mac, 1, 7, 7, 14);
+
+    let a_buf = ea.alloc(64 * 1024);
+    let b_buf = eb.alloc(64 * 1024);
+    let a_key = ea.mkey(a_buf, 64 * 1024, LR | LW);
+    let b_key = eb.mkey(b_buf, 64 * 1024, LR | LW | RR | RW | A);
+    let data = pattern(40_000, 3);
+    ea.write(a_buf, &data);
+
+    // RDMA WRITE of 40 000 bytes (40 MTU-sized packets' worth of PSNs).
+    ea.post_send(
+        &mut a,
+        wqe::opcode::RDMA_WRITE,
+        CE,
+        0,
+        &[&raddr_seg(b_buf, b_key), &dseg(40_000, a_key, a_buf)],
+    );
+    assert!(
+        ea.poll_cq(&mut a_scq).is_none(),
+        "nothing before the peer runs"
+    );
+    let c = ea.wait_cq(&mut a_scq, &[&db]);
+    assert_eq!(c.opcode(), cqe::opcode::REQ);
+    assert_eq!(eb.read(b_buf, 40_000), data);
+    let d = ea.query_qp(a.qpn);
+    let sent_psn = d.get(mlx5_prm::qpc::NEXT_SEND_PSN.within(mlx5_prm::query_qp_out::QPC));
+    assert_eq!(sent_psn, 0x100 + 40, "1024-byte MTU: 40 PSNs");
+
+    // RDMA READ back into another part of A.
+    ea.post_send(
+        &mut a,
+        wqe::opcode::RDMA_READ,
+        CE,
+        0,
+        &[
+            &raddr_seg(b_buf + 100, b_key),
+            &dseg(5000, a_key, a_buf + 50_000),
+        ],
+    );
+    let c = ea.wait_cq(&mut a_scq, &[&db]);
+    assert_eq!(
+        (c.wqe_opcode(), c.byte_cnt()),
+        (wqe::opcode::RDMA_READ, 5000)
+    );
+    assert_eq!(ea.read(a_buf + 50_000, 5000), data[100..5100]);
+
+    // SEND / RECV.
+    eb.post_recv(&mut b, &[(1000, b_key, b_buf + 60_000)]);
+    ea.post_send(
+        &mut a,
+        wqe::opcode::SEND_IMM,
+        CE,
+        0xabcd,
+        &[&dseg(700, a_key, a_buf)],
+    );
+    let r = eb.wait_cq(&mut b_rcq, &[&da]);
+    assert_eq!(
+        (r.opcode(), r.byte_cnt(), r.imm(), r.remote_qpn()),
+        (cqe::opcode::RESP_SEND_IMM, 700, 0xabcd, a.qpn)
+    );
+    assert_eq!(eb.read(b_buf + 60_000, 700), data[..700]);
+    ea.wait_cq(&mut a_scq, &[&db]);
+
+    // Fetch-and-add.
+    eb.write(b_buf + 64, &41u64.to_be_bytes());
+    ea.post_send(
+        &mut a,
+        wqe::opcode::ATOMIC_FA,
+        CE,
+        0,
+        &[
+            &raddr_seg(b_buf + 64, b_key),
+            &atomic_seg(1, 0),
+            &dseg(8, a_key, a_buf + 60_000),
+        ],
+    );
+    ea.wait_cq(&mut a_scq, &[&db]);
+    assert_eq!(eb.read(b_buf + 64, 8), 42u64.to_be_bytes());
+    assert_eq!(ea.read(a_buf + 60_000, 8), 41u64.to_be_bytes());
+
+    // An rkey fault crosses the wire as a NAK.
+    ea.post_send(
+        &mut a,
+        wqe::opcode::RDMA_WRITE,
+        0,
+        0,
+        &[
+            &raddr_seg(b_buf + 64 * 1024 - 4, b_key),
+            &dseg(8, a_key, a_buf),
+        ],
+    );
+    let c = ea.wait_cq(&mut a_scq, &[&db]);
+    assert_eq!(c.syndrome(), cqe::syndrome::REMOTE_ACCESS_ERR);
+    assert_eq!(eb.qp_state(b.qpn), qp::state::ERR as u32);
+}
+
+fn sock_path(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mlx5-dp-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("wire.sock")
+}
+
+/// What one side tells the other to connect.
+struct Hello {
+    qpn: u32,
+    gid: [u8; 16],
+    mac: [u8; 6],
+    buf: u64,
+    rkey: u32,
+}
+
+#[test]
+fn two_hcas_over_a_unix_socket_in_two_threads() {
+    let path = sock_path("threads");
+    let listen = Port::listen(&path).unwrap();
+    let (to_a, from_b) = mpsc::channel::<Hello>();
+    let (to_b, from_a) = mpsc::channel::<Hello>();
+    let data = pattern(100_000, 11);
+    let expect = data.clone();
+
+    let side_b = std::thread::spawn(move || {
+        let dev = InProcHca::deterministic();
+        dev.with_hca(|h| h.port = listen);
+        let mut e = Env::new(dev, 2);
+        let scq = e.cq(5);
+        let mut rcq = e.cq(5);
+        let mut b = e.qp(&scq, &rcq, 5, 5);
+        let buf = e.alloc(128 * 1024);
+        let rkey = e.mkey(buf, 128 * 1024, LW | RW);
+        e.post_recv(&mut b, &[(64, rkey, buf + 120_000)]);
+        to_a.send(Hello {
+            qpn: b.qpn,
+            gid: e.gid,
+            mac: e.mac,
+            buf,
+            rkey,
+        })
+        .unwrap();
+        let peer = from_a.recv().unwrap();
+        e.connect_with(&b, peer.qpn, peer.gid, peer.mac, 1, 7, 7, 14);
+        // The SEND that follows the WRITE tells us the data is complete.
+        let r = e.wait_cq(&mut rcq, &[]);
+        assert_eq!(r.opcode(), cqe::opcode::RESP_SEND);
+        assert_eq!(e.read(buf + 120_000, 4), b"done");
+        assert_eq!(e.read(buf, 100_000), expect);
+        // Keep answering until A has its completions.
+        let deadline = Instant::now() + PATIENCE;
+        while from_a.recv_timeout(Duration::from_millis(1)).is_err() {
+            e.dev().poll();
+            assert!(Instant::now() < deadline);
+        }
+    });
+
+    let peer = from_b.recv().unwrap();
+    let dev = InProcHca::deterministic();
+    dev.with_hca(|h| h.port = Port::connect(&path).unwrap());
+    let mut e = Env::new(dev, 1);
+    let mut scq = e.cq(5);
+    let rcq = e.cq(5);
+    let mut a = e.qp(&scq, &rcq, 5, 5);
+    e.connect_with(&a, peer.qpn, peer.gid, peer.mac, 1, 7, 7, 14);
+    to_b.send(Hello {
+        qpn: a.qpn,
+        gid: e.gid,
+        mac: e.mac,
+        buf: 0,
+        rkey: 0,
+    })
+    .unwrap();
+    let buf = e.alloc(128 * 1024);
+    let lkey = e.mkey(buf, 128 * 1024, LR);
+    e.write(buf, &data);
+    e.write(buf + 110_000, b"done");
+    // Give B time to reach RTR (requests to a QP not yet in RTR are dropped and retried).
+    e.post_send(
+        &mut a,
+        wqe::opcode::RDMA_WRITE,
+        CE,
+        0,
+        &[&raddr_seg(peer.buf, peer.rkey), &dseg(100_000, lkey, buf)],
+    );
+    let c = e.wait_cq(&mut scq, &[]);
+    assert_eq!(c.opcode(), cqe::opcode::REQ, "syndrome {:#x}", c.syndrome());
+    e.post_send(
+        &mut a,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&dseg(4, lkey, buf + 110_000)],
+    );
+    let c = e.wait_cq(&mut scq, &[]);
+    assert_eq!(c.opcode(), cqe::opcode::REQ);
+    to_b.send(Hello {
+        qpn: 0,
+        gid: [0; 16],
+        mac: [0; 6],
+        buf: 0,
+        rkey: 0,
+    })
+    .unwrap();
+    side_b.join().unwrap();
+}
+
+/// A raw RC peer on the socket: sends frames, reads answers.
+struct RawPeer {
+    s: UnixStream,
+    rbuf: Vec<u8>,
+}
+
+impl RawPeer {
+    fn send(&mut self, p: &Packet) {
+        let mut out = Vec::new();
+        encode(p, &mut out);
+        self.s.write_all(&out).unwrap();
+    }
+
+    fn recv(&mut self, dev: &InProcHca) -> Packet {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Decoded::Frame(p, used) = decode(&self.rbuf) {
+                self.rbuf.drain(..used);
+                return p;
+            }
+            dev.poll();
+            let mut chunk = [0u8; 4096];
+            match self.s.read(&mut chunk) {
+                Ok(0) => panic!("HCA closed the link"),
+                Ok(n) => self.rbuf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+            assert!(Instant::now() < deadline, "no answer from the HCA");
+        }
+    }
+}
+
+#[test]
+fn responder_checks_psns_from_a_raw_peer() {
+    let path = sock_path("raw");
+    let dev = InProcHca::deterministic();
+    dev.with_hca(|h| h.port = Port::listen(&path).unwrap());
+    let mut e = Env::new(dev.clone(), 2);
+    let scq = e.cq(5);
+    let mut rcq = e.cq(5);
+    let mut b = e.qp(&scq, &rcq, 5, 5);
+    let buf = e.alloc(4096);
+    let key = e.mkey(buf, 4096, LW | RW);
+    let peer_qpn = 0x500;
+    let peer_gid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
+    e.connect_with(&b, peer_qpn, peer_gid, [2, 0, 0, 0, 0, 9], 3, 7, 7, 14);
+    let s = UnixStream::connect(&path).unwrap();
+    s.set_nonblocking(true).unwrap();
+    let mut peer = RawPeer {
+        s,
+        rbuf: Vec::new(),
+    };
+    let (b_qpn, b_gid) = (b.qpn, e.gid);
+    let send = |psn: u32, payload: &[u8]| {
+        let mut p = Packet::new(
+            b_qpn,
+            peer_qpn,
+            psn,
+            Op::Send {
+                imm: None,
+                solicited: false,
+            },
+        );
+        p.dst_gid = b_gid;
+        p.src_gid = peer_gid;
+        p.data = payload.to_vec();
+        p.len = payload.len();
+        p
+    };
+    // The QP expects PSN 0x100 (connect_with). Ahead: one sequence NAK naming 0x100.
+    peer.send(&send(0x102, b"x"));
+    peer.send(&send(0x103, b"y"));
+    let n = peer.recv(&dev);
+    assert_eq!(
+        (n.op, n.psn, n.dst_qpn),
+        (Op::Nak(Nak::PsnSequence), 0x100, peer_qpn)
+    );
+    // No receive posted: RNR NAK with the QP's min_rnr_nak (3).
+    peer.send(&send(0x100, b"abc"));
+    let n = peer.recv(&dev);
+    assert_eq!((n.op, n.psn), (Op::Nak(Nak::Rnr { timer: 3 }), 0x100));
+    e.post_recv(&mut b, &[(64, key, buf)]);
+    e.post_recv(&mut b, &[(64, key, buf + 64)]);
+    peer.send(&send(0x100, b"abc"));
+    let n = peer.recv(&dev);
+    assert_eq!((n.op, n.psn), (Op::Ack, 0x100));
+    assert_eq!(e.read(buf, 3), b"abc");
+    // A duplicate is acknowledged again and not delivered twice.
+    peer.send(&send(0x100, b"abc"));
+    let n = peer.recv(&dev);
+    assert_eq!((n.op, n.psn), (Op::Ack, 0x100));
+    let r = e.poll_cq(&mut rcq).unwrap();
+    assert_eq!(
+        (r.opcode(), r.byte_cnt(), r.remote_qpn()),
+        (cqe::opcode::RESP_SEND, 3, peer_qpn)
+    );
+    assert!(e.poll_cq(&mut rcq).is_none());
+    // Packets from a QP we are not connected to are dropped silently.
+    let mut stranger = send(0x101, b"zz");
+    stranger.src_qpn = 0x777;
+    peer.send(&stranger);
+    // An RDMA WRITE outside the rkey: remote access NAK, the QP goes to ERR.
+    let mut w = Packet::new(
+        b.qpn,
+        peer_qpn,
+        0x101,
+        Op::Write {
+            raddr: buf + 4090,
+            rkey: key,
+            imm: None,
+            solicited: false,
+        },
+    );
+    w.data = vec![1; 16];
+    w.len = 16;
+    peer.send(&w);
+    let n = peer.recv(&dev);
+    assert_eq!((n.op, n.psn), (Op::Nak(Nak::RemoteAccess), 0x101));
+    assert_eq!(e.qp_state(b.qpn), qp::state::ERR as u32);
+    assert!(e.read(buf + 4090, 6).iter().all(|&x| x == 0));
+    let f = e.poll_cq(&mut rcq).unwrap();
+    assert_eq!(f.syndrome(), cqe::syndrome::WR_FLUSH_ERR);
+}
+
+#[test]
+fn two_threaded_devices_poll_the_wire_themselves() {
+    let (da, db) = InProcHca::pair(ExecMode::Thread);
+    let mut ea = Env::new(da.clone(), 1);
+    let mut eb = Env::new(db.clone(), 2);
+    let (mut a_scq, a_rcq) = (ea.cq(5), ea.cq(5));
+    let (b_scq, mut b_rcq) = (eb.cq(5), eb.cq(5));
+    let mut a = ea.qp(&a_scq, &a_rcq, 5, 5);
+    let mut b = eb.qp(&b_scq, &b_rcq, 5, 5);
+    ea.connect_with(&a, b.qpn, eb.gid, eb.mac, 1, 7, 7, 14);
+    eb.connect_with(&b, a.qpn, ea.gid, ea.mac, 1, 7, 7, 14);
+    let a_buf = ea.alloc(8192);
+    let b_buf = eb.alloc(8192);
+    let a_key = ea.mkey(a_buf, 8192, LR);
+    let b_key = eb.mkey(b_buf, 8192, LW);
+    ea.write(a_buf, &pattern(5000, 1));
+    eb.post_recv(&mut b, &[(8192, b_key, b_buf)]);
+    ea.post_send(
+        &mut a,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&dseg(5000, a_key, a_buf)],
+    );
+    // Only CQ polling here: the device threads move the packets.
+    let deadline = Instant::now() + PATIENCE;
+    let r = loop {
+        if let Some(c) = eb.poll_cq(&mut b_rcq) {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "no receive completion");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(r.byte_cnt(), 5000);
+    assert_eq!(eb.read(b_buf, 5000), pattern(5000, 1));
+    let s = loop {
+        if let Some(c) = ea.poll_cq(&mut a_scq) {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "no send completion");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(s.opcode(), cqe::opcode::REQ);
+}
