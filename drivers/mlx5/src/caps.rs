@@ -1,0 +1,197 @@
+//! HCA capabilities: QUERY_HCA_CAP (max and current) and SET_HCA_CAP.
+//!
+//! op_mod of QUERY_HCA_CAP = `cap_type << 1 | cap_mode` (facts hca_caps.query_op_mod_rule;
+//! Linux core/main.c:535, rdma-core mlx5_vfio.c `mlx5_vfio_get_caps_mode`), SET_HCA_CAP's =
+//! `cap_type << 1` (facts trap 22). The capability starts at byte 16 of the output (facts
+//! trap 31).
+
+use alloc::vec::Vec;
+
+use mlx5_prm::{
+    atomic_caps, cmd_hca_cap, hca_cap, opcode, query_hca_cap_in, query_hca_cap_out, roce_cap,
+    set_hca_cap_in, set_hca_cap_out,
+};
+
+use crate::cmd::{get, CmdBuf};
+use crate::error::Result;
+use crate::hal::Hal;
+use crate::hca::Device;
+
+/// The capability values the driver uses, from the CURRENT general capabilities after
+/// INIT_HCA (and the ROCE / ATOMIC ones when advertised).
+#[derive(Clone, Debug, Default)]
+pub struct Caps {
+    /// `log_max_cq_sz`: log2 of the largest CQ.
+    pub log_max_cq_sz: u8,
+    /// `log_max_cq`.
+    pub log_max_cq: u8,
+    /// `log_max_qp_sz`: log2 of the largest work queue (in WQEBBs for the SQ).
+    pub log_max_qp_sz: u8,
+    /// `log_max_qp`.
+    pub log_max_qp: u8,
+    /// `log_max_mkey`.
+    pub log_max_mkey: u8,
+    /// `log_max_mrw_sz`: log2 of the largest memory region.
+    pub log_max_mrw_sz: u8,
+    /// `log_max_msg`: log2 of the largest message.
+    pub log_max_msg: u8,
+    /// `log_max_pd`.
+    pub log_max_pd: u8,
+    /// `log_max_eq_sz`.
+    pub log_max_eq_sz: u8,
+    /// `max_wqe_sz_sq`: largest send WQE in bytes.
+    pub max_wqe_sz_sq: u16,
+    /// `max_wqe_sz_rq`: largest receive WQE in bytes.
+    pub max_wqe_sz_rq: u16,
+    /// `log_max_ra_req_qp`: log2 of outstanding RDMA READ / atomic requests as initiator.
+    pub log_max_ra_req_qp: u8,
+    /// `log_max_ra_res_qp`: log2 of outstanding RDMA READ / atomic requests as responder.
+    pub log_max_ra_res_qp: u8,
+    /// `bf`: BlueFlame supported.
+    pub bf: bool,
+    /// `log_bf_reg_size`: log2 of a BlueFlame register (both halves).
+    pub log_bf_reg_size: u8,
+    /// `roce`.
+    pub roce: bool,
+    /// `atomic`.
+    pub atomic: bool,
+    /// `pg`: MTT entries carry read/write bits (create_mkey_in.pg_access).
+    pub pg: bool,
+    /// `port_type` (`MLX5_CAP_PORT_TYPE_*`).
+    pub port_type: u8,
+    /// `num_ports`.
+    pub num_ports: u8,
+    /// `gid_table_size`.
+    pub gid_table_size: u16,
+    /// `atomic_caps.atomic_operations` (bit mask).
+    pub atomic_operations: u16,
+    /// `atomic_caps.atomic_size_qp` (bit mask of sizes).
+    pub atomic_size_qp: u16,
+    /// The raw 256-byte current general capability, for inspection.
+    pub general_cur: Vec<u8>,
+}
+
+impl Caps {
+    /// Parses the general capability (bytes of `cmd_hca_cap`).
+    pub fn parse_general(c: &[u8]) -> Caps {
+        let g = |f| get(c, f);
+        Caps {
+            log_max_cq_sz: g(cmd_hca_cap::LOG_MAX_CQ_SZ) as u8,
+            log_max_cq: g(cmd_hca_cap::LOG_MAX_CQ) as u8,
+            log_max_qp_sz: g(cmd_hca_cap::LOG_MAX_QP_SZ) as u8,
+            log_max_qp: g(cmd_hca_cap::LOG_MAX_QP) as u8,
+            log_max_mkey: g(cmd_hca_cap::LOG_MAX_MKEY) as u8,
+            log_max_mrw_sz: g(cmd_hca_cap::LOG_MAX_MRW_SZ) as u8,
+            log_max_msg: g(cmd_hca_cap::LOG_MAX_MSG) as u8,
+            log_max_pd: g(cmd_hca_cap::LOG_MAX_PD) as u8,
+            log_max_eq_sz: g(cmd_hca_cap::LOG_MAX_EQ_SZ) as u8,
+            max_wqe_sz_sq: g(cmd_hca_cap::MAX_WQE_SZ_SQ) as u16,
+            max_wqe_sz_rq: g(cmd_hca_cap::MAX_WQE_SZ_RQ) as u16,
+            log_max_ra_req_qp: g(cmd_hca_cap::LOG_MAX_RA_REQ_QP) as u8,
+            log_max_ra_res_qp: g(cmd_hca_cap::LOG_MAX_RA_RES_QP) as u8,
+            bf: g(cmd_hca_cap::BF) != 0,
+            log_bf_reg_size: g(cmd_hca_cap::LOG_BF_REG_SIZE) as u8,
+            roce: g(cmd_hca_cap::ROCE) != 0,
+            atomic: g(cmd_hca_cap::ATOMIC) != 0,
+            pg: g(cmd_hca_cap::PG) != 0,
+            port_type: g(cmd_hca_cap::PORT_TYPE) as u8,
+            num_ports: g(cmd_hca_cap::NUM_PORTS) as u8,
+            gid_table_size: g(cmd_hca_cap::GID_TABLE_SIZE) as u16,
+            atomic_operations: 0,
+            atomic_size_qp: 0,
+            general_cur: c.to_vec(),
+        }
+    }
+}
+
+impl<H: Hal> Device<H> {
+    /// QUERY_HCA_CAP for one capability type and mode; returns the capability bytes
+    /// (the 4096-byte `hca_cap_union`).
+    pub(crate) fn query_cap(&mut self, hal: &H, cap_type: u16, mode: u16) -> Result<Vec<u8>> {
+        let mut c = CmdBuf::new(
+            opcode::QUERY_HCA_CAP,
+            hca_cap::query_op_mod(cap_type, mode),
+            query_hca_cap_in::BYTES,
+        );
+        c.set(
+            query_hca_cap_in::OP_MOD,
+            hca_cap::query_op_mod(cap_type, mode).into(),
+        );
+        let mut out = alloc::vec![0u8; query_hca_cap_out::BYTES];
+        self.exec(hal, &c, &mut out)?;
+        let off = query_hca_cap_out::CAPABILITY.byte_offset();
+        Ok(out[off..].to_vec())
+    }
+
+    /// SET_HCA_CAP with `cap` (capability bytes, at most the union's size) for `cap_type`.
+    pub(crate) fn set_cap(&mut self, hal: &H, cap_type: u16, cap: &[u8]) -> Result<()> {
+        let mut c = CmdBuf::new(
+            opcode::SET_HCA_CAP,
+            hca_cap::set_op_mod(cap_type),
+            set_hca_cap_in::BYTES,
+        );
+        let off = set_hca_cap_in::CAPABILITY.byte_offset();
+        let n = cap.len().min(c.buf.len() - off);
+        c.buf[off..off + n].copy_from_slice(&cap[..n]);
+        let mut out = [0u8; set_hca_cap_out::BYTES];
+        self.exec(hal, &c, &mut out)
+    }
+
+    /// The capability negotiation of rdma-core mlx5_vfio.c `set_hca_cap` (`handle_hca_cap`,
+    /// `handle_hca_cap_roce`) and Linux core/main.c `set_hca_cap` (`handle_hca_cap_atomic`).
+    pub(crate) fn negotiate_caps(&mut self, hal: &H) -> Result<()> {
+        use hca_cap::cap_type;
+        let cur = self.query_cap(hal, cap_type::GENERAL, hca_cap::OPMOD_GET_CUR)?;
+        let _max = self.query_cap(hal, cap_type::GENERAL, hca_cap::OPMOD_GET_MAX)?;
+        let mut set = cur[..cmd_hca_cap::BYTES].to_vec();
+        // Disable the command checksum (Linux main.c:808, rdma-core handle_hca_cap).
+        let _ = cmd_hca_cap::CMDIF_CHECKSUM.set(&mut set, 0);
+        // UAR pages are 4 KiB: log_uar_page_sz = PAGE_SHIFT - 12 = 0 (Linux main.c:819).
+        let _ = cmd_hca_cap::LOG_UAR_PAGE_SZ.set(&mut set, 0);
+        self.set_cap(hal, cap_type::GENERAL, &set)?;
+
+        if get(&cur, cmd_hca_cap::ROCE) != 0 {
+            // rdma-core handle_hca_cap_roce: ask for software-chosen UDP source ports when
+            // the device allows it and it is not on yet.
+            let rcur = self.query_cap(hal, cap_type::ROCE, hca_cap::OPMOD_GET_CUR)?;
+            let rmax = self.query_cap(hal, cap_type::ROCE, hca_cap::OPMOD_GET_MAX)?;
+            if get(&rcur, roce_cap::SW_R_ROCE_SRC_UDP_PORT) == 0
+                && get(&rmax, roce_cap::SW_R_ROCE_SRC_UDP_PORT) != 0
+            {
+                let mut r = rcur[..roce_cap::BYTES].to_vec();
+                let _ = roce_cap::SW_R_ROCE_SRC_UDP_PORT.set(&mut r, 1);
+                self.set_cap(hal, cap_type::ROCE, &r)?;
+            }
+        }
+        if get(&cur, cmd_hca_cap::ATOMIC) != 0 {
+            // Linux main.c handle_hca_cap_atomic: when the device supports it, requests use
+            // host endianness for 8-byte atomics (MLX5_ATOMIC_REQ_MODE_HOST_ENDIANNESS = 1).
+            let acur = self.query_cap(hal, cap_type::ATOMIC, hca_cap::OPMOD_GET_CUR)?;
+            let _amax = self.query_cap(hal, cap_type::ATOMIC, hca_cap::OPMOD_GET_MAX)?;
+            if get(
+                &acur,
+                atomic_caps::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1,
+            ) != 0
+            {
+                let mut a = acur[..atomic_caps::BYTES].to_vec();
+                let _ = atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE.set(&mut a, 1);
+                self.set_cap(hal, cap_type::ATOMIC, &a)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the current capabilities the driver works with (after INIT_HCA, as Linux
+    /// `mlx5_query_hca_caps` does).
+    pub(crate) fn read_caps(&mut self, hal: &H) -> Result<Caps> {
+        use hca_cap::cap_type;
+        let cur = self.query_cap(hal, cap_type::GENERAL, hca_cap::OPMOD_GET_CUR)?;
+        let mut caps = Caps::parse_general(&cur[..cmd_hca_cap::BYTES]);
+        if caps.atomic {
+            let a = self.query_cap(hal, cap_type::ATOMIC, hca_cap::OPMOD_GET_CUR)?;
+            caps.atomic_operations = get(&a, atomic_caps::ATOMIC_OPERATIONS) as u16;
+            caps.atomic_size_qp = get(&a, atomic_caps::ATOMIC_SIZE_QP) as u16;
+        }
+        Ok(caps)
+    }
+}

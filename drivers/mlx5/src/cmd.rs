@@ -1,0 +1,439 @@
+//! The command queue: 64-byte entries in one 4 KiB page, 16 bytes of input and output inline,
+//! the rest in chains of 576-byte mailbox blocks (512 data bytes each), one token per command,
+//! ownership handed to the device and back.
+//!
+//! Sources: Linux core/cmd.c (`mlx5_cmd_invoke`, `cmd_work_handler`, `mlx5_alloc_cmd_msg`,
+//! `mlx5_copy_to_msg`), rdma-core providers/mlx5/mlx5_vfio.c (`mlx5_vfio_post_cmd`,
+//! `mlx5_vfio_poll_timeout`, `mlx5_vfio_cmd_check`); layouts in [`mlx5_prm::cmd_layout`] and
+//! [`mlx5_prm::cmd_prot_block`]. Signatures are not written: the driver clears
+//! `cmd_hca_cap.cmdif_checksum` as Linux does (facts: command_interface.procedure).
+//!
+//! The queue is polled: the driver never asks for command-completion events. Every wait has a
+//! deadline and checks the health sensors while it spins.
+
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use mlx5_prm::{cmd_layout, cmd_prot_block, cmdq, health, init_seg, mbox_in, mbox_out};
+
+use crate::error::{CmdError, CmdStatus, DeliveryStatus, Error, Result};
+use crate::hal::{Bar, DmaMem, Hal};
+
+/// Blocks per mailbox chunk: each chunk is one 4 KiB DMA page holding four 576-byte blocks at
+/// 1 KiB alignment (`cmdq::MAILBOX_BLOCK_ALIGN`, Linux core/cmd.c:2391).
+const BLOCKS_PER_CHUNK: usize = 4;
+const CHUNK_SIZE: usize = 4096;
+
+/// Timeouts of the command interface.
+#[derive(Clone, Copy, Debug)]
+pub struct CmdTimeouts {
+    /// Deadline of one command (Linux default `CMD` 60 s, core/lib/tout.c).
+    pub command: Duration,
+    /// Interval between two reads of `health_counter` (Linux `HEALTH_POLL_INTERVAL` 2000 ms,
+    /// core/lib/tout.c; rdma-core mlx5_vfio.h polls every 1000 ms); three unchanged reads in a
+    /// row mean the firmware is dead (`MAX_MISSES`, Linux core/health.c:49).
+    pub health_poll: Duration,
+}
+
+impl Default for CmdTimeouts {
+    fn default() -> Self {
+        CmdTimeouts {
+            command: Duration::from_millis(mlx5_prm::timeouts::CMD_MS),
+            health_poll: Duration::from_millis(mlx5_prm::timeouts::HEALTH_POLL_INTERVAL_MS),
+        }
+    }
+}
+
+/// Health sensors, as rdma-core mlx5_vfio.c `mlx5_health_check_fatal_sensors` and Linux
+/// core/health.c `mlx5_health_check_fatal_sensors` read them.
+pub(crate) struct HealthWatch {
+    last_counter: u32,
+    last_poll: Duration,
+    misses: u32,
+}
+
+/// Syndrome reported when health.fw_ver reads all ones (PCI link gone, Linux
+/// `sensor_pci_not_working`).
+pub const SYND_PCI_GONE: u8 = 0xff;
+/// Syndrome reported when the NIC interface reads DISABLED or SW_RESET.
+pub const SYND_NIC_DISABLED: u8 = 0xfe;
+/// Syndrome reported when `health_counter` stopped moving.
+pub const SYND_COUNTER_STOPPED: u8 = 0xfd;
+
+impl HealthWatch {
+    pub(crate) fn new() -> Self {
+        HealthWatch {
+            last_counter: u32::MAX,
+            last_poll: Duration::ZERO,
+            misses: 0,
+        }
+    }
+
+    /// The fatal sensors: `Some(syndrome)` when the device is dead.
+    pub(crate) fn check<H: Hal>(&mut self, hal: &H, interval: Duration) -> Result<Option<u8>> {
+        let bar = Bar(hal);
+        let hb = init_seg::HEALTH;
+        if bar.read32(hb + health::FW_VER)? == 0xffff_ffff {
+            return Ok(Some(SYND_PCI_GONE));
+        }
+        let nic = init_seg::nic_interface(bar.read32(init_seg::CMDQ_ADDR_L_SZ)?) as u8;
+        if nic == init_seg::nic_interface::DISABLED || nic == init_seg::nic_interface::SW_RESET {
+            return Ok(Some(SYND_NIC_DISABLED));
+        }
+        let rfr = bar.read8(hb + health::RFR_SEVERITY)?;
+        let synd = bar.read8(hb + health::SYND)?;
+        if health::is_fatal(rfr, synd) {
+            return Ok(Some(synd));
+        }
+        let now = hal.now();
+        if now.saturating_sub(self.last_poll) >= interval {
+            self.last_poll = now;
+            let c = bar.read32(init_seg::HEALTH_COUNTER)? & init_seg::HEALTH_COUNTER_MASK;
+            if c == self.last_counter {
+                self.misses += 1;
+                if self.misses >= init_seg::HEALTH_MAX_MISSES {
+                    return Ok(Some(SYND_COUNTER_STOPPED));
+                }
+            } else {
+                self.misses = 0;
+                self.last_counter = c;
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A command built with the PRM field accessors; a field that does not fit its buffer is a
+/// driver bug, reported as [`Error::Internal`] when the command is sent instead of a panic.
+pub struct CmdBuf {
+    /// The bytes.
+    pub buf: Vec<u8>,
+    bad: bool,
+}
+
+impl CmdBuf {
+    /// `len` zero bytes with the `mbox_in` header (opcode, op_mod) set.
+    pub fn new(opcode: u16, op_mod: u16, len: usize) -> CmdBuf {
+        let mut c = CmdBuf {
+            buf: alloc::vec![0u8; len.max(mbox_in::BYTES)],
+            bad: false,
+        };
+        c.set(mbox_in::OPCODE, opcode.into());
+        c.set(mbox_in::OP_MOD, op_mod.into());
+        c
+    }
+    /// `MLX5_SET`.
+    pub fn set(&mut self, f: mlx5_prm::Field, v: u32) -> &mut Self {
+        if f.set(&mut self.buf, v).is_err() {
+            self.bad = true;
+        }
+        self
+    }
+    /// `MLX5_SET64`.
+    pub fn set64(&mut self, f: mlx5_prm::Field, v: u64) -> &mut Self {
+        if f.set64(&mut self.buf, v).is_err() {
+            self.bad = true;
+        }
+        self
+    }
+    /// Copies `src` into a byte-aligned field.
+    pub fn bytes(&mut self, f: mlx5_prm::Field, src: &[u8]) -> &mut Self {
+        match f.bytes_mut(&mut self.buf) {
+            Ok(d) if d.len() >= src.len() => d[..src.len()].copy_from_slice(src),
+            _ => self.bad = true,
+        }
+        self
+    }
+    /// Writes a big-endian u64 at byte `off` (array elements such as `pas[i]`).
+    pub fn put64(&mut self, off: usize, v: u64) -> &mut Self {
+        match self.buf.get_mut(off..off + 8) {
+            Some(d) => d.copy_from_slice(&v.to_be_bytes()),
+            None => self.bad = true,
+        }
+        self
+    }
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.bad {
+            Err(Error::Internal)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// `MLX5_GET` on an output buffer, 0 when the field lies outside it (outputs are always
+/// allocated at their PRM size, so this only happens on a driver bug).
+pub fn get(out: &[u8], f: mlx5_prm::Field) -> u32 {
+    f.get(out).unwrap_or(0)
+}
+
+/// The command queue page and its mailboxes.
+pub(crate) struct CmdQueue<H: Hal> {
+    page: DmaMem<H::Dma>,
+    log_stride: u32,
+    nslots: usize,
+    token: u8,
+    chunks: Vec<DmaMem<H::Dma>>,
+    /// Slots whose entry the device still owned when the driver gave up on them.
+    stuck: u32,
+    pub(crate) timeouts: CmdTimeouts,
+    pub(crate) health: HealthWatch,
+    /// Sticky: once the device is dead every command fails with this syndrome.
+    pub(crate) fatal: Option<u8>,
+    /// Number of commands handed to the device (for tests and benchmarks).
+    pub(crate) sent: u64,
+}
+
+/// Where a posted command waits.
+pub(crate) struct Posted {
+    slot: usize,
+    opcode: u16,
+    op_mod: u16,
+    outlen: usize,
+    nin: usize,
+    token: u8,
+}
+
+impl<H: Hal> CmdQueue<H> {
+    /// Allocates the queue page and programs `cmdq_addr_h` / `cmdq_addr_l_sz` (Linux
+    /// core/cmd.c `mlx5_cmd_init`: high word first, then low word; the low 12 bits of the
+    /// address register are the read-only sizes and the NIC interface state).
+    pub(crate) fn new(hal: &H, timeouts: CmdTimeouts) -> Result<Self> {
+        let bar = Bar(hal);
+        let l_sz = bar.read32(init_seg::CMDQ_ADDR_L_SZ)?;
+        let log_size = init_seg::log_cmdq_size(l_sz);
+        let log_stride = init_seg::log_cmdq_stride(l_sz);
+        // Linux core/cmd.c:2412-2420: 1 << log_sz entries of 1 << log_stride bytes in one page;
+        // rdma-core mlx5_vfio.c `mlx5_vfio_init_cmd_interface` checks the same.
+        if log_size == 0
+            || (1usize << log_size) > cmdq::MAX_COMMANDS
+            || (1usize << log_stride) < cmdq::ENTRY_SIZE
+            || log_size + log_stride > 12
+        {
+            return Err(Error::CmdQueueLayout {
+                log_size: log_size as u8,
+                log_stride: log_stride as u8,
+            });
+        }
+        let page = DmaMem::alloc(hal, cmdq::QUEUE_PAGE_SIZE, cmdq::QUEUE_PAGE_SIZE)?;
+        let bus = page.bus();
+        bar.write32(init_seg::CMDQ_ADDR_H, (bus >> 32) as u32)?;
+        bar.write32(init_seg::CMDQ_ADDR_L_SZ, bus as u32 & 0xffff_f000)?;
+        hal.dma_wmb();
+        Ok(CmdQueue {
+            page,
+            log_stride,
+            nslots: 1 << log_size,
+            token: 0,
+            chunks: Vec::new(),
+            stuck: 0,
+            timeouts,
+            health: HealthWatch::new(),
+            fatal: None,
+            sent: 0,
+        })
+    }
+
+    /// Number of slots.
+    pub(crate) fn nslots(&self) -> usize {
+        self.nslots
+    }
+
+    fn entry(&self, slot: usize) -> usize {
+        slot << self.log_stride
+    }
+
+    fn block_addr(&self, i: usize) -> (usize, usize) {
+        (
+            i / BLOCKS_PER_CHUNK,
+            (i % BLOCKS_PER_CHUNK) * cmdq::MAILBOX_BLOCK_ALIGN,
+        )
+    }
+
+    fn ensure_blocks(&mut self, hal: &H, n: usize) -> Result<()> {
+        while self.chunks.len() * BLOCKS_PER_CHUNK < n {
+            self.chunks
+                .push(DmaMem::alloc(hal, CHUNK_SIZE, CHUNK_SIZE)?);
+        }
+        Ok(())
+    }
+
+    fn block_bus(&self, i: usize) -> u64 {
+        let (c, off) = self.block_addr(i);
+        self.chunks[c].bus() + off as u64
+    }
+
+    /// Picks a slot the software owns, never one the device kept after a timeout.
+    pub(crate) fn free_slot(&mut self, prefer: usize) -> Result<usize> {
+        for k in 0..self.nslots {
+            let s = (prefer + k) % self.nslots;
+            let own = self.page.read_u8(self.entry(s) + cmd_layout::STATUS_OWN)?;
+            if own & cmdq::OWNER_HW == 0 {
+                self.stuck &= !(1 << s);
+                return Ok(s);
+            }
+        }
+        Err(Error::CommandTimeout { opcode: 0 })
+    }
+
+    /// Builds the entry and mailboxes in `slot` and rings its doorbell.
+    pub(crate) fn post(
+        &mut self,
+        hal: &H,
+        slot: usize,
+        input: &CmdBuf,
+        outlen: usize,
+    ) -> Result<Posted> {
+        input.check()?;
+        let inb = &input.buf;
+        let opcode = mbox_in::OPCODE.get(inb).unwrap_or(0) as u16;
+        let op_mod = mbox_in::OP_MOD.get(inb).unwrap_or(0) as u16;
+        if let Some(s) = self.fatal {
+            return Err(Error::DeviceFatal { syndrome: s });
+        }
+        let outlen = outlen.max(mbox_out::BYTES);
+        let nin = cmdq::num_blocks(inb.len());
+        let nout = cmdq::num_blocks(outlen);
+        self.ensure_blocks(hal, nin + nout)?;
+        // A non-zero token, copied into every block of the command (facts trap 28).
+        self.token = self.token.wrapping_add(1);
+        if self.token == 0 {
+            self.token = 1;
+        }
+        let token = self.token;
+
+        // Mailbox chains: input blocks 0..nin, output blocks nin..nin+nout (Linux
+        // core/cmd.c `mlx5_alloc_cmd_msg`: next = bus address of the next block or 0,
+        // block_num = index in the chain).
+        for (chain, (first, n)) in [(0usize, nin), (nin, nout)].into_iter().enumerate() {
+            for k in 0..n {
+                let (c, off) = self.block_addr(first + k);
+                let next = if k + 1 < n {
+                    self.block_bus(first + k + 1)
+                } else {
+                    0
+                };
+                let blk = &self.chunks[c];
+                blk.fill(off, cmd_prot_block::SIZE, 0)?;
+                if chain == 0 {
+                    let from = cmdq::INLINE_SIZE + k * cmdq::DATA_BLOCK_SIZE;
+                    let to = (from + cmdq::DATA_BLOCK_SIZE).min(inb.len());
+                    blk.write(off + cmd_prot_block::DATA, &inb[from..to])?;
+                }
+                blk.write_be64(off + cmd_prot_block::NEXT, next)?;
+                blk.write_be32(off + cmd_prot_block::BLOCK_NUM, k as u32)?;
+                blk.write_u8(off + cmd_prot_block::TOKEN, token)?;
+            }
+        }
+
+        // The entry (Linux core/cmd.c:1050-1060): zero it, fill it, hand it to the device.
+        let e = self.entry(slot);
+        let p = &self.page;
+        p.fill(e, cmdq::ENTRY_SIZE, 0)?;
+        p.write_u8(e + cmd_layout::TYPE, cmdq::PCI_CMD_XPORT)?;
+        p.write_be32(e + cmd_layout::INLEN, inb.len() as u32)?;
+        let inline = inb.len().min(cmdq::INLINE_SIZE);
+        p.write(e + cmd_layout::IN, &inb[..inline])?;
+        p.write_be64(
+            e + cmd_layout::IN_PTR,
+            if nin > 0 { self.block_bus(0) } else { 0 },
+        )?;
+        p.write_be64(
+            e + cmd_layout::OUT_PTR,
+            if nout > 0 { self.block_bus(nin) } else { 0 },
+        )?;
+        p.write_be32(e + cmd_layout::OUTLEN, outlen as u32)?;
+        p.write_u8(e + cmd_layout::TOKEN, token)?;
+        hal.dma_wmb();
+        p.write_u8(e + cmd_layout::STATUS_OWN, cmdq::OWNER_HW)?;
+        hal.dma_wmb();
+        // Ring: cmd_dbell = 1 << slot (Linux core/cmd.c:1081).
+        Bar(hal).write32(init_seg::CMD_DBELL, 1 << slot)?;
+        self.sent += 1;
+        Ok(Posted {
+            slot,
+            opcode,
+            op_mod,
+            outlen,
+            nin,
+            token,
+        })
+    }
+
+    /// True once the device handed the entry back.
+    pub(crate) fn done(&self, p: &Posted) -> Result<bool> {
+        let own = self
+            .page
+            .read_u8(self.entry(p.slot) + cmd_layout::STATUS_OWN)?;
+        Ok(own & cmdq::OWNER_HW == 0)
+    }
+
+    /// Marks a command the device never returned: its slot is not reused until the device
+    /// gives it back.
+    pub(crate) fn abandon(&mut self, p: &Posted) {
+        self.stuck |= 1 << p.slot;
+    }
+
+    /// Checks the health sensors; a fatal reading becomes sticky.
+    pub(crate) fn check_health(&mut self, hal: &H) -> Result<()> {
+        if let Some(s) = self.fatal {
+            return Err(Error::DeviceFatal { syndrome: s });
+        }
+        let interval = self.timeouts.health_poll;
+        if let Some(s) = self.health.check(hal, interval)? {
+            self.fatal = Some(s);
+            return Err(Error::DeviceFatal { syndrome: s });
+        }
+        Ok(())
+    }
+
+    /// Reads the result of a completed command into `out` (exactly `out.len()` bytes, never
+    /// more, whatever the device wrote in the entry).
+    pub(crate) fn finish(&mut self, hal: &H, p: &Posted, out: &mut [u8]) -> Result<()> {
+        hal.dma_rmb();
+        let e = self.entry(p.slot);
+        let own = self.page.read_u8(e + cmd_layout::STATUS_OWN)?;
+        let ds = cmd_layout::delivery_status(own);
+        if ds != 0 {
+            return Err(Error::Delivery {
+                opcode: p.opcode,
+                status: DeliveryStatus::from_raw(ds),
+            });
+        }
+        // The firmware must not change the lengths or the token; a garbled entry is refused
+        // rather than trusted.
+        let outlen = self.page.read_be32(e + cmd_layout::OUTLEN)? as usize;
+        let token = self.page.read_u8(e + cmd_layout::TOKEN)?;
+        if outlen != p.outlen || token != p.token {
+            return Err(Error::BadFirmwareReply { opcode: p.opcode });
+        }
+        let mut hdr = [0u8; cmdq::INLINE_SIZE];
+        self.page.read(e + cmd_layout::OUT, &mut hdr)?;
+        let n = out.len().min(cmdq::INLINE_SIZE);
+        out[..n].copy_from_slice(&hdr[..n]);
+        let mut done = n;
+        let mut k = 0;
+        while done < out.len() {
+            let (c, off) = self.block_addr(p.nin + k);
+            let take = (out.len() - done).min(cmdq::DATA_BLOCK_SIZE);
+            self.chunks[c].read(off + cmd_prot_block::DATA, &mut out[done..done + take])?;
+            done += take;
+            k += 1;
+        }
+        let status = hdr[0];
+        if status != 0 {
+            return Err(Error::Command(CmdError {
+                opcode: p.opcode,
+                op_mod: p.op_mod,
+                status: CmdStatus::from_raw(status),
+                syndrome: u32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]),
+            }));
+        }
+        Ok(())
+    }
+
+    /// The opcode of a posted command.
+    pub(crate) fn opcode(p: &Posted) -> u16 {
+        p.opcode
+    }
+}

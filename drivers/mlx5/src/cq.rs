@@ -1,0 +1,501 @@
+//! Completion queues: CREATE_CQ / DESTROY_CQ, CQE ownership and parsing, the consumer-index
+//! doorbell record and the arm doorbell.
+//!
+//! Polling follows rdma-core providers/mlx5/cq.c: check the owner bit and opcode of the next
+//! CQE (`is_sw_owned`, facts cqe_ownership), then a read barrier, then read the CQE; the
+//! consumer index is written to the doorbell record once per poll call
+//! (`mlx5_update_cons_index`). CQEs start as `op_own = 0xf0` (facts trap 25).
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ptr;
+
+use mlx5_prm::{
+    cq_db, cqc, cqe, create_cq_in, create_cq_out, destroy_cq_in, destroy_cq_out, opcode, uar, wqe,
+};
+
+use crate::cmd::{get, CmdBuf};
+use crate::error::{Error, InvalidInput, Result};
+use crate::hal::{DmaMem, Hal};
+use crate::qp::WqShared;
+use crate::verbs::CtxInner;
+
+/// Completion status (`ibv_wc_status`, mapped from the error CQE syndrome as Linux
+/// ib/cq.c `mlx5_handle_error_cqe` and rdma-core cq.c `mlx5_handle_error_cqe` do).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WcStatus {
+    /// Success.
+    Success,
+    /// `IBV_WC_LOC_LEN_ERR`.
+    LocLenErr,
+    /// `IBV_WC_LOC_QP_OP_ERR`.
+    LocQpOpErr,
+    /// `IBV_WC_LOC_PROT_ERR`.
+    LocProtErr,
+    /// `IBV_WC_WR_FLUSH_ERR`.
+    WrFlushErr,
+    /// `IBV_WC_MW_BIND_ERR`.
+    MwBindErr,
+    /// `IBV_WC_BAD_RESP_ERR`.
+    BadRespErr,
+    /// `IBV_WC_LOC_ACCESS_ERR`.
+    LocAccessErr,
+    /// `IBV_WC_REM_INV_REQ_ERR`.
+    RemInvReqErr,
+    /// `IBV_WC_REM_ACCESS_ERR`.
+    RemAccessErr,
+    /// `IBV_WC_REM_OP_ERR`.
+    RemOpErr,
+    /// `IBV_WC_RETRY_EXC_ERR`.
+    RetryExcErr,
+    /// `IBV_WC_RNR_RETRY_EXC_ERR`.
+    RnrRetryExcErr,
+    /// `IBV_WC_REM_ABORT_ERR`.
+    RemAbortErr,
+    /// `IBV_WC_GENERAL_ERR`: an error syndrome the PRM does not name.
+    GeneralErr,
+    /// The driver could not make sense of the CQE (unknown opcode, a QP not attached to this
+    /// CQ, a WQE counter that names no outstanding WQE, e.g. a duplicate): the CQE was
+    /// consumed and reported, nothing else was touched.
+    BadCqe,
+}
+
+impl WcStatus {
+    fn from_syndrome(s: u8) -> WcStatus {
+        use cqe::syndrome as sy;
+        match s {
+            sy::LOCAL_LENGTH_ERR => WcStatus::LocLenErr,
+            sy::LOCAL_QP_OP_ERR => WcStatus::LocQpOpErr,
+            sy::LOCAL_PROT_ERR => WcStatus::LocProtErr,
+            sy::WR_FLUSH_ERR => WcStatus::WrFlushErr,
+            sy::MW_BIND_ERR => WcStatus::MwBindErr,
+            sy::BAD_RESP_ERR => WcStatus::BadRespErr,
+            sy::LOCAL_ACCESS_ERR => WcStatus::LocAccessErr,
+            sy::REMOTE_INVAL_REQ_ERR => WcStatus::RemInvReqErr,
+            sy::REMOTE_ACCESS_ERR => WcStatus::RemAccessErr,
+            sy::REMOTE_OP_ERR => WcStatus::RemOpErr,
+            sy::TRANSPORT_RETRY_EXC_ERR => WcStatus::RetryExcErr,
+            sy::RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExcErr,
+            sy::REMOTE_ABORTED_ERR => WcStatus::RemAbortErr,
+            _ => WcStatus::GeneralErr,
+        }
+    }
+}
+
+/// What completed (`ibv_wc_opcode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WcOpcode {
+    /// SEND or SEND with immediate.
+    Send,
+    /// RDMA WRITE or RDMA WRITE with immediate.
+    RdmaWrite,
+    /// RDMA READ.
+    RdmaRead,
+    /// Atomic compare and swap.
+    CompSwap,
+    /// Atomic fetch and add.
+    FetchAdd,
+    /// A receive completed by a SEND.
+    Recv,
+    /// A receive completed by an RDMA WRITE with immediate.
+    RecvRdmaWithImm,
+    /// Unknown (error or garbage CQEs).
+    Unknown,
+}
+
+/// One work completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkCompletion {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// Status.
+    pub status: WcStatus,
+    /// Opcode (meaningful when `status` is success).
+    pub opcode: WcOpcode,
+    /// Bytes transferred (receives, RDMA READ, atomics).
+    pub byte_len: u32,
+    /// Immediate data, when the sender attached some.
+    pub imm: Option<u32>,
+    /// The local QP number.
+    pub qp_num: u32,
+    /// Vendor syndrome of an error CQE.
+    pub vendor_err: u8,
+}
+
+impl Default for WorkCompletion {
+    fn default() -> Self {
+        WorkCompletion {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Unknown,
+            byte_len: 0,
+            imm: None,
+            qp_num: 0,
+            vendor_err: 0,
+        }
+    }
+}
+
+/// The CQ as the device knows it: lives until the last QP attached to it is gone.
+pub(crate) struct CqShared<H: Hal> {
+    pub(crate) ctx: Arc<CtxInner<H>>,
+    pub(crate) cqn: u32,
+    /// Owned for the device's sake (the poller uses raw pointers into them); leaked if the
+    /// device could not destroy the CQ.
+    buf: Option<DmaMem<H::Dma>>,
+    db: Option<DmaMem<H::Dma>>,
+    /// QPs whose completions land here.
+    pub(crate) qps: spin::RwLock<Vec<Arc<WqShared>>>,
+    destroyed: core::sync::atomic::AtomicBool,
+}
+
+impl<H: Hal> CqShared<H> {
+    fn destroy(&self) -> Result<()> {
+        if self
+            .destroyed
+            .swap(true, core::sync::atomic::Ordering::AcqRel)
+        {
+            return Ok(());
+        }
+        let mut c = CmdBuf::new(opcode::DESTROY_CQ, 0, destroy_cq_in::BYTES);
+        c.set(destroy_cq_in::CQN, self.cqn);
+        let mut out = [0u8; destroy_cq_out::BYTES];
+        self.ctx.exec(&c, &mut out)
+    }
+}
+
+impl<H: Hal> Drop for CqShared<H> {
+    fn drop(&mut self) {
+        if self.destroy().is_err() {
+            // The device may still write the buffers: never free them.
+            core::mem::forget(self.buf.take());
+            core::mem::forget(self.db.take());
+        }
+    }
+}
+
+/// A completion queue.
+pub struct CompletionQueue<H: Hal> {
+    pub(crate) shared: Arc<CqShared<H>>,
+    buf: *const u8,
+    db: *mut u8,
+    cqe_cnt: u32,
+    ci: u32,
+    arm_sn: u32,
+    cached: Option<Arc<WqShared>>,
+}
+
+// SAFETY: the raw pointers point into buffers owned by `shared` (kept alive by the Arc);
+// the handle is used through &mut self only.
+unsafe impl<H: Hal> Send for CompletionQueue<H> {}
+
+/// Creates a CQ of at least `entries` entries.
+pub(crate) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, entries: u32) -> Result<CompletionQueue<H>> {
+    if entries == 0 {
+        return Err(InvalidInput::ZeroEntries.into());
+    }
+    // rdma-core mlx5_create_cq: ncqe = roundup_pow_of_two(cqe + 1), at most 1 << log_max_cq_sz.
+    let log_max = ctx.caps.log_max_cq_sz.min(24) as u32;
+    let max = (1u32 << log_max) - 1;
+    if entries > max {
+        return Err(InvalidInput::CqTooLarge {
+            requested: entries,
+            max,
+        }
+        .into());
+    }
+    let cqe_cnt = (entries + 1).next_power_of_two();
+    let size = (cqe_cnt as usize * cqe::SIZE).max(4096);
+    let hal = &ctx.hal;
+    let buf = DmaMem::alloc(hal, size, size)?;
+    for i in 0..cqe_cnt as usize {
+        buf.write_u8(i * cqe::SIZE + cqe::offset::OP_OWN, cqe::OP_OWN_INIT)?;
+    }
+    let db = DmaMem::alloc(hal, 64, 64)?;
+    hal.dma_wmb();
+    let mut c = CmdBuf::new(opcode::CREATE_CQ, 0, create_cq_in::PAS.bytes_with(1));
+    let x = |f: mlx5_prm::Field| f.within(create_cq_in::CQ_CONTEXT);
+    c.set(x(cqc::CQE_SZ), cqe::stride::CQE_STRIDE_64.into())
+        .set(x(cqc::LOG_CQ_SIZE), cqe_cnt.trailing_zeros())
+        .set(x(cqc::UAR_PAGE), ctx.uar.index)
+        .set(x(cqc::C_EQN_OR_APU_ELEMENT), ctx.eqn.into())
+        .set(x(cqc::LOG_PAGE_SIZE), size.trailing_zeros() - 12)
+        .set64(x(cqc::DBR_ADDR), db.bus())
+        .put64(create_cq_in::PAS.byte_offset(), buf.bus());
+    let mut out = [0u8; create_cq_out::BYTES];
+    ctx.exec(&c, &mut out)?;
+    let cqn = get(&out, create_cq_out::CQN);
+    let (bp, dp) = (buf.ptr() as *const u8, db.ptr());
+    let shared = Arc::new(CqShared {
+        ctx: ctx.clone(),
+        cqn,
+        buf: Some(buf),
+        db: Some(db),
+        qps: spin::RwLock::new(Vec::new()),
+        destroyed: core::sync::atomic::AtomicBool::new(false),
+    });
+    Ok(CompletionQueue {
+        shared,
+        buf: bp,
+        db: dp,
+        cqe_cnt,
+        ci: 0,
+        arm_sn: 0,
+        cached: None,
+    })
+}
+
+impl<H: Hal> CompletionQueue<H> {
+    /// The CQ number.
+    pub fn cqn(&self) -> u32 {
+        self.shared.cqn
+    }
+
+    /// Number of CQEs (a power of two; one more than the usable depth).
+    pub fn capacity(&self) -> u32 {
+        self.cqe_cnt - 1
+    }
+
+    /// Polls up to `wc.len()` completions into `wc`; returns how many. The consumer index is
+    /// written to the doorbell record once, at the end. A fatal device state is reported as
+    /// an error; the event queue is checked for page requests with one owner-bit read.
+    pub fn poll(&mut self, wc: &mut [WorkCompletion]) -> Result<usize> {
+        let Self {
+            shared,
+            buf,
+            db,
+            cqe_cnt,
+            ci,
+            cached,
+            ..
+        } = self;
+        let (buf, db, cqe_cnt) = (*buf, *db, *cqe_cnt);
+        let ctx = &shared.ctx;
+        if let Some(s) = ctx.fatal() {
+            return Err(Error::DeviceFatal { syndrome: s });
+        }
+        let mut n = 0;
+        let mask = cqe_cnt - 1;
+        let hal = &ctx.hal;
+        while n < wc.len() {
+            // SAFETY: (ci & mask) < cqe_cnt, so the CQE lies inside the buffer of cqe_cnt * 64
+            // bytes `shared` owns; volatile because the device writes it.
+            let cqe_p = unsafe { buf.add(((*ci & mask) as usize) * cqe::SIZE) };
+            // SAFETY: as above.
+            let op_own = unsafe { ptr::read_volatile(cqe_p.add(cqe::offset::OP_OWN)) };
+            if !cqe::is_sw_owned(op_own, *ci, cqe_cnt) {
+                break;
+            }
+            hal.dma_rmb();
+            *ci = ci.wrapping_add(1);
+            // SAFETY: the CQE's 64 bytes lie inside the buffer and the device handed it over.
+            wc[n] = unsafe { parse(shared, cached, Cqe(cqe_p), op_own) };
+            n += 1;
+        }
+        if n > 0 {
+            hal.dma_wmb();
+            // SAFETY: the doorbell record is 64 bytes owned by `shared`; dword 0 is SET_CI.
+            unsafe {
+                ptr::write_volatile(
+                    (db as *mut u32).add(cq_db::SET_CI),
+                    (*ci & 0xff_ffff).to_be(),
+                )
+            };
+        }
+        ctx.poll_events_cheap()?;
+        Ok(n)
+    }
+
+    /// Polls until `n` completions arrived or `timeout` passed (convenience for tests and
+    /// examples; the deadline uses the HAL clock).
+    pub fn poll_wait(
+        &mut self,
+        n: usize,
+        timeout: core::time::Duration,
+    ) -> Result<Vec<WorkCompletion>> {
+        let mut v = Vec::with_capacity(n);
+        let deadline = self.shared.ctx.hal.now() + timeout;
+        let mut buf = [WorkCompletion::default(); 16];
+        while v.len() < n {
+            let k = self.poll(&mut buf[..(n - v.len()).min(16)])?;
+            v.extend_from_slice(&buf[..k]);
+            if k == 0 {
+                if self.shared.ctx.hal.now() >= deadline {
+                    break;
+                }
+                self.shared.ctx.hal.relax();
+            }
+        }
+        Ok(v)
+    }
+
+    /// Requests a completion event for the next completion (or the next solicited one): the
+    /// arm word goes to the doorbell record, then the 64-bit doorbell `{arm word, cqn}` to
+    /// UAR + 0x20 (rdma-core cq.c `mlx5_arm_cq`, Linux include/linux/mlx5/cq.h
+    /// `mlx5_cq_arm`). The event shows up in [`crate::Context::take_events`].
+    pub fn arm(&mut self, solicited_only: bool) -> Result<()> {
+        let cmd = if solicited_only {
+            cq_db::cmd::REQ_NOT_SOL
+        } else {
+            cq_db::cmd::REQ_NOT
+        };
+        let word = cq_db::arm_value(self.arm_sn, cmd, self.ci);
+        // SAFETY: dword 1 of the 64-byte doorbell record.
+        unsafe { ptr::write_volatile((self.db as *mut u32).add(cq_db::ARM_DB), word.to_be()) };
+        let hal = &self.shared.ctx.hal;
+        hal.dma_wmb();
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&word.to_be_bytes());
+        b[4..].copy_from_slice(&self.shared.cqn.to_be_bytes());
+        let off = self.shared.ctx.uar.offset + uar::CQ_DOORBELL;
+        hal.mmio_write64(off, b);
+        self.arm_sn = self.arm_sn.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Destroys the CQ now; fails with [`Error::Busy`] while QPs use it. Dropping the handle
+    /// destroys it too (once the last QP is gone).
+    pub fn destroy(self) -> Result<()> {
+        if Arc::strong_count(&self.shared) > 1 {
+            return Err(Error::Busy);
+        }
+        self.shared.destroy()
+    }
+}
+
+/// A CQE in the CQ buffer, read field by field (no 64-byte copy).
+#[derive(Clone, Copy)]
+struct Cqe(*const u8);
+
+impl Cqe {
+    /// # Safety
+    /// `self.0 + o + 4` stays inside the CQE and `o` is a multiple of 4 (the CQE is 64-byte
+    /// aligned).
+    #[inline(always)]
+    unsafe fn be32(self, o: usize) -> u32 {
+        // SAFETY: per the caller: in bounds and 4-byte aligned; volatile: device memory.
+        u32::from_be(unsafe { ptr::read_volatile(self.0.add(o) as *const u32) })
+    }
+    /// # Safety
+    /// `self.0 + o + 2` stays inside the CQE and `o` is even.
+    #[inline(always)]
+    unsafe fn be16(self, o: usize) -> u16 {
+        // SAFETY: per the caller.
+        u16::from_be(unsafe { ptr::read_volatile(self.0.add(o) as *const u16) })
+    }
+    /// # Safety
+    /// `self.0 + o` lies inside the CQE.
+    #[inline(always)]
+    unsafe fn u8(self, o: usize) -> u8 {
+        // SAFETY: per the caller.
+        unsafe { ptr::read_volatile(self.0.add(o)) }
+    }
+}
+
+#[inline(always)]
+fn find_qp<'c, H: Hal>(
+    shared: &CqShared<H>,
+    cached: &'c mut Option<Arc<WqShared>>,
+    qpn: u32,
+) -> Option<&'c WqShared> {
+    if cached.as_ref().is_none_or(|q| q.qpn != qpn) {
+        *cached = Some(shared.qps.read().iter().find(|q| q.qpn == qpn)?.clone());
+    }
+    cached.as_deref()
+}
+
+/// Parses one CQE (rdma-core cq.c `mlx5_parse_cqe`, `handle_good_req`, `handle_responder`,
+/// `mlx5_handle_error_cqe`).
+///
+/// # Safety
+/// `c` points to a whole CQE the device handed over.
+#[inline(always)]
+unsafe fn parse<H: Hal>(
+    shared: &CqShared<H>,
+    cached: &mut Option<Arc<WqShared>>,
+    c: Cqe,
+    op_own: u8,
+) -> WorkCompletion {
+    use cqe::offset as o;
+    // SAFETY: every offset below is < 64 - 4 (mlx5_cqe64 layout, mlx5_prm::cqe::offset).
+    let (sop, byte_cnt) = unsafe { (c.be32(o::SOP_DROP_QPN), c.be32(o::BYTE_CNT)) };
+    let op = cqe::opcode(op_own);
+    let qpn = sop & 0xff_ffff;
+    let mut wc = WorkCompletion {
+        qp_num: qpn,
+        byte_len: byte_cnt,
+        ..WorkCompletion::default()
+    };
+    let Some(q) = find_qp(shared, cached, qpn) else {
+        wc.status = WcStatus::BadCqe;
+        return wc;
+    };
+    match op {
+        cqe::opcode::REQ | cqe::opcode::REQ_ERR => {
+            // SAFETY: as above.
+            let counter = unsafe { c.be16(o::WQE_COUNTER) };
+            let Some(wr_id) = q.complete_send(counter) else {
+                wc.status = WcStatus::BadCqe;
+                return wc;
+            };
+            wc.wr_id = wr_id;
+            if op == cqe::opcode::REQ_ERR {
+                // SAFETY: as above.
+                unsafe {
+                    wc.status = WcStatus::from_syndrome(c.u8(cqe::err_offset::SYNDROME));
+                    wc.vendor_err = c.u8(cqe::err_offset::VENDOR_ERR_SYND);
+                }
+                wc.byte_len = 0;
+            } else {
+                // The WQE opcode is in sop_drop_qpn[31:24] (rdma-core handle_good_req).
+                wc.opcode = match (sop >> 24) as u8 {
+                    wqe::opcode::RDMA_WRITE | wqe::opcode::RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
+                    wqe::opcode::SEND | wqe::opcode::SEND_IMM | wqe::opcode::SEND_INVAL => {
+                        WcOpcode::Send
+                    }
+                    wqe::opcode::RDMA_READ => WcOpcode::RdmaRead,
+                    wqe::opcode::ATOMIC_CS => WcOpcode::CompSwap,
+                    wqe::opcode::ATOMIC_FA => WcOpcode::FetchAdd,
+                    _ => WcOpcode::Unknown,
+                };
+                if matches!(wc.opcode, WcOpcode::RdmaWrite | WcOpcode::Send) {
+                    wc.byte_len = 0;
+                }
+            }
+        }
+        cqe::opcode::RESP_WR_IMM
+        | cqe::opcode::RESP_SEND
+        | cqe::opcode::RESP_SEND_IMM
+        | cqe::opcode::RESP_SEND_INV
+        | cqe::opcode::RESP_ERR => {
+            let Some(wr_id) = q.complete_recv() else {
+                wc.status = WcStatus::BadCqe;
+                return wc;
+            };
+            wc.wr_id = wr_id;
+            // SAFETY: as above.
+            unsafe {
+                match op {
+                    cqe::opcode::RESP_ERR => {
+                        wc.status = WcStatus::from_syndrome(c.u8(cqe::err_offset::SYNDROME));
+                        wc.vendor_err = c.u8(cqe::err_offset::VENDOR_ERR_SYND);
+                        wc.byte_len = 0;
+                    }
+                    cqe::opcode::RESP_WR_IMM => {
+                        wc.opcode = WcOpcode::RecvRdmaWithImm;
+                        wc.imm = Some(c.be32(o::IMM_INVAL_PKEY));
+                    }
+                    cqe::opcode::RESP_SEND_IMM => {
+                        wc.opcode = WcOpcode::Recv;
+                        wc.imm = Some(c.be32(o::IMM_INVAL_PKEY));
+                    }
+                    _ => wc.opcode = WcOpcode::Recv,
+                }
+            }
+        }
+        _ => wc.status = WcStatus::BadCqe,
+    }
+    wc
+}

@@ -1,0 +1,287 @@
+//! The event queue: one polled EQ for page requests and asynchronous events (no interrupts,
+//! no command-completion events: commands are polled).
+//!
+//! Sources: rdma-core mlx5_vfio.c `create_map_eq` / `mlx5_eq_get_eqe` / `eq_update_ci`,
+//! Linux core/eq.c `create_map_eq` and `gather_async_events_mask`. EQEs start with owner = 1
+//! (facts trap 25); EQE `ci` is the software's iff `(owner & 1) == ((ci >> log2(nent)) & 1)`.
+
+use alloc::collections::VecDeque;
+
+use mlx5_prm::{
+    create_eq_in, create_eq_out, destroy_eq_in, destroy_eq_out, eq, eqc, event, opcode, pages, uar,
+};
+
+use crate::cmd::{get, CmdBuf};
+use crate::error::Result;
+use crate::hal::{Bar, DmaMem, Hal};
+use crate::hca::Device;
+use crate::uar::Uar;
+
+/// Entries the EQ is sized for, plus `MLX5_NUM_SPARE_EQE` (Linux include/linux/mlx5/eq.h).
+const EQ_NENT: u32 = 64;
+/// Asynchronous events the driver keeps (oldest dropped first).
+const EVENT_LOG: usize = 64;
+
+/// An asynchronous event the device reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AsyncEvent {
+    /// A completion event of an armed CQ (`MLX5_EVENT_TYPE_COMP`, `comp_event.cq_number`).
+    Completion {
+        /// The CQ number.
+        cqn: u32,
+    },
+    /// `PORT_CHANGE` with its sub-type (`MLX5_PORT_CHANGE_SUBTYPE_*`).
+    PortChange {
+        /// Port number.
+        port: u8,
+        /// Sub-type.
+        subtype: u8,
+    },
+    /// `CQ_ERROR` (overrun or access error) for a CQ.
+    CqError {
+        /// The CQ number.
+        cqn: u32,
+        /// The syndrome.
+        syndrome: u8,
+    },
+    /// A QP-affiliated event (`WQ_CATAS_ERROR`, `WQ_ACCESS_ERROR`, `WQ_INVAL_REQ_ERROR`,
+    /// `COMM_EST`, `SQ_DRAINED`, `PATH_MIG`, ...).
+    Qp {
+        /// The event type.
+        event_type: u8,
+        /// The QP number.
+        qpn: u32,
+    },
+    /// Any other event type.
+    Other {
+        /// The event type.
+        event_type: u8,
+        /// The sub-type.
+        subtype: u8,
+    },
+}
+
+/// The EQ.
+pub(crate) struct EventQueue<H: Hal> {
+    buf: DmaMem<H::Dma>,
+    log_nent: u32,
+    ci: u32,
+    /// EQEs consumed since the consumer index was last written to the doorbell.
+    pending_ci: u32,
+    pub(crate) eqn: u8,
+    uar: Uar,
+    pub(crate) events: VecDeque<AsyncEvent>,
+}
+
+/// The event types the EQ subscribes to: page requests plus Linux's unconditional async set
+/// (Linux core/eq.c `gather_async_events_mask`, `MLX5_ASYNC_EVENT_MASK`).
+fn event_mask() -> u64 {
+    [
+        event::PAGE_REQUEST,
+        event::PATH_MIG,
+        event::COMM_EST,
+        event::SQ_DRAINED,
+        event::SRQ_LAST_WQE,
+        event::SRQ_RQ_LIMIT,
+        event::CQ_ERROR,
+        event::WQ_CATAS_ERROR,
+        event::PATH_MIG_FAILED,
+        event::WQ_INVAL_REQ_ERROR,
+        event::WQ_ACCESS_ERROR,
+        event::SRQ_CATAS_ERROR,
+        event::PORT_CHANGE,
+    ]
+    .iter()
+    .fold(0u64, |m, &t| m | event::bitmask_word_bit(t).1)
+}
+
+/// A decoded EQE the device handed over.
+pub(crate) enum Eqe {
+    PageRequest { func_id: u16, num_pages: i32 },
+    Event(AsyncEvent),
+}
+
+impl<H: Hal> EventQueue<H> {
+    /// Bus address of the EQ buffer (for tests).
+    pub(crate) fn peek_ready(&self) -> bool {
+        let nent = 1u32 << self.log_nent;
+        let off = (self.ci & (nent - 1)) as usize * eq::EQE_SIZE + eq::EQE_SIZE - 1;
+        match self.buf.read_u8(off) {
+            Ok(owner) => (owner & 1) as u32 == (self.ci >> self.log_nent) & 1,
+            Err(_) => false,
+        }
+    }
+
+    /// Takes the next EQE, if the device produced one.
+    pub(crate) fn next(&mut self, hal: &H) -> Result<Option<Eqe>> {
+        if !self.peek_ready() {
+            return Ok(None);
+        }
+        hal.dma_rmb();
+        let nent = 1u32 << self.log_nent;
+        let base = (self.ci & (nent - 1)) as usize * eq::EQE_SIZE;
+        let mut e = [0u8; eq::EQE_SIZE];
+        self.buf.read_volatile(base, &mut e)?;
+        self.ci = self.ci.wrapping_add(1);
+        self.pending_ci += 1;
+        // mlx5_eq_update_cc: write the CI at least every MLX5_NUM_SPARE_EQE entries.
+        if self.pending_ci >= eq::NUM_SPARE_EQE / 2 {
+            self.update_ci(hal)?;
+        }
+        let ty = e[1];
+        let sub = e[3];
+        let d = &e[eq::EQE_DATA_OFFSET..];
+        let be32 = |o: usize| u32::from_be_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]]);
+        Ok(Some(match ty {
+            // struct mlx5_eqe_page_req: be16 ec_function, be16 func_id, be32 num_pages
+            // (Linux device.h:658; facts pages.page_request_event).
+            event::PAGE_REQUEST => {
+                let ec = u16::from_be_bytes([d[0], d[1]]);
+                let func_id = u16::from_be_bytes([d[2], d[3]]);
+                let num_pages = be32(4) as i32;
+                if ec & pages::EC_FUNCTION_MASK != 0 {
+                    Eqe::Event(AsyncEvent::Other {
+                        event_type: ty,
+                        subtype: sub,
+                    })
+                } else {
+                    Eqe::PageRequest { func_id, num_pages }
+                }
+            }
+            // comp_event.cq_number: bit 0xc8, 24 bits (data bytes 25..28).
+            event::COMP => Eqe::Event(AsyncEvent::Completion {
+                cqn: be32(24) & 0xff_ffff,
+            }),
+            // port_state_change_event.port_num: bits 0x40..0x44 of the data (the high nibble
+            // of data byte 8).
+            event::PORT_CHANGE => Eqe::Event(AsyncEvent::PortChange {
+                port: d[8] >> 4,
+                subtype: sub,
+            }),
+            // cq_error: cqn at bit 0x8 (24 bits), syndrome at bit 0x58 (data byte 11).
+            event::CQ_ERROR => Eqe::Event(AsyncEvent::CqError {
+                cqn: be32(0) & 0xff_ffff,
+                syndrome: d[11],
+            }),
+            // qp_events: qpn_rqn_sqn at bit 0xc8 (24 bits, data bytes 25..28).
+            event::PATH_MIG
+            | event::COMM_EST
+            | event::SQ_DRAINED
+            | event::SRQ_LAST_WQE
+            | event::WQ_CATAS_ERROR
+            | event::PATH_MIG_FAILED
+            | event::WQ_INVAL_REQ_ERROR
+            | event::WQ_ACCESS_ERROR => Eqe::Event(AsyncEvent::Qp {
+                event_type: ty,
+                qpn: be32(24) & 0xff_ffff,
+            }),
+            _ => Eqe::Event(AsyncEvent::Other {
+                event_type: ty,
+                subtype: sub,
+            }),
+        }))
+    }
+
+    /// Writes the consumer index without arming (`(ci & 0xffffff) | eqn << 24` to UAR + 0x48,
+    /// rdma-core `eq_update_ci` with arm = 0).
+    pub(crate) fn update_ci(&mut self, hal: &H) -> Result<()> {
+        if self.pending_ci == 0 {
+            return Ok(());
+        }
+        self.pending_ci = 0;
+        hal.dma_wmb();
+        Bar(hal).write32(
+            self.uar.offset + uar::EQ_DOORBELL_NO_ARM,
+            eq::doorbell_value(self.eqn, self.ci),
+        )
+    }
+
+    pub(crate) fn log_event(&mut self, e: AsyncEvent) {
+        if self.events.len() == EVENT_LOG {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
+    }
+}
+
+impl<H: Hal> Device<H> {
+    /// CREATE_EQ: one contiguous buffer, one `pas` entry whose page is the whole buffer
+    /// (rdma-core `create_map_eq`: log_page_size = log2(size) - 12, facts trap 2).
+    pub(crate) fn create_eq(&mut self, hal: &H, uar: Uar) -> Result<EventQueue<H>> {
+        let nent = (EQ_NENT + eq::NUM_SPARE_EQE).next_power_of_two();
+        let log_nent = nent.trailing_zeros();
+        let size = (nent as usize * eq::EQE_SIZE).max(4096);
+        let buf = DmaMem::alloc(hal, size, size)?;
+        for i in 0..nent as usize {
+            buf.write_u8(i * eq::EQE_SIZE + eq::EQE_SIZE - 1, eq::EQE_OWNER_INIT_VAL)?;
+        }
+        hal.dma_wmb();
+        let mut c = CmdBuf::new(opcode::CREATE_EQ, 0, create_eq_in::PAS.bytes_with(1));
+        let ctx = |f: mlx5_prm::Field| f.within(create_eq_in::EQ_CONTEXT_ENTRY);
+        c.set(ctx(eqc::LOG_EQ_SIZE), log_nent)
+            .set(ctx(eqc::UAR_PAGE), uar.index)
+            .set(ctx(eqc::INTR), 0)
+            .set(ctx(eqc::LOG_PAGE_SIZE), size.trailing_zeros() - 12);
+        // event_bitmask[0] holds types 0..63 (facts trap 26).
+        c.set64(create_eq_in::EVENT_BITMASK.elem(0), event_mask());
+        c.put64(create_eq_in::PAS.byte_offset(), buf.bus());
+        let mut out = [0u8; create_eq_out::BYTES];
+        self.exec(hal, &c, &mut out)?;
+        let eqn = get(&out, create_eq_out::EQ_NUMBER) as u8;
+        let mut q = EventQueue {
+            buf,
+            log_nent,
+            ci: 0,
+            pending_ci: 1,
+            eqn,
+            uar,
+            events: VecDeque::new(),
+        };
+        // Tell the device the initial consumer index (rdma-core setup_async_eq).
+        q.update_ci(hal)?;
+        q.pending_ci = 0;
+        Ok(q)
+    }
+
+    /// DESTROY_EQ.
+    pub(crate) fn destroy_eq(&mut self, hal: &H, eqn: u8) -> Result<()> {
+        let mut c = CmdBuf::new(opcode::DESTROY_EQ, 0, destroy_eq_in::BYTES);
+        c.set(destroy_eq_in::EQ_NUMBER, eqn.into());
+        let mut out = [0u8; destroy_eq_out::BYTES];
+        self.exec(hal, &c, &mut out)
+    }
+
+    /// Processes every EQE the device produced: page requests are satisfied at once (on a
+    /// command slot of their own when `nested`), other events are logged.
+    pub(crate) fn service_events(&mut self, hal: &H, nested: bool) -> Result<usize> {
+        let mut n = 0;
+        loop {
+            let e = match self.eq.as_mut() {
+                Some(q) => q.next(hal)?,
+                None => return Ok(n),
+            };
+            let Some(e) = e else { break };
+            n += 1;
+            match e {
+                Eqe::PageRequest { func_id, num_pages } => {
+                    // rdma-core mlx5_vfio_handle_page_req_event.
+                    if num_pages > 0 {
+                        self.give_pages(hal, func_id, num_pages as u32, nested)?;
+                    } else if num_pages < 0 {
+                        self.reclaim_pages(hal, func_id, num_pages.unsigned_abs(), nested)?;
+                    }
+                }
+                Eqe::Event(ev) => {
+                    if let Some(q) = self.eq.as_mut() {
+                        q.log_event(ev);
+                    }
+                }
+            }
+        }
+        if let Some(q) = self.eq.as_mut() {
+            q.update_ci(hal)?;
+        }
+        Ok(n)
+    }
+}

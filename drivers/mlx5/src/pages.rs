@@ -1,0 +1,168 @@
+//! Firmware pages: the 4 KiB pages the HCA borrows from host memory (QUERY_PAGES tells how
+//! many, MANAGE_PAGES gives or takes them; page-request EQEs ask for more or return some).
+//!
+//! Sources: Linux core/pagealloc.c (`mlx5_satisfy_startup_pages`, `give_pages`,
+//! `reclaim_pages`, `mlx5_reclaim_startup_pages`), rdma-core mlx5_vfio.c
+//! (`mlx5_vfio_give_pages`, `mlx5_vfio_reclaim_pages`); layouts facts trap 21, pages.pas_entry.
+
+use alloc::collections::BTreeMap;
+
+use mlx5_prm::{manage_pages_in, manage_pages_out, opcode, pages, query_pages_in, query_pages_out};
+
+use crate::cmd::{get, CmdBuf};
+use crate::error::{Error, Result};
+use crate::hal::{DmaMem, Hal};
+use crate::hca::Device;
+
+/// Pages per MANAGE_PAGES command (keeps mailbox chains short; Linux caps a command at what
+/// fits its mailbox too).
+const PAGES_PER_CMD: u32 = 512;
+
+/// The pages the device holds, by bus address.
+pub(crate) struct FwPages<H: Hal> {
+    pub(crate) given: BTreeMap<u64, DmaMem<H::Dma>>,
+}
+
+impl<H: Hal> FwPages<H> {
+    pub(crate) fn new() -> Self {
+        FwPages {
+            given: BTreeMap::new(),
+        }
+    }
+}
+
+impl<H: Hal> Device<H> {
+    /// QUERY_PAGES with op_mod boot (1), init (2) or regular (3): `(function_id, num_pages)`,
+    /// num_pages signed (negative: the device has pages to return).
+    pub(crate) fn query_pages(&mut self, hal: &H, op_mod: u16) -> Result<(u16, i32)> {
+        let c = CmdBuf::new(opcode::QUERY_PAGES, op_mod, query_pages_in::BYTES);
+        let mut out = [0u8; query_pages_out::BYTES];
+        self.exec(hal, &c, &mut out)?;
+        Ok((
+            get(&out, query_pages_out::FUNCTION_ID) as u16,
+            get(&out, query_pages_out::NUM_PAGES) as i32,
+        ))
+    }
+
+    /// QUERY_PAGES then give or take what it says (`mlx5_satisfy_startup_pages`).
+    pub(crate) fn satisfy_pages(&mut self, hal: &H, op_mod: u16) -> Result<()> {
+        let (func, n) = self.query_pages(hal, op_mod)?;
+        if n > 0 {
+            self.give_pages(hal, func, n as u32, false)
+        } else if n < 0 {
+            self.reclaim_pages(hal, func, n.unsigned_abs(), false)
+                .map(|_| ())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// MANAGE_PAGES GIVE: `n` fresh 4 KiB pages. When the allocator fails, tells the device
+    /// with CANT_GIVE (Linux pagealloc.c:354) and returns the allocation error.
+    pub(crate) fn give_pages(&mut self, hal: &H, func: u16, n: u32, nested: bool) -> Result<()> {
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(PAGES_PER_CMD);
+            let mut batch = alloc::vec::Vec::with_capacity(k as usize);
+            for _ in 0..k {
+                match DmaMem::alloc(hal, pages::ADAPTER_PAGE_SIZE, pages::ADAPTER_PAGE_SIZE) {
+                    Ok(p) => batch.push(p),
+                    Err(e) => {
+                        let mut c = CmdBuf::new(opcode::MANAGE_PAGES, pages::manage::CANT_GIVE, 16);
+                        c.set(manage_pages_in::FUNCTION_ID, func.into());
+                        let mut out = [0u8; manage_pages_out::BYTES];
+                        let _ = self.exec_with(hal, &c, &mut out, nested);
+                        return Err(e);
+                    }
+                }
+            }
+            let mut c = CmdBuf::new(
+                opcode::MANAGE_PAGES,
+                pages::manage::GIVE,
+                manage_pages_in::PAS.bytes_with(k as usize),
+            );
+            c.set(manage_pages_in::FUNCTION_ID, func.into())
+                .set(manage_pages_in::INPUT_NUM_ENTRIES, k);
+            for (i, p) in batch.iter().enumerate() {
+                c.put64(manage_pages_in::PAS.byte_offset() + 8 * i, p.bus());
+            }
+            let mut out = [0u8; manage_pages_out::BYTES];
+            self.exec_with(hal, &c, &mut out, nested)?;
+            for p in batch {
+                self.pages.given.insert(p.bus(), p);
+            }
+            left -= k;
+        }
+        Ok(())
+    }
+
+    /// MANAGE_PAGES TAKE: asks for `n` pages back and frees the ones returned. A returned
+    /// address the driver never gave, or more entries than asked for, is refused.
+    pub(crate) fn reclaim_pages(
+        &mut self,
+        hal: &H,
+        func: u16,
+        n: u32,
+        nested: bool,
+    ) -> Result<u32> {
+        let mut got = 0;
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(PAGES_PER_CMD);
+            let mut c = CmdBuf::new(
+                opcode::MANAGE_PAGES,
+                pages::manage::TAKE,
+                manage_pages_in::BYTES,
+            );
+            c.set(manage_pages_in::FUNCTION_ID, func.into())
+                .set(manage_pages_in::INPUT_NUM_ENTRIES, k);
+            let mut out = alloc::vec![0u8; manage_pages_out::PAS.bytes_with(k as usize)];
+            self.exec_with(hal, &c, &mut out, nested)?;
+            let m = get(&out, manage_pages_out::OUTPUT_NUM_ENTRIES);
+            if m > k {
+                return Err(Error::BadFirmwareReply {
+                    opcode: opcode::MANAGE_PAGES,
+                });
+            }
+            for i in 0..m as usize {
+                let at = manage_pages_out::PAS.byte_offset() + 8 * i;
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&out[at..at + 8]);
+                let addr = u64::from_be_bytes(b);
+                if self.pages.given.remove(&addr).is_none() {
+                    return Err(Error::BadFirmwareReply {
+                        opcode: opcode::MANAGE_PAGES,
+                    });
+                }
+            }
+            got += m;
+            if m == 0 {
+                break;
+            }
+            left -= m;
+        }
+        Ok(got)
+    }
+
+    /// Takes back every page the device holds (Linux `mlx5_reclaim_startup_pages`), after
+    /// TEARDOWN_HCA. Pages the device refuses to return stay allocated (leaked rather than
+    /// freed under the device).
+    pub(crate) fn reclaim_all_pages(&mut self, hal: &H) -> Result<()> {
+        while !self.pages.given.is_empty() {
+            let n = self.pages.given.len().min(u32::MAX as usize) as u32;
+            if self.reclaim_pages(hal, 0, n, false)? == 0 {
+                let leaked = core::mem::take(&mut self.pages.given);
+                core::mem::forget(leaked);
+                return Err(Error::BadFirmwareReply {
+                    opcode: opcode::MANAGE_PAGES,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Pages the device currently holds.
+    pub(crate) fn pages_given(&self) -> usize {
+        self.pages.given.len()
+    }
+}

@@ -1,0 +1,56 @@
+//! Protection domains and transport domains: ALLOC_PD / DEALLOC_PD,
+//! ALLOC_TRANSPORT_DOMAIN / DEALLOC_TRANSPORT_DOMAIN (Linux core/pd.c, core/transobj.c).
+
+use mlx5_prm::{
+    alloc_pd_in, alloc_pd_out, alloc_transport_domain_in, alloc_transport_domain_out,
+    dealloc_pd_in, dealloc_pd_out, dealloc_transport_domain_in, dealloc_transport_domain_out,
+    opcode,
+};
+
+use crate::cmd::{get, CmdBuf};
+use crate::error::Result;
+use crate::hal::Hal;
+use crate::hca::Device;
+
+impl<H: Hal> Device<H> {
+    /// ALLOC_PD: returns the PD number.
+    pub(crate) fn alloc_pd(&mut self, hal: &H) -> Result<u32> {
+        let c = CmdBuf::new(opcode::ALLOC_PD, 0, alloc_pd_in::BYTES);
+        let mut out = [0u8; alloc_pd_out::BYTES];
+        self.exec(hal, &c, &mut out)?;
+        Ok(get(&out, alloc_pd_out::PD))
+    }
+
+    /// DEALLOC_PD.
+    pub(crate) fn dealloc_pd(&mut self, hal: &H, pdn: u32) -> Result<()> {
+        let mut c = CmdBuf::new(opcode::DEALLOC_PD, 0, dealloc_pd_in::BYTES);
+        c.set(dealloc_pd_in::PD, pdn);
+        let mut out = [0u8; dealloc_pd_out::BYTES];
+        self.exec(hal, &c, &mut out)
+    }
+
+    /// ALLOC_TRANSPORT_DOMAIN: returns the TD number. Plain RC QPs do not reference it (facts
+    /// trap 17); Linux allocates one per user context and so does the driver.
+    pub(crate) fn alloc_td(&mut self, hal: &H) -> Result<u32> {
+        let c = CmdBuf::new(
+            opcode::ALLOC_TRANSPORT_DOMAIN,
+            0,
+            alloc_transport_domain_in::BYTES,
+        );
+        let mut out = [0u8; alloc_transport_domain_out::BYTES];
+        self.exec(hal, &c, &mut out)?;
+        Ok(get(&out, alloc_transport_domain_out::TRANSPORT_DOMAIN))
+    }
+
+    /// DEALLOC_TRANSPORT_DOMAIN.
+    pub(crate) fn dealloc_td(&mut self, hal: &H, tdn: u32) -> Result<()> {
+        let mut c = CmdBuf::new(
+            opcode::DEALLOC_TRANSPORT_DOMAIN,
+            0,
+            dealloc_transport_domain_in::BYTES,
+        );
+        c.set(dealloc_transport_domain_in::TRANSPORT_DOMAIN, tdn);
+        let mut out = [0u8; dealloc_transport_domain_out::BYTES];
+        self.exec(hal, &c, &mut out)
+    }
+}

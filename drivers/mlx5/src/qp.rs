@@ -1,0 +1,1509 @@
+//! RC queue pairs: CREATE_QP, the state transitions, send and receive WQEs, doorbells.
+//!
+//! Sources: rdma-core providers/mlx5/qp.c (`_mlx5_post_send`, `mlx5_post_recv`,
+//! `post_send_db`, `mlx5_bf_copy`), verbs.c (`mlx5_calc_send_wqe`, `mlx5_calc_rwq_size`),
+//! Linux ib/qp.c (`create_qp_common`, `__mlx5_ib_modify_qp`, `mlx5_set_path`); layouts in
+//! [`mlx5_prm::wqe`] and facts traps 9-11, 15-19.
+//!
+//! Buffer layout (facts trap 11): the receive queue at offset 0, the send queue right after;
+//! one contiguous buffer, one `pas` entry. The doorbell record is two big-endian dwords:
+//! `[0]` receive counter, `[1]` send counter in WQEBBs.
+//!
+//! Barrier discipline (rdma-core `post_send_db`): WQEs, `dma_wmb`, doorbell record,
+//! `dma_wmb`, then the MMIO doorbell (BlueFlame copy of a single small WQE, else the first 8
+//! bytes of the last WQE's control segment as one 64-bit store), then `wc_flush`, and the
+//! BlueFlame offset alternates between the two halves of the register (facts trap 16).
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ptr;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use mlx5_prm::{
+    ads, create_qp_in, create_qp_out, destroy_qp_in, destroy_qp_out, opcode, qp, qp_2err_in,
+    qp_2err_out, qp_db, qpc, query_qp_in, query_qp_out, rst2init_qp_in, rst2init_qp_out, uar, wqe,
+};
+
+use crate::cmd::{get, CmdBuf};
+use crate::cq::{CompletionQueue, CqShared};
+use crate::error::{Error, InvalidInput, Result};
+use crate::hal::{DmaMem, Hal};
+use crate::mr::Access;
+use crate::uar::Uar;
+use crate::verbs::{CtxInner, MrInner, PdInner};
+
+/// The send-queue overhead of the largest RC WQE without data: ctrl + raddr + atomic
+/// (rdma-core verbs.c `sq_overhead` for IBV_QPT_RC).
+const SQ_OVERHEAD: usize = wqe::ctrl_seg::SIZE + wqe::raddr_seg::SIZE + wqe::atomic_seg::SIZE;
+/// Largest WQE the driver builds (`MLX5_SEND_WQE_MAX_WQEBBS` basic blocks).
+const MAX_WQE_BYTES: usize = wqe::SEND_WQE_MAX_WQEBBS * wqe::SEND_WQE_BB;
+/// Largest SGE count per WR the safe layer converts on the stack.
+pub const MAX_SGE: usize = 30;
+
+/// Requested queue pair capabilities (`ibv_qp_cap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Send work requests.
+    pub max_send_wr: u32,
+    /// Receive work requests (0: no receive queue).
+    pub max_recv_wr: u32,
+    /// SGEs per send WR.
+    pub max_send_sge: u32,
+    /// SGEs per receive WR.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send WR.
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCaps {
+    fn default() -> Self {
+        QpCaps {
+            max_send_wr: 64,
+            max_recv_wr: 64,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 64,
+        }
+    }
+}
+
+/// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes, facts trap 19).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mtu {
+    /// 256 bytes.
+    Mtu256 = 1,
+    /// 512 bytes.
+    Mtu512 = 2,
+    /// 1024 bytes.
+    Mtu1024 = 3,
+    /// 2048 bytes.
+    Mtu2048 = 4,
+    /// 4096 bytes.
+    Mtu4096 = 5,
+}
+
+/// What a peer needs to connect to a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpEndpoint {
+    /// QP number.
+    pub qpn: u32,
+    /// Initial packet sequence number of its send queue (random, 24 bits).
+    pub psn: u32,
+    /// Its GID (RoCE v2).
+    pub gid: [u8; 16],
+    /// Its MAC.
+    pub mac: [u8; 6],
+}
+
+/// Connection parameters (`ibv_qp_attr` for INIT->RTR->RTS); defaults as the rdma-core tests
+/// use them.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectOptions {
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Local GID index.
+    pub sgid_index: u8,
+    /// GRH hop limit.
+    pub hop_limit: u8,
+    /// GRH traffic class.
+    pub traffic_class: u8,
+    /// Minimum RNR NAK timer (5-bit IB encoding).
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout (5-bit IB encoding).
+    pub timeout: u8,
+    /// Retry count (3 bits).
+    pub retry_cnt: u8,
+    /// RNR retry count (3 bits).
+    pub rnr_retry: u8,
+    /// Outstanding RDMA READ / atomic as initiator.
+    pub max_rd_atomic: u8,
+    /// Outstanding RDMA READ / atomic as responder.
+    pub max_dest_rd_atomic: u8,
+    /// Remote access the QP allows as responder (qpc rre / rwe / rae).
+    pub access: Access,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            mtu: Mtu::Mtu1024,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            min_rnr_timer: 12,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+            access: Access::ALL,
+        }
+    }
+}
+
+/// Work-request flags (`IBV_SEND_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendFlags(pub u8);
+
+impl SendFlags {
+    /// `IBV_SEND_SIGNALED`: generate a completion.
+    pub const SIGNALED: SendFlags = SendFlags(1);
+    /// `IBV_SEND_FENCE`: wait for prior RDMA READs and atomics.
+    pub const FENCE: SendFlags = SendFlags(2);
+    /// `IBV_SEND_SOLICITED`.
+    pub const SOLICITED: SendFlags = SendFlags(4);
+    /// No flag.
+    pub const NONE: SendFlags = SendFlags(0);
+    /// True when every flag of `o` is set.
+    pub const fn contains(self, o: SendFlags) -> bool {
+        self.0 & o.0 == o.0
+    }
+}
+
+impl core::ops::BitOr for SendFlags {
+    type Output = SendFlags;
+    fn bitor(self, o: SendFlags) -> SendFlags {
+        SendFlags(self.0 | o.0)
+    }
+}
+
+/// A remote buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remote {
+    /// Remote virtual address.
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// The operation of a send work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// SEND, with optional immediate data.
+    Send {
+        /// Immediate data.
+        imm: Option<u32>,
+    },
+    /// RDMA WRITE, with optional immediate data.
+    Write {
+        /// Target.
+        remote: Remote,
+        /// Immediate data.
+        imm: Option<u32>,
+    },
+    /// RDMA READ into the local SGEs.
+    Read {
+        /// Source.
+        remote: Remote,
+    },
+    /// 8-byte compare and swap; the old value lands in the one local SGE.
+    CompareSwap {
+        /// Target (8-byte aligned on the responder, or the responder reports an error).
+        remote: Remote,
+        /// Compare value.
+        compare: u64,
+        /// Swap value.
+        swap: u64,
+    },
+    /// 8-byte fetch and add; the old value lands in the one local SGE.
+    FetchAdd {
+        /// Target.
+        remote: Remote,
+        /// Value to add.
+        add: u64,
+    },
+}
+
+/// A raw scatter/gather element: address and key, no ownership.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawSge {
+    /// Address in the MR's address space.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u32,
+    /// Local key.
+    pub lkey: u32,
+}
+
+/// Local data of a raw send WR.
+#[derive(Clone, Copy, Debug)]
+pub enum RawData<'a> {
+    /// Gather list.
+    Sges(&'a [RawSge]),
+    /// Inline bytes copied into the WQE.
+    Inline(&'a [u8]),
+}
+
+/// A raw send work request.
+#[derive(Clone, Copy, Debug)]
+pub struct RawSendWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Operation.
+    pub op: SendOp,
+    /// Local data.
+    pub data: RawData<'a>,
+    /// Flags.
+    pub flags: SendFlags,
+}
+
+/// A raw receive work request.
+#[derive(Clone, Copy, Debug)]
+pub struct RawRecvWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Scatter list.
+    pub sges: &'a [RawSge],
+}
+
+/// What the poller needs about the send WQE that starts at one index.
+pub(crate) struct SqSlot {
+    wrid: AtomicU64,
+    /// `cur_post` after the WQE (its completion moves the tail there).
+    end: AtomicU32,
+    /// The WR count after the WR (the `max_send_wr` accounting of rdma-core qp.c
+    /// `mlx5_wq_overflow`, in WRs rather than blocks).
+    wr_end: AtomicU32,
+}
+
+impl SqSlot {
+    #[inline(always)]
+    fn set(&self, wr_id: u64, end: u32, wr_end: u32) {
+        self.wrid.store(wr_id, Ordering::Relaxed);
+        self.end.store(end, Ordering::Relaxed);
+        self.wr_end.store(wr_end, Ordering::Relaxed);
+    }
+}
+
+/// Work-queue state the CQ poller shares with the poster: wr_ids and counters.
+pub(crate) struct WqShared {
+    pub(crate) qpn: u32,
+    sq: Vec<SqSlot>,
+    sq_wr_tail: AtomicU32,
+    sq_mask: u32,
+    sq_head: AtomicU32,
+    sq_tail: AtomicU32,
+    rq_wrid: Vec<AtomicU64>,
+    rq_mask: u32,
+    rq_head: AtomicU32,
+    rq_tail: AtomicU32,
+}
+
+impl WqShared {
+    /// A send completion at WQE counter `counter`: its wr_id, or `None` when the counter names
+    /// no outstanding WQE (a duplicate or garbage CQE).
+    #[inline]
+    pub(crate) fn complete_send(&self, counter: u16) -> Option<u64> {
+        let tail = self.sq_tail.load(Ordering::Relaxed);
+        let head = self.sq_head.load(Ordering::Acquire);
+        let dist = (counter as u32).wrapping_sub(tail) & 0xffff;
+        if dist >= head.wrapping_sub(tail) {
+            return None;
+        }
+        let i = (counter as u32 & self.sq_mask) as usize;
+        let slot = self.sq.get(i)?;
+        let wr_id = slot.wrid.load(Ordering::Relaxed);
+        let end = slot.end.load(Ordering::Relaxed);
+        let wr_end = slot.wr_end.load(Ordering::Relaxed);
+        self.sq_wr_tail.store(wr_end, Ordering::Release);
+        self.sq_tail.store(end, Ordering::Release);
+        Some(wr_id)
+    }
+
+    /// A receive completion: the oldest outstanding receive's wr_id.
+    #[inline]
+    pub(crate) fn complete_recv(&self) -> Option<u64> {
+        let tail = self.rq_tail.load(Ordering::Relaxed);
+        if tail == self.rq_head.load(Ordering::Acquire) {
+            return None;
+        }
+        let wr_id = self
+            .rq_wrid
+            .get((tail & self.rq_mask) as usize)?
+            .load(Ordering::Relaxed);
+        self.rq_tail.store(tail.wrapping_add(1), Ordering::Release);
+        Some(wr_id)
+    }
+
+    fn reset(&self) {
+        for a in [
+            &self.sq_head,
+            &self.sq_tail,
+            &self.rq_head,
+            &self.rq_tail,
+            &self.sq_wr_tail,
+        ] {
+            a.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// The regions one WQE references until it completes: the common single-region case costs
+/// one `Arc` clone and no allocation.
+pub(crate) struct Inflight<H: Hal> {
+    first: Option<Arc<MrInner<H>>>,
+    more: Vec<Arc<MrInner<H>>>,
+}
+
+impl<H: Hal> Inflight<H> {
+    fn new() -> Self {
+        Inflight {
+            first: None,
+            more: Vec::new(),
+        }
+    }
+    #[inline]
+    fn clear(&mut self) {
+        self.first = None;
+        if !self.more.is_empty() {
+            self.more.clear();
+        }
+    }
+    #[inline]
+    fn set(&mut self, mrs: &[Option<&Arc<MrInner<H>>>]) {
+        match mrs {
+            [] => self.clear(),
+            [one] => {
+                self.first = one.map(Arc::clone);
+                if !self.more.is_empty() {
+                    self.more.clear();
+                }
+            }
+            [one, rest @ ..] => {
+                self.first = one.map(Arc::clone);
+                self.more.clear();
+                self.more
+                    .extend(rest.iter().flatten().map(|m| Arc::clone(m)));
+            }
+        }
+    }
+}
+
+/// Sizes computed from the requested caps.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    sq_wqe_cnt: u32,
+    #[cfg_attr(not(test), allow(dead_code))]
+    sq_max_bbs: u32,
+    rq_wqe_cnt: u32,
+    rq_stride_shift: u32,
+    sq_offset: usize,
+    buf_size: usize,
+    caps: QpCaps,
+}
+
+fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
+    let bad = || Error::Invalid(InvalidInput::QpCaps);
+    if req.max_send_wr == 0
+        || req.max_send_sge as usize > MAX_SGE
+        || req.max_recv_sge as usize > MAX_SGE
+    {
+        return Err(bad());
+    }
+    // Send WQE: overhead + max(gather list, inline segment), in 64-byte blocks
+    // (rdma-core verbs.c mlx5_calc_send_wqe).
+    let gather = req.max_send_sge.max(1) as usize * wqe::data_seg::SIZE;
+    let inl = (req.max_inline_data as usize + wqe::inl_data_seg::SIZE).next_multiple_of(16);
+    let wqe_size = (SQ_OVERHEAD + gather.max(inl)).next_multiple_of(wqe::SEND_WQE_BB);
+    let max_sq = if caps.max_wqe_sz_sq != 0 {
+        (caps.max_wqe_sz_sq as usize).min(MAX_WQE_BYTES)
+    } else {
+        MAX_WQE_BYTES
+    };
+    if wqe_size > max_sq {
+        return Err(bad());
+    }
+    let bbs = (wqe_size / wqe::SEND_WQE_BB) as u32;
+    let sq_cnt = (req.max_send_wr.checked_mul(bbs).ok_or_else(bad)?).next_power_of_two();
+    let log_max = caps.log_max_qp_sz.min(20) as u32;
+    if sq_cnt > 1 << log_max || sq_cnt > 1 << 15 {
+        return Err(bad());
+    }
+    // Receive WQE: max_recv_sge data segments, stride a power of two of at least 16 bytes
+    // (qpc.log_rq_stride = log2(stride) - 4, facts trap 10).
+    let (rq_cnt, stride_shift) = if req.max_recv_wr == 0 {
+        (0, 4)
+    } else {
+        let stride = (req.max_recv_sge.max(1) as usize * wqe::data_seg::SIZE).next_power_of_two();
+        if caps.max_wqe_sz_rq != 0 && stride > caps.max_wqe_sz_rq as usize {
+            return Err(bad());
+        }
+        let cnt = req.max_recv_wr.next_power_of_two();
+        if cnt > 1 << log_max || cnt > 1 << 15 {
+            return Err(bad());
+        }
+        (cnt, stride.trailing_zeros())
+    };
+    let rq_bytes = (rq_cnt as usize) << stride_shift;
+    let sq_offset = rq_bytes;
+    let total = (rq_bytes + sq_cnt as usize * wqe::SEND_WQE_BB)
+        .next_power_of_two()
+        .max(4096);
+    let max_inline =
+        wqe_size - wqe::ctrl_seg::SIZE - wqe::raddr_seg::SIZE - wqe::inl_data_seg::SIZE;
+    Ok(Layout {
+        sq_wqe_cnt: sq_cnt,
+        sq_max_bbs: bbs,
+        rq_wqe_cnt: rq_cnt,
+        rq_stride_shift: stride_shift,
+        sq_offset,
+        buf_size: total,
+        caps: QpCaps {
+            max_send_wr: sq_cnt / bbs,
+            max_recv_wr: rq_cnt,
+            max_send_sge: req.max_send_sge.max(1),
+            max_recv_sge: if rq_cnt == 0 {
+                0
+            } else {
+                (1u32 << stride_shift) / 16
+            },
+            max_inline_data: max_inline as u32,
+        },
+    })
+}
+
+/// An RC queue pair.
+pub struct QueuePair<H: Hal> {
+    pub(crate) ctx: Arc<CtxInner<H>>,
+    pd: Arc<PdInner<H>>,
+    scq: Arc<CqShared<H>>,
+    rcq: Arc<CqShared<H>>,
+    pub(crate) shared: Arc<WqShared>,
+    qpn: u32,
+    state: u8,
+    buf: Option<DmaMem<H::Dma>>,
+    db: Option<DmaMem<H::Dma>>,
+    ring: *mut u8,
+    dbrec: *mut u8,
+    uar: Uar,
+    bf_off: usize,
+    bf_half: usize,
+    use_bf: bool,
+    lay: Layout,
+    cur_post: u32,
+    /// Send WRs posted (the head of the WR count).
+    sq_wr_head: u32,
+    rq_head: u32,
+    psn: u32,
+    inflight_sq: Vec<Inflight<H>>,
+    inflight_rq: Vec<Inflight<H>>,
+    sq_clean: u32,
+    rq_clean: u32,
+    destroyed: bool,
+}
+
+// SAFETY: raw pointers point into `buf` / `db`, which the QP owns; all access is through
+// &mut self.
+unsafe impl<H: Hal> Send for QueuePair<H> {}
+
+pub(crate) fn create<H: Hal>(
+    pd: &Arc<PdInner<H>>,
+    scq: &CompletionQueue<H>,
+    rcq: &CompletionQueue<H>,
+    req: &QpCaps,
+) -> Result<QueuePair<H>> {
+    let ctx = &pd.ctx;
+    if !Arc::ptr_eq(&scq.shared.ctx, ctx) || !Arc::ptr_eq(&rcq.shared.ctx, ctx) {
+        return Err(InvalidInput::BadCq.into());
+    }
+    let lay = layout(req, &ctx.caps)?;
+    let hal = &ctx.hal;
+    let buf = DmaMem::alloc(hal, lay.buf_size, lay.buf_size)?;
+    let db = DmaMem::alloc(hal, 64, 64)?;
+    let uar = ctx.with_dev(|d| d.alloc_uar(hal))?;
+    let mut c = CmdBuf::new(opcode::CREATE_QP, 0, create_qp_in::PAS.bytes_with(1));
+    let x = |f: mlx5_prm::Field| f.within(create_qp_in::QPC);
+    // Linux ib/qp.c create_qp_common / create_kernel_qp; facts traps 9, 10, 17.
+    c.set(x(qpc::ST), qp::st::RC.into())
+        .set(x(qpc::PM_STATE), qp::pm::MIGRATED.into())
+        .set(x(qpc::PD), pd.pdn)
+        .set(x(qpc::UAR_PAGE), uar.index)
+        .set(x(qpc::LOG_PAGE_SIZE), lay.buf_size.trailing_zeros() - 12)
+        .set(x(qpc::LOG_SQ_SIZE), lay.sq_wqe_cnt.trailing_zeros())
+        .set(x(qpc::CQN_SND), scq.shared.cqn)
+        .set(x(qpc::CQN_RCV), rcq.shared.cqn)
+        .set64(x(qpc::DBR_ADDR), db.bus())
+        .put64(create_qp_in::PAS.byte_offset(), buf.bus());
+    if lay.rq_wqe_cnt == 0 {
+        c.set(x(qpc::RQ_TYPE), qp::rq_type::ZERO_LEN_RQ.into());
+    } else {
+        c.set(x(qpc::RQ_TYPE), qp::rq_type::NON_ZERO_RQ.into())
+            .set(x(qpc::LOG_RQ_SIZE), lay.rq_wqe_cnt.trailing_zeros())
+            .set(x(qpc::LOG_RQ_STRIDE), lay.rq_stride_shift - 4);
+    }
+    let mut out = [0u8; create_qp_out::BYTES];
+    if let Err(e) = ctx.exec(&c, &mut out) {
+        let _ = ctx.with_dev(|d| d.dealloc_uar(hal, uar.index));
+        return Err(e);
+    }
+    let qpn = get(&out, create_qp_out::QPN);
+    let atomics = |n: u32| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
+    let shared = Arc::new(WqShared {
+        qpn,
+        sq: (0..lay.sq_wqe_cnt)
+            .map(|_| SqSlot {
+                wrid: AtomicU64::new(0),
+                end: AtomicU32::new(0),
+                wr_end: AtomicU32::new(0),
+            })
+            .collect(),
+        sq_wr_tail: AtomicU32::new(0),
+        sq_mask: lay.sq_wqe_cnt - 1,
+        sq_head: AtomicU32::new(0),
+        sq_tail: AtomicU32::new(0),
+        rq_wrid: atomics(lay.rq_wqe_cnt.max(1)),
+        rq_mask: lay.rq_wqe_cnt.max(1) - 1,
+        rq_head: AtomicU32::new(0),
+        rq_tail: AtomicU32::new(0),
+    });
+    scq.shared.qps.write().push(shared.clone());
+    if !Arc::ptr_eq(&scq.shared, &rcq.shared) {
+        rcq.shared.qps.write().push(shared.clone());
+    }
+    let psn = (ctx.random() & 0xff_ffff) as u32;
+    let bf_size = 1usize << ctx.caps.log_bf_reg_size.clamp(6, 11);
+    let (ring, dbrec) = (buf.ptr(), db.ptr());
+    Ok(QueuePair {
+        ctx: ctx.clone(),
+        pd: pd.clone(),
+        scq: scq.shared.clone(),
+        rcq: rcq.shared.clone(),
+        shared,
+        qpn,
+        state: qp::state::RST,
+        buf: Some(buf),
+        db: Some(db),
+        ring,
+        dbrec,
+        uar,
+        bf_off: uar.offset + uar::BF_OFFSET,
+        bf_half: bf_size / 2,
+        use_bf: ctx.caps.bf,
+        lay,
+        cur_post: 0,
+        sq_wr_head: 0,
+        rq_head: 0,
+        psn,
+        inflight_sq: (0..lay.sq_wqe_cnt).map(|_| Inflight::new()).collect(),
+        inflight_rq: (0..lay.rq_wqe_cnt).map(|_| Inflight::new()).collect(),
+        sq_clean: 0,
+        rq_clean: 0,
+        destroyed: false,
+    })
+}
+
+/// A WQE's local data after validation.
+#[derive(Clone, Copy)]
+pub(crate) enum Data<'a> {
+    Sges(&'a [RawSge]),
+    Inline(&'a [u8]),
+}
+
+#[inline(always)]
+fn put32(p: *mut u8, v: u32) {
+    // SAFETY: callers pass a pointer with 4 writable bytes inside the WQE being built.
+    unsafe { ptr::write_unaligned(p as *mut [u8; 4], v.to_be_bytes()) }
+}
+#[inline(always)]
+fn put64(p: *mut u8, v: u64) {
+    // SAFETY: callers pass a pointer with 8 writable bytes inside the WQE being built.
+    unsafe { ptr::write_unaligned(p as *mut [u8; 8], v.to_be_bytes()) }
+}
+
+impl<H: Hal> QueuePair<H> {
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+    /// The initial send PSN (random).
+    pub fn psn(&self) -> u32 {
+        self.psn
+    }
+    /// The current state as the driver tracks it (`MLX5_QP_STATE_*`).
+    pub fn state(&self) -> u8 {
+        self.state
+    }
+    /// The capabilities the QP got (rounded up from the request).
+    pub fn caps(&self) -> QpCaps {
+        self.lay.caps
+    }
+    /// What a peer needs to connect to this QP (GID index 0 and the port MAC).
+    pub fn endpoint(&self) -> QpEndpoint {
+        QpEndpoint {
+            qpn: self.qpn,
+            psn: self.psn,
+            gid: self.ctx.gid0(),
+            mac: self.ctx.mac,
+        }
+    }
+
+    fn modify(&mut self, op: u16, inlen: usize, f: impl FnOnce(&mut CmdBuf)) -> Result<()> {
+        let mut c = CmdBuf::new(op, 0, inlen);
+        c.set(rst2init_qp_in::QPN, self.qpn);
+        f(&mut c);
+        let mut out = [0u8; rst2init_qp_out::BYTES];
+        self.ctx.exec(&c, &mut out)
+    }
+
+    fn check_state(&self, from: &[u8]) -> Result<()> {
+        if from.contains(&self.state) {
+            Ok(())
+        } else {
+            Err(InvalidInput::QpState { state: self.state }.into())
+        }
+    }
+
+    /// RESET -> INIT (port 1, P_Key index 0, responder access per `access`).
+    pub fn to_init(&mut self, access: Access) -> Result<()> {
+        self.check_state(&[qp::state::RST])?;
+        let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
+        self.modify(opcode::RST2INIT_QP, rst2init_qp_in::BYTES, |c| {
+            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+            let p = |f: mlx5_prm::Field| {
+                f.within(qpc::PRIMARY_ADDRESS_PATH)
+                    .within(rst2init_qp_in::QPC)
+            };
+            c.set(x(qpc::PD), pdn)
+                .set(x(qpc::CQN_SND), scqn)
+                .set(x(qpc::CQN_RCV), rcqn)
+                .set(p(ads::VHCA_PORT_NUM), 1)
+                .set(p(ads::PKEY_INDEX), 0)
+                .set(x(qpc::RRE), access.contains(Access::REMOTE_READ) as u32)
+                .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
+                .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32);
+        })?;
+        self.state = qp::state::INIT;
+        Ok(())
+    }
+
+    /// INIT -> RTR toward `remote` (RoCE v2 path: Linux ib/qp.c `mlx5_set_path`).
+    pub fn to_rtr(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.check_state(&[qp::state::INIT])?;
+        let caps = &self.ctx.caps;
+        let log_msg = caps.log_max_msg as u32;
+        let rra = ilog2_ceil(o.max_dest_rd_atomic as u32).min(caps.log_max_ra_res_qp as u32);
+        let sport = udp_sport(self.qpn, remote.qpn);
+        let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
+        self.modify(opcode::INIT2RTR_QP, rst2init_qp_in::BYTES, |c| {
+            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+            let p = |f: mlx5_prm::Field| {
+                f.within(qpc::PRIMARY_ADDRESS_PATH)
+                    .within(rst2init_qp_in::QPC)
+            };
+            c.set(x(qpc::PD), pdn)
+                .set(x(qpc::CQN_SND), scqn)
+                .set(x(qpc::CQN_RCV), rcqn)
+                .set(x(qpc::MTU), o.mtu as u32)
+                .set(x(qpc::LOG_MSG_MAX), log_msg)
+                .set(x(qpc::REMOTE_QPN), remote.qpn & 0xff_ffff)
+                .set(x(qpc::NEXT_RCV_PSN), remote.psn & 0xff_ffff)
+                .set(x(qpc::LOG_RRA_MAX), rra)
+                .set(x(qpc::MIN_RNR_NAK), o.min_rnr_timer.into())
+                .set(p(ads::VHCA_PORT_NUM), 1)
+                .set(p(ads::PKEY_INDEX), 0)
+                .bytes(
+                    mlx5_prm::Field::new(ads::RMAC_47_32.offset, 48)
+                        .within(qpc::PRIMARY_ADDRESS_PATH)
+                        .within(rst2init_qp_in::QPC),
+                    &remote.mac,
+                )
+                .set(p(ads::UDP_SPORT), sport.into())
+                .set(p(ads::ETH_PRIO), 0)
+                .set(p(ads::DSCP), (o.traffic_class >> 2).into())
+                .set(p(ads::SRC_ADDR_INDEX), o.sgid_index.into())
+                .set(p(ads::HOP_LIMIT), o.hop_limit.into())
+                .set(p(ads::TCLASS), o.traffic_class.into())
+                .set(p(ads::STAT_RATE), 0)
+                .bytes(p(ads::RGID_RIP), &remote.gid);
+        })?;
+        self.state = qp::state::RTR;
+        Ok(())
+    }
+
+    /// RTR -> RTS with the QP's random initial PSN.
+    pub fn to_rts(&mut self, o: &ConnectOptions) -> Result<()> {
+        self.check_state(&[qp::state::RTR])?;
+        let sra = ilog2_ceil(o.max_rd_atomic as u32).min(self.ctx.caps.log_max_ra_req_qp as u32);
+        let (pdn, scqn, rcqn, psn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn, self.psn);
+        self.modify(opcode::RTR2RTS_QP, rst2init_qp_in::BYTES, |c| {
+            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+            let p = |f: mlx5_prm::Field| {
+                f.within(qpc::PRIMARY_ADDRESS_PATH)
+                    .within(rst2init_qp_in::QPC)
+            };
+            c.set(x(qpc::PD), pdn)
+                .set(x(qpc::CQN_SND), scqn)
+                .set(x(qpc::CQN_RCV), rcqn)
+                .set(x(qpc::NEXT_SEND_PSN), psn)
+                .set(x(qpc::RETRY_COUNT), (o.retry_cnt & 7).into())
+                .set(x(qpc::RNR_RETRY), (o.rnr_retry & 7).into())
+                .set(x(qpc::LOG_SRA_MAX), sra)
+                .set(p(ads::ACK_TIMEOUT), (o.timeout & 0x1f).into());
+        })?;
+        self.state = qp::state::RTS;
+        Ok(())
+    }
+
+    /// RESET -> INIT -> RTR -> RTS toward `remote`.
+    pub fn connect(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.to_init(o.access)?;
+        self.to_rtr(remote, o)?;
+        self.to_rts(o)
+    }
+
+    /// Any state -> ERR (outstanding WRs complete with flush errors).
+    pub fn to_err(&mut self) -> Result<()> {
+        let mut c = CmdBuf::new(opcode::QP_2ERR, 0, qp_2err_in::BYTES);
+        c.set(qp_2err_in::QPN, self.qpn);
+        let mut out = [0u8; qp_2err_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        self.state = qp::state::ERR;
+        Ok(())
+    }
+
+    /// Any state -> RESET; the software queues start over (Linux ib/qp.c resets the
+    /// counters and the doorbell record on a move to RESET).
+    pub fn to_reset(&mut self) -> Result<()> {
+        let mut c = CmdBuf::new(opcode::QP_2RST, 0, mlx5_prm::qp_2rst_in::BYTES);
+        c.set(mlx5_prm::qp_2rst_in::QPN, self.qpn);
+        let mut out = [0u8; mlx5_prm::qp_2rst_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        self.state = qp::state::RST;
+        self.cur_post = 0;
+        self.sq_wr_head = 0;
+        self.rq_head = 0;
+        self.sq_clean = 0;
+        self.rq_clean = 0;
+        self.shared.reset();
+        for v in self
+            .inflight_sq
+            .iter_mut()
+            .chain(self.inflight_rq.iter_mut())
+        {
+            v.clear();
+        }
+        if let Some(db) = &self.db {
+            db.fill(0, 8, 0)?;
+        }
+        Ok(())
+    }
+
+    /// QUERY_QP: the state the firmware reports.
+    pub fn query_state(&self) -> Result<u8> {
+        let mut c = CmdBuf::new(opcode::QUERY_QP, 0, query_qp_in::BYTES);
+        c.set(query_qp_in::QPN, self.qpn);
+        let mut out = alloc::vec![0u8; query_qp_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        Ok(get(&out, qpc::STATE.within(query_qp_out::QPC)) as u8)
+    }
+
+    #[inline]
+    fn release_completed(&mut self) {
+        let tail = self.shared.sq_tail.load(Ordering::Acquire);
+        while self.sq_clean != tail {
+            let i = (self.sq_clean & (self.lay.sq_wqe_cnt - 1)) as usize;
+            if let Some(v) = self.inflight_sq.get_mut(i) {
+                v.clear();
+            }
+            self.sq_clean = self.sq_clean.wrapping_add(1);
+        }
+        let rtail = self.shared.rq_tail.load(Ordering::Acquire);
+        while self.rq_clean != rtail {
+            let i = (self.rq_clean & self.lay.rq_wqe_cnt.wrapping_sub(1)) as usize;
+            if let Some(v) = self.inflight_rq.get_mut(i) {
+                v.clear();
+            }
+            self.rq_clean = self.rq_clean.wrapping_add(1);
+        }
+    }
+
+    /// WQEBBs a send WR needs, after checking it against the QP's limits.
+    #[inline]
+    fn send_wqe_bbs(&self, op: &SendOp, data: Data<'_>) -> Result<u32> {
+        let caps = &self.lay.caps;
+        let mut ds = 1u32; // ctrl
+        match op {
+            SendOp::Send { .. } => {}
+            SendOp::Write { .. } | SendOp::Read { .. } => ds += 1,
+            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => ds += 2,
+        }
+        match data {
+            Data::Sges(s) => {
+                if s.len() > caps.max_send_sge as usize {
+                    return Err(InvalidInput::TooManySge {
+                        given: s.len(),
+                        max: caps.max_send_sge as usize,
+                    }
+                    .into());
+                }
+                if matches!(op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+                    && (s.len() != 1 || s[0].len != wqe::ATOMIC_SIZE)
+                {
+                    return Err(InvalidInput::AtomicAlignment.into());
+                }
+                ds += s.iter().filter(|g| g.len != 0).count() as u32;
+            }
+            Data::Inline(b) => {
+                if matches!(
+                    op,
+                    SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+                ) {
+                    return Err(InvalidInput::InlineNotAllowed.into());
+                }
+                if b.len() > caps.max_inline_data as usize {
+                    return Err(InvalidInput::InlineTooLarge {
+                        given: b.len(),
+                        max: caps.max_inline_data as usize,
+                    }
+                    .into());
+                }
+                if !b.is_empty() {
+                    ds += (b.len() as u32 + wqe::inl_data_seg::SIZE as u32).div_ceil(16);
+                }
+            }
+        }
+        Ok(wqe::wqebbs(ds).max(1))
+    }
+
+    /// Writes one send WQE at `cur_post` (room checked by the caller). Returns the WQE's
+    /// first-block pointer if it was written in place (BlueFlame candidate).
+    #[inline]
+    fn write_send(
+        &mut self,
+        wr_id: u64,
+        op: &SendOp,
+        flags: SendFlags,
+        data: Data<'_>,
+        bbs: u32,
+    ) -> *const u8 {
+        let cnt = self.lay.sq_wqe_cnt;
+        let idx = self.cur_post & (cnt - 1);
+        let in_place = idx + bbs <= cnt;
+        // Only used when the WQE wraps; never read before it is written.
+        let mut scratch = core::mem::MaybeUninit::<[u8; MAX_WQE_BYTES]>::uninit();
+        let base: *mut u8 = if in_place {
+            // SAFETY: idx + bbs <= cnt, so the WQE lies inside the SQ, which lies inside the
+            // QP buffer (sq_offset + cnt * 64 <= buf_size, see `layout`).
+            unsafe {
+                self.ring
+                    .add(self.lay.sq_offset + idx as usize * wqe::SEND_WQE_BB)
+            }
+        } else {
+            scratch.as_mut_ptr() as *mut u8
+        };
+        // Segments after ctrl.
+        let mut off = wqe::ctrl_seg::SIZE;
+        let (opc, imm) = match *op {
+            SendOp::Send { imm } => (
+                if imm.is_some() {
+                    wqe::opcode::SEND_IMM
+                } else {
+                    wqe::opcode::SEND
+                },
+                imm,
+            ),
+            SendOp::Write { remote, imm } => {
+                self.raddr(base, &mut off, remote);
+                (
+                    if imm.is_some() {
+                        wqe::opcode::RDMA_WRITE_IMM
+                    } else {
+                        wqe::opcode::RDMA_WRITE
+                    },
+                    imm,
+                )
+            }
+            SendOp::Read { remote } => {
+                self.raddr(base, &mut off, remote);
+                (wqe::opcode::RDMA_READ, None)
+            }
+            SendOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            } => {
+                self.raddr(base, &mut off, remote);
+                // rdma-core qp.c set_atomic_seg: CMP_AND_SWP swap_add = swap, compare = compare.
+                // SAFETY: SQ_OVERHEAD bytes fit every WQE (wqe_size >= SQ_OVERHEAD + 16).
+                unsafe {
+                    put64(base.add(off + wqe::atomic_seg::SWAP_ADD), swap);
+                    put64(base.add(off + wqe::atomic_seg::COMPARE), compare);
+                }
+                off += wqe::atomic_seg::SIZE;
+                (wqe::opcode::ATOMIC_CS, None)
+            }
+            SendOp::FetchAdd { remote, add } => {
+                self.raddr(base, &mut off, remote);
+                // SAFETY: as above.
+                unsafe {
+                    put64(base.add(off + wqe::atomic_seg::SWAP_ADD), add);
+                    put64(base.add(off + wqe::atomic_seg::COMPARE), 0);
+                }
+                off += wqe::atomic_seg::SIZE;
+                (wqe::opcode::ATOMIC_FA, None)
+            }
+        };
+        match data {
+            Data::Sges(s) => {
+                for g in s.iter().filter(|g| g.len != 0) {
+                    // SAFETY: the SGE count was checked against max_send_sge, which the WQE
+                    // size accounts for (16 bytes each).
+                    unsafe {
+                        let d = base.add(off);
+                        put32(d.add(wqe::data_seg::BYTE_COUNT), g.len);
+                        put32(d.add(wqe::data_seg::LKEY), g.lkey);
+                        put64(d.add(wqe::data_seg::ADDR), g.addr);
+                    }
+                    off += wqe::data_seg::SIZE;
+                }
+            }
+            Data::Inline(b) if !b.is_empty() => {
+                // SAFETY: len <= max_inline_data, which the WQE size accounts for; the header
+                // is 4 bytes and the data follows it.
+                unsafe {
+                    put32(base.add(off), b.len() as u32 | wqe::INLINE_SEG);
+                    ptr::copy_nonoverlapping(b.as_ptr(), base.add(off + 4), b.len());
+                }
+                off += (b.len() + 4).next_multiple_of(16);
+            }
+            Data::Inline(_) => {}
+        }
+        let ds = (off / 16) as u8;
+        let mut fm_ce_se = 0u8;
+        if flags.contains(SendFlags::SIGNALED) {
+            fm_ce_se |= wqe::ctrl::CQ_UPDATE;
+        }
+        if flags.contains(SendFlags::SOLICITED) {
+            fm_ce_se |= wqe::ctrl::SOLICITED;
+        }
+        if flags.contains(SendFlags::FENCE) {
+            fm_ce_se |= wqe::ctrl::FENCE;
+        }
+        // SAFETY: the ctrl segment is the first 16 bytes of the WQE.
+        unsafe {
+            put32(base, wqe::opmod_idx_opcode(0, self.cur_post as u16, opc));
+            put32(base.add(4), wqe::qpn_ds(self.qpn, ds));
+            ptr::write_unaligned(base.add(8) as *mut [u8; 4], [0, 0, 0, fm_ce_se]);
+            put32(base.add(12), imm.unwrap_or(0));
+        }
+        if !in_place {
+            // Wrap: copy the WQE to the end of the ring and the rest to its start.
+            // Copy the `off` bytes written (ds * 16 <= bbs * 64).
+            let first = (((cnt - idx) as usize) * wqe::SEND_WQE_BB).min(off);
+            let src = scratch.as_ptr() as *const u8;
+            // SAFETY: both destination ranges lie inside the SQ (the WQE spans bbs blocks from
+            // idx, wrapping to 0); the first `off` bytes of scratch were written above.
+            unsafe {
+                let sq = self.ring.add(self.lay.sq_offset);
+                ptr::copy_nonoverlapping(src, sq.add(idx as usize * wqe::SEND_WQE_BB), first);
+                ptr::copy_nonoverlapping(src.add(first), sq, off - first);
+            }
+        }
+        let slot = idx as usize;
+        self.cur_post = self.cur_post.wrapping_add(bbs);
+        self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
+        if let Some(sl) = self.shared.sq.get(slot) {
+            sl.set(wr_id, self.cur_post, self.sq_wr_head);
+        }
+        if in_place {
+            base
+        } else {
+            ptr::null()
+        }
+    }
+
+    #[inline(always)]
+    fn raddr(&self, base: *mut u8, off: &mut usize, r: Remote) {
+        // SAFETY: the raddr segment follows ctrl inside every WQE (SQ_OVERHEAD).
+        unsafe {
+            let p = base.add(*off);
+            put64(p.add(wqe::raddr_seg::RADDR), r.addr);
+            put32(p.add(wqe::raddr_seg::RKEY), r.rkey);
+            put32(p.add(12), 0);
+        }
+        *off += wqe::raddr_seg::SIZE;
+    }
+
+    /// Rings the send doorbell for WQEs up to `cur_post`; `last` is the last WQE's first
+    /// block, `single` its size when the batch is one in-place WQE (BlueFlame candidate).
+    #[inline]
+    fn ring_sq(&mut self, last: *const u8, single: Option<u32>) {
+        let hal = &self.ctx.hal;
+        hal.dma_wmb();
+        // SAFETY: dbrec points to the 64-byte doorbell record; dword 1 is the send counter.
+        unsafe {
+            ptr::write_volatile(
+                (self.dbrec as *mut u32).add(qp_db::SND_DBR),
+                (self.cur_post & 0xffff).to_be(),
+            )
+        };
+        self.shared.sq_head.store(self.cur_post, Ordering::Release);
+        hal.dma_wmb();
+        match single {
+            Some(bbs) if self.use_bf && !last.is_null() && (bbs as usize) * 64 <= self.bf_half => {
+                for i in 0..bbs as usize {
+                    // SAFETY: the WQE was written in place (`last` non-null) and spans `bbs`
+                    // blocks inside the ring; the device only reads it.
+                    let blk = unsafe { &*(last.add(i * 64) as *const [u8; 64]) };
+                    hal.mmio_copy_bf(self.bf_off + i * 64, blk);
+                }
+            }
+            _ => {
+                let mut b = [0u8; 8];
+                if !last.is_null() {
+                    // SAFETY: the first 8 bytes of the last WQE's ctrl segment.
+                    unsafe { ptr::copy_nonoverlapping(last, b.as_mut_ptr(), 8) };
+                } else {
+                    // The last WQE wrapped: rebuild its first 8 bytes from the ring start
+                    // of that WQE.
+                    b = self.last_ctrl_bytes();
+                }
+                hal.mmio_write64(self.bf_off, b);
+            }
+        }
+        hal.wc_flush();
+        self.bf_off ^= self.bf_half;
+    }
+
+    fn last_ctrl_bytes(&self) -> [u8; 8] {
+        // Find the WQE that ends at cur_post: its start index is stored nowhere, but its ctrl
+        // segment is at the index recorded in sq_end lookups; scan back at most 16 blocks.
+        let cnt = self.lay.sq_wqe_cnt;
+        for back in 1..=wqe::SEND_WQE_MAX_WQEBBS as u32 {
+            let start = self.cur_post.wrapping_sub(back);
+            let i = (start & (cnt - 1)) as usize;
+            if self
+                .shared
+                .sq
+                .get(i)
+                .is_some_and(|s| s.end.load(Ordering::Relaxed) == self.cur_post)
+            {
+                let mut b = [0u8; 8];
+                // SAFETY: i < cnt, so the block lies inside the SQ.
+                unsafe {
+                    ptr::copy_nonoverlapping(
+                        self.ring.add(self.lay.sq_offset + i * 64),
+                        b.as_mut_ptr(),
+                        8,
+                    )
+                };
+                return b;
+            }
+        }
+        [0u8; 8]
+    }
+
+    /// True when `wrs` more WRs of `bbs` blocks in total fit: at most `max_send_wr` WRs
+    /// outstanding and room in the ring.
+    #[inline]
+    fn sq_room(&self, wrs: usize, bbs: u32) -> bool {
+        let tail = self.shared.sq_tail.load(Ordering::Acquire);
+        let wr_tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
+        let outstanding = self.sq_wr_head.wrapping_sub(wr_tail) as usize;
+        outstanding + wrs <= self.lay.caps.max_send_wr as usize
+            && bbs <= self.lay.sq_wqe_cnt - self.cur_post.wrapping_sub(tail)
+    }
+
+    /// Raw post: any number of WRs, ONE doorbell. Every WR is checked first (state, SGE count,
+    /// inline size, room, lkeys against this context's live MRs); on error nothing is
+    /// written.
+    ///
+    /// # Safety
+    /// The addresses are memory the caller keeps registered and alive until the completions;
+    /// the driver only checks that each lkey is a live MR of this context and that the SGE
+    /// lies inside it.
+    pub unsafe fn post_send_raw(&mut self, wrs: &[RawSendWr<'_>]) -> Result<()> {
+        if let Some(s) = self.ctx.fatal() {
+            return Err(Error::DeviceFatal { syndrome: s });
+        }
+        self.check_state(&[qp::state::RTS])?;
+        let mut need = 0u32;
+        let mut last_bbs = 0;
+        {
+            let mrs = self.ctx.mrs.read();
+            for wr in wrs {
+                let data = match wr.data {
+                    RawData::Sges(s) => Data::Sges(s),
+                    RawData::Inline(b) => Data::Inline(b),
+                };
+                last_bbs = self.send_wqe_bbs(&wr.op, data)?;
+                need += last_bbs;
+                if let RawData::Sges(s) = wr.data {
+                    let write = matches!(
+                        wr.op,
+                        SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+                    );
+                    for g in s {
+                        crate::verbs::check_lkey(&mrs, g, write)?;
+                    }
+                }
+            }
+        }
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        self.release_completed();
+        if !self.sq_room(wrs.len(), need) {
+            return Err(InvalidInput::QueueFull.into());
+        }
+        let mut last = ptr::null();
+        for wr in wrs {
+            let data = match wr.data {
+                RawData::Sges(s) => Data::Sges(s),
+                RawData::Inline(b) => Data::Inline(b),
+            };
+            let bbs = self.send_wqe_bbs(&wr.op, data).unwrap_or(1);
+            last = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs);
+        }
+        self.ring_sq(last, if wrs.len() == 1 { Some(last_bbs) } else { None });
+        Ok(())
+    }
+
+    /// Safe layer, step 2: releases completed WQEs' references and checks room for `need`
+    /// WQEBBs.
+    #[inline]
+    pub(crate) fn reserve_sq(&mut self, wrs: usize, need: u32) -> Result<()> {
+        self.release_completed();
+        if !self.sq_room(wrs, need) {
+            return Err(InvalidInput::QueueFull.into());
+        }
+        Ok(())
+    }
+
+    /// Fast path: one RDMA WRITE with one SGE whose region the caller validated (`mr` is the
+    /// region of `g`). The same WQE as the general path (ctrl + raddr + data, one WQEBB, never
+    /// wrapping), with the checks reduced to what this shape needs.
+    #[inline]
+    pub(crate) fn fast_write(
+        &mut self,
+        wr_id: u64,
+        g: RawSge,
+        mr: &Arc<MrInner<H>>,
+        remote: Remote,
+        flags: SendFlags,
+    ) -> Result<()> {
+        if let Some(s) = self.ctx.fatal() {
+            return Err(Error::DeviceFatal { syndrome: s });
+        }
+        if self.state != qp::state::RTS {
+            return Err(InvalidInput::QpState { state: self.state }.into());
+        }
+        let tail = self.shared.sq_tail.load(Ordering::Acquire);
+        if self.sq_clean != tail || self.rq_clean != self.shared.rq_tail.load(Ordering::Relaxed) {
+            self.release_completed();
+        }
+        let cnt = self.lay.sq_wqe_cnt;
+        let wr_tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
+        if self.cur_post.wrapping_sub(tail) >= cnt
+            || self.sq_wr_head.wrapping_sub(wr_tail) >= self.lay.caps.max_send_wr
+        {
+            return Err(InvalidInput::QueueFull.into());
+        }
+        let idx = self.cur_post & (cnt - 1);
+        // SAFETY: idx < cnt: one WQEBB inside the send queue, which lies inside the buffer.
+        let base = unsafe {
+            self.ring
+                .add(self.lay.sq_offset + idx as usize * wqe::SEND_WQE_BB)
+        };
+        let ds = if g.len == 0 { 2 } else { 3 };
+        let opc = wqe::opcode::RDMA_WRITE;
+        let mut fm_ce_se = 0u8;
+        if flags.contains(SendFlags::SIGNALED) {
+            fm_ce_se |= wqe::ctrl::CQ_UPDATE;
+        }
+        if flags.contains(SendFlags::SOLICITED) {
+            fm_ce_se |= wqe::ctrl::SOLICITED;
+        }
+        if flags.contains(SendFlags::FENCE) {
+            fm_ce_se |= wqe::ctrl::FENCE;
+        }
+        // SAFETY: 48 bytes of one 64-byte WQEBB (ctrl, raddr, data segments).
+        unsafe {
+            put32(base, wqe::opmod_idx_opcode(0, self.cur_post as u16, opc));
+            put32(base.add(4), wqe::qpn_ds(self.qpn, ds));
+            ptr::write_unaligned(base.add(8) as *mut [u8; 4], [0, 0, 0, fm_ce_se]);
+            put32(base.add(12), 0);
+            let r = base.add(wqe::ctrl_seg::SIZE);
+            put64(r, remote.addr);
+            put32(r.add(8), remote.rkey);
+            put32(r.add(12), 0);
+            if g.len != 0 {
+                let d = r.add(wqe::raddr_seg::SIZE);
+                put32(d, g.len);
+                put32(d.add(4), g.lkey);
+                put64(d.add(8), g.addr);
+            }
+        }
+        let slot = idx as usize;
+        self.cur_post = self.cur_post.wrapping_add(1);
+        self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
+        if let (Some(sl), Some(inf)) = (self.shared.sq.get(slot), self.inflight_sq.get_mut(slot)) {
+            sl.set(wr_id, self.cur_post, self.sq_wr_head);
+            inf.set(&[Some(mr)]);
+        }
+        self.ring_sq(base, Some(1));
+        Ok(())
+    }
+
+    /// Safe layer, step 3: writes one validated WQE and keeps `mr` alive until it completes.
+    #[inline]
+    pub(crate) fn write_send_owned(
+        &mut self,
+        wr_id: u64,
+        op: &SendOp,
+        flags: SendFlags,
+        data: Data<'_>,
+        bbs: u32,
+        mrs: &[Option<&Arc<MrInner<H>>>],
+    ) -> *const u8 {
+        let slot = (self.cur_post & (self.lay.sq_wqe_cnt - 1)) as usize;
+        let last = self.write_send(wr_id, op, flags, data, bbs);
+        if let Some(v) = self.inflight_sq.get_mut(slot) {
+            v.set(mrs);
+        }
+        last
+    }
+
+    /// Safe layer, step 4: one doorbell for the batch.
+    #[inline]
+    pub(crate) fn ring_send(&mut self, last: *const u8, single: Option<u32>) {
+        self.ring_sq(last, single);
+    }
+
+    /// Safe layer, step 1: checks a send WR (state, limits) and returns its WQEBB count.
+    #[inline]
+    pub(crate) fn check_send(&self, op: &SendOp, data: Data<'_>) -> Result<u32> {
+        if let Some(s) = self.ctx.fatal() {
+            return Err(Error::DeviceFatal { syndrome: s });
+        }
+        if self.state != qp::state::RTS {
+            return Err(InvalidInput::QpState { state: self.state }.into());
+        }
+        self.send_wqe_bbs(op, data)
+    }
+
+    /// Raw receive post: checks every WR first, writes them, updates the receive doorbell
+    /// record once.
+    ///
+    /// # Safety
+    /// As [`QueuePair::post_send_raw`].
+    pub unsafe fn post_recv_raw(&mut self, wrs: &[RawRecvWr<'_>]) -> Result<()> {
+        self.check_recv(
+            wrs.len(),
+            wrs.iter().map(|w| w.sges.len()).max().unwrap_or(0),
+        )?;
+        {
+            let mrs = self.ctx.mrs.read();
+            for w in wrs {
+                for g in w.sges {
+                    crate::verbs::check_lkey(&mrs, g, true)?;
+                }
+            }
+        }
+        for w in wrs {
+            self.write_recv(w.wr_id, w.sges);
+        }
+        self.ring_rq();
+        Ok(())
+    }
+
+    pub(crate) fn check_recv(&mut self, n: usize, max_sges: usize) -> Result<()> {
+        if let Some(s) = self.ctx.fatal() {
+            return Err(Error::DeviceFatal { syndrome: s });
+        }
+        self.check_state(&[qp::state::INIT, qp::state::RTR, qp::state::RTS])?;
+        if self.lay.rq_wqe_cnt == 0 {
+            return Err(InvalidInput::QueueFull.into());
+        }
+        if max_sges > self.lay.caps.max_recv_sge as usize {
+            return Err(InvalidInput::TooManySge {
+                given: max_sges,
+                max: self.lay.caps.max_recv_sge as usize,
+            }
+            .into());
+        }
+        self.release_completed();
+        let used = self
+            .rq_head
+            .wrapping_sub(self.shared.rq_tail.load(Ordering::Acquire));
+        if used as usize + n > self.lay.rq_wqe_cnt as usize {
+            return Err(InvalidInput::QueueFull.into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn write_recv(&mut self, wr_id: u64, sges: &[RawSge]) -> usize {
+        let cnt = self.lay.rq_wqe_cnt;
+        let idx = (self.rq_head & (cnt - 1)) as usize;
+        let stride = 1usize << self.lay.rq_stride_shift;
+        let max = stride / 16;
+        // SAFETY: idx < cnt and the RQ occupies [0, cnt << stride_shift) of the buffer.
+        let base = unsafe { self.ring.add(idx << self.lay.rq_stride_shift) };
+        let mut k = 0;
+        for g in sges.iter().take(max) {
+            // SAFETY: k < max data segments of 16 bytes fit the stride.
+            unsafe {
+                let d = base.add(k * 16);
+                put32(d, g.len);
+                put32(d.add(4), g.lkey);
+                put64(d.add(8), g.addr);
+            }
+            k += 1;
+        }
+        if k < max {
+            // Terminate a short scatter list (rdma-core qp.c:3797, MLX5_INVALID_LKEY).
+            // SAFETY: k < max, inside the stride.
+            unsafe {
+                let d = base.add(k * 16);
+                put32(d, 0);
+                put32(d.add(4), wqe::INVALID_LKEY);
+                put64(d.add(8), 0);
+            }
+        }
+        self.shared.rq_wrid[idx].store(wr_id, Ordering::Relaxed);
+        self.rq_head = self.rq_head.wrapping_add(1);
+        idx
+    }
+
+    pub(crate) fn set_inflight_rq(&mut self, idx: usize, mrs: &[Option<&Arc<MrInner<H>>>]) {
+        if let Some(v) = self.inflight_rq.get_mut(idx) {
+            v.set(mrs);
+        }
+    }
+
+    pub(crate) fn ring_rq(&mut self) {
+        let hal = &self.ctx.hal;
+        hal.dma_wmb();
+        self.shared.rq_head.store(self.rq_head, Ordering::Release);
+        // SAFETY: dword 0 of the doorbell record is the receive counter.
+        unsafe {
+            ptr::write_volatile(
+                (self.dbrec as *mut u32).add(qp_db::RCV_DBR),
+                (self.rq_head & 0xffff).to_be(),
+            )
+        };
+    }
+
+    /// Destroys the QP now (dropping it does the same, ignoring errors).
+    pub fn destroy(mut self) -> Result<()> {
+        self.destroy_inner()
+    }
+
+    fn destroy_inner(&mut self) -> Result<()> {
+        if self.destroyed {
+            return Ok(());
+        }
+        self.destroyed = true;
+        let mut c = CmdBuf::new(opcode::DESTROY_QP, 0, destroy_qp_in::BYTES);
+        c.set(destroy_qp_in::QPN, self.qpn);
+        let mut out = [0u8; destroy_qp_out::BYTES];
+        let r = self.ctx.exec(&c, &mut out);
+        for cq in [&self.scq, &self.rcq] {
+            cq.qps.write().retain(|q| !Arc::ptr_eq(q, &self.shared));
+        }
+        if r.is_err() {
+            // The device may still access the buffers: keep them.
+            core::mem::forget(self.buf.take());
+            core::mem::forget(self.db.take());
+            return r;
+        }
+        let hal = &self.ctx.hal;
+        let uar = self.uar.index;
+        let _ = self.ctx.with_dev(|d| d.dealloc_uar(hal, uar));
+        for v in self
+            .inflight_sq
+            .iter_mut()
+            .chain(self.inflight_rq.iter_mut())
+        {
+            v.clear();
+        }
+        r
+    }
+}
+
+impl<H: Hal> Drop for QueuePair<H> {
+    fn drop(&mut self) {
+        let _ = self.destroy_inner();
+    }
+}
+
+fn ilog2_ceil(v: u32) -> u32 {
+    if v <= 1 {
+        0
+    } else {
+        32 - (v - 1).leading_zeros()
+    }
+}
+
+/// RoCE v2 UDP source port of a connection: the flow label of the QP pair folded into
+/// 0xC000..0xFFFF (Linux include/rdma/ib_verbs.h `rdma_calc_flow_label`,
+/// `rdma_flow_label_to_udp_sport`; ib/qp.c `mlx5_set_path_udp_sport`).
+pub fn udp_sport(lqpn: u32, rqpn: u32) -> u16 {
+    let mut v = lqpn as u64 * rqpn as u64;
+    v ^= v >> 20;
+    v ^= v >> 40;
+    let fl = (v & 0xf_ffff) as u32;
+    let low = (fl & 0x3fff) ^ ((fl & 0xfc000) >> 14);
+    (low | 0xc000) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps() -> crate::caps::Caps {
+        crate::caps::Caps {
+            log_max_qp_sz: 15,
+            max_wqe_sz_sq: 1024,
+            max_wqe_sz_rq: 512,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn layout_rounds_per_prm() {
+        let l = layout(
+            &QpCaps {
+                max_send_wr: 10,
+                max_recv_wr: 10,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 16,
+            },
+            &caps(),
+        )
+        .unwrap();
+        // 48 + max(16, align(16 + 4, 16) = 32) = 80 -> 128 bytes = 2 WQEBBs; 20 -> 32 blocks.
+        assert_eq!(l.sq_max_bbs, 2);
+        assert_eq!(l.sq_wqe_cnt, 32);
+        assert_eq!(l.rq_wqe_cnt, 16);
+        assert_eq!(l.rq_stride_shift, 4);
+        assert_eq!(l.sq_offset, 16 * 16);
+        assert_eq!(l.caps.max_send_wr, 16);
+        assert_eq!(l.caps.max_inline_data, 128 - 16 - 16 - 4);
+        assert!(layout(
+            &QpCaps {
+                max_send_sge: 100,
+                ..Default::default()
+            },
+            &caps()
+        )
+        .is_err());
+        assert!(layout(
+            &QpCaps {
+                max_send_wr: 1 << 20,
+                ..Default::default()
+            },
+            &caps()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn udp_sport_is_in_the_rocev2_range() {
+        for (a, b) in [(1, 2), (0x123, 0x456), (0xff_ffff, 0xff_fffe)] {
+            assert!(udp_sport(a, b) >= 0xc000);
+        }
+    }
+}

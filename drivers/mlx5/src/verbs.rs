@@ -1,0 +1,753 @@
+//! The verbs API: [`Context`], [`ProtectionDomain`], [`MemoryRegion`], [`CompletionQueue`],
+//! [`QueuePair`] (RC), shaped after libibverbs and safe by default.
+//!
+//! Ownership: every object holds an `Arc` of its parents (a QP keeps its PD, CQs and the
+//! context alive), so handles can be dropped in any order; the device objects are destroyed
+//! when the last reference goes. The context tears the function down when it goes.
+//!
+//! Buffers: a [`MemoryRegion`] owns its DMA memory and is read and written by copy
+//! ([`MemoryRegion::read`], [`MemoryRegion::write`]), never through a Rust reference, since the
+//! NIC (or a remote peer with REMOTE_WRITE) may write it at any time. A posted work request
+//! keeps a reference to each region it names until its WQE completes, so a region cannot be
+//! deregistered and freed under an in-flight operation ([`MemoryRegion::dereg`] reports
+//! [`Error::Busy`]; dropping the handle defers the DESTROY_MKEY to the last reference).
+//!
+//! Two posting layers: [`QueuePair::post_send`] / [`QueuePair::post_recv`] take [`Sge`]s that
+//! borrow regions (checked: same context, inside the region, local write where the device
+//! writes); [`QueuePair::post_send_raw`] / [`QueuePair::post_recv_raw`] are `unsafe` and take
+//! addresses and keys (still checked against this context's live regions).
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use mlx5_prm::wqe;
+
+use crate::caps::Caps;
+use crate::cmd::CmdBuf;
+use crate::eq::AsyncEvent;
+use crate::error::{Error, InvalidInput, Result};
+use crate::hal::{DmaMem, Hal};
+use crate::hca::{self, Config, Device};
+use crate::mr::{self, Access, MkeyParams, PhysChunk, Translation};
+use crate::qp::{Data, RawSge, MAX_SGE};
+use crate::rand::Rng;
+use crate::uar::Uar;
+
+pub use crate::cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
+pub use crate::eq::AsyncEvent as Event;
+pub use crate::hca::Config as ContextConfig;
+pub use crate::mr::Access as AccessFlags;
+pub use crate::qp::{
+    ConnectOptions, Mtu, QpCaps, QpEndpoint, QueuePair, RawData, RawRecvWr, RawSendWr, Remote,
+    SendFlags, SendOp,
+};
+
+/// A live MR as the lkey check sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MrInfo {
+    iova: u64,
+    len: u64,
+    access: Access,
+}
+
+/// Shared context state.
+pub(crate) struct CtxInner<H: Hal> {
+    pub(crate) hal: H,
+    dev: spin::Mutex<Device<H>>,
+    pub(crate) caps: Caps,
+    pub(crate) uar: Uar,
+    pub(crate) eqn: u8,
+    tdn: u32,
+    pub(crate) mac: [u8; 6],
+    fw: (u16, u16, u16),
+    gid0: spin::Mutex<[u8; 16]>,
+    rng: Rng,
+    pub(crate) mrs: spin::RwLock<BTreeMap<u32, MrInfo>>,
+    recent_keys: spin::Mutex<VecDeque<u32>>,
+    /// 0: healthy; 0x100 | syndrome: dead (read without a lock on every poll).
+    fatal: core::sync::atomic::AtomicU16,
+    closed: AtomicBool,
+}
+
+impl<H: Hal> CtxInner<H> {
+    /// Runs `f` with the device locked.
+    pub(crate) fn with_dev<T>(&self, f: impl FnOnce(&mut Device<H>) -> Result<T>) -> Result<T> {
+        let mut d = self.dev.lock();
+        let r = f(&mut d);
+        if let Some(s) = d.cmd.fatal {
+            self.fatal.store(0x100 | s as u16, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// Executes one command.
+    pub(crate) fn exec(&self, c: &CmdBuf, out: &mut [u8]) -> Result<()> {
+        self.with_dev(|d| d.exec(&self.hal, c, out))
+    }
+
+    #[inline(always)]
+    pub(crate) fn fatal(&self) -> Option<u8> {
+        let f = self.fatal.load(Ordering::Relaxed);
+        (f != 0).then_some(f as u8)
+    }
+
+    pub(crate) fn random(&self) -> u64 {
+        self.rng.next(&self.hal)
+    }
+
+    pub(crate) fn gid0(&self) -> [u8; 16] {
+        *self.gid0.lock()
+    }
+
+    /// One owner-bit read of the next EQE; services the EQ only when something is there
+    /// (and nobody else holds the lock).
+    #[inline]
+    pub(crate) fn poll_events_cheap(&self) -> Result<()> {
+        if let Some(mut d) = self.dev.try_lock() {
+            if d.eq.as_ref().is_some_and(|q| q.peek_ready()) {
+                d.service_events(&self.hal, false)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<H: Hal> Drop for CtxInner<H> {
+    fn drop(&mut self) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            let d = self.dev.get_mut();
+            let _ = hca::close(&self.hal, d, self.uar, self.tdn);
+        }
+    }
+}
+
+/// An opened HCA function.
+pub struct Context<H: Hal> {
+    inner: Arc<CtxInner<H>>,
+}
+
+impl<H: Hal> Context<H> {
+    /// Brings the function up with `cfg` (see [`crate::hca`]).
+    pub fn open(hal: H, cfg: Config) -> Result<Self> {
+        let o = hca::open(&hal, &cfg)?;
+        let rng = Rng::new(&hal);
+        let gid0 = if cfg.default_gid && o.caps.roce {
+            hca::link_local_gid(o.mac)
+        } else {
+            [0; 16]
+        };
+        Ok(Context {
+            inner: Arc::new(CtxInner {
+                hal,
+                dev: spin::Mutex::new(o.dev),
+                caps: o.caps,
+                uar: o.uar,
+                eqn: o.eqn,
+                tdn: o.tdn,
+                mac: o.mac,
+                fw: o.fw,
+                gid0: spin::Mutex::new(gid0),
+                rng,
+                mrs: spin::RwLock::new(BTreeMap::new()),
+                recent_keys: spin::Mutex::new(VecDeque::new()),
+                fatal: core::sync::atomic::AtomicU16::new(0),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Tears the function down now, returning the first error. Fails with [`Error::Busy`]
+    /// while other objects (PDs, CQs, ...) still hold the context.
+    pub fn close(self) -> Result<()> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                inner.closed.store(true, Ordering::Release);
+                let (uar, tdn) = (inner.uar, inner.tdn);
+                let hal = &inner.hal;
+                hca::close(hal, inner.dev.get_mut(), uar, tdn)
+            }
+            Err(arc) => {
+                drop(arc);
+                Err(Error::Busy)
+            }
+        }
+    }
+
+    /// The HAL.
+    pub fn hal(&self) -> &H {
+        &self.inner.hal
+    }
+    /// The capabilities in force.
+    pub fn caps(&self) -> &Caps {
+        &self.inner.caps
+    }
+    /// The port's MAC address.
+    pub fn mac(&self) -> [u8; 6] {
+        self.inner.mac
+    }
+    /// Firmware version (major, minor, subminor).
+    pub fn fw_version(&self) -> (u16, u16, u16) {
+        self.inner.fw
+    }
+    /// Commands handed to the device since bring-up started.
+    pub fn commands_sent(&self) -> u64 {
+        self.inner.dev.lock().cmd.sent
+    }
+    /// Firmware pages the device holds.
+    pub fn pages_held(&self) -> usize {
+        self.inner.dev.lock().pages_given()
+    }
+    /// 64 random bits (hardware source or the seeded fallback).
+    pub fn random_u64(&self) -> u64 {
+        self.inner.random()
+    }
+
+    /// Services the event queue: page requests are satisfied, other events queued for
+    /// [`Context::take_events`]. Returns the number of EQEs processed.
+    pub fn poll_events(&self) -> Result<usize> {
+        let inner = &self.inner;
+        inner.with_dev(|d| {
+            d.cmd.check_health(&inner.hal)?;
+            d.service_events(&inner.hal, false)
+        })
+    }
+
+    /// The asynchronous events seen so far (oldest first), emptying the log.
+    pub fn take_events(&self) -> Vec<AsyncEvent> {
+        let mut d = self.inner.dev.lock();
+        match d.eq.as_mut() {
+            Some(q) => q.events.drain(..).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// QUERY_ROCE_ADDRESS: `(gid, mac, roce_version)` at `index`.
+    pub fn query_gid(&self, index: u16) -> Result<([u8; 16], [u8; 6], u8)> {
+        let inner = &self.inner;
+        inner.with_dev(|d| d.query_roce_address(&inner.hal, index))
+    }
+
+    /// SET_ROCE_ADDRESS: programs a RoCE v2 GID (use [`hca::ipv4_mapped_gid`] for an IPv4
+    /// address, [`hca::link_local_gid`] for the MAC-derived one).
+    pub fn set_gid(&self, index: u16, gid: [u8; 16]) -> Result<()> {
+        let inner = &self.inner;
+        let mac = inner.mac;
+        inner.with_dev(|d| d.set_roce_address(&inner.hal, index, gid, mac))?;
+        if index == 0 {
+            *inner.gid0.lock() = gid;
+        }
+        Ok(())
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> Result<ProtectionDomain<H>> {
+        let inner = &self.inner;
+        let pdn = inner.with_dev(|d| d.alloc_pd(&inner.hal))?;
+        Ok(ProtectionDomain {
+            inner: Arc::new(PdInner {
+                ctx: inner.clone(),
+                pdn,
+            }),
+        })
+    }
+
+    /// Creates a completion queue of at least `entries` entries (refused before any command
+    /// when the device cannot hold that many).
+    pub fn create_cq(&self, entries: u32) -> Result<CompletionQueue<H>> {
+        crate::cq::create(&self.inner, entries)
+    }
+}
+
+/// Protection domain state shared with its MRs and QPs.
+pub(crate) struct PdInner<H: Hal> {
+    pub(crate) ctx: Arc<CtxInner<H>>,
+    pub(crate) pdn: u32,
+}
+
+impl<H: Hal> Drop for PdInner<H> {
+    fn drop(&mut self) {
+        let ctx = &self.ctx;
+        let pdn = self.pdn;
+        let _ = ctx.with_dev(|d| d.dealloc_pd(&ctx.hal, pdn));
+    }
+}
+
+/// A protection domain.
+pub struct ProtectionDomain<H: Hal> {
+    inner: Arc<PdInner<H>>,
+}
+
+impl<H: Hal> ProtectionDomain<H> {
+    /// The PD number.
+    pub fn pdn(&self) -> u32 {
+        self.inner.pdn
+    }
+
+    /// Allocates `len` bytes of DMA memory and registers them: one contiguous buffer, so one
+    /// translation entry. The region's address space is the buffer's bus address.
+    pub fn alloc_mr(&self, len: usize, access: Access) -> Result<MemoryRegion<H>> {
+        let ctx = &self.inner.ctx;
+        mr::check_request(len as u64, 0, access, ctx.caps.log_max_mrw_sz)?;
+        let align = (len.next_power_of_two()).clamp(4096, 1 << 30);
+        let buf = DmaMem::alloc(&ctx.hal, len, align)?;
+        let chunks = [PhysChunk {
+            bus: buf.bus(),
+            len: len as u64,
+        }];
+        let tr = mr::plan(&chunks, buf.bus())?;
+        let iova = buf.bus();
+        self.register(iova, len as u64, access, &tr, Some(buf))
+    }
+
+    /// Registers caller-owned physical memory: `chunks` (each physically contiguous) form
+    /// the region `[iova, iova + total)` in order. Physically contiguous memory becomes one
+    /// entry, huge pages one entry each (see [`mr::plan`]).
+    ///
+    /// # Safety
+    /// The chunks must stay valid DMA memory, not used for anything else the NIC must not
+    /// touch, until the region is deregistered and every WR using it has completed.
+    pub unsafe fn reg_phys(
+        &self,
+        chunks: &[PhysChunk],
+        iova: u64,
+        access: Access,
+    ) -> Result<MemoryRegion<H>> {
+        let total = chunks.iter().try_fold(0u64, |a, c| a.checked_add(c.len));
+        let Some(total) = total else {
+            return Err(InvalidInput::LengthOverflow.into());
+        };
+        mr::check_request(total, iova, access, self.inner.ctx.caps.log_max_mrw_sz)?;
+        let tr = mr::plan(chunks, iova)?;
+        self.register(iova, total, access, &tr, None)
+    }
+
+    fn register(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        tr: &Translation,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> Result<MemoryRegion<H>> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut params = MkeyParams {
+            pdn: self.inner.pdn,
+            iova,
+            len,
+            access,
+            variant: (ctx.random() & 0xff) as u8,
+            pg_access: ctx.caps.pg,
+            tr,
+        };
+        let mut key = ctx.with_dev(|d| d.create_mkey(hal, &params))?;
+        // ReDMArk: a key must not reappear right after it was destroyed. If the firmware
+        // reused the index and the random variant matched, take a new key first, then drop
+        // the collision.
+        let mut tries = 0;
+        while ctx.recent_keys.lock().contains(&key) && tries < 4 {
+            params.variant = params.variant.wrapping_add(1 + (ctx.random() % 255) as u8);
+            let k2 = ctx.with_dev(|d| d.create_mkey(hal, &params))?;
+            let _ = ctx.with_dev(|d| d.destroy_mkey(hal, key));
+            key = k2;
+            tries += 1;
+        }
+        ctx.mrs.write().insert(key, MrInfo { iova, len, access });
+        Ok(MemoryRegion {
+            inner: Some(Arc::new(MrInner {
+                pd: self.inner.clone(),
+                key,
+                iova,
+                len,
+                access,
+                entries: tr.entries.len(),
+                page_shift: tr.page_shift,
+                buf,
+                destroyed: AtomicBool::new(false),
+            })),
+        })
+    }
+
+    /// Creates an RC QP whose completions go to `send_cq` / `recv_cq`.
+    pub fn create_qp(
+        &self,
+        send_cq: &CompletionQueue<H>,
+        recv_cq: &CompletionQueue<H>,
+        caps: &QpCaps,
+    ) -> Result<QueuePair<H>> {
+        crate::qp::create(&self.inner, send_cq, recv_cq, caps)
+    }
+}
+
+/// MR state, kept alive by the handle and by in-flight WRs.
+pub(crate) struct MrInner<H: Hal> {
+    pd: Arc<PdInner<H>>,
+    key: u32,
+    iova: u64,
+    len: u64,
+    access: Access,
+    entries: usize,
+    page_shift: u32,
+    buf: Option<DmaMem<H::Dma>>,
+    destroyed: AtomicBool,
+}
+
+impl<H: Hal> MrInner<H> {
+    fn destroy(&mut self) -> Result<()> {
+        if self.destroyed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let ctx = &self.pd.ctx;
+        ctx.mrs.write().remove(&self.key);
+        let key = self.key;
+        let r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
+        if r.is_err() {
+            // The device may still translate through it: keep the memory.
+            core::mem::forget(self.buf.take());
+        }
+        let mut q = ctx.recent_keys.lock();
+        if q.len() == mr::QUARANTINE {
+            q.pop_front();
+        }
+        q.push_back(key);
+        r
+    }
+}
+
+impl<H: Hal> Drop for MrInner<H> {
+    fn drop(&mut self) {
+        let _ = self.destroy();
+    }
+}
+
+/// A registered memory region.
+pub struct MemoryRegion<H: Hal> {
+    inner: Option<Arc<MrInner<H>>>,
+}
+
+impl<H: Hal> MemoryRegion<H> {
+    fn get(&self) -> Result<&Arc<MrInner<H>>> {
+        self.inner.as_ref().ok_or(Error::Closed)
+    }
+    /// Local key (0 after dereg).
+    pub fn lkey(&self) -> u32 {
+        self.inner.as_ref().map_or(0, |m| m.key)
+    }
+    /// Remote key (the same key).
+    pub fn rkey(&self) -> u32 {
+        self.lkey()
+    }
+    /// First address of the region's address space.
+    pub fn addr(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |m| m.iova)
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |m| m.len)
+    }
+    /// True after dereg or for an empty region (never registered).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Access flags.
+    pub fn access(&self) -> Access {
+        self.inner.as_ref().map_or(Access::NONE, |m| m.access)
+    }
+    /// `(translation entries, log2 page size)` the registration used.
+    pub fn translation(&self) -> (usize, u32) {
+        self.inner
+            .as_ref()
+            .map_or((0, 0), |m| (m.entries, m.page_shift))
+    }
+    /// Copies `src` into the region at `offset` (regions that own their memory only).
+    pub fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        let m = self.get()?;
+        let buf = m.buf.as_ref().ok_or(Error::Unsupported)?;
+        let off = usize::try_from(offset).map_err(|_| InvalidInput::OutOfRange)?;
+        buf.write(off, src)
+            .map_err(|_| InvalidInput::OutOfRange.into())
+    }
+    /// Copies from the region at `offset` into `dst` (regions that own their memory only).
+    pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let m = self.get()?;
+        let buf = m.buf.as_ref().ok_or(Error::Unsupported)?;
+        let off = usize::try_from(offset).map_err(|_| InvalidInput::OutOfRange)?;
+        buf.read_volatile(off, dst)
+            .map_err(|_| InvalidInput::OutOfRange.into())
+    }
+    /// A scatter/gather element over `[offset, offset + len)` of this region.
+    pub fn sge(&self, offset: u64, len: u32) -> Sge<'_, H> {
+        Sge {
+            mr: self,
+            offset,
+            len,
+        }
+    }
+    /// Deregisters now. Deregistering twice is harmless; fails with [`Error::Busy`] (and
+    /// stays registered) while posted WRs still reference the region.
+    pub fn dereg(&mut self) -> Result<()> {
+        let Some(arc) = self.inner.take() else {
+            return Ok(());
+        };
+        match Arc::try_unwrap(arc) {
+            Ok(mut m) => m.destroy(),
+            Err(arc) => {
+                self.inner = Some(arc);
+                Err(Error::Busy)
+            }
+        }
+    }
+}
+
+/// A scatter/gather element borrowing a region.
+pub struct Sge<'a, H: Hal> {
+    /// The region.
+    pub mr: &'a MemoryRegion<H>,
+    /// Offset inside the region.
+    pub offset: u64,
+    /// Length.
+    pub len: u32,
+}
+
+/// Local data of a send work request.
+pub enum SendData<'a, H: Hal> {
+    /// Gather list.
+    Sges(&'a [Sge<'a, H>]),
+    /// Inline bytes.
+    Inline(&'a [u8]),
+}
+
+/// A send work request.
+pub struct SendWr<'a, H: Hal> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Operation.
+    pub op: SendOp,
+    /// Local data.
+    pub data: SendData<'a, H>,
+    /// Flags.
+    pub flags: SendFlags,
+}
+
+/// A receive work request.
+pub struct RecvWr<'a, H: Hal> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Scatter list.
+    pub sges: &'a [Sge<'a, H>],
+}
+
+/// Checks one raw SGE against the live MRs (raw layer).
+pub(crate) fn check_lkey(mrs: &BTreeMap<u32, MrInfo>, g: &RawSge, write: bool) -> Result<()> {
+    if g.len == 0 {
+        return Ok(());
+    }
+    let m = mrs.get(&g.lkey).ok_or(InvalidInput::BadLkey(g.lkey))?;
+    let end = g
+        .addr
+        .checked_add(g.len as u64)
+        .ok_or(InvalidInput::OutOfRange)?;
+    if g.addr < m.iova || end > m.iova + m.len {
+        return Err(InvalidInput::OutOfRange.into());
+    }
+    if write && !m.access.contains(Access::LOCAL_WRITE) {
+        return Err(InvalidInput::LocalAccess.into());
+    }
+    Ok(())
+}
+
+/// Converted SGEs and the regions they reference, on the stack and left uninitialised past
+/// `n` (converting is on the hot path; zeroing 30 entries is not).
+struct SgeBuf<'b, H: Hal> {
+    raw: [core::mem::MaybeUninit<RawSge>; MAX_SGE],
+    refs: [core::mem::MaybeUninit<Option<&'b Arc<MrInner<H>>>>; MAX_SGE],
+    n: usize,
+}
+
+impl<'b, H: Hal> SgeBuf<'b, H> {
+    #[inline(always)]
+    fn new() -> Self {
+        SgeBuf {
+            raw: [const { core::mem::MaybeUninit::uninit() }; MAX_SGE],
+            refs: [const { core::mem::MaybeUninit::uninit() }; MAX_SGE],
+            n: 0,
+        }
+    }
+    #[inline(always)]
+    fn raw(&self) -> &[RawSge] {
+        // SAFETY: entries 0..n were written by `convert` (n <= MAX_SGE).
+        unsafe { core::slice::from_raw_parts(self.raw.as_ptr() as *const RawSge, self.n) }
+    }
+    #[inline(always)]
+    fn refs(&self) -> &[Option<&'b Arc<MrInner<H>>>] {
+        // SAFETY: as in `raw`.
+        unsafe {
+            core::slice::from_raw_parts(
+                self.refs.as_ptr() as *const Option<&'b Arc<MrInner<H>>>,
+                self.n,
+            )
+        }
+    }
+
+    /// Converts borrowed SGEs to raw ones, checking context, bounds and access.
+    #[inline]
+    fn convert(&mut self, ctx: *const CtxInner<H>, sges: &[Sge<'b, H>], write: bool) -> Result<()> {
+        if sges.len() > MAX_SGE {
+            return Err(InvalidInput::TooManySge {
+                given: sges.len(),
+                max: MAX_SGE,
+            }
+            .into());
+        }
+        self.n = 0;
+        for (i, s) in sges.iter().enumerate() {
+            let m = s.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
+            if !core::ptr::eq(Arc::as_ptr(&m.pd.ctx), ctx) {
+                return Err(InvalidInput::ForeignObject.into());
+            }
+            match s.offset.checked_add(s.len as u64) {
+                Some(end) if end <= m.len => {}
+                _ => return Err(InvalidInput::OutOfRange.into()),
+            }
+            if write && !m.access.contains(Access::LOCAL_WRITE) {
+                return Err(InvalidInput::LocalAccess.into());
+            }
+            self.raw[i].write(RawSge {
+                addr: m.iova + s.offset,
+                len: s.len,
+                lkey: m.key,
+            });
+            self.refs[i].write(Some(m));
+            self.n = i + 1;
+        }
+        Ok(())
+    }
+}
+
+fn writes_local(op: &SendOp) -> bool {
+    matches!(
+        op,
+        SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+    )
+}
+
+impl<H: Hal> QueuePair<H> {
+    /// Posts send work requests (any number, ONE doorbell). Every request is checked before
+    /// anything is written: QP state (RTS), SGE count, inline size, regions (same context,
+    /// inside bounds, LOCAL_WRITE for RDMA READ / atomic targets), 8-byte atomic buffers,
+    /// room in the send queue. The regions stay referenced until the WQE completes.
+    #[inline]
+    pub fn post_send(&mut self, wrs: &[SendWr<'_, H>]) -> Result<()> {
+        if let [wr] = wrs {
+            return self.post_send_one(wr);
+        }
+        let ctx = Arc::as_ptr(&self.ctx);
+        let mut sg = SgeBuf::new();
+        let mut need = 0u32;
+        for wr in wrs {
+            let data = match wr.data {
+                SendData::Sges(s) => {
+                    sg.convert(ctx, s, writes_local(&wr.op))?;
+                    Data::Sges(sg.raw())
+                }
+                SendData::Inline(b) => Data::Inline(b),
+            };
+            need += self.check_send(&wr.op, data)?;
+        }
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        self.reserve_sq(wrs.len(), need)?;
+        let mut last = core::ptr::null();
+        for wr in wrs {
+            let data = match wr.data {
+                SendData::Sges(s) => {
+                    sg.convert(ctx, s, writes_local(&wr.op))?;
+                    Data::Sges(sg.raw())
+                }
+                SendData::Inline(b) => {
+                    sg.n = 0;
+                    Data::Inline(b)
+                }
+            };
+            let bbs = self.check_send(&wr.op, data)?;
+            last = self.write_send_owned(wr.wr_id, &wr.op, wr.flags, data, bbs, sg.refs());
+        }
+        self.ring_send(last, None);
+        Ok(())
+    }
+
+    /// One WR: converted and checked once; a single-SGE RDMA WRITE takes the fast path.
+    #[inline]
+    fn post_send_one(&mut self, wr: &SendWr<'_, H>) -> Result<()> {
+        if let (SendOp::Write { remote, imm: None }, SendData::Sges([s])) = (wr.op, wr.data) {
+            let m = s.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
+            if !Arc::ptr_eq(&m.pd.ctx, &self.ctx) {
+                return Err(InvalidInput::ForeignObject.into());
+            }
+            match s.offset.checked_add(s.len as u64) {
+                Some(end) if end <= m.len => {}
+                _ => return Err(InvalidInput::OutOfRange.into()),
+            }
+            let g = RawSge {
+                addr: m.iova + s.offset,
+                len: s.len,
+                lkey: m.key,
+            };
+            return self.fast_write(wr.wr_id, g, m, remote, wr.flags);
+        }
+        let mut sg = SgeBuf::new();
+        let data = match wr.data {
+            SendData::Sges(s) => {
+                sg.convert(Arc::as_ptr(&self.ctx), s, writes_local(&wr.op))?;
+                Data::Sges(sg.raw())
+            }
+            SendData::Inline(b) => Data::Inline(b),
+        };
+        let bbs = self.check_send(&wr.op, data)?;
+        self.reserve_sq(1, bbs)?;
+        let last = self.write_send_owned(wr.wr_id, &wr.op, wr.flags, data, bbs, sg.refs());
+        self.ring_send(last, Some(bbs));
+        Ok(())
+    }
+
+    /// Posts receive work requests (checked as [`QueuePair::post_send`]; receive buffers
+    /// need LOCAL_WRITE). The doorbell record is updated once.
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_, H>]) -> Result<()> {
+        let ctx = Arc::as_ptr(&self.ctx);
+        let mut sg = SgeBuf::new();
+        let max = wrs.iter().map(|w| w.sges.len()).max().unwrap_or(0);
+        for w in wrs {
+            sg.convert(ctx, w.sges, true)?;
+        }
+        self.check_recv(wrs.len(), max)?;
+        for w in wrs {
+            sg.convert(ctx, w.sges, true)?;
+            let idx = self.write_recv(w.wr_id, sg.raw());
+            self.set_inflight_rq(idx, sg.refs());
+        }
+        if !wrs.is_empty() {
+            self.ring_rq();
+        }
+        Ok(())
+    }
+}
+
+/// wqe constants re-exported for users building raw WRs.
+pub mod consts {
+    pub use super::wqe::ATOMIC_SIZE;
+}
+
+macro_rules! copy_impls {
+    ($($t:ident),*) => {$(
+        impl<'a, H: Hal> Clone for $t<'a, H> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<'a, H: Hal> Copy for $t<'a, H> {}
+    )*};
+}
+copy_impls!(Sge, SendData, SendWr, RecvWr);

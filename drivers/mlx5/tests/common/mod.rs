@@ -1,0 +1,230 @@
+//! A `Hal` over the emulated HCA in the same process (test code only).
+//!
+//! BAR0 accesses go to the model's register file; DMA buffers come from a `RegionMemory` that
+//! the model also uses as guest memory, so the driver writes through host pointers and the
+//! device reads and writes through bus addresses, as with real DMA.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mlx5::hal::{DmaBuffer, Hal, HalError};
+use mlx5::{Context, ContextConfig};
+use mlx5_sim::device::{ExecMode, BAR0_SIZE};
+use mlx5_sim::memory::RegionMemory;
+use mlx5_sim::{Hca, InProcHca};
+
+/// A DMA buffer carved from the model's `RegionMemory`, freed on drop.
+pub struct SimDma {
+    mem: Arc<RegionMemory>,
+    bus: u64,
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the region stays allocated until `drop` frees it; the pointer is only used through
+// the driver's DmaMem view.
+unsafe impl Send for SimDma {}
+// SAFETY: as above.
+unsafe impl Sync for SimDma {}
+
+// SAFETY: `ptr` is the host address of `len` bytes at `bus` inside one RegionMemory region,
+// valid until drop; RegionMemory never hands out overlapping bus ranges.
+unsafe impl DmaBuffer for SimDma {
+    fn bus_addr(&self) -> u64 {
+        self.bus
+    }
+    fn cpu_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for SimDma {
+    fn drop(&mut self) {
+        self.mem.free(self.bus);
+    }
+}
+
+/// Counters of what went over the BAR.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct BarStats {
+    pub reads: u64,
+    pub writes32: u64,
+    pub writes64: u64,
+    pub bf_copies: u64,
+}
+
+/// The model plus what the tests observe.
+pub struct SimHal {
+    pub hca: InProcHca,
+    t0: Instant,
+    pub stats: Mutex<BarStats>,
+}
+
+impl SimHal {
+    /// A deterministic model (doorbells processed before the BAR write returns).
+    pub fn new() -> Arc<SimHal> {
+        Self::from(InProcHca::deterministic())
+    }
+
+    /// A model with a device thread.
+    pub fn threaded() -> Arc<SimHal> {
+        Self::from(InProcHca::threaded())
+    }
+
+    pub fn from(hca: InProcHca) -> Arc<SimHal> {
+        Arc::new(SimHal {
+            hca,
+            t0: Instant::now(),
+            stats: Mutex::new(BarStats::default()),
+        })
+    }
+
+    /// Two models joined by a wire, with device threads.
+    pub fn pair() -> (Arc<SimHal>, Arc<SimHal>) {
+        let (a, b) = InProcHca::pair(ExecMode::Thread);
+        (Self::from(a), Self::from(b))
+    }
+
+    /// Runs `f` on the device model (faults, inspection).
+    pub fn with_hca<T>(&self, f: impl FnOnce(&mut Hca) -> T) -> T {
+        self.hca.with_hca(f)
+    }
+
+    pub fn doorbells(&self) -> u64 {
+        let s = self.stats.lock().unwrap();
+        s.writes64 + s.bf_copies
+    }
+}
+
+/// The HAL the tests hand to the driver (the test keeps a clone of the `Arc` to inject
+/// faults). BAR accesses go to `InProcHca::bar0_read/write`, which take and return bytes as a
+/// little-endian CPU load/store lays them out: the HAL passes bytes through unchanged.
+#[derive(Clone)]
+pub struct TestHal(pub Arc<SimHal>);
+
+impl Hal for TestHal {
+    type Dma = SimDma;
+
+    fn bar0_len(&self) -> usize {
+        BAR0_SIZE as usize
+    }
+    fn mmio_read32(&self, offset: usize) -> [u8; 4] {
+        self.0.stats.lock().unwrap().reads += 1;
+        (self.0.hca.bar0_read(offset as u64, 4) as u32).to_le_bytes()
+    }
+    fn mmio_write32(&self, offset: usize, bytes: [u8; 4]) {
+        self.0.stats.lock().unwrap().writes32 += 1;
+        self.0
+            .hca
+            .bar0_write(offset as u64, u32::from_le_bytes(bytes) as u64, 4);
+    }
+    fn mmio_write64(&self, offset: usize, bytes: [u8; 8]) {
+        self.0.stats.lock().unwrap().writes64 += 1;
+        self.0
+            .hca
+            .bar0_write(offset as u64, u64::from_le_bytes(bytes), 8);
+    }
+    fn mmio_copy_bf(&self, offset: usize, src: &[u8; 64]) {
+        self.0.stats.lock().unwrap().bf_copies += 1;
+        for (i, c) in src.chunks_exact(8).enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            self.0
+                .hca
+                .bar0_write((offset + i * 8) as u64, u64::from_le_bytes(b), 8);
+        }
+    }
+    fn dma_alloc(&self, size: usize, align: usize) -> Result<SimDma, HalError> {
+        let mem = self.0.hca.memory().clone();
+        let bus = mem
+            .alloc(size, align.max(8))
+            .map_err(|_| HalError::OutOfMemory)?;
+        let ptr = mem.host_ptr(bus, size).ok_or(HalError::OutOfMemory)?;
+        Ok(SimDma {
+            mem,
+            bus,
+            ptr: ptr.as_ptr(),
+            len: size,
+        })
+    }
+    fn now(&self) -> Duration {
+        self.0.t0.elapsed()
+    }
+    fn relax(&self) {
+        std::thread::yield_now();
+    }
+    fn function_level_reset(&self) -> Result<(), HalError> {
+        self.0.hca.reset();
+        Ok(())
+    }
+}
+
+/// Small timeouts so fault tests finish fast (configuration, not timing assertions).
+pub fn test_config() -> ContextConfig {
+    ContextConfig {
+        fw_init_timeout: Duration::from_secs(5),
+        cmd: mlx5::cmd::CmdTimeouts {
+            command: Duration::from_secs(2),
+            health_poll: Duration::from_millis(20),
+        },
+        ..ContextConfig::default()
+    }
+}
+
+/// A brought-up context on a fresh model.
+pub fn open() -> (Arc<SimHal>, Context<TestHal>) {
+    let sim = SimHal::new();
+    let ctx = Context::open(TestHal(sim.clone()), test_config()).expect("bring-up");
+    (sim, ctx)
+}
+
+use mlx5::{
+    AccessFlags, CompletionQueue, ConnectOptions, MemoryRegion, ProtectionDomain, QpCaps,
+    QueuePair, WorkCompletion,
+};
+
+/// Two RC QPs of one context connected to each other (loopback through the model's port).
+pub struct Pair {
+    pub pd: ProtectionDomain<TestHal>,
+    pub cq_a: CompletionQueue<TestHal>,
+    pub cq_b: CompletionQueue<TestHal>,
+    pub a: QueuePair<TestHal>,
+    pub b: QueuePair<TestHal>,
+}
+
+pub fn pair(ctx: &Context<TestHal>, caps: QpCaps) -> Pair {
+    let pd = ctx.alloc_pd().expect("pd");
+    let cq_a = ctx.create_cq(256).expect("cq a");
+    let cq_b = ctx.create_cq(256).expect("cq b");
+    let mut a = pd.create_qp(&cq_a, &cq_a, &caps).expect("qp a");
+    let mut b = pd.create_qp(&cq_b, &cq_b, &caps).expect("qp b");
+    let (ea, eb) = (a.endpoint(), b.endpoint());
+    let o = ConnectOptions::default();
+    a.connect(&eb, &o).expect("connect a");
+    b.connect(&ea, &o).expect("connect b");
+    Pair {
+        pd,
+        cq_a,
+        cq_b,
+        a,
+        b,
+    }
+}
+
+pub fn mr(pd: &ProtectionDomain<TestHal>, len: usize) -> MemoryRegion<TestHal> {
+    pd.alloc_mr(len, AccessFlags::ALL).expect("mr")
+}
+
+/// Polls `n` completions (bounded wait; the test asserts on what arrived).
+pub fn wait(cq: &mut CompletionQueue<TestHal>, n: usize) -> Vec<WorkCompletion> {
+    cq.poll_wait(n, Duration::from_secs(5)).expect("poll")
+}
+
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
