@@ -17,7 +17,10 @@ pub fn workspace_root() -> PathBuf {
 }
 
 pub const IMAGE_TARGET: &str = "x86_64-unknown-none";
-pub const DEFAULT_APP: &str = "hello";
+/// The application `cargo run` boots when the emulated HCA (or a real one) is attached.
+pub const DEFAULT_APP_HCA: &str = "rdma";
+/// The application without an HCA: boot report and memory self-test.
+pub const DEFAULT_APP_NO_HCA: &str = "hello";
 
 /// Exit statuses of the launcher itself (the application's own are 0..=127).
 pub mod status {
@@ -69,7 +72,8 @@ pub struct Options {
     pub vfio: Vec<String>,
     /// None: the emulated HCA under KVM, none under TCG.
     pub hca: Option<Hca>,
-    pub app: String,
+    /// None: `rdma` with an HCA attached, `hello` without.
+    pub app: Option<String>,
     pub boot: BootVia,
     /// Hide 1 GiB pages from the guest even under TCG (KVM always hides them here).
     pub hide_1g_pages: bool,
@@ -82,14 +86,15 @@ impl Default for Options {
         Options {
             accel: Accel::Auto,
             machine: Machine::Q35,
-            memory: "1G".into(),
+            // 3 GiB on q35 leaves 1 GiB above 4 GiB: one whole 1 GiB page for the RDMA app.
+            memory: "3G".into(),
             cpus: 1,
             cmdline: String::new(),
             timeout: Duration::from_secs(120),
             gdb: false,
             vfio: Vec::new(),
             hca: None,
-            app: DEFAULT_APP.into(),
+            app: None,
             boot: BootVia::Pvh,
             hide_1g_pages: false,
             echo: true,
@@ -105,7 +110,7 @@ Usage: cargo run [--] [OPTIONS]
 Options:
   --accel auto|kvm|tcg   accelerator (default auto: KVM when /dev/kvm works, else TCG)
   --machine q35|pc       QEMU machine type (default q35)
-  --memory SIZE          guest RAM, e.g. 512M, 1G, 5G (default 1G)
+  --memory SIZE          guest RAM, e.g. 512M, 1G, 5G (default 3G)
   --cpus N               virtual CPUs (default 1; the kernel runs on the first)
   --cmdline \"...\"        kernel command line, e.g. \"log=debug\"
   --timeout SECS         kill QEMU after SECS seconds and exit 124 (default 120)
@@ -114,7 +119,8 @@ Options:
   --vfio BDF             pass a host PCI function through with -device vfio-pci (repeatable)
   --hca sim|none         attach the emulated ConnectX-5 HCA (default: sim under KVM, none under
                          TCG, where QEMU 10.0's proxy device crashes)
-  --app NAME             the application to link into the image (default hello)
+  --app NAME             the application to link into the image (default: rdma with an HCA,
+                         hello without)
   --boot pvh|grub        boot with QEMU -kernel (PVH) or through GRUB and Multiboot2 (default pvh)
   --no-1g-pages          hide 1 GiB pages from the guest (KVM hides them always)
   -q, --quiet            do not copy the guest's serial output to stdout
@@ -182,7 +188,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<ParseOutcome
                     v => return Err(format!("--hca: unknown HCA '{v}' (sim, none)")),
                 })
             }
-            "--app" => o.app = value("--app")?,
+            "--app" => o.app = Some(value("--app")?),
             "--boot" => {
                 o.boot = match value("--boot")?.as_str() {
                     "pvh" => BootVia::Pvh,
@@ -514,16 +520,20 @@ pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
     if hca == Hca::Sim && !kvm {
         return Err(LaunchError::HcaNeedsKvm);
     }
-    let opts = &Options { hca: Some(hca), ..opts.clone() };
+    let app = opts.app.clone().unwrap_or_else(|| {
+        let with_hca = hca == Hca::Sim || !opts.vfio.is_empty();
+        String::from(if with_hca { DEFAULT_APP_HCA } else { DEFAULT_APP_NO_HCA })
+    });
+    let opts = &Options { hca: Some(hca), app: Some(app.clone()), ..opts.clone() };
     let server = match hca {
         Hca::Sim => Some(HcaServer::start(&build_hca_sim()?, &[])?),
         Hca::None => None,
     };
-    let elf = build_image(&opts.app)?;
+    let elf = build_image(&app)?;
     let image = match opts.boot {
         BootVia::Pvh => elf,
         BootVia::Grub => {
-            let iso = elf.with_file_name(format!("{}-{}.iso", opts.app, std::process::id()));
+            let iso = elf.with_file_name(format!("{}-{}.iso", app, std::process::id()));
             build_grub_iso(&elf, &opts.cmdline, &iso)?;
             iso
         }
@@ -632,7 +642,7 @@ mod tests {
         assert!(o.gdb && o.hide_1g_pages && !o.echo);
         assert_eq!(o.vfio, ["0000:3b:00.0"]);
         assert_eq!(o.hca, Some(Hca::None));
-        assert_eq!(o.app, "panic");
+        assert_eq!(o.app.as_deref(), Some("panic"));
         assert_eq!(o.boot, BootVia::Grub);
         assert_eq!(parse_args(["--help".to_string()]).unwrap(), ParseOutcome::Help);
         assert!(parse_args(["--accel=quantum".to_string()]).is_err());

@@ -14,6 +14,8 @@ fn opts(accel: Accel, machine: Machine, memory: &str) -> Options {
         memory: memory.into(),
         timeout: Duration::from_secs(180),
         echo: false,
+        // The memory self-test app: these tests are about booting, not the HCA.
+        app: Some("hello".into()),
         ..Options::default()
     }
 }
@@ -161,7 +163,7 @@ fn multiboot2_through_grub() {
 #[test]
 fn panic_gives_message_location_and_failure() {
     let mut o = opts(Accel::Tcg, Machine::Q35, "128M");
-    o.app = "panic".into();
+    o.app = Some("panic".into());
     o.cmdline = "reason=boot-test".into();
     let r = boot(&o);
     assert_eq!(r.verdict, Verdict::KernelFailure(101), "{}", r.output);
@@ -176,7 +178,7 @@ fn panic_gives_message_location_and_failure() {
 #[test]
 fn page_fault_gives_vector_error_rip_cr2_and_registers() {
     let mut o = opts(Accel::Tcg, Machine::Pc, "128M");
-    o.app = "fault".into();
+    o.app = Some("fault".into());
     let r = boot(&o);
     assert_eq!(r.verdict, Verdict::KernelFailure(102), "{}", r.output);
     let out = &r.output;

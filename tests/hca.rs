@@ -17,7 +17,7 @@ fn hca_opts(machine: Machine, app: &str) -> Options {
         accel: Accel::Kvm,
         machine,
         hca: Some(Hca::Sim),
-        app: app.into(),
+        app: Some(app.into()),
         timeout: Duration::from_secs(240),
         echo: false,
         ..Options::default()
@@ -59,4 +59,39 @@ fn hca_sim_under_tcg_is_refused_with_a_reason() {
         Err(e) => assert!(e.to_string().contains("needs KVM"), "{e}"),
         Ok(r) => panic!("booted under TCG with the proxy device: {:?}", r.verdict),
     }
+}
+
+/// `cargo run`'s default under KVM: the emulated HCA and the RDMA app, which checks every
+/// opcode and error case, prints the perftest-style table, and exits 0.
+#[test]
+fn default_run_is_the_rdma_app_and_it_passes() {
+    if !kvm_or_skip("default_run_is_the_rdma_app_and_it_passes") {
+        return;
+    }
+    let o = Options { accel: Accel::Kvm, timeout: Duration::from_secs(600), echo: false, ..Options::default() };
+    let r = run(&o).unwrap_or_else(|e| panic!("could not boot: {e}"));
+    let out = &r.output;
+    assert_eq!(r.verdict, Verdict::Exited(0), "{out}");
+    for op in [
+        "RDMA_WRITE 4 KiB: ok",
+        "RDMA_WRITE_WITH_IMM: ok",
+        "RDMA_READ 4 KiB: ok",
+        "SEND 1500 B: ok",
+        "SEND_WITH_IMM 1500 B: ok",
+        "SEND inline: ok",
+        "ATOMIC_CMP_AND_SWP: ok",
+        "ATOMIC_FETCH_AND_ADD: ok",
+        "out-of-bounds RDMA_WRITE gets REM_ACCESS_ERR and writes nothing: ok",
+        "RDMA_WRITE with an rkey of another PD is refused: ok",
+    ] {
+        assert!(out.lines().any(|l| l == format!("rdma: {op}")), "missing '{op}':\n{out}");
+    }
+    // The default 3 GiB guest has one whole 1 GiB page: one MTT entry, one command.
+    let reg = out.lines().find(|l| l.starts_with("rdma: reg_mr ")).expect("no reg_mr line");
+    assert!(reg.starts_with("rdma: reg_mr 1024 MiB of Size1G pages") && reg.contains(": 1 MTT entries (page 2^30), 1 commands"), "{reg}");
+    for table in ["RDMA_Write BW", "RDMA_Read BW", "RDMA_Write Latency"] {
+        assert!(out.contains(table), "no {table} table:\n{out}");
+    }
+    assert!(out.contains("rdma: teardown ok, pages reclaimed"), "{out}");
+    assert!(out.contains(" checks passed, 0 failed"), "{out}");
 }
