@@ -114,4 +114,8 @@ impl Hal for KernelHal {
     fn random_u64(&self) -> Option<u64> {
         kernel::arch::rdrand64()
     }
+
+    fn function_level_reset(&self) -> Result<(), HalError> {
+        platform::function_level_reset(self.bdf).map_err(|_| HalError::Unsupported)
+    }
 }

@@ -275,6 +275,43 @@ fn scan_bus(cfg: &impl ConfigAccess, bus: u8, visited: &mut [bool; 256], found: 
     }
 }
 
+/// Capability ID of PCI Express (PCIe base spec 7.5.3).
+pub const CAP_ID_PCIE: u8 = 0x10;
+/// PCIe Device Capabilities (cap + 4): Function Level Reset capability, bit 28.
+const PCIE_DEVCAP_FLR: u32 = 1 << 28;
+/// PCIe Device Control (cap + 8): Initiate Function Level Reset, bit 15.
+const PCIE_DEVCTL_FLR: u32 = 1 << 15;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlrError {
+    /// The function has no PCIe capability or does not advertise FLR.
+    Unsupported,
+}
+
+/// Function-level reset (PCIe base spec 6.6.2): saves the BARs and the command register,
+/// sets Initiate FLR, waits `settle` (the spec allows the function 100 ms), then restores
+/// what the reset cleared, as Linux's `pcie_flr` with `pci_save_state`/`pci_restore_state` does.
+pub fn function_level_reset(cfg: &impl ConfigAccess, bdf: Bdf, settle: impl FnOnce()) -> Result<(), FlrError> {
+    let pcie = capabilities(cfg, bdf)
+        .into_iter()
+        .find(|&(id, _)| id == CAP_ID_PCIE)
+        .map(|(_, off)| off)
+        .ok_or(FlrError::Unsupported)?;
+    if cfg.read32(bdf, pcie + 4) & PCIE_DEVCAP_FLR == 0 {
+        return Err(FlrError::Unsupported);
+    }
+    let saved: [u32; 6] = core::array::from_fn(|i| cfg.read32(bdf, REG_BAR0 + 4 * i as u16));
+    let command = cfg.read32(bdf, REG_COMMAND_STATUS) & 0xffff;
+    let devctl = cfg.read32(bdf, pcie + 8);
+    cfg.write32(bdf, pcie + 8, (devctl & 0xffff) | PCIE_DEVCTL_FLR);
+    settle();
+    for (i, v) in saved.iter().enumerate() {
+        cfg.write32(bdf, REG_BAR0 + 4 * i as u16, *v);
+    }
+    cfg.write32(bdf, REG_COMMAND_STATUS, command);
+    Ok(())
+}
+
 /// Enables memory decoding and bus mastering (what a driver needs to use BARs and DMA).
 pub fn enable_memory_and_bus_master(cfg: &impl ConfigAccess, bdf: Bdf) {
     let cmd = cfg.read32(bdf, REG_COMMAND_STATUS) & 0xffff;
@@ -425,6 +462,35 @@ mod tests {
         let caps = capabilities(&bus, bdf);
         assert_eq!(&caps[..3], &[(0x10, 0x40), (0x01, 0x60), (0x10, 0x40)]);
         assert_eq!(caps.len(), 48);
+    }
+
+    #[test]
+    fn flr_needs_the_capability_and_restores_bars() {
+        let bus = FakeBus::default();
+        let bdf = Bdf { bus: 0, device: 4, function: 0 };
+        bus.add(bdf, 0x1017_15b3, 0x020700, 0, [(0xfc00_0000, !((32u32 << 20) - 1)), NO_BAR, NO_BAR, NO_BAR, NO_BAR, NO_BAR]);
+        {
+            let mut fns = bus.functions.borrow_mut();
+            let f = fns.get_mut(&bdf).unwrap();
+            f.space[1] |= STATUS_CAP_LIST | 0x6;
+            f.space[0x34 / 4] = 0x60;
+            f.space[0x60 / 4] = 0x0002_0010; // PCIe cap, end of list
+        }
+        assert_eq!(function_level_reset(&bus, bdf, || {}), Err(FlrError::Unsupported));
+        bus.functions.borrow_mut().get_mut(&bdf).unwrap().space[0x64 / 4] = PCIE_DEVCAP_FLR;
+        let mut reset_seen = false;
+        let r = function_level_reset(&bus, bdf, || {
+            // The device would clear its BARs here.
+            let mut fns = bus.functions.borrow_mut();
+            let f = fns.get_mut(&bdf).unwrap();
+            reset_seen = f.space[0x68 / 4] & PCIE_DEVCTL_FLR != 0;
+            f.space[4] = 0;
+            f.space[1] &= 0xffff_0000;
+        });
+        assert_eq!(r, Ok(()));
+        assert!(reset_seen);
+        assert_eq!(bus.read32(bdf, REG_BAR0), 0xfc00_0000);
+        assert_eq!(bus.read32(bdf, REG_COMMAND_STATUS) & 0x6, 0x6);
     }
 
     #[test]

@@ -166,3 +166,8 @@ pub fn claim(bdf: Bdf) -> Result<&'static Function, ClaimError> {
     super::enable_memory_and_bus_master(config(), bdf);
     Ok(f)
 }
+
+/// Function-level reset of a claimed function, waiting the 100 ms the PCIe spec gives it.
+pub fn function_level_reset(bdf: Bdf) -> Result<(), super::FlrError> {
+    super::function_level_reset(config(), bdf, || crate::time::spin_for(core::time::Duration::from_millis(100)))
+}
