@@ -3,7 +3,8 @@
 //!
 //! `cargo bench -p mlx5-sim --bench rdma_write` (plain `std::time`, no harness). Each WRITE is
 //! signaled and polled before the next one is posted: the figure includes WQE fetch, lkey and
-//! rkey translation, the gather and scatter copies, the ACK and the CQE.
+//! rkey translation, the payload copy (one `GuestMemory::copy` in loopback), the ACK and the
+//! CQE.
 
 #[path = "../tests/datapath_common/mod.rs"]
 mod dp;

@@ -407,6 +407,16 @@ impl CqTable {
         self.cqs.clear();
     }
 
+    /// Whether some CQ sends its completion events to EQ `eqn` (`c_eqn`): DESTROY_EQ is busy.
+    pub fn uses_eq(&self, eqn: u32) -> bool {
+        self.cqs.values().any(|c| c.eqn == eqn)
+    }
+
+    /// Whether some CQ is armed through UAR `uar` (`uar_page`): DEALLOC_UAR is busy.
+    pub fn uses_uar(&self, uar: u32) -> bool {
+        self.cqs.values().any(|c| c.uar == uar)
+    }
+
     /// Records that a QP reports to `cqn` (QP creation).
     pub fn attach(&mut self, cqn: u32) {
         if let Some(c) = self.cqs.get_mut(&cqn) {

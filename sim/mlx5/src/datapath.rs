@@ -4,11 +4,15 @@
 //! Flow: a doorbell (UAR DB/BF register) names the QP; the SQ producer counter comes from the
 //! doorbell record (`dbrec[1]`, facts trap 15). Each WQE between the last executed one and that
 //! counter is fetched from the SQ ring, its gather list is checked against the lkeys *before*
-//! any byte moves, and its message goes out as one [`Packet`] through the port. The responder
-//! checks the PSN, the QP's remote-access enables and the rkey (again before touching memory),
-//! executes, and answers with an ACK, a READ / atomic response or a NAK. The requester completes
-//! WQEs in order as ACKs and responses arrive. Loopback traffic is processed synchronously: when
-//! the doorbell returns, every loopback WQE it started has completed.
+//! any byte moves, and its message goes out as one [`Packet`] through the port. The payload of
+//! a WRITE or SEND without inline data (and of a READ response) stays in guest memory as the
+//! pieces the keys resolved to, and the receiver moves it with one [`GuestMemory::copy`] when it
+//! shares that memory (loopback, [`crate::wire::Port::pair_sharing_memory`]); the port reads it
+//! into the packet for any other link. The responder checks the PSN, the QP's remote-access
+//! enables and the rkey (again before touching memory), executes, and answers with an ACK, a
+//! READ / atomic response or a NAK. The requester completes WQEs in order as ACKs and responses
+//! arrive. Loopback traffic is processed synchronously: when the doorbell returns, every
+//! loopback WQE it started has completed.
 //!
 //! Error semantics follow the RC responder classes as the rxe soft-RoCE responder implements
 //! them (Linux drivers/infiniband/sw/rxe/rxe_resp.c `rxe_responder`): PSN gaps get one
@@ -21,6 +25,7 @@
 //! include/rdma/rdmavt_qp.h:730) up to `retry_count` times. An error CQE moves the QP to ERR,
 //! and every outstanding or later WQE of both queues completes with WR_FLUSH_ERR.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mlx5_prm::{cmd_hca_cap, cqe, event, event_queue_type, qp, qp_events, uar, wqe};
@@ -28,9 +33,9 @@ use mlx5_prm::{cmd_hca_cap, cqe, event, event_queue_type, qp, qp_events, uar, wq
 use crate::cq::{post_cqe, Cqe};
 use crate::hca::Hca;
 use crate::memory::GuestMemory;
-use crate::mr::{Access, KeyUser, MrFault};
+use crate::mr::{Access, KeyUser, MrFault, Resolved};
 use crate::qp::{read_dbr, Inflight, Qp, Route, WqeStatus};
-use crate::wire::{Nak, Op, Packet};
+use crate::wire::{DeliverError, MemPayload, Nak, Op, Packet};
 use crate::wqe::{Gather, RecvWqe, SendWqe, MAX_WQE_BYTES};
 
 const PSN_MASK: u32 = 0xff_ffff;
@@ -98,6 +103,36 @@ fn lkey_vendor(f: MrFault) -> u8 {
         MrFault::AccessDenied | MrFault::PageAccessDenied => vendor::LKEY_ACCESS,
         _ => vendor::BAD_LKEY,
     }
+}
+
+/// Appends the bus pieces of the checked range `r` to `pieces`, each checked to be guest
+/// memory (nothing is copied).
+fn memory_pieces(
+    mem: &dyn GuestMemory,
+    r: &Resolved<'_>,
+    pieces: &mut Vec<(u64, usize)>,
+) -> Result<(), crate::memory::DmaError> {
+    r.for_each_piece(|bus, n| {
+        mem.check(bus, n)?;
+        pieces.push((bus, n));
+        Ok(())
+    })
+}
+
+/// Moves payload bytes `[off, off + range length)` of `p` into the checked range `r` of `mem`
+/// (one copy per piece when the payload is still in the same memory).
+fn deliver(
+    mem: &Arc<dyn GuestMemory>,
+    p: &Packet,
+    off: usize,
+    r: &Resolved<'_>,
+) -> Result<(), DeliverError> {
+    let mut at = off;
+    r.for_each_piece(|bus, n| {
+        p.deliver(at, mem, bus, n)?;
+        at += n;
+        Ok(())
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,26 +365,50 @@ fn build_request(
                 }
             }
             let mem = hca.mem.clone();
-            let mut buf = hca.port.take_buf(total as usize);
-            let mut at = 0usize;
-            for g in w.gathers() {
-                match *g {
-                    Gather::Inline { at: src, len } => {
-                        buf[at..at + len].copy_from_slice(&raw[src..src + len]);
-                        at += len;
+            let inline = w
+                .gathers()
+                .iter()
+                .any(|g| matches!(g, Gather::Inline { .. }));
+            let mut buf = Vec::new();
+            let mut mem_payload = None;
+            if inline {
+                // Inline bytes live in the WQE: gather everything into the packet.
+                buf = hca.port.take_buf(total as usize);
+                let mut at = 0usize;
+                for g in w.gathers() {
+                    match *g {
+                        Gather::Inline { at: src, len } => {
+                            buf[at..at + len].copy_from_slice(&raw[src..src + len]);
+                            at += len;
+                        }
+                        Gather::Data { len, lkey, addr } => {
+                            let r = hca
+                                .mkeys
+                                .resolve(lkey, addr, len, Access::LOCAL_READ, ctx.user)
+                                .map_err(prot)?;
+                            if r.read(&*mem, &mut buf[at..at + len as usize]).is_err() {
+                                hca.port.give_buf(buf);
+                                return Err((cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT));
+                            }
+                            at += len as usize;
+                        }
                     }
-                    Gather::Data { len, lkey, addr } => {
+                }
+            } else {
+                // The payload stays in guest memory until the receiver moves it (one copy,
+                // wire.rs); its pieces are checked to be guest memory now, as a gather would.
+                let mut pieces = Vec::new();
+                for g in w.gathers() {
+                    if let Gather::Data { len, lkey, addr } = *g {
                         let r = hca
                             .mkeys
                             .resolve(lkey, addr, len, Access::LOCAL_READ, ctx.user)
                             .map_err(prot)?;
-                        if r.read(&*mem, &mut buf[at..at + len as usize]).is_err() {
-                            hca.port.give_buf(buf);
-                            return Err((cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT));
-                        }
-                        at += len as usize;
+                        memory_pieces(&*mem, &r, &mut pieces)
+                            .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
                     }
                 }
+                mem_payload = Some(MemPayload { mem, pieces });
             }
             let imm = matches!(w.opcode, SEND_IMM | RDMA_WRITE_IMM).then_some(w.imm);
             let op = if matches!(w.opcode, SEND | SEND_IMM) {
@@ -369,6 +428,7 @@ fn build_request(
             p.npkts = ctx.npkts(total);
             p.data = buf;
             p.len = total as usize;
+            p.mem_payload = mem_payload;
             Ok((p, total as u32))
         }
         RDMA_READ => {
@@ -792,11 +852,12 @@ fn scatter_response(hca: &mut Hca, qpn: u32, idx: usize, p: &Packet) -> WqeStatu
     let Ok(w) = SendWqe::parse(&raw[..len]) else {
         return WqeStatus::Failed(cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE);
     };
-    let data: &[u8] = match p.op {
-        Op::AtomicResponse { ref orig } => orig,
-        _ => p.payload(),
+    let atomic = match p.op {
+        Op::AtomicResponse { orig } => Some(orig),
+        _ => None,
     };
-    if data.len() as u64 != w.total_len() {
+    let total = atomic.map_or(p.len, |o| o.len());
+    if total as u64 != w.total_len() {
         return WqeStatus::Failed(cqe::syndrome::LOCAL_LENGTH_ERR, vendor::RECV_TOO_SMALL);
     }
     // Check all, then write.
@@ -813,8 +874,25 @@ fn scatter_response(hca: &mut Hca, qpn: u32, idx: usize, p: &Packet) -> WqeStatu
                         return WqeStatus::Failed(cqe::syndrome::LOCAL_PROT_ERR, lkey_vendor(f))
                     }
                 };
-                if pass == 1 && r.write(&*mem, &data[at..at + len as usize]).is_err() {
-                    return WqeStatus::Failed(cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT);
+                if pass == 1 {
+                    let moved = match atomic {
+                        Some(orig) => r
+                            .write(&*mem, &orig[at..at + len as usize])
+                            .map_err(DeliverError::Destination),
+                        None => deliver(&mem, p, at, &r),
+                    };
+                    match moved {
+                        Ok(()) => {}
+                        // The response's bytes are gone (the responder's memory was unmapped
+                        // under it): treat it as lost; the ACK timer resends the READ.
+                        Err(DeliverError::Source(_)) => return WqeStatus::Pending,
+                        Err(DeliverError::Destination(_)) => {
+                            return WqeStatus::Failed(
+                                cqe::syndrome::LOCAL_PROT_ERR,
+                                vendor::DMA_FAULT,
+                            )
+                        }
+                    }
                 }
                 at += len as usize;
             }
@@ -896,7 +974,16 @@ fn responder(hca: &mut Hca, p: Packet) {
             let a = answer(q, q.epsn.wrapping_sub(1) & PSN_MASK, Op::Ack);
             reply(hca, local, a);
         }
-        Err(None) => {
+        Err(Refusal::Lost) => {
+            // The payload could not be read: as if the packet had been corrupted on the way.
+            // Nothing changes; the requester's ACK timer resends it.
+            hca.port.dropped += 1;
+            hca.trace_note(format_args!(
+                "QP {qpn:#x}: payload of PSN {:#x} unreadable: request dropped",
+                p.psn
+            ));
+        }
+        Err(Refusal::Rnr) => {
             // RNR: no receive WQE; the requester retries the same PSN later.
             let a = answer(
                 q,
@@ -907,7 +994,7 @@ fn responder(hca: &mut Hca, p: Packet) {
             );
             reply(hca, local, a);
         }
-        Err(Some(f)) => {
+        Err(Refusal::Fail(f)) => {
             let a = answer(q, p.psn, Op::Nak(f.nak));
             let (cqn, uidx, rq_ci, src) = (q.cqn_rcv, q.user_index, q.rq_ci, p.src_qpn);
             if let Some((s, v)) = f.rq_cqe {
@@ -970,23 +1057,34 @@ fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> {
     Ok(Some(RecvWqe::parse(&raw[..stride])))
 }
 
+/// Why a request in sequence gets no ACK or response.
+enum Refusal {
+    /// No receive WQE: RNR NAK.
+    Rnr,
+    /// Class C error.
+    Fail(RespFail),
+    /// The payload could not be read from the sender's memory (it went away after the
+    /// requester checked it): the packet counts as lost in transit.
+    Lost,
+}
+
 /// Executes a request in sequence. `Ok(Some(p))`: answer with `p`; `Ok(None)`: ACK;
-/// `Err(None)`: RNR; `Err(Some(f))`: class C error.
-fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Option<RespFail>> {
+/// `Err(r)`: RNR NAK, class C error or a lost packet.
+fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Refusal> {
     let mem = hca.mem.clone();
     let q = hca.qps.get(qpn).expect("checked by caller");
     let user = KeyUser { pd: q.pd, qpn };
     let (rre, rwe, rae, has_rq) = (q.rre, q.rwe, q.rae, q.rq_log_size.is_some());
     let (cqn, uidx) = (q.cqn_rcv, q.user_index);
     let invalid = || {
-        Some(RespFail {
+        Refusal::Fail(RespFail {
             nak: Nak::InvalidRequest,
             event: event::WQ_INVAL_REQ_ERROR,
             rq_cqe: None,
         })
     };
     let access = |rq_cqe| {
-        Some(RespFail {
+        Refusal::Fail(RespFail {
             nak: Nak::RemoteAccess,
             event: event::WQ_ACCESS_ERROR,
             rq_cqe,
@@ -994,7 +1092,7 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Option
     };
     let catastrophe = |hca: &mut Hca| {
         wq_catastrophe(hca, qpn, "RQ unreadable");
-        Err(Some(RespFail {
+        Err(Refusal::Fail(RespFail {
             nak: Nak::RemoteOperational,
             event: event::WQ_CATAS_ERROR,
             rq_cqe: None,
@@ -1014,12 +1112,12 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Option
             }
             let r = match next_recv(hca, qpn) {
                 Ok(Some(r)) => r,
-                Ok(None) => return Err(None),
+                Ok(None) => return Err(Refusal::Rnr),
                 Err(()) => return catastrophe(hca),
             };
-            let data = p.payload();
-            if r.capacity() < data.len() as u64 {
-                return Err(Some(RespFail {
+            let total = p.len;
+            if r.capacity() < total as u64 {
+                return Err(Refusal::Fail(RespFail {
                     nak: Nak::InvalidRequest,
                     event: event::WQ_INVAL_REQ_ERROR,
                     rq_cqe: Some((cqe::syndrome::LOCAL_LENGTH_ERR, vendor::RECV_TOO_SMALL)),
@@ -1029,15 +1127,15 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Option
             for pass in 0..2 {
                 let mut at = 0usize;
                 for s in r.entries() {
-                    if at == data.len() {
+                    if at == total {
                         break;
                     }
-                    let n = (s.len as usize).min(data.len() - at);
+                    let n = (s.len as usize).min(total - at);
                     let res =
                         hca.mkeys
                             .resolve(s.lkey, s.addr, n as u64, Access::LOCAL_WRITE, user);
                     let fail = |v| {
-                        Err(Some(RespFail {
+                        Err(Refusal::Fail(RespFail {
                             nak: Nak::RemoteOperational,
                             event: event::WQ_ACCESS_ERROR,
                             rq_cqe: Some((cqe::syndrome::LOCAL_PROT_ERR, v)),
@@ -1045,11 +1143,12 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Option
                     };
                     match res {
                         Err(f) => return fail(lkey_vendor(f)),
-                        Ok(res) => {
-                            if pass == 1 && res.write(&*mem, &data[at..at + n]).is_err() {
-                                return fail(vendor::DMA_FAULT);
-                            }
-                        }
+                        Ok(res) if pass == 1 => match deliver(&mem, p, at, &res) {
+                            Ok(()) => {}
+                            Err(DeliverError::Source(_)) => return Err(Refusal::Lost),
+                            Err(DeliverError::Destination(_)) => return fail(vendor::DMA_FAULT),
+                        },
+                        Ok(_) => {}
                     }
                     at += n;
                 }
@@ -1062,7 +1161,7 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Option
             } else {
                 cqe::opcode::RESP_SEND
             };
-            let mut c = Cqe::success(op, qpn, wqe_counter, data.len() as u32)
+            let mut c = Cqe::success(op, qpn, wqe_counter, total as u32)
                 .with_user_index(uidx)
                 .with_remote_qpn(p.src_qpn)
                 .with_solicited(solicited);
@@ -1087,44 +1186,39 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Option
                 }
                 match next_recv(hca, qpn) {
                     Ok(Some(r)) => Some(r),
-                    Ok(None) => return Err(None),
+                    Ok(None) => return Err(Refusal::Rnr),
                     Err(()) => return catastrophe(hca),
                 }
             } else {
                 None
             };
-            let data = p.payload();
+            let total = p.len;
             // A zero-length RDMA WRITE carries no rkey to check (rxe_resp.c check_rkey).
-            if !data.is_empty() {
-                let res =
-                    hca.mkeys
-                        .resolve(rkey, raddr, data.len() as u64, Access::REMOTE_WRITE, user);
+            if total != 0 {
+                let res = hca
+                    .mkeys
+                    .resolve(rkey, raddr, total as u64, Access::REMOTE_WRITE, user);
                 let rq_cqe = recv
                     .is_some()
                     .then_some((cqe::syndrome::LOCAL_ACCESS_ERR, vendor::RKEY_VIOLATION));
                 match res {
                     Err(_) => return Err(access(rq_cqe)),
-                    Ok(res) => {
-                        if res.write(&*mem, data).is_err() {
-                            return Err(access(rq_cqe));
-                        }
-                    }
+                    Ok(res) => match deliver(&mem, p, 0, &res) {
+                        Ok(()) => {}
+                        Err(DeliverError::Source(_)) => return Err(Refusal::Lost),
+                        Err(DeliverError::Destination(_)) => return Err(access(rq_cqe)),
+                    },
                 }
             }
             if let Some(i) = imm {
                 let q = hca.qps.get_mut(qpn).expect("checked");
                 let wqe_counter = q.rq_ci as u16;
                 q.rq_ci = q.rq_ci.wrapping_add(1);
-                let c = Cqe::success(
-                    cqe::opcode::RESP_WR_IMM,
-                    qpn,
-                    wqe_counter,
-                    data.len() as u32,
-                )
-                .with_imm(i)
-                .with_user_index(uidx)
-                .with_remote_qpn(p.src_qpn)
-                .with_solicited(solicited);
+                let c = Cqe::success(cqe::opcode::RESP_WR_IMM, qpn, wqe_counter, total as u32)
+                    .with_imm(i)
+                    .with_user_index(uidx)
+                    .with_remote_qpn(p.src_qpn)
+                    .with_solicited(solicited);
                 post_cqe(hca, cqn, &c);
             }
             Ok(None)
@@ -1133,24 +1227,25 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Option
             if !rre {
                 return Err(invalid());
             }
-            let mut buf = hca.port.take_buf(len as usize);
+            // The response refers to the bytes in guest memory (checked now, moved by the
+            // requester or read as the response leaves the port: wire.rs).
+            let mut pieces = Vec::new();
             if len > 0 {
                 let res = hca
                     .mkeys
                     .resolve(rkey, raddr, len as u64, Access::REMOTE_READ, user);
                 let ok = match res {
-                    Ok(r) => r.read(&*mem, &mut buf[..len as usize]).is_ok(),
+                    Ok(r) => memory_pieces(&*mem, &r, &mut pieces).is_ok(),
                     Err(_) => false,
                 };
                 if !ok {
-                    hca.port.give_buf(buf);
                     return Err(access(None));
                 }
             }
             let q = hca.qps.get(qpn).expect("checked");
             let mut a = answer(q, Op::ReadResponse);
-            a.data = buf;
             a.len = len as usize;
+            a.mem_payload = Some(MemPayload { mem, pieces });
             Ok(Some(a))
         }
         Op::Atomic {

@@ -232,9 +232,14 @@ fn eqn_of(input: &[u8], f: mlx5_prm::Field) -> u8 {
 /// DESTROY_EQ (0x302).
 pub(crate) fn cmd_destroy_eq(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
     let eqn = eqn_of(input, destroy_eq_in::EQ_NUMBER);
-    if hca.eqs.eqs.remove(&eqn).is_none() {
+    if !hca.eqs.eqs.contains_key(&eqn) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     }
+    // Refused while a CQ sends its completion events here (`cqc.c_eqn`): see `hca::syndrome`.
+    if hca.cqs.uses_eq(eqn.into()) {
+        return fail(cmd_status::RES_BUSY, syndrome::EQ_BUSY);
+    }
+    hca.eqs.eqs.remove(&eqn);
     update_intx(hca);
     Ok(())
 }

@@ -73,10 +73,14 @@ use mlx5_prm::*;
 /// | 0x5105_0001  | LIM_ERR         | ALLOC_UAR: no free UAR                                    |
 /// | 0x5105_0002  | BAD_RES         | DEALLOC_UAR: unknown UAR                                  |
 /// | 0x5105_0003  | RES_BUSY        | DEALLOC_UAR: an EQ still uses the UAR                     |
+/// | 0x5105_0004  | RES_BUSY        | DEALLOC_UAR: a CQ still uses the UAR                      |
+/// | 0x5105_0005  | RES_BUSY        | DEALLOC_UAR: a QP still uses the UAR                      |
 /// | 0x5106_0001  | LIM_ERR         | ALLOC_PD: log_max_pd PDs in use                           |
 /// | 0x5106_0002  | BAD_RES         | DEALLOC_PD: unknown PD                                    |
 /// | 0x5106_0003  | LIM_ERR         | ALLOC_TRANSPORT_DOMAIN: all in use                        |
 /// | 0x5106_0004  | BAD_RES         | DEALLOC_TRANSPORT_DOMAIN: unknown TD                      |
+/// | 0x5106_0005  | RES_BUSY        | DEALLOC_PD: an mkey still belongs to the PD               |
+/// | 0x5106_0006  | RES_BUSY        | DEALLOC_PD: a QP still belongs to the PD                  |
 /// | 0x5107_0001  | LIM_ERR         | CREATE_EQ: log_max_eq EQs in use                          |
 /// | 0x5107_0002  | BAD_PARAM       | CREATE_EQ: log_eq_size above log_max_eq_sz                |
 /// | 0x5107_0003  | BAD_RES         | CREATE_EQ: uar_page is not an allocated UAR               |
@@ -86,6 +90,7 @@ use mlx5_prm::*;
 /// | 0x5107_0007  | BAD_PARAM       | CREATE_EQ: reserved eqc field set (status/st/ec/oi)       |
 /// | 0x5107_0008  | BAD_RES         | DESTROY/QUERY_EQ: unknown EQ                              |
 /// | 0x5107_0009  | BAD_PARAM       | CREATE_EQ: log_page_size / page_offset out of range       |
+/// | 0x5107_000a  | RES_BUSY        | DESTROY_EQ: a CQ still sends its events to the EQ         |
 /// | 0x5108_0001  | BAD_PARAM       | vport commands: other_vport / vport_number set            |
 /// | 0x5108_0002  | BAD_PARAM       | QUERY_VPORT_STATE: op_mod not VNIC (0) or UPLINK (2)       |
 /// | 0x5108_0003  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: field_select bit not supported  |
@@ -93,6 +98,17 @@ use mlx5_prm::*;
 /// | 0x5108_0005  | BAD_PARAM       | SET_ROCE_ADDRESS: bad roce_version / roce_l3_type         |
 /// | 0x5108_0006  | BAD_PARAM       | QUERY/SET_ROCE_ADDRESS: vhca_port_num not 0 or 1          |
 /// | 0x5108_0007  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: mtu out of range                |
+///
+/// Releasing an object another object still names fails with RES_BUSY, which Linux turns into
+/// -EBUSY (drivers/net/ethernet/mellanox/mlx5/core/cmd.c `cmd_status_to_err`; rdma-core
+/// providers/mlx5/mlx5_vfio.c has the same mapping). Linux relies on that refusal: when a
+/// process dies, drivers/infiniband/core/rdma_core.c `uverbs_destroy_ufile_hw` destroys its
+/// objects in no particular order and retries the ones whose destroy failed
+/// (`cleanup_retryable`; devx `devx_obj_cleanup` passes the firmware status through
+/// `ib_is_destroy_retryable`), so a CQ is only destroyed after its QPs, a PD after its QPs and
+/// mkeys, an EQ after its CQs and a UAR after the queues that ring through it. Transport
+/// domains are named only by TIS/TIR contexts (`tisc.transport_domain`), which the model does
+/// not implement, so DEALLOC_TRANSPORT_DOMAIN has nothing to be busy with.
 pub mod syndrome {
     pub const BAD_OPCODE: u32 = 0x5100_0001;
     pub const INLEN_SHORT: u32 = 0x5100_0002;
@@ -133,10 +149,14 @@ pub mod syndrome {
     pub const UAR_EXHAUSTED: u32 = 0x5105_0001;
     pub const UAR_UNKNOWN: u32 = 0x5105_0002;
     pub const UAR_BUSY: u32 = 0x5105_0003;
+    pub const UAR_BUSY_CQ: u32 = 0x5105_0004;
+    pub const UAR_BUSY_QP: u32 = 0x5105_0005;
     pub const PD_EXHAUSTED: u32 = 0x5106_0001;
     pub const PD_UNKNOWN: u32 = 0x5106_0002;
     pub const TD_EXHAUSTED: u32 = 0x5106_0003;
     pub const TD_UNKNOWN: u32 = 0x5106_0004;
+    pub const PD_BUSY_MKEY: u32 = 0x5106_0005;
+    pub const PD_BUSY_QP: u32 = 0x5106_0006;
     pub const EQ_EXHAUSTED: u32 = 0x5107_0001;
     pub const EQ_TOO_BIG: u32 = 0x5107_0002;
     pub const EQ_BAD_UAR: u32 = 0x5107_0003;
@@ -146,6 +166,7 @@ pub mod syndrome {
     pub const EQ_RESERVED: u32 = 0x5107_0007;
     pub const EQ_UNKNOWN: u32 = 0x5107_0008;
     pub const EQ_PAGE_GEOMETRY: u32 = 0x5107_0009;
+    pub const EQ_BUSY: u32 = 0x5107_000a;
     pub const VPORT_OTHER: u32 = 0x5108_0001;
     pub const VPORT_STATE_OP_MOD: u32 = 0x5108_0002;
     pub const VPORT_FIELD_SELECT: u32 = 0x5108_0003;

@@ -11,7 +11,8 @@
 //! returns; `initializing` is clear from the start) and threaded (a device thread does the
 //! work asynchronously and polls the wire; `initializing` clears after
 //! [`InitSegmentConfig::init_delay`]). [`InProcHca::pair`] builds two HCAs joined by an
-//! in-process wire.
+//! in-process wire, [`InProcHca::pair_sharing_memory`] two such HCAs in one host (one guest
+//! memory).
 
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -87,7 +88,31 @@ impl InProcHca {
     /// Two HCAs joined by an in-process wire (`wire::Port::pair`), each with its own guest
     /// memory (bus addresses from 4 GiB and from 8 GiB) and its own MAC (…:01 and …:02).
     pub fn pair(mode: ExecMode) -> (InProcHca, InProcHca) {
-        let make = |base: u64, last: u8| {
+        let a = Arc::new(RegionMemory::with_base(RegionMemory::DEFAULT_BASE));
+        let b = Arc::new(RegionMemory::with_base(2 * RegionMemory::DEFAULT_BASE));
+        Self::pair_on(mode, a, b, crate::wire::Port::pair())
+    }
+
+    /// Two HCAs in one host: both DMA into the same guest memory and are joined by an
+    /// in-process wire (`wire::Port::pair_sharing_memory`), so RDMA payloads move between them
+    /// with one copy. MACs …:01 and …:02.
+    pub fn pair_sharing_memory(mode: ExecMode) -> (InProcHca, InProcHca) {
+        let mem = Arc::new(RegionMemory::new());
+        Self::pair_on(
+            mode,
+            mem.clone(),
+            mem,
+            crate::wire::Port::pair_sharing_memory(),
+        )
+    }
+
+    fn pair_on(
+        mode: ExecMode,
+        mem_a: Arc<RegionMemory>,
+        mem_b: Arc<RegionMemory>,
+        (pa, pb): (crate::wire::Port, crate::wire::Port),
+    ) -> (InProcHca, InProcHca) {
+        let make = |mem: Arc<RegionMemory>, last: u8| {
             let init = match mode {
                 ExecMode::Inline => InitSegmentConfig {
                     init_delay: Duration::ZERO,
@@ -104,12 +129,11 @@ impl InProcHca {
                     hca: cfg,
                     ..Default::default()
                 },
-                Arc::new(RegionMemory::with_base(base)),
+                mem,
             )
         };
-        let a = make(RegionMemory::DEFAULT_BASE, 1);
-        let b = make(2 * RegionMemory::DEFAULT_BASE, 2);
-        let (pa, pb) = crate::wire::Port::pair();
+        let a = make(mem_a, 1);
+        let b = make(mem_b, 2);
         a.with_hca(|h| h.port = pa);
         b.with_hca(|h| h.port = pb);
         (a, b)

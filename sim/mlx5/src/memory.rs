@@ -11,7 +11,8 @@
 //!   replaced wholesale on every `SYNC_SYSMEM`.
 //!
 //! Both copy with one `memcpy` per contiguous piece, under a read lock that only a re-map
-//! (write lock) ever waits for.
+//! (write lock) ever waits for; [`GuestMemory::copy`] moves bytes from one bus address to another
+//! with one `memmove` per piece, without a bounce buffer.
 
 use std::fmt;
 use std::fs::File;
@@ -75,6 +76,34 @@ pub trait GuestMemory: Send + Sync {
     fn write_u64_be(&self, addr: u64, value: u64) -> Result<(), DmaError> {
         self.write(addr, &value.to_be_bytes())
     }
+
+    /// Checks that `[addr, addr + len)` is all guest memory, without moving a byte.
+    ///
+    /// The default reads the range into a scratch buffer; [`RegionMemory`] and
+    /// [`MappedMemory`] only look at their maps.
+    fn check(&self, addr: u64, len: usize) -> Result<(), DmaError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut scratch = vec![0u8; len];
+        self.read(addr, &mut scratch)
+    }
+
+    /// Copies `len` bytes from bus address `src` to bus address `dst` as `memmove` would
+    /// (overlapping ranges end up as if the source had been read first).
+    ///
+    /// Both ranges are checked before a byte moves: on error nothing has been written, and the
+    /// error names `src` if the source range is not all guest memory, else `dst`. The default
+    /// bounces through a buffer; [`RegionMemory`] and [`MappedMemory`] copy directly, one
+    /// `memmove` per piece that is contiguous on both sides.
+    fn copy(&self, src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut bounce = vec![0u8; len];
+        self.read(src, &mut bounce)?;
+        self.write(dst, &bounce)
+    }
 }
 
 /// Memory with nothing in it: every access fails. What a device sees before a front end hands
@@ -122,24 +151,17 @@ impl Copy<'_> {
     }
 }
 
-/// Copies between `buf` and the pieces (sorted by start, not overlapping) covering
-/// `[addr, addr + len)`, one `memcpy` per piece. Checks the whole range first: on error nothing
-/// has been copied.
-fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(), DmaError> {
-    let len = buf.len();
+/// The pieces (sorted by start, not overlapping) covering `[addr, addr + len)` (`len > 0`):
+/// the indexes of the first and the last, or the error if any byte is outside every piece.
+fn cover<P: Piece>(pieces: &[P], addr: u64, len: usize) -> Result<(usize, usize), DmaError> {
     let err = DmaError { addr, len };
-    if len == 0 {
-        return Ok(());
-    }
     let end = addr.checked_add(len as u64).ok_or(err)?;
     // The piece that contains `addr`: the last one starting at or below it.
-    let first = pieces.partition_point(|p| p.start() <= addr);
-    if first == 0 {
-        return Err(err);
-    }
-    let first = first - 1;
-
-    // Pass 1: the range must be covered by adjacent pieces.
+    let first = pieces
+        .partition_point(|p| p.start() <= addr)
+        .checked_sub(1)
+        .ok_or(err)?;
+    // The range must be covered by adjacent pieces.
     let mut cur = addr;
     let mut last = first;
     loop {
@@ -150,18 +172,29 @@ fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(
         }
         cur = p_end;
         if cur >= end {
-            break;
+            return Ok((first, last));
         }
         last += 1;
     }
+}
 
-    // Pass 2: copy.
+/// Copies between `buf` and the pieces (sorted by start, not overlapping) covering
+/// `[addr, addr + len)`, one `memcpy` per piece. Checks the whole range first: on error nothing
+/// has been copied.
+fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(), DmaError> {
+    let len = buf.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let (first, last) = cover(pieces, addr, len)?;
+    let end = addr + len as u64; // cover() proved it does not wrap
+
     let mut cur = addr;
     let mut done = 0usize;
     for p in &pieces[first..=last] {
         let off = (cur - p.start()) as usize;
         let n = ((p.start() + p.len()).min(end) - cur) as usize;
-        // SAFETY: pass 1 proved [cur, cur + n) lies inside this piece, whose host memory is
+        // SAFETY: cover() proved [cur, cur + n) lies inside this piece, whose host memory is
         // valid for its whole length while the caller holds the lock protecting `pieces`; `buf`
         // is a distinct Rust buffer of at least done + n bytes, so the ranges do not overlap.
         unsafe {
@@ -175,6 +208,68 @@ fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(
         done += n;
     }
     debug_assert_eq!(done, len);
+    Ok(())
+}
+
+/// The host address of bus address `addr` and the bytes of its piece from there on (forward)
+/// or up to there (`backward`: `addr` is an exclusive end). Only called for addresses
+/// [`cover`] proved to be inside the pieces.
+fn host_run<P: Piece>(pieces: &[P], addr: u64, backward: bool) -> Option<(*mut u8, u64)> {
+    let probe = if backward { addr.checked_sub(1)? } else { addr };
+    let i = pieces
+        .partition_point(|p| p.start() <= probe)
+        .checked_sub(1)?;
+    let p = &pieces[i];
+    let off = addr - p.start();
+    if off > p.len() || (!backward && off == p.len()) {
+        return None;
+    }
+    let avail = if backward { off } else { p.len() - off };
+    // SAFETY: off <= the piece's length, so the pointer stays inside (or one past) the piece's
+    // host memory.
+    Some((unsafe { p.host().add(off as usize) }, avail))
+}
+
+/// `memmove` of `len` bytes from bus address `src` to `dst` inside the pieces. Both ranges are
+/// checked first (source first: its error wins); then the copy runs in chunks contiguous on both
+/// sides, back to front when `dst` lies inside the source range, so overlap behaves like
+/// `memmove` on the bus address space. (Two sections mapping the same file bytes at different
+/// bus addresses are not detected; each chunk is still a `memmove`, so nothing worse than
+/// mixed bytes can come of it.)
+fn move_pieces<P: Piece>(pieces: &[P], src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
+    if len == 0 {
+        return Ok(());
+    }
+    cover(pieces, src, len)?;
+    cover(pieces, dst, len)?;
+    let n64 = len as u64;
+    let backward = dst > src && dst < src + n64;
+    let mut done = 0u64;
+    while done < n64 {
+        let (s, d) = if backward {
+            (src + n64 - done, dst + n64 - done)
+        } else {
+            (src + done, dst + done)
+        };
+        let err = DmaError { addr: src, len };
+        let (sp, sa) = host_run(pieces, s, backward).ok_or(err)?;
+        let (dp, da) = host_run(pieces, d, backward).ok_or(DmaError { addr: dst, len })?;
+        let k = sa.min(da).min(n64 - done);
+        if k == 0 {
+            return Err(err); // cannot happen after cover(); never loop forever
+        }
+        // SAFETY: cover() proved both ranges lie inside the pieces, whose host memory is valid
+        // while the caller holds the lock protecting `pieces`; host_run() bounded each chunk to
+        // one piece on each side. `copy` (memmove) allows the chunks to overlap.
+        unsafe {
+            if backward {
+                std::ptr::copy(sp.sub(k as usize), dp.sub(k as usize), k as usize);
+            } else {
+                std::ptr::copy(sp, dp, k as usize);
+            }
+        }
+        done += k;
+    }
     Ok(())
 }
 
@@ -392,6 +487,15 @@ impl GuestMemory for RegionMemory {
     fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {
         copy_pieces(&self.read_lock().list, addr, Copy::Write(buf))
     }
+    fn check(&self, addr: u64, len: usize) -> Result<(), DmaError> {
+        if len == 0 {
+            return Ok(());
+        }
+        cover(&self.read_lock().list, addr, len).map(|_| ())
+    }
+    fn copy(&self, src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
+        move_pieces(&self.read_lock().list, src, dst, len)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -596,6 +700,17 @@ impl GuestMemory for MappedMemory {
         let g = self.sections.read().unwrap_or_else(|e| e.into_inner());
         copy_pieces(&g, addr, Copy::Write(buf))
     }
+    fn check(&self, addr: u64, len: usize) -> Result<(), DmaError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let g = self.sections.read().unwrap_or_else(|e| e.into_inner());
+        cover(&g, addr, len).map(|_| ())
+    }
+    fn copy(&self, src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
+        let g = self.sections.read().unwrap_or_else(|e| e.into_inner());
+        move_pieces(&g, src, dst, len)
+    }
 }
 
 #[cfg(test)]
@@ -772,5 +887,161 @@ mod tests {
             ])
             .is_err());
         m.clear();
+    }
+
+    /// Only `read`/`write`: exercises the trait's default `check` and `copy`.
+    struct Bounce(RegionMemory);
+
+    impl GuestMemory for Bounce {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+            self.0.read(addr, buf)
+        }
+        fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {
+            self.0.write(addr, buf)
+        }
+    }
+
+    /// Three adjacent regions of odd sizes at 0x1000 (one bus-contiguous range of 0x301 bytes
+    /// made of three pieces), then a gap, then a fourth region.
+    fn three_pieces() -> RegionMemory {
+        let m = RegionMemory::with_base(0x10_0000);
+        let pattern = |n: usize, k: u8| {
+            (0..n)
+                .map(|i| (i as u8).wrapping_mul(7) ^ k)
+                .collect::<Vec<_>>()
+        };
+        m.insert(0x1000, &pattern(0x101, 1)).unwrap();
+        m.insert(0x1101, &pattern(0xff, 2)).unwrap();
+        m.insert(0x1200, &pattern(0x101, 3)).unwrap();
+        m.insert(0x2000, &pattern(0x40, 4)).unwrap();
+        m
+    }
+
+    fn snapshot(m: &dyn GuestMemory) -> Vec<u8> {
+        let mut v = vec![0u8; 0x301];
+        m.read(0x1000, &mut v).unwrap();
+        v
+    }
+
+    #[test]
+    fn copy_is_memmove_across_pieces_in_both_directions() {
+        // Every (src, dst, len) on a grid, against memmove on a flat copy, for the native
+        // RegionMemory copy and the trait's bounce default.
+        let offsets = [
+            0u64, 1, 0xfe, 0x100, 0x101, 0x150, 0x1ff, 0x200, 0x201, 0x280,
+        ];
+        let lens = [1usize, 2, 0x10, 0x100, 0x102, 0x180];
+        for native in [true, false] {
+            for &so in &offsets {
+                for &do_ in &offsets {
+                    for &len in &lens {
+                        if so + len as u64 > 0x301 || do_ + len as u64 > 0x301 {
+                            continue;
+                        }
+                        let m: Box<dyn GuestMemory> = if native {
+                            Box::new(three_pieces())
+                        } else {
+                            Box::new(Bounce(three_pieces()))
+                        };
+                        let mut want = snapshot(&*m);
+                        want.copy_within(so as usize..so as usize + len, do_ as usize);
+                        m.copy(0x1000 + so, 0x1000 + do_, len).unwrap();
+                        assert_eq!(
+                            snapshot(&*m),
+                            want,
+                            "src +{so:#x} dst +{do_:#x} len {len:#x}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn copy_checks_both_ranges_before_moving() {
+        for native in [true, false] {
+            let m: Box<dyn GuestMemory> = if native {
+                Box::new(three_pieces())
+            } else {
+                Box::new(Bounce(three_pieces()))
+            };
+            let before = snapshot(&*m);
+            // Source runs into the gap after 0x1301: names the source, nothing written.
+            assert_eq!(
+                m.copy(0x12f0, 0x1000, 0x20),
+                Err(DmaError {
+                    addr: 0x12f0,
+                    len: 0x20
+                })
+            );
+            // Destination runs into the gap: names the destination, nothing written.
+            assert_eq!(
+                m.copy(0x1000, 0x12f0, 0x20),
+                Err(DmaError {
+                    addr: 0x12f0,
+                    len: 0x20
+                })
+            );
+            // Both bad: the source is named.
+            assert_eq!(
+                m.copy(0x3000, 0x4000, 8),
+                Err(DmaError {
+                    addr: 0x3000,
+                    len: 8
+                })
+            );
+            // Wrapping ranges fail instead of overflowing.
+            assert!(m.copy(u64::MAX - 3, 0x1000, 8).is_err());
+            assert!(m.copy(0x1000, u64::MAX - 3, 8).is_err());
+            assert_eq!(snapshot(&*m), before);
+            // check() agrees with the maps, and zero-length is always fine.
+            assert!(m.check(0x1000, 0x301).is_ok());
+            assert_eq!(
+                m.check(0x1000, 0x302),
+                Err(DmaError {
+                    addr: 0x1000,
+                    len: 0x302
+                })
+            );
+            assert!(m.check(0xdead, 0).is_ok());
+            assert!(m.copy(0xdead, 0xbeef, 0).is_ok());
+            // Across the gap into the fourth region is refused; inside it is fine.
+            assert!(m.copy(0x2000, 0x1300, 2).is_err());
+            assert!(m.copy(0x2000, 0x2010, 0x30).is_ok());
+        }
+    }
+
+    #[test]
+    fn mapped_copy_between_sections() {
+        use std::os::unix::fs::FileExt;
+        let f = tmpfile(0x3000);
+        let bytes: Vec<u8> = (0..0x3000u32).map(|i| (i % 251) as u8).collect();
+        f.write_all_at(&bytes, 0).unwrap();
+        let m = MappedMemory::new();
+        // gpa 0x10_0000.. maps file 0x1000..0x3000, gpa 0x10_2000.. maps file 0..0x1000.
+        m.replace(vec![
+            section(&f, 0x10_0000, 0x2000, 0x1000),
+            section(&f, 0x10_2000, 0x1000, 0x0),
+        ])
+        .unwrap();
+        let read_all = |m: &MappedMemory| {
+            let mut v = vec![0u8; 0x3000];
+            m.read(0x10_0000, &mut v).unwrap();
+            v
+        };
+        let mut want = read_all(&m);
+        // Overlapping, backwards, across the section boundary.
+        want.copy_within(0x1f00..0x2100, 0x1f80);
+        m.copy(0x10_1f00, 0x10_1f80, 0x200).unwrap();
+        assert_eq!(read_all(&m), want);
+        // Overlapping, forwards.
+        want.copy_within(0x1f80..0x2180, 0x1f00);
+        m.copy(0x10_1f80, 0x10_1f00, 0x200).unwrap();
+        assert_eq!(read_all(&m), want);
+        // Past the end: refused, nothing moved.
+        assert!(m.copy(0x10_0000, 0x10_2f00, 0x200).is_err());
+        assert_eq!(read_all(&m), want);
+        m.clear();
+        assert!(m.copy(0x10_0000, 0x10_0100, 1).is_err());
     }
 }

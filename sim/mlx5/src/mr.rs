@@ -308,6 +308,11 @@ impl MkeyTable {
         self.keys.clear();
     }
 
+    /// Whether some key belongs to protection domain `pd` (`mkc.pd`): DEALLOC_PD is busy.
+    pub fn uses_pd(&self, pd: u32) -> bool {
+        self.keys.values().any(|k| k.pd == pd)
+    }
+
     fn alloc_index(&mut self, limit: u32) -> Option<u32> {
         let space = limit.max(FIRST_INDEX + 1);
         for _ in 0..space {

@@ -68,9 +68,18 @@ pub(crate) fn cmd_alloc_pd(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdR
 
 /// DEALLOC_PD (0x801).
 pub(crate) fn cmd_dealloc_pd(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
-    if !hca.pds.free(get(input, dealloc_pd_in::PD)) {
+    let pd = get(input, dealloc_pd_in::PD);
+    if !hca.pds.contains(pd) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::PD_UNKNOWN);
     }
+    // Refused while named by an mkey (`mkc.pd`) or a QP (`qpc.pd`): see `hca::syndrome`.
+    if hca.mkeys.uses_pd(pd) {
+        return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_MKEY);
+    }
+    if hca.qps.uses_pd(pd) {
+        return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_QP);
+    }
+    hca.pds.free(pd);
     Ok(())
 }
 
@@ -84,7 +93,8 @@ pub(crate) fn cmd_alloc_td(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdR
     Ok(())
 }
 
-/// DEALLOC_TRANSPORT_DOMAIN (0x817).
+/// DEALLOC_TRANSPORT_DOMAIN (0x817). Only TIS/TIR contexts name a transport domain and the
+/// model has neither, so a known TD is never busy.
 pub(crate) fn cmd_dealloc_td(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
     if !hca
         .tds

@@ -342,6 +342,14 @@ impl QpTable {
     pub fn state(&self, qpn: u32) -> Option<u8> {
         self.qps.get(&qpn).map(|q| q.state)
     }
+    /// Whether some QP belongs to protection domain `pd`: DEALLOC_PD is busy.
+    pub fn uses_pd(&self, pd: u32) -> bool {
+        self.qps.values().any(|q| q.pd == pd)
+    }
+    /// Whether some QP rings its doorbell through UAR `uar` (`uar_page`): DEALLOC_UAR is busy.
+    pub fn uses_uar(&self, uar: u32) -> bool {
+        self.qps.values().any(|q| q.uar == uar)
+    }
 
     fn alloc_qpn(&mut self) -> u32 {
         loop {

@@ -87,8 +87,15 @@ pub(crate) fn cmd_dealloc_uar(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> C
     if !hca.uars.contains(idx) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::UAR_UNKNOWN);
     }
+    // Refused while an EQ, CQ or QP context names the page (`uar_page`): see `hca::syndrome`.
     if hca.eqs.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY);
+    }
+    if hca.cqs.uses_uar(idx) {
+        return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY_CQ);
+    }
+    if hca.qps.uses_uar(idx) {
+        return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY_QP);
     }
     hca.uars.free(idx);
     Ok(())

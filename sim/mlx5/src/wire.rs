@@ -11,6 +11,14 @@
 //!   HCAs in one process) or a UNIX stream socket to another process ([`Port::listen`],
 //!   [`Port::connect`]); with no link the packet is lost, as on a cable to nowhere.
 //!
+//! A request's payload (and a READ response's) normally stays in the sender's guest memory as a
+//! [`MemPayload`] — the bus pieces its keys resolved to — and the receiver moves it straight into
+//! the destination with [`GuestMemory::copy`]: one copy instead of a gather into a buffer and a
+//! scatter out of it. That needs both ends to share one guest memory, which loopback always does
+//! and an in-process pair does when built with [`Port::pair_sharing_memory`]. Everything else
+//! (a pair with separate memories, the socket) gets the bytes read into the packet as it leaves
+//! the port.
+//!
 //! Socket framing (little-endian, version 1): `u32 length` of what follows, then a 120-byte
 //! header — `u8 version, u8 op, u8 flags, u8 nak, u32 dst_qpn, u32 src_qpn, u32 psn,
 //! u32 npkts, u32 imm, u32 rkey, u32 len, u64 raddr, u64 swap_add, u64 compare, u64 orig,
@@ -22,7 +30,9 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
+
+use crate::memory::{DmaError, GuestMemory};
 
 /// NAK codes of an RC responder (IB AETH syndromes, as the rxe responder uses them: Linux
 /// drivers/infiniband/sw/rxe/rxe_resp.c).
@@ -109,6 +119,41 @@ impl Op {
     }
 }
 
+/// A payload still in the sender's guest memory.
+#[derive(Clone)]
+pub struct MemPayload {
+    /// The memory the pieces are in.
+    pub mem: Arc<dyn GuestMemory>,
+    /// Bus-contiguous `(address, length)` pieces, in payload order; checked to be guest memory
+    /// when the packet was built.
+    pub pieces: Vec<(u64, usize)>,
+}
+
+impl std::fmt::Debug for MemPayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemPayload")
+            .field("pieces", &self.pieces)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which side of a payload move failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliverError {
+    /// The payload's bytes could not be read (its memory went away after the sender checked
+    /// it, or the packet is shorter than the move asked for): the packet is as good as
+    /// corrupted in transit.
+    Source(DmaError),
+    /// The destination is not guest memory.
+    Destination(DmaError),
+}
+
+/// Whether two handles are the same guest memory (data pointers only: the vtable half of a
+/// `dyn` pointer is not unique).
+pub fn same_memory(a: &Arc<dyn GuestMemory>, b: &Arc<dyn GuestMemory>) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
+}
+
 /// One message on the wire.
 #[derive(Clone, Debug)]
 pub struct Packet {
@@ -131,6 +176,8 @@ pub struct Packet {
     pub data: Vec<u8>,
     /// Payload length.
     pub len: usize,
+    /// The payload, when it is still in the sender's guest memory (`data` is then unused).
+    pub mem_payload: Option<MemPayload>,
 }
 
 impl Packet {
@@ -146,12 +193,69 @@ impl Packet {
             op,
             data: Vec::new(),
             len: 0,
+            mem_payload: None,
         }
     }
 
-    /// The payload.
+    /// The payload bytes carried in `data` (empty while the payload is still in memory, see
+    /// [`Packet::deliver`]).
     pub fn payload(&self) -> &[u8] {
-        &self.data[..self.len]
+        self.data.get(..self.len).unwrap_or(&[])
+    }
+
+    /// Moves payload bytes `[off, off + n)` to bus address `dst` of `mem`: one
+    /// [`GuestMemory::copy`] per source piece when the payload lies in `mem`, else a write of
+    /// the bytes (read from the sender's memory first if they are still there).
+    pub fn deliver(
+        &self,
+        off: usize,
+        mem: &Arc<dyn GuestMemory>,
+        dst: u64,
+        n: usize,
+    ) -> Result<(), DeliverError> {
+        let short = DeliverError::Source(DmaError { addr: 0, len: n });
+        let end = off.checked_add(n).filter(|&e| e <= self.len).ok_or(short)?;
+        let Some(mp) = &self.mem_payload else {
+            let bytes = self.data.get(off..end).ok_or(short)?;
+            return mem.write(dst, bytes).map_err(DeliverError::Destination);
+        };
+        let same = same_memory(&mp.mem, mem);
+        let mut bounce = Vec::new();
+        let mut at = 0usize; // payload offset of the current piece
+        let mut moved = 0usize;
+        for &(bus, len) in &mp.pieces {
+            let (lo, hi) = (at.max(off), (at + len).min(end));
+            at += len;
+            if lo >= hi {
+                if at >= end {
+                    break;
+                }
+                continue;
+            }
+            let (src, k) = (bus + (lo - (at - len)) as u64, hi - lo);
+            let to = dst + moved as u64;
+            if same {
+                mem.copy(src, to, k).map_err(|e| {
+                    if e.addr == src {
+                        DeliverError::Source(e)
+                    } else {
+                        DeliverError::Destination(e)
+                    }
+                })?;
+            } else {
+                bounce.resize(k, 0);
+                mp.mem
+                    .read(src, &mut bounce)
+                    .map_err(DeliverError::Source)?;
+                mem.write(to, &bounce).map_err(DeliverError::Destination)?;
+            }
+            moved += k;
+        }
+        if moved == n {
+            Ok(())
+        } else {
+            Err(short) // the pieces hold fewer bytes than `len` says
+        }
     }
 }
 
@@ -180,6 +284,8 @@ enum Link {
     Channel {
         tx: mpsc::Sender<Packet>,
         rx: mpsc::Receiver<Packet>,
+        /// Both HCAs DMA into the same guest memory: payloads may stay in it.
+        shared_memory: bool,
     },
     Socket(Box<SocketLink>),
 }
@@ -216,17 +322,29 @@ impl std::fmt::Debug for Port {
 impl Port {
     /// Two ports joined by an in-process wire (two HCAs in one process).
     pub fn pair() -> (Port, Port) {
+        Self::channel_pair(false)
+    }
+
+    /// [`Port::pair`] for two HCAs that DMA into the same guest memory (two NICs in one host
+    /// joined by a cable): payloads cross as references to that memory and land with one copy.
+    /// If the HCAs turn out not to share memory, the receiver still reads the bytes from the
+    /// sender's memory, with two copies.
+    pub fn pair_sharing_memory() -> (Port, Port) {
+        Self::channel_pair(true)
+    }
+
+    fn channel_pair(shared_memory: bool) -> (Port, Port) {
         let (tx_a, rx_b) = mpsc::channel();
         let (tx_b, rx_a) = mpsc::channel();
-        let a = Port {
-            link: Some(Link::Channel { tx: tx_a, rx: rx_a }),
+        let port = |tx, rx| Port {
+            link: Some(Link::Channel {
+                tx,
+                rx,
+                shared_memory,
+            }),
             ..Port::default()
         };
-        let b = Port {
-            link: Some(Link::Channel { tx: tx_b, rx: rx_b }),
-            ..Port::default()
-        };
-        (a, b)
+        (port(tx_a, rx_a), port(tx_b, rx_b))
     }
 
     /// A port that listens on a UNIX stream socket at `path` (replacing a stale socket file)
@@ -305,10 +423,45 @@ impl Port {
         }
     }
 
+    /// Reads a payload still in memory into the packet's `data`. False if the memory went
+    /// away since the sender checked it (the packet is then lost, like a corrupted one).
+    fn materialize(&mut self, pkt: &mut Packet) -> bool {
+        let Some(mp) = pkt.mem_payload.take() else {
+            return true;
+        };
+        let mut buf = self.take_buf(pkt.len);
+        let mut at = 0usize;
+        for &(bus, n) in &mp.pieces {
+            let Some(dst) = buf.get_mut(at..at + n) else {
+                self.give_buf(buf);
+                return false;
+            };
+            if mp.mem.read(bus, dst).is_err() {
+                self.give_buf(buf);
+                return false;
+            }
+            at += n;
+        }
+        pkt.data = buf;
+        at == pkt.len
+    }
+
     /// Sends a packet: into the inbox when `local`, else out of the link.
-    pub(crate) fn send(&mut self, pkt: Packet, local: bool) {
+    pub(crate) fn send(&mut self, mut pkt: Packet, local: bool) {
         if local {
             self.inbox.push_back(pkt);
+            return;
+        }
+        let keeps_memory = matches!(
+            self.link,
+            Some(Link::Channel {
+                shared_memory: true,
+                ..
+            })
+        );
+        if self.link.is_some() && !keeps_memory && !self.materialize(&mut pkt) {
+            self.dropped += 1;
+            self.give_buf(pkt.data);
             return;
         }
         match &mut self.link {
@@ -703,6 +856,7 @@ pub fn decode(b: &[u8]) -> Decoded {
             op,
             data: payload.to_vec(),
             len: payload.len(),
+            mem_payload: None,
         },
         4 + total,
     )
@@ -801,6 +955,64 @@ mod tests {
         let mut bad = bytes.clone();
         bad[4] = 9;
         assert!(matches!(decode(&bad), Decoded::Bad));
+    }
+
+    #[test]
+    fn memory_payload_delivers_any_slice() {
+        use crate::memory::RegionMemory;
+        let src = Arc::new(RegionMemory::new());
+        let other = Arc::new(RegionMemory::with_base(1 << 40));
+        // A 3-piece payload: 5 bytes, 7 bytes, 4 bytes from three allocations.
+        let bytes: Vec<u8> = (1..=16).collect();
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        for n in [5usize, 7, 4] {
+            let a = src.alloc(n, 1).unwrap();
+            src.write(a, &bytes[at..at + n]).unwrap();
+            pieces.push((a, n));
+            at += n;
+        }
+        let mut p = Packet::new(1, 2, 3, Op::ReadResponse);
+        p.len = 16;
+        let mem: Arc<dyn GuestMemory> = src.clone();
+        p.mem_payload = Some(MemPayload { mem, pieces });
+        // Into the payload's own memory (GuestMemory::copy) and into another one.
+        for rm in [src.clone(), other.clone()] {
+            let dst_mem: Arc<dyn GuestMemory> = rm.clone();
+            let dst = rm.alloc(16, 1).unwrap();
+            for off in 0..16 {
+                for n in 0..=16 - off {
+                    rm.write(dst, &[0; 16]).unwrap();
+                    p.deliver(off, &dst_mem, dst, n).unwrap();
+                    let mut got = [0u8; 16];
+                    rm.read(dst, &mut got).unwrap();
+                    assert_eq!(&got[..n], &bytes[off..off + n], "off {off} n {n}");
+                    assert!(got[n..].iter().all(|&b| b == 0));
+                }
+            }
+            // Past the payload, or into memory that is not there.
+            assert!(matches!(
+                p.deliver(10, &dst_mem, dst, 7),
+                Err(DeliverError::Source(_))
+            ));
+            assert!(matches!(
+                p.deliver(0, &dst_mem, 0x10, 4),
+                Err(DeliverError::Destination(_))
+            ));
+        }
+        // A payload in `data` delivers the same way.
+        let q = sample(Op::Ack, &bytes);
+        let dst_mem: Arc<dyn GuestMemory> = other.clone();
+        let dst = other.alloc(16, 1).unwrap();
+        q.deliver(3, &dst_mem, dst, 9).unwrap();
+        let mut got = [0u8; 9];
+        other.read(dst, &mut got).unwrap();
+        assert_eq!(&got, &bytes[3..12]);
+        // Materialised for the wire: the bytes are read into the packet.
+        let mut port = Port::default();
+        assert!(port.materialize(&mut p));
+        assert!(p.mem_payload.is_none());
+        assert_eq!(p.payload(), &bytes[..]);
     }
 
     #[test]

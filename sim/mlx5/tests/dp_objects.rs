@@ -660,3 +660,109 @@ fn qp_transition_parameter_checks() {
     assert_eq!(d.get(qpc::RWE.within(c)), 0);
     assert_eq!(d.get(qpc::RRE.within(c)), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Releasing objects other objects still name
+// ---------------------------------------------------------------------------------------------
+
+/// A one-number release command (DEALLOC_PD, DEALLOC_UAR, DESTROY_EQ/CQ/QP, ...).
+fn release(op: u16, f: Field, n: u32) -> Vec<u8> {
+    let mut i = input(op, 0, 16);
+    set(&mut i, f, n);
+    i
+}
+
+/// Firmware refuses to release a PD, UAR, EQ or CQ while another object names it (RES_BUSY,
+/// which Linux maps to -EBUSY and retries after destroying the dependants); once the dependants
+/// are gone the release succeeds, and a second release finds nothing (BAD_RES).
+#[test]
+fn release_while_referenced_is_busy() {
+    use mlx5_sim::hca::syndrome as syn;
+    let mut e = env();
+    let busy = cmd_status::RES_BUSY;
+
+    // A PD named by an mkey, then by a QP.
+    let pd = e.alloc_pd();
+    let buf = e.alloc(4096);
+    let key = e.mkey_in_pd(pd, buf, 4096, LR);
+    let dealloc_pd = release(opcode::DEALLOC_PD, dealloc_pd_in::PD, pd);
+    e.raw.exec(&dealloc_pd, 16).fails(busy, syn::PD_BUSY_MKEY);
+    e.destroy_mkey(key).ok();
+    let cq = e.cq(4);
+    let own_pd = std::mem::replace(&mut e.pd, pd);
+    let qp = e.qp(&cq, &cq, 4, 4);
+    e.pd = own_pd;
+    e.raw.exec(&dealloc_pd, 16).fails(busy, syn::PD_BUSY_QP);
+    // The CQ is named twice by the QP (send and receive): busy as well.
+    let destroy_cq = release(opcode::DESTROY_CQ, destroy_cq_in::CQN, cq.cqn);
+    e.raw.exec(&destroy_cq, 16).fails(busy, cqs::CQ_IN_USE);
+    e.raw
+        .exec(&release(opcode::DESTROY_QP, destroy_qp_in::QPN, qp.qpn), 16)
+        .ok();
+    e.raw.exec(&dealloc_pd, 16).ok();
+    e.raw
+        .exec(&dealloc_pd, 16)
+        .fails(cmd_status::BAD_RES_ERR, syn::PD_UNKNOWN);
+
+    // A UAR named by a CQ, then by a QP (the EQ case is in control_plane.rs).
+    let uar = e.raw.alloc_uar();
+    let own_uar = std::mem::replace(&mut e.uar, uar);
+    let cq_on_uar = e.cq(4);
+    let qp_on_uar = e.qp(&cq, &cq, 4, 4);
+    e.uar = own_uar;
+    let dealloc_uar = release(opcode::DEALLOC_UAR, dealloc_uar_in::UAR, uar);
+    e.raw.exec(&dealloc_uar, 16).fails(busy, syn::UAR_BUSY_CQ);
+    e.raw
+        .exec(
+            &release(opcode::DESTROY_CQ, destroy_cq_in::CQN, cq_on_uar.cqn),
+            16,
+        )
+        .ok();
+    e.raw.exec(&dealloc_uar, 16).fails(busy, syn::UAR_BUSY_QP);
+    e.raw
+        .exec(
+            &release(opcode::DESTROY_QP, destroy_qp_in::QPN, qp_on_uar.qpn),
+            16,
+        )
+        .ok();
+    e.raw.exec(&dealloc_uar, 16).ok();
+    e.raw
+        .exec(&dealloc_uar, 16)
+        .fails(cmd_status::BAD_RES_ERR, syn::UAR_UNKNOWN);
+
+    // An EQ named by a CQ's c_eqn.
+    let (eqn, _) = e.raw.create_eq(e.uar, 4, &[]);
+    let own_eqn = std::mem::replace(&mut e.eqn, eqn);
+    let cq_on_eq = e.cq(4);
+    e.eqn = own_eqn;
+    let destroy_eq = release(opcode::DESTROY_EQ, destroy_eq_in::EQ_NUMBER, eqn);
+    e.raw.exec(&destroy_eq, 16).fails(busy, syn::EQ_BUSY);
+    e.raw
+        .exec(
+            &release(opcode::DESTROY_CQ, destroy_cq_in::CQN, cq_on_eq.cqn),
+            16,
+        )
+        .ok();
+    e.raw.exec(&destroy_eq, 16).ok();
+    e.raw
+        .exec(&destroy_eq, 16)
+        .fails(cmd_status::BAD_RES_ERR, syn::EQ_UNKNOWN);
+
+    // The CQ is free now that its QP is gone.
+    e.raw.exec(&destroy_cq, 16).ok();
+
+    // Only TIS/TIR contexts name a transport domain, and the model has neither: with QPs and
+    // mkeys alive a TD is still released at once.
+    let cq = e.cq(4);
+    let _qp = e.qp(&cq, &cq, 4, 4);
+    let _key = e.mkey(buf, 4096, LR);
+    let d = e
+        .raw
+        .exec(&input(opcode::ALLOC_TRANSPORT_DOMAIN, 0, 16), 16);
+    d.ok();
+    let td = d.get(alloc_transport_domain_out::TRANSPORT_DOMAIN);
+    let tdf = dealloc_transport_domain_in::TRANSPORT_DOMAIN;
+    e.raw
+        .exec(&release(opcode::DEALLOC_TRANSPORT_DOMAIN, tdf, td), 16)
+        .ok();
+}

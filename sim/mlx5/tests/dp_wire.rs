@@ -132,6 +132,119 @@ fn two_hcas_joined_in_process() {
     assert_eq!(eb.qp_state(b.qpn), qp::state::ERR as u32);
 }
 
+/// Two HCAs in one host (one guest memory, `InProcHca::pair_sharing_memory`): payloads cross
+/// the in-process wire as references and land with one copy. WRITE, READ and SEND arrive
+/// intact; a payload whose source is unmapped while in flight is lost like a corrupted packet,
+/// and the requester's retransmission then finds the fault itself (local protection error).
+#[test]
+fn two_hcas_sharing_one_memory() {
+    let (da, db) = InProcHca::pair_sharing_memory(ExecMode::Inline);
+    assert!(std::sync::Arc::ptr_eq(da.memory(), db.memory()));
+    let mut ea = Env::new(da.clone(), 1);
+    let mut eb = Env::new(db.clone(), 2);
+    let (mut a_scq, a_rcq) = (ea.cq(6), ea.cq(6));
+    let (b_scq, mut b_rcq) = (eb.cq(6), eb.cq(6));
+    let mut a = ea.qp(&a_scq, &a_rcq, 6, 5);
+    let mut b = eb.qp(&b_scq, &b_rcq, 6, 5);
+    // ack_timeout 10: ~4 ms before a lost request is sent again.
+    ea.connect_with(&a, b.qpn, eb.gid, eb.mac, 1, 7, 7, 10);
+    eb.connect_with(&b, a.qpn, ea.gid, ea.mac, 1, 7, 7, 10);
+
+    // Source split over two separate allocations (two gather entries), so the payload has
+    // more than one piece.
+    let a_buf = ea.alloc(64 * 1024);
+    let a_buf2 = ea.alloc(8 * 1024);
+    let b_buf = eb.alloc(64 * 1024);
+    let a_key = ea.mkey(a_buf, 64 * 1024, LR | LW);
+    let a_key2 = ea.mkey(a_buf2, 8 * 1024, LR | LW);
+    let b_key = eb.mkey(b_buf, 64 * 1024, LR | LW | RR | RW);
+    let data = pattern(40_000, 5);
+    ea.write(a_buf, &data);
+    let tail = pattern(3000, 77);
+    ea.write(a_buf2, &tail);
+
+    ea.post_send(
+        &mut a,
+        wqe::opcode::RDMA_WRITE,
+        CE,
+        0,
+        &[
+            &raddr_seg(b_buf, b_key),
+            &dseg(40_000, a_key, a_buf),
+            &dseg(3000, a_key2, a_buf2),
+        ],
+    );
+    let c = ea.wait_cq(&mut a_scq, &[&db]);
+    assert_eq!((c.opcode(), c.byte_cnt()), (cqe::opcode::REQ, 43_000));
+    assert_eq!(eb.read(b_buf, 40_000), data);
+    assert_eq!(eb.read(b_buf + 40_000, 3000), tail);
+
+    // RDMA READ from B into A.
+    ea.post_send(
+        &mut a,
+        wqe::opcode::RDMA_READ,
+        CE,
+        0,
+        &[
+            &raddr_seg(b_buf + 39_000, b_key),
+            &dseg(1000, a_key, a_buf + 50_000),
+            &dseg(1500, a_key2, a_buf2 + 4096),
+        ],
+    );
+    let c = ea.wait_cq(&mut a_scq, &[&db]);
+    assert_eq!(
+        (c.wqe_opcode(), c.byte_cnt()),
+        (wqe::opcode::RDMA_READ, 2500)
+    );
+    assert_eq!(ea.read(a_buf + 50_000, 1000), data[39_000..40_000]);
+    assert_eq!(ea.read(a_buf2 + 4096, 1500), tail[..1500]);
+
+    // SEND into two receive scatter entries.
+    eb.post_recv(
+        &mut b,
+        &[(300, b_key, b_buf + 60_000), (1000, b_key, b_buf + 62_000)],
+    );
+    ea.post_send(
+        &mut a,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&dseg(900, a_key, a_buf + 7)],
+    );
+    let r = eb.wait_cq(&mut b_rcq, &[&da]);
+    assert_eq!((r.opcode(), r.byte_cnt()), (cqe::opcode::RESP_SEND, 900));
+    assert_eq!(eb.read(b_buf + 60_000, 300), data[7..307]);
+    assert_eq!(eb.read(b_buf + 62_000, 600), data[307..907]);
+    ea.wait_cq(&mut a_scq, &[&db]);
+
+    // The source is unmapped after A checked it but before B moves it: B drops the packet,
+    // A's ACK timer resends, and A now fails the WQE itself.
+    let before = eb.read(b_buf, 16);
+    ea.post_send(
+        &mut a,
+        wqe::opcode::RDMA_WRITE,
+        CE,
+        0,
+        &[&raddr_seg(b_buf, b_key), &dseg(16, a_key2, a_buf2)],
+    );
+    assert!(da.memory().free(a_buf2));
+    db.poll();
+    assert_eq!(
+        eb.read(b_buf, 16),
+        before,
+        "nothing written from a lost packet"
+    );
+    assert_eq!(db.with_hca(|h| h.port.dropped), 1);
+    let c = ea.wait_cq(&mut a_scq, &[&db]);
+    assert_eq!(
+        (c.syndrome(), c.vendor_syndrome()),
+        (
+            cqe::syndrome::LOCAL_PROT_ERR,
+            mlx5_sim::datapath::vendor::DMA_FAULT
+        )
+    );
+}
+
 fn sock_path(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("mlx5-dp-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

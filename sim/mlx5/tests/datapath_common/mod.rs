@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use mlx5_prm::*;
-use mlx5_sim::{GuestMemory, InProcHca};
+use mlx5_sim::InProcHca;
 
-use super::raw::{input, set, Done, Raw};
+use super::raw::{cap_bytes, input, set, Device, Done, Raw};
 
 /// Mkey access bits for [`Env::mkey`].
 pub const LR: u8 = 1;
@@ -30,9 +30,9 @@ pub const ASYNC_EVENTS: &[u8] = &[
 /// How long a test waits for something asynchronous (never asserted on as a duration).
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
-/// One HCA set up for data-path tests.
-pub struct Env {
-    pub raw: Raw,
+/// One HCA set up for data-path tests (the in-process HCA by default; any [`Device`]).
+pub struct Env<D: Device = InProcHca> {
+    pub raw: Raw<D>,
     pub uar: u32,
     pub eqn: u32,
     pub eq_buf: u64,
@@ -169,23 +169,46 @@ impl Cqe {
     }
 }
 
+/// A qpc field inside a modify-QP input.
+pub fn qpc_field(f: Field) -> Field {
+    f.within(rst2init_qp_in::QPC)
+}
+
+/// An address-path field inside a modify-QP input.
+pub fn path_field(f: Field) -> Field {
+    f.within(qpc::PRIMARY_ADDRESS_PATH)
+        .within(rst2init_qp_in::QPC)
+}
+
 impl Env {
+    /// [`qpc_field`] (here so `Env::qpc_field` needs no type annotation).
+    pub fn qpc_field(f: Field) -> Field {
+        qpc_field(f)
+    }
+
+    /// [`path_field`] (here so `Env::path_field` needs no type annotation).
+    pub fn path_field(f: Field) -> Field {
+        path_field(f)
+    }
+}
+
+impl<D: Device> Env<D> {
     /// Brings the HCA up, allocates a UAR, an EQ (async events + completions), a PD, enables
     /// RoCE and programs GID index 0 as `::ffff:10.0.0.<gid_last>` (RoCE v2, IPv4).
-    pub fn new(dev: InProcHca, gid_last: u8) -> Env {
+    pub fn new(dev: D, gid_last: u8) -> Env<D> {
         Self::with_atomic_mode(dev, gid_last, None)
     }
 
     /// [`Env::new`], setting `atomic_caps.atomic_req_8B_endianness_mode` before INIT_HCA (as
     /// Linux `handle_hca_cap_atomic` does) when `atomic_mode` is given.
-    pub fn with_atomic_mode(dev: InProcHca, gid_last: u8, atomic_mode: Option<u32>) -> Env {
+    pub fn with_atomic_mode(dev: D, gid_last: u8, atomic_mode: Option<u32>) -> Env<D> {
         let mut raw = Raw::new(dev);
         match atomic_mode {
             None => raw.bring_up(),
             Some(mode) => raw.bring_up_with(|raw| {
                 let d = raw.query_cap(hca_cap::cap_type::ATOMIC, true);
                 d.ok();
-                let mut cap = Raw::cap_bytes(&d);
+                let mut cap = cap_bytes(&d);
                 atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE
                     .set(&mut cap, mode)
                     .unwrap();
@@ -231,8 +254,28 @@ impl Env {
         gid[12..16].copy_from_slice(&[10, 0, 0, gid_last]);
         env.set_gid(0, gid);
         env.gid = gid;
-        env.mac = env.raw.dev.with_hca(|h| h.mac());
+        env.mac = env.query_mac();
         env
+    }
+
+    /// The port's permanent MAC (QUERY_NIC_VPORT_CONTEXT `permanent_address`).
+    pub fn query_mac(&mut self) -> [u8; 6] {
+        let d = self.raw.exec(
+            &input(
+                opcode::QUERY_NIC_VPORT_CONTEXT,
+                0,
+                query_nic_vport_context_in::BYTES,
+            ),
+            query_nic_vport_context_out::BYTES,
+        );
+        d.ok();
+        let ctx = query_nic_vport_context_out::NIC_VPORT_CONTEXT;
+        let hi = d.get(linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_47_32.within(ctx));
+        let lo = d.get(linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_31_0.within(ctx));
+        let mut mac = [0u8; 6];
+        mac[..2].copy_from_slice(&(hi as u16).to_be_bytes());
+        mac[2..].copy_from_slice(&lo.to_be_bytes());
+        mac
     }
 
     /// SET_ROCE_ADDRESS `index` = `gid` (RoCE v2, IPv4-mapped).
@@ -250,7 +293,7 @@ impl Env {
         self.raw.exec(&s, 16).ok();
     }
 
-    pub fn dev(&self) -> &InProcHca {
+    pub fn dev(&self) -> &D {
         &self.raw.dev
     }
 
@@ -262,7 +305,7 @@ impl Env {
 
     /// Allocates `len` bytes of DMA memory (page aligned).
     pub fn alloc(&self, len: usize) -> u64 {
-        self.raw.dev.alloc(len.max(1), 4096).unwrap()
+        self.raw.dev.alloc(len.max(1), 4096)
     }
 
     pub fn write(&self, addr: u64, data: &[u8]) {
@@ -452,22 +495,13 @@ impl Env {
         i
     }
 
-    pub fn qpc_field(f: Field) -> Field {
-        f.within(rst2init_qp_in::QPC)
-    }
-
-    pub fn path_field(f: Field) -> Field {
-        f.within(qpc::PRIMARY_ADDRESS_PATH)
-            .within(rst2init_qp_in::QPC)
-    }
-
     /// RST2INIT with port 1, P_Key index 0 and remote read/write/atomic enabled.
     pub fn rst2init_input(&self, qpn: u32) -> Vec<u8> {
         let mut i = self.modify_input(opcode::RST2INIT_QP, qpn, 0);
-        set(&mut i, Self::path_field(ads::VHCA_PORT_NUM), 1);
-        set(&mut i, Self::qpc_field(qpc::RRE), 1);
-        set(&mut i, Self::qpc_field(qpc::RWE), 1);
-        set(&mut i, Self::qpc_field(qpc::RAE), 1);
+        set(&mut i, path_field(ads::VHCA_PORT_NUM), 1);
+        set(&mut i, qpc_field(qpc::RRE), 1);
+        set(&mut i, qpc_field(qpc::RWE), 1);
+        set(&mut i, qpc_field(qpc::RAE), 1);
         i
     }
 
@@ -482,12 +516,12 @@ impl Env {
         min_rnr: u32,
     ) -> Vec<u8> {
         let mut i = self.modify_input(opcode::INIT2RTR_QP, qpn, 0);
-        set(&mut i, Self::qpc_field(qpc::MTU), 3);
-        set(&mut i, Self::qpc_field(qpc::LOG_MSG_MAX), 30);
-        set(&mut i, Self::qpc_field(qpc::REMOTE_QPN), remote_qpn);
-        set(&mut i, Self::qpc_field(qpc::NEXT_RCV_PSN), rq_psn);
-        set(&mut i, Self::qpc_field(qpc::LOG_RRA_MAX), 2);
-        set(&mut i, Self::qpc_field(qpc::MIN_RNR_NAK), min_rnr);
+        set(&mut i, qpc_field(qpc::MTU), 3);
+        set(&mut i, qpc_field(qpc::LOG_MSG_MAX), 30);
+        set(&mut i, qpc_field(qpc::REMOTE_QPN), remote_qpn);
+        set(&mut i, qpc_field(qpc::NEXT_RCV_PSN), rq_psn);
+        set(&mut i, qpc_field(qpc::LOG_RRA_MAX), 2);
+        set(&mut i, qpc_field(qpc::MIN_RNR_NAK), min_rnr);
         ads::RGID_RIP
             .within(qpc::PRIMARY_ADDRESS_PATH)
             .within(rst2init_qp_in::QPC)
@@ -498,9 +532,9 @@ impl Env {
             .within(rst2init_qp_in::QPC)
             .byte_offset();
         i[at..at + 6].copy_from_slice(&rmac);
-        set(&mut i, Self::path_field(ads::SRC_ADDR_INDEX), 0);
-        set(&mut i, Self::path_field(ads::HOP_LIMIT), 64);
-        set(&mut i, Self::path_field(ads::VHCA_PORT_NUM), 1);
+        set(&mut i, path_field(ads::SRC_ADDR_INDEX), 0);
+        set(&mut i, path_field(ads::HOP_LIMIT), 64);
+        set(&mut i, path_field(ads::VHCA_PORT_NUM), 1);
         i
     }
 
@@ -514,11 +548,11 @@ impl Env {
         timeout: u32,
     ) -> Vec<u8> {
         let mut i = self.modify_input(opcode::RTR2RTS_QP, qpn, 0);
-        set(&mut i, Self::qpc_field(qpc::NEXT_SEND_PSN), sq_psn);
-        set(&mut i, Self::qpc_field(qpc::RETRY_COUNT), retry);
-        set(&mut i, Self::qpc_field(qpc::RNR_RETRY), rnr_retry);
-        set(&mut i, Self::qpc_field(qpc::LOG_SRA_MAX), 2);
-        set(&mut i, Self::path_field(ads::ACK_TIMEOUT), timeout);
+        set(&mut i, qpc_field(qpc::NEXT_SEND_PSN), sq_psn);
+        set(&mut i, qpc_field(qpc::RETRY_COUNT), retry);
+        set(&mut i, qpc_field(qpc::RNR_RETRY), rnr_retry);
+        set(&mut i, qpc_field(qpc::LOG_SRA_MAX), 2);
+        set(&mut i, path_field(ads::ACK_TIMEOUT), timeout);
         i
     }
 
@@ -589,7 +623,7 @@ impl Env {
         qp.bf_half ^= 1;
         let v = u64::from_le_bytes(last[0..8].try_into().unwrap());
         self.raw.dev.write64(off, v);
-        self.raw.dev.flush();
+        self.raw.dev.settle();
     }
 
     /// Posts one send WQE and rings.
@@ -638,7 +672,7 @@ impl Env {
     }
 
     /// Polls until a CQE arrives, calling `poll` on the HCAs given (wire, timers).
-    pub fn wait_cq(&self, cq: &mut Cq, others: &[&InProcHca]) -> Cqe {
+    pub fn wait_cq(&self, cq: &mut Cq, others: &[&D]) -> Cqe {
         let deadline = Instant::now() + PATIENCE;
         loop {
             if let Some(c) = self.poll_cq(cq) {

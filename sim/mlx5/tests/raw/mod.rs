@@ -1,12 +1,69 @@
 //! A small raw-command driver for host tests: builds queue entries and mailbox chains in the
-//! in-process HCA's guest memory, rings the doorbell and reads status, syndrome and output
-//! back. Test code: no error handling beyond what the tests need.
+//! device's guest memory, rings the doorbell and reads status, syndrome and output back. The
+//! device is anything implementing [`Device`]: the in-process HCA, or (tests/two_process_wire.rs)
+//! an `mlx5-sim` process reached over QEMU's proxy protocol. Test code: no error handling
+//! beyond what the tests need.
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
 use mlx5_prm::*;
 use mlx5_sim::{GuestMemory, InProcHca};
+
+/// What the raw driver needs from a device: BAR0 MMIO, the guest memory it DMAs into, and a way
+/// to let it catch up.
+pub trait Device {
+    /// Guest memory as the driver sees it (the device DMAs into the same bytes).
+    fn mem(&self) -> &dyn GuestMemory;
+    /// Allocates zeroed DMA memory; returns its bus address.
+    fn alloc(&self, size: usize, align: usize) -> u64;
+    /// A 32-bit BAR0 load at `offset` (CPU byte order).
+    fn read32(&self, offset: u64) -> u32;
+    /// A 32-bit BAR0 store (CPU byte order).
+    fn write32(&self, offset: u64, value: u32);
+    /// A 64-bit BAR0 store (CPU byte order).
+    fn write64(&self, offset: u64, value: u64);
+    /// Waits for the device to process what was written so far. True if that is certain once
+    /// this returns (then a command entry still owned by hardware never completes); false if
+    /// the device works on its own time and the caller has to poll.
+    fn settle(&self) -> bool;
+    /// Lets the device deliver wire packets and run its timers, if it does not by itself.
+    fn poll(&self) {}
+
+    /// Reads the big-endian register dword at `offset`.
+    fn reg32(&self, offset: u64) -> u32 {
+        u32::from_be(self.read32(offset))
+    }
+    /// Writes the big-endian register dword at `offset`.
+    fn set_reg32(&self, offset: u64, value: u32) {
+        self.write32(offset, value.to_be())
+    }
+}
+
+impl Device for InProcHca {
+    fn mem(&self) -> &dyn GuestMemory {
+        &**self.memory()
+    }
+    fn alloc(&self, size: usize, align: usize) -> u64 {
+        InProcHca::alloc(self, size, align).unwrap()
+    }
+    fn read32(&self, offset: u64) -> u32 {
+        InProcHca::read32(self, offset)
+    }
+    fn write32(&self, offset: u64, value: u32) {
+        InProcHca::write32(self, offset, value)
+    }
+    fn write64(&self, offset: u64, value: u64) {
+        InProcHca::write64(self, offset, value)
+    }
+    fn settle(&self) -> bool {
+        self.flush();
+        true
+    }
+    fn poll(&self) {
+        InProcHca::poll(self)
+    }
+}
 
 /// Mailbox blocks allocated per direction (4 KiB pages, like rdma-core's vfio driver).
 pub const BLOCKS: usize = 24;
@@ -63,6 +120,20 @@ impl Done {
     }
 }
 
+impl Raw {
+    /// The capability bytes of a QUERY_HCA_CAP output (on the in-process `Raw` so the
+    /// `Raw::cap_bytes` path needs no type annotation; [`cap_bytes`] for any device).
+    pub fn cap_bytes(d: &Done) -> Vec<u8> {
+        cap_bytes(d)
+    }
+}
+
+/// The capability bytes of a QUERY_HCA_CAP output.
+pub fn cap_bytes(d: &Done) -> Vec<u8> {
+    let at = query_hca_cap_out::CAPABILITY.byte_offset();
+    d.out[at..at + 4096].to_vec()
+}
+
 /// A command input buffer.
 pub fn input(op: u16, op_mod: u16, len: usize) -> Vec<u8> {
     let mut b = vec![0u8; len];
@@ -77,18 +148,18 @@ pub fn set(b: &mut [u8], f: Field, v: u32) {
 }
 
 /// The raw driver.
-pub struct Raw {
-    pub dev: InProcHca,
+pub struct Raw<D: Device = InProcHca> {
+    pub dev: D,
     pub cmdq: u64,
     pub token: u8,
     pub in_blocks: Vec<u64>,
     pub out_blocks: Vec<u64>,
 }
 
-impl Raw {
+impl<D: Device> Raw<D> {
     /// Waits for `initializing` to clear, checks the command interface revision and programs
     /// the command queue.
-    pub fn new(dev: InProcHca) -> Raw {
+    pub fn new(dev: D) -> Raw<D> {
         let deadline = Instant::now() + PATIENCE;
         while dev.reg32(0x1fc) >> 31 != 0 {
             assert!(Instant::now() < deadline, "initializing never cleared");
@@ -96,15 +167,11 @@ impl Raw {
         }
         assert_eq!(dev.reg32(0x4) >> 16, 5, "cmdif revision");
         assert_eq!(dev.reg32(0x14) & 0xff, 0x56, "log_cmdq_size/stride");
-        let cmdq = dev.alloc(4096, 4096).unwrap();
+        let cmdq = dev.alloc(4096, 4096);
         dev.set_reg32(0x10, (cmdq >> 32) as u32);
         dev.set_reg32(0x14, cmdq as u32);
-        let in_blocks = (0..BLOCKS)
-            .map(|_| dev.alloc(4096, 4096).unwrap())
-            .collect();
-        let out_blocks = (0..BLOCKS)
-            .map(|_| dev.alloc(4096, 4096).unwrap())
-            .collect();
+        let in_blocks = (0..BLOCKS).map(|_| dev.alloc(4096, 4096)).collect();
+        let out_blocks = (0..BLOCKS).map(|_| dev.alloc(4096, 4096)).collect();
         Raw {
             dev,
             cmdq,
@@ -114,8 +181,8 @@ impl Raw {
         }
     }
 
-    pub fn mem(&self) -> &mlx5_sim::RegionMemory {
-        self.dev.memory()
+    pub fn mem(&self) -> &dyn GuestMemory {
+        self.dev.mem()
     }
 
     /// Executes `input` in slot 0 with an output of `outlen` bytes.
@@ -145,7 +212,7 @@ impl Raw {
         outlen: usize,
         tweak: impl FnOnce(&mut [u8; 64], &Self),
     ) -> u64 {
-        let mem = self.dev.memory();
+        let mem = self.dev.mem();
         let nin = cmdq::num_blocks(input.len());
         let nout = cmdq::num_blocks(outlen);
         assert!(
@@ -188,7 +255,7 @@ impl Raw {
         e[cmd_layout::STATUS_OWN] = cmdq::OWNER_HW;
         tweak(&mut e, self);
         let addr = self.cmdq + u64::from(slot) * 64;
-        self.dev.memory().write(addr, &e).unwrap();
+        self.dev.mem().write(addr, &e).unwrap();
         addr
     }
 
@@ -200,18 +267,25 @@ impl Raw {
     /// Waits for the entry at `entry_addr` to return to software (or for the device to have
     /// processed everything, if it never does) and reads the output.
     pub fn wait(&self, entry_addr: u64, outlen: usize) -> Done {
-        let mem = self.dev.memory();
+        let mem = self.dev.mem();
         let mut e = [0u8; 64];
-        // flush(): the device (thread) has processed the doorbell, so an entry still owned by
-        // hardware afterwards will never complete.
-        self.dev.flush();
-        mem.read(entry_addr, &mut e).unwrap();
-        if e[cmd_layout::STATUS_OWN] & 1 != 0 {
-            return Done {
-                delivery: None,
-                out: vec![0; outlen],
-                entry: e,
-            };
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            // settle() true: the device has processed the doorbell, so an entry still owned by
+            // hardware afterwards will never complete. False: poll until it is returned.
+            let settled = self.dev.settle();
+            mem.read(entry_addr, &mut e).unwrap();
+            if e[cmd_layout::STATUS_OWN] & 1 == 0 {
+                break;
+            }
+            if settled || Instant::now() >= deadline {
+                return Done {
+                    delivery: None,
+                    out: vec![0; outlen],
+                    entry: e,
+                };
+            }
+            std::thread::sleep(Duration::from_micros(200));
         }
         let mut out = vec![0u8; outlen];
         let n = outlen.min(16);
@@ -270,9 +344,7 @@ impl Raw {
 
     /// Allocates and gives `n` fresh pages.
     pub fn alloc_and_give(&mut self, n: usize) -> Vec<u64> {
-        let pages: Vec<u64> = (0..n)
-            .map(|_| self.dev.alloc(4096, 4096).unwrap())
-            .collect();
+        let pages: Vec<u64> = (0..n).map(|_| self.dev.alloc(4096, 4096)).collect();
         self.give_pages(&pages).ok();
         pages
     }
@@ -295,12 +367,6 @@ impl Raw {
             &input(opcode::QUERY_HCA_CAP, op_mod, 16),
             query_hca_cap_out::BYTES,
         )
-    }
-
-    /// The capability bytes of a QUERY_HCA_CAP output.
-    pub fn cap_bytes(d: &Done) -> Vec<u8> {
-        let at = query_hca_cap_out::CAPABILITY.byte_offset();
-        d.out[at..at + 4096].to_vec()
     }
 
     pub fn set_cap(&mut self, cap_type: u16, cap: &[u8]) -> Done {
@@ -332,7 +398,7 @@ impl Raw {
     /// [`bring_up`](Self::bring_up) with `before_init` run after the boot pages and the host
     /// endianness register, before the init pages and INIT_HCA: the place for SET_HCA_CAP
     /// (accepted only before INIT_HCA).
-    pub fn bring_up_with(&mut self, before_init: impl FnOnce(&mut Raw)) {
+    pub fn bring_up_with(&mut self, before_init: impl FnOnce(&mut Raw<D>)) {
         self.enable_hca().ok();
         let mut s = input(opcode::SET_ISSI, 0, 16);
         set(&mut s, set_issi_in::CURRENT_ISSI, 1);
@@ -356,7 +422,7 @@ impl Raw {
     /// subscribed to `events`. Returns (eqn, buffer address).
     pub fn create_eq(&mut self, uar: u32, log_size: u32, events: &[u8]) -> (u32, u64) {
         let bytes = (64usize << log_size).max(4096);
-        let buf = self.dev.alloc(bytes, 4096).unwrap();
+        let buf = self.dev.alloc(bytes, 4096);
         for k in 0..(1u64 << log_size) {
             self.mem().write(buf + k * 64 + 63, &[1]).unwrap();
         }
@@ -395,6 +461,6 @@ impl Raw {
     pub fn eq_doorbell(&self, uar: u32, eqn: u32, ci: u32, arm: bool) {
         let off = u64::from(uar) * 4096 + if arm { 0x40 } else { 0x48 };
         self.dev.set_reg32(off, (ci & 0xff_ffff) | eqn << 24);
-        self.dev.flush();
+        self.dev.settle();
     }
 }
