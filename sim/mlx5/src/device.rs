@@ -490,8 +490,9 @@ fn pcie_cap_body() -> Vec<u8> {
     // +0x02 PCI Express Capabilities: version 2, device/port type 0 (PCI Express Endpoint).
     put16(&mut b, 0x02, 0x0002);
     // +0x04 Device Capabilities: Max_Payload_Size Supported 512 B (2), Extended Tag Field
-    // Supported (bit 5), Role-Based Error Reporting (bit 15).
-    put32(&mut b, 0x04, 0x0000_8022);
+    // Supported (bit 5), Role-Based Error Reporting (bit 15), Function Level Reset Capability
+    // (bit 28; ConnectX functions are reset this way by Linux's pci_reset_function).
+    put32(&mut b, 0x04, 0x1000_8022);
     // +0x08 Device Control: Enable Relaxed Ordering (bit 4), Enable No Snoop (bit 11),
     // Max_Read_Request_Size 512 B (2 << 12).
     put16(&mut b, 0x08, 0x2810);
@@ -536,6 +537,15 @@ impl PciFunction for Mlx5Function {
     }
 
     fn config_write(&mut self, offset: u32, value: u32, len: u32) {
+        // Device Control bit 15, Initiate Function Level Reset (PCIe base spec 7.5.3.4): the
+        // bit always reads 0; setting it resets the function, configuration space included.
+        let flr_byte = (PCIE_CAP_OFFSET + 0x09) as u32;
+        let initiates_flr = (offset..offset + len.min(4)).contains(&flr_byte)
+            && (value >> (8 * (flr_byte - offset))) & 0x80 != 0;
+        if initiates_flr {
+            self.reset();
+            return;
+        }
         self.config.write(offset, value, len);
     }
 
@@ -766,9 +776,12 @@ mod tests {
         let flags = d.config_read(0x62, 2);
         assert_eq!(flags & 0xf, 2);
         assert_eq!((flags >> 4) & 0xf, 0);
-        // Device Control: MPS is writable, FLR is not.
-        d.config_write(0x68, 0x8030, 2);
+        // Device Control: MPS is writable; Initiate FLR resets the function (and reads 0).
+        assert_ne!(d.config_read(0x64, 4) & (1 << 28), 0, "FLR capable");
+        d.config_write(0x68, 0x0030, 2);
         assert_eq!(d.config_read(0x68, 2), 0x0030);
+        d.config_write(0x68, 0x8030, 2);
+        assert_eq!(d.config_read(0x68, 2), 0x2810);
         // Link Status: 8 GT/s x16.
         assert_eq!(d.config_read(0x72, 2) & 0x3ff, 0x103);
         // PM: version 3; power state writable.
