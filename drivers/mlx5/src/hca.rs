@@ -19,7 +19,7 @@ use crate::caps::Caps;
 use crate::cmd::{get, CmdBuf, CmdQueue, CmdTimeouts};
 use crate::eq::EventQueue;
 use crate::error::{Error, Result};
-use crate::hal::{Bar, Hal};
+use crate::hal::{Bar, Hal, HalError};
 use crate::pages::FwPages;
 use crate::uar::Uar;
 
@@ -34,6 +34,8 @@ pub struct Config {
     pub enable_roce: bool,
     /// Program GID index 0 with the RoCE v2 link-local GID derived from the MAC.
     pub default_gid: bool,
+    /// Reset the PCI function (FLR) before bring-up where the HAL can.
+    pub reset_function: bool,
 }
 
 impl Default for Config {
@@ -43,6 +45,7 @@ impl Default for Config {
             cmd: CmdTimeouts::default(),
             enable_roce: true,
             default_gid: true,
+            reset_function: true,
         }
     }
 }
@@ -373,6 +376,15 @@ impl<H: Hal> Device<H> {
 /// Brings the function up: returns the device state and what the verbs layer needs.
 pub(crate) fn open<H: Hal>(hal: &H, cfg: &Config) -> Result<Opened<H>> {
     let bar = Bar(hal);
+    // Start from a clean function where the platform can reset it: whatever a previous
+    // driver (or a crashed run) left in the HCA is gone (Linux mlx5 probe after
+    // pci_reset_function; rdma-core mlx5_vfio.c resets through VFIO_DEVICE_RESET).
+    if cfg.reset_function {
+        match hal.function_level_reset() {
+            Ok(()) | Err(HalError::Unsupported) => {}
+            Err(e) => return Err(Error::Hal(e)),
+        }
+    }
     // Registers before any command (facts notes: probe sequence; Linux main.c
     // mlx5_function_enable, rdma-core mlx5_vfio_setup_function).
     let fw_rev = bar.read32(init_seg::FW_REV)?;
