@@ -26,7 +26,7 @@ use mlx5_prm::{
     create_cq_in, create_cq_out, destroy_cq_in, event, query_cq_in, query_cq_out,
 };
 
-use crate::cmd::{CmdError, CmdResult};
+use crate::cmd::{self, err, field as get, CmdResult};
 use crate::hca::Hca;
 use crate::memory::{DmaError, GuestMemory};
 use crate::mr::{PagedBuffer, PasError};
@@ -441,25 +441,14 @@ impl CqTable {
     }
 }
 
-fn err(status: u8, syndrome: u32) -> CmdError {
-    CmdError { status, syndrome }
-}
-
-fn get(f: mlx5_prm::Field, buf: &[u8]) -> u32 {
-    f.get(buf).unwrap_or(0)
-}
-
 fn check_lengths(input: &[u8], in_min: usize, output: &[u8], out_min: usize) -> CmdResult {
-    if input.len() < in_min {
-        return Err(err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT));
-    }
-    if output.len() < out_min {
-        return Err(err(
-            cmd_status::BAD_OUTP_LEN_ERR,
-            syndrome::OUTPUT_TOO_SHORT,
-        ));
-    }
-    Ok(())
+    cmd::check_lengths(
+        input,
+        in_min,
+        output,
+        out_min,
+        (syndrome::INPUT_TOO_SHORT, syndrome::OUTPUT_TOO_SHORT),
+    )
 }
 
 /// CREATE_CQ (opcode 0x400).

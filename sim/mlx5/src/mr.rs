@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 
 use mlx5_prm::{
     cmd_hca_cap, cmd_status, create_mkey_in, create_mkey_out, destroy_mkey_in, mkc,
-    mkc_access_mode, mkey, pages, query_mkey_in, query_mkey_out, Field,
+    mkc_access_mode, mkey, pages, query_mkey_in, query_mkey_out,
 };
 
-use crate::cmd::{CmdError, CmdResult};
+use crate::cmd::{self, bad_param, err, field as get, CmdResult};
 use crate::hca::Hca;
 use crate::memory::{DmaError, GuestMemory};
 
@@ -405,30 +405,14 @@ impl MkeyTable {
     }
 }
 
-fn err(status: u8, syndrome: u32) -> CmdError {
-    CmdError { status, syndrome }
-}
-
-fn bad_param(syndrome: u32) -> CmdError {
-    err(cmd_status::BAD_PARAM_ERR, syndrome)
-}
-
-/// Reads a field of a command input whose length was checked by the caller.
-fn get(f: Field, buf: &[u8]) -> u32 {
-    f.get(buf).unwrap_or(0)
-}
-
 fn check_lengths(input: &[u8], in_min: usize, output: &[u8], out_min: usize) -> CmdResult {
-    if input.len() < in_min {
-        return Err(err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT));
-    }
-    if output.len() < out_min {
-        return Err(err(
-            cmd_status::BAD_OUTP_LEN_ERR,
-            syndrome::OUTPUT_TOO_SHORT,
-        ));
-    }
-    Ok(())
+    cmd::check_lengths(
+        input,
+        in_min,
+        output,
+        out_min,
+        (syndrome::INPUT_TOO_SHORT, syndrome::OUTPUT_TOO_SHORT),
+    )
 }
 
 /// CREATE_MKEY (opcode 0x200): validates the mkc and the translation list, allocates an index

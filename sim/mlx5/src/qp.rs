@@ -22,7 +22,7 @@ use mlx5_prm::{
     qp_2rst_in, qp_db, qpc, query_qp_in, query_qp_out, rst2init_qp_in, Field,
 };
 
-use crate::cmd::{CmdError, CmdResult};
+use crate::cmd::{self, bad_param, err, field as get, CmdResult};
 use crate::hca::Hca;
 use crate::mr::{PagedBuffer, PasError};
 
@@ -361,29 +361,14 @@ impl QpTable {
     }
 }
 
-fn err(status: u8, syndrome: u32) -> CmdError {
-    CmdError { status, syndrome }
-}
-
-fn bad_param(syndrome: u32) -> CmdError {
-    err(cmd_status::BAD_PARAM_ERR, syndrome)
-}
-
-fn get(f: Field, buf: &[u8]) -> u32 {
-    f.get(buf).unwrap_or(0)
-}
-
 fn check_lengths(input: &[u8], in_min: usize, output: &[u8], out_min: usize) -> CmdResult {
-    if input.len() < in_min {
-        return Err(err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT));
-    }
-    if output.len() < out_min {
-        return Err(err(
-            cmd_status::BAD_OUTP_LEN_ERR,
-            syndrome::OUTPUT_TOO_SHORT,
-        ));
-    }
-    Ok(())
+    cmd::check_lengths(
+        input,
+        in_min,
+        output,
+        out_min,
+        (syndrome::INPUT_TOO_SHORT, syndrome::OUTPUT_TOO_SHORT),
+    )
 }
 
 /// Reads the `ads` fields at `path` (a nested field of the qpc).
