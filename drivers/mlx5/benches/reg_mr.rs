@@ -1,9 +1,26 @@
-//! reg_mr cost against the emulated HCA: 2 MiB, 64 MiB and 1 GiB regions registered as one
-//! contiguous buffer (one translation entry), as separate 2 MiB huge pages (one entry each),
-//! and as 4 KiB pages. Prints commands sent, MTT entries, page size and time.
+//! reg_mr cost, side by side with Linux page pinning, in one run.
 //!
-//! `cargo bench -p mlx5 --bench reg_mr` (plain std::time; the model's own work is included,
-//! so the figures compare layouts, not hardware).
+//! For 2 MiB, 64 MiB and 1 GiB:
+//! - the driver's registration over the in-process emulated HCA (`reg_phys`): one naturally
+//!   aligned contiguous buffer (what huge-page memory gives: one translation entry), the same
+//!   memory as separate 2 MiB pages (one entry each), and as 4 KiB pages; commands sent, MTT
+//!   entries, median time;
+//! - Linux pinning of the same sizes through io_uring buffer registration
+//!   (`IORING_REGISTER_BUFFERS`, which pins with `pin_user_pages` as `ibv_reg_mr` does), of
+//!   anonymous memory touched first with 4 KiB pages (`MADV_NOHUGEPAGE`) and with 2 MiB huge
+//!   pages (`MAP_HUGETLB`). As root the bench raises `/proc/sys/vm/nr_hugepages` for the run
+//!   when too few huge pages are free and restores it afterwards.
+//!
+//! Times are medians over `--reps=N` repetitions (default 7); each registration is undone
+//! (dereg / `IORING_UNREGISTER_BUFFERS`) between repetitions, outside the timing. The last
+//! column is the Linux time divided by the driver's contiguous registration of the same size.
+//! Rows that cannot run here (no io_uring, no huge pages, ...) say `SKIPPED: ... because ...`.
+//!
+//! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N]`
+//!
+//! The driver's figures include the emulated device's own work (it executes CREATE_MKEY in
+//! the same process), so they compare what each side does per registration, not hardware
+//! latency.
 
 #[path = "../tests/common/mod.rs"]
 #[allow(dead_code)]
@@ -13,95 +30,440 @@ use std::time::Instant;
 
 use common::*;
 use mlx5::mr::PhysChunk;
-use mlx5::{AccessFlags, Context, DmaBuffer, Hal};
+use mlx5::{AccessFlags, Context, DmaBuffer, Hal, ProtectionDomain};
+
+const MIB: usize = 1 << 20;
+const HUGE: usize = 2 * MIB;
+
+struct Row {
+    size: &'static str,
+    method: String,
+    commands: String,
+    entries: String,
+    median: Result<u128, String>,
+    /// Linux rows: compared with the driver's contiguous registration of the same size.
+    linux: bool,
+}
+
+fn median(mut v: Vec<u128>) -> u128 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
 
 fn main() {
+    let reps: usize = std::env::args()
+        .find_map(|a| a.strip_prefix("--reps=").and_then(|v| v.parse().ok()))
+        .unwrap_or(7)
+        .max(1);
     let sim = SimHal::new();
     let hal = TestHal(sim.clone());
     let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
     let pd = ctx.alloc_pd().unwrap();
-    println!("| size | layout | commands | MTT entries | page | reg ns | dereg ns |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
-    for (name, size) in [
-        ("2 MiB", 2usize << 20),
-        ("64 MiB", 64 << 20),
-        ("1 GiB", 1 << 30),
-    ] {
-        // Memory the "huge pages" come from: one naturally aligned allocation.
-        let backing = hal.dma_alloc(size, size).expect("backing memory");
-        let base = backing.bus_addr();
-        let layouts: Vec<(&str, Vec<PhysChunk>)> = vec![
-            (
-                "contiguous",
-                vec![PhysChunk {
-                    bus: base,
-                    len: size as u64,
-                }],
-            ),
-            // Reversed so that no two pages are physically adjacent in region order.
-            (
-                "2 MiB pages",
-                (0..size / (2 << 20))
-                    .rev()
-                    .map(|i| PhysChunk {
-                        bus: base + (i as u64) * (2 << 20),
-                        len: 2 << 20,
-                    })
-                    .collect(),
-            ),
-            (
-                "4 KiB pages",
-                (0..size / 4096)
-                    .rev()
-                    .map(|i| PhysChunk {
-                        bus: base + (i as u64) * 4096,
-                        len: 4096,
-                    })
-                    .collect(),
-            ),
-        ];
-        for (layout, chunks) in layouts {
+    let ring = linux::Ring::new();
+    let sizes = [
+        ("2 MiB", 2 * MIB),
+        ("64 MiB", 64 * MIB),
+        ("1 GiB", 1024 * MIB),
+    ];
+    // Huge pages are only worth reserving when io_uring can pin them.
+    let largest = if ring.is_ok() {
+        sizes.iter().map(|s| s.1).max().unwrap_or(0)
+    } else {
+        0
+    };
+    let hugepages = linux::HugePages::reserve(largest);
+    let mut rows = Vec::new();
+    for (name, size) in sizes {
+        rows.extend(ours(&ctx, &pd, &hal, name, size, reps));
+        rows.push(linux_row(&ring, name, size, false, &hugepages, reps));
+        rows.push(linux_row(&ring, name, size, true, &hugepages, reps));
+    }
+    drop(hugepages);
+    print_table(&rows, reps);
+}
+
+/// The driver's registrations of `size` bytes of one naturally aligned buffer.
+fn ours(
+    ctx: &Context<TestHal>,
+    pd: &ProtectionDomain<TestHal>,
+    hal: &TestHal,
+    name: &'static str,
+    size: usize,
+    reps: usize,
+) -> Vec<Row> {
+    let backing = hal.dma_alloc(size, size).expect("backing memory");
+    let base = backing.bus_addr();
+    let pages = |page: usize| -> Vec<PhysChunk> {
+        // Reversed so that no two pages are physically adjacent in region order.
+        (0..size / page)
+            .rev()
+            .map(|i| PhysChunk {
+                bus: base + (i * page) as u64,
+                len: page as u64,
+            })
+            .collect()
+    };
+    let layouts: Vec<(&str, Vec<PhysChunk>)> = vec![
+        (
+            "contiguous",
+            vec![PhysChunk {
+                bus: base,
+                len: size as u64,
+            }],
+        ),
+        ("2 MiB pages", pages(HUGE)),
+        ("4 KiB pages", pages(4096)),
+    ];
+    let page_of = |layout: &str| match layout {
+        "contiguous" => size,
+        "2 MiB pages" => HUGE,
+        _ => 4096,
+    };
+    let mut rows = Vec::new();
+    for (layout, chunks) in layouts {
+        let method = format!("mlx5 reg_mr, {layout}");
+        let mut times = Vec::new();
+        let mut last = (0, 0, 0);
+        let mut refused = None;
+        for _ in 0..reps {
             let before = ctx.commands_sent();
             let t = Instant::now();
-            // SAFETY: `backing` stays allocated (and unused otherwise) until after dereg.
+            // SAFETY: `backing` stays allocated (and otherwise unused) until after dereg.
             let r = unsafe { pd.reg_phys(&chunks, 0x7f00_0000_0000, AccessFlags::ALL) };
-            let reg = t.elapsed().as_nanos();
+            let ns = t.elapsed().as_nanos();
             let cmds = ctx.commands_sent() - before;
-            let mut mr = match r {
-                Ok(mr) => mr,
+            match r {
+                Ok(mut mr) => {
+                    let (entries, shift) = mr.translation();
+                    last = (cmds, entries, shift);
+                    times.push(ns);
+                    mr.dereg().expect("dereg");
+                }
                 Err(e) => {
-                    // One CREATE_MKEY carrying every entry: beyond the command length the
+                    // One CREATE_MKEY carries every entry; beyond the command length the
                     // device accepts, the driver gets a typed error (UMR would be needed).
-                    println!(
-                        "| {name} | {layout} | {cmds} | {} | - | refused: {e:?} | - |",
-                        chunks.len()
-                    );
-                    continue;
+                    refused = Some((cmds, e));
+                    break;
+                }
+            }
+        }
+        rows.push(match refused {
+            Some((cmds, e)) => Row {
+                size: name,
+                method,
+                commands: cmds.to_string(),
+                entries: format!("{} x {}", chunks.len(), page_name(page_of(layout))),
+                median: Err(format!("refused by the device: {e:?}")),
+                linux: false,
+            },
+            None => Row {
+                size: name,
+                method,
+                commands: last.0.to_string(),
+                entries: format!("{} x {}", last.1, page_name(1 << last.2)),
+                median: Ok(median(times)),
+                linux: false,
+            },
+        });
+    }
+    drop(backing);
+    rows
+}
+
+fn linux_row(
+    ring: &Result<linux::Ring, String>,
+    name: &'static str,
+    size: usize,
+    huge: bool,
+    hugepages: &linux::HugePages,
+    reps: usize,
+) -> Row {
+    let method = format!(
+        "Linux io_uring pin, {}",
+        if huge {
+            "2 MiB huge pages"
+        } else {
+            "4 KiB pages"
+        }
+    );
+    let page = if huge { HUGE } else { 4096 };
+    let entries = format!("{} x {} pinned", size / page, page_name(page));
+    let median = (|| {
+        let ring = ring.as_ref().map_err(|e| e.clone())?;
+        if huge {
+            hugepages.check(size / HUGE)?;
+        }
+        let buf = linux::Buffer::new(size, huge)?;
+        let mut times = Vec::new();
+        for _ in 0..reps {
+            times.push(ring.register_timed(&buf)?);
+            ring.unregister()?;
+        }
+        Ok(median(times))
+    })();
+    Row {
+        size: name,
+        method,
+        commands: "-".into(),
+        entries,
+        median,
+        linux: true,
+    }
+}
+
+fn page_name(bytes: usize) -> String {
+    if bytes >= 1 << 30 {
+        format!("{} GiB", bytes >> 30)
+    } else if bytes >= MIB {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+fn print_table(rows: &[Row], reps: usize) {
+    println!(
+        "| size | method | commands | MTT entries / pages pinned | median ns ({reps} reps) | Linux / mlx5 contiguous |"
+    );
+    println!("|---|---|---:|---:|---:|---:|");
+    for r in rows {
+        let ours = rows
+            .iter()
+            .find(|o| o.size == r.size && o.method.ends_with("contiguous"))
+            .and_then(|o| o.median.as_ref().ok().copied());
+        let ratio = match (r.linux, &r.median, ours) {
+            (true, Ok(ns), Some(o)) if o > 0 => format!("{:.0}x", *ns as f64 / o as f64),
+            _ => "-".into(),
+        };
+        let median = match &r.median {
+            Ok(ns) => ns.to_string(),
+            Err(why) if r.linux => format!("SKIPPED: {} because {why}", r.method),
+            Err(why) => why.clone(),
+        };
+        println!(
+            "| {} | {} | {} | {} | {median} | {ratio} |",
+            r.size, r.method, r.commands, r.entries
+        );
+    }
+}
+
+/// Linux page pinning through io_uring buffer registration, with raw system calls.
+mod linux {
+    use std::io;
+    use std::time::Instant;
+
+    /// `IORING_REGISTER_BUFFERS` / `IORING_UNREGISTER_BUFFERS` (Linux
+    /// include/uapi/linux/io_uring.h, enum io_uring_register_op).
+    const IORING_REGISTER_BUFFERS: libc::c_long = 0;
+    const IORING_UNREGISTER_BUFFERS: libc::c_long = 1;
+    /// `sizeof(struct io_uring_params)` (include/uapi/linux/io_uring.h): 10 u32 fields and
+    /// two 40-byte offset structs.
+    const IO_URING_PARAMS_BYTES: usize = 120;
+
+    fn os_err(what: &str) -> String {
+        format!("{what} failed: {}", io::Error::last_os_error())
+    }
+
+    /// An io_uring instance (only used to register buffers).
+    pub struct Ring {
+        fd: libc::c_int,
+    }
+
+    impl Ring {
+        pub fn new() -> Result<Ring, String> {
+            let mut params = [0u64; IO_URING_PARAMS_BYTES / 8];
+            // SAFETY: io_uring_setup(entries, params) reads and writes the 120-byte
+            // io_uring_params behind the pointer, which `params` provides.
+            let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 4u32, params.as_mut_ptr()) };
+            if fd < 0 {
+                return Err(os_err("io_uring_setup"));
+            }
+            Ok(Ring {
+                fd: fd as libc::c_int,
+            })
+        }
+
+        /// Registers (pins) `buf` as one fixed buffer; returns the time the call took.
+        pub fn register_timed(&self, buf: &Buffer) -> Result<u128, String> {
+            let iov = libc::iovec {
+                iov_base: buf.ptr.cast(),
+                iov_len: buf.len,
+            };
+            let t = Instant::now();
+            // SAFETY: one iovec describing memory this process mapped and keeps mapped until
+            // the buffer is unregistered (Buffer outlives the registration).
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_io_uring_register,
+                    self.fd,
+                    IORING_REGISTER_BUFFERS,
+                    &iov as *const libc::iovec,
+                    1u32,
+                )
+            };
+            let ns = t.elapsed().as_nanos();
+            if r < 0 {
+                return Err(os_err("IORING_REGISTER_BUFFERS"));
+            }
+            Ok(ns)
+        }
+
+        pub fn unregister(&self) -> Result<(), String> {
+            // SAFETY: no argument memory is passed.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_io_uring_register,
+                    self.fd,
+                    IORING_UNREGISTER_BUFFERS,
+                    std::ptr::null::<u8>(),
+                    0u32,
+                )
+            };
+            if r < 0 {
+                return Err(os_err("IORING_UNREGISTER_BUFFERS"));
+            }
+            Ok(())
+        }
+    }
+
+    impl Drop for Ring {
+        fn drop(&mut self) {
+            // SAFETY: the fd is ours and closed once.
+            unsafe { libc::close(self.fd) };
+        }
+    }
+
+    /// Anonymous memory, every page touched (so pinning finds it present).
+    pub struct Buffer {
+        ptr: *mut u8,
+        len: usize,
+    }
+
+    impl Buffer {
+        pub fn new(len: usize, huge: bool) -> Result<Buffer, String> {
+            let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+            if huge {
+                flags |= libc::MAP_HUGETLB;
+            }
+            // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    flags,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(os_err(if huge { "mmap(MAP_HUGETLB)" } else { "mmap" }));
+            }
+            let buf = Buffer { ptr: p.cast(), len };
+            if !huge {
+                // Keep transparent huge pages out: this row is about 4 KiB pages.
+                // SAFETY: advice on the mapping just created.
+                if unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) } != 0 {
+                    return Err(os_err("madvise(MADV_NOHUGEPAGE)"));
+                }
+            }
+            let step = if huge { super::HUGE } else { 4096 };
+            for off in (0..len).step_by(step) {
+                // SAFETY: off < len, inside the mapping.
+                unsafe { buf.ptr.add(off).write_volatile(1) };
+            }
+            Ok(buf)
+        }
+    }
+
+    impl Drop for Buffer {
+        fn drop(&mut self) {
+            // SAFETY: exactly the mapping `new` created, unmapped once.
+            unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        }
+    }
+
+    fn meminfo(key: &str) -> Option<usize> {
+        let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = s.lines().find(|l| l.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
+
+    /// Enough free 2 MiB huge pages for the run, raised if needed (as root) and put back.
+    pub struct HugePages {
+        /// The value to restore, when the bench changed it.
+        restore: Option<String>,
+        free: usize,
+        why_short: String,
+    }
+
+    impl HugePages {
+        pub fn reserve(bytes: usize) -> HugePages {
+            let need = bytes.div_ceil(super::HUGE);
+            let size_kb = meminfo("Hugepagesize:").unwrap_or(0);
+            let free = meminfo("HugePages_Free:").unwrap_or(0);
+            let mut hp = HugePages {
+                restore: None,
+                free,
+                why_short: String::new(),
+            };
+            if size_kb != 2048 {
+                hp.free = 0;
+                hp.why_short = format!("the default huge page size is {size_kb} KiB, not 2 MiB");
+                return hp;
+            }
+            if free >= need {
+                return hp;
+            }
+            let old = match std::fs::read_to_string(NR_HUGEPAGES) {
+                Ok(v) => v.trim().to_string(),
+                Err(e) => {
+                    hp.why_short = format!("{NR_HUGEPAGES} is not readable ({e})");
+                    return hp;
                 }
             };
-            let (entries, shift) = mr.translation();
-            let t = Instant::now();
-            mr.dereg().unwrap();
-            let dereg = t.elapsed().as_nanos();
-            let page = if shift >= 30 {
-                format!("{} GiB", 1u64 << (shift - 30))
-            } else if shift >= 20 {
-                format!("{} MiB", 1u64 << (shift - 20))
-            } else {
-                format!("{} KiB", 1u64 << (shift - 10))
-            };
-            println!("| {name} | {layout} | {cmds} | {entries} | {page} | {reg} | {dereg} |");
+            let total: usize = old.parse().unwrap_or(0);
+            let want = total + (need - free);
+            if let Err(e) = std::fs::write(NR_HUGEPAGES, want.to_string()) {
+                hp.why_short = format!("{NR_HUGEPAGES} could not be raised to {want} ({e})");
+                return hp;
+            }
+            hp.restore = Some(old);
+            hp.free = meminfo("HugePages_Free:").unwrap_or(0);
+            if hp.free < need {
+                hp.why_short = format!(
+                    "the kernel found only {} free huge pages after raising {NR_HUGEPAGES} to \
+                     {want}",
+                    hp.free
+                );
+            }
+            hp
         }
-        drop(backing);
+
+        /// Ok when `n` huge pages are free for a row.
+        pub fn check(&self, n: usize) -> Result<(), String> {
+            if self.free >= n {
+                Ok(())
+            } else if self.why_short.is_empty() {
+                Err(format!(
+                    "only {} free 2 MiB huge pages (need {n})",
+                    self.free
+                ))
+            } else {
+                Err(format!("{} (need {n})", self.why_short))
+            }
+        }
     }
-    // The safe path: the driver allocates the buffer itself.
-    let t = Instant::now();
-    let before = ctx.commands_sent();
-    let mr = pd.alloc_mr(64 << 20, AccessFlags::ALL).unwrap();
-    println!(
-        "| 64 MiB | alloc_mr (driver-owned DMA buffer) | {} | {} | - | {} | - |",
-        ctx.commands_sent() - before,
-        mr.translation().0,
-        t.elapsed().as_nanos()
-    );
+
+    impl Drop for HugePages {
+        fn drop(&mut self) {
+            if let Some(old) = self.restore.take() {
+                if let Err(e) = std::fs::write(NR_HUGEPAGES, &old) {
+                    eprintln!("could not restore {NR_HUGEPAGES} to {old}: {e}");
+                }
+            }
+        }
+    }
 }

@@ -9,6 +9,7 @@
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ptr;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use mlx5_prm::{
     cq_db, cqc, cqe, create_cq_in, create_cq_out, destroy_cq_in, destroy_cq_out, opcode, uar, wqe,
@@ -114,7 +115,8 @@ pub struct WorkCompletion {
     pub status: WcStatus,
     /// Opcode (meaningful when `status` is success).
     pub opcode: WcOpcode,
-    /// Bytes transferred (receives, RDMA READ, atomics).
+    /// Bytes transferred: defined for receives, RDMA READ and atomics (verbs leaves it
+    /// undefined for SEND and RDMA WRITE completions; there it is the CQE's `byte_cnt`).
     pub byte_len: u32,
     /// Immediate data, when the sender attached some.
     pub imm: Option<u32>,
@@ -147,11 +149,26 @@ pub(crate) struct CqShared<H: Hal> {
     buf: Option<DmaMem<H::Dma>>,
     db: Option<DmaMem<H::Dma>>,
     /// QPs whose completions land here.
-    pub(crate) qps: spin::RwLock<Vec<Arc<WqShared>>>,
+    qps: spin::RwLock<Vec<Arc<WqShared>>>,
+    /// Bumped whenever `qps` changes: pollers drop their cached QP (a destroyed QP's number
+    /// can come back for a new QP).
+    qps_gen: AtomicU32,
     destroyed: core::sync::atomic::AtomicBool,
 }
 
 impl<H: Hal> CqShared<H> {
+    /// Routes completions of `q` to this CQ.
+    pub(crate) fn attach(&self, q: &Arc<WqShared>) {
+        self.qps.write().push(q.clone());
+        self.qps_gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Stops routing completions of `q` here.
+    pub(crate) fn detach(&self, q: &Arc<WqShared>) {
+        self.qps.write().retain(|x| !Arc::ptr_eq(x, q));
+        self.qps_gen.fetch_add(1, Ordering::AcqRel);
+    }
+
     fn destroy(&self) -> Result<()> {
         if self
             .destroyed
@@ -184,7 +201,12 @@ pub struct CompletionQueue<H: Hal> {
     cqe_cnt: u32,
     ci: u32,
     arm_sn: u32,
-    cached: Option<Arc<WqShared>>,
+    /// The QP the last CQE named (completions of one QP come in runs), or `placeholder`.
+    cached: Arc<WqShared>,
+    /// Matches no CQE.
+    placeholder: Arc<WqShared>,
+    /// `CqShared::qps_gen` when `cached` was taken.
+    cached_gen: u32,
 }
 
 // SAFETY: the raw pointers point into buffers owned by `shared` (kept alive by the Arc);
@@ -228,12 +250,14 @@ pub(crate) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, entries: u32) -> Result<Com
     ctx.exec(&c, &mut out)?;
     let cqn = get(&out, create_cq_out::CQN);
     let (bp, dp) = (buf.ptr() as *const u8, db.ptr());
+    let placeholder = Arc::new(WqShared::placeholder());
     let shared = Arc::new(CqShared {
         ctx: ctx.clone(),
         cqn,
         buf: Some(buf),
         db: Some(db),
         qps: spin::RwLock::new(Vec::new()),
+        qps_gen: AtomicU32::new(0),
         destroyed: core::sync::atomic::AtomicBool::new(false),
     });
     Ok(CompletionQueue {
@@ -243,7 +267,9 @@ pub(crate) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, entries: u32) -> Result<Com
         cqe_cnt,
         ci: 0,
         arm_sn: 0,
-        cached: None,
+        cached: placeholder.clone(),
+        placeholder,
+        cached_gen: 0,
     })
 }
 
@@ -261,6 +287,12 @@ impl<H: Hal> CompletionQueue<H> {
     /// Polls up to `wc.len()` completions into `wc`; returns how many. The consumer index is
     /// written to the doorbell record once, at the end. A fatal device state is reported as
     /// an error; the event queue is checked for page requests with one owner-bit read.
+    ///
+    /// Per CQE (rdma-core cq.c `mlx5_poll_one`): owner bit and opcode, read barrier, then
+    /// only the fields the completion needs, straight from the ring. A successful send
+    /// completion of the QP the previous CQE named is handled inline; everything else
+    /// (receives, errors, another QP, garbage) goes through `parse`, out of line.
+    #[inline]
     pub fn poll(&mut self, wc: &mut [WorkCompletion]) -> Result<usize> {
         let Self {
             shared,
@@ -269,6 +301,8 @@ impl<H: Hal> CompletionQueue<H> {
             cqe_cnt,
             ci,
             cached,
+            placeholder,
+            cached_gen,
             ..
         } = self;
         let (buf, db, cqe_cnt) = (*buf, *db, *cqe_cnt);
@@ -276,31 +310,66 @@ impl<H: Hal> CompletionQueue<H> {
         if let Some(s) = ctx.fatal() {
             return Err(Error::DeviceFatal { syndrome: s });
         }
-        let mut n = 0;
+        let gen = shared.qps_gen.load(Ordering::Acquire);
+        if gen != *cached_gen {
+            *cached = placeholder.clone();
+            *cached_gen = gen;
+        }
         let mask = cqe_cnt - 1;
         let hal = &ctx.hal;
-        while n < wc.len() {
-            // SAFETY: (ci & mask) < cqe_cnt, so the CQE lies inside the buffer of cqe_cnt * 64
-            // bytes `shared` owns; volatile because the device writes it.
-            let cqe_p = unsafe { buf.add(((*ci & mask) as usize) * cqe::SIZE) };
+        let start = *ci;
+        let mut cur = start;
+        for w in wc.iter_mut() {
+            // SAFETY: (cur & mask) < cqe_cnt, so the CQE lies inside the buffer of
+            // cqe_cnt * 64 bytes `shared` owns; volatile because the device writes it.
+            let cqe_p = unsafe { buf.add(((cur & mask) as usize) * cqe::SIZE) };
             // SAFETY: as above.
             let op_own = unsafe { ptr::read_volatile(cqe_p.add(cqe::offset::OP_OWN)) };
-            if !cqe::is_sw_owned(op_own, *ci, cqe_cnt) {
+            // Software owns the CQE when its owner bit is the pass parity of `cur`
+            // (rdma-core cq.c `get_sw_cqe`) and the opcode is not INVALID. The common case, a
+            // successful send completion (opcode REQ = 0), is one compare.
+            let owner = ((cur & cqe_cnt) != 0) as u8;
+            let req = op_own & (0xf0 | cqe::OWNER_MASK) == (cqe::opcode::REQ << 4 | owner);
+            if !req && !cqe::is_sw_owned(op_own, cur, cqe_cnt) {
                 break;
             }
             hal.dma_rmb();
-            *ci = ci.wrapping_add(1);
-            // SAFETY: the CQE's 64 bytes lie inside the buffer and the device handed it over.
-            wc[n] = unsafe { parse(shared, cached, Cqe(cqe_p), op_own) };
-            n += 1;
+            cur = cur.wrapping_add(1);
+            let c = Cqe(cqe_p);
+            // SAFETY: the CQE's 64 bytes lie inside the buffer and the device handed it over;
+            // the offsets are inside mlx5_cqe64 (mlx5_prm::cqe::offset).
+            let sop_raw = unsafe { c.ne32(cqe::offset::SOP_DROP_QPN) };
+            // Bytes 1..4: the QP number; byte 0: the WQE opcode (rdma-core handle_good_req).
+            if !req || sop_raw & QPN_BYTES != cached.qpn_key {
+                let sop = u32::from_be(sop_raw);
+                // SAFETY: as above.
+                unsafe { parse(shared, cached, c, op_own, sop, w) };
+                continue;
+            }
+            // SAFETY: as above.
+            let counter = unsafe { c.be16(cqe::offset::WQE_COUNTER) };
+            let Some(wr_id) = cached.complete_send(counter) else {
+                *w = bad_cqe(cached.qpn);
+                continue;
+            };
+            w.wr_id = wr_id;
+            w.status = WcStatus::Success;
+            w.vendor_err = 0;
+            w.opcode = REQ_OPCODE[sop_raw.to_ne_bytes()[0] as usize];
+            // SAFETY: as above.
+            w.byte_len = unsafe { c.be32(cqe::offset::BYTE_CNT) };
+            w.imm = None;
+            w.qp_num = cached.qpn;
         }
+        let n = cur.wrapping_sub(start) as usize;
+        *ci = cur;
         if n > 0 {
             hal.dma_wmb();
             // SAFETY: the doorbell record is 64 bytes owned by `shared`; dword 0 is SET_CI.
             unsafe {
                 ptr::write_volatile(
                     (db as *mut u32).add(cq_db::SET_CI),
-                    (*ci & 0xff_ffff).to_be(),
+                    (cur & 0xff_ffff).to_be(),
                 )
             };
         }
@@ -369,7 +438,17 @@ impl<H: Hal> CompletionQueue<H> {
 #[derive(Clone, Copy)]
 struct Cqe(*const u8);
 
+/// Bytes 1..4 of a dword read in memory order.
+const QPN_BYTES: u32 = u32::from_ne_bytes([0, 0xff, 0xff, 0xff]);
+
 impl Cqe {
+    /// # Safety
+    /// As [`Cqe::be32`].
+    #[inline(always)]
+    unsafe fn ne32(self, o: usize) -> u32 {
+        // SAFETY: per the caller: in bounds and 4-byte aligned; volatile: device memory.
+        unsafe { ptr::read_volatile(self.0.add(o) as *const u32) }
+    }
     /// # Safety
     /// `self.0 + o + 4` stays inside the CQE and `o` is a multiple of 4 (the CQE is 64-byte
     /// aligned).
@@ -394,33 +473,74 @@ impl Cqe {
     }
 }
 
-#[inline(always)]
+/// `ibv_wc_opcode` of a successful send completion, by the WQE opcode in
+/// `sop_drop_qpn[31:24]` (rdma-core cq.c `handle_good_req`).
+const REQ_OPCODE: [WcOpcode; 256] = {
+    let mut t = [WcOpcode::Unknown; 256];
+    t[wqe::opcode::RDMA_WRITE as usize] = WcOpcode::RdmaWrite;
+    t[wqe::opcode::RDMA_WRITE_IMM as usize] = WcOpcode::RdmaWrite;
+    t[wqe::opcode::SEND as usize] = WcOpcode::Send;
+    t[wqe::opcode::SEND_IMM as usize] = WcOpcode::Send;
+    t[wqe::opcode::SEND_INVAL as usize] = WcOpcode::Send;
+    t[wqe::opcode::RDMA_READ as usize] = WcOpcode::RdmaRead;
+    t[wqe::opcode::ATOMIC_CS as usize] = WcOpcode::CompSwap;
+    t[wqe::opcode::ATOMIC_FA as usize] = WcOpcode::FetchAdd;
+    t
+};
+
+fn bad_cqe(qpn: u32) -> WorkCompletion {
+    WorkCompletion {
+        qp_num: qpn,
+        status: WcStatus::BadCqe,
+        ..WorkCompletion::default()
+    }
+}
+
+/// The QP `qpn` (cached for the next CQEs), or `None` when no QP of this CQ has that number.
 fn find_qp<'c, H: Hal>(
     shared: &CqShared<H>,
-    cached: &'c mut Option<Arc<WqShared>>,
+    cached: &'c mut Arc<WqShared>,
     qpn: u32,
 ) -> Option<&'c WqShared> {
-    if cached.as_ref().is_none_or(|q| q.qpn != qpn) {
-        *cached = Some(shared.qps.read().iter().find(|q| q.qpn == qpn)?.clone());
+    if cached.qpn != qpn {
+        *cached = shared.qps.read().iter().find(|q| q.qpn == qpn)?.clone();
     }
-    cached.as_deref()
+    Some(cached)
 }
 
 /// Parses one CQE (rdma-core cq.c `mlx5_parse_cqe`, `handle_good_req`, `handle_responder`,
-/// `mlx5_handle_error_cqe`).
+/// `mlx5_handle_error_cqe`): the general case, out of line.
 ///
 /// # Safety
 /// `c` points to a whole CQE the device handed over.
-#[inline(always)]
+#[inline(never)]
 unsafe fn parse<H: Hal>(
     shared: &CqShared<H>,
-    cached: &mut Option<Arc<WqShared>>,
+    cached: &mut Arc<WqShared>,
     c: Cqe,
     op_own: u8,
+    sop: u32,
+    out: &mut WorkCompletion,
+) {
+    // SAFETY: per the caller.
+    *out = unsafe { parse_one(shared, cached, c, op_own, sop) };
+}
+
+/// [`parse`]'s body.
+///
+/// # Safety
+/// As [`parse`].
+#[inline(always)]
+unsafe fn parse_one<H: Hal>(
+    shared: &CqShared<H>,
+    cached: &mut Arc<WqShared>,
+    c: Cqe,
+    op_own: u8,
+    sop: u32,
 ) -> WorkCompletion {
     use cqe::offset as o;
     // SAFETY: every offset below is < 64 - 4 (mlx5_cqe64 layout, mlx5_prm::cqe::offset).
-    let (sop, byte_cnt) = unsafe { (c.be32(o::SOP_DROP_QPN), c.be32(o::BYTE_CNT)) };
+    let byte_cnt = unsafe { c.be32(o::BYTE_CNT) };
     let op = cqe::opcode(op_own);
     let qpn = sop & 0xff_ffff;
     let mut wc = WorkCompletion {
@@ -429,16 +549,14 @@ unsafe fn parse<H: Hal>(
         ..WorkCompletion::default()
     };
     let Some(q) = find_qp(shared, cached, qpn) else {
-        wc.status = WcStatus::BadCqe;
-        return wc;
+        return bad_cqe(qpn);
     };
     match op {
         cqe::opcode::REQ | cqe::opcode::REQ_ERR => {
             // SAFETY: as above.
             let counter = unsafe { c.be16(o::WQE_COUNTER) };
             let Some(wr_id) = q.complete_send(counter) else {
-                wc.status = WcStatus::BadCqe;
-                return wc;
+                return bad_cqe(qpn);
             };
             wc.wr_id = wr_id;
             if op == cqe::opcode::REQ_ERR {
@@ -449,20 +567,7 @@ unsafe fn parse<H: Hal>(
                 }
                 wc.byte_len = 0;
             } else {
-                // The WQE opcode is in sop_drop_qpn[31:24] (rdma-core handle_good_req).
-                wc.opcode = match (sop >> 24) as u8 {
-                    wqe::opcode::RDMA_WRITE | wqe::opcode::RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
-                    wqe::opcode::SEND | wqe::opcode::SEND_IMM | wqe::opcode::SEND_INVAL => {
-                        WcOpcode::Send
-                    }
-                    wqe::opcode::RDMA_READ => WcOpcode::RdmaRead,
-                    wqe::opcode::ATOMIC_CS => WcOpcode::CompSwap,
-                    wqe::opcode::ATOMIC_FA => WcOpcode::FetchAdd,
-                    _ => WcOpcode::Unknown,
-                };
-                if matches!(wc.opcode, WcOpcode::RdmaWrite | WcOpcode::Send) {
-                    wc.byte_len = 0;
-                }
+                wc.opcode = REQ_OPCODE[(sop >> 24) as usize];
             }
         }
         cqe::opcode::RESP_WR_IMM
@@ -471,8 +576,7 @@ unsafe fn parse<H: Hal>(
         | cqe::opcode::RESP_SEND_INV
         | cqe::opcode::RESP_ERR => {
             let Some(wr_id) = q.complete_recv() else {
-                wc.status = WcStatus::BadCqe;
-                return wc;
+                return bad_cqe(qpn);
             };
             wc.wr_id = wr_id;
             // SAFETY: as above.
@@ -495,7 +599,7 @@ unsafe fn parse<H: Hal>(
                 }
             }
         }
-        _ => wc.status = WcStatus::BadCqe,
+        _ => return bad_cqe(qpn),
     }
     wc
 }

@@ -103,7 +103,17 @@ pub(crate) enum Eqe {
 }
 
 impl<H: Hal> EventQueue<H> {
-    /// Bus address of the EQ buffer (for tests).
+    /// The CPU address of the next EQE (64-byte aligned) with the owner value that marks it
+    /// as software's in bit 0: what [`crate::verbs`] peeks at without the device lock.
+    pub(crate) fn peek_word(&self) -> usize {
+        let nent = 1u32 << self.log_nent;
+        let off = (self.ci & (nent - 1)) as usize * eq::EQE_SIZE;
+        // off + EQE_SIZE <= the buffer's nent * EQE_SIZE bytes: inside the allocation.
+        let addr = self.buf.ptr() as usize + off;
+        addr | ((self.ci >> self.log_nent) & 1) as usize
+    }
+
+    /// True when the next EQE is software's.
     pub(crate) fn peek_ready(&self) -> bool {
         let nent = 1u32 << self.log_nent;
         let off = (self.ci & (nent - 1)) as usize * eq::EQE_SIZE + eq::EQE_SIZE - 1;

@@ -196,6 +196,9 @@ pub enum InvalidInput {
     BadCq,
     /// A GID index beyond the device's GID table.
     GidIndex,
+    /// A [`crate::qp::BoundMr`] handle that names no live binding of this QP (unbound, or
+    /// made by another QP).
+    UnboundRegion,
 }
 
 /// Everything that can go wrong.

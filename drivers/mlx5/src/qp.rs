@@ -13,6 +13,13 @@
 //! `dma_wmb`, then the MMIO doorbell (BlueFlame copy of a single small WQE, else the first 8
 //! bytes of the last WQE's control segment as one 64-bit store), then `wc_flush`, and the
 //! BlueFlame offset alternates between the two halves of the register (facts trap 16).
+//!
+//! Completion bookkeeping is a plain ring indexed by the WQE counter (`SqSlot`: wr_id, the
+//! WQE's first block and its WR count), shared with the CQ poller, which checks every counter
+//! a CQE brings against it. Region lifetimes are kept by the QP's bindings (`Binding`), not
+//! by per-WR reference counts: explicit ones ([`QueuePair::bind_mr`]) held for a [`BoundMr`]
+//! handle, and ones made by posted WRs, stamped with the WR count of the last WR that named
+//! the region and released once the poller's tail passed it.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -257,33 +264,32 @@ pub struct RawRecvWr<'a> {
     pub sges: &'a [RawSge],
 }
 
-/// What the poller needs about the send WQE that starts at one index.
+/// What the poller needs about the send WQE that starts at one index: a plain ring indexed
+/// by the WQE counter (rdma-core qp.c keeps `wrid[]` and `wqe_head[]` the same way).
 pub(crate) struct SqSlot {
     wrid: AtomicU64,
-    /// `cur_post` after the WQE (its completion moves the tail there).
-    end: AtomicU32,
-    /// The WR count after the WR (the `max_send_wr` accounting of rdma-core qp.c
-    /// `mlx5_wq_overflow`, in WRs rather than blocks).
-    wr_end: AtomicU32,
-}
-
-impl SqSlot {
-    #[inline(always)]
-    fn set(&self, wr_id: u64, end: u32, wr_end: u32) {
-        self.wrid.store(wr_id, Ordering::Relaxed);
-        self.end.store(end, Ordering::Relaxed);
-        self.wr_end.store(wr_end, Ordering::Relaxed);
-    }
+    /// Low 32 bits: the WQE's first block (`cur_post` when it was written, what the CQE's
+    /// `wqe_counter` names); high 32 bits: the WR count after the WR (the `max_send_wr`
+    /// accounting of rdma-core qp.c `mlx5_wq_overflow`, which counts WRs, not blocks).
+    meta: AtomicU64,
 }
 
 /// Work-queue state the CQ poller shares with the poster: wr_ids and counters.
+///
+/// Send-queue room is accounted in WRs only: every WQE is at most `sq_max_bbs` blocks and
+/// `max_send_wr = sq_wqe_cnt / sq_max_bbs`, so `max_send_wr` outstanding WRs never occupy more
+/// than the ring (the same argument as rdma-core's `max_post`).
 pub(crate) struct WqShared {
     pub(crate) qpn: u32,
+    /// Bytes 1..4 of a CQE's `sop_drop_qpn` for this QP, as an in-memory `u32` with byte 0
+    /// (the opcode) clear: the poller compares the raw dword against it.
+    pub(crate) qpn_key: u32,
     sq: Vec<SqSlot>,
-    sq_wr_tail: AtomicU32,
     sq_mask: u32,
-    sq_head: AtomicU32,
-    sq_tail: AtomicU32,
+    /// `max_send_wr`: how far past the tail an outstanding WR can be.
+    sq_max_wr: u32,
+    /// WRs completed (moved by the poller).
+    sq_wr_tail: AtomicU32,
     rq_wrid: Vec<AtomicU64>,
     rq_mask: u32,
     rq_head: AtomicU32,
@@ -291,23 +297,44 @@ pub(crate) struct WqShared {
 }
 
 impl WqShared {
+    /// A stand-in that matches no CQE (its number is beyond 24 bits; no slots).
+    pub(crate) fn placeholder() -> WqShared {
+        WqShared {
+            qpn: u32::MAX,
+            // Never matches: byte 0 is set (raw dwords are masked to bytes 1..4 first).
+            qpn_key: u32::from_ne_bytes([0xff, 0, 0, 0]),
+            sq: Vec::new(),
+            sq_mask: 0,
+            sq_max_wr: 0,
+            sq_wr_tail: AtomicU32::new(0),
+            rq_wrid: Vec::new(),
+            rq_mask: 0,
+            rq_head: AtomicU32::new(0),
+            rq_tail: AtomicU32::new(0),
+        }
+    }
+
+    /// [`WqShared::qpn_key`] of QP `qpn`.
+    pub(crate) fn key(qpn: u32) -> u32 {
+        let b = qpn.to_be_bytes();
+        u32::from_ne_bytes([0, b[1], b[2], b[3]])
+    }
+
     /// A send completion at WQE counter `counter`: its wr_id, or `None` when the counter names
-    /// no outstanding WQE (a duplicate or garbage CQE).
-    #[inline]
+    /// no outstanding WQE (a duplicate or garbage CQE). Each index is checked; the slot must
+    /// record a WQE that starts at `counter` and whose WR count lies in
+    /// `(tail, tail + max_send_wr]`.
+    #[inline(always)]
     pub(crate) fn complete_send(&self, counter: u16) -> Option<u64> {
-        let tail = self.sq_tail.load(Ordering::Relaxed);
-        let head = self.sq_head.load(Ordering::Acquire);
-        let dist = (counter as u32).wrapping_sub(tail) & 0xffff;
-        if dist >= head.wrapping_sub(tail) {
+        let tail = self.sq_wr_tail.load(Ordering::Relaxed);
+        let slot = self.sq.get((counter as u32 & self.sq_mask) as usize)?;
+        let meta = slot.meta.load(Ordering::Acquire);
+        let wr_end = (meta >> 32) as u32;
+        if meta as u16 != counter || wr_end.wrapping_sub(tail).wrapping_sub(1) >= self.sq_max_wr {
             return None;
         }
-        let i = (counter as u32 & self.sq_mask) as usize;
-        let slot = self.sq.get(i)?;
         let wr_id = slot.wrid.load(Ordering::Relaxed);
-        let end = slot.end.load(Ordering::Relaxed);
-        let wr_end = slot.wr_end.load(Ordering::Relaxed);
         self.sq_wr_tail.store(wr_end, Ordering::Release);
-        self.sq_tail.store(end, Ordering::Release);
         Some(wr_id)
     }
 
@@ -327,58 +354,126 @@ impl WqShared {
     }
 
     fn reset(&self) {
-        for a in [
-            &self.sq_head,
-            &self.sq_tail,
-            &self.rq_head,
-            &self.rq_tail,
-            &self.sq_wr_tail,
-        ] {
+        for a in [&self.sq_wr_tail, &self.rq_head, &self.rq_tail] {
             a.store(0, Ordering::Release);
         }
+        for sl in &self.sq {
+            sl.meta.store(0, Ordering::Relaxed);
+        }
     }
 }
 
-/// The regions one WQE references until it completes: the common single-region case costs
-/// one `Arc` clone and no allocation.
-pub(crate) struct Inflight<H: Hal> {
-    first: Option<Arc<MrInner<H>>>,
-    more: Vec<Arc<MrInner<H>>>,
+/// A region a QP references: bound by [`QueuePair::bind_mr`] (held while its [`BoundMr`]
+/// handle lives), or named by posted WRs (held until they completed). While the QP holds it,
+/// [`crate::MemoryRegion::dereg`] reports [`Error::Busy`].
+pub(crate) struct Binding<H: Hal> {
+    mr: Option<Arc<MrInner<H>>>,
+    /// Held for a [`BoundMr`] handle (never released or reused while the handle lives),
+    /// rather than for posted WRs.
+    explicit: bool,
+    /// Send WR count after the last send WR that named the region.
+    last_sq: u32,
+    /// Receive WR count after the last receive WR that named the region.
+    last_rq: u32,
 }
 
-impl<H: Hal> Inflight<H> {
-    fn new() -> Self {
-        Inflight {
-            first: None,
-            more: Vec::new(),
+/// Tags that tell QPs apart for [`BoundMr`] handles: never reused, so a handle of a destroyed
+/// QP is refused by every other QP.
+static NEXT_QP_TAG: AtomicU64 = AtomicU64::new(1);
+
+/// A region bound to one QP ([`QueuePair::bind_mr`]): a pre-validated handle carrying what a
+/// post needs (address, length, key), so posting through it is a tag compare, a bounds check
+/// and the WQE. The QP keeps the region registered while the handle lives, and until the WRs
+/// posted before [`QueuePair::unbind_mr`] completed. Not `Clone`: unbinding consumes it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BoundMr {
+    tag: u64,
+    index: u32,
+    lkey: u32,
+    iova: u64,
+    len: u64,
+    local_write: bool,
+}
+
+impl BoundMr {
+    /// A scatter/gather element over `[offset, offset + len)` of the region (checked when
+    /// posted).
+    #[inline(always)]
+    pub fn sge(&self, offset: u64, len: u32) -> BoundSge<'_> {
+        BoundSge {
+            mr: self,
+            offset,
+            len,
         }
     }
-    #[inline]
-    fn clear(&mut self) {
-        self.first = None;
-        if !self.more.is_empty() {
-            self.more.clear();
-        }
+    /// The region's local key.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
     }
-    #[inline]
-    fn set(&mut self, mrs: &[Option<&Arc<MrInner<H>>>]) {
-        match mrs {
-            [] => self.clear(),
-            [one] => {
-                self.first = one.map(Arc::clone);
-                if !self.more.is_empty() {
-                    self.more.clear();
-                }
-            }
-            [one, rest @ ..] => {
-                self.first = one.map(Arc::clone);
-                self.more.clear();
-                self.more
-                    .extend(rest.iter().flatten().map(|m| Arc::clone(m)));
-            }
-        }
+    /// The region's first address.
+    pub fn addr(&self) -> u64 {
+        self.iova
+    }
+    /// The region's length.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    /// Never true (regions are not empty).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
+
+/// A slice of a bound region, for the fast posting calls ([`QueuePair::post_write`],
+/// [`QueuePair::post_read`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BoundSge<'a> {
+    /// The region.
+    pub mr: &'a BoundMr,
+    /// Offset inside the region.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+/// `fm_ce_se` for each combination of [`SendFlags`] bits (signaled 1, fence 2, solicited 4):
+/// rdma-core qp.c `_mlx5_post_send` (CQ_UPDATE, SOLICITED, FENCE).
+const FM_CE_SE: [u8; 8] = {
+    let mut t = [0u8; 8];
+    let mut i = 0;
+    while i < 8 {
+        let mut v = 0;
+        if i & 1 != 0 {
+            v |= wqe::ctrl::CQ_UPDATE;
+        }
+        if i & 2 != 0 {
+            v |= wqe::ctrl::FENCE;
+        }
+        if i & 4 != 0 {
+            v |= wqe::ctrl::SOLICITED;
+        }
+        t[i] = v;
+        i += 1;
+    }
+    t
+};
+
+#[inline(always)]
+fn fm_ce_se(flags: SendFlags) -> u8 {
+    FM_CE_SE[(flags.0 & 7) as usize]
+}
+
+/// Ctrl-segment bytes 8..12 (`signature`, `dci_stream_channel_id`, `fm_ce_se`) as they lie in
+/// memory, per flag combination: one load and one store on the fast path.
+const CTRL_DW2: [u32; 8] = {
+    let mut t = [0u32; 8];
+    let mut i = 0;
+    while i < 8 {
+        t[i] = u32::from_ne_bytes([0, 0, 0, FM_CE_SE[i]]);
+        i += 1;
+    }
+    t
+};
 
 /// Sizes computed from the requested caps.
 #[derive(Clone, Copy, Debug)]
@@ -475,6 +570,12 @@ pub struct QueuePair<H: Hal> {
     buf: Option<DmaMem<H::Dma>>,
     db: Option<DmaMem<H::Dma>>,
     ring: *mut u8,
+    /// First block of the send queue (`ring + sq_offset`).
+    sq_base: *mut u8,
+    /// `sq_wqe_cnt - 1`.
+    sq_mask: u32,
+    /// `shared.sq`'s slots (`sq_mask + 1` of them).
+    sq_slots: *const SqSlot,
     dbrec: *mut u8,
     uar: Uar,
     bf_off: usize,
@@ -484,17 +585,31 @@ pub struct QueuePair<H: Hal> {
     cur_post: u32,
     /// Send WRs posted (the head of the WR count).
     sq_wr_head: u32,
+    /// The fast path posts while `sq_wr_head != sq_limit`; at the limit, [`QueuePair::gate`]
+    /// rechecks state and room and moves it (`tail + max_send_wr` in RTS). Anything else that
+    /// moves the head or the state sets it to the head, forcing that recheck.
+    sq_limit: u32,
+    /// `qpn_ds` of a ctrl + raddr + data WQE, big-endian in memory order.
+    qpn_ds3: [u8; 4],
+    /// BlueFlame for one-block WQEs (BlueFlame on, and a half-register holds 64 bytes).
+    bf_one: bool,
+    /// This QP's [`BoundMr`] tag.
+    tag: u64,
     rq_head: u32,
     psn: u32,
-    inflight_sq: Vec<Inflight<H>>,
-    inflight_rq: Vec<Inflight<H>>,
-    sq_clean: u32,
-    rq_clean: u32,
+    /// Regions this QP references (explicitly bound, or named by outstanding WRs).
+    bindings: Vec<Binding<H>>,
+    /// Bindings made by posted WRs that are still held.
+    auto_live: u32,
+    /// `(send tail, receive tail)` at the last release sweep.
+    swept: (u32, u32),
+    /// Index of the binding the last generic post used (the common case hits it).
+    last_binding: usize,
     destroyed: bool,
 }
 
-// SAFETY: raw pointers point into `buf` / `db`, which the QP owns; all access is through
-// &mut self.
+// SAFETY: raw pointers point into `buf` / `db`, which the QP owns, and into `shared.sq`
+// (atomics, kept alive by the QP's Arc); all access is through &mut self.
 unsafe impl<H: Hal> Send for QueuePair<H> {}
 
 pub(crate) fn create<H: Hal>(
@@ -541,29 +656,32 @@ pub(crate) fn create<H: Hal>(
     let atomics = |n: u32| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
     let shared = Arc::new(WqShared {
         qpn,
+        qpn_key: WqShared::key(qpn),
         sq: (0..lay.sq_wqe_cnt)
             .map(|_| SqSlot {
                 wrid: AtomicU64::new(0),
-                end: AtomicU32::new(0),
-                wr_end: AtomicU32::new(0),
+                meta: AtomicU64::new(0),
             })
             .collect(),
-        sq_wr_tail: AtomicU32::new(0),
         sq_mask: lay.sq_wqe_cnt - 1,
-        sq_head: AtomicU32::new(0),
-        sq_tail: AtomicU32::new(0),
+        sq_max_wr: lay.caps.max_send_wr,
+        sq_wr_tail: AtomicU32::new(0),
         rq_wrid: atomics(lay.rq_wqe_cnt.max(1)),
         rq_mask: lay.rq_wqe_cnt.max(1) - 1,
         rq_head: AtomicU32::new(0),
         rq_tail: AtomicU32::new(0),
     });
-    scq.shared.qps.write().push(shared.clone());
+    scq.shared.attach(&shared);
     if !Arc::ptr_eq(&scq.shared, &rcq.shared) {
-        rcq.shared.qps.write().push(shared.clone());
+        rcq.shared.attach(&shared);
     }
     let psn = (ctx.random() & 0xff_ffff) as u32;
     let bf_size = 1usize << ctx.caps.log_bf_reg_size.clamp(6, 11);
     let (ring, dbrec) = (buf.ptr(), db.ptr());
+    // SAFETY: sq_offset + sq_wqe_cnt * 64 <= buf_size (see `layout`).
+    let sq_base = unsafe { ring.add(lay.sq_offset) };
+    let tag = NEXT_QP_TAG.fetch_add(1, Ordering::Relaxed);
+    let sq_slots = shared.sq.as_ptr();
     Ok(QueuePair {
         ctx: ctx.clone(),
         pd: pd.clone(),
@@ -575,6 +693,9 @@ pub(crate) fn create<H: Hal>(
         buf: Some(buf),
         db: Some(db),
         ring,
+        sq_base,
+        sq_mask: lay.sq_wqe_cnt - 1,
+        sq_slots,
         dbrec,
         uar,
         bf_off: uar.offset + uar::BF_OFFSET,
@@ -583,12 +704,16 @@ pub(crate) fn create<H: Hal>(
         lay,
         cur_post: 0,
         sq_wr_head: 0,
+        sq_limit: 0,
+        qpn_ds3: wqe::qpn_ds(qpn, 3).to_be_bytes(),
+        bf_one: ctx.caps.bf && bf_size / 2 >= wqe::SEND_WQE_BB,
+        tag,
         rq_head: 0,
         psn,
-        inflight_sq: (0..lay.sq_wqe_cnt).map(|_| Inflight::new()).collect(),
-        inflight_rq: (0..lay.rq_wqe_cnt).map(|_| Inflight::new()).collect(),
-        sq_clean: 0,
-        rq_clean: 0,
+        bindings: Vec::new(),
+        auto_live: 0,
+        swept: (0, 0),
+        last_binding: 0,
         destroyed: false,
     })
 }
@@ -673,7 +798,7 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
                 .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32);
         })?;
-        self.state = qp::state::INIT;
+        self.set_state(qp::state::INIT);
         Ok(())
     }
 
@@ -717,7 +842,7 @@ impl<H: Hal> QueuePair<H> {
                 .set(p(ads::STAT_RATE), 0)
                 .bytes(p(ads::RGID_RIP), &remote.gid);
         })?;
-        self.state = qp::state::RTR;
+        self.set_state(qp::state::RTR);
         Ok(())
     }
 
@@ -741,7 +866,7 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::LOG_SRA_MAX), sra)
                 .set(p(ads::ACK_TIMEOUT), (o.timeout & 0x1f).into());
         })?;
-        self.state = qp::state::RTS;
+        self.set_state(qp::state::RTS);
         Ok(())
     }
 
@@ -758,7 +883,7 @@ impl<H: Hal> QueuePair<H> {
         c.set(qp_2err_in::QPN, self.qpn);
         let mut out = [0u8; qp_2err_out::BYTES];
         self.ctx.exec(&c, &mut out)?;
-        self.state = qp::state::ERR;
+        self.set_state(qp::state::ERR);
         Ok(())
     }
 
@@ -769,20 +894,23 @@ impl<H: Hal> QueuePair<H> {
         c.set(mlx5_prm::qp_2rst_in::QPN, self.qpn);
         let mut out = [0u8; mlx5_prm::qp_2rst_out::BYTES];
         self.ctx.exec(&c, &mut out)?;
-        self.state = qp::state::RST;
+        self.set_state(qp::state::RST);
         self.cur_post = 0;
         self.sq_wr_head = 0;
+        self.sq_limit = 0;
         self.rq_head = 0;
-        self.sq_clean = 0;
-        self.rq_clean = 0;
         self.shared.reset();
-        for v in self
-            .inflight_sq
-            .iter_mut()
-            .chain(self.inflight_rq.iter_mut())
-        {
-            v.clear();
+        // Nothing is outstanding in RESET: WR-made bindings go, handle-held ones start over.
+        for i in 0..self.bindings.len() {
+            if self.bindings[i].explicit {
+                let b = &mut self.bindings[i];
+                b.last_sq = 0;
+                b.last_rq = 0;
+            } else {
+                self.free_binding(i);
+            }
         }
+        self.swept = (0, 0);
         if let Some(db) = &self.db {
             db.fill(0, 8, 0)?;
         }
@@ -798,24 +926,340 @@ impl<H: Hal> QueuePair<H> {
         Ok(get(&out, qpc::STATE.within(query_qp_out::QPC)) as u8)
     }
 
+    fn set_state(&mut self, state: u8) {
+        self.state = state;
+        self.sq_limit = self.sq_wr_head;
+    }
+
+    /// True while a WR that named binding `b` may still be outstanding: its stamp lies in
+    /// `(tail, tail + max]` (exact for counters within 2^32 WRs; an older stamp can only read
+    /// as busy, never as free too early).
+    fn binding_busy(&self, b: &Binding<H>, sq_tail: u32, rq_tail: u32) -> bool {
+        let sq_max = self.lay.caps.max_send_wr;
+        let rq_max = self.lay.rq_wqe_cnt;
+        b.last_sq.wrapping_sub(sq_tail).wrapping_sub(1) < sq_max
+            || b.last_rq.wrapping_sub(rq_tail).wrapping_sub(1) < rq_max
+    }
+
+    fn tails(&self) -> (u32, u32) {
+        (
+            self.shared.sq_wr_tail.load(Ordering::Acquire),
+            self.shared.rq_tail.load(Ordering::Acquire),
+        )
+    }
+
+    /// Frees binding slot `i` (WR-held only), dropping the region reference.
+    fn free_binding(&mut self, i: usize) {
+        if let Some(b) = self.bindings.get_mut(i) {
+            if !b.explicit && b.mr.take().is_some() {
+                self.auto_live -= 1;
+            }
+        }
+    }
+
+    /// Releases the regions that only completed WRs referenced. Cheap when nothing is held
+    /// for WRs or nothing completed since the last sweep.
+    #[inline(always)]
+    pub(crate) fn sweep(&mut self) {
+        if self.auto_live == 0 {
+            return;
+        }
+        let t = self.tails();
+        if t != self.swept {
+            self.sweep_slow(t);
+        }
+    }
+
+    #[cold]
+    fn sweep_slow(&mut self, (sq_tail, rq_tail): (u32, u32)) {
+        self.swept = (sq_tail, rq_tail);
+        for i in 0..self.bindings.len() {
+            let b = &self.bindings[i];
+            if b.mr.is_some() && !b.explicit && !self.binding_busy(b, sq_tail, rq_tail) {
+                self.free_binding(i);
+            }
+        }
+    }
+
+    /// A slot for a new binding of `mr` (a free one, or a new one at the end).
+    fn add_binding(&mut self, mr: &Arc<MrInner<H>>, explicit: bool) -> usize {
+        let (sq_tail, rq_tail) = self.tails();
+        let b = Binding {
+            mr: Some(mr.clone()),
+            explicit,
+            last_sq: sq_tail,
+            last_rq: rq_tail,
+        };
+        if !explicit {
+            self.auto_live += 1;
+        }
+        match self.bindings.iter().position(|b| b.mr.is_none()) {
+            Some(i) => {
+                self.bindings[i] = b;
+                i
+            }
+            None => {
+                self.bindings.push(b);
+                self.bindings.len() - 1
+            }
+        }
+    }
+
+    /// The binding that keeps `mr` alive for a posted WR (found, or made): one pointer
+    /// compare when the previous post named the same region, no reference counting per WR.
     #[inline]
-    fn release_completed(&mut self) {
-        let tail = self.shared.sq_tail.load(Ordering::Acquire);
-        while self.sq_clean != tail {
-            let i = (self.sq_clean & (self.lay.sq_wqe_cnt - 1)) as usize;
-            if let Some(v) = self.inflight_sq.get_mut(i) {
-                v.clear();
+    pub(crate) fn binding_for(&mut self, mr: &Arc<MrInner<H>>) -> usize {
+        let i = self.last_binding;
+        if let Some(b) = self.bindings.get(i) {
+            if b.mr.as_ref().is_some_and(|m| Arc::ptr_eq(m, mr)) {
+                return i;
             }
-            self.sq_clean = self.sq_clean.wrapping_add(1);
         }
-        let rtail = self.shared.rq_tail.load(Ordering::Acquire);
-        while self.rq_clean != rtail {
-            let i = (self.rq_clean & self.lay.rq_wqe_cnt.wrapping_sub(1)) as usize;
-            if let Some(v) = self.inflight_rq.get_mut(i) {
-                v.clear();
+        self.binding_for_slow(mr)
+    }
+
+    #[cold]
+    fn binding_for_slow(&mut self, mr: &Arc<MrInner<H>>) -> usize {
+        let found = self
+            .bindings
+            .iter()
+            .position(|b| b.mr.as_ref().is_some_and(|m| Arc::ptr_eq(m, mr)));
+        let i = match found {
+            Some(i) => i,
+            None => self.add_binding(mr, false),
+        };
+        self.last_binding = i;
+        i
+    }
+
+    /// Marks binding `i` as referenced by the send WR being posted now.
+    #[inline(always)]
+    pub(crate) fn stamp_sq(&mut self, i: usize) {
+        let seq = self.sq_wr_head.wrapping_add(1);
+        if let Some(b) = self.bindings.get_mut(i) {
+            b.last_sq = seq;
+        }
+    }
+
+    /// Marks binding `i` as referenced by the receive WR being posted now.
+    #[inline(always)]
+    pub(crate) fn stamp_rq(&mut self, i: usize) {
+        let seq = self.rq_head.wrapping_add(1);
+        if let Some(b) = self.bindings.get_mut(i) {
+            b.last_rq = seq;
+        }
+    }
+
+    /// Binds `mr` to this QP for the fast posting calls ([`QueuePair::post_write`],
+    /// [`QueuePair::post_read`]): the QP keeps the region registered (its
+    /// [`crate::MemoryRegion::dereg`] fails with [`Error::Busy`]) while the returned handle
+    /// lives, and until the WRs posted before [`QueuePair::unbind_mr`] completed, or until the
+    /// QP is destroyed.
+    pub fn bind_mr(&mut self, mr: &crate::MemoryRegion<H>) -> Result<BoundMr> {
+        let m = mr.inner_arc().ok_or(InvalidInput::BadLkey(0))?;
+        if !Arc::ptr_eq(&m.pd.ctx, &self.ctx) {
+            return Err(InvalidInput::ForeignObject.into());
+        }
+        self.sweep();
+        let i = self.add_binding(m, true);
+        Ok(BoundMr {
+            tag: self.tag,
+            index: i as u32,
+            lkey: m.key,
+            iova: m.iova,
+            len: m.len,
+            local_write: m.access.contains(Access::LOCAL_WRITE),
+        })
+    }
+
+    /// Ends a [`QueuePair::bind_mr`] binding. The region stays referenced until every WR
+    /// posted so far completed (then [`crate::MemoryRegion::dereg`] succeeds). Refuses a
+    /// handle of another QP ([`InvalidInput::UnboundRegion`]; that QP keeps its binding until
+    /// it is destroyed).
+    pub fn unbind_mr(&mut self, h: BoundMr) -> Result<()> {
+        if h.tag != self.tag {
+            return Err(InvalidInput::UnboundRegion.into());
+        }
+        let (sq_head, rq_head) = (self.sq_wr_head, self.rq_head);
+        // A live handle of this QP always names its own binding (never freed or reused
+        // before the handle comes back here).
+        let Some(b) = self.bindings.get_mut(h.index as usize) else {
+            return Err(Error::Internal);
+        };
+        if !b.explicit || b.mr.is_none() {
+            return Err(Error::Internal);
+        }
+        // From now on held for the WRs posted so far.
+        b.explicit = false;
+        b.last_sq = sq_head;
+        b.last_rq = rq_head;
+        self.auto_live += 1;
+        let t = self.tails();
+        self.sweep_slow(t);
+        Ok(())
+    }
+
+    /// Lets a send WR through when the device is alive and, at the limit, when the QP is in
+    /// RTS and has room (the limit then moves to `tail + max_send_wr`).
+    #[inline(always)]
+    fn gate(&mut self) -> Result<()> {
+        if let Some(s) = self.ctx.fatal() {
+            return Err(Error::DeviceFatal { syndrome: s });
+        }
+        if self.sq_wr_head == self.sq_limit {
+            return self.refresh_limit();
+        }
+        Ok(())
+    }
+
+    /// Moves the limit (no call, so the fast path needs no saved registers; region
+    /// releases happen on the generic paths and [`QueuePair::release_completed`]).
+    #[inline(always)]
+    fn refresh_limit(&mut self) -> Result<()> {
+        if self.state != qp::state::RTS {
+            return Err(InvalidInput::QpState { state: self.state }.into());
+        }
+        let tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
+        self.sq_limit = tail.wrapping_add(self.lay.caps.max_send_wr);
+        if self.sq_wr_head == self.sq_limit {
+            return Err(InvalidInput::QueueFull.into());
+        }
+        Ok(())
+    }
+
+    /// The address of `local` after checking it: a handle of this QP, inside the region,
+    /// and with local write when the device writes it.
+    #[inline(always)]
+    fn resolve(&self, local: BoundSge<'_>, write: bool) -> Result<u64> {
+        let b = local.mr;
+        if b.tag != self.tag {
+            return Err(InvalidInput::UnboundRegion.into());
+        }
+        match local.offset.checked_add(local.len as u64) {
+            Some(end) if end <= b.len => {}
+            _ => return Err(InvalidInput::OutOfRange.into()),
+        }
+        if write && !b.local_write {
+            return Err(InvalidInput::LocalAccess.into());
+        }
+        Ok(b.iova + local.offset)
+    }
+
+    /// RDMA WRITE of `local` (a slice of a region bound to this QP) to `remote`: one WQE and
+    /// its doorbell. The fast path: no allocation, no reference counting, no locks, no
+    /// table lookup; refused before anything is written like [`QueuePair::post_send`].
+    #[inline(always)]
+    pub fn post_write(
+        &mut self,
+        wr_id: u64,
+        local: BoundSge<'_>,
+        remote: Remote,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.post_bound(wqe::opcode::RDMA_WRITE, false, wr_id, local, remote, flags)
+    }
+
+    /// RDMA READ from `remote` into `local` (a slice of a bound region with local write).
+    #[inline(always)]
+    pub fn post_read(
+        &mut self,
+        wr_id: u64,
+        local: BoundSge<'_>,
+        remote: Remote,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.post_bound(wqe::opcode::RDMA_READ, true, wr_id, local, remote, flags)
+    }
+
+    /// The fast path: the gate (a live device, and the QP below its limit, see `sq_limit`),
+    /// the handle and bounds check, the WQE, the doorbell.
+    #[inline(always)]
+    fn post_bound(
+        &mut self,
+        opc: u8,
+        write: bool,
+        wr_id: u64,
+        local: BoundSge<'_>,
+        remote: Remote,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.gate()?;
+        let addr = self.resolve(local, write)?;
+        self.write_one_sge(opc, wr_id, addr, local.len, local.mr.lkey, remote, flags);
+        Ok(())
+    }
+
+    /// Releases the regions held only for WRs that completed (regions named by posts of
+    /// the generic calls, and regions unbound with [`QueuePair::unbind_mr`]), so that their
+    /// [`crate::MemoryRegion::dereg`] succeeds. The generic posting calls, `bind_mr` and
+    /// `unbind_mr` do this on their own; the fast calls ([`QueuePair::post_write`],
+    /// [`QueuePair::post_read`]) do not.
+    pub fn release_completed(&mut self) {
+        self.sweep();
+    }
+
+    /// Writes a ctrl + raddr + data WQE (one block, never wrapping) at `cur_post` and rings
+    /// the doorbell. The caller checked state, room and the local slice.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn write_one_sge(
+        &mut self,
+        opc: u8,
+        wr_id: u64,
+        addr: u64,
+        len: u32,
+        lkey: u32,
+        remote: Remote,
+        flags: SendFlags,
+    ) {
+        // The bookkeeping first (it frees registers for the WQE): the slot the poller will
+        // look up, the counters. Nothing reaches the device before the doorbell record.
+        let cur = self.cur_post;
+        let idx = cur & self.sq_mask;
+        let next = cur.wrapping_add(1);
+        self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
+        self.set_slot(idx, wr_id, cur);
+        self.cur_post = next;
+        let qpn_ds = if len == 0 {
+            // A zero-length SGE is left out (rdma-core qp.c set_data_ptr_seg skips it).
+            wqe::qpn_ds(self.qpn, 2).to_be_bytes()
+        } else {
+            self.qpn_ds3
+        };
+        // SAFETY: idx < sq_wqe_cnt: one block inside the send queue.
+        let base = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
+        // SAFETY: 48 bytes of one 64-byte block (ctrl, raddr, data segments).
+        unsafe {
+            put32(base, wqe::opmod_idx_opcode(0, cur as u16, opc));
+            ptr::write_unaligned(base.add(4) as *mut [u8; 4], qpn_ds);
+            ptr::write_unaligned(base.add(8) as *mut u32, CTRL_DW2[(flags.0 & 7) as usize]);
+            put32(base.add(12), 0);
+            let r = base.add(wqe::ctrl_seg::SIZE);
+            put64(r.add(wqe::raddr_seg::RADDR), remote.addr);
+            put32(r.add(wqe::raddr_seg::RKEY), remote.rkey);
+            put32(r.add(12), 0);
+            if len != 0 {
+                let d = r.add(wqe::raddr_seg::SIZE);
+                put32(d.add(wqe::data_seg::BYTE_COUNT), len);
+                put32(d.add(wqe::data_seg::LKEY), lkey);
+                put64(d.add(wqe::data_seg::ADDR), addr);
             }
-            self.rq_clean = self.rq_clean.wrapping_add(1);
         }
+        self.ring_sq(base, next, if self.bf_one { 1 } else { 0 });
+    }
+
+    /// Records the WQE that starts at block `start` (slot `idx`) for the poller; call after
+    /// counting the WR in `sq_wr_head`.
+    #[inline(always)]
+    fn set_slot(&self, idx: u32, wr_id: u64, start: u32) {
+        // SAFETY: idx <= sq_mask and `shared.sq` has sq_mask + 1 slots; `shared` (kept by
+        // this QP) owns them and never resizes them.
+        let sl = unsafe { &*self.sq_slots.add(idx as usize) };
+        sl.wrid.store(wr_id, Ordering::Relaxed);
+        sl.meta.store(
+            start as u64 | (self.sq_wr_head as u64) << 32,
+            Ordering::Release,
+        );
     }
 
     /// WQEBBs a send WR needs, after checking it against the QP's limits.
@@ -867,16 +1311,17 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// Writes one send WQE at `cur_post` (room checked by the caller). Returns the WQE's
-    /// first-block pointer if it was written in place (BlueFlame candidate).
+    /// first block in the ring and whether the whole WQE lies there contiguously (a
+    /// BlueFlame candidate) rather than wrapping to the ring's start.
     #[inline]
-    fn write_send(
+    pub(crate) fn write_send(
         &mut self,
         wr_id: u64,
         op: &SendOp,
         flags: SendFlags,
         data: Data<'_>,
         bbs: u32,
-    ) -> *const u8 {
+    ) -> (*const u8, bool) {
         let cnt = self.lay.sq_wqe_cnt;
         let idx = self.cur_post & (cnt - 1);
         let in_place = idx + bbs <= cnt;
@@ -970,16 +1415,7 @@ impl<H: Hal> QueuePair<H> {
             Data::Inline(_) => {}
         }
         let ds = (off / 16) as u8;
-        let mut fm_ce_se = 0u8;
-        if flags.contains(SendFlags::SIGNALED) {
-            fm_ce_se |= wqe::ctrl::CQ_UPDATE;
-        }
-        if flags.contains(SendFlags::SOLICITED) {
-            fm_ce_se |= wqe::ctrl::SOLICITED;
-        }
-        if flags.contains(SendFlags::FENCE) {
-            fm_ce_se |= wqe::ctrl::FENCE;
-        }
+        let fm_ce_se = fm_ce_se(flags);
         // SAFETY: the ctrl segment is the first 16 bytes of the WQE.
         unsafe {
             put32(base, wqe::opmod_idx_opcode(0, self.cur_post as u16, opc));
@@ -1000,17 +1436,14 @@ impl<H: Hal> QueuePair<H> {
                 ptr::copy_nonoverlapping(src.add(first), sq, off - first);
             }
         }
-        let slot = idx as usize;
-        self.cur_post = self.cur_post.wrapping_add(bbs);
+        debug_assert!(bbs <= self.lay.sq_max_bbs);
+        let start = self.cur_post;
+        self.cur_post = start.wrapping_add(bbs);
         self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
-        if let Some(sl) = self.shared.sq.get(slot) {
-            sl.set(wr_id, self.cur_post, self.sq_wr_head);
-        }
-        if in_place {
-            base
-        } else {
-            ptr::null()
-        }
+        self.set_slot(idx, wr_id, start);
+        // SAFETY: idx < cnt: the WQE's first block, inside the send queue.
+        let first = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
+        (first, in_place)
     }
 
     #[inline(always)]
@@ -1025,84 +1458,58 @@ impl<H: Hal> QueuePair<H> {
         *off += wqe::raddr_seg::SIZE;
     }
 
-    /// Rings the send doorbell for WQEs up to `cur_post`; `last` is the last WQE's first
-    /// block, `single` its size when the batch is one in-place WQE (BlueFlame candidate).
-    #[inline]
-    fn ring_sq(&mut self, last: *const u8, single: Option<u32>) {
+    /// Rings the send doorbell for the WQEs up to `cur_post` (`cur`): `last` is the last
+    /// WQE's first block in the ring; `bf_bbs` is how many blocks of it to copy through
+    /// BlueFlame (0: the 8-byte doorbell instead).
+    #[inline(always)]
+    fn ring_sq(&mut self, last: *const u8, cur: u32, bf_bbs: u32) {
+        // The BlueFlame offset alternates between the register's halves (facts trap 16).
+        let bf_off = self.bf_off;
+        self.bf_off ^= self.bf_half;
         let hal = &self.ctx.hal;
         hal.dma_wmb();
         // SAFETY: dbrec points to the 64-byte doorbell record; dword 1 is the send counter.
         unsafe {
             ptr::write_volatile(
                 (self.dbrec as *mut u32).add(qp_db::SND_DBR),
-                (self.cur_post & 0xffff).to_be(),
+                (cur & 0xffff).to_be(),
             )
         };
-        self.shared.sq_head.store(self.cur_post, Ordering::Release);
         hal.dma_wmb();
-        match single {
-            Some(bbs) if self.use_bf && !last.is_null() && (bbs as usize) * 64 <= self.bf_half => {
-                for i in 0..bbs as usize {
-                    // SAFETY: the WQE was written in place (`last` non-null) and spans `bbs`
-                    // blocks inside the ring; the device only reads it.
-                    let blk = unsafe { &*(last.add(i * 64) as *const [u8; 64]) };
-                    hal.mmio_copy_bf(self.bf_off + i * 64, blk);
-                }
+        if bf_bbs != 0 {
+            for i in 0..bf_bbs as usize {
+                // SAFETY: the caller passes bf_bbs only for a WQE written in place: its
+                // blocks lie inside the ring; the device only reads them.
+                let blk = unsafe { &*(last.add(i * 64) as *const [u8; 64]) };
+                hal.mmio_copy_bf(bf_off + i * 64, blk);
             }
-            _ => {
-                let mut b = [0u8; 8];
-                if !last.is_null() {
-                    // SAFETY: the first 8 bytes of the last WQE's ctrl segment.
-                    unsafe { ptr::copy_nonoverlapping(last, b.as_mut_ptr(), 8) };
-                } else {
-                    // The last WQE wrapped: rebuild its first 8 bytes from the ring start
-                    // of that WQE.
-                    b = self.last_ctrl_bytes();
-                }
-                hal.mmio_write64(self.bf_off, b);
-            }
+        } else {
+            let mut b = [0u8; 8];
+            // SAFETY: the first 8 bytes of the last WQE's ctrl segment, which always sits
+            // whole in the WQE's first block (only later blocks wrap).
+            unsafe { ptr::copy_nonoverlapping(last, b.as_mut_ptr(), 8) };
+            hal.mmio_write64(bf_off, b);
         }
         hal.wc_flush();
-        self.bf_off ^= self.bf_half;
     }
 
-    fn last_ctrl_bytes(&self) -> [u8; 8] {
-        // Find the WQE that ends at cur_post: its start index is stored nowhere, but its ctrl
-        // segment is at the index recorded in sq_end lookups; scan back at most 16 blocks.
-        let cnt = self.lay.sq_wqe_cnt;
-        for back in 1..=wqe::SEND_WQE_MAX_WQEBBS as u32 {
-            let start = self.cur_post.wrapping_sub(back);
-            let i = (start & (cnt - 1)) as usize;
-            if self
-                .shared
-                .sq
-                .get(i)
-                .is_some_and(|s| s.end.load(Ordering::Relaxed) == self.cur_post)
-            {
-                let mut b = [0u8; 8];
-                // SAFETY: i < cnt, so the block lies inside the SQ.
-                unsafe {
-                    ptr::copy_nonoverlapping(
-                        self.ring.add(self.lay.sq_offset + i * 64),
-                        b.as_mut_ptr(),
-                        8,
-                    )
-                };
-                return b;
-            }
-        }
-        [0u8; 8]
-    }
-
-    /// True when `wrs` more WRs of `bbs` blocks in total fit: at most `max_send_wr` WRs
-    /// outstanding and room in the ring.
+    /// BlueFlame blocks for a lone WQE of `bbs` blocks (0 when it does not qualify).
     #[inline]
-    fn sq_room(&self, wrs: usize, bbs: u32) -> bool {
-        let tail = self.shared.sq_tail.load(Ordering::Acquire);
+    fn bf_blocks(&self, bbs: u32, in_place: bool) -> u32 {
+        if self.use_bf && in_place && (bbs as usize) * wqe::SEND_WQE_BB <= self.bf_half {
+            bbs
+        } else {
+            0
+        }
+    }
+
+    /// True when `wrs` more WRs fit: at most `max_send_wr` WRs outstanding (which also
+    /// bounds the blocks, see [`WqShared`]).
+    #[inline]
+    fn sq_room(&self, wrs: usize) -> bool {
         let wr_tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
         let outstanding = self.sq_wr_head.wrapping_sub(wr_tail) as usize;
         outstanding + wrs <= self.lay.caps.max_send_wr as usize
-            && bbs <= self.lay.sq_wqe_cnt - self.cur_post.wrapping_sub(tail)
     }
 
     /// Raw post: any number of WRs, ONE doorbell. Every WR is checked first (state, SGE count,
@@ -1118,7 +1525,6 @@ impl<H: Hal> QueuePair<H> {
             return Err(Error::DeviceFatal { syndrome: s });
         }
         self.check_state(&[qp::state::RTS])?;
-        let mut need = 0u32;
         let mut last_bbs = 0;
         {
             let mrs = self.ctx.mrs.read();
@@ -1128,7 +1534,6 @@ impl<H: Hal> QueuePair<H> {
                     RawData::Inline(b) => Data::Inline(b),
                 };
                 last_bbs = self.send_wqe_bbs(&wr.op, data)?;
-                need += last_bbs;
                 if let RawData::Sges(s) = wr.data {
                     let write = matches!(
                         wr.op,
@@ -1143,144 +1548,94 @@ impl<H: Hal> QueuePair<H> {
         if wrs.is_empty() {
             return Ok(());
         }
-        self.release_completed();
-        if !self.sq_room(wrs.len(), need) {
+        self.sweep();
+        if !self.sq_room(wrs.len()) {
             return Err(InvalidInput::QueueFull.into());
         }
-        let mut last = ptr::null();
+        let (mut last, mut in_place) = (ptr::null(), false);
         for wr in wrs {
             let data = match wr.data {
                 RawData::Sges(s) => Data::Sges(s),
                 RawData::Inline(b) => Data::Inline(b),
             };
             let bbs = self.send_wqe_bbs(&wr.op, data).unwrap_or(1);
-            last = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs);
+            (last, in_place) = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs);
         }
-        self.ring_sq(last, if wrs.len() == 1 { Some(last_bbs) } else { None });
+        let bf = if wrs.len() == 1 {
+            self.bf_blocks(last_bbs, in_place)
+        } else {
+            0
+        };
+        self.sq_limit = self.sq_wr_head;
+        self.ring_sq(last, self.cur_post, bf);
         Ok(())
     }
 
-    /// Safe layer, step 2: releases completed WQEs' references and checks room for `need`
-    /// WQEBBs.
+    /// Safe layer, step 2: releases completed WRs' region references and checks room for
+    /// `wrs` WRs.
     #[inline]
-    pub(crate) fn reserve_sq(&mut self, wrs: usize, need: u32) -> Result<()> {
-        self.release_completed();
-        if !self.sq_room(wrs, need) {
+    pub(crate) fn reserve_sq(&mut self, wrs: usize) -> Result<()> {
+        self.sweep();
+        if !self.sq_room(wrs) {
             return Err(InvalidInput::QueueFull.into());
         }
         Ok(())
     }
 
-    /// Fast path: one RDMA WRITE with one SGE whose region the caller validated (`mr` is the
-    /// region of `g`). The same WQE as the general path (ctrl + raddr + data, one WQEBB, never
-    /// wrapping), with the checks reduced to what this shape needs.
+    /// Safe layer, step 4: one doorbell for the batch (`lone`: the batch is this one WQE of
+    /// `bbs` blocks, written in place or not).
     #[inline]
-    pub(crate) fn fast_write(
-        &mut self,
-        wr_id: u64,
-        g: RawSge,
-        mr: &Arc<MrInner<H>>,
-        remote: Remote,
-        flags: SendFlags,
-    ) -> Result<()> {
+    pub(crate) fn ring_send(&mut self, last: *const u8, lone: Option<(u32, bool)>) {
+        let bf = match lone {
+            Some((bbs, in_place)) => self.bf_blocks(bbs, in_place),
+            None => 0,
+        };
+        // The generic path moved the head: the fast path rechecks room first.
+        self.sq_limit = self.sq_wr_head;
+        self.ring_sq(last, self.cur_post, bf);
+    }
+
+    /// Safe layer: the checks every send WR needs (device alive, QP in RTS).
+    #[inline(always)]
+    pub(crate) fn check_can_send(&self) -> Result<()> {
         if let Some(s) = self.ctx.fatal() {
             return Err(Error::DeviceFatal { syndrome: s });
         }
         if self.state != qp::state::RTS {
             return Err(InvalidInput::QpState { state: self.state }.into());
         }
-        let tail = self.shared.sq_tail.load(Ordering::Acquire);
-        if self.sq_clean != tail || self.rq_clean != self.shared.rq_tail.load(Ordering::Relaxed) {
-            self.release_completed();
-        }
-        let cnt = self.lay.sq_wqe_cnt;
-        let wr_tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
-        if self.cur_post.wrapping_sub(tail) >= cnt
-            || self.sq_wr_head.wrapping_sub(wr_tail) >= self.lay.caps.max_send_wr
-        {
-            return Err(InvalidInput::QueueFull.into());
-        }
-        let idx = self.cur_post & (cnt - 1);
-        // SAFETY: idx < cnt: one WQEBB inside the send queue, which lies inside the buffer.
-        let base = unsafe {
-            self.ring
-                .add(self.lay.sq_offset + idx as usize * wqe::SEND_WQE_BB)
-        };
-        let ds = if g.len == 0 { 2 } else { 3 };
-        let opc = wqe::opcode::RDMA_WRITE;
-        let mut fm_ce_se = 0u8;
-        if flags.contains(SendFlags::SIGNALED) {
-            fm_ce_se |= wqe::ctrl::CQ_UPDATE;
-        }
-        if flags.contains(SendFlags::SOLICITED) {
-            fm_ce_se |= wqe::ctrl::SOLICITED;
-        }
-        if flags.contains(SendFlags::FENCE) {
-            fm_ce_se |= wqe::ctrl::FENCE;
-        }
-        // SAFETY: 48 bytes of one 64-byte WQEBB (ctrl, raddr, data segments).
-        unsafe {
-            put32(base, wqe::opmod_idx_opcode(0, self.cur_post as u16, opc));
-            put32(base.add(4), wqe::qpn_ds(self.qpn, ds));
-            ptr::write_unaligned(base.add(8) as *mut [u8; 4], [0, 0, 0, fm_ce_se]);
-            put32(base.add(12), 0);
-            let r = base.add(wqe::ctrl_seg::SIZE);
-            put64(r, remote.addr);
-            put32(r.add(8), remote.rkey);
-            put32(r.add(12), 0);
-            if g.len != 0 {
-                let d = r.add(wqe::raddr_seg::SIZE);
-                put32(d, g.len);
-                put32(d.add(4), g.lkey);
-                put64(d.add(8), g.addr);
-            }
-        }
-        let slot = idx as usize;
-        self.cur_post = self.cur_post.wrapping_add(1);
-        self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
-        if let (Some(sl), Some(inf)) = (self.shared.sq.get(slot), self.inflight_sq.get_mut(slot)) {
-            sl.set(wr_id, self.cur_post, self.sq_wr_head);
-            inf.set(&[Some(mr)]);
-        }
-        self.ring_sq(base, Some(1));
         Ok(())
-    }
-
-    /// Safe layer, step 3: writes one validated WQE and keeps `mr` alive until it completes.
-    #[inline]
-    pub(crate) fn write_send_owned(
-        &mut self,
-        wr_id: u64,
-        op: &SendOp,
-        flags: SendFlags,
-        data: Data<'_>,
-        bbs: u32,
-        mrs: &[Option<&Arc<MrInner<H>>>],
-    ) -> *const u8 {
-        let slot = (self.cur_post & (self.lay.sq_wqe_cnt - 1)) as usize;
-        let last = self.write_send(wr_id, op, flags, data, bbs);
-        if let Some(v) = self.inflight_sq.get_mut(slot) {
-            v.set(mrs);
-        }
-        last
-    }
-
-    /// Safe layer, step 4: one doorbell for the batch.
-    #[inline]
-    pub(crate) fn ring_send(&mut self, last: *const u8, single: Option<u32>) {
-        self.ring_sq(last, single);
     }
 
     /// Safe layer, step 1: checks a send WR (state, limits) and returns its WQEBB count.
     #[inline]
     pub(crate) fn check_send(&self, op: &SendOp, data: Data<'_>) -> Result<u32> {
-        if let Some(s) = self.ctx.fatal() {
-            return Err(Error::DeviceFatal { syndrome: s });
-        }
-        if self.state != qp::state::RTS {
-            return Err(InvalidInput::QpState { state: self.state }.into());
-        }
+        self.check_can_send()?;
         self.send_wqe_bbs(op, data)
+    }
+
+    /// Safe layer, single RDMA WRITE / READ with one SGE of region `mr` (checked by the
+    /// caller): the gate, then the region's binding (looked up after anything that could
+    /// sweep, so a fresh binding cannot be released before it is stamped), then the
+    /// one-block WQE of [`QueuePair::post_write`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn post_one_sge_mr(
+        &mut self,
+        opc: u8,
+        wr_id: u64,
+        mr: &Arc<MrInner<H>>,
+        offset: u64,
+        len: u32,
+        remote: Remote,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.sweep();
+        self.gate()?;
+        let i = self.binding_for(mr);
+        self.stamp_sq(i);
+        self.write_one_sge(opc, wr_id, mr.iova + offset, len, mr.key, remote, flags);
+        Ok(())
     }
 
     /// Raw receive post: checks every WR first, writes them, updates the receive doorbell
@@ -1323,7 +1678,7 @@ impl<H: Hal> QueuePair<H> {
             }
             .into());
         }
-        self.release_completed();
+        self.sweep();
         let used = self
             .rq_head
             .wrapping_sub(self.shared.rq_tail.load(Ordering::Acquire));
@@ -1366,12 +1721,6 @@ impl<H: Hal> QueuePair<H> {
         idx
     }
 
-    pub(crate) fn set_inflight_rq(&mut self, idx: usize, mrs: &[Option<&Arc<MrInner<H>>>]) {
-        if let Some(v) = self.inflight_rq.get_mut(idx) {
-            v.set(mrs);
-        }
-    }
-
     pub(crate) fn ring_rq(&mut self) {
         let hal = &self.ctx.hal;
         hal.dma_wmb();
@@ -1400,24 +1749,20 @@ impl<H: Hal> QueuePair<H> {
         let mut out = [0u8; destroy_qp_out::BYTES];
         let r = self.ctx.exec(&c, &mut out);
         for cq in [&self.scq, &self.rcq] {
-            cq.qps.write().retain(|q| !Arc::ptr_eq(q, &self.shared));
+            cq.detach(&self.shared);
         }
         if r.is_err() {
-            // The device may still access the buffers: keep them.
+            // The device may still access the buffers and the regions WRs named: keep them.
             core::mem::forget(self.buf.take());
             core::mem::forget(self.db.take());
+            core::mem::forget(core::mem::take(&mut self.bindings));
             return r;
         }
         let hal = &self.ctx.hal;
         let uar = self.uar.index;
         let _ = self.ctx.with_dev(|d| d.dealloc_uar(hal, uar));
-        for v in self
-            .inflight_sq
-            .iter_mut()
-            .chain(self.inflight_rq.iter_mut())
-        {
-            v.clear();
-        }
+        self.bindings.clear();
+        self.auto_live = 0;
         r
     }
 }

@@ -7,15 +7,20 @@
 //!
 //! Buffers: a [`MemoryRegion`] owns its DMA memory and is read and written by copy
 //! ([`MemoryRegion::read`], [`MemoryRegion::write`]), never through a Rust reference, since the
-//! NIC (or a remote peer with REMOTE_WRITE) may write it at any time. A posted work request
-//! keeps a reference to each region it names until its WQE completes, so a region cannot be
-//! deregistered and freed under an in-flight operation ([`MemoryRegion::dereg`] reports
-//! [`Error::Busy`]; dropping the handle defers the DESTROY_MKEY to the last reference).
+//! NIC (or a remote peer with REMOTE_WRITE) may write it at any time. A QP keeps a reference
+//! to each region its outstanding work requests name (one per region, stamped per WR, not one
+//! per WR) until they completed, and to each region bound to it with
+//! [`QueuePair::bind_mr`], so a region cannot be deregistered and freed under an in-flight
+//! operation ([`MemoryRegion::dereg`] reports [`Error::Busy`]; dropping the handle defers the
+//! DESTROY_MKEY to the last reference).
 //!
-//! Two posting layers: [`QueuePair::post_send`] / [`QueuePair::post_recv`] take [`Sge`]s that
-//! borrow regions (checked: same context, inside the region, local write where the device
-//! writes); [`QueuePair::post_send_raw`] / [`QueuePair::post_recv_raw`] are `unsafe` and take
-//! addresses and keys (still checked against this context's live regions).
+//! Three posting layers: [`QueuePair::post_send`] / [`QueuePair::post_recv`] take [`Sge`]s
+//! that borrow regions (checked: same context, inside the region, local write where the
+//! device writes); [`QueuePair::post_write`] / [`QueuePair::post_read`] take slices of a
+//! region bound to the QP ([`BoundMr`]: a pre-validated handle, so a post is a handle check,
+//! a bounds check and the WQE); [`QueuePair::post_send_raw`] / [`QueuePair::post_recv_raw`]
+//! are `unsafe` and take addresses and keys (still checked against this context's live
+//! regions).
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::sync::Arc;
@@ -40,8 +45,8 @@ pub use crate::eq::AsyncEvent as Event;
 pub use crate::hca::Config as ContextConfig;
 pub use crate::mr::Access as AccessFlags;
 pub use crate::qp::{
-    ConnectOptions, Mtu, QpCaps, QpEndpoint, QueuePair, RawData, RawRecvWr, RawSendWr, Remote,
-    SendFlags, SendOp,
+    BoundMr, BoundSge, ConnectOptions, Mtu, QpCaps, QpEndpoint, QueuePair, RawData, RawRecvWr,
+    RawSendWr, Remote, SendFlags, SendOp,
 };
 
 /// A live MR as the lkey check sees it.
@@ -68,6 +73,9 @@ pub(crate) struct CtxInner<H: Hal> {
     recent_keys: spin::Mutex<VecDeque<u32>>,
     /// 0: healthy; 0x100 | syndrome: dead (read without a lock on every poll).
     fatal: core::sync::atomic::AtomicU16,
+    /// [`crate::eq::EventQueue::peek_word`] of the EQ (0: none), refreshed whenever the
+    /// device lock is released: CQ polls check the next EQE's owner byte without the lock.
+    eq_peek: core::sync::atomic::AtomicUsize,
     closed: AtomicBool,
 }
 
@@ -79,7 +87,13 @@ impl<H: Hal> CtxInner<H> {
         if let Some(s) = d.cmd.fatal {
             self.fatal.store(0x100 | s as u16, Ordering::Relaxed);
         }
+        self.refresh_eq_peek(&d);
         r
+    }
+
+    fn refresh_eq_peek(&self, d: &Device<H>) {
+        let w = d.eq.as_ref().map_or(0, |q| q.peek_word());
+        self.eq_peek.store(w, Ordering::Relaxed);
     }
 
     /// Executes one command.
@@ -101,14 +115,40 @@ impl<H: Hal> CtxInner<H> {
         *self.gid0.lock()
     }
 
-    /// One owner-bit read of the next EQE; services the EQ only when something is there
-    /// (and nobody else holds the lock).
+    /// One owner-bit read of the next EQE, without the device lock; services the EQ only
+    /// when something is there (and nobody else holds the lock).
     #[inline]
     pub(crate) fn poll_events_cheap(&self) -> Result<()> {
+        let w = self.eq_peek.load(Ordering::Relaxed);
+        if w == 0 {
+            return Ok(());
+        }
+        // SAFETY: `w & !1` is the address of an EQE inside the EQ buffer, which lives as long
+        // as the device state this context owns (the EQ is destroyed only when the context
+        // is, and no CQ outlives its context); volatile: the device writes it. A stale value
+        // still names a byte of that buffer.
+        let owner = unsafe {
+            core::ptr::read_volatile(((w & !1) + mlx5_prm::eq::EQE_SIZE - 1) as *const u8)
+        };
+        if (owner & 1) as usize != w & 1 {
+            return Ok(());
+        }
+        self.poll_events_locked()
+    }
+
+    #[cold]
+    fn poll_events_locked(&self) -> Result<()> {
         if let Some(mut d) = self.dev.try_lock() {
-            if d.eq.as_ref().is_some_and(|q| q.peek_ready()) {
-                d.service_events(&self.hal, false)?;
+            let r = if d.eq.as_ref().is_some_and(|q| q.peek_ready()) {
+                d.service_events(&self.hal, false).map(|_| ())
+            } else {
+                Ok(())
+            };
+            if let Some(s) = d.cmd.fatal {
+                self.fatal.store(0x100 | s as u16, Ordering::Relaxed);
             }
+            self.refresh_eq_peek(&d);
+            r?;
         }
         Ok(())
     }
@@ -138,6 +178,7 @@ impl<H: Hal> Context<H> {
         } else {
             [0; 16]
         };
+        let eq_peek = o.dev.eq.as_ref().map_or(0, |q| q.peek_word());
         Ok(Context {
             inner: Arc::new(CtxInner {
                 hal,
@@ -153,6 +194,7 @@ impl<H: Hal> Context<H> {
                 mrs: spin::RwLock::new(BTreeMap::new()),
                 recent_keys: spin::Mutex::new(VecDeque::new()),
                 fatal: core::sync::atomic::AtomicU16::new(0),
+                eq_peek: core::sync::atomic::AtomicUsize::new(eq_peek),
                 closed: AtomicBool::new(false),
             }),
         })
@@ -383,11 +425,11 @@ impl<H: Hal> ProtectionDomain<H> {
 
 /// MR state, kept alive by the handle and by in-flight WRs.
 pub(crate) struct MrInner<H: Hal> {
-    pd: Arc<PdInner<H>>,
-    key: u32,
-    iova: u64,
-    len: u64,
-    access: Access,
+    pub(crate) pd: Arc<PdInner<H>>,
+    pub(crate) key: u32,
+    pub(crate) iova: u64,
+    pub(crate) len: u64,
+    pub(crate) access: Access,
     entries: usize,
     page_shift: u32,
     buf: Option<DmaMem<H::Dma>>,
@@ -430,6 +472,10 @@ pub struct MemoryRegion<H: Hal> {
 impl<H: Hal> MemoryRegion<H> {
     fn get(&self) -> Result<&Arc<MrInner<H>>> {
         self.inner.as_ref().ok_or(Error::Closed)
+    }
+    /// The shared state, `None` after dereg.
+    pub(crate) fn inner_arc(&self) -> Option<&Arc<MrInner<H>>> {
+        self.inner.as_ref()
     }
     /// Local key (0 after dereg).
     pub fn lkey(&self) -> u32 {
@@ -486,7 +532,8 @@ impl<H: Hal> MemoryRegion<H> {
         }
     }
     /// Deregisters now. Deregistering twice is harmless; fails with [`Error::Busy`] (and
-    /// stays registered) while posted WRs still reference the region.
+    /// stays registered) while posted WRs still reference the region or a QP has it bound
+    /// ([`QueuePair::bind_mr`]).
     pub fn dereg(&mut self) -> Result<()> {
         let Some(arc) = self.inner.take() else {
             return Ok(());
@@ -562,7 +609,7 @@ pub(crate) fn check_lkey(mrs: &BTreeMap<u32, MrInfo>, g: &RawSge, write: bool) -
 /// `n` (converting is on the hot path; zeroing 30 entries is not).
 struct SgeBuf<'b, H: Hal> {
     raw: [core::mem::MaybeUninit<RawSge>; MAX_SGE],
-    refs: [core::mem::MaybeUninit<Option<&'b Arc<MrInner<H>>>>; MAX_SGE],
+    refs: [core::mem::MaybeUninit<&'b Arc<MrInner<H>>>; MAX_SGE],
     n: usize,
 }
 
@@ -581,13 +628,10 @@ impl<'b, H: Hal> SgeBuf<'b, H> {
         unsafe { core::slice::from_raw_parts(self.raw.as_ptr() as *const RawSge, self.n) }
     }
     #[inline(always)]
-    fn refs(&self) -> &[Option<&'b Arc<MrInner<H>>>] {
+    fn refs(&self) -> &[&'b Arc<MrInner<H>>] {
         // SAFETY: as in `raw`.
         unsafe {
-            core::slice::from_raw_parts(
-                self.refs.as_ptr() as *const Option<&'b Arc<MrInner<H>>>,
-                self.n,
-            )
+            core::slice::from_raw_parts(self.refs.as_ptr() as *const &'b Arc<MrInner<H>>, self.n)
         }
     }
 
@@ -619,7 +663,7 @@ impl<'b, H: Hal> SgeBuf<'b, H> {
                 len: s.len,
                 lkey: m.key,
             });
-            self.refs[i].write(Some(m));
+            self.refs[i].write(m);
             self.n = i + 1;
         }
         Ok(())
@@ -637,15 +681,59 @@ impl<H: Hal> QueuePair<H> {
     /// Posts send work requests (any number, ONE doorbell). Every request is checked before
     /// anything is written: QP state (RTS), SGE count, inline size, regions (same context,
     /// inside bounds, LOCAL_WRITE for RDMA READ / atomic targets), 8-byte atomic buffers,
-    /// room in the send queue. The regions stay referenced until the WQE completes.
-    #[inline]
+    /// room in the send queue. The regions stay referenced until the WQE completes (the QP
+    /// binds each region once and stamps the binding per WR: no reference counting per WR).
+    ///
+    /// Inlined so that a call site with one RDMA WRITE or READ of one SGE compiles to the
+    /// one-block path of [`QueuePair::post_write`] plus the region checks; anything else
+    /// goes to the general code out of line.
+    #[inline(always)]
     pub fn post_send(&mut self, wrs: &[SendWr<'_, H>]) -> Result<()> {
         if let [wr] = wrs {
+            if let SendData::Sges([s]) = wr.data {
+                match wr.op {
+                    SendOp::Write { remote, imm: None } => {
+                        return self.post_one_sge(wqe::opcode::RDMA_WRITE, wr, s, remote);
+                    }
+                    SendOp::Read { remote } => {
+                        return self.post_one_sge(wqe::opcode::RDMA_READ, wr, s, remote);
+                    }
+                    _ => {}
+                }
+            }
             return self.post_send_one(wr);
         }
+        self.post_send_batch(wrs)
+    }
+
+    /// One RDMA WRITE / READ with one SGE: the region checks, then the one-block path.
+    #[inline(always)]
+    fn post_one_sge(
+        &mut self,
+        opc: u8,
+        wr: &SendWr<'_, H>,
+        s: &Sge<'_, H>,
+        remote: Remote,
+    ) -> Result<()> {
+        let m = s.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
+        if !Arc::ptr_eq(&m.pd.ctx, &self.ctx) {
+            return Err(InvalidInput::ForeignObject.into());
+        }
+        match s.offset.checked_add(s.len as u64) {
+            Some(end) if end <= m.len => {}
+            _ => return Err(InvalidInput::OutOfRange.into()),
+        }
+        if opc == wqe::opcode::RDMA_READ && !m.access.contains(Access::LOCAL_WRITE) {
+            return Err(InvalidInput::LocalAccess.into());
+        }
+        self.post_one_sge_mr(opc, wr.wr_id, m, s.offset, s.len, remote, wr.flags)
+    }
+
+    /// Any number of WRs but one: checked all, then written, one doorbell.
+    #[inline(never)]
+    fn post_send_batch(&mut self, wrs: &[SendWr<'_, H>]) -> Result<()> {
         let ctx = Arc::as_ptr(&self.ctx);
         let mut sg = SgeBuf::new();
-        let mut need = 0u32;
         for wr in wrs {
             let data = match wr.data {
                 SendData::Sges(s) => {
@@ -654,12 +742,12 @@ impl<H: Hal> QueuePair<H> {
                 }
                 SendData::Inline(b) => Data::Inline(b),
             };
-            need += self.check_send(&wr.op, data)?;
+            self.check_send(&wr.op, data)?;
         }
         if wrs.is_empty() {
             return Ok(());
         }
-        self.reserve_sq(wrs.len(), need)?;
+        self.reserve_sq(wrs.len())?;
         let mut last = core::ptr::null();
         for wr in wrs {
             let data = match wr.data {
@@ -673,31 +761,19 @@ impl<H: Hal> QueuePair<H> {
                 }
             };
             let bbs = self.check_send(&wr.op, data)?;
-            last = self.write_send_owned(wr.wr_id, &wr.op, wr.flags, data, bbs, sg.refs());
+            for m in sg.refs() {
+                let i = self.binding_for(m);
+                self.stamp_sq(i);
+            }
+            last = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs).0;
         }
         self.ring_send(last, None);
         Ok(())
     }
 
-    /// One WR: converted and checked once; a single-SGE RDMA WRITE takes the fast path.
-    #[inline]
+    /// One WR of any shape: converted and checked once, written, one doorbell.
+    #[inline(never)]
     fn post_send_one(&mut self, wr: &SendWr<'_, H>) -> Result<()> {
-        if let (SendOp::Write { remote, imm: None }, SendData::Sges([s])) = (wr.op, wr.data) {
-            let m = s.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
-            if !Arc::ptr_eq(&m.pd.ctx, &self.ctx) {
-                return Err(InvalidInput::ForeignObject.into());
-            }
-            match s.offset.checked_add(s.len as u64) {
-                Some(end) if end <= m.len => {}
-                _ => return Err(InvalidInput::OutOfRange.into()),
-            }
-            let g = RawSge {
-                addr: m.iova + s.offset,
-                len: s.len,
-                lkey: m.key,
-            };
-            return self.fast_write(wr.wr_id, g, m, remote, wr.flags);
-        }
         let mut sg = SgeBuf::new();
         let data = match wr.data {
             SendData::Sges(s) => {
@@ -707,9 +783,13 @@ impl<H: Hal> QueuePair<H> {
             SendData::Inline(b) => Data::Inline(b),
         };
         let bbs = self.check_send(&wr.op, data)?;
-        self.reserve_sq(1, bbs)?;
-        let last = self.write_send_owned(wr.wr_id, &wr.op, wr.flags, data, bbs, sg.refs());
-        self.ring_send(last, Some(bbs));
+        self.reserve_sq(1)?;
+        for m in sg.refs() {
+            let i = self.binding_for(m);
+            self.stamp_sq(i);
+        }
+        let (last, in_place) = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs);
+        self.ring_send(last, Some((bbs, in_place)));
         Ok(())
     }
 
@@ -725,8 +805,11 @@ impl<H: Hal> QueuePair<H> {
         self.check_recv(wrs.len(), max)?;
         for w in wrs {
             sg.convert(ctx, w.sges, true)?;
-            let idx = self.write_recv(w.wr_id, sg.raw());
-            self.set_inflight_rq(idx, sg.refs());
+            for m in sg.refs() {
+                let i = self.binding_for(m);
+                self.stamp_rq(i);
+            }
+            self.write_recv(w.wr_id, sg.raw());
         }
         if !wrs.is_empty() {
             self.ring_rq();

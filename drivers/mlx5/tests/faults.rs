@@ -64,6 +64,8 @@ fn fatal_health_makes_every_later_call_fail() {
     let mut p = pair(&ctx, QpCaps::default());
     let pd = ctx.alloc_pd().unwrap();
     let mut cq = ctx.create_cq(16).unwrap();
+    let m = pd.alloc_mr(4096, mlx5::AccessFlags::ALL).unwrap();
+    let bound = p.a.bind_mr(&m).unwrap();
     sim.with_hca(|h| h.update_faults(|f| f.fatal_health = Some(0x8)));
     assert_eq!(
         ctx.alloc_pd().err(),
@@ -85,8 +87,18 @@ fn fatal_health_makes_every_later_call_fail() {
     );
     let fatal = Some(Error::DeviceFatal { syndrome: 0x8 });
     assert_eq!(p.a.post_send(&[ping()]).err(), fatal);
+    let r = mlx5::Remote {
+        addr: m.addr(),
+        rkey: m.rkey(),
+    };
+    assert_eq!(
+        p.a.post_write(0, bound.sge(0, 8), r, mlx5::SendFlags::SIGNALED)
+            .err(),
+        fatal
+    );
     assert_eq!(p.b.post_recv(&[]).err(), fatal);
     drop(p);
+    drop(m);
     drop(cq);
     drop(pd);
     // Teardown reports the dead device instead of hanging.
