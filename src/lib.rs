@@ -75,6 +75,8 @@ pub struct Options {
     /// None: `rdma` with an HCA attached, `hello` without.
     pub app: Option<String>,
     pub boot: BootVia,
+    /// Extra arguments for the emulated HCA's server (`mlx5-sim`): trace, faults, wire.
+    pub hca_args: Vec<String>,
     /// Hide 1 GiB pages from the guest even under TCG (KVM always hides them here).
     pub hide_1g_pages: bool,
     /// Copy the guest's serial output to stdout while it runs.
@@ -94,6 +96,7 @@ impl Default for Options {
             gdb: false,
             vfio: Vec::new(),
             hca: None,
+            hca_args: Vec::new(),
             app: None,
             boot: BootVia::Pvh,
             hide_1g_pages: false,
@@ -119,6 +122,11 @@ Options:
   --vfio BDF             pass a host PCI function through with -device vfio-pci (repeatable)
   --hca sim|none         attach the emulated ConnectX-5 HCA (default: sim under KVM, none under
                          TCG, where QEMU 10.0's proxy device crashes)
+  --hca-trace            the HCA server logs every command (opcode, status, syndrome) to stderr
+  --hca-fault SPEC       inject HCA faults (see mlx5-sim --help), e.g. fatal-health=0x5
+  --hca-wire listen:PATH|connect:PATH
+                         join this guest's HCA to another launcher's over a UNIX socket, so
+                         two guests can run RDMA between them
   --app NAME             the application to link into the image (default: rdma with an HCA,
                          hello without)
   --boot pvh|grub        boot with QEMU -kernel (PVH) or through GRUB and Multiboot2 (default pvh)
@@ -189,6 +197,21 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<ParseOutcome
                 })
             }
             "--app" => o.app = Some(value("--app")?),
+            "--hca-trace" => o.hca_args.push("--trace".into()),
+            "--hca-fault" => {
+                o.hca_args.push("--fault".into());
+                o.hca_args.push(value("--hca-fault")?);
+            }
+            "--hca-wire" => {
+                let v = value("--hca-wire")?;
+                let (flag, path) = match v.split_once(':') {
+                    Some(("listen", p)) => ("--wire-listen", p),
+                    Some(("connect", p)) => ("--wire-connect", p),
+                    _ => return Err(format!("--hca-wire: expected listen:PATH or connect:PATH, got '{v}'")),
+                };
+                o.hca_args.push(flag.into());
+                o.hca_args.push(path.into());
+            }
             "--boot" => {
                 o.boot = match value("--boot")?.as_str() {
                     "pvh" => BootVia::Pvh,
@@ -526,7 +549,7 @@ pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
     });
     let opts = &Options { hca: Some(hca), app: Some(app.clone()), ..opts.clone() };
     let server = match hca {
-        Hca::Sim => Some(HcaServer::start(&build_hca_sim()?, &[])?),
+        Hca::Sim => Some(HcaServer::start(&build_hca_sim()?, &opts.hca_args)?),
         Hca::None => None,
     };
     let elf = build_image(&app)?;
@@ -631,7 +654,8 @@ mod tests {
     #[test]
     fn parses_every_option() {
         let args = "--accel tcg --machine pc --memory 5G --cpus 2 --cmdline log=debug --timeout 9 --gdb \
-                    --vfio 0000:3b:00.0 --hca none --app panic --boot grub --no-1g-pages -q";
+                    --vfio 0000:3b:00.0 --hca none --app panic --boot grub --no-1g-pages -q \
+                    --hca-trace --hca-wire connect:/tmp/w.sock";
         let ParseOutcome::Run(o) = parse_args(args.split(' ').map(String::from)).unwrap() else { panic!() };
         assert_eq!(o.accel, Accel::Tcg);
         assert_eq!(o.machine, Machine::Pc);
@@ -644,6 +668,8 @@ mod tests {
         assert_eq!(o.hca, Some(Hca::None));
         assert_eq!(o.app.as_deref(), Some("panic"));
         assert_eq!(o.boot, BootVia::Grub);
+        assert_eq!(o.hca_args, ["--trace", "--wire-connect", "/tmp/w.sock"]);
+        assert!(parse_args(["--hca-wire=sideways".to_string()]).is_err());
         assert_eq!(parse_args(["--help".to_string()]).unwrap(), ParseOutcome::Help);
         assert!(parse_args(["--accel=quantum".to_string()]).is_err());
         assert!(parse_args(["--memory".to_string()]).is_err());
