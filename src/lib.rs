@@ -123,7 +123,7 @@ Options:
   --hca sim|none         attach the emulated ConnectX-5 HCA (default: sim under KVM, none under
                          TCG, where QEMU 10.0's proxy device crashes)
   --hca-trace            the HCA server logs every command (opcode, status, syndrome) to stderr
-  --hca-fault SPEC       inject HCA faults (see mlx5-sim --help), e.g. fatal-health=0x5
+  --hca-fault SPEC       inject HCA faults (see mlx5-sim --help), e.g. swallow-commands
   --hca-wire listen:PATH|connect:PATH
                          join this guest's HCA to another launcher's over a UNIX socket, so
                          two guests can run RDMA between them
