@@ -113,6 +113,11 @@ impl<H: Hal> EventQueue<H> {
         addr | ((self.ci >> self.log_nent) & 1) as usize
     }
 
+    /// Number of entries in the ring.
+    pub(crate) fn entries(&self) -> usize {
+        1usize << self.log_nent
+    }
+
     /// True when the next EQE is software's.
     pub(crate) fn peek_ready(&self) -> bool {
         let nent = 1u32 << self.log_nent;
@@ -266,7 +271,10 @@ impl<H: Hal> Device<H> {
     /// command slot of their own when `nested`), other events are logged.
     pub(crate) fn service_events(&mut self, hal: &H, nested: bool) -> Result<usize> {
         let mut n = 0;
-        loop {
+        // A device that keeps producing events must not hold the caller here forever: one
+        // call consumes at most two laps of the ring; the rest waits for the next call.
+        let budget = self.eq.as_ref().map_or(0, |q| 2 * q.entries());
+        while n < budget {
             let e = match self.eq.as_mut() {
                 Some(q) => q.next(hal)?,
                 None => return Ok(n),
