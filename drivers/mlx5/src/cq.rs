@@ -18,13 +18,14 @@ use mlx5_prm::{
 use crate::cmd::{get, CmdBuf};
 use crate::error::{Error, InvalidInput, Result};
 use crate::hal::{DmaMem, Hal};
-use crate::qp::WqShared;
+use crate::qp::{SendCursor, WqShared};
 use crate::verbs::CtxInner;
 
 /// Completion status (`ibv_wc_status`, mapped from the error CQE syndrome as Linux
 /// ib/cq.c `mlx5_handle_error_cqe` and rdma-core cq.c `mlx5_handle_error_cqe` do).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[repr(u8)]
 pub enum WcStatus {
     /// Success.
     Success,
@@ -87,6 +88,7 @@ impl WcStatus {
 /// What completed (`ibv_wc_opcode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[repr(u8)]
 pub enum WcOpcode {
     /// SEND or SEND with immediate.
     Send,
@@ -106,24 +108,71 @@ pub enum WcOpcode {
     Unknown,
 }
 
-/// One work completion.
+/// One work completion. `repr(C)`, with `status`, `opcode` and `vendor_err` adjacent so the
+/// poller writes the three as one word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct WorkCompletion {
     /// The work request's id.
     pub wr_id: u64,
+    /// Bytes transferred: defined for receives, RDMA READ and atomics (verbs leaves it
+    /// undefined for SEND and RDMA WRITE completions; there it is the CQE's `byte_cnt`).
+    pub byte_len: u32,
+    /// The local QP number.
+    pub qp_num: u32,
+    /// Immediate data, when the sender attached some.
+    pub imm: Option<u32>,
     /// Status.
     pub status: WcStatus,
     /// Opcode (meaningful when `status` is success).
     pub opcode: WcOpcode,
-    /// Bytes transferred: defined for receives, RDMA READ and atomics (verbs leaves it
-    /// undefined for SEND and RDMA WRITE completions; there it is the CQE's `byte_cnt`).
-    pub byte_len: u32,
-    /// Immediate data, when the sender attached some.
-    pub imm: Option<u32>,
-    /// The local QP number.
-    pub qp_num: u32,
     /// Vendor syndrome of an error CQE.
     pub vendor_err: u8,
+}
+
+/// `status`, `opcode` and `vendor_err` of a completion and the padding byte after them, as
+/// they lie in memory: one 4-byte store.
+#[derive(Clone, Copy)]
+struct WcHead(u32);
+
+// The layout `WcHead::write` relies on: the three one-byte fields at a 4-byte aligned offset,
+// then only padding to the end.
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    let o = offset_of!(WorkCompletion, status);
+    assert!(o % 4 == 0 && size_of::<WcStatus>() == 1 && size_of::<WcOpcode>() == 1);
+    assert!(offset_of!(WorkCompletion, opcode) == o + 1);
+    assert!(offset_of!(WorkCompletion, vendor_err) == o + 2);
+    assert!(size_of::<WorkCompletion>() >= o + 4);
+    assert!(offset_of!(WorkCompletion, imm) + size_of::<Option<u32>>() <= o);
+};
+
+impl WcHead {
+    const fn new(status: WcStatus, opcode: WcOpcode, vendor_err: u8) -> WcHead {
+        WcHead(u32::from_ne_bytes([
+            status as u8,
+            opcode as u8,
+            vendor_err,
+            0,
+        ]))
+    }
+
+    /// A successful completion with this head.
+    #[inline(always)]
+    fn write(self, w: &mut WorkCompletion, wr_id: u64, byte_len: u32, qp_num: u32) {
+        w.wr_id = wr_id;
+        w.byte_len = byte_len;
+        w.qp_num = qp_num;
+        w.imm = None;
+        // SAFETY: the 4 bytes at `status` are `status`, `opcode`, `vendor_err` and padding
+        // (checked above), inside `*w` and 4-byte aligned; the bytes written are a valid
+        // `WcStatus` and `WcOpcode` (both `repr(u8)`, from `WcHead::new`).
+        unsafe {
+            let p = (w as *mut WorkCompletion as *mut u8)
+                .add(core::mem::offset_of!(WorkCompletion, status));
+            ptr::write(p as *mut u32, self.0);
+        }
+    }
 }
 
 impl Default for WorkCompletion {
@@ -207,6 +256,9 @@ pub struct CompletionQueue<H: Hal> {
     placeholder: Arc<WqShared>,
     /// `CqShared::qps_gen` when `cached` was taken.
     cached_gen: u32,
+    /// The last `sop_drop_qpn` dword of `cached` the inline path took (QP and WQE opcode, as
+    /// it lies in memory) and the head of the completion it makes.
+    seen: (u32, WcHead),
 }
 
 // SAFETY: the raw pointers point into buffers owned by `shared` (kept alive by the Arc);
@@ -267,6 +319,7 @@ pub(crate) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, entries: u32) -> Result<Com
         cqe_cnt,
         ci: 0,
         arm_sn: 0,
+        seen: nop_seen(&placeholder),
         cached: placeholder.clone(),
         placeholder,
         cached_gen: 0,
@@ -286,95 +339,153 @@ impl<H: Hal> CompletionQueue<H> {
 
     /// Polls up to `wc.len()` completions into `wc`; returns how many. The consumer index is
     /// written to the doorbell record once, at the end. A fatal device state is reported as
-    /// an error; the event queue is checked for page requests with one owner-bit read.
+    /// an error. The event queue is checked for page requests with one owner-bit read when
+    /// fewer than `wc.len()` completions were there, or the call passed the end of the ring
+    /// (so at least once per pass).
     ///
     /// Per CQE (rdma-core cq.c `mlx5_poll_one`): owner bit and opcode, read barrier, then
     /// only the fields the completion needs, straight from the ring. A successful send
-    /// completion of the QP the previous CQE named is handled inline; everything else
-    /// (receives, errors, another QP, garbage) goes through `parse`, out of line.
-    #[inline]
+    /// completion of the QP the previous CQE named, for the WQE its send queue expects next,
+    /// is handled inline; everything else (receives, errors, another QP, completions that
+    /// cover unsignaled WRs, duplicates, garbage) goes out of line, where the full checks are.
+    #[inline(always)]
     pub fn poll(&mut self, wc: &mut [WorkCompletion]) -> Result<usize> {
-        let Self {
-            shared,
-            buf,
-            db,
-            cqe_cnt,
-            ci,
-            cached,
-            placeholder,
-            cached_gen,
-            ..
-        } = self;
-        let (buf, db, cqe_cnt) = (*buf, *db, *cqe_cnt);
-        let ctx = &shared.ctx;
-        if let Some(s) = ctx.fatal() {
-            return Err(Error::DeviceFatal { syndrome: s });
+        self.shared.ctx.check_alive()?;
+        let gen = self.shared.qps_gen.load(Ordering::Acquire);
+        if gen != self.cached_gen {
+            self.forget_cached(gen);
         }
-        let gen = shared.qps_gen.load(Ordering::Acquire);
-        if gen != *cached_gen {
-            *cached = placeholder.clone();
-            *cached_gen = gen;
-        }
-        let mask = cqe_cnt - 1;
-        let hal = &ctx.hal;
-        let start = *ci;
-        let mut cur = start;
-        for w in wc.iter_mut() {
-            // SAFETY: (cur & mask) < cqe_cnt, so the CQE lies inside the buffer of
-            // cqe_cnt * 64 bytes `shared` owns; volatile because the device writes it.
-            let cqe_p = unsafe { buf.add(((cur & mask) as usize) * cqe::SIZE) };
-            // SAFETY: as above.
-            let op_own = unsafe { ptr::read_volatile(cqe_p.add(cqe::offset::OP_OWN)) };
-            // Software owns the CQE when its owner bit is the pass parity of `cur`
-            // (rdma-core cq.c `get_sw_cqe`) and the opcode is not INVALID. The common case, a
-            // successful send completion (opcode REQ = 0), is one compare.
-            let owner = ((cur & cqe_cnt) != 0) as u8;
-            let req = op_own & (0xf0 | cqe::OWNER_MASK) == (cqe::opcode::REQ << 4 | owner);
-            if !req && !cqe::is_sw_owned(op_own, cur, cqe_cnt) {
-                break;
-            }
-            hal.dma_rmb();
-            cur = cur.wrapping_add(1);
-            let c = Cqe(cqe_p);
-            // SAFETY: the CQE's 64 bytes lie inside the buffer and the device handed it over;
-            // the offsets are inside mlx5_cqe64 (mlx5_prm::cqe::offset).
-            let sop_raw = unsafe { c.ne32(cqe::offset::SOP_DROP_QPN) };
-            // Bytes 1..4: the QP number; byte 0: the WQE opcode (rdma-core handle_good_req).
-            if !req || sop_raw & QPN_BYTES != cached.qpn_key {
-                let sop = u32::from_be(sop_raw);
-                // SAFETY: as above.
-                unsafe { parse(shared, cached, c, op_own, sop, w) };
-                continue;
-            }
-            // SAFETY: as above.
-            let counter = unsafe { c.be16(cqe::offset::WQE_COUNTER) };
-            let Some(wr_id) = cached.complete_send(counter) else {
-                *w = bad_cqe(cached.qpn);
-                continue;
-            };
-            w.wr_id = wr_id;
-            w.status = WcStatus::Success;
-            w.vendor_err = 0;
-            w.opcode = REQ_OPCODE[sop_raw.to_ne_bytes()[0] as usize];
-            // SAFETY: as above.
-            w.byte_len = unsafe { c.be32(cqe::offset::BYTE_CNT) };
-            w.imm = None;
-            w.qp_num = cached.qpn;
-        }
+        let start = self.ci;
+        let cur = self.poll_ring(wc);
+        self.ci = cur;
         let n = cur.wrapping_sub(start) as usize;
-        *ci = cur;
+        let ctx = &self.shared.ctx;
         if n > 0 {
-            hal.dma_wmb();
+            ctx.hal.dma_wmb();
             // SAFETY: the doorbell record is 64 bytes owned by `shared`; dword 0 is SET_CI.
             unsafe {
                 ptr::write_volatile(
-                    (db as *mut u32).add(cq_db::SET_CI),
+                    (self.db as *mut u32).add(cq_db::SET_CI),
                     (cur & 0xff_ffff).to_be(),
                 )
             };
         }
-        ctx.poll_events_cheap()?;
+        if n < wc.len() || (cur ^ start) & self.cqe_cnt != 0 {
+            // The CQ ran dry, or this call passed the end of the ring: look at the event
+            // queue (page requests). A full batch is followed by another call, so the check
+            // is put off by at most one pass over the ring.
+            ctx.poll_events_cheap()?;
+        }
         Ok(n)
+    }
+
+    /// The QPs attached to this CQ changed: a QP number may now name another QP.
+    #[cold]
+    fn forget_cached(&mut self, gen: u32) {
+        self.cached = self.placeholder.clone();
+        self.seen = nop_seen(&self.cached);
+        self.cached_gen = gen;
+    }
+
+    /// Consumes up to `wc.len()` CQEs from `ci` on; returns the new consumer index.
+    ///
+    /// The ring is walked in runs that do not wrap, so within a run the owner bit software
+    /// expects is a constant (rdma-core cq.c `get_sw_cqe`: the pass parity `!!(n & cqe_cnt)`)
+    /// and the common CQE, a successful requester completion (opcode REQ = 0) of that parity,
+    /// is one compare of `op_own`. The cached QP's send state lives in a [`SendCursor`] (in
+    /// registers) and is published once at the end.
+    #[inline(always)]
+    fn poll_ring(&mut self, wc: &mut [WorkCompletion]) -> u32 {
+        let Self {
+            shared,
+            buf,
+            cqe_cnt,
+            ci,
+            cached,
+            seen: seen_io,
+            ..
+        } = self;
+        let (buf, cnt) = (*buf, *cqe_cnt);
+        let hal = &shared.ctx.hal;
+        let mut cur = *ci;
+        let mut q = cached.cursor();
+        // Completions come in runs of one QP and one operation: the QP and opcode checks are
+        // one compare with the last `sop_drop_qpn` dword taken, and the completion's head is
+        // that dword's.
+        let mut seen = *seen_io;
+        let mut rest = wc;
+        while !rest.is_empty() {
+            // One run per iteration: up to the ring's end, then (at most once) from its start.
+            let idx = cur & (cnt - 1);
+            let run = ((cnt - idx) as usize).min(rest.len());
+            let (seg, later) = core::mem::take(&mut rest).split_at_mut(run);
+            rest = later;
+            // The pass parity of every CQE in the run.
+            let parity = ((cur & cnt) != 0) as u8;
+            let want = cqe::opcode::REQ << 4 | parity;
+            // SAFETY: idx < cnt: CQE idx of the buffer of cnt * 64 bytes `shared` owns.
+            let first = unsafe { buf.add(idx as usize * cqe::SIZE) };
+            let mut p = first;
+            let mut taken = run;
+            for w in seg.iter_mut() {
+                let c = Cqe(p);
+                // SAFETY: the run does not wrap, so `c` is CQE idx + k < cnt of the buffer and
+                // `p` at most one past its end.
+                p = unsafe { p.add(cqe::SIZE) };
+                // SAFETY: as above; volatile because the device writes it.
+                if unsafe { c.u8(cqe::offset::OP_OWN) } & (0xf0 | cqe::OWNER_MASK) != want {
+                    // SAFETY: as above (the device writes the byte only while it owns it).
+                    let op_own = unsafe { c.u8(cqe::offset::OP_OWN) };
+                    // rdma-core cq.c get_sw_cqe / cqe::is_sw_owned, with the run's parity.
+                    if cqe::opcode(op_own) == cqe::opcode::INVALID
+                        || op_own & cqe::OWNER_MASK != parity
+                    {
+                        // Still the device's.
+                        taken = (c.0 as usize - first as usize) / cqe::SIZE;
+                        break;
+                    }
+                    hal.dma_rmb();
+                    other_cqe(shared, cached, &mut q, c, op_own, w);
+                    seen = nop_seen(cached);
+                    continue;
+                }
+                hal.dma_rmb();
+                // SAFETY: the CQE's 64 bytes lie inside the buffer and the device handed it
+                // over; the offsets are inside mlx5_cqe64 (mlx5_prm::cqe::offset).
+                let sop_raw = unsafe { c.ne32(cqe::offset::SOP_DROP_QPN) };
+                if sop_raw != seen.0 {
+                    // Bytes 1..4: the QP number; byte 0: the WQE opcode (rdma-core
+                    // handle_good_req).
+                    if sop_raw & QPN_BYTES != q.key {
+                        // SAFETY: as above.
+                        let op_own = unsafe { c.u8(cqe::offset::OP_OWN) };
+                        other_cqe(shared, cached, &mut q, c, op_own, w);
+                        seen = nop_seen(cached);
+                        continue;
+                    }
+                    seen = req_seen(sop_raw);
+                }
+                // SAFETY: as above.
+                let counter = unsafe { c.be16(cqe::offset::WQE_COUNTER) };
+                let slot = q.slot(cached, counter);
+                let Some(wr_id) = q.complete_next(slot, counter) else {
+                    // SAFETY: as above.
+                    let tail = unsafe { send_slow(cached, slot, q.tail(), counter, c, w) };
+                    q.set_tail(tail);
+                    continue;
+                };
+                // SAFETY: as above.
+                let byte_len = unsafe { c.be32(cqe::offset::BYTE_CNT) };
+                seen.1.write(w, wr_id, byte_len, q.qpn);
+            }
+            cur = cur.wrapping_add(taken as u32);
+            if taken < run || rest.is_empty() {
+                break;
+            }
+        }
+        cached.store_tail(&q);
+        *seen_io = seen;
+        cur
     }
 
     /// Polls until `n` completions arrived or `timeout` passed (convenience for tests and
@@ -488,6 +599,19 @@ const REQ_OPCODE: [WcOpcode; 256] = {
     t
 };
 
+/// The opcode cache entry of a raw `sop_drop_qpn` dword: the dword and the head of the
+/// successful completion it makes (rdma-core cq.c `handle_good_req`).
+#[inline(always)]
+fn req_seen(sop: u32) -> (u32, WcHead) {
+    let op = REQ_OPCODE[sop.to_ne_bytes()[0] as usize];
+    (sop, WcHead::new(WcStatus::Success, op, 0))
+}
+
+/// The opcode cache entry of QP `q` with the NOP opcode byte (0): its key.
+fn nop_seen(q: &WqShared) -> (u32, WcHead) {
+    req_seen(q.qpn_key)
+}
+
 fn bad_cqe(qpn: u32) -> WorkCompletion {
     WorkCompletion {
         qp_num: qpn,
@@ -506,6 +630,65 @@ fn find_qp<'c, H: Hal>(
         *cached = shared.qps.read().iter().find(|q| q.qpn == qpn)?.clone();
     }
     Some(cached)
+}
+
+/// A CQE the inline path does not take (receives, errors, another QP, garbage): the cursor's
+/// tail is published first (the general parser works on the shared state, and may switch
+/// `cached` to another QP), and the cursor is taken again afterwards.
+#[inline(always)]
+fn other_cqe<H: Hal>(
+    shared: &CqShared<H>,
+    cached: &mut Arc<WqShared>,
+    q: &mut SendCursor,
+    c: Cqe,
+    op_own: u8,
+    w: &mut WorkCompletion,
+) {
+    cached.store_tail(q);
+    // SAFETY: the caller saw the CQE handed over (owner bit, opcode, read barrier).
+    let sop = u32::from_be(unsafe { c.ne32(cqe::offset::SOP_DROP_QPN) });
+    // SAFETY: as above.
+    unsafe { parse(shared, cached, c, op_own, sop, w) };
+    *q = cached.cursor();
+}
+
+/// A successful send completion of the cached QP that is not the one its send queue expects
+/// next: the full check (a completion that covers unsignaled WRs passes, a duplicate or
+/// garbage counter is [`WcStatus::BadCqe`]). Returns the new tail.
+///
+/// # Safety
+/// `c` points to a whole CQE the device handed over.
+#[cold]
+#[inline(never)]
+unsafe fn send_slow(
+    q: &WqShared,
+    slot: &crate::qp::SqSlot,
+    tail: u32,
+    counter: u16,
+    c: Cqe,
+    w: &mut WorkCompletion,
+) -> u32 {
+    let Some((wr_id, tail)) = SendCursor::complete_slow(q, slot, tail, counter) else {
+        *w = bad_cqe(q.qpn);
+        return tail;
+    };
+    // SAFETY: per the caller; offsets inside mlx5_cqe64.
+    let (sop, byte_len) = unsafe {
+        (
+            c.ne32(cqe::offset::SOP_DROP_QPN),
+            c.be32(cqe::offset::BYTE_CNT),
+        )
+    };
+    *w = WorkCompletion {
+        wr_id,
+        status: WcStatus::Success,
+        opcode: REQ_OPCODE[sop.to_ne_bytes()[0] as usize],
+        byte_len,
+        imm: None,
+        qp_num: q.qpn,
+        vendor_err: 0,
+    };
+    tail
 }
 
 /// Parses one CQE (rdma-core cq.c `mlx5_parse_cqe`, `handle_good_req`, `handle_responder`,

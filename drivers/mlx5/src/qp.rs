@@ -15,11 +15,19 @@
 //! BlueFlame offset alternates between the two halves of the register (facts trap 16).
 //!
 //! Completion bookkeeping is a plain ring indexed by the WQE counter (`SqSlot`: wr_id, the
-//! WQE's first block and its WR count), shared with the CQ poller, which checks every counter
-//! a CQE brings against it. Region lifetimes are kept by the QP's bindings (`Binding`), not
-//! by per-WR reference counts: explicit ones ([`QueuePair::bind_mr`]) held for a [`BoundMr`]
-//! handle, and ones made by posted WRs, stamped with the WR count of the last WR that named
-//! the region and released once the poller's tail passed it.
+//! WQE's first block and its WR count, one cache line each), shared with the CQ poller, which
+//! checks every counter a CQE brings against it: the expected one (the next WR, where the CQE
+//! says it starts) with one compare, anything else in full (`SendCursor`). Region lifetimes
+//! are kept by the QP's bindings (`Binding`), not by per-WR reference counts: explicit ones
+//! ([`QueuePair::bind_mr`]) held for a [`BoundMr`] handle, and ones made by posted WRs,
+//! stamped with the WR count of the last WR that named the region and released once the
+//! poller's tail passed it (the region of the last generic post is stamped in the QP,
+//! `last_stamp`, and the stamp copied into its binding before anything reads it).
+//!
+//! The send gate (`WqShared::sq_last`): the fast paths post while the WR count stays below a
+//! limit, one load and a sign test. Reaching it, a state change, a post of the general path
+//! and a dying device (`CtxInner::set_dead`) all close it, and its slow path checks the device,
+//! the state and the room.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -265,13 +273,113 @@ pub struct RawRecvWr<'a> {
 }
 
 /// What the poller needs about the send WQE that starts at one index: a plain ring indexed
-/// by the WQE counter (rdma-core qp.c keeps `wrid[]` and `wqe_head[]` the same way).
+/// by the WQE counter (rdma-core qp.c keeps `wrid[]` and `wqe_head[]` the same way). One cache
+/// line per slot, like a WQE block: the poster writes slot `k` while the poller reads slot
+/// `k - 1` on another core without sharing a line, and the poster addresses both rings with
+/// one scaled index.
+#[repr(align(64))]
 pub(crate) struct SqSlot {
     wrid: AtomicU64,
-    /// Low 32 bits: the WQE's first block (`cur_post` when it was written, what the CQE's
-    /// `wqe_counter` names); high 32 bits: the WR count after the WR (the `max_send_wr`
-    /// accounting of rdma-core qp.c `mlx5_wq_overflow`, which counts WRs, not blocks).
+    /// [`slot_meta`]`(wr_end, start)`: bits 0..16 the WQE's first block (`cur_post` when it
+    /// was written, what the CQE's `wqe_counter` names), bits 16..48 the WR count after the WR
+    /// (the `max_send_wr` accounting of rdma-core qp.c `mlx5_wq_overflow`, which counts WRs,
+    /// not blocks). The expected completion (the next WR, starting where the CQE says) is one
+    /// 64-bit compare.
     meta: AtomicU64,
+}
+
+/// [`SqSlot::meta`] of the WQE that starts at block `start` and brings the WR count to
+/// `wr_end`.
+#[inline(always)]
+pub(crate) fn slot_meta(wr_end: u32, start: u16) -> u64 {
+    (wr_end as u64) << 16 | start as u64
+}
+
+/// The poller's working copy of one QP's send-completion state for the length of a poll call
+/// (`cq.rs`): the completed-WR tail lives in a register and is written back once per call
+/// ([`WqShared::store_tail`]) or before anything else looks at it.
+#[derive(Clone, Copy)]
+pub(crate) struct SendCursor {
+    /// [`WqShared::qpn_key`].
+    pub(crate) key: u32,
+    /// The QP number.
+    pub(crate) qpn: u32,
+    /// `WqShared::sq`'s slots (`mask + 1` of them, never fewer than one).
+    slots: *const SqSlot,
+    mask: u32,
+    /// `slot_meta(tail + 1, 0)`, where `tail` is the count of WRs completed: the meta of the
+    /// next WR to complete, but for its first block.
+    next: u64,
+}
+
+impl SendCursor {
+    /// The slot of the WQE that starts at block `counter` (what a CQE's `wqe_counter` names);
+    /// `q` is the `WqShared` the cursor was taken from.
+    #[inline(always)]
+    pub(crate) fn slot<'q>(&self, q: &'q WqShared, counter: u16) -> &'q SqSlot {
+        debug_assert!(core::ptr::eq(q.sq.as_ptr(), self.slots));
+        let i = counter as u32 & self.mask;
+        // SAFETY: the index is at most `mask`, and `slots` has `mask + 1` entries owned by
+        // `q` (the cursor was taken from it), which never resizes them.
+        unsafe { &*self.slots.add(i as usize) }
+    }
+
+    /// A send completion at WQE counter `counter`, the fast case only: the next WR, whose WQE
+    /// starts where the CQE says (one compare). Its wr_id, or `None` for anything else
+    /// (completions that cover unsignaled WRs, and every bad CQE), which then goes to
+    /// [`SendCursor::complete_slow`].
+    #[inline(always)]
+    pub(crate) fn complete_next(&mut self, slot: &SqSlot, counter: u16) -> Option<u64> {
+        if slot.meta.load(Ordering::Acquire) != self.next | counter as u64 {
+            return None;
+        }
+        // After 2^32 WRs this carries into bit 48, which no slot holds: that one completion
+        // takes the full check, which starts the count over (`set_tail`).
+        self.next += slot_meta(1, 0);
+        Some(slot.wrid.load(Ordering::Relaxed))
+    }
+
+    /// The full check: the slot records a WQE that starts at `counter` and whose WR count lies
+    /// in `(tail, tail + max_send_wr]`. Returns the wr_id and the new tail.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn complete_slow(
+        q: &WqShared,
+        slot: &SqSlot,
+        tail: u32,
+        counter: u16,
+    ) -> Option<(u64, u32)> {
+        let meta = slot.meta.load(Ordering::Acquire);
+        let wr_end = (meta >> 16) as u32;
+        if meta as u16 != counter || wr_end.wrapping_sub(tail).wrapping_sub(1) >= q.sq_max_wr {
+            return None;
+        }
+        Some((slot.wrid.load(Ordering::Relaxed), wr_end))
+    }
+
+    /// [`SendCursor::complete_next`], else [`SendCursor::complete_slow`].
+    #[inline(always)]
+    pub(crate) fn complete(&mut self, q: &WqShared, counter: u16) -> Option<u64> {
+        let slot = self.slot(q, counter);
+        if let Some(w) = self.complete_next(slot, counter) {
+            return Some(w);
+        }
+        let (wr_id, tail) = Self::complete_slow(q, slot, self.tail(), counter)?;
+        self.set_tail(tail);
+        Some(wr_id)
+    }
+
+    /// The completed-WR count.
+    #[inline(always)]
+    pub(crate) fn tail(&self) -> u32 {
+        ((self.next >> 16) as u32).wrapping_sub(1)
+    }
+
+    /// Moves the completed-WR count (after [`SendCursor::complete_slow`]).
+    #[inline(always)]
+    pub(crate) fn set_tail(&mut self, tail: u32) {
+        self.next = slot_meta(tail.wrapping_add(1), 0);
+    }
 }
 
 /// Work-queue state the CQ poller shares with the poster: wr_ids and counters.
@@ -290,6 +398,13 @@ pub(crate) struct WqShared {
     sq_max_wr: u32,
     /// WRs completed (moved by the poller).
     sq_wr_tail: AtomicU32,
+    /// The send gate: the last WR count the fast path may reach. It posts while
+    /// `sq_last - head >= 0` (as `i32`, a sign test); past it [`QueuePair::gate`] rechecks the
+    /// device, the state and the room, and moves it (`tail + max_send_wr - 1` in RTS). The
+    /// poster closes it (sets it to `head - 1`) whenever the state or the head moves
+    /// otherwise, and a dying device closes every QP's gate ([`WqShared::close_gate`]), so the
+    /// fast path's one load covers all three checks.
+    sq_last: AtomicU32,
     rq_wrid: Vec<AtomicU64>,
     rq_mask: u32,
     rq_head: AtomicU32,
@@ -297,16 +412,21 @@ pub(crate) struct WqShared {
 }
 
 impl WqShared {
-    /// A stand-in that matches no CQE (its number is beyond 24 bits; no slots).
+    /// A stand-in that matches no CQE (its number is beyond 24 bits; one empty slot, so a
+    /// cursor over it keeps the invariant `slots = mask + 1`).
     pub(crate) fn placeholder() -> WqShared {
         WqShared {
             qpn: u32::MAX,
             // Never matches: byte 0 is set (raw dwords are masked to bytes 1..4 first).
             qpn_key: u32::from_ne_bytes([0xff, 0, 0, 0]),
-            sq: Vec::new(),
+            sq: alloc::vec![SqSlot {
+                wrid: AtomicU64::new(0),
+                meta: AtomicU64::new(0),
+            }],
             sq_mask: 0,
             sq_max_wr: 0,
             sq_wr_tail: AtomicU32::new(0),
+            sq_last: AtomicU32::new(u32::MAX),
             rq_wrid: Vec::new(),
             rq_mask: 0,
             rq_head: AtomicU32::new(0),
@@ -320,22 +440,31 @@ impl WqShared {
         u32::from_ne_bytes([0, b[1], b[2], b[3]])
     }
 
-    /// A send completion at WQE counter `counter`: its wr_id, or `None` when the counter names
-    /// no outstanding WQE (a duplicate or garbage CQE). Each index is checked; the slot must
-    /// record a WQE that starts at `counter` and whose WR count lies in
-    /// `(tail, tail + max_send_wr]`.
+    /// The poller's cursor over this QP's send completions (see [`SendCursor`]).
     #[inline(always)]
-    pub(crate) fn complete_send(&self, counter: u16) -> Option<u64> {
-        let tail = self.sq_wr_tail.load(Ordering::Relaxed);
-        let slot = self.sq.get((counter as u32 & self.sq_mask) as usize)?;
-        let meta = slot.meta.load(Ordering::Acquire);
-        let wr_end = (meta >> 32) as u32;
-        if meta as u16 != counter || wr_end.wrapping_sub(tail).wrapping_sub(1) >= self.sq_max_wr {
-            return None;
+    pub(crate) fn cursor(&self) -> SendCursor {
+        SendCursor {
+            key: self.qpn_key,
+            qpn: self.qpn,
+            slots: self.sq.as_ptr(),
+            mask: self.sq_mask,
+            next: slot_meta(self.sq_wr_tail.load(Ordering::Relaxed).wrapping_add(1), 0),
         }
-        let wr_id = slot.wrid.load(Ordering::Relaxed);
-        self.sq_wr_tail.store(wr_end, Ordering::Release);
-        Some(wr_id)
+    }
+
+    /// Publishes the cursor's tail (the poster reads it for room).
+    #[inline(always)]
+    pub(crate) fn store_tail(&self, c: &SendCursor) {
+        self.sq_wr_tail.store(c.tail(), Ordering::Release);
+    }
+
+    /// A send completion at WQE counter `counter`, outside a poll loop's cursor.
+    #[inline]
+    pub(crate) fn complete_send(&self, counter: u16) -> Option<u64> {
+        let mut c = self.cursor();
+        let r = c.complete(self, counter);
+        self.store_tail(&c);
+        r
     }
 
     /// A receive completion: the oldest outstanding receive's wr_id.
@@ -353,10 +482,21 @@ impl WqShared {
         Some(wr_id)
     }
 
+    /// Closes the send gate from outside the poster (the device died): the next post takes
+    /// the slow path. The head lies at or past the tail, so a limit far below the tail closes
+    /// the gate whatever the head is.
+    pub(crate) fn close_gate(&self) {
+        let tail = self.sq_wr_tail.load(Ordering::Relaxed);
+        self.sq_last
+            .store(tail.wrapping_sub(1 << 30), Ordering::Relaxed);
+    }
+
     fn reset(&self) {
         for a in [&self.sq_wr_tail, &self.rq_head, &self.rq_tail] {
             a.store(0, Ordering::Release);
         }
+        // Closed (head 0).
+        self.sq_last.store(u32::MAX, Ordering::Release);
         for sl in &self.sq {
             sl.meta.store(0, Ordering::Relaxed);
         }
@@ -389,7 +529,8 @@ static NEXT_QP_TAG: AtomicU64 = AtomicU64::new(1);
 pub struct BoundMr {
     tag: u64,
     index: u32,
-    lkey: u32,
+    /// The local key as the data segment holds it (big-endian in memory order).
+    lkey_be: u32,
     iova: u64,
     len: u64,
     local_write: bool,
@@ -408,7 +549,7 @@ impl BoundMr {
     }
     /// The region's local key.
     pub fn lkey(&self) -> u32 {
-        self.lkey
+        u32::from_be(self.lkey_be)
     }
     /// The region's first address.
     pub fn addr(&self) -> u64 {
@@ -572,8 +713,8 @@ pub struct QueuePair<H: Hal> {
     ring: *mut u8,
     /// First block of the send queue (`ring + sq_offset`).
     sq_base: *mut u8,
-    /// `sq_wqe_cnt - 1`.
-    sq_mask: u32,
+    /// `sq_wqe_cnt - 1` (at most 2^15 - 1).
+    sq_mask: u16,
     /// `shared.sq`'s slots (`sq_mask + 1` of them).
     sq_slots: *const SqSlot,
     dbrec: *mut u8,
@@ -582,15 +723,15 @@ pub struct QueuePair<H: Hal> {
     bf_half: usize,
     use_bf: bool,
     lay: Layout,
-    cur_post: u32,
+    /// The next WQE's first block, modulo 2^16 (what the ctrl segment's `wqe_index`, the
+    /// doorbell record and the CQE's `wqe_counter` carry).
+    cur_post: u16,
     /// Send WRs posted (the head of the WR count).
     sq_wr_head: u32,
-    /// The fast path posts while `sq_wr_head != sq_limit`; at the limit, [`QueuePair::gate`]
-    /// rechecks state and room and moves it (`tail + max_send_wr` in RTS). Anything else that
-    /// moves the head or the state sets it to the head, forcing that recheck.
-    sq_limit: u32,
-    /// `qpn_ds` of a ctrl + raddr + data WQE, big-endian in memory order.
-    qpn_ds3: [u8; 4],
+    /// Ctrl-segment bytes 0..8 of a one-block RDMA WRITE / RDMA READ (ctrl + raddr + data)
+    /// with the WQE index zero, as they lie in memory ([`ctrl_tpl`]).
+    ctrl_write: u64,
+    ctrl_read: u64,
     /// BlueFlame for one-block WQEs (BlueFlame on, and a half-register holds 64 bytes).
     bf_one: bool,
     /// This QP's [`BoundMr`] tag.
@@ -605,11 +746,24 @@ pub struct QueuePair<H: Hal> {
     swept: (u32, u32),
     /// Index of the binding the last generic post used (the common case hits it).
     last_binding: usize,
+    /// The region of `bindings[last_binding]` (`Arc::as_ptr`), or null. Only an identity:
+    /// while it is not null that binding holds the region, so no other region can have this
+    /// address; it is cleared whenever that binding goes (`free_binding`, `destroy_inner`).
+    /// The region passed the context check when the binding was made.
+    last_mr: *const (),
+    /// `last_mr` while no other binding is held for WRs (a generic post on that region has
+    /// nothing to sweep), else null: the one compare of the one-SGE generic post.
+    fast_mr: *const (),
+    /// The send stamp of `bindings[last_binding]` while `last_mr` is set: the one-SGE generic
+    /// post writes it here (one store) instead of into the binding; `flush_stamp` copies it
+    /// there before anything reads the binding's stamp.
+    last_stamp: u32,
     destroyed: bool,
 }
 
 // SAFETY: raw pointers point into `buf` / `db`, which the QP owns, and into `shared.sq`
-// (atomics, kept alive by the QP's Arc); all access is through &mut self.
+// (atomics, kept alive by the QP's Arc); `last_mr` / `fast_mr` name a region one of the QP's
+// bindings holds (an `Arc` of `Send + Sync` state); all access is through &mut self.
 unsafe impl<H: Hal> Send for QueuePair<H> {}
 
 pub(crate) fn create<H: Hal>(
@@ -666,11 +820,13 @@ pub(crate) fn create<H: Hal>(
         sq_mask: lay.sq_wqe_cnt - 1,
         sq_max_wr: lay.caps.max_send_wr,
         sq_wr_tail: AtomicU32::new(0),
+        sq_last: AtomicU32::new(u32::MAX),
         rq_wrid: atomics(lay.rq_wqe_cnt.max(1)),
         rq_mask: lay.rq_wqe_cnt.max(1) - 1,
         rq_head: AtomicU32::new(0),
         rq_tail: AtomicU32::new(0),
     });
+    ctx.register_send_gate(&shared);
     scq.shared.attach(&shared);
     if !Arc::ptr_eq(&scq.shared, &rcq.shared) {
         rcq.shared.attach(&shared);
@@ -694,7 +850,7 @@ pub(crate) fn create<H: Hal>(
         db: Some(db),
         ring,
         sq_base,
-        sq_mask: lay.sq_wqe_cnt - 1,
+        sq_mask: (lay.sq_wqe_cnt - 1) as u16,
         sq_slots,
         dbrec,
         uar,
@@ -704,8 +860,8 @@ pub(crate) fn create<H: Hal>(
         lay,
         cur_post: 0,
         sq_wr_head: 0,
-        sq_limit: 0,
-        qpn_ds3: wqe::qpn_ds(qpn, 3).to_be_bytes(),
+        ctrl_write: ctrl_tpl(qpn, 3, wqe::opcode::RDMA_WRITE),
+        ctrl_read: ctrl_tpl(qpn, 3, wqe::opcode::RDMA_READ),
         bf_one: ctx.caps.bf && bf_size / 2 >= wqe::SEND_WQE_BB,
         tag,
         rq_head: 0,
@@ -714,6 +870,9 @@ pub(crate) fn create<H: Hal>(
         auto_live: 0,
         swept: (0, 0),
         last_binding: 0,
+        last_mr: ptr::null(),
+        fast_mr: ptr::null(),
+        last_stamp: 0,
         destroyed: false,
     })
 }
@@ -723,6 +882,28 @@ pub(crate) fn create<H: Hal>(
 pub(crate) enum Data<'a> {
     Sges(&'a [RawSge]),
     Inline(&'a [u8]),
+}
+
+/// Ctrl-segment bytes 0..8 as they lie in memory, with the WQE index zero:
+/// `opmod_idx_opcode` (opmod 0, opcode `opc`) and `qpn_ds(qpn, ds)`, both big-endian
+/// (rdma-core qp.c `_mlx5_post_send`: `ctrl->qpn_ds = htobe32(size | (qp->ibv_qp->qp_num << 8))`).
+fn ctrl_tpl(qpn: u32, ds: u8, opc: u8) -> u64 {
+    let o = wqe::opmod_idx_opcode(0, 0, opc).to_be_bytes();
+    let q = wqe::qpn_ds(qpn, ds).to_be_bytes();
+    u64::from_ne_bytes([o[0], o[1], o[2], o[3], q[0], q[1], q[2], q[3]])
+}
+
+/// Ctrl-segment bytes 0..8 of the WQE at block `cur`: the WQE index (big-endian, bytes 1..3)
+/// over a [`ctrl_tpl`].
+#[inline(always)]
+fn ctrl_head(tpl: u64, cur: u16) -> u64 {
+    // Dword 0 in memory order (one byte swap on a little-endian CPU).
+    let dw0 = wqe::opmod_idx_opcode(0, cur, 0).to_be() as u64;
+    if cfg!(target_endian = "little") {
+        tpl | dw0
+    } else {
+        tpl | dw0 << 32
+    }
 }
 
 #[inline(always)]
@@ -897,10 +1078,10 @@ impl<H: Hal> QueuePair<H> {
         self.set_state(qp::state::RST);
         self.cur_post = 0;
         self.sq_wr_head = 0;
-        self.sq_limit = 0;
         self.rq_head = 0;
         self.shared.reset();
         // Nothing is outstanding in RESET: WR-made bindings go, handle-held ones start over.
+        self.last_stamp = 0;
         for i in 0..self.bindings.len() {
             if self.bindings[i].explicit {
                 let b = &mut self.bindings[i];
@@ -928,7 +1109,15 @@ impl<H: Hal> QueuePair<H> {
 
     fn set_state(&mut self, state: u8) {
         self.state = state;
-        self.sq_limit = self.sq_wr_head;
+        self.close_gate();
+    }
+
+    /// Makes the next post take the slow path of [`QueuePair::gate`].
+    #[inline(always)]
+    fn close_gate(&self) {
+        self.shared
+            .sq_last
+            .store(self.sq_wr_head.wrapping_sub(1), Ordering::Relaxed);
     }
 
     /// True while a WR that named binding `b` may still be outstanding: its stamp lies in
@@ -953,8 +1142,36 @@ impl<H: Hal> QueuePair<H> {
         if let Some(b) = self.bindings.get_mut(i) {
             if !b.explicit && b.mr.take().is_some() {
                 self.auto_live -= 1;
+                if i == self.last_binding {
+                    self.last_mr = ptr::null();
+                }
+                self.refresh_fast_mr();
             }
         }
+    }
+
+    /// Writes the last binding's send stamp (`last_stamp`) into it.
+    fn flush_stamp(&mut self) {
+        if !self.last_mr.is_null() {
+            if let Some(b) = self.bindings.get_mut(self.last_binding) {
+                b.last_sq = self.last_stamp;
+            }
+        }
+    }
+
+    /// Recomputes `fast_mr` after the bindings or `last_binding` changed.
+    fn refresh_fast_mr(&mut self) {
+        let last_auto = !self.last_mr.is_null()
+            && self
+                .bindings
+                .get(self.last_binding)
+                .is_some_and(|b| !b.explicit);
+        let others = self.auto_live - last_auto as u32;
+        self.fast_mr = if others == 0 {
+            self.last_mr
+        } else {
+            ptr::null()
+        };
     }
 
     /// Releases the regions that only completed WRs referenced. Cheap when nothing is held
@@ -972,6 +1189,7 @@ impl<H: Hal> QueuePair<H> {
 
     #[cold]
     fn sweep_slow(&mut self, (sq_tail, rq_tail): (u32, u32)) {
+        self.flush_stamp();
         self.swept = (sq_tail, rq_tail);
         for i in 0..self.bindings.len() {
             let b = &self.bindings[i];
@@ -993,7 +1211,7 @@ impl<H: Hal> QueuePair<H> {
         if !explicit {
             self.auto_live += 1;
         }
-        match self.bindings.iter().position(|b| b.mr.is_none()) {
+        let i = match self.bindings.iter().position(|b| b.mr.is_none()) {
             Some(i) => {
                 self.bindings[i] = b;
                 i
@@ -1002,24 +1220,24 @@ impl<H: Hal> QueuePair<H> {
                 self.bindings.push(b);
                 self.bindings.len() - 1
             }
-        }
+        };
+        self.refresh_fast_mr();
+        i
     }
 
     /// The binding that keeps `mr` alive for a posted WR (found, or made): one pointer
     /// compare when the previous post named the same region, no reference counting per WR.
     #[inline]
     pub(crate) fn binding_for(&mut self, mr: &Arc<MrInner<H>>) -> usize {
-        let i = self.last_binding;
-        if let Some(b) = self.bindings.get(i) {
-            if b.mr.as_ref().is_some_and(|m| Arc::ptr_eq(m, mr)) {
-                return i;
-            }
+        if ptr::eq(Arc::as_ptr(mr) as *const (), self.last_mr) {
+            return self.last_binding;
         }
         self.binding_for_slow(mr)
     }
 
     #[cold]
     fn binding_for_slow(&mut self, mr: &Arc<MrInner<H>>) -> usize {
+        self.flush_stamp();
         let found = self
             .bindings
             .iter()
@@ -1029,6 +1247,9 @@ impl<H: Hal> QueuePair<H> {
             None => self.add_binding(mr, false),
         };
         self.last_binding = i;
+        self.last_mr = Arc::as_ptr(mr) as *const ();
+        self.last_stamp = self.bindings[i].last_sq;
+        self.refresh_fast_mr();
         i
     }
 
@@ -1036,7 +1257,9 @@ impl<H: Hal> QueuePair<H> {
     #[inline(always)]
     pub(crate) fn stamp_sq(&mut self, i: usize) {
         let seq = self.sq_wr_head.wrapping_add(1);
-        if let Some(b) = self.bindings.get_mut(i) {
+        if i == self.last_binding && !self.last_mr.is_null() {
+            self.last_stamp = seq;
+        } else if let Some(b) = self.bindings.get_mut(i) {
             b.last_sq = seq;
         }
     }
@@ -1065,7 +1288,7 @@ impl<H: Hal> QueuePair<H> {
         Ok(BoundMr {
             tag: self.tag,
             index: i as u32,
-            lkey: m.key,
+            lkey_be: m.key.to_be(),
             iova: m.iova,
             len: m.len,
             local_write: m.access.contains(Access::LOCAL_WRITE),
@@ -1081,6 +1304,7 @@ impl<H: Hal> QueuePair<H> {
             return Err(InvalidInput::UnboundRegion.into());
         }
         let (sq_head, rq_head) = (self.sq_wr_head, self.rq_head);
+        self.flush_stamp();
         // A live handle of this QP always names its own binding (never freed or reused
         // before the handle comes back here).
         let Some(b) = self.bindings.get_mut(h.index as usize) else {
@@ -1093,36 +1317,56 @@ impl<H: Hal> QueuePair<H> {
         b.explicit = false;
         b.last_sq = sq_head;
         b.last_rq = rq_head;
+        if h.index as usize == self.last_binding {
+            self.last_stamp = sq_head;
+        }
         self.auto_live += 1;
+        self.refresh_fast_mr();
         let t = self.tails();
         self.sweep_slow(t);
         Ok(())
     }
 
-    /// Lets a send WR through when the device is alive and, at the limit, when the QP is in
-    /// RTS and has room (the limit then moves to `tail + max_send_wr`).
+    /// Lets send WR number `head + 1` through while the gate is open (one load and a sign
+    /// test, see [`WqShared::sq_last`]); past it, when the device is alive, the QP is in RTS
+    /// and has room (the gate then moves to `tail + max_send_wr - 1`).
     #[inline(always)]
-    fn gate(&mut self) -> Result<()> {
-        if let Some(s) = self.ctx.fatal() {
-            return Err(Error::DeviceFatal { syndrome: s });
-        }
-        if self.sq_wr_head == self.sq_limit {
+    fn gate(&mut self, head: u32) -> Result<()> {
+        let last = self.shared.sq_last.load(Ordering::Relaxed);
+        if (last.wrapping_sub(head) as i32) < 0 {
             return self.refresh_limit();
         }
         Ok(())
     }
 
-    /// Moves the limit (no call, so the fast path needs no saved registers; region
-    /// releases happen on the generic paths and [`QueuePair::release_completed`]).
+    /// The gate's slow path: the checks, then the limit moves (no call, so the fast path
+    /// needs no saved registers; region releases happen on the generic paths and
+    /// [`QueuePair::release_completed`]).
     #[inline(always)]
     fn refresh_limit(&mut self) -> Result<()> {
+        self.ctx.check_alive()?;
         if self.state != qp::state::RTS {
             return Err(InvalidInput::QpState { state: self.state }.into());
         }
-        let tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
-        self.sq_limit = tail.wrapping_add(self.lay.caps.max_send_wr);
-        if self.sq_wr_head == self.sq_limit {
+        let head = self.sq_wr_head;
+        let limit = self
+            .shared
+            .sq_wr_tail
+            .load(Ordering::Acquire)
+            .wrapping_add(self.lay.caps.max_send_wr);
+        if limit == head {
+            // Full: the gate stays closed.
             return Err(InvalidInput::QueueFull.into());
+        }
+        self.shared
+            .sq_last
+            .store(limit.wrapping_sub(1), Ordering::Relaxed);
+        // A device dying now: `CtxInner::set_dead` sets its flag, a fence, then closes every
+        // gate. Either that close lands after the store above, or this check sees the flag.
+        core::sync::atomic::fence(Ordering::SeqCst);
+        if let Err(e) = self.ctx.check_alive() {
+            self.close_gate();
+            return Err(e);
         }
         Ok(())
     }
@@ -1183,9 +1427,19 @@ impl<H: Hal> QueuePair<H> {
         remote: Remote,
         flags: SendFlags,
     ) -> Result<()> {
-        self.gate()?;
+        let head = self.sq_wr_head;
+        self.gate(head)?;
         let addr = self.resolve(local, write)?;
-        self.write_one_sge(opc, wr_id, addr, local.len, local.mr.lkey, remote, flags);
+        self.write_one_sge(
+            head,
+            opc,
+            wr_id,
+            addr,
+            local.len,
+            local.mr.lkey_be,
+            remote,
+            flags,
+        );
         Ok(())
     }
 
@@ -1199,39 +1453,45 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// Writes a ctrl + raddr + data WQE (one block, never wrapping) at `cur_post` and rings
-    /// the doorbell. The caller checked state, room and the local slice.
+    /// the doorbell. The caller checked state, room and the local slice; `head` is
+    /// `sq_wr_head`, `lkey_be` the key as the data segment holds it (`key.to_be()`).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn write_one_sge(
         &mut self,
+        head: u32,
         opc: u8,
         wr_id: u64,
         addr: u64,
         len: u32,
-        lkey: u32,
+        lkey_be: u32,
         remote: Remote,
         flags: SendFlags,
     ) {
-        // The bookkeeping first (it frees registers for the WQE): the slot the poller will
-        // look up, the counters. Nothing reaches the device before the doorbell record.
+        // The slot the poller will look up and the counters first, then the WQE. Nothing
+        // reaches the device before the doorbell record.
         let cur = self.cur_post;
         let idx = cur & self.sq_mask;
         let next = cur.wrapping_add(1);
-        self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
+        debug_assert_eq!(head, self.sq_wr_head);
+        self.sq_wr_head = head.wrapping_add(1);
         self.set_slot(idx, wr_id, cur);
         self.cur_post = next;
-        let qpn_ds = if len == 0 {
+        let tpl = if len == 0 {
             // A zero-length SGE is left out (rdma-core qp.c set_data_ptr_seg skips it).
-            wqe::qpn_ds(self.qpn, 2).to_be_bytes()
+            ctrl_tpl(self.qpn, 2, opc)
+        } else if opc == wqe::opcode::RDMA_WRITE {
+            self.ctrl_write
+        } else if opc == wqe::opcode::RDMA_READ {
+            self.ctrl_read
         } else {
-            self.qpn_ds3
+            ctrl_tpl(self.qpn, 3, opc)
         };
-        // SAFETY: idx < sq_wqe_cnt: one block inside the send queue.
+        // SAFETY: idx <= sq_mask < sq_wqe_cnt: one block inside the send queue.
         let base = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
         // SAFETY: 48 bytes of one 64-byte block (ctrl, raddr, data segments).
         unsafe {
-            put32(base, wqe::opmod_idx_opcode(0, cur as u16, opc));
-            ptr::write_unaligned(base.add(4) as *mut [u8; 4], qpn_ds);
+            ptr::write_unaligned(base as *mut u64, ctrl_head(tpl, cur));
             ptr::write_unaligned(base.add(8) as *mut u32, CTRL_DW2[(flags.0 & 7) as usize]);
             put32(base.add(12), 0);
             let r = base.add(wqe::ctrl_seg::SIZE);
@@ -1241,7 +1501,7 @@ impl<H: Hal> QueuePair<H> {
             if len != 0 {
                 let d = r.add(wqe::raddr_seg::SIZE);
                 put32(d.add(wqe::data_seg::BYTE_COUNT), len);
-                put32(d.add(wqe::data_seg::LKEY), lkey);
+                ptr::write_unaligned(d.add(wqe::data_seg::LKEY) as *mut u32, lkey_be);
                 put64(d.add(wqe::data_seg::ADDR), addr);
             }
         }
@@ -1251,15 +1511,13 @@ impl<H: Hal> QueuePair<H> {
     /// Records the WQE that starts at block `start` (slot `idx`) for the poller; call after
     /// counting the WR in `sq_wr_head`.
     #[inline(always)]
-    fn set_slot(&self, idx: u32, wr_id: u64, start: u32) {
+    fn set_slot(&self, idx: u16, wr_id: u64, start: u16) {
         // SAFETY: idx <= sq_mask and `shared.sq` has sq_mask + 1 slots; `shared` (kept by
         // this QP) owns them and never resizes them.
         let sl = unsafe { &*self.sq_slots.add(idx as usize) };
         sl.wrid.store(wr_id, Ordering::Relaxed);
-        sl.meta.store(
-            start as u64 | (self.sq_wr_head as u64) << 32,
-            Ordering::Release,
-        );
+        sl.meta
+            .store(slot_meta(self.sq_wr_head, start), Ordering::Release);
     }
 
     /// WQEBBs a send WR needs, after checking it against the QP's limits.
@@ -1323,8 +1581,8 @@ impl<H: Hal> QueuePair<H> {
         bbs: u32,
     ) -> (*const u8, bool) {
         let cnt = self.lay.sq_wqe_cnt;
-        let idx = self.cur_post & (cnt - 1);
-        let in_place = idx + bbs <= cnt;
+        let idx = self.cur_post & self.sq_mask;
+        let in_place = idx as u32 + bbs <= cnt;
         // Only used when the WQE wraps; never read before it is written.
         let mut scratch = core::mem::MaybeUninit::<[u8; MAX_WQE_BYTES]>::uninit();
         let base: *mut u8 = if in_place {
@@ -1418,7 +1676,7 @@ impl<H: Hal> QueuePair<H> {
         let fm_ce_se = fm_ce_se(flags);
         // SAFETY: the ctrl segment is the first 16 bytes of the WQE.
         unsafe {
-            put32(base, wqe::opmod_idx_opcode(0, self.cur_post as u16, opc));
+            put32(base, wqe::opmod_idx_opcode(0, self.cur_post, opc));
             put32(base.add(4), wqe::qpn_ds(self.qpn, ds));
             ptr::write_unaligned(base.add(8) as *mut [u8; 4], [0, 0, 0, fm_ce_se]);
             put32(base.add(12), imm.unwrap_or(0));
@@ -1426,7 +1684,7 @@ impl<H: Hal> QueuePair<H> {
         if !in_place {
             // Wrap: copy the WQE to the end of the ring and the rest to its start.
             // Copy the `off` bytes written (ds * 16 <= bbs * 64).
-            let first = (((cnt - idx) as usize) * wqe::SEND_WQE_BB).min(off);
+            let first = (((cnt - idx as u32) as usize) * wqe::SEND_WQE_BB).min(off);
             let src = scratch.as_ptr() as *const u8;
             // SAFETY: both destination ranges lie inside the SQ (the WQE spans bbs blocks from
             // idx, wrapping to 0); the first `off` bytes of scratch were written above.
@@ -1438,7 +1696,8 @@ impl<H: Hal> QueuePair<H> {
         }
         debug_assert!(bbs <= self.lay.sq_max_bbs);
         let start = self.cur_post;
-        self.cur_post = start.wrapping_add(bbs);
+        // bbs <= sq_max_bbs <= 16 (checked by `send_wqe_bbs`).
+        self.cur_post = start.wrapping_add(bbs as u16);
         self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
         self.set_slot(idx, wr_id, start);
         // SAFETY: idx < cnt: the WQE's first block, inside the send queue.
@@ -1462,7 +1721,7 @@ impl<H: Hal> QueuePair<H> {
     /// WQE's first block in the ring; `bf_bbs` is how many blocks of it to copy through
     /// BlueFlame (0: the 8-byte doorbell instead).
     #[inline(always)]
-    fn ring_sq(&mut self, last: *const u8, cur: u32, bf_bbs: u32) {
+    fn ring_sq(&mut self, last: *const u8, cur: u16, bf_bbs: u32) {
         // The BlueFlame offset alternates between the register's halves (facts trap 16).
         let bf_off = self.bf_off;
         self.bf_off ^= self.bf_half;
@@ -1472,7 +1731,7 @@ impl<H: Hal> QueuePair<H> {
         unsafe {
             ptr::write_volatile(
                 (self.dbrec as *mut u32).add(qp_db::SND_DBR),
-                (cur & 0xffff).to_be(),
+                (cur as u32).to_be(),
             )
         };
         hal.dma_wmb();
@@ -1484,11 +1743,8 @@ impl<H: Hal> QueuePair<H> {
                 hal.mmio_copy_bf(bf_off + i * 64, blk);
             }
         } else {
-            let mut b = [0u8; 8];
-            // SAFETY: the first 8 bytes of the last WQE's ctrl segment, which always sits
-            // whole in the WQE's first block (only later blocks wrap).
-            unsafe { ptr::copy_nonoverlapping(last, b.as_mut_ptr(), 8) };
-            hal.mmio_write64(bf_off, b);
+            // SAFETY: `last` is the last WQE's first block in the ring.
+            unsafe { ring_db64(hal, bf_off, last) };
         }
         hal.wc_flush();
     }
@@ -1521,9 +1777,7 @@ impl<H: Hal> QueuePair<H> {
     /// the driver only checks that each lkey is a live MR of this context and that the SGE
     /// lies inside it.
     pub unsafe fn post_send_raw(&mut self, wrs: &[RawSendWr<'_>]) -> Result<()> {
-        if let Some(s) = self.ctx.fatal() {
-            return Err(Error::DeviceFatal { syndrome: s });
-        }
+        self.ctx.check_alive()?;
         self.check_state(&[qp::state::RTS])?;
         let mut last_bbs = 0;
         {
@@ -1566,7 +1820,7 @@ impl<H: Hal> QueuePair<H> {
         } else {
             0
         };
-        self.sq_limit = self.sq_wr_head;
+        self.close_gate();
         self.ring_sq(last, self.cur_post, bf);
         Ok(())
     }
@@ -1591,16 +1845,14 @@ impl<H: Hal> QueuePair<H> {
             None => 0,
         };
         // The generic path moved the head: the fast path rechecks room first.
-        self.sq_limit = self.sq_wr_head;
+        self.close_gate();
         self.ring_sq(last, self.cur_post, bf);
     }
 
     /// Safe layer: the checks every send WR needs (device alive, QP in RTS).
     #[inline(always)]
     pub(crate) fn check_can_send(&self) -> Result<()> {
-        if let Some(s) = self.ctx.fatal() {
-            return Err(Error::DeviceFatal { syndrome: s });
-        }
+        self.ctx.check_alive()?;
         if self.state != qp::state::RTS {
             return Err(InvalidInput::QpState { state: self.state }.into());
         }
@@ -1614,10 +1866,54 @@ impl<H: Hal> QueuePair<H> {
         self.send_wqe_bbs(op, data)
     }
 
-    /// Safe layer, single RDMA WRITE / READ with one SGE of region `mr` (checked by the
-    /// caller): the gate, then the region's binding (looked up after anything that could
-    /// sweep, so a fresh binding cannot be released before it is stamped), then the
+    /// Safe layer, single RDMA WRITE / READ with one SGE, the common case: the region the
+    /// previous generic post named, no other region held for WRs (nothing to sweep). `id` is
+    /// the region's [`crate::verbs::region_id`]; `None` (nothing done) when it is not that
+    /// region, and the caller takes the general path.
+    ///
+    /// The region passed the context check when its binding was made (`last_mr`), so the
+    /// post is an identity compare, the bounds and access checks, the gate, the stamp and the
     /// one-block WQE of [`QueuePair::post_write`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn post_one_sge_last(
+        &mut self,
+        opc: u8,
+        wr_id: u64,
+        id: *const (),
+        offset: u64,
+        len: u32,
+        remote: Remote,
+        flags: SendFlags,
+    ) -> Option<Result<()>> {
+        if !ptr::eq(id, self.fast_mr) {
+            return None;
+        }
+        // SAFETY: `id` is `fast_mr`, not null: `Arc::as_ptr` of the region the last binding
+        // holds, alive while this `&mut self` keeps the binding from going.
+        let mr = unsafe { &*(id as *const MrInner<H>) };
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= mr.len => {}
+            _ => return None,
+        }
+        if opc == wqe::opcode::RDMA_READ && !mr.access.contains(Access::LOCAL_WRITE) {
+            return None;
+        }
+        let head = self.sq_wr_head;
+        if let Err(e) = self.gate(head) {
+            return Some(Err(e));
+        }
+        // The stamp of `bindings[last_binding]` (see `last_stamp`).
+        self.last_stamp = head.wrapping_add(1);
+        let addr = mr.iova + offset;
+        self.write_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
+        Some(Ok(()))
+    }
+
+    /// Safe layer, single RDMA WRITE / READ with one SGE of region `mr` (bounds and access
+    /// checked by the caller), the general case: the context check, a sweep, the gate, then
+    /// the region's binding (looked up after anything that could sweep, so a fresh binding
+    /// cannot be released before it is stamped), then the WQE.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn post_one_sge_mr(
@@ -1630,11 +1926,16 @@ impl<H: Hal> QueuePair<H> {
         remote: Remote,
         flags: SendFlags,
     ) -> Result<()> {
+        if !Arc::ptr_eq(&mr.pd.ctx, &self.ctx) {
+            return Err(InvalidInput::ForeignObject.into());
+        }
         self.sweep();
-        self.gate()?;
+        let head = self.sq_wr_head;
+        self.gate(head)?;
         let i = self.binding_for(mr);
         self.stamp_sq(i);
-        self.write_one_sge(opc, wr_id, mr.iova + offset, len, mr.key, remote, flags);
+        let addr = mr.iova + offset;
+        self.write_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
         Ok(())
     }
 
@@ -1664,9 +1965,7 @@ impl<H: Hal> QueuePair<H> {
     }
 
     pub(crate) fn check_recv(&mut self, n: usize, max_sges: usize) -> Result<()> {
-        if let Some(s) = self.ctx.fatal() {
-            return Err(Error::DeviceFatal { syndrome: s });
-        }
+        self.ctx.check_alive()?;
         self.check_state(&[qp::state::INIT, qp::state::RTR, qp::state::RTS])?;
         if self.lay.rq_wqe_cnt == 0 {
             return Err(InvalidInput::QueueFull.into());
@@ -1762,6 +2061,8 @@ impl<H: Hal> QueuePair<H> {
         let uar = self.uar.index;
         let _ = self.ctx.with_dev(|d| d.dealloc_uar(hal, uar));
         self.bindings.clear();
+        self.last_mr = ptr::null();
+        self.fast_mr = ptr::null();
         self.auto_live = 0;
         r
     }
@@ -1771,6 +2072,22 @@ impl<H: Hal> Drop for QueuePair<H> {
     fn drop(&mut self) {
         let _ = self.destroy_inner();
     }
+}
+
+/// The 8-byte send doorbell: the first 8 bytes of the last WQE's ctrl segment as one 64-bit
+/// store (rdma-core qp.c `post_send_db`, `mmio_write64_be`). Out of line: a lone small WQE
+/// goes through BlueFlame, so this serves batches and devices without BlueFlame.
+///
+/// # Safety
+/// `last` points to the first block of a WQE in the send queue.
+#[cold]
+#[inline(never)]
+unsafe fn ring_db64<H: Hal>(hal: &H, off: usize, last: *const u8) {
+    let mut b = [0u8; 8];
+    // SAFETY: the first 8 bytes of the ctrl segment, which always sits whole in the WQE's
+    // first block (only later blocks wrap).
+    unsafe { ptr::copy_nonoverlapping(last, b.as_mut_ptr(), 8) };
+    hal.mmio_write64(off, b);
 }
 
 fn ilog2_ceil(v: u32) -> u32 {
@@ -1843,6 +2160,81 @@ mod tests {
             &caps()
         )
         .is_err());
+    }
+
+    /// A send queue of `cnt` blocks and `max_wr` WRs, with its counters at `start`.
+    fn send_state(cnt: u32, max_wr: u32, start: u32) -> WqShared {
+        WqShared {
+            qpn: 5,
+            qpn_key: WqShared::key(5),
+            sq: (0..cnt)
+                .map(|_| SqSlot {
+                    wrid: AtomicU64::new(0),
+                    meta: AtomicU64::new(0),
+                })
+                .collect(),
+            sq_mask: cnt - 1,
+            sq_max_wr: max_wr,
+            sq_wr_tail: AtomicU32::new(start),
+            sq_last: AtomicU32::new(start.wrapping_sub(1)),
+            rq_wrid: alloc::vec![AtomicU64::new(0)],
+            rq_mask: 0,
+            rq_head: AtomicU32::new(0),
+            rq_tail: AtomicU32::new(0),
+        }
+    }
+
+    /// What the poster records for a WQE of `bbs` blocks (`QueuePair::set_slot`).
+    fn record(q: &WqShared, head: &mut u32, cur: &mut u16, wr_id: u64, bbs: u16) -> u16 {
+        let start = *cur;
+        let sl = &q.sq[(start as u32 & q.sq_mask) as usize];
+        *head = head.wrapping_add(1);
+        sl.wrid.store(wr_id, Ordering::Relaxed);
+        sl.meta.store(slot_meta(*head, start), Ordering::Release);
+        *cur = cur.wrapping_add(bbs);
+        start
+    }
+
+    #[test]
+    fn send_completions_are_checked_against_the_ring() {
+        let q = send_state(8, 4, 0);
+        let (mut head, mut cur) = (0, 0);
+        let w1 = record(&q, &mut head, &mut cur, 11, 1);
+        let w2 = record(&q, &mut head, &mut cur, 12, 2);
+        let w3 = record(&q, &mut head, &mut cur, 13, 1);
+        // The next WR (the one-compare case).
+        assert_eq!(q.complete_send(w1), Some(11));
+        assert_eq!(q.sq_wr_tail.load(Ordering::Relaxed), 1);
+        // A duplicate, a block inside a WQE, a WQE not posted: refused, nothing moves.
+        assert_eq!(q.complete_send(w1), None);
+        assert_eq!(q.complete_send(w2 + 1), None);
+        assert_eq!(q.complete_send(cur), None);
+        assert_eq!(q.sq_wr_tail.load(Ordering::Relaxed), 1);
+        // A completion that covers an unsignaled WR (2) takes the full check.
+        assert_eq!(q.complete_send(w3), Some(13));
+        assert_eq!(q.sq_wr_tail.load(Ordering::Relaxed), 3);
+        assert_eq!(q.complete_send(w2), None, "already covered");
+        // A stale slot of an earlier pass over the ring.
+        let mut c = q.cursor();
+        let w4 = record(&q, &mut head, &mut cur, 14, 1);
+        assert_eq!(c.complete(&q, w4.wrapping_add(8)), None);
+        assert_eq!(c.complete(&q, w4), Some(14));
+        assert_eq!(c.tail(), 4);
+    }
+
+    #[test]
+    fn send_completions_count_on_across_the_wr_counter_wrap() {
+        let start = u32::MAX - 1;
+        let q = send_state(8, 4, start);
+        let (mut head, mut cur) = (start, 0xfffe_u16);
+        let mut c = q.cursor();
+        for id in 0..6u64 {
+            let w = record(&q, &mut head, &mut cur, id, 1);
+            assert_eq!(c.complete(&q, w), Some(id), "WR {id}");
+        }
+        assert_eq!(c.tail(), start.wrapping_add(6));
+        q.store_tail(&c);
+        assert_eq!(q.sq_wr_tail.load(Ordering::Relaxed), 4);
     }
 
     #[test]

@@ -23,7 +23,7 @@
 //! regions).
 
 use alloc::collections::{BTreeMap, VecDeque};
-use alloc::sync::Arc;
+use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -36,7 +36,7 @@ use crate::error::{Error, InvalidInput, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::hca::{self, Config, Device};
 use crate::mr::{self, Access, MkeyParams, PhysChunk, Translation};
-use crate::qp::{Data, RawSge, MAX_SGE};
+use crate::qp::{Data, RawSge, WqShared, MAX_SGE};
 use crate::rand::Rng;
 use crate::uar::Uar;
 
@@ -71,8 +71,14 @@ pub(crate) struct CtxInner<H: Hal> {
     rng: Rng,
     pub(crate) mrs: spin::RwLock<BTreeMap<u32, MrInfo>>,
     recent_keys: spin::Mutex<VecDeque<u32>>,
-    /// 0: healthy; 0x100 | syndrome: dead (read without a lock on every poll).
-    fatal: core::sync::atomic::AtomicU16,
+    /// Set (after `fatal_syndrome`) once the device is dead: the one flag every post and poll
+    /// reads, without a lock.
+    dead: AtomicBool,
+    /// The health syndrome, valid once `dead` is set.
+    fatal_syndrome: core::sync::atomic::AtomicU8,
+    /// The send state of every QP of this context, whose gates `set_dead` closes (the post
+    /// fast path checks its gate only, see `WqShared::sq_last`).
+    send_gates: spin::Mutex<Vec<Weak<WqShared>>>,
     /// [`crate::eq::EventQueue::peek_word`] of the EQ (0: none), refreshed whenever the
     /// device lock is released: CQ polls check the next EQE's owner byte without the lock.
     eq_peek: core::sync::atomic::AtomicUsize,
@@ -85,10 +91,31 @@ impl<H: Hal> CtxInner<H> {
         let mut d = self.dev.lock();
         let r = f(&mut d);
         if let Some(s) = d.cmd.fatal {
-            self.fatal.store(0x100 | s as u16, Ordering::Relaxed);
+            self.set_dead(s);
         }
         self.refresh_eq_peek(&d);
         r
+    }
+
+    /// Records the dead device for the lock-free checks (command, health and event paths)
+    /// and closes every QP's send gate.
+    fn set_dead(&self, syndrome: u8) {
+        self.fatal_syndrome.store(syndrome, Ordering::Relaxed);
+        if self.dead.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Pairs with the fence in `QueuePair::refresh_limit`.
+        core::sync::atomic::fence(Ordering::SeqCst);
+        for q in self.send_gates.lock().iter().filter_map(Weak::upgrade) {
+            q.close_gate();
+        }
+    }
+
+    /// Lists a new QP's send state for `set_dead` (forgetting destroyed ones).
+    pub(crate) fn register_send_gate(&self, q: &Arc<WqShared>) {
+        let mut v = self.send_gates.lock();
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(q));
     }
 
     fn refresh_eq_peek(&self, d: &Device<H>) {
@@ -101,10 +128,18 @@ impl<H: Hal> CtxInner<H> {
         self.with_dev(|d| d.exec(&self.hal, c, out))
     }
 
+    /// The hot paths' dead-device check: one load of the flag the command, health and event
+    /// paths set (`with_dev`, `poll_events_locked`). The error is built in place: a call here
+    /// would make every caller save registers on its fast path.
     #[inline(always)]
-    pub(crate) fn fatal(&self) -> Option<u8> {
-        let f = self.fatal.load(Ordering::Relaxed);
-        (f != 0).then_some(f as u8)
+    pub(crate) fn check_alive(&self) -> Result<()> {
+        if self.dead.load(Ordering::Relaxed) {
+            // Pairs with `set_dead`: the syndrome was stored before the flag.
+            core::sync::atomic::fence(Ordering::Acquire);
+            let syndrome = self.fatal_syndrome.load(Ordering::Relaxed);
+            return Err(Error::DeviceFatal { syndrome });
+        }
+        Ok(())
     }
 
     pub(crate) fn random(&self) -> u64 {
@@ -145,7 +180,7 @@ impl<H: Hal> CtxInner<H> {
                 Ok(())
             };
             if let Some(s) = d.cmd.fatal {
-                self.fatal.store(0x100 | s as u16, Ordering::Relaxed);
+                self.set_dead(s);
             }
             self.refresh_eq_peek(&d);
             r?;
@@ -193,7 +228,9 @@ impl<H: Hal> Context<H> {
                 rng,
                 mrs: spin::RwLock::new(BTreeMap::new()),
                 recent_keys: spin::Mutex::new(VecDeque::new()),
-                fatal: core::sync::atomic::AtomicU16::new(0),
+                dead: AtomicBool::new(false),
+                fatal_syndrome: core::sync::atomic::AtomicU8::new(0),
+                send_gates: spin::Mutex::new(Vec::new()),
                 eq_peek: core::sync::atomic::AtomicUsize::new(eq_peek),
                 closed: AtomicBool::new(false),
             }),
@@ -401,6 +438,7 @@ impl<H: Hal> ProtectionDomain<H> {
             inner: Some(Arc::new(MrInner {
                 pd: self.inner.clone(),
                 key,
+                key_be: key.to_be(),
                 iova,
                 len,
                 access,
@@ -427,6 +465,8 @@ impl<H: Hal> ProtectionDomain<H> {
 pub(crate) struct MrInner<H: Hal> {
     pub(crate) pd: Arc<PdInner<H>>,
     pub(crate) key: u32,
+    /// `key` as a data segment holds it (`key.to_be()`).
+    pub(crate) key_be: u32,
     pub(crate) iova: u64,
     pub(crate) len: u64,
     pub(crate) access: Access,
@@ -670,6 +710,29 @@ impl<'b, H: Hal> SgeBuf<'b, H> {
     }
 }
 
+/// A region's identity for `QueuePair::post_one_sge_last`: `Arc::as_ptr` of its state, or,
+/// after dereg, the address 16, which is never a region's. (`Arc::as_ptr` is the allocation
+/// plus 16, and the empty `Option` is a null allocation pointer: one add covers both.)
+#[inline(always)]
+pub(crate) fn region_id<H: Hal>(mr: &MemoryRegion<H>) -> *const () {
+    mr.inner
+        .as_ref()
+        .map_or(core::ptr::without_provenance(16), |m| {
+            Arc::as_ptr(m) as *const ()
+        })
+}
+
+/// The arguments of a one-SGE RDMA WRITE / READ on its way out of line.
+struct OneSge<'a, H: Hal> {
+    opc: u8,
+    wr_id: u64,
+    flags: SendFlags,
+    mr: &'a MemoryRegion<H>,
+    offset: u64,
+    len: u32,
+    remote: Remote,
+}
+
 fn writes_local(op: &SendOp) -> bool {
     matches!(
         op,
@@ -706,7 +769,9 @@ impl<H: Hal> QueuePair<H> {
         self.post_send_batch(wrs)
     }
 
-    /// One RDMA WRITE / READ with one SGE: the region checks, then the one-block path.
+    /// One RDMA WRITE / READ with one SGE: the region checks, then the one-block path. The
+    /// common case (the region of the previous generic post, nothing to sweep) inline, the
+    /// rest out of line and in tail position, so the common case saves no registers.
     #[inline(always)]
     fn post_one_sge(
         &mut self,
@@ -715,18 +780,37 @@ impl<H: Hal> QueuePair<H> {
         s: &Sge<'_, H>,
         remote: Remote,
     ) -> Result<()> {
-        let m = s.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
-        if !Arc::ptr_eq(&m.pd.ctx, &self.ctx) {
-            return Err(InvalidInput::ForeignObject.into());
+        let id = region_id(s.mr);
+        let r = self.post_one_sge_last(opc, wr.wr_id, id, s.offset, s.len, remote, wr.flags);
+        if let Some(r) = r {
+            return r;
         }
-        match s.offset.checked_add(s.len as u64) {
+        // Built here, so that only this path stores them.
+        let a = OneSge {
+            opc,
+            wr_id: wr.wr_id,
+            flags: wr.flags,
+            mr: s.mr,
+            offset: s.offset,
+            len: s.len,
+            remote,
+        };
+        self.post_one_sge_slow(&a)
+    }
+
+    /// [`QueuePair::post_one_sge`] out of line: every check again, then the general path.
+    #[cold]
+    #[inline(never)]
+    fn post_one_sge_slow(&mut self, a: &OneSge<'_, H>) -> Result<()> {
+        let m = a.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
+        match a.offset.checked_add(a.len as u64) {
             Some(end) if end <= m.len => {}
             _ => return Err(InvalidInput::OutOfRange.into()),
         }
-        if opc == wqe::opcode::RDMA_READ && !m.access.contains(Access::LOCAL_WRITE) {
+        if a.opc == wqe::opcode::RDMA_READ && !m.access.contains(Access::LOCAL_WRITE) {
             return Err(InvalidInput::LocalAccess.into());
         }
-        self.post_one_sge_mr(opc, wr.wr_id, m, s.offset, s.len, remote, wr.flags)
+        self.post_one_sge_mr(a.opc, a.wr_id, m, a.offset, a.len, a.remote, a.flags)
     }
 
     /// Any number of WRs but one: checked all, then written, one doorbell.

@@ -228,3 +228,84 @@ fn garbage_and_duplicate_cqes_are_reported_not_trusted() {
     assert!(w.len() < 2 || w[1].status == WcStatus::BadCqe);
     let _ = Arc::strong_count(&sim);
 }
+
+#[test]
+fn a_dying_device_closes_send_gates_that_are_open() {
+    let (sim, ctx) = open();
+    let mut p = pair(&ctx, QpCaps::default());
+    let local = mr(&p.pd, 4096);
+    let remote = mr(&p.pd, 4096);
+    let bound = p.a.bind_mr(&local).unwrap();
+    let r = mlx5::Remote {
+        addr: remote.addr(),
+        rkey: remote.rkey(),
+    };
+    let sge = [local.sge(8, 8)];
+    let wr = SendWr {
+        wr_id: 2,
+        op: SendOp::Write {
+            remote: r,
+            imm: None,
+        },
+        data: SendData::Sges(&sge),
+        flags: SendFlags::SIGNALED,
+    };
+    // Both fast paths check the device when their gate opens, then not again until it closes.
+    p.a.post_write(1, bound.sge(0, 8), r, SendFlags::SIGNALED)
+        .unwrap();
+    p.a.post_send(&[wr]).unwrap();
+    assert_eq!(wait(&mut p.cq_a, 2).len(), 2);
+    sim.with_hca(|h| h.update_faults(|f| f.fatal_health = Some(0x8)));
+    let fatal = Some(Error::DeviceFatal { syndrome: 0x8 });
+    // A command finds the device dead (health sensors) ...
+    assert_eq!(ctx.alloc_pd().err(), fatal);
+    // ... which closes every QP's gate: no later post reaches the device.
+    let db = sim.doorbells();
+    assert_eq!(
+        p.a.post_write(3, bound.sge(0, 8), r, SendFlags::SIGNALED)
+            .err(),
+        fatal
+    );
+    assert_eq!(p.a.post_send(&[wr]).err(), fatal);
+    assert_eq!(p.b.post_send(&[ping()]).err(), fatal);
+    assert_eq!(sim.doorbells(), db, "no doorbell after the device died");
+}
+
+#[test]
+fn page_requests_are_served_while_polling_only_full_batches() {
+    let (sim, ctx) = open();
+    let pd = ctx.alloc_pd().unwrap();
+    // 7 entries: a ring of 8 CQEs.
+    let mut cq = ctx.create_cq(7).unwrap();
+    let mut a = pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
+    let mut b = pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
+    let (ea, eb) = (a.endpoint(), b.endpoint());
+    a.connect(&eb, &Default::default()).unwrap();
+    b.connect(&ea, &Default::default()).unwrap();
+    let m = pd.alloc_mr(4096, mlx5::AccessFlags::ALL).unwrap();
+    let bound = a.bind_mr(&m).unwrap();
+    let r = mlx5::Remote {
+        addr: m.addr(),
+        rkey: m.rkey(),
+    };
+    let before = ctx.pages_held();
+    sim.with_hca(|h| h.update_faults(|f| f.page_request = Some(2)));
+    let mut wc = [mlx5::WorkCompletion::default(); 1];
+    // 3 x 6 completions, each polled by a call that finds its one slot filled (the model
+    // completes loopback WRs before the doorbell returns): the CQ never looks empty.
+    for round in 0..3u64 {
+        for i in 0..6 {
+            a.post_write(round * 6 + i, bound.sge(0, 8), r, SendFlags::SIGNALED)
+                .unwrap();
+        }
+        for i in 0..6 {
+            assert_eq!(cq.poll(&mut wc).unwrap(), 1);
+            assert_eq!(
+                (wc[0].wr_id, wc[0].status),
+                (round * 6 + i, WcStatus::Success)
+            );
+        }
+    }
+    // 18 CQEs passed the end of the 8-CQE ring twice: the poller looked at the event queue.
+    assert_eq!(ctx.pages_held(), before + 2);
+}

@@ -752,3 +752,71 @@ fn completion_events_only_for_armed_cqs() {
         "armed CQ event missing: {ev:?}"
     );
 }
+
+/// A signaled RDMA WRITE of `sge` to `r`.
+fn write_wr<'a>(wr_id: u64, sge: &'a [mlx5::Sge<'a, TestHal>], r: Remote) -> SendWr<'a, TestHal> {
+    SendWr {
+        wr_id,
+        op: SendOp::Write {
+            remote: r,
+            imm: None,
+        },
+        data: SendData::Sges(sge),
+        flags: SIG,
+    }
+}
+
+#[test]
+fn generic_posts_hold_each_region_until_its_last_wr_completed() {
+    let (_sim, ctx) = open();
+    let mut p = pair(&ctx, QpCaps::default());
+    let mut a = mr(&p.pd, 4096);
+    let mut b = mr(&p.pd, 4096);
+    let remote = mr(&p.pd, 4096);
+    let r = Remote {
+        addr: remote.addr(),
+        rkey: remote.rkey(),
+    };
+    let (sa, sb) = ([a.sge(0, 8)], [b.sge(0, 8)]);
+    // Two WRs on `b` (the second one on the path that only compares the region with the
+    // previous post's); only the first completion is polled.
+    p.a.post_send(&[write_wr(1, &sb, r)]).unwrap();
+    p.a.post_send(&[write_wr(2, &sb, r)]).unwrap();
+    let mut one = [mlx5::WorkCompletion::default(); 1];
+    assert_eq!(p.cq_a.poll(&mut one).unwrap(), 1);
+    assert_eq!(one[0].wr_id, 1);
+    // A post on `a` sweeps: `b` is still named by WR 2, `a` by this one.
+    p.a.post_send(&[write_wr(3, &sa, r)]).unwrap();
+    assert_eq!(b.dereg(), Err(Error::Busy), "WR 2 is outstanding");
+    assert_eq!(a.dereg(), Err(Error::Busy), "WR 3 is outstanding");
+    let w = wait(&mut p.cq_a, 2);
+    assert_eq!(w.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [2, 3]);
+    p.a.release_completed();
+    b.dereg().unwrap();
+    a.dereg().unwrap();
+}
+
+#[test]
+fn a_region_of_another_context_is_refused_after_fast_posts_too() {
+    let (_sim, ctx) = open();
+    let (_sim2, ctx2) = open();
+    let mut p = pair(&ctx, QpCaps::default());
+    let local = mr(&p.pd, 4096);
+    let remote = mr(&p.pd, 4096);
+    let pd2 = ctx2.alloc_pd().unwrap();
+    let foreign = mr(&pd2, 4096);
+    let r = Remote {
+        addr: remote.addr(),
+        rkey: remote.rkey(),
+    };
+    let (sl, sf) = ([local.sge(0, 8)], [foreign.sge(0, 8)]);
+    p.a.post_send(&[write_wr(1, &sl, r)]).unwrap();
+    p.a.post_send(&[write_wr(2, &sl, r)]).unwrap();
+    assert_eq!(
+        p.a.post_send(&[write_wr(3, &sf, r)]).err(),
+        Some(Error::Invalid(InvalidInput::ForeignObject))
+    );
+    p.a.post_send(&[write_wr(4, &sl, r)]).unwrap();
+    let w = wait(&mut p.cq_a, 3);
+    assert_eq!(w.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [1, 2, 4]);
+}
