@@ -527,8 +527,19 @@ pub fn decode_exit(status: ExitStatus, output: &str) -> Verdict {
     }
 }
 
-/// Builds (if needed) and boots the image; returns the verdict and the guest's output.
-pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
+/// A guest ready to start: the QEMU command and what must outlive it.
+struct Prepared {
+    cmd: Command,
+    server: Option<HcaServer>,
+    /// A GRUB ISO made for this run (removed afterwards).
+    iso: Option<PathBuf>,
+    timeout: Duration,
+    echo: bool,
+    kvm: bool,
+}
+
+/// Resolves the defaults (accelerator, HCA, app), builds the image, starts the HCA server.
+fn prepare(opts: &Options) -> Result<Prepared, LaunchError> {
     if !qemu_available() {
         return Err(LaunchError::QemuMissing);
     }
@@ -553,12 +564,14 @@ pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
         Hca::None => None,
     };
     let elf = build_image(&app)?;
-    let image = match opts.boot {
-        BootVia::Pvh => elf,
+    let (image, iso) = match opts.boot {
+        BootVia::Pvh => (elf, None),
         BootVia::Grub => {
-            let iso = elf.with_file_name(format!("{}-{}.iso", app, std::process::id()));
+            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let iso = elf.with_file_name(format!("{}-{}-{n}.iso", app, std::process::id()));
             build_grub_iso(&elf, &opts.cmdline, &iso)?;
-            iso
+            (iso.clone(), Some(iso))
         }
     };
     let mut cmd = qemu_command(opts, &image, kvm);
@@ -572,19 +585,140 @@ pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
     }
     // A debugging session is not timed out.
     let timeout = if opts.gdb { Duration::from_secs(7 * 24 * 3600) } else { opts.timeout };
-    let result = run_qemu(&mut cmd, timeout, opts.echo);
-    drop(server);
-    if opts.boot == BootVia::Grub {
-        let _ = std::fs::remove_file(&image);
-    }
-    let (verdict, output, wall_time) = result?;
-    Ok(RunResult { verdict, output, wall_time, accel: if kvm { Accel::Kvm } else { Accel::Tcg } })
+    Ok(Prepared { cmd, server, iso, timeout, echo: opts.echo, kvm })
 }
 
-fn run_qemu(cmd: &mut Command, timeout: Duration, echo: bool) -> Result<(Verdict, String, Duration), LaunchError> {
+/// Builds (if needed) and boots the image; returns the verdict and the guest's output.
+pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
+    let mut p = prepare(opts)?;
+    let guest = spawn_guest(&mut p.cmd, p.echo, None, "")?;
+    let result = guest.finish(Instant::now() + p.timeout);
+    p.cleanup();
+    let (verdict, output, wall_time) = result?;
+    Ok(RunResult { verdict, output, wall_time, accel: if p.kvm { Accel::Kvm } else { Accel::Tcg } })
+}
+
+/// Lines a guest prints that start with this go to the other guest's serial input (without the
+/// prefix): how the two apps of [`run_pair`] swap their RDMA endpoints.
+pub const RELAY_PREFIX: &str = "peer: ";
+
+/// Boots two guests side by side whose serial lines starting with [`RELAY_PREFIX`] are relayed
+/// to each other. `a` is started first: if its HCA listens on a wire (`--hca-wire listen:`),
+/// `b` is started once that socket exists, so `b`'s HCA can connect to it.
+pub fn run_pair(a: &Options, b: &Options) -> Result<(RunResult, RunResult), LaunchError> {
+    let mut pa = prepare(a)?;
+    if let Some(path) = a.hca_args.iter().position(|x| x == "--wire-listen").and_then(|i| a.hca_args.get(i + 1)) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !Path::new(path).exists() {
+            if Instant::now() >= deadline {
+                return Err(LaunchError::Io(format!("the first HCA never listened on {path}")));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let mut pb = prepare(b)?;
+    let to_a = Relay::default();
+    let to_b = Relay::default();
+    let mut ga = spawn_guest(&mut pa.cmd, pa.echo, Some(to_b.clone()), "a| ")?;
+    if let Some(stdin) = ga.stdin() {
+        to_a.lock().expect("relay lock").connect(stdin);
+    }
+    let mut gb = spawn_guest(&mut pb.cmd, pb.echo, Some(to_a), "b| ")?;
+    if let Some(stdin) = gb.stdin() {
+        to_b.lock().expect("relay lock").connect(stdin);
+    }
     let start = Instant::now();
+    let ra = ga.finish(start + pa.timeout);
+    let rb = gb.finish(start + pb.timeout);
+    pa.cleanup();
+    pb.cleanup();
+    let ((va, oa, wa), (vb, ob, wb)) = (ra?, rb?);
+    Ok((
+        RunResult { verdict: va, output: oa, wall_time: wa, accel: if pa.kvm { Accel::Kvm } else { Accel::Tcg } },
+        RunResult { verdict: vb, output: ob, wall_time: wb, accel: if pb.kvm { Accel::Kvm } else { Accel::Tcg } },
+    ))
+}
+
+impl Prepared {
+    fn cleanup(&mut self) {
+        // The server exits on EOF once QEMU is gone; make sure of it.
+        self.server.take();
+        if let Some(iso) = self.iso.take() {
+            let _ = std::fs::remove_file(iso);
+        }
+    }
+}
+
+/// Where relayed lines go: the other guest's serial input, or a queue until it has started.
+#[derive(Default)]
+struct RelayTarget {
+    stdin: Option<std::process::ChildStdin>,
+    pending: Vec<u8>,
+}
+
+impl RelayTarget {
+    fn send(&mut self, msg: &[u8]) {
+        match self.stdin.as_mut() {
+            Some(stdin) => {
+                let _ = stdin.write_all(msg).and_then(|()| stdin.flush());
+            }
+            None => self.pending.extend_from_slice(msg),
+        }
+    }
+
+    fn connect(&mut self, mut stdin: std::process::ChildStdin) {
+        let _ = stdin.write_all(&std::mem::take(&mut self.pending)).and_then(|()| stdin.flush());
+        self.stdin = Some(stdin);
+    }
+}
+
+type Relay = std::sync::Arc<std::sync::Mutex<RelayTarget>>;
+
+/// A running QEMU whose output is being collected.
+struct Guest {
+    child: Child,
+    rx: mpsc::Receiver<String>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    start: Instant,
+}
+
+impl Guest {
+    fn stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.stdin.take()
+    }
+
+    /// Waits for QEMU to exit (killing it at `deadline`) and decodes the verdict.
+    fn finish(mut self, deadline: Instant) -> Result<(Verdict, String, Duration), LaunchError> {
+        let status = loop {
+            if let Some(st) = self.child.try_wait().map_err(|e| LaunchError::Io(e.to_string()))? {
+                break Some(st);
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        for r in self.readers {
+            let _ = r.join();
+        }
+        let output: String = self.rx.try_iter().collect();
+        let verdict = match status {
+            Some(st) => decode_exit(st, &output),
+            None => Verdict::TimedOut,
+        };
+        Ok((verdict, output, self.start.elapsed()))
+    }
+}
+
+/// Starts QEMU with its serial output collected (and echoed); with `relay`, serial input is a
+/// pipe and relayed lines from this guest go to the other's input.
+fn spawn_guest(cmd: &mut Command, echo: bool, relay: Option<Relay>, tag: &'static str) -> Result<Guest, LaunchError> {
+    let start = Instant::now();
+    let stdin = if relay.is_some() { Stdio::piped() } else { Stdio::null() };
     let mut child: Child = cmd
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -592,28 +726,11 @@ fn run_qemu(cmd: &mut Command, timeout: Duration, echo: bool) -> Result<(Verdict
     let (tx, rx) = mpsc::channel::<String>();
     let stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");
-    let readers = [spawn_reader(stdout, tx.clone(), echo, false), spawn_reader(stderr, tx, echo, true)];
-    let deadline = start + timeout;
-    let status = loop {
-        if let Some(st) = child.try_wait().map_err(|e| LaunchError::Io(e.to_string()))? {
-            break Some(st);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    for r in readers {
-        let _ = r.join();
-    }
-    let output: String = rx.try_iter().collect();
-    let verdict = match status {
-        Some(st) => decode_exit(st, &output),
-        None => Verdict::TimedOut,
-    };
-    Ok((verdict, output, start.elapsed()))
+    let readers = vec![
+        spawn_reader(stdout, tx.clone(), echo, false, tag, relay),
+        spawn_reader(stderr, tx, echo, true, tag, None),
+    ];
+    Ok(Guest { child, rx, readers, start })
 }
 
 fn spawn_reader(
@@ -621,6 +738,8 @@ fn spawn_reader(
     tx: mpsc::Sender<String>,
     echo: bool,
     to_stderr: bool,
+    tag: &'static str,
+    relay: Option<Relay>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(src);
@@ -628,13 +747,17 @@ fn spawn_reader(
         while reader.read_until(b'\n', &mut line).map(|n| n > 0).unwrap_or(false) {
             let text = String::from_utf8_lossy(&line).replace('\r', "");
             if echo {
+                let shown = format!("{tag}{text}");
                 if to_stderr {
-                    let _ = std::io::stderr().write_all(text.as_bytes());
+                    let _ = std::io::stderr().write_all(shown.as_bytes());
                 } else {
                     let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(text.as_bytes());
+                    let _ = out.write_all(shown.as_bytes());
                     let _ = out.flush();
                 }
+            }
+            if let (Some(relay), Some(msg)) = (&relay, text.strip_prefix(RELAY_PREFIX)) {
+                relay.lock().expect("relay lock").send(msg.as_bytes());
             }
             let _ = tx.send(text);
             line.clear();

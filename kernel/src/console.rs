@@ -89,3 +89,33 @@ pub fn init_log(level: log::LevelFilter) {
     let _ = log::set_logger(&LOGGER);
     log::set_max_level(level);
 }
+
+/// Reads one line from COM1 (without the line end), polling until `deadline`. Returns the
+/// number of bytes stored in `buf`, or None when the deadline passed first. Longer lines are
+/// cut at `buf.len()`. (16550: LSR bit 0 = data ready, RBR at the base port.)
+pub fn read_line(buf: &mut [u8], deadline: crate::time::Deadline) -> Option<usize> {
+    use x86_64::instructions::port::Port;
+    let mut lsr = Port::<u8>::new(COM1 + 5);
+    let mut rbr = Port::<u8>::new(COM1);
+    let mut n = 0;
+    loop {
+        // SAFETY: reading the line status register has no side effect.
+        if unsafe { lsr.read() } & 1 != 0 {
+            // SAFETY: data is ready (LSR.DR); reading RBR takes the byte.
+            let b = unsafe { rbr.read() };
+            match b {
+                b'\n' | b'\r' if n > 0 => return Some(n),
+                b'\n' | b'\r' => {}
+                _ if n < buf.len() => {
+                    buf[n] = b;
+                    n += 1;
+                }
+                _ => {}
+            }
+        } else if deadline.expired() {
+            return None;
+        } else {
+            core::hint::spin_loop();
+        }
+    }
+}
