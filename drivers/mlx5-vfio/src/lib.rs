@@ -172,8 +172,9 @@ impl VfioHal {
     }
 
     fn reg(&self, offset: usize, n: usize) -> *mut u8 {
-        debug_assert!(offset + n <= self.bar.len());
-        // SAFETY: the driver checks every offset against bar0_len() before calling the HAL.
+        // The driver never passes an offset past BAR0 (Hal contract); stay inside regardless.
+        assert!(offset + n <= self.bar.len(), "BAR0 access past its end");
+        // SAFETY: offset + n lies inside BAR0 (asserted above).
         unsafe { self.bar.as_mut_ptr().add(offset) }
     }
 

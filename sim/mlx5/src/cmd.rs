@@ -54,24 +54,6 @@ pub(crate) fn field(f: mlx5_prm::Field, buf: &[u8]) -> u32 {
     f.get(buf).unwrap_or(0)
 }
 
-/// The input and output hold at least the command's `_in` / `_out` layouts; otherwise
-/// BAD_INP_LEN / BAD_OUTP_LEN with the caller's syndromes.
-pub(crate) fn check_lengths(
-    input: &[u8],
-    in_min: usize,
-    output: &[u8],
-    out_min: usize,
-    (in_syndrome, out_syndrome): (u32, u32),
-) -> CmdResult {
-    if input.len() < in_min {
-        return Err(err(mlx5_prm::cmd_status::BAD_INP_LEN_ERR, in_syndrome));
-    }
-    if output.len() < out_min {
-        return Err(err(mlx5_prm::cmd_status::BAD_OUTP_LEN_ERR, out_syndrome));
-    }
-    Ok(())
-}
-
 /// Most mailbox blocks one command input or output may span (2 MiB of data). Longer lengths
 /// get a length delivery error. (A model limit: the real firmware limit is not published.)
 pub const MAX_MAILBOX_BLOCKS: usize = 4096;

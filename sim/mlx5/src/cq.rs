@@ -26,7 +26,7 @@ use mlx5_prm::{
     create_cq_in, create_cq_out, destroy_cq_in, event, query_cq_in, query_cq_out,
 };
 
-use crate::cmd::{self, err, field as get, CmdResult};
+use crate::cmd::{err, field as get, CmdResult};
 use crate::hca::Hca;
 use crate::memory::{DmaError, GuestMemory};
 use crate::mr::{PagedBuffer, PasError};
@@ -35,8 +35,6 @@ use crate::mr::{PagedBuffer, PasError};
 pub mod syndrome {
     /// Input shorter than `create_cq_in` / `destroy_cq_in` / `query_cq_in`.
     pub const INPUT_TOO_SHORT: u32 = 0x5202_0001;
-    /// Output shorter than the command's output layout.
-    pub const OUTPUT_TOO_SHORT: u32 = 0x5202_0002;
     /// `uar_page` names no allocated UAR.
     pub const BAD_UAR: u32 = 0x5202_0003;
     /// `c_eqn` names no EQ.
@@ -59,8 +57,6 @@ pub mod syndrome {
     pub const CQ_IN_USE: u32 = 0x5202_000c;
     /// A feature the model does not implement: umem, collapsed CQ (`cc`), CQE compression.
     pub const UNSUPPORTED: u32 = 0x5202_000d;
-    /// The command was issued before INIT_HCA (or after TEARDOWN_HCA).
-    pub const HCA_NOT_INITIALIZED: u32 = 0x5202_000e;
 }
 
 /// `MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN` (Linux include/linux/mlx5/mlx5_ifc.h:3348).
@@ -441,25 +437,8 @@ impl CqTable {
     }
 }
 
-fn check_lengths(input: &[u8], in_min: usize, output: &[u8], out_min: usize) -> CmdResult {
-    cmd::check_lengths(
-        input,
-        in_min,
-        output,
-        out_min,
-        (syndrome::INPUT_TOO_SHORT, syndrome::OUTPUT_TOO_SHORT),
-    )
-}
-
 /// CREATE_CQ (opcode 0x400).
 pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
-    check_lengths(input, create_cq_in::BYTES, output, create_cq_out::BYTES)?;
-    if !hca.initialized() {
-        return Err(err(
-            cmd_status::BAD_SYS_STATE_ERR,
-            syndrome::HCA_NOT_INITIALIZED,
-        ));
-    }
     let ctx = create_cq_in::CQ_CONTEXT
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
@@ -536,8 +515,7 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
 }
 
 /// DESTROY_CQ (opcode 0x401).
-pub fn destroy_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
-    check_lengths(input, destroy_cq_in::BYTES, output, 16)?;
+pub fn destroy_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let cqn = get(destroy_cq_in::CQN, input);
     let cq = hca
         .cqs
@@ -553,7 +531,6 @@ pub fn destroy_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
 
 /// QUERY_CQ (opcode 0x402): the cqc with the current state and counters, and the page list.
 pub fn query_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
-    check_lengths(input, query_cq_in::BYTES, output, query_cq_out::BYTES)?;
     let cqn = get(query_cq_in::CQN, input);
     let cq = hca
         .cqs

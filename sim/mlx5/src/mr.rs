@@ -18,7 +18,7 @@ use mlx5_prm::{
     mkc_access_mode, mkey, pages, query_mkey_in, query_mkey_out,
 };
 
-use crate::cmd::{self, bad_param, err, field as get, CmdResult};
+use crate::cmd::{bad_param, err, field as get, CmdResult};
 use crate::hca::Hca;
 use crate::memory::{DmaError, GuestMemory};
 
@@ -28,8 +28,6 @@ use crate::memory::{DmaError, GuestMemory};
 pub mod syndrome {
     /// The command input is shorter than the fixed part of its layout.
     pub const INPUT_TOO_SHORT: u32 = 0x5201_0001;
-    /// The output buffer is shorter than the command's output layout.
-    pub const OUTPUT_TOO_SHORT: u32 = 0x5201_0002;
     /// `mkc.pd` names no allocated protection domain.
     pub const BAD_PD: u32 = 0x5201_0003;
     /// Access mode other than PA or MTT.
@@ -59,8 +57,6 @@ pub mod syndrome {
     pub const UMEM_UNSUPPORTED: u32 = 0x5201_000f;
     /// `mkc.qpn` is neither 0xffffff (any QP) nor an existing QP.
     pub const BAD_QPN: u32 = 0x5201_0010;
-    /// The command was issued before INIT_HCA (or after TEARDOWN_HCA).
-    pub const HCA_NOT_INITIALIZED: u32 = 0x5201_0011;
 }
 
 /// `mkc.qpn` value meaning "usable from any QP" (rdma-core mlx5_vfio.c
@@ -405,26 +401,9 @@ impl MkeyTable {
     }
 }
 
-fn check_lengths(input: &[u8], in_min: usize, output: &[u8], out_min: usize) -> CmdResult {
-    cmd::check_lengths(
-        input,
-        in_min,
-        output,
-        out_min,
-        (syndrome::INPUT_TOO_SHORT, syndrome::OUTPUT_TOO_SHORT),
-    )
-}
-
 /// CREATE_MKEY (opcode 0x200): validates the mkc and the translation list, allocates an index
 /// and returns it in `create_mkey_out.mkey_index` (the usable key is `index << 8 | mkey_7_0`).
 pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
-    check_lengths(input, create_mkey_in::BYTES, output, create_mkey_out::BYTES)?;
-    if !hca.initialized() {
-        return Err(err(
-            cmd_status::BAD_SYS_STATE_ERR,
-            syndrome::HCA_NOT_INITIALIZED,
-        ));
-    }
     let ctx = create_mkey_in::MEMORY_KEY_MKEY_ENTRY
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
@@ -554,8 +533,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
 }
 
 /// DESTROY_MKEY (opcode 0x202): takes `mkey_index = mkey >> 8`.
-pub fn destroy_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
-    check_lengths(input, destroy_mkey_in::BYTES, output, 16)?;
+pub fn destroy_mkey(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let index = get(destroy_mkey_in::MKEY_INDEX, input);
     match hca.mkeys.keys.remove(&index) {
         Some(_) => Ok(()),
@@ -566,7 +544,6 @@ pub fn destroy_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult
 /// QUERY_MKEY (opcode 0x201): returns the mkc (with the current `free` state) and the first
 /// two translation entries.
 pub fn query_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
-    check_lengths(input, query_mkey_in::BYTES, output, query_mkey_out::BYTES)?;
     let index = get(query_mkey_in::MKEY_INDEX, input);
     let m = hca
         .mkeys

@@ -22,7 +22,7 @@ use mlx5_prm::{
     qp_2rst_in, qp_db, qpc, query_qp_in, query_qp_out, rst2init_qp_in, Field,
 };
 
-use crate::cmd::{self, bad_param, err, field as get, CmdResult};
+use crate::cmd::{bad_param, err, field as get, CmdResult};
 use crate::hca::Hca;
 use crate::mr::{PagedBuffer, PasError};
 
@@ -30,8 +30,6 @@ use crate::mr::{PagedBuffer, PasError};
 pub mod syndrome {
     /// Input shorter than the command's fixed layout.
     pub const INPUT_TOO_SHORT: u32 = 0x5203_0001;
-    /// Output shorter than the command's output layout.
-    pub const OUTPUT_TOO_SHORT: u32 = 0x5203_0002;
     /// `qpc.st` is not RC.
     pub const UNSUPPORTED_ST: u32 = 0x5203_0003;
     /// `qpc.pd` names no protection domain.
@@ -82,8 +80,6 @@ pub mod syndrome {
     pub const BAD_PM_STATE: u32 = 0x5203_001a;
     /// umem-backed queues are not modelled.
     pub const UMEM_UNSUPPORTED: u32 = 0x5203_001b;
-    /// The command was issued before INIT_HCA (or after TEARDOWN_HCA).
-    pub const HCA_NOT_INITIALIZED: u32 = 0x5203_001c;
     /// The opcode is not a QP transition this handler knows.
     pub const BAD_OPCODE: u32 = 0x5203_001d;
 }
@@ -361,16 +357,6 @@ impl QpTable {
     }
 }
 
-fn check_lengths(input: &[u8], in_min: usize, output: &[u8], out_min: usize) -> CmdResult {
-    cmd::check_lengths(
-        input,
-        in_min,
-        output,
-        out_min,
-        (syndrome::INPUT_TOO_SHORT, syndrome::OUTPUT_TOO_SHORT),
-    )
-}
-
 /// Reads the `ads` fields at `path` (a nested field of the qpc).
 fn read_path(ctx: &[u8], path: Field) -> AddressPath {
     let f = |x: Field| get(x.within(path), ctx);
@@ -394,13 +380,6 @@ fn read_path(ctx: &[u8], path: Field) -> AddressPath {
 
 /// CREATE_QP (opcode 0x500): an RC QP in RESET.
 pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
-    check_lengths(input, create_qp_in::BYTES, output, create_qp_out::BYTES)?;
-    if !hca.initialized() {
-        return Err(err(
-            cmd_status::BAD_SYS_STATE_ERR,
-            syndrome::HCA_NOT_INITIALIZED,
-        ));
-    }
     let ctx = create_qp_in::QPC
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
@@ -534,8 +513,7 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
 
 /// DESTROY_QP (opcode 0x501). Legal in any state; outstanding work is dropped without
 /// completions.
-pub fn destroy_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
-    check_lengths(input, destroy_qp_in::BYTES, output, 16)?;
+pub fn destroy_qp(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let qpn = get(destroy_qp_in::QPN, input);
     let q = hca
         .qps
@@ -553,7 +531,6 @@ pub fn destroy_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
 
 /// QUERY_QP (opcode 0x50b): the qpc with the current state, PSNs and counters.
 pub fn query_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
-    check_lengths(input, query_qp_in::BYTES, output, query_qp_out::BYTES)?;
     let qpn = get(query_qp_in::QPN, input);
     let q = hca
         .qps
@@ -605,16 +582,10 @@ fn transition(op: u16) -> Option<(&'static [u8], u8, u32)> {
 }
 
 /// RST2INIT_QP .. 2RST_QP, selected by `opcode`.
-pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], output: &mut [u8]) -> CmdResult {
+pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let (from, to, allowed) =
         transition(opcode).ok_or(err(cmd_status::BAD_OP_ERR, syndrome::BAD_OPCODE))?;
     let short = matches!(opcode, opcode::QP_2ERR | opcode::QP_2RST);
-    let in_min = if short {
-        qp_2rst_in::BYTES
-    } else {
-        rst2init_qp_in::BYTES
-    };
-    check_lengths(input, in_min, output, 16)?;
     // Every modify input has the QPN at 0x48, the mask at 0x80 and the qpc at 0xc0.
     let qpn = get(qp_2rst_in::QPN, input);
     let cur = hca
