@@ -81,8 +81,9 @@ pub trait Hal: Send + Sync + 'static {
         }
     }
 
-    /// Allocates `size` zeroed bytes of DMA memory aligned to `align` (a power of two), both as
-    /// a bus address and as a CPU address.
+    /// Allocates `size` bytes of DMA memory aligned to `align` (a power of two), both as a bus
+    /// address and as a CPU address. The contents are unspecified: the driver zeroes every
+    /// buffer it takes (`DmaMem::alloc`), so a HAL need not (and should not, twice).
     fn dma_alloc(&self, size: usize, align: usize) -> core::result::Result<Self::Dma, HalError>;
 
     /// Monotonic time since an arbitrary epoch.
