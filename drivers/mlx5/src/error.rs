@@ -263,6 +263,19 @@ pub enum Error {
     Internal,
 }
 
+impl Error {
+    /// True when the device may have taken (and may still write) the memory a failed command
+    /// named: the reply was garbled or never came, or the device died. A firmware status
+    /// error, a delivery error, a HAL error or refused input means the device did not take it.
+    /// Memory for which this holds is quarantined, never freed (`CtxInner::release_after`).
+    pub fn device_may_hold(&self) -> bool {
+        matches!(
+            self,
+            Error::BadFirmwareReply { .. } | Error::CommandTimeout { .. } | Error::DeviceFatal { .. }
+        )
+    }
+}
+
 impl From<HalError> for Error {
     fn from(e: HalError) -> Self {
         Error::Hal(e)

@@ -19,7 +19,7 @@ use crate::caps::Caps;
 use crate::cmd::{get, CmdBuf, CmdQueue, CmdTimeouts};
 use crate::eq::EventQueue;
 use crate::error::{Error, Result};
-use crate::hal::{Bar, Hal, HalError};
+use crate::hal::{Bar, DmaMem, Hal, HalError};
 use crate::pages::FwPages;
 use crate::uar::Uar;
 
@@ -56,9 +56,71 @@ pub(crate) struct Device<H: Hal> {
     pub(crate) cmd: CmdQueue<H>,
     pub(crate) eq: Option<EventQueue<H>>,
     pub(crate) pages: FwPages<H>,
+    /// DMA memory the device may still hold after a command whose outcome is unknown (a
+    /// garbled reply or a timeout on a create or destroy). It is never freed while the
+    /// function lives: only after a successful teardown with every page reclaimed (the device
+    /// has then given everything back); otherwise it is leaked on purpose.
+    pub(crate) quarantine: Quarantine<H>,
+}
+
+/// Memory set aside because the device may still write it (see [`Device::quarantine`]).
+pub(crate) struct Quarantine<H: Hal> {
+    held: alloc::vec::Vec<DmaMem<H::Dma>>,
+    bytes: usize,
+}
+
+impl<H: Hal> Quarantine<H> {
+    pub(crate) fn new() -> Self {
+        Quarantine {
+            held: alloc::vec::Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Buffers and bytes held; a non-zero count means the function needs a reset.
+    pub(crate) fn stats(&self) -> (usize, usize) {
+        (self.held.len(), self.bytes)
+    }
+
+    fn hold(&mut self, m: DmaMem<H::Dma>) {
+        self.bytes = self.bytes.saturating_add(m.len());
+        self.held.push(m);
+    }
+
+    /// The device has provably given everything back (teardown and reclaim succeeded): free.
+    fn release(&mut self) {
+        self.held.clear();
+        self.bytes = 0;
+    }
+
+    /// The device's state is unknown for good: never free.
+    fn leak(&mut self) {
+        core::mem::forget(core::mem::take(&mut self.held));
+    }
+}
+
+impl<H: Hal> Drop for Quarantine<H> {
+    fn drop(&mut self) {
+        // Reached without `release` only when the function was never torn down cleanly.
+        self.leak();
+    }
 }
 
 impl<H: Hal> Device<H> {
+    /// Sets `mems` aside after a command on them failed with `e`: freed now when the device
+    /// cannot hold them ([`Error::device_may_hold`] is false), quarantined otherwise.
+    pub(crate) fn release_after(
+        &mut self,
+        e: &Error,
+        mems: impl IntoIterator<Item = DmaMem<H::Dma>>,
+    ) {
+        if e.device_may_hold() {
+            for m in mems {
+                self.quarantine.hold(m);
+            }
+        }
+    }
+
     /// Executes one command on slot 0 (or the next free slot), servicing page requests while
     /// it waits, as the firmware may hold a command until it gets pages.
     pub(crate) fn exec(&mut self, hal: &H, input: &CmdBuf, out: &mut [u8]) -> Result<()> {
@@ -401,6 +463,7 @@ pub(crate) fn open<H: Hal>(hal: &H, cfg: &Config) -> Result<Opened<H>> {
         cmd,
         eq: None,
         pages: FwPages::new(),
+        quarantine: Quarantine::new(),
     };
     match bring_up(hal, cfg, &mut dev) {
         Ok((caps, uar, eqn, tdn, mac)) => Ok(Opened {
@@ -493,6 +556,13 @@ fn close_partial<H: Hal>(hal: &H, dev: &mut Device<H>) -> Result<()> {
         // Never free memory the device may still write.
         let leaked = core::mem::take(&mut dev.pages.given);
         core::mem::forget(leaked);
+    }
+    if t.is_ok() && r.is_ok() && dev.cmd.fatal.is_none() {
+        // TEARDOWN_HCA destroyed every object and every page came back: the device holds
+        // nothing of the quarantine any more.
+        dev.quarantine.release();
+    } else {
+        dev.quarantine.leak();
     }
     let d = dev.disable_hca(hal);
     t.and(r).and(d)

@@ -123,6 +123,16 @@ impl<H: Hal> CtxInner<H> {
         self.eq_peek.store(w, Ordering::Relaxed);
     }
 
+    /// Releases the DMA memory of a create or destroy that failed with `e`: freed when the
+    /// device cannot hold it, quarantined when it may (see [`Error::device_may_hold`]).
+    pub(crate) fn release_after(
+        &self,
+        e: &Error,
+        mems: impl IntoIterator<Item = crate::hal::DmaMem<H::Dma>>,
+    ) {
+        self.dev.lock().release_after(e, mems);
+    }
+
     /// Executes one command.
     pub(crate) fn exec(&self, c: &CmdBuf, out: &mut [u8]) -> Result<()> {
         self.with_dev(|d| d.exec(&self.hal, c, out))
@@ -252,6 +262,19 @@ impl<H: Hal> Context<H> {
                 Err(Error::Busy)
             }
         }
+    }
+
+    /// DMA buffers (and their bytes) set aside because the device may still write them: a
+    /// create or destroy whose reply was garbled or never came. They are freed only after a
+    /// clean teardown; while any are held the function [`needs_reset`](Self::needs_reset).
+    pub fn quarantined(&self) -> (usize, usize) {
+        self.inner.dev.lock().quarantine.stats()
+    }
+
+    /// True once memory has been quarantined: the device's view of the driver's objects is
+    /// unknown, and only a teardown or function-level reset makes it known again.
+    pub fn needs_reset(&self) -> bool {
+        self.quarantined().0 > 0
     }
 
     /// The HAL.
