@@ -9,6 +9,7 @@
 //!   [`caps`], [`pages`], [`eq`], [`uar`], [`pd`], [`vport`], [`faults`], [`trace`],
 //!   [`inproc`] (in-process front end).
 //! - Data plane: [`mr`], [`cq`], [`qp`], [`wqe`], [`datapath`], [`wire`].
+//! - RoCEv2 frames: [`roce`] (codec, ICRC, pcap).
 
 pub mod caps;
 pub mod cmd;
@@ -27,6 +28,7 @@ pub mod pci;
 pub mod pd;
 pub mod proxy;
 pub mod qp;
+pub mod roce;
 pub mod trace;
 pub mod uar;
 pub mod vport;

@@ -16,6 +16,9 @@
 //!                        fatal-health=SYND, page-request=N (negative: reclaim),
 //!                        stuck-cq-owner=CQN, corrupt-next-cqe, duplicate-next-cqe
 //!   --wire-listen PATH / --wire-connect PATH   join another mlx5-sim process
+//! mlx5-sim --decode-pcap FILE [--local MAC|IP]
+//!                        list a pcap's frames (RoCEv2 decoded, ICRC checked) and exit:
+//!                        1 if a RoCEv2 frame does not decode or has a bad ICRC
 //! ```
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -148,6 +151,10 @@ fn serve_one(server: &mut ProxyServer<Mlx5Function>, sock: &UnixStream) -> bool 
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "--decode-pcap") {
+        return mlx5_sim::roce::dump::decode_pcap_main(&argv[1..]);
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
