@@ -55,6 +55,8 @@ pub mod frame;
 pub mod icrc;
 pub mod opcode;
 pub mod pcap;
+#[cfg(test)]
+mod tests;
 
 pub use frame::{
     decode, ipv4_checksum, pad_for, Aeth, AethKind, AtomicAckEth, AtomicEth, Bth, DecodeError,
