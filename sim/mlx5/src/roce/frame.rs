@@ -440,6 +440,35 @@ impl RoceHeaders {
         self.encode_into(payload, &mut v)?;
         Ok(v)
     }
+    /// Appends a frame with these headers and room for `payload_len` payload bytes (zeroed,
+    /// then zero pad and a zero ICRC), and returns the payload's range in `out`. The caller
+    /// fills that range (e.g. gathers straight from guest memory) and then calls
+    /// [`RoceHeaders::seal_icrc`] on the frame: no separate payload buffer, no extra copy.
+    pub fn encode_for_payload(
+        &self,
+        payload_len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<std::ops::Range<usize>, EncodeError> {
+        write_headers(self, payload_len, 0, out)?;
+        let start = out.len();
+        out.resize(start + payload_len + pad_for(payload_len) + ICRC_LEN, 0);
+        Ok(start..start + payload_len)
+    }
+
+    /// Writes the ICRC into the last four bytes of `frame`, a frame made with these headers
+    /// (by [`RoceHeaders::encode_for_payload`]) and no Ethernet trailer. Fails if `frame` is
+    /// shorter than the headers.
+    pub fn seal_icrc(&self, frame: &mut [u8]) -> Result<(), EncodeError> {
+        let ip_start = eth_len(&self.eth);
+        let n = frame.len();
+        let short = EncodeError::FrameTooShort(n);
+        let end = n.checked_sub(ICRC_LEN).ok_or(short)?;
+        let dgram = frame.get(ip_start..end).ok_or(short)?;
+        let c = icrc(dgram, matches!(self.ip, IpHdr::V6(_))).ok_or(short)?;
+        frame[end..].copy_from_slice(&c.to_le_bytes());
+        Ok(())
+    }
+
     /// Bytes of the frame these headers would make with `payload_len` bytes of payload
     /// (Ethernet header to ICRC, no FCS), or `None` when that does not fit the IP length field.
     pub fn frame_len(&self, payload_len: usize) -> Option<usize> {
@@ -633,6 +662,8 @@ pub enum EncodeError {
     },
     /// The packet does not fit the IP/UDP 16-bit length fields.
     TooLong(usize),
+    /// [`RoceHeaders::seal_icrc`] was given fewer bytes than the headers take.
+    FrameTooShort(usize),
 }
 
 impl fmt::Display for EncodeError {
@@ -651,6 +682,7 @@ impl fmt::Display for EncodeError {
                 write!(f, "{field} = {value:#x} does not fit")
             }
             EncodeError::TooLong(n) => write!(f, "payload of {n} bytes too long for one packet"),
+            EncodeError::FrameTooShort(n) => write!(f, "{n} bytes: shorter than the headers"),
         }
     }
 }
@@ -750,7 +782,7 @@ pub fn decode(frame: &[u8]) -> Result<Frame<'_>, DecodeError> {
         }))
     };
     let ipb = &frame[l3..];
-    let (ip, ip_hdr_len, ip_end) = match ethertype {
+    let (ip, ip_end) = match ethertype {
         ETHERTYPE_IPV4 => {
             need(Layer::Ipv4, ipb, IPV4_HDR_LEN)?;
             if ipb[0] >> 4 != 4 {
@@ -814,7 +846,7 @@ pub fn decode(frame: &[u8]) -> Result<Frame<'_>, DecodeError> {
                 src: s,
                 dst: d,
             });
-            (ip, IPV4_HDR_LEN, total as usize)
+            (ip, total as usize)
         }
         ETHERTYPE_IPV6 => {
             need(Layer::Ipv6, ipb, IPV6_HDR_LEN)?;
@@ -855,11 +887,10 @@ pub fn decode(frame: &[u8]) -> Result<Frame<'_>, DecodeError> {
                 src: s,
                 dst: d,
             });
-            (ip, IPV6_HDR_LEN, IPV6_HDR_LEN + plen as usize)
+            (ip, IPV6_HDR_LEN + plen as usize)
         }
         _ => return other(None),
     };
-    let _ = ip_hdr_len;
     let dgram = &ipb[..ip_end];
     let trailer = &ipb[ip_end..];
     let u = &dgram[ip.len()..];
@@ -1037,14 +1068,34 @@ fn encode(
     trailer: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
-    let info = check(h, payload.len())?;
-    let too_long = EncodeError::TooLong(payload.len());
-    let udp = udp_len(info.hdrs, payload.len()).ok_or(too_long)?;
+    let ip_start = write_headers(h, payload.len(), trailer.len(), out)?;
+    out.extend_from_slice(payload);
+    out.extend_from_slice(&pad[..pad_for(payload.len())]);
+    let is_v6 = matches!(h.ip, IpHdr::V6(_));
+    // The datagram written so far holds IP + UDP + BTH, so icrc() returns Some.
+    let c = icrc(&out[ip_start..], is_v6).unwrap_or(0);
+    out.extend_from_slice(&c.to_le_bytes());
+    out.extend_from_slice(trailer);
+    Ok(())
+}
+
+/// Appends the headers (Ethernet to the last extension header) for a packet of `payload_len`
+/// payload bytes, reserving room for `extra` more bytes after them; returns where the IP header
+/// starts in `out`.
+fn write_headers(
+    h: &RoceHeaders,
+    payload_len: usize,
+    extra: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, EncodeError> {
+    let info = check(h, payload_len)?;
+    let too_long = EncodeError::TooLong(payload_len);
+    let udp = udp_len(info.hdrs, payload_len).ok_or(too_long)?;
     let ip_total = h.ip.len() + udp;
     if matches!(h.ip, IpHdr::V4(_)) && ip_total > 0xffff {
         return Err(too_long);
     }
-    out.reserve(eth_len(&h.eth) + ip_total + trailer.len());
+    out.reserve(eth_len(&h.eth) + ip_total + extra);
     out.extend_from_slice(&h.eth.dst);
     out.extend_from_slice(&h.eth.src);
     if let Some(v) = h.eth.vlan {
@@ -1088,7 +1139,7 @@ fn encode(
     out.extend_from_slice(&(udp as u16).to_be_bytes());
     out.extend_from_slice(&h.udp.checksum.to_be_bytes());
     let b = &h.bth;
-    let pad_count = pad_for(payload.len());
+    let pad_count = pad_for(payload_len);
     out.push(b.opcode.0);
     out.push((b.solicited as u8) << 7 | (b.mig_req as u8) << 6 | (pad_count as u8) << 4 | b.tver);
     out.extend_from_slice(&b.p_key.to_be_bytes());
@@ -1126,12 +1177,5 @@ fn encode(
     if let Some(i) = e.ieth {
         out.extend_from_slice(&i.to_be_bytes());
     }
-    out.extend_from_slice(payload);
-    out.extend_from_slice(&pad[..pad_count]);
-    let is_v6 = matches!(h.ip, IpHdr::V6(_));
-    // The datagram written so far holds IP + UDP + BTH, so icrc() returns Some.
-    let c = icrc(&out[ip_start..], is_v6).unwrap_or(0);
-    out.extend_from_slice(&c.to_le_bytes());
-    out.extend_from_slice(trailer);
-    Ok(())
+    Ok(ip_start)
 }

@@ -49,6 +49,7 @@
 //!   place with `crc32fast`.
 //! - [`pcap`]: classic pcap reader ([`pcap::PcapFile`]) and writer ([`pcap::PcapWriter`]).
 //! - [`dump`]: the `mlx5-sim --decode-pcap` listing.
+//! - [`psn_add`], [`psn_diff`]: 24-bit PSN arithmetic.
 
 pub mod dump;
 pub mod frame;
@@ -109,3 +110,18 @@ pub const IMM_DT_LEN: usize = 4;
 pub const IETH_LEN: usize = 4;
 /// ICRC (rxe `RXE_ICRC_SIZE`).
 pub const ICRC_LEN: usize = 4;
+
+/// PSNs are 24 bits and wrap (IBTA vol. 1 §9.7.1; rxe `BTH_PSN_MASK`).
+pub const PSN_MASK: u32 = 0xff_ffff;
+
+/// `psn + n` in the 24-bit PSN space.
+pub fn psn_add(psn: u32, n: u32) -> u32 {
+    psn.wrapping_add(n) & PSN_MASK
+}
+
+/// The signed distance `a - b` in the 24-bit PSN space: negative when `a` comes before `b`
+/// (within half the space, IBTA §9.7.1). Linux drivers/infiniband/sw/rxe/rxe.h `psn_compare`
+/// shifts the difference left by 8 for the sign; this shifts it back to the distance.
+pub fn psn_diff(a: u32, b: u32) -> i32 {
+    ((a.wrapping_sub(b) << 8) as i32) >> 8
+}

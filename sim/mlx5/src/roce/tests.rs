@@ -486,3 +486,31 @@ fn fuzz_decoder_is_total_and_exact() {
     }
     assert!(decoded > 1000, "mutations mostly decode (ICRC aside): {decoded}");
 }
+
+#[test]
+fn two_step_encoding_equals_one_step() {
+    for ip in [ipv4(), ipv6()] {
+        for len in [0usize, 1, 7, 1024] {
+            let h = headers(Opcode::RC_RDMA_WRITE_FIRST, ip, None);
+            let payload: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
+            let mut out = vec![0xee; 3]; // appends after what is there
+            let r = h.encode_for_payload(len, &mut out).unwrap();
+            out[r].copy_from_slice(&payload);
+            h.seal_icrc(&mut out[3..]).unwrap();
+            assert_eq!(out[3..], h.encode(&payload).unwrap()[..]);
+        }
+    }
+    let h = headers(Opcode::RC_SEND_ONLY, ipv4(), None);
+    assert_eq!(h.seal_icrc(&mut [0; 40]), Err(EncodeError::FrameTooShort(40)));
+    assert_eq!(h.seal_icrc(&mut [0; 2]), Err(EncodeError::FrameTooShort(2)));
+}
+
+#[test]
+fn psn_arithmetic_wraps_at_24_bits() {
+    assert_eq!(psn_add(0xff_fffe, 3), 1);
+    assert_eq!(psn_diff(1, 0xff_fffe), 3);
+    assert_eq!(psn_diff(0xff_fffe, 1), -3);
+    assert_eq!(psn_diff(5, 5), 0);
+    assert_eq!(psn_diff(0x7f_ffff, 0), 0x7f_ffff);
+    assert_eq!(psn_diff(0x80_0000, 0), -0x80_0000);
+}
