@@ -66,11 +66,16 @@ fn main() {
         black_box(&out);
     });
     let dec = rate(payload.len(), || {
-        let Ok(Frame::Roce(f)) = decode(black_box(&frame)) else { panic!() };
+        let Ok(Frame::Roce(f)) = decode(black_box(&frame)) else {
+            panic!()
+        };
         assert!(f.icrc_ok());
     });
     println!("crc32fast::hash over {n} bytes   {plain:>9.0} MB/s");
-    println!("roce::icrc over the same          {ours:>9.0} MB/s ({:.0}% of crc32fast)", 100.0 * ours / plain);
+    println!(
+        "roce::icrc over the same          {ours:>9.0} MB/s ({:.0}% of crc32fast)",
+        100.0 * ours / plain
+    );
     println!("encode 4 KiB frame (copy + ICRC)  {enc:>9.0} MB/s");
     println!("decode 4 KiB frame (+ ICRC check) {dec:>9.0} MB/s");
 }

@@ -12,11 +12,18 @@ use mlx5_sim::roce::{
     UdpHdr,
 };
 
+/// `../shared/tools/linuxpeer/pcaps` beside the clone (as CI lays it out), or the directory
+/// `LINUXPEER_PCAPS` names (for a worktree elsewhere).
 fn shared_pcaps() -> Option<Vec<PathBuf>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/linuxpeer/pcaps");
+    let dir = match std::env::var_os("LINUXPEER_PCAPS") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/linuxpeer/pcaps")
+        }
+    };
     let Ok(rd) = std::fs::read_dir(&dir) else {
         eprintln!(
-            "SKIPPED: {} not found: the rxe captures are not beside this clone",
+            "SKIPPED: {} not found: the rxe captures are not beside this clone (set LINUXPEER_PCAPS)",
             dir.display()
         );
         return None;
@@ -42,18 +49,29 @@ fn every_rxe_frame_decodes_checks_its_icrc_and_re_encodes_identically() {
         for (i, rec) in file.records().enumerate() {
             let rec = rec.unwrap();
             let what = format!("{} frame {}", path.display(), i + 1);
-            assert_eq!(rec.data.len(), rec.orig_len as usize, "{what}: cut by the capture");
+            assert_eq!(
+                rec.data.len(),
+                rec.orig_len as usize,
+                "{what}: cut by the capture"
+            );
             let f = match decode(rec.data) {
                 Ok(Frame::Roce(f)) => f,
                 Ok(Frame::Other(o)) => {
                     // Nothing that is UDP to 4791 may land here.
-                    assert!(o.ip.is_none_or(|ip| ip.udp_ports.is_none_or(|p| p.1 != 4791)));
+                    assert!(o
+                        .ip
+                        .is_none_or(|ip| ip.udp_ports.is_none_or(|p| p.1 != 4791)));
                     continue;
                 }
                 Err(e) => panic!("{what}: {e}"),
             };
             n_roce += 1;
-            assert!(f.icrc_ok(), "{what}: ICRC 0x{:08x}, want 0x{:08x}", f.icrc, f.icrc_computed);
+            assert!(
+                f.icrc_ok(),
+                "{what}: ICRC 0x{:08x}, want 0x{:08x}",
+                f.icrc,
+                f.icrc_computed
+            );
             assert_eq!(f.encode().unwrap(), rec.data, "{what}: re-encoding differs");
             // Facts the capture README states for every rxe frame.
             let h = &f.hdrs;
@@ -61,7 +79,9 @@ fn every_rxe_frame_decodes_checks_its_icrc_and_re_encodes_identically() {
             assert_eq!(h.bth.p_key, 0xffff, "{what}");
             assert_eq!(h.bth.tver, 0, "{what}");
             match h.ip {
-                IpHdr::V4(ip) => assert!(ip.dont_fragment && ip.ttl == 64 && ip.dscp == 0, "{what}"),
+                IpHdr::V4(ip) => {
+                    assert!(ip.dont_fragment && ip.ttl == 64 && ip.dscp == 0, "{what}")
+                }
                 IpHdr::V6(_) => panic!("{what}: the captures are IPv4"),
             }
             opcodes.insert(h.bth.opcode);
@@ -139,15 +159,26 @@ fn own_pcap() -> Vec<u8> {
         ..Default::default()
     };
     let frames = [
-        hdrs(Opcode::RC_RDMA_WRITE_ONLY, 5, reth).encode(&[0xab; 100]).unwrap(),
-        hdrs(Opcode::RC_ACKNOWLEDGE, 5, aeth(Aeth::ack(31, 1))).encode(&[]).unwrap(),
-        hdrs(Opcode::RC_ACKNOWLEDGE, 6, aeth(Aeth::rnr_nak(12, 1))).encode(&[]).unwrap(),
-        hdrs(Opcode::RC_ACKNOWLEDGE, 6, aeth(Aeth::nak(NakCode::PsnSequenceError, 1)))
+        hdrs(Opcode::RC_RDMA_WRITE_ONLY, 5, reth)
+            .encode(&[0xab; 100])
+            .unwrap(),
+        hdrs(Opcode::RC_ACKNOWLEDGE, 5, aeth(Aeth::ack(31, 1)))
             .encode(&[])
             .unwrap(),
+        hdrs(Opcode::RC_ACKNOWLEDGE, 6, aeth(Aeth::rnr_nak(12, 1)))
+            .encode(&[])
+            .unwrap(),
+        hdrs(
+            Opcode::RC_ACKNOWLEDGE,
+            6,
+            aeth(Aeth::nak(NakCode::PsnSequenceError, 1)),
+        )
+        .encode(&[])
+        .unwrap(),
     ];
     for (i, f) in frames.iter().enumerate() {
-        w.write_frame(Duration::from_millis(1000 + i as u64), f).unwrap();
+        w.write_frame(Duration::from_millis(1000 + i as u64), f)
+            .unwrap();
     }
     let mut arp = vec![0xff; 6];
     arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
@@ -181,10 +212,15 @@ fn decode_pcap_lists_own_frames_and_exits_zero() {
         lines[0],
         "    1 out 10.0.0.1 > 10.0.0.2 sport=49476 RC_RDMA_WRITE_ONLY qpn=0x000012 psn=5 ackreq=1 len=100 icrc=ok"
     );
-    assert!(lines[1].contains("RC_ACKNOWLEDGE qpn=0x000012 psn=5 ackreq=0 aeth=ACK(credit=31) msn=1 len=0 icrc=ok"));
+    assert!(lines[1].contains(
+        "RC_ACKNOWLEDGE qpn=0x000012 psn=5 ackreq=0 aeth=ACK(credit=31) msn=1 len=0 icrc=ok"
+    ));
     assert!(lines[2].contains("aeth=RNR_NAK(timer=12) msn=1"));
     assert!(lines[3].contains("aeth=NAK(PSN_SEQUENCE_ERROR) msn=1"));
-    assert_eq!(lines[4], "    5 out ARP 02:00:00:00:00:01 > ff:ff:ff:ff:ff:ff");
+    assert_eq!(
+        lines[4],
+        "    5 out ARP 02:00:00:00:00:01 > ff:ff:ff:ff:ff:ff"
+    );
     assert!(lines[5].starts_with("5 frames: 4 RoCEv2 (0 bad ICRC), 0 not decodable, 1 other"));
 }
 
@@ -217,11 +253,20 @@ fn decode_pcap_passes_on_the_rxe_captures() {
     let Some(files) = shared_pcaps() else { return };
     for path in files {
         let out = Command::new(env!("CARGO_BIN_EXE_mlx5-sim"))
-            .args(["--decode-pcap", path.to_str().unwrap(), "--local", "10.0.0.1"])
+            .args([
+                "--decode-pcap",
+                path.to_str().unwrap(),
+                "--local",
+                "10.0.0.1",
+            ])
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{}: {text}", path.display());
-        assert!(text.contains("icrc=ok") && !text.contains("icrc=bad"), "{}", path.display());
+        assert!(
+            text.contains("icrc=ok") && !text.contains("icrc=bad"),
+            "{}",
+            path.display()
+        );
     }
 }

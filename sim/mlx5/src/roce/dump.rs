@@ -32,12 +32,21 @@ impl Local {
         }
         let parts: Vec<u8> = s
             .split(':')
-            .map(|p| (p.len() == 2).then(|| u8::from_str_radix(p, 16).ok()).flatten())
+            .map(|p| {
+                (p.len() == 2)
+                    .then(|| u8::from_str_radix(p, 16).ok())
+                    .flatten()
+            })
             .collect::<Option<_>>()?;
         Some(Local::Mac(parts.try_into().ok()?))
     }
 
-    fn direction(&self, src_mac: &[u8; 6], dst_mac: &[u8; 6], ips: Option<(IpAddr, IpAddr)>) -> &'static str {
+    fn direction(
+        &self,
+        src_mac: &[u8; 6],
+        dst_mac: &[u8; 6],
+        ips: Option<(IpAddr, IpAddr)>,
+    ) -> &'static str {
         let (from, to) = match self {
             Local::Mac(m) => (src_mac == m, dst_mac == m),
             Local::Ip(a) => match ips {
@@ -142,7 +151,11 @@ fn other_line(o: &OtherFrame) -> String {
 }
 
 /// Prints one line per record of `bytes` (a pcap file) to `out`, then a summary line.
-pub fn dump_pcap(bytes: &[u8], local: Option<Local>, out: &mut dyn Write) -> Result<Summary, DumpError> {
+pub fn dump_pcap(
+    bytes: &[u8],
+    local: Option<Local>,
+    out: &mut dyn Write,
+) -> Result<Summary, DumpError> {
     let file = PcapFile::parse(bytes).map_err(DumpError::Pcap)?;
     let mut s = Summary::default();
     for (i, rec) in file.records().enumerate() {

@@ -619,7 +619,9 @@ impl fmt::Display for DecodeError {
                 write!(f, "UDP length {udp}, IP leaves {ip}")
             }
             DecodeError::UnknownOpcode(o) => write!(f, "unknown BTH opcode 0x{o:02x}"),
-            DecodeError::PayloadMisaligned(n) => write!(f, "payload+pad of {n} bytes not 4-aligned"),
+            DecodeError::PayloadMisaligned(n) => {
+                write!(f, "payload+pad of {n} bytes not 4-aligned")
+            }
             DecodeError::PadTooLong { pad, have } => {
                 write!(f, "pad count {pad} but {have} bytes after the headers")
             }
@@ -676,7 +678,11 @@ impl fmt::Display for EncodeError {
                 Opcode(opcode)
             ),
             EncodeError::UnexpectedPayload { opcode, len } => {
-                write!(f, "{} carries no payload, given {len} bytes", Opcode(opcode))
+                write!(
+                    f,
+                    "{} carries no payload, given {len} bytes",
+                    Opcode(opcode)
+                )
             }
             EncodeError::FieldRange { field, value } => {
                 write!(f, "{field} = {value:#x} does not fit")
@@ -908,9 +914,7 @@ pub fn decode(frame: &[u8]) -> Result<Frame<'_>, DecodeError> {
     let t = &u[UDP_HDR_LEN..];
     need(Layer::Bth, t, BTH_LEN + ICRC_LEN)?;
     let opcode = Opcode(t[0]);
-    let info: &OpcodeInfo = opcode
-        .info()
-        .ok_or(DecodeError::UnknownOpcode(opcode.0))?;
+    let info: &OpcodeInfo = opcode.info().ok_or(DecodeError::UnknownOpcode(opcode.0))?;
     let pad_count = (t[1] >> 4) & 3;
     let bth = Bth {
         opcode,
@@ -992,7 +996,8 @@ pub fn decode(frame: &[u8]) -> Result<Frame<'_>, DecodeError> {
     let mut pad = [0u8; 3];
     pad[..pad_bytes.len()].copy_from_slice(pad_bytes);
     let icrc_at = t.len() - ICRC_LEN;
-    let icrc_wire = u32::from_le_bytes([t[icrc_at], t[icrc_at + 1], t[icrc_at + 2], t[icrc_at + 3]]);
+    let icrc_wire =
+        u32::from_le_bytes([t[icrc_at], t[icrc_at + 1], t[icrc_at + 2], t[icrc_at + 3]]);
     let is_v6 = matches!(ip, IpHdr::V6(_));
     // The datagram holds at least IP + UDP + BTH here, so icrc() returns Some.
     let icrc_computed = icrc(&dgram[..dgram.len() - ICRC_LEN], is_v6).unwrap_or(!icrc_wire);

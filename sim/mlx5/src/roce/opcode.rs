@@ -293,7 +293,14 @@ mod tests {
         assert_eq!(Opcode(0x15).info(), None);
         assert_eq!(Opcode(0x40).info(), None);
         assert_eq!(Opcode::RC_ATOMIC_ACKNOWLEDGE.info().unwrap().hdrs.len(), 12);
-        assert_eq!(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE.info().unwrap().hdrs.len(), 20);
+        assert_eq!(
+            Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE
+                .info()
+                .unwrap()
+                .hdrs
+                .len(),
+            20
+        );
         assert_eq!(Opcode::UD_SEND_ONLY.to_string(), "UD_SEND_ONLY");
         assert_eq!(Opcode(0xa0).to_string(), "UNKNOWN_0xa0");
     }

@@ -56,7 +56,10 @@ impl fmt::Display for PcapError {
             PcapError::BadMagic(m) => write!(f, "magic 0x{m:08x}: not a classic pcap file"),
             PcapError::LinkType(l) => write!(f, "link type {l}, want 1 (Ethernet)"),
             PcapError::TruncatedRecord { index, offset } => {
-                write!(f, "record {index} at offset {offset} runs past the end of the file")
+                write!(
+                    f,
+                    "record {index} at offset {offset} runs past the end of the file"
+                )
             }
             PcapError::BadRecordLength {
                 index,
@@ -267,7 +270,8 @@ mod tests {
     fn write_then_read_both_resolutions() {
         for nanos in [false, true] {
             let mut w = PcapWriter::new(Vec::new(), nanos).unwrap();
-            w.write_frame(Duration::new(5, 123_456_789), b"abc").unwrap();
+            w.write_frame(Duration::new(5, 123_456_789), b"abc")
+                .unwrap();
             w.write_frame(Duration::new(6, 0), &[]).unwrap();
             let bytes = w.into_inner();
             let f = PcapFile::parse(&bytes).unwrap();
@@ -308,7 +312,10 @@ mod tests {
 
     #[test]
     fn bad_files_give_typed_errors() {
-        assert_eq!(PcapFile::parse(&[0; 10]).unwrap_err(), PcapError::ShortHeader(10));
+        assert_eq!(
+            PcapFile::parse(&[0; 10]).unwrap_err(),
+            PcapError::ShortHeader(10)
+        );
         assert!(matches!(
             PcapFile::parse(&[0; 24]).unwrap_err(),
             PcapError::BadMagic(0)

@@ -124,7 +124,11 @@ fn every_opcode_round_trips() {
     let mut n = 0;
     for info in OPCODES {
         let op = Opcode(info.code);
-        let lens: &[usize] = if info.payload { &[0, 1, 2, 3, 4, 5, 1024, 4096] } else { &[0] };
+        let lens: &[usize] = if info.payload {
+            &[0, 1, 2, 3, 4, 5, 1024, 4096]
+        } else {
+            &[0]
+        };
         for ip in [ipv4(), ipv6()] {
             for v in [None, vlan] {
                 for &len in lens {
@@ -205,7 +209,13 @@ fn aeth_syndromes() {
     assert_eq!(Aeth::rnr_nak(12, 1).syndrome, 0x2c);
     assert_eq!(Aeth::nak(NakCode::PsnSequenceError, 1).syndrome, 0x60);
     assert_eq!(Aeth::nak(NakCode::RemoteAccessError, 1).syndrome, 0x62);
-    let k = |s| Aeth { syndrome: s, msn: 0 }.kind();
+    let k = |s| {
+        Aeth {
+            syndrome: s,
+            msn: 0,
+        }
+        .kind()
+    };
     assert_eq!(k(0x1f), AethKind::Ack { credit: 31 });
     assert_eq!(k(0x2c), AethKind::RnrNak { timer: 12 });
     assert_eq!(k(0x61), AethKind::Nak(NakCode::InvalidRequest));
@@ -220,7 +230,13 @@ fn aeth_syndromes() {
 fn a_corrupted_byte_fails_the_icrc() {
     let h = headers(Opcode::RC_RDMA_WRITE_ONLY, ipv4(), None);
     let bytes = h.encode(&[0x5a; 64]).unwrap();
-    for at in [34, 34 + 8 + 5, 34 + 8 + 12 + 3, bytes.len() - 30, bytes.len() - 1] {
+    for at in [
+        34,
+        34 + 8 + 5,
+        34 + 8 + 12 + 3,
+        bytes.len() - 30,
+        bytes.len() - 1,
+    ] {
         let mut b = bytes.clone();
         b[at] ^= 0x04;
         match decode(&b) {
@@ -280,7 +296,10 @@ fn encode_errors_are_typed() {
         }
     );
     let h = headers(Opcode::RC_SEND_ONLY, ipv4(), None);
-    assert_eq!(h.encode(&vec![0; 65536]).unwrap_err(), EncodeError::TooLong(65536));
+    assert_eq!(
+        h.encode(&vec![0; 65536]).unwrap_err(),
+        EncodeError::TooLong(65536)
+    );
     assert_eq!(h.frame_len(65536), None);
     let mut h = headers(Opcode::RC_SEND_ONLY, ipv4(), None);
     h.bth.opcode = Opcode(0x15);
@@ -315,15 +334,23 @@ fn decode_errors_are_typed() {
         decode(&set(14 + 8, 63)),
         Err(DecodeError::Ipv4Checksum { .. })
     ));
-    assert_eq!(decode(&fix_ip_csum(set(20, 0x60))), Err(DecodeError::Ipv4Fragment));
-    assert_eq!(decode(&fix_ip_csum(set(20, 0xc0))), Err(DecodeError::Ipv4ReservedFlag));
+    assert_eq!(
+        decode(&fix_ip_csum(set(20, 0x60))),
+        Err(DecodeError::Ipv4Fragment)
+    );
+    assert_eq!(
+        decode(&fix_ip_csum(set(20, 0xc0))),
+        Err(DecodeError::Ipv4ReservedFlag)
+    );
     assert_eq!(
         decode(&fix_ip_csum(set(42, 0x15))),
         Err(DecodeError::UnknownOpcode(0x15))
     );
     // Pad count 3 on 4 bytes is fine (1-byte payload); on an ACK it is too long.
     assert_eq!(roce(&set(43, 0x30)).payload, &[1]);
-    let ack = headers(Opcode::RC_ACKNOWLEDGE, ipv4(), None).encode(&[]).unwrap();
+    let ack = headers(Opcode::RC_ACKNOWLEDGE, ipv4(), None)
+        .encode(&[])
+        .unwrap();
     let mut b = ack.clone();
     b[43] = 0x10;
     assert_eq!(decode(&b), Err(DecodeError::PadTooLong { pad: 1, have: 0 }));
@@ -341,7 +368,10 @@ fn decode_errors_are_typed() {
     // Two extra bytes: misaligned.
     let mut b = good.clone();
     b.splice(58..58, [0u8; 2]);
-    assert_eq!(decode(&fix_lengths(b, 2)), Err(DecodeError::PayloadMisaligned(6)));
+    assert_eq!(
+        decode(&fix_lengths(b, 2)),
+        Err(DecodeError::PayloadMisaligned(6))
+    );
     // UDP length disagreeing with IP.
     let mut b = good.clone();
     b[39] += 1;
@@ -412,7 +442,9 @@ fn other_frames_are_classified() {
         f => panic!("{f:?}"),
     }
     // The same RoCE frame to UDP port 4792 is just UDP.
-    let mut b = headers(Opcode::RC_SEND_ONLY, ipv4(), None).encode(&[]).unwrap();
+    let mut b = headers(Opcode::RC_SEND_ONLY, ipv4(), None)
+        .encode(&[])
+        .unwrap();
     b[37] = 0xb8;
     match decode(&b).unwrap() {
         Frame::Other(o) => assert_eq!(o.ip.unwrap().udp_ports, Some((0xc121, 4792))),
@@ -484,7 +516,10 @@ fn fuzz_decoder_is_total_and_exact() {
         }
         check_total(&b);
     }
-    assert!(decoded > 1000, "mutations mostly decode (ICRC aside): {decoded}");
+    assert!(
+        decoded > 1000,
+        "mutations mostly decode (ICRC aside): {decoded}"
+    );
 }
 
 #[test]
@@ -501,7 +536,10 @@ fn two_step_encoding_equals_one_step() {
         }
     }
     let h = headers(Opcode::RC_SEND_ONLY, ipv4(), None);
-    assert_eq!(h.seal_icrc(&mut [0; 40]), Err(EncodeError::FrameTooShort(40)));
+    assert_eq!(
+        h.seal_icrc(&mut [0; 40]),
+        Err(EncodeError::FrameTooShort(40))
+    );
     assert_eq!(h.seal_icrc(&mut [0; 2]), Err(EncodeError::FrameTooShort(2)));
 }
 
