@@ -23,7 +23,7 @@
 //! | IETH | 4 | R_Key to invalidate (SEND_*_WITH_INVALIDATE) |
 //! | payload | n | at most the path MTU |
 //! | pad | 0..3 | to a multiple of 4 (count in BTH PadCnt) |
-//! | ICRC | 4 | CRC-32 over the masked pseudo-header and the packet ([`icrc`]), little-endian |
+//! | ICRC | 4 | CRC-32 over the masked pseudo-header and the packet ([`icrc()`]), little-endian |
 //!
 //! Which extension headers an opcode carries, and in which order, is the opcode table in
 //! [`opcode`] (IBTA §9.2–9.3; Linux drivers/infiniband/sw/rxe/rxe_opcode.c). The AETH syndrome
@@ -45,7 +45,7 @@
 //!   [`Reth`], [`AtomicEth`], [`Aeth`], [`AtomicAckEth`], [`Deth`]), [`decode`] (total: a
 //!   [`Frame`] or a [`DecodeError`]), and the encoders [`RoceHeaders::encode_into`] (new frame)
 //!   and [`RoceFrame::encode_into`] (exact re-encoding).
-//! - [`icrc`]: the ICRC, masking a 60-byte stack copy of the headers and hashing the rest in
+//! - [`mod@icrc`]: the ICRC, masking a 60-byte stack copy of the headers and hashing the rest in
 //!   place with `crc32fast`.
 //! - [`pcap`]: classic pcap reader ([`pcap::PcapFile`]) and writer ([`pcap::PcapWriter`]).
 //! - [`dump`]: the `mlx5-sim --decode-pcap` listing.
