@@ -261,6 +261,43 @@ pub enum Error {
     /// A driver bug caught at run time (a PRM field outside its command buffer) instead of a
     /// panic.
     Internal,
+    /// A wait (e.g. for a completion event) reached its deadline.
+    Timeout,
+}
+
+/// A destroy or close the driver refused: the object comes back, still usable, with the
+/// reason (e.g. [`Error::Busy`]).
+pub struct Refused<T> {
+    /// The object, as it was before the call.
+    pub object: T,
+    /// Why it was refused.
+    pub error: Error,
+}
+
+impl<T> Refused<T> {
+    /// The object back.
+    pub fn into_inner(self) -> T {
+        self.object
+    }
+}
+
+impl<T> fmt::Debug for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Refused({:?})", self.error)
+    }
+}
+
+impl<T> fmt::Display for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "refused: {}", self.error)
+    }
+}
+
+impl<T> From<Refused<T>> for Error {
+    /// The reason; the object is dropped (which destroys it when it can be).
+    fn from(r: Refused<T>) -> Error {
+        r.error
+    }
 }
 
 impl Error {

@@ -45,6 +45,6 @@ pub mod verbs;
 
 mod rand;
 
-pub use error::{CmdError, CmdStatus, DeliveryStatus, Error, InvalidInput, Result};
+pub use error::{CmdError, CmdStatus, DeliveryStatus, Error, InvalidInput, Refused, Result};
 pub use hal::{DmaBuffer, Hal, HalError};
 pub use verbs::*;
