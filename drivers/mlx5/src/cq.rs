@@ -864,8 +864,9 @@ impl<H: Hal> CompletionQueue<H> {
     }
 
     /// Copies the CQEs from the consumer index up to the RESIZE CQE into `nbuf` (`cnt`
-    /// entries) at index + 1, with the new ring's owner bit, then steps over the RESIZE CQE
-    /// (rdma-core cq.c `mlx5_cq_resize_copy_cqes`, Linux ib/cq.c `copy_resize_cqes`).
+    /// entries), each at its index + 1 with the new ring's owner bit, then moves the consumer
+    /// index one on (rdma-core cq.c `mlx5_cq_resize_copy_cqes`, Linux ib/cq.c
+    /// `copy_resize_cqes`): the device continues after the RESIZE CQE's index.
     fn copy_resize_cqes(&mut self, nbuf: &DmaMem<H::Dma>, cnt: u32) -> Result<()> {
         let hal = &self.shared.ctx.hal;
         let bad = Error::BadFirmwareReply {
@@ -884,7 +885,9 @@ impl<H: Hal> CompletionQueue<H> {
             }
             hal.dma_rmb();
             if cqe::opcode(op_own) == cqe::opcode::RESIZE_CQ {
-                self.ci = i.wrapping_add(1);
+                // The copies sit one index further on: the consumer index steps over the
+                // RESIZE CQE's slot (`++cq->cons_index`).
+                self.ci = self.ci.wrapping_add(1);
                 return Ok(());
             }
             let j = i.wrapping_add(1);

@@ -379,3 +379,30 @@ impl<H: Hal> Device<H> {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::test_hal::{test_config, SimHal, TestHal};
+
+    use crate::error::Error;
+
+    #[test]
+    fn a_garbled_create_eq_reply_quarantines_the_eq_buffer() {
+        let sim = SimHal::new();
+        let hal = TestHal(sim.clone());
+        let o = crate::hca::open(&hal, &test_config()).expect("bring-up");
+        let mut dev = o.dev;
+        assert_eq!(dev.quarantine.stats(), (0, 0));
+        // The device makes a second EQ, but its reply comes back garbled.
+        sim.with_hca(|h| h.update_faults(|f| f.garble_next_output_length = true));
+        let e = dev.create_eq(&hal, o.uar).err();
+        assert_eq!(e, Some(Error::BadFirmwareReply { opcode: 0x301 }));
+        // 256 EQEs of 64 bytes the device may write: set aside, not freed.
+        assert_eq!(dev.quarantine.stats(), (1, 256 * 64));
+        // A refused CREATE_EQ (firmware status) took nothing: freed.
+        sim.with_hca(|h| h.update_faults(|f| f.next_delivery_status = Some(0x6)));
+        assert!(dev.create_eq(&hal, o.uar).is_err());
+        assert_eq!(dev.quarantine.stats(), (1, 256 * 64));
+        let _ = crate::hca::close(&hal, &mut dev, o.uar, o.tdn);
+    }
+}

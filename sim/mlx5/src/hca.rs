@@ -1097,7 +1097,8 @@ fn spec(opcode: u16) -> Option<Spec> {
             modify_cq_out::BYTES,
             S_INIT,
             cq::modify_cq,
-        ),
+        )
+        .op_mod(),
         opcode::CREATE_QP => var(
             create_qp_in::BYTES,
             create_qp_out::BYTES,

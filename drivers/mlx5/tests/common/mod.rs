@@ -5,6 +5,7 @@
 //! device reads and writes through bus addresses, as with real DMA.
 
 use std::sync::{Arc, Mutex};
+use std::vec::Vec;
 use std::time::{Duration, Instant};
 
 use mlx5::hal::{DmaBuffer, Hal, HalError};
