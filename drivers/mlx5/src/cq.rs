@@ -15,8 +15,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
 use mlx5_prm::{
-    cmd_hca_cap, cq_db, cq_modify, cqc, cqe, create_cq_in, create_cq_out, destroy_cq_in, destroy_cq_out,
-    modify_cq_in, modify_cq_out, opcode, uar, wqe,
+    cmd_hca_cap, cq_db, cq_modify, cqc, cqe, create_cq_in, create_cq_out, destroy_cq_in,
+    destroy_cq_out, modify_cq_in, modify_cq_out, opcode, uar, wqe,
 };
 
 use crate::cmd::{get, CmdBuf};
@@ -816,7 +816,12 @@ impl<H: Hal> CompletionQueue<H> {
         // The device switched: copy what it wrote before the RESIZE CQE.
         let copied = self.copy_resize_cqes(&nbuf, cnt);
         let old = self.shared.buf.lock().replace(nbuf);
-        let nptr = self.shared.buf.lock().as_ref().map_or(ptr::null(), |b| b.ptr() as *const u8);
+        let nptr = self
+            .shared
+            .buf
+            .lock()
+            .as_ref()
+            .map_or(ptr::null(), |b| b.ptr() as *const u8);
         self.buf = nptr;
         self.cqe_cnt = cnt;
         match copied {
@@ -905,7 +910,6 @@ impl<H: Hal> CompletionQueue<H> {
         Err(bad)
     }
 }
-
 
 /// A CQE in the CQ buffer, read field by field (no 64-byte copy).
 #[derive(Clone, Copy)]

@@ -49,7 +49,11 @@ fn qp_on(
     ctx: &Context<TestHal>,
     pd: &ProtectionDomain<TestHal>,
     cq: &CompletionQueue<TestHal>,
-) -> (QueuePair<TestHal>, QueuePair<TestHal>, CompletionQueue<TestHal>) {
+) -> (
+    QueuePair<TestHal>,
+    QueuePair<TestHal>,
+    CompletionQueue<TestHal>,
+) {
     let other = ctx.create_cq(64).unwrap();
     let caps = QpCaps::default();
     let mut a = pd.create_qp(cq, cq, &caps).unwrap();
@@ -60,7 +64,11 @@ fn qp_on(
     (a, b, other)
 }
 
-fn write_wr(m: &mlx5::MemoryRegion<TestHal>, wr_id: u64, flags: SendFlags) -> SendWr<'static, TestHal> {
+fn write_wr(
+    m: &mlx5::MemoryRegion<TestHal>,
+    wr_id: u64,
+    flags: SendFlags,
+) -> SendWr<'static, TestHal> {
     SendWr {
         wr_id,
         op: SendOp::Write {
@@ -98,7 +106,8 @@ fn arm_sn_advances_once_per_completion_event_not_per_arm() {
     p.cq_a.req_notify_cq(false).unwrap();
     assert_eq!(arm_sn(&sim, cqn), (0, 2));
     // A completion fires the armed CQ; taking the event advances the sequence number.
-    p.a.post_send(&[write_wr(&m, 1, SendFlags::SIGNALED)]).unwrap();
+    p.a.post_send(&[write_wr(&m, 1, SendFlags::SIGNALED)])
+        .unwrap();
     let e = ch.get_cq_event(LONG).unwrap();
     assert_eq!(e, CqEvent { cqn });
     assert_eq!(wait(&mut p.cq_a, 1)[0].wr_id, 1);
@@ -107,7 +116,8 @@ fn arm_sn_advances_once_per_completion_event_not_per_arm() {
     assert_eq!(arm_sn(&sim, cqn), (1, 3));
     // Four events later the 2-bit field wraps (arm_value masks sn & 3).
     for i in 0..4u64 {
-        p.a.post_send(&[write_wr(&m, 10 + i, SendFlags::SIGNALED)]).unwrap();
+        p.a.post_send(&[write_wr(&m, 10 + i, SendFlags::SIGNALED)])
+            .unwrap();
         assert_eq!(ch.get_cq_event(LONG).unwrap().cqn, cqn);
         assert_eq!(wait(&mut p.cq_a, 1)[0].wr_id, 10 + i);
         p.cq_a.req_notify_cq(false).unwrap();
@@ -124,7 +134,8 @@ fn completion_channel_delivers_events_and_times_out_without_one() {
     let mut p = ev_pair(&ctx, &ch);
     let m = mr(&p._pd, 4096);
     // Not armed: a completion makes no event.
-    p.a.post_send(&[write_wr(&m, 1, SendFlags::SIGNALED)]).unwrap();
+    p.a.post_send(&[write_wr(&m, 1, SendFlags::SIGNALED)])
+        .unwrap();
     assert_eq!(wait(&mut p.cq_a, 1).len(), 1);
     assert_eq!(ch.get_cq_event(SHORT), Err(Error::Timeout));
     assert_eq!(ch.try_get_cq_event(), Ok(None));
@@ -170,13 +181,12 @@ fn completion_channel_delivers_events_and_times_out_without_one() {
     plain.req_notify_cq(false).unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let (mut q, _peer, _peer_cq) = qp_on(&ctx, &pd, &plain);
-    q.post_send(&[write_wr(&m, 9, SendFlags::SIGNALED)]).unwrap();
+    q.post_send(&[write_wr(&m, 9, SendFlags::SIGNALED)])
+        .unwrap();
     assert_eq!(wait(&mut plain, 1)[0].wr_id, 9);
     ctx.poll_events().unwrap();
     let cqn = plain.cqn();
-    assert!(ctx
-        .take_events()
-        .contains(&mlx5::Event::Completion { cqn }));
+    assert!(ctx.take_events().contains(&mlx5::Event::Completion { cqn }));
     assert_eq!(ch.pending(), 0);
 }
 
@@ -189,7 +199,8 @@ fn cq_destroy_waits_for_acknowledged_events_and_gives_the_cq_back() {
     let (mut q, peer, peer_cq) = qp_on(&ctx, &pd, &cq);
     let m = mr(&pd, 4096);
     cq.req_notify_cq(false).unwrap();
-    q.post_send(&[write_wr(&m, 5, SendFlags::SIGNALED)]).unwrap();
+    q.post_send(&[write_wr(&m, 5, SendFlags::SIGNALED)])
+        .unwrap();
     assert_eq!(ch.get_cq_event(LONG).unwrap().cqn, cq.cqn());
     // In use by a QP: refused, and the CQ comes back with its completion.
     let r = cq.destroy().unwrap_err();
@@ -230,7 +241,8 @@ fn resize_cq_keeps_the_completions_not_polled_yet() {
     let m = mr(&pd, 4096);
     // Five completions, two polled, three outstanding, then a resize to 64 entries.
     for i in 0..5 {
-        q.post_send(&[write_wr(&m, i, SendFlags::SIGNALED)]).unwrap();
+        q.post_send(&[write_wr(&m, i, SendFlags::SIGNALED)])
+            .unwrap();
     }
     let w = wait(&mut cq, 2);
     assert_eq!(w.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [0, 1]);
@@ -240,7 +252,8 @@ fn resize_cq_keeps_the_completions_not_polled_yet() {
     // The outstanding three come first, in order, then new ones from the new buffer; enough
     // to wrap the old ring several times.
     for i in 5..40 {
-        q.post_send(&[write_wr(&m, i, SendFlags::SIGNALED)]).unwrap();
+        q.post_send(&[write_wr(&m, i, SendFlags::SIGNALED)])
+            .unwrap();
     }
     let w = wait(&mut cq, 38);
     assert!(w.iter().all(|w| w.status == WcStatus::Success), "{w:?}");
@@ -263,11 +276,15 @@ fn resize_cq_keeps_the_completions_not_polled_yet() {
     }
     // Too small for what is outstanding: refused before anything reaches the device.
     for i in 0..6 {
-        q.post_send(&[write_wr(&m, 200 + i, SendFlags::SIGNALED)]).unwrap();
+        q.post_send(&[write_wr(&m, 200 + i, SendFlags::SIGNALED)])
+            .unwrap();
     }
     let sent = ctx.commands_sent();
     let e = cq.resize(3).unwrap_err();
-    assert!(matches!(e, Error::Invalid(InvalidInput::CqTooLarge { .. })), "{e:?}");
+    assert!(
+        matches!(e, Error::Invalid(InvalidInput::CqTooLarge { .. })),
+        "{e:?}"
+    );
     assert_eq!(ctx.commands_sent(), sent);
     assert_eq!(wait(&mut cq, 6).len(), 6);
     // Absurd sizes are typed errors.
@@ -304,7 +321,10 @@ fn eq_is_armed_after_bring_up_and_after_each_round_of_events() {
         let e = h.eq(EQN).expect("eq");
         (e.armed, e.arms, e.bad_doorbells)
     });
-    assert!(armed, "rdma-core setup_async_eq arms the EQ after CREATE_EQ");
+    assert!(
+        armed,
+        "rdma-core setup_async_eq arms the EQ after CREATE_EQ"
+    );
     assert!(arms >= 1);
     assert_eq!(bad, 0);
     // An event disarms it; servicing the EQ arms it again.
@@ -327,7 +347,10 @@ fn a_changed_command_token_is_logged_not_fatal() {
     // Linux core/cmd.c and rdma-core mlx5_vfio.c never read the token back.
     let pd = ctx.alloc_pd();
     assert!(pd.is_ok(), "{:?}", pd.err());
-    assert!(!sim.with_hca(|h| h.faults().garble_next_token), "the fault was used");
+    assert!(
+        !sim.with_hca(|h| h.faults().garble_next_token),
+        "the fault was used"
+    );
 }
 
 #[test]
@@ -353,7 +376,10 @@ fn garbled_cq_create_and_destroy_quarantine_the_buffers() {
     let cq = ctx.create_cq(4).unwrap();
     sim.with_hca(|h| h.update_faults(|f| f.next_delivery_status = Some(0x6)));
     let r = cq.destroy().unwrap_err();
-    assert!(matches!(r.error, Error::Delivery { opcode: 0x401, .. }), "{r:?}");
+    assert!(
+        matches!(r.error, Error::Delivery { opcode: 0x401, .. }),
+        "{r:?}"
+    );
     // Not a quarantine case yet: retried and succeeds.
     r.into_inner().destroy().unwrap();
     assert_eq!(ctx.quarantined(), (4, 2 * (4096 + 64)));

@@ -578,8 +578,7 @@ pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let bad = |s| err(cmd_status::BAD_PARAM_ERR, s);
     let op_mod = get(modify_cq_in::OP_MOD, input) as u16;
     let select = get(modify_cq_in::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT, input);
-    let known =
-        cq_modify::MASK_LOG_SIZE | cq_modify::MASK_PG_OFFSET | cq_modify::MASK_PG_SIZE;
+    let known = cq_modify::MASK_LOG_SIZE | cq_modify::MASK_PG_OFFSET | cq_modify::MASK_PG_SIZE;
     if op_mod != cq_modify::OPMOD_RESIZE
         || select & cq_modify::MASK_LOG_SIZE == 0
         || select & !known != 0
@@ -604,7 +603,10 @@ pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
         .get_mut(&cqn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_CQ))?;
     if cq.in_error {
-        return Err(err(cmd_status::BAD_RES_STATE_ERR, syndrome::RESIZE_IN_ERROR));
+        return Err(err(
+            cmd_status::BAD_RES_STATE_ERR,
+            syndrome::RESIZE_IN_ERROR,
+        ));
     }
     let stride: u64 = match get(cqc::CQE_SZ, ctx) as u8 {
         cqe::stride::CQE_STRIDE_64 => 64,
@@ -858,6 +860,9 @@ mod tests {
             c.arm(cq_db::arm_value(2, cq_db::cmd::REQ_NOT_SOL, 2)),
             CqEvent::None
         );
+        // The sequence number is recorded as sent (no check: no source says what hardware
+        // does with a stale one).
+        assert_eq!((c.arm_sn(), c.arms()), (2, 3));
         assert_eq!(c.write(&mem, &plain, CqeFaults::default()), CqEvent::None);
         let sol = plain.with_solicited(true);
         assert_eq!(

@@ -5,8 +5,8 @@
 //! device reads and writes through bus addresses, as with real DMA.
 
 use std::sync::{Arc, Mutex};
-use std::vec::Vec;
 use std::time::{Duration, Instant};
+use std::vec::Vec;
 
 use mlx5::hal::{DmaBuffer, Hal, HalError};
 use mlx5::{Context, ContextConfig};
