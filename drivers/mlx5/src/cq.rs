@@ -782,9 +782,9 @@ impl<H: Hal> CompletionQueue<H> {
         // not fit; refused here first.
         let outstanding = self.outstanding();
         if outstanding >= cnt {
-            return Err(InvalidInput::CqTooLarge {
+            return Err(InvalidInput::CqTooSmall {
                 requested: entries,
-                max: outstanding,
+                outstanding,
             }
             .into());
         }

@@ -153,6 +153,14 @@ pub enum InvalidInput {
         /// Largest number of entries the device supports.
         max: u32,
     },
+    /// A CQ resize to fewer entries than completions not polled yet (the firmware's
+    /// `BAD_SIZE_OUTS_CQES_ERR`, refused before the command).
+    CqTooSmall {
+        /// Entries requested.
+        requested: u32,
+        /// Completions waiting to be polled.
+        outstanding: u32,
+    },
     /// Zero entries requested for a queue.
     ZeroEntries,
     /// QP capabilities beyond the device or driver limits.
