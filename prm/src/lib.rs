@@ -187,7 +187,7 @@ prm_registry! {
     query_mkey_out, mtt,
     // cq
     cqc, create_cq_in, create_cq_out, destroy_cq_in, destroy_cq_out, query_cq_in, query_cq_out,
-    cqe_error_syndrome,
+    modify_cq_in, modify_cq_out, cqe_error_syndrome,
     // eq
     eqc, create_eq_in, create_eq_out, destroy_eq_in, destroy_eq_out, query_eq_in, query_eq_out,
     eqe, event_auto, comp_event, cq_error, qp_events, pages_req_event, cmd_inter_comp_event,

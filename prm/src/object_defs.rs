@@ -405,3 +405,15 @@ pub mod eq {
         ];
     }
 }
+
+/// MODIFY_CQ op_mod and `resize_field_select` bits (Linux include/linux/mlx5/cq.h).
+pub mod cq_modify {
+    /// `MLX5_CQ_OPMOD_RESIZE`: MODIFY_CQ resizes the CQ onto the buffer in `pas[]`.
+    pub const OPMOD_RESIZE: u16 = 1;
+    /// `MLX5_MODIFY_CQ_MASK_LOG_SIZE`.
+    pub const MASK_LOG_SIZE: u32 = 1 << 0;
+    /// `MLX5_MODIFY_CQ_MASK_PG_OFFSET`.
+    pub const MASK_PG_OFFSET: u32 = 1 << 1;
+    /// `MLX5_MODIFY_CQ_MASK_PG_SIZE`.
+    pub const MASK_PG_SIZE: u32 = 1 << 2;
+}

@@ -1,22 +1,26 @@
-//! Completion queues: CREATE_CQ / DESTROY_CQ, CQE ownership and parsing, the consumer-index
-//! doorbell record and the arm doorbell.
+//! Completion queues: CREATE_CQ / DESTROY_CQ / MODIFY_CQ (resize), CQE ownership and
+//! parsing, the consumer-index doorbell record, the arm doorbell and completion events
+//! ([`CompletionChannel`]).
 //!
 //! Polling follows rdma-core providers/mlx5/cq.c: check the owner bit and opcode of the next
 //! CQE (`is_sw_owned`, facts cqe_ownership), then a read barrier, then read the CQE; the
 //! consumer index is written to the doorbell record once per poll call
 //! (`mlx5_update_cons_index`). CQEs start as `op_own = 0xf0` (facts trap 25).
 
-use alloc::sync::Arc;
+use alloc::collections::VecDeque;
+use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::ptr;
 use core::sync::atomic::{AtomicU32, Ordering};
+use core::time::Duration;
 
 use mlx5_prm::{
-    cq_db, cqc, cqe, create_cq_in, create_cq_out, destroy_cq_in, destroy_cq_out, opcode, uar, wqe,
+    cmd_hca_cap, cq_db, cq_modify, cqc, cqe, create_cq_in, create_cq_out, destroy_cq_in,
+    destroy_cq_out, modify_cq_in, modify_cq_out, opcode, uar, wqe,
 };
 
 use crate::cmd::{get, CmdBuf};
-use crate::error::{Error, InvalidInput, Result};
+use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::qp::{SendCursor, WqShared};
 use crate::verbs::CtxInner;
@@ -189,14 +193,126 @@ impl Default for WorkCompletion {
     }
 }
 
+/// A CQ's completion-event state, shared by the CQ, the event queue's routing table and the
+/// CQ's [`CompletionChannel`].
+pub(crate) struct CqNotify {
+    cqn: u32,
+    /// rdma-core `mlx5_cq.arm_sn`: the sequence number the arm doorbell carries; advanced once
+    /// per completion event (rdma-core cq.c `mlx5_cq_event`, which libibverbs
+    /// `ibv_get_cq_event` calls), never by arming.
+    arm_sn: AtomicU32,
+    /// Events handed out by the channel and not yet acknowledged ([`CompletionQueue::ack_events`]).
+    unacked: AtomicU32,
+    channel: Option<Arc<ChannelShared>>,
+}
+
+impl CqNotify {
+    /// A completion event of this CQ was consumed from the EQ: queued on the channel (its
+    /// sequence number advances when the channel hands it out), or, without a channel,
+    /// delivered to the event log by the caller (false; the sequence number advances now).
+    pub(crate) fn deliver(self: &Arc<Self>) -> bool {
+        match &self.channel {
+            Some(c) => {
+                c.pending.lock().push_back(Arc::downgrade(self));
+                true
+            }
+            None => {
+                self.arm_sn.fetch_add(1, Ordering::AcqRel);
+                false
+            }
+        }
+    }
+}
+
+/// A completion channel's queue of completion events.
+pub(crate) struct ChannelShared {
+    pending: spin::Mutex<VecDeque<Weak<CqNotify>>>,
+}
+
+/// A completion channel (`ibv_comp_channel`): the completion events of the CQs created on it
+/// ([`crate::Context::create_cq_with_channel`]), waited for with a deadline. The unikernel has
+/// no interrupts: [`CompletionChannel::get_cq_event`] polls the event queue.
+pub struct CompletionChannel<H: Hal> {
+    ctx: Arc<CtxInner<H>>,
+    pub(crate) shared: Arc<ChannelShared>,
+}
+
+/// A completion event (`ibv_get_cq_event`): the CQ it is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqEvent {
+    /// The CQ number ([`CompletionQueue::cqn`]).
+    pub cqn: u32,
+}
+
+impl<H: Hal> CompletionChannel<H> {
+    pub(crate) fn new(ctx: &Arc<CtxInner<H>>) -> Self {
+        CompletionChannel {
+            ctx: ctx.clone(),
+            shared: Arc::new(ChannelShared {
+                pending: spin::Mutex::new(VecDeque::new()),
+            }),
+        }
+    }
+
+    /// The next completion event without waiting (`None`: none yet). The event queue is
+    /// serviced first. Each event counts as unacknowledged on its CQ until
+    /// [`CompletionQueue::ack_events`] (`ibv_ack_cq_events`), and advances the CQ's arm
+    /// sequence number (rdma-core `mlx5_cq_event`).
+    pub fn try_get_cq_event(&self) -> Result<Option<CqEvent>> {
+        if let Some(e) = self.pop() {
+            return Ok(Some(e));
+        }
+        let ctx = &self.ctx;
+        ctx.with_dev(|d| {
+            d.cmd.check_health(&ctx.hal)?;
+            d.service_events(&ctx.hal, false)
+        })?;
+        Ok(self.pop())
+    }
+
+    /// Waits up to `timeout` for the next completion event (`ibv_get_cq_event`); fails with
+    /// [`Error::Timeout`] when none came. Arm the CQ first ([`CompletionQueue::req_notify_cq`]).
+    pub fn get_cq_event(&self, timeout: Duration) -> Result<CqEvent> {
+        let hal = &self.ctx.hal;
+        let deadline = hal.now().saturating_add(timeout);
+        loop {
+            if let Some(e) = self.try_get_cq_event()? {
+                return Ok(e);
+            }
+            if hal.now() >= deadline {
+                return Err(Error::Timeout);
+            }
+            hal.relax();
+        }
+    }
+
+    /// Events queued and not yet taken.
+    pub fn pending(&self) -> usize {
+        self.shared.pending.lock().len()
+    }
+
+    fn pop(&self) -> Option<CqEvent> {
+        let mut q = self.shared.pending.lock();
+        while let Some(w) = q.pop_front() {
+            // A CQ destroyed since its event was queued: the event went with it.
+            let Some(n) = w.upgrade() else { continue };
+            n.unacked.fetch_add(1, Ordering::AcqRel);
+            n.arm_sn.fetch_add(1, Ordering::AcqRel);
+            return Some(CqEvent { cqn: n.cqn });
+        }
+        None
+    }
+}
+
 /// The CQ as the device knows it: lives until the last QP attached to it is gone.
 pub(crate) struct CqShared<H: Hal> {
     pub(crate) ctx: Arc<CtxInner<H>>,
     pub(crate) cqn: u32,
-    /// Owned for the device's sake (the poller uses raw pointers into them); leaked if the
-    /// device could not destroy the CQ.
-    buf: Option<DmaMem<H::Dma>>,
+    /// Owned for the device's sake (the poller uses raw pointers into them); quarantined if
+    /// the device could not destroy the CQ. The buffer changes on a resize.
+    buf: spin::Mutex<Option<DmaMem<H::Dma>>>,
     db: Option<DmaMem<H::Dma>>,
+    notify: Arc<CqNotify>,
     /// QPs whose completions land here.
     qps: spin::RwLock<Vec<Arc<WqShared>>>,
     /// Bumped whenever `qps` changes: pollers drop their cached QP (a destroyed QP's number
@@ -218,26 +334,44 @@ impl<H: Hal> CqShared<H> {
         self.qps_gen.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// DESTROY_CQ; on success the CQ's completion events stop being routed. A failed destroy
+    /// can be tried again.
     fn destroy(&self) -> Result<()> {
-        if self
-            .destroyed
-            .swap(true, core::sync::atomic::Ordering::AcqRel)
-        {
+        if self.destroyed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let mut c = CmdBuf::new(opcode::DESTROY_CQ, 0, destroy_cq_in::BYTES);
         c.set(destroy_cq_in::CQN, self.cqn);
         let mut out = [0u8; destroy_cq_out::BYTES];
-        self.ctx.exec(&c, &mut out)
+        let r = self.ctx.exec(&c, &mut out);
+        match r {
+            Ok(()) => self.unroute(),
+            Err(_) => self.destroyed.store(false, Ordering::Release),
+        }
+        r
+    }
+
+    fn unroute(&self) {
+        let cqn = self.cqn;
+        let _ = self.ctx.with_dev(|d| {
+            if let Some(q) = d.eq.as_mut() {
+                q.comp_routes.remove(&cqn);
+            }
+            Ok(())
+        });
     }
 }
 
 impl<H: Hal> Drop for CqShared<H> {
     fn drop(&mut self) {
-        if self.destroy().is_err() {
-            // The device may still write the buffers: never free them.
-            core::mem::forget(self.buf.take());
-            core::mem::forget(self.db.take());
+        if let Err(e) = self.destroy() {
+            // The device kept the CQ (or may have): its buffers are set aside, never freed.
+            self.unroute();
+            let mems = [self.buf.get_mut().take(), self.db.take()];
+            let _ = self.ctx.with_dev(|d| {
+                d.quarantine_hold(&e, mems.into_iter().flatten());
+                Ok(())
+            });
         }
     }
 }
@@ -249,7 +383,6 @@ pub struct CompletionQueue<H: Hal> {
     db: *mut u8,
     cqe_cnt: u32,
     ci: u32,
-    arm_sn: u32,
     /// The QP the last CQE named (completions of one QP come in runs), or `placeholder`.
     cached: Arc<WqShared>,
     /// Matches no CQE.
@@ -265,28 +398,59 @@ pub struct CompletionQueue<H: Hal> {
 // the handle is used through &mut self only.
 unsafe impl<H: Hal> Send for CompletionQueue<H> {}
 
-/// Creates a CQ of at least `entries` entries.
-pub(crate) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, entries: u32) -> Result<CompletionQueue<H>> {
+/// The ring size for `entries` usable entries (rdma-core verbs.c `mlx5_create_cq`:
+/// `roundup_pow_of_two(cqe + 1)`, at most `1 << log_max_cq_sz`), with checked arithmetic:
+/// `(cqe_cnt, buffer bytes)`.
+fn ring_size(log_max_cq_sz: u8, entries: u32) -> Result<(u32, usize)> {
     if entries == 0 {
         return Err(InvalidInput::ZeroEntries.into());
     }
-    // rdma-core mlx5_create_cq: ncqe = roundup_pow_of_two(cqe + 1), at most 1 << log_max_cq_sz.
-    let log_max = ctx.caps.log_max_cq_sz.min(24) as u32;
-    let max = (1u32 << log_max) - 1;
+    // The cqc counters are 24 bits: never more than 2^24 entries, whatever the device says.
+    let log_max = u32::from(log_max_cq_sz).min(24);
+    let max = (1u32 << log_max).saturating_sub(1);
+    let too_large = InvalidInput::CqTooLarge {
+        requested: entries,
+        max,
+    };
     if entries > max {
-        return Err(InvalidInput::CqTooLarge {
-            requested: entries,
-            max,
-        }
-        .into());
+        return Err(too_large.into());
     }
-    let cqe_cnt = (entries + 1).next_power_of_two();
-    let size = (cqe_cnt as usize * cqe::SIZE).max(4096);
-    let hal = &ctx.hal;
+    let cqe_cnt = entries
+        .checked_add(1)
+        .and_then(u32::checked_next_power_of_two)
+        .ok_or(too_large)?;
+    let bytes = (cqe_cnt as usize)
+        .checked_mul(cqe::SIZE)
+        .ok_or(too_large)?
+        .max(4096);
+    Ok((cqe_cnt, bytes))
+}
+
+/// A fresh CQ buffer: every CQE's `op_own` = INVALID << 4 (facts trap 25; Linux cq.c
+/// `init_cq_frag_buf`).
+fn alloc_ring<H: Hal>(hal: &H, cqe_cnt: u32, size: usize) -> Result<DmaMem<H::Dma>> {
     let buf = DmaMem::alloc(hal, size, size)?;
     for i in 0..cqe_cnt as usize {
         buf.write_u8(i * cqe::SIZE + cqe::offset::OP_OWN, cqe::OP_OWN_INIT)?;
     }
+    Ok(buf)
+}
+
+/// Creates a CQ of at least `entries` entries, its completion events going to `channel` (or
+/// to the event log).
+pub(crate) fn create<H: Hal>(
+    ctx: &Arc<CtxInner<H>>,
+    entries: u32,
+    channel: Option<&CompletionChannel<H>>,
+) -> Result<CompletionQueue<H>> {
+    if let Some(ch) = channel {
+        if !Arc::ptr_eq(&ch.ctx, ctx) {
+            return Err(InvalidInput::ForeignObject.into());
+        }
+    }
+    let (cqe_cnt, size) = ring_size(ctx.caps.log_max_cq_sz, entries)?;
+    let hal = &ctx.hal;
+    let buf = alloc_ring(hal, cqe_cnt, size)?;
     let db = DmaMem::alloc(hal, 64, 64)?;
     hal.dma_wmb();
     let mut c = CmdBuf::new(opcode::CREATE_CQ, 0, create_cq_in::PAS.bytes_with(1));
@@ -299,15 +463,33 @@ pub(crate) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, entries: u32) -> Result<Com
         .set64(x(cqc::DBR_ADDR), db.bus())
         .put64(create_cq_in::PAS.byte_offset(), buf.bus());
     let mut out = [0u8; create_cq_out::BYTES];
-    ctx.exec(&c, &mut out)?;
+    if let Err(e) = ctx.exec(&c, &mut out) {
+        // A garbled or missing reply: the device may have made the CQ on these buffers.
+        ctx.release_after(&e, [buf, db]);
+        return Err(e);
+    }
     let cqn = get(&out, create_cq_out::CQN);
+    let notify = Arc::new(CqNotify {
+        cqn,
+        arm_sn: AtomicU32::new(0),
+        unacked: AtomicU32::new(0),
+        channel: channel.map(|c| c.shared.clone()),
+    });
+    let n = notify.clone();
+    ctx.with_dev(|d| {
+        if let Some(q) = d.eq.as_mut() {
+            q.comp_routes.insert(cqn, n);
+        }
+        Ok(())
+    })?;
     let (bp, dp) = (buf.ptr() as *const u8, db.ptr());
     let placeholder = Arc::new(WqShared::placeholder());
     let shared = Arc::new(CqShared {
         ctx: ctx.clone(),
         cqn,
-        buf: Some(buf),
+        buf: spin::Mutex::new(Some(buf)),
         db: Some(db),
+        notify,
         qps: spin::RwLock::new(Vec::new()),
         qps_gen: AtomicU32::new(0),
         destroyed: core::sync::atomic::AtomicBool::new(false),
@@ -318,7 +500,6 @@ pub(crate) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, entries: u32) -> Result<Com
         db: dp,
         cqe_cnt,
         ci: 0,
-        arm_sn: 0,
         seen: nop_seen(&placeholder),
         cached: placeholder.clone(),
         placeholder,
@@ -495,8 +676,9 @@ impl<H: Hal> CompletionQueue<H> {
         n: usize,
         timeout: core::time::Duration,
     ) -> Result<Vec<WorkCompletion>> {
-        let mut v = Vec::with_capacity(n);
-        let deadline = self.shared.ctx.hal.now() + timeout;
+        // `n` is the caller's: reserve no more than the ring can hold at once.
+        let mut v = Vec::with_capacity(n.min(self.cqe_cnt as usize));
+        let deadline = self.shared.ctx.hal.now().saturating_add(timeout);
         let mut buf = [WorkCompletion::default(); 16];
         while v.len() < n {
             let k = self.poll(&mut buf[..(n - v.len()).min(16)])?;
@@ -511,17 +693,27 @@ impl<H: Hal> CompletionQueue<H> {
         Ok(v)
     }
 
-    /// Requests a completion event for the next completion (or the next solicited one): the
-    /// arm word goes to the doorbell record, then the 64-bit doorbell `{arm word, cqn}` to
-    /// UAR + 0x20 (rdma-core cq.c `mlx5_arm_cq`, Linux include/linux/mlx5/cq.h
-    /// `mlx5_cq_arm`). The event shows up in [`crate::Context::take_events`].
+    /// Requests a completion event for the next completion, or with `solicited_only` the next
+    /// solicited or error one (`ibv_req_notify_cq`): the arm word goes to the doorbell record,
+    /// then the 64-bit doorbell `{arm word, cqn}` to UAR + 0x20 (rdma-core cq.c
+    /// `mlx5_arm_cq`, Linux include/linux/mlx5/cq.h `mlx5_cq_arm`). The word carries the
+    /// consumer index and the arm sequence number, which advances once per completion event
+    /// (rdma-core `mlx5_cq_event`), not per arm. The event goes to the CQ's
+    /// [`CompletionChannel`], or without one to [`crate::Context::take_events`].
+    pub fn req_notify_cq(&mut self, solicited_only: bool) -> Result<()> {
+        self.shared.ctx.check_alive()?;
+        self.arm(solicited_only)
+    }
+
+    /// [`CompletionQueue::req_notify_cq`] without the dead-device check.
     pub fn arm(&mut self, solicited_only: bool) -> Result<()> {
         let cmd = if solicited_only {
             cq_db::cmd::REQ_NOT_SOL
         } else {
             cq_db::cmd::REQ_NOT
         };
-        let word = cq_db::arm_value(self.arm_sn, cmd, self.ci);
+        let sn = self.shared.notify.arm_sn.load(Ordering::Acquire);
+        let word = cq_db::arm_value(sn, cmd, self.ci);
         // SAFETY: dword 1 of the 64-byte doorbell record.
         unsafe { ptr::write_volatile((self.db as *mut u32).add(cq_db::ARM_DB), word.to_be()) };
         let hal = &self.shared.ctx.hal;
@@ -531,17 +723,191 @@ impl<H: Hal> CompletionQueue<H> {
         b[4..].copy_from_slice(&self.shared.cqn.to_be_bytes());
         let off = self.shared.ctx.uar.offset + uar::CQ_DOORBELL;
         hal.mmio_write64(off, b);
-        self.arm_sn = self.arm_sn.wrapping_add(1);
         Ok(())
     }
 
-    /// Destroys the CQ now; fails with [`Error::Busy`] while QPs use it. Dropping the handle
-    /// destroys it too (once the last QP is gone).
-    pub fn destroy(self) -> Result<()> {
-        if Arc::strong_count(&self.shared) > 1 {
-            return Err(Error::Busy);
+    /// Acknowledges `n` completion events of this CQ taken from its channel
+    /// (`ibv_ack_cq_events`). Acknowledging more than were taken is refused.
+    pub fn ack_events(&mut self, n: u32) -> Result<()> {
+        let u = &self.shared.notify.unacked;
+        u.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(n))
+            .map(|_| ())
+            .map_err(|_| InvalidInput::OutOfRange.into())
+    }
+
+    /// Completion events taken from the channel and not yet acknowledged.
+    pub fn unacked_events(&self) -> u32 {
+        self.shared.notify.unacked.load(Ordering::Acquire)
+    }
+
+    /// Destroys the CQ now. Refused with [`Error::Busy`] while QPs use it or completion events
+    /// are unacknowledged (`ibv_destroy_cq` waits for the acknowledgements), and when the
+    /// device refuses DESTROY_CQ: the handle comes back with the error, its completions
+    /// still there. Dropping the handle destroys the CQ too (once the last QP is gone).
+    pub fn destroy(self) -> core::result::Result<(), Refused<Self>> {
+        if Arc::strong_count(&self.shared) > 1 || self.unacked_events() != 0 {
+            return Err(Refused {
+                object: self,
+                error: Error::Busy,
+            });
         }
-        self.shared.destroy()
+        match self.shared.destroy() {
+            Ok(()) => Ok(()),
+            Err(error) => Err(Refused {
+                object: self,
+                error,
+            }),
+        }
+    }
+
+    /// Resizes the CQ to at least `entries` entries (`ibv_resize_cq`), keeping the completions
+    /// not polled yet. As Linux ib/cq.c `mlx5_ib_resize_cq` (kernel CQs) and rdma-core
+    /// verbs.c `mlx5_resize_cq`: a new buffer, MODIFY_CQ with op_mod RESIZE and the log size,
+    /// page offset and page size in `resize_field_select`; the device then writes a RESIZE
+    /// CQE in the old buffer and continues in the new one; the driver copies the CQEs before
+    /// the RESIZE CQE into the new buffer (`copy_resize_cqes`, rdma-core cq.c
+    /// `mlx5_cq_resize_copy_cqes`). The old buffer is freed only after that.
+    pub fn resize(&mut self, entries: u32) -> Result<()> {
+        let ctx = self.shared.ctx.clone();
+        ctx.check_alive()?;
+        let caps = &ctx.caps;
+        if cmd_hca_cap::CQ_RESIZE.get(&caps.general_cur).unwrap_or(0) == 0 {
+            return Err(Error::Unsupported);
+        }
+        let (cnt, size) = ring_size(caps.log_max_cq_sz, entries)?;
+        if cnt == self.cqe_cnt {
+            return Ok(());
+        }
+        // Linux: BAD_SIZE_OUTS_CQES from the firmware when the completions not polled yet do
+        // not fit; refused here first.
+        let outstanding = self.outstanding();
+        if outstanding >= cnt {
+            return Err(InvalidInput::CqTooSmall {
+                requested: entries,
+                outstanding,
+            }
+            .into());
+        }
+        let hal = &ctx.hal;
+        let nbuf = alloc_ring(hal, cnt, size)?;
+        hal.dma_wmb();
+        let mut c = CmdBuf::new(
+            opcode::MODIFY_CQ,
+            cq_modify::OPMOD_RESIZE,
+            modify_cq_in::PAS.bytes_with(1),
+        );
+        let x = |f: mlx5_prm::Field| f.within(modify_cq_in::CQ_CONTEXT);
+        c.set(modify_cq_in::CQN, self.shared.cqn)
+            .set(
+                modify_cq_in::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT,
+                cq_modify::MASK_LOG_SIZE | cq_modify::MASK_PG_OFFSET | cq_modify::MASK_PG_SIZE,
+            )
+            .set(x(cqc::CQE_SZ), cqe::stride::CQE_STRIDE_64.into())
+            .set(x(cqc::LOG_CQ_SIZE), cnt.trailing_zeros())
+            .set(x(cqc::LOG_PAGE_SIZE), size.trailing_zeros() - 12)
+            .set(x(cqc::PAGE_OFFSET), 0)
+            .put64(modify_cq_in::PAS.byte_offset(), nbuf.bus());
+        let mut out = [0u8; modify_cq_out::BYTES];
+        if let Err(e) = ctx.exec(&c, &mut out) {
+            // A garbled or missing reply: the device may have switched to the new buffer.
+            ctx.release_after(&e, [nbuf]);
+            return Err(e);
+        }
+        // The device switched: copy what it wrote before the RESIZE CQE.
+        let copied = self.copy_resize_cqes(&nbuf, cnt);
+        let old = self.shared.buf.lock().replace(nbuf);
+        let nptr = self
+            .shared
+            .buf
+            .lock()
+            .as_ref()
+            .map_or(ptr::null(), |b| b.ptr() as *const u8);
+        self.buf = nptr;
+        self.cqe_cnt = cnt;
+        match copied {
+            Ok(()) => {
+                // The RESIZE CQE is consumed: tell the device.
+                hal.dma_wmb();
+                // SAFETY: dword 0 of the 64-byte doorbell record `shared` owns.
+                unsafe {
+                    ptr::write_volatile(
+                        (self.db as *mut u32).add(cq_db::SET_CI),
+                        (self.ci & 0xff_ffff).to_be(),
+                    )
+                };
+                // The device writes only the new buffer now.
+                drop(old);
+                Ok(())
+            }
+            Err(e) => {
+                // No RESIZE CQE: the device may still write the old buffer.
+                ctx.with_dev(|d| {
+                    d.quarantine_hold(&e, old);
+                    Ok(())
+                })?;
+                Err(e)
+            }
+        }
+    }
+
+    /// CQEs the device handed over and software has not polled yet.
+    fn outstanding(&self) -> u32 {
+        let mut n = 0;
+        while n < self.cqe_cnt {
+            let i = self.ci.wrapping_add(n);
+            // SAFETY: the index is masked to the ring; the op_own byte of that CQE.
+            let op_own = unsafe {
+                Cqe(self.buf.add((i & (self.cqe_cnt - 1)) as usize * cqe::SIZE))
+                    .u8(cqe::offset::OP_OWN)
+            };
+            if !cqe::is_sw_owned(op_own, i, self.cqe_cnt) {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Copies the CQEs from the consumer index up to the RESIZE CQE into `nbuf` (`cnt`
+    /// entries), each at its index + 1 with the new ring's owner bit, then moves the consumer
+    /// index one on (rdma-core cq.c `mlx5_cq_resize_copy_cqes`, Linux ib/cq.c
+    /// `copy_resize_cqes`): the device continues after the RESIZE CQE's index.
+    fn copy_resize_cqes(&mut self, nbuf: &DmaMem<H::Dma>, cnt: u32) -> Result<()> {
+        let hal = &self.shared.ctx.hal;
+        let bad = Error::BadFirmwareReply {
+            opcode: opcode::MODIFY_CQ,
+        };
+        let mut i = self.ci;
+        for _ in 0..=self.cqe_cnt {
+            let src = Cqe(
+                // SAFETY: masked to the ring.
+                unsafe { self.buf.add((i & (self.cqe_cnt - 1)) as usize * cqe::SIZE) },
+            );
+            // SAFETY: the op_own byte of a CQE of the ring.
+            let op_own = unsafe { src.u8(cqe::offset::OP_OWN) };
+            if !cqe::is_sw_owned(op_own, i, self.cqe_cnt) {
+                return Err(bad);
+            }
+            hal.dma_rmb();
+            if cqe::opcode(op_own) == cqe::opcode::RESIZE_CQ {
+                // The copies sit one index further on: the consumer index steps over the
+                // RESIZE CQE's slot (`++cq->cons_index`).
+                self.ci = self.ci.wrapping_add(1);
+                return Ok(());
+            }
+            let j = i.wrapping_add(1);
+            let mut bytes = [0u8; cqe::SIZE];
+            for (k, b) in bytes.iter_mut().enumerate() {
+                // SAFETY: k < 64: inside the CQE.
+                *b = unsafe { src.u8(k) };
+            }
+            let own = ((j & cnt) != 0) as u8;
+            let o = cqe::offset::OP_OWN;
+            bytes[o] = (bytes[o] & !cqe::OWNER_MASK) | own;
+            nbuf.write((j & (cnt - 1)) as usize * cqe::SIZE, &bytes)?;
+            i = j;
+        }
+        Err(bad)
     }
 }
 

@@ -1,17 +1,26 @@
-//! The event queue: one polled EQ for page requests and asynchronous events (no interrupts,
-//! no command-completion events: commands are polled).
+//! The event queue: one EQ for page requests, asynchronous events and the completion events
+//! of armed CQs (no command-completion events: commands are polled). The driver polls it; it
+//! is also armed, as rdma-core arms its async EQ, so an interrupt-capable HAL can wait for its
+//! vector (`eqc.intr` = 0, rdma-core's `MLX5_VFIO_CMD_VEC_IDX`).
 //!
-//! Sources: rdma-core mlx5_vfio.c `create_map_eq` / `mlx5_eq_get_eqe` / `eq_update_ci`,
-//! Linux core/eq.c `create_map_eq` and `gather_async_events_mask`. EQEs start with owner = 1
-//! (facts trap 25); EQE `ci` is the software's iff `(owner & 1) == ((ci >> log2(nent)) & 1)`.
+//! Sources: rdma-core mlx5_vfio.c `create_map_eq` / `setup_async_eq` / `mlx5_eq_get_eqe` /
+//! `eq_update_ci` / `mlx5_vfio_process_async_events`, Linux core/eq.c `create_map_eq` and
+//! `gather_async_events_mask`. EQEs start with owner = 1 (facts trap 25); EQE `ci` is the
+//! software's iff `(owner & 1) == ((ci >> log2(nent)) & 1)`.
+//!
+//! Completion events (`MLX5_EVENT_TYPE_COMP`) of a CQ created with a
+//! [`crate::CompletionChannel`] go to that channel; those of other CQs are logged with the
+//! asynchronous events ([`crate::Context::take_events`]).
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::sync::Arc;
 
 use mlx5_prm::{
     create_eq_in, create_eq_out, destroy_eq_in, destroy_eq_out, eq, eqc, event, opcode, pages, uar,
 };
 
 use crate::cmd::{get, CmdBuf};
+use crate::cq::CqNotify;
 use crate::error::Result;
 use crate::hal::{Bar, DmaMem, Hal};
 use crate::hca::Device;
@@ -21,6 +30,8 @@ use crate::uar::Uar;
 const EQ_NENT: u32 = 64;
 /// Asynchronous events the driver keeps (oldest dropped first).
 const EVENT_LOG: usize = 64;
+/// `eqc.intr`: MSI-X vector 0 (rdma-core mlx5_vfio.c `MLX5_VFIO_CMD_VEC_IDX`).
+const EQ_VECTOR: u32 = 0;
 
 /// An asynchronous event the device reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +83,11 @@ pub(crate) struct EventQueue<H: Hal> {
     pub(crate) eqn: u8,
     uar: Uar,
     pub(crate) events: VecDeque<AsyncEvent>,
+    /// True while the EQ is armed: set by the arm doorbell, cleared when an EQE is consumed
+    /// (the device disarms the EQ when it writes an EQE to it).
+    armed: bool,
+    /// Where the completion events of each CQ go (every CQ of the context is listed).
+    pub(crate) comp_routes: BTreeMap<u32, Arc<CqNotify>>,
 }
 
 /// The event types the EQ subscribes to: page requests plus Linux's unconditional async set
@@ -140,6 +156,7 @@ impl<H: Hal> EventQueue<H> {
         self.buf.read_volatile(base, &mut e)?;
         self.ci = self.ci.wrapping_add(1);
         self.pending_ci += 1;
+        self.armed = false;
         // mlx5_eq_update_cc: write the CI at least every MLX5_NUM_SPARE_EQE entries.
         if self.pending_ci >= eq::NUM_SPARE_EQE / 2 {
             self.update_ci(hal)?;
@@ -212,6 +229,39 @@ impl<H: Hal> EventQueue<H> {
         )
     }
 
+    /// Writes the consumer index and arms the EQ (`(ci & 0xffffff) | eqn << 24` to UAR + 0x40,
+    /// rdma-core `eq_update_ci` with arm = 1, as `setup_async_eq` does after CREATE_EQ and
+    /// `mlx5_vfio_process_async_events` after each round).
+    pub(crate) fn arm(&mut self, hal: &H) -> Result<()> {
+        hal.dma_wmb();
+        Bar(hal).write32(
+            self.uar.offset + uar::EQ_DOORBELL,
+            eq::doorbell_value(self.eqn, self.ci),
+        )?;
+        self.pending_ci = 0;
+        self.armed = true;
+        Ok(())
+    }
+
+    /// True while the EQ is armed (see [`EventQueue::arm`]).
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed
+    }
+
+    /// A completion event of CQ `cqn`: to its channel, or to the log (rdma-core
+    /// `mlx5_cq_event` advances the CQ's arm sequence number once per event; for a CQ without
+    /// a channel the event is delivered here, to the log).
+    fn completion_event(&mut self, cqn: u32) {
+        match self.comp_routes.get(&cqn) {
+            Some(n) => {
+                if !n.deliver() {
+                    self.log_event(AsyncEvent::Completion { cqn });
+                }
+            }
+            None => self.log_event(AsyncEvent::Completion { cqn }),
+        }
+    }
+
     pub(crate) fn log_event(&mut self, e: AsyncEvent) {
         if self.events.len() == EVENT_LOG {
             self.events.pop_front();
@@ -224,6 +274,7 @@ impl<H: Hal> Device<H> {
     /// CREATE_EQ: one contiguous buffer, one `pas` entry whose page is the whole buffer
     /// (rdma-core `create_map_eq`: log_page_size = log2(size) - 12, facts trap 2).
     pub(crate) fn create_eq(&mut self, hal: &H, uar: Uar) -> Result<EventQueue<H>> {
+        // Constants only: EQ_NENT + NUM_SPARE_EQE = 192, rounded up to 256 entries of 64 B.
         let nent = (EQ_NENT + eq::NUM_SPARE_EQE).next_power_of_two();
         let log_nent = nent.trailing_zeros();
         let size = (nent as usize * eq::EQE_SIZE).max(4096);
@@ -234,28 +285,43 @@ impl<H: Hal> Device<H> {
         hal.dma_wmb();
         let mut c = CmdBuf::new(opcode::CREATE_EQ, 0, create_eq_in::PAS.bytes_with(1));
         let ctx = |f: mlx5_prm::Field| f.within(create_eq_in::EQ_CONTEXT_ENTRY);
+        // intr: the MSI-X vector the EQ's interrupt goes to; vector 0, as rdma-core
+        // mlx5_vfio.c `create_async_eqs` (irq_index = MLX5_VFIO_CMD_VEC_IDX, the first one).
         c.set(ctx(eqc::LOG_EQ_SIZE), log_nent)
             .set(ctx(eqc::UAR_PAGE), uar.index)
-            .set(ctx(eqc::INTR), 0)
+            .set(ctx(eqc::INTR), EQ_VECTOR)
             .set(ctx(eqc::LOG_PAGE_SIZE), size.trailing_zeros() - 12);
         // event_bitmask[0] holds types 0..63 (facts trap 26).
         c.set64(create_eq_in::EVENT_BITMASK.elem(0), event_mask());
         c.put64(create_eq_in::PAS.byte_offset(), buf.bus());
         let mut out = [0u8; create_eq_out::BYTES];
-        self.exec(hal, &c, &mut out)?;
+        if let Err(e) = self.exec(hal, &c, &mut out) {
+            // A garbled or missing reply: the device may have made the EQ on this buffer.
+            self.release_after(&e, [buf]);
+            return Err(e);
+        }
         let eqn = get(&out, create_eq_out::EQ_NUMBER) as u8;
         let mut q = EventQueue {
             buf,
             log_nent,
             ci: 0,
-            pending_ci: 1,
+            pending_ci: 0,
             eqn,
             uar,
             events: VecDeque::new(),
+            armed: false,
+            comp_routes: BTreeMap::new(),
         };
-        // Tell the device the initial consumer index (rdma-core setup_async_eq).
-        q.update_ci(hal)?;
-        q.pending_ci = 0;
+        // Tell the device the initial consumer index and arm the EQ (rdma-core
+        // setup_async_eq: `eq_update_ci(eq, 0, 1)`).
+        if let Err(e) = q.arm(hal) {
+            // The EQ exists but cannot be used: take it down; its buffer is freed only once
+            // the device gave it back.
+            if let Err(d) = self.destroy_eq(hal, eqn) {
+                self.quarantine_hold(&d, [q.buf]);
+            }
+            return Err(e);
+        }
         Ok(q)
     }
 
@@ -292,14 +358,51 @@ impl<H: Hal> Device<H> {
                 }
                 Eqe::Event(ev) => {
                     if let Some(q) = self.eq.as_mut() {
-                        q.log_event(ev);
+                        match ev {
+                            AsyncEvent::Completion { cqn } => q.completion_event(cqn),
+                            _ => q.log_event(ev),
+                        }
                     }
                 }
             }
         }
         if let Some(q) = self.eq.as_mut() {
-            q.update_ci(hal)?;
+            // rdma-core mlx5_vfio_process_async_events: the consumer index with arm at the
+            // end of each round (`eq_update_ci(eq, cc, 1)`); only needed when the device
+            // disarmed the EQ, i.e. an EQE was consumed.
+            if q.is_armed() {
+                q.update_ci(hal)?;
+            } else {
+                q.arm(hal)?;
+            }
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::test_hal::{test_config, SimHal, TestHal};
+
+    use crate::error::Error;
+
+    #[test]
+    fn a_garbled_create_eq_reply_quarantines_the_eq_buffer() {
+        let sim = SimHal::new();
+        let hal = TestHal(sim.clone());
+        let o = crate::hca::open(&hal, &test_config()).expect("bring-up");
+        let mut dev = o.dev;
+        assert_eq!(dev.quarantine.stats(), (0, 0));
+        // The device makes a second EQ, but its reply comes back garbled.
+        sim.with_hca(|h| h.update_faults(|f| f.garble_next_output_length = true));
+        let e = dev.create_eq(&hal, o.uar).err();
+        assert_eq!(e, Some(Error::BadFirmwareReply { opcode: 0x301 }));
+        // 256 EQEs of 64 bytes the device may write: set aside, not freed.
+        assert_eq!(dev.quarantine.stats(), (1, 256 * 64));
+        // A refused CREATE_EQ (firmware status) took nothing: freed.
+        sim.with_hca(|h| h.update_faults(|f| f.next_delivery_status = Some(0x6)));
+        assert!(dev.create_eq(&hal, o.uar).is_err());
+        assert_eq!(dev.quarantine.stats(), (1, 256 * 64));
+        let _ = crate::hca::close(&hal, &mut dev, o.uar, o.tdn);
     }
 }

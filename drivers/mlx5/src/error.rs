@@ -153,6 +153,14 @@ pub enum InvalidInput {
         /// Largest number of entries the device supports.
         max: u32,
     },
+    /// A CQ resize to fewer entries than completions not polled yet (the firmware's
+    /// `BAD_SIZE_OUTS_CQES_ERR`, refused before the command).
+    CqTooSmall {
+        /// Entries requested.
+        requested: u32,
+        /// Completions waiting to be polled.
+        outstanding: u32,
+    },
     /// Zero entries requested for a queue.
     ZeroEntries,
     /// QP capabilities beyond the device or driver limits.
@@ -261,6 +269,43 @@ pub enum Error {
     /// A driver bug caught at run time (a PRM field outside its command buffer) instead of a
     /// panic.
     Internal,
+    /// A wait (e.g. for a completion event) reached its deadline.
+    Timeout,
+}
+
+/// A destroy or close the driver refused: the object comes back, still usable, with the
+/// reason (e.g. [`Error::Busy`]).
+pub struct Refused<T> {
+    /// The object, as it was before the call.
+    pub object: T,
+    /// Why it was refused.
+    pub error: Error,
+}
+
+impl<T> Refused<T> {
+    /// The object back.
+    pub fn into_inner(self) -> T {
+        self.object
+    }
+}
+
+impl<T> fmt::Debug for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Refused({:?})", self.error)
+    }
+}
+
+impl<T> fmt::Display for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "refused: {}", self.error)
+    }
+}
+
+impl<T> From<Refused<T>> for Error {
+    /// The reason; the object is dropped (which destroys it when it can be).
+    fn from(r: Refused<T>) -> Error {
+        r.error
+    }
 }
 
 impl Error {
@@ -271,7 +316,9 @@ impl Error {
     pub fn device_may_hold(&self) -> bool {
         matches!(
             self,
-            Error::BadFirmwareReply { .. } | Error::CommandTimeout { .. } | Error::DeviceFatal { .. }
+            Error::BadFirmwareReply { .. }
+                | Error::CommandTimeout { .. }
+                | Error::DeviceFatal { .. }
         )
     }
 }

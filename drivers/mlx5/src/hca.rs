@@ -121,6 +121,19 @@ impl<H: Hal> Device<H> {
         }
     }
 
+    /// Sets `mems` aside after a destroy of the object they belong to failed with `_e`: the
+    /// device kept the object (a firmware status) or may have (a garbled or missing reply, a
+    /// HAL error around the doorbell), so the memory is quarantined whatever the error.
+    pub(crate) fn quarantine_hold(
+        &mut self,
+        _e: &Error,
+        mems: impl IntoIterator<Item = DmaMem<H::Dma>>,
+    ) {
+        for m in mems {
+            self.quarantine.hold(m);
+        }
+    }
+
     /// Executes one command on slot 0 (or the next free slot), servicing page requests while
     /// it waits, as the firmware may hold a command until it gets pages.
     pub(crate) fn exec(&mut self, hal: &H, input: &CmdBuf, out: &mut [u8]) -> Result<()> {

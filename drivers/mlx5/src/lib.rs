@@ -28,6 +28,11 @@
 #![warn(missing_docs)]
 
 extern crate alloc;
+// Unit tests drive the driver over the emulated HCA with the integration tests' HAL.
+#[cfg(test)]
+extern crate self as mlx5;
+#[cfg(test)]
+extern crate std;
 
 pub mod caps;
 pub mod cmd;
@@ -45,6 +50,12 @@ pub mod verbs;
 
 mod rand;
 
-pub use error::{CmdError, CmdStatus, DeliveryStatus, Error, InvalidInput, Result};
+/// The integration tests' HAL over the emulated HCA, for unit tests of crate-internal paths.
+#[cfg(test)]
+#[allow(dead_code, unused_imports, missing_docs)]
+#[path = "../tests/common/mod.rs"]
+mod test_hal;
+
+pub use error::{CmdError, CmdStatus, DeliveryStatus, Error, InvalidInput, Refused, Result};
 pub use hal::{DmaBuffer, Hal, HalError};
 pub use verbs::*;

@@ -32,7 +32,7 @@ use mlx5_prm::wqe;
 use crate::caps::Caps;
 use crate::cmd::CmdBuf;
 use crate::eq::AsyncEvent;
-use crate::error::{Error, InvalidInput, Result};
+use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::hca::{self, Config, Device};
 use crate::mr::{self, Access, MkeyParams, PhysChunk, Translation};
@@ -40,7 +40,9 @@ use crate::qp::{Data, RawSge, WqShared, MAX_SGE};
 use crate::rand::Rng;
 use crate::uar::Uar;
 
-pub use crate::cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
+pub use crate::cq::{
+    CompletionChannel, CompletionQueue, CqEvent, WcOpcode, WcStatus, WorkCompletion,
+};
 pub use crate::eq::AsyncEvent as Event;
 pub use crate::hca::Config as ContextConfig;
 pub use crate::mr::Access as AccessFlags;
@@ -247,20 +249,27 @@ impl<H: Hal> Context<H> {
         })
     }
 
-    /// Tears the function down now, returning the first error. Fails with [`Error::Busy`]
-    /// while other objects (PDs, CQs, ...) still hold the context.
-    pub fn close(self) -> Result<()> {
+    /// Tears the function down now. Refused with [`Error::Busy`] while other objects (PDs,
+    /// CQs, channels, ...) still hold the context: the context comes back with the error,
+    /// untouched. When the teardown itself fails, the context comes back too, closed (it is
+    /// not torn down again on drop).
+    pub fn close(self) -> core::result::Result<(), Refused<Self>> {
         match Arc::try_unwrap(self.inner) {
             Ok(mut inner) => {
                 inner.closed.store(true, Ordering::Release);
                 let (uar, tdn) = (inner.uar, inner.tdn);
-                let hal = &inner.hal;
-                hca::close(hal, inner.dev.get_mut(), uar, tdn)
+                let r = hca::close(&inner.hal, inner.dev.get_mut(), uar, tdn);
+                r.map_err(|error| Refused {
+                    object: Context {
+                        inner: Arc::new(inner),
+                    },
+                    error,
+                })
             }
-            Err(arc) => {
-                drop(arc);
-                Err(Error::Busy)
-            }
+            Err(inner) => Err(Refused {
+                object: Context { inner },
+                error: Error::Busy,
+            }),
         }
     }
 
@@ -358,7 +367,22 @@ impl<H: Hal> Context<H> {
     /// Creates a completion queue of at least `entries` entries (refused before any command
     /// when the device cannot hold that many).
     pub fn create_cq(&self, entries: u32) -> Result<CompletionQueue<H>> {
-        crate::cq::create(&self.inner, entries)
+        crate::cq::create(&self.inner, entries, None)
+    }
+
+    /// Creates a completion channel (`ibv_create_comp_channel`).
+    pub fn create_comp_channel(&self) -> CompletionChannel<H> {
+        CompletionChannel::new(&self.inner)
+    }
+
+    /// Creates a completion queue whose completion events go to `channel` (`ibv_create_cq`
+    /// with a channel); arm it with [`CompletionQueue::req_notify_cq`].
+    pub fn create_cq_with_channel(
+        &self,
+        entries: u32,
+        channel: &CompletionChannel<H>,
+    ) -> Result<CompletionQueue<H>> {
+        crate::cq::create(&self.inner, entries, Some(channel))
     }
 }
 

@@ -1,4 +1,4 @@
-//! Completion queues: the CQ context and CREATE/DESTROY/QUERY_CQ.
+//! Completion queues: the CQ context and CREATE/DESTROY/QUERY/MODIFY_CQ.
 //!
 //! Declarations in mlx5_ifc.h names; `NAME: offset, width;` in bits from the MSB of the
 //! first big-endian dword (see [`crate::prm_struct`]). Reserved fields are omitted.
@@ -87,6 +87,29 @@ crate::prm_struct! {
         SYNDROME: 0x20, 0x20;
         CQ_CONTEXT: 0x80, crate::cqc::BITS;
         PAS: 0x880, 0x0, [0x40];
+    }
+
+    /// `mlx5_ifc_modify_cq_in_bits`: rdma-core mlx5_ifc.h:8116.
+    /// Input of [`crate::opcode::MODIFY_CQ`] (0x403); op_mod [`crate::cq_modify::OPMOD_RESIZE`]
+    /// resizes (Linux ib/cq.c `mlx5_ib_resize_cq`).
+    struct modify_cq_in[0x880] {
+        OPCODE: 0x0, 0x10;
+        UID: 0x10, 0x10;
+        OP_MOD: 0x30, 0x10;
+        CQN: 0x48, 0x18;
+        /// The union `modify_field_select` / `resize_field_select`: for a resize, the
+        /// [`crate::cq_modify`] `MASK_*` bits.
+        MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT: 0x60, 0x20;
+        CQ_CONTEXT: 0x80, crate::cqc::BITS;
+        CQ_UMEM_VALID: 0x2e0, 0x1;
+        PAS: 0x880, 0x0, [0x40];
+    }
+
+    /// `mlx5_ifc_modify_cq_out_bits`: rdma-core mlx5_ifc.h:8102.
+    /// Output of [`crate::opcode::MODIFY_CQ`] (0x403).
+    struct modify_cq_out[0x80] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
     }
 
     /// `mlx5_ifc_cqe_error_syndrome_bits`: Linux mlx5_ifc.h:5923 (not in rdma-core).

@@ -187,6 +187,8 @@ impl Caps {
         gen.both(g::NUM_PORTS, 1);
         gen.both(g::ROCE, 1);
         gen.both(g::ATOMIC, 1);
+        // MODIFY_CQ resize (Linux ib/cq.c `mlx5_ib_resize_cq` checks `cq_resize`).
+        gen.both(g::CQ_RESIZE, 1);
         gen.both(g::PG, 1);
         gen.both(g::RC, 1);
         gen.both(g::HCA_CAP_2, 1);

@@ -346,6 +346,11 @@ fn execute_slot(hca: &mut Hca, queue: CmdQueue, slot: u32) {
             .copy_from_slice(&GARBLED_OUTPUT_LENGTH.to_be_bytes());
         hca.trace(format_args!("cmd slot {slot}: fault garble-output-length"));
     }
+    if hca.faults.garble_next_token {
+        hca.faults.garble_next_token = false;
+        e[cmd_layout::TOKEN] ^= 0xff;
+        hca.trace(format_args!("cmd slot {slot}: fault garble-token"));
+    }
     // Everything but the status byte first, then hand the entry back (ownership bit clear).
     let _ = mem.write(entry_addr, &e[..cmd_layout::STATUS_OWN]);
     let _ = mem.write(

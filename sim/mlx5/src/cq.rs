@@ -1,5 +1,5 @@
-//! Completion queues: CREATE_CQ / DESTROY_CQ / QUERY_CQ, CQE writing, the arm doorbell and
-//! completion / CQ-error events.
+//! Completion queues: CREATE_CQ / DESTROY_CQ / QUERY_CQ / MODIFY_CQ (resize), CQE writing, the
+//! arm doorbell and completion / CQ-error events.
 //!
 //! A CQ of `2^log_cq_size` entries lives in a buffer described by `pas[]` (page size RELATIVE to
 //! 4 KiB, facts trap 2; `page_offset` quantized, trap 3). CQE `n` is at `(n & (size - 1)) *
@@ -18,12 +18,21 @@
 //! (rdma-core cq.c:1749). An armed CQ posts one completion EQE to `c_eqn` when the next CQE
 //! (REQ_NOT) or the next solicited or error CQE (REQ_NOT_SOL) is written, then disarms; arming
 //! with a consumer index behind the producer fires at once if a qualifying CQE is already there.
+//! The arm sequence number (`sn`, bits 29:28) is recorded as the doorbell carries it: no source
+//! says what the hardware does with a stale one, so the model checks nothing about it.
+//!
+//! Resize (MODIFY_CQ, op_mod `MLX5_CQ_OPMOD_RESIZE`): the device writes a RESIZE CQE
+//! (`MLX5_CQE_RESIZE_CQ`) at the producer index of the old buffer and writes every later CQE
+//! to the new one, the producer counter running on; copying the CQEs before the RESIZE CQE is
+//! the driver's job (Linux ib/cq.c `copy_resize_cqes`, rdma-core cq.c
+//! `mlx5_cq_resize_copy_cqes`, both of which expect the RESIZE CQE there once the command
+//! returned).
 
 use std::collections::BTreeMap;
 
 use mlx5_prm::{
-    cmd_hca_cap, cmd_status, comp_event, cq_db, cq_error, cq_error_syndrome, cqc, cqe,
-    create_cq_in, create_cq_out, destroy_cq_in, event, query_cq_in, query_cq_out,
+    cmd_hca_cap, cmd_status, comp_event, cq_db, cq_error, cq_error_syndrome, cq_modify, cqc, cqe,
+    create_cq_in, create_cq_out, destroy_cq_in, event, modify_cq_in, query_cq_in, query_cq_out,
 };
 
 use crate::cmd::{err, field as get, CmdResult};
@@ -57,6 +66,20 @@ pub mod syndrome {
     pub const CQ_IN_USE: u32 = 0x5202_000c;
     /// A feature the model does not implement: umem, collapsed CQ (`cc`), CQE compression.
     pub const UNSUPPORTED: u32 = 0x5202_000d;
+    /// MODIFY_CQ with an op_mod other than RESIZE, or a `resize_field_select` without
+    /// LOG_SIZE or with unknown bits (model choice: only resizing is modelled).
+    pub const MODIFY_UNSUPPORTED: u32 = 0x5202_000e;
+    /// MODIFY_CQ resize while `cmd_hca_cap.cq_resize` is 0.
+    pub const RESIZE_NOT_CAPABLE: u32 = 0x5202_000f;
+    /// MODIFY_CQ resize to another CQE size (model choice; Linux refuses it in the driver).
+    pub const RESIZE_CQE_SIZE: u32 = 0x5202_0010;
+    /// MODIFY_CQ resize: the CQEs not consumed yet do not fit the new size, or the old buffer
+    /// has no room for the RESIZE CQE (status `BAD_SIZE_OUTS_CQES_ERR`).
+    pub const RESIZE_OUTSTANDING: u32 = 0x5202_0011;
+    /// MODIFY_CQ resize of a CQ in error (model choice).
+    pub const RESIZE_IN_ERROR: u32 = 0x5202_0012;
+    /// MODIFY_CQ resize: the RESIZE CQE could not be written to the old buffer.
+    pub const RESIZE_CQE_WRITE: u32 = 0x5202_0013;
 }
 
 /// `MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN` (Linux include/linux/mlx5/mlx5_ifc.h:3348).
@@ -201,6 +224,7 @@ pub struct Cq {
     solicit_mark: u32,
     arm: Arm,
     arm_sn: u32,
+    arms: u32,
     /// Producer counter when the last event was posted.
     last_notified: u32,
     /// Set after an overrun or DMA failure: the CQ accepts no more CQEs.
@@ -247,6 +271,21 @@ impl Cq {
     /// The producer counter (CQEs written so far).
     pub fn producer(&self) -> u32 {
         self.pi
+    }
+
+    /// The arm sequence number of the last arm doorbell (recorded, not checked).
+    pub fn arm_sn(&self) -> u32 {
+        self.arm_sn
+    }
+
+    /// Arm doorbells received.
+    pub fn arms(&self) -> u32 {
+        self.arms
+    }
+
+    /// log2 of the number of entries.
+    pub fn log_size(&self) -> u32 {
+        self.log_size
     }
 
     fn consumer_index(&self, mem: &dyn GuestMemory) -> Result<u32, DmaError> {
@@ -334,6 +373,7 @@ impl Cq {
         }
         let ci = hi & INDEX_MASK;
         self.arm_sn = (hi >> 28) & 3;
+        self.arms = self.arms.wrapping_add(1);
         let solicited = hi & cq_db::cmd::REQ_NOT_SOL != 0;
         let pending = self.pi.wrapping_sub(ci) & INDEX_MASK;
         let sol_pending = {
@@ -504,6 +544,7 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
             solicit_mark: 0,
             arm: Arm::Off,
             arm_sn: 0,
+            arms: 0,
             last_notified: 0,
             in_error: false,
             users: 0,
@@ -526,6 +567,113 @@ pub fn destroy_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult 
         return Err(err(cmd_status::RES_BUSY, syndrome::CQ_IN_USE));
     }
     hca.cqs.cqs.remove(&cqn);
+    Ok(())
+}
+
+/// MODIFY_CQ (opcode 0x403), op_mod RESIZE: the CQ moves to the buffer in `pas[]` with the new
+/// `log_cq_size` / `log_page_size` / `page_offset` (Linux ib/cq.c `mlx5_ib_resize_cq` selects
+/// LOG_SIZE | PG_OFFSET | PG_SIZE). A RESIZE CQE goes to the old buffer at the producer index
+/// first; later CQEs go to the new buffer.
+pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
+    let bad = |s| err(cmd_status::BAD_PARAM_ERR, s);
+    let op_mod = get(modify_cq_in::OP_MOD, input) as u16;
+    let select = get(modify_cq_in::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT, input);
+    let known = cq_modify::MASK_LOG_SIZE | cq_modify::MASK_PG_OFFSET | cq_modify::MASK_PG_SIZE;
+    if op_mod != cq_modify::OPMOD_RESIZE
+        || select & cq_modify::MASK_LOG_SIZE == 0
+        || select & !known != 0
+    {
+        return Err(bad(syndrome::MODIFY_UNSUPPORTED));
+    }
+    if hca.cap(cmd_hca_cap::CQ_RESIZE) == 0 {
+        return Err(err(cmd_status::BAD_OP_ERR, syndrome::RESIZE_NOT_CAPABLE));
+    }
+    if get(modify_cq_in::CQ_UMEM_VALID, input) != 0 {
+        return Err(bad(syndrome::UNSUPPORTED));
+    }
+    let ctx = modify_cq_in::CQ_CONTEXT
+        .bytes(input)
+        .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
+    let cqn = get(modify_cq_in::CQN, input);
+    let log_max = hca.cap(cmd_hca_cap::LOG_MAX_CQ_SZ);
+    let mem = hca.mem.clone();
+    let cq = hca
+        .cqs
+        .cqs
+        .get_mut(&cqn)
+        .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_CQ))?;
+    if cq.in_error {
+        return Err(err(
+            cmd_status::BAD_RES_STATE_ERR,
+            syndrome::RESIZE_IN_ERROR,
+        ));
+    }
+    let stride: u64 = match get(cqc::CQE_SZ, ctx) as u8 {
+        cqe::stride::CQE_STRIDE_64 => 64,
+        cqe::stride::CQE_STRIDE_128 => 128,
+        _ => return Err(bad(syndrome::BAD_CQE_SIZE)),
+    };
+    if stride != cq.stride {
+        return Err(bad(syndrome::RESIZE_CQE_SIZE));
+    }
+    let log_size = get(cqc::LOG_CQ_SIZE, ctx);
+    if log_size > log_max {
+        return Err(bad(syndrome::SIZE_ABOVE_CAP));
+    }
+    // Fields not selected keep their value.
+    let pick = |mask: u32, f| {
+        if select & mask != 0 {
+            get(f, ctx)
+        } else {
+            get(f, &cq.cqc[..])
+        }
+    };
+    let log_page_size = pick(cq_modify::MASK_PG_SIZE, cqc::LOG_PAGE_SIZE);
+    let page_offset = pick(cq_modify::MASK_PG_OFFSET, cqc::PAGE_OFFSET);
+    let pas = input.get(modify_cq_in::BYTES..).unwrap_or(&[]);
+    let buf = PagedBuffer::new(pas, log_page_size, page_offset, stride << log_size).map_err(
+        |e| match e {
+            PasError::TooFewPages => bad(syndrome::PAS_TOO_FEW),
+            _ => bad(syndrome::PAS_BAD),
+        },
+    )?;
+    // The CQEs not consumed yet must fit the new ring, and the old one must have room for the
+    // RESIZE CQE (MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR, "bad size too many outstanding CQEs",
+    // Linux include/linux/mlx5/device.h).
+    let outs = |code| err(cmd_status::BAD_SIZE_OUTS_CQES_ERR, code);
+    let outstanding = match cq.consumer_index(&*mem) {
+        Ok(ci) => cq.pi.wrapping_sub(ci) & INDEX_MASK,
+        Err(_) => return Err(outs(syndrome::RESIZE_OUTSTANDING)),
+    };
+    if outstanding >= cq.size() || outstanding >= 1u32 << log_size {
+        return Err(outs(syndrome::RESIZE_OUTSTANDING));
+    }
+    // The RESIZE CQE, in the old buffer with the old owner bit.
+    let mut c = Cqe([0; cqe::SIZE]);
+    c.0[cqe::offset::OP_OWN] = cqe::opcode::RESIZE_CQ << 4;
+    let mut bytes = c.0;
+    let owner = ((cq.pi >> cq.log_size) & 1) as u8;
+    bytes[cqe::offset::OP_OWN] |= owner;
+    let slot = (cq.pi & (cq.size() - 1)) as u64 * cq.stride + (cq.stride - 64);
+    let wrote = cq
+        .buf
+        .write(&*mem, slot, &bytes[..cqe::offset::OP_OWN])
+        .and_then(|_| {
+            cq.buf.write(
+                &*mem,
+                slot + cqe::offset::OP_OWN as u64,
+                &bytes[cqe::offset::OP_OWN..],
+            )
+        });
+    if wrote.is_err() {
+        return Err(err(cmd_status::INT_ERR, syndrome::RESIZE_CQE_WRITE));
+    }
+    cq.pi = cq.pi.wrapping_add(1);
+    cq.buf = buf;
+    cq.log_size = log_size;
+    let _ = cqc::LOG_CQ_SIZE.set(&mut cq.cqc, log_size);
+    let _ = cqc::LOG_PAGE_SIZE.set(&mut cq.cqc, log_page_size);
+    let _ = cqc::PAGE_OFFSET.set(&mut cq.cqc, page_offset);
     Ok(())
 }
 
@@ -640,6 +788,7 @@ mod tests {
             solicit_mark: 0,
             arm: Arm::Off,
             arm_sn: 0,
+            arms: 0,
             last_notified: 0,
             in_error: false,
             users: 0,
@@ -711,6 +860,9 @@ mod tests {
             c.arm(cq_db::arm_value(2, cq_db::cmd::REQ_NOT_SOL, 2)),
             CqEvent::None
         );
+        // The sequence number is recorded as sent (no check: no source says what hardware
+        // does with a stale one).
+        assert_eq!((c.arm_sn(), c.arms()), (2, 3));
         assert_eq!(c.write(&mem, &plain, CqeFaults::default()), CqEvent::None);
         let sol = plain.with_solicited(true);
         assert_eq!(

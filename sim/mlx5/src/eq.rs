@@ -13,6 +13,12 @@
 //! INTx: an EQE written to an armed EQ raises the line and disarms the EQ (state FIRED); the
 //! line stays asserted until software writes that EQ's doorbell. Arming with unconsumed EQEs
 //! fires again at once.
+//!
+//! Doorbell checks: a doorbell names an existing EQ through that EQ's UAR page, and its
+//! consumer index lies between the last one written and the producer counter (software cannot
+//! have consumed EQEs the device never wrote). No source says what firmware does otherwise;
+//! the model (model choice) ignores such a doorbell (no CI update, no arm) and counts it in
+//! [`Eq::bad_doorbells`].
 
 use std::collections::BTreeMap;
 
@@ -58,6 +64,10 @@ pub struct Eq {
     pub armed: bool,
     /// An interrupt was raised for this EQ and software has not written its doorbell since.
     pub irq_pending: bool,
+    /// Arm doorbells (UAR + 0x40) accepted.
+    pub arms: u32,
+    /// Doorbells ignored because their consumer index ran past the producer (model choice).
+    pub bad_doorbells: u32,
 }
 
 impl Eq {
@@ -185,6 +195,8 @@ pub(crate) fn cmd_create_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdR
         prod: 0,
         armed: false,
         irq_pending: false,
+        arms: 0,
+        bad_doorbells: 0,
     };
     let page = 1u64 << eq.page_shift();
     let end = eq.offset_bytes() + (EQE_SIZE << log_size);
@@ -353,9 +365,20 @@ pub(crate) fn doorbell(hca: &mut Hca, uar: u32, value: u32, arm: bool) {
         ));
         return;
     }
+    // The new consumer index may not pass the producer (model choice, see the module doc).
+    let advance = ci.wrapping_sub(eq.cons) & COUNTER_MASK;
+    if advance > eq.used() {
+        eq.bad_doorbells = eq.bad_doorbells.wrapping_add(1);
+        let (cons, prod) = (eq.cons, eq.prod);
+        hca.trace(format_args!(
+            "EQ {eqn} doorbell ci {ci:#x} past the producer {prod:#x} (consumer {cons:#x}): ignored"
+        ));
+        return;
+    }
     eq.cons = ci;
     eq.irq_pending = false;
     if arm {
+        eq.arms = eq.arms.wrapping_add(1);
         if eq.used() != 0 {
             // Unconsumed EQEs: the armed EQ fires at once.
             eq.irq_pending = true;

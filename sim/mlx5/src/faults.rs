@@ -15,6 +15,9 @@ pub struct Faults {
     /// The next command completes normally but its entry's `output_length` field is overwritten
     /// with [`GARBLED_OUTPUT_LENGTH`]. One-shot.
     pub garble_next_output_length: bool,
+    /// The next command completes normally but its entry's `token` field is changed (xor
+    /// 0xff). One-shot.
+    pub garble_next_token: bool,
     /// Fatal firmware error: the health buffer reports this syndrome (with `rfr` set), the
     /// health counter freezes, an INTERNAL_ERROR event goes to subscribed EQs and no command
     /// completes any more. Persistent until device reset.
@@ -61,7 +64,7 @@ fn parse_num(s: &str) -> Option<i64> {
 impl Faults {
     /// Applies a comma-separated list of switches, as the binary's `--fault` option and the
     /// `MLX5_SIM_FAULTS` variable take them:
-    /// `swallow-commands`, `delivery-status=N`, `garble-output-length`, `fatal-health=SYND`,
+    /// `swallow-commands`, `delivery-status=N`, `garble-output-length`, `garble-token`, `fatal-health=SYND`,
     /// `page-request=N` (N may be negative), `stuck-cq-owner=CQN`, `corrupt-next-cqe`,
     /// `duplicate-next-cqe`.
     pub fn apply_spec(&mut self, spec: &str) -> Result<(), FaultSpecError> {
@@ -83,6 +86,7 @@ impl Faults {
                 "swallow-commands" => self.swallow_commands = true,
                 "delivery-status" => self.next_delivery_status = Some(num(0, 0x7f)? as u8),
                 "garble-output-length" => self.garble_next_output_length = true,
+                "garble-token" => self.garble_next_token = true,
                 "fatal-health" => self.fatal_health = Some(num(1, 0xff)? as u8),
                 "page-request" => self.page_request = Some(num(-(1 << 20), 1 << 20)? as i32),
                 "stuck-cq-owner" => self.stuck_cq_owner = Some(num(0, 0xff_ffff)? as u32),

@@ -359,6 +359,11 @@ impl Hca {
         self.uars.contains(index)
     }
 
+    /// EQ `eqn`, as the device holds it.
+    pub fn eq(&self, eqn: u8) -> Option<&crate::eq::Eq> {
+        self.eqs.get(eqn)
+    }
+
     /// True if `eqn` is an existing EQ.
     pub fn eq_exists(&self, eqn: u32) -> bool {
         u8::try_from(eqn).is_ok_and(|n| self.eqs.get(n).is_some())
@@ -1087,6 +1092,13 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             cq::query_cq,
         ),
+        opcode::MODIFY_CQ => var(
+            modify_cq_in::BYTES,
+            modify_cq_out::BYTES,
+            S_INIT,
+            cq::modify_cq,
+        )
+        .op_mod(),
         opcode::CREATE_QP => var(
             create_qp_in::BYTES,
             create_qp_out::BYTES,

@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use std::vec::Vec;
 
 use mlx5::hal::{DmaBuffer, Hal, HalError};
 use mlx5::{Context, ContextConfig};
