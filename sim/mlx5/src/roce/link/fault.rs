@@ -42,7 +42,6 @@
 
 use std::fmt;
 
-
 /// Default reorder window.
 pub const DEFAULT_WINDOW: u32 = 4;
 /// Largest reorder window.
@@ -112,10 +111,16 @@ impl fmt::Display for FaultSpecError {
             ),
             FaultSpecError::DuplicateKey(k) => write!(f, "wire fault `{k}` given twice"),
             FaultSpecError::BadRate { key, value } => {
-                write!(f, "wire fault {key}={value}: rate must be a number in [0, 1]")
+                write!(
+                    f,
+                    "wire fault {key}={value}: rate must be a number in [0, 1]"
+                )
             }
             FaultSpecError::BadWindow(v) => {
-                write!(f, "reorder window={v}: must be an integer in 1..={MAX_WINDOW}")
+                write!(
+                    f,
+                    "reorder window={v}: must be an integer in 1..={MAX_WINDOW}"
+                )
             }
             FaultSpecError::BadReorderOption(o) => {
                 write!(f, "reorder option `{o}`: only `window=N` is known")
@@ -324,7 +329,10 @@ impl FaultInjector {
                 after: delay,
             });
             if let Some(c) = copy {
-                self.held.push(Held { frame: c, after: delay });
+                self.held.push(Held {
+                    frame: c,
+                    after: delay,
+                });
             }
         } else {
             now.push(frame);
@@ -412,19 +420,36 @@ mod tests {
                 value: "x".into()
             }
         );
-        assert_eq!(e("drop=NaN").to_string(), "wire fault drop=NaN: rate must be a number in [0, 1]");
-        assert_eq!(e("reorder=0.1:window=0"), FaultSpecError::BadWindow("0".into()));
-        assert_eq!(e("reorder=0.1:window=65"), FaultSpecError::BadWindow("65".into()));
-        assert_eq!(e("reorder=0.1:depth=3"), FaultSpecError::BadReorderOption("depth=3".into()));
+        assert_eq!(
+            e("drop=NaN").to_string(),
+            "wire fault drop=NaN: rate must be a number in [0, 1]"
+        );
+        assert_eq!(
+            e("reorder=0.1:window=0"),
+            FaultSpecError::BadWindow("0".into())
+        );
+        assert_eq!(
+            e("reorder=0.1:window=65"),
+            FaultSpecError::BadWindow("65".into())
+        );
+        assert_eq!(
+            e("reorder=0.1:depth=3"),
+            FaultSpecError::BadReorderOption("depth=3".into())
+        );
         assert_eq!(e("seed=-1"), FaultSpecError::BadSeed("-1".into()));
         assert_eq!(e("flip=0.1"), FaultSpecError::UnknownKey("flip".into()));
         assert_eq!(e("drop"), FaultSpecError::MissingValue("drop".into()));
-        assert_eq!(e("drop=0.1,drop=0.2"), FaultSpecError::DuplicateKey("drop".into()));
+        assert_eq!(
+            e("drop=0.1,drop=0.2"),
+            FaultSpecError::DuplicateKey("drop".into())
+        );
         assert_eq!(e("drop=0.1,"), FaultSpecError::MissingValue("".into()));
     }
 
     fn frames(n: usize) -> Vec<Vec<u8>> {
-        (0..n).map(|i| (i as u32).to_be_bytes().repeat(16)).collect()
+        (0..n)
+            .map(|i| (i as u32).to_be_bytes().repeat(16))
+            .collect()
     }
 
     fn run(spec: &str, input: &[Vec<u8>]) -> (Vec<Vec<u8>>, [u64; 4]) {

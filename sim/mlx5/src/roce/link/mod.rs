@@ -239,7 +239,8 @@ pub struct StreamLink {
 
 impl StreamLink {
     fn from_sock(sock: Sock) -> Result<StreamLink, LinkError> {
-        sock.set_nonblocking(true).map_err(|e| LinkError::Io(e.kind()))?;
+        sock.set_nonblocking(true)
+            .map_err(|e| LinkError::Io(e.kind()))?;
         if let Sock::Tcp(t) = &sock {
             t.set_nodelay(true).map_err(|e| LinkError::Io(e.kind()))?;
         }
@@ -271,7 +272,9 @@ impl StreamLink {
             let r = match addr {
                 StreamAddr::Unix(p) => UnixStream::connect(p).map(Sock::Unix),
                 StreamAddr::Tcp(a) => {
-                    let left = deadline.saturating_duration_since(Instant::now()).max(MIN_WAIT);
+                    let left = deadline
+                        .saturating_duration_since(Instant::now())
+                        .max(MIN_WAIT);
                     TcpStream::connect_timeout(a, left).map(Sock::Tcp)
                 }
             };
@@ -463,7 +466,8 @@ impl StreamLink {
                 return Err(LinkError::Backlog);
             }
         }
-        self.tx.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+        self.tx
+            .extend_from_slice(&(frame.len() as u32).to_be_bytes());
         self.tx.extend_from_slice(frame);
         self.push(None)
     }
@@ -638,7 +642,10 @@ impl ChanLink {
             return Err(LinkError::Down);
         }
         let r = match deadline {
-            None => self.rx.try_recv().map_err(|e| e == mpsc::TryRecvError::Disconnected),
+            None => self
+                .rx
+                .try_recv()
+                .map_err(|e| e == mpsc::TryRecvError::Disconnected),
             Some(d) => self
                 .rx
                 .recv_timeout(d.saturating_duration_since(Instant::now()))
@@ -679,8 +686,14 @@ impl Link {
         let (ta, rb) = mpsc::sync_channel(MAX_QUEUED_FRAMES);
         let (tb, ra) = mpsc::sync_channel(MAX_QUEUED_FRAMES);
         (
-            Link::Chan(ChanLink { tx: Some(ta), rx: ra }),
-            Link::Chan(ChanLink { tx: Some(tb), rx: rb }),
+            Link::Chan(ChanLink {
+                tx: Some(ta),
+                rx: ra,
+            }),
+            Link::Chan(ChanLink {
+                tx: Some(tb),
+                rx: rb,
+            }),
         )
     }
 

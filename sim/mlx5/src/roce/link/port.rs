@@ -398,7 +398,10 @@ impl Port {
                 c.add(Counter::TxBytes, len);
                 if roce {
                     let (f, b) = if group {
-                        (Counter::TxRoceMulticastFrames, Counter::TxRoceMulticastBytes)
+                        (
+                            Counter::TxRoceMulticastFrames,
+                            Counter::TxRoceMulticastBytes,
+                        )
                     } else {
                         (Counter::TxRoceUnicastFrames, Counter::TxRoceUnicastBytes)
                     };
@@ -479,7 +482,10 @@ impl Port {
         match check_rx(&frame, &self.cfg) {
             Ok((hdrs, payload)) => {
                 let (f, b) = if is_group(&frame) {
-                    (Counter::RxRoceMulticastFrames, Counter::RxRoceMulticastBytes)
+                    (
+                        Counter::RxRoceMulticastFrames,
+                        Counter::RxRoceMulticastBytes,
+                    )
                 } else {
                     (Counter::RxRoceUnicastFrames, Counter::RxRoceUnicastBytes)
                 };

@@ -107,12 +107,18 @@ fn hdrs(
 
 /// A frame from A to B with `payload` (if the opcode carries one).
 fn frame_ab(op: Opcode, psn: u32, payload: &[u8]) -> Vec<u8> {
-    let p = if op.info().unwrap().payload { payload } else { &[] };
+    let p = if op.info().unwrap().payload {
+        payload
+    } else {
+        &[]
+    };
     hdrs(op, psn, MAC_A, MAC_B, IP_A, IP_B).encode(p).unwrap()
 }
 
 fn payload(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 fn cfg_b() -> PortConfig {
@@ -148,10 +154,15 @@ fn stream_framing_is_qemus_big_endian_length_then_frame() {
     }
     let mut got = vec![0u8; want.len()];
     let mut raw_b = raw_b;
-    raw_b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    raw_b
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     raw_b.read_exact(&mut got).unwrap();
     assert_eq!(got, want);
-    assert_eq!(read_framed(&got, MAX_FRAME_LEN).unwrap(), vec![&f1[..], &f2[..]]);
+    assert_eq!(
+        read_framed(&got, MAX_FRAME_LEN).unwrap(),
+        vec![&f1[..], &f2[..]]
+    );
 
     // The other way, one byte at a time (the length split too): frames come out whole.
     assert_eq!(link.recv().unwrap(), None, "nothing sent yet");
@@ -201,8 +212,12 @@ fn socket_pair_round_trip_all_sizes() {
 
 fn exchange(mut a: Link, mut b: Link) {
     for i in 0..50u32 {
-        a.send(frame_ab(Opcode::RC_RDMA_WRITE_MIDDLE, i, &payload(1024, i as u8)))
-            .unwrap();
+        a.send(frame_ab(
+            Opcode::RC_RDMA_WRITE_MIDDLE,
+            i,
+            &payload(1024, i as u8),
+        ))
+        .unwrap();
         b.send(payload(100 + i as usize, 9)).unwrap();
     }
     for i in 0..50u32 {
@@ -319,8 +334,14 @@ fn garbage_peers_drop_the_connection_counted() {
     assert!(matches!(p.recv(), Err(LinkError::Oversized { .. })));
     // A smaller limit (e.g. jumbo MTU) is honoured.
     let (mut p, _peer) = port_fed(&framed_good, false);
-    p.link_mut().as_stream_mut().unwrap().set_max_frame(good.len() - 1);
-    assert!(matches!(p.recv_deadline(soon()), Err(LinkError::Oversized { .. })));
+    p.link_mut()
+        .as_stream_mut()
+        .unwrap()
+        .set_max_frame(good.len() - 1);
+    assert!(matches!(
+        p.recv_deadline(soon()),
+        Err(LinkError::Oversized { .. })
+    ));
 
     // A short read then EOF: inside the body, and inside the length.
     let (mut p, _peer) = port_fed(&framed_good[..20], true);
@@ -388,7 +409,9 @@ fn a_peer_that_never_reads_cannot_wedge_the_sender() {
         "every frame is either sent or counted as refused"
     );
     // Flushing gives up at its deadline.
-    assert!(!port.flush(Instant::now() + Duration::from_millis(20)).unwrap());
+    assert!(!port
+        .flush(Instant::now() + Duration::from_millis(20))
+        .unwrap());
     assert!(port.link().is_up());
 }
 
@@ -554,9 +577,16 @@ fn receive_checks_drop_and_count_as_hardware_does() {
         Err(RxDrop::Malformed(Some(DecodeError::Ipv4Checksum { .. })))
     ));
     // Another destination IP (rxe_chk_dgid); a port without addresses takes any.
-    let other = hdrs(Opcode::RC_SEND_ONLY, 3, MAC_A, MAC_B, IP_A, Ipv4Addr::new(10, 0, 0, 9))
-        .encode(b"x")
-        .unwrap();
+    let other = hdrs(
+        Opcode::RC_SEND_ONLY,
+        3,
+        MAC_A,
+        MAC_B,
+        IP_A,
+        Ipv4Addr::new(10, 0, 0, 9),
+    )
+    .encode(b"x")
+    .unwrap();
     assert_eq!(
         ok(&other),
         Err(RxDrop::WrongDstIp(Ipv4Addr::new(10, 0, 0, 9).into()))
@@ -644,8 +674,12 @@ fn faulty_run(
     let mut b = Port::new(lb, cfg_b());
     let mut psns = Vec::new();
     for i in 0..n {
-        a.send(frame_ab(Opcode::RC_RDMA_WRITE_MIDDLE, i, &payload(256, i as u8)))
-            .unwrap();
+        a.send(frame_ab(
+            Opcode::RC_RDMA_WRITE_MIDDLE,
+            i,
+            &payload(256, i as u8),
+        ))
+        .unwrap();
         while let Some(p) = b.recv().unwrap() {
             assert_eq!(p.payload(), &payload(256, p.hdrs.bth.psn as u8)[..]);
             psns.push(p.hdrs.bth.psn);
@@ -743,7 +777,10 @@ fn capture_records_both_directions_as_on_the_wire() {
     let datas: Vec<&[u8]> = recs.iter().map(|r| r.data).collect();
     assert_eq!(datas, vec![&req[..], &ack[..], &arp_request()[..]]);
     assert!(recs[0].ts <= recs[1].ts && recs[1].ts <= recs[2].ts);
-    assert!(recs[0].ts.as_secs() > 1_600_000_000, "wall-clock timestamps");
+    assert!(
+        recs[0].ts.as_secs() > 1_600_000_000,
+        "wall-clock timestamps"
+    );
 }
 
 #[test]
@@ -761,7 +798,10 @@ fn capture_shows_faults_as_the_wire_carried_them() {
     let bytes = buf.0.lock().unwrap().clone();
     let n = PcapFile::parse(&bytes).unwrap().records().count() as u64;
     let s = a.counters().snapshot();
-    assert_eq!(n, 100 - s.get(Counter::FaultDropped) + s.get(Counter::FaultDuplicated));
+    assert_eq!(
+        n,
+        100 - s.get(Counter::FaultDropped) + s.get(Counter::FaultDuplicated)
+    );
     assert_eq!(n, s.get(Counter::TxFrames));
 }
 
@@ -802,7 +842,11 @@ fn capture_every_opcode(path: &std::path::Path) -> Vec<(Opcode, Vec<u8>)> {
         assert!(b.recv_deadline(soon()).unwrap().is_some());
     }
     for (i, op) in responses.iter().enumerate() {
-        let p = if op.info().unwrap().payload { payload(1021, i as u8) } else { Vec::new() };
+        let p = if op.info().unwrap().payload {
+            payload(1021, i as u8)
+        } else {
+            Vec::new()
+        };
         let mut h = hdrs(*op, 200 + i as u32, MAC_B, MAC_A, IP_B, IP_A);
         h.bth.ack_req = false;
         let f = h.encode(&p).unwrap();
@@ -892,4 +936,89 @@ fn tshark_decodes_the_capture_as_roce() {
     );
     assert!(!v.contains("Malformed"), "{v}");
     let _ = std::fs::remove_file(&path);
+}
+
+// ---- QEMU ----------------------------------------------------------------------------------
+
+/// Kills (and reaps) the QEMU this test started.
+struct Qemu(std::process::Child);
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// QEMU's own stream netdev code carries our frames: two `-netdev stream` clients, one on a
+/// UNIX socket and one on TCP, joined by a QEMU hub, connect to two of our listeners; frames
+/// sent on one of our links come out of the other, in both directions, byte for byte. QEMU
+/// parses our framing with net/net.c `net_fill_rstate` and writes its own with
+/// net/stream_data.c `net_stream_data_receive`, so this checks both against the real thing.
+/// (`-S` would stop the relay: the hub delivers nothing while the VM is not running.)
+#[test]
+fn qemu_stream_netdev_relays_our_frames() {
+    let unix = StreamAddr::Unix(sock_path("qemu"));
+    let la = StreamListener::bind(&unix).unwrap();
+    let lb = StreamListener::bind(&StreamAddr::parse("tcp:127.0.0.1:0").unwrap()).unwrap();
+    let StreamAddr::Tcp(tcp) = lb.local_addr().unwrap() else {
+        unreachable!()
+    };
+    let StreamAddr::Unix(path) = &unix else {
+        unreachable!()
+    };
+    let child = std::process::Command::new("qemu-system-x86_64")
+        .args([
+            "-machine",
+            "none",
+            "-nodefaults",
+            "-display",
+            "none",
+            "-netdev",
+        ])
+        .arg(format!(
+            "stream,id=a,server=off,addr.type=unix,addr.path={}",
+            path.display()
+        ))
+        .arg("-netdev")
+        .arg(format!(
+            "stream,id=b,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port={}",
+            tcp.port()
+        ))
+        .args(["-netdev", "hubport,id=ha,hubid=0,netdev=a"])
+        .args(["-netdev", "hubport,id=hb,hubid=0,netdev=b"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let _qemu = match child {
+        Ok(c) => Qemu(c),
+        Err(e) => {
+            eprintln!("SKIPPED: qemu_stream_netdev_relays_our_frames: qemu-system-x86_64 ({e})");
+            return;
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut a = Port::new(Link::Stream(la.accept(deadline).unwrap()), cfg_a());
+    let mut b = Port::new(Link::Stream(lb.accept(deadline).unwrap()), cfg_b());
+    let sizes = [60usize, 1024, 4096, 9000, MAX_FRAME_LEN - 100];
+    for (i, n) in sizes.iter().enumerate() {
+        a.send(frame_ab(
+            Opcode::RC_RDMA_WRITE_MIDDLE,
+            i as u32,
+            &payload(*n, 1),
+        ))
+        .unwrap();
+    }
+    for (i, n) in sizes.iter().enumerate() {
+        let p = b.recv_deadline(deadline).unwrap().expect("relayed frame");
+        assert_eq!(
+            p.bytes,
+            frame_ab(Opcode::RC_RDMA_WRITE_MIDDLE, i as u32, &payload(*n, 1))
+        );
+    }
+    let mut ack = hdrs(Opcode::RC_ACKNOWLEDGE, 4, MAC_B, MAC_A, IP_B, IP_A);
+    ack.bth.ack_req = false;
+    let ack = ack.encode(&[]).unwrap();
+    b.send(ack.clone()).unwrap();
+    assert_eq!(a.recv_deadline(deadline).unwrap().expect("ack").bytes, ack);
 }
