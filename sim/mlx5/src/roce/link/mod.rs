@@ -416,10 +416,21 @@ impl StreamLink {
         }
     }
 
-    /// Writes as much of the backlog as the socket takes: non-blocking (`wait` None) or
-    /// blocking up to `wait` for the first write.
-    fn push(&mut self, wait: Option<Duration>) -> Result<(), LinkError> {
+    /// Writes as much of the backlog as the socket takes: non-blocking (`until` None) or
+    /// blocking until `until` at the latest.
+    fn push(&mut self, until: Option<Instant>) -> Result<(), LinkError> {
         while self.tx_start < self.tx.len() {
+            let wait = match until {
+                None => None,
+                Some(t) => {
+                    let left = t.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        None
+                    } else {
+                        Some(left)
+                    }
+                }
+            };
             let Some(sock) = self.sock.as_mut() else {
                 return Err(LinkError::Down);
             };
@@ -438,7 +449,11 @@ impl StreamLink {
                 Ok(0) => return self.fail(LinkError::Io(io::ErrorKind::WriteZero)),
                 Ok(n) => self.tx_start += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if would_block(e.kind()) => break,
+                Err(e) if would_block(e.kind()) => {
+                    if wait.is_none() {
+                        break;
+                    }
+                }
                 Err(e) => return self.fail(LinkError::Io(e.kind())),
             }
         }
@@ -510,19 +525,11 @@ impl StreamLink {
     }
 
     fn flush(&mut self, deadline: Instant) -> Result<bool, LinkError> {
-        loop {
-            if !self.is_up() {
-                return Err(LinkError::Down);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            self.push(if left.is_zero() { None } else { Some(left) })?;
-            if self.backlog() == 0 {
-                return Ok(true);
-            }
-            if left.is_zero() {
-                return Ok(false);
-            }
+        if !self.is_up() {
+            return Err(LinkError::Down);
         }
+        self.push(Some(deadline))?;
+        Ok(self.backlog() == 0)
     }
 }
 

@@ -20,7 +20,9 @@
 //!    verified, as Linux does for rxe: net/ipv4/udp.c and net/ipv6/udp.c
 //!    `udp*_queue_rcv_one_skb` run `udp_lib_checksum_complete` ("Verify checksum before
 //!    giving to encap") before the tunnel's `encap_rcv` (rxe_net.c `rxe_udp_encap_recv`) and
-//!    drop the packet on a mismatch;
+//!    drop the packet on a mismatch. Zero is accepted over IPv6 too: rxe_net.c
+//!    `rxe_setup_udp_tunnel` leaves `udp_port_cfg.use_udp6_rx_checksums` 0, so
+//!    `udp_sock_create6` lets zero-checksum IPv6 datagrams in;
 //! 7. ICRC wrong: [`RxDrop::Icrc`] (IBTA A17.4.1; PPCNT `rx_icrc_encapsulated`);
 //! 8. BTH TVer not 0: [`RxDrop::BadTver`] — rxe_recv.c `hdr_check`;
 //! 9. DestQP 0 (RoCE has no QP0): [`RxDrop::Qp0`] — rxe_recv.c `hdr_check`.
