@@ -843,6 +843,22 @@ fn capture_shows_faults_as_the_wire_carried_them() {
         100 - s.get(Counter::FaultDropped) + s.get(Counter::FaultDuplicated)
     );
     assert_eq!(n, s.get(Counter::TxFrames));
+    // Corruptions are in the capture as the wire carried them: `--decode-pcap` flags them.
+    let buf = Shared::default();
+    let tap = PcapTap::new(buf.clone()).unwrap();
+    let (la, _lb) = Link::pair();
+    let mut a = Port::new(la, cfg_a())
+        .with_tap(tap.clone())
+        .with_faults("corrupt=0.5,seed=5".parse().unwrap());
+    for i in 0..40 {
+        a.send(frame_ab(Opcode::RC_SEND_ONLY, i, b"data")).unwrap();
+    }
+    tap.flush().unwrap();
+    let bytes = buf.0.lock().unwrap().clone();
+    let sum = super::super::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
+    let corrupted = a.counters().get(Counter::FaultCorrupted) as usize;
+    assert!(corrupted > 5);
+    assert_eq!((sum.roce, sum.icrc_bad), (40, corrupted));
 }
 
 /// One frame per opcode the transport will send, A→B and B→A, through a port pair with a
@@ -913,6 +929,9 @@ fn tshark_decodes_the_capture_as_roce() {
     for (r, (_, f)) in recs.iter().zip(&frames) {
         assert_eq!(r.data, &f[..]);
     }
+    // The model's own `--decode-pcap` check passes it.
+    let sum = super::super::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
+    assert_eq!((sum.roce, sum.icrc_bad, sum.errors), (frames.len(), 0, 0));
     let out = match std::process::Command::new("tshark")
         .args(["-r"])
         .arg(&path)
