@@ -38,6 +38,8 @@
 //! - [`Link::Chan`]: one end of an in-process pair ([`Link::pair`]), for two HCAs in one
 //!   process: frames move as `Vec`s, no copy, bounded queue.
 //! - [`Link::Loopback`]: what is sent is received by the same end.
+//! - [`Link::Server`]: a listener with QEMU's `server=on` behaviour ([`ServerLink`]): down
+//!   until a peer connects, listening again after it leaves.
 //!
 //! [`Port`] sits on top: receive checks as hardware does, counters, capture and faults.
 
@@ -676,6 +678,113 @@ pub struct LoopbackLink {
     down: bool,
 }
 
+/// A listening stream link with QEMU `server=on` semantics: down until a peer connects, one
+/// peer at a time, back to listening when that peer goes away (net/stream_data.c
+/// `net_stream_data_send` re-arms the listener on end of connection and sets `link_down`).
+/// Frames sent while no peer is connected are refused with [`LinkError::Down`].
+#[derive(Debug)]
+pub struct ServerLink {
+    listener: StreamListener,
+    conn: Option<StreamLink>,
+    closed: bool,
+    max_frame: usize,
+    max_backlog: usize,
+}
+
+impl ServerLink {
+    /// Listens on `addr` (no peer yet).
+    pub fn bind(addr: &StreamAddr) -> Result<ServerLink, LinkError> {
+        Ok(ServerLink {
+            listener: StreamListener::bind(addr)?,
+            conn: None,
+            closed: false,
+            max_frame: MAX_FRAME_LEN,
+            max_backlog: MAX_SEND_BACKLOG,
+        })
+    }
+
+    /// Where peers connect.
+    pub fn local_addr(&self) -> Result<StreamAddr, LinkError> {
+        self.listener.local_addr()
+    }
+
+    /// Whether a peer is connected now.
+    pub fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    /// Sets the largest frame for this and later connections ([`StreamLink::set_max_frame`]).
+    pub fn set_max_frame(&mut self, n: usize) {
+        self.max_frame = n.clamp(1, MAX_FRAME_LEN);
+        if let Some(c) = &mut self.conn {
+            c.set_max_frame(n);
+        }
+    }
+
+    fn adopt(&mut self, mut c: StreamLink) {
+        c.set_max_frame(self.max_frame);
+        c.set_max_backlog(self.max_backlog);
+        self.conn = Some(c);
+    }
+
+    /// Takes a waiting peer if there is none.
+    fn poll_accept(&mut self) -> Result<(), LinkError> {
+        if self.closed {
+            return Err(LinkError::Down);
+        }
+        if self.conn.is_none() {
+            if let Some(c) = self.listener.try_accept()? {
+                self.adopt(c);
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets the connection after a fatal error (the error still goes to the caller, once).
+    fn check<T>(&mut self, r: Result<T, LinkError>) -> Result<T, LinkError> {
+        if let Err(e) = &r {
+            if e.is_fatal() {
+                self.conn = None;
+            }
+        }
+        r
+    }
+
+    fn send(&mut self, frame: &[u8]) -> Result<(), LinkError> {
+        self.poll_accept()?;
+        let r = match &mut self.conn {
+            Some(c) => c.send(frame),
+            None => return Err(LinkError::Down),
+        };
+        self.check(r)
+    }
+
+    fn recv(&mut self) -> Result<Option<Vec<u8>>, LinkError> {
+        self.poll_accept()?;
+        let r = match &mut self.conn {
+            Some(c) => c.recv(),
+            None => return Ok(None),
+        };
+        self.check(r)
+    }
+
+    fn recv_deadline(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>, LinkError> {
+        self.poll_accept()?;
+        if self.conn.is_none() {
+            match self.listener.accept(deadline) {
+                Ok(c) => self.adopt(c),
+                Err(LinkError::Timeout) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        let r = match &mut self.conn {
+            Some(c) => c.recv_deadline(deadline),
+            None => return Ok(None),
+        };
+        self.check(r)
+    }
+}
+
 /// A port's link.
 #[derive(Debug)]
 pub enum Link {
@@ -685,6 +794,8 @@ pub enum Link {
     Chan(ChanLink),
     /// Loopback.
     Loopback(LoopbackLink),
+    /// A listener and its current peer.
+    Server(ServerLink),
 }
 
 impl Link {
@@ -718,6 +829,12 @@ impl Link {
         ))
     }
 
+    /// Listens on `addr` as QEMU's `server=on` does: the link is down until a peer connects,
+    /// and listens again when it leaves ([`ServerLink`]). Returns at once.
+    pub fn serve(addr: &StreamAddr) -> Result<Link, LinkError> {
+        ServerLink::bind(addr).map(Link::Server)
+    }
+
     /// Listens on `addr` for one peer until `deadline`.
     pub fn listen(addr: &StreamAddr, deadline: Instant) -> Result<Link, LinkError> {
         let l = StreamListener::bind(addr)?;
@@ -736,6 +853,7 @@ impl Link {
         }
         match self {
             Link::Stream(s) => s.send(&frame),
+            Link::Server(s) => s.send(&frame),
             Link::Chan(c) => c.send(frame),
             Link::Loopback(l) => {
                 if l.down {
@@ -754,6 +872,7 @@ impl Link {
     pub fn recv(&mut self) -> Result<Option<Vec<u8>>, LinkError> {
         match self {
             Link::Stream(s) => s.recv(),
+            Link::Server(s) => s.recv(),
             Link::Chan(c) => c.recv(None),
             Link::Loopback(l) => {
                 if l.down {
@@ -769,6 +888,7 @@ impl Link {
     pub fn recv_deadline(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>, LinkError> {
         match self {
             Link::Stream(s) => s.recv_deadline(deadline),
+            Link::Server(s) => s.recv_deadline(deadline),
             Link::Chan(c) => c.recv(Some(deadline)),
             Link::Loopback(_) => self.recv(),
         }
@@ -778,6 +898,13 @@ impl Link {
     pub fn flush(&mut self, deadline: Instant) -> Result<bool, LinkError> {
         match self {
             Link::Stream(s) => s.flush(deadline),
+            Link::Server(s) => match &mut s.conn {
+                Some(c) => {
+                    let r = c.flush(deadline);
+                    s.check(r)
+                }
+                None => Ok(true),
+            },
             Link::Chan(_) | Link::Loopback(_) => Ok(true),
         }
     }
@@ -786,6 +913,7 @@ impl Link {
     pub fn is_up(&self) -> bool {
         match self {
             Link::Stream(s) => s.is_up(),
+            Link::Server(s) => s.conn.is_some(),
             Link::Chan(c) => c.tx.is_some(),
             Link::Loopback(l) => !l.down,
         }
@@ -796,6 +924,12 @@ impl Link {
     pub fn shutdown(&mut self) {
         match self {
             Link::Stream(s) => s.down(),
+            Link::Server(s) => {
+                if let Some(mut c) = s.conn.take() {
+                    c.down();
+                }
+                s.closed = true;
+            }
             Link::Chan(c) => c.tx = None,
             Link::Loopback(l) => {
                 l.down = true;
@@ -808,6 +942,7 @@ impl Link {
     pub fn as_stream_mut(&mut self) -> Option<&mut StreamLink> {
         match self {
             Link::Stream(s) => Some(s),
+            Link::Server(s) => s.conn.as_mut(),
             _ => None,
         }
     }

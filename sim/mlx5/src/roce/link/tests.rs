@@ -254,6 +254,53 @@ fn unix_listener_and_connector() {
 }
 
 #[test]
+fn server_link_takes_one_peer_at_a_time_and_listens_again() {
+    let addr = StreamAddr::Unix(sock_path("server"));
+    let mut server = Port::new(Link::serve(&addr).unwrap(), cfg_b());
+    assert!(!server.link().is_up(), "down until a peer connects");
+    assert_eq!(server.recv().unwrap(), None);
+    let f = frame_ab(Opcode::RC_SEND_ONLY, 1, b"first!");
+    assert_eq!(server.send(f.clone()), Err(LinkError::Down));
+    for round in 0..3u32 {
+        let mut client = Port::new(Link::connect(&addr, soon()).unwrap(), cfg_a());
+        let f = frame_ab(Opcode::RC_SEND_ONLY, round, b"hello");
+        client.send(f.clone()).unwrap();
+        let got = server.recv_deadline(soon()).unwrap().expect("frame");
+        assert_eq!(got.bytes, f);
+        assert!(server.link().is_up());
+        let mut back = hdrs(Opcode::RC_ACKNOWLEDGE, round, MAC_B, MAC_A, IP_B, IP_A);
+        back.bth.ack_req = false;
+        let back = back.encode(&[]).unwrap();
+        server.send(back.clone()).unwrap();
+        assert_eq!(client.recv_deadline(soon()).unwrap().unwrap().bytes, back);
+        drop(client);
+        assert_eq!(server.recv_deadline(soon()), Err(LinkError::Closed));
+        assert!(!server.link().is_up(), "listening again");
+    }
+    assert_eq!(server.counters().get(Counter::LinkClosed), 3);
+    // A second peer while one is connected waits in the backlog until the first leaves.
+    let mut c1 = Link::connect(&addr, soon()).unwrap();
+    assert_eq!(server.recv().unwrap(), None);
+    let mut c2 = Link::connect(&addr, soon()).unwrap();
+    c2.send(frame_ab(Opcode::RC_SEND_ONLY, 20, b"second"))
+        .unwrap();
+    c1.send(frame_ab(Opcode::RC_SEND_ONLY, 10, b"first."))
+        .unwrap();
+    assert_eq!(
+        server.recv_deadline(soon()).unwrap().unwrap().hdrs.bth.psn,
+        10
+    );
+    c1.shutdown();
+    assert_eq!(server.recv_deadline(soon()), Err(LinkError::Closed));
+    assert_eq!(
+        server.recv_deadline(soon()).unwrap().unwrap().hdrs.bth.psn,
+        20
+    );
+    server.shutdown(soon());
+    assert_eq!(server.recv(), Err(LinkError::Down));
+}
+
+#[test]
 fn tcp_listener_and_connector_on_loopback() {
     let l = StreamListener::bind(&StreamAddr::parse("tcp:127.0.0.1:0").unwrap()).unwrap();
     let addr = l.local_addr().unwrap();
