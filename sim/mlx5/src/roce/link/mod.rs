@@ -47,7 +47,7 @@ pub mod fault;
 mod port;
 
 pub use fault::{FaultEvents, FaultInjector, FaultSpec, FaultSpecError};
-pub use port::{check_rx, PcapTap, Port, PortConfig, RxDrop, RxPacket};
+pub use port::{check_rx, PcapTap, Port, PortConfig, RxDrop, RxPacket, RX_BUDGET};
 
 use std::collections::VecDeque;
 use std::fmt;
