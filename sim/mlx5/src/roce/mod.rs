@@ -49,11 +49,16 @@
 //!   place with `crc32fast`.
 //! - [`pcap`]: classic pcap reader ([`pcap::PcapFile`]) and writer ([`pcap::PcapWriter`]).
 //! - [`dump`]: the `mlx5-sim --decode-pcap` listing.
+//! - [`link`]: the port's link (QEMU `-netdev stream` framing over UNIX/TCP, an in-process
+//!   pair, loopback) and [`link::Port`] on it: receive checks, capture, faults
+//!   ([`link::fault`]) and counters ([`counters`]).
 //! - [`psn_add`], [`psn_diff`]: 24-bit PSN arithmetic.
 
+pub mod counters;
 pub mod dump;
 pub mod frame;
 pub mod icrc;
+pub mod link;
 pub mod opcode;
 pub mod pcap;
 #[cfg(test)]
