@@ -96,7 +96,7 @@ use mlx5_prm::*;
 /// | 0x5108_0003  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: field_select bit not supported  |
 /// | 0x5108_0004  | IX_ERR          | QUERY/SET_ROCE_ADDRESS: index beyond the GID table        |
 /// | 0x5108_0005  | BAD_PARAM       | SET_ROCE_ADDRESS: bad roce_version / roce_l3_type         |
-/// | 0x5108_0006  | BAD_PARAM       | QUERY/SET_ROCE_ADDRESS: vhca_port_num not 0 or 1          |
+/// | 0x5108_0006  | BAD_PARAM       | QUERY/SET_ROCE_ADDRESS: vhca_port_num not 0 (or 1 with vHCA ports) |
 /// | 0x5108_0007  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: mtu out of range                |
 ///
 /// Releasing an object another object still names fails with RES_BUSY, which Linux turns into

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use mlx5_prm::{
-    cmd_hca_cap, cmd_status, create_mkey_in, create_mkey_out, destroy_mkey_in, mkc,
+    cmd_hca_cap, cmd_status, linux_layout, create_mkey_in, create_mkey_out, destroy_mkey_in, mkc,
     mkc_access_mode, mkey, pages, query_mkey_in, query_mkey_out,
 };
 
@@ -57,6 +57,10 @@ pub mod syndrome {
     pub const UMEM_UNSUPPORTED: u32 = 0x5201_000f;
     /// `mkc.qpn` is neither 0xffffff (any QP) nor an existing QP.
     pub const BAD_QPN: u32 = 0x5201_0010;
+    /// `mkc.relaxed_ordering_write` / `_read` set while the device does not advertise
+    /// `relaxed_ordering_write` / any `relaxed_ordering_read` capability (model choice: no
+    /// source says what firmware does with an unadvertised bit; refused here).
+    pub const RELAXED_ORDERING_UNSUPPORTED: u32 = 0x5201_0011;
 }
 
 /// `mkc.qpn` value meaning "usable from any QP" (rdma-core mlx5_vfio.c
@@ -178,6 +182,11 @@ impl Mkey {
     /// The full key (`index << 8 | variant`).
     pub fn key(&self) -> u32 {
         mkey::from_index(self.index, self.variant)
+    }
+
+    /// The mkc as CREATE_MKEY gave it.
+    pub fn mkc(&self) -> &[u8] {
+        &self.mkc
     }
 }
 
@@ -428,6 +437,19 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
     };
     if start as u128 + len > 1u128 << 64 {
         return Err(bad_param(syndrome::LENGTH_OVERFLOW));
+    }
+    // Relaxed ordering only where advertised (Linux ib/mr.c set_mkc_access_pd_addr_fields
+    // sets the bits only under the caps; model choice: refuse them otherwise).
+    if get(mkc::RELAXED_ORDERING_WRITE, ctx) != 0
+        && hca.cap(cmd_hca_cap::RELAXED_ORDERING_WRITE) == 0
+    {
+        return Err(bad_param(syndrome::RELAXED_ORDERING_UNSUPPORTED));
+    }
+    if get(mkc::RELAXED_ORDERING_READ, ctx) != 0
+        && hca.cap(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ) == 0
+        && hca.cap(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED) == 0
+    {
+        return Err(bad_param(syndrome::RELAXED_ORDERING_UNSUPPORTED));
     }
     if !length64 {
         let log_max = hca.cap(cmd_hca_cap::LOG_MAX_MRW_SZ);

@@ -99,6 +99,19 @@ impl Pages {
         }
     }
 
+    /// What the device asks for in `stage`: [`Pages::target`] before it is bounded by
+    /// [`MAX_PAGES`]. Only a surprise request (fault injection) can push it past the bound: a
+    /// device asking for more than it will take (up to i32::MAX pages), which a driver must
+    /// refuse rather than try to allocate. GIVE still takes at most up to the target.
+    fn demand(&self, stage: PageStage) -> i64 {
+        match stage {
+            PageStage::Initialized => {
+                (i64::from(BOOT_PAGES + INIT_PAGES + REGULAR_PAGES) + self.surprise).max(0)
+            }
+            _ => self.target(stage) as i64,
+        }
+    }
+
     /// QUERY_PAGES `num_pages` for `op_mod` (1 boot, 2 init, 3 regular): positive = pages
     /// wanted, negative = pages the device wants to return.
     pub fn query(&self, op_mod: u16, stage: PageStage) -> i32 {
@@ -110,7 +123,7 @@ impl Pages {
             mlx5_prm::pages::query::INIT_PAGES => (init - (owned - boot).max(0)).max(0),
             _ => match stage {
                 PageStage::PreInit => 0,
-                _ => self.target(stage) as i64 - owned,
+                _ => self.demand(stage) - owned,
             },
         };
         v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
@@ -180,7 +193,7 @@ impl Pages {
         if stage != PageStage::Initialized {
             return None;
         }
-        let outstanding = self.target(stage) as i64 - self.owned.len() as i64;
+        let outstanding = self.demand(stage) - self.owned.len() as i64;
         let delta = outstanding - self.announced;
         if delta == 0 {
             return None;
