@@ -387,6 +387,16 @@ impl Hca {
             .unwrap_or(0)
     }
 
+    /// Firmware pages the device owns and the CANT_GIVE answers it got.
+    pub fn pages(&self) -> &Pages {
+        &self.pages
+    }
+
+    /// The capability pages, to model a device with other capabilities (tests).
+    pub fn caps_mut(&mut self) -> &mut Caps {
+        &mut self.caps
+    }
+
     /// The GID at `index` of the RoCE address table, if one is set.
     pub fn roce_gid(&self, index: u32) -> Option<[u8; 16]> {
         self.vport.gid(index)

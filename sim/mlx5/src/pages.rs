@@ -59,12 +59,19 @@ pub struct Pages {
     surprise: i64,
     /// Net pages requested by PAGE_REQUEST events and not yet given (or taken, if negative).
     announced: i64,
+    /// MANAGE_PAGES CANT_GIVE commands received.
+    cant_give: u64,
 }
 
 impl Pages {
     /// Power-on: no pages.
     pub fn new() -> Pages {
         Pages::default()
+    }
+
+    /// MANAGE_PAGES CANT_GIVE commands received (kept across resets: a statistic).
+    pub fn cant_give_count(&self) -> u64 {
+        self.cant_give
     }
 
     /// Number of pages the device owns.
@@ -204,7 +211,10 @@ impl Pages {
 
     /// Forgets every page (device reset / DISABLE_HCA).
     pub fn forget_all(&mut self) {
-        *self = Pages::default();
+        *self = Pages {
+            cant_give: self.cant_give,
+            ..Pages::default()
+        };
     }
 }
 
@@ -263,6 +273,7 @@ pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> C
     let stage = hca.pages_stage();
     match op_mod {
         manage::CANT_GIVE => {
+            hca.pages.cant_give += 1;
             hca.trace(format_args!(
                 "MANAGE_PAGES CANT_GIVE: the driver has no pages for us"
             ));
