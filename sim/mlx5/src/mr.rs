@@ -184,6 +184,17 @@ impl Mkey {
         mkey::from_index(self.index, self.variant)
     }
 
+    /// `(log2 page size, page bus addresses)` of an MTT key; `None` for a PA key.
+    pub fn mtt_pages(&self) -> Option<(u32, Vec<u64>)> {
+        match &self.translation {
+            Translation::Mtt {
+                page_shift,
+                entries,
+            } => Some((*page_shift, entries.iter().map(|e| e.addr).collect())),
+            _ => None,
+        }
+    }
+
     /// The mkc as CREATE_MKEY gave it.
     pub fn mkc(&self) -> &[u8] {
         &self.mkc
@@ -301,6 +312,11 @@ impl MkeyTable {
     /// Whether no key exists.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
+    }
+
+    /// Every live key.
+    pub fn iter(&self) -> impl Iterator<Item = &Mkey> {
+        self.keys.values()
     }
 
     /// The key with this index, if any.

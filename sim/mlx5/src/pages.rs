@@ -74,6 +74,11 @@ impl Pages {
         self.cant_give
     }
 
+    /// Bus addresses of the pages the device owns.
+    pub fn owned_pages(&self) -> impl Iterator<Item = u64> + '_ {
+        self.owned.iter().copied()
+    }
+
     /// Number of pages the device owns.
     pub fn owned(&self) -> usize {
         self.owned.len()
