@@ -631,8 +631,10 @@ fn close_partial<H: Hal>(hal: &H, dev: &mut Device<H>) -> Result<()> {
         // TEARDOWN_HCA destroyed every object and every page came back: the device holds
         // nothing of the quarantine any more.
         dev.quarantine.release();
+        dev.pages.release_quarantine();
     } else {
         dev.quarantine.leak();
+        dev.pages.leak_all();
     }
     let d = dev.disable_hca(hal);
     t.and(r).and(d)

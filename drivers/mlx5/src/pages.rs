@@ -49,6 +49,12 @@ impl<H: Hal> FwPages<H> {
         (n, n.saturating_mul(pages::ADAPTER_PAGE_SIZE))
     }
 
+    /// After a successful TEARDOWN_HCA whose reclaim got every known page back and a TAKE
+    /// that returned nothing more: the device holds no page, so neither the quarantined ones.
+    pub(crate) fn release_quarantine(&mut self) {
+        self.maybe_given.clear();
+    }
+
     /// Never free what the device may still write (a dead or unknown device).
     pub(crate) fn leak_all(&mut self) {
         core::mem::forget(core::mem::take(&mut self.given));
@@ -198,9 +204,9 @@ impl<H: Hal> Device<H> {
 
     /// Takes back every page the device holds (Linux `mlx5_reclaim_startup_pages`), after
     /// TEARDOWN_HCA. Pages the device refuses to return stay allocated (leaked rather than
-    /// freed under the device). Quarantined pages (`maybe_given`) are asked for too; once the
-    /// device has returned every page it surely held and has nothing more to give, it holds
-    /// none of them either, and they are freed.
+    /// freed under the device). Quarantined pages (`maybe_given`) are asked for too, and the
+    /// ones returned are freed; the rest stay quarantined: after a clean teardown the caller
+    /// frees them ([`FwPages::release_quarantine`]), otherwise they are leaked.
     pub(crate) fn reclaim_all_pages(&mut self, hal: &H) -> Result<()> {
         loop {
             let want = self.pages.given.len() + self.pages.maybe_given.len();
@@ -210,7 +216,6 @@ impl<H: Hal> Device<H> {
             let n = want.min(u32::MAX as usize) as u32;
             if self.reclaim_pages(hal, 0, n, false)? == 0 {
                 if self.pages.given.is_empty() {
-                    self.pages.maybe_given.clear();
                     return Ok(());
                 }
                 self.pages.leak_all();

@@ -60,6 +60,8 @@ impl Fault {
 
 struct State {
     mode: Hostility,
+    /// Buffers the driver freed while the device still held them.
+    violations: Vec<String>,
     doorbells: u64,
     rng: u64,
     clear_swallow_at_next: bool,
@@ -81,6 +83,7 @@ impl HostileHal {
                 mode,
                 doorbells: 0,
                 rng: seed | 1,
+                violations: Vec::new(),
                 clear_swallow_at_next: false,
             })),
         };
@@ -89,6 +92,65 @@ impl HostileHal {
 
     fn doorbells(&self) -> u64 {
         self.st.lock().unwrap().doorbells
+    }
+
+    fn violations(&self) -> Vec<String> {
+        self.st.lock().unwrap().violations.clone()
+    }
+}
+
+/// A DMA buffer that, when the driver frees it, checks that the device holds none of it: no
+/// firmware page the model owns and no page a live mkey translates to lies inside it. On
+/// hardware the device would later write into the reused memory.
+struct HostileDma {
+    inner: Option<SimDma>,
+    sim: Arc<SimHal>,
+    st: Arc<Mutex<State>>,
+}
+
+// SAFETY: forwards to the inner buffer, unchanged.
+unsafe impl mlx5::hal::DmaBuffer for HostileDma {
+    fn bus_addr(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |d| d.bus_addr())
+    }
+    fn cpu_ptr(&self) -> *mut u8 {
+        self.inner
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |d| d.cpu_ptr())
+    }
+    fn len(&self) -> usize {
+        self.inner.as_ref().map_or(0, |d| d.len())
+    }
+}
+
+impl Drop for HostileDma {
+    fn drop(&mut self) {
+        use mlx5::hal::DmaBuffer;
+        let (bus, len) = (self.bus_addr(), self.len() as u64);
+        let end = bus + len;
+        let held = self.sim.with_hca(|h| {
+            let page = h.pages().owned_pages().find(|&a| a >= bus && a < end);
+            let key = h.mkeys.iter().find_map(|k| {
+                let (s, pages) = k.mtt_pages()?;
+                pages
+                    .iter()
+                    .any(|&a| a < end && a + (1u64 << s) > bus)
+                    .then(|| k.key())
+            });
+            match (page, key) {
+                (Some(a), _) => Some(format!("firmware page {a:#x} the device owns")),
+                (None, Some(k)) => Some(format!("memory of live mkey {k:#x}")),
+                _ => None,
+            }
+        });
+        if let Some(what) = held {
+            self.st
+                .lock()
+                .unwrap()
+                .violations
+                .push(format!("freed {bus:#x}+{len:#x}: {what}"));
+        }
+        drop(self.inner.take());
     }
 }
 
@@ -100,7 +162,7 @@ fn xorshift(s: &mut u64) -> u64 {
 }
 
 impl Hal for HostileHal {
-    type Dma = SimDma;
+    type Dma = HostileDma;
 
     fn bar0_len(&self) -> usize {
         self.inner.bar0_len()
@@ -152,8 +214,12 @@ impl Hal for HostileHal {
     fn mmio_copy_bf(&self, offset: usize, src: &[u8; 64]) {
         self.inner.mmio_copy_bf(offset, src)
     }
-    fn dma_alloc(&self, size: usize, align: usize) -> Result<SimDma, HalError> {
-        self.inner.dma_alloc(size, align)
+    fn dma_alloc(&self, size: usize, align: usize) -> Result<HostileDma, HalError> {
+        Ok(HostileDma {
+            inner: Some(self.inner.dma_alloc(size, align)?),
+            sim: self.inner.0.clone(),
+            st: self.st.clone(),
+        })
     }
     fn now(&self) -> Duration {
         self.inner.now()
@@ -286,8 +352,11 @@ fn every_model_fault_at_every_command_of_the_lifecycle() {
     for fault in faults {
         for at in 0..total + 2 {
             let (sim, hal) = HostileHal::new(Hostility::FaultAt { at, fault }, 1);
+            let probe = hal.clone();
             seen.note(lifecycle(hal));
-            device_memory_is_alive(&sim, &format!("{fault:?} at command {at}"));
+            let what = format!("{fault:?} at command {at}");
+            assert_eq!(probe.violations(), Vec::<String>::new(), "{what}");
+            device_memory_is_alive(&sim, &what);
         }
     }
     // Firmware that hangs for good: every later command times out (20 ms each), so a
@@ -300,8 +369,11 @@ fn every_model_fault_at_every_command_of_the_lifecycle() {
             },
             1,
         );
+        let probe = hal.clone();
         seen.note(lifecycle(hal));
-        device_memory_is_alive(&sim, &format!("hung firmware at command {at}"));
+        let what = format!("hung firmware at command {at}");
+        assert_eq!(probe.violations(), Vec::<String>::new(), "{what}");
+        device_memory_is_alive(&sim, &what);
     }
     eprintln!("{total} commands per lifecycle; outcomes: {seen:?}");
     assert!(seen.ok > 0 && !seen.errors.is_empty());
@@ -316,8 +388,11 @@ fn random_bar_reads_never_panic_or_hang() {
         for _ in 0..200 {
             let s = xorshift(&mut seed);
             let (sim, hal) = HostileHal::new(Hostility::RandomReads { one_in }, s);
+            let probe = hal.clone();
             seen.note(lifecycle(hal));
-            device_memory_is_alive(&sim, &format!("random reads 1/{one_in} seed {s:#x}"));
+            let what = format!("random reads 1/{one_in} seed {s:#x}");
+            assert_eq!(probe.violations(), Vec::<String>::new(), "{what}");
+            device_memory_is_alive(&sim, &what);
             runs += 1;
         }
     }
