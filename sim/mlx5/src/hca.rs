@@ -392,6 +392,36 @@ impl Hca {
         &self.pages
     }
 
+    /// Every range of guest memory the device holds now, with what holds it: firmware pages,
+    /// the pages of live MTT mkeys, CQ / QP buffers and doorbell records, EQ buffers. Memory
+    /// inside one of them must not be freed (tests check the driver against it).
+    pub fn dma_in_use(&self) -> Vec<(u64, u64, String)> {
+        let mut v = Vec::new();
+        for a in self.pages.owned_pages() {
+            v.push((a, 4096, "firmware page".to_string()));
+        }
+        for k in self.mkeys.iter() {
+            for (a, l) in k.dma_ranges().unwrap_or_default() {
+                v.push((a, l, format!("mkey {:#x}", k.key())));
+            }
+        }
+        for c in self.cqs.iter() {
+            for (a, l) in c.dma_ranges() {
+                v.push((a, l, format!("CQ {:#x}", c.cqn)));
+            }
+        }
+        for q in self.qps.iter() {
+            for (a, l) in q.buf.ranges() {
+                v.push((a, l, format!("QP {:#x} buffer", q.qpn)));
+            }
+            v.push((q.dbr_addr, 8, format!("QP {:#x} doorbell record", q.qpn)));
+        }
+        for (eqn, a, l) in self.eqs.dma_ranges() {
+            v.push((a, l, format!("EQ {eqn}")));
+        }
+        v
+    }
+
     /// The capability pages, to model a device with other capabilities (tests).
     pub fn caps_mut(&mut self) -> &mut Caps {
         &mut self.caps

@@ -184,6 +184,22 @@ impl Mkey {
         mkey::from_index(self.index, self.variant)
     }
 
+    /// The bus ranges `(addr, len)` the key's bytes translate to (`start_addr..+len` through
+    /// the MTT; `None` for a PA key).
+    pub fn dma_ranges(&self) -> Option<Vec<(u64, u64)>> {
+        let Translation::Mtt {
+            page_shift,
+            entries,
+        } = &self.translation
+        else {
+            return None;
+        };
+        let pages: Vec<u64> = entries.iter().map(|e| e.addr).collect();
+        let off = self.start & ((1u64 << page_shift) - 1);
+        let len = u64::try_from(self.len).unwrap_or(u64::MAX);
+        Some(page_ranges(&pages, *page_shift, off, len))
+    }
+
     /// `(log2 page size, page bus addresses)` of an MTT key; `None` for a PA key.
     pub fn mtt_pages(&self) -> Option<(u32, Vec<u64>)> {
         match &self.translation {
@@ -292,6 +308,27 @@ impl<'a> Resolved<'a> {
             Ok(())
         })
     }
+}
+
+/// The bus ranges of `len` bytes starting `offset` bytes into `pages` (each `1 << shift`).
+pub fn page_ranges(pages: &[u64], shift: u32, offset: u64, len: u64) -> Vec<(u64, u64)> {
+    let ps = 1u64 << shift;
+    let mut v = Vec::new();
+    let (mut at, end) = (offset, offset.saturating_add(len));
+    for (i, &p) in pages.iter().enumerate() {
+        let page_lo = (i as u64) << shift;
+        let page_hi = page_lo + ps;
+        let lo = at.max(page_lo);
+        let hi = end.min(page_hi);
+        if lo < hi {
+            v.push((p + (lo - page_lo), hi - lo));
+            at = hi;
+        }
+        if at >= end {
+            break;
+        }
+    }
+    v
 }
 
 /// The mkey table.
@@ -673,6 +710,16 @@ impl PagedBuffer {
     /// Whether the buffer is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// log2 of the page size.
+    pub fn page_shift(&self) -> u32 {
+        self.page_shift
+    }
+
+    /// The bus ranges `(addr, len)` the buffer's bytes occupy.
+    pub fn ranges(&self) -> Vec<(u64, u64)> {
+        page_ranges(&self.pages, self.page_shift, self.offset, self.len)
     }
 
     /// Page addresses, for QUERY commands.
