@@ -8,8 +8,8 @@
 use alloc::vec::Vec;
 
 use mlx5_prm::{
-    atomic_caps, cmd_hca_cap, hca_cap, linux_layout, opcode, query_hca_cap_in, query_hca_cap_out, roce_cap,
-    set_hca_cap_in, set_hca_cap_out,
+    atomic_caps, cmd_hca_cap, hca_cap, linux_layout, opcode, query_hca_cap_in, query_hca_cap_out,
+    roce_cap, set_hca_cap_in, set_hca_cap_out,
 };
 
 use crate::cmd::{get, CmdBuf};

@@ -11,9 +11,9 @@ use mlx5_prm::{
     linux_layout, modify_nic_vport_context_in, modify_nic_vport_context_out,
     modify_nic_vport_field_select, nic_vport_context, opcode, pages, query_issi_in, query_issi_out,
     query_nic_vport_context_in, query_nic_vport_context_out, query_roce_address_in,
-    query_vport_state_in, query_vport_state_out,
-    query_roce_address_out, roce_addr_layout, set_issi_in, set_issi_out, set_roce_address_in,
-    set_roce_address_out, teardown, teardown_hca_in, teardown_hca_out,
+    query_roce_address_out, query_vport_state_in, query_vport_state_out, roce_addr_layout,
+    set_issi_in, set_issi_out, set_roce_address_in, set_roce_address_out, teardown,
+    teardown_hca_in, teardown_hca_out,
 };
 
 use crate::caps::Caps;
@@ -415,7 +415,8 @@ impl<H: Hal> Device<H> {
         )?;
         Ok(get(
             &out,
-            linux_layout::nic_vport_context::MTU.within(query_nic_vport_context_out::NIC_VPORT_CONTEXT),
+            linux_layout::nic_vport_context::MTU
+                .within(query_nic_vport_context_out::NIC_VPORT_CONTEXT),
         ) as u16)
     }
 

@@ -415,7 +415,9 @@ mod tests {
         assert!(
             matches!(
                 r,
-                Err(crate::Error::Invalid(InvalidInput::TooManyTranslations { .. }))
+                Err(crate::Error::Invalid(
+                    InvalidInput::TooManyTranslations { .. }
+                ))
             ),
             "{r:?}"
         );
@@ -446,10 +448,7 @@ mod tests {
             .is_ok());
         assert!(Access(1 << 29).validate().is_ok());
         assert!(Access(1 << 30).validate().is_err());
-        assert_eq!(
-            check_request(1 << 20, 0, Access::NONE, 20),
-            Ok(())
-        );
+        assert_eq!(check_request(1 << 20, 0, Access::NONE, 20), Ok(()));
         assert_eq!(
             check_request((1 << 20) + 1, 0, Access::NONE, 20),
             Err(InvalidInput::MrTooLarge {

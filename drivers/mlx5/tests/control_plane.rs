@@ -7,9 +7,7 @@ mod common;
 
 use common::*;
 use mlx5::mr::PhysChunk;
-use mlx5::{
-    AccessFlags, AtomicCap, Context, Error, InvalidInput, LinkLayer, Mtu, PortState,
-};
+use mlx5::{AccessFlags, AtomicCap, Context, Error, InvalidInput, LinkLayer, Mtu, PortState};
 use mlx5_prm::{cmd_hca_cap, linux_layout, mkc, mkey, Field};
 
 // ---------------------------------------------------------------------------------------------
@@ -166,7 +164,9 @@ fn relaxed_ordering_is_accepted_and_set_where_the_caps_allow() {
     assert!(ctx.caps().relaxed_ordering_read_pci_enabled);
     let pd = ctx.alloc_pd().unwrap();
     let acc = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::RELAXED_ORDERING;
-    let m = pd.alloc_mr(4096, acc).expect("relaxed ordering is optional, not refused");
+    let m = pd
+        .alloc_mr(4096, acc)
+        .expect("relaxed ordering is optional, not refused");
     assert_eq!(m.access(), acc);
     let c = mkc_of(&sim, m.lkey());
     assert_eq!(mkc::RELAXED_ORDERING_WRITE.get(&c), Ok(1));
@@ -213,7 +213,10 @@ fn relaxed_ordering_on_a_device_without_it_is_dropped_not_refused() {
     let pd = ctx.alloc_pd().unwrap();
     // The model refuses the bits it does not advertise: the driver must not send them.
     let m = pd
-        .alloc_mr(4096, AccessFlags::LOCAL_WRITE | AccessFlags::RELAXED_ORDERING)
+        .alloc_mr(
+            4096,
+            AccessFlags::LOCAL_WRITE | AccessFlags::RELAXED_ORDERING,
+        )
         .expect("accepted without relaxed ordering");
     let c = mkc_of(&sim, m.lkey());
     assert_eq!(mkc::RELAXED_ORDERING_WRITE.get(&c), Ok(0));
@@ -260,7 +263,10 @@ fn an_absurd_page_demand_raised_before_bring_up_is_refused() {
     match Context::open(TestHal(sim.clone()), test_config()) {
         Ok(ctx) => {
             let e = ctx.poll_events().err();
-            assert!(matches!(e, Some(Error::PageRequestTooLarge { .. })), "{e:?}");
+            assert!(
+                matches!(e, Some(Error::PageRequestTooLarge { .. })),
+                "{e:?}"
+            );
             assert_eq!(sim.with_hca(|h| h.pages().cant_give_count()), 1);
             assert_eq!(ctx.pages_held(), sim.with_hca(|h| h.pages().owned()));
             ctx.close().expect("clean teardown");
@@ -293,7 +299,10 @@ fn failed_destroy_mkey_quarantines_the_buffer() {
     let pd = ctx.alloc_pd().unwrap();
     let mut m = pd.alloc_mr(4096, AccessFlags::ALL).unwrap();
     sim.with_hca(|h| h.update_faults(|f| f.garble_next_output_length = true));
-    assert_eq!(m.dereg().err(), Some(Error::BadFirmwareReply { opcode: 0x202 }));
+    assert_eq!(
+        m.dereg().err(),
+        Some(Error::BadFirmwareReply { opcode: 0x202 })
+    );
     assert_eq!(ctx.quarantined(), (1, 4096));
     // A firmware status error on destroy leaves the key alive too: held, whatever the error.
     let mut m2 = pd.alloc_mr(4096, AccessFlags::ALL).unwrap();
@@ -316,12 +325,17 @@ fn garbled_manage_pages_give_quarantines_the_pages_until_teardown_returns_them()
     });
     let e = ctx.poll_events().err();
     assert_eq!(e, Some(Error::BadFirmwareReply { opcode: 0x108 }));
-    assert_eq!(sim.with_hca(|h| h.pages().owned()), held + 8, "the device took them");
+    assert_eq!(
+        sim.with_hca(|h| h.pages().owned()),
+        held + 8,
+        "the device took them"
+    );
     assert_eq!(ctx.pages_held(), held, "the driver does not know it");
     assert_eq!(ctx.quarantined(), (8, 8 * 4096));
     assert!(ctx.needs_reset());
     // Teardown reclaims them like any other page: every page comes back, clean close.
-    ctx.close().expect("teardown reclaims the quarantined pages too");
+    ctx.close()
+        .expect("teardown reclaims the quarantined pages too");
     assert_eq!(sim.with_hca(|h| h.pages().owned()), 0);
 }
 
@@ -342,7 +356,10 @@ fn query_device_reports_the_caps_as_linux_does() {
     assert_eq!(a.max_mr, 1 << cap(cmd_hca_cap::LOG_MAX_MKEY));
     assert_eq!(a.max_pd, 1 << cap(cmd_hca_cap::LOG_MAX_PD));
     assert_eq!(a.max_qp_rd_atom, 1 << cap(cmd_hca_cap::LOG_MAX_RA_REQ_QP));
-    assert_eq!(a.max_qp_init_rd_atom, 1 << cap(cmd_hca_cap::LOG_MAX_RA_RES_QP));
+    assert_eq!(
+        a.max_qp_init_rd_atom,
+        1 << cap(cmd_hca_cap::LOG_MAX_RA_RES_QP)
+    );
     assert_eq!(a.max_res_rd_atom, a.max_qp_rd_atom as u64 * a.max_qp as u64);
     assert_eq!(a.max_mr_size, 1 << cap(cmd_hca_cap::LOG_MAX_MRW_SZ));
     assert_eq!(a.page_size_cap, !0xfffu64);
@@ -354,7 +371,10 @@ fn query_device_reports_the_caps_as_linux_does() {
     // 8-byte CAS / FAA, host-endian responses negotiated at bring-up.
     assert_eq!(a.atomic_cap, AtomicCap::Hca);
     assert_eq!(a.phys_port_cnt, 1);
-    assert_eq!(a.local_ca_ack_delay as u32, cap(cmd_hca_cap::LOCAL_CA_ACK_DELAY));
+    assert_eq!(
+        a.local_ca_ack_delay as u32,
+        cap(cmd_hca_cap::LOCAL_CA_ACK_DELAY)
+    );
     assert_eq!(a.hca_core_clock_khz, cap(cmd_hca_cap::DEVICE_FREQUENCY_KHZ));
     // What it promises holds: a CQ of max_cqe entries and a QP of the largest SGE count.
     let cq = ctx.create_cq(a.max_cqe.min(1 << 16)).expect("cq");

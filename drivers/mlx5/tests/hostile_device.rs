@@ -26,10 +26,7 @@ enum Hostility {
     None,
     /// Applies the fault just before the `at`-th command doorbell (0-based). `one_shot`
     /// clears a persistent switch again at the next doorbell.
-    FaultAt {
-        at: u64,
-        fault: Fault,
-    },
+    FaultAt { at: u64, fault: Fault },
     /// Each BAR read returns a random value with probability 1/`one_in`.
     RandomReads { one_in: u32 },
 }
@@ -163,7 +160,7 @@ impl Hal for HostileHal {
         let mut st = self.st.lock().unwrap();
         if let Hostility::RandomReads { one_in } = st.mode {
             let r = xorshift(&mut st.rng);
-            if (r >> 32) as u32 % one_in == 0 {
+            if ((r >> 32) as u32).is_multiple_of(one_in) {
                 return (xorshift(&mut st.rng) as u32).to_ne_bytes();
             }
         }
@@ -317,7 +314,10 @@ impl Findings {
                 fail.extend(v.iter().cloned());
             }
         }
-        assert!(fail.is_empty(), "freed while the device held them: {fail:#?}");
+        assert!(
+            fail.is_empty(),
+            "freed while the device held them: {fail:#?}"
+        );
     }
 }
 

@@ -202,7 +202,10 @@ impl Caps {
         // ConnectX-5 reports, Linux mlx5_ifc.h `relaxed_ordering_read_pci_enabled`); the
         // unconditional `relaxed_ordering_read` (0x32a) is left clear.
         gen.both(g::RELAXED_ORDERING_WRITE, 1);
-        gen.both(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED, 1);
+        gen.both(
+            linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED,
+            1,
+        );
         // Doorbells: BlueFlame registers of 2^8 bytes, 4 KiB UAR pages only.
         gen.both(g::BF, 1);
         gen.both(g::LOG_BF_REG_SIZE, LOG_BF_REG_SIZE);

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use mlx5_prm::{
-    cmd_hca_cap, cmd_status, linux_layout, create_mkey_in, create_mkey_out, destroy_mkey_in, mkc,
+    cmd_hca_cap, cmd_status, create_mkey_in, create_mkey_out, destroy_mkey_in, linux_layout, mkc,
     mkc_access_mode, mkey, pages, query_mkey_in, query_mkey_out,
 };
 

@@ -84,7 +84,10 @@ fn relaxed_ordering_bits_need_their_caps() {
         linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED.get(&cur),
         Ok(1)
     );
-    assert_eq!(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ.get(&cur), Ok(0));
+    assert_eq!(
+        linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ.get(&cur),
+        Ok(0)
+    );
     let pd = alloc_pd(&mut r);
     create_pa_mkey(
         &mut r,
@@ -102,10 +105,14 @@ fn relaxed_ordering_bits_need_their_caps() {
             .set(&mut g.cur[..], 0)
             .unwrap();
     });
-    create_pa_mkey(&mut r, pd, 4096, &[mkc::RELAXED_ORDERING_WRITE])
-        .fails(cmd_status::BAD_PARAM_ERR, mkey_syn::RELAXED_ORDERING_UNSUPPORTED);
-    create_pa_mkey(&mut r, pd, 4096, &[mkc::RELAXED_ORDERING_READ])
-        .fails(cmd_status::BAD_PARAM_ERR, mkey_syn::RELAXED_ORDERING_UNSUPPORTED);
+    create_pa_mkey(&mut r, pd, 4096, &[mkc::RELAXED_ORDERING_WRITE]).fails(
+        cmd_status::BAD_PARAM_ERR,
+        mkey_syn::RELAXED_ORDERING_UNSUPPORTED,
+    );
+    create_pa_mkey(&mut r, pd, 4096, &[mkc::RELAXED_ORDERING_READ]).fails(
+        cmd_status::BAD_PARAM_ERR,
+        mkey_syn::RELAXED_ORDERING_UNSUPPORTED,
+    );
     create_pa_mkey(&mut r, pd, 4096, &[]).ok();
 }
 
