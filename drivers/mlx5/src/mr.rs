@@ -112,7 +112,8 @@ pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
         let mut page = v >> s;
         while page < end.div_ceil(ps) {
             entries.push(p);
-            p += ps;
+            // Past the last page this may wrap (a chunk ending in the top page); unused then.
+            p = p.wrapping_add(ps);
             page += 1;
         }
         v = end;
@@ -421,6 +422,16 @@ mod tests {
             ),
             "{r:?}"
         );
+        // A chunk in the top pages of the bus address space: planned without overflow.
+        let t = plan(
+            &[PhysChunk {
+                bus: u64::MAX - 0x17ff,
+                len: 0x1100,
+            }],
+            0x1800,
+        )
+        .unwrap();
+        assert_eq!(t.entries, alloc::vec![u64::MAX - 0x1fff, u64::MAX - 0xfff]);
         // A chunk that wraps the bus address space cannot be translated.
         assert!(plan(
             &[PhysChunk {
