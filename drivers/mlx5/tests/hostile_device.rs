@@ -59,6 +59,11 @@ struct State {
     mode: Hostility,
     /// Buffers the driver freed while the device still held them.
     violations: Vec<String>,
+    /// Command doorbells reach the device only at the driver's next `relax()` (a device that
+    /// takes a moment): the driver's wait loop runs before any command completes.
+    defer: bool,
+    /// Command doorbells held back.
+    deferred: Vec<[u8; 4]>,
     doorbells: u64,
     rng: u64,
     clear_swallow_at_next: bool,
@@ -81,6 +86,8 @@ impl HostileHal {
                 doorbells: 0,
                 rng: seed | 1,
                 violations: Vec::new(),
+                defer: false,
+                deferred: Vec::new(),
                 clear_swallow_at_next: false,
             })),
         };
@@ -89,6 +96,10 @@ impl HostileHal {
 
     fn doorbells(&self) -> u64 {
         self.st.lock().unwrap().doorbells
+    }
+
+    fn set_defer(&self, on: bool) {
+        self.st.lock().unwrap().defer = on;
     }
 
     fn violations(&self) -> Vec<String> {
@@ -193,6 +204,11 @@ impl Hal for HostileHal {
                     .with_hca(|h| h.update_faults(|f| fault.apply(f))),
                 _ => {}
             }
+            let mut st = self.st.lock().unwrap();
+            if st.defer {
+                st.deferred.push(bytes);
+                return;
+            }
         }
         self.inner.mmio_write32(offset, bytes)
     }
@@ -213,6 +229,10 @@ impl Hal for HostileHal {
         self.inner.now()
     }
     fn relax(&self) {
+        let held = std::mem::take(&mut self.st.lock().unwrap().deferred);
+        for b in held {
+            self.inner.mmio_write32(init_seg::CMD_DBELL, b);
+        }
         self.inner.relax()
     }
     fn function_level_reset(&self) -> Result<(), HalError> {
@@ -381,12 +401,16 @@ fn every_model_fault_at_every_command_of_the_lifecycle() {
     ];
     let mut seen = Seen::default();
     let mut found = Findings::default();
-    for fault in faults {
+    for (fault, defer) in faults
+        .iter()
+        .flat_map(|&f| [(f, false), (f, true)])
+    {
         for at in 0..total + 2 {
             let (sim, hal) = HostileHal::new(Hostility::FaultAt { at, fault }, 1);
+            hal.set_defer(defer);
             let probe = hal.clone();
             seen.note(lifecycle(hal));
-            let what = format!("{fault:?} at command {at}");
+            let what = format!("{fault:?} at command {at}, deferred doorbells {defer}");
             found.note(&what, probe.violations());
             device_memory_is_alive(&sim, &what);
         }
@@ -433,4 +457,22 @@ fn random_bar_reads_never_panic_or_hang() {
     eprintln!("{runs} runs with random BAR reads; outcomes: {seen:?}");
     found.check();
     assert!(!seen.errors.is_empty());
+}
+
+#[test]
+fn a_refused_page_request_seen_while_a_command_waits_does_not_fail_that_command() {
+    let (sim, hal) = HostileHal::new(Hostility::None, 1);
+    let probe = hal.clone();
+    let ctx = Context::open(hal, hostile_config()).expect("bring-up");
+    // The device asks for i32::MAX pages, and from now on commands complete only once the
+    // driver waits: the request is seen inside the next command's wait loop.
+    sim.with_hca(|h| h.update_faults(|f| f.page_request = Some(i32::MAX)));
+    probe.set_defer(true);
+    let pd = ctx.alloc_pd();
+    assert!(pd.is_ok(), "ALLOC_PD succeeded on the device: {:?}", pd.err());
+    // The request was answered with CANT_GIVE, on the nested slot.
+    assert_eq!(sim.with_hca(|h| h.pages().cant_give_count()), 1);
+    assert_eq!(ctx.pages_held(), sim.with_hca(|h| h.pages().owned()));
+    drop(pd);
+    ctx.close().expect("clean teardown");
 }
