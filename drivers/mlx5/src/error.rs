@@ -298,7 +298,9 @@ impl Error {
     pub fn device_may_hold(&self) -> bool {
         matches!(
             self,
-            Error::BadFirmwareReply { .. } | Error::CommandTimeout { .. } | Error::DeviceFatal { .. }
+            Error::BadFirmwareReply { .. }
+                | Error::CommandTimeout { .. }
+                | Error::DeviceFatal { .. }
         )
     }
 }

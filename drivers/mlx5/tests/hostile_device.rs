@@ -343,7 +343,11 @@ impl Findings {
 
 /// The lifecycle: every step that can fail returns its typed error.
 fn lifecycle(hal: HostileHal) -> Result<(), Error> {
-    let ctx = Context::open(hal, hostile_config())?;
+    lifecycle_with(hal, hostile_config())
+}
+
+fn lifecycle_with(hal: HostileHal, cfg: ContextConfig) -> Result<(), Error> {
+    let ctx = Context::open(hal, cfg)?;
     let _ = ctx.query_port(1);
     let _ = ctx.query_gid(0);
     let pd = ctx.alloc_pd()?;
@@ -383,7 +387,8 @@ fn every_model_fault_at_every_command_of_the_lifecycle() {
     // The clean run: it works, and it tells how many commands a lifecycle takes.
     let (_sim, hal) = HostileHal::new(Hostility::None, 1);
     let probe = hal.clone();
-    lifecycle(hal).expect("the clean lifecycle works");
+    // Ordinary deadlines: a loaded machine must not make the clean run time out.
+    lifecycle_with(hal, test_config()).expect("the clean lifecycle works");
     let total = probe.doorbells();
     assert!(total > 20, "a lifecycle is {total} commands");
 
@@ -401,10 +406,7 @@ fn every_model_fault_at_every_command_of_the_lifecycle() {
     ];
     let mut seen = Seen::default();
     let mut found = Findings::default();
-    for (fault, defer) in faults
-        .iter()
-        .flat_map(|&f| [(f, false), (f, true)])
-    {
+    for (fault, defer) in faults.iter().flat_map(|&f| [(f, false), (f, true)]) {
         for at in 0..total + 2 {
             let (sim, hal) = HostileHal::new(Hostility::FaultAt { at, fault }, 1);
             hal.set_defer(defer);
@@ -463,13 +465,18 @@ fn random_bar_reads_never_panic_or_hang() {
 fn a_refused_page_request_seen_while_a_command_waits_does_not_fail_that_command() {
     let (sim, hal) = HostileHal::new(Hostility::None, 1);
     let probe = hal.clone();
-    let ctx = Context::open(hal, hostile_config()).expect("bring-up");
+    // Ordinary deadlines: nothing here is meant to time out.
+    let ctx = Context::open(hal, test_config()).expect("bring-up");
     // The device asks for i32::MAX pages, and from now on commands complete only once the
     // driver waits: the request is seen inside the next command's wait loop.
     sim.with_hca(|h| h.update_faults(|f| f.page_request = Some(i32::MAX)));
     probe.set_defer(true);
     let pd = ctx.alloc_pd();
-    assert!(pd.is_ok(), "ALLOC_PD succeeded on the device: {:?}", pd.err());
+    assert!(
+        pd.is_ok(),
+        "ALLOC_PD succeeded on the device: {:?}",
+        pd.err()
+    );
     // The request was answered with CANT_GIVE, on the nested slot.
     assert_eq!(sim.with_hca(|h| h.pages().cant_give_count()), 1);
     assert_eq!(ctx.pages_held(), sim.with_hca(|h| h.pages().owned()));
