@@ -298,9 +298,7 @@ impl Error {
     pub fn device_may_hold(&self) -> bool {
         matches!(
             self,
-            Error::BadFirmwareReply { .. }
-                | Error::CommandTimeout { .. }
-                | Error::DeviceFatal { .. }
+            Error::BadFirmwareReply { .. } | Error::CommandTimeout { .. } | Error::DeviceFatal { .. }
         )
     }
 }
