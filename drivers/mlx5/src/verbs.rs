@@ -335,8 +335,8 @@ impl<H: Hal> Context<H> {
     }
 
     /// Refuses a GID index beyond the port's table ([`Caps::gid_table_len`]) before any
-    /// command (Linux ib_core checks the index against `gid_tbl_len` the same way,
-    /// core/cache.c `rdma_query_gid` / `ib_cache_gid_add`).
+    /// command (Linux core/cache.c `rdma_query_gid` / `rdma_get_gid_attr`: an index at or
+    /// beyond the table's size is -EINVAL).
     fn check_gid_index(&self, index: u16) -> Result<()> {
         if u32::from(index) >= self.inner.caps.gid_table_len() {
             return Err(InvalidInput::GidIndex.into());
@@ -398,7 +398,9 @@ impl<H: Hal> Context<H> {
     /// caps. Port numbers other than 1 are refused before any command.
     pub fn query_port(&self, port: u8) -> Result<PortAttr> {
         let caps = &self.inner.caps;
-        if port == 0 || port > caps.num_ports.max(1) || port > 1 {
+        // One port per function (num_ports); ports count from 1 (Linux core/device.c
+        // `rdma_is_port_valid`).
+        if port != 1 {
             return Err(InvalidInput::Port(port).into());
         }
         let inner = &self.inner;
