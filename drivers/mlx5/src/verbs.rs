@@ -354,7 +354,9 @@ impl<H: Hal> Context<H> {
 
     /// SET_ROCE_ADDRESS: programs a RoCE v2 GID (use [`hca::ipv4_mapped_gid`] for an IPv4
     /// address, [`hca::link_local_gid`] for the MAC-derived one). The index must be below
-    /// [`PortAttr::gid_tbl_len`] ([`InvalidInput::GidIndex`] otherwise).
+    /// [`PortAttr::gid_tbl_len`] ([`InvalidInput::GidIndex`] otherwise). An all-zero GID
+    /// clears the entry, as Linux deletes one (core/lib/gid.c `mlx5_core_roce_gid_set` with no
+    /// GID writes zeros).
     pub fn set_gid(&self, index: u16, gid: [u8; 16]) -> Result<()> {
         self.check_gid_index(index)?;
         let inner = &self.inner;
