@@ -139,7 +139,7 @@ impl Drop for HostileDma {
         let held = self.sim.with_hca(|h| {
             h.dma_in_use()
                 .into_iter()
-                .find(|&(a, l, _)| a < end && a + l > bus)
+                .find(|&(a, l, _)| a < end && a.saturating_add(l) > bus)
                 .map(|(a, l, who)| format!("{who} at {a:#x}+{l:#x}"))
         });
         if let Some(what) = held {
