@@ -106,6 +106,14 @@ pub mod linux_layout {
         pub const FAST_TEARDOWN: Field = Field::new(0xfb, 0x1);
         /// rdma-core's position of `fast_teardown`, for comparison only.
         pub const FAST_TEARDOWN_RDMA_CORE: Field = Field::new(0x111, 0x1);
+        /// `relaxed_ordering_read_pci_enabled[0x1]` at 0xe9 (Linux mlx5_ifc.h; rdma-core leaves
+        /// the bit reserved): the device may issue relaxed-ordering reads when the PCIe
+        /// function has RO enabled (Linux ib/mr.c `set_mkc_access_pd_addr_fields`).
+        pub const RELAXED_ORDERING_READ_PCI_ENABLED: Field = Field::new(0xe9, 0x1);
+        /// `relaxed_ordering_read[0x1]` at 0x32a (Linux mlx5_ifc.h: `reserved_at_328[0x2]`,
+        /// then this bit, then `log_max_pd`; rdma-core has `reserved_at_328[0x3]`): relaxed-
+        /// ordering reads regardless of the PCIe setting.
+        pub const RELAXED_ORDERING_READ: Field = Field::new(0x32a, 0x1);
     }
     /// `mlx5_ifc_mkc_bits` differences.
     pub mod mkc {

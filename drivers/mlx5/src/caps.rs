@@ -8,8 +8,8 @@
 use alloc::vec::Vec;
 
 use mlx5_prm::{
-    atomic_caps, cmd_hca_cap, hca_cap, opcode, query_hca_cap_in, query_hca_cap_out, roce_cap,
-    set_hca_cap_in, set_hca_cap_out,
+    atomic_caps, cmd_hca_cap, hca_cap, linux_layout, opcode, query_hca_cap_in, query_hca_cap_out,
+    roce_cap, set_hca_cap_in, set_hca_cap_out,
 };
 
 use crate::cmd::{get, CmdBuf};
@@ -63,8 +63,32 @@ pub struct Caps {
     pub num_ports: u8,
     /// `gid_table_size`.
     pub gid_table_size: u16,
+    /// `num_vhca_ports`: non-zero when commands name a port in `vhca_port_num` (Linux
+    /// core/lib/gid.c `mlx5_core_roce_gid_set`).
+    pub num_vhca_ports: u8,
+    /// `relaxed_ordering_write`: mkeys may set `mkc.relaxed_ordering_write`.
+    pub relaxed_ordering_write: bool,
+    /// `relaxed_ordering_read` (Linux position 0x32a): mkeys may set
+    /// `mkc.relaxed_ordering_read` regardless of the PCIe setting.
+    pub relaxed_ordering_read: bool,
+    /// `relaxed_ordering_read_pci_enabled` (0xe9): relaxed reads only while the PCIe function
+    /// has relaxed ordering enabled, which the HAL does not report (so the driver never relies
+    /// on it).
+    pub relaxed_ordering_read_pci_enabled: bool,
+    /// `local_ca_ack_delay`.
+    pub local_ca_ack_delay: u8,
+    /// `log_max_klm_list_size`.
+    pub log_max_klm_list_size: u8,
+    /// `log_pg_sz`: log2 of the smallest page the device translates.
+    pub log_pg_sz: u8,
+    /// `device_frequency_khz`.
+    pub device_frequency_khz: u32,
+    /// `roce_cap.roce_address_table_size`: RoCE GID table entries (read when `roce`).
+    pub roce_address_table_size: u16,
     /// `atomic_caps.atomic_operations` (bit mask).
     pub atomic_operations: u16,
+    /// `atomic_caps.atomic_req_8B_endianness_mode` in force (1: host endianness).
+    pub atomic_req_8b_endianness_mode: u8,
     /// `atomic_caps.atomic_size_qp` (bit mask of sizes).
     pub atomic_size_qp: u16,
     /// The raw 256-byte current general capability, for inspection.
@@ -97,9 +121,49 @@ impl Caps {
             port_type: g(cmd_hca_cap::PORT_TYPE) as u8,
             num_ports: g(cmd_hca_cap::NUM_PORTS) as u8,
             gid_table_size: g(cmd_hca_cap::GID_TABLE_SIZE) as u16,
+            num_vhca_ports: g(cmd_hca_cap::NUM_VHCA_PORTS) as u8,
+            relaxed_ordering_write: g(cmd_hca_cap::RELAXED_ORDERING_WRITE) != 0,
+            relaxed_ordering_read: g(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ) != 0,
+            relaxed_ordering_read_pci_enabled: g(
+                linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED,
+            ) != 0,
+            local_ca_ack_delay: g(cmd_hca_cap::LOCAL_CA_ACK_DELAY) as u8,
+            log_max_klm_list_size: g(cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE) as u8,
+            log_pg_sz: g(cmd_hca_cap::LOG_PG_SZ) as u8,
+            device_frequency_khz: g(cmd_hca_cap::DEVICE_FREQUENCY_KHZ),
+            roce_address_table_size: 0,
             atomic_operations: 0,
             atomic_size_qp: 0,
+            atomic_req_8b_endianness_mode: 0,
             general_cur: c.to_vec(),
+        }
+    }
+
+    /// Entries of the port's GID table: for an Ethernet (RoCE) port the RoCE address table
+    /// (Linux ib/main.c `mlx5_query_port_roce`: `roce_address_table_size`), for InfiniBand
+    /// `8 << gid_table_size` (Linux include/linux/mlx5/driver.h `mlx5_get_gid_table_len`,
+    /// 0 for an encoding above 4).
+    pub fn gid_table_len(&self) -> u32 {
+        if self.port_type == hca_cap::port_type::ETH {
+            if self.roce {
+                u32::from(self.roce_address_table_size)
+            } else {
+                0
+            }
+        } else if self.gid_table_size > 4 {
+            0
+        } else {
+            8u32 << self.gid_table_size
+        }
+    }
+
+    /// The largest memory region in bytes (`1 << log_max_mrw_sz`; `u64::MAX` for 64 or
+    /// more, where every length fits).
+    pub fn max_mr_size(&self) -> u64 {
+        if self.log_max_mrw_sz >= 64 {
+            u64::MAX
+        } else {
+            1u64 << self.log_max_mrw_sz
         }
     }
 }
@@ -191,6 +255,13 @@ impl<H: Hal> Device<H> {
             let a = self.query_cap(hal, cap_type::ATOMIC, hca_cap::OPMOD_GET_CUR)?;
             caps.atomic_operations = get(&a, atomic_caps::ATOMIC_OPERATIONS) as u16;
             caps.atomic_size_qp = get(&a, atomic_caps::ATOMIC_SIZE_QP) as u16;
+            caps.atomic_req_8b_endianness_mode =
+                get(&a, atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE) as u8;
+        }
+        if caps.roce {
+            let r = self.query_cap(hal, cap_type::ROCE, hca_cap::OPMOD_GET_CUR)?;
+            caps.roce_address_table_size =
+                get(&r, linux_layout::roce_cap::ROCE_ADDRESS_TABLE_SIZE) as u16;
         }
         Ok(caps)
     }

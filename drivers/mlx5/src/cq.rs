@@ -364,12 +364,12 @@ impl<H: Hal> CqShared<H> {
 
 impl<H: Hal> Drop for CqShared<H> {
     fn drop(&mut self) {
-        if let Err(e) = self.destroy() {
+        if self.destroy().is_err() {
             // The device kept the CQ (or may have): its buffers are set aside, never freed.
             self.unroute();
             let mems = [self.buf.get_mut().take(), self.db.take()];
             let _ = self.ctx.with_dev(|d| {
-                d.quarantine_hold(&e, mems.into_iter().flatten());
+                d.hold(mems.into_iter().flatten());
                 Ok(())
             });
         }
@@ -842,7 +842,7 @@ impl<H: Hal> CompletionQueue<H> {
             Err(e) => {
                 // No RESIZE CQE: the device may still write the old buffer.
                 ctx.with_dev(|d| {
-                    d.quarantine_hold(&e, old);
+                    d.hold(old);
                     Ok(())
                 })?;
                 Err(e)

@@ -317,8 +317,8 @@ impl<H: Hal> Device<H> {
         if let Err(e) = q.arm(hal) {
             // The EQ exists but cannot be used: take it down; its buffer is freed only once
             // the device gave it back.
-            if let Err(d) = self.destroy_eq(hal, eqn) {
-                self.quarantine_hold(&d, [q.buf]);
+            if self.destroy_eq(hal, eqn).is_err() {
+                self.hold([q.buf]);
             }
             return Err(e);
         }

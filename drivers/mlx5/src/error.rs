@@ -204,6 +204,23 @@ pub enum InvalidInput {
     BadCq,
     /// A GID index beyond the device's GID table.
     GidIndex,
+    /// A port number the device does not have (ports count from 1).
+    Port(u8),
+    /// A memory region longer than the device's `log_max_mrw_sz` allows.
+    MrTooLarge {
+        /// Bytes requested.
+        len: u64,
+        /// Largest region the device supports, in bytes.
+        max: u64,
+    },
+    /// A registration whose translation needs more entries than one CREATE_MKEY carries in
+    /// this driver ([`crate::mr::MAX_MTT_ENTRIES`]).
+    TooManyTranslations {
+        /// Entries the region needs at its best page size.
+        entries: u64,
+        /// The driver's limit.
+        max: u64,
+    },
     /// A [`crate::qp::BoundMr`] handle that names no live binding of this QP (unbound, or
     /// made by another QP).
     UnboundRegion,
@@ -266,6 +283,16 @@ pub enum Error {
     Busy,
     /// The context has been closed.
     Closed,
+    /// The device asked for more firmware pages than the driver gives (the request was
+    /// answered with MANAGE_PAGES CANT_GIVE, as Linux pagealloc.c `page_notify_fail` does).
+    PageRequestTooLarge {
+        /// Pages the device asked for.
+        requested: u32,
+        /// Pages the device already holds.
+        held: u32,
+        /// The driver's limit on pages held ([`crate::pages::MAX_FW_PAGES`]).
+        max: u32,
+    },
     /// A driver bug caught at run time (a PRM field outside its command buffer) instead of a
     /// panic.
     Internal,

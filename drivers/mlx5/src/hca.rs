@@ -11,8 +11,9 @@ use mlx5_prm::{
     linux_layout, modify_nic_vport_context_in, modify_nic_vport_context_out,
     modify_nic_vport_field_select, nic_vport_context, opcode, pages, query_issi_in, query_issi_out,
     query_nic_vport_context_in, query_nic_vport_context_out, query_roce_address_in,
-    query_roce_address_out, roce_addr_layout, set_issi_in, set_issi_out, set_roce_address_in,
-    set_roce_address_out, teardown, teardown_hca_in, teardown_hca_out,
+    query_roce_address_out, query_vport_state_in, query_vport_state_out, roce_addr_layout,
+    set_issi_in, set_issi_out, set_roce_address_in, set_roce_address_out, teardown,
+    teardown_hca_in, teardown_hca_out,
 };
 
 use crate::caps::Caps;
@@ -61,6 +62,9 @@ pub(crate) struct Device<H: Hal> {
     /// function lives: only after a successful teardown with every page reclaimed (the device
     /// has then given everything back); otherwise it is leaked on purpose.
     pub(crate) quarantine: Quarantine<H>,
+    /// `cmd_hca_cap.num_vhca_ports` once the capabilities are read (0 before): commands name a
+    /// port in `vhca_port_num` only when it is non-zero (Linux core/lib/gid.c).
+    pub(crate) num_vhca_ports: u8,
 }
 
 /// Memory set aside because the device may still write it (see [`Device::quarantine`]).
@@ -121,14 +125,9 @@ impl<H: Hal> Device<H> {
         }
     }
 
-    /// Sets `mems` aside after a destroy of the object they belong to failed with `_e`: the
-    /// device kept the object (a firmware status) or may have (a garbled or missing reply, a
-    /// HAL error around the doorbell), so the memory is quarantined whatever the error.
-    pub(crate) fn quarantine_hold(
-        &mut self,
-        _e: &Error,
-        mems: impl IntoIterator<Item = DmaMem<H::Dma>>,
-    ) {
+    /// Quarantines `mems` whatever the error: after a failed destroy the object that
+    /// references them still exists on the device.
+    pub(crate) fn hold(&mut self, mems: impl IntoIterator<Item = DmaMem<H::Dma>>) {
         for m in mems {
             self.quarantine.hold(m);
         }
@@ -168,7 +167,17 @@ impl<H: Hal> Device<H> {
                 return Err(e);
             }
             if !nested && self.eq.as_ref().is_some_and(|q| q.peek_ready()) {
-                self.service_events(hal, true)?;
+                // A page request the driver refused (CANT_GIVE) or a nested command that
+                // failed does not end the command in flight: it is still the device's, and
+                // only its completion (or the deadline) says what became of it. Linux serves
+                // page requests apart from the waiting command (pagealloc.c
+                // `pages_work_handler`). A dead device ends the wait.
+                if let Err(e) = self.service_events(hal, true) {
+                    if matches!(e, Error::DeviceFatal { .. }) {
+                        self.cmd.abandon(&p);
+                        return Err(e);
+                    }
+                }
             }
             if hal.now() >= deadline {
                 self.cmd.abandon(&p);
@@ -235,6 +244,11 @@ pub fn ipv4_mapped_gid(ip: [u8; 4]) -> [u8; 16] {
     g[12..].copy_from_slice(&ip);
     g
 }
+
+/// `MLX5_VPORT_STATE_OP_MOD_VNIC_VPORT` (Linux mlx5_ifc.h).
+pub const VPORT_STATE_OP_MOD_VNIC_VPORT: u16 = 0;
+/// `VPORT_STATE_UP` (Linux include/linux/mlx5/device.h).
+pub const VPORT_STATE_UP: u8 = 1;
 
 /// `MLX5_ROCE_VERSION_2` (Linux include/linux/mlx5/device.h).
 pub const ROCE_VERSION_2: u32 = 2;
@@ -363,6 +377,49 @@ impl<H: Hal> Device<H> {
         Ok(mac)
     }
 
+    /// `vhca_port_num` of port 1 in QUERY/SET_ROCE_ADDRESS: 1 only when the device has vHCA
+    /// ports, else 0 (Linux core/lib/gid.c `mlx5_core_roce_gid_set`: "if
+    /// (MLX5_CAP_GEN(dev, num_vhca_ports) > 0) MLX5_SET(..., vhca_port_num, port_num)").
+    fn vhca_port_num(&self) -> u32 {
+        if self.num_vhca_ports > 0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// QUERY_VPORT_STATE of this function's NIC vport (op_mod VNIC_VPORT, vport 0): the
+    /// `state` nibble, `VPORT_STATE_UP` (1) when the link is up (Linux core/vport.c
+    /// `mlx5_query_vport_state`, which en_main.c `mlx5e_update_carrier` turns into the
+    /// carrier that ib/main.c `mlx5_query_port_roce` reports as the port state).
+    pub(crate) fn query_vport_state(&mut self, hal: &H) -> Result<u8> {
+        let out = self.simple(
+            hal,
+            opcode::QUERY_VPORT_STATE,
+            VPORT_STATE_OP_MOD_VNIC_VPORT,
+            query_vport_state_in::BYTES,
+            query_vport_state_out::BYTES,
+        )?;
+        Ok(get(&out, query_vport_state_out::STATE) as u8)
+    }
+
+    /// QUERY_NIC_VPORT_CONTEXT: the hardware MTU (Linux core/vport.c
+    /// `mlx5_query_nic_vport_mtu`).
+    pub(crate) fn query_vport_mtu(&mut self, hal: &H) -> Result<u16> {
+        let out = self.simple(
+            hal,
+            opcode::QUERY_NIC_VPORT_CONTEXT,
+            0,
+            query_nic_vport_context_in::BYTES,
+            query_nic_vport_context_out::BYTES,
+        )?;
+        Ok(get(
+            &out,
+            linux_layout::nic_vport_context::MTU
+                .within(query_nic_vport_context_out::NIC_VPORT_CONTEXT),
+        ) as u16)
+    }
+
     /// SET_ROCE_ADDRESS: a RoCE v2 GID at `index` of port 1 (Linux core/lib/gid.c
     /// `mlx5_core_roce_gid_set`; L3 type IPv4 when the GID is IPv4-mapped, ib/main.c
     /// `set_roce_addr`).
@@ -377,7 +434,7 @@ impl<H: Hal> Device<H> {
         let ra = |f: mlx5_prm::Field| f.within(set_roce_address_in::ROCE_ADDRESS);
         let v4 = gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff;
         c.set(set_roce_address_in::ROCE_ADDRESS_INDEX, index.into())
-            .set(set_roce_address_in::VHCA_PORT_NUM, 1)
+            .set(set_roce_address_in::VHCA_PORT_NUM, self.vhca_port_num())
             .bytes(ra(roce_addr_layout::SOURCE_L3_ADDRESS), &gid)
             .bytes(
                 mlx5_prm::Field::new(roce_addr_layout::SOURCE_MAC_47_32.offset, 48)
@@ -405,7 +462,7 @@ impl<H: Hal> Device<H> {
     ) -> Result<([u8; 16], [u8; 6], u8)> {
         let mut c = CmdBuf::new(opcode::QUERY_ROCE_ADDRESS, 0, query_roce_address_in::BYTES);
         c.set(query_roce_address_in::ROCE_ADDRESS_INDEX, index.into())
-            .set(query_roce_address_in::VHCA_PORT_NUM, 1);
+            .set(query_roce_address_in::VHCA_PORT_NUM, self.vhca_port_num());
         let mut out = [0u8; query_roce_address_out::BYTES];
         self.exec(hal, &c, &mut out)?;
         let ra = |f: mlx5_prm::Field| f.within(query_roce_address_out::ROCE_ADDRESS);
@@ -477,6 +534,7 @@ pub(crate) fn open<H: Hal>(hal: &H, cfg: &Config) -> Result<Opened<H>> {
         eq: None,
         pages: FwPages::new(),
         quarantine: Quarantine::new(),
+        num_vhca_ports: 0,
     };
     match bring_up(hal, cfg, &mut dev) {
         Ok((caps, uar, eqn, tdn, mac)) => Ok(Opened {
@@ -515,6 +573,7 @@ fn bring_up<H: Hal>(
     dev.init_hca(hal)?;
     dev.satisfy_pages(hal, pages::query::REGULAR_PAGES)?;
     let caps = dev.read_caps(hal)?;
+    dev.num_vhca_ports = caps.num_vhca_ports;
     if cfg.enable_roce && caps.port_type == hca_cap::port_type::ETH {
         dev.set_roce_state(hal, true)?;
     }
@@ -567,15 +626,16 @@ fn close_partial<H: Hal>(hal: &H, dev: &mut Device<H>) -> Result<()> {
     let r = dev.reclaim_all_pages(hal);
     if r.is_err() || dev.cmd.fatal.is_some() {
         // Never free memory the device may still write.
-        let leaked = core::mem::take(&mut dev.pages.given);
-        core::mem::forget(leaked);
+        dev.pages.leak_all();
     }
     if t.is_ok() && r.is_ok() && dev.cmd.fatal.is_none() {
         // TEARDOWN_HCA destroyed every object and every page came back: the device holds
         // nothing of the quarantine any more.
         dev.quarantine.release();
+        dev.pages.release_quarantine();
     } else {
         dev.quarantine.leak();
+        dev.pages.leak_all();
     }
     let d = dev.disable_hca(hal);
     t.and(r).and(d)

@@ -27,6 +27,11 @@ use crate::hca::Device;
 pub const MIN_PAGE_SHIFT: u32 = 12;
 /// Largest translation page the planner uses: 1 GiB.
 pub const MAX_PAGE_SHIFT: u32 = 30;
+/// Most translation entries one registration may need (driver choice): 2^20 MTT entries are
+/// an 8 MiB CREATE_MKEY (a 16 Ki-block mailbox chain) and describe 4 GiB of scattered 4 KiB
+/// pages or 1 PiB of 1 GiB pages. Linux writes larger lists through UMR instead
+/// (ib/mr.c `reg_create` vs `mlx5r_umr_update_mr_pas`), which this driver does not use.
+pub const MAX_MTT_ENTRIES: u64 = 1 << 20;
 
 /// A physically contiguous piece of memory: bus address and length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +61,8 @@ fn count_at(chunks: &[PhysChunk], iova: u64, s: u32) -> Option<u64> {
         if c.len == 0 {
             return None;
         }
+        // The chunk must not wrap the bus address space.
+        c.bus.checked_add(c.len)?;
         // Same offset inside the page, virtually and physically.
         if (v & mask) != (c.bus & mask) {
             return None;
@@ -68,7 +75,7 @@ fn count_at(chunks: &[PhysChunk], iova: u64, s: u32) -> Option<u64> {
         if i < last && end & mask != 0 {
             return None;
         }
-        n += (end.div_ceil(ps)) - (v >> s);
+        n = n.checked_add(end.div_ceil(ps) - (v >> s))?;
         v = end;
     }
     Some(n)
@@ -87,6 +94,14 @@ pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
     let Some((n, s)) = best else {
         return Err(InvalidInput::PageList.into());
     };
+    // Bounded before anything is allocated for the list.
+    if n > MAX_MTT_ENTRIES {
+        return Err(InvalidInput::TooManyTranslations {
+            entries: n,
+            max: MAX_MTT_ENTRIES,
+        }
+        .into());
+    }
     let ps = 1u64 << s;
     let mut entries = Vec::with_capacity(n as usize);
     let mut v = iova;
@@ -97,7 +112,8 @@ pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
         let mut page = v >> s;
         while page < end.div_ceil(ps) {
             entries.push(p);
-            p += ps;
+            // Past the last page this may wrap (a chunk ending in the top page); unused then.
+            p = p.wrapping_add(ps);
             page += 1;
         }
         v = end;
@@ -121,7 +137,15 @@ impl Access {
     pub const REMOTE_READ: Access = Access(4);
     /// `IBV_ACCESS_REMOTE_ATOMIC`.
     pub const REMOTE_ATOMIC: Access = Access(8);
-    /// Everything.
+    /// `IBV_ACCESS_RELAXED_ORDERING` (= `IBV_ACCESS_OPTIONAL_FIRST`, 1 << 20): the device may
+    /// reorder its PCIe writes / reads of the region. Optional: set in the mkey where the
+    /// device supports it, ignored where it does not.
+    pub const RELAXED_ORDERING: Access = Access(1 << 20);
+    /// `IBV_ACCESS_OPTIONAL_RANGE` (libibverbs verbs.h: bits 20..29): flags a device may
+    /// lack; libibverbs and the kernel mask them instead of failing the registration
+    /// (`ibv_reg_mr` routes them to `ibv_reg_mr_iova2`; ib_core `IB_ACCESS_OPTIONAL`).
+    pub const OPTIONAL_RANGE: Access = Access(0x3ff0_0000);
+    /// Every mandatory access right.
     pub const ALL: Access = Access(15);
     /// No access beyond local read.
     pub const NONE: Access = Access(0);
@@ -132,9 +156,10 @@ impl Access {
     }
 
     /// The verbs rule (Linux include/rdma/ib_verbs.h `ib_check_mr_access`): remote write and
-    /// remote atomic need local write; unknown bits are refused.
+    /// remote atomic need local write; unknown bits are refused, except the optional ones
+    /// ([`Access::OPTIONAL_RANGE`]), which a device may ignore.
     pub fn validate(self) -> Result<()> {
-        if self.0 & !Access::ALL.0 != 0 {
+        if self.0 & !(Access::ALL.0 | Access::OPTIONAL_RANGE.0) != 0 {
             return Err(InvalidInput::AccessFlags.into());
         }
         if (self.contains(Access::REMOTE_WRITE) || self.contains(Access::REMOTE_ATOMIC))
@@ -161,13 +186,35 @@ pub(crate) struct MkeyParams<'a> {
     pub access: Access,
     pub variant: u8,
     pub pg_access: bool,
+    /// `mkc.relaxed_ordering_write` / `_read` (already reduced to what the caps allow).
+    pub ro_write: bool,
+    pub ro_read: bool,
     pub tr: &'a Translation,
+}
+
+/// The relaxed-ordering bits of an mkey for `access` on a device with `caps` (Linux ib/mr.c
+/// `set_mkc_access_pd_addr_fields`): write when `relaxed_ordering_write`; read when
+/// `relaxed_ordering_read`, or `relaxed_ordering_read_pci_enabled` with PCIe relaxed
+/// ordering on, which the HAL does not report, so that half is never used. Without the flag,
+/// or without the caps, neither bit: the optional flag is dropped, not refused.
+pub(crate) fn relaxed_ordering(access: Access, caps: &crate::caps::Caps) -> (bool, bool) {
+    if !access.contains(Access::RELAXED_ORDERING) {
+        return (false, false);
+    }
+    (caps.relaxed_ordering_write, caps.relaxed_ordering_read)
 }
 
 impl<H: Hal> Device<H> {
     /// CREATE_MKEY (MTT mode): returns the key `index << 8 | variant`.
     pub(crate) fn create_mkey(&mut self, hal: &H, p: &MkeyParams<'_>) -> Result<u32> {
         let n = p.tr.entries.len();
+        if n as u64 > MAX_MTT_ENTRIES {
+            return Err(InvalidInput::TooManyTranslations {
+                entries: n as u64,
+                max: MAX_MTT_ENTRIES,
+            }
+            .into());
+        }
         let padded = n + (n & 1); // even count (facts trap 7)
         let mut c = CmdBuf::new(
             opcode::CREATE_MKEY,
@@ -190,6 +237,8 @@ impl<H: Hal> Device<H> {
             .set(m(mkc::RR), p.access.contains(Access::REMOTE_READ) as u32)
             .set(m(mkc::LW), p.access.contains(Access::LOCAL_WRITE) as u32)
             .set(m(mkc::LR), 1)
+            .set(m(mkc::RELAXED_ORDERING_WRITE), p.ro_write as u32)
+            .set(m(mkc::RELAXED_ORDERING_READ), p.ro_read as u32)
             // Not bound to a QP (Linux mr.c set_mkc_access_pd_addr_fields: qpn 0xffffff).
             .set(m(mkc::QPN), 0xff_ffff)
             .set(m(mkc::MKEY_7_0), p.variant.into())
@@ -221,7 +270,9 @@ impl<H: Hal> Device<H> {
     }
 }
 
-/// Checks a registration request before anything is sent.
+/// Checks a registration request before anything is sent or allocated: access flags, a
+/// non-zero length, no wrap of `iova + len`, and the device's largest region
+/// (`1 << log_max_mrw_sz`, the limit CREATE_MKEY enforces; 64 or more: no limit).
 pub(crate) fn check_request(len: u64, iova: u64, access: Access, log_max_mrw_sz: u8) -> Result<()> {
     access.validate()?;
     if len == 0 {
@@ -230,8 +281,11 @@ pub(crate) fn check_request(len: u64, iova: u64, access: Access, log_max_mrw_sz:
     if iova.checked_add(len).is_none() {
         return Err(InvalidInput::LengthOverflow.into());
     }
-    if log_max_mrw_sz != 0 && log_max_mrw_sz < 64 && len > 1u64 << log_max_mrw_sz {
-        return Err(InvalidInput::LengthOverflow.into());
+    if log_max_mrw_sz < 64 {
+        let max = 1u64 << log_max_mrw_sz;
+        if len > max {
+            return Err(InvalidInput::MrTooLarge { len, max }.into());
+        }
     }
     Ok(())
 }
@@ -350,6 +404,46 @@ mod tests {
     }
 
     #[test]
+    fn absurd_plans_are_refused_before_allocating() {
+        // A 2^62-byte chunk in 4 KiB pages would be a 2^50-entry list: refused, not allocated.
+        let r = plan(
+            &[PhysChunk {
+                bus: 0x1000,
+                len: 1 << 62,
+            }],
+            0x1000,
+        );
+        assert!(
+            matches!(
+                r,
+                Err(crate::Error::Invalid(
+                    InvalidInput::TooManyTranslations { .. }
+                ))
+            ),
+            "{r:?}"
+        );
+        // A chunk in the top pages of the bus address space: planned without overflow.
+        let t = plan(
+            &[PhysChunk {
+                bus: u64::MAX - 0x17ff,
+                len: 0x1100,
+            }],
+            0x1800,
+        )
+        .unwrap();
+        assert_eq!(t.entries, alloc::vec![u64::MAX - 0x1fff, u64::MAX - 0xfff]);
+        // A chunk that wraps the bus address space cannot be translated.
+        assert!(plan(
+            &[PhysChunk {
+                bus: u64::MAX - 0xfff,
+                len: 0x2000,
+            }],
+            0
+        )
+        .is_err());
+    }
+
+    #[test]
     fn access_rules() {
         assert!(Access::REMOTE_WRITE.validate().is_err());
         assert!(Access::REMOTE_ATOMIC.validate().is_err());
@@ -358,6 +452,23 @@ mod tests {
             .is_ok());
         assert!(Access::REMOTE_READ.validate().is_ok());
         assert!(Access(0x100).validate().is_err());
+        // Optional flags pass (a device that lacks them ignores them); bits above the
+        // optional range do not.
+        assert!((Access::LOCAL_WRITE | Access::RELAXED_ORDERING)
+            .validate()
+            .is_ok());
+        assert!(Access(1 << 29).validate().is_ok());
+        assert!(Access(1 << 30).validate().is_err());
+        assert_eq!(check_request(1 << 20, 0, Access::NONE, 20), Ok(()));
+        assert_eq!(
+            check_request((1 << 20) + 1, 0, Access::NONE, 20),
+            Err(InvalidInput::MrTooLarge {
+                len: (1 << 20) + 1,
+                max: 1 << 20
+            }
+            .into())
+        );
+        assert_eq!(check_request(u64::MAX, 0, Access::NONE, 64), Ok(()));
         assert_eq!(
             check_request(0, 0, Access::NONE, 0),
             Err(InvalidInput::ZeroLength.into())

@@ -135,6 +135,12 @@ impl<H: Hal> CtxInner<H> {
         self.dev.lock().release_after(e, mems);
     }
 
+    /// Quarantines `mems` unconditionally: a destroy failed, so the device object that
+    /// references them still exists, whatever the error was.
+    pub(crate) fn hold(&self, mems: impl IntoIterator<Item = crate::hal::DmaMem<H::Dma>>) {
+        self.dev.lock().hold(mems);
+    }
+
     /// Executes one command.
     pub(crate) fn exec(&self, c: &CmdBuf, out: &mut [u8]) -> Result<()> {
         self.with_dev(|d| d.exec(&self.hal, c, out))
@@ -277,7 +283,10 @@ impl<H: Hal> Context<H> {
     /// create or destroy whose reply was garbled or never came. They are freed only after a
     /// clean teardown; while any are held the function [`needs_reset`](Self::needs_reset).
     pub fn quarantined(&self) -> (usize, usize) {
-        self.inner.dev.lock().quarantine.stats()
+        let d = self.inner.dev.lock();
+        let (n, b) = d.quarantine.stats();
+        let (pn, pb) = d.pages.quarantined();
+        (n + pn, b.saturating_add(pb))
     }
 
     /// True once memory has been quarantined: the device's view of the driver's objects is
@@ -334,15 +343,31 @@ impl<H: Hal> Context<H> {
         }
     }
 
-    /// QUERY_ROCE_ADDRESS: `(gid, mac, roce_version)` at `index`.
+    /// Refuses a GID index beyond the port's table ([`Caps::gid_table_len`]) before any
+    /// command (Linux core/cache.c `rdma_query_gid` / `rdma_get_gid_attr`: an index at or
+    /// beyond the table's size is -EINVAL).
+    fn check_gid_index(&self, index: u16) -> Result<()> {
+        if u32::from(index) >= self.inner.caps.gid_table_len() {
+            return Err(InvalidInput::GidIndex.into());
+        }
+        Ok(())
+    }
+
+    /// QUERY_ROCE_ADDRESS: `(gid, mac, roce_version)` at `index` (below
+    /// [`PortAttr::gid_tbl_len`], else [`InvalidInput::GidIndex`]).
     pub fn query_gid(&self, index: u16) -> Result<([u8; 16], [u8; 6], u8)> {
+        self.check_gid_index(index)?;
         let inner = &self.inner;
         inner.with_dev(|d| d.query_roce_address(&inner.hal, index))
     }
 
     /// SET_ROCE_ADDRESS: programs a RoCE v2 GID (use [`hca::ipv4_mapped_gid`] for an IPv4
-    /// address, [`hca::link_local_gid`] for the MAC-derived one).
+    /// address, [`hca::link_local_gid`] for the MAC-derived one). The index must be below
+    /// [`PortAttr::gid_tbl_len`] ([`InvalidInput::GidIndex`] otherwise). An all-zero GID
+    /// clears the entry, as Linux deletes one (core/lib/gid.c `mlx5_core_roce_gid_set` with no
+    /// GID writes zeros).
     pub fn set_gid(&self, index: u16, gid: [u8; 16]) -> Result<()> {
+        self.check_gid_index(index)?;
         let inner = &self.inner;
         let mac = inner.mac;
         inner.with_dev(|d| d.set_roce_address(&inner.hal, index, gid, mac))?;
@@ -384,6 +409,236 @@ impl<H: Hal> Context<H> {
     ) -> Result<CompletionQueue<H>> {
         crate::cq::create(&self.inner, entries, Some(channel))
     }
+
+    /// The device's limits, as `ibv_query_device` reports them: computed from the
+    /// capabilities read at bring-up the way Linux ib/main.c `mlx5_ib_query_device` does,
+    /// except that every limit this driver enforces below the device's is reported as the
+    /// driver's (SGEs per WR, the largest region). No command is sent.
+    pub fn query_device(&self) -> DeviceAttr {
+        device_attr(&self.inner.caps, self.inner.fw)
+    }
+
+    /// Port `port` (1, the only one), as `ibv_query_port` reports it for an Ethernet (RoCE)
+    /// port (Linux ib/main.c `mlx5_query_port_roce`): state from QUERY_VPORT_STATE, active
+    /// MTU from the vport's MTU (QUERY_NIC_VPORT_CONTEXT), GID table length from the RoCE
+    /// caps. Port numbers other than 1 are refused before any command.
+    pub fn query_port(&self, port: u8) -> Result<PortAttr> {
+        let caps = &self.inner.caps;
+        // One port per function (num_ports); ports count from 1 (Linux core/device.c
+        // `rdma_is_port_valid`).
+        if port != 1 {
+            return Err(InvalidInput::Port(port).into());
+        }
+        let inner = &self.inner;
+        let (state, hw_mtu) = inner.with_dev(|d| {
+            let s = d.query_vport_state(&inner.hal)?;
+            let m = d.query_vport_mtu(&inner.hal)?;
+            Ok((s, m))
+        })?;
+        Ok(port_attr(caps, state, hw_mtu))
+    }
+}
+
+/// `2^log` as a u32, saturating (a capability field read from the device is never trusted
+/// to be in range).
+fn pow2(log: u8) -> u32 {
+    if log >= 32 {
+        u32::MAX
+    } else {
+        1u32 << log
+    }
+}
+
+/// Atomic support, `ibv_atomic_cap`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicCap {
+    /// `IBV_ATOMIC_NONE`.
+    None,
+    /// `IBV_ATOMIC_HCA`: atomic only between QPs of this HCA's ports.
+    Hca,
+    /// `IBV_ATOMIC_GLOB`: atomic with respect to every other access.
+    Glob,
+}
+
+/// [`Context::query_device`]: the fields of `struct ibv_device_attr` this driver has a value
+/// for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceAttr {
+    /// Firmware version (major, minor, subminor), `fw_ver`.
+    pub fw_ver: (u16, u16, u16),
+    /// Largest memory region in bytes (`1 << log_max_mrw_sz`; the driver refuses more).
+    pub max_mr_size: u64,
+    /// Page sizes the device translates: every power of two from `1 << log_pg_sz` up
+    /// (Linux: `~(min_page_size - 1)`).
+    pub page_size_cap: u64,
+    /// `1 << log_max_qp`.
+    pub max_qp: u32,
+    /// `1 << log_max_qp_sz`.
+    pub max_qp_wr: u32,
+    /// SGEs per send WR: Linux's `(min(max_wqe_sz_sq, 512) - ctrl - raddr) / 16`, at most the
+    /// driver's [`crate::qp::MAX_SGE`].
+    pub max_send_sge: u32,
+    /// SGEs per receive WR: `max_wqe_sz_rq / 16`, at most [`crate::qp::MAX_SGE`].
+    pub max_recv_sge: u32,
+    /// `min(max_send_sge, max_recv_sge)` (the old `max_sge`).
+    pub max_sge: u32,
+    /// `1 << log_max_cq`.
+    pub max_cq: u32,
+    /// `(1 << log_max_cq_sz) - 1`.
+    pub max_cqe: u32,
+    /// `1 << log_max_mkey`.
+    pub max_mr: u32,
+    /// `1 << log_max_pd`.
+    pub max_pd: u32,
+    /// `1 << log_max_ra_req_qp`: outstanding RDMA READ / atomics a QP may receive.
+    pub max_qp_rd_atom: u32,
+    /// `1 << log_max_ra_res_qp`: outstanding RDMA READ / atomics a QP may initiate.
+    pub max_qp_init_rd_atom: u32,
+    /// `max_qp_rd_atom * max_qp`.
+    pub max_res_rd_atom: u64,
+    /// Atomic support (Linux ib/main.c `get_atomic_caps`).
+    pub atomic_cap: AtomicCap,
+    /// `local_ca_ack_delay`.
+    pub local_ca_ack_delay: u8,
+    /// `num_ports`.
+    pub phys_port_cnt: u8,
+    /// `device_frequency_khz` (Linux reports it as `hca_core_clock`).
+    pub hca_core_clock_khz: u32,
+}
+
+/// `MLX5_ATOMIC_OPS_CMP_SWAP | MLX5_ATOMIC_OPS_FETCH_ADD` (Linux include/linux/mlx5/driver.h).
+const ATOMIC_OPS_CMP_SWAP_FETCH_ADD: u16 = 0x3;
+/// `MLX5_ATOMIC_SIZE_QP_8BYTES` = 1 << 3 (Linux include/linux/mlx5/mlx5_ifc.h).
+const ATOMIC_SIZE_QP_8BYTES: u16 = 1 << 3;
+
+fn device_attr(c: &Caps, fw: (u16, u16, u16)) -> DeviceAttr {
+    use mlx5_prm::wqe::{ctrl_seg, data_seg, raddr_seg};
+    // Linux mlx5_ib_query_device: max_rq_sg / max_sq_sg from the WQE sizes.
+    let max_rq_sg = u32::from(c.max_wqe_sz_rq) / data_seg::SIZE as u32;
+    let max_sq_desc = u32::from(c.max_wqe_sz_sq).min(512);
+    let max_sq_sg = max_sq_desc.saturating_sub((ctrl_seg::SIZE + raddr_seg::SIZE) as u32)
+        / data_seg::SIZE as u32;
+    let max_send_sge = max_sq_sg.min(MAX_SGE as u32);
+    let max_recv_sge = max_rq_sg.min(MAX_SGE as u32);
+    // Linux get_atomic_caps: 8-byte CAS and FAA, QP atomics of 8 bytes, host-endian
+    // responses in force: IB_ATOMIC_HCA; otherwise none.
+    let atomic_cap = if c.atomic
+        && c.atomic_operations & ATOMIC_OPS_CMP_SWAP_FETCH_ADD == ATOMIC_OPS_CMP_SWAP_FETCH_ADD
+        && c.atomic_size_qp & ATOMIC_SIZE_QP_8BYTES != 0
+        && c.atomic_req_8b_endianness_mode != 0
+    {
+        AtomicCap::Hca
+    } else {
+        AtomicCap::None
+    };
+    let max_qp = pow2(c.log_max_qp);
+    let max_qp_rd_atom = pow2(c.log_max_ra_req_qp);
+    let min_page = if c.log_pg_sz >= 64 {
+        0
+    } else {
+        1u64 << c.log_pg_sz
+    };
+    DeviceAttr {
+        fw_ver: fw,
+        max_mr_size: c.max_mr_size(),
+        page_size_cap: !(min_page.wrapping_sub(1)),
+        max_qp,
+        max_qp_wr: pow2(c.log_max_qp_sz),
+        max_send_sge,
+        max_recv_sge,
+        max_sge: max_send_sge.min(max_recv_sge),
+        max_cq: pow2(c.log_max_cq),
+        max_cqe: pow2(c.log_max_cq_sz).saturating_sub(1),
+        max_mr: pow2(c.log_max_mkey),
+        max_pd: pow2(c.log_max_pd),
+        max_qp_rd_atom,
+        max_qp_init_rd_atom: pow2(c.log_max_ra_res_qp),
+        max_res_rd_atom: u64::from(max_qp_rd_atom) * u64::from(max_qp),
+        atomic_cap,
+        local_ca_ack_delay: c.local_ca_ack_delay,
+        phys_port_cnt: c.num_ports,
+        hca_core_clock_khz: c.device_frequency_khz,
+    }
+}
+
+/// The port's state, `ibv_port_state` (the two a RoCE port reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortState {
+    /// `IBV_PORT_DOWN`.
+    Down,
+    /// `IBV_PORT_ACTIVE`.
+    Active,
+}
+
+/// The port's link layer, `IBV_LINK_LAYER_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkLayer {
+    /// `IBV_LINK_LAYER_INFINIBAND`.
+    InfiniBand,
+    /// `IBV_LINK_LAYER_ETHERNET` (RoCE).
+    Ethernet,
+}
+
+/// [`Context::query_port`]: the fields of `struct ibv_port_attr` a RoCE port has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortAttr {
+    /// Active when the vport is up.
+    pub state: PortState,
+    /// Largest MTU: 4096 (Linux `mlx5_query_port_roce`: `IB_MTU_4096`).
+    pub max_mtu: Mtu,
+    /// The MTU the Ethernet MTU leaves room for (Linux `iboe_get_mtu`), `None` when the
+    /// Ethernet MTU is too small for the smallest RoCE MTU.
+    pub active_mtu: Option<Mtu>,
+    /// The vport's hardware MTU in bytes (Ethernet frame without preamble).
+    pub hw_mtu: u16,
+    /// GID table entries ([`Caps::gid_table_len`]).
+    pub gid_tbl_len: u32,
+    /// Largest message, `1 << log_max_msg`.
+    pub max_msg_sz: u32,
+    /// P_Key table entries: 1 on Ethernet.
+    pub pkey_tbl_len: u16,
+    /// Ethernet for a RoCE port.
+    pub link_layer: LinkLayer,
+}
+
+/// Linux `iboe_get_mtu` (include/rdma/ib_addr.h): the Ethernet payload MTU minus the RoCE
+/// headers (GRH 40, UDP 8, BTH 12, XRC ext 4, AtomicETH 28, ICRC 4: 96 bytes), rounded down
+/// to an IB MTU.
+fn iboe_mtu(eth_mtu: u32) -> Option<Mtu> {
+    let m = eth_mtu.checked_sub(40 + 8 + 12 + 4 + 28 + 4)?;
+    Some(match m {
+        4096.. => Mtu::Mtu4096,
+        2048.. => Mtu::Mtu2048,
+        1024.. => Mtu::Mtu1024,
+        512.. => Mtu::Mtu512,
+        256.. => Mtu::Mtu256,
+        _ => return None,
+    })
+}
+
+fn port_attr(c: &Caps, state: u8, hw_mtu: u16) -> PortAttr {
+    // The vport's MTU counts the Ethernet header, a VLAN tag and the FCS; the netdev MTU
+    // Linux hands to iboe_get_mtu does not (en.h MLX5E_HW2SW_MTU: ETH_HLEN 14 + VLAN_HLEN 4
+    // + ETH_FCS_LEN 4).
+    let sw_mtu = u32::from(hw_mtu).saturating_sub(14 + 4 + 4);
+    PortAttr {
+        state: if state == hca::VPORT_STATE_UP {
+            PortState::Active
+        } else {
+            PortState::Down
+        },
+        max_mtu: Mtu::Mtu4096,
+        active_mtu: iboe_mtu(sw_mtu),
+        hw_mtu,
+        gid_tbl_len: c.gid_table_len(),
+        max_msg_sz: pow2(c.log_max_msg),
+        pkey_tbl_len: 1,
+        link_layer: if c.port_type == mlx5_prm::hca_cap::port_type::ETH {
+            LinkLayer::Ethernet
+        } else {
+            LinkLayer::InfiniBand
+        },
+    }
 }
 
 /// Protection domain state shared with its MRs and QPs.
@@ -415,8 +670,19 @@ impl<H: Hal> ProtectionDomain<H> {
     /// translation entry. The region's address space is the buffer's bus address.
     pub fn alloc_mr(&self, len: usize, access: Access) -> Result<MemoryRegion<H>> {
         let ctx = &self.inner.ctx;
-        mr::check_request(len as u64, 0, access, ctx.caps.log_max_mrw_sz)?;
-        let align = (len.next_power_of_two()).clamp(4096, 1 << 30);
+        let len64 = u64::try_from(len).map_err(|_| InvalidInput::LengthOverflow)?;
+        // The region's addresses are bus addresses from 0 up: `iova + len` is checked for
+        // the largest one a buffer of this size can have.
+        mr::check_request(len64, 0, access, ctx.caps.log_max_mrw_sz)?;
+        // Aligned to its size rounded up to a power of two, between 4 KiB and 1 GiB, so that
+        // it is one translation entry; no rounding above 1 GiB (where next_power_of_two
+        // would overflow for lengths above 2^63).
+        const MAX_ALIGN: usize = 1 << mr::MAX_PAGE_SHIFT;
+        let align = if len >= MAX_ALIGN {
+            MAX_ALIGN
+        } else {
+            len.next_power_of_two().max(4096)
+        };
         let buf = DmaMem::alloc(&ctx.hal, len, align)?;
         let chunks = [PhysChunk {
             bus: buf.bus(),
@@ -459,6 +725,7 @@ impl<H: Hal> ProtectionDomain<H> {
     ) -> Result<MemoryRegion<H>> {
         let ctx = &self.inner.ctx;
         let hal = &ctx.hal;
+        let (ro_write, ro_read) = mr::relaxed_ordering(access, &ctx.caps);
         let mut params = MkeyParams {
             pdn: self.inner.pdn,
             iova,
@@ -466,18 +733,45 @@ impl<H: Hal> ProtectionDomain<H> {
             access,
             variant: (ctx.random() & 0xff) as u8,
             pg_access: ctx.caps.pg,
+            ro_write,
+            ro_read,
             tr,
         };
-        let mut key = ctx.with_dev(|d| d.create_mkey(hal, &params))?;
+        let mut buf = buf;
+        let mut key = match ctx.with_dev(|d| d.create_mkey(hal, &params)) {
+            Ok(k) => k,
+            Err(e) => {
+                // A garbled or lost reply: the key may exist and translate to `buf`.
+                ctx.release_after(&e, buf);
+                return Err(e);
+            }
+        };
         // ReDMArk: a key must not reappear right after it was destroyed. If the firmware
         // reused the index and the random variant matched, take a new key first, then drop
         // the collision.
         let mut tries = 0;
         while ctx.recent_keys.lock().contains(&key) && tries < 4 {
             params.variant = params.variant.wrapping_add(1 + (ctx.random() % 255) as u8);
-            let k2 = ctx.with_dev(|d| d.create_mkey(hal, &params))?;
-            let _ = ctx.with_dev(|d| d.destroy_mkey(hal, key));
-            key = k2;
+            let k2 = ctx.with_dev(|d| d.create_mkey(hal, &params));
+            // The collision goes either way; while it lives, it translates to `buf` too.
+            let old = ctx.with_dev(|d| d.destroy_mkey(hal, key));
+            match (k2, old) {
+                (Ok(k2), Ok(())) => key = k2,
+                (Ok(k2), Err(e)) => {
+                    // The old key lives on: `buf` can never be freed; drop the new key too.
+                    let _ = ctx.with_dev(|d| d.destroy_mkey(hal, k2));
+                    ctx.hold(buf.take());
+                    return Err(e);
+                }
+                (Err(e), Ok(())) => {
+                    ctx.release_after(&e, buf);
+                    return Err(e);
+                }
+                (Err(e), Err(_)) => {
+                    ctx.hold(buf.take());
+                    return Err(e);
+                }
+            }
             tries += 1;
         }
         ctx.mrs.write().insert(key, MrInfo { iova, len, access });
@@ -533,8 +827,9 @@ impl<H: Hal> MrInner<H> {
         let key = self.key;
         let r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
         if r.is_err() {
-            // The device may still translate through it: keep the memory.
-            core::mem::forget(self.buf.take());
+            // The key may still exist and translate to the memory, whatever the error: keep
+            // it, counted in the quarantine (freed only after a clean teardown).
+            ctx.hold(self.buf.take());
         }
         let mut q = ctx.recent_keys.lock();
         if q.len() == mr::QUARANTINE {

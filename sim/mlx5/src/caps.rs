@@ -53,6 +53,12 @@ pub const LOG_MAX_PD: u32 = 16;
 pub const LOG_MAX_TRANSPORT_DOMAIN: u32 = 8;
 /// Log2 of the BlueFlame register size (`log_bf_reg_size`): 256 bytes, two 128-byte halves.
 pub const LOG_BF_REG_SIZE: u32 = 8;
+/// Log2 of the largest memory region (`log_max_mrw_sz`): 2^48 bytes, 256 TiB. Model choice:
+/// no public source gives a ConnectX-5's value (Linux reports `max_mr_size = ~0ull` whatever
+/// the cap says, ib/main.c `mlx5_ib_query_device`); 48 bits is the x86-64 virtual address
+/// width a region is registered from, and keeps the limit one a driver can hit and must
+/// check (64 would make the cap meaningless).
+pub const LOG_MAX_MRW_SZ: u32 = 48;
 /// RoCE GID table entries (`roce_cap.roce_address_table_size`).
 pub const ROCE_ADDRESS_TABLE_SIZE: u32 = 64;
 
@@ -172,7 +178,7 @@ impl Caps {
         gen.both(g::LOG_MAX_EQ_SZ, LOG_MAX_EQ_SZ);
         gen.both(g::LOG_MAX_MKEY, LOG_MAX_MKEY);
         gen.both(g::LOG_MAX_EQ, LOG_MAX_EQ);
-        gen.both(g::LOG_MAX_MRW_SZ, 64);
+        gen.both(g::LOG_MAX_MRW_SZ, LOG_MAX_MRW_SZ);
         gen.both(g::LOG_MAX_KLM_LIST_SIZE, 16);
         gen.both(g::LOG_MAX_RA_REQ_QP, 4);
         gen.both(g::LOG_MAX_RA_RES_QP, 4);
@@ -194,6 +200,14 @@ impl Caps {
         gen.both(g::HCA_CAP_2, 1);
         gen.both(g::CQE_VERSION, 1);
         gen.both(g::LOCAL_CA_ACK_DELAY, 16);
+        // Relaxed ordering: writes, and reads while PCIe RO is enabled (the older cap a
+        // ConnectX-5 reports, Linux mlx5_ifc.h `relaxed_ordering_read_pci_enabled`); the
+        // unconditional `relaxed_ordering_read` (0x32a) is left clear.
+        gen.both(g::RELAXED_ORDERING_WRITE, 1);
+        gen.both(
+            linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED,
+            1,
+        );
         // Doorbells: BlueFlame registers of 2^8 bytes, 4 KiB UAR pages only.
         gen.both(g::BF, 1);
         gen.both(g::LOG_BF_REG_SIZE, LOG_BF_REG_SIZE);

@@ -263,6 +263,13 @@ pub struct CqeFaults {
 }
 
 impl Cq {
+    /// The DMA memory the CQ uses: its buffer pages and its doorbell record.
+    pub(crate) fn dma_ranges(&self) -> Vec<(u64, u64)> {
+        let mut v = self.buf.ranges();
+        v.push((self.dbr_addr, 8));
+        v
+    }
+
     /// Number of entries.
     pub fn size(&self) -> u32 {
         1 << self.log_size
@@ -413,6 +420,11 @@ pub struct CqTable {
 }
 
 impl CqTable {
+    /// Every CQ.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Cq> {
+        self.cqs.values()
+    }
+
     /// The CQ with this number.
     pub fn get(&self, cqn: u32) -> Option<&Cq> {
         self.cqs.get(&cqn)

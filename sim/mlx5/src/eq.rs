@@ -119,6 +119,18 @@ pub struct EqTable {
 }
 
 impl EqTable {
+    /// The bus ranges of every EQ's buffer.
+    pub(crate) fn dma_ranges(&self) -> Vec<(u8, u64, u64)> {
+        let mut v = Vec::new();
+        for e in self.eqs.values() {
+            let len = EQE_SIZE << e.log_size;
+            for (a, l) in crate::mr::page_ranges(&e.pas, e.page_shift(), e.offset_bytes(), len) {
+                v.push((e.eqn, a, l));
+            }
+        }
+        v
+    }
+
     /// EQ `eqn`.
     pub fn get(&self, eqn: u8) -> Option<&Eq> {
         self.eqs.get(&eqn)

@@ -96,7 +96,7 @@ use mlx5_prm::*;
 /// | 0x5108_0003  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: field_select bit not supported  |
 /// | 0x5108_0004  | IX_ERR          | QUERY/SET_ROCE_ADDRESS: index beyond the GID table        |
 /// | 0x5108_0005  | BAD_PARAM       | SET_ROCE_ADDRESS: bad roce_version / roce_l3_type         |
-/// | 0x5108_0006  | BAD_PARAM       | QUERY/SET_ROCE_ADDRESS: vhca_port_num not 0 or 1          |
+/// | 0x5108_0006  | BAD_PARAM       | QUERY/SET_ROCE_ADDRESS: vhca_port_num not 0 (or 1 with vHCA ports) |
 /// | 0x5108_0007  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: mtu out of range                |
 ///
 /// Releasing an object another object still names fails with RES_BUSY, which Linux turns into
@@ -390,6 +390,46 @@ impl Hca {
             .page(cap_type)
             .and_then(|p| field.get(&p.cur[..]).ok())
             .unwrap_or(0)
+    }
+
+    /// Firmware pages the device owns and the CANT_GIVE answers it got.
+    pub fn pages(&self) -> &Pages {
+        &self.pages
+    }
+
+    /// Every range of guest memory the device holds now, with what holds it: firmware pages,
+    /// the pages of live MTT mkeys, CQ / QP buffers and doorbell records, EQ buffers. Memory
+    /// inside one of them must not be freed (tests check the driver against it).
+    pub fn dma_in_use(&self) -> Vec<(u64, u64, String)> {
+        let mut v = Vec::new();
+        for a in self.pages.owned_pages() {
+            v.push((a, 4096, "firmware page".to_string()));
+        }
+        for k in self.mkeys.iter() {
+            for (a, l) in k.dma_ranges().unwrap_or_default() {
+                v.push((a, l, format!("mkey {:#x}", k.key())));
+            }
+        }
+        for c in self.cqs.iter() {
+            for (a, l) in c.dma_ranges() {
+                v.push((a, l, format!("CQ {:#x}", c.cqn)));
+            }
+        }
+        for q in self.qps.iter() {
+            for (a, l) in q.buf.ranges() {
+                v.push((a, l, format!("QP {:#x} buffer", q.qpn)));
+            }
+            v.push((q.dbr_addr, 8, format!("QP {:#x} doorbell record", q.qpn)));
+        }
+        for (eqn, a, l) in self.eqs.dma_ranges() {
+            v.push((a, l, format!("EQ {eqn}")));
+        }
+        v
+    }
+
+    /// The capability pages, to model a device with other capabilities (tests).
+    pub fn caps_mut(&mut self) -> &mut Caps {
+        &mut self.caps
     }
 
     /// The GID at `index` of the RoCE address table, if one is set.

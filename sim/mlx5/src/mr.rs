@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use mlx5_prm::{
-    cmd_hca_cap, cmd_status, create_mkey_in, create_mkey_out, destroy_mkey_in, mkc,
+    cmd_hca_cap, cmd_status, create_mkey_in, create_mkey_out, destroy_mkey_in, linux_layout, mkc,
     mkc_access_mode, mkey, pages, query_mkey_in, query_mkey_out,
 };
 
@@ -57,6 +57,10 @@ pub mod syndrome {
     pub const UMEM_UNSUPPORTED: u32 = 0x5201_000f;
     /// `mkc.qpn` is neither 0xffffff (any QP) nor an existing QP.
     pub const BAD_QPN: u32 = 0x5201_0010;
+    /// `mkc.relaxed_ordering_write` / `_read` set while the device does not advertise
+    /// `relaxed_ordering_write` / any `relaxed_ordering_read` capability (model choice: no
+    /// source says what firmware does with an unadvertised bit; refused here).
+    pub const RELAXED_ORDERING_UNSUPPORTED: u32 = 0x5201_0011;
 }
 
 /// `mkc.qpn` value meaning "usable from any QP" (rdma-core mlx5_vfio.c
@@ -179,6 +183,38 @@ impl Mkey {
     pub fn key(&self) -> u32 {
         mkey::from_index(self.index, self.variant)
     }
+
+    /// The bus ranges `(addr, len)` the key's bytes translate to (`start_addr..+len` through
+    /// the MTT; `None` for a PA key).
+    pub fn dma_ranges(&self) -> Option<Vec<(u64, u64)>> {
+        let Translation::Mtt {
+            page_shift,
+            entries,
+        } = &self.translation
+        else {
+            return None;
+        };
+        let pages: Vec<u64> = entries.iter().map(|e| e.addr).collect();
+        let off = self.start & ((1u64 << page_shift) - 1);
+        let len = u64::try_from(self.len).unwrap_or(u64::MAX);
+        Some(page_ranges(&pages, *page_shift, off, len))
+    }
+
+    /// `(log2 page size, page bus addresses)` of an MTT key; `None` for a PA key.
+    pub fn mtt_pages(&self) -> Option<(u32, Vec<u64>)> {
+        match &self.translation {
+            Translation::Mtt {
+                page_shift,
+                entries,
+            } => Some((*page_shift, entries.iter().map(|e| e.addr).collect())),
+            _ => None,
+        }
+    }
+
+    /// The mkc as CREATE_MKEY gave it.
+    pub fn mkc(&self) -> &[u8] {
+        &self.mkc
+    }
 }
 
 /// Who is using a key, for the PD / QP checks.
@@ -274,6 +310,27 @@ impl<'a> Resolved<'a> {
     }
 }
 
+/// The bus ranges of `len` bytes starting `offset` bytes into `pages` (each `1 << shift`).
+pub fn page_ranges(pages: &[u64], shift: u32, offset: u64, len: u64) -> Vec<(u64, u64)> {
+    let ps = 1u64 << shift;
+    let mut v = Vec::new();
+    let (mut at, end) = (offset, offset.saturating_add(len));
+    for (i, &p) in pages.iter().enumerate() {
+        let page_lo = (i as u64) << shift;
+        let page_hi = page_lo + ps;
+        let lo = at.max(page_lo);
+        let hi = end.min(page_hi);
+        if lo < hi {
+            v.push((p + (lo - page_lo), hi - lo));
+            at = hi;
+        }
+        if at >= end {
+            break;
+        }
+    }
+    v
+}
+
 /// The mkey table.
 #[derive(Default)]
 pub struct MkeyTable {
@@ -292,6 +349,11 @@ impl MkeyTable {
     /// Whether no key exists.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
+    }
+
+    /// Every live key.
+    pub fn iter(&self) -> impl Iterator<Item = &Mkey> {
+        self.keys.values()
     }
 
     /// The key with this index, if any.
@@ -428,6 +490,19 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
     };
     if start as u128 + len > 1u128 << 64 {
         return Err(bad_param(syndrome::LENGTH_OVERFLOW));
+    }
+    // Relaxed ordering only where advertised (Linux ib/mr.c set_mkc_access_pd_addr_fields
+    // sets the bits only under the caps; model choice: refuse them otherwise).
+    if get(mkc::RELAXED_ORDERING_WRITE, ctx) != 0
+        && hca.cap(cmd_hca_cap::RELAXED_ORDERING_WRITE) == 0
+    {
+        return Err(bad_param(syndrome::RELAXED_ORDERING_UNSUPPORTED));
+    }
+    if get(mkc::RELAXED_ORDERING_READ, ctx) != 0
+        && hca.cap(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ) == 0
+        && hca.cap(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED) == 0
+    {
+        return Err(bad_param(syndrome::RELAXED_ORDERING_UNSUPPORTED));
     }
     if !length64 {
         let log_max = hca.cap(cmd_hca_cap::LOG_MAX_MRW_SZ);
@@ -635,6 +710,16 @@ impl PagedBuffer {
     /// Whether the buffer is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// log2 of the page size.
+    pub fn page_shift(&self) -> u32 {
+        self.page_shift
+    }
+
+    /// The bus ranges `(addr, len)` the buffer's bytes occupy.
+    pub fn ranges(&self) -> Vec<(u64, u64)> {
+        page_ranges(&self.pages, self.page_shift, self.offset, self.len)
     }
 
     /// Page addresses, for QUERY commands.

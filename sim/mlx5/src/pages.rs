@@ -59,12 +59,24 @@ pub struct Pages {
     surprise: i64,
     /// Net pages requested by PAGE_REQUEST events and not yet given (or taken, if negative).
     announced: i64,
+    /// MANAGE_PAGES CANT_GIVE commands received.
+    cant_give: u64,
 }
 
 impl Pages {
     /// Power-on: no pages.
     pub fn new() -> Pages {
         Pages::default()
+    }
+
+    /// MANAGE_PAGES CANT_GIVE commands received (kept across resets: a statistic).
+    pub fn cant_give_count(&self) -> u64 {
+        self.cant_give
+    }
+
+    /// Bus addresses of the pages the device owns.
+    pub fn owned_pages(&self) -> impl Iterator<Item = u64> + '_ {
+        self.owned.iter().copied()
     }
 
     /// Number of pages the device owns.
@@ -99,6 +111,19 @@ impl Pages {
         }
     }
 
+    /// What the device asks for in `stage`: [`Pages::target`] before it is bounded by
+    /// [`MAX_PAGES`]. Only a surprise request (fault injection) can push it past the bound: a
+    /// device asking for more than it will take (up to i32::MAX pages), which a driver must
+    /// refuse rather than try to allocate. GIVE still takes at most up to the target.
+    fn demand(&self, stage: PageStage) -> i64 {
+        match stage {
+            PageStage::Initialized => {
+                (i64::from(BOOT_PAGES + INIT_PAGES + REGULAR_PAGES) + self.surprise).max(0)
+            }
+            _ => self.target(stage) as i64,
+        }
+    }
+
     /// QUERY_PAGES `num_pages` for `op_mod` (1 boot, 2 init, 3 regular): positive = pages
     /// wanted, negative = pages the device wants to return.
     pub fn query(&self, op_mod: u16, stage: PageStage) -> i32 {
@@ -110,7 +135,7 @@ impl Pages {
             mlx5_prm::pages::query::INIT_PAGES => (init - (owned - boot).max(0)).max(0),
             _ => match stage {
                 PageStage::PreInit => 0,
-                _ => self.target(stage) as i64 - owned,
+                _ => self.demand(stage) - owned,
             },
         };
         v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
@@ -180,7 +205,7 @@ impl Pages {
         if stage != PageStage::Initialized {
             return None;
         }
-        let outstanding = self.target(stage) as i64 - self.owned.len() as i64;
+        let outstanding = self.demand(stage) - self.owned.len() as i64;
         let delta = outstanding - self.announced;
         if delta == 0 {
             return None;
@@ -191,7 +216,10 @@ impl Pages {
 
     /// Forgets every page (device reset / DISABLE_HCA).
     pub fn forget_all(&mut self) {
-        *self = Pages::default();
+        *self = Pages {
+            cant_give: self.cant_give,
+            ..Pages::default()
+        };
     }
 }
 
@@ -250,6 +278,7 @@ pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> C
     let stage = hca.pages_stage();
     match op_mod {
         manage::CANT_GIVE => {
+            hca.pages.cant_give += 1;
             hca.trace(format_args!(
                 "MANAGE_PAGES CANT_GIVE: the driver has no pages for us"
             ));

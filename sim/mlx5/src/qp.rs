@@ -306,6 +306,11 @@ pub struct QpTable {
 }
 
 impl QpTable {
+    /// Every QP.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Qp> {
+        self.qps.values()
+    }
+
     /// Whether QP `qpn` exists.
     pub fn contains(&self, qpn: u32) -> bool {
         self.qps.contains_key(&qpn)

@@ -187,8 +187,12 @@ fn gid_index(
             syndrome::GID_INDEX,
         ));
     }
-    // vhca_port_num: 0 or port 1 (one port).
-    if get(input, port) > 1 {
+    // vhca_port_num: 0, or port 1 (one port) on a device with vHCA ports. While the device
+    // advertises num_vhca_ports = 0 a non-zero port is refused (Linux core/lib/gid.c sets the
+    // field only when num_vhca_ports > 0; model choice: firmware strictness assumed).
+    let p = get(input, port);
+    let vhca_ports = hca.cap(mlx5_prm::cmd_hca_cap::NUM_VHCA_PORTS);
+    if (vhca_ports == 0 && p != 0) || p > 1 {
         return Err(crate::cmd::CmdError::new(
             cmd_status::BAD_PARAM_ERR,
             syndrome::GID_PORT,

@@ -282,7 +282,7 @@ impl<D: Device> Env<D> {
     pub fn set_gid(&mut self, index: u32, gid: [u8; 16]) {
         let mut s = input(opcode::SET_ROCE_ADDRESS, 0, set_roce_address_in::BYTES);
         set(&mut s, set_roce_address_in::ROCE_ADDRESS_INDEX, index);
-        set(&mut s, set_roce_address_in::VHCA_PORT_NUM, 1);
+        set(&mut s, set_roce_address_in::VHCA_PORT_NUM, 0); // num_vhca_ports = 0 (Linux core/lib/gid.c)
         let a = set_roce_address_in::ROCE_ADDRESS;
         roce_addr_layout::SOURCE_L3_ADDRESS
             .within(a)
