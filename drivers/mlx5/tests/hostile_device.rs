@@ -379,7 +379,7 @@ fn lifecycle_with(hal: HostileHal, cfg: ContextConfig) -> Result<(), Error> {
     drop(m);
     drop(cq);
     drop(pd);
-    ctx.close()
+    ctx.close().map_err(Error::from)
 }
 
 #[test]
