@@ -511,6 +511,11 @@ impl<F: PciFunction> ProxyServer<F> {
                     irq.as_raw_fd(),
                     resample.as_raw_fd()
                 ));
+                // Both descriptors are the peer's: never let a read or write of them block
+                // the server (the resample one is drained after poll, a race another reader
+                // of it could win).
+                crate::pci::set_nonblocking(&resample)
+                    .map_err(|e| malformed(format!("SET_IRQFD resample descriptor: {e}")))?;
                 self.intx.set_irqfd(Some(irq));
                 self.resample = Some(resample);
             }
