@@ -51,8 +51,8 @@ pub const LOG_MAX_EQ_SZ: u32 = 22;
 pub const LOG_MAX_PD: u32 = 16;
 /// Log2 of the number of transport domains (`log_max_transport_domain`).
 pub const LOG_MAX_TRANSPORT_DOMAIN: u32 = 8;
-/// Log2 of the BlueFlame register size (`log_bf_reg_size`): 256 bytes, two 128-byte halves.
-pub const LOG_BF_REG_SIZE: u32 = 8;
+/// Log2 of the BlueFlame register size (`log_bf_reg_size`): 512 bytes (4 from 0x800, like a ConnectX-5), two 256-byte halves.
+pub const LOG_BF_REG_SIZE: u32 = 9;
 /// RoCE GID table entries (`roce_cap.roce_address_table_size`).
 pub const ROCE_ADDRESS_TABLE_SIZE: u32 = 64;
 
