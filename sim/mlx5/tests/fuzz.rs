@@ -16,7 +16,24 @@ const SEED: u64 = 0x6d6c_7835_6675_7a7a; // "mlx5fuzz"
 
 /// Seeds (target, seed, iterations) of everything the fuzzer found, kept as regressions.
 /// Each line names what it found and where it was fixed.
-const REGRESSIONS: &[(Target, u64, u64)] = &[];
+const REGRESSIONS: &[(Target, u64, u64)] = &[
+    // BAR0 accesses of size 0 or above 8 indexed past an 8-byte buffer and panicked
+    // (device.rs Bar0::read/write); found by this target on the code before the fix.
+    (Target::Bar, 0x1, 2),
+    (Target::Bar, 0x3, 1),
+];
+
+/// The guard check sees a write next to the guest RAM.
+#[test]
+fn fuzz_guard_regions_detect_a_stray_write() {
+    use std::os::unix::fs::FileExt;
+    let ram = fuzz::GuardedRam::new(1 << 20);
+    assert!(ram.check_guards().is_ok());
+    ram.file
+        .write_all_at(&[0], fuzz::GUARD + (1 << 20) + 17)
+        .unwrap();
+    assert!(ram.check_guards().is_err());
+}
 
 fn smoke(target: Target, iters: u64) {
     match fuzz::run(target, SEED, iters) {

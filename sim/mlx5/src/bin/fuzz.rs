@@ -82,11 +82,13 @@ fn main() -> ExitCode {
     let st = &fuzz::STATS;
     let ld = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     println!(
-        "{total} iterations, nothing found (commands {} of which ok {}; CQEs {} of which ok {})",
+        "{total} iterations, nothing found (commands {} of which ok {}; CQEs {} of which ok {}; \
+         SIGBUS caught {})",
         ld(&st.commands),
         ld(&st.commands_ok),
         ld(&st.cqes),
-        ld(&st.cqes_ok)
+        ld(&st.cqes_ok),
+        mlx5_sim::memory::sigbus::caught()
     );
     ExitCode::SUCCESS
 }

@@ -1459,6 +1459,92 @@ impl ProxyFuzz {
     }
 }
 
+fn proxy_msg(cmd: i32, payload: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(16 + payload.len());
+    m.extend_from_slice(&cmd.to_le_bytes());
+    m.extend_from_slice(&[0u8; 4]);
+    m.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    m.extend_from_slice(payload);
+    m
+}
+
+fn cfg_write_msg(addr: u32, val: u32, len: i32) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(&addr.to_le_bytes());
+    p.extend_from_slice(&val.to_le_bytes());
+    p.extend_from_slice(&len.to_le_bytes());
+    proxy_msg(2, &p)
+}
+
+fn bar_write_msg(addr: u64, val: u64, size: u32) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(&addr.to_le_bytes());
+    p.extend_from_slice(&val.to_le_bytes());
+    p.extend_from_slice(&size.to_le_bytes());
+    p.extend_from_slice(&[1, 0, 0, 0]);
+    proxy_msg(4, &p)
+}
+
+const PROXY_BAR0: u64 = 0xe000_0000;
+
+impl ProxyFuzz {
+    /// The SIGBUS attack of issue 7, with random variations: guest RAM shared, the command
+    /// queue pointed into it, the file truncated (or not), the doorbell rung with random
+    /// entries in place. The server must answer or drop the client, never die.
+    fn attack(&mut self, rng: &mut Rng) -> Result<(), String> {
+        self.client = None; // a fresh connection: a reset function
+        self.ram = GuardedRam::new(1 << 20);
+        let sock = self.connect()?.try_clone().map_err(|e| e.to_string())?;
+        let mut sys = [0u8; 192];
+        sys[0..8].copy_from_slice(&BASE.to_le_bytes());
+        sys[64..72].copy_from_slice(&self.ram.size.to_le_bytes());
+        sys[128..136].copy_from_slice(&GUARD.to_le_bytes());
+        let fd = self.ram.file.as_raw_fd();
+        let mut ok = send_with_fds(&sock, &proxy_msg(0, &sys), &[fd]);
+        let cmdq = BASE + (rng.below(self.ram.size) & !0xfff);
+        let entries = rng.bytes(4096);
+        let _ = self.ram.file.write_all_at(&entries, GUARD + (cmdq - BASE));
+        let mut msgs = vec![
+            cfg_write_msg(0x10, PROXY_BAR0 as u32, 4),
+            cfg_write_msg(0x04, 6, 2),
+            bar_write_msg(PROXY_BAR0 + 0x10, u64::from(((cmdq >> 32) as u32).to_be()), 4),
+            bar_write_msg(PROXY_BAR0 + 0x14, u64::from((cmdq as u32).to_be()), 4),
+        ];
+        let truncate = rng.chance(700);
+        for m in msgs.drain(..) {
+            ok = ok && send_with_fds(&sock, &m, &[]);
+        }
+        if truncate {
+            let _ = self.ram.file.set_len(GUARD + rng.below(cmdq - BASE + 64));
+        }
+        let mask = if rng.chance(800) { 1u32 << rng.below(32) } else { rng.u32() };
+        ok = ok && send_with_fds(&sock, &bar_write_msg(PROXY_BAR0 + 0x18, u64::from(mask.to_be()), 4), &[]);
+        ok = ok && send_with_fds(&sock, &proxy_msg(3, &[0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0]), &[]);
+        while ok {
+            let mut hdr = [0u8; 24];
+            match (&sock).read_exact(&mut hdr) {
+                Ok(()) => {
+                    if u64::from_le_bytes(hdr[16..24].try_into().unwrap()) == PROBE {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    return Err(format!("attack: no answer within {STEP_DEADLINE:?}"));
+                }
+                Err(_) => ok = false,
+            }
+        }
+        self.client = None;
+        self.ram = GuardedRam::new(1 << 20);
+        if self.server.as_ref().is_some_and(|h| h.is_finished()) {
+            return Err(self.server_gone());
+        }
+        Ok(())
+    }
+}
+
 /// sendmsg with SCM_RIGHTS; false if the peer is gone.
 fn send_with_fds(sock: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> bool {
     let mut iov = libc::iovec {
@@ -1490,6 +1576,9 @@ fn send_with_fds(sock: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> bool {
 
 impl Epoch for ProxyFuzz {
     fn step(&mut self, rng: &mut Rng) -> Result<(), String> {
+        if rng.chance(30) {
+            return self.attack(rng);
+        }
         let (mut msg, fds) = self.message(rng);
         let truncate_ram = rng.chance(30);
         // A message cut short, then the write side closed (a peer that dies mid-message; with
