@@ -36,12 +36,20 @@ fn write_once(p: &mut Pair, n: u64) -> Vec<mlx5::WorkCompletion> {
 #[test]
 fn blueflame_copies_match_the_wqe_in_memory() {
     let (sim, ctx) = open();
-    assert_eq!(ctx.caps().log_bf_reg_size, 9, "ConnectX-5: 512-byte BF registers");
+    assert_eq!(
+        ctx.caps().log_bf_reg_size,
+        9,
+        "ConnectX-5: 512-byte BF registers"
+    );
     let mut p = pair(&ctx, QpCaps::default());
     let wcs = write_once(&mut p, 5);
     assert_eq!(wcs.len(), 5);
     assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
-    assert_eq!(sim.stats.lock().unwrap().bf_copies, 5, "one BlueFlame block per WR");
+    assert_eq!(
+        sim.stats.lock().unwrap().bf_copies,
+        5,
+        "one BlueFlame block per WR"
+    );
     let (checked, bad) = sim.with_hca(|h| h.blueflame_stats());
     assert_eq!((checked, bad), (5, 0), "every block checked, none stale");
 }

@@ -918,8 +918,20 @@ mod tests {
         let mut d = Mlx5Function::new();
         let before = d.bar_read(0, 0x10, 8);
         for size in [0u32, 9, 16, 64, 4096, u32::MAX] {
-            for off in [0u64, 0x10, 0x1ff8, UAR_BASE, UAR_BASE + 0x800, BAR0_SIZE - 1, u64::MAX] {
-                assert_eq!(d.bar0().read(off, size), u64::MAX, "size {size} off {off:#x}");
+            for off in [
+                0u64,
+                0x10,
+                0x1ff8,
+                UAR_BASE,
+                UAR_BASE + 0x800,
+                BAR0_SIZE - 1,
+                u64::MAX,
+            ] {
+                assert_eq!(
+                    d.bar0().read(off, size),
+                    u64::MAX,
+                    "size {size} off {off:#x}"
+                );
                 d.bar0().write(off, u64::MAX, size);
             }
         }

@@ -607,8 +607,7 @@ pub mod sigbus {
     pub(super) fn register(start: usize, len: usize) -> std::io::Result<usize> {
         install()?;
         for (i, s) in TABLE.iter().enumerate() {
-            if s
-                .taken
+            if s.taken
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
@@ -1253,7 +1252,7 @@ mod tests {
         assert!(!m.poisoned());
         let caught = sigbus::caught();
         f.set_len(0x1000).unwrap(); // the peer shrinks its memfd under us
-        // The first page is still backed: fine.
+                                    // The first page is still backed: fine.
         let mut b = [0u8; 16];
         m.read(0x10_0000, &mut b).unwrap();
         assert_eq!(b, [0x5a; 16]);

@@ -780,7 +780,11 @@ mod tests {
         intx.set_irqfd(Some(file));
         // SAFETY: F_GETFL reads the flags of a descriptor we own.
         let flags = unsafe { libc::fcntl(peer.as_raw_fd(), libc::F_GETFL) };
-        assert_ne!(flags & libc::O_NONBLOCK, 0, "attached eventfd is non-blocking");
+        assert_ne!(
+            flags & libc::O_NONBLOCK,
+            0,
+            "attached eventfd is non-blocking"
+        );
 
         let (tx, rx) = mpsc::channel();
         let line = intx.clone();

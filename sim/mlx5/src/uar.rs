@@ -203,7 +203,11 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
         // A new doorbell on this half: a copy still arriving there was abandoned (torn).
         if let Some(old) = hca.uars.bursts.remove(&(page, start)) {
             if old.is_copy && old.checked.count_ones() as usize != old.len / 64 {
-                bf_error(hca, old.qpn, "BlueFlame copy torn: a new doorbell before its end");
+                bf_error(
+                    hca,
+                    old.qpn,
+                    "BlueFlame copy torn: a new doorbell before its end",
+                );
             }
         }
         crate::datapath::sq_doorbell(hca, page, reg, v);
@@ -253,7 +257,11 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
         return;
     }
     b.checked |= 1 << block;
-    let (qpn, idx, done) = (b.qpn, b.wqe_index, b.checked.count_ones() as usize == b.len / 64);
+    let (qpn, idx, done) = (
+        b.qpn,
+        b.wqe_index,
+        b.checked.count_ones() as usize == b.len / 64,
+    );
     let mut bf = [0u8; 64];
     bf.copy_from_slice(&b.data[block * 64..block * 64 + 64]);
     if done {
@@ -284,7 +292,9 @@ fn wqe_block(hca: &Hca, qpn: u32, counter: u16) -> Option<[u8; 64]> {
 /// (WQ_CATAS_ERROR event, QP to ERR). Model choice, see the module documentation.
 fn bf_error(hca: &mut Hca, qpn: u32, why: &str) {
     hca.uars.bf_mismatches += 1;
-    hca.trace_note(format_args!("QP {qpn:#x}: {why}: work queue catastrophic error"));
+    hca.trace_note(format_args!(
+        "QP {qpn:#x}: {why}: work queue catastrophic error"
+    ));
     let mut data = [0u8; mlx5_prm::qp_events::BYTES];
     let _ = mlx5_prm::qp_events::TYPE.set(&mut data, mlx5_prm::event_queue_type::QP.into());
     let _ = mlx5_prm::qp_events::QPN_RQN_SQN.set(&mut data, qpn);

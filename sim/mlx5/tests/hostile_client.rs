@@ -89,7 +89,10 @@ fn truncated_guest_ram_does_not_kill_the_server() {
     cfg_write(&a, 0x04, 0x0006, 2); // memory decoding, bus master
     let t0 = Instant::now();
     while u32::from_be(bar_read(&a, BAR0 + 0x1fc, 4) as u32) >> 31 == 1 {
-        assert!(t0.elapsed() < Duration::from_secs(20), "initializing never cleared");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "initializing never cleared"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     // Command queue at GPA (cmdq_addr_h = 0, cmdq_addr_l_sz = low address bits).
@@ -118,14 +121,25 @@ fn truncated_guest_ram_does_not_kill_the_server() {
     // The next client gets a freshly reset function with working DMA.
     let b = connect(&path);
     assert_eq!(cfg_read(&b, 0x00, 4), 0x1017_15b3);
-    assert_eq!(cfg_read(&b, 0x10, 4), 0, "BAR0 unprogrammed for the new client");
+    assert_eq!(
+        cfg_read(&b, 0x10, 4),
+        0,
+        "BAR0 unprogrammed for the new client"
+    );
     let ram2 = memfd("honest-ram", MIB);
     sync_sysmem(&b, &[(GPA, MIB, 0, ram2.as_raw_fd())]);
     cfg_write(&b, 0x10, BAR0 as u32, 4);
     cfg_write(&b, 0x04, 0x0006, 2);
-    assert_eq!(u32::from_be(bar_read(&b, BAR0 + 4, 4) as u32) >> 16, 5, "cmdif rev");
+    assert_eq!(
+        u32::from_be(bar_read(&b, BAR0 + 4, 4) as u32) >> 16,
+        5,
+        "cmdif rev"
+    );
     drop(b);
-    assert!(sim.0.try_wait().unwrap().is_none(), "mlx5-sim still serving");
+    assert!(
+        sim.0.try_wait().unwrap().is_none(),
+        "mlx5-sim still serving"
+    );
     drop(sim);
     let _ = std::fs::remove_dir_all(&dir);
 }

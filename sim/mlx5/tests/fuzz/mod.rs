@@ -26,12 +26,10 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use mlx5_prm::*;
-use std::result::Result;
 use mlx5_sim::memory::MemSection;
 use mlx5_sim::pci::PciFunction;
-use mlx5_sim::{
-    ExecMode, GuestMemory, Intx, MappedMemory, Mlx5Function, Mlx5Options, ProxyServer,
-};
+use mlx5_sim::{ExecMode, GuestMemory, Intx, MappedMemory, Mlx5Function, Mlx5Options, ProxyServer};
+use std::result::Result;
 
 use super::dp::{self, Env};
 use super::raw::{self, Device, Raw};
@@ -91,8 +89,17 @@ impl Rng {
             0 => 0,
             1 => self.below(64),
             2 => u64::MAX >> self.below(64),
-            3 => (1u64 << self.below(64)).wrapping_add(self.range(0, 2)).wrapping_sub(1),
-            4 => self.pick(&[0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 0xff_ffff, 0xffff, 0xff]),
+            3 => (1u64 << self.below(64))
+                .wrapping_add(self.range(0, 2))
+                .wrapping_sub(1),
+            4 => self.pick(&[
+                0x7fff_ffff,
+                0x8000_0000,
+                0xffff_ffff,
+                0xff_ffff,
+                0xffff,
+                0xff,
+            ]),
             _ => self.u64(),
         }
     }
@@ -530,7 +537,10 @@ impl CmdQueueFuzz {
             raw.bring_up();
         }
         let pool = (0..POOL)
-            .map(|_| raw.dev.alloc(cmdq::MAILBOX_BLOCK_SIZE, cmdq::MAILBOX_BLOCK_ALIGN))
+            .map(|_| {
+                raw.dev
+                    .alloc(cmdq::MAILBOX_BLOCK_SIZE, cmdq::MAILBOX_BLOCK_ALIGN)
+            })
             .collect();
         CmdQueueFuzz { raw, pool }
     }
@@ -593,11 +603,16 @@ impl CmdQueueFuzz {
             } else {
                 self.pointer(rng)
             };
-            blk[cmd_prot_block::NEXT..cmd_prot_block::NEXT + 8].copy_from_slice(&next.to_be_bytes());
+            blk[cmd_prot_block::NEXT..cmd_prot_block::NEXT + 8]
+                .copy_from_slice(&next.to_be_bytes());
             let num = if rng.chance(850) { k as u32 } else { rng.u32() };
             blk[cmd_prot_block::BLOCK_NUM..cmd_prot_block::BLOCK_NUM + 4]
                 .copy_from_slice(&num.to_be_bytes());
-            blk[cmd_prot_block::TOKEN] = if rng.chance(850) { token } else { rng.u32() as u8 };
+            blk[cmd_prot_block::TOKEN] = if rng.chance(850) {
+                token
+            } else {
+                rng.u32() as u8
+            };
             if rng.chance(100) {
                 blk[cmd_prot_block::CTRL_SIG] = rng.u32() as u8;
                 blk[cmd_prot_block::SIG] = rng.u32() as u8;
@@ -633,7 +648,8 @@ impl Epoch for CmdQueueFuzz {
                 } else {
                     self.pointer(rng)
                 };
-                e[cmd_layout::IN_PTR..cmd_layout::IN_PTR + 8].copy_from_slice(&in_ptr.to_be_bytes());
+                e[cmd_layout::IN_PTR..cmd_layout::IN_PTR + 8]
+                    .copy_from_slice(&in_ptr.to_be_bytes());
                 rng.fill(&mut e[cmd_layout::IN..cmd_layout::IN + 16]);
                 if rng.chance(800) {
                     e[cmd_layout::IN..cmd_layout::IN + 2].copy_from_slice(&op.to_be_bytes());
@@ -757,7 +773,8 @@ impl CommandFuzz {
             4 => {
                 let qpn = Self::one(rng, &self.qps);
                 let r = Self::one(rng, &self.qps);
-                let i = env.init2rtr_input(qpn, r, env.gid, env.mac, rng.u32(), rng.below(32) as u32);
+                let i =
+                    env.init2rtr_input(qpn, r, env.gid, env.mac, rng.u32(), rng.below(32) as u32);
                 (i, 16)
             }
             5 => {
@@ -790,7 +807,11 @@ impl CommandFuzz {
             }
             9 => {
                 let mut i = raw::input(opcode::DESTROY_MKEY, 0, destroy_mkey_in::BYTES);
-                raw::set(&mut i, destroy_mkey_in::MKEY_INDEX, Self::one(rng, &self.mkeys));
+                raw::set(
+                    &mut i,
+                    destroy_mkey_in::MKEY_INDEX,
+                    Self::one(rng, &self.mkeys),
+                );
                 (i, 16)
             }
             10 => (raw::input(opcode::ALLOC_PD, 0, 16), 16),
@@ -983,7 +1004,7 @@ impl WqeFuzz {
 
     fn addr(&self, rng: &mut Rng) -> u64 {
         if self.tame {
-            return self.data + rng.below(DATA_LEN as u64 / 2) & !7;
+            return (self.data + rng.below(DATA_LEN as u64 / 2)) & !7;
         }
         match rng.below(8) {
             0 => rng.interesting(),
@@ -1053,7 +1074,11 @@ impl WqeFuzz {
         if self.tame && atomic {
             segs.push(dp::dseg(8, self.keys[0], self.addr(rng)).to_vec());
         }
-        let nsegs = if self.tame { rng.range(0, 1) * u64::from(!atomic) } else { rng.range(0, 4) };
+        let nsegs = if self.tame {
+            rng.range(0, 1) * u64::from(!atomic)
+        } else {
+            rng.range(0, 4)
+        };
         for _ in 0..nsegs {
             if !self.tame && rng.chance(250) {
                 let n = match rng.below(4) {
@@ -1073,8 +1098,16 @@ impl WqeFuzz {
         let refs: Vec<&[u8]> = segs.iter().map(|s| s.as_slice()).collect();
         let any = rng.u32() as u8;
         let fm_ce_se = rng.pick(&[0u8, 8, 2, 0xa, any]);
-        let qpn = if self.tame || rng.chance(970) { self.a.qpn } else { rng.u32() & 0xff_ffff };
-        let fm_ce_se = if self.tame { wqe::ctrl::CQ_UPDATE } else { fm_ce_se };
+        let qpn = if self.tame || rng.chance(970) {
+            self.a.qpn
+        } else {
+            rng.u32() & 0xff_ffff
+        };
+        let fm_ce_se = if self.tame {
+            wqe::ctrl::CQ_UPDATE
+        } else {
+            fm_ce_se
+        };
         let mut w = dp::send_wqe(op, idx, qpn, fm_ce_se, rng.u32(), &refs);
         if !self.tame && rng.chance(50) {
             // Lie about ds.
@@ -1121,7 +1154,11 @@ impl Epoch for WqeFuzz {
         let reg = u64::from(self.a.uar) * 4096 + 0x800 + half * u64::from(self.a.bf_half);
         self.a.bf_half ^= 1;
         let dev = &self.env.raw.dev;
-        match if self.tame { 2 + rng.below(8) } else { rng.below(10) } {
+        match if self.tame {
+            2 + rng.below(8)
+        } else {
+            rng.below(10)
+        } {
             0 => {
                 // A random doorbell anywhere in the DB/BF area.
                 let off = u64::from(self.a.uar) * 4096 + 0x800 + (rng.below(0x800) & !7);
@@ -1141,7 +1178,10 @@ impl Epoch for WqeFuzz {
                 };
                 bytes.resize(n.min(512), 0);
                 for (i, c) in bytes.chunks_exact(8).enumerate() {
-                    dev.write64(reg + i as u64 * 8, u64::from_le_bytes(c.try_into().unwrap()));
+                    dev.write64(
+                        reg + i as u64 * 8,
+                        u64::from_le_bytes(c.try_into().unwrap()),
+                    );
                 }
             }
             _ => dev.write64(reg, u64::from_le_bytes(last[0..8].try_into().unwrap())),
@@ -1352,7 +1392,11 @@ impl ProxyFuzz {
                 f
             }
             1 => {
-                let flags = if rng.chance(500) { 0 } else { libc::EFD_NONBLOCK };
+                let flags = if rng.chance(500) {
+                    0
+                } else {
+                    libc::EFD_NONBLOCK
+                };
                 // SAFETY: plain syscall; result checked.
                 let fd = unsafe { libc::eventfd(0, flags | libc::EFD_CLOEXEC) };
                 assert!(fd >= 0);
@@ -1392,9 +1436,21 @@ impl ProxyFuzz {
         match cmd {
             0 => {
                 for i in 0..8 {
-                    let gpa = if rng.chance(600) { BASE + rng.below(4) * (1 << 20) } else { rng.interesting() };
-                    let sz = if rng.chance(600) { 1u64 << rng.range(12, 21) } else { rng.interesting() };
-                    let off = if rng.chance(600) { GUARD } else { rng.interesting() };
+                    let gpa = if rng.chance(600) {
+                        BASE + rng.below(4) * (1 << 20)
+                    } else {
+                        rng.interesting()
+                    };
+                    let sz = if rng.chance(600) {
+                        1u64 << rng.range(12, 21)
+                    } else {
+                        rng.interesting()
+                    };
+                    let off = if rng.chance(600) {
+                        GUARD
+                    } else {
+                        rng.interesting()
+                    };
                     for (k, v) in [(0, gpa), (64, sz), (128, off)] {
                         if k + i * 8 + 8 <= payload.len() {
                             payload[k + i * 8..k + i * 8 + 8].copy_from_slice(&v.to_le_bytes());
@@ -1403,10 +1459,19 @@ impl ProxyFuzz {
                 }
             }
             4 | 5 => {
-                let addr = if rng.chance(700) { 0xe000_0000u64 + rng.below(32 << 20) } else { rng.interesting() };
+                let addr = if rng.chance(700) {
+                    0xe000_0000u64 + rng.below(32 << 20)
+                } else {
+                    rng.interesting()
+                };
                 let val = rng.interesting();
-                let sz = if rng.chance(850) { rng.pick(&[1u32, 2, 4, 8]) } else { rng.u32() };
-                let fields: [&[u8]; 3] = [&addr.to_le_bytes(), &val.to_le_bytes(), &sz.to_le_bytes()];
+                let sz = if rng.chance(850) {
+                    rng.pick(&[1u32, 2, 4, 8])
+                } else {
+                    rng.u32()
+                };
+                let fields: [&[u8]; 3] =
+                    [&addr.to_le_bytes(), &val.to_le_bytes(), &sz.to_le_bytes()];
                 let mut at = 0;
                 for f in fields {
                     let n = f.len().min(payload.len().saturating_sub(at));
@@ -1420,9 +1485,21 @@ impl ProxyFuzz {
                 }
             }
             2 | 3 => {
-                let addr = if rng.chance(800) { rng.below(0x100) as u32 } else { rng.u32() };
-                let val = if rng.chance(500) { 0xe000_0000u32 } else { rng.u32() };
-                let len = if rng.chance(800) { rng.pick(&[1i32, 2, 4]) } else { rng.u32() as i32 };
+                let addr = if rng.chance(800) {
+                    rng.below(0x100) as u32
+                } else {
+                    rng.u32()
+                };
+                let val = if rng.chance(500) {
+                    0xe000_0000u32
+                } else {
+                    rng.u32()
+                };
+                let len = if rng.chance(800) {
+                    rng.pick(&[1i32, 2, 4])
+                } else {
+                    rng.u32() as i32
+                };
                 let mut b = Vec::new();
                 b.extend_from_slice(&addr.to_le_bytes());
                 b.extend_from_slice(&val.to_le_bytes());
@@ -1507,7 +1584,11 @@ impl ProxyFuzz {
         let mut msgs = vec![
             cfg_write_msg(0x10, PROXY_BAR0 as u32, 4),
             cfg_write_msg(0x04, 6, 2),
-            bar_write_msg(PROXY_BAR0 + 0x10, u64::from(((cmdq >> 32) as u32).to_be()), 4),
+            bar_write_msg(
+                PROXY_BAR0 + 0x10,
+                u64::from(((cmdq >> 32) as u32).to_be()),
+                4,
+            ),
             bar_write_msg(PROXY_BAR0 + 0x14, u64::from((cmdq as u32).to_be()), 4),
         ];
         let truncate = rng.chance(700);
@@ -1517,9 +1598,23 @@ impl ProxyFuzz {
         if truncate {
             let _ = self.ram.file.set_len(GUARD + rng.below(cmdq - BASE + 64));
         }
-        let mask = if rng.chance(800) { 1u32 << rng.below(32) } else { rng.u32() };
-        ok = ok && send_with_fds(&sock, &bar_write_msg(PROXY_BAR0 + 0x18, u64::from(mask.to_be()), 4), &[]);
-        ok = ok && send_with_fds(&sock, &proxy_msg(3, &[0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0]), &[]);
+        let mask = if rng.chance(800) {
+            1u32 << rng.below(32)
+        } else {
+            rng.u32()
+        };
+        ok = ok
+            && send_with_fds(
+                &sock,
+                &bar_write_msg(PROXY_BAR0 + 0x18, u64::from(mask.to_be()), 4),
+                &[],
+            );
+        ok = ok
+            && send_with_fds(
+                &sock,
+                &proxy_msg(3, &[0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0]),
+                &[],
+            );
         while ok {
             let mut hdr = [0u8; 24];
             match (&sock).read_exact(&mut hdr) {
@@ -1528,8 +1623,9 @@ impl ProxyFuzz {
                         break;
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut =>
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
                 {
                     return Err(format!("attack: no answer within {STEP_DEADLINE:?}"));
                 }
@@ -1621,8 +1717,9 @@ impl Epoch for ProxyFuzz {
                         break;
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut =>
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
                 {
                     return Err(format!(
                         "server did not answer within {STEP_DEADLINE:?} (message {:?})",
