@@ -82,3 +82,20 @@ fn uncached_bar_rings_doorbells_only() {
     assert_eq!(s.bf_copies, 0, "no BlueFlame through an uncached mapping");
     assert_eq!(s.writes64 - before, 3, "one 8-byte doorbell per WR");
 }
+
+#[test]
+fn torn_blueflame_copy_is_a_device_error() {
+    let (sim, ctx) = open();
+    let mut p = pair(&ctx, QpCaps::default());
+    sim.torn_bf.store(true, Ordering::Relaxed);
+    // The first copy is torn (half a block); the second goes to the other half of the
+    // register; the third reuses the first half while the torn copy never finished.
+    let _ = write_once(&mut p, 3);
+    let (_, bad) = sim.with_hca(|h| h.blueflame_stats());
+    assert_eq!(bad, 1, "the model saw the torn copy");
+    let qpn = p.a.qpn();
+    assert_eq!(
+        sim.with_hca(|h| h.qps.state(qpn)),
+        Some(mlx5_prm::qp::state::ERR)
+    );
+}

@@ -66,6 +66,8 @@ pub struct SimHal {
     /// Corrupt the last byte of every BlueFlame block on its way to the device (a stale
     /// write-combining buffer).
     pub stale_bf: std::sync::atomic::AtomicBool,
+    /// Drop the second half of every BlueFlame block (a copy torn off by a lost WC flush).
+    pub torn_bf: std::sync::atomic::AtomicBool,
 }
 
 impl SimHal {
@@ -86,6 +88,7 @@ impl SimHal {
             stats: Mutex::new(BarStats::default()),
             uncached: Default::default(),
             stale_bf: Default::default(),
+            torn_bf: Default::default(),
         })
     }
 
@@ -142,7 +145,11 @@ impl Hal for TestHal {
     fn mmio_copy_bf(&self, offset: usize, src: &[u8; 64]) {
         self.0.stats.lock().unwrap().bf_copies += 1;
         let stale = self.0.stale_bf.load(std::sync::atomic::Ordering::Relaxed);
+        let torn = self.0.torn_bf.load(std::sync::atomic::Ordering::Relaxed);
         for (i, c) in src.chunks_exact(8).enumerate() {
+            if torn && i >= 4 {
+                break;
+            }
             let mut b = [0u8; 8];
             b.copy_from_slice(c);
             if stale && i == 7 {
