@@ -568,7 +568,7 @@ impl CmdQueueFuzz {
     }
 
     /// Writes a chain of `n` blocks starting at a random pool block; returns its head.
-    fn chain(&self, rng: &mut Rng, token: u8, opcode: Option<u16>) -> u64 {
+    fn chain(&self, rng: &mut Rng, token: u8) -> u64 {
         let mem = self.raw.dev.mem();
         let n = rng.range(1, 8) as usize;
         let mut idx: Vec<usize> = (0..n).map(|_| rng.below(POOL as u64) as usize).collect();
@@ -583,13 +583,6 @@ impl CmdQueueFuzz {
                 for _ in 0..rng.range(0, 8) {
                     let at = rng.below(512) as usize & !3;
                     blk[at..at + 4].copy_from_slice(&(rng.interesting() as u32).to_be_bytes());
-                }
-            }
-            if k == 0 {
-                if let Some(op) = opcode {
-                    // The first block continues the inline input (bytes 16..): nothing to do;
-                    // an output chain gets no opcode. Kept for symmetry.
-                    let _ = op;
                 }
             }
             let next = if k + 1 < idx.len() {
@@ -644,7 +637,7 @@ impl Epoch for CmdQueueFuzz {
                 let inlen = Self::length(rng);
                 e[cmd_layout::INLEN..cmd_layout::INLEN + 4].copy_from_slice(&inlen.to_be_bytes());
                 let in_ptr = if rng.chance(700) {
-                    self.chain(rng, token, Some(op))
+                    self.chain(rng, token)
                 } else {
                     self.pointer(rng)
                 };
@@ -659,7 +652,7 @@ impl Epoch for CmdQueueFuzz {
                 e[cmd_layout::OUTLEN..cmd_layout::OUTLEN + 4]
                     .copy_from_slice(&outlen.to_be_bytes());
                 let out_ptr = if rng.chance(700) {
-                    self.chain(rng, token, None)
+                    self.chain(rng, token)
                 } else {
                     self.pointer(rng)
                 };
@@ -1316,7 +1309,7 @@ impl Epoch for BarFuzz {
 // Proxy socket
 // ---------------------------------------------------------------------------------------------
 
-/// Header and payload sizes of the protocol (QEMU include/hw/remote/mpqemu-link.h).
+/// What the probe (PCI_CFGREAD of dword 0) answers: device and vendor ID.
 const PROBE: u64 = 0x1017_15b3;
 
 struct ProxyFuzz {
