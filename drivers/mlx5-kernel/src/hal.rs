@@ -100,6 +100,17 @@ impl Hal for KernelHal {
         unsafe { core::ptr::write_volatile(addr as *mut u64, u64::from_ne_bytes(bytes)) }
     }
 
+    /// BAR0 is mapped uncached (`platform::claim`), so BlueFlame is off: the driver rings
+    /// 8-byte doorbells, as rdma-core does on a non-cached UAR mapping (`MLX5_SHUT_UP_BF`,
+    /// `MLX5_UAR_TYPE_NC`). A BlueFlame copy through UC memory is eight separate MMIO writes
+    /// (under QEMU's proxy, eight socket round trips) and buys nothing. Turning it on needs the
+    /// DB/BF half of each UAR page (0x800..0x1000) mapped write-combining (PAT entry 1,
+    /// `kernel::mem::paging`) and then this returning true; the driver already issues the
+    /// sfences a WC mapping needs (`Hal::wc_start`, `Hal::wc_flush`).
+    fn bf_write_combining(&self) -> bool {
+        false
+    }
+
     fn dma_alloc(&self, size: usize, align: usize) -> Result<KernelDma, HalError> {
         if size == 0 || !align.is_power_of_two() {
             return Err(HalError::BadLayout);

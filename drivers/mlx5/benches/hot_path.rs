@@ -92,6 +92,9 @@ impl Hal for BenchHal {
     }
     #[inline(always)]
     fn mmio_copy_bf(&self, _: usize, _: &[u8; 64]) {}
+    fn bf_write_combining(&self) -> bool {
+        true
+    }
     fn dma_alloc(&self, size: usize, align: usize) -> Result<SimDma, HalError> {
         self.0.dma_alloc(size, align)
     }

@@ -10,10 +10,30 @@
 //!
 //! # Barriers
 //! The driver calls [`Hal::dma_wmb`] between writing descriptors and publishing them (doorbell
-//! records), [`Hal::dma_rmb`] between seeing an owner bit and reading the entry, and
-//! [`Hal::wc_flush`] after a BlueFlame copy (rdma-core util/udma_barrier.h, `mmio_flush_writes`).
-//! The defaults are `core::sync::atomic` fences, which on x86-64 are what rdma-core uses
-//! (compiler barrier for wmb/rmb on TSO, `sfence` for WC via SeqCst).
+//! records), [`Hal::dma_rmb`] between seeing an owner bit and reading the entry,
+//! [`Hal::wc_start`] before a BlueFlame copy and [`Hal::wc_flush`] after it (rdma-core
+//! util/udma_barrier.h: `udma_to_device_barrier`, `mmio_wc_start`, `mmio_flush_writes`).
+//! The defaults are `core::sync::atomic` fences. On x86-64:
+//! - `dma_wmb` is `fence(Release)`, which emits no instruction, only a compiler barrier
+//!   (rdma-core's x86 `udma_to_device_barrier` is `asm volatile("" ::: "memory")` too). That is
+//!   enough between stores to write-back memory (WQE, then doorbell record) and from them to an
+//!   uncached MMIO store: x86 (TSO, Intel SDM vol. 3 §8.2.2) never reorders a store with an
+//!   earlier store, except non-temporal stores and stores to write-combining memory.
+//! - Stores to a write-combining mapping are that exception: they sit in a WC buffer and may
+//!   reach the device before earlier write-back stores are visible, merged and in any order. So
+//!   a BlueFlame copy needs `sfence` before it (`mmio_wc_start`: the doorbell record is visible
+//!   before the device can see the copy) and after it (`mmio_flush_writes`: the burst leaves
+//!   now, whole, before the next doorbell). `fence(SeqCst)` is an `mfence`, which orders WC
+//!   stores as `sfence` does.
+//!
+//! # BlueFlame
+//! The driver copies a lone small WQE through BlueFlame only when
+//! [`Hal::bf_write_combining`] says the DB/BF area of BAR0 is mapped write-combining.
+//! On an uncached mapping it rings the 8-byte doorbell instead, as rdma-core does (its UARs
+//! mapped non-cached, `MLX5_SHUT_UP_BF` / `MLX5_UAR_TYPE_NC`, never take the `mlx5_bf_copy`
+//! path; Linux ib/main.c `mlx5_ib_alloc_ucontext` reports `bf_reg_size` 0, i.e. no BlueFlame,
+//! without write-combining support): a BlueFlame copy through an uncached mapping is eight
+//! separate 8-byte MMIO writes, slower than the doorbell and the device's own WQE fetch.
 
 use core::ptr;
 use core::sync::atomic::{fence, Ordering};
@@ -102,10 +122,24 @@ pub trait Hal: Send + Sync + 'static {
         Err(HalError::Unsupported)
     }
 
-    /// Orders CPU writes to DMA memory before later writes (doorbell record, MMIO).
+    /// True if BAR0's DB/BF areas (offsets 0x800..0x1000 of every UAR page) are mapped
+    /// write-combining, so BlueFlame copies are worth doing. The default is false, the safe
+    /// answer for an uncached mapping: the driver then only rings 8-byte doorbells.
+    fn bf_write_combining(&self) -> bool {
+        false
+    }
+
+    /// Orders CPU writes to DMA memory before later writes (doorbell record, MMIO). Enough
+    /// before an uncached MMIO store; not before a write-combining one (see [`Hal::wc_start`]).
     #[inline(always)]
     fn dma_wmb(&self) {
         fence(Ordering::Release);
+    }
+    /// Orders every earlier store (doorbell record, earlier MMIO) before the write-combining
+    /// stores of a BlueFlame copy (rdma-core `mmio_wc_start`, `sfence` on x86-64).
+    #[inline(always)]
+    fn wc_start(&self) {
+        fence(Ordering::SeqCst);
     }
     /// Orders a DMA read (owner bit) before later DMA reads (the entry's contents).
     #[inline(always)]

@@ -856,13 +856,13 @@ pub(crate) fn create<H: Hal>(
         uar,
         bf_off: uar.offset + uar::BF_OFFSET,
         bf_half: bf_size / 2,
-        use_bf: ctx.caps.bf,
+        use_bf: ctx.caps.bf && ctx.hal.bf_write_combining(),
         lay,
         cur_post: 0,
         sq_wr_head: 0,
         ctrl_write: ctrl_tpl(qpn, 3, wqe::opcode::RDMA_WRITE),
         ctrl_read: ctrl_tpl(qpn, 3, wqe::opcode::RDMA_READ),
-        bf_one: ctx.caps.bf && bf_size / 2 >= wqe::SEND_WQE_BB,
+        bf_one: ctx.caps.bf && ctx.hal.bf_write_combining() && bf_size / 2 >= wqe::SEND_WQE_BB,
         tag,
         rq_head: 0,
         psn,
@@ -1726,6 +1726,8 @@ impl<H: Hal> QueuePair<H> {
         let bf_off = self.bf_off;
         self.bf_off ^= self.bf_half;
         let hal = &self.ctx.hal;
+        // WQE (write-back memory) before the doorbell record (write-back): a compiler barrier
+        // on x86 TSO (rdma-core udma_to_device_barrier); see `hal` on barriers.
         hal.dma_wmb();
         // SAFETY: dbrec points to the 64-byte doorbell record; dword 1 is the send counter.
         unsafe {
@@ -1734,8 +1736,9 @@ impl<H: Hal> QueuePair<H> {
                 (cur as u32).to_be(),
             )
         };
-        hal.dma_wmb();
         if bf_bbs != 0 {
+            // Doorbell record before write-combining stores: sfence (mmio_wc_start).
+            hal.wc_start();
             for i in 0..bf_bbs as usize {
                 // SAFETY: the caller passes bf_bbs only for a WQE written in place: its
                 // blocks lie inside the ring; the device only reads them.
@@ -1743,9 +1746,14 @@ impl<H: Hal> QueuePair<H> {
                 hal.mmio_copy_bf(bf_off + i * 64, blk);
             }
         } else {
+            // Doorbell record before an uncached 8-byte store: a compiler barrier on x86 TSO
+            // (a write-combining mapping would need wc_start here too).
+            hal.dma_wmb();
             // SAFETY: `last` is the last WQE's first block in the ring.
             unsafe { ring_db64(hal, bf_off, last) };
         }
+        // Flush the write-combining buffer: the BlueFlame burst leaves now, before the next
+        // doorbell on the other half (mmio_flush_writes, sfence).
         hal.wc_flush();
     }
 

@@ -51,8 +51,8 @@ pub const LOG_MAX_EQ_SZ: u32 = 22;
 pub const LOG_MAX_PD: u32 = 16;
 /// Log2 of the number of transport domains (`log_max_transport_domain`).
 pub const LOG_MAX_TRANSPORT_DOMAIN: u32 = 8;
-/// Log2 of the BlueFlame register size (`log_bf_reg_size`): 256 bytes, two 128-byte halves.
-pub const LOG_BF_REG_SIZE: u32 = 8;
+/// Log2 of the BlueFlame register size (`log_bf_reg_size`): 512 bytes (4 from 0x800, like a ConnectX-5), two 256-byte halves.
+pub const LOG_BF_REG_SIZE: u32 = 9;
 /// Log2 of the largest memory region (`log_max_mrw_sz`): 2^48 bytes, 256 TiB. Model choice:
 /// no public source gives a ConnectX-5's value (Linux reports `max_mr_size = ~0ull` whatever
 /// the cap says, ib/main.c `mlx5_ib_query_device`); 48 bits is the x86-64 virtual address

@@ -262,7 +262,15 @@ impl Bar0 {
     /// Reads `size` (1, 2, 4 or 8) bytes at `offset`. Registers are big-endian dwords: the byte
     /// at the register's address is its most significant byte, and the access returns the bytes
     /// in address order, least significant first (what a little-endian CPU load sees).
+    ///
+    /// Any other size (0, or more than the 8 bytes a value carries) is not an access this
+    /// register file decodes: it reads all ones, as a PCI read that ends in an Unsupported
+    /// Request does (model choice: no source describes a ConnectX-5 answering it), and never
+    /// panics.
     pub fn read(&mut self, offset: u64, size: u32) -> u64 {
+        if !(1..=8).contains(&size) {
+            return u64::MAX;
+        }
         // UAR doorbell registers are write-only.
         if offset >= UAR_BASE {
             return 0;
@@ -285,7 +293,13 @@ impl Bar0 {
     /// Writes `size` (1, 2, 4 or 8) bytes at `offset`, one register dword at a time in address
     /// order (an 8-byte write at 0x10 writes cmdq_addr_h, then cmdq_addr_l_sz). A partial dword
     /// is merged with the register's current value.
+    ///
+    /// Any other size (0, or more than 8) is dropped, as a posted write the function does not
+    /// decode is (model choice, like [`read`](Self::read)).
     pub fn write(&mut self, offset: u64, value: u64, size: u32) {
+        if !(1..=8).contains(&size) {
+            return;
+        }
         if offset >= UAR_BASE {
             self.uar_write(offset, value, size);
             return;
@@ -895,5 +909,36 @@ mod tests {
         // Unimplemented registers read 0, other BARs read 0.
         assert_eq!(d.bar_read(0, 0x1_0000, 8), 0);
         assert_eq!(d.bar_read(2, 0, 4), 0);
+    }
+
+    /// Issue 7 (hostile input 6): sizes the register file does not decode used to index past
+    /// an 8-byte buffer and panic. They now read all ones and are dropped on write.
+    #[test]
+    fn bar0_odd_sizes_do_not_panic() {
+        let mut d = Mlx5Function::new();
+        let before = d.bar_read(0, 0x10, 8);
+        for size in [0u32, 9, 16, 64, 4096, u32::MAX] {
+            for off in [
+                0u64,
+                0x10,
+                0x1ff8,
+                UAR_BASE,
+                UAR_BASE + 0x800,
+                BAR0_SIZE - 1,
+                u64::MAX,
+            ] {
+                assert_eq!(
+                    d.bar0().read(off, size),
+                    u64::MAX,
+                    "size {size} off {off:#x}"
+                );
+                d.bar0().write(off, u64::MAX, size);
+            }
+        }
+        // Nothing was written.
+        assert_eq!(d.bar_read(0, 0x10, 8), before);
+        // Sizes 1..=8 still work at the very top of the address space.
+        assert_eq!(d.bar0().read(u64::MAX, 1), 0);
+        d.bar0().write(u64::MAX - 3, 0, 4);
     }
 }

@@ -134,6 +134,22 @@ trait Piece {
     fn len(&self) -> u64;
     /// Host address of the first byte.
     fn host(&self) -> *mut u8;
+    /// True once an access faulted because the backing file shrank under the mapping (see
+    /// [`sigbus`]); every later access to the piece is a [`DmaError`].
+    fn poisoned(&self) -> bool {
+        false
+    }
+}
+
+/// Fails the access if any piece in `pieces` (those it touched) is poisoned. One relaxed load
+/// per piece: the price of catching a SIGBUS instead of checking file sizes on every access.
+#[inline]
+fn check_poison<P: Piece>(pieces: &[P], err: DmaError) -> Result<(), DmaError> {
+    if pieces.iter().any(|p| p.poisoned()) {
+        Err(err)
+    } else {
+        Ok(())
+    }
 }
 
 /// The direction of a copy.
@@ -187,6 +203,8 @@ fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(
         return Ok(());
     }
     let (first, last) = cover(pieces, addr, len)?;
+    let touched = &pieces[first..=last];
+    check_poison(touched, DmaError { addr, len })?;
     let end = addr + len as u64; // cover() proved it does not wrap
 
     let mut cur = addr;
@@ -208,7 +226,9 @@ fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(
         done += n;
     }
     debug_assert_eq!(done, len);
-    Ok(())
+    // A fault during the copy (the file shrank) was patched over with zero pages: the bytes
+    // moved are garbage, so the access fails.
+    check_poison(touched, DmaError { addr, len })
 }
 
 /// The host address of bus address `addr` and the bytes of its piece from there on (forward)
@@ -240,8 +260,10 @@ fn move_pieces<P: Piece>(pieces: &[P], src: u64, dst: u64, len: usize) -> Result
     if len == 0 {
         return Ok(());
     }
-    cover(pieces, src, len)?;
-    cover(pieces, dst, len)?;
+    let (sf, sl) = cover(pieces, src, len)?;
+    let (df, dl) = cover(pieces, dst, len)?;
+    check_poison(&pieces[sf..=sl], DmaError { addr: src, len })?;
+    check_poison(&pieces[df..=dl], DmaError { addr: dst, len })?;
     let n64 = len as u64;
     let backward = dst > src && dst < src + n64;
     let mut done = 0u64;
@@ -270,7 +292,8 @@ fn move_pieces<P: Piece>(pieces: &[P], src: u64, dst: u64, len: usize) -> Result
         }
         done += k;
     }
-    Ok(())
+    check_poison(&pieces[sf..=sl], DmaError { addr: src, len })?;
+    check_poison(&pieces[df..=dl], DmaError { addr: dst, len })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -502,6 +525,187 @@ impl GuestMemory for RegionMemory {
 // MappedMemory
 // ---------------------------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------------------------
+// SIGBUS: a file that shrinks under its mapping
+// ---------------------------------------------------------------------------------------------
+
+/// Survives guest RAM that shrinks under the device.
+///
+/// A section is checked against its file's size when it is mapped, but the peer that sent the
+/// descriptor can truncate the file afterwards; touching a mapped page past the new end then
+/// raises SIGBUS, which would kill the whole server. Checking the size before every access
+/// would cost a system call per DMA, so instead every live mapping is registered here, and a
+/// process-wide SIGBUS handler recognises a fault inside one: it maps a private zero page over
+/// the faulting page (`MAP_FIXED`), so the interrupted access completes, and marks the mapping
+/// poisoned. The access that faulted, and every later one to that mapping, then fails with a
+/// [`DmaError`]; the front end sees [`MappedMemory::poisoned`] and drops the client.
+///
+/// A fault anywhere else goes to the handler that was installed before (Rust's own, which
+/// reports stack overflows), or to the default action.
+pub mod sigbus {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::OnceLock;
+
+    /// Most mappings registered at once (QEMU sends at most 8 sections per SYNC_SYSMEM; a
+    /// replace holds the old and the new set for a moment).
+    pub const SLOTS: usize = 256;
+
+    struct Slot {
+        /// Host address range `[start, end)`; `end == 0` while free or being filled.
+        start: AtomicUsize,
+        end: AtomicUsize,
+        /// 1 while the slot is taken.
+        taken: AtomicBool,
+        /// Set by the handler: an access to this mapping faulted.
+        hit: AtomicBool,
+    }
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const FREE: Slot = Slot {
+        start: AtomicUsize::new(0),
+        end: AtomicUsize::new(0),
+        taken: AtomicBool::new(false),
+        hit: AtomicBool::new(false),
+    };
+    static TABLE: [Slot; SLOTS] = [FREE; SLOTS];
+
+    /// The SIGBUS action found when the handler was installed.
+    static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+    /// Faults the handler turned into zero pages (all mappings, for tests and logs).
+    static CAUGHT: AtomicUsize = AtomicUsize::new(0);
+
+    const PAGE: usize = 4096;
+
+    /// Installs the handler once per process. Idempotent; fails only if `sigaction` does.
+    fn install() -> std::io::Result<()> {
+        static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
+        let r = INSTALLED.get_or_init(|| {
+            // SAFETY: sigaction structs are plain C data for which all-zero is valid; the new
+            // action points at an extern "C" handler with the SA_SIGINFO signature, and the old
+            // action is saved before any fault can reach the handler (it only reads PREVIOUS
+            // after that).
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut old) != 0 {
+                    return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+                }
+                let _ = PREVIOUS.set(old);
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = handler as *const () as usize;
+                act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+                libc::sigemptyset(&mut act.sa_mask);
+                if libc::sigaction(libc::SIGBUS, &act, std::ptr::null_mut()) != 0 {
+                    return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+                }
+            }
+            Ok(())
+        });
+        r.map_err(std::io::Error::from_raw_os_error)
+    }
+
+    /// Registers host range `[start, start + len)`; returns its slot.
+    pub(super) fn register(start: usize, len: usize) -> std::io::Result<usize> {
+        install()?;
+        for (i, s) in TABLE.iter().enumerate() {
+            if s.taken
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                s.hit.store(false, Ordering::Relaxed);
+                s.start.store(start, Ordering::Relaxed);
+                s.end.store(start.saturating_add(len), Ordering::Release);
+                return Ok(i);
+            }
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::OutOfMemory,
+            "too many guest memory mappings to guard against SIGBUS",
+        ))
+    }
+
+    /// Unregisters a slot (before its range is unmapped).
+    pub(super) fn release(slot: usize) {
+        let s = &TABLE[slot];
+        s.end.store(0, Ordering::Release);
+        s.start.store(0, Ordering::Relaxed);
+        s.taken.store(false, Ordering::Release);
+    }
+
+    /// True once an access inside the slot's range faulted.
+    #[inline]
+    pub(super) fn hit(slot: usize) -> bool {
+        TABLE[slot].hit.load(Ordering::Relaxed)
+    }
+
+    /// Faults caught so far in this process.
+    pub fn caught() -> usize {
+        CAUGHT.load(Ordering::Relaxed)
+    }
+
+    /// The handler. Async-signal-safe: atomics, one `mmap`, one `sigaction`.
+    extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        for s in TABLE.iter() {
+            let end = s.end.load(Ordering::Acquire);
+            let start = s.start.load(Ordering::Relaxed);
+            if end == 0 || addr < start || addr >= end {
+                continue;
+            }
+            let page = addr & !(PAGE - 1);
+            // SAFETY: `page` lies in a live mapping this process made (the slot is registered
+            // from mmap until before munmap, and accesses happen only in between); replacing
+            // that one page by private anonymous memory touches no other object. The owner
+            // unmaps the whole range later, which covers this page too.
+            let p = unsafe {
+                libc::mmap(
+                    page as *mut libc::c_void,
+                    PAGE,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                s.hit.store(true, Ordering::Relaxed);
+                CAUGHT.fetch_add(1, Ordering::Relaxed);
+                return; // the access is retried and now completes
+            }
+            break;
+        }
+        // Not ours: hand it to the previous action.
+        let Some(prev) = PREVIOUS.get() else {
+            return default_action(sig);
+        };
+        let h = prev.sa_sigaction;
+        if h == libc::SIG_DFL || h == libc::SIG_IGN {
+            default_action(sig);
+        } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+            // SAFETY: the previous handler was installed with SA_SIGINFO, so it has this
+            // signature; we pass it exactly what the kernel gave us.
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                unsafe { std::mem::transmute(h) };
+            f(sig, info, ctx);
+        } else {
+            // SAFETY: a plain handler takes the signal number only.
+            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
+            f(sig);
+        }
+    }
+
+    /// Restores the default action; the faulting access is retried and kills the process as
+    /// an unhandled SIGBUS would have.
+    fn default_action(sig: libc::c_int) {
+        // SAFETY: all-zero sigaction with SIG_DFL is valid; sigaction is async-signal-safe.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
+    }
+}
+
 /// One guest RAM section as QEMU describes it in `SYNC_SYSMEM`.
 #[derive(Debug)]
 pub struct MemSection {
@@ -527,6 +731,8 @@ struct Mapping {
     /// What `munmap` needs.
     map_base: *mut libc::c_void,
     map_len: usize,
+    /// Its registration with the SIGBUS handler ([`sigbus`]).
+    slot: usize,
     _fd: OwnedFd,
 }
 
@@ -546,10 +752,15 @@ impl Piece for Mapping {
     fn host(&self) -> *mut u8 {
         self.host
     }
+    #[inline]
+    fn poisoned(&self) -> bool {
+        sigbus::hit(self.slot)
+    }
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        sigbus::release(self.slot);
         // SAFETY: map_base/map_len are exactly what mmap returned/was given, unmapped once; no
         // reader can hold a pointer into it (readers hold the lock the owner was removed under).
         unsafe {
@@ -609,6 +820,14 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        let slot = match sigbus::register(p as usize, map_len) {
+            Ok(slot) => slot,
+            Err(e) => {
+                // SAFETY: p/map_len are exactly what mmap returned/was given; nothing uses it.
+                unsafe { libc::munmap(p, map_len) };
+                return Err(e);
+            }
+        };
         // SAFETY: delta < PAGE <= map_len, so the pointer stays inside the mapping.
         let host = unsafe { (p as *mut u8).add(delta as usize) };
         Ok(Mapping {
@@ -617,6 +836,7 @@ impl Mapping {
             host,
             map_base: p,
             map_len,
+            slot,
             _fd: s.fd,
         })
     }
@@ -682,6 +902,15 @@ impl MappedMemory {
     pub fn clear(&self) {
         // Cannot fail with no sections.
         let _ = self.replace(Vec::new());
+    }
+
+    /// True if an access to a mapped section faulted because its file shrank (a SIGBUS
+    /// caught by [`sigbus`]). The memory stays poisoned until the next
+    /// [`replace`](Self::replace) or [`clear`](Self::clear); the front end should treat it
+    /// as a lost client.
+    pub fn poisoned(&self) -> bool {
+        let g = self.sections.read().unwrap_or_else(|e| e.into_inner());
+        g.iter().any(|m| m.poisoned())
     }
 
     /// The mapped sections as (gpa, size), sorted by gpa.
@@ -1009,6 +1238,44 @@ mod tests {
             assert!(m.copy(0x2000, 0x1300, 2).is_err());
             assert!(m.copy(0x2000, 0x2010, 0x30).is_ok());
         }
+    }
+
+    /// Issue 7 (hostile input 2): a file truncated after it was mapped used to kill the
+    /// process with SIGBUS on the next access. The fault is now caught: the access fails with
+    /// a DmaError, the memory reports itself poisoned, and the process lives on.
+    #[test]
+    fn truncated_file_is_a_dma_error_not_sigbus() {
+        let f = tmpfile(0x4000);
+        let m = MappedMemory::new();
+        m.replace(vec![section(&f, 0x10_0000, 0x4000, 0)]).unwrap();
+        m.write(0x10_0000, &[0x5a; 16]).unwrap();
+        assert!(!m.poisoned());
+        let caught = sigbus::caught();
+        f.set_len(0x1000).unwrap(); // the peer shrinks its memfd under us
+                                    // The first page is still backed: fine.
+        let mut b = [0u8; 16];
+        m.read(0x10_0000, &mut b).unwrap();
+        assert_eq!(b, [0x5a; 16]);
+        // Past the new end: read, write and copy fail instead of raising SIGBUS.
+        assert_eq!(
+            m.read(0x10_2000, &mut b),
+            Err(DmaError {
+                addr: 0x10_2000,
+                len: 16
+            })
+        );
+        assert!(sigbus::caught() > caught);
+        assert!(m.poisoned());
+        assert!(m.write(0x10_3000, &[1; 8]).is_err());
+        assert!(m.copy(0x10_0000, 0x10_3800, 8).is_err());
+        // Every access to the poisoned mapping fails now, even to the page that is backed.
+        assert!(m.read(0x10_0000, &mut b).is_err());
+        // A new SYNC_SYSMEM starts clean.
+        m.replace(vec![section(&f, 0x20_0000, 0x1000, 0)]).unwrap();
+        assert!(!m.poisoned());
+        m.read(0x20_0000, &mut b).unwrap();
+        assert_eq!(b, [0x5a; 16]);
+        m.clear();
     }
 
     #[test]

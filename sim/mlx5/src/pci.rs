@@ -474,7 +474,7 @@ impl ConfigSpace {
 #[derive(Default)]
 struct IntxState {
     level: bool,
-    irqfd: Option<File>,
+    irqfd: Option<Arc<File>>,
 }
 
 /// The function's INTx line, delivered through an eventfd (KVM irqfd with resampling).
@@ -483,9 +483,32 @@ struct IntxState {
 /// when the guest EOIs, KVM de-asserts the line and signals the resample eventfd, and the front
 /// end calls [`resample`](Self::resample), which signals again if the level is still high.
 /// Cloning gives another handle to the same line. Without an irqfd, the level is only recorded.
+///
+/// The eventfd belongs to a peer (QEMU, or whoever connected to the socket): it is switched to
+/// non-blocking when attached, and written only after the line's lock is released, so a peer
+/// whose counter is full can neither block the device nor, through the lock, a disconnect.
 #[derive(Clone, Default)]
 pub struct Intx {
     state: Arc<Mutex<IntxState>>,
+}
+
+/// Sets `O_NONBLOCK` on a peer's descriptor (QEMU creates its eventfds non-blocking too:
+/// util/event_notifier-posix.c `event_notifier_init`, `EFD_NONBLOCK`).
+pub(crate) fn set_nonblocking(fd: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor we own; F_GETFL/F_SETFL touch no memory of ours.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if flags & libc::O_NONBLOCK == 0
+            && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 impl Intx {
@@ -498,20 +521,28 @@ impl Intx {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn signal(fd: &File) {
-        // An eventfd write only fails if the counter would overflow (it is then signalled anyway).
-        let _ = (&*fd).write(&1u64.to_ne_bytes());
+    /// Signals the eventfd (called without the lock). The descriptor is non-blocking: a write
+    /// that would overflow the counter fails with EAGAIN, and the counter is then non-zero, so
+    /// the interrupt is pending anyway.
+    fn signal(fd: Option<Arc<File>>) {
+        if let Some(fd) = fd {
+            let _ = (&*fd).write(&1u64.to_ne_bytes());
+        }
     }
 
     /// Sets the line's level. Asserting it (0 -> 1) signals the irqfd.
     pub fn set_level(&self, level: bool) {
-        let mut s = self.lock();
-        if level && !s.level {
-            if let Some(fd) = &s.irqfd {
-                Self::signal(fd);
+        let fd = {
+            let mut s = self.lock();
+            let edge = level && !s.level;
+            s.level = level;
+            if edge {
+                s.irqfd.clone()
+            } else {
+                None
             }
-        }
-        s.level = level;
+        };
+        Self::signal(fd);
     }
 
     /// Asserts the line.
@@ -531,24 +562,36 @@ impl Intx {
 
     /// The guest acknowledged the interrupt (resample eventfd fired): re-signal if still asserted.
     pub fn resample(&self) {
-        let s = self.lock();
-        if s.level {
-            if let Some(fd) = &s.irqfd {
-                Self::signal(fd);
+        let fd = {
+            let s = self.lock();
+            if s.level {
+                s.irqfd.clone()
+            } else {
+                None
             }
-        }
+        };
+        Self::signal(fd);
     }
 
-    /// Attaches the interrupt eventfd (closing the previous one). If the line is asserted, it is
-    /// signalled at once so the new route sees it.
+    /// Attaches the interrupt eventfd (closing the previous one), switching it to non-blocking.
+    /// If the line is asserted, it is signalled at once so the new route sees it. A descriptor
+    /// that cannot be made non-blocking is not attached (the line is then only recorded).
     pub fn set_irqfd(&self, fd: Option<File>) {
-        let mut s = self.lock();
-        s.irqfd = fd;
-        if s.level {
-            if let Some(fd) = &s.irqfd {
-                Self::signal(fd);
+        let fd = fd.and_then(|f| match set_nonblocking(&f) {
+            Ok(()) => Some(Arc::new(f)),
+            Err(e) => {
+                eprintln!("mlx5-sim: interrupt eventfd refused: cannot make it non-blocking: {e}");
+                None
             }
-        }
+        });
+        let (old, signal) = {
+            let mut s = self.lock();
+            let old = std::mem::replace(&mut s.irqfd, fd);
+            let signal = if s.level { s.irqfd.clone() } else { None };
+            (old, signal)
+        };
+        drop(old);
+        Self::signal(signal);
     }
 
     /// True if an interrupt eventfd is attached.
@@ -558,9 +601,12 @@ impl Intx {
 
     /// Detaches the eventfd and de-asserts the line.
     pub fn disconnect(&self) {
-        let mut s = self.lock();
-        s.irqfd = None;
-        s.level = false;
+        let old = {
+            let mut s = self.lock();
+            s.level = false;
+            s.irqfd.take()
+        };
+        drop(old);
     }
 }
 
@@ -711,5 +757,51 @@ mod tests {
         assert_eq!(count(&ours), 1);
         intx.disconnect();
         assert!(!intx.level() && !intx.connected());
+    }
+
+    /// Issue 7 (hostile input 3): a peer's *blocking* eventfd whose counter is one short of its
+    /// maximum used to block `set_level` inside `write` with the line's lock held, and every
+    /// later `disconnect` behind it. The descriptor is now switched to non-blocking when
+    /// attached and written without the lock.
+    #[test]
+    fn full_blocking_eventfd_blocks_nothing() {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::sync::mpsc;
+        use std::time::Duration;
+        // SAFETY: eventfd returns a new descriptor (or -1, checked) that we own from here on.
+        let fd = unsafe { libc::eventfd(0, 0) }; // blocking, as a hostile peer would send it
+        assert!(fd >= 0);
+        // SAFETY: fd is a fresh descriptor owned by nobody else.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        // The largest value an eventfd counter holds is 2^64 - 2: any further write blocks.
+        (&file).write_all(&(u64::MAX - 1).to_ne_bytes()).unwrap();
+        let peer = file.try_clone().unwrap();
+        let intx = Intx::new();
+        intx.set_irqfd(Some(file));
+        // SAFETY: F_GETFL reads the flags of a descriptor we own.
+        let flags = unsafe { libc::fcntl(peer.as_raw_fd(), libc::F_GETFL) };
+        assert_ne!(
+            flags & libc::O_NONBLOCK,
+            0,
+            "attached eventfd is non-blocking"
+        );
+
+        let (tx, rx) = mpsc::channel();
+        let line = intx.clone();
+        std::thread::spawn(move || {
+            line.raise();
+            line.resample();
+            line.lower();
+            line.raise();
+            line.disconnect();
+            let _ = tx.send(());
+        });
+        // A deadline, not a timing assertion: without the fix this thread never finishes.
+        assert!(
+            rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+            "raising a line whose eventfd is full blocked"
+        );
+        intx.disconnect();
+        assert!(!intx.connected());
     }
 }

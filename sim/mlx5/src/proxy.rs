@@ -78,6 +78,10 @@ pub enum ProxyError {
     Io(io::Error),
     /// The peer sent something that is not a valid message.
     Malformed(String),
+    /// The guest memory the peer shared shrank under the device (its file was truncated after
+    /// SYNC_SYSMEM): a DMA access faulted, was caught ([`crate::memory::sigbus`]) and failed.
+    /// The device cannot trust that memory any more; the connection is dropped.
+    GuestMemoryLost,
 }
 
 impl fmt::Display for ProxyError {
@@ -85,6 +89,9 @@ impl fmt::Display for ProxyError {
         match self {
             ProxyError::Io(e) => write!(f, "socket error: {e}"),
             ProxyError::Malformed(m) => write!(f, "malformed message: {m}"),
+            ProxyError::GuestMemoryLost => f.write_str(
+                "guest memory shrank under the device (DMA fault caught): device error, client dropped",
+            ),
         }
     }
 }
@@ -414,6 +421,11 @@ impl<F: PciFunction> ProxyServer<F> {
                 return Ok(());
             };
             self.handle(sock, msg)?;
+            // A DMA access (by this message, or by the device thread since the last one) hit
+            // a page the peer truncated away: a device error, and the end of this client.
+            if self.memory.poisoned() {
+                return Err(ProxyError::GuestMemoryLost);
+            }
         }
     }
 
@@ -511,6 +523,11 @@ impl<F: PciFunction> ProxyServer<F> {
                     irq.as_raw_fd(),
                     resample.as_raw_fd()
                 ));
+                // Both descriptors are the peer's: never let a read or write of them block
+                // the server (the resample one is drained after poll, a race another reader
+                // of it could win).
+                crate::pci::set_nonblocking(&resample)
+                    .map_err(|e| malformed(format!("SET_IRQFD resample descriptor: {e}")))?;
                 self.intx.set_irqfd(Some(irq));
                 self.resample = Some(resample);
             }

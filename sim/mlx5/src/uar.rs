@@ -11,6 +11,21 @@
 //! Values reach the handlers as the written bytes read big-endian: a 64-bit doorbell is the
 //! two big-endian dwords software stored, high dword first. A 64-bit register written as two
 //! 32-bit halves (lower address first, as a 32-bit host does) is delivered once both arrived.
+//!
+//! # BlueFlame
+//! The DB/BF area holds 4 registers of `1 << log_bf_reg_size` bytes (512 on a ConnectX-5), each
+//! made of two halves software alternates between (rdma-core providers/mlx5/mlx5.c: `bfs[].reg
+//! = MLX5_BF_OFFSET + k * bf_reg_size`, `buf_size = bf_reg_size / 2`; qp.c `post_send_db`:
+//! `bf->offset ^= bf->buf_size`). Software either stores the first 8 bytes of the last WQE's
+//! ctrl segment at the start of a half (a doorbell), or copies the whole WQE there, in 64-byte
+//! blocks (`mlx5_bf_copy`): the first 8 bytes are again the doorbell. The model rings the
+//! doorbell on those first 8 bytes as before (it always executes the WQE from memory), collects
+//! the rest of a BlueFlame copy, and compares every completed 64-byte block with the WQE in
+//! memory. A copy that differs (a stale or torn BlueFlame write, e.g. write-combined stores
+//! without the `sfence` of rdma-core `mmio_flush_writes`, or a copy started and abandoned for
+//! a new doorbell on the same half) is what real hardware would execute as garbage; the model
+//! turns it into a work queue catastrophic error (WQ_CATAS_ERROR event, QP to ERR) and counts
+//! it ([`UarTable::bf_mismatches`]). Model choice: no source says how firmware reports it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,12 +48,33 @@ pub const EQ_DOORBELL_NO_ARM: u32 = 0x48;
 /// First DB/BlueFlame register (`MLX5_BF_OFFSET`, Linux doorbell.h:36).
 pub const BF_OFFSET: u32 = 0x800;
 
+/// A BlueFlame copy in progress in one half of a BF register.
+#[derive(Debug)]
+struct BfBurst {
+    qpn: u32,
+    /// SQ WQEBB counter of the WQE (the doorbell's `wqe_index`).
+    wqe_index: u16,
+    /// Bytes the copy covers: the WQE's `ds` in 64-byte blocks.
+    len: usize,
+    data: Vec<u8>,
+    /// Bit i: qword i of `data` arrived.
+    have: u128,
+    /// Bit k: block k was compared with memory.
+    checked: u32,
+    /// More than the doorbell's 8 bytes arrived: this is a BlueFlame copy, not a doorbell.
+    is_copy: bool,
+}
+
 /// Allocated UARs and half-written 64-bit doorbells.
 #[derive(Debug, Default)]
 pub struct UarTable {
     used: BTreeSet<u32>,
     /// (page, 8-byte aligned offset) -> first 4 bytes of a 64-bit register written in halves.
     halves: BTreeMap<(u32, u32), [u8; 4]>,
+    /// (page, offset of a BF register half) -> the BlueFlame copy arriving there.
+    bursts: BTreeMap<(u32, u32), BfBurst>,
+    bf_mismatches: u64,
+    bf_blocks_checked: u64,
 }
 
 impl UarTable {
@@ -68,7 +104,26 @@ impl UarTable {
 
     fn free(&mut self, index: u32) -> bool {
         self.halves.retain(|(p, _), _| *p != index);
+        self.bursts.retain(|(p, _), _| *p != index);
         self.used.remove(&index)
+    }
+
+    /// BlueFlame copies found to differ from the WQE in memory (or torn) so far.
+    pub fn bf_mismatches(&self) -> u64 {
+        self.bf_mismatches
+    }
+
+    /// 64-byte BlueFlame blocks compared with memory (and found equal or not) so far.
+    pub fn bf_blocks_checked(&self) -> u64 {
+        self.bf_blocks_checked
+    }
+}
+
+impl Hca {
+    /// BlueFlame checking so far: (64-byte blocks compared with the WQE in memory, copies
+    /// found stale or torn).
+    pub fn blueflame_stats(&self) -> (u64, u64) {
+        (self.uars.bf_blocks_checked, self.uars.bf_mismatches)
     }
 }
 
@@ -121,7 +176,7 @@ pub fn bar_write(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
                 if reg == CQ_DOORBELL {
                     crate::cq::arm_doorbell(hca, v);
                 } else {
-                    crate::datapath::sq_doorbell(hca, page, reg, v);
+                    blueflame(hca, page, reg, v);
                 }
             }
         }
@@ -129,6 +184,122 @@ pub fn bar_write(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
             "UAR {page}: {len}-byte write at {offset:#x}: not a doorbell register, ignored"
         )),
     }
+}
+
+/// Size in bytes of one half of a BlueFlame register (`bf_reg_size / 2`, rdma-core mlx5.c),
+/// as the datapath decodes doorbells.
+fn bf_half(hca: &Hca) -> u32 {
+    let log_bf = hca.cap(mlx5_prm::cmd_hca_cap::LOG_BF_REG_SIZE).min(11);
+    ((1u32 << log_bf) / 2).max(8)
+}
+
+/// A 64-bit store into the DB/BF area at `reg` (8-byte aligned): a doorbell at the start of a
+/// half, or a later qword of a BlueFlame copy.
+fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
+    let half = bf_half(hca);
+    let pos = (reg - BF_OFFSET) % half;
+    let start = reg - pos;
+    if pos == 0 {
+        // A new doorbell on this half: a copy still arriving there was abandoned (torn).
+        if let Some(old) = hca.uars.bursts.remove(&(page, start)) {
+            if old.is_copy && old.checked.count_ones() as usize != old.len / 64 {
+                bf_error(
+                    hca,
+                    old.qpn,
+                    "BlueFlame copy torn: a new doorbell before its end",
+                );
+            }
+        }
+        crate::datapath::sq_doorbell(hca, page, reg, v);
+        // ctrl segment: opmod_idx_opcode (opmod 8 | wqe_index 16 | opcode 8), qpn_ds (qpn 24 |
+        // ds 8, of which 6 bits; Linux include/linux/mlx5/qp.h `mlx5_wqe_ctrl_seg`).
+        let qpn = ((v as u32) >> 8) & 0xff_ffff;
+        let ds = (v & 0x3f) as usize;
+        let len = (ds * 16).div_ceil(64) * 64;
+        let owned = hca.qps.get(qpn).is_some_and(|q| q.uar == page);
+        if owned && len != 0 && len <= half as usize {
+            let mut data = vec![0u8; len];
+            data[..8].copy_from_slice(&v.to_be_bytes());
+            hca.uars.bursts.insert(
+                (page, start),
+                BfBurst {
+                    qpn,
+                    wqe_index: (v >> 40) as u16,
+                    len,
+                    data,
+                    have: 1,
+                    checked: 0,
+                    is_copy: false,
+                },
+            );
+        }
+        return;
+    }
+    let Some(b) = hca.uars.bursts.get_mut(&(page, start)) else {
+        hca.trace(format_args!(
+            "UAR {page}: BlueFlame qword at {reg:#x} without a doorbell on its half: ignored"
+        ));
+        return;
+    };
+    let p = pos as usize;
+    if p >= b.len {
+        let qpn = b.qpn;
+        hca.uars.bursts.remove(&(page, start));
+        bf_error(hca, qpn, "BlueFlame copy longer than its WQE's ds");
+        return;
+    }
+    b.is_copy = true;
+    b.data[p..p + 8].copy_from_slice(&v.to_be_bytes());
+    b.have |= 1u128 << (p / 8);
+    let block = p / 64;
+    let mask = 0xffu128 << (block * 8);
+    if b.have & mask != mask || b.checked & (1 << block) != 0 {
+        return;
+    }
+    b.checked |= 1 << block;
+    let (qpn, idx, done) = (
+        b.qpn,
+        b.wqe_index,
+        b.checked.count_ones() as usize == b.len / 64,
+    );
+    let mut bf = [0u8; 64];
+    bf.copy_from_slice(&b.data[block * 64..block * 64 + 64]);
+    if done {
+        hca.uars.bursts.remove(&(page, start));
+    }
+    hca.uars.bf_blocks_checked += 1;
+    match wqe_block(hca, qpn, idx.wrapping_add(block as u16)) {
+        Some(mem) if mem == bf => {}
+        Some(_) => bf_error(hca, qpn, "BlueFlame block differs from the WQE in memory"),
+        None => bf_error(hca, qpn, "BlueFlame copy for a WQE the device cannot read"),
+    }
+}
+
+/// SQ basic block `counter` (wrapping in the ring) of QP `qpn`, read from guest memory.
+fn wqe_block(hca: &Hca, qpn: u32, counter: u16) -> Option<[u8; 64]> {
+    let q = hca.qps.get(qpn)?;
+    let size = q.sq_size();
+    if size == 0 {
+        return None;
+    }
+    let at = (u64::from(counter) & u64::from(size - 1)) * 64;
+    let mut b = [0u8; 64];
+    q.buf.read(&*hca.mem, q.sq_offset + at, &mut b).ok()?;
+    Some(b)
+}
+
+/// A BlueFlame copy that is not the WQE in memory: a work queue catastrophic error on the QP
+/// (WQ_CATAS_ERROR event, QP to ERR). Model choice, see the module documentation.
+fn bf_error(hca: &mut Hca, qpn: u32, why: &str) {
+    hca.uars.bf_mismatches += 1;
+    hca.trace_note(format_args!(
+        "QP {qpn:#x}: {why}: work queue catastrophic error"
+    ));
+    let mut data = [0u8; mlx5_prm::qp_events::BYTES];
+    let _ = mlx5_prm::qp_events::TYPE.set(&mut data, mlx5_prm::event_queue_type::QP.into());
+    let _ = mlx5_prm::qp_events::QPN_RQN_SQN.set(&mut data, qpn);
+    hca.post_async_event(mlx5_prm::event::WQ_CATAS_ERROR, 0, &data);
+    crate::datapath::enter_error(hca, qpn);
 }
 
 /// True for offsets of 64-bit doorbell registers: the CQ doorbell and the DB/BF area.

@@ -44,7 +44,7 @@ fn bring_up_regular_pages_teardown_and_reclaim() {
     assert_eq!(cmd_hca_cap::ROCE.get(&cur), Ok(1));
     assert_eq!(cmd_hca_cap::ATOMIC.get(&cur), Ok(1));
     assert_eq!(cmd_hca_cap::LOG_MAX_QP.get(&cur), Ok(12));
-    assert_eq!(cmd_hca_cap::LOG_BF_REG_SIZE.get(&cur), Ok(8));
+    assert_eq!(cmd_hca_cap::LOG_BF_REG_SIZE.get(&cur), Ok(9));
     assert_eq!(cmd_hca_cap::CMDIF_CHECKSUM.get(&max), Ok(3));
     for t in [
         hca_cap::cap_type::ROCE,

@@ -319,3 +319,58 @@ fn bad_access_sizes_and_config_ranges() {
     drop(h.qemu);
     assert!(h.server.join().unwrap().1.is_ok());
 }
+
+/// Issue 7 (hostile input 3): a client's *blocking* interrupt eventfd whose counter is full
+/// used to block the device's INTx write with the line's lock held; on disconnect `serve`
+/// waited for that lock forever and no later client was served. The eventfd is now made
+/// non-blocking and written without the lock.
+#[test]
+fn full_blocking_irqfd_does_not_wedge_the_server() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let h = start();
+    // SAFETY: eventfd returns a new descriptor (or -1, checked) that we own from here on.
+    let fd = unsafe { libc::eventfd(0, 0) };
+    assert!(fd >= 0);
+    // SAFETY: fd is a fresh descriptor owned by nobody else.
+    let irq = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    (&irq).write_all(&(u64::MAX - 1).to_ne_bytes()).unwrap(); // full: the next write blocks
+    let resample = eventfd();
+    send_msg(
+        &h.qemu,
+        SET_IRQFD,
+        &[],
+        &[irq.as_raw_fd(), resample.as_raw_fd()],
+    );
+    assert_eq!(cfg_read(&h.qemu, 0, 2), 0x15b3, "SET_IRQFD processed");
+    // The device raises INTx (its own thread, as the device thread would).
+    let (tx, rx) = mpsc::channel();
+    let line = h.intx.clone();
+    std::thread::spawn(move || {
+        line.raise();
+        let _ = tx.send(());
+    });
+    // Deadlines bound a hang; nothing is asserted about how long anything takes.
+    assert!(
+        rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+        "raising INTx blocked on the client's full eventfd"
+    );
+    drop(h.qemu);
+    let (tx, rx) = mpsc::channel();
+    let server = h.server;
+    std::thread::spawn(move || {
+        let _ = tx.send(server.join());
+    });
+    let (mut server, r) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("serve() did not return after the client left")
+        .unwrap();
+    assert!(r.is_ok(), "{r:?}");
+    // The next client is served.
+    let (qemu, dev) = UnixStream::pair().unwrap();
+    let t = std::thread::spawn(move || server.serve(&dev));
+    assert_eq!(cfg_read(&qemu, 0, 4), 0x1017_15b3);
+    drop(qemu);
+    assert!(t.join().unwrap().is_ok());
+}

@@ -62,6 +62,13 @@ pub struct SimHal {
     pub hca: InProcHca,
     t0: Instant,
     pub stats: Mutex<BarStats>,
+    /// BAR0 mapped uncached: `bf_write_combining` answers false (read at QP creation).
+    pub uncached: std::sync::atomic::AtomicBool,
+    /// Corrupt the last byte of every BlueFlame block on its way to the device (a stale
+    /// write-combining buffer).
+    pub stale_bf: std::sync::atomic::AtomicBool,
+    /// Drop the second half of every BlueFlame block (a copy torn off by a lost WC flush).
+    pub torn_bf: std::sync::atomic::AtomicBool,
 }
 
 impl SimHal {
@@ -80,6 +87,9 @@ impl SimHal {
             hca,
             t0: Instant::now(),
             stats: Mutex::new(BarStats::default()),
+            uncached: Default::default(),
+            stale_bf: Default::default(),
+            torn_bf: Default::default(),
         })
     }
 
@@ -112,6 +122,11 @@ impl Hal for TestHal {
     fn bar0_len(&self) -> usize {
         BAR0_SIZE as usize
     }
+    /// The in-process model receives every store in program order, as a write-combining
+    /// mapping with rdma-core's sfences delivers them: BlueFlame on, and checked by the model.
+    fn bf_write_combining(&self) -> bool {
+        !self.0.uncached.load(std::sync::atomic::Ordering::Relaxed)
+    }
     fn mmio_read32(&self, offset: usize) -> [u8; 4] {
         self.0.stats.lock().unwrap().reads += 1;
         (self.0.hca.bar0_read(offset as u64, 4) as u32).to_le_bytes()
@@ -130,9 +145,17 @@ impl Hal for TestHal {
     }
     fn mmio_copy_bf(&self, offset: usize, src: &[u8; 64]) {
         self.0.stats.lock().unwrap().bf_copies += 1;
+        let stale = self.0.stale_bf.load(std::sync::atomic::Ordering::Relaxed);
+        let torn = self.0.torn_bf.load(std::sync::atomic::Ordering::Relaxed);
         for (i, c) in src.chunks_exact(8).enumerate() {
+            if torn && i >= 4 {
+                break;
+            }
             let mut b = [0u8; 8];
             b.copy_from_slice(c);
+            if stale && i == 7 {
+                b[7] ^= 0xff;
+            }
             self.0
                 .hca
                 .bar0_write((offset + i * 8) as u64, u64::from_le_bytes(b), 8);

@@ -618,7 +618,7 @@ impl<D: Device> Env<D> {
     /// (the last WQE posted), through the next BlueFlame half like rdma-core.
     pub fn ring_sq(&self, qp: &mut Qp, last: &[u8]) {
         self.write(qp.dbr + 4, &(qp.sq_pi as u32).to_be_bytes());
-        let bf_half = 1u64 << 8 >> 1; // log_bf_reg_size 8: halves of 128 bytes
+        let bf_half = 1u64 << 9 >> 1; // log_bf_reg_size 9: halves of 256 bytes
         let off = u64::from(qp.uar) * 4096 + 0x800 + bf_half * qp.bf_half as u64;
         qp.bf_half ^= 1;
         let v = u64::from_le_bytes(last[0..8].try_into().unwrap());
