@@ -1,0 +1,209 @@
+//! Linux guests against the emulated ConnectX-5 (src/linux_guest.rs): Debian's 6.1 kernel under
+//! TCG, the HCA served by `mlx5-sim --listen` through a private TCG-capable copy of QEMU's
+//! `x-pci-proxy-dev`.
+//!
+//! - `vfio_guest_runs_the_rdma_checks`: the `rdma` example of drivers/mlx5-vfio (the unikernel
+//!   app's checks over the VFIO HAL), statically linked, in the guest over vfio-pci behind an
+//!   emulated intel-iommu, with IOVA = physical address (the proxy device ignores the vIOMMU).
+//! - `linux_mlx5_core_probes_the_model`: Linux's own mlx5_core probes the model: every command
+//!   up to ALLOC_UAR succeeds, the probe stops only at MSI-X (the proxy has none), and the
+//!   teardown gives every firmware page back.
+//!
+//! Each skips loudly (`SKIPPED: ...`) when QEMU, `apt-get download` or the patch can't be had.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use unikernel::linux_guest::{self, GuestRun, GuestSpec, Initramfs, Kernel, Skip};
+
+fn work(name: &str) -> PathBuf {
+    linux_guest::cache_dir().join("runs").join(name)
+}
+
+/// Everything a guest needs, or the reason it cannot be had.
+fn prepare() -> Result<(PathBuf, Kernel, PathBuf), Skip> {
+    let qemu = linux_guest::patched_qemu()?;
+    let kernel = linux_guest::prepare_kernel()?;
+    let sim = unikernel::build_hca_sim().map_err(|e| Skip(format!("building mlx5-sim: {e}")))?;
+    Ok((qemu, kernel, sim))
+}
+
+fn fail(test: &str, run: &GuestRun, why: &str) -> ! {
+    let mut err = std::io::stderr();
+    let _ = linux_guest::dump(run, &mut err);
+    panic!("{test}: {why}");
+}
+
+/// Command lines the model traced, in order: (opcode name, status name).
+fn commands(trace: &str) -> Vec<(String, String)> {
+    trace
+        .lines()
+        .filter_map(|l| {
+            let rest = &l[l.find("cmd slot ")?..];
+            let mut w = rest.split_whitespace().skip(3);
+            let name = w.next()?.to_string();
+            let status = rest.split("-> ").nth(1)?.split_whitespace().next()?.to_string();
+            Some((name, status))
+        })
+        .collect()
+}
+
+#[test]
+fn linux_mlx5_core_probes_the_model() {
+    const T: &str = "linux_mlx5_core_probes_the_model";
+    let t0 = Instant::now();
+    let (qemu, kernel, sim) = match prepare() {
+        Ok(x) => x,
+        Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
+    };
+    let dir = work("mlx5_core");
+    let initrd = dir.join("initramfs.cpio");
+    let build = || -> Result<(), Skip> {
+        std::fs::create_dir_all(&dir).map_err(|e| Skip(e.to_string()))?;
+        let mut img = Initramfs::new(&kernel, linux_guest::INIT)?;
+        img.modules(&kernel, &["mlx5_core"])?;
+        img.file("test.sh", linux_guest::mlx5_core_script(150).as_bytes(), false);
+        img.write(&initrd)
+    };
+    if let Err(s) = build() {
+        return eprintln!("SKIPPED: {T}: {s}");
+    }
+    let spec = GuestSpec {
+        qemu: &qemu,
+        kernel: &kernel,
+        initrd: &initrd,
+        sim: &sim,
+        viommu: false,
+        append: "",
+        timeout: Duration::from_secs(240),
+        work: &dir,
+    };
+    let run = match linux_guest::run_guest(&spec) {
+        Ok(r) => r,
+        Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
+    };
+    if !run.completed() {
+        fail(T, &run, "the guest did not reach the end of its script");
+    }
+    let cmds = commands(&run.trace);
+    let Some(uar) = cmds.iter().position(|c| c.0 == "MLX5_CMD_OP_ALLOC_UAR") else {
+        fail(T, &run, "mlx5_core never sent ALLOC_UAR");
+    };
+    if let Some(bad) = cmds[..=uar].iter().find(|c| c.1 != "MLX5_CMD_STAT_OK") {
+        fail(T, &run, &format!("{} failed with {} before ALLOC_UAR", bad.0, bad.1));
+    }
+    for must in ["MLX5_CMD_OP_ENABLE_HCA", "MLX5_CMD_OP_INIT_HCA", "MLX5_CMD_OP_QUERY_HCA_CAP"] {
+        if !cmds[..uar].iter().any(|c| c.0 == must) {
+            fail(T, &run, &format!("no {must} before ALLOC_UAR"));
+        }
+    }
+    if !run.serial.contains("Failed to alloc IRQs") {
+        fail(T, &run, "the probe did not stop at \"Failed to alloc IRQs\"");
+    }
+    // Teardown after the failed load: everything after ALLOC_UAR succeeded too, the pages
+    // came back (pagealloc.c warns "FW pages counter is %d after reclaiming all pages"
+    // otherwise) and the function was disabled last.
+    if let Some(bad) = cmds[uar..].iter().find(|c| c.1 != "MLX5_CMD_STAT_OK") {
+        fail(T, &run, &format!("teardown: {} failed with {}", bad.0, bad.1));
+    }
+    if run.serial.contains("after reclaiming all pages") {
+        fail(T, &run, "mlx5_core reports firmware pages left after the reclaim");
+    }
+    if !cmds[uar..].iter().any(|c| c.0 == "MLX5_CMD_OP_MANAGE_PAGES") {
+        fail(T, &run, "no MANAGE_PAGES reclaim in the teardown");
+    }
+    if cmds.last().map(|c| c.0.as_str()) != Some("MLX5_CMD_OP_DISABLE_HCA") {
+        fail(T, &run, "the teardown did not end with DISABLE_HCA");
+    }
+    eprintln!(
+        "{T}: {} commands, guest wall {:.1} s, test wall {:.1} s",
+        cmds.len(),
+        run.wall.as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn vfio_guest_runs_the_rdma_checks() {
+    const T: &str = "vfio_guest_runs_the_rdma_checks";
+    let t0 = Instant::now();
+    let (qemu, kernel, sim) = match prepare() {
+        Ok(x) => x,
+        Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
+    };
+    let rdma = match linux_guest::build_static_example("mlx5-vfio", "rdma") {
+        Ok(p) => p,
+        Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
+    };
+    let dir = work("vfio");
+    let initrd = dir.join("initramfs.cpio");
+    let build = || -> Result<(), Skip> {
+        std::fs::create_dir_all(&dir).map_err(|e| Skip(e.to_string()))?;
+        let mut img = Initramfs::new(&kernel, linux_guest::INIT)?;
+        img.modules(&kernel, &["vfio_iommu_type1", "vfio-pci"])?;
+        let bin = std::fs::read(&rdma).map_err(|e| Skip(format!("{}: {e}", rdma.display())))?;
+        img.file("bin/rdma", &bin, true);
+        img.file("hugepages", b"320\n", false);
+        // A short command timeout: a wrong IOVA costs it per command, not 60 s.
+        let cmd = "rdma --iova-mode pa --cmd-timeout-ms 5000 --quick $BDF";
+        img.file("test.sh", linux_guest::vfio_script(cmd).as_bytes(), false);
+        img.write(&initrd)
+    };
+    if let Err(s) = build() {
+        return eprintln!("SKIPPED: {T}: {s}");
+    }
+    let spec = GuestSpec {
+        qemu: &qemu,
+        kernel: &kernel,
+        initrd: &initrd,
+        sim: &sim,
+        viommu: true,
+        append: "",
+        timeout: Duration::from_secs(300),
+        work: &dir,
+    };
+    let run = match linux_guest::run_guest(&spec) {
+        Ok(r) => r,
+        Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
+    };
+    if !run.completed() {
+        fail(T, &run, "the guest did not reach the end of its script");
+    }
+    if !run.serial.contains("bound to vfio-pci") {
+        fail(T, &run, "the function was not bound to vfio-pci");
+    }
+    for line in [
+        "rdma: RDMA_WRITE 4 KiB: ok",
+        "rdma: RDMA_WRITE to the last 4 KiB of the huge-page region: ok",
+        "rdma: RDMA_WRITE_WITH_IMM: ok",
+        "rdma: RDMA_READ 4 KiB: ok",
+        "rdma: SEND 1500 B: ok",
+        "rdma: SEND_WITH_IMM 1500 B: ok",
+        "rdma: SEND inline: ok",
+        "rdma: ATOMIC_CMP_AND_SWP: ok",
+        "rdma: ATOMIC_FETCH_AND_ADD: ok",
+        "rdma: out-of-bounds RDMA_WRITE gets REM_ACCESS_ERR and writes nothing: ok",
+        "rdma: reg_mr of huge pages needs one command and at most one entry per huge page: ok",
+        "rdma: RDMA_Write BW",
+        "rdma: RDMA_Read BW",
+        "rdma: RDMA_Write Latency",
+        "rdma: teardown ok, pages reclaimed",
+        " 0 failed",
+        "GUEST: rc=0 ",
+    ] {
+        if !run.serial.contains(line) {
+            fail(T, &run, &format!("no \"{line}\" on the console"));
+        }
+    }
+    if run.serial.contains("FAILED") {
+        fail(T, &run, "a check FAILED");
+    }
+    // The report: bring-up, pinning, reg_mr and the table, as the guest printed them.
+    for l in run.serial.lines().filter(|l| {
+        l.starts_with("rdma: ") && (l.contains(" up in ") || l.contains("pinned") || l.contains("reg_mr ")
+            || l.starts_with("rdma:  ") || l.contains(" BW ") || l.contains("Latency") || l.contains("checks passed"))
+    }) {
+        eprintln!("{T}: {l}");
+    }
+    eprintln!("{T}: guest wall {:.1} s, test wall {:.1} s", run.wall.as_secs_f64(), t0.elapsed().as_secs_f64());
+}
