@@ -153,30 +153,47 @@ pub fn prepare_kernel() -> Result<Kernel, Skip> {
     let debs = dir.join("debs");
     fs::create_dir_all(&debs).map_err(|e| skip(format!("{}: {e}", debs.display())))?;
     let list = run_ok(
-        Command::new("apt-cache").args(["search", "--names-only", r"^linux-image-6\.1\.0-[0-9]+-amd64$"]),
+        Command::new("apt-cache").args([
+            "search",
+            "--names-only",
+            r"^linux-image-6\.1\.0-[0-9]+-amd64$",
+        ]),
         "apt-cache search linux-image-6.1.0-*-amd64",
     )?;
-    let abi = |p: &str| -> Option<u32> { p.strip_prefix("linux-image-6.1.0-")?.strip_suffix("-amd64")?.parse().ok() };
+    let abi = |p: &str| -> Option<u32> {
+        p.strip_prefix("linux-image-6.1.0-")?
+            .strip_suffix("-amd64")?
+            .parse()
+            .ok()
+    };
     let image = list
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .filter(|p| abi(p).is_some())
         .max_by_key(|p| abi(p))
-        .ok_or_else(|| skip("apt knows no linux-image-6.1.0-*-amd64 (run .ci/setup: apt-get update)"))?
+        .ok_or_else(|| {
+            skip("apt knows no linux-image-6.1.0-*-amd64 (run .ci/setup: apt-get update)")
+        })?
         .to_string();
     let version = image.trim_start_matches("linux-image-").to_string();
     let have = |pkg: &str| -> Option<PathBuf> {
-        fs::read_dir(&debs).ok()?.flatten().map(|e| e.path()).find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
-        })
+        fs::read_dir(&debs)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
+            })
     };
     let mut paths = Vec::new();
     for pkg in [image.as_str(), "busybox-static", "kmod"] {
         if have(pkg).is_none() {
             run_ok(
-                Command::new("apt-get").args(["download", "-q", pkg]).current_dir(&debs),
+                Command::new("apt-get")
+                    .args(["download", "-q", pkg])
+                    .current_dir(&debs),
                 &format!("apt-get download {pkg}"),
             )?;
         }
@@ -187,13 +204,20 @@ pub fn prepare_kernel() -> Result<Kernel, Skip> {
     let _ = fs::remove_dir_all(&root);
     let _ = fs::remove_dir_all(&kmod);
     for (deb, to) in [(&paths[0], &root), (&paths[1], &root), (&paths[2], &kmod)] {
-        run_ok(Command::new("dpkg").arg("-x").arg(deb).arg(to), &format!("dpkg -x {}", deb.display()))?;
+        run_ok(
+            Command::new("dpkg").arg("-x").arg(deb).arg(to),
+            &format!("dpkg -x {}", deb.display()),
+        )?;
     }
     // modules.dep is made at install time; the package's kmod is depmod when called so.
     let depmod = kmod.join("depmod");
     let _ = fs::remove_file(&depmod);
-    std::os::unix::fs::symlink("bin/kmod", &depmod).map_err(|e| skip(format!("symlink depmod: {e}")))?;
-    run_ok(Command::new(&depmod).arg("-b").arg(&root).arg(&version), "depmod (from the kmod package)")?;
+    std::os::unix::fs::symlink("bin/kmod", &depmod)
+        .map_err(|e| skip(format!("symlink depmod: {e}")))?;
+    run_ok(
+        Command::new(&depmod).arg("-b").arg(&root).arg(&version),
+        "depmod (from the kmod package)",
+    )?;
     fs::write(&stamp, &version).map_err(|e| skip(format!("{}: {e}", stamp.display())))?;
     Ok(Kernel {
         vmlinuz: root.join("boot").join(format!("vmlinuz-{version}")),
@@ -208,8 +232,14 @@ const ENOSYS_STUB: [u8; 6] = [0xb8, 0xda, 0xff, 0xff, 0xff, 0xc3];
 /// wrappers around `kvm_irqchip_assign_irqfd` in QEMU 10.0.2 (accel/kvm/kvm-all.c)
 /// as Debian builds it: `mov $1,%r8d` / `mov %edx,%ecx; xor %r8d,%r8d; xor ..`.
 const PATCHES: [(&str, [u8; 6]); 2] = [
-    ("kvm_irqchip_add_irqfd_notifier_gsi", [0x41, 0xb8, 0x01, 0x00, 0x00, 0x00]),
-    ("kvm_irqchip_remove_irqfd_notifier_gsi", [0x89, 0xd1, 0x45, 0x31, 0xc0, 0x31]),
+    (
+        "kvm_irqchip_add_irqfd_notifier_gsi",
+        [0x41, 0xb8, 0x01, 0x00, 0x00, 0x00],
+    ),
+    (
+        "kvm_irqchip_remove_irqfd_notifier_gsi",
+        [0x89, 0xd1, 0x45, 0x31, 0xc0, 0x31],
+    ),
 ];
 
 /// Finds exported function symbols in an ELF64 little-endian file: name -> (file offset, size).
@@ -231,13 +261,23 @@ fn dynsym_offsets(elf: &[u8], wanted: &[&str]) -> Result<Vec<(u64, u64)>, String
     for i in 0..phnum {
         let p = phoff + i * phentsize;
         if rd(p, 4)? == 1 {
-            loads.push((rd(p + 16, 8)?, rd(p + 8, 8)?, rd(p + 32, 8)?, rd(p + 4, 4)? & 1 != 0));
+            loads.push((
+                rd(p + 16, 8)?,
+                rd(p + 8, 8)?,
+                rd(p + 32, 8)?,
+                rd(p + 4, 4)? & 1 != 0,
+            ));
         }
     }
     let sec = |i: usize| -> Result<(u64, u64, u64, u64), String> {
         let s = shoff + i * shentsize;
         // (type, offset, size, link)
-        Ok((rd(s + 4, 4)?, rd(s + 24, 8)?, rd(s + 32, 8)?, rd(s + 40, 4)?))
+        Ok((
+            rd(s + 4, 4)?,
+            rd(s + 24, 8)?,
+            rd(s + 32, 8)?,
+            rd(s + 40, 4)?,
+        ))
     };
     let mut found = vec![None; wanted.len()];
     for i in 0..shnum {
@@ -250,7 +290,10 @@ fn dynsym_offsets(elf: &[u8], wanted: &[&str]) -> Result<Vec<(u64, u64)>, String
             let name_off = strtab + rd(s, 4)? as usize;
             let info = rd(s + 4, 1)?;
             let (value, sz) = (rd(s + 8, 8)?, rd(s + 16, 8)?);
-            let end = elf[name_off..].iter().position(|&b| b == 0).ok_or("bad string table")?;
+            let end = elf[name_off..]
+                .iter()
+                .position(|&b| b == 0)
+                .ok_or("bad string table")?;
             let name = &elf[name_off..name_off + end];
             if let Some(k) = wanted.iter().position(|w| w.as_bytes() == name) {
                 if info & 0xf != 2 || value == 0 {
@@ -372,7 +415,7 @@ impl Initramfs {
     }
 
     fn pad(&mut self) {
-        while self.data.len() % 4 != 0 {
+        while !self.data.len().is_multiple_of(4) {
             self.data.push(0);
         }
     }
@@ -516,7 +559,8 @@ pub fn run_guest(g: &GuestSpec<'_>) -> Result<GuestRun, Skip> {
     for p in [&sock, &serial] {
         let _ = fs::remove_file(p);
     }
-    let trace_f = fs::File::create(&trace).map_err(|e| skip(format!("{}: {e}", trace.display())))?;
+    let trace_f =
+        fs::File::create(&trace).map_err(|e| skip(format!("{}: {e}", trace.display())))?;
     let mut sim = Command::new(g.sim)
         .arg("--listen")
         .arg(&sock)
@@ -539,7 +583,10 @@ pub fn run_guest(g: &GuestSpec<'_>) -> Result<GuestRun, Skip> {
         Err(e) => {
             let _ = sim.kill();
             let _ = sim.wait();
-            return Err(skip(format!("mlx5-sim did not listen on {}: {e}", sock.display())));
+            return Err(skip(format!(
+                "mlx5-sim did not listen on {}: {e}",
+                sock.display()
+            )));
         }
     };
     use std::os::fd::AsRawFd;
@@ -554,8 +601,23 @@ pub fn run_guest(g: &GuestSpec<'_>) -> Result<GuestRun, Skip> {
     }
     let mut cmd = Command::new(g.qemu);
     cmd.args(["-accel", "tcg", "-machine", "q35,memory-backend=mem"])
-        .args(["-object", "memory-backend-memfd,id=mem,size=1G,share=on", "-m", "1G"])
-        .args(["-cpu", "max", "-smp", "1", "-nodefaults", "-nographic", "-monitor", "none", "-no-reboot"])
+        .args([
+            "-object",
+            "memory-backend-memfd,id=mem,size=1G,share=on",
+            "-m",
+            "1G",
+        ])
+        .args([
+            "-cpu",
+            "max",
+            "-smp",
+            "1",
+            "-nodefaults",
+            "-nographic",
+            "-monitor",
+            "none",
+            "-no-reboot",
+        ])
         .arg("-serial")
         .arg(format!("file:{}", serial.display()))
         .arg("-kernel")
@@ -567,11 +629,17 @@ pub fn run_guest(g: &GuestSpec<'_>) -> Result<GuestRun, Skip> {
     if g.viommu {
         cmd.args(["-device", "intel-iommu"]);
     }
-    cmd.arg("-device").arg(format!("x-pci-proxy-dev,id=hca0,fd={fd}"));
+    cmd.arg("-device")
+        .arg(format!("x-pci-proxy-dev,id=hca0,fd={fd}"));
     inherit(&mut cmd, fd);
     let qerr_f = fs::File::create(&qerr).map_err(|e| skip(format!("{}: {e}", qerr.display())))?;
     let t0 = Instant::now();
-    let mut qemu = match cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(qerr_f).spawn() {
+    let mut qemu = match cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(qerr_f)
+        .spawn()
+    {
         Ok(q) => q,
         Err(e) => {
             let _ = sim.kill();
@@ -628,14 +696,31 @@ pub fn build_static_example(package: &str, example: &str) -> Result<PathBuf, Ski
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--release", "--quiet", "-p", package, "--example", example, "--target", triple])
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            package,
+            "--example",
+            example,
+            "--target",
+            triple,
+        ])
         .arg("--target-dir")
         .arg(&target_dir)
         .env("RUSTFLAGS", "-C target-feature=+crt-static");
-    for var in ["CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "RUSTC_WRAPPER"] {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "RUSTC_WRAPPER",
+    ] {
         cmd.env_remove(var);
     }
-    let out = cmd.output().map_err(|e| skip(format!("cannot run cargo: {e}")))?;
+    let out = cmd
+        .output()
+        .map_err(|e| skip(format!("cannot run cargo: {e}")))?;
     if !out.status.success() {
         return Err(skip(format!(
             "static build of {package} example {example} failed (glibc static libraries, libc6-dev, \
@@ -643,17 +728,30 @@ pub fn build_static_example(package: &str, example: &str) -> Result<PathBuf, Ski
             String::from_utf8_lossy(&out.stderr)
         )));
     }
-    Ok(target_dir.join(triple).join("release").join("examples").join(example))
+    Ok(target_dir
+        .join(triple)
+        .join("release")
+        .join("examples")
+        .join(example))
 }
 
 /// Prints a test's failure context to stderr (it lands in the test output).
 pub fn dump(run: &GuestRun, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "==== guest serial console ====\n{}", run.serial)?;
-    writeln!(out, "==== model trace (mlx5-sim --trace, without reads) ====\n{}", run.trace)?;
+    writeln!(
+        out,
+        "==== model trace (mlx5-sim --trace, without reads) ====\n{}",
+        run.trace
+    )?;
     if !run.qemu_stderr.trim().is_empty() {
         writeln!(out, "==== QEMU stderr ====\n{}", run.qemu_stderr)?;
     }
-    writeln!(out, "==== wall {:.1} s, timed out: {} ====", run.wall.as_secs_f64(), run.timed_out)
+    writeln!(
+        out,
+        "==== wall {:.1} s, timed out: {} ====",
+        run.wall.as_secs_f64(),
+        run.timed_out
+    )
 }
 
 #[cfg(test)]

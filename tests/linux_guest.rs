@@ -28,6 +28,45 @@ fn prepare() -> Result<(PathBuf, Kernel, PathBuf), Skip> {
     Ok((qemu, kernel, sim))
 }
 
+/// Builds the guest's initramfs with `fill` (given the base image) and boots it against a
+/// fresh model. `None` (after a loud SKIPPED) when something cannot be had here.
+fn boot(
+    test: &str,
+    name: &str,
+    viommu: bool,
+    timeout: Duration,
+    fill: impl FnOnce(&Kernel, &mut Initramfs) -> Result<(), Skip>,
+) -> Option<GuestRun> {
+    let guest = || -> Result<GuestRun, Skip> {
+        let (qemu, kernel, sim) = prepare()?;
+        let dir = work(name);
+        let initrd = dir.join("initramfs.cpio");
+        std::fs::create_dir_all(&dir).map_err(|e| Skip(format!("{}: {e}", dir.display())))?;
+        let mut img = Initramfs::new(&kernel, linux_guest::INIT)?;
+        fill(&kernel, &mut img)?;
+        img.write(&initrd)?;
+        let spec = GuestSpec {
+            qemu: &qemu,
+            kernel: &kernel,
+            initrd: &initrd,
+            sim: &sim,
+            viommu,
+            append: "",
+            timeout,
+            work: &dir,
+        };
+        linux_guest::run_guest(&spec)
+    };
+    match guest() {
+        Ok(run) if run.completed() => Some(run),
+        Ok(run) => fail(test, &run, "the guest did not reach the end of its script"),
+        Err(s) => {
+            eprintln!("SKIPPED: {test}: {s}");
+            None
+        }
+    }
+}
+
 fn fail(test: &str, run: &GuestRun, why: &str) -> ! {
     let mut err = std::io::stderr();
     let _ = linux_guest::dump(run, &mut err);
@@ -42,7 +81,12 @@ fn commands(trace: &str) -> Vec<(String, String)> {
             let rest = &l[l.find("cmd slot ")?..];
             let mut w = rest.split_whitespace().skip(3);
             let name = w.next()?.to_string();
-            let status = rest.split("-> ").nth(1)?.split_whitespace().next()?.to_string();
+            let status = rest
+                .split("-> ")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .to_string();
             Some((name, status))
         })
         .collect()
@@ -52,64 +96,71 @@ fn commands(trace: &str) -> Vec<(String, String)> {
 fn linux_mlx5_core_probes_the_model() {
     const T: &str = "linux_mlx5_core_probes_the_model";
     let t0 = Instant::now();
-    let (qemu, kernel, sim) = match prepare() {
-        Ok(x) => x,
-        Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
+    let Some(run) = boot(
+        T,
+        "mlx5_core",
+        false,
+        Duration::from_secs(240),
+        |kernel, img| {
+            img.modules(kernel, &["mlx5_core"])?;
+            img.file(
+                "test.sh",
+                linux_guest::mlx5_core_script(150).as_bytes(),
+                false,
+            );
+            Ok(())
+        },
+    ) else {
+        return;
     };
-    let dir = work("mlx5_core");
-    let initrd = dir.join("initramfs.cpio");
-    let build = || -> Result<(), Skip> {
-        std::fs::create_dir_all(&dir).map_err(|e| Skip(e.to_string()))?;
-        let mut img = Initramfs::new(&kernel, linux_guest::INIT)?;
-        img.modules(&kernel, &["mlx5_core"])?;
-        img.file("test.sh", linux_guest::mlx5_core_script(150).as_bytes(), false);
-        img.write(&initrd)
-    };
-    if let Err(s) = build() {
-        return eprintln!("SKIPPED: {T}: {s}");
-    }
-    let spec = GuestSpec {
-        qemu: &qemu,
-        kernel: &kernel,
-        initrd: &initrd,
-        sim: &sim,
-        viommu: false,
-        append: "",
-        timeout: Duration::from_secs(240),
-        work: &dir,
-    };
-    let run = match linux_guest::run_guest(&spec) {
-        Ok(r) => r,
-        Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
-    };
-    if !run.completed() {
-        fail(T, &run, "the guest did not reach the end of its script");
-    }
     let cmds = commands(&run.trace);
     let Some(uar) = cmds.iter().position(|c| c.0 == "MLX5_CMD_OP_ALLOC_UAR") else {
         fail(T, &run, "mlx5_core never sent ALLOC_UAR");
     };
     if let Some(bad) = cmds[..=uar].iter().find(|c| c.1 != "MLX5_CMD_STAT_OK") {
-        fail(T, &run, &format!("{} failed with {} before ALLOC_UAR", bad.0, bad.1));
+        fail(
+            T,
+            &run,
+            &format!("{} failed with {} before ALLOC_UAR", bad.0, bad.1),
+        );
     }
-    for must in ["MLX5_CMD_OP_ENABLE_HCA", "MLX5_CMD_OP_INIT_HCA", "MLX5_CMD_OP_QUERY_HCA_CAP"] {
+    for must in [
+        "MLX5_CMD_OP_ENABLE_HCA",
+        "MLX5_CMD_OP_INIT_HCA",
+        "MLX5_CMD_OP_QUERY_HCA_CAP",
+    ] {
         if !cmds[..uar].iter().any(|c| c.0 == must) {
             fail(T, &run, &format!("no {must} before ALLOC_UAR"));
         }
     }
     if !run.serial.contains("Failed to alloc IRQs") {
-        fail(T, &run, "the probe did not stop at \"Failed to alloc IRQs\"");
+        fail(
+            T,
+            &run,
+            "the probe did not stop at \"Failed to alloc IRQs\"",
+        );
     }
     // Teardown after the failed load: everything after ALLOC_UAR succeeded too, the pages
     // came back (pagealloc.c warns "FW pages counter is %d after reclaiming all pages"
     // otherwise) and the function was disabled last.
     if let Some(bad) = cmds[uar..].iter().find(|c| c.1 != "MLX5_CMD_STAT_OK") {
-        fail(T, &run, &format!("teardown: {} failed with {}", bad.0, bad.1));
+        fail(
+            T,
+            &run,
+            &format!("teardown: {} failed with {}", bad.0, bad.1),
+        );
     }
     if run.serial.contains("after reclaiming all pages") {
-        fail(T, &run, "mlx5_core reports firmware pages left after the reclaim");
+        fail(
+            T,
+            &run,
+            "mlx5_core reports firmware pages left after the reclaim",
+        );
     }
-    if !cmds[uar..].iter().any(|c| c.0 == "MLX5_CMD_OP_MANAGE_PAGES") {
+    if !cmds[uar..]
+        .iter()
+        .any(|c| c.0 == "MLX5_CMD_OP_MANAGE_PAGES")
+    {
         fail(T, &run, "no MANAGE_PAGES reclaim in the teardown");
     }
     if cmds.last().map(|c| c.0.as_str()) != Some("MLX5_CMD_OP_DISABLE_HCA") {
@@ -127,50 +178,34 @@ fn linux_mlx5_core_probes_the_model() {
 fn vfio_guest_runs_the_rdma_checks() {
     const T: &str = "vfio_guest_runs_the_rdma_checks";
     let t0 = Instant::now();
-    let (qemu, kernel, sim) = match prepare() {
-        Ok(x) => x,
-        Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
-    };
     let rdma = match linux_guest::build_static_example("mlx5-vfio", "rdma") {
         Ok(p) => p,
         Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
     };
-    let dir = work("vfio");
-    let initrd = dir.join("initramfs.cpio");
-    let build = || -> Result<(), Skip> {
-        std::fs::create_dir_all(&dir).map_err(|e| Skip(e.to_string()))?;
-        let mut img = Initramfs::new(&kernel, linux_guest::INIT)?;
-        img.modules(&kernel, &["vfio_iommu_type1", "vfio-pci"])?;
+    let Some(run) = boot(T, "vfio", true, Duration::from_secs(300), |kernel, img| {
+        img.modules(kernel, &["vfio_iommu_type1", "vfio-pci"])?;
         let bin = std::fs::read(&rdma).map_err(|e| Skip(format!("{}: {e}", rdma.display())))?;
         img.file("bin/rdma", &bin, true);
         img.file("hugepages", b"320\n", false);
-        // A short command timeout: a wrong IOVA costs it per command, not 60 s.
-        let cmd = "rdma --iova-mode pa --cmd-timeout-ms 5000 --quick $BDF";
+        // First the HAL's default IOVAs, which the proxy device (it ignores the vIOMMU) cannot
+        // reach: a typed command timeout, quickly. Then IOVA = PA, which must pass. A short
+        // command timeout: a wrong IOVA costs it per command, not 60 s.
+        let cmd = "rdma --iova-mode alloc --cmd-timeout-ms 1000 --hugepages 1 $BDF; echo \"GUEST: alloc rc=$?\"\n\
+                   rdma --iova-mode pa --cmd-timeout-ms 5000 --quick $BDF";
         img.file("test.sh", linux_guest::vfio_script(cmd).as_bytes(), false);
-        img.write(&initrd)
+        Ok(())
+    }) else {
+        return;
     };
-    if let Err(s) = build() {
-        return eprintln!("SKIPPED: {T}: {s}");
-    }
-    let spec = GuestSpec {
-        qemu: &qemu,
-        kernel: &kernel,
-        initrd: &initrd,
-        sim: &sim,
-        viommu: true,
-        append: "",
-        timeout: Duration::from_secs(300),
-        work: &dir,
-    };
-    let run = match linux_guest::run_guest(&spec) {
-        Ok(r) => r,
-        Err(s) => return eprintln!("SKIPPED: {T}: {s}"),
-    };
-    if !run.completed() {
-        fail(T, &run, "the guest did not reach the end of its script");
-    }
     if !run.serial.contains("bound to vfio-pci") {
         fail(T, &run, "the function was not bound to vfio-pci");
+    }
+    if !run.serial.contains("CommandTimeout") || !run.serial.contains("GUEST: alloc rc=3") {
+        fail(
+            T,
+            &run,
+            "allocated IOVAs behind the proxy did not end in a command timeout (exit 3)",
+        );
     }
     for line in [
         "rdma: RDMA_WRITE 4 KiB: ok",
@@ -200,10 +235,20 @@ fn vfio_guest_runs_the_rdma_checks() {
     }
     // The report: bring-up, pinning, reg_mr and the table, as the guest printed them.
     for l in run.serial.lines().filter(|l| {
-        l.starts_with("rdma: ") && (l.contains(" up in ") || l.contains("pinned") || l.contains("reg_mr ")
-            || l.starts_with("rdma:  ") || l.contains(" BW ") || l.contains("Latency") || l.contains("checks passed"))
+        l.starts_with("rdma: ")
+            && (l.contains(" up in ")
+                || l.contains("pinned")
+                || l.contains("reg_mr ")
+                || l.starts_with("rdma:  ")
+                || l.contains(" BW ")
+                || l.contains("Latency")
+                || l.contains("checks passed"))
     }) {
         eprintln!("{T}: {l}");
     }
-    eprintln!("{T}: guest wall {:.1} s, test wall {:.1} s", run.wall.as_secs_f64(), t0.elapsed().as_secs_f64());
+    eprintln!(
+        "{T}: guest wall {:.1} s, test wall {:.1} s",
+        run.wall.as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
 }

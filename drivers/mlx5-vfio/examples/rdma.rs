@@ -55,7 +55,9 @@ fn parse() -> Result<Args, String> {
             "--iova-mode" => a.iova = value("--iova-mode")?.parse().map_err(|e| format!("{e}"))?,
             "--hugepages" => {
                 let v = value("--hugepages")?;
-                let n = v.parse().map_err(|_| format!("--hugepages: not a number: {v}"))?;
+                let n = v
+                    .parse()
+                    .map_err(|_| format!("--hugepages: not a number: {v}"))?;
                 if n == 0 {
                     return Err("--hugepages must be at least 1".into());
                 }
@@ -63,7 +65,9 @@ fn parse() -> Result<Args, String> {
             }
             "--cmd-timeout-ms" => {
                 let v = value("--cmd-timeout-ms")?;
-                let ms = v.parse().map_err(|_| format!("--cmd-timeout-ms: not a number: {v}"))?;
+                let ms = v
+                    .parse()
+                    .map_err(|_| format!("--cmd-timeout-ms: not a number: {v}"))?;
                 a.cmd_timeout = Some(Duration::from_millis(ms));
             }
             "--quick" => a.quick = true,

@@ -89,7 +89,11 @@ pub enum VfioError {
     /// A range to pin that is empty or not page-aligned.
     BadRange { addr: usize, len: usize },
     /// `VFIO_IOMMU_MAP_DMA` refused the mapping.
-    MapDma { iova: u64, len: usize, err: io::Error },
+    MapDma {
+        iova: u64,
+        len: usize,
+        err: io::Error,
+    },
     /// An IOVA mode other than `alloc` or `pa`.
     BadIovaMode,
 }
@@ -115,7 +119,10 @@ impl fmt::Display for VfioError {
                 write!(f, "{len} bytes at {addr:#x}: empty or not page-aligned")
             }
             VfioError::MapDma { iova, len, err } => {
-                write!(f, "VFIO_IOMMU_MAP_DMA of {len} bytes at IOVA {iova:#x}: {err}")
+                write!(
+                    f,
+                    "VFIO_IOMMU_MAP_DMA of {len} bytes at IOVA {iova:#x}: {err}"
+                )
             }
             VfioError::BadIovaMode => write!(f, "IOVA mode must be alloc or pa"),
         }
@@ -474,7 +481,7 @@ impl VfioHal {
     /// returned [`PinnedMemory`] is dropped.
     pub unsafe fn pin(&self, ptr: *mut u8, len: usize) -> Result<PinnedMemory, VfioError> {
         let addr = ptr as usize;
-        if len == 0 || addr % PAGE != 0 || len % PAGE != 0 {
+        if len == 0 || !addr.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
             return Err(VfioError::BadRange { addr, len });
         }
         let mut pinned = PinnedMemory {
@@ -633,7 +640,10 @@ mod tests {
     fn iova_mode_parses_dpdk_spellings() {
         assert_eq!("pa".parse::<IovaMode>().ok(), Some(IovaMode::Physical));
         assert_eq!("alloc".parse::<IovaMode>().ok(), Some(IovaMode::Allocated));
-        assert!(matches!("x".parse::<IovaMode>(), Err(VfioError::BadIovaMode)));
+        assert!(matches!(
+            "x".parse::<IovaMode>(),
+            Err(VfioError::BadIovaMode)
+        ));
     }
 
     /// Physical addresses: root sees PFNs (and a huge page is one run); anyone else gets the
@@ -651,10 +661,7 @@ mod tests {
                 let runs = pm.runs(m.ptr as usize, m.len).unwrap();
                 assert_eq!(runs.iter().map(|r| r.2).sum::<usize>(), m.len);
             }
-            Err(e) => assert!(
-                matches!(e, VfioError::NoPhysicalAddress) && !root,
-                "{e}"
-            ),
+            Err(e) => assert!(matches!(e, VfioError::NoPhysicalAddress) && !root, "{e}"),
         }
     }
 
@@ -669,7 +676,9 @@ mod tests {
         match pm.contiguous(m.ptr as usize, m.len) {
             Ok(pa) => assert_eq!(pa % HUGE_PAGE as u64, 0),
             Err(VfioError::NoPhysicalAddress) => {
-                eprintln!("SKIPPED a_huge_page_is_one_physical_run: pagemap shows no PFNs (not root)")
+                eprintln!(
+                    "SKIPPED a_huge_page_is_one_physical_run: pagemap shows no PFNs (not root)"
+                )
             }
             Err(e) => panic!("{e}"),
         }
@@ -686,7 +695,10 @@ mod tests {
         // SAFETY: an anonymous 4 KiB-page mapping with no address hint; checked below.
         let p = unsafe { libc::mmap(ptr::null_mut(), len, prot, flags, -1, 0) };
         assert_ne!(p, libc::MAP_FAILED);
-        let m = Mapping { ptr: p as *mut u8, len };
+        let m = Mapping {
+            ptr: p as *mut u8,
+            len,
+        };
         match pm.runs(m.ptr as usize, m.len) {
             Ok(runs) if runs.len() > 1 => assert!(matches!(
                 pm.contiguous(m.ptr as usize, m.len),
