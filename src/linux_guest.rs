@@ -420,6 +420,11 @@ impl Initramfs {
         }
     }
 
+    /// A directory (its parent must be in the archive already).
+    pub fn dir(&mut self, name: &str) {
+        self.entry(name, 0o040755, 0, &[]);
+    }
+
     /// A regular file.
     pub fn file(&mut self, name: &str, data: &[u8], exec: bool) {
         self.entry(name, if exec { 0o100755 } else { 0o100644 }, 0, data);

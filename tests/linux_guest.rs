@@ -186,12 +186,22 @@ fn vfio_guest_runs_the_rdma_checks() {
         img.modules(kernel, &["vfio_iommu_type1", "vfio-pci"])?;
         let bin = std::fs::read(&rdma).map_err(|e| Skip(format!("{}: {e}", rdma.display())))?;
         img.file("bin/rdma", &bin, true);
-        img.file("hugepages", b"320\n", false);
+        img.file("hugepages", b"384\n", false);
+        // An unprivileged user, for the physical mode's refusal without CAP_SYS_ADMIN.
+        img.dir("etc");
+        img.file(
+            "etc/passwd",
+            b"root:x:0:0::/:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n",
+            false,
+        );
+        img.file("etc/group", b"root:x:0:\nnogroup:x:65534:\n", false);
         // First the HAL's default IOVAs, which the proxy device (it ignores the vIOMMU) cannot
         // reach: a typed command timeout, quickly. Then IOVA = PA, which must pass. A short
         // command timeout: a wrong IOVA costs it per command, not 60 s.
-        let cmd = "rdma --iova-mode alloc --cmd-timeout-ms 1000 --hugepages 1 $BDF; echo \"GUEST: alloc rc=$?\"\n\
-                   rdma --iova-mode pa --cmd-timeout-ms 5000 --quick $BDF";
+        let cmd = "su -s /bin/sh nobody -c \"rdma --iova-mode pa --hugepages 1 $BDF\"; \
+                   echo \"GUEST: unprivileged pa rc=$?\"\n\
+                   rdma --iova-mode alloc --cmd-timeout-ms 1000 --hugepages 1 $BDF; echo \"GUEST: alloc rc=$?\"\n\
+                   rdma --iova-mode pa --cmd-timeout-ms 5000 $BDF";
         img.file("test.sh", linux_guest::vfio_script(cmd).as_bytes(), false);
         Ok(())
     }) else {
@@ -199,6 +209,17 @@ fn vfio_guest_runs_the_rdma_checks() {
     };
     if !run.serial.contains("bound to vfio-pci") {
         fail(T, &run, "the function was not bound to vfio-pci");
+    }
+    if !run
+        .serial
+        .contains("shows no physical addresses (needs CAP_SYS_ADMIN")
+        || !run.serial.contains("GUEST: unprivileged pa rc=2")
+    {
+        fail(
+            T,
+            &run,
+            "physical mode without CAP_SYS_ADMIN was not refused with the typed error",
+        );
     }
     if !run.serial.contains("CommandTimeout") || !run.serial.contains("GUEST: alloc rc=3") {
         fail(
@@ -251,4 +272,38 @@ fn vfio_guest_runs_the_rdma_checks() {
         run.wall.as_secs_f64(),
         t0.elapsed().as_secs_f64()
     );
+}
+
+/// The private QEMU copy differs from the stock binary in exactly the two 6-byte stubs.
+#[test]
+fn tcg_qemu_copy_differs_from_stock_only_in_the_two_stubs() {
+    const T: &str = "tcg_qemu_copy_differs_from_stock_only_in_the_two_stubs";
+    let (stock, copy) = match (linux_guest::stock_qemu(), linux_guest::patched_qemu()) {
+        (Ok(s), Ok(c)) => (s, c),
+        (Err(s), _) | (_, Err(s)) => return eprintln!("SKIPPED: {T}: {s}"),
+    };
+    let (a, b) = (
+        std::fs::read(&stock).unwrap(),
+        std::fs::read(&copy).unwrap(),
+    );
+    assert_ne!(stock, copy);
+    assert_eq!(a.len(), b.len());
+    let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+    assert!(
+        !diff.is_empty() && diff.len() <= 12,
+        "{} bytes differ",
+        diff.len()
+    );
+    // Two runs of at most 6 bytes, each now `mov $-ENOSYS,%eax; ret`.
+    let starts: Vec<usize> = diff
+        .iter()
+        .copied()
+        .filter(|&i| i == 0 || a[i - 1] == b[i - 1])
+        .collect();
+    assert!(starts.len() <= 2, "{starts:?}");
+    for s in &starts {
+        let stub_at = (s.saturating_sub(5)..=*s)
+            .find(|&o| b[o..o + 6] == [0xb8, 0xda, 0xff, 0xff, 0xff, 0xc3]);
+        assert!(stub_at.is_some(), "no -ENOSYS stub around {s:#x}");
+    }
 }
