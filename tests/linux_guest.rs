@@ -140,9 +140,11 @@ fn linux_mlx5_core_probes_the_model() {
             "the probe did not stop at \"Failed to alloc IRQs\"",
         );
     }
-    // Teardown after the failed load: everything after ALLOC_UAR succeeded too, the pages
-    // came back (pagealloc.c warns "FW pages counter is %d after reclaiming all pages"
-    // otherwise) and the function was disabled last.
+    // Teardown after the failed load: everything after ALLOC_UAR succeeded too, the pages came
+    // back, and the function was disabled last. Linux checks the pages itself and says so
+    // otherwise (drivers/net/ethernet/mellanox/mlx5/core/pagealloc.c
+    // mlx5_reclaim_startup_pages: "FW pages counter is %d after reclaiming all pages",
+    // "FW did not return all pages. giving up...", "failed reclaiming pages").
     if let Some(bad) = cmds[uar..].iter().find(|c| c.1 != "MLX5_CMD_STAT_OK") {
         fail(
             T,
@@ -150,12 +152,22 @@ fn linux_mlx5_core_probes_the_model() {
             &format!("teardown: {} failed with {}", bad.0, bad.1),
         );
     }
-    if run.serial.contains("after reclaiming all pages") {
-        fail(
-            T,
-            &run,
-            "mlx5_core reports firmware pages left after the reclaim",
-        );
+    for warning in [
+        "after reclaiming all pages",
+        "did not return all pages",
+        "failed reclaiming pages",
+    ] {
+        if run.serial.contains(warning) {
+            fail(T, &run, &format!("mlx5_core: \"{warning}\""));
+        }
+    }
+    // No command waited for its timeout (mlx5_core cmd.c prints "... timeout ...").
+    if let Some(l) = run
+        .serial
+        .lines()
+        .find(|l| l.contains("mlx5_core") && l.to_ascii_lowercase().contains("timeout"))
+    {
+        fail(T, &run, &format!("a command timed out: {l}"));
     }
     if !cmds[uar..]
         .iter()

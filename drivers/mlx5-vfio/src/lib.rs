@@ -39,6 +39,9 @@ pub const HUGE_PAGE: usize = 2 << 20;
 const PAGE: usize = 4096;
 /// Allocations up to this size come from shared arenas (one IOMMU mapping per arena).
 const SMALL_MAX: usize = 64 << 10;
+/// Physical mode: how many more mappings a large buffer tries before it is refused as not
+/// physically contiguous.
+const CONTIGUOUS_TRIES: usize = 4;
 /// First IOVA handed out in [`IovaMode::Allocated`] (leaves page 0 unmapped).
 const IOVA_BASE: u64 = 1 << 32;
 
@@ -562,8 +565,20 @@ impl VfioHal {
                 class,
             });
         }
-        let map = Mapping::new(size, fallback)?;
-        let iova = sh.place(&mut st, &map, align.max(HUGE_PAGE))?;
+        // Physical mode: a run of huge pages that is not contiguous (or misaligned) is held
+        // while a few more are tried, so the next mmap gets other pages; then all go back.
+        let mut misses = Vec::new();
+        let (map, iova) = loop {
+            let map = Mapping::new(size, fallback)?;
+            match sh.place(&mut st, &map, align.max(HUGE_PAGE)) {
+                Ok(iova) => break (map, iova),
+                Err(VfioError::NotContiguous { .. }) if misses.len() < CONTIGUOUS_TRIES => {
+                    misses.push(map)
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        drop(misses);
         drop(st);
         // SAFETY: the mapping moves into the buffer, whose drop unmaps the IOVA first.
         unsafe { sh.map(iova, map.ptr, map.len) }?;
