@@ -207,9 +207,11 @@ fn vfio_guest_runs_the_rdma_checks() {
             false,
         );
         img.file("etc/group", b"root:x:0:\nnogroup:x:65534:\n", false);
-        // First the HAL's default IOVAs, which the proxy device (it ignores the vIOMMU) cannot
-        // reach: a typed command timeout, quickly. Then IOVA = PA, which must pass. A short
-        // command timeout: a wrong IOVA costs it per command, not 60 s.
+        // 1. Physical mode as user nobody: refused with the typed error before VFIO is opened.
+        // 2. The HAL's default IOVAs, which the proxy device (it ignores the vIOMMU) cannot
+        //    reach: a typed command timeout, quickly (a wrong IOVA costs the command timeout
+        //    per command, hence a short one, not 60 s).
+        // 3. IOVA = PA, which must pass every check.
         let cmd = "su -s /bin/sh nobody -c \"rdma --iova-mode pa --hugepages 1 $BDF\"; \
                    echo \"GUEST: unprivileged pa rc=$?\"\n\
                    rdma --iova-mode alloc --cmd-timeout-ms 1000 --hugepages 1 $BDF; echo \"GUEST: alloc rc=$?\"\n\
@@ -250,7 +252,11 @@ fn vfio_guest_runs_the_rdma_checks() {
         "rdma: SEND inline: ok",
         "rdma: ATOMIC_CMP_AND_SWP: ok",
         "rdma: ATOMIC_FETCH_AND_ADD: ok",
+        "rdma: batch of 3 unsignaled + 1 signaled WRITE: ok",
         "rdma: out-of-bounds RDMA_WRITE gets REM_ACCESS_ERR and writes nothing: ok",
+        "rdma: RDMA_WRITE with an rkey of another PD is refused: ok",
+        "rdma: gather from an lkey of another PD gets LOC_PROT_ERR: ok",
+        "rdma: post_send in RESET is an error, nothing sent: ok",
         "rdma: reg_mr of huge pages needs one command and at most one entry per huge page: ok",
         "rdma: RDMA_Write BW",
         "rdma: RDMA_Read BW",
