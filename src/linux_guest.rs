@@ -4,7 +4,7 @@
 //! - [`prepare_kernel`]: `apt-get download`s the newest `linux-image-6.1.0-*-amd64`,
 //!   `busybox-static` and `kmod` (nothing is installed), unpacks them with `dpkg -x` and runs
 //!   the package's own `depmod` (modules.dep is not in the .deb). Cached under
-//!   [`cache_dir`].
+//!   [`cache_dir`] (remove its `kernel/` to pick up a newer kernel).
 //! - [`Initramfs`]: a newc cpio archive written here (busybox, the modules a test needs in
 //!   dependency order, a test script, static binaries), uncompressed (the kernel takes it so).
 //! - [`patched_qemu`]: QEMU 10.0's `x-pci-proxy-dev` calls KVM's irqfd code without checking
