@@ -22,6 +22,9 @@ pub const DEFAULT_APP_HCA: &str = "rdma";
 /// The application without an HCA: boot report and memory self-test.
 pub const DEFAULT_APP_NO_HCA: &str = "hello";
 
+/// The Debian guest the VFIO and mlx5_core tests boot (tests/linux_guest.rs).
+pub mod linux_guest;
+
 /// Exit statuses of the launcher itself (the application's own are 0..=127).
 pub mod status {
     pub const TIMEOUT: i32 = 124;

@@ -2,7 +2,8 @@
 //! huge-page memory without pinning anything, runs every RC opcode over loopback QPs checking
 //! every byte, provokes the error cases, and prints perftest-style figures.
 //!
-//! Exits 0 only if every check passed.
+//! The checks themselves are the `rdma-checks` crate, which the Linux program over VFIO
+//! (drivers/mlx5-vfio, example `rdma`) runs too. Exits 0 only if every check passed.
 #![no_std]
 #![no_main]
 
@@ -10,69 +11,66 @@ extern crate alloc;
 
 use alloc::vec;
 use alloc::vec::Vec;
+use core::fmt;
 use core::time::Duration;
 
 use kernel::mem::{self, DmaBuffer, SIZE_1G, SIZE_2M};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::mr::PhysChunk;
-use mlx5::{
-    AccessFlags, CompletionQueue, ConnectOptions, Context, ContextConfig, MemoryRegion, ProtectionDomain, QpCaps,
-    QueuePair, RecvWr, Remote, SendData, SendFlags, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
-};
-use mlx5_kernel::KernelHal;
+use mlx5::{Context, ContextConfig};
+use rdma_checks::{BigMemory, Console};
 
 kernel::entry_point!(main);
 
-type Ctx = Context<KernelHal>;
-type Qp = QueuePair<KernelHal>;
-type Cq = CompletionQueue<KernelHal>;
-type Mr = MemoryRegion<KernelHal>;
+/// The serial console and the TSC clock.
+struct Serial(Instant);
 
-const SIG: SendFlags = SendFlags::SIGNALED;
-/// Completions must arrive within this (generous: under software KVM every instruction is slow).
-const WAIT: Duration = Duration::from_secs(20);
-/// Size of the verification buffers.
-const BUF: usize = 64 * 1024;
-
-/// Why a step could not go on.
-#[derive(Debug)]
-#[allow(dead_code)] // the fields are read through Debug
-enum AppError {
-    Driver(mlx5::Error),
-    /// No completion within [`WAIT`].
-    NoCompletion,
-    /// A completion that should have succeeded did not.
-    Completion(WcStatus),
-}
-
-impl From<mlx5::Error> for AppError {
-    fn from(e: mlx5::Error) -> Self {
-        AppError::Driver(e)
+impl Console for Serial {
+    fn print(&self, line: fmt::Arguments<'_>) {
+        println!("{}", line);
+    }
+    fn now(&self) -> Duration {
+        self.0.elapsed()
     }
 }
 
-type R<T> = Result<T, AppError>;
+/// The big region: a 1 GiB huge page when there is one, else the largest run of 2 MiB pages
+/// up to 1 GiB. Identity-mapped RAM: nothing to pin, and the memory is not touched.
+struct Big(DmaBuffer);
 
-/// Tally of checks.
-struct Checks {
-    passed: u32,
-    failed: u32,
+impl BigMemory for Big {
+    fn chunks(&self) -> Vec<PhysChunk> {
+        vec![PhysChunk { bus: self.0.bus_addr(), len: self.0.len() as u64 }]
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn page_size(&self) -> u64 {
+        self.0.page_size().bytes()
+    }
+    fn read(&self, offset: usize, dst: &mut [u8]) {
+        assert!(offset.checked_add(dst.len()).is_some_and(|end| end <= self.0.len()));
+        // SAFETY: the buffer is identity-mapped RAM owned by this app and the range is inside
+        // it (asserted); the device's writes to it have completed when the checks read.
+        unsafe { core::ptr::copy_nonoverlapping((self.0.bus_addr() as usize + offset) as *const u8, dst.as_mut_ptr(), dst.len()) };
+    }
 }
 
-impl Checks {
-    fn check(&mut self, what: &str, ok: bool) {
-        if ok {
-            self.passed += 1;
-            println!("rdma: {what}: ok");
-        } else {
-            self.failed += 1;
-            println!("rdma: {what}: FAILED");
+fn big_buffer() -> Option<DmaBuffer> {
+    let mut size = SIZE_1G as usize;
+    loop {
+        let align = if size as u64 >= SIZE_1G { SIZE_1G } else { SIZE_2M } as usize;
+        match mem::alloc_dma(size, align, false) {
+            Ok(b) => return Some(b),
+            Err(_) if size as u64 > SIZE_2M => size /= 2,
+            Err(_) => return None,
         }
     }
 }
 
 fn main(ctx: &AppContext) -> i32 {
+    let con = Serial(Instant::now());
     let hal = match mlx5_kernel::open_first(None) {
         Ok(h) => h,
         Err(e) => {
@@ -89,424 +87,12 @@ fn main(ctx: &AppContext) -> i32 {
             return 3;
         }
     };
-    let (ma, mi, sub) = dev.fw_version();
-    let mac = dev.mac();
-    println!(
-        "rdma: {bdf} up in {} ms: fw {ma}.{mi}.{sub}, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} commands, {} firmware pages",
-        t.elapsed().as_millis(),
-        mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
-        dev.commands_sent(),
-        dev.pages_held()
-    );
-
-    let mut checks = Checks { passed: 0, failed: 0 };
-    let result = run(&dev, &mut checks, ctx.cmdline.flag("quick"));
-    if let Err(e) = result {
-        println!("rdma: aborted: {e:?}");
-        checks.failed += 1;
-    }
-    match dev.close() {
-        Ok(()) => println!("rdma: teardown ok, pages reclaimed"),
-        Err(e) => {
-            println!("rdma: teardown failed: {:?}", e.error);
-            checks.failed += 1;
-        }
-    }
-    println!("rdma: {} checks passed, {} failed", checks.passed, checks.failed);
-    if checks.failed == 0 { 0 } else { 1 }
-}
-
-fn run(dev: &Ctx, checks: &mut Checks, quick: bool) -> R<()> {
-    let pd = dev.alloc_pd()?;
-    let big = register_big(dev, &pd, checks)?;
-
-    let cq_a = dev.create_cq(256)?;
-    let cq_b = dev.create_cq(256)?;
-    let caps = QpCaps { max_send_wr: 128, max_recv_wr: 64, max_send_sge: 2, max_recv_sge: 1, max_inline_data: 64 };
-    let mut a = pd.create_qp(&cq_a, &cq_a, &caps)?;
-    let mut b = pd.create_qp(&cq_b, &cq_b, &caps)?;
-    connect(&mut a, &mut b)?;
-    println!("rdma: loopback RC qp {:#x} <-> qp {:#x}", a.qpn(), b.qpn());
-
-    let all = AccessFlags::ALL;
-    let src = pd.alloc_mr(BUF, all)?;
-    let dst = pd.alloc_mr(BUF, all)?;
-    let mut pairs = Pairs { a, b, cq_a, cq_b };
-    opcodes(&mut pairs, &src, &dst, &big, checks)?;
-    errors(dev, &pd, &mut pairs, &src, &dst, checks)?;
-    perf(&mut pairs, &src, &dst, quick)?;
-    drop(big);
-    Ok(())
-}
-
-struct Pairs {
-    a: Qp,
-    b: Qp,
-    cq_a: Cq,
-    cq_b: Cq,
-}
-
-fn connect(a: &mut Qp, b: &mut Qp) -> R<()> {
-    let (ea, eb) = (a.endpoint(), b.endpoint());
-    let o = ConnectOptions { min_rnr_timer: 1, ..ConnectOptions::default() };
-    a.connect(&eb, &o)?;
-    Ok(b.connect(&ea, &o)?)
-}
-
-/// The big registration: a 1 GiB huge page when there is one, else the largest run of 2 MiB
-/// pages up to 1 GiB. The memory is not touched (no zeroing, nothing to pin).
-struct BigMr {
-    mr: Mr,
-    buf: DmaBuffer,
-}
-
-impl Drop for BigMr {
-    fn drop(&mut self) {
-        // Deregister before the buffer goes back to the pool.
-        let _ = self.mr.dereg();
-    }
-}
-
-fn register_big(dev: &Ctx, pd: &ProtectionDomain<KernelHal>, checks: &mut Checks) -> R<BigMr> {
-    let mut size = SIZE_1G as usize;
-    let buf = loop {
-        let align = if size as u64 >= SIZE_1G { SIZE_1G } else { SIZE_2M } as usize;
-        match mem::alloc_dma(size, align, false) {
-            Ok(b) => break b,
-            Err(_) if size as u64 > SIZE_2M => size /= 2,
-            Err(_) => return Err(mlx5::Error::Hal(mlx5::HalError::OutOfMemory).into()),
-        }
+    rdma_checks::report_bring_up(&con, &dev, &bdf, t.elapsed());
+    let Some(big) = big_buffer() else {
+        println!("rdma: no huge-page memory for the big registration");
+        let _ = dev.close();
+        return 1;
     };
-    let before = dev.commands_sent();
-    let t = Instant::now();
-    let chunks = [PhysChunk { bus: buf.bus_addr(), len: buf.len() as u64 }];
-    // SAFETY: the buffer is owned by `BigMr`, which deregisters before freeing it, and no
-    // work request outlives `run`.
-    let mr = unsafe { pd.reg_phys(&chunks, buf.bus_addr(), AccessFlags::ALL) }?;
-    let ns = t.elapsed().as_nanos();
-    let (entries, shift) = mr.translation();
-    println!(
-        "rdma: reg_mr {} MiB of {:?} pages at {:#x}: {} MTT entries (page 2^{}), {} commands, {} ns",
-        buf.len() >> 20,
-        buf.page_size(),
-        buf.bus_addr(),
-        entries,
-        shift,
-        dev.commands_sent() - before,
-        ns
-    );
-    checks.check("reg_mr of huge pages needs one command and at most one entry per huge page", {
-        let pages = (buf.len() as u64).div_ceil(buf.page_size().bytes()) as usize;
-        dev.commands_sent() - before == 1 && entries <= pages
-    });
-    Ok(BigMr { mr, buf })
-}
-
-fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
-}
-
-/// Waits for one completion on `cq`.
-fn wait_one(cq: &mut Cq) -> R<WorkCompletion> {
-    let mut v = cq.poll_wait(1, WAIT)?;
-    v.pop().ok_or(AppError::NoCompletion)
-}
-
-fn opcodes(p: &mut Pairs, src: &Mr, dst: &Mr, big: &BigMr, checks: &mut Checks) -> R<()> {
-    let len = 4096u32;
-    let data = pattern(1, len as usize);
-    src.write(0, &data)?;
-    dst.write(0, &vec![0; len as usize])?;
-
-    // RDMA WRITE.
-    let sge = [src.sge(0, len)];
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 1, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
-    let wc = wait_one(&mut p.cq_a)?;
-    let mut got = vec![0u8; len as usize];
-    dst.read(0, &mut got)?;
-    checks.check("RDMA_WRITE 4 KiB", wc.status == WcStatus::Success && wc.wr_id == 1 && got == data);
-
-    // RDMA WRITE into the far end of the big region (its whole length is registered).
-    let far = big.buf.len() as u64 - len as u64;
-    let remote_far = Remote { addr: big.mr.addr() + far, rkey: big.mr.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 2, op: SendOp::Write { remote: remote_far, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
-    let wc = wait_one(&mut p.cq_a)?;
-    let mut far_bytes = vec![0u8; len as usize];
-    // SAFETY: the big buffer is identity-mapped RAM owned by this app; the write completed.
-    unsafe { core::ptr::copy_nonoverlapping((big.buf.bus_addr() + far) as *const u8, far_bytes.as_mut_ptr(), len as usize) };
-    checks.check("RDMA_WRITE to the last 4 KiB of the huge-page region", wc.status == WcStatus::Success && far_bytes == data);
-
-    // RDMA WRITE with immediate: consumes a receive on the target.
-    let rsge = [dst.sge(8192, 16)];
-    p.b.post_recv(&[RecvWr { wr_id: 30, sges: &rsge }])?;
-    let remote_b = Remote { addr: dst.addr() + 4096, rkey: dst.rkey() };
-    let small = [src.sge(0, 256)];
-    p.a.post_send(&[SendWr { wr_id: 3, op: SendOp::Write { remote: remote_b, imm: Some(0xfeed_f00d) }, data: SendData::Sges(&small), flags: SIG }])?;
-    let s = wait_one(&mut p.cq_a)?;
-    let r = wait_one(&mut p.cq_b)?;
-    let mut got = vec![0u8; 256];
-    dst.read(4096, &mut got)?;
-    checks.check(
-        "RDMA_WRITE_WITH_IMM",
-        s.status == WcStatus::Success
-            && r.status == WcStatus::Success
-            && r.opcode == WcOpcode::RecvRdmaWithImm
-            && r.imm == Some(0xfeed_f00d)
-            && got[..] == data[..256],
-    );
-
-    // RDMA READ: pull the bytes back from the target into another part of the source MR.
-    let lsge = [src.sge(16384, len)];
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 4, op: SendOp::Read { remote }, data: SendData::Sges(&lsge), flags: SIG }])?;
-    let wc = wait_one(&mut p.cq_a)?;
-    let mut got = vec![0u8; len as usize];
-    src.read(16384, &mut got)?;
-    checks.check("RDMA_READ 4 KiB", wc.status == WcStatus::Success && wc.opcode == WcOpcode::RdmaRead && got == data);
-
-    // SEND and SEND with immediate into posted receives.
-    for (wr_id, imm) in [(5u64, None), (6, Some(0x1234_5678u32))] {
-        let rsge = [dst.sge(32768, 2048)];
-        p.b.post_recv(&[RecvWr { wr_id: 50 + wr_id, sges: &rsge }])?;
-        let ssge = [src.sge(0, 1500)];
-        p.a.post_send(&[SendWr { wr_id, op: SendOp::Send { imm }, data: SendData::Sges(&ssge), flags: SIG }])?;
-        let s = wait_one(&mut p.cq_a)?;
-        let r = wait_one(&mut p.cq_b)?;
-        let mut got = vec![0u8; 1500];
-        dst.read(32768, &mut got)?;
-        let name = if imm.is_some() { "SEND_WITH_IMM 1500 B" } else { "SEND 1500 B" };
-        checks.check(
-            name,
-            s.status == WcStatus::Success
-                && r.status == WcStatus::Success
-                && r.byte_len == 1500
-                && r.wr_id == 50 + wr_id
-                && r.imm == imm
-                && got[..] == data[..1500],
-        );
-    }
-
-    // Inline SEND.
-    let rsge = [dst.sge(40960, 64)];
-    p.b.post_recv(&[RecvWr { wr_id: 70, sges: &rsge }])?;
-    p.a.post_send(&[SendWr { wr_id: 7, op: SendOp::Send { imm: None }, data: SendData::Inline(b"inline payload, no lkey"), flags: SIG }])?;
-    let s = wait_one(&mut p.cq_a)?;
-    let r = wait_one(&mut p.cq_b)?;
-    let mut got = [0u8; 23];
-    dst.read(40960, &mut got)?;
-    checks.check("SEND inline", s.status == WcStatus::Success && r.byte_len == 23 && &got == b"inline payload, no lkey");
-
-    // Atomics on an 8-byte aligned word of the target.
-    let word = 49152u64;
-    // The driver puts the device in host-endian atomic mode (atomic_req_8B_endianness_mode),
-    // as Linux does: the word is in CPU byte order.
-    dst.write(word, &0x1111_2222_3333_4444u64.to_ne_bytes())?;
-    let target = Remote { addr: dst.addr() + word, rkey: dst.rkey() };
-    let old = [src.sge(49152, 8)];
-    p.a.post_send(&[SendWr {
-        wr_id: 8,
-        op: SendOp::CompareSwap { remote: target, compare: 0x1111_2222_3333_4444, swap: 0x5555_6666_7777_8888 },
-        data: SendData::Sges(&old),
-        flags: SIG,
-    }])?;
-    let wc = wait_one(&mut p.cq_a)?;
-    let (prev, now) = (read_u64(src, 49152)?, read_u64(dst, word)?);
-    checks.check(
-        "ATOMIC_CMP_AND_SWP",
-        wc.status == WcStatus::Success && prev == 0x1111_2222_3333_4444 && now == 0x5555_6666_7777_8888,
-    );
-    p.a.post_send(&[SendWr { wr_id: 9, op: SendOp::FetchAdd { remote: target, add: 5 }, data: SendData::Sges(&old), flags: SIG }])?;
-    let wc = wait_one(&mut p.cq_a)?;
-    let (prev, now) = (read_u64(src, 49152)?, read_u64(dst, word)?);
-    checks.check(
-        "ATOMIC_FETCH_AND_ADD",
-        wc.status == WcStatus::Success && prev == 0x5555_6666_7777_8888 && now == 0x5555_6666_7777_888d,
-    );
-
-    // Unsignaled WRITEs followed by a signaled one: one completion, all data there, one doorbell.
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
-    let s0 = [src.sge(0, 1024)];
-    let wrs: Vec<SendWr<'_, KernelHal>> = (0..4)
-        .map(|i| SendWr {
-            wr_id: 100 + i,
-            op: SendOp::Write { remote: Remote { addr: remote.addr + 1024 * i, rkey: remote.rkey }, imm: None },
-            data: SendData::Sges(&s0),
-            flags: if i == 3 { SIG } else { SendFlags::NONE },
-        })
-        .collect();
-    dst.write(0, &vec![0; 4096])?;
-    p.a.post_send(&wrs)?;
-    let wc = wait_one(&mut p.cq_a)?;
-    let mut got = vec![0u8; 4096];
-    dst.read(0, &mut got)?;
-    let all_there = got.chunks(1024).all(|c| c == &data[..1024]);
-    let mut extra = [WorkCompletion::default(); 4];
-    let more = p.cq_a.poll(&mut extra)?;
-    checks.check("batch of 3 unsignaled + 1 signaled WRITE", wc.wr_id == 103 && all_there && more == 0);
-    Ok(())
-}
-
-fn read_u64(mr: &Mr, off: u64) -> R<u64> {
-    let mut b = [0u8; 8];
-    mr.read(off, &mut b)?;
-    Ok(u64::from_ne_bytes(b))
-}
-
-fn errors(
-    dev: &Ctx,
-    pd: &ProtectionDomain<KernelHal>,
-    p: &mut Pairs,
-    src: &Mr,
-    dst: &Mr,
-    checks: &mut Checks,
-) -> R<()> {
-    // An RDMA WRITE past the end of the target region: remote access error, QP to error, and
-    // nothing outside the region touched.
-    let guard = pattern(9, 64);
-    dst.write(BUF as u64 - 64, &guard)?;
-    let sge = [src.sge(0, 128)];
-    let remote = Remote { addr: dst.addr() + BUF as u64 - 64, rkey: dst.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 200, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
-    let wc = wait_one(&mut p.cq_a)?;
-    let mut tail = vec![0u8; 64];
-    dst.read(BUF as u64 - 64, &mut tail)?;
-    checks.check(
-        "out-of-bounds RDMA_WRITE gets REM_ACCESS_ERR and writes nothing",
-        wc.status == WcStatus::RemAccessErr && tail == guard,
-    );
-    recover(p)?;
-
-    // A PD mismatch: the target region belongs to another PD than the responder QP.
-    let other_pd = dev.alloc_pd()?;
-    let foreign = other_pd.alloc_mr(4096, AccessFlags::ALL)?;
-    foreign.write(0, &[0xee; 64])?;
-    let remote = Remote { addr: foreign.addr(), rkey: foreign.rkey() };
-    let sge = [src.sge(0, 64)];
-    p.a.post_send(&[SendWr { wr_id: 201, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
-    let wc = wait_one(&mut p.cq_a)?;
-    let mut got = [0u8; 64];
-    foreign.read(0, &mut got)?;
-    checks.check("RDMA_WRITE with an rkey of another PD is refused", wc.status == WcStatus::RemAccessErr && got == [0xee; 64]);
-    recover(p)?;
-
-    // The same mismatch on the local side: an lkey from another PD in the gather list.
-    let lsge = [foreign.sge(0, 64)];
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 202, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&lsge), flags: SIG }])?;
-    let wc = wait_one(&mut p.cq_a)?;
-    checks.check("gather from an lkey of another PD gets LOC_PROT_ERR", wc.status == WcStatus::LocProtErr);
-    recover(p)?;
-    drop(foreign);
-    drop(other_pd);
-    let _ = pd;
-
-    // Posting on a QP in RESET is refused before anything reaches the device.
-    p.a.to_err()?;
-    p.a.to_reset()?;
-    let before = dev.commands_sent();
-    let r = p.a.post_send(&[SendWr { wr_id: 203, op: SendOp::Send { imm: None }, data: SendData::Inline(b"x"), flags: SIG }]);
-    checks.check("post_send in RESET is an error, nothing sent", r.is_err() && dev.commands_sent() == before);
-    p.b.to_err()?;
-    drain(&mut p.cq_b);
-    p.b.to_reset()?;
-    connect(&mut p.a, &mut p.b)?;
-    Ok(())
-}
-
-/// After an error completion the requester QP is in ERR: flush, reset both and reconnect.
-fn recover(p: &mut Pairs) -> R<()> {
-    drain(&mut p.cq_a);
-    p.a.to_err()?;
-    p.b.to_err()?;
-    drain(&mut p.cq_a);
-    drain(&mut p.cq_b);
-    p.a.to_reset()?;
-    p.b.to_reset()?;
-    connect(&mut p.a, &mut p.b)
-}
-
-fn drain(cq: &mut Cq) {
-    let mut wc = [WorkCompletion::default(); 16];
-    while cq.poll(&mut wc).map(|n| n > 0).unwrap_or(false) {}
-}
-
-/// ib_write_bw, ib_read_bw and ib_write_lat in the style of perftest.
-fn perf(p: &mut Pairs, src: &Mr, dst: &Mr, quick: bool) -> R<()> {
-    let iters: u64 = if quick { 64 } else { 512 };
-    let sizes: &[u32] = &[64, 1024, 4096, 16384, 65536];
-    println!("rdma: ---------------------------------------------------------------------------");
-    println!("rdma: RDMA_Write BW (loopback RC, {} iterations, 16 WRs per doorbell)", iters);
-    println!("rdma:  #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]");
-    for &size in sizes {
-        let r = bw(p, src, dst, size, iters, false)?;
-        println!("rdma:  {:<10} {:<14} {:<18.2} {:<20.2} {:.6}", size, iters, r.0, r.1, r.2);
-    }
-    println!("rdma: RDMA_Read BW (loopback RC, {} iterations, 16 WRs per doorbell)", iters);
-    println!("rdma:  #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]");
-    for &size in sizes {
-        let r = bw(p, src, dst, size, iters, true)?;
-        println!("rdma:  {:<10} {:<14} {:<18.2} {:<20.2} {:.6}", size, iters, r.0, r.1, r.2);
-    }
-    let lat_iters = if quick { 32 } else { 256 };
-    println!("rdma: RDMA_Write Latency (loopback RC, {} iterations, one signaled WR each)", lat_iters);
-    println!("rdma:  #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]");
-    for &size in &[2u32, 64, 4096] {
-        let (min, max, typ) = lat(p, src, dst, size, lat_iters)?;
-        println!("rdma:  {:<6} {:<14} {:<14.2} {:<12.2} {:.2}", size, lat_iters, min, max, typ);
-    }
-    println!("rdma: ---------------------------------------------------------------------------");
-    Ok(())
-}
-
-/// (peak MB/s over one batch, average MB/s, Mpps).
-fn bw(p: &mut Pairs, src: &Mr, dst: &Mr, size: u32, iters: u64, read: bool) -> R<(f64, f64, f64)> {
-    const BATCH: u64 = 16;
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
-    let sge = [src.sge(0, size)];
-    let start = Instant::now();
-    let mut peak = 0f64;
-    let mut done = 0;
-    while done < iters {
-        let n = BATCH.min(iters - done);
-        let t = Instant::now();
-        let wrs: Vec<SendWr<'_, KernelHal>> = (0..n)
-            .map(|i| SendWr {
-                wr_id: done + i,
-                op: if read { SendOp::Read { remote } } else { SendOp::Write { remote, imm: None } },
-                data: SendData::Sges(&sge),
-                flags: if i == n - 1 { SIG } else { SendFlags::NONE },
-            })
-            .collect();
-        p.a.post_send(&wrs)?;
-        let wc = wait_one(&mut p.cq_a)?;
-        if wc.status != WcStatus::Success {
-            return Err(AppError::Completion(wc.status));
-        }
-        let secs = t.elapsed().as_secs_f64();
-        if secs > 0.0 {
-            peak = peak.max((n * size as u64) as f64 / secs / 1e6);
-        }
-        done += n;
-    }
-    let secs = start.elapsed().as_secs_f64().max(1e-9);
-    Ok((peak, (iters * size as u64) as f64 / secs / 1e6, iters as f64 / secs / 1e6))
-}
-
-/// (min, max, typical = median) microseconds from post to completion.
-fn lat(p: &mut Pairs, src: &Mr, dst: &Mr, size: u32, iters: usize) -> R<(f64, f64, f64)> {
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
-    let sge = [src.sge(0, size)];
-    let mut us = Vec::with_capacity(iters);
-    for i in 0..iters {
-        let t = Instant::now();
-        p.a.post_send(&[SendWr { wr_id: i as u64, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
-        let wc = wait_one(&mut p.cq_a)?;
-        if wc.status != WcStatus::Success {
-            return Err(AppError::Completion(wc.status));
-        }
-        us.push(t.elapsed().as_nanos() as f64 / 1000.0);
-    }
-    us.sort_by(|a, b| a.partial_cmp(b).unwrap_or(core::cmp::Ordering::Equal));
-    Ok((us[0], us[us.len() - 1], us[us.len() / 2]))
+    let (_, failed) = rdma_checks::run(&con, dev, Big(big), ctx.cmdline.flag("quick"));
+    if failed == 0 { 0 } else { 1 }
 }

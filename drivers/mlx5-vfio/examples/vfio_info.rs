@@ -1,19 +1,25 @@
 //! Brings a ConnectX function bound to vfio-pci up, prints what the driver learned, and tears
-//! it down: `cargo run -p mlx5-vfio --example vfio_info -- 0000:3b:00.0`.
-//! Needs a real NIC (see README.md); nothing in CI runs it.
+//! it down: `cargo run -p mlx5-vfio --example vfio_info -- [--iova-mode alloc|pa] 0000:3b:00.0`.
+//! See README.md.
 
 use mlx5::{Context, ContextConfig};
-use mlx5_vfio::VfioHal;
+use mlx5_vfio::{IovaMode, VfioHal};
 
 fn main() {
-    let Some(bdf) = std::env::args().nth(1) else {
-        eprintln!("usage: vfio_info <PCI address, e.g. 0000:3b:00.0>");
-        std::process::exit(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mode, bdf) = match args.as_slice() {
+        [bdf] => (Ok(IovaMode::Allocated), bdf),
+        [flag, mode, bdf] if flag == "--iova-mode" => (mode.parse::<IovaMode>(), bdf),
+        _ => {
+            eprintln!("usage: vfio_info [--iova-mode alloc|pa] <PCI address, e.g. 0000:3b:00.0>");
+            std::process::exit(2);
+        }
     };
-    let hal = match VfioHal::open(format!("/sys/bus/pci/devices/{bdf}")) {
+    let hal = match mode.and_then(|m| VfioHal::open_with(format!("/sys/bus/pci/devices/{bdf}"), m))
+    {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("vfio open {bdf}: {e}");
+            eprintln!("{bdf}: {e}");
             std::process::exit(1);
         }
     };
