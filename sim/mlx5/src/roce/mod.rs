@@ -50,14 +50,23 @@
 //! - [`pcap`]: classic pcap reader ([`pcap::PcapFile`]) and writer ([`pcap::PcapWriter`]).
 //! - [`dump`]: the `mlx5-sim --decode-pcap` listing.
 //! - [`psn_add`], [`psn_diff`]: 24-bit PSN arithmetic.
+//! - The RC transport as pure state machines over decoded packets, with time passed in:
+//!   [`requester`] (segmentation, retransmission, completions), [`responder`] (ePSN,
+//!   duplicates, NAKs, READ responses, atomics) and their shared types and side-effect traits
+//!   in [`transport`].
 
 pub mod dump;
 pub mod frame;
 pub mod icrc;
 pub mod opcode;
 pub mod pcap;
+pub mod requester;
+pub mod responder;
+#[cfg(test)]
+mod rc_tests;
 #[cfg(test)]
 mod tests;
+pub mod transport;
 
 pub use frame::{
     decode, ipv4_checksum, pad_for, Aeth, AethKind, AtomicAckEth, AtomicEth, Bth, DecodeError,
