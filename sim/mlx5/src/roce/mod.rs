@@ -60,10 +60,10 @@ pub mod frame;
 pub mod icrc;
 pub mod opcode;
 pub mod pcap;
-pub mod requester;
-pub mod responder;
 #[cfg(test)]
 mod rc_tests;
+pub mod requester;
+pub mod responder;
 #[cfg(test)]
 mod tests;
 pub mod transport;

@@ -25,8 +25,8 @@ use std::collections::VecDeque;
 use super::frame::{Aeth, AethKind, AtomicEth, Bth, ExtHdrs, NakCode, Reth};
 use super::opcode::{OpKind, Opcode, Position};
 use super::transport::{
-    ack_timeout_ns, packets_for, rnr_timer_ns, valid_mtu, LocalFault, Nanos, ReqEnv, RxPacket,
-    Tx, WcStatus,
+    ack_timeout_ns, packets_for, rnr_timer_ns, valid_mtu, LocalFault, Nanos, ReqEnv, RxPacket, Tx,
+    WcStatus,
 };
 use super::{psn_add, psn_diff, PSN_MASK};
 
@@ -274,8 +274,7 @@ impl Requester {
         if cfg.rnr_retry > 7 {
             return Err(ConfigError::RetryCount(cfg.rnr_retry));
         }
-        if cfg.ack_req_every == 0 || cfg.max_unacked_psns == 0 || cfg.max_unacked_psns >= 1 << 22
-        {
+        if cfg.ack_req_every == 0 || cfg.max_unacked_psns == 0 || cfg.max_unacked_psns >= 1 << 22 {
             return Err(ConfigError::Window);
         }
         Ok(Requester {
@@ -375,12 +374,7 @@ impl Requester {
 
     /// Runs expired timers, then sends every packet the window, `max_rd_atomic` and fences
     /// allow.
-    pub fn pump(
-        &mut self,
-        now: Nanos,
-        env: &mut dyn ReqEnv,
-        tx: &mut dyn Tx,
-    ) {
+    pub fn pump(&mut self, now: Nanos, env: &mut dyn ReqEnv, tx: &mut dyn Tx) {
         self.timers(now, env);
         self.send(now, env, tx);
         self.complete_failed(env);
@@ -458,7 +452,12 @@ impl Requester {
     }
 
     /// Emits the next packet of `wqes[cur]` and advances the cursor.
-    fn emit(&mut self, now: Nanos, env: &mut dyn ReqEnv, tx: &mut dyn Tx) -> Result<(), LocalFault> {
+    fn emit(
+        &mut self,
+        now: Nanos,
+        env: &mut dyn ReqEnv,
+        tx: &mut dyn Tx,
+    ) -> Result<(), LocalFault> {
         let w = self.wqes[self.cur];
         let mtu = self.cfg.mtu;
         let k = self.cur_pkt;
@@ -514,14 +513,10 @@ impl Requester {
                     Position::First => Opcode::RC_SEND_FIRST,
                     Position::Middle => Opcode::RC_SEND_MIDDLE,
                     Position::Last if imm.is_some() => Opcode::RC_SEND_LAST_WITH_IMMEDIATE,
-                    Position::Last if invalidate.is_some() => {
-                        Opcode::RC_SEND_LAST_WITH_INVALIDATE
-                    }
+                    Position::Last if invalidate.is_some() => Opcode::RC_SEND_LAST_WITH_INVALIDATE,
                     Position::Last => Opcode::RC_SEND_LAST,
                     Position::Only if imm.is_some() => Opcode::RC_SEND_ONLY_WITH_IMMEDIATE,
-                    Position::Only if invalidate.is_some() => {
-                        Opcode::RC_SEND_ONLY_WITH_INVALIDATE
-                    }
+                    Position::Only if invalidate.is_some() => Opcode::RC_SEND_ONLY_WITH_INVALIDATE,
                     Position::Only => Opcode::RC_SEND_ONLY,
                 };
                 bth = Bth::new(op, self.cfg.dest_qp, psn);
@@ -690,12 +685,7 @@ impl Requester {
     // Responses (rxe_comp.c)
     // -----------------------------------------------------------------------------------------
 
-    fn response(
-        &mut self,
-        now: Nanos,
-        pkt: &RxPacket<'_>,
-        env: &mut dyn ReqEnv,
-    ) {
+    fn response(&mut self, now: Nanos, pkt: &RxPacket<'_>, env: &mut dyn ReqEnv) {
         let Some(info) = pkt.bth.opcode.info() else {
             self.counters.ignored += 1;
             return;
@@ -834,9 +824,7 @@ impl Requester {
             self.counters.ignored += 1;
             return;
         };
-        let in_range = w.started
-            && psn_diff(p, w.first_psn) >= 0
-            && psn_diff(p, w.last_psn()) <= 0;
+        let in_range = w.started && psn_diff(p, w.first_psn) >= 0 && psn_diff(p, w.last_psn()) <= 0;
         // Only the next expected response packet is taken; duplicates (diff < 0) and gaps
         // (diff > 0: wait for the timer, rxe_comp.c check_psn) are dropped.
         if !matches!(w.wr.op, WrOp::Read { .. }) || !in_range || p != self.comp_psn {
@@ -868,12 +856,7 @@ impl Requester {
         self.progress(now);
     }
 
-    fn atomic_ack(
-        &mut self,
-        now: Nanos,
-        pkt: &RxPacket<'_>,
-        env: &mut dyn ReqEnv,
-    ) {
+    fn atomic_ack(&mut self, now: Nanos, pkt: &RxPacket<'_>, env: &mut dyn ReqEnv) {
         let p = pkt.bth.psn;
         match self.ack_to(psn_add(p, PSN_MASK), env) {
             AckOutcome::ImplicitNak => {

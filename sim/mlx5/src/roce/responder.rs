@@ -102,8 +102,15 @@ pub struct RespCounters {
 /// A message in progress (rxe `resp.opcode` and the WRITE's `resp.va/resid`).
 #[derive(Clone, Copy, Debug)]
 enum InProgress {
-    Send { offset: u32 },
-    Write { va: u64, rkey: u32, resid: u32, length: u32 },
+    Send {
+        offset: u32,
+    },
+    Write {
+        va: u64,
+        rkey: u32,
+        resid: u32,
+        length: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -402,12 +409,15 @@ impl Responder {
                         }
                         (r.va, r.r_key, r.dma_len, r.dma_len)
                     }
-                    (Some(InProgress::Write {
-                        va,
-                        rkey,
-                        resid,
-                        length,
-                    }), None) => (va, rkey, resid, length),
+                    (
+                        Some(InProgress::Write {
+                            va,
+                            rkey,
+                            resid,
+                            length,
+                        }),
+                        None,
+                    ) => (va, rkey, resid, length),
                     _ => return Err(invalid(None)),
                 };
                 // rxe check_rkey: the packet carries exactly what the RETH length leaves.
@@ -532,7 +542,13 @@ impl Responder {
     }
 
     /// rxe_resp.c duplicate_request.
-    fn duplicate(&mut self, pkt: &RxPacket<'_>, kind: OpKind, env: &mut dyn RespEnv, tx: &mut dyn Tx) {
+    fn duplicate(
+        &mut self,
+        pkt: &RxPacket<'_>,
+        kind: OpKind,
+        env: &mut dyn RespEnv,
+        tx: &mut dyn Tx,
+    ) {
         let psn = pkt.bth.psn;
         match kind {
             OpKind::Send | OpKind::Write => {

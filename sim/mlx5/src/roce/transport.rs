@@ -207,8 +207,13 @@ pub enum RecvFault {
 pub trait RespMemory {
     /// Checks that `rkey` grants `access` to `va..va + len` (done once per message on its first
     /// packet, before any byte moves, as rxe_resp.c `check_rkey`).
-    fn check(&mut self, rkey: u32, va: u64, len: u64, access: RemoteAccess)
-        -> Result<(), AccessFault>;
+    fn check(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        access: RemoteAccess,
+    ) -> Result<(), AccessFault>;
     /// Writes `src` at `va` under `rkey` (RDMA WRITE payload).
     fn write(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessFault>;
     /// Reads `dst.len()` bytes at `va` under `rkey` (READ response payload, called while the
