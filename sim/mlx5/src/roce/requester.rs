@@ -772,6 +772,11 @@ impl Requester {
                     AethKind::RnrNak { timer } => {
                         // rxe_comp.c COMPST_RNR_RETRY.
                         self.counters.rnr_naks += 1;
+                        if self.rnr_deadline.is_some() {
+                            // Model choice: a second RNR NAK while already waiting (a duplicate
+                            // on the wire) neither spends a retry nor restarts the wait.
+                            return;
+                        }
                         if self.rnr_left == 0 {
                             self.complete_front(WcStatus::RnrRetryExcErr, env);
                         } else {

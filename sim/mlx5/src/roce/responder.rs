@@ -25,6 +25,17 @@ use super::transport::{
 };
 use super::{psn_add, psn_diff, PSN_MASK};
 
+/// When the responder acknowledges SEND / WRITE packets executed in sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckPolicy {
+    /// Only packets with AckReq set (rxe_resp.c `acknowledge`: `bth_ack(pkt)`); the requester
+    /// coalesces by setting AckReq on the last packet of a message and every
+    /// [`super::requester::DEFAULT_ACK_REQ_EVERY`] packets. What the shared captures show.
+    AckReq,
+    /// Every packet (no coalescing; IBTA allows a responder to ACK more often than asked).
+    EveryPacket,
+}
+
 /// The QP attributes the responder runs with (from the QP context at RTR).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RespConfig {
@@ -44,6 +55,8 @@ pub struct RespConfig {
     pub remote_write: bool,
     /// Remote atomic enabled (`rae`).
     pub remote_atomic: bool,
+    /// When to ACK.
+    pub ack_policy: AckPolicy,
 }
 
 impl RespConfig {
@@ -59,6 +72,7 @@ impl RespConfig {
             remote_read: true,
             remote_write: true,
             remote_atomic: true,
+            ack_policy: AckPolicy::AckReq,
         }
     }
 }
@@ -517,7 +531,7 @@ impl Responder {
         }
         self.epsn = psn_add(psn, 1);
         // rxe_resp.c acknowledge: ACK only packets with AckReq (the requester coalesces).
-        if pkt.bth.ack_req {
+        if pkt.bth.ack_req || self.cfg.ack_policy == AckPolicy::EveryPacket {
             self.ack(psn, tx);
         }
         Ok(Step::Done)
