@@ -19,8 +19,8 @@ use mlx5_sim::roce::pcap::PcapFile;
 use mlx5_sim::roce::requester::{ReqConfig, Requester, WorkRequest, WrOp};
 use mlx5_sim::roce::responder::{RespConfig, Responder};
 use mlx5_sim::roce::transport::{
-    AccessFault, AtomicOp, Completions, Fill, LocalFault, RecvCompletion, RecvFault, RemoteAccess,
-    ReqMemory, RespMemory, RxPacket, Tx, WcStatus,
+    AccessFault, AtomicOp, Completions, LocalFault, RecvCompletion, RecvFault, RemoteAccess,
+    ReqMemory, RespMemory, RxPacket, RxPayload, Tx, TxPayload, WcStatus,
 };
 use mlx5_sim::roce::{decode, psn_diff, Bth, ExtHdrs, Frame, OpKind, Opcode};
 
@@ -55,7 +55,7 @@ impl Pkt {
         RxPacket {
             bth: self.bth,
             ext: self.ext,
-            payload: &self.payload,
+            payload: RxPayload::Bytes(&self.payload),
         }
     }
 }
@@ -128,10 +128,10 @@ fn answer(bth: &Bth, ext: &ExtHdrs, len: usize) -> Answer {
 struct Answers(Vec<Answer>);
 
 impl Tx for Answers {
-    fn send(&mut self, b: &Bth, e: &ExtHdrs, len: usize, fill: Fill<'_>) -> Result<(), LocalFault> {
-        let mut buf = vec![0; len];
-        fill(&mut buf)?;
-        self.0.push(answer(b, e, len));
+    fn send(&mut self, b: &Bth, e: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+        let mut buf = vec![0; p.len];
+        (p.fill)(&mut buf)?;
+        self.0.push(answer(b, e, p.len));
         Ok(())
     }
 }
@@ -147,7 +147,7 @@ impl RespMemory for Permissive {
     fn check(&mut self, _: u32, _: u64, _: u64, _: RemoteAccess) -> Result<(), AccessFault> {
         Ok(())
     }
-    fn write(&mut self, _: u32, _: u64, _: &[u8]) -> Result<(), AccessFault> {
+    fn write(&mut self, _: u32, _: u64, _: RxPayload<'_>) -> Result<(), AccessFault> {
         Ok(())
     }
     fn read(&mut self, _: u32, _: u64, _: &mut [u8]) -> Result<(), AccessFault> {
@@ -166,7 +166,7 @@ impl RespMemory for Permissive {
     fn recv_ready(&mut self) -> bool {
         true
     }
-    fn recv_write(&mut self, _: u32, _: &[u8]) -> Result<(), RecvFault> {
+    fn recv_write(&mut self, _: u32, _: RxPayload<'_>) -> Result<(), RecvFault> {
         Ok(())
     }
     fn invalidate(&mut self, _: u32) -> Result<(), AccessFault> {
@@ -251,7 +251,10 @@ impl ReqMemory for Local {
         dst.copy_from_slice(&b[off as usize..off as usize + dst.len()]);
         Ok(())
     }
-    fn scatter(&mut self, wr: u64, off: u32, src: &[u8]) -> Result<(), LocalFault> {
+    fn scatter(&mut self, wr: u64, off: u32, src: RxPayload<'_>) -> Result<(), LocalFault> {
+        let RxPayload::Bytes(src) = src else {
+            panic!("frames carry bytes")
+        };
         let b = self.bufs.get_mut(&wr).unwrap();
         b[off as usize..off as usize + src.len()].copy_from_slice(src);
         Ok(())
@@ -274,9 +277,9 @@ impl Completions for Local {
 struct Sent(Vec<Pkt>);
 
 impl Tx for Sent {
-    fn send(&mut self, b: &Bth, e: &ExtHdrs, len: usize, fill: Fill<'_>) -> Result<(), LocalFault> {
-        let mut payload = vec![0; len];
-        fill(&mut payload)?;
+    fn send(&mut self, b: &Bth, e: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+        let mut payload = vec![0; p.len];
+        (p.fill)(&mut payload)?;
         self.0.push(Pkt {
             bth: *b,
             ext: *e,

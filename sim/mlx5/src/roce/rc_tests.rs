@@ -2,8 +2,10 @@
 //! frames (encoded to real bytes with a valid ICRC and decoded again, or as raw headers),
 //! injects faults (drop, duplicate, reorder, corrupt) and advances a virtual clock.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
+use std::rc::Rc;
 
 use super::requester::*;
 use super::responder::*;
@@ -38,9 +40,26 @@ impl Rng {
     }
 }
 
+/// Payloads a raw (frameless) link left "in place", by token: what a shared-memory link's
+/// receiver would resolve [`RxPayload::Ref`] against.
+type Store = Rc<RefCell<HashMap<u64, Vec<u8>>>>;
+
+/// The bytes of a received payload.
+fn payload_bytes(store: &Store, p: RxPayload<'_>) -> Vec<u8> {
+    match p {
+        RxPayload::Bytes(b) => b.to_vec(),
+        RxPayload::Ref { token, len } => {
+            let v = store.borrow()[&token].clone();
+            assert_eq!(v.len(), len);
+            v
+        }
+    }
+}
+
 /// The requester's side: local buffers by wr_id and completions.
 #[derive(Default)]
 struct ReqSide {
+    store: Store,
     bufs: HashMap<u64, Vec<u8>>,
     atomic: HashMap<u64, u64>,
     done: Vec<(u64, WcStatus)>,
@@ -55,7 +74,8 @@ impl ReqMemory for ReqSide {
         dst.copy_from_slice(s);
         Ok(())
     }
-    fn scatter(&mut self, wr: u64, offset: u32, src: &[u8]) -> Result<(), LocalFault> {
+    fn scatter(&mut self, wr: u64, offset: u32, src: RxPayload<'_>) -> Result<(), LocalFault> {
+        let src = &payload_bytes(&self.store, src)[..];
         let b = self.bufs.get_mut(&wr).ok_or(LocalFault)?;
         b.get_mut(offset as usize..offset as usize + src.len())
             .ok_or(LocalFault)?
@@ -87,6 +107,7 @@ struct Region {
 /// The responder's side: registered regions, a receive queue and completions.
 #[derive(Default)]
 struct RespSide {
+    store: Store,
     regions: Vec<Region>,
     /// Posted receive buffers (capacity, bytes written).
     recvs: VecDeque<Vec<u8>>,
@@ -148,7 +169,8 @@ impl RespMemory for RespSide {
     ) -> Result<(), AccessFault> {
         self.region(rkey, va, len, access).map(|_| ())
     }
-    fn write(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessFault> {
+    fn write(&mut self, rkey: u32, va: u64, src: RxPayload<'_>) -> Result<(), AccessFault> {
+        let src = &payload_bytes(&self.store, src)[..];
         let r = self.region(rkey, va, src.len() as u64, RemoteAccess::Write)?;
         let o = (va - r.va) as usize;
         r.data[o..o + src.len()].copy_from_slice(src);
@@ -185,10 +207,11 @@ impl RespMemory for RespSide {
         }
         !self.recvs.is_empty()
     }
-    fn recv_write(&mut self, offset: u32, src: &[u8]) -> Result<(), RecvFault> {
+    fn recv_write(&mut self, offset: u32, src: RxPayload<'_>) -> Result<(), RecvFault> {
         if let Some(f) = self.recv_fault {
             return Err(f);
         }
+        let src = &payload_bytes(&self.store, src)[..];
         let b = self.recvs.front_mut().ok_or(RecvFault::Protection)?;
         let end = offset as usize + src.len();
         if end > b.len() {
@@ -221,7 +244,8 @@ impl Completions for RespSide {
 /// A frame in flight.
 enum Wired {
     Bytes(Vec<u8>),
-    Raw(Bth, ExtHdrs, Vec<u8>),
+    /// Headers and a payload left in the store under a token.
+    Raw(Bth, ExtHdrs, Option<(u64, usize)>),
     Corrupt,
 }
 
@@ -232,6 +256,7 @@ struct Logged {
     bth: Bth,
     ext: ExtHdrs,
     len: usize,
+    src: Option<PayloadSrc>,
 }
 
 type DropHook = Box<dyn FnMut(&Bth, &ExtHdrs) -> bool>;
@@ -258,35 +283,38 @@ struct Link<'a> {
     tmpl: RoceHeaders,
     codec: bool,
     now: Nanos,
+    store: &'a Store,
 }
 
 impl Tx for Link<'_> {
-    fn send(
-        &mut self,
-        bth: &Bth,
-        ext: &ExtHdrs,
-        len: usize,
-        fill: Fill<'_>,
-    ) -> Result<(), LocalFault> {
+    fn send(&mut self, bth: &Bth, ext: &ExtHdrs, payload: TxPayload<'_>) -> Result<(), LocalFault> {
         let mut h = self.tmpl;
         h.bth = *bth;
         h.ext = *ext;
+        let len = payload.len;
+        assert_eq!(payload.src.is_some(), len > 0);
         let wired = if self.codec {
             let mut out = Vec::new();
             let r = h.encode_for_payload(len, &mut out).expect("headers encode");
-            fill(&mut out[r])?;
+            (payload.fill)(&mut out[r])?;
             h.seal_icrc(&mut out).expect("seal");
             Wired::Bytes(out)
-        } else {
+        } else if len > 0 {
             let mut p = vec![0; len];
-            fill(&mut p)?;
-            Wired::Raw(*bth, *ext, p)
+            (payload.fill)(&mut p)?;
+            let mut st = self.store.borrow_mut();
+            let token = st.len() as u64;
+            st.insert(token, p);
+            Wired::Raw(*bth, *ext, Some((token, len)))
+        } else {
+            Wired::Raw(*bth, *ext, None)
         };
         self.log.push(Logged {
             at: self.now,
             bth: *bth,
             ext: *ext,
             len,
+            src: payload.src,
         });
         let f = &mut *self.faults;
         if let Some(hook) = f.hook.as_mut() {
@@ -304,7 +332,7 @@ impl Tx for Link<'_> {
             f.duplicated += 1;
             let again = match &copies[0] {
                 Wired::Bytes(b) => Wired::Bytes(b.clone()),
-                Wired::Raw(b, e, p) => Wired::Raw(*b, *e, p.clone()),
+                Wired::Raw(b, e, p) => Wired::Raw(*b, *e, *p),
                 Wired::Corrupt => Wired::Corrupt,
             };
             copies.push(again);
@@ -383,7 +411,10 @@ fn with_packet(w: &Wired, dropped: &mut u64, mut f: impl FnMut(&RxPacket<'_>)) {
         Wired::Raw(bth, ext, p) => f(&RxPacket {
             bth: *bth,
             ext: *ext,
-            payload: p,
+            payload: match *p {
+                Some((token, len)) => RxPayload::Ref { token, len },
+                None => RxPayload::Bytes(&[]),
+            },
         }),
         Wired::Corrupt => *dropped += 1,
     }
@@ -403,17 +434,26 @@ struct Pair {
     log_req: Vec<Logged>,
     log_resp: Vec<Logged>,
     codec: bool,
+    store: Store,
     /// Frames the receivers dropped (bad ICRC / header).
     bad_frames: u64,
 }
 
 impl Pair {
     fn new(rc: ReqConfig, pc: RespConfig) -> Pair {
+        let store = Store::default();
         Pair {
             req: Requester::new(rc).expect("requester config"),
             resp: Responder::new(pc).expect("responder config"),
-            rq: ReqSide::default(),
-            rs: RespSide::default(),
+            rq: ReqSide {
+                store: store.clone(),
+                ..ReqSide::default()
+            },
+            rs: RespSide {
+                store: store.clone(),
+                ..RespSide::default()
+            },
+            store,
             now: 0,
             to_resp: VecDeque::new(),
             to_req: VecDeque::new(),
@@ -447,6 +487,7 @@ impl Pair {
             tmpl: template(false),
             codec: self.codec,
             now: self.now,
+            store: &self.store,
         };
         self.req.pump(self.now, &mut self.rq, &mut tx);
     }
@@ -463,6 +504,7 @@ impl Pair {
                 tmpl: template(true),
                 codec: self.codec,
                 now: self.now,
+                store: &self.store,
             };
             let (resp, rs, now) = (&mut self.resp, &mut self.rs, self.now);
             with_packet(&w, &mut self.bad_frames, |p| {
@@ -480,6 +522,7 @@ impl Pair {
                 tmpl: template(false),
                 codec: self.codec,
                 now: self.now,
+                store: &self.store,
             };
             let (req, rq, now) = (&mut self.req, &mut self.rq, self.now);
             with_packet(&w, &mut self.bad_frames, |p| {
@@ -663,6 +706,19 @@ fn one_message(mtu: u32, kind: Kind, len: u32, codec: bool) {
                 assert_eq!(l.bth.psn, 0x100 + i as u32);
             }
         }
+    }
+    // Where each payload lives, for a link that leaves it in place.
+    for (k, l) in p.log_req.iter().enumerate().filter(|(_, l)| l.len > 0) {
+        let offset = k as u32 * mtu;
+        assert_eq!(l.src, Some(PayloadSrc::Wqe { wr: 1, offset }), "{ctx}");
+    }
+    for (k, l) in p.log_resp.iter().enumerate().filter(|(_, l)| l.len > 0) {
+        let va = RD_VA + k as u64 * mtu as u64;
+        assert_eq!(
+            l.src,
+            Some(PayloadSrc::Remote { rkey: RD_KEY, va }),
+            "{ctx}"
+        );
     }
     // PSNs: consecutive from sq_psn; AckReq on the last packet.
     let last = p.log_req.last().unwrap();
@@ -1243,7 +1299,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     // Hand-made packets straight into a responder.
     struct Sink(Vec<(Bth, ExtHdrs)>);
     impl Tx for Sink {
-        fn send(&mut self, b: &Bth, e: &ExtHdrs, _: usize, _: Fill<'_>) -> Result<(), LocalFault> {
+        fn send(&mut self, b: &Bth, e: &ExtHdrs, _: TxPayload<'_>) -> Result<(), LocalFault> {
             self.0.push((*b, *e));
             Ok(())
         }
@@ -1258,7 +1314,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_RDMA_WRITE_MIDDLE, RESP_QPN, 0),
         ext: ExtHdrs::default(),
-        payload: &pay,
+        payload: RxPayload::Bytes(&pay),
     };
     r.receive(0, &pkt, &mut rs, &mut tx);
     assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
@@ -1270,7 +1326,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_SEND_ONLY, RESP_QPN, 0),
         ext: ExtHdrs::default(),
-        payload: &big,
+        payload: RxPayload::Bytes(&big),
     };
     r.receive(0, &pkt, &mut rs, &mut tx);
     assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
@@ -1280,7 +1336,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_SEND_FIRST, RESP_QPN, 0),
         ext: ExtHdrs::default(),
-        payload: &pay,
+        payload: RxPayload::Bytes(&pay),
     };
     let n = tx.0.len();
     r.receive(0, &pkt, &mut rs, &mut tx);
@@ -1296,7 +1352,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_RDMA_WRITE_FIRST, RESP_QPN, 1),
         ext,
-        payload: &pay,
+        payload: RxPayload::Bytes(&pay),
     };
     r.receive(0, &pkt, &mut rs, &mut tx);
     assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
@@ -1309,7 +1365,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
         let pkt = RxPacket {
             bth: Bth::new(Opcode::RC_SEND_ONLY, RESP_QPN, psn),
             ext: ExtHdrs::default(),
-            payload: &pay[..4],
+            payload: RxPayload::Bytes(&pay[..4]),
         };
         r.receive(0, &pkt, &mut rs, &mut tx);
     }
@@ -1322,7 +1378,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
         &RxPacket {
             bth: b,
             ext: ExtHdrs::default(),
-            payload: &pay[..4],
+            payload: RxPayload::Bytes(&pay[..4]),
         },
         &mut rs,
         &mut tx,
@@ -1336,7 +1392,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
         &RxPacket {
             bth: Bth::new(Opcode::RC_SEND_ONLY, RESP_QPN, 13),
             ext: ExtHdrs::default(),
-            payload: &pay[..4],
+            payload: RxPayload::Bytes(&pay[..4]),
         },
         &mut rs,
         &mut tx,
@@ -2109,8 +2165,8 @@ fn rc_ack_every_packet_policy() {
 fn rc_duplicate_rnr_nak_spends_one_retry() {
     struct Sink(Vec<Bth>);
     impl Tx for Sink {
-        fn send(&mut self, b: &Bth, _: &ExtHdrs, n: usize, f: Fill<'_>) -> Result<(), LocalFault> {
-            f(&mut vec![0; n])?;
+        fn send(&mut self, b: &Bth, _: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+            (p.fill)(&mut vec![0; p.len])?;
             self.0.push(*b);
             Ok(())
         }
@@ -2139,7 +2195,7 @@ fn rc_duplicate_rnr_nak_spends_one_retry() {
     let nak = RxPacket {
         bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 5),
         ext,
-        payload: &[],
+        payload: RxPayload::Bytes(&[]),
     };
     r.receive(10, &nak, &mut env, &mut tx);
     r.receive(11, &nak, &mut env, &mut tx);

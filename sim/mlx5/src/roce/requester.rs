@@ -25,8 +25,8 @@ use std::collections::VecDeque;
 use super::frame::{Aeth, AethKind, AtomicEth, Bth, ExtHdrs, NakCode, Reth};
 use super::opcode::{OpKind, Opcode, Position};
 use super::transport::{
-    ack_timeout_ns, packets_for, rnr_timer_ns, valid_mtu, LocalFault, Nanos, ReqEnv, RxPacket, Tx,
-    WcStatus,
+    ack_timeout_ns, packets_for, rnr_timer_ns, valid_mtu, LocalFault, Nanos, PayloadSrc, ReqEnv,
+    RxPacket, Tx, TxPayload, WcStatus,
 };
 use super::{psn_add, psn_diff, PSN_MASK};
 
@@ -570,7 +570,12 @@ impl Requester {
                 env.gather(wr_id, offset, dst)
             }
         };
-        tx.send(&bth, &ext, payload_len as usize, &mut fill)?;
+        let payload = TxPayload {
+            len: payload_len as usize,
+            src: (payload_len > 0).then_some(PayloadSrc::Wqe { wr: wr_id, offset }),
+            fill: &mut fill,
+        };
+        tx.send(&bth, &ext, payload)?;
         self.counters.packets_sent += 1;
         // PSNs this packet occupies: a READ request takes one per response packet.
         let used = if matches!(w.wr.op, WrOp::Read { .. }) {

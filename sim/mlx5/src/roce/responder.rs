@@ -20,8 +20,8 @@ use std::collections::VecDeque;
 use super::frame::{Aeth, AtomicAckEth, Bth, ExtHdrs, NakCode};
 use super::opcode::{OpKind, Opcode, Position, Transport};
 use super::transport::{
-    packets_for, valid_mtu, AtomicOp, LocalFault, Nanos, RecvCompletion, RecvFault, RecvKind,
-    RemoteAccess, RespEnv, RxPacket, Tx, WcStatus,
+    packets_for, valid_mtu, AtomicOp, Fill, LocalFault, Nanos, PayloadSrc, RecvCompletion,
+    RecvFault, RecvKind, RemoteAccess, RespEnv, RxPacket, Tx, TxPayload, WcStatus,
 };
 use super::{psn_add, psn_diff, PSN_MASK};
 
@@ -288,7 +288,7 @@ impl Responder {
             self.counters.acks += 1;
         }
         // An ACK has no payload: the fill is never asked for bytes, the send cannot fail.
-        let _ = tx.send(&bth, &ext, 0, &mut |_| Ok(()));
+        let _ = tx.send(&bth, &ext, no_payload(&mut |_| Ok(())));
     }
 
     fn ack(&mut self, psn: u32, tx: &mut dyn Tx) {
@@ -652,7 +652,12 @@ impl Responder {
                     env.read(rkey, at, dst).map_err(|_| LocalFault)
                 }
             };
-            tx.send(&bth, &ext, plen as usize, &mut fill)?;
+            let payload = TxPayload {
+                len: plen as usize,
+                src: (plen > 0).then_some(PayloadSrc::Remote { rkey, va: at }),
+                fill: &mut fill,
+            };
+            tx.send(&bth, &ext, payload)?;
             self.counters.read_responses += 1;
         }
         Ok(())
@@ -666,11 +671,19 @@ impl Responder {
             ..ExtHdrs::default()
         };
         self.counters.atomic_acks += 1;
-        let _ = tx.send(&bth, &ext, 0, &mut |_| Ok(()));
+        let _ = tx.send(&bth, &ext, no_payload(&mut |_| Ok(())));
     }
 }
 
 enum Step {
     Done,
     Rnr,
+}
+
+fn no_payload(fill: Fill<'_>) -> TxPayload<'_> {
+    TxPayload {
+        len: 0,
+        src: None,
+        fill,
+    }
 }

@@ -6,10 +6,13 @@
 //! monotonic clock, virtual in tests), no threads, no allocation per packet beyond the caller's.
 //! Everything they do to the outside world goes through four traits:
 //!
-//! - [`Tx`]: emits one packet (BTH + extension headers + `payload_len` bytes that a callback
-//!   writes straight into the frame buffer, so a payload moves once, from the source memory into
-//!   the frame; the datapath builds Ethernet/IP/UDP around it with
-//!   [`super::RoceHeaders::encode_for_payload`] and [`super::RoceHeaders::seal_icrc`]);
+//! - [`Tx`]: emits one packet: BTH, extension headers and a [`TxPayload`] — its length, where
+//!   the bytes live ([`PayloadSrc`]) and a callback that copies them straight into a frame
+//!   buffer. A frame-building link makes the frame with
+//!   [`super::RoceHeaders::encode_for_payload`], calls the callback on the payload range and
+//!   [`super::RoceHeaders::seal_icrc`]: the payload moves once, from memory into the frame. A
+//!   link whose ends share memory can skip the frame and pass [`RxPayload::Ref`] instead: the
+//!   payload then moves once, from the sender's memory into the destination;
 //! - [`ReqMemory`]: the requester's local side (gather a WQE's message bytes, scatter READ
 //!   response bytes and an atomic's original value into it);
 //! - [`RespMemory`]: the responder's side (remote-key checked writes, reads and atomics, receive
@@ -101,6 +104,39 @@ impl WcStatus {
     }
 }
 
+/// The payload of a received packet. The state machines never look at payload bytes; they
+/// hand this to [`ReqMemory::scatter`], [`RespMemory::write`] or [`RespMemory::recv_write`],
+/// which move it. That keeps the one-copy move open to a link whose ends share memory
+/// (loopback, two HCAs in one process): its [`Tx`] leaves the bytes where they are, passes a
+/// [`RxPayload::Ref`] naming them (from [`TxPayload::src`]), and the receiving environment
+/// copies straight from the sender's memory into the destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxPayload<'a> {
+    /// Bytes carried in the frame (without pad).
+    Bytes(&'a [u8]),
+    /// A payload left in the sender's memory: `token` is the link's own name for it.
+    Ref {
+        /// Opaque to the transport; meaningful to the environment that resolves it.
+        token: u64,
+        /// Payload length in bytes.
+        len: usize,
+    },
+}
+
+impl RxPayload<'_> {
+    /// Payload length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            RxPayload::Bytes(b) => b.len(),
+            RxPayload::Ref { len, .. } => *len,
+        }
+    }
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A received packet as the state machines see it: the BTH, the extension headers and the
 /// payload (without pad). Build it from a decoded frame with [`RxPacket::from_frame`].
 #[derive(Clone, Copy, Debug)]
@@ -109,8 +145,8 @@ pub struct RxPacket<'a> {
     pub bth: Bth,
     /// Extension headers.
     pub ext: ExtHdrs,
-    /// Payload bytes.
-    pub payload: &'a [u8],
+    /// Payload.
+    pub payload: RxPayload<'a>,
 }
 
 impl<'a> RxPacket<'a> {
@@ -119,7 +155,7 @@ impl<'a> RxPacket<'a> {
         RxPacket {
             bth: f.hdrs.bth,
             ext: f.hdrs.ext,
-            payload: f.payload,
+            payload: RxPayload::Bytes(f.payload),
         }
     }
 }
@@ -128,21 +164,47 @@ impl<'a> RxPacket<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LocalFault;
 
-/// Fills the payload area of a frame being built.
+/// Writes the payload into the frame being built.
 pub type Fill<'f> = &'f mut dyn FnMut(&mut [u8]) -> Result<(), LocalFault>;
+
+/// Where an outgoing payload lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PayloadSrc {
+    /// Bytes `offset..offset + len` of the message of the requester's work request `wr`
+    /// (SEND / WRITE packets: what [`ReqMemory::gather`] would copy).
+    Wqe {
+        /// The work request's `wr_id`.
+        wr: u64,
+        /// Offset in the message.
+        offset: u32,
+    },
+    /// `len` bytes at `va` under `rkey` in the responder's memory (READ response packets:
+    /// what [`RespMemory::read`] would copy).
+    Remote {
+        /// Remote key (checked when the READ was accepted).
+        rkey: u32,
+        /// Virtual address.
+        va: u64,
+    },
+}
+
+/// The payload of a packet being sent.
+pub struct TxPayload<'f> {
+    /// Payload length in bytes (0 for ACKs, READ requests, atomics).
+    pub len: usize,
+    /// Where the bytes are (`None` when `len` is 0).
+    pub src: Option<PayloadSrc>,
+    /// Copies the bytes into a frame buffer of exactly `len` bytes (through [`ReqMemory::gather`]
+    /// or [`RespMemory::read`]); a link that leaves them in place uses `src` instead.
+    pub fill: Fill<'f>,
+}
 
 /// The wire side: emits one packet.
 pub trait Tx {
-    /// Sends a packet with these headers and `payload_len` payload bytes, which `fill` writes
-    /// into the frame's payload area (exactly `payload_len` bytes long). When `fill` fails the
-    /// packet must not be sent and its error is returned.
-    fn send(
-        &mut self,
-        bth: &Bth,
-        ext: &ExtHdrs,
-        payload_len: usize,
-        fill: Fill<'_>,
-    ) -> Result<(), LocalFault>;
+    /// Sends a packet with these headers and payload. A frame-building link calls
+    /// `payload.fill` on the frame's payload area; when that fails the packet must not be sent
+    /// and its error is returned.
+    fn send(&mut self, bth: &Bth, ext: &ExtHdrs, payload: TxPayload<'_>) -> Result<(), LocalFault>;
 }
 
 /// The requester's local memory: the message bytes of its posted work requests. `wr` is the
@@ -151,8 +213,8 @@ pub trait ReqMemory {
     /// Copies bytes `offset..offset + dst.len()` of the message of `wr` (gather list or inline
     /// data) into `dst`.
     fn gather(&mut self, wr: u64, offset: u32, dst: &mut [u8]) -> Result<(), LocalFault>;
-    /// Places READ response bytes at `offset` of `wr`'s scatter list.
-    fn scatter(&mut self, wr: u64, offset: u32, src: &[u8]) -> Result<(), LocalFault>;
+    /// Places a READ response payload at `offset` of `wr`'s scatter list.
+    fn scatter(&mut self, wr: u64, offset: u32, src: RxPayload<'_>) -> Result<(), LocalFault>;
     /// Places the original remote value an atomic returned (the AtomicAckETH's 64-bit value)
     /// into `wr`'s 8-byte local buffer (the byte order is the device's choice).
     fn atomic_result(&mut self, wr: u64, orig: u64) -> Result<(), LocalFault>;
@@ -214,8 +276,8 @@ pub trait RespMemory {
         len: u64,
         access: RemoteAccess,
     ) -> Result<(), AccessFault>;
-    /// Writes `src` at `va` under `rkey` (RDMA WRITE payload).
-    fn write(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessFault>;
+    /// Writes an RDMA WRITE packet's payload at `va` under `rkey`.
+    fn write(&mut self, rkey: u32, va: u64, src: RxPayload<'_>) -> Result<(), AccessFault>;
     /// Reads `dst.len()` bytes at `va` under `rkey` (READ response payload, called while the
     /// frame is built: one copy from memory to the wire).
     fn read(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessFault>;
@@ -224,8 +286,8 @@ pub trait RespMemory {
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessFault>;
     /// Whether a receive WQE is posted (the head of the RQ or SRQ).
     fn recv_ready(&mut self) -> bool;
-    /// Writes `src` at `offset` of the head receive WQE's scatter list.
-    fn recv_write(&mut self, offset: u32, src: &[u8]) -> Result<(), RecvFault>;
+    /// Writes a SEND packet's payload at `offset` of the head receive WQE's scatter list.
+    fn recv_write(&mut self, offset: u32, src: RxPayload<'_>) -> Result<(), RecvFault>;
     /// Invalidates `rkey` (SEND_WITH_INVALIDATE); `Err` when it cannot be (NAK invalid request
     /// per rxe_resp.c `RESPST_ERR_INVALIDATE_RKEY`).
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessFault>;
