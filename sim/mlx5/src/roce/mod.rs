@@ -53,13 +53,15 @@
 //! - The RC transport as pure state machines over decoded packets, with time passed in:
 //!   [`requester`] (segmentation, retransmission, completions), [`responder`] (ePSN,
 //!   duplicates, NAKs, READ responses, atomics) and their shared types and side-effect traits
-//!   in [`transport`].
+//!   in [`transport`]; [`rc::RcQp`] joins both halves of a QP and documents how the datapath
+//!   drives them (doorbell, received frame, timer).
 
 pub mod dump;
 pub mod frame;
 pub mod icrc;
 pub mod opcode;
 pub mod pcap;
+pub mod rc;
 #[cfg(test)]
 mod rc_tests;
 pub mod requester;
