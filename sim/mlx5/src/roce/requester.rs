@@ -124,7 +124,7 @@ pub struct ReqConfig {
     /// Retries after a timeout or a PSN sequence NAK (0..=7). IBTA: a count; rxe_comp.c
     /// additionally never counts 7 down, hardware does (model choice: IBTA).
     pub retry_count: u8,
-    /// Retries after RNR NAKs (0..=7, 7 = infinite: IBTA §9.7.5.2.8, rxe_comp.c
+    /// Retries after RNR NAKs (0..=7, 7 = infinite: IBTA vol. 1 RNR retry semantics as rxe_comp.c
     /// `COMPST_RNR_RETRY`).
     pub rnr_retry: u8,
     /// READ / atomic requests outstanding at most (`max_rd_atomic`, `sra_max`).
@@ -172,7 +172,7 @@ pub enum ConfigError {
 pub enum PostError {
     /// The QP is in the error state.
     QpError,
-    /// Longer than 2^31 bytes (IBTA §9.4 maximum message size).
+    /// Longer than 2^31 bytes (the IB maximum message size; rxe_resp.c check_length rejects DMA lengths above 2^31).
     Length(u32),
     /// An atomic whose length is not 8.
     AtomicLength(u32),
@@ -421,7 +421,7 @@ impl Requester {
                 break;
             }
             if !w.started {
-                // Fence (IBTA §10.8.3.3: a fenced WQE waits for every earlier READ and atomic;
+                // Fence (IBTA vol. 1 fence indicator: a fenced WQE waits for every earlier READ and atomic;
                 // rxe_req.c req_next_wqe waits for all earlier WQEs, a superset). Every WQE
                 // before `cur` in `wqes` is incomplete.
                 if w.wr.fence && self.wqes.iter().take(self.cur).any(|x| x.wr.is_rd_atomic()) {
@@ -720,7 +720,8 @@ impl Requester {
     }
 
     /// Completes SEND / WRITE WQEs up to and including PSN `psn` (coalesced ACK: an ACK for
-    /// `psn` acknowledges every earlier PSN, IBTA §9.7.5.1.1).
+    /// `psn` acknowledges every earlier PSN; rxe_comp.c check_psn completes every WQE whose last PSN
+    /// is at or before it).
     fn ack_to(&mut self, psn: u32, env: &mut dyn ReqEnv) -> AckOutcome {
         let mut out = AckOutcome::Nothing;
         while let Some(&w) = self.wqes.front() {
@@ -756,8 +757,8 @@ impl Requester {
                 AckOutcome::Nothing => self.counters.ignored += 1,
             },
             kind => {
-                // Every NAK acknowledges the PSNs before its own (IBTA §9.7.5.1.1; rxe_comp.c
-                // "a nak implicitly acks all packets with psns before").
+                // Every NAK acknowledges the PSNs before its own (rxe_comp.c check_ack moves
+                // comp.psn up to a sequence NAK's PSN).
                 if psn_diff(p, self.comp_psn) < 0 {
                     self.counters.ignored += 1;
                     return;

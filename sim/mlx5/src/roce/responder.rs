@@ -3,7 +3,7 @@
 //! READ responses and atomic ACKs, and the responder resources that replay duplicate READs and
 //! atomics.
 //!
-//! Behaviour follows IBTA vol. 1 §9.7.4–9.7.5 as Linux soft-RoCE implements it:
+//! Behaviour follows IBTA vol. 1 ch. 9.7 (RC responder) as Linux soft-RoCE implements it:
 //! drivers/infiniband/sw/rxe/rxe_resp.c (`check_psn`, `check_op_seq`, `check_op_valid`,
 //! `check_resource`, `check_length`, `check_rkey`, `execute`, `read_reply`, `atomic_reply`,
 //! `acknowledge`, `duplicate_request`, `find_resource`, `rxe_prepare_res`).
@@ -479,7 +479,7 @@ impl Responder {
                 {
                     return Err(access(None));
                 }
-                // "For RDMA Read we can increment the msn now. See C9-148." (rxe execute)
+                // rxe_resp.c execute counts a READ in the MSN when it starts (it cites IBTA C9-148).
                 self.msn = psn_add(self.msn, 1);
                 let npkts = packets_for(r.dma_len, mtu);
                 self.push_resource(Resource {
@@ -566,7 +566,8 @@ impl Responder {
         let psn = pkt.bth.psn;
         match kind {
             OpKind::Send | OpKind::Write => {
-                // C9-105: re-ACK with the last PSN executed, do not execute again.
+                // Re-ACK with the last PSN executed, do not execute again (rxe duplicate_request, citing
+                // IBTA C9-105).
                 self.ack(psn_add(self.epsn, PSN_MASK), tx);
             }
             OpKind::ReadRequest => {

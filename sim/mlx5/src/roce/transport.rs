@@ -24,14 +24,14 @@ use super::frame::{Bth, ExtHdrs, RoceFrame};
 /// Nanoseconds on the caller's monotonic clock.
 pub type Nanos = u64;
 
-/// The local ACK timeout for a QP's `ack_timeout` (IBTA vol. 1 §11.2.4.2 / `timeout` attribute:
+/// The local ACK timeout for a QP's `ack_timeout` (the IB `timeout` QP attribute:
 /// 4.096 µs × 2^n), `None` for 0 (infinite). Linux include/rdma/rdmavt_qp.h and rxe_qp.c
 /// `rxe_qp_from_attr` (`qp_timeout_jiffies = nsecs_to_jiffies(4096 << timeout)`).
 pub fn ack_timeout_ns(n: u8) -> Option<Nanos> {
     (n != 0).then(|| 4096u64 << n.min(31))
 }
 
-/// IB RNR timer encodings in µs (IBTA vol. 1 §9.7.5.2.8 Table 46; Linux include/rdma/ib_verbs.h
+/// IB RNR timer encodings in µs (the AETH RNR timer field; Linux include/rdma/ib_verbs.h
 /// `IB_RNR_TIMER_*`; 0 = 655.36 ms).
 const RNR_TIMER_US: [u32; 32] = [
     655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
@@ -44,7 +44,7 @@ pub fn rnr_timer_ns(timer: u8) -> Nanos {
     RNR_TIMER_US[(timer & 0x1f) as usize] as u64 * 1000
 }
 
-/// Whether an MTU is a valid IB path MTU (256, 512, 1024, 2048 or 4096 bytes; IBTA §9.7.5.1,
+/// Whether an MTU is a valid IB path MTU (256, 512, 1024, 2048 or 4096 bytes; Linux `enum ib_mtu`,
 /// mlx5 `qpc.mtu` 1..5).
 pub fn valid_mtu(mtu: u32) -> bool {
     matches!(mtu, 256 | 512 | 1024 | 2048 | 4096)
@@ -232,7 +232,7 @@ pub enum RemoteAccess {
 }
 
 /// An rkey check that failed: unknown key, wrong PD, bounds or permission (all answered with a
-/// NAK remote access error, IBTA §9.7.5.2.4; rxe_resp.c `check_rkey` → `RESPST_ERR_RKEY_VIOLATION`).
+/// NAK remote access error: rxe_resp.c `check_rkey` → `RESPST_ERR_RKEY_VIOLATION`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AccessFault;
 
