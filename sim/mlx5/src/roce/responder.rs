@@ -582,7 +582,7 @@ impl Responder {
                 };
                 // The new request must be the original or a part of it (same key, inside the
                 // original range); it is re-executed from its own PSN with its own address and
-                // length (rxe: "Reset the resource, except length").
+                // length (rxe duplicate_request resets the resource to the new request).
                 let inside = r.va >= va
                     && (r.va - va) + r.dma_len as u64 <= length as u64
                     && r.r_key == rkey;
