@@ -2444,3 +2444,171 @@ fn rc_qp_both_directions_at_once() {
         assert!(qps[i].requester.counters().retransmitted > 0);
     }
 }
+
+#[test]
+fn rc_implicit_nak_on_a_later_read_response() {
+    // Two READs; the first one's response is lost, the second's arrives: the requester retries
+    // the first at once (rxe_comp.c check_psn) and both complete byte-exact.
+    let mut p = Pair::with_mtu(1024);
+    let remote = pattern(12, 3000);
+    p.rs.add_region(RD_KEY, RD_VA, remote.clone());
+    let mut once = true;
+    p.f_resp.hook = Some(Box::new(move |b: &Bth, _: &ExtHdrs| {
+        let hit = once && b.psn == 0x100;
+        once &= !hit;
+        hit
+    }));
+    p.post(
+        wr(
+            1,
+            WrOp::Read {
+                raddr: RD_VA,
+                rkey: RD_KEY,
+            },
+            1000,
+        ),
+        vec![0; 1000],
+    );
+    p.post(
+        wr(
+            2,
+            WrOp::Read {
+                raddr: RD_VA + 1000,
+                rkey: RD_KEY,
+            },
+            2000,
+        ),
+        vec![0; 2000],
+    );
+    p.run_ok();
+    assert_eq!(
+        p.rq.done,
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert_eq!(p.rq.bufs[&1], remote[..1000]);
+    assert_eq!(p.rq.bufs[&2], remote[1000..]);
+    let c = p.req.counters();
+    assert_eq!((c.timeouts, c.retries), (0, 1));
+}
+
+#[test]
+fn rc_configs_are_checked() {
+    let ok = ReqConfig::new(1, 1024, 0);
+    for (cfg, e) in [
+        (ReqConfig { mtu: 1000, ..ok }, ConfigError::Mtu(1000)),
+        (ReqConfig { mtu: 8192, ..ok }, ConfigError::Mtu(8192)),
+        (
+            ReqConfig {
+                sq_psn: 1 << 24,
+                ..ok
+            },
+            ConfigError::Psn(1 << 24),
+        ),
+        (
+            ReqConfig {
+                dest_qp: 1 << 24,
+                ..ok
+            },
+            ConfigError::DestQp(1 << 24),
+        ),
+        (
+            ReqConfig {
+                retry_count: 8,
+                ..ok
+            },
+            ConfigError::RetryCount(8),
+        ),
+        (ReqConfig { rnr_retry: 9, ..ok }, ConfigError::RetryCount(9)),
+        (
+            ReqConfig {
+                ack_req_every: 0,
+                ..ok
+            },
+            ConfigError::Window,
+        ),
+        (
+            ReqConfig {
+                max_unacked_psns: 1 << 23,
+                ..ok
+            },
+            ConfigError::Window,
+        ),
+    ] {
+        assert_eq!(Requester::new(cfg).err(), Some(e));
+    }
+    let ok = RespConfig::new(1, 1024, 0);
+    assert_eq!(
+        Responder::new(RespConfig { mtu: 100, ..ok }).err(),
+        Some(RespConfigError::Mtu(100))
+    );
+    assert_eq!(
+        Responder::new(RespConfig {
+            rq_psn: 1 << 24,
+            ..ok
+        })
+        .err(),
+        Some(RespConfigError::Field(1 << 24))
+    );
+    let mut r = Requester::new(ReqConfig::new(1, 1024, 0)).unwrap();
+    let send = WrOp::Send {
+        imm: Some(1),
+        invalidate: Some(2),
+    };
+    assert_eq!(r.post(wr(1, send, 1)), Err(PostError::ImmAndInvalidate));
+    let fa = WrOp::FetchAdd {
+        raddr: 0,
+        rkey: 0,
+        add: 1,
+    };
+    assert_eq!(r.post(wr(1, fa, 4)), Err(PostError::AtomicLength(4)));
+    let w = WrOp::Write {
+        raddr: 0,
+        rkey: 0,
+        imm: None,
+    };
+    assert_eq!(
+        r.post(wr(1, w, (1 << 31) + 1)),
+        Err(PostError::Length((1 << 31) + 1))
+    );
+    assert_eq!(ack_timeout_ns(0), None);
+    assert_eq!(ack_timeout_ns(1), Some(8192));
+    assert_eq!(ack_timeout_ns(14), Some(67_108_864));
+    assert_eq!(rnr_timer_ns(0), 655_360_000);
+    assert_eq!(rnr_timer_ns(1), 10_000);
+    assert_eq!(rnr_timer_ns(31), 491_520_000);
+}
+
+#[test]
+fn rc_unknown_nak_code_is_a_remote_operational_error() {
+    struct Sink;
+    impl Tx for Sink {
+        fn send(&mut self, _: &Bth, _: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+            (p.fill)(&mut vec![0; p.len])
+        }
+    }
+    let mut r = Requester::new(ReqConfig::new(RESP_QPN, 1024, 0)).unwrap();
+    let mut env = ReqSide::default();
+    env.bufs.insert(1, vec![0; 10]);
+    r.post(wr(
+        1,
+        WrOp::Send {
+            imm: None,
+            invalidate: None,
+        },
+        10,
+    ))
+    .unwrap();
+    r.pump(0, &mut env, &mut Sink);
+    let ext = ExtHdrs {
+        aeth: Some(Aeth::nak(NakCode::Reserved(9), 0)),
+        ..ExtHdrs::default()
+    };
+    let nak = RxPacket {
+        bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 0),
+        ext,
+        payload: RxPayload::Bytes(&[]),
+    };
+    r.receive(1, &nak, &mut env, &mut Sink);
+    assert_eq!(env.done, vec![(1, WcStatus::RemOpErr)]);
+    assert!(r.is_error());
+}
