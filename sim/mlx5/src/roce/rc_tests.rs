@@ -2612,3 +2612,45 @@ fn rc_unknown_nak_code_is_a_remote_operational_error() {
     assert_eq!(env.done, vec![(1, WcStatus::RemOpErr)]);
     assert!(r.is_error());
 }
+
+#[test]
+fn rc_rnr_on_the_last_packet_of_a_write_with_immediate() {
+    // The receive WQE is needed only by the LAST packet: the RNR NAK names its PSN and the retry
+    // resends that packet alone (the responder kept the WRITE's address from the FIRST).
+    let mut p = Pair::with_mtu(256);
+    p.rs.add_region(WR_KEY, WR_VA, vec![0; 1024]);
+    p.rs.recvs.push_back(vec![0; 1]);
+    p.rs.not_ready = 1;
+    let data = pattern(13, 700);
+    p.post(
+        wr(
+            1,
+            WrOp::Write {
+                raddr: WR_VA,
+                rkey: WR_KEY,
+                imm: Some(5),
+            },
+            700,
+        ),
+        data.clone(),
+    );
+    p.run_ok();
+    assert_eq!(p.rq.done, vec![(1, WcStatus::Success)]);
+    assert_eq!(p.rs.bytes(WR_KEY, WR_VA, 700), &data[..]);
+    let ops: Vec<_> = p
+        .log_req
+        .iter()
+        .map(|l| (l.bth.opcode, l.bth.psn))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            (Opcode::RC_RDMA_WRITE_FIRST, 0x100),
+            (Opcode::RC_RDMA_WRITE_MIDDLE, 0x101),
+            (Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE, 0x102),
+            (Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE, 0x102),
+        ]
+    );
+    assert_eq!(p.rs.received[0].0.imm, Some(5));
+    assert_eq!(p.rs.received[0].0.byte_len, 700);
+}
