@@ -16,20 +16,20 @@ use super::*;
 // Harness
 // ---------------------------------------------------------------------------------------------
 
-/// xorshift64*: deterministic and dependency-free.
+/// SplitMix64 (Steele, Lea, Flood 2014): deterministic, dependency-free, good in every bit.
 struct Rng(u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
+    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-40 for these `n`).
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        ((self.next() as u128 * n.max(1) as u128) >> 64) as u64
     }
     /// True with probability `ppm` parts per million.
     fn ppm(&mut self, ppm: u32) -> bool {
