@@ -2654,3 +2654,82 @@ fn rc_rnr_on_the_last_packet_of_a_write_with_immediate() {
     assert_eq!(p.rs.received[0].0.imm, Some(5));
     assert_eq!(p.rs.received[0].0.byte_len, 700);
 }
+
+#[test]
+fn rc_rnr_on_a_multi_packet_send_spends_no_retry() {
+    // The packets behind an RNR-NAKed SEND FIRST are out of sequence; they must not provoke a
+    // sequence NAK that would cost the requester a transport retry (retry_count 0 here).
+    let mut rc = ReqConfig::new(RESP_QPN, 256, 0);
+    rc.retry_count = 0;
+    let mut p = Pair::new(rc, RespConfig::new(REQ_QPN, 256, 0));
+    p.rs.recvs.push_back(vec![0; 2000]);
+    p.rs.not_ready = 5;
+    let data = pattern(14, 1500);
+    p.post(
+        wr(
+            1,
+            WrOp::Send {
+                imm: None,
+                invalidate: None,
+            },
+            1500,
+        ),
+        data.clone(),
+    );
+    p.run_ok();
+    assert_eq!(p.rq.done, vec![(1, WcStatus::Success)]);
+    assert_eq!(p.rs.received[0].1, data);
+    assert_eq!(p.resp.counters().rnr_naks, 5);
+    assert_eq!(p.resp.counters().seq_naks, 0);
+    assert_eq!(p.req.counters().retries, 0);
+}
+
+#[test]
+fn rc_sequence_nak_during_an_rnr_wait_is_not_a_retry() {
+    // A peer that answers the packets behind an RNR-NAKed one with a sequence NAK (as rxe
+    // does): the requester already goes back at the RNR timer and spends no transport retry.
+    struct Sink(usize);
+    impl Tx for Sink {
+        fn send(&mut self, _: &Bth, _: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+            self.0 += 1;
+            (p.fill)(&mut vec![0; p.len])
+        }
+    }
+    let mut rc = ReqConfig::new(RESP_QPN, 256, 0);
+    rc.retry_count = 0;
+    let mut r = Requester::new(rc).unwrap();
+    let mut env = ReqSide::default();
+    env.bufs.insert(1, vec![0; 600]);
+    r.post(wr(
+        1,
+        WrOp::Send {
+            imm: None,
+            invalidate: None,
+        },
+        600,
+    ))
+    .unwrap();
+    let mut tx = Sink(0);
+    r.pump(0, &mut env, &mut tx);
+    assert_eq!(tx.0, 3);
+    let nak = |aeth| RxPacket {
+        bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 0),
+        ext: ExtHdrs {
+            aeth: Some(aeth),
+            ..ExtHdrs::default()
+        },
+        payload: RxPayload::Bytes(&[]),
+    };
+    r.receive(1, &nak(Aeth::rnr_nak(1, 0)), &mut env, &mut tx);
+    r.receive(
+        2,
+        &nak(Aeth::nak(NakCode::PsnSequenceError, 0)),
+        &mut env,
+        &mut tx,
+    );
+    assert!(env.done.is_empty());
+    assert_eq!(tx.0, 3);
+    r.pump(1 + rnr_timer_ns(1), &mut env, &mut tx);
+    assert_eq!(tx.0, 6, "the whole SEND again after the RNR timer");
+    assert_eq!(r.counters().retries, 0);
+}

@@ -797,6 +797,11 @@ impl Requester {
                     }
                     AethKind::Nak(NakCode::PsnSequenceError) => {
                         self.counters.seq_naks += 1;
+                        if self.rnr_deadline.is_some() {
+                            // Model choice: a sequence NAK for the packets behind an RNR-NAKed
+                            // one; the RNR retry resends them, no transport retry is spent.
+                            return;
+                        }
                         self.comp_psn = p;
                         self.start_retry(false, env);
                     }

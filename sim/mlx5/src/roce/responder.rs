@@ -247,7 +247,12 @@ impl Responder {
         match self.execute(pkt, info.kind, info.position, env, tx) {
             Ok(Step::Done) => self.counters.executed += 1,
             Ok(Step::Rnr) => {
-                // rxe_resp.c RESPST_ERR_RNR: RNR NAK for this PSN, nothing changes.
+                // rxe_resp.c RESPST_ERR_RNR: RNR NAK for this PSN, the expected PSN stays.
+                // Model choice: the RNR NAK is also the one NAK of the gap it opens, so the
+                // packets already behind it (the rest of a multi-packet SEND) are dropped
+                // silently instead of drawing a PSN sequence NAK that would cost the requester
+                // a transport retry (rxe answers them with one).
+                self.nak_sent = true;
                 self.counters.rnr_naks += 1;
                 let aeth = Aeth::rnr_nak(self.cfg.min_rnr_timer, self.msn);
                 self.send_ack(psn, aeth, tx);
