@@ -678,12 +678,14 @@ impl Requester {
         self.retry_left = self.cfg.retry_count;
         self.rnr_left = self.cfg.rnr_retry;
         self.started_retry = false;
-        // Restart the timer while something is outstanding (rxe_comp.c COMPST_EXIT).
-        self.retrans_deadline = if self.wqes.front().is_some_and(|w| w.started) {
-            ack_timeout_ns(self.cfg.ack_timeout).map(|t| now + t)
-        } else {
-            None
-        };
+        // Restart the timer while something is outstanding (rxe_comp.c COMPST_EXIT); not
+        // during an RNR wait, which ends in a resend that arms it again.
+        self.retrans_deadline =
+            if self.rnr_deadline.is_none() && self.wqes.front().is_some_and(|w| w.started) {
+                ack_timeout_ns(self.cfg.ack_timeout).map(|t| now + t)
+            } else {
+                None
+            };
     }
 
     // -----------------------------------------------------------------------------------------
