@@ -836,8 +836,8 @@ fn rc_atomics_return_original_values() {
 
 #[test]
 fn rc_ack_request_frequency_and_coalesced_acks() {
-    // A 200-packet WRITE: AckReq on the last packet and at least every 64 packets before it
-    // (rxe RXE_MAX_PKT_PER_ACK); the responder ACKs only those packets.
+    // A 200-packet WRITE: AckReq on the last packet and on every 66th before it (rxe's
+    // RXE_MAX_PKT_PER_ACK rule); the responder ACKs only those packets.
     let mut p = Pair::with_mtu(256);
     p.rs.add_region(WR_KEY, WR_VA, vec![0; 200 * 256]);
     let data = pattern(9, 200 * 256);
@@ -857,9 +857,30 @@ fn rc_ack_request_frequency_and_coalesced_acks() {
     let reqs: Vec<usize> = (0..p.log_req.len())
         .filter(|&i| p.log_req[i].bth.ack_req)
         .collect();
-    assert_eq!(reqs, vec![64, 129, 194, 199]);
+    assert_eq!(reqs, vec![65, 131, 197, 199]);
     assert_eq!(p.resp.counters().acks, 4);
     assert_eq!(p.rs.bytes(WR_KEY, WR_VA, data.len()), &data[..]);
+
+    // log_ack_req_freq 0: AckReq on every packet, an ACK for each.
+    let mut rc = ReqConfig::new(RESP_QPN, 256, 0);
+    rc.ack_req_every = 1;
+    let mut p = Pair::new(rc, RespConfig::new(REQ_QPN, 256, 0));
+    p.rs.add_region(WR_KEY, WR_VA, vec![0; 2048]);
+    p.post(
+        wr(
+            1,
+            WrOp::Write {
+                raddr: WR_VA,
+                rkey: WR_KEY,
+                imm: None,
+            },
+            1200,
+        ),
+        pattern(8, 1200),
+    );
+    p.run_ok();
+    assert!(p.log_req.iter().all(|l| l.bth.ack_req));
+    assert_eq!(p.resp.counters().acks, 5);
 
     // Coalescing: five SENDs whose first four ACKs are lost complete from the fifth ACK alone.
     let mut p = Pair::with_mtu(1024);

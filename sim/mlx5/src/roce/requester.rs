@@ -30,8 +30,9 @@ use super::transport::{
 };
 use super::{psn_add, psn_diff, PSN_MASK};
 
-/// rxe_req.c `RXE_MAX_PKT_PER_ACK`: AckReq on at least every 64th packet of a long message.
-pub const DEFAULT_ACK_REQ_EVERY: u32 = 64;
+/// AckReq on every 66th packet of a long message, as rxe does: rxe_req.c init_req_packet sets
+/// it when `noack_pkts++ > RXE_MAX_PKT_PER_ACK` (64), i.e. on the 66th packet without one.
+pub const DEFAULT_ACK_REQ_EVERY: u32 = 66;
 /// rxe `RXE_MAX_UNACKED_PSNS`: how far the requester runs ahead of the first unacknowledged PSN.
 pub const DEFAULT_MAX_UNACKED_PSNS: u32 = 128;
 
@@ -129,7 +130,9 @@ pub struct ReqConfig {
     pub rnr_retry: u8,
     /// READ / atomic requests outstanding at most (`max_rd_atomic`, `sra_max`).
     pub max_rd_atomic: u8,
-    /// Set AckReq on at least every this many packets of a message (besides its last).
+    /// Set AckReq on every this many packets since the last one that had it (besides the last
+    /// packet of each message). On a ConnectX this is `2^qpc.log_ack_req_freq` (0 = every
+    /// packet: rdma-core DEVX users that set it to 0 note "ACK every packet").
     pub ack_req_every: u32,
     /// At most this many PSNs beyond the first unacknowledged one in flight.
     pub max_unacked_psns: u32,
@@ -555,10 +558,10 @@ impl Requester {
                 }
             }
         }
-        // rxe_req.c init_req_packet: AckReq on the message's last packet, or when more than
-        // RXE_MAX_PKT_PER_ACK packets went without one.
+        // rxe_req.c init_req_packet: AckReq on the message's last packet, or when too many
+        // packets went without one.
         self.noack += 1;
-        bth.ack_req = end || self.noack > self.cfg.ack_req_every;
+        bth.ack_req = end || self.noack >= self.cfg.ack_req_every;
         if bth.ack_req {
             self.noack = 0;
         }
