@@ -3,10 +3,30 @@
 //!
 //! # Driving an RC QP from the datapath
 //!
-//! State, per QP: one [`RcQp`], made when the QP reaches RTS (`Requester` from the QP context's
-//! `remote_qpn`, path MTU, `next_send_psn`, `ack_timeout`, `retry_count`, `rnr_retry`,
-//! `log_sra_max`; `Responder` from `remote_qpn`, MTU, `next_rcv_psn`, `min_rnr_nak`,
-//! `log_rra_max`, `rre`/`rwe`/`rae`). Time is any monotonic clock in nanoseconds.
+//! State, per QP: one [`RcQp`]. The QP context gives its configuration:
+//!
+//! | transport field | QPC (prm `qpc::*`) |
+//! |---|---|
+//! | [`ReqConfig`]`::dest_qp`, [`RespConfig`]`::dest_qp` | `remote_qpn` |
+//! | `mtu` (both) | `mtu` (1..5 = 256 << (n - 1)) |
+//! | `ReqConfig::sq_psn` | `next_send_psn` (RTR2RTS) |
+//! | `RespConfig::rq_psn` | `next_rcv_psn` (INIT2RTR) |
+//! | `ack_timeout` | `primary_address_path.ack_timeout` |
+//! | `retry_count`, `rnr_retry` | `retry_count`, `rnr_retry` |
+//! | `max_rd_atomic` | `2^log_sra_max` |
+//! | `ack_req_every` | `2^log_ack_req_freq` |
+//! | `max_dest_rd_atomic` | `2^log_rra_max` |
+//! | `min_rnr_timer` | `min_rnr_nak` |
+//! | `remote_read` / `remote_write` / `remote_atomic` | `rre` / `rwe` / `rae` |
+//!
+//! The responder exists from RTR, the requester from RTS. Time is any monotonic clock in
+//! nanoseconds.
+//!
+//! Port counters (issue 8's list) come from the per-QP counters: retransmits =
+//! [`ReqCounters`]`::retransmitted`, timeouts = `ReqCounters::timeouts`, RNR NAKs received =
+//! `ReqCounters::rnr_naks`, RNR NAKs sent = [`RespCounters`]`::rnr_naks`, duplicates =
+//! `RespCounters::duplicates`, out-of-sequence = `RespCounters::out_of_sequence`; frames,
+//! bytes and ICRC errors are the link's.
 //!
 //! The environment, per call: an object implementing [`ReqMemory`](super::transport::ReqMemory)
 //! (gather a WQE's message bytes from its gather list / inline data, scatter READ responses and
@@ -32,7 +52,11 @@
 //!   event if the responder failed.
 
 use super::requester::{PostError, Requester, WorkRequest};
+#[cfg(doc)]
+use super::requester::{ReqConfig, ReqCounters};
 use super::responder::Responder;
+#[cfg(doc)]
+use super::responder::{RespConfig, RespCounters};
 use super::transport::{Nanos, ReqEnv, RespEnv, RxPacket, Tx};
 
 /// The environment of a whole QP: both sides' memory and completions.
