@@ -837,8 +837,11 @@ fn rc_atomics_return_original_values() {
 #[test]
 fn rc_ack_request_frequency_and_coalesced_acks() {
     // A 200-packet WRITE: AckReq on the last packet and on every 66th before it (rxe's
-    // RXE_MAX_PKT_PER_ACK rule); the responder ACKs only those packets.
-    let mut p = Pair::with_mtu(256);
+    // RXE_MAX_PKT_PER_ACK rule); the responder ACKs only those packets. (The window is
+    // widened so that its own AckReq rule does not fire: the harness sends before it ACKs.)
+    let mut rc = ReqConfig::new(RESP_QPN, 256, 0x100);
+    rc.max_unacked_psns = 1024;
+    let mut p = Pair::new(rc, RespConfig::new(REQ_QPN, 256, 0x100));
     p.rs.add_region(WR_KEY, WR_VA, vec![0; 200 * 256]);
     let data = pattern(9, 200 * 256);
     p.post(
@@ -2753,4 +2756,33 @@ fn rc_sequence_nak_during_an_rnr_wait_is_not_a_retry() {
     r.pump(1 + rnr_timer_ns(1), &mut env, &mut tx);
     assert_eq!(tx.0, 6, "the whole SEND again after the RNR timer");
     assert_eq!(r.counters().retries, 0);
+}
+
+#[test]
+fn rc_ack_request_when_the_window_fills() {
+    // AckReq rarer than the window (log_ack_req_freq 8 vs 128 unacknowledged PSNs): the packet
+    // that fills the window asks for an ACK, so a long WRITE never stalls into a timeout.
+    let mut rc = ReqConfig::new(RESP_QPN, 256, 0);
+    rc.ack_req_every = 256;
+    let mut p = Pair::new(rc, RespConfig::new(REQ_QPN, 256, 0));
+    p.rs.add_region(WR_KEY, WR_VA, vec![0; 300 * 256]);
+    let data = pattern(15, 300 * 256);
+    p.post(
+        wr(
+            1,
+            WrOp::Write {
+                raddr: WR_VA,
+                rkey: WR_KEY,
+                imm: None,
+            },
+            300 * 256,
+        ),
+        data.clone(),
+    );
+    p.run_ok();
+    assert_eq!(p.rq.done, vec![(1, WcStatus::Success)]);
+    assert_eq!(p.rs.bytes(WR_KEY, WR_VA, data.len()), &data[..]);
+    assert_eq!(p.req.counters().timeouts, 0);
+    assert_eq!(p.req.counters().retransmitted, 0);
+    assert!(p.log_req[127].bth.ack_req);
 }

@@ -559,9 +559,13 @@ impl Requester {
             }
         }
         // rxe_req.c init_req_packet: AckReq on the message's last packet, or when too many
-        // packets went without one.
+        // packets went without one. Model choice: also on the packet that fills the window
+        // of unacknowledged PSNs, which would otherwise wait for the timer.
         self.noack += 1;
-        bth.ack_req = end || self.noack >= self.cfg.ack_req_every;
+        let used_after = psn_diff(psn_add(psn, 1), self.comp_psn);
+        bth.ack_req = end
+            || self.noack >= self.cfg.ack_req_every
+            || used_after >= self.cfg.max_unacked_psns as i32;
         if bth.ack_req {
             self.noack = 0;
         }
