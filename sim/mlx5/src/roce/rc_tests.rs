@@ -1231,6 +1231,7 @@ fn rc_remote_access_errors() {
             "case {case}"
         );
         assert!(p.resp.is_error() && p.req.is_error());
+        assert_eq!(p.resp.error_cause(), Some(NakCode::RemoteAccessError));
         assert_eq!(p.resp.counters().error_naks, 1);
         assert!(p.rs.bytes(WR_KEY, WR_VA, 4096).iter().all(|&b| b == 0));
     }
@@ -1256,6 +1257,7 @@ fn rc_invalid_request_and_remote_operational_errors() {
     p.run_ok();
     assert_eq!(p.rq.done, vec![(1, WcStatus::RemInvReqErr)]);
     assert_eq!(p.rs.atomics, 0);
+    assert_eq!(p.resp.error_cause(), Some(NakCode::InvalidRequest));
 
     // WRITE to a QP without remote write enabled → NAK invalid request.
     let mut pc = RespConfig::new(REQ_QPN, 1024, 0);

@@ -158,6 +158,7 @@ pub struct Responder {
     cur: Option<InProgress>,
     resources: VecDeque<Resource>,
     error: bool,
+    cause: Option<NakCode>,
     counters: RespCounters,
 }
 
@@ -181,6 +182,7 @@ impl Responder {
             cur: None,
             resources: VecDeque::new(),
             error: false,
+            cause: None,
             counters: RespCounters::default(),
         })
     }
@@ -200,6 +202,12 @@ impl Responder {
     /// Whether the responder is in the error state (after a class C error).
     pub fn is_error(&self) -> bool {
         self.error
+    }
+    /// The NAK that moved the responder to the error state (the datapath raises the matching
+    /// affiliated event: WQ_INVAL_REQ_ERROR for an invalid request, WQ_ACCESS_ERROR for a
+    /// remote access error, WQ_CATAS_ERROR for a remote operational error).
+    pub fn error_cause(&self) -> Option<NakCode> {
+        self.cause
     }
     /// Moves the responder to the error state (the QP was moved to ERR from outside).
     pub fn set_error(&mut self) {
@@ -278,6 +286,7 @@ impl Responder {
                     });
                 }
                 self.error = true;
+                self.cause = Some(f.nak);
                 self.cur = None;
             }
         }
