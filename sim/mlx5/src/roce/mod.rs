@@ -53,6 +53,11 @@
 //!   pair, loopback) and [`link::Port`] on it: receive checks, capture, faults
 //!   ([`link::fault`]) and counters ([`counters`]).
 //! - [`psn_add`], [`psn_diff`]: 24-bit PSN arithmetic.
+//! - The RC transport as pure state machines over decoded packets, with time passed in:
+//!   [`requester`] (segmentation, retransmission, completions), [`responder`] (ePSN,
+//!   duplicates, NAKs, READ responses, atomics) and their shared types and side-effect traits
+//!   in [`transport`]; [`rc::RcQp`] joins both halves of a QP and documents how the datapath
+//!   drives them (doorbell, received frame, timer).
 
 pub mod counters;
 pub mod dump;
@@ -61,8 +66,14 @@ pub mod icrc;
 pub mod link;
 pub mod opcode;
 pub mod pcap;
+pub mod rc;
+#[cfg(test)]
+mod rc_tests;
+pub mod requester;
+pub mod responder;
 #[cfg(test)]
 mod tests;
+pub mod transport;
 
 pub use frame::{
     decode, ipv4_checksum, pad_for, Aeth, AethKind, AtomicAckEth, AtomicEth, Bth, DecodeError,

@@ -1,0 +1,121 @@
+//! One RC QP's transport: its [`Requester`] and [`Responder`] behind one entry point, and how
+//! the datapath drives them.
+//!
+//! # Driving an RC QP from the datapath
+//!
+//! State, per QP: one [`RcQp`]. The QP context gives its configuration:
+//!
+//! | transport field | QPC (prm `qpc::*`) |
+//! |---|---|
+//! | [`ReqConfig`]`::dest_qp`, [`RespConfig`]`::dest_qp` | `remote_qpn` |
+//! | `mtu` (both) | `mtu` (1..5 = 256 << (n - 1)) |
+//! | `ReqConfig::sq_psn` | `next_send_psn` (RTR2RTS) |
+//! | `RespConfig::rq_psn` | `next_rcv_psn` (INIT2RTR) |
+//! | `ack_timeout` | `primary_address_path.ack_timeout` |
+//! | `retry_count`, `rnr_retry` | `retry_count`, `rnr_retry` |
+//! | `max_rd_atomic` | `2^log_sra_max` |
+//! | `ack_req_every` | `2^log_ack_req_freq` |
+//! | `max_dest_rd_atomic` | `2^log_rra_max` |
+//! | `min_rnr_timer` | `min_rnr_nak` |
+//! | `remote_read` / `remote_write` / `remote_atomic` | `rre` / `rwe` / `rae` |
+//!
+//! The responder exists from RTR, the requester from RTS. Time is any monotonic clock in
+//! nanoseconds.
+//!
+//! Port counters (issue 8's list) come from the per-QP counters: retransmits =
+//! [`ReqCounters`]`::retransmitted`, timeouts = `ReqCounters::timeouts`, RNR NAKs received =
+//! `ReqCounters::rnr_naks`, RNR NAKs sent = [`RespCounters`]`::rnr_naks`, duplicates =
+//! `RespCounters::duplicates`, out-of-sequence = `RespCounters::out_of_sequence`; frames,
+//! bytes and ICRC errors are the link's.
+//!
+//! The environment, per call: an object implementing [`ReqMemory`](super::transport::ReqMemory)
+//! (gather a WQE's message bytes from its gather list / inline data, scatter READ responses and
+//! atomic results into its local buffers), [`RespMemory`](super::transport::RespMemory) (rkey
+//! checks and moves, the RQ head, invalidation) and [`Completions`](super::transport::Completions)
+//! (post the CQEs: `send_done` in SQ order, `recv_done` consuming the RQ head); and a [`Tx`]
+//! that builds the frame (Ethernet/IP/UDP from the QP's address path, the given BTH and
+//! extension headers, the payload through [`super::transport::TxPayload::fill`], the ICRC) and
+//! hands it to the port, or, on a shared-memory link, passes the payload by reference.
+//!
+//! Events:
+//! - **SQ doorbell**: parse each new WQE (checking its lkeys before anything moves), then
+//!   [`RcQp::post`] it as a [`WorkRequest`] whose `wr_id` lets the environment find the WQE
+//!   again; then [`RcQp::pump`].
+//! - **Frame received** for this QP (DestQP, ICRC good): [`RcQp::receive`] with
+//!   [`RxPacket::from_frame`](super::transport::RxPacket::from_frame); requests go to the
+//!   responder, responses to the requester.
+//! - **Timer**: when `now` reaches [`RcQp::next_deadline`], [`RcQp::pump`].
+//! - **QP to ERR from a command**: [`RcQp::set_error`] (flushes the send side; the RQ's flush
+//!   stays with the datapath).
+//! - **After any call**: [`RcQp::is_error`] tells whether the transport moved the QP to ERR (an
+//!   error completion went out); the datapath then flushes the RQ and raises the affiliated
+//!   event if the responder failed.
+
+use super::requester::{PostError, Requester, WorkRequest};
+#[cfg(doc)]
+use super::requester::{ReqConfig, ReqCounters};
+use super::responder::Responder;
+#[cfg(doc)]
+use super::responder::{RespConfig, RespCounters};
+use super::transport::{Nanos, ReqEnv, RespEnv, RxPacket, Tx};
+
+/// The environment of a whole QP: both sides' memory and completions.
+pub trait QpEnv: ReqEnv + RespEnv {}
+impl<T: ReqEnv + RespEnv + ?Sized> QpEnv for T {}
+
+/// Both halves of one RC QP.
+#[derive(Debug)]
+pub struct RcQp {
+    /// Sends this QP's work requests.
+    pub requester: Requester,
+    /// Answers the peer's requests.
+    pub responder: Responder,
+}
+
+impl RcQp {
+    /// Queues a send work request.
+    pub fn post(&mut self, wr: WorkRequest) -> Result<(), PostError> {
+        self.requester.post(wr)
+    }
+
+    /// Runs the requester's timers and sends what may be sent.
+    pub fn pump(&mut self, now: Nanos, env: &mut dyn QpEnv, tx: &mut dyn Tx) {
+        self.requester.pump(now, env, tx);
+    }
+
+    /// Processes one received packet: requests (SEND, WRITE, READ request, atomics) go to the
+    /// responder, responses (ACKNOWLEDGE, READ responses, ATOMIC ACKNOWLEDGE) to the requester;
+    /// an opcode outside the table is dropped.
+    pub fn receive(
+        &mut self,
+        now: Nanos,
+        pkt: &RxPacket<'_>,
+        env: &mut dyn QpEnv,
+        tx: &mut dyn Tx,
+    ) {
+        let Some(info) = pkt.bth.opcode.info() else {
+            return;
+        };
+        if info.is_request() {
+            self.responder.receive(now, pkt, env, tx);
+        } else {
+            self.requester.receive(now, pkt, env, tx);
+        }
+    }
+
+    /// When [`RcQp::pump`] next has timer work.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.requester.next_deadline()
+    }
+
+    /// Whether either half went to the error state.
+    pub fn is_error(&self) -> bool {
+        self.requester.is_error() || self.responder.is_error()
+    }
+
+    /// Moves both halves to the error state, flushing the send side.
+    pub fn set_error(&mut self, env: &mut dyn QpEnv) {
+        self.requester.set_error(env);
+        self.responder.set_error();
+    }
+}
