@@ -637,8 +637,20 @@ fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
     {
         return Err(bad());
     }
+    // Both queues index their rings with 16-bit counters (sq_mask, the doorbell record):
+    // at most 2^15 entries, and never above the device's log_max_qp_sz.
+    let log_max = (caps.log_max_qp_sz as u32).min(15);
+    let max_entries = 1u32 << log_max;
+    // The WR counts are bounded before anything is rounded or multiplied (Linux ib/qp.c
+    // set_rq_size: "max_recv_wr > 1 << log_max_qp_sz" is -EINVAL; rdma-core verbs.c
+    // mlx5_calc_sq_size bounds max_send_wr "to avoid overflow"), so a count like u32::MAX is
+    // refused instead of wrapping to an empty ring.
+    if req.max_send_wr > max_entries || req.max_recv_wr > max_entries {
+        return Err(bad());
+    }
     // Send WQE: overhead + max(gather list, inline segment), in 64-byte blocks
-    // (rdma-core verbs.c mlx5_calc_send_wqe).
+    // (rdma-core verbs.c mlx5_calc_send_wqe). Every term is bounded: at most 30 SGEs, and
+    // max_inline_data (a u32) plus 4 fits a usize.
     let gather = req.max_send_sge.max(1) as usize * wqe::data_seg::SIZE;
     let inl = (req.max_inline_data as usize + wqe::inl_data_seg::SIZE).next_multiple_of(16);
     let wqe_size = (SQ_OVERHEAD + gather.max(inl)).next_multiple_of(wqe::SEND_WQE_BB);
@@ -651,9 +663,12 @@ fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
         return Err(bad());
     }
     let bbs = (wqe_size / wqe::SEND_WQE_BB) as u32;
-    let sq_cnt = (req.max_send_wr.checked_mul(bbs).ok_or_else(bad)?).next_power_of_two();
-    let log_max = caps.log_max_qp_sz.min(20) as u32;
-    if sq_cnt > 1 << log_max || sq_cnt > 1 << 15 {
+    let sq_cnt = req
+        .max_send_wr
+        .checked_mul(bbs)
+        .and_then(u32::checked_next_power_of_two)
+        .ok_or_else(bad)?;
+    if sq_cnt > max_entries {
         return Err(bad());
     }
     // Receive WQE: max_recv_sge data segments, stride a power of two of at least 16 bytes
@@ -665,19 +680,32 @@ fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
         if caps.max_wqe_sz_rq != 0 && stride > caps.max_wqe_sz_rq as usize {
             return Err(bad());
         }
-        let cnt = req.max_recv_wr.next_power_of_two();
-        if cnt > 1 << log_max || cnt > 1 << 15 {
+        let shift = stride.trailing_zeros();
+        let cnt = req
+            .max_recv_wr
+            .checked_next_power_of_two()
+            .ok_or_else(bad)?;
+        // At least one 64-byte basic block, so that the send queue after it starts 64-byte
+        // aligned (Linux ib/qp.c set_rq_size: wq_size = max(wq_size, MLX5_SEND_WQE_BB);
+        // rdma-core verbs.c mlx5_calc_rq_size does the same).
+        let cnt = cnt.max((wqe::SEND_WQE_BB >> shift) as u32);
+        if cnt > max_entries {
             return Err(bad());
         }
-        (cnt, stride.trailing_zeros())
+        (cnt, shift)
     };
+    // Both terms are at most 2^15 entries of at most 2 KiB: no overflow.
     let rq_bytes = (rq_cnt as usize) << stride_shift;
     let sq_offset = rq_bytes;
     let total = (rq_bytes + sq_cnt as usize * wqe::SEND_WQE_BB)
         .next_power_of_two()
         .max(4096);
-    let max_inline =
-        wqe_size - wqe::ctrl_seg::SIZE - wqe::raddr_seg::SIZE - wqe::inl_data_seg::SIZE;
+    // The largest inline payload: the WQE less the largest RC overhead (ctrl + raddr +
+    // atomic) and the inline header (rdma-core verbs.c mlx5_calc_sq_size and Linux ib/qp.c
+    // calc_sq_size: wqe_size - sq_overhead - sizeof(inl_data_seg)). An RDMA WRITE of that
+    // much is ctrl + raddr + align(4 + max_inline, 16) <= wqe_size - 16 bytes, so its ds
+    // never exceeds 63 (the 6-bit field of qpn_ds).
+    let max_inline = wqe_size - SQ_OVERHEAD - wqe::inl_data_seg::SIZE;
     Ok(Layout {
         sq_wqe_cnt: sq_cnt,
         sq_max_bbs: bbs,
@@ -803,7 +831,13 @@ pub(crate) fn create<H: Hal>(
     }
     let mut out = [0u8; create_qp_out::BYTES];
     if let Err(e) = ctx.exec(&c, &mut out) {
-        let _ = ctx.with_dev(|d| d.dealloc_uar(hal, uar.index));
+        if e.device_may_hold() {
+            // The reply was garbled or never came: the QP may exist and use the buffers and
+            // the UAR. The buffers are quarantined (never freed) and the UAR stays allocated.
+            ctx.release_after(&e, [buf, db]);
+        } else {
+            let _ = ctx.with_dev(|d| d.dealloc_uar(hal, uar.index));
+        }
         return Err(e);
     }
     let qpn = get(&out, create_qp_out::QPN);
@@ -960,9 +994,16 @@ impl<H: Hal> QueuePair<H> {
         }
     }
 
-    /// RESET -> INIT (port 1, P_Key index 0, responder access per `access`).
+    /// RESET -> INIT (port 1, P_Key index 0, responder access per `access`). Remote atomic
+    /// access sets `rae` together with the device's `atomic_mode` (Linux ib/qp.c
+    /// `set_qpc_atomic_flags`); a device without atomics refuses it ([`Error::Unsupported`]).
     pub fn to_init(&mut self, access: Access) -> Result<()> {
         self.check_state(&[qp::state::RST])?;
+        let atomic_mode = if access.contains(Access::REMOTE_ATOMIC) {
+            atomic_mode(&self.ctx.caps).ok_or(Error::Unsupported)?
+        } else {
+            0
+        };
         let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
         self.modify(opcode::RST2INIT_QP, rst2init_qp_in::BYTES, |c| {
             let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
@@ -977,18 +1018,30 @@ impl<H: Hal> QueuePair<H> {
                 .set(p(ads::PKEY_INDEX), 0)
                 .set(x(qpc::RRE), access.contains(Access::REMOTE_READ) as u32)
                 .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
-                .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32);
+                .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32)
+                .set(x(qpc::ATOMIC_MODE), atomic_mode)
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ);
         })?;
         self.set_state(qp::state::INIT);
         Ok(())
     }
 
-    /// INIT -> RTR toward `remote` (RoCE v2 path: Linux ib/qp.c `mlx5_set_path`).
+    /// INIT -> RTR toward `remote` (RoCE v2 path: Linux ib/qp.c `mlx5_set_path`). Refused
+    /// before the command: a remote QPN of 0 or 1 ([`InvalidInput::RemoteQpn`]), an all-zero
+    /// GID or MAC ([`InvalidInput::RemoteAddress`]), an `sgid_index` beyond the GID table
+    /// ([`InvalidInput::GidIndex`]) and a `max_dest_rd_atomic` above the device's limit
+    /// ([`InvalidInput::RdAtomic`]).
     pub fn to_rtr(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
         self.check_state(&[qp::state::INIT])?;
         let caps = &self.ctx.caps;
+        check_remote(remote)?;
+        // Linux ib/qp.c mlx5_set_path: "sgid_index (%u) too large" against the port's GID
+        // table length (roce_address_table_size on a RoCE port).
+        if o.sgid_index as u32 >= caps.roce_address_table_size as u32 {
+            return Err(InvalidInput::GidIndex.into());
+        }
         let log_msg = caps.log_max_msg as u32;
-        let rra = ilog2_ceil(o.max_dest_rd_atomic as u32).min(caps.log_max_ra_res_qp as u32);
+        let rra = log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
         let sport = udp_sport(self.qpn, remote.qpn);
         let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
         self.modify(opcode::INIT2RTR_QP, rst2init_qp_in::BYTES, |c| {
@@ -1005,6 +1058,7 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::REMOTE_QPN), remote.qpn & 0xff_ffff)
                 .set(x(qpc::NEXT_RCV_PSN), remote.psn & 0xff_ffff)
                 .set(x(qpc::LOG_RRA_MAX), rra)
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
                 .set(x(qpc::MIN_RNR_NAK), o.min_rnr_timer.into())
                 .set(p(ads::VHCA_PORT_NUM), 1)
                 .set(p(ads::PKEY_INDEX), 0)
@@ -1030,7 +1084,7 @@ impl<H: Hal> QueuePair<H> {
     /// RTR -> RTS with the QP's random initial PSN.
     pub fn to_rts(&mut self, o: &ConnectOptions) -> Result<()> {
         self.check_state(&[qp::state::RTR])?;
-        let sra = ilog2_ceil(o.max_rd_atomic as u32).min(self.ctx.caps.log_max_ra_req_qp as u32);
+        let sra = log_rd_atomic(o.max_rd_atomic, self.ctx.caps.log_max_ra_req_qp)?;
         let (pdn, scqn, rcqn, psn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn, self.psn);
         self.modify(opcode::RTR2RTS_QP, rst2init_qp_in::BYTES, |c| {
             let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
@@ -1045,17 +1099,38 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::RETRY_COUNT), (o.retry_cnt & 7).into())
                 .set(x(qpc::RNR_RETRY), (o.rnr_retry & 7).into())
                 .set(x(qpc::LOG_SRA_MAX), sra)
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
                 .set(p(ads::ACK_TIMEOUT), (o.timeout & 0x1f).into());
         })?;
         self.set_state(qp::state::RTS);
         Ok(())
     }
 
-    /// RESET -> INIT -> RTR -> RTS toward `remote`.
+    /// RESET -> INIT -> RTR -> RTS toward `remote`. Everything the driver can check is
+    /// checked before the first command; if a transition still fails, the QP is moved back
+    /// to RESET (2RST is legal from every state) and the transition's error is returned, so a
+    /// failed connect never leaves it half-connected. Should that 2RST fail too, the QP stays
+    /// where it was ([`QueuePair::state`] tells) and the first error is returned.
     pub fn connect(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
-        self.to_init(o.access)?;
-        self.to_rtr(remote, o)?;
-        self.to_rts(o)
+        self.check_state(&[qp::state::RST])?;
+        let caps = &self.ctx.caps;
+        check_remote(remote)?;
+        if o.sgid_index as u32 >= caps.roce_address_table_size as u32 {
+            return Err(InvalidInput::GidIndex.into());
+        }
+        log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
+        log_rd_atomic(o.max_rd_atomic, caps.log_max_ra_req_qp)?;
+        if o.access.contains(Access::REMOTE_ATOMIC) && atomic_mode(caps).is_none() {
+            return Err(Error::Unsupported);
+        }
+        let r = self
+            .to_init(o.access)
+            .and_then(|()| self.to_rtr(remote, o))
+            .and_then(|()| self.to_rts(o));
+        if r.is_err() && self.state != qp::state::RST {
+            let _ = self.to_reset();
+        }
+        r
     }
 
     /// Any state -> ERR (outstanding WRs complete with flush errors).
@@ -1345,7 +1420,7 @@ impl<H: Hal> QueuePair<H> {
     #[inline(always)]
     fn refresh_limit(&mut self) -> Result<()> {
         self.ctx.check_alive()?;
-        if self.state != qp::state::RTS {
+        if !can_send(self.state) {
             return Err(InvalidInput::QpState { state: self.state }.into());
         }
         let head = self.sq_wr_head;
@@ -1539,10 +1614,13 @@ impl<H: Hal> QueuePair<H> {
                     }
                     .into());
                 }
-                if matches!(op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
-                    && (s.len() != 1 || s[0].len != wqe::ATOMIC_SIZE)
-                {
-                    return Err(InvalidInput::AtomicAlignment.into());
+                if let SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } = op {
+                    // One 8-byte local buffer, and an 8-byte aligned remote target (an
+                    // unaligned one fails at the responder with an invalid-request NAK: rxe
+                    // rxe_resp.c RESPST_ERR_MISALIGNED_ATOMIC).
+                    if s.len() != 1 || s[0].len != wqe::ATOMIC_SIZE || remote.addr % 8 != 0 {
+                        return Err(InvalidInput::AtomicAlignment.into());
+                    }
                 }
                 ds += s.iter().filter(|g| g.len != 0).count() as u32;
             }
@@ -1778,7 +1856,9 @@ impl<H: Hal> QueuePair<H> {
     /// lies inside it.
     pub unsafe fn post_send_raw(&mut self, wrs: &[RawSendWr<'_>]) -> Result<()> {
         self.ctx.check_alive()?;
-        self.check_state(&[qp::state::RTS])?;
+        if !can_send(self.state) {
+            return Err(InvalidInput::QpState { state: self.state }.into());
+        }
         let mut last_bbs = 0;
         {
             let mrs = self.ctx.mrs.read();
@@ -1853,7 +1933,7 @@ impl<H: Hal> QueuePair<H> {
     #[inline(always)]
     pub(crate) fn check_can_send(&self) -> Result<()> {
         self.ctx.check_alive()?;
-        if self.state != qp::state::RTS {
+        if !can_send(self.state) {
             return Err(InvalidInput::QpState { state: self.state }.into());
         }
         Ok(())
@@ -1966,7 +2046,15 @@ impl<H: Hal> QueuePair<H> {
 
     pub(crate) fn check_recv(&mut self, n: usize, max_sges: usize) -> Result<()> {
         self.ctx.check_alive()?;
-        self.check_state(&[qp::state::INIT, qp::state::RTR, qp::state::RTS])?;
+        // ERR too: the device completes them with WR_FLUSH_ERR (IB spec, QP Error state;
+        // Linux core/verbs.c __ib_drain_rq moves the QP to ERR, posts, and waits for that
+        // flush).
+        self.check_state(&[
+            qp::state::INIT,
+            qp::state::RTR,
+            qp::state::RTS,
+            qp::state::ERR,
+        ])?;
         if self.lay.rq_wqe_cnt == 0 {
             return Err(InvalidInput::QueueFull.into());
         }
@@ -1995,7 +2083,10 @@ impl<H: Hal> QueuePair<H> {
         // SAFETY: idx < cnt and the RQ occupies [0, cnt << stride_shift) of the buffer.
         let base = unsafe { self.ring.add(idx << self.lay.rq_stride_shift) };
         let mut k = 0;
-        for g in sges.iter().take(max) {
+        // Zero-length entries are left out (rdma-core qp.c mlx5_post_recv: `if
+        // (unlikely(!wr->sg_list[i].length)) continue;`): a data segment's byte_count of 0
+        // does not mean "empty" to the device (the model reads it as 2^31 bytes).
+        for g in sges.iter().filter(|g| g.len != 0).take(max) {
             // SAFETY: k < max data segments of 16 bytes fit the stride.
             unsafe {
                 let d = base.add(k * 16);
@@ -2050,12 +2141,19 @@ impl<H: Hal> QueuePair<H> {
         for cq in [&self.scq, &self.rcq] {
             cq.detach(&self.shared);
         }
-        if r.is_err() {
+        if let Err(e) = r {
             // The device may still access the buffers and the regions WRs named: keep them.
-            core::mem::forget(self.buf.take());
-            core::mem::forget(self.db.take());
+            // A garbled or missing reply: quarantined (counted, the context needs a reset).
+            // A firmware status: the destroy did not happen and the QP lives on with its
+            // buffers, which are then never freed either.
+            let bufs = [self.buf.take(), self.db.take()].into_iter().flatten();
+            if e.device_may_hold() {
+                self.ctx.release_after(&e, bufs);
+            } else {
+                bufs.for_each(core::mem::forget);
+            }
             core::mem::forget(core::mem::take(&mut self.bindings));
-            return r;
+            return Err(e);
         }
         let hal = &self.ctx.hal;
         let uar = self.uar.index;
@@ -2096,6 +2194,87 @@ fn ilog2_ceil(v: u32) -> u32 {
     } else {
         32 - (v - 1).leading_zeros()
     }
+}
+
+/// Whether send WRs may be posted in `state`: RTS, and ERR, where the device completes them
+/// with WR_FLUSH_ERR (IB spec, QP Error state: work requests posted in it complete in error;
+/// Linux core/verbs.c `__ib_drain_sq` moves the QP to ERR, posts, and waits for that flush).
+#[inline(always)]
+fn can_send(state: u8) -> bool {
+    state == qp::state::RTS || state == qp::state::ERR
+}
+
+/// `qpc.log_ack_req_freq` as Linux sets it on every transition (ib/qp.c
+/// `__mlx5_ib_modify_qp`: `MLX5_IB_ACK_REQ_FREQ` = 8).
+const ACK_REQ_FREQ: u32 = 8;
+
+/// `log_sra_max` / `log_rra_max` for `n` outstanding RDMA READs / atomics: rounded up to a
+/// power of two, as Linux does since commit 78ed28e08e74 ("RDMA/mlx5: Round
+/// max_rd_atomic/max_dest_rd_atomic up instead of down": `fls(n - 1)`); 0 stays 0. A request
+/// above the device's `2^log_max` is refused (Linux ib/qp.c `validate_rd_atomic`, "invalid
+/// max_rd_atomic value"), never capped.
+fn log_rd_atomic(n: u8, log_max: u8) -> Result<u32> {
+    let max = 1u32 << (log_max as u32).min(31);
+    if n as u32 > max {
+        return Err(InvalidInput::RdAtomic { requested: n, max }.into());
+    }
+    Ok(ilog2_ceil(n as u32))
+}
+
+/// The remote end of a connection, checked before any command: an RC QP connects to neither
+/// special QP (0 is SMI, 1 is GSI) nor to a QPN wider than 24 bits, and needs a GID and a
+/// MAC to address its packets (the model refuses such a path too, as `NO_ADDRESS_PATH`).
+fn check_remote(remote: &QpEndpoint) -> Result<()> {
+    if remote.qpn < 2 || remote.qpn > 0xff_ffff {
+        return Err(InvalidInput::RemoteQpn(remote.qpn).into());
+    }
+    if remote.gid == [0; 16] || remote.mac == [0; 6] {
+        return Err(InvalidInput::RemoteAddress.into());
+    }
+    Ok(())
+}
+
+/// `atomic_caps.atomic_operations` bits (Linux include/linux/mlx5/driver.h
+/// `MLX5_ATOMIC_OPS_*`).
+mod atomic_ops {
+    pub const CMP_SWAP: u16 = 1 << 0;
+    pub const FETCH_ADD: u16 = 1 << 1;
+    pub const EXTENDED_CMP_SWAP: u16 = 1 << 2;
+    pub const EXTENDED_FETCH_ADD: u16 = 1 << 3;
+}
+
+/// `qpc.atomic_mode` values (Linux include/linux/mlx5/driver.h `MLX5_ATOMIC_MODE_*`):
+/// IB-compliant 8-byte atomics, and "up to 8 bytes" (larger sizes are `log2(bytes)`).
+mod atomic_mode_val {
+    pub const IB_COMP: u32 = 1;
+    pub const UP_TO_8B: u32 = 3;
+}
+
+/// The `atomic_mode` a QP with remote atomic access gets, from the device's atomic caps, or
+/// `None` when it has none (Linux ib/qp.c `get_atomic_mode` and `atomic_size_to_mode`).
+fn atomic_mode(caps: &crate::caps::Caps) -> Option<u32> {
+    use atomic_ops::*;
+    if !caps.atomic {
+        return None;
+    }
+    let ops = caps.atomic_operations;
+    let mut mode = None;
+    if ops & (EXTENDED_CMP_SWAP | EXTENDED_FETCH_ADD) != 0 {
+        // atomic_size_to_mode: sizes up to 256 bytes; below 16 bytes the 8-byte mode.
+        let sizes = caps.atomic_size_qp & 0x1ff;
+        if sizes != 0 {
+            let log = 15 - sizes.leading_zeros();
+            mode = Some(if log > 3 {
+                log
+            } else {
+                atomic_mode_val::UP_TO_8B
+            });
+        }
+    }
+    if mode.is_none() && ops & CMP_SWAP != 0 && ops & FETCH_ADD != 0 {
+        mode = Some(atomic_mode_val::IB_COMP);
+    }
+    mode
 }
 
 /// RoCE v2 UDP source port of a connection: the flow label of the QP pair folded into
@@ -2143,7 +2322,9 @@ mod tests {
         assert_eq!(l.rq_stride_shift, 4);
         assert_eq!(l.sq_offset, 16 * 16);
         assert_eq!(l.caps.max_send_wr, 16);
-        assert_eq!(l.caps.max_inline_data, 128 - 16 - 16 - 4);
+        // The WQE less ctrl + raddr + atomic and the inline header (rdma-core verbs.c
+        // mlx5_calc_sq_size).
+        assert_eq!(l.caps.max_inline_data, 128 - 48 - 4);
         assert!(layout(
             &QpCaps {
                 max_send_sge: 100,
@@ -2160,6 +2341,123 @@ mod tests {
             &caps()
         )
         .is_err());
+    }
+
+    #[test]
+    fn absurd_wr_counts_are_refused_not_wrapped() {
+        for (send, recv) in [
+            (u32::MAX, 1),
+            (1, u32::MAX),
+            ((1 << 31) + 1, 1),
+            (1, (1 << 31) + 1),
+            (1 << 31, 0),
+            (1 << 16, 0),
+        ] {
+            let r = layout(
+                &QpCaps {
+                    max_send_wr: send,
+                    max_recv_wr: recv,
+                    ..Default::default()
+                },
+                &caps(),
+            );
+            assert_eq!(
+                r.err(),
+                Some(Error::Invalid(InvalidInput::QpCaps)),
+                "send {send} recv {recv}"
+            );
+        }
+        // The largest legal queues still fit (2^15 blocks, 16-bit counters).
+        let l = layout(
+            &QpCaps {
+                max_send_wr: 1 << 15,
+                max_recv_wr: 1 << 15,
+                max_inline_data: 0,
+                ..Default::default()
+            },
+            &caps(),
+        )
+        .unwrap();
+        assert_eq!((l.sq_wqe_cnt, l.rq_wqe_cnt), (1 << 15, 1 << 15));
+    }
+
+    #[test]
+    fn the_receive_queue_is_at_least_one_basic_block() {
+        for (wr, sge, cnt) in [(1, 1, 4), (2, 1, 4), (1, 2, 2), (1, 4, 1), (5, 1, 8)] {
+            let l = layout(
+                &QpCaps {
+                    max_recv_wr: wr,
+                    max_recv_sge: sge,
+                    ..Default::default()
+                },
+                &caps(),
+            )
+            .unwrap();
+            assert_eq!(l.rq_wqe_cnt, cnt, "{wr} WRs of {sge} SGEs");
+            assert_eq!(l.sq_offset % 64, 0);
+            assert!(l.sq_offset >= 64);
+            assert_eq!(l.caps.max_recv_wr, cnt);
+        }
+    }
+
+    #[test]
+    fn the_largest_inline_send_fits_the_ds_field() {
+        for inline in [0, 16, 60, 64, 200, 400, 900, 972] {
+            let l = layout(
+                &QpCaps {
+                    max_inline_data: inline,
+                    ..Default::default()
+                },
+                &caps(),
+            )
+            .unwrap();
+            let max = l.caps.max_inline_data;
+            assert!(max >= inline);
+            // RDMA WRITE (ctrl + raddr) and SEND of max_inline bytes.
+            let write_ds = 2 + (max + 4).div_ceil(16);
+            assert!(write_ds <= 63, "inline {inline}: ds {write_ds}");
+            assert!(wqe::wqebbs(write_ds) <= l.sq_max_bbs);
+        }
+        // 973 bytes need more than a 1024-byte WQE.
+        assert!(layout(
+            &QpCaps {
+                max_inline_data: 973,
+                ..Default::default()
+            },
+            &caps()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn rd_atomic_rounds_up_and_refuses_above_the_device() {
+        assert_eq!(log_rd_atomic(0, 4), Ok(0));
+        assert_eq!(log_rd_atomic(1, 4), Ok(0));
+        assert_eq!(log_rd_atomic(3, 4), Ok(2));
+        assert_eq!(log_rd_atomic(16, 4), Ok(4));
+        assert_eq!(
+            log_rd_atomic(17, 4),
+            Err(Error::Invalid(InvalidInput::RdAtomic {
+                requested: 17,
+                max: 16
+            }))
+        );
+    }
+
+    #[test]
+    fn atomic_mode_follows_linux_get_atomic_mode() {
+        let mut c = caps();
+        assert_eq!(atomic_mode(&c), None, "no atomic cap");
+        c.atomic = true;
+        c.atomic_operations = atomic_ops::CMP_SWAP | atomic_ops::FETCH_ADD;
+        c.atomic_size_qp = 1 << 3;
+        assert_eq!(atomic_mode(&c), Some(atomic_mode_val::IB_COMP));
+        c.atomic_operations |= atomic_ops::EXTENDED_CMP_SWAP;
+        assert_eq!(atomic_mode(&c), Some(atomic_mode_val::UP_TO_8B));
+        c.atomic_size_qp = (1 << 3) | (1 << 5);
+        assert_eq!(atomic_mode(&c), Some(5), "up to 32 bytes");
+        c.atomic_operations = atomic_ops::FETCH_ADD;
+        assert_eq!(atomic_mode(&c), None, "fetch-add alone");
     }
 
     /// A send queue of `cnt` blocks and `max_wr` WRs, with its counters at `start`.
