@@ -230,6 +230,24 @@ pub enum SendOp {
     },
 }
 
+/// A list post that failed: which work request was refused, and why (the `bad_wr` of
+/// `ibv_post_send` / `ibv_post_recv`). Every WR of a list is checked before any is written,
+/// so on this error none of them was posted; `index` is the first one that could not be
+/// (for a full queue, the first that did not fit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PostError {
+    /// Index of the refused WR in the list.
+    pub index: usize,
+    /// Why it was refused.
+    pub error: Error,
+}
+
+impl From<PostError> for Error {
+    fn from(e: PostError) -> Error {
+        e.error
+    }
+}
+
 /// A raw scatter/gather element: address and key, no ownership.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RawSge {
@@ -2042,6 +2060,22 @@ impl<H: Hal> QueuePair<H> {
         }
         self.ring_rq();
         Ok(())
+    }
+
+    /// How many more receive WRs fit (after a sweep of completed ones' regions).
+    pub(crate) fn rq_room(&mut self) -> usize {
+        self.sweep();
+        let used = self
+            .rq_head
+            .wrapping_sub(self.shared.rq_tail.load(Ordering::Acquire));
+        (self.lay.rq_wqe_cnt as usize).saturating_sub(used as usize)
+    }
+
+    /// How many more send WRs fit (what [`QueuePair::sq_room`] allows).
+    pub(crate) fn sq_room_count(&self) -> usize {
+        let wr_tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
+        let outstanding = self.sq_wr_head.wrapping_sub(wr_tail) as usize;
+        (self.lay.caps.max_send_wr as usize).saturating_sub(outstanding)
     }
 
     pub(crate) fn check_recv(&mut self, n: usize, max_sges: usize) -> Result<()> {

@@ -470,3 +470,89 @@ fn a_garbled_destroy_qp_reply_quarantines_the_buffers() {
     assert_eq!(q1, q0 + 2, "the QP buffer and its doorbell record");
     assert!(ctx.needs_reset());
 }
+
+#[test]
+fn a_failed_list_post_names_the_refused_wr() {
+    let (sim, ctx) = open();
+    let mut p = pair(&ctx, QpCaps::default());
+    let m = mr(&p.pd, 4096);
+    let r = Remote {
+        addr: m.addr(),
+        rkey: m.rkey(),
+    };
+    let write = |wr_id, off| SendWr {
+        wr_id,
+        op: SendOp::Write { remote: r, imm: None },
+        data: SendData::Sges(std::slice::from_ref(Box::leak(Box::new(m.sge(off, 8))))),
+        flags: SIG,
+    };
+    let doorbells = sim.doorbells();
+    // The third WR reaches past the region.
+    let wrs = [write(1, 0), write(2, 8), write(3, 4090), write(4, 16)];
+    assert_eq!(
+        p.a.post_send_list(&wrs),
+        Err(mlx5::PostError {
+            index: 2,
+            error: Error::Invalid(InvalidInput::OutOfRange)
+        })
+    );
+    // post_send reports the same error, without the index.
+    assert_eq!(
+        p.a.post_send(&wrs),
+        Err(Error::Invalid(InvalidInput::OutOfRange))
+    );
+    // The second carries inline data too large.
+    let big = vec![0u8; 4096];
+    let inl = SendWr {
+        wr_id: 9,
+        op: SendOp::Send { imm: None },
+        data: SendData::Inline(&big),
+        flags: SIG,
+    };
+    let e = p.a.post_send_list(&[write(1, 0), inl, write(3, 0)]).unwrap_err();
+    assert_eq!(e.index, 1);
+    assert!(matches!(
+        e.error,
+        Error::Invalid(InvalidInput::InlineTooLarge { .. })
+    ));
+    assert_eq!(sim.doorbells(), doorbells, "nothing of a refused list was posted");
+    // More WRs than the queue has room for: the first that does not fit.
+    let room = p.a.caps().max_send_wr as usize;
+    let many: Vec<_> = (0..room as u64 + 3).map(|i| write(i, 0)).collect();
+    let e = p.a.post_send_list(&many).unwrap_err();
+    assert_eq!((e.index, e.error), (room, Error::Invalid(InvalidInput::QueueFull)));
+    // A good list goes through.
+    p.a.post_send_list(&[write(1, 0), write(2, 8)]).unwrap();
+    assert_eq!(wait(&mut p.cq_a, 2).len(), 2);
+
+    // Receives: the second one lacks LOCAL_WRITE.
+    let ro = p.pd.alloc_mr(4096, AccessFlags::REMOTE_READ).unwrap();
+    let ok = [m.sge(0, 64)];
+    let bad = [ro.sge(0, 64)];
+    let e = p
+        .b
+        .post_recv_list(&[
+            RecvWr {
+                wr_id: 1,
+                sges: &ok,
+            },
+            RecvWr {
+                wr_id: 2,
+                sges: &bad,
+            },
+        ])
+        .unwrap_err();
+    assert_eq!(
+        e,
+        mlx5::PostError {
+            index: 1,
+            error: Error::Invalid(InvalidInput::LocalAccess)
+        }
+    );
+    let rroom = p.b.caps().max_recv_wr as usize;
+    let recvs: Vec<_> = (0..rroom as u64 + 1)
+        .map(|wr_id| RecvWr { wr_id, sges: &ok })
+        .collect();
+    let e = p.b.post_recv_list(&recvs).unwrap_err();
+    assert_eq!((e.index, e.error), (rroom, Error::Invalid(InvalidInput::QueueFull)));
+}
