@@ -82,6 +82,53 @@ impl Default for QpCaps {
     }
 }
 
+/// Creation options beyond the sizes (`ibv_qp_init_attr` fields other than `cap`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpOptions {
+    /// `sq_sig_all`: every send WR generates a completion, whatever its flags (Linux ib/qp.c
+    /// create_qp_common: `sq_signal_bits = MLX5_WQE_CTRL_CQ_UPDATE` for IB_SIGNAL_ALL_WR,
+    /// OR-ed into every ctrl segment's `fm_ce_se`; rdma-core qp.c the same).
+    pub sq_sig_all: bool,
+}
+
+/// What QUERY_QP reports, with the capabilities the QP was granted (`ibv_query_qp`: Linux
+/// ib/qp.c `mlx5_ib_query_qp` / `query_qp_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpAttr {
+    /// `qpc.state` (`MLX5_QP_STATE_*`).
+    pub state: u8,
+    /// The capabilities granted at creation.
+    pub cap: QpCaps,
+    /// Whether every send WR is signaled.
+    pub sq_sig_all: bool,
+    /// Outstanding RDMA READs / atomics as initiator: `1 << log_sra_max`.
+    pub max_rd_atomic: u32,
+    /// Outstanding RDMA READs / atomics as responder: `1 << log_rra_max`.
+    pub max_dest_rd_atomic: u32,
+    /// `qpc.mtu` (the [`Mtu`] encoding; 0 before RTR).
+    pub path_mtu: u8,
+    /// The remote QP number.
+    pub dest_qp_num: u32,
+    /// The next send PSN.
+    pub sq_psn: u32,
+    /// The next expected receive PSN.
+    pub rq_psn: u32,
+    /// Retry count.
+    pub retry_cnt: u8,
+    /// RNR retry count.
+    pub rnr_retry: u8,
+    /// Minimum RNR NAK timer.
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout.
+    pub timeout: u8,
+    /// Remote access the QP allows as responder (`rre` / `rwe` / `rae`).
+    pub access: Access,
+    /// `qpc.atomic_mode`.
+    pub atomic_mode: u8,
+    /// `qpc.log_ack_req_freq`.
+    pub log_ack_req_freq: u8,
+}
+
 /// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes, facts trap 19).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -622,13 +669,14 @@ fn fm_ce_se(flags: SendFlags) -> u8 {
     FM_CE_SE[(flags.0 & 7) as usize]
 }
 
-/// Ctrl-segment bytes 8..12 (`signature`, `dci_stream_channel_id`, `fm_ce_se`) as they lie in
-/// memory, per flag combination: one load and one store on the fast path.
-const CTRL_DW2: [u32; 8] = {
-    let mut t = [0u32; 8];
+/// Ctrl-segment bytes 8..16 (`signature`, `dci_stream_channel_id`, `fm_ce_se`, `imm` = 0) as
+/// they lie in memory, per flag combination: one 8-byte store on the fast path (an immediate
+/// when the call site's flags are a constant).
+const CTRL_TAIL: [u64; 8] = {
+    let mut t = [0u64; 8];
     let mut i = 0;
     while i < 8 {
-        t[i] = u32::from_ne_bytes([0, 0, 0, FM_CE_SE[i]]);
+        t[i] = u64::from_ne_bytes([0, 0, 0, FM_CE_SE[i], 0, 0, 0, 0]);
         i += 1;
     }
     t
@@ -780,6 +828,9 @@ pub struct QueuePair<H: Hal> {
     ctrl_read: u64,
     /// BlueFlame for one-block WQEs (BlueFlame on, and a half-register holds 64 bytes).
     bf_one: bool,
+    /// [`SendFlags::SIGNALED`]'s bit with `sq_sig_all`, else 0 (OR-ed into every WR's flags
+    /// on the general path).
+    sig_all: u8,
     /// This QP's [`BoundMr`] tag.
     tag: u64,
     rq_head: u32,
@@ -817,6 +868,7 @@ pub(crate) fn create<H: Hal>(
     scq: &CompletionQueue<H>,
     rcq: &CompletionQueue<H>,
     req: &QpCaps,
+    opts: &QpOptions,
 ) -> Result<QueuePair<H>> {
     let ctx = &pd.ctx;
     if !Arc::ptr_eq(&scq.shared.ctx, ctx) || !Arc::ptr_eq(&rcq.shared.ctx, ctx) {
@@ -915,6 +967,11 @@ pub(crate) fn create<H: Hal>(
         ctrl_write: ctrl_tpl(qpn, 3, wqe::opcode::RDMA_WRITE),
         ctrl_read: ctrl_tpl(qpn, 3, wqe::opcode::RDMA_READ),
         bf_one: ctx.caps.bf && bf_size / 2 >= wqe::SEND_WQE_BB,
+        sig_all: if opts.sq_sig_all {
+            SendFlags::SIGNALED.0
+        } else {
+            0
+        },
         tag,
         rq_head: 0,
         psn,
@@ -1189,6 +1246,46 @@ impl<H: Hal> QueuePair<H> {
             db.fill(0, 8, 0)?;
         }
         Ok(())
+    }
+
+    /// QUERY_QP: the state, path and limits the firmware reports, with the capabilities the
+    /// QP was granted (`ibv_query_qp`; Linux ib/qp.c `query_qp_attr` reads the same qpc
+    /// fields, and `max_rd_atomic = 1 << log_sra_max`).
+    pub fn query(&self) -> Result<QpAttr> {
+        let mut c = CmdBuf::new(opcode::QUERY_QP, 0, query_qp_in::BYTES);
+        c.set(query_qp_in::QPN, self.qpn);
+        let mut out = alloc::vec![0u8; query_qp_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        let g = |f: mlx5_prm::Field| get(&out, f.within(query_qp_out::QPC));
+        let pp = |f: mlx5_prm::Field| g(f.within(qpc::PRIMARY_ADDRESS_PATH));
+        let mut access = Access(0);
+        for (f, a) in [
+            (qpc::RRE, Access::REMOTE_READ),
+            (qpc::RWE, Access::REMOTE_WRITE),
+            (qpc::RAE, Access::REMOTE_ATOMIC),
+        ] {
+            if g(f) != 0 {
+                access = access | a;
+            }
+        }
+        Ok(QpAttr {
+            state: g(qpc::STATE) as u8,
+            cap: self.lay.caps,
+            sq_sig_all: self.sig_all != 0,
+            max_rd_atomic: 1 << g(qpc::LOG_SRA_MAX).min(31),
+            max_dest_rd_atomic: 1 << g(qpc::LOG_RRA_MAX).min(31),
+            path_mtu: g(qpc::MTU) as u8,
+            dest_qp_num: g(qpc::REMOTE_QPN),
+            sq_psn: g(qpc::NEXT_SEND_PSN),
+            rq_psn: g(qpc::NEXT_RCV_PSN),
+            retry_cnt: g(qpc::RETRY_COUNT) as u8,
+            rnr_retry: g(qpc::RNR_RETRY) as u8,
+            min_rnr_timer: g(qpc::MIN_RNR_NAK) as u8,
+            timeout: pp(ads::ACK_TIMEOUT) as u8,
+            access,
+            atomic_mode: g(qpc::ATOMIC_MODE) as u8,
+            log_ack_req_freq: g(qpc::LOG_ACK_REQ_FREQ) as u8,
+        })
     }
 
     /// QUERY_QP: the state the firmware reports.
@@ -1582,11 +1679,17 @@ impl<H: Hal> QueuePair<H> {
         };
         // SAFETY: idx <= sq_mask < sq_wqe_cnt: one block inside the send queue.
         let base = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
+        // `sq_sig_all` adds SIGNALED; a WR that has it already (a constant at most call
+        // sites, which folds this away) needs no look at the QP.
+        let f = if flags.contains(SendFlags::SIGNALED) {
+            flags.0
+        } else {
+            flags.0 | self.sig_all
+        };
         // SAFETY: 48 bytes of one 64-byte block (ctrl, raddr, data segments).
         unsafe {
             ptr::write_unaligned(base as *mut u64, ctrl_head(tpl, cur));
-            ptr::write_unaligned(base.add(8) as *mut u32, CTRL_DW2[(flags.0 & 7) as usize]);
-            put32(base.add(12), 0);
+            ptr::write_unaligned(base.add(8) as *mut u64, CTRL_TAIL[(f & 7) as usize]);
             let r = base.add(wqe::ctrl_seg::SIZE);
             put64(r.add(wqe::raddr_seg::RADDR), remote.addr);
             put32(r.add(wqe::raddr_seg::RKEY), remote.rkey);
@@ -1769,7 +1872,7 @@ impl<H: Hal> QueuePair<H> {
             Data::Inline(_) => {}
         }
         let ds = (off / 16) as u8;
-        let fm_ce_se = fm_ce_se(flags);
+        let fm_ce_se = fm_ce_se(SendFlags(flags.0 | self.sig_all));
         // SAFETY: the ctrl segment is the first 16 bytes of the WQE.
         unsafe {
             put32(base, wqe::opmod_idx_opcode(0, self.cur_post, opc));

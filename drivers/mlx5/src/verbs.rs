@@ -45,8 +45,8 @@ pub use crate::eq::AsyncEvent as Event;
 pub use crate::hca::Config as ContextConfig;
 pub use crate::mr::Access as AccessFlags;
 pub use crate::qp::{
-    BoundMr, BoundSge, ConnectOptions, Mtu, PostError, QpCaps, QpEndpoint, QueuePair, RawData,
-    RawRecvWr, RawSendWr, Remote, SendFlags, SendOp,
+    BoundMr, BoundSge, ConnectOptions, Mtu, PostError, QpAttr, QpCaps, QpEndpoint, QpOptions,
+    QueuePair, RawData, RawRecvWr, RawSendWr, Remote, SendFlags, SendOp,
 };
 
 /// A live MR as the lkey check sees it.
@@ -480,7 +480,18 @@ impl<H: Hal> ProtectionDomain<H> {
         recv_cq: &CompletionQueue<H>,
         caps: &QpCaps,
     ) -> Result<QueuePair<H>> {
-        crate::qp::create(&self.inner, send_cq, recv_cq, caps)
+        crate::qp::create(&self.inner, send_cq, recv_cq, caps, &QpOptions::default())
+    }
+
+    /// [`ProtectionDomain::create_qp`] with options ([`QpOptions::sq_sig_all`]).
+    pub fn create_qp_with(
+        &self,
+        send_cq: &CompletionQueue<H>,
+        recv_cq: &CompletionQueue<H>,
+        caps: &QpCaps,
+        opts: &QpOptions,
+    ) -> Result<QueuePair<H>> {
+        crate::qp::create(&self.inner, send_cq, recv_cq, caps, opts)
     }
 }
 

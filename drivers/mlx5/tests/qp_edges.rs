@@ -556,3 +556,98 @@ fn a_failed_list_post_names_the_refused_wr() {
     let e = p.b.post_recv_list(&recvs).unwrap_err();
     assert_eq!((e.index, e.error), (rroom, Error::Invalid(InvalidInput::QueueFull)));
 }
+
+#[test]
+fn sq_sig_all_signals_every_send() {
+    let (_sim, ctx) = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let mut cq = ctx.create_cq(64).unwrap();
+    let opts = mlx5::QpOptions { sq_sig_all: true };
+    let mut a = pd
+        .create_qp_with(&cq, &cq, &QpCaps::default(), &opts)
+        .unwrap();
+    let mut b = pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
+    let o = ConnectOptions::default();
+    let (ea, eb) = (a.endpoint(), b.endpoint());
+    a.connect(&eb, &o).unwrap();
+    b.connect(&ea, &o).unwrap();
+    let m = mr(&pd, 4096);
+    let r = Remote {
+        addr: m.addr(),
+        rkey: m.rkey(),
+    };
+    // Unsignaled WRs through every path: one-SGE, list, inline, bound fast path.
+    let w = |wr_id| SendWr {
+        wr_id,
+        op: SendOp::Write { remote: r, imm: None },
+        data: SendData::Sges(std::slice::from_ref(Box::leak(Box::new(m.sge(0, 8))))),
+        flags: SendFlags::NONE,
+    };
+    a.post_send(&[w(1)]).unwrap();
+    a.post_send(&[w(2), w(3)]).unwrap();
+    a.post_send(&[SendWr {
+        wr_id: 4,
+        op: SendOp::Write { remote: r, imm: None },
+        data: SendData::Inline(b"x"),
+        flags: SendFlags::NONE,
+    }])
+    .unwrap();
+    let bm = a.bind_mr(&m).unwrap();
+    a.post_write(5, bm.sge(0, 8), r, SendFlags::NONE).unwrap();
+    let got = wait(&mut cq, 5);
+    assert_eq!(
+        got.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        (1..=5).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+    );
+    assert!(a.query().unwrap().sq_sig_all);
+    // Without the option, unsignaled WRs stay silent.
+    b.post_send(&[w(9)]).unwrap();
+    let mut wc = [mlx5::WorkCompletion::default(); 4];
+    assert_eq!(cq.poll(&mut wc).unwrap(), 0);
+}
+
+#[test]
+fn query_reports_state_caps_and_what_the_transitions_set() {
+    let (_sim, ctx) = open();
+    let caps = QpCaps {
+        max_send_wr: 10,
+        max_recv_wr: 3,
+        max_send_sge: 2,
+        max_recv_sge: 2,
+        max_inline_data: 40,
+    };
+    let p = pair(&ctx, caps);
+    let q = p.a.query().unwrap();
+    assert_eq!(q.state, 3, "RTS");
+    assert_eq!(q.cap, p.a.caps());
+    assert!(q.cap.max_send_wr >= 10 && q.cap.max_recv_wr >= 3);
+    assert!(!q.sq_sig_all);
+    let o = ConnectOptions::default();
+    assert_eq!(q.max_rd_atomic, o.max_rd_atomic as u32);
+    assert_eq!(q.max_dest_rd_atomic, o.max_dest_rd_atomic as u32);
+    assert_eq!(q.dest_qp_num, p.b.qpn());
+    assert_eq!(q.sq_psn, p.a.psn());
+    assert_eq!(q.rq_psn, p.b.psn());
+    assert_eq!(q.path_mtu, o.mtu as u8);
+    assert_eq!((q.retry_cnt, q.rnr_retry), (o.retry_cnt, o.rnr_retry));
+    assert_eq!(q.timeout, o.timeout);
+    assert_eq!(q.access, AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC);
+    // atomic_mode with rae (IB_COMP for the model's plain CMP_SWAP + FETCH_ADD caps), and
+    // Linux's ACK request frequency.
+    assert_eq!(q.atomic_mode, 1);
+    assert_eq!(q.log_ack_req_freq, 8);
+}
+
+#[test]
+fn rd_atomic_rounds_up_to_a_power_of_two() {
+    let (_sim, ctx) = open();
+    let (_pd, _cq, mut a, b) = two_qps(&ctx);
+    let o = ConnectOptions {
+        max_rd_atomic: 3,
+        max_dest_rd_atomic: 5,
+        ..ConnectOptions::default()
+    };
+    a.connect(&b.endpoint(), &o).unwrap();
+    let q = a.query().unwrap();
+    assert_eq!((q.max_rd_atomic, q.max_dest_rd_atomic), (4, 8));
+}
