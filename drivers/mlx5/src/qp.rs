@@ -474,6 +474,13 @@ pub(crate) struct WqShared {
     rq_mask: u32,
     rq_head: AtomicU32,
     rq_tail: AtomicU32,
+    /// CQEs of this QP to remove (rdma-core cq.c `__mlx5_cq_clean`): `(cqn, producer
+    /// counter)` pairs, one per CQ and per move to RESET or destroy, taken by that CQ's
+    /// poller (cq.rs `clean_stale`), off its fast path.
+    pub(crate) stale: spin::Mutex<Vec<(u32, u32)>>,
+    /// The QP was destroyed: once its stale CQEs are gone, the CQs' pollers drop it from their
+    /// lists.
+    pub(crate) retired: core::sync::atomic::AtomicBool,
 }
 
 impl WqShared {
@@ -496,6 +503,8 @@ impl WqShared {
             rq_mask: 0,
             rq_head: AtomicU32::new(0),
             rq_tail: AtomicU32::new(0),
+            stale: spin::Mutex::new(Vec::new()),
+            retired: core::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -929,6 +938,8 @@ pub(crate) fn create<H: Hal>(
         rq_mask: lay.rq_wqe_cnt.max(1) - 1,
         rq_head: AtomicU32::new(0),
         rq_tail: AtomicU32::new(0),
+        stale: spin::Mutex::new(Vec::new()),
+        retired: core::sync::atomic::AtomicBool::new(false),
     });
     ctx.register_send_gate(&shared);
     scq.shared.attach(&shared);
@@ -1226,6 +1237,10 @@ impl<H: Hal> QueuePair<H> {
         let mut out = [0u8; mlx5_prm::qp_2rst_out::BYTES];
         self.ctx.exec(&c, &mut out)?;
         self.set_state(qp::state::RST);
+        // The CQEs of the old incarnation go (Linux ib/qp.c __mlx5_ib_modify_qp cleans both
+        // CQs on a move to RESET; rdma-core the same): the CQs' pollers remove them before
+        // they look at anything newer.
+        self.clean_cqs();
         self.cur_post = 0;
         self.sq_wr_head = 0;
         self.rq_head = 0;
@@ -1246,6 +1261,22 @@ impl<H: Hal> QueuePair<H> {
             db.fill(0, 8, 0)?;
         }
         Ok(())
+    }
+
+    /// Asks the send and receive CQs to remove this QP's CQEs written so far (after 2RST or
+    /// DESTROY_QP). A CQ that cannot take the request (its QUERY_CQ failed) just stops
+    /// routing this QP's completions when it is destroyed.
+    fn clean_cqs(&self) {
+        let retired = self
+            .shared
+            .retired
+            .load(core::sync::atomic::Ordering::Acquire);
+        let same = Arc::ptr_eq(&self.scq, &self.rcq);
+        for cq in [&self.scq, &self.rcq].into_iter().take(if same { 1 } else { 2 }) {
+            if cq.request_clean(&self.shared).is_err() && retired {
+                cq.detach(&self.shared);
+            }
+        }
     }
 
     /// QUERY_QP: the state, path and limits the firmware reports, with the capabilities the
@@ -2275,8 +2306,17 @@ impl<H: Hal> QueuePair<H> {
         c.set(destroy_qp_in::QPN, self.qpn);
         let mut out = [0u8; destroy_qp_out::BYTES];
         let r = self.ctx.exec(&c, &mut out);
-        for cq in [&self.scq, &self.rcq] {
-            cq.detach(&self.shared);
+        if r.is_ok() {
+            // Its CQEs go too (rdma-core verbs.c mlx5_destroy_qp: __mlx5_cq_clean on both
+            // CQs); each CQ's poller drops the QP from its list once they are gone.
+            self.shared
+                .retired
+                .store(true, core::sync::atomic::Ordering::Release);
+            self.clean_cqs();
+        } else {
+            for cq in [&self.scq, &self.rcq] {
+                cq.detach(&self.shared);
+            }
         }
         if let Err(e) = r {
             // The device may still access the buffers and the regions WRs named: keep them.
@@ -2616,6 +2656,8 @@ mod tests {
             rq_mask: 0,
             rq_head: AtomicU32::new(0),
             rq_tail: AtomicU32::new(0),
+            stale: spin::Mutex::new(Vec::new()),
+            retired: core::sync::atomic::AtomicBool::new(false),
         }
     }
 

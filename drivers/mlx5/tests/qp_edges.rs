@@ -651,3 +651,90 @@ fn rd_atomic_rounds_up_to_a_power_of_two() {
     let q = a.query().unwrap();
     assert_eq!((q.max_rd_atomic, q.max_dest_rd_atomic), (4, 8));
 }
+
+#[test]
+fn a_destroyed_qps_completions_leave_the_shared_cq() {
+    let (_sim, ctx) = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let mut cq = ctx.create_cq(64).unwrap();
+    let other = ctx.create_cq(64).unwrap();
+    let o = ConnectOptions::default();
+    let mut a = pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
+    let mut c = pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
+    let mut d = pd.create_qp(&other, &other, &QpCaps::default()).unwrap();
+    let mut e = pd.create_qp(&other, &other, &QpCaps::default()).unwrap();
+    let (ea, ec, ed, ee) = (a.endpoint(), c.endpoint(), d.endpoint(), e.endpoint());
+    a.connect(&ed, &o).unwrap();
+    d.connect(&ea, &o).unwrap();
+    c.connect(&ee, &o).unwrap();
+    e.connect(&ec, &o).unwrap();
+    let m = mr(&pd, 4096);
+    let r = Remote {
+        addr: m.addr(),
+        rkey: m.rkey(),
+    };
+    let w = |wr_id| SendWr {
+        wr_id,
+        op: SendOp::Write { remote: r, imm: None },
+        data: SendData::Sges(std::slice::from_ref(Box::leak(Box::new(m.sge(0, 8))))),
+        flags: SIG,
+    };
+    // a's completions, then c's, then a's again: interleaved in the CQ.
+    a.post_send(&[w(1), w(2)]).unwrap();
+    c.post_send(&[w(10)]).unwrap();
+    a.post_send(&[w(3)]).unwrap();
+    c.post_send(&[w(11)]).unwrap();
+    a.destroy().unwrap();
+    let got = wait(&mut cq, 2);
+    assert_eq!(
+        got.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(10, WcStatus::Success), (11, WcStatus::Success)]
+    );
+    let mut wc = [mlx5::WorkCompletion::default(); 8];
+    assert_eq!(cq.poll(&mut wc).unwrap(), 0, "no BadCqe left behind: {wc:?}");
+    // The CQ keeps working.
+    c.post_send(&[w(12)]).unwrap();
+    assert_eq!(wait(&mut cq, 1)[0].wr_id, 12);
+}
+
+#[test]
+fn a_qp_moved_to_reset_leaves_no_completions_behind() {
+    let (_sim, ctx) = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let mut cq = ctx.create_cq(64).unwrap();
+    let other = ctx.create_cq(64).unwrap();
+    let o = ConnectOptions::default();
+    let mut a = pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
+    let mut d = pd.create_qp(&other, &other, &QpCaps::default()).unwrap();
+    let (ea, ed) = (a.endpoint(), d.endpoint());
+    a.connect(&ed, &o).unwrap();
+    d.connect(&ea, &o).unwrap();
+    let m = mr(&pd, 4096);
+    let r = Remote {
+        addr: m.addr(),
+        rkey: m.rkey(),
+    };
+    let w = |wr_id| SendWr {
+        wr_id,
+        op: SendOp::Write { remote: r, imm: None },
+        data: SendData::Sges(std::slice::from_ref(Box::leak(Box::new(m.sge(0, 8))))),
+        flags: SIG,
+    };
+    a.post_send(&[w(1), w(2), w(3)]).unwrap();
+    // Receives flushed by 2ERR land in the CQ too.
+    a.post_recv(&[RecvWr {
+        wr_id: 4,
+        sges: &[m.sge(0, 8)],
+    }])
+    .unwrap();
+    a.to_err().unwrap();
+    a.to_reset().unwrap();
+    // Reconnected and used again before anyone polled: the new WQE counters start at 0,
+    // as the stale CQEs' did.
+    a.connect(&ed, &o).unwrap();
+    a.post_send(&[w(77)]).unwrap();
+    let got = wait(&mut cq, 1);
+    assert_eq!((got[0].wr_id, got[0].status), (77, WcStatus::Success), "{got:?}");
+    let mut wc = [mlx5::WorkCompletion::default(); 8];
+    assert_eq!(cq.poll(&mut wc).unwrap(), 0, "nothing stale: {wc:?}");
+}
