@@ -524,7 +524,7 @@ fn sq_step(hca: &mut Hca, qpn: u32) -> bool {
         Err(_) => (
             raw[3],
             u16::from_be_bytes([raw[1], raw[2]]),
-            wqe::wqebbs(SendWqe::ds_of(&raw[..16]) as u32).max(1),
+            SendWqe::bbs_of(&raw[..16]),
         ),
     };
     let w = match parsed {
@@ -1411,7 +1411,7 @@ fn flush_new_work(hca: &mut Hca, qpn: u32) {
                 break;
             }
             let idx = u16::from_be_bytes([raw[1], raw[2]]);
-            let bbs = wqe::wqebbs(SendWqe::ds_of(&raw[..16]) as u32).max(1);
+            let bbs = SendWqe::bbs_of(&raw[..16]);
             q.sq_next = q.sq_next.wrapping_add(bbs as u16);
             budget = budget.saturating_sub(bbs);
             let c = flush_cqe(cqe::opcode::REQ_ERR, raw[3], qpn, idx, uidx);

@@ -142,6 +142,15 @@ impl SendWqe {
         self.gathers().iter().map(Gather::len).sum()
     }
 
+    /// The basic blocks a WQE occupies from its ctrl segment alone, for stepping over it
+    /// when it is malformed or flushed: from bits 7:0 of `qpn_ds`, so that a WQE whose size
+    /// spilled into the reserved bits 7:6 (ds > 63, [`WqeError::DsOverflow`]) is skipped as
+    /// a whole rather than read as ds = 0 (model choice); at least one block.
+    pub fn bbs_of(ctrl: &[u8]) -> u32 {
+        let units = ctrl.get(ctrl_seg::QPN_DS + 3).copied().unwrap_or(0);
+        wqe::wqebbs(units as u32).max(1)
+    }
+
     /// Reads just the ctrl segment's `ds` (bits 5:0 of `qpn_ds`) from the first 16 bytes.
     pub fn ds_of(ctrl: &[u8]) -> u8 {
         ctrl.get(ctrl_seg::QPN_DS + 3)

@@ -128,9 +128,21 @@ fn a_wqe_whose_ds_spills_into_the_reserved_bits_completes_in_error() {
     w[4..8].copy_from_slice(&((a.qpn << 8) | 64).to_be_bytes());
     env.write_send(&mut a, &w);
     env.ring_sq(&mut a, &w);
+    // A NOP after it: flushed as the next WQE (the oversized one is stepped over whole).
+    let nop_idx = a.sq_pi;
+    let nop = send_wqe(wqe::opcode::NOP, nop_idx, a.qpn, CE, 0, &[]);
+    env.write_send(&mut a, &nop);
+    env.ring_sq(&mut a, &nop);
     let c = env.poll_cq(&mut scq).expect("error completion");
     assert!(c.is_error());
     assert_eq!(c.syndrome(), cqe::syndrome::LOCAL_QP_OP_ERR);
+    assert_eq!(c.wqe_counter(), idx);
+    let f = env.poll_cq(&mut scq).expect("flush of the NOP");
+    assert_eq!(
+        (f.syndrome(), f.wqe_counter()),
+        (cqe::syndrome::WR_FLUSH_ERR, nop_idx)
+    );
+    assert!(env.poll_cq(&mut scq).is_none(), "no CQE for the blocks inside the WQE");
     assert!(env.read(dst, 16).iter().all(|&b| b == 0), "nothing written");
     assert_eq!(env.qp_state(a.qpn), mlx5_prm::qp::state::ERR as u32);
 }
