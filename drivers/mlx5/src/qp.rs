@@ -1121,11 +1121,7 @@ impl<H: Hal> QueuePair<H> {
         self.check_state(&[qp::state::INIT])?;
         let caps = &self.ctx.caps;
         check_remote(remote)?;
-        // Linux ib/qp.c mlx5_set_path: "sgid_index (%u) too large" against the port's GID
-        // table length (roce_address_table_size on a RoCE port).
-        if o.sgid_index as u32 >= caps.roce_address_table_size as u32 {
-            return Err(InvalidInput::GidIndex.into());
-        }
+        check_sgid_index(caps, o.sgid_index)?;
         let log_msg = caps.log_max_msg as u32;
         let rra = log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
         let sport = udp_sport(self.qpn, remote.qpn);
@@ -1201,9 +1197,7 @@ impl<H: Hal> QueuePair<H> {
         self.check_state(&[qp::state::RST])?;
         let caps = &self.ctx.caps;
         check_remote(remote)?;
-        if o.sgid_index as u32 >= caps.roce_address_table_size as u32 {
-            return Err(InvalidInput::GidIndex.into());
-        }
+        check_sgid_index(caps, o.sgid_index)?;
         log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
         log_rd_atomic(o.max_rd_atomic, caps.log_max_ra_req_qp)?;
         if o.access.contains(Access::REMOTE_ATOMIC) && atomic_mode(caps).is_none() {
@@ -2396,6 +2390,26 @@ fn log_rd_atomic(n: u8, log_max: u8) -> Result<u32> {
         return Err(InvalidInput::RdAtomic { requested: n, max }.into());
     }
     Ok(ilog2_ceil(n as u32))
+}
+
+/// The GID table length of the port (Linux: `roce_address_table_size` on a RoCE port, else
+/// `mlx5_get_gid_table_len(gid_table_size)` = 8 << gid_table_size for encodings up to 4).
+fn gid_table_len(caps: &crate::caps::Caps) -> u32 {
+    if caps.roce_address_table_size != 0 {
+        caps.roce_address_table_size as u32
+    } else if caps.gid_table_size <= 4 {
+        8 << caps.gid_table_size
+    } else {
+        0
+    }
+}
+
+/// Linux ib/qp.c mlx5_set_path: "sgid_index (%u) too large" against the port's GID table.
+fn check_sgid_index(caps: &crate::caps::Caps, index: u8) -> Result<()> {
+    if index as u32 >= gid_table_len(caps) {
+        return Err(InvalidInput::GidIndex.into());
+    }
+    Ok(())
 }
 
 /// The remote end of a connection, checked before any command: an RC QP connects to neither
