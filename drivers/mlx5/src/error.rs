@@ -224,6 +224,19 @@ pub enum InvalidInput {
     /// A [`crate::qp::BoundMr`] handle that names no live binding of this QP (unbound, or
     /// made by another QP).
     UnboundRegion,
+    /// A remote QP number an RC QP cannot connect to: 0 or 1 (the special QPs) or wider than
+    /// 24 bits.
+    RemoteQpn(u32),
+    /// The remote GID or MAC is all zero: no address path.
+    RemoteAddress,
+    /// `max_rd_atomic` / `max_dest_rd_atomic` above what the device allows (Linux ib/qp.c
+    /// "invalid max_rd_atomic value").
+    RdAtomic {
+        /// The requested number of outstanding RDMA READs / atomics.
+        requested: u8,
+        /// The device's limit.
+        max: u32,
+    },
 }
 
 /// Everything that can go wrong.

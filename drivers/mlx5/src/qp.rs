@@ -82,6 +82,53 @@ impl Default for QpCaps {
     }
 }
 
+/// Creation options beyond the sizes (`ibv_qp_init_attr` fields other than `cap`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpOptions {
+    /// `sq_sig_all`: every send WR generates a completion, whatever its flags (Linux ib/qp.c
+    /// create_qp_common: `sq_signal_bits = MLX5_WQE_CTRL_CQ_UPDATE` for IB_SIGNAL_ALL_WR,
+    /// OR-ed into every ctrl segment's `fm_ce_se`; rdma-core qp.c the same).
+    pub sq_sig_all: bool,
+}
+
+/// What QUERY_QP reports, with the capabilities the QP was granted (`ibv_query_qp`: Linux
+/// ib/qp.c `mlx5_ib_query_qp` / `query_qp_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpAttr {
+    /// `qpc.state` (`MLX5_QP_STATE_*`).
+    pub state: u8,
+    /// The capabilities granted at creation.
+    pub cap: QpCaps,
+    /// Whether every send WR is signaled.
+    pub sq_sig_all: bool,
+    /// Outstanding RDMA READs / atomics as initiator: `1 << log_sra_max`.
+    pub max_rd_atomic: u32,
+    /// Outstanding RDMA READs / atomics as responder: `1 << log_rra_max`.
+    pub max_dest_rd_atomic: u32,
+    /// `qpc.mtu` (the [`Mtu`] encoding; 0 before RTR).
+    pub path_mtu: u8,
+    /// The remote QP number.
+    pub dest_qp_num: u32,
+    /// The next send PSN.
+    pub sq_psn: u32,
+    /// The next expected receive PSN.
+    pub rq_psn: u32,
+    /// Retry count.
+    pub retry_cnt: u8,
+    /// RNR retry count.
+    pub rnr_retry: u8,
+    /// Minimum RNR NAK timer.
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout.
+    pub timeout: u8,
+    /// Remote access the QP allows as responder (`rre` / `rwe` / `rae`).
+    pub access: Access,
+    /// `qpc.atomic_mode`.
+    pub atomic_mode: u8,
+    /// `qpc.log_ack_req_freq`.
+    pub log_ack_req_freq: u8,
+}
+
 /// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes, facts trap 19).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -228,6 +275,24 @@ pub enum SendOp {
         /// Value to add.
         add: u64,
     },
+}
+
+/// A list post that failed: which work request was refused, and why (the `bad_wr` of
+/// `ibv_post_send` / `ibv_post_recv`). Every WR of a list is checked before any is written,
+/// so on this error none of them was posted; `index` is the first one that could not be
+/// (for a full queue, the first that did not fit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PostError {
+    /// Index of the refused WR in the list.
+    pub index: usize,
+    /// Why it was refused.
+    pub error: Error,
+}
+
+impl From<PostError> for Error {
+    fn from(e: PostError) -> Error {
+        e.error
+    }
 }
 
 /// A raw scatter/gather element: address and key, no ownership.
@@ -409,6 +474,13 @@ pub(crate) struct WqShared {
     rq_mask: u32,
     rq_head: AtomicU32,
     rq_tail: AtomicU32,
+    /// CQEs of this QP to remove (rdma-core cq.c `__mlx5_cq_clean`): `(cqn, producer
+    /// counter)` pairs, one per CQ and per move to RESET or destroy, taken by that CQ's
+    /// poller (cq.rs `clean_stale`), off its fast path.
+    pub(crate) stale: spin::Mutex<Vec<(u32, u32)>>,
+    /// The QP was destroyed: once its stale CQEs are gone, the CQs' pollers drop it from their
+    /// lists.
+    pub(crate) retired: core::sync::atomic::AtomicBool,
 }
 
 impl WqShared {
@@ -431,6 +503,8 @@ impl WqShared {
             rq_mask: 0,
             rq_head: AtomicU32::new(0),
             rq_tail: AtomicU32::new(0),
+            stale: spin::Mutex::new(Vec::new()),
+            retired: core::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -604,13 +678,14 @@ fn fm_ce_se(flags: SendFlags) -> u8 {
     FM_CE_SE[(flags.0 & 7) as usize]
 }
 
-/// Ctrl-segment bytes 8..12 (`signature`, `dci_stream_channel_id`, `fm_ce_se`) as they lie in
-/// memory, per flag combination: one load and one store on the fast path.
-const CTRL_DW2: [u32; 8] = {
-    let mut t = [0u32; 8];
+/// Ctrl-segment bytes 8..16 (`signature`, `dci_stream_channel_id`, `fm_ce_se`, `imm` = 0) as
+/// they lie in memory, per flag combination: one 8-byte store on the fast path (an immediate
+/// when the call site's flags are a constant).
+const CTRL_TAIL: [u64; 8] = {
+    let mut t = [0u64; 8];
     let mut i = 0;
     while i < 8 {
-        t[i] = u32::from_ne_bytes([0, 0, 0, FM_CE_SE[i]]);
+        t[i] = u64::from_ne_bytes([0, 0, 0, FM_CE_SE[i], 0, 0, 0, 0]);
         i += 1;
     }
     t
@@ -637,8 +712,20 @@ fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
     {
         return Err(bad());
     }
+    // Both queues index their rings with 16-bit counters (sq_mask, the doorbell record):
+    // at most 2^15 entries, and never above the device's log_max_qp_sz.
+    let log_max = (caps.log_max_qp_sz as u32).min(15);
+    let max_entries = 1u32 << log_max;
+    // The WR counts are bounded before anything is rounded or multiplied (Linux ib/qp.c
+    // set_rq_size: "max_recv_wr > 1 << log_max_qp_sz" is -EINVAL; rdma-core verbs.c
+    // mlx5_calc_sq_size bounds max_send_wr "to avoid overflow"), so a count like u32::MAX is
+    // refused instead of wrapping to an empty ring.
+    if req.max_send_wr > max_entries || req.max_recv_wr > max_entries {
+        return Err(bad());
+    }
     // Send WQE: overhead + max(gather list, inline segment), in 64-byte blocks
-    // (rdma-core verbs.c mlx5_calc_send_wqe).
+    // (rdma-core verbs.c mlx5_calc_send_wqe). Every term is bounded: at most 30 SGEs, and
+    // max_inline_data (a u32) plus 4 fits a usize.
     let gather = req.max_send_sge.max(1) as usize * wqe::data_seg::SIZE;
     let inl = (req.max_inline_data as usize + wqe::inl_data_seg::SIZE).next_multiple_of(16);
     let wqe_size = (SQ_OVERHEAD + gather.max(inl)).next_multiple_of(wqe::SEND_WQE_BB);
@@ -651,9 +738,12 @@ fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
         return Err(bad());
     }
     let bbs = (wqe_size / wqe::SEND_WQE_BB) as u32;
-    let sq_cnt = (req.max_send_wr.checked_mul(bbs).ok_or_else(bad)?).next_power_of_two();
-    let log_max = caps.log_max_qp_sz.min(20) as u32;
-    if sq_cnt > 1 << log_max || sq_cnt > 1 << 15 {
+    let sq_cnt = req
+        .max_send_wr
+        .checked_mul(bbs)
+        .and_then(u32::checked_next_power_of_two)
+        .ok_or_else(bad)?;
+    if sq_cnt > max_entries {
         return Err(bad());
     }
     // Receive WQE: max_recv_sge data segments, stride a power of two of at least 16 bytes
@@ -665,19 +755,32 @@ fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
         if caps.max_wqe_sz_rq != 0 && stride > caps.max_wqe_sz_rq as usize {
             return Err(bad());
         }
-        let cnt = req.max_recv_wr.next_power_of_two();
-        if cnt > 1 << log_max || cnt > 1 << 15 {
+        let shift = stride.trailing_zeros();
+        let cnt = req
+            .max_recv_wr
+            .checked_next_power_of_two()
+            .ok_or_else(bad)?;
+        // At least one 64-byte basic block, so that the send queue after it starts 64-byte
+        // aligned (Linux ib/qp.c set_rq_size: wq_size = max(wq_size, MLX5_SEND_WQE_BB);
+        // rdma-core verbs.c mlx5_calc_rq_size does the same).
+        let cnt = cnt.max((wqe::SEND_WQE_BB >> shift) as u32);
+        if cnt > max_entries {
             return Err(bad());
         }
-        (cnt, stride.trailing_zeros())
+        (cnt, shift)
     };
+    // Both terms are at most 2^15 entries of at most 2 KiB: no overflow.
     let rq_bytes = (rq_cnt as usize) << stride_shift;
     let sq_offset = rq_bytes;
     let total = (rq_bytes + sq_cnt as usize * wqe::SEND_WQE_BB)
         .next_power_of_two()
         .max(4096);
-    let max_inline =
-        wqe_size - wqe::ctrl_seg::SIZE - wqe::raddr_seg::SIZE - wqe::inl_data_seg::SIZE;
+    // The largest inline payload: the WQE less the largest RC overhead (ctrl + raddr +
+    // atomic) and the inline header (rdma-core verbs.c mlx5_calc_sq_size and Linux ib/qp.c
+    // calc_sq_size: wqe_size - sq_overhead - sizeof(inl_data_seg)). An RDMA WRITE of that
+    // much is ctrl + raddr + align(4 + max_inline, 16) <= wqe_size - 16 bytes, so its ds
+    // never exceeds 63 (the 6-bit field of qpn_ds).
+    let max_inline = wqe_size - SQ_OVERHEAD - wqe::inl_data_seg::SIZE;
     Ok(Layout {
         sq_wqe_cnt: sq_cnt,
         sq_max_bbs: bbs,
@@ -734,6 +837,9 @@ pub struct QueuePair<H: Hal> {
     ctrl_read: u64,
     /// BlueFlame for one-block WQEs (BlueFlame on, and a half-register holds 64 bytes).
     bf_one: bool,
+    /// [`SendFlags::SIGNALED`]'s bit with `sq_sig_all`, else 0 (OR-ed into every WR's flags
+    /// on the general path).
+    sig_all: u8,
     /// This QP's [`BoundMr`] tag.
     tag: u64,
     rq_head: u32,
@@ -771,6 +877,7 @@ pub(crate) fn create<H: Hal>(
     scq: &CompletionQueue<H>,
     rcq: &CompletionQueue<H>,
     req: &QpCaps,
+    opts: &QpOptions,
 ) -> Result<QueuePair<H>> {
     let ctx = &pd.ctx;
     if !Arc::ptr_eq(&scq.shared.ctx, ctx) || !Arc::ptr_eq(&rcq.shared.ctx, ctx) {
@@ -803,7 +910,13 @@ pub(crate) fn create<H: Hal>(
     }
     let mut out = [0u8; create_qp_out::BYTES];
     if let Err(e) = ctx.exec(&c, &mut out) {
-        let _ = ctx.with_dev(|d| d.dealloc_uar(hal, uar.index));
+        if e.device_may_hold() {
+            // The reply was garbled or never came: the QP may exist and use the buffers and
+            // the UAR. The buffers are quarantined (never freed) and the UAR stays allocated.
+            ctx.release_after(&e, [buf, db]);
+        } else {
+            let _ = ctx.with_dev(|d| d.dealloc_uar(hal, uar.index));
+        }
         return Err(e);
     }
     let qpn = get(&out, create_qp_out::QPN);
@@ -825,6 +938,8 @@ pub(crate) fn create<H: Hal>(
         rq_mask: lay.rq_wqe_cnt.max(1) - 1,
         rq_head: AtomicU32::new(0),
         rq_tail: AtomicU32::new(0),
+        stale: spin::Mutex::new(Vec::new()),
+        retired: core::sync::atomic::AtomicBool::new(false),
     });
     ctx.register_send_gate(&shared);
     scq.shared.attach(&shared);
@@ -863,6 +978,11 @@ pub(crate) fn create<H: Hal>(
         ctrl_write: ctrl_tpl(qpn, 3, wqe::opcode::RDMA_WRITE),
         ctrl_read: ctrl_tpl(qpn, 3, wqe::opcode::RDMA_READ),
         bf_one: ctx.caps.bf && ctx.hal.bf_write_combining() && bf_size / 2 >= wqe::SEND_WQE_BB,
+        sig_all: if opts.sq_sig_all {
+            SendFlags::SIGNALED.0
+        } else {
+            0
+        },
         tag,
         rq_head: 0,
         psn,
@@ -960,9 +1080,16 @@ impl<H: Hal> QueuePair<H> {
         }
     }
 
-    /// RESET -> INIT (port 1, P_Key index 0, responder access per `access`).
+    /// RESET -> INIT (port 1, P_Key index 0, responder access per `access`). Remote atomic
+    /// access sets `rae` together with the device's `atomic_mode` (Linux ib/qp.c
+    /// `set_qpc_atomic_flags`); a device without atomics refuses it ([`Error::Unsupported`]).
     pub fn to_init(&mut self, access: Access) -> Result<()> {
         self.check_state(&[qp::state::RST])?;
+        let atomic_mode = if access.contains(Access::REMOTE_ATOMIC) {
+            atomic_mode(&self.ctx.caps).ok_or(Error::Unsupported)?
+        } else {
+            0
+        };
         let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
         self.modify(opcode::RST2INIT_QP, rst2init_qp_in::BYTES, |c| {
             let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
@@ -977,18 +1104,26 @@ impl<H: Hal> QueuePair<H> {
                 .set(p(ads::PKEY_INDEX), 0)
                 .set(x(qpc::RRE), access.contains(Access::REMOTE_READ) as u32)
                 .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
-                .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32);
+                .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32)
+                .set(x(qpc::ATOMIC_MODE), atomic_mode)
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ);
         })?;
         self.set_state(qp::state::INIT);
         Ok(())
     }
 
-    /// INIT -> RTR toward `remote` (RoCE v2 path: Linux ib/qp.c `mlx5_set_path`).
+    /// INIT -> RTR toward `remote` (RoCE v2 path: Linux ib/qp.c `mlx5_set_path`). Refused
+    /// before the command: a remote QPN of 0 or 1 ([`InvalidInput::RemoteQpn`]), an all-zero
+    /// GID or MAC ([`InvalidInput::RemoteAddress`]), an `sgid_index` beyond the GID table
+    /// ([`InvalidInput::GidIndex`]) and a `max_dest_rd_atomic` above the device's limit
+    /// ([`InvalidInput::RdAtomic`]).
     pub fn to_rtr(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
         self.check_state(&[qp::state::INIT])?;
         let caps = &self.ctx.caps;
+        check_remote(remote)?;
+        check_sgid_index(caps, o.sgid_index)?;
         let log_msg = caps.log_max_msg as u32;
-        let rra = ilog2_ceil(o.max_dest_rd_atomic as u32).min(caps.log_max_ra_res_qp as u32);
+        let rra = log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
         let sport = udp_sport(self.qpn, remote.qpn);
         let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
         self.modify(opcode::INIT2RTR_QP, rst2init_qp_in::BYTES, |c| {
@@ -1005,6 +1140,7 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::REMOTE_QPN), remote.qpn & 0xff_ffff)
                 .set(x(qpc::NEXT_RCV_PSN), remote.psn & 0xff_ffff)
                 .set(x(qpc::LOG_RRA_MAX), rra)
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
                 .set(x(qpc::MIN_RNR_NAK), o.min_rnr_timer.into())
                 .set(p(ads::VHCA_PORT_NUM), 1)
                 .set(p(ads::PKEY_INDEX), 0)
@@ -1030,7 +1166,7 @@ impl<H: Hal> QueuePair<H> {
     /// RTR -> RTS with the QP's random initial PSN.
     pub fn to_rts(&mut self, o: &ConnectOptions) -> Result<()> {
         self.check_state(&[qp::state::RTR])?;
-        let sra = ilog2_ceil(o.max_rd_atomic as u32).min(self.ctx.caps.log_max_ra_req_qp as u32);
+        let sra = log_rd_atomic(o.max_rd_atomic, self.ctx.caps.log_max_ra_req_qp)?;
         let (pdn, scqn, rcqn, psn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn, self.psn);
         self.modify(opcode::RTR2RTS_QP, rst2init_qp_in::BYTES, |c| {
             let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
@@ -1045,17 +1181,36 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::RETRY_COUNT), (o.retry_cnt & 7).into())
                 .set(x(qpc::RNR_RETRY), (o.rnr_retry & 7).into())
                 .set(x(qpc::LOG_SRA_MAX), sra)
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
                 .set(p(ads::ACK_TIMEOUT), (o.timeout & 0x1f).into());
         })?;
         self.set_state(qp::state::RTS);
         Ok(())
     }
 
-    /// RESET -> INIT -> RTR -> RTS toward `remote`.
+    /// RESET -> INIT -> RTR -> RTS toward `remote`. Everything the driver can check is
+    /// checked before the first command; if a transition still fails, the QP is moved back
+    /// to RESET (2RST is legal from every state) and the transition's error is returned, so a
+    /// failed connect never leaves it half-connected. Should that 2RST fail too, the QP stays
+    /// where it was ([`QueuePair::state`] tells) and the first error is returned.
     pub fn connect(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
-        self.to_init(o.access)?;
-        self.to_rtr(remote, o)?;
-        self.to_rts(o)
+        self.check_state(&[qp::state::RST])?;
+        let caps = &self.ctx.caps;
+        check_remote(remote)?;
+        check_sgid_index(caps, o.sgid_index)?;
+        log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
+        log_rd_atomic(o.max_rd_atomic, caps.log_max_ra_req_qp)?;
+        if o.access.contains(Access::REMOTE_ATOMIC) && atomic_mode(caps).is_none() {
+            return Err(Error::Unsupported);
+        }
+        let r = self
+            .to_init(o.access)
+            .and_then(|()| self.to_rtr(remote, o))
+            .and_then(|()| self.to_rts(o));
+        if r.is_err() && self.state != qp::state::RST {
+            let _ = self.to_reset();
+        }
+        r
     }
 
     /// Any state -> ERR (outstanding WRs complete with flush errors).
@@ -1076,6 +1231,10 @@ impl<H: Hal> QueuePair<H> {
         let mut out = [0u8; mlx5_prm::qp_2rst_out::BYTES];
         self.ctx.exec(&c, &mut out)?;
         self.set_state(qp::state::RST);
+        // The CQEs of the old incarnation go (Linux ib/qp.c __mlx5_ib_modify_qp cleans both
+        // CQs on a move to RESET; rdma-core the same): the CQs' pollers remove them before
+        // they look at anything newer.
+        self.clean_cqs();
         self.cur_post = 0;
         self.sq_wr_head = 0;
         self.rq_head = 0;
@@ -1096,6 +1255,62 @@ impl<H: Hal> QueuePair<H> {
             db.fill(0, 8, 0)?;
         }
         Ok(())
+    }
+
+    /// Asks the send and receive CQs to remove this QP's CQEs written so far (after 2RST or
+    /// DESTROY_QP). A CQ that cannot take the request (its QUERY_CQ failed) just stops
+    /// routing this QP's completions when it is destroyed.
+    fn clean_cqs(&self) {
+        let retired = self
+            .shared
+            .retired
+            .load(core::sync::atomic::Ordering::Acquire);
+        let same = Arc::ptr_eq(&self.scq, &self.rcq);
+        for cq in [&self.scq, &self.rcq].into_iter().take(if same { 1 } else { 2 }) {
+            if cq.request_clean(&self.shared).is_err() && retired {
+                cq.detach(&self.shared);
+            }
+        }
+    }
+
+    /// QUERY_QP: the state, path and limits the firmware reports, with the capabilities the
+    /// QP was granted (`ibv_query_qp`; Linux ib/qp.c `query_qp_attr` reads the same qpc
+    /// fields, and `max_rd_atomic = 1 << log_sra_max`).
+    pub fn query(&self) -> Result<QpAttr> {
+        let mut c = CmdBuf::new(opcode::QUERY_QP, 0, query_qp_in::BYTES);
+        c.set(query_qp_in::QPN, self.qpn);
+        let mut out = alloc::vec![0u8; query_qp_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        let g = |f: mlx5_prm::Field| get(&out, f.within(query_qp_out::QPC));
+        let pp = |f: mlx5_prm::Field| g(f.within(qpc::PRIMARY_ADDRESS_PATH));
+        let mut access = Access(0);
+        for (f, a) in [
+            (qpc::RRE, Access::REMOTE_READ),
+            (qpc::RWE, Access::REMOTE_WRITE),
+            (qpc::RAE, Access::REMOTE_ATOMIC),
+        ] {
+            if g(f) != 0 {
+                access = access | a;
+            }
+        }
+        Ok(QpAttr {
+            state: g(qpc::STATE) as u8,
+            cap: self.lay.caps,
+            sq_sig_all: self.sig_all != 0,
+            max_rd_atomic: 1 << g(qpc::LOG_SRA_MAX).min(31),
+            max_dest_rd_atomic: 1 << g(qpc::LOG_RRA_MAX).min(31),
+            path_mtu: g(qpc::MTU) as u8,
+            dest_qp_num: g(qpc::REMOTE_QPN),
+            sq_psn: g(qpc::NEXT_SEND_PSN),
+            rq_psn: g(qpc::NEXT_RCV_PSN),
+            retry_cnt: g(qpc::RETRY_COUNT) as u8,
+            rnr_retry: g(qpc::RNR_RETRY) as u8,
+            min_rnr_timer: g(qpc::MIN_RNR_NAK) as u8,
+            timeout: pp(ads::ACK_TIMEOUT) as u8,
+            access,
+            atomic_mode: g(qpc::ATOMIC_MODE) as u8,
+            log_ack_req_freq: g(qpc::LOG_ACK_REQ_FREQ) as u8,
+        })
     }
 
     /// QUERY_QP: the state the firmware reports.
@@ -1345,7 +1560,7 @@ impl<H: Hal> QueuePair<H> {
     #[inline(always)]
     fn refresh_limit(&mut self) -> Result<()> {
         self.ctx.check_alive()?;
-        if self.state != qp::state::RTS {
+        if !can_send(self.state) {
             return Err(InvalidInput::QpState { state: self.state }.into());
         }
         let head = self.sq_wr_head;
@@ -1489,11 +1704,17 @@ impl<H: Hal> QueuePair<H> {
         };
         // SAFETY: idx <= sq_mask < sq_wqe_cnt: one block inside the send queue.
         let base = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
+        // `sq_sig_all` adds SIGNALED; a WR that has it already (a constant at most call
+        // sites, which folds this away) needs no look at the QP.
+        let f = if flags.contains(SendFlags::SIGNALED) {
+            flags.0
+        } else {
+            flags.0 | self.sig_all
+        };
         // SAFETY: 48 bytes of one 64-byte block (ctrl, raddr, data segments).
         unsafe {
             ptr::write_unaligned(base as *mut u64, ctrl_head(tpl, cur));
-            ptr::write_unaligned(base.add(8) as *mut u32, CTRL_DW2[(flags.0 & 7) as usize]);
-            put32(base.add(12), 0);
+            ptr::write_unaligned(base.add(8) as *mut u64, CTRL_TAIL[(f & 7) as usize]);
             let r = base.add(wqe::ctrl_seg::SIZE);
             put64(r.add(wqe::raddr_seg::RADDR), remote.addr);
             put32(r.add(wqe::raddr_seg::RKEY), remote.rkey);
@@ -1539,10 +1760,13 @@ impl<H: Hal> QueuePair<H> {
                     }
                     .into());
                 }
-                if matches!(op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
-                    && (s.len() != 1 || s[0].len != wqe::ATOMIC_SIZE)
-                {
-                    return Err(InvalidInput::AtomicAlignment.into());
+                if let SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } = op {
+                    // One 8-byte local buffer, and an 8-byte aligned remote target (an
+                    // unaligned one fails at the responder with an invalid-request NAK: rxe
+                    // rxe_resp.c RESPST_ERR_MISALIGNED_ATOMIC).
+                    if s.len() != 1 || s[0].len != wqe::ATOMIC_SIZE || remote.addr % 8 != 0 {
+                        return Err(InvalidInput::AtomicAlignment.into());
+                    }
                 }
                 ds += s.iter().filter(|g| g.len != 0).count() as u32;
             }
@@ -1673,7 +1897,7 @@ impl<H: Hal> QueuePair<H> {
             Data::Inline(_) => {}
         }
         let ds = (off / 16) as u8;
-        let fm_ce_se = fm_ce_se(flags);
+        let fm_ce_se = fm_ce_se(SendFlags(flags.0 | self.sig_all));
         // SAFETY: the ctrl segment is the first 16 bytes of the WQE.
         unsafe {
             put32(base, wqe::opmod_idx_opcode(0, self.cur_post, opc));
@@ -1786,7 +2010,9 @@ impl<H: Hal> QueuePair<H> {
     /// lies inside it.
     pub unsafe fn post_send_raw(&mut self, wrs: &[RawSendWr<'_>]) -> Result<()> {
         self.ctx.check_alive()?;
-        self.check_state(&[qp::state::RTS])?;
+        if !can_send(self.state) {
+            return Err(InvalidInput::QpState { state: self.state }.into());
+        }
         let mut last_bbs = 0;
         {
             let mrs = self.ctx.mrs.read();
@@ -1861,7 +2087,7 @@ impl<H: Hal> QueuePair<H> {
     #[inline(always)]
     pub(crate) fn check_can_send(&self) -> Result<()> {
         self.ctx.check_alive()?;
-        if self.state != qp::state::RTS {
+        if !can_send(self.state) {
             return Err(InvalidInput::QpState { state: self.state }.into());
         }
         Ok(())
@@ -1972,9 +2198,33 @@ impl<H: Hal> QueuePair<H> {
         Ok(())
     }
 
+    /// How many more receive WRs fit (after a sweep of completed ones' regions).
+    pub(crate) fn rq_room(&mut self) -> usize {
+        self.sweep();
+        let used = self
+            .rq_head
+            .wrapping_sub(self.shared.rq_tail.load(Ordering::Acquire));
+        (self.lay.rq_wqe_cnt as usize).saturating_sub(used as usize)
+    }
+
+    /// How many more send WRs fit (what [`QueuePair::sq_room`] allows).
+    pub(crate) fn sq_room_count(&self) -> usize {
+        let wr_tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
+        let outstanding = self.sq_wr_head.wrapping_sub(wr_tail) as usize;
+        (self.lay.caps.max_send_wr as usize).saturating_sub(outstanding)
+    }
+
     pub(crate) fn check_recv(&mut self, n: usize, max_sges: usize) -> Result<()> {
         self.ctx.check_alive()?;
-        self.check_state(&[qp::state::INIT, qp::state::RTR, qp::state::RTS])?;
+        // ERR too: the device completes them with WR_FLUSH_ERR (IB spec, QP Error state;
+        // Linux core/verbs.c __ib_drain_rq moves the QP to ERR, posts, and waits for that
+        // flush).
+        self.check_state(&[
+            qp::state::INIT,
+            qp::state::RTR,
+            qp::state::RTS,
+            qp::state::ERR,
+        ])?;
         if self.lay.rq_wqe_cnt == 0 {
             return Err(InvalidInput::QueueFull.into());
         }
@@ -2003,7 +2253,10 @@ impl<H: Hal> QueuePair<H> {
         // SAFETY: idx < cnt and the RQ occupies [0, cnt << stride_shift) of the buffer.
         let base = unsafe { self.ring.add(idx << self.lay.rq_stride_shift) };
         let mut k = 0;
-        for g in sges.iter().take(max) {
+        // Zero-length entries are left out (rdma-core qp.c mlx5_post_recv: `if
+        // (unlikely(!wr->sg_list[i].length)) continue;`): a data segment's byte_count of 0
+        // does not mean "empty" to the device (the model reads it as 2^31 bytes).
+        for g in sges.iter().filter(|g| g.len != 0).take(max) {
             // SAFETY: k < max data segments of 16 bytes fit the stride.
             unsafe {
                 let d = base.add(k * 16);
@@ -2055,15 +2308,31 @@ impl<H: Hal> QueuePair<H> {
         c.set(destroy_qp_in::QPN, self.qpn);
         let mut out = [0u8; destroy_qp_out::BYTES];
         let r = self.ctx.exec(&c, &mut out);
-        for cq in [&self.scq, &self.rcq] {
-            cq.detach(&self.shared);
+        if r.is_ok() {
+            // Its CQEs go too (rdma-core verbs.c mlx5_destroy_qp: __mlx5_cq_clean on both
+            // CQs); each CQ's poller drops the QP from its list once they are gone.
+            self.shared
+                .retired
+                .store(true, core::sync::atomic::Ordering::Release);
+            self.clean_cqs();
+        } else {
+            for cq in [&self.scq, &self.rcq] {
+                cq.detach(&self.shared);
+            }
         }
-        if r.is_err() {
+        if let Err(e) = r {
             // The device may still access the buffers and the regions WRs named: keep them.
-            core::mem::forget(self.buf.take());
-            core::mem::forget(self.db.take());
+            // A garbled or missing reply: quarantined (counted, the context needs a reset).
+            // A firmware status: the destroy did not happen and the QP lives on with its
+            // buffers, which are then never freed either.
+            let bufs = [self.buf.take(), self.db.take()].into_iter().flatten();
+            if e.device_may_hold() {
+                self.ctx.release_after(&e, bufs);
+            } else {
+                bufs.for_each(core::mem::forget);
+            }
             core::mem::forget(core::mem::take(&mut self.bindings));
-            return r;
+            return Err(e);
         }
         let hal = &self.ctx.hal;
         let uar = self.uar.index;
@@ -2104,6 +2373,107 @@ fn ilog2_ceil(v: u32) -> u32 {
     } else {
         32 - (v - 1).leading_zeros()
     }
+}
+
+/// Whether send WRs may be posted in `state`: RTS, and ERR, where the device completes them
+/// with WR_FLUSH_ERR (IB spec, QP Error state: work requests posted in it complete in error;
+/// Linux core/verbs.c `__ib_drain_sq` moves the QP to ERR, posts, and waits for that flush).
+#[inline(always)]
+fn can_send(state: u8) -> bool {
+    state == qp::state::RTS || state == qp::state::ERR
+}
+
+/// `qpc.log_ack_req_freq` as Linux sets it on every transition (ib/qp.c
+/// `__mlx5_ib_modify_qp`: `MLX5_IB_ACK_REQ_FREQ` = 8).
+const ACK_REQ_FREQ: u32 = 8;
+
+/// `log_sra_max` / `log_rra_max` for `n` outstanding RDMA READs / atomics: rounded up to a
+/// power of two, as Linux does since commit 78ed28e08e74 ("RDMA/mlx5: Round
+/// max_rd_atomic/max_dest_rd_atomic up instead of down": `fls(n - 1)`); 0 stays 0. A request
+/// above the device's `2^log_max` is refused (Linux ib/qp.c `validate_rd_atomic`, "invalid
+/// max_rd_atomic value"), never capped.
+fn log_rd_atomic(n: u8, log_max: u8) -> Result<u32> {
+    let max = 1u32 << (log_max as u32).min(31);
+    if n as u32 > max {
+        return Err(InvalidInput::RdAtomic { requested: n, max }.into());
+    }
+    Ok(ilog2_ceil(n as u32))
+}
+
+/// The GID table length of the port (Linux: `roce_address_table_size` on a RoCE port, else
+/// `mlx5_get_gid_table_len(gid_table_size)` = 8 << gid_table_size for encodings up to 4).
+fn gid_table_len(caps: &crate::caps::Caps) -> u32 {
+    if caps.roce_address_table_size != 0 {
+        caps.roce_address_table_size as u32
+    } else if caps.gid_table_size <= 4 {
+        8 << caps.gid_table_size
+    } else {
+        0
+    }
+}
+
+/// Linux ib/qp.c mlx5_set_path: "sgid_index (%u) too large" against the port's GID table.
+fn check_sgid_index(caps: &crate::caps::Caps, index: u8) -> Result<()> {
+    if index as u32 >= gid_table_len(caps) {
+        return Err(InvalidInput::GidIndex.into());
+    }
+    Ok(())
+}
+
+/// The remote end of a connection, checked before any command: an RC QP connects to neither
+/// special QP (0 is SMI, 1 is GSI) nor to a QPN wider than 24 bits, and needs a GID and a
+/// MAC to address its packets (the model refuses such a path too, as `NO_ADDRESS_PATH`).
+fn check_remote(remote: &QpEndpoint) -> Result<()> {
+    if remote.qpn < 2 || remote.qpn > 0xff_ffff {
+        return Err(InvalidInput::RemoteQpn(remote.qpn).into());
+    }
+    if remote.gid == [0; 16] || remote.mac == [0; 6] {
+        return Err(InvalidInput::RemoteAddress.into());
+    }
+    Ok(())
+}
+
+/// `atomic_caps.atomic_operations` bits (Linux include/linux/mlx5/driver.h
+/// `MLX5_ATOMIC_OPS_*`).
+mod atomic_ops {
+    pub const CMP_SWAP: u16 = 1 << 0;
+    pub const FETCH_ADD: u16 = 1 << 1;
+    pub const EXTENDED_CMP_SWAP: u16 = 1 << 2;
+    pub const EXTENDED_FETCH_ADD: u16 = 1 << 3;
+}
+
+/// `qpc.atomic_mode` values (Linux include/linux/mlx5/driver.h `MLX5_ATOMIC_MODE_*`):
+/// IB-compliant 8-byte atomics, and "up to 8 bytes" (larger sizes are `log2(bytes)`).
+mod atomic_mode_val {
+    pub const IB_COMP: u32 = 1;
+    pub const UP_TO_8B: u32 = 3;
+}
+
+/// The `atomic_mode` a QP with remote atomic access gets, from the device's atomic caps, or
+/// `None` when it has none (Linux ib/qp.c `get_atomic_mode` and `atomic_size_to_mode`).
+fn atomic_mode(caps: &crate::caps::Caps) -> Option<u32> {
+    use atomic_ops::*;
+    if !caps.atomic {
+        return None;
+    }
+    let ops = caps.atomic_operations;
+    let mut mode = None;
+    if ops & (EXTENDED_CMP_SWAP | EXTENDED_FETCH_ADD) != 0 {
+        // atomic_size_to_mode: sizes up to 256 bytes; below 16 bytes the 8-byte mode.
+        let sizes = caps.atomic_size_qp & 0x1ff;
+        if sizes != 0 {
+            let log = 15 - sizes.leading_zeros();
+            mode = Some(if log > 3 {
+                log
+            } else {
+                atomic_mode_val::UP_TO_8B
+            });
+        }
+    }
+    if mode.is_none() && ops & CMP_SWAP != 0 && ops & FETCH_ADD != 0 {
+        mode = Some(atomic_mode_val::IB_COMP);
+    }
+    mode
 }
 
 /// RoCE v2 UDP source port of a connection: the flow label of the QP pair folded into
@@ -2151,7 +2521,9 @@ mod tests {
         assert_eq!(l.rq_stride_shift, 4);
         assert_eq!(l.sq_offset, 16 * 16);
         assert_eq!(l.caps.max_send_wr, 16);
-        assert_eq!(l.caps.max_inline_data, 128 - 16 - 16 - 4);
+        // The WQE less ctrl + raddr + atomic and the inline header (rdma-core verbs.c
+        // mlx5_calc_sq_size).
+        assert_eq!(l.caps.max_inline_data, 128 - 48 - 4);
         assert!(layout(
             &QpCaps {
                 max_send_sge: 100,
@@ -2168,6 +2540,123 @@ mod tests {
             &caps()
         )
         .is_err());
+    }
+
+    #[test]
+    fn absurd_wr_counts_are_refused_not_wrapped() {
+        for (send, recv) in [
+            (u32::MAX, 1),
+            (1, u32::MAX),
+            ((1 << 31) + 1, 1),
+            (1, (1 << 31) + 1),
+            (1 << 31, 0),
+            (1 << 16, 0),
+        ] {
+            let r = layout(
+                &QpCaps {
+                    max_send_wr: send,
+                    max_recv_wr: recv,
+                    ..Default::default()
+                },
+                &caps(),
+            );
+            assert_eq!(
+                r.err(),
+                Some(Error::Invalid(InvalidInput::QpCaps)),
+                "send {send} recv {recv}"
+            );
+        }
+        // The largest legal queues still fit (2^15 blocks, 16-bit counters).
+        let l = layout(
+            &QpCaps {
+                max_send_wr: 1 << 15,
+                max_recv_wr: 1 << 15,
+                max_inline_data: 0,
+                ..Default::default()
+            },
+            &caps(),
+        )
+        .unwrap();
+        assert_eq!((l.sq_wqe_cnt, l.rq_wqe_cnt), (1 << 15, 1 << 15));
+    }
+
+    #[test]
+    fn the_receive_queue_is_at_least_one_basic_block() {
+        for (wr, sge, cnt) in [(1, 1, 4), (2, 1, 4), (1, 2, 2), (1, 4, 1), (5, 1, 8)] {
+            let l = layout(
+                &QpCaps {
+                    max_recv_wr: wr,
+                    max_recv_sge: sge,
+                    ..Default::default()
+                },
+                &caps(),
+            )
+            .unwrap();
+            assert_eq!(l.rq_wqe_cnt, cnt, "{wr} WRs of {sge} SGEs");
+            assert_eq!(l.sq_offset % 64, 0);
+            assert!(l.sq_offset >= 64);
+            assert_eq!(l.caps.max_recv_wr, cnt);
+        }
+    }
+
+    #[test]
+    fn the_largest_inline_send_fits_the_ds_field() {
+        for inline in [0, 16, 60, 64, 200, 400, 900, 972] {
+            let l = layout(
+                &QpCaps {
+                    max_inline_data: inline,
+                    ..Default::default()
+                },
+                &caps(),
+            )
+            .unwrap();
+            let max = l.caps.max_inline_data;
+            assert!(max >= inline);
+            // RDMA WRITE (ctrl + raddr) and SEND of max_inline bytes.
+            let write_ds = 2 + (max + 4).div_ceil(16);
+            assert!(write_ds <= 63, "inline {inline}: ds {write_ds}");
+            assert!(wqe::wqebbs(write_ds) <= l.sq_max_bbs);
+        }
+        // 973 bytes need more than a 1024-byte WQE.
+        assert!(layout(
+            &QpCaps {
+                max_inline_data: 973,
+                ..Default::default()
+            },
+            &caps()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn rd_atomic_rounds_up_and_refuses_above_the_device() {
+        assert_eq!(log_rd_atomic(0, 4), Ok(0));
+        assert_eq!(log_rd_atomic(1, 4), Ok(0));
+        assert_eq!(log_rd_atomic(3, 4), Ok(2));
+        assert_eq!(log_rd_atomic(16, 4), Ok(4));
+        assert_eq!(
+            log_rd_atomic(17, 4),
+            Err(Error::Invalid(InvalidInput::RdAtomic {
+                requested: 17,
+                max: 16
+            }))
+        );
+    }
+
+    #[test]
+    fn atomic_mode_follows_linux_get_atomic_mode() {
+        let mut c = caps();
+        assert_eq!(atomic_mode(&c), None, "no atomic cap");
+        c.atomic = true;
+        c.atomic_operations = atomic_ops::CMP_SWAP | atomic_ops::FETCH_ADD;
+        c.atomic_size_qp = 1 << 3;
+        assert_eq!(atomic_mode(&c), Some(atomic_mode_val::IB_COMP));
+        c.atomic_operations |= atomic_ops::EXTENDED_CMP_SWAP;
+        assert_eq!(atomic_mode(&c), Some(atomic_mode_val::UP_TO_8B));
+        c.atomic_size_qp = (1 << 3) | (1 << 5);
+        assert_eq!(atomic_mode(&c), Some(5), "up to 32 bytes");
+        c.atomic_operations = atomic_ops::FETCH_ADD;
+        assert_eq!(atomic_mode(&c), None, "fetch-add alone");
     }
 
     /// A send queue of `cnt` blocks and `max_wr` WRs, with its counters at `start`.
@@ -2189,6 +2678,8 @@ mod tests {
             rq_mask: 0,
             rq_head: AtomicU32::new(0),
             rq_tail: AtomicU32::new(0),
+            stale: spin::Mutex::new(Vec::new()),
+            retired: core::sync::atomic::AtomicBool::new(false),
         }
     }
 

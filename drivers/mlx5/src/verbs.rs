@@ -47,8 +47,8 @@ pub use crate::eq::AsyncEvent as Event;
 pub use crate::hca::Config as ContextConfig;
 pub use crate::mr::Access as AccessFlags;
 pub use crate::qp::{
-    BoundMr, BoundSge, ConnectOptions, Mtu, QpCaps, QpEndpoint, QueuePair, RawData, RawRecvWr,
-    RawSendWr, Remote, SendFlags, SendOp,
+    BoundMr, BoundSge, ConnectOptions, Mtu, PostError, QpAttr, QpCaps, QpEndpoint, QpOptions,
+    QueuePair, RawData, RawRecvWr, RawSendWr, Remote, SendFlags, SendOp,
 };
 
 /// A live MR as the lkey check sees it.
@@ -798,7 +798,18 @@ impl<H: Hal> ProtectionDomain<H> {
         recv_cq: &CompletionQueue<H>,
         caps: &QpCaps,
     ) -> Result<QueuePair<H>> {
-        crate::qp::create(&self.inner, send_cq, recv_cq, caps)
+        crate::qp::create(&self.inner, send_cq, recv_cq, caps, &QpOptions::default())
+    }
+
+    /// [`ProtectionDomain::create_qp`] with options ([`QpOptions::sq_sig_all`]).
+    pub fn create_qp_with(
+        &self,
+        send_cq: &CompletionQueue<H>,
+        recv_cq: &CompletionQueue<H>,
+        caps: &QpCaps,
+        opts: &QpOptions,
+    ) -> Result<QueuePair<H>> {
+        crate::qp::create(&self.inner, send_cq, recv_cq, caps, opts)
     }
 }
 
@@ -1155,30 +1166,53 @@ impl<H: Hal> QueuePair<H> {
         self.post_one_sge_mr(a.opc, a.wr_id, m, a.offset, a.len, a.remote, a.flags)
     }
 
+    /// Posts a list of send work requests as [`QueuePair::post_send`] does, and names the
+    /// one refused ([`PostError::index`], like `bad_wr`). Nothing of the list is posted
+    /// then.
+    pub fn post_send_list(&mut self, wrs: &[SendWr<'_, H>]) -> core::result::Result<(), PostError> {
+        if wrs.len() == 1 {
+            return self
+                .post_send(wrs)
+                .map_err(|error| PostError { index: 0, error });
+        }
+        self.post_send_batch_at(wrs)
+    }
+
     /// Any number of WRs but one: checked all, then written, one doorbell.
     #[inline(never)]
     fn post_send_batch(&mut self, wrs: &[SendWr<'_, H>]) -> Result<()> {
+        self.post_send_batch_at(wrs).map_err(|e| e.error)
+    }
+
+    /// [`QueuePair::post_send_batch`], telling which WR failed.
+    fn post_send_batch_at(&mut self, wrs: &[SendWr<'_, H>]) -> core::result::Result<(), PostError> {
         let ctx = Arc::as_ptr(&self.ctx);
         let mut sg = SgeBuf::new();
-        for wr in wrs {
+        for (index, wr) in wrs.iter().enumerate() {
+            let at = |error| PostError { index, error };
             let data = match wr.data {
                 SendData::Sges(s) => {
-                    sg.convert(ctx, s, writes_local(&wr.op))?;
+                    sg.convert(ctx, s, writes_local(&wr.op)).map_err(at)?;
                     Data::Sges(sg.raw())
                 }
                 SendData::Inline(b) => Data::Inline(b),
             };
-            self.check_send(&wr.op, data)?;
+            self.check_send(&wr.op, data).map_err(at)?;
         }
         if wrs.is_empty() {
             return Ok(());
         }
-        self.reserve_sq(wrs.len())?;
+        if let Err(error) = self.reserve_sq(wrs.len()) {
+            let index = self.sq_room_count();
+            return Err(PostError { index, error });
+        }
         let mut last = core::ptr::null();
-        for wr in wrs {
+        for (index, wr) in wrs.iter().enumerate() {
+            // Checked above; a failure here would be a driver bug, reported with its index.
+            let at = |error| PostError { index, error };
             let data = match wr.data {
                 SendData::Sges(s) => {
-                    sg.convert(ctx, s, writes_local(&wr.op))?;
+                    sg.convert(ctx, s, writes_local(&wr.op)).map_err(at)?;
                     Data::Sges(sg.raw())
                 }
                 SendData::Inline(b) => {
@@ -1186,7 +1220,7 @@ impl<H: Hal> QueuePair<H> {
                     Data::Inline(b)
                 }
             };
-            let bbs = self.check_send(&wr.op, data)?;
+            let bbs = self.check_send(&wr.op, data).map_err(at)?;
             for m in sg.refs() {
                 let i = self.binding_for(m);
                 self.stamp_sq(i);
@@ -1222,15 +1256,30 @@ impl<H: Hal> QueuePair<H> {
     /// Posts receive work requests (checked as [`QueuePair::post_send`]; receive buffers
     /// need LOCAL_WRITE). The doorbell record is updated once.
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_, H>]) -> Result<()> {
+        self.post_recv_list(wrs).map_err(|e| e.error)
+    }
+
+    /// [`QueuePair::post_recv`], naming the refused WR ([`PostError::index`], like
+    /// `bad_wr`). Nothing of the list is posted then.
+    pub fn post_recv_list(&mut self, wrs: &[RecvWr<'_, H>]) -> core::result::Result<(), PostError> {
         let ctx = Arc::as_ptr(&self.ctx);
         let mut sg = SgeBuf::new();
-        let max = wrs.iter().map(|w| w.sges.len()).max().unwrap_or(0);
-        for w in wrs {
-            sg.convert(ctx, w.sges, true)?;
+        // Device and state first, even for an empty list.
+        self.check_recv(0, 0)
+            .map_err(|error| PostError { index: 0, error })?;
+        for (index, w) in wrs.iter().enumerate() {
+            let at = |error| PostError { index, error };
+            sg.convert(ctx, w.sges, true).map_err(at)?;
+            self.check_recv(0, w.sges.len()).map_err(at)?;
         }
-        self.check_recv(wrs.len(), max)?;
-        for w in wrs {
-            sg.convert(ctx, w.sges, true)?;
+        if self.rq_room() < wrs.len() {
+            let index = self.rq_room();
+            let error = InvalidInput::QueueFull.into();
+            return Err(PostError { index, error });
+        }
+        for (index, w) in wrs.iter().enumerate() {
+            sg.convert(ctx, w.sges, true)
+                .map_err(|error| PostError { index, error })?;
             for m in sg.refs() {
                 let i = self.binding_for(m);
                 self.stamp_rq(i);

@@ -524,7 +524,7 @@ fn sq_step(hca: &mut Hca, qpn: u32) -> bool {
         Err(_) => (
             raw[3],
             u16::from_be_bytes([raw[1], raw[2]]),
-            wqe::wqebbs(SendWqe::ds_of(&raw[..16]) as u32).max(1),
+            SendWqe::bbs_of(&raw[..16]),
         ),
     };
     let w = match parsed {
@@ -1075,6 +1075,7 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Refusa
     let q = hca.qps.get(qpn).expect("checked by caller");
     let user = KeyUser { pd: q.pd, qpn };
     let (rre, rwe, rae, has_rq) = (q.rre, q.rwe, q.rae, q.rq_log_size.is_some());
+    let atomic_mode = q.atomic_mode;
     let (cqn, uidx) = (q.cqn_rcv, q.user_index);
     let invalid = || {
         Refusal::Fail(RespFail {
@@ -1255,7 +1256,11 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Refusa
             swap_add,
             compare,
         } => {
-            if !rae || raddr % 8 != 0 {
+            // An atomic needs `rae` and an `atomic_mode` that covers its 8-byte operand (Linux
+            // ib/qp.c set_qpc_atomic_flags always sets the two together); mode 0 (NONE)
+            // answers every atomic with an invalid-request NAK (model choice: no source
+            // says what firmware does with rae = 1 and no mode).
+            if !rae || !atomic_mode_covers(atomic_mode, 8) || raddr % 8 != 0 {
                 return Err(invalid());
             }
             let Ok(res) = hca
@@ -1302,6 +1307,18 @@ fn execute(hca: &mut Hca, qpn: u32, p: &Packet) -> Result<Option<Packet>, Refusa
             Ok(Some(answer(q, Op::AtomicResponse { orig })))
         }
         _ => Ok(None),
+    }
+}
+
+/// Whether `qpc.atomic_mode` lets the responder execute an atomic of `bytes` bytes. Modes
+/// (Linux include/linux/mlx5/driver.h `MLX5_ATOMIC_MODE_*`): 1 IB-compliant and 2 ConnectX
+/// (8-byte standard atomics), 3 up to 8 bytes, 4..=8 up to `2^mode` bytes (16 .. 256);
+/// 0 (NONE) and anything else none.
+fn atomic_mode_covers(mode: u32, bytes: u64) -> bool {
+    match mode {
+        1 | 2 => bytes == 8,
+        3..=8 => bytes <= 1 << mode,
+        _ => false,
     }
 }
 
@@ -1394,7 +1411,7 @@ fn flush_new_work(hca: &mut Hca, qpn: u32) {
                 break;
             }
             let idx = u16::from_be_bytes([raw[1], raw[2]]);
-            let bbs = wqe::wqebbs(SendWqe::ds_of(&raw[..16]) as u32).max(1);
+            let bbs = SendWqe::bbs_of(&raw[..16]);
             q.sq_next = q.sq_next.wrapping_add(bbs as u16);
             budget = budget.saturating_sub(bbs);
             let c = flush_cqe(cqe::opcode::REQ_ERR, raw[3], qpn, idx, uidx);

@@ -80,6 +80,9 @@ pub mod syndrome {
     pub const BAD_PM_STATE: u32 = 0x5203_001a;
     /// umem-backed queues are not modelled.
     pub const UMEM_UNSUPPORTED: u32 = 0x5203_001b;
+    /// The send queue would start at an offset that is not a multiple of 64 bytes (the
+    /// receive queue is smaller than one basic block).
+    pub const SQ_MISALIGNED: u32 = 0x5203_001e;
     /// The opcode is not a QP transition this handler knows.
     pub const BAD_OPCODE: u32 = 0x5203_001d;
 }
@@ -199,6 +202,8 @@ pub struct Qp {
     pub(crate) rre: bool,
     pub(crate) rwe: bool,
     pub(crate) rae: bool,
+    /// `qpc.atomic_mode`: which atomic sizes the responder executes (0: none).
+    pub(crate) atomic_mode: u32,
     pub(crate) min_rnr_nak: u32,
     pub(crate) retry_count: u32,
     pub(crate) rnr_retry: u32,
@@ -254,6 +259,7 @@ impl Qp {
         self.rre = get(qpc::RRE, ctx) != 0;
         self.rwe = get(qpc::RWE, ctx) != 0;
         self.rae = get(qpc::RAE, ctx) != 0;
+        self.atomic_mode = get(qpc::ATOMIC_MODE, ctx);
         for f in [qpc::RRE, qpc::RWE, qpc::RAE, qpc::ATOMIC_MODE] {
             self.keep(ctx, f);
         }
@@ -440,6 +446,13 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     } else {
         (mlx5_prm::wqe::SEND_WQE_BB as u64) << log_sq
     };
+    // Model choice: the send queue must start on a 64-byte basic block. Every driver makes
+    // the receive queue at least one basic block (Linux ib/qp.c set_rq_size:
+    // `max(wq_size, MLX5_SEND_WQE_BB)`; rdma-core verbs.c mlx5_calc_rq_size), so no source
+    // shows firmware taking an SQ at offset 16 or 32; the model refuses it.
+    if !no_sq && !rq_bytes.is_multiple_of(mlx5_prm::wqe::SEND_WQE_BB as u64) {
+        return Err(bad_param(syndrome::SQ_MISALIGNED));
+    }
     let dbr_addr = qpc::DBR_ADDR.get64(ctx).unwrap_or(0);
     if !dbr_addr.is_multiple_of(8) {
         return Err(bad_param(syndrome::DBR_MISALIGNED));
@@ -484,6 +497,7 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         rre: false,
         rwe: false,
         rae: false,
+        atomic_mode: 0,
         min_rnr_nak: 0,
         retry_count: 0,
         rnr_retry: 0,

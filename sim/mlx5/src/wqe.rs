@@ -47,6 +47,9 @@ pub enum WqeError {
     BadAtomicSegment,
     /// An RDMA READ with inline data (a READ scatters, it cannot carry data).
     InlineInRead,
+    /// `qpn_ds` bits 7:6 set: a size of 64 or more 16-byte units, which the 6-bit `ds` field
+    /// cannot hold (a driver that computed ds > 63 and let it spill into the reserved bits).
+    DsOverflow,
 }
 
 /// One gather entry of a send WQE.
@@ -139,6 +142,15 @@ impl SendWqe {
         self.gathers().iter().map(Gather::len).sum()
     }
 
+    /// The basic blocks a WQE occupies from its ctrl segment alone, for stepping over it
+    /// when it is malformed or flushed: from bits 7:0 of `qpn_ds`, so that a WQE whose size
+    /// spilled into the reserved bits 7:6 (ds > 63, [`WqeError::DsOverflow`]) is skipped as
+    /// a whole rather than read as ds = 0 (model choice); at least one block.
+    pub fn bbs_of(ctrl: &[u8]) -> u32 {
+        let units = ctrl.get(ctrl_seg::QPN_DS + 3).copied().unwrap_or(0);
+        wqe::wqebbs(units as u32).max(1)
+    }
+
     /// Reads just the ctrl segment's `ds` (bits 5:0 of `qpn_ds`) from the first 16 bytes.
     pub fn ds_of(ctrl: &[u8]) -> u8 {
         ctrl.get(ctrl_seg::QPN_DS + 3)
@@ -159,6 +171,13 @@ impl SendWqe {
         let qpn_ds = be32(ctrl_seg::QPN_DS);
         let ds = (qpn_ds & wqe::CTRL_DS_MASK) as u8;
         let size = ds as usize * SEND_WQE_DS;
+        // Model choice (no public source says what firmware does): bits 7:6 of qpn_ds are
+        // reserved (MLX5_WQE_CTRL_DS_MASK = 0x3f, Linux qp.h), so a WQE that sets them
+        // (ds > 63 spilling over) is malformed, and so is ds = 0 (no ctrl segment). Both
+        // complete with a local QP operation error CQE and move the QP to ERR.
+        if qpn_ds & 0xc0 != 0 {
+            return Err(WqeError::DsOverflow);
+        }
         if ds == 0 || raw.len() < size {
             return Err(WqeError::TooShort);
         }
@@ -426,6 +445,11 @@ mod tests {
         );
         let zero = ctrl(opcode::NOP, 0, 9, 0, 0, 0);
         assert_eq!(SendWqe::parse(&zero).err(), Some(WqeError::TooShort));
+        // ds = 64 written unmasked: bit 6 of qpn_ds, reserved.
+        let mut over = ctrl(opcode::SEND, 0, 9, 1, 0, 0);
+        over[4..8].copy_from_slice(&((9u32 << 8) | 64).to_be_bytes());
+        over.resize(1024, 0);
+        assert_eq!(SendWqe::parse(&over).err(), Some(WqeError::DsOverflow));
     }
 
     #[test]

@@ -502,6 +502,8 @@ impl<D: Device> Env<D> {
         set(&mut i, qpc_field(qpc::RRE), 1);
         set(&mut i, qpc_field(qpc::RWE), 1);
         set(&mut i, qpc_field(qpc::RAE), 1);
+        // rae goes with an atomic mode (Linux ib/qp.c set_qpc_atomic_flags): IB_COMP = 1.
+        set(&mut i, qpc_field(qpc::ATOMIC_MODE), 1);
         i
     }
 
