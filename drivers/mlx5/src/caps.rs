@@ -93,9 +93,6 @@ pub struct Caps {
     pub atomic_size_qp: u16,
     /// The raw 256-byte current general capability, for inspection.
     pub general_cur: Vec<u8>,
-    /// `roce_cap.roce_address_table_size`: RoCE GID table entries (0 without RoCE); the GID
-    /// table length Linux mlx5_ib uses for a RoCE port.
-    pub roce_address_table_size: u16,
 }
 
 impl Caps {
@@ -139,7 +136,6 @@ impl Caps {
             atomic_size_qp: 0,
             atomic_req_8b_endianness_mode: 0,
             general_cur: c.to_vec(),
-            roce_address_table_size: 0,
         }
     }
 
@@ -266,11 +262,6 @@ impl<H: Hal> Device<H> {
             let r = self.query_cap(hal, cap_type::ROCE, hca_cap::OPMOD_GET_CUR)?;
             caps.roce_address_table_size =
                 get(&r, linux_layout::roce_cap::ROCE_ADDRESS_TABLE_SIZE) as u16;
-        }
-        if caps.roce {
-            let r = self.query_cap(hal, cap_type::ROCE, hca_cap::OPMOD_GET_CUR)?;
-            caps.roce_address_table_size =
-                get(&r, mlx5_prm::linux_layout::roce_cap::ROCE_ADDRESS_TABLE_SIZE) as u16;
         }
         Ok(caps)
     }

@@ -2400,21 +2400,9 @@ fn log_rd_atomic(n: u8, log_max: u8) -> Result<u32> {
     Ok(ilog2_ceil(n as u32))
 }
 
-/// The GID table length of the port (Linux: `roce_address_table_size` on a RoCE port, else
-/// `mlx5_get_gid_table_len(gid_table_size)` = 8 << gid_table_size for encodings up to 4).
-fn gid_table_len(caps: &crate::caps::Caps) -> u32 {
-    if caps.roce_address_table_size != 0 {
-        caps.roce_address_table_size as u32
-    } else if caps.gid_table_size <= 4 {
-        8 << caps.gid_table_size
-    } else {
-        0
-    }
-}
-
 /// Linux ib/qp.c mlx5_set_path: "sgid_index (%u) too large" against the port's GID table.
 fn check_sgid_index(caps: &crate::caps::Caps, index: u8) -> Result<()> {
-    if index as u32 >= gid_table_len(caps) {
+    if index as u32 >= caps.gid_table_len() {
         return Err(InvalidInput::GidIndex.into());
     }
     Ok(())
