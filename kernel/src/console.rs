@@ -115,7 +115,12 @@ pub fn read_line(buf: &mut [u8], deadline: crate::time::Deadline) -> Option<usiz
         } else if deadline.expired() {
             return None;
         } else {
-            core::hint::spin_loop();
+            // Back off between polls of an empty port. Each LSR read is a port-I/O exit that
+            // QEMU serves under its big lock; polled back to back they can keep QEMU's main
+            // loop, which moves the bytes from the host side into the UART, from running at
+            // all, so a line that was sent never arrives. 200 µs is far below a line's worth
+            // of the host's writes and leaves the main loop the lock.
+            crate::time::spin_for(core::time::Duration::from_micros(200));
         }
     }
 }
