@@ -6,8 +6,16 @@
 //! providers/mlx5/mlx5_vfio.c `mlx5_vfio_reg_mr`: `lkey = key | mlx5_idx_to_mkey(mkey_index)`).
 //! A key presented on the data path must match both parts.
 //!
-//! Two access modes are modelled: PA (the address *is* the bus address) and MTT (a list of
-//! 8-byte page addresses, page size `1 << mkc.log_page_size`, ABSOLUTE log2 — facts trap 1).
+//! Three access modes are modelled: PA (the address *is* the bus address), MTT (a list of
+//! 8-byte page addresses, page size `1 << mkc.log_page_size`, ABSOLUTE log2 — facts trap 1) and
+//! KLMS (an indirect key: a list of 16-byte `mlx5_ifc_klm_bits` {byte_count, mkey, address},
+//! entry `i` mapping the next `byte_count` bytes of the key's range onto `[address,
+//! address + byte_count)` of the direct key `mkey`). An indirect key is created directly by
+//! CREATE_MKEY with the list in `klm_pas_mtt`, one octoword per entry in
+//! `translations_octword_size` / `translations_octword_actual_size` (UCX
+//! src/uct/ib/mlx5/dv/ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm` and
+//! `uct_ib_mlx5_devx_klm_entry_set`; Linux drivers/infiniband/hw/mlx5/mr.c `mlx5_ib_sg_to_klms`
+//! fills the same entries through UMR).
 //! [`PagedBuffer`] is the same idea for the `pas[]` lists of CQs and QPs, whose
 //! `log_page_size` is RELATIVE to 4 KiB (facts trap 2).
 
@@ -45,6 +53,14 @@ pub mod syndrome {
     pub const MTT_INPUT_TRUNCATED: u32 = 0x5201_0009;
     /// An MTT entry is not aligned to the key's page size.
     pub const MTT_MISALIGNED: u32 = 0x5201_000a;
+    /// KLMS key: `translations_octword_actual_size` above `1 << log_max_klm_list_size`.
+    pub const KLM_LIST_TOO_LONG: u32 = 0x5201_0012;
+    /// KLMS key: an entry's `byte_count` is 0 or above `MLX5_MAX_KLM_BYTE_COUNT` (2 GiB).
+    pub const KLM_BAD_BYTE_COUNT: u32 = 0x5201_0013;
+    /// KLMS key: the entries' byte counts do not cover `len`.
+    pub const KLM_TOO_SHORT: u32 = 0x5201_0014;
+    /// KLMS key with `length64`, or with a zero-length list.
+    pub const KLM_BAD_LENGTH: u32 = 0x5201_0015;
     /// `1 << log_max_mkey` keys already exist.
     pub const TOO_MANY_MKEYS: u32 = 0x5201_000b;
     /// DESTROY/QUERY_MKEY of an index that is not allocated.
@@ -131,6 +147,9 @@ pub enum MrFault {
     AccessDenied,
     /// `pg_access` key whose MTT entry lacks the read or write enable for a page touched.
     PageAccessDenied,
+    /// An indirect (KLMS) key's entry names a key that is itself indirect (model choice: one
+    /// level of indirection, `cmd_hca_cap.max_indirection` = 1).
+    Indirection,
 }
 
 /// How a key maps addresses to bus addresses.
@@ -145,7 +164,24 @@ enum Translation {
         /// Page bus addresses (aligned), with the per-page enables.
         entries: Vec<MttEntry>,
     },
+    /// Indirect: entry `i` maps `[start + off_i, start + off_i + bcount_i)` onto
+    /// `[va_i, va_i + bcount_i)` of key `key_i`, checked when used.
+    Klm { entries: Vec<KlmEntry> },
 }
+
+/// One KLM entry (`mlx5_ifc_klm_bits`), with its offset inside the indirect key's range.
+#[derive(Clone, Copy, Debug)]
+struct KlmEntry {
+    /// Sum of the byte counts of the entries before this one.
+    off: u64,
+    bcount: u64,
+    key: u32,
+    va: u64,
+}
+
+/// `MLX5_MAX_KLM_BYTE_COUNT` (DPDK drivers/common/mlx5/mlx5_prm.h): the largest
+/// `klm.byte_count`.
+pub const MAX_KLM_BYTE_COUNT: u64 = 0x8000_0000;
 
 #[derive(Clone, Copy, Debug)]
 struct MttEntry {
@@ -211,6 +247,16 @@ impl Mkey {
         }
     }
 
+    /// `(byte_count, mkey, address)` of each KLM entry of an indirect key; `None` otherwise.
+    pub fn klm_entries(&self) -> Option<Vec<(u64, u32, u64)>> {
+        match &self.translation {
+            Translation::Klm { entries } => {
+                Some(entries.iter().map(|e| (e.bcount, e.key, e.va)).collect())
+            }
+            _ => None,
+        }
+    }
+
     /// The mkc as CREATE_MKEY gave it.
     pub fn mkc(&self) -> &[u8] {
         &self.mkc
@@ -231,6 +277,8 @@ pub struct Resolved<'a> {
     mkey: &'a Mkey,
     va: u64,
     len: u64,
+    /// The bus pieces of an indirect key's range, found through its inner keys.
+    indirect: Vec<(u64, u64)>,
 }
 
 impl<'a> Resolved<'a> {
@@ -245,6 +293,12 @@ impl<'a> Resolved<'a> {
         }
         match &self.mkey.translation {
             Translation::Pa => f(self.va, self.len as usize),
+            Translation::Klm { .. } => {
+                for &(a, l) in &self.indirect {
+                    f(a, l as usize)?;
+                }
+                Ok(())
+            }
             Translation::Mtt {
                 page_shift,
                 entries,
@@ -421,6 +475,12 @@ impl MkeyTable {
         if va_w < start_w || end_w > key_end_w || end_w > 1u128 << 64 {
             return Err(MrFault::OutOfBounds);
         }
+        let mut indirect = Vec::new();
+        if let Translation::Klm { entries } = &m.translation {
+            if len > 0 {
+                indirect = self.resolve_klm(m, entries, va, len, need, user)?;
+            }
+        }
         if let Translation::Mtt {
             page_shift,
             entries,
@@ -439,7 +499,72 @@ impl MkeyTable {
                 }
             }
         }
-        Ok(Resolved { mkey: m, va, len })
+        Ok(Resolved {
+            mkey: m,
+            va,
+            len,
+            indirect,
+        })
+    }
+
+    /// The bus pieces of `[va, va + len)` of the indirect key `m` (whose own checks passed):
+    /// each KLM entry touched sends its part to the inner key, which must exist, carry the
+    /// variant named in the entry, not be free, belong to the same PD, be usable by the QP,
+    /// be direct, and grant the LOCAL right matching the access (read or write; atomics both)
+    /// over `[klm.address, klm.address + byte_count)`. Remote rights are checked on the
+    /// indirect key only: Linux uses `pd->local_dma_lkey`-style local keys inside remotely
+    /// accessible KLM keys (ib/mr.c `mlx5_ib_sg_to_klms`); requiring the local right and the
+    /// same PD of the inner key is a model choice.
+    fn resolve_klm(
+        &self,
+        m: &Mkey,
+        entries: &[KlmEntry],
+        va: u64,
+        len: u64,
+        need: Access,
+        user: KeyUser,
+    ) -> Result<Vec<(u64, u64)>, MrFault> {
+        let mut inner_need = Access::default();
+        if need.reads() {
+            inner_need = inner_need.union(Access::LOCAL_READ);
+        }
+        if need.writes() {
+            inner_need = inner_need.union(Access::LOCAL_WRITE);
+        }
+        let mut off = va - m.start; // resolve() proved va >= start
+        let mut left = len;
+        // First entry holding `off`: entries are sorted by `off`.
+        let mut i = entries.partition_point(|e| e.off + e.bcount <= off);
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        while left > 0 {
+            let e = entries.get(i).ok_or(MrFault::OutOfBounds)?;
+            let within = off - e.off;
+            let n = (e.bcount - within).min(left);
+            let inner = self
+                .keys
+                .get(&mkey::index(e.key))
+                .ok_or(MrFault::UnknownKey)?;
+            if matches!(inner.translation, Translation::Klm { .. }) {
+                return Err(MrFault::Indirection);
+            }
+            let inner_va = e.va.checked_add(within).ok_or(MrFault::OutOfBounds)?;
+            let inner_user = KeyUser {
+                pd: m.pd,
+                qpn: user.qpn,
+            };
+            let r = self.resolve(e.key, inner_va, n, inner_need, inner_user)?;
+            r.for_each_piece(|a, l| {
+                match out.last_mut() {
+                    Some((s, pl)) if *s + *pl == a => *pl += l as u64,
+                    _ => out.push((a, l as u64)),
+                }
+                Ok::<(), MrFault>(())
+            })?;
+            off += n;
+            left -= n;
+            i += 1;
+        }
+        Ok(out)
     }
 
     /// [`resolve`](Self::resolve) for any QP of protection domain `pd`, returning the bus
@@ -563,6 +688,58 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
                 page_shift,
                 entries,
             }
+        }
+        mkc_access_mode::KLMS => {
+            if length64 || len == 0 {
+                return Err(bad_param(syndrome::KLM_BAD_LENGTH));
+            }
+            // One octoword per 16-byte entry (UCX ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`
+            // sets both sizes to the entry count).
+            let size = get(mkc::TRANSLATIONS_OCTWORD_SIZE, ctx) as u64;
+            let actual = get(create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, input) as u64;
+            if actual > size {
+                return Err(bad_param(syndrome::MTT_ACTUAL_EXCEEDS_SIZE));
+            }
+            if actual == 0 {
+                return Err(bad_param(syndrome::KLM_BAD_LENGTH));
+            }
+            let log_max = hca.cap(cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE);
+            if actual > 1u64 << log_max.min(63) {
+                return Err(bad_param(syndrome::KLM_LIST_TOO_LONG));
+            }
+            let list = &input[create_mkey_in::BYTES..];
+            if (list.len() as u64) < actual * mkey::KLM_ENTRY_SIZE as u64 {
+                return Err(err(
+                    cmd_status::BAD_INP_LEN_ERR,
+                    syndrome::MTT_INPUT_TRUNCATED,
+                ));
+            }
+            let mut entries = Vec::with_capacity(actual as usize);
+            let mut off = 0u64;
+            for e in list.chunks_exact(mkey::KLM_ENTRY_SIZE).take(actual as usize) {
+                let be32 = |o: usize| u32::from_be_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]]);
+                let bcount = u64::from(be32(mkey::KLM_BCOUNT));
+                // Model choice: a zero byte count is refused (no source says what it means).
+                if bcount == 0 || bcount > MAX_KLM_BYTE_COUNT {
+                    return Err(bad_param(syndrome::KLM_BAD_BYTE_COUNT));
+                }
+                let va = u64::from_be_bytes(
+                    e[mkey::KLM_VA..mkey::KLM_VA + 8]
+                        .try_into()
+                        .unwrap_or([0; 8]),
+                );
+                entries.push(KlmEntry {
+                    off,
+                    bcount,
+                    key: be32(mkey::KLM_KEY),
+                    va,
+                });
+                off += bcount; // at most 2^16 entries of at most 2^31 bytes
+            }
+            if (off as u128) < len {
+                return Err(bad_param(syndrome::KLM_TOO_SHORT));
+            }
+            Translation::Klm { entries }
         }
         _ => return Err(bad_param(syndrome::UNSUPPORTED_ACCESS_MODE)),
     };
