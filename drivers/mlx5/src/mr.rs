@@ -27,11 +27,20 @@ use crate::hca::Device;
 pub const MIN_PAGE_SHIFT: u32 = 12;
 /// Largest translation page the planner uses: 1 GiB.
 pub const MAX_PAGE_SHIFT: u32 = 30;
-/// Most translation entries one registration may need (driver choice): 2^20 MTT entries are
-/// an 8 MiB CREATE_MKEY (a 16 Ki-block mailbox chain) and describe 4 GiB of scattered 4 KiB
-/// pages or 1 PiB of 1 GiB pages. Linux writes larger lists through UMR instead
-/// (ib/mr.c `reg_create` vs `mlx5r_umr_update_mr_pas`), which this driver does not use.
-pub const MAX_MTT_ENTRIES: u64 = 1 << 20;
+/// Most translation entries one registration may need (driver choice): 2^28 MTT entries
+/// describe 1 TiB of scattered 4 KiB pages (2 GiB of list in the driver's memory while it is
+/// sent, in 2^11 commands); larger regions of small pages are refused before anything is
+/// allocated. Regions of larger pages need far fewer entries.
+pub const MAX_MTT_ENTRIES: u64 = 1 << 28;
+/// Most MTT entries one CREATE_MKEY carries (driver choice): 2^17 entries are a 1 MiB list, a
+/// 2 Ki-block mailbox chain. A longer translation is split over several MTT mkeys joined by
+/// one indirect KLM mkey (see [`KlmPlan`]), as UCX registers KSM/KLM keys by CREATE_MKEY
+/// (src/uct/ib/mlx5/dv/ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`). Linux instead loads long
+/// lists by UMR (ib/umr.c `mlx5r_umr_update_xlt`), which needs a UMR QP this driver lacks.
+pub const MAX_MTT_PER_MKEY: usize = 1 << 17;
+/// `MLX5_MAX_KLM_BYTE_COUNT` (DPDK drivers/common/mlx5/mlx5_prm.h): the most bytes one KLM
+/// entry maps; each inner MTT mkey of an indirect key covers at most this much.
+pub const MAX_KLM_BYTE_COUNT: u64 = 0x8000_0000;
 
 /// A physically contiguous piece of memory: bus address and length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +88,88 @@ fn count_at(chunks: &[PhysChunk], iova: u64, s: u32) -> Option<u64> {
         v = end;
     }
     Some(n)
+}
+
+/// One KLM entry (`struct mlx5_ifc_klm_bits`: be32 byte_count, be32 mkey, be64 address;
+/// rdma-core / DPDK mlx5_prm.h, Linux include/linux/mlx5/qp.h `struct mlx5_klm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Klm {
+    /// Bytes of the indirect key's range this entry maps.
+    pub byte_count: u32,
+    /// The inner (direct) key.
+    pub mkey: u32,
+    /// Where in the inner key's address space they start.
+    pub address: u64,
+}
+
+/// How a registration is laid out on the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KlmPlan {
+    /// The page translation, of the virtual range starting at `mtt_va`.
+    pub tr: Translation,
+    /// Virtual address of the region's first byte in the MTT keys' address space: the IOVA
+    /// itself when the chunks' page offsets match it, else the first chunk's bus address
+    /// (the indirect key then maps the IOVA onto it).
+    pub mtt_va: u64,
+    /// Inner MTT keys: `(va, len, first entry, entry count)`; empty for a direct MTT key.
+    pub segments: Vec<(u64, u64, usize, usize)>,
+}
+
+/// Plans a registration of `chunks` at `iova`: one MTT key when the pages' offsets match the
+/// IOVA and the list fits one command; otherwise MTT keys of at most
+/// `min(MAX_MTT_PER_MKEY, MAX_KLM_BYTE_COUNT / page)` entries under one KLM key of at most
+/// `1 << log_max_klm` entries.
+pub fn plan_reg(chunks: &[PhysChunk], iova: u64, log_max_klm: u8) -> Result<KlmPlan> {
+    let (tr, mtt_va) = match plan(chunks, iova) {
+        Ok(t) => (t, iova),
+        Err(e) => {
+            // Same pages at the first chunk's own address: the IOVA's page offset no longer
+            // matters, the KLM entry's `address` absorbs the difference.
+            let v = chunks.first().map(|c| c.bus).ok_or(e)?;
+            match plan(chunks, v) {
+                Ok(t) => (t, v),
+                Err(_) => return Err(e),
+            }
+        }
+    };
+    let total = chunks.iter().map(|c| c.len).sum::<u64>(); // checked by the caller
+    if mtt_va == iova && tr.entries.len() <= MAX_MTT_PER_MKEY {
+        return Ok(KlmPlan {
+            tr,
+            mtt_va,
+            segments: Vec::new(),
+        });
+    }
+    let ps = 1u64 << tr.page_shift;
+    let per = (MAX_KLM_BYTE_COUNT >> tr.page_shift).clamp(1, MAX_MTT_PER_MKEY as u64) as usize;
+    let base = mtt_va & !(ps - 1);
+    let end = mtt_va + total; // plan() proved no wrap
+    let mut segments = Vec::new();
+    let mut first = 0usize;
+    while first < tr.entries.len() {
+        let count = per.min(tr.entries.len() - first);
+        let lo = (base + first as u64 * ps).max(mtt_va);
+        let hi = (base + (first + count) as u64 * ps).min(end);
+        segments.push((lo, hi - lo, first, count));
+        first += count;
+    }
+    let max = if log_max_klm >= 63 {
+        u64::MAX
+    } else {
+        1u64 << log_max_klm
+    };
+    if segments.len() as u64 > max {
+        return Err(InvalidInput::TooManyTranslations {
+            entries: tr.entries.len() as u64,
+            max: max.saturating_mul(per as u64),
+        }
+        .into());
+    }
+    Ok(KlmPlan {
+        tr,
+        mtt_va,
+        segments,
+    })
 }
 
 /// Plans the translation of `[iova, iova + total)` made of `chunks` in order.
@@ -189,7 +280,16 @@ pub(crate) struct MkeyParams<'a> {
     /// `mkc.relaxed_ordering_write` / `_read` (already reduced to what the caps allow).
     pub ro_write: bool,
     pub ro_read: bool,
-    pub tr: &'a Translation,
+    pub xlt: Xlt<'a>,
+}
+
+/// The translation a CREATE_MKEY carries.
+#[derive(Clone, Copy)]
+pub(crate) enum Xlt<'a> {
+    /// MTT mode: log2 page size and page addresses.
+    Mtt { page_shift: u32, entries: &'a [u64] },
+    /// KLMS mode: the inner keys.
+    Klm(&'a [Klm]),
 }
 
 /// The relaxed-ordering bits of an mkey for `access` on a device with `caps` (Linux ib/mr.c
@@ -204,61 +304,98 @@ pub(crate) fn relaxed_ordering(access: Access, caps: &crate::caps::Caps) -> (boo
     (caps.relaxed_ordering_write, caps.relaxed_ordering_read)
 }
 
-impl<H: Hal> Device<H> {
-    /// CREATE_MKEY (MTT mode): returns the key `index << 8 | variant`.
-    pub(crate) fn create_mkey(&mut self, hal: &H, p: &MkeyParams<'_>) -> Result<u32> {
-        let n = p.tr.entries.len();
-        if n as u64 > MAX_MTT_ENTRIES {
-            return Err(InvalidInput::TooManyTranslations {
-                entries: n as u64,
-                max: MAX_MTT_ENTRIES,
+/// The CREATE_MKEY command for `p` (MTT: Linux ib/mr.c `reg_create` /
+/// `set_mkc_access_pd_addr_fields`; KLMS: one octoword per entry in both sizes, UCX
+/// ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`, entries as `uct_ib_mlx5_devx_klm_entry_set`).
+pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
+    let m = |f: mlx5_prm::Field| f.within(create_mkey_in::MEMORY_KEY_MKEY_ENTRY);
+    let base = create_mkey_in::KLM_PAS_MTT.byte_offset();
+    let (mode, list_bytes, oct) = match p.xlt {
+        Xlt::Mtt { entries, .. } => {
+            let n = entries.len();
+            if n > MAX_MTT_PER_MKEY {
+                return Err(InvalidInput::TooManyTranslations {
+                    entries: n as u64,
+                    max: MAX_MTT_PER_MKEY as u64,
+                }
+                .into());
             }
-            .into());
-        }
-        let padded = n + (n & 1); // even count (facts trap 7)
-        let mut c = CmdBuf::new(
-            opcode::CREATE_MKEY,
-            0,
-            create_mkey_in::KLM_PAS_MTT.byte_offset() + padded * mkey::MTT_ENTRY_SIZE,
-        );
-        let m = |f: mlx5_prm::Field| f.within(create_mkey_in::MEMORY_KEY_MKEY_ENTRY);
-        let oct = mkey::mtt_octowords(n as u32);
-        c.set(create_mkey_in::PG_ACCESS, p.pg_access as u32)
-            .set(
-                m(mkc::ACCESS_MODE_1_0),
-                mkc_access_mode::bits_1_0(mkc_access_mode::MTT),
+            let padded = n + (n & 1); // even count (facts trap 7)
+            (
+                mkc_access_mode::MTT,
+                padded * mkey::MTT_ENTRY_SIZE,
+                mkey::mtt_octowords(n as u32),
             )
-            .set(
-                m(mkc::ACCESS_MODE_4_2),
-                mkc_access_mode::bits_4_2(mkc_access_mode::MTT),
-            )
-            .set(m(mkc::A), p.access.contains(Access::REMOTE_ATOMIC) as u32)
-            .set(m(mkc::RW), p.access.contains(Access::REMOTE_WRITE) as u32)
-            .set(m(mkc::RR), p.access.contains(Access::REMOTE_READ) as u32)
-            .set(m(mkc::LW), p.access.contains(Access::LOCAL_WRITE) as u32)
-            .set(m(mkc::LR), 1)
-            .set(m(mkc::RELAXED_ORDERING_WRITE), p.ro_write as u32)
-            .set(m(mkc::RELAXED_ORDERING_READ), p.ro_read as u32)
-            // Not bound to a QP (Linux mr.c set_mkc_access_pd_addr_fields: qpn 0xffffff).
-            .set(m(mkc::QPN), 0xff_ffff)
-            .set(m(mkc::MKEY_7_0), p.variant.into())
-            .set(m(mkc::PD), p.pdn)
-            .set64(m(mkc::START_ADDR), p.iova)
-            .set64(m(mkc::LEN), p.len)
-            .set(m(mkc::TRANSLATIONS_OCTWORD_SIZE), oct)
-            .set(m(mkc::LOG_PAGE_SIZE), p.tr.page_shift)
-            .set(create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, oct);
-        let flags = if p.pg_access { mkey::MTT_PRESENT } else { 0 };
-        let base = create_mkey_in::KLM_PAS_MTT.byte_offset();
-        for (i, e) in p.tr.entries.iter().enumerate() {
-            c.put64(base + i * mkey::MTT_ENTRY_SIZE, e | flags);
         }
+        Xlt::Klm(k) => (
+            mkc_access_mode::KLMS,
+            k.len() * mkey::KLM_ENTRY_SIZE,
+            k.len() as u32,
+        ),
+    };
+    let mut c = CmdBuf::new(opcode::CREATE_MKEY, 0, base + list_bytes);
+    c.set(
+        create_mkey_in::PG_ACCESS,
+        (p.pg_access && matches!(p.xlt, Xlt::Mtt { .. })) as u32,
+    )
+    .set(m(mkc::ACCESS_MODE_1_0), mkc_access_mode::bits_1_0(mode))
+    .set(m(mkc::ACCESS_MODE_4_2), mkc_access_mode::bits_4_2(mode))
+    .set(m(mkc::A), p.access.contains(Access::REMOTE_ATOMIC) as u32)
+    .set(m(mkc::RW), p.access.contains(Access::REMOTE_WRITE) as u32)
+    .set(m(mkc::RR), p.access.contains(Access::REMOTE_READ) as u32)
+    .set(m(mkc::LW), p.access.contains(Access::LOCAL_WRITE) as u32)
+    .set(m(mkc::LR), 1)
+    .set(m(mkc::RELAXED_ORDERING_WRITE), p.ro_write as u32)
+    .set(m(mkc::RELAXED_ORDERING_READ), p.ro_read as u32)
+    // Not bound to a QP (Linux mr.c set_mkc_access_pd_addr_fields: qpn 0xffffff).
+    .set(m(mkc::QPN), 0xff_ffff)
+    .set(m(mkc::MKEY_7_0), p.variant.into())
+    .set(m(mkc::PD), p.pdn)
+    .set64(m(mkc::START_ADDR), p.iova)
+    .set64(m(mkc::LEN), p.len)
+    .set(m(mkc::TRANSLATIONS_OCTWORD_SIZE), oct)
+    .set(create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, oct);
+    match p.xlt {
+        Xlt::Mtt {
+            page_shift,
+            entries,
+        } => {
+            c.set(m(mkc::LOG_PAGE_SIZE), page_shift);
+            let flags = if p.pg_access { mkey::MTT_PRESENT } else { 0 };
+            // Written straight into the buffer (this loop runs 2^17 times per command).
+            for (dst, e) in c.buf[base..]
+                .chunks_exact_mut(mkey::MTT_ENTRY_SIZE)
+                .zip(entries)
+            {
+                dst.copy_from_slice(&(e | flags).to_be_bytes());
+            }
+        }
+        Xlt::Klm(k) => {
+            for (i, e) in k.iter().enumerate() {
+                let at = base + i * mkey::KLM_ENTRY_SIZE;
+                c.buf[at + mkey::KLM_BCOUNT..at + mkey::KLM_BCOUNT + 4]
+                    .copy_from_slice(&e.byte_count.to_be_bytes());
+                c.buf[at + mkey::KLM_KEY..at + mkey::KLM_KEY + 4]
+                    .copy_from_slice(&e.mkey.to_be_bytes());
+                c.put64(at + mkey::KLM_VA, e.address);
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// The key a CREATE_MKEY output names.
+pub(crate) fn mkey_from_out(out: &[u8], variant: u8) -> u32 {
+    mkey::from_index(get(out, create_mkey_out::MKEY_INDEX), variant)
+}
+
+impl<H: Hal> Device<H> {
+    /// CREATE_MKEY: returns the key `index << 8 | variant`.
+    pub(crate) fn create_mkey(&mut self, hal: &H, p: &MkeyParams<'_>) -> Result<u32> {
+        let c = mkey_cmd(p)?;
         let mut out = [0u8; create_mkey_out::BYTES];
         self.exec(hal, &c, &mut out)?;
-        Ok(mkey::from_index(
-            get(&out, create_mkey_out::MKEY_INDEX),
-            p.variant,
-        ))
+        Ok(mkey_from_out(&out, p.variant))
     }
 
     /// DESTROY_MKEY (takes `mkey >> 8`).

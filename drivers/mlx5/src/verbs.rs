@@ -35,7 +35,7 @@ use crate::eq::AsyncEvent;
 use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::hca::{self, Config, Device};
-use crate::mr::{self, Access, MkeyParams, PhysChunk, Translation};
+use crate::mr::{self, Access, Klm, KlmPlan, MkeyParams, PhysChunk, Xlt};
 use crate::qp::{Data, RawSge, WqShared, MAX_SGE};
 use crate::rand::Rng;
 use crate::uar::Uar;
@@ -314,6 +314,11 @@ impl<H: Hal> Context<H> {
     /// Commands handed to the device since bring-up started.
     pub fn commands_sent(&self) -> u64 {
         self.inner.dev.lock().cmd.sent
+    }
+    /// Command doorbell (`cmd_dbell`) writes so far: one per command, or one per batch of
+    /// commands ([`ProtectionDomain::reg_mr_batch`]).
+    pub fn command_doorbells(&self) -> u64 {
+        self.inner.dev.lock().cmd.rung
     }
     /// Firmware pages the device holds.
     pub fn pages_held(&self) -> usize {
@@ -688,14 +693,18 @@ impl<H: Hal> ProtectionDomain<H> {
             bus: buf.bus(),
             len: len as u64,
         }];
-        let tr = mr::plan(&chunks, buf.bus())?;
+        let plan = mr::plan_reg(&chunks, buf.bus(), ctx.caps.log_max_klm_list_size)?;
         let iova = buf.bus();
-        self.register(iova, len as u64, access, &tr, Some(buf))
+        self.register(iova, len as u64, access, plan, Some(buf))
     }
 
     /// Registers caller-owned physical memory: `chunks` (each physically contiguous) form
     /// the region `[iova, iova + total)` in order. Physically contiguous memory becomes one
-    /// entry, huge pages one entry each (see [`mr::plan`]).
+    /// entry, huge pages one entry each (see [`mr::plan`]); the largest page size the chunks
+    /// allow is used ([`MemoryRegion::translation_info`]). Any size and page mix: a list too
+    /// long for one command, or an `iova` whose page offset differs from the first chunk's,
+    /// becomes MTT keys under one indirect KLM key ([`mr::plan_reg`]). Neither the chunks
+    /// nor `iova` need page alignment: the key covers exactly the region's bytes.
     ///
     /// # Safety
     /// The chunks must stay valid DMA memory, not used for anything else the NIC must not
@@ -706,27 +715,134 @@ impl<H: Hal> ProtectionDomain<H> {
         iova: u64,
         access: Access,
     ) -> Result<MemoryRegion<H>> {
+        let plan = self.plan_phys(chunks, iova, access)?;
+        self.register(iova, plan.1, access, plan.0, None)
+    }
+
+    /// [`ProtectionDomain::reg_phys`] under its verbs name: the region's address space starts
+    /// at the `iova` the application chooses (`ibv_reg_mr_iova2`), whatever the chunks' bus
+    /// addresses and page offsets.
+    ///
+    /// # Safety
+    /// As [`ProtectionDomain::reg_phys`].
+    pub unsafe fn reg_phys_iova(
+        &self,
+        chunks: &[PhysChunk],
+        iova: u64,
+        access: Access,
+    ) -> Result<MemoryRegion<H>> {
+        // SAFETY: the caller upholds reg_phys's contract.
+        unsafe { self.reg_phys(chunks, iova, access) }
+    }
+
+    fn plan_phys(&self, chunks: &[PhysChunk], iova: u64, access: Access) -> Result<(KlmPlan, u64)> {
         let total = chunks.iter().try_fold(0u64, |a, c| a.checked_add(c.len));
         let Some(total) = total else {
             return Err(InvalidInput::LengthOverflow.into());
         };
-        mr::check_request(total, iova, access, self.inner.ctx.caps.log_max_mrw_sz)?;
-        let tr = mr::plan(chunks, iova)?;
-        self.register(iova, total, access, &tr, None)
+        let caps = &self.inner.ctx.caps;
+        mr::check_request(total, iova, access, caps.log_max_mrw_sz)?;
+        Ok((
+            mr::plan_reg(chunks, iova, caps.log_max_klm_list_size)?,
+            total,
+        ))
     }
 
-    fn register(
+    /// Registers several regions of caller-owned memory at once: the CREATE_MKEY commands of
+    /// the regions that take one key go into several command slots rung with one doorbell
+    /// write ([`crate::hca::Device::exec_batch`]); regions that need an indirect key are
+    /// registered one by one. One result per region, in order.
+    ///
+    /// # Safety
+    /// As [`ProtectionDomain::reg_phys`], for every region.
+    pub unsafe fn reg_mr_batch(
+        &self,
+        regions: &[(&[PhysChunk], u64, Access)],
+    ) -> Vec<Result<MemoryRegion<H>>> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut out: Vec<Option<Result<MemoryRegion<H>>>> = Vec::with_capacity(regions.len());
+        let mut plans = Vec::with_capacity(regions.len());
+        for &(chunks, iova, access) in regions {
+            match self.plan_phys(chunks, iova, access) {
+                Ok(p) if p.0.segments.is_empty() => {
+                    plans.push(Some(p));
+                    out.push(None);
+                }
+                Ok(p) => {
+                    plans.push(None);
+                    out.push(Some(self.register(iova, p.1, access, p.0, None)));
+                }
+                Err(e) => {
+                    plans.push(None);
+                    out.push(Some(Err(e)));
+                }
+            }
+        }
+        if let Err(e) = ctx.check_alive() {
+            return out
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|| Err(e.clone())))
+                .collect();
+        }
+        // One command per direct region.
+        let mut cmds = Vec::new();
+        let mut who = Vec::new();
+        let mut params = Vec::new();
+        for (i, p) in plans.iter().enumerate() {
+            let Some((plan, len)) = p else { continue };
+            let (_, iova, access) = regions[i];
+            let prm = self.params(iova, *len, access, plan, Xlt::Mtt {
+                page_shift: plan.tr.page_shift,
+                entries: &plan.tr.entries,
+            });
+            match mr::mkey_cmd(&prm) {
+                Ok(c) => {
+                    cmds.push(c);
+                    who.push(i);
+                    params.push(prm);
+                }
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        let refs: Vec<(&CmdBuf, usize)> = cmds
+            .iter()
+            .map(|c| (c, mlx5_prm::create_mkey_out::BYTES))
+            .collect();
+        let results = ctx.with_dev(|d| Ok(d.exec_batch(hal, &refs))).unwrap_or_default();
+        for (k, r) in results.into_iter().enumerate() {
+            let i = who[k];
+            // A copy: `params` borrows the planned entries.
+            let Some((plan, len)) = plans[i].clone() else {
+                continue;
+            };
+            let (_, iova, access) = regions[i];
+            out[i] = Some(match r {
+                Err(e) => Err(e),
+                Ok(o) => {
+                    let key = mr::mkey_from_out(&o, params[k].variant);
+                    let mut buf = None;
+                    self.avoid_recent(key, &mut params[k], &mut buf)
+                        .map(|key| self.wrap(key, Vec::new(), iova, len, access, plan, buf))
+                }
+            });
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or(Err(Error::Internal)))
+            .collect()
+    }
+
+    fn params<'a>(
         &self,
         iova: u64,
         len: u64,
         access: Access,
-        tr: &Translation,
-        buf: Option<DmaMem<H::Dma>>,
-    ) -> Result<MemoryRegion<H>> {
+        _plan: &KlmPlan,
+        xlt: Xlt<'a>,
+    ) -> MkeyParams<'a> {
         let ctx = &self.inner.ctx;
-        let hal = &ctx.hal;
         let (ro_write, ro_read) = mr::relaxed_ordering(access, &ctx.caps);
-        let mut params = MkeyParams {
+        MkeyParams {
             pdn: self.inner.pdn,
             iova,
             len,
@@ -735,17 +851,106 @@ impl<H: Hal> ProtectionDomain<H> {
             pg_access: ctx.caps.pg,
             ro_write,
             ro_read,
-            tr,
-        };
+            xlt,
+        }
+    }
+
+    /// Destroys `keys` (inner keys of a failed or torn-down registration); false when one
+    /// may live on (its memory must then be held).
+    fn destroy_keys(&self, keys: &[u32]) -> bool {
+        let ctx = &self.inner.ctx;
+        let mut all = true;
+        for &k in keys.iter().rev() {
+            if ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, k)).is_err() {
+                all = false;
+            }
+        }
+        all
+    }
+
+    fn register(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: KlmPlan,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> Result<MemoryRegion<H>> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
         let mut buf = buf;
-        let mut key = match ctx.with_dev(|d| d.create_mkey(hal, &params)) {
+        // Inner MTT keys first: local rights only (LR, and LW when the region is writable),
+        // so that only the indirect key is usable remotely.
+        let mut inner = Vec::with_capacity(plan.segments.len());
+        let mut klms = Vec::with_capacity(plan.segments.len());
+        for &(va, slen, first, count) in &plan.segments {
+            let p = self.params(
+                va,
+                slen,
+                Access(access.0 & (Access::LOCAL_WRITE.0 | Access::RELAXED_ORDERING.0)),
+                &plan,
+                Xlt::Mtt {
+                    page_shift: plan.tr.page_shift,
+                    entries: &plan.tr.entries[first..first + count],
+                },
+            );
+            match ctx.with_dev(|d| d.create_mkey(hal, &p)) {
+                Ok(k) => {
+                    inner.push(k);
+                    klms.push(Klm {
+                        byte_count: slen as u32, // at most MAX_KLM_BYTE_COUNT (plan_reg)
+                        mkey: k,
+                        address: va,
+                    });
+                }
+                Err(e) => {
+                    if self.destroy_keys(&inner) {
+                        ctx.release_after(&e, buf);
+                    } else {
+                        ctx.hold(buf.take());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let xlt = if plan.segments.is_empty() {
+            Xlt::Mtt {
+                page_shift: plan.tr.page_shift,
+                entries: &plan.tr.entries,
+            }
+        } else {
+            Xlt::Klm(&klms)
+        };
+        let mut params = self.params(iova, len, access, &plan, xlt);
+        let key = match ctx.with_dev(|d| d.create_mkey(hal, &params)) {
             Ok(k) => k,
             Err(e) => {
                 // A garbled or lost reply: the key may exist and translate to `buf`.
-                ctx.release_after(&e, buf);
+                if self.destroy_keys(&inner) {
+                    ctx.release_after(&e, buf);
+                } else {
+                    ctx.hold(buf.take());
+                }
                 return Err(e);
             }
         };
+        let key = self.avoid_recent(key, &mut params, &mut buf)?;
+        drop(params);
+        Ok(self.wrap(key, inner, iova, len, access, plan, buf))
+    }
+
+    /// ReDMArk: a key must not reappear right after it was destroyed. If the firmware reused
+    /// the index and the random variant matched, take a new key first, then drop the
+    /// collision.
+    fn avoid_recent(
+        &self,
+        key: u32,
+        params: &mut MkeyParams<'_>,
+        buf: &mut Option<DmaMem<H::Dma>>,
+    ) -> Result<u32> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut key = key;
         // ReDMArk: a key must not reappear right after it was destroyed. If the firmware
         // reused the index and the random variant matched, take a new key first, then drop
         // the collision.
@@ -764,7 +969,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     return Err(e);
                 }
                 (Err(e), Ok(())) => {
-                    ctx.release_after(&e, buf);
+                    ctx.release_after(&e, buf.take());
                     return Err(e);
                 }
                 (Err(e), Err(_)) => {
@@ -774,8 +979,26 @@ impl<H: Hal> ProtectionDomain<H> {
             }
             tries += 1;
         }
-        ctx.mrs.write().insert(key, MrInfo { iova, len, access });
-        Ok(MemoryRegion {
+        Ok(key)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn wrap(
+        &self,
+        key: u32,
+        inner_keys: Vec<u32>,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: KlmPlan,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> MemoryRegion<H> {
+        self.inner
+            .ctx
+            .mrs
+            .write()
+            .insert(key, MrInfo { iova, len, access });
+        MemoryRegion {
             inner: Some(Arc::new(MrInner {
                 pd: self.inner.clone(),
                 key,
@@ -783,12 +1006,12 @@ impl<H: Hal> ProtectionDomain<H> {
                 iova,
                 len,
                 access,
-                entries: tr.entries.len(),
-                page_shift: tr.page_shift,
+                inner_keys,
+                plan,
                 buf,
                 destroyed: AtomicBool::new(false),
             })),
-        })
+        }
     }
 
     /// Creates an RC QP whose completions go to `send_cq` / `recv_cq`.
@@ -822,8 +1045,9 @@ pub(crate) struct MrInner<H: Hal> {
     pub(crate) iova: u64,
     pub(crate) len: u64,
     pub(crate) access: Access,
-    entries: usize,
-    page_shift: u32,
+    /// The MTT keys under an indirect key (empty for a direct MTT key).
+    inner_keys: Vec<u32>,
+    plan: KlmPlan,
     buf: Option<DmaMem<H::Dma>>,
     destroyed: AtomicBool,
 }
@@ -836,7 +1060,14 @@ impl<H: Hal> MrInner<H> {
         let ctx = &self.pd.ctx;
         ctx.mrs.write().remove(&self.key);
         let key = self.key;
-        let r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
+        let mut r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
+        // The inner keys after the indirect key that names them.
+        for &k in self.inner_keys.iter().rev() {
+            let ri = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, k));
+            if r.is_ok() {
+                r = ri;
+            }
+        }
         if r.is_err() {
             // The key may still exist and translate to the memory, whatever the error: keep
             // it, counted in the quarantine (freed only after a clean teardown).
@@ -855,6 +1086,19 @@ impl<H: Hal> Drop for MrInner<H> {
     fn drop(&mut self) {
         let _ = self.destroy();
     }
+}
+
+/// How a region is translated ([`MemoryRegion::translation_info`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MrTranslation {
+    /// log2 of the page size: the largest the chunks allow (12 ..= 30).
+    pub page_shift: u32,
+    /// MTT entries, over all keys.
+    pub mtt_entries: usize,
+    /// MTT keys holding them (1 for a direct key).
+    pub mtt_keys: usize,
+    /// Entries of the indirect KLM key joining them (0: direct MTT key, no KLM).
+    pub klm_entries: usize,
 }
 
 /// A registered memory region.
@@ -894,11 +1138,20 @@ impl<H: Hal> MemoryRegion<H> {
     pub fn access(&self) -> Access {
         self.inner.as_ref().map_or(Access::NONE, |m| m.access)
     }
-    /// `(translation entries, log2 page size)` the registration used.
+    /// `(translation entries, log2 page size)` the registration used: MTT entries over
+    /// all its keys, and the page size, the largest the chunks allow.
     pub fn translation(&self) -> (usize, u32) {
-        self.inner
-            .as_ref()
-            .map_or((0, 0), |m| (m.entries, m.page_shift))
+        let t = self.translation_info();
+        (t.mtt_entries, t.page_shift)
+    }
+    /// How the region is translated on the device (zeros after dereg).
+    pub fn translation_info(&self) -> MrTranslation {
+        self.inner.as_ref().map_or(MrTranslation::default(), |m| MrTranslation {
+            page_shift: m.plan.tr.page_shift,
+            mtt_entries: m.plan.tr.entries.len(),
+            mtt_keys: m.plan.segments.len().max(1),
+            klm_entries: m.plan.segments.len(),
+        })
     }
     /// Copies `src` into the region at `offset` (regions that own their memory only).
     pub fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
