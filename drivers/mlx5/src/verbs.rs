@@ -1088,6 +1088,26 @@ impl<H: Hal> Drop for MrInner<H> {
     }
 }
 
+/// What [`MemoryRegion::rereg`] changes; `None` keeps the current value.
+pub struct Rereg<'a, H: Hal> {
+    /// New chunks and IOVA (`IBV_REREG_MR_CHANGE_TRANSLATION`).
+    pub translation: Option<(&'a [PhysChunk], u64)>,
+    /// New protection domain (`IBV_REREG_MR_CHANGE_PD`).
+    pub pd: Option<&'a ProtectionDomain<H>>,
+    /// New access flags (`IBV_REREG_MR_CHANGE_ACCESS`).
+    pub access: Option<Access>,
+}
+
+impl<H: Hal> Default for Rereg<'_, H> {
+    fn default() -> Self {
+        Rereg {
+            translation: None,
+            pd: None,
+            access: None,
+        }
+    }
+}
+
 /// How a region is translated ([`MemoryRegion::translation_info`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MrTranslation {
@@ -1177,6 +1197,80 @@ impl<H: Hal> MemoryRegion<H> {
             len,
         }
     }
+    /// Re-registers the region (`ibv_rereg_mr`): a new translation (`IBV_REREG_MR_CHANGE_TRANSLATION`:
+    /// new chunks at a new IOVA), a new PD (`_CHANGE_PD`) and/or new access flags
+    /// (`_CHANGE_ACCESS`), each alone or together; what is not changed is kept.
+    ///
+    /// Without UMR this is create-then-destroy: new keys are created first, then the old
+    /// ones destroyed, so **the lkey and rkey change** (as `ibv_rereg_mr` allows: it returns
+    /// the new keys in the MR). A region that owns its memory ([`ProtectionDomain::alloc_mr`])
+    /// keeps it when the translation is not changed, and frees it when it is.
+    ///
+    /// Failure, as the ibv_rereg_mr(3) man page has it: an input error, a device error
+    /// creating the new keys, or [`Error::Busy`] (WRs in flight) leaves the MR exactly as it
+    /// was (`IBV_REREG_MR_ERR_INPUT`: old MR valid). An error destroying the OLD keys is
+    /// returned after the region was re-registered: the MR holds the new keys and is valid;
+    /// the old keys' memory is quarantined, and a region that owned its memory can no longer
+    /// [`read`](MemoryRegion::read) / [`write`](MemoryRegion::write) it.
+    ///
+    /// # Safety
+    /// With a new translation: as [`ProtectionDomain::reg_phys`] for the new chunks.
+    pub unsafe fn rereg(&mut self, change: Rereg<'_, H>) -> Result<()> {
+        if change.translation.is_none() && change.pd.is_none() && change.access.is_none() {
+            return Err(InvalidInput::NothingToChange.into());
+        }
+        let Some(arc) = self.inner.take() else {
+            return Err(Error::Closed);
+        };
+        let mut old = match Arc::try_unwrap(arc) {
+            Ok(m) => m,
+            Err(arc) => {
+                self.inner = Some(arc);
+                return Err(Error::Busy);
+            }
+        };
+        let pd = match change.pd {
+            Some(p) => ProtectionDomain {
+                inner: p.inner.clone(),
+            },
+            None => ProtectionDomain {
+                inner: old.pd.clone(),
+            },
+        };
+        // Another context's PD cannot hold this region.
+        if !Arc::ptr_eq(&pd.inner.ctx, &old.pd.ctx) {
+            self.inner = Some(Arc::new(old));
+            return Err(InvalidInput::ForeignObject.into());
+        }
+        let access = change.access.unwrap_or(old.access);
+        let created = match change.translation {
+            Some((chunks, iova)) => pd
+                .plan_phys(chunks, iova, access)
+                .and_then(|(plan, len)| pd.register(iova, len, access, plan, None)),
+            None => mr::check_request(old.len, old.iova, access, pd.inner.ctx.caps.log_max_mrw_sz)
+                .and_then(|()| pd.register(old.iova, old.len, access, old.plan.clone(), None)),
+        };
+        let mut new = match created {
+            Ok(m) => m,
+            Err(e) => {
+                self.inner = Some(Arc::new(old));
+                return Err(e);
+            }
+        };
+        let r = old.destroy();
+        if r.is_ok() && change.translation.is_none() {
+            // The same memory: the buffer moves to the new keys.
+            if let Some(n) = new.inner.as_mut().and_then(Arc::get_mut) {
+                n.buf = old.buf.take();
+            }
+        }
+        drop(old); // frees a buffer the new translation no longer uses
+        *self = MemoryRegion {
+            inner: new.inner.take(),
+        };
+        r
+    }
+
     /// Deregisters now. Deregistering twice is harmless; fails with [`Error::Busy`] (and
     /// stays registered) while posted WRs still reference the region or a QP has it bound
     /// ([`QueuePair::bind_mr`]).

@@ -436,3 +436,189 @@ fn reg_mr_batch_rings_one_doorbell_for_many_commands() {
     drop(r);
     drop(mrs);
 }
+
+// ---------------------------------------------------------------------------------------------
+// rereg (rdma-core tests/test_mr.py test_mr_rereg_*)
+// ---------------------------------------------------------------------------------------------
+
+use mlx5::Rereg;
+
+fn read_from(p: &mut Pair, dst: &MemoryRegion<TestHal>, len: u32, addr: u64, rkey: u32) -> WcStatus {
+    p.a.post_send(&[SendWr {
+        wr_id: 2,
+        op: SendOp::Read {
+            remote: Remote { addr, rkey },
+        },
+        data: SendData::Sges(&[dst.sge(0, len)]),
+        flags: SIG,
+    }])
+    .expect("post");
+    wait(&mut p.cq_a, 1)[0].status
+}
+
+#[test]
+fn rereg_access_only() {
+    let (_sim, ctx) = open();
+    let mut p = pair(&ctx, QpCaps::default());
+    let mut m = p.pd.alloc_mr(4096, AccessFlags::ALL).unwrap();
+    m.write(0, &[0x11; 64]).unwrap();
+    let (old_key, old_addr) = (m.rkey(), m.addr());
+    // SAFETY: no new translation.
+    unsafe {
+        m.rereg(Rereg {
+            access: Some(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg access");
+    assert_ne!(m.rkey(), old_key, "keys change (destroy + create)");
+    assert_eq!(m.addr(), old_addr);
+    assert_eq!(m.access(), AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ);
+    // The buffer stayed with the region.
+    let mut got = [0u8; 64];
+    m.read(0, &mut got).unwrap();
+    assert_eq!(got, [0x11; 64]);
+    // Remote read allowed; remote write now refused.
+    let dst = p.pd.alloc_mr(4096, AccessFlags::ALL).unwrap();
+    assert_eq!(read_from(&mut p, &dst, 64, m.addr(), m.rkey()), WcStatus::Success);
+    let mut b = [0u8; 64];
+    dst.read(0, &mut b).unwrap();
+    assert_eq!(b, [0x11; 64]);
+    assert_eq!(write_to(&mut p, &dst, 8, m.addr(), m.rkey()), WcStatus::RemAccessErr);
+    // The old key is gone.
+    let mut p = qps_in(&ctx, p);
+    assert_eq!(write_to(&mut p, &dst, 8, old_addr, old_key), WcStatus::RemAccessErr);
+}
+
+#[test]
+fn rereg_pd_moves_the_region() {
+    let (_sim, ctx) = open();
+    let p1 = pair(&ctx, QpCaps::default());
+    let mut p2 = pair(&ctx, QpCaps::default());
+    let mut m = p1.pd.alloc_mr(4096, AccessFlags::ALL).unwrap();
+    let src2 = mr_with(&p2, &[0x22; 8]);
+    // In PD 1 the region is not usable from PD 2's QPs.
+    assert_eq!(write_to(&mut p2, &src2, 8, m.addr(), m.rkey()), WcStatus::RemAccessErr);
+    // SAFETY: no new translation.
+    unsafe {
+        m.rereg(Rereg {
+            pd: Some(&p2.pd),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg pd");
+    let mut p2 = qps_in(&ctx, p2);
+    assert_eq!(write_to(&mut p2, &src2, 8, m.addr(), m.rkey()), WcStatus::Success);
+    let mut got = [0u8; 8];
+    m.read(0, &mut got).unwrap();
+    assert_eq!(got, [0x22; 8]);
+    // And no longer from PD 1's.
+    let mut p1 = p1;
+    let src1 = mr_with(&p1, &[0x33; 8]);
+    assert_eq!(write_to(&mut p1, &src1, 8, m.addr(), m.rkey()), WcStatus::RemAccessErr);
+    // PD 1 can now be freed while the region lives on in PD 2.
+    drop(src1);
+    drop(p1);
+    assert_eq!(m.len(), 4096);
+}
+
+#[test]
+fn rereg_translation_pd_and_access_together() {
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let p1 = pair(&ctx, QpCaps::default());
+    let mut p2 = pair(&ctx, QpCaps::default());
+    let a = hal.dma_alloc(4096, 4096).unwrap();
+    let b = hal.dma_alloc(2 * 4096, 4096).unwrap();
+    let ca = [PhysChunk {
+        bus: a.bus_addr(),
+        len: 4096,
+    }];
+    // SAFETY: `a` and `b` outlive the region.
+    let mut m = unsafe { p1.pd.reg_phys(&ca, 0x1000_0000, AccessFlags::LOCAL_WRITE) }.unwrap();
+    let cb = scattered(b.bus_addr(), 4096, 2);
+    // SAFETY: as above.
+    unsafe {
+        m.rereg(Rereg {
+            translation: Some((&cb, 0x2000_0800)),
+            pd: Some(&p2.pd),
+            access: Some(RW),
+        })
+    }
+    .expect("rereg all");
+    assert_eq!((m.addr(), m.len()), (0x2000_0800, 8192));
+    // The IOVA's page offset (0x800) differs from the memory's (0): an indirect key; byte
+    // 0xff8 of the region is byte 0xff8 of the first chunk (bus page 1 of `b`), and 16
+    // bytes from there cross into the second chunk (bus page 0).
+    assert_eq!(m.translation_info().klm_entries, 1);
+    let src = mr_with(&p2, &[0x44; 16]);
+    assert_eq!(write_to(&mut p2, &src, 16, 0x2000_0800 + 0xff8, m.rkey()), WcStatus::Success);
+    assert_eq!(mem_read(&sim, b.bus_addr() + 4096 + 0xff8, 8), vec![0x44; 8]);
+    assert_eq!(mem_read(&sim, b.bus_addr(), 8), vec![0x44; 8]);
+    assert_eq!(mem_read(&sim, a.bus_addr(), 16), vec![0; 16], "old memory untouched");
+}
+
+#[test]
+fn failed_rereg_leaves_the_region_as_it_was() {
+    let (sim, ctx) = open();
+    let mut p = pair(&ctx, QpCaps::default());
+    let mut m = p.pd.alloc_mr(4096, AccessFlags::ALL).unwrap();
+    let key = m.rkey();
+    let before = ctx.commands_sent();
+    // Input errors: nothing changed, nothing sent.
+    // SAFETY: refused before anything reaches the device.
+    let e = unsafe { m.rereg(Rereg::default()) };
+    assert_eq!(e, Err(InvalidInput::NothingToChange.into()));
+    // SAFETY: as above.
+    let e = unsafe {
+        m.rereg(Rereg {
+            access: Some(AccessFlags::REMOTE_WRITE),
+            ..Rereg::default()
+        })
+    };
+    assert_eq!(e, Err(InvalidInput::AccessFlags.into()));
+    // SAFETY: as above.
+    let e = unsafe {
+        m.rereg(Rereg {
+            translation: Some((&[], 0)),
+            ..Rereg::default()
+        })
+    };
+    assert_eq!(e, Err(InvalidInput::ZeroLength.into()));
+    assert_eq!(ctx.commands_sent(), before);
+    // A device error creating the new key (a delivery error on CREATE_MKEY).
+    sim.with_hca(|h| h.faults.next_delivery_status = Some(0x7));
+    // SAFETY: no new translation.
+    let e = unsafe {
+        m.rereg(Rereg {
+            access: Some(AccessFlags::LOCAL_WRITE),
+            ..Rereg::default()
+        })
+    };
+    assert!(matches!(e, Err(Error::Delivery { .. })), "{e:?}");
+    // The MR is as it was: same key, same rights, still works.
+    assert_eq!((m.rkey(), m.access()), (key, AccessFlags::ALL));
+    let src = mr_with(&p, &[0x55; 8]);
+    assert_eq!(write_to(&mut p, &src, 8, m.addr(), m.rkey()), WcStatus::Success);
+    // A region bound to a QP (the fast path references it) is busy: refused, unchanged.
+    let h = p.a.bind_mr(&m).expect("bind");
+    // SAFETY: no new translation.
+    let e = unsafe {
+        m.rereg(Rereg {
+            access: Some(AccessFlags::LOCAL_WRITE),
+            ..Rereg::default()
+        })
+    };
+    assert_eq!(e, Err(Error::Busy));
+    assert_eq!((m.rkey(), m.access()), (key, AccessFlags::ALL));
+    p.a.unbind_mr(h).expect("unbind");
+    m.dereg().unwrap();
+    // SAFETY: no new translation.
+    let e = unsafe {
+        m.rereg(Rereg {
+            access: Some(AccessFlags::LOCAL_WRITE),
+            ..Rereg::default()
+        })
+    };
+    assert_eq!(e, Err(Error::Closed), "a deregistered region cannot be re-registered");
+}
