@@ -622,3 +622,101 @@ fn failed_rereg_leaves_the_region_as_it_was() {
     };
     assert_eq!(e, Err(Error::Closed), "a deregistered region cannot be re-registered");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Unpredictable keys (ReDMArk)
+// ---------------------------------------------------------------------------------------------
+
+/// Measures how often the next rkey can be guessed from the previous one. The model hands
+/// out mkey indices in sequence, as the hardware does (ReDMArk measured the same on real
+/// mlx5), so the index part is always `prev + 1`; the variant byte is random per key. The
+/// best single guess from the previous key is `(prev_index + 1) << 8 | v` for any fixed `v`:
+/// it hits when the random variant happens to be `v`, i.e. 1/256 of the time.
+#[test]
+fn next_rkey_guess_probability() {
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().unwrap();
+    let b = hal.dma_alloc(4096, 4096).unwrap();
+    let c = [PhysChunk {
+        bus: b.bus_addr(),
+        len: 4096,
+    }];
+    const N: usize = 4096;
+    let mut keys = Vec::with_capacity(N);
+    for _ in 0..N {
+        // SAFETY: `b` outlives every region.
+        let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
+        keys.push(m.rkey());
+        m.dereg().unwrap();
+    }
+    let pairs = keys.windows(2);
+    let index_next = pairs
+        .clone()
+        .filter(|w| w[1] >> 8 == (w[0] >> 8) + 1)
+        .count();
+    // Best fixed-variant guess: prev index + 1 with the same variant as the previous key
+    // (any fixed guess has the same odds for a uniform variant).
+    let full_hits = pairs
+        .clone()
+        .filter(|w| w[1] == (((w[0] >> 8) + 1) << 8 | (w[0] & 0xff)))
+        .count();
+    let n = (N - 1) as f64;
+    println!(
+        "next-rkey guess (no pool): index part predictable {:.4}, full key {:.5} ({full_hits}/{}), 1/256 = {:.5}",
+        index_next as f64 / n,
+        full_hits as f64 / n,
+        N - 1,
+        1.0 / 256.0
+    );
+    assert_eq!(index_next, N - 1, "the model allocates indices in sequence");
+    // A bound far above 1/256 (16 sigma) so that chance cannot fail it: it fails only if the
+    // variant were predictable.
+    assert!(full_hits < 16 + 16 * 4, "{full_hits} of {N} guessed");
+    // Every variant value occurs (the variant is not constant or narrow).
+    let variants: std::collections::BTreeSet<u32> = keys.iter().map(|k| k & 0xff).collect();
+    assert!(variants.len() > 200, "{} distinct variants", variants.len());
+}
+
+/// No key comes back right after its region was destroyed, even where the device reuses
+/// indices at once: a model with 16 usable mkey indices wraps every 16 registrations, and the
+/// driver takes a new key when index and random variant both match a recently destroyed key.
+#[test]
+fn no_key_reuse_right_after_destroy() {
+    use mlx5_prm::cmd_hca_cap;
+    let sim = SimHal::new();
+    sim.with_hca(|h| {
+        let g = &mut h.caps_mut().general;
+        cmd_hca_cap::LOG_MAX_MKEY.set(&mut g.max[..], 5).unwrap();
+        cmd_hca_cap::LOG_MAX_MKEY.set(&mut g.cur[..], 5).unwrap();
+    });
+    let cfg = mlx5::ContextConfig {
+        reset_function: false,
+        ..test_config()
+    };
+    let ctx = mlx5::Context::open(TestHal(sim.clone()), cfg).expect("bring-up");
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().unwrap();
+    let b = hal.dma_alloc(4096, 4096).unwrap();
+    let c = [PhysChunk {
+        bus: b.bus_addr(),
+        len: 4096,
+    }];
+    let mut recent: std::collections::VecDeque<u32> = Default::default();
+    let mut reused_index = 0;
+    for _ in 0..600 {
+        // SAFETY: `b` outlives every region.
+        let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
+        let k = m.rkey();
+        assert!(!recent.contains(&k), "key {k:#x} reused within 256 destroys");
+        if recent.iter().any(|r| r >> 8 == k >> 8) {
+            reused_index += 1;
+        }
+        m.dereg().unwrap();
+        if recent.len() == 256 {
+            recent.pop_front();
+        }
+        recent.push_back(k);
+    }
+    assert!(reused_index > 500, "the device did reuse indices ({reused_index})");
+}
