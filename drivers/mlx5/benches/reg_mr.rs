@@ -208,7 +208,11 @@ fn rates(
                 format!("{:.1}x", l as f64 / s1.max(1) as f64),
                 format!("{:.1}x", l as f64 / b1.max(1) as f64),
             ),
-            Err(e) => (format!("SKIPPED: Linux pin because {e}"), "-".into(), "-".into()),
+            Err(e) => (
+                format!("SKIPPED: Linux pin because {e}"),
+                "-".into(),
+                "-".into(),
+            ),
         };
         println!("| {name} | {s1} | {b1} ({rung} for {N}) | {l} | {r1} | {r2} |");
     }

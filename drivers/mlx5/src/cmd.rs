@@ -505,7 +505,7 @@ impl<H: Hal> crate::hca::Device<H> {
         let width = self.cmd.nslots().saturating_sub(1).max(1);
         for group in cmds.chunks(width) {
             if let Err(e) = self.cmd.check_health(hal) {
-                results.extend(group.iter().map(|_| Err(e.clone())));
+                results.extend(group.iter().map(|_| Err(e)));
                 continue;
             }
             // Post every command of the group, then ring once.
@@ -544,7 +544,7 @@ impl<H: Hal> crate::hca::Device<H> {
                     for p in posted.iter().flatten() {
                         self.cmd.abandon(p);
                     }
-                    results.extend(group.iter().map(|_| Err(e.clone())));
+                    results.extend(group.iter().map(|_| Err(e)));
                     continue;
                 }
             }
@@ -584,7 +584,7 @@ impl<H: Hal> crate::hca::Device<H> {
                     Err(e) => Err(e),
                     Ok(p) if pending[i] => {
                         self.cmd.abandon(&p);
-                        Err(fatal.clone().unwrap_or(Error::CommandTimeout {
+                        Err(fatal.unwrap_or(Error::CommandTimeout {
                             opcode: CmdQueue::<H>::opcode(&p),
                         }))
                     }

@@ -663,7 +663,9 @@ mod tests {
                 1 => (rnd() % (1 << 45)) & !((1 << 30) - 1) | (chunks[0].bus & ((1 << 30) - 1)),
                 _ => rnd() % (1 << 45),
             };
-            let got = plan(&chunks, iova).ok().map(|t| (t.entries.len() as u64, t.page_shift));
+            let got = plan(&chunks, iova)
+                .ok()
+                .map(|t| (t.entries.len() as u64, t.page_shift));
             assert_eq!(got, brute(&chunks, iova), "{chunks:x?} at {iova:#x}");
         }
     }

@@ -782,7 +782,7 @@ impl<H: Hal> ProtectionDomain<H> {
         if let Err(e) = ctx.check_alive() {
             return out
                 .into_iter()
-                .map(|r| r.unwrap_or_else(|| Err(e.clone())))
+                .map(|r| r.unwrap_or_else(|| Err(e)))
                 .collect();
         }
         // One command per direct region.
@@ -792,10 +792,16 @@ impl<H: Hal> ProtectionDomain<H> {
         for (i, p) in plans.iter().enumerate() {
             let Some((plan, len)) = p else { continue };
             let (_, iova, access) = regions[i];
-            let prm = self.params(iova, *len, access, plan, Xlt::Mtt {
-                page_shift: plan.tr.page_shift,
-                entries: &plan.tr.entries,
-            });
+            let prm = self.params(
+                iova,
+                *len,
+                access,
+                plan,
+                Xlt::Mtt {
+                    page_shift: plan.tr.page_shift,
+                    entries: &plan.tr.entries,
+                },
+            );
             match mr::mkey_cmd(&prm) {
                 Ok(c) => {
                     cmds.push(c);
@@ -809,7 +815,9 @@ impl<H: Hal> ProtectionDomain<H> {
             .iter()
             .map(|c| (c, mlx5_prm::create_mkey_out::BYTES))
             .collect();
-        let results = ctx.with_dev(|d| Ok(d.exec_batch(hal, &refs))).unwrap_or_default();
+        let results = ctx
+            .with_dev(|d| Ok(d.exec_batch(hal, &refs)))
+            .unwrap_or_default();
         for (k, r) in results.into_iter().enumerate() {
             let i = who[k];
             // A copy: `params` borrows the planned entries.
@@ -935,7 +943,6 @@ impl<H: Hal> ProtectionDomain<H> {
             }
         };
         let key = self.avoid_recent(key, &mut params, &mut buf)?;
-        drop(params);
         Ok(self.wrap(key, inner, iova, len, access, plan, buf))
     }
 
@@ -957,7 +964,7 @@ impl<H: Hal> ProtectionDomain<H> {
         let mut tries = 0;
         while ctx.recent_keys.lock().contains(&key) && tries < 4 {
             params.variant = params.variant.wrapping_add(1 + (ctx.random() % 255) as u8);
-            let k2 = ctx.with_dev(|d| d.create_mkey(hal, &params));
+            let k2 = ctx.with_dev(|d| d.create_mkey(hal, params));
             // The collision goes either way; while it lives, it translates to `buf` too.
             let old = ctx.with_dev(|d| d.destroy_mkey(hal, key));
             match (k2, old) {
@@ -1166,12 +1173,14 @@ impl<H: Hal> MemoryRegion<H> {
     }
     /// How the region is translated on the device (zeros after dereg).
     pub fn translation_info(&self) -> MrTranslation {
-        self.inner.as_ref().map_or(MrTranslation::default(), |m| MrTranslation {
-            page_shift: m.plan.tr.page_shift,
-            mtt_entries: m.plan.tr.entries.len(),
-            mtt_keys: m.plan.segments.len().max(1),
-            klm_entries: m.plan.segments.len(),
-        })
+        self.inner
+            .as_ref()
+            .map_or(MrTranslation::default(), |m| MrTranslation {
+                page_shift: m.plan.tr.page_shift,
+                mtt_entries: m.plan.tr.entries.len(),
+                mtt_keys: m.plan.segments.len().max(1),
+                klm_entries: m.plan.segments.len(),
+            })
     }
     /// Copies `src` into the region at `offset` (regions that own their memory only).
     pub fn write(&self, offset: u64, src: &[u8]) -> Result<()> {

@@ -3,14 +3,15 @@
 //! unaligned heads and tails with exact byte bounds, a chosen IOVA, the page size reported,
 //! batched registration with one command doorbell, rereg, and key unpredictability.
 
+#[allow(dead_code)]
 mod common;
 
 use common::*;
 use mlx5::mr::PhysChunk;
 use mlx5::qp::RawSge;
 use mlx5::{
-    AccessFlags, DmaBuffer, Error, Hal, InvalidInput, MemoryRegion, MrTranslation, QpCaps,
-    Remote, SendData, SendFlags, SendOp, SendWr, WcStatus,
+    AccessFlags, DmaBuffer, Error, Hal, InvalidInput, MemoryRegion, MrTranslation, QpCaps, Remote,
+    SendData, SendFlags, SendOp, SendWr, WcStatus,
 };
 use mlx5_sim::mr::{Access as SimAccess, MrFault};
 
@@ -19,13 +20,10 @@ const RW: AccessFlags = AccessFlags(
     AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0,
 );
 
-fn mem_write(sim: &SimHal, bus: u64, data: &[u8]) {
-    sim.with_hca(|h| h.mem.write(bus, data)).expect("guest write");
-}
-
 fn mem_read(sim: &SimHal, bus: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
-    sim.with_hca(|h| h.mem.read(bus, &mut v)).expect("guest read");
+    sim.with_hca(|h| h.mem.read(bus, &mut v))
+        .expect("guest read");
     v
 }
 
@@ -80,11 +78,18 @@ fn one_gib_of_4k_pages_is_an_indirect_key_over_mtt_keys() {
         }
     );
     assert_eq!(mr.translation(), (262_144, 12));
-    assert_eq!(ctx.commands_sent() - before, 3, "two MTT keys and one KLM key");
+    assert_eq!(
+        ctx.commands_sent() - before,
+        3,
+        "two MTT keys and one KLM key"
+    );
     // RDMA WRITE to the first and last byte (and across the inner-key boundary) lands in the
     // right pages; one past the end is a remote access error.
     let src = mr_with(&p, &[0xa5; 64]);
-    assert_eq!(write_to(&mut p, &src, 1, iova, mr.rkey()), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 1, iova, mr.rkey()),
+        WcStatus::Success
+    );
     // Virtual page 0 is the LAST chunk (reversed list).
     assert_eq!(mem_read(&sim, backing.bus_addr() + GIB - 4096, 1), [0xa5]);
     assert_eq!(
@@ -94,7 +99,10 @@ fn one_gib_of_4k_pages_is_an_indirect_key_over_mtt_keys() {
     assert_eq!(mem_read(&sim, backing.bus_addr() + 4095, 1), [0xa5]);
     // 64 bytes straddling the boundary between the two inner keys (512 MiB).
     let mid = iova + (GIB / 2) - 32;
-    assert_eq!(write_to(&mut p, &src, 64, mid, mr.rkey()), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 64, mid, mr.rkey()),
+        WcStatus::Success
+    );
     let pg_lo = GIB / 2 / 4096 - 1; // virtual page index before the boundary
     let bus_lo = backing.bus_addr() + (GIB / 4096 - 1 - pg_lo) * 4096 + 4096 - 32;
     let bus_hi = backing.bus_addr() + (GIB / 4096 - 1 - pg_lo - 1) * 4096;
@@ -132,7 +140,13 @@ fn one_gib_of_4k_pages_is_an_indirect_key_over_mtt_keys() {
 
 /// Fresh connected QPs in `p`'s PD (the old ones are dropped).
 fn qps_in(ctx: &mlx5::Context<TestHal>, p: Pair) -> Pair {
-    let Pair { pd, a, b, cq_a, cq_b } = p;
+    let Pair {
+        pd,
+        a,
+        b,
+        cq_a,
+        cq_b,
+    } = p;
     drop((a, b, cq_a, cq_b));
     let cq_a = ctx.create_cq(256).expect("cq a");
     let cq_b = ctx.create_cq(256).expect("cq b");
@@ -188,7 +202,10 @@ fn unaligned_head_and_tail_have_exact_byte_bounds() {
     assert_eq!(mr.translation_info().page_shift, 12);
     let src = mr_with(&p, &[0x5c; 16]);
     // First byte, last byte: fine, and they land in the right places.
-    assert_eq!(write_to(&mut p, &src, 1, iova, mr.rkey()), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 1, iova, mr.rkey()),
+        WcStatus::Success
+    );
     assert_eq!(mem_read(&sim, bus + 2 * 4096 + 0x123, 1), [0x5c]);
     assert_eq!(
         write_to(&mut p, &src, 1, iova + len - 1, mr.rkey()),
@@ -266,7 +283,11 @@ fn chosen_iova_with_any_page_offset() {
         write_to(&mut p, &src, 8, iova + 4096, mr.rkey()),
         WcStatus::Success
     );
-    assert_eq!(mem_read(&sim, bus, 8), vec![7; 8], "virtual page 1 is bus page 0");
+    assert_eq!(
+        mem_read(&sim, bus, 8),
+        vec![7; 8],
+        "virtual page 1 is bus page 0"
+    );
     // An IOVA whose page offset differs from the memory's (0x321): an MTT key at the
     // memory's own offsets under a one-entry KLM key at the IOVA.
     let odd = 0x1234_5678_9321;
@@ -397,7 +418,11 @@ fn reg_mr_batch_rings_one_doorbell_for_many_commands() {
         .collect();
     assert_eq!(ctx.commands_sent() - c0, 16);
     // The model has 32 slots, the last kept for nested commands: 16 commands, one doorbell.
-    assert_eq!(ctx.command_doorbells() - d0, 1, "one doorbell write for the batch");
+    assert_eq!(
+        ctx.command_doorbells() - d0,
+        1,
+        "one doorbell write for the batch"
+    );
     let keys: std::collections::BTreeSet<u32> = mrs.iter().map(|m| m.rkey()).collect();
     assert_eq!(keys.len(), 16, "distinct keys");
     // Every region works and maps its own page.
@@ -443,7 +468,13 @@ fn reg_mr_batch_rings_one_doorbell_for_many_commands() {
 
 use mlx5::Rereg;
 
-fn read_from(p: &mut Pair, dst: &MemoryRegion<TestHal>, len: u32, addr: u64, rkey: u32) -> WcStatus {
+fn read_from(
+    p: &mut Pair,
+    dst: &MemoryRegion<TestHal>,
+    len: u32,
+    addr: u64,
+    rkey: u32,
+) -> WcStatus {
     p.a.post_send(&[SendWr {
         wr_id: 2,
         op: SendOp::Read {
@@ -473,21 +504,33 @@ fn rereg_access_only() {
     .expect("rereg access");
     assert_ne!(m.rkey(), old_key, "keys change (destroy + create)");
     assert_eq!(m.addr(), old_addr);
-    assert_eq!(m.access(), AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ);
+    assert_eq!(
+        m.access(),
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ
+    );
     // The buffer stayed with the region.
     let mut got = [0u8; 64];
     m.read(0, &mut got).unwrap();
     assert_eq!(got, [0x11; 64]);
     // Remote read allowed; remote write now refused.
     let dst = p.pd.alloc_mr(4096, AccessFlags::ALL).unwrap();
-    assert_eq!(read_from(&mut p, &dst, 64, m.addr(), m.rkey()), WcStatus::Success);
+    assert_eq!(
+        read_from(&mut p, &dst, 64, m.addr(), m.rkey()),
+        WcStatus::Success
+    );
     let mut b = [0u8; 64];
     dst.read(0, &mut b).unwrap();
     assert_eq!(b, [0x11; 64]);
-    assert_eq!(write_to(&mut p, &dst, 8, m.addr(), m.rkey()), WcStatus::RemAccessErr);
+    assert_eq!(
+        write_to(&mut p, &dst, 8, m.addr(), m.rkey()),
+        WcStatus::RemAccessErr
+    );
     // The old key is gone.
     let mut p = qps_in(&ctx, p);
-    assert_eq!(write_to(&mut p, &dst, 8, old_addr, old_key), WcStatus::RemAccessErr);
+    assert_eq!(
+        write_to(&mut p, &dst, 8, old_addr, old_key),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
@@ -498,7 +541,10 @@ fn rereg_pd_moves_the_region() {
     let mut m = p1.pd.alloc_mr(4096, AccessFlags::ALL).unwrap();
     let src2 = mr_with(&p2, &[0x22; 8]);
     // In PD 1 the region is not usable from PD 2's QPs.
-    assert_eq!(write_to(&mut p2, &src2, 8, m.addr(), m.rkey()), WcStatus::RemAccessErr);
+    assert_eq!(
+        write_to(&mut p2, &src2, 8, m.addr(), m.rkey()),
+        WcStatus::RemAccessErr
+    );
     // SAFETY: no new translation.
     unsafe {
         m.rereg(Rereg {
@@ -508,14 +554,20 @@ fn rereg_pd_moves_the_region() {
     }
     .expect("rereg pd");
     let mut p2 = qps_in(&ctx, p2);
-    assert_eq!(write_to(&mut p2, &src2, 8, m.addr(), m.rkey()), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p2, &src2, 8, m.addr(), m.rkey()),
+        WcStatus::Success
+    );
     let mut got = [0u8; 8];
     m.read(0, &mut got).unwrap();
     assert_eq!(got, [0x22; 8]);
     // And no longer from PD 1's.
     let mut p1 = p1;
     let src1 = mr_with(&p1, &[0x33; 8]);
-    assert_eq!(write_to(&mut p1, &src1, 8, m.addr(), m.rkey()), WcStatus::RemAccessErr);
+    assert_eq!(
+        write_to(&mut p1, &src1, 8, m.addr(), m.rkey()),
+        WcStatus::RemAccessErr
+    );
     // PD 1 can now be freed while the region lives on in PD 2.
     drop(src1);
     drop(p1);
@@ -552,10 +604,20 @@ fn rereg_translation_pd_and_access_together() {
     // bytes from there cross into the second chunk (bus page 0).
     assert_eq!(m.translation_info().klm_entries, 1);
     let src = mr_with(&p2, &[0x44; 16]);
-    assert_eq!(write_to(&mut p2, &src, 16, 0x2000_0800 + 0xff8, m.rkey()), WcStatus::Success);
-    assert_eq!(mem_read(&sim, b.bus_addr() + 4096 + 0xff8, 8), vec![0x44; 8]);
+    assert_eq!(
+        write_to(&mut p2, &src, 16, 0x2000_0800 + 0xff8, m.rkey()),
+        WcStatus::Success
+    );
+    assert_eq!(
+        mem_read(&sim, b.bus_addr() + 4096 + 0xff8, 8),
+        vec![0x44; 8]
+    );
     assert_eq!(mem_read(&sim, b.bus_addr(), 8), vec![0x44; 8]);
-    assert_eq!(mem_read(&sim, a.bus_addr(), 16), vec![0; 16], "old memory untouched");
+    assert_eq!(
+        mem_read(&sim, a.bus_addr(), 16),
+        vec![0; 16],
+        "old memory untouched"
+    );
 }
 
 #[test]
@@ -599,7 +661,10 @@ fn failed_rereg_leaves_the_region_as_it_was() {
     // The MR is as it was: same key, same rights, still works.
     assert_eq!((m.rkey(), m.access()), (key, AccessFlags::ALL));
     let src = mr_with(&p, &[0x55; 8]);
-    assert_eq!(write_to(&mut p, &src, 8, m.addr(), m.rkey()), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 8, m.addr(), m.rkey()),
+        WcStatus::Success
+    );
     // A region bound to a QP (the fast path references it) is busy: refused, unchanged.
     let h = p.a.bind_mr(&m).expect("bind");
     // SAFETY: no new translation.
@@ -620,7 +685,11 @@ fn failed_rereg_leaves_the_region_as_it_was() {
             ..Rereg::default()
         })
     };
-    assert_eq!(e, Err(Error::Closed), "a deregistered region cannot be re-registered");
+    assert_eq!(
+        e,
+        Err(Error::Closed),
+        "a deregistered region cannot be re-registered"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -708,7 +777,10 @@ fn no_key_reuse_right_after_destroy() {
         // SAFETY: `b` outlives every region.
         let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
         let k = m.rkey();
-        assert!(!recent.contains(&k), "key {k:#x} reused within 256 destroys");
+        assert!(
+            !recent.contains(&k),
+            "key {k:#x} reused within 256 destroys"
+        );
         if recent.iter().any(|r| r >> 8 == k >> 8) {
             reused_index += 1;
         }
@@ -718,5 +790,8 @@ fn no_key_reuse_right_after_destroy() {
         }
         recent.push_back(k);
     }
-    assert!(reused_index > 500, "the device did reuse indices ({reused_index})");
+    assert!(
+        reused_index > 500,
+        "the device did reuse indices ({reused_index})"
+    );
 }

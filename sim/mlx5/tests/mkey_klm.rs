@@ -64,7 +64,9 @@ fn klm_input(
 }
 
 fn klm_key(e: &mut Env, start: u64, len: u64, access: u8, entries: &[(u32, u32, u64)]) -> u32 {
-    let d = e.raw.exec(&klm_input(e.pd, start, len, access, entries, None), 16);
+    let d = e
+        .raw
+        .exec(&klm_input(e.pd, start, len, access, entries, None), 16);
     d.ok();
     mkey::from_index(d.get(create_mkey_out::MKEY_INDEX), 0x77)
 }
@@ -217,7 +219,9 @@ fn klm_rejections() {
         .exec(&klm_input(pd, 0, 0x100, ALL, &one, Some((2, 2))), 16)
         .fails(cmd_status::BAD_INP_LEN_ERR, mrs::MTT_INPUT_TRUNCATED);
     // Above 1 << log_max_klm_list_size entries.
-    let log_max = e.dev().with_hca(|h| h.cap(cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE));
+    let log_max = e
+        .dev()
+        .with_hca(|h| h.cap(cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE));
     let n = (1u32 << log_max) + 1;
     e.raw
         .exec(&klm_input(pd, 0, 0x100, ALL, &one, Some((n, n))), 16)
