@@ -795,3 +795,50 @@ fn no_key_reuse_right_after_destroy() {
         "the device did reuse indices ({reused_index})"
     );
 }
+
+/// The batch on a model that runs commands on its own thread (completions arrive while the
+/// driver polls), and a device error on one command of a batch: that region gets the error,
+/// the others register.
+#[test]
+fn reg_mr_batch_threaded_model_and_a_failing_slot() {
+    let sim = SimHal::threaded();
+    let ctx = mlx5::Context::open(TestHal(sim.clone()), test_config()).expect("bring-up");
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().unwrap();
+    let b = hal.dma_alloc(8 * 65536, 65536).expect("backing");
+    let chunks: Vec<[PhysChunk; 1]> = (0..8u64)
+        .map(|i| {
+            [PhysChunk {
+                bus: b.bus_addr() + i * 65536,
+                len: 65536,
+            }]
+        })
+        .collect();
+    let regions: Vec<(&[PhysChunk], u64, AccessFlags)> =
+        chunks.iter().map(|c| (&c[..], c[0].bus, RW)).collect();
+    let d0 = ctx.command_doorbells();
+    // SAFETY: `b` outlives the regions.
+    let mrs = unsafe { pd.reg_mr_batch(&regions) };
+    assert!(
+        mrs.iter().all(|m| m.is_ok()),
+        "{:?}",
+        mrs.iter().map(|m| m.as_ref().err()).collect::<Vec<_>>()
+    );
+    assert_eq!(ctx.command_doorbells() - d0, 1);
+    for (m, c) in mrs.iter().zip(&chunks) {
+        let m = m.as_ref().unwrap();
+        assert_eq!((m.addr(), m.len()), (c[0].bus, 65536));
+        assert_eq!(m.translation_info().mtt_entries, 1);
+    }
+    drop(mrs);
+    // The model delivers the first slot it runs with a delivery error.
+    sim.with_hca(|h| h.faults.next_delivery_status = Some(0x7));
+    // SAFETY: as above.
+    let mrs = unsafe { pd.reg_mr_batch(&regions) };
+    assert!(
+        matches!(mrs[0], Err(Error::Delivery { .. })),
+        "{:?}",
+        mrs[0].as_ref().err()
+    );
+    assert!(mrs[1..].iter().all(|m| m.is_ok()));
+}
