@@ -183,11 +183,24 @@ struct KlmEntry {
 /// `klm.byte_count`.
 pub const MAX_KLM_BYTE_COUNT: u64 = 0x8000_0000;
 
+/// A page address (aligned, so its low bits are free) with the read enable in bit 0 and the
+/// write enable in bit 1: 8 bytes per page, as the MTT itself.
 #[derive(Clone, Copy, Debug)]
-struct MttEntry {
-    addr: u64,
-    read: bool,
-    write: bool,
+struct MttEntry(u64);
+
+impl MttEntry {
+    fn new(addr: u64, read: bool, write: bool) -> MttEntry {
+        MttEntry(addr | (write as u64) << 1 | read as u64)
+    }
+    fn addr(self) -> u64 {
+        self.0 & !0xff
+    }
+    fn read(self) -> bool {
+        self.0 & 1 != 0
+    }
+    fn write(self) -> bool {
+        self.0 & 2 != 0
+    }
 }
 
 /// One memory key.
@@ -230,7 +243,7 @@ impl Mkey {
         else {
             return None;
         };
-        let pages: Vec<u64> = entries.iter().map(|e| e.addr).collect();
+        let pages: Vec<u64> = entries.iter().map(|e| e.addr()).collect();
         let off = self.start & ((1u64 << page_shift) - 1);
         let len = u64::try_from(self.len).unwrap_or(u64::MAX);
         Some(page_ranges(&pages, *page_shift, off, len))
@@ -242,7 +255,7 @@ impl Mkey {
             Translation::Mtt {
                 page_shift,
                 entries,
-            } => Some((*page_shift, entries.iter().map(|e| e.addr).collect())),
+            } => Some((*page_shift, entries.iter().map(|e| e.addr()).collect())),
             _ => None,
         }
     }
@@ -312,7 +325,7 @@ impl<'a> Resolved<'a> {
                     let idx = (off >> page_shift) as usize;
                     let in_page = off & (page - 1);
                     let n = (page - in_page).min(left);
-                    let bus = entries[idx].addr + in_page; // idx < entries.len(): resolve()
+                    let bus = entries[idx].addr() + in_page; // idx < entries.len(): resolve()
                     run = match run {
                         Some((s, l)) if s + l == bus => Some((s, l + n)),
                         Some((s, l)) => {
@@ -493,7 +506,7 @@ impl MkeyTable {
                 let pages = entries.get(first..=last).ok_or(MrFault::OutOfBounds)?;
                 if pages
                     .iter()
-                    .any(|e| (need.reads() && !e.read) || (need.writes() && !e.write))
+                    .any(|e| (need.reads() && !e.read()) || (need.writes() && !e.write()))
                 {
                     return Err(MrFault::PageAccessDenied);
                 }
@@ -678,11 +691,11 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
                 if addr & (page as u64 - 1) != 0 {
                     return Err(bad_param(syndrome::MTT_MISALIGNED));
                 }
-                entries.push(MttEntry {
+                entries.push(MttEntry::new(
                     addr,
-                    read: !pg_access || raw & mkey::MTT_READ != 0,
-                    write: !pg_access || raw & mkey::MTT_WRITE != 0,
-                });
+                    !pg_access || raw & mkey::MTT_READ != 0,
+                    !pg_access || raw & mkey::MTT_WRITE != 0,
+                ));
             }
             Translation::Mtt {
                 page_shift,
@@ -811,7 +824,7 @@ pub fn query_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     if let Translation::Mtt { entries, .. } = &m.translation {
         let mut pas = [0u8; 16];
         for (i, e) in entries.iter().take(2).enumerate() {
-            let raw = e.addr | (e.write as u64) << 1 | e.read as u64;
+            let raw = e.addr() | (e.write() as u64) << 1 | e.read() as u64;
             pas[i * 8..i * 8 + 8].copy_from_slice(&raw.to_be_bytes());
         }
         let _ = query_mkey_out::BSF0_KLM0_PAS_MTT0_1.write_bytes(output, &pas);
@@ -985,11 +998,7 @@ mod tests {
                 page_shift: shift,
                 entries: pages
                     .iter()
-                    .map(|&addr| MttEntry {
-                        addr,
-                        read: true,
-                        write: true,
-                    })
+                    .map(|&addr| MttEntry::new(addr, true, true))
                     .collect(),
             },
             mkc: [0; mkc::BYTES],
