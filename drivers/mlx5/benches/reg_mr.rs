@@ -93,6 +93,17 @@ fn main() {
     }
     drop(hugepages);
     rows.push(huge_region(&ctx, &pd, reps));
+    rows.push(Row {
+        size: "64 GiB",
+        method: "Linux io_uring pin, 4 KiB pages".into(),
+        commands: "-".into(),
+        entries: "16777216 x 4 KiB pinned".into(),
+        median: Err(format!(
+            "64 GiB is more than this machine's memory ({} GiB)",
+            linux::mem_total_gib()
+        )),
+        linux: true,
+    });
     // The 1 GiB rows of 4 KiB pages again with glibc keeping freed memory: half of the time
     // above is the kernel faulting in and zeroing the MiB-sized buffers the driver and the
     // in-process model allocate per registration (the MTT list, the command, the model's
@@ -113,17 +124,6 @@ fn main() {
     } else {
         println!("SKIPPED: rows with glibc keeping freed memory because mallopt failed");
     }
-    rows.push(Row {
-        size: "64 GiB",
-        method: "Linux io_uring pin, 4 KiB pages".into(),
-        commands: "-".into(),
-        entries: "16777216 x 4 KiB pinned".into(),
-        median: Err(format!(
-            "64 GiB is more than this machine's memory ({} GiB)",
-            linux::mem_total_gib()
-        )),
-        linux: true,
-    });
     print_table(&rows, reps);
     println!();
     rates(&ctx, &pd, &hal, &ring, reps);
