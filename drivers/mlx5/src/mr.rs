@@ -671,6 +671,75 @@ mod tests {
     }
 
     #[test]
+    fn long_lists_and_odd_iovas_become_klm_segments() {
+        // Fits one command at a matching IOVA: direct.
+        let c: Vec<PhysChunk> = (0..MAX_MTT_PER_MKEY as u64)
+            .map(|i| PhysChunk {
+                bus: (i * 2 + 1) << 12,
+                len: 4096,
+            })
+            .collect();
+        let p = plan_reg(&c, 0x10_0000, 16).unwrap();
+        assert!(p.segments.is_empty());
+        assert_eq!(p.mtt_va, 0x10_0000);
+        // One page more: two MTT keys, split at a page boundary, covering the region exactly.
+        let mut c2 = c.clone();
+        c2.push(PhysChunk {
+            bus: 1 << 40,
+            len: 0x800,
+        });
+        let p = plan_reg(&c2, 0x10_0000, 16).unwrap();
+        let ps = 4096u64;
+        assert_eq!(
+            p.segments,
+            alloc::vec![
+                (0x10_0000, MAX_MTT_PER_MKEY as u64 * ps, 0, MAX_MTT_PER_MKEY),
+                (
+                    0x10_0000 + MAX_MTT_PER_MKEY as u64 * ps,
+                    0x800,
+                    MAX_MTT_PER_MKEY,
+                    1
+                ),
+            ]
+        );
+        // More segments than 1 << log_max_klm_list_size: refused before anything is sent.
+        assert!(matches!(
+            plan_reg(&c2, 0x10_0000, 0),
+            Err(crate::Error::Invalid(
+                InvalidInput::TooManyTranslations { .. }
+            ))
+        ));
+        // 1 GiB pages at an IOVA with another page offset: planned at the memory's own
+        // address, and no KLM entry above 2 GiB (two 1 GiB pages each).
+        let g: Vec<PhysChunk> = (0..5u64)
+            .map(|i| PhysChunk {
+                bus: (8 + 2 * i) << 30,
+                len: 1 << 30,
+            })
+            .collect();
+        let p = plan_reg(&g, 0x1234, 16).unwrap();
+        assert_eq!((p.mtt_va, p.tr.page_shift), (8 << 30, 30));
+        let lens: Vec<u64> = p.segments.iter().map(|s| s.1).collect();
+        assert_eq!(lens, alloc::vec![2 << 30, 2 << 30, 1 << 30]);
+        assert!(lens.iter().all(|&l| l <= MAX_KLM_BYTE_COUNT));
+        // A layout no IOVA fixes (a chunk boundary inside a page) stays an error.
+        let bad = [
+            PhysChunk {
+                bus: 0x1000,
+                len: 0x800,
+            },
+            PhysChunk {
+                bus: 0x3800,
+                len: 0x800,
+            },
+        ];
+        assert_eq!(
+            plan_reg(&bad, 0x1000, 16),
+            Err(InvalidInput::PageList.into())
+        );
+    }
+
+    #[test]
     fn access_rules() {
         assert!(Access::REMOTE_WRITE.validate().is_err());
         assert!(Access::REMOTE_ATOMIC.validate().is_err());

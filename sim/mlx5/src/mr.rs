@@ -829,6 +829,21 @@ pub fn query_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         }
         let _ = query_mkey_out::BSF0_KLM0_PAS_MTT0_1.write_bytes(output, &pas);
     }
+    // An indirect key: its first two KLM entries (`bsf0_klm0_pas_mtt0_1`,
+    // `bsf1_klm1_pas_mtt2_3`), each as `mlx5_ifc_klm_bits`.
+    if let Translation::Klm { entries } = &m.translation {
+        for (e, f) in entries.iter().zip([
+            query_mkey_out::BSF0_KLM0_PAS_MTT0_1,
+            query_mkey_out::BSF1_KLM1_PAS_MTT2_3,
+        ]) {
+            let mut k = [0u8; mkey::KLM_ENTRY_SIZE];
+            k[mkey::KLM_BCOUNT..mkey::KLM_BCOUNT + 4]
+                .copy_from_slice(&(e.bcount as u32).to_be_bytes());
+            k[mkey::KLM_KEY..mkey::KLM_KEY + 4].copy_from_slice(&e.key.to_be_bytes());
+            k[mkey::KLM_VA..mkey::KLM_VA + 8].copy_from_slice(&e.va.to_be_bytes());
+            let _ = f.write_bytes(output, &k);
+        }
+    }
     Ok(())
 }
 

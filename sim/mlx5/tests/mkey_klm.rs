@@ -125,6 +125,28 @@ fn klm_key_translates_through_inner_keys() {
         assert_eq!(m.klm_entries().unwrap().len(), 2);
         assert!(m.dma_ranges().is_none());
     });
+    // QUERY_MKEY returns the mode and the first two KLM entries.
+    let mut q = input(opcode::QUERY_MKEY, 0, query_mkey_in::BYTES);
+    set(&mut q, query_mkey_in::MKEY_INDEX, mkey::index(k));
+    let d = e.raw.exec(&q, query_mkey_out::BYTES);
+    d.ok();
+    let mc = query_mkey_out::MEMORY_KEY_MKEY_ENTRY;
+    assert_eq!(
+        d.get(mkc::ACCESS_MODE_1_0.within(mc)),
+        mkc_access_mode::KLMS as u32
+    );
+    let k0 = query_mkey_out::BSF0_KLM0_PAS_MTT0_1.byte_offset();
+    let k1 = query_mkey_out::BSF1_KLM1_PAS_MTT2_3.byte_offset();
+    let be32 = |o: usize| u32::from_be_bytes(d.out[o..o + 4].try_into().unwrap());
+    let be64 = |o: usize| u64::from_be_bytes(d.out[o..o + 8].try_into().unwrap());
+    assert_eq!(
+        (be32(k0), be32(k0 + 4), be64(k0 + 8)),
+        (0x200, ka, a + 0x1000)
+    );
+    assert_eq!(
+        (be32(k1), be32(k1 + 4), be64(k1 + 8)),
+        (0x1800, kb, b + 0x10)
+    );
     // Inner keys used directly keep their own (local-only) rights.
     e.dev().with_hca(|h| {
         assert_eq!(
