@@ -942,7 +942,15 @@ impl<H: Hal> ProtectionDomain<H> {
                 return Err(e);
             }
         };
-        let key = self.avoid_recent(key, &mut params, &mut buf)?;
+        let key = match self.avoid_recent(key, &mut params, &mut buf) {
+            Ok(k) => k,
+            Err(e) => {
+                // `buf` is already freed or held; inner keys under a key that may live on
+                // are destroyed so that it translates nothing.
+                self.destroy_keys(&inner);
+                return Err(e);
+            }
+        };
         Ok(self.wrap(key, inner, iova, len, access, plan, buf))
     }
 
@@ -958,9 +966,6 @@ impl<H: Hal> ProtectionDomain<H> {
         let ctx = &self.inner.ctx;
         let hal = &ctx.hal;
         let mut key = key;
-        // ReDMArk: a key must not reappear right after it was destroyed. If the firmware
-        // reused the index and the random variant matched, take a new key first, then drop
-        // the collision.
         let mut tries = 0;
         while ctx.recent_keys.lock().contains(&key) && tries < 4 {
             params.variant = params.variant.wrapping_add(1 + (ctx.random() % 255) as u8);

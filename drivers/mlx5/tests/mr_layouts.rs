@@ -842,3 +842,43 @@ fn reg_mr_batch_threaded_model_and_a_failing_slot() {
     );
     assert!(mrs[1..].iter().all(|m| m.is_ok()));
 }
+
+/// The indirect key's CREATE_MKEY fails at the device (here: the model's KLM list cap lowered
+/// after the driver read it): the inner MTT keys already created are destroyed, the error is
+/// the device's, and nothing is left on the device.
+#[test]
+fn failed_indirect_key_destroys_its_inner_keys() {
+    use mlx5_prm::cmd_hca_cap;
+    let (sim, ctx) = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let live = || sim.with_hca(|h| h.mkeys.len());
+    let before = live();
+    // 2^17 + 1 pages (not backed: registration touches no memory, and this region is never
+    // used): two MTT keys and a two-entry KLM key.
+    let chunks: Vec<PhysChunk> = (0..(1u64 << 17) + 1)
+        .map(|i| PhysChunk {
+            bus: (1 << 40) + i * 8192,
+            len: 4096,
+        })
+        .collect();
+    sim.with_hca(|h| {
+        let g = &mut h.caps_mut().general;
+        cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE
+            .set(&mut g.cur[..], 0)
+            .unwrap();
+    });
+    let c0 = ctx.commands_sent();
+    // SAFETY: never used for DMA; refused by the device.
+    let e = unsafe { pd.reg_phys(&chunks, 0x1000_0000, AccessFlags::LOCAL_WRITE) }.err();
+    assert!(
+        matches!(e, Some(Error::Command(ref c)) if c.syndrome == mlx5_sim::mr::syndrome::KLM_LIST_TOO_LONG),
+        "{e:?}"
+    );
+    assert_eq!(
+        ctx.commands_sent() - c0,
+        5,
+        "2 creates, the failed KLM create, 2 destroys"
+    );
+    assert_eq!(live(), before, "no key left behind");
+    assert_eq!(ctx.quarantined().0, 0, "nothing held: the device said no");
+}
