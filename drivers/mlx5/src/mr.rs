@@ -38,9 +38,9 @@ pub const MAX_MTT_ENTRIES: u64 = 1 << 28;
 /// (src/uct/ib/mlx5/dv/ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`). Linux instead loads long
 /// lists by UMR (ib/umr.c `mlx5r_umr_update_xlt`), which needs a UMR QP this driver lacks.
 pub const MAX_MTT_PER_MKEY: usize = 1 << 17;
-/// `MLX5_MAX_KLM_BYTE_COUNT` (DPDK drivers/common/mlx5/mlx5_prm.h): the most bytes one KLM
+/// `MLX5_MAX_KLM_BYTE_COUNT` ([`mlx5_prm::klm::MAX_BYTE_COUNT`]): the most bytes one KLM
 /// entry maps; each inner MTT mkey of an indirect key covers at most this much.
-pub const MAX_KLM_BYTE_COUNT: u64 = 0x8000_0000;
+pub const MAX_KLM_BYTE_COUNT: u64 = mlx5_prm::klm::MAX_BYTE_COUNT;
 
 /// A physically contiguous piece of memory: bus address and length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -109,20 +109,6 @@ crate::prm_struct! {
         BSF1_KLM1_PAS_MTT2_3: 0x900, 0x80;
     }
 
-    /// `mlx5_ifc_klm_bits`: rdma-core providers/mlx5/mlx5_ifc.h (next to
-    /// `MLX5_MKC_ACCESS_MODE_KLMS`), DPDK drivers/common/mlx5/mlx5_prm.h; Linux's
-    /// `struct mlx5_klm` (include/linux/mlx5/qp.h) is the same 16 bytes. One entry of a KLMS
-    /// key's translation (one octoword each). Not in the registry the layout check reads: the
-    /// Linux mlx5_ifc.h it checks against does not declare it.
-    struct klm[0x80] {
-        /// Bytes this entry maps (at most `MLX5_MAX_KLM_BYTE_COUNT` = 2^31, DPDK mlx5_prm.h).
-        BYTE_COUNT: 0x0, 0x20;
-        /// The key the bytes are translated through.
-        MKEY: 0x20, 0x20;
-        /// Where in that key's address space they start.
-        ADDRESS: 0x40, 0x40;
-    }
-
     /// `mlx5_ifc_mtt_bits`: rdma-core mlx5_ifc.h:5128.
     struct mtt[0x40] {
         PTAG_63_32: 0x0, 0x20;

@@ -179,9 +179,9 @@ struct KlmEntry {
     va: u64,
 }
 
-/// `MLX5_MAX_KLM_BYTE_COUNT` (DPDK drivers/common/mlx5/mlx5_prm.h): the largest
+/// `MLX5_MAX_KLM_BYTE_COUNT` ([`mlx5_prm::klm::MAX_BYTE_COUNT`]): the largest
 /// `klm.byte_count`.
-pub const MAX_KLM_BYTE_COUNT: u64 = 0x8000_0000;
+pub const MAX_KLM_BYTE_COUNT: u64 = mlx5_prm::klm::MAX_BYTE_COUNT;
 
 /// A page address (aligned, so its low bits are free) with the read enable in bit 0 and the
 /// write enable in bit 1: 8 bytes per page, as the MTT itself.
