@@ -71,6 +71,28 @@ pub mod mkey {
     pub const KLM_VA: usize = 8;
 }
 
+/// `mlx5_ifc_klm_bits`: rdma-core providers/mlx5/mlx5_ifc.h (next to
+/// `MLX5_MKC_ACCESS_MODE_KLMS`), DPDK drivers/common/mlx5/mlx5_prm.h; Linux's `struct mlx5_klm`
+/// (include/linux/mlx5/qp.h) is the same 16 bytes. One entry of a KLMS key's translation (one
+/// octoword each). Declared here rather than with the checked layouts: the Linux mlx5_ifc.h
+/// the layout check reads has no `mlx5_ifc_klm_bits`.
+pub mod klm {
+    use crate::Field;
+    /// Size in bits.
+    pub const BITS: u32 = 0x80;
+    /// Size in bytes.
+    pub const BYTES: usize = 16;
+    /// `byte_count[0x20]`: bytes this entry maps (at most `MLX5_MAX_KLM_BYTE_COUNT` = 2^31,
+    /// DPDK mlx5_prm.h).
+    pub const BYTE_COUNT: Field = Field::new(0x0, 0x20);
+    /// `mkey[0x20]`: the key the bytes are translated through.
+    pub const MKEY: Field = Field::new(0x20, 0x20);
+    /// `address[0x40]`: where in that key's address space they start.
+    pub const ADDRESS: Field = Field::new(0x40, 0x40);
+    /// `MLX5_MAX_KLM_BYTE_COUNT` (DPDK drivers/common/mlx5/mlx5_prm.h).
+    pub const MAX_BYTE_COUNT: u64 = 0x8000_0000;
+}
+
 /// Queue pair enums (Linux include/linux/mlx5/qp.h @2c0186b9c664).
 pub mod qp {
     /// QP states (`enum mlx5_qp_state`); `qpc.state` and the transition commands.

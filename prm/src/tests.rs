@@ -591,3 +591,12 @@ fn object_constants() {
     assert_eq!(wqe::ctrl::CQ_UPDATE, 8);
     assert_eq!(wqe::ctrl::FENCE, wqe::fence::SMALL_AND_FENCE);
 }
+
+#[test]
+fn klm_layout_matches_the_entry_offsets() {
+    use crate::{klm, mkey};
+    assert_eq!(klm::BYTES, mkey::KLM_ENTRY_SIZE);
+    assert_eq!(klm::BYTE_COUNT.byte_offset(), mkey::KLM_BCOUNT);
+    assert_eq!(klm::MKEY.byte_offset(), mkey::KLM_KEY);
+    assert_eq!(klm::ADDRESS.byte_offset(), mkey::KLM_VA);
+}

@@ -11,10 +11,18 @@
 //!   pages (`MAP_HUGETLB`). As root the bench raises `/proc/sys/vm/nr_hugepages` for the run
 //!   when too few huge pages are free and restores it afterwards.
 //!
+//! Also: 1 GiB of 4 KiB pages with an unaligned head and tail, a 64 GiB region of 1 GiB pages
+//! (bus addresses the model never touches: registration reads no guest memory), and the
+//! registration rate of 4 KiB, 64 KiB and 2 MiB regions one command each and batched
+//! (`reg_mr_batch`: up to 31 CREATE_MKEY in the command slots, one doorbell write), beside
+//! Linux pinning one buffer of that size per `IORING_REGISTER_BUFFERS` call (pin plus one
+//! system call).
+//!
 //! Times are medians over `--reps=N` repetitions (default 7); each registration is undone
-//! (dereg / `IORING_UNREGISTER_BUFFERS`) between repetitions, outside the timing. The last
-//! column is the Linux time divided by the driver's contiguous registration of the same size.
-//! Rows that cannot run here (no io_uring, no huge pages, ...) say `SKIPPED: ... because ...`.
+//! (dereg / `IORING_UNREGISTER_BUFFERS`) between repetitions, outside the timing. The column
+//! "Linux 4 KiB pin / this" divides Linux pinning the same size of 4 KiB pages by the row's
+//! time. Rows that cannot run here (no io_uring, no huge pages, ...) say `SKIPPED: ... because
+//! ...`.
 //!
 //! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N]`
 //!
@@ -73,13 +81,161 @@ fn main() {
     };
     let hugepages = linux::HugePages::reserve(largest);
     let mut rows = Vec::new();
+    // `--rates-only`: just the small-MR rate table (profiling).
+    if std::env::args().any(|a| a == "--rates-only") {
+        rates(&ctx, &pd, &hal, &ring, reps);
+        return;
+    }
     for (name, size) in sizes {
         rows.extend(ours(&ctx, &pd, &hal, name, size, reps));
         rows.push(linux_row(&ring, name, size, false, &hugepages, reps));
         rows.push(linux_row(&ring, name, size, true, &hugepages, reps));
     }
     drop(hugepages);
+    rows.push(huge_region(&ctx, &pd, reps));
+    rows.push(Row {
+        size: "64 GiB",
+        method: "Linux io_uring pin, 4 KiB pages".into(),
+        commands: "-".into(),
+        entries: "16777216 x 4 KiB pinned".into(),
+        median: Err(format!(
+            "64 GiB is more than this machine's memory ({} GiB)",
+            linux::mem_total_gib()
+        )),
+        linux: true,
+    });
+    // The 1 GiB rows of 4 KiB pages again with glibc keeping freed memory: half of the time
+    // above is the kernel faulting in and zeroing the MiB-sized buffers the driver and the
+    // in-process model allocate per registration (the MTT list, the command, the model's
+    // copy), which glibc returns to the kernel between registrations (dynamic mmap / trim
+    // thresholds). The unikernel's allocator never returns memory. Process-wide, so last.
+    // SAFETY: mallopt only changes allocator thresholds.
+    let tuned = unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20) == 1
+            && libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30) == 1
+    };
+    if tuned {
+        for mut r in ours(&ctx, &pd, &hal, "1 GiB", 1024 * MIB, reps) {
+            if r.method.contains("4 KiB pages") {
+                r.method.push_str(" (glibc keeps freed memory)");
+                rows.push(r);
+            }
+        }
+    } else {
+        println!("SKIPPED: rows with glibc keeping freed memory because mallopt failed");
+    }
     print_table(&rows, reps);
+    println!();
+    rates(&ctx, &pd, &hal, &ring, reps);
+}
+
+/// 64 GiB of 1 GiB pages: one MTT key of 64 entries. The chunks are bus addresses above the
+/// model's memory (the model reads no guest memory to register; nothing is accessed).
+fn huge_region(ctx: &Context<TestHal>, pd: &ProtectionDomain<TestHal>, reps: usize) -> Row {
+    const GIB: u64 = 1 << 30;
+    let chunks: Vec<PhysChunk> = (0..64u64)
+        .map(|i| PhysChunk {
+            bus: (0x1000 + 2 * (63 - i)) * GIB,
+            len: GIB,
+        })
+        .collect();
+    let mut times = Vec::new();
+    let mut last = (0, 0);
+    let mut cmds = 0;
+    for _ in 0..reps {
+        let c0 = ctx.commands_sent();
+        let t = Instant::now();
+        // SAFETY: the region is never used for DMA (no WR names it) and is deregistered at once.
+        let r = unsafe { pd.reg_phys(&chunks, 0x40_0000_0000, AccessFlags::ALL) };
+        let ns = t.elapsed().as_nanos();
+        cmds = ctx.commands_sent() - c0;
+        let mut mr = r.expect("64 GiB of 1 GiB pages");
+        let t = mr.translation_info();
+        last = (t.mtt_entries, t.page_shift);
+        times.push(ns);
+        mr.dereg().expect("dereg");
+    }
+    Row {
+        size: "64 GiB",
+        method: "mlx5 reg_mr, 1 GiB pages".into(),
+        commands: cmds.to_string(),
+        entries: format!("{} x {}", last.0, page_name(1 << last.1)),
+        median: Ok(median(times)),
+        linux: false,
+    }
+}
+
+/// Registrations per second of small regions: one command each, and batched.
+fn rates(
+    ctx: &Context<TestHal>,
+    pd: &ProtectionDomain<TestHal>,
+    hal: &TestHal,
+    ring: &Result<linux::Ring, String>,
+    reps: usize,
+) {
+    const N: usize = 248; // 8 batches of 31
+    println!("| MR size | mlx5 one command each, ns/MR | mlx5 reg_mr_batch, ns/MR (doorbells) | Linux io_uring pin + 1 syscall, ns/MR | Linux / mlx5 command | Linux / mlx5 batch |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, size) in [("4 KiB", 4096usize), ("64 KiB", 64 << 10), ("2 MiB", HUGE)] {
+        let backing = hal.dma_alloc(size * N, size).expect("backing");
+        let chunks: Vec<[PhysChunk; 1]> = (0..N)
+            .map(|i| {
+                [PhysChunk {
+                    bus: backing.bus_addr() + (i * size) as u64,
+                    len: size as u64,
+                }]
+            })
+            .collect();
+        let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = chunks
+            .iter()
+            .map(|c| (&c[..], c[0].bus, AccessFlags::ALL))
+            .collect();
+        let mut single = Vec::new();
+        let mut batched = Vec::new();
+        let mut rung = 0;
+        for _ in 0..reps {
+            let t = Instant::now();
+            let mut mrs = Vec::with_capacity(N);
+            for r in &regions {
+                // SAFETY: `backing` outlives the regions.
+                mrs.push(unsafe { pd.reg_phys(r.0, r.1, r.2) }.expect("reg"));
+            }
+            single.push(t.elapsed().as_nanos() / N as u128);
+            drop(mrs);
+            let d0 = ctx.command_doorbells();
+            let t = Instant::now();
+            // SAFETY: as above.
+            let mrs = unsafe { pd.reg_mr_batch(&regions) };
+            batched.push(t.elapsed().as_nanos() / N as u128);
+            rung = ctx.command_doorbells() - d0;
+            assert!(mrs.iter().all(|m| m.is_ok()), "batched registration");
+            drop(mrs);
+        }
+        let (s1, b1) = (median(single), median(batched));
+        let lin = (|| {
+            let ring = ring.as_ref().map_err(|e| e.clone())?;
+            let buf = linux::Buffer::new(size, false)?;
+            let mut times = Vec::new();
+            for _ in 0..reps * 16 {
+                times.push(ring.register_timed(&buf)?);
+                ring.unregister()?;
+            }
+            Ok::<u128, String>(median(times))
+        })();
+        let (l, r1, r2) = match lin {
+            Ok(l) => (
+                l.to_string(),
+                format!("{:.1}x", l as f64 / s1.max(1) as f64),
+                format!("{:.1}x", l as f64 / b1.max(1) as f64),
+            ),
+            Err(e) => (
+                format!("SKIPPED: Linux pin because {e}"),
+                "-".into(),
+                "-".into(),
+            ),
+        };
+        println!("| {name} | {s1} | {b1} ({rung} for {N}) | {l} | {r1} | {r2} |");
+    }
 }
 
 /// The driver's registrations of `size` bytes of one naturally aligned buffer.
@@ -103,7 +259,7 @@ fn ours(
             })
             .collect()
     };
-    let layouts: Vec<(&str, Vec<PhysChunk>)> = vec![
+    let mut layouts: Vec<(&str, Vec<PhysChunk>)> = vec![
         (
             "contiguous",
             vec![PhysChunk {
@@ -114,6 +270,15 @@ fn ours(
         ("2 MiB pages", pages(HUGE)),
         ("4 KiB pages", pages(4096)),
     ];
+    if size >= 1 << 30 {
+        // 0x123 bytes into the first page, 0x456 short of the last page's end.
+        let mut c = pages(4096);
+        c[0].bus += 0x123;
+        c[0].len -= 0x123;
+        let l = c.len() - 1;
+        c[l].len -= 0x456;
+        layouts.push(("4 KiB pages, unaligned", c));
+    }
     let page_of = |layout: &str| match layout {
         "contiguous" => size,
         "2 MiB pages" => HUGE,
@@ -129,13 +294,14 @@ fn ours(
             let before = ctx.commands_sent();
             let t = Instant::now();
             // SAFETY: `backing` stays allocated (and otherwise unused) until after dereg.
-            let r = unsafe { pd.reg_phys(&chunks, 0x7f00_0000_0000, AccessFlags::ALL) };
+            let iova = 0x7f00_0000_0000 + (chunks[0].bus & 0xfff);
+            let r = unsafe { pd.reg_phys(&chunks, iova, AccessFlags::ALL) };
             let ns = t.elapsed().as_nanos();
             let cmds = ctx.commands_sent() - before;
             match r {
                 Ok(mut mr) => {
-                    let (entries, shift) = mr.translation();
-                    last = (cmds, entries, shift);
+                    let t = mr.translation_info();
+                    last = (cmds, t.mtt_entries, t.page_shift);
                     times.push(ns);
                     mr.dereg().expect("dereg");
                 }
@@ -223,9 +389,9 @@ fn page_name(bytes: usize) -> String {
 
 fn print_table(rows: &[Row], reps: usize) {
     println!(
-        "| size | method | commands | MTT entries / pages pinned | median ns ({reps} reps) | Linux / mlx5 contiguous |"
+        "| size | method | commands | MTT entries / pages pinned | median ns ({reps} reps) | Linux / mlx5 contiguous | Linux 4 KiB pin / this |"
     );
-    println!("|---|---|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|");
     for r in rows {
         let ours = rows
             .iter()
@@ -235,13 +401,22 @@ fn print_table(rows: &[Row], reps: usize) {
             (true, Ok(ns), Some(o)) if o > 0 => format!("{:.0}x", *ns as f64 / o as f64),
             _ => "-".into(),
         };
+        let lin4k = rows
+            .iter()
+            .find(|o| o.size == r.size && o.method == "Linux io_uring pin, 4 KiB pages")
+            .and_then(|o| o.median.as_ref().ok().copied());
+        let vs4k = match (r.linux, &r.median, lin4k) {
+            (false, Ok(ns), Some(l)) if *ns > 0 => format!("{:.1}x", l as f64 / *ns as f64),
+            (false, _, None) => "- (no Linux row of this size)".into(),
+            _ => "-".into(),
+        };
         let median = match &r.median {
             Ok(ns) => ns.to_string(),
             Err(why) if r.linux => format!("SKIPPED: {} because {why}", r.method),
             Err(why) => why.clone(),
         };
         println!(
-            "| {} | {} | {} | {} | {median} | {ratio} |",
+            "| {} | {} | {} | {} | {median} | {ratio} | {vs4k} |",
             r.size, r.method, r.commands, r.entries
         );
     }
@@ -381,6 +556,11 @@ mod linux {
             // SAFETY: exactly the mapping `new` created, unmapped once.
             unsafe { libc::munmap(self.ptr.cast(), self.len) };
         }
+    }
+
+    /// `MemTotal` in GiB (0 when unknown).
+    pub fn mem_total_gib() -> usize {
+        meminfo("MemTotal:").unwrap_or(0) >> 20 // kB
     }
 
     fn meminfo(key: &str) -> Option<usize> {

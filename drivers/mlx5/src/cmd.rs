@@ -182,6 +182,8 @@ pub(crate) struct CmdQueue<H: Hal> {
     pub(crate) fatal: Option<u8>,
     /// Number of commands handed to the device (for tests and benchmarks).
     pub(crate) sent: u64,
+    /// Number of `cmd_dbell` writes (a batch rings several commands with one).
+    pub(crate) rung: u64,
     /// Completions whose entry came back with another token than the one sent (logged, not
     /// refused: see [`CmdQueue::finish`]).
     pub(crate) token_mismatches: u64,
@@ -193,7 +195,8 @@ pub(crate) struct Posted {
     opcode: u16,
     op_mod: u16,
     outlen: usize,
-    nin: usize,
+    /// First mailbox block of the output chain.
+    out_first: usize,
     token: u8,
 }
 
@@ -234,6 +237,7 @@ impl<H: Hal> CmdQueue<H> {
             health: HealthWatch::new(),
             fatal: None,
             sent: 0,
+            rung: 0,
             token_mismatches: 0,
         })
     }
@@ -288,6 +292,35 @@ impl<H: Hal> CmdQueue<H> {
         input: &CmdBuf,
         outlen: usize,
     ) -> Result<Posted> {
+        let p = self.prepare(hal, slot, input, outlen, 0)?;
+        self.ring(hal, 1 << slot)?;
+        Ok(p)
+    }
+
+    /// Mailbox blocks a command of `inlen` input and `outlen` output bytes takes.
+    pub(crate) fn blocks_for(inlen: usize, outlen: usize) -> usize {
+        cmdq::num_blocks(inlen) + cmdq::num_blocks(outlen.max(mbox_out::BYTES))
+    }
+
+    /// Rings the doorbell of every slot in `mask` with one write: `cmd_dbell` is a bitmask of
+    /// slots (Linux core/cmd.c `cmd_work_handler`: `iowrite32be(1 << ent->idx,
+    /// &dev->iseg->cmd_dbell)`; the firmware runs each slot whose bit is set).
+    pub(crate) fn ring(&mut self, hal: &H, mask: u32) -> Result<()> {
+        hal.dma_wmb();
+        self.rung += 1;
+        Bar(hal).write32(init_seg::CMD_DBELL, mask)
+    }
+
+    /// Builds the entry of `slot` and its mailboxes from block `first_block` on, and hands
+    /// the entry to the device without ringing (see [`CmdQueue::ring`]).
+    pub(crate) fn prepare(
+        &mut self,
+        hal: &H,
+        slot: usize,
+        input: &CmdBuf,
+        outlen: usize,
+        first_block: usize,
+    ) -> Result<Posted> {
         input.check()?;
         let inb = &input.buf;
         let opcode = mbox_in::OPCODE.get(inb).unwrap_or(0) as u16;
@@ -298,7 +331,7 @@ impl<H: Hal> CmdQueue<H> {
         let outlen = outlen.max(mbox_out::BYTES);
         let nin = cmdq::num_blocks(inb.len());
         let nout = cmdq::num_blocks(outlen);
-        self.ensure_blocks(hal, nin + nout)?;
+        self.ensure_blocks(hal, first_block + nin + nout)?;
         // A non-zero token, copied into every block of the command (facts trap 28).
         self.token = self.token.wrapping_add(1);
         if self.token == 0 {
@@ -309,7 +342,8 @@ impl<H: Hal> CmdQueue<H> {
         // Mailbox chains: input blocks 0..nin, output blocks nin..nin+nout (Linux
         // core/cmd.c `mlx5_alloc_cmd_msg`: next = bus address of the next block or 0,
         // block_num = index in the chain).
-        for (chain, (first, n)) in [(0usize, nin), (nin, nout)].into_iter().enumerate() {
+        let (fi, fo) = (first_block, first_block + nin);
+        for (chain, (first, n)) in [(fi, nin), (fo, nout)].into_iter().enumerate() {
             for k in 0..n {
                 let (c, off) = self.block_addr(first + k);
                 let next = if k + 1 < n {
@@ -340,26 +374,23 @@ impl<H: Hal> CmdQueue<H> {
         p.write(e + cmd_layout::IN, &inb[..inline])?;
         p.write_be64(
             e + cmd_layout::IN_PTR,
-            if nin > 0 { self.block_bus(0) } else { 0 },
+            if nin > 0 { self.block_bus(fi) } else { 0 },
         )?;
         p.write_be64(
             e + cmd_layout::OUT_PTR,
-            if nout > 0 { self.block_bus(nin) } else { 0 },
+            if nout > 0 { self.block_bus(fo) } else { 0 },
         )?;
         p.write_be32(e + cmd_layout::OUTLEN, outlen as u32)?;
         p.write_u8(e + cmd_layout::TOKEN, token)?;
         hal.dma_wmb();
         p.write_u8(e + cmd_layout::STATUS_OWN, cmdq::OWNER_HW)?;
-        hal.dma_wmb();
-        // Ring: cmd_dbell = 1 << slot (Linux core/cmd.c:1081).
-        Bar(hal).write32(init_seg::CMD_DBELL, 1 << slot)?;
         self.sent += 1;
         Ok(Posted {
             slot,
             opcode,
             op_mod,
             outlen,
-            nin,
+            out_first: fo,
             token,
         })
     }
@@ -432,7 +463,7 @@ impl<H: Hal> CmdQueue<H> {
         let mut done = n;
         let mut k = 0;
         while done < out.len() {
-            let (c, off) = self.block_addr(p.nin + k);
+            let (c, off) = self.block_addr(p.out_first + k);
             let take = (out.len() - done).min(cmdq::DATA_BLOCK_SIZE);
             self.chunks[c].read(off + cmd_prot_block::DATA, &mut out[done..done + take])?;
             done += take;
@@ -453,5 +484,118 @@ impl<H: Hal> CmdQueue<H> {
     /// The opcode of a posted command.
     pub(crate) fn opcode(p: &Posted) -> u16 {
         p.opcode
+    }
+}
+
+impl<H: Hal> crate::hca::Device<H> {
+    /// Executes `cmds` (input, output length) in groups of up to `nslots - 1` commands: each
+    /// group goes into distinct slots with distinct mailbox blocks and is rung with ONE
+    /// doorbell write (the slot bitmask), then every slot is awaited (one deadline for the
+    /// group, page requests served while waiting, as [`crate::hca::Device::exec`] does). The
+    /// last slot stays free for nested commands (Linux core/cmd.c keeps it for page requests).
+    ///
+    /// Returns one result per command, in order: the output bytes or the command's error. A
+    /// command that never came back gets [`Error::CommandTimeout`]; its slot is not reused.
+    pub(crate) fn exec_batch(
+        &mut self,
+        hal: &H,
+        cmds: &[(&CmdBuf, usize)],
+    ) -> Vec<Result<Vec<u8>>> {
+        let mut results: Vec<Result<Vec<u8>>> = Vec::with_capacity(cmds.len());
+        let width = self.cmd.nslots().saturating_sub(1).max(1);
+        for group in cmds.chunks(width) {
+            if let Err(e) = self.cmd.check_health(hal) {
+                results.extend(group.iter().map(|_| Err(e)));
+                continue;
+            }
+            // Post every command of the group, then ring once.
+            let mut posted: Vec<Result<Posted>> = Vec::with_capacity(group.len());
+            let mut mask = 0u32;
+            let mut block = 0usize;
+            let mut used = 0u32;
+            for (input, outlen) in group {
+                let slot = (0..self.cmd.nslots() - 1).find(|s| used & (1 << s) == 0);
+                let r = match slot {
+                    None => Err(Error::CommandTimeout {
+                        opcode: mlx5_prm::mbox_in::OPCODE.get(&input.buf).unwrap_or(0) as u16,
+                    }),
+                    Some(s) => self.cmd.free_slot(s).and_then(|s2| {
+                        if used & (1 << s2) != 0 || s2 == self.cmd.nslots() - 1 {
+                            return Err(Error::CommandTimeout {
+                                opcode: mlx5_prm::mbox_in::OPCODE.get(&input.buf).unwrap_or(0)
+                                    as u16,
+                            });
+                        }
+                        let p = self.cmd.prepare(hal, s2, input, *outlen, block)?;
+                        used |= 1 << s2;
+                        Ok(p)
+                    }),
+                };
+                if let Ok(p) = &r {
+                    mask |= 1 << p.slot;
+                    block += CmdQueue::<H>::blocks_for(input.buf.len(), *outlen);
+                }
+                posted.push(r);
+            }
+            if mask != 0 {
+                if let Err(e) = self.cmd.ring(hal, mask) {
+                    // The doorbell may or may not have reached the device: the slots stay
+                    // the device's until they come back.
+                    for p in posted.iter().flatten() {
+                        self.cmd.abandon(p);
+                    }
+                    results.extend(group.iter().map(|_| Err(e)));
+                    continue;
+                }
+            }
+            let deadline = hal.now() + self.cmd.timeouts.command;
+            let mut pending: Vec<bool> = posted.iter().map(|p| p.is_ok()).collect();
+            let mut fatal: Option<Error> = None;
+            while pending.iter().any(|&b| b) {
+                for (i, p) in posted.iter().enumerate() {
+                    if let (true, Ok(p)) = (pending[i], p) {
+                        if self.cmd.done(p).unwrap_or(false) {
+                            pending[i] = false;
+                        }
+                    }
+                }
+                if !pending.iter().any(|&b| b) {
+                    break;
+                }
+                if let Err(e) = self.cmd.check_health(hal) {
+                    fatal = Some(e);
+                    break;
+                }
+                if self.eq.as_ref().is_some_and(|q| q.peek_ready()) {
+                    if let Err(e) = self.service_events(hal, true) {
+                        if matches!(e, Error::DeviceFatal { .. }) {
+                            fatal = Some(e);
+                            break;
+                        }
+                    }
+                }
+                if hal.now() >= deadline {
+                    break;
+                }
+                hal.relax();
+            }
+            for (i, (p, (_, outlen))) in posted.into_iter().zip(group.iter()).enumerate() {
+                let r = match p {
+                    Err(e) => Err(e),
+                    Ok(p) if pending[i] => {
+                        self.cmd.abandon(&p);
+                        Err(fatal.unwrap_or(Error::CommandTimeout {
+                            opcode: CmdQueue::<H>::opcode(&p),
+                        }))
+                    }
+                    Ok(p) => {
+                        let mut out = alloc::vec![0u8; (*outlen).max(mbox_out::BYTES)];
+                        self.cmd.finish(hal, &p, &mut out).map(|()| out)
+                    }
+                };
+                results.push(r);
+            }
+        }
+        results
     }
 }

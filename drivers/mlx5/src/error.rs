@@ -142,6 +142,8 @@ pub enum InvalidInput {
     AccessFlags,
     /// A zero-length registration.
     ZeroLength,
+    /// `rereg` asked to change nothing (`ibv_rereg_mr` with no `IBV_REREG_MR_CHANGE_*` flag).
+    NothingToChange,
     /// `addr + len` overflows, or the length exceeds what an mkey can describe.
     LengthOverflow,
     /// A page list whose pages are not aligned to the page size, or an unsupported page size.

@@ -27,11 +27,20 @@ use crate::hca::Device;
 pub const MIN_PAGE_SHIFT: u32 = 12;
 /// Largest translation page the planner uses: 1 GiB.
 pub const MAX_PAGE_SHIFT: u32 = 30;
-/// Most translation entries one registration may need (driver choice): 2^20 MTT entries are
-/// an 8 MiB CREATE_MKEY (a 16 Ki-block mailbox chain) and describe 4 GiB of scattered 4 KiB
-/// pages or 1 PiB of 1 GiB pages. Linux writes larger lists through UMR instead
-/// (ib/mr.c `reg_create` vs `mlx5r_umr_update_mr_pas`), which this driver does not use.
-pub const MAX_MTT_ENTRIES: u64 = 1 << 20;
+/// Most translation entries one registration may need (driver choice): 2^28 MTT entries
+/// describe 1 TiB of scattered 4 KiB pages (2 GiB of list in the driver's memory while it is
+/// sent, in 2^11 commands); larger regions of small pages are refused before anything is
+/// allocated. Regions of larger pages need far fewer entries.
+pub const MAX_MTT_ENTRIES: u64 = 1 << 28;
+/// Most MTT entries one CREATE_MKEY carries (driver choice): 2^17 entries are a 1 MiB list, a
+/// 2 Ki-block mailbox chain. A longer translation is split over several MTT mkeys joined by
+/// one indirect KLM mkey (see [`KlmPlan`]), as UCX registers KSM/KLM keys by CREATE_MKEY
+/// (src/uct/ib/mlx5/dv/ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`). Linux instead loads long
+/// lists by UMR (ib/umr.c `mlx5r_umr_update_xlt`), which needs a UMR QP this driver lacks.
+pub const MAX_MTT_PER_MKEY: usize = 1 << 17;
+/// `MLX5_MAX_KLM_BYTE_COUNT` ([`mlx5_prm::klm::MAX_BYTE_COUNT`]): the most bytes one KLM
+/// entry maps; each inner MTT mkey of an indirect key covers at most this much.
+pub const MAX_KLM_BYTE_COUNT: u64 = mlx5_prm::klm::MAX_BYTE_COUNT;
 
 /// A physically contiguous piece of memory: bus address and length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,19 +90,134 @@ fn count_at(chunks: &[PhysChunk], iova: u64, s: u32) -> Option<u64> {
     Some(n)
 }
 
-/// Plans the translation of `[iova, iova + total)` made of `chunks` in order.
-pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
-    let mut best: Option<(u64, u32)> = None;
-    for s in MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT {
-        if let Some(n) = count_at(chunks, iova, s) {
-            if best.is_none_or(|(bn, _)| n < bn) {
-                best = Some((n, s));
+/// One KLM entry (`struct mlx5_ifc_klm_bits`: be32 byte_count, be32 mkey, be64 address;
+/// rdma-core / DPDK mlx5_prm.h, Linux include/linux/mlx5/qp.h `struct mlx5_klm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Klm {
+    /// Bytes of the indirect key's range this entry maps.
+    pub byte_count: u32,
+    /// The inner (direct) key.
+    pub mkey: u32,
+    /// Where in the inner key's address space they start.
+    pub address: u64,
+}
+
+/// How a registration is laid out on the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KlmPlan {
+    /// The page translation, of the virtual range starting at `mtt_va`.
+    pub tr: Translation,
+    /// Virtual address of the region's first byte in the MTT keys' address space: the IOVA
+    /// itself when the chunks' page offsets match it, else the first chunk's bus address
+    /// (the indirect key then maps the IOVA onto it).
+    pub mtt_va: u64,
+    /// Inner MTT keys: `(va, len, first entry, entry count)`; empty for a direct MTT key.
+    pub segments: Vec<(u64, u64, usize, usize)>,
+}
+
+/// Plans a registration of `chunks` at `iova`: one MTT key when the pages' offsets match the
+/// IOVA and the list fits one command; otherwise MTT keys of at most
+/// `min(MAX_MTT_PER_MKEY, MAX_KLM_BYTE_COUNT / page)` entries under one KLM key of at most
+/// `1 << log_max_klm` entries.
+pub fn plan_reg(chunks: &[PhysChunk], iova: u64, log_max_klm: u8) -> Result<KlmPlan> {
+    let (tr, mtt_va) = match plan(chunks, iova) {
+        Ok(t) => (t, iova),
+        Err(e) => {
+            // Same pages at the first chunk's own address: the IOVA's page offset no longer
+            // matters, the KLM entry's `address` absorbs the difference.
+            let v = chunks.first().map(|c| c.bus).ok_or(e)?;
+            match plan(chunks, v) {
+                Ok(t) => (t, v),
+                Err(_) => return Err(e),
             }
         }
+    };
+    let total = chunks.iter().map(|c| c.len).sum::<u64>(); // checked by the caller
+    if mtt_va == iova && tr.entries.len() <= MAX_MTT_PER_MKEY {
+        return Ok(KlmPlan {
+            tr,
+            mtt_va,
+            segments: Vec::new(),
+        });
     }
-    let Some((n, s)) = best else {
+    let ps = 1u64 << tr.page_shift;
+    let per = (MAX_KLM_BYTE_COUNT >> tr.page_shift).clamp(1, MAX_MTT_PER_MKEY as u64) as usize;
+    let base = mtt_va & !(ps - 1);
+    let end = mtt_va + total; // plan() proved no wrap
+    let mut segments = Vec::new();
+    let mut first = 0usize;
+    while first < tr.entries.len() {
+        let count = per.min(tr.entries.len() - first);
+        let lo = (base + first as u64 * ps).max(mtt_va);
+        let hi = (base + (first + count) as u64 * ps).min(end);
+        segments.push((lo, hi - lo, first, count));
+        first += count;
+    }
+    let max = if log_max_klm >= 63 {
+        u64::MAX
+    } else {
+        1u64 << log_max_klm
+    };
+    if segments.len() as u64 > max {
+        return Err(InvalidInput::TooManyTranslations {
+            entries: tr.entries.len() as u64,
+            max: max.saturating_mul(per as u64),
+        }
+        .into());
+    }
+    Ok(KlmPlan {
+        tr,
+        mtt_va,
+        segments,
+    })
+}
+
+/// The largest page shift (at most [`MAX_PAGE_SHIFT`]) at which `chunks` at `iova` can be
+/// translated, `None` when not even 4 KiB works or a chunk is empty or wraps.
+fn max_shift(chunks: &[PhysChunk], iova: u64) -> Option<u32> {
+    let last = chunks.len().checked_sub(1)?;
+    let mut v = iova;
+    let mut m = 0u64;
+    for (i, c) in chunks.iter().enumerate() {
+        if c.len == 0 {
+            return None;
+        }
+        c.bus.checked_add(c.len)?;
+        let end = v.checked_add(c.len)?;
+        m |= v ^ c.bus;
+        if i > 0 {
+            m |= v;
+        }
+        if i < last {
+            m |= end;
+        }
+        v = end;
+    }
+    let s = m.trailing_zeros().min(MAX_PAGE_SHIFT);
+    (s >= MIN_PAGE_SHIFT).then_some(s)
+}
+
+/// Plans the translation of `[iova, iova + total)` made of `chunks` in order.
+pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
+    // The page sizes that work are 4 KiB up to a largest one (each condition of `count_at`
+    // at size 2^s holds at every smaller size), and a larger working size never needs more
+    // entries. So: find the largest working size in one pass (as Linux
+    // ib_umem_find_best_pgsz ORs the VA/PA differences and interior boundaries into one
+    // mask), then the smallest size with its count by bisection ("the smallest page size
+    // that results in the minimum number of required pages", ib_umem_find_best_pgsz).
+    let smax = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
+    let Some(nmax) = count_at(chunks, iova, smax) else {
         return Err(InvalidInput::PageList.into());
     };
+    let (mut lo, mut hi) = (MIN_PAGE_SHIFT, smax);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match count_at(chunks, iova, mid) {
+            Some(n) if n == nmax => hi = mid,
+            _ => lo = mid + 1,
+        }
+    }
+    let (n, s) = (nmax, lo);
     // Bounded before anything is allocated for the list.
     if n > MAX_MTT_ENTRIES {
         return Err(InvalidInput::TooManyTranslations {
@@ -189,7 +313,16 @@ pub(crate) struct MkeyParams<'a> {
     /// `mkc.relaxed_ordering_write` / `_read` (already reduced to what the caps allow).
     pub ro_write: bool,
     pub ro_read: bool,
-    pub tr: &'a Translation,
+    pub xlt: Xlt<'a>,
+}
+
+/// The translation a CREATE_MKEY carries.
+#[derive(Clone, Copy)]
+pub(crate) enum Xlt<'a> {
+    /// MTT mode: log2 page size and page addresses.
+    Mtt { page_shift: u32, entries: &'a [u64] },
+    /// KLMS mode: the inner keys.
+    Klm(&'a [Klm]),
 }
 
 /// The relaxed-ordering bits of an mkey for `access` on a device with `caps` (Linux ib/mr.c
@@ -204,61 +337,98 @@ pub(crate) fn relaxed_ordering(access: Access, caps: &crate::caps::Caps) -> (boo
     (caps.relaxed_ordering_write, caps.relaxed_ordering_read)
 }
 
-impl<H: Hal> Device<H> {
-    /// CREATE_MKEY (MTT mode): returns the key `index << 8 | variant`.
-    pub(crate) fn create_mkey(&mut self, hal: &H, p: &MkeyParams<'_>) -> Result<u32> {
-        let n = p.tr.entries.len();
-        if n as u64 > MAX_MTT_ENTRIES {
-            return Err(InvalidInput::TooManyTranslations {
-                entries: n as u64,
-                max: MAX_MTT_ENTRIES,
+/// The CREATE_MKEY command for `p` (MTT: Linux ib/mr.c `reg_create` /
+/// `set_mkc_access_pd_addr_fields`; KLMS: one octoword per entry in both sizes, UCX
+/// ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`, entries as `uct_ib_mlx5_devx_klm_entry_set`).
+pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
+    let m = |f: mlx5_prm::Field| f.within(create_mkey_in::MEMORY_KEY_MKEY_ENTRY);
+    let base = create_mkey_in::KLM_PAS_MTT.byte_offset();
+    let (mode, list_bytes, oct) = match p.xlt {
+        Xlt::Mtt { entries, .. } => {
+            let n = entries.len();
+            if n > MAX_MTT_PER_MKEY {
+                return Err(InvalidInput::TooManyTranslations {
+                    entries: n as u64,
+                    max: MAX_MTT_PER_MKEY as u64,
+                }
+                .into());
             }
-            .into());
-        }
-        let padded = n + (n & 1); // even count (facts trap 7)
-        let mut c = CmdBuf::new(
-            opcode::CREATE_MKEY,
-            0,
-            create_mkey_in::KLM_PAS_MTT.byte_offset() + padded * mkey::MTT_ENTRY_SIZE,
-        );
-        let m = |f: mlx5_prm::Field| f.within(create_mkey_in::MEMORY_KEY_MKEY_ENTRY);
-        let oct = mkey::mtt_octowords(n as u32);
-        c.set(create_mkey_in::PG_ACCESS, p.pg_access as u32)
-            .set(
-                m(mkc::ACCESS_MODE_1_0),
-                mkc_access_mode::bits_1_0(mkc_access_mode::MTT),
+            let padded = n + (n & 1); // even count (facts trap 7)
+            (
+                mkc_access_mode::MTT,
+                padded * mkey::MTT_ENTRY_SIZE,
+                mkey::mtt_octowords(n as u32),
             )
-            .set(
-                m(mkc::ACCESS_MODE_4_2),
-                mkc_access_mode::bits_4_2(mkc_access_mode::MTT),
-            )
-            .set(m(mkc::A), p.access.contains(Access::REMOTE_ATOMIC) as u32)
-            .set(m(mkc::RW), p.access.contains(Access::REMOTE_WRITE) as u32)
-            .set(m(mkc::RR), p.access.contains(Access::REMOTE_READ) as u32)
-            .set(m(mkc::LW), p.access.contains(Access::LOCAL_WRITE) as u32)
-            .set(m(mkc::LR), 1)
-            .set(m(mkc::RELAXED_ORDERING_WRITE), p.ro_write as u32)
-            .set(m(mkc::RELAXED_ORDERING_READ), p.ro_read as u32)
-            // Not bound to a QP (Linux mr.c set_mkc_access_pd_addr_fields: qpn 0xffffff).
-            .set(m(mkc::QPN), 0xff_ffff)
-            .set(m(mkc::MKEY_7_0), p.variant.into())
-            .set(m(mkc::PD), p.pdn)
-            .set64(m(mkc::START_ADDR), p.iova)
-            .set64(m(mkc::LEN), p.len)
-            .set(m(mkc::TRANSLATIONS_OCTWORD_SIZE), oct)
-            .set(m(mkc::LOG_PAGE_SIZE), p.tr.page_shift)
-            .set(create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, oct);
-        let flags = if p.pg_access { mkey::MTT_PRESENT } else { 0 };
-        let base = create_mkey_in::KLM_PAS_MTT.byte_offset();
-        for (i, e) in p.tr.entries.iter().enumerate() {
-            c.put64(base + i * mkey::MTT_ENTRY_SIZE, e | flags);
         }
+        Xlt::Klm(k) => (
+            mkc_access_mode::KLMS,
+            k.len() * mkey::KLM_ENTRY_SIZE,
+            k.len() as u32,
+        ),
+    };
+    let mut c = CmdBuf::new(opcode::CREATE_MKEY, 0, base + list_bytes);
+    c.set(
+        create_mkey_in::PG_ACCESS,
+        (p.pg_access && matches!(p.xlt, Xlt::Mtt { .. })) as u32,
+    )
+    .set(m(mkc::ACCESS_MODE_1_0), mkc_access_mode::bits_1_0(mode))
+    .set(m(mkc::ACCESS_MODE_4_2), mkc_access_mode::bits_4_2(mode))
+    .set(m(mkc::A), p.access.contains(Access::REMOTE_ATOMIC) as u32)
+    .set(m(mkc::RW), p.access.contains(Access::REMOTE_WRITE) as u32)
+    .set(m(mkc::RR), p.access.contains(Access::REMOTE_READ) as u32)
+    .set(m(mkc::LW), p.access.contains(Access::LOCAL_WRITE) as u32)
+    .set(m(mkc::LR), 1)
+    .set(m(mkc::RELAXED_ORDERING_WRITE), p.ro_write as u32)
+    .set(m(mkc::RELAXED_ORDERING_READ), p.ro_read as u32)
+    // Not bound to a QP (Linux mr.c set_mkc_access_pd_addr_fields: qpn 0xffffff).
+    .set(m(mkc::QPN), 0xff_ffff)
+    .set(m(mkc::MKEY_7_0), p.variant.into())
+    .set(m(mkc::PD), p.pdn)
+    .set64(m(mkc::START_ADDR), p.iova)
+    .set64(m(mkc::LEN), p.len)
+    .set(m(mkc::TRANSLATIONS_OCTWORD_SIZE), oct)
+    .set(create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, oct);
+    match p.xlt {
+        Xlt::Mtt {
+            page_shift,
+            entries,
+        } => {
+            c.set(m(mkc::LOG_PAGE_SIZE), page_shift);
+            let flags = if p.pg_access { mkey::MTT_PRESENT } else { 0 };
+            // Written straight into the buffer (this loop runs 2^17 times per command).
+            for (dst, e) in c.buf[base..]
+                .chunks_exact_mut(mkey::MTT_ENTRY_SIZE)
+                .zip(entries)
+            {
+                dst.copy_from_slice(&(e | flags).to_be_bytes());
+            }
+        }
+        Xlt::Klm(k) => {
+            for (i, e) in k.iter().enumerate() {
+                let at = base + i * mkey::KLM_ENTRY_SIZE;
+                c.buf[at + mkey::KLM_BCOUNT..at + mkey::KLM_BCOUNT + 4]
+                    .copy_from_slice(&e.byte_count.to_be_bytes());
+                c.buf[at + mkey::KLM_KEY..at + mkey::KLM_KEY + 4]
+                    .copy_from_slice(&e.mkey.to_be_bytes());
+                c.put64(at + mkey::KLM_VA, e.address);
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// The key a CREATE_MKEY output names.
+pub(crate) fn mkey_from_out(out: &[u8], variant: u8) -> u32 {
+    mkey::from_index(get(out, create_mkey_out::MKEY_INDEX), variant)
+}
+
+impl<H: Hal> Device<H> {
+    /// CREATE_MKEY: returns the key `index << 8 | variant`.
+    pub(crate) fn create_mkey(&mut self, hal: &H, p: &MkeyParams<'_>) -> Result<u32> {
+        let c = mkey_cmd(p)?;
         let mut out = [0u8; create_mkey_out::BYTES];
         self.exec(hal, &c, &mut out)?;
-        Ok(mkey::from_index(
-            get(&out, create_mkey_out::MKEY_INDEX),
-            p.variant,
-        ))
+        Ok(mkey_from_out(&out, p.variant))
     }
 
     /// DESTROY_MKEY (takes `mkey >> 8`).
@@ -441,6 +611,132 @@ mod tests {
             0
         )
         .is_err());
+    }
+
+    /// The one-pass planner picks what trying every page size picks (fewest entries, the
+    /// smallest size on a tie), on random layouts of mixed page sizes and offsets.
+    #[test]
+    fn planner_matches_trying_every_size() {
+        let brute = |c: &[PhysChunk], iova: u64| {
+            let mut best: Option<(u64, u32)> = None;
+            for s in MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT {
+                if let Some(n) = count_at(c, iova, s) {
+                    if best.is_none_or(|(bn, _)| n < bn) {
+                        best = Some((n, s));
+                    }
+                }
+            }
+            best
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..800 {
+            let n = 1 + (rnd() % 5) as usize;
+            let mut chunks = Vec::new();
+            for _ in 0..n {
+                let shift = [12u64, 16, 21, 30][(rnd() % 4) as usize];
+                let pages = 1 + rnd() % 3;
+                let bus = (rnd() % (1 << 40)) & !((1 << shift) - 1);
+                chunks.push(PhysChunk {
+                    bus,
+                    len: pages << shift,
+                });
+            }
+            // Sometimes an unaligned head or tail.
+            if rnd() % 3 == 0 {
+                let off = rnd() % chunks[0].len.min(4096);
+                chunks[0].bus += off;
+                chunks[0].len -= off;
+            }
+            if rnd() % 3 == 0 {
+                let l = chunks.len() - 1;
+                let cut = rnd() % chunks[l].len.min(4096);
+                chunks[l].len -= cut;
+            }
+            let iova = match rnd() % 3 {
+                0 => chunks[0].bus,
+                1 => (rnd() % (1 << 45)) & !((1 << 30) - 1) | (chunks[0].bus & ((1 << 30) - 1)),
+                _ => rnd() % (1 << 45),
+            };
+            let got = plan(&chunks, iova)
+                .ok()
+                .map(|t| (t.entries.len() as u64, t.page_shift));
+            assert_eq!(got, brute(&chunks, iova), "{chunks:x?} at {iova:#x}");
+        }
+    }
+
+    #[test]
+    fn long_lists_and_odd_iovas_become_klm_segments() {
+        // Fits one command at a matching IOVA: direct.
+        let c: Vec<PhysChunk> = (0..MAX_MTT_PER_MKEY as u64)
+            .map(|i| PhysChunk {
+                bus: (i * 2 + 1) << 12,
+                len: 4096,
+            })
+            .collect();
+        let p = plan_reg(&c, 0x10_0000, 16).unwrap();
+        assert!(p.segments.is_empty());
+        assert_eq!(p.mtt_va, 0x10_0000);
+        // One page more: two MTT keys, split at a page boundary, covering the region exactly.
+        let mut c2 = c.clone();
+        c2.push(PhysChunk {
+            bus: 1 << 40,
+            len: 0x800,
+        });
+        let p = plan_reg(&c2, 0x10_0000, 16).unwrap();
+        let ps = 4096u64;
+        assert_eq!(
+            p.segments,
+            alloc::vec![
+                (0x10_0000, MAX_MTT_PER_MKEY as u64 * ps, 0, MAX_MTT_PER_MKEY),
+                (
+                    0x10_0000 + MAX_MTT_PER_MKEY as u64 * ps,
+                    0x800,
+                    MAX_MTT_PER_MKEY,
+                    1
+                ),
+            ]
+        );
+        // More segments than 1 << log_max_klm_list_size: refused before anything is sent.
+        assert!(matches!(
+            plan_reg(&c2, 0x10_0000, 0),
+            Err(crate::Error::Invalid(
+                InvalidInput::TooManyTranslations { .. }
+            ))
+        ));
+        // 1 GiB pages at an IOVA with another page offset: planned at the memory's own
+        // address, and no KLM entry above 2 GiB (two 1 GiB pages each).
+        let g: Vec<PhysChunk> = (0..5u64)
+            .map(|i| PhysChunk {
+                bus: (8 + 2 * i) << 30,
+                len: 1 << 30,
+            })
+            .collect();
+        let p = plan_reg(&g, 0x1234, 16).unwrap();
+        assert_eq!((p.mtt_va, p.tr.page_shift), (8 << 30, 30));
+        let lens: Vec<u64> = p.segments.iter().map(|s| s.1).collect();
+        assert_eq!(lens, alloc::vec![2 << 30, 2 << 30, 1 << 30]);
+        assert!(lens.iter().all(|&l| l <= MAX_KLM_BYTE_COUNT));
+        // A layout no IOVA fixes (a chunk boundary inside a page) stays an error.
+        let bad = [
+            PhysChunk {
+                bus: 0x1000,
+                len: 0x800,
+            },
+            PhysChunk {
+                bus: 0x3800,
+                len: 0x800,
+            },
+        ];
+        assert_eq!(
+            plan_reg(&bad, 0x1000, 16),
+            Err(InvalidInput::PageList.into())
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::eq::AsyncEvent;
 use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::hca::{self, Config, Device};
-use crate::mr::{self, Access, MkeyParams, PhysChunk, Translation};
+use crate::mr::{self, Access, Klm, KlmPlan, MkeyParams, PhysChunk, Xlt};
 use crate::qp::{Data, RawSge, WqShared, MAX_SGE};
 use crate::rand::Rng;
 use crate::uar::Uar;
@@ -314,6 +314,11 @@ impl<H: Hal> Context<H> {
     /// Commands handed to the device since bring-up started.
     pub fn commands_sent(&self) -> u64 {
         self.inner.dev.lock().cmd.sent
+    }
+    /// Command doorbell (`cmd_dbell`) writes so far: one per command, or one per batch of
+    /// commands ([`ProtectionDomain::reg_mr_batch`]).
+    pub fn command_doorbells(&self) -> u64 {
+        self.inner.dev.lock().cmd.rung
     }
     /// Firmware pages the device holds.
     pub fn pages_held(&self) -> usize {
@@ -688,14 +693,18 @@ impl<H: Hal> ProtectionDomain<H> {
             bus: buf.bus(),
             len: len as u64,
         }];
-        let tr = mr::plan(&chunks, buf.bus())?;
+        let plan = mr::plan_reg(&chunks, buf.bus(), ctx.caps.log_max_klm_list_size)?;
         let iova = buf.bus();
-        self.register(iova, len as u64, access, &tr, Some(buf))
+        self.register(iova, len as u64, access, plan, Some(buf))
     }
 
     /// Registers caller-owned physical memory: `chunks` (each physically contiguous) form
     /// the region `[iova, iova + total)` in order. Physically contiguous memory becomes one
-    /// entry, huge pages one entry each (see [`mr::plan`]).
+    /// entry, huge pages one entry each (see [`mr::plan`]); the largest page size the chunks
+    /// allow is used ([`MemoryRegion::translation_info`]). Any size and page mix: a list too
+    /// long for one command, or an `iova` whose page offset differs from the first chunk's,
+    /// becomes MTT keys under one indirect KLM key ([`mr::plan_reg`]). Neither the chunks
+    /// nor `iova` need page alignment: the key covers exactly the region's bytes.
     ///
     /// # Safety
     /// The chunks must stay valid DMA memory, not used for anything else the NIC must not
@@ -706,27 +715,142 @@ impl<H: Hal> ProtectionDomain<H> {
         iova: u64,
         access: Access,
     ) -> Result<MemoryRegion<H>> {
+        let plan = self.plan_phys(chunks, iova, access)?;
+        self.register(iova, plan.1, access, plan.0, None)
+    }
+
+    /// [`ProtectionDomain::reg_phys`] under its verbs name: the region's address space starts
+    /// at the `iova` the application chooses (`ibv_reg_mr_iova2`), whatever the chunks' bus
+    /// addresses and page offsets.
+    ///
+    /// # Safety
+    /// As [`ProtectionDomain::reg_phys`].
+    pub unsafe fn reg_phys_iova(
+        &self,
+        chunks: &[PhysChunk],
+        iova: u64,
+        access: Access,
+    ) -> Result<MemoryRegion<H>> {
+        // SAFETY: the caller upholds reg_phys's contract.
+        unsafe { self.reg_phys(chunks, iova, access) }
+    }
+
+    fn plan_phys(&self, chunks: &[PhysChunk], iova: u64, access: Access) -> Result<(KlmPlan, u64)> {
         let total = chunks.iter().try_fold(0u64, |a, c| a.checked_add(c.len));
         let Some(total) = total else {
             return Err(InvalidInput::LengthOverflow.into());
         };
-        mr::check_request(total, iova, access, self.inner.ctx.caps.log_max_mrw_sz)?;
-        let tr = mr::plan(chunks, iova)?;
-        self.register(iova, total, access, &tr, None)
+        let caps = &self.inner.ctx.caps;
+        mr::check_request(total, iova, access, caps.log_max_mrw_sz)?;
+        Ok((
+            mr::plan_reg(chunks, iova, caps.log_max_klm_list_size)?,
+            total,
+        ))
     }
 
-    fn register(
+    /// Registers several regions of caller-owned memory at once: the CREATE_MKEY commands of
+    /// the regions that take one key go into several command slots rung with one doorbell
+    /// write ([`crate::hca::Device::exec_batch`]); regions that need an indirect key are
+    /// registered one by one. One result per region, in order.
+    ///
+    /// # Safety
+    /// As [`ProtectionDomain::reg_phys`], for every region.
+    pub unsafe fn reg_mr_batch(
+        &self,
+        regions: &[(&[PhysChunk], u64, Access)],
+    ) -> Vec<Result<MemoryRegion<H>>> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut out: Vec<Option<Result<MemoryRegion<H>>>> = Vec::with_capacity(regions.len());
+        let mut plans = Vec::with_capacity(regions.len());
+        for &(chunks, iova, access) in regions {
+            match self.plan_phys(chunks, iova, access) {
+                Ok(p) if p.0.segments.is_empty() => {
+                    plans.push(Some(p));
+                    out.push(None);
+                }
+                Ok(p) => {
+                    plans.push(None);
+                    out.push(Some(self.register(iova, p.1, access, p.0, None)));
+                }
+                Err(e) => {
+                    plans.push(None);
+                    out.push(Some(Err(e)));
+                }
+            }
+        }
+        if let Err(e) = ctx.check_alive() {
+            return out
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|| Err(e)))
+                .collect();
+        }
+        // One command per direct region.
+        let mut cmds = Vec::new();
+        let mut who = Vec::new();
+        let mut params = Vec::new();
+        for (i, p) in plans.iter().enumerate() {
+            let Some((plan, len)) = p else { continue };
+            let (_, iova, access) = regions[i];
+            let prm = self.params(
+                iova,
+                *len,
+                access,
+                plan,
+                Xlt::Mtt {
+                    page_shift: plan.tr.page_shift,
+                    entries: &plan.tr.entries,
+                },
+            );
+            match mr::mkey_cmd(&prm) {
+                Ok(c) => {
+                    cmds.push(c);
+                    who.push(i);
+                    params.push(prm);
+                }
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        let refs: Vec<(&CmdBuf, usize)> = cmds
+            .iter()
+            .map(|c| (c, mlx5_prm::create_mkey_out::BYTES))
+            .collect();
+        let results = ctx
+            .with_dev(|d| Ok(d.exec_batch(hal, &refs)))
+            .unwrap_or_default();
+        for (k, r) in results.into_iter().enumerate() {
+            let i = who[k];
+            // A copy: `params` borrows the planned entries.
+            let Some((plan, len)) = plans[i].clone() else {
+                continue;
+            };
+            let (_, iova, access) = regions[i];
+            out[i] = Some(match r {
+                Err(e) => Err(e),
+                Ok(o) => {
+                    let key = mr::mkey_from_out(&o, params[k].variant);
+                    let mut buf = None;
+                    self.avoid_recent(key, &mut params[k], &mut buf)
+                        .map(|key| self.wrap(key, Vec::new(), iova, len, access, plan, buf))
+                }
+            });
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or(Err(Error::Internal)))
+            .collect()
+    }
+
+    fn params<'a>(
         &self,
         iova: u64,
         len: u64,
         access: Access,
-        tr: &Translation,
-        buf: Option<DmaMem<H::Dma>>,
-    ) -> Result<MemoryRegion<H>> {
+        _plan: &KlmPlan,
+        xlt: Xlt<'a>,
+    ) -> MkeyParams<'a> {
         let ctx = &self.inner.ctx;
-        let hal = &ctx.hal;
         let (ro_write, ro_read) = mr::relaxed_ordering(access, &ctx.caps);
-        let mut params = MkeyParams {
+        MkeyParams {
             pdn: self.inner.pdn,
             iova,
             len,
@@ -735,24 +859,117 @@ impl<H: Hal> ProtectionDomain<H> {
             pg_access: ctx.caps.pg,
             ro_write,
             ro_read,
-            tr,
-        };
+            xlt,
+        }
+    }
+
+    /// Destroys `keys` (inner keys of a failed or torn-down registration); false when one
+    /// may live on (its memory must then be held).
+    fn destroy_keys(&self, keys: &[u32]) -> bool {
+        let ctx = &self.inner.ctx;
+        let mut all = true;
+        for &k in keys.iter().rev() {
+            if ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, k)).is_err() {
+                all = false;
+            }
+        }
+        all
+    }
+
+    fn register(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: KlmPlan,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> Result<MemoryRegion<H>> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
         let mut buf = buf;
-        let mut key = match ctx.with_dev(|d| d.create_mkey(hal, &params)) {
+        // Inner MTT keys first: local rights only (LR, and LW when the region is writable),
+        // so that only the indirect key is usable remotely.
+        let mut inner = Vec::with_capacity(plan.segments.len());
+        let mut klms = Vec::with_capacity(plan.segments.len());
+        for &(va, slen, first, count) in &plan.segments {
+            let p = self.params(
+                va,
+                slen,
+                Access(access.0 & (Access::LOCAL_WRITE.0 | Access::RELAXED_ORDERING.0)),
+                &plan,
+                Xlt::Mtt {
+                    page_shift: plan.tr.page_shift,
+                    entries: &plan.tr.entries[first..first + count],
+                },
+            );
+            match ctx.with_dev(|d| d.create_mkey(hal, &p)) {
+                Ok(k) => {
+                    inner.push(k);
+                    klms.push(Klm {
+                        byte_count: slen as u32, // at most MAX_KLM_BYTE_COUNT (plan_reg)
+                        mkey: k,
+                        address: va,
+                    });
+                }
+                Err(e) => {
+                    if self.destroy_keys(&inner) {
+                        ctx.release_after(&e, buf);
+                    } else {
+                        ctx.hold(buf.take());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let xlt = if plan.segments.is_empty() {
+            Xlt::Mtt {
+                page_shift: plan.tr.page_shift,
+                entries: &plan.tr.entries,
+            }
+        } else {
+            Xlt::Klm(&klms)
+        };
+        let mut params = self.params(iova, len, access, &plan, xlt);
+        let key = match ctx.with_dev(|d| d.create_mkey(hal, &params)) {
             Ok(k) => k,
             Err(e) => {
                 // A garbled or lost reply: the key may exist and translate to `buf`.
-                ctx.release_after(&e, buf);
+                if self.destroy_keys(&inner) {
+                    ctx.release_after(&e, buf);
+                } else {
+                    ctx.hold(buf.take());
+                }
                 return Err(e);
             }
         };
-        // ReDMArk: a key must not reappear right after it was destroyed. If the firmware
-        // reused the index and the random variant matched, take a new key first, then drop
-        // the collision.
+        let key = match self.avoid_recent(key, &mut params, &mut buf) {
+            Ok(k) => k,
+            Err(e) => {
+                // `buf` is already freed or held; inner keys under a key that may live on
+                // are destroyed so that it translates nothing.
+                self.destroy_keys(&inner);
+                return Err(e);
+            }
+        };
+        Ok(self.wrap(key, inner, iova, len, access, plan, buf))
+    }
+
+    /// ReDMArk: a key must not reappear right after it was destroyed. If the firmware reused
+    /// the index and the random variant matched, take a new key first, then drop the
+    /// collision.
+    fn avoid_recent(
+        &self,
+        key: u32,
+        params: &mut MkeyParams<'_>,
+        buf: &mut Option<DmaMem<H::Dma>>,
+    ) -> Result<u32> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut key = key;
         let mut tries = 0;
         while ctx.recent_keys.lock().contains(&key) && tries < 4 {
             params.variant = params.variant.wrapping_add(1 + (ctx.random() % 255) as u8);
-            let k2 = ctx.with_dev(|d| d.create_mkey(hal, &params));
+            let k2 = ctx.with_dev(|d| d.create_mkey(hal, params));
             // The collision goes either way; while it lives, it translates to `buf` too.
             let old = ctx.with_dev(|d| d.destroy_mkey(hal, key));
             match (k2, old) {
@@ -764,7 +981,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     return Err(e);
                 }
                 (Err(e), Ok(())) => {
-                    ctx.release_after(&e, buf);
+                    ctx.release_after(&e, buf.take());
                     return Err(e);
                 }
                 (Err(e), Err(_)) => {
@@ -774,8 +991,26 @@ impl<H: Hal> ProtectionDomain<H> {
             }
             tries += 1;
         }
-        ctx.mrs.write().insert(key, MrInfo { iova, len, access });
-        Ok(MemoryRegion {
+        Ok(key)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn wrap(
+        &self,
+        key: u32,
+        inner_keys: Vec<u32>,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: KlmPlan,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> MemoryRegion<H> {
+        self.inner
+            .ctx
+            .mrs
+            .write()
+            .insert(key, MrInfo { iova, len, access });
+        MemoryRegion {
             inner: Some(Arc::new(MrInner {
                 pd: self.inner.clone(),
                 key,
@@ -783,12 +1018,12 @@ impl<H: Hal> ProtectionDomain<H> {
                 iova,
                 len,
                 access,
-                entries: tr.entries.len(),
-                page_shift: tr.page_shift,
+                inner_keys,
+                plan,
                 buf,
                 destroyed: AtomicBool::new(false),
             })),
-        })
+        }
     }
 
     /// Creates an RC QP whose completions go to `send_cq` / `recv_cq`.
@@ -822,8 +1057,9 @@ pub(crate) struct MrInner<H: Hal> {
     pub(crate) iova: u64,
     pub(crate) len: u64,
     pub(crate) access: Access,
-    entries: usize,
-    page_shift: u32,
+    /// The MTT keys under an indirect key (empty for a direct MTT key).
+    inner_keys: Vec<u32>,
+    plan: KlmPlan,
     buf: Option<DmaMem<H::Dma>>,
     destroyed: AtomicBool,
 }
@@ -836,7 +1072,14 @@ impl<H: Hal> MrInner<H> {
         let ctx = &self.pd.ctx;
         ctx.mrs.write().remove(&self.key);
         let key = self.key;
-        let r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
+        let mut r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
+        // The inner keys after the indirect key that names them.
+        for &k in self.inner_keys.iter().rev() {
+            let ri = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, k));
+            if r.is_ok() {
+                r = ri;
+            }
+        }
         if r.is_err() {
             // The key may still exist and translate to the memory, whatever the error: keep
             // it, counted in the quarantine (freed only after a clean teardown).
@@ -855,6 +1098,39 @@ impl<H: Hal> Drop for MrInner<H> {
     fn drop(&mut self) {
         let _ = self.destroy();
     }
+}
+
+/// What [`MemoryRegion::rereg`] changes; `None` keeps the current value.
+pub struct Rereg<'a, H: Hal> {
+    /// New chunks and IOVA (`IBV_REREG_MR_CHANGE_TRANSLATION`).
+    pub translation: Option<(&'a [PhysChunk], u64)>,
+    /// New protection domain (`IBV_REREG_MR_CHANGE_PD`).
+    pub pd: Option<&'a ProtectionDomain<H>>,
+    /// New access flags (`IBV_REREG_MR_CHANGE_ACCESS`).
+    pub access: Option<Access>,
+}
+
+impl<H: Hal> Default for Rereg<'_, H> {
+    fn default() -> Self {
+        Rereg {
+            translation: None,
+            pd: None,
+            access: None,
+        }
+    }
+}
+
+/// How a region is translated ([`MemoryRegion::translation_info`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MrTranslation {
+    /// log2 of the page size: the largest the chunks allow (12 ..= 30).
+    pub page_shift: u32,
+    /// MTT entries, over all keys.
+    pub mtt_entries: usize,
+    /// MTT keys holding them (1 for a direct key).
+    pub mtt_keys: usize,
+    /// Entries of the indirect KLM key joining them (0: direct MTT key, no KLM).
+    pub klm_entries: usize,
 }
 
 /// A registered memory region.
@@ -894,11 +1170,22 @@ impl<H: Hal> MemoryRegion<H> {
     pub fn access(&self) -> Access {
         self.inner.as_ref().map_or(Access::NONE, |m| m.access)
     }
-    /// `(translation entries, log2 page size)` the registration used.
+    /// `(translation entries, log2 page size)` the registration used: MTT entries over
+    /// all its keys, and the page size, the largest the chunks allow.
     pub fn translation(&self) -> (usize, u32) {
+        let t = self.translation_info();
+        (t.mtt_entries, t.page_shift)
+    }
+    /// How the region is translated on the device (zeros after dereg).
+    pub fn translation_info(&self) -> MrTranslation {
         self.inner
             .as_ref()
-            .map_or((0, 0), |m| (m.entries, m.page_shift))
+            .map_or(MrTranslation::default(), |m| MrTranslation {
+                page_shift: m.plan.tr.page_shift,
+                mtt_entries: m.plan.tr.entries.len(),
+                mtt_keys: m.plan.segments.len().max(1),
+                klm_entries: m.plan.segments.len(),
+            })
     }
     /// Copies `src` into the region at `offset` (regions that own their memory only).
     pub fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
@@ -924,6 +1211,80 @@ impl<H: Hal> MemoryRegion<H> {
             len,
         }
     }
+    /// Re-registers the region (`ibv_rereg_mr`): a new translation (`IBV_REREG_MR_CHANGE_TRANSLATION`:
+    /// new chunks at a new IOVA), a new PD (`_CHANGE_PD`) and/or new access flags
+    /// (`_CHANGE_ACCESS`), each alone or together; what is not changed is kept.
+    ///
+    /// Without UMR this is create-then-destroy: new keys are created first, then the old
+    /// ones destroyed, so **the lkey and rkey change** (as `ibv_rereg_mr` allows: it returns
+    /// the new keys in the MR). A region that owns its memory ([`ProtectionDomain::alloc_mr`])
+    /// keeps it when the translation is not changed, and frees it when it is.
+    ///
+    /// Failure, as the ibv_rereg_mr(3) man page has it: an input error, a device error
+    /// creating the new keys, or [`Error::Busy`] (WRs in flight) leaves the MR exactly as it
+    /// was (`IBV_REREG_MR_ERR_INPUT`: old MR valid). An error destroying the OLD keys is
+    /// returned after the region was re-registered: the MR holds the new keys and is valid;
+    /// the old keys' memory is quarantined, and a region that owned its memory can no longer
+    /// [`read`](MemoryRegion::read) / [`write`](MemoryRegion::write) it.
+    ///
+    /// # Safety
+    /// With a new translation: as [`ProtectionDomain::reg_phys`] for the new chunks.
+    pub unsafe fn rereg(&mut self, change: Rereg<'_, H>) -> Result<()> {
+        if change.translation.is_none() && change.pd.is_none() && change.access.is_none() {
+            return Err(InvalidInput::NothingToChange.into());
+        }
+        let Some(arc) = self.inner.take() else {
+            return Err(Error::Closed);
+        };
+        let mut old = match Arc::try_unwrap(arc) {
+            Ok(m) => m,
+            Err(arc) => {
+                self.inner = Some(arc);
+                return Err(Error::Busy);
+            }
+        };
+        let pd = match change.pd {
+            Some(p) => ProtectionDomain {
+                inner: p.inner.clone(),
+            },
+            None => ProtectionDomain {
+                inner: old.pd.clone(),
+            },
+        };
+        // Another context's PD cannot hold this region.
+        if !Arc::ptr_eq(&pd.inner.ctx, &old.pd.ctx) {
+            self.inner = Some(Arc::new(old));
+            return Err(InvalidInput::ForeignObject.into());
+        }
+        let access = change.access.unwrap_or(old.access);
+        let created = match change.translation {
+            Some((chunks, iova)) => pd
+                .plan_phys(chunks, iova, access)
+                .and_then(|(plan, len)| pd.register(iova, len, access, plan, None)),
+            None => mr::check_request(old.len, old.iova, access, pd.inner.ctx.caps.log_max_mrw_sz)
+                .and_then(|()| pd.register(old.iova, old.len, access, old.plan.clone(), None)),
+        };
+        let mut new = match created {
+            Ok(m) => m,
+            Err(e) => {
+                self.inner = Some(Arc::new(old));
+                return Err(e);
+            }
+        };
+        let r = old.destroy();
+        if r.is_ok() && change.translation.is_none() {
+            // The same memory: the buffer moves to the new keys.
+            if let Some(n) = new.inner.as_mut().and_then(Arc::get_mut) {
+                n.buf = old.buf.take();
+            }
+        }
+        drop(old); // frees a buffer the new translation no longer uses
+        *self = MemoryRegion {
+            inner: new.inner.take(),
+        };
+        r
+    }
+
     /// Deregisters now. Deregistering twice is harmless; fails with [`Error::Busy`] (and
     /// stays registered) while posted WRs still reference the region or a QP has it bound
     /// ([`QueuePair::bind_mr`]).

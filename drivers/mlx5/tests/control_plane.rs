@@ -110,18 +110,25 @@ fn absurd_reg_phys_chunks_are_typed_errors_not_aborts() {
             max
         }))
     );
-    // 8 GiB that only 4 KiB pages translate (bus and iova differ at bit 12): 2^21 entries,
-    // more than one CREATE_MKEY carries.
-    let scattered = [PhysChunk {
-        bus: 0x1_0000_1000,
-        len: 8 << 30,
-    }];
+    // 1 TiB + 4 KiB that only 4 KiB pages translate (the chunks' bus addresses differ from
+    // their virtual ones at bit 12, at any IOVA): 2^28 + 1 entries, more than the driver
+    // plans (a single chunk would be planned at its own address with large pages).
+    let scattered = [
+        PhysChunk {
+            bus: 0x1000,
+            len: 0x1000,
+        },
+        PhysChunk {
+            bus: 0x3000,
+            len: 1 << 40,
+        },
+    ];
     // SAFETY: refused before the device is told about the memory.
     let e = unsafe { pd.reg_phys(&scattered, 0x2000, AccessFlags::ALL) }.err();
     assert_eq!(
         e,
         Some(Error::Invalid(InvalidInput::TooManyTranslations {
-            entries: 1 << 21,
+            entries: (1 << 28) + 1,
             max: mlx5::mr::MAX_MTT_ENTRIES
         }))
     );

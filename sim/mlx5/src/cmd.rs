@@ -111,6 +111,9 @@ fn walk_chain(
     mut data: Option<&mut Vec<u8>>,
 ) -> Result<Vec<u64>, Delivery> {
     let mut addrs = Vec::with_capacity(nblocks);
+    if let Some(d) = data.as_deref_mut() {
+        d.reserve(nblocks * cmdq::DATA_BLOCK_SIZE);
+    }
     let mut ptr = first;
     // The entry's pointers keep bits 63:9 (cmd_queue_entry.*_mailbox_pointer_31_9), a block's
     // `next` bits 63:10 (cmd_if_box.next_pointer_31_10).

@@ -6,8 +6,16 @@
 //! providers/mlx5/mlx5_vfio.c `mlx5_vfio_reg_mr`: `lkey = key | mlx5_idx_to_mkey(mkey_index)`).
 //! A key presented on the data path must match both parts.
 //!
-//! Two access modes are modelled: PA (the address *is* the bus address) and MTT (a list of
-//! 8-byte page addresses, page size `1 << mkc.log_page_size`, ABSOLUTE log2 — facts trap 1).
+//! Three access modes are modelled: PA (the address *is* the bus address), MTT (a list of
+//! 8-byte page addresses, page size `1 << mkc.log_page_size`, ABSOLUTE log2 — facts trap 1) and
+//! KLMS (an indirect key: a list of 16-byte `mlx5_ifc_klm_bits` {byte_count, mkey, address},
+//! entry `i` mapping the next `byte_count` bytes of the key's range onto `[address,
+//! address + byte_count)` of the direct key `mkey`). An indirect key is created directly by
+//! CREATE_MKEY with the list in `klm_pas_mtt`, one octoword per entry in
+//! `translations_octword_size` / `translations_octword_actual_size` (UCX
+//! src/uct/ib/mlx5/dv/ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm` and
+//! `uct_ib_mlx5_devx_klm_entry_set`; Linux drivers/infiniband/hw/mlx5/mr.c `mlx5_ib_sg_to_klms`
+//! fills the same entries through UMR).
 //! [`PagedBuffer`] is the same idea for the `pas[]` lists of CQs and QPs, whose
 //! `log_page_size` is RELATIVE to 4 KiB (facts trap 2).
 
@@ -45,6 +53,14 @@ pub mod syndrome {
     pub const MTT_INPUT_TRUNCATED: u32 = 0x5201_0009;
     /// An MTT entry is not aligned to the key's page size.
     pub const MTT_MISALIGNED: u32 = 0x5201_000a;
+    /// KLMS key: `translations_octword_actual_size` above `1 << log_max_klm_list_size`.
+    pub const KLM_LIST_TOO_LONG: u32 = 0x5201_0012;
+    /// KLMS key: an entry's `byte_count` is 0 or above `MLX5_MAX_KLM_BYTE_COUNT` (2 GiB).
+    pub const KLM_BAD_BYTE_COUNT: u32 = 0x5201_0013;
+    /// KLMS key: the entries' byte counts do not cover `len`.
+    pub const KLM_TOO_SHORT: u32 = 0x5201_0014;
+    /// KLMS key with `length64`, or with a zero-length list.
+    pub const KLM_BAD_LENGTH: u32 = 0x5201_0015;
     /// `1 << log_max_mkey` keys already exist.
     pub const TOO_MANY_MKEYS: u32 = 0x5201_000b;
     /// DESTROY/QUERY_MKEY of an index that is not allocated.
@@ -131,6 +147,9 @@ pub enum MrFault {
     AccessDenied,
     /// `pg_access` key whose MTT entry lacks the read or write enable for a page touched.
     PageAccessDenied,
+    /// An indirect (KLMS) key's entry names a key that is itself indirect (model choice: one
+    /// level of indirection, `cmd_hca_cap.max_indirection` = 1).
+    Indirection,
 }
 
 /// How a key maps addresses to bus addresses.
@@ -145,13 +164,43 @@ enum Translation {
         /// Page bus addresses (aligned), with the per-page enables.
         entries: Vec<MttEntry>,
     },
+    /// Indirect: entry `i` maps `[start + off_i, start + off_i + bcount_i)` onto
+    /// `[va_i, va_i + bcount_i)` of key `key_i`, checked when used.
+    Klm { entries: Vec<KlmEntry> },
 }
 
+/// One KLM entry (`mlx5_ifc_klm_bits`), with its offset inside the indirect key's range.
 #[derive(Clone, Copy, Debug)]
-struct MttEntry {
-    addr: u64,
-    read: bool,
-    write: bool,
+struct KlmEntry {
+    /// Sum of the byte counts of the entries before this one.
+    off: u64,
+    bcount: u64,
+    key: u32,
+    va: u64,
+}
+
+/// `MLX5_MAX_KLM_BYTE_COUNT` ([`mlx5_prm::klm::MAX_BYTE_COUNT`]): the largest
+/// `klm.byte_count`.
+pub const MAX_KLM_BYTE_COUNT: u64 = mlx5_prm::klm::MAX_BYTE_COUNT;
+
+/// A page address (aligned, so its low bits are free) with the read enable in bit 0 and the
+/// write enable in bit 1: 8 bytes per page, as the MTT itself.
+#[derive(Clone, Copy, Debug)]
+struct MttEntry(u64);
+
+impl MttEntry {
+    fn new(addr: u64, read: bool, write: bool) -> MttEntry {
+        MttEntry(addr | (write as u64) << 1 | read as u64)
+    }
+    fn addr(self) -> u64 {
+        self.0 & !0xff
+    }
+    fn read(self) -> bool {
+        self.0 & 1 != 0
+    }
+    fn write(self) -> bool {
+        self.0 & 2 != 0
+    }
 }
 
 /// One memory key.
@@ -194,7 +243,7 @@ impl Mkey {
         else {
             return None;
         };
-        let pages: Vec<u64> = entries.iter().map(|e| e.addr).collect();
+        let pages: Vec<u64> = entries.iter().map(|e| e.addr()).collect();
         let off = self.start & ((1u64 << page_shift) - 1);
         let len = u64::try_from(self.len).unwrap_or(u64::MAX);
         Some(page_ranges(&pages, *page_shift, off, len))
@@ -206,7 +255,17 @@ impl Mkey {
             Translation::Mtt {
                 page_shift,
                 entries,
-            } => Some((*page_shift, entries.iter().map(|e| e.addr).collect())),
+            } => Some((*page_shift, entries.iter().map(|e| e.addr()).collect())),
+            _ => None,
+        }
+    }
+
+    /// `(byte_count, mkey, address)` of each KLM entry of an indirect key; `None` otherwise.
+    pub fn klm_entries(&self) -> Option<Vec<(u64, u32, u64)>> {
+        match &self.translation {
+            Translation::Klm { entries } => {
+                Some(entries.iter().map(|e| (e.bcount, e.key, e.va)).collect())
+            }
             _ => None,
         }
     }
@@ -231,6 +290,8 @@ pub struct Resolved<'a> {
     mkey: &'a Mkey,
     va: u64,
     len: u64,
+    /// The bus pieces of an indirect key's range, found through its inner keys.
+    indirect: Vec<(u64, u64)>,
 }
 
 impl<'a> Resolved<'a> {
@@ -245,6 +306,12 @@ impl<'a> Resolved<'a> {
         }
         match &self.mkey.translation {
             Translation::Pa => f(self.va, self.len as usize),
+            Translation::Klm { .. } => {
+                for &(a, l) in &self.indirect {
+                    f(a, l as usize)?;
+                }
+                Ok(())
+            }
             Translation::Mtt {
                 page_shift,
                 entries,
@@ -258,7 +325,7 @@ impl<'a> Resolved<'a> {
                     let idx = (off >> page_shift) as usize;
                     let in_page = off & (page - 1);
                     let n = (page - in_page).min(left);
-                    let bus = entries[idx].addr + in_page; // idx < entries.len(): resolve()
+                    let bus = entries[idx].addr() + in_page; // idx < entries.len(): resolve()
                     run = match run {
                         Some((s, l)) if s + l == bus => Some((s, l + n)),
                         Some((s, l)) => {
@@ -421,6 +488,12 @@ impl MkeyTable {
         if va_w < start_w || end_w > key_end_w || end_w > 1u128 << 64 {
             return Err(MrFault::OutOfBounds);
         }
+        let mut indirect = Vec::new();
+        if let Translation::Klm { entries } = &m.translation {
+            if len > 0 {
+                indirect = self.resolve_klm(m, entries, va, len, need, user)?;
+            }
+        }
         if let Translation::Mtt {
             page_shift,
             entries,
@@ -433,13 +506,78 @@ impl MkeyTable {
                 let pages = entries.get(first..=last).ok_or(MrFault::OutOfBounds)?;
                 if pages
                     .iter()
-                    .any(|e| (need.reads() && !e.read) || (need.writes() && !e.write))
+                    .any(|e| (need.reads() && !e.read()) || (need.writes() && !e.write()))
                 {
                     return Err(MrFault::PageAccessDenied);
                 }
             }
         }
-        Ok(Resolved { mkey: m, va, len })
+        Ok(Resolved {
+            mkey: m,
+            va,
+            len,
+            indirect,
+        })
+    }
+
+    /// The bus pieces of `[va, va + len)` of the indirect key `m` (whose own checks passed):
+    /// each KLM entry touched sends its part to the inner key, which must exist, carry the
+    /// variant named in the entry, not be free, belong to the same PD, be usable by the QP,
+    /// be direct, and grant the LOCAL right matching the access (read or write; atomics both)
+    /// over `[klm.address, klm.address + byte_count)`. Remote rights are checked on the
+    /// indirect key only: Linux uses `pd->local_dma_lkey`-style local keys inside remotely
+    /// accessible KLM keys (ib/mr.c `mlx5_ib_sg_to_klms`); requiring the local right and the
+    /// same PD of the inner key is a model choice.
+    fn resolve_klm(
+        &self,
+        m: &Mkey,
+        entries: &[KlmEntry],
+        va: u64,
+        len: u64,
+        need: Access,
+        user: KeyUser,
+    ) -> Result<Vec<(u64, u64)>, MrFault> {
+        let mut inner_need = Access::default();
+        if need.reads() {
+            inner_need = inner_need.union(Access::LOCAL_READ);
+        }
+        if need.writes() {
+            inner_need = inner_need.union(Access::LOCAL_WRITE);
+        }
+        let mut off = va - m.start; // resolve() proved va >= start
+        let mut left = len;
+        // First entry holding `off`: entries are sorted by `off`.
+        let mut i = entries.partition_point(|e| e.off + e.bcount <= off);
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        while left > 0 {
+            let e = entries.get(i).ok_or(MrFault::OutOfBounds)?;
+            let within = off - e.off;
+            let n = (e.bcount - within).min(left);
+            let inner = self
+                .keys
+                .get(&mkey::index(e.key))
+                .ok_or(MrFault::UnknownKey)?;
+            if matches!(inner.translation, Translation::Klm { .. }) {
+                return Err(MrFault::Indirection);
+            }
+            let inner_va = e.va.checked_add(within).ok_or(MrFault::OutOfBounds)?;
+            let inner_user = KeyUser {
+                pd: m.pd,
+                qpn: user.qpn,
+            };
+            let r = self.resolve(e.key, inner_va, n, inner_need, inner_user)?;
+            r.for_each_piece(|a, l| {
+                match out.last_mut() {
+                    Some((s, pl)) if *s + *pl == a => *pl += l as u64,
+                    _ => out.push((a, l as u64)),
+                }
+                Ok::<(), MrFault>(())
+            })?;
+            off += n;
+            left -= n;
+            i += 1;
+        }
+        Ok(out)
     }
 
     /// [`resolve`](Self::resolve) for any QP of protection domain `pd`, returning the bus
@@ -553,16 +691,71 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
                 if addr & (page as u64 - 1) != 0 {
                     return Err(bad_param(syndrome::MTT_MISALIGNED));
                 }
-                entries.push(MttEntry {
+                entries.push(MttEntry::new(
                     addr,
-                    read: !pg_access || raw & mkey::MTT_READ != 0,
-                    write: !pg_access || raw & mkey::MTT_WRITE != 0,
-                });
+                    !pg_access || raw & mkey::MTT_READ != 0,
+                    !pg_access || raw & mkey::MTT_WRITE != 0,
+                ));
             }
             Translation::Mtt {
                 page_shift,
                 entries,
             }
+        }
+        mkc_access_mode::KLMS => {
+            if length64 || len == 0 {
+                return Err(bad_param(syndrome::KLM_BAD_LENGTH));
+            }
+            // One octoword per 16-byte entry (UCX ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`
+            // sets both sizes to the entry count).
+            let size = get(mkc::TRANSLATIONS_OCTWORD_SIZE, ctx) as u64;
+            let actual = get(create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, input) as u64;
+            if actual > size {
+                return Err(bad_param(syndrome::MTT_ACTUAL_EXCEEDS_SIZE));
+            }
+            if actual == 0 {
+                return Err(bad_param(syndrome::KLM_BAD_LENGTH));
+            }
+            let log_max = hca.cap(cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE);
+            if actual > 1u64 << log_max.min(63) {
+                return Err(bad_param(syndrome::KLM_LIST_TOO_LONG));
+            }
+            let list = &input[create_mkey_in::BYTES..];
+            if (list.len() as u64) < actual * mkey::KLM_ENTRY_SIZE as u64 {
+                return Err(err(
+                    cmd_status::BAD_INP_LEN_ERR,
+                    syndrome::MTT_INPUT_TRUNCATED,
+                ));
+            }
+            let mut entries = Vec::with_capacity(actual as usize);
+            let mut off = 0u64;
+            for e in list
+                .chunks_exact(mkey::KLM_ENTRY_SIZE)
+                .take(actual as usize)
+            {
+                let be32 = |o: usize| u32::from_be_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]]);
+                let bcount = u64::from(be32(mkey::KLM_BCOUNT));
+                // Model choice: a zero byte count is refused (no source says what it means).
+                if bcount == 0 || bcount > MAX_KLM_BYTE_COUNT {
+                    return Err(bad_param(syndrome::KLM_BAD_BYTE_COUNT));
+                }
+                let va = u64::from_be_bytes(
+                    e[mkey::KLM_VA..mkey::KLM_VA + 8]
+                        .try_into()
+                        .unwrap_or([0; 8]),
+                );
+                entries.push(KlmEntry {
+                    off,
+                    bcount,
+                    key: be32(mkey::KLM_KEY),
+                    va,
+                });
+                off += bcount; // at most 2^16 entries of at most 2^31 bytes
+            }
+            if (off as u128) < len {
+                return Err(bad_param(syndrome::KLM_TOO_SHORT));
+            }
+            Translation::Klm { entries }
         }
         _ => return Err(bad_param(syndrome::UNSUPPORTED_ACCESS_MODE)),
     };
@@ -631,10 +824,25 @@ pub fn query_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     if let Translation::Mtt { entries, .. } = &m.translation {
         let mut pas = [0u8; 16];
         for (i, e) in entries.iter().take(2).enumerate() {
-            let raw = e.addr | (e.write as u64) << 1 | e.read as u64;
+            let raw = e.addr() | (e.write() as u64) << 1 | e.read() as u64;
             pas[i * 8..i * 8 + 8].copy_from_slice(&raw.to_be_bytes());
         }
         let _ = query_mkey_out::BSF0_KLM0_PAS_MTT0_1.write_bytes(output, &pas);
+    }
+    // An indirect key: its first two KLM entries (`bsf0_klm0_pas_mtt0_1`,
+    // `bsf1_klm1_pas_mtt2_3`), each as `mlx5_ifc_klm_bits`.
+    if let Translation::Klm { entries } = &m.translation {
+        for (e, f) in entries.iter().zip([
+            query_mkey_out::BSF0_KLM0_PAS_MTT0_1,
+            query_mkey_out::BSF1_KLM1_PAS_MTT2_3,
+        ]) {
+            let mut k = [0u8; mkey::KLM_ENTRY_SIZE];
+            k[mkey::KLM_BCOUNT..mkey::KLM_BCOUNT + 4]
+                .copy_from_slice(&(e.bcount as u32).to_be_bytes());
+            k[mkey::KLM_KEY..mkey::KLM_KEY + 4].copy_from_slice(&e.key.to_be_bytes());
+            k[mkey::KLM_VA..mkey::KLM_VA + 8].copy_from_slice(&e.va.to_be_bytes());
+            let _ = f.write_bytes(output, &k);
+        }
     }
     Ok(())
 }
@@ -805,11 +1013,7 @@ mod tests {
                 page_shift: shift,
                 entries: pages
                     .iter()
-                    .map(|&addr| MttEntry {
-                        addr,
-                        read: true,
-                        write: true,
-                    })
+                    .map(|&addr| MttEntry::new(addr, true, true))
                     .collect(),
             },
             mkc: [0; mkc::BYTES],

@@ -108,12 +108,13 @@ fn mkey_rejections() {
     let at = create_mkey_in::BYTES;
     i[at..at + 8].copy_from_slice(&(buf + 0x800).to_be_bytes());
     run(&mut e, &i, cmd_status::BAD_PARAM_ERR, mrs::MTT_MISALIGNED);
-    // KLM mode is not modelled.
+    // An unmodelled access mode.
     let mut i = base.clone();
     set(
         &mut i,
         mkc::ACCESS_MODE_1_0.within(m),
-        mkc_access_mode::KLMS.into(),
+        // KSM: not modelled (KLMS is, see tests/mkey_klm.rs).
+        mkc_access_mode::KSM.into(),
     );
     run(
         &mut e,
