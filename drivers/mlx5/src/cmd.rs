@@ -173,7 +173,12 @@ pub(crate) struct CmdQueue<H: Hal> {
     log_stride: u32,
     nslots: usize,
     token: u8,
-    chunks: Vec<DmaMem<H::Dma>>,
+    /// Mailbox blocks, per slot: a command's chains live in its own slot's chunks, so a
+    /// nested command (a page request answered while another waits) or a batch never writes
+    /// over the mailboxes of a command the device has not finished with, and a slot the device
+    /// kept after a timeout keeps its blocks untouched (Linux core/cmd.c gives every command
+    /// its own message, `mlx5_alloc_cmd_msg`).
+    chunks: Vec<Vec<DmaMem<H::Dma>>>,
     /// Slots whose entry the device still owned when the driver gave up on them.
     stuck: u32,
     pub(crate) timeouts: CmdTimeouts,
@@ -231,7 +236,7 @@ impl<H: Hal> CmdQueue<H> {
             log_stride,
             nslots: 1 << log_size,
             token: 0,
-            chunks: Vec::new(),
+            chunks: (0..1usize << log_size).map(|_| Vec::new()).collect(),
             stuck: 0,
             timeouts,
             health: HealthWatch::new(),
@@ -258,17 +263,22 @@ impl<H: Hal> CmdQueue<H> {
         )
     }
 
-    fn ensure_blocks(&mut self, hal: &H, n: usize) -> Result<()> {
-        while self.chunks.len() * BLOCKS_PER_CHUNK < n {
-            self.chunks
-                .push(DmaMem::alloc(hal, CHUNK_SIZE, CHUNK_SIZE)?);
+    fn ensure_blocks(&mut self, hal: &H, slot: usize, n: usize) -> Result<()> {
+        let pool = self.chunks.get_mut(slot).ok_or(Error::Internal)?;
+        while pool.len() * BLOCKS_PER_CHUNK < n {
+            pool.push(DmaMem::alloc(hal, CHUNK_SIZE, CHUNK_SIZE)?);
         }
         Ok(())
     }
 
-    fn block_bus(&self, i: usize) -> u64 {
+    fn block(&self, slot: usize, i: usize) -> (&DmaMem<H::Dma>, usize) {
         let (c, off) = self.block_addr(i);
-        self.chunks[c].bus() + off as u64
+        (&self.chunks[slot][c], off)
+    }
+
+    fn block_bus(&self, slot: usize, i: usize) -> u64 {
+        let (b, off) = self.block(slot, i);
+        b.bus() + off as u64
     }
 
     /// Picks a slot the software owns, never one the device kept after a timeout.
@@ -292,14 +302,9 @@ impl<H: Hal> CmdQueue<H> {
         input: &CmdBuf,
         outlen: usize,
     ) -> Result<Posted> {
-        let p = self.prepare(hal, slot, input, outlen, 0)?;
+        let p = self.prepare(hal, slot, input, outlen)?;
         self.ring(hal, 1 << slot)?;
         Ok(p)
-    }
-
-    /// Mailbox blocks a command of `inlen` input and `outlen` output bytes takes.
-    pub(crate) fn blocks_for(inlen: usize, outlen: usize) -> usize {
-        cmdq::num_blocks(inlen) + cmdq::num_blocks(outlen.max(mbox_out::BYTES))
     }
 
     /// Rings the doorbell of every slot in `mask` with one write: `cmd_dbell` is a bitmask of
@@ -311,15 +316,14 @@ impl<H: Hal> CmdQueue<H> {
         Bar(hal).write32(init_seg::CMD_DBELL, mask)
     }
 
-    /// Builds the entry of `slot` and its mailboxes from block `first_block` on, and hands
-    /// the entry to the device without ringing (see [`CmdQueue::ring`]).
+    /// Builds the entry of `slot` and its mailboxes (in the slot's own blocks), and hands the
+    /// entry to the device without ringing (see [`CmdQueue::ring`]).
     pub(crate) fn prepare(
         &mut self,
         hal: &H,
         slot: usize,
         input: &CmdBuf,
         outlen: usize,
-        first_block: usize,
     ) -> Result<Posted> {
         input.check()?;
         let inb = &input.buf;
@@ -331,7 +335,7 @@ impl<H: Hal> CmdQueue<H> {
         let outlen = outlen.max(mbox_out::BYTES);
         let nin = cmdq::num_blocks(inb.len());
         let nout = cmdq::num_blocks(outlen);
-        self.ensure_blocks(hal, first_block + nin + nout)?;
+        self.ensure_blocks(hal, slot, nin + nout)?;
         // A non-zero token, copied into every block of the command (facts trap 28).
         self.token = self.token.wrapping_add(1);
         if self.token == 0 {
@@ -342,16 +346,15 @@ impl<H: Hal> CmdQueue<H> {
         // Mailbox chains: input blocks 0..nin, output blocks nin..nin+nout (Linux
         // core/cmd.c `mlx5_alloc_cmd_msg`: next = bus address of the next block or 0,
         // block_num = index in the chain).
-        let (fi, fo) = (first_block, first_block + nin);
+        let (fi, fo) = (0, nin);
         for (chain, (first, n)) in [(fi, nin), (fo, nout)].into_iter().enumerate() {
             for k in 0..n {
-                let (c, off) = self.block_addr(first + k);
                 let next = if k + 1 < n {
-                    self.block_bus(first + k + 1)
+                    self.block_bus(slot, first + k + 1)
                 } else {
                     0
                 };
-                let blk = &self.chunks[c];
+                let (blk, off) = self.block(slot, first + k);
                 blk.fill(off, cmd_prot_block::SIZE, 0)?;
                 if chain == 0 {
                     let from = cmdq::INLINE_SIZE + k * cmdq::DATA_BLOCK_SIZE;
@@ -374,11 +377,11 @@ impl<H: Hal> CmdQueue<H> {
         p.write(e + cmd_layout::IN, &inb[..inline])?;
         p.write_be64(
             e + cmd_layout::IN_PTR,
-            if nin > 0 { self.block_bus(fi) } else { 0 },
+            if nin > 0 { self.block_bus(slot, fi) } else { 0 },
         )?;
         p.write_be64(
             e + cmd_layout::OUT_PTR,
-            if nout > 0 { self.block_bus(fo) } else { 0 },
+            if nout > 0 { self.block_bus(slot, fo) } else { 0 },
         )?;
         p.write_be32(e + cmd_layout::OUTLEN, outlen as u32)?;
         p.write_u8(e + cmd_layout::TOKEN, token)?;
@@ -463,9 +466,9 @@ impl<H: Hal> CmdQueue<H> {
         let mut done = n;
         let mut k = 0;
         while done < out.len() {
-            let (c, off) = self.block_addr(p.out_first + k);
+            let (blk, off) = self.block(p.slot, p.out_first + k);
             let take = (out.len() - done).min(cmdq::DATA_BLOCK_SIZE);
-            self.chunks[c].read(off + cmd_prot_block::DATA, &mut out[done..done + take])?;
+            blk.read(off + cmd_prot_block::DATA, &mut out[done..done + take])?;
             done += take;
             k += 1;
         }
@@ -511,7 +514,6 @@ impl<H: Hal> crate::hca::Device<H> {
             // Post every command of the group, then ring once.
             let mut posted: Vec<Result<Posted>> = Vec::with_capacity(group.len());
             let mut mask = 0u32;
-            let mut block = 0usize;
             let mut used = 0u32;
             for (input, outlen) in group {
                 let slot = (0..self.cmd.nslots() - 1).find(|s| used & (1 << s) == 0);
@@ -526,14 +528,13 @@ impl<H: Hal> crate::hca::Device<H> {
                                     as u16,
                             });
                         }
-                        let p = self.cmd.prepare(hal, s2, input, *outlen, block)?;
+                        let p = self.cmd.prepare(hal, s2, input, *outlen)?;
                         used |= 1 << s2;
                         Ok(p)
                     }),
                 };
                 if let Ok(p) = &r {
                     mask |= 1 << p.slot;
-                    block += CmdQueue::<H>::blocks_for(input.buf.len(), *outlen);
                 }
                 posted.push(r);
             }
@@ -597,5 +598,62 @@ impl<H: Hal> crate::hca::Device<H> {
             }
         }
         results
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mlx5_prm::{cmd_layout, cmd_prot_block, cmdq, opcode};
+
+    use super::CmdBuf;
+    use alloc::{vec, vec::Vec};
+    use crate::test_hal::{test_config, SimHal, TestHal};
+
+    /// The input data the device would read for the command in `slot`: follows the entry's
+    /// `in_ptr` chain by bus address, as the device does.
+    fn device_view(q: &super::CmdQueue<TestHal>, slot: usize, len: usize) -> Vec<u8> {
+        let e = q.entry(slot);
+        let mut v = Vec::new();
+        let mut bus = q.page.read_be64(e + cmd_layout::IN_PTR).unwrap();
+        while bus != 0 && v.len() < len {
+            let (blk, off) = q
+                .chunks
+                .iter()
+                .flatten()
+                .find_map(|c| {
+                    (bus >= c.bus() && bus < c.bus() + c.len() as u64)
+                        .then(|| (c, (bus - c.bus()) as usize))
+                })
+                .expect("in_ptr names a mailbox block of the driver");
+            let mut d = vec![0u8; cmdq::DATA_BLOCK_SIZE];
+            blk.read(off + cmd_prot_block::DATA, &mut d).unwrap();
+            v.extend_from_slice(&d);
+            bus = blk.read_be64(off + cmd_prot_block::NEXT).unwrap();
+        }
+        v.truncate(len);
+        v
+    }
+
+    #[test]
+    fn a_nested_command_leaves_the_waiting_commands_mailboxes_alone() {
+        let sim = SimHal::new();
+        let hal = TestHal(sim.clone());
+        let o = crate::hca::open(&hal, &test_config()).expect("bring-up");
+        let mut dev = o.dev;
+        let q = &mut dev.cmd;
+        // A long command on slot 0 that the device has not run yet (no doorbell), then a
+        // nested one on the last slot, as when a page request is answered while it waits.
+        let mut outer = CmdBuf::new(opcode::CREATE_MKEY, 0, 4096);
+        for (i, b) in outer.buf[cmdq::INLINE_SIZE..].iter_mut().enumerate() {
+            *b = (i % 251) as u8 | 1;
+        }
+        q.prepare(&hal, 0, &outer, 16).unwrap();
+        let want = outer.buf[cmdq::INLINE_SIZE..].to_vec();
+        assert_eq!(device_view(q, 0, want.len()), want);
+        let last = q.nslots() - 1;
+        let nested = CmdBuf::new(opcode::MANAGE_PAGES, 1, 2048);
+        q.prepare(&hal, last, &nested, 16).unwrap();
+        // What the device reads for slot 0 is still the outer command's input.
+        assert_eq!(device_view(q, 0, want.len()), want);
     }
 }
