@@ -300,3 +300,391 @@ pub fn run_linux_pair(
     let ob = rb.finish();
     Ok((oa, ob))
 }
+
+/// Which side Linux plays (`--peer-role`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Server,
+    Client,
+}
+
+/// What `--peer linux` runs.
+#[derive(Clone, Debug)]
+pub struct PeerRun {
+    /// The command Linux runs (`--peer-cmd`), e.g. `ib_write_bw -d rxe0 -x $GID -F`. As a client
+    /// it names the launcher as its server: `$SERVER` (10.0.2.2).
+    pub cmd: String,
+    pub role: Role,
+    /// `--peer-pcap`: the link, both directions (QEMU filter-dump on Linux's RoCE NIC).
+    pub pcap: Option<PathBuf>,
+    /// The unikernel's options: `--cmdline` (the app's, e.g. `pingpong -s 4096`; derived from
+    /// the peer command when empty), `--app` (derived likewise), the HCA's extra arguments.
+    pub unikernel: crate::Options,
+    /// For the whole run.
+    pub timeout: Duration,
+}
+
+/// How a `--peer linux` run ended.
+#[derive(Debug)]
+pub struct PeerRunResult {
+    pub linux: PeerOutcome,
+    pub unikernel: crate::Verdict,
+    pub unikernel_output: String,
+    pub wall: Duration,
+}
+
+impl PeerRunResult {
+    /// Both sides succeeded.
+    pub fn ok(&self) -> bool {
+        self.linux.rc == Some(0) && self.unikernel == crate::Verdict::Exited(0)
+    }
+}
+
+/// The unikernel app and its cmdline words for a Linux tool command: `ibv_rc_pingpong ...` ->
+/// `pingpong ...`, `ib_write_bw ...` -> `perftest ib_write_bw ...`. The device, GID and server
+/// words are the tool's own and stay; the apps ignore them.
+pub fn app_for(cmd: &str) -> Result<(String, String), Skip> {
+    let mut w = cmd.split_whitespace();
+    let tool = w.next().ok_or_else(|| skip("--peer-cmd is empty"))?;
+    let tool = tool.rsplit('/').next().unwrap_or(tool);
+    // A server name (the launcher's address) is not for the app.
+    let rest: Vec<&str> = w.filter(|x| !x.starts_with("10.0.2.") && !x.starts_with('$')).collect();
+    let rest = rest.join(" ");
+    match tool {
+        "ibv_rc_pingpong" => Ok(("pingpong".into(), format!("pingpong {rest}"))),
+        t if t.starts_with("ib_") && (t.ends_with("_bw") || t.ends_with("_lat")) => {
+            Ok(("perftest".into(), format!("perftest {t} {rest}")))
+        }
+        t => Err(skip(format!(
+            "no unikernel app plays the other side of {t} (ibv_rc_pingpong, ib_*_bw, ib_*_lat)"
+        ))),
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released).
+fn free_port() -> Result<u16, Skip> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| skip(format!("bind: {e}")))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| skip(format!("bind: {e}")))
+}
+
+/// The launcher end of the tools' TCP exchange, a dumb pipe: unikernel `peer: tcp HEX` lines
+/// are written to the socket (one write each), socket bytes go to the unikernel's serial input
+/// as `tcp HEX` lines, and the end of the connection as `tcp-closed`.
+fn tcp_pipe(
+    role: Role,
+    port: u16,
+    listener: Option<std::net::TcpListener>,
+    from_uk: mpsc::Receiver<Vec<u8>>,
+    to_uk: std::sync::Arc<std::sync::Mutex<Option<std::process::ChildStdin>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    log: mpsc::Sender<String>,
+) {
+    use std::net::TcpStream;
+    use std::sync::atomic::Ordering;
+    let say = |s: String| {
+        let _ = log.send(s);
+    };
+    let deliver = |b: &[u8]| {
+        if let Some(w) = to_uk.lock().expect("stdin lock").as_mut() {
+            for chunk in b.chunks(200) {
+                let hex: String = chunk.iter().map(|x| format!("{x:02x}")).collect();
+                let _ = w.write_all(format!("tcp {hex}\n").as_bytes()).and_then(|()| w.flush());
+            }
+        }
+    };
+    let mut conn: Option<TcpStream> = None;
+    // Until Linux answers, what was sent (replayed on a new connection: slirp accepts the
+    // host's connection before the guest's tool listens, then closes it).
+    let mut history: Vec<Vec<u8>> = Vec::new();
+    let mut got_any = false;
+    let mut buf = vec![0u8; 65536];
+    let connect = |history: &[Vec<u8>]| -> Option<TcpStream> {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        c.set_read_timeout(Some(Duration::from_millis(20))).ok()?;
+        for m in history {
+            c.write_all(m).ok()?;
+        }
+        Some(c)
+    };
+    while !stop.load(Ordering::Relaxed) {
+        if conn.is_none() {
+            match (role, &listener) {
+                (Role::Client, Some(l)) => {
+                    if let Ok((c, _)) = l.accept() {
+                        let _ = c.set_nonblocking(false);
+                        let _ = c.set_read_timeout(Some(Duration::from_millis(20)));
+                        conn = Some(c);
+                    }
+                }
+                (Role::Server, _) if !history.is_empty() => {
+                    conn = connect(&history);
+                    if conn.is_none() {
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                }
+                _ => {}
+            }
+        }
+        match from_uk.recv_timeout(Duration::from_millis(if conn.is_some() { 0 } else { 20 })) {
+            Ok(m) => {
+                if !got_any {
+                    history.push(m.clone());
+                }
+                match conn.as_mut() {
+                    Some(c) => {
+                        if let Err(e) = c.write_all(&m) {
+                            say(format!("launcher: tcp write: {e}"));
+                        }
+                    }
+                    None if role == Role::Server => {
+                        conn = connect(&history);
+                    }
+                    None => {}
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if conn.is_none() {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) if !got_any && role == Role::Server => {
+                // Linux's tool was not listening yet: try again.
+                let closed = match c.read(&mut buf) {
+                    Ok(0) => true,
+                    Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+                    Ok(n) => {
+                        got_any = true;
+                        history.clear();
+                        deliver(&buf[..n]);
+                        false
+                    }
+                };
+                if closed {
+                    conn = None;
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            }
+            Ok(0) => {
+                deliver_closed(&to_uk);
+                conn = None;
+                if role == Role::Client {
+                    // One connection per run.
+                    break;
+                }
+                history.clear();
+                got_any = false;
+            }
+            Ok(n) => {
+                got_any = true;
+                history.clear();
+                deliver(&buf[..n]);
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => {
+                say(format!("launcher: tcp read: {e}"));
+                deliver_closed(&to_uk);
+                conn = None;
+            }
+        }
+    }
+}
+
+fn deliver_closed(to_uk: &std::sync::Arc<std::sync::Mutex<Option<std::process::ChildStdin>>>) {
+    if let Some(w) = to_uk.lock().expect("stdin lock").as_mut() {
+        let _ = w.write_all(b"tcp-closed\n").and_then(|()| w.flush());
+    }
+}
+
+/// `cargo run -- --peer linux`: Linux (TCG) with rxe on one end of a RoCEv2 link, the unikernel
+/// (KVM) with the emulated HCA on the other, the tools' TCP exchange piped through the
+/// launcher. Prints both sides' output (`linux| `, `unikernel| `) when `echo`.
+pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let t0 = Instant::now();
+    let echo = run.unikernel.echo;
+    let image = super::prepare_peer_image()?;
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let work = super::cache_dir().join("runs").join(format!("peer-{}-{n}", std::process::id()));
+    fs::create_dir_all(&work).map_err(|e| skip(format!("{}: {e}", work.display())))?;
+    let wire = work.join("wire.sock");
+    let _ = fs::remove_file(&wire);
+
+    // The unikernel: its app, role and identity; its HCA listens on the link.
+    let (app, args) = if run.unikernel.cmdline.trim().is_empty() || run.unikernel.app.is_none() {
+        let (a, c) = app_for(&run.cmd)?;
+        let c = if run.unikernel.cmdline.trim().is_empty() { c } else { run.unikernel.cmdline.clone() };
+        (run.unikernel.app.clone().unwrap_or(a), c)
+    } else {
+        (run.unikernel.app.clone().unwrap_or_default(), run.unikernel.cmdline.clone())
+    };
+    let uk_role = match run.role {
+        Role::Server => "client",
+        Role::Client => "server",
+    };
+    let mut hca_args = run.unikernel.hca_args.clone();
+    hca_args.extend([
+        "--wire-listen".into(),
+        format!("unix:{}", wire.display()),
+        "--mac".into(),
+        fmt_mac(&UNIKERNEL_MAC),
+    ]);
+    let opts = crate::Options {
+        app: Some(app),
+        cmdline: format!(
+            "{args} role={uk_role} ip={UNIKERNEL_IP}/24 mac={} peer_mac={}",
+            fmt_mac(&UNIKERNEL_MAC),
+            fmt_mac(&PEER_MAC)
+        ),
+        hca: Some(crate::Hca::Sim),
+        hca_args,
+        memory: if run.unikernel.memory == crate::Options::default().memory {
+            "1G".into()
+        } else {
+            run.unikernel.memory.clone()
+        },
+        timeout: run.timeout,
+        ..run.unikernel.clone()
+    };
+    let mut prepared = crate::prepare(&opts).map_err(|e| skip(format!("the unikernel: {e}")))?;
+
+    // The TCP exchange: Linux listens behind hostfwd, or connects to 10.0.2.2:18515, which
+    // guestfwd hands to the launcher's listener.
+    let port = free_port()?;
+    let listener = match run.role {
+        Role::Client => {
+            let l = std::net::TcpListener::bind(("127.0.0.1", port))
+                .map_err(|e| skip(format!("listen on 127.0.0.1:{port}: {e}")))?;
+            l.set_nonblocking(true).map_err(|e| skip(format!("listener: {e}")))?;
+            Some(l)
+        }
+        Role::Server => None,
+    };
+    let user_net = match run.role {
+        Role::Server => format!("hostfwd=tcp:127.0.0.1:{port}-:{OOB_PORT}"),
+        Role::Client => format!("guestfwd=tcp:10.0.2.2:{OOB_PORT}-tcp:127.0.0.1:{port}"),
+    };
+    let linux = LinuxPeer {
+        link: Link::Connect(wire.clone()),
+        ip: format!("{PEER_IP}/24"),
+        mac: PEER_MAC,
+        neigh: Some((UNIKERNEL_IP.into(), UNIKERNEL_MAC)),
+        cmd: run.cmd.replace("$SERVER", "10.0.2.2"),
+        wait_ping: None,
+        delay: None,
+        user_net: Some(user_net),
+        pcap: run.pcap.clone(),
+        timeout: run.timeout,
+    };
+
+    // The unikernel first: its HCA's listener must exist before Linux's QEMU connects.
+    let mut uk = prepared
+        .cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| skip(format!("starting QEMU for the unikernel: {e}")))?;
+    let to_uk = Arc::new(Mutex::new(uk.stdin.take()));
+    let (tx_tcp, rx_tcp) = mpsc::channel::<Vec<u8>>();
+    let (tx_out, rx_out) = mpsc::channel::<String>();
+    let readers = vec![
+        uk_lines(uk.stdout.take().expect("piped"), tx_out.clone(), Some(tx_tcp), echo),
+        uk_lines(uk.stderr.take().expect("piped"), tx_out.clone(), None, echo),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !wire.exists() {
+        if Instant::now() > deadline || uk.try_wait().ok().flatten().is_some() {
+            let _ = uk.kill();
+            let _ = uk.wait();
+            let out: String = rx_out.try_iter().collect();
+            return Err(skip(format!(
+                "the emulated HCA never listened on {} (an mlx5-sim without RoCEv2 frames?):\n{out}",
+                wire.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let pipe = {
+        let (stop, to_uk, log) = (stop.clone(), to_uk.clone(), tx_out.clone());
+        let role = run.role;
+        std::thread::spawn(move || tcp_pipe(role, port, listener, rx_tcp, to_uk, stop, log))
+    };
+    let lx = match linux.spawn(&image, "linux| ", echo) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = uk.kill();
+            let _ = uk.wait();
+            stop.store(true, Ordering::Relaxed);
+            let _ = pipe.join();
+            return Err(e);
+        }
+    };
+    // Wait for the unikernel; once it is done, Linux gets a grace period to finish.
+    let uk_deadline = Instant::now() + run.timeout;
+    let status = loop {
+        if let Ok(Some(st)) = uk.try_wait() {
+            break Some(st);
+        }
+        if Instant::now() >= uk_deadline {
+            let _ = uk.kill();
+            let _ = uk.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for r in readers {
+        let _ = r.join();
+    }
+    // Linux prints its counters and powers off by itself once its command ends.
+    let mut lx = lx;
+    lx.timeout = lx.start.elapsed() + Duration::from_secs(if status.is_some() { 60 } else { 5 });
+    let linux_out = lx.finish();
+    stop.store(true, Ordering::Relaxed);
+    let _ = pipe.join();
+    prepared.cleanup();
+    let uk_out: String = rx_out.try_iter().collect();
+    let verdict = match status {
+        Some(st) => crate::decode_exit(st, &uk_out),
+        None => crate::Verdict::TimedOut,
+    };
+    Ok(PeerRunResult { linux: linux_out, unikernel: verdict, unikernel_output: uk_out, wall: t0.elapsed() })
+}
+
+/// The unikernel's console: lines `peer: tcp HEX` go to the TCP pipe, all are kept (and echoed).
+fn uk_lines(
+    src: impl Read + Send + 'static,
+    tx: mpsc::Sender<String>,
+    tcp: Option<mpsc::Sender<Vec<u8>>>,
+    echo: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(src);
+        let mut line = Vec::new();
+        while r.read_until(b'\n', &mut line).map(|n| n > 0).unwrap_or(false) {
+            let text = String::from_utf8_lossy(&line).replace('\r', "");
+            if let (Some(tcp), Some(h)) = (&tcp, text.trim_end().strip_prefix("peer: tcp ")) {
+                let bytes: Option<Vec<u8>> = (0..h.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+                    .collect();
+                if let Some(b) = bytes {
+                    let _ = tcp.send(b);
+                }
+            }
+            if echo {
+                let mut o = std::io::stdout().lock();
+                let _ = o.write_all(format!("unikernel| {text}").as_bytes());
+                let _ = o.flush();
+            }
+            let _ = tx.send(text);
+            line.clear();
+        }
+    })
+}

@@ -1,3 +1,8 @@
 //! Applications linked into the unikernel image, one binary each. `cargo run -- --app NAME`
 //! boots one of them.
 #![no_std]
+
+extern crate alloc;
+
+/// The out-of-band channel and shared helpers of the Linux-peer apps (`pingpong`, `perftest`).
+pub mod oob;

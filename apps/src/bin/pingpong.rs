@@ -1,0 +1,257 @@
+//! `ibv_rc_pingpong`'s other side: the RC SEND/RECV ping-pong of rdma-core's
+//! libibverbs/examples/rc_pingpong.c, as server or client, against Linux (`cargo run --
+//! --peer linux --peer-cmd 'ibv_rc_pingpong ...'`).
+//!
+//! Cmdline: `pingpong [-s SIZE] [-n ITERS] [-m MTU] [SERVER] role=server|client ip=A.B.C.D/N`
+//! (the tool's own option spelling; `-d`, `-g`, `-i`, `-p`, `-r`, `-l` are accepted and ignored:
+//! the device, GID index, port and TCP port are the launcher's and `ip=`'s). A `SERVER` word
+//! or `role=client` makes it the client.
+//!
+//! The exchange (rc_pingpong.c `pp_client_exch_dest` / `pp_server_exch_dest`), over the
+//! launcher's TCP pipe (apps/src/oob.rs): the client writes `"%04x:%06x:%06x:%s"` of LID, QPN,
+//! PSN and the 16 GID bytes as 32 hex digits, NUL-terminated (52 bytes); the server reads it,
+//! connects its QP, answers the same; the client reads it and writes `"done"` with its NUL.
+//! QP attributes as `pp_connect_ctx`: MTU `-m` (1024), min_rnr_timer 12, timeout 14, retry 7,
+//! rnr_retry 7, one outstanding READ/atomic each way, hop limit 1.
+//!
+//! The ping-pong (rc_pingpong.c `main`/`parse_single_wc`): both sides keep receives posted;
+//! the client sends first; each side sends its next message once its previous SEND completed
+//! and a message arrived, until both counts reach `-n`. rc_pingpong sends from and receives
+//! into one buffer (filled with 0x7b by `pp_init_ctx`), so it echoes what it received: every
+//! message from Linux must equal the unikernel's previous one (the server's first, 0x7b
+//! bytes). Every byte is checked.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use apps::oob::{self, Oob};
+use kernel::time::Instant;
+use kernel::{println, AppContext};
+use mlx5::{
+    AccessFlags, ConnectOptions, Context, ContextConfig, Mtu, QpCaps, QpEndpoint, RecvWr, SendData, SendFlags,
+    SendOp, SendWr, WcStatus,
+};
+
+kernel::entry_point!(main);
+
+const WAIT: Duration = Duration::from_secs(120);
+const RECV_SLOTS: u64 = 4;
+const SEED: u8 = 0x5a;
+/// rc_pingpong's `pp_init_ctx`: `memset(ctx->buf, 0x7b, size)`.
+const RC_PINGPONG_FILL: u8 = 0x7b;
+
+struct Opts {
+    size: u32,
+    iters: u64,
+    mtu: Mtu,
+    client: bool,
+}
+
+fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
+    let mut o = Opts { size: 4096, iters: 1000, mtu: Mtu::Mtu1024, client: false };
+    let args = oob::tool_args(cmdline, "pingpong");
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| it.next().copied().ok_or(format!("{name} needs a value"));
+        match *a {
+            "-s" | "--size" => {
+                let v = val("-s")?;
+                o.size = oob::parse_num(v)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|&n| n > 0 && n <= 1 << 20)
+                    .ok_or(format!("-s {v}: not a size from 1 to 1M"))?;
+            }
+            "-n" | "--iters" => {
+                let v = val("-n")?;
+                o.iters = oob::parse_num(v).filter(|&n| n > 0).ok_or(format!("-n {v}: not a count"))?;
+            }
+            "-m" | "--mtu" => {
+                let v = val("-m")?;
+                o.mtu = match oob::parse_num(v).and_then(oob::mtu_enum) {
+                    Some(1) => Mtu::Mtu256,
+                    Some(2) => Mtu::Mtu512,
+                    Some(3) => Mtu::Mtu1024,
+                    Some(4) => Mtu::Mtu2048,
+                    Some(5) => Mtu::Mtu4096,
+                    _ => return Err(format!("-m {v}: not 256, 512, 1024, 2048 or 4096")),
+                };
+            }
+            "-d" | "-g" | "-i" | "-p" | "-r" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port" | "--port"
+            | "--rx-depth" | "--sl" => {
+                val(a)?;
+            }
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            _ => o.client = true,
+        }
+    }
+    let role = cmdline.split_ascii_whitespace().filter_map(|w| w.strip_prefix("role=")).next_back();
+    match role {
+        Some("client") => o.client = true,
+        Some("server") => o.client = false,
+        Some(r) => return Err(format!("role={r}: not server or client")),
+        None => {}
+    }
+    Ok(o)
+}
+
+fn main(ctx: &AppContext) -> i32 {
+    let o = match parse(ctx.cmdline.0) {
+        Ok(o) => o,
+        Err(e) => {
+            println!("pingpong: {e}");
+            return 2;
+        }
+    };
+    match run(&o, ctx.cmdline.0) {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("pingpong: FAILED: {e}");
+            1
+        }
+    }
+}
+
+/// The 52-byte message of rc_pingpong.c `pp_*_exch_dest`.
+fn dest_msg(ep: &QpEndpoint) -> Vec<u8> {
+    let mut m = format!("{:04x}:{:06x}:{:06x}:{}", 0, ep.qpn, ep.psn, oob::hex(&ep.gid)).into_bytes();
+    m.push(0);
+    m
+}
+
+/// Parses the peer's message (`sscanf(msg, "%x:%x:%x:%s")` + `wire_gid_to_gid`).
+fn parse_dest(m: &[u8], mac: [u8; 6]) -> Option<QpEndpoint> {
+    let s = core::str::from_utf8(m.split(|&b| b == 0).next()?).ok()?;
+    let mut f = s.split(':');
+    let _lid = u32::from_str_radix(f.next()?, 16).ok()?;
+    let qpn = u32::from_str_radix(f.next()?, 16).ok()?;
+    let psn = u32::from_str_radix(f.next()?, 16).ok()?;
+    let g = oob::unhex(f.next()?)?;
+    Some(QpEndpoint { qpn, psn, gid: g.try_into().ok()?, mac })
+}
+
+fn peer_mac(cmdline: &str) -> Option<[u8; 6]> {
+    let v = cmdline.split_ascii_whitespace().filter_map(|w| w.strip_prefix("peer_mac=")).next_back()?;
+    let b = oob::unhex(&v.replace(':', ""))?;
+    b.try_into().ok()
+}
+
+fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
+    let ip = oob::cmdline_ipv4(cmdline);
+    let mac = peer_mac(cmdline).ok_or("need peer_mac=aa:bb:cc:dd:ee:ff (the unikernel answers no ARP)")?;
+    let ip = ip.ok_or("need ip=A.B.C.D/N")?;
+    let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
+    let dev = Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
+    let gid = oob::ipv4_gid(ip);
+    let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
+    let size = o.size as u64;
+    let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
+    let len = usize::try_from(size * (RECV_SLOTS + 1)).map_err(|_| "size")?;
+    let mr = pd.alloc_mr(len, AccessFlags::LOCAL_WRITE).map_err(|e| format!("alloc_mr: {e:?}"))?;
+    let mut cq = dev.create_cq(64).map_err(|e| format!("create_cq: {e:?}"))?;
+    let mut qp = pd.create_qp(&cq, &cq, &QpCaps::default()).map_err(|e| format!("create_qp: {e:?}"))?;
+    let me = QpEndpoint { gid, ..qp.endpoint() };
+    println!(
+        "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID ::ffff:{}.{}.{}.{} (index {sgid})",
+        me.qpn, me.psn, ip[0], ip[1], ip[2], ip[3]
+    );
+    // Receives first, as rc_pingpong posts them before the exchange (slot k at (k+1)*size).
+    let slot = |k: u64| (k % RECV_SLOTS + 1) * size;
+    for k in 0..RECV_SLOTS {
+        let s = [mr.sge(slot(k), o.size)];
+        qp.post_recv(&[RecvWr { wr_id: k, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
+    }
+    let mut link = Oob::new(WAIT);
+    // rc_pingpong asks for hop limit 1, but for a unicast RoCE destination Linux replaces it
+    // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
+    // the frames carry TTL 64 either way.
+    let copts = ConnectOptions { mtu: o.mtu, sgid_index: sgid as u8, ..ConnectOptions::default() };
+    let rem = if o.client {
+        link.send(&dest_msg(&me));
+        let m = link.recv(52).map_err(|e| format!("reading the server's address: {e:?}"))?;
+        let rem = parse_dest(&m, mac).ok_or("the server's address is garbled")?;
+        link.send(b"done\0");
+        qp.connect(&rem, &copts).map_err(|e| format!("connect: {e:?}"))?;
+        rem
+    } else {
+        let m = link.recv(52).map_err(|e| format!("reading the client's address: {e:?}"))?;
+        let rem = parse_dest(&m, mac).ok_or("the client's address is garbled")?;
+        qp.connect(&rem, &copts).map_err(|e| format!("connect: {e:?}"))?;
+        link.send(&dest_msg(&me));
+        rem
+    };
+    println!(
+        "  remote address: LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        rem.qpn,
+        rem.psn,
+        oob::hex(&rem.gid)
+    );
+    let t0 = Instant::now();
+    let fill = |k: u64| -> Vec<u8> { (0..o.size as usize).map(|i| oob::pattern(SEED, k, i)).collect() };
+    let send = |qp: &mut mlx5::QueuePair<_>, k: u64| -> Result<(), alloc::string::String> {
+        mr.write(0, &fill(k)).map_err(|e| format!("write: {e:?}"))?;
+        let s = [mr.sge(0, o.size)];
+        let wr = SendWr { wr_id: 1 << 32 | k, op: SendOp::Send { imm: None }, data: SendData::Sges(&s), flags: SendFlags::SIGNALED };
+        qp.post_send(&[wr]).map_err(|e| format!("post_send {k}: {e:?}"))
+    };
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let mut send_pending = false;
+    let mut recv_pending = true;
+    if o.client {
+        send(&mut qp, 0)?;
+        send_pending = true;
+    }
+    let mut got = alloc::vec![0u8; o.size as usize];
+    while rcnt < o.iters || scnt < o.iters {
+        let wcs = cq.poll_wait(1, WAIT).map_err(|e| format!("poll (sent {scnt}, received {rcnt}): {e:?}"))?;
+        let wc = wcs.first().ok_or(format!("no completion in {WAIT:?} (sent {scnt}, received {rcnt})"))?;
+        if wc.status != WcStatus::Success {
+            return Err(format!("completion {:#x} in error: {:?} (vendor syndrome {:#x})", wc.wr_id, wc.status, wc.vendor_err));
+        }
+        if wc.wr_id >> 32 == 1 {
+            scnt += 1;
+            send_pending = false;
+        } else {
+            if wc.byte_len != o.size {
+                return Err(format!("message {rcnt}: {} bytes, not {}", wc.byte_len, o.size));
+            }
+            let k = wc.wr_id;
+            mr.read(slot(k), &mut got).map_err(|e| format!("read: {e:?}"))?;
+            // The server's first message is rc_pingpong's untouched buffer; every other one
+            // echoes this side's previous message.
+            let bad = if !o.client && rcnt == 0 {
+                got.iter().position(|&b| b != RC_PINGPONG_FILL)
+            } else {
+                let want = fill(if o.client { rcnt } else { rcnt - 1 });
+                got.iter().zip(&want).position(|(a, b)| a != b)
+            };
+            if let Some(i) = bad {
+                return Err(format!("message {rcnt}: byte {i} is {:#04x}, not the expected one", got[i]));
+            }
+            rcnt += 1;
+            recv_pending = false;
+            let s = [mr.sge(slot(k), o.size)];
+            qp.post_recv(&[RecvWr { wr_id: k + RECV_SLOTS, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
+        }
+        if scnt < o.iters && !send_pending && !recv_pending {
+            send(&mut qp, scnt)?;
+            send_pending = true;
+            recv_pending = true;
+        }
+    }
+    let usec = oob::secs(t0) * 1e6;
+    let bytes = size * o.iters * 2;
+    println!("{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec", usec / 1e6, bytes as f64 * 8.0 / usec);
+    println!("{} iters in {:.2} seconds = {:.2} usec/iter", o.iters, usec / 1e6, usec / o.iters as f64);
+    println!("pingpong: every byte of {rcnt} messages checked: ok");
+    drop(qp);
+    drop(cq);
+    drop(mr);
+    drop(pd);
+    dev.close().map_err(|_| "teardown refused")?;
+    Ok(())
+}
