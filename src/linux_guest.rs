@@ -1136,7 +1136,7 @@ while [ -z "$GID" ] && [ $k -lt 50 ]; do
   k=$((k+1))
 done
 export GID
-say "GID_INDEX=${GID:-none} gid=$want mtu=$(cat /sys/class/infiniband/rxe0/ports/1/active_mtu 2>/dev/null)"
+say "GID_INDEX=${GID:-none} gid=$want"
 say "mac=$(cat /sys/class/net/eth0/address)"
 if [ -n "$peer_wait_ping" ]; then
   k=0

@@ -108,7 +108,7 @@ impl LinuxPeer {
         };
         c.arg("-netdev").arg(netdev);
         c.arg("-device").arg(format!(
-            "virtio-net-pci,netdev=n0,mac={},addr=0x3",
+            "virtio-net-pci,netdev=n0,mac={},addr=0x3,romfile=",
             fmt_mac(&self.mac)
         ));
         if let Some(pcap) = &self.pcap {
@@ -121,7 +121,7 @@ impl LinuxPeer {
             let opts = if u.is_empty() { String::new() } else { format!(",{u}") };
             c.arg("-netdev").arg(format!("user,id=u0,ipv6=off{opts}"));
             c.arg("-device").arg(format!(
-                "virtio-net-pci,netdev=u0,mac={},addr=0x4",
+                "virtio-net-pci,netdev=u0,mac={},addr=0x4,romfile=",
                 fmt_mac(&m)
             ));
         }
@@ -348,7 +348,7 @@ pub fn app_for(cmd: &str) -> Result<(String, String), Skip> {
     let tool = w.next().ok_or_else(|| skip("--peer-cmd is empty"))?;
     let tool = tool.rsplit('/').next().unwrap_or(tool);
     // A server name (the launcher's address) is not for the app.
-    let rest: Vec<&str> = w.filter(|x| !x.starts_with("10.0.2.") && !x.starts_with('$')).collect();
+    let rest: Vec<&str> = w.filter(|x| !x.starts_with("10.0.2.") && *x != "$SERVER").collect();
     let rest = rest.join(" ");
     match tool {
         "ibv_rc_pingpong" => Ok(("pingpong".into(), format!("pingpong {rest}"))),
@@ -644,7 +644,8 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     }
     // Linux prints its counters and powers off by itself once its command ends.
     let mut lx = lx;
-    lx.timeout = lx.start.elapsed() + Duration::from_secs(if status.is_some() { 60 } else { 5 });
+    let uk_ok = status.is_some_and(|st| crate::decode_exit(st, "app: exit=0") == crate::Verdict::Exited(0));
+    lx.timeout = lx.start.elapsed() + Duration::from_secs(if uk_ok { 60 } else { 4 });
     let linux_out = lx.finish();
     stop.store(true, Ordering::Relaxed);
     let _ = pipe.join();

@@ -55,3 +55,66 @@ fn two_linux_peers_pass_rc_pingpong() {
     eprintln!("A: {}B: {}", a.output(), b.output());
     assert_eq!(a.marker("GID_INDEX").as_deref(), Some("1"), "rxe's IPv4 GID is at index 1");
 }
+
+/// Runs `cmd` in Linux against the unikernel app that plays the other side; None after a loud
+/// SKIPPED when QEMU, KVM or the peer image cannot be had.
+fn against_unikernel(test: &str, cmd: &str, role: peer::Role) -> Option<peer::PeerRunResult> {
+    if !unikernel::kvm_usable() {
+        eprintln!("SKIPPED: {test}: /dev/kvm is not usable (the unikernel with the emulated HCA needs KVM)");
+        return None;
+    }
+    let pcap = linux_guest::cache_dir().join("runs").join(format!("{test}.pcap"));
+    let run = peer::PeerRun {
+        cmd: cmd.into(),
+        role,
+        pcap: Some(pcap.clone()),
+        unikernel: unikernel::Options { echo: false, ..unikernel::Options::default() },
+        timeout: std::time::Duration::from_secs(150),
+    };
+    match peer::run_linux_peer(&run) {
+        Ok(r) => {
+            if !r.ok() {
+                eprintln!(
+                    "==== Linux ====\n{}\n==== unikernel ====\n{}\n==== pcap: {} ====",
+                    r.linux.console,
+                    r.unikernel_output,
+                    pcap.display()
+                );
+                panic!("{test}: Linux rc {:?}, unikernel {:?}", r.linux.rc, r.unikernel);
+            }
+            eprintln!(
+                "{test}: {:.1} s\n---- Linux ----\n{}---- unikernel ----\n{}",
+                r.wall.as_secs_f64(),
+                r.linux.output(),
+                r.unikernel_output
+                    .lines()
+                    .filter(|l| !l.starts_with("peer: tcp") && !l.contains("] "))
+                    .fold(String::new(), |s, l| s + l + "\n")
+            );
+            Some(r)
+        }
+        Err(s) => {
+            eprintln!("SKIPPED: {test}: {s}");
+            None
+        }
+    }
+}
+
+fn pingpong(test: &str, size: u32, role: peer::Role) {
+    let server = if role == peer::Role::Client { " $SERVER" } else { "" };
+    let cmd = format!("ibv_rc_pingpong -d rxe0 -g $GID -n 100 -s {size}{server}");
+    if let Some(r) = against_unikernel(test, &cmd, role) {
+        assert!(r.linux.output().contains("100 iters in"), "{test}: Linux printed no result");
+        assert!(r.unikernel_output.contains("every byte of 100 messages checked: ok"));
+    }
+}
+
+#[test]
+fn rc_pingpong_linux_server_4096() {
+    pingpong("rc_pingpong_linux_server_4096", 4096, peer::Role::Server);
+}
+
+#[test]
+fn rc_pingpong_linux_client_4096() {
+    pingpong("rc_pingpong_linux_client_4096", 4096, peer::Role::Client);
+}

@@ -159,12 +159,18 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID ::ffff:{}.{}.{}.{} (index {sgid})",
         me.qpn, me.psn, ip[0], ip[1], ip[2], ip[3]
     );
-    // Receives first, as rc_pingpong posts them before the exchange (slot k at (k+1)*size).
+    // Receive slot k at (k+1)*size. rc_pingpong posts its receives in INIT, before the
+    // exchange; this driver's `connect` takes the QP from RESET to RTS at once, so they are
+    // posted right after it, still before the other side can send (the server connects before
+    // it answers; the client before the server's first message can come).
     let slot = |k: u64| (k % RECV_SLOTS + 1) * size;
-    for k in 0..RECV_SLOTS {
-        let s = [mr.sge(slot(k), o.size)];
-        qp.post_recv(&[RecvWr { wr_id: k, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
-    }
+    let post_all = |qp: &mut mlx5::QueuePair<_>| -> Result<(), alloc::string::String> {
+        for k in 0..RECV_SLOTS {
+            let s = [mr.sge(slot(k), o.size)];
+            qp.post_recv(&[RecvWr { wr_id: k, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
+        }
+        Ok(())
+    };
     let mut link = Oob::new(WAIT);
     // rc_pingpong asks for hop limit 1, but for a unicast RoCE destination Linux replaces it
     // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
@@ -174,13 +180,15 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         link.send(&dest_msg(&me));
         let m = link.recv(52).map_err(|e| format!("reading the server's address: {e:?}"))?;
         let rem = parse_dest(&m, mac).ok_or("the server's address is garbled")?;
-        link.send(b"done\0");
         qp.connect(&rem, &copts).map_err(|e| format!("connect: {e:?}"))?;
+        post_all(&mut qp)?;
+        link.send(b"done\0");
         rem
     } else {
         let m = link.recv(52).map_err(|e| format!("reading the client's address: {e:?}"))?;
         let rem = parse_dest(&m, mac).ok_or("the client's address is garbled")?;
         qp.connect(&rem, &copts).map_err(|e| format!("connect: {e:?}"))?;
+        post_all(&mut qp)?;
         link.send(&dest_msg(&me));
         rem
     };
