@@ -25,8 +25,12 @@ pub const UNIKERNEL_IP: &str = "10.0.0.2";
 pub const UNIKERNEL_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 /// The TCP port of rc_pingpong and perftest (both default to 18515).
 pub const OOB_PORT: u16 = 18515;
-/// eth1's address on QEMU user networking; the host is 10.0.2.2 from there.
+/// eth1's address on QEMU user networking.
 pub const USER_NET_IP: &str = "10.0.2.15/24";
+/// The server address of a Linux client (`$SERVER` in `--peer-cmd`): a `guestfwd` to the
+/// launcher's listener. (QEMU refuses a guest forward on the host alias 10.0.2.2: "Conflicting
+/// host:port in guest forwarding rule".)
+pub const SERVER_IP: &str = "10.0.2.100";
 
 pub fn fmt_mac(m: &[u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
@@ -312,7 +316,7 @@ pub enum Role {
 #[derive(Clone, Debug)]
 pub struct PeerRun {
     /// The command Linux runs (`--peer-cmd`), e.g. `ib_write_bw -d rxe0 -x $GID -F`. As a client
-    /// it names the launcher as its server: `$SERVER` (10.0.2.2).
+    /// it names the launcher as its server: `$SERVER` ([`SERVER_IP`]).
     pub cmd: String,
     pub role: Role,
     /// `--peer-pcap`: the link, both directions (QEMU filter-dump on Linux's RoCE NIC).
@@ -553,7 +557,7 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     };
     let mut prepared = crate::prepare(&opts).map_err(|e| skip(format!("the unikernel: {e}")))?;
 
-    // The TCP exchange: Linux listens behind hostfwd, or connects to 10.0.2.2:18515, which
+    // The TCP exchange: Linux listens behind hostfwd, or connects to $SERVER:18515, which
     // guestfwd hands to the launcher's listener.
     let port = free_port()?;
     let listener = match run.role {
@@ -567,14 +571,14 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     };
     let user_net = match run.role {
         Role::Server => format!("hostfwd=tcp:127.0.0.1:{port}-:{OOB_PORT}"),
-        Role::Client => format!("guestfwd=tcp:10.0.2.2:{OOB_PORT}-tcp:127.0.0.1:{port}"),
+        Role::Client => format!("guestfwd=tcp:{SERVER_IP}:{OOB_PORT}-tcp:127.0.0.1:{port}"),
     };
     let linux = LinuxPeer {
         link: Link::Connect(wire.clone()),
         ip: format!("{PEER_IP}/24"),
         mac: PEER_MAC,
         neigh: Some((UNIKERNEL_IP.into(), UNIKERNEL_MAC)),
-        cmd: run.cmd.replace("$SERVER", "10.0.2.2"),
+        cmd: run.cmd.replace("$SERVER", SERVER_IP),
         wait_ping: None,
         delay: None,
         user_net: Some(user_net),
@@ -628,11 +632,18 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     };
     // Wait for the unikernel; once it is done, Linux gets a grace period to finish.
     let uk_deadline = Instant::now() + run.timeout;
+    let mut mut_lx = lx;
+    let mut linux_gone: Option<Instant> = None;
     let status = loop {
         if let Ok(Some(st)) = uk.try_wait() {
             break Some(st);
         }
-        if Instant::now() >= uk_deadline {
+        // Linux ended (or its QEMU failed): the unikernel gets a few seconds, then is stopped.
+        if linux_gone.is_none() && mut_lx.child.try_wait().ok().flatten().is_some() {
+            linux_gone = Some(Instant::now());
+        }
+        let gone_long = linux_gone.is_some_and(|t| t.elapsed() > Duration::from_secs(5));
+        if Instant::now() >= uk_deadline || gone_long {
             let _ = uk.kill();
             let _ = uk.wait();
             break None;
@@ -643,7 +654,7 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         let _ = r.join();
     }
     // Linux prints its counters and powers off by itself once its command ends.
-    let mut lx = lx;
+    let mut lx = mut_lx;
     let uk_ok = status.is_some_and(|st| crate::decode_exit(st, "app: exit=0") == crate::Verdict::Exited(0));
     lx.timeout = lx.start.elapsed() + Duration::from_secs(if uk_ok { 60 } else { 4 });
     let linux_out = lx.finish();
