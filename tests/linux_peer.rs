@@ -118,3 +118,23 @@ fn rc_pingpong_linux_server_4096() {
 fn rc_pingpong_linux_client_4096() {
     pingpong("rc_pingpong_linux_client_4096", 4096, peer::Role::Client);
 }
+
+/// Two Linux peers run a perftest tool (`PEER_PAIR_TOOL`, default ib_write_bw) over the link;
+/// the capture keeps their TCP exchange. A manual aid, ignored by default.
+#[test]
+#[ignore]
+fn two_linux_peers_perftest_capture() {
+    let tool = std::env::var("PEER_PAIR_TOOL").unwrap_or_else(|_| "ib_write_bw".into());
+    let img = linux_guest::prepare_peer_image().expect("peer image");
+    let work = linux_guest::cache_dir().join("runs").join(format!("linux_pair_{}", tool.replace(' ', "_")));
+    let (a, b) = peer::run_linux_pair(
+        &img,
+        &work,
+        &format!("{tool} -d rxe0 -x $GID -F -n 5"),
+        &format!("{tool} -d rxe0 -x $GID -F -n 5 10.0.0.1"),
+        Some(work.join("link.pcap")),
+        false,
+    )
+    .expect("pair");
+    eprintln!("A: {}\nB: {}\npcap {}", a.console, b.console, work.join("link.pcap").display());
+}
