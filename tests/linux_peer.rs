@@ -138,3 +138,44 @@ fn two_linux_peers_perftest_capture() {
     .expect("pair");
     eprintln!("A: {}\nB: {}\npcap {}", a.console, b.console, work.join("link.pcap").display());
 }
+
+fn perftest(test: &str, tool: &str, size: u32, role: peer::Role) {
+    let server = if role == peer::Role::Client { " $SERVER" } else { "" };
+    let cmd = format!("{tool} -d rxe0 -x $GID -F -s {size} -n 100{server}");
+    if let Some(r) = against_unikernel(test, &cmd, role) {
+        let out = r.linux.output();
+        assert!(out.contains("BW average[MB/sec]"), "{test}: Linux printed no table");
+        assert!(r.unikernel_output.contains("BW average[MB/sec]"), "{test}: the unikernel printed no table");
+        assert!(r.unikernel_output.contains("perftest: ") && r.unikernel_output.contains(": ok"));
+    }
+}
+
+#[test]
+fn ib_write_bw_linux_server_65536() {
+    perftest("ib_write_bw_linux_server_65536", "ib_write_bw", 65536, peer::Role::Server);
+}
+
+#[test]
+fn ib_write_bw_linux_client_65536() {
+    perftest("ib_write_bw_linux_client_65536", "ib_write_bw", 65536, peer::Role::Client);
+}
+
+#[test]
+fn ib_read_bw_linux_server_65536() {
+    perftest("ib_read_bw_linux_server_65536", "ib_read_bw", 65536, peer::Role::Server);
+}
+
+#[test]
+fn ib_read_bw_linux_client_65536() {
+    perftest("ib_read_bw_linux_client_65536", "ib_read_bw", 65536, peer::Role::Client);
+}
+
+#[test]
+fn ib_send_bw_linux_server_65536() {
+    perftest("ib_send_bw_linux_server_65536", "ib_send_bw", 65536, peer::Role::Server);
+}
+
+#[test]
+fn ib_send_bw_linux_client_65536() {
+    perftest("ib_send_bw_linux_client_65536", "ib_send_bw", 65536, peer::Role::Client);
+}
