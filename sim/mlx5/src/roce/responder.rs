@@ -209,6 +209,18 @@ impl Responder {
     pub fn error_cause(&self) -> Option<NakCode> {
         self.cause
     }
+    /// Changes the remote access enables (`rre`, `rwe`, `rae`: INIT2RTR, RTR2RTS, RTS2RTS
+    /// with their optional-parameter bits); checked on each new request.
+    pub fn set_access(&mut self, read: bool, write: bool, atomic: bool) {
+        self.cfg.remote_read = read;
+        self.cfg.remote_write = write;
+        self.cfg.remote_atomic = atomic;
+    }
+    /// Changes the RNR timer sent in RNR NAKs (`min_rnr_nak`, RTR2RTS / RTS2RTS with
+    /// `RNR_TIMEOUT`).
+    pub fn set_min_rnr_timer(&mut self, timer: u8) {
+        self.cfg.min_rnr_timer = timer & 0x1f;
+    }
     /// Moves the responder to the error state (the QP was moved to ERR from outside).
     pub fn set_error(&mut self) {
         self.error = true;
