@@ -175,11 +175,13 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
     let Some(q) = hca.qps.get(qpn) else {
         return;
     };
-    if q.sq_log_size.is_none() {
-        return;
-    }
     if q.state == qp::state::ERR {
         flush_new_work(hca, qpn);
+        return;
+    }
+    if q.sq_log_size.is_none() || q.state == qp::state::RTR {
+        // No send queue work yet; a READ reply may be streaming.
+        rcpath::pump(hca, qpn);
         return;
     }
     if q.state != qp::state::RTS {
@@ -243,8 +245,7 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
         let w = match parsed {
             Ok(w) if w.qpn == qpn && (max_wqe == 0 || w.ds as usize * 16 <= max_wqe) => w,
             _ => {
-                slot.kind =
-                    SlotKind::Failed(cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE);
+                slot.kind = SlotKind::Failed(cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE);
                 rcpath::push_slot(hca, qpn, slot, None);
                 break;
             }
@@ -432,4 +433,3 @@ pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
         }
     }
 }
-

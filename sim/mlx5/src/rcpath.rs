@@ -52,7 +52,7 @@ use crate::roce::requester::{
 use crate::roce::responder::{AckPolicy, RespConfig, RespCounters, Responder};
 use crate::roce::transport::{
     AccessFault, AtomicOp, Completions, LocalFault, Nanos, PayloadSrc, RecvCompletion, RecvFault,
-    RecvKind, RemoteAccess, RespMemory, ReqMemory, RxPacket, RxPayload, Tx, TxPayload, WcStatus,
+    RecvKind, RemoteAccess, ReqMemory, RespMemory, RxPacket, RxPayload, Tx, TxPayload, WcStatus,
 };
 use crate::roce::{
     Bth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, NakCode, Opcode, RoceHeaders, UdpHdr,
@@ -229,13 +229,11 @@ pub(crate) fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
         _ => {}
     }
     if let Some(rc) = q.rc.as_mut() {
-        let (r, w, a) = (
-            q.rre,
-            q.rwe,
-            q.rae && atomic_mode_covers(q.atomic_mode, 8),
-        );
+        let (r, w, a) = (q.rre, q.rwe, q.rae && atomic_mode_covers(q.atomic_mode, 8));
         rc.qp.responder.set_access(r, w, a);
-        rc.qp.responder.set_min_rnr_timer((q.min_rnr_nak & 0x1f) as u8);
+        rc.qp
+            .responder
+            .set_min_rnr_timer((q.min_rnr_nak & 0x1f) as u8);
     }
 }
 
@@ -321,7 +319,7 @@ impl ReqMemory for Env<'_, '_> {
                     }
                     Gather::Data { lkey, addr, .. } => {
                         let r = hca
-            .mkeys
+                            .mkeys
                             .resolve(lkey, addr + (a - at), z - a, Access::LOCAL_READ, user)
                             .map_err(|_| LocalFault)?;
                         r.read(&*hca.mem, part).map_err(|_| LocalFault)?;
@@ -350,11 +348,10 @@ impl ReqMemory for Env<'_, '_> {
             let (a, z) = (at.max(lo), (at + len).min(hi));
             if a < z {
                 let r = hca
-            .mkeys
+                    .mkeys
                     .resolve(lkey, addr + (a - at), z - a, Access::LOCAL_WRITE, user)
                     .map_err(|_| LocalFault)?;
-                place(hca, self.rx, &r, &src, (a - lo) as usize)
-                    .map_err(|_| LocalFault)?;
+                place(hca, self.rx, &r, &src, (a - lo) as usize).map_err(|_| LocalFault)?;
             }
             at += len;
         }
@@ -404,8 +401,7 @@ impl RespMemory for Env<'_, '_> {
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
         let user = user_of(hca, self.qpn);
-        hca
-            .mkeys
+        hca.mkeys
             .resolve(rkey, va, len, remote_access(access), user)
             .map(|_| ())
             .map_err(|_| AccessFault)
@@ -457,7 +453,11 @@ impl RespMemory for Env<'_, '_> {
             AtomicOp::CmpSwap { compare, swap } => (cur == compare).then_some(swap),
         };
         if let Some(v) = new {
-            let b = if host { v.to_le_bytes() } else { v.to_be_bytes() };
+            let b = if host {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            };
             r.write(&*hca.mem, &b).map_err(|_| AccessFault)?;
         }
         Ok(cur)
@@ -485,7 +485,7 @@ impl RespMemory for Env<'_, '_> {
             let (a, z) = (at.max(lo), (at + s.len).min(hi));
             if a < z {
                 let res = hca
-            .mkeys
+                    .mkeys
                     .resolve(s.lkey, s.addr + (a - at), z - a, Access::LOCAL_WRITE, user)
                     .map_err(|_| RecvFault::Protection)?;
                 place(hca, self.rx, &res, &src, (a - lo) as usize)
@@ -544,7 +544,13 @@ impl Completions for Env<'_, '_> {
                         }),
                         Some(syn) if status == WcStatus::WrFlushErr => {
                             let _ = syn;
-                            Some(flush_cqe(cqe::opcode::REQ_ERR, s.opcode, qpn, s.wqe_index, uidx))
+                            Some(flush_cqe(
+                                cqe::opcode::REQ_ERR,
+                                s.opcode,
+                                qpn,
+                                s.wqe_index,
+                                uidx,
+                            ))
                         }
                         Some(syn) => Some(
                             Cqe::error(
@@ -564,7 +570,13 @@ impl Completions for Env<'_, '_> {
                 SlotKind::Nop => {
                     q.wrs.pop_front();
                     out.push(if flushing {
-                        Some(flush_cqe(cqe::opcode::REQ_ERR, s.opcode, qpn, s.wqe_index, uidx))
+                        Some(flush_cqe(
+                            cqe::opcode::REQ_ERR,
+                            s.opcode,
+                            qpn,
+                            s.wqe_index,
+                            uidx,
+                        ))
                     } else {
                         s.signaled.then(|| {
                             Cqe::requester(s.opcode, qpn, s.wqe_index, 0).with_user_index(uidx)
@@ -574,7 +586,8 @@ impl Completions for Env<'_, '_> {
                 SlotKind::Failed(..) => break,
             }
         }
-        if status == WcStatus::Success && matches!(q.wrs.front(), Some(s) if s.kind != SlotKind::Posted)
+        if status == WcStatus::Success
+            && matches!(q.wrs.front(), Some(s) if s.kind != SlotKind::Posted)
         {
             // What follows is local: the caller retires it after the call.
             self.fail_local = true;
@@ -610,9 +623,16 @@ impl Completions for Env<'_, '_> {
                 }
                 x
             }
-            Some(syn) => Cqe::error(cqe::opcode::RESP_ERR, syn, vendor_of(c.status), 0, qpn, counter)
-                .with_user_index(uidx)
-                .with_remote_qpn(remote),
+            Some(syn) => Cqe::error(
+                cqe::opcode::RESP_ERR,
+                syn,
+                vendor_of(c.status),
+                0,
+                qpn,
+                counter,
+            )
+            .with_user_index(uidx)
+            .with_remote_qpn(remote),
         };
         post_cqe(hca, cqn, &cq);
     }
@@ -721,7 +741,11 @@ fn with_rc(
         (Counter::PacketSeqErr, r.seq_naks, r0.seq_naks),
         (Counter::RnrNakSent, s.rnr_naks, s0.rnr_naks),
         (Counter::DuplicateRequest, s.duplicates, s0.duplicates),
-        (Counter::OutOfSequence, s.out_of_sequence, s0.out_of_sequence),
+        (
+            Counter::OutOfSequence,
+            s.out_of_sequence,
+            s0.out_of_sequence,
+        ),
     ] {
         if new > old {
             c.add(ctr, new - old);
@@ -731,6 +755,14 @@ fn with_rc(
     rc.seen_resp = s;
     let error = rc.qp.is_error();
     let cause = rc.qp.responder.error_cause();
+    // A READ reply still streaming: on loopback the engine continues it right after the
+    // packets just emitted; on a link the timer poll continues it (READ_BURST per poll).
+    if rc.qp.responder.has_pending_reads()
+        && route == Route::Local
+        && !hca.port.kicks.contains(&qpn)
+    {
+        hca.port.kicks.push_back(qpn);
+    }
     if let Some(q) = hca.qps.get_mut(qpn) {
         q.rc = Some(rc);
     }
@@ -780,7 +812,10 @@ fn resolve_ref(hca: &Hca, qpn: u32, src: Option<PayloadSrc>, len: usize) -> Opti
             let mut raw = [0u8; MAX_WQE_BYTES];
             let n = fetch_wqe(&**mem, q, slot.sq_pos, &mut raw).ok()?;
             let w = SendWqe::parse(&raw[..n]).ok()?;
-            let inline = w.gathers().iter().any(|g| matches!(g, Gather::Inline { .. }));
+            let inline = w
+                .gathers()
+                .iter()
+                .any(|g| matches!(g, Gather::Inline { .. }));
             let (lo, hi) = (offset as u64, offset as u64 + len as u64);
             let mut bytes = Vec::new();
             let mut at = 0u64;
@@ -894,7 +929,7 @@ pub(crate) fn timers(hca: &mut Hca) {
     let now = hca.port.now_ns();
     for qpn in hca.qps.qpns() {
         let due = hca.qps.get(qpn).is_some_and(|q| {
-            q.state == qp::state::RTS
+            matches!(q.state, qp::state::RTR | qp::state::RTS)
                 && q.rc
                     .as_ref()
                     .and_then(|rc| rc.qp.next_deadline())
@@ -967,7 +1002,9 @@ fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&Re
         q.comm_est = true;
         post_qp_event(hca, event::COMM_EST, qpn);
     }
-    with_rc(hca, qpn, rx, |rc, now, env, tx| rc.receive(now, pkt, env, tx));
+    with_rc(hca, qpn, rx, |rc, now, env, tx| {
+        rc.receive(now, pkt, env, tx)
+    });
     retire_local(hca, qpn);
 }
 
@@ -1015,7 +1052,10 @@ pub(crate) fn work_request(
     wr_id: u64,
 ) -> Result<(WorkRequest, u32), (u8, u8)> {
     use mlx5_prm::wqe::opcode::*;
-    let q = hca.qps.get(qpn).ok_or((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE))?;
+    let q = hca
+        .qps
+        .get(qpn)
+        .ok_or((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE))?;
     let user = KeyUser { pd: q.pd, qpn };
     let prot = |f| (cqe::syndrome::LOCAL_PROT_ERR, lkey_vendor(f));
     let total = w.total_len();

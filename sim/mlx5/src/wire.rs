@@ -154,7 +154,9 @@ impl RefPayload {
                 })?;
             } else {
                 bounce.resize(k, 0);
-                src_mem.read(src, &mut bounce).map_err(DeliverError::Source)?;
+                src_mem
+                    .read(src, &mut bounce)
+                    .map_err(DeliverError::Source)?;
                 mem.write(to, &bounce).map_err(DeliverError::Destination)?;
             }
             moved += k;
@@ -437,7 +439,8 @@ impl Port {
             PortLink::Shared { rx, .. } => {
                 let pkt = rx.try_recv().ok()?;
                 self.counters.bump(Counter::RxFrames);
-                self.counters.add(Counter::RxBytes, pkt.payload.len() as u64);
+                self.counters
+                    .add(Counter::RxBytes, pkt.payload.len() as u64);
                 Some(Arrival::Ref(pkt))
             }
         }
@@ -466,7 +469,9 @@ fn remove_stale_socket(path: &std::path::Path) {
 /// option, else the port or why it could not be made.
 pub fn port_from_args(flag: &str, value: &str) -> Option<Result<Port, String>> {
     match flag {
-        "--wire-listen" => Some(Port::serve(value).map_err(|e| format!("--wire-listen {value}: {e}"))),
+        "--wire-listen" => {
+            Some(Port::serve(value).map_err(|e| format!("--wire-listen {value}: {e}")))
+        }
         "--wire-connect" => {
             Some(Port::connect(value).map_err(|e| format!("--wire-connect {value}: {e}")))
         }

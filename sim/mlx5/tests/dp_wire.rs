@@ -16,8 +16,8 @@ use mlx5_prm::{cqe, qp, wqe};
 use mlx5_sim::device::ExecMode;
 use mlx5_sim::roce::link::{Link, StreamAddr};
 use mlx5_sim::roce::{
-    decode, Aeth, AethKind, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode, Opcode,
-    RoceHeaders, Reth, UdpHdr,
+    decode, Aeth, AethKind, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode, Opcode, Reth,
+    RoceHeaders, UdpHdr,
 };
 use mlx5_sim::wire::Port;
 use mlx5_sim::InProcHca;
