@@ -592,6 +592,14 @@ impl Completions for Env<'_, '_> {
             // What follows is local: the caller retires it after the call.
             self.fail_local = true;
         }
+        let ctr = match status {
+            WcStatus::RetryExcErr => Some(Counter::RetriesExceeded),
+            WcStatus::RnrRetryExcErr => Some(Counter::RnrRetriesExceeded),
+            _ => None,
+        };
+        if let Some(c) = ctr {
+            hca.port.counters().bump(c);
+        }
         for c in out.into_iter().flatten() {
             post_cqe(hca, cqn, &c);
         }

@@ -282,6 +282,12 @@ impl PortCounters {
         CounterSnapshot(std::array::from_fn(|i| self.v[i].load(Ordering::Relaxed)))
     }
     /// Sets every counter to 0 (`QUERY_*_COUNTER` with `clear` set).
+    /// Sets one counter back to 0 (the `clear` bit of a query).
+    pub fn reset(&self, c: Counter) {
+        self.v[c as usize].store(0, Ordering::Relaxed);
+    }
+
+    /// Sets every counter back to 0.
     pub fn clear(&self) {
         for a in &self.v {
             a.store(0, Ordering::Relaxed);
