@@ -235,12 +235,12 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
         q.sq_next = pos.wrapping_add(wqebbs as u16);
         let mut slot = WrSlot {
             wr_id,
-            sq_pos: pos,
             wqe_index,
             opcode,
             signaled: true,
             byte_len: 0,
             kind: SlotKind::Posted,
+            payload: None,
         };
         let w = match parsed {
             Ok(w) if w.qpn == qpn && (max_wqe == 0 || w.ds as usize * 16 <= max_wqe) => w,
@@ -256,9 +256,10 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
             rcpath::push_slot(hca, qpn, slot, None);
             continue;
         }
-        match rcpath::work_request(hca, qpn, &w, wr_id) {
-            Ok((wr, len)) => {
+        match rcpath::work_request(hca, qpn, &w, &raw[..len], wr_id) {
+            Ok((wr, len, payload)) => {
                 slot.byte_len = len;
+                slot.payload = Some(payload);
                 rcpath::push_slot(hca, qpn, slot, Some(wr));
             }
             Err((syn, vend)) => {

@@ -32,13 +32,14 @@
 //! `prepare_ipv4_hdr`), UDP source port `udp_sport`; the source MAC is the port's.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use mlx5_prm::{ads, cqe, event, qp, qpc};
 
 use crate::cq::{post_cqe, Cqe};
 use crate::datapath::{
-    atomic_host_endian, atomic_mode_covers, fetch_wqe, flush_cqe, flush_new_work, lkey_vendor,
+    atomic_host_endian, atomic_mode_covers, flush_cqe, flush_new_work, lkey_vendor,
     memory_pieces, next_recv, post_qp_event, vendor,
 };
 use crate::hca::Hca;
@@ -58,7 +59,7 @@ use crate::roce::{
     Bth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, NakCode, Opcode, RoceHeaders, UdpHdr,
 };
 use crate::wire::{Arrival, RefPacket, RefPayload};
-use crate::wqe::{Gather, SendWqe, MAX_WQE_BYTES};
+use crate::wqe::{Gather, SendWqe};
 
 /// How one send WQE stands with the transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,15 +74,50 @@ pub(crate) enum SlotKind {
 }
 
 /// One send WQE handed to the transport (or completed locally), in SQ order.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct WrSlot {
     pub wr_id: u64,
-    pub sq_pos: u16,
     pub wqe_index: u16,
     pub opcode: u8,
     pub signaled: bool,
     pub byte_len: u32,
     pub kind: SlotKind,
+    /// Where the message's bytes are, resolved when the WQE was taken from the SQ.
+    pub payload: Option<Arc<WrPayload>>,
+}
+
+/// A work request's local buffers, resolved once when its WQE is taken from the SQ (every lkey
+/// checked then, as before any byte moves), so that each packet of the message does not fetch,
+/// parse and translate the WQE again. Model choice: a memory key invalidated while its WQE is
+/// outstanding does not fault the packets still to send (no source says when a ConnectX
+/// re-translates a gather list during a message).
+#[derive(Debug)]
+pub(crate) enum WrPayload {
+    /// The message bytes themselves (a WQE with inline data, copied from the SQ at once).
+    Bytes(Vec<u8>),
+    /// Guest bus pieces, in message order: the gather list of a SEND / WRITE (local read),
+    /// the scatter list of a READ or an atomic's result buffer (local write).
+    Pieces(Vec<(u64, usize)>),
+}
+
+impl WrPayload {
+    /// The pieces covering message bytes `off..off + len`.
+    fn sub_pieces(pieces: &[(u64, usize)], off: usize, len: usize) -> Option<Vec<(u64, usize)>> {
+        let end = off.checked_add(len)?;
+        let mut out = Vec::new();
+        let mut at = 0usize;
+        for &(bus, n) in pieces {
+            let (lo, hi) = (at.max(off), (at + n).min(end));
+            if lo < hi {
+                out.push((bus + (lo - at) as u64, hi - lo));
+            }
+            at += n;
+            if at >= end {
+                break;
+            }
+        }
+        (at >= end).then_some(out)
+    }
 }
 
 /// A QP's transport state in the model.
@@ -251,20 +287,15 @@ struct Env<'a, 'b> {
     fail_local: bool,
 }
 
-type Wqe = (SendWqe, [u8; MAX_WQE_BYTES]);
-
 fn user_of(hca: &Hca, qpn: u32) -> KeyUser {
     let pd = hca.qps.get(qpn).map_or(0, |q| q.pd);
     KeyUser { pd, qpn }
 }
 
-fn wqe_of(hca: &Hca, qpn: u32, wr: u64) -> Result<Box<Wqe>, LocalFault> {
+fn payload_of(hca: &Hca, qpn: u32, wr: u64) -> Result<Arc<WrPayload>, LocalFault> {
     let q = hca.qps.get(qpn).ok_or(LocalFault)?;
     let slot = q.wrs.iter().find(|s| s.wr_id == wr).ok_or(LocalFault)?;
-    let mut raw = [0u8; MAX_WQE_BYTES];
-    let len = fetch_wqe(&*hca.mem, q, slot.sq_pos, &mut raw).map_err(|_| LocalFault)?;
-    let w = SendWqe::parse(&raw[..len]).map_err(|_| LocalFault)?;
-    Ok(Box::new((w, raw)))
+    slot.payload.clone().ok_or(LocalFault)
 }
 
 /// Writes payload bytes `at..` of `src` to the checked range `r`.
@@ -297,76 +328,52 @@ fn place(
 
 impl ReqMemory for Env<'_, '_> {
     fn gather(&mut self, wr: u64, offset: u32, dst: &mut [u8]) -> Result<(), LocalFault> {
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
-        let b = wqe_of(hca, self.qpn, wr)?;
-        let (w, raw) = (&b.0, &b.1);
-        let user = user_of(hca, self.qpn);
-        let (lo, hi) = (offset as u64, offset as u64 + dst.len() as u64);
-        let mut at = 0u64;
-        for g in w.gathers() {
-            let glen = match *g {
-                Gather::Data { len, .. } => len,
-                Gather::Inline { len, .. } => len as u64,
-            };
-            let (a, z) = (at.max(lo), (at + glen).min(hi));
-            if a < z {
-                let part = &mut dst[(a - lo) as usize..(z - lo) as usize];
-                match *g {
-                    Gather::Inline { at: src, .. } => {
-                        let s = src + (a - at) as usize;
-                        part.copy_from_slice(raw.get(s..s + part.len()).ok_or(LocalFault)?);
-                    }
-                    Gather::Data { lkey, addr, .. } => {
-                        let r = hca
-                            .mkeys
-                            .resolve(lkey, addr + (a - at), z - a, Access::LOCAL_READ, user)
-                            .map_err(|_| LocalFault)?;
-                        r.read(&*hca.mem, part).map_err(|_| LocalFault)?;
-                    }
-                }
+        let guard = self.cell.borrow();
+        let hca: &Hca = &guard;
+        let off = offset as usize;
+        match &*payload_of(hca, self.qpn, wr)? {
+            WrPayload::Bytes(b) => {
+                dst.copy_from_slice(b.get(off..off + dst.len()).ok_or(LocalFault)?);
             }
-            at += glen;
-            if at >= hi {
-                break;
+            WrPayload::Pieces(p) => {
+                let mut at = 0usize;
+                for (bus, n) in WrPayload::sub_pieces(p, off, dst.len()).ok_or(LocalFault)? {
+                    hca.mem
+                        .read(bus, &mut dst[at..at + n])
+                        .map_err(|_| LocalFault)?;
+                    at += n;
+                }
             }
         }
         Ok(())
     }
 
     fn scatter(&mut self, wr: u64, offset: u32, src: RxPayload<'_>) -> Result<(), LocalFault> {
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
-        let b = wqe_of(hca, self.qpn, wr)?;
-        let user = user_of(hca, self.qpn);
-        let (lo, hi) = (offset as u64, offset as u64 + src.len() as u64);
-        let mut at = 0u64;
-        for g in b.0.gathers() {
-            let Gather::Data { len, lkey, addr } = *g else {
-                continue;
-            };
-            let (a, z) = (at.max(lo), (at + len).min(hi));
-            if a < z {
-                let r = hca
-                    .mkeys
-                    .resolve(lkey, addr + (a - at), z - a, Access::LOCAL_WRITE, user)
-                    .map_err(|_| LocalFault)?;
-                place(hca, self.rx, &r, &src, (a - lo) as usize).map_err(|_| LocalFault)?;
-            }
-            at += len;
-        }
-        if hi > at {
+        let guard = self.cell.borrow();
+        let hca: &Hca = &guard;
+        let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
             return Err(LocalFault);
+        };
+        let mut at = 0usize;
+        for (bus, n) in WrPayload::sub_pieces(p, offset as usize, src.len()).ok_or(LocalFault)? {
+            match src {
+                RxPayload::Bytes(b) => hca.mem.write(bus, &b[at..at + n]),
+                RxPayload::Ref { .. } => self
+                    .rx
+                    .ok_or(LocalFault)?
+                    .deliver(at, &hca.mem, bus, n)
+                    .map_err(|_| crate::memory::DmaError { addr: bus, len: n }),
+            }
+            .map_err(|_| LocalFault)?;
+            at += n;
         }
         Ok(())
     }
 
     fn atomic_result(&mut self, wr: u64, orig: u64) -> Result<(), LocalFault> {
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
-        let b = wqe_of(hca, self.qpn, wr)?;
-        let user = user_of(hca, self.qpn);
-        let Some(Gather::Data { lkey, addr, .. }) = b.0.gathers().first().copied() else {
+        let guard = self.cell.borrow();
+        let hca: &Hca = &guard;
+        let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
             return Err(LocalFault);
         };
         let bytes = if atomic_host_endian(hca) {
@@ -374,11 +381,14 @@ impl ReqMemory for Env<'_, '_> {
         } else {
             orig.to_be_bytes()
         };
-        let r = hca
-            .mkeys
-            .resolve(lkey, addr, 8, Access::LOCAL_WRITE, user)
-            .map_err(|_| LocalFault)?;
-        r.write(&*hca.mem, &bytes).map_err(|_| LocalFault)
+        let mut at = 0usize;
+        for (bus, n) in WrPayload::sub_pieces(p, 0, 8).ok_or(LocalFault)? {
+            hca.mem
+                .write(bus, &bytes[at..at + n])
+                .map_err(|_| LocalFault)?;
+            at += n;
+        }
+        Ok(())
     }
 }
 
@@ -533,7 +543,7 @@ impl Completions for Env<'_, '_> {
         let (cqn, uidx) = (q.cqn_snd, q.user_index);
         let mut out = Vec::new();
         let flushing = status != WcStatus::Success || q.state == qp::state::ERR;
-        while let Some(s) = q.wrs.front().copied() {
+        while let Some(s) = q.wrs.front().cloned() {
             match s.kind {
                 SlotKind::Posted if s.wr_id == wr => {
                     q.wrs.pop_front();
@@ -815,52 +825,19 @@ fn resolve_ref(hca: &Hca, qpn: u32, src: Option<PayloadSrc>, len: usize) -> Opti
             memory_pieces(&**mem, &r, &mut pieces).ok()?;
         }
         PayloadSrc::Wqe { wr, offset } => {
-            let q = hca.qps.get(qpn)?;
-            let slot = q.wrs.iter().find(|s| s.wr_id == wr)?;
-            let mut raw = [0u8; MAX_WQE_BYTES];
-            let n = fetch_wqe(&**mem, q, slot.sq_pos, &mut raw).ok()?;
-            let w = SendWqe::parse(&raw[..n]).ok()?;
-            let inline = w
-                .gathers()
-                .iter()
-                .any(|g| matches!(g, Gather::Inline { .. }));
-            let (lo, hi) = (offset as u64, offset as u64 + len as u64);
-            let mut bytes = Vec::new();
-            let mut at = 0u64;
-            for g in w.gathers() {
-                let glen = match *g {
-                    Gather::Data { len, .. } => len,
-                    Gather::Inline { len, .. } => len as u64,
-                };
-                let (a, z) = (at.max(lo), (at + glen).min(hi));
-                if a < z {
-                    match *g {
-                        Gather::Inline { at: s, .. } => {
-                            let s = s + (a - at) as usize;
-                            bytes.extend_from_slice(raw.get(s..s + (z - a) as usize)?);
-                        }
-                        Gather::Data { lkey, addr, .. } => {
-                            let r = hca
-                                .mkeys
-                                .resolve(lkey, addr + (a - at), z - a, Access::LOCAL_READ, user)
-                                .ok()?;
-                            if inline {
-                                let k = bytes.len();
-                                bytes.resize(k + (z - a) as usize, 0);
-                                r.read(&**mem, &mut bytes[k..]).ok()?;
-                            } else {
-                                memory_pieces(&**mem, &r, &mut pieces).ok()?;
-                            }
-                        }
+            let off = offset as usize;
+            match &*payload_of(hca, qpn, wr).ok()? {
+                WrPayload::Bytes(b) => {
+                    return Some(RefPayload::Bytes(b.get(off..off + len)?.to_vec()));
+                }
+                WrPayload::Pieces(p) => {
+                    pieces = WrPayload::sub_pieces(p, off, len)?;
+                    // Still guest memory (it may have gone since the WQE was taken): if not,
+                    // the send fails locally, as a gather would.
+                    if pieces.iter().any(|&(a, n)| mem.check(a, n).is_err()) {
+                        return None;
                     }
                 }
-                at += glen;
-                if at >= hi {
-                    break;
-                }
-            }
-            if inline {
-                return (bytes.len() == len).then_some(RefPayload::Bytes(bytes));
             }
         }
     }
@@ -902,7 +879,7 @@ pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
             return;
         };
         let (cqn, uidx) = (q.cqn_snd, q.user_index);
-        let Some(s) = q.wrs.front().copied() else {
+        let Some(s) = q.wrs.front().cloned() else {
             return;
         };
         match s.kind {
@@ -1057,8 +1034,9 @@ pub(crate) fn work_request(
     hca: &Hca,
     qpn: u32,
     w: &SendWqe,
+    raw: &[u8],
     wr_id: u64,
-) -> Result<(WorkRequest, u32), (u8, u8)> {
+) -> Result<(WorkRequest, u32, Arc<WrPayload>), (u8, u8)> {
     use mlx5_prm::wqe::opcode::*;
     let q = hca
         .qps
@@ -1066,24 +1044,25 @@ pub(crate) fn work_request(
         .ok_or((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE))?;
     let user = KeyUser { pd: q.pd, qpn };
     let prot = |f| (cqe::syndrome::LOCAL_PROT_ERR, lkey_vendor(f));
+    let dma = (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT);
     let total = w.total_len();
-    let check = |access| -> Result<(), (u8, u8)> {
-        for g in w.gathers() {
+    // Every lkey checked and every piece proved guest memory, before any byte moves.
+    let pieces_of = |gathers: &[Gather], access| -> Result<Vec<(u64, usize)>, (u8, u8)> {
+        let mut pieces = Vec::new();
+        for g in gathers {
             if let Gather::Data { len, lkey, addr } = *g {
                 let r = hca
                     .mkeys
                     .resolve(lkey, addr, len, access, user)
                     .map_err(prot)?;
-                // Every piece must be guest memory (checked now, before any byte moves).
-                r.for_each_piece(|bus, n| hca.mem.check(bus, n))
-                    .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
+                memory_pieces(&*hca.mem, &r, &mut pieces).map_err(|_| dma)?;
             }
         }
-        Ok(())
+        Ok(pieces)
     };
     let too_long = total > (1u64 << q.log_msg_max.min(31));
     let imm = matches!(w.opcode, SEND_IMM | RDMA_WRITE_IMM).then_some(w.imm);
-    let (op, len) = match w.opcode {
+    let (op, len, payload) = match w.opcode {
         SEND | SEND_IMM | RDMA_WRITE | RDMA_WRITE_IMM | RDMA_READ => {
             if too_long {
                 return Err((cqe::syndrome::LOCAL_LENGTH_ERR, vendor::MSG_TOO_LONG));
@@ -1103,19 +1082,48 @@ pub(crate) fn work_request(
                     imm,
                 },
             };
-            check(if w.opcode == RDMA_READ {
+            let read = w.opcode == RDMA_READ;
+            let access = if read {
                 Access::LOCAL_WRITE
             } else {
                 Access::LOCAL_READ
-            })?;
-            (op, total as u32)
+            };
+            let pieces = pieces_of(w.gathers(), access)?;
+            let inline = w
+                .gathers()
+                .iter()
+                .any(|g| matches!(g, Gather::Inline { .. }));
+            let payload = if inline && !read {
+                // Inline bytes live in the SQ ring, which software may reuse once the WQE
+                // completes: take the whole message now.
+                let mut bytes = Vec::with_capacity(total as usize);
+                let mut data = pieces.iter();
+                for g in w.gathers() {
+                    match *g {
+                        Gather::Inline { at, len } => {
+                            bytes.extend_from_slice(raw.get(at..at + len).ok_or(dma)?)
+                        }
+                        Gather::Data { len, .. } => {
+                            let mut left = len as usize;
+                            while left > 0 {
+                                let &(bus, n) = data.next().ok_or(dma)?;
+                                let k = bytes.len();
+                                bytes.resize(k + n, 0);
+                                hca.mem.read(bus, &mut bytes[k..]).map_err(|_| dma)?;
+                                left = left.saturating_sub(n);
+                            }
+                        }
+                    }
+                }
+                WrPayload::Bytes(bytes)
+            } else {
+                WrPayload::Pieces(pieces)
+            };
+            (op, total as u32, payload)
         }
         ATOMIC_CS | ATOMIC_FA => {
-            if let Some(Gather::Data { len, lkey, addr }) = w.gathers().first().copied() {
-                hca.mkeys
-                    .resolve(lkey, addr, len, Access::LOCAL_WRITE, user)
-                    .map_err(prot)?;
-            }
+            let first = w.gathers().first().copied();
+            let pieces = pieces_of(first.as_slice(), Access::LOCAL_WRITE)?;
             let op = if w.opcode == ATOMIC_FA {
                 WrOp::FetchAdd {
                     raddr: w.raddr,
@@ -1130,7 +1138,7 @@ pub(crate) fn work_request(
                     swap: w.swap_add,
                 }
             };
-            (op, 8)
+            (op, 8, WrPayload::Pieces(pieces))
         }
         _ => return Err((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE)),
     };
@@ -1143,5 +1151,6 @@ pub(crate) fn work_request(
             solicited: w.solicited,
         },
         len,
+        Arc::new(payload),
     ))
 }
