@@ -118,12 +118,16 @@ pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
     }
 }
 
+/// Loopback packets handed to one QP per transport call.
+const LOOP_BATCH: usize = 64;
+
 /// Frames taken off the link per poll (so a flood cannot keep the device inside).
 const RX_PER_POLL: usize = 4096;
 
 /// Delivers packets that arrived from the wire, runs the retransmit and RNR timers and flushes
 /// work posted to QPs in the error state. The device calls it periodically.
 pub fn poll_wire(hca: &mut Hca) {
+    hca.port.tick();
     let mac = hca.mac();
     hca.port.set_mac(mac);
     for _ in 0..RX_PER_POLL {
@@ -144,6 +148,7 @@ pub fn poll_wire(hca: &mut Hca) {
 
 /// Looks at QP `qpn`'s send queue now (doorbell, or the QP just reached RTS).
 pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
+    hca.port.tick();
     queue_kick(hca, qpn);
     run(hca);
 }
@@ -159,7 +164,15 @@ fn queue_kick(hca: &mut Hca, qpn: u32) {
 fn run(hca: &mut Hca) {
     loop {
         if let Some(p) = hca.port.loopq.pop_front() {
-            rcpath::arrive(hca, crate::wire::Arrival::Ref(p));
+            // Consecutive packets for one QP go to it in one transport call.
+            let qpn = p.bth.dest_qp;
+            let mut batch = vec![p];
+            while batch.len() < LOOP_BATCH
+                && hca.port.loopq.front().is_some_and(|n| n.bth.dest_qp == qpn)
+            {
+                batch.extend(hca.port.loopq.pop_front());
+            }
+            rcpath::arrive_local(hca, &batch);
             continue;
         }
         let Some(qpn) = hca.port.kicks.pop_front() else {

@@ -277,12 +277,12 @@ pub(crate) fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
 // The environment
 // ---------------------------------------------------------------------------------------------
 
-struct Env<'a, 'b> {
+struct Env<'a, 'b, 'r> {
     /// Shared with the [`Outbox`], which resolves by-reference payloads through it.
     cell: &'a RefCell<&'b mut Hca>,
     qpn: u32,
     /// The payload of the packet being received by reference.
-    rx: Option<&'a RefPayload>,
+    rx: Option<&'r RefPayload>,
     /// A local failure reached the head of the SQ: the QP goes to ERR after the call.
     fail_local: bool,
 }
@@ -326,7 +326,7 @@ fn place(
     .map_err(|_| ())
 }
 
-impl ReqMemory for Env<'_, '_> {
+impl ReqMemory for Env<'_, '_, '_> {
     fn gather(&mut self, wr: u64, offset: u32, dst: &mut [u8]) -> Result<(), LocalFault> {
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
@@ -400,7 +400,7 @@ fn remote_access(a: RemoteAccess) -> Access {
     }
 }
 
-impl RespMemory for Env<'_, '_> {
+impl RespMemory for Env<'_, '_, '_> {
     fn check(
         &mut self,
         rkey: u32,
@@ -532,7 +532,7 @@ fn vendor_of(s: WcStatus) -> u8 {
     }
 }
 
-impl Completions for Env<'_, '_> {
+impl Completions for Env<'_, '_, '_> {
     fn send_done(&mut self, wr: u64, status: WcStatus) {
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
@@ -710,11 +710,11 @@ impl Tx for Outbox<'_, '_> {
 
 /// Runs `f` on QP `qpn`'s transport with its environment, then sends what it emitted, adds
 /// its counters to the port's and handles an error it entered.
-fn with_rc(
+fn with_rc<'r>(
     hca: &mut Hca,
     qpn: u32,
-    rx: Option<&RefPayload>,
-    f: impl FnOnce(&mut RcQp, Nanos, &mut dyn crate::roce::rc::QpEnv, &mut dyn Tx),
+    rx: Option<&'r RefPayload>,
+    f: impl FnOnce(&mut RcQp, Nanos, &mut Env<'_, '_, 'r>, &mut dyn Tx),
 ) {
     let now = hca.port.now_ns();
     let by_ref_link = hca.port.by_ref();
@@ -926,7 +926,61 @@ pub(crate) fn timers(hca: &mut Hca) {
     }
 }
 
-/// Takes one packet that arrived at the port (or on loopback) to its QP.
+/// Takes consecutive loopback packets for one QP to it, in one transport call (their
+/// payloads were checked to be guest memory when they were sent, within this same device
+/// event).
+pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
+    let Some(first) = batch.first() else {
+        return;
+    };
+    let qpn = first.bth.dest_qp;
+    let Some(q) = hca.qps.get_mut(qpn) else {
+        return;
+    };
+    if q.rc.is_none() {
+        return;
+    }
+    let (state, rgid) = (q.state, q.path.rgid);
+    let keep = |p: &RefPacket| {
+        let Some(info) = p.bth.opcode.info() else {
+            return false;
+        };
+        let ok_state = match state {
+            qp::state::RTR => info.is_request(),
+            qp::state::RTS => true,
+            _ => false,
+        };
+        ok_state && p.src_gid == rgid
+    };
+    if state == qp::state::RTR
+        && !q.comm_est
+        && batch
+            .iter()
+            .any(|p| keep(p) && p.bth.opcode.info().is_some_and(|i| i.is_request()))
+    {
+        q.comm_est = true;
+        post_qp_event(hca, event::COMM_EST, qpn);
+    }
+    with_rc(hca, qpn, None, |rc, now, env, tx| {
+        for p in batch.iter().filter(|p| keep(p)) {
+            let len = p.payload.len();
+            let pkt = RxPacket {
+                bth: p.bth,
+                ext: p.ext,
+                payload: if len == 0 {
+                    RxPayload::Bytes(&[])
+                } else {
+                    RxPayload::Ref { token: 0, len }
+                },
+            };
+            env.rx = Some(&p.payload);
+            rc.receive(now, &pkt, env, tx);
+        }
+    });
+    retire_local(hca, qpn);
+}
+
+/// Takes one packet that arrived at the port to its QP.
 pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
     match a {
         Arrival::Frame(f) => {

@@ -238,6 +238,8 @@ pub struct Port {
     pub(crate) kicks: VecDeque<u32>,
     counters: Arc<PortCounters>,
     epoch: Instant,
+    /// The clock's reading for the device event being processed ([`Port::tick`]).
+    now: u64,
     /// Fault spec to apply once a frame link exists.
     faults: Option<FaultSpec>,
     /// Packets lost without a link, or whose payload memory went away.
@@ -252,6 +254,7 @@ impl Default for Port {
             kicks: VecDeque::new(),
             counters: Arc::new(PortCounters::new()),
             epoch: Instant::now(),
+            now: 0,
             faults: None,
             dropped: 0,
         }
@@ -354,9 +357,16 @@ impl Port {
         &self.counters
     }
 
-    /// Nanoseconds on the model's clock (monotonic).
+    /// Nanoseconds on the model's clock (monotonic), as read by the last [`Port::tick`]: time
+    /// stands still while the device processes one event (a doorbell, a wire poll), as the
+    /// transport's state machines expect of a clock passed in.
     pub fn now_ns(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        self.now
+    }
+
+    /// Reads the clock (at the start of each device event).
+    pub fn tick(&mut self) {
+        self.now = self.now.max(self.epoch.elapsed().as_nanos() as u64);
     }
 
     /// Tells the port its MAC (and the IP addresses of its GIDs, when known).
