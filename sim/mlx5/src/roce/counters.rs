@@ -1,10 +1,10 @@
 //! Port counters, kept as a ConnectX port keeps them, and their PRM homes.
 //!
 //! One [`PortCounters`] per port: atomics, so the data path bumps them while a command handler
-//! (`QUERY_VPORT_COUNTER`, `QUERY_Q_COUNTER`, `ACCESS_REG PPCNT`; wired up later) reads a
+//! (`QUERY_VPORT_COUNTER` and `QUERY_Q_COUNTER`: vport.rs; `ACCESS_REG PPCNT` not yet) reads a
 //! [`CounterSnapshot`]. The link layer ([`super::link::Port`]) keeps the frame, byte, drop and
-//! link-error counters; the RC transport bumps the transport ones ([`Counter::DuplicateRequest`]
-//! and below) with [`PortCounters::bump`].
+//! link-error counters; the datapath adds the RC transport's per-QP counters to the transport
+//! ones ([`Counter::DuplicateRequest`] and below; crate::rcpath `with_rc`).
 //!
 //! # Mapping to the PRM
 //!
