@@ -85,7 +85,9 @@ fn write_mb_s(
             &[&raddr_seg(dst, rkey), &dseg(size as u32, lkey, src)],
         );
         let c = match peer {
-            None => env.poll_cq(scq).expect("loopback completes at the doorbell"),
+            None => env
+                .poll_cq(scq)
+                .expect("loopback completes at the doorbell"),
             Some(p) => env.wait_cq(scq, &[p]),
         };
         debug_assert_eq!(c.opcode(), cqe::opcode::REQ);
@@ -144,23 +146,24 @@ fn main() {
         "{:>8}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}",
         "size", "memcpy", "loopback", "frames", "loop/mem", "frame/mem"
     );
-    println!(
-        "{:>8}  {:>10}  {:>10}  {:>10}",
-        "", "MB/s", "MB/s", "MB/s"
-    );
+    println!("{:>8}  {:>10}  {:>10}  {:>10}", "", "MB/s", "MB/s", "MB/s");
     for &size in &sizes {
         let lo = write_mb_s(&env, &mut a, &mut scq, None, (src, lkey), (dst, rkey), size);
         assert_eq!(env.read(dst, size), fill[..size], "loopback bytes");
         let only_loop = std::env::var("RDMA_WRITE_BENCH").as_deref() == Ok("loopback");
-        let fr = if only_loop { 0.0 } else { write_mb_s(
-            &ea,
-            &mut fa,
-            &mut fscq,
-            Some(&db),
-            (fsrc, flkey),
-            (fdst, frkey),
-            size,
-        ) };
+        let fr = if only_loop {
+            0.0
+        } else {
+            write_mb_s(
+                &ea,
+                &mut fa,
+                &mut fscq,
+                Some(&db),
+                (fsrc, flkey),
+                (fdst, frkey),
+                size,
+            )
+        };
         if !only_loop {
             assert_eq!(eb.read(fdst, size), fill[..size], "frame bytes");
         }

@@ -32,15 +32,15 @@
 //! `prepare_ipv4_hdr`), UDP source port `udp_sport`; the source MAC is the port's.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use mlx5_prm::{ads, cqe, event, qp, qpc};
 
 use crate::cq::{post_cqe, Cqe};
 use crate::datapath::{
-    atomic_host_endian, atomic_mode_covers, flush_cqe, flush_new_work, lkey_vendor,
-    memory_pieces, next_recv, post_qp_event, vendor,
+    atomic_host_endian, atomic_mode_covers, flush_cqe, flush_new_work, lkey_vendor, memory_pieces,
+    next_recv, post_qp_event, vendor,
 };
 use crate::hca::Hca;
 use crate::mr::{Access, KeyUser};

@@ -12,8 +12,8 @@ use crate::cmd::CmdResult;
 use crate::hca::{fail, get, put, syndrome, Hca};
 use mlx5_prm::{
     cmd_status, linux_layout, modify_nic_vport_context_in, modify_nic_vport_field_select,
-    nic_vport_context, query_nic_vport_context_out, query_roce_address_in, query_roce_address_out,
-    query_q_counter_in, query_q_counter_out, query_vport_counter_in, query_vport_counter_out,
+    nic_vport_context, query_nic_vport_context_out, query_q_counter_in, query_q_counter_out,
+    query_roce_address_in, query_roce_address_out, query_vport_counter_in, query_vport_counter_out,
     query_vport_state_in, query_vport_state_out, roce_addr_layout, set_roce_address_in, Field,
 };
 
@@ -128,16 +128,46 @@ pub(crate) fn cmd_query_vport_counter(hca: &mut Hca, input: &[u8], out: &mut [u8
     let classes = [
         ("received_errors", query_vport_counter_out::RECEIVED_ERRORS),
         ("transmit_errors", query_vport_counter_out::TRANSMIT_ERRORS),
-        ("received_ib_unicast", query_vport_counter_out::RECEIVED_IB_UNICAST),
-        ("transmitted_ib_unicast", query_vport_counter_out::TRANSMITTED_IB_UNICAST),
-        ("received_ib_multicast", query_vport_counter_out::RECEIVED_IB_MULTICAST),
-        ("transmitted_ib_multicast", query_vport_counter_out::TRANSMITTED_IB_MULTICAST),
-        ("received_eth_broadcast", query_vport_counter_out::RECEIVED_ETH_BROADCAST),
-        ("transmitted_eth_broadcast", query_vport_counter_out::TRANSMITTED_ETH_BROADCAST),
-        ("received_eth_unicast", query_vport_counter_out::RECEIVED_ETH_UNICAST),
-        ("transmitted_eth_unicast", query_vport_counter_out::TRANSMITTED_ETH_UNICAST),
-        ("received_eth_multicast", query_vport_counter_out::RECEIVED_ETH_MULTICAST),
-        ("transmitted_eth_multicast", query_vport_counter_out::TRANSMITTED_ETH_MULTICAST),
+        (
+            "received_ib_unicast",
+            query_vport_counter_out::RECEIVED_IB_UNICAST,
+        ),
+        (
+            "transmitted_ib_unicast",
+            query_vport_counter_out::TRANSMITTED_IB_UNICAST,
+        ),
+        (
+            "received_ib_multicast",
+            query_vport_counter_out::RECEIVED_IB_MULTICAST,
+        ),
+        (
+            "transmitted_ib_multicast",
+            query_vport_counter_out::TRANSMITTED_IB_MULTICAST,
+        ),
+        (
+            "received_eth_broadcast",
+            query_vport_counter_out::RECEIVED_ETH_BROADCAST,
+        ),
+        (
+            "transmitted_eth_broadcast",
+            query_vport_counter_out::TRANSMITTED_ETH_BROADCAST,
+        ),
+        (
+            "received_eth_unicast",
+            query_vport_counter_out::RECEIVED_ETH_UNICAST,
+        ),
+        (
+            "transmitted_eth_unicast",
+            query_vport_counter_out::TRANSMITTED_ETH_UNICAST,
+        ),
+        (
+            "received_eth_multicast",
+            query_vport_counter_out::RECEIVED_ETH_MULTICAST,
+        ),
+        (
+            "transmitted_eth_multicast",
+            query_vport_counter_out::TRANSMITTED_ETH_MULTICAST,
+        ),
     ];
     let pc = hca.port.counters().clone();
     let clear = get(input, query_vport_counter_in::CLEAR) != 0;

@@ -183,7 +183,8 @@ fn two_sims_over_tcp_with_a_capture() {
 }
 
 fn two_sims(tag: &str, tcp: Option<String>) {
-    let dir = TempDir(std::env::temp_dir().join(format!("mlx5-2proc-{}-{tag}", std::process::id())));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("mlx5-2proc-{}-{tag}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
     let (a_sock, b_sock, wire) = (
         dir.0.join("a.sock"),

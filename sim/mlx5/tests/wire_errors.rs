@@ -79,7 +79,10 @@ impl Peer {
                     panic!("not a RoCEv2 frame");
                 };
                 assert!(r.icrc_ok(), "bad ICRC from the HCA");
-                assert_eq!(r.hdrs.eth.dst, PEER_MAC, "destination MAC from the QP's rmac");
+                assert_eq!(
+                    r.hdrs.eth.dst, PEER_MAC,
+                    "destination MAC from the QP's rmac"
+                );
                 assert_eq!(r.hdrs.ip.dst(), self.ip);
                 assert_eq!(r.hdrs.bth.dest_qp, PEER_QPN);
                 return Some(Got {
@@ -95,7 +98,8 @@ impl Peer {
     }
 
     fn recv(&mut self, dev: &InProcHca) -> Got {
-        self.recv_within(dev, PATIENCE).expect("a frame from the HCA")
+        self.recv_within(dev, PATIENCE)
+            .expect("a frame from the HCA")
     }
 }
 
@@ -178,7 +182,11 @@ fn silent_peer_ends_in_retry_exceeded() {
         (Opcode::RC_RDMA_WRITE_FIRST, 0x100),
         (Opcode::RC_RDMA_WRITE_LAST, 0x101),
     ];
-    assert_eq!(psns, [first, first, first].concat(), "sent, then retried twice");
+    assert_eq!(
+        psns,
+        [first, first, first].concat(),
+        "sent, then retried twice"
+    );
     let c = s.e.wait_cq(&mut s.scq, &[]);
     assert_eq!(c.syndrome(), cqe::syndrome::TRANSPORT_RETRY_EXC_ERR);
     assert_eq!(s.e.qp_state(s.qp.qpn), qp::state::ERR as u32);
@@ -284,7 +292,10 @@ fn duplicate_read_and_atomic_are_replayed() {
             (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0x102)
         ]
     );
-    assert_eq!(first.iter().flat_map(|r| r.2.clone()).collect::<Vec<_>>(), data);
+    assert_eq!(
+        first.iter().flat_map(|r| r.2.clone()).collect::<Vec<_>>(),
+        data
+    );
     let mut fa = Bth::new(Opcode::RC_FETCH_ADD, qpn, 0x103);
     fa.ack_req = true;
     let aeth = ExtHdrs {

@@ -123,7 +123,10 @@ fn rc_over_faulty_frames_ends_byte_exact() {
                     wqe::opcode::RDMA_READ,
                     this,
                     0,
-                    &[&raddr_seg(dst + off, dst_key), &dseg(len as u32, rd_key, to)],
+                    &[
+                        &raddr_seg(dst + off, dst_key),
+                        &dseg(len as u32, rd_key, to),
+                    ],
                 );
                 checks_read.push((to, model[off as usize..(off + len) as usize].to_vec()));
                 fm = CE | wqe::fence::FENCE;
@@ -188,8 +191,15 @@ fn rc_over_faulty_frames_ends_byte_exact() {
             assert_eq!(ea.read(*to, 8), orig.to_be_bytes(), "FETCH_ADD original");
         }
     }
-    assert!(reads > 100 && atomics > 100, "{reads} reads, {atomics} atomics");
-    assert_eq!(eb.read(dst, REGION), model, "the target region is byte-exact");
+    assert!(
+        reads > 100 && atomics > 100,
+        "{reads} reads, {atomics} atomics"
+    );
+    assert_eq!(
+        eb.read(dst, REGION),
+        model,
+        "the target region is byte-exact"
+    );
     assert_eq!(eb.read(counter_at, 8), counter.to_be_bytes());
 
     // The faults happened, and RC paid for them with retransmissions.
@@ -197,10 +207,22 @@ fn rc_over_faulty_frames_ends_byte_exact() {
         da.with_hca(|h| h.port.counters().snapshot()),
         db.with_hca(|h| h.port.counters().snapshot()),
     );
-    eprintln!("{writes} writes, {reads} reads, {atomics} atomics\nA: {:?}\nB: {:?}", ca.nonzero(), cb.nonzero());
+    eprintln!(
+        "{writes} writes, {reads} reads, {atomics} atomics\nA: {:?}\nB: {:?}",
+        ca.nonzero(),
+        cb.nonzero()
+    );
     for (name, c) in [("A", &ca), ("B", &cb)] {
-        assert!(c.get(Counter::FaultDropped) > 0, "{name}: {:?}", c.nonzero());
-        assert!(c.get(Counter::FaultReordered) > 0, "{name}: {:?}", c.nonzero());
+        assert!(
+            c.get(Counter::FaultDropped) > 0,
+            "{name}: {:?}",
+            c.nonzero()
+        );
+        assert!(
+            c.get(Counter::FaultReordered) > 0,
+            "{name}: {:?}",
+            c.nonzero()
+        );
     }
     assert!(
         ca.get(Counter::FaultCorrupted) + cb.get(Counter::FaultCorrupted) > 0,
@@ -209,8 +231,18 @@ fn rc_over_faulty_frames_ends_byte_exact() {
     );
     // Every corrupted frame dies at the receiver: on its ICRC, or earlier on a header check
     // (a MAC byte, the IPv4 checksum) when the corrupted byte is there.
-    assert_eq!(ca.rx_dropped(), cb.get(Counter::FaultCorrupted), "{:?}", ca.nonzero());
-    assert_eq!(cb.rx_dropped(), ca.get(Counter::FaultCorrupted), "{:?}", cb.nonzero());
+    assert_eq!(
+        ca.rx_dropped(),
+        cb.get(Counter::FaultCorrupted),
+        "{:?}",
+        ca.nonzero()
+    );
+    assert_eq!(
+        cb.rx_dropped(),
+        ca.get(Counter::FaultCorrupted),
+        "{:?}",
+        cb.nonzero()
+    );
     assert!(ca.get(Counter::Retransmits) > 0, "{:?}", ca.nonzero());
     assert!(cb.get(Counter::OutOfSequence) > 0, "{:?}", cb.nonzero());
     // The same through the commands.
@@ -220,8 +252,8 @@ fn rc_over_faulty_frames_ends_byte_exact() {
         ca.get(Counter::TxRoceUnicastFrames)
     );
     assert!(traffic(&va, query_vport_counter_out::RECEIVED_IB_UNICAST, true) > 0);
-    let seq_or_timeout = q_counter(&mut ea, Counter::PacketSeqErr)
-        + q_counter(&mut ea, Counter::LocalAckTimeout);
+    let seq_or_timeout =
+        q_counter(&mut ea, Counter::PacketSeqErr) + q_counter(&mut ea, Counter::LocalAckTimeout);
     assert!(seq_or_timeout > 0);
     assert_eq!(
         q_counter(&mut eb, Counter::OutOfSequence) as u64,

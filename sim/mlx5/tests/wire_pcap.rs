@@ -49,11 +49,7 @@ fn capture_of_every_opcode_decodes_cleanly() {
     ] {
         eb.post_recv(&mut b, &[(4096, b_key, b_buf + 40_000)]);
         let segs = [dseg(len, a_key, a_buf)];
-        let segs: Vec<&[u8]> = if len == 0 {
-            vec![]
-        } else {
-            vec![&segs[0]]
-        };
+        let segs: Vec<&[u8]> = if len == 0 { vec![] } else { vec![&segs[0]] };
         ea.post_send(&mut a, op, CE, 0x1234_5678, &segs);
         let r = eb.wait_cq(&mut b_rcq, &[&da]);
         assert_eq!(r.byte_cnt(), len);
@@ -75,7 +71,10 @@ fn capture_of_every_opcode_decodes_cleanly() {
         wqe::opcode::RDMA_WRITE_IMM,
         CE,
         0x0a0b_0c0d,
-        &[&raddr_seg(b_buf + 10_000, b_key), &dseg(4000, a_key, a_buf + 5000)],
+        &[
+            &raddr_seg(b_buf + 10_000, b_key),
+            &dseg(4000, a_key, a_buf + 5000),
+        ],
     );
     ea.wait_cq(&mut a_scq, &[&db]);
     let r = eb.wait_cq(&mut b_rcq, &[&da]);
