@@ -6,16 +6,16 @@ mod dp;
 #[path = "raw/mod.rs"]
 mod raw;
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use dp::*;
-use mlx5_prm::{cqe, qp, wqe};
+use mlx5_prm::{ads, cqe, qp, wqe};
 use mlx5_sim::roce::counters::Counter;
 use mlx5_sim::roce::link::{Link, StreamAddr};
 use mlx5_sim::roce::{
-    decode, Aeth, AethKind, AtomicEth, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode,
-    Opcode, Reth, RoceHeaders, UdpHdr,
+    decode, Aeth, AethKind, AtomicEth, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, Ipv6Hdr,
+    NakCode, Opcode, Reth, RoceHeaders, UdpHdr,
 };
 use mlx5_sim::wire::Port;
 use mlx5_sim::InProcHca;
@@ -23,6 +23,9 @@ use mlx5_sim::InProcHca;
 const CE: u8 = wqe::ctrl::CQ_UPDATE;
 const PEER_QPN: u32 = 0x600;
 const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 9];
+const UDP_SPORT: u16 = 0xd123;
+const DSCP: u8 = 26;
+const HOP_LIMIT: u8 = 17;
 
 /// A received frame: headers and payload.
 struct Got {
@@ -33,9 +36,9 @@ struct Got {
 
 struct Peer {
     link: Link,
-    ip: Ipv4Addr,
+    ip: IpAddr,
     hca_mac: [u8; 6],
-    hca_ip: Ipv4Addr,
+    hca_ip: IpAddr,
 }
 
 impl Peer {
@@ -46,15 +49,24 @@ impl Peer {
                 src: PEER_MAC,
                 vlan: None,
             },
-            ip: IpHdr::V4(Ipv4Hdr {
-                dscp: 0,
-                ecn: 0,
-                identification: 0,
-                dont_fragment: true,
-                ttl: 64,
-                src: self.ip,
-                dst: self.hca_ip,
-            }),
+            ip: match (self.ip, self.hca_ip) {
+                (IpAddr::V4(src), IpAddr::V4(dst)) => IpHdr::V4(Ipv4Hdr {
+                    dscp: 0,
+                    ecn: 0,
+                    identification: 0,
+                    dont_fragment: true,
+                    ttl: 64,
+                    src,
+                    dst,
+                }),
+                (src, dst) => IpHdr::V6(Ipv6Hdr {
+                    traffic_class: 0,
+                    flow_label: 0,
+                    hop_limit: 64,
+                    src: v6(src),
+                    dst: v6(dst),
+                }),
+            },
             udp: UdpHdr {
                 src_port: 0xc321,
                 checksum: 0,
@@ -84,6 +96,19 @@ impl Peer {
                     "destination MAC from the QP's rmac"
                 );
                 assert_eq!(r.hdrs.ip.dst(), self.ip);
+                // Source MAC the port's; IPv4 (both GIDs IPv4-mapped) with the path's TTL and
+                // DSCP and DF set; UDP from the path's udp_sport (to 4791: the decoder checks).
+                assert_eq!(r.hdrs.eth.src, self.hca_mac);
+                match (r.hdrs.ip, self.ip) {
+                    (IpHdr::V4(v4), IpAddr::V4(_)) => {
+                        assert_eq!((v4.ttl, v4.dscp, v4.dont_fragment), (HOP_LIMIT, DSCP, true))
+                    }
+                    (IpHdr::V6(h), IpAddr::V6(_)) => {
+                        assert_eq!((h.hop_limit, h.traffic_class), (HOP_LIMIT, DSCP << 2))
+                    }
+                    (ip, _) => panic!("wrong IP version: {ip:?}"),
+                }
+                assert_eq!(r.hdrs.udp.src_port, UDP_SPORT);
                 assert_eq!(r.hdrs.bth.dest_qp, PEER_QPN);
                 return Some(Got {
                     bth: r.hdrs.bth,
@@ -112,7 +137,22 @@ struct Setup {
     qp: Qp,
 }
 
+fn v6(ip: IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    }
+}
+
 fn setup(tag: &str, retry: u32, timeout: u32) -> Setup {
+    setup_ip(tag, retry, timeout, false)
+}
+
+/// A link-local IPv6 GID (not IPv4-mapped): the HCA's at GID index 1.
+const HCA_V6: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+const PEER_V6: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
+
+fn setup_ip(tag: &str, retry: u32, timeout: u32, ipv6: bool) -> Setup {
     let dir = std::env::temp_dir().join(format!("mlx5-wire-err-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("wire.sock");
@@ -122,17 +162,24 @@ fn setup(tag: &str, retry: u32, timeout: u32) -> Setup {
     let scq = e.cq(5);
     let rcq = e.cq(5);
     let qp = e.qp(&scq, &rcq, 5, 5);
-    let ip = Ipv4Addr::new(10, 0, 0, 9);
-    e.connect_with(
-        &qp,
-        PEER_QPN,
-        ip.to_ipv6_mapped().octets(),
-        PEER_MAC,
-        3,
-        retry,
-        7,
-        timeout,
-    );
+    let ip = if ipv6 {
+        e.set_gid(1, HCA_V6);
+        IpAddr::V6(Ipv6Addr::from(PEER_V6))
+    } else {
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9))
+    };
+    // connect_with, with the path's UDP source port, DSCP and hop limit set as Linux
+    // mlx5_set_path does, so the frames can be checked against them.
+    let i = e.rst2init_input(qp.qpn);
+    e.raw.exec(&i, 16).ok();
+    let mut i = e.init2rtr_input(qp.qpn, PEER_QPN, v6(ip).octets(), PEER_MAC, 0x100, 3);
+    raw::set(&mut i, path_field(ads::SRC_ADDR_INDEX), ipv6.into());
+    raw::set(&mut i, path_field(ads::UDP_SPORT), UDP_SPORT.into());
+    raw::set(&mut i, path_field(ads::DSCP), DSCP.into());
+    raw::set(&mut i, path_field(ads::HOP_LIMIT), HOP_LIMIT.into());
+    e.raw.exec(&i, 16).ok();
+    let i = e.rtr2rts_input(qp.qpn, 0x100, retry, 7, timeout);
+    e.raw.exec(&i, 16).ok();
     let link = Link::connect(
         &StreamAddr::Unix(path),
         Instant::now() + Duration::from_secs(5),
@@ -143,7 +190,11 @@ fn setup(tag: &str, retry: u32, timeout: u32) -> Setup {
         link,
         ip,
         hca_mac: e.mac,
-        hca_ip: Ipv4Addr::new(g[12], g[13], g[14], g[15]),
+        hca_ip: if ipv6 {
+            IpAddr::V6(Ipv6Addr::from(HCA_V6))
+        } else {
+            IpAddr::V4(Ipv4Addr::new(g[12], g[13], g[14], g[15]))
+        },
     };
     Setup {
         dev,
@@ -325,4 +376,33 @@ fn duplicate_read_and_atomic_are_replayed() {
     assert_eq!(counter(&s.dev, Counter::DuplicateRequest), 2);
     assert_eq!(s.e.qp_state(qpn), qp::state::RTS as u32);
     let _ = (&s.rcq, AethKind::Ack { credit: 0 });
+}
+
+/// GIDs that are not IPv4-mapped make IPv6 frames (hop limit and traffic class from the path);
+/// the peer's IPv6 ACK completes the WRITE.
+#[test]
+fn ipv6_gids_make_ipv6_frames() {
+    let mut s = setup_ip("v6", 7, 14, true);
+    let buf = s.e.alloc(4096);
+    let key = s.e.mkey(buf, 4096, LR);
+    s.e.post_send(
+        &mut s.qp,
+        wqe::opcode::RDMA_WRITE,
+        CE,
+        0,
+        &[&raddr_seg(0x1000, 0x77), &dseg(100, key, buf)],
+    );
+    let g = s.peer.recv(&s.dev);
+    assert_eq!(
+        (g.bth.opcode, g.bth.psn),
+        (Opcode::RC_RDMA_WRITE_ONLY, 0x100)
+    );
+    let ack = ExtHdrs {
+        aeth: Some(Aeth::ack(Aeth::CREDIT_UNLIMITED, 1)),
+        ..ExtHdrs::default()
+    };
+    s.peer
+        .send(Bth::new(Opcode::RC_ACKNOWLEDGE, s.qp.qpn, 0x100), ack, &[]);
+    let c = s.e.wait_cq(&mut s.scq, &[]);
+    assert_eq!((c.opcode(), c.byte_cnt()), (cqe::opcode::REQ, 100));
 }
