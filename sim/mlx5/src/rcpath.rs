@@ -97,7 +97,7 @@ pub(crate) enum WrPayload {
     Bytes(Vec<u8>),
     /// Guest bus pieces, in message order: the gather list of a SEND / WRITE (local read),
     /// the scatter list of a READ or an atomic's result buffer (local write).
-    Pieces(Vec<(u64, usize)>),
+    Pieces(Arc<[(u64, usize)]>),
 }
 
 impl WrPayload {
@@ -831,12 +831,29 @@ fn resolve_ref(hca: &Hca, qpn: u32, src: Option<PayloadSrc>, len: usize) -> Opti
                     return Some(RefPayload::Bytes(b.get(off..off + len)?.to_vec()));
                 }
                 WrPayload::Pieces(p) => {
-                    pieces = WrPayload::sub_pieces(p, off, len)?;
                     // Still guest memory (it may have gone since the WQE was taken): if not,
                     // the send fails locally, as a gather would.
-                    if pieces.iter().any(|&(a, n)| mem.check(a, n).is_err()) {
+                    let end = off.checked_add(len)?;
+                    let mut at = 0usize;
+                    for &(bus, n) in p.iter() {
+                        let (lo, hi) = (at.max(off), (at + n).min(end));
+                        if lo < hi && mem.check(bus + (lo - at) as u64, hi - lo).is_err() {
+                            return None;
+                        }
+                        at += n;
+                        if at >= end {
+                            break;
+                        }
+                    }
+                    if at < end {
                         return None;
                     }
+                    return Some(RefPayload::Window {
+                        mem: mem.clone(),
+                        pieces: p.clone(),
+                        off,
+                        len,
+                    });
                 }
             }
         }
@@ -995,11 +1012,22 @@ pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
         Arrival::Ref(r) => {
             // A payload whose memory went away after the sender checked it is as good as
             // corrupted in transit: the packet is lost (the requester retransmits).
-            if let RefPayload::Mem { mem, pieces } = &r.payload {
-                if pieces.iter().any(|&(a, n)| mem.check(a, n).is_err()) {
-                    hca.port.dropped += 1;
-                    return;
+            let gone = match &r.payload {
+                RefPayload::Mem { mem, pieces } => {
+                    pieces.iter().any(|&(a, n)| mem.check(a, n).is_err())
                 }
+                RefPayload::Window {
+                    mem,
+                    pieces,
+                    off,
+                    len,
+                } => WrPayload::sub_pieces(pieces, *off, *len)
+                    .is_none_or(|p| p.iter().any(|&(a, n)| mem.check(a, n).is_err())),
+                _ => false,
+            };
+            if gone {
+                hca.port.dropped += 1;
+                return;
             }
             let len = r.payload.len();
             let pkt = RxPacket {
@@ -1171,7 +1199,7 @@ pub(crate) fn work_request(
                 }
                 WrPayload::Bytes(bytes)
             } else {
-                WrPayload::Pieces(pieces)
+                WrPayload::Pieces(pieces.into())
             };
             (op, total as u32, payload)
         }
@@ -1192,7 +1220,7 @@ pub(crate) fn work_request(
                     swap: w.swap_add,
                 }
             };
-            (op, 8, WrPayload::Pieces(pieces))
+            (op, 8, WrPayload::Pieces(pieces.into()))
         }
         _ => return Err((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE)),
     };

@@ -73,6 +73,19 @@ pub enum RefPayload {
         /// The pieces.
         pieces: Vec<(u64, usize)>,
     },
+    /// Bytes `off..off + len` of a work request's message, whose pieces (in the sender's
+    /// memory, in message order) the packet shares with the work request instead of copying
+    /// them.
+    Window {
+        /// The sender's memory.
+        mem: Arc<dyn GuestMemory>,
+        /// The whole message's pieces.
+        pieces: Arc<[(u64, usize)]>,
+        /// Message offset of the payload.
+        off: usize,
+        /// Payload length.
+        len: usize,
+    },
 }
 
 impl RefPayload {
@@ -82,6 +95,7 @@ impl RefPayload {
             RefPayload::None => 0,
             RefPayload::Bytes(b) => b.len(),
             RefPayload::Mem { pieces, .. } => pieces.iter().map(|p| p.1).sum(),
+            RefPayload::Window { len, .. } => *len,
         }
     }
     /// Whether the payload is empty.
@@ -119,7 +133,7 @@ impl RefPayload {
     ) -> Result<(), DeliverError> {
         let short = DeliverError::Source(DmaError { addr: 0, len: n });
         let end = off.checked_add(n).ok_or(short)?;
-        let (src_mem, pieces) = match self {
+        let (src_mem, pieces, off, end): (_, &[(u64, usize)], _, _) = match self {
             RefPayload::None => {
                 return if n == 0 { Ok(()) } else { Err(short) };
             }
@@ -127,7 +141,18 @@ impl RefPayload {
                 let bytes = b.get(off..end).ok_or(short)?;
                 return mem.write(dst, bytes).map_err(DeliverError::Destination);
             }
-            RefPayload::Mem { mem, pieces } => (mem, pieces),
+            RefPayload::Mem { mem, pieces } => (mem, pieces, off, end),
+            RefPayload::Window {
+                mem,
+                pieces,
+                off: base,
+                len,
+            } => {
+                if end > *len {
+                    return Err(short);
+                }
+                (mem, pieces, base + off, base + end)
+            }
         };
         let same = same_memory(src_mem, mem);
         let mut bounce = Vec::new();
@@ -185,7 +210,22 @@ impl RefPayload {
                 dst.copy_from_slice(b.get(off..end).ok_or(short)?);
                 Ok(())
             }
-            RefPayload::Mem { mem, pieces } => {
+            RefPayload::Mem { .. } | RefPayload::Window { .. } => {
+                let (mem, pieces, off, end): (_, &[(u64, usize)], _, _) = match self {
+                    RefPayload::Mem { mem, pieces } => (mem, pieces, off, end),
+                    RefPayload::Window {
+                        mem,
+                        pieces,
+                        off: base,
+                        len,
+                    } => {
+                        if end > *len {
+                            return Err(short);
+                        }
+                        (mem, pieces, base + off, base + end)
+                    }
+                    _ => return Err(short),
+                };
                 let mut at = 0usize;
                 let mut moved = 0usize;
                 for &(bus, len) in pieces {
