@@ -3,6 +3,9 @@
 //!
 //! # Driving an RC QP from the datapath
 //!
+//! (The model does this in `crate::rcpath`: its environment over the mkey table, the rings
+//! and the CQs, the QP context mapping, and the packet path to the port.)
+//!
 //! State, per QP: one [`RcQp`]. The QP context gives its configuration:
 //!
 //! | transport field | QPC (prm `qpc::*`) |
