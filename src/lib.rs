@@ -84,6 +84,8 @@ pub struct Options {
     pub hide_1g_pages: bool,
     /// Copy the guest's serial output to stdout while it runs.
     pub echo: bool,
+    /// `--pair`: run the two-guest RDMA run ([`pair_options`], [`run_pair`]).
+    pub pair: bool,
 }
 
 impl Default for Options {
@@ -104,6 +106,7 @@ impl Default for Options {
             boot: BootVia::Pvh,
             hide_1g_pages: false,
             echo: true,
+            pair: false,
         }
     }
 }
@@ -132,6 +135,13 @@ Options:
                          two guests can run RDMA between them
   --app NAME             the application to link into the image (default: rdma with an HCA,
                          hello without)
+  --pair                 the two-guest RDMA run: two guests running rdma-peer (server at
+                         10.0.0.1, client at 10.0.0.2), their HCAs joined by a wire of RoCEv2
+                         frames, every RC opcode across it; one verdict
+  --hca-pcap FILE        capture the HCA's wire (both directions) as a pcap (with --pair: the
+                         server's, which sees every frame)
+  --wire-fault SPEC      inject wire faults on send (with --pair: on both HCAs), e.g.
+                         drop=0.01,reorder=0.01,corrupt=0.001,seed=7
   --boot pvh|grub        boot with QEMU -kernel (PVH) or through GRUB and Multiboot2 (default pvh)
   --no-1g-pages          hide 1 GiB pages from the guest (KVM hides them always)
   -q, --quiet            do not copy the guest's serial output to stdout
@@ -223,6 +233,15 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<ParseOutcome
                 }
             }
             "--no-1g-pages" => o.hide_1g_pages = true,
+            "--pair" => o.pair = true,
+            "--hca-pcap" => {
+                o.hca_args.push("--wire-pcap".into());
+                o.hca_args.push(value("--hca-pcap")?);
+            }
+            "--wire-fault" => {
+                o.hca_args.push("--wire-fault".into());
+                o.hca_args.push(value("--wire-fault")?);
+            }
             "-q" | "--quiet" => o.echo = false,
             other => return Err(format!("unknown option '{other}' (see --help)")),
         }
@@ -601,6 +620,44 @@ pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
     Ok(RunResult { verdict, output, wall_time, accel: if p.kvm { Accel::Kvm } else { Accel::Tcg } })
 }
 
+/// The two guests of `--pair` from the command line's options: `rdma-peer` as server
+/// (`ip=10.0.0.1/24`, MAC 02:00:00:00:00:0a, its HCA listening on the wire socket in `dir`, with
+/// the pcap if one was asked for) and as client (`ip=10.0.0.2/24`, MAC 02:00:00:00:00:0b,
+/// connecting). Wire faults apply to both HCAs. The MACs are the HCAs' (`mlx5-sim --mac`) and
+/// the `mac=` each guest checks against its port.
+pub fn pair_options(o: &Options, dir: &Path) -> (Options, Options) {
+    let wire = dir.join("wire.sock").to_string_lossy().into_owned();
+    let guest = |role: &str, ip: &str, mac: &str, wire_flag: &str, pcap: bool| {
+        let mut args = Vec::new();
+        let mut it = o.hca_args.iter();
+        while let Some(a) = it.next() {
+            if a == "--wire-pcap" {
+                let f = it.next();
+                if pcap {
+                    args.push(a.clone());
+                    args.extend(f.cloned());
+                }
+            } else {
+                args.push(a.clone());
+            }
+        }
+        args.extend([wire_flag.into(), wire.clone(), "--mac".into(), mac.into()]);
+        Options {
+            memory: if o.memory == Options::default().memory { "1G".into() } else { o.memory.clone() },
+            cmdline: format!("role={role} ip={ip}/24 mac={mac} {}", o.cmdline).trim_end().into(),
+            hca: Some(Hca::Sim),
+            app: Some("rdma-peer".into()),
+            hca_args: args,
+            pair: false,
+            ..o.clone()
+        }
+    };
+    (
+        guest("server", "10.0.0.1", "02:00:00:00:00:0a", "--wire-listen", true),
+        guest("client", "10.0.0.2", "02:00:00:00:00:0b", "--wire-connect", false),
+    )
+}
+
 /// Lines a guest prints that start with this go to the other guest's serial input (without the
 /// prefix): how the two apps of [`run_pair`] swap their RDMA endpoints.
 pub const RELAY_PREFIX: &str = "peer: ";
@@ -775,6 +832,29 @@ mod tests {
 
     fn exited(code: i32) -> ExitStatus {
         ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn pair_options_make_a_server_and_a_client() {
+        let args = "--pair --hca-pcap /tmp/run.pcap --wire-fault drop=0.01,seed=3 --cmdline log=debug";
+        let ParseOutcome::Run(o) = parse_args(args.split(' ').map(String::from)).unwrap() else { panic!() };
+        assert!(o.pair);
+        let (s, c) = pair_options(&o, Path::new("/tmp/p"));
+        assert_eq!(s.cmdline, "role=server ip=10.0.0.1/24 mac=02:00:00:00:00:0a log=debug");
+        assert_eq!(c.cmdline, "role=client ip=10.0.0.2/24 mac=02:00:00:00:00:0b log=debug");
+        assert_eq!(
+            s.hca_args,
+            [
+                "--wire-pcap", "/tmp/run.pcap", "--wire-fault", "drop=0.01,seed=3", "--wire-listen",
+                "/tmp/p/wire.sock", "--mac", "02:00:00:00:00:0a"
+            ]
+        );
+        assert_eq!(
+            c.hca_args,
+            ["--wire-fault", "drop=0.01,seed=3", "--wire-connect", "/tmp/p/wire.sock", "--mac", "02:00:00:00:00:0b"]
+        );
+        assert_eq!((s.app.as_deref(), s.hca, s.pair), (Some("rdma-peer"), Some(Hca::Sim), false));
+        assert_eq!(c.memory, "1G");
     }
 
     #[test]

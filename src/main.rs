@@ -1,6 +1,40 @@
 //! `cargo run`: build the unikernel image and boot it in QEMU. See `cargo run -- --help`.
 
-use unikernel::{parse_args, run, ParseOutcome, Verdict, USAGE};
+use unikernel::{pair_options, parse_args, run, run_pair, ParseOutcome, Verdict, USAGE};
+
+/// `--pair`: both guests, the relay, one verdict (0 only when both guests exited 0).
+fn run_pair_cli(opts: &unikernel::Options) -> i32 {
+    let dir = std::env::temp_dir().join(format!("unikernel-pair-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("launcher: {}: {e}", dir.display());
+        return unikernel::status::USAGE;
+    }
+    let (server, client) = pair_options(opts, &dir);
+    let r = run_pair(&server, &client);
+    let _ = std::fs::remove_dir_all(&dir);
+    match r {
+        Ok((rs, rc)) => {
+            for (name, r) in [("server", &rs), ("client", &rc)] {
+                if r.verdict != Verdict::Exited(0) {
+                    eprintln!("launcher: {name}: {:?}", r.verdict);
+                }
+            }
+            let both = rs.verdict == Verdict::Exited(0) && rc.verdict == Verdict::Exited(0);
+            eprintln!("launcher: pair {}", if both { "PASSED" } else { "FAILED" });
+            if both {
+                0
+            } else if rs.verdict != Verdict::Exited(0) {
+                rs.verdict.exit_status()
+            } else {
+                rc.verdict.exit_status()
+            }
+        }
+        Err(e) => {
+            eprintln!("launcher: {e}");
+            e.exit_status()
+        }
+    }
+}
 
 fn main() {
     let opts = match parse_args(std::env::args().skip(1)) {
@@ -14,6 +48,9 @@ fn main() {
             std::process::exit(unikernel::status::USAGE);
         }
     };
+    if opts.pair {
+        std::process::exit(run_pair_cli(&opts));
+    }
     match run(&opts) {
         Ok(r) => {
             let status = r.verdict.exit_status();

@@ -19,6 +19,48 @@ impl<'a> Cmdline<'a> {
         self.0.split_ascii_whitespace().any(|w| w == flag)
     }
 
+    /// The node's IPv4 identity, `ip=A.B.C.D/LEN` (the prefix length optional, 32 when
+    /// absent): `Ok(None)` without `ip=`, an error for a value that is not one.
+    pub fn ipv4(&self) -> Result<Option<Ipv4Identity>, CmdlineError<'a>> {
+        let Some(v) = self.get("ip") else {
+            return Ok(None);
+        };
+        let bad = CmdlineError::BadValue { key: "ip", value: v };
+        let (addr, len) = match v.split_once('/') {
+            Some((a, l)) => (a, l.parse::<u8>().map_err(|_| bad)?),
+            None => (v, 32),
+        };
+        if len > 32 {
+            return Err(bad);
+        }
+        let addr: core::net::Ipv4Addr = addr.parse().map_err(|_| bad)?;
+        Ok(Some(Ipv4Identity {
+            addr: addr.octets(),
+            prefix_len: len,
+        }))
+    }
+
+    /// The node's MAC, `mac=aa:bb:cc:dd:ee:ff`: `Ok(None)` without `mac=`.
+    pub fn mac(&self) -> Result<Option<[u8; 6]>, CmdlineError<'a>> {
+        let Some(v) = self.get("mac") else {
+            return Ok(None);
+        };
+        let bad = CmdlineError::BadValue { key: "mac", value: v };
+        let mut out = [0u8; 6];
+        let mut parts = v.split(':');
+        for b in out.iter_mut() {
+            let p = parts.next().ok_or(bad)?;
+            if p.len() != 2 {
+                return Err(bad);
+            }
+            *b = u8::from_str_radix(p, 16).map_err(|_| bad)?;
+        }
+        if parts.next().is_some() {
+            return Err(bad);
+        }
+        Ok(Some(out))
+    }
+
     /// The `log=` level, `info` when absent or unknown.
     pub fn log_level(&self) -> log::LevelFilter {
         match self.get("log") {
@@ -30,6 +72,27 @@ impl<'a> Cmdline<'a> {
             _ => log::LevelFilter::Info,
         }
     }
+}
+
+/// An IPv4 address with its prefix length (`ip=10.0.0.2/24`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Identity {
+    /// The address.
+    pub addr: [u8; 4],
+    /// The prefix length (0..=32).
+    pub prefix_len: u8,
+}
+
+/// A cmdline value that does not parse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmdlineError<'a> {
+    /// `key=value` with a value of the wrong form.
+    BadValue {
+        /// The key.
+        key: &'static str,
+        /// The value given.
+        value: &'a str,
+    },
 }
 
 #[cfg(test)]
@@ -47,5 +110,30 @@ mod tests {
         assert!(!c.flag("pages"));
         assert_eq!(c.log_level(), log::LevelFilter::Trace);
         assert_eq!(Cmdline("").log_level(), log::LevelFilter::Info);
+    }
+
+    #[test]
+    fn parses_the_ip_identity_and_mac() {
+        let c = Cmdline("role=server ip=10.0.0.2/24 mac=02:00:00:00:00:0a");
+        assert_eq!(
+            c.ipv4(),
+            Ok(Some(Ipv4Identity {
+                addr: [10, 0, 0, 2],
+                prefix_len: 24
+            }))
+        );
+        assert_eq!(c.mac(), Ok(Some([2, 0, 0, 0, 0, 10])));
+        assert_eq!(
+            Cmdline("ip=192.168.1.9").ipv4().unwrap().unwrap().prefix_len,
+            32
+        );
+        assert_eq!(Cmdline("").ipv4(), Ok(None));
+        assert_eq!(Cmdline("").mac(), Ok(None));
+        for bad in ["ip=10.0.0/24", "ip=10.0.0.2/33", "ip=10.0.0.2/x", "ip=host"] {
+            assert!(Cmdline(bad).ipv4().is_err(), "{bad}");
+        }
+        for bad in ["mac=02:00:00:00:00", "mac=02:00:00:00:00:0a:0b", "mac=2:0:0:0:0:a"] {
+            assert!(Cmdline(bad).mac().is_err(), "{bad}");
+        }
     }
 }

@@ -206,6 +206,10 @@ pub enum InvalidInput {
     BadCq,
     /// A GID index beyond the device's GID table.
     GidIndex,
+    /// No free entry left in the GID table for a new address.
+    GidTableFull,
+    /// An IPv4 address that cannot be a node's identity (0.0.0.0, multicast, broadcast).
+    BadIpv4([u8; 4]),
     /// A port number the device does not have (ports count from 1).
     Port(u8),
     /// A memory region longer than the device's `log_max_mrw_sz` allows.

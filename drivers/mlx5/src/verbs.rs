@@ -382,6 +382,36 @@ impl<H: Hal> Context<H> {
         Ok(())
     }
 
+    /// Gives the node the IPv4 address `ip`: programs its RoCE v2 GID (IPv4-mapped,
+    /// [`hca::ipv4_mapped_gid`]) with SET_ROCE_ADDRESS and returns the GID index, to be used as
+    /// [`ConnectOptions::sgid_index`]. As Linux does when an address is added to the netdev
+    /// (drivers/infiniband/core/roce_gid_mgmt.c `update_gid_ip` → cache.c
+    /// `__ib_cache_gid_add`): an entry that already holds the GID is reused, otherwise the
+    /// first empty entry (an all-zero GID) takes it. A full table is
+    /// [`InvalidInput::GidTableFull`]; 0.0.0.0, multicast and broadcast addresses are
+    /// [`InvalidInput::BadIpv4`]. Index 0 stays the default (MAC-derived) GID.
+    pub fn add_ipv4_gid(&self, ip: [u8; 4]) -> Result<u16> {
+        if ip == [0; 4] || ip == [255; 4] || (224..=239).contains(&ip[0]) {
+            return Err(InvalidInput::BadIpv4(ip).into());
+        }
+        let gid = hca::ipv4_mapped_gid(ip);
+        let len = u16::try_from(self.inner.caps.gid_table_len()).unwrap_or(u16::MAX);
+        let mut free = None;
+        for index in 0..len {
+            let (g, _, version) = self.query_gid(index)?;
+            if g == gid && version == hca::ROCE_VERSION_2 as u8 {
+                return Ok(index);
+            }
+            // Index 0 is the default GID's even while it is unset.
+            if g == [0; 16] && free.is_none() && index != 0 {
+                free = Some(index);
+            }
+        }
+        let index = free.ok_or(InvalidInput::GidTableFull)?;
+        self.set_gid(index, gid)?;
+        Ok(index)
+    }
+
     /// Allocates a protection domain.
     pub fn alloc_pd(&self) -> Result<ProtectionDomain<H>> {
         let inner = &self.inner;

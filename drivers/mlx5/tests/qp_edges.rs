@@ -730,7 +730,13 @@ fn a_qp_moved_to_reset_leaves_no_completions_behind() {
     a.to_err().unwrap();
     a.to_reset().unwrap();
     // Reconnected and used again before anyone polled: the new WQE counters start at 0,
-    // as the stale CQEs' did.
+    // as the stale CQEs' did. The peer restarts too: its responder already took a's first
+    // PSNs, and an RC connection restarts on both ends (a requester that starts over at the
+    // same PSN against a responder that moved on only hears ACKs beyond what it sent, which
+    // it ignores, IBTA 9.7.5.1.4 / rxe_comp.c check_psn, until its retries run out).
+    d.to_err().unwrap();
+    d.to_reset().unwrap();
+    d.connect(&ea, &o).unwrap();
     a.connect(&ed, &o).unwrap();
     a.post_send(&[w(77)]).unwrap();
     let got = wait(&mut cq, 1);

@@ -741,6 +741,83 @@ fn gids() {
     assert_eq!(ctx.query_gid(1).unwrap().0, v4);
 }
 
+/// A node's IPv4 identity: `add_ipv4_gid` programs the IPv4-mapped RoCE v2 GID once (the same
+/// address again reuses its entry), refuses addresses that cannot be one, and two HCAs joined
+/// by real RoCEv2 frames connect and move data over those GIDs, each endpoint carrying GID,
+/// QPN, PSN and MAC.
+#[test]
+fn ipv4_identity_gids_connect_two_hcas() {
+    let (sa, sb) = SimHal::pair();
+    let ca = mlx5::Context::open(TestHal(sa.clone()), test_config()).expect("bring-up a");
+    let cb = mlx5::Context::open(TestHal(sb.clone()), test_config()).expect("bring-up b");
+    let ia = ca.add_ipv4_gid([10, 0, 0, 1]).unwrap();
+    let ib = cb.add_ipv4_gid([10, 0, 0, 2]).unwrap();
+    assert_eq!((ia, ib), (1, 1), "the first free entry after the default GID");
+    assert_eq!(ca.add_ipv4_gid([10, 0, 0, 1]).unwrap(), 1, "reused");
+    assert_eq!(ca.add_ipv4_gid([10, 0, 0, 7]).unwrap(), 2);
+    let v4 = mlx5::hca::ipv4_mapped_gid([10, 0, 0, 1]);
+    let (g, mac, ver) = ca.query_gid(1).unwrap();
+    assert_eq!((g, mac, ver as u32), (v4, ca.mac(), mlx5::hca::ROCE_VERSION_2));
+    for bad in [[0, 0, 0, 0], [224, 0, 0, 1], [255, 255, 255, 255]] {
+        assert!(matches!(
+            ca.add_ipv4_gid(bad),
+            Err(Error::Invalid(InvalidInput::BadIpv4(_)))
+        ));
+    }
+
+    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
+    let (mut qa_cq, mut qb_cq) = (ca.create_cq(16).unwrap(), cb.create_cq(16).unwrap());
+    let mut qa = pa.create_qp(&qa_cq, &qa_cq, &QpCaps::default()).unwrap();
+    let mut qb = pb.create_qp(&qb_cq, &qb_cq, &QpCaps::default()).unwrap();
+    let ea = mlx5::QpEndpoint {
+        gid: v4,
+        ..qa.endpoint()
+    };
+    let eb = mlx5::QpEndpoint {
+        gid: mlx5::hca::ipv4_mapped_gid([10, 0, 0, 2]),
+        ..qb.endpoint()
+    };
+    assert_eq!((ea.mac, eb.mac), (ca.mac(), cb.mac()));
+    let oa = mlx5::ConnectOptions {
+        sgid_index: ia as u8,
+        ..mlx5::ConnectOptions::default()
+    };
+    let ob = mlx5::ConnectOptions {
+        sgid_index: ib as u8,
+        ..mlx5::ConnectOptions::default()
+    };
+    qa.connect(&eb, &oa).unwrap();
+    qb.connect(&ea, &ob).unwrap();
+    let src = mr(&pa, 16384);
+    let dst = mr(&pb, 16384);
+    let data = pattern(10_000, 5);
+    src.write(0, &data).unwrap();
+    let remote = Remote {
+        addr: dst.addr(),
+        rkey: dst.rkey(),
+    };
+    qa.post_send(&[SendWr {
+        wr_id: 9,
+        op: SendOp::Write { remote, imm: None },
+        data: SendData::Sges(&[src.sge(0, 10_000)]),
+        flags: SIG,
+    }])
+    .unwrap();
+    let wc = wait(&mut qa_cq, 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success));
+    let mut got = vec![0u8; 10_000];
+    dst.read(0, &mut got).unwrap();
+    assert_eq!(got, data);
+    // It went over the wire as RoCEv2 frames, which B received.
+    let rx = sb.with_hca(|h| {
+        h.port
+            .counters()
+            .get(mlx5_sim::roce::counters::Counter::RxRoceUnicastFrames)
+    });
+    assert!(rx >= 3, "{rx} frames");
+    let _ = &mut qb_cq;
+}
+
 #[test]
 fn completion_events_only_for_armed_cqs() {
     let (_sim, ctx) = open();

@@ -80,6 +80,66 @@ crate::prm_struct! {
         STATE: 0x7c, 0x4;
     }
 
+    /// `mlx5_ifc_query_vport_counter_in_bits`: Linux mlx5_ifc.h:5643.
+    /// Input of [`crate::opcode::QUERY_VPORT_COUNTER`] (0x770).
+    struct query_vport_counter_in[0x100] {
+        OPCODE: 0x0, 0x10;
+        OP_MOD: 0x30, 0x10;
+        OTHER_VPORT: 0x40, 0x1;
+        PORT_NUM: 0x4c, 0x4;
+        VPORT_NUMBER: 0x50, 0x10;
+        CLEAR: 0xc0, 0x1;
+    }
+
+    /// `mlx5_ifc_query_vport_counter_out_bits`: Linux mlx5_ifc.h:5602. Each class is a
+    /// `mlx5_ifc_traffic_counter_bits` (mlx5_ifc.h:3901): 64-bit `packets`, then 64-bit
+    /// `octets`. Output of [`crate::opcode::QUERY_VPORT_COUNTER`].
+    struct query_vport_counter_out[0x1080] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
+        RECEIVED_ERRORS: 0x80, 0x80;
+        TRANSMIT_ERRORS: 0x100, 0x80;
+        RECEIVED_IB_UNICAST: 0x180, 0x80;
+        TRANSMITTED_IB_UNICAST: 0x200, 0x80;
+        RECEIVED_IB_MULTICAST: 0x280, 0x80;
+        TRANSMITTED_IB_MULTICAST: 0x300, 0x80;
+        RECEIVED_ETH_BROADCAST: 0x380, 0x80;
+        TRANSMITTED_ETH_BROADCAST: 0x400, 0x80;
+        RECEIVED_ETH_UNICAST: 0x480, 0x80;
+        TRANSMITTED_ETH_UNICAST: 0x500, 0x80;
+        RECEIVED_ETH_MULTICAST: 0x580, 0x80;
+        TRANSMITTED_ETH_MULTICAST: 0x600, 0x80;
+        LOCAL_LOOPBACK: 0x680, 0x80;
+    }
+
+    /// `mlx5_ifc_query_q_counter_in_bits`: Linux mlx5_ifc.h:6096.
+    /// Input of [`crate::opcode::QUERY_Q_COUNTER`] (0x773).
+    struct query_q_counter_in[0x100] {
+        OPCODE: 0x0, 0x10;
+        OP_MOD: 0x30, 0x10;
+        OTHER_VPORT: 0x40, 0x1;
+        VPORT_NUMBER: 0x50, 0x10;
+        CLEAR: 0xc0, 0x1;
+        AGGREGATE: 0xc1, 0x1;
+        COUNTER_SET_ID: 0xf8, 0x8;
+    }
+
+    /// `mlx5_ifc_query_q_counter_out_bits`: Linux mlx5_ifc.h:5987 (32-bit counters; their
+    /// byte offsets are the model's `roce::counters::Counter::q_counter_offset`).
+    /// Output of [`crate::opcode::QUERY_Q_COUNTER`].
+    struct query_q_counter_out[0x800] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
+        RX_WRITE_REQUESTS: 0x80, 0x20;
+        OUT_OF_SEQUENCE: 0x1c0, 0x20;
+        DUPLICATE_REQUEST: 0x200, 0x20;
+        RNR_NAK_RETRY_ERR: 0x240, 0x20;
+        PACKET_SEQ_ERR: 0x280, 0x20;
+        LOCAL_ACK_TIMEOUT_ERR: 0x300, 0x20;
+        REQ_RNR_RETRIES_EXCEEDED: 0x380, 0x20;
+        REQ_TRANSPORT_RETRIES_EXCEEDED: 0x5a0, 0x20;
+    }
+
     /// `mlx5_ifc_roce_addr_layout_bits`: rdma-core mlx5_ifc.h:4204.
     struct roce_addr_layout[0x100] {
         SOURCE_L3_ADDRESS: 0x0, 0x80;

@@ -1,10 +1,16 @@
-//! RDMA WRITE bandwidth through the model (loopback, one HCA, raw commands and raw WQEs),
-//! next to the host's memcpy of the same sizes in the same run.
+//! RDMA WRITE bandwidth through the model, next to the host's memcpy of the same sizes in the
+//! same run, at path MTU 4096 (`qpc.mtu` 5):
+//!
+//! - **loopback** (one HCA, raw commands and raw WQEs): the message is segmented into real
+//!   RoCEv2 packets (PSNs, AckReq, ACKs through the RC transport); both ends share the guest
+//!   memory, so each packet's payload moves once, by reference (no frame is built, so no ICRC);
+//! - **frames** (two HCAs in one process, `InProcHca::pair`): every packet is a complete
+//!   Ethernet/IPv4/UDP/BTH frame with its ICRC computed by the sender and checked by the
+//!   receiver; the payload is copied into the frame and out of it.
 //!
 //! `cargo bench -p mlx5-sim --bench rdma_write` (plain `std::time`, no harness). Each WRITE is
 //! signaled and polled before the next one is posted: the figure includes WQE fetch, lkey and
-//! rkey translation, the payload copy (one `GuestMemory::copy` in loopback), the ACK and the
-//! CQE.
+//! rkey translation, segmentation, the payload copies, the ACKs and the CQE.
 
 #[path = "../tests/datapath_common/mod.rs"]
 mod dp;
@@ -15,7 +21,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use dp::*;
-use mlx5_prm::{cqe, wqe};
+use mlx5_prm::{cqe, qpc, rst2init_qp_in, wqe};
+use mlx5_sim::device::ExecMode;
 use mlx5_sim::InProcHca;
 
 /// How long each measurement runs (at least; whole iterations).
@@ -25,76 +32,156 @@ fn mb_per_s(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64() / 1e6
 }
 
-fn main() {
-    let sizes = [4usize << 10, 64 << 10, 1 << 20];
-    let max = *sizes.iter().max().unwrap();
-    let mut env = Env::new(InProcHca::deterministic(), 1);
-    let mut scq = env.cq(8);
-    let rcq = env.cq(8);
-    let mut a = env.qp(&scq, &rcq, 8, 4);
-    let b = env.qp(&scq, &rcq, 8, 4);
-    env.connect_local(&a, b.qpn);
-    env.connect_local(&b, a.qpn);
-    let src = env.alloc(max);
-    let dst = env.alloc(max);
-    let lkey = env.mkey(src, max as u64, LR);
-    let rkey = env.mkey(dst, max as u64, RW);
-    let fill: Vec<u8> = (0..max).map(|i| i as u8).collect();
-    env.write(src, &fill);
+/// RST → INIT → RTR → RTS at MTU 4096 (`qpc.mtu` = 5), `log_ack_req_freq` 8, toward `remote_qpn` at `rgid`/`rmac`.
+fn connect_4096(env: &mut Env, qp: &Qp, remote_qpn: u32, rgid: [u8; 16], rmac: [u8; 6]) {
+    let i = env.rst2init_input(qp.qpn);
+    env.raw.exec(&i, 16).ok();
+    let mut i = env.init2rtr_input(qp.qpn, remote_qpn, rgid, rmac, 0x100, 1);
+    qpc::MTU.within(rst2init_qp_in::QPC).set(&mut i, 5).unwrap();
+    // AckReq every 2^8 packets besides each message's last, as Linux sets it
+    // (hw/mlx5/qp.c `MLX5_IB_ACK_REQ_FREQ`).
+    qpc::LOG_ACK_REQ_FREQ
+        .within(rst2init_qp_in::QPC)
+        .set(&mut i, 8)
+        .unwrap();
+    env.raw.exec(&i, 16).ok();
+    let i = env.rtr2rts_input(qp.qpn, 0x100, 7, 7, 14);
+    env.raw.exec(&i, 16).ok();
+}
 
-    println!(
-        "{:>8}  {:>14}  {:>14}  {:>6}",
-        "size", "model MB/s", "memcpy MB/s", "ratio"
-    );
-    for &size in &sizes {
-        // Warm-up and correctness check.
+fn memcpy_mb_s(size: usize) -> f64 {
+    let from: Vec<u8> = (0..size).map(|i| i as u8).collect();
+    let mut to = vec![0u8; size];
+    let start = Instant::now();
+    let mut bytes = 0u64;
+    while start.elapsed() < RUN {
+        for _ in 0..16 {
+            to.copy_from_slice(black_box(&from));
+            black_box(&mut to);
+            bytes += size as u64;
+        }
+    }
+    mb_per_s(bytes, start.elapsed())
+}
+
+/// WRITE bandwidth: posts one signaled WRITE of `size` and waits for its CQE (polling `peer`
+/// too, when there is one), for [`RUN`].
+#[allow(clippy::too_many_arguments)]
+fn write_mb_s(
+    env: &Env,
+    a: &mut Qp,
+    scq: &mut Cq,
+    peer: Option<&InProcHca>,
+    (src, lkey): (u64, u32),
+    (dst, rkey): (u64, u32),
+    size: usize,
+) -> f64 {
+    let mut once = || {
         env.post_send(
-            &mut a,
+            a,
             wqe::opcode::RDMA_WRITE,
             wqe::ctrl::CQ_UPDATE,
             0,
             &[&raddr_seg(dst, rkey), &dseg(size as u32, lkey, src)],
         );
-        let c = env.poll_cq(&mut scq).expect("completion");
-        assert_eq!(c.opcode(), cqe::opcode::REQ);
-        assert_eq!(env.read(dst, size), fill[..size]);
-
-        let start = Instant::now();
-        let mut bytes = 0u64;
-        while start.elapsed() < RUN {
-            for _ in 0..16 {
-                env.post_send(
-                    &mut a,
-                    wqe::opcode::RDMA_WRITE,
-                    wqe::ctrl::CQ_UPDATE,
-                    0,
-                    &[&raddr_seg(dst, rkey), &dseg(size as u32, lkey, src)],
-                );
-                let c = env.poll_cq(&mut scq).expect("completion");
-                debug_assert_eq!(c.opcode(), cqe::opcode::REQ);
-                bytes += size as u64;
-            }
+        let c = match peer {
+            None => env
+                .poll_cq(scq)
+                .expect("loopback completes at the doorbell"),
+            Some(p) => env.wait_cq(scq, &[p]),
+        };
+        debug_assert_eq!(c.opcode(), cqe::opcode::REQ);
+        assert!(!c.is_error(), "error completion {:#x}", c.syndrome());
+    };
+    once();
+    let start = Instant::now();
+    let mut bytes = 0u64;
+    while start.elapsed() < RUN {
+        for _ in 0..16 {
+            once();
+            bytes += size as u64;
         }
-        let model = mb_per_s(bytes, start.elapsed());
+    }
+    mb_per_s(bytes, start.elapsed())
+}
 
-        let from = fill[..size].to_vec();
-        let mut to = vec![0u8; size];
-        let start = Instant::now();
-        let mut bytes = 0u64;
-        while start.elapsed() < RUN {
-            for _ in 0..16 {
-                to.copy_from_slice(black_box(&from));
-                black_box(&mut to);
-                bytes += size as u64;
-            }
+fn main() {
+    let sizes = [4usize << 10, 64 << 10, 1 << 20];
+    let max = *sizes.iter().max().unwrap();
+    let fill: Vec<u8> = (0..max).map(|i| i as u8).collect();
+
+    // Loopback.
+    let mut env = Env::new(InProcHca::deterministic(), 1);
+    let mut scq = env.cq(8);
+    let rcq = env.cq(8);
+    let mut a = env.qp(&scq, &rcq, 8, 4);
+    let b = env.qp(&scq, &rcq, 8, 4);
+    let (gid, mac) = (env.gid, env.mac);
+    connect_4096(&mut env, &a, b.qpn, gid, mac);
+    connect_4096(&mut env, &b, a.qpn, gid, mac);
+    let src = env.alloc(max);
+    let dst = env.alloc(max);
+    let lkey = env.mkey(src, max as u64, LR);
+    let rkey = env.mkey(dst, max as u64, RW);
+    env.write(src, &fill);
+
+    // Two HCAs joined by frames.
+    let (da, db) = InProcHca::pair(ExecMode::Inline);
+    let mut ea = Env::new(da.clone(), 1);
+    let mut eb = Env::new(db.clone(), 2);
+    let (mut fscq, frcq) = (ea.cq(8), ea.cq(8));
+    let (bscq, brcq) = (eb.cq(8), eb.cq(8));
+    let mut fa = ea.qp(&fscq, &frcq, 8, 4);
+    let fb = eb.qp(&bscq, &brcq, 8, 4);
+    let (bgid, bmac, agid, amac) = (eb.gid, eb.mac, ea.gid, ea.mac);
+    connect_4096(&mut ea, &fa, fb.qpn, bgid, bmac);
+    connect_4096(&mut eb, &fb, fa.qpn, agid, amac);
+    let fsrc = ea.alloc(max);
+    let fdst = eb.alloc(max);
+    let flkey = ea.mkey(fsrc, max as u64, LR);
+    let frkey = eb.mkey(fdst, max as u64, RW);
+    ea.write(fsrc, &fill);
+
+    println!(
+        "{:>8}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}",
+        "size", "memcpy", "loopback", "frames", "loop/mem", "frame/mem"
+    );
+    println!("{:>8}  {:>10}  {:>10}  {:>10}", "", "MB/s", "MB/s", "MB/s");
+    for &size in &sizes {
+        let lo = write_mb_s(&env, &mut a, &mut scq, None, (src, lkey), (dst, rkey), size);
+        assert_eq!(env.read(dst, size), fill[..size], "loopback bytes");
+        let only_loop = std::env::var("RDMA_WRITE_BENCH").as_deref() == Ok("loopback");
+        let fr = if only_loop {
+            0.0
+        } else {
+            write_mb_s(
+                &ea,
+                &mut fa,
+                &mut fscq,
+                Some(&db),
+                (fsrc, flkey),
+                (fdst, frkey),
+                size,
+            )
+        };
+        if !only_loop {
+            assert_eq!(eb.read(fdst, size), fill[..size], "frame bytes");
         }
-        let host = mb_per_s(bytes, start.elapsed());
+        let host = memcpy_mb_s(size);
         println!(
-            "{:>7}K  {:>14.0}  {:>14.0}  {:>6.2}",
+            "{:>7}K  {:>10.0}  {:>10.0}  {:>10.0}  {:>9.2}  {:>9.2}",
             size >> 10,
-            model,
             host,
-            model / host
+            lo,
+            fr,
+            lo / host,
+            fr / host
         );
     }
+    let frames = da.with_hca(|h| {
+        h.port
+            .counters()
+            .get(mlx5_sim::roce::counters::Counter::TxRoceUnicastFrames)
+    });
+    println!("(frames sent by the frame-linked HCA: {frames}, each with its ICRC)");
 }

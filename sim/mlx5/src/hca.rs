@@ -98,6 +98,7 @@ use mlx5_prm::*;
 /// | 0x5108_0005  | BAD_PARAM       | SET_ROCE_ADDRESS: bad roce_version / roce_l3_type         |
 /// | 0x5108_0006  | BAD_PARAM       | QUERY/SET_ROCE_ADDRESS: vhca_port_num not 0 (or 1 with vHCA ports) |
 /// | 0x5108_0007  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: mtu out of range                |
+/// | 0x5108_0008  | BAD_PARAM       | QUERY_VPORT_COUNTER: port_num not 0/1; QUERY_Q_COUNTER: counter_set_id not 0 |
 ///
 /// Releasing an object another object still names fails with RES_BUSY, which Linux turns into
 /// -EBUSY (drivers/net/ethernet/mellanox/mlx5/core/cmd.c `cmd_status_to_err`; rdma-core
@@ -174,6 +175,7 @@ pub mod syndrome {
     pub const GID_TYPE: u32 = 0x5108_0005;
     pub const GID_PORT: u32 = 0x5108_0006;
     pub const VPORT_MTU: u32 = 0x5108_0007;
+    pub const VPORT_COUNTER_SET: u32 = 0x5108_0008;
 }
 
 /// Shorthand for a failed command.
@@ -1053,6 +1055,18 @@ fn spec(opcode: u16) -> Option<Spec> {
             vport::cmd_query_vport_state,
         )
         .op_mod(),
+        opcode::QUERY_VPORT_COUNTER => fixed(
+            query_vport_counter_in::BYTES,
+            query_vport_counter_out::BYTES,
+            S_INIT,
+            vport::cmd_query_vport_counter,
+        ),
+        opcode::QUERY_Q_COUNTER => fixed(
+            query_q_counter_in::BYTES,
+            query_q_counter_out::BYTES,
+            S_INIT,
+            vport::cmd_query_q_counter,
+        ),
         opcode::QUERY_NIC_VPORT_CONTEXT => fixed(
             query_nic_vport_context_in::BYTES,
             query_nic_vport_context_out::BYTES,

@@ -28,6 +28,7 @@ pub mod pci;
 pub mod pd;
 pub mod proxy;
 pub mod qp;
+pub mod rcpath;
 pub mod roce;
 pub mod trace;
 pub mod uar;

@@ -15,7 +15,6 @@
 //! transition (qp.c `opt_mask[][][MLX5_QP_ST_RC]`) are refused with BAD_PARAM.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::Instant;
 
 use mlx5_prm::{
     ads, cmd_hca_cap, cmd_status, create_qp_in, create_qp_out, destroy_qp_in, opcode, qp,
@@ -107,55 +106,6 @@ pub enum Route {
     Remote,
 }
 
-/// Status of a send WQE the requester is working on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WqeStatus {
-    /// Sent (or stalled), waiting for its ACK / response.
-    Pending,
-    /// Completed successfully.
-    Done,
-    /// Completed in error: CQE syndrome and vendor syndrome.
-    Failed(u8, u8),
-}
-
-/// A send WQE between execution and completion.
-#[derive(Clone, Debug)]
-pub(crate) struct Inflight {
-    /// The WQE's index (`opmod_idx_opcode` bits 23:8), reported as the CQE's `wqe_counter`.
-    pub wqe_index: u16,
-    /// SQ position (WQEBB counter) of the WQE, to fetch it again for retransmission or for
-    /// the scatter of a READ / atomic response.
-    pub sq_pos: u16,
-    /// Send opcode.
-    pub opcode: u8,
-    /// CE requested.
-    pub signaled: bool,
-    /// First PSN the WQE's message uses (unused for NOP).
-    pub first_psn: u32,
-    /// PSNs the message uses (0 for NOP).
-    pub npkts: u32,
-    /// Message length (CQE byte_cnt).
-    pub byte_len: u32,
-    pub status: WqeStatus,
-}
-
-impl Inflight {
-    /// Last PSN of the message.
-    pub fn last_psn(&self) -> u32 {
-        self.first_psn.wrapping_add(self.npkts.max(1) - 1) & QPN_MASK
-    }
-    /// Whether this WQE waits for response data (READ, atomics) rather than an ACK.
-    pub fn wants_response(&self) -> bool {
-        matches!(
-            self.opcode,
-            mlx5_prm::wqe::opcode::RDMA_READ
-                | mlx5_prm::wqe::opcode::ATOMIC_CS
-                | mlx5_prm::wqe::opcode::ATOMIC_FA
-        )
-    }
-}
-
-/// Remote address path (`ads`) fields the model uses.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct AddressPath {
     pub rgid: [u8; 16],
@@ -214,39 +164,28 @@ pub struct Qp {
     pub(crate) npsn: u32,
     /// SQ WQEBB counter of the next WQE to execute.
     pub(crate) sq_next: u16,
-    pub(crate) inflight: VecDeque<Inflight>,
-    /// Transport retries left before RETRY_EXC_ERR.
-    pub(crate) retries_left: u32,
-    /// RNR retries left before RNR_RETRY_EXC_ERR (7 = infinite).
-    pub(crate) rnr_left: u32,
-    /// When the ACK timer of the oldest unacknowledged request expires.
-    pub(crate) ack_deadline: Option<Instant>,
-    /// When to resend after an RNR NAK.
-    pub(crate) rnr_deadline: Option<Instant>,
-    /// A local error waits for earlier WQEs to complete: execute nothing more.
+    /// Send WQEs taken from the SQ and not completed yet, in SQ order.
+    pub(crate) wrs: VecDeque<crate::rcpath::WrSlot>,
+    /// The next work request handle.
+    pub(crate) next_wr: u64,
+    /// A local error waits for earlier WQEs to complete: take nothing more from the SQ.
     pub(crate) sq_blocked: bool,
     // Responder runtime.
-    /// Expected PSN.
+    /// The first expected PSN (`next_rcv_psn`).
     pub(crate) epsn: u32,
     /// RQ WQEs consumed.
     pub(crate) rq_ci: u32,
-    /// A PSN sequence NAK was sent for this expected PSN (only one per gap).
-    pub(crate) nak_seq_sent: Option<u32>,
-    /// Results of recent atomics by PSN, to answer duplicates.
-    pub(crate) atomic_replay: VecDeque<(u32, [u8; 8])>,
+    /// The RC transport (from RTR).
+    pub(crate) rc: Option<Box<crate::rcpath::RcState>>,
     /// Communication-established event already posted.
     pub(crate) comm_est: bool,
-    qpc: [u8; qpc::BYTES],
+    pub(crate) qpc: [u8; qpc::BYTES],
 }
 
 impl Qp {
     /// Number of SQ WQEBBs (0 without an SQ).
     pub(crate) fn sq_size(&self) -> u32 {
         self.sq_log_size.map_or(0, |l| 1 << l)
-    }
-    /// MTU in bytes.
-    pub(crate) fn mtu_bytes(&self) -> u64 {
-        128u64 << self.mtu.clamp(1, 5)
     }
 
     /// Copies one qpc field from a command's context into the saved context (QUERY_QP).
@@ -269,16 +208,12 @@ impl Qp {
     fn reset_runtime(&mut self) {
         self.npsn = 0;
         self.sq_next = 0;
-        self.inflight.clear();
-        self.retries_left = 0;
-        self.rnr_left = 0;
-        self.ack_deadline = None;
-        self.rnr_deadline = None;
+        self.wrs.clear();
+        self.next_wr = 0;
         self.sq_blocked = false;
         self.epsn = 0;
         self.rq_ci = 0;
-        self.nak_seq_sent = None;
-        self.atomic_replay.clear();
+        self.rc = None;
         self.comm_est = false;
         self.route = Route::None;
     }
@@ -287,18 +222,20 @@ impl Qp {
     fn query_context(&self) -> [u8; qpc::BYTES] {
         let mut c = self.qpc;
         let _ = qpc::STATE.set(&mut c, self.state as u32);
-        let _ = qpc::NEXT_SEND_PSN.set(&mut c, self.npsn);
-        let _ = qpc::NEXT_RCV_PSN.set(&mut c, self.epsn);
+        let (npsn, epsn, acked) = match &self.rc {
+            Some(rc) => (
+                rc.qp.requester.next_psn(),
+                rc.qp.responder.expected_psn(),
+                rc.qp.requester.unacked_psn().wrapping_sub(1) & QPN_MASK,
+            ),
+            None => (self.npsn, self.epsn, self.npsn.wrapping_sub(1) & QPN_MASK),
+        };
+        let _ = qpc::NEXT_SEND_PSN.set(&mut c, npsn);
+        let _ = qpc::NEXT_RCV_PSN.set(&mut c, epsn);
         let _ = qpc::HW_SQ_WQEBB_COUNTER.set(&mut c, self.sq_next as u32);
         let _ = qpc::HW_RQ_COUNTER.set(&mut c, self.rq_ci);
-        let _ = qpc::CUR_RNR_RETRY.set(&mut c, self.rnr_left.min(7));
-        let _ = qpc::CUR_RETRY_COUNT.set(&mut c, self.retries_left.min(7));
-        let acked = self
-            .inflight
-            .front()
-            .map_or(self.npsn, |i| i.first_psn)
-            .wrapping_sub(1)
-            & QPN_MASK;
+        let _ = qpc::CUR_RNR_RETRY.set(&mut c, self.rnr_retry.min(7));
+        let _ = qpc::CUR_RETRY_COUNT.set(&mut c, self.retry_count.min(7));
         let _ = qpc::LAST_ACKED_PSN.set(&mut c, acked);
         c
     }
@@ -505,16 +442,12 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         log_sra_max: 0,
         npsn: 0,
         sq_next: 0,
-        inflight: VecDeque::new(),
-        retries_left: 0,
-        rnr_left: 0,
-        ack_deadline: None,
-        rnr_deadline: None,
+        wrs: VecDeque::new(),
+        next_wr: 0,
         sq_blocked: false,
         epsn: 0,
         rq_ci: 0,
-        nak_seq_sent: None,
-        atomic_replay: VecDeque::new(),
+        rc: None,
         comm_est: false,
         qpc: saved,
     };
@@ -620,6 +553,7 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
         } else if let Some(q) = hca.qps.qps.get_mut(&qpn) {
             q.state = qp::state::RST;
             q.reset_runtime();
+            crate::rcpath::on_transition(hca, qpn, cur, qp::state::RST);
         }
         return Ok(());
     }
@@ -756,8 +690,6 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
                 q.rnr_retry = get(qpc::RNR_RETRY, ctx);
                 q.log_sra_max = get(qpc::LOG_SRA_MAX, ctx);
                 q.path.ack_timeout = path.ack_timeout;
-                q.retries_left = q.retry_count;
-                q.rnr_left = q.rnr_retry;
                 for f in [
                     qpc::NEXT_SEND_PSN,
                     qpc::RETRY_COUNT,
@@ -778,6 +710,7 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
         }
     }
     q.state = to;
+    crate::rcpath::on_transition(hca, qpn, cur, to);
     // Work posted before RTS runs now (the SQ doorbell may have rung earlier).
     if to == qp::state::RTS {
         crate::datapath::kick(hca, qpn);

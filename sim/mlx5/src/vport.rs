@@ -12,7 +12,8 @@ use crate::cmd::CmdResult;
 use crate::hca::{fail, get, put, syndrome, Hca};
 use mlx5_prm::{
     cmd_status, linux_layout, modify_nic_vport_context_in, modify_nic_vport_field_select,
-    nic_vport_context, query_nic_vport_context_out, query_roce_address_in, query_roce_address_out,
+    nic_vport_context, query_nic_vport_context_out, query_q_counter_in, query_q_counter_out,
+    query_roce_address_in, query_roce_address_out, query_vport_counter_in, query_vport_counter_out,
     query_vport_state_in, query_vport_state_out, roce_addr_layout, set_roce_address_in, Field,
 };
 
@@ -109,6 +110,106 @@ pub(crate) fn cmd_query_vport_state(_hca: &mut Hca, input: &[u8], out: &mut [u8]
     // The link is up once the HCA is initialized (the loopback/wire port never goes down on
     // its own).
     put(out, query_vport_state_out::STATE, VPORT_STATE_UP);
+    Ok(())
+}
+
+/// QUERY_VPORT_COUNTER (0x770): the port's RoCE and Ethernet traffic classes, mapped from the
+/// port counters as roce/counters.rs documents (`Counter::prm`: `received_ib_unicast` =
+/// RoCE frames received, `transmitted_ib_unicast` = RoCE frames sent, the `*_eth_*` classes =
+/// non-RoCE frames; Linux mlx5 en_stats.c names the ib classes "rx/tx_vport_rdma_*"). Counters
+/// with no PRM class stay 0 here. `clear` zeroes the reported counters after reading them.
+pub(crate) fn cmd_query_vport_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+    use crate::roce::counters::{Counter, PrmHome};
+    check_own_vport(input)?;
+    // Model choice: one physical port; port_num 0 (the function's) or 1.
+    if get(input, query_vport_counter_in::PORT_NUM) > 1 {
+        return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_COUNTER_SET);
+    }
+    let classes = [
+        ("received_errors", query_vport_counter_out::RECEIVED_ERRORS),
+        ("transmit_errors", query_vport_counter_out::TRANSMIT_ERRORS),
+        (
+            "received_ib_unicast",
+            query_vport_counter_out::RECEIVED_IB_UNICAST,
+        ),
+        (
+            "transmitted_ib_unicast",
+            query_vport_counter_out::TRANSMITTED_IB_UNICAST,
+        ),
+        (
+            "received_ib_multicast",
+            query_vport_counter_out::RECEIVED_IB_MULTICAST,
+        ),
+        (
+            "transmitted_ib_multicast",
+            query_vport_counter_out::TRANSMITTED_IB_MULTICAST,
+        ),
+        (
+            "received_eth_broadcast",
+            query_vport_counter_out::RECEIVED_ETH_BROADCAST,
+        ),
+        (
+            "transmitted_eth_broadcast",
+            query_vport_counter_out::TRANSMITTED_ETH_BROADCAST,
+        ),
+        (
+            "received_eth_unicast",
+            query_vport_counter_out::RECEIVED_ETH_UNICAST,
+        ),
+        (
+            "transmitted_eth_unicast",
+            query_vport_counter_out::TRANSMITTED_ETH_UNICAST,
+        ),
+        (
+            "received_eth_multicast",
+            query_vport_counter_out::RECEIVED_ETH_MULTICAST,
+        ),
+        (
+            "transmitted_eth_multicast",
+            query_vport_counter_out::TRANSMITTED_ETH_MULTICAST,
+        ),
+    ];
+    let pc = hca.port.counters().clone();
+    let clear = get(input, query_vport_counter_in::CLEAR) != 0;
+    for c in Counter::ALL.iter().copied() {
+        let PrmHome::Vport { class, field } = c.prm() else {
+            continue;
+        };
+        let Some((_, f)) = classes.iter().find(|(n, _)| *n == class) else {
+            continue;
+        };
+        // traffic_counter: packets at +0, octets at +8 (64-bit big-endian each).
+        let at = f.byte_offset() + if field == "octets" { 8 } else { 0 };
+        out[at..at + 8].copy_from_slice(&pc.get(c).to_be_bytes());
+        if clear {
+            pc.reset(c);
+        }
+    }
+    Ok(())
+}
+
+/// QUERY_Q_COUNTER (0x773): the RoCE transport counters (roce/counters.rs `Counter::prm` =
+/// `QCounter`, at `Counter::q_counter_offset`). The model has no ALLOC_Q_COUNTER: counter set 0
+/// is the port's, counting every QP (model choice); any other id is refused.
+pub(crate) fn cmd_query_q_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+    use crate::roce::counters::Counter;
+    check_own_vport(input)?;
+    if get(input, query_q_counter_in::COUNTER_SET_ID) != 0 {
+        return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_COUNTER_SET);
+    }
+    let pc = hca.port.counters().clone();
+    let clear = get(input, query_q_counter_in::CLEAR) != 0;
+    for c in Counter::ALL.iter().copied() {
+        let Some(at) = c.q_counter_offset() else {
+            continue;
+        };
+        // The PRM fields are 32 bits and wrap.
+        out[at..at + 4].copy_from_slice(&(pc.get(c) as u32).to_be_bytes());
+        if clear {
+            pc.reset(c);
+        }
+    }
+    let _ = query_q_counter_out::STATUS;
     Ok(())
 }
 

@@ -1,20 +1,25 @@
-//! Two HCAs on a wire: the in-process channel pair, the UNIX socket between two threads (as
-//! between two processes), and RC PSN checking against a raw socket peer.
+//! Two HCAs on a wire: the in-process frame pair, the shared-memory pair (packets by
+//! reference), the UNIX socket between two threads (as between two processes, QEMU stream
+//! framing), and RC PSN checking against a raw RoCEv2 peer on the socket.
 
 #[path = "datapath_common/mod.rs"]
 mod dp;
 #[path = "raw/mod.rs"]
 mod raw;
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
+use std::net::Ipv4Addr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use dp::*;
 use mlx5_prm::{cqe, qp, wqe};
 use mlx5_sim::device::ExecMode;
-use mlx5_sim::wire::{decode, encode, Decoded, Nak, Op, Packet, Port};
+use mlx5_sim::roce::link::{Link, StreamAddr};
+use mlx5_sim::roce::{
+    decode, Aeth, AethKind, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode, Opcode, Reth,
+    RoceHeaders, UdpHdr,
+};
+use mlx5_sim::wire::Port;
 use mlx5_sim::InProcHca;
 
 const CE: u8 = wqe::ctrl::CQ_UPDATE;
@@ -352,37 +357,67 @@ fn two_hcas_over_a_unix_socket_in_two_threads() {
     side_b.join().unwrap();
 }
 
-/// A raw RC peer on the socket: sends frames, reads answers.
+/// A raw RoCEv2 peer on the socket: QEMU stream framing, frames built with the codec.
 struct RawPeer {
-    s: UnixStream,
-    rbuf: Vec<u8>,
+    link: Link,
+    mac: [u8; 6],
+    ip: Ipv4Addr,
+    hca_mac: [u8; 6],
+    hca_ip: Ipv4Addr,
 }
 
 impl RawPeer {
-    fn send(&mut self, p: &Packet) {
-        let mut out = Vec::new();
-        encode(p, &mut out);
-        self.s.write_all(&out).unwrap();
+    fn send(&mut self, from_ip: Ipv4Addr, bth: Bth, ext: ExtHdrs, payload: &[u8]) {
+        let h = RoceHeaders {
+            eth: EthHdr {
+                dst: self.hca_mac,
+                src: self.mac,
+                vlan: None,
+            },
+            ip: IpHdr::V4(Ipv4Hdr {
+                dscp: 0,
+                ecn: 0,
+                identification: 0,
+                dont_fragment: true,
+                ttl: 64,
+                src: from_ip,
+                dst: self.hca_ip,
+            }),
+            udp: UdpHdr {
+                src_port: 0xc123,
+                checksum: 0,
+            },
+            bth,
+            ext,
+        };
+        self.link.send(h.encode(payload).unwrap()).unwrap();
     }
 
-    fn recv(&mut self, dev: &InProcHca) -> Packet {
+    /// The next frame from the HCA: (BTH, AETH).
+    fn recv(&mut self, dev: &InProcHca) -> (Bth, Option<Aeth>) {
         let deadline = Instant::now() + PATIENCE;
         loop {
-            if let Decoded::Frame(p, used) = decode(&self.rbuf) {
-                self.rbuf.drain(..used);
-                return p;
-            }
             dev.poll();
-            let mut chunk = [0u8; 4096];
-            match self.s.read(&mut chunk) {
-                Ok(0) => panic!("HCA closed the link"),
-                Ok(n) => self.rbuf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => panic!("{e}"),
+            let f = self
+                .link
+                .recv_deadline(Instant::now() + Duration::from_millis(2))
+                .unwrap();
+            if let Some(f) = f {
+                let Ok(Frame::Roce(r)) = decode(&f) else {
+                    panic!("not a RoCEv2 frame: {f:02x?}");
+                };
+                assert!(r.icrc_ok(), "bad ICRC from the HCA");
+                assert_eq!(r.hdrs.eth.dst, self.mac);
+                assert_eq!(r.hdrs.ip.dst(), self.ip);
+                return (r.hdrs.bth, r.hdrs.ext.aeth);
             }
             assert!(Instant::now() < deadline, "no answer from the HCA");
         }
     }
+}
+
+fn v4(gid: &[u8; 16]) -> Ipv4Addr {
+    Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15])
 }
 
 #[test]
@@ -397,80 +432,87 @@ fn responder_checks_psns_from_a_raw_peer() {
     let buf = e.alloc(4096);
     let key = e.mkey(buf, 4096, LW | RW);
     let peer_qpn = 0x500;
-    let peer_gid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
-    e.connect_with(&b, peer_qpn, peer_gid, [2, 0, 0, 0, 0, 9], 3, 7, 7, 14);
-    let s = UnixStream::connect(&path).unwrap();
-    s.set_nonblocking(true).unwrap();
+    let peer_ip = Ipv4Addr::new(10, 0, 0, 9);
+    let peer_gid = peer_ip.to_ipv6_mapped().octets();
+    let peer_mac = [2, 0, 0, 0, 0, 9];
+    e.connect_with(&b, peer_qpn, peer_gid, peer_mac, 3, 7, 7, 14);
+    let link = Link::connect(
+        &StreamAddr::Unix(path.clone()),
+        Instant::now() + Duration::from_secs(5),
+    )
+    .unwrap();
     let mut peer = RawPeer {
-        s,
-        rbuf: Vec::new(),
+        link,
+        mac: peer_mac,
+        ip: peer_ip,
+        hca_mac: e.mac,
+        hca_ip: v4(&e.gid),
     };
-    let (b_qpn, b_gid) = (b.qpn, e.gid);
-    let send = |psn: u32, payload: &[u8]| {
-        let mut p = Packet::new(
-            b_qpn,
-            peer_qpn,
-            psn,
-            Op::Send {
-                imm: None,
-                solicited: false,
-            },
-        );
-        p.dst_gid = b_gid;
-        p.src_gid = peer_gid;
-        p.data = payload.to_vec();
-        p.len = payload.len();
-        p
+    let b_qpn = b.qpn;
+    let send_bth = |psn: u32| {
+        let mut h = Bth::new(Opcode::RC_SEND_ONLY, b_qpn, psn);
+        h.ack_req = true;
+        h
     };
+    let aeth = |a: Option<Aeth>| a.expect("AETH").kind();
     // The QP expects PSN 0x100 (connect_with). Ahead: one sequence NAK naming 0x100.
-    peer.send(&send(0x102, b"x"));
-    peer.send(&send(0x103, b"y"));
-    let n = peer.recv(&dev);
+    peer.send(peer_ip, send_bth(0x102), ExtHdrs::default(), b"x");
+    peer.send(peer_ip, send_bth(0x103), ExtHdrs::default(), b"y");
+    let (h, a) = peer.recv(&dev);
     assert_eq!(
-        (n.op, n.psn, n.dst_qpn),
-        (Op::Nak(Nak::PsnSequence), 0x100, peer_qpn)
+        (h.opcode, h.psn, h.dest_qp, aeth(a)),
+        (
+            Opcode::RC_ACKNOWLEDGE,
+            0x100,
+            peer_qpn,
+            AethKind::Nak(NakCode::PsnSequenceError)
+        )
     );
     // No receive posted: RNR NAK with the QP's min_rnr_nak (3).
-    peer.send(&send(0x100, b"abc"));
-    let n = peer.recv(&dev);
-    assert_eq!((n.op, n.psn), (Op::Nak(Nak::Rnr { timer: 3 }), 0x100));
+    peer.send(peer_ip, send_bth(0x100), ExtHdrs::default(), b"abc");
+    let (h, a) = peer.recv(&dev);
+    assert_eq!((h.psn, aeth(a)), (0x100, AethKind::RnrNak { timer: 3 }));
     e.post_recv(&mut b, &[(64, key, buf)]);
     e.post_recv(&mut b, &[(64, key, buf + 64)]);
-    peer.send(&send(0x100, b"abc"));
-    let n = peer.recv(&dev);
-    assert_eq!((n.op, n.psn), (Op::Ack, 0x100));
+    peer.send(peer_ip, send_bth(0x100), ExtHdrs::default(), b"abc");
+    let (h, a) = peer.recv(&dev);
+    assert_eq!((h.psn, aeth(a)), (0x100, AethKind::Ack { credit: 31 }));
     assert_eq!(e.read(buf, 3), b"abc");
     // A duplicate is acknowledged again and not delivered twice.
-    peer.send(&send(0x100, b"abc"));
-    let n = peer.recv(&dev);
-    assert_eq!((n.op, n.psn), (Op::Ack, 0x100));
+    peer.send(peer_ip, send_bth(0x100), ExtHdrs::default(), b"abc");
+    let (h, a) = peer.recv(&dev);
+    assert!(matches!(aeth(a), AethKind::Ack { .. }));
+    assert_eq!(h.psn, 0x100);
     let r = e.poll_cq(&mut rcq).unwrap();
     assert_eq!(
         (r.opcode(), r.byte_cnt(), r.remote_qpn()),
         (cqe::opcode::RESP_SEND, 3, peer_qpn)
     );
     assert!(e.poll_cq(&mut rcq).is_none());
-    // Packets from a QP we are not connected to are dropped silently.
-    let mut stranger = send(0x101, b"zz");
-    stranger.src_qpn = 0x777;
-    peer.send(&stranger);
-    // An RDMA WRITE outside the rkey: remote access NAK, the QP goes to ERR.
-    let mut w = Packet::new(
-        b.qpn,
-        peer_qpn,
-        0x101,
-        Op::Write {
-            raddr: buf + 4090,
-            rkey: key,
-            imm: None,
-            solicited: false,
-        },
+    // Packets from an address we are not connected to are dropped silently.
+    peer.send(
+        Ipv4Addr::new(10, 0, 0, 77),
+        send_bth(0x101),
+        ExtHdrs::default(),
+        b"zz",
     );
-    w.data = vec![1; 16];
-    w.len = 16;
-    peer.send(&w);
-    let n = peer.recv(&dev);
-    assert_eq!((n.op, n.psn), (Op::Nak(Nak::RemoteAccess), 0x101));
+    // An RDMA WRITE outside the rkey: remote access NAK, the QP goes to ERR.
+    let mut wb = Bth::new(Opcode::RC_RDMA_WRITE_ONLY, b_qpn, 0x101);
+    wb.ack_req = true;
+    let ext = ExtHdrs {
+        reth: Some(Reth {
+            va: buf + 4090,
+            r_key: key,
+            dma_len: 16,
+        }),
+        ..ExtHdrs::default()
+    };
+    peer.send(peer_ip, wb, ext, &[1; 16]);
+    let (h, a) = peer.recv(&dev);
+    assert_eq!(
+        (h.psn, aeth(a)),
+        (0x101, AethKind::Nak(NakCode::RemoteAccessError))
+    );
     assert_eq!(e.qp_state(b.qpn), qp::state::ERR as u32);
     assert!(e.read(buf + 4090, 6).iter().all(|&x| x == 0));
     let f = e.poll_cq(&mut rcq).unwrap();

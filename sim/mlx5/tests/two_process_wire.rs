@@ -166,30 +166,54 @@ impl Drop for TempDir {
 
 #[test]
 fn two_qemu_guests_talk_over_the_wire() {
-    let dir = TempDir(std::env::temp_dir().join(format!("mlx5-2proc-{}", std::process::id())));
+    two_sims("unix", None);
+}
+
+/// The same over TCP (`--wire-listen tcp:127.0.0.1:PORT`), with A capturing its wire
+/// (`--wire-pcap`): the capture holds both directions and every ICRC in it is good.
+#[test]
+fn two_sims_over_tcp_with_a_capture() {
+    // A port that was free a moment ago (the sim binds it again at once).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    two_sims("tcp", Some(format!("tcp:127.0.0.1:{port}")));
+}
+
+fn two_sims(tag: &str, tcp: Option<String>) {
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("mlx5-2proc-{}-{tag}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
     let (a_sock, b_sock, wire) = (
         dir.0.join("a.sock"),
         dir.0.join("b.sock"),
         dir.0.join("wire.sock"),
     );
+    let wire: std::ffi::OsString = tcp.clone().map_or(wire.into_os_string(), Into::into);
+    let pcap = dir.0.join("a.pcap");
 
     // A listens for the wire before it listens for QEMU, so once A's QEMU socket answers, B
     // can connect its wire.
-    let mut sim_a = spawn(&[
+    let mut a_args: Vec<&std::ffi::OsStr> = vec![
         "--listen".as_ref(),
         a_sock.as_os_str(),
         "--wire-listen".as_ref(),
-        wire.as_os_str(),
+        &wire,
         "--mac".as_ref(),
         "02:00:00:00:00:0a".as_ref(),
-    ]);
+    ];
+    if tcp.is_some() {
+        a_args.extend(["--wire-pcap".as_ref(), pcap.as_os_str()]);
+    }
+    let mut sim_a = spawn(&a_args);
     let qa = connect(&a_sock, &mut sim_a);
     let mut sim_b = spawn(&[
         "--listen".as_ref(),
         b_sock.as_os_str(),
         "--wire-connect".as_ref(),
-        wire.as_os_str(),
+        &wire,
         "--mac".as_ref(),
         "02:00:00:00:00:0b".as_ref(),
     ]);
@@ -279,4 +303,28 @@ fn two_qemu_guests_talk_over_the_wire() {
     // Both processes are still serving.
     assert!(sim_a.0.try_wait().unwrap().is_none());
     assert!(sim_b.0.try_wait().unwrap().is_none());
+
+    if tcp.is_some() {
+        // A's capture (written unbuffered as frames pass): WRITE, SEND and READ packets and
+        // their ACKs / responses, every ICRC good.
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mlx5-sim"))
+            .arg("--decode-pcap")
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        for op in [
+            "RC_RDMA_WRITE_FIRST",
+            "RC_SEND_LAST_WITH_IMMEDIATE",
+            "RC_RDMA_READ_REQUEST",
+            "RC_RDMA_READ_RESPONSE_LAST",
+            "RC_ACKNOWLEDGE",
+            "10.0.0.1 > 10.0.0.2",
+            "10.0.0.2 > 10.0.0.1",
+        ] {
+            assert!(text.contains(op), "{op} missing:\n{text}");
+        }
+        assert!(!text.contains("icrc=bad"), "{text}");
+    }
 }

@@ -40,11 +40,16 @@ struct Args {
     opts: Mlx5Options,
     faults: Faults,
     port: Option<mlx5_sim::wire::Port>,
+    wire_pcap: Option<String>,
+    wire_fault: Option<mlx5_sim::roce::link::FaultSpec>,
 }
 
 const USAGE: &str =
     "usage: mlx5-sim (--fd N | --listen PATH) [--trace] [--bar64] [--init-delay-ms MS] \
-[--inline] [--mac MAC] [--fault SPEC]... [--wire-listen PATH | --wire-connect PATH]";
+[--inline] [--mac MAC] [--fault SPEC]... [--wire-listen ADDR | --wire-connect ADDR] \
+[--wire-pcap FILE] [--wire-fault SPEC]\n       mlx5-sim --decode-pcap FILE\n\n\
+ADDR is a UNIX socket PATH, unix:PATH or tcp:IP:PORT; the wire carries RoCEv2 frames with \
+QEMU's -netdev stream framing.";
 
 fn parse_mac(v: &str) -> Option<[u8; 6]> {
     let parts: Vec<u8> = v
@@ -69,6 +74,8 @@ fn parse_args() -> Result<Args, String> {
             .map_err(|e| format!("MLX5_SIM_FAULTS: {e}"))?;
     }
     let mut port = None;
+    let mut wire_pcap = None;
+    let mut wire_fault = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
@@ -103,6 +110,11 @@ fn parse_args() -> Result<Args, String> {
                 faults.apply_spec(&v).map_err(|e| format!("--fault: {e}"))?;
             }
             "-h" | "--help" => return Err(String::new()),
+            "--wire-pcap" => wire_pcap = Some(value("--wire-pcap")?),
+            "--wire-fault" => {
+                let v = value("--wire-fault")?;
+                wire_fault = Some(v.parse().map_err(|e| format!("--wire-fault {v}: {e}"))?);
+            }
             flag if flag.starts_with("--wire-") => {
                 let v = value(flag)?;
                 match mlx5_sim::wire::port_from_args(flag, &v) {
@@ -120,6 +132,8 @@ fn parse_args() -> Result<Args, String> {
         opts,
         faults,
         port,
+        wire_pcap,
+        wire_fault,
     })
 }
 
@@ -179,6 +193,27 @@ fn main() -> ExitCode {
         if let Some(port) = args.port {
             hca.port = port;
         }
+        if let Some(path) = &args.wire_pcap {
+            // Unbuffered: the process usually ends by a signal when QEMU goes away, and every
+            // frame written so far must be in the file.
+            let tap = std::fs::File::create(path)
+                .and_then(mlx5_sim::roce::link::PcapTap::new);
+            match tap {
+                Ok(t) => {
+                    if !hca.port.set_pcap(t) {
+                        eprintln!("mlx5-sim: --wire-pcap needs --wire-listen or --wire-connect");
+                        return ExitCode::from(2);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("mlx5-sim: --wire-pcap {path}: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        if let Some(spec) = args.wire_fault {
+            hca.port.set_faults(spec);
+        }
         let faults = args.faults;
         hca.update_faults(|f| *f = faults);
     }
@@ -194,7 +229,9 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            if serve_one(&mut server, &sock) {
+            let ok = serve_one(&mut server, &sock);
+            server.function().lock_hca().port.shutdown();
+            if ok {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

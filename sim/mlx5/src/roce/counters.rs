@@ -1,10 +1,10 @@
 //! Port counters, kept as a ConnectX port keeps them, and their PRM homes.
 //!
 //! One [`PortCounters`] per port: atomics, so the data path bumps them while a command handler
-//! (`QUERY_VPORT_COUNTER`, `QUERY_Q_COUNTER`, `ACCESS_REG PPCNT`; wired up later) reads a
+//! (`QUERY_VPORT_COUNTER` and `QUERY_Q_COUNTER`: vport.rs; `ACCESS_REG PPCNT` not yet) reads a
 //! [`CounterSnapshot`]. The link layer ([`super::link::Port`]) keeps the frame, byte, drop and
-//! link-error counters; the RC transport bumps the transport ones ([`Counter::DuplicateRequest`]
-//! and below) with [`PortCounters::bump`].
+//! link-error counters; the datapath adds the RC transport's per-QP counters to the transport
+//! ones ([`Counter::DuplicateRequest`] and below; crate::rcpath `with_rc`).
 //!
 //! # Mapping to the PRM
 //!
@@ -282,6 +282,12 @@ impl PortCounters {
         CounterSnapshot(std::array::from_fn(|i| self.v[i].load(Ordering::Relaxed)))
     }
     /// Sets every counter to 0 (`QUERY_*_COUNTER` with `clear` set).
+    /// Sets one counter back to 0 (the `clear` bit of a query).
+    pub fn reset(&self, c: Counter) {
+        self.v[c as usize].store(0, Ordering::Relaxed);
+    }
+
+    /// Sets every counter back to 0.
     pub fn clear(&self) {
         for a in &self.v {
             a.store(0, Ordering::Relaxed);

@@ -3,6 +3,9 @@
 //!
 //! # Driving an RC QP from the datapath
 //!
+//! (The model does this in `crate::rcpath`: its environment over the mkey table, the rings
+//! and the CQs, the QP context mapping, and the packet path to the port.)
+//!
 //! State, per QP: one [`RcQp`]. The QP context gives its configuration:
 //!
 //! | transport field | QPC (prm `qpc::*`) |
@@ -78,9 +81,11 @@ impl RcQp {
         self.requester.post(wr)
     }
 
-    /// Runs the requester's timers and sends what may be sent.
+    /// Runs the requester's timers and sends what may be sent, and streams pending READ
+    /// responses ([`Responder::pump`]).
     pub fn pump(&mut self, now: Nanos, env: &mut dyn QpEnv, tx: &mut dyn Tx) {
         self.requester.pump(now, env, tx);
+        self.responder.pump(env, tx);
     }
 
     /// Processes one received packet: requests (SEND, WRITE, READ request, atomics) go to the
@@ -104,7 +109,11 @@ impl RcQp {
     }
 
     /// When [`RcQp::pump`] next has timer work.
+    /// (`Some(0)`, due at once, while READ responses are still streaming.)
     pub fn next_deadline(&self) -> Option<Nanos> {
+        if self.responder.has_pending_reads() {
+            return Some(0);
+        }
         self.requester.next_deadline()
     }
 

@@ -490,6 +490,18 @@ impl Pair {
             store: &self.store,
         };
         self.req.pump(self.now, &mut self.rq, &mut tx);
+        // The responder streams long READ replies (RcQp::pump does the same).
+        let mut tx = Link {
+            q: &mut self.to_req,
+            faults: &mut self.f_resp,
+            rng: &mut self.rng,
+            log: &mut self.log_resp,
+            tmpl: template(true),
+            codec: self.codec,
+            now: self.now,
+            store: &self.store,
+        };
+        self.resp.pump(&mut self.rs, &mut tx);
     }
 
     /// Delivers one frame (responder side first); false when the wire is empty.
@@ -753,6 +765,89 @@ fn rc_every_opcode_every_size_byte_exact() {
     for kind in [Kind::Send, Kind::Write, Kind::Read] {
         one_message(512, kind, 5 * 512 + 3, false);
     }
+}
+
+/// A READ of more than [`READ_BURST`] packets is streamed: the request draws one burst, each
+/// responder pump the next, and a new request first flushes what is left, so the wire keeps
+/// PSN order; every byte arrives.
+#[test]
+fn rc_long_read_is_streamed_in_bursts() {
+    use crate::roce::responder::READ_BURST;
+    let mtu = 256u32;
+    let n = READ_BURST + 10; // within the requester's 128-PSN window, so the WRITE goes out
+    let len = n * mtu - 5;
+    let mut p = Pair::with_mtu(mtu);
+    let remote = pattern(99, len as usize);
+    p.rs.add_region(RD_KEY, RD_VA, remote.clone());
+    p.rs.add_region(WR_KEY, WR_VA, vec![0; 64]);
+    let read = WrOp::Read {
+        raddr: RD_VA,
+        rkey: RD_KEY,
+    };
+    p.post(wr(1, read, len), vec![0; len as usize]);
+    p.req.pump(
+        p.now,
+        &mut p.rq,
+        &mut Link {
+            q: &mut p.to_resp,
+            faults: &mut p.f_req,
+            rng: &mut p.rng,
+            log: &mut p.log_req,
+            tmpl: template(false),
+            codec: true,
+            now: 0,
+            store: &p.store,
+        },
+    );
+    assert!(p.step(), "the READ request is on the wire");
+    assert_eq!(p.log_resp.len() as u32, READ_BURST, "one burst per request");
+    assert!(p.resp.has_pending_reads());
+    // A WRITE behind it: its arrival flushes the rest of the reply first.
+    let write = WrOp::Write {
+        raddr: WR_VA,
+        rkey: WR_KEY,
+        imm: None,
+    };
+    p.post(wr(2, write, 16), vec![7; 16]);
+    p.req.pump(
+        p.now,
+        &mut p.rq,
+        &mut Link {
+            q: &mut p.to_resp,
+            faults: &mut p.f_req,
+            rng: &mut p.rng,
+            log: &mut p.log_req,
+            tmpl: template(false),
+            codec: true,
+            now: p.now,
+            store: &p.store,
+        },
+    );
+    assert!(p.step());
+    assert!(!p.resp.has_pending_reads());
+    let psns: Vec<u32> = p.log_resp.iter().map(|l| l.bth.psn).collect();
+    assert!(
+        psns.windows(2).all(|w| w[1] == w[0] + 1),
+        "PSN order on the wire"
+    );
+    assert_eq!(
+        p.log_resp[n as usize - 1].bth.opcode,
+        Opcode::RC_RDMA_READ_RESPONSE_LAST
+    );
+    assert_eq!(p.log_resp[n as usize].bth.opcode, Opcode::RC_ACKNOWLEDGE);
+    p.run_ok();
+    assert_eq!(
+        p.rq.done,
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert_eq!(p.rq.bufs[&1], remote);
+    // Alone, a long READ finishes through the responder's pump.
+    let mut p = Pair::with_mtu(mtu);
+    p.rs.add_region(RD_KEY, RD_VA, remote.clone());
+    p.post(wr(1, read, len), vec![0; len as usize]);
+    p.run_ok();
+    assert_eq!(p.rq.done, vec![(1, WcStatus::Success)]);
+    assert_eq!(p.rq.bufs[&1], remote);
 }
 
 #[test]

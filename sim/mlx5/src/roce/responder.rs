@@ -160,6 +160,26 @@ pub struct Responder {
     error: bool,
     cause: Option<NakCode>,
     counters: RespCounters,
+    /// READ responses still to send, oldest first.
+    reads: VecDeque<ReadJob>,
+}
+
+/// READ response packets sent per [`Responder::pump`] (and on the READ request itself): a long
+/// READ is streamed across calls instead of emitted at once.
+pub const READ_BURST: u32 = 64;
+
+/// A READ reply in progress (rxe_resp.c keeps it in `qp->resp.res` and sends one packet per
+/// `read_reply` step).
+#[derive(Clone, Copy, Debug)]
+struct ReadJob {
+    psn: u32,
+    first: bool,
+    va: u64,
+    rkey: u32,
+    len: u32,
+    msn: u32,
+    /// Index of the next packet to send.
+    next: u32,
 }
 
 impl Responder {
@@ -184,6 +204,7 @@ impl Responder {
             error: false,
             cause: None,
             counters: RespCounters::default(),
+            reads: VecDeque::new(),
         })
     }
 
@@ -209,9 +230,32 @@ impl Responder {
     pub fn error_cause(&self) -> Option<NakCode> {
         self.cause
     }
+    /// Changes the remote access enables (`rre`, `rwe`, `rae`: INIT2RTR, RTR2RTS, RTS2RTS
+    /// with their optional-parameter bits); checked on each new request.
+    pub fn set_access(&mut self, read: bool, write: bool, atomic: bool) {
+        self.cfg.remote_read = read;
+        self.cfg.remote_write = write;
+        self.cfg.remote_atomic = atomic;
+    }
+    /// Changes the RNR timer sent in RNR NAKs (`min_rnr_nak`, RTR2RTS / RTS2RTS with
+    /// `RNR_TIMEOUT`).
+    pub fn set_min_rnr_timer(&mut self, timer: u8) {
+        self.cfg.min_rnr_timer = timer & 0x1f;
+    }
     /// Moves the responder to the error state (the QP was moved to ERR from outside).
     pub fn set_error(&mut self) {
         self.error = true;
+        self.reads.clear();
+    }
+
+    /// Whether READ response packets are waiting to be sent ([`Responder::pump`]).
+    pub fn has_pending_reads(&self) -> bool {
+        !self.reads.is_empty()
+    }
+
+    /// Sends up to [`READ_BURST`] more READ response packets.
+    pub fn pump(&mut self, env: &mut dyn RespEnv, tx: &mut dyn Tx) {
+        let _ = self.stream(READ_BURST, env, tx);
     }
 
     /// Processes one request packet. `now` is unused today (the responder has no timers) and
@@ -230,6 +274,12 @@ impl Responder {
         if self.error || info.transport != Transport::Rc || !info.is_request() {
             self.counters.dropped += 1;
             return;
+        }
+        // A READ reply in progress goes out whole before the next request is looked at, so
+        // the wire keeps PSN order (rxe_responder finishes `read_reply` before it takes the
+        // next packet).
+        if !self.reads.is_empty() {
+            let _ = self.stream(u32::MAX, env, tx);
         }
         let psn = pkt.bth.psn;
         // rxe_resp.c check_psn.
@@ -642,13 +692,40 @@ impl Responder {
         env: &mut dyn RespEnv,
         tx: &mut dyn Tx,
     ) -> Result<(), LocalFault> {
+        if !self.reads.is_empty() {
+            let _ = self.stream(u32::MAX, env, tx);
+        }
+        self.reads.push_back(ReadJob {
+            psn,
+            first,
+            va,
+            rkey,
+            len,
+            msn: self.msn,
+            next: 0,
+        });
+        self.stream(READ_BURST, env, tx)
+    }
+
+    /// Sends up to `budget` READ response packets of the queued replies. A packet whose bytes
+    /// cannot be read ends its reply (the requester's timer retries the READ) and is returned.
+    fn stream(
+        &mut self,
+        mut budget: u32,
+        env: &mut dyn RespEnv,
+        tx: &mut dyn Tx,
+    ) -> Result<(), LocalFault> {
         let mtu = self.cfg.mtu;
-        let n = packets_for(len, mtu);
-        for i in 0..n {
+        while budget > 0 {
+            let Some(job) = self.reads.front_mut() else {
+                break;
+            };
+            let n = packets_for(job.len, mtu);
+            let i = job.next;
             let off = i * mtu;
-            let plen = (len - off).min(mtu);
+            let plen = (job.len - off).min(mtu);
             let last = i + 1 == n;
-            let op = match (first && i == 0, last) {
+            let op = match (job.first && i == 0, last) {
                 (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
                 (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
                 (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
@@ -656,10 +733,15 @@ impl Responder {
             };
             let mut ext = ExtHdrs::default();
             if op != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE {
-                ext.aeth = Some(Aeth::ack(Aeth::CREDIT_UNLIMITED, self.msn));
+                ext.aeth = Some(Aeth::ack(Aeth::CREDIT_UNLIMITED, job.msn));
             }
-            let bth = Bth::new(op, self.cfg.dest_qp, psn_add(psn, i));
-            let at = va.wrapping_add(off as u64);
+            let bth = Bth::new(op, self.cfg.dest_qp, psn_add(job.psn, i));
+            let (rkey, at) = (job.rkey, job.va.wrapping_add(off as u64));
+            job.next += 1;
+            if last {
+                self.reads.pop_front();
+            }
+            budget -= 1;
             let mut fill = |dst: &mut [u8]| {
                 if dst.is_empty() {
                     Ok(())
@@ -672,7 +754,12 @@ impl Responder {
                 src: (plen > 0).then_some(PayloadSrc::Remote { rkey, va: at }),
                 fill: &mut fill,
             };
-            tx.send(&bth, &ext, payload)?;
+            if let Err(e) = tx.send(&bth, &ext, payload) {
+                if !last {
+                    self.reads.pop_front();
+                }
+                return Err(e);
+            }
             self.counters.read_responses += 1;
         }
         Ok(())

@@ -1,0 +1,1238 @@
+//! RC QPs on the transport: the environment [`RcQp`] runs in inside the model (guest memory
+//! through the mkey table, the SQ / RQ rings, the CQs), the QP context → transport
+//! configuration, and the packet path between a QP and the port ([`crate::wire`]).
+//!
+//! It follows the integration guide in roce/rc.rs: SQ doorbell → [`RcQp::post`] each new WQE
+//! and [`RcQp::pump`]; a packet received for a QP → [`RcQp::receive`]; timer →
+//! [`RcQp::pump`] when [`RcQp::next_deadline`] has passed. Time is the port's clock
+//! ([`crate::wire::Port::now_ns`]), passed in.
+//!
+//! # QP context → transport
+//!
+//! | transport | `mlx5_ifc_qpc_bits` / `mlx5_ifc_ads_bits` field |
+//! |---|---|
+//! | `ReqConfig::dest_qp`, `RespConfig::dest_qp` | `remote_qpn` |
+//! | `mtu` | `mtu` (1..5 = 256 << (n - 1), Linux `enum ib_mtu`) |
+//! | `ReqConfig::sq_psn` | `next_send_psn` (RTR2RTS) |
+//! | `RespConfig::rq_psn` | `next_rcv_psn` (INIT2RTR) |
+//! | `ReqConfig::ack_timeout` | `primary_address_path.ack_timeout` (RTR2RTS) |
+//! | `retry_count`, `rnr_retry` | `retry_count`, `rnr_retry` (RTR2RTS) |
+//! | `max_rd_atomic` | `1 << log_sra_max` (Linux hw/mlx5/qp.c `__mlx5_ib_modify_qp` sets `log_sra_max = ilog2(max_rd_atomic)`) |
+//! | `max_dest_rd_atomic` | `1 << log_rra_max` (likewise `ilog2(max_dest_rd_atomic)`) |
+//! | `ack_req_every` | `1 << log_ack_req_freq` |
+//! | `min_rnr_timer` | `min_rnr_nak` |
+//! | `remote_read` / `remote_write` | `rre` / `rwe` |
+//! | `remote_atomic` | `rae` and an `atomic_mode` covering 8 bytes |
+//!
+//! The frame headers come from the primary address path as Linux hw/mlx5/qp.c
+//! `mlx5_set_path` fills it for RoCE: destination MAC `rmac_47_32`/`rmac_31_0`, source IP
+//! the GID at `src_addr_index`, destination IP `rgid_rip`, IPv4 when both GIDs are
+//! IPv4-mapped (RoCE v2 over IPv4) else IPv6, TTL / hop limit `hop_limit`, DSCP `dscp`
+//! (IPv6 traffic class `dscp << 2`, flow label `flow_label`), DF set (rxe_net.c
+//! `prepare_ipv4_hdr`), UDP source port `udp_sport`; the source MAC is the port's.
+
+use std::cell::RefCell;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use mlx5_prm::{ads, cqe, event, qp, qpc};
+
+use crate::cq::{post_cqe, Cqe};
+use crate::datapath::{
+    atomic_host_endian, atomic_mode_covers, flush_cqe, flush_new_work, lkey_vendor, memory_pieces,
+    next_recv, post_qp_event, vendor,
+};
+use crate::hca::Hca;
+use crate::mr::{Access, KeyUser};
+use crate::qp::Route;
+use crate::roce::counters::Counter;
+use crate::roce::rc::RcQp;
+use crate::roce::requester::{
+    ReqConfig, ReqCounters, Requester, WorkRequest, WrOp, DEFAULT_MAX_UNACKED_PSNS,
+};
+use crate::roce::responder::{AckPolicy, RespConfig, RespCounters, Responder};
+use crate::roce::transport::{
+    AccessFault, AtomicOp, Completions, LocalFault, Nanos, PayloadSrc, RecvCompletion, RecvFault,
+    RecvKind, RemoteAccess, ReqMemory, RespMemory, RxPacket, RxPayload, Tx, TxPayload, WcStatus,
+};
+use crate::roce::{
+    Bth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, NakCode, Opcode, RoceHeaders, UdpHdr,
+};
+use crate::wire::{Arrival, RefPacket, RefPayload};
+use crate::wqe::{Gather, SendWqe};
+
+/// How one send WQE stands with the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotKind {
+    /// Posted to the requester as `wr_id`.
+    Posted,
+    /// A NOP: completes (successfully) when it reaches the head.
+    Nop,
+    /// Failed before reaching the transport: completes in order with (syndrome, vendor), then
+    /// the QP goes to ERR.
+    Failed(u8, u8),
+}
+
+/// One send WQE handed to the transport (or completed locally), in SQ order.
+#[derive(Clone, Debug)]
+pub(crate) struct WrSlot {
+    pub wr_id: u64,
+    pub wqe_index: u16,
+    pub opcode: u8,
+    pub signaled: bool,
+    pub byte_len: u32,
+    pub kind: SlotKind,
+    /// Where the message's bytes are, resolved when the WQE was taken from the SQ.
+    pub payload: Option<Arc<WrPayload>>,
+}
+
+/// A work request's local buffers, resolved once when its WQE is taken from the SQ (every lkey
+/// checked then, as before any byte moves), so that each packet of the message does not fetch,
+/// parse and translate the WQE again. Model choice: a memory key invalidated while its WQE is
+/// outstanding does not fault the packets still to send (no source says when a ConnectX
+/// re-translates a gather list during a message).
+#[derive(Debug)]
+pub(crate) enum WrPayload {
+    /// The message bytes themselves (a WQE with inline data, copied from the SQ at once).
+    Bytes(Vec<u8>),
+    /// Guest bus pieces, in message order: the gather list of a SEND / WRITE (local read),
+    /// the scatter list of a READ or an atomic's result buffer (local write).
+    Pieces(Arc<[(u64, usize)]>),
+}
+
+impl WrPayload {
+    /// The pieces covering message bytes `off..off + len`.
+    fn sub_pieces(pieces: &[(u64, usize)], off: usize, len: usize) -> Option<Vec<(u64, usize)>> {
+        let end = off.checked_add(len)?;
+        let mut out = Vec::new();
+        let mut at = 0usize;
+        for &(bus, n) in pieces {
+            let (lo, hi) = (at.max(off), (at + n).min(end));
+            if lo < hi {
+                out.push((bus + (lo - at) as u64, hi - lo));
+            }
+            at += n;
+            if at >= end {
+                break;
+            }
+        }
+        (at >= end).then_some(out)
+    }
+}
+
+/// A QP's transport state in the model.
+#[derive(Debug)]
+pub(crate) struct RcState {
+    pub qp: RcQp,
+    /// Per-QP counters already added to the port's.
+    seen_req: ReqCounters,
+    seen_resp: RespCounters,
+    /// Frame headers (BTH / extension headers replaced per packet).
+    hdr: RoceHeaders,
+}
+
+/// Path MTU in bytes for `qpc.mtu`.
+fn mtu_bytes(mtu: u32) -> u32 {
+    256u32 << (mtu.clamp(1, 5) - 1)
+}
+
+/// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`, RFC 4291 §2.5.5.2).
+pub fn gid_v4(gid: &[u8; 16]) -> Option<Ipv4Addr> {
+    (gid[..10] == [0; 10] && gid[10..12] == [0xff, 0xff])
+        .then(|| Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]))
+}
+
+/// The GID of an IP address (IPv4-mapped for IPv4).
+pub fn ip_gid(ip: std::net::IpAddr) -> [u8; 16] {
+    match ip {
+        std::net::IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        std::net::IpAddr::V6(a) => a.octets(),
+    }
+}
+
+/// The headers of a QP's frames, from its context (see the module documentation).
+fn frame_headers(hca: &Hca, q: &crate::qp::Qp) -> RoceHeaders {
+    let pri = qpc::PRIMARY_ADDRESS_PATH;
+    let f = |x: mlx5_prm::Field| x.within(pri).get(&q.qpc).unwrap_or(0);
+    let hop = f(ads::HOP_LIMIT) as u8;
+    let dscp = f(ads::DSCP) as u8 & 0x3f;
+    let mut sport = f(ads::UDP_SPORT) as u16;
+    if sport == 0 {
+        // Model choice: no port given; a stable one in the range Linux
+        // rdma_get_udp_sport uses (0xC000..=0xFFFF).
+        sport = 0xc000 | ((q.qpn ^ q.remote_qpn) & 0x3fff) as u16;
+    }
+    let ip = match (gid_v4(&q.sgid), gid_v4(&q.path.rgid)) {
+        (Some(src), Some(dst)) => IpHdr::V4(Ipv4Hdr {
+            dscp,
+            ecn: 0,
+            identification: 0,
+            dont_fragment: true,
+            ttl: hop,
+            src,
+            dst,
+        }),
+        _ => IpHdr::V6(Ipv6Hdr {
+            traffic_class: dscp << 2,
+            flow_label: f(ads::FLOW_LABEL) & 0xf_ffff,
+            hop_limit: hop,
+            src: Ipv6Addr::from(q.sgid),
+            dst: Ipv6Addr::from(q.path.rgid),
+        }),
+    };
+    RoceHeaders {
+        eth: EthHdr {
+            dst: q.path.rmac,
+            src: hca.mac(),
+            vlan: None,
+        },
+        ip,
+        udp: UdpHdr {
+            src_port: sport,
+            checksum: 0,
+        },
+        bth: Bth::new(Opcode::RC_ACKNOWLEDGE, q.remote_qpn, 0),
+        ext: ExtHdrs::default(),
+    }
+}
+
+fn resp_config(q: &crate::qp::Qp) -> RespConfig {
+    RespConfig {
+        dest_qp: q.remote_qpn,
+        mtu: mtu_bytes(q.mtu),
+        rq_psn: q.epsn & crate::roce::PSN_MASK,
+        min_rnr_timer: (q.min_rnr_nak & 0x1f) as u8,
+        max_dest_rd_atomic: (1u32 << q.log_rra_max.min(7)) as u8,
+        remote_read: q.rre,
+        remote_write: q.rwe,
+        remote_atomic: q.rae && atomic_mode_covers(q.atomic_mode, 8),
+        ack_policy: AckPolicy::AckReq,
+    }
+}
+
+fn req_config(q: &crate::qp::Qp, sq_psn: u32) -> ReqConfig {
+    let freq = qpc::LOG_ACK_REQ_FREQ.get(&q.qpc).unwrap_or(0);
+    ReqConfig {
+        dest_qp: q.remote_qpn,
+        mtu: mtu_bytes(q.mtu),
+        sq_psn: sq_psn & crate::roce::PSN_MASK,
+        ack_timeout: q.path.ack_timeout.min(31) as u8,
+        retry_count: q.retry_count.min(7) as u8,
+        rnr_retry: q.rnr_retry.min(7) as u8,
+        max_rd_atomic: (1u32 << q.log_sra_max.min(7)) as u8,
+        ack_req_every: 1 << freq.min(16),
+        max_unacked_psns: DEFAULT_MAX_UNACKED_PSNS,
+    }
+}
+
+/// Builds or updates QP `qpn`'s transport after a state transition (`to`, by `opcode`): the
+/// responder at RTR, the requester at RTS; dropped at RESET.
+pub(crate) fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
+    let hdr = match hca.qps.get(qpn) {
+        Some(q) => frame_headers(hca, q),
+        None => return,
+    };
+    let Some(q) = hca.qps.get_mut(qpn) else {
+        return;
+    };
+    match (from, to) {
+        (qp::state::INIT, qp::state::RTR) => {
+            let resp = Responder::new(resp_config(q));
+            let req = Requester::new(req_config(q, 0));
+            q.rc = match (req, resp) {
+                (Ok(requester), Ok(responder)) => Some(Box::new(RcState {
+                    qp: RcQp {
+                        requester,
+                        responder,
+                    },
+                    seen_req: ReqCounters::default(),
+                    seen_resp: RespCounters::default(),
+                    hdr,
+                })),
+                // The command checked every field; a refusal here is a model bug: no transport,
+                // packets to this QP are dropped.
+                _ => None,
+            };
+        }
+        (qp::state::RTR, qp::state::RTS) => {
+            let cfg = req_config(q, q.npsn);
+            if let (Some(rc), Ok(r)) = (q.rc.as_mut(), Requester::new(cfg)) {
+                rc.qp.requester = r;
+                rc.seen_req = ReqCounters::default();
+            }
+        }
+        (_, qp::state::RST) => q.rc = None,
+        _ => {}
+    }
+    if let Some(rc) = q.rc.as_mut() {
+        let (r, w, a) = (q.rre, q.rwe, q.rae && atomic_mode_covers(q.atomic_mode, 8));
+        rc.qp.responder.set_access(r, w, a);
+        rc.qp
+            .responder
+            .set_min_rnr_timer((q.min_rnr_nak & 0x1f) as u8);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The environment
+// ---------------------------------------------------------------------------------------------
+
+struct Env<'a, 'b, 'r> {
+    /// Shared with the [`Outbox`], which resolves by-reference payloads through it.
+    cell: &'a RefCell<&'b mut Hca>,
+    qpn: u32,
+    /// The payload of the packet being received by reference.
+    rx: Option<&'r RefPayload>,
+    /// A local failure reached the head of the SQ: the QP goes to ERR after the call.
+    fail_local: bool,
+}
+
+fn user_of(hca: &Hca, qpn: u32) -> KeyUser {
+    let pd = hca.qps.get(qpn).map_or(0, |q| q.pd);
+    KeyUser { pd, qpn }
+}
+
+fn payload_of(hca: &Hca, qpn: u32, wr: u64) -> Result<Arc<WrPayload>, LocalFault> {
+    let q = hca.qps.get(qpn).ok_or(LocalFault)?;
+    let slot = q.wrs.iter().find(|s| s.wr_id == wr).ok_or(LocalFault)?;
+    slot.payload.clone().ok_or(LocalFault)
+}
+
+/// Writes payload bytes `at..` of `src` to the checked range `r`.
+fn place(
+    hca: &Hca,
+    rx: Option<&RefPayload>,
+    r: &crate::mr::Resolved<'_>,
+    src: &RxPayload<'_>,
+    at: usize,
+) -> Result<(), ()> {
+    let mem = &hca.mem;
+    let mut off = at;
+    r.for_each_piece(|bus, n| {
+        let fault = crate::memory::DmaError { addr: bus, len: n };
+        match src {
+            RxPayload::Bytes(b) => {
+                mem.write(bus, b.get(off..off + n).ok_or(fault)?)?;
+            }
+            RxPayload::Ref { .. } => {
+                rx.ok_or(fault)?
+                    .deliver(off, mem, bus, n)
+                    .map_err(|_| fault)?;
+            }
+        }
+        off += n;
+        Ok::<(), crate::memory::DmaError>(())
+    })
+    .map_err(|_| ())
+}
+
+impl ReqMemory for Env<'_, '_, '_> {
+    fn gather(&mut self, wr: u64, offset: u32, dst: &mut [u8]) -> Result<(), LocalFault> {
+        let guard = self.cell.borrow();
+        let hca: &Hca = &guard;
+        let off = offset as usize;
+        match &*payload_of(hca, self.qpn, wr)? {
+            WrPayload::Bytes(b) => {
+                dst.copy_from_slice(b.get(off..off + dst.len()).ok_or(LocalFault)?);
+            }
+            WrPayload::Pieces(p) => {
+                let mut at = 0usize;
+                for (bus, n) in WrPayload::sub_pieces(p, off, dst.len()).ok_or(LocalFault)? {
+                    hca.mem
+                        .read(bus, &mut dst[at..at + n])
+                        .map_err(|_| LocalFault)?;
+                    at += n;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn scatter(&mut self, wr: u64, offset: u32, src: RxPayload<'_>) -> Result<(), LocalFault> {
+        let guard = self.cell.borrow();
+        let hca: &Hca = &guard;
+        let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
+            return Err(LocalFault);
+        };
+        let mut at = 0usize;
+        for (bus, n) in WrPayload::sub_pieces(p, offset as usize, src.len()).ok_or(LocalFault)? {
+            match src {
+                RxPayload::Bytes(b) => hca.mem.write(bus, &b[at..at + n]),
+                RxPayload::Ref { .. } => self
+                    .rx
+                    .ok_or(LocalFault)?
+                    .deliver(at, &hca.mem, bus, n)
+                    .map_err(|_| crate::memory::DmaError { addr: bus, len: n }),
+            }
+            .map_err(|_| LocalFault)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn atomic_result(&mut self, wr: u64, orig: u64) -> Result<(), LocalFault> {
+        let guard = self.cell.borrow();
+        let hca: &Hca = &guard;
+        let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
+            return Err(LocalFault);
+        };
+        let bytes = if atomic_host_endian(hca) {
+            orig.to_le_bytes()
+        } else {
+            orig.to_be_bytes()
+        };
+        let mut at = 0usize;
+        for (bus, n) in WrPayload::sub_pieces(p, 0, 8).ok_or(LocalFault)? {
+            hca.mem
+                .write(bus, &bytes[at..at + n])
+                .map_err(|_| LocalFault)?;
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+fn remote_access(a: RemoteAccess) -> Access {
+    match a {
+        RemoteAccess::Read => Access::REMOTE_READ,
+        RemoteAccess::Write => Access::REMOTE_WRITE,
+        RemoteAccess::Atomic => Access::REMOTE_ATOMIC,
+    }
+}
+
+impl RespMemory for Env<'_, '_, '_> {
+    fn check(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        access: RemoteAccess,
+    ) -> Result<(), AccessFault> {
+        let guard = self.cell.borrow();
+        let hca: &Hca = &guard;
+        let user = user_of(hca, self.qpn);
+        hca.mkeys
+            .resolve(rkey, va, len, remote_access(access), user)
+            .map(|_| ())
+            .map_err(|_| AccessFault)
+    }
+
+    fn write(&mut self, rkey: u32, va: u64, src: RxPayload<'_>) -> Result<(), AccessFault> {
+        let mut guard = self.cell.borrow_mut();
+        let hca: &mut Hca = &mut guard;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let user = user_of(hca, self.qpn);
+        let r = hca
+            .mkeys
+            .resolve(rkey, va, src.len() as u64, Access::REMOTE_WRITE, user)
+            .map_err(|_| AccessFault)?;
+        place(hca, self.rx, &r, &src, 0).map_err(|_| AccessFault)
+    }
+
+    fn read(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessFault> {
+        let mut guard = self.cell.borrow_mut();
+        let hca: &mut Hca = &mut guard;
+        let user = user_of(hca, self.qpn);
+        let r = hca
+            .mkeys
+            .resolve(rkey, va, dst.len() as u64, Access::REMOTE_READ, user)
+            .map_err(|_| AccessFault)?;
+        r.read(&*hca.mem, dst).map_err(|_| AccessFault)
+    }
+
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessFault> {
+        let mut guard = self.cell.borrow_mut();
+        let hca: &mut Hca = &mut guard;
+        let user = user_of(hca, self.qpn);
+        let r = hca
+            .mkeys
+            .resolve(rkey, va, 8, Access::REMOTE_ATOMIC, user)
+            .map_err(|_| AccessFault)?;
+        let mut orig = [0u8; 8];
+        r.read(&*hca.mem, &mut orig).map_err(|_| AccessFault)?;
+        let host = atomic_host_endian(hca);
+        let cur = if host {
+            u64::from_le_bytes(orig)
+        } else {
+            u64::from_be_bytes(orig)
+        };
+        let new = match op {
+            AtomicOp::FetchAdd { add } => Some(cur.wrapping_add(add)),
+            AtomicOp::CmpSwap { compare, swap } => (cur == compare).then_some(swap),
+        };
+        if let Some(v) = new {
+            let b = if host {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            };
+            r.write(&*hca.mem, &b).map_err(|_| AccessFault)?;
+        }
+        Ok(cur)
+    }
+
+    fn recv_ready(&mut self) -> bool {
+        let mut guard = self.cell.borrow_mut();
+        let hca: &mut Hca = &mut guard;
+        matches!(next_recv(hca, self.qpn), Ok(Some(_)))
+    }
+
+    fn recv_write(&mut self, offset: u32, src: RxPayload<'_>) -> Result<(), RecvFault> {
+        let mut guard = self.cell.borrow_mut();
+        let hca: &mut Hca = &mut guard;
+        let Ok(Some(r)) = next_recv(hca, self.qpn) else {
+            return Err(RecvFault::Protection);
+        };
+        let (lo, hi) = (offset as u64, offset as u64 + src.len() as u64);
+        if hi > r.capacity() {
+            return Err(RecvFault::TooLong);
+        }
+        let user = user_of(hca, self.qpn);
+        let mut at = 0u64;
+        for s in r.entries() {
+            let (a, z) = (at.max(lo), (at + s.len).min(hi));
+            if a < z {
+                let res = hca
+                    .mkeys
+                    .resolve(s.lkey, s.addr + (a - at), z - a, Access::LOCAL_WRITE, user)
+                    .map_err(|_| RecvFault::Protection)?;
+                place(hca, self.rx, &res, &src, (a - lo) as usize)
+                    .map_err(|_| RecvFault::Protection)?;
+            }
+            at += s.len;
+            if at >= hi {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn invalidate(&mut self, _rkey: u32) -> Result<(), AccessFault> {
+        // The model's send queue has no SEND_WITH_INVALIDATE (wqe.rs); a peer's is refused
+        // with NAK invalid request (model choice: no local invalidation of rkeys yet).
+        Err(AccessFault)
+    }
+}
+
+fn vendor_of(s: WcStatus) -> u8 {
+    match s {
+        WcStatus::Success => 0,
+        WcStatus::LocLenErr => vendor::RECV_TOO_SMALL,
+        WcStatus::LocQpOpErr => vendor::MALFORMED_WQE,
+        WcStatus::LocProtErr => vendor::DMA_FAULT,
+        WcStatus::WrFlushErr => vendor::FLUSH,
+        WcStatus::RemInvReqErr => vendor::NAK_INVALID_REQUEST,
+        WcStatus::RemAccessErr => vendor::NAK_REMOTE_ACCESS,
+        WcStatus::RemOpErr => vendor::NAK_REMOTE_OPERATIONAL,
+        WcStatus::RetryExcErr => vendor::RETRY_EXCEEDED,
+        WcStatus::RnrRetryExcErr => vendor::RNR_EXCEEDED,
+        WcStatus::LocAccessErr => vendor::RKEY_VIOLATION,
+    }
+}
+
+impl Completions for Env<'_, '_, '_> {
+    fn send_done(&mut self, wr: u64, status: WcStatus) {
+        let mut guard = self.cell.borrow_mut();
+        let hca: &mut Hca = &mut guard;
+        let qpn = self.qpn;
+        let Some(q) = hca.qps.get_mut(qpn) else {
+            return;
+        };
+        let (cqn, uidx) = (q.cqn_snd, q.user_index);
+        let mut out = Vec::new();
+        let flushing = status != WcStatus::Success || q.state == qp::state::ERR;
+        while let Some(s) = q.wrs.front().cloned() {
+            match s.kind {
+                SlotKind::Posted if s.wr_id == wr => {
+                    q.wrs.pop_front();
+                    out.push(match status.cqe_syndrome() {
+                        None => s.signaled.then(|| {
+                            Cqe::requester(s.opcode, qpn, s.wqe_index, s.byte_len)
+                                .with_user_index(uidx)
+                        }),
+                        Some(syn) if status == WcStatus::WrFlushErr => {
+                            let _ = syn;
+                            Some(flush_cqe(
+                                cqe::opcode::REQ_ERR,
+                                s.opcode,
+                                qpn,
+                                s.wqe_index,
+                                uidx,
+                            ))
+                        }
+                        Some(syn) => Some(
+                            Cqe::error(
+                                cqe::opcode::REQ_ERR,
+                                syn,
+                                vendor_of(status),
+                                s.opcode,
+                                qpn,
+                                s.wqe_index,
+                            )
+                            .with_user_index(uidx),
+                        ),
+                    });
+                    break;
+                }
+                SlotKind::Posted => break, // not this one: a model bug; leave the queue alone
+                SlotKind::Nop => {
+                    q.wrs.pop_front();
+                    out.push(if flushing {
+                        Some(flush_cqe(
+                            cqe::opcode::REQ_ERR,
+                            s.opcode,
+                            qpn,
+                            s.wqe_index,
+                            uidx,
+                        ))
+                    } else {
+                        s.signaled.then(|| {
+                            Cqe::requester(s.opcode, qpn, s.wqe_index, 0).with_user_index(uidx)
+                        })
+                    });
+                }
+                SlotKind::Failed(..) => break,
+            }
+        }
+        if status == WcStatus::Success
+            && matches!(q.wrs.front(), Some(s) if s.kind != SlotKind::Posted)
+        {
+            // What follows is local: the caller retires it after the call.
+            self.fail_local = true;
+        }
+        let ctr = match status {
+            WcStatus::RetryExcErr => Some(Counter::RetriesExceeded),
+            WcStatus::RnrRetryExcErr => Some(Counter::RnrRetriesExceeded),
+            _ => None,
+        };
+        if let Some(c) = ctr {
+            hca.port.counters().bump(c);
+        }
+        for c in out.into_iter().flatten() {
+            post_cqe(hca, cqn, &c);
+        }
+    }
+
+    fn recv_done(&mut self, c: RecvCompletion) {
+        let mut guard = self.cell.borrow_mut();
+        let hca: &mut Hca = &mut guard;
+        let qpn = self.qpn;
+        let Some(q) = hca.qps.get_mut(qpn) else {
+            return;
+        };
+        let (cqn, uidx, remote) = (q.cqn_rcv, q.user_index, q.remote_qpn);
+        let counter = q.rq_ci as u16;
+        q.rq_ci = q.rq_ci.wrapping_add(1);
+        let cq = match c.status.cqe_syndrome() {
+            None => {
+                let op = match (c.kind, c.imm.is_some()) {
+                    (RecvKind::WriteImm, _) => cqe::opcode::RESP_WR_IMM,
+                    (RecvKind::Send, true) => cqe::opcode::RESP_SEND_IMM,
+                    (RecvKind::Send, false) => cqe::opcode::RESP_SEND,
+                };
+                let mut x = Cqe::success(op, qpn, counter, c.byte_len)
+                    .with_user_index(uidx)
+                    .with_remote_qpn(remote)
+                    .with_solicited(c.solicited);
+                if let Some(i) = c.imm {
+                    x = x.with_imm(i);
+                }
+                x
+            }
+            Some(syn) => Cqe::error(
+                cqe::opcode::RESP_ERR,
+                syn,
+                vendor_of(c.status),
+                0,
+                qpn,
+                counter,
+            )
+            .with_user_index(uidx)
+            .with_remote_qpn(remote),
+        };
+        post_cqe(hca, cqn, &cq);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wire side
+// ---------------------------------------------------------------------------------------------
+
+enum Out {
+    Frame(Vec<u8>),
+    Ref(RefPacket),
+}
+
+struct Outbox<'a, 'b> {
+    cell: &'a RefCell<&'b mut Hca>,
+    qpn: u32,
+    by_ref: bool,
+    hdr: RoceHeaders,
+    sgid: [u8; 16],
+    out: Vec<Out>,
+}
+
+impl Tx for Outbox<'_, '_> {
+    fn send(&mut self, bth: &Bth, ext: &ExtHdrs, payload: TxPayload<'_>) -> Result<(), LocalFault> {
+        if self.by_ref {
+            // The payload stays where it is: resolve its source to bus pieces now (the DMA
+            // check a gather would make), and let the receiver move it with one copy.
+            let p = {
+                let hca = self.cell.borrow();
+                resolve_ref(&hca, self.qpn, payload.src, payload.len)
+            };
+            let payload = p.ok_or(LocalFault)?;
+            self.out.push(Out::Ref(RefPacket {
+                src_gid: self.sgid,
+                bth: *bth,
+                ext: *ext,
+                payload,
+            }));
+            return Ok(());
+        }
+        let mut h = self.hdr;
+        h.bth = *bth;
+        h.ext = *ext;
+        let mut buf = Vec::with_capacity(payload.len + 128);
+        let r = h
+            .encode_for_payload(payload.len, &mut buf)
+            .map_err(|_| LocalFault)?;
+        if payload.len > 0 {
+            (payload.fill)(&mut buf[r])?;
+        }
+        h.seal_icrc(&mut buf).map_err(|_| LocalFault)?;
+        self.out.push(Out::Frame(buf));
+        Ok(())
+    }
+}
+
+/// Runs `f` on QP `qpn`'s transport with its environment, then sends what it emitted, adds
+/// its counters to the port's and handles an error it entered.
+fn with_rc<'r>(
+    hca: &mut Hca,
+    qpn: u32,
+    rx: Option<&'r RefPayload>,
+    f: impl FnOnce(&mut RcQp, Nanos, &mut Env<'_, '_, 'r>, &mut dyn Tx),
+) {
+    let now = hca.port.now_ns();
+    let by_ref_link = hca.port.by_ref();
+    let mac = hca.mac();
+    let Some(q) = hca.qps.get_mut(qpn) else {
+        return;
+    };
+    let Some(mut rc) = q.rc.take() else {
+        return;
+    };
+    let (route, sgid) = (q.route, q.sgid);
+    let mut hdr = rc.hdr;
+    hdr.eth.src = mac;
+    let cell = RefCell::new(hca);
+    let (out, fail_local) = {
+        let mut tx = Outbox {
+            cell: &cell,
+            qpn,
+            by_ref: route == Route::Local || by_ref_link,
+            hdr,
+            sgid,
+            out: Vec::new(),
+        };
+        let mut env = Env {
+            cell: &cell,
+            qpn,
+            rx,
+            fail_local: false,
+        };
+        f(&mut rc.qp, now, &mut env, &mut tx);
+        (tx.out, env.fail_local)
+    };
+    let hca = cell.into_inner();
+    // Counters.
+    let c = hca.port.counters().clone();
+    let (r, s) = (*rc.qp.requester.counters(), *rc.qp.responder.counters());
+    let (r0, s0) = (rc.seen_req, rc.seen_resp);
+    for (ctr, new, old) in [
+        (Counter::Retransmits, r.retransmitted, r0.retransmitted),
+        (Counter::LocalAckTimeout, r.timeouts, r0.timeouts),
+        (Counter::RnrNakReceived, r.rnr_naks, r0.rnr_naks),
+        (Counter::PacketSeqErr, r.seq_naks, r0.seq_naks),
+        (Counter::RnrNakSent, s.rnr_naks, s0.rnr_naks),
+        (Counter::DuplicateRequest, s.duplicates, s0.duplicates),
+        (
+            Counter::OutOfSequence,
+            s.out_of_sequence,
+            s0.out_of_sequence,
+        ),
+    ] {
+        if new > old {
+            c.add(ctr, new - old);
+        }
+    }
+    rc.seen_req = r;
+    rc.seen_resp = s;
+    let error = rc.qp.is_error();
+    let cause = rc.qp.responder.error_cause();
+    // A READ reply still streaming: on loopback the engine continues it right after the
+    // packets just emitted; on a link the timer poll continues it (READ_BURST per poll).
+    if rc.qp.responder.has_pending_reads()
+        && route == Route::Local
+        && !hca.port.kicks.contains(&qpn)
+    {
+        hca.port.kicks.push_back(qpn);
+    }
+    if let Some(q) = hca.qps.get_mut(qpn) {
+        q.rc = Some(rc);
+    }
+    // Send what the transport emitted.
+    for o in out {
+        match o {
+            Out::Frame(fr) => hca.port.send_frame(fr),
+            Out::Ref(pkt) if route == Route::Local => hca.port.loopq.push_back(pkt),
+            Out::Ref(pkt) => hca.port.send_ref(pkt),
+        }
+    }
+    let in_err = hca.qps.get(qpn).is_some_and(|q| q.state == qp::state::ERR);
+    if (error || fail_local) && !in_err {
+        if let Some(nak) = cause {
+            let ev = match nak {
+                NakCode::RemoteAccessError => event::WQ_ACCESS_ERROR,
+                NakCode::RemoteOperationalError => event::WQ_CATAS_ERROR,
+                _ => event::WQ_INVAL_REQ_ERROR,
+            };
+            post_qp_event(hca, ev, qpn);
+        }
+        if error {
+            enter_error(hca, qpn);
+        }
+    }
+}
+
+/// The payload of a by-reference packet: the bus pieces (or inline bytes) its source names.
+fn resolve_ref(hca: &Hca, qpn: u32, src: Option<PayloadSrc>, len: usize) -> Option<RefPayload> {
+    let user = user_of(hca, qpn);
+    let mem = &hca.mem;
+    if len == 0 {
+        return Some(RefPayload::None);
+    }
+    let mut pieces = Vec::new();
+    match src? {
+        PayloadSrc::Remote { rkey, va } => {
+            let r = hca
+                .mkeys
+                .resolve(rkey, va, len as u64, Access::REMOTE_READ, user)
+                .ok()?;
+            memory_pieces(&**mem, &r, &mut pieces).ok()?;
+        }
+        PayloadSrc::Wqe { wr, offset } => {
+            let off = offset as usize;
+            match &*payload_of(hca, qpn, wr).ok()? {
+                WrPayload::Bytes(b) => {
+                    return Some(RefPayload::Bytes(b.get(off..off + len)?.to_vec()));
+                }
+                WrPayload::Pieces(p) => {
+                    // Still guest memory (it may have gone since the WQE was taken): if not,
+                    // the send fails locally, as a gather would.
+                    let end = off.checked_add(len)?;
+                    let mut at = 0usize;
+                    for &(bus, n) in p.iter() {
+                        let (lo, hi) = (at.max(off), (at + n).min(end));
+                        if lo < hi && mem.check(bus + (lo - at) as u64, hi - lo).is_err() {
+                            return None;
+                        }
+                        at += n;
+                        if at >= end {
+                            break;
+                        }
+                    }
+                    if at < end {
+                        return None;
+                    }
+                    return Some(RefPayload::Window {
+                        mem: mem.clone(),
+                        pieces: p.clone(),
+                        off,
+                        len,
+                    });
+                }
+            }
+        }
+    }
+    let total: usize = pieces.iter().map(|p| p.1).sum();
+    (total == len).then(|| RefPayload::Mem {
+        mem: mem.clone(),
+        pieces,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry points for the datapath
+// ---------------------------------------------------------------------------------------------
+
+/// Adds a slot to QP `qpn`'s SQ record and posts `wr` (if any) to its requester. A refused
+/// post turns the slot into a local failure.
+pub(crate) fn push_slot(hca: &mut Hca, qpn: u32, mut slot: WrSlot, wr: Option<WorkRequest>) {
+    let Some(q) = hca.qps.get_mut(qpn) else {
+        return;
+    };
+    if let (Some(wr), Some(rc)) = (wr, q.rc.as_mut()) {
+        if rc.qp.post(wr).is_err() {
+            slot.kind = SlotKind::Failed(cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE);
+        }
+    } else if wr.is_some() {
+        slot.kind = SlotKind::Failed(cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE);
+    }
+    if matches!(slot.kind, SlotKind::Failed(..)) {
+        q.sq_blocked = true;
+    }
+    q.wrs.push_back(slot);
+}
+
+/// Completes local slots (NOPs, local failures) at the head of QP `qpn`'s SQ record. A local
+/// failure moves the QP to ERR.
+pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
+    loop {
+        let Some(q) = hca.qps.get_mut(qpn) else {
+            return;
+        };
+        let (cqn, uidx) = (q.cqn_snd, q.user_index);
+        let Some(s) = q.wrs.front().cloned() else {
+            return;
+        };
+        match s.kind {
+            SlotKind::Posted => return,
+            SlotKind::Nop => {
+                q.wrs.pop_front();
+                if s.signaled {
+                    let c = Cqe::requester(s.opcode, qpn, s.wqe_index, 0).with_user_index(uidx);
+                    post_cqe(hca, cqn, &c);
+                }
+            }
+            SlotKind::Failed(syn, vend) => {
+                q.wrs.pop_front();
+                let c = Cqe::error(cqe::opcode::REQ_ERR, syn, vend, s.opcode, qpn, s.wqe_index)
+                    .with_user_index(uidx);
+                post_cqe(hca, cqn, &c);
+                enter_error(hca, qpn);
+                return;
+            }
+        }
+    }
+}
+
+/// Lets QP `qpn`'s requester send what it may and run its timers.
+pub(crate) fn pump(hca: &mut Hca, qpn: u32) {
+    with_rc(hca, qpn, None, |rc, now, env, tx| rc.pump(now, env, tx));
+    retire_local(hca, qpn);
+}
+
+/// Runs the timers of every QP whose deadline passed.
+pub(crate) fn timers(hca: &mut Hca) {
+    let now = hca.port.now_ns();
+    for qpn in hca.qps.qpns() {
+        let due = hca.qps.get(qpn).is_some_and(|q| {
+            matches!(q.state, qp::state::RTR | qp::state::RTS)
+                && q.rc
+                    .as_ref()
+                    .and_then(|rc| rc.qp.next_deadline())
+                    .is_some_and(|d| d <= now)
+        });
+        if due {
+            pump(hca, qpn);
+        }
+    }
+}
+
+/// Takes consecutive loopback packets for one QP to it, in one transport call (their
+/// payloads were checked to be guest memory when they were sent, within this same device
+/// event).
+pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
+    let Some(first) = batch.first() else {
+        return;
+    };
+    let qpn = first.bth.dest_qp;
+    let Some(q) = hca.qps.get_mut(qpn) else {
+        return;
+    };
+    if q.rc.is_none() {
+        return;
+    }
+    let (state, rgid) = (q.state, q.path.rgid);
+    let keep = |p: &RefPacket| {
+        let Some(info) = p.bth.opcode.info() else {
+            return false;
+        };
+        let ok_state = match state {
+            qp::state::RTR => info.is_request(),
+            qp::state::RTS => true,
+            _ => false,
+        };
+        ok_state && p.src_gid == rgid
+    };
+    if state == qp::state::RTR
+        && !q.comm_est
+        && batch
+            .iter()
+            .any(|p| keep(p) && p.bth.opcode.info().is_some_and(|i| i.is_request()))
+    {
+        q.comm_est = true;
+        post_qp_event(hca, event::COMM_EST, qpn);
+    }
+    with_rc(hca, qpn, None, |rc, now, env, tx| {
+        for p in batch.iter().filter(|p| keep(p)) {
+            let len = p.payload.len();
+            let pkt = RxPacket {
+                bth: p.bth,
+                ext: p.ext,
+                payload: if len == 0 {
+                    RxPayload::Bytes(&[])
+                } else {
+                    RxPayload::Ref { token: 0, len }
+                },
+            };
+            env.rx = Some(&p.payload);
+            rc.receive(now, &pkt, env, tx);
+        }
+    });
+    retire_local(hca, qpn);
+}
+
+/// Takes one packet that arrived at the port to its QP.
+pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
+    match a {
+        Arrival::Frame(f) => {
+            let src = ip_gid(f.hdrs.ip.src());
+            let pkt = RxPacket {
+                bth: f.hdrs.bth,
+                ext: f.hdrs.ext,
+                payload: RxPayload::Bytes(f.payload()),
+            };
+            receive(hca, &src, &pkt, None);
+        }
+        Arrival::Ref(r) => {
+            // A payload whose memory went away after the sender checked it is as good as
+            // corrupted in transit: the packet is lost (the requester retransmits).
+            let gone = match &r.payload {
+                RefPayload::Mem { mem, pieces } => {
+                    pieces.iter().any(|&(a, n)| mem.check(a, n).is_err())
+                }
+                RefPayload::Window {
+                    mem,
+                    pieces,
+                    off,
+                    len,
+                } => WrPayload::sub_pieces(pieces, *off, *len)
+                    .is_none_or(|p| p.iter().any(|&(a, n)| mem.check(a, n).is_err())),
+                _ => false,
+            };
+            if gone {
+                hca.port.dropped += 1;
+                return;
+            }
+            let len = r.payload.len();
+            let pkt = RxPacket {
+                bth: r.bth,
+                ext: r.ext,
+                payload: if len == 0 {
+                    RxPayload::Bytes(&[])
+                } else {
+                    RxPayload::Ref { token: 0, len }
+                },
+            };
+            receive(hca, &r.src_gid, &pkt, Some(&r.payload));
+        }
+    }
+}
+
+fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&RefPayload>) {
+    let qpn = pkt.bth.dest_qp;
+    let Some(info) = pkt.bth.opcode.info() else {
+        return;
+    };
+    let request = info.is_request();
+    let Some(q) = hca.qps.get_mut(qpn) else {
+        return;
+    };
+    let ok = q.rc.is_some()
+        && match q.state {
+            qp::state::RTR => request,
+            qp::state::RTS => true,
+            _ => false,
+        }
+        // Model choice: a packet from an IP other than the QP's remote GID is not for this
+        // connection (RC has no source QPN on the wire; the address is what identifies it).
+        && q.path.rgid == *src_gid;
+    if !ok {
+        return;
+    }
+    if request && q.state == qp::state::RTR && !q.comm_est {
+        q.comm_est = true;
+        post_qp_event(hca, event::COMM_EST, qpn);
+    }
+    with_rc(hca, qpn, rx, |rc, now, env, tx| {
+        rc.receive(now, pkt, env, tx)
+    });
+    retire_local(hca, qpn);
+}
+
+/// Moves QP `qpn` to ERR: the transport flushes the posted work requests, then every other
+/// outstanding WQE of both queues completes with WR_FLUSH_ERR.
+pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
+    let Some(q) = hca.qps.get_mut(qpn) else {
+        return;
+    };
+    q.state = qp::state::ERR;
+    q.sq_blocked = false;
+    if let Some(mut rc) = q.rc.take() {
+        let cell = RefCell::new(hca);
+        let mut env = Env {
+            cell: &cell,
+            qpn,
+            rx: None,
+            fail_local: false,
+        };
+        rc.qp.set_error(&mut env);
+        hca = cell.into_inner();
+        if let Some(q) = hca.qps.get_mut(qpn) {
+            q.rc = Some(rc);
+        }
+    }
+    // Whatever the transport did not own.
+    let Some(q) = hca.qps.get_mut(qpn) else {
+        return;
+    };
+    let (cqn, uidx) = (q.cqn_snd, q.user_index);
+    let rest: Vec<WrSlot> = q.wrs.drain(..).collect();
+    for s in rest {
+        let c = flush_cqe(cqe::opcode::REQ_ERR, s.opcode, qpn, s.wqe_index, uidx);
+        post_cqe(hca, cqn, &c);
+    }
+    flush_new_work(hca, qpn);
+}
+
+/// Builds the work request of a parsed send WQE (lkeys checked), or the local error it
+/// completes with.
+pub(crate) fn work_request(
+    hca: &Hca,
+    qpn: u32,
+    w: &SendWqe,
+    raw: &[u8],
+    wr_id: u64,
+) -> Result<(WorkRequest, u32, Arc<WrPayload>), (u8, u8)> {
+    use mlx5_prm::wqe::opcode::*;
+    let q = hca
+        .qps
+        .get(qpn)
+        .ok_or((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE))?;
+    let user = KeyUser { pd: q.pd, qpn };
+    let prot = |f| (cqe::syndrome::LOCAL_PROT_ERR, lkey_vendor(f));
+    let dma = (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT);
+    let total = w.total_len();
+    // Every lkey checked and every piece proved guest memory, before any byte moves.
+    let pieces_of = |gathers: &[Gather], access| -> Result<Vec<(u64, usize)>, (u8, u8)> {
+        let mut pieces = Vec::new();
+        for g in gathers {
+            if let Gather::Data { len, lkey, addr } = *g {
+                let r = hca
+                    .mkeys
+                    .resolve(lkey, addr, len, access, user)
+                    .map_err(prot)?;
+                memory_pieces(&*hca.mem, &r, &mut pieces).map_err(|_| dma)?;
+            }
+        }
+        Ok(pieces)
+    };
+    let too_long = total > (1u64 << q.log_msg_max.min(31));
+    let imm = matches!(w.opcode, SEND_IMM | RDMA_WRITE_IMM).then_some(w.imm);
+    let (op, len, payload) = match w.opcode {
+        SEND | SEND_IMM | RDMA_WRITE | RDMA_WRITE_IMM | RDMA_READ => {
+            if too_long {
+                return Err((cqe::syndrome::LOCAL_LENGTH_ERR, vendor::MSG_TOO_LONG));
+            }
+            let op = match w.opcode {
+                SEND | SEND_IMM => WrOp::Send {
+                    imm,
+                    invalidate: None,
+                },
+                RDMA_READ => WrOp::Read {
+                    raddr: w.raddr,
+                    rkey: w.rkey,
+                },
+                _ => WrOp::Write {
+                    raddr: w.raddr,
+                    rkey: w.rkey,
+                    imm,
+                },
+            };
+            let read = w.opcode == RDMA_READ;
+            let access = if read {
+                Access::LOCAL_WRITE
+            } else {
+                Access::LOCAL_READ
+            };
+            let pieces = pieces_of(w.gathers(), access)?;
+            let inline = w
+                .gathers()
+                .iter()
+                .any(|g| matches!(g, Gather::Inline { .. }));
+            let payload = if inline && !read {
+                // Inline bytes live in the SQ ring, which software may reuse once the WQE
+                // completes: take the whole message now.
+                let mut bytes = Vec::with_capacity(total as usize);
+                let mut data = pieces.iter();
+                for g in w.gathers() {
+                    match *g {
+                        Gather::Inline { at, len } => {
+                            bytes.extend_from_slice(raw.get(at..at + len).ok_or(dma)?)
+                        }
+                        Gather::Data { len, .. } => {
+                            let mut left = len as usize;
+                            while left > 0 {
+                                let &(bus, n) = data.next().ok_or(dma)?;
+                                let k = bytes.len();
+                                bytes.resize(k + n, 0);
+                                hca.mem.read(bus, &mut bytes[k..]).map_err(|_| dma)?;
+                                left = left.saturating_sub(n);
+                            }
+                        }
+                    }
+                }
+                WrPayload::Bytes(bytes)
+            } else {
+                WrPayload::Pieces(pieces.into())
+            };
+            (op, total as u32, payload)
+        }
+        ATOMIC_CS | ATOMIC_FA => {
+            let first = w.gathers().first().copied();
+            let pieces = pieces_of(first.as_slice(), Access::LOCAL_WRITE)?;
+            let op = if w.opcode == ATOMIC_FA {
+                WrOp::FetchAdd {
+                    raddr: w.raddr,
+                    rkey: w.rkey,
+                    add: w.swap_add,
+                }
+            } else {
+                WrOp::CmpSwap {
+                    raddr: w.raddr,
+                    rkey: w.rkey,
+                    compare: w.compare,
+                    swap: w.swap_add,
+                }
+            };
+            (op, 8, WrPayload::Pieces(pieces.into()))
+        }
+        _ => return Err((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE)),
+    };
+    Ok((
+        WorkRequest {
+            wr_id,
+            op,
+            len,
+            fence: w.fence != 0,
+            solicited: w.solicited,
+        },
+        len,
+        Arc::new(payload),
+    ))
+}
