@@ -106,13 +106,9 @@ pub fn cmdline_ipv4(cmdline: &str) -> Option<[u8; 4]> {
     Some(a.octets())
 }
 
-/// The IPv4-mapped GID `::ffff:A.B.C.D` (IBTA A17.4 / RFC 4291 2.5.5.2).
+/// The IPv4-mapped GID `::ffff:A.B.C.D` of a node's address.
 pub fn ipv4_gid(ip: [u8; 4]) -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&ip);
-    g
+    mlx5::hca::ipv4_mapped_gid(ip)
 }
 
 /// `n` as a decimal number, hex with `0x`, and with a `K`/`M` suffix.
@@ -152,11 +148,9 @@ pub fn secs(t0: kernel::time::Instant) -> f64 {
     t0.elapsed().as_secs_f64()
 }
 
-/// Gives the node its IPv4 identity: programs the IPv4-mapped RoCE v2 GID and returns its
-/// index (the `sgid_index` to connect with).
+/// Gives the node its IPv4 identity: programs the IPv4-mapped RoCE v2 GID
+/// ([`mlx5::Context::add_ipv4_gid`], SET_ROCE_ADDRESS) and returns its index (the
+/// `sgid_index` to connect with).
 pub fn ipv4_gid_index<H: mlx5::Hal>(dev: &mlx5::Context<H>, ip: [u8; 4]) -> mlx5::Result<u16> {
-    // Index 1, as rxe and Linux's roce_gid_mgmt put the first IPv4 address (index 0 is the
-    // default GID).
-    dev.set_gid(1, ipv4_gid(ip))?;
-    Ok(1)
+    dev.add_ipv4_gid(ip)
 }

@@ -15,11 +15,11 @@
 //! 3. `check_mtu`: `"%d"` of the IBV_MTU enum and its NUL (2 bytes); the smaller MTU wins;
 //! 4. `ctx_hand_shake`, 108 bytes: `"%04x:%04x:%06x:%06x:%08x:%016llx:"` of LID, out_reads, QPN,
 //!    PSN, rkey, vaddr, then the 16 GID bytes as `"%02x:"` each, then `"%08x:"` of the SRQN,
-//!    and a NUL. The QPs connect, then one more handshake (after RTR).
+//!    and a NUL. The QPs connect, then two more handshakes.
 //! 5. WRITE/READ: the client runs, then a handshake, then `xchg_bw_reports` (five 8-byte
 //!    big-endian fields: size, iterations, BW peak, BW average, message rate; the last three
 //!    f64), and the server prints the client's figures. SEND: the server posts its receives, a
-//!    handshake, both run, a handshake; each prints its own figures.
+//!    handshake, both run; each prints its own figures.
 //! 6. `ctx_close_connection`: a handshake, then `"done"` and its NUL each way.
 //!
 //! QP attributes as perftest's `ctx_modify_qp_to_rtr/rts`: max_dest_rd_atomic = own out_reads,
@@ -288,6 +288,8 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         .map_err(|e| format!("connect: {e:?}"))?;
     let hs = |link: &mut Oob, what: &str| -> Result<(), String> { xchg(link, c, &km, what).map(|_| ()) };
     hs(&mut link, "handshake after RTR")?;
+    // perftest 4.5 syncs once more before the run (seen in the capture of two Linux peers).
+    hs(&mut link, "second handshake after RTR")?;
 
     let remote = Remote { addr: rem.vaddr, rkey: rem.rkey };
     let mine: Report;
@@ -339,7 +341,6 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             mine = r;
             checked = note;
             print_table(&mine);
-            hs(&mut link, "handshake after the run")?;
         }
         (Verb::Send, false) => {
             for k in 1..slots.min(caps.max_recv_wr as u64) {
@@ -351,7 +352,6 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             mine = r;
             checked = note;
             print_table(&mine);
-            hs(&mut link, "handshake after the run")?;
         }
     }
     hs(&mut link, "closing handshake")?;
