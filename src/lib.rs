@@ -86,6 +86,14 @@ pub struct Options {
     pub echo: bool,
     /// `--pair`: run the two-guest RDMA run ([`pair_options`], [`run_pair`]).
     pub pair: bool,
+    /// `--peer linux`: run against a Linux soft-RoCE peer ([`linux_guest::peer`]).
+    pub peer: bool,
+    /// `--peer-cmd`: the command Linux runs.
+    pub peer_cmd: Option<String>,
+    /// `--peer-role client`: Linux is the client (default: the server).
+    pub peer_client: bool,
+    /// `--peer-pcap FILE`: capture the link to the Linux peer.
+    pub peer_pcap: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -107,6 +115,10 @@ impl Default for Options {
             hide_1g_pages: false,
             echo: true,
             pair: false,
+            peer: false,
+            peer_cmd: None,
+            peer_client: false,
+            peer_pcap: None,
         }
     }
 }
@@ -142,6 +154,16 @@ Options:
                          server's, which sees every frame)
   --wire-fault SPEC      inject wire faults on send (with --pair: on both HCAs), e.g.
                          drop=0.01,reorder=0.01,corrupt=0.001,seed=7
+  --peer linux           run against a Linux soft-RoCE (rdma_rxe) peer under TCG: its NIC is
+                         plugged into the emulated HCA's port; the unikernel runs the app that
+                         plays the other side of --peer-cmd (pingpong for ibv_rc_pingpong,
+                         perftest for ib_*_bw), its options from --cmdline or from the command
+  --peer-cmd CMD         the command Linux runs, e.g. 'ib_write_bw -d rxe0 -x $GID -F -n 200'
+                         ($GID: the RoCE v2 GID index of Linux's IPv4 address; a client names
+                         the launcher as its server: $SERVER)
+  --peer-role server|client
+                         which side Linux plays (default server)
+  --peer-pcap FILE       capture the link to the Linux peer (both directions)
   --boot pvh|grub        boot with QEMU -kernel (PVH) or through GRUB and Multiboot2 (default pvh)
   --no-1g-pages          hide 1 GiB pages from the guest (KVM hides them always)
   -q, --quiet            do not copy the guest's serial output to stdout
@@ -242,9 +264,28 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<ParseOutcome
                 o.hca_args.push("--wire-fault".into());
                 o.hca_args.push(value("--wire-fault")?);
             }
+            "--peer" => match value("--peer")?.as_str() {
+                "linux" => o.peer = true,
+                v => return Err(format!("--peer: unknown peer '{v}' (linux)")),
+            },
+            "--peer-cmd" => o.peer_cmd = Some(value("--peer-cmd")?),
+            "--peer-role" => {
+                o.peer_client = match value("--peer-role")?.as_str() {
+                    "server" => false,
+                    "client" => true,
+                    v => return Err(format!("--peer-role: unknown role '{v}' (server, client)")),
+                }
+            }
+            "--peer-pcap" => o.peer_pcap = Some(PathBuf::from(value("--peer-pcap")?)),
             "-q" | "--quiet" => o.echo = false,
             other => return Err(format!("unknown option '{other}' (see --help)")),
         }
+    }
+    if o.peer && o.peer_cmd.is_none() {
+        return Err("--peer linux needs --peer-cmd CMD".into());
+    }
+    if !o.peer && (o.peer_cmd.is_some() || o.peer_pcap.is_some()) {
+        return Err("--peer-cmd and --peer-pcap go with --peer linux".into());
     }
     Ok(ParseOutcome::Run(Box::new(o)))
 }
@@ -880,6 +921,19 @@ mod tests {
         assert!(parse_args(["--accel=quantum".to_string()]).is_err());
         assert!(parse_args(["--memory".to_string()]).is_err());
         assert!(parse_args(["--bogus".to_string()]).is_err());
+    }
+
+    #[test]
+    fn parses_the_linux_peer_options() {
+        let args = "--peer linux --peer-cmd ib_send_bw --peer-role client --peer-pcap /tmp/l.pcap";
+        let ParseOutcome::Run(o) = parse_args(args.split(' ').map(String::from)).unwrap() else { panic!() };
+        assert!(o.peer && o.peer_client);
+        assert_eq!(o.peer_cmd.as_deref(), Some("ib_send_bw"));
+        assert_eq!(o.peer_pcap.as_deref(), Some(Path::new("/tmp/l.pcap")));
+        assert!(parse_args(["--peer".to_string(), "bsd".to_string()]).is_err());
+        assert!(parse_args(["--peer".to_string(), "linux".to_string()]).is_err(), "--peer-cmd is required");
+        assert!(parse_args(["--peer-cmd".to_string(), "x".to_string()]).is_err(), "without --peer");
+        assert!(parse_args("--peer linux --peer-cmd x --peer-role both".split(' ').map(String::from)).is_err());
     }
 
     #[test]

@@ -51,6 +51,9 @@ fn main() {
     if opts.pair {
         std::process::exit(run_pair_cli(&opts));
     }
+    if opts.peer {
+        std::process::exit(unikernel::linux_guest::peer::cli(&opts));
+    }
     match run(&opts) {
         Ok(r) => {
             let status = r.verdict.exit_status();

@@ -700,3 +700,92 @@ fn uk_lines(
         }
     })
 }
+
+/// `cargo run -- --peer linux --peer-cmd CMD [--peer-role R] [--peer-pcap FILE]`: runs it,
+/// prints both sides' output (as it comes, unless `-q`) and one verdict; the exit status is 0
+/// only when both sides succeeded.
+pub fn cli(o: &crate::Options) -> i32 {
+    let run = PeerRun {
+        cmd: o.peer_cmd.clone().unwrap_or_default(),
+        role: if o.peer_client { Role::Client } else { Role::Server },
+        pcap: o.peer_pcap.clone(),
+        unikernel: o.clone(),
+        timeout: o.timeout,
+    };
+    match run_linux_peer(&run) {
+        Ok(r) => {
+            if !o.echo {
+                println!("==== Linux ====\n{}==== unikernel ====\n{}", r.linux.output(), r.unikernel_output);
+            }
+            let linux = match (r.linux.rc, r.linux.timed_out) {
+                (Some(0), _) => "ok".to_string(),
+                (Some(rc), _) => format!("its command exited with {rc}"),
+                (None, true) => "timed out".into(),
+                (None, false) => "ended before its command did".into(),
+            };
+            let uk = match &r.unikernel {
+                crate::Verdict::Exited(0) => "ok".to_string(),
+                v => format!("{v:?}"),
+            };
+            eprintln!(
+                "launcher: Linux {linux}; unikernel {uk}; {:.1} s: {}",
+                r.wall.as_secs_f64(),
+                if r.ok() { "PASSED" } else { "FAILED" }
+            );
+            if r.ok() {
+                0
+            } else if r.unikernel != crate::Verdict::Exited(0) {
+                r.unikernel.exit_status().max(1)
+            } else {
+                1
+            }
+        }
+        Err(e) => {
+            eprintln!("launcher: --peer linux: {e}");
+            crate::status::USAGE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_app_follows_the_tool() {
+        let (app, args) = app_for("ibv_rc_pingpong -d rxe0 -g $GID -n 100 -s 1 $SERVER").unwrap();
+        assert_eq!((app.as_str(), args.as_str()), ("pingpong", "pingpong -d rxe0 -g $GID -n 100 -s 1"));
+        let (app, args) = app_for("ib_read_bw -x $GID -F -s 64 10.0.2.100").unwrap();
+        assert_eq!((app.as_str(), args.as_str()), ("perftest", "perftest ib_read_bw -x $GID -F -s 64"));
+        assert!(app_for("rping -s").is_err());
+        assert!(app_for("  ").is_err());
+    }
+
+    #[test]
+    fn the_kernel_command_line_carries_the_init_contract() {
+        let p = LinuxPeer {
+            link: Link::Connect("/tmp/w.sock".into()),
+            ip: "10.0.0.1/24".into(),
+            mac: PEER_MAC,
+            neigh: Some((UNIKERNEL_IP.into(), UNIKERNEL_MAC)),
+            cmd: "ib_write_bw -x $GID".into(),
+            wait_ping: None,
+            delay: Some(2),
+            user_net: Some(String::new()),
+            pcap: None,
+            timeout: Duration::from_secs(1),
+        };
+        let a = p.append().unwrap();
+        for w in [
+            "peer_ip=10.0.0.1/24",
+            "peer_neigh=10.0.0.2,02:00:00:00:00:02",
+            "peer_eth1=10.0.2.15/24",
+            "peer_delay=2",
+            "peer_cmd=\"ib_write_bw -x $GID\"",
+        ] {
+            assert!(a.contains(w), "{w} missing from {a}");
+        }
+        let bad = LinuxPeer { cmd: "echo \"x\"".into(), ..p };
+        assert!(bad.append().is_err());
+    }
+}

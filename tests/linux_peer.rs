@@ -88,7 +88,7 @@ fn against_unikernel(test: &str, cmd: &str, role: peer::Role) -> Option<peer::Pe
                 r.linux.output(),
                 r.unikernel_output
                     .lines()
-                    .filter(|l| !l.starts_with("peer: tcp") && !l.contains("] "))
+                    .filter(|l| !l.starts_with("peer: tcp") && !l.starts_with("[") && !l.starts_with("pci ") && !l.starts_with("qemu-system"))
                     .fold(String::new(), |s, l| s + l + "\n")
             );
             Some(r)
@@ -178,4 +178,54 @@ fn ib_send_bw_linux_server_65536() {
 #[test]
 fn ib_send_bw_linux_client_65536() {
     perftest("ib_send_bw_linux_client_65536", "ib_send_bw", 65536, peer::Role::Client);
+}
+
+#[test]
+fn rc_pingpong_linux_server_1() {
+    pingpong("rc_pingpong_linux_server_1", 1, peer::Role::Server);
+}
+
+#[test]
+fn rc_pingpong_linux_client_1() {
+    pingpong("rc_pingpong_linux_client_1", 1, peer::Role::Client);
+}
+
+#[test]
+fn rc_pingpong_linux_server_65536() {
+    pingpong("rc_pingpong_linux_server_65536", 65536, peer::Role::Server);
+}
+
+#[test]
+fn rc_pingpong_linux_client_65536() {
+    pingpong("rc_pingpong_linux_client_65536", 65536, peer::Role::Client);
+}
+
+#[test]
+fn ib_write_bw_linux_server_64() {
+    perftest("ib_write_bw_linux_server_64", "ib_write_bw", 64, peer::Role::Server);
+}
+
+#[test]
+fn ib_write_bw_linux_client_64() {
+    perftest("ib_write_bw_linux_client_64", "ib_write_bw", 64, peer::Role::Client);
+}
+
+#[test]
+fn ib_read_bw_linux_server_64() {
+    perftest("ib_read_bw_linux_server_64", "ib_read_bw", 64, peer::Role::Server);
+}
+
+#[test]
+fn ib_read_bw_linux_client_64() {
+    perftest("ib_read_bw_linux_client_64", "ib_read_bw", 64, peer::Role::Client);
+}
+
+#[test]
+fn ib_send_bw_linux_server_64() {
+    perftest("ib_send_bw_linux_server_64", "ib_send_bw", 64, peer::Role::Server);
+}
+
+#[test]
+fn ib_send_bw_linux_client_64() {
+    perftest("ib_send_bw_linux_client_64", "ib_send_bw", 64, peer::Role::Client);
 }
