@@ -77,6 +77,25 @@ struct Opts {
     client: bool,
 }
 
+impl Opts {
+    /// The region the peer targets: perftest cycles its remote address through the cycle
+    /// buffer this side announced (`check_sys_data`) when `-s` is at most half of it
+    /// (src/perftest_resources.c `increase_rem_addr`), so it spans at least that.
+    fn region(&self) -> u64 {
+        (self.size as u64).max(CYCLE_BUFFER as u64)
+    }
+
+    /// Offset of slot `k`: 0 is the region the peer targets (or this side sends from); 1.. are
+    /// READ destinations or receive buffers, `-s` bytes each.
+    fn at(&self, k: u64) -> u64 {
+        if k == 0 {
+            0
+        } else {
+            self.region() + (k - 1) * self.size as u64
+        }
+    }
+}
+
 fn parse(cmdline: &str) -> Result<Opts, String> {
     let args = oob::tool_args(cmdline, "perftest");
     let mut it = args.iter();
@@ -234,11 +253,10 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
     let dev = Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
     let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
     let gid = oob::ipv4_gid(ip);
-    let size = o.size as u64;
     // Slot 0: the buffer the peer targets (WRITE, READ) or this side sends from; slots 1..:
     // READ destinations or receive buffers.
     let slots = OUTSTANDING as u64 + 1;
-    let len = usize::try_from(size * slots).map_err(|_| "size")?;
+    let len = usize::try_from(o.at(slots)).map_err(|_| "size")?;
     let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
     let mr = pd.alloc_mr(len, AccessFlags::ALL).map_err(|e| format!("alloc_mr: {e:?}"))?;
     let fill: Vec<u8> = (0..len).map(|i| oob::pattern(SEED, 0, i)).collect();
@@ -317,11 +335,12 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             mine = theirs;
             let mut got = alloc::vec![0u8; len];
             mr.read(0, &mut got).map_err(|e| format!("read: {e:?}"))?;
-            let n = o.size as usize;
+            // The peer's WRITEs cover the region from its start, -s bytes each, up to its end.
+            let n = (o.size as u64 * o.iters).min(o.region()) as usize;
             checked = if o.verb == Verb::Write {
                 let changed = got[..n].iter().zip(&fill[..n]).filter(|(a, b)| a != b).count();
                 if got[n..] != fill[n..] {
-                    return Err("the peer's WRITEs reached bytes beyond -s".into());
+                    return Err(format!("the peer's WRITEs reached bytes beyond 0..{n}"));
                 }
                 // perftest's bytes are rand(): ~1/256 of them equal the pattern by chance.
                 if changed < n - n / 64 - 1 {
@@ -344,7 +363,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         }
         (Verb::Send, false) => {
             for k in 1..slots.min(caps.max_recv_wr as u64) {
-                let s = [mr.sge(k * size, o.size)];
+                let s = [mr.sge(o.at(k), o.size)];
                 qp.post_recv(&[RecvWr { wr_id: k, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
             }
             hs(&mut link, "handshake before the run")?;
@@ -387,7 +406,6 @@ fn requester<H: mlx5::Hal>(
     mr: &mlx5::MemoryRegion<H>,
     remote: Remote,
 ) -> Result<(Report, String), String> {
-    let size = o.size as u64;
     let t0 = Instant::now();
     let (mut posted, mut done) = (0u64, 0u64);
     let mut last = Instant::now();
@@ -399,7 +417,7 @@ fn requester<H: mlx5::Hal>(
         while posted < o.iters && posted - done < OUTSTANDING as u64 {
             // READs land in their own slot (1..); WRITE and SEND go out of slot 0.
             let slot = 1 + posted % OUTSTANDING as u64;
-            let local = if o.verb == Verb::Read { [mr.sge(slot * size, o.size)] } else { [mr.sge(0, o.size)] };
+            let local = if o.verb == Verb::Read { [mr.sge(o.at(slot), o.size)] } else { [mr.sge(0, o.size)] };
             let op = match o.verb {
                 Verb::Write => SendOp::Write { remote, imm: None },
                 Verb::Read => SendOp::Read { remote },
@@ -416,7 +434,7 @@ fn requester<H: mlx5::Hal>(
         }
         if o.verb == Verb::Read {
             let slot = 1 + wc.wr_id % OUTSTANDING as u64;
-            mr.read(slot * size, &mut got).map_err(|e| format!("read: {e:?}"))?;
+            mr.read(o.at(slot), &mut got).map_err(|e| format!("read: {e:?}"))?;
             match &first {
                 None => first = Some(got.clone()),
                 Some(f) if *f != got => mismatches += 1,
@@ -476,12 +494,12 @@ fn receiver<H: mlx5::Hal>(
             return Err(format!("message {n}: {} bytes, not {}", wc.byte_len, o.size));
         }
         let slot = 1 + (wc.wr_id - 1) % (slots - 1);
-        mr.read(slot * size, &mut got).map_err(|e| format!("read: {e:?}"))?;
-        let at = (slot * size) as usize;
+        mr.read(o.at(slot), &mut got).map_err(|e| format!("read: {e:?}"))?;
+        let at = o.at(slot) as usize;
         landed += got.iter().zip(&fill[at..at + o.size as usize]).filter(|(a, b)| a != b).count() as u64;
         // Back to the pattern, so the next message into this slot shows again.
-        mr.write(slot * size, &fill[at..at + o.size as usize]).map_err(|e| format!("write: {e:?}"))?;
-        let s = [mr.sge(slot * size, o.size)];
+        mr.write(o.at(slot), &fill[at..at + o.size as usize]).map_err(|e| format!("write: {e:?}"))?;
+        let s = [mr.sge(o.at(slot), o.size)];
         qp.post_recv(&[RecvWr { wr_id: wc.wr_id + slots - 1, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
     }
     let total = (size * o.iters) as f64;
