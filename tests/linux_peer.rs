@@ -82,6 +82,7 @@ fn against_unikernel(test: &str, cmd: &str, role: peer::Role) -> Option<peer::Pe
                 );
                 panic!("{test}: Linux rc {:?}, unikernel {:?}", r.linux.rc, r.unikernel);
             }
+            check_pcap(test, &pcap);
             eprintln!(
                 "{test}: {:.1} s\n---- Linux ----\n{}---- unikernel ----\n{}",
                 r.wall.as_secs_f64(),
@@ -98,6 +99,18 @@ fn against_unikernel(test: &str, cmd: &str, role: peer::Role) -> Option<peer::Pe
             None
         }
     }
+}
+
+/// The project's own decoder (`mlx5-sim --decode-pcap`) reads every frame of the run's capture:
+/// every RoCE frame decodes and its ICRC is right (what rxe checks before it takes a frame).
+fn check_pcap(test: &str, pcap: &std::path::Path) {
+    let sim = unikernel::build_hca_sim().expect("mlx5-sim");
+    let out = std::process::Command::new(sim).arg("--decode-pcap").arg(pcap).output().expect("mlx5-sim --decode-pcap");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary = text.lines().last().unwrap_or_default().to_string();
+    assert!(out.status.success(), "{test}: {} fails to decode:\n{summary}", pcap.display());
+    assert!(summary.contains("(0 bad ICRC), 0 not decodable"), "{test}: {summary}");
+    eprintln!("{test}: capture: {summary}");
 }
 
 fn pingpong(test: &str, size: u32, role: peer::Role) {

@@ -214,9 +214,16 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         send_pending = true;
     }
     let mut got = alloc::vec![0u8; o.size as usize];
+    // Where the time goes: waiting for completions, and this side's own work between them
+    // (checking a message, filling and posting the next).
+    let (mut in_poll, mut in_work) = (Duration::ZERO, Duration::ZERO);
+    let mut worst_work = Duration::ZERO;
     while rcnt < o.iters || scnt < o.iters {
+        let tp = Instant::now();
         let wcs = cq.poll_wait(1, WAIT).map_err(|e| format!("poll (sent {scnt}, received {rcnt}): {e:?}"))?;
         let wc = wcs.first().ok_or(format!("no completion in {WAIT:?} (sent {scnt}, received {rcnt})"))?;
+        let tw = Instant::now();
+        in_poll += tw.duration_since(tp);
         if wc.status != WcStatus::Success {
             return Err(format!("completion {:#x} in error: {:?} (vendor syndrome {:#x})", wc.wr_id, wc.status, wc.vendor_err));
         }
@@ -250,11 +257,20 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
             send_pending = true;
             recv_pending = true;
         }
+        let w = tw.elapsed();
+        in_work += w;
+        worst_work = worst_work.max(w);
     }
     let usec = oob::secs(t0) * 1e6;
     let bytes = size * o.iters * 2;
     println!("{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec", usec / 1e6, bytes as f64 * 8.0 / usec);
     println!("{} iters in {:.2} seconds = {:.2} usec/iter", o.iters, usec / 1e6, usec / o.iters as f64);
+    println!(
+        "pingpong: {:.3} s waiting for completions, {:.3} s checking and posting (longest step {:.3} s)",
+        in_poll.as_secs_f64(),
+        in_work.as_secs_f64(),
+        worst_work.as_secs_f64()
+    );
     println!("pingpong: every byte of {rcnt} messages checked: ok");
     drop(qp);
     drop(cq);
