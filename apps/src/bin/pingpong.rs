@@ -200,11 +200,22 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
     );
     let t0 = Instant::now();
     let fill = |k: u64| -> Vec<u8> { (0..o.size as usize).map(|i| oob::pattern(SEED, k, i)).collect() };
+    let copy_out = core::cell::Cell::new(Duration::ZERO);
+    // The message this side sent last: the one rc_pingpong echoes next.
+    let last = core::cell::RefCell::new(Vec::new());
+    let posting = core::cell::Cell::new(Duration::ZERO);
     let send = |qp: &mut mlx5::QueuePair<_>, k: u64| -> Result<(), alloc::string::String> {
-        mr.write(0, &fill(k)).map_err(|e| format!("write: {e:?}"))?;
+        let data = fill(k);
+        let tc = Instant::now();
+        mr.write(0, &data).map_err(|e| format!("write: {e:?}"))?;
+        *last.borrow_mut() = data;
+        copy_out.set(copy_out.get() + tc.elapsed());
         let s = [mr.sge(0, o.size)];
         let wr = SendWr { wr_id: 1 << 32 | k, op: SendOp::Send { imm: None }, data: SendData::Sges(&s), flags: SendFlags::SIGNALED };
-        qp.post_send(&[wr]).map_err(|e| format!("post_send {k}: {e:?}"))
+        let tp = Instant::now();
+        let r = qp.post_send(&[wr]).map_err(|e| format!("post_send {k}: {e:?}"));
+        posting.set(posting.get() + tp.elapsed());
+        r
     };
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     let mut send_pending = false;
@@ -218,6 +229,8 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
     // (checking a message, filling and posting the next).
     let (mut in_poll, mut in_work) = (Duration::ZERO, Duration::ZERO);
     let mut worst_work = Duration::ZERO;
+    // Of the work: copying out of and into the registered memory (MemoryRegion::read/write).
+    let mut in_copy = Duration::ZERO;
     while rcnt < o.iters || scnt < o.iters {
         let tp = Instant::now();
         let wcs = cq.poll_wait(1, WAIT).map_err(|e| format!("poll (sent {scnt}, received {rcnt}): {e:?}"))?;
@@ -235,14 +248,16 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
                 return Err(format!("message {rcnt}: {} bytes, not {}", wc.byte_len, o.size));
             }
             let k = wc.wr_id;
+            let tc = Instant::now();
             mr.read(slot(k), &mut got).map_err(|e| format!("read: {e:?}"))?;
+            in_copy += tc.elapsed();
             // The server's first message is rc_pingpong's untouched buffer; every other one
             // echoes this side's previous message.
             let bad = if !o.client && rcnt == 0 {
                 got.iter().position(|&b| b != RC_PINGPONG_FILL)
             } else {
-                let want = fill(if o.client { rcnt } else { rcnt - 1 });
-                got.iter().zip(&want).position(|(a, b)| a != b)
+                let want = last.borrow();
+                got.iter().zip(want.iter()).position(|(a, b)| a != b)
             };
             if let Some(i) = bad {
                 return Err(format!("message {rcnt}: byte {i} is {:#04x}, not the expected one", got[i]));
@@ -250,7 +265,9 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
             rcnt += 1;
             recv_pending = false;
             let s = [mr.sge(slot(k), o.size)];
+            let tp = Instant::now();
             qp.post_recv(&[RecvWr { wr_id: k + RECV_SLOTS, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
+            posting.set(posting.get() + tp.elapsed());
         }
         if scnt < o.iters && !send_pending && !recv_pending {
             send(&mut qp, scnt)?;
@@ -266,10 +283,14 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
     println!("{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec", usec / 1e6, bytes as f64 * 8.0 / usec);
     println!("{} iters in {:.2} seconds = {:.2} usec/iter", o.iters, usec / 1e6, usec / o.iters as f64);
     println!(
-        "pingpong: {:.3} s waiting for completions, {:.3} s checking and posting (longest step {:.3} s)",
+        "pingpong: {:.3} s waiting for completions, {:.3} s checking and posting (longest step {:.3} s), \
+         of which {:.3} s in MemoryRegion::read, {:.3} s in MemoryRegion::write, {:.3} s in post_send/post_recv",
         in_poll.as_secs_f64(),
         in_work.as_secs_f64(),
-        worst_work.as_secs_f64()
+        worst_work.as_secs_f64(),
+        in_copy.as_secs_f64(),
+        copy_out.get().as_secs_f64(),
+        posting.get().as_secs_f64()
     );
     println!("pingpong: every byte of {rcnt} messages checked: ok");
     drop(qp);
