@@ -1,7 +1,8 @@
-//! A Linux soft-RoCE (rdma_rxe) peer (src/linux_guest.rs `prepare_peer_image`, src/peer.rs).
+//! A Linux soft-RoCE (rdma_rxe) peer (src/linux_guest.rs `prepare_peer_image`, src/peer.rs):
+//! rdma-core's own tools in Linux (TCG) against the unikernel apps `pingpong` and `perftest`
+//! (KVM) over RoCEv2 frames, both roles; two Linux peers alone as the baseline.
 //!
-//! - `peer_image_builds`: the image holds rdma-core's tools and the rxe provider.
-//! Each test skips loudly (`SKIPPED: ...`) when QEMU or the peer image cannot be had.
+//! Each test skips loudly (`SKIPPED: ...`) when QEMU, KVM or the peer image cannot be had.
 
 use unikernel::linux_guest::{self, peer};
 
