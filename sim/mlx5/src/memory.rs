@@ -167,16 +167,39 @@ impl Copy<'_> {
     }
 }
 
+thread_local! {
+    /// Indexes of pieces recently found by [`last_at_or_below`] on this thread (a packet's
+    /// source and destination, the rings): a guess, checked before use.
+    static RECENT: std::cell::Cell<[usize; 4]> = const { std::cell::Cell::new([0; 4]) };
+}
+
+/// The index of the last piece starting at or below `addr` (pieces sorted by start, not
+/// overlapping), as `partition_point` finds it. A recently found piece that contains `addr` is
+/// that piece (the next one starts at or after its end), so it is tried first: the data path
+/// touches the same few buffers packet after packet.
+fn last_at_or_below<P: Piece>(pieces: &[P], addr: u64) -> Option<usize> {
+    let mut recent = RECENT.with(|r| r.get());
+    for &i in &recent {
+        if let Some(p) = pieces.get(i) {
+            if p.start() <= addr && addr - p.start() < p.len() {
+                return Some(i);
+            }
+        }
+    }
+    let i = pieces.partition_point(|p| p.start() <= addr).checked_sub(1)?;
+    recent.copy_within(0..3, 1);
+    recent[0] = i;
+    RECENT.with(|r| r.set(recent));
+    Some(i)
+}
+
 /// The pieces (sorted by start, not overlapping) covering `[addr, addr + len)` (`len > 0`):
 /// the indexes of the first and the last, or the error if any byte is outside every piece.
 fn cover<P: Piece>(pieces: &[P], addr: u64, len: usize) -> Result<(usize, usize), DmaError> {
     let err = DmaError { addr, len };
     let end = addr.checked_add(len as u64).ok_or(err)?;
     // The piece that contains `addr`: the last one starting at or below it.
-    let first = pieces
-        .partition_point(|p| p.start() <= addr)
-        .checked_sub(1)
-        .ok_or(err)?;
+    let first = last_at_or_below(pieces, addr).ok_or(err)?;
     // The range must be covered by adjacent pieces.
     let mut cur = addr;
     let mut last = first;
@@ -236,9 +259,7 @@ fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(
 /// [`cover`] proved to be inside the pieces.
 fn host_run<P: Piece>(pieces: &[P], addr: u64, backward: bool) -> Option<(*mut u8, u64)> {
     let probe = if backward { addr.checked_sub(1)? } else { addr };
-    let i = pieces
-        .partition_point(|p| p.start() <= probe)
-        .checked_sub(1)?;
+    let i = last_at_or_below(pieces, probe)?;
     let p = &pieces[i];
     let off = addr - p.start();
     if off > p.len() || (!backward && off == p.len()) {
