@@ -129,6 +129,8 @@ pub(crate) struct RcState {
     seen_resp: RespCounters,
     /// Frame headers (BTH / extension headers replaced per packet).
     hdr: RoceHeaders,
+    /// Spare buffer for what one transport call emits (kept, so no call allocates one).
+    out: Vec<Out>,
 }
 
 /// Path MTU in bytes for `qpc.mtu`.
@@ -248,6 +250,7 @@ pub(crate) fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
                     seen_req: ReqCounters::default(),
                     seen_resp: RespCounters::default(),
                     hdr,
+                    out: Vec::new(),
                 })),
                 // The command checked every field; a refusal here is a model bug: no transport,
                 // packets to this QP are dropped.
@@ -660,6 +663,7 @@ impl Completions for Env<'_, '_, '_> {
 // The wire side
 // ---------------------------------------------------------------------------------------------
 
+#[derive(Debug)]
 enum Out {
     Frame(Vec<u8>),
     Ref(RefPacket),
@@ -736,7 +740,7 @@ fn with_rc<'r>(
             by_ref: route == Route::Local || by_ref_link,
             hdr,
             sgid,
-            out: Vec::new(),
+            out: std::mem::take(&mut rc.out),
         };
         let mut env = Env {
             cell: &cell,
@@ -785,12 +789,16 @@ fn with_rc<'r>(
         q.rc = Some(rc);
     }
     // Send what the transport emitted.
-    for o in out {
+    let mut out = out;
+    for o in out.drain(..) {
         match o {
             Out::Frame(fr) => hca.port.send_frame(fr),
             Out::Ref(pkt) if route == Route::Local => hca.port.loopq.push_back(pkt),
             Out::Ref(pkt) => hca.port.send_ref(pkt),
         }
+    }
+    if let Some(rc) = hca.qps.get_mut(qpn).and_then(|q| q.rc.as_mut()) {
+        rc.out = out;
     }
     let in_err = hca.qps.get(qpn).is_some_and(|q| q.state == qp::state::ERR);
     if (error || fail_local) && !in_err {
