@@ -285,6 +285,22 @@ fn move_pieces<P: Piece>(pieces: &[P], src: u64, dst: u64, len: usize) -> Result
     let (df, dl) = cover(pieces, dst, len)?;
     check_poison(&pieces[sf..=sl], DmaError { addr: src, len })?;
     check_poison(&pieces[df..=dl], DmaError { addr: dst, len })?;
+    if sf == sl && df == dl {
+        // One piece on each side (a packet's payload, typically): one memmove.
+        let (s, d) = (&pieces[sf], &pieces[df]);
+        // SAFETY: cover() proved [src, src + len) lies inside piece `s` and [dst, dst + len)
+        // inside piece `d`, whose host memory is valid while the caller holds the lock
+        // protecting `pieces`; `copy` (memmove) allows the ranges to overlap.
+        unsafe {
+            std::ptr::copy(
+                s.host().add((src - s.start()) as usize),
+                d.host().add((dst - d.start()) as usize),
+                len,
+            );
+        }
+        check_poison(&pieces[sf..=sl], DmaError { addr: src, len })?;
+        return check_poison(&pieces[df..=dl], DmaError { addr: dst, len });
+    }
     let n64 = len as u64;
     let backward = dst > src && dst < src + n64;
     let mut done = 0u64;

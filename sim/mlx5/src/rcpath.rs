@@ -672,6 +672,8 @@ enum Out {
 struct Outbox<'a, 'b> {
     cell: &'a RefCell<&'b mut Hca>,
     qpn: u32,
+    /// The last work request whose payload was looked up (its packets follow each other).
+    last: Option<(u64, Arc<WrPayload>)>,
     by_ref: bool,
     hdr: RoceHeaders,
     sgid: [u8; 16],
@@ -685,7 +687,7 @@ impl Tx for Outbox<'_, '_> {
             // check a gather would make), and let the receiver move it with one copy.
             let p = {
                 let hca = self.cell.borrow();
-                resolve_ref(&hca, self.qpn, payload.src, payload.len)
+                resolve_ref(&hca, self.qpn, payload.src, payload.len, &mut self.last)
             };
             let payload = p.ok_or(LocalFault)?;
             self.out.push(Out::Ref(RefPacket {
@@ -737,6 +739,7 @@ fn with_rc<'r>(
         let mut tx = Outbox {
             cell: &cell,
             qpn,
+            last: None,
             by_ref: route == Route::Local || by_ref_link,
             hdr,
             sgid,
@@ -817,7 +820,13 @@ fn with_rc<'r>(
 }
 
 /// The payload of a by-reference packet: the bus pieces (or inline bytes) its source names.
-fn resolve_ref(hca: &Hca, qpn: u32, src: Option<PayloadSrc>, len: usize) -> Option<RefPayload> {
+fn resolve_ref(
+    hca: &Hca,
+    qpn: u32,
+    src: Option<PayloadSrc>,
+    len: usize,
+    last: &mut Option<(u64, Arc<WrPayload>)>,
+) -> Option<RefPayload> {
     let user = user_of(hca, qpn);
     let mem = &hca.mem;
     if len == 0 {
@@ -834,7 +843,15 @@ fn resolve_ref(hca: &Hca, qpn: u32, src: Option<PayloadSrc>, len: usize) -> Opti
         }
         PayloadSrc::Wqe { wr, offset } => {
             let off = offset as usize;
-            match &*payload_of(hca, qpn, wr).ok()? {
+            let wp = match last {
+                Some((id, p)) if *id == wr => p.clone(),
+                _ => {
+                    let p = payload_of(hca, qpn, wr).ok()?;
+                    *last = Some((wr, p.clone()));
+                    p
+                }
+            };
+            match &*wp {
                 WrPayload::Bytes(b) => {
                     return Some(RefPayload::Bytes(b.get(off..off + len)?.to_vec()));
                 }
