@@ -196,9 +196,16 @@ fn main() {
     );
     println!("{:>8}  {:>10}  {:>10}  {:>10}", "", "MB/s", "MB/s", "MB/s");
     for &size in &sizes {
-        let lo = write_mb_s(&env, &mut a, &mut scq, None, (src, lkey), (dst, rkey), size);
-        assert_eq!(env.read(dst, size), fill[..size], "loopback bytes");
-        let only_loop = std::env::var("RDMA_WRITE_BENCH").as_deref() == Ok("loopback");
+        // `RDMA_WRITE_BENCH=loopback` or `frames` measures only that path (for profiling).
+        let only = std::env::var("RDMA_WRITE_BENCH").unwrap_or_default();
+        let lo = if only == "frames" {
+            0.0
+        } else {
+            let lo = write_mb_s(&env, &mut a, &mut scq, None, (src, lkey), (dst, rkey), size);
+            assert_eq!(env.read(dst, size), fill[..size], "loopback bytes");
+            lo
+        };
+        let only_loop = only == "loopback";
         let fr = if only_loop {
             0.0
         } else {
