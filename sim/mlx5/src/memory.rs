@@ -186,7 +186,9 @@ fn last_at_or_below<P: Piece>(pieces: &[P], addr: u64) -> Option<usize> {
             }
         }
     }
-    let i = pieces.partition_point(|p| p.start() <= addr).checked_sub(1)?;
+    let i = pieces
+        .partition_point(|p| p.start() <= addr)
+        .checked_sub(1)?;
     recent.copy_within(0..3, 1);
     recent[0] = i;
     RECENT.with(|r| r.set(recent));
@@ -1006,6 +1008,38 @@ mod tests {
         // SAFETY: 4 bytes inside a live region, no concurrent device access in this test.
         let got = unsafe { std::slice::from_raw_parts(p.as_ptr(), 4) };
         assert_eq!(got, &[0x11, 0x22, 0x33, 0x44]);
+    }
+
+    /// The recently-found-piece guess (`last_at_or_below`) never answers for a region that
+    /// moved in the list or went away: indexes shift under it when a region is inserted
+    /// below, and a freed region's index then names a neighbour.
+    #[test]
+    fn region_lookups_survive_regions_moving_and_going() {
+        let m = RegionMemory::new();
+        let r: Vec<u64> = (0..3).map(|_| m.alloc(4096, 4096).unwrap()).collect();
+        for (i, &a) in r.iter().enumerate() {
+            m.write(a, &[i as u8 + 1; 4096]).unwrap();
+        }
+        let byte = |a: u64| {
+            let mut b = [0u8; 1];
+            m.read(a, &mut b).map(|_| b[0])
+        };
+        assert_eq!(byte(r[1] + 7), Ok(2));
+        // A region below every other one: each index moves up by one.
+        m.insert(0x1000, &[9; 64]).unwrap();
+        assert_eq!(byte(r[1] + 7), Ok(2));
+        assert_eq!(byte(r[0]), Ok(1));
+        assert_eq!(byte(0x1000), Ok(9));
+        // Gone: its old index now names r[2].
+        assert!(m.free(r[1]));
+        assert!(byte(r[1] + 7).is_err());
+        assert_eq!(byte(r[2] + 4095), Ok(3));
+        // One-piece-each-side copies still land where they should.
+        m.copy(r[0] + 16, r[2] + 32, 100).unwrap();
+        assert_eq!(byte(r[2] + 32), Ok(1));
+        assert_eq!(byte(r[2] + 131), Ok(1));
+        assert_eq!(byte(r[2] + 132), Ok(3));
+        assert!(m.copy(r[0], r[1], 8).is_err());
     }
 
     #[test]
