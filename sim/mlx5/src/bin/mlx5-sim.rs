@@ -196,7 +196,8 @@ fn main() -> ExitCode {
         if let Some(path) = &args.wire_pcap {
             // Unbuffered: the process usually ends by a signal when QEMU goes away, and every
             // frame written so far must be in the file.
-            let tap = std::fs::File::create(path).and_then(mlx5_sim::roce::link::PcapTap::new);
+            let tap = std::fs::File::create(path)
+                .and_then(mlx5_sim::roce::link::PcapTap::new);
             match tap {
                 Ok(t) => {
                     if !hca.port.set_pcap(t) {
