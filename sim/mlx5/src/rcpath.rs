@@ -101,22 +101,39 @@ pub(crate) enum WrPayload {
 }
 
 impl WrPayload {
-    /// The pieces covering message bytes `off..off + len`.
-    fn sub_pieces(pieces: &[(u64, usize)], off: usize, len: usize) -> Option<Vec<(u64, usize)>> {
+    /// The pieces covering message bytes `off..off + len`, or `None` when the message is
+    /// shorter. (An iterator: each packet of a message walks it, so nothing is allocated.)
+    fn sub_pieces(
+        pieces: &[(u64, usize)],
+        off: usize,
+        len: usize,
+    ) -> Option<impl Iterator<Item = (u64, usize)> + '_> {
         let end = off.checked_add(len)?;
-        let mut out = Vec::new();
         let mut at = 0usize;
-        for &(bus, n) in pieces {
-            let (lo, hi) = (at.max(off), (at + n).min(end));
-            if lo < hi {
-                out.push((bus + (lo - at) as u64, hi - lo));
-            }
-            at += n;
-            if at >= end {
-                break;
-            }
+        let covered = end == 0
+            || pieces.iter().any(|&(_, n)| {
+                at += n;
+                at >= end
+            });
+        if !covered {
+            return None;
         }
-        (at >= end).then_some(out)
+        Some(
+            pieces
+                .iter()
+                .scan(0usize, move |at, &(bus, n)| {
+                    let start = *at;
+                    if start >= end {
+                        return None;
+                    }
+                    *at += n;
+                    Some((start, bus, n))
+                })
+                .filter_map(move |(start, bus, n)| {
+                    let (lo, hi) = (start.max(off), (start + n).min(end));
+                    (lo < hi).then(|| (bus + (lo - start) as u64, hi - lo))
+                }),
+        )
     }
 }
 
@@ -1047,7 +1064,7 @@ pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
                     off,
                     len,
                 } => WrPayload::sub_pieces(pieces, *off, *len)
-                    .is_none_or(|p| p.iter().any(|&(a, n)| mem.check(a, n).is_err())),
+                    .is_none_or(|mut p| p.any(|(a, n)| mem.check(a, n).is_err())),
                 _ => false,
             };
             if gone {
