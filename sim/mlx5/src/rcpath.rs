@@ -844,7 +844,6 @@ fn resolve_ref(
     len: usize,
     last: &mut Option<(u64, Arc<WrPayload>)>,
 ) -> Option<RefPayload> {
-    let user = user_of(hca, qpn);
     let mem = &hca.mem;
     if len == 0 {
         return Some(RefPayload::None);
@@ -852,6 +851,7 @@ fn resolve_ref(
     let mut pieces = Vec::new();
     match src? {
         PayloadSrc::Remote { rkey, va } => {
+            let user = user_of(hca, qpn);
             let r = hca
                 .mkeys
                 .resolve(rkey, va, len as u64, Access::REMOTE_READ, user)
