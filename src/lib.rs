@@ -720,11 +720,11 @@ pub fn run_pair(a: &Options, b: &Options) -> Result<(RunResult, RunResult), Laun
     let mut pb = prepare(b)?;
     let to_a = Relay::default();
     let to_b = Relay::default();
-    let mut ga = spawn_guest(&mut pa.cmd, pa.echo, Some(to_b.clone()), "a| ")?;
+    let mut ga = spawn_guest(&mut pa.cmd, pa.echo, Some((to_b.clone(), to_a.clone())), "a| ")?;
     if let Some(stdin) = ga.stdin() {
         to_a.lock().expect("relay lock").connect(stdin);
     }
-    let mut gb = spawn_guest(&mut pb.cmd, pb.echo, Some(to_a), "b| ")?;
+    let mut gb = spawn_guest(&mut pb.cmd, pb.echo, Some((to_a, to_b.clone())), "b| ")?;
     if let Some(stdin) = gb.stdin() {
         to_b.lock().expect("relay lock").connect(stdin);
     }
@@ -750,26 +750,39 @@ impl Prepared {
     }
 }
 
-/// Where relayed lines go: the other guest's serial input, or a queue until it has started.
+/// Where relayed lines go: the other guest's serial input. Lines wait in `pending` until that
+/// guest is listening: its QEMU has started (`connect`) and its app has printed a relay line
+/// itself (`open`). Bytes that reach a UART before the guest has set it up are lost (the
+/// kernel's 16550 init clears the receive FIFO), and a line missing its first bytes no longer
+/// matches what the app waits for.
 #[derive(Default)]
 struct RelayTarget {
     stdin: Option<std::process::ChildStdin>,
+    listening: bool,
     pending: Vec<u8>,
 }
 
 impl RelayTarget {
     fn send(&mut self, msg: &[u8]) {
-        match self.stdin.as_mut() {
-            Some(stdin) => {
-                let _ = stdin.write_all(msg).and_then(|()| stdin.flush());
-            }
-            None => self.pending.extend_from_slice(msg),
+        self.pending.extend_from_slice(msg);
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        if let (true, Some(stdin)) = (self.listening, self.stdin.as_mut()) {
+            let _ = stdin.write_all(&std::mem::take(&mut self.pending)).and_then(|()| stdin.flush());
         }
     }
 
-    fn connect(&mut self, mut stdin: std::process::ChildStdin) {
-        let _ = stdin.write_all(&std::mem::take(&mut self.pending)).and_then(|()| stdin.flush());
+    fn connect(&mut self, stdin: std::process::ChildStdin) {
         self.stdin = Some(stdin);
+        self.flush();
+    }
+
+    /// The guest behind this target printed a relay line: its app runs and reads its serial.
+    fn open(&mut self) {
+        self.listening = true;
+        self.flush();
     }
 }
 
@@ -815,7 +828,8 @@ impl Guest {
 
 /// Starts QEMU with its serial output collected (and echoed); with `relay`, serial input is a
 /// pipe and relayed lines from this guest go to the other's input.
-fn spawn_guest(cmd: &mut Command, echo: bool, relay: Option<Relay>, tag: &'static str) -> Result<Guest, LaunchError> {
+/// `relay`: (where this guest's relay lines go, this guest's own input).
+fn spawn_guest(cmd: &mut Command, echo: bool, relay: Option<(Relay, Relay)>, tag: &'static str) -> Result<Guest, LaunchError> {
     let start = Instant::now();
     let stdin = if relay.is_some() { Stdio::piped() } else { Stdio::null() };
     let mut child: Child = cmd
@@ -840,7 +854,7 @@ fn spawn_reader(
     echo: bool,
     to_stderr: bool,
     tag: &'static str,
-    relay: Option<Relay>,
+    relay: Option<(Relay, Relay)>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(src);
@@ -857,8 +871,9 @@ fn spawn_reader(
                     let _ = out.flush();
                 }
             }
-            if let (Some(relay), Some(msg)) = (&relay, text.strip_prefix(RELAY_PREFIX)) {
-                relay.lock().expect("relay lock").send(msg.as_bytes());
+            if let (Some((out, own)), Some(msg)) = (&relay, text.strip_prefix(RELAY_PREFIX)) {
+                own.lock().expect("relay lock").open();
+                out.lock().expect("relay lock").send(msg.as_bytes());
             }
             let _ = tx.send(text);
             line.clear();

@@ -28,6 +28,47 @@ use mlx5_sim::InProcHca;
 /// How long each measurement runs (at least; whole iterations).
 const RUN: Duration = Duration::from_millis(700);
 
+fn cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// A running measurement: wall time, or with `RDMA_WRITE_CLOCK=cpu` this thread's CPU time
+/// (`CLOCK_THREAD_CPUTIME_ID`), which leaves out the time the thread waits for a core on a
+/// shared machine. The model runs inline (on this thread), so both it and memcpy are timed
+/// with the same clock.
+struct Timer {
+    wall: Option<Instant>,
+    cpu0: Duration,
+}
+
+impl Timer {
+    fn start() -> Timer {
+        if std::env::var("RDMA_WRITE_CLOCK").as_deref() == Ok("cpu") {
+            Timer {
+                wall: None,
+                cpu0: cpu_now(),
+            }
+        } else {
+            Timer {
+                wall: Some(Instant::now()),
+                cpu0: Duration::ZERO,
+            }
+        }
+    }
+    fn elapsed(&self) -> Duration {
+        match self.wall {
+            Some(w) => w.elapsed(),
+            None => cpu_now().saturating_sub(self.cpu0),
+        }
+    }
+}
+
 fn mb_per_s(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64() / 1e6
 }
@@ -52,7 +93,7 @@ fn connect_4096(env: &mut Env, qp: &Qp, remote_qpn: u32, rgid: [u8; 16], rmac: [
 fn memcpy_mb_s(size: usize) -> f64 {
     let from: Vec<u8> = (0..size).map(|i| i as u8).collect();
     let mut to = vec![0u8; size];
-    let start = Instant::now();
+    let start = Timer::start();
     let mut bytes = 0u64;
     while start.elapsed() < RUN {
         for _ in 0..16 {
@@ -94,7 +135,7 @@ fn write_mb_s(
         assert!(!c.is_error(), "error completion {:#x}", c.syndrome());
     };
     once();
-    let start = Instant::now();
+    let start = Timer::start();
     let mut bytes = 0u64;
     while start.elapsed() < RUN {
         for _ in 0..16 {
@@ -106,7 +147,14 @@ fn write_mb_s(
 }
 
 fn main() {
-    let sizes = [4usize << 10, 64 << 10, 1 << 20];
+    // `RDMA_WRITE_SIZES=64,1024` (KiB) measures only those sizes (for profiling).
+    let sizes: Vec<usize> = match std::env::var("RDMA_WRITE_SIZES") {
+        Ok(s) => s
+            .split(',')
+            .map(|k| k.trim().parse::<usize>().expect("sizes in KiB") << 10)
+            .collect(),
+        Err(_) => vec![4 << 10, 64 << 10, 1 << 20],
+    };
     let max = *sizes.iter().max().unwrap();
     let fill: Vec<u8> = (0..max).map(|i| i as u8).collect();
 
@@ -148,9 +196,16 @@ fn main() {
     );
     println!("{:>8}  {:>10}  {:>10}  {:>10}", "", "MB/s", "MB/s", "MB/s");
     for &size in &sizes {
-        let lo = write_mb_s(&env, &mut a, &mut scq, None, (src, lkey), (dst, rkey), size);
-        assert_eq!(env.read(dst, size), fill[..size], "loopback bytes");
-        let only_loop = std::env::var("RDMA_WRITE_BENCH").as_deref() == Ok("loopback");
+        // `RDMA_WRITE_BENCH=loopback` or `frames` measures only that path (for profiling).
+        let only = std::env::var("RDMA_WRITE_BENCH").unwrap_or_default();
+        let lo = if only == "frames" {
+            0.0
+        } else {
+            let lo = write_mb_s(&env, &mut a, &mut scq, None, (src, lkey), (dst, rkey), size);
+            assert_eq!(env.read(dst, size), fill[..size], "loopback bytes");
+            lo
+        };
+        let only_loop = only == "loopback";
         let fr = if only_loop {
             0.0
         } else {

@@ -166,13 +166,16 @@ fn run(hca: &mut Hca) {
         if let Some(p) = hca.port.loopq.pop_front() {
             // Consecutive packets for one QP go to it in one transport call.
             let qpn = p.bth.dest_qp;
-            let mut batch = vec![p];
+            let mut batch = std::mem::take(&mut hca.port.batch);
+            batch.push(p);
             while batch.len() < LOOP_BATCH
                 && hca.port.loopq.front().is_some_and(|n| n.bth.dest_qp == qpn)
             {
                 batch.extend(hca.port.loopq.pop_front());
             }
             rcpath::arrive_local(hca, &batch);
+            batch.clear();
+            hca.port.batch = batch;
             continue;
         }
         let Some(qpn) = hca.port.kicks.pop_front() else {

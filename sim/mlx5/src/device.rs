@@ -178,6 +178,9 @@ impl Executor {
 
     /// Returns once every piece of work queued so far is done (immediately in inline mode).
     pub fn flush(&self) {
+        if self.tx.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+            return; // inline (or the device thread is gone): nothing is queued
+        }
         let (done_tx, done_rx) = mpsc::channel();
         self.submit(Work::Flush(done_tx));
         let _ = done_rx.recv();

@@ -167,16 +167,41 @@ impl Copy<'_> {
     }
 }
 
+thread_local! {
+    /// Indexes of pieces recently found by [`last_at_or_below`] on this thread (a packet's
+    /// source and destination, the rings): a guess, checked before use.
+    static RECENT: std::cell::Cell<[usize; 4]> = const { std::cell::Cell::new([0; 4]) };
+}
+
+/// The index of the last piece starting at or below `addr` (pieces sorted by start, not
+/// overlapping), as `partition_point` finds it. A recently found piece that contains `addr` is
+/// that piece (the next one starts at or after its end), so it is tried first: the data path
+/// touches the same few buffers packet after packet.
+fn last_at_or_below<P: Piece>(pieces: &[P], addr: u64) -> Option<usize> {
+    let mut recent = RECENT.with(|r| r.get());
+    for &i in &recent {
+        if let Some(p) = pieces.get(i) {
+            if p.start() <= addr && addr - p.start() < p.len() {
+                return Some(i);
+            }
+        }
+    }
+    let i = pieces
+        .partition_point(|p| p.start() <= addr)
+        .checked_sub(1)?;
+    recent.copy_within(0..3, 1);
+    recent[0] = i;
+    RECENT.with(|r| r.set(recent));
+    Some(i)
+}
+
 /// The pieces (sorted by start, not overlapping) covering `[addr, addr + len)` (`len > 0`):
 /// the indexes of the first and the last, or the error if any byte is outside every piece.
 fn cover<P: Piece>(pieces: &[P], addr: u64, len: usize) -> Result<(usize, usize), DmaError> {
     let err = DmaError { addr, len };
     let end = addr.checked_add(len as u64).ok_or(err)?;
     // The piece that contains `addr`: the last one starting at or below it.
-    let first = pieces
-        .partition_point(|p| p.start() <= addr)
-        .checked_sub(1)
-        .ok_or(err)?;
+    let first = last_at_or_below(pieces, addr).ok_or(err)?;
     // The range must be covered by adjacent pieces.
     let mut cur = addr;
     let mut last = first;
@@ -236,9 +261,7 @@ fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(
 /// [`cover`] proved to be inside the pieces.
 fn host_run<P: Piece>(pieces: &[P], addr: u64, backward: bool) -> Option<(*mut u8, u64)> {
     let probe = if backward { addr.checked_sub(1)? } else { addr };
-    let i = pieces
-        .partition_point(|p| p.start() <= probe)
-        .checked_sub(1)?;
+    let i = last_at_or_below(pieces, probe)?;
     let p = &pieces[i];
     let off = addr - p.start();
     if off > p.len() || (!backward && off == p.len()) {
@@ -264,6 +287,22 @@ fn move_pieces<P: Piece>(pieces: &[P], src: u64, dst: u64, len: usize) -> Result
     let (df, dl) = cover(pieces, dst, len)?;
     check_poison(&pieces[sf..=sl], DmaError { addr: src, len })?;
     check_poison(&pieces[df..=dl], DmaError { addr: dst, len })?;
+    if sf == sl && df == dl {
+        // One piece on each side (a packet's payload, typically): one memmove.
+        let (s, d) = (&pieces[sf], &pieces[df]);
+        // SAFETY: cover() proved [src, src + len) lies inside piece `s` and [dst, dst + len)
+        // inside piece `d`, whose host memory is valid while the caller holds the lock
+        // protecting `pieces`; `copy` (memmove) allows the ranges to overlap.
+        unsafe {
+            std::ptr::copy(
+                s.host().add((src - s.start()) as usize),
+                d.host().add((dst - d.start()) as usize),
+                len,
+            );
+        }
+        check_poison(&pieces[sf..=sl], DmaError { addr: src, len })?;
+        return check_poison(&pieces[df..=dl], DmaError { addr: dst, len });
+    }
     let n64 = len as u64;
     let backward = dst > src && dst < src + n64;
     let mut done = 0u64;
@@ -969,6 +1008,38 @@ mod tests {
         // SAFETY: 4 bytes inside a live region, no concurrent device access in this test.
         let got = unsafe { std::slice::from_raw_parts(p.as_ptr(), 4) };
         assert_eq!(got, &[0x11, 0x22, 0x33, 0x44]);
+    }
+
+    /// The recently-found-piece guess (`last_at_or_below`) never answers for a region that
+    /// moved in the list or went away: indexes shift under it when a region is inserted
+    /// below, and a freed region's index then names a neighbour.
+    #[test]
+    fn region_lookups_survive_regions_moving_and_going() {
+        let m = RegionMemory::new();
+        let r: Vec<u64> = (0..3).map(|_| m.alloc(4096, 4096).unwrap()).collect();
+        for (i, &a) in r.iter().enumerate() {
+            m.write(a, &[i as u8 + 1; 4096]).unwrap();
+        }
+        let byte = |a: u64| {
+            let mut b = [0u8; 1];
+            m.read(a, &mut b).map(|_| b[0])
+        };
+        assert_eq!(byte(r[1] + 7), Ok(2));
+        // A region below every other one: each index moves up by one.
+        m.insert(0x1000, &[9; 64]).unwrap();
+        assert_eq!(byte(r[1] + 7), Ok(2));
+        assert_eq!(byte(r[0]), Ok(1));
+        assert_eq!(byte(0x1000), Ok(9));
+        // Gone: its old index now names r[2].
+        assert!(m.free(r[1]));
+        assert!(byte(r[1] + 7).is_err());
+        assert_eq!(byte(r[2] + 4095), Ok(3));
+        // One-piece-each-side copies still land where they should.
+        m.copy(r[0] + 16, r[2] + 32, 100).unwrap();
+        assert_eq!(byte(r[2] + 32), Ok(1));
+        assert_eq!(byte(r[2] + 131), Ok(1));
+        assert_eq!(byte(r[2] + 132), Ok(3));
+        assert!(m.copy(r[0], r[1], 8).is_err());
     }
 
     #[test]

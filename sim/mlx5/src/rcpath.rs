@@ -101,22 +101,39 @@ pub(crate) enum WrPayload {
 }
 
 impl WrPayload {
-    /// The pieces covering message bytes `off..off + len`.
-    fn sub_pieces(pieces: &[(u64, usize)], off: usize, len: usize) -> Option<Vec<(u64, usize)>> {
+    /// The pieces covering message bytes `off..off + len`, or `None` when the message is
+    /// shorter. (An iterator: each packet of a message walks it, so nothing is allocated.)
+    fn sub_pieces(
+        pieces: &[(u64, usize)],
+        off: usize,
+        len: usize,
+    ) -> Option<impl Iterator<Item = (u64, usize)> + '_> {
         let end = off.checked_add(len)?;
-        let mut out = Vec::new();
         let mut at = 0usize;
-        for &(bus, n) in pieces {
-            let (lo, hi) = (at.max(off), (at + n).min(end));
-            if lo < hi {
-                out.push((bus + (lo - at) as u64, hi - lo));
-            }
-            at += n;
-            if at >= end {
-                break;
-            }
+        let covered = end == 0
+            || pieces.iter().any(|&(_, n)| {
+                at += n;
+                at >= end
+            });
+        if !covered {
+            return None;
         }
-        (at >= end).then_some(out)
+        Some(
+            pieces
+                .iter()
+                .scan(0usize, move |at, &(bus, n)| {
+                    let start = *at;
+                    if start >= end {
+                        return None;
+                    }
+                    *at += n;
+                    Some((start, bus, n))
+                })
+                .filter_map(move |(start, bus, n)| {
+                    let (lo, hi) = (start.max(off), (start + n).min(end));
+                    (lo < hi).then(|| (bus + (lo - start) as u64, hi - lo))
+                }),
+        )
     }
 }
 
@@ -129,6 +146,8 @@ pub(crate) struct RcState {
     seen_resp: RespCounters,
     /// Frame headers (BTH / extension headers replaced per packet).
     hdr: RoceHeaders,
+    /// Spare buffer for what one transport call emits (kept, so no call allocates one).
+    out: Vec<Out>,
 }
 
 /// Path MTU in bytes for `qpc.mtu`.
@@ -248,6 +267,7 @@ pub(crate) fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
                     seen_req: ReqCounters::default(),
                     seen_resp: RespCounters::default(),
                     hdr,
+                    out: Vec::new(),
                 })),
                 // The command checked every field; a refusal here is a model bug: no transport,
                 // packets to this QP are dropped.
@@ -660,6 +680,7 @@ impl Completions for Env<'_, '_, '_> {
 // The wire side
 // ---------------------------------------------------------------------------------------------
 
+#[derive(Debug)]
 enum Out {
     Frame(Vec<u8>),
     Ref(RefPacket),
@@ -668,6 +689,8 @@ enum Out {
 struct Outbox<'a, 'b> {
     cell: &'a RefCell<&'b mut Hca>,
     qpn: u32,
+    /// The last work request whose payload was looked up (its packets follow each other).
+    last: Option<(u64, Arc<WrPayload>)>,
     by_ref: bool,
     hdr: RoceHeaders,
     sgid: [u8; 16],
@@ -681,7 +704,7 @@ impl Tx for Outbox<'_, '_> {
             // check a gather would make), and let the receiver move it with one copy.
             let p = {
                 let hca = self.cell.borrow();
-                resolve_ref(&hca, self.qpn, payload.src, payload.len)
+                resolve_ref(&hca, self.qpn, payload.src, payload.len, &mut self.last)
             };
             let payload = p.ok_or(LocalFault)?;
             self.out.push(Out::Ref(RefPacket {
@@ -733,10 +756,11 @@ fn with_rc<'r>(
         let mut tx = Outbox {
             cell: &cell,
             qpn,
+            last: None,
             by_ref: route == Route::Local || by_ref_link,
             hdr,
             sgid,
-            out: Vec::new(),
+            out: std::mem::take(&mut rc.out),
         };
         let mut env = Env {
             cell: &cell,
@@ -785,12 +809,16 @@ fn with_rc<'r>(
         q.rc = Some(rc);
     }
     // Send what the transport emitted.
-    for o in out {
+    let mut out = out;
+    for o in out.drain(..) {
         match o {
             Out::Frame(fr) => hca.port.send_frame(fr),
             Out::Ref(pkt) if route == Route::Local => hca.port.loopq.push_back(pkt),
             Out::Ref(pkt) => hca.port.send_ref(pkt),
         }
+    }
+    if let Some(rc) = hca.qps.get_mut(qpn).and_then(|q| q.rc.as_mut()) {
+        rc.out = out;
     }
     let in_err = hca.qps.get(qpn).is_some_and(|q| q.state == qp::state::ERR);
     if (error || fail_local) && !in_err {
@@ -809,8 +837,13 @@ fn with_rc<'r>(
 }
 
 /// The payload of a by-reference packet: the bus pieces (or inline bytes) its source names.
-fn resolve_ref(hca: &Hca, qpn: u32, src: Option<PayloadSrc>, len: usize) -> Option<RefPayload> {
-    let user = user_of(hca, qpn);
+fn resolve_ref(
+    hca: &Hca,
+    qpn: u32,
+    src: Option<PayloadSrc>,
+    len: usize,
+    last: &mut Option<(u64, Arc<WrPayload>)>,
+) -> Option<RefPayload> {
     let mem = &hca.mem;
     if len == 0 {
         return Some(RefPayload::None);
@@ -818,6 +851,7 @@ fn resolve_ref(hca: &Hca, qpn: u32, src: Option<PayloadSrc>, len: usize) -> Opti
     let mut pieces = Vec::new();
     match src? {
         PayloadSrc::Remote { rkey, va } => {
+            let user = user_of(hca, qpn);
             let r = hca
                 .mkeys
                 .resolve(rkey, va, len as u64, Access::REMOTE_READ, user)
@@ -826,7 +860,15 @@ fn resolve_ref(hca: &Hca, qpn: u32, src: Option<PayloadSrc>, len: usize) -> Opti
         }
         PayloadSrc::Wqe { wr, offset } => {
             let off = offset as usize;
-            match &*payload_of(hca, qpn, wr).ok()? {
+            let wp = match last {
+                Some((id, p)) if *id == wr => p.clone(),
+                _ => {
+                    let p = payload_of(hca, qpn, wr).ok()?;
+                    *last = Some((wr, p.clone()));
+                    p
+                }
+            };
+            match &*wp {
                 WrPayload::Bytes(b) => {
                     return Some(RefPayload::Bytes(b.get(off..off + len)?.to_vec()));
                 }
@@ -1022,7 +1064,7 @@ pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
                     off,
                     len,
                 } => WrPayload::sub_pieces(pieces, *off, *len)
-                    .is_none_or(|p| p.iter().any(|&(a, n)| mem.check(a, n).is_err())),
+                    .is_none_or(|mut p| p.any(|(a, n)| mem.check(a, n).is_err())),
                 _ => false,
             };
             if gone {

@@ -276,6 +276,9 @@ pub struct Port {
     pub(crate) loopq: VecDeque<RefPacket>,
     /// QPs whose send queue should be looked at again.
     pub(crate) kicks: VecDeque<u32>,
+    /// Spare buffer for a batch of loopback packets taken to one QP (kept, so the data path
+    /// does not allocate one per batch).
+    pub(crate) batch: Vec<RefPacket>,
     counters: Arc<PortCounters>,
     epoch: Instant,
     /// The clock's reading for the device event being processed ([`Port::tick`]).
@@ -292,6 +295,7 @@ impl Default for Port {
             link: PortLink::None,
             loopq: VecDeque::new(),
             kicks: VecDeque::new(),
+            batch: Vec::new(),
             counters: Arc::new(PortCounters::new()),
             epoch: Instant::now(),
             now: 0,
