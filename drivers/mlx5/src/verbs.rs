@@ -85,6 +85,11 @@ pub(crate) struct CtxInner<H: Hal> {
     /// device lock is released: CQ polls check the next EQE's owner byte without the lock.
     eq_peek: core::sync::atomic::AtomicUsize,
     closed: AtomicBool,
+    /// The driver's UMR QP ([`crate::umr`]), created on first use.
+    umr: spin::Mutex<Option<crate::umr::UmrRes<H>>>,
+    /// Set when the [`Context`] handle goes: no UMR QP is created after that (it would hold
+    /// the context alive).
+    umr_off: AtomicBool,
 }
 
 impl<H: Hal> CtxInner<H> {
@@ -162,6 +167,29 @@ impl<H: Hal> CtxInner<H> {
 
     pub(crate) fn random(&self) -> u64 {
         self.rng.next(&self.hal)
+    }
+
+    /// Runs one UMR on the context's UMR QP, creating it on first use.
+    pub(crate) fn umr(self: &Arc<Self>, u: &crate::umr::Umr<'_>) -> Result<()> {
+        self.check_alive()?;
+        let mut g = self.umr.lock();
+        if g.is_none() {
+            if self.umr_off.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            *g = Some(crate::umr::UmrRes::new(self)?);
+        }
+        match g.as_mut() {
+            Some(r) => r.run(&self.hal, u),
+            None => Err(Error::Internal),
+        }
+    }
+
+    /// Destroys the UMR QP (and its CQ, PD, staging region), which hold the context.
+    fn umr_shutdown(&self) {
+        self.umr_off.store(true, Ordering::Release);
+        let r = self.umr.lock().take();
+        drop(r);
     }
 
     pub(crate) fn gid0(&self) -> [u8; 16] {
@@ -251,6 +279,8 @@ impl<H: Hal> Context<H> {
                 send_gates: spin::Mutex::new(Vec::new()),
                 eq_peek: core::sync::atomic::AtomicUsize::new(eq_peek),
                 closed: AtomicBool::new(false),
+                umr: spin::Mutex::new(None),
+                umr_off: AtomicBool::new(false),
             }),
         })
     }
@@ -260,7 +290,9 @@ impl<H: Hal> Context<H> {
     /// untouched. When the teardown itself fails, the context comes back too, closed (it is
     /// not torn down again on drop).
     pub fn close(self) -> core::result::Result<(), Refused<Self>> {
-        match Arc::try_unwrap(self.inner) {
+        let inner = self.inner.clone();
+        drop(self); // the UMR QP goes first (see `Drop for Context`)
+        match Arc::try_unwrap(inner) {
             Ok(mut inner) => {
                 inner.closed.store(true, Ordering::Release);
                 let (uar, tdn) = (inner.uar, inner.tdn);
@@ -293,6 +325,14 @@ impl<H: Hal> Context<H> {
     /// unknown, and only a teardown or function-level reset makes it known again.
     pub fn needs_reset(&self) -> bool {
         self.quarantined().0 > 0
+    }
+
+    /// Runs one UMR WQE on the context's UMR QP (created on first use) and waits for its
+    /// completion: the key named in `u` must have been created with `umr_en`
+    /// ([`crate::umr`]). A failed UMR returns [`Error::Umr`] with the CQE's status and vendor
+    /// syndrome, and leaves the key unchanged.
+    pub fn post_umr(&self, u: &crate::umr::Umr<'_>) -> Result<()> {
+        self.inner.umr(u)
     }
 
     /// The HAL.
@@ -695,6 +735,65 @@ pub struct ProtectionDomain<H: Hal> {
     inner: Arc<PdInner<H>>,
 }
 
+impl<H: Hal> Drop for Context<H> {
+    fn drop(&mut self) {
+        self.inner.umr_shutdown();
+    }
+}
+
+impl<H: Hal> ProtectionDomain<H> {
+    /// A PD of the driver's own (the UMR QP's).
+    pub(crate) fn alloc_internal(ctx: &Arc<CtxInner<H>>) -> Result<Self> {
+        let pdn = ctx.with_dev(|d| d.alloc_pd(&ctx.hal))?;
+        Ok(ProtectionDomain {
+            inner: Arc::new(PdInner {
+                ctx: ctx.clone(),
+                pdn,
+            }),
+        })
+    }
+
+    pub(crate) fn inner_arc(&self) -> &Arc<PdInner<H>> {
+        &self.inner
+    }
+
+    /// Creates a free MTT key with `mkc.umr_en`, room for `mtt_room` translation entries and
+    /// a random variant, in this PD: a key that only UMR WQEs ([`Context::post_umr`]) enable
+    /// and load (Linux ib/mr.c `set_cache_mkc`: `free`, `umr_en`, the translation size, no
+    /// entries). Destroy it with [`ProtectionDomain::destroy_umr_mkey`].
+    pub fn alloc_umr_mkey(&self, mtt_room: u32) -> Result<u32> {
+        let ctx = &self.inner.ctx;
+        ctx.check_alive()?;
+        if mtt_room == 0 || mtt_room as usize > mr::MAX_MTT_PER_MKEY {
+            return Err(InvalidInput::OutOfRange.into());
+        }
+        let p = MkeyParams {
+            pdn: self.inner.pdn,
+            iova: 0,
+            len: 0,
+            access: Access::NONE,
+            variant: (ctx.random() & 0xff) as u8,
+            pg_access: false,
+            ro_write: false,
+            ro_read: false,
+            xlt: Xlt::Mtt {
+                page_shift: mr::MIN_PAGE_SHIFT,
+                entries: &[],
+            },
+            umr_en: true,
+            free: true,
+            xlt_room: mtt_room.div_ceil(2),
+        };
+        ctx.with_dev(|d| d.create_mkey(&ctx.hal, &p))
+    }
+
+    /// Destroys a key of [`ProtectionDomain::alloc_umr_mkey`] (DESTROY_MKEY).
+    pub fn destroy_umr_mkey(&self, key: u32) -> Result<()> {
+        let ctx = &self.inner.ctx;
+        ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key))
+    }
+}
+
 impl<H: Hal> ProtectionDomain<H> {
     /// The PD number.
     pub fn pdn(&self) -> u32 {
@@ -890,6 +989,9 @@ impl<H: Hal> ProtectionDomain<H> {
             ro_write,
             ro_read,
             xlt,
+            umr_en: false,
+            free: false,
+            xlt_room: 0,
         }
     }
 
