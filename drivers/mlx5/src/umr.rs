@@ -42,6 +42,25 @@ pub const INLINE_MAX_MTT: usize = 16;
 /// MTT entries per pointed-to piece (the staging region's size / 8).
 pub const XLT_CHUNK_MTT: usize = 8192;
 
+/// The mask that enables a free key with a translation, access and PD (Linux ib/umr.c
+/// `mlx5r_umr_final_update_xlt` with `MLX5_IB_UPD_XLT_ENABLE`: `get_umr_enable_mr_mask`,
+/// `get_umr_update_access_mask`, `get_umr_update_pd_mask`, `get_umr_update_translation_mask`).
+pub const ENABLE_MASK: u64 = mkey_mask::KEY
+    | mkey_mask::FREE
+    | mkey_mask::LR
+    | mkey_mask::LW
+    | mkey_mask::RR
+    | mkey_mask::RW
+    | mkey_mask::A
+    | mkey_mask::PD
+    | mkey_mask::QPN
+    | mkey_mask::LEN
+    | mkey_mask::PAGE_SIZE
+    | mkey_mask::START_ADDR;
+
+/// The mask that revokes a key (Linux ib/umr.c `mlx5r_umr_revoke_mr`: PD and FREE).
+pub const REVOKE_MASK: u64 = mkey_mask::PD | mkey_mask::FREE;
+
 /// How long one UMR may take before the driver gives up on its completion.
 const UMR_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -109,8 +128,21 @@ pub struct Umr<'a> {
     pub mtt_offset: u64,
 }
 
+/// Size classes of the mkey cache: the MTT entries a pooled key has room for (64 KiB and
+/// 512 KiB of 4 KiB pages, 2 MiB of 4 KiB pages). Linux keeps its cache by entry count too
+/// (ib/mr.c `mlx5_mkey_cache_init`, `rb_key.ndescs`).
+pub const CACHE_CLASSES: [u32; 3] = [16, 128, 512];
+
+/// The mkey cache: free `umr_en` keys of the UMR PD, by size class.
+#[derive(Default)]
+pub(crate) struct Pool {
+    classes: [Vec<u32>; CACHE_CLASSES.len()],
+}
+
 /// The context's UMR resources.
 pub(crate) struct UmrRes<H: Hal> {
+    ctx: Arc<CtxInner<H>>,
+    pub(crate) pool: Pool,
     qp: QueuePair<H>,
     cq: CompletionQueue<H>,
     /// Staging region for translations loaded by pointer.
@@ -138,6 +170,8 @@ impl<H: Hal> UmrRes<H> {
         qp.connect(&me, &ConnectOptions::default())?;
         let xlt = pd.alloc_mr(XLT_CHUNK_MTT * mkey::MTT_ENTRY_SIZE, Access::LOCAL_WRITE)?;
         Ok(UmrRes {
+            ctx: ctx.clone(),
+            pool: Pool::default(),
             qp,
             cq,
             xlt,
@@ -171,6 +205,49 @@ impl<H: Hal> UmrRes<H> {
                 let _ = self.recover();
                 Err(Error::Umr { status, vendor })
             }
+        }
+    }
+
+    /// The UMR PD's number (free pooled keys belong to it, as Linux cache keys belong to
+    /// `umrc.pd`).
+    pub(crate) fn pdn(&self) -> u32 {
+        self._pd.pdn()
+    }
+
+    /// Adds `n` keys to each size class (CREATE_MKEY: free, `umr_en`, the class's room).
+    pub(crate) fn fill(&mut self, n: usize) -> Result<()> {
+        for (i, &room) in CACHE_CLASSES.iter().enumerate() {
+            for _ in 0..n {
+                let k = self._pd.alloc_umr_mkey(room)?;
+                self.pool.classes[i].push(k);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keys in the cache.
+    pub(crate) fn pooled(&self) -> usize {
+        self.pool.classes.iter().map(Vec::len).sum()
+    }
+
+    /// Takes a key with room for `entries` MTT entries, chosen at random among the free
+    /// keys of the smallest class that fits (ReDMArk: the index part of the next key is not
+    /// the previous one's plus one). `(key, class)`.
+    pub(crate) fn take(&mut self, entries: usize) -> Option<(u32, u8)> {
+        let c = CACHE_CLASSES
+            .iter()
+            .enumerate()
+            .find(|&(i, &room)| entries <= room as usize && !self.pool.classes[i].is_empty())?
+            .0;
+        let v = &mut self.pool.classes[c];
+        let at = (self.ctx.random() % v.len() as u64) as usize;
+        Some((v.swap_remove(at), c as u8))
+    }
+
+    /// Puts a free key back.
+    pub(crate) fn put(&mut self, key: u32, class: u8) {
+        if let Some(v) = self.pool.classes.get_mut(class as usize) {
+            v.push(key);
         }
     }
 
@@ -246,4 +323,16 @@ fn header(flags: u8, entries: usize, offset: u64, mask: u64, seg: &[u8; mkc::BYT
     b[at..at + 8].copy_from_slice(&mask.to_be_bytes());
     b.extend_from_slice(seg);
     b
+}
+
+impl<H: Hal> Drop for UmrRes<H> {
+    fn drop(&mut self) {
+        // Free pooled keys are destroyed with the UMR PD; keys lent to live regions are
+        // destroyed by their regions (DESTROY_MKEY once the UMR QP is gone).
+        for v in &mut self.pool.classes {
+            for k in v.drain(..) {
+                let _ = self._pd.destroy_umr_mkey(k);
+            }
+        }
+    }
 }

@@ -171,17 +171,45 @@ impl<H: Hal> CtxInner<H> {
 
     /// Runs one UMR on the context's UMR QP, creating it on first use.
     pub(crate) fn umr(self: &Arc<Self>, u: &crate::umr::Umr<'_>) -> Result<()> {
+        self.umr_with(true, |r, hal| r.run(hal, u))?
+            .ok_or(Error::Closed)
+    }
+
+    /// Runs `f` on the UMR resources; with `create`, creates them first if needed. `None`
+    /// when there are none (not created yet, or the context handle is gone).
+    pub(crate) fn umr_with<T>(
+        self: &Arc<Self>,
+        create: bool,
+        f: impl FnOnce(&mut crate::umr::UmrRes<H>, &H) -> Result<T>,
+    ) -> Result<Option<T>> {
         self.check_alive()?;
         let mut g = self.umr.lock();
         if g.is_none() {
-            if self.umr_off.load(Ordering::Acquire) {
-                return Err(Error::Closed);
+            if !create || self.umr_off.load(Ordering::Acquire) {
+                return Ok(None);
             }
             *g = Some(crate::umr::UmrRes::new(self)?);
         }
         match g.as_mut() {
-            Some(r) => r.run(&self.hal, u),
-            None => Err(Error::Internal),
+            Some(r) => f(r, &self.hal).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// [`CtxInner::umr_with`] without creating, and without waiting when the UMR state is
+    /// busy (`None`): the registration path, which runs inside the UMR QP's own creation (its
+    /// staging region) and falls back to commands.
+    pub(crate) fn umr_try_with<T>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut crate::umr::UmrRes<H>, &H) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.check_alive()?;
+        let Some(mut g) = self.umr.try_lock() else {
+            return Ok(None);
+        };
+        match g.as_mut() {
+            Some(r) => f(r, &self.hal).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -333,6 +361,27 @@ impl<H: Hal> Context<H> {
     /// syndrome, and leaves the key unchanged.
     pub fn post_umr(&self, u: &crate::umr::Umr<'_>) -> Result<()> {
         self.inner.umr(u)
+    }
+
+    /// Fills the mkey cache: `per_class` free `umr_en` keys for each of
+    /// [`crate::umr::CACHE_CLASSES`] (CREATE_MKEY commands, now). Afterwards a registration
+    /// whose translation is one MTT key of at most 512 entries takes a key from the cache and
+    /// is one UMR WQE and one CQE, no command; deregistration revokes it by UMR (complete
+    /// before `dereg` returns) and returns it to the cache. Keys are handed out in random
+    /// order, with a new variant on every reuse (ReDMArk).
+    pub fn enable_mkey_cache(&self, per_class: usize) -> Result<()> {
+        self.inner
+            .umr_with(true, |r, _| r.fill(per_class))?
+            .ok_or(Error::Closed)
+    }
+
+    /// Free keys in the mkey cache.
+    pub fn mkey_cache_len(&self) -> usize {
+        self.inner
+            .umr_with(false, |r, _| Ok(r.pooled()))
+            .ok()
+            .flatten()
+            .unwrap_or(0)
     }
 
     /// The HAL.
@@ -1019,6 +1068,13 @@ impl<H: Hal> ProtectionDomain<H> {
         let ctx = &self.inner.ctx;
         let hal = &ctx.hal;
         let mut buf = buf;
+        if let Some((key, class)) = self.reg_pooled(iova, len, access, &plan)? {
+            let mut m = self.wrap(key, Vec::new(), iova, len, access, plan, buf);
+            if let Some(i) = m.inner.as_mut().and_then(Arc::get_mut) {
+                i.pooled = Some(class);
+            }
+            return Ok(m);
+        }
         // Inner MTT keys first: local rights only (LR, and LW when the region is writable),
         // so that only the indirect key is usable remotely.
         let mut inner = Vec::with_capacity(plan.segments.len());
@@ -1084,6 +1140,81 @@ impl<H: Hal> ProtectionDomain<H> {
             }
         };
         Ok(self.wrap(key, inner, iova, len, access, plan, buf))
+    }
+
+    /// A registration from the mkey cache: one UMR WQE enabling a cached key with the
+    /// region's translation, access and PD, and a new random variant. `None` (nothing done)
+    /// when the region needs more than one MTT key or relaxed ordering, or the cache has no
+    /// key that fits; a UMR refused with an error CQE returns the key to the cache and
+    /// `None`, and the caller registers by command.
+    fn reg_pooled(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: &KlmPlan,
+    ) -> Result<Option<(u32, u8)>> {
+        use crate::umr::{flags, MkeySeg, Umr, CACHE_CLASSES, ENABLE_MASK};
+        let ctx = &self.inner.ctx;
+        let entries = &plan.tr.entries;
+        let max = CACHE_CLASSES[CACHE_CLASSES.len() - 1] as usize;
+        if !plan.segments.is_empty()
+            || entries.len() > max
+            || mr::relaxed_ordering(access, &ctx.caps) != (false, false)
+        {
+            return Ok(None);
+        }
+        let pdn = self.inner.pdn;
+        let r = ctx.umr_try_with(|u, hal| {
+            let Some((key, class)) = u.take(entries.len()) else {
+                return Ok(None);
+            };
+            // A new variant: not the key's last one, nor any recently destroyed key.
+            let mut new = key;
+            for _ in 0..8 {
+                let v = (ctx.random() & 0xff) as u32;
+                let k = (key & !0xff) | v;
+                if k != key && !ctx.recent_keys.lock().contains(&k) {
+                    new = k;
+                    break;
+                }
+            }
+            if new == key {
+                new = (key & !0xff) | ((key + 1) & 0xff);
+            }
+            let mtt: Vec<u64> = entries
+                .iter()
+                .map(|e| e | mlx5_prm::mkey::MTT_PRESENT)
+                .collect();
+            let umr = Umr {
+                key,
+                check: flags::CHECK_NOT_FREE,
+                mask: ENABLE_MASK,
+                seg: MkeySeg {
+                    free: false,
+                    pd: pdn,
+                    qpn: 0xff_ffff,
+                    variant: new as u8,
+                    access,
+                    start: iova,
+                    len,
+                    log_page_size: plan.tr.page_shift,
+                },
+                mtt: &mtt,
+                mtt_offset: 0,
+            };
+            match u.run(hal, &umr) {
+                Ok(()) => Ok(Some((new, class))),
+                Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
+                    // The key is unchanged (the model applies a UMR whole or not at all).
+                    u.put(key, class);
+                    Ok(None)
+                }
+                // Its state is unknown: the key leaves the cache (destroyed with the PD).
+                Err(e) => Err(e),
+            }
+        })?;
+        Ok(r.flatten())
     }
 
     /// ReDMArk: a key must not reappear right after it was destroyed. If the firmware reused
@@ -1154,6 +1285,7 @@ impl<H: Hal> ProtectionDomain<H> {
                 plan,
                 buf,
                 destroyed: AtomicBool::new(false),
+                pooled: None,
             })),
         }
     }
@@ -1194,6 +1326,9 @@ pub(crate) struct MrInner<H: Hal> {
     plan: KlmPlan,
     buf: Option<DmaMem<H::Dma>>,
     destroyed: AtomicBool,
+    /// The key came from the mkey cache (its size class): dereg revokes it by UMR and
+    /// returns it ([`crate::umr`]).
+    pooled: Option<u8>,
 }
 
 impl<H: Hal> MrInner<H> {
@@ -1204,6 +1339,39 @@ impl<H: Hal> MrInner<H> {
         let ctx = &self.pd.ctx;
         ctx.mrs.write().remove(&self.key);
         let key = self.key;
+        if let Some(class) = self.pooled {
+            // Revoke by UMR (Linux ib/umr.c `mlx5r_umr_revoke_mr`), waited for: once it
+            // completed, no access through the key succeeds. Then back to the cache.
+            use crate::umr::{MkeySeg, Umr, REVOKE_MASK};
+            let revoked = ctx.umr_with(false, |u, hal| {
+                let umr = Umr {
+                    key,
+                    check: 0,
+                    mask: REVOKE_MASK,
+                    seg: MkeySeg {
+                        free: true,
+                        pd: u.pdn(),
+                        qpn: 0xff_ffff,
+                        variant: key as u8,
+                        ..MkeySeg::default()
+                    },
+                    mtt: &[],
+                    mtt_offset: 0,
+                };
+                u.run(hal, &umr)?;
+                u.put(key, class);
+                Ok(())
+            });
+            if let Ok(Some(())) = revoked {
+                let mut q = ctx.recent_keys.lock();
+                if q.len() == mr::QUARANTINE {
+                    q.pop_front();
+                }
+                q.push_back(key);
+                return Ok(());
+            }
+            // No UMR QP any more, or the UMR failed: destroy the key by command.
+        }
         let mut r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
         // The inner keys after the indirect key that names them.
         for &k in self.inner_keys.iter().rev() {

@@ -374,3 +374,142 @@ fn context_with_a_umr_qp_closes() {
         "the UMR QP does not keep the context alive"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The mkey cache
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cached_registration_is_one_umr_and_dereg_revokes_before_returning() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let mut p = pair(&ctx, QpCaps::default());
+    ctx.enable_mkey_cache(2).expect("cache");
+    assert_eq!(ctx.mkey_cache_len(), 6);
+    let buf = hal.dma_alloc(64 << 10, 4096).expect("buffer");
+    // 16 scattered 4 KiB pages (64 KiB): the smallest class.
+    let chunks: Vec<PhysChunk> = (0..16u64)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: buf.bus_addr() + i * 4096,
+            len: 4096,
+        })
+        .collect();
+    let iova = 0x6000_0000_0000;
+    let cmds = ctx.commands_sent();
+    // SAFETY: `buf` outlives the region.
+    let mut m = unsafe { p.pd.reg_phys(&chunks, iova, RW) }.expect("cached registration");
+    assert_eq!(ctx.commands_sent(), cmds, "no firmware command");
+    assert_eq!(ctx.mkey_cache_len(), 5);
+    let rkey = m.rkey();
+    let src = mr(&p.pd, 4096);
+    let data = pattern(4096, 9);
+    src.write(0, &data).expect("fill");
+    // Into the last page of the region (the first chunk of the reversed list is page 15).
+    assert_eq!(
+        write_to(&mut p, &src, 4096, iova + 15 * 4096, rkey),
+        WcStatus::Success
+    );
+    let mut got = vec![0u8; 4096];
+    sim.with_hca(|h| h.mem.read(buf.bus_addr(), &mut got))
+        .expect("read");
+    assert_eq!(got, data);
+    let cmds = ctx.commands_sent();
+    let pooled = ctx.mkey_cache_len(); // `src` took a key from the cache too
+    m.dereg().expect("dereg");
+    assert_eq!(ctx.commands_sent(), cmds, "dereg is a UMR too");
+    assert_eq!(
+        ctx.mkey_cache_len(),
+        pooled + 1,
+        "the key went back to the cache"
+    );
+    // The peer still holds the old rkey: REM_ACCESS_ERR, and the memory is untouched.
+    let mut p2 = pair(&ctx, QpCaps::default());
+    let src2 = mr(&p2.pd, 4096);
+    src2.write(0, &[0xee; 4096]).expect("fill");
+    assert_eq!(
+        write_to(&mut p2, &src2, 4096, iova + 15 * 4096, rkey),
+        WcStatus::RemAccessErr
+    );
+    sim.with_hca(|h| h.mem.read(buf.bus_addr(), &mut got))
+        .expect("read");
+    assert_eq!(got, data);
+    // A region too large for any class (513 pages) goes through commands.
+    let big = hal.dma_alloc(513 * 4096, 4096).expect("big");
+    let bc: Vec<PhysChunk> = (0..513u64)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: big.bus_addr() + i * 4096,
+            len: 4096,
+        })
+        .collect();
+    let cmds = ctx.commands_sent();
+    // SAFETY: `big` outlives the region.
+    let m2 = unsafe { p.pd.reg_phys(&bc, 0x1000, RW) }.expect("by command");
+    assert!(ctx.commands_sent() > cmds);
+    drop(m2);
+}
+
+/// ReDMArk with the cache: keys come out in random order, and a key's variant changes on
+/// every reuse. Measures the fraction of next rkeys guessable from the previous one as the
+/// no-pool test does (`mr_layouts.rs` `next_rkey_guess_probability`: index + 1, same variant).
+#[test]
+fn cached_keys_are_unpredictable() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    ctx.enable_mkey_cache(64).expect("cache");
+    let b = hal.dma_alloc(4096, 4096).expect("buffer");
+    let c = [PhysChunk {
+        bus: b.bus_addr(),
+        len: 4096,
+    }];
+    const N: usize = 4096;
+    let cmds = ctx.commands_sent();
+    let mut keys = Vec::with_capacity(N);
+    for _ in 0..N {
+        // SAFETY: `b` outlives every region.
+        let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.expect("reg");
+        keys.push(m.rkey());
+        m.dereg().expect("dereg");
+    }
+    assert_eq!(
+        ctx.commands_sent(),
+        cmds,
+        "every registration came from the cache"
+    );
+    let pairs = keys.windows(2);
+    let index_next = pairs
+        .clone()
+        .filter(|w| w[1] >> 8 == (w[0] >> 8) + 1)
+        .count();
+    let full_hits = pairs
+        .clone()
+        .filter(|w| w[1] == (((w[0] >> 8) + 1) << 8 | (w[0] & 0xff)))
+        .count();
+    let same_key_again = pairs.clone().filter(|w| w[1] == w[0]).count();
+    let n = (N - 1) as f64;
+    println!(
+        "next-rkey guess (pool of 64): index part predictable {:.4}, full key {:.5} ({full_hits}/{})",
+        index_next as f64 / n,
+        full_hits as f64 / n,
+        N - 1
+    );
+    assert_eq!(
+        same_key_again, 0,
+        "a key never comes back right after its dereg"
+    );
+    // The index part: a uniform pick among 64 keys (expected 1/64 = 64 of 4095; far below
+    // the 4095 of the sequential firmware).
+    assert!(index_next < 200, "{index_next} sequential indices");
+    // Each reuse of an index has a new variant.
+    let mut last: std::collections::BTreeMap<u32, u32> = Default::default();
+    for &k in &keys {
+        if let Some(prev) = last.insert(k >> 8, k & 0xff) {
+            assert_ne!(prev, k & 0xff, "variant reused for index {:#x}", k >> 8);
+        }
+    }
+    assert!(full_hits < 16, "{full_hits} of {N} guessed");
+}
