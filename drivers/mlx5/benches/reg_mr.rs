@@ -169,7 +169,11 @@ fn cache_rates(hal: &TestHal, reps: usize) {
                 }
                 t[k][0].push(s.elapsed().as_nanos() / N as u128);
                 if cached {
-                    assert_eq!(ctx.commands_sent(), c0, "cached registrations send no command");
+                    assert_eq!(
+                        ctx.commands_sent(),
+                        c0,
+                        "cached registrations send no command"
+                    );
                 }
                 let s = Instant::now();
                 for mut m in mrs {

@@ -1332,6 +1332,87 @@ pub(crate) struct MrInner<H: Hal> {
 }
 
 impl<H: Hal> MrInner<H> {
+    /// rereg of a cached key by one UMR (Linux ib/umr.c `mlx5r_umr_rereg_pd_access`: "fail
+    /// if free", access and PD masks; with a new translation also start/len/page size and
+    /// the entries, as `mlx5r_umr_update_mr_pas`). `Ok(false)`: the new translation does not
+    /// fit the key (more than one MTT key, or above its size class), or the device refused
+    /// the UMR (the key is unchanged); the caller falls back to create-then-destroy.
+    fn rereg_umr(
+        &mut self,
+        pd: &ProtectionDomain<H>,
+        access: Access,
+        translation: Option<(&[PhysChunk], u64)>,
+    ) -> Result<bool> {
+        use crate::umr::{flags, mkey_mask as mk, MkeySeg, Umr, CACHE_CLASSES};
+        let Some(class) = self.pooled else {
+            return Ok(false);
+        };
+        let ctx = self.pd.ctx.clone();
+        let room = CACHE_CLASSES.get(class as usize).copied().unwrap_or(0) as usize;
+        let (plan, iova, len) = match translation {
+            Some((chunks, iova)) => {
+                let (plan, len) = pd.plan_phys(chunks, iova, access)?;
+                (plan, iova, len)
+            }
+            None => {
+                mr::check_request(self.len, self.iova, access, ctx.caps.log_max_mrw_sz)?;
+                (self.plan.clone(), self.iova, self.len)
+            }
+        };
+        if !plan.segments.is_empty()
+            || plan.tr.entries.len() > room
+            || mr::relaxed_ordering(access, &ctx.caps) != (false, false)
+        {
+            return Ok(false);
+        }
+        let mut mask = mk::LR | mk::LW | mk::RR | mk::RW | mk::A | mk::PD;
+        let mtt: Vec<u64> = if translation.is_some() {
+            mask |= mk::START_ADDR | mk::LEN | mk::PAGE_SIZE;
+            plan.tr
+                .entries
+                .iter()
+                .map(|e| e | mlx5_prm::mkey::MTT_PRESENT)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let umr = Umr {
+            key: self.key,
+            check: flags::CHECK_FREE,
+            mask,
+            seg: MkeySeg {
+                free: false,
+                pd: pd.inner.pdn,
+                qpn: 0xff_ffff,
+                variant: self.key as u8,
+                access,
+                start: iova,
+                len,
+                log_page_size: plan.tr.page_shift,
+            },
+            mtt: &mtt,
+            mtt_offset: 0,
+        };
+        match ctx.umr_with(false, |u, hal| u.run(hal, &umr)) {
+            Ok(Some(())) => {}
+            Ok(None) | Err(Error::Umr { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        self.pd = pd.inner.clone();
+        self.access = access;
+        self.iova = iova;
+        self.len = len;
+        self.plan = plan;
+        if translation.is_some() {
+            // The key no longer translates to the old memory (the UMR completed).
+            self.buf = None;
+        }
+        ctx.mrs
+            .write()
+            .insert(self.key, MrInfo { iova, len, access });
+        Ok(true)
+    }
+
     fn destroy(&mut self) -> Result<()> {
         if self.destroyed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -1557,6 +1638,20 @@ impl<H: Hal> MemoryRegion<H> {
             return Err(InvalidInput::ForeignObject.into());
         }
         let access = change.access.unwrap_or(old.access);
+        // A key from the mkey cache is changed in place by one UMR: lkey and rkey stay.
+        if old.pooled.is_some() {
+            match old.rereg_umr(&pd, access, change.translation) {
+                Ok(true) => {
+                    self.inner = Some(Arc::new(old));
+                    return Ok(());
+                }
+                Ok(false) => {} // not possible by UMR: create-then-destroy below
+                Err(e) => {
+                    self.inner = Some(Arc::new(old));
+                    return Err(e);
+                }
+            }
+        }
         let created = match change.translation {
             Some((chunks, iova)) => pd
                 .plan_phys(chunks, iova, access)

@@ -513,3 +513,128 @@ fn cached_keys_are_unpredictable() {
     }
     assert!(full_hits < 16, "{full_hits} of {N} guessed");
 }
+
+/// rdma-core tests/test_mr.py `test_mr_rereg_access` / `_pd` / `_addr` on a cached key:
+/// each change is one UMR, no command, and lkey/rkey stay; a translation too long for the
+/// key's class falls back to create-then-destroy (new keys).
+#[test]
+fn cached_mr_rereg_by_umr_keeps_its_keys() {
+    use mlx5::mr::PhysChunk;
+    use mlx5::Rereg;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let mut p = pair(&ctx, QpCaps::default());
+    let src = mr(&p.pd, 4096);
+    ctx.enable_mkey_cache(2).expect("cache");
+    let b1 = hal.dma_alloc(4096, 4096).expect("b1");
+    let b2 = hal.dma_alloc(2 * 4096, 4096).expect("b2");
+    let c1 = [PhysChunk {
+        bus: b1.bus_addr(),
+        len: 4096,
+    }];
+    let iova = 0x4400_0000_0000;
+    // SAFETY: b1 and b2 outlive the region.
+    let mut m = unsafe { p.pd.reg_phys(&c1, iova, RW) }.expect("reg");
+    let key = m.rkey();
+    src.write(0, &pattern(4096, 1)).expect("fill");
+    assert_eq!(write_to(&mut p, &src, 64, iova, key), WcStatus::Success);
+
+    // Access: drop REMOTE_WRITE.
+    let c = ctx.commands_sent();
+    unsafe {
+        m.rereg(Rereg {
+            access: Some(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg access");
+    assert_eq!(ctx.commands_sent(), c, "rereg by UMR: no command");
+    assert_eq!((m.lkey(), m.rkey()), (key, key));
+    let mut p2 = pair(&ctx, QpCaps::default());
+    let src2 = mr(&p2.pd, 4096);
+    assert_eq!(
+        write_to(&mut p2, &src2, 64, iova, key),
+        WcStatus::RemAccessErr
+    );
+
+    // PD: to a new PD (p4's), with REMOTE_WRITE back.
+    let mut p4 = pair(&ctx, QpCaps::default());
+    let src4 = mr(&p4.pd, 4096);
+    let c = ctx.commands_sent();
+    unsafe {
+        m.rereg(Rereg {
+            pd: Some(&p4.pd),
+            access: Some(RW),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg pd");
+    assert_eq!(ctx.commands_sent(), c, "rereg by UMR: no command");
+    assert_eq!(m.rkey(), key);
+    let mut p3 = pair(&ctx, QpCaps::default());
+    let src3 = mr(&p3.pd, 4096);
+    // A QP of another PD is refused.
+    assert_eq!(
+        write_to(&mut p3, &src3, 64, iova, key),
+        WcStatus::RemAccessErr
+    );
+
+    // Translation: two pages of b2 at a new IOVA; writes land there, b1 untouched.
+    let c2 = [PhysChunk {
+        bus: b2.bus_addr(),
+        len: 2 * 4096,
+    }];
+    let iova2 = 0x4500_0000_0000;
+    let mut before = vec![0u8; 4096];
+    sim.with_hca(|h| h.mem.read(b1.bus_addr(), &mut before))
+        .expect("read");
+    let c = ctx.commands_sent();
+    unsafe {
+        m.rereg(Rereg {
+            translation: Some((&c2, iova2)),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg translation");
+    assert_eq!(ctx.commands_sent(), c, "rereg by UMR: no command");
+    assert_eq!(m.rkey(), key);
+    assert_eq!(m.addr(), iova2);
+    let data = pattern(64, 77);
+    src4.write(0, &data).expect("fill");
+    // p4 is in the MR's PD now.
+    assert_eq!(
+        write_to(&mut p4, &src4, 64, iova2 + 4096 + 8, key),
+        WcStatus::Success
+    );
+    let mut got = vec![0u8; 64];
+    sim.with_hca(|h| h.mem.read(b2.bus_addr() + 4096 + 8, &mut got))
+        .expect("read");
+    assert_eq!(got, data);
+    let mut after = vec![0u8; 4096];
+    sim.with_hca(|h| h.mem.read(b1.bus_addr(), &mut after))
+        .expect("read");
+    assert_eq!(after, before);
+    // The old IOVA is out of bounds now.
+    assert_eq!(
+        write_to(&mut p4, &src4, 8, iova, key),
+        WcStatus::RemAccessErr
+    );
+
+    // Too long for the key's class (513 pages): create-then-destroy, new keys.
+    let big = hal.dma_alloc(513 * 4096, 4096).expect("big");
+    let bc: Vec<PhysChunk> = (0..513u64)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: big.bus_addr() + i * 4096,
+            len: 4096,
+        })
+        .collect();
+    unsafe {
+        m.rereg(Rereg {
+            translation: Some((&bc, 0x1000)),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg by commands");
+    assert_ne!(m.rkey(), key);
+}
