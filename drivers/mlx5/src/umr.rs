@@ -336,3 +336,46 @@ impl<H: Hal> Drop for UmrRes<H> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_hal::{open, pair, wait};
+
+    /// A UMR WQE on a QP created without `qpc.fre` completes with a local QP operation
+    /// error and changes nothing.
+    #[test]
+    fn umr_on_a_qp_without_fre_is_refused() {
+        let (sim, ctx) = open();
+        let caps = QpCaps {
+            max_inline_data: 256,
+            ..QpCaps::default()
+        };
+        let mut p = pair(&ctx, caps);
+        let key = p.pd.alloc_umr_mkey(2).expect("key");
+        let seg = MkeySeg {
+            pd: p.pd.pdn(),
+            qpn: 0xff_ffff,
+            variant: key as u8,
+            start: 0x1000,
+            len: 4096,
+            log_page_size: 12,
+            ..MkeySeg::default()
+        };
+        let mut body = header(
+            flags::CHECK_NOT_FREE | flags::INLINE,
+            2,
+            0,
+            ENABLE_MASK,
+            &seg.bytes(),
+        );
+        body.extend_from_slice(&(0x10_0000u64 | mkey::MTT_PRESENT).to_be_bytes());
+        body.extend_from_slice(&[0; 8]);
+        p.a.post_raw(7, wqe::opcode::UMR, key, &body).expect("post");
+        let w = wait(&mut p.cq_a, 1);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].status, WcStatus::LocQpOpErr);
+        assert_eq!(w[0].vendor_err, mlx5_sim::umr::umr_vendor::NOT_FRE);
+        sim.with_hca(|h| assert!(h.mkeys.by_index(key >> 8).expect("key").free));
+    }
+}
