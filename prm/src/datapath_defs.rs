@@ -623,6 +623,52 @@ pub mod wqe {
         pub const XLT_OFFSET_47_16: usize = 16;
         /// Segment size.
         pub const SIZE: usize = 48;
+
+        /// `flags`: `MLX5_UMR_TRANSLATION_OFFSET_EN` (Linux include/linux/mlx5/device.h):
+        /// `xlt_offset` / `xlt_offset_47_16` name where the entries go.
+        pub const FLAG_TRANSLATION_OFFSET_EN: u8 = 1 << 4;
+        /// `flags`: `MLX5_UMR_CHECK_NOT_FREE` (device.h): "fail if not free" (Linux ib/umr.c
+        /// `mlx5r_umr_set_update_xlt_ctrl_seg`).
+        pub const FLAG_CHECK_NOT_FREE: u8 = 1 << 5;
+        /// `flags`: `MLX5_UMR_CHECK_FREE` (device.h): "fail if free".
+        pub const FLAG_CHECK_FREE: u8 = 2 << 5;
+        /// `flags`: `MLX5_UMR_INLINE` (device.h): the translation (if any) follows the mkey
+        /// segment in the WQE instead of a data segment pointing to it.
+        pub const FLAG_INLINE: u8 = 1 << 7;
+        /// The two bits of the free check (`CHECK_NOT_FREE` / `CHECK_FREE`).
+        pub const FLAG_CHECK_MASK: u8 = 3 << 5;
+
+        /// `mkey_mask` bits: which fields of the mkey segment (an `mlx5_ifc_mkc_bits`, Linux
+        /// `struct mlx5_mkey_seg`, 64 bytes) the UMR writes (`MLX5_MKEY_MASK_*`, Linux
+        /// include/linux/mlx5/device.h).
+        pub mod mask {
+            /// `MLX5_MKEY_MASK_LEN` (with `length64`).
+            pub const LEN: u64 = 1 << 0;
+            /// `MLX5_MKEY_MASK_PAGE_SIZE` (`log_page_size`).
+            pub const PAGE_SIZE: u64 = 1 << 1;
+            /// `MLX5_MKEY_MASK_START_ADDR`.
+            pub const START_ADDR: u64 = 1 << 6;
+            /// `MLX5_MKEY_MASK_PD`.
+            pub const PD: u64 = 1 << 7;
+            /// `MLX5_MKEY_MASK_EN_RINVAL`.
+            pub const EN_RINVAL: u64 = 1 << 8;
+            /// `MLX5_MKEY_MASK_KEY` (`mkey_7_0`, the variant).
+            pub const KEY: u64 = 1 << 13;
+            /// `MLX5_MKEY_MASK_QPN`.
+            pub const QPN: u64 = 1 << 14;
+            /// `MLX5_MKEY_MASK_LR`.
+            pub const LR: u64 = 1 << 17;
+            /// `MLX5_MKEY_MASK_LW`.
+            pub const LW: u64 = 1 << 18;
+            /// `MLX5_MKEY_MASK_RR`.
+            pub const RR: u64 = 1 << 19;
+            /// `MLX5_MKEY_MASK_RW`.
+            pub const RW: u64 = 1 << 20;
+            /// `MLX5_MKEY_MASK_A`.
+            pub const A: u64 = 1 << 21;
+            /// `MLX5_MKEY_MASK_FREE`.
+            pub const FREE: u64 = 1 << 29;
+        }
     }
 
     /// `struct mlx5_wqe_xrc_seg` (16 bytes; rdma-core wqe.h:59).

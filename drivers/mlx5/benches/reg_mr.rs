@@ -81,6 +81,11 @@ fn main() {
     };
     let hugepages = linux::HugePages::reserve(largest);
     let mut rows = Vec::new();
+    // `--cache-only`: just the small-MR table of commands against the UMR mkey cache.
+    if std::env::args().any(|a| a == "--cache-only") {
+        cache_rates(&hal, reps);
+        return;
+    }
     // `--rates-only`: just the small-MR rate table (profiling).
     if std::env::args().any(|a| a == "--rates-only") {
         rates(&ctx, &pd, &hal, &ring, reps);
@@ -127,6 +132,66 @@ fn main() {
     print_table(&rows, reps);
     println!();
     rates(&ctx, &pd, &hal, &ring, reps);
+    println!();
+    cache_rates(&hal, reps);
+}
+
+/// Small-MR registration and deregistration through commands (CREATE_MKEY / DESTROY_MKEY)
+/// against the UMR mkey cache (one UMR WQE and one CQE each way), on one context each.
+fn cache_rates(hal: &TestHal, reps: usize) {
+    const N: usize = 248;
+    println!("| MR size | commands: reg ns/MR | UMR cache: reg ns/MR | reg speedup | commands: dereg ns/MR | UMR cache: dereg ns/MR | dereg speedup |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (name, size) in [("4 KiB", 4096usize), ("64 KiB", 64 << 10), ("2 MiB", HUGE)] {
+        let backing = hal.dma_alloc(size * N, size).expect("backing");
+        let chunks: Vec<[PhysChunk; 1]> = (0..N)
+            .map(|i| {
+                [PhysChunk {
+                    bus: backing.bus_addr() + (i * size) as u64,
+                    len: size as u64,
+                }]
+            })
+            .collect();
+        let mut t = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        for (k, cached) in [false, true].into_iter().enumerate() {
+            let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
+            let pd = ctx.alloc_pd().unwrap();
+            if cached {
+                ctx.enable_mkey_cache(N).expect("cache");
+            }
+            for _ in 0..reps {
+                let c0 = ctx.commands_sent();
+                let s = Instant::now();
+                let mut mrs = Vec::with_capacity(N);
+                for c in &chunks {
+                    // SAFETY: `backing` outlives the regions.
+                    mrs.push(unsafe { pd.reg_phys(c, c[0].bus, AccessFlags::ALL) }.expect("reg"));
+                }
+                t[k][0].push(s.elapsed().as_nanos() / N as u128);
+                if cached {
+                    assert_eq!(
+                        ctx.commands_sent(),
+                        c0,
+                        "cached registrations send no command"
+                    );
+                }
+                let s = Instant::now();
+                for mut m in mrs {
+                    m.dereg().expect("dereg");
+                }
+                t[k][1].push(s.elapsed().as_nanos() / N as u128);
+            }
+            drop(pd);
+            let _ = ctx.close();
+        }
+        let [[cr, cd], [ur, ud]] = t;
+        let (cr, cd, ur, ud) = (median(cr), median(cd), median(ur), median(ud));
+        println!(
+            "| {name} | {cr} | {ur} | {:.1}x | {cd} | {ud} | {:.1}x |",
+            cr as f64 / ur.max(1) as f64,
+            cd as f64 / ud.max(1) as f64
+        );
+    }
 }
 
 /// 64 GiB of 1 GiB pages: one MTT key of 64 entries. The chunks are bus addresses above the

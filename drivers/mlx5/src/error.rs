@@ -317,6 +317,13 @@ pub enum Error {
     Internal,
     /// A wait (e.g. for a completion event) reached its deadline.
     Timeout,
+    /// A UMR WQE ([`crate::umr`]) completed with an error CQE.
+    Umr {
+        /// The completion's status.
+        status: crate::cq::WcStatus,
+        /// Its vendor syndrome.
+        vendor: u8,
+    },
 }
 
 /// A destroy or close the driver refused: the object comes back, still usable, with the

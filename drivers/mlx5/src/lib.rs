@@ -46,6 +46,7 @@ pub mod pages;
 pub mod pd;
 pub mod qp;
 pub mod uar;
+pub mod umr;
 pub mod verbs;
 
 mod rand;

@@ -314,6 +314,13 @@ pub(crate) struct MkeyParams<'a> {
     pub ro_write: bool,
     pub ro_read: bool,
     pub xlt: Xlt<'a>,
+    /// `mkc.umr_en`: UMR WQEs may modify the key ([`crate::umr`]).
+    pub umr_en: bool,
+    /// `mkc.free`: created disabled (a UMR enables it).
+    pub free: bool,
+    /// Room for translation entries, in octowords, when above what `xlt` carries (a key UMR
+    /// loads later; Linux ib/mr.c `set_cache_mkc`).
+    pub xlt_room: u32,
 }
 
 /// The translation a CREATE_MKEY carries.
@@ -386,7 +393,9 @@ pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
     .set(m(mkc::PD), p.pdn)
     .set64(m(mkc::START_ADDR), p.iova)
     .set64(m(mkc::LEN), p.len)
-    .set(m(mkc::TRANSLATIONS_OCTWORD_SIZE), oct)
+    .set(m(mkc::UMR_EN), p.umr_en as u32)
+    .set(m(mkc::FREE), p.free as u32)
+    .set(m(mkc::TRANSLATIONS_OCTWORD_SIZE), oct.max(p.xlt_room))
     .set(create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, oct);
     match p.xlt {
         Xlt::Mtt {

@@ -879,6 +879,20 @@ pub(crate) fn create<H: Hal>(
     req: &QpCaps,
     opts: &QpOptions,
 ) -> Result<QueuePair<H>> {
+    create_fre(pd, scq, rcq, req, opts, false)
+}
+
+/// [`create`], with `qpc.fre` (fast registration enable) when `fre`: the QP may post UMR
+/// WQEs (Linux ib/qp.c `create_kernel_qp`: `MLX5_SET(qpc, qpc, fre, 1)` for kernel QPs, the
+/// UMR QP of ib/umr.c `mlx5r_umr_resource_init` among them).
+pub(crate) fn create_fre<H: Hal>(
+    pd: &Arc<PdInner<H>>,
+    scq: &CompletionQueue<H>,
+    rcq: &CompletionQueue<H>,
+    req: &QpCaps,
+    opts: &QpOptions,
+    fre: bool,
+) -> Result<QueuePair<H>> {
     let ctx = &pd.ctx;
     if !Arc::ptr_eq(&scq.shared.ctx, ctx) || !Arc::ptr_eq(&rcq.shared.ctx, ctx) {
         return Err(InvalidInput::BadCq.into());
@@ -900,6 +914,7 @@ pub(crate) fn create<H: Hal>(
         .set(x(qpc::CQN_SND), scq.shared.cqn)
         .set(x(qpc::CQN_RCV), rcq.shared.cqn)
         .set64(x(qpc::DBR_ADDR), db.bus())
+        .set(x(qpc::FRE), fre as u32)
         .put64(create_qp_in::PAS.byte_offset(), buf.bus());
     if lay.rq_wqe_cnt == 0 {
         c.set(x(qpc::RQ_TYPE), qp::rq_type::ZERO_LEN_RQ.into());
@@ -1266,7 +1281,10 @@ impl<H: Hal> QueuePair<H> {
             .retired
             .load(core::sync::atomic::Ordering::Acquire);
         let same = Arc::ptr_eq(&self.scq, &self.rcq);
-        for cq in [&self.scq, &self.rcq].into_iter().take(if same { 1 } else { 2 }) {
+        for cq in [&self.scq, &self.rcq]
+            .into_iter()
+            .take(if same { 1 } else { 2 })
+        {
             if cq.request_clean(&self.shared).is_err() && retired {
                 cq.detach(&self.shared);
             }
@@ -1927,6 +1945,49 @@ impl<H: Hal> QueuePair<H> {
         // SAFETY: idx < cnt: the WQE's first block, inside the send queue.
         let first = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
         (first, in_place)
+    }
+
+    /// Posts one signaled WQE of opcode `opc` whose ctrl `imm` is `imm` and whose segments
+    /// after the ctrl segment are `body` (a multiple of 16 bytes): the UMR WQEs of
+    /// [`crate::umr`] (Linux ib/umr.c `mlx5r_umr_post_send`: ctrl `imm` = the mkey, fence
+    /// `MLX5_FENCE_MODE_INITIATOR_SMALL`). Not a hot path: its own function, so the send
+    /// paths stay as they are.
+    pub(crate) fn post_raw(&mut self, wr_id: u64, opc: u8, imm: u32, body: &[u8]) -> Result<()> {
+        self.check_can_send()?;
+        if !body.len().is_multiple_of(wqe::SEND_WQE_DS) {
+            return Err(InvalidInput::OutOfRange.into());
+        }
+        let ds = 1 + body.len() / wqe::SEND_WQE_DS;
+        let bbs = wqe::wqebbs(ds as u32);
+        if ds > wqe::CTRL_DS_MASK as usize || bbs > self.lay.sq_max_bbs {
+            return Err(InvalidInput::OutOfRange.into());
+        }
+        self.reserve_sq(1)?;
+        let cnt = self.lay.sq_wqe_cnt;
+        let idx = self.cur_post & self.sq_mask;
+        let mut w = [0u8; MAX_WQE_BYTES];
+        w[..4].copy_from_slice(&wqe::opmod_idx_opcode(0, self.cur_post, opc).to_be_bytes());
+        w[4..8].copy_from_slice(&wqe::qpn_ds(self.qpn, ds as u8).to_be_bytes());
+        w[wqe::ctrl_seg::FM_CE_SE] = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
+        w[wqe::ctrl_seg::IMM..wqe::ctrl_seg::IMM + 4].copy_from_slice(&imm.to_be_bytes());
+        let len = wqe::ctrl_seg::SIZE + body.len();
+        w[wqe::ctrl_seg::SIZE..len].copy_from_slice(body);
+        let first = (((cnt - idx as u32) as usize) * wqe::SEND_WQE_BB).min(len);
+        // SAFETY: both destination ranges lie inside the SQ (the WQE spans bbs <= sq_max_bbs
+        // blocks from idx, wrapping to block 0); `w` holds `len` bytes.
+        unsafe {
+            let sq = self.ring.add(self.lay.sq_offset);
+            ptr::copy_nonoverlapping(w.as_ptr(), sq.add(idx as usize * wqe::SEND_WQE_BB), first);
+            ptr::copy_nonoverlapping(w.as_ptr().add(first), sq, len - first);
+        }
+        let start = self.cur_post;
+        self.cur_post = start.wrapping_add(bbs as u16);
+        self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
+        self.set_slot(idx, wr_id, start);
+        // SAFETY: idx < cnt: the WQE's first block, inside the send queue.
+        let at = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
+        self.ring_send(at, None);
+        Ok(())
     }
 
     #[inline(always)]

@@ -85,6 +85,11 @@ pub(crate) struct CtxInner<H: Hal> {
     /// device lock is released: CQ polls check the next EQE's owner byte without the lock.
     eq_peek: core::sync::atomic::AtomicUsize,
     closed: AtomicBool,
+    /// The driver's UMR QP ([`crate::umr`]), created on first use.
+    umr: spin::Mutex<Option<crate::umr::UmrRes<H>>>,
+    /// Set when the [`Context`] handle goes: no UMR QP is created after that (it would hold
+    /// the context alive).
+    umr_off: AtomicBool,
 }
 
 impl<H: Hal> CtxInner<H> {
@@ -162,6 +167,57 @@ impl<H: Hal> CtxInner<H> {
 
     pub(crate) fn random(&self) -> u64 {
         self.rng.next(&self.hal)
+    }
+
+    /// Runs one UMR on the context's UMR QP, creating it on first use.
+    pub(crate) fn umr(self: &Arc<Self>, u: &crate::umr::Umr<'_>) -> Result<()> {
+        self.umr_with(true, |r, hal| r.run(hal, u))?
+            .ok_or(Error::Closed)
+    }
+
+    /// Runs `f` on the UMR resources; with `create`, creates them first if needed. `None`
+    /// when there are none (not created yet, or the context handle is gone).
+    pub(crate) fn umr_with<T>(
+        self: &Arc<Self>,
+        create: bool,
+        f: impl FnOnce(&mut crate::umr::UmrRes<H>, &H) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.check_alive()?;
+        let mut g = self.umr.lock();
+        if g.is_none() {
+            if !create || self.umr_off.load(Ordering::Acquire) {
+                return Ok(None);
+            }
+            *g = Some(crate::umr::UmrRes::new(self)?);
+        }
+        match g.as_mut() {
+            Some(r) => f(r, &self.hal).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// [`CtxInner::umr_with`] without creating, and without waiting when the UMR state is
+    /// busy (`None`): the registration path, which runs inside the UMR QP's own creation (its
+    /// staging region) and falls back to commands.
+    pub(crate) fn umr_try_with<T>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut crate::umr::UmrRes<H>, &H) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.check_alive()?;
+        let Some(mut g) = self.umr.try_lock() else {
+            return Ok(None);
+        };
+        match g.as_mut() {
+            Some(r) => f(r, &self.hal).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Destroys the UMR QP (and its CQ, PD, staging region), which hold the context.
+    fn umr_shutdown(&self) {
+        self.umr_off.store(true, Ordering::Release);
+        let r = self.umr.lock().take();
+        drop(r);
     }
 
     pub(crate) fn gid0(&self) -> [u8; 16] {
@@ -251,6 +307,8 @@ impl<H: Hal> Context<H> {
                 send_gates: spin::Mutex::new(Vec::new()),
                 eq_peek: core::sync::atomic::AtomicUsize::new(eq_peek),
                 closed: AtomicBool::new(false),
+                umr: spin::Mutex::new(None),
+                umr_off: AtomicBool::new(false),
             }),
         })
     }
@@ -260,7 +318,9 @@ impl<H: Hal> Context<H> {
     /// untouched. When the teardown itself fails, the context comes back too, closed (it is
     /// not torn down again on drop).
     pub fn close(self) -> core::result::Result<(), Refused<Self>> {
-        match Arc::try_unwrap(self.inner) {
+        let inner = self.inner.clone();
+        drop(self); // the UMR QP goes first (see `Drop for Context`)
+        match Arc::try_unwrap(inner) {
             Ok(mut inner) => {
                 inner.closed.store(true, Ordering::Release);
                 let (uar, tdn) = (inner.uar, inner.tdn);
@@ -293,6 +353,35 @@ impl<H: Hal> Context<H> {
     /// unknown, and only a teardown or function-level reset makes it known again.
     pub fn needs_reset(&self) -> bool {
         self.quarantined().0 > 0
+    }
+
+    /// Runs one UMR WQE on the context's UMR QP (created on first use) and waits for its
+    /// completion: the key named in `u` must have been created with `umr_en`
+    /// ([`crate::umr`]). A failed UMR returns [`Error::Umr`] with the CQE's status and vendor
+    /// syndrome, and leaves the key unchanged.
+    pub fn post_umr(&self, u: &crate::umr::Umr<'_>) -> Result<()> {
+        self.inner.umr(u)
+    }
+
+    /// Fills the mkey cache: `per_class` free `umr_en` keys for each of
+    /// [`crate::umr::CACHE_CLASSES`] (CREATE_MKEY commands, now). Afterwards a registration
+    /// whose translation is one MTT key of at most 512 entries takes a key from the cache and
+    /// is one UMR WQE and one CQE, no command; deregistration revokes it by UMR (complete
+    /// before `dereg` returns) and returns it to the cache. Keys are handed out in random
+    /// order, with a new variant on every reuse (ReDMArk).
+    pub fn enable_mkey_cache(&self, per_class: usize) -> Result<()> {
+        self.inner
+            .umr_with(true, |r, _| r.fill(per_class))?
+            .ok_or(Error::Closed)
+    }
+
+    /// Free keys in the mkey cache.
+    pub fn mkey_cache_len(&self) -> usize {
+        self.inner
+            .umr_with(false, |r, _| Ok(r.pooled()))
+            .ok()
+            .flatten()
+            .unwrap_or(0)
     }
 
     /// The HAL.
@@ -695,6 +784,65 @@ pub struct ProtectionDomain<H: Hal> {
     inner: Arc<PdInner<H>>,
 }
 
+impl<H: Hal> Drop for Context<H> {
+    fn drop(&mut self) {
+        self.inner.umr_shutdown();
+    }
+}
+
+impl<H: Hal> ProtectionDomain<H> {
+    /// A PD of the driver's own (the UMR QP's).
+    pub(crate) fn alloc_internal(ctx: &Arc<CtxInner<H>>) -> Result<Self> {
+        let pdn = ctx.with_dev(|d| d.alloc_pd(&ctx.hal))?;
+        Ok(ProtectionDomain {
+            inner: Arc::new(PdInner {
+                ctx: ctx.clone(),
+                pdn,
+            }),
+        })
+    }
+
+    pub(crate) fn inner_arc(&self) -> &Arc<PdInner<H>> {
+        &self.inner
+    }
+
+    /// Creates a free MTT key with `mkc.umr_en`, room for `mtt_room` translation entries and
+    /// a random variant, in this PD: a key that only UMR WQEs ([`Context::post_umr`]) enable
+    /// and load (Linux ib/mr.c `set_cache_mkc`: `free`, `umr_en`, the translation size, no
+    /// entries). Destroy it with [`ProtectionDomain::destroy_umr_mkey`].
+    pub fn alloc_umr_mkey(&self, mtt_room: u32) -> Result<u32> {
+        let ctx = &self.inner.ctx;
+        ctx.check_alive()?;
+        if mtt_room == 0 || mtt_room as usize > mr::MAX_MTT_PER_MKEY {
+            return Err(InvalidInput::OutOfRange.into());
+        }
+        let p = MkeyParams {
+            pdn: self.inner.pdn,
+            iova: 0,
+            len: 0,
+            access: Access::NONE,
+            variant: (ctx.random() & 0xff) as u8,
+            pg_access: false,
+            ro_write: false,
+            ro_read: false,
+            xlt: Xlt::Mtt {
+                page_shift: mr::MIN_PAGE_SHIFT,
+                entries: &[],
+            },
+            umr_en: true,
+            free: true,
+            xlt_room: mtt_room.div_ceil(2),
+        };
+        ctx.with_dev(|d| d.create_mkey(&ctx.hal, &p))
+    }
+
+    /// Destroys a key of [`ProtectionDomain::alloc_umr_mkey`] (DESTROY_MKEY).
+    pub fn destroy_umr_mkey(&self, key: u32) -> Result<()> {
+        let ctx = &self.inner.ctx;
+        ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key))
+    }
+}
+
 impl<H: Hal> ProtectionDomain<H> {
     /// The PD number.
     pub fn pdn(&self) -> u32 {
@@ -890,6 +1038,9 @@ impl<H: Hal> ProtectionDomain<H> {
             ro_write,
             ro_read,
             xlt,
+            umr_en: false,
+            free: false,
+            xlt_room: 0,
         }
     }
 
@@ -917,6 +1068,13 @@ impl<H: Hal> ProtectionDomain<H> {
         let ctx = &self.inner.ctx;
         let hal = &ctx.hal;
         let mut buf = buf;
+        if let Some((key, class)) = self.reg_pooled(iova, len, access, &plan)? {
+            let mut m = self.wrap(key, Vec::new(), iova, len, access, plan, buf);
+            if let Some(i) = m.inner.as_mut().and_then(Arc::get_mut) {
+                i.pooled = Some(class);
+            }
+            return Ok(m);
+        }
         // Inner MTT keys first: local rights only (LR, and LW when the region is writable),
         // so that only the indirect key is usable remotely.
         let mut inner = Vec::with_capacity(plan.segments.len());
@@ -982,6 +1140,81 @@ impl<H: Hal> ProtectionDomain<H> {
             }
         };
         Ok(self.wrap(key, inner, iova, len, access, plan, buf))
+    }
+
+    /// A registration from the mkey cache: one UMR WQE enabling a cached key with the
+    /// region's translation, access and PD, and a new random variant. `None` (nothing done)
+    /// when the region needs more than one MTT key or relaxed ordering, or the cache has no
+    /// key that fits; a UMR refused with an error CQE returns the key to the cache and
+    /// `None`, and the caller registers by command.
+    fn reg_pooled(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: &KlmPlan,
+    ) -> Result<Option<(u32, u8)>> {
+        use crate::umr::{flags, MkeySeg, Umr, CACHE_CLASSES, ENABLE_MASK};
+        let ctx = &self.inner.ctx;
+        let entries = &plan.tr.entries;
+        let max = CACHE_CLASSES[CACHE_CLASSES.len() - 1] as usize;
+        if !plan.segments.is_empty()
+            || entries.len() > max
+            || mr::relaxed_ordering(access, &ctx.caps) != (false, false)
+        {
+            return Ok(None);
+        }
+        let pdn = self.inner.pdn;
+        let r = ctx.umr_try_with(|u, hal| {
+            let Some((key, class)) = u.take(entries.len()) else {
+                return Ok(None);
+            };
+            // A new variant: not the key's last one, nor any recently destroyed key.
+            let mut new = key;
+            for _ in 0..8 {
+                let v = (ctx.random() & 0xff) as u32;
+                let k = (key & !0xff) | v;
+                if k != key && !ctx.recent_keys.lock().contains(&k) {
+                    new = k;
+                    break;
+                }
+            }
+            if new == key {
+                new = (key & !0xff) | ((key + 1) & 0xff);
+            }
+            let mtt: Vec<u64> = entries
+                .iter()
+                .map(|e| e | mlx5_prm::mkey::MTT_PRESENT)
+                .collect();
+            let umr = Umr {
+                key,
+                check: flags::CHECK_NOT_FREE,
+                mask: ENABLE_MASK,
+                seg: MkeySeg {
+                    free: false,
+                    pd: pdn,
+                    qpn: 0xff_ffff,
+                    variant: new as u8,
+                    access,
+                    start: iova,
+                    len,
+                    log_page_size: plan.tr.page_shift,
+                },
+                mtt: &mtt,
+                mtt_offset: 0,
+            };
+            match u.run(hal, &umr) {
+                Ok(()) => Ok(Some((new, class))),
+                Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
+                    // The key is unchanged (the model applies a UMR whole or not at all).
+                    u.put(key, class);
+                    Ok(None)
+                }
+                // Its state is unknown: the key leaves the cache (destroyed with the PD).
+                Err(e) => Err(e),
+            }
+        })?;
+        Ok(r.flatten())
     }
 
     /// ReDMArk: a key must not reappear right after it was destroyed. If the firmware reused
@@ -1052,6 +1285,7 @@ impl<H: Hal> ProtectionDomain<H> {
                 plan,
                 buf,
                 destroyed: AtomicBool::new(false),
+                pooled: None,
             })),
         }
     }
@@ -1092,9 +1326,93 @@ pub(crate) struct MrInner<H: Hal> {
     plan: KlmPlan,
     buf: Option<DmaMem<H::Dma>>,
     destroyed: AtomicBool,
+    /// The key came from the mkey cache (its size class): dereg revokes it by UMR and
+    /// returns it ([`crate::umr`]).
+    pooled: Option<u8>,
 }
 
 impl<H: Hal> MrInner<H> {
+    /// rereg of a cached key by one UMR (Linux ib/umr.c `mlx5r_umr_rereg_pd_access`: "fail
+    /// if free", access and PD masks; with a new translation also start/len/page size and
+    /// the entries, as `mlx5r_umr_update_mr_pas`). `Ok(false)`: the new translation does not
+    /// fit the key (more than one MTT key, or above its size class), or the device refused
+    /// the UMR (the key is unchanged); the caller falls back to create-then-destroy.
+    fn rereg_umr(
+        &mut self,
+        pd: &ProtectionDomain<H>,
+        access: Access,
+        translation: Option<(&[PhysChunk], u64)>,
+    ) -> Result<bool> {
+        use crate::umr::{flags, mkey_mask as mk, MkeySeg, Umr, CACHE_CLASSES};
+        let Some(class) = self.pooled else {
+            return Ok(false);
+        };
+        let ctx = self.pd.ctx.clone();
+        let room = CACHE_CLASSES.get(class as usize).copied().unwrap_or(0) as usize;
+        let (plan, iova, len) = match translation {
+            Some((chunks, iova)) => {
+                let (plan, len) = pd.plan_phys(chunks, iova, access)?;
+                (plan, iova, len)
+            }
+            None => {
+                mr::check_request(self.len, self.iova, access, ctx.caps.log_max_mrw_sz)?;
+                (self.plan.clone(), self.iova, self.len)
+            }
+        };
+        if !plan.segments.is_empty()
+            || plan.tr.entries.len() > room
+            || mr::relaxed_ordering(access, &ctx.caps) != (false, false)
+        {
+            return Ok(false);
+        }
+        let mut mask = mk::LR | mk::LW | mk::RR | mk::RW | mk::A | mk::PD;
+        let mtt: Vec<u64> = if translation.is_some() {
+            mask |= mk::START_ADDR | mk::LEN | mk::PAGE_SIZE;
+            plan.tr
+                .entries
+                .iter()
+                .map(|e| e | mlx5_prm::mkey::MTT_PRESENT)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let umr = Umr {
+            key: self.key,
+            check: flags::CHECK_FREE,
+            mask,
+            seg: MkeySeg {
+                free: false,
+                pd: pd.inner.pdn,
+                qpn: 0xff_ffff,
+                variant: self.key as u8,
+                access,
+                start: iova,
+                len,
+                log_page_size: plan.tr.page_shift,
+            },
+            mtt: &mtt,
+            mtt_offset: 0,
+        };
+        match ctx.umr_with(false, |u, hal| u.run(hal, &umr)) {
+            Ok(Some(())) => {}
+            Ok(None) | Err(Error::Umr { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        self.pd = pd.inner.clone();
+        self.access = access;
+        self.iova = iova;
+        self.len = len;
+        self.plan = plan;
+        if translation.is_some() {
+            // The key no longer translates to the old memory (the UMR completed).
+            self.buf = None;
+        }
+        ctx.mrs
+            .write()
+            .insert(self.key, MrInfo { iova, len, access });
+        Ok(true)
+    }
+
     fn destroy(&mut self) -> Result<()> {
         if self.destroyed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -1102,6 +1420,39 @@ impl<H: Hal> MrInner<H> {
         let ctx = &self.pd.ctx;
         ctx.mrs.write().remove(&self.key);
         let key = self.key;
+        if let Some(class) = self.pooled {
+            // Revoke by UMR (Linux ib/umr.c `mlx5r_umr_revoke_mr`), waited for: once it
+            // completed, no access through the key succeeds. Then back to the cache.
+            use crate::umr::{MkeySeg, Umr, REVOKE_MASK};
+            let revoked = ctx.umr_with(false, |u, hal| {
+                let umr = Umr {
+                    key,
+                    check: 0,
+                    mask: REVOKE_MASK,
+                    seg: MkeySeg {
+                        free: true,
+                        pd: u.pdn(),
+                        qpn: 0xff_ffff,
+                        variant: key as u8,
+                        ..MkeySeg::default()
+                    },
+                    mtt: &[],
+                    mtt_offset: 0,
+                };
+                u.run(hal, &umr)?;
+                u.put(key, class);
+                Ok(())
+            });
+            if let Ok(Some(())) = revoked {
+                let mut q = ctx.recent_keys.lock();
+                if q.len() == mr::QUARANTINE {
+                    q.pop_front();
+                }
+                q.push_back(key);
+                return Ok(());
+            }
+            // No UMR QP any more, or the UMR failed: destroy the key by command.
+        }
         let mut r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
         // The inner keys after the indirect key that names them.
         for &k in self.inner_keys.iter().rev() {
@@ -1287,6 +1638,20 @@ impl<H: Hal> MemoryRegion<H> {
             return Err(InvalidInput::ForeignObject.into());
         }
         let access = change.access.unwrap_or(old.access);
+        // A key from the mkey cache is changed in place by one UMR: lkey and rkey stay.
+        if old.pooled.is_some() {
+            match old.rereg_umr(&pd, access, change.translation) {
+                Ok(true) => {
+                    self.inner = Some(Arc::new(old));
+                    return Ok(());
+                }
+                Ok(false) => {} // not possible by UMR: create-then-destroy below
+                Err(e) => {
+                    self.inner = Some(Arc::new(old));
+                    return Err(e);
+                }
+            }
+        }
         let created = match change.translation {
             Some((chunks, iova)) => pd
                 .plan_phys(chunks, iova, access)

@@ -236,6 +236,34 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
                 return;
             }
         };
+        if raw[3] == wqe::opcode::UMR {
+            // UMR: applied to the key table when taken ([`crate::umr`]).
+            let q = hca.qps.get_mut(qpn).expect("QP looked up above");
+            let wr_id = q.next_wr;
+            q.next_wr = q.next_wr.wrapping_add(1);
+            q.sq_next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
+            let mut slot = WrSlot {
+                wr_id,
+                wqe_index: u16::from_be_bytes([raw[1], raw[2]]),
+                opcode: raw[3],
+                signaled: raw[wqe::ctrl_seg::FM_CE_SE] & wqe::ctrl::CQ_UPDATE != 0,
+                byte_len: 0,
+                kind: SlotKind::Nop,
+                payload: None,
+            };
+            let r = if u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]) >> 8 != qpn {
+                Err((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE))
+            } else {
+                crate::umr::execute(hca, qpn, &raw[..len])
+            };
+            if let Err((syn, vend)) = r {
+                slot.kind = SlotKind::Failed(syn, vend);
+                rcpath::push_slot(hca, qpn, slot, None);
+                break;
+            }
+            rcpath::push_slot(hca, qpn, slot, None);
+            continue;
+        }
         let parsed = SendWqe::parse(&raw[..len]);
         let (opcode, wqe_index, wqebbs) = match &parsed {
             Ok(w) => (w.opcode, w.wqe_index, w.wqebbs().max(1)),

@@ -32,6 +32,7 @@ pub mod rcpath;
 pub mod roce;
 pub mod trace;
 pub mod uar;
+pub mod umr;
 pub mod vport;
 pub mod wire;
 pub mod wqe;

@@ -154,7 +154,7 @@ pub enum MrFault {
 
 /// How a key maps addresses to bus addresses.
 #[derive(Clone, Debug)]
-enum Translation {
+pub(crate) enum Translation {
     /// Physical addressing: bus address = virtual address.
     Pa,
     /// Page list: entry `i` maps `[base + i * page, base + (i + 1) * page)` where
@@ -171,7 +171,7 @@ enum Translation {
 
 /// One KLM entry (`mlx5_ifc_klm_bits`), with its offset inside the indirect key's range.
 #[derive(Clone, Copy, Debug)]
-struct KlmEntry {
+pub(crate) struct KlmEntry {
     /// Sum of the byte counts of the entries before this one.
     off: u64,
     bcount: u64,
@@ -186,19 +186,19 @@ pub const MAX_KLM_BYTE_COUNT: u64 = mlx5_prm::klm::MAX_BYTE_COUNT;
 /// A page address (aligned, so its low bits are free) with the read enable in bit 0 and the
 /// write enable in bit 1: 8 bytes per page, as the MTT itself.
 #[derive(Clone, Copy, Debug)]
-struct MttEntry(u64);
+pub(crate) struct MttEntry(pub(crate) u64);
 
 impl MttEntry {
-    fn new(addr: u64, read: bool, write: bool) -> MttEntry {
+    pub(crate) fn new(addr: u64, read: bool, write: bool) -> MttEntry {
         MttEntry(addr | (write as u64) << 1 | read as u64)
     }
-    fn addr(self) -> u64 {
+    pub(crate) fn addr(self) -> u64 {
         self.0 & !0xff
     }
-    fn read(self) -> bool {
+    pub(crate) fn read(self) -> bool {
         self.0 & 1 != 0
     }
-    fn write(self) -> bool {
+    pub(crate) fn write(self) -> bool {
         self.0 & 2 != 0
     }
 }
@@ -222,9 +222,14 @@ pub struct Mkey {
     pub len: u128,
     /// `mkc.free`.
     pub free: bool,
-    translation: Translation,
+    /// `mkc.umr_en`: UMR WQEs may modify the key ([`crate::umr`]).
+    pub umr_en: bool,
+    /// `mkc.translations_octword_size` as created: the room for translation entries a UMR
+    /// may load (two 8-byte MTT entries per octoword).
+    pub xlt_octowords: u32,
+    pub(crate) translation: Translation,
     /// The mkc as created (returned by QUERY_MKEY).
-    mkc: [u8; mkc::BYTES],
+    pub(crate) mkc: [u8; mkc::BYTES],
 }
 
 impl Mkey {
@@ -401,7 +406,7 @@ pub fn page_ranges(pages: &[u64], shift: u32, offset: u64, len: u64) -> Vec<(u64
 /// The mkey table.
 #[derive(Default)]
 pub struct MkeyTable {
-    keys: BTreeMap<u32, Mkey>,
+    pub(crate) keys: BTreeMap<u32, Mkey>,
     /// Next index to try; indices are not reused until the 24-bit space wraps, so a stale key
     /// fails as unknown instead of silently hitting a new region.
     next: u32,
@@ -682,7 +687,19 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
                 ));
             }
             let pg_access = get(create_mkey_in::PG_ACCESS, input) != 0;
-            let mut entries = Vec::with_capacity(npages as usize);
+            let umr_en = get(mkc::UMR_EN, ctx) != 0;
+            // A UMR-enabled key has room for `translations_octword_size` octowords that UMR
+            // WQEs fill later (Linux ib/mr.c `set_cache_mkc`: a free key, `umr_en`, and the
+            // size only); entries not loaded yet are not present.
+            let room = if umr_en {
+                (size * 2).max(npages)
+            } else {
+                npages
+            };
+            if umr_en && room > 1 << 24 {
+                return Err(bad_param(syndrome::MTT_TOO_FEW));
+            }
+            let mut entries = Vec::with_capacity(room as usize);
             for chunk in list.chunks_exact(8).take(npages as usize) {
                 let raw = u64::from_be_bytes(chunk.try_into().unwrap_or([0; 8]));
                 // mlx5_ifc_mtt_bits: ptag above bit 8, wr_en bit 1, rd_en bit 0; the enables
@@ -697,6 +714,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
                     !pg_access || raw & mkey::MTT_WRITE != 0,
                 ));
             }
+            entries.resize(room as usize, MttEntry(0));
             Translation::Mtt {
                 page_shift,
                 entries,
@@ -792,6 +810,8 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
         start,
         len,
         free: get(mkc::FREE, ctx) != 0,
+        umr_en: get(mkc::UMR_EN, ctx) != 0,
+        xlt_octowords: get(mkc::TRANSLATIONS_OCTWORD_SIZE, ctx),
         translation,
         mkc: saved,
     };
@@ -1009,6 +1029,8 @@ mod tests {
             start,
             len,
             free: false,
+            umr_en: false,
+            xlt_octowords: 0,
             translation: Translation::Mtt {
                 page_shift: shift,
                 entries: pages

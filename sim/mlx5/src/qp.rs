@@ -180,6 +180,8 @@ pub struct Qp {
     /// Communication-established event already posted.
     pub(crate) comm_est: bool,
     pub(crate) qpc: [u8; qpc::BYTES],
+    /// `qpc.fre` (fast registration enable): the QP may post UMR WQEs ([`crate::umr`]).
+    pub(crate) fre: bool,
 }
 
 impl Qp {
@@ -450,6 +452,7 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         rc: None,
         comm_est: false,
         qpc: saved,
+        fre: get(qpc::FRE, ctx) != 0,
     };
     q.reset_runtime();
     if !no_sq {

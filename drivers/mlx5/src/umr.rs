@@ -1,0 +1,381 @@
+//! UMR: modifying memory keys with WQEs instead of firmware commands.
+//!
+//! The driver owns one UMR QP per context, created on first use (Linux ib/umr.c
+//! `mlx5r_umr_resource_init`: its own PD and CQ, a QP with fast registration enabled,
+//! RST→INIT→RTR→RTS, `mlx5r_umr_qp_rst2rts`; here an RC QP with `qpc.fre` connected to
+//! itself). A UMR is one WQE (ctrl + `mlx5_wqe_umr_ctrl_seg` + mkey segment + translation,
+//! Linux `struct mlx5r_umr_wqe`) and one polled CQE (`mlx5r_umr_post_send_wait`).
+//!
+//! A translation goes inline in the WQE when it is small ([`INLINE_MAX_MTT`] entries;
+//! `MLX5_UMR_INLINE`), else through a data segment pointing into the UMR staging region
+//! (`mlx5r_umr_set_update_xlt_data_seg`), loaded in pieces of at most [`XLT_CHUNK_MTT`]
+//! entries at increasing `xlt_offset` (`mlx5r_umr_update_mr_pas`, `mlx5r_umr_update_offset`);
+//! the mkey fields (`mkey_mask`) go with the last piece (`mlx5r_umr_final_update_xlt`).
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use mlx5_prm::{mkc, mkey, wqe};
+
+use crate::cq::{CompletionQueue, WcStatus, WorkCompletion};
+use crate::error::{Error, InvalidInput, Result};
+use crate::hal::Hal;
+use crate::mr::Access;
+use crate::qp::{ConnectOptions, QpCaps, QpOptions, QueuePair};
+use crate::verbs::{CtxInner, MemoryRegion, ProtectionDomain};
+
+pub use mlx5_prm::wqe::umr_ctrl_seg::mask as mkey_mask;
+
+/// `flags` of the UMR ctrl segment (`MLX5_UMR_*`, Linux include/linux/mlx5/device.h).
+pub mod flags {
+    pub use mlx5_prm::wqe::umr_ctrl_seg::{
+        FLAG_CHECK_FREE as CHECK_FREE, FLAG_CHECK_NOT_FREE as CHECK_NOT_FREE,
+        FLAG_INLINE as INLINE, FLAG_TRANSLATION_OFFSET_EN as TRANSLATION_OFFSET_EN,
+    };
+}
+
+/// Most MTT entries carried inline (one WQE of at most 4 basic blocks: ctrl 16 + umr ctrl 48
+/// + mkey 64 + 128 bytes of entries).
+pub const INLINE_MAX_MTT: usize = 16;
+
+/// MTT entries per pointed-to piece (the staging region's size / 8).
+pub const XLT_CHUNK_MTT: usize = 8192;
+
+/// The mask that enables a free key with a translation, access and PD (Linux ib/umr.c
+/// `mlx5r_umr_final_update_xlt` with `MLX5_IB_UPD_XLT_ENABLE`: `get_umr_enable_mr_mask`,
+/// `get_umr_update_access_mask`, `get_umr_update_pd_mask`, `get_umr_update_translation_mask`).
+pub const ENABLE_MASK: u64 = mkey_mask::KEY
+    | mkey_mask::FREE
+    | mkey_mask::LR
+    | mkey_mask::LW
+    | mkey_mask::RR
+    | mkey_mask::RW
+    | mkey_mask::A
+    | mkey_mask::PD
+    | mkey_mask::QPN
+    | mkey_mask::LEN
+    | mkey_mask::PAGE_SIZE
+    | mkey_mask::START_ADDR;
+
+/// The mask that revokes a key (Linux ib/umr.c `mlx5r_umr_revoke_mr`: PD and FREE).
+pub const REVOKE_MASK: u64 = mkey_mask::PD | mkey_mask::FREE;
+
+/// How long one UMR may take before the driver gives up on its completion.
+const UMR_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The mkey segment fields a UMR may write (which of them count is `mask`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MkeySeg {
+    /// `free`.
+    pub free: bool,
+    /// `pd`.
+    pub pd: u32,
+    /// `qpn` (0xffffff: any QP).
+    pub qpn: u32,
+    /// `mkey_7_0`.
+    pub variant: u8,
+    /// `lr`/`lw`/`rr`/`rw`/`a` (`lr` is always set, as Linux `mlx5r_umr_set_access_flags`).
+    pub access: Access,
+    /// `start_addr`.
+    pub start: u64,
+    /// `len`.
+    pub len: u64,
+    /// `log_page_size` (absolute).
+    pub log_page_size: u32,
+}
+
+impl MkeySeg {
+    fn bytes(&self) -> [u8; mkc::BYTES] {
+        let mut b = [0u8; mkc::BYTES];
+        let a = self.access;
+        for (f, v) in [
+            (mkc::FREE, self.free as u32),
+            (mkc::PD, self.pd),
+            (mkc::QPN, self.qpn),
+            (mkc::MKEY_7_0, self.variant as u32),
+            (mkc::LR, 1),
+            (mkc::LW, a.contains(Access::LOCAL_WRITE) as u32),
+            (mkc::RR, a.contains(Access::REMOTE_READ) as u32),
+            (mkc::RW, a.contains(Access::REMOTE_WRITE) as u32),
+            (mkc::A, a.contains(Access::REMOTE_ATOMIC) as u32),
+            (mkc::LOG_PAGE_SIZE, self.log_page_size),
+        ] {
+            let _ = f.set(&mut b, v);
+        }
+        let _ = mkc::START_ADDR.set_u64(&mut b, self.start);
+        let _ = mkc::LEN.set_u64(&mut b, self.len);
+        b
+    }
+}
+
+/// One key modification.
+#[derive(Clone, Copy, Debug)]
+pub struct Umr<'a> {
+    /// The key (`imm` of the ctrl segment), with its current variant.
+    pub key: u32,
+    /// [`flags::CHECK_FREE`] / [`flags::CHECK_NOT_FREE`] or 0 (the translation flags are the
+    /// driver's).
+    pub check: u8,
+    /// [`mkey_mask`] bits: which fields of `seg` are written.
+    pub mask: u64,
+    /// The fields.
+    pub seg: MkeySeg,
+    /// MTT entries (page bus addresses with [`mkey::MTT_PRESENT`]) written from entry
+    /// `mtt_offset` on; `mtt_offset` must be even (entries go in 16-byte octowords).
+    pub mtt: &'a [u64],
+    /// The first entry written.
+    pub mtt_offset: u64,
+}
+
+/// Size classes of the mkey cache: the MTT entries a pooled key has room for (64 KiB and
+/// 512 KiB of 4 KiB pages, 2 MiB of 4 KiB pages). Linux keeps its cache by entry count too
+/// (ib/mr.c `mlx5_mkey_cache_init`, `rb_key.ndescs`).
+pub const CACHE_CLASSES: [u32; 3] = [16, 128, 512];
+
+/// The mkey cache: free `umr_en` keys of the UMR PD, by size class.
+#[derive(Default)]
+pub(crate) struct Pool {
+    classes: [Vec<u32>; CACHE_CLASSES.len()],
+}
+
+/// The context's UMR resources.
+pub(crate) struct UmrRes<H: Hal> {
+    ctx: Arc<CtxInner<H>>,
+    pub(crate) pool: Pool,
+    qp: QueuePair<H>,
+    cq: CompletionQueue<H>,
+    /// Staging region for translations loaded by pointer.
+    xlt: MemoryRegion<H>,
+    _pd: ProtectionDomain<H>,
+    next: u64,
+}
+
+impl<H: Hal> UmrRes<H> {
+    pub(crate) fn new(ctx: &Arc<CtxInner<H>>) -> Result<Self> {
+        let pd = ProtectionDomain::alloc_internal(ctx)?;
+        let cq = crate::cq::create(ctx, 64, None)?;
+        let caps = QpCaps {
+            max_send_wr: 32,
+            max_recv_wr: 0,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            // Room for the largest UMR WQE (ctrl 16 + umr ctrl 48 + mkey 64 + 16 inline
+            // entries of 8 bytes = 256 bytes): the layout sizes WQEs by inline data.
+            max_inline_data: 256,
+        };
+        let mut qp =
+            crate::qp::create_fre(pd.inner_arc(), &cq, &cq, &caps, &QpOptions::default(), true)?;
+        let me = qp.endpoint();
+        qp.connect(&me, &ConnectOptions::default())?;
+        let xlt = pd.alloc_mr(XLT_CHUNK_MTT * mkey::MTT_ENTRY_SIZE, Access::LOCAL_WRITE)?;
+        Ok(UmrRes {
+            ctx: ctx.clone(),
+            pool: Pool::default(),
+            qp,
+            cq,
+            xlt,
+            _pd: pd,
+            next: 0,
+        })
+    }
+
+    /// Posts one UMR WQE and waits for its completion.
+    fn post_wait(&mut self, hal: &H, key: u32, body: &[u8]) -> Result<()> {
+        let id = self.next;
+        self.next = self.next.wrapping_add(1);
+        self.qp.post_raw(id, wqe::opcode::UMR, key, body)?;
+        let mut wc = [WorkCompletion::default()];
+        let deadline = hal.now().saturating_add(UMR_TIMEOUT);
+        loop {
+            if self.cq.poll(&mut wc)? == 1 {
+                break;
+            }
+            if hal.now() >= deadline {
+                return Err(Error::Timeout);
+            }
+            hal.relax();
+        }
+        self.qp.release_completed();
+        match wc[0].status {
+            WcStatus::Success => Ok(()),
+            status => {
+                let vendor = wc[0].vendor_err;
+                // Linux `mlx5r_umr_recover`: back to RTS for the next UMR.
+                let _ = self.recover();
+                Err(Error::Umr { status, vendor })
+            }
+        }
+    }
+
+    /// The UMR PD's number (free pooled keys belong to it, as Linux cache keys belong to
+    /// `umrc.pd`).
+    pub(crate) fn pdn(&self) -> u32 {
+        self._pd.pdn()
+    }
+
+    /// Adds `n` keys to each size class (CREATE_MKEY: free, `umr_en`, the class's room).
+    pub(crate) fn fill(&mut self, n: usize) -> Result<()> {
+        for (i, &room) in CACHE_CLASSES.iter().enumerate() {
+            for _ in 0..n {
+                let k = self._pd.alloc_umr_mkey(room)?;
+                self.pool.classes[i].push(k);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keys in the cache.
+    pub(crate) fn pooled(&self) -> usize {
+        self.pool.classes.iter().map(Vec::len).sum()
+    }
+
+    /// Takes a key with room for `entries` MTT entries, chosen at random among the free
+    /// keys of the smallest class that fits (ReDMArk: the index part of the next key is not
+    /// the previous one's plus one). `(key, class)`.
+    pub(crate) fn take(&mut self, entries: usize) -> Option<(u32, u8)> {
+        let c = CACHE_CLASSES
+            .iter()
+            .enumerate()
+            .find(|&(i, &room)| entries <= room as usize && !self.pool.classes[i].is_empty())?
+            .0;
+        let v = &mut self.pool.classes[c];
+        let at = (self.ctx.random() % v.len() as u64) as usize;
+        Some((v.swap_remove(at), c as u8))
+    }
+
+    /// Puts a free key back.
+    pub(crate) fn put(&mut self, key: u32, class: u8) {
+        if let Some(v) = self.pool.classes.get_mut(class as usize) {
+            v.push(key);
+        }
+    }
+
+    fn recover(&mut self) -> Result<()> {
+        self.qp.to_reset()?;
+        let me = self.qp.endpoint();
+        self.qp.connect(&me, &ConnectOptions::default())
+    }
+
+    /// Executes `u`: the translation in pieces, the mkey fields with the last piece.
+    pub(crate) fn run(&mut self, hal: &H, u: &Umr<'_>) -> Result<()> {
+        if !u.mtt_offset.is_multiple_of(2) {
+            return Err(InvalidInput::OutOfRange.into());
+        }
+        if u.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0 {
+            return Err(InvalidInput::OutOfRange.into());
+        }
+        let seg = u.seg.bytes();
+        if u.mtt.len() <= INLINE_MAX_MTT {
+            let mut body = header(
+                u.check | flags::INLINE,
+                u.mtt.len(),
+                u.mtt_offset,
+                u.mask,
+                &seg,
+            );
+            for e in u.mtt {
+                body.extend_from_slice(&e.to_be_bytes());
+            }
+            body.resize(body.len().next_multiple_of(wqe::SEND_WQE_DS), 0);
+            return self.post_wait(hal, u.key, &body);
+        }
+        let mut done = 0usize;
+        while done < u.mtt.len() {
+            let n = (u.mtt.len() - done).min(XLT_CHUNK_MTT);
+            let last = done + n == u.mtt.len();
+            let mut bytes = Vec::with_capacity(n.next_multiple_of(2) * 8);
+            for e in &u.mtt[done..done + n] {
+                bytes.extend_from_slice(&e.to_be_bytes());
+            }
+            bytes.resize(n.next_multiple_of(2) * 8, 0);
+            self.xlt.write(0, &bytes)?;
+            let mask = if last { u.mask } else { 0 };
+            let mut body = header(u.check, n, u.mtt_offset + done as u64, mask, &seg);
+            // The data segment (Linux `mlx5r_umr_set_update_xlt_data_seg`).
+            body.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+            body.extend_from_slice(&self.xlt.lkey().to_be_bytes());
+            body.extend_from_slice(&self.xlt.addr().to_be_bytes());
+            self.post_wait(hal, u.key, &body)?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// `mlx5_wqe_umr_ctrl_seg` + mkey segment for `entries` MTT entries at entry `offset`.
+fn header(flags: u8, entries: usize, offset: u64, mask: u64, seg: &[u8; mkc::BYTES]) -> Vec<u8> {
+    let mut b = alloc::vec![0u8; wqe::umr_ctrl_seg::SIZE];
+    let oct = entries.div_ceil(2) as u16; // two 8-byte entries per octoword
+    let oct_off = offset / 2;
+    let mut f = flags;
+    if entries > 0 {
+        f |= flags::TRANSLATION_OFFSET_EN;
+        let at = wqe::umr_ctrl_seg::TRANSLATION_OFFSET;
+        b[at..at + 2].copy_from_slice(&((oct_off & 0xffff) as u16).to_be_bytes());
+        let at = wqe::umr_ctrl_seg::XLT_OFFSET_47_16;
+        b[at..at + 4].copy_from_slice(&((oct_off >> 16) as u32).to_be_bytes());
+    }
+    b[wqe::umr_ctrl_seg::FLAGS] = f;
+    let at = wqe::umr_ctrl_seg::KLM_OCTOWORDS;
+    b[at..at + 2].copy_from_slice(&oct.to_be_bytes());
+    let at = wqe::umr_ctrl_seg::MKEY_MASK;
+    b[at..at + 8].copy_from_slice(&mask.to_be_bytes());
+    b.extend_from_slice(seg);
+    b
+}
+
+impl<H: Hal> Drop for UmrRes<H> {
+    fn drop(&mut self) {
+        // Free pooled keys are destroyed with the UMR PD; keys lent to live regions are
+        // destroyed by their regions (DESTROY_MKEY once the UMR QP is gone).
+        for v in &mut self.pool.classes {
+            for k in v.drain(..) {
+                let _ = self._pd.destroy_umr_mkey(k);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_hal::{open, pair, wait};
+
+    /// A UMR WQE on a QP created without `qpc.fre` completes with a local QP operation
+    /// error and changes nothing.
+    #[test]
+    fn umr_on_a_qp_without_fre_is_refused() {
+        let (sim, ctx) = open();
+        let caps = QpCaps {
+            max_inline_data: 256,
+            ..QpCaps::default()
+        };
+        let mut p = pair(&ctx, caps);
+        let key = p.pd.alloc_umr_mkey(2).expect("key");
+        let seg = MkeySeg {
+            pd: p.pd.pdn(),
+            qpn: 0xff_ffff,
+            variant: key as u8,
+            start: 0x1000,
+            len: 4096,
+            log_page_size: 12,
+            ..MkeySeg::default()
+        };
+        let mut body = header(
+            flags::CHECK_NOT_FREE | flags::INLINE,
+            2,
+            0,
+            ENABLE_MASK,
+            &seg.bytes(),
+        );
+        body.extend_from_slice(&(0x10_0000u64 | mkey::MTT_PRESENT).to_be_bytes());
+        body.extend_from_slice(&[0; 8]);
+        p.a.post_raw(7, wqe::opcode::UMR, key, &body).expect("post");
+        let w = wait(&mut p.cq_a, 1);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].status, WcStatus::LocQpOpErr);
+        assert_eq!(w[0].vendor_err, mlx5_sim::umr::umr_vendor::NOT_FRE);
+        sim.with_hca(|h| assert!(h.mkeys.by_index(key >> 8).expect("key").free));
+    }
+}

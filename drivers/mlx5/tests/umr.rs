@@ -1,0 +1,640 @@
+//! UMR against the model: a driver-owned UMR QP (`qpc.fre`, connected to itself) enables,
+//! loads (inline and by pointer, at translation offsets), changes and revokes `umr_en` keys
+//! with one WQE and one CQE each, and the model refuses every malformed or forbidden UMR
+//! with an error CQE, leaving the key as it was.
+
+#[allow(dead_code)]
+mod common;
+
+use common::*;
+use mlx5::umr::{flags, mkey_mask as mask, MkeySeg, Umr, INLINE_MAX_MTT, XLT_CHUNK_MTT};
+use mlx5::{
+    AccessFlags, DmaBuffer, Error, Hal, MemoryRegion, QpCaps, Remote, SendData, SendFlags, SendOp,
+    SendWr, WcStatus,
+};
+use mlx5_prm::mkey::MTT_PRESENT;
+use mlx5_sim::mr::{Access as SimAccess, MrFault};
+use mlx5_sim::umr::umr_vendor;
+
+const RW: AccessFlags = AccessFlags(
+    AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0,
+);
+
+/// The mask Linux uses to enable a key with a translation (ib/umr.c
+/// `mlx5r_umr_final_update_xlt` with `MLX5_IB_UPD_XLT_ENABLE`).
+const ENABLE: u64 = mask::KEY
+    | mask::FREE
+    | mask::LR
+    | mask::LW
+    | mask::RR
+    | mask::RW
+    | mask::A
+    | mask::PD
+    | mask::QPN
+    | mask::LEN
+    | mask::PAGE_SIZE
+    | mask::START_ADDR;
+
+fn write_to(p: &mut Pair, src: &MemoryRegion<TestHal>, len: u32, addr: u64, rkey: u32) -> WcStatus {
+    p.a.post_send(&[SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote: Remote { addr, rkey },
+            imm: None,
+        },
+        data: SendData::Sges(&[src.sge(0, len)]),
+        flags: SendFlags::SIGNALED,
+    }])
+    .expect("post");
+    let w = wait(&mut p.cq_a, 1);
+    assert_eq!(w.len(), 1, "one completion");
+    w[0].status
+}
+
+/// `n` 4 KiB pages of `buf`, in reverse order, as MTT entries.
+fn pages_rev(buf_bus: u64, n: u64) -> Vec<u64> {
+    (0..n)
+        .rev()
+        .map(|i| (buf_bus + i * 4096) | MTT_PRESENT)
+        .collect()
+}
+
+fn enable_seg(pd: u32, variant: u8, iova: u64, len: u64) -> MkeySeg {
+    MkeySeg {
+        free: false,
+        pd,
+        qpn: 0xff_ffff,
+        variant,
+        access: RW,
+        start: iova,
+        len,
+        log_page_size: 12,
+    }
+}
+
+fn umr_err(r: mlx5::Result<()>) -> (WcStatus, u8) {
+    match r {
+        Err(Error::Umr { status, vendor }) => (status, vendor),
+        other => panic!("expected a UMR error CQE, got {other:?}"),
+    }
+}
+
+#[test]
+fn umr_enables_a_free_key_and_revokes_it_under_traffic() {
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let mut p = pair(&ctx, QpCaps::default());
+    let buf = hal.dma_alloc(4 * 4096, 4096).expect("buffer");
+    let key = p.pd.alloc_umr_mkey(INLINE_MAX_MTT as u32).expect("umr key");
+    // Free: unusable.
+    let before = ctx.commands_sent();
+    let iova = 0x5000_0000_0800;
+    let mtt = pages_rev(buf.bus_addr(), 4);
+    let variant = (key as u8).wrapping_add(7);
+    ctx.post_umr(&Umr {
+        key,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(p.pd.pdn(), variant, iova, 3 * 4096),
+        mtt: &mtt,
+        mtt_offset: 0,
+    })
+    .expect("enable");
+    // The first UMR created the UMR QP (commands); count only what the next one costs.
+    let new_key = (key & !0xff) | variant as u32;
+    let k2 =
+        p.pd.alloc_umr_mkey(INLINE_MAX_MTT as u32)
+            .expect("second key");
+    let c0 = ctx.commands_sent();
+    ctx.post_umr(&Umr {
+        key: k2,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(p.pd.pdn(), k2 as u8, 0x1000, 4096),
+        mtt: &pages_rev(buf.bus_addr(), 1),
+        mtt_offset: 0,
+    })
+    .expect("enable second");
+    assert_eq!(ctx.commands_sent(), c0, "a UMR sends no firmware command");
+    assert!(ctx.commands_sent() > before);
+
+    // The old variant is dead; the new key translates iova 0x800 into the 4th page (reversed).
+    sim.with_hca(|h| {
+        assert_eq!(
+            h.mkeys
+                .translate(key, iova, 16, SimAccess::REMOTE_WRITE, p.pd.pdn()),
+            Err(MrFault::VariantMismatch)
+        );
+        let pieces = h
+            .mkeys
+            .translate(
+                new_key,
+                iova + 0x800 - 0x10,
+                0x20,
+                SimAccess::REMOTE_WRITE,
+                p.pd.pdn(),
+            )
+            .expect("translates");
+        assert_eq!(
+            pieces,
+            vec![
+                (buf.bus_addr() + 3 * 4096 + 0xff0, 0x10),
+                (buf.bus_addr() + 2 * 4096, 0x10)
+            ]
+        );
+        // One byte past the end.
+        assert_eq!(
+            h.mkeys.translate(
+                new_key,
+                iova + 3 * 4096,
+                1,
+                SimAccess::REMOTE_WRITE,
+                p.pd.pdn()
+            ),
+            Err(MrFault::OutOfBounds)
+        );
+    });
+
+    // RDMA WRITE from the peer lands through the UMR-made translation.
+    let src = mr(&p.pd, 64);
+    let data = pattern(64, 3);
+    src.write(0, &data).expect("fill");
+    assert_eq!(write_to(&mut p, &src, 64, iova, new_key), WcStatus::Success);
+    let mut got = vec![0u8; 64];
+    sim.with_hca(|h| h.mem.read(buf.bus_addr() + 3 * 4096 + 0x800, &mut got))
+        .expect("read");
+    assert_eq!(got, data);
+
+    // Revoke (Linux `mlx5r_umr_revoke_mr`: FREE | PD, free = 1): the peer's old rkey now
+    // gets REM_ACCESS_ERR.
+    ctx.post_umr(&Umr {
+        key: new_key,
+        check: 0,
+        mask: mask::FREE | mask::PD,
+        seg: MkeySeg {
+            free: true,
+            pd: p.pd.pdn(),
+            variant,
+            ..MkeySeg::default()
+        },
+        mtt: &[],
+        mtt_offset: 0,
+    })
+    .expect("revoke");
+    let mut p2 = pair(&ctx, QpCaps::default());
+    let src2 = mr(&p2.pd, 64);
+    assert_eq!(
+        write_to(&mut p2, &src2, 64, iova, new_key),
+        WcStatus::RemAccessErr
+    );
+    p.pd.destroy_umr_mkey(k2).expect("destroy");
+}
+
+#[test]
+fn umr_loads_long_translations_by_pointer_at_offsets() {
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    // Three pieces through the staging region: 8192 + 8192 + 3616 entries.
+    let n = 2 * XLT_CHUNK_MTT as u64 + 3616;
+    let buf = hal.dma_alloc((n * 4096) as usize, 4096).expect("buffer");
+    let key = pd.alloc_umr_mkey(n as u32).expect("umr key");
+    let mtt = pages_rev(buf.bus_addr(), n);
+    let iova = 0x7000_0000_0000;
+    ctx.post_umr(&Umr {
+        key,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(pd.pdn(), key as u8, iova, n * 4096),
+        mtt: &mtt,
+        mtt_offset: 0,
+    })
+    .expect("enable with a long translation");
+    sim.with_hca(|h| {
+        for i in [0, 1, 8191, 8192, 16384, n - 1] {
+            let got = h
+                .mkeys
+                .translate(key, iova + i * 4096, 4096, SimAccess::LOCAL_READ, pd.pdn())
+                .expect("page translates");
+            assert_eq!(
+                got,
+                vec![(buf.bus_addr() + (n - 1 - i) * 4096, 4096)],
+                "page {i}"
+            );
+        }
+    });
+    // Rewrite entries 20..24 only (translation offset 10 octowords), key kept enabled:
+    // `CHECK_FREE` ("fail if free") and no mask bits.
+    let fresh = hal.dma_alloc(4 * 4096, 4096).expect("more");
+    let four: Vec<u64> = (0..4)
+        .map(|i| (fresh.bus_addr() + i * 4096) | MTT_PRESENT)
+        .collect();
+    ctx.post_umr(&Umr {
+        key,
+        check: flags::CHECK_FREE,
+        mask: 0,
+        seg: MkeySeg::default(),
+        mtt: &four,
+        mtt_offset: 20,
+    })
+    .expect("partial update");
+    sim.with_hca(|h| {
+        let got = h
+            .mkeys
+            .translate(
+                key,
+                iova + 19 * 4096,
+                3 * 4096,
+                SimAccess::LOCAL_READ,
+                pd.pdn(),
+            )
+            .expect("translates");
+        assert_eq!(
+            got,
+            vec![
+                (buf.bus_addr() + (n - 20) * 4096, 4096),
+                (fresh.bus_addr(), 2 * 4096)
+            ]
+        );
+    });
+    pd.destroy_umr_mkey(key).expect("destroy");
+}
+
+#[test]
+fn umr_errors_complete_with_error_cqes_and_leave_the_key() {
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    let buf = hal.dma_alloc(8 * 4096, 4096).expect("buffer");
+    let key = pd.alloc_umr_mkey(4).expect("umr key");
+    let mtt = pages_rev(buf.bus_addr(), 4);
+    let ok = Umr {
+        key,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(pd.pdn(), key as u8, 0x1000, 4 * 4096),
+        mtt: &mtt,
+        mtt_offset: 0,
+    };
+    let prot = WcStatus::LocProtErr;
+    // A key created without umr_en (an ordinary MR).
+    let plain = mr(&pd, 4096);
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            key: plain.lkey(),
+            ..ok
+        })),
+        (prot, umr_vendor::NOT_UMR_EN)
+    );
+    // Wrong variant.
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr { key: key ^ 1, ..ok })),
+        (prot, umr_vendor::BAD_KEY)
+    );
+    // Translation beyond the key's room (4 entries).
+    let five = pages_rev(buf.bus_addr(), 5);
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr { mtt: &five, ..ok })),
+        (prot, umr_vendor::XLT_RANGE)
+    );
+    // An unknown PD.
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            seg: enable_seg(0xabcd, key as u8, 0x1000, 4 * 4096),
+            ..ok
+        })),
+        (prot, umr_vendor::BAD_PD)
+    );
+    // Enabled with pages of its range never loaded.
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            mtt: &mtt[..2],
+            ..ok
+        })),
+        (prot, umr_vendor::XLT_INCOMPLETE)
+    );
+    // An entry not aligned to the page size.
+    let bad = [(buf.bus_addr() + 512) | MTT_PRESENT, 0, 0, 0];
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr { mtt: &bad, ..ok })),
+        (prot, umr_vendor::XLT_MISALIGNED)
+    );
+    // A mask bit the model does not implement (MLX5_MKEY_MASK_BSF_EN, bit 12).
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            mask: ENABLE | 1 << 12,
+            ..ok
+        })),
+        (WcStatus::LocQpOpErr, umr_vendor::UNSUPPORTED_MASK)
+    );
+    // "Fail if free" on the free key.
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            check: flags::CHECK_FREE,
+            ..ok
+        })),
+        (prot, umr_vendor::FREE_STATE)
+    );
+    // Nothing changed: still free. After all those errors the UMR QP recovered.
+    sim.with_hca(|h| assert!(h.mkeys.by_index(key >> 8).expect("key").free));
+    ctx.post_umr(&ok).expect("a good UMR after the errors");
+    // "Fail if not free" on the now enabled key.
+    assert_eq!(umr_err(ctx.post_umr(&ok)), (prot, umr_vendor::FREE_STATE));
+    // Input errors never reach the device.
+    assert!(matches!(
+        ctx.post_umr(&Umr {
+            mtt_offset: 1,
+            ..ok
+        }),
+        Err(Error::Invalid(_))
+    ));
+    drop(plain);
+    pd.destroy_umr_mkey(key).expect("destroy");
+}
+
+#[test]
+fn context_with_a_umr_qp_closes() {
+    let (_sim, ctx) = open();
+    let pd = ctx.alloc_pd().expect("pd");
+    let key = pd.alloc_umr_mkey(2).expect("key");
+    ctx.post_umr(&Umr {
+        key,
+        check: flags::CHECK_FREE,
+        mask: 0,
+        seg: MkeySeg::default(),
+        mtt: &[],
+        mtt_offset: 0,
+    })
+    .map(|_| ())
+    .unwrap_or_else(|e| assert!(matches!(e, Error::Umr { .. })));
+    pd.destroy_umr_mkey(key).expect("destroy");
+    drop(pd);
+    assert!(
+        ctx.close().is_ok(),
+        "the UMR QP does not keep the context alive"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mkey cache
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cached_registration_is_one_umr_and_dereg_revokes_before_returning() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let mut p = pair(&ctx, QpCaps::default());
+    ctx.enable_mkey_cache(2).expect("cache");
+    assert_eq!(ctx.mkey_cache_len(), 6);
+    let buf = hal.dma_alloc(64 << 10, 4096).expect("buffer");
+    // 16 scattered 4 KiB pages (64 KiB): the smallest class.
+    let chunks: Vec<PhysChunk> = (0..16u64)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: buf.bus_addr() + i * 4096,
+            len: 4096,
+        })
+        .collect();
+    let iova = 0x6000_0000_0000;
+    let cmds = ctx.commands_sent();
+    // SAFETY: `buf` outlives the region.
+    let mut m = unsafe { p.pd.reg_phys(&chunks, iova, RW) }.expect("cached registration");
+    assert_eq!(ctx.commands_sent(), cmds, "no firmware command");
+    assert_eq!(ctx.mkey_cache_len(), 5);
+    let rkey = m.rkey();
+    let src = mr(&p.pd, 4096);
+    let data = pattern(4096, 9);
+    src.write(0, &data).expect("fill");
+    // Into the last page of the region (the first chunk of the reversed list is page 15).
+    assert_eq!(
+        write_to(&mut p, &src, 4096, iova + 15 * 4096, rkey),
+        WcStatus::Success
+    );
+    let mut got = vec![0u8; 4096];
+    sim.with_hca(|h| h.mem.read(buf.bus_addr(), &mut got))
+        .expect("read");
+    assert_eq!(got, data);
+    let cmds = ctx.commands_sent();
+    let pooled = ctx.mkey_cache_len(); // `src` took a key from the cache too
+    m.dereg().expect("dereg");
+    assert_eq!(ctx.commands_sent(), cmds, "dereg is a UMR too");
+    assert_eq!(
+        ctx.mkey_cache_len(),
+        pooled + 1,
+        "the key went back to the cache"
+    );
+    // The peer still holds the old rkey: REM_ACCESS_ERR, and the memory is untouched.
+    let mut p2 = pair(&ctx, QpCaps::default());
+    let src2 = mr(&p2.pd, 4096);
+    src2.write(0, &[0xee; 4096]).expect("fill");
+    assert_eq!(
+        write_to(&mut p2, &src2, 4096, iova + 15 * 4096, rkey),
+        WcStatus::RemAccessErr
+    );
+    sim.with_hca(|h| h.mem.read(buf.bus_addr(), &mut got))
+        .expect("read");
+    assert_eq!(got, data);
+    // A region too large for any class (513 pages) goes through commands.
+    let big = hal.dma_alloc(513 * 4096, 4096).expect("big");
+    let bc: Vec<PhysChunk> = (0..513u64)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: big.bus_addr() + i * 4096,
+            len: 4096,
+        })
+        .collect();
+    let cmds = ctx.commands_sent();
+    // SAFETY: `big` outlives the region.
+    let m2 = unsafe { p.pd.reg_phys(&bc, 0x1000, RW) }.expect("by command");
+    assert!(ctx.commands_sent() > cmds);
+    drop(m2);
+}
+
+/// ReDMArk with the cache: keys come out in random order, and a key's variant changes on
+/// every reuse. Measures the fraction of next rkeys guessable from the previous one as the
+/// no-pool test does (`mr_layouts.rs` `next_rkey_guess_probability`: index + 1, same variant).
+#[test]
+fn cached_keys_are_unpredictable() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    ctx.enable_mkey_cache(64).expect("cache");
+    let b = hal.dma_alloc(4096, 4096).expect("buffer");
+    let c = [PhysChunk {
+        bus: b.bus_addr(),
+        len: 4096,
+    }];
+    const N: usize = 4096;
+    let cmds = ctx.commands_sent();
+    let mut keys = Vec::with_capacity(N);
+    for _ in 0..N {
+        // SAFETY: `b` outlives every region.
+        let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.expect("reg");
+        keys.push(m.rkey());
+        m.dereg().expect("dereg");
+    }
+    assert_eq!(
+        ctx.commands_sent(),
+        cmds,
+        "every registration came from the cache"
+    );
+    let pairs = keys.windows(2);
+    let index_next = pairs
+        .clone()
+        .filter(|w| w[1] >> 8 == (w[0] >> 8) + 1)
+        .count();
+    let full_hits = pairs
+        .clone()
+        .filter(|w| w[1] == (((w[0] >> 8) + 1) << 8 | (w[0] & 0xff)))
+        .count();
+    let same_key_again = pairs.clone().filter(|w| w[1] == w[0]).count();
+    let n = (N - 1) as f64;
+    println!(
+        "next-rkey guess (pool of 64): index part predictable {:.4}, full key {:.5} ({full_hits}/{})",
+        index_next as f64 / n,
+        full_hits as f64 / n,
+        N - 1
+    );
+    assert_eq!(
+        same_key_again, 0,
+        "a key never comes back right after its dereg"
+    );
+    // The index part: a uniform pick among 64 keys (expected 1/64 = 64 of 4095; far below
+    // the 4095 of the sequential firmware).
+    assert!(index_next < 200, "{index_next} sequential indices");
+    // Each reuse of an index has a new variant.
+    let mut last: std::collections::BTreeMap<u32, u32> = Default::default();
+    for &k in &keys {
+        if let Some(prev) = last.insert(k >> 8, k & 0xff) {
+            assert_ne!(prev, k & 0xff, "variant reused for index {:#x}", k >> 8);
+        }
+    }
+    assert!(full_hits < 16, "{full_hits} of {N} guessed");
+}
+
+/// rdma-core tests/test_mr.py `test_mr_rereg_access` / `_pd` / `_addr` on a cached key:
+/// each change is one UMR, no command, and lkey/rkey stay; a translation too long for the
+/// key's class falls back to create-then-destroy (new keys).
+#[test]
+fn cached_mr_rereg_by_umr_keeps_its_keys() {
+    use mlx5::mr::PhysChunk;
+    use mlx5::Rereg;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let mut p = pair(&ctx, QpCaps::default());
+    let src = mr(&p.pd, 4096);
+    ctx.enable_mkey_cache(2).expect("cache");
+    let b1 = hal.dma_alloc(4096, 4096).expect("b1");
+    let b2 = hal.dma_alloc(2 * 4096, 4096).expect("b2");
+    let c1 = [PhysChunk {
+        bus: b1.bus_addr(),
+        len: 4096,
+    }];
+    let iova = 0x4400_0000_0000;
+    // SAFETY: b1 and b2 outlive the region.
+    let mut m = unsafe { p.pd.reg_phys(&c1, iova, RW) }.expect("reg");
+    let key = m.rkey();
+    src.write(0, &pattern(4096, 1)).expect("fill");
+    assert_eq!(write_to(&mut p, &src, 64, iova, key), WcStatus::Success);
+
+    // Access: drop REMOTE_WRITE.
+    let c = ctx.commands_sent();
+    unsafe {
+        m.rereg(Rereg {
+            access: Some(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg access");
+    assert_eq!(ctx.commands_sent(), c, "rereg by UMR: no command");
+    assert_eq!((m.lkey(), m.rkey()), (key, key));
+    let mut p2 = pair(&ctx, QpCaps::default());
+    let src2 = mr(&p2.pd, 4096);
+    assert_eq!(
+        write_to(&mut p2, &src2, 64, iova, key),
+        WcStatus::RemAccessErr
+    );
+
+    // PD: to a new PD (p4's), with REMOTE_WRITE back.
+    let mut p4 = pair(&ctx, QpCaps::default());
+    let src4 = mr(&p4.pd, 4096);
+    let c = ctx.commands_sent();
+    unsafe {
+        m.rereg(Rereg {
+            pd: Some(&p4.pd),
+            access: Some(RW),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg pd");
+    assert_eq!(ctx.commands_sent(), c, "rereg by UMR: no command");
+    assert_eq!(m.rkey(), key);
+    let mut p3 = pair(&ctx, QpCaps::default());
+    let src3 = mr(&p3.pd, 4096);
+    // A QP of another PD is refused.
+    assert_eq!(
+        write_to(&mut p3, &src3, 64, iova, key),
+        WcStatus::RemAccessErr
+    );
+
+    // Translation: two pages of b2 at a new IOVA; writes land there, b1 untouched.
+    let c2 = [PhysChunk {
+        bus: b2.bus_addr(),
+        len: 2 * 4096,
+    }];
+    let iova2 = 0x4500_0000_0000;
+    let mut before = vec![0u8; 4096];
+    sim.with_hca(|h| h.mem.read(b1.bus_addr(), &mut before))
+        .expect("read");
+    let c = ctx.commands_sent();
+    unsafe {
+        m.rereg(Rereg {
+            translation: Some((&c2, iova2)),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg translation");
+    assert_eq!(ctx.commands_sent(), c, "rereg by UMR: no command");
+    assert_eq!(m.rkey(), key);
+    assert_eq!(m.addr(), iova2);
+    let data = pattern(64, 77);
+    src4.write(0, &data).expect("fill");
+    // p4 is in the MR's PD now.
+    assert_eq!(
+        write_to(&mut p4, &src4, 64, iova2 + 4096 + 8, key),
+        WcStatus::Success
+    );
+    let mut got = vec![0u8; 64];
+    sim.with_hca(|h| h.mem.read(b2.bus_addr() + 4096 + 8, &mut got))
+        .expect("read");
+    assert_eq!(got, data);
+    let mut after = vec![0u8; 4096];
+    sim.with_hca(|h| h.mem.read(b1.bus_addr(), &mut after))
+        .expect("read");
+    assert_eq!(after, before);
+    // The old IOVA is out of bounds now.
+    assert_eq!(
+        write_to(&mut p4, &src4, 8, iova, key),
+        WcStatus::RemAccessErr
+    );
+
+    // Too long for the key's class (513 pages): create-then-destroy, new keys.
+    let big = hal.dma_alloc(513 * 4096, 4096).expect("big");
+    let bc: Vec<PhysChunk> = (0..513u64)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: big.bus_addr() + i * 4096,
+            len: 4096,
+        })
+        .collect();
+    unsafe {
+        m.rereg(Rereg {
+            translation: Some((&bc, 0x1000)),
+            ..Rereg::default()
+        })
+    }
+    .expect("rereg by commands");
+    assert_ne!(m.rkey(), key);
+}
