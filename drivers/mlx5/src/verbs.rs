@@ -1577,11 +1577,13 @@ impl<H: Hal> MemoryRegion<H> {
             .map_err(|_| InvalidInput::OutOfRange.into())
     }
     /// Copies from the region at `offset` into `dst` (regions that own their memory only).
+    /// Read what the device wrote after its completion was polled: the poll's read barrier
+    /// orders the CQE before these plain loads, as an ibverbs application reads its buffers.
     pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         let m = self.get()?;
         let buf = m.buf.as_ref().ok_or(Error::Unsupported)?;
         let off = usize::try_from(offset).map_err(|_| InvalidInput::OutOfRange)?;
-        buf.read_volatile(off, dst)
+        buf.read(off, dst)
             .map_err(|_| InvalidInput::OutOfRange.into())
     }
     /// A scatter/gather element over `[offset, offset + len)` of this region.
