@@ -340,6 +340,10 @@ impl<H: Hal> Device<H> {
         // A device that keeps producing events must not hold the caller here forever: one
         // call consumes at most two laps of the ring; the rest waits for the next call.
         let budget = self.eq.as_ref().map_or(0, |q| 2 * q.entries());
+        // A failure while serving one EQE (a page request the driver refuses or cannot
+        // allocate for) still ends the round: the consumer index goes back and the EQ is
+        // re-armed, or an interrupt-driven HAL would never hear from this EQ again.
+        let mut failed = None;
         while n < budget {
             let e = match self.eq.as_mut() {
                 Some(q) => q.next(hal)?,
@@ -347,15 +351,15 @@ impl<H: Hal> Device<H> {
             };
             let Some(e) = e else { break };
             n += 1;
-            match e {
-                Eqe::PageRequest { func_id, num_pages } => {
-                    // rdma-core mlx5_vfio_handle_page_req_event.
-                    if num_pages > 0 {
-                        self.give_pages(hal, func_id, num_pages as u32, nested)?;
-                    } else if num_pages < 0 {
-                        self.reclaim_pages(hal, func_id, num_pages.unsigned_abs(), nested)?;
-                    }
+            let r = match e {
+                // rdma-core mlx5_vfio_handle_page_req_event.
+                Eqe::PageRequest { func_id, num_pages } if num_pages > 0 => {
+                    self.give_pages(hal, func_id, num_pages as u32, nested)
                 }
+                Eqe::PageRequest { func_id, num_pages } if num_pages < 0 => self
+                    .reclaim_pages(hal, func_id, num_pages.unsigned_abs(), nested)
+                    .map(|_| ()),
+                Eqe::PageRequest { .. } => Ok(()),
                 Eqe::Event(ev) => {
                     if let Some(q) = self.eq.as_mut() {
                         match ev {
@@ -363,7 +367,12 @@ impl<H: Hal> Device<H> {
                             _ => q.log_event(ev),
                         }
                     }
+                    Ok(())
                 }
+            };
+            if let Err(e) = r {
+                failed = Some(e);
+                break;
             }
         }
         if let Some(q) = self.eq.as_mut() {
@@ -376,7 +385,10 @@ impl<H: Hal> Device<H> {
                 q.arm(hal)?;
             }
         }
-        Ok(n)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 }
 

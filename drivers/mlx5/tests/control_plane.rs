@@ -254,6 +254,11 @@ fn a_page_request_of_i32_max_is_answered_with_cant_give() {
     );
     assert_eq!(ctx.pages_held(), held, "nothing was allocated or given");
     assert_eq!(sim.with_hca(|h| h.pages().cant_give_count()), 1);
+    // The refused request still ended the round: consumer index back, EQ armed again.
+    assert!(
+        sim.with_hca(|h| h.eq(mlx5_sim::eq::FIRST_EQN as u8).expect("the async EQ").armed),
+        "the EQ is re-armed after a page request the driver refused"
+    );
     // The context goes on working.
     let pd = ctx.alloc_pd().expect("pd after a refused page request");
     pd.alloc_mr(4096, AccessFlags::ALL).expect("mr");
