@@ -541,6 +541,8 @@ fn cached_mr_rereg_by_umr_keeps_its_keys() {
 
     // Access: drop REMOTE_WRITE.
     let c = ctx.commands_sent();
+    // SAFETY: the buffers the region names (old and new) outlive it; rereg only changes
+    // what the device may reach through its keys.
     unsafe {
         m.rereg(Rereg {
             access: Some(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ),
@@ -561,6 +563,8 @@ fn cached_mr_rereg_by_umr_keeps_its_keys() {
     let mut p4 = pair(&ctx, QpCaps::default());
     let src4 = mr(&p4.pd, 4096);
     let c = ctx.commands_sent();
+    // SAFETY: the buffers the region names (old and new) outlive it; rereg only changes
+    // what the device may reach through its keys.
     unsafe {
         m.rereg(Rereg {
             pd: Some(&p4.pd),
@@ -589,6 +593,8 @@ fn cached_mr_rereg_by_umr_keeps_its_keys() {
     sim.with_hca(|h| h.mem.read(b1.bus_addr(), &mut before))
         .expect("read");
     let c = ctx.commands_sent();
+    // SAFETY: the buffers the region names (old and new) outlive it; rereg only changes
+    // what the device may reach through its keys.
     unsafe {
         m.rereg(Rereg {
             translation: Some((&c2, iova2)),
@@ -629,6 +635,8 @@ fn cached_mr_rereg_by_umr_keeps_its_keys() {
             len: 4096,
         })
         .collect();
+    // SAFETY: the buffers the region names (old and new) outlive it; rereg only changes
+    // what the device may reach through its keys.
     unsafe {
         m.rereg(Rereg {
             translation: Some((&bc, 0x1000)),
