@@ -1,0 +1,365 @@
+//! State transitions (MODIFY_QP), QUERY_QP and the checks on a connection's path.
+
+use super::*;
+
+impl<H: Hal> QueuePair<H> {
+    pub(super) fn modify(
+        &mut self,
+        op: u16,
+        inlen: usize,
+        f: impl FnOnce(&mut CmdBuf),
+    ) -> Result<()> {
+        let mut c = CmdBuf::new(op, 0, inlen);
+        c.set(rst2init_qp_in::QPN, self.qpn);
+        f(&mut c);
+        let mut out = [0u8; rst2init_qp_out::BYTES];
+        self.ctx.exec(&c, &mut out)
+    }
+
+    pub(super) fn check_state(&self, from: &[u8]) -> Result<()> {
+        if from.contains(&self.state) {
+            Ok(())
+        } else {
+            Err(InvalidInput::QpState { state: self.state }.into())
+        }
+    }
+
+    /// RESET -> INIT (port 1, P_Key index 0, responder access per `access`). Remote atomic
+    /// access sets `rae` together with the device's `atomic_mode` (Linux ib/qp.c
+    /// `set_qpc_atomic_flags`); a device without atomics refuses it ([`Error::Unsupported`]).
+    pub fn to_init(&mut self, access: Access) -> Result<()> {
+        self.check_state(&[qp::state::RST])?;
+        let atomic_mode = if access.contains(Access::REMOTE_ATOMIC) {
+            atomic_mode(&self.ctx.caps).ok_or(Error::Unsupported)?
+        } else {
+            0
+        };
+        let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
+        self.modify(opcode::RST2INIT_QP, rst2init_qp_in::BYTES, |c| {
+            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+            let p = |f: mlx5_prm::Field| {
+                f.within(qpc::PRIMARY_ADDRESS_PATH)
+                    .within(rst2init_qp_in::QPC)
+            };
+            c.set(x(qpc::PD), pdn)
+                .set(x(qpc::CQN_SND), scqn)
+                .set(x(qpc::CQN_RCV), rcqn)
+                .set(p(ads::VHCA_PORT_NUM), 1)
+                .set(p(ads::PKEY_INDEX), 0)
+                .set(x(qpc::RRE), access.contains(Access::REMOTE_READ) as u32)
+                .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
+                .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32)
+                .set(x(qpc::ATOMIC_MODE), atomic_mode)
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ);
+        })?;
+        self.set_state(qp::state::INIT);
+        Ok(())
+    }
+
+    /// INIT -> RTR toward `remote` (RoCE v2 path: Linux ib/qp.c `mlx5_set_path`). Refused
+    /// before the command: a remote QPN of 0 or 1 ([`InvalidInput::RemoteQpn`]), an all-zero
+    /// GID or MAC ([`InvalidInput::RemoteAddress`]), an `sgid_index` beyond the GID table
+    /// ([`InvalidInput::GidIndex`]) and a `max_dest_rd_atomic` above the device's limit
+    /// ([`InvalidInput::RdAtomic`]).
+    pub fn to_rtr(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.check_state(&[qp::state::INIT])?;
+        let caps = &self.ctx.caps;
+        check_remote(remote)?;
+        check_sgid_index(caps, o.sgid_index)?;
+        let log_msg = caps.log_max_msg as u32;
+        let rra = log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
+        let sport = udp_sport(self.qpn, remote.qpn);
+        let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
+        self.modify(opcode::INIT2RTR_QP, rst2init_qp_in::BYTES, |c| {
+            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+            let p = |f: mlx5_prm::Field| {
+                f.within(qpc::PRIMARY_ADDRESS_PATH)
+                    .within(rst2init_qp_in::QPC)
+            };
+            c.set(x(qpc::PD), pdn)
+                .set(x(qpc::CQN_SND), scqn)
+                .set(x(qpc::CQN_RCV), rcqn)
+                .set(x(qpc::MTU), o.mtu as u32)
+                .set(x(qpc::LOG_MSG_MAX), log_msg)
+                .set(x(qpc::REMOTE_QPN), remote.qpn & 0xff_ffff)
+                .set(x(qpc::NEXT_RCV_PSN), remote.psn & 0xff_ffff)
+                .set(x(qpc::LOG_RRA_MAX), rra)
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
+                .set(x(qpc::MIN_RNR_NAK), o.min_rnr_timer.into())
+                .set(p(ads::VHCA_PORT_NUM), 1)
+                .set(p(ads::PKEY_INDEX), 0)
+                .bytes(
+                    mlx5_prm::Field::new(ads::RMAC_47_32.offset, 48)
+                        .within(qpc::PRIMARY_ADDRESS_PATH)
+                        .within(rst2init_qp_in::QPC),
+                    &remote.mac,
+                )
+                .set(p(ads::UDP_SPORT), sport.into())
+                .set(p(ads::ETH_PRIO), 0)
+                .set(p(ads::DSCP), (o.traffic_class >> 2).into())
+                .set(p(ads::SRC_ADDR_INDEX), o.sgid_index.into())
+                .set(p(ads::HOP_LIMIT), o.hop_limit.into())
+                .set(p(ads::TCLASS), o.traffic_class.into())
+                .set(p(ads::STAT_RATE), 0)
+                .bytes(p(ads::RGID_RIP), &remote.gid);
+        })?;
+        self.set_state(qp::state::RTR);
+        Ok(())
+    }
+
+    /// RTR -> RTS with the QP's random initial PSN.
+    pub fn to_rts(&mut self, o: &ConnectOptions) -> Result<()> {
+        self.check_state(&[qp::state::RTR])?;
+        let sra = log_rd_atomic(o.max_rd_atomic, self.ctx.caps.log_max_ra_req_qp)?;
+        let (pdn, scqn, rcqn, psn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn, self.psn);
+        self.modify(opcode::RTR2RTS_QP, rst2init_qp_in::BYTES, |c| {
+            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+            let p = |f: mlx5_prm::Field| {
+                f.within(qpc::PRIMARY_ADDRESS_PATH)
+                    .within(rst2init_qp_in::QPC)
+            };
+            c.set(x(qpc::PD), pdn)
+                .set(x(qpc::CQN_SND), scqn)
+                .set(x(qpc::CQN_RCV), rcqn)
+                .set(x(qpc::NEXT_SEND_PSN), psn)
+                .set(x(qpc::RETRY_COUNT), (o.retry_cnt & 7).into())
+                .set(x(qpc::RNR_RETRY), (o.rnr_retry & 7).into())
+                .set(x(qpc::LOG_SRA_MAX), sra)
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
+                .set(p(ads::ACK_TIMEOUT), (o.timeout & 0x1f).into());
+        })?;
+        self.set_state(qp::state::RTS);
+        Ok(())
+    }
+
+    /// RESET -> INIT -> RTR -> RTS toward `remote`. Everything the driver can check is
+    /// checked before the first command; if a transition still fails, the QP is moved back
+    /// to RESET (2RST is legal from every state) and the transition's error is returned, so a
+    /// failed connect never leaves it half-connected. Should that 2RST fail too, the QP stays
+    /// where it was ([`QueuePair::state`] tells) and the first error is returned.
+    pub fn connect(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.check_state(&[qp::state::RST])?;
+        let caps = &self.ctx.caps;
+        check_remote(remote)?;
+        check_sgid_index(caps, o.sgid_index)?;
+        log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
+        log_rd_atomic(o.max_rd_atomic, caps.log_max_ra_req_qp)?;
+        if o.access.contains(Access::REMOTE_ATOMIC) && atomic_mode(caps).is_none() {
+            return Err(Error::Unsupported);
+        }
+        let r = self
+            .to_init(o.access)
+            .and_then(|()| self.to_rtr(remote, o))
+            .and_then(|()| self.to_rts(o));
+        if r.is_err() && self.state != qp::state::RST {
+            let _ = self.to_reset();
+        }
+        r
+    }
+
+    /// Any state -> ERR (outstanding WRs complete with flush errors).
+    pub fn to_err(&mut self) -> Result<()> {
+        let mut c = CmdBuf::new(opcode::QP_2ERR, 0, qp_2err_in::BYTES);
+        c.set(qp_2err_in::QPN, self.qpn);
+        let mut out = [0u8; qp_2err_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        self.set_state(qp::state::ERR);
+        Ok(())
+    }
+
+    /// Any state -> RESET; the software queues start over (Linux ib/qp.c resets the
+    /// counters and the doorbell record on a move to RESET).
+    pub fn to_reset(&mut self) -> Result<()> {
+        let mut c = CmdBuf::new(opcode::QP_2RST, 0, mlx5_prm::qp_2rst_in::BYTES);
+        c.set(mlx5_prm::qp_2rst_in::QPN, self.qpn);
+        let mut out = [0u8; mlx5_prm::qp_2rst_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        self.set_state(qp::state::RST);
+        // The CQEs of the old incarnation go (Linux ib/qp.c __mlx5_ib_modify_qp cleans both
+        // CQs on a move to RESET; rdma-core the same): the CQs' pollers remove them before
+        // they look at anything newer.
+        self.clean_cqs();
+        self.cur_post = 0;
+        self.sq_wr_head = 0;
+        self.rq_head = 0;
+        self.shared.reset();
+        // Nothing is outstanding in RESET: WR-made bindings go, handle-held ones start over.
+        self.last_stamp = 0;
+        for i in 0..self.bindings.len() {
+            if self.bindings[i].explicit {
+                let b = &mut self.bindings[i];
+                b.last_sq = 0;
+                b.last_rq = 0;
+            } else {
+                self.free_binding(i);
+            }
+        }
+        self.swept = (0, 0);
+        if let Some(db) = &self.db {
+            db.fill(0, 8, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Asks the send and receive CQs to remove this QP's CQEs written so far (after 2RST or
+    /// DESTROY_QP). A CQ that cannot take the request (its QUERY_CQ failed) just stops
+    /// routing this QP's completions when it is destroyed.
+    pub(super) fn clean_cqs(&self) {
+        let retired = self
+            .shared
+            .retired
+            .load(core::sync::atomic::Ordering::Acquire);
+        let same = Arc::ptr_eq(&self.scq, &self.rcq);
+        for cq in [&self.scq, &self.rcq]
+            .into_iter()
+            .take(if same { 1 } else { 2 })
+        {
+            if cq.request_clean(&self.shared).is_err() && retired {
+                cq.detach(&self.shared);
+            }
+        }
+    }
+
+    /// QUERY_QP: the state, path and limits the firmware reports, with the capabilities the
+    /// QP was granted (`ibv_query_qp`; Linux ib/qp.c `query_qp_attr` reads the same qpc
+    /// fields, and `max_rd_atomic = 1 << log_sra_max`).
+    pub fn query(&self) -> Result<QpAttr> {
+        let mut c = CmdBuf::new(opcode::QUERY_QP, 0, query_qp_in::BYTES);
+        c.set(query_qp_in::QPN, self.qpn);
+        let mut out = alloc::vec![0u8; query_qp_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        let g = |f: mlx5_prm::Field| get(&out, f.within(query_qp_out::QPC));
+        let pp = |f: mlx5_prm::Field| g(f.within(qpc::PRIMARY_ADDRESS_PATH));
+        let mut access = Access(0);
+        for (f, a) in [
+            (qpc::RRE, Access::REMOTE_READ),
+            (qpc::RWE, Access::REMOTE_WRITE),
+            (qpc::RAE, Access::REMOTE_ATOMIC),
+        ] {
+            if g(f) != 0 {
+                access = access | a;
+            }
+        }
+        Ok(QpAttr {
+            state: g(qpc::STATE) as u8,
+            cap: self.lay.caps,
+            sq_sig_all: self.sig_all != 0,
+            max_rd_atomic: 1 << g(qpc::LOG_SRA_MAX).min(31),
+            max_dest_rd_atomic: 1 << g(qpc::LOG_RRA_MAX).min(31),
+            path_mtu: g(qpc::MTU) as u8,
+            dest_qp_num: g(qpc::REMOTE_QPN),
+            sq_psn: g(qpc::NEXT_SEND_PSN),
+            rq_psn: g(qpc::NEXT_RCV_PSN),
+            retry_cnt: g(qpc::RETRY_COUNT) as u8,
+            rnr_retry: g(qpc::RNR_RETRY) as u8,
+            min_rnr_timer: g(qpc::MIN_RNR_NAK) as u8,
+            timeout: pp(ads::ACK_TIMEOUT) as u8,
+            access,
+            atomic_mode: g(qpc::ATOMIC_MODE) as u8,
+            log_ack_req_freq: g(qpc::LOG_ACK_REQ_FREQ) as u8,
+        })
+    }
+
+    /// QUERY_QP: the state the firmware reports.
+    pub fn query_state(&self) -> Result<u8> {
+        let mut c = CmdBuf::new(opcode::QUERY_QP, 0, query_qp_in::BYTES);
+        c.set(query_qp_in::QPN, self.qpn);
+        let mut out = alloc::vec![0u8; query_qp_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        Ok(get(&out, qpc::STATE.within(query_qp_out::QPC)) as u8)
+    }
+
+    pub(super) fn set_state(&mut self, state: u8) {
+        self.state = state;
+        self.close_gate();
+    }
+
+    /// Makes the next post take the slow path of [`QueuePair::gate`].
+    #[inline(always)]
+    pub(super) fn close_gate(&self) {
+        self.shared
+            .sq_last
+            .store(self.sq_wr_head.wrapping_sub(1), Ordering::Relaxed);
+    }
+}
+
+/// `qpc.log_ack_req_freq` as Linux sets it on every transition (ib/qp.c
+/// `__mlx5_ib_modify_qp`: `MLX5_IB_ACK_REQ_FREQ` = 8).
+pub(super) const ACK_REQ_FREQ: u32 = 8;
+
+/// `log_sra_max` / `log_rra_max` for `n` outstanding RDMA READs / atomics: rounded up to a
+/// power of two, as Linux does since commit 78ed28e08e74 ("RDMA/mlx5: Round
+/// max_rd_atomic/max_dest_rd_atomic up instead of down": `fls(n - 1)`); 0 stays 0. A request
+/// above the device's `2^log_max` is refused (Linux ib/qp.c `validate_rd_atomic`, "invalid
+/// max_rd_atomic value"), never capped.
+pub(super) fn log_rd_atomic(n: u8, log_max: u8) -> Result<u32> {
+    let max = 1u32 << (log_max as u32).min(31);
+    if n as u32 > max {
+        return Err(InvalidInput::RdAtomic { requested: n, max }.into());
+    }
+    Ok(ilog2_ceil(n as u32))
+}
+
+/// Linux ib/qp.c mlx5_set_path: "sgid_index (%u) too large" against the port's GID table.
+pub(super) fn check_sgid_index(caps: &crate::caps::Caps, index: u8) -> Result<()> {
+    if index as u32 >= caps.gid_table_len() {
+        return Err(InvalidInput::GidIndex.into());
+    }
+    Ok(())
+}
+
+/// The remote end of a connection, checked before any command: an RC QP connects to neither
+/// special QP (0 is SMI, 1 is GSI) nor to a QPN wider than 24 bits, and needs a GID and a
+/// MAC to address its packets (the model refuses such a path too, as `NO_ADDRESS_PATH`).
+pub(super) fn check_remote(remote: &QpEndpoint) -> Result<()> {
+    if remote.qpn < 2 || remote.qpn > 0xff_ffff {
+        return Err(InvalidInput::RemoteQpn(remote.qpn).into());
+    }
+    if remote.gid == [0; 16] || remote.mac == [0; 6] {
+        return Err(InvalidInput::RemoteAddress.into());
+    }
+    Ok(())
+}
+
+/// `atomic_caps.atomic_operations` bits (Linux include/linux/mlx5/driver.h
+/// `MLX5_ATOMIC_OPS_*`).
+pub(super) mod atomic_ops {
+    pub const CMP_SWAP: u16 = 1 << 0;
+    pub const FETCH_ADD: u16 = 1 << 1;
+    pub const EXTENDED_CMP_SWAP: u16 = 1 << 2;
+    pub const EXTENDED_FETCH_ADD: u16 = 1 << 3;
+}
+
+/// `qpc.atomic_mode` values (Linux include/linux/mlx5/driver.h `MLX5_ATOMIC_MODE_*`):
+/// IB-compliant 8-byte atomics, and "up to 8 bytes" (larger sizes are `log2(bytes)`).
+pub(super) mod atomic_mode_val {
+    pub const IB_COMP: u32 = 1;
+    pub const UP_TO_8B: u32 = 3;
+}
+
+/// The `atomic_mode` a QP with remote atomic access gets, from the device's atomic caps, or
+/// `None` when it has none (Linux ib/qp.c `get_atomic_mode` and `atomic_size_to_mode`).
+pub(super) fn atomic_mode(caps: &crate::caps::Caps) -> Option<u32> {
+    use atomic_ops::*;
+    if !caps.atomic {
+        return None;
+    }
+    let ops = caps.atomic_operations;
+    let mut mode = None;
+    if ops & (EXTENDED_CMP_SWAP | EXTENDED_FETCH_ADD) != 0 {
+        // atomic_size_to_mode: sizes up to 256 bytes; below 16 bytes the 8-byte mode.
+        let sizes = caps.atomic_size_qp & 0x1ff;
+        if sizes != 0 {
+            let log = 15 - sizes.leading_zeros();
+            mode = Some(if log > 3 {
+                log
+            } else {
+                atomic_mode_val::UP_TO_8B
+            });
+        }
+    }
+    if mode.is_none() && ops & CMP_SWAP != 0 && ops & FETCH_ADD != 0 {
+        mode = Some(atomic_mode_val::IB_COMP);
+    }
+    mode
+}

@@ -1,0 +1,243 @@
+//! Send and receive queue bookkeeping shared with the CQ poller: the slot ring and the send gate.
+
+use super::*;
+
+/// What the poller needs about the send WQE that starts at one index: a plain ring indexed
+/// by the WQE counter (rdma-core qp.c keeps `wrid[]` and `wqe_head[]` the same way). One cache
+/// line per slot, like a WQE block: the poster writes slot `k` while the poller reads slot
+/// `k - 1` on another core without sharing a line, and the poster addresses both rings with
+/// one scaled index.
+#[repr(align(64))]
+pub(crate) struct SqSlot {
+    pub(super) wrid: AtomicU64,
+    /// [`slot_meta`]`(wr_end, start)`: bits 0..16 the WQE's first block (`cur_post` when it
+    /// was written, what the CQE's `wqe_counter` names), bits 16..48 the WR count after the WR
+    /// (the `max_send_wr` accounting of rdma-core qp.c `mlx5_wq_overflow`, which counts WRs,
+    /// not blocks). The expected completion (the next WR, starting where the CQE says) is one
+    /// 64-bit compare.
+    pub(super) meta: AtomicU64,
+}
+
+/// [`SqSlot::meta`] of the WQE that starts at block `start` and brings the WR count to
+/// `wr_end`.
+#[inline(always)]
+pub(crate) fn slot_meta(wr_end: u32, start: u16) -> u64 {
+    (wr_end as u64) << 16 | start as u64
+}
+
+/// The poller's working copy of one QP's send-completion state for the length of a poll call
+/// (`cq.rs`): the completed-WR tail lives in a register and is written back once per call
+/// ([`WqShared::store_tail`]) or before anything else looks at it.
+#[derive(Clone, Copy)]
+pub(crate) struct SendCursor {
+    /// [`WqShared::qpn_key`].
+    pub(crate) key: u32,
+    /// The QP number.
+    pub(crate) qpn: u32,
+    /// `WqShared::sq`'s slots (`mask + 1` of them, never fewer than one).
+    pub(super) slots: *const SqSlot,
+    pub(super) mask: u32,
+    /// `slot_meta(tail + 1, 0)`, where `tail` is the count of WRs completed: the meta of the
+    /// next WR to complete, but for its first block.
+    pub(super) next: u64,
+}
+
+impl SendCursor {
+    /// The slot of the WQE that starts at block `counter` (what a CQE's `wqe_counter` names);
+    /// `q` is the `WqShared` the cursor was taken from.
+    #[inline(always)]
+    pub(crate) fn slot<'q>(&self, q: &'q WqShared, counter: u16) -> &'q SqSlot {
+        debug_assert!(core::ptr::eq(q.sq.as_ptr(), self.slots));
+        let i = counter as u32 & self.mask;
+        // SAFETY: the index is at most `mask`, and `slots` has `mask + 1` entries owned by
+        // `q` (the cursor was taken from it), which never resizes them.
+        unsafe { &*self.slots.add(i as usize) }
+    }
+
+    /// A send completion at WQE counter `counter`, the fast case only: the next WR, whose WQE
+    /// starts where the CQE says (one compare). Its wr_id, or `None` for anything else
+    /// (completions that cover unsignaled WRs, and every bad CQE), which then goes to
+    /// [`SendCursor::complete_slow`].
+    #[inline(always)]
+    pub(crate) fn complete_next(&mut self, slot: &SqSlot, counter: u16) -> Option<u64> {
+        if slot.meta.load(Ordering::Acquire) != self.next | counter as u64 {
+            return None;
+        }
+        // After 2^32 WRs this carries into bit 48, which no slot holds: that one completion
+        // takes the full check, which starts the count over (`set_tail`).
+        self.next += slot_meta(1, 0);
+        Some(slot.wrid.load(Ordering::Relaxed))
+    }
+
+    /// The full check: the slot records a WQE that starts at `counter` and whose WR count lies
+    /// in `(tail, tail + max_send_wr]`. Returns the wr_id and the new tail.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn complete_slow(
+        q: &WqShared,
+        slot: &SqSlot,
+        tail: u32,
+        counter: u16,
+    ) -> Option<(u64, u32)> {
+        let meta = slot.meta.load(Ordering::Acquire);
+        let wr_end = (meta >> 16) as u32;
+        if meta as u16 != counter || wr_end.wrapping_sub(tail).wrapping_sub(1) >= q.sq_max_wr {
+            return None;
+        }
+        Some((slot.wrid.load(Ordering::Relaxed), wr_end))
+    }
+
+    /// [`SendCursor::complete_next`], else [`SendCursor::complete_slow`].
+    #[inline(always)]
+    pub(crate) fn complete(&mut self, q: &WqShared, counter: u16) -> Option<u64> {
+        let slot = self.slot(q, counter);
+        if let Some(w) = self.complete_next(slot, counter) {
+            return Some(w);
+        }
+        let (wr_id, tail) = Self::complete_slow(q, slot, self.tail(), counter)?;
+        self.set_tail(tail);
+        Some(wr_id)
+    }
+
+    /// The completed-WR count.
+    #[inline(always)]
+    pub(crate) fn tail(&self) -> u32 {
+        ((self.next >> 16) as u32).wrapping_sub(1)
+    }
+
+    /// Moves the completed-WR count (after [`SendCursor::complete_slow`]).
+    #[inline(always)]
+    pub(crate) fn set_tail(&mut self, tail: u32) {
+        self.next = slot_meta(tail.wrapping_add(1), 0);
+    }
+}
+
+/// Work-queue state the CQ poller shares with the poster: wr_ids and counters.
+///
+/// Send-queue room is accounted in WRs only: every WQE is at most `sq_max_bbs` blocks and
+/// `max_send_wr = sq_wqe_cnt / sq_max_bbs`, so `max_send_wr` outstanding WRs never occupy more
+/// than the ring (the same argument as rdma-core's `max_post`).
+pub(crate) struct WqShared {
+    pub(crate) qpn: u32,
+    /// Bytes 1..4 of a CQE's `sop_drop_qpn` for this QP, as an in-memory `u32` with byte 0
+    /// (the opcode) clear: the poller compares the raw dword against it.
+    pub(crate) qpn_key: u32,
+    pub(super) sq: Vec<SqSlot>,
+    pub(super) sq_mask: u32,
+    /// `max_send_wr`: how far past the tail an outstanding WR can be.
+    pub(super) sq_max_wr: u32,
+    /// WRs completed (moved by the poller).
+    pub(super) sq_wr_tail: AtomicU32,
+    /// The send gate: the last WR count the fast path may reach. It posts while
+    /// `sq_last - head >= 0` (as `i32`, a sign test); past it [`QueuePair::gate`] rechecks the
+    /// device, the state and the room, and moves it (`tail + max_send_wr - 1` in RTS). The
+    /// poster closes it (sets it to `head - 1`) whenever the state or the head moves
+    /// otherwise, and a dying device closes every QP's gate ([`WqShared::close_gate`]), so the
+    /// fast path's one load covers all three checks.
+    pub(super) sq_last: AtomicU32,
+    pub(super) rq_wrid: Vec<AtomicU64>,
+    pub(super) rq_mask: u32,
+    pub(super) rq_head: AtomicU32,
+    pub(super) rq_tail: AtomicU32,
+    /// CQEs of this QP to remove (rdma-core cq.c `__mlx5_cq_clean`): `(cqn, producer
+    /// counter)` pairs, one per CQ and per move to RESET or destroy, taken by that CQ's
+    /// poller (cq.rs `clean_stale`), off its fast path.
+    pub(crate) stale: spin::Mutex<Vec<(u32, u32)>>,
+    /// The QP was destroyed: once its stale CQEs are gone, the CQs' pollers drop it from their
+    /// lists.
+    pub(crate) retired: core::sync::atomic::AtomicBool,
+}
+
+impl WqShared {
+    /// A stand-in that matches no CQE (its number is beyond 24 bits; one empty slot, so a
+    /// cursor over it keeps the invariant `slots = mask + 1`).
+    pub(crate) fn placeholder() -> WqShared {
+        WqShared {
+            qpn: u32::MAX,
+            // Never matches: byte 0 is set (raw dwords are masked to bytes 1..4 first).
+            qpn_key: u32::from_ne_bytes([0xff, 0, 0, 0]),
+            sq: alloc::vec![SqSlot {
+                wrid: AtomicU64::new(0),
+                meta: AtomicU64::new(0),
+            }],
+            sq_mask: 0,
+            sq_max_wr: 0,
+            sq_wr_tail: AtomicU32::new(0),
+            sq_last: AtomicU32::new(u32::MAX),
+            rq_wrid: Vec::new(),
+            rq_mask: 0,
+            rq_head: AtomicU32::new(0),
+            rq_tail: AtomicU32::new(0),
+            stale: spin::Mutex::new(Vec::new()),
+            retired: core::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// [`WqShared::qpn_key`] of QP `qpn`.
+    pub(crate) fn key(qpn: u32) -> u32 {
+        let b = qpn.to_be_bytes();
+        u32::from_ne_bytes([0, b[1], b[2], b[3]])
+    }
+
+    /// The poller's cursor over this QP's send completions (see [`SendCursor`]).
+    #[inline(always)]
+    pub(crate) fn cursor(&self) -> SendCursor {
+        SendCursor {
+            key: self.qpn_key,
+            qpn: self.qpn,
+            slots: self.sq.as_ptr(),
+            mask: self.sq_mask,
+            next: slot_meta(self.sq_wr_tail.load(Ordering::Relaxed).wrapping_add(1), 0),
+        }
+    }
+
+    /// Publishes the cursor's tail (the poster reads it for room).
+    #[inline(always)]
+    pub(crate) fn store_tail(&self, c: &SendCursor) {
+        self.sq_wr_tail.store(c.tail(), Ordering::Release);
+    }
+
+    /// A send completion at WQE counter `counter`, outside a poll loop's cursor.
+    #[inline]
+    pub(crate) fn complete_send(&self, counter: u16) -> Option<u64> {
+        let mut c = self.cursor();
+        let r = c.complete(self, counter);
+        self.store_tail(&c);
+        r
+    }
+
+    /// A receive completion: the oldest outstanding receive's wr_id.
+    #[inline]
+    pub(crate) fn complete_recv(&self) -> Option<u64> {
+        let tail = self.rq_tail.load(Ordering::Relaxed);
+        if tail == self.rq_head.load(Ordering::Acquire) {
+            return None;
+        }
+        let wr_id = self
+            .rq_wrid
+            .get((tail & self.rq_mask) as usize)?
+            .load(Ordering::Relaxed);
+        self.rq_tail.store(tail.wrapping_add(1), Ordering::Release);
+        Some(wr_id)
+    }
+
+    /// Closes the send gate from outside the poster (the device died): the next post takes
+    /// the slow path. The head lies at or past the tail, so a limit far below the tail closes
+    /// the gate whatever the head is.
+    pub(crate) fn close_gate(&self) {
+        let tail = self.sq_wr_tail.load(Ordering::Relaxed);
+        self.sq_last
+            .store(tail.wrapping_sub(1 << 30), Ordering::Relaxed);
+    }
+
+    pub(super) fn reset(&self) {
+        for a in [&self.sq_wr_tail, &self.rq_head, &self.rq_tail] {
+            a.store(0, Ordering::Release);
+        }
+        // Closed (head 0).
+        self.sq_last.store(u32::MAX, Ordering::Release);
+        for sl in &self.sq {
+            sl.meta.store(0, Ordering::Relaxed);
+        }
+    }
+}
