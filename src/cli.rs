@@ -83,6 +83,43 @@ fn memory_size(v: &str) -> Result<String, String> {
         .ok_or_else(|| "expected a size: a number above 0 with K, M, G or T (MiB without), e.g. 512M or 5G".into())
 }
 
+/// A host PCI address for `-device vfio-pci,host=`, in the form QEMU takes:
+/// `[DOMAIN:]BUS:SLOT.FUNCTION`, hex, domain <= 0xffff, bus <= 0xff, slot <= 0x1f, function <= 7
+/// (QEMU hw/core/qdev-properties-system.c, set_pci_host_devaddr). Kept as written.
+fn pci_address(v: &str) -> Result<String, String> {
+    const WANT: &str = "expected a PCI address [DOMAIN:]BUS:SLOT.FUNCTION, e.g. 0000:3b:00.0";
+    let hex = |s: &str, max: u32| -> Option<u32> {
+        (!s.is_empty() && s.len() <= 4).then(|| u32::from_str_radix(s, 16).ok()).flatten().filter(|&n| n <= max)
+    };
+    let (head, func) = v.rsplit_once('.').ok_or(WANT)?;
+    let parts: Vec<&str> = head.split(':').collect();
+    let (dom, bus, slot) = match parts[..] {
+        [b, s] => ("0", b, s),
+        [d, b, s] => (d, b, s),
+        _ => return Err(WANT.into()),
+    };
+    match (hex(dom, 0xffff), hex(bus, 0xff), hex(slot, 0x1f), hex(func, 7)) {
+        (Some(_), Some(_), Some(_), Some(_)) => Ok(v.to_string()),
+        _ => Err(WANT.into()),
+    }
+}
+
+/// A file to be written: its directory must exist.
+fn output_file(v: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(v);
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if v.is_empty() || v.ends_with('/') {
+        return Err("expected a file name".into());
+    }
+    if !dir.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    Ok(p)
+}
+
 /// An HCA fault spec, checked by the model's parser (`mlx5-sim --fault`).
 fn hca_fault(v: &str) -> Result<String, mlx5_sim::faults::FaultSpecError> {
     mlx5_sim::Faults::default().apply_spec(v).map(|()| v.to_string())
@@ -147,7 +184,7 @@ pub struct Cli {
 
     /// Pass a host PCI function through with -device vfio-pci (repeatable),
     /// e.g. 0000:3b:00.0 [default: none]
-    #[arg(long, value_name = "BDF", verbatim_doc_comment)]
+    #[arg(long, value_name = "BDF", value_parser = pci_address, verbatim_doc_comment)]
     pub vfio: Vec<String>,
 
     /// Attach the emulated ConnectX-5 HCA through QEMU's x-pci-proxy-dev
@@ -174,7 +211,7 @@ pub struct Cli {
     /// Capture the HCA's wire, both directions, as a pcap (with --pair: the
     /// server's, which sees every frame; needs --pair, --hca-wire or --peer)
     /// [default: none]
-    #[arg(long, value_name = "FILE", requires = "wired", verbatim_doc_comment)]
+    #[arg(long, value_name = "FILE", requires = "wired", value_parser = output_file, verbatim_doc_comment)]
     pub hca_pcap: Option<PathBuf>,
 
     /// Inject wire faults on send (with --pair: on both HCAs):
@@ -220,7 +257,7 @@ pub struct Cli {
 
     /// Capture the link to the Linux peer, both directions, as a pcap
     /// [default: none]
-    #[arg(long, value_name = "FILE", requires = "peer", verbatim_doc_comment)]
+    #[arg(long, value_name = "FILE", requires = "peer", value_parser = output_file, verbatim_doc_comment)]
     pub peer_pcap: Option<PathBuf>,
 
     /// Boot with QEMU -kernel (PVH) or through GRUB and Multiboot2 from an ISO
@@ -384,6 +421,12 @@ mod tests {
             ("--peer bsd", "bsd"),
             ("--peer linux --peer-cmd x --peer-role both", "both"),
             ("--boot floppy", "floppy"),
+            ("--vfio 3b:00", "3b:00"),
+            ("--vfio 3b:20.0", "3b:20.0"),
+            ("--vfio 0000:3b:00.8", "0000:3b:00.8"),
+            ("--vfio 10000:3b:00.0", "10000:3b:00.0"),
+            ("--pair --hca-pcap /nonexistent-dir/x.pcap", "/nonexistent-dir/x.pcap"),
+            ("--peer linux --peer-cmd x --peer-pcap /tmp/", "/tmp/"),
         ] {
             let e = parse(args).expect_err(args);
             use clap::error::ErrorKind::{InvalidValue, ValueValidation};
@@ -417,6 +460,8 @@ mod tests {
         .unwrap();
         assert_eq!((o.boot, o.cpus, o.cmdline.as_str(), o.echo), (BootVia::Grub, 3, "-n 5", false));
         assert_eq!(o.vfio, ["3b:00.0", "3b:00.1"]);
+        assert_eq!(parse("--vfio ffff:ff:1f.7").unwrap().vfio, ["ffff:ff:1f.7"]);
+        assert_eq!(parse("--pair --hca-pcap run.pcap").unwrap().hca_args[..2], ["--wire-pcap", "run.pcap"]);
         let o = parse("--hca-fault swallow-commands --hca-fault fatal-health=1 --hca-trace").unwrap();
         assert_eq!(o.hca_args, ["--trace", "--fault", "swallow-commands", "--fault", "fatal-health=1"]);
         let o = parse_args(["--peer", "linux", "--peer-cmd", "-x"]).unwrap();

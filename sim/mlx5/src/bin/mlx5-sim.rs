@@ -74,6 +74,22 @@ fn stream_addr(v: &str) -> Result<String, String> {
         .map_err(|_| "expected PATH, unix:PATH or tcp:IP:PORT".into())
 }
 
+/// A file or socket to be made: its directory must exist.
+fn new_file(v: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(v);
+    if v.is_empty() || v.ends_with('/') {
+        return Err("expected a file name".into());
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    Ok(p)
+}
+
 /// `--local`: a MAC or an IP address.
 fn local_addr(v: &str) -> Result<String, String> {
     mlx5_sim::roce::dump::Local::parse(v)
@@ -106,7 +122,7 @@ struct Cli {
 
     /// Listen on a UNIX stream socket and serve one connection at a time
     /// (a stale socket file is replaced), e.g. /tmp/hca.sock
-    #[arg(long, value_name = "PATH", verbatim_doc_comment)]
+    #[arg(long, value_name = "PATH", value_parser = new_file, verbatim_doc_comment)]
     listen: Option<PathBuf>,
 
     /// List a pcap's frames (RoCEv2 decoded, ICRC checked) and exit: 1 if a
@@ -158,7 +174,13 @@ struct Cli {
 
     /// Capture every frame of the wire, both directions, as a pcap
     /// (needs --wire-listen or --wire-connect) [default: none]
-    #[arg(long, value_name = "FILE", requires = "wire", verbatim_doc_comment)]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "wire",
+        value_parser = new_file,
+        verbatim_doc_comment
+    )]
     wire_pcap: Option<PathBuf>,
 
     /// Inject faults on send: drop=R,dup=R,corrupt=R,reorder=R[:window=N],seed=U64
@@ -498,6 +520,14 @@ mod tests {
             ("--listen /tmp/h --wire-fault drop=2", "drop=2"),
             ("--listen /tmp/h --wire-connect tcp:nowhere", "tcp:nowhere"),
             ("--decode-pcap /tmp/l.pcap --local here", "here"),
+            (
+                "--listen /nonexistent-dir/h.sock",
+                "/nonexistent-dir/h.sock",
+            ),
+            (
+                "--fd 3 --wire-listen /tmp/w --wire-pcap /nonexistent-dir/w.pcap",
+                "/nonexistent-dir/w.pcap",
+            ),
         ] {
             let e = parse(args).expect_err(args);
             assert!(
