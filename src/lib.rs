@@ -25,6 +25,13 @@ pub const DEFAULT_APP_NO_HCA: &str = "hello";
 /// The Debian guest the VFIO and mlx5_core tests boot (tests/linux_guest.rs).
 pub mod linux_guest;
 
+/// The command line (`cargo run -- --help`).
+pub mod cli;
+pub use cli::parse_args;
+
+/// Progress of long steps on a terminal (quiet with `-q` or without a TTY).
+pub mod progress;
+
 /// Exit statuses of the launcher itself (the application's own are 0..=127).
 pub mod status {
     pub const TIMEOUT: i32 = 124;
@@ -34,32 +41,34 @@ pub mod status {
     pub const USAGE: i32 = 2;
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Accel {
     Auto,
     Kvm,
     Tcg,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Machine {
     Q35,
     Pc,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Hca {
     /// The emulated ConnectX-5 (needs KVM: QEMU's proxy device crashes under TCG).
     Sim,
+    /// No HCA.
     None,
 }
 
 /// How the image is started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum BootVia {
-    /// QEMU `-kernel` with the PVH note.
+    /// QEMU -kernel with the PVH note.
     Pvh,
-    /// GRUB from an ISO made by grub-mkrescue, through Multiboot2 (as on bare metal).
+    /// GRUB from an ISO made by grub-mkrescue, through Multiboot2, as on bare metal (alias multiboot2).
+    #[value(alias = "multiboot2")]
     Grub,
 }
 
@@ -121,173 +130,6 @@ impl Default for Options {
             peer_pcap: None,
         }
     }
-}
-
-pub const USAGE: &str = "\
-Builds the unikernel image and boots it in QEMU; the exit status is the application's.
-
-Usage: cargo run [--] [OPTIONS]
-
-Options:
-  --accel auto|kvm|tcg   accelerator (default auto: KVM when /dev/kvm works, else TCG)
-  --machine q35|pc       QEMU machine type (default q35)
-  --memory SIZE          guest RAM, e.g. 512M, 1G, 5G (default 3G)
-  --cpus N               virtual CPUs (default 1; the kernel runs on the first)
-  --cmdline \"...\"        kernel command line, e.g. \"log=debug\"
-  --timeout SECS         kill QEMU after SECS seconds and exit 124 (default 120)
-  --gdb                  start QEMU's gdbstub on :1234, wait for the debugger, print how to attach
-                         (no timeout then)
-  --vfio BDF             pass a host PCI function through with -device vfio-pci (repeatable)
-  --hca sim|none         attach the emulated ConnectX-5 HCA (default: sim under KVM, none under
-                         TCG, where QEMU 10.0's proxy device crashes)
-  --hca-trace            the HCA server logs every command (opcode, status, syndrome) to stderr
-  --hca-fault SPEC       inject HCA faults (see mlx5-sim --help), e.g. swallow-commands
-  --hca-wire listen:PATH|connect:PATH
-                         join this guest's HCA to another launcher's over a UNIX socket, so
-                         two guests can run RDMA between them
-  --app NAME             the application to link into the image (default: rdma with an HCA,
-                         hello without)
-  --pair                 the two-guest RDMA run: two guests running rdma-peer (server at
-                         10.0.0.1, client at 10.0.0.2), their HCAs joined by a wire of RoCEv2
-                         frames, every RC opcode across it; one verdict
-  --hca-pcap FILE        capture the HCA's wire (both directions) as a pcap (with --pair: the
-                         server's, which sees every frame)
-  --wire-fault SPEC      inject wire faults on send (with --pair: on both HCAs), e.g.
-                         drop=0.01,reorder=0.01,corrupt=0.001,seed=7
-  --peer linux           run against a Linux soft-RoCE (rdma_rxe) peer under TCG: its NIC is
-                         plugged into the emulated HCA's port; the unikernel runs the app that
-                         plays the other side of --peer-cmd (pingpong for ibv_rc_pingpong,
-                         perftest for ib_*_bw), its options from --cmdline or from the command
-  --peer-cmd CMD         the command Linux runs, e.g. 'ib_write_bw -d rxe0 -x $GID -F -n 200'
-                         ($GID: the RoCE v2 GID index of Linux's IPv4 address; a client names
-                         the launcher as its server: $SERVER)
-  --peer-role server|client
-                         which side Linux plays (default server)
-  --peer-pcap FILE       capture the link to the Linux peer (both directions)
-  --boot pvh|grub        boot with QEMU -kernel (PVH) or through GRUB and Multiboot2 (default pvh)
-  --no-1g-pages          hide 1 GiB pages from the guest (KVM hides them always)
-  -q, --quiet            do not copy the guest's serial output to stdout
-  -h, --help             this text
-
-Exit status: the application's (0 = success), 101 guest panic, 102 CPU exception,
-103 boot failure, 124 timeout, 125 QEMU stopped without a verdict, 126 build failure,
-127 QEMU not installed.";
-
-#[derive(Debug, PartialEq, Eq)]
-pub enum ParseOutcome {
-    Run(Box<Options>),
-    Help,
-}
-
-pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<ParseOutcome, String> {
-    let mut o = Options::default();
-    let mut it = args.into_iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            inline.clone().or_else(|| it.next()).ok_or_else(|| format!("{name} needs a value"))
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(ParseOutcome::Help),
-            "--accel" => {
-                o.accel = match value("--accel")?.as_str() {
-                    "auto" => Accel::Auto,
-                    "kvm" => Accel::Kvm,
-                    "tcg" => Accel::Tcg,
-                    v => return Err(format!("--accel: unknown accelerator '{v}' (auto, kvm, tcg)")),
-                }
-            }
-            "--machine" => {
-                o.machine = match value("--machine")?.as_str() {
-                    "q35" => Machine::Q35,
-                    "pc" => Machine::Pc,
-                    v => return Err(format!("--machine: unknown machine '{v}' (q35, pc)")),
-                }
-            }
-            "--memory" => {
-                let v = value("--memory")?;
-                parse_size(&v).ok_or_else(|| format!("--memory: cannot read size '{v}'"))?;
-                o.memory = v;
-            }
-            "--cpus" => {
-                let v = value("--cpus")?;
-                o.cpus = v.parse().ok().filter(|&n| n >= 1).ok_or_else(|| format!("--cpus: bad count '{v}'"))?;
-            }
-            "--cmdline" => o.cmdline = value("--cmdline")?,
-            "--timeout" => {
-                let v = value("--timeout")?;
-                let secs: u64 = v.parse().map_err(|_| format!("--timeout: bad seconds '{v}'"))?;
-                o.timeout = Duration::from_secs(secs);
-            }
-            "--gdb" => o.gdb = true,
-            "--vfio" => o.vfio.push(value("--vfio")?),
-            "--hca" => {
-                o.hca = Some(match value("--hca")?.as_str() {
-                    "sim" => Hca::Sim,
-                    "none" => Hca::None,
-                    v => return Err(format!("--hca: unknown HCA '{v}' (sim, none)")),
-                })
-            }
-            "--app" => o.app = Some(value("--app")?),
-            "--hca-trace" => o.hca_args.push("--trace".into()),
-            "--hca-fault" => {
-                o.hca_args.push("--fault".into());
-                o.hca_args.push(value("--hca-fault")?);
-            }
-            "--hca-wire" => {
-                let v = value("--hca-wire")?;
-                let (flag, path) = match v.split_once(':') {
-                    Some(("listen", p)) => ("--wire-listen", p),
-                    Some(("connect", p)) => ("--wire-connect", p),
-                    _ => return Err(format!("--hca-wire: expected listen:PATH or connect:PATH, got '{v}'")),
-                };
-                o.hca_args.push(flag.into());
-                o.hca_args.push(path.into());
-            }
-            "--boot" => {
-                o.boot = match value("--boot")?.as_str() {
-                    "pvh" => BootVia::Pvh,
-                    "grub" | "multiboot2" => BootVia::Grub,
-                    v => return Err(format!("--boot: unknown method '{v}' (pvh, grub)")),
-                }
-            }
-            "--no-1g-pages" => o.hide_1g_pages = true,
-            "--pair" => o.pair = true,
-            "--hca-pcap" => {
-                o.hca_args.push("--wire-pcap".into());
-                o.hca_args.push(value("--hca-pcap")?);
-            }
-            "--wire-fault" => {
-                o.hca_args.push("--wire-fault".into());
-                o.hca_args.push(value("--wire-fault")?);
-            }
-            "--peer" => match value("--peer")?.as_str() {
-                "linux" => o.peer = true,
-                v => return Err(format!("--peer: unknown peer '{v}' (linux)")),
-            },
-            "--peer-cmd" => o.peer_cmd = Some(value("--peer-cmd")?),
-            "--peer-role" => {
-                o.peer_client = match value("--peer-role")?.as_str() {
-                    "server" => false,
-                    "client" => true,
-                    v => return Err(format!("--peer-role: unknown role '{v}' (server, client)")),
-                }
-            }
-            "--peer-pcap" => o.peer_pcap = Some(PathBuf::from(value("--peer-pcap")?)),
-            "-q" | "--quiet" => o.echo = false,
-            other => return Err(format!("unknown option '{other}' (see --help)")),
-        }
-    }
-    if o.peer && o.peer_cmd.is_none() {
-        return Err("--peer linux needs --peer-cmd CMD".into());
-    }
-    if !o.peer && (o.peer_cmd.is_some() || o.peer_pcap.is_some()) {
-        return Err("--peer-cmd and --peer-pcap go with --peer linux".into());
-    }
-    Ok(ParseOutcome::Run(Box::new(o)))
 }
 
 /// Bytes in a QEMU-style size: a number with an optional K, M, G or T suffix (MiB by default).
@@ -375,6 +217,7 @@ pub fn build_image(app: &str) -> Result<PathBuf, LaunchError> {
     for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "RUSTC_WRAPPER"] {
         cmd.env_remove(var);
     }
+    let _step = progress::Step::start(format!("building the image `{app}`"));
     let out = cmd.output().map_err(|e| LaunchError::Build(format!("cannot run cargo: {e}")))?;
     if !out.status.success() {
         return Err(LaunchError::Build(String::from_utf8_lossy(&out.stderr).into_owned()));
@@ -395,6 +238,7 @@ pub fn build_hca_sim() -> Result<PathBuf, LaunchError> {
     for var in ["CARGO_BUILD_TARGET", "CARGO_TARGET_DIR"] {
         cmd.env_remove(var);
     }
+    let _step = progress::Step::start("building mlx5-sim, the emulated HCA");
     let out = cmd.output().map_err(|e| LaunchError::Build(format!("cannot run cargo: {e}")))?;
     if !out.status.success() {
         return Err(LaunchError::Build(String::from_utf8_lossy(&out.stderr).into_owned()));
@@ -893,7 +737,7 @@ mod tests {
     #[test]
     fn pair_options_make_a_server_and_a_client() {
         let args = "--pair --hca-pcap /tmp/run.pcap --wire-fault drop=0.01,seed=3 --cmdline log=debug";
-        let ParseOutcome::Run(o) = parse_args(args.split(' ').map(String::from)).unwrap() else { panic!() };
+        let o = parse_args(args.split(' ')).unwrap();
         assert!(o.pair);
         let (s, c) = pair_options(&o, Path::new("/tmp/p"));
         assert_eq!(s.cmdline, "role=server ip=10.0.0.1/24 mac=02:00:00:00:00:0a log=debug");
@@ -918,7 +762,7 @@ mod tests {
         let args = "--accel tcg --machine pc --memory 5G --cpus 2 --cmdline log=debug --timeout 9 --gdb \
                     --vfio 0000:3b:00.0 --hca none --app panic --boot grub --no-1g-pages -q \
                     --hca-trace --hca-wire connect:/tmp/w.sock";
-        let ParseOutcome::Run(o) = parse_args(args.split(' ').map(String::from)).unwrap() else { panic!() };
+        let o = parse_args(args.split(' ')).unwrap();
         assert_eq!(o.accel, Accel::Tcg);
         assert_eq!(o.machine, Machine::Pc);
         assert_eq!(o.memory, "5G");
@@ -931,24 +775,24 @@ mod tests {
         assert_eq!(o.app.as_deref(), Some("panic"));
         assert_eq!(o.boot, BootVia::Grub);
         assert_eq!(o.hca_args, ["--trace", "--wire-connect", "/tmp/w.sock"]);
-        assert!(parse_args(["--hca-wire=sideways".to_string()]).is_err());
-        assert_eq!(parse_args(["--help".to_string()]).unwrap(), ParseOutcome::Help);
-        assert!(parse_args(["--accel=quantum".to_string()]).is_err());
-        assert!(parse_args(["--memory".to_string()]).is_err());
-        assert!(parse_args(["--bogus".to_string()]).is_err());
+        assert!(parse_args(["--hca-wire=sideways"]).is_err());
+        assert_eq!(parse_args(["--help"]).unwrap_err().kind(), clap::error::ErrorKind::DisplayHelp);
+        assert!(parse_args(["--accel=quantum"]).is_err());
+        assert!(parse_args(["--memory"]).is_err());
+        assert!(parse_args(["--bogus"]).is_err());
     }
 
     #[test]
     fn parses_the_linux_peer_options() {
         let args = "--peer linux --peer-cmd ib_send_bw --peer-role client --peer-pcap /tmp/l.pcap";
-        let ParseOutcome::Run(o) = parse_args(args.split(' ').map(String::from)).unwrap() else { panic!() };
+        let o = parse_args(args.split(' ')).unwrap();
         assert!(o.peer && o.peer_client);
         assert_eq!(o.peer_cmd.as_deref(), Some("ib_send_bw"));
         assert_eq!(o.peer_pcap.as_deref(), Some(Path::new("/tmp/l.pcap")));
-        assert!(parse_args(["--peer".to_string(), "bsd".to_string()]).is_err());
-        assert!(parse_args(["--peer".to_string(), "linux".to_string()]).is_err(), "--peer-cmd is required");
-        assert!(parse_args(["--peer-cmd".to_string(), "x".to_string()]).is_err(), "without --peer");
-        assert!(parse_args("--peer linux --peer-cmd x --peer-role both".split(' ').map(String::from)).is_err());
+        assert!(parse_args(["--peer", "bsd"]).is_err());
+        assert!(parse_args(["--peer", "linux"]).is_err(), "--peer-cmd is required");
+        assert!(parse_args(["--peer-cmd", "x"]).is_err(), "without --peer");
+        assert!(parse_args("--peer linux --peer-cmd x --peer-role both".split(' ')).is_err());
     }
 
     #[test]

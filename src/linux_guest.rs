@@ -150,6 +150,7 @@ pub fn prepare_kernel() -> Result<Kernel, Skip> {
             return Ok(k);
         }
     }
+    let _step = crate::progress::Step::start("fetching Debian's 6.1 kernel (first time only)");
     let debs = dir.join("debs");
     fs::create_dir_all(&debs).map_err(|e| skip(format!("{}: {e}", debs.display())))?;
     let list = run_ok(
@@ -659,6 +660,7 @@ pub fn run_guest(g: &GuestSpec<'_>) -> Result<GuestRun, Skip> {
         }
     };
     drop(conn);
+    let step = crate::progress::Step::start("waiting for the Linux guest (TCG)");
     let mut timed_out = false;
     loop {
         match qemu.try_wait() {
@@ -673,6 +675,7 @@ pub fn run_guest(g: &GuestSpec<'_>) -> Result<GuestRun, Skip> {
             Err(_) => break,
         }
     }
+    drop(step);
     let wall = t0.elapsed();
     let _ = sim.kill();
     let _ = sim.wait();
@@ -740,9 +743,11 @@ pub fn build_static_example(package: &str, example: &str) -> Result<PathBuf, Ski
     ] {
         cmd.env_remove(var);
     }
+    let step = crate::progress::Step::start(format!("building {package} example {example} (static)"));
     let out = cmd
         .output()
         .map_err(|e| skip(format!("cannot run cargo: {e}")))?;
+    drop(step);
     if !out.status.success() {
         return Err(skip(format!(
             "static build of {package} example {example} failed (glibc static libraries, libc6-dev, \
@@ -781,10 +786,10 @@ pub fn dump(run: &GuestRun, out: &mut impl Write) -> io::Result<()> {
 #[path = "peer.rs"]
 pub mod peer;
 
-/// Whether long steps show progress: on a terminal (stderr), unless `MLX5_QUIET` is set.
+/// Whether long steps show progress: on a terminal (stderr), unless `MLX5_QUIET` is set or the
+/// launcher runs with `-q` ([`crate::progress::enabled`]).
 pub fn show_progress() -> bool {
-    use std::io::IsTerminal;
-    std::io::stderr().is_terminal() && std::env::var_os("MLX5_QUIET").is_none()
+    crate::progress::enabled()
 }
 
 fn progress(msg: &str) {

@@ -1,6 +1,6 @@
 //! `cargo run`: build the unikernel image and boot it in QEMU. See `cargo run -- --help`.
 
-use unikernel::{pair_options, parse_args, run, run_pair, ParseOutcome, Verdict, USAGE};
+use unikernel::{pair_options, parse_args, run, run_pair, Verdict};
 
 /// `--pair`: both guests, the relay, one verdict (0 only when both guests exited 0).
 fn run_pair_cli(opts: &unikernel::Options) -> i32 {
@@ -37,17 +37,10 @@ fn run_pair_cli(opts: &unikernel::Options) -> i32 {
 }
 
 fn main() {
-    let opts = match parse_args(std::env::args().skip(1)) {
-        Ok(ParseOutcome::Run(o)) => o,
-        Ok(ParseOutcome::Help) => {
-            println!("{USAGE}");
-            return;
-        }
-        Err(e) => {
-            eprintln!("error: {e}\n\n{USAGE}");
-            std::process::exit(unikernel::status::USAGE);
-        }
-    };
+    // `--help` prints to stdout and exits 0; a bad command line names the bad value on stderr
+    // and exits 2 (`status::USAGE`).
+    let opts = parse_args(std::env::args_os().skip(1)).unwrap_or_else(|e| e.exit());
+    unikernel::progress::set_quiet(!opts.echo);
     if opts.pair {
         std::process::exit(run_pair_cli(&opts));
     }

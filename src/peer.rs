@@ -511,7 +511,10 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     use std::sync::{Arc, Mutex};
     let t0 = Instant::now();
     let echo = run.unikernel.echo;
-    let image = super::prepare_peer_image()?;
+    let image = {
+        let _step = crate::progress::Step::start("preparing the Linux peer image");
+        super::prepare_peer_image()?
+    };
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let work = super::cache_dir().join("runs").join(format!("peer-{}-{n}", std::process::id()));
@@ -631,6 +634,7 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         }
     };
     // Wait for the unikernel; once it is done, Linux gets a grace period to finish.
+    let waiting = crate::progress::Step::start("waiting for Linux (TCG) and the unikernel");
     let uk_deadline = Instant::now() + run.timeout;
     let mut mut_lx = lx;
     let mut linux_gone: Option<Instant> = None;
@@ -658,6 +662,7 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     let uk_ok = status.is_some_and(|st| crate::decode_exit(st, "app: exit=0") == crate::Verdict::Exited(0));
     lx.timeout = lx.start.elapsed() + Duration::from_secs(if uk_ok { 60 } else { 4 });
     let linux_out = lx.finish();
+    drop(waiting);
     stop.store(true, Ordering::Relaxed);
     let _ = pipe.join();
     prepared.cleanup();
