@@ -304,11 +304,7 @@ impl<H: Hal> QueuePair<H> {
         Ok(c.new_key)
     }
 
-    fn check_bind(
-        &self,
-        mw: &MemoryWindow<H>,
-        bind: Option<&MwBind<'_, H>>,
-    ) -> Result<Checked<H>> {
+    fn check_bind(&self, mw: &MemoryWindow<H>, bind: Option<&MwBind<'_, H>>) -> Result<Checked<H>> {
         use wqe::umr_ctrl_seg::{mask as mk, *};
         let ctx = self.ctx_arc();
         ctx.check_alive()?;
@@ -389,14 +385,8 @@ impl<H: Hal> QueuePair<H> {
         }
         let type2 = mw.ty == MwType::Type2;
         let mut flags = FLAG_INLINE | FLAG_TRANSLATION_OFFSET_EN;
-        let mut mask = mk::FREE
-            | mk::KEY
-            | mk::LEN
-            | mk::START_ADDR
-            | mk::LW
-            | mk::RR
-            | mk::RW
-            | mk::A;
+        let mut mask =
+            mk::FREE | mk::KEY | mk::LEN | mk::START_ADDR | mk::LW | mk::RR | mk::RW | mk::A;
         if type2 {
             // rdma-core `MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE` (1 << 5, Linux device.h
             // `MLX5_UMR_CHECK_NOT_FREE`): fail unless the window is free.

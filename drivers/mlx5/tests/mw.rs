@@ -9,9 +9,9 @@ mod common;
 
 use common::*;
 use mlx5::{
-    AccessFlags, CompletionQueue, ConnectOptions, Error, InvalidInput, MemoryRegion,
-    MemoryWindow, MwBind, MwType, ProtectionDomain, QpCaps, QpOptions, QueuePair, RecvWr,
-    Remote, SendData, SendFlags, SendOp, SendWr, WcOpcode, WcStatus,
+    AccessFlags, CompletionQueue, ConnectOptions, Error, InvalidInput, MemoryRegion, MemoryWindow,
+    MwBind, MwType, ProtectionDomain, QpCaps, QpOptions, QueuePair, RecvWr, Remote, SendData,
+    SendFlags, SendOp, SendWr, WcOpcode, WcStatus,
 };
 use mlx5_sim::mw::window_type;
 
@@ -62,7 +62,12 @@ fn one(cq: &mut CompletionQueue<TestHal>) -> mlx5::WorkCompletion {
     w[0]
 }
 
-fn bind<'a>(mr: &'a MemoryRegion<TestHal>, off: u64, len: u64, access: AccessFlags) -> MwBind<'a, TestHal> {
+fn bind<'a>(
+    mr: &'a MemoryRegion<TestHal>,
+    off: u64,
+    len: u64,
+    access: AccessFlags,
+) -> MwBind<'a, TestHal> {
     MwBind {
         mr,
         addr: mr.addr() + off,
@@ -73,10 +78,9 @@ fn bind<'a>(mr: &'a MemoryRegion<TestHal>, off: u64, len: u64, access: AccessFla
 
 /// Binds type 2 `mw` on QP b and checks the completion.
 fn bind2(p: &mut MwPair, mw: &mut MemoryWindow<TestHal>, b: &MwBind<'_, TestHal>) -> u32 {
-    let rkey = p
-        .b
-        .post_bind_mw(77, mw, b, SendFlags::SIGNALED)
-        .expect("post bind");
+    let rkey =
+        p.b.post_bind_mw(77, mw, b, SendFlags::SIGNALED)
+            .expect("post bind");
     let w = one(&mut p.cq_b);
     assert_eq!(
         (w.status, w.opcode, w.wr_id),
@@ -183,7 +187,10 @@ fn type2_window_write_read_out_of_window_and_local_inv() {
     // LOCAL_INV on the QP the window is bound to.
     local_inv(&mut p.b, rkey);
     let w = one(&mut p.cq_b);
-    assert_eq!((w.status, w.opcode, w.wr_id), (WcStatus::Success, WcOpcode::LocalInv, 9));
+    assert_eq!(
+        (w.status, w.opcode, w.wr_id),
+        (WcStatus::Success, WcOpcode::LocalInv, 9)
+    );
     assert_eq!(write(&mut p, &src, 16, at, rkey), WcStatus::RemAccessErr);
 
     // Out of the window (fresh QPs: the access error moved them to ERR).
@@ -197,7 +204,10 @@ fn type2_window_write_read_out_of_window_and_local_inv() {
     let mut p = mw_pair_in(&ctx, p.pd);
     let mut mw2 = p.pd.alloc_mw(MwType::Type2).unwrap();
     let r2 = bind2(&mut p, &mut mw2, &bind(&target, 8192, 4096, RW));
-    assert_eq!(write(&mut p, &src, 1, target.addr() + 8191, r2), WcStatus::RemAccessErr);
+    assert_eq!(
+        write(&mut p, &src, 1, target.addr() + 8191, r2),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
@@ -207,9 +217,19 @@ fn window_access_may_be_narrower_than_the_region() {
     let target = p.pd.alloc_mr(16 << 10, BINDABLE).unwrap();
     let src = mr(&p.pd, 4096);
     let mut mw = p.pd.alloc_mw(MwType::Type2).unwrap();
-    let rkey = bind2(&mut p, &mut mw, &bind(&target, 0, 8192, AccessFlags::REMOTE_READ));
-    assert_eq!(read(&mut p, &src, 64, target.addr(), rkey), WcStatus::Success);
-    assert_eq!(write(&mut p, &src, 64, target.addr(), rkey), WcStatus::RemAccessErr);
+    let rkey = bind2(
+        &mut p,
+        &mut mw,
+        &bind(&target, 0, 8192, AccessFlags::REMOTE_READ),
+    );
+    assert_eq!(
+        read(&mut p, &src, 64, target.addr(), rkey),
+        WcStatus::Success
+    );
+    assert_eq!(
+        write(&mut p, &src, 64, target.addr(), rkey),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
@@ -224,13 +244,19 @@ fn type2_rkey_changes_with_each_bind_and_old_rkeys_die() {
         let rkey = bind2(&mut p, &mut mw, &bind(&target, 0, 4096, RW));
         assert!(!seen.contains(&rkey), "rkey {rkey:#x} reused: {seen:x?}");
         assert_eq!(rkey >> 8, seen[0] >> 8);
-        assert_eq!(write(&mut p, &src, 8, target.addr(), rkey), WcStatus::Success);
+        assert_eq!(
+            write(&mut p, &src, 8, target.addr(), rkey),
+            WcStatus::Success
+        );
         local_inv(&mut p.b, rkey);
         assert_eq!(one(&mut p.cq_b).opcode, WcOpcode::LocalInv);
         seen.push(rkey);
     }
     let old = seen[1];
-    assert_eq!(write(&mut p, &src, 8, target.addr(), old), WcStatus::RemAccessErr);
+    assert_eq!(
+        write(&mut p, &src, 8, target.addr(), old),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
@@ -242,7 +268,10 @@ fn send_with_invalidate_from_the_peer_invalidates_the_window() {
     let rbuf = mr(&p.pd, 4096);
     let mut mw = p.pd.alloc_mw(MwType::Type2).unwrap();
     let rkey = bind2(&mut p, &mut mw, &bind(&target, 4096, 4096, RW));
-    assert_eq!(write(&mut p, &src, 8, target.addr() + 4096, rkey), WcStatus::Success);
+    assert_eq!(
+        write(&mut p, &src, 8, target.addr() + 4096, rkey),
+        WcStatus::Success
+    );
     p.b.post_recv(&[RecvWr {
         wr_id: 5,
         sges: &[rbuf.sge(0, 4096)],
@@ -264,7 +293,10 @@ fn send_with_invalidate_from_the_peer_invalidates_the_window() {
         (WcStatus::Success, WcOpcode::RecvWithInv, 5, 10, Some(rkey))
     );
     sim.with_hca(|h| assert!(h.mkeys.by_index(rkey >> 8).unwrap().free));
-    assert_eq!(write(&mut p, &src, 8, target.addr() + 4096, rkey), WcStatus::RemAccessErr);
+    assert_eq!(
+        write(&mut p, &src, 8, target.addr() + 4096, rkey),
+        WcStatus::RemAccessErr
+    );
     // The window can be bound again (it is free), with a new rkey.
     let mut p = mw_pair_in(&ctx, p.pd);
     let r2 = bind2(&mut p, &mut mw, &bind(&target, 0, 4096, RW));
@@ -280,9 +312,13 @@ fn send_with_invalidate_of_a_type1_window_is_refused() {
     let src = mr(&p.pd, 4096);
     let rbuf = mr(&p.pd, 4096);
     let mut mw = p.pd.alloc_mw(MwType::Type1).unwrap();
-    let rkey = p
-        .b
-        .bind_mw(3, &mut mw, Some(&bind(&target, 0, 4096, RW)), SendFlags::SIGNALED)
+    let rkey =
+        p.b.bind_mw(
+            3,
+            &mut mw,
+            Some(&bind(&target, 0, 4096, RW)),
+            SendFlags::SIGNALED,
+        )
         .unwrap();
     assert_eq!(one(&mut p.cq_b).opcode, WcOpcode::BindMw);
     p.b.post_recv(&[RecvWr {
@@ -301,7 +337,10 @@ fn send_with_invalidate_of_a_type1_window_is_refused() {
     assert_eq!(one(&mut p.cq_a).status, WcStatus::RemInvReqErr);
     // The window still works through another pair.
     let mut q = mw_pair_in(&ctx, p.pd);
-    assert_eq!(write(&mut q, &src, 8, target.addr(), rkey), WcStatus::Success);
+    assert_eq!(
+        write(&mut q, &src, 8, target.addr(), rkey),
+        WcStatus::Success
+    );
 }
 
 #[test]
@@ -312,8 +351,13 @@ fn binding_a_bound_type2_window_is_refused_by_the_device() {
     let mut mw = p.pd.alloc_mw(MwType::Type2).unwrap();
     let rkey = bind2(&mut p, &mut mw, &bind(&target, 0, 4096, RW));
     // o10-37.2.30: bound, so not bindable until invalidated.
-    p.b.post_bind_mw(8, &mut mw, &bind(&target, 4096, 4096, RW), SendFlags::SIGNALED)
-        .unwrap();
+    p.b.post_bind_mw(
+        8,
+        &mut mw,
+        &bind(&target, 4096, 4096, RW),
+        SendFlags::SIGNALED,
+    )
+    .unwrap();
     let w = one(&mut p.cq_b);
     assert_eq!((w.status, w.wr_id), (WcStatus::MwBindErr, 8));
     // The first binding is intact on the device (key, range, QP).
@@ -332,9 +376,13 @@ fn local_inv_of_a_type1_window_or_another_qps_window_is_refused() {
     let src = mr(&p.pd, 4096);
     // Type 1 (bound by the verb on b): LOCAL_INV on b is refused (o10-37.2.26).
     let mut w1 = p.pd.alloc_mw(MwType::Type1).unwrap();
-    let r1 = p
-        .b
-        .bind_mw(3, &mut w1, Some(&bind(&target, 0, 4096, RW)), SendFlags::SIGNALED)
+    let r1 =
+        p.b.bind_mw(
+            3,
+            &mut w1,
+            Some(&bind(&target, 0, 4096, RW)),
+            SendFlags::SIGNALED,
+        )
         .unwrap();
     assert_eq!(one(&mut p.cq_b).status, WcStatus::Success);
     local_inv(&mut p.b, r1);
@@ -361,7 +409,10 @@ fn type2_remote_access_only_through_the_bound_qp() {
     let rkey = bind2(&mut p, &mut mw, &bind(&target, 0, 4096, RW));
     // A second pair of the same PD: its responder is not the window's QP.
     let mut q = mw_pair_in(&ctx, p.pd);
-    assert_eq!(write(&mut q, &src, 8, target.addr(), rkey), WcStatus::RemAccessErr);
+    assert_eq!(
+        write(&mut q, &src, 8, target.addr(), rkey),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
@@ -371,30 +422,47 @@ fn type1_bind_rebind_and_unbind_by_the_verb() {
     let target = p.pd.alloc_mr(16 << 10, BINDABLE).unwrap();
     let src = mr(&p.pd, 4096);
     let mut mw = p.pd.alloc_mw(MwType::Type1).unwrap();
-    let r1 = p
-        .a
-        .bind_mw(1, &mut mw, Some(&bind(&target, 0, 4096, RW)), SendFlags::SIGNALED)
+    let r1 =
+        p.a.bind_mw(
+            1,
+            &mut mw,
+            Some(&bind(&target, 0, 4096, RW)),
+            SendFlags::SIGNALED,
+        )
         .unwrap();
     let w = one(&mut p.cq_a);
     assert_eq!((w.status, w.opcode), (WcStatus::Success, WcOpcode::BindMw));
     // Usable through any QP of the PD: a writes to b, whose responder is not the binder.
     assert_eq!(write(&mut p, &src, 8, target.addr(), r1), WcStatus::Success);
     // Bound again while bound (type 1 allows it): a new rkey, the old one is dead.
-    let r2 = p
-        .a
-        .bind_mw(1, &mut mw, Some(&bind(&target, 4096, 4096, RW)), SendFlags::SIGNALED)
+    let r2 =
+        p.a.bind_mw(
+            1,
+            &mut mw,
+            Some(&bind(&target, 4096, 4096, RW)),
+            SendFlags::SIGNALED,
+        )
         .unwrap();
     assert_eq!(one(&mut p.cq_a).status, WcStatus::Success);
     assert_ne!(r1, r2);
-    assert_eq!(write(&mut p, &src, 8, target.addr() + 4096, r2), WcStatus::Success);
+    assert_eq!(
+        write(&mut p, &src, 8, target.addr() + 4096, r2),
+        WcStatus::Success
+    );
     assert!(mw.holds_region());
     // Unbound: nothing maps.
     let r3 = p.a.bind_mw(1, &mut mw, None, SendFlags::SIGNALED).unwrap();
     assert_eq!(one(&mut p.cq_a).status, WcStatus::Success);
     assert!(!mw.holds_region());
-    assert_eq!(write(&mut p, &src, 8, target.addr() + 4096, r3), WcStatus::RemAccessErr);
+    assert_eq!(
+        write(&mut p, &src, 8, target.addr() + 4096, r3),
+        WcStatus::RemAccessErr
+    );
     let mut p = mw_pair_in(&ctx, p.pd);
-    assert_eq!(write(&mut p, &src, 8, target.addr(), r1), WcStatus::RemAccessErr);
+    assert_eq!(
+        write(&mut p, &src, 8, target.addr(), r1),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
@@ -408,7 +476,10 @@ fn dealloc_of_a_bound_window_kills_its_rkey_and_frees_the_region() {
     // The window holds the region: dereg waits (IB: an MR with bound windows stays).
     assert_eq!(target.dereg(), Err(Error::Busy));
     mw.dealloc().unwrap();
-    assert_eq!(write(&mut p, &src, 8, target.addr(), rkey), WcStatus::RemAccessErr);
+    assert_eq!(
+        write(&mut p, &src, 8, target.addr(), rkey),
+        WcStatus::RemAccessErr
+    );
     target.dereg().unwrap();
 }
 
@@ -435,9 +506,8 @@ fn the_driver_refuses_bad_binds_before_posting() {
     let mut p = mw_pair(&ctx);
     let target = p.pd.alloc_mr(16 << 10, BINDABLE).unwrap();
     let plain = p.pd.alloc_mr(16 << 10, AccessFlags::ALL).unwrap();
-    let readonly = p
-        .pd
-        .alloc_mr(
+    let readonly =
+        p.pd.alloc_mr(
             16 << 10,
             AccessFlags(AccessFlags::REMOTE_READ.0 | AccessFlags::MW_BIND.0),
         )
@@ -447,8 +517,14 @@ fn the_driver_refuses_bad_binds_before_posting() {
     let f = SendFlags::SIGNALED;
     let inv = |e: InvalidInput| Err(Error::Invalid(e));
     // The verb for the other type.
-    assert_eq!(p.b.post_bind_mw(1, &mut w1, &bind(&target, 0, 64, RW), f), inv(InvalidInput::MwType));
-    assert_eq!(p.b.bind_mw(1, &mut w2, Some(&bind(&target, 0, 64, RW)), f), inv(InvalidInput::MwType));
+    assert_eq!(
+        p.b.post_bind_mw(1, &mut w1, &bind(&target, 0, 64, RW), f),
+        inv(InvalidInput::MwType)
+    );
+    assert_eq!(
+        p.b.bind_mw(1, &mut w2, Some(&bind(&target, 0, 64, RW)), f),
+        inv(InvalidInput::MwType)
+    );
     // C10-73: the region lacks MW_BIND.
     assert_eq!(
         p.b.post_bind_mw(1, &mut w2, &bind(&plain, 0, 64, RW), f),
@@ -460,8 +536,13 @@ fn the_driver_refuses_bad_binds_before_posting() {
         inv(InvalidInput::MwAccess)
     );
     assert_eq!(
-        p.b.post_bind_mw(1, &mut w2, &bind(&readonly, 0, 64, AccessFlags::REMOTE_READ), f)
-            .map(|_| ()),
+        p.b.post_bind_mw(
+            1,
+            &mut w2,
+            &bind(&readonly, 0, 64, AccessFlags::REMOTE_READ),
+            f
+        )
+        .map(|_| ()),
         Ok(())
     );
     assert_eq!(one(&mut p.cq_b).status, WcStatus::Success);
@@ -473,7 +554,10 @@ fn the_driver_refuses_bad_binds_before_posting() {
         inv(InvalidInput::MwAccess)
     );
     let zb = AccessFlags(RW.0 | AccessFlags::ZERO_BASED.0);
-    assert_eq!(p.b.bind_mw(1, &mut w1, Some(&bind(&target, 0, 64, zb)), f), inv(InvalidInput::MwAccess));
+    assert_eq!(
+        p.b.bind_mw(1, &mut w1, Some(&bind(&target, 0, 64, zb)), f),
+        inv(InvalidInput::MwAccess)
+    );
     // C10-75: outside the region.
     assert_eq!(
         p.b.post_bind_mw(1, &mut w2, &bind(&target, (16 << 10) - 63, 64, RW), f),
@@ -485,9 +569,15 @@ fn the_driver_refuses_bad_binds_before_posting() {
         len: 64,
         access: RW,
     };
-    assert_eq!(p.b.post_bind_mw(1, &mut w2, &before, f), inv(InvalidInput::OutOfRange));
+    assert_eq!(
+        p.b.post_bind_mw(1, &mut w2, &before, f),
+        inv(InvalidInput::OutOfRange)
+    );
     // o10-37.2.40: a zero-length type 2 bind.
-    assert_eq!(p.b.post_bind_mw(1, &mut w2, &bind(&target, 0, 0, RW), f), inv(InvalidInput::ZeroLength));
+    assert_eq!(
+        p.b.post_bind_mw(1, &mut w2, &bind(&target, 0, 0, RW), f),
+        inv(InvalidInput::ZeroLength)
+    );
     // C10-72: another PD's region, window or QP.
     let pd2 = ctx.alloc_pd().unwrap();
     let other_mr = pd2.alloc_mr(4096, BINDABLE).unwrap();
@@ -503,7 +593,9 @@ fn the_driver_refuses_bad_binds_before_posting() {
     // A QP without room for window WQEs.
     let cq = ctx.create_cq(16).unwrap();
     let mut small = p.pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
-    small.connect(&p.a.endpoint(), &ConnectOptions::default()).unwrap();
+    small
+        .connect(&p.a.endpoint(), &ConnectOptions::default())
+        .unwrap();
     assert_eq!(
         small.post_bind_mw(1, &mut w2, &bind(&target, 0, 64, RW), f),
         inv(InvalidInput::NoMwRoom)
@@ -517,7 +609,10 @@ fn the_driver_refuses_bad_binds_before_posting() {
             data: SendData::Sges(&[src.sge(0, 8)]),
             flags: f,
         }]),
-        Err(Error::Invalid(InvalidInput::TooManySge { given: 1, max: 0 }))
+        Err(Error::Invalid(InvalidInput::TooManySge {
+            given: 1,
+            max: 0
+        }))
     );
     // Nothing reached the device: no completion, and the window still binds.
     let mut none = [mlx5::WorkCompletion::default(); 4];
@@ -533,8 +628,11 @@ fn access_flags_accept_mw_bind_but_not_zero_based_for_regions() {
     let pd = ctx.alloc_pd().unwrap();
     assert!(pd.alloc_mr(4096, BINDABLE).is_ok());
     assert_eq!(
-        pd.alloc_mr(4096, AccessFlags(AccessFlags::ALL.0 | AccessFlags::ZERO_BASED.0))
-            .err(),
+        pd.alloc_mr(
+            4096,
+            AccessFlags(AccessFlags::ALL.0 | AccessFlags::ZERO_BASED.0)
+        )
+        .err(),
         Some(Error::Invalid(InvalidInput::AccessFlags))
     );
 }

@@ -139,10 +139,7 @@ pub fn window_type(m: &Mkey) -> Option<u8> {
 /// WQE goes to [`execute`], any other UMR to [`crate::umr::execute`]).
 pub(crate) fn is_window_umr(hca: &Hca, raw: &[u8]) -> bool {
     let key = be32(raw, wqe::ctrl_seg::IMM);
-    hca.mkeys
-        .keys
-        .get(&mkey::index(key))
-        .is_some_and(is_window)
+    hca.mkeys.keys.get(&mkey::index(key)).is_some_and(is_window)
 }
 
 /// Executes the window UMR WQE `raw` (ctrl segment first, `ds * 16` bytes) posted on QP
@@ -274,9 +271,7 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
             };
         }
     }
-    let needs_lw = Access(
-        Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0,
-    );
+    let needs_lw = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0);
     // The KLM entries: non-empty ones first, then zero padding (rdma-core pads its one entry
     // to 64 bytes); together exactly `len` bytes (model choice).
     let mut entries: Vec<(u64, u32, u64)> = Vec::new();

@@ -150,7 +150,11 @@ pub(crate) fn create_fre<H: Hal>(
     if !Arc::ptr_eq(&scq.shared.ctx, ctx) || !Arc::ptr_eq(&rcq.shared.ctx, ctx) {
         return Err(InvalidInput::BadCq.into());
     }
-    let overhead = if opts.mw_bind { MW_OVERHEAD } else { SQ_OVERHEAD };
+    let overhead = if opts.mw_bind {
+        MW_OVERHEAD
+    } else {
+        SQ_OVERHEAD
+    };
     let lay = layout_with(req, &ctx.caps, overhead)?;
     let hal = &ctx.hal;
     let buf = DmaMem::alloc(hal, lay.buf_size, lay.buf_size)?;

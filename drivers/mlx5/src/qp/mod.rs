@@ -52,7 +52,8 @@ use crate::verbs::{CtxInner, MrInner, PdInner};
 const SQ_OVERHEAD: usize = wqe::ctrl_seg::SIZE + wqe::raddr_seg::SIZE + wqe::atomic_seg::SIZE;
 /// The send-queue overhead of a memory-window WQE (rdma-core verbs.c `_sq_overhead`:
 /// `mw_size` = ctrl + UMR ctrl + mkey context + max(KLM, 64)).
-const MW_OVERHEAD: usize = wqe::ctrl_seg::SIZE + wqe::umr_ctrl_seg::SIZE + mlx5_prm::mkc::BYTES + 64;
+const MW_OVERHEAD: usize =
+    wqe::ctrl_seg::SIZE + wqe::umr_ctrl_seg::SIZE + mlx5_prm::mkc::BYTES + 64;
 /// Largest WQE the driver builds (`MLX5_SEND_WQE_MAX_WQEBBS` basic blocks).
 const MAX_WQE_BYTES: usize = wqe::SEND_WQE_MAX_WQEBBS * wqe::SEND_WQE_BB;
 /// Largest SGE count per WR the safe layer converts on the stack.
