@@ -222,18 +222,25 @@ impl<H: Hal> MemoryWindow<H> {
         r
     }
 
-    /// A new variant for the next bind: random, not the current one, and not a key destroyed
-    /// recently (ReDMArk).
+    /// A new variant for the next bind: random, not the current one, and not a key retired
+    /// recently (ReDMArk: an rkey a peer may still hold must not come back at once; every
+    /// rkey a bind replaces is retired, as destroyed keys are).
     fn next_key(&self) -> u32 {
         let ctx = &self.pd.ctx;
         let base = self.key & !0xff;
-        for _ in 0..8 {
+        let fresh = |k: u32| k != self.key && !ctx.key_is_recent(k);
+        for _ in 0..16 {
             let k = base | (ctx.random() & 0xff) as u32;
-            if k != self.key && !ctx.key_is_recent(k) {
+            if fresh(k) {
                 return k;
             }
         }
-        base | (self.key.wrapping_add(1) & 0xff)
+        // Most variants are recent: the first fresh one from a random start, else the next.
+        let r = ctx.random() as u32;
+        (0..256u32)
+            .map(|i| base | (r.wrapping_add(i) & 0xff))
+            .find(|&k| fresh(k))
+            .unwrap_or(base | (self.key.wrapping_add(1) & 0xff))
     }
 }
 
@@ -297,6 +304,7 @@ impl<H: Hal> QueuePair<H> {
     ) -> Result<u32> {
         let c = self.check_bind(mw, bind)?;
         self.post_umr_wr(wr_id, mw.key, &c.body[..c.len], flags, WC_OP_BIND)?;
+        self.ctx_arc().quarantine_key(mw.key);
         mw.key = c.new_key;
         // The previous region goes only now: the new bind is posted behind everything that
         // could still use the window.

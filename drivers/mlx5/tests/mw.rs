@@ -240,7 +240,8 @@ fn type2_rkey_changes_with_each_bind_and_old_rkeys_die() {
     let src = mr(&p.pd, 4096);
     let mut mw = p.pd.alloc_mw(MwType::Type2).unwrap();
     let mut seen = vec![mw.rkey()];
-    for _ in 0..6 {
+    // Random variants, none of them a recent one (ReDMArk): 64 binds, 64 distinct rkeys.
+    for _ in 0..64 {
         let rkey = bind2(&mut p, &mut mw, &bind(&target, 0, 4096, RW));
         assert!(!seen.contains(&rkey), "rkey {rkey:#x} reused: {seen:x?}");
         assert_eq!(rkey >> 8, seen[0] >> 8);
@@ -590,6 +591,22 @@ fn the_driver_refuses_bad_binds_before_posting() {
         p.b.post_bind_mw(1, &mut other_w, &bind(&target, 0, 64, RW), f),
         inv(InvalidInput::PdMismatch)
     );
+    // A QP of another PD than the window (C10-72).
+    let cq2 = ctx.create_cq(16).unwrap();
+    let opts = QpOptions {
+        mw_bind: true,
+        ..QpOptions::default()
+    };
+    let mut foreign_qp = pd2
+        .create_qp_with(&cq2, &cq2, &QpCaps::default(), &opts)
+        .unwrap();
+    foreign_qp
+        .connect(&p.a.endpoint(), &ConnectOptions::default())
+        .unwrap();
+    assert_eq!(
+        foreign_qp.post_bind_mw(1, &mut w2, &bind(&target, 0, 64, RW), f),
+        inv(InvalidInput::PdMismatch)
+    );
     // A QP without room for window WQEs.
     let cq = ctx.create_cq(16).unwrap();
     let mut small = p.pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
@@ -635,4 +652,29 @@ fn access_flags_accept_mw_bind_but_not_zero_based_for_regions() {
         .err(),
         Some(Error::Invalid(InvalidInput::AccessFlags))
     );
+}
+
+#[test]
+fn unsignaled_bind_completes_silently_and_the_window_works() {
+    let (_sim, ctx) = open();
+    let mut p = mw_pair(&ctx);
+    let target = p.pd.alloc_mr(16 << 10, BINDABLE).unwrap();
+    let src = mr(&p.pd, 4096);
+    let mut mw = p.pd.alloc_mw(MwType::Type2).unwrap();
+    let rkey =
+        p.b.post_bind_mw(11, &mut mw, &bind(&target, 0, 4096, RW), SendFlags::NONE)
+            .unwrap();
+    assert_eq!(
+        write(&mut p, &src, 8, target.addr(), rkey),
+        WcStatus::Success
+    );
+    local_inv(&mut p.b, rkey);
+    // One completion: the LOCAL_INV, which also retires the unsignaled bind before it.
+    let w = one(&mut p.cq_b);
+    assert_eq!(
+        (w.status, w.opcode, w.wr_id),
+        (WcStatus::Success, WcOpcode::LocalInv, 9)
+    );
+    let mut more = [mlx5::WorkCompletion::default(); 2];
+    assert_eq!(p.cq_b.poll(&mut more).unwrap(), 0);
 }
