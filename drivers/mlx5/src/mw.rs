@@ -431,3 +431,33 @@ impl<H: Hal> QueuePair<H> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// LOCAL_INV's segments as rdma-core qp.c `set_umr_control_seg` / `set_umr_mkey_seg`
+    /// write them for an empty type 2 bind (flags INLINE | TRANSLATION_OFFSET | CHECK_QPN =
+    /// 0x98, mask FREE | MKEY | QPN, no KLM, mkey context free with qpn 0xffffff), with the
+    /// window's variant kept.
+    #[test]
+    fn local_inv_segments_are_rdma_cores() {
+        let b = local_inv_body(0x1234_56ab);
+        assert_eq!(b[wqe::umr_ctrl_seg::FLAGS], 0x98);
+        let at = wqe::umr_ctrl_seg::KLM_OCTOWORDS;
+        assert_eq!(&b[at..at + 2], &[0, 0]);
+        let at = wqe::umr_ctrl_seg::MKEY_MASK;
+        assert_eq!(
+            u64::from_be_bytes(b[at..at + 8].try_into().unwrap()),
+            (1 << 29) | (1 << 14) | (1 << 13)
+        );
+        let seg = &b[wqe::umr_ctrl_seg::SIZE..];
+        // `mlx5_wqe_mkey_context_seg`: free (byte 0, bit 6), qpn_mkey = 0xffffff << 8 | variant.
+        assert_eq!(seg[0], 1 << 6);
+        assert_eq!(&seg[4..8], &[0xff, 0xff, 0xff, 0xab]);
+        assert_eq!(LOCAL_INV_DS, 8);
+        assert_eq!(wc_opcode(WC_OP_BIND), WcOpcode::BindMw);
+        assert_eq!(wc_opcode(WC_OP_LOCAL_INV), WcOpcode::LocalInv);
+        assert_eq!(wc_opcode(0), WcOpcode::Unknown);
+    }
+}
