@@ -83,6 +83,10 @@ fn default_run_is_the_rdma_app_and_it_passes() {
         "ATOMIC_FETCH_AND_ADD: ok",
         "out-of-bounds RDMA_WRITE gets REM_ACCESS_ERR and writes nothing: ok",
         "RDMA_WRITE with an rkey of another PD is refused: ok",
+        "memory window bound over part of a region by BIND_MW: new rkey, BIND_MW completion: ok",
+        "RDMA_WRITE and RDMA_READ through the window's rkey: ok",
+        "access outside the window gets REM_ACCESS_ERR and writes nothing: ok",
+        "after LOCAL_INV the window's old rkey gets REM_ACCESS_ERR: ok",
     ] {
         assert!(out.lines().any(|l| l == format!("rdma: {op}")), "missing '{op}':\n{out}");
     }

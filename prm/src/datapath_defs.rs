@@ -637,6 +637,10 @@ pub mod wqe {
         pub const FLAG_INLINE: u8 = 1 << 7;
         /// The two bits of the free check (`CHECK_NOT_FREE` / `CHECK_FREE`).
         pub const FLAG_CHECK_MASK: u8 = 3 << 5;
+        /// `flags`: `MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN` (rdma-core mlx5dv.h): fail unless the
+        /// key's `qpn` is the posting QP's (rdma-core qp.c `set_umr_control_seg` sets it when
+        /// invalidating a type 2 memory window, IBV_WR_LOCAL_INV).
+        pub const FLAG_CHECK_QPN: u8 = 1 << 3;
 
         /// `mkey_mask` bits: which fields of the mkey segment (an `mlx5_ifc_mkc_bits`, Linux
         /// `struct mlx5_mkey_seg`, 64 bytes) the UMR writes (`MLX5_MKEY_MASK_*`, Linux

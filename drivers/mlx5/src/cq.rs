@@ -110,6 +110,14 @@ pub enum WcOpcode {
     RecvRdmaWithImm,
     /// Unknown (error or garbage CQEs).
     Unknown,
+    /// A memory window bound (`IBV_WC_BIND_MW`: a BIND_MW work request or the bind verb).
+    BindMw,
+    /// A local invalidate (`IBV_WC_LOCAL_INV`).
+    LocalInv,
+    /// A receive completed by a SEND with invalidate (`IBV_WC_RECV` with `IBV_WC_WITH_INV`):
+    /// [`WorkCompletion::imm`] holds the invalidated rkey (ibv_wc's `imm_data` /
+    /// `invalidated_rkey` union).
+    RecvWithInv,
 }
 
 /// One work completion. `repr(C)`, with `status`, `opcode` and `vendor_err` adjacent so the
@@ -639,7 +647,10 @@ impl<H: Hal> CompletionQueue<H> {
                 if sop_raw != seen.0 {
                     // Bytes 1..4: the QP number; byte 0: the WQE opcode (rdma-core
                     // handle_good_req).
-                    if sop_raw & QPN_BYTES != q.key {
+                    // A UMR (BIND_MW, LOCAL_INV) takes its opcode from the slot: out of line.
+                    if sop_raw & QPN_BYTES != q.key
+                        || sop_raw.to_ne_bytes()[0] == wqe::opcode::UMR
+                    {
                         // SAFETY: as above.
                         let op_own = unsafe { c.u8(cqe::offset::OP_OWN) };
                         other_cqe(shared, cached, &mut q, c, op_own, w);
@@ -1106,6 +1117,9 @@ unsafe fn parse_one<H: Hal>(
         cqe::opcode::REQ | cqe::opcode::REQ_ERR => {
             // SAFETY: as above.
             let counter = unsafe { c.be16(o::WQE_COUNTER) };
+            // A UMR's opcode was saved when it was posted (rdma-core cq.c `handle_good_req`:
+            // `wc->opcode = wq->wr_data[idx]` for MLX5_OPCODE_UMR).
+            let umr_op = ((sop >> 24) as u8 == wqe::opcode::UMR).then(|| q.umr_wc_op(counter));
             let Some(wr_id) = q.complete_send(counter) else {
                 return bad_cqe(qpn);
             };
@@ -1117,6 +1131,8 @@ unsafe fn parse_one<H: Hal>(
                     wc.vendor_err = c.u8(cqe::err_offset::VENDOR_ERR_SYND);
                 }
                 wc.byte_len = 0;
+            } else if let Some(op) = umr_op {
+                wc.opcode = crate::mw::wc_opcode(op);
             } else {
                 wc.opcode = REQ_OPCODE[(sop >> 24) as usize];
             }
@@ -1144,6 +1160,12 @@ unsafe fn parse_one<H: Hal>(
                     }
                     cqe::opcode::RESP_SEND_IMM => {
                         wc.opcode = WcOpcode::Recv;
+                        wc.imm = Some(c.be32(o::IMM_INVAL_PKEY));
+                    }
+                    // rdma-core cq.c `handle_responder`: MLX5_CQE_RESP_SEND_INV is
+                    // IBV_WC_RECV with IBV_WC_WITH_INV, `invalidated_rkey` = imm_inval_pkey.
+                    cqe::opcode::RESP_SEND_INV => {
+                        wc.opcode = WcOpcode::RecvWithInv;
                         wc.imm = Some(c.be32(o::IMM_INVAL_PKEY));
                     }
                     _ => wc.opcode = WcOpcode::Recv,

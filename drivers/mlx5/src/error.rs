@@ -233,6 +233,24 @@ pub enum InvalidInput {
     /// A remote QP number an RC QP cannot connect to: 0 or 1 (the special QPs) or wider than
     /// 24 bits.
     RemoteQpn(u32),
+    /// A memory-window WQE (BIND_MW, LOCAL_INV) on a QP whose send WQEs cannot hold it:
+    /// create the QP with [`crate::qp::QpOptions::mw_bind`].
+    NoMwRoom,
+    /// A memory-window verb for the other window type: the bind verb
+    /// ([`crate::QueuePair::bind_mw`]) binds type 1 windows, the BIND_MW work request
+    /// ([`crate::QueuePair::post_bind_mw`]) type 2 (libibverbs `ibv_bind_mw`: EINVAL).
+    MwType,
+    /// The window, the region and the QP are not all in one protection domain (libibverbs
+    /// `ibv_bind_mw`: EPERM; IB spec C10-72).
+    PdMismatch,
+    /// Binding a window to a region registered without [`crate::mr::Access::MW_BIND`] (IB spec
+    /// C10-73).
+    MwBindNotAllowed,
+    /// Window access flags that cannot be granted: bits other than remote read / write /
+    /// atomic, local write and zero-based; remote write or atomic (or local write) over a
+    /// region without local write (IB spec C10-74); zero-based on a type 1 window (rdma-core
+    /// `mlx5_bind_mw`: EINVAL).
+    MwAccess,
     /// The remote GID or MAC is all zero: no address path.
     RemoteAddress,
     /// `max_rd_atomic` / `max_dest_rd_atomic` above what the device allows (Linux ib/qp.c

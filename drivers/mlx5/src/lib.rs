@@ -13,6 +13,7 @@
 //! - [`uar`]: user access regions (doorbell pages).
 //! - [`pd`]: protection domains and the transport domain.
 //! - [`mr`]: memory keys (CREATE_MKEY with the fewest MTT entries).
+//! - [`mw`]: memory windows (types 1 and 2: alloc, bind by UMR WQE, invalidation).
 //! - [`cq`]: completion queues and CQE parsing.
 //! - [`qp`]: RC queue pairs, WQE building and doorbells.
 //! - [`hca`]: bring-up and teardown of the function.
@@ -42,6 +43,7 @@ pub mod error;
 pub mod hal;
 pub mod hca;
 pub mod mr;
+pub mod mw;
 pub mod pages;
 pub mod pd;
 pub mod qp;
@@ -59,4 +61,5 @@ mod test_hal;
 
 pub use error::{CmdError, CmdStatus, DeliveryStatus, Error, InvalidInput, Refused, Result};
 pub use hal::{DmaBuffer, Hal, HalError};
+pub use mw::{MemoryWindow, MwBind, MwType};
 pub use verbs::*;

@@ -261,6 +261,15 @@ impl Access {
     pub const REMOTE_READ: Access = Access(4);
     /// `IBV_ACCESS_REMOTE_ATOMIC`.
     pub const REMOTE_ATOMIC: Access = Access(8);
+    /// `IBV_ACCESS_MW_BIND` (libibverbs verbs.h; Linux `IB_ACCESS_MW_BIND`): memory windows
+    /// may be bound to the region (IB spec C10-73, rxe rxe_mw.c `rxe_check_bind_mw`). No mkc
+    /// field carries it (Linux ib/mr.c `set_mkc_access_pd_addr_fields` does not map it): the
+    /// driver checks it when a window is bound ([`crate::mw`]).
+    pub const MW_BIND: Access = Access(1 << 4);
+    /// `IBV_ACCESS_ZERO_BASED` (libibverbs verbs.h): a window bound with it is addressed from 0
+    /// (rdma-core qp.c `set_umr_mkey_seg`: `start_addr = 0`). Window access only; a region
+    /// registered with it is refused.
+    pub const ZERO_BASED: Access = Access(1 << 5);
     /// `IBV_ACCESS_RELAXED_ORDERING` (= `IBV_ACCESS_OPTIONAL_FIRST`, 1 << 20): the device may
     /// reorder its PCIe writes / reads of the region. Optional: set in the mkey where the
     /// device supports it, ignored where it does not.
@@ -283,7 +292,7 @@ impl Access {
     /// remote atomic need local write; unknown bits are refused, except the optional ones
     /// ([`Access::OPTIONAL_RANGE`]), which a device may ignore.
     pub fn validate(self) -> Result<()> {
-        if self.0 & !(Access::ALL.0 | Access::OPTIONAL_RANGE.0) != 0 {
+        if self.0 & !(Access::ALL.0 | Access::MW_BIND.0 | Access::OPTIONAL_RANGE.0) != 0 {
             return Err(InvalidInput::AccessFlags.into());
         }
         if (self.contains(Access::REMOTE_WRITE) || self.contains(Access::REMOTE_ATOMIC))

@@ -165,6 +165,20 @@ impl<H: Hal> CtxInner<H> {
         Ok(())
     }
 
+    /// Whether `key` was destroyed recently (ReDMArk: such a key is not handed out again).
+    pub(crate) fn key_is_recent(&self, key: u32) -> bool {
+        self.recent_keys.lock().contains(&key)
+    }
+
+    /// Records a destroyed key (see [`CtxInner::key_is_recent`]).
+    pub(crate) fn quarantine_key(&self, key: u32) {
+        let mut q = self.recent_keys.lock();
+        if q.len() == mr::QUARANTINE {
+            q.pop_front();
+        }
+        q.push_back(key);
+    }
+
     pub(crate) fn random(&self) -> u64 {
         self.rng.next(&self.hal)
     }
@@ -1332,6 +1346,11 @@ pub(crate) struct MrInner<H: Hal> {
 }
 
 impl<H: Hal> MrInner<H> {
+    /// Whether the region is an indirect (KLM) key over MTT keys.
+    pub(crate) fn is_indirect(&self) -> bool {
+        !self.inner_keys.is_empty()
+    }
+
     /// rereg of a cached key by one UMR (Linux ib/umr.c `mlx5r_umr_rereg_pd_access`: "fail
     /// if free", access and PD masks; with a new translation also start/len/page size and
     /// the entries, as `mlx5r_umr_update_mr_pas`). `Ok(false)`: the new translation does not

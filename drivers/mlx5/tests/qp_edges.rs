@@ -562,7 +562,10 @@ fn sq_sig_all_signals_every_send() {
     let (_sim, ctx) = open();
     let pd = ctx.alloc_pd().unwrap();
     let mut cq = ctx.create_cq(64).unwrap();
-    let opts = mlx5::QpOptions { sq_sig_all: true };
+    let opts = mlx5::QpOptions {
+        sq_sig_all: true,
+        ..Default::default()
+    };
     let mut a = pd
         .create_qp_with(&cq, &cq, &QpCaps::default(), &opts)
         .unwrap();

@@ -253,6 +253,8 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
             };
             let r = if u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]) >> 8 != qpn {
                 Err((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE))
+            } else if crate::mw::is_window_umr(hca, &raw[..len]) {
+                crate::mw::execute(hca, qpn, &raw[..len])
             } else {
                 crate::umr::execute(hca, qpn, &raw[..len])
             };

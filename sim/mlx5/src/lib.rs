@@ -23,6 +23,7 @@ pub mod init_seg;
 pub mod inproc;
 pub mod memory;
 pub mod mr;
+pub mod mw;
 pub mod pages;
 pub mod pci;
 pub mod pd;

@@ -179,6 +179,26 @@ pub(crate) struct KlmEntry {
     va: u64,
 }
 
+/// The translation of an indirect key from `(byte_count, mkey, address)` entries, in order
+/// (a window bound by UMR, [`crate::mw`]).
+pub(crate) fn klm_translation(list: &[(u64, u32, u64)]) -> Translation {
+    let mut off = 0u64;
+    let entries = list
+        .iter()
+        .map(|&(bcount, key, va)| {
+            let e = KlmEntry {
+                off,
+                bcount,
+                key,
+                va,
+            };
+            off += bcount;
+            e
+        })
+        .collect();
+    Translation::Klm { entries }
+}
+
 /// `MLX5_MAX_KLM_BYTE_COUNT` ([`mlx5_prm::klm::MAX_BYTE_COUNT`]): the largest
 /// `klm.byte_count`.
 pub const MAX_KLM_BYTE_COUNT: u64 = mlx5_prm::klm::MAX_BYTE_COUNT;
@@ -224,6 +244,9 @@ pub struct Mkey {
     pub free: bool,
     /// `mkc.umr_en`: UMR WQEs may modify the key ([`crate::umr`]).
     pub umr_en: bool,
+    /// `mkc.en_rinval`: the key may be invalidated remotely (SEND_WITH_INVALIDATE); Linux
+    /// ib/mr.c `mlx5_ib_alloc_mw` sets it for type 2 memory windows ([`crate::mw`]).
+    pub en_rinval: bool,
     /// `mkc.translations_octword_size` as created: the room for translation entries a UMR
     /// may load (two 8-byte MTT entries per octoword).
     pub xlt_octowords: u32,
@@ -721,7 +744,11 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
             }
         }
         mkc_access_mode::KLMS => {
-            if length64 || len == 0 {
+            // A free `umr_en` key may be created empty: its list is loaded later by UMR
+            // (Linux ib/mr.c `mlx5_ib_alloc_mw`: free, umr_en, KLMS, `translations_octword_size`
+            // only, no list and no length; [`crate::mw`]).
+            let empty_ok = get(mkc::FREE, ctx) != 0 && get(mkc::UMR_EN, ctx) != 0;
+            if length64 || (len == 0 && !empty_ok) {
                 return Err(bad_param(syndrome::KLM_BAD_LENGTH));
             }
             // One octoword per 16-byte entry (UCX ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`
@@ -731,11 +758,11 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
             if actual > size {
                 return Err(bad_param(syndrome::MTT_ACTUAL_EXCEEDS_SIZE));
             }
-            if actual == 0 {
+            if actual == 0 && !(empty_ok && len == 0 && size > 0) {
                 return Err(bad_param(syndrome::KLM_BAD_LENGTH));
             }
             let log_max = hca.cap(cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE);
-            if actual > 1u64 << log_max.min(63) {
+            if size.max(actual) > 1u64 << log_max.min(63) {
                 return Err(bad_param(syndrome::KLM_LIST_TOO_LONG));
             }
             let list = &input[create_mkey_in::BYTES..];
@@ -811,6 +838,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
         len,
         free: get(mkc::FREE, ctx) != 0,
         umr_en: get(mkc::UMR_EN, ctx) != 0,
+        en_rinval: get(mkc::EN_RINVAL, ctx) != 0,
         xlt_octowords: get(mkc::TRANSLATIONS_OCTWORD_SIZE, ctx),
         translation,
         mkc: saved,
@@ -1030,6 +1058,7 @@ mod tests {
             len,
             free: false,
             umr_en: false,
+            en_rinval: false,
             xlt_octowords: 0,
             translation: Translation::Mtt {
                 page_shift: shift,

@@ -529,10 +529,11 @@ impl RespMemory for Env<'_, '_, '_> {
         Ok(())
     }
 
-    fn invalidate(&mut self, _rkey: u32) -> Result<(), AccessFault> {
-        // The model's send queue has no SEND_WITH_INVALIDATE (wqe.rs); a peer's is refused
-        // with NAK invalid request (model choice: no local invalidation of rkeys yet).
-        Err(AccessFault)
+    fn invalidate(&mut self, rkey: u32) -> Result<(), AccessFault> {
+        // SEND_WITH_INVALIDATE: the rkey's checks and state change are the window's
+        // ([`crate::mw::remote_invalidate`]); a refusal NAKs with invalid request.
+        let mut guard = self.cell.borrow_mut();
+        crate::mw::remote_invalidate(&mut guard, self.qpn, rkey).map_err(|_| AccessFault)
     }
 }
 
@@ -650,13 +651,18 @@ impl Completions for Env<'_, '_, '_> {
                 let op = match (c.kind, c.imm.is_some()) {
                     (RecvKind::WriteImm, _) => cqe::opcode::RESP_WR_IMM,
                     (RecvKind::Send, true) => cqe::opcode::RESP_SEND_IMM,
+                    // The invalidated rkey in `imm_inval_pkey` (rdma-core cq.c
+                    // MLX5_CQE_RESP_SEND_INV: IBV_WC_WITH_INV, `invalidated_rkey`).
+                    (RecvKind::Send, false) if c.invalidated.is_some() => {
+                        cqe::opcode::RESP_SEND_INV
+                    }
                     (RecvKind::Send, false) => cqe::opcode::RESP_SEND,
                 };
                 let mut x = Cqe::success(op, qpn, counter, c.byte_len)
                     .with_user_index(uidx)
                     .with_remote_qpn(remote)
                     .with_solicited(c.solicited);
-                if let Some(i) = c.imm {
+                if let Some(i) = c.imm.or(c.invalidated) {
                     x = x.with_imm(i);
                 }
                 x
@@ -1187,14 +1193,16 @@ pub(crate) fn work_request(
     let too_long = total > (1u64 << q.log_msg_max.min(31));
     let imm = matches!(w.opcode, SEND_IMM | RDMA_WRITE_IMM).then_some(w.imm);
     let (op, len, payload) = match w.opcode {
-        SEND | SEND_IMM | RDMA_WRITE | RDMA_WRITE_IMM | RDMA_READ => {
+        SEND | SEND_IMM | SEND_INVAL | RDMA_WRITE | RDMA_WRITE_IMM | RDMA_READ => {
             if too_long {
                 return Err((cqe::syndrome::LOCAL_LENGTH_ERR, vendor::MSG_TOO_LONG));
             }
             let op = match w.opcode {
-                SEND | SEND_IMM => WrOp::Send {
+                SEND | SEND_IMM | SEND_INVAL => WrOp::Send {
                     imm,
-                    invalidate: None,
+                    // MLX5_OPCODE_SEND_INVAL: the ctrl `imm` is the rkey to invalidate
+                    // (rdma-core qp.c `send_ieth`).
+                    invalidate: (w.opcode == SEND_INVAL).then_some(w.imm),
                 },
                 RDMA_READ => WrOp::Read {
                     raddr: w.raddr,

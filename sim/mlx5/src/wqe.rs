@@ -7,7 +7,7 @@
 //! [`SendWqe::parse`]; parsing never allocates.
 //!
 //! Segment order per opcode (rdma-core qp.c `_mlx5_post_send`):
-//! - SEND / SEND_IMM: ctrl, data or inline segments;
+//! - SEND / SEND_IMM / SEND_INVAL: ctrl, data or inline segments;
 //! - RDMA_WRITE(_IMM) / RDMA_READ: ctrl, raddr, data or inline segments (READ: data only);
 //! - ATOMIC_CS / ATOMIC_FA: ctrl, raddr, atomic, one data segment of 8 bytes
 //!   (`MLX5_ATOMIC_SIZE`, rdma-core qp.c:284);
@@ -209,7 +209,9 @@ impl SendWqe {
         };
         match w.opcode {
             opcode::NOP => return Ok(w),
-            opcode::SEND | opcode::SEND_IMM => {}
+            // SEND_INVAL: the ctrl `imm` carries the rkey to invalidate (rdma-core qp.c
+            // `send_ieth`); otherwise a SEND.
+            opcode::SEND | opcode::SEND_IMM | opcode::SEND_INVAL => {}
             opcode::RDMA_WRITE | opcode::RDMA_WRITE_IMM | opcode::RDMA_READ => {
                 need(at, raddr_seg::SIZE)?;
                 w.raddr = be64(at + raddr_seg::RADDR);

@@ -16,7 +16,18 @@ pub(super) struct Layout {
     pub(super) caps: QpCaps,
 }
 
+#[cfg_attr(not(test), allow(dead_code))]
 pub(super) fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
+    layout_with(req, caps, SQ_OVERHEAD)
+}
+
+/// [`layout`] with the send WQE overhead `overhead` (at least [`SQ_OVERHEAD`]; more for QPs
+/// that post memory-window WQEs, [`QpOptions::mw_bind`]).
+pub(super) fn layout_with(
+    req: &QpCaps,
+    caps: &crate::caps::Caps,
+    overhead: usize,
+) -> Result<Layout> {
     let bad = || Error::Invalid(InvalidInput::QpCaps);
     if req.max_send_wr == 0
         || req.max_send_sge as usize > MAX_SGE
@@ -40,7 +51,7 @@ pub(super) fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
     // max_inline_data (a u32) plus 4 fits a usize.
     let gather = req.max_send_sge.max(1) as usize * wqe::data_seg::SIZE;
     let inl = (req.max_inline_data as usize + wqe::inl_data_seg::SIZE).next_multiple_of(16);
-    let wqe_size = (SQ_OVERHEAD + gather.max(inl)).next_multiple_of(wqe::SEND_WQE_BB);
+    let wqe_size = (overhead.max(SQ_OVERHEAD) + gather.max(inl)).next_multiple_of(wqe::SEND_WQE_BB);
     let max_sq = if caps.max_wqe_sz_sq != 0 {
         (caps.max_wqe_sz_sq as usize).min(MAX_WQE_BYTES)
     } else {
@@ -139,7 +150,12 @@ pub(crate) fn create_fre<H: Hal>(
     if !Arc::ptr_eq(&scq.shared.ctx, ctx) || !Arc::ptr_eq(&rcq.shared.ctx, ctx) {
         return Err(InvalidInput::BadCq.into());
     }
-    let lay = layout(req, &ctx.caps)?;
+    let overhead = if opts.mw_bind {
+        MW_OVERHEAD
+    } else {
+        SQ_OVERHEAD
+    };
+    let lay = layout_with(req, &ctx.caps, overhead)?;
     let hal = &ctx.hal;
     let buf = DmaMem::alloc(hal, lay.buf_size, lay.buf_size)?;
     let db = DmaMem::alloc(hal, 64, 64)?;
@@ -185,6 +201,7 @@ pub(crate) fn create_fre<H: Hal>(
             .map(|_| SqSlot {
                 wrid: AtomicU64::new(0),
                 meta: AtomicU64::new(0),
+                wc_op: AtomicU8::new(0),
             })
             .collect(),
         sq_mask: lay.sq_wqe_cnt - 1,

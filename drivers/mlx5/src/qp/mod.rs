@@ -32,7 +32,7 @@
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ptr;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use mlx5_prm::{
     ads, create_qp_in, create_qp_out, destroy_qp_in, destroy_qp_out, opcode, qp, qp_2err_in,
@@ -50,6 +50,10 @@ use crate::verbs::{CtxInner, MrInner, PdInner};
 /// The send-queue overhead of the largest RC WQE without data: ctrl + raddr + atomic
 /// (rdma-core verbs.c `sq_overhead` for IBV_QPT_RC).
 const SQ_OVERHEAD: usize = wqe::ctrl_seg::SIZE + wqe::raddr_seg::SIZE + wqe::atomic_seg::SIZE;
+/// The send-queue overhead of a memory-window WQE (rdma-core verbs.c `_sq_overhead`:
+/// `mw_size` = ctrl + UMR ctrl + mkey context + max(KLM, 64)).
+const MW_OVERHEAD: usize =
+    wqe::ctrl_seg::SIZE + wqe::umr_ctrl_seg::SIZE + mlx5_prm::mkc::BYTES + 64;
 /// Largest WQE the driver builds (`MLX5_SEND_WQE_MAX_WQEBBS` basic blocks).
 const MAX_WQE_BYTES: usize = wqe::SEND_WQE_MAX_WQEBBS * wqe::SEND_WQE_BB;
 /// Largest SGE count per WR the safe layer converts on the stack.
@@ -89,6 +93,11 @@ pub struct QpOptions {
     /// create_qp_common: `sq_signal_bits = MLX5_WQE_CTRL_CQ_UPDATE` for IB_SIGNAL_ALL_WR,
     /// OR-ed into every ctrl segment's `fm_ce_se`; rdma-core qp.c the same).
     pub sq_sig_all: bool,
+    /// Room for memory-window WQEs (BIND_MW: ctrl, UMR ctrl, mkey context and 64 bytes of
+    /// KLM, 192 bytes; LOCAL_INV): the send WQE size includes rdma-core verbs.c
+    /// `_sq_overhead`'s `mw_size`, which rdma-core reserves on every RC QP. Here opt-in, so
+    /// QPs that never bind keep their smaller WQEs ([`crate::mw`]).
+    pub mw_bind: bool,
 }
 
 /// What QUERY_QP reports, with the capabilities the QP was granted (`ibv_query_qp`: Linux
@@ -274,6 +283,20 @@ pub enum SendOp {
         remote: Remote,
         /// Value to add.
         add: u64,
+    },
+    /// SEND with invalidate (`IBV_WR_SEND_WITH_INV`, `MLX5_OPCODE_SEND_INVAL` with the rkey
+    /// in the ctrl `imm`, rdma-core qp.c `send_ieth`): the responder invalidates `rkey` (a
+    /// type 2 memory window bound to the responder QP) before the receive completes.
+    SendWithInv {
+        /// The remote key to invalidate.
+        rkey: u32,
+    },
+    /// Local invalidate of a type 2 memory window bound through this QP (`IBV_WR_LOCAL_INV`:
+    /// a UMR WQE, rdma-core qp.c `set_bind_wr` with an empty bind; [`crate::mw`]). No local
+    /// data; the QP needs [`QpOptions::mw_bind`]. Completes as [`crate::WcOpcode::LocalInv`].
+    LocalInv {
+        /// The window's current rkey.
+        rkey: u32,
     },
 }
 

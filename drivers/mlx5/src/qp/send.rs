@@ -281,9 +281,30 @@ impl<H: Hal> QueuePair<H> {
         let caps = &self.lay.caps;
         let mut ds = 1u32; // ctrl
         match op {
-            SendOp::Send { .. } => {}
+            SendOp::Send { .. } | SendOp::SendWithInv { .. } => {}
             SendOp::Write { .. } | SendOp::Read { .. } => ds += 1,
             SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => ds += 2,
+            SendOp::LocalInv { .. } => {
+                // No local data (rdma-core qp.c: IBV_WR_LOCAL_INV carries no SGE).
+                match data {
+                    Data::Sges(s) if !s.is_empty() => {
+                        return Err(InvalidInput::TooManySge {
+                            given: s.len(),
+                            max: 0,
+                        }
+                        .into())
+                    }
+                    Data::Inline(b) if !b.is_empty() => {
+                        return Err(InvalidInput::InlineNotAllowed.into())
+                    }
+                    _ => {}
+                }
+                let bbs = wqe::wqebbs(crate::mw::LOCAL_INV_DS);
+                if bbs > self.lay.sq_max_bbs {
+                    return Err(InvalidInput::NoMwRoom.into());
+                }
+                return Ok(bbs);
+            }
         }
         match data {
             Data::Sges(s) => {
@@ -356,6 +377,15 @@ impl<H: Hal> QueuePair<H> {
         // Segments after ctrl.
         let mut off = wqe::ctrl_seg::SIZE;
         let (opc, imm) = match *op {
+            SendOp::SendWithInv { rkey } => (wqe::opcode::SEND_INVAL, Some(rkey)),
+            SendOp::LocalInv { rkey } => {
+                let body = crate::mw::local_inv_body(rkey);
+                // SAFETY: send_wqe_bbs checked that the WQE's blocks (sq_max_bbs) hold the
+                // ctrl segment and these LOCAL_INV_DS - 1 units.
+                unsafe { ptr::copy_nonoverlapping(body.as_ptr(), base.add(off), body.len()) };
+                off += body.len();
+                (wqe::opcode::UMR, Some(rkey))
+            }
             SendOp::Send { imm } => (
                 if imm.is_some() {
                     wqe::opcode::SEND_IMM
@@ -431,7 +461,12 @@ impl<H: Hal> QueuePair<H> {
             Data::Inline(_) => {}
         }
         let ds = (off / 16) as u8;
-        let fm_ce_se = fm_ce_se(SendFlags(flags.0 | self.sig_all));
+        let mut fm_ce_se = fm_ce_se(SendFlags(flags.0 | self.sig_all));
+        if opc == wqe::opcode::UMR && !flags.contains(SendFlags::FENCE) {
+            // A UMR WQE with the small initiator fence (Linux ib/umr.c `mlx5r_umr_post_send`,
+            // rdma-core's `next_fence` after a BIND_MW / LOCAL_INV).
+            fm_ce_se |= wqe::fence::INITIATOR_SMALL;
+        }
         // SAFETY: the ctrl segment is the first 16 bytes of the WQE.
         unsafe {
             put32(base, wqe::opmod_idx_opcode(0, self.cur_post, opc));
@@ -457,6 +492,9 @@ impl<H: Hal> QueuePair<H> {
         // bbs <= sq_max_bbs <= 16 (checked by `send_wqe_bbs`).
         self.cur_post = start.wrapping_add(bbs as u16);
         self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
+        if opc == wqe::opcode::UMR {
+            self.set_wc_op(idx, crate::mw::WC_OP_LOCAL_INV);
+        }
         self.set_slot(idx, wr_id, start);
         // SAFETY: idx < cnt: the WQE's first block, inside the send queue.
         let first = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
@@ -469,6 +507,63 @@ impl<H: Hal> QueuePair<H> {
     /// `MLX5_FENCE_MODE_INITIATOR_SMALL`). Not a hot path: its own function, so the send
     /// paths stay as they are.
     pub(crate) fn post_raw(&mut self, wr_id: u64, opc: u8, imm: u32, body: &[u8]) -> Result<()> {
+        let f = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
+        self.post_raw_with(wr_id, opc, imm, body, f, 0)
+    }
+
+    /// The completion opcode of the UMR WQE in slot `idx` ([`SqSlot::wc_op`]).
+    #[inline]
+    pub(crate) fn set_wc_op(&self, idx: u16, op: u8) {
+        // SAFETY: idx <= sq_mask and `shared.sq` has sq_mask + 1 slots (as `set_slot`).
+        let sl = unsafe { &*self.sq_slots.add(idx as usize) };
+        sl.wc_op.store(op, Ordering::Release);
+    }
+
+    /// Posts one UMR WQE of the application's (BIND_MW, [`crate::mw`]): `flags` as for any
+    /// send WR (with `sq_sig_all`), the small initiator fence unless the WR asks for a fence
+    /// (Linux ib/umr.c `mlx5r_umr_post_send`; rdma-core fences the WQE after a bind), and
+    /// the completion opcode `wc_op` saved for the poller.
+    pub(crate) fn post_umr_wr(
+        &mut self,
+        wr_id: u64,
+        imm: u32,
+        body: &[u8],
+        flags: SendFlags,
+        wc_op: u8,
+    ) -> Result<()> {
+        let mut f = fm_ce_se(SendFlags(flags.0 | self.sig_all));
+        if !flags.contains(SendFlags::FENCE) {
+            f |= wqe::fence::INITIATOR_SMALL;
+        }
+        self.post_raw_with(wr_id, wqe::opcode::UMR, imm, body, f, wc_op)
+    }
+
+    /// The context (for [`crate::mw`]).
+    pub(crate) fn ctx_arc(&self) -> &Arc<CtxInner<H>> {
+        &self.ctx
+    }
+
+    /// The QP's protection domain (for [`crate::mw`]).
+    pub(crate) fn pd_arc(&self) -> &Arc<PdInner<H>> {
+        &self.pd
+    }
+
+    /// The most blocks one send WQE of this QP may take.
+    pub(crate) fn max_wqe_bbs(&self) -> u32 {
+        self.lay.sq_max_bbs
+    }
+
+    /// [`QueuePair::post_raw`] with the ctrl segment's `fm_ce_se` and the completion opcode
+    /// saved for the poller ([`SqSlot::wc_op`], 0: none).
+    pub(crate) fn post_raw_with(
+        &mut self,
+        wr_id: u64,
+        opc: u8,
+        imm: u32,
+        body: &[u8],
+        fm_ce_se: u8,
+        wc_op: u8,
+    ) -> Result<()> {
         self.check_can_send()?;
         if !body.len().is_multiple_of(wqe::SEND_WQE_DS) {
             return Err(InvalidInput::OutOfRange.into());
@@ -484,7 +579,7 @@ impl<H: Hal> QueuePair<H> {
         let mut w = [0u8; MAX_WQE_BYTES];
         w[..4].copy_from_slice(&wqe::opmod_idx_opcode(0, self.cur_post, opc).to_be_bytes());
         w[4..8].copy_from_slice(&wqe::qpn_ds(self.qpn, ds as u8).to_be_bytes());
-        w[wqe::ctrl_seg::FM_CE_SE] = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
+        w[wqe::ctrl_seg::FM_CE_SE] = fm_ce_se;
         w[wqe::ctrl_seg::IMM..wqe::ctrl_seg::IMM + 4].copy_from_slice(&imm.to_be_bytes());
         let len = wqe::ctrl_seg::SIZE + body.len();
         w[wqe::ctrl_seg::SIZE..len].copy_from_slice(body);
@@ -499,6 +594,9 @@ impl<H: Hal> QueuePair<H> {
         let start = self.cur_post;
         self.cur_post = start.wrapping_add(bbs as u16);
         self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
+        if opc == wqe::opcode::UMR {
+            self.set_wc_op(idx, wc_op);
+        }
         self.set_slot(idx, wr_id, start);
         // SAFETY: idx < cnt: the WQE's first block, inside the send queue.
         let at = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };

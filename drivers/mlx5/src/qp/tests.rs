@@ -178,6 +178,7 @@ fn send_state(cnt: u32, max_wr: u32, start: u32) -> WqShared {
             .map(|_| SqSlot {
                 wrid: AtomicU64::new(0),
                 meta: AtomicU64::new(0),
+                wc_op: AtomicU8::new(0),
             })
             .collect(),
         sq_mask: cnt - 1,

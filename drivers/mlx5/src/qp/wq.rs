@@ -16,6 +16,11 @@ pub(crate) struct SqSlot {
     /// not blocks). The expected completion (the next WR, starting where the CQE says) is one
     /// 64-bit compare.
     pub(super) meta: AtomicU64,
+    /// The completion opcode of a UMR WQE (BIND_MW or LOCAL_INV, [`crate::mw`]), saved when it
+    /// was posted: the CQE names only the WQE opcode (UMR), and rdma-core cq.c
+    /// `handle_good_req` takes `wr_data[idx]` saved by qp.c `_mlx5_post_send`. Written and read
+    /// only for UMR WQEs, so the other send paths never touch it.
+    pub(super) wc_op: AtomicU8,
 }
 
 /// [`SqSlot::meta`] of the WQE that starts at block `start` and brings the WR count to
@@ -159,6 +164,7 @@ impl WqShared {
             sq: alloc::vec![SqSlot {
                 wrid: AtomicU64::new(0),
                 meta: AtomicU64::new(0),
+                wc_op: AtomicU8::new(0),
             }],
             sq_mask: 0,
             sq_max_wr: 0,
@@ -204,6 +210,14 @@ impl WqShared {
         let r = c.complete(self, counter);
         self.store_tail(&c);
         r
+    }
+
+    /// The completion opcode saved for the UMR WQE that starts at block `counter`
+    /// ([`SqSlot::wc_op`]; 0 for a UMR posted without one).
+    pub(crate) fn umr_wc_op(&self, counter: u16) -> u8 {
+        self.sq
+            .get((counter as u32 & self.sq_mask) as usize)
+            .map_or(0, |s| s.wc_op.load(Ordering::Acquire))
     }
 
     /// A receive completion: the oldest outstanding receive's wr_id.
