@@ -12,6 +12,7 @@
 //! - [`eq`]: the polled event queue for page requests and asynchronous events.
 //! - [`uar`]: user access regions (doorbell pages).
 //! - [`pd`]: protection domains and the transport domain.
+//! - [`counters`]: Q counter sets and the vport's traffic counters.
 //! - [`mr`]: memory keys (CREATE_MKEY with the fewest MTT entries).
 //! - [`cq`]: completion queues and CQE parsing.
 //! - [`qp`]: RC queue pairs, WQE building and doorbells.
@@ -36,6 +37,7 @@ extern crate std;
 
 pub mod caps;
 pub mod cmd;
+pub mod counters;
 pub mod cq;
 pub mod eq;
 pub mod error;
@@ -57,6 +59,7 @@ mod rand;
 #[path = "../tests/common/mod.rs"]
 mod test_hal;
 
+pub use counters::{CounterSet, QCounters, TrafficCounter, VportCounters};
 pub use error::{CmdError, CmdStatus, DeliveryStatus, Error, InvalidInput, Refused, Result};
 pub use hal::{DmaBuffer, Hal, HalError};
 pub use verbs::*;
