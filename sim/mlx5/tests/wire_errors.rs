@@ -438,7 +438,10 @@ fn frames_for_other_addresses_are_dropped_and_counted() {
     let other = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 77));
     s.peer.hca_ip = other;
     s.peer.send(read(0x100), reth, &[]);
-    assert!(s.peer.recv_within(&s.dev, quiet).is_none(), "answered a frame to {other}");
+    assert!(
+        s.peer.recv_within(&s.dev, quiet).is_none(),
+        "answered a frame to {other}"
+    );
     assert_eq!(counter(&s.dev, Counter::RxDropWrongDstIp), 1);
 
     // Another unicast MAC, right IP.
@@ -447,7 +450,10 @@ fn frames_for_other_addresses_are_dropped_and_counted() {
     s.peer.send(read(0x100), reth, &[]);
     // The reply (if any) would carry the port's MAC as source: put it back for the check.
     s.peer.hca_mac = mac0;
-    assert!(s.peer.recv_within(&s.dev, quiet).is_none(), "answered a frame to another MAC");
+    assert!(
+        s.peer.recv_within(&s.dev, quiet).is_none(),
+        "answered a frame to another MAC"
+    );
     assert_eq!(counter(&s.dev, Counter::RxDropWrongDstMac), 1);
     assert_eq!(counter(&s.dev, Counter::DuplicateRequest), 0);
     assert_eq!(counter(&s.dev, Counter::OutOfSequence), 0);
@@ -455,7 +461,10 @@ fn frames_for_other_addresses_are_dropped_and_counted() {
     // The right address: executed.
     s.peer.send(read(0x100), reth, &[]);
     let g = s.peer.recv(&s.dev);
-    assert_eq!((g.bth.opcode, g.payload), (Opcode::RC_RDMA_READ_RESPONSE_ONLY, vec![0x5a; 64]));
+    assert_eq!(
+        (g.bth.opcode, g.payload),
+        (Opcode::RC_RDMA_READ_RESPONSE_ONLY, vec![0x5a; 64])
+    );
 
     // Program 10.0.0.77 as GID 3: frames to it are taken now (a duplicate READ, replayed).
     let mut g77 = [0u8; 16];
