@@ -199,7 +199,7 @@ impl<H: Hal> CounterSet<H> {
         self.inner.id
     }
 
-    /// QUERY_QP_COUNTER of this set; `clear` zeroes the counters after the read (the
+    /// QUERY_Q_COUNTER of this set; `clear` zeroes the counters after the read (the
     /// `clear` bit of `query_q_counter_in`).
     pub fn query(&self, clear: bool) -> Result<QCounters> {
         let mut c = CmdBuf::new(opcode::QUERY_Q_COUNTER, 0, query_q_counter_in::BYTES);
