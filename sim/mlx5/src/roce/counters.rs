@@ -135,9 +135,10 @@ counters! {
     /// Frames that claim to be RoCEv2 but do not decode (truncated, bad IPv4 checksum, bad
     /// lengths, unknown opcode, ...: [`super::DecodeError`]).
     RxDropMalformed = "rx_drop_malformed", ModelOnly("nearest: received_errors of QUERY_VPORT_COUNTER");
-    /// RoCE frames to an IP address that is not one of the port's GIDs (rxe_recv.c
-    /// `rxe_chk_dgid`).
-    RxDropWrongDstIp = "rx_drop_wrong_dst_ip", ModelOnly("no PRM counter");
+    /// RoCE frames to an IP address that is not one of the port's RoCE v2 GIDs (the GID table
+    /// programmed with SET_ROCE_ADDRESS; rxe_recv.c `rxe_chk_dgid`).
+    RxDropWrongDstIp = "rx_drop_wrong_dst_ip",
+        ModelOnly("no PRM counter; rxe_recv.c rxe_rcv drops these uncounted, before RXE_CNT_RCVD_PKTS");
     /// RoCE frames with a non-zero, wrong UDP checksum (Linux net/ipv4/udp.c
     /// `udp_queue_rcv_one_skb` verifies it before rxe's `encap_rcv`).
     RxDropUdpChecksum = "rx_drop_udp_checksum", ModelOnly("no PRM counter");
