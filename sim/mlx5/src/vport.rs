@@ -85,9 +85,10 @@ impl Vport {
         a[f.byte_offset()..f.byte_offset() + 16].try_into().ok()
     }
 
-    /// The IP addresses of the RoCE v2 entries: an IPv4-mapped GID is its IPv4 address (the
-    /// frames to it are IPv4, IBTA A17.4.5.1), any other GID an IPv6 address. The port drops
-    /// RoCEv2 frames to anything else (wire.rs `Port::set_ips`).
+    /// The IP addresses of the RoCE v2 entries: an IPv4-mapped GID is its IPv4 address (as
+    /// Linux include/rdma/ib_addr.h `rdma_gid2ip` converts it; the frames to it are IPv4), any
+    /// other GID an IPv6 address. The port drops RoCEv2 frames to anything else (wire.rs
+    /// `Port::set_ips`).
     pub fn roce_v2_ips(&self) -> Vec<std::net::IpAddr> {
         (0..self.gids.len() as u32)
             .filter(|&i| {
