@@ -28,13 +28,12 @@
 //!   that is not allocated is refused (BAD_PARAM; model choice: strict, as a driver
 //!   must never name a set it does not own).
 //! - DEALLOC_Q_COUNTER of a set a QP is still attached to is refused with RES_BUSY (model
-//!   choice, like every release of an object another one names, hca.rs; Linux deallocates a
-//!   set only after unbinding its QPs: core/counters.c `__rdma_counter_unbind_qp` before
-//!   `counter_release`).
+//!   choice, like every release of an object another one names, hca.rs; Linux never does it:
+//!   drivers/infiniband/core/counters.c counts a counter's QPs in its kref, and only
+//!   `counter_release`, after the last unbind, calls the driver's `counter_dealloc`).
 //! - QUERY_Q_COUNTER reports the `QCounter` counters of roce/counters.rs at
-//!   `Counter::q_counter_offset`; `clear` zeroes the reported counters after the read (Linux
-//!   sets it for `ethtool`-style read-and-clear only on the netdev side; the bit is in
-//!   `query_q_counter_in`). `aggregate` is refused (model choice: no aggregation groups).
+//!   `Counter::q_counter_offset`; `clear` (`query_q_counter_in.clear`) zeroes the reported
+//!   counters after the read. `aggregate` is refused (model choice: no aggregation groups).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
