@@ -211,7 +211,8 @@ prm_registry! {
     modify_nic_vport_context_in, modify_nic_vport_context_out, modify_nic_vport_field_select,
     query_vport_state_in, query_vport_state_out, roce_addr_layout, query_roce_address_in,
     query_roce_address_out, set_roce_address_in, set_roce_address_out, query_vport_counter_in,
-    query_vport_counter_out, query_q_counter_in, query_q_counter_out,
+    query_vport_counter_out, query_q_counter_in, query_q_counter_out, alloc_q_counter_in,
+    alloc_q_counter_out, dealloc_q_counter_in, dealloc_q_counter_out,
 }
 
 /// Looks a layout up by its mlx5_ifc.h name: `(total bits, fields)`.

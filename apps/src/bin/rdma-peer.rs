@@ -10,6 +10,16 @@
 //! (the driver programs its RoCE v2 GID with SET_ROCE_ADDRESS, and the QP's path uses it);
 //! `mac=` names the MAC the node expects its port to have (the driver does not reprogram the
 //! port MAC: a different one is refused).
+//!
+//! `mode=stress` runs the fault run instead (meant for `--wire-fault`): the client pushes
+//! 10,000 RDMA WRITEs of mixed sizes (1 B to 16 KiB, many above the 1024-byte path MTU) to
+//! random places of the server's region, with an RDMA READ checked against the client's model
+//! of that region and an atomic (FETCH_AND_ADD or CMP_AND_SWAP) after every batch. At the end
+//! it reads the whole region back and compares it byte for byte with its model, and the
+//! server checksums its region and atomic word and sends both over the relay for the client
+//! to compare. Each side attaches its QP to a Q counter set (ALLOC_Q_COUNTER, the QPC's
+//! `counter_set_id`) and prints it and the vport's RoCE traffic (QUERY_VPORT_COUNTER) as
+//! `stress: counters ...` lines.
 #![no_std]
 #![no_main]
 
@@ -121,6 +131,15 @@ fn main(ctx: &AppContext) -> i32 {
             return 2;
         }
     };
+    if ctx.cmdline.get("mode") == Some("stress") {
+        return match stress::run(server, ip, mac) {
+            Ok(()) => 0,
+            Err(why) => {
+                println!("peer: stress: FAILED: {why}");
+                1
+            }
+        };
+    }
     match run(server, ip, mac) {
         Ok(()) => 0,
         Err(why) => {
@@ -130,7 +149,10 @@ fn main(ctx: &AppContext) -> i32 {
     }
 }
 
-fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
+type Dev = Context<mlx5_kernel::KernelHal>;
+
+/// Brings the HCA up and gives the node its identity: `(context, sgid_index, gid)`.
+fn bring_up(ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(Dev, u8, [u8; 16]), &'static str> {
     let hal = mlx5_kernel::open_first(None).map_err(|_| "no mlx5 function")?;
     let dev = Context::open(hal, ContextConfig::default()).map_err(|_| "bring-up failed")?;
     if mac.is_some_and(|m| m != dev.mac()) {
@@ -148,6 +170,11 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
         }
         None => (0, dev.query_gid(0).map_err(|_| "query_gid")?.0),
     };
+    Ok((dev, sgid_index, gid))
+}
+
+fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
+    let (dev, sgid_index, gid) = bring_up(ip, mac)?;
     let pd = dev.alloc_pd().map_err(|_| "alloc_pd")?;
     let mr = pd.alloc_mr(MR_LEN, AccessFlags::ALL).map_err(|_| "alloc_mr")?;
     let mut cq = dev.create_cq(64).map_err(|_| "create_cq")?;
@@ -259,3 +286,322 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
     dev.close().map_err(|_| "teardown")?;
     Ok(())
 }
+
+/// `mode=stress`: the fault run (see the module documentation).
+mod stress {
+    use alloc::vec;
+    use alloc::vec::Vec;
+    use core::time::Duration;
+
+    use kernel::cmdline::Ipv4Identity;
+    use kernel::println;
+    use kernel::time::Instant;
+    use mlx5::{
+        AccessFlags, ConnectOptions, CounterSet, MemoryRegion, QpCaps, QpEndpoint, Remote, SendData, SendFlags, SendOp,
+        SendWr, WcStatus,
+    };
+
+    use super::{bring_up, hexs, parse_endpoint, wait_line, Dev};
+
+    /// The server's region the WRITEs land in.
+    const REGION: usize = 256 * 1024;
+    /// The server's atomic word, right after the region.
+    const AT_ATOMIC: u64 = REGION as u64;
+    const SERVER_MR: usize = REGION + 4096;
+    /// Client layout: WRITE sources, the batch READ's target, atomic results, the final
+    /// read-back of the whole region.
+    const SRC: u64 = 0;
+    const RD: u64 = REGION as u64;
+    const ATOM: u64 = RD + 16 * 1024;
+    const BACK: u64 = ATOM + 4096;
+    const CLIENT_MR: usize = BACK as usize + REGION;
+    const WRITES: usize = 10_000;
+    /// WRITEs per batch, and every how many one is signaled.
+    const BATCH: usize = 64;
+    const SIGNAL_EVERY: usize = 16;
+    /// Message sizes: below, at and above the 1024-byte path MTU, up to 16 packets.
+    const SIZES: [u32; 11] = [1, 7, 64, 256, 1000, 1024, 1025, 4096, 4097, 9000, 16384];
+    /// Atomic operand unit: byte-symmetric, and the total stays below 256 per byte, so the
+    /// checks hold in either atomic byte order (as in the basic run).
+    const ONE: u64 = 0x0101_0101_0101_0101;
+    /// The whole run's patience (each wait has its own deadline).
+    const WAIT: Duration = Duration::from_secs(240);
+    /// Local ACK timeout 14: 4.096 us << 14, ~67 ms before a lost packet is sent again. Not
+    /// shorter: the two HCAs and guests share a loaded host, and `retry_count` (7) timeouts
+    /// in a row without progress end the QP in RETRY_EXC_ERR.
+    const ACK_TIMEOUT: u8 = 14;
+
+    /// SplitMix64.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// FNV-1a over `b`.
+    fn fnv(b: &[u8]) -> u64 {
+        b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x0100_0000_01b3))
+    }
+
+    fn src_pattern() -> Vec<u8> {
+        (0..REGION).map(|i| ((i * 31) as u8).wrapping_add(3) ^ (i >> 9) as u8).collect()
+    }
+
+    /// Prints the QP's counter set and the vport's RoCE traffic (read with `clear`, so a later
+    /// run starts from zero).
+    fn print_counters(side: &str, dev: &Dev, set: &CounterSet<mlx5_kernel::KernelHal>) -> Result<(), &'static str> {
+        let q = set.query(true).map_err(|_| "QUERY_Q_COUNTER failed")?;
+        let v = dev.query_vport_counters(true).map_err(|_| "QUERY_VPORT_COUNTER failed")?;
+        println!(
+            "stress: counters {side} q: out_of_sequence={} duplicate_request={} packet_seq_err={} local_ack_timeout_err={} implied_nak_seq_err={} rnr_nak_retry_err={} req_transport_retries_exceeded={} req_rnr_retries_exceeded={}",
+            q.out_of_sequence,
+            q.duplicate_request,
+            q.packet_seq_err,
+            q.local_ack_timeout_err,
+            q.implied_nak_seq_err,
+            q.rnr_nak_retry_err,
+            q.req_transport_retries_exceeded,
+            q.req_rnr_retries_exceeded
+        );
+        println!(
+            "stress: counters {side} vport: tx_roce_packets={} tx_roce_bytes={} rx_roce_packets={} rx_roce_bytes={}",
+            v.transmitted_ib_unicast.packets,
+            v.transmitted_ib_unicast.octets,
+            v.received_ib_unicast.packets,
+            v.received_ib_unicast.octets
+        );
+        Ok(())
+    }
+
+    pub fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
+        let t0 = Instant::now();
+        let (dev, sgid_index, gid) = bring_up(ip, mac)?;
+        let set = dev.alloc_counter_set().map_err(|_| "ALLOC_Q_COUNTER failed")?;
+        let pd = dev.alloc_pd().map_err(|_| "alloc_pd")?;
+        let mr = pd
+            .alloc_mr(if server { SERVER_MR } else { CLIENT_MR }, AccessFlags::ALL)
+            .map_err(|_| "alloc_mr")?;
+        let mut cq = dev.create_cq(64).map_err(|_| "create_cq")?;
+        let caps = QpCaps { max_send_wr: 128, ..QpCaps::default() };
+        let mut qp = pd.create_qp(&cq, &cq, &caps).map_err(|_| "create_qp")?;
+        // The QP counts into `set` from RST2INIT on (the QPC's counter_set_id).
+        qp.set_counter_set(Some(&set)).map_err(|_| "set_counter_set")?;
+        let me = QpEndpoint { gid, ..qp.endpoint() };
+        println!(
+            "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
+            me.qpn,
+            me.psn,
+            hexs(&me.gid),
+            hexs(&me.mac),
+            mr.addr(),
+            mr.rkey()
+        );
+        let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
+        let peer =
+            parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?).ok_or("bad endpoint")?;
+        let o = ConnectOptions {
+            min_rnr_timer: 1,
+            sgid_index,
+            timeout: ACK_TIMEOUT,
+            max_rd_atomic: 4,
+            max_dest_rd_atomic: 4,
+            ..ConnectOptions::default()
+        };
+        qp.connect(&peer.ep, &o).map_err(|_| "connect")?;
+        if server {
+            mr.write(0, &vec![0u8; SERVER_MR]).map_err(|_| "write")?;
+            println!("peer: ready");
+            wait_line_for("done", WAIT).ok_or("the client never finished")?;
+            let mut region = vec![0u8; REGION];
+            mr.read(0, &mut region).map_err(|_| "read")?;
+            let mut at = [0u8; 8];
+            mr.read(AT_ATOMIC, &mut at).map_err(|_| "read")?;
+            println!("peer: sum={:016x} atomic={:016x}", fnv(&region), u64::from_ne_bytes(at));
+            print_counters("server", &dev, &set)?;
+            wait_line_for("verdict", WAIT).ok_or("no verdict from the client")?;
+        } else {
+            wait_line("ready").ok_or("the server never got ready")?;
+            let t1 = Instant::now();
+            let r = client(&mut qp, &mut cq, &mr, Remote { addr: peer.addr, rkey: peer.rkey });
+            let secs = t1.elapsed().as_millis();
+            match r {
+                Ok((model, atomic, reads, atomics)) => {
+                    println!("peer: done");
+                    let want = alloc::format!("sum={:016x} atomic={:016x}", fnv(&model), atomic);
+                    let line = wait_line_for("sum=", WAIT).ok_or("no checksum from the server")?;
+                    let ok = line == want.as_bytes();
+                    println!("peer: verdict {}", if ok { "ok" } else { "bad" });
+                    if !ok {
+                        println!("stress: server says {}, the model {want}", core::str::from_utf8(&line).unwrap_or("?"));
+                        return Err("the server's region differs from the client's model");
+                    }
+                    print_counters("client", &dev, &set)?;
+                    println!(
+                        "stress: {WRITES} RDMA WRITEs, {reads} RDMA READs, {atomics} atomics, 0 error completions, region byte-exact in {secs} ms: ok"
+                    );
+                }
+                Err(e) => {
+                    println!("peer: verdict bad");
+                    let _ = print_counters("client", &dev, &set);
+                    return Err(e);
+                }
+            }
+        }
+        drop(qp);
+        drop(set);
+        drop(cq);
+        drop(mr);
+        drop(pd);
+        dev.close().map_err(|_| "teardown")?;
+        println!("stress: wall {} ms", t0.elapsed().as_millis());
+        Ok(())
+    }
+
+    /// Waits for a relayed line starting with `prefix`, up to `wait`.
+    fn wait_line_for(prefix: &str, wait: Duration) -> Option<Vec<u8>> {
+        let deadline = kernel::time::Deadline::after(wait);
+        let mut buf = [0u8; 256];
+        loop {
+            let n = kernel::console::read_line(&mut buf, deadline)?;
+            if buf[..n].starts_with(prefix.as_bytes()) {
+                return Some(buf[..n].to_vec());
+            }
+        }
+    }
+
+    /// Polls `n` completions; any error completion fails the run.
+    fn complete(cq: &mut mlx5::CompletionQueue<mlx5_kernel::KernelHal>, n: usize) -> Result<(), &'static str> {
+        let wcs = cq.poll_wait(n, WAIT).map_err(|_| "poll")?;
+        if wcs.len() != n {
+            return Err("completions missing");
+        }
+        if let Some(w) = wcs.iter().find(|w| w.status != WcStatus::Success) {
+            println!("stress: error completion: wr_id={} status={:?} vendor_err={:#x}", w.wr_id, w.status, w.vendor_err);
+            return Err("an error completion");
+        }
+        Ok(())
+    }
+
+    /// The client's traffic; returns the model of the server's region, the expected atomic
+    /// word, and the READ and atomic counts.
+    #[allow(clippy::type_complexity)]
+    fn client(
+        qp: &mut mlx5::QueuePair<mlx5_kernel::KernelHal>,
+        cq: &mut mlx5::CompletionQueue<mlx5_kernel::KernelHal>,
+        mr: &MemoryRegion<mlx5_kernel::KernelHal>,
+        remote: Remote,
+    ) -> Result<(Vec<u8>, u64, usize, usize), &'static str> {
+        let t0 = Instant::now();
+        let src = src_pattern();
+        mr.write(SRC, &src).map_err(|_| "write")?;
+        let mut model = vec![0u8; REGION];
+        let mut atomic = 0u64;
+        let at = |off: u64| Remote { addr: remote.addr + off, rkey: remote.rkey };
+        let mut rng = Rng(0x5eed_0008);
+        let (mut writes, mut reads, mut atomics, mut batch_no) = (0usize, 0usize, 0usize, 0usize);
+        while writes < WRITES {
+            let n = BATCH.min(WRITES - writes);
+            // (source offset, destination offset, length) of each WRITE.
+            let plan: Vec<(u64, u64, u32)> = (0..n)
+                .map(|_| {
+                    let len = SIZES[rng.below(SIZES.len() as u64) as usize];
+                    let s = rng.below(REGION as u64 - len as u64 + 1);
+                    let d = rng.below(REGION as u64 - len as u64 + 1);
+                    (s, d, len)
+                })
+                .collect();
+            let sges: Vec<_> = plan.iter().map(|&(s, _, len)| [mr.sge(SRC + s, len)]).collect();
+            // A READ of some of what the batch wrote, checked against the model, and an
+            // atomic: after the WRITEs (RC executes in order), nothing posted after them
+            // until they complete (a READ retried after a lost response executes again).
+            let rlen = SIZES[rng.below(SIZES.len() as u64) as usize];
+            let roff = rng.below(REGION as u64 - rlen as u64 + 1);
+            let rd = [mr.sge(RD, rlen)];
+            let cas = batch_no % 2 == 1;
+            let at_out = [mr.sge(ATOM, 8)];
+            let mut wrs: Vec<SendWr<'_, mlx5_kernel::KernelHal>> = plan
+                .iter()
+                .zip(&sges)
+                .enumerate()
+                .map(|(i, (&(_, d, _), sge))| SendWr {
+                    wr_id: (writes + i) as u64,
+                    op: SendOp::Write { remote: at(d), imm: None },
+                    data: SendData::Sges(sge),
+                    flags: if (i + 1) % SIGNAL_EVERY == 0 || i + 1 == n { SendFlags::SIGNALED } else { SendFlags::NONE },
+                })
+                .collect();
+            wrs.push(SendWr {
+                wr_id: 1 << 32 | reads as u64,
+                op: SendOp::Read { remote: at(roff) },
+                data: SendData::Sges(&rd),
+                flags: SendFlags::SIGNALED,
+            });
+            let op = if cas {
+                SendOp::CompareSwap { remote: at(AT_ATOMIC), compare: atomic, swap: atomic.wrapping_add(ONE) }
+            } else {
+                SendOp::FetchAdd { remote: at(AT_ATOMIC), add: ONE }
+            };
+            wrs.push(SendWr { wr_id: 2 << 32 | atomics as u64, op, data: SendData::Sges(&at_out), flags: SendFlags::SIGNALED });
+            qp.post_send(&wrs).map_err(|_| "post_send")?;
+            let signaled = wrs.iter().filter(|w| w.flags.0 & SendFlags::SIGNALED.0 != 0).count();
+            complete(cq, signaled)?;
+            for &(s, d, len) in &plan {
+                model[d as usize..d as usize + len as usize]
+                    .copy_from_slice(&src[s as usize..s as usize + len as usize]);
+            }
+            let mut got = vec![0u8; rlen as usize];
+            mr.read(RD, &mut got).map_err(|_| "read")?;
+            if got[..] != model[roff as usize..roff as usize + rlen as usize] {
+                println!("stress: READ of {rlen} B at {roff:#x} after batch {batch_no} differs from the model");
+                return Err("an RDMA READ returned wrong bytes");
+            }
+            let mut orig = [0u8; 8];
+            mr.read(ATOM, &mut orig).map_err(|_| "read")?;
+            if u64::from_ne_bytes(orig) != atomic {
+                println!("stress: atomic {atomics} returned {:#x}, expected {atomic:#x}", u64::from_ne_bytes(orig));
+                return Err("an atomic returned the wrong original value");
+            }
+            atomic = atomic.wrapping_add(ONE);
+            writes += n;
+            reads += 1;
+            atomics += 1;
+            batch_no += 1;
+            if writes % 2048 < BATCH {
+                println!("stress: {writes} WRITEs done at {} ms", t0.elapsed().as_millis());
+            }
+        }
+        // Read the whole region back, 16 KiB per READ, and compare with the model.
+        let chunk = 16 * 1024u32;
+        let sges: Vec<_> = (0..REGION as u64 / chunk as u64).map(|i| [mr.sge(BACK + i * chunk as u64, chunk)]).collect();
+        let wrs: Vec<_> = sges
+            .iter()
+            .enumerate()
+            .map(|(i, sge)| SendWr {
+                wr_id: 3 << 32 | i as u64,
+                op: SendOp::Read { remote: at(i as u64 * chunk as u64) },
+                data: SendData::Sges(sge),
+                flags: SendFlags::SIGNALED,
+            })
+            .collect();
+        qp.post_send(&wrs).map_err(|_| "post_send")?;
+        complete(cq, wrs.len())?;
+        reads += wrs.len();
+        let mut back = vec![0u8; REGION];
+        mr.read(BACK, &mut back).map_err(|_| "read")?;
+        if back != model {
+            let first = back.iter().zip(&model).position(|(a, b)| a != b).unwrap_or(0);
+            println!("stress: read-back differs from the model first at {first:#x}");
+            return Err("the region read back differs from the model");
+        }
+        Ok((model, atomic, reads, atomics))
+    }
+}
+

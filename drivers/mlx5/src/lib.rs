@@ -12,6 +12,7 @@
 //! - [`eq`]: the polled event queue for page requests and asynchronous events.
 //! - [`uar`]: user access regions (doorbell pages).
 //! - [`pd`]: protection domains and the transport domain.
+//! - [`counters`]: Q counter sets and the vport's traffic counters.
 //! - [`mr`]: memory keys (CREATE_MKEY with the fewest MTT entries).
 //! - [`mw`]: memory windows (types 1 and 2: alloc, bind by UMR WQE, invalidation).
 //! - [`cq`]: completion queues and CQE parsing.
@@ -37,6 +38,7 @@ extern crate std;
 
 pub mod caps;
 pub mod cmd;
+pub mod counters;
 pub mod cq;
 pub mod eq;
 pub mod error;
@@ -59,6 +61,7 @@ mod rand;
 #[path = "../tests/common/mod.rs"]
 mod test_hal;
 
+pub use counters::{CounterSet, QCounters, TrafficCounter, VportCounters};
 pub use error::{CmdError, CmdStatus, DeliveryStatus, Error, InvalidInput, Refused, Result};
 pub use hal::{DmaBuffer, Hal, HalError};
 pub use mw::{MemoryWindow, MwBind, MwType};

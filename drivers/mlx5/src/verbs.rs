@@ -515,6 +515,11 @@ impl<H: Hal> Context<H> {
         Ok(index)
     }
 
+    /// The shared context state (for the crate's object modules).
+    pub(crate) fn inner_arc(&self) -> &Arc<CtxInner<H>> {
+        &self.inner
+    }
+
     /// Allocates a protection domain.
     pub fn alloc_pd(&self) -> Result<ProtectionDomain<H>> {
         let inner = &self.inner;

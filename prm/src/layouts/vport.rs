@@ -131,13 +131,49 @@ crate::prm_struct! {
         STATUS: 0x0, 0x8;
         SYNDROME: 0x20, 0x20;
         RX_WRITE_REQUESTS: 0x80, 0x20;
+        RX_READ_REQUESTS: 0xc0, 0x20;
+        RX_ATOMIC_REQUESTS: 0x100, 0x20;
+        RX_DCT_CONNECT: 0x140, 0x20;
+        OUT_OF_BUFFER: 0x180, 0x20;
         OUT_OF_SEQUENCE: 0x1c0, 0x20;
         DUPLICATE_REQUEST: 0x200, 0x20;
         RNR_NAK_RETRY_ERR: 0x240, 0x20;
         PACKET_SEQ_ERR: 0x280, 0x20;
+        IMPLIED_NAK_SEQ_ERR: 0x2c0, 0x20;
         LOCAL_ACK_TIMEOUT_ERR: 0x300, 0x20;
         REQ_RNR_RETRIES_EXCEEDED: 0x380, 0x20;
         REQ_TRANSPORT_RETRIES_EXCEEDED: 0x5a0, 0x20;
+        ROCE_ADP_RETRANS: 0x640, 0x20;
+        ROCE_ADP_RETRANS_TO: 0x660, 0x20;
+    }
+
+    /// `mlx5_ifc_alloc_q_counter_in_bits`: Linux mlx5_ifc.h:9933 (not in rdma-core).
+    /// Input of [`crate::opcode::ALLOC_Q_COUNTER`] (0x771).
+    struct alloc_q_counter_in[0x80] {
+        OPCODE: 0x0, 0x10;
+        UID: 0x10, 0x10;
+        OP_MOD: 0x30, 0x10;
+    }
+
+    /// `mlx5_ifc_alloc_q_counter_out_bits`: rdma-core mlx5_ifc.h:5368 (rdma-core leaves the
+    /// first 64 bits reserved; Linux names them `status` / `syndrome` as in every output).
+    /// Output of [`crate::opcode::ALLOC_Q_COUNTER`].
+    struct alloc_q_counter_out[0x80] {
+        COUNTER_SET_ID: 0x58, 0x8;
+    }
+
+    /// `mlx5_ifc_dealloc_q_counter_in_bits`: rdma-core mlx5_ifc.h:5377.
+    /// Input of [`crate::opcode::DEALLOC_Q_COUNTER`] (0x772).
+    struct dealloc_q_counter_in[0x80] {
+        OPCODE: 0x0, 0x10;
+        COUNTER_SET_ID: 0x58, 0x8;
+    }
+
+    /// `mlx5_ifc_dealloc_q_counter_out_bits`: Linux mlx5_ifc.h:9066 (not in rdma-core).
+    /// Output of [`crate::opcode::DEALLOC_Q_COUNTER`].
+    struct dealloc_q_counter_out[0x80] {
+        STATUS: 0x0, 0x8;
+        SYNDROME: 0x20, 0x20;
     }
 
     /// `mlx5_ifc_roce_addr_layout_bits`: rdma-core mlx5_ifc.h:4204.

@@ -232,6 +232,17 @@ impl Caps {
         gen.both(g::PKEY_TABLE_SIZE, 0);
         gen.both(g::DEVICE_FREQUENCY_MHZ, 156);
         gen.both(g::DEVICE_FREQUENCY_KHZ, 156_250);
+        // Queue counters (counter.rs): `max_qp_cnt` sets; the groups Linux
+        // drivers/infiniband/hw/mlx5/counters.c `mlx5_ib_fill_counters` reads when their cap
+        // is set (`out_of_seq_cnt`: out_of_sequence; `retransmission_q_counters`:
+        // duplicate_request, rnr_nak_retry_err, packet_seq_err, implied_nak_seq_err,
+        // local_ack_timeout_err); QUERY_VPORT_COUNTER; a QP's set changed on RTS2RTS
+        // (qp.c `__mlx5_ib_qp_set_counter`).
+        gen.both(g::MAX_QP_CNT, crate::counter::MAX_QP_CNT);
+        gen.both(g::OUT_OF_SEQ_CNT, 1);
+        gen.both(g::RETRANSMISSION_Q_COUNTERS, 1);
+        gen.both(g::VPORT_COUNTERS, 1);
+        gen.both(g::RTS2RTS_QP_COUNTERS_SET_ID, 1);
 
         let odp = CapPage::new();
 

@@ -130,6 +130,10 @@ pub fn poll_wire(hca: &mut Hca) {
     hca.port.tick();
     let mac = hca.mac();
     hca.port.set_mac(mac);
+    if !hca.port.ips_synced() {
+        let ips = hca.vport.roce_v2_ips();
+        hca.port.set_ips(ips);
+    }
     for _ in 0..RX_PER_POLL {
         let Some(a) = hca.port.recv() else {
             break;

@@ -98,7 +98,11 @@ use mlx5_prm::*;
 /// | 0x5108_0005  | BAD_PARAM       | SET_ROCE_ADDRESS: bad roce_version / roce_l3_type         |
 /// | 0x5108_0006  | BAD_PARAM       | QUERY/SET_ROCE_ADDRESS: vhca_port_num not 0 (or 1 with vHCA ports) |
 /// | 0x5108_0007  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: mtu out of range                |
-/// | 0x5108_0008  | BAD_PARAM       | QUERY_VPORT_COUNTER: port_num not 0/1; QUERY_Q_COUNTER: counter_set_id not 0 |
+/// | 0x5108_0008  | BAD_PARAM       | QUERY_VPORT_COUNTER: port_num not 0/1; QUERY_Q_COUNTER: counter_set_id not 0 nor allocated |
+/// | 0x5110_0001  | LIM_ERR         | ALLOC_Q_COUNTER: max_qp_cnt sets in use (set 0 included) |
+/// | 0x5110_0002  | BAD_RES         | DEALLOC_Q_COUNTER: set 0 or a set not allocated          |
+/// | 0x5110_0003  | RES_BUSY        | DEALLOC_Q_COUNTER: a QP is still attached to the set     |
+/// | 0x5110_0004  | BAD_PARAM       | QUERY_Q_COUNTER: aggregate set                           |
 ///
 /// Releasing an object another object still names fails with RES_BUSY, which Linux turns into
 /// -EBUSY (drivers/net/ethernet/mellanox/mlx5/core/cmd.c `cmd_status_to_err`; rdma-core
@@ -176,6 +180,10 @@ pub mod syndrome {
     pub const GID_PORT: u32 = 0x5108_0006;
     pub const VPORT_MTU: u32 = 0x5108_0007;
     pub const VPORT_COUNTER_SET: u32 = 0x5108_0008;
+    pub const Q_COUNTER_LIMIT: u32 = 0x5110_0001;
+    pub const Q_COUNTER_UNKNOWN: u32 = 0x5110_0002;
+    pub const Q_COUNTER_BUSY: u32 = 0x5110_0003;
+    pub const Q_COUNTER_AGGREGATE: u32 = 0x5110_0004;
 }
 
 /// Shorthand for a failed command.
@@ -260,6 +268,8 @@ pub struct Hca {
     pub(crate) tds: TdTable,
     pub(crate) eqs: EqTable,
     pub(crate) vport: Vport,
+    /// Queue counter sets (ALLOC_Q_COUNTER).
+    pub(crate) qcounters: crate::counter::QCounterTable,
     pub(crate) intx: Intx,
     pub(crate) health: Arc<HealthState>,
     pub(crate) trace: Trace,
@@ -304,6 +314,7 @@ impl Hca {
             tds: TdTable::default(),
             eqs: EqTable::default(),
             vport: Vport::new(config.mac),
+            qcounters: Default::default(),
             intx,
             health,
             trace: Trace::from_env(),
@@ -1065,7 +1076,19 @@ fn spec(opcode: u16) -> Option<Spec> {
             query_q_counter_in::BYTES,
             query_q_counter_out::BYTES,
             S_INIT,
-            vport::cmd_query_q_counter,
+            crate::counter::cmd_query_q_counter,
+        ),
+        opcode::ALLOC_Q_COUNTER => fixed(
+            alloc_q_counter_in::BYTES,
+            alloc_q_counter_out::BYTES,
+            S_INIT,
+            crate::counter::cmd_alloc_q_counter,
+        ),
+        opcode::DEALLOC_Q_COUNTER => fixed(
+            dealloc_q_counter_in::BYTES,
+            dealloc_q_counter_out::BYTES,
+            S_INIT,
+            crate::counter::cmd_dealloc_q_counter,
         ),
         opcode::QUERY_NIC_VPORT_CONTEXT => fixed(
             query_nic_vport_context_in::BYTES,

@@ -6,13 +6,14 @@
 //! - [`proxy`]: QEMU's multi-process PCI proxy protocol (`x-pci-proxy-dev`).
 //! - [`init_seg`]: BAR0's initialization segment; [`device`]: the ConnectX-5 function.
 //! - Control plane: [`cmd`] (command queue engine), [`hca`] (state, dispatch, lifecycle),
-//!   [`caps`], [`pages`], [`eq`], [`uar`], [`pd`], [`vport`], [`faults`], [`trace`],
+//!   [`caps`], [`pages`], [`eq`], [`uar`], [`pd`], [`vport`], [`counter`], [`faults`], [`trace`],
 //!   [`inproc`] (in-process front end).
 //! - Data plane: [`mr`], [`cq`], [`qp`], [`wqe`], [`datapath`], [`wire`].
 //! - RoCEv2 frames: [`roce`] (codec, ICRC, pcap).
 
 pub mod caps;
 pub mod cmd;
+pub mod counter;
 pub mod cq;
 pub mod datapath;
 pub mod device;

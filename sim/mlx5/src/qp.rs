@@ -84,6 +84,9 @@ pub mod syndrome {
     pub const SQ_MISALIGNED: u32 = 0x5203_001e;
     /// The opcode is not a QP transition this handler knows.
     pub const BAD_OPCODE: u32 = 0x5203_001d;
+    /// `counter_set_id` names neither set 0 nor an allocated Q counter set (model choice,
+    /// crate::counter).
+    pub const BAD_COUNTER_SET: u32 = 0x5203_0030;
 }
 
 /// The largest QPN.
@@ -182,6 +185,10 @@ pub struct Qp {
     pub(crate) qpc: [u8; qpc::BYTES],
     /// `qpc.fre` (fast registration enable): the QP may post UMR WQEs ([`crate::umr`]).
     pub(crate) fre: bool,
+    /// `qpc.counter_set_id`: the Q counter set the QP counts into besides the port's set 0
+    /// (0: none). Named on RST2INIT / INIT2RTR / RTS2RTS (optpar `COUNTER_SET_ID`), cleared
+    /// by the move to RESET ([`crate::counter`]).
+    pub(crate) counter_set: u8,
 }
 
 impl Qp {
@@ -453,6 +460,7 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         comm_est: false,
         qpc: saved,
         fre: get(qpc::FRE, ctx) != 0,
+        counter_set: 0,
     };
     q.reset_runtime();
     if !no_sq {
@@ -526,7 +534,15 @@ fn transition(op: u16) -> Option<(&'static [u8], u8, u32)> {
         opcode::RTS2RTS_QP => (
             &[RTS],
             RTS,
-            RRE | RAE | RWE | RNR_TIMEOUT | PM_STATE | ALT_ADDR_PATH | OFFLOAD_TYPE | RMPN_XRQN,
+            RRE | RAE
+                | RWE
+                | RNR_TIMEOUT
+                | PM_STATE
+                | ALT_ADDR_PATH
+                | OFFLOAD_TYPE
+                | RMPN_XRQN
+                // Linux qp.c `__mlx5_ib_qp_set_counter` (cap `rts2rts_qp_counters_set_id`).
+                | COUNTER_SET_ID,
         ),
         opcode::SQERR2RTS_QP => (&[SQER], RTS, RNR_TIMEOUT | RWE | RAE | RRE),
         opcode::SQD_RTS_QP => (&[SQD], RTS, RNR_TIMEOUT | RWE | RAE | RRE),
@@ -556,6 +572,9 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
         } else if let Some(q) = hca.qps.qps.get_mut(&qpn) {
             q.state = qp::state::RST;
             q.reset_runtime();
+            // Detached from its Q counter set until a transition names one again.
+            q.counter_set = 0;
+            let _ = qpc::COUNTER_SET_ID.set(&mut q.qpc, 0);
             crate::rcpath::on_transition(hca, qpn, cur, qp::state::RST);
         }
         return Ok(());
@@ -572,6 +591,14 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
     let opt = |bit: u32| mask & bit != 0;
 
     // Validate everything before changing anything.
+    // The Q counter set: written on RST2INIT and INIT2RTR (Linux qp.c `__mlx5_ib_modify_qp`),
+    // and on RTS2RTS with its optpar bit.
+    let names_counter_set = matches!(opcode, opcode::RST2INIT_QP | opcode::INIT2RTR_QP)
+        || (opcode == opcode::RTS2RTS_QP && opt(qp::optpar::COUNTER_SET_ID));
+    let counter_set = get(qpc::COUNTER_SET_ID, ctx) as u8;
+    if names_counter_set && !hca.qcounters.exists(counter_set) {
+        return Err(bad_param(syndrome::BAD_COUNTER_SET));
+    }
     match opcode {
         opcode::RST2INIT_QP => {
             check_port_pkey(path.port, path.pkey_index)?;
@@ -636,7 +663,6 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
             q.path.port = path.port;
             q.keep(ctx, ads::PKEY_INDEX.within(pri));
             q.keep(ctx, ads::VHCA_PORT_NUM.within(pri));
-            q.keep(ctx, qpc::COUNTER_SET_ID);
             q.set_access(ctx);
         }
         opcode::INIT2INIT_QP => {
@@ -711,6 +737,10 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
                 q.keep(ctx, qpc::MIN_RNR_NAK);
             }
         }
+    }
+    if names_counter_set {
+        q.counter_set = counter_set;
+        q.keep(ctx, qpc::COUNTER_SET_ID);
     }
     q.state = to;
     crate::rcpath::on_transition(hca, qpn, cur, to);

@@ -630,6 +630,7 @@ impl Completions for Env<'_, '_, '_> {
         };
         if let Some(c) = ctr {
             hca.port.counters().bump(c);
+            crate::counter::add_for_qp(hca, qpn, c, 1);
         }
         for c in out.into_iter().flatten() {
             post_cqe(hca, cqn, &c);
@@ -797,6 +798,7 @@ fn with_rc<'r>(
     ] {
         if new > old {
             c.add(ctr, new - old);
+            crate::counter::add_for_qp(hca, qpn, ctr, new - old);
         }
     }
     rc.seen_req = r;

@@ -12,9 +12,9 @@ use crate::cmd::CmdResult;
 use crate::hca::{fail, get, put, syndrome, Hca};
 use mlx5_prm::{
     cmd_status, linux_layout, modify_nic_vport_context_in, modify_nic_vport_field_select,
-    nic_vport_context, query_nic_vport_context_out, query_q_counter_in, query_q_counter_out,
-    query_roce_address_in, query_roce_address_out, query_vport_counter_in, query_vport_counter_out,
-    query_vport_state_in, query_vport_state_out, roce_addr_layout, set_roce_address_in, Field,
+    nic_vport_context, query_nic_vport_context_out, query_roce_address_in, query_roce_address_out,
+    query_vport_counter_in, query_vport_counter_out, query_vport_state_in, query_vport_state_out,
+    roce_addr_layout, set_roce_address_in, Field,
 };
 
 /// `VPORT_STATE_UP` (Linux device.h:1135).
@@ -83,6 +83,27 @@ impl Vport {
         let a = self.address(index)?;
         let f = roce_addr_layout::SOURCE_L3_ADDRESS;
         a[f.byte_offset()..f.byte_offset() + 16].try_into().ok()
+    }
+
+    /// The IP addresses of the RoCE v2 entries: an IPv4-mapped GID is its IPv4 address (as
+    /// Linux include/rdma/ib_addr.h `rdma_gid2ip` converts it; the frames to it are IPv4), any
+    /// other GID an IPv6 address. The port drops RoCEv2 frames to anything else (wire.rs
+    /// `Port::set_ips`).
+    pub fn roce_v2_ips(&self) -> Vec<std::net::IpAddr> {
+        (0..self.gids.len() as u32)
+            .filter(|&i| {
+                self.address(i)
+                    .is_some_and(|a| get(&a, roce_addr_layout::ROCE_VERSION) == ROCE_VERSION_2)
+            })
+            .filter_map(|i| self.gid(i))
+            .map(|g| {
+                let a = std::net::Ipv6Addr::from(g);
+                match a.to_ipv4_mapped() {
+                    Some(v4) => v4.into(),
+                    None => a.into(),
+                }
+            })
+            .collect()
     }
 }
 
@@ -185,31 +206,6 @@ pub(crate) fn cmd_query_vport_counter(hca: &mut Hca, input: &[u8], out: &mut [u8
             pc.reset(c);
         }
     }
-    Ok(())
-}
-
-/// QUERY_Q_COUNTER (0x773): the RoCE transport counters (roce/counters.rs `Counter::prm` =
-/// `QCounter`, at `Counter::q_counter_offset`). The model has no ALLOC_Q_COUNTER: counter set 0
-/// is the port's, counting every QP (model choice); any other id is refused.
-pub(crate) fn cmd_query_q_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
-    use crate::roce::counters::Counter;
-    check_own_vport(input)?;
-    if get(input, query_q_counter_in::COUNTER_SET_ID) != 0 {
-        return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_COUNTER_SET);
-    }
-    let pc = hca.port.counters().clone();
-    let clear = get(input, query_q_counter_in::CLEAR) != 0;
-    for c in Counter::ALL.iter().copied() {
-        let Some(at) = c.q_counter_offset() else {
-            continue;
-        };
-        // The PRM fields are 32 bits and wrap.
-        out[at..at + 4].copy_from_slice(&(pc.get(c) as u32).to_be_bytes());
-        if clear {
-            pc.reset(c);
-        }
-    }
-    let _ = query_q_counter_out::STATUS;
     Ok(())
 }
 
@@ -338,5 +334,8 @@ pub(crate) fn cmd_set_roce_address(hca: &mut Hca, input: &[u8], _out: &mut [u8])
         .iter()
         .any(|&b| b != 0);
     hca.vport.gids[idx] = gid_set.then_some(a);
+    // The port's destination filter follows the GID table.
+    let ips = hca.vport.roce_v2_ips();
+    hca.port.set_ips(ips);
     Ok(())
 }

@@ -287,6 +287,9 @@ pub struct Port {
     faults: Option<FaultSpec>,
     /// Packets lost without a link, or whose payload memory went away.
     pub dropped: u64,
+    /// The frame port's destination addresses follow the GID table ([`Port::set_ips`]);
+    /// false for a port just put in place, which the next wire poll brings up to date.
+    ips_synced: bool,
 }
 
 impl Default for Port {
@@ -301,6 +304,7 @@ impl Default for Port {
             now: 0,
             faults: None,
             dropped: 0,
+            ips_synced: false,
         }
     }
 }
@@ -323,11 +327,26 @@ impl std::fmt::Debug for Port {
 /// A MAC the port uses until the HCA tells it its own ([`Port::set_mac`]).
 const UNSET_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0];
 
+/// The destination addresses a port with an empty GID table accepts: only `::`, which no
+/// frame is sent to, so every RoCE frame is dropped (and counted `rx_drop_wrong_dst_ip`).
+/// [`PortConfig`] reads an empty list as "any address"; the HCA's port never has one.
+fn no_gids() -> Vec<std::net::IpAddr> {
+    vec![std::net::Ipv6Addr::UNSPECIFIED.into()]
+}
+
+/// The identity a frame port starts with: no MAC yet, no GIDs.
+fn unset_config() -> PortConfig {
+    PortConfig {
+        mac: UNSET_MAC,
+        ips: no_gids(),
+    }
+}
+
 impl Port {
     /// A port carrying real frames on `link`.
     pub fn on_link(link: Link) -> Port {
         let mut p = Port::default();
-        let fp = FramePort::new(link, PortConfig::new(UNSET_MAC)).with_counters(p.counters.clone());
+        let fp = FramePort::new(link, unset_config()).with_counters(p.counters.clone());
         p.link = PortLink::Frames(Box::new(fp));
         p
     }
@@ -376,10 +395,8 @@ impl Port {
     pub fn set_pcap(&mut self, tap: PcapTap) -> bool {
         match &mut self.link {
             PortLink::Frames(p) => {
-                let fp = std::mem::replace(
-                    p.as_mut(),
-                    FramePort::new(Link::loopback(), PortConfig::new(UNSET_MAC)),
-                );
+                let fp =
+                    std::mem::replace(p.as_mut(), FramePort::new(Link::loopback(), unset_config()));
                 **p = fp.with_tap(tap);
                 true
             }
@@ -424,10 +441,34 @@ impl Port {
         }
     }
 
-    /// Drops queued work (device reset); the link itself survives, as a cable does.
+    /// Tells the port the IP addresses of its RoCE v2 GIDs (after SET_ROCE_ADDRESS): RoCE
+    /// frames to any other destination are dropped and counted, as hardware drops a frame
+    /// whose destination GID is not in its GID table (rxe does the same: rxe_recv.c
+    /// `rxe_chk_dgid`). Frame links only: packets by reference carry no destination address.
+    pub(crate) fn set_ips(&mut self, ips: Vec<std::net::IpAddr>) {
+        self.ips_synced = true;
+        if let PortLink::Frames(p) = &mut self.link {
+            let ips = if ips.is_empty() { no_gids() } else { ips };
+            if p.config().ips != ips {
+                let mut cfg = p.config().clone();
+                cfg.ips = ips;
+                p.set_config(cfg);
+            }
+        }
+    }
+
+    /// Whether [`Port::set_ips`] has run since the port was put in place.
+    pub(crate) fn ips_synced(&self) -> bool {
+        self.ips_synced
+    }
+
+    /// Drops queued work (device reset); the link itself survives, as a cable does. The GID
+    /// table is gone with the reset, so the port accepts no destination until it is
+    /// programmed again.
     pub fn reset_state(&mut self) {
         self.loopq.clear();
         self.kicks.clear();
+        self.set_ips(Vec::new());
     }
 
     /// Whether the port has a link to another HCA.

@@ -406,3 +406,78 @@ fn ipv6_gids_make_ipv6_frames() {
     let c = s.e.wait_cq(&mut s.scq, &[]);
     assert_eq!((c.opcode(), c.byte_cnt()), (cqe::opcode::REQ, 100));
 }
+
+/// The port takes only frames meant for it: a RoCE frame to an IP that is none of the HCA's
+/// GIDs, or to another unicast MAC, is dropped without an answer and counted
+/// (`rx_drop_wrong_dst_ip`, `rx_drop_wrong_dst_mac`); the same request to the right address is
+/// executed. A GID programmed later is accepted from then on, and a cleared one no longer is.
+#[test]
+fn frames_for_other_addresses_are_dropped_and_counted() {
+    let mut s = setup("dst", 7, 14);
+    let buf = s.e.alloc(4096);
+    let key = s.e.mkey(buf, 4096, LW | RR | RW | A);
+    s.e.write(buf, &[0x5a; 64]);
+    let qpn = s.qp.qpn;
+    let read = |psn| {
+        let mut b = Bth::new(Opcode::RC_RDMA_READ_REQUEST, qpn, psn);
+        b.ack_req = true;
+        b
+    };
+    let reth = ExtHdrs {
+        reth: Some(Reth {
+            va: buf,
+            r_key: key,
+            dma_len: 64,
+        }),
+        ..ExtHdrs::default()
+    };
+    let (ip0, mac0) = (s.peer.hca_ip, s.peer.hca_mac);
+    let quiet = Duration::from_millis(300);
+
+    // Another IP (10.0.0.77 is no GID of the HCA).
+    let other = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 77));
+    s.peer.hca_ip = other;
+    s.peer.send(read(0x100), reth, &[]);
+    assert!(
+        s.peer.recv_within(&s.dev, quiet).is_none(),
+        "answered a frame to {other}"
+    );
+    assert_eq!(counter(&s.dev, Counter::RxDropWrongDstIp), 1);
+
+    // Another unicast MAC, right IP.
+    s.peer.hca_ip = ip0;
+    s.peer.hca_mac = [2, 0, 0, 0, 0, 0x77];
+    s.peer.send(read(0x100), reth, &[]);
+    // The reply (if any) would carry the port's MAC as source: put it back for the check.
+    s.peer.hca_mac = mac0;
+    assert!(
+        s.peer.recv_within(&s.dev, quiet).is_none(),
+        "answered a frame to another MAC"
+    );
+    assert_eq!(counter(&s.dev, Counter::RxDropWrongDstMac), 1);
+    assert_eq!(counter(&s.dev, Counter::DuplicateRequest), 0);
+    assert_eq!(counter(&s.dev, Counter::OutOfSequence), 0);
+
+    // The right address: executed.
+    s.peer.send(read(0x100), reth, &[]);
+    let g = s.peer.recv(&s.dev);
+    assert_eq!(
+        (g.bth.opcode, g.payload),
+        (Opcode::RC_RDMA_READ_RESPONSE_ONLY, vec![0x5a; 64])
+    );
+
+    // Program 10.0.0.77 as GID 3: frames to it are taken now (a duplicate READ, replayed).
+    let mut g77 = [0u8; 16];
+    g77[10] = 0xff;
+    g77[11] = 0xff;
+    g77[12..].copy_from_slice(&[10, 0, 0, 77]);
+    s.e.set_gid(3, g77);
+    s.peer.hca_ip = other;
+    s.peer.send(read(0x100), reth, &[]);
+    // Replies come from the QP's own source GID, whatever the request was sent to.
+    s.peer.hca_ip = ip0;
+    let g = s.peer.recv(&s.dev);
+    assert_eq!(g.bth.opcode, Opcode::RC_RDMA_READ_RESPONSE_ONLY);
+    assert_eq!(counter(&s.dev, Counter::DuplicateRequest), 1);
+    assert_eq!(counter(&s.dev, Counter::RxDropWrongDstIp), 1);
+}

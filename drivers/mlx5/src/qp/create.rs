@@ -229,6 +229,7 @@ pub(crate) fn create_fre<H: Hal>(
     let sq_slots = shared.sq.as_ptr();
     Ok(QueuePair {
         ctx: ctx.clone(),
+        counter: None,
         pd: pd.clone(),
         scq: scq.shared.clone(),
         rcq: rcq.shared.clone(),

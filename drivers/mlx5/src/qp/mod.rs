@@ -363,6 +363,9 @@ pub struct RawRecvWr<'a> {
 /// An RC queue pair.
 pub struct QueuePair<H: Hal> {
     pub(crate) ctx: Arc<CtxInner<H>>,
+    /// The Q counter set the QP is attached to ([`QueuePair::set_counter_set`]); held so the
+    /// set is released only after the QP.
+    counter: Option<Arc<crate::counters::CounterSetInner<H>>>,
     pd: Arc<PdInner<H>>,
     scq: Arc<CqShared<H>>,
     rcq: Arc<CqShared<H>>,

@@ -1,6 +1,7 @@
 //! State transitions (MODIFY_QP), QUERY_QP and the checks on a connection's path.
 
 use super::*;
+use mlx5_prm::cmd_hca_cap;
 
 impl<H: Hal> QueuePair<H> {
     pub(super) fn modify(
@@ -14,6 +15,48 @@ impl<H: Hal> QueuePair<H> {
         f(&mut c);
         let mut out = [0u8; rst2init_qp_out::BYTES];
         self.ctx.exec(&c, &mut out)
+    }
+
+    /// Attaches the QP to `set` (`None`: back to no set, `counter_set_id` 0), as Linux binds
+    /// a QP to an `rdma_counter` (qp.c `mlx5_ib_qp_set_counter`): in RESET and INIT the set
+    /// is remembered and goes into the QPC of the next RST2INIT / INIT2RTR; in RTS it is
+    /// changed at once with RTS2RTS and the `COUNTER_SET_ID` optional parameter, which needs
+    /// the `rts2rts_qp_counters_set_id` capability ([`Error::Unsupported`] without it). Other
+    /// states are [`InvalidInput::QpState`]; a set of another context is
+    /// [`InvalidInput::ForeignObject`]. The QP holds the set until it is destroyed or attached
+    /// elsewhere.
+    pub fn set_counter_set(&mut self, set: Option<&crate::counters::CounterSet<H>>) -> Result<()> {
+        if let Some(s) = set {
+            if !Arc::ptr_eq(&s.inner.ctx, &self.ctx) {
+                return Err(InvalidInput::ForeignObject.into());
+            }
+        }
+        let new = set.map(|s| s.inner.clone());
+        match self.state {
+            qp::state::RST | qp::state::INIT => {}
+            qp::state::RTS => {
+                if get(
+                    &self.ctx.caps.general_cur,
+                    cmd_hca_cap::RTS2RTS_QP_COUNTERS_SET_ID,
+                ) == 0
+                {
+                    return Err(Error::Unsupported);
+                }
+                let id = new.as_ref().map_or(0, |s| s.id);
+                self.modify(opcode::RTS2RTS_QP, rst2init_qp_in::BYTES, |c| {
+                    c.set(rst2init_qp_in::OPT_PARAM_MASK, qp::optpar::COUNTER_SET_ID)
+                        .set(qpc::COUNTER_SET_ID.within(rst2init_qp_in::QPC), id.into());
+                })?;
+            }
+            state => return Err(InvalidInput::QpState { state }.into()),
+        }
+        self.counter = new;
+        Ok(())
+    }
+
+    /// The `counter_set_id` the next RST2INIT / INIT2RTR writes (0: none).
+    pub(crate) fn counter_set_id(&self) -> u32 {
+        self.counter.as_ref().map_or(0, |s| s.id.into())
     }
 
     pub(super) fn check_state(&self, from: &[u8]) -> Result<()> {
@@ -35,6 +78,7 @@ impl<H: Hal> QueuePair<H> {
             0
         };
         let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
+        let counter_set = self.counter_set_id();
         self.modify(opcode::RST2INIT_QP, rst2init_qp_in::BYTES, |c| {
             let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
             let p = |f: mlx5_prm::Field| {
@@ -50,7 +94,10 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
                 .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32)
                 .set(x(qpc::ATOMIC_MODE), atomic_mode)
-                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ);
+                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
+                // Linux qp.c __mlx5_ib_modify_qp: the QP's counter set on RST2INIT and
+                // INIT2RTR.
+                .set(x(qpc::COUNTER_SET_ID), counter_set);
         })?;
         self.set_state(qp::state::INIT);
         Ok(())
@@ -70,6 +117,7 @@ impl<H: Hal> QueuePair<H> {
         let rra = log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
         let sport = udp_sport(self.qpn, remote.qpn);
         let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
+        let counter_set = self.counter_set_id();
         self.modify(opcode::INIT2RTR_QP, rst2init_qp_in::BYTES, |c| {
             let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
             let p = |f: mlx5_prm::Field| {
@@ -86,6 +134,7 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::LOG_RRA_MAX), rra)
                 .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
                 .set(x(qpc::MIN_RNR_NAK), o.min_rnr_timer.into())
+                .set(x(qpc::COUNTER_SET_ID), counter_set)
                 .set(p(ads::VHCA_PORT_NUM), 1)
                 .set(p(ads::PKEY_INDEX), 0)
                 .bytes(

@@ -1,10 +1,16 @@
 //! Port counters, kept as a ConnectX port keeps them, and their PRM homes.
 //!
 //! One [`PortCounters`] per port: atomics, so the data path bumps them while a command handler
-//! (`QUERY_VPORT_COUNTER` and `QUERY_Q_COUNTER`: vport.rs; `ACCESS_REG PPCNT` not yet) reads a
-//! [`CounterSnapshot`]. The link layer ([`super::link::Port`]) keeps the frame, byte, drop and
-//! link-error counters; the datapath adds the RC transport's per-QP counters to the transport
-//! ones ([`Counter::DuplicateRequest`] and below; crate::rcpath `with_rc`).
+//! (`QUERY_VPORT_COUNTER`: vport.rs; `QUERY_Q_COUNTER`: crate::counter; `ACCESS_REG PPCNT` not
+//! yet) reads a [`CounterSnapshot`]. The link layer ([`super::link::Port`]) keeps the frame,
+//! byte, drop and link-error counters; the datapath adds the RC transport's per-QP counters to
+//! the transport ones ([`Counter::DuplicateRequest`] and below; crate::rcpath `with_rc`), and
+//! also to the Q counter set the QP is attached to (`qpc.counter_set_id`; each allocated set is
+//! a [`PortCounters`] of its own, crate::counter `add_for_qp`). Q counter set 0 is the port's.
+//!
+//! Counted nowhere yet (they read 0): [`Counter::RxWriteRequests`],
+//! [`Counter::RxReadRequests`], [`Counter::RxAtomicRequests`] and
+//! [`Counter::ImpliedNakSeqErr`]: the transport keeps no such per-QP tally.
 //!
 //! # Mapping to the PRM
 //!
@@ -129,9 +135,10 @@ counters! {
     /// Frames that claim to be RoCEv2 but do not decode (truncated, bad IPv4 checksum, bad
     /// lengths, unknown opcode, ...: [`super::DecodeError`]).
     RxDropMalformed = "rx_drop_malformed", ModelOnly("nearest: received_errors of QUERY_VPORT_COUNTER");
-    /// RoCE frames to an IP address that is not one of the port's GIDs (rxe_recv.c
-    /// `rxe_chk_dgid`).
-    RxDropWrongDstIp = "rx_drop_wrong_dst_ip", ModelOnly("no PRM counter");
+    /// RoCE frames to an IP address that is not one of the port's RoCE v2 GIDs (the GID table
+    /// programmed with SET_ROCE_ADDRESS; rxe_recv.c `rxe_chk_dgid`).
+    RxDropWrongDstIp = "rx_drop_wrong_dst_ip",
+        ModelOnly("no PRM counter; rxe_recv.c rxe_rcv drops these uncounted, before RXE_CNT_RCVD_PKTS");
     /// RoCE frames with a non-zero, wrong UDP checksum (Linux net/ipv4/udp.c
     /// `udp_queue_rcv_one_skb` verifies it before rxe's `encap_rcv`).
     RxDropUdpChecksum = "rx_drop_udp_checksum", ModelOnly("no PRM counter");
