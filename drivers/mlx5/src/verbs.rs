@@ -1182,10 +1182,21 @@ impl<H: Hal> ProtectionDomain<H> {
             if new == key {
                 new = (key & !0xff) | ((key + 1) & 0xff);
             }
-            let mtt: Vec<u64> = entries
-                .iter()
-                .map(|e| e | mlx5_prm::mkey::MTT_PRESENT)
-                .collect();
+            // The entries with their enables: on the stack when they go inline.
+            let mut small = [0u64; crate::umr::INLINE_MAX_MTT];
+            let big: Vec<u64>;
+            let mtt: &[u64] = if entries.len() <= small.len() {
+                for (d, e) in small.iter_mut().zip(entries) {
+                    *d = e | mlx5_prm::mkey::MTT_PRESENT;
+                }
+                &small[..entries.len()]
+            } else {
+                big = entries
+                    .iter()
+                    .map(|e| e | mlx5_prm::mkey::MTT_PRESENT)
+                    .collect();
+                &big
+            };
             let umr = Umr {
                 key,
                 check: flags::CHECK_NOT_FREE,
@@ -1200,7 +1211,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     len,
                     log_page_size: plan.tr.page_shift,
                 },
-                mtt: &mtt,
+                mtt,
                 mtt_offset: 0,
             };
             match u.run(hal, &umr) {

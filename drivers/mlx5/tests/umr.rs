@@ -352,6 +352,114 @@ fn umr_errors_complete_with_error_cqes_and_leave_the_key() {
     pd.destroy_umr_mkey(key).expect("destroy");
 }
 
+/// The model changes a key in place only after every check passed: a UMR refused after its
+/// translation was read (a bad PD, a page size the kept entries do not fit, a misaligned
+/// entry behind good ones) leaves the entries, page size, PD, access and range as they were.
+#[test]
+fn refused_umrs_on_an_enabled_key_change_nothing() {
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    let buf = hal.dma_alloc(4 * 4096, 4096).expect("buffer");
+    let fresh = hal.dma_alloc(4 * 4096, 4096).expect("fresh");
+    let key = pd.alloc_umr_mkey(4).expect("umr key");
+    let iova = 0x5000_0000_0000;
+    let mtt = pages_rev(buf.bus_addr(), 4);
+    ctx.post_umr(&Umr {
+        key,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(pd.pdn(), key as u8, iova, 4 * 4096),
+        mtt: &mtt,
+        mtt_offset: 0,
+    })
+    .expect("enable");
+    let before = |h: &mut mlx5_sim::Hca| {
+        let m = h.mkeys.by_index(key >> 8).expect("key");
+        (m.pd, m.access, m.start, m.len, m.free, m.variant)
+    };
+    let state = sim.with_hca(before);
+    let translates_as_before = || {
+        sim.with_hca(|h| {
+            for i in 0..4u64 {
+                let got = h
+                    .mkeys
+                    .translate(key, iova + i * 4096, 4096, SimAccess::LOCAL_READ, pd.pdn())
+                    .expect("page translates");
+                assert_eq!(got, vec![(buf.bus_addr() + (3 - i) * 4096, 4096)], "page {i}");
+            }
+        });
+    };
+    let fresh4 = pages_rev(fresh.bus_addr(), 4);
+    let change = Umr {
+        key,
+        check: flags::CHECK_FREE,
+        mask: mask::PD | mask::LR | mask::LW | mask::RR | mask::RW | mask::START_ADDR | mask::LEN,
+        seg: MkeySeg {
+            access: AccessFlags::LOCAL_WRITE,
+            ..enable_seg(pd.pdn(), key as u8, iova + 4096, 2 * 4096)
+        },
+        mtt: &fresh4,
+        mtt_offset: 0,
+    };
+    // New entries, access and range, but an unknown PD.
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            seg: MkeySeg {
+                pd: 0xabcd,
+                ..change.seg
+            },
+            ..change
+        })),
+        (WcStatus::LocProtErr, umr_vendor::BAD_PD)
+    );
+    translates_as_before();
+    // 2 MiB pages: the kept 4 KiB entries are not aligned to them (the buffer's pages are
+    // 4 KiB apart, so at most one of them is 2 MiB aligned).
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            mask: mask::PAGE_SIZE,
+            seg: MkeySeg {
+                log_page_size: 21,
+                ..change.seg
+            },
+            mtt: &[],
+            ..change
+        })),
+        (WcStatus::LocProtErr, umr_vendor::XLT_MISALIGNED)
+    );
+    translates_as_before();
+    // Two good entries, then a misaligned one: none is written.
+    let mixed = [fresh4[0], fresh4[1], (fresh.bus_addr() + 0x800) | MTT_PRESENT, fresh4[3]];
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            mtt: &mixed,
+            ..change
+        })),
+        (WcStatus::LocProtErr, umr_vendor::XLT_MISALIGNED)
+    );
+    translates_as_before();
+    assert_eq!(sim.with_hca(before), state, "fields unchanged");
+    // The same change with a good PD applies whole.
+    ctx.post_umr(&change).expect("good change");
+    sim.with_hca(|h| {
+        let got = h
+            .mkeys
+            .translate(key, iova + 4096, 2 * 4096, SimAccess::LOCAL_READ, pd.pdn())
+            .expect("new range translates");
+        assert_eq!(
+            got,
+            // Entry 0 maps the new start (the entries are `fresh`'s pages in reverse).
+            vec![(fresh.bus_addr() + 3 * 4096, 4096), (fresh.bus_addr() + 2 * 4096, 4096)]
+        );
+        assert!(h
+            .mkeys
+            .translate(key, iova + 4096, 4096, SimAccess::REMOTE_READ, pd.pdn())
+            .is_err());
+    });
+    pd.destroy_umr_mkey(key).expect("destroy");
+}
+
 #[test]
 fn context_with_a_umr_qp_closes() {
     let (_sim, ctx) = open();
