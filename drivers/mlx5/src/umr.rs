@@ -61,6 +61,20 @@ pub const ENABLE_MASK: u64 = mkey_mask::KEY
 /// The mask that revokes a key (Linux ib/umr.c `mlx5r_umr_revoke_mr`: PD and FREE).
 pub const REVOKE_MASK: u64 = mkey_mask::PD | mkey_mask::FREE;
 
+/// Most UMR WQEs rung with one doorbell ([`UmrRes::run_batch`]): the UMR QP's `max_send_wr`.
+pub(crate) const BATCH_MAX: usize = 32;
+
+/// What became of one UMR of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Completed successfully: the key changed.
+    Done,
+    /// Not executed, or refused by the device: the key is as it was.
+    Unchanged,
+    /// No completion before the deadline: the key's state is not known.
+    Unknown,
+}
+
 /// How long one UMR may take before the driver gives up on its completion.
 const UMR_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -156,7 +170,7 @@ impl<H: Hal> UmrRes<H> {
         let pd = ProtectionDomain::alloc_internal(ctx)?;
         let cq = crate::cq::create(ctx, 64, None)?;
         let caps = QpCaps {
-            max_send_wr: 32,
+            max_send_wr: BATCH_MAX as u32,
             max_recv_wr: 0,
             max_send_sge: 1,
             max_recv_sge: 1,
@@ -311,6 +325,104 @@ impl<H: Hal> UmrRes<H> {
             done += n;
         }
         Ok(())
+    }
+
+    /// Runs inline UMRs ([`INLINE_MAX_MTT`] entries at most each) with one doorbell per
+    /// [`BATCH_MAX`] WQEs, and polls their completions: `out[i]` says what became of
+    /// `umrs[i]`. A UMR completed with an error leaves its key as it was, and the WQEs
+    /// after it on the QP are flushed without executing (the QP went to the error state;
+    /// IBTA: work requests after an error complete in error), so their keys are unchanged
+    /// too; the QP is then recovered as after a single failed UMR. A completion that never
+    /// comes leaves its key [`Outcome::Unknown`].
+    pub(crate) fn run_batch(&mut self, hal: &H, umrs: &[Umr<'_>], out: &mut [Outcome]) {
+        out.fill(Outcome::Unchanged);
+        let mut at = 0;
+        while at < umrs.len() {
+            let n = (umrs.len() - at).min(BATCH_MAX);
+            let base = self.next;
+            let mut posted = 0usize;
+            let mut last = core::ptr::null();
+            for u in &umrs[at..at + n] {
+                if !u.mtt_offset.is_multiple_of(2)
+                    || u.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0
+                    || u.mtt.len() > INLINE_MAX_MTT
+                {
+                    break;
+                }
+                let mut body = Body::new();
+                header(
+                    &mut body,
+                    u.check | flags::INLINE,
+                    u.mtt.len(),
+                    u.mtt_offset,
+                    u.mask,
+                    &u.seg.bytes(),
+                );
+                for e in u.mtt {
+                    body.push(&e.to_be_bytes());
+                }
+                body.pad_to(wqe::SEND_WQE_DS);
+                let id = self.next;
+                match self.qp.write_raw(id, wqe::opcode::UMR, u.key, body.bytes()) {
+                    Ok(p) => last = p,
+                    Err(_) => break, // not posted: unchanged
+                }
+                self.next = self.next.wrapping_add(1);
+                posted += 1;
+            }
+            if posted == 0 {
+                return;
+            }
+            self.qp.ring_send(last, None);
+            // Completions in posting order (one SQ); each WQE is signaled.
+            let mut wc = [WorkCompletion::default(); BATCH_MAX];
+            let mut seen = 0usize;
+            let mut failed = false;
+            let mut deadline = None;
+            while seen < posted && !failed {
+                let Ok(got) = self.cq.poll(&mut wc[..posted - seen]) else {
+                    // The device is gone: the keys without a completion are not known.
+                    for o in &mut out[at + seen..at + posted] {
+                        *o = Outcome::Unknown;
+                    }
+                    return;
+                };
+                for w in &wc[..got] {
+                    let k = w.wr_id.wrapping_sub(base) as usize;
+                    if k >= posted {
+                        continue;
+                    }
+                    if w.status == WcStatus::Success {
+                        out[at + k] = Outcome::Done;
+                    } else {
+                        // This one and every later one did not execute.
+                        failed = true;
+                    }
+                    seen += 1;
+                }
+                if got == 0 {
+                    let d = *deadline.get_or_insert_with(|| hal.now().saturating_add(UMR_TIMEOUT));
+                    if hal.now() >= d {
+                        for o in &mut out[at + seen..at + posted] {
+                            *o = Outcome::Unknown;
+                        }
+                        return;
+                    }
+                    hal.relax();
+                }
+            }
+            self.qp.release_completed();
+            if failed {
+                // Linux `mlx5r_umr_recover`: back to RTS for the next UMR.
+                if self.recover().is_err() {
+                    return;
+                }
+            }
+            if posted < n {
+                return; // the rest was not posted: unchanged
+            }
+            at += n;
+        }
     }
 
     /// Writes `mtt` big-endian into the staging region from its start, padded with a zero

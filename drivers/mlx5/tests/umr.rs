@@ -559,6 +559,161 @@ fn cached_registration_is_one_umr_and_dereg_revokes_before_returning() {
     drop(m2);
 }
 
+/// `reg_mr_batch` with the cache: the regions the cache can serve take one UMR WQE each,
+/// rung with one doorbell per 32 (no command); the rest go by CREATE_MKEY. Every region
+/// carries traffic, and dereg revokes its key before returning.
+#[test]
+fn batched_registration_from_the_cache_is_umrs_and_the_rest_commands() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let mut p = pair(&ctx, QpCaps::default());
+    let src = mr(&p.pd, 4096);
+    src.write(0, &pattern(4096, 3)).expect("fill");
+    ctx.enable_mkey_cache(20).expect("cache"); // 20 keys in each of 3 classes
+    const N: u64 = 70;
+    let buf = hal.dma_alloc((N * 4096) as usize, 4096).expect("buffer");
+    let chunks: Vec<[PhysChunk; 1]> = (0..N)
+        .map(|i| {
+            [PhysChunk {
+                bus: buf.bus_addr() + i * 4096,
+                len: 4096,
+            }]
+        })
+        .collect();
+    let iova = |i: u64| 0x4000_0000_0000 + i * 0x10_0000;
+    let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (&c[..], iova(i as u64), RW))
+        .collect();
+    let cmds = ctx.commands_sent();
+    // SAFETY: `buf` outlives the regions.
+    let mrs: Vec<_> = unsafe { p.pd.reg_mr_batch(&regions) }
+        .into_iter()
+        .map(|r| r.expect("registered"))
+        .collect();
+    assert_eq!(ctx.mkey_cache_len(), 0, "all 60 cached keys handed out");
+    assert_eq!(
+        ctx.commands_sent() - cmds,
+        N - 60,
+        "one CREATE_MKEY for each region the cache could not serve"
+    );
+    for (i, m) in mrs.iter().enumerate() {
+        assert_eq!(
+            write_to(&mut p, &src, 64, iova(i as u64), m.rkey()),
+            WcStatus::Success,
+            "region {i}"
+        );
+    }
+    let rkeys: Vec<u32> = mrs.iter().map(|m| m.rkey()).collect();
+    let cmds = ctx.commands_sent();
+    for mut m in mrs {
+        m.dereg().expect("dereg");
+    }
+    assert_eq!(ctx.commands_sent() - cmds, N - 60, "60 revoking UMRs, 10 DESTROY_MKEY");
+    assert_eq!(ctx.mkey_cache_len(), 60, "the keys went back to the cache");
+    // Cached keys (the first 60) and one by command. An error completion moves the QP to
+    // the error state: a fresh pair (and source region in its PD) for each.
+    for i in [0, 31, 59, 69] {
+        let mut q = pair(&ctx, QpCaps::default());
+        let s2 = mr(&q.pd, 4096);
+        assert_eq!(
+            write_to(&mut q, &s2, 64, iova(i as u64), rkeys[i]),
+            WcStatus::RemAccessErr,
+            "region {i} after dereg"
+        );
+    }
+}
+
+/// A UMR of a batch that the device refuses (its key is not free) leaves that key, and the
+/// keys of the WQEs after it (flushed, not executed), as they were: those regions are
+/// registered by command instead, the keys go back to the cache, and the UMR QP is
+/// recovered for the next registration.
+#[test]
+fn a_refused_umr_in_a_batch_falls_back_to_commands() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    ctx.enable_mkey_cache(1).expect("cache"); // one key per class: 16, 128, 512 entries
+    let buf = hal.dma_alloc(200 * 4096, 4096).expect("buffer");
+    let pages = |n: u64| -> Vec<PhysChunk> {
+        (0..n)
+            .rev()
+            .map(|i| PhysChunk {
+                bus: buf.bus_addr() + i * 4096,
+                len: 4096,
+            })
+            .collect()
+    };
+    // The 128-entry key: taken by 17 pages, then back in the cache (free, variant kept).
+    let p17 = pages(17);
+    // SAFETY: `buf` outlives every region.
+    let mut m = unsafe { pd.reg_phys(&p17, 0x10_0000, RW) }.expect("from the cache");
+    let k128 = m.lkey();
+    m.dereg().expect("dereg");
+    assert_eq!(ctx.mkey_cache_len(), 3);
+    // Enable it behind the cache's back: a UMR with "fail if not free" on it is refused.
+    ctx.post_umr(&Umr {
+        key: k128,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(pd.pdn(), k128 as u8, 0x1000, 4096),
+        mtt: &[buf.bus_addr() | MTT_PRESENT],
+        mtt_offset: 0,
+    })
+    .expect("tamper");
+    // Four 4 KiB regions: WQE 0 takes the 16-entry key, WQE 1 the tampered key (refused),
+    // WQE 2 the 512-entry key (flushed); the fourth finds the cache empty.
+    let one: Vec<[PhysChunk; 1]> = (0..4u64)
+        .map(|i| {
+            [PhysChunk {
+                bus: buf.bus_addr() + i * 4096,
+                len: 4096,
+            }]
+        })
+        .collect();
+    let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = one
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (&c[..], 0x2000_0000 + i as u64 * 0x10_0000, RW))
+        .collect();
+    let cmds = ctx.commands_sent();
+    // SAFETY: as above.
+    let mrs: Vec<_> = unsafe { pd.reg_mr_batch(&regions) }
+        .into_iter()
+        .map(|r| r.expect("registered"))
+        .collect();
+    let _ = cmds; // the QP's recovery sends commands too (2RST, RST2INIT, ...)
+    assert_eq!(ctx.mkey_cache_len(), 2, "the refused and the flushed key came back");
+    sim.with_hca(|h| {
+        // Region 0 holds the cache's 16-entry key (`umr_en`); 1..=3 keys made by command.
+        let umr_en: Vec<bool> = mrs
+            .iter()
+            .map(|m| h.mkeys.by_index(m.lkey() >> 8).expect("key").umr_en)
+            .collect();
+        assert_eq!(umr_en, [true, false, false, false]);
+        let m = h.mkeys.by_index(k128 >> 8).expect("key");
+        assert_eq!((m.start, m.len), (0x1000, 4096), "the refused UMR changed nothing");
+        for (i, m) in mrs.iter().enumerate() {
+            let got = h
+                .mkeys
+                .translate(m.lkey(), regions[i].1, 4096, SimAccess::LOCAL_READ, pd.pdn())
+                .expect("translates");
+            assert_eq!(got, vec![(one[i][0].bus, 4096)], "region {i}");
+        }
+    });
+    // The UMR QP recovered: 200 pages take the 512-entry key, without a command.
+    let p200 = pages(200);
+    let cmds = ctx.commands_sent();
+    // SAFETY: as above.
+    let big = unsafe { pd.reg_phys(&p200, 0x4000_0000, RW) }.expect("from the cache");
+    assert_eq!(ctx.commands_sent(), cmds, "a UMR after the recovery");
+    drop(big);
+    drop(mrs);
+}
+
 /// ReDMArk with the cache: keys come out in random order, and a key's variant changes on
 /// every reuse. Measures the fraction of next rkeys guessable from the previous one as the
 /// no-pool test does (`mr_layouts.rs` `next_rkey_guess_probability`: index + 1, same variant).

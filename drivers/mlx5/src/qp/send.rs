@@ -469,6 +469,20 @@ impl<H: Hal> QueuePair<H> {
     /// `MLX5_FENCE_MODE_INITIATOR_SMALL`). Not a hot path: its own function, so the send
     /// paths stay as they are.
     pub(crate) fn post_raw(&mut self, wr_id: u64, opc: u8, imm: u32, body: &[u8]) -> Result<()> {
+        let at = self.write_raw(wr_id, opc, imm, body)?;
+        self.ring_send(at, None);
+        Ok(())
+    }
+
+    /// [`QueuePair::post_raw`] without the doorbell: returns the WQE's first block, for
+    /// [`QueuePair::ring_send`] once after several (one doorbell for a batch of UMRs).
+    pub(crate) fn write_raw(
+        &mut self,
+        wr_id: u64,
+        opc: u8,
+        imm: u32,
+        body: &[u8],
+    ) -> Result<*const u8> {
         self.check_can_send()?;
         if !body.len().is_multiple_of(wqe::SEND_WQE_DS) {
             return Err(InvalidInput::OutOfRange.into());
@@ -502,8 +516,7 @@ impl<H: Hal> QueuePair<H> {
         self.set_slot(idx, wr_id, start);
         // SAFETY: idx < cnt: the WQE's first block, inside the send queue.
         let at = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
-        self.ring_send(at, None);
-        Ok(())
+        Ok(at)
     }
 
     #[inline(always)]
