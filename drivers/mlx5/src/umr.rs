@@ -103,20 +103,17 @@ impl MkeySeg {
     fn bytes(&self) -> [u8; mkc::BYTES] {
         let mut b = [0u8; mkc::BYTES];
         let a = self.access;
-        for (f, v) in [
-            (mkc::FREE, self.free as u32),
-            (mkc::PD, self.pd),
-            (mkc::QPN, self.qpn),
-            (mkc::MKEY_7_0, self.variant as u32),
-            (mkc::LR, 1),
-            (mkc::LW, a.contains(Access::LOCAL_WRITE) as u32),
-            (mkc::RR, a.contains(Access::REMOTE_READ) as u32),
-            (mkc::RW, a.contains(Access::REMOTE_WRITE) as u32),
-            (mkc::A, a.contains(Access::REMOTE_ATOMIC) as u32),
-            (mkc::LOG_PAGE_SIZE, self.log_page_size),
-        ] {
-            let _ = f.set(&mut b, v);
-        }
+        // One call per field (constant offsets, inlined): this runs once per UMR.
+        let _ = mkc::FREE.set(&mut b, self.free as u32);
+        let _ = mkc::PD.set(&mut b, self.pd);
+        let _ = mkc::QPN.set(&mut b, self.qpn);
+        let _ = mkc::MKEY_7_0.set(&mut b, self.variant as u32);
+        let _ = mkc::LR.set(&mut b, 1);
+        let _ = mkc::LW.set(&mut b, a.contains(Access::LOCAL_WRITE) as u32);
+        let _ = mkc::RR.set(&mut b, a.contains(Access::REMOTE_READ) as u32);
+        let _ = mkc::RW.set(&mut b, a.contains(Access::REMOTE_WRITE) as u32);
+        let _ = mkc::A.set(&mut b, a.contains(Access::REMOTE_ATOMIC) as u32);
+        let _ = mkc::LOG_PAGE_SIZE.set(&mut b, self.log_page_size);
         let _ = mkc::START_ADDR.set_u64(&mut b, self.start);
         let _ = mkc::LEN.set_u64(&mut b, self.len);
         b
