@@ -28,17 +28,67 @@
 //! time. Rows that cannot run here (no io_uring, no huge pages, ...) say `SKIPPED: ... because
 //! ...`.
 //!
-//! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N] [--small-only]`
+//! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N] [--small-only] [--cpu-clock]`
+//!
+//! `--cpu-clock` reads every figure from the thread's CPU time (user + system) instead of wall
+//! time: steadier on a machine shared with other work, since the model runs inline on the
+//! bench's thread and Linux pins in this thread's system calls.
 //!
 //! The driver's figures include the emulated device's own work (it executes CREATE_MKEY in
 //! the same process), so they compare what each side does per registration, not hardware
 //! latency.
 
+/// The clock every figure is read from: wall time, or with `--cpu-clock` the thread's CPU
+/// time (user + system; steadier on a machine shared with other work: the model runs inline
+/// on this thread, and the Linux pinning is this thread's system time).
+mod clock {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
+    static CPU: AtomicBool = AtomicBool::new(false);
+
+    pub fn use_cpu_time() {
+        CPU.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cpu() -> bool {
+        CPU.load(Ordering::Relaxed)
+    }
+
+    /// A point in time on the chosen clock.
+    pub struct Stamp(Result<u128, Instant>);
+
+    pub fn now() -> Stamp {
+        if is_cpu() {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime writes one timespec, which `ts` provides.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            Stamp(Ok(ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128))
+        } else {
+            Stamp(Err(Instant::now()))
+        }
+    }
+
+    impl Stamp {
+        /// Nanoseconds since this stamp.
+        pub fn ns(&self) -> u128 {
+            match &self.0 {
+                Ok(t0) => match now().0 {
+                    Ok(t1) => t1.saturating_sub(*t0),
+                    Err(_) => 0,
+                },
+                Err(i) => i.elapsed().as_nanos(),
+            }
+        }
+    }
+}
+
 #[path = "../tests/common/mod.rs"]
 #[allow(dead_code)]
 mod common;
-
-use std::time::Instant;
 
 use common::*;
 use mlx5::mr::PhysChunk;
@@ -67,6 +117,9 @@ fn main() {
         .find_map(|a| a.strip_prefix("--reps=").and_then(|v| v.parse().ok()))
         .unwrap_or(7)
         .max(1);
+    if std::env::args().any(|a| a == "--cpu-clock") {
+        clock::use_cpu_time();
+    }
     let sim = SimHal::new();
     let hal = TestHal(sim.clone());
     let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
@@ -151,10 +204,10 @@ fn huge_region(ctx: &Context<TestHal>, pd: &ProtectionDomain<TestHal>, reps: usi
     let mut cmds = 0;
     for _ in 0..reps {
         let c0 = ctx.commands_sent();
-        let t = Instant::now();
+        let t = clock::now();
         // SAFETY: the region is never used for DMA (no WR names it) and is deregistered at once.
         let r = unsafe { pd.reg_phys(&chunks, 0x40_0000_0000, AccessFlags::ALL) };
-        let ns = t.elapsed().as_nanos();
+        let ns = t.ns();
         cmds = ctx.commands_sent() - c0;
         let mut mr = r.expect("64 GiB of 1 GiB pages");
         let t = mr.translation_info();
@@ -227,21 +280,21 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
         for rep in 0..=reps {
             for (k, (_, ctx, pd)) in sides.iter().enumerate() {
                 let c0 = ctx.commands_sent();
-                let s = Instant::now();
+                let s = clock::now();
                 let mut mrs = Vec::with_capacity(N);
                 for r in &regions[k] {
                     // SAFETY: `backing` outlives the regions.
                     mrs.push(unsafe { pd.reg_phys(r.0, r.1, r.2) }.expect("reg"));
                 }
-                let reg = s.elapsed().as_nanos() / N as u128;
+                let reg = s.ns() / N as u128;
                 if k == 1 {
                     assert_eq!(ctx.commands_sent(), c0, "cached registrations send no command");
                 }
-                let s = Instant::now();
+                let s = clock::now();
                 for mut m in mrs {
                     m.dereg().expect("dereg");
                 }
-                let dereg = s.elapsed().as_nanos() / N as u128;
+                let dereg = s.ns() / N as u128;
                 if rep > 0 {
                     t[k][0].push(reg);
                     t[k][1].push(dereg);
@@ -249,10 +302,10 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
             }
             for (k, (_, ctx, pd)) in sides.iter().enumerate() {
                 let (d0, c0) = (ctx.command_doorbells(), ctx.commands_sent());
-                let s = Instant::now();
+                let s = clock::now();
                 // SAFETY: as above.
                 let mrs = unsafe { pd.reg_mr_batch(&regions[k]) };
-                let ns = s.elapsed().as_nanos() / N as u128;
+                let ns = s.ns() / N as u128;
                 assert!(mrs.iter().all(|m| m.is_ok()), "batched registration");
                 if k == 0 {
                     rung = ctx.command_doorbells() - d0;
@@ -394,11 +447,11 @@ fn ours(
         let mut refused = None;
         for _ in 0..reps {
             let before = ctx.commands_sent();
-            let t = Instant::now();
+            let t = clock::now();
             // SAFETY: `backing` stays allocated (and otherwise unused) until after dereg.
             let iova = 0x7f00_0000_0000 + (chunks[0].bus & 0xfff);
             let r = unsafe { pd.reg_phys(&chunks, iova, AccessFlags::ALL) };
-            let ns = t.elapsed().as_nanos();
+            let ns = t.ns();
             let cmds = ctx.commands_sent() - before;
             match r {
                 Ok(mut mr) => {
@@ -527,7 +580,6 @@ fn print_table(rows: &[Row], reps: usize) {
 /// Linux page pinning through io_uring buffer registration, with raw system calls.
 mod linux {
     use std::io;
-    use std::time::Instant;
 
     /// `IORING_REGISTER_BUFFERS` / `IORING_UNREGISTER_BUFFERS` (Linux
     /// include/uapi/linux/io_uring.h, enum io_uring_register_op).
@@ -566,7 +618,7 @@ mod linux {
                 iov_base: buf.ptr.cast(),
                 iov_len: buf.len,
             };
-            let t = Instant::now();
+            let t = super::clock::now();
             // SAFETY: one iovec describing memory this process mapped and keeps mapped until
             // the buffer is unregistered (Buffer outlives the registration).
             let r = unsafe {
@@ -578,7 +630,7 @@ mod linux {
                     1u32,
                 )
             };
-            let ns = t.elapsed().as_nanos();
+            let ns = t.ns();
             if r < 0 {
                 return Err(os_err("IORING_REGISTER_BUFFERS"));
             }
