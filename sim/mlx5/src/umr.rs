@@ -11,8 +11,8 @@
 //! `mlx5r_umr_update_offset`). `mkey_mask` says which mkey-segment fields are written
 //! (`MLX5_MKEY_MASK_*`).
 //!
-//! The model applies a UMR atomically: every check runs on a copy, and the key changes only
-//! when all pass. Checks:
+//! The model applies a UMR atomically: every check runs against the key as it is and the
+//! WQE's new values, and the key changes (in place, no copy) only when all pass. Checks:
 //! - the QP has `fre` (model choice: a UMR on any other QP is a local QP operation error);
 //! - the key exists, carries the variant the ctrl `imm` names, and was created with
 //!   `umr_en` (model choice: otherwise a local protection error);
