@@ -13,10 +13,14 @@
 //!
 //! Also: 1 GiB of 4 KiB pages with an unaligned head and tail, a 64 GiB region of 1 GiB pages
 //! (bus addresses the model never touches: registration reads no guest memory), and the
-//! registration rate of 4 KiB, 64 KiB and 2 MiB regions one command each and batched
-//! (`reg_mr_batch`: up to 31 CREATE_MKEY in the command slots, one doorbell write), beside
+//! registration rate of 4 KiB, 64 KiB and 2 MiB regions: one CREATE_MKEY command each,
+//! through the UMR mkey cache (one UMR WQE and one CQE, no command) and batched
+//! (`reg_mr_batch`: up to 31 CREATE_MKEY in the command slots, one doorbell write; with the
+//! cache, up to 32 UMR WQEs per doorbell), beside
 //! Linux pinning one buffer of that size per `IORING_REGISTER_BUFFERS` call (pin plus one
-//! system call).
+//! system call); the deregistration rate by DESTROY_MKEY and by a revoking UMR; and the
+//! measured probability of guessing the next rkey from the previous one, with and without
+//! the cache.
 //!
 //! Times are medians over `--reps=N` repetitions (default 7); each registration is undone
 //! (dereg / `IORING_UNREGISTER_BUFFERS`) between repetitions, outside the timing. The column
@@ -24,17 +28,67 @@
 //! time. Rows that cannot run here (no io_uring, no huge pages, ...) say `SKIPPED: ... because
 //! ...`.
 //!
-//! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N]`
+//! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N] [--small-only] [--cpu-clock]`
+//!
+//! `--cpu-clock` reads every figure from the thread's CPU time (user + system) instead of wall
+//! time: steadier on a machine shared with other work, since the model runs inline on the
+//! bench's thread and Linux pins in this thread's system calls.
 //!
 //! The driver's figures include the emulated device's own work (it executes CREATE_MKEY in
 //! the same process), so they compare what each side does per registration, not hardware
 //! latency.
 
+/// The clock every figure is read from: wall time, or with `--cpu-clock` the thread's CPU
+/// time (user + system; steadier on a machine shared with other work: the model runs inline
+/// on this thread, and the Linux pinning is this thread's system time).
+mod clock {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
+    static CPU: AtomicBool = AtomicBool::new(false);
+
+    pub fn use_cpu_time() {
+        CPU.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cpu() -> bool {
+        CPU.load(Ordering::Relaxed)
+    }
+
+    /// A point in time on the chosen clock.
+    pub struct Stamp(Result<u128, Instant>);
+
+    pub fn now() -> Stamp {
+        if is_cpu() {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime writes one timespec, which `ts` provides.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            Stamp(Ok(ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128))
+        } else {
+            Stamp(Err(Instant::now()))
+        }
+    }
+
+    impl Stamp {
+        /// Nanoseconds since this stamp.
+        pub fn ns(&self) -> u128 {
+            match &self.0 {
+                Ok(t0) => match now().0 {
+                    Ok(t1) => t1.saturating_sub(*t0),
+                    Err(_) => 0,
+                },
+                Err(i) => i.elapsed().as_nanos(),
+            }
+        }
+    }
+}
+
 #[path = "../tests/common/mod.rs"]
 #[allow(dead_code)]
 mod common;
-
-use std::time::Instant;
 
 use common::*;
 use mlx5::mr::PhysChunk;
@@ -63,6 +117,9 @@ fn main() {
         .find_map(|a| a.strip_prefix("--reps=").and_then(|v| v.parse().ok()))
         .unwrap_or(7)
         .max(1);
+    if std::env::args().any(|a| a == "--cpu-clock") {
+        clock::use_cpu_time();
+    }
     let sim = SimHal::new();
     let hal = TestHal(sim.clone());
     let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
@@ -81,14 +138,10 @@ fn main() {
     };
     let hugepages = linux::HugePages::reserve(largest);
     let mut rows = Vec::new();
-    // `--cache-only`: just the small-MR table of commands against the UMR mkey cache.
-    if std::env::args().any(|a| a == "--cache-only") {
-        cache_rates(&hal, reps);
-        return;
-    }
-    // `--rates-only`: just the small-MR rate table (profiling).
-    if std::env::args().any(|a| a == "--rates-only") {
-        rates(&ctx, &pd, &hal, &ring, reps);
+    // `--small-only` (or the older `--cache-only` / `--rates-only`): just the small-MR table
+    // (commands, UMR cache, batched, Linux pin + 1 syscall) and the key-guess table.
+    if std::env::args().any(|a| a == "--small-only" || a == "--cache-only" || a == "--rates-only") {
+        small_mrs(&ring, reps);
         return;
     }
     for (name, size) in sizes {
@@ -131,67 +184,9 @@ fn main() {
     }
     print_table(&rows, reps);
     println!();
-    rates(&ctx, &pd, &hal, &ring, reps);
-    println!();
-    cache_rates(&hal, reps);
-}
-
-/// Small-MR registration and deregistration through commands (CREATE_MKEY / DESTROY_MKEY)
-/// against the UMR mkey cache (one UMR WQE and one CQE each way), on one context each.
-fn cache_rates(hal: &TestHal, reps: usize) {
-    const N: usize = 248;
-    println!("| MR size | commands: reg ns/MR | UMR cache: reg ns/MR | reg speedup | commands: dereg ns/MR | UMR cache: dereg ns/MR | dereg speedup |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (name, size) in [("4 KiB", 4096usize), ("64 KiB", 64 << 10), ("2 MiB", HUGE)] {
-        let backing = hal.dma_alloc(size * N, size).expect("backing");
-        let chunks: Vec<[PhysChunk; 1]> = (0..N)
-            .map(|i| {
-                [PhysChunk {
-                    bus: backing.bus_addr() + (i * size) as u64,
-                    len: size as u64,
-                }]
-            })
-            .collect();
-        let mut t = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
-        for (k, cached) in [false, true].into_iter().enumerate() {
-            let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
-            let pd = ctx.alloc_pd().unwrap();
-            if cached {
-                ctx.enable_mkey_cache(N).expect("cache");
-            }
-            for _ in 0..reps {
-                let c0 = ctx.commands_sent();
-                let s = Instant::now();
-                let mut mrs = Vec::with_capacity(N);
-                for c in &chunks {
-                    // SAFETY: `backing` outlives the regions.
-                    mrs.push(unsafe { pd.reg_phys(c, c[0].bus, AccessFlags::ALL) }.expect("reg"));
-                }
-                t[k][0].push(s.elapsed().as_nanos() / N as u128);
-                if cached {
-                    assert_eq!(
-                        ctx.commands_sent(),
-                        c0,
-                        "cached registrations send no command"
-                    );
-                }
-                let s = Instant::now();
-                for mut m in mrs {
-                    m.dereg().expect("dereg");
-                }
-                t[k][1].push(s.elapsed().as_nanos() / N as u128);
-            }
-            drop(pd);
-            let _ = ctx.close();
-        }
-        let [[cr, cd], [ur, ud]] = t;
-        let (cr, cd, ur, ud) = (median(cr), median(cd), median(ur), median(ud));
-        println!(
-            "| {name} | {cr} | {ur} | {:.1}x | {cd} | {ud} | {:.1}x |",
-            cr as f64 / ur.max(1) as f64,
-            cd as f64 / ud.max(1) as f64
-        );
-    }
+    drop(pd);
+    let _ = ctx.close();
+    small_mrs(&ring, reps);
 }
 
 /// 64 GiB of 1 GiB pages: one MTT key of 64 entries. The chunks are bus addresses above the
@@ -209,10 +204,10 @@ fn huge_region(ctx: &Context<TestHal>, pd: &ProtectionDomain<TestHal>, reps: usi
     let mut cmds = 0;
     for _ in 0..reps {
         let c0 = ctx.commands_sent();
-        let t = Instant::now();
+        let t = clock::now();
         // SAFETY: the region is never used for DMA (no WR names it) and is deregistered at once.
         let r = unsafe { pd.reg_phys(&chunks, 0x40_0000_0000, AccessFlags::ALL) };
-        let ns = t.elapsed().as_nanos();
+        let ns = t.ns();
         cmds = ctx.commands_sent() - c0;
         let mut mr = r.expect("64 GiB of 1 GiB pages");
         let t = mr.translation_info();
@@ -230,53 +225,105 @@ fn huge_region(ctx: &Context<TestHal>, pd: &ProtectionDomain<TestHal>, reps: usi
     }
 }
 
-/// Registrations per second of small regions: one command each, and batched.
-fn rates(
-    ctx: &Context<TestHal>,
-    pd: &ProtectionDomain<TestHal>,
-    hal: &TestHal,
-    ring: &Result<linux::Ring, String>,
-    reps: usize,
-) {
+/// Small-MR registration (4 KiB, 64 KiB, 2 MiB; 248 regions per repetition) through one
+/// CREATE_MKEY command each, through the UMR mkey cache (one UMR WQE and one CQE each, no
+/// command) and batched (`reg_mr_batch`: up to 31 CREATE_MKEY per doorbell), and
+/// deregistration by DESTROY_MKEY and by a revoking UMR; beside Linux pinning one buffer of
+/// that size per `IORING_REGISTER_BUFFERS` call (pin plus one system call). The three driver
+/// methods run in turn within each repetition (one context without the cache, one with it),
+/// so that a busy machine slows them alike.
+fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
     const N: usize = 248; // 8 batches of 31
-    println!("| MR size | mlx5 one command each, ns/MR | mlx5 reg_mr_batch, ns/MR (doorbells) | Linux io_uring pin + 1 syscall, ns/MR | Linux / mlx5 command | Linux / mlx5 batch |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    // One model each (a context owns its device function): without and with the cache.
+    let open = |cache: bool| {
+        let hal = TestHal(SimHal::new());
+        let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
+        if cache {
+            ctx.enable_mkey_cache(N).expect("cache");
+        }
+        let pd = ctx.alloc_pd().expect("pd");
+        (hal, ctx, pd)
+    };
+    let sides = [open(false), open(true)];
+    println!(
+        "| MR size | commands: reg ns/MR | UMR cache: reg ns/MR | commands / cache | commands batched: reg ns/MR (doorbells) | UMR cache batched: reg ns/MR | commands / cache batched | Linux io_uring pin + 1 syscall, ns/MR | Linux / cache | commands: dereg ns/MR | UMR cache: dereg ns/MR | commands / cache |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (name, size) in [("4 KiB", 4096usize), ("64 KiB", 64 << 10), ("2 MiB", HUGE)] {
-        let backing = hal.dma_alloc(size * N, size).expect("backing");
-        let chunks: Vec<[PhysChunk; 1]> = (0..N)
-            .map(|i| {
-                [PhysChunk {
-                    bus: backing.bus_addr() + (i * size) as u64,
-                    len: size as u64,
-                }]
+        let backing: Vec<_> = sides
+            .iter()
+            .map(|(hal, _, _)| hal.dma_alloc(size * N, size).expect("backing"))
+            .collect();
+        let chunks: Vec<Vec<[PhysChunk; 1]>> = backing
+            .iter()
+            .map(|b| {
+                (0..N)
+                    .map(|i| {
+                        [PhysChunk {
+                            bus: b.bus_addr() + (i * size) as u64,
+                            len: size as u64,
+                        }]
+                    })
+                    .collect()
             })
             .collect();
-        let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = chunks
+        let regions: Vec<Vec<(&[PhysChunk], u64, AccessFlags)>> = chunks
             .iter()
-            .map(|c| (&c[..], c[0].bus, AccessFlags::ALL))
+            .map(|cs| cs.iter().map(|c| (&c[..], c[0].bus, AccessFlags::ALL)).collect())
             .collect();
-        let mut single = Vec::new();
+        // [commands, cache] x [reg, dereg], and batched registration.
+        let mut t = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
         let mut batched = Vec::new();
+        let mut batched_umr = Vec::new();
         let mut rung = 0;
-        for _ in 0..reps {
-            let t = Instant::now();
-            let mut mrs = Vec::with_capacity(N);
-            for r in &regions {
-                // SAFETY: `backing` outlives the regions.
-                mrs.push(unsafe { pd.reg_phys(r.0, r.1, r.2) }.expect("reg"));
+        // One extra, unmeasured repetition first (warms the allocator and both contexts).
+        for rep in 0..=reps {
+            for (k, (_, ctx, pd)) in sides.iter().enumerate() {
+                let c0 = ctx.commands_sent();
+                let s = clock::now();
+                let mut mrs = Vec::with_capacity(N);
+                for r in &regions[k] {
+                    // SAFETY: `backing` outlives the regions.
+                    mrs.push(unsafe { pd.reg_phys(r.0, r.1, r.2) }.expect("reg"));
+                }
+                let reg = s.ns() / N as u128;
+                if k == 1 {
+                    assert_eq!(ctx.commands_sent(), c0, "cached registrations send no command");
+                }
+                let s = clock::now();
+                for mut m in mrs {
+                    m.dereg().expect("dereg");
+                }
+                let dereg = s.ns() / N as u128;
+                if rep > 0 {
+                    t[k][0].push(reg);
+                    t[k][1].push(dereg);
+                }
             }
-            single.push(t.elapsed().as_nanos() / N as u128);
-            drop(mrs);
-            let d0 = ctx.command_doorbells();
-            let t = Instant::now();
-            // SAFETY: as above.
-            let mrs = unsafe { pd.reg_mr_batch(&regions) };
-            batched.push(t.elapsed().as_nanos() / N as u128);
-            rung = ctx.command_doorbells() - d0;
-            assert!(mrs.iter().all(|m| m.is_ok()), "batched registration");
-            drop(mrs);
+            for (k, (_, ctx, pd)) in sides.iter().enumerate() {
+                let (d0, c0) = (ctx.command_doorbells(), ctx.commands_sent());
+                let s = clock::now();
+                // SAFETY: as above.
+                let mrs = unsafe { pd.reg_mr_batch(&regions[k]) };
+                let ns = s.ns() / N as u128;
+                assert!(mrs.iter().all(|m| m.is_ok()), "batched registration");
+                if k == 0 {
+                    rung = ctx.command_doorbells() - d0;
+                } else {
+                    assert_eq!(ctx.commands_sent(), c0, "batched from the cache: no command");
+                }
+                drop(mrs);
+                if rep > 0 {
+                    [&mut batched, &mut batched_umr][k].push(ns);
+                }
+            }
         }
-        let (s1, b1) = (median(single), median(batched));
+        drop(regions);
+        drop(chunks);
+        drop(backing);
+        let [[cr, cd], [ur, ud]] = t;
+        let (cr, cd, ur, ud) = (median(cr), median(cd), median(ur), median(ud));
+        let (b1, b2) = (median(batched), median(batched_umr));
         let lin = (|| {
             let ring = ring.as_ref().map_err(|e| e.clone())?;
             let buf = linux::Buffer::new(size, false)?;
@@ -287,19 +334,62 @@ fn rates(
             }
             Ok::<u128, String>(median(times))
         })();
-        let (l, r1, r2) = match lin {
-            Ok(l) => (
-                l.to_string(),
-                format!("{:.1}x", l as f64 / s1.max(1) as f64),
-                format!("{:.1}x", l as f64 / b1.max(1) as f64),
-            ),
-            Err(e) => (
-                format!("SKIPPED: Linux pin because {e}"),
-                "-".into(),
-                "-".into(),
-            ),
+        let (l, lr) = match lin {
+            Ok(l) => (l.to_string(), format!("{:.1}x", l as f64 / ur.max(1) as f64)),
+            Err(e) => (format!("SKIPPED: Linux pin because {e}"), "-".into()),
         };
-        println!("| {name} | {s1} | {b1} ({rung} for {N}) | {l} | {r1} | {r2} |");
+        println!(
+            "| {name} | {cr} | {ur} | {:.1}x | {b1} ({rung} for {N}) | {b2} | {:.1}x | {l} | {lr} | {cd} | {ud} | {:.1}x |",
+            cr as f64 / ur.max(1) as f64,
+            cr as f64 / b2.max(1) as f64,
+            cd as f64 / ud.max(1) as f64
+        );
+    }
+    println!();
+    // ReDMArk: how often the next rkey can be guessed from the previous one (index + 1, same
+    // variant: the best fixed guess), registering and deregistering one 4 KiB region 4096
+    // times, without and with the cache (`mr_layouts.rs` `next_rkey_guess_probability`,
+    // `umr.rs` `cached_keys_are_unpredictable`).
+    println!("| keys from | next rkey's index = previous + 1 | next rkey = previous index + 1, same variant | 1/256 |");
+    println!("|---|---:|---:|---:|");
+    for (what, (hal, _, pd)) in [
+        "CREATE_MKEY (firmware order)",
+        "the UMR cache (248 keys per class)",
+    ]
+    .into_iter()
+    .zip(&sides)
+    {
+        let b = hal.dma_alloc(4096, 4096).expect("buffer");
+        let c = [PhysChunk {
+            bus: b.bus_addr(),
+            len: 4096,
+        }];
+        const K: usize = 4096;
+        let mut keys = Vec::with_capacity(K);
+        for _ in 0..K {
+            // SAFETY: `b` outlives every region.
+            let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.expect("reg");
+            keys.push(m.rkey());
+            m.dereg().expect("dereg");
+        }
+        let pairs = keys.windows(2);
+        let index_next = pairs.clone().filter(|w| w[1] >> 8 == (w[0] >> 8) + 1).count();
+        let full = pairs
+            .filter(|w| w[1] == (((w[0] >> 8) + 1) << 8 | (w[0] & 0xff)))
+            .count();
+        let n = (K - 1) as f64;
+        println!(
+            "| {what} | {:.4} ({index_next}/{}) | {:.5} ({full}/{}) | {:.5} |",
+            index_next as f64 / n,
+            K - 1,
+            full as f64 / n,
+            K - 1,
+            1.0 / 256.0
+        );
+    }
+    for (_, ctx, pd) in sides {
+        drop(pd);
+        let _ = ctx.close();
     }
 }
 
@@ -357,11 +447,11 @@ fn ours(
         let mut refused = None;
         for _ in 0..reps {
             let before = ctx.commands_sent();
-            let t = Instant::now();
+            let t = clock::now();
             // SAFETY: `backing` stays allocated (and otherwise unused) until after dereg.
             let iova = 0x7f00_0000_0000 + (chunks[0].bus & 0xfff);
             let r = unsafe { pd.reg_phys(&chunks, iova, AccessFlags::ALL) };
-            let ns = t.elapsed().as_nanos();
+            let ns = t.ns();
             let cmds = ctx.commands_sent() - before;
             match r {
                 Ok(mut mr) => {
@@ -490,7 +580,6 @@ fn print_table(rows: &[Row], reps: usize) {
 /// Linux page pinning through io_uring buffer registration, with raw system calls.
 mod linux {
     use std::io;
-    use std::time::Instant;
 
     /// `IORING_REGISTER_BUFFERS` / `IORING_UNREGISTER_BUFFERS` (Linux
     /// include/uapi/linux/io_uring.h, enum io_uring_register_op).
@@ -529,7 +618,7 @@ mod linux {
                 iov_base: buf.ptr.cast(),
                 iov_len: buf.len,
             };
-            let t = Instant::now();
+            let t = super::clock::now();
             // SAFETY: one iovec describing memory this process mapped and keeps mapped until
             // the buffer is unregistered (Buffer outlives the registration).
             let r = unsafe {
@@ -541,7 +630,7 @@ mod linux {
                     1u32,
                 )
             };
-            let ns = t.elapsed().as_nanos();
+            let ns = t.ns();
             if r < 0 {
                 return Err(os_err("IORING_REGISTER_BUFFERS"));
             }

@@ -61,6 +61,20 @@ pub const ENABLE_MASK: u64 = mkey_mask::KEY
 /// The mask that revokes a key (Linux ib/umr.c `mlx5r_umr_revoke_mr`: PD and FREE).
 pub const REVOKE_MASK: u64 = mkey_mask::PD | mkey_mask::FREE;
 
+/// Most UMR WQEs rung with one doorbell ([`UmrRes::run_batch`]): the UMR QP's `max_send_wr`.
+pub(crate) const BATCH_MAX: usize = 32;
+
+/// What became of one UMR of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Completed successfully: the key changed.
+    Done,
+    /// Not executed, or refused by the device: the key is as it was.
+    Unchanged,
+    /// No completion before the deadline: the key's state is not known.
+    Unknown,
+}
+
 /// How long one UMR may take before the driver gives up on its completion.
 const UMR_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -89,20 +103,17 @@ impl MkeySeg {
     fn bytes(&self) -> [u8; mkc::BYTES] {
         let mut b = [0u8; mkc::BYTES];
         let a = self.access;
-        for (f, v) in [
-            (mkc::FREE, self.free as u32),
-            (mkc::PD, self.pd),
-            (mkc::QPN, self.qpn),
-            (mkc::MKEY_7_0, self.variant as u32),
-            (mkc::LR, 1),
-            (mkc::LW, a.contains(Access::LOCAL_WRITE) as u32),
-            (mkc::RR, a.contains(Access::REMOTE_READ) as u32),
-            (mkc::RW, a.contains(Access::REMOTE_WRITE) as u32),
-            (mkc::A, a.contains(Access::REMOTE_ATOMIC) as u32),
-            (mkc::LOG_PAGE_SIZE, self.log_page_size),
-        ] {
-            let _ = f.set(&mut b, v);
-        }
+        // One call per field (constant offsets, inlined): this runs once per UMR.
+        let _ = mkc::FREE.set(&mut b, self.free as u32);
+        let _ = mkc::PD.set(&mut b, self.pd);
+        let _ = mkc::QPN.set(&mut b, self.qpn);
+        let _ = mkc::MKEY_7_0.set(&mut b, self.variant as u32);
+        let _ = mkc::LR.set(&mut b, 1);
+        let _ = mkc::LW.set(&mut b, a.contains(Access::LOCAL_WRITE) as u32);
+        let _ = mkc::RR.set(&mut b, a.contains(Access::REMOTE_READ) as u32);
+        let _ = mkc::RW.set(&mut b, a.contains(Access::REMOTE_WRITE) as u32);
+        let _ = mkc::A.set(&mut b, a.contains(Access::REMOTE_ATOMIC) as u32);
+        let _ = mkc::LOG_PAGE_SIZE.set(&mut b, self.log_page_size);
         let _ = mkc::START_ADDR.set_u64(&mut b, self.start);
         let _ = mkc::LEN.set_u64(&mut b, self.len);
         b
@@ -156,7 +167,7 @@ impl<H: Hal> UmrRes<H> {
         let pd = ProtectionDomain::alloc_internal(ctx)?;
         let cq = crate::cq::create(ctx, 64, None)?;
         let caps = QpCaps {
-            max_send_wr: 32,
+            max_send_wr: BATCH_MAX as u32,
             max_recv_wr: 0,
             max_send_sge: 1,
             max_recv_sge: 1,
@@ -180,21 +191,25 @@ impl<H: Hal> UmrRes<H> {
         })
     }
 
-    /// Posts one UMR WQE and waits for its completion.
+    /// Posts one UMR WQE and waits for its completion. The CQ is looked at before the clock
+    /// is read: the device usually completes a UMR before the poll (the deadline costs a
+    /// clock read only when it has not).
     fn post_wait(&mut self, hal: &H, key: u32, body: &[u8]) -> Result<()> {
         let id = self.next;
         self.next = self.next.wrapping_add(1);
         self.qp.post_raw(id, wqe::opcode::UMR, key, body)?;
         let mut wc = [WorkCompletion::default()];
-        let deadline = hal.now().saturating_add(UMR_TIMEOUT);
-        loop {
-            if self.cq.poll(&mut wc)? == 1 {
-                break;
+        if self.cq.poll(&mut wc)? != 1 {
+            let deadline = hal.now().saturating_add(UMR_TIMEOUT);
+            loop {
+                hal.relax();
+                if self.cq.poll(&mut wc)? == 1 {
+                    break;
+                }
+                if hal.now() >= deadline {
+                    return Err(Error::Timeout);
+                }
             }
-            if hal.now() >= deadline {
-                return Err(Error::Timeout);
-            }
-            hal.relax();
         }
         self.qp.release_completed();
         match wc[0].status {
@@ -257,7 +272,8 @@ impl<H: Hal> UmrRes<H> {
         self.qp.connect(&me, &ConnectOptions::default())
     }
 
-    /// Executes `u`: the translation in pieces, the mkey fields with the last piece.
+    /// Executes `u`: the translation in pieces, the mkey fields with the last piece. The WQE
+    /// is built on the stack and the entries staged in place: no allocation per UMR.
     pub(crate) fn run(&mut self, hal: &H, u: &Umr<'_>) -> Result<()> {
         if !u.mtt_offset.is_multiple_of(2) {
             return Err(InvalidInput::OutOfRange.into());
@@ -266,8 +282,10 @@ impl<H: Hal> UmrRes<H> {
             return Err(InvalidInput::OutOfRange.into());
         }
         let seg = u.seg.bytes();
+        let mut body = Body::new();
         if u.mtt.len() <= INLINE_MAX_MTT {
-            let mut body = header(
+            header(
+                &mut body,
                 u.check | flags::INLINE,
                 u.mtt.len(),
                 u.mtt_offset,
@@ -275,54 +293,221 @@ impl<H: Hal> UmrRes<H> {
                 &seg,
             );
             for e in u.mtt {
-                body.extend_from_slice(&e.to_be_bytes());
+                body.push(&e.to_be_bytes());
             }
-            body.resize(body.len().next_multiple_of(wqe::SEND_WQE_DS), 0);
-            return self.post_wait(hal, u.key, &body);
+            // Whole octowords (an odd entry count ends with a zero entry).
+            body.pad_to(wqe::SEND_WQE_DS);
+            return self.post_wait(hal, u.key, body.bytes());
         }
         let mut done = 0usize;
         while done < u.mtt.len() {
             let n = (u.mtt.len() - done).min(XLT_CHUNK_MTT);
             let last = done + n == u.mtt.len();
-            let mut bytes = Vec::with_capacity(n.next_multiple_of(2) * 8);
-            for e in &u.mtt[done..done + n] {
-                bytes.extend_from_slice(&e.to_be_bytes());
-            }
-            bytes.resize(n.next_multiple_of(2) * 8, 0);
-            self.xlt.write(0, &bytes)?;
+            let bytes = self.stage(&u.mtt[done..done + n])?;
             let mask = if last { u.mask } else { 0 };
-            let mut body = header(u.check, n, u.mtt_offset + done as u64, mask, &seg);
+            body.clear();
+            header(
+                &mut body,
+                u.check,
+                n,
+                u.mtt_offset + done as u64,
+                mask,
+                &seg,
+            );
             // The data segment (Linux `mlx5r_umr_set_update_xlt_data_seg`).
-            body.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-            body.extend_from_slice(&self.xlt.lkey().to_be_bytes());
-            body.extend_from_slice(&self.xlt.addr().to_be_bytes());
-            self.post_wait(hal, u.key, &body)?;
+            body.push(&(bytes as u32).to_be_bytes());
+            body.push(&self.xlt.lkey().to_be_bytes());
+            body.push(&self.xlt.addr().to_be_bytes());
+            self.post_wait(hal, u.key, body.bytes())?;
             done += n;
         }
         Ok(())
     }
+
+    /// Runs inline UMRs ([`INLINE_MAX_MTT`] entries at most each) with one doorbell per
+    /// [`BATCH_MAX`] WQEs, and polls their completions: `out[i]` says what became of
+    /// `umrs[i]`. A UMR completed with an error leaves its key as it was, and the WQEs
+    /// after it on the QP are flushed without executing (the QP went to the error state;
+    /// IBTA: work requests after an error complete in error), so their keys are unchanged
+    /// too; the QP is then recovered as after a single failed UMR. A completion that never
+    /// comes leaves its key [`Outcome::Unknown`].
+    pub(crate) fn run_batch(&mut self, hal: &H, umrs: &[Umr<'_>], out: &mut [Outcome]) {
+        out.fill(Outcome::Unchanged);
+        let mut at = 0;
+        while at < umrs.len() {
+            let n = (umrs.len() - at).min(BATCH_MAX);
+            let base = self.next;
+            let mut posted = 0usize;
+            let mut last = core::ptr::null();
+            for u in &umrs[at..at + n] {
+                if !u.mtt_offset.is_multiple_of(2)
+                    || u.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0
+                    || u.mtt.len() > INLINE_MAX_MTT
+                {
+                    break;
+                }
+                let mut body = Body::new();
+                header(
+                    &mut body,
+                    u.check | flags::INLINE,
+                    u.mtt.len(),
+                    u.mtt_offset,
+                    u.mask,
+                    &u.seg.bytes(),
+                );
+                for e in u.mtt {
+                    body.push(&e.to_be_bytes());
+                }
+                body.pad_to(wqe::SEND_WQE_DS);
+                let id = self.next;
+                match self.qp.write_raw(id, wqe::opcode::UMR, u.key, body.bytes()) {
+                    Ok(p) => last = p,
+                    Err(_) => break, // not posted: unchanged
+                }
+                self.next = self.next.wrapping_add(1);
+                posted += 1;
+            }
+            if posted == 0 {
+                return;
+            }
+            self.qp.ring_send(last, None);
+            // Completions in posting order (one SQ); each WQE is signaled.
+            let mut wc = [WorkCompletion::default(); BATCH_MAX];
+            let mut seen = 0usize;
+            let mut failed = false;
+            let mut deadline = None;
+            while seen < posted && !failed {
+                let Ok(got) = self.cq.poll(&mut wc[..posted - seen]) else {
+                    // The device is gone: the keys without a completion are not known.
+                    for o in &mut out[at + seen..at + posted] {
+                        *o = Outcome::Unknown;
+                    }
+                    return;
+                };
+                for w in &wc[..got] {
+                    let k = w.wr_id.wrapping_sub(base) as usize;
+                    if k >= posted {
+                        continue;
+                    }
+                    if w.status == WcStatus::Success {
+                        out[at + k] = Outcome::Done;
+                    } else {
+                        // This one and every later one did not execute.
+                        failed = true;
+                    }
+                    seen += 1;
+                }
+                if got == 0 {
+                    let d = *deadline.get_or_insert_with(|| hal.now().saturating_add(UMR_TIMEOUT));
+                    if hal.now() >= d {
+                        for o in &mut out[at + seen..at + posted] {
+                            *o = Outcome::Unknown;
+                        }
+                        return;
+                    }
+                    hal.relax();
+                }
+            }
+            self.qp.release_completed();
+            if failed {
+                // Linux `mlx5r_umr_recover`: back to RTS for the next UMR.
+                if self.recover().is_err() {
+                    return;
+                }
+            }
+            if posted < n {
+                return; // the rest was not posted: unchanged
+            }
+            at += n;
+        }
+    }
+
+    /// Writes `mtt` big-endian into the staging region from its start, padded with a zero
+    /// entry to whole octowords; returns the bytes written.
+    fn stage(&self, mtt: &[u64]) -> Result<usize> {
+        const STEP: usize = 128;
+        let mut tmp = [0u8; STEP * mkey::MTT_ENTRY_SIZE];
+        let mut off = 0usize;
+        for part in mtt.chunks(STEP) {
+            for (d, e) in tmp.chunks_exact_mut(mkey::MTT_ENTRY_SIZE).zip(part) {
+                d.copy_from_slice(&e.to_be_bytes());
+            }
+            let n = part.len() * mkey::MTT_ENTRY_SIZE;
+            self.xlt.write(off as u64, &tmp[..n])?;
+            off += n;
+        }
+        if !mtt.len().is_multiple_of(2) {
+            self.xlt.write(off as u64, &[0; mkey::MTT_ENTRY_SIZE])?;
+            off += mkey::MTT_ENTRY_SIZE;
+        }
+        Ok(off)
+    }
 }
 
-/// `mlx5_wqe_umr_ctrl_seg` + mkey segment for `entries` MTT entries at entry `offset`.
-fn header(flags: u8, entries: usize, offset: u64, mask: u64, seg: &[u8; mkc::BYTES]) -> Vec<u8> {
-    let mut b = alloc::vec![0u8; wqe::umr_ctrl_seg::SIZE];
+/// The segments of one UMR WQE after its ctrl segment, built on the stack (at most 4 basic
+/// blocks less the ctrl segment).
+struct Body {
+    b: [u8; BODY_MAX],
+    len: usize,
+}
+
+/// umr ctrl 48 + mkey 64 + [`INLINE_MAX_MTT`] entries of 8 bytes.
+const BODY_MAX: usize =
+    wqe::umr_ctrl_seg::SIZE + mkc::BYTES + INLINE_MAX_MTT * mkey::MTT_ENTRY_SIZE;
+
+impl Body {
+    fn new() -> Body {
+        Body {
+            b: [0; BODY_MAX],
+            len: 0,
+        }
+    }
+    fn clear(&mut self) {
+        self.b[..self.len].fill(0);
+        self.len = 0;
+    }
+    /// Appends `x` (the callers stay within [`BODY_MAX`]).
+    fn push(&mut self, x: &[u8]) {
+        self.b[self.len..self.len + x.len()].copy_from_slice(x);
+        self.len += x.len();
+    }
+    /// Zero bytes up to a multiple of `n`.
+    fn pad_to(&mut self, n: usize) {
+        self.len = self.len.next_multiple_of(n);
+    }
+    fn bytes(&self) -> &[u8] {
+        &self.b[..self.len]
+    }
+}
+
+/// Appends `mlx5_wqe_umr_ctrl_seg` + mkey segment for `entries` MTT entries at entry `offset`
+/// to an empty `b`.
+fn header(
+    b: &mut Body,
+    flags: u8,
+    entries: usize,
+    offset: u64,
+    mask: u64,
+    seg: &[u8; mkc::BYTES],
+) {
+    let mut c = [0u8; wqe::umr_ctrl_seg::SIZE];
     let oct = entries.div_ceil(2) as u16; // two 8-byte entries per octoword
     let oct_off = offset / 2;
     let mut f = flags;
     if entries > 0 {
         f |= flags::TRANSLATION_OFFSET_EN;
         let at = wqe::umr_ctrl_seg::TRANSLATION_OFFSET;
-        b[at..at + 2].copy_from_slice(&((oct_off & 0xffff) as u16).to_be_bytes());
+        c[at..at + 2].copy_from_slice(&((oct_off & 0xffff) as u16).to_be_bytes());
         let at = wqe::umr_ctrl_seg::XLT_OFFSET_47_16;
-        b[at..at + 4].copy_from_slice(&((oct_off >> 16) as u32).to_be_bytes());
+        c[at..at + 4].copy_from_slice(&((oct_off >> 16) as u32).to_be_bytes());
     }
-    b[wqe::umr_ctrl_seg::FLAGS] = f;
+    c[wqe::umr_ctrl_seg::FLAGS] = f;
     let at = wqe::umr_ctrl_seg::KLM_OCTOWORDS;
-    b[at..at + 2].copy_from_slice(&oct.to_be_bytes());
+    c[at..at + 2].copy_from_slice(&oct.to_be_bytes());
     let at = wqe::umr_ctrl_seg::MKEY_MASK;
-    b[at..at + 8].copy_from_slice(&mask.to_be_bytes());
-    b.extend_from_slice(seg);
-    b
+    c[at..at + 8].copy_from_slice(&mask.to_be_bytes());
+    b.push(&c);
+    b.push(seg);
 }
 
 impl<H: Hal> Drop for UmrRes<H> {
@@ -362,16 +547,18 @@ mod tests {
             log_page_size: 12,
             ..MkeySeg::default()
         };
-        let mut body = header(
+        let mut body = Body::new();
+        header(
+            &mut body,
             flags::CHECK_NOT_FREE | flags::INLINE,
             2,
             0,
             ENABLE_MASK,
             &seg.bytes(),
         );
-        body.extend_from_slice(&(0x10_0000u64 | mkey::MTT_PRESENT).to_be_bytes());
-        body.extend_from_slice(&[0; 8]);
-        p.a.post_raw(7, wqe::opcode::UMR, key, &body).expect("post");
+        body.push(&(0x10_0000u64 | mkey::MTT_PRESENT).to_be_bytes());
+        body.push(&[0; 8]);
+        p.a.post_raw(7, wqe::opcode::UMR, key, body.bytes()).expect("post");
         let w = wait(&mut p.cq_a, 1);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].status, WcStatus::LocQpOpErr);

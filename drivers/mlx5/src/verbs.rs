@@ -945,8 +945,10 @@ impl<H: Hal> ProtectionDomain<H> {
         ))
     }
 
-    /// Registers several regions of caller-owned memory at once: the CREATE_MKEY commands of
-    /// the regions that take one key go into several command slots rung with one doorbell
+    /// Registers several regions of caller-owned memory at once. With the mkey cache
+    /// ([`Context::enable_mkey_cache`]), the regions it can serve take one UMR WQE each, rung
+    /// with one doorbell per 32 WQEs and no command; the CREATE_MKEY commands of the other
+    /// regions that take one key go into several command slots rung with one doorbell
     /// write ([`crate::hca::Device::exec_batch`]); regions that need an indirect key are
     /// registered one by one. One result per region, in order.
     ///
@@ -981,6 +983,31 @@ impl<H: Hal> ProtectionDomain<H> {
                 .into_iter()
                 .map(|r| r.unwrap_or_else(|| Err(e)))
                 .collect();
+        }
+        // From the mkey cache first (UMR WQEs, one doorbell per batch); the rest by command.
+        let want: Vec<(usize, &KlmPlan, u64)> = plans
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().map(|(plan, len)| (i, plan, *len)))
+            .collect();
+        let pooled = if want.is_empty() {
+            Vec::new()
+        } else {
+            self.reg_pooled_batch(regions, &want)
+        };
+        drop(want);
+        for (i, r) in pooled {
+            let Some((plan, len)) = plans[i].take() else {
+                continue;
+            };
+            let (_, iova, access) = regions[i];
+            out[i] = Some(r.map(|(key, class)| {
+                let mut m = self.wrap(key, Vec::new(), iova, len, access, plan, None);
+                if let Some(inner) = m.inner.as_mut().and_then(Arc::get_mut) {
+                    inner.pooled = Some(class);
+                }
+                m
+            }));
         }
         // One command per direct region.
         let mut cmds = Vec::new();
@@ -1188,23 +1215,22 @@ impl<H: Hal> ProtectionDomain<H> {
             let Some((key, class)) = u.take(entries.len()) else {
                 return Ok(None);
             };
-            // A new variant: not the key's last one, nor any recently destroyed key.
-            let mut new = key;
-            for _ in 0..8 {
-                let v = (ctx.random() & 0xff) as u32;
-                let k = (key & !0xff) | v;
-                if k != key && !ctx.recent_keys.lock().contains(&k) {
-                    new = k;
-                    break;
+            let new = fresh_variant(ctx, key);
+            // The entries with their enables: on the stack when they go inline.
+            let mut small = [0u64; crate::umr::INLINE_MAX_MTT];
+            let big: Vec<u64>;
+            let mtt: &[u64] = if entries.len() <= small.len() {
+                for (d, e) in small.iter_mut().zip(entries) {
+                    *d = e | mlx5_prm::mkey::MTT_PRESENT;
                 }
-            }
-            if new == key {
-                new = (key & !0xff) | ((key + 1) & 0xff);
-            }
-            let mtt: Vec<u64> = entries
-                .iter()
-                .map(|e| e | mlx5_prm::mkey::MTT_PRESENT)
-                .collect();
+                &small[..entries.len()]
+            } else {
+                big = entries
+                    .iter()
+                    .map(|e| e | mlx5_prm::mkey::MTT_PRESENT)
+                    .collect();
+                &big
+            };
             let umr = Umr {
                 key,
                 check: flags::CHECK_NOT_FREE,
@@ -1219,7 +1245,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     len,
                     log_page_size: plan.tr.page_shift,
                 },
-                mtt: &mtt,
+                mtt,
                 mtt_offset: 0,
             };
             match u.run(hal, &umr) {
@@ -1234,6 +1260,81 @@ impl<H: Hal> ProtectionDomain<H> {
             }
         })?;
         Ok(r.flatten())
+    }
+
+    /// [`ProtectionDomain::reg_pooled`] for several regions at once (`reg_mr_batch`): one
+    /// UMR WQE each, rung with one doorbell per [`crate::umr::BATCH_MAX`]. `(region index,
+    /// plan, len)` in; the regions registered from the cache out, as `(index, key, class)`.
+    /// A region the cache cannot serve (no key of its class, a translation too long to go
+    /// inline, relaxed ordering) or whose UMR the device refused is left to the caller (its
+    /// key went back to the cache); a region whose UMR never completed gets the error.
+    fn reg_pooled_batch(
+        &self,
+        regions: &[(&[PhysChunk], u64, Access)],
+        want: &[(usize, &KlmPlan, u64)],
+    ) -> Vec<(usize, Result<(u32, u8)>)> {
+        use crate::umr::{flags, MkeySeg, Outcome, Umr, ENABLE_MASK, INLINE_MAX_MTT};
+        let ctx = &self.inner.ctx;
+        let pdn = self.inner.pdn;
+        let r = ctx.umr_try_with(|u, hal| {
+            // The entries with their enables, INLINE_MAX_MTT slots per region.
+            let mut mtt = Vec::with_capacity(want.len() * INLINE_MAX_MTT);
+            let mut taken = Vec::with_capacity(want.len());
+            for &(i, plan, len) in want {
+                let entries = &plan.tr.entries;
+                let access = regions[i].2;
+                if !plan.segments.is_empty()
+                    || entries.len() > INLINE_MAX_MTT
+                    || mr::relaxed_ordering(access, &ctx.caps) != (false, false)
+                {
+                    continue;
+                }
+                let Some((key, class)) = u.take(entries.len()) else {
+                    continue;
+                };
+                let at = mtt.len();
+                mtt.extend(entries.iter().map(|e| e | mlx5_prm::mkey::MTT_PRESENT));
+                taken.push((i, plan, len, key, class, fresh_variant(ctx, key), at));
+            }
+            let umrs: Vec<Umr<'_>> = taken
+                .iter()
+                .map(|&(i, plan, len, key, _, new, at)| Umr {
+                    key,
+                    check: flags::CHECK_NOT_FREE,
+                    mask: ENABLE_MASK,
+                    seg: MkeySeg {
+                        free: false,
+                        pd: pdn,
+                        qpn: 0xff_ffff,
+                        variant: new as u8,
+                        access: regions[i].2,
+                        start: regions[i].1,
+                        len,
+                        log_page_size: plan.tr.page_shift,
+                    },
+                    mtt: &mtt[at..at + plan.tr.entries.len()],
+                    mtt_offset: 0,
+                })
+                .collect();
+            let mut out = alloc::vec![Outcome::Unknown; umrs.len()];
+            u.run_batch(hal, &umrs, &mut out);
+            let mut done = Vec::with_capacity(taken.len());
+            for (t, o) in taken.iter().zip(out) {
+                let &(i, _, _, key, class, new, _) = t;
+                match o {
+                    Outcome::Done => done.push((i, Ok((new, class)))),
+                    // The key is unchanged (the model applies a UMR whole or not at all).
+                    Outcome::Unchanged => u.put(key, class),
+                    // Its state is unknown: the key leaves the cache (destroyed with the PD).
+                    Outcome::Unknown => done.push((i, Err(Error::Timeout))),
+                }
+            }
+            Ok(done)
+        });
+        match r {
+            Ok(Some(v)) => v,
+            _ => Vec::new(),
+        }
     }
 
     /// ReDMArk: a key must not reappear right after it was destroyed. If the firmware reused
@@ -1329,6 +1430,19 @@ impl<H: Hal> ProtectionDomain<H> {
     ) -> Result<QueuePair<H>> {
         crate::qp::create(&self.inner, send_cq, recv_cq, caps, opts)
     }
+}
+
+/// A new variant for cached key `key` being handed out: not its last one, nor any recently
+/// destroyed key (ReDMArk).
+fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32) -> u32 {
+    for _ in 0..8 {
+        let v = (ctx.random() & 0xff) as u32;
+        let k = (key & !0xff) | v;
+        if k != key && !ctx.recent_keys.lock().contains(&k) {
+            return k;
+        }
+    }
+    (key & !0xff) | ((key + 1) & 0xff)
 }
 
 /// MR state, kept alive by the handle and by in-flight WRs.

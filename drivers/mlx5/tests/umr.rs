@@ -352,6 +352,114 @@ fn umr_errors_complete_with_error_cqes_and_leave_the_key() {
     pd.destroy_umr_mkey(key).expect("destroy");
 }
 
+/// The model changes a key in place only after every check passed: a UMR refused after its
+/// translation was read (a bad PD, a page size the kept entries do not fit, a misaligned
+/// entry behind good ones) leaves the entries, page size, PD, access and range as they were.
+#[test]
+fn refused_umrs_on_an_enabled_key_change_nothing() {
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    let buf = hal.dma_alloc(4 * 4096, 4096).expect("buffer");
+    let fresh = hal.dma_alloc(4 * 4096, 4096).expect("fresh");
+    let key = pd.alloc_umr_mkey(4).expect("umr key");
+    let iova = 0x5000_0000_0000;
+    let mtt = pages_rev(buf.bus_addr(), 4);
+    ctx.post_umr(&Umr {
+        key,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(pd.pdn(), key as u8, iova, 4 * 4096),
+        mtt: &mtt,
+        mtt_offset: 0,
+    })
+    .expect("enable");
+    let before = |h: &mut mlx5_sim::Hca| {
+        let m = h.mkeys.by_index(key >> 8).expect("key");
+        (m.pd, m.access, m.start, m.len, m.free, m.variant)
+    };
+    let state = sim.with_hca(before);
+    let translates_as_before = || {
+        sim.with_hca(|h| {
+            for i in 0..4u64 {
+                let got = h
+                    .mkeys
+                    .translate(key, iova + i * 4096, 4096, SimAccess::LOCAL_READ, pd.pdn())
+                    .expect("page translates");
+                assert_eq!(got, vec![(buf.bus_addr() + (3 - i) * 4096, 4096)], "page {i}");
+            }
+        });
+    };
+    let fresh4 = pages_rev(fresh.bus_addr(), 4);
+    let change = Umr {
+        key,
+        check: flags::CHECK_FREE,
+        mask: mask::PD | mask::LR | mask::LW | mask::RR | mask::RW | mask::START_ADDR | mask::LEN,
+        seg: MkeySeg {
+            access: AccessFlags::LOCAL_WRITE,
+            ..enable_seg(pd.pdn(), key as u8, iova + 4096, 2 * 4096)
+        },
+        mtt: &fresh4,
+        mtt_offset: 0,
+    };
+    // New entries, access and range, but an unknown PD.
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            seg: MkeySeg {
+                pd: 0xabcd,
+                ..change.seg
+            },
+            ..change
+        })),
+        (WcStatus::LocProtErr, umr_vendor::BAD_PD)
+    );
+    translates_as_before();
+    // 2 MiB pages: the kept 4 KiB entries are not aligned to them (the buffer's pages are
+    // 4 KiB apart, so at most one of them is 2 MiB aligned).
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            mask: mask::PAGE_SIZE,
+            seg: MkeySeg {
+                log_page_size: 21,
+                ..change.seg
+            },
+            mtt: &[],
+            ..change
+        })),
+        (WcStatus::LocProtErr, umr_vendor::XLT_MISALIGNED)
+    );
+    translates_as_before();
+    // Two good entries, then a misaligned one: none is written.
+    let mixed = [fresh4[0], fresh4[1], (fresh.bus_addr() + 0x800) | MTT_PRESENT, fresh4[3]];
+    assert_eq!(
+        umr_err(ctx.post_umr(&Umr {
+            mtt: &mixed,
+            ..change
+        })),
+        (WcStatus::LocProtErr, umr_vendor::XLT_MISALIGNED)
+    );
+    translates_as_before();
+    assert_eq!(sim.with_hca(before), state, "fields unchanged");
+    // The same change with a good PD applies whole.
+    ctx.post_umr(&change).expect("good change");
+    sim.with_hca(|h| {
+        let got = h
+            .mkeys
+            .translate(key, iova + 4096, 2 * 4096, SimAccess::LOCAL_READ, pd.pdn())
+            .expect("new range translates");
+        assert_eq!(
+            got,
+            // Entry 0 maps the new start (the entries are `fresh`'s pages in reverse).
+            vec![(fresh.bus_addr() + 3 * 4096, 4096), (fresh.bus_addr() + 2 * 4096, 4096)]
+        );
+        assert!(h
+            .mkeys
+            .translate(key, iova + 4096, 4096, SimAccess::REMOTE_READ, pd.pdn())
+            .is_err());
+    });
+    pd.destroy_umr_mkey(key).expect("destroy");
+}
+
 #[test]
 fn context_with_a_umr_qp_closes() {
     let (_sim, ctx) = open();
@@ -449,6 +557,161 @@ fn cached_registration_is_one_umr_and_dereg_revokes_before_returning() {
     let m2 = unsafe { p.pd.reg_phys(&bc, 0x1000, RW) }.expect("by command");
     assert!(ctx.commands_sent() > cmds);
     drop(m2);
+}
+
+/// `reg_mr_batch` with the cache: the regions the cache can serve take one UMR WQE each,
+/// rung with one doorbell per 32 (no command); the rest go by CREATE_MKEY. Every region
+/// carries traffic, and dereg revokes its key before returning.
+#[test]
+fn batched_registration_from_the_cache_is_umrs_and_the_rest_commands() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let mut p = pair(&ctx, QpCaps::default());
+    let src = mr(&p.pd, 4096);
+    src.write(0, &pattern(4096, 3)).expect("fill");
+    ctx.enable_mkey_cache(20).expect("cache"); // 20 keys in each of 3 classes
+    const N: u64 = 70;
+    let buf = hal.dma_alloc((N * 4096) as usize, 4096).expect("buffer");
+    let chunks: Vec<[PhysChunk; 1]> = (0..N)
+        .map(|i| {
+            [PhysChunk {
+                bus: buf.bus_addr() + i * 4096,
+                len: 4096,
+            }]
+        })
+        .collect();
+    let iova = |i: u64| 0x4000_0000_0000 + i * 0x10_0000;
+    let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (&c[..], iova(i as u64), RW))
+        .collect();
+    let cmds = ctx.commands_sent();
+    // SAFETY: `buf` outlives the regions.
+    let mrs: Vec<_> = unsafe { p.pd.reg_mr_batch(&regions) }
+        .into_iter()
+        .map(|r| r.expect("registered"))
+        .collect();
+    assert_eq!(ctx.mkey_cache_len(), 0, "all 60 cached keys handed out");
+    assert_eq!(
+        ctx.commands_sent() - cmds,
+        N - 60,
+        "one CREATE_MKEY for each region the cache could not serve"
+    );
+    for (i, m) in mrs.iter().enumerate() {
+        assert_eq!(
+            write_to(&mut p, &src, 64, iova(i as u64), m.rkey()),
+            WcStatus::Success,
+            "region {i}"
+        );
+    }
+    let rkeys: Vec<u32> = mrs.iter().map(|m| m.rkey()).collect();
+    let cmds = ctx.commands_sent();
+    for mut m in mrs {
+        m.dereg().expect("dereg");
+    }
+    assert_eq!(ctx.commands_sent() - cmds, N - 60, "60 revoking UMRs, 10 DESTROY_MKEY");
+    assert_eq!(ctx.mkey_cache_len(), 60, "the keys went back to the cache");
+    // Cached keys (the first 60) and one by command. An error completion moves the QP to
+    // the error state: a fresh pair (and source region in its PD) for each.
+    for i in [0, 31, 59, 69] {
+        let mut q = pair(&ctx, QpCaps::default());
+        let s2 = mr(&q.pd, 4096);
+        assert_eq!(
+            write_to(&mut q, &s2, 64, iova(i as u64), rkeys[i]),
+            WcStatus::RemAccessErr,
+            "region {i} after dereg"
+        );
+    }
+}
+
+/// A UMR of a batch that the device refuses (its key is not free) leaves that key, and the
+/// keys of the WQEs after it (flushed, not executed), as they were: those regions are
+/// registered by command instead, the keys go back to the cache, and the UMR QP is
+/// recovered for the next registration.
+#[test]
+fn a_refused_umr_in_a_batch_falls_back_to_commands() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    ctx.enable_mkey_cache(1).expect("cache"); // one key per class: 16, 128, 512 entries
+    let buf = hal.dma_alloc(200 * 4096, 4096).expect("buffer");
+    let pages = |n: u64| -> Vec<PhysChunk> {
+        (0..n)
+            .rev()
+            .map(|i| PhysChunk {
+                bus: buf.bus_addr() + i * 4096,
+                len: 4096,
+            })
+            .collect()
+    };
+    // The 128-entry key: taken by 17 pages, then back in the cache (free, variant kept).
+    let p17 = pages(17);
+    // SAFETY: `buf` outlives every region.
+    let mut m = unsafe { pd.reg_phys(&p17, 0x10_0000, RW) }.expect("from the cache");
+    let k128 = m.lkey();
+    m.dereg().expect("dereg");
+    assert_eq!(ctx.mkey_cache_len(), 3);
+    // Enable it behind the cache's back: a UMR with "fail if not free" on it is refused.
+    ctx.post_umr(&Umr {
+        key: k128,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(pd.pdn(), k128 as u8, 0x1000, 4096),
+        mtt: &[buf.bus_addr() | MTT_PRESENT],
+        mtt_offset: 0,
+    })
+    .expect("tamper");
+    // Four 4 KiB regions: WQE 0 takes the 16-entry key, WQE 1 the tampered key (refused),
+    // WQE 2 the 512-entry key (flushed); the fourth finds the cache empty.
+    let one: Vec<[PhysChunk; 1]> = (0..4u64)
+        .map(|i| {
+            [PhysChunk {
+                bus: buf.bus_addr() + i * 4096,
+                len: 4096,
+            }]
+        })
+        .collect();
+    let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = one
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (&c[..], 0x2000_0000 + i as u64 * 0x10_0000, RW))
+        .collect();
+    let cmds = ctx.commands_sent();
+    // SAFETY: as above.
+    let mrs: Vec<_> = unsafe { pd.reg_mr_batch(&regions) }
+        .into_iter()
+        .map(|r| r.expect("registered"))
+        .collect();
+    let _ = cmds; // the QP's recovery sends commands too (2RST, RST2INIT, ...)
+    assert_eq!(ctx.mkey_cache_len(), 2, "the refused and the flushed key came back");
+    sim.with_hca(|h| {
+        // Region 0 holds the cache's 16-entry key (`umr_en`); 1..=3 keys made by command.
+        let umr_en: Vec<bool> = mrs
+            .iter()
+            .map(|m| h.mkeys.by_index(m.lkey() >> 8).expect("key").umr_en)
+            .collect();
+        assert_eq!(umr_en, [true, false, false, false]);
+        let m = h.mkeys.by_index(k128 >> 8).expect("key");
+        assert_eq!((m.start, m.len), (0x1000, 4096), "the refused UMR changed nothing");
+        for (i, m) in mrs.iter().enumerate() {
+            let got = h
+                .mkeys
+                .translate(m.lkey(), regions[i].1, 4096, SimAccess::LOCAL_READ, pd.pdn())
+                .expect("translates");
+            assert_eq!(got, vec![(one[i][0].bus, 4096)], "region {i}");
+        }
+    });
+    // The UMR QP recovered: 200 pages take the 512-entry key, without a command.
+    let p200 = pages(200);
+    let cmds = ctx.commands_sent();
+    // SAFETY: as above.
+    let big = unsafe { pd.reg_phys(&p200, 0x4000_0000, RW) }.expect("from the cache");
+    assert_eq!(ctx.commands_sent(), cmds, "a UMR after the recovery");
+    drop(big);
+    drop(mrs);
 }
 
 /// ReDMArk with the cache: keys come out in random order, and a key's variant changes on

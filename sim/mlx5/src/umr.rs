@@ -11,8 +11,8 @@
 //! `mlx5r_umr_update_offset`). `mkey_mask` says which mkey-segment fields are written
 //! (`MLX5_MKEY_MASK_*`).
 //!
-//! The model applies a UMR atomically: every check runs on a copy, and the key changes only
-//! when all pass. Checks:
+//! The model applies a UMR atomically: every check runs against the key as it is and the
+//! WQE's new values, and the key changes (in place, no copy) only when all pass. Checks:
 //! - the QP has `fre` (model choice: a UMR on any other QP is a local QP operation error);
 //! - the key exists, carries the variant the ctrl `imm` names, and was created with
 //!   `umr_en` (model choice: otherwise a local protection error);
@@ -87,8 +87,76 @@ fn be16(b: &[u8], at: usize) -> u16 {
         .map_or(0, |x| u16::from_be_bytes([x[0], x[1]]))
 }
 
+/// The translation of a UMR WQE, as big-endian MTT entries (`mlx5_ifc_mtt_bits`).
+#[derive(Clone, Copy)]
+struct Entries<'a>(&'a [u8]);
+
+impl Entries<'_> {
+    fn len(self) -> usize {
+        self.0.len() / mkey::MTT_ENTRY_SIZE
+    }
+
+    /// Entry `i` as the key stores it. `mlx5_ifc_mtt_bits`: rd_en bit 0, wr_en bit 1; Linux
+    /// sets both (`MLX5_IB_MTT_PRESENT`) on every entry it loads. Model choice: an entry
+    /// loaded by UMR without them is not present.
+    fn get(self, i: usize) -> MttEntry {
+        let at = i * mkey::MTT_ENTRY_SIZE;
+        let raw = self.0[at..at + mkey::MTT_ENTRY_SIZE]
+            .try_into()
+            .map_or(0, u64::from_be_bytes);
+        MttEntry::new(
+            raw & !0xff,
+            raw & mkey::MTT_READ != 0,
+            raw & mkey::MTT_WRITE != 0,
+        )
+    }
+}
+
+thread_local! {
+    /// Staging for translations read by pointer, reused across WQEs (no allocation per UMR
+    /// once it has grown to the largest piece).
+    static XLT_SCRATCH: core::cell::Cell<Vec<u8>> = const { core::cell::Cell::new(Vec::new()) };
+}
+
+/// [`XLT_SCRATCH`] taken for one WQE, given back when dropped.
+struct Scratch(Vec<u8>);
+
+impl Scratch {
+    fn take() -> Scratch {
+        Scratch(XLT_SCRATCH.with(|c| c.take()))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let v = core::mem::take(&mut self.0);
+        XLT_SCRATCH.with(|c| c.set(v));
+    }
+}
+
+/// The key checks made before anything is read: the key exists with the variant the ctrl
+/// `imm` names, has `umr_en`, and passes the free-state check of `flags`.
+fn check_key(m: Option<&Mkey>, key: u32, flags: u8) -> Result<(), UmrErr> {
+    let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
+    let m = m.ok_or(prot(umr_vendor::BAD_KEY))?;
+    if m.variant != (key & 0xff) as u8 {
+        return Err(prot(umr_vendor::BAD_KEY));
+    }
+    if !m.umr_en {
+        return Err(prot(umr_vendor::NOT_UMR_EN));
+    }
+    match flags & wqe::umr_ctrl_seg::FLAG_CHECK_MASK {
+        wqe::umr_ctrl_seg::FLAG_CHECK_FREE if m.free => Err(prot(umr_vendor::FREE_STATE)),
+        wqe::umr_ctrl_seg::FLAG_CHECK_NOT_FREE if !m.free => Err(prot(umr_vendor::FREE_STATE)),
+        _ => Ok(()),
+    }
+}
+
 /// Executes the UMR WQE `raw` (ctrl segment first, `ds * 16` bytes) posted on QP `qpn`.
 /// `Ok` completes it successfully; `Err((cqe syndrome, vendor syndrome))` is an error CQE.
+///
+/// Every check runs against the key as it is and the WQE's new values; the key is written
+/// (in place) only once all have passed, so a refused UMR leaves it unchanged.
 pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
     let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
@@ -121,78 +189,82 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
     if mask & !SUPPORTED_MASK != 0 {
         return Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::UNSUPPORTED_MASK));
     }
-    let old = hca
-        .mkeys
-        .keys
-        .get(&mkey::index(key))
-        .ok_or(prot(umr_vendor::BAD_KEY))?;
-    if old.variant != (key & 0xff) as u8 {
-        return Err(prot(umr_vendor::BAD_KEY));
-    }
-    if !old.umr_en {
-        return Err(prot(umr_vendor::NOT_UMR_EN));
-    }
-    match flags & wqe::umr_ctrl_seg::FLAG_CHECK_MASK {
-        wqe::umr_ctrl_seg::FLAG_CHECK_FREE if old.free => return Err(prot(umr_vendor::FREE_STATE)),
-        wqe::umr_ctrl_seg::FLAG_CHECK_NOT_FREE if !old.free => {
-            return Err(prot(umr_vendor::FREE_STATE))
-        }
-        _ => {}
-    }
-    let mut m: Mkey = old.clone();
+    let index = mkey::index(key);
+    let n = (octowords * 16) as usize;
+    let inline = flags & wqe::umr_ctrl_seg::FLAG_INLINE != 0;
 
-    // The translation, read before anything changes.
-    let mut list: Vec<u8> = Vec::new();
-    if octowords > 0 {
-        let n = (octowords * 16) as usize;
-        if flags & wqe::umr_ctrl_seg::FLAG_INLINE != 0 {
-            list.extend_from_slice(raw.get(data_at..data_at + n).ok_or(malformed)?);
-            if data_at + n > size {
-                return Err(malformed);
-            }
-        } else {
-            // One data segment: byte_count, lkey, addr; the lkey is checked for local read
-            // in the UMR QP's PD.
-            if size < data_at + wqe::data_seg::SIZE {
-                return Err(malformed);
-            }
-            let bc = be32(raw, data_at + wqe::data_seg::BYTE_COUNT) as u64;
-            let lkey = be32(raw, data_at + wqe::data_seg::LKEY);
-            let addr = be64(raw, data_at + wqe::data_seg::ADDR);
-            if bc < n as u64 {
-                return Err(malformed);
-            }
-            list.resize(n, 0);
-            let mem = hca.mem.clone();
-            let user = KeyUser { pd: qp_pd, qpn };
-            let r = hca
-                .mkeys
-                .resolve(lkey, addr, n as u64, Access::LOCAL_READ, user)
-                .map_err(|_| prot(umr_vendor::XLT_READ))?;
-            r.read(&*mem, &mut list)
-                .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
+    // A translation by pointer is read before anything changes (the key checks first).
+    let mut scratch = None;
+    if n > 0 && !inline {
+        check_key(hca.mkeys.keys.get(&index), key, flags)?;
+        // One data segment: byte_count, lkey, addr; the lkey is checked for local read in
+        // the UMR QP's PD.
+        if size < data_at + wqe::data_seg::SIZE {
+            return Err(malformed);
         }
+        let bc = be32(raw, data_at + wqe::data_seg::BYTE_COUNT) as u64;
+        let lkey = be32(raw, data_at + wqe::data_seg::LKEY);
+        let addr = be64(raw, data_at + wqe::data_seg::ADDR);
+        if bc < n as u64 {
+            return Err(malformed);
+        }
+        let mut s = Scratch::take();
+        s.0.clear();
+        s.0.resize(n, 0);
+        let user = KeyUser { pd: qp_pd, qpn };
+        let r = hca
+            .mkeys
+            .resolve(lkey, addr, n as u64, Access::LOCAL_READ, user)
+            .map_err(|_| prot(umr_vendor::XLT_READ))?;
+        r.read(&*hca.mem, &mut s.0)
+            .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
+        scratch = Some(s);
     }
+
+    // The key, validated and changed in place. The PD and QP tables are other fields of
+    // `hca`, borrowed beside it.
+    let old = hca.mkeys.keys.get_mut(&index);
+    check_key(old.as_deref(), key, flags)?;
+    let Some(m) = old else {
+        return Err(prot(umr_vendor::BAD_KEY));
+    };
+    let list = if n == 0 {
+        Entries(&[])
+    } else if let Some(s) = &scratch {
+        Entries(&s.0[..n])
+    } else {
+        if data_at + n > size {
+            return Err(malformed);
+        }
+        Entries(raw.get(data_at..data_at + n).ok_or(malformed)?)
+    };
 
     // The mkey segment's fields, as the mask selects them.
     use wqe::umr_ctrl_seg::mask;
-    if mask & mask::PD != 0 {
+    let pd = if mask & mask::PD != 0 {
         let pd = get(mkc::PD, seg);
-        if !hca.pd_exists(pd) {
+        if !hca.pds.contains(pd) {
             return Err(prot(umr_vendor::BAD_PD));
         }
-        m.pd = pd;
-    }
-    if mask & mask::QPN != 0 {
+        pd
+    } else {
+        m.pd
+    };
+    let new_qpn = if mask & mask::QPN != 0 {
         let qpn = get(mkc::QPN, seg);
         if qpn != ANY_QPN && !hca.qps.contains(qpn) {
             return Err(prot(umr_vendor::BAD_PD));
         }
-        m.qpn = qpn;
-    }
-    if mask & mask::KEY != 0 {
-        m.variant = get(mkc::MKEY_7_0, seg) as u8;
-    }
+        qpn
+    } else {
+        m.qpn
+    };
+    let variant = if mask & mask::KEY != 0 {
+        get(mkc::MKEY_7_0, seg) as u8
+    } else {
+        m.variant
+    };
+    let mut access = m.access;
     for (bit, f, a) in [
         (mask::LR, mkc::LR, Access::LOCAL_READ),
         (mask::LW, mkc::LW, Access::LOCAL_WRITE),
@@ -201,29 +273,35 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
         (mask::A, mkc::A, Access::REMOTE_ATOMIC),
     ] {
         if mask & bit != 0 {
-            m.access = if get(f, seg) != 0 {
-                m.access.union(a)
+            access = if get(f, seg) != 0 {
+                access.union(a)
             } else {
-                Access(m.access.0 & !a.0)
+                Access(access.0 & !a.0)
             };
         }
     }
-    if mask & mask::START_ADDR != 0 {
-        m.start = mkc::START_ADDR.get_u64(seg).unwrap_or(0);
-    }
-    if mask & mask::LEN != 0 {
-        m.len = if get(mkc::LENGTH64, seg) != 0 {
+    let start = if mask & mask::START_ADDR != 0 {
+        mkc::START_ADDR.get_u64(seg).unwrap_or(0)
+    } else {
+        m.start
+    };
+    let len = if mask & mask::LEN != 0 {
+        if get(mkc::LENGTH64, seg) != 0 {
             1u128 << 64
         } else {
             mkc::LEN.get_u64(seg).unwrap_or(0) as u128
-        };
-    }
-    if m.start as u128 + m.len > 1u128 << 64 {
+        }
+    } else {
+        m.len
+    };
+    if start as u128 + len > 1u128 << 64 {
         return Err(prot(umr_vendor::XLT_RANGE));
     }
-    if mask & mask::FREE != 0 {
-        m.free = get(mkc::FREE, seg) != 0;
-    }
+    let free = if mask & mask::FREE != 0 {
+        get(mkc::FREE, seg) != 0
+    } else {
+        m.free
+    };
     let new_shift = (mask & mask::PAGE_SIZE != 0).then(|| get(mkc::LOG_PAGE_SIZE, seg));
     let room = m.xlt_octowords as u64 * 2;
     match &mut m.translation {
@@ -231,50 +309,71 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
             page_shift,
             entries,
         } => {
-            if let Some(s) = new_shift {
-                if !(MIN_MTT_PAGE_SHIFT..=MAX_MTT_PAGE_SHIFT).contains(&s) {
+            let shift = match new_shift {
+                Some(s) if !(MIN_MTT_PAGE_SHIFT..=MAX_MTT_PAGE_SHIFT).contains(&s) => {
                     return Err(prot(umr_vendor::XLT_RANGE));
                 }
-                *page_shift = s;
+                Some(s) => s,
+                None => *page_shift,
+            };
+            // Entries `first..first + count` are replaced by `list`.
+            let first = (offset * 2) as usize;
+            let count = list.len();
+            if list.len() > 0 && (first + count) as u64 > room.max(entries.len() as u64) {
+                return Err(prot(umr_vendor::XLT_RANGE));
             }
-            if !list.is_empty() {
-                let first = offset * 2;
-                let count = octowords * 2;
-                if first + count > room.max(entries.len() as u64) {
-                    return Err(prot(umr_vendor::XLT_RANGE));
-                }
-                for (i, c) in list.chunks_exact(mkey::MTT_ENTRY_SIZE).enumerate() {
-                    let raw = u64::from_be_bytes(c.try_into().unwrap_or([0; 8]));
-                    // mlx5_ifc_mtt_bits: rd_en bit 0, wr_en bit 1; Linux sets both
-                    // (`MLX5_IB_MTT_PRESENT`) on every entry it loads. Model choice: an entry
-                    // loaded by UMR without them is not present.
-                    entries[(first as usize) + i] = MttEntry::new(
-                        raw & !0xff,
-                        raw & mkey::MTT_READ != 0,
-                        raw & mkey::MTT_WRITE != 0,
-                    );
-                }
-            }
-            let page = 1u64 << *page_shift;
-            if entries.iter().any(|e| e.addr() & (page - 1) != 0) {
+            let written = first..first + count;
+            // Every entry of the key as it would be (the kept ones and `list`), aligned to
+            // the (new) page size.
+            let page = 1u64 << shift;
+            let misaligned = |e: MttEntry| e.addr() & (page - 1) != 0;
+            // The kept entries of `r` (clamped to the key: with no `list`, `first` may lie
+            // past its end, and then every entry is kept).
+            let n_entries = entries.len();
+            let kept = |r: core::ops::Range<usize>| {
+                entries[r.start.min(n_entries)..r.end.min(n_entries).max(r.start.min(n_entries))]
+                    .iter()
+                    .copied()
+            };
+            // The kept entries are aligned to the current page size: CREATE_MKEY refuses a
+            // misaligned entry (the room beyond is zero) and every UMR leaves them all aligned
+            // (this check). So they need a look only when the page size grows.
+            let kept_bad = shift > *page_shift
+                && kept(0..first).chain(kept(written.end..n_entries)).any(misaligned);
+            if kept_bad || (0..count).any(|i| misaligned(list.get(i))) {
                 return Err(prot(umr_vendor::XLT_MISALIGNED));
             }
-            if !m.free && m.len > 0 {
-                let base = m.start as u128 >> *page_shift;
-                let end = (m.start as u128 + m.len).div_ceil(page as u128);
-                let n = (end - base) as usize;
-                match entries.get(..n) {
-                    Some(p) if p.iter().all(|e| e.read() || e.write()) => {}
-                    _ => return Err(prot(umr_vendor::XLT_INCOMPLETE)),
+            // A key left enabled has every page of `start..start + len` present.
+            if !free && len > 0 {
+                let base = start as u128 >> shift;
+                let end = (start as u128 + len).div_ceil(page as u128);
+                let pages = (end - base) as usize;
+                let present = |e: MttEntry| e.read() || e.write();
+                let incomplete = pages > entries.len()
+                    || !kept(0..first.min(pages)).all(present)
+                    || !kept(written.end..pages).all(present)
+                    || !(0..count.min(pages.saturating_sub(first))).all(|i| present(list.get(i)));
+                if incomplete {
+                    return Err(prot(umr_vendor::XLT_INCOMPLETE));
                 }
             }
+            // Every check passed: the key changes.
+            for i in written {
+                entries[i] = list.get(i - first);
+            }
+            *page_shift = shift;
         }
-        _ if !list.is_empty() || new_shift.is_some() => {
+        _ if list.len() > 0 || new_shift.is_some() => {
             return Err(prot(umr_vendor::XLT_MODE));
         }
         _ => {}
     }
-    let index = m.index;
-    hca.mkeys.keys.insert(index, m);
+    m.pd = pd;
+    m.qpn = new_qpn;
+    m.variant = variant;
+    m.access = access;
+    m.start = start;
+    m.len = len;
+    m.free = free;
     Ok(())
 }

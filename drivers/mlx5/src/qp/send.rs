@@ -507,8 +507,22 @@ impl<H: Hal> QueuePair<H> {
     /// `MLX5_FENCE_MODE_INITIATOR_SMALL`). Not a hot path: its own function, so the send
     /// paths stay as they are.
     pub(crate) fn post_raw(&mut self, wr_id: u64, opc: u8, imm: u32, body: &[u8]) -> Result<()> {
+        let at = self.write_raw(wr_id, opc, imm, body)?;
+        self.ring_send(at, None);
+        Ok(())
+    }
+
+    /// [`QueuePair::post_raw`] without the doorbell: returns the WQE's first block, for
+    /// [`QueuePair::ring_send`] once after several (one doorbell for a batch of UMRs).
+    pub(crate) fn write_raw(
+        &mut self,
+        wr_id: u64,
+        opc: u8,
+        imm: u32,
+        body: &[u8],
+    ) -> Result<*const u8> {
         let f = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
-        self.post_raw_with(wr_id, opc, imm, body, f, 0)
+        self.write_raw_with(wr_id, opc, imm, body, f, 0)
     }
 
     /// The completion opcode of the UMR WQE in slot `idx` ([`SqSlot::wc_op`]).
@@ -564,6 +578,21 @@ impl<H: Hal> QueuePair<H> {
         fm_ce_se: u8,
         wc_op: u8,
     ) -> Result<()> {
+        let at = self.write_raw_with(wr_id, opc, imm, body, fm_ce_se, wc_op)?;
+        self.ring_send(at, None);
+        Ok(())
+    }
+
+    /// [`QueuePair::post_raw_with`] without the doorbell (see [`QueuePair::write_raw`]).
+    pub(crate) fn write_raw_with(
+        &mut self,
+        wr_id: u64,
+        opc: u8,
+        imm: u32,
+        body: &[u8],
+        fm_ce_se: u8,
+        wc_op: u8,
+    ) -> Result<*const u8> {
         self.check_can_send()?;
         if !body.len().is_multiple_of(wqe::SEND_WQE_DS) {
             return Err(InvalidInput::OutOfRange.into());
@@ -600,8 +629,7 @@ impl<H: Hal> QueuePair<H> {
         self.set_slot(idx, wr_id, start);
         // SAFETY: idx < cnt: the WQE's first block, inside the send queue.
         let at = unsafe { self.sq_base.add(idx as usize * wqe::SEND_WQE_BB) };
-        self.ring_send(at, None);
-        Ok(())
+        Ok(at)
     }
 
     #[inline(always)]
