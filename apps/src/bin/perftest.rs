@@ -3,7 +3,7 @@
 //! (linux-rdma/perftest 4.5-0.17, as Debian bookworm ships it; it calls itself "6.06"), against
 //! Linux (`cargo run -- --peer linux --peer-cmd 'ib_write_lat -d rxe0 -x $GID -F'`).
 //!
-//! Cmdline: `perftest TOOL [-s SIZE] [-n ITERS] [-a] [-D SECS [-f MARGIN]] [-e] [-m MTU]
+//! Cmdline: `perftest TOOL [-s SIZE] [-n ITERS] [-a] [-D SECS [-f MARGIN]] [-e] [-m MTU] [-u TIMEOUT]
 //! [-A FETCH_AND_ADD|CMP_AND_SWAP] [-x GID] [-d DEV] [-F] [SERVER] role=server|client
 //! ip=A.B.C.D/N peer_mac=MAC`, the tool's own spelling; `-x`, `-d`, `-F`, `-p`, `-i` are
 //! accepted and ignored (the GID is `ip=`'s, the TCP port the launcher's). Defaults and
@@ -143,6 +143,8 @@ struct Opts {
     /// `-D`: seconds, and the margin (`-f`, default a quarter of it).
     duration: Option<(u64, u64)>,
     events: bool,
+    /// `-u`: the local ACK timeout exponent (4.096 us << u), perftest's default 14.
+    qp_timeout: u8,
 }
 
 impl Opts {
@@ -236,6 +238,7 @@ fn parse(cmdline: &str) -> Result<Opts, String> {
         all: false,
         duration: None,
         events: false,
+        qp_timeout: 14,
     };
     let mut margin: Option<u64> = None;
     while let Some(a) = it.next() {
@@ -279,6 +282,10 @@ fn parse(cmdline: &str) -> Result<Opts, String> {
             }
             "-x" | "--gid-index" | "-d" | "--ib-dev" | "-p" | "--port" | "-i" | "--ib-port" => {
                 val(a)?;
+            }
+            "-u" | "--qp-timeout" => {
+                let v = val("-u")?;
+                o.qp_timeout = oob::parse_num(v).filter(|&n| n <= 31).ok_or(format!("-u {v}: not 0..31"))? as u8;
             }
             "-F" | "--CPU-freq" => {}
             "-a" | "--all" => o.all = true,
@@ -707,6 +714,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         sgid_index: sgid as u8,
         max_dest_rd_atomic: my_reads as u8,
         max_rd_atomic: rem.out_reads.clamp(1, 1u32 << dcaps.log_max_ra_req_qp.min(7)) as u8,
+        timeout: o.qp_timeout,
         ..ConnectOptions::default()
     };
     r.qp.connect(&QpEndpoint { qpn: rem.qpn, psn: rem.psn, gid: rem.gid, mac }, &copts)
