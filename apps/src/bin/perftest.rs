@@ -867,10 +867,9 @@ fn bw_report(size: u64, tp: &[u64], tc: &[u64]) -> Report {
         0.0
     } else {
         let mut opt = tc[0].saturating_sub(tp[0]);
-        for i in 0..n {
-            for j in i..n {
-                let t = tc[j].saturating_sub(tp[i]) / (j - i + 1) as u64;
-                opt = opt.min(t);
+        for (i, &p) in tp[..n].iter().enumerate() {
+            for (j, &c) in tc[..n].iter().enumerate().skip(i) {
+                opt = opt.min(c.saturating_sub(p) / (j - i + 1) as u64);
             }
         }
         if opt == 0 {
@@ -1153,7 +1152,7 @@ fn print_lat(size: u64, iters: u64, tp: &[u64], rtt_factor: f64) {
     delta.sort_unstable();
     let mc = delta.len() - LAT_MEASURE_TAIL;
     // get_median.
-    let median = if (mc - 1) % 2 != 0 { (delta[mc / 2] + delta[mc / 2 - 1]) / 2 } else { delta[mc / 2] };
+    let median = if !(mc - 1).is_multiple_of(2) { (delta[mc / 2] + delta[mc / 2 - 1]) / 2 } else { delta[mc / 2] };
     let q = ticks_per_us() * rtt_factor;
     let avg = delta[..mc].iter().map(|&d| d as f64 / q).sum::<f64>() / mc as f64;
     // perftest squares an int-truncated difference.
@@ -1199,7 +1198,7 @@ fn poll_byte<H: Hal>(mr: &MemoryRegion<H>, off: u64, want: u8, clock: Option<&Cl
             return Ok(true);
         }
         spins = spins.wrapping_add(1);
-        if spins % 64 == 0 {
+        if spins.is_multiple_of(64) {
             if clock.is_some_and(|c| c.phase() == Phase::End) {
                 return Ok(false);
             }
