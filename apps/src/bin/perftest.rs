@@ -101,8 +101,9 @@ const MAX_SIZE: u64 = 1 << 23;
 const MIN_ITER: u64 = 5;
 /// This side's cap on `-n` (a timestamp per iteration).
 const MAX_ITERS: u64 = 1 << 20;
-/// Work requests in flight at most (this side's send queue is 64 deep).
+/// Work requests in flight at most (this side's send queue is 64 deep), and bytes.
 const OUTSTANDING: u64 = 32;
+const IN_FLIGHT: u64 = 1 << 20;
 /// perftest_parameters.c `print_report_lat`: the largest deltas left out.
 const LAT_MEASURE_TAIL: usize = 2;
 /// perftest_resources.h `ATOMIC_ADD_VALUE` (FETCH_AND_ADD adds 1; CMP_AND_SWAP compares
@@ -892,9 +893,12 @@ fn bw_requester<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: u64) -> 
     let lay = r.lay;
     let clock = o.duration.map(|(d, m)| Clock::start(d, m));
     let n = if clock.is_some() { u64::MAX } else { o.iters };
+    // At most IN_FLIGHT bytes outstanding: Linux under TCG acknowledges slowly, and each ACK
+    // timeout resends everything unacknowledged (go-back-N), which slows it further.
+    let depth = OUTSTANDING.min((IN_FLIGHT / size).max(1));
     let depth = match o.verb {
-        Verb::Read | Verb::Atomic => OUTSTANDING.min(lay.nslots(size)),
-        _ => OUTSTANDING,
+        Verb::Read | Verb::Atomic => depth.min(lay.nslots(size)),
+        _ => depth,
     };
     let mut tp: Vec<u64> = Vec::new();
     let mut tc: Vec<u64> = Vec::new();
