@@ -1724,6 +1724,15 @@ impl<H: Hal> MemoryRegion<H> {
         buf.read(off, dst)
             .map_err(|_| InvalidInput::OutOfRange.into())
     }
+    /// One byte of the region at `offset`, read volatile: for polling a byte the peer's RDMA
+    /// WRITE changes with no local completion (perftest `run_iter_lat_write` polls the last
+    /// byte of its buffer). Regions that own their memory only.
+    pub fn read_volatile_u8(&self, offset: u64) -> Result<u8> {
+        let m = self.get()?;
+        let buf = m.buf.as_ref().ok_or(Error::Unsupported)?;
+        let off = usize::try_from(offset).map_err(|_| InvalidInput::OutOfRange)?;
+        buf.read_u8(off).map_err(|_| InvalidInput::OutOfRange.into())
+    }
     /// A scatter/gather element over `[offset, offset + len)` of this region.
     pub fn sge(&self, offset: u64, len: u32) -> Sge<'_, H> {
         Sge {
