@@ -367,8 +367,19 @@ pub fn app_for(cmd: &str) -> Result<(String, String), Skip> {
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
 fn free_port() -> Result<u16, Skip> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| skip(format!("bind: {e}")))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| skip(format!("bind: {e}")))
+    // Ports handed out by this process: tests run peers in parallel, and a port released by
+    // one run must not go to another before QEMU's hostfwd binds it.
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..64 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| skip(format!("bind: {e}")))?;
+        let port = l.local_addr().map(|a| a.port()).map_err(|e| skip(format!("bind: {e}")))?;
+        if !given.contains(&port) {
+            given.push(port);
+            return Ok(port);
+        }
+    }
+    Err(skip("no free TCP port for the out-of-band exchange"))
 }
 
 /// The launcher end of the tools' TCP exchange, a dumb pipe: unikernel `peer: tcp HEX` lines
@@ -562,15 +573,17 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
 
     // The TCP exchange: Linux listens behind hostfwd, or connects to $SERVER:18515, which
     // guestfwd hands to the launcher's listener.
-    let port = free_port()?;
-    let listener = match run.role {
+    // Linux as client: the launcher's listener holds its port from the start (no window in
+    // which another run could take it); as server: QEMU's hostfwd binds a port given once.
+    let (port, listener) = match run.role {
         Role::Client => {
-            let l = std::net::TcpListener::bind(("127.0.0.1", port))
-                .map_err(|e| skip(format!("listen on 127.0.0.1:{port}: {e}")))?;
+            let l = std::net::TcpListener::bind(("127.0.0.1", 0))
+                .map_err(|e| skip(format!("listen on 127.0.0.1: {e}")))?;
             l.set_nonblocking(true).map_err(|e| skip(format!("listener: {e}")))?;
-            Some(l)
+            let port = l.local_addr().map(|a| a.port()).map_err(|e| skip(format!("listener: {e}")))?;
+            (port, Some(l))
         }
-        Role::Server => None,
+        Role::Server => (free_port()?, None),
     };
     let user_net = match run.role {
         Role::Server => format!("hostfwd=tcp:127.0.0.1:{port}-:{OOB_PORT}"),

@@ -154,3 +154,33 @@ pub fn secs(t0: kernel::time::Instant) -> f64 {
 pub fn ipv4_gid_index<H: mlx5::Hal>(dev: &mlx5::Context<H>, ip: [u8; 4]) -> mlx5::Result<u16> {
     dev.add_ipv4_gid(ip)
 }
+
+/// Fault finding when a run failed: the port's RoCE traffic (QUERY_VPORT_COUNTER) and the
+/// transport counters of the QP's Q counter set (QUERY_Q_COUNTER), the counters Linux's
+/// `rdma statistic` shows for rxe on the other side.
+pub fn print_counters<H: mlx5::Hal>(app: &str, dev: &mlx5::Context<H>, set: Option<&mlx5::CounterSet<H>>) {
+    match dev.query_vport_counters(false) {
+        Ok(v) => println!(
+            "{app}: port counters: tx_roce_packets={} tx_roce_bytes={} rx_roce_packets={} rx_roce_bytes={}",
+            v.transmitted_ib_unicast.packets,
+            v.transmitted_ib_unicast.octets,
+            v.received_ib_unicast.packets,
+            v.received_ib_unicast.octets
+        ),
+        Err(e) => println!("{app}: port counters: QUERY_VPORT_COUNTER failed: {e:?}"),
+    }
+    match set.map(|s| s.query(false)) {
+        Some(Ok(q)) => println!(
+            "{app}: QP counters: out_of_sequence={} duplicate_request={} packet_seq_err={} local_ack_timeout_err={} rnr_nak_retry_err={} req_transport_retries_exceeded={} req_rnr_retries_exceeded={}",
+            q.out_of_sequence,
+            q.duplicate_request,
+            q.packet_seq_err,
+            q.local_ack_timeout_err,
+            q.rnr_nak_retry_err,
+            q.req_transport_retries_exceeded,
+            q.req_rnr_retries_exceeded
+        ),
+        Some(Err(e)) => println!("{app}: QP counters: QUERY_Q_COUNTER failed: {e:?}"),
+        None => println!("{app}: QP counters: none (no Q counter set could be allocated)"),
+    }
+}

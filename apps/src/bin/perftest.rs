@@ -640,199 +640,213 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
     let ip = oob::cmdline_ipv4(cmdline).ok_or("need ip=A.B.C.D/N")?;
     let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
     let dev = Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
-    let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
-    let gid = oob::ipv4_gid(ip);
-    let lay = Layout::new(o.max_size(), o.verb);
-    let len = usize::try_from(lay.len()).map_err(|_| "size")?;
-    let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
-    let t = Instant::now();
-    let mr = pd.alloc_mr(len, AccessFlags::ALL).map_err(|e| format!("alloc_mr: {e:?}"))?;
-    log::info!("perftest: region of {len} B registered in {:?}", t.elapsed());
-    let t = Instant::now();
-    fill(&mr, 0, lay.len())?;
-    log::info!("perftest: pattern written in {:?}", t.elapsed());
-    if (o.verb, o.test) == (Verb::Write, Test::Lat) {
-        // The byte each size's ping-pong polls starts at 0 (perftest zeroes its whole buffer).
-        for s in o.sizes() {
-            mr.write(lay.target() + s - 1, &[0]).map_err(|e| format!("write: {e:?}"))?;
-        }
-    }
-    let (sch, rch) = if o.events { (Some(dev.create_comp_channel()), Some(dev.create_comp_channel())) } else { (None, None) };
-    let mk_cq = |ch: &Option<CompletionChannel<_>>| match ch {
-        Some(c) => dev.create_cq_with_channel(256, c),
-        None => dev.create_cq(256),
-    };
-    let scq = mk_cq(&sch).map_err(|e| format!("create_cq: {e:?}"))?;
-    let rcq = mk_cq(&rch).map_err(|e| format!("create_cq: {e:?}"))?;
-    let caps = QpCaps { max_send_wr: 64, max_recv_wr: 64, ..QpCaps::default() };
-    let qp = pd.create_qp(&scq, &rcq, &caps).map_err(|e| format!("create_qp: {e:?}"))?;
-    let mut r = Res { qp, scq, rcq, sch, rch, mr, lay, events: [0; 3] };
-    let ep = r.qp.endpoint();
-    let dcaps = dev.caps();
-    // perftest_parameters.c: out_reads is the device's maximum for READ and atomic tools.
-    let my_reads: u32 = match o.verb {
-        Verb::Read | Verb::Atomic => (1u32 << dcaps.log_max_ra_res_qp.min(7)).min(128),
-        _ => 1,
-    };
-    let me = Dest { out_reads: my_reads, qpn: ep.qpn, psn: ep.psn, rkey: r.mr.rkey(), vaddr: r.mr.addr() + lay.target(), gid };
-
-    let mut link = Oob::new(WAIT);
-    let c = o.client;
-    let mut v = [0u8; 16];
-    v[..VERSION.len()].copy_from_slice(VERSION);
-    let theirs = xchg(&mut link, c, &v, "versions")?;
-    let their_version: String = core::str::from_utf8(theirs.split(|&b| b == 0).next().unwrap_or(&[])).unwrap_or("?").into();
-    let _ = xchg(&mut link, c, &(CYCLE_BUFFER as u32).to_be_bytes(), "cycle buffers")?;
-    let _ = xchg(&mut link, c, &(CACHE_LINE as u32).to_be_bytes(), "cache line sizes")?;
-    let m = xchg(&mut link, c, &[b'0' + o.mtu, 0], "MTUs")?;
-    let their_mtu = m.first().map(|b| b.wrapping_sub(b'0')).filter(|x| (1..=5).contains(x)).ok_or("garbled MTU")?;
-    let mtu = o.mtu.min(their_mtu);
-    println!("{RESULT_LINE}");
-    let what = match o.verb {
-        Verb::Atomic => format!("{} {:?}", o.tool, o.atomic),
-        _ => o.tool.into(),
-    };
-    println!("                    {what} (unikernel, {}) against perftest {their_version}", if c { "client" } else { "server" });
-    println!(" Mtu             : {}[B]", 128u32 << mtu);
-    println!(" GID index       : {sgid}");
-    match o.duration {
-        Some((d, m)) => println!(" Duration        : {d} s (margin {m} s)"),
-        None => println!(" Iterations      : {}{}", o.iters, if o.all { ", sizes 2..8388608" } else { "" }),
-    }
-    println!(" Events          : {}", if o.events { "on" } else { "off (polling)" });
-    println!("{RESULT_LINE}");
-    let km = key_msg(&me);
-    let rem = parse_key(&xchg(&mut link, c, &km, "keys")?).ok_or("the peer's keys are garbled")?;
-    let hs = |link: &mut Oob, what: &str| -> Result<(), String> { xchg(link, c, &km, what).map(|_| ()) };
-    if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
-        // write_lat.c / read_lat.c shake hands twice before connecting.
-        hs(&mut link, "second key handshake")?;
-    }
-    println!(" local address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}", me.qpn, me.psn, me.rkey, me.vaddr);
-    println!(" remote address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}", rem.qpn, rem.psn, rem.rkey, rem.vaddr);
-    let copts = ConnectOptions {
-        mtu: mtu_of(mtu),
-        sgid_index: sgid as u8,
-        max_dest_rd_atomic: my_reads as u8,
-        max_rd_atomic: rem.out_reads.clamp(1, 1u32 << dcaps.log_max_ra_req_qp.min(7)) as u8,
-        timeout: o.qp_timeout,
-        ..ConnectOptions::default()
-    };
-    r.qp.connect(&QpEndpoint { qpn: rem.qpn, psn: rem.psn, gid: rem.gid, mac }, &copts)
-        .map_err(|e| format!("connect: {e:?}"))?;
-    hs(&mut link, "handshake after RTR")?;
-    hs(&mut link, "second handshake after RTR")?;
-
-    let remote = Remote { addr: rem.vaddr, rkey: rem.rkey };
-    let mut notes: Vec<String> = Vec::new();
-    // Before the closing exchange (the launcher stops this side a few seconds after Linux's
-    // tool ends): this side's own source half is never written by anyone but itself.
-    let close = |link: &mut Oob, mr: &MemoryRegion<_>| -> Result<(), String> {
-        if let Some(at) = first_changed(mr, 0, lay.half)? {
-            return Err(format!("this side's source buffer changed at byte {at}"));
-        }
-        hs(link, "closing handshake")?;
-        let d = xchg(link, c, b"done\0", "done")?;
-        if d != b"done\0" {
-            return Err("the peer did not say done".into());
-        }
-        Ok(())
-    };
-    match (o.test, o.verb, c) {
-        (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, true) => {
-            print_bw_header();
-            let mut last = Report::default();
+    // Fault finding: the QP counts into a Q counter set of its own (QPC counter_set_id, as
+    // Linux mlx5_ib), printed with the port's counters when the run fails.
+    let set = dev.alloc_counter_set().ok();
+    let r = (|| -> Result<(), String> {
+        let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
+        let gid = oob::ipv4_gid(ip);
+        let lay = Layout::new(o.max_size(), o.verb);
+        let len = usize::try_from(lay.len()).map_err(|_| "size")?;
+        let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
+        let t = Instant::now();
+        let mr = pd.alloc_mr(len, AccessFlags::ALL).map_err(|e| format!("alloc_mr: {e:?}"))?;
+        log::info!("perftest: region of {len} B registered in {:?}", t.elapsed());
+        let t = Instant::now();
+        fill(&mr, 0, lay.len())?;
+        log::info!("perftest: pattern written in {:?}", t.elapsed());
+        if (o.verb, o.test) == (Verb::Write, Test::Lat) {
+            // The byte each size's ping-pong polls starts at 0 (perftest zeroes its whole buffer).
             for s in o.sizes() {
-                let (rep, note) = bw_requester(o, &mut r, remote, s)?;
-                print_bw_line(&rep);
-                notes.push(note);
-                last = rep;
+                mr.write(lay.target() + s - 1, &[0]).map_err(|e| format!("write: {e:?}"))?;
             }
-            println!("{RESULT_LINE}");
-            hs(&mut link, "handshake after the run")?;
-            send_report(&mut link, c, &last)?;
-            close(&mut link, &r.mr)?;
         }
-        (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, false) => {
-            print_bw_header();
-            hs(&mut link, "handshake after the run")?;
-            let theirs = recv_report(&mut link, c)?;
-            print_bw_line(&theirs);
-            println!("{RESULT_LINE}");
-            // The client's run is over (its last WR completed before it shook hands).
-            notes.push(check_target(o, &r, theirs.iters)?);
-            close(&mut link, &r.mr)?;
+        let (sch, rch) = if o.events { (Some(dev.create_comp_channel()), Some(dev.create_comp_channel())) } else { (None, None) };
+        let mk_cq = |ch: &Option<CompletionChannel<_>>| match ch {
+            Some(c) => dev.create_cq_with_channel(256, c),
+            None => dev.create_cq(256),
+        };
+        let scq = mk_cq(&sch).map_err(|e| format!("create_cq: {e:?}"))?;
+        let rcq = mk_cq(&rch).map_err(|e| format!("create_cq: {e:?}"))?;
+        let caps = QpCaps { max_send_wr: 64, max_recv_wr: 64, ..QpCaps::default() };
+        let mut qp = pd.create_qp(&scq, &rcq, &caps).map_err(|e| format!("create_qp: {e:?}"))?;
+        if let Some(s) = &set {
+            qp.set_counter_set(Some(s)).map_err(|e| format!("the QP's counter set: {e:?}"))?;
         }
-        (Test::Bw, Verb::Send, _) => {
-            print_bw_header();
-            for s in o.sizes() {
-                let posted = if c { 0 } else { post_recvs(o, &mut r, s)? };
-                hs(&mut link, "handshake before the run")?;
-                let (rep, note) = if c { bw_requester(o, &mut r, remote, s)? } else { receiver(o, &mut r, s, posted)? };
-                print_bw_line(&rep);
-                notes.push(note);
-                if o.all {
-                    hs(&mut link, "handshake after the size")?;
+        let mut r = Res { qp, scq, rcq, sch, rch, mr, lay, events: [0; 3] };
+        let ep = r.qp.endpoint();
+        let dcaps = dev.caps();
+        // perftest_parameters.c: out_reads is the device's maximum for READ and atomic tools.
+        let my_reads: u32 = match o.verb {
+            Verb::Read | Verb::Atomic => (1u32 << dcaps.log_max_ra_res_qp.min(7)).min(128),
+            _ => 1,
+        };
+        let me = Dest { out_reads: my_reads, qpn: ep.qpn, psn: ep.psn, rkey: r.mr.rkey(), vaddr: r.mr.addr() + lay.target(), gid };
+
+        let mut link = Oob::new(WAIT);
+        let c = o.client;
+        let mut v = [0u8; 16];
+        v[..VERSION.len()].copy_from_slice(VERSION);
+        let theirs = xchg(&mut link, c, &v, "versions")?;
+        let their_version: String = core::str::from_utf8(theirs.split(|&b| b == 0).next().unwrap_or(&[])).unwrap_or("?").into();
+        let _ = xchg(&mut link, c, &(CYCLE_BUFFER as u32).to_be_bytes(), "cycle buffers")?;
+        let _ = xchg(&mut link, c, &(CACHE_LINE as u32).to_be_bytes(), "cache line sizes")?;
+        let m = xchg(&mut link, c, &[b'0' + o.mtu, 0], "MTUs")?;
+        let their_mtu = m.first().map(|b| b.wrapping_sub(b'0')).filter(|x| (1..=5).contains(x)).ok_or("garbled MTU")?;
+        let mtu = o.mtu.min(their_mtu);
+        println!("{RESULT_LINE}");
+        let what = match o.verb {
+            Verb::Atomic => format!("{} {:?}", o.tool, o.atomic),
+            _ => o.tool.into(),
+        };
+        println!("                    {what} (unikernel, {}) against perftest {their_version}", if c { "client" } else { "server" });
+        println!(" Mtu             : {}[B]", 128u32 << mtu);
+        println!(" GID index       : {sgid}");
+        match o.duration {
+            Some((d, m)) => println!(" Duration        : {d} s (margin {m} s)"),
+            None => println!(" Iterations      : {}{}", o.iters, if o.all { ", sizes 2..8388608" } else { "" }),
+        }
+        println!(" Events          : {}", if o.events { "on" } else { "off (polling)" });
+        println!("{RESULT_LINE}");
+        let km = key_msg(&me);
+        let rem = parse_key(&xchg(&mut link, c, &km, "keys")?).ok_or("the peer's keys are garbled")?;
+        let hs = |link: &mut Oob, what: &str| -> Result<(), String> { xchg(link, c, &km, what).map(|_| ()) };
+        if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
+            // write_lat.c / read_lat.c shake hands twice before connecting.
+            hs(&mut link, "second key handshake")?;
+        }
+        println!(" local address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}", me.qpn, me.psn, me.rkey, me.vaddr);
+        println!(" remote address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}", rem.qpn, rem.psn, rem.rkey, rem.vaddr);
+        let copts = ConnectOptions {
+            mtu: mtu_of(mtu),
+            sgid_index: sgid as u8,
+            max_dest_rd_atomic: my_reads as u8,
+            max_rd_atomic: rem.out_reads.clamp(1, 1u32 << dcaps.log_max_ra_req_qp.min(7)) as u8,
+            timeout: o.qp_timeout,
+            ..ConnectOptions::default()
+        };
+        r.qp.connect(&QpEndpoint { qpn: rem.qpn, psn: rem.psn, gid: rem.gid, mac }, &copts)
+            .map_err(|e| format!("connect: {e:?}"))?;
+        hs(&mut link, "handshake after RTR")?;
+        hs(&mut link, "second handshake after RTR")?;
+
+        let remote = Remote { addr: rem.vaddr, rkey: rem.rkey };
+        let mut notes: Vec<String> = Vec::new();
+        // Before the closing exchange (the launcher stops this side a few seconds after Linux's
+        // tool ends): this side's own source half is never written by anyone but itself.
+        let close = |link: &mut Oob, mr: &MemoryRegion<_>| -> Result<(), String> {
+            if let Some(at) = first_changed(mr, 0, lay.half)? {
+                return Err(format!("this side's source buffer changed at byte {at}"));
+            }
+            hs(link, "closing handshake")?;
+            let d = xchg(link, c, b"done\0", "done")?;
+            if d != b"done\0" {
+                return Err("the peer did not say done".into());
+            }
+            Ok(())
+        };
+        match (o.test, o.verb, c) {
+            (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, true) => {
+                print_bw_header();
+                let mut last = Report::default();
+                for s in o.sizes() {
+                    let (rep, note) = bw_requester(o, &mut r, remote, s)?;
+                    print_bw_line(&rep);
+                    notes.push(note);
+                    last = rep;
                 }
+                println!("{RESULT_LINE}");
+                hs(&mut link, "handshake after the run")?;
+                send_report(&mut link, c, &last)?;
+                close(&mut link, &r.mr)?;
             }
-            println!("{RESULT_LINE}");
-            close(&mut link, &r.mr)?;
-        }
-        (Test::Lat, Verb::Write, _) => {
-            print_lat_header(o);
-            for s in o.sizes() {
-                notes.push(write_lat(o, &mut r, remote, s)?);
+            (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, false) => {
+                print_bw_header();
+                hs(&mut link, "handshake after the run")?;
+                let theirs = recv_report(&mut link, c)?;
+                print_bw_line(&theirs);
+                println!("{RESULT_LINE}");
+                // The client's run is over (its last WR completed before it shook hands).
+                notes.push(check_target(o, &r, theirs.iters)?);
+                close(&mut link, &r.mr)?;
             }
-            println!("{RESULT_LINE}");
-            notes.push(check_write_lat_target(o, &r)?);
-        }
-        (Test::Lat, Verb::Read, true) => {
-            print_lat_header(o);
-            for s in o.sizes() {
-                notes.push(read_lat(o, &mut r, remote, s)?);
+            (Test::Bw, Verb::Send, _) => {
+                print_bw_header();
+                for s in o.sizes() {
+                    let posted = if c { 0 } else { post_recvs(o, &mut r, s)? };
+                    hs(&mut link, "handshake before the run")?;
+                    let (rep, note) = if c { bw_requester(o, &mut r, remote, s)? } else { receiver(o, &mut r, s, posted)? };
+                    print_bw_line(&rep);
+                    notes.push(note);
+                    if o.all {
+                        hs(&mut link, "handshake after the size")?;
+                    }
+                }
+                println!("{RESULT_LINE}");
+                close(&mut link, &r.mr)?;
             }
-            println!("{RESULT_LINE}");
-            close(&mut link, &r.mr)?;
-        }
-        (Test::Lat, Verb::Read, false) => {
-            close(&mut link, &r.mr)?;
-            println!("{RESULT_LINE}");
-            notes.push(check_target(o, &r, 0)?);
-        }
-        (Test::Lat, Verb::Send, _) => {
-            print_lat_header(o);
-            for s in o.sizes() {
-                let posted = post_recvs(o, &mut r, s)?;
-                hs(&mut link, "handshake before the run")?;
-                notes.push(send_lat(o, &mut r, s, posted)?);
+            (Test::Lat, Verb::Write, _) => {
+                print_lat_header(o);
+                for s in o.sizes() {
+                    notes.push(write_lat(o, &mut r, remote, s)?);
+                }
+                println!("{RESULT_LINE}");
+                notes.push(check_write_lat_target(o, &r)?);
             }
-            println!("{RESULT_LINE}");
-            close(&mut link, &r.mr)?;
+            (Test::Lat, Verb::Read, true) => {
+                print_lat_header(o);
+                for s in o.sizes() {
+                    notes.push(read_lat(o, &mut r, remote, s)?);
+                }
+                println!("{RESULT_LINE}");
+                close(&mut link, &r.mr)?;
+            }
+            (Test::Lat, Verb::Read, false) => {
+                close(&mut link, &r.mr)?;
+                println!("{RESULT_LINE}");
+                notes.push(check_target(o, &r, 0)?);
+            }
+            (Test::Lat, Verb::Send, _) => {
+                print_lat_header(o);
+                for s in o.sizes() {
+                    let posted = post_recvs(o, &mut r, s)?;
+                    hs(&mut link, "handshake before the run")?;
+                    notes.push(send_lat(o, &mut r, s, posted)?);
+                }
+                println!("{RESULT_LINE}");
+                close(&mut link, &r.mr)?;
+            }
+            (Test::Lat, Verb::Atomic, _) => return Err("ib_atomic_lat is not supported".into()),
         }
-        (Test::Lat, Verb::Atomic, _) => return Err("ib_atomic_lat is not supported".into()),
-    }
-    // This side's own source half is never written by anyone but itself.
-    if o.verb == Verb::Write && o.test == Test::Lat {
-        if let Some(at) = first_changed(&r.mr, 0, lay.half)? {
-            return Err(format!("this side's source buffer changed at byte {at}"));
+        // This side's own source half is never written by anyone but itself.
+        if o.verb == Verb::Write && o.test == Test::Lat {
+            if let Some(at) = first_changed(&r.mr, 0, lay.half)? {
+                return Err(format!("this side's source buffer changed at byte {at}"));
+            }
         }
-    }
-    if o.events {
-        // The sides that wait for completions: every client, and the SEND servers.
-        let waits = c || o.verb == Verb::Send;
-        if waits && r.events[0] == 0 {
-            return Err("-e: no completion event was taken".into());
+        if o.events {
+            // The sides that wait for completions: every client, and the SEND servers.
+            let waits = c || o.verb == Verb::Send;
+            if waits && r.events[0] == 0 {
+                return Err("-e: no completion event was taken".into());
+            }
+            notes.push(format!(
+                "{} completion events taken; {} completions there at the first poll, {} right after arming (-e)",
+                r.events[0], r.events[1], r.events[2]
+            ));
         }
-        notes.push(format!(
-            "{} completion events taken; {} completions there at the first poll, {} right after arming (-e)",
-            r.events[0], r.events[1], r.events[2]
-        ));
+        for n in &notes {
+            println!("perftest: {n}: ok");
+        }
+        drop(r);
+        drop(pd);
+        Ok(())
+    })();
+    if r.is_err() {
+        oob::print_counters("perftest", &dev, set.as_ref());
     }
-    for n in &notes {
-        println!("perftest: {n}: ok");
-    }
-    drop(r);
-    drop(pd);
+    r?;
+    drop(set);
     dev.close().map_err(|_| "teardown refused")?;
     Ok(())
 }
