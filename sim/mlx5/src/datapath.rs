@@ -119,7 +119,7 @@ pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
 }
 
 /// Loopback packets handed to one QP per transport call.
-const LOOP_BATCH: usize = 64;
+pub(crate) const LOOP_BATCH: usize = 64;
 
 /// Frames taken off the link per poll (so a flood cannot keep the device inside).
 const RX_PER_POLL: usize = 4096;
