@@ -69,6 +69,12 @@ impl Timer {
     }
 }
 
+/// Iterations between two readings of the clock: enough to move 64 MiB, so that reading it (a
+/// system call for the CPU clock, microseconds on a virtual machine) stays out of both figures.
+fn per_reading(size: usize) -> usize {
+    ((64usize << 20) / size.max(1)).max(16)
+}
+
 fn mb_per_s(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64() / 1e6
 }
@@ -96,7 +102,7 @@ fn memcpy_mb_s(size: usize) -> f64 {
     let start = Timer::start();
     let mut bytes = 0u64;
     while start.elapsed() < RUN {
-        for _ in 0..16 {
+        for _ in 0..per_reading(size) {
             to.copy_from_slice(black_box(&from));
             black_box(&mut to);
             bytes += size as u64;
@@ -167,7 +173,7 @@ fn write_mb_s(
     let start = Timer::start();
     let mut bytes = 0u64;
     while start.elapsed() < RUN {
-        for _ in 0..16 {
+        for _ in 0..per_reading(size) {
             once();
             bytes += size as u64;
         }

@@ -977,7 +977,7 @@ enum Out {
     Ref(RefPacket),
 }
 
-struct Outbox<'a, 'b> {
+struct Outbox<'a, 'b, 'h> {
     cell: &'a RefCell<&'b mut Hca>,
     qpn: u32,
     /// The last work request whose payload was looked up (its packets follow each other).
@@ -985,12 +985,17 @@ struct Outbox<'a, 'b> {
     /// A work request's message bytes `lo..hi` proved guest memory in this call.
     checked: Option<(u64, usize, usize)>,
     by_ref: bool,
-    hdr: RoceHeaders,
+    /// Loopback: by-reference packets go straight onto the port's loopback queue (nothing
+    /// takes them off it before the call returns).
+    local: bool,
+    hdr: &'h RoceHeaders,
+    /// The port's MAC (the frames' source).
+    mac: [u8; 6],
     sgid: [u8; 16],
     out: Vec<Out>,
 }
 
-impl Tx for Outbox<'_, '_> {
+impl Tx for Outbox<'_, '_, '_> {
     fn send(&mut self, bth: &Bth, ext: &ExtHdrs, payload: TxPayload<'_>) -> Result<(), LocalFault> {
         if self.by_ref {
             // The payload stays where it is: resolve its source to bus pieces now (the DMA
@@ -1007,15 +1012,21 @@ impl Tx for Outbox<'_, '_> {
                 )
             };
             let payload = p.ok_or(LocalFault)?;
-            self.out.push(Out::Ref(RefPacket {
+            let pkt = RefPacket {
                 src_gid: self.sgid,
                 bth: *bth,
                 ext: *ext,
                 payload,
-            }));
+            };
+            if self.local {
+                self.cell.borrow_mut().port.loopq.push_back(pkt);
+            } else {
+                self.out.push(Out::Ref(pkt));
+            }
             return Ok(());
         }
-        let mut h = self.hdr;
+        let mut h = *self.hdr;
+        h.eth.src = self.mac;
         h.bth = *bth;
         h.ext = *ext;
         let mut buf = Vec::with_capacity(payload.len + 128);
@@ -1049,8 +1060,6 @@ fn with_rc<'r>(
         return;
     };
     let (route, sgid) = (q.route, q.sgid);
-    let mut hdr = rc.hdr;
-    hdr.eth.src = mac;
     let cell = RefCell::new(hca);
     let (out, fail_local) = {
         let mut tx = Outbox {
@@ -1059,7 +1068,9 @@ fn with_rc<'r>(
             last: None,
             checked: None,
             by_ref: route == Route::Local || by_ref_link,
-            hdr,
+            local: route == Route::Local,
+            hdr: &rc.hdr,
+            mac,
             sgid,
             out: std::mem::take(&mut rc.out),
         };
@@ -1115,10 +1126,7 @@ fn with_rc<'r>(
     {
         hca.port.kicks.push_back(qpn);
     }
-    if let Some(q) = hca.qps.get_mut(qpn) {
-        q.rc = Some(rc);
-    }
-    // Send what the transport emitted.
+    // Send what the transport emitted (loopback packets are on the queue already).
     let mut out = out;
     for o in out.drain(..) {
         match o {
@@ -1127,10 +1135,14 @@ fn with_rc<'r>(
             Out::Ref(pkt) => hca.port.send_ref(pkt),
         }
     }
-    if let Some(rc) = hca.qps.get_mut(qpn).and_then(|q| q.rc.as_mut()) {
-        rc.out = out;
-    }
-    let in_err = hca.qps.get(qpn).is_some_and(|q| q.state == qp::state::ERR);
+    rc.out = out;
+    let in_err = match hca.qps.get_mut(qpn) {
+        Some(q) => {
+            q.rc = Some(rc);
+            q.state == qp::state::ERR
+        }
+        None => false,
+    };
     if (error || fail_local) && !in_err {
         if let Some(nak) = cause {
             let ev = match nak {

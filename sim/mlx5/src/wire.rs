@@ -276,9 +276,9 @@ pub struct Port {
     pub(crate) loopq: VecDeque<RefPacket>,
     /// QPs whose send queue should be looked at again.
     pub(crate) kicks: VecDeque<u32>,
-    /// Spare buffer for a batch of loopback packets taken to one QP (kept, so the data path
-    /// does not allocate one per batch).
-    pub(crate) batch: Vec<RefPacket>,
+    /// Spare loopback queue: the engine takes the queued packets as a whole and puts this in
+    /// their place (kept, so the data path neither allocates nor moves packets to batch them).
+    pub(crate) batch: VecDeque<RefPacket>,
     counters: Arc<PortCounters>,
     epoch: Instant,
     /// The clock's reading for the device event being processed ([`Port::tick`]).
@@ -295,7 +295,7 @@ impl Default for Port {
             link: PortLink::None,
             loopq: VecDeque::new(),
             kicks: VecDeque::new(),
-            batch: Vec::new(),
+            batch: VecDeque::new(),
             counters: Arc::new(PortCounters::new()),
             epoch: Instant::now(),
             now: 0,
