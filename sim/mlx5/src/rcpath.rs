@@ -646,6 +646,9 @@ impl RespMemory for Env<'_, '_, '_> {
                     ..
                 }),
             ) if same_memory(m, mem) => Some((&pieces[..], *off)),
+            (RxPayload::Ref { .. }, Some(RefPayload::Own { pieces, off, .. })) => {
+                Some((&pieces[..], *off))
+            }
             _ => None,
         };
         let pending = &mut self.pending;
@@ -1009,6 +1012,7 @@ impl Tx for Outbox<'_, '_, '_> {
                     payload.len,
                     &mut self.last,
                     &mut self.checked,
+                    self.local,
                 )
             };
             let payload = p.ok_or(LocalFault)?;
@@ -1182,6 +1186,7 @@ fn resolve_ref(
     len: usize,
     last: &mut Option<(u64, Arc<WrPayload>)>,
     checked: &mut Option<(u64, usize, usize)>,
+    own: bool,
 ) -> Option<RefPayload> {
     let mem = &hca.mem;
     if len == 0 {
@@ -1230,11 +1235,19 @@ fn resolve_ref(
                             return None;
                         }
                     }
-                    return Some(RefPayload::Window {
-                        mem: mem.clone(),
-                        pieces: p.clone(),
-                        off,
-                        len,
+                    return Some(if own {
+                        RefPayload::Own {
+                            pieces: p.clone(),
+                            off,
+                            len,
+                        }
+                    } else {
+                        RefPayload::Window {
+                            mem: mem.clone(),
+                            pieces: p.clone(),
+                            off,
+                            len,
+                        }
                     });
                 }
             }

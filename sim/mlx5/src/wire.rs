@@ -86,6 +86,16 @@ pub enum RefPayload {
         /// Payload length.
         len: usize,
     },
+    /// A [`RefPayload::Window`] in the receiver's own memory (loopback: the sending and the
+    /// receiving QP are on one HCA), so no handle to that memory travels with each packet.
+    Own {
+        /// The whole message's pieces.
+        pieces: Arc<[(u64, usize)]>,
+        /// Message offset of the payload.
+        off: usize,
+        /// Payload length.
+        len: usize,
+    },
 }
 
 impl RefPayload {
@@ -95,7 +105,7 @@ impl RefPayload {
             RefPayload::None => 0,
             RefPayload::Bytes(b) => b.len(),
             RefPayload::Mem { pieces, .. } => pieces.iter().map(|p| p.1).sum(),
-            RefPayload::Window { len, .. } => *len,
+            RefPayload::Window { len, .. } | RefPayload::Own { len, .. } => *len,
         }
     }
     /// Whether the payload is empty.
@@ -144,6 +154,16 @@ impl RefPayload {
             RefPayload::Mem { mem, pieces } => (mem, pieces, off, end),
             RefPayload::Window {
                 mem,
+                pieces,
+                off: base,
+                len,
+            } => {
+                if end > *len {
+                    return Err(short);
+                }
+                (mem, pieces, base + off, base + end)
+            }
+            RefPayload::Own {
                 pieces,
                 off: base,
                 len,
@@ -210,6 +230,8 @@ impl RefPayload {
                 dst.copy_from_slice(b.get(off..end).ok_or(short)?);
                 Ok(())
             }
+            // (The memory of an `Own` payload is the reader's: `deliver` it instead.)
+            RefPayload::Own { .. } => Err(short),
             RefPayload::Mem { .. } | RefPayload::Window { .. } => {
                 let (mem, pieces, off, end): (_, &[(u64, usize)], _, _) = match self {
                     RefPayload::Mem { mem, pieces } => (mem, pieces, off, end),
