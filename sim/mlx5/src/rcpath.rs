@@ -614,8 +614,15 @@ impl RespMemory for Env<'_, '_, '_> {
         if !self.wx.covers(rkey, va, end) {
             self.wx.valid = false;
             let user = user_of(hca, self.qpn);
-            // The rest of the message, or as much of it as a batch of packets carries.
-            let whole = len + u64::from(rest).min(len * crate::datapath::LOOP_BATCH as u64);
+            // The rest of the message, or as much of it as a batch of packets carries, when
+            // more packets follow in this call (else this packet's bytes: a frame link takes
+            // each packet in a call of its own).
+            let ahead = if self.flush_each {
+                0
+            } else {
+                u64::from(rest).min(len * crate::datapath::LOOP_BATCH as u64)
+            };
+            let whole = len + ahead;
             let Ok(r) = hca
                 .mkeys
                 .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
