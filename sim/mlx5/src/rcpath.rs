@@ -1211,15 +1211,13 @@ fn resolve_ref(
         }
         PayloadSrc::Wqe { wr, offset } => {
             let off = offset as usize;
-            let wp = match last {
-                Some((id, p)) if *id == wr => p.clone(),
-                _ => {
-                    let p = payload_of(hca, qpn, wr).ok()?;
-                    *last = Some((wr, p.clone()));
-                    p
-                }
-            };
-            match &*wp {
+            // Looked up once per work request and call, then borrowed (no reference counted
+            // per packet).
+            if !matches!(last, Some((id, _)) if *id == wr) {
+                *last = Some((wr, payload_of(hca, qpn, wr).ok()?));
+            }
+            let wp = &last.as_ref()?.1;
+            match &**wp {
                 WrPayload::Bytes(b) => {
                     return Some(RefPayload::Bytes(b.get(off..off + len)?.to_vec()));
                 }
