@@ -15,7 +15,8 @@
 //!   payload is not copied into a frame: it travels as a [`RefPayload`] naming the bus pieces
 //!   the sender's keys resolved to, and the receiver moves it with one [`GuestMemory::copy`]
 //!   straight into the destination (the transport's `RxPayload::Ref` / `TxPayload::src`
-//!   design, roce/transport.rs). No ICRC is computed: no frame exists.
+//!   design, roce/transport.rs; consecutive packets of one RDMA WRITE whose bytes follow on
+//!   share one copy, rcpath.rs `PendingMove`). No ICRC is computed: no frame exists.
 //! - **No link**: packets to a remote GID are lost (a cable to nowhere); RC retransmits them
 //!   until `retry_count` runs out.
 //!
