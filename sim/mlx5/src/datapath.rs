@@ -119,7 +119,7 @@ pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
 }
 
 /// Loopback packets handed to one QP per transport call.
-const LOOP_BATCH: usize = 64;
+pub(crate) const LOOP_BATCH: usize = 64;
 
 /// Frames taken off the link per poll (so a flood cannot keep the device inside).
 const RX_PER_POLL: usize = 4096;
@@ -167,19 +167,25 @@ fn queue_kick(hca: &mut Hca, qpn: u32) {
 /// WQEs to the transport.
 fn run(hca: &mut Hca) {
     loop {
-        if let Some(p) = hca.port.loopq.pop_front() {
-            // Consecutive packets for one QP go to it in one transport call.
-            let qpn = p.bth.dest_qp;
-            let mut batch = std::mem::take(&mut hca.port.batch);
-            batch.push(p);
-            while batch.len() < LOOP_BATCH
-                && hca.port.loopq.front().is_some_and(|n| n.bth.dest_qp == qpn)
-            {
-                batch.extend(hca.port.loopq.pop_front());
+        if !hca.port.loopq.is_empty() {
+            // Every packet queued so far, in order, taken as a whole (the packets they cause
+            // queue up behind them); consecutive packets for one QP go to it in one transport
+            // call, up to LOOP_BATCH.
+            let spare = std::mem::take(&mut hca.port.batch);
+            let mut q = std::mem::replace(&mut hca.port.loopq, spare);
+            let pkts = q.make_contiguous();
+            let mut i = 0;
+            while i < pkts.len() {
+                let qpn = pkts[i].bth.dest_qp;
+                let mut j = i + 1;
+                while j < pkts.len() && j - i < LOOP_BATCH && pkts[j].bth.dest_qp == qpn {
+                    j += 1;
+                }
+                rcpath::arrive_local(hca, &pkts[i..j]);
+                i = j;
             }
-            rcpath::arrive_local(hca, &batch);
-            batch.clear();
-            hca.port.batch = batch;
+            q.clear();
+            hca.port.batch = q;
             continue;
         }
         let Some(qpn) = hca.port.kicks.pop_front() else {

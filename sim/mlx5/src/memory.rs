@@ -170,7 +170,7 @@ impl Copy<'_> {
 thread_local! {
     /// Indexes of pieces recently found by [`last_at_or_below`] on this thread (a packet's
     /// source and destination, the rings): a guess, checked before use.
-    static RECENT: std::cell::Cell<[usize; 4]> = const { std::cell::Cell::new([0; 4]) };
+    static RECENT: std::cell::Cell<[usize; 8]> = const { std::cell::Cell::new([0; 8]) };
 }
 
 /// The index of the last piece starting at or below `addr` (pieces sorted by start, not
@@ -189,7 +189,7 @@ fn last_at_or_below<P: Piece>(pieces: &[P], addr: u64) -> Option<usize> {
     let i = pieces
         .partition_point(|p| p.start() <= addr)
         .checked_sub(1)?;
-    recent.copy_within(0..3, 1);
+    recent.copy_within(0..7, 1);
     recent[0] = i;
     RECENT.with(|r| r.set(recent));
     Some(i)

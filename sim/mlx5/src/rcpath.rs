@@ -43,6 +43,7 @@ use crate::datapath::{
     next_recv, post_qp_event, vendor,
 };
 use crate::hca::Hca;
+use crate::memory::GuestMemory;
 use crate::mr::{Access, KeyUser};
 use crate::qp::Route;
 use crate::roce::counters::Counter;
@@ -58,7 +59,7 @@ use crate::roce::transport::{
 use crate::roce::{
     Bth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, NakCode, Opcode, RoceHeaders, UdpHdr,
 };
-use crate::wire::{Arrival, RefPacket, RefPayload};
+use crate::wire::{same_memory, Arrival, RefPacket, RefPayload};
 use crate::wqe::{Gather, SendWqe};
 
 /// How one send WQE stands with the transport.
@@ -148,6 +149,128 @@ pub(crate) struct RcState {
     hdr: RoceHeaders,
     /// Spare buffer for what one transport call emits (kept, so no call allocates one).
     out: Vec<Out>,
+    /// Spare translation buffer for the calls' [`WriteXlat`] (kept for its allocation only).
+    wx: WriteXlat,
+}
+
+/// Payload moves of consecutive WRITE packets that follow each other in both the sender's and
+/// the receiver's bus addresses (one guest memory: loopback, a shared-memory pair), held back
+/// to be made as one copy. Packets are still received one by one (PSN, opcode, length and key
+/// checks, ACKs); only the bytes of a run move together, before the packet that ends it
+/// returns: the message's last packet, the last packet of a transport call, or a packet whose
+/// bytes do not follow on. Runs whose source and destination overlap are not joined, so the
+/// bytes that land are those of per-packet copies. A copy that fails fails the packet that
+/// made it, which belongs to the same message as every packet of the run.
+#[derive(Debug, Default)]
+pub(crate) struct PendingMove {
+    src: u64,
+    dst: u64,
+    len: usize,
+}
+
+impl PendingMove {
+    /// Adds the move of `n` bytes from `src` to `dst`.
+    fn add(&mut self, mem: &dyn GuestMemory, src: u64, dst: u64, n: usize) -> Result<(), ()> {
+        let len = self.len + n;
+        let joins = self.len > 0
+            && self.src.checked_add(self.len as u64) == Some(src)
+            && self.dst.checked_add(self.len as u64) == Some(dst)
+            && (self.src.saturating_add(len as u64) <= self.dst
+                || self.dst.saturating_add(len as u64) <= self.src);
+        if joins {
+            self.len = len;
+            return Ok(());
+        }
+        self.flush(mem)?;
+        (self.src, self.dst, self.len) = (src, dst, n);
+        Ok(())
+    }
+
+    /// Makes the held-back copy.
+    fn flush(&mut self, mem: &dyn GuestMemory) -> Result<(), ()> {
+        let n = std::mem::take(&mut self.len);
+        if n == 0 {
+            return Ok(());
+        }
+        mem.copy(self.src, self.dst, n).map_err(|_| ())
+    }
+}
+
+/// The translation of the rest of one RDMA WRITE message (its rkey resolved once, for all of
+/// it), reused by the packets that follow within one transport call. It never outlives the
+/// call: no command, UMR or other QP runs during one, so the key table is what it was and each
+/// packet lands where resolving the key for it alone would put it.
+#[derive(Debug, Default)]
+pub(crate) struct WriteXlat {
+    valid: bool,
+    rkey: u32,
+    /// The translated range `[va, end)`.
+    va: u64,
+    end: u64,
+    /// Its bus pieces, in order.
+    pieces: Vec<(u64, usize)>,
+    /// A piece index and the range offset where that piece starts (where the last packet
+    /// ended: the next one usually starts there).
+    at: (usize, u64),
+}
+
+impl WriteXlat {
+    fn covers(&self, rkey: u32, va: u64, end: u64) -> bool {
+        self.valid && self.rkey == rkey && va >= self.va && end <= self.end
+    }
+
+    /// The bus address of `va` when `[va, va + len)` (which [`WriteXlat::covers`]) lies in
+    /// the piece where the last packet ended or the next one.
+    fn within_one(&mut self, va: u64, len: u64) -> Option<u64> {
+        let off = va - self.va;
+        let (mut i, mut start) = self.at;
+        for _ in 0..2 {
+            let &(bus, n) = self.pieces.get(i)?;
+            if off >= start && off + len <= start + n as u64 {
+                self.at = (i, start);
+                return Some(bus + (off - start));
+            }
+            if off < start + n as u64 {
+                return None;
+            }
+            (i, start) = (i + 1, start + n as u64);
+        }
+        None
+    }
+
+    /// Calls `f(bus, n)` for the pieces of `[va, va + len)`, which [`WriteXlat::covers`].
+    fn for_range<E>(
+        &mut self,
+        va: u64,
+        len: u64,
+        mut f: impl FnMut(u64, usize) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let off = va - self.va;
+        let (mut i, mut start) = self.at;
+        if off < start {
+            (i, start) = (0, 0);
+        }
+        while let Some(&(_, n)) = self.pieces.get(i) {
+            if start + n as u64 > off {
+                break;
+            }
+            start += n as u64;
+            i += 1;
+        }
+        self.at = (i, start);
+        let end = off + len;
+        while let Some(&(bus, n)) = self.pieces.get(i) {
+            let lo = off.max(start);
+            let hi = end.min(start + n as u64);
+            if lo >= hi {
+                break;
+            }
+            f(bus + (lo - start), (hi - lo) as usize)?;
+            start += n as u64;
+            i += 1;
+        }
+        Ok(())
+    }
 }
 
 /// Path MTU in bytes for `qpc.mtu`.
@@ -268,6 +391,7 @@ pub(crate) fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
                     seen_resp: RespCounters::default(),
                     hdr,
                     out: Vec::new(),
+                    wx: WriteXlat::default(),
                 })),
                 // The command checked every field; a refusal here is a model bug: no transport,
                 // packets to this QP are dropped.
@@ -305,6 +429,12 @@ struct Env<'a, 'b, 'r> {
     rx: Option<&'r RefPayload>,
     /// A local failure reached the head of the SQ: the QP goes to ERR after the call.
     fail_local: bool,
+    /// The WRITE message translation kept for this call.
+    wx: WriteXlat,
+    /// WRITE payload bytes not moved yet.
+    pending: PendingMove,
+    /// Every WRITE packet moves its bytes before it returns (not only a message's last).
+    flush_each: bool,
 }
 
 fn user_of(hca: &Hca, qpn: u32) -> KeyUser {
@@ -346,8 +476,21 @@ fn place(
     .map_err(|_| ())
 }
 
+impl Env<'_, '_, '_> {
+    /// Makes the held-back WRITE copy before anything else touches memory or completes (a
+    /// failure here has no packet left to fail: the bytes of a run whose memory vanished
+    /// meanwhile are lost, as they would be on the wire).
+    fn settle(&mut self) {
+        if self.pending.len > 0 {
+            let guard = self.cell.borrow();
+            let _ = self.pending.flush(&*guard.mem);
+        }
+    }
+}
+
 impl ReqMemory for Env<'_, '_, '_> {
     fn gather(&mut self, wr: u64, offset: u32, dst: &mut [u8]) -> Result<(), LocalFault> {
+        self.settle();
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
         let off = offset as usize;
@@ -369,6 +512,7 @@ impl ReqMemory for Env<'_, '_, '_> {
     }
 
     fn scatter(&mut self, wr: u64, offset: u32, src: RxPayload<'_>) -> Result<(), LocalFault> {
+        self.settle();
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
         let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
@@ -391,6 +535,7 @@ impl ReqMemory for Env<'_, '_, '_> {
     }
 
     fn atomic_result(&mut self, wr: u64, orig: u64) -> Result<(), LocalFault> {
+        self.settle();
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
         let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
@@ -438,6 +583,7 @@ impl RespMemory for Env<'_, '_, '_> {
     }
 
     fn write(&mut self, rkey: u32, va: u64, src: RxPayload<'_>) -> Result<(), AccessFault> {
+        self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
         if src.is_empty() {
@@ -451,7 +597,141 @@ impl RespMemory for Env<'_, '_, '_> {
         place(hca, self.rx, &r, &src, 0).map_err(|_| AccessFault)
     }
 
+    fn write_part(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        src: RxPayload<'_>,
+        rest: u32,
+    ) -> Result<(), AccessFault> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        let len = src.len() as u64;
+        let end = va.checked_add(len).ok_or(AccessFault)?;
+        let guard = self.cell.borrow();
+        let hca: &Hca = &guard;
+        if !self.wx.covers(rkey, va, end) {
+            self.wx.valid = false;
+            let user = user_of(hca, self.qpn);
+            // The rest of the message, or as much of it as a batch of packets carries, when
+            // more packets follow in this call (else this packet's bytes: a frame link takes
+            // each packet in a call of its own).
+            let ahead = if self.flush_each {
+                0
+            } else {
+                u64::from(rest).min(len * crate::datapath::LOOP_BATCH as u64)
+            };
+            let whole = len + ahead;
+            let Ok(r) = hca
+                .mkeys
+                .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
+            else {
+                // The rest of the message does not translate: this packet on its own.
+                let flushed = self.pending.flush(&*hca.mem);
+                drop(guard);
+                flushed.map_err(|_| AccessFault)?;
+                return self.write(rkey, va, src);
+            };
+            let wx = &mut self.wx;
+            wx.pieces.clear();
+            let _ = r.for_each_piece(|bus, n| {
+                wx.pieces.push((bus, n));
+                Ok::<(), ()>(())
+            });
+            (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, va + whole, (0, 0));
+        }
+        let (mem, rx) = (&hca.mem, self.rx);
+        // The payload's bus pieces in this same memory (loopback, a shared-memory pair).
+        let local = match (src, rx) {
+            (
+                RxPayload::Ref { .. },
+                Some(RefPayload::Window {
+                    mem: m,
+                    pieces,
+                    off,
+                    ..
+                }),
+            ) if same_memory(m, mem) => Some((&pieces[..], *off)),
+            (RxPayload::Ref { .. }, Some(RefPayload::Own { pieces, off, .. })) => {
+                Some((&pieces[..], *off))
+            }
+            _ => None,
+        };
+        let pending = &mut self.pending;
+        let mut at = 0usize;
+        let one = match local {
+            Some(([(bus, n)], off)) if off + len as usize <= *n => {
+                // One source piece, and (usually) one destination piece.
+                self.wx.within_one(va, len).map(|d| (bus + off as u64, d))
+            }
+            _ => None,
+        };
+        if let Some((s, d)) = one {
+            pending
+                .add(&**mem, s, d, len as usize)
+                .map_err(|_| AccessFault)?;
+            at = len as usize;
+            if rest == 0 || self.flush_each {
+                pending.flush(&**mem).map_err(|_| AccessFault)?;
+            }
+        } else if let Some((from, off)) = local {
+            // Moved with the packets before and after it when the pieces line up. `i`, `s`
+            // and `k`: the source piece, the bus address and the bytes left in it.
+            let (mut i, mut start) = (0usize, 0usize);
+            while from.get(i).is_some_and(|&(_, n)| start + n <= off) {
+                start += from[i].1;
+                i += 1;
+            }
+            let (mut s, mut k) = match from.get(i) {
+                Some(&(bus, n)) => (bus + (off - start) as u64, n - (off - start)),
+                None => return Err(AccessFault),
+            };
+            self.wx
+                .for_range(va, len, |mut dst, mut n| {
+                    while n > 0 {
+                        if k == 0 {
+                            i += 1;
+                            (s, k) = *from.get(i).ok_or(())?;
+                        }
+                        let m = k.min(n);
+                        pending.add(&**mem, s, dst, m)?;
+                        (s, k) = (s + m as u64, k - m);
+                        (dst, n, at) = (dst + m as u64, n - m, at + m);
+                    }
+                    Ok::<(), ()>(())
+                })
+                .map_err(|_| AccessFault)?;
+            if rest == 0 || self.flush_each {
+                pending.flush(&**mem).map_err(|_| AccessFault)?;
+            }
+        } else {
+            pending.flush(&**mem).map_err(|_| AccessFault)?;
+            self.wx
+                .for_range(va, len, |bus, n| {
+                    let fault = crate::memory::DmaError { addr: bus, len: n };
+                    match src {
+                        RxPayload::Bytes(b) => mem.write(bus, b.get(at..at + n).ok_or(fault)?)?,
+                        RxPayload::Ref { .. } => {
+                            rx.ok_or(fault)?
+                                .deliver(at, mem, bus, n)
+                                .map_err(|_| fault)?;
+                        }
+                    }
+                    at += n;
+                    Ok::<(), crate::memory::DmaError>(())
+                })
+                .map_err(|_| AccessFault)?;
+        }
+        if at as u64 == len {
+            Ok(())
+        } else {
+            Err(AccessFault)
+        }
+    }
+
     fn read(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessFault> {
+        self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
         let user = user_of(hca, self.qpn);
@@ -463,6 +743,7 @@ impl RespMemory for Env<'_, '_, '_> {
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessFault> {
+        self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
         let user = user_of(hca, self.qpn);
@@ -494,12 +775,14 @@ impl RespMemory for Env<'_, '_, '_> {
     }
 
     fn recv_ready(&mut self) -> bool {
+        self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
         matches!(next_recv(hca, self.qpn), Ok(Some(_)))
     }
 
     fn recv_write(&mut self, offset: u32, src: RxPayload<'_>) -> Result<(), RecvFault> {
+        self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
         let Ok(Some(r)) = next_recv(hca, self.qpn) else {
@@ -555,6 +838,7 @@ fn vendor_of(s: WcStatus) -> u8 {
 
 impl Completions for Env<'_, '_, '_> {
     fn send_done(&mut self, wr: u64, status: WcStatus) {
+        self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
         let qpn = self.qpn;
@@ -562,61 +846,80 @@ impl Completions for Env<'_, '_, '_> {
             return;
         };
         let (cqn, uidx) = (q.cqn_snd, q.user_index);
-        let mut out = Vec::new();
         let flushing = status != WcStatus::Success || q.state == qp::state::ERR;
-        while let Some(s) = q.wrs.front().cloned() {
-            match s.kind {
-                SlotKind::Posted if s.wr_id == wr => {
-                    q.wrs.pop_front();
-                    out.push(match status.cqe_syndrome() {
-                        None => s.signaled.then(|| {
-                            Cqe::requester(s.opcode, qpn, s.wqe_index, s.byte_len)
-                                .with_user_index(uidx)
+        // Each CQE is posted as its slot leaves the queue (no list of them is built).
+        loop {
+            let Some(q) = hca.qps.get_mut(qpn) else {
+                return;
+            };
+            let Some(s) = q.wrs.front() else {
+                break;
+            };
+            let (kind, wr_id, opcode, signaled, wqe_index, byte_len) = (
+                s.kind,
+                s.wr_id,
+                s.opcode,
+                s.signaled,
+                s.wqe_index,
+                s.byte_len,
+            );
+            let (cqe, last) = match kind {
+                SlotKind::Posted if wr_id == wr => {
+                    let c = match status.cqe_syndrome() {
+                        None => signaled.then(|| {
+                            Cqe::requester(opcode, qpn, wqe_index, byte_len).with_user_index(uidx)
                         }),
-                        Some(syn) if status == WcStatus::WrFlushErr => {
-                            let _ = syn;
-                            Some(flush_cqe(
-                                cqe::opcode::REQ_ERR,
-                                s.opcode,
-                                qpn,
-                                s.wqe_index,
-                                uidx,
-                            ))
-                        }
+                        Some(_) if status == WcStatus::WrFlushErr => Some(flush_cqe(
+                            cqe::opcode::REQ_ERR,
+                            opcode,
+                            qpn,
+                            wqe_index,
+                            uidx,
+                        )),
                         Some(syn) => Some(
                             Cqe::error(
                                 cqe::opcode::REQ_ERR,
                                 syn,
                                 vendor_of(status),
-                                s.opcode,
+                                opcode,
                                 qpn,
-                                s.wqe_index,
+                                wqe_index,
                             )
                             .with_user_index(uidx),
                         ),
-                    });
-                    break;
+                    };
+                    (c, true)
                 }
                 SlotKind::Posted => break, // not this one: a model bug; leave the queue alone
                 SlotKind::Nop => {
-                    q.wrs.pop_front();
-                    out.push(if flushing {
+                    let c = if flushing {
                         Some(flush_cqe(
                             cqe::opcode::REQ_ERR,
-                            s.opcode,
+                            opcode,
                             qpn,
-                            s.wqe_index,
+                            wqe_index,
                             uidx,
                         ))
                     } else {
-                        s.signaled.then(|| {
-                            Cqe::requester(s.opcode, qpn, s.wqe_index, 0).with_user_index(uidx)
+                        signaled.then(|| {
+                            Cqe::requester(opcode, qpn, wqe_index, 0).with_user_index(uidx)
                         })
-                    });
+                    };
+                    (c, false)
                 }
                 SlotKind::Failed(..) => break,
+            };
+            q.wrs.pop_front();
+            if let Some(c) = cqe {
+                post_cqe(hca, cqn, &c);
+            }
+            if last {
+                break;
             }
         }
+        let Some(q) = hca.qps.get_mut(qpn) else {
+            return;
+        };
         if status == WcStatus::Success
             && matches!(q.wrs.front(), Some(s) if s.kind != SlotKind::Posted)
         {
@@ -632,12 +935,10 @@ impl Completions for Env<'_, '_, '_> {
             hca.port.counters().bump(c);
             crate::counter::add_for_qp(hca, qpn, c, 1);
         }
-        for c in out.into_iter().flatten() {
-            post_cqe(hca, cqn, &c);
-        }
     }
 
     fn recv_done(&mut self, c: RecvCompletion) {
+        self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
         let qpn = self.qpn;
@@ -693,36 +994,57 @@ enum Out {
     Ref(RefPacket),
 }
 
-struct Outbox<'a, 'b> {
+struct Outbox<'a, 'b, 'h> {
     cell: &'a RefCell<&'b mut Hca>,
     qpn: u32,
     /// The last work request whose payload was looked up (its packets follow each other).
     last: Option<(u64, Arc<WrPayload>)>,
+    /// A work request's message bytes `lo..hi` proved guest memory in this call.
+    checked: Option<(u64, usize, usize)>,
     by_ref: bool,
-    hdr: RoceHeaders,
+    /// Loopback: by-reference packets go straight onto the port's loopback queue (nothing
+    /// takes them off it before the call returns).
+    local: bool,
+    hdr: &'h RoceHeaders,
+    /// The port's MAC (the frames' source).
+    mac: [u8; 6],
     sgid: [u8; 16],
     out: Vec<Out>,
 }
 
-impl Tx for Outbox<'_, '_> {
+impl Tx for Outbox<'_, '_, '_> {
     fn send(&mut self, bth: &Bth, ext: &ExtHdrs, payload: TxPayload<'_>) -> Result<(), LocalFault> {
         if self.by_ref {
             // The payload stays where it is: resolve its source to bus pieces now (the DMA
             // check a gather would make), and let the receiver move it with one copy.
             let p = {
                 let hca = self.cell.borrow();
-                resolve_ref(&hca, self.qpn, payload.src, payload.len, &mut self.last)
+                resolve_ref(
+                    &hca,
+                    self.qpn,
+                    payload.src,
+                    payload.len,
+                    &mut self.last,
+                    &mut self.checked,
+                    self.local,
+                )
             };
             let payload = p.ok_or(LocalFault)?;
-            self.out.push(Out::Ref(RefPacket {
+            let pkt = RefPacket {
                 src_gid: self.sgid,
                 bth: *bth,
                 ext: *ext,
                 payload,
-            }));
+            };
+            if self.local {
+                self.cell.borrow_mut().port.loopq.push_back(pkt);
+            } else {
+                self.out.push(Out::Ref(pkt));
+            }
             return Ok(());
         }
-        let mut h = self.hdr;
+        let mut h = *self.hdr;
+        h.eth.src = self.mac;
         h.bth = *bth;
         h.ext = *ext;
         let mut buf = Vec::with_capacity(payload.len + 128);
@@ -756,16 +1078,17 @@ fn with_rc<'r>(
         return;
     };
     let (route, sgid) = (q.route, q.sgid);
-    let mut hdr = rc.hdr;
-    hdr.eth.src = mac;
     let cell = RefCell::new(hca);
     let (out, fail_local) = {
         let mut tx = Outbox {
             cell: &cell,
             qpn,
             last: None,
+            checked: None,
             by_ref: route == Route::Local || by_ref_link,
-            hdr,
+            local: route == Route::Local,
+            hdr: &rc.hdr,
+            mac,
             sgid,
             out: std::mem::take(&mut rc.out),
         };
@@ -774,13 +1097,22 @@ fn with_rc<'r>(
             qpn,
             rx,
             fail_local: false,
+            // Never carried over from another call (the key table may have changed since).
+            wx: WriteXlat {
+                valid: false,
+                ..std::mem::take(&mut rc.wx)
+            },
+            pending: PendingMove::default(),
+            flush_each: true,
         };
         f(&mut rc.qp, now, &mut env, &mut tx);
+        env.settle();
+        rc.wx = env.wx;
         (tx.out, env.fail_local)
     };
     let hca = cell.into_inner();
     // Counters.
-    let c = hca.port.counters().clone();
+    let c = hca.port.counters();
     let (r, s) = (*rc.qp.requester.counters(), *rc.qp.responder.counters());
     let (r0, s0) = (rc.seen_req, rc.seen_resp);
     for (ctr, new, old) in [
@@ -813,10 +1145,7 @@ fn with_rc<'r>(
     {
         hca.port.kicks.push_back(qpn);
     }
-    if let Some(q) = hca.qps.get_mut(qpn) {
-        q.rc = Some(rc);
-    }
-    // Send what the transport emitted.
+    // Send what the transport emitted (loopback packets are on the queue already).
     let mut out = out;
     for o in out.drain(..) {
         match o {
@@ -825,10 +1154,14 @@ fn with_rc<'r>(
             Out::Ref(pkt) => hca.port.send_ref(pkt),
         }
     }
-    if let Some(rc) = hca.qps.get_mut(qpn).and_then(|q| q.rc.as_mut()) {
-        rc.out = out;
-    }
-    let in_err = hca.qps.get(qpn).is_some_and(|q| q.state == qp::state::ERR);
+    rc.out = out;
+    let in_err = match hca.qps.get_mut(qpn) {
+        Some(q) => {
+            q.rc = Some(rc);
+            q.state == qp::state::ERR
+        }
+        None => false,
+    };
     if (error || fail_local) && !in_err {
         if let Some(nak) = cause {
             let ev = match nak {
@@ -844,6 +1177,22 @@ fn with_rc<'r>(
     }
 }
 
+/// Whether message bytes `off..end` of `pieces` (`end` within them) are guest memory.
+fn check_pieces(mem: &dyn GuestMemory, pieces: &[(u64, usize)], off: usize, end: usize) -> bool {
+    let mut at = 0usize;
+    for &(bus, n) in pieces {
+        let (lo, hi) = (at.max(off), (at + n).min(end));
+        if lo < hi && mem.check(bus + (lo - at) as u64, hi - lo).is_err() {
+            return false;
+        }
+        at += n;
+        if at >= end {
+            break;
+        }
+    }
+    true
+}
+
 /// The payload of a by-reference packet: the bus pieces (or inline bytes) its source names.
 fn resolve_ref(
     hca: &Hca,
@@ -851,6 +1200,8 @@ fn resolve_ref(
     src: Option<PayloadSrc>,
     len: usize,
     last: &mut Option<(u64, Arc<WrPayload>)>,
+    checked: &mut Option<(u64, usize, usize)>,
+    own: bool,
 ) -> Option<RefPayload> {
     let mem = &hca.mem;
     if len == 0 {
@@ -868,41 +1219,48 @@ fn resolve_ref(
         }
         PayloadSrc::Wqe { wr, offset } => {
             let off = offset as usize;
-            let wp = match last {
-                Some((id, p)) if *id == wr => p.clone(),
-                _ => {
-                    let p = payload_of(hca, qpn, wr).ok()?;
-                    *last = Some((wr, p.clone()));
-                    p
-                }
-            };
-            match &*wp {
+            // Looked up once per work request and call, then borrowed (no reference counted
+            // per packet).
+            if !matches!(last, Some((id, _)) if *id == wr) {
+                *last = Some((wr, payload_of(hca, qpn, wr).ok()?));
+            }
+            let wp = &last.as_ref()?.1;
+            match &**wp {
                 WrPayload::Bytes(b) => {
                     return Some(RefPayload::Bytes(b.get(off..off + len)?.to_vec()));
                 }
                 WrPayload::Pieces(p) => {
                     // Still guest memory (it may have gone since the WQE was taken): if not,
-                    // the send fails locally, as a gather would.
+                    // the send fails locally, as a gather would. Checked once per call for the
+                    // rest of the message (memory does not change during one device event),
+                    // else for this packet alone.
                     let end = off.checked_add(len)?;
-                    let mut at = 0usize;
-                    for &(bus, n) in p.iter() {
-                        let (lo, hi) = (at.max(off), (at + n).min(end));
-                        if lo < hi && mem.check(bus + (lo - at) as u64, hi - lo).is_err() {
+                    let done =
+                        matches!(*checked, Some((w, lo, hi)) if w == wr && lo <= off && end <= hi);
+                    if !done {
+                        let total: usize = p.iter().map(|x| x.1).sum();
+                        if end > total {
                             return None;
                         }
-                        at += n;
-                        if at >= end {
-                            break;
+                        if check_pieces(&**mem, p, off, total) {
+                            *checked = Some((wr, off, total));
+                        } else if !check_pieces(&**mem, p, off, end) {
+                            return None;
                         }
                     }
-                    if at < end {
-                        return None;
-                    }
-                    return Some(RefPayload::Window {
-                        mem: mem.clone(),
-                        pieces: p.clone(),
-                        off,
-                        len,
+                    return Some(if own {
+                        RefPayload::Own {
+                            pieces: p.clone(),
+                            off,
+                            len,
+                        }
+                    } else {
+                        RefPayload::Window {
+                            mem: mem.clone(),
+                            pieces: p.clone(),
+                            off,
+                            len,
+                        }
                     });
                 }
             }
@@ -946,20 +1304,24 @@ pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
             return;
         };
         let (cqn, uidx) = (q.cqn_snd, q.user_index);
-        let Some(s) = q.wrs.front().cloned() else {
+        let Some(s) = q.wrs.front() else {
+            return;
+        };
+        if s.kind == SlotKind::Posted {
+            return;
+        }
+        let Some(s) = q.wrs.pop_front() else {
             return;
         };
         match s.kind {
             SlotKind::Posted => return,
             SlotKind::Nop => {
-                q.wrs.pop_front();
                 if s.signaled {
                     let c = Cqe::requester(s.opcode, qpn, s.wqe_index, 0).with_user_index(uidx);
                     post_cqe(hca, cqn, &c);
                 }
             }
             SlotKind::Failed(syn, vend) => {
-                q.wrs.pop_front();
                 let c = Cqe::error(cqe::opcode::REQ_ERR, syn, vend, s.opcode, qpn, s.wqe_index)
                     .with_user_index(uidx);
                 post_cqe(hca, cqn, &c);
@@ -1029,7 +1391,10 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
         post_qp_event(hca, event::COMM_EST, qpn);
     }
     with_rc(hca, qpn, None, |rc, now, env, tx| {
-        for p in batch.iter().filter(|p| keep(p)) {
+        let mut kept = batch.iter().filter(|p| keep(p)).peekable();
+        while let Some(p) = kept.next() {
+            // A WRITE's bytes may move together with the next packet's, up to the last one.
+            env.flush_each = kept.peek().is_none();
             let len = p.payload.len();
             let pkt = RxPacket {
                 bth: p.bth,
@@ -1140,6 +1505,9 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
             qpn,
             rx: None,
             fail_local: false,
+            wx: WriteXlat::default(),
+            pending: PendingMove::default(),
+            flush_each: true,
         };
         rc.qp.set_error(&mut env);
         hca = cell.into_inner();

@@ -51,12 +51,18 @@ pub const BF_OFFSET: u32 = 0x800;
 /// A BlueFlame copy in progress in one half of a BF register.
 #[derive(Debug)]
 struct BfBurst {
+    /// (UAR page, offset of the half).
+    at: (u32, u32),
     qpn: u32,
     /// SQ WQEBB counter of the WQE (the doorbell's `wqe_index`).
     wqe_index: u16,
     /// Bytes the copy covers: the WQE's `ds` in 64-byte blocks.
     len: usize,
+    /// The bytes so far (empty until a second qword arrives: most doorbells are only the
+    /// first 8 bytes, and need no buffer).
     data: Vec<u8>,
+    /// The doorbell's 8 bytes.
+    first: [u8; 8],
     /// Bit i: qword i of `data` arrived.
     have: u128,
     /// Bit k: block k was compared with memory.
@@ -71,13 +77,30 @@ pub struct UarTable {
     used: BTreeSet<u32>,
     /// (page, 8-byte aligned offset) -> first 4 bytes of a 64-bit register written in halves.
     halves: BTreeMap<(u32, u32), [u8; 4]>,
-    /// (page, offset of a BF register half) -> the BlueFlame copy arriving there.
-    bursts: BTreeMap<(u32, u32), BfBurst>,
+    /// The BlueFlame copies arriving, one per (page, BF register half) at most (a short list:
+    /// searched linearly, and no allocation per doorbell once it has grown).
+    bursts: Vec<BfBurst>,
+    /// Buffers of finished copies, for the next ones.
+    spare: Vec<Vec<u8>>,
     bf_mismatches: u64,
     bf_blocks_checked: u64,
 }
 
 impl UarTable {
+    fn burst_at(&self, at: (u32, u32)) -> Option<usize> {
+        self.bursts.iter().position(|b| b.at == at)
+    }
+
+    /// Removes the copy arriving at `at`, keeping its buffer.
+    fn take_burst(&mut self, at: (u32, u32)) -> Option<BfBurst> {
+        let i = self.burst_at(at)?;
+        let mut b = self.bursts.swap_remove(i);
+        if b.data.capacity() > 0 && self.spare.len() < 8 {
+            self.spare.push(std::mem::take(&mut b.data));
+        }
+        Some(b)
+    }
+
     /// True if `index` is allocated.
     pub fn contains(&self, index: u32) -> bool {
         self.used.contains(&index)
@@ -104,7 +127,7 @@ impl UarTable {
 
     fn free(&mut self, index: u32) -> bool {
         self.halves.retain(|(p, _), _| *p != index);
-        self.bursts.retain(|(p, _), _| *p != index);
+        self.bursts.retain(|b| b.at.0 != index);
         self.used.remove(&index)
     }
 
@@ -201,7 +224,7 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
     let start = reg - pos;
     if pos == 0 {
         // A new doorbell on this half: a copy still arriving there was abandoned (torn).
-        if let Some(old) = hca.uars.bursts.remove(&(page, start)) {
+        if let Some(old) = hca.uars.take_burst((page, start)) {
             if old.is_copy && old.checked.count_ones() as usize != old.len / 64 {
                 bf_error(
                     hca,
@@ -218,37 +241,43 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
         let len = (ds * 16).div_ceil(64) * 64;
         let owned = hca.qps.get(qpn).is_some_and(|q| q.uar == page);
         if owned && len != 0 && len <= half as usize {
-            let mut data = vec![0u8; len];
-            data[..8].copy_from_slice(&v.to_be_bytes());
-            hca.uars.bursts.insert(
-                (page, start),
-                BfBurst {
-                    qpn,
-                    wqe_index: (v >> 40) as u16,
-                    len,
-                    data,
-                    have: 1,
-                    checked: 0,
-                    is_copy: false,
-                },
-            );
+            hca.uars.bursts.push(BfBurst {
+                at: (page, start),
+                qpn,
+                wqe_index: (v >> 40) as u16,
+                len,
+                data: Vec::new(),
+                first: v.to_be_bytes(),
+                have: 1,
+                checked: 0,
+                is_copy: false,
+            });
         }
         return;
     }
-    let Some(b) = hca.uars.bursts.get_mut(&(page, start)) else {
+    let uars = &mut hca.uars;
+    let Some(b) = uars.burst_at((page, start)) else {
         hca.trace(format_args!(
             "UAR {page}: BlueFlame qword at {reg:#x} without a doorbell on its half: ignored"
         ));
         return;
     };
+    let b = &mut uars.bursts[b];
     let p = pos as usize;
     if p >= b.len {
         let qpn = b.qpn;
-        hca.uars.bursts.remove(&(page, start));
+        hca.uars.take_burst((page, start));
         bf_error(hca, qpn, "BlueFlame copy longer than its WQE's ds");
         return;
     }
-    b.is_copy = true;
+    if !b.is_copy {
+        b.is_copy = true;
+        let mut data = uars.spare.pop().unwrap_or_default();
+        data.clear();
+        data.resize(b.len, 0);
+        data[..8].copy_from_slice(&b.first);
+        b.data = data;
+    }
     b.data[p..p + 8].copy_from_slice(&v.to_be_bytes());
     b.have |= 1u128 << (p / 8);
     let block = p / 64;
@@ -265,7 +294,7 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
     let mut bf = [0u8; 64];
     bf.copy_from_slice(&b.data[block * 64..block * 64 + 64]);
     if done {
-        hca.uars.bursts.remove(&(page, start));
+        hca.uars.take_burst((page, start));
     }
     hca.uars.bf_blocks_checked += 1;
     match wqe_block(hca, qpn, idx.wrapping_add(block as u16)) {

@@ -15,7 +15,8 @@
 //!   payload is not copied into a frame: it travels as a [`RefPayload`] naming the bus pieces
 //!   the sender's keys resolved to, and the receiver moves it with one [`GuestMemory::copy`]
 //!   straight into the destination (the transport's `RxPayload::Ref` / `TxPayload::src`
-//!   design, roce/transport.rs). No ICRC is computed: no frame exists.
+//!   design, roce/transport.rs; consecutive packets of one RDMA WRITE whose bytes follow on
+//!   share one copy, rcpath.rs `PendingMove`). No ICRC is computed: no frame exists.
 //! - **No link**: packets to a remote GID are lost (a cable to nowhere); RC retransmits them
 //!   until `retry_count` runs out.
 //!
@@ -86,6 +87,16 @@ pub enum RefPayload {
         /// Payload length.
         len: usize,
     },
+    /// A [`RefPayload::Window`] in the receiver's own memory (loopback: the sending and the
+    /// receiving QP are on one HCA), so no handle to that memory travels with each packet.
+    Own {
+        /// The whole message's pieces.
+        pieces: Arc<[(u64, usize)]>,
+        /// Message offset of the payload.
+        off: usize,
+        /// Payload length.
+        len: usize,
+    },
 }
 
 impl RefPayload {
@@ -95,7 +106,7 @@ impl RefPayload {
             RefPayload::None => 0,
             RefPayload::Bytes(b) => b.len(),
             RefPayload::Mem { pieces, .. } => pieces.iter().map(|p| p.1).sum(),
-            RefPayload::Window { len, .. } => *len,
+            RefPayload::Window { len, .. } | RefPayload::Own { len, .. } => *len,
         }
     }
     /// Whether the payload is empty.
@@ -144,6 +155,16 @@ impl RefPayload {
             RefPayload::Mem { mem, pieces } => (mem, pieces, off, end),
             RefPayload::Window {
                 mem,
+                pieces,
+                off: base,
+                len,
+            } => {
+                if end > *len {
+                    return Err(short);
+                }
+                (mem, pieces, base + off, base + end)
+            }
+            RefPayload::Own {
                 pieces,
                 off: base,
                 len,
@@ -210,6 +231,8 @@ impl RefPayload {
                 dst.copy_from_slice(b.get(off..end).ok_or(short)?);
                 Ok(())
             }
+            // (The memory of an `Own` payload is the reader's: `deliver` it instead.)
+            RefPayload::Own { .. } => Err(short),
             RefPayload::Mem { .. } | RefPayload::Window { .. } => {
                 let (mem, pieces, off, end): (_, &[(u64, usize)], _, _) = match self {
                     RefPayload::Mem { mem, pieces } => (mem, pieces, off, end),
@@ -276,9 +299,9 @@ pub struct Port {
     pub(crate) loopq: VecDeque<RefPacket>,
     /// QPs whose send queue should be looked at again.
     pub(crate) kicks: VecDeque<u32>,
-    /// Spare buffer for a batch of loopback packets taken to one QP (kept, so the data path
-    /// does not allocate one per batch).
-    pub(crate) batch: Vec<RefPacket>,
+    /// Spare loopback queue: the engine takes the queued packets as a whole and puts this in
+    /// their place (kept, so the data path neither allocates nor moves packets to batch them).
+    pub(crate) batch: VecDeque<RefPacket>,
     counters: Arc<PortCounters>,
     epoch: Instant,
     /// The clock's reading for the device event being processed ([`Port::tick`]).
@@ -298,7 +321,7 @@ impl Default for Port {
             link: PortLink::None,
             loopq: VecDeque::new(),
             kicks: VecDeque::new(),
-            batch: Vec::new(),
+            batch: VecDeque::new(),
             counters: Arc::new(PortCounters::new()),
             epoch: Instant::now(),
             now: 0,

@@ -355,6 +355,17 @@ pub struct ExtHdrs {
 }
 
 impl ExtHdrs {
+    /// No extension header (what MIDDLE packets carry).
+    pub const NONE: ExtHdrs = ExtHdrs {
+        deth: None,
+        reth: None,
+        atomic_eth: None,
+        aeth: None,
+        atomic_ack_eth: None,
+        imm_dt: None,
+        ieth: None,
+    };
+
     /// The set of headers present.
     pub fn set(&self) -> HdrSet {
         let mut s = HdrSet::NONE;

@@ -23,7 +23,7 @@
 use std::collections::VecDeque;
 
 use super::frame::{Aeth, AethKind, AtomicEth, Bth, ExtHdrs, NakCode, Reth};
-use super::opcode::{OpKind, Opcode, Position};
+use super::opcode::{HdrSet, OpKind, Opcode, Position};
 use super::transport::{
     ack_timeout_ns, packets_for, rnr_timer_ns, valid_mtu, LocalFault, Nanos, PayloadSrc, ReqEnv,
     RxPacket, Tx, TxPayload, WcStatus,
@@ -582,7 +582,16 @@ impl Requester {
             src: (payload_len > 0).then_some(PayloadSrc::Wqe { wr: wr_id, offset }),
             fill: &mut fill,
         };
-        tx.send(&bth, &ext, payload)?;
+        // A packet without extension headers (a MIDDLE one) hands the transmitter a
+        // long-lived empty set rather than the one just built on the stack: copying a value
+        // written a moment ago with narrow stores costs a store-forwarding stall per packet.
+        static NO_EXT: ExtHdrs = ExtHdrs::NONE;
+        let ext = if ext.set() == HdrSet::NONE {
+            &NO_EXT
+        } else {
+            &ext
+        };
+        tx.send(&bth, ext, payload)?;
         self.counters.packets_sent += 1;
         // PSNs this packet occupies: a READ request takes one per response packet.
         let used = if matches!(w.wr.op, WrOp::Read { .. }) {

@@ -507,7 +507,7 @@ impl Responder {
                 if !fits {
                     return Err(invalid(recv_err(WcStatus::LocLenErr)));
                 }
-                if plen > 0 && env.write(rkey, va, pkt.payload).is_err() {
+                if plen > 0 && env.write_part(rkey, va, pkt.payload, resid - plen).is_err() {
                     return Err(access(recv_err(WcStatus::LocAccessErr)));
                 }
                 if pos.is_end() {

@@ -278,6 +278,21 @@ pub trait RespMemory {
     ) -> Result<(), AccessFault>;
     /// Writes an RDMA WRITE packet's payload at `va` under `rkey`.
     fn write(&mut self, rkey: u32, va: u64, src: RxPayload<'_>) -> Result<(), AccessFault>;
+    /// [`RespMemory::write`] of one packet of a message, with `rest` the message bytes still
+    /// to come after this packet (0 on its last packet, all after `va + src.len()` under the
+    /// same `rkey`). An environment may translate the key once for the rest of the message
+    /// and reuse that translation for the packets that follow, as long as the result is always
+    /// what [`RespMemory::write`] would return (the key table cannot have changed meanwhile).
+    fn write_part(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        src: RxPayload<'_>,
+        rest: u32,
+    ) -> Result<(), AccessFault> {
+        let _ = rest;
+        self.write(rkey, va, src)
+    }
     /// Reads `dst.len()` bytes at `va` under `rkey` (READ response payload, called while the
     /// frame is built: one copy from memory to the wire).
     fn read(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessFault>;
