@@ -51,15 +51,23 @@ pub enum OobError {
     Closed { wanted: usize, got: usize },
 }
 
+/// How long the first bytes may take: as server, the unikernel waits for a Linux client that
+/// boots under TCG after it, which on a loaded host takes minutes (the launcher's run timeout
+/// still bounds the whole run).
+pub const FIRST_WAIT: Duration = Duration::from_secs(600);
+
 /// The TCP byte stream, through the serial console.
 pub struct Oob {
     rx: Vec<u8>,
     wait: Duration,
+    heard: bool,
 }
 
 impl Oob {
+    /// `wait`: the deadline of each receive once the peer has been heard from; before that,
+    /// at least [`FIRST_WAIT`].
     pub fn new(wait: Duration) -> Oob {
-        Oob { rx: Vec::new(), wait }
+        Oob { rx: Vec::new(), wait, heard: false }
     }
 
     /// Sends `b` (one TCP write).
@@ -69,7 +77,7 @@ impl Oob {
 
     /// Receives exactly `n` bytes.
     pub fn recv(&mut self, n: usize) -> Result<Vec<u8>, OobError> {
-        let deadline = Deadline::after(self.wait);
+        let deadline = Deadline::after(if self.heard { self.wait } else { self.wait.max(FIRST_WAIT) });
         let mut line = [0u8; 1024];
         while self.rx.len() < n {
             let Some(k) = console::read_line(&mut line, deadline) else {
@@ -81,6 +89,7 @@ impl Oob {
             }
             if let Some(h) = l.strip_prefix(RECV_PREFIX) {
                 self.rx.extend(unhex(h.trim()).ok_or(OobError::Garbled)?);
+                self.heard = true;
             }
         }
         Ok(self.rx.drain(..n).collect())
