@@ -1,0 +1,647 @@
+//! Protection domains, and what they create: regions (by command, by UMR, in batches), queue pairs.
+
+use super::*;
+
+
+/// Protection domain state shared with its MRs and QPs.
+pub(crate) struct PdInner<H: Hal> {
+    pub(crate) ctx: Arc<CtxInner<H>>,
+    pub(crate) pdn: u32,
+}
+
+impl<H: Hal> Drop for PdInner<H> {
+    fn drop(&mut self) {
+        let ctx = &self.ctx;
+        let pdn = self.pdn;
+        let _ = ctx.with_dev(|d| d.dealloc_pd(&ctx.hal, pdn));
+    }
+}
+
+/// A protection domain.
+pub struct ProtectionDomain<H: Hal> {
+    pub(super) inner: Arc<PdInner<H>>,
+}
+
+
+impl<H: Hal> ProtectionDomain<H> {
+    /// A PD of the driver's own (the UMR QP's).
+    pub(crate) fn alloc_internal(ctx: &Arc<CtxInner<H>>) -> Result<Self> {
+        let pdn = ctx.with_dev(|d| d.alloc_pd(&ctx.hal))?;
+        Ok(ProtectionDomain {
+            inner: Arc::new(PdInner {
+                ctx: ctx.clone(),
+                pdn,
+            }),
+        })
+    }
+
+    pub(crate) fn inner_arc(&self) -> &Arc<PdInner<H>> {
+        &self.inner
+    }
+
+    /// Creates a free MTT key with `mkc.umr_en`, room for `mtt_room` translation entries and
+    /// a random variant, in this PD: a key that only UMR WQEs ([`Context::post_umr`]) enable
+    /// and load (Linux ib/mr.c `set_cache_mkc`: `free`, `umr_en`, the translation size, no
+    /// entries). Destroy it with [`ProtectionDomain::destroy_umr_mkey`].
+    pub fn alloc_umr_mkey(&self, mtt_room: u32) -> Result<u32> {
+        let ctx = &self.inner.ctx;
+        ctx.check_alive()?;
+        if mtt_room == 0 || mtt_room as usize > mr::MAX_MTT_PER_MKEY {
+            return Err(InvalidInput::OutOfRange.into());
+        }
+        let p = MkeyParams {
+            pdn: self.inner.pdn,
+            iova: 0,
+            len: 0,
+            access: Access::NONE,
+            variant: (ctx.random() & 0xff) as u8,
+            pg_access: false,
+            ro_write: false,
+            ro_read: false,
+            xlt: Xlt::Mtt {
+                page_shift: mr::MIN_PAGE_SHIFT,
+                entries: &[],
+            },
+            umr_en: true,
+            free: true,
+            xlt_room: mtt_room.div_ceil(2),
+        };
+        ctx.with_dev(|d| d.create_mkey(&ctx.hal, &p))
+    }
+
+    /// Destroys a key of [`ProtectionDomain::alloc_umr_mkey`] (DESTROY_MKEY).
+    pub fn destroy_umr_mkey(&self, key: u32) -> Result<()> {
+        let ctx = &self.inner.ctx;
+        ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key))
+    }
+}
+
+impl<H: Hal> ProtectionDomain<H> {
+    /// The PD number.
+    pub fn pdn(&self) -> u32 {
+        self.inner.pdn
+    }
+
+    /// Allocates `len` bytes of DMA memory and registers them: one contiguous buffer, so one
+    /// translation entry. The region's address space is the buffer's bus address.
+    pub fn alloc_mr(&self, len: usize, access: Access) -> Result<MemoryRegion<H>> {
+        let ctx = &self.inner.ctx;
+        let len64 = u64::try_from(len).map_err(|_| InvalidInput::LengthOverflow)?;
+        // The region's addresses are bus addresses from 0 up: `iova + len` is checked for
+        // the largest one a buffer of this size can have.
+        mr::check_request(len64, 0, access, ctx.caps.log_max_mrw_sz)?;
+        // Aligned to its size rounded up to a power of two, between 4 KiB and 1 GiB, so that
+        // it is one translation entry; no rounding above 1 GiB (where next_power_of_two
+        // would overflow for lengths above 2^63).
+        const MAX_ALIGN: usize = 1 << mr::MAX_PAGE_SHIFT;
+        let align = if len >= MAX_ALIGN {
+            MAX_ALIGN
+        } else {
+            len.next_power_of_two().max(4096)
+        };
+        let buf = DmaMem::alloc(&ctx.hal, len, align)?;
+        let chunks = [PhysChunk {
+            bus: buf.bus(),
+            len: len as u64,
+        }];
+        let plan = mr::plan_reg(&chunks, buf.bus(), ctx.caps.log_max_klm_list_size)?;
+        let iova = buf.bus();
+        self.register(iova, len as u64, access, plan, Some(buf))
+    }
+
+    /// Registers caller-owned physical memory: `chunks` (each physically contiguous) form
+    /// the region `[iova, iova + total)` in order. Physically contiguous memory becomes one
+    /// entry, huge pages one entry each (see [`mr::plan`]); the largest page size the chunks
+    /// allow is used ([`MemoryRegion::translation_info`]). Any size and page mix: a list too
+    /// long for one command, or an `iova` whose page offset differs from the first chunk's,
+    /// becomes MTT keys under one indirect KLM key ([`mr::plan_reg`]). Neither the chunks
+    /// nor `iova` need page alignment: the key covers exactly the region's bytes.
+    ///
+    /// # Safety
+    /// The chunks must stay valid DMA memory, not used for anything else the NIC must not
+    /// touch, until the region is deregistered and every WR using it has completed.
+    pub unsafe fn reg_phys(
+        &self,
+        chunks: &[PhysChunk],
+        iova: u64,
+        access: Access,
+    ) -> Result<MemoryRegion<H>> {
+        let plan = self.plan_phys(chunks, iova, access)?;
+        self.register(iova, plan.1, access, plan.0, None)
+    }
+
+    /// [`ProtectionDomain::reg_phys`] under its verbs name: the region's address space starts
+    /// at the `iova` the application chooses (`ibv_reg_mr_iova2`), whatever the chunks' bus
+    /// addresses and page offsets.
+    ///
+    /// # Safety
+    /// As [`ProtectionDomain::reg_phys`].
+    pub unsafe fn reg_phys_iova(
+        &self,
+        chunks: &[PhysChunk],
+        iova: u64,
+        access: Access,
+    ) -> Result<MemoryRegion<H>> {
+        // SAFETY: the caller upholds reg_phys's contract.
+        unsafe { self.reg_phys(chunks, iova, access) }
+    }
+
+    pub(super) fn plan_phys(&self, chunks: &[PhysChunk], iova: u64, access: Access) -> Result<(KlmPlan, u64)> {
+        let total = chunks.iter().try_fold(0u64, |a, c| a.checked_add(c.len));
+        let Some(total) = total else {
+            return Err(InvalidInput::LengthOverflow.into());
+        };
+        let caps = &self.inner.ctx.caps;
+        mr::check_request(total, iova, access, caps.log_max_mrw_sz)?;
+        Ok((
+            mr::plan_reg(chunks, iova, caps.log_max_klm_list_size)?,
+            total,
+        ))
+    }
+
+    /// Registers several regions of caller-owned memory at once. With the mkey cache
+    /// ([`Context::enable_mkey_cache`]), the regions it can serve take one UMR WQE each, rung
+    /// with one doorbell per 32 WQEs and no command; the CREATE_MKEY commands of the other
+    /// regions that take one key go into several command slots rung with one doorbell
+    /// write ([`crate::hca::Device::exec_batch`]); regions that need an indirect key are
+    /// registered one by one. One result per region, in order.
+    ///
+    /// # Safety
+    /// As [`ProtectionDomain::reg_phys`], for every region.
+    pub unsafe fn reg_mr_batch(
+        &self,
+        regions: &[(&[PhysChunk], u64, Access)],
+    ) -> Vec<Result<MemoryRegion<H>>> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut out: Vec<Option<Result<MemoryRegion<H>>>> = Vec::with_capacity(regions.len());
+        let mut plans = Vec::with_capacity(regions.len());
+        for &(chunks, iova, access) in regions {
+            match self.plan_phys(chunks, iova, access) {
+                Ok(p) if p.0.segments.is_empty() => {
+                    plans.push(Some(p));
+                    out.push(None);
+                }
+                Ok(p) => {
+                    plans.push(None);
+                    out.push(Some(self.register(iova, p.1, access, p.0, None)));
+                }
+                Err(e) => {
+                    plans.push(None);
+                    out.push(Some(Err(e)));
+                }
+            }
+        }
+        if let Err(e) = ctx.check_alive() {
+            return out
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|| Err(e)))
+                .collect();
+        }
+        // From the mkey cache first (UMR WQEs, one doorbell per batch); the rest by command.
+        let want: Vec<(usize, &KlmPlan, u64)> = plans
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().map(|(plan, len)| (i, plan, *len)))
+            .collect();
+        let pooled = if want.is_empty() {
+            Vec::new()
+        } else {
+            self.reg_pooled_batch(regions, &want)
+        };
+        drop(want);
+        for (i, r) in pooled {
+            let Some((plan, len)) = plans[i].take() else {
+                continue;
+            };
+            let (_, iova, access) = regions[i];
+            out[i] = Some(r.map(|(key, class)| {
+                let mut m = self.wrap(key, Vec::new(), iova, len, access, plan, None);
+                if let Some(inner) = m.inner.as_mut().and_then(Arc::get_mut) {
+                    inner.pooled = Some(class);
+                }
+                m
+            }));
+        }
+        // One command per direct region.
+        let mut cmds = Vec::new();
+        let mut who = Vec::new();
+        let mut params = Vec::new();
+        for (i, p) in plans.iter().enumerate() {
+            let Some((plan, len)) = p else { continue };
+            let (_, iova, access) = regions[i];
+            let prm = self.params(
+                iova,
+                *len,
+                access,
+                plan,
+                Xlt::Mtt {
+                    page_shift: plan.tr.page_shift,
+                    entries: &plan.tr.entries,
+                },
+            );
+            match mr::mkey_cmd(&prm) {
+                Ok(c) => {
+                    cmds.push(c);
+                    who.push(i);
+                    params.push(prm);
+                }
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        let refs: Vec<(&CmdBuf, usize)> = cmds
+            .iter()
+            .map(|c| (c, mlx5_prm::create_mkey_out::BYTES))
+            .collect();
+        let results = ctx
+            .with_dev(|d| Ok(d.exec_batch(hal, &refs)))
+            .unwrap_or_default();
+        for (k, r) in results.into_iter().enumerate() {
+            let i = who[k];
+            // A copy: `params` borrows the planned entries.
+            let Some((plan, len)) = plans[i].clone() else {
+                continue;
+            };
+            let (_, iova, access) = regions[i];
+            out[i] = Some(match r {
+                Err(e) => Err(e),
+                Ok(o) => {
+                    let key = mr::mkey_from_out(&o, params[k].variant);
+                    let mut buf = None;
+                    self.avoid_recent(key, &mut params[k], &mut buf)
+                        .map(|key| self.wrap(key, Vec::new(), iova, len, access, plan, buf))
+                }
+            });
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or(Err(Error::Internal)))
+            .collect()
+    }
+
+    pub(super) fn params<'a>(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        _plan: &KlmPlan,
+        xlt: Xlt<'a>,
+    ) -> MkeyParams<'a> {
+        let ctx = &self.inner.ctx;
+        let (ro_write, ro_read) = mr::relaxed_ordering(access, &ctx.caps);
+        MkeyParams {
+            pdn: self.inner.pdn,
+            iova,
+            len,
+            access,
+            variant: (ctx.random() & 0xff) as u8,
+            pg_access: ctx.caps.pg,
+            ro_write,
+            ro_read,
+            xlt,
+            umr_en: false,
+            free: false,
+            xlt_room: 0,
+        }
+    }
+
+    /// Destroys `keys` (inner keys of a failed or torn-down registration); false when one
+    /// may live on (its memory must then be held).
+    pub(super) fn destroy_keys(&self, keys: &[u32]) -> bool {
+        let ctx = &self.inner.ctx;
+        let mut all = true;
+        for &k in keys.iter().rev() {
+            if ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, k)).is_err() {
+                all = false;
+            }
+        }
+        all
+    }
+
+    pub(super) fn register(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: KlmPlan,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> Result<MemoryRegion<H>> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut buf = buf;
+        if let Some((key, class)) = self.reg_pooled(iova, len, access, &plan)? {
+            let mut m = self.wrap(key, Vec::new(), iova, len, access, plan, buf);
+            if let Some(i) = m.inner.as_mut().and_then(Arc::get_mut) {
+                i.pooled = Some(class);
+            }
+            return Ok(m);
+        }
+        // Inner MTT keys first: local rights only (LR, and LW when the region is writable),
+        // so that only the indirect key is usable remotely.
+        let mut inner = Vec::with_capacity(plan.segments.len());
+        let mut klms = Vec::with_capacity(plan.segments.len());
+        for &(va, slen, first, count) in &plan.segments {
+            let p = self.params(
+                va,
+                slen,
+                Access(access.0 & (Access::LOCAL_WRITE.0 | Access::RELAXED_ORDERING.0)),
+                &plan,
+                Xlt::Mtt {
+                    page_shift: plan.tr.page_shift,
+                    entries: &plan.tr.entries[first..first + count],
+                },
+            );
+            match ctx.with_dev(|d| d.create_mkey(hal, &p)) {
+                Ok(k) => {
+                    inner.push(k);
+                    klms.push(Klm {
+                        byte_count: slen as u32, // at most MAX_KLM_BYTE_COUNT (plan_reg)
+                        mkey: k,
+                        address: va,
+                    });
+                }
+                Err(e) => {
+                    if self.destroy_keys(&inner) {
+                        ctx.release_after(&e, buf);
+                    } else {
+                        ctx.hold(buf.take());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let xlt = if plan.segments.is_empty() {
+            Xlt::Mtt {
+                page_shift: plan.tr.page_shift,
+                entries: &plan.tr.entries,
+            }
+        } else {
+            Xlt::Klm(&klms)
+        };
+        let mut params = self.params(iova, len, access, &plan, xlt);
+        let key = match ctx.with_dev(|d| d.create_mkey(hal, &params)) {
+            Ok(k) => k,
+            Err(e) => {
+                // A garbled or lost reply: the key may exist and translate to `buf`.
+                if self.destroy_keys(&inner) {
+                    ctx.release_after(&e, buf);
+                } else {
+                    ctx.hold(buf.take());
+                }
+                return Err(e);
+            }
+        };
+        let key = match self.avoid_recent(key, &mut params, &mut buf) {
+            Ok(k) => k,
+            Err(e) => {
+                // `buf` is already freed or held; inner keys under a key that may live on
+                // are destroyed so that it translates nothing.
+                self.destroy_keys(&inner);
+                return Err(e);
+            }
+        };
+        Ok(self.wrap(key, inner, iova, len, access, plan, buf))
+    }
+
+    /// A registration from the mkey cache: one UMR WQE enabling a cached key with the
+    /// region's translation, access and PD, and a new random variant. `None` (nothing done)
+    /// when the region needs more than one MTT key or relaxed ordering, or the cache has no
+    /// key that fits; a UMR refused with an error CQE returns the key to the cache and
+    /// `None`, and the caller registers by command.
+    pub(super) fn reg_pooled(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: &KlmPlan,
+    ) -> Result<Option<(u32, u8)>> {
+        use crate::umr::{flags, MkeySeg, Umr, CACHE_CLASSES, ENABLE_MASK};
+        let ctx = &self.inner.ctx;
+        let entries = &plan.tr.entries;
+        let max = CACHE_CLASSES[CACHE_CLASSES.len() - 1] as usize;
+        if !plan.segments.is_empty()
+            || entries.len() > max
+            || mr::relaxed_ordering(access, &ctx.caps) != (false, false)
+        {
+            return Ok(None);
+        }
+        let pdn = self.inner.pdn;
+        let r = ctx.umr_try_with(|u, hal| {
+            let Some((key, class)) = u.take(entries.len()) else {
+                return Ok(None);
+            };
+            let new = fresh_variant(ctx, key);
+            // The entries with their enables: on the stack when they go inline.
+            let mut small = [0u64; crate::umr::INLINE_MAX_MTT];
+            let big: Vec<u64>;
+            let mtt: &[u64] = if entries.len() <= small.len() {
+                for (d, e) in small.iter_mut().zip(entries) {
+                    *d = e | mlx5_prm::mkey::MTT_PRESENT;
+                }
+                &small[..entries.len()]
+            } else {
+                big = entries
+                    .iter()
+                    .map(|e| e | mlx5_prm::mkey::MTT_PRESENT)
+                    .collect();
+                &big
+            };
+            let umr = Umr {
+                key,
+                check: flags::CHECK_NOT_FREE,
+                mask: ENABLE_MASK,
+                seg: MkeySeg {
+                    free: false,
+                    pd: pdn,
+                    qpn: 0xff_ffff,
+                    variant: new as u8,
+                    access,
+                    start: iova,
+                    len,
+                    log_page_size: plan.tr.page_shift,
+                },
+                mtt,
+                mtt_offset: 0,
+            };
+            match u.run(hal, &umr) {
+                Ok(()) => Ok(Some((new, class))),
+                Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
+                    // The key is unchanged (the model applies a UMR whole or not at all).
+                    u.put(key, class);
+                    Ok(None)
+                }
+                // Its state is unknown: the key leaves the cache (destroyed with the PD).
+                Err(e) => Err(e),
+            }
+        })?;
+        Ok(r.flatten())
+    }
+
+    /// [`ProtectionDomain::reg_pooled`] for several regions at once (`reg_mr_batch`): one
+    /// UMR WQE each, rung with one doorbell per [`crate::umr::BATCH_MAX`]. `(region index,
+    /// plan, len)` in; the regions registered from the cache out, as `(index, key, class)`.
+    /// A region the cache cannot serve (no key of its class, a translation too long to go
+    /// inline, relaxed ordering) or whose UMR the device refused is left to the caller (its
+    /// key went back to the cache); a region whose UMR never completed gets the error.
+    pub(super) fn reg_pooled_batch(
+        &self,
+        regions: &[(&[PhysChunk], u64, Access)],
+        want: &[(usize, &KlmPlan, u64)],
+    ) -> Vec<(usize, Result<(u32, u8)>)> {
+        use crate::umr::{flags, MkeySeg, Outcome, Umr, ENABLE_MASK, INLINE_MAX_MTT};
+        let ctx = &self.inner.ctx;
+        let pdn = self.inner.pdn;
+        let r = ctx.umr_try_with(|u, hal| {
+            // The entries with their enables, INLINE_MAX_MTT slots per region.
+            let mut mtt = Vec::with_capacity(want.len() * INLINE_MAX_MTT);
+            let mut taken = Vec::with_capacity(want.len());
+            for &(i, plan, len) in want {
+                let entries = &plan.tr.entries;
+                let access = regions[i].2;
+                if !plan.segments.is_empty()
+                    || entries.len() > INLINE_MAX_MTT
+                    || mr::relaxed_ordering(access, &ctx.caps) != (false, false)
+                {
+                    continue;
+                }
+                let Some((key, class)) = u.take(entries.len()) else {
+                    continue;
+                };
+                let at = mtt.len();
+                mtt.extend(entries.iter().map(|e| e | mlx5_prm::mkey::MTT_PRESENT));
+                taken.push((i, plan, len, key, class, fresh_variant(ctx, key), at));
+            }
+            let umrs: Vec<Umr<'_>> = taken
+                .iter()
+                .map(|&(i, plan, len, key, _, new, at)| Umr {
+                    key,
+                    check: flags::CHECK_NOT_FREE,
+                    mask: ENABLE_MASK,
+                    seg: MkeySeg {
+                        free: false,
+                        pd: pdn,
+                        qpn: 0xff_ffff,
+                        variant: new as u8,
+                        access: regions[i].2,
+                        start: regions[i].1,
+                        len,
+                        log_page_size: plan.tr.page_shift,
+                    },
+                    mtt: &mtt[at..at + plan.tr.entries.len()],
+                    mtt_offset: 0,
+                })
+                .collect();
+            let mut out = alloc::vec![Outcome::Unknown; umrs.len()];
+            u.run_batch(hal, &umrs, &mut out);
+            let mut done = Vec::with_capacity(taken.len());
+            for (t, o) in taken.iter().zip(out) {
+                let &(i, _, _, key, class, new, _) = t;
+                match o {
+                    Outcome::Done => done.push((i, Ok((new, class)))),
+                    // The key is unchanged (the model applies a UMR whole or not at all).
+                    Outcome::Unchanged => u.put(key, class),
+                    // Its state is unknown: the key leaves the cache (destroyed with the PD).
+                    Outcome::Unknown => done.push((i, Err(Error::Timeout))),
+                }
+            }
+            Ok(done)
+        });
+        match r {
+            Ok(Some(v)) => v,
+            _ => Vec::new(),
+        }
+    }
+
+    /// ReDMArk: a key must not reappear right after it was destroyed. If the firmware reused
+    /// the index and the random variant matched, take a new key first, then drop the
+    /// collision.
+    pub(super) fn avoid_recent(
+        &self,
+        key: u32,
+        params: &mut MkeyParams<'_>,
+        buf: &mut Option<DmaMem<H::Dma>>,
+    ) -> Result<u32> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut key = key;
+        let mut tries = 0;
+        while ctx.recent_keys.lock().contains(&key) && tries < 4 {
+            params.variant = params.variant.wrapping_add(1 + (ctx.random() % 255) as u8);
+            let k2 = ctx.with_dev(|d| d.create_mkey(hal, params));
+            // The collision goes either way; while it lives, it translates to `buf` too.
+            let old = ctx.with_dev(|d| d.destroy_mkey(hal, key));
+            match (k2, old) {
+                (Ok(k2), Ok(())) => key = k2,
+                (Ok(k2), Err(e)) => {
+                    // The old key lives on: `buf` can never be freed; drop the new key too.
+                    let _ = ctx.with_dev(|d| d.destroy_mkey(hal, k2));
+                    ctx.hold(buf.take());
+                    return Err(e);
+                }
+                (Err(e), Ok(())) => {
+                    ctx.release_after(&e, buf.take());
+                    return Err(e);
+                }
+                (Err(e), Err(_)) => {
+                    ctx.hold(buf.take());
+                    return Err(e);
+                }
+            }
+            tries += 1;
+        }
+        Ok(key)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn wrap(
+        &self,
+        key: u32,
+        inner_keys: Vec<u32>,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: KlmPlan,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> MemoryRegion<H> {
+        self.inner
+            .ctx
+            .mrs
+            .write()
+            .insert(key, MrInfo { iova, len, access });
+        MemoryRegion {
+            inner: Some(Arc::new(MrInner {
+                pd: self.inner.clone(),
+                key,
+                key_be: key.to_be(),
+                iova,
+                len,
+                access,
+                inner_keys,
+                plan,
+                buf,
+                destroyed: AtomicBool::new(false),
+                pooled: None,
+            })),
+        }
+    }
+
+    /// Creates an RC QP whose completions go to `send_cq` / `recv_cq`.
+    pub fn create_qp(
+        &self,
+        send_cq: &CompletionQueue<H>,
+        recv_cq: &CompletionQueue<H>,
+        caps: &QpCaps,
+    ) -> Result<QueuePair<H>> {
+        crate::qp::create(&self.inner, send_cq, recv_cq, caps, &QpOptions::default())
+    }
+
+    /// [`ProtectionDomain::create_qp`] with options ([`QpOptions::sq_sig_all`]).
+    pub fn create_qp_with(
+        &self,
+        send_cq: &CompletionQueue<H>,
+        recv_cq: &CompletionQueue<H>,
+        caps: &QpCaps,
+        opts: &QpOptions,
+    ) -> Result<QueuePair<H>> {
+        crate::qp::create(&self.inner, send_cq, recv_cq, caps, opts)
+    }
+}

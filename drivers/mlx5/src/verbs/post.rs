@@ -1,0 +1,369 @@
+//! Posting through the verbs layer: SGEs borrowing regions, send and receive WRs, their checks.
+
+use super::*;
+
+
+/// A scatter/gather element borrowing a region.
+pub struct Sge<'a, H: Hal> {
+    /// The region.
+    pub mr: &'a MemoryRegion<H>,
+    /// Offset inside the region.
+    pub offset: u64,
+    /// Length.
+    pub len: u32,
+}
+
+/// Local data of a send work request.
+pub enum SendData<'a, H: Hal> {
+    /// Gather list.
+    Sges(&'a [Sge<'a, H>]),
+    /// Inline bytes.
+    Inline(&'a [u8]),
+}
+
+/// A send work request.
+pub struct SendWr<'a, H: Hal> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Operation.
+    pub op: SendOp,
+    /// Local data.
+    pub data: SendData<'a, H>,
+    /// Flags.
+    pub flags: SendFlags,
+}
+
+/// A receive work request.
+pub struct RecvWr<'a, H: Hal> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Scatter list.
+    pub sges: &'a [Sge<'a, H>],
+}
+
+/// Checks one raw SGE against the live MRs (raw layer).
+pub(crate) fn check_lkey(mrs: &BTreeMap<u32, MrInfo>, g: &RawSge, write: bool) -> Result<()> {
+    if g.len == 0 {
+        return Ok(());
+    }
+    let m = mrs.get(&g.lkey).ok_or(InvalidInput::BadLkey(g.lkey))?;
+    let end = g
+        .addr
+        .checked_add(g.len as u64)
+        .ok_or(InvalidInput::OutOfRange)?;
+    if g.addr < m.iova || end > m.iova + m.len {
+        return Err(InvalidInput::OutOfRange.into());
+    }
+    if write && !m.access.contains(Access::LOCAL_WRITE) {
+        return Err(InvalidInput::LocalAccess.into());
+    }
+    Ok(())
+}
+
+/// Converted SGEs and the regions they reference, on the stack and left uninitialised past
+/// `n` (converting is on the hot path; zeroing 30 entries is not).
+pub(super) struct SgeBuf<'b, H: Hal> {
+    raw: [core::mem::MaybeUninit<RawSge>; MAX_SGE],
+    refs: [core::mem::MaybeUninit<&'b Arc<MrInner<H>>>; MAX_SGE],
+    n: usize,
+}
+
+impl<'b, H: Hal> SgeBuf<'b, H> {
+    #[inline(always)]
+    pub(super) fn new() -> Self {
+        SgeBuf {
+            raw: [const { core::mem::MaybeUninit::uninit() }; MAX_SGE],
+            refs: [const { core::mem::MaybeUninit::uninit() }; MAX_SGE],
+            n: 0,
+        }
+    }
+    #[inline(always)]
+    pub(super) fn raw(&self) -> &[RawSge] {
+        // SAFETY: entries 0..n were written by `convert` (n <= MAX_SGE).
+        unsafe { core::slice::from_raw_parts(self.raw.as_ptr() as *const RawSge, self.n) }
+    }
+    #[inline(always)]
+    pub(super) fn refs(&self) -> &[&'b Arc<MrInner<H>>] {
+        // SAFETY: as in `raw`.
+        unsafe {
+            core::slice::from_raw_parts(self.refs.as_ptr() as *const &'b Arc<MrInner<H>>, self.n)
+        }
+    }
+
+    /// Converts borrowed SGEs to raw ones, checking context, bounds and access.
+    #[inline]
+    pub(super) fn convert(&mut self, ctx: *const CtxInner<H>, sges: &[Sge<'b, H>], write: bool) -> Result<()> {
+        if sges.len() > MAX_SGE {
+            return Err(InvalidInput::TooManySge {
+                given: sges.len(),
+                max: MAX_SGE,
+            }
+            .into());
+        }
+        self.n = 0;
+        for (i, s) in sges.iter().enumerate() {
+            let m = s.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
+            if !core::ptr::eq(Arc::as_ptr(&m.pd.ctx), ctx) {
+                return Err(InvalidInput::ForeignObject.into());
+            }
+            match s.offset.checked_add(s.len as u64) {
+                Some(end) if end <= m.len => {}
+                _ => return Err(InvalidInput::OutOfRange.into()),
+            }
+            if write && !m.access.contains(Access::LOCAL_WRITE) {
+                return Err(InvalidInput::LocalAccess.into());
+            }
+            self.raw[i].write(RawSge {
+                addr: m.iova + s.offset,
+                len: s.len,
+                lkey: m.key,
+            });
+            self.refs[i].write(m);
+            self.n = i + 1;
+        }
+        Ok(())
+    }
+}
+
+/// A region's identity for `QueuePair::post_one_sge_last`: `Arc::as_ptr` of its state, or,
+/// after dereg, the address 16, which is never a region's. (`Arc::as_ptr` is the allocation
+/// plus 16, and the empty `Option` is a null allocation pointer: one add covers both.)
+#[inline(always)]
+pub(crate) fn region_id<H: Hal>(mr: &MemoryRegion<H>) -> *const () {
+    mr.inner
+        .as_ref()
+        .map_or(core::ptr::without_provenance(16), |m| {
+            Arc::as_ptr(m) as *const ()
+        })
+}
+
+/// The arguments of a one-SGE RDMA WRITE / READ on its way out of line.
+pub(super) struct OneSge<'a, H: Hal> {
+    opc: u8,
+    wr_id: u64,
+    flags: SendFlags,
+    mr: &'a MemoryRegion<H>,
+    offset: u64,
+    len: u32,
+    remote: Remote,
+}
+
+pub(super) fn writes_local(op: &SendOp) -> bool {
+    matches!(
+        op,
+        SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+    )
+}
+
+impl<H: Hal> QueuePair<H> {
+    /// Posts send work requests (any number, ONE doorbell). Every request is checked before
+    /// anything is written: QP state (RTS), SGE count, inline size, regions (same context,
+    /// inside bounds, LOCAL_WRITE for RDMA READ / atomic targets), 8-byte atomic buffers,
+    /// room in the send queue. The regions stay referenced until the WQE completes (the QP
+    /// binds each region once and stamps the binding per WR: no reference counting per WR).
+    ///
+    /// Inlined so that a call site with one RDMA WRITE or READ of one SGE compiles to the
+    /// one-block path of [`QueuePair::post_write`] plus the region checks; anything else
+    /// goes to the general code out of line.
+    #[inline(always)]
+    pub fn post_send(&mut self, wrs: &[SendWr<'_, H>]) -> Result<()> {
+        if let [wr] = wrs {
+            if let SendData::Sges([s]) = wr.data {
+                match wr.op {
+                    SendOp::Write { remote, imm: None } => {
+                        return self.post_one_sge(wqe::opcode::RDMA_WRITE, wr, s, remote);
+                    }
+                    SendOp::Read { remote } => {
+                        return self.post_one_sge(wqe::opcode::RDMA_READ, wr, s, remote);
+                    }
+                    _ => {}
+                }
+            }
+            return self.post_send_one(wr);
+        }
+        self.post_send_batch(wrs)
+    }
+
+    /// One RDMA WRITE / READ with one SGE: the region checks, then the one-block path. The
+    /// common case (the region of the previous generic post, nothing to sweep) inline, the
+    /// rest out of line and in tail position, so the common case saves no registers.
+    #[inline(always)]
+    pub(super) fn post_one_sge(
+        &mut self,
+        opc: u8,
+        wr: &SendWr<'_, H>,
+        s: &Sge<'_, H>,
+        remote: Remote,
+    ) -> Result<()> {
+        let id = region_id(s.mr);
+        let r = self.post_one_sge_last(opc, wr.wr_id, id, s.offset, s.len, remote, wr.flags);
+        if let Some(r) = r {
+            return r;
+        }
+        // Built here, so that only this path stores them.
+        let a = OneSge {
+            opc,
+            wr_id: wr.wr_id,
+            flags: wr.flags,
+            mr: s.mr,
+            offset: s.offset,
+            len: s.len,
+            remote,
+        };
+        self.post_one_sge_slow(&a)
+    }
+
+    /// [`QueuePair::post_one_sge`] out of line: every check again, then the general path.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn post_one_sge_slow(&mut self, a: &OneSge<'_, H>) -> Result<()> {
+        let m = a.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
+        match a.offset.checked_add(a.len as u64) {
+            Some(end) if end <= m.len => {}
+            _ => return Err(InvalidInput::OutOfRange.into()),
+        }
+        if a.opc == wqe::opcode::RDMA_READ && !m.access.contains(Access::LOCAL_WRITE) {
+            return Err(InvalidInput::LocalAccess.into());
+        }
+        self.post_one_sge_mr(a.opc, a.wr_id, m, a.offset, a.len, a.remote, a.flags)
+    }
+
+    /// Posts a list of send work requests as [`QueuePair::post_send`] does, and names the
+    /// one refused ([`PostError::index`], like `bad_wr`). Nothing of the list is posted
+    /// then.
+    pub fn post_send_list(&mut self, wrs: &[SendWr<'_, H>]) -> core::result::Result<(), PostError> {
+        if wrs.len() == 1 {
+            return self
+                .post_send(wrs)
+                .map_err(|error| PostError { index: 0, error });
+        }
+        self.post_send_batch_at(wrs)
+    }
+
+    /// Any number of WRs but one: checked all, then written, one doorbell.
+    #[inline(never)]
+    pub(super) fn post_send_batch(&mut self, wrs: &[SendWr<'_, H>]) -> Result<()> {
+        self.post_send_batch_at(wrs).map_err(|e| e.error)
+    }
+
+    /// [`QueuePair::post_send_batch`], telling which WR failed.
+    pub(super) fn post_send_batch_at(&mut self, wrs: &[SendWr<'_, H>]) -> core::result::Result<(), PostError> {
+        let ctx = Arc::as_ptr(&self.ctx);
+        let mut sg = SgeBuf::new();
+        for (index, wr) in wrs.iter().enumerate() {
+            let at = |error| PostError { index, error };
+            let data = match wr.data {
+                SendData::Sges(s) => {
+                    sg.convert(ctx, s, writes_local(&wr.op)).map_err(at)?;
+                    Data::Sges(sg.raw())
+                }
+                SendData::Inline(b) => Data::Inline(b),
+            };
+            self.check_send(&wr.op, data).map_err(at)?;
+        }
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        if let Err(error) = self.reserve_sq(wrs.len()) {
+            let index = self.sq_room_count();
+            return Err(PostError { index, error });
+        }
+        let mut last = core::ptr::null();
+        for (index, wr) in wrs.iter().enumerate() {
+            // Checked above; a failure here would be a driver bug, reported with its index.
+            let at = |error| PostError { index, error };
+            let data = match wr.data {
+                SendData::Sges(s) => {
+                    sg.convert(ctx, s, writes_local(&wr.op)).map_err(at)?;
+                    Data::Sges(sg.raw())
+                }
+                SendData::Inline(b) => {
+                    sg.n = 0;
+                    Data::Inline(b)
+                }
+            };
+            let bbs = self.check_send(&wr.op, data).map_err(at)?;
+            for m in sg.refs() {
+                let i = self.binding_for(m);
+                self.stamp_sq(i);
+            }
+            last = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs).0;
+        }
+        self.ring_send(last, None);
+        Ok(())
+    }
+
+    /// One WR of any shape: converted and checked once, written, one doorbell.
+    #[inline(never)]
+    pub(super) fn post_send_one(&mut self, wr: &SendWr<'_, H>) -> Result<()> {
+        let mut sg = SgeBuf::new();
+        let data = match wr.data {
+            SendData::Sges(s) => {
+                sg.convert(Arc::as_ptr(&self.ctx), s, writes_local(&wr.op))?;
+                Data::Sges(sg.raw())
+            }
+            SendData::Inline(b) => Data::Inline(b),
+        };
+        let bbs = self.check_send(&wr.op, data)?;
+        self.reserve_sq(1)?;
+        for m in sg.refs() {
+            let i = self.binding_for(m);
+            self.stamp_sq(i);
+        }
+        let (last, in_place) = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs);
+        self.ring_send(last, Some((bbs, in_place)));
+        Ok(())
+    }
+
+    /// Posts receive work requests (checked as [`QueuePair::post_send`]; receive buffers
+    /// need LOCAL_WRITE). The doorbell record is updated once.
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_, H>]) -> Result<()> {
+        self.post_recv_list(wrs).map_err(|e| e.error)
+    }
+
+    /// [`QueuePair::post_recv`], naming the refused WR ([`PostError::index`], like
+    /// `bad_wr`). Nothing of the list is posted then.
+    pub fn post_recv_list(&mut self, wrs: &[RecvWr<'_, H>]) -> core::result::Result<(), PostError> {
+        let ctx = Arc::as_ptr(&self.ctx);
+        let mut sg = SgeBuf::new();
+        // Device and state first, even for an empty list.
+        self.check_recv(0, 0)
+            .map_err(|error| PostError { index: 0, error })?;
+        for (index, w) in wrs.iter().enumerate() {
+            let at = |error| PostError { index, error };
+            sg.convert(ctx, w.sges, true).map_err(at)?;
+            self.check_recv(0, w.sges.len()).map_err(at)?;
+        }
+        if self.rq_room() < wrs.len() {
+            let index = self.rq_room();
+            let error = InvalidInput::QueueFull.into();
+            return Err(PostError { index, error });
+        }
+        for (index, w) in wrs.iter().enumerate() {
+            sg.convert(ctx, w.sges, true)
+                .map_err(|error| PostError { index, error })?;
+            for m in sg.refs() {
+                let i = self.binding_for(m);
+                self.stamp_rq(i);
+            }
+            self.write_recv(w.wr_id, sg.raw());
+        }
+        if !wrs.is_empty() {
+            self.ring_rq();
+        }
+        Ok(())
+    }
+}
+
+
+macro_rules! copy_impls {
+    ($($t:ident),*) => {$(
+        impl<'a, H: Hal> Clone for $t<'a, H> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<'a, H: Hal> Copy for $t<'a, H> {}
+    )*};
+}
+copy_impls!(Sge, SendData, SendWr, RecvWr);
