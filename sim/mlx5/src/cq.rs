@@ -344,17 +344,17 @@ impl Cq {
         }
         bytes[cqe::offset::OP_OWN] = (bytes[cqe::offset::OP_OWN] & !cqe::OWNER_MASK) | owner;
         let slot = (self.pi & (self.size() - 1)) as u64 * self.stride + (self.stride - 64);
-        // Everything but op_own first, then op_own: software polls op_own (trap 25).
-        self.buf
-            .write(mem, slot, &bytes[..cqe::offset::OP_OWN])
-            .and_then(|_| {
-                self.buf.write(
-                    mem,
-                    slot + cqe::offset::OP_OWN as u64,
-                    &bytes[cqe::offset::OP_OWN..],
-                )
-            })
-            .map_err(|_| CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION)?;
+        // Everything but op_own first, then op_own: software polls op_own (trap 25). A CQE
+        // inside one page (always, at 64-byte alignment) is two ordered parts of one access.
+        let (body, own) = bytes.split_at(cqe::offset::OP_OWN);
+        match self.buf.bus_in_page(slot, bytes.len()) {
+            Some(bus) => mem.write_parts(&[(bus, body), (bus + body.len() as u64, own)]),
+            None => self
+                .buf
+                .write(mem, slot, body)
+                .and_then(|_| self.buf.write(mem, slot + body.len() as u64, own)),
+        }
+        .map_err(|_| CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION)?;
         self.pi = self.pi.wrapping_add(1);
         if c.solicits() {
             self.solicit_mark = self.pi;
@@ -747,14 +747,13 @@ pub fn post_cqe(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
         faults.duplicate_next_cqe = false;
         f
     };
-    let mem = hca.mem.clone();
     let Some(cq) = hca.cqs.cqs.get_mut(&cqn) else {
         return false;
     };
     if cq.in_error {
         return false;
     }
-    let ev = cq.write(&*mem, c, f);
+    let ev = cq.write(&*hca.mem, c, f);
     let ok = !matches!(ev, CqEvent::Error { .. });
     post_event(hca, cqn, ev);
     ok

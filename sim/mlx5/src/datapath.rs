@@ -298,7 +298,8 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
             kind: SlotKind::Posted,
             payload: None,
         };
-        let w = match parsed {
+        // Borrowed, not moved: a parsed WQE is large (room for every gather entry).
+        let w = match &parsed {
             Ok(w) if w.qpn == qpn && (max_wqe == 0 || w.ds as usize * 16 <= max_wqe) => w,
             _ => {
                 slot.kind = SlotKind::Failed(cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE);
@@ -312,7 +313,7 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
             rcpath::push_slot(hca, qpn, slot, None);
             continue;
         }
-        match rcpath::work_request(hca, qpn, &w, &raw[..len], wr_id) {
+        match rcpath::work_request(hca, qpn, w, &raw[..len], wr_id) {
             Ok((wr, len, payload)) => {
                 slot.byte_len = len;
                 slot.payload = Some(payload);
@@ -338,15 +339,18 @@ pub(crate) fn fetch_wqe(
 ) -> Result<usize, ()> {
     let ring = (q.sq_size() as u64) * wqe::SEND_WQE_BB as u64;
     let at = (pos as u64 & (q.sq_size() as u64 - 1)) * wqe::SEND_WQE_BB as u64;
+    // The first basic block whole, in one access (a WQE starts on a 64-byte block, which lies
+    // inside the ring; most WQEs fit in it): the ctrl segment's `ds` says how much follows.
+    let bb = wqe::SEND_WQE_BB.min(ring as usize);
     q.buf
-        .read(mem, q.sq_offset + at, &mut raw[..16])
+        .read(mem, q.sq_offset + at, &mut raw[..bb])
         .map_err(|_| ())?;
     let ds = SendWqe::ds_of(&raw[..16]).max(1) as usize;
     let len = (ds * wqe::SEND_WQE_DS).min(ring as usize);
     let first = len.min((ring - at) as usize);
-    if first > 16 {
+    if first > bb {
         q.buf
-            .read(mem, q.sq_offset + at + 16, &mut raw[16..first])
+            .read(mem, q.sq_offset + at + bb as u64, &mut raw[bb..first])
             .map_err(|_| ())?;
     }
     if len > first {

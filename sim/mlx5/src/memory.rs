@@ -77,6 +77,17 @@ pub trait GuestMemory: Send + Sync {
         self.write(addr, &value.to_be_bytes())
     }
 
+    /// Writes each `(addr, bytes)` of `parts` in order, as that many [`write`](Self::write)s
+    /// would: stops at the first that fails (the earlier ones stay written), and a later part
+    /// becomes visible only after the earlier ones (what a CQE needs: its body before its
+    /// owner byte). [`RegionMemory`] and [`MappedMemory`] look their map up under one lock.
+    fn write_parts(&self, parts: &[(u64, &[u8])]) -> Result<(), DmaError> {
+        for &(addr, bytes) in parts {
+            self.write(addr, bytes)?;
+        }
+        Ok(())
+    }
+
     /// Checks that `[addr, addr + len)` is all guest memory, without moving a byte.
     ///
     /// The default reads the range into a scratch buffer; [`RegionMemory`] and
@@ -254,6 +265,20 @@ fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(
     // A fault during the copy (the file shrank) was patched over with zero pages: the bytes
     // moved are garbage, so the access fails.
     check_poison(touched, DmaError { addr, len })
+}
+
+/// [`GuestMemory::write_parts`] over one lookup of `pieces`: each part as
+/// [`copy_pieces`] writes it, in order, with a release fence between two parts so that the
+/// stores of the earlier part are ordered before the later one's (as the lock's release and
+/// acquire between two separate writes order them).
+fn write_parts_in<P: Piece>(pieces: &[P], parts: &[(u64, &[u8])]) -> Result<(), DmaError> {
+    for (i, &(addr, bytes)) in parts.iter().enumerate() {
+        if i > 0 {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        }
+        copy_pieces(pieces, addr, Copy::Write(bytes))?;
+    }
+    Ok(())
 }
 
 /// The host address of bus address `addr` and the bytes of its piece from there on (forward)
@@ -548,6 +573,9 @@ impl GuestMemory for RegionMemory {
     }
     fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {
         copy_pieces(&self.read_lock().list, addr, Copy::Write(buf))
+    }
+    fn write_parts(&self, parts: &[(u64, &[u8])]) -> Result<(), DmaError> {
+        write_parts_in(&self.read_lock().list, parts)
     }
     fn check(&self, addr: u64, len: usize) -> Result<(), DmaError> {
         if len == 0 {
@@ -968,6 +996,10 @@ impl GuestMemory for MappedMemory {
         let g = self.sections.read().unwrap_or_else(|e| e.into_inner());
         copy_pieces(&g, addr, Copy::Write(buf))
     }
+    fn write_parts(&self, parts: &[(u64, &[u8])]) -> Result<(), DmaError> {
+        let g = self.sections.read().unwrap_or_else(|e| e.into_inner());
+        write_parts_in(&g, parts)
+    }
     fn check(&self, addr: u64, len: usize) -> Result<(), DmaError> {
         if len == 0 {
             return Ok(());
@@ -1040,6 +1072,47 @@ mod tests {
         assert_eq!(byte(r[2] + 131), Ok(1));
         assert_eq!(byte(r[2] + 132), Ok(3));
         assert!(m.copy(r[0], r[1], 8).is_err());
+    }
+
+    /// `write_parts` (one lock for several writes) behaves as the writes one after another:
+    /// every part lands, across pieces too; a part that fails stops the sequence with its own
+    /// error, the earlier parts staying written and the later ones not; the trait's default
+    /// (one `write` per part) does the same.
+    #[test]
+    fn write_parts_is_writes_in_order() {
+        let fresh: [&dyn Fn() -> Box<dyn GuestMemory>; 2] = [&|| Box::new(three_pieces()), &|| {
+            Box::new(Bounce(three_pieces()))
+        }];
+        for make in fresh {
+            // Two parts, the first across a piece boundary (0x1101), the second in another piece.
+            let m = make();
+            let mut want = snapshot(&*m);
+            m.write_parts(&[(0x10fc, &[1u8; 8][..]), (0x1250, &[2u8; 3][..])])
+                .unwrap();
+            want[0xfc..0x104].fill(1);
+            want[0x250..0x253].fill(2);
+            assert_eq!(snapshot(&*m), want);
+            // The second part runs past the end of guest memory (0x1301): the first part is
+            // written, the second and third are not.
+            let m = make();
+            let mut want = snapshot(&*m);
+            let e = m
+                .write_parts(&[
+                    (0x1010, &[7u8; 4][..]),
+                    (0x12ff, &[9u8; 4][..]),
+                    (0x1020, &[8u8; 4][..]),
+                ])
+                .unwrap_err();
+            assert_eq!(
+                e,
+                DmaError {
+                    addr: 0x12ff,
+                    len: 4
+                }
+            );
+            want[0x10..0x14].fill(7);
+            assert_eq!(snapshot(&*m), want);
+        }
     }
 
     #[test]

@@ -1008,6 +1008,20 @@ impl PagedBuffer {
         Ok(())
     }
 
+    /// The bus address of `[off, off + len)` when that range is inside the buffer and inside
+    /// one of its pages (so one bus range holds it), else `None`.
+    pub(crate) fn bus_in_page(&self, off: u64, len: usize) -> Option<u64> {
+        let end = off.checked_add(len as u64).filter(|&e| e <= self.len)?;
+        let page = 1u64 << self.page_shift;
+        let pos = self.offset.checked_add(off)?;
+        let in_page = pos & (page - 1);
+        if in_page + (end - off) > page {
+            return None;
+        }
+        let base = *self.pages.get((pos >> self.page_shift) as usize)?;
+        Some(base + in_page)
+    }
+
     /// Reads `buf.len()` bytes at byte offset `off` of the buffer.
     pub fn read(&self, mem: &dyn GuestMemory, off: u64, buf: &mut [u8]) -> Result<(), DmaError> {
         let oob = DmaError {

@@ -767,7 +767,9 @@ pub(crate) fn read_dbr(
     mem: &dyn crate::memory::GuestMemory,
     dbr: u64,
 ) -> Result<(u16, u16), crate::memory::DmaError> {
-    let rq = mem.read_u32_be(dbr + 4 * qp_db::RCV_DBR as u64)?;
-    let sq = mem.read_u32_be(dbr + 4 * qp_db::SND_DBR as u64)?;
-    Ok((rq as u16, sq as u16))
+    // Both counters in one access (the record's two dwords are adjacent).
+    let mut b = [0u8; 8];
+    mem.read(dbr, &mut b)?;
+    let at = |i: usize| u32::from_be_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+    Ok((at(qp_db::RCV_DBR) as u16, at(qp_db::SND_DBR) as u16))
 }
