@@ -117,9 +117,17 @@ pub struct SendWqe {
     pub swap_add: u64,
     /// Atomic `compare`.
     pub compare: u64,
-    gathers: [Gather; MAX_GATHER],
+    /// The first [`INLINE_GATHERS`] entries; a longer list lives in `more` (all of it).
+    gathers: [Gather; INLINE_GATHERS],
     ngathers: usize,
+    /// The whole list once it is longer than [`INLINE_GATHERS`] (empty, and so not
+    /// allocated, for the usual one- or few-entry WQE: parsing one sets up only a few
+    /// slots, not [`MAX_GATHER`] of them).
+    more: Vec<Gather>,
 }
+
+/// Gather entries kept in the parsed WQE itself.
+const INLINE_GATHERS: usize = 4;
 
 impl SendWqe {
     /// Whether a completion is requested (`CE` = CQ update, with or without EQE).
@@ -134,7 +142,11 @@ impl SendWqe {
 
     /// The gather (or, for RDMA READ / atomics, scatter) list.
     pub fn gathers(&self) -> &[Gather] {
-        &self.gathers[..self.ngathers]
+        if self.more.is_empty() {
+            &self.gathers[..self.ngathers]
+        } else {
+            &self.more
+        }
     }
 
     /// Total bytes of the gather list (u64: 62 entries of up to 2^31 do not fit 32 bits).
@@ -196,8 +208,9 @@ impl SendWqe {
             rkey: 0,
             swap_add: 0,
             compare: 0,
-            gathers: [Gather::Inline { at: 0, len: 0 }; MAX_GATHER],
+            gathers: [Gather::Inline { at: 0, len: 0 }; INLINE_GATHERS],
             ngathers: 0,
+            more: Vec::new(),
         };
         let mut at = ctrl_seg::SIZE;
         let need = |at: usize, n: usize| -> Result<(), WqeError> {
@@ -273,10 +286,19 @@ impl SendWqe {
 
     fn push(&mut self, g: Gather) {
         // At most one entry per 16-byte unit after the ctrl segment, so this never overflows.
+        if self.ngathers >= MAX_GATHER {
+            return;
+        }
         if let Some(slot) = self.gathers.get_mut(self.ngathers) {
             *slot = g;
-            self.ngathers += 1;
+        } else {
+            if self.more.is_empty() {
+                self.more.reserve(MAX_GATHER);
+                self.more.extend_from_slice(&self.gathers);
+            }
+            self.more.push(g);
         }
+        self.ngathers += 1;
     }
 }
 
@@ -405,6 +427,29 @@ mod tests {
                 }
             ]
         );
+    }
+
+    /// Gather lists past the few entries kept in the parsed WQE itself, up to the most a
+    /// 63-unit WQE holds, come back whole and in order.
+    #[test]
+    fn long_gather_lists_keep_every_entry_in_order() {
+        for n in [1usize, 3, 4, 5, 9, MAX_GATHER] {
+            let mut w = ctrl(opcode::SEND, 0, 9, (n + 1) as u8, 0, 0);
+            for i in 0..n {
+                w.extend(dseg(i as u32 + 1, 0x100 + i as u32, 0x1000 * i as u64));
+            }
+            let p = SendWqe::parse(&w).unwrap();
+            let want: Vec<Gather> = (0..n)
+                .map(|i| Gather::Data {
+                    len: i as u64 + 1,
+                    lkey: 0x100 + i as u32,
+                    addr: 0x1000 * i as u64,
+                })
+                .collect();
+            assert_eq!(p.gathers(), &want[..], "{n} entries");
+            assert_eq!(p.total_len(), (1..=n as u64).sum::<u64>());
+            assert_eq!(p.clone().gathers(), &want[..]);
+        }
     }
 
     #[test]
