@@ -346,29 +346,28 @@ impl<'a> Resolved<'a> {
             } => {
                 let page = 1u64 << page_shift;
                 let base = self.mkey.start & !(page - 1);
-                let mut off = self.va - base; // resolve() proved va >= start >= base
-                let mut left = self.len;
-                let mut run: Option<(u64, u64)> = None; // (bus start, len)
-                while left > 0 {
-                    let idx = (off >> page_shift) as usize;
-                    let in_page = off & (page - 1);
-                    let n = (page - in_page).min(left);
-                    let bus = entries[idx].addr() + in_page; // idx < entries.len(): resolve()
-                    run = match run {
-                        Some((s, l)) if s + l == bus => Some((s, l + n)),
-                        Some((s, l)) => {
-                            f(s, l as usize)?;
-                            Some((bus, n))
-                        }
-                        None => Some((bus, n)),
-                    };
-                    off += n;
+                let off = self.va - base; // resolve() proved va >= start >= base
+                // The first and last pages of the range (resolve() proved both are entries):
+                // the first may start inside its page, every later one starts at its start.
+                let first = (off >> page_shift) as usize;
+                let last = ((off + (self.len - 1)) >> page_shift) as usize;
+                let in_page = off & (page - 1);
+                // The current run of bus-adjacent pages: (bus start, len).
+                let mut s = entries[first].addr() + in_page;
+                let mut l = (page - in_page).min(self.len);
+                let mut left = self.len - l;
+                for e in &entries[first + 1..=last] {
+                    let bus = e.addr();
+                    let n = page.min(left);
+                    if s + l == bus {
+                        l += n;
+                    } else {
+                        f(s, l as usize)?;
+                        (s, l) = (bus, n);
+                    }
                     left -= n;
                 }
-                if let Some((s, l)) = run {
-                    f(s, l as usize)?;
-                }
-                Ok(())
+                f(s, l as usize)
             }
         }
     }
@@ -1117,6 +1116,48 @@ mod tests {
         assert_eq!(
             t.translate(KEY, u64::MAX, 2, lr, 3),
             Err(MrFault::OutOfBounds)
+        );
+    }
+
+    /// The pieces of every range of a paged key (page boundaries, one byte, whole key, runs
+    /// of bus-adjacent pages broken and not) are those of a page-by-page walk.
+    #[test]
+    fn mtt_pieces_match_a_page_by_page_walk() {
+        let lr = Access::LOCAL_READ;
+        let pages = [0x10_0000, 0x10_1000, 0x30_0000, 0x30_1000, 0x30_2000, 0x5000];
+        let start = 0x7000_0800u64;
+        let t = table_with(mtt_key(start, 6 * 4096 - 0x800, 12, &pages, lr));
+        let walk = |va: u64, len: u64| {
+            let mut v: Vec<(u64, usize)> = Vec::new();
+            for a in va..va + len {
+                let off = a - (start & !0xfff);
+                let bus = pages[(off >> 12) as usize] + (off & 0xfff);
+                match v.last_mut() {
+                    Some((s, l)) if *s + *l as u64 == bus => *l += 1,
+                    _ => v.push((bus, 1)),
+                }
+            }
+            v
+        };
+        let end = start + 6 * 4096 - 0x800;
+        let mut vas = vec![start, start + 1, end - 1];
+        for p in 1..6u64 {
+            let b = (start & !0xfff) + p * 4096;
+            vas.extend([b - 1, b, b + 1]);
+        }
+        for &va in &vas {
+            for len in [1u64, 2, 0x7ff, 0x800, 0xfff, 0x1000, 0x1001, 0x2000, 0x3801] {
+                if va + len > end {
+                    continue;
+                }
+                let got = t.translate(KEY, va, len, lr, 3).unwrap();
+                assert_eq!(got, walk(va, len), "va {va:#x} len {len:#x}");
+            }
+        }
+        let all = t.translate(KEY, start, end - start, lr, 3).unwrap();
+        assert_eq!(
+            all,
+            vec![(0x10_0800, 0x1800), (0x30_0000, 0x3000), (0x5000, 0x1000)]
         );
     }
 
