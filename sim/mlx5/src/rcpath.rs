@@ -576,10 +576,35 @@ impl RespMemory for Env<'_, '_, '_> {
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
         let user = user_of(hca, self.qpn);
-        hca.mkeys
+        let r = hca
+            .mkeys
             .resolve(rkey, va, len, remote_access(access), user)
-            .map(|_| ())
-            .map_err(|_| AccessFault)
+            .map_err(|_| AccessFault)?;
+        if matches!(access, RemoteAccess::Write) {
+            // The first packet of a WRITE: the key just resolved for the whole message also
+            // translates the packets that follow in this call ([`WriteXlat`], which
+            // `write_part` would otherwise fill by resolving the key again), as far as a
+            // batch of packets of the largest MTU carries (so a huge message does not walk
+            // all its pages here).
+            let cap = crate::datapath::LOOP_BATCH * 4096;
+            let wx = &mut self.wx;
+            wx.valid = false;
+            wx.pieces.clear();
+            let mut got = 0usize;
+            let _ = r.for_each_piece(|bus, n| {
+                wx.pieces.push((bus, n));
+                got += n;
+                if got >= cap {
+                    Err(())
+                } else {
+                    Ok(())
+                }
+            });
+            if let Some(end) = va.checked_add(got as u64) {
+                (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (got > 0, rkey, va, end, (0, 0));
+            }
+        }
+        Ok(())
     }
 
     fn write(&mut self, rkey: u32, va: u64, src: RxPayload<'_>) -> Result<(), AccessFault> {
