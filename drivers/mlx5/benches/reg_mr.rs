@@ -448,8 +448,8 @@ fn ours(
         for _ in 0..reps {
             let before = ctx.commands_sent();
             let t = clock::now();
-            // SAFETY: `backing` stays allocated (and otherwise unused) until after dereg.
             let iova = 0x7f00_0000_0000 + (chunks[0].bus & 0xfff);
+            // SAFETY: `backing` stays allocated (and otherwise unused) until after dereg.
             let r = unsafe { pd.reg_phys(&chunks, iova, AccessFlags::ALL) };
             let ns = t.ns();
             let cmds = ctx.commands_sent() - before;

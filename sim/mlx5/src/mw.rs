@@ -63,6 +63,7 @@ use mlx5_prm::{cqe, mkc, mkey, wqe};
 use crate::cmd::field as get;
 use crate::hca::Hca;
 use crate::mr::{Access, Mkey, Translation, ANY_QPN};
+use crate::umr::{be16, be32, be64, parse_head, UmrErr, UmrHead};
 
 /// Vendor syndromes of refused window UMRs (the model's own, like
 /// [`crate::umr::umr_vendor`]).
@@ -109,21 +110,6 @@ const WINDOW_FLAGS: u8 = wqe::umr_ctrl_seg::FLAG_INLINE
     | wqe::umr_ctrl_seg::FLAG_CHECK_NOT_FREE
     | wqe::umr_ctrl_seg::FLAG_CHECK_QPN;
 
-type UmrErr = (u8, u8);
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4)
-        .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
-}
-
-fn be64(b: &[u8], at: usize) -> u64 {
-    (be32(b, at) as u64) << 32 | be32(b, at + 4) as u64
-}
-
-fn be16(b: &[u8], at: usize) -> u16 {
-    b.get(at..at + 2)
-        .map_or(0, |x| u16::from_be_bytes([x[0], x[1]]))
-}
 
 /// Whether `m` is a memory window: a KLMS key with `umr_en` (see the module documentation).
 pub fn is_window(m: &Mkey) -> bool {
@@ -150,21 +136,8 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
     let fail = |v: u8| (cqe::syndrome::MW_BIND_ERR, v);
     let q = hca.qps.get(qpn).ok_or(malformed)?;
     let qp_pd = q.pd;
-    let ds = (raw.get(wqe::ctrl_seg::QPN_DS + 3).copied().unwrap_or(0) as u32 & wqe::CTRL_DS_MASK)
-        as usize;
-    let size = ds * wqe::SEND_WQE_DS;
-    let umr_at = wqe::ctrl_seg::SIZE;
-    let mkc_at = umr_at + wqe::umr_ctrl_seg::SIZE;
-    let data_at = mkc_at + mkc::BYTES;
-    if size < data_at || raw.len() < size {
-        return Err(malformed);
-    }
-    let key = be32(raw, wqe::ctrl_seg::IMM);
-    let u = &raw[umr_at..mkc_at];
-    let seg = &raw[mkc_at..data_at];
-    let flags = u[wqe::umr_ctrl_seg::FLAGS];
-    let octowords = be16(u, wqe::umr_ctrl_seg::KLM_OCTOWORDS) as usize;
-    let mask = be64(u, wqe::umr_ctrl_seg::MKEY_MASK);
+    let UmrHead { key, u, seg, flags, octowords, mask, data_at, size } =
+        parse_head(raw).ok_or(malformed)?;
     let offset = (be32(u, wqe::umr_ctrl_seg::XLT_OFFSET_47_16) as u64) << 16
         | be16(u, wqe::umr_ctrl_seg::TRANSLATION_OFFSET) as u64;
     let w = hca

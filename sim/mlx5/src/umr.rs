@@ -71,20 +71,66 @@ const SUPPORTED_MASK: u64 = {
     LEN | PAGE_SIZE | START_ADDR | PD | EN_RINVAL | KEY | QPN | LR | LW | RR | RW | A | FREE
 };
 
-type UmrErr = (u8, u8);
+pub(crate) type UmrErr = (u8, u8);
 
-fn be32(b: &[u8], at: usize) -> u32 {
+pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
     b.get(at..at + 4)
         .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
 }
 
-fn be64(b: &[u8], at: usize) -> u64 {
+pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
     (be32(b, at) as u64) << 32 | be32(b, at + 4) as u64
 }
 
-fn be16(b: &[u8], at: usize) -> u16 {
+pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
     b.get(at..at + 2)
         .map_or(0, |x| u16::from_be_bytes([x[0], x[1]]))
+}
+
+/// The fixed part of a UMR WQE: ctrl segment (the key in `imm`), UMR ctrl segment, mkey
+/// context segment, then `size - data_at` bytes of data (Linux ib/umr.c
+/// `mlx5r_umr_post_send`; rdma-core qp.c `set_umr_*`). Shared by the key UMRs here and the
+/// window UMRs of [`crate::mw`].
+pub(crate) struct UmrHead<'a> {
+    /// The mkey the WQE names (ctrl segment `imm`).
+    pub key: u32,
+    /// The UMR ctrl segment.
+    pub u: &'a [u8],
+    /// The mkey context segment.
+    pub seg: &'a [u8],
+    /// `umr_ctrl_seg.flags`.
+    pub flags: u8,
+    /// `umr_ctrl_seg.klm_octowords`.
+    pub octowords: usize,
+    /// `umr_ctrl_seg.mkey_mask`.
+    pub mask: u64,
+    /// Where the data starts, and the WQE's size from its `ds`.
+    pub data_at: usize,
+    pub size: usize,
+}
+
+/// Parses [`UmrHead`]; `None` when `ds` leaves no room for the three segments or overruns `raw`.
+pub(crate) fn parse_head(raw: &[u8]) -> Option<UmrHead<'_>> {
+    let ds = (raw.get(wqe::ctrl_seg::QPN_DS + 3).copied().unwrap_or(0) as u32 & wqe::CTRL_DS_MASK)
+        as usize;
+    let size = ds * wqe::SEND_WQE_DS;
+    let umr_at = wqe::ctrl_seg::SIZE;
+    let mkc_at = umr_at + wqe::umr_ctrl_seg::SIZE;
+    let data_at = mkc_at + mkc::BYTES;
+    if size < data_at || raw.len() < size {
+        return None;
+    }
+    let u = &raw[umr_at..mkc_at];
+    Some(UmrHead {
+        key: be32(raw, wqe::ctrl_seg::IMM),
+        u,
+        seg: &raw[mkc_at..data_at],
+        flags: u[wqe::umr_ctrl_seg::FLAGS],
+        octowords: be16(u, wqe::umr_ctrl_seg::KLM_OCTOWORDS) as usize,
+        mask: be64(u, wqe::umr_ctrl_seg::MKEY_MASK),
+        data_at,
+        size,
+    })
 }
 
 /// The translation of a UMR WQE, as big-endian MTT entries (`mlx5_ifc_mtt_bits`).
@@ -165,21 +211,9 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
         return Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::NOT_FRE));
     }
     let qp_pd = q.pd;
-    let ds = (raw.get(wqe::ctrl_seg::QPN_DS + 3).copied().unwrap_or(0) as u32 & wqe::CTRL_DS_MASK)
-        as usize;
-    let size = ds * wqe::SEND_WQE_DS;
-    let umr_at = wqe::ctrl_seg::SIZE;
-    let mkc_at = umr_at + wqe::umr_ctrl_seg::SIZE;
-    let data_at = mkc_at + mkc::BYTES;
-    if size < data_at || raw.len() < size {
-        return Err(malformed);
-    }
-    let key = be32(raw, wqe::ctrl_seg::IMM);
-    let u = &raw[umr_at..mkc_at];
-    let seg = &raw[mkc_at..data_at];
-    let flags = u[wqe::umr_ctrl_seg::FLAGS];
-    let octowords = be16(u, wqe::umr_ctrl_seg::KLM_OCTOWORDS) as u64;
-    let mask = be64(u, wqe::umr_ctrl_seg::MKEY_MASK);
+    let UmrHead { key, u, seg, flags, octowords, mask, data_at, size } =
+        parse_head(raw).ok_or(malformed)?;
+    let octowords = octowords as u64;
     let offset = if flags & wqe::umr_ctrl_seg::FLAG_TRANSLATION_OFFSET_EN != 0 {
         (be32(u, wqe::umr_ctrl_seg::XLT_OFFSET_47_16) as u64) << 16
             | be16(u, wqe::umr_ctrl_seg::TRANSLATION_OFFSET) as u64
