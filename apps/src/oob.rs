@@ -96,6 +96,16 @@ impl Oob {
     }
 }
 
+/// The launcher's `role=server|client` word (the last one wins): `Some(true)` for client.
+pub fn cmdline_role(cmdline: &str) -> Result<Option<bool>, String> {
+    match cmdline.split_ascii_whitespace().filter_map(|w| w.strip_prefix("role=")).next_back() {
+        Some("client") => Ok(Some(true)),
+        Some("server") => Ok(Some(false)),
+        Some(r) => Err(alloc::format!("role={r}: not server or client")),
+        None => Ok(None),
+    }
+}
+
 /// The command line after the `key=value` words and the app's own name: the tool's argv.
 pub fn tool_args<'a>(cmdline: &'a str, app: &str) -> Vec<&'a str> {
     cmdline

@@ -318,11 +318,8 @@ fn parse(cmdline: &str) -> Result<Opts, String> {
         }
         o.duration = Some((d, m));
     }
-    match cmdline.split_ascii_whitespace().filter_map(|w| w.strip_prefix("role=")).next_back() {
-        Some("client") => o.client = true,
-        Some("server") => o.client = false,
-        Some(r) => return Err(format!("role={r}: not server or client")),
-        None => {}
+    if let Some(client) = oob::cmdline_role(cmdline)? {
+        o.client = client;
     }
     Ok(o)
 }

@@ -89,12 +89,8 @@ fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
             _ => o.client = true,
         }
     }
-    let role = cmdline.split_ascii_whitespace().filter_map(|w| w.strip_prefix("role=")).next_back();
-    match role {
-        Some("client") => o.client = true,
-        Some("server") => o.client = false,
-        Some(r) => return Err(format!("role={r}: not server or client")),
-        None => {}
+    if let Some(client) = oob::cmdline_role(cmdline)? {
+        o.client = client;
     }
     Ok(o)
 }
