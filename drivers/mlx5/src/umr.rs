@@ -152,7 +152,6 @@ pub(crate) struct Pool {
 
 /// The context's UMR resources.
 pub(crate) struct UmrRes<H: Hal> {
-    ctx: Arc<CtxInner<H>>,
     pub(crate) pool: Pool,
     qp: QueuePair<H>,
     cq: CompletionQueue<H>,
@@ -181,7 +180,6 @@ impl<H: Hal> UmrRes<H> {
         qp.connect(&me, &ConnectOptions::default())?;
         let xlt = pd.alloc_mr(XLT_CHUNK_MTT * mkey::MTT_ENTRY_SIZE, Access::LOCAL_WRITE)?;
         Ok(UmrRes {
-            ctx: ctx.clone(),
             pool: Pool::default(),
             qp,
             cq,
@@ -245,17 +243,17 @@ impl<H: Hal> UmrRes<H> {
         self.pool.classes.iter().map(Vec::len).sum()
     }
 
-    /// Takes a key with room for `entries` MTT entries, chosen at random among the free
-    /// keys of the smallest class that fits (ReDMArk: the index part of the next key is not
-    /// the previous one's plus one). `(key, class)`.
-    pub(crate) fn take(&mut self, entries: usize) -> Option<(u32, u8)> {
+    /// Takes a key with room for `entries` MTT entries, chosen at random (by `random`, 32
+    /// random bits) among the free keys of the smallest class that fits (ReDMArk: the index
+    /// part of the next key is not the previous one's plus one). `(key, class)`.
+    pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8)> {
         let c = CACHE_CLASSES
             .iter()
             .enumerate()
             .find(|&(i, &room)| entries <= room as usize && !self.pool.classes[i].is_empty())?
             .0;
         let v = &mut self.pool.classes[c];
-        let at = (self.ctx.random() % v.len() as u64) as usize;
+        let at = ((random as u64 * v.len() as u64) >> 32) as usize;
         Some((v.swap_remove(at), c as u8))
     }
 

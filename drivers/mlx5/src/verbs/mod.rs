@@ -22,7 +22,7 @@
 //! are `unsafe` and take addresses and keys (still checked against this context's live
 //! regions).
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::BTreeMap;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -72,7 +72,7 @@ pub(crate) struct CtxInner<H: Hal> {
     gid0: spin::Mutex<[u8; 16]>,
     rng: Rng,
     pub(crate) mrs: spin::RwLock<BTreeMap<u32, MrInfo>>,
-    recent_keys: spin::Mutex<VecDeque<u32>>,
+    recent_keys: spin::Mutex<mr::RecentKeys>,
     /// Set (after `fatal_syndrome`) once the device is dead: the one flag every post and poll
     /// reads, without a lock.
     dead: AtomicBool,
@@ -167,16 +167,12 @@ impl<H: Hal> CtxInner<H> {
 
     /// Whether `key` was destroyed recently (ReDMArk: such a key is not handed out again).
     pub(crate) fn key_is_recent(&self, key: u32) -> bool {
-        self.recent_keys.lock().contains(&key)
+        self.recent_keys.lock().contains(key)
     }
 
     /// Records a destroyed key (see [`CtxInner::key_is_recent`]).
     pub(crate) fn quarantine_key(&self, key: u32) {
-        let mut q = self.recent_keys.lock();
-        if q.len() == mr::QUARANTINE {
-            q.pop_front();
-        }
-        q.push_back(key);
+        self.recent_keys.lock().push(key);
     }
 
     pub(crate) fn random(&self) -> u64 {
@@ -315,7 +311,7 @@ impl<H: Hal> Context<H> {
                 gid0: spin::Mutex::new(gid0),
                 rng,
                 mrs: spin::RwLock::new(BTreeMap::new()),
-                recent_keys: spin::Mutex::new(VecDeque::new()),
+                recent_keys: spin::Mutex::new(mr::RecentKeys::default()),
                 dead: AtomicBool::new(false),
                 fatal_syndrome: core::sync::atomic::AtomicU8::new(0),
                 send_gates: spin::Mutex::new(Vec::new()),

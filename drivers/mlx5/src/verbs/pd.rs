@@ -426,10 +426,12 @@ impl<H: Hal> ProtectionDomain<H> {
         }
         let pdn = self.inner.pdn;
         let r = ctx.umr_try_with(|u, hal| {
-            let Some((key, class)) = u.take(entries.len()) else {
+            // One draw: the pick among the free keys (low half) and the variant (high half).
+            let r = ctx.random();
+            let Some((key, class)) = u.take(entries.len(), r as u32) else {
                 return Ok(None);
             };
-            let new = fresh_variant(ctx, key);
+            let new = fresh_variant(ctx, key, (r >> 32) as u32);
             // The entries with their enables: on the stack when they go inline.
             let mut small = [0u64; crate::umr::INLINE_MAX_MTT];
             let big: Vec<u64>;
@@ -503,12 +505,14 @@ impl<H: Hal> ProtectionDomain<H> {
                 {
                     continue;
                 }
-                let Some((key, class)) = u.take(entries.len()) else {
+                let r = ctx.random();
+                let Some((key, class)) = u.take(entries.len(), r as u32) else {
                     continue;
                 };
                 let at = mtt.len();
                 mtt.extend(entries.iter().map(|e| e | mlx5_prm::mkey::MTT_PRESENT));
-                taken.push((i, plan, len, key, class, fresh_variant(ctx, key), at));
+                let new = fresh_variant(ctx, key, (r >> 32) as u32);
+                taken.push((i, plan, len, key, class, new, at));
             }
             let umrs: Vec<Umr<'_>> = taken
                 .iter()
@@ -564,7 +568,7 @@ impl<H: Hal> ProtectionDomain<H> {
         let hal = &ctx.hal;
         let mut key = key;
         let mut tries = 0;
-        while ctx.recent_keys.lock().contains(&key) && tries < 4 {
+        while ctx.recent_keys.lock().contains(key) && tries < 4 {
             params.variant = params.variant.wrapping_add(1 + (ctx.random() % 255) as u8);
             let k2 = ctx.with_dev(|d| d.create_mkey(hal, params));
             // The collision goes either way; while it lives, it translates to `buf` too.

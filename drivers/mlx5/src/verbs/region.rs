@@ -4,12 +4,17 @@ use super::*;
 
 
 /// A new variant for cached key `key` being handed out: not its last one, nor any recently
-/// destroyed key (ReDMArk).
-pub(super) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32) -> u32 {
-    for _ in 0..8 {
-        let v = (ctx.random() & 0xff) as u32;
-        let k = (key & !0xff) | v;
-        if k != key && !ctx.recent_keys.lock().contains(&k) {
+/// destroyed key (ReDMArk). The first four tries take the bytes of `bits` (random bits the
+/// caller drew, unused elsewhere), the next four a new draw.
+pub(super) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u32) -> u32 {
+    let mut r = bits as u64;
+    for i in 0..8 {
+        if i == 4 {
+            r = ctx.random();
+        }
+        let k = (key & !0xff) | (r & 0xff) as u32;
+        r >>= 8;
+        if k != key && !ctx.recent_keys.lock().contains(k) {
             return k;
         }
     }
@@ -153,11 +158,7 @@ impl<H: Hal> MrInner<H> {
                 Ok(())
             });
             if let Ok(Some(())) = revoked {
-                let mut q = ctx.recent_keys.lock();
-                if q.len() == mr::QUARANTINE {
-                    q.pop_front();
-                }
-                q.push_back(key);
+                ctx.quarantine_key(key);
                 return Ok(());
             }
             // No UMR QP any more, or the UMR failed: destroy the key by command.
@@ -175,11 +176,7 @@ impl<H: Hal> MrInner<H> {
             // it, counted in the quarantine (freed only after a clean teardown).
             ctx.hold(self.buf.take());
         }
-        let mut q = ctx.recent_keys.lock();
-        if q.len() == mr::QUARANTINE {
-            q.pop_front();
-        }
-        q.push_back(key);
+        ctx.quarantine_key(key);
         r
     }
 }
