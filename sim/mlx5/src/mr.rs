@@ -19,7 +19,8 @@
 //! [`PagedBuffer`] is the same idea for the `pas[]` lists of CQs and QPs, whose
 //! `log_page_size` is RELATIVE to 4 KiB (facts trap 2).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use mlx5_prm::{
     cmd_hca_cap, cmd_status, create_mkey_in, create_mkey_out, destroy_mkey_in, linux_layout, mkc,
@@ -425,10 +426,33 @@ pub fn page_ranges(pages: &[u64], shift: u32, offset: u64, len: u64) -> Vec<(u64
     v
 }
 
+/// Hashes a key index for [`KeyMap`]: one multiplication (Fibonacci hashing; indices are
+/// small sequential numbers, which SipHash would spend ~100 instructions on per lookup, and
+/// every data-path key check is one lookup).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.0 = (self.0 ^ i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// Live keys by index.
+pub(crate) type KeyMap = HashMap<u32, Mkey, BuildHasherDefault<IndexHasher>>;
+
 /// The mkey table.
 #[derive(Default)]
 pub struct MkeyTable {
-    pub(crate) keys: BTreeMap<u32, Mkey>,
+    pub(crate) keys: KeyMap,
     /// Next index to try; indices are not reused until the 24-bit space wraps, so a stale key
     /// fails as unknown instead of silently hitting a new region.
     next: u32,

@@ -30,7 +30,6 @@
 
 use mlx5_prm::{cqe, mkc, mkey, wqe};
 
-use crate::cmd::field as get;
 use crate::datapath::vendor;
 use crate::hca::Hca;
 use crate::mr::{
@@ -131,6 +130,14 @@ pub(crate) fn parse_head(raw: &[u8]) -> Option<UmrHead<'_>> {
         data_at,
         size,
     })
+}
+
+/// `MLX5_GET` of a 1..=32-bit field of an mkey segment: inlined, so that with a constant
+/// field the shape and bounds checks fold away (0 for a field that does not fit, which no
+/// mkc field is).
+#[inline(always)]
+fn field(f: mlx5_prm::Field, seg: &[u8; mkc::BYTES]) -> u32 {
+    f.get(seg).unwrap_or(0)
 }
 
 /// The translation of a UMR WQE, as big-endian MTT entries (`mlx5_ifc_mtt_bits`).
@@ -255,6 +262,10 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
         scratch = Some(s);
     }
 
+    // The mkey segment's fields, read with constant offsets (the segment is 64 bytes).
+    let seg: &[u8; mkc::BYTES] = seg.try_into().map_err(|_| malformed)?;
+    let get = field;
+
     // The key, validated and changed in place. The PD and QP tables are other fields of
     // `hca`, borrowed beside it.
     let old = hca.mkeys.keys.get_mut(&index);
@@ -315,7 +326,7 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
         }
     }
     let start = if mask & mask::START_ADDR != 0 {
-        mkc::START_ADDR.get_u64(seg).unwrap_or(0)
+        mkc::START_ADDR.get64(seg).unwrap_or(0)
     } else {
         m.start
     };
@@ -323,7 +334,7 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
         if get(mkc::LENGTH64, seg) != 0 {
             1u128 << 64
         } else {
-            mkc::LEN.get_u64(seg).unwrap_or(0) as u128
+            mkc::LEN.get64(seg).unwrap_or(0) as u128
         }
     } else {
         m.len
