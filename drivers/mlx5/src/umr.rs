@@ -358,7 +358,18 @@ impl<H: Hal> UmrRes<H> {
                 }
                 body.pad_to(wqe::SEND_WQE_DS);
                 let id = self.next;
-                match self.qp.write_raw(id, wqe::opcode::UMR, u.key, body.bytes()) {
+                // Only the batch's last WQE asks for a completion: it covers every earlier one
+                // (completions come in SQ order), and a UMR that fails completes in error
+                // whether signaled or not (IBTA C10-?; rdma-core mlx5 `mlx5_poll_one` reports
+                // error CQEs of unsignaled WRs), naming the WQE that failed.
+                let mut f = wqe::fence::INITIATOR_SMALL;
+                if posted + 1 == n {
+                    f |= wqe::ctrl::CQ_UPDATE;
+                }
+                match self
+                    .qp
+                    .write_raw_with(id, wqe::opcode::UMR, u.key, body.bytes(), f, 0)
+                {
                     Ok(p) => last = p,
                     Err(_) => break, // not posted: unchanged
                 }
@@ -368,14 +379,20 @@ impl<H: Hal> UmrRes<H> {
             if posted == 0 {
                 return;
             }
+            if posted < n {
+                // The last WQE written asks for the completion after all (the next one was
+                // not written).
+                self.qp.set_cq_update(last);
+            }
             self.qp.ring_send(last, None);
-            // Completions in posting order (one SQ); each WQE is signaled.
+            // Completions in posting order (one SQ): the last WQE's covers the batch; an
+            // error completion names the WQE that failed (the ones before it executed).
             let mut wc = [WorkCompletion::default(); BATCH_MAX];
             let mut seen = 0usize;
             let mut failed = false;
             let mut deadline = None;
             while seen < posted && !failed {
-                let Ok(got) = self.cq.poll(&mut wc[..posted - seen]) else {
+                let Ok(got) = self.cq.poll(&mut wc[..BATCH_MAX.min(posted - seen)]) else {
                     // The device is gone: the keys without a completion are not known.
                     for o in &mut out[at + seen..at + posted] {
                         *o = Outcome::Unknown;
@@ -384,8 +401,12 @@ impl<H: Hal> UmrRes<H> {
                 };
                 for w in &wc[..got] {
                     let k = w.wr_id.wrapping_sub(base) as usize;
-                    if k >= posted {
+                    if k >= posted || k < seen {
                         continue;
+                    }
+                    // Every WQE before `k` completed successfully.
+                    for o in &mut out[at + seen..at + k] {
+                        *o = Outcome::Done;
                     }
                     if w.status == WcStatus::Success {
                         out[at + k] = Outcome::Done;
@@ -393,7 +414,7 @@ impl<H: Hal> UmrRes<H> {
                         // This one and every later one did not execute.
                         failed = true;
                     }
-                    seen += 1;
+                    seen = k + 1;
                 }
                 if got == 0 {
                     let d = *deadline.get_or_insert_with(|| hal.now().saturating_add(UMR_TIMEOUT));

@@ -632,6 +632,23 @@ impl<H: Hal> QueuePair<H> {
         Ok(at)
     }
 
+    /// Asks for a completion of the WQE [`QueuePair::write_raw_with`] wrote at `at` (sets
+    /// `CQ_UPDATE` in its ctrl segment), before the doorbell that hands it over.
+    pub(crate) fn set_cq_update(&mut self, at: *const u8) {
+        let ring = self.sq_base as usize;
+        let end = ring + self.lay.sq_wqe_cnt as usize * wqe::SEND_WQE_BB;
+        let a = at as usize;
+        if a < ring || a >= end || !(a - ring).is_multiple_of(wqe::SEND_WQE_BB) {
+            return;
+        }
+        // SAFETY: `at` is the first block of a WQE in this send queue (checked above), not
+        // yet handed to the device (no doorbell since it was written).
+        unsafe {
+            let p = self.sq_base.add(a - ring + wqe::ctrl_seg::FM_CE_SE);
+            p.write(p.read() | wqe::ctrl::CQ_UPDATE);
+        }
+    }
+
     #[inline(always)]
     pub(super) fn raddr(&self, base: *mut u8, off: &mut usize, r: Remote) {
         // SAFETY: the raddr segment follows ctrl inside every WQE (SQ_OVERHEAD).
