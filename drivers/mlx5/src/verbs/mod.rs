@@ -54,9 +54,70 @@ pub use crate::qp::{
 /// A live MR as the lkey check sees it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct MrInfo {
+    /// The full key (the table is by key index).
+    key: u32,
+    /// False once the region is gone but its key stays with the driver (a key back in the
+    /// mkey cache keeps its slot, so that its next registration overwrites it in place).
+    live: bool,
     iova: u64,
     len: u64,
     access: Access,
+}
+
+impl MrInfo {
+    pub(crate) fn new(key: u32, iova: u64, len: u64, access: Access) -> MrInfo {
+        MrInfo {
+            key,
+            live: true,
+            iova,
+            len,
+            access,
+        }
+    }
+}
+
+/// The live regions by key index (`key >> 8`), for the raw layer's lkey check.
+#[derive(Default)]
+pub(crate) struct MrTable(BTreeMap<u32, MrInfo>);
+
+impl MrTable {
+    /// The live region whose key is `key`.
+    #[inline]
+    pub(crate) fn get(&self, key: u32) -> Option<&MrInfo> {
+        self.0.get(&(key >> 8)).filter(|m| m.key == key && m.live)
+    }
+
+    /// Records a region (replacing what its key's index held).
+    pub(crate) fn insert(&mut self, m: MrInfo) {
+        match self.0.get_mut(&(m.key >> 8)) {
+            Some(e) => *e = m,
+            None => {
+                self.0.insert(m.key >> 8, m);
+            }
+        }
+    }
+
+    /// Forgets the region of `key`; with `keep_slot` (a key going back to the mkey cache)
+    /// its slot stays, marked gone.
+    pub(crate) fn remove(&mut self, key: u32, keep_slot: bool) {
+        let i = key >> 8;
+        match self.0.get_mut(&i) {
+            Some(e) if e.key == key && keep_slot => e.live = false,
+            Some(e) if e.key == key => {
+                self.0.remove(&i);
+            }
+            _ => {}
+        }
+    }
+
+    /// Drops the slot of key index `key >> 8` if no live region holds it (a cached key
+    /// destroyed).
+    pub(crate) fn forget_slot(&mut self, key: u32) {
+        let i = key >> 8;
+        if self.0.get(&i).is_some_and(|e| !e.live) {
+            self.0.remove(&i);
+        }
+    }
 }
 
 /// Shared context state.
@@ -71,7 +132,7 @@ pub(crate) struct CtxInner<H: Hal> {
     fw: (u16, u16, u16),
     gid0: spin::Mutex<[u8; 16]>,
     rng: Rng,
-    pub(crate) mrs: spin::RwLock<BTreeMap<u32, MrInfo>>,
+    pub(crate) mrs: spin::RwLock<MrTable>,
     recent_keys: spin::Mutex<mr::RecentKeys>,
     /// Set (after `fatal_syndrome`) once the device is dead: the one flag every post and poll
     /// reads, without a lock.
@@ -310,7 +371,7 @@ impl<H: Hal> Context<H> {
                 fw: o.fw,
                 gid0: spin::Mutex::new(gid0),
                 rng,
-                mrs: spin::RwLock::new(BTreeMap::new()),
+                mrs: spin::RwLock::new(MrTable::default()),
                 recent_keys: spin::Mutex::new(mr::RecentKeys::default()),
                 dead: AtomicBool::new(false),
                 fatal_syndrome: core::sync::atomic::AtomicU8::new(0),
@@ -599,3 +660,36 @@ pub use device::*;
 pub use pd::*;
 pub use post::*;
 pub use region::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The region table by key index: a cached key's slot survives its dereg (marked gone,
+    /// its lkey refused) and is overwritten by its next registration under a new variant;
+    /// the old variant stays refused; a plain key's slot goes with it.
+    #[test]
+    fn region_table_refuses_gone_and_stale_keys() {
+        let mut t = MrTable::default();
+        let a = 0x1234_56aa;
+        t.insert(MrInfo::new(a, 0x1000, 4096, Access::ALL));
+        assert!(t.get(a).is_some());
+        t.remove(a, true);
+        assert!(t.get(a).is_none(), "gone, slot kept");
+        let b = 0x1234_5677; // the same index, a new variant
+        t.insert(MrInfo::new(b, 0x2000, 4096, Access::NONE));
+        assert!(t.get(a).is_none(), "the old variant");
+        assert_eq!(t.get(b).map(|m| m.iova), Some(0x2000));
+        t.remove(a, false);
+        assert!(t.get(b).is_some(), "removing a stale key leaves the live one");
+        t.forget_slot(b);
+        assert!(t.get(b).is_some(), "a live slot is not forgotten");
+        t.remove(b, true);
+        t.forget_slot(b);
+        assert!(t.0.is_empty());
+        let c = 0x42_01;
+        t.insert(MrInfo::new(c, 0, 1, Access::NONE));
+        t.remove(c, false);
+        assert!(t.0.is_empty());
+    }
+}

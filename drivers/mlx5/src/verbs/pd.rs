@@ -72,6 +72,8 @@ impl<H: Hal> ProtectionDomain<H> {
     /// Destroys a key of [`ProtectionDomain::alloc_umr_mkey`] (DESTROY_MKEY).
     pub fn destroy_umr_mkey(&self, key: u32) -> Result<()> {
         let ctx = &self.inner.ctx;
+        // A cached key's slot in the region table (kept while it waited in the cache).
+        ctx.mrs.write().forget_slot(key);
         ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key))
     }
 }
@@ -610,7 +612,7 @@ impl<H: Hal> ProtectionDomain<H> {
             .ctx
             .mrs
             .write()
-            .insert(key, MrInfo { iova, len, access });
+            .insert(MrInfo::new(key, iova, len, access));
         MemoryRegion {
             inner: Some(Arc::new(MrInner {
                 pd: self.inner.clone(),

@@ -42,11 +42,11 @@ pub struct RecvWr<'a, H: Hal> {
 }
 
 /// Checks one raw SGE against the live MRs (raw layer).
-pub(crate) fn check_lkey(mrs: &BTreeMap<u32, MrInfo>, g: &RawSge, write: bool) -> Result<()> {
+pub(crate) fn check_lkey(mrs: &MrTable, g: &RawSge, write: bool) -> Result<()> {
     if g.len == 0 {
         return Ok(());
     }
-    let m = mrs.get(&g.lkey).ok_or(InvalidInput::BadLkey(g.lkey))?;
+    let m = mrs.get(g.lkey).ok_or(InvalidInput::BadLkey(g.lkey))?;
     let end = g
         .addr
         .checked_add(g.len as u64)

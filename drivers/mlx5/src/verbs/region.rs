@@ -123,7 +123,7 @@ impl<H: Hal> MrInner<H> {
         }
         ctx.mrs
             .write()
-            .insert(self.key, MrInfo { iova, len, access });
+            .insert(MrInfo::new(self.key, iova, len, access));
         Ok(true)
     }
 
@@ -132,7 +132,7 @@ impl<H: Hal> MrInner<H> {
             return Ok(());
         }
         let ctx = &self.pd.ctx;
-        ctx.mrs.write().remove(&self.key);
+        ctx.mrs.write().remove(self.key, self.pooled.is_some());
         let key = self.key;
         if let Some(class) = self.pooled {
             // Revoke by UMR (Linux ib/umr.c `mlx5r_umr_revoke_mr`), waited for: once it
@@ -162,6 +162,7 @@ impl<H: Hal> MrInner<H> {
                 return Ok(());
             }
             // No UMR QP any more, or the UMR failed: destroy the key by command.
+            ctx.mrs.write().forget_slot(key);
         }
         let mut r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
         // The inner keys after the indirect key that names them.
