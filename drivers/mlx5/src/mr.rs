@@ -205,6 +205,9 @@ pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
     // ib_umem_find_best_pgsz ORs the VA/PA differences and interior boundaries into one
     // mask), then the smallest size with its count by bisection ("the smallest page size
     // that results in the minimum number of required pages", ib_umem_find_best_pgsz).
+    if let [c] = chunks {
+        return plan_one(c, iova);
+    }
     let smax = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
     let Some(nmax) = count_at(chunks, iova, smax) else {
         return Err(InvalidInput::PageList.into());
@@ -244,6 +247,47 @@ pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
     }
     Ok(Translation {
         page_shift: s,
+        entries,
+    })
+}
+
+/// [`plan`] of one chunk (the common small registration), without the general walk: the
+/// same conditions, sizes and entries (`one_chunk_plan_matches_the_general_walk`).
+fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
+    if c.len == 0 || c.bus.checked_add(c.len).is_none() {
+        return Err(InvalidInput::PageList.into());
+    }
+    let end = iova.checked_add(c.len).ok_or(InvalidInput::PageList)?;
+    // Same offset inside the page, virtually and physically (`max_shift` of one chunk).
+    let smax = (iova ^ c.bus).trailing_zeros().min(MAX_PAGE_SHIFT);
+    if smax < MIN_PAGE_SHIFT {
+        return Err(InvalidInput::PageList.into());
+    }
+    // `count_at` of one chunk.
+    let count = |s: u32| end.div_ceil(1u64 << s) - (iova >> s);
+    let nmax = count(smax);
+    let (mut lo, mut hi) = (MIN_PAGE_SHIFT, smax);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if count(mid) == nmax {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    if nmax > MAX_MTT_ENTRIES {
+        return Err(InvalidInput::TooManyTranslations {
+            entries: nmax,
+            max: MAX_MTT_ENTRIES,
+        }
+        .into());
+    }
+    let ps = 1u64 << lo;
+    let first = c.bus - (iova & (ps - 1));
+    // Past the last page this may wrap (a chunk ending in the top page); unused then.
+    let entries = (0..nmax).map(|i| first.wrapping_add(i * ps)).collect();
+    Ok(Translation {
+        page_shift: lo,
         entries,
     })
 }
@@ -542,6 +586,55 @@ impl RecentKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The general walk of `plan`, without the one-chunk shortcut.
+    fn plan_walk(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
+        let smax = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
+        let nmax = count_at(chunks, iova, smax).ok_or(InvalidInput::PageList)?;
+        let s = (MIN_PAGE_SHIFT..=smax)
+            .find(|&s| count_at(chunks, iova, s) == Some(nmax))
+            .ok_or(InvalidInput::PageList)?;
+        let ps = 1u64 << s;
+        let c = chunks[0];
+        let first = c.bus - (iova & (ps - 1));
+        Ok(Translation {
+            page_shift: s,
+            entries: (0..nmax).map(|i| first.wrapping_add(i * ps)).collect(),
+        })
+    }
+
+    /// One chunk: the shortcut gives what the general walk gives (page size, entries, and
+    /// the refusals), over offsets, lengths and IOVAs around page and huge-page edges.
+    #[test]
+    fn one_chunk_plan_matches_the_general_walk() {
+        let offs = [0u64, 1, 0x123, 0xfff, 0x1000, 0x1_f000, 0x20_0000, 0x1f_ffff, 0x4000_0000];
+        let lens = [1u64, 0xfff, 0x1000, 0x1001, 0x2_0000, 0x20_0000, 0x20_0001, 0x4000_0000];
+        for bus_off in offs {
+            for iova_off in offs {
+                for len in lens {
+                    let c = [PhysChunk {
+                        bus: 0x8000_0000 + bus_off,
+                        len,
+                    }];
+                    let iova = 0x7f00_0000_0000 + iova_off;
+                    let fast = plan(&c, iova);
+                    let walk = plan_walk(&c, iova);
+                    match (&fast, &walk) {
+                        (Ok(a), Ok(b)) => assert_eq!(a, b, "{bus_off:#x} {iova_off:#x} {len:#x}"),
+                        (Err(_), Err(_)) => {}
+                        _ => panic!("{bus_off:#x} {iova_off:#x} {len:#x}: {fast:?} vs {walk:?}"),
+                    }
+                }
+            }
+        }
+        let empty = [PhysChunk { bus: 0x1000, len: 0 }];
+        assert!(plan(&empty, 0x1000).is_err());
+        let wraps = [PhysChunk {
+            bus: u64::MAX - 0xfff,
+            len: 0x2000,
+        }];
+        assert!(plan(&wraps, 0x1000).is_err());
+    }
 
     /// The counting filter answers as a scan of the last QUARANTINE keys does, across
     /// wrap-around and with keys that share buckets.
