@@ -605,20 +605,29 @@ impl<H: Hal> QueuePair<H> {
         self.reserve_sq(1)?;
         let cnt = self.lay.sq_wqe_cnt;
         let idx = self.cur_post & self.sq_mask;
-        let mut w = [0u8; MAX_WQE_BYTES];
-        w[..4].copy_from_slice(&wqe::opmod_idx_opcode(0, self.cur_post, opc).to_be_bytes());
-        w[4..8].copy_from_slice(&wqe::qpn_ds(self.qpn, ds as u8).to_be_bytes());
-        w[wqe::ctrl_seg::FM_CE_SE] = fm_ce_se;
-        w[wqe::ctrl_seg::IMM..wqe::ctrl_seg::IMM + 4].copy_from_slice(&imm.to_be_bytes());
+        let mut ctrl = [0u8; wqe::ctrl_seg::SIZE];
+        ctrl[..4].copy_from_slice(&wqe::opmod_idx_opcode(0, self.cur_post, opc).to_be_bytes());
+        ctrl[4..8].copy_from_slice(&wqe::qpn_ds(self.qpn, ds as u8).to_be_bytes());
+        ctrl[wqe::ctrl_seg::FM_CE_SE] = fm_ce_se;
+        ctrl[wqe::ctrl_seg::IMM..wqe::ctrl_seg::IMM + 4].copy_from_slice(&imm.to_be_bytes());
         let len = wqe::ctrl_seg::SIZE + body.len();
-        w[wqe::ctrl_seg::SIZE..len].copy_from_slice(body);
-        let first = (((cnt - idx as u32) as usize) * wqe::SEND_WQE_BB).min(len);
-        // SAFETY: both destination ranges lie inside the SQ (the WQE spans bbs <= sq_max_bbs
-        // blocks from idx, wrapping to block 0); `w` holds `len` bytes.
+        let room = ((cnt - idx as u32) as usize) * wqe::SEND_WQE_BB;
+        // SAFETY: the destination ranges lie inside the SQ (the WQE spans bbs <= sq_max_bbs
+        // blocks from idx, wrapping to block 0): in place when it does not wrap, else through
+        // `w`, which holds `len` bytes (len <= sq_max_bbs blocks <= MAX_WQE_BYTES).
         unsafe {
             let sq = self.ring.add(self.lay.sq_offset);
-            ptr::copy_nonoverlapping(w.as_ptr(), sq.add(idx as usize * wqe::SEND_WQE_BB), first);
-            ptr::copy_nonoverlapping(w.as_ptr().add(first), sq, len - first);
+            let at = sq.add(idx as usize * wqe::SEND_WQE_BB);
+            if len <= room {
+                ptr::copy_nonoverlapping(ctrl.as_ptr(), at, ctrl.len());
+                ptr::copy_nonoverlapping(body.as_ptr(), at.add(ctrl.len()), body.len());
+            } else {
+                let mut w = [0u8; MAX_WQE_BYTES];
+                w[..ctrl.len()].copy_from_slice(&ctrl);
+                w[ctrl.len()..len].copy_from_slice(body);
+                ptr::copy_nonoverlapping(w.as_ptr(), at, room);
+                ptr::copy_nonoverlapping(w.as_ptr().add(room), sq, len - room);
+            }
         }
         let start = self.cur_post;
         self.cur_post = start.wrapping_add(bbs as u16);
