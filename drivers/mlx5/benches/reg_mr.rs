@@ -30,6 +30,11 @@
 //!
 //! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N] [--small-only] [--cpu-clock]`
 //!
+//! `cargo bench -p mlx5 --bench reg_mr -- --instructions` instead counts instructions per
+//! small registration (4 KiB, one MTT entry) for each column of the small-MR table, under
+//! `valgrind --tool=callgrind` (see [`instruction_counts`]): steady on a busy machine, and
+//! what the cached path's cost is made of can be read from the same runs.
+//!
 //! `--cpu-clock` reads every figure from the thread's CPU time (user + system) instead of wall
 //! time: steadier on a machine shared with other work, since the model runs inline on the
 //! bench's thread and Linux pins in this thread's system calls.
