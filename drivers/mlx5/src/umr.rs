@@ -359,9 +359,11 @@ impl<H: Hal> UmrRes<H> {
                 body.pad_to(wqe::SEND_WQE_DS);
                 let id = self.next;
                 // Only the batch's last WQE asks for a completion: it covers every earlier one
-                // (completions come in SQ order), and a UMR that fails completes in error
-                // whether signaled or not (IBTA C10-?; rdma-core mlx5 `mlx5_poll_one` reports
-                // error CQEs of unsignaled WRs), naming the WQE that failed.
+                // (completions come in SQ order; rdma-core's selective signaling,
+                // `IBV_SEND_SIGNALED` with `sq_sig_all = 0`). A WR that fails completes in
+                // error whether it was signaled or not (InfiniBand: errors are always
+                // reported; the model's `rcpath::retire_local` writes the error CQE of a
+                // failed WQE regardless of its CQ_UPDATE), naming the WQE that failed.
                 let mut f = wqe::fence::INITIATOR_SMALL;
                 if posted + 1 == n {
                     f |= wqe::ctrl::CQ_UPDATE;
