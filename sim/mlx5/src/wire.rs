@@ -597,9 +597,6 @@ pub fn port_from_args(flag: &str, value: &str) -> Option<Result<Port, String>> {
     }
 }
 
-/// Usage text for the wire options.
-pub const WIRE_USAGE: &str = "  --wire-listen ADDR   RoCEv2 frames to a peer (another mlx5-sim, a QEMU -netdev stream):\n                       listen on ADDR = PATH | unix:PATH | tcp:IP:PORT\n  --wire-connect ADDR  the same, connecting to ADDR\n  --wire-pcap FILE     capture every frame of the wire, both directions (pcap)\n  --wire-fault SPEC    inject faults on send: drop=R,dup=R,corrupt=R,reorder=R[:window=N],seed=U64\n";
-
 #[cfg(test)]
 mod tests {
     use super::*;
