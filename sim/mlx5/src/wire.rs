@@ -33,7 +33,7 @@ use crate::roce::link::{
     FaultSpec, Link, LinkError, PcapTap, Port as FramePort, PortConfig, RxPacket as RxFrame,
     StreamAddr,
 };
-use crate::roce::{Bth, ExtHdrs};
+use crate::roce::{Aeth, Bth, ExtHdrs, Reth, NO_EXT};
 
 /// Packets an in-process shared-memory pair queues before refusing more (lost, as on a full
 /// transmit queue; RC retransmits).
@@ -46,9 +46,77 @@ pub struct RefPacket {
     /// BTH.
     pub bth: Bth,
     /// Extension headers.
-    pub ext: ExtHdrs,
+    pub ext: PktExt,
     /// Payload.
     pub payload: RefPayload,
+}
+
+/// The extension headers of a [`RefPacket`], compact: an [`ExtHdrs`] is over a hundred bytes
+/// and most packets carry none (MIDDLE), a RETH (WRITE FIRST / ONLY) or an AETH (ACK), so a
+/// packet moved through a queue does not carry the full set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PktExt {
+    /// No extension header.
+    None,
+    /// A RETH alone.
+    Reth(Reth),
+    /// An AETH alone.
+    Aeth(Aeth),
+    /// Any other combination.
+    Other(Box<ExtHdrs>),
+}
+
+impl PktExt {
+    /// The compact form of `e` ([`NO_EXT`] itself is recognised by its address).
+    #[inline]
+    pub fn new(e: &ExtHdrs) -> PktExt {
+        if std::ptr::eq(e, &NO_EXT) {
+            return PktExt::None;
+        }
+        let ExtHdrs {
+            deth: None,
+            atomic_eth: None,
+            atomic_ack_eth: None,
+            imm_dt: None,
+            ieth: None,
+            reth,
+            aeth,
+        } = *e
+        else {
+            return PktExt::Other(Box::new(*e));
+        };
+        match (reth, aeth) {
+            (None, None) => PktExt::None,
+            (Some(r), None) => PktExt::Reth(r),
+            (None, Some(a)) => PktExt::Aeth(a),
+            _ => PktExt::Other(Box::new(*e)),
+        }
+    }
+
+    /// The full set: lent from a static (none), from the box, or written into `tmp`.
+    #[inline]
+    pub fn get<'s>(&'s self, tmp: &'s mut ExtHdrs) -> &'s ExtHdrs {
+        match self {
+            PktExt::None => &NO_EXT,
+            PktExt::Other(b) => b,
+            PktExt::Reth(r) => {
+                *tmp = ExtHdrs::NONE;
+                tmp.reth = Some(*r);
+                tmp
+            }
+            PktExt::Aeth(a) => {
+                *tmp = ExtHdrs::NONE;
+                tmp.aeth = Some(*a);
+                tmp
+            }
+        }
+    }
+
+    /// The full set, as a value.
+    pub fn to_ext(&self) -> ExtHdrs {
+        let mut tmp = ExtHdrs::NONE;
+        *self.get(&mut tmp)
+    }
 }
 
 impl std::fmt::Debug for RefPacket {
@@ -101,6 +169,7 @@ pub enum RefPayload {
 
 impl RefPayload {
     /// Payload length.
+    #[inline]
     pub fn len(&self) -> usize {
         match self {
             RefPayload::None => 0,
@@ -642,5 +711,64 @@ mod tests {
                 Err(DeliverError::Destination(_))
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod pkt_ext_tests {
+    use super::*;
+    use crate::roce::{AtomicEth, NakCode};
+
+    #[test]
+    fn pkt_ext_gives_back_every_header_set() {
+        let reth = Reth {
+            va: 0x1234_5678_9abc,
+            r_key: 0x55,
+            dma_len: 65536,
+        };
+        let aeth = Aeth::nak(NakCode::RemoteAccessError, 7);
+        let sets = [
+            ExtHdrs::NONE,
+            ExtHdrs {
+                reth: Some(reth),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                aeth: Some(aeth),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                reth: Some(reth),
+                imm_dt: Some(9),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                imm_dt: Some(9),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                ieth: Some(3),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                atomic_eth: Some(AtomicEth {
+                    va: 8,
+                    r_key: 1,
+                    swap_add: 2,
+                    compare: 3,
+                }),
+                ..ExtHdrs::NONE
+            },
+        ];
+        for e in sets {
+            let c = PktExt::new(&e);
+            let mut tmp = ExtHdrs::NONE;
+            assert_eq!(*c.get(&mut tmp), e);
+            assert_eq!(c.to_ext(), e);
+        }
+        assert_eq!(PktExt::new(&ExtHdrs::NONE), PktExt::None);
+        assert!(matches!(PktExt::new(&sets[1]), PktExt::Reth(_)));
+        assert!(matches!(PktExt::new(&sets[2]), PktExt::Aeth(_)));
+        assert!(matches!(PktExt::new(&sets[3]), PktExt::Other(_)));
     }
 }

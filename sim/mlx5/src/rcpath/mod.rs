@@ -59,7 +59,7 @@ use crate::roce::transport::{
 use crate::roce::{
     Bth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, NakCode, Opcode, RoceHeaders, UdpHdr,
 };
-use crate::wire::{same_memory, Arrival, RefPacket, RefPayload};
+use crate::wire::{same_memory, Arrival, PktExt, RefPacket, RefPayload};
 use crate::wqe::{Gather, SendWqe};
 
 /// How one send WQE stands with the transport.
@@ -170,6 +170,7 @@ pub(crate) struct PendingMove {
 
 impl PendingMove {
     /// Adds the move of `n` bytes from `src` to `dst`.
+    #[inline]
     fn add(&mut self, mem: &dyn GuestMemory, src: u64, dst: u64, n: usize) -> Result<(), ()> {
         let len = self.len + n;
         let joins = self.len > 0
@@ -215,12 +216,14 @@ pub(crate) struct WriteXlat {
 }
 
 impl WriteXlat {
+    #[inline]
     fn covers(&self, rkey: u32, va: u64, end: u64) -> bool {
         self.valid && self.rkey == rkey && va >= self.va && end <= self.end
     }
 
     /// The bus address of `va` when `[va, va + len)` (which [`WriteXlat::covers`]) lies in
     /// the piece where the last packet ended or the next one.
+    #[inline]
     fn within_one(&mut self, va: u64, len: u64) -> Option<u64> {
         let off = va - self.va;
         let (mut i, mut start) = self.at;
@@ -540,6 +543,7 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
         post_qp_event(hca, event::COMM_EST, qpn);
     }
     with_rc(hca, qpn, None, |rc, now, env, tx| {
+        let mut tmp = ExtHdrs::NONE;
         let mut kept = batch.iter().filter(|p| keep(p)).peekable();
         while let Some(p) = kept.next() {
             // A WRITE's bytes may move together with the next packet's, up to the last one.
@@ -547,7 +551,7 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
             let len = p.payload.len();
             let pkt = RxPacket {
                 bth: p.bth,
-                ext: p.ext,
+                ext: p.ext.get(&mut tmp),
                 payload: if len == 0 {
                     RxPayload::Bytes(&[])
                 } else {
@@ -568,7 +572,7 @@ pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
             let src = ip_gid(f.hdrs.ip.src());
             let pkt = RxPacket {
                 bth: f.hdrs.bth,
-                ext: f.hdrs.ext,
+                ext: &f.hdrs.ext,
                 payload: RxPayload::Bytes(f.payload()),
             };
             receive(hca, &src, &pkt, None);
@@ -594,9 +598,10 @@ pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
                 return;
             }
             let len = r.payload.len();
+            let mut tmp = ExtHdrs::NONE;
             let pkt = RxPacket {
                 bth: r.bth,
-                ext: r.ext,
+                ext: r.ext.get(&mut tmp),
                 payload: if len == 0 {
                     RxPayload::Bytes(&[])
                 } else {

@@ -53,7 +53,7 @@ impl Tx for Outbox<'_, '_, '_> {
             let pkt = RefPacket {
                 src_gid: self.sgid,
                 bth: *bth,
-                ext: *ext,
+                ext: PktExt::new(ext),
                 payload,
             };
             if self.local {

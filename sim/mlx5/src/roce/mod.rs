@@ -77,7 +77,7 @@ pub mod transport;
 
 pub use frame::{
     decode, ipv4_checksum, pad_for, Aeth, AethKind, AtomicAckEth, AtomicEth, Bth, DecodeError,
-    Deth, EncodeError, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, Ipv6Hdr, Layer, NakCode, OtherFrame,
+    Deth, EncodeError, EthHdr, ExtHdrs, Frame, NO_EXT, IpHdr, Ipv4Hdr, Ipv6Hdr, Layer, NakCode, OtherFrame,
     OtherIp, Reth, RoceFrame, RoceHeaders, UdpHdr, Vlan,
 };
 pub use icrc::icrc;

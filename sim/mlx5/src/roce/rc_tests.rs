@@ -410,7 +410,7 @@ fn with_packet(w: &Wired, dropped: &mut u64, mut f: impl FnMut(&RxPacket<'_>)) {
         },
         Wired::Raw(bth, ext, p) => f(&RxPacket {
             bth: *bth,
-            ext: *ext,
+            ext,
             payload: match *p {
                 Some((token, len)) => RxPayload::Ref { token, len },
                 None => RxPayload::Bytes(&[]),
@@ -1434,7 +1434,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     let pay = [0u8; 256];
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_RDMA_WRITE_MIDDLE, RESP_QPN, 0),
-        ext: ExtHdrs::default(),
+        ext: &ExtHdrs::NONE,
         payload: RxPayload::Bytes(&pay),
     };
     r.receive(0, &pkt, &mut rs, &mut tx);
@@ -1446,7 +1446,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     let big = [0u8; 260];
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_SEND_ONLY, RESP_QPN, 0),
-        ext: ExtHdrs::default(),
+        ext: &ExtHdrs::NONE,
         payload: RxPayload::Bytes(&big),
     };
     r.receive(0, &pkt, &mut rs, &mut tx);
@@ -1456,7 +1456,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     rs.recvs.push_back(vec![0; 1000]);
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_SEND_FIRST, RESP_QPN, 0),
-        ext: ExtHdrs::default(),
+        ext: &ExtHdrs::NONE,
         payload: RxPayload::Bytes(&pay),
     };
     let n = tx.0.len();
@@ -1472,7 +1472,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     };
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_RDMA_WRITE_FIRST, RESP_QPN, 1),
-        ext,
+        ext: &ext,
         payload: RxPayload::Bytes(&pay),
     };
     r.receive(0, &pkt, &mut rs, &mut tx);
@@ -1485,7 +1485,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     for psn in [12, 13, 11, 14] {
         let pkt = RxPacket {
             bth: Bth::new(Opcode::RC_SEND_ONLY, RESP_QPN, psn),
-            ext: ExtHdrs::default(),
+            ext: &ExtHdrs::NONE,
             payload: RxPayload::Bytes(&pay[..4]),
         };
         r.receive(0, &pkt, &mut rs, &mut tx);
@@ -1498,7 +1498,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
         0,
         &RxPacket {
             bth: b,
-            ext: ExtHdrs::default(),
+            ext: &ExtHdrs::NONE,
             payload: RxPayload::Bytes(&pay[..4]),
         },
         &mut rs,
@@ -1512,7 +1512,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
         0,
         &RxPacket {
             bth: Bth::new(Opcode::RC_SEND_ONLY, RESP_QPN, 13),
-            ext: ExtHdrs::default(),
+            ext: &ExtHdrs::NONE,
             payload: RxPayload::Bytes(&pay[..4]),
         },
         &mut rs,
@@ -2315,7 +2315,7 @@ fn rc_duplicate_rnr_nak_spends_one_retry() {
     };
     let nak = RxPacket {
         bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 5),
-        ext,
+        ext: &ext,
         payload: RxPayload::Bytes(&[]),
     };
     r.receive(10, &nak, &mut env, &mut tx);
@@ -2726,7 +2726,7 @@ fn rc_unknown_nak_code_is_a_remote_operational_error() {
     };
     let nak = RxPacket {
         bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 0),
-        ext,
+        ext: &ext,
         payload: RxPayload::Bytes(&[]),
     };
     r.receive(1, &nak, &mut env, &mut Sink);
@@ -2833,21 +2833,23 @@ fn rc_sequence_nak_during_an_rnr_wait_is_not_a_retry() {
     let mut tx = Sink(0);
     r.pump(0, &mut env, &mut tx);
     assert_eq!(tx.0, 3);
-    let nak = |aeth| RxPacket {
-        bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 0),
-        ext: ExtHdrs {
-            aeth: Some(aeth),
-            ..ExtHdrs::default()
-        },
-        payload: RxPayload::Bytes(&[]),
+    let nak = |aeth| ExtHdrs {
+        aeth: Some(aeth),
+        ..ExtHdrs::default()
     };
-    r.receive(1, &nak(Aeth::rnr_nak(1, 0)), &mut env, &mut tx);
-    r.receive(
-        2,
-        &nak(Aeth::nak(NakCode::PsnSequenceError, 0)),
-        &mut env,
-        &mut tx,
+    fn rx(ext: &ExtHdrs) -> RxPacket<'_> {
+        RxPacket {
+            bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 0),
+            ext,
+            payload: RxPayload::Bytes(&[]),
+        }
+    }
+    let (rnr, seq) = (
+        nak(Aeth::rnr_nak(1, 0)),
+        nak(Aeth::nak(NakCode::PsnSequenceError, 0)),
     );
+    r.receive(1, &rx(&rnr), &mut env, &mut tx);
+    r.receive(2, &rx(&seq), &mut env, &mut tx);
     assert!(env.done.is_empty());
     assert_eq!(tx.0, 3);
     r.pump(1 + rnr_timer_ns(1), &mut env, &mut tx);

@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use super::frame::{Aeth, AethKind, AtomicEth, Bth, ExtHdrs, NakCode, Reth};
+use super::frame::{Aeth, AethKind, AtomicEth, Bth, ExtHdrs, NakCode, Reth, NO_EXT};
 use super::opcode::{HdrSet, OpKind, Opcode, Position};
 use super::transport::{
     ack_timeout_ns, packets_for, rnr_timer_ns, valid_mtu, LocalFault, Nanos, PayloadSrc, ReqEnv,
@@ -582,10 +582,10 @@ impl Requester {
             src: (payload_len > 0).then_some(PayloadSrc::Wqe { wr: wr_id, offset }),
             fill: &mut fill,
         };
-        // A packet without extension headers (a MIDDLE one) hands the transmitter a
-        // long-lived empty set rather than the one just built on the stack: copying a value
-        // written a moment ago with narrow stores costs a store-forwarding stall per packet.
-        static NO_EXT: ExtHdrs = ExtHdrs::NONE;
+        // A packet without extension headers (a MIDDLE one) hands the transmitter the
+        // long-lived empty set ([`NO_EXT`]) rather than the one just built on the stack:
+        // copying a value written a moment ago with narrow stores costs a store-forwarding
+        // stall per packet, and the transmitter recognises that set by its address.
         let ext = if ext.set() == HdrSet::NONE {
             &NO_EXT
         } else {

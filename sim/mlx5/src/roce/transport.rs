@@ -143,18 +143,19 @@ impl RxPayload<'_> {
 pub struct RxPacket<'a> {
     /// BTH.
     pub bth: Bth,
-    /// Extension headers.
-    pub ext: ExtHdrs,
+    /// Extension headers, borrowed (most packets of a message carry none, and the set is
+    /// large: a packet handed to the transport does not copy it).
+    pub ext: &'a ExtHdrs,
     /// Payload.
     pub payload: RxPayload<'a>,
 }
 
 impl<'a> RxPacket<'a> {
     /// The transport view of a decoded RoCEv2 frame (whose ICRC the caller checked).
-    pub fn from_frame(f: &RoceFrame<'a>) -> RxPacket<'a> {
+    pub fn from_frame(f: &'a RoceFrame<'a>) -> RxPacket<'a> {
         RxPacket {
             bth: f.hdrs.bth,
-            ext: f.hdrs.ext,
+            ext: &f.hdrs.ext,
             payload: RxPayload::Bytes(f.payload),
         }
     }

@@ -385,6 +385,10 @@ impl ExtHdrs {
     }
 }
 
+/// The empty set as a static: a transmitter that is handed this very value (a MIDDLE packet,
+/// an ACK's caller need not) knows without looking that no header is present.
+pub static NO_EXT: ExtHdrs = ExtHdrs::NONE;
+
 /// Every header of a RoCEv2 frame up to the payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RoceHeaders {
