@@ -16,7 +16,9 @@
 //!   the sender's keys resolved to, and the receiver moves it with one [`GuestMemory::copy`]
 //!   straight into the destination (the transport's `RxPayload::Ref` / `TxPayload::src`
 //!   design, roce/transport.rs; consecutive packets of one RDMA WRITE whose bytes follow on
-//!   share one copy, rcpath.rs `PendingMove`). No ICRC is computed: no frame exists.
+//!   share one copy, rcpath.rs `PendingMove`). No ICRC is computed: no frame exists. On
+//!   the loopback queue the MIDDLE packets of one message that follow each other share one
+//!   entry ([`RefPacket::more`]); the receiver still takes them packet by packet.
 //! - **No link**: packets to a remote GID are lost (a cable to nowhere); RC retransmits them
 //!   until `retry_count` runs out.
 //!
@@ -47,8 +49,54 @@ pub struct RefPacket {
     pub bth: Bth,
     /// Extension headers.
     pub ext: PktExt,
-    /// Payload.
+    /// Payload (of every packet of the entry, see `more`).
     pub payload: RefPayload,
+    /// Loopback queue: how many packets follow this one in the same entry. Each is a real
+    /// packet of its own: this BTH with the next PSN (`psn + i`) and its own AckReq (bit `i`
+    /// of `acks`), no extension header, and the next `payload.len() / (more + 1)` bytes of
+    /// the payload. Only packets with the same opcode and length that continue one message
+    /// share an entry (the MIDDLE packets of a long WRITE or SEND): the queue holds one entry
+    /// instead of each, and the receiver still takes them one by one. 0 elsewhere.
+    pub more: u32,
+    /// AckReq of packet `i` of the entry (bit 0 mirrors `bth.ack_req`).
+    pub acks: u64,
+}
+
+impl RefPacket {
+    /// One packet.
+    pub fn one(src_gid: [u8; 16], bth: Bth, ext: PktExt, payload: RefPayload) -> RefPacket {
+        RefPacket {
+            src_gid,
+            acks: bth.ack_req as u64,
+            bth,
+            ext,
+            payload,
+            more: 0,
+        }
+    }
+
+    /// Most packets one entry holds.
+    pub const MAX_PACKETS: u32 = 64;
+
+    /// Packets in this entry.
+    #[inline]
+    pub fn count(&self) -> u32 {
+        self.more + 1
+    }
+
+    /// The BTH of packet `i` of the entry, the offset of its bytes in the payload, and their
+    /// count.
+    #[inline]
+    pub fn packet(&self, i: u32) -> (Bth, usize, usize) {
+        if self.more == 0 {
+            return (self.bth, 0, self.payload.len());
+        }
+        let mut bth = self.bth;
+        bth.psn = crate::roce::psn_add(bth.psn, i);
+        bth.ack_req = (self.acks >> i) & 1 != 0;
+        let each = self.payload.len() / self.count() as usize;
+        (bth, i as usize * each, each)
+    }
 }
 
 /// The extension headers of a [`RefPacket`], compact: an [`ExtHdrs`] is over a hundred bytes
@@ -124,6 +172,7 @@ impl std::fmt::Debug for RefPacket {
         f.debug_struct("RefPacket")
             .field("bth", &self.bth)
             .field("ext", &self.ext)
+            .field("more", &self.more)
             .finish_non_exhaustive()
     }
 }
@@ -770,5 +819,36 @@ mod pkt_ext_tests {
         assert!(matches!(PktExt::new(&sets[1]), PktExt::Reth(_)));
         assert!(matches!(PktExt::new(&sets[2]), PktExt::Aeth(_)));
         assert!(matches!(PktExt::new(&sets[3]), PktExt::Other(_)));
+        assert_eq!(PktExt::new(&NO_EXT), PktExt::None);
+    }
+
+    /// Each packet of an entry that holds several: its own PSN (wrapping at 24 bits), its own
+    /// AckReq, its share of the payload.
+    #[test]
+    fn packets_of_one_entry() {
+        let mut bth = Bth::new(crate::roce::Opcode::RC_RDMA_WRITE_MIDDLE, 7, 0xff_fffe);
+        bth.ack_req = false;
+        let mut p = RefPacket::one(
+            [1; 16],
+            bth,
+            PktExt::None,
+            RefPayload::Own {
+                pieces: Arc::from(vec![(0x1000u64, 4 * 256usize)]),
+                off: 256,
+                len: 256,
+            },
+        );
+        assert_eq!(p.packet(0), (bth, 0, 256));
+        p.more = 2;
+        p.acks = 0b100;
+        if let RefPayload::Own { len, .. } = &mut p.payload {
+            *len = 3 * 256;
+        }
+        assert_eq!(p.count(), 3);
+        let (b1, at1, n1) = p.packet(1);
+        assert_eq!((b1.psn, b1.ack_req, at1, n1), (0xff_ffff, false, 256, 256));
+        let (b2, at2, n2) = p.packet(2);
+        assert_eq!((b2.psn, b2.ack_req, at2, n2), (0, true, 512, 256));
+        assert_eq!((b2.opcode, b2.dest_qp), (bth.opcode, bth.dest_qp));
     }
 }

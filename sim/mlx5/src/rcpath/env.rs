@@ -50,9 +50,9 @@ pub(super) fn place(
             RxPayload::Bytes(b) => {
                 mem.write(bus, b.get(off..off + n).ok_or(fault)?)?;
             }
-            RxPayload::Ref { .. } => {
+            RxPayload::Ref { token, .. } => {
                 rx.ok_or(fault)?
-                    .deliver(off, mem, bus, n)
+                    .deliver(*token as usize + off, mem, bus, n)
                     .map_err(|_| fault)?;
             }
         }
@@ -108,10 +108,10 @@ impl ReqMemory for Env<'_, '_, '_> {
         for (bus, n) in WrPayload::sub_pieces(p, offset as usize, src.len()).ok_or(LocalFault)? {
             match src {
                 RxPayload::Bytes(b) => hca.mem.write(bus, &b[at..at + n]),
-                RxPayload::Ref { .. } => self
+                RxPayload::Ref { token, .. } => self
                     .rx
                     .ok_or(LocalFault)?
-                    .deliver(at, &hca.mem, bus, n)
+                    .deliver(token as usize + at, &hca.mem, bus, n)
                     .map_err(|_| crate::memory::DmaError { addr: bus, len: n }),
             }
             .map_err(|_| LocalFault)?;
@@ -254,18 +254,20 @@ impl RespMemory for Env<'_, '_, '_> {
         }
         let (mem, rx) = (&hca.mem, self.rx);
         // The payload's bus pieces in this same memory (loopback, a shared-memory pair).
+        // (`token`: where this packet's bytes start in a payload that several packets share,
+        // see [`crate::wire::RefPacket::more`].)
         let local = match (src, rx) {
             (
-                RxPayload::Ref { .. },
+                RxPayload::Ref { token, .. },
                 Some(RefPayload::Window {
                     mem: m,
                     pieces,
                     off,
                     ..
                 }),
-            ) if same_memory(m, mem) => Some((&pieces[..], *off)),
-            (RxPayload::Ref { .. }, Some(RefPayload::Own { pieces, off, .. })) => {
-                Some((&pieces[..], *off))
+            ) if same_memory(m, mem) => Some((&pieces[..], *off + token as usize)),
+            (RxPayload::Ref { token, .. }, Some(RefPayload::Own { pieces, off, .. })) => {
+                Some((&pieces[..], *off + token as usize))
             }
             _ => None,
         };
@@ -323,9 +325,9 @@ impl RespMemory for Env<'_, '_, '_> {
                     let fault = crate::memory::DmaError { addr: bus, len: n };
                     match src {
                         RxPayload::Bytes(b) => mem.write(bus, b.get(at..at + n).ok_or(fault)?)?,
-                        RxPayload::Ref { .. } => {
+                        RxPayload::Ref { token, .. } => {
                             rx.ok_or(fault)?
-                                .deliver(at, mem, bus, n)
+                                .deliver(token as usize + at, mem, bus, n)
                                 .map_err(|_| fault)?;
                         }
                     }

@@ -60,6 +60,7 @@ use crate::roce::{
     Bth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, NakCode, Opcode, RoceHeaders, UdpHdr,
 };
 use crate::wire::{same_memory, Arrival, PktExt, RefPacket, RefPayload};
+use crate::roce::NO_EXT;
 use crate::wqe::{Gather, SendWqe};
 
 /// How one send WQE stands with the transport.
@@ -151,6 +152,16 @@ pub(crate) struct RcState {
     out: Vec<Out>,
     /// Spare translation buffer for the calls' [`WriteXlat`] (kept for its allocation only).
     wx: WriteXlat,
+}
+
+impl Hca {
+    /// The RC transport's event counters of QP `qpn` (requester, responder), or `None` when it
+    /// is not an RC QP with a transport: what the port's counter set sums, per QP (tests and
+    /// tools look at how many packets each half sent, executed and acknowledged).
+    pub fn rc_counters(&self, qpn: u32) -> Option<(ReqCounters, RespCounters)> {
+        let rc = self.qps.get(qpn)?.rc.as_ref()?;
+        Some((*rc.qp.requester.counters(), *rc.qp.responder.counters()))
+    }
 }
 
 /// Payload moves of consecutive WRITE packets that follow each other in both the sender's and
@@ -546,20 +557,28 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
         let mut tmp = ExtHdrs::NONE;
         let mut kept = batch.iter().filter(|p| keep(p)).peekable();
         while let Some(p) = kept.next() {
-            // A WRITE's bytes may move together with the next packet's, up to the last one.
-            env.flush_each = kept.peek().is_none();
-            let len = p.payload.len();
-            let pkt = RxPacket {
-                bth: p.bth,
-                ext: p.ext.get(&mut tmp),
-                payload: if len == 0 {
-                    RxPayload::Bytes(&[])
-                } else {
-                    RxPayload::Ref { token: 0, len }
-                },
-            };
+            let last = kept.peek().is_none();
+            let ext = p.ext.get(&mut tmp);
             env.rx = Some(&p.payload);
-            rc.receive(now, &pkt, env, tx);
+            // Each packet of the entry on its own (RefPacket::more).
+            for i in 0..p.count() {
+                // A WRITE's bytes may move together with the next packet's, up to the last one.
+                env.flush_each = last && i == p.more;
+                let (bth, at, len) = p.packet(i);
+                let pkt = RxPacket {
+                    bth,
+                    ext,
+                    payload: if len == 0 {
+                        RxPayload::Bytes(&[])
+                    } else {
+                        RxPayload::Ref {
+                            token: at as u64,
+                            len,
+                        }
+                    },
+                };
+                rc.receive(now, &pkt, env, tx);
+            }
         }
     });
     retire_local(hca, qpn);
@@ -597,18 +616,24 @@ pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
                 hca.port.dropped += 1;
                 return;
             }
-            let len = r.payload.len();
             let mut tmp = ExtHdrs::NONE;
-            let pkt = RxPacket {
-                bth: r.bth,
-                ext: r.ext.get(&mut tmp),
-                payload: if len == 0 {
-                    RxPayload::Bytes(&[])
-                } else {
-                    RxPayload::Ref { token: 0, len }
-                },
-            };
-            receive(hca, &r.src_gid, &pkt, Some(&r.payload));
+            let ext = r.ext.get(&mut tmp);
+            for i in 0..r.count() {
+                let (bth, at, len) = r.packet(i);
+                let pkt = RxPacket {
+                    bth,
+                    ext,
+                    payload: if len == 0 {
+                        RxPayload::Bytes(&[])
+                    } else {
+                        RxPayload::Ref {
+                            token: at as u64,
+                            len,
+                        }
+                    },
+                };
+                receive(hca, &r.src_gid, &pkt, Some(&r.payload));
+            }
         }
     }
 }

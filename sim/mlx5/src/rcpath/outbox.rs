@@ -35,6 +35,9 @@ pub(super) struct Outbox<'a, 'b, 'h> {
 impl Tx for Outbox<'_, '_, '_> {
     fn send(&mut self, bth: &Bth, ext: &ExtHdrs, payload: TxPayload<'_>) -> Result<(), LocalFault> {
         if self.by_ref {
+            if self.local && std::ptr::eq(ext, &NO_EXT) && self.extend(bth, &payload) {
+                return Ok(());
+            }
             // The payload stays where it is: resolve its source to bus pieces now (the DMA
             // check a gather would make), and let the receiver move it with one copy.
             let p = {
@@ -50,12 +53,7 @@ impl Tx for Outbox<'_, '_, '_> {
                 )
             };
             let payload = p.ok_or(LocalFault)?;
-            let pkt = RefPacket {
-                src_gid: self.sgid,
-                bth: *bth,
-                ext: PktExt::new(ext),
-                payload,
-            };
+            let pkt = RefPacket::one(self.sgid, *bth, PktExt::new(ext), payload);
             if self.local {
                 self.cell.borrow_mut().port.loopq.push_back(pkt);
             } else {
@@ -77,6 +75,59 @@ impl Tx for Outbox<'_, '_, '_> {
         h.seal_icrc(&mut buf).map_err(|_| LocalFault)?;
         self.out.push(Out::Frame(buf));
         Ok(())
+    }
+}
+
+impl Outbox<'_, '_, '_> {
+    /// Loopback: adds a packet without extension headers to the entry at the tail of the
+    /// loopback queue when it continues that entry's packets (same BTH but the next PSN, the
+    /// same opcode and length, the next bytes of the same work request's message, which this
+    /// call already proved guest memory), so it does not take an entry of its own
+    /// ([`RefPacket::more`]). Returns whether it did.
+    fn extend(&mut self, bth: &Bth, payload: &TxPayload<'_>) -> bool {
+        let Some(PayloadSrc::Wqe { wr, offset }) = payload.src else {
+            return false;
+        };
+        let (off, len) = (offset as usize, payload.len);
+        let (Some((lw, lp)), Some((cw, lo, hi))) = (&self.last, self.checked) else {
+            return false;
+        };
+        let WrPayload::Pieces(p) = &**lp else {
+            return false;
+        };
+        if *lw != wr || cw != wr || len == 0 || off < lo || off + len > hi {
+            return false;
+        }
+        let mut hca = self.cell.borrow_mut();
+        let Some(b) = hca.port.loopq.back_mut() else {
+            return false;
+        };
+        let RefPayload::Own {
+            pieces,
+            off: boff,
+            len: blen,
+        } = &mut b.payload
+        else {
+            return false;
+        };
+        let n = b.more + 1;
+        let mut same = *bth;
+        (same.psn, same.ack_req) = (b.bth.psn, b.bth.ack_req);
+        if n >= RefPacket::MAX_PACKETS
+            || same != b.bth
+            || bth.psn != crate::roce::psn_add(b.bth.psn, n)
+            || b.ext != PktExt::None
+            || b.src_gid != self.sgid
+            || !Arc::ptr_eq(pieces, p)
+            || *boff + *blen != off
+            || *blen != n as usize * len
+        {
+            return false;
+        }
+        *blen += len;
+        b.acks |= (bth.ack_req as u64) << n;
+        b.more = n;
+        true
     }
 }
 
