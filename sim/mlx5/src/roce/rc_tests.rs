@@ -1522,6 +1522,89 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     assert_eq!(tx.0[2].0.psn, 11);
 }
 
+/// The MIDDLE packets of a WRITE in progress (the responder's quick path for them) still get
+/// every check: each lands at its offset, and one whose length is not the MTU, one that comes
+/// where the RETH length leaves only a LAST, or one after remote write was disabled is NAKed
+/// invalid request.
+#[test]
+fn rc_responder_checks_every_write_middle() {
+    struct Sink(Vec<(Bth, ExtHdrs)>);
+    impl Tx for Sink {
+        fn send(&mut self, b: &Bth, e: &ExtHdrs, _: TxPayload<'_>) -> Result<(), LocalFault> {
+            self.0.push((*b, *e));
+            Ok(())
+        }
+    }
+    let nak_of = |s: &Sink| s.0.last().and_then(|(_, e)| e.aeth).map(|a| a.kind());
+    let first = ExtHdrs {
+        reth: Some(Reth {
+            va: WR_VA,
+            r_key: WR_KEY,
+            dma_len: 3 * 256,
+        }),
+        ..ExtHdrs::default()
+    };
+    let data = pattern(77, 3 * 256);
+    // Runs FIRST, then MIDDLE at PSN 1 with `len` bytes and `ext`, after `before` on the
+    // responder; returns the responder, what it sent and the region's bytes.
+    let run = |len: usize, ext: &ExtHdrs, before: &dyn Fn(&mut Responder)| {
+        let mut rs = RespSide::default();
+        rs.add_region(WR_KEY, WR_VA, vec![0; 3 * 256]);
+        let mut r = Responder::new(RespConfig::new(REQ_QPN, 256, 0)).unwrap();
+        let mut tx = Sink(Vec::new());
+        let pkt = RxPacket {
+            bth: Bth::new(Opcode::RC_RDMA_WRITE_FIRST, RESP_QPN, 0),
+            ext: &first,
+            payload: RxPayload::Bytes(&data[..256]),
+        };
+        r.receive(0, &pkt, &mut rs, &mut tx);
+        before(&mut r);
+        let mut bth = Bth::new(Opcode::RC_RDMA_WRITE_MIDDLE, RESP_QPN, 1);
+        bth.ack_req = true;
+        let pkt = RxPacket {
+            bth,
+            ext,
+            payload: RxPayload::Bytes(&data[256..256 + len]),
+        };
+        r.receive(0, &pkt, &mut rs, &mut tx);
+        let bytes = rs.bytes(WR_KEY, WR_VA, 3 * 256).to_vec();
+        (r, tx, bytes)
+    };
+    let (r, tx, bytes) = run(256, &ExtHdrs::NONE, &|_| {});
+    assert!(!r.is_error());
+    assert_eq!(r.expected_psn(), 2);
+    assert_eq!(nak_of(&tx), Some(AethKind::Ack { credit: 31 }));
+    assert_eq!(bytes[..512], data[..512]);
+    let (r, tx, bytes) = run(200, &ExtHdrs::NONE, &|_| {});
+    assert!(r.is_error(), "short MIDDLE");
+    assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
+    assert_eq!(bytes[256..], vec![0; 512][..], "nothing written");
+    let (r, tx, _) = run(256, &ExtHdrs::NONE, &|r| r.set_access(true, false, true));
+    assert!(r.is_error(), "remote write disabled");
+    assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
+    // Two MIDDLEs for a message that has room for one: the second is where LAST belongs.
+    let mut rs = RespSide::default();
+    rs.add_region(WR_KEY, WR_VA, vec![0; 3 * 256]);
+    let mut r = Responder::new(RespConfig::new(REQ_QPN, 256, 0)).unwrap();
+    let mut tx = Sink(Vec::new());
+    for (psn, op, ext) in [
+        (0, Opcode::RC_RDMA_WRITE_FIRST, &first),
+        (1, Opcode::RC_RDMA_WRITE_MIDDLE, &ExtHdrs::NONE),
+        (2, Opcode::RC_RDMA_WRITE_MIDDLE, &ExtHdrs::NONE),
+    ] {
+        let at = psn as usize * 256;
+        let pkt = RxPacket {
+            bth: Bth::new(op, RESP_QPN, psn),
+            ext,
+            payload: RxPayload::Bytes(&data[at..at + 256]),
+        };
+        r.receive(0, &pkt, &mut rs, &mut tx);
+    }
+    assert!(r.is_error());
+    assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
+    assert_eq!(tx.0.last().unwrap().0.psn, 2);
+}
+
 #[test]
 fn rc_duplicate_read_is_reexecuted() {
     // A 4-packet READ whose 3rd response packet is lost: the requester times out and asks

@@ -416,23 +416,25 @@ impl Requester {
             self.rewind();
         }
         while !self.blocked {
-            let Some(&w) = self.wqes.get(self.cur) else {
+            let Some(w) = self.wqes.get(self.cur) else {
                 break;
             };
+            let (started, fence, rd_atomic, has_rd_atomic) =
+                (w.started, w.wr.fence, w.wr.is_rd_atomic(), w.has_rd_atomic);
             // rxe_req.c: stop RXE_MAX_UNACKED_PSNS ahead of comp.psn (`wait_psn`).
             if psn_diff(self.psn, self.comp_psn) >= self.cfg.max_unacked_psns as i32 {
                 break;
             }
-            if !w.started {
+            if !started {
                 // Fence (IBTA vol. 1 fence indicator: a fenced WQE waits for every earlier READ and atomic;
                 // rxe_req.c req_next_wqe waits for all earlier WQEs, a superset). Every WQE
                 // before `cur` in `wqes` is incomplete.
-                if w.wr.fence && self.wqes.iter().take(self.cur).any(|x| x.wr.is_rd_atomic()) {
+                if fence && self.wqes.iter().take(self.cur).any(|x| x.wr.is_rd_atomic()) {
                     break;
                 }
                 // rxe_req.c check_init_depth: one max_rd_atomic credit per READ / atomic,
                 // kept across retries, returned at completion (rxe_comp.c complete_ack).
-                if w.wr.is_rd_atomic() && !w.has_rd_atomic {
+                if rd_atomic && !has_rd_atomic {
                     if self.rd_atomic >= self.cfg.max_rd_atomic as u32 {
                         break;
                     }
@@ -461,16 +463,22 @@ impl Requester {
         env: &mut dyn ReqEnv,
         tx: &mut dyn Tx,
     ) -> Result<(), LocalFault> {
-        let w = self.wqes[self.cur];
+        // The fields this needs, not a copy of the whole entry per packet.
+        let (op, wlen, npkts, wr_id, solicited) = {
+            let w = &self.wqes[self.cur];
+            (w.wr.op, w.wr.len, w.npkts, w.wr.wr_id, w.wr.solicited)
+        };
         let mtu = self.cfg.mtu;
         let k = self.cur_pkt;
         let psn = self.psn;
-        let mut ext = ExtHdrs::default();
+        let mut ext = ExtHdrs::NONE;
+        // Whether `ext` holds a header (set with it).
+        let mut has_ext = true;
         let mut bth;
         let offset = k * mtu;
         let end;
         let mut payload_len = 0u32;
-        match w.wr.op {
+        match op {
             WrOp::Read { raddr, rkey } => {
                 // One request for the rest of the message. A retry from the middle asks for
                 // the remaining bytes from the first unacknowledged PSN (rxe_req.c req_retry:
@@ -479,7 +487,7 @@ impl Requester {
                 ext.reth = Some(Reth {
                     va: raddr.wrapping_add(offset as u64),
                     r_key: rkey,
-                    dma_len: w.wr.len - offset.min(w.wr.len),
+                    dma_len: wlen - offset.min(wlen),
                 });
                 end = true;
             }
@@ -509,8 +517,8 @@ impl Requester {
                 end = true;
             }
             WrOp::Send { imm, invalidate } => {
-                let pos = position(k, w.npkts);
-                payload_len = (w.wr.len - offset).min(mtu);
+                let pos = position(k, npkts);
+                payload_len = (wlen - offset).min(mtu);
                 // rxe_req.c next_opcode_rc.
                 let op = match pos {
                     Position::First => Opcode::RC_SEND_FIRST,
@@ -524,15 +532,16 @@ impl Requester {
                 };
                 bth = Bth::new(op, self.cfg.dest_qp, psn);
                 end = pos.is_end();
+                has_ext = end && (imm.is_some() || invalidate.is_some());
                 if end {
                     ext.imm_dt = imm;
                     ext.ieth = invalidate;
-                    bth.solicited = w.wr.solicited;
+                    bth.solicited = solicited;
                 }
             }
             WrOp::Write { raddr, rkey, imm } => {
-                let pos = position(k, w.npkts);
-                payload_len = (w.wr.len - offset).min(mtu);
+                let pos = position(k, npkts);
+                payload_len = (wlen - offset).min(mtu);
                 let op = match pos {
                     Position::First => Opcode::RC_RDMA_WRITE_FIRST,
                     Position::Middle => Opcode::RC_RDMA_WRITE_MIDDLE,
@@ -542,19 +551,20 @@ impl Requester {
                     Position::Only => Opcode::RC_RDMA_WRITE_ONLY,
                 };
                 bth = Bth::new(op, self.cfg.dest_qp, psn);
+                end = pos.is_end();
+                has_ext = pos.is_start() || (end && imm.is_some());
                 if pos.is_start() {
                     // RETH on FIRST / ONLY: the whole message (rxe init_req_packet).
                     ext.reth = Some(Reth {
                         va: raddr,
                         r_key: rkey,
-                        dma_len: w.wr.len,
+                        dma_len: wlen,
                     });
                 }
-                end = pos.is_end();
                 if end {
                     ext.imm_dt = imm;
                     // rxe init_req_packet: SE only on the end of a SEND or WRITE with immediate.
-                    bth.solicited = w.wr.solicited && imm.is_some();
+                    bth.solicited = solicited && imm.is_some();
                 }
             }
         }
@@ -569,8 +579,7 @@ impl Requester {
         if bth.ack_req {
             self.noack = 0;
         }
-        let wr_id = w.wr.wr_id;
-        let mut fill = |dst: &mut [u8]| {
+                let mut fill = |dst: &mut [u8]| {
             if dst.is_empty() {
                 Ok(())
             } else {
@@ -586,7 +595,8 @@ impl Requester {
         // long-lived empty set ([`NO_EXT`]) rather than the one just built on the stack:
         // copying a value written a moment ago with narrow stores costs a store-forwarding
         // stall per packet, and the transmitter recognises that set by its address.
-        let ext = if ext.set() == HdrSet::NONE {
+        debug_assert_eq!(has_ext, ext.set() != HdrSet::NONE);
+        let ext = if !has_ext {
             &NO_EXT
         } else {
             &ext
@@ -594,8 +604,8 @@ impl Requester {
         tx.send(&bth, ext, payload)?;
         self.counters.packets_sent += 1;
         // PSNs this packet occupies: a READ request takes one per response packet.
-        let used = if matches!(w.wr.op, WrOp::Read { .. }) {
-            w.npkts - k
+        let used = if matches!(op, WrOp::Read { .. }) {
+            npkts - k
         } else {
             1
         };

@@ -373,6 +373,39 @@ impl Responder {
         let mtu = self.cfg.mtu;
         let psn = pkt.bth.psn;
         let plen = pkt.payload.len() as u32;
+        // A WRITE MIDDLE packet of the message in progress that passes every check below
+        // (operation sequence, remote write enabled, no receive WQE consumed, length, no
+        // RETH, what the RETH length leaves), checked in that order with the same outcome:
+        // most packets of a long WRITE. Any other case takes the general path, which reports
+        // the failing check.
+        if let (OpKind::Write, Position::Middle, Some(InProgress::Write { va, rkey, resid, length })) =
+            (kind, pos, self.cur)
+        {
+            if self.cfg.remote_write
+                && pkt.ext.imm_dt.is_none()
+                && plen == mtu
+                && pkt.ext.reth.is_none()
+                && resid > mtu
+            {
+                if env.write_part(rkey, va, pkt.payload, resid - plen).is_err() {
+                    return Err(Fail {
+                        nak: NakCode::RemoteAccessError,
+                        recv: None,
+                    });
+                }
+                self.cur = Some(InProgress::Write {
+                    va: va.wrapping_add(plen as u64),
+                    rkey,
+                    resid: resid - plen,
+                    length,
+                });
+                self.epsn = psn_add(psn, 1);
+                if pkt.bth.ack_req || self.cfg.ack_policy == AckPolicy::EveryPacket {
+                    self.ack(psn, tx);
+                }
+                return Ok(Step::Done);
+            }
+        }
         let in_send = matches!(self.cur, Some(InProgress::Send { .. }));
         let invalid = |recv| Fail {
             nak: NakCode::InvalidRequest,
