@@ -195,7 +195,11 @@ fn packets_sharing_a_queue_entry_are_each_received() {
         let (_, resp) = rc_counters(&p, qb);
         assert_eq!(req.packets_sent - req0.packets_sent, npkts);
         assert_eq!(req.retransmitted, 0);
-        assert_eq!(resp.executed - resp0.executed, npkts, "each packet executed");
+        assert_eq!(
+            resp.executed - resp0.executed,
+            npkts,
+            "each packet executed"
+        );
         assert_eq!(resp.duplicates, 0);
         assert_eq!(resp.out_of_sequence, 0);
         assert_eq!(resp.error_naks, 0);

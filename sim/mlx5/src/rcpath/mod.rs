@@ -54,13 +54,14 @@ use crate::roce::requester::{
 use crate::roce::responder::{AckPolicy, RespConfig, RespCounters, Responder};
 use crate::roce::transport::{
     AccessFault, AtomicOp, Completions, LocalFault, Nanos, PayloadSrc, RecvCompletion, RecvFault,
-    RecvKind, RemoteAccess, ReqMemory, RespMemory, RxPacket, RxPayload, Tx, TxPayload, WcStatus,
+    RecvKind, RemoteAccess, ReqMemory, RespMemory, RxPacket, RxPayload, Tx, TxPayload, TxRun,
+    WcStatus,
 };
+use crate::roce::NO_EXT;
 use crate::roce::{
     Bth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, NakCode, Opcode, RoceHeaders, UdpHdr,
 };
 use crate::wire::{same_memory, Arrival, PktExt, RefPacket, RefPayload};
-use crate::roce::NO_EXT;
 use crate::wqe::{Gather, SendWqe};
 
 /// How one send WQE stands with the transport.
@@ -430,7 +431,6 @@ pub(crate) fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
             .set_min_rnr_timer((q.min_rnr_nak & 0x1f) as u8);
     }
 }
-
 
 mod env;
 mod outbox;

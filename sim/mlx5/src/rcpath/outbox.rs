@@ -3,7 +3,6 @@
 
 use super::*;
 
-
 // ---------------------------------------------------------------------------------------------
 // The wire side
 // ---------------------------------------------------------------------------------------------
@@ -33,6 +32,55 @@ pub(super) struct Outbox<'a, 'b, 'h> {
 }
 
 impl Tx for Outbox<'_, '_, '_> {
+    fn send_run(&mut self, run: &TxRun) -> bool {
+        if !self.local {
+            return false;
+        }
+        let (off, each, n) = (run.offset as usize, run.each as usize, run.n);
+        let Some(len) = each.checked_mul(n as usize) else {
+            return false;
+        };
+        // The bytes must be this work request's, proved guest memory in this call (what
+        // resolve_ref checks for each packet); else the packets go one by one.
+        let (Some((lw, lp)), Some((cw, lo, hi))) = (&self.last, self.checked) else {
+            return false;
+        };
+        let WrPayload::Pieces(p) = &**lp else {
+            return false;
+        };
+        if *lw != run.wr || cw != run.wr || each == 0 || off < lo || off + len > hi {
+            return false;
+        }
+        let mut hca = self.cell.borrow_mut();
+        let q = &mut hca.port.loopq;
+        if let Some(b) = q.back_mut() {
+            if b.count() + n <= RefPacket::MAX_PACKETS
+                && continues(b, &run.bth, self.sgid, p, off, each)
+            {
+                let m = b.count();
+                if let RefPayload::Own { len: blen, .. } = &mut b.payload {
+                    *blen += len;
+                }
+                b.acks |= run.acks << m;
+                b.more += n;
+                return true;
+            }
+        }
+        let mut pkt = RefPacket::one(
+            self.sgid,
+            run.bth,
+            PktExt::None,
+            RefPayload::Own {
+                pieces: p.clone(),
+                off,
+                len,
+            },
+        );
+        (pkt.more, pkt.acks) = (n - 1, run.acks);
+        q.push_back(pkt);
+        true
+    }
+
     fn send(&mut self, bth: &Bth, ext: &ExtHdrs, payload: TxPayload<'_>) -> Result<(), LocalFault> {
         if self.by_ref {
             if self.local && std::ptr::eq(ext, &NO_EXT) && self.extend(bth, &payload) {
@@ -102,33 +150,52 @@ impl Outbox<'_, '_, '_> {
         let Some(b) = hca.port.loopq.back_mut() else {
             return false;
         };
-        let RefPayload::Own {
-            pieces,
-            off: boff,
-            len: blen,
-        } = &mut b.payload
-        else {
-            return false;
-        };
-        let n = b.more + 1;
-        let mut same = *bth;
-        (same.psn, same.ack_req) = (b.bth.psn, b.bth.ack_req);
-        if n >= RefPacket::MAX_PACKETS
-            || same != b.bth
-            || bth.psn != crate::roce::psn_add(b.bth.psn, n)
-            || b.ext != PktExt::None
-            || b.src_gid != self.sgid
-            || !Arc::ptr_eq(pieces, p)
-            || *boff + *blen != off
-            || *blen != n as usize * len
-        {
+        let n = b.count();
+        if n >= RefPacket::MAX_PACKETS || !continues(b, bth, self.sgid, p, off, len) {
             return false;
         }
-        *blen += len;
+        if let RefPayload::Own { len: blen, .. } = &mut b.payload {
+            *blen += len;
+        }
         b.acks |= (bth.ack_req as u64) << n;
         b.more = n;
         true
     }
+}
+
+/// Whether a packet with `bth` (no extension header) and the `len` bytes at `off` of the
+/// message whose pieces are `p` comes right after the packets of entry `b` of the loopback
+/// queue: same BTH but the next PSN, same opcode and length, the next bytes of the same
+/// message, the same sender.
+#[inline]
+fn continues(
+    b: &RefPacket,
+    bth: &Bth,
+    sgid: [u8; 16],
+    p: &Arc<[(u64, usize)]>,
+    off: usize,
+    len: usize,
+) -> bool {
+    let RefPayload::Own {
+        pieces,
+        off: boff,
+        len: blen,
+    } = &b.payload
+    else {
+        return false;
+    };
+    let n = b.count();
+    let (x, y) = (&b.bth, bth);
+    x.opcode == y.opcode
+        && x.dest_qp == y.dest_qp
+        && y.psn == crate::roce::psn_add(x.psn, n)
+        && (x.solicited, x.mig_req, x.tver, x.p_key, x.resv8a, x.resv7)
+            == (y.solicited, y.mig_req, y.tver, y.p_key, y.resv8a, y.resv7)
+        && b.ext == PktExt::None
+        && b.src_gid == sgid
+        && Arc::ptr_eq(pieces, p)
+        && *boff + *blen == off
+        && *blen == n as usize * len
 }
 
 /// Runs `f` on QP `qpn`'s transport with its environment, then sends what it emitted, adds
@@ -249,7 +316,12 @@ pub(super) fn with_rc<'r>(
 }
 
 /// Whether message bytes `off..end` of `pieces` (`end` within them) are guest memory.
-pub(super) fn check_pieces(mem: &dyn GuestMemory, pieces: &[(u64, usize)], off: usize, end: usize) -> bool {
+pub(super) fn check_pieces(
+    mem: &dyn GuestMemory,
+    pieces: &[(u64, usize)],
+    off: usize,
+    end: usize,
+) -> bool {
     let mut at = 0usize;
     for &(bus, n) in pieces {
         let (lo, hi) = (at.max(off), (at + n).min(end));

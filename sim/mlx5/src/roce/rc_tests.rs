@@ -2968,3 +2968,97 @@ fn rc_ack_request_when_the_window_fills() {
     assert_eq!(p.req.counters().retransmitted, 0);
     assert!(p.log_req[127].bth.ack_req);
 }
+
+/// The requester's MIDDLE packets handed to a link as runs ([`TxRun`]) are the packets it
+/// sends one by one to a link that takes no runs: same PSNs (across the 24-bit wrap), opcodes,
+/// AckReq bits (every 3rd packet, the one that fills the window, the last), payload offsets
+/// and lengths, window stops, a retransmission after a timeout, and counters.
+#[test]
+fn rc_runs_of_middle_packets_are_the_packets_sent_one_by_one() {
+    type Sent = Vec<(Bth, HdrSet, Option<PayloadSrc>, usize)>;
+    struct OneByOne(Sent);
+    impl Tx for OneByOne {
+        fn send(&mut self, b: &Bth, e: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+            self.0.push((*b, e.set(), p.src, p.len));
+            Ok(())
+        }
+    }
+    struct Runs(Sent, u32);
+    impl Tx for Runs {
+        fn send(&mut self, b: &Bth, e: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+            self.0.push((*b, e.set(), p.src, p.len));
+            Ok(())
+        }
+        fn send_run(&mut self, run: &TxRun) -> bool {
+            self.1 += 1;
+            for i in 0..run.n {
+                let mut b = run.bth;
+                b.psn = psn_add(run.bth.psn, i);
+                b.ack_req = (run.acks >> i) & 1 != 0;
+                let offset = run.offset + i * run.each;
+                let src = Some(PayloadSrc::Wqe { wr: run.wr, offset });
+                self.0.push((b, HdrSet::NONE, src, run.each as usize));
+            }
+            true
+        }
+    }
+    let drive = |tx: &mut dyn Tx| {
+        let mut rc = ReqConfig::new(RESP_QPN, 256, 0xff_fff0);
+        (rc.ack_req_every, rc.max_unacked_psns) = (3, 10);
+        let mut r = Requester::new(rc).unwrap();
+        let mut env = ReqSide::default();
+        env.bufs.insert(1, vec![0; 40 * 256]);
+        env.bufs.insert(2, vec![0; 20 * 256 - 5]);
+        let write = WrOp::Write {
+            raddr: WR_VA,
+            rkey: WR_KEY,
+            imm: None,
+        };
+        r.post(wr(1, write, 40 * 256)).unwrap();
+        let send = WrOp::Send {
+            imm: Some(7),
+            invalidate: None,
+        };
+        r.post(wr(2, send, 20 * 256 - 5)).unwrap();
+        // The first window goes out, times out and is sent again (from its FIRST packet).
+        r.pump(0, &mut env, tx);
+        let timeout = 1_000_000_000;
+        r.pump(timeout, &mut env, tx);
+        for round in 0..20 {
+            r.pump(timeout + round, &mut env, tx);
+            if r.outstanding() == 0 || env.done.len() == 2 {
+                break;
+            }
+            // Acknowledge everything sent so far.
+            let last = psn_add(r.next_psn(), PSN_MASK);
+            let ext = ExtHdrs {
+                aeth: Some(Aeth::ack(Aeth::CREDIT_UNLIMITED, 0)),
+                ..ExtHdrs::default()
+            };
+            let ack = RxPacket {
+                bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, last),
+                ext: &ext,
+                payload: RxPayload::Bytes(&[]),
+            };
+            r.receive(timeout + round, &ack, &mut env, tx);
+        }
+        (*r.counters(), env.done.clone())
+    };
+    let mut one = OneByOne(Vec::new());
+    let a = drive(&mut one);
+    let mut runs = Runs(Vec::new(), 0);
+    let b = drive(&mut runs);
+    assert_eq!(one.0.len(), 70, "60 packets and 10 sent again");
+    assert_eq!(one.0, runs.0, "the same packets");
+    assert_eq!(a, b, "the same counters and completions");
+    assert_eq!((a.0.retransmitted, a.0.timeouts), (10, 1));
+    assert_eq!(a.1, vec![(1, WcStatus::Success), (2, WcStatus::Success)]);
+    assert!(runs.1 >= 4, "runs were taken ({})", runs.1);
+    // The stream itself: PSNs wrap, AckReq on every 3rd packet since the last one, the 10th
+    // of a window and each message's last.
+    assert_eq!(one.0[15 + 10].0.psn, 0xff_ffff);
+    assert_eq!(one.0[16 + 10].0.psn, 0);
+    assert_eq!(one.0[..10], one.0[10..20], "the same window again");
+    assert!(one.0[39 + 10].0.ack_req && one.0[59 + 10].0.ack_req);
+    assert!(one.0.iter().filter(|p| p.0.ack_req).count() >= 20);
+}

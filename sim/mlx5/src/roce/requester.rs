@@ -26,7 +26,7 @@ use super::frame::{Aeth, AethKind, AtomicEth, Bth, ExtHdrs, NakCode, Reth, NO_EX
 use super::opcode::{HdrSet, OpKind, Opcode, Position};
 use super::transport::{
     ack_timeout_ns, packets_for, rnr_timer_ns, valid_mtu, LocalFault, Nanos, PayloadSrc, ReqEnv,
-    RxPacket, Tx, TxPayload, WcStatus,
+    RxPacket, Tx, TxPayload, TxRun, WcStatus,
 };
 use super::{psn_add, psn_diff, PSN_MASK};
 
@@ -445,6 +445,9 @@ impl Requester {
                 e.started = true;
                 e.first_psn = self.psn;
             }
+            if self.emit_run(now, tx) {
+                continue;
+            }
             if self.emit(now, env, tx).is_err() {
                 // A local fault gathering the payload: the WQE completes with LOC_PROT_ERR when
                 // it reaches the head (rxe_req.c: `wqe->status = IB_WC_LOC_PROT_ERR`), nothing
@@ -454,6 +457,72 @@ impl Requester {
                 break;
             }
         }
+    }
+
+    /// Emits the MIDDLE packets of `wqes[cur]` that come next (a WRITE or SEND past its
+    /// first packet, up to its last, within the window of unacknowledged PSNs) as one
+    /// [`TxRun`] when the link takes runs: each packet gets its PSN and AckReq exactly as
+    /// [`Requester::emit`] would give it. Returns whether it sent any.
+    fn emit_run(&mut self, now: Nanos, tx: &mut dyn Tx) -> bool {
+        let w = &self.wqes[self.cur];
+        let (is_write, is_send) = (
+            matches!(w.wr.op, WrOp::Write { .. }),
+            matches!(w.wr.op, WrOp::Send { .. }),
+        );
+        let k = self.cur_pkt;
+        if !(is_write || is_send) || k == 0 || k + 1 >= w.npkts {
+            return false;
+        }
+        let room = self.cfg.max_unacked_psns as i32 - psn_diff(self.psn, self.comp_psn);
+        let n = (w.npkts - 1 - k).min(room.max(0) as u32).min(64);
+        if n == 0 {
+            return false;
+        }
+        let mtu = self.cfg.mtu;
+        let op = if is_write {
+            Opcode::RC_RDMA_WRITE_MIDDLE
+        } else {
+            Opcode::RC_SEND_MIDDLE
+        };
+        let (psn, wr) = (self.psn, w.wr.wr_id);
+        // AckReq as emit sets it for each (`end` is false for a MIDDLE packet).
+        let mut noack = self.noack;
+        let mut acks = 0u64;
+        for i in 0..n {
+            noack += 1;
+            let used_after = psn_diff(psn_add(psn, i + 1), self.comp_psn);
+            if noack >= self.cfg.ack_req_every || used_after >= self.cfg.max_unacked_psns as i32 {
+                acks |= 1 << i;
+                noack = 0;
+            }
+        }
+        let mut bth = Bth::new(op, self.cfg.dest_qp, psn);
+        bth.ack_req = acks & 1 != 0;
+        let run = TxRun {
+            bth,
+            n,
+            acks,
+            wr,
+            offset: k * mtu,
+            each: mtu,
+        };
+        if !tx.send_run(&run) {
+            return false;
+        }
+        self.noack = noack;
+        self.counters.packets_sent += n as u64;
+        // Those of its PSNs sent before.
+        let again = psn_diff(self.high_psn, psn).clamp(0, n as i32);
+        self.counters.retransmitted += again as u64;
+        self.psn = psn_add(psn, n);
+        if psn_diff(self.psn, self.high_psn) > 0 {
+            self.high_psn = self.psn;
+        }
+        self.cur_pkt += n;
+        if self.retrans_deadline.is_none() {
+            self.retrans_deadline = ack_timeout_ns(self.cfg.ack_timeout).map(|t| now + t);
+        }
+        true
     }
 
     /// Emits the next packet of `wqes[cur]` and advances the cursor.
@@ -579,7 +648,7 @@ impl Requester {
         if bth.ack_req {
             self.noack = 0;
         }
-                let mut fill = |dst: &mut [u8]| {
+        let mut fill = |dst: &mut [u8]| {
             if dst.is_empty() {
                 Ok(())
             } else {
@@ -596,11 +665,7 @@ impl Requester {
         // copying a value written a moment ago with narrow stores costs a store-forwarding
         // stall per packet, and the transmitter recognises that set by its address.
         debug_assert_eq!(has_ext, ext.set() != HdrSet::NONE);
-        let ext = if !has_ext {
-            &NO_EXT
-        } else {
-            &ext
-        };
+        let ext = if !has_ext { &NO_EXT } else { &ext };
         tx.send(&bth, ext, payload)?;
         self.counters.packets_sent += 1;
         // PSNs this packet occupies: a READ request takes one per response packet.

@@ -378,8 +378,16 @@ impl Responder {
         // RETH, what the RETH length leaves), checked in that order with the same outcome:
         // most packets of a long WRITE. Any other case takes the general path, which reports
         // the failing check.
-        if let (OpKind::Write, Position::Middle, Some(InProgress::Write { va, rkey, resid, length })) =
-            (kind, pos, self.cur)
+        if let (
+            OpKind::Write,
+            Position::Middle,
+            Some(InProgress::Write {
+                va,
+                rkey,
+                resid,
+                length,
+            }),
+        ) = (kind, pos, self.cur)
         {
             if self.cfg.remote_write
                 && pkt.ext.imm_dt.is_none()

@@ -4,7 +4,6 @@
 use super::super::icrc::icrc;
 use super::*;
 
-
 fn range(field: &'static str, value: u64, max: u64) -> Result<(), EncodeError> {
     if value > max {
         Err(EncodeError::FieldRange { field, value })

@@ -746,7 +746,6 @@ pub fn ipv4_checksum(hdr: &[u8]) -> u16 {
     !(sum as u16)
 }
 
-
 mod decoder;
 mod encoder;
 
