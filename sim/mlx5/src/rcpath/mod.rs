@@ -560,20 +560,28 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
             let last = kept.peek().is_none();
             let ext = p.ext.get(&mut tmp);
             env.rx = Some(&p.payload);
-            // Each packet of the entry on its own (RefPacket::more).
-            for i in 0..p.count() {
+            // Each packet of the entry on its own (RefPacket::more, RefPacket::packet).
+            let (mut bth, n) = (p.bth, p.count());
+            let each = match n {
+                1 => p.payload.len(),
+                _ => p.payload.len() / n as usize,
+            };
+            for i in 0..n {
+                if i > 0 {
+                    bth.psn = crate::roce::psn_add(bth.psn, 1);
+                    bth.ack_req = (p.acks >> i) & 1 != 0;
+                }
                 // A WRITE's bytes may move together with the next packet's, up to the last one.
-                env.flush_each = last && i == p.more;
-                let (bth, at, len) = p.packet(i);
+                env.flush_each = last && i + 1 == n;
                 let pkt = RxPacket {
                     bth,
                     ext,
-                    payload: if len == 0 {
+                    payload: if each == 0 {
                         RxPayload::Bytes(&[])
                     } else {
                         RxPayload::Ref {
-                            token: at as u64,
-                            len,
+                            token: (i as usize * each) as u64,
+                            len: each,
                         }
                     },
                 };
