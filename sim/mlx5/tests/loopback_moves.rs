@@ -24,6 +24,7 @@ struct Pair {
     a: Qp,
     b: Qp,
     scq: Cq,
+    rcq: Cq,
 }
 
 fn pair() -> Pair {
@@ -34,7 +35,13 @@ fn pair() -> Pair {
     let b = env.qp(&scq, &rcq, 6, 5);
     env.connect_local(&a, b.qpn);
     env.connect_local(&b, a.qpn);
-    Pair { env, a, b, scq }
+    Pair {
+        env,
+        a,
+        b,
+        scq,
+        rcq,
+    }
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -206,4 +213,51 @@ fn packets_sharing_a_queue_entry_are_each_received() {
         let acks = resp.acks - resp0.acks;
         assert!((1..=npkts).contains(&acks), "{acks} ACKs");
     }
+}
+
+/// A SEND of 12 packets whose MIDDLE packets share loopback-queue entries, gathered from two
+/// buffers and scattered into three receive segments: each packet's bytes land at its offset
+/// of the receive WQE, across the segment boundaries, and the receive completes with the whole
+/// length.
+#[test]
+fn long_send_lands_across_receive_segments() {
+    let mut p = pair();
+    let (l1, l2) = (5 * MTU + 100, 6 * MTU + 200);
+    let len = l1 + l2;
+    let src = p.env.alloc(len + 4096);
+    let dst = p.env.alloc(len + 8192);
+    let lkey = p.env.mkey(src, (len + 4096) as u64, LR);
+    let rkey = p.env.mkey(dst, (len + 8192) as u64, LR | LW);
+    let data = pattern(len, 13);
+    // The second gather buffer is not right after the first.
+    p.env.write(src, &data[..l1]);
+    p.env.write(src + (l1 + 4096) as u64, &data[l1..]);
+    let (r1, r2) = (3 * MTU + 7, 4 * MTU);
+    let r3 = len - r1 - r2 + 50;
+    let (d1, d2, d3) = (dst, dst + (r1 + 1000) as u64, dst + (r1 + r2 + 3000) as u64);
+    p.env.post_recv(
+        &mut p.b,
+        &[(r1 as u32, rkey, d1), (r2 as u32, rkey, d2), (r3 as u32, rkey, d3)],
+    );
+    p.env.post_send(
+        &mut p.a,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[
+            &dseg(l1 as u32, lkey, src),
+            &dseg(l2 as u32, lkey, src + (l1 + 4096) as u64),
+        ],
+    );
+    let r = p.env.poll_cq(&mut p.rcq).expect("receive completes");
+    assert_eq!(r.opcode(), cqe::opcode::RESP_SEND, "syndrome {:#x}", r.syndrome());
+    assert_eq!(r.byte_cnt() as usize, len);
+    let s = p.env.poll_cq(&mut p.scq).expect("send completes");
+    assert_eq!(s.opcode(), cqe::opcode::REQ);
+    assert_eq!(p.env.read(d1, r1), data[..r1]);
+    assert_eq!(p.env.read(d2, r2), data[r1..r1 + r2]);
+    assert_eq!(p.env.read(d3, len - r1 - r2), data[r1 + r2..]);
+    assert_eq!(p.env.read(d1 + r1 as u64, 1000), vec![0u8; 1000], "between segments");
+    let (_, resp) = rc_counters(&p, p.b.qpn);
+    assert_eq!(resp.executed, 12, "each packet executed");
 }
