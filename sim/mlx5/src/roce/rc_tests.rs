@@ -1603,6 +1603,30 @@ fn rc_responder_checks_every_write_middle() {
     assert!(r.is_error());
     assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
     assert_eq!(tx.0.last().unwrap().0.psn, 2);
+    // A MIDDLE whose bytes cannot be placed (the region went away after FIRST): remote access
+    // error NAK at its PSN, not executed.
+    let mut rs = RespSide::default();
+    rs.add_region(WR_KEY, WR_VA, vec![0; 3 * 256]);
+    let mut r = Responder::new(RespConfig::new(REQ_QPN, 256, 0)).unwrap();
+    let mut tx = Sink(Vec::new());
+    let pkt = RxPacket {
+        bth: Bth::new(Opcode::RC_RDMA_WRITE_FIRST, RESP_QPN, 0),
+        ext: &first,
+        payload: RxPayload::Bytes(&data[..256]),
+    };
+    r.receive(0, &pkt, &mut rs, &mut tx);
+    rs.regions.clear();
+    let pkt = RxPacket {
+        bth: Bth::new(Opcode::RC_RDMA_WRITE_MIDDLE, RESP_QPN, 1),
+        ext: &ExtHdrs::NONE,
+        payload: RxPayload::Bytes(&data[256..512]),
+    };
+    r.receive(0, &pkt, &mut rs, &mut tx);
+    assert!(r.is_error());
+    assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::RemoteAccessError)));
+    assert_eq!(tx.0.last().unwrap().0.psn, 1);
+    assert_eq!(r.counters().executed, 1);
+    assert_eq!(r.error_cause(), Some(NakCode::RemoteAccessError));
 }
 
 #[test]
