@@ -33,7 +33,7 @@ pub(super) struct Outbox<'a, 'b, 'h> {
 
 impl Tx for Outbox<'_, '_, '_> {
     fn send_run(&mut self, run: &TxRun) -> bool {
-        if !self.local {
+        if !self.local || run.n == 0 || run.n > RefPacket::MAX_PACKETS {
             return false;
         }
         let (off, each, n) = (run.offset as usize, run.each as usize, run.n);
