@@ -16,7 +16,9 @@
 //!   the sender's keys resolved to, and the receiver moves it with one [`GuestMemory::copy`]
 //!   straight into the destination (the transport's `RxPayload::Ref` / `TxPayload::src`
 //!   design, roce/transport.rs; consecutive packets of one RDMA WRITE whose bytes follow on
-//!   share one copy, rcpath.rs `PendingMove`). No ICRC is computed: no frame exists.
+//!   share one copy, rcpath.rs `PendingMove`). No ICRC is computed: no frame exists. On
+//!   the loopback queue the MIDDLE packets of one message that follow each other share one
+//!   entry ([`RefPacket::more`]); the receiver still takes them packet by packet.
 //! - **No link**: packets to a remote GID are lost (a cable to nowhere); RC retransmits them
 //!   until `retry_count` runs out.
 //!
@@ -33,7 +35,7 @@ use crate::roce::link::{
     FaultSpec, Link, LinkError, PcapTap, Port as FramePort, PortConfig, RxPacket as RxFrame,
     StreamAddr,
 };
-use crate::roce::{Bth, ExtHdrs};
+use crate::roce::{Aeth, Bth, ExtHdrs, Reth, NO_EXT};
 
 /// Packets an in-process shared-memory pair queues before refusing more (lost, as on a full
 /// transmit queue; RC retransmits).
@@ -46,9 +48,123 @@ pub struct RefPacket {
     /// BTH.
     pub bth: Bth,
     /// Extension headers.
-    pub ext: ExtHdrs,
-    /// Payload.
+    pub ext: PktExt,
+    /// Payload (of every packet of the entry, see `more`).
     pub payload: RefPayload,
+    /// Loopback queue: how many packets follow this one in the same entry. Each is a real
+    /// packet of its own: this BTH with the next PSN (`psn + i`) and its own AckReq (bit `i`
+    /// of `acks`), no extension header, and the next `payload.len() / (more + 1)` bytes of
+    /// the payload. Only packets with the same opcode and length that continue one message
+    /// share an entry (the MIDDLE packets of a long WRITE or SEND): the queue holds one entry
+    /// instead of each, and the receiver still takes them one by one. 0 elsewhere.
+    pub more: u32,
+    /// AckReq of packet `i` of the entry (bit 0 mirrors `bth.ack_req`).
+    pub acks: u64,
+}
+
+impl RefPacket {
+    /// One packet.
+    pub fn one(src_gid: [u8; 16], bth: Bth, ext: PktExt, payload: RefPayload) -> RefPacket {
+        RefPacket {
+            src_gid,
+            acks: bth.ack_req as u64,
+            bth,
+            ext,
+            payload,
+            more: 0,
+        }
+    }
+
+    /// Most packets one entry holds.
+    pub const MAX_PACKETS: u32 = 64;
+
+    /// Packets in this entry.
+    #[inline]
+    pub fn count(&self) -> u32 {
+        self.more + 1
+    }
+
+    /// The BTH of packet `i` of the entry, the offset of its bytes in the payload, and their
+    /// count.
+    #[inline]
+    pub fn packet(&self, i: u32) -> (Bth, usize, usize) {
+        if self.more == 0 {
+            return (self.bth, 0, self.payload.len());
+        }
+        let mut bth = self.bth;
+        bth.psn = crate::roce::psn_add(bth.psn, i);
+        bth.ack_req = (self.acks >> i) & 1 != 0;
+        let each = self.payload.len() / self.count() as usize;
+        (bth, i as usize * each, each)
+    }
+}
+
+/// The extension headers of a [`RefPacket`], compact: an [`ExtHdrs`] is over a hundred bytes
+/// and most packets carry none (MIDDLE), a RETH (WRITE FIRST / ONLY) or an AETH (ACK), so a
+/// packet moved through a queue does not carry the full set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PktExt {
+    /// No extension header.
+    None,
+    /// A RETH alone.
+    Reth(Reth),
+    /// An AETH alone.
+    Aeth(Aeth),
+    /// Any other combination.
+    Other(Box<ExtHdrs>),
+}
+
+impl PktExt {
+    /// The compact form of `e` ([`NO_EXT`] itself is recognised by its address).
+    #[inline]
+    pub fn new(e: &ExtHdrs) -> PktExt {
+        if std::ptr::eq(e, &NO_EXT) {
+            return PktExt::None;
+        }
+        let ExtHdrs {
+            deth: None,
+            atomic_eth: None,
+            atomic_ack_eth: None,
+            imm_dt: None,
+            ieth: None,
+            reth,
+            aeth,
+        } = *e
+        else {
+            return PktExt::Other(Box::new(*e));
+        };
+        match (reth, aeth) {
+            (None, None) => PktExt::None,
+            (Some(r), None) => PktExt::Reth(r),
+            (None, Some(a)) => PktExt::Aeth(a),
+            _ => PktExt::Other(Box::new(*e)),
+        }
+    }
+
+    /// The full set: lent from a static (none), from the box, or written into `tmp`.
+    #[inline]
+    pub fn get<'s>(&'s self, tmp: &'s mut ExtHdrs) -> &'s ExtHdrs {
+        match self {
+            PktExt::None => &NO_EXT,
+            PktExt::Other(b) => b,
+            PktExt::Reth(r) => {
+                *tmp = ExtHdrs::NONE;
+                tmp.reth = Some(*r);
+                tmp
+            }
+            PktExt::Aeth(a) => {
+                *tmp = ExtHdrs::NONE;
+                tmp.aeth = Some(*a);
+                tmp
+            }
+        }
+    }
+
+    /// The full set, as a value.
+    pub fn to_ext(&self) -> ExtHdrs {
+        let mut tmp = ExtHdrs::NONE;
+        *self.get(&mut tmp)
+    }
 }
 
 impl std::fmt::Debug for RefPacket {
@@ -56,6 +172,7 @@ impl std::fmt::Debug for RefPacket {
         f.debug_struct("RefPacket")
             .field("bth", &self.bth)
             .field("ext", &self.ext)
+            .field("more", &self.more)
             .finish_non_exhaustive()
     }
 }
@@ -101,6 +218,7 @@ pub enum RefPayload {
 
 impl RefPayload {
     /// Payload length.
+    #[inline]
     pub fn len(&self) -> usize {
         match self {
             RefPayload::None => 0,
@@ -597,9 +715,6 @@ pub fn port_from_args(flag: &str, value: &str) -> Option<Result<Port, String>> {
     }
 }
 
-/// Usage text for the wire options.
-pub const WIRE_USAGE: &str = "  --wire-listen ADDR   RoCEv2 frames to a peer (another mlx5-sim, a QEMU -netdev stream):\n                       listen on ADDR = PATH | unix:PATH | tcp:IP:PORT\n  --wire-connect ADDR  the same, connecting to ADDR\n  --wire-pcap FILE     capture every frame of the wire, both directions (pcap)\n  --wire-fault SPEC    inject faults on send: drop=R,dup=R,corrupt=R,reorder=R[:window=N],seed=U64\n";
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -645,5 +760,95 @@ mod tests {
                 Err(DeliverError::Destination(_))
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod pkt_ext_tests {
+    use super::*;
+    use crate::roce::{AtomicEth, NakCode};
+
+    #[test]
+    fn pkt_ext_gives_back_every_header_set() {
+        let reth = Reth {
+            va: 0x1234_5678_9abc,
+            r_key: 0x55,
+            dma_len: 65536,
+        };
+        let aeth = Aeth::nak(NakCode::RemoteAccessError, 7);
+        let sets = [
+            ExtHdrs::NONE,
+            ExtHdrs {
+                reth: Some(reth),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                aeth: Some(aeth),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                reth: Some(reth),
+                imm_dt: Some(9),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                imm_dt: Some(9),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                ieth: Some(3),
+                ..ExtHdrs::NONE
+            },
+            ExtHdrs {
+                atomic_eth: Some(AtomicEth {
+                    va: 8,
+                    r_key: 1,
+                    swap_add: 2,
+                    compare: 3,
+                }),
+                ..ExtHdrs::NONE
+            },
+        ];
+        for e in sets {
+            let c = PktExt::new(&e);
+            let mut tmp = ExtHdrs::NONE;
+            assert_eq!(*c.get(&mut tmp), e);
+            assert_eq!(c.to_ext(), e);
+        }
+        assert_eq!(PktExt::new(&ExtHdrs::NONE), PktExt::None);
+        assert!(matches!(PktExt::new(&sets[1]), PktExt::Reth(_)));
+        assert!(matches!(PktExt::new(&sets[2]), PktExt::Aeth(_)));
+        assert!(matches!(PktExt::new(&sets[3]), PktExt::Other(_)));
+        assert_eq!(PktExt::new(&NO_EXT), PktExt::None);
+    }
+
+    /// Each packet of an entry that holds several: its own PSN (wrapping at 24 bits), its own
+    /// AckReq, its share of the payload.
+    #[test]
+    fn packets_of_one_entry() {
+        let mut bth = Bth::new(crate::roce::Opcode::RC_RDMA_WRITE_MIDDLE, 7, 0xff_fffe);
+        bth.ack_req = false;
+        let mut p = RefPacket::one(
+            [1; 16],
+            bth,
+            PktExt::None,
+            RefPayload::Own {
+                pieces: Arc::from(vec![(0x1000u64, 4 * 256usize)]),
+                off: 256,
+                len: 256,
+            },
+        );
+        assert_eq!(p.packet(0), (bth, 0, 256));
+        p.more = 2;
+        p.acks = 0b100;
+        if let RefPayload::Own { len, .. } = &mut p.payload {
+            *len = 3 * 256;
+        }
+        assert_eq!(p.count(), 3);
+        let (b1, at1, n1) = p.packet(1);
+        assert_eq!((b1.psn, b1.ack_req, at1, n1), (0xff_ffff, false, 256, 256));
+        let (b2, at2, n2) = p.packet(2);
+        assert_eq!((b2.psn, b2.ack_req, at2, n2), (0, true, 512, 256));
+        assert_eq!((b2.opcode, b2.dest_qp), (bth.opcode, bth.dest_qp));
     }
 }

@@ -54,7 +54,7 @@ impl Pkt {
     fn rx(&self) -> RxPacket<'_> {
         RxPacket {
             bth: self.bth,
-            ext: self.ext,
+            ext: &self.ext,
             payload: RxPayload::Bytes(&self.payload),
         }
     }

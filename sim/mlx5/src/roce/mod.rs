@@ -78,7 +78,7 @@ pub mod transport;
 pub use frame::{
     decode, ipv4_checksum, pad_for, Aeth, AethKind, AtomicAckEth, AtomicEth, Bth, DecodeError,
     Deth, EncodeError, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, Ipv6Hdr, Layer, NakCode, OtherFrame,
-    OtherIp, Reth, RoceFrame, RoceHeaders, UdpHdr, Vlan,
+    OtherIp, Reth, RoceFrame, RoceHeaders, UdpHdr, Vlan, NO_EXT,
 };
 pub use icrc::icrc;
 pub use opcode::{HdrSet, OpKind, Opcode, OpcodeInfo, Position, Transport, OPCODES};

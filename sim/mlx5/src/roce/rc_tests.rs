@@ -410,7 +410,7 @@ fn with_packet(w: &Wired, dropped: &mut u64, mut f: impl FnMut(&RxPacket<'_>)) {
         },
         Wired::Raw(bth, ext, p) => f(&RxPacket {
             bth: *bth,
-            ext: *ext,
+            ext,
             payload: match *p {
                 Some((token, len)) => RxPayload::Ref { token, len },
                 None => RxPayload::Bytes(&[]),
@@ -1434,7 +1434,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     let pay = [0u8; 256];
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_RDMA_WRITE_MIDDLE, RESP_QPN, 0),
-        ext: ExtHdrs::default(),
+        ext: &ExtHdrs::NONE,
         payload: RxPayload::Bytes(&pay),
     };
     r.receive(0, &pkt, &mut rs, &mut tx);
@@ -1446,7 +1446,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     let big = [0u8; 260];
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_SEND_ONLY, RESP_QPN, 0),
-        ext: ExtHdrs::default(),
+        ext: &ExtHdrs::NONE,
         payload: RxPayload::Bytes(&big),
     };
     r.receive(0, &pkt, &mut rs, &mut tx);
@@ -1456,7 +1456,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     rs.recvs.push_back(vec![0; 1000]);
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_SEND_FIRST, RESP_QPN, 0),
-        ext: ExtHdrs::default(),
+        ext: &ExtHdrs::NONE,
         payload: RxPayload::Bytes(&pay),
     };
     let n = tx.0.len();
@@ -1472,7 +1472,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     };
     let pkt = RxPacket {
         bth: Bth::new(Opcode::RC_RDMA_WRITE_FIRST, RESP_QPN, 1),
-        ext,
+        ext: &ext,
         payload: RxPayload::Bytes(&pay),
     };
     r.receive(0, &pkt, &mut rs, &mut tx);
@@ -1485,7 +1485,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     for psn in [12, 13, 11, 14] {
         let pkt = RxPacket {
             bth: Bth::new(Opcode::RC_SEND_ONLY, RESP_QPN, psn),
-            ext: ExtHdrs::default(),
+            ext: &ExtHdrs::NONE,
             payload: RxPayload::Bytes(&pay[..4]),
         };
         r.receive(0, &pkt, &mut rs, &mut tx);
@@ -1498,7 +1498,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
         0,
         &RxPacket {
             bth: b,
-            ext: ExtHdrs::default(),
+            ext: &ExtHdrs::NONE,
             payload: RxPayload::Bytes(&pay[..4]),
         },
         &mut rs,
@@ -1512,7 +1512,7 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
         0,
         &RxPacket {
             bth: Bth::new(Opcode::RC_SEND_ONLY, RESP_QPN, 13),
-            ext: ExtHdrs::default(),
+            ext: &ExtHdrs::NONE,
             payload: RxPayload::Bytes(&pay[..4]),
         },
         &mut rs,
@@ -1520,6 +1520,113 @@ fn rc_responder_rejects_bad_opcode_sequence_and_length() {
     );
     assert_eq!(tx.0.len(), 3);
     assert_eq!(tx.0[2].0.psn, 11);
+}
+
+/// The MIDDLE packets of a WRITE in progress (the responder's quick path for them) still get
+/// every check: each lands at its offset, and one whose length is not the MTU, one that comes
+/// where the RETH length leaves only a LAST, or one after remote write was disabled is NAKed
+/// invalid request.
+#[test]
+fn rc_responder_checks_every_write_middle() {
+    struct Sink(Vec<(Bth, ExtHdrs)>);
+    impl Tx for Sink {
+        fn send(&mut self, b: &Bth, e: &ExtHdrs, _: TxPayload<'_>) -> Result<(), LocalFault> {
+            self.0.push((*b, *e));
+            Ok(())
+        }
+    }
+    let nak_of = |s: &Sink| s.0.last().and_then(|(_, e)| e.aeth).map(|a| a.kind());
+    let first = ExtHdrs {
+        reth: Some(Reth {
+            va: WR_VA,
+            r_key: WR_KEY,
+            dma_len: 3 * 256,
+        }),
+        ..ExtHdrs::default()
+    };
+    let data = pattern(77, 3 * 256);
+    // Runs FIRST, then MIDDLE at PSN 1 with `len` bytes and `ext`, after `before` on the
+    // responder; returns the responder, what it sent and the region's bytes.
+    let run = |len: usize, ext: &ExtHdrs, before: &dyn Fn(&mut Responder)| {
+        let mut rs = RespSide::default();
+        rs.add_region(WR_KEY, WR_VA, vec![0; 3 * 256]);
+        let mut r = Responder::new(RespConfig::new(REQ_QPN, 256, 0)).unwrap();
+        let mut tx = Sink(Vec::new());
+        let pkt = RxPacket {
+            bth: Bth::new(Opcode::RC_RDMA_WRITE_FIRST, RESP_QPN, 0),
+            ext: &first,
+            payload: RxPayload::Bytes(&data[..256]),
+        };
+        r.receive(0, &pkt, &mut rs, &mut tx);
+        before(&mut r);
+        let mut bth = Bth::new(Opcode::RC_RDMA_WRITE_MIDDLE, RESP_QPN, 1);
+        bth.ack_req = true;
+        let pkt = RxPacket {
+            bth,
+            ext,
+            payload: RxPayload::Bytes(&data[256..256 + len]),
+        };
+        r.receive(0, &pkt, &mut rs, &mut tx);
+        let bytes = rs.bytes(WR_KEY, WR_VA, 3 * 256).to_vec();
+        (r, tx, bytes)
+    };
+    let (r, tx, bytes) = run(256, &ExtHdrs::NONE, &|_| {});
+    assert!(!r.is_error());
+    assert_eq!(r.expected_psn(), 2);
+    assert_eq!(nak_of(&tx), Some(AethKind::Ack { credit: 31 }));
+    assert_eq!(bytes[..512], data[..512]);
+    let (r, tx, bytes) = run(200, &ExtHdrs::NONE, &|_| {});
+    assert!(r.is_error(), "short MIDDLE");
+    assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
+    assert_eq!(bytes[256..], vec![0; 512][..], "nothing written");
+    let (r, tx, _) = run(256, &ExtHdrs::NONE, &|r| r.set_access(true, false, true));
+    assert!(r.is_error(), "remote write disabled");
+    assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
+    // Two MIDDLEs for a message that has room for one: the second is where LAST belongs.
+    let mut rs = RespSide::default();
+    rs.add_region(WR_KEY, WR_VA, vec![0; 3 * 256]);
+    let mut r = Responder::new(RespConfig::new(REQ_QPN, 256, 0)).unwrap();
+    let mut tx = Sink(Vec::new());
+    for (psn, op, ext) in [
+        (0, Opcode::RC_RDMA_WRITE_FIRST, &first),
+        (1, Opcode::RC_RDMA_WRITE_MIDDLE, &ExtHdrs::NONE),
+        (2, Opcode::RC_RDMA_WRITE_MIDDLE, &ExtHdrs::NONE),
+    ] {
+        let at = psn as usize * 256;
+        let pkt = RxPacket {
+            bth: Bth::new(op, RESP_QPN, psn),
+            ext,
+            payload: RxPayload::Bytes(&data[at..at + 256]),
+        };
+        r.receive(0, &pkt, &mut rs, &mut tx);
+    }
+    assert!(r.is_error());
+    assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::InvalidRequest)));
+    assert_eq!(tx.0.last().unwrap().0.psn, 2);
+    // A MIDDLE whose bytes cannot be placed (the region went away after FIRST): remote access
+    // error NAK at its PSN, not executed.
+    let mut rs = RespSide::default();
+    rs.add_region(WR_KEY, WR_VA, vec![0; 3 * 256]);
+    let mut r = Responder::new(RespConfig::new(REQ_QPN, 256, 0)).unwrap();
+    let mut tx = Sink(Vec::new());
+    let pkt = RxPacket {
+        bth: Bth::new(Opcode::RC_RDMA_WRITE_FIRST, RESP_QPN, 0),
+        ext: &first,
+        payload: RxPayload::Bytes(&data[..256]),
+    };
+    r.receive(0, &pkt, &mut rs, &mut tx);
+    rs.regions.clear();
+    let pkt = RxPacket {
+        bth: Bth::new(Opcode::RC_RDMA_WRITE_MIDDLE, RESP_QPN, 1),
+        ext: &ExtHdrs::NONE,
+        payload: RxPayload::Bytes(&data[256..512]),
+    };
+    r.receive(0, &pkt, &mut rs, &mut tx);
+    assert!(r.is_error());
+    assert_eq!(nak_of(&tx), Some(AethKind::Nak(NakCode::RemoteAccessError)));
+    assert_eq!(tx.0.last().unwrap().0.psn, 1);
+    assert_eq!(r.counters().executed, 1);
+    assert_eq!(r.error_cause(), Some(NakCode::RemoteAccessError));
 }
 
 #[test]
@@ -2315,7 +2422,7 @@ fn rc_duplicate_rnr_nak_spends_one_retry() {
     };
     let nak = RxPacket {
         bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 5),
-        ext,
+        ext: &ext,
         payload: RxPayload::Bytes(&[]),
     };
     r.receive(10, &nak, &mut env, &mut tx);
@@ -2726,7 +2833,7 @@ fn rc_unknown_nak_code_is_a_remote_operational_error() {
     };
     let nak = RxPacket {
         bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 0),
-        ext,
+        ext: &ext,
         payload: RxPayload::Bytes(&[]),
     };
     r.receive(1, &nak, &mut env, &mut Sink);
@@ -2833,21 +2940,23 @@ fn rc_sequence_nak_during_an_rnr_wait_is_not_a_retry() {
     let mut tx = Sink(0);
     r.pump(0, &mut env, &mut tx);
     assert_eq!(tx.0, 3);
-    let nak = |aeth| RxPacket {
-        bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 0),
-        ext: ExtHdrs {
-            aeth: Some(aeth),
-            ..ExtHdrs::default()
-        },
-        payload: RxPayload::Bytes(&[]),
+    let nak = |aeth| ExtHdrs {
+        aeth: Some(aeth),
+        ..ExtHdrs::default()
     };
-    r.receive(1, &nak(Aeth::rnr_nak(1, 0)), &mut env, &mut tx);
-    r.receive(
-        2,
-        &nak(Aeth::nak(NakCode::PsnSequenceError, 0)),
-        &mut env,
-        &mut tx,
+    fn rx(ext: &ExtHdrs) -> RxPacket<'_> {
+        RxPacket {
+            bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, 0),
+            ext,
+            payload: RxPayload::Bytes(&[]),
+        }
+    }
+    let (rnr, seq) = (
+        nak(Aeth::rnr_nak(1, 0)),
+        nak(Aeth::nak(NakCode::PsnSequenceError, 0)),
     );
+    r.receive(1, &rx(&rnr), &mut env, &mut tx);
+    r.receive(2, &rx(&seq), &mut env, &mut tx);
     assert!(env.done.is_empty());
     assert_eq!(tx.0, 3);
     r.pump(1 + rnr_timer_ns(1), &mut env, &mut tx);
@@ -2882,4 +2991,98 @@ fn rc_ack_request_when_the_window_fills() {
     assert_eq!(p.req.counters().timeouts, 0);
     assert_eq!(p.req.counters().retransmitted, 0);
     assert!(p.log_req[127].bth.ack_req);
+}
+
+/// The requester's MIDDLE packets handed to a link as runs ([`TxRun`]) are the packets it
+/// sends one by one to a link that takes no runs: same PSNs (across the 24-bit wrap), opcodes,
+/// AckReq bits (every 3rd packet, the one that fills the window, the last), payload offsets
+/// and lengths, window stops, a retransmission after a timeout, and counters.
+#[test]
+fn rc_runs_of_middle_packets_are_the_packets_sent_one_by_one() {
+    type Sent = Vec<(Bth, HdrSet, Option<PayloadSrc>, usize)>;
+    struct OneByOne(Sent);
+    impl Tx for OneByOne {
+        fn send(&mut self, b: &Bth, e: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+            self.0.push((*b, e.set(), p.src, p.len));
+            Ok(())
+        }
+    }
+    struct Runs(Sent, u32);
+    impl Tx for Runs {
+        fn send(&mut self, b: &Bth, e: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+            self.0.push((*b, e.set(), p.src, p.len));
+            Ok(())
+        }
+        fn send_run(&mut self, run: &TxRun) -> bool {
+            self.1 += 1;
+            for i in 0..run.n {
+                let mut b = run.bth;
+                b.psn = psn_add(run.bth.psn, i);
+                b.ack_req = (run.acks >> i) & 1 != 0;
+                let offset = run.offset + i * run.each;
+                let src = Some(PayloadSrc::Wqe { wr: run.wr, offset });
+                self.0.push((b, HdrSet::NONE, src, run.each as usize));
+            }
+            true
+        }
+    }
+    let drive = |tx: &mut dyn Tx| {
+        let mut rc = ReqConfig::new(RESP_QPN, 256, 0xff_fff0);
+        (rc.ack_req_every, rc.max_unacked_psns) = (3, 10);
+        let mut r = Requester::new(rc).unwrap();
+        let mut env = ReqSide::default();
+        env.bufs.insert(1, vec![0; 40 * 256]);
+        env.bufs.insert(2, vec![0; 20 * 256 - 5]);
+        let write = WrOp::Write {
+            raddr: WR_VA,
+            rkey: WR_KEY,
+            imm: None,
+        };
+        r.post(wr(1, write, 40 * 256)).unwrap();
+        let send = WrOp::Send {
+            imm: Some(7),
+            invalidate: None,
+        };
+        r.post(wr(2, send, 20 * 256 - 5)).unwrap();
+        // The first window goes out, times out and is sent again (from its FIRST packet).
+        r.pump(0, &mut env, tx);
+        let timeout = 1_000_000_000;
+        r.pump(timeout, &mut env, tx);
+        for round in 0..20 {
+            r.pump(timeout + round, &mut env, tx);
+            if r.outstanding() == 0 || env.done.len() == 2 {
+                break;
+            }
+            // Acknowledge everything sent so far.
+            let last = psn_add(r.next_psn(), PSN_MASK);
+            let ext = ExtHdrs {
+                aeth: Some(Aeth::ack(Aeth::CREDIT_UNLIMITED, 0)),
+                ..ExtHdrs::default()
+            };
+            let ack = RxPacket {
+                bth: Bth::new(Opcode::RC_ACKNOWLEDGE, REQ_QPN, last),
+                ext: &ext,
+                payload: RxPayload::Bytes(&[]),
+            };
+            r.receive(timeout + round, &ack, &mut env, tx);
+        }
+        (*r.counters(), env.done.clone())
+    };
+    let mut one = OneByOne(Vec::new());
+    let a = drive(&mut one);
+    let mut runs = Runs(Vec::new(), 0);
+    let b = drive(&mut runs);
+    assert_eq!(one.0.len(), 70, "60 packets and 10 sent again");
+    assert_eq!(one.0, runs.0, "the same packets");
+    assert_eq!(a, b, "the same counters and completions");
+    assert_eq!((a.0.retransmitted, a.0.timeouts), (10, 1));
+    assert_eq!(a.1, vec![(1, WcStatus::Success), (2, WcStatus::Success)]);
+    assert!(runs.1 >= 4, "runs were taken ({})", runs.1);
+    // The stream itself: PSNs wrap, AckReq on every 3rd packet since the last one, the 10th
+    // of a window and each message's last.
+    assert_eq!(one.0[15 + 10].0.psn, 0xff_ffff);
+    assert_eq!(one.0[16 + 10].0.psn, 0);
+    assert_eq!(one.0[..10], one.0[10..20], "the same window again");
+    assert!(one.0[39 + 10].0.ack_req && one.0[59 + 10].0.ack_req);
+    assert!(one.0.iter().filter(|p| p.0.ack_req).count() >= 20);
 }

@@ -22,11 +22,11 @@
 
 use std::collections::VecDeque;
 
-use super::frame::{Aeth, AethKind, AtomicEth, Bth, ExtHdrs, NakCode, Reth};
+use super::frame::{Aeth, AethKind, AtomicEth, Bth, ExtHdrs, NakCode, Reth, NO_EXT};
 use super::opcode::{HdrSet, OpKind, Opcode, Position};
 use super::transport::{
     ack_timeout_ns, packets_for, rnr_timer_ns, valid_mtu, LocalFault, Nanos, PayloadSrc, ReqEnv,
-    RxPacket, Tx, TxPayload, WcStatus,
+    RxPacket, Tx, TxPayload, TxRun, WcStatus,
 };
 use super::{psn_add, psn_diff, PSN_MASK};
 
@@ -416,23 +416,25 @@ impl Requester {
             self.rewind();
         }
         while !self.blocked {
-            let Some(&w) = self.wqes.get(self.cur) else {
+            let Some(w) = self.wqes.get(self.cur) else {
                 break;
             };
+            let (started, fence, rd_atomic, has_rd_atomic) =
+                (w.started, w.wr.fence, w.wr.is_rd_atomic(), w.has_rd_atomic);
             // rxe_req.c: stop RXE_MAX_UNACKED_PSNS ahead of comp.psn (`wait_psn`).
             if psn_diff(self.psn, self.comp_psn) >= self.cfg.max_unacked_psns as i32 {
                 break;
             }
-            if !w.started {
+            if !started {
                 // Fence (IBTA vol. 1 fence indicator: a fenced WQE waits for every earlier READ and atomic;
                 // rxe_req.c req_next_wqe waits for all earlier WQEs, a superset). Every WQE
                 // before `cur` in `wqes` is incomplete.
-                if w.wr.fence && self.wqes.iter().take(self.cur).any(|x| x.wr.is_rd_atomic()) {
+                if fence && self.wqes.iter().take(self.cur).any(|x| x.wr.is_rd_atomic()) {
                     break;
                 }
                 // rxe_req.c check_init_depth: one max_rd_atomic credit per READ / atomic,
                 // kept across retries, returned at completion (rxe_comp.c complete_ack).
-                if w.wr.is_rd_atomic() && !w.has_rd_atomic {
+                if rd_atomic && !has_rd_atomic {
                     if self.rd_atomic >= self.cfg.max_rd_atomic as u32 {
                         break;
                     }
@@ -442,6 +444,9 @@ impl Requester {
                 let e = &mut self.wqes[self.cur];
                 e.started = true;
                 e.first_psn = self.psn;
+            }
+            if self.emit_run(now, tx) {
+                continue;
             }
             if self.emit(now, env, tx).is_err() {
                 // A local fault gathering the payload: the WQE completes with LOC_PROT_ERR when
@@ -454,6 +459,72 @@ impl Requester {
         }
     }
 
+    /// Emits the MIDDLE packets of `wqes[cur]` that come next (a WRITE or SEND past its
+    /// first packet, up to its last, within the window of unacknowledged PSNs) as one
+    /// [`TxRun`] when the link takes runs: each packet gets its PSN and AckReq exactly as
+    /// [`Requester::emit`] would give it. Returns whether it sent any.
+    fn emit_run(&mut self, now: Nanos, tx: &mut dyn Tx) -> bool {
+        let w = &self.wqes[self.cur];
+        let (is_write, is_send) = (
+            matches!(w.wr.op, WrOp::Write { .. }),
+            matches!(w.wr.op, WrOp::Send { .. }),
+        );
+        let k = self.cur_pkt;
+        if !(is_write || is_send) || k == 0 || k + 1 >= w.npkts {
+            return false;
+        }
+        let room = self.cfg.max_unacked_psns as i32 - psn_diff(self.psn, self.comp_psn);
+        let n = (w.npkts - 1 - k).min(room.max(0) as u32).min(64);
+        if n == 0 {
+            return false;
+        }
+        let mtu = self.cfg.mtu;
+        let op = if is_write {
+            Opcode::RC_RDMA_WRITE_MIDDLE
+        } else {
+            Opcode::RC_SEND_MIDDLE
+        };
+        let (psn, wr) = (self.psn, w.wr.wr_id);
+        // AckReq as emit sets it for each (`end` is false for a MIDDLE packet).
+        let mut noack = self.noack;
+        let mut acks = 0u64;
+        for i in 0..n {
+            noack += 1;
+            let used_after = psn_diff(psn_add(psn, i + 1), self.comp_psn);
+            if noack >= self.cfg.ack_req_every || used_after >= self.cfg.max_unacked_psns as i32 {
+                acks |= 1 << i;
+                noack = 0;
+            }
+        }
+        let mut bth = Bth::new(op, self.cfg.dest_qp, psn);
+        bth.ack_req = acks & 1 != 0;
+        let run = TxRun {
+            bth,
+            n,
+            acks,
+            wr,
+            offset: k * mtu,
+            each: mtu,
+        };
+        if !tx.send_run(&run) {
+            return false;
+        }
+        self.noack = noack;
+        self.counters.packets_sent += n as u64;
+        // Those of its PSNs sent before.
+        let again = psn_diff(self.high_psn, psn).clamp(0, n as i32);
+        self.counters.retransmitted += again as u64;
+        self.psn = psn_add(psn, n);
+        if psn_diff(self.psn, self.high_psn) > 0 {
+            self.high_psn = self.psn;
+        }
+        self.cur_pkt += n;
+        if self.retrans_deadline.is_none() {
+            self.retrans_deadline = ack_timeout_ns(self.cfg.ack_timeout).map(|t| now + t);
+        }
+        true
+    }
+
     /// Emits the next packet of `wqes[cur]` and advances the cursor.
     fn emit(
         &mut self,
@@ -461,16 +532,22 @@ impl Requester {
         env: &mut dyn ReqEnv,
         tx: &mut dyn Tx,
     ) -> Result<(), LocalFault> {
-        let w = self.wqes[self.cur];
+        // The fields this needs, not a copy of the whole entry per packet.
+        let (op, wlen, npkts, wr_id, solicited) = {
+            let w = &self.wqes[self.cur];
+            (w.wr.op, w.wr.len, w.npkts, w.wr.wr_id, w.wr.solicited)
+        };
         let mtu = self.cfg.mtu;
         let k = self.cur_pkt;
         let psn = self.psn;
-        let mut ext = ExtHdrs::default();
+        let mut ext = ExtHdrs::NONE;
+        // Whether `ext` holds a header (set with it).
+        let mut has_ext = true;
         let mut bth;
         let offset = k * mtu;
         let end;
         let mut payload_len = 0u32;
-        match w.wr.op {
+        match op {
             WrOp::Read { raddr, rkey } => {
                 // One request for the rest of the message. A retry from the middle asks for
                 // the remaining bytes from the first unacknowledged PSN (rxe_req.c req_retry:
@@ -479,7 +556,7 @@ impl Requester {
                 ext.reth = Some(Reth {
                     va: raddr.wrapping_add(offset as u64),
                     r_key: rkey,
-                    dma_len: w.wr.len - offset.min(w.wr.len),
+                    dma_len: wlen - offset.min(wlen),
                 });
                 end = true;
             }
@@ -509,8 +586,8 @@ impl Requester {
                 end = true;
             }
             WrOp::Send { imm, invalidate } => {
-                let pos = position(k, w.npkts);
-                payload_len = (w.wr.len - offset).min(mtu);
+                let pos = position(k, npkts);
+                payload_len = (wlen - offset).min(mtu);
                 // rxe_req.c next_opcode_rc.
                 let op = match pos {
                     Position::First => Opcode::RC_SEND_FIRST,
@@ -524,15 +601,16 @@ impl Requester {
                 };
                 bth = Bth::new(op, self.cfg.dest_qp, psn);
                 end = pos.is_end();
+                has_ext = end && (imm.is_some() || invalidate.is_some());
                 if end {
                     ext.imm_dt = imm;
                     ext.ieth = invalidate;
-                    bth.solicited = w.wr.solicited;
+                    bth.solicited = solicited;
                 }
             }
             WrOp::Write { raddr, rkey, imm } => {
-                let pos = position(k, w.npkts);
-                payload_len = (w.wr.len - offset).min(mtu);
+                let pos = position(k, npkts);
+                payload_len = (wlen - offset).min(mtu);
                 let op = match pos {
                     Position::First => Opcode::RC_RDMA_WRITE_FIRST,
                     Position::Middle => Opcode::RC_RDMA_WRITE_MIDDLE,
@@ -542,19 +620,20 @@ impl Requester {
                     Position::Only => Opcode::RC_RDMA_WRITE_ONLY,
                 };
                 bth = Bth::new(op, self.cfg.dest_qp, psn);
+                end = pos.is_end();
+                has_ext = pos.is_start() || (end && imm.is_some());
                 if pos.is_start() {
                     // RETH on FIRST / ONLY: the whole message (rxe init_req_packet).
                     ext.reth = Some(Reth {
                         va: raddr,
                         r_key: rkey,
-                        dma_len: w.wr.len,
+                        dma_len: wlen,
                     });
                 }
-                end = pos.is_end();
                 if end {
                     ext.imm_dt = imm;
                     // rxe init_req_packet: SE only on the end of a SEND or WRITE with immediate.
-                    bth.solicited = w.wr.solicited && imm.is_some();
+                    bth.solicited = solicited && imm.is_some();
                 }
             }
         }
@@ -569,7 +648,6 @@ impl Requester {
         if bth.ack_req {
             self.noack = 0;
         }
-        let wr_id = w.wr.wr_id;
         let mut fill = |dst: &mut [u8]| {
             if dst.is_empty() {
                 Ok(())
@@ -582,20 +660,17 @@ impl Requester {
             src: (payload_len > 0).then_some(PayloadSrc::Wqe { wr: wr_id, offset }),
             fill: &mut fill,
         };
-        // A packet without extension headers (a MIDDLE one) hands the transmitter a
-        // long-lived empty set rather than the one just built on the stack: copying a value
-        // written a moment ago with narrow stores costs a store-forwarding stall per packet.
-        static NO_EXT: ExtHdrs = ExtHdrs::NONE;
-        let ext = if ext.set() == HdrSet::NONE {
-            &NO_EXT
-        } else {
-            &ext
-        };
+        // A packet without extension headers (a MIDDLE one) hands the transmitter the
+        // long-lived empty set ([`NO_EXT`]) rather than the one just built on the stack:
+        // copying a value written a moment ago with narrow stores costs a store-forwarding
+        // stall per packet, and the transmitter recognises that set by its address.
+        debug_assert_eq!(has_ext, ext.set() != HdrSet::NONE);
+        let ext = if !has_ext { &NO_EXT } else { &ext };
         tx.send(&bth, ext, payload)?;
         self.counters.packets_sent += 1;
         // PSNs this packet occupies: a READ request takes one per response packet.
-        let used = if matches!(w.wr.op, WrOp::Read { .. }) {
-            w.npkts - k
+        let used = if matches!(op, WrOp::Read { .. }) {
+            npkts - k
         } else {
             1
         };

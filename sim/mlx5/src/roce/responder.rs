@@ -267,6 +267,15 @@ impl Responder {
         env: &mut dyn RespEnv,
         tx: &mut dyn Tx,
     ) {
+        // The common case first: a WRITE MIDDLE at the expected PSN, nothing else pending.
+        if pkt.bth.opcode == Opcode::RC_RDMA_WRITE_MIDDLE
+            && pkt.bth.psn == self.epsn
+            && !self.error
+            && self.reads.is_empty()
+            && self.write_middle(pkt, env, tx)
+        {
+            return;
+        }
         let Some(info) = pkt.bth.opcode.info() else {
             self.counters.dropped += 1;
             return;
@@ -315,31 +324,82 @@ impl Responder {
                 let aeth = Aeth::rnr_nak(self.cfg.min_rnr_timer, self.msn);
                 self.send_ack(psn, aeth, tx);
             }
-            Err(f) => {
-                // Class C: NAK this PSN, complete an engaged receive WQE in error, and go to
-                // the error state (rxe do_class_ac_error → RESPST_COMPLETE / ACKNOWLEDGE).
-                self.counters.error_naks += 1;
-                self.send_ack(psn, Aeth::nak(f.nak, self.msn), tx);
-                if let Some(status) = f.recv {
-                    let kind = if matches!(info.kind, OpKind::Write) {
-                        RecvKind::WriteImm
-                    } else {
-                        RecvKind::Send
-                    };
-                    env.recv_done(RecvCompletion {
-                        status,
-                        kind,
-                        byte_len: 0,
-                        imm: None,
-                        invalidated: None,
-                        solicited: false,
-                    });
-                }
-                self.error = true;
-                self.cause = Some(f.nak);
-                self.cur = None;
-            }
+            Err(f) => self.fail(psn, f, info.kind, env, tx),
         }
+    }
+
+    /// A WRITE MIDDLE packet at the expected PSN (the caller checked opcode, PSN, no error, no
+    /// READ reply streaming) of the message in progress: runs the checks [`Responder::execute`]
+    /// makes for it, in its order (operation sequence, remote write enabled, no receive WQE
+    /// consumed, length = MTU, no RETH, what the RETH length leaves), and when all pass
+    /// executes it as `execute` would and returns `true`. Returns `false`, having done nothing,
+    /// when one does not pass: the general path then reports it.
+    fn write_middle(&mut self, pkt: &RxPacket<'_>, env: &mut dyn RespEnv, tx: &mut dyn Tx) -> bool {
+        let Some(InProgress::Write {
+            va,
+            rkey,
+            resid,
+            length,
+        }) = self.cur
+        else {
+            return false;
+        };
+        let (mtu, psn) = (self.cfg.mtu, pkt.bth.psn);
+        let plen = pkt.payload.len() as u32;
+        if !(self.cfg.remote_write
+            && pkt.ext.imm_dt.is_none()
+            && plen == mtu
+            && pkt.ext.reth.is_none()
+            && resid > mtu)
+        {
+            return false;
+        }
+        self.nak_sent = false;
+        if env.write_part(rkey, va, pkt.payload, resid - plen).is_err() {
+            let f = Fail {
+                nak: NakCode::RemoteAccessError,
+                recv: None,
+            };
+            self.fail(psn, f, OpKind::Write, env, tx);
+            return true;
+        }
+        self.counters.executed += 1;
+        self.cur = Some(InProgress::Write {
+            va: va.wrapping_add(plen as u64),
+            rkey,
+            resid: resid - plen,
+            length,
+        });
+        self.epsn = psn_add(psn, 1);
+        if pkt.bth.ack_req || self.cfg.ack_policy == AckPolicy::EveryPacket {
+            self.ack(psn, tx);
+        }
+        true
+    }
+
+    /// Class C: NAKs `psn`, completes an engaged receive WQE in error, and goes to the error
+    /// state (rxe do_class_ac_error → RESPST_COMPLETE / ACKNOWLEDGE).
+    fn fail(&mut self, psn: u32, f: Fail, kind: OpKind, env: &mut dyn RespEnv, tx: &mut dyn Tx) {
+        self.counters.error_naks += 1;
+        self.send_ack(psn, Aeth::nak(f.nak, self.msn), tx);
+        if let Some(status) = f.recv {
+            let kind = if matches!(kind, OpKind::Write) {
+                RecvKind::WriteImm
+            } else {
+                RecvKind::Send
+            };
+            env.recv_done(RecvCompletion {
+                status,
+                kind,
+                byte_len: 0,
+                imm: None,
+                invalidated: None,
+                solicited: false,
+            });
+        }
+        self.error = true;
+        self.cause = Some(f.nak);
+        self.cur = None;
     }
 
     fn send_ack(&mut self, psn: u32, aeth: Aeth, tx: &mut dyn Tx) {

@@ -143,18 +143,19 @@ impl RxPayload<'_> {
 pub struct RxPacket<'a> {
     /// BTH.
     pub bth: Bth,
-    /// Extension headers.
-    pub ext: ExtHdrs,
+    /// Extension headers, borrowed (most packets of a message carry none, and the set is
+    /// large: a packet handed to the transport does not copy it).
+    pub ext: &'a ExtHdrs,
     /// Payload.
     pub payload: RxPayload<'a>,
 }
 
 impl<'a> RxPacket<'a> {
     /// The transport view of a decoded RoCEv2 frame (whose ICRC the caller checked).
-    pub fn from_frame(f: &RoceFrame<'a>) -> RxPacket<'a> {
+    pub fn from_frame(f: &'a RoceFrame<'a>) -> RxPacket<'a> {
         RxPacket {
             bth: f.hdrs.bth,
-            ext: f.hdrs.ext,
+            ext: &f.hdrs.ext,
             payload: RxPayload::Bytes(f.payload),
         }
     }
@@ -199,12 +200,40 @@ pub struct TxPayload<'f> {
     pub fill: Fill<'f>,
 }
 
+/// Consecutive packets of one message without extension headers (the MIDDLE packets of a
+/// WRITE or SEND), each a packet of its own: packet `i` (`0..n`) has `bth` with PSN
+/// `bth.psn + i` (24-bit wrap) and AckReq bit `i` of `acks`, and payload bytes
+/// `offset + i * each ..+ each` of work request `wr`'s message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxRun {
+    /// The first packet's BTH (its `ack_req` is bit 0 of `acks`).
+    pub bth: Bth,
+    /// Packets (at least 1, at most 64).
+    pub n: u32,
+    /// AckReq of each packet.
+    pub acks: u64,
+    /// The work request.
+    pub wr: u64,
+    /// Message offset of the first packet's payload.
+    pub offset: u32,
+    /// Payload bytes of each packet.
+    pub each: u32,
+}
+
 /// The wire side: emits one packet.
 pub trait Tx {
     /// Sends a packet with these headers and payload. A frame-building link calls
     /// `payload.fill` on the frame's payload area; when that fails the packet must not be sent
     /// and its error is returned.
     fn send(&mut self, bth: &Bth, ext: &ExtHdrs, payload: TxPayload<'_>) -> Result<(), LocalFault>;
+
+    /// Sends the packets of `run` at once, if this link can hand them over without building
+    /// each (a loopback queue whose payloads stay in place). Returns `false`, having sent
+    /// nothing, when it cannot: the caller then sends them one by one with [`Tx::send`].
+    fn send_run(&mut self, run: &TxRun) -> bool {
+        let _ = run;
+        false
+    }
 }
 
 /// The requester's local memory: the message bytes of its posted work requests. `wr` is the
