@@ -1140,7 +1140,8 @@ fn qemu_stream_netdev_relays_our_frames() {
         .unwrap();
     }
     for (i, n) in sizes.iter().enumerate() {
-        let p = b.recv_deadline(deadline).unwrap().expect("relayed frame");
+        // A late probe (sent again while QEMU was slow to relay the first) may still come first.
+        let p = next(&mut b);
         assert_eq!(
             p.bytes,
             frame_ab(Opcode::RC_RDMA_WRITE_MIDDLE, i as u32, &payload(*n, 1))
