@@ -91,15 +91,17 @@ pub(crate) fn memory_pieces(
 /// written, read big-endian: the first 8 bytes of the last WQE's ctrl segment (facts trap 15).
 /// Only the first 8 bytes of each BlueFlame half-buffer ring; the rest of a BlueFlame copy is
 /// the WQE body, which the model reads from the SQ ring instead.
-pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
+///
+/// Returns true if the doorbell rang a send queue: its QP exists and belongs to this UAR page.
+pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) -> bool {
     let off = offset as usize;
     if !(uar::BF_OFFSET..uar::PAGE_SIZE).contains(&off) {
-        return;
+        return false;
     }
     let log_bf = hca.cap(cmd_hca_cap::LOG_BF_REG_SIZE).min(11);
     let half = ((1usize << log_bf) / 2).max(8);
     if !(off - uar::BF_OFFSET).is_multiple_of(half) {
-        return;
+        return false;
     }
     let qpn = ((value as u32) >> 8) & QPN_MASK;
     match hca.qps.get(qpn) {
@@ -107,14 +109,19 @@ pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
             hca.trace_note(format_args!(
                 "SQ doorbell {value:#018x} at UAR {uar_index:#x}+{offset:#x}: no QP {qpn:#x}, ignored"
             ));
+            false
         }
         Some(q) if q.uar != uar_index => {
             let owner = q.uar;
             hca.trace_note(format_args!(
                 "SQ doorbell for QP {qpn:#x} on UAR {uar_index:#x}, but its uar_page is {owner:#x}: ignored"
             ));
+            false
         }
-        Some(_) => kick(hca, qpn),
+        Some(_) => {
+            kick(hca, qpn);
+            true
+        }
     }
 }
 
@@ -197,6 +204,16 @@ fn run(hca: &mut Hca) {
 
 /// Posts every new WQE of QP `qpn`'s send queue to its transport, then lets it send.
 fn sq_post(hca: &mut Hca, qpn: u32) {
+    let mut raw = hca
+        .wqe_buf
+        .take()
+        .unwrap_or_else(|| Box::new([0u8; MAX_WQE_BYTES]));
+    sq_post_in(hca, qpn, &mut raw);
+    hca.wqe_buf = Some(raw);
+}
+
+/// [`sq_post`] fetching each WQE into `raw` (only its first `ds * 16` bytes are used).
+fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
     let mem = hca.mem.clone();
     let Some(q) = hca.qps.get(qpn) else {
         return;
@@ -222,7 +239,8 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
     };
     let max_wqe = hca.cap(cmd_hca_cap::MAX_WQE_SZ_SQ) as usize;
     loop {
-        let Some(q) = hca.qps.get(qpn) else {
+        // Looked up once per WQE (held until the WQE is taken off the ring).
+        let Some(q) = hca.qps.get_mut(qpn) else {
             return;
         };
         if q.sq_blocked || q.state != qp::state::RTS {
@@ -238,8 +256,7 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
             wq_catastrophe(hca, qpn, "SQ producer counter beyond the ring");
             return;
         }
-        let mut raw = [0u8; MAX_WQE_BYTES];
-        let len = match fetch_wqe(&*mem, q, pos, &mut raw) {
+        let len = match fetch_wqe(&*mem, q, pos, raw) {
             Ok(n) => n,
             Err(()) => {
                 wq_catastrophe(hca, qpn, "SQ buffer unreadable");
@@ -248,7 +265,6 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
         };
         if raw[3] == wqe::opcode::UMR {
             // UMR: applied to the key table when taken ([`crate::umr`]).
-            let q = hca.qps.get_mut(qpn).expect("QP looked up above");
             let wr_id = q.next_wr;
             q.next_wr = q.next_wr.wrapping_add(1);
             q.sq_next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
@@ -285,7 +301,6 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
                 SendWqe::bbs_of(&raw[..16]),
             ),
         };
-        let q = hca.qps.get_mut(qpn).expect("QP looked up above");
         let wr_id = q.next_wr;
         q.next_wr = q.next_wr.wrapping_add(1);
         q.sq_next = pos.wrapping_add(wqebbs as u16);
