@@ -165,7 +165,7 @@ pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
 }
 
 fn queue_kick(hca: &mut Hca, qpn: u32) {
-    if !hca.port.kicks.contains(&qpn) {
+    if hca.port.kicks.is_empty() || !hca.port.kicks.contains(&qpn) {
         hca.port.kicks.push_back(qpn);
     }
 }
@@ -344,6 +344,10 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
     rcpath::pump(hca, qpn);
 }
 
+/// Bytes of the SQ ring [`fetch_wqe`] reads at once (4 basic blocks: a UMR WQE with its
+/// mkey context and a few translation entries).
+const WQE_PREFETCH: usize = 4 * wqe::SEND_WQE_BB;
+
 /// Copies the WQE at SQ position `pos` out of the ring (undoing the wrap) into `raw`; returns
 /// its length in bytes (`ds * 16`, at least the 16-byte ctrl segment).
 pub(crate) fn fetch_wqe(
@@ -354,18 +358,33 @@ pub(crate) fn fetch_wqe(
 ) -> Result<usize, ()> {
     let ring = (q.sq_size() as u64) * wqe::SEND_WQE_BB as u64;
     let at = (pos as u64 & (q.sq_size() as u64 - 1)) * wqe::SEND_WQE_BB as u64;
-    // The first basic block whole, in one access (a WQE starts on a 64-byte block, which lies
-    // inside the ring; most WQEs fit in it): the ctrl segment's `ds` says how much follows.
+    // Up to WQE_PREFETCH bytes of the ring from the WQE on, in one access when they lie in one
+    // page of the SQ buffer (most WQEs, a UMR's included, fit): the ctrl segment's `ds` then
+    // says how much of it is the WQE. The bytes past the WQE are ignored. If that read fails,
+    // the WQE is read exactly as long as it is (below), so a ring whose later bytes are not
+    // guest memory fails no WQE that did not reach them.
+    let ahead = WQE_PREFETCH.min((ring - at) as usize);
+    let mut have = 0;
+    if let Some(bus) = q.buf.bus_in_page(q.sq_offset + at, ahead) {
+        if mem.read(bus, &mut raw[..ahead]).is_ok() {
+            have = ahead;
+        }
+    }
+    // Otherwise the first basic block whole, in one access (a WQE starts on a 64-byte block,
+    // which lies inside the ring).
     let bb = wqe::SEND_WQE_BB.min(ring as usize);
-    q.buf
-        .read(mem, q.sq_offset + at, &mut raw[..bb])
-        .map_err(|_| ())?;
+    if have == 0 {
+        q.buf
+            .read(mem, q.sq_offset + at, &mut raw[..bb])
+            .map_err(|_| ())?;
+        have = bb;
+    }
     let ds = SendWqe::ds_of(&raw[..16]).max(1) as usize;
     let len = (ds * wqe::SEND_WQE_DS).min(ring as usize);
     let first = len.min((ring - at) as usize);
-    if first > bb {
+    if first > have {
         q.buf
-            .read(mem, q.sq_offset + at + bb as u64, &mut raw[bb..first])
+            .read(mem, q.sq_offset + at + have as u64, &mut raw[have..first])
             .map_err(|_| ())?;
     }
     if len > first {

@@ -135,3 +135,56 @@ fn a_doorbell_through_another_uar_records_no_copy() {
     assert_eq!(c.opcode(), cqe::opcode::REQ);
     assert_eq!(env.dev().with_hca(|h| h.blueflame_stats()), (1, 0));
 }
+
+/// An SQ ring whose bytes after a WQE are not guest memory: the WQE still executes (the
+/// device reads ahead of a WQE only as an optimisation, and a WQE that does not reach those
+/// bytes does not fail on them), and a WQE that does reach them is a work queue catastrophic
+/// error, as before.
+#[test]
+fn sq_ring_tail_outside_guest_memory() {
+    let mut env = Env::new(InProcHca::deterministic(), 1);
+    let mut scq = env.cq(6);
+    let rcq = env.cq(6);
+    // RQ of 2 x 64 bytes, then an SQ of 4 WQEBBs: 384 bytes in one 4 KiB page, of which only
+    // the RQ and the first two SQ blocks are guest memory.
+    let buf = 0x40_0000_0000u64;
+    env.dev().memory().insert(buf, &[0u8; 128 + 128]).unwrap();
+    let dbr = env.alloc(64);
+    let (pd, uar) = (env.pd, env.uar);
+    let i = env.qp_input(pd, scq.cqn, rcq.cqn, 2, 1, 2, buf, dbr);
+    let d = env.raw.exec(&i, 16);
+    d.ok();
+    let mut a = Qp {
+        qpn: d.get(mlx5_prm::create_qp_out::QPN),
+        buf,
+        dbr,
+        log_sq: 2,
+        log_rq: 1,
+        rq_stride: 64,
+        sq_offset: 128,
+        sq_pi: 0,
+        rq_pi: 0,
+        uar,
+        bf_half: 0,
+    };
+    let qpn = a.qpn;
+    env.connect_local(&a, qpn);
+    for _ in 0..2 {
+        let w = send_wqe(wqe::opcode::NOP, a.sq_pi, a.qpn, CE, 0, &[]);
+        env.write_send(&mut a, &w);
+        env.ring_sq(&mut a, &w);
+        let c = env
+            .poll_cq(&mut scq)
+            .expect("NOP in guest memory completes");
+        assert_eq!(c.opcode(), cqe::opcode::REQ);
+    }
+    // The third WQEBB is not guest memory: the software write lands nowhere, and the device's
+    // read of that WQE fails.
+    let w = send_wqe(wqe::opcode::NOP, a.sq_pi, a.qpn, CE, 0, &[]);
+    a.sq_pi = a.sq_pi.wrapping_add(1);
+    env.ring_sq(&mut a, &w);
+    assert!(env
+        .drain_eq()
+        .iter()
+        .any(|(t, _)| *t == event::WQ_CATAS_ERROR));
+}
