@@ -214,7 +214,6 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
 
 /// [`sq_post`] fetching each WQE into `raw` (only its first `ds * 16` bytes are used).
 fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
-    let mem = hca.mem.clone();
     let Some(q) = hca.qps.get(qpn) else {
         return;
     };
@@ -230,7 +229,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
     if q.state != qp::state::RTS {
         return;
     }
-    let pi = match read_dbr(&*mem, q.dbr_addr) {
+    let pi = match read_dbr(&*hca.mem, q.dbr_addr) {
         Ok((_, sq)) => sq,
         Err(_) => {
             wq_catastrophe(hca, qpn, "doorbell record unreadable");
@@ -256,7 +255,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             wq_catastrophe(hca, qpn, "SQ producer counter beyond the ring");
             return;
         }
-        let len = match fetch_wqe(&*mem, q, pos, raw) {
+        let len = match fetch_wqe(&*hca.mem, q, pos, raw) {
             Ok(n) => n,
             Err(()) => {
                 wq_catastrophe(hca, qpn, "SQ buffer unreadable");
@@ -397,12 +396,11 @@ pub(crate) fn fetch_wqe(
 
 /// Takes the next receive WQE of QP `qpn` if one is posted: (its bytes' scatter list).
 pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> {
-    let mem = hca.mem.clone();
     let q = hca.qps.get(qpn).ok_or(())?;
     let Some(log) = q.rq_log_size else {
         return Ok(None);
     };
-    let (rq_pi, _) = read_dbr(&*mem, q.dbr_addr).map_err(|_| ())?;
+    let (rq_pi, _) = read_dbr(&*hca.mem, q.dbr_addr).map_err(|_| ())?;
     if rq_pi == q.rq_ci as u16 {
         return Ok(None);
     }
@@ -418,7 +416,7 @@ pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> 
         large = [0u8; 16 << 7];
         &mut large[..stride.min(16 << 7)]
     };
-    q.buf.read(&*mem, at, raw).map_err(|_| ())?;
+    q.buf.read(&*hca.mem, at, raw).map_err(|_| ())?;
     Ok(Some(RecvWqe::parse(raw)))
 }
 
