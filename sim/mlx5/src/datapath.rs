@@ -91,15 +91,17 @@ pub(crate) fn memory_pieces(
 /// written, read big-endian: the first 8 bytes of the last WQE's ctrl segment (facts trap 15).
 /// Only the first 8 bytes of each BlueFlame half-buffer ring; the rest of a BlueFlame copy is
 /// the WQE body, which the model reads from the SQ ring instead.
-pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
+///
+/// Returns true if the doorbell rang a send queue: its QP exists and belongs to this UAR page.
+pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) -> bool {
     let off = offset as usize;
     if !(uar::BF_OFFSET..uar::PAGE_SIZE).contains(&off) {
-        return;
+        return false;
     }
     let log_bf = hca.cap(cmd_hca_cap::LOG_BF_REG_SIZE).min(11);
     let half = ((1usize << log_bf) / 2).max(8);
     if !(off - uar::BF_OFFSET).is_multiple_of(half) {
-        return;
+        return false;
     }
     let qpn = ((value as u32) >> 8) & QPN_MASK;
     match hca.qps.get(qpn) {
@@ -107,14 +109,19 @@ pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
             hca.trace_note(format_args!(
                 "SQ doorbell {value:#018x} at UAR {uar_index:#x}+{offset:#x}: no QP {qpn:#x}, ignored"
             ));
+            false
         }
         Some(q) if q.uar != uar_index => {
             let owner = q.uar;
             hca.trace_note(format_args!(
                 "SQ doorbell for QP {qpn:#x} on UAR {uar_index:#x}, but its uar_page is {owner:#x}: ignored"
             ));
+            false
         }
-        Some(_) => kick(hca, qpn),
+        Some(_) => {
+            kick(hca, qpn);
+            true
+        }
     }
 }
 
@@ -158,7 +165,7 @@ pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
 }
 
 fn queue_kick(hca: &mut Hca, qpn: u32) {
-    if !hca.port.kicks.contains(&qpn) {
+    if hca.port.kicks.is_empty() || !hca.port.kicks.contains(&qpn) {
         hca.port.kicks.push_back(qpn);
     }
 }
@@ -197,7 +204,16 @@ fn run(hca: &mut Hca) {
 
 /// Posts every new WQE of QP `qpn`'s send queue to its transport, then lets it send.
 fn sq_post(hca: &mut Hca, qpn: u32) {
-    let mem = hca.mem.clone();
+    let mut raw = hca
+        .wqe_buf
+        .take()
+        .unwrap_or_else(|| Box::new([0u8; MAX_WQE_BYTES]));
+    sq_post_in(hca, qpn, &mut raw);
+    hca.wqe_buf = Some(raw);
+}
+
+/// [`sq_post`] fetching each WQE into `raw` (only its first `ds * 16` bytes are used).
+fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
     let Some(q) = hca.qps.get(qpn) else {
         return;
     };
@@ -213,7 +229,7 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
     if q.state != qp::state::RTS {
         return;
     }
-    let pi = match read_dbr(&*mem, q.dbr_addr) {
+    let pi = match read_dbr(&*hca.mem, q.dbr_addr) {
         Ok((_, sq)) => sq,
         Err(_) => {
             wq_catastrophe(hca, qpn, "doorbell record unreadable");
@@ -222,7 +238,8 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
     };
     let max_wqe = hca.cap(cmd_hca_cap::MAX_WQE_SZ_SQ) as usize;
     loop {
-        let Some(q) = hca.qps.get(qpn) else {
+        // Looked up once per WQE (held until the WQE is taken off the ring).
+        let Some(q) = hca.qps.get_mut(qpn) else {
             return;
         };
         if q.sq_blocked || q.state != qp::state::RTS {
@@ -238,8 +255,7 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
             wq_catastrophe(hca, qpn, "SQ producer counter beyond the ring");
             return;
         }
-        let mut raw = [0u8; MAX_WQE_BYTES];
-        let len = match fetch_wqe(&*mem, q, pos, &mut raw) {
+        let len = match fetch_wqe(&*hca.mem, q, pos, raw) {
             Ok(n) => n,
             Err(()) => {
                 wq_catastrophe(hca, qpn, "SQ buffer unreadable");
@@ -248,7 +264,6 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
         };
         if raw[3] == wqe::opcode::UMR {
             // UMR: applied to the key table when taken ([`crate::umr`]).
-            let q = hca.qps.get_mut(qpn).expect("QP looked up above");
             let wr_id = q.next_wr;
             q.next_wr = q.next_wr.wrapping_add(1);
             q.sq_next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
@@ -285,7 +300,6 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
                 SendWqe::bbs_of(&raw[..16]),
             ),
         };
-        let q = hca.qps.get_mut(qpn).expect("QP looked up above");
         let wr_id = q.next_wr;
         q.next_wr = q.next_wr.wrapping_add(1);
         q.sq_next = pos.wrapping_add(wqebbs as u16);
@@ -329,6 +343,10 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
     rcpath::pump(hca, qpn);
 }
 
+/// Bytes of the SQ ring [`fetch_wqe`] reads at once (4 basic blocks: a UMR WQE with its
+/// mkey context and a few translation entries).
+const WQE_PREFETCH: usize = 4 * wqe::SEND_WQE_BB;
+
 /// Copies the WQE at SQ position `pos` out of the ring (undoing the wrap) into `raw`; returns
 /// its length in bytes (`ds * 16`, at least the 16-byte ctrl segment).
 pub(crate) fn fetch_wqe(
@@ -339,18 +357,33 @@ pub(crate) fn fetch_wqe(
 ) -> Result<usize, ()> {
     let ring = (q.sq_size() as u64) * wqe::SEND_WQE_BB as u64;
     let at = (pos as u64 & (q.sq_size() as u64 - 1)) * wqe::SEND_WQE_BB as u64;
-    // The first basic block whole, in one access (a WQE starts on a 64-byte block, which lies
-    // inside the ring; most WQEs fit in it): the ctrl segment's `ds` says how much follows.
+    // Up to WQE_PREFETCH bytes of the ring from the WQE on, in one access when they lie in one
+    // page of the SQ buffer (most WQEs, a UMR's included, fit): the ctrl segment's `ds` then
+    // says how much of it is the WQE. The bytes past the WQE are ignored. If that read fails,
+    // the WQE is read exactly as long as it is (below), so a ring whose later bytes are not
+    // guest memory fails no WQE that did not reach them.
+    let ahead = WQE_PREFETCH.min((ring - at) as usize);
+    let mut have = 0;
+    if let Some(bus) = q.buf.bus_in_page(q.sq_offset + at, ahead) {
+        if mem.read(bus, &mut raw[..ahead]).is_ok() {
+            have = ahead;
+        }
+    }
+    // Otherwise the first basic block whole, in one access (a WQE starts on a 64-byte block,
+    // which lies inside the ring).
     let bb = wqe::SEND_WQE_BB.min(ring as usize);
-    q.buf
-        .read(mem, q.sq_offset + at, &mut raw[..bb])
-        .map_err(|_| ())?;
+    if have == 0 {
+        q.buf
+            .read(mem, q.sq_offset + at, &mut raw[..bb])
+            .map_err(|_| ())?;
+        have = bb;
+    }
     let ds = SendWqe::ds_of(&raw[..16]).max(1) as usize;
     let len = (ds * wqe::SEND_WQE_DS).min(ring as usize);
     let first = len.min((ring - at) as usize);
-    if first > bb {
+    if first > have {
         q.buf
-            .read(mem, q.sq_offset + at + bb as u64, &mut raw[bb..first])
+            .read(mem, q.sq_offset + at + have as u64, &mut raw[have..first])
             .map_err(|_| ())?;
     }
     if len > first {
@@ -363,20 +396,28 @@ pub(crate) fn fetch_wqe(
 
 /// Takes the next receive WQE of QP `qpn` if one is posted: (its bytes' scatter list).
 pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> {
-    let mem = hca.mem.clone();
     let q = hca.qps.get(qpn).ok_or(())?;
     let Some(log) = q.rq_log_size else {
         return Ok(None);
     };
-    let (rq_pi, _) = read_dbr(&*mem, q.dbr_addr).map_err(|_| ())?;
+    let (rq_pi, _) = read_dbr(&*hca.mem, q.dbr_addr).map_err(|_| ())?;
     if rq_pi == q.rq_ci as u16 {
         return Ok(None);
     }
     let stride = 1usize << q.rq_stride_shift;
     let at = ((q.rq_ci as u64) & ((1u64 << log) - 1)) << q.rq_stride_shift;
-    let mut raw = [0u8; 16 << 7];
-    q.buf.read(&*mem, at, &mut raw[..stride]).map_err(|_| ())?;
-    Ok(Some(RecvWqe::parse(&raw[..stride])))
+    // The whole stride is read (and must be guest memory), into a small buffer for the usual
+    // strides of up to 16 entries (zeroing 2 KiB per receive showed up per packet).
+    let mut small = [0u8; 256];
+    let mut large;
+    let raw: &mut [u8] = if stride <= small.len() {
+        &mut small[..stride]
+    } else {
+        large = [0u8; 16 << 7];
+        &mut large[..stride.min(16 << 7)]
+    };
+    q.buf.read(&*hca.mem, at, raw).map_err(|_| ())?;
+    Ok(Some(RecvWqe::parse(raw)))
 }
 
 /// Whether `qpc.atomic_mode` lets the responder execute an atomic of `bytes` bytes. Modes

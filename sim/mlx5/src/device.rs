@@ -133,6 +133,10 @@ fn device_thread(hca: &Mutex<Hca>, generation: &AtomicU64, rx: mpsc::Receiver<(u
 /// Runs the device's work inline or on a device thread.
 pub struct Executor {
     hca: Arc<Mutex<Hca>>,
+    /// No device thread (inline mode, or the thread could not be started): work runs on the
+    /// caller's thread, and `submit` and `flush` need not look at the channel (fixed at
+    /// construction; the channel only goes away when the executor is dropped).
+    inline: bool,
     /// Work queued before the last reset is dropped.
     generation: Arc<AtomicU64>,
     tx: Mutex<Option<mpsc::Sender<(u64, Work)>>>,
@@ -160,6 +164,7 @@ impl Executor {
         };
         Executor {
             hca,
+            inline: tx.is_none(),
             generation,
             tx: Mutex::new(tx),
             join: Mutex::new(join),
@@ -167,6 +172,9 @@ impl Executor {
     }
 
     fn submit(&self, work: Work) {
+        if self.inline {
+            return run(&self.hca, work);
+        }
         let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone();
         match tx {
             Some(tx) => {
@@ -178,6 +186,9 @@ impl Executor {
 
     /// Returns once every piece of work queued so far is done (immediately in inline mode).
     pub fn flush(&self) {
+        if self.inline {
+            return;
+        }
         if self.tx.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
             return; // inline (or the device thread is gone): nothing is queued
         }
@@ -336,23 +347,32 @@ impl Bar0 {
 impl Bar0 {
     /// A write into a UAR page: the bytes in address order go to [`crate::uar::bar_write`].
     fn uar_write(&mut self, offset: u64, value: u64, size: u32) {
-        let page_size = crate::uar::UAR_PAGE_SIZE;
-        let Some(exec) = &self.exec else { return };
-        if size == 0 || size > 8 || offset % page_size + u64::from(size) > page_size {
-            return;
+        if let Some(exec) = &self.exec {
+            uar_write(exec, offset, value, size);
         }
-        let Ok(page) = u32::try_from(offset / page_size) else {
-            return;
-        };
-        let mut bytes = [0u8; 8];
-        bytes[..size as usize].copy_from_slice(&value.to_le_bytes()[..size as usize]);
-        exec.submit(Work::Uar {
-            page,
-            offset: (offset % page_size) as u32,
-            bytes,
-            len: size as u8,
-        });
     }
+}
+
+/// A BAR0 write at `offset` (at or above [`UAR_BASE`]) into a UAR page, handed to `exec`: what
+/// [`Bar0::write`] does with it. The UAR pages hold no register state of the function's own,
+/// so an in-process front end may call this without locking the function.
+pub(crate) fn uar_write(exec: &Executor, offset: u64, value: u64, size: u32) {
+    let page_size = crate::uar::UAR_PAGE_SIZE;
+    debug_assert!(offset >= UAR_BASE);
+    if size == 0 || size > 8 || offset % page_size + u64::from(size) > page_size {
+        return;
+    }
+    let Ok(page) = u32::try_from(offset / page_size) else {
+        return;
+    };
+    let mut bytes = [0u8; 8];
+    bytes[..size as usize].copy_from_slice(&value.to_le_bytes()[..size as usize]);
+    exec.submit(Work::Uar {
+        page,
+        offset: (offset % page_size) as u32,
+        bytes,
+        len: size as u8,
+    });
 }
 
 /// The ConnectX-5 physical function.

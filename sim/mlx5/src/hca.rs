@@ -278,6 +278,9 @@ pub struct Hca {
     host_endianness: u8,
     driver_version: Option<String>,
     config: HcaConfig,
+    /// The buffer a send WQE is fetched into, kept between doorbells (zeroing 1 KiB per WQE
+    /// showed in the profile). Only the bytes fetched for the current WQE are ever read.
+    pub(crate) wqe_buf: Option<Box<[u8; crate::wqe::MAX_WQE_BYTES]>>,
 }
 
 /// `supported_issi_dw0`: ISSI 0 and 1 (Linux main.c:1073 checks bit 1, then bit 0).
@@ -323,6 +326,7 @@ impl Hca {
             host_endianness: 0,
             driver_version: None,
             config,
+            wqe_buf: None,
         }
     }
 

@@ -18,7 +18,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::device::{ExecMode, Mlx5Function, Mlx5Options};
+use crate::device::{ExecMode, Executor, Mlx5Function, Mlx5Options, UAR_BASE};
 use crate::faults::Faults;
 use crate::hca::{Hca, HcaConfig};
 use crate::init_seg::InitSegmentConfig;
@@ -27,6 +27,9 @@ use crate::pci::{Intx, PciFunction};
 
 struct Inner {
     func: Mutex<Mlx5Function>,
+    /// The function's executor (fixed for its life), for doorbells and `flush` without the
+    /// function's lock.
+    exec: Arc<Executor>,
     hca: Arc<Mutex<Hca>>,
     mem: Arc<RegionMemory>,
     intx: Intx,
@@ -75,9 +78,11 @@ impl InProcHca {
         let intx = Intx::new();
         func.set_intx(intx.clone());
         let hca = func.hca().clone();
+        let exec = func.executor().clone();
         InProcHca {
             inner: Arc::new(Inner {
                 func: Mutex::new(func),
+                exec,
                 hca,
                 mem,
                 intx,
@@ -152,6 +157,12 @@ impl InProcHca {
     /// Writes `size` (1, 2, 4, 8) bytes of BAR0 at `offset`, `value` as a little-endian CPU
     /// store would lay it out.
     pub fn bar0_write(&self, offset: u64, value: u64, size: u32) {
+        if offset >= UAR_BASE {
+            // A doorbell: what `Bar0::write` does with it, without the function's lock (the
+            // UAR pages hold no function state; the model has its own lock).
+            crate::device::uar_write(&self.inner.exec, offset, value, size);
+            return;
+        }
         self.func().bar_write(0, offset, value, size)
     }
 
@@ -214,8 +225,7 @@ impl InProcHca {
 
     /// Waits until the device thread has done all work queued so far (no-op inline).
     pub fn flush(&self) {
-        let exec = self.func().executor().clone();
-        exec.flush();
+        self.inner.exec.flush();
     }
 
     /// The INTx line (level and signals).

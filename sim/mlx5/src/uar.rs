@@ -95,10 +95,15 @@ impl UarTable {
     fn take_burst(&mut self, at: (u32, u32)) -> Option<BfBurst> {
         let i = self.burst_at(at)?;
         let mut b = self.bursts.swap_remove(i);
-        if b.data.capacity() > 0 && self.spare.len() < 8 {
-            self.spare.push(std::mem::take(&mut b.data));
-        }
+        self.keep_buffer(std::mem::take(&mut b.data));
         Some(b)
+    }
+
+    /// Keeps a finished copy's buffer for the next copies (a few at most).
+    fn keep_buffer(&mut self, data: Vec<u8>) {
+        if data.capacity() > 0 && self.spare.len() < 8 {
+            self.spare.push(data);
+        }
     }
 
     /// True if `index` is allocated.
@@ -223,26 +228,34 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
     let pos = (reg - BF_OFFSET) % half;
     let start = reg - pos;
     if pos == 0 {
+        let at = (page, start);
         // A new doorbell on this half: a copy still arriving there was abandoned (torn).
-        if let Some(old) = hca.uars.take_burst((page, start)) {
-            if old.is_copy && old.checked.count_ones() as usize != old.len / 64 {
-                bf_error(
-                    hca,
-                    old.qpn,
-                    "BlueFlame copy torn: a new doorbell before its end",
-                );
-            }
+        let torn = hca.uars.burst_at(at).and_then(|i| {
+            let old = &hca.uars.bursts[i];
+            (old.is_copy && old.checked.count_ones() as usize != old.len / 64).then_some(old.qpn)
+        });
+        if let Some(qpn) = torn {
+            hca.uars.take_burst(at);
+            bf_error(
+                hca,
+                qpn,
+                "BlueFlame copy torn: a new doorbell before its end",
+            );
         }
-        crate::datapath::sq_doorbell(hca, page, reg, v);
+        // `rang`: the QP exists and the doorbell came through its own UAR page.
+        let rang = crate::datapath::sq_doorbell(hca, page, reg, v);
         // ctrl segment: opmod_idx_opcode (opmod 8 | wqe_index 16 | opcode 8), qpn_ds (qpn 24 |
         // ds 8, of which 6 bits; Linux include/linux/mlx5/qp.h `mlx5_wqe_ctrl_seg`).
         let qpn = ((v as u32) >> 8) & 0xff_ffff;
         let ds = (v & 0x3f) as usize;
         let len = (ds * 16).div_ceil(64) * 64;
-        let owned = hca.qps.get(qpn).is_some_and(|q| q.uar == page);
-        if owned && len != 0 && len <= half as usize {
-            hca.uars.bursts.push(BfBurst {
-                at: (page, start),
+        let uars = &mut hca.uars;
+        // The previous doorbell's record on this half, if any, is replaced (in place: most
+        // doorbells find one there, and need neither a move nor an allocation).
+        let slot = uars.burst_at(at);
+        if rang && len != 0 && len <= half as usize {
+            let new = BfBurst {
+                at,
                 qpn,
                 wqe_index: (v >> 40) as u16,
                 len,
@@ -251,7 +264,16 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
                 have: 1,
                 checked: 0,
                 is_copy: false,
-            });
+            };
+            match slot {
+                Some(i) => {
+                    let old = std::mem::replace(&mut uars.bursts[i], new);
+                    uars.keep_buffer(old.data);
+                }
+                None => uars.bursts.push(new),
+            }
+        } else if slot.is_some() {
+            uars.take_burst(at);
         }
         return;
     }
@@ -342,7 +364,9 @@ fn combine(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) -> Option<u64> {
     let reg = offset & !7;
     match (offset & 7, bytes.len()) {
         (0, 8) => {
-            hca.uars.halves.remove(&(page, reg));
+            if !hca.uars.halves.is_empty() {
+                hca.uars.halves.remove(&(page, reg));
+            }
             Some(u64::from_be_bytes(bytes.try_into().ok()?))
         }
         (0, 4) => {

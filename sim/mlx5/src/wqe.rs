@@ -316,9 +316,17 @@ pub struct Scatter {
 /// A parsed receive WQE: up to `stride / 16` scatter entries.
 #[derive(Clone, Debug)]
 pub struct RecvWqe {
-    entries: [Scatter; MAX_SCATTER],
+    /// The first [`INLINE_SCATTERS`] entries; a longer list lives in `more` (all of it).
+    entries: [Scatter; INLINE_SCATTERS],
     n: usize,
+    /// The whole list once it is longer than [`INLINE_SCATTERS`] (empty, and not allocated,
+    /// for the usual WQE of a few entries: parsing one sets up a few slots, not
+    /// [`MAX_SCATTER`] of them).
+    more: Vec<Scatter>,
 }
+
+/// Scatter entries kept in the parsed receive WQE itself.
+const INLINE_SCATTERS: usize = 4;
 
 /// Most scatter entries a receive WQE can have (`log_rq_stride` has 3 bits: 16 << 7 = 2048
 /// bytes = 128 segments).
@@ -332,8 +340,9 @@ impl RecvWqe {
                 len: 0,
                 lkey: 0,
                 addr: 0,
-            }; MAX_SCATTER],
+            }; INLINE_SCATTERS],
             n: 0,
+            more: Vec::new(),
         };
         for seg in raw.chunks_exact(data_seg::SIZE).take(MAX_SCATTER) {
             let bc = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
@@ -343,7 +352,7 @@ impl RecvWqe {
             }
             let mut a = [0u8; 8];
             a.copy_from_slice(&seg[8..16]);
-            w.entries[w.n] = Scatter {
+            w.push(Scatter {
                 len: if bc == 0 {
                     ZERO_BYTE_COUNT_MEANS
                 } else {
@@ -351,15 +360,31 @@ impl RecvWqe {
                 },
                 lkey,
                 addr: u64::from_be_bytes(a),
-            };
-            w.n += 1;
+            });
         }
         w
     }
 
+    fn push(&mut self, s: Scatter) {
+        if let Some(slot) = self.entries.get_mut(self.n) {
+            *slot = s;
+        } else {
+            if self.more.is_empty() {
+                self.more.reserve(MAX_SCATTER);
+                self.more.extend_from_slice(&self.entries);
+            }
+            self.more.push(s);
+        }
+        self.n += 1;
+    }
+
     /// The scatter list.
     pub fn entries(&self) -> &[Scatter] {
-        &self.entries[..self.n]
+        if self.more.is_empty() {
+            &self.entries[..self.n]
+        } else {
+            &self.more
+        }
     }
 
     /// Total capacity in bytes.
@@ -508,5 +533,34 @@ mod tests {
         let r = RecvWqe::parse(&w);
         assert_eq!(r.entries().len(), 2);
         assert_eq!(r.capacity(), 96);
+    }
+
+    /// A receive WQE of more entries than the parsed WQE keeps inline (up to the 128 of a
+    /// 2 KiB stride) lists every one of them, in order.
+    #[test]
+    fn recv_wqe_longer_than_the_inline_entries() {
+        for n in [3usize, 4, 5, 9, MAX_SCATTER] {
+            let mut w = Vec::new();
+            for i in 0..n {
+                w.extend(dseg(i as u32 + 1, 0x1100 + i as u32, 0x4000 * i as u64));
+            }
+            w.resize(2048, 0);
+            if n < MAX_SCATTER {
+                w[n * 16 + 4..n * 16 + 8].copy_from_slice(&INVALID_LKEY.to_be_bytes());
+            }
+            let r = RecvWqe::parse(&w);
+            assert_eq!(r.entries().len(), n);
+            for (i, e) in r.entries().iter().enumerate() {
+                assert_eq!(
+                    *e,
+                    Scatter {
+                        len: i as u64 + 1,
+                        lkey: 0x1100 + i as u32,
+                        addr: 0x4000 * i as u64
+                    }
+                );
+            }
+            assert_eq!(r.capacity(), (n * (n + 1) / 2) as u64);
+        }
     }
 }
