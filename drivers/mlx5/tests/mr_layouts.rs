@@ -796,6 +796,69 @@ fn no_key_reuse_right_after_destroy() {
     );
 }
 
+/// The collision avoidance of `no_key_reuse_right_after_destroy` with the odds stacked: the
+/// random source is scripted so that the first key and its next four replacements all name
+/// a recently destroyed key (every usable index has been destroyed with variants 100..=104).
+/// The driver keeps drawing until the key is fresh (variant 105); it used to give up after
+/// four tries and hand out the recent key, which that test hit about once in 2500 runs
+/// (5 collisions in a row at 1/16 each, ~590 registrations a run).
+#[test]
+fn key_avoidance_keeps_drawing_past_five_collisions() {
+    use mlx5_prm::cmd_hca_cap;
+    let sim = SimHal::new();
+    sim.with_hca(|h| {
+        let g = &mut h.caps_mut().general;
+        cmd_hca_cap::LOG_MAX_MKEY.set(&mut g.max[..], 5).unwrap();
+        cmd_hca_cap::LOG_MAX_MKEY.set(&mut g.cur[..], 5).unwrap();
+    });
+    let cfg = mlx5::ContextConfig {
+        reset_function: false,
+        ..test_config()
+    };
+    let ctx = mlx5::Context::open(TestHal(sim.clone()), cfg).expect("bring-up");
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().unwrap();
+    let b = hal.dma_alloc(4096, 4096).unwrap();
+    let c = [PhysChunk {
+        bus: b.bus_addr(),
+        len: 4096,
+    }];
+    let script = |v: &[u64]| sim.random_script.lock().unwrap().extend(v.iter().copied());
+    let reg_dereg = |variant: u64| {
+        script(&[variant]);
+        // SAFETY: `b` outlives every region.
+        let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
+        let k = m.rkey();
+        m.dereg().unwrap();
+        assert!(sim.random_script.lock().unwrap().is_empty(), "one draw");
+        assert_eq!(u64::from(k & 0xff), variant, "the scripted variant");
+        k
+    };
+    // The usable indices: distinct variants never collide, so each registration is one key.
+    let first: Vec<u32> = (0..40).map(reg_dereg).collect();
+    let indices: std::collections::BTreeSet<u32> = first.iter().map(|k| k >> 8).collect();
+    assert!(indices.len() < 40, "the device reuses indices: {indices:x?}");
+    // Every usable index destroyed with variants 100..=104 (40 + 5 * n keys: all recent).
+    let mut recent: Vec<u32> = first;
+    for v in 100..105 {
+        for _ in 0..indices.len() {
+            recent.push(reg_dereg(v));
+        }
+    }
+    assert!(recent.len() <= 256);
+    let covered: std::collections::BTreeSet<u32> = recent.iter().map(|k| k >> 8).collect();
+    assert_eq!(covered, indices);
+    // First variant 100, each retry +1 (`variant + 1 + r % 255` with r = 0): 100..=104 all
+    // collide whatever index the device picks; 105 is fresh.
+    script(&[100, 0, 0, 0, 0, 0, 0, 0]);
+    // SAFETY: `b` outlives the region.
+    let m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
+    let k = m.rkey();
+    assert!(!recent.contains(&k), "key {k:#x} was destroyed recently");
+    assert_eq!(k & 0xff, 105, "the first fresh variant");
+    sim.random_script.lock().unwrap().clear();
+}
+
 /// The batch on a model that runs commands on its own thread (completions arrive while the
 /// driver polls), and a device error on one command of a batch: that region gets the error,
 /// the others register.

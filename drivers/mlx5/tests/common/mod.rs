@@ -69,6 +69,9 @@ pub struct SimHal {
     pub stale_bf: std::sync::atomic::AtomicBool,
     /// Drop the second half of every BlueFlame block (a copy torn off by a lost WC flush).
     pub torn_bf: std::sync::atomic::AtomicBool,
+    /// Values `Hal::random_u64` hands out, first to last; when empty the HAL has no random
+    /// source and the driver uses its own generator.
+    pub random_script: Mutex<std::collections::VecDeque<u64>>,
 }
 
 impl SimHal {
@@ -90,6 +93,7 @@ impl SimHal {
             uncached: Default::default(),
             stale_bf: Default::default(),
             torn_bf: Default::default(),
+            random_script: Default::default(),
         })
     }
 
@@ -183,6 +187,9 @@ impl Hal for TestHal {
     fn function_level_reset(&self) -> Result<(), HalError> {
         self.0.hca.reset();
         Ok(())
+    }
+    fn random_u64(&self) -> Option<u64> {
+        self.0.random_script.lock().unwrap().pop_front()
     }
 }
 
