@@ -17,7 +17,7 @@
 //! | LOCAL_INV (type 2) | + CHECK_QPN | FREE, KEY, QPN | free 1, qpn 0xffffff |
 //!
 //! The model therefore treats a UMR WQE whose target key is a KLMS key with `umr_en` as a
-//! window operation ([`is_window_umr`]); such a key is a window, of type 2 when `en_rinval` is
+//! window operation (`is_window_umr`); such a key is a window, of type 2 when `en_rinval` is
 //! set. Unlike other UMRs ([`crate::umr`], which need `qpc.fre`), window UMRs run on any RC QP:
 //! Linux creates user QPs without `fre` (ib/qp.c sets it only in `create_kernel_qp`), and
 //! rdma-core binds windows on them.
@@ -53,7 +53,7 @@
 //! completes failed binds and local invalidations with IB_WC_MW_BIND_ERR) and changes nothing;
 //! a malformed one with a local QP operation error.
 //!
-//! Remote invalidation ([`remote_invalidate`], the responder's SEND_WITH_INVALIDATE): the key
+//! Remote invalidation (`remote_invalidate`, the responder's SEND_WITH_INVALIDATE): the key
 //! must exist with the variant named, have `en_rinval` (so type 1 windows cannot be: o10-37.2.26),
 //! be valid (not free), belong to the responder QP's PD, and be bound to that QP when bound to
 //! one (rxe `rxe_invalidate_mw`; the QP check is a model choice, as C10-72 for binds).

@@ -168,7 +168,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// ([`Context::enable_mkey_cache`]), the regions it can serve take one UMR WQE each, rung
     /// with one doorbell per 32 WQEs and no command; the CREATE_MKEY commands of the other
     /// regions that take one key go into several command slots rung with one doorbell
-    /// write ([`crate::hca::Device::exec_batch`]); regions that need an indirect key are
+    /// write (`hca::Device::exec_batch`); regions that need an indirect key are
     /// registered one by one. One result per region, in order.
     ///
     /// # Safety
