@@ -10,8 +10,8 @@ use common::*;
 use mlx5::mr::PhysChunk;
 use mlx5::qp::RawSge;
 use mlx5::{
-    AccessFlags, DmaBuffer, Error, Hal, InvalidInput, MemoryRegion, MrTranslation, QpCaps, Remote,
-    SendData, SendFlags, SendOp, SendWr, WcStatus,
+    AccessFlags, DmaBuffer, Error, Hal, InvalidInput, MemoryRegion, MrTranslation, QpCaps,
+    SendFlags, SendOp, WcStatus,
 };
 use mlx5_sim::mr::{Access as SimAccess, MrFault};
 
@@ -25,23 +25,6 @@ fn mem_read(sim: &SimHal, bus: u64, len: usize) -> Vec<u8> {
     sim.with_hca(|h| h.mem.read(bus, &mut v))
         .expect("guest read");
     v
-}
-
-/// RDMA WRITE of `len` bytes from `src` (offset 0) to `(addr, rkey)`; the completion status.
-fn write_to(p: &mut Pair, src: &MemoryRegion<TestHal>, len: u32, addr: u64, rkey: u32) -> WcStatus {
-    p.a.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::Write {
-            remote: Remote { addr, rkey },
-            imm: None,
-        },
-        data: SendData::Sges(&[src.sge(0, len)]),
-        flags: SIG,
-    }])
-    .expect("post");
-    let w = wait(&mut p.cq_a, 1);
-    assert_eq!(w.len(), 1, "one completion");
-    w[0].status
 }
 
 /// `n` scattered pages of `page` bytes from `backing`, in reverse order (no two adjacent).
@@ -148,22 +131,7 @@ fn qps_in(ctx: &mlx5::Context<TestHal>, p: Pair) -> Pair {
         cq_b,
     } = p;
     drop((a, b, cq_a, cq_b));
-    let cq_a = ctx.create_cq(256).expect("cq a");
-    let cq_b = ctx.create_cq(256).expect("cq b");
-    let caps = QpCaps::default();
-    let mut a = pd.create_qp(&cq_a, &cq_a, &caps).expect("qp a");
-    let mut b = pd.create_qp(&cq_b, &cq_b, &caps).expect("qp b");
-    let (ea, eb) = (a.endpoint(), b.endpoint());
-    let o = mlx5::ConnectOptions::default();
-    a.connect(&eb, &o).expect("connect a");
-    b.connect(&ea, &o).expect("connect b");
-    Pair {
-        pd,
-        cq_a,
-        cq_b,
-        a,
-        b,
-    }
+    pair_with(ctx, pd, &QpCaps::default(), &mlx5::QpOptions::default(), 256)
 }
 
 /// A small MR holding `data` at offset 0 (alloc_mr), in `p`'s PD.
@@ -468,25 +436,6 @@ fn reg_mr_batch_rings_one_doorbell_for_many_commands() {
 
 use mlx5::Rereg;
 
-fn read_from(
-    p: &mut Pair,
-    dst: &MemoryRegion<TestHal>,
-    len: u32,
-    addr: u64,
-    rkey: u32,
-) -> WcStatus {
-    p.a.post_send(&[SendWr {
-        wr_id: 2,
-        op: SendOp::Read {
-            remote: Remote { addr, rkey },
-        },
-        data: SendData::Sges(&[dst.sge(0, len)]),
-        flags: SIG,
-    }])
-    .expect("post");
-    wait(&mut p.cq_a, 1)[0].status
-}
-
 #[test]
 fn rereg_access_only() {
     let (_sim, ctx) = open();
@@ -747,11 +696,9 @@ fn next_rkey_guess_probability() {
     assert!(variants.len() > 200, "{} distinct variants", variants.len());
 }
 
-/// No key comes back right after its region was destroyed, even where the device reuses
-/// indices at once: a model with 16 usable mkey indices wraps every 16 registrations, and the
-/// driver takes a new key when index and random variant both match a recently destroyed key.
-#[test]
-fn no_key_reuse_right_after_destroy() {
+/// A context on a model with 2^5 mkey indices (the 16 or so left to regions are reused
+/// every few registrations).
+fn small_mkey_space() -> (std::sync::Arc<SimHal>, mlx5::Context<TestHal>) {
     use mlx5_prm::cmd_hca_cap;
     let sim = SimHal::new();
     sim.with_hca(|h| {
@@ -764,6 +711,15 @@ fn no_key_reuse_right_after_destroy() {
         ..test_config()
     };
     let ctx = mlx5::Context::open(TestHal(sim.clone()), cfg).expect("bring-up");
+    (sim, ctx)
+}
+
+/// No key comes back right after its region was destroyed, even where the device reuses
+/// indices at once: a model with 16 usable mkey indices wraps every 16 registrations, and the
+/// driver takes a new key when index and random variant both match a recently destroyed key.
+#[test]
+fn no_key_reuse_right_after_destroy() {
+    let (sim, ctx) = small_mkey_space();
     let hal = TestHal(sim.clone());
     let pd = ctx.alloc_pd().unwrap();
     let b = hal.dma_alloc(4096, 4096).unwrap();
@@ -804,18 +760,7 @@ fn no_key_reuse_right_after_destroy() {
 /// (5 collisions in a row at 1/16 each, ~590 registrations a run).
 #[test]
 fn key_avoidance_keeps_drawing_past_five_collisions() {
-    use mlx5_prm::cmd_hca_cap;
-    let sim = SimHal::new();
-    sim.with_hca(|h| {
-        let g = &mut h.caps_mut().general;
-        cmd_hca_cap::LOG_MAX_MKEY.set(&mut g.max[..], 5).unwrap();
-        cmd_hca_cap::LOG_MAX_MKEY.set(&mut g.cur[..], 5).unwrap();
-    });
-    let cfg = mlx5::ContextConfig {
-        reset_function: false,
-        ..test_config()
-    };
-    let ctx = mlx5::Context::open(TestHal(sim.clone()), cfg).expect("bring-up");
+    let (sim, ctx) = small_mkey_space();
     let hal = TestHal(sim.clone());
     let pd = ctx.alloc_pd().unwrap();
     let b = hal.dma_alloc(4096, 4096).unwrap();
