@@ -131,7 +131,13 @@ fn qps_in(ctx: &mlx5::Context<TestHal>, p: Pair) -> Pair {
         cq_b,
     } = p;
     drop((a, b, cq_a, cq_b));
-    pair_with(ctx, pd, &QpCaps::default(), &mlx5::QpOptions::default(), 256)
+    pair_with(
+        ctx,
+        pd,
+        &QpCaps::default(),
+        &mlx5::QpOptions::default(),
+        256,
+    )
 }
 
 /// A small MR holding `data` at offset 0 (alloc_mr), in `p`'s PD.
@@ -645,6 +651,16 @@ fn failed_rereg_leaves_the_region_as_it_was() {
 // Unpredictable keys (ReDMArk)
 // ---------------------------------------------------------------------------------------------
 
+/// A 4 KiB DMA page (kept alive by the caller while regions name it) as a one-chunk list.
+fn one_page(sim: &std::sync::Arc<SimHal>) -> (SimDma, [PhysChunk; 1]) {
+    let b = TestHal(sim.clone()).dma_alloc(4096, 4096).unwrap();
+    let c = [PhysChunk {
+        bus: b.bus_addr(),
+        len: 4096,
+    }];
+    (b, c)
+}
+
 /// Measures how often the next rkey can be guessed from the previous one. The model hands
 /// out mkey indices in sequence, as the hardware does (ReDMArk measured the same on real
 /// mlx5), so the index part is always `prev + 1`; the variant byte is random per key. The
@@ -653,17 +669,12 @@ fn failed_rereg_leaves_the_region_as_it_was() {
 #[test]
 fn next_rkey_guess_probability() {
     let (sim, ctx) = open();
-    let hal = TestHal(sim.clone());
     let pd = ctx.alloc_pd().unwrap();
-    let b = hal.dma_alloc(4096, 4096).unwrap();
-    let c = [PhysChunk {
-        bus: b.bus_addr(),
-        len: 4096,
-    }];
+    let (_b, c) = one_page(&sim);
     const N: usize = 4096;
     let mut keys = Vec::with_capacity(N);
     for _ in 0..N {
-        // SAFETY: `b` outlives every region.
+        // SAFETY: `_b` outlives every region.
         let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
         keys.push(m.rkey());
         m.dereg().unwrap();
@@ -720,17 +731,12 @@ fn small_mkey_space() -> (std::sync::Arc<SimHal>, mlx5::Context<TestHal>) {
 #[test]
 fn no_key_reuse_right_after_destroy() {
     let (sim, ctx) = small_mkey_space();
-    let hal = TestHal(sim.clone());
     let pd = ctx.alloc_pd().unwrap();
-    let b = hal.dma_alloc(4096, 4096).unwrap();
-    let c = [PhysChunk {
-        bus: b.bus_addr(),
-        len: 4096,
-    }];
+    let (_b, c) = one_page(&sim);
     let mut recent: std::collections::VecDeque<u32> = Default::default();
     let mut reused_index = 0;
     for _ in 0..600 {
-        // SAFETY: `b` outlives every region.
+        // SAFETY: `_b` outlives every region.
         let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
         let k = m.rkey();
         assert!(
@@ -761,17 +767,12 @@ fn no_key_reuse_right_after_destroy() {
 #[test]
 fn key_avoidance_keeps_drawing_past_five_collisions() {
     let (sim, ctx) = small_mkey_space();
-    let hal = TestHal(sim.clone());
     let pd = ctx.alloc_pd().unwrap();
-    let b = hal.dma_alloc(4096, 4096).unwrap();
-    let c = [PhysChunk {
-        bus: b.bus_addr(),
-        len: 4096,
-    }];
+    let (_b, c) = one_page(&sim);
     let script = |v: &[u64]| sim.random_script.lock().unwrap().extend(v.iter().copied());
     let reg_dereg = |variant: u64| {
         script(&[variant]);
-        // SAFETY: `b` outlives every region.
+        // SAFETY: `_b` outlives every region.
         let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
         let k = m.rkey();
         m.dereg().unwrap();
@@ -782,7 +783,10 @@ fn key_avoidance_keeps_drawing_past_five_collisions() {
     // The usable indices: distinct variants never collide, so each registration is one key.
     let first: Vec<u32> = (0..40).map(reg_dereg).collect();
     let indices: std::collections::BTreeSet<u32> = first.iter().map(|k| k >> 8).collect();
-    assert!(indices.len() < 40, "the device reuses indices: {indices:x?}");
+    assert!(
+        indices.len() < 40,
+        "the device reuses indices: {indices:x?}"
+    );
     // Every usable index destroyed with variants 100..=104 (40 + 5 * n keys: all recent).
     let mut recent: Vec<u32> = first;
     for v in 100..105 {
@@ -796,7 +800,7 @@ fn key_avoidance_keeps_drawing_past_five_collisions() {
     // First variant 100, each retry +1 (`variant + 1 + r % 255` with r = 0): 100..=104 all
     // collide whatever index the device picks; 105 is fresh.
     script(&[100, 0, 0, 0, 0, 0, 0, 0]);
-    // SAFETY: `b` outlives the region.
+    // SAFETY: `_b` outlives the region.
     let m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
     let k = m.rkey();
     assert!(!recent.contains(&k), "key {k:#x} was destroyed recently");

@@ -244,7 +244,10 @@ fn send_with_invalidate_from_the_peer_invalidates_the_window() {
     let mut p = mw_pair_in(&ctx, p.pd);
     let r2 = bind2(&mut p, &mut mw, &bind(&target, 0, 4096, RW));
     assert_ne!(r2, rkey);
-    assert_eq!(write_to(&mut p, &src, 8, target.addr(), r2), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 8, target.addr(), r2),
+        WcStatus::Success
+    );
 }
 
 #[test]
@@ -332,7 +335,10 @@ fn local_inv_of_a_type1_window_or_another_qps_window_is_refused() {
     assert_eq!(one(&mut p.cq_b).status, WcStatus::MwBindErr);
     // The type 1 window survived.
     let mut p = mw_pair_in(&ctx, p.pd);
-    assert_eq!(write_to(&mut p, &src, 8, target.addr(), r1), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 8, target.addr(), r1),
+        WcStatus::Success
+    );
     // Type 2 bound through b: LOCAL_INV on a is refused, on b accepted.
     let mut w2 = p.pd.alloc_mw(MwType::Type2).unwrap();
     let r2 = bind2(&mut p, &mut w2, &bind(&target, 0, 4096, RW));
@@ -376,7 +382,10 @@ fn type1_bind_rebind_and_unbind_by_the_verb() {
     let w = one(&mut p.cq_a);
     assert_eq!((w.status, w.opcode), (WcStatus::Success, WcOpcode::BindMw));
     // Usable through any QP of the PD: a writes to b, whose responder is not the binder.
-    assert_eq!(write_to(&mut p, &src, 8, target.addr(), r1), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 8, target.addr(), r1),
+        WcStatus::Success
+    );
     // Bound again while bound (type 1 allows it): a new rkey, the old one is dead.
     let r2 =
         p.a.bind_mw(
@@ -440,7 +449,10 @@ fn zero_based_type2_window_is_addressed_from_zero() {
     let mut got = vec![0u8; 32];
     target.read(8192 + 16, &mut got).unwrap();
     assert_eq!(got, pattern(32, 9));
-    assert_eq!(write_to(&mut p, &src, 1, 4096, rkey), WcStatus::RemAccessErr);
+    assert_eq!(
+        write_to(&mut p, &src, 1, 4096, rkey),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
