@@ -125,23 +125,28 @@ impl Drop for TempDir {
 
 #[test]
 fn two_qemu_guests_talk_over_the_wire() {
-    two_sims("unix", None);
+    two_sims("unix", false);
 }
 
 /// The same over TCP (`--wire-listen tcp:127.0.0.1:PORT`), with A capturing its wire
 /// (`--wire-pcap`): the capture holds both directions and every ICRC in it is good.
 #[test]
 fn two_sims_over_tcp_with_a_capture() {
-    // A port that was free a moment ago (the sim binds it again at once).
+    two_sims("tcp", true);
+}
+
+/// A TCP port that was free a moment ago (the sim binds it again at once; another process
+/// may take it in between, so A is started again on a new one if it exits).
+fn free_port_addr() -> std::ffi::OsString {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    two_sims("tcp", Some(format!("tcp:127.0.0.1:{port}")));
+    format!("tcp:127.0.0.1:{port}").into()
 }
 
-fn two_sims(tag: &str, tcp: Option<String>) {
+fn two_sims(tag: &str, tcp: bool) {
     let dir =
         TempDir(std::env::temp_dir().join(format!("mlx5-2proc-{}-{tag}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
@@ -150,24 +155,36 @@ fn two_sims(tag: &str, tcp: Option<String>) {
         dir.0.join("b.sock"),
         dir.0.join("wire.sock"),
     );
-    let wire: std::ffi::OsString = tcp.clone().map_or(wire.into_os_string(), Into::into);
     let pcap = dir.0.join("a.pcap");
 
     // A listens for the wire before it listens for QEMU, so once A's QEMU socket answers, B
-    // can connect its wire.
-    let mut a_args: Vec<&std::ffi::OsStr> = vec![
-        "--listen".as_ref(),
-        a_sock.as_os_str(),
-        "--wire-listen".as_ref(),
-        &wire,
-        "--mac".as_ref(),
-        "02:00:00:00:00:0a".as_ref(),
-    ];
-    if tcp.is_some() {
-        a_args.extend(["--wire-pcap".as_ref(), pcap.as_os_str()]);
-    }
-    let mut sim_a = Sim::spawn(&a_args, false);
-    let qa = sim_a.connect(&a_sock);
+    // can connect its wire. Over TCP A exits if its port was taken: a few tries.
+    let mut tries = 0;
+    let (mut sim_a, qa, wire) = loop {
+        let wire: std::ffi::OsString = if tcp {
+            free_port_addr()
+        } else {
+            wire.clone().into_os_string()
+        };
+        let mut a_args: Vec<&std::ffi::OsStr> = vec![
+            "--listen".as_ref(),
+            a_sock.as_os_str(),
+            "--wire-listen".as_ref(),
+            &wire,
+            "--mac".as_ref(),
+            "02:00:00:00:00:0a".as_ref(),
+        ];
+        if tcp {
+            a_args.extend(["--wire-pcap".as_ref(), pcap.as_os_str()]);
+        }
+        let mut sim_a = Sim::spawn(&a_args, false);
+        tries += 1;
+        match sim_a.try_connect(&a_sock) {
+            Some(qa) => break (sim_a, qa, wire),
+            None if tcp && tries < 5 => continue,
+            None => panic!("mlx5-sim A exited before listening"),
+        }
+    };
     let mut sim_b = Sim::spawn(
         &[
             "--listen".as_ref(),
@@ -262,7 +279,7 @@ fn two_sims(tag: &str, tcp: Option<String>) {
     assert!(sim_a.0.try_wait().unwrap().is_none());
     assert!(sim_b.0.try_wait().unwrap().is_none());
 
-    if tcp.is_some() {
+    if tcp {
         // A's capture (written unbuffered as frames pass): WRITE, SEND and READ packets and
         // their ACKs / responses, every ICRC good.
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_mlx5-sim"))

@@ -219,13 +219,19 @@ impl Sim {
     /// Connects to the process's `--listen` socket `path`, waiting up to 20 s for it to
     /// appear; panics if the process exits first.
     pub fn connect(&mut self, path: &Path) -> UnixStream {
+        self.try_connect(path)
+            .unwrap_or_else(|| panic!("mlx5-sim exited before listening on {}", path.display()))
+    }
+
+    /// [`Sim::connect`], but `None` if the process exits before it listens.
+    pub fn try_connect(&mut self, path: &Path) -> Option<UnixStream> {
         let t0 = Instant::now();
         loop {
             match UnixStream::connect(path) {
-                Ok(s) => return s,
+                Ok(s) => return Some(s),
                 Err(e) => {
-                    if let Some(st) = self.0.try_wait().unwrap() {
-                        panic!("mlx5-sim exited before listening: {st:?}");
+                    if self.0.try_wait().unwrap().is_some() {
+                        return None;
                     }
                     assert!(
                         t0.elapsed() < Duration::from_secs(20),
