@@ -207,8 +207,7 @@ impl Drop for Sim {
 impl Sim {
     /// Starts `mlx5-sim` with `args`, stdin closed; `quiet` drops its stderr.
     pub fn spawn<S: AsRef<std::ffi::OsStr>>(args: &[S], quiet: bool) -> Sim {
-        let exe = option_env!("CARGO_BIN_EXE_mlx5-sim").expect("the mlx5-sim binary (feature cli)");
-        let mut cmd = Command::new(exe);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mlx5-sim"));
         cmd.args(args).stdin(Stdio::null());
         if quiet {
             cmd.stderr(Stdio::null());
