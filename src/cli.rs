@@ -234,7 +234,7 @@ pub struct Cli {
     /// Run against a Linux soft-RoCE (rdma_rxe) peer under TCG, its NIC plugged
     /// into the emulated HCA's port; the unikernel runs the app that plays the
     /// other side of --peer-cmd (pingpong for ibv_rc_pingpong, perftest for
-    /// ib_*_bw and ib_*_lat), its options from --cmdline or from the command
+    /// ib_*_bw and ib_*_lat), its options from --cmdline, else those of --peer-cmd
     #[arg(
         long,
         value_enum,
@@ -373,33 +373,64 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    fn readme() -> String {
+        std::fs::read_to_string(crate::workspace_root().join("README.md")).expect("README.md")
+    }
+
+    /// Checks the README table `rows` (named `what`) against `--help`: it has a row for each
+    /// of `must_list`, each of its rows is an option of `--help`, each row says the default
+    /// that `--help` shows, and a row whose option takes one of a fixed set of values lists
+    /// exactly those (`--peer-role server\|client`).
+    fn check_table(what: &str, rows: &[(String, String)], must_list: &[String]) {
+        assert!(!rows.is_empty(), "the README has no {what} table");
+        let mut cmd = Cli::command();
+        let help = cmd.render_long_help().to_string();
+        let opts = long_options(&cmd);
+        for o in must_list {
+            assert!(help.contains(o.as_str()), "--help does not show {o}");
+            assert!(rows.iter().any(|(r, _)| r == o), "the README's {what} table lacks {o} (in --help)");
+        }
+        for (r, _) in rows {
+            assert!(opts.contains(r), "the README's {what} table has {r}, which --help does not know");
+        }
+        for a in cmd.get_arguments() {
+            let Some(long) = a.get_long() else { continue };
+            let Some((_, row)) = rows.iter().find(|(r, _)| *r == format!("--{long}")) else { continue };
+            // Flags (default false) and values whose default --help does not print.
+            if let [d, ..] = a.get_default_values() {
+                if !a.is_hide_default_value_set() && a.get_action().takes_values() {
+                    let d = d.to_string_lossy();
+                    assert!(row.contains(&format!("default {d}")), "the README row of --{long} does not say `default {d}`: {row}");
+                }
+            }
+            let values: Vec<String> =
+                a.get_possible_values().iter().filter(|v| !v.is_hide_set()).map(|v| v.get_name().to_string()).collect();
+            if !values.is_empty() && !a.is_hide_possible_values_set() {
+                // The first cell's `--name VALUES`, up to the closing backquote.
+                let first = row.trim_start_matches('|').split(" | ").next().unwrap_or("");
+                let shown = first.split(&format!("--{long} ")).nth(1).and_then(|v| v.split('`').next());
+                let listed = values.join("\\|");
+                assert_eq!(shown, Some(listed.as_str()), "the README row of --{long} does not list `{listed}`: {row}");
+            }
+        }
+    }
+
     /// The launcher's table in the README lists exactly the options of `--help`, and shows each
     /// default that `--help` shows.
     #[test]
     fn readme_table_matches_help() {
-        let readme = std::fs::read_to_string(crate::workspace_root().join("README.md")).expect("README.md");
-        let rows = readme_table(&readme, "## The launcher: `cargo run -- [OPTIONS]`");
-        assert!(!rows.is_empty(), "the README has no launcher option table");
-        let mut cmd = Cli::command();
-        let help = cmd.render_long_help().to_string();
-        let opts = long_options(&cmd);
-        for o in &opts {
-            assert!(help.contains(o.as_str()), "--help does not show {o}");
-            assert!(rows.iter().any(|(r, _)| r == o), "the README's launcher table lacks {o} (in --help)");
-        }
-        for (r, _) in &rows {
-            assert!(opts.contains(r), "the README's launcher table has {r}, which --help does not know");
-        }
-        for a in cmd.get_arguments() {
-            let (Some(long), [d, ..]) = (a.get_long(), a.get_default_values()) else { continue };
-            // Flags (default false) and values whose default --help does not print.
-            if a.is_hide_default_value_set() || !a.get_action().takes_values() {
-                continue;
-            }
-            let d = d.to_string_lossy();
-            let (_, row) = rows.iter().find(|(r, _)| *r == format!("--{long}")).expect("row");
-            assert!(row.contains(&format!("default {d}")), "the README row of --{long} does not say `default {d}`: {row}");
-        }
+        let rows = readme_table(&readme(), "## The launcher: `cargo run -- [OPTIONS]`");
+        check_table("launcher", &rows, &long_options(&Cli::command()));
+    }
+
+    /// The option table of the README's "Talking to Linux" lists every `--peer*` option of
+    /// `--help` (and only options `--help` knows), with the defaults and values it shows.
+    #[test]
+    fn readme_peer_table_matches_help() {
+        let rows = readme_table(&readme(), "## Talking to Linux");
+        let peer: Vec<String> = long_options(&Cli::command()).into_iter().filter(|o| o.starts_with("--peer")).collect();
+        assert_eq!(peer.len(), 4, "{peer:?}");
+        check_table("Talking to Linux", &rows, &peer);
     }
 
     fn parse(s: &str) -> Result<Options, clap::Error> {

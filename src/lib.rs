@@ -22,14 +22,12 @@ pub const DEFAULT_APP_HCA: &str = "rdma";
 /// The application without an HCA: boot report and memory self-test.
 pub const DEFAULT_APP_NO_HCA: &str = "hello";
 
-/// The Debian guest the VFIO and mlx5_core tests boot (tests/linux_guest.rs).
 pub mod linux_guest;
 
 /// The command line (`cargo run -- --help`).
 pub mod cli;
 pub use cli::parse_args;
 
-/// Progress of long steps on a terminal (quiet with `-q` or without a TTY).
 pub mod progress;
 
 /// Exit statuses of the launcher itself (the application's own are 0..=127).

@@ -1,5 +1,6 @@
 //! A Linux guest for tests: Debian's 6.1 kernel booted under TCG with the emulated HCA
-//! (`mlx5-sim --listen`) attached through QEMU's `x-pci-proxy-dev`.
+//! (`mlx5-sim --listen`) attached through QEMU's `x-pci-proxy-dev`; the VFIO and mlx5_core
+//! tests (tests/linux_guest.rs) boot it.
 //!
 //! - [`prepare_kernel`]: `apt-get download`s the newest `linux-image-6.1.0-*-amd64`,
 //!   `busybox-static` and `kmod` (nothing is installed), unpacks them with `dpkg -x` and runs
@@ -782,7 +783,6 @@ pub fn dump(run: &GuestRun, out: &mut impl Write) -> io::Result<()> {
 }
 
 
-/// The Linux RDMA peer: the launcher's `--peer linux` and tests/linux_peer.rs.
 #[path = "peer.rs"]
 pub mod peer;
 
@@ -907,7 +907,7 @@ fn elf_needs(path: &Path) -> Result<(Vec<String>, Option<String>), Skip> {
 }
 
 /// Builds (or reuses) the Linux RDMA peer image: the Debian 6.1 kernel of [`prepare_kernel`],
-/// busybox, the modules of [`PEER_MODULES`], rdma-core's tools with the rxe provider and their
+/// busybox, the modules of `PEER_MODULES`, rdma-core's tools with the rxe provider and their
 /// shared libraries, and [`PEER_INIT`]. Nothing is installed on the host.
 pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
     let kernel = prepare_kernel()?;

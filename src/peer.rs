@@ -1,4 +1,5 @@
-//! `--peer linux`: a Linux soft-RoCE (rdma_rxe) peer against the unikernel.
+//! The Linux RDMA peer (the launcher's `--peer linux`, tests/linux_peer.rs): a Linux soft-RoCE
+//! (rdma_rxe) peer against the unikernel.
 //!
 //! - [`LinuxPeer`]: boots the peer image ([`super::prepare_peer_image`]) under TCG with its
 //!   RoCE NIC (eth0, virtio-net) on a QEMU `-netdev stream` socket and, optionally, a second

@@ -10,8 +10,8 @@ use common::*;
 use mlx5::mr::PhysChunk;
 use mlx5::qp::RawSge;
 use mlx5::{
-    AccessFlags, DmaBuffer, Error, Hal, InvalidInput, MemoryRegion, MrTranslation, QpCaps, Remote,
-    SendData, SendFlags, SendOp, SendWr, WcStatus,
+    AccessFlags, DmaBuffer, Error, Hal, InvalidInput, MemoryRegion, MrTranslation, QpCaps,
+    SendFlags, SendOp, WcStatus,
 };
 use mlx5_sim::mr::{Access as SimAccess, MrFault};
 
@@ -25,23 +25,6 @@ fn mem_read(sim: &SimHal, bus: u64, len: usize) -> Vec<u8> {
     sim.with_hca(|h| h.mem.read(bus, &mut v))
         .expect("guest read");
     v
-}
-
-/// RDMA WRITE of `len` bytes from `src` (offset 0) to `(addr, rkey)`; the completion status.
-fn write_to(p: &mut Pair, src: &MemoryRegion<TestHal>, len: u32, addr: u64, rkey: u32) -> WcStatus {
-    p.a.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::Write {
-            remote: Remote { addr, rkey },
-            imm: None,
-        },
-        data: SendData::Sges(&[src.sge(0, len)]),
-        flags: SIG,
-    }])
-    .expect("post");
-    let w = wait(&mut p.cq_a, 1);
-    assert_eq!(w.len(), 1, "one completion");
-    w[0].status
 }
 
 /// `n` scattered pages of `page` bytes from `backing`, in reverse order (no two adjacent).
@@ -148,22 +131,13 @@ fn qps_in(ctx: &mlx5::Context<TestHal>, p: Pair) -> Pair {
         cq_b,
     } = p;
     drop((a, b, cq_a, cq_b));
-    let cq_a = ctx.create_cq(256).expect("cq a");
-    let cq_b = ctx.create_cq(256).expect("cq b");
-    let caps = QpCaps::default();
-    let mut a = pd.create_qp(&cq_a, &cq_a, &caps).expect("qp a");
-    let mut b = pd.create_qp(&cq_b, &cq_b, &caps).expect("qp b");
-    let (ea, eb) = (a.endpoint(), b.endpoint());
-    let o = mlx5::ConnectOptions::default();
-    a.connect(&eb, &o).expect("connect a");
-    b.connect(&ea, &o).expect("connect b");
-    Pair {
+    pair_with(
+        ctx,
         pd,
-        cq_a,
-        cq_b,
-        a,
-        b,
-    }
+        &QpCaps::default(),
+        &mlx5::QpOptions::default(),
+        256,
+    )
 }
 
 /// A small MR holding `data` at offset 0 (alloc_mr), in `p`'s PD.
@@ -468,25 +442,6 @@ fn reg_mr_batch_rings_one_doorbell_for_many_commands() {
 
 use mlx5::Rereg;
 
-fn read_from(
-    p: &mut Pair,
-    dst: &MemoryRegion<TestHal>,
-    len: u32,
-    addr: u64,
-    rkey: u32,
-) -> WcStatus {
-    p.a.post_send(&[SendWr {
-        wr_id: 2,
-        op: SendOp::Read {
-            remote: Remote { addr, rkey },
-        },
-        data: SendData::Sges(&[dst.sge(0, len)]),
-        flags: SIG,
-    }])
-    .expect("post");
-    wait(&mut p.cq_a, 1)[0].status
-}
-
 #[test]
 fn rereg_access_only() {
     let (_sim, ctx) = open();
@@ -696,6 +651,16 @@ fn failed_rereg_leaves_the_region_as_it_was() {
 // Unpredictable keys (ReDMArk)
 // ---------------------------------------------------------------------------------------------
 
+/// A 4 KiB DMA page (kept alive by the caller while regions name it) as a one-chunk list.
+fn one_page(sim: &std::sync::Arc<SimHal>) -> (SimDma, [PhysChunk; 1]) {
+    let b = TestHal(sim.clone()).dma_alloc(4096, 4096).unwrap();
+    let c = [PhysChunk {
+        bus: b.bus_addr(),
+        len: 4096,
+    }];
+    (b, c)
+}
+
 /// Measures how often the next rkey can be guessed from the previous one. The model hands
 /// out mkey indices in sequence, as the hardware does (ReDMArk measured the same on real
 /// mlx5), so the index part is always `prev + 1`; the variant byte is random per key. The
@@ -704,17 +669,12 @@ fn failed_rereg_leaves_the_region_as_it_was() {
 #[test]
 fn next_rkey_guess_probability() {
     let (sim, ctx) = open();
-    let hal = TestHal(sim.clone());
     let pd = ctx.alloc_pd().unwrap();
-    let b = hal.dma_alloc(4096, 4096).unwrap();
-    let c = [PhysChunk {
-        bus: b.bus_addr(),
-        len: 4096,
-    }];
+    let (_b, c) = one_page(&sim);
     const N: usize = 4096;
     let mut keys = Vec::with_capacity(N);
     for _ in 0..N {
-        // SAFETY: `b` outlives every region.
+        // SAFETY: `_b` outlives every region.
         let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
         keys.push(m.rkey());
         m.dereg().unwrap();
@@ -747,11 +707,9 @@ fn next_rkey_guess_probability() {
     assert!(variants.len() > 200, "{} distinct variants", variants.len());
 }
 
-/// No key comes back right after its region was destroyed, even where the device reuses
-/// indices at once: a model with 16 usable mkey indices wraps every 16 registrations, and the
-/// driver takes a new key when index and random variant both match a recently destroyed key.
-#[test]
-fn no_key_reuse_right_after_destroy() {
+/// A context on a model with 2^5 mkey indices (the 16 or so left to regions are reused
+/// every few registrations).
+fn small_mkey_space() -> (std::sync::Arc<SimHal>, mlx5::Context<TestHal>) {
     use mlx5_prm::cmd_hca_cap;
     let sim = SimHal::new();
     sim.with_hca(|h| {
@@ -764,17 +722,21 @@ fn no_key_reuse_right_after_destroy() {
         ..test_config()
     };
     let ctx = mlx5::Context::open(TestHal(sim.clone()), cfg).expect("bring-up");
-    let hal = TestHal(sim.clone());
+    (sim, ctx)
+}
+
+/// No key comes back right after its region was destroyed, even where the device reuses
+/// indices at once: a model with 16 usable mkey indices wraps every 16 registrations, and the
+/// driver takes a new key when index and random variant both match a recently destroyed key.
+#[test]
+fn no_key_reuse_right_after_destroy() {
+    let (sim, ctx) = small_mkey_space();
     let pd = ctx.alloc_pd().unwrap();
-    let b = hal.dma_alloc(4096, 4096).unwrap();
-    let c = [PhysChunk {
-        bus: b.bus_addr(),
-        len: 4096,
-    }];
+    let (_b, c) = one_page(&sim);
     let mut recent: std::collections::VecDeque<u32> = Default::default();
     let mut reused_index = 0;
     for _ in 0..600 {
-        // SAFETY: `b` outlives every region.
+        // SAFETY: `_b` outlives every region.
         let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
         let k = m.rkey();
         assert!(
@@ -794,6 +756,56 @@ fn no_key_reuse_right_after_destroy() {
         reused_index > 500,
         "the device did reuse indices ({reused_index})"
     );
+}
+
+/// The collision avoidance of `no_key_reuse_right_after_destroy` with the odds stacked: the
+/// random source is scripted so that the first key and its next four replacements all name
+/// a recently destroyed key (every usable index has been destroyed with variants 100..=104).
+/// The driver keeps drawing until the key is fresh (variant 105); it used to give up after
+/// four tries and hand out the recent key, which that test hit about once in 2500 runs
+/// (5 collisions in a row at 1/16 each, ~590 registrations a run).
+#[test]
+fn key_avoidance_keeps_drawing_past_five_collisions() {
+    let (sim, ctx) = small_mkey_space();
+    let pd = ctx.alloc_pd().unwrap();
+    let (_b, c) = one_page(&sim);
+    let script = |v: &[u64]| sim.random_script.lock().unwrap().extend(v.iter().copied());
+    let reg_dereg = |variant: u64| {
+        script(&[variant]);
+        // SAFETY: `_b` outlives every region.
+        let mut m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
+        let k = m.rkey();
+        m.dereg().unwrap();
+        assert!(sim.random_script.lock().unwrap().is_empty(), "one draw");
+        assert_eq!(u64::from(k & 0xff), variant, "the scripted variant");
+        k
+    };
+    // The usable indices: distinct variants never collide, so each registration is one key.
+    let first: Vec<u32> = (0..40).map(reg_dereg).collect();
+    let indices: std::collections::BTreeSet<u32> = first.iter().map(|k| k >> 8).collect();
+    assert!(
+        indices.len() < 40,
+        "the device reuses indices: {indices:x?}"
+    );
+    // Every usable index destroyed with variants 100..=104 (40 + 5 * n keys: all recent).
+    let mut recent: Vec<u32> = first;
+    for v in 100..105 {
+        for _ in 0..indices.len() {
+            recent.push(reg_dereg(v));
+        }
+    }
+    assert!(recent.len() <= 256);
+    let covered: std::collections::BTreeSet<u32> = recent.iter().map(|k| k >> 8).collect();
+    assert_eq!(covered, indices);
+    // First variant 100, each retry +1 (`variant + 1 + r % 255` with r = 0): 100..=104 all
+    // collide whatever index the device picks; 105 is fresh.
+    script(&[100, 0, 0, 0, 0, 0, 0, 0]);
+    // SAFETY: `_b` outlives the region.
+    let m = unsafe { pd.reg_phys(&c, 0x1000, AccessFlags::LOCAL_WRITE) }.unwrap();
+    let k = m.rkey();
+    assert!(!recent.contains(&k), "key {k:#x} was destroyed recently");
+    assert_eq!(k & 0xff, 105, "the first fresh variant");
+    sim.random_script.lock().unwrap().clear();
 }
 
 /// The batch on a model that runs commands on its own thread (completions arrive while the

@@ -9,9 +9,9 @@ mod common;
 
 use common::*;
 use mlx5::{
-    AccessFlags, CompletionQueue, ConnectOptions, Error, InvalidInput, MemoryRegion, MemoryWindow,
-    MwBind, MwType, ProtectionDomain, QpCaps, QpOptions, QueuePair, RecvWr, Remote, SendData,
-    SendFlags, SendOp, SendWr, WcOpcode, WcStatus,
+    AccessFlags, ConnectOptions, Error, InvalidInput, MemoryRegion, MemoryWindow, MwBind, MwType,
+    ProtectionDomain, QpCaps, QpOptions, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr,
+    WcOpcode, WcStatus,
 };
 use mlx5_sim::mw::window_type;
 
@@ -20,46 +20,17 @@ const RW: AccessFlags = AccessFlags(AccessFlags::REMOTE_READ.0 | AccessFlags::RE
 
 /// Two connected RC QPs of one PD, both with room for window WQEs: `a` is the requester of
 /// the RDMA tests, `b` the responder, which owns the windows.
-struct MwPair {
-    pd: ProtectionDomain<TestHal>,
-    cq_a: CompletionQueue<TestHal>,
-    cq_b: CompletionQueue<TestHal>,
-    a: QueuePair<TestHal>,
-    b: QueuePair<TestHal>,
-}
-
-fn mw_pair_in(ctx: &mlx5::Context<TestHal>, pd: ProtectionDomain<TestHal>) -> MwPair {
-    let caps = QpCaps::default();
+/// A [`Pair`] whose QPs may bind windows (`QpOptions::mw_bind`).
+fn mw_pair_in(ctx: &mlx5::Context<TestHal>, pd: ProtectionDomain<TestHal>) -> Pair {
     let opts = QpOptions {
         mw_bind: true,
         ..QpOptions::default()
     };
-    let cq_a = ctx.create_cq(64).expect("cq a");
-    let cq_b = ctx.create_cq(64).expect("cq b");
-    let mut a = pd.create_qp_with(&cq_a, &cq_a, &caps, &opts).expect("qp a");
-    let mut b = pd.create_qp_with(&cq_b, &cq_b, &caps, &opts).expect("qp b");
-    let (ea, eb) = (a.endpoint(), b.endpoint());
-    let o = ConnectOptions::default();
-    a.connect(&eb, &o).expect("connect a");
-    b.connect(&ea, &o).expect("connect b");
-    MwPair {
-        pd,
-        cq_a,
-        cq_b,
-        a,
-        b,
-    }
+    pair_with(ctx, pd, &QpCaps::default(), &opts, 64)
 }
 
-fn mw_pair(ctx: &mlx5::Context<TestHal>) -> MwPair {
+fn mw_pair(ctx: &mlx5::Context<TestHal>) -> Pair {
     mw_pair_in(ctx, ctx.alloc_pd().expect("pd"))
-}
-
-/// One completion from `cq` (the test asserts on it).
-fn one(cq: &mut CompletionQueue<TestHal>) -> mlx5::WorkCompletion {
-    let w = wait(cq, 1);
-    assert_eq!(w.len(), 1, "one completion");
-    w[0]
 }
 
 fn bind<'a>(
@@ -77,7 +48,7 @@ fn bind<'a>(
 }
 
 /// Binds type 2 `mw` on QP b and checks the completion.
-fn bind2(p: &mut MwPair, mw: &mut MemoryWindow<TestHal>, b: &MwBind<'_, TestHal>) -> u32 {
+fn bind2(p: &mut Pair, mw: &mut MemoryWindow<TestHal>, b: &MwBind<'_, TestHal>) -> u32 {
     let rkey =
         p.b.post_bind_mw(77, mw, b, SendFlags::SIGNALED)
             .expect("post bind");
@@ -87,35 +58,6 @@ fn bind2(p: &mut MwPair, mw: &mut MemoryWindow<TestHal>, b: &MwBind<'_, TestHal>
         (WcStatus::Success, WcOpcode::BindMw, 77)
     );
     rkey
-}
-
-/// RDMA WRITE of `len` bytes of `src` from QP a to `addr` / `rkey`.
-fn write(p: &mut MwPair, src: &MemoryRegion<TestHal>, len: u32, addr: u64, rkey: u32) -> WcStatus {
-    p.a.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::Write {
-            remote: Remote { addr, rkey },
-            imm: None,
-        },
-        data: SendData::Sges(&[src.sge(0, len)]),
-        flags: SendFlags::SIGNALED,
-    }])
-    .expect("post write");
-    one(&mut p.cq_a).status
-}
-
-/// RDMA READ of `len` bytes at `addr` / `rkey` into `dst`.
-fn read(p: &mut MwPair, dst: &MemoryRegion<TestHal>, len: u32, addr: u64, rkey: u32) -> WcStatus {
-    p.a.post_send(&[SendWr {
-        wr_id: 2,
-        op: SendOp::Read {
-            remote: Remote { addr, rkey },
-        },
-        data: SendData::Sges(&[dst.sge(0, len)]),
-        flags: SendFlags::SIGNALED,
-    }])
-    .expect("post read");
-    one(&mut p.cq_a).status
 }
 
 fn local_inv(qp: &mut QueuePair<TestHal>, rkey: u32) {
@@ -174,16 +116,16 @@ fn type2_window_write_read_out_of_window_and_local_inv() {
     let data = pattern(256, 3);
     src.write(0, &data).unwrap();
     let at = target.addr() + 8192 + 100;
-    assert_eq!(write(&mut p, &src, 256, at, rkey), WcStatus::Success);
+    assert_eq!(write_to(&mut p, &src, 256, at, rkey), WcStatus::Success);
     let mut got = vec![0u8; 256];
     target.read(8192 + 100, &mut got).unwrap();
     assert_eq!(got, data);
-    assert_eq!(read(&mut p, &dst, 256, at, rkey), WcStatus::Success);
+    assert_eq!(read_from(&mut p, &dst, 256, at, rkey), WcStatus::Success);
     dst.read(0, &mut got).unwrap();
     assert_eq!(got, data);
     // The last byte of the window is in, the byte before it and one past it are not.
     let end = target.addr() + 8192 + 4096;
-    assert_eq!(write(&mut p, &src, 1, end - 1, rkey), WcStatus::Success);
+    assert_eq!(write_to(&mut p, &src, 1, end - 1, rkey), WcStatus::Success);
     // LOCAL_INV on the QP the window is bound to.
     local_inv(&mut p.b, rkey);
     let w = one(&mut p.cq_b);
@@ -191,12 +133,12 @@ fn type2_window_write_read_out_of_window_and_local_inv() {
         (w.status, w.opcode, w.wr_id),
         (WcStatus::Success, WcOpcode::LocalInv, 9)
     );
-    assert_eq!(write(&mut p, &src, 16, at, rkey), WcStatus::RemAccessErr);
+    assert_eq!(write_to(&mut p, &src, 16, at, rkey), WcStatus::RemAccessErr);
 
     // Out of the window (fresh QPs: the access error moved them to ERR).
     let mut p = mw_pair_in(&ctx, p.pd);
     let rkey = bind2(&mut p, &mut mw, &bind(&target, 8192, 4096, RW));
-    assert_eq!(write(&mut p, &src, 1, end, rkey), WcStatus::RemAccessErr);
+    assert_eq!(write_to(&mut p, &src, 1, end, rkey), WcStatus::RemAccessErr);
     let mut p = mw_pair_in(&ctx, p.pd);
     local_inv(&mut p.b, rkey);
     // Bound through the previous pair's b: LOCAL_INV on this b is refused.
@@ -205,7 +147,7 @@ fn type2_window_write_read_out_of_window_and_local_inv() {
     let mut mw2 = p.pd.alloc_mw(MwType::Type2).unwrap();
     let r2 = bind2(&mut p, &mut mw2, &bind(&target, 8192, 4096, RW));
     assert_eq!(
-        write(&mut p, &src, 1, target.addr() + 8191, r2),
+        write_to(&mut p, &src, 1, target.addr() + 8191, r2),
         WcStatus::RemAccessErr
     );
 }
@@ -223,11 +165,11 @@ fn window_access_may_be_narrower_than_the_region() {
         &bind(&target, 0, 8192, AccessFlags::REMOTE_READ),
     );
     assert_eq!(
-        read(&mut p, &src, 64, target.addr(), rkey),
+        read_from(&mut p, &src, 64, target.addr(), rkey),
         WcStatus::Success
     );
     assert_eq!(
-        write(&mut p, &src, 64, target.addr(), rkey),
+        write_to(&mut p, &src, 64, target.addr(), rkey),
         WcStatus::RemAccessErr
     );
 }
@@ -246,7 +188,7 @@ fn type2_rkey_changes_with_each_bind_and_old_rkeys_die() {
         assert!(!seen.contains(&rkey), "rkey {rkey:#x} reused: {seen:x?}");
         assert_eq!(rkey >> 8, seen[0] >> 8);
         assert_eq!(
-            write(&mut p, &src, 8, target.addr(), rkey),
+            write_to(&mut p, &src, 8, target.addr(), rkey),
             WcStatus::Success
         );
         local_inv(&mut p.b, rkey);
@@ -255,7 +197,7 @@ fn type2_rkey_changes_with_each_bind_and_old_rkeys_die() {
     }
     let old = seen[1];
     assert_eq!(
-        write(&mut p, &src, 8, target.addr(), old),
+        write_to(&mut p, &src, 8, target.addr(), old),
         WcStatus::RemAccessErr
     );
 }
@@ -270,7 +212,7 @@ fn send_with_invalidate_from_the_peer_invalidates_the_window() {
     let mut mw = p.pd.alloc_mw(MwType::Type2).unwrap();
     let rkey = bind2(&mut p, &mut mw, &bind(&target, 4096, 4096, RW));
     assert_eq!(
-        write(&mut p, &src, 8, target.addr() + 4096, rkey),
+        write_to(&mut p, &src, 8, target.addr() + 4096, rkey),
         WcStatus::Success
     );
     p.b.post_recv(&[RecvWr {
@@ -295,14 +237,17 @@ fn send_with_invalidate_from_the_peer_invalidates_the_window() {
     );
     sim.with_hca(|h| assert!(h.mkeys.by_index(rkey >> 8).unwrap().free));
     assert_eq!(
-        write(&mut p, &src, 8, target.addr() + 4096, rkey),
+        write_to(&mut p, &src, 8, target.addr() + 4096, rkey),
         WcStatus::RemAccessErr
     );
     // The window can be bound again (it is free), with a new rkey.
     let mut p = mw_pair_in(&ctx, p.pd);
     let r2 = bind2(&mut p, &mut mw, &bind(&target, 0, 4096, RW));
     assert_ne!(r2, rkey);
-    assert_eq!(write(&mut p, &src, 8, target.addr(), r2), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 8, target.addr(), r2),
+        WcStatus::Success
+    );
 }
 
 #[test]
@@ -339,7 +284,7 @@ fn send_with_invalidate_of_a_type1_window_is_refused() {
     // The window still works through another pair.
     let mut q = mw_pair_in(&ctx, p.pd);
     assert_eq!(
-        write(&mut q, &src, 8, target.addr(), rkey),
+        write_to(&mut q, &src, 8, target.addr(), rkey),
         WcStatus::Success
     );
 }
@@ -390,7 +335,10 @@ fn local_inv_of_a_type1_window_or_another_qps_window_is_refused() {
     assert_eq!(one(&mut p.cq_b).status, WcStatus::MwBindErr);
     // The type 1 window survived.
     let mut p = mw_pair_in(&ctx, p.pd);
-    assert_eq!(write(&mut p, &src, 8, target.addr(), r1), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 8, target.addr(), r1),
+        WcStatus::Success
+    );
     // Type 2 bound through b: LOCAL_INV on a is refused, on b accepted.
     let mut w2 = p.pd.alloc_mw(MwType::Type2).unwrap();
     let r2 = bind2(&mut p, &mut w2, &bind(&target, 0, 4096, RW));
@@ -411,7 +359,7 @@ fn type2_remote_access_only_through_the_bound_qp() {
     // A second pair of the same PD: its responder is not the window's QP.
     let mut q = mw_pair_in(&ctx, p.pd);
     assert_eq!(
-        write(&mut q, &src, 8, target.addr(), rkey),
+        write_to(&mut q, &src, 8, target.addr(), rkey),
         WcStatus::RemAccessErr
     );
 }
@@ -434,7 +382,10 @@ fn type1_bind_rebind_and_unbind_by_the_verb() {
     let w = one(&mut p.cq_a);
     assert_eq!((w.status, w.opcode), (WcStatus::Success, WcOpcode::BindMw));
     // Usable through any QP of the PD: a writes to b, whose responder is not the binder.
-    assert_eq!(write(&mut p, &src, 8, target.addr(), r1), WcStatus::Success);
+    assert_eq!(
+        write_to(&mut p, &src, 8, target.addr(), r1),
+        WcStatus::Success
+    );
     // Bound again while bound (type 1 allows it): a new rkey, the old one is dead.
     let r2 =
         p.a.bind_mw(
@@ -447,7 +398,7 @@ fn type1_bind_rebind_and_unbind_by_the_verb() {
     assert_eq!(one(&mut p.cq_a).status, WcStatus::Success);
     assert_ne!(r1, r2);
     assert_eq!(
-        write(&mut p, &src, 8, target.addr() + 4096, r2),
+        write_to(&mut p, &src, 8, target.addr() + 4096, r2),
         WcStatus::Success
     );
     assert!(mw.holds_region());
@@ -456,12 +407,12 @@ fn type1_bind_rebind_and_unbind_by_the_verb() {
     assert_eq!(one(&mut p.cq_a).status, WcStatus::Success);
     assert!(!mw.holds_region());
     assert_eq!(
-        write(&mut p, &src, 8, target.addr() + 4096, r3),
+        write_to(&mut p, &src, 8, target.addr() + 4096, r3),
         WcStatus::RemAccessErr
     );
     let mut p = mw_pair_in(&ctx, p.pd);
     assert_eq!(
-        write(&mut p, &src, 8, target.addr(), r1),
+        write_to(&mut p, &src, 8, target.addr(), r1),
         WcStatus::RemAccessErr
     );
 }
@@ -478,7 +429,7 @@ fn dealloc_of_a_bound_window_kills_its_rkey_and_frees_the_region() {
     assert_eq!(target.dereg(), Err(Error::Busy));
     mw.dealloc().unwrap();
     assert_eq!(
-        write(&mut p, &src, 8, target.addr(), rkey),
+        write_to(&mut p, &src, 8, target.addr(), rkey),
         WcStatus::RemAccessErr
     );
     target.dereg().unwrap();
@@ -494,11 +445,14 @@ fn zero_based_type2_window_is_addressed_from_zero() {
     let mut mw = p.pd.alloc_mw(MwType::Type2).unwrap();
     let rkey = bind2(&mut p, &mut mw, &bind(&target, 8192, 4096, zb));
     src.write(0, &pattern(32, 9)).unwrap();
-    assert_eq!(write(&mut p, &src, 32, 16, rkey), WcStatus::Success);
+    assert_eq!(write_to(&mut p, &src, 32, 16, rkey), WcStatus::Success);
     let mut got = vec![0u8; 32];
     target.read(8192 + 16, &mut got).unwrap();
     assert_eq!(got, pattern(32, 9));
-    assert_eq!(write(&mut p, &src, 1, 4096, rkey), WcStatus::RemAccessErr);
+    assert_eq!(
+        write_to(&mut p, &src, 1, 4096, rkey),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
@@ -665,7 +619,7 @@ fn unsignaled_bind_completes_silently_and_the_window_works() {
         p.b.post_bind_mw(11, &mut mw, &bind(&target, 0, 4096, RW), SendFlags::NONE)
             .unwrap();
     assert_eq!(
-        write(&mut p, &src, 8, target.addr(), rkey),
+        write_to(&mut p, &src, 8, target.addr(), rkey),
         WcStatus::Success
     );
     local_inv(&mut p.b, rkey);

@@ -8,10 +8,7 @@ mod common;
 
 use common::*;
 use mlx5::umr::{flags, mkey_mask as mask, MkeySeg, Umr, INLINE_MAX_MTT, XLT_CHUNK_MTT};
-use mlx5::{
-    AccessFlags, DmaBuffer, Error, Hal, MemoryRegion, QpCaps, Remote, SendData, SendFlags, SendOp,
-    SendWr, WcStatus,
-};
+use mlx5::{AccessFlags, DmaBuffer, Error, Hal, QpCaps, WcStatus};
 use mlx5_prm::mkey::MTT_PRESENT;
 use mlx5_sim::mr::{Access as SimAccess, MrFault};
 use mlx5_sim::umr::umr_vendor;
@@ -34,22 +31,6 @@ const ENABLE: u64 = mask::KEY
     | mask::LEN
     | mask::PAGE_SIZE
     | mask::START_ADDR;
-
-fn write_to(p: &mut Pair, src: &MemoryRegion<TestHal>, len: u32, addr: u64, rkey: u32) -> WcStatus {
-    p.a.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::Write {
-            remote: Remote { addr, rkey },
-            imm: None,
-        },
-        data: SendData::Sges(&[src.sge(0, len)]),
-        flags: SendFlags::SIGNALED,
-    }])
-    .expect("post");
-    let w = wait(&mut p.cq_a, 1);
-    assert_eq!(w.len(), 1, "one completion");
-    w[0].status
-}
 
 /// `n` 4 KiB pages of `buf`, in reverse order, as MTT entries.
 fn pages_rev(buf_bus: u64, n: u64) -> Vec<u64> {

@@ -122,7 +122,16 @@ fn qp_states_and_random_psn() {
     let cq = ctx.create_cq(64).unwrap();
     let mut a = pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
     let b = pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
-    assert_ne!(a.psn(), b.psn(), "initial PSNs are random");
+    // Random 24-bit PSNs: two alike by chance 1 in 2^24, three alike 1 in 2^48 (~4e-15).
+    let c = pd.create_qp(&cq, &cq, &QpCaps::default()).unwrap();
+    assert!(
+        !(a.psn() == b.psn() && b.psn() == c.psn()),
+        "initial PSNs are random: {:#x} {:#x} {:#x}",
+        a.psn(),
+        b.psn(),
+        c.psn()
+    );
+    drop(c);
     assert_eq!(a.query_state().unwrap(), 0);
     a.to_init(AccessFlags::ALL).unwrap();
     assert_eq!(a.query_state().unwrap(), 1);

@@ -1,5 +1,5 @@
 //! CPU exceptions: one assembly stub per vector saves the registers and calls
-//! [`exception_dispatch`], which prints a full diagnostic and ends the run.
+//! `exception_dispatch`, which prints a full diagnostic and ends the run.
 //!
 //! Stable Rust has no `x86-interrupt` ABI, so the entry stubs are written in assembly and the
 //! 16-byte IDT gates (Intel SDM Vol. 3, 6.14.1) are filled in here.

@@ -17,7 +17,7 @@
 //! | LOCAL_INV (type 2) | + CHECK_QPN | FREE, KEY, QPN | free 1, qpn 0xffffff |
 //!
 //! The model therefore treats a UMR WQE whose target key is a KLMS key with `umr_en` as a
-//! window operation ([`is_window_umr`]); such a key is a window, of type 2 when `en_rinval` is
+//! window operation (`is_window_umr`); such a key is a window, of type 2 when `en_rinval` is
 //! set. Unlike other UMRs ([`crate::umr`], which need `qpc.fre`), window UMRs run on any RC QP:
 //! Linux creates user QPs without `fre` (ib/qp.c sets it only in `create_kernel_qp`), and
 //! rdma-core binds windows on them.
@@ -53,10 +53,18 @@
 //! completes failed binds and local invalidations with IB_WC_MW_BIND_ERR) and changes nothing;
 //! a malformed one with a local QP operation error.
 //!
-//! Remote invalidation ([`remote_invalidate`], the responder's SEND_WITH_INVALIDATE): the key
+//! Remote invalidation (`remote_invalidate`, the responder's SEND_WITH_INVALIDATE): the key
 //! must exist with the variant named, have `en_rinval` (so type 1 windows cannot be: o10-37.2.26),
 //! be valid (not free), belong to the responder QP's PD, and be bound to that QP when bound to
 //! one (rxe `rxe_invalidate_mw`; the QP check is a model choice, as C10-72 for binds).
+//!
+//! DESTROY_QP of the QP a type 2 window is bound to leaves the window bound, naming no QP
+//! ([`qp_destroyed`]): rxe's bound window holds a reference to its QP object
+//! (`rxe_do_bind_mw`: `mw->qp = qp`) until it is invalidated or deallocated, and
+//! `rxe_lookup_mw` compares that object (`mw->qp != qp`), so no other QP gets access, not even
+//! one that later has the same QPN (Linux hw/mlx5 and the PRM say nothing of it; model choice
+//! for the rest: the window can then only be destroyed, since LOCAL_INV's CHECK_QPN and remote
+//! invalidation both need the bound QP, where rxe's `rxe_check_invalidate_mw` does not look).
 
 use mlx5_prm::{cqe, mkc, mkey, wqe};
 
@@ -298,6 +306,22 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
     m.translation = crate::mr::klm_translation(&entries);
     hca.mkeys.keys.insert(m.index, m);
     Ok(())
+}
+
+/// The `qpn` of a key whose QP was destroyed: outside the 24-bit QPN space, so it equals no
+/// QP's number and is not [`ANY_QPN`] (model-internal; QUERY_MKEY returns the mkc as created).
+pub const DEAD_QPN: u32 = 1 << 24;
+
+/// DESTROY_QP of `qpn`: every key bound to it (a bound type 2 window, or a key created with
+/// that `mkc.qpn`) stays as it is but names [`DEAD_QPN`], so it grants access through no QP,
+/// including a later one that reuses the QPN (see the module documentation: rxe
+/// `rxe_lookup_mw`; model choice for keys other than windows, which rxe does not bind to QPs).
+pub(crate) fn qp_destroyed(hca: &mut Hca, qpn: u32) {
+    for m in hca.mkeys.keys.values_mut() {
+        if m.qpn == qpn {
+            m.qpn = DEAD_QPN;
+        }
+    }
 }
 
 /// The responder's SEND_WITH_INVALIDATE on QP `qpn`: invalidates `rkey` (see the module

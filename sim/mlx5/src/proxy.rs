@@ -10,7 +10,7 @@
 //!
 //! | cmd | name          | payload                                            | fds | reply |
 //! |-----|---------------|----------------------------------------------------|-----|-------|
-//! | 0   | SYNC_SYSMEM   | u64 gpas[8]; u64 sizes[8]; i64 offsets[8]           | 1 per section | none |
+//! | 0   | SYNC_SYSMEM   | u64 gpas\[8\]; u64 sizes\[8\]; i64 offsets\[8\]     | 1 per section | none |
 //! | 1   | RET           | u64 (device -> QEMU)                                | 0   | -     |
 //! | 2   | PCI_CFGWRITE  | u32 addr; u32 val; i32 len                          | 0   | RET   |
 //! | 3   | PCI_CFGREAD   | u32 addr; u32 val; i32 len                          | 0   | RET value |

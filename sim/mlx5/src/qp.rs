@@ -304,6 +304,12 @@ impl QpTable {
         self.qps.values().any(|q| q.uar == uar)
     }
 
+    /// The next CREATE_QP takes the first free QPN from `qpn` on, as once the 24-bit QPN space
+    /// has wrapped (for tests of a reused QPN).
+    pub fn set_next_qpn(&mut self, qpn: u32) {
+        self.next = qpn.wrapping_sub(1) & QPN_MASK;
+    }
+
     fn alloc_qpn(&mut self) -> u32 {
         loop {
             self.next = (self.next + 1) & QPN_MASK;
@@ -489,6 +495,8 @@ pub fn destroy_qp(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult 
     if q.rq_log_size.is_some() {
         hca.cqs.detach(q.cqn_rcv);
     }
+    // Windows (and keys) bound to this QP name no QP from now on (crate::mw::qp_destroyed).
+    crate::mw::qp_destroyed(hca, qpn);
     Ok(())
 }
 

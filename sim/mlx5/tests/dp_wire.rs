@@ -36,12 +36,8 @@ fn two_hcas_joined_in_process() {
     let mut ea = Env::new(da.clone(), 1);
     let mut eb = Env::new(db.clone(), 2);
     assert_ne!(ea.mac, eb.mac);
-    let (mut a_scq, a_rcq) = (ea.cq(6), ea.cq(6));
-    let (b_scq, mut b_rcq) = (eb.cq(6), eb.cq(6));
-    let mut a = ea.qp(&a_scq, &a_rcq, 6, 5);
-    let mut b = eb.qp(&b_scq, &b_rcq, 6, 5);
-    ea.connect_with(&a, b.qpn, eb.gid, eb.mac, 1, 7, 7, 14);
-    eb.connect_with(&b, a.qpn, ea.gid, ea.mac, 1, 7, 7, 14);
+    let w = wire_pair(&mut ea, &mut eb, 6, 14);
+    let (mut a, mut b, mut a_scq, mut b_rcq) = (w.a, w.b, w.a_scq, w.b_rcq);
 
     let a_buf = ea.alloc(64 * 1024);
     let b_buf = eb.alloc(64 * 1024);
@@ -147,13 +143,9 @@ fn two_hcas_sharing_one_memory() {
     assert!(std::sync::Arc::ptr_eq(da.memory(), db.memory()));
     let mut ea = Env::new(da.clone(), 1);
     let mut eb = Env::new(db.clone(), 2);
-    let (mut a_scq, a_rcq) = (ea.cq(6), ea.cq(6));
-    let (b_scq, mut b_rcq) = (eb.cq(6), eb.cq(6));
-    let mut a = ea.qp(&a_scq, &a_rcq, 6, 5);
-    let mut b = eb.qp(&b_scq, &b_rcq, 6, 5);
     // ack_timeout 10: ~4 ms before a lost request is sent again.
-    ea.connect_with(&a, b.qpn, eb.gid, eb.mac, 1, 7, 7, 10);
-    eb.connect_with(&b, a.qpn, ea.gid, ea.mac, 1, 7, 7, 10);
+    let w = wire_pair(&mut ea, &mut eb, 6, 10);
+    let (mut a, mut b, mut a_scq, mut b_rcq) = (w.a, w.b, w.a_scq, w.b_rcq);
 
     // Source split over two separate allocations (two gather entries), so the payload has
     // more than one piece.
@@ -524,12 +516,8 @@ fn two_threaded_devices_poll_the_wire_themselves() {
     let (da, db) = InProcHca::pair(ExecMode::Thread);
     let mut ea = Env::new(da.clone(), 1);
     let mut eb = Env::new(db.clone(), 2);
-    let (mut a_scq, a_rcq) = (ea.cq(5), ea.cq(5));
-    let (b_scq, mut b_rcq) = (eb.cq(5), eb.cq(5));
-    let mut a = ea.qp(&a_scq, &a_rcq, 5, 5);
-    let mut b = eb.qp(&b_scq, &b_rcq, 5, 5);
-    ea.connect_with(&a, b.qpn, eb.gid, eb.mac, 1, 7, 7, 14);
-    eb.connect_with(&b, a.qpn, ea.gid, ea.mac, 1, 7, 7, 14);
+    let w = wire_pair(&mut ea, &mut eb, 5, 14);
+    let (mut a, mut b, mut a_scq, mut b_rcq) = (w.a, w.b, w.a_scq, w.b_rcq);
     let a_buf = ea.alloc(8192);
     let b_buf = eb.alloc(8192);
     let a_key = ea.mkey(a_buf, 8192, LR);

@@ -6,33 +6,9 @@ mod common;
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-
-struct Sim(Child);
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn connect(path: &std::path::Path) -> UnixStream {
-    let t0 = Instant::now();
-    loop {
-        match UnixStream::connect(path) {
-            Ok(s) => return s,
-            Err(e) if t0.elapsed() < Duration::from_secs(20) => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => panic!("cannot connect to {}: {e}", path.display()),
-        }
-    }
-}
 
 const BAR0: u64 = 0xe000_0000;
 const GPA: u64 = 0x10_0000;
@@ -73,16 +49,15 @@ fn truncated_guest_ram_does_not_kill_the_server() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("hca.sock");
     let _ = std::fs::remove_file(&path);
-    let mut sim = Sim(Command::new(env!("CARGO_BIN_EXE_mlx5-sim"))
-        .arg("--listen")
-        .arg(&path)
-        .args(["--init-delay-ms", "0"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn mlx5-sim"));
+    let args = [
+        std::ffi::OsStr::new("--listen"),
+        path.as_os_str(),
+        "--init-delay-ms".as_ref(),
+        "0".as_ref(),
+    ];
+    let mut sim = Sim::spawn(&args, true);
 
-    let a = connect(&path);
+    let a = sim.connect(&path);
     let ram = memfd("hostile-ram", MIB);
     sync_sysmem(&a, &[(GPA, MIB, 0, ram.as_raw_fd())]);
     cfg_write(&a, 0x10, BAR0 as u32, 4);
@@ -119,7 +94,7 @@ fn truncated_guest_ram_does_not_kill_the_server() {
     );
 
     // The next client gets a freshly reset function with working DMA.
-    let b = connect(&path);
+    let b = sim.connect(&path);
     assert_eq!(cfg_read(&b, 0x00, 4), 0x1017_15b3);
     assert_eq!(
         cfg_read(&b, 0x10, 4),

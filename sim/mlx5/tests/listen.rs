@@ -4,33 +4,10 @@
 mod common;
 
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-
-struct Sim(Child);
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn connect(path: &std::path::Path) -> UnixStream {
-    let t0 = Instant::now();
-    loop {
-        match UnixStream::connect(path) {
-            Ok(s) => return s,
-            Err(e) if t0.elapsed() < Duration::from_secs(20) => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => panic!("cannot connect to {}: {e}", path.display()),
-        }
-    }
-}
 
 #[test]
 fn listen_serves_one_client_at_a_time() {
@@ -39,14 +16,9 @@ fn listen_serves_one_client_at_a_time() {
     let path = dir.join("hca.sock");
     let _ = std::fs::remove_file(&path);
 
-    let mut sim = Sim(Command::new(env!("CARGO_BIN_EXE_mlx5-sim"))
-        .arg("--listen")
-        .arg(&path)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn mlx5-sim"));
+    let mut sim = Sim::spawn(&[std::ffi::OsStr::new("--listen"), path.as_os_str()], false);
 
-    let a = connect(&path);
+    let a = sim.connect(&path);
     assert_eq!(cfg_read(&a, 0x00, 2), 0x15b3);
     assert_eq!(cfg_read(&a, 0x02, 2), 0x1017);
     cfg_write(&a, 0x3c, 0x0b, 1);
@@ -54,7 +26,7 @@ fn listen_serves_one_client_at_a_time() {
     drop(a);
 
     // A new client gets a freshly reset function.
-    let b = connect(&path);
+    let b = sim.connect(&path);
     assert_eq!(cfg_read(&b, 0x0a, 2), 0x0207);
     assert_eq!(
         cfg_read(&b, 0x3c, 1),

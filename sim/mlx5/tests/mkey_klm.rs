@@ -37,16 +37,7 @@ fn klm_input(
         mkc::ACCESS_MODE_1_0.within(m),
         mkc_access_mode::bits_1_0(mkc_access_mode::KLMS),
     );
-    set(&mut i, mkc::LR.within(m), (access & LR != 0) as u32);
-    set(&mut i, mkc::LW.within(m), (access & LW != 0) as u32);
-    set(&mut i, mkc::RR.within(m), (access & RR != 0) as u32);
-    set(&mut i, mkc::RW.within(m), (access & RW != 0) as u32);
-    set(&mut i, mkc::A.within(m), (access & A != 0) as u32);
-    set(&mut i, mkc::QPN.within(m), 0xff_ffff);
-    set(&mut i, mkc::MKEY_7_0.within(m), 0x77);
-    set(&mut i, mkc::PD.within(m), pd);
-    mkc::START_ADDR.within(m).set64(&mut i, start).unwrap();
-    mkc::LEN.within(m).set64(&mut i, len).unwrap();
+    set_mkc_key(&mut i, m, access, 0x77, pd, start, len);
     let (size, actual) = octo.unwrap_or((entries.len() as u32, entries.len() as u32));
     set(&mut i, mkc::TRANSLATIONS_OCTWORD_SIZE.within(m), size);
     set(

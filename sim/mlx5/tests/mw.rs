@@ -552,6 +552,116 @@ fn bound_type2_window_cannot_be_bound_again_or_invalidated_elsewhere() {
     assert_eq!(state(&e, w), bound);
 }
 
+/// DESTROY_QP of the QP a type 2 window is bound to: the window stays bound but names no QP
+/// (rxe: the window holds its QP object and `rxe_lookup_mw` compares it), so a new QP that
+/// gets the same QPN has no access (REM_ACCESS_ERR at the requester, nothing written), cannot
+/// invalidate it (CHECK_QPN) nor have it invalidated remotely; DESTROY_MKEY still works.
+#[test]
+fn type2_window_of_a_destroyed_qp_grants_nothing_to_a_qp_reusing_its_qpn() {
+    let mut e = env();
+    let pd = e.pd;
+    let buf = e.alloc(16384);
+    let mr = e.mkey(buf, 16384, ALL);
+    let rbuf = e.alloc(4096);
+    let rk = e.mkey(rbuf, 4096, ALL);
+    let src = e.alloc(64);
+    let lk = e.mkey(src, 64, ALL);
+    e.write(src, b"after the QP died");
+    let w = window(&mut e, pd, 2);
+    let mut t = two(&mut e, None);
+    let bqpn = t.b.qpn;
+    ok(&post(
+        &mut e,
+        &mut t.b,
+        &mut t.cb,
+        w,
+        &Op::bind(2, bqpn, 0x21, RR | RW, mr, buf, 4096),
+    ));
+    let rkey = with_variant(w, 0x21);
+    let mut dq = input(opcode::DESTROY_QP, 0, destroy_qp_in::BYTES);
+    set(&mut dq, destroy_qp_in::QPN, bqpn);
+    e.raw.exec(&dq, 16).ok();
+    let (free, v, qpn, start, len, _) = state(&e, w);
+    assert_eq!(
+        (free, v, qpn, start, len),
+        (false, 0x21, mlx5_sim::mw::DEAD_QPN, buf, 4096),
+        "still bound, to no QP"
+    );
+    e.dev().with_hca(|h| {
+        let user = mlx5_sim::mr::KeyUser { pd, qpn: bqpn };
+        assert_eq!(
+            h.mkeys
+                .resolve(rkey, buf, 1, Access::REMOTE_WRITE, user)
+                .err(),
+            Some(MrFault::QpMismatch)
+        );
+    });
+    // A new QP of the same PD with the dead QP's number, connected to a.
+    e.dev().with_hca(|h| h.qps.set_next_qpn(bqpn));
+    let cc = e.cq(6);
+    let c = e.qp(&cc, &cc, 6, 4);
+    assert_eq!(c.qpn, bqpn, "the QPN is reused");
+    e.connect_local(&c, t.a.qpn);
+    // RDMA WRITE from a through the window: the responder (the new QP) refuses it.
+    let rs = raddr_seg(buf + 8, rkey);
+    let ds = dseg(17, lk, src);
+    e.post_send(
+        &mut t.a,
+        wqe::opcode::RDMA_WRITE,
+        wqe::ctrl::CQ_UPDATE,
+        0,
+        &[&rs, &ds],
+    );
+    let cqe = e.wait_cq(&mut t.ca, &[]);
+    assert!(cqe.is_error(), "the write through the window was accepted");
+    assert_eq!(cqe.syndrome(), cqe::syndrome::REMOTE_ACCESS_ERR);
+    assert_eq!(e.read(buf + 8, 17), vec![0u8; 17], "nothing written");
+    // Each refusal below moves its QP to the error state: every check gets a fresh QP with
+    // the dead QP's number. A SEND_INVAL arriving at one cannot invalidate the window.
+    let reuse = |e: &mut Env, old: &Qp| {
+        let mut dq = input(opcode::DESTROY_QP, 0, destroy_qp_in::BYTES);
+        set(&mut dq, destroy_qp_in::QPN, old.qpn);
+        e.raw.exec(&dq, 16).ok();
+        e.dev().with_hca(|h| h.qps.set_next_qpn(bqpn));
+        let cq = e.cq(6);
+        let q = e.qp(&cq, &cq, 6, 4);
+        assert_eq!(q.qpn, bqpn, "the QPN is reused again");
+        (q, cq)
+    };
+    let (mut d, mut dcq) = reuse(&mut e, &c);
+    let rcq = e.cq(6);
+    let mut r = e.qp(&rcq, &rcq, 6, 4);
+    e.connect_local(&d, r.qpn);
+    e.connect_local(&r, d.qpn);
+    e.post_recv(&mut d, &[(4096, rk, rbuf)]);
+    e.post_send(
+        &mut r,
+        wqe::opcode::SEND_INVAL,
+        wqe::ctrl::CQ_UPDATE,
+        rkey,
+        &[&ds],
+    );
+    let cqe = e.wait_cq(&mut { rcq }, &[]);
+    assert!(cqe.is_error(), "the remote invalidation was accepted");
+    assert_eq!(cqe.syndrome(), cqe::syndrome::REMOTE_INVAL_REQ_ERR);
+    let _ = e.poll_cq(&mut dcq);
+    // Nor can it invalidate the window itself (CHECK_QPN).
+    let (mut f, mut fcq) = reuse(&mut e, &d);
+    e.connect_local(&f, r.qpn);
+    refused(
+        &post(&mut e, &mut f, &mut fcq, rkey, &Op::local_inv(0x21)),
+        mw_vendor::QPN_CHECK,
+    );
+    let (free, _, qpn, ..) = state(&e, w);
+    assert_eq!(
+        (free, qpn),
+        (false, mlx5_sim::mw::DEAD_QPN),
+        "still bound, to no QP"
+    );
+    // It can still be destroyed.
+    e.destroy_mkey(w).ok();
+}
+
 #[test]
 fn type1_windows_rebind_unbind_and_refuse_local_inv() {
     let mut e = env();

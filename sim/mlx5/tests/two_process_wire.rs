@@ -16,9 +16,7 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
 use common::*;
 use dp::*;
@@ -34,45 +32,6 @@ const RAM_GPA: u64 = 0x4000_0000;
 const RAM_SIZE: u64 = 64 << 20;
 /// Unused bytes left after every DMA allocation, so an overrun is not another buffer.
 const GUARD: u64 = 4096;
-
-/// An `mlx5-sim` process, killed when dropped.
-struct Sim(Child);
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[&std::ffi::OsStr]) -> Sim {
-    Sim(Command::new(env!("CARGO_BIN_EXE_mlx5-sim"))
-        .args(args)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn mlx5-sim"))
-}
-
-/// Connects to a `--listen` socket, waiting for the process to create it.
-fn connect(path: &Path, sim: &mut Sim) -> UnixStream {
-    let t0 = Instant::now();
-    loop {
-        match UnixStream::connect(path) {
-            Ok(s) => return s,
-            Err(e) => {
-                if let Some(st) = sim.0.try_wait().unwrap() {
-                    panic!("mlx5-sim exited before listening: {st:?}");
-                }
-                assert!(
-                    t0.elapsed() < Duration::from_secs(20),
-                    "cannot connect to {}: {e}",
-                    path.display()
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
 
 /// One emulated HCA as its QEMU guest sees it: BAR0 through the proxy socket, guest RAM as a
 /// memfd the device process maps too.
@@ -166,23 +125,28 @@ impl Drop for TempDir {
 
 #[test]
 fn two_qemu_guests_talk_over_the_wire() {
-    two_sims("unix", None);
+    two_sims("unix", false);
 }
 
 /// The same over TCP (`--wire-listen tcp:127.0.0.1:PORT`), with A capturing its wire
 /// (`--wire-pcap`): the capture holds both directions and every ICRC in it is good.
 #[test]
 fn two_sims_over_tcp_with_a_capture() {
-    // A port that was free a moment ago (the sim binds it again at once).
+    two_sims("tcp", true);
+}
+
+/// A TCP port that was free a moment ago (the sim binds it again at once; another process
+/// may take it in between, so A is started again on a new one if it exits).
+fn free_port_addr() -> std::ffi::OsString {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    two_sims("tcp", Some(format!("tcp:127.0.0.1:{port}")));
+    format!("tcp:127.0.0.1:{port}").into()
 }
 
-fn two_sims(tag: &str, tcp: Option<String>) {
+fn two_sims(tag: &str, tcp: bool) {
     let dir =
         TempDir(std::env::temp_dir().join(format!("mlx5-2proc-{}-{tag}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
@@ -191,33 +155,48 @@ fn two_sims(tag: &str, tcp: Option<String>) {
         dir.0.join("b.sock"),
         dir.0.join("wire.sock"),
     );
-    let wire: std::ffi::OsString = tcp.clone().map_or(wire.into_os_string(), Into::into);
     let pcap = dir.0.join("a.pcap");
 
     // A listens for the wire before it listens for QEMU, so once A's QEMU socket answers, B
-    // can connect its wire.
-    let mut a_args: Vec<&std::ffi::OsStr> = vec![
-        "--listen".as_ref(),
-        a_sock.as_os_str(),
-        "--wire-listen".as_ref(),
-        &wire,
-        "--mac".as_ref(),
-        "02:00:00:00:00:0a".as_ref(),
-    ];
-    if tcp.is_some() {
-        a_args.extend(["--wire-pcap".as_ref(), pcap.as_os_str()]);
-    }
-    let mut sim_a = spawn(&a_args);
-    let qa = connect(&a_sock, &mut sim_a);
-    let mut sim_b = spawn(&[
-        "--listen".as_ref(),
-        b_sock.as_os_str(),
-        "--wire-connect".as_ref(),
-        &wire,
-        "--mac".as_ref(),
-        "02:00:00:00:00:0b".as_ref(),
-    ]);
-    let qb = connect(&b_sock, &mut sim_b);
+    // can connect its wire. Over TCP A exits if its port was taken: a few tries.
+    let mut tries = 0;
+    let (mut sim_a, qa, wire) = loop {
+        let wire: std::ffi::OsString = if tcp {
+            free_port_addr()
+        } else {
+            wire.clone().into_os_string()
+        };
+        let mut a_args: Vec<&std::ffi::OsStr> = vec![
+            "--listen".as_ref(),
+            a_sock.as_os_str(),
+            "--wire-listen".as_ref(),
+            &wire,
+            "--mac".as_ref(),
+            "02:00:00:00:00:0a".as_ref(),
+        ];
+        if tcp {
+            a_args.extend(["--wire-pcap".as_ref(), pcap.as_os_str()]);
+        }
+        let mut sim_a = Sim::spawn(&a_args, false);
+        tries += 1;
+        match sim_a.try_connect(&a_sock) {
+            Some(qa) => break (sim_a, qa, wire),
+            None if tcp && tries < 5 => continue,
+            None => panic!("mlx5-sim A exited before listening"),
+        }
+    };
+    let mut sim_b = Sim::spawn(
+        &[
+            "--listen".as_ref(),
+            b_sock.as_os_str(),
+            "--wire-connect".as_ref(),
+            &wire,
+            "--mac".as_ref(),
+            "02:00:00:00:00:0b".as_ref(),
+        ],
+        false,
+    );
+    let qb = sim_b.connect(&b_sock);
 
     // Bring-up, UAR, EQ, PD, roce_en and GID ::ffff:10.0.0.1 / .2, all through BAR writes.
     let mut ea = Env::new(ProxyDev::attach(qa, "guest-a-ram"), 1);
@@ -225,12 +204,8 @@ fn two_sims(tag: &str, tcp: Option<String>) {
     assert_eq!(ea.mac, [2, 0, 0, 0, 0, 0x0a]);
     assert_eq!(eb.mac, [2, 0, 0, 0, 0, 0x0b]);
 
-    let (mut a_scq, a_rcq) = (ea.cq(6), ea.cq(6));
-    let (b_scq, mut b_rcq) = (eb.cq(6), eb.cq(6));
-    let mut a = ea.qp(&a_scq, &a_rcq, 6, 5);
-    let mut b = eb.qp(&b_scq, &b_rcq, 6, 5);
-    ea.connect_with(&a, b.qpn, eb.gid, eb.mac, 1, 7, 7, 14);
-    eb.connect_with(&b, a.qpn, ea.gid, ea.mac, 1, 7, 7, 14);
+    let w = wire_pair(&mut ea, &mut eb, 6, 14);
+    let (mut a, mut b, mut a_scq, mut b_rcq) = (w.a, w.b, w.a_scq, w.b_rcq);
 
     let a_buf = ea.alloc(64 * 1024);
     let b_buf = eb.alloc(64 * 1024);
@@ -304,7 +279,7 @@ fn two_sims(tag: &str, tcp: Option<String>) {
     assert!(sim_a.0.try_wait().unwrap().is_none());
     assert!(sim_b.0.try_wait().unwrap().is_none());
 
-    if tcp.is_some() {
+    if tcp {
         // A's capture (written unbuffered as frames pass): WRITE, SEND and READ packets and
         // their ACKs / responses, every ICRC good.
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_mlx5-sim"))

@@ -26,12 +26,8 @@ fn capture_of_every_opcode_decodes_cleanly() {
     assert!(da.with_hca(|h| h.port.set_pcap(tap)));
     let mut ea = Env::new(da.clone(), 1);
     let mut eb = Env::new(db.clone(), 2);
-    let (mut a_scq, a_rcq) = (ea.cq(5), ea.cq(5));
-    let (b_scq, mut b_rcq) = (eb.cq(5), eb.cq(5));
-    let mut a = ea.qp(&a_scq, &a_rcq, 5, 5);
-    let mut b = eb.qp(&b_scq, &b_rcq, 5, 5);
-    ea.connect_with(&a, b.qpn, eb.gid, eb.mac, 1, 7, 7, 14);
-    eb.connect_with(&b, a.qpn, ea.gid, ea.mac, 1, 7, 7, 14);
+    let w = wire_pair(&mut ea, &mut eb, 5, 14);
+    let (mut a, mut b, mut a_scq, mut b_rcq) = (w.a, w.b, w.a_scq, w.b_rcq);
     let a_buf = ea.alloc(64 * 1024);
     let b_buf = eb.alloc(64 * 1024);
     let a_key = ea.mkey(a_buf, 64 * 1024, LR | LW);

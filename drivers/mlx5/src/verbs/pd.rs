@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// How many new keys [`ProtectionDomain::avoid_recent`] takes before it settles for a recent one. With
+/// a recent share `r` of an index's variants, all tries collide with odds `r^(AVOID_TRIES+1)`:
+/// below 1e-39 at r = 1/16 and 1e-10 at r = 1/2.
+const AVOID_TRIES: u32 = 32;
+
 
 /// Protection domain state shared with its MRs and QPs.
 pub(crate) struct PdInner<H: Hal> {
@@ -165,7 +170,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// ([`Context::enable_mkey_cache`]), the regions it can serve take one UMR WQE each, rung
     /// with one doorbell per 32 WQEs and no command; the CREATE_MKEY commands of the other
     /// regions that take one key go into several command slots rung with one doorbell
-    /// write ([`crate::hca::Device::exec_batch`]); regions that need an indirect key are
+    /// write (`hca::Device::exec_batch`); regions that need an indirect key are
     /// registered one by one. One result per region, in order.
     ///
     /// # Safety
@@ -559,7 +564,10 @@ impl<H: Hal> ProtectionDomain<H> {
 
     /// ReDMArk: a key must not reappear right after it was destroyed. If the firmware reused
     /// the index and the random variant matched, take a new key first, then drop the
-    /// collision.
+    /// collision. Up to [`AVOID_TRIES`] new keys: each collides with the odds of its index's
+    /// share of recent variants (1/16 on a device with 16 usable indices; four tries left a
+    /// recent key about once in 1.4 million registrations there), so a recent key comes
+    /// back only when no index has fresh variants left.
     pub(super) fn avoid_recent(
         &self,
         key: u32,
@@ -570,7 +578,7 @@ impl<H: Hal> ProtectionDomain<H> {
         let hal = &ctx.hal;
         let mut key = key;
         let mut tries = 0;
-        while ctx.recent_keys.lock().contains(key) && tries < 4 {
+        while ctx.recent_keys.lock().contains(key) && tries < AVOID_TRIES {
             params.variant = params.variant.wrapping_add(1 + (ctx.random() % 255) as u8);
             let k2 = ctx.with_dev(|d| d.create_mkey(hal, params));
             // The collision goes either way; while it lives, it translates to `buf` too.

@@ -69,6 +69,9 @@ pub struct SimHal {
     pub stale_bf: std::sync::atomic::AtomicBool,
     /// Drop the second half of every BlueFlame block (a copy torn off by a lost WC flush).
     pub torn_bf: std::sync::atomic::AtomicBool,
+    /// Values `Hal::random_u64` hands out, first to last; when empty the HAL has no random
+    /// source and the driver uses its own generator.
+    pub random_script: Mutex<std::collections::VecDeque<u64>>,
 }
 
 impl SimHal {
@@ -90,6 +93,7 @@ impl SimHal {
             uncached: Default::default(),
             stale_bf: Default::default(),
             torn_bf: Default::default(),
+            random_script: Default::default(),
         })
     }
 
@@ -184,6 +188,9 @@ impl Hal for TestHal {
         self.0.hca.reset();
         Ok(())
     }
+    fn random_u64(&self) -> Option<u64> {
+        self.0.random_script.lock().unwrap().pop_front()
+    }
 }
 
 /// Small timeouts so fault tests finish fast (configuration, not timing assertions).
@@ -207,7 +214,7 @@ pub fn open() -> (Arc<SimHal>, Context<TestHal>) {
 
 use mlx5::{
     AccessFlags, CompletionQueue, ConnectOptions, MemoryRegion, ProtectionDomain, QpCaps,
-    QueuePair, WorkCompletion,
+    QpOptions, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr, WcStatus, WorkCompletion,
 };
 
 /// Two RC QPs of one context connected to each other (loopback through the model's port).
@@ -220,11 +227,27 @@ pub struct Pair {
 }
 
 pub fn pair(ctx: &Context<TestHal>, caps: QpCaps) -> Pair {
-    let pd = ctx.alloc_pd().expect("pd");
-    let cq_a = ctx.create_cq(256).expect("cq a");
-    let cq_b = ctx.create_cq(256).expect("cq b");
-    let mut a = pd.create_qp(&cq_a, &cq_a, &caps).expect("qp a");
-    let mut b = pd.create_qp(&cq_b, &cq_b, &caps).expect("qp b");
+    pair_with(
+        ctx,
+        ctx.alloc_pd().expect("pd"),
+        &caps,
+        &QpOptions::default(),
+        256,
+    )
+}
+
+/// A [`Pair`] in `pd` whose QPs are created with `opts`, each on its own CQ of `cq_entries`.
+pub fn pair_with(
+    ctx: &Context<TestHal>,
+    pd: ProtectionDomain<TestHal>,
+    caps: &QpCaps,
+    opts: &QpOptions,
+    cq_entries: u32,
+) -> Pair {
+    let cq_a = ctx.create_cq(cq_entries).expect("cq a");
+    let cq_b = ctx.create_cq(cq_entries).expect("cq b");
+    let mut a = pd.create_qp_with(&cq_a, &cq_a, caps, opts).expect("qp a");
+    let mut b = pd.create_qp_with(&cq_b, &cq_b, caps, opts).expect("qp b");
     let (ea, eb) = (a.endpoint(), b.endpoint());
     let o = ConnectOptions::default();
     a.connect(&eb, &o).expect("connect a");
@@ -245,6 +268,56 @@ pub fn mr(pd: &ProtectionDomain<TestHal>, len: usize) -> MemoryRegion<TestHal> {
 /// Polls `n` completions (bounded wait; the test asserts on what arrived).
 pub fn wait(cq: &mut CompletionQueue<TestHal>, n: usize) -> Vec<WorkCompletion> {
     cq.poll_wait(n, Duration::from_secs(5)).expect("poll")
+}
+
+/// The one completion `cq` has next (the test asserts on it).
+pub fn one(cq: &mut CompletionQueue<TestHal>) -> WorkCompletion {
+    let w = wait(cq, 1);
+    assert_eq!(w.len(), 1, "one completion");
+    w[0]
+}
+
+/// RDMA WRITE of `len` bytes from `src` (offset 0) on `p.a` to `(addr, rkey)`; the
+/// completion status.
+pub fn write_to(
+    p: &mut Pair,
+    src: &MemoryRegion<TestHal>,
+    len: u32,
+    addr: u64,
+    rkey: u32,
+) -> WcStatus {
+    p.a.post_send(&[SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote: Remote { addr, rkey },
+            imm: None,
+        },
+        data: SendData::Sges(&[src.sge(0, len)]),
+        flags: SendFlags::SIGNALED,
+    }])
+    .expect("post write");
+    one(&mut p.cq_a).status
+}
+
+/// RDMA READ on `p.a` of `len` bytes at `(addr, rkey)` into `dst` (offset 0); the completion
+/// status.
+pub fn read_from(
+    p: &mut Pair,
+    dst: &MemoryRegion<TestHal>,
+    len: u32,
+    addr: u64,
+    rkey: u32,
+) -> WcStatus {
+    p.a.post_send(&[SendWr {
+        wr_id: 2,
+        op: SendOp::Read {
+            remote: Remote { addr, rkey },
+        },
+        data: SendData::Sges(&[dst.sge(0, len)]),
+        flags: SendFlags::SIGNALED,
+    }])
+    .expect("post read");
+    one(&mut p.cq_a).status
 }
 
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {

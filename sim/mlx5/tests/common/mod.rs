@@ -9,6 +9,9 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 pub const SYNC_SYSMEM: i32 = 0;
 pub const RET: i32 = 1;
@@ -188,5 +191,55 @@ pub fn eventfd_wait(f: &File, ms: u64) -> u64 {
             return n;
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// An `mlx5-sim` process (this package's binary), killed when dropped.
+pub struct Sim(pub Child);
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Sim {
+    /// Starts `mlx5-sim` with `args`, stdin closed; `quiet` drops its stderr.
+    pub fn spawn<S: AsRef<std::ffi::OsStr>>(args: &[S], quiet: bool) -> Sim {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mlx5-sim"));
+        cmd.args(args).stdin(Stdio::null());
+        if quiet {
+            cmd.stderr(Stdio::null());
+        }
+        Sim(cmd.spawn().expect("spawn mlx5-sim"))
+    }
+
+    /// Connects to the process's `--listen` socket `path`, waiting up to 20 s for it to
+    /// appear; panics if the process exits first.
+    pub fn connect(&mut self, path: &Path) -> UnixStream {
+        self.try_connect(path)
+            .unwrap_or_else(|| panic!("mlx5-sim exited before listening on {}", path.display()))
+    }
+
+    /// [`Sim::connect`], but `None` if the process exits before it listens.
+    pub fn try_connect(&mut self, path: &Path) -> Option<UnixStream> {
+        let t0 = Instant::now();
+        loop {
+            match UnixStream::connect(path) {
+                Ok(s) => return Some(s),
+                Err(e) => {
+                    if self.0.try_wait().unwrap().is_some() {
+                        return None;
+                    }
+                    assert!(
+                        t0.elapsed() < Duration::from_secs(20),
+                        "cannot connect to {}: {e}",
+                        path.display()
+                    );
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
     }
 }

@@ -169,6 +169,58 @@ impl Cqe {
     }
 }
 
+/// One RC QP on each of two HCAs, connected to each other across their wire, with their CQs
+/// ([`wire_pair`]).
+pub struct WirePair {
+    pub a: Qp,
+    pub b: Qp,
+    pub a_scq: Cq,
+    pub a_rcq: Cq,
+    pub b_scq: Cq,
+    pub b_rcq: Cq,
+}
+
+/// QP `a` on `ea` and `b` on `eb`, each with a send and a receive CQ of 2^`log` entries, a
+/// send queue of 2^`log` and a receive queue of 32 WQEs, connected to each other (min RNR
+/// timer 1, retry 7, RNR retry 7, `ack_timeout`).
+pub fn wire_pair<D: Device>(
+    ea: &mut Env<D>,
+    eb: &mut Env<D>,
+    log: u32,
+    ack_timeout: u32,
+) -> WirePair {
+    let (a_scq, a_rcq) = (ea.cq(log), ea.cq(log));
+    let (b_scq, b_rcq) = (eb.cq(log), eb.cq(log));
+    let a = ea.qp(&a_scq, &a_rcq, log, 5);
+    let b = eb.qp(&b_scq, &b_rcq, log, 5);
+    ea.connect_with(&a, b.qpn, eb.gid, eb.mac, 1, 7, 7, ack_timeout);
+    eb.connect_with(&b, a.qpn, ea.gid, ea.mac, 1, 7, 7, ack_timeout);
+    WirePair {
+        a,
+        b,
+        a_scq,
+        a_rcq,
+        b_scq,
+        b_rcq,
+    }
+}
+
+/// Fills the mkey context at `m` in CREATE_MKEY input `i` with what every test key shares:
+/// the rights of `access` (LR, LW, RR, RW, A), `qpn` 0xffffff (any QP), `variant`, `pd` and
+/// the range `[start, start + len)`.
+pub fn set_mkc_key(i: &mut [u8], m: Field, access: u8, variant: u8, pd: u32, start: u64, len: u64) {
+    set(i, mkc::LR.within(m), (access & LR != 0) as u32);
+    set(i, mkc::LW.within(m), (access & LW != 0) as u32);
+    set(i, mkc::RR.within(m), (access & RR != 0) as u32);
+    set(i, mkc::RW.within(m), (access & RW != 0) as u32);
+    set(i, mkc::A.within(m), (access & A != 0) as u32);
+    set(i, mkc::QPN.within(m), 0xff_ffff);
+    set(i, mkc::MKEY_7_0.within(m), variant.into());
+    set(i, mkc::PD.within(m), pd);
+    mkc::START_ADDR.within(m).set64(i, start).unwrap();
+    mkc::LEN.within(m).set64(i, len).unwrap();
+}
+
 /// A qpc field inside a modify-QP input.
 pub fn qpc_field(f: Field) -> Field {
     f.within(rst2init_qp_in::QPC)
@@ -340,16 +392,7 @@ impl<D: Device> Env<D> {
             mkc::ACCESS_MODE_1_0.within(m),
             mkc_access_mode::MTT.into(),
         );
-        set(&mut i, mkc::LR.within(m), (access & LR != 0) as u32);
-        set(&mut i, mkc::LW.within(m), (access & LW != 0) as u32);
-        set(&mut i, mkc::RR.within(m), (access & RR != 0) as u32);
-        set(&mut i, mkc::RW.within(m), (access & RW != 0) as u32);
-        set(&mut i, mkc::A.within(m), (access & A != 0) as u32);
-        set(&mut i, mkc::QPN.within(m), 0xff_ffff);
-        set(&mut i, mkc::MKEY_7_0.within(m), variant.into());
-        set(&mut i, mkc::PD.within(m), pd);
-        mkc::START_ADDR.within(m).set64(&mut i, addr).unwrap();
-        mkc::LEN.within(m).set64(&mut i, len).unwrap();
+        set_mkc_key(&mut i, m, access, variant, pd, addr, len);
         set(&mut i, mkc::TRANSLATIONS_OCTWORD_SIZE.within(m), octo);
         set(&mut i, mkc::LOG_PAGE_SIZE.within(m), 12);
         set(
