@@ -3,6 +3,9 @@
 use super::*;
 
 
+/// A key enabled from the mkey cache: `(key, size class, the region allocation parked with it)`.
+type Cached<H> = (u32, u8, crate::umr::Parked<H>);
+
 /// Protection domain state shared with its MRs and QPs.
 pub(crate) struct PdInner<H: Hal> {
     pub(crate) ctx: Arc<CtxInner<H>>,
@@ -407,7 +410,7 @@ impl<H: Hal> ProtectionDomain<H> {
         len: u64,
         access: Access,
         plan: &KlmPlan,
-    ) -> Result<Option<(u32, u8, crate::umr::Parked<H>)>> {
+    ) -> Result<Option<Cached<H>>> {
         use crate::umr::{flags, MkeySeg, Umr, CACHE_CLASSES, ENABLE_MASK};
         let ctx = &self.inner.ctx;
         let entries = &plan.tr.entries;
@@ -482,7 +485,7 @@ impl<H: Hal> ProtectionDomain<H> {
         &self,
         regions: &[(&[PhysChunk], u64, Access)],
         want: &[(usize, &KlmPlan, u64)],
-    ) -> Vec<(usize, Result<(u32, u8, crate::umr::Parked<H>)>)> {
+    ) -> Vec<(usize, Result<Cached<H>>)> {
         use crate::umr::{flags, MkeySeg, Outcome, Umr, ENABLE_MASK, INLINE_MAX_MTT};
         let ctx = &self.inner.ctx;
         let pdn = self.inner.pdn;
