@@ -179,7 +179,9 @@ pub(crate) struct UmrRes<H: Hal> {
 impl<H: Hal> UmrRes<H> {
     pub(crate) fn new(ctx: &Arc<CtxInner<H>>) -> Result<Self> {
         let pd = ProtectionDomain::alloc_internal(ctx)?;
-        let cq = crate::cq::create(ctx, 64, None)?;
+        let mut cq = crate::cq::create(ctx, 64, None)?;
+        // Only this driver's plain UMRs complete on it (no BIND_MW or LOCAL_INV).
+        cq.set_plain_umr();
         let caps = QpCaps {
             max_send_wr: BATCH_MAX as u32,
             max_recv_wr: 0,
