@@ -400,6 +400,11 @@ pub struct CompletionQueue<H: Hal> {
     /// The last `sop_drop_qpn` dword of `cached` the inline path took (QP and WQE opcode, as
     /// it lies in memory) and the head of the completion it makes.
     seen: (u32, WcHead),
+    /// Every UMR WQE completing here is a plain UMR with no saved completion opcode (the
+    /// driver's own UMR QP, [`crate::umr`]; never BIND_MW or LOCAL_INV): its successful
+    /// completion takes the inline path, whose opcode table gives the same
+    /// [`WcOpcode::Unknown`] the saved-opcode lookup would.
+    plain_umr: bool,
 }
 
 // SAFETY: the raw pointers point into buffers owned by `shared` (kept alive by the Arc);
@@ -509,6 +514,7 @@ pub(crate) fn create<H: Hal>(
         cqe_cnt,
         ci: 0,
         seen: nop_seen(&placeholder),
+        plain_umr: false,
         cached: placeholder.clone(),
         placeholder,
         cached_gen: 0,
@@ -568,6 +574,12 @@ impl<H: Hal> CompletionQueue<H> {
         Ok(n)
     }
 
+    /// Marks this CQ as the driver's UMR CQ (see `plain_umr`): only plain UMR WQEs
+    /// complete here.
+    pub(crate) fn set_plain_umr(&mut self) {
+        self.plain_umr = true;
+    }
+
     /// The QPs attached to this CQ changed: a QP number may now name another QP.
     #[cold]
     fn forget_cached(&mut self, gen: u32) {
@@ -594,6 +606,7 @@ impl<H: Hal> CompletionQueue<H> {
             ci,
             cached,
             seen: seen_io,
+            plain_umr,
             ..
         } = self;
         let (buf, cnt) = (*buf, *cqe_cnt);
@@ -649,7 +662,7 @@ impl<H: Hal> CompletionQueue<H> {
                     // handle_good_req).
                     // A UMR (BIND_MW, LOCAL_INV) takes its opcode from the slot: out of line.
                     if sop_raw & QPN_BYTES != q.key
-                        || sop_raw.to_ne_bytes()[0] == wqe::opcode::UMR
+                        || (sop_raw.to_ne_bytes()[0] == wqe::opcode::UMR && !*plain_umr)
                     {
                         // SAFETY: as above.
                         let op_own = unsafe { c.u8(cqe::offset::OP_OWN) };

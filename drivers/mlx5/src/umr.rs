@@ -23,7 +23,7 @@ use crate::error::{Error, InvalidInput, Result};
 use crate::hal::Hal;
 use crate::mr::Access;
 use crate::qp::{ConnectOptions, QpCaps, QpOptions, QueuePair};
-use crate::verbs::{CtxInner, MemoryRegion, ProtectionDomain};
+use crate::verbs::{CtxInner, MemoryRegion, MrInner, ProtectionDomain};
 
 pub use mlx5_prm::wqe::umr_ctrl_seg::mask as mkey_mask;
 
@@ -144,15 +144,30 @@ pub struct Umr<'a> {
 /// (ib/mr.c `mlx5_mkey_cache_init`, `rb_key.ndescs`).
 pub const CACHE_CLASSES: [u32; 3] = [16, 128, 512];
 
-/// The mkey cache: free `umr_en` keys of the UMR PD, by size class.
-#[derive(Default)]
-pub(crate) struct Pool {
-    classes: [Vec<u32>; CACHE_CLASSES.len()],
+/// A region's state kept with its key while the key waits in the cache (Linux keeps its
+/// per-mkey state with the cache entry too, ib/mr.c `mlx5_mr_cache_alloc` /
+/// `mlx5_revoke_mr` -> `cache_ent_find_and_store`): the next registration of the key
+/// overwrites it in place instead of allocating a new one. Dead: destroyed, no buffer, its
+/// PD the UMR PD.
+pub(crate) type Parked<H> = Option<Arc<MrInner<H>>>;
+
+/// The mkey cache: free `umr_en` keys of the UMR PD, by size class, each with the region
+/// allocation it last served (if it was deregistered with one to spare).
+pub(crate) struct Pool<H: Hal> {
+    classes: [Vec<(u32, Parked<H>)>; CACHE_CLASSES.len()],
+}
+
+impl<H: Hal> Default for Pool<H> {
+    fn default() -> Self {
+        Pool {
+            classes: Default::default(),
+        }
+    }
 }
 
 /// The context's UMR resources.
 pub(crate) struct UmrRes<H: Hal> {
-    pub(crate) pool: Pool,
+    pub(crate) pool: Pool<H>,
     qp: QueuePair<H>,
     cq: CompletionQueue<H>,
     /// Staging region for translations loaded by pointer.
@@ -164,7 +179,9 @@ pub(crate) struct UmrRes<H: Hal> {
 impl<H: Hal> UmrRes<H> {
     pub(crate) fn new(ctx: &Arc<CtxInner<H>>) -> Result<Self> {
         let pd = ProtectionDomain::alloc_internal(ctx)?;
-        let cq = crate::cq::create(ctx, 64, None)?;
+        let mut cq = crate::cq::create(ctx, 64, None)?;
+        // Only this driver's plain UMRs complete on it (no BIND_MW or LOCAL_INV).
+        cq.set_plain_umr();
         let caps = QpCaps {
             max_send_wr: BATCH_MAX as u32,
             max_recv_wr: 0,
@@ -232,7 +249,7 @@ impl<H: Hal> UmrRes<H> {
         for (i, &room) in CACHE_CLASSES.iter().enumerate() {
             for _ in 0..n {
                 let k = self._pd.alloc_umr_mkey(room)?;
-                self.pool.classes[i].push(k);
+                self.pool.classes[i].push((k, None));
             }
         }
         Ok(())
@@ -245,8 +262,9 @@ impl<H: Hal> UmrRes<H> {
 
     /// Takes a key with room for `entries` MTT entries, chosen at random (by `random`, 32
     /// random bits) among the free keys of the smallest class that fits (ReDMArk: the index
-    /// part of the next key is not the previous one's plus one). `(key, class)`.
-    pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8)> {
+    /// part of the next key is not the previous one's plus one). `(key, class, parked region
+    /// allocation)`.
+    pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
         let c = CACHE_CLASSES
             .iter()
             .enumerate()
@@ -254,14 +272,20 @@ impl<H: Hal> UmrRes<H> {
             .0;
         let v = &mut self.pool.classes[c];
         let at = ((random as u64 * v.len() as u64) >> 32) as usize;
-        Some((v.swap_remove(at), c as u8))
+        let (key, parked) = v.swap_remove(at);
+        Some((key, c as u8, parked))
     }
 
-    /// Puts a free key back.
-    pub(crate) fn put(&mut self, key: u32, class: u8) {
+    /// Puts a free key back (with the region allocation it came with, if any).
+    pub(crate) fn put(&mut self, key: u32, class: u8, parked: Parked<H>) {
         if let Some(v) = self.pool.classes.get_mut(class as usize) {
-            v.push(key);
+            v.push((key, parked));
         }
+    }
+
+    /// The UMR PD (a parked region allocation refers to it instead of its last PD).
+    pub(crate) fn pd_arc(&self) -> &Arc<crate::verbs::PdInner<H>> {
+        self._pd.inner_arc()
     }
 
     fn recover(&mut self) -> Result<()> {
@@ -536,7 +560,7 @@ impl<H: Hal> Drop for UmrRes<H> {
         // Free pooled keys are destroyed with the UMR PD; keys lent to live regions are
         // destroyed by their regions (DESTROY_MKEY once the UMR QP is gone).
         for v in &mut self.pool.classes {
-            for k in v.drain(..) {
+            for (k, _parked) in v.drain(..) {
                 let _ = self._pd.destroy_umr_mkey(k);
             }
         }

@@ -890,3 +890,73 @@ fn cached_mr_rereg_by_umr_keeps_its_keys() {
     .expect("rereg by commands");
     assert_ne!(m.rkey(), key);
 }
+
+/// A cached key deregistered keeps its region allocation in the cache, and its next
+/// registration overwrites it: the new PD, IOVA, length, access and translation, a new
+/// variant; the old PD is not held by the parked allocation (its DEALLOC_PD goes when its
+/// handle does); a handle dropped without dereg also revokes the key and returns it.
+#[test]
+fn a_reused_cached_region_takes_the_new_registration_whole() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    ctx.enable_mkey_cache(1).expect("cache");
+    let pd1 = ctx.alloc_pd().expect("pd1");
+    let pd2 = ctx.alloc_pd().expect("pd2");
+    let (pdn1, pdn2) = (pd1.pdn(), pd2.pdn());
+    let b = hal.dma_alloc(8192, 4096).expect("buffer");
+    let page = |i: u64| {
+        [PhysChunk {
+            bus: b.bus_addr() + i * 4096,
+            len: 4096,
+        }]
+    };
+    let cmds = ctx.commands_sent();
+    // SAFETY: `b` outlives every region.
+    let mut m1 = unsafe { pd1.reg_phys(&page(0), 0x1000, RW) }.expect("reg 1");
+    let k1 = m1.lkey();
+    m1.dereg().expect("dereg 1");
+    assert_eq!(ctx.commands_sent(), cmds, "from the cache and back");
+    drop(pd1);
+    assert_eq!(ctx.commands_sent(), cmds + 1, "DEALLOC_PD of pd1 went with its handle");
+    let cmds = ctx.commands_sent();
+    // SAFETY: as above.
+    let m2 = unsafe { pd2.reg_phys(&page(1), 0x9000, AccessFlags::LOCAL_WRITE) }.expect("reg 2");
+    let k2 = m2.lkey();
+    assert_eq!(ctx.commands_sent(), cmds, "from the cache");
+    assert_eq!(k2 >> 8, k1 >> 8, "the one key of its class");
+    assert_ne!(k2, k1, "a new variant");
+    assert_eq!(m2.addr(), 0x9000);
+    assert_eq!(m2.len(), 4096);
+    assert_eq!(m2.access(), AccessFlags::LOCAL_WRITE);
+    assert_eq!(m2.translation(), (1, 12));
+    sim.with_hca(|h| {
+        let got = h
+            .mkeys
+            .translate(k2, 0x9000, 4096, SimAccess::LOCAL_READ, pdn2)
+            .expect("the new registration");
+        assert_eq!(got, vec![(b.bus_addr() + 4096, 4096)]);
+        assert!(h
+            .mkeys
+            .translate(k2, 0x9000, 4096, SimAccess::LOCAL_READ, pdn1)
+            .is_err());
+        assert!(h
+            .mkeys
+            .translate(k1, 0x1000, 4096, SimAccess::LOCAL_READ, pdn2)
+            .is_err());
+    });
+    drop(m2);
+    assert_eq!(ctx.commands_sent(), cmds, "a dropped cached region goes back by UMR");
+    sim.with_hca(|h| assert!(h.mkeys.by_index(k2 >> 8).expect("key").free, "revoked"));
+    // SAFETY: as above.
+    let m3 = unsafe { pd2.reg_phys(&page(0), 0x1000, RW) }.expect("reg 3");
+    assert_eq!(m3.lkey() >> 8, k1 >> 8, "the key came back to the cache");
+    assert_eq!(ctx.commands_sent(), cmds);
+    sim.with_hca(|h| {
+        let got = h
+            .mkeys
+            .translate(m3.lkey(), 0x1000, 4096, SimAccess::LOCAL_READ, pdn2)
+            .expect("the third registration");
+        assert_eq!(got, vec![(b.bus_addr(), 4096)]);
+    });
+}

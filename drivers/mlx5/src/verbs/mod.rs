@@ -22,7 +22,7 @@
 //! are `unsafe` and take addresses and keys (still checked against this context's live
 //! regions).
 
-use alloc::collections::BTreeMap;
+use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -65,6 +65,15 @@ pub(crate) struct MrInfo {
 }
 
 impl MrInfo {
+    /// An empty slot (no key: key 0 is never looked up live).
+    const EMPTY: MrInfo = MrInfo {
+        key: 0,
+        live: false,
+        iova: 0,
+        len: 0,
+        access: Access::NONE,
+    };
+
     pub(crate) fn new(key: u32, iova: u64, len: u64, access: Access) -> MrInfo {
         MrInfo {
             key,
@@ -76,47 +85,79 @@ impl MrInfo {
     }
 }
 
-/// The live regions by key index (`key >> 8`), for the raw layer's lkey check.
+/// Slots per page of [`MrTable`].
+const MR_PAGE: usize = 256;
+
+/// The live regions by key index (`key >> 8`), for the raw layer's lkey check: a two-level
+/// table (pages of [`MR_PAGE`] slots, allocated when a key index first lands in them), so a
+/// lookup, an insert and a removal are two indexed loads (firmware hands out mkey indices in
+/// sequence, so the keys of a context share a few pages). A slot whose region is gone is
+/// marked so (`live` false) and refuses its key.
 #[derive(Default)]
-pub(crate) struct MrTable(BTreeMap<u32, MrInfo>);
+pub(crate) struct MrTable(Vec<Option<Box<[MrInfo; MR_PAGE]>>>);
 
 impl MrTable {
+    #[inline]
+    fn slot(&self, index: u32) -> Option<&MrInfo> {
+        let i = index as usize;
+        self.0.get(i / MR_PAGE)?.as_ref()?.get(i % MR_PAGE)
+    }
+
+    #[inline]
+    fn slot_mut(&mut self, index: u32) -> Option<&mut MrInfo> {
+        let i = index as usize;
+        self.0.get_mut(i / MR_PAGE)?.as_mut()?.get_mut(i % MR_PAGE)
+    }
+
     /// The live region whose key is `key`.
     #[inline]
     pub(crate) fn get(&self, key: u32) -> Option<&MrInfo> {
-        self.0.get(&(key >> 8)).filter(|m| m.key == key && m.live)
+        self.slot(key >> 8).filter(|m| m.key == key && m.live)
     }
 
     /// Records a region (replacing what its key's index held).
     pub(crate) fn insert(&mut self, m: MrInfo) {
-        match self.0.get_mut(&(m.key >> 8)) {
-            Some(e) => *e = m,
-            None => {
-                self.0.insert(m.key >> 8, m);
+        let i = (m.key >> 8) as usize;
+        let page = i / MR_PAGE;
+        if self.0.len() <= page {
+            self.0.resize_with(page + 1, || None);
+        }
+        if let Some(p) = self.0.get_mut(page) {
+            let p = p.get_or_insert_with(|| Box::new([MrInfo::EMPTY; MR_PAGE]));
+            if let Some(e) = p.get_mut(i % MR_PAGE) {
+                *e = m;
             }
         }
     }
 
-    /// Forgets the region of `key`; with `keep_slot` (a key going back to the mkey cache)
-    /// its slot stays, marked gone.
+    /// Forgets the region of `key` (its slot refuses the key from now on); with `keep_slot`
+    /// (a key going back to the mkey cache) its slot stays its key's, marked gone.
     pub(crate) fn remove(&mut self, key: u32, keep_slot: bool) {
-        let i = key >> 8;
-        match self.0.get_mut(&i) {
-            Some(e) if e.key == key && keep_slot => e.live = false,
-            Some(e) if e.key == key => {
-                self.0.remove(&i);
+        if let Some(e) = self.slot_mut(key >> 8).filter(|e| e.key == key) {
+            if keep_slot {
+                e.live = false;
+            } else {
+                *e = MrInfo::EMPTY;
             }
-            _ => {}
         }
     }
 
-    /// Drops the slot of key index `key >> 8` if no live region holds it (a cached key
+    /// Empties the slot of key index `key >> 8` if no live region holds it (a cached key
     /// destroyed).
     pub(crate) fn forget_slot(&mut self, key: u32) {
-        let i = key >> 8;
-        if self.0.get(&i).is_some_and(|e| !e.live) {
-            self.0.remove(&i);
+        if let Some(e) = self.slot_mut(key >> 8).filter(|e| !e.live) {
+            *e = MrInfo::EMPTY;
         }
+    }
+
+    /// Slots held by a key (live, or a cached key's kept slot).
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.0
+            .iter()
+            .flatten()
+            .map(|p| p.iter().filter(|e| e.live || e.key != 0).count())
+            .sum()
     }
 }
 
@@ -686,10 +727,17 @@ mod tests {
         assert!(t.get(b).is_some(), "a live slot is not forgotten");
         t.remove(b, true);
         t.forget_slot(b);
-        assert!(t.0.is_empty());
+        assert_eq!(t.held(), 0);
         let c = 0x42_01;
         t.insert(MrInfo::new(c, 0, 1, Access::NONE));
         t.remove(c, false);
-        assert!(t.0.is_empty());
+        assert_eq!(t.held(), 0);
+        assert!(t.get(c).is_none());
+        // The highest key index, and its neighbours in and out of its page.
+        let far = 0xffff_ff12;
+        t.insert(MrInfo::new(far, 0x3000, 64, Access::ALL));
+        assert_eq!(t.get(far).map(|m| m.len), Some(64));
+        assert!(t.get(far ^ 0x100).is_none() && t.get(far - 0x1_0000).is_none());
+        assert!(t.get(0).is_none(), "key 0 in an empty slot");
     }
 }

@@ -8,6 +8,9 @@ use super::*;
 const AVOID_TRIES: u32 = 32;
 
 
+/// A key enabled from the mkey cache: `(key, size class, the region allocation parked with it)`.
+type Cached<H> = (u32, u8, crate::umr::Parked<H>);
+
 /// Protection domain state shared with its MRs and QPs.
 pub(crate) struct PdInner<H: Hal> {
     pub(crate) ctx: Arc<CtxInner<H>>,
@@ -222,12 +225,8 @@ impl<H: Hal> ProtectionDomain<H> {
                 continue;
             };
             let (_, iova, access) = regions[i];
-            out[i] = Some(r.map(|(key, class)| {
-                let mut m = self.wrap(key, Vec::new(), iova, len, access, plan, None);
-                if let Some(inner) = m.inner.as_mut().and_then(Arc::get_mut) {
-                    inner.pooled = Some(class);
-                }
-                m
+            out[i] = Some(r.map(|(key, class, parked)| {
+                self.wrap_cached(parked, key, class, iova, len, access, plan, None)
             }));
         }
         // One command per direct region.
@@ -335,12 +334,8 @@ impl<H: Hal> ProtectionDomain<H> {
         let ctx = &self.inner.ctx;
         let hal = &ctx.hal;
         let mut buf = buf;
-        if let Some((key, class)) = self.reg_pooled(iova, len, access, &plan)? {
-            let mut m = self.wrap(key, Vec::new(), iova, len, access, plan, buf);
-            if let Some(i) = m.inner.as_mut().and_then(Arc::get_mut) {
-                i.pooled = Some(class);
-            }
-            return Ok(m);
+        if let Some((key, class, parked)) = self.reg_pooled(iova, len, access, &plan)? {
+            return Ok(self.wrap_cached(parked, key, class, iova, len, access, plan, buf));
         }
         // Inner MTT keys first: local rights only (LR, and LW when the region is writable),
         // so that only the indirect key is usable remotely.
@@ -420,7 +415,7 @@ impl<H: Hal> ProtectionDomain<H> {
         len: u64,
         access: Access,
         plan: &KlmPlan,
-    ) -> Result<Option<(u32, u8)>> {
+    ) -> Result<Option<Cached<H>>> {
         use crate::umr::{flags, MkeySeg, Umr, CACHE_CLASSES, ENABLE_MASK};
         let ctx = &self.inner.ctx;
         let entries = &plan.tr.entries;
@@ -435,7 +430,7 @@ impl<H: Hal> ProtectionDomain<H> {
         let r = ctx.umr_try_with(|u, hal| {
             // One draw: the pick among the free keys (low half) and the variant (high half).
             let r = ctx.random();
-            let Some((key, class)) = u.take(entries.len(), r as u32) else {
+            let Some((key, class, parked)) = u.take(entries.len(), r as u32) else {
                 return Ok(None);
             };
             let new = fresh_variant(ctx, key, (r >> 32) as u32);
@@ -472,10 +467,10 @@ impl<H: Hal> ProtectionDomain<H> {
                 mtt_offset: 0,
             };
             match u.run(hal, &umr) {
-                Ok(()) => Ok(Some((new, class))),
+                Ok(()) => Ok(Some((new, class, parked))),
                 Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
                     // The key is unchanged (the model applies a UMR whole or not at all).
-                    u.put(key, class);
+                    u.put(key, class, parked);
                     Ok(None)
                 }
                 // Its state is unknown: the key leaves the cache (destroyed with the PD).
@@ -495,7 +490,7 @@ impl<H: Hal> ProtectionDomain<H> {
         &self,
         regions: &[(&[PhysChunk], u64, Access)],
         want: &[(usize, &KlmPlan, u64)],
-    ) -> Vec<(usize, Result<(u32, u8)>)> {
+    ) -> Vec<(usize, Result<Cached<H>>)> {
         use crate::umr::{flags, MkeySeg, Outcome, Umr, ENABLE_MASK, INLINE_MAX_MTT};
         let ctx = &self.inner.ctx;
         let pdn = self.inner.pdn;
@@ -513,17 +508,17 @@ impl<H: Hal> ProtectionDomain<H> {
                     continue;
                 }
                 let r = ctx.random();
-                let Some((key, class)) = u.take(entries.len(), r as u32) else {
+                let Some((key, class, parked)) = u.take(entries.len(), r as u32) else {
                     continue;
                 };
                 let at = mtt.len();
                 mtt.extend(entries.iter().map(|e| e | mlx5_prm::mkey::MTT_PRESENT));
                 let new = fresh_variant(ctx, key, (r >> 32) as u32);
-                taken.push((i, plan, len, key, class, new, at));
+                taken.push((i, plan, len, key, class, new, at, parked));
             }
             let umrs: Vec<Umr<'_>> = taken
                 .iter()
-                .map(|&(i, plan, len, key, _, new, at)| Umr {
+                .map(|&(i, plan, len, key, _, new, at, _)| Umr {
                     key,
                     check: flags::CHECK_NOT_FREE,
                     mask: ENABLE_MASK,
@@ -544,12 +539,13 @@ impl<H: Hal> ProtectionDomain<H> {
             let mut out = alloc::vec![Outcome::Unknown; umrs.len()];
             u.run_batch(hal, &umrs, &mut out);
             let mut done = Vec::with_capacity(taken.len());
-            for (t, o) in taken.iter().zip(out) {
-                let &(i, _, _, key, class, new, _) = t;
+            drop(umrs);
+            for (t, o) in taken.into_iter().zip(out) {
+                let (i, _, _, key, class, new, _, parked) = t;
                 match o {
-                    Outcome::Done => done.push((i, Ok((new, class)))),
+                    Outcome::Done => done.push((i, Ok((new, class, parked)))),
                     // The key is unchanged (the model applies a UMR whole or not at all).
-                    Outcome::Unchanged => u.put(key, class),
+                    Outcome::Unchanged => u.put(key, class, parked),
                     // Its state is unknown: the key leaves the cache (destroyed with the PD).
                     Outcome::Unknown => done.push((i, Err(Error::Timeout))),
                 }
@@ -636,6 +632,51 @@ impl<H: Hal> ProtectionDomain<H> {
                 pooled: None,
             })),
         }
+    }
+
+    /// [`ProtectionDomain::wrap`] for a key from the mkey cache (size class `class`): the
+    /// region allocation the key was parked with, if any, is overwritten in place (no
+    /// allocation; its old translation list is dropped).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn wrap_cached(
+        &self,
+        parked: crate::umr::Parked<H>,
+        key: u32,
+        class: u8,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: KlmPlan,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> MemoryRegion<H> {
+        if let Some(mut arc) = parked {
+            if let Some(m) = Arc::get_mut(&mut arc) {
+                self.inner
+                    .ctx
+                    .mrs
+                    .write()
+                    .insert(MrInfo::new(key, iova, len, access));
+                // The UMR PD's reference goes (it is never the last one: the UMR state
+                // holds that PD).
+                m.pd = self.inner.clone();
+                m.key = key;
+                m.key_be = key.to_be();
+                m.iova = iova;
+                m.len = len;
+                m.access = access;
+                m.inner_keys.clear();
+                m.plan = plan;
+                m.buf = buf;
+                *m.destroyed.get_mut() = false;
+                m.pooled = Some(class);
+                return MemoryRegion { inner: Some(arc) };
+            }
+        }
+        let mut m = self.wrap(key, Vec::new(), iova, len, access, plan, buf);
+        if let Some(i) = m.inner.as_mut().and_then(Arc::get_mut) {
+            i.pooled = Some(class);
+        }
+        m
     }
 
     /// Creates an RC QP whose completions go to `send_cq` / `recv_cq`.

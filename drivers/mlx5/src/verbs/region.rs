@@ -135,26 +135,9 @@ impl<H: Hal> MrInner<H> {
         ctx.mrs.write().remove(self.key, self.pooled.is_some());
         let key = self.key;
         if let Some(class) = self.pooled {
-            // Revoke by UMR (Linux ib/umr.c `mlx5r_umr_revoke_mr`), waited for: once it
-            // completed, no access through the key succeeds. Then back to the cache.
-            use crate::umr::{MkeySeg, Umr, REVOKE_MASK};
             let revoked = ctx.umr_with(false, |u, hal| {
-                let umr = Umr {
-                    key,
-                    check: 0,
-                    mask: REVOKE_MASK,
-                    seg: MkeySeg {
-                        free: true,
-                        pd: u.pdn(),
-                        qpn: 0xff_ffff,
-                        variant: key as u8,
-                        ..MkeySeg::default()
-                    },
-                    mtt: &[],
-                    mtt_offset: 0,
-                };
-                u.run(hal, &umr)?;
-                u.put(key, class);
+                u.run(hal, &revoke(key, u.pdn()))?;
+                u.put(key, class, None);
                 Ok(())
             });
             if let Ok(Some(())) = revoked {
@@ -164,6 +147,54 @@ impl<H: Hal> MrInner<H> {
             // No UMR QP any more, or the UMR failed: destroy the key by command.
             ctx.mrs.write().forget_slot(key);
         }
+        self.destroy_by_command()
+    }
+
+    /// [`MrInner::destroy`] of a cached key whose handle was the only reference: the same
+    /// revoking UMR, waited for, and the key goes back to the cache together with this
+    /// allocation (its buffer and PD reference dropped once the revocation completed), for
+    /// the key's next registration to overwrite in place ([`ProtectionDomain::wrap_cached`]).
+    pub(super) fn destroy_cached(this: Arc<Self>, class: u8) -> Result<()> {
+        if this.destroyed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let ctx = this.pd.ctx.clone();
+        let key = this.key;
+        ctx.mrs.write().remove(key, true);
+        let mut slot = Some(this);
+        let revoked = ctx.umr_with(false, |u, hal| {
+            u.run(hal, &revoke(key, u.pdn()))?;
+            // The revocation completed: nothing reaches the memory through the key any
+            // more. The buffer and the region's PD reference are dropped after the UMR
+            // lock is released.
+            let mut spare = None;
+            let parked = slot.take().and_then(|mut a| {
+                let m = Arc::get_mut(&mut a)?;
+                let pd = core::mem::replace(&mut m.pd, u.pd_arc().clone());
+                spare = Some((pd, m.buf.take()));
+                Some(a)
+            });
+            u.put(key, class, parked);
+            Ok(spare)
+        });
+        if let Ok(Some(spare)) = revoked {
+            drop(spare);
+            ctx.quarantine_key(key);
+            return Ok(());
+        }
+        // No UMR QP any more, or the UMR failed: destroy the key by command.
+        ctx.mrs.write().forget_slot(key);
+        match slot.as_mut().and_then(Arc::get_mut) {
+            Some(m) => m.destroy_by_command(),
+            // Not reached: the handle held the only reference, and the UMR did not take it.
+            None => Ok(()),
+        }
+    }
+
+    /// DESTROY_MKEY of the key, then of its inner keys; on an error the memory is held.
+    fn destroy_by_command(&mut self) -> Result<()> {
+        let ctx = &self.pd.ctx;
+        let key = self.key;
         let mut r = ctx.with_dev(|d| d.destroy_mkey(&ctx.hal, key));
         // The inner keys after the indirect key that names them.
         for &k in self.inner_keys.iter().rev() {
@@ -179,6 +210,27 @@ impl<H: Hal> MrInner<H> {
         }
         ctx.quarantine_key(key);
         r
+    }
+}
+
+/// The UMR that revokes cached key `key` (Linux ib/umr.c `mlx5r_umr_revoke_mr`: free, and
+/// the UMR PD `umr_pdn`), waited for by the caller: once it completed, no access through the
+/// key succeeds.
+fn revoke(key: u32, umr_pdn: u32) -> crate::umr::Umr<'static> {
+    use crate::umr::{MkeySeg, Umr, REVOKE_MASK};
+    Umr {
+        key,
+        check: 0,
+        mask: REVOKE_MASK,
+        seg: MkeySeg {
+            free: true,
+            pd: umr_pdn,
+            qpn: 0xff_ffff,
+            variant: key as u8,
+            ..MkeySeg::default()
+        },
+        mtt: &[],
+        mtt_offset: 0,
     }
 }
 
@@ -402,15 +454,28 @@ impl<H: Hal> MemoryRegion<H> {
     /// stays registered) while posted WRs still reference the region or a QP has it bound
     /// ([`QueuePair::bind_mr`]).
     pub fn dereg(&mut self) -> Result<()> {
-        let Some(arc) = self.inner.take() else {
+        let Some(mut arc) = self.inner.take() else {
             return Ok(());
         };
-        match Arc::try_unwrap(arc) {
-            Ok(mut m) => m.destroy(),
-            Err(arc) => {
-                self.inner = Some(arc);
-                Err(Error::Busy)
-            }
+        // Only reference (no Weak references to regions exist).
+        let Some(m) = Arc::get_mut(&mut arc) else {
+            self.inner = Some(arc);
+            return Err(Error::Busy);
+        };
+        match m.pooled {
+            Some(class) => MrInner::destroy_cached(arc, class),
+            None => m.destroy(),
+        }
+    }
+}
+
+impl<H: Hal> Drop for MemoryRegion<H> {
+    /// A dropped handle deregisters as [`MemoryRegion::dereg`] does when it holds the only
+    /// reference (a cached key keeps its allocation); otherwise the last in-flight holder
+    /// destroys the region when it lets go (`Drop` of the region state).
+    fn drop(&mut self) {
+        if self.inner.as_ref().is_some_and(|m| m.pooled.is_some()) {
+            let _ = self.dereg();
         }
     }
 }
