@@ -227,20 +227,7 @@ impl<H: Hal> MemoryWindow<H> {
     /// rkey a bind replaces is retired, as destroyed keys are).
     fn next_key(&self) -> u32 {
         let ctx = &self.pd.ctx;
-        let base = self.key & !0xff;
-        let fresh = |k: u32| k != self.key && !ctx.key_is_recent(k);
-        for _ in 0..16 {
-            let k = base | (ctx.random() & 0xff) as u32;
-            if fresh(k) {
-                return k;
-            }
-        }
-        // Most variants are recent: the first fresh one from a random start, else the next.
-        let r = ctx.random() as u32;
-        (0..256u32)
-            .map(|i| base | (r.wrapping_add(i) & 0xff))
-            .find(|&k| fresh(k))
-            .unwrap_or(base | (self.key.wrapping_add(1) & 0xff))
+        crate::verbs::fresh_variant(ctx, self.key, ctx.random() as u32)
     }
 }
 

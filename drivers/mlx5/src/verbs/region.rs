@@ -3,22 +3,74 @@
 use super::*;
 
 
-/// A new variant for cached key `key` being handed out: not its last one, nor any recently
-/// destroyed key (ReDMArk). The first four tries take the bytes of `bits` (random bits the
-/// caller drew, unused elsewhere), the next four a new draw.
-pub(super) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u32) -> u32 {
+/// A new variant for key `key` (a cached key handed out again, or a type-2 window's next
+/// bind): not its last one, nor any recently destroyed key (ReDMArk). The first four tries take
+/// the bytes of `bits` (random bits the caller drew, unused elsewhere), the next four a new
+/// draw; when all eight hit recent keys, the first fresh variant from a random start. Only if
+/// every other variant of the index is recent does it settle for the next one.
+pub(crate) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u32) -> u32 {
+    pick_variant(key, bits, || ctx.random(), |k| ctx.key_is_recent(k))
+}
+
+/// [`fresh_variant`] with its random source and its recent-key test passed in.
+fn pick_variant(
+    key: u32,
+    bits: u32,
+    mut random: impl FnMut() -> u64,
+    is_recent: impl Fn(u32) -> bool,
+) -> u32 {
+    let base = key & !0xff;
+    let fresh = |k: u32| k != key && !is_recent(k);
     let mut r = bits as u64;
     for i in 0..8 {
         if i == 4 {
-            r = ctx.random();
+            r = random();
         }
-        let k = (key & !0xff) | (r & 0xff) as u32;
+        let k = base | (r & 0xff) as u32;
         r >>= 8;
-        if k != key && !ctx.recent_keys.lock().contains(k) {
+        if fresh(k) {
             return k;
         }
     }
-    (key & !0xff) | ((key + 1) & 0xff)
+    let start = random() as u32;
+    (0..256u32)
+        .map(|i| base | (start.wrapping_add(i) & 0xff))
+        .find(|&k| fresh(k))
+        .unwrap_or(base | (key.wrapping_add(1) & 0xff))
+}
+
+#[cfg(test)]
+mod variant_tests {
+    use super::pick_variant;
+
+    /// Eight draws that all name recent keys, and the next variant (the old fallback) recent
+    /// too: the pick is the one fresh variant left, not a recent key.
+    #[test]
+    fn a_fresh_variant_is_found_past_eight_recent_draws() {
+        let key = 0x1234_5610;
+        let fresh_one = 0x1234_5677;
+        let recent = |k: u32| k != fresh_one;
+        // Draws: 0x11 x4 from `bits`, 0x22 x4 from the second draw, then the scan's start.
+        let mut draws = [0x2222_2222u64, 0x80].into_iter();
+        let k = pick_variant(key, 0x1111_1111, || draws.next().unwrap(), recent);
+        assert_eq!(k, fresh_one);
+    }
+
+    /// Only when every other variant of the index is recent does it settle for the next one.
+    #[test]
+    fn the_next_variant_only_when_none_is_fresh() {
+        let key = 0x1234_56ff;
+        let k = pick_variant(key, 0, || 0, |_| true);
+        assert_eq!(k, 0x1234_5600);
+    }
+
+    /// A fresh first draw is taken as is, and the key's own variant never is.
+    #[test]
+    fn first_fresh_draw_wins_and_never_the_same_key() {
+        let key = 0x1234_5642;
+        assert_eq!(pick_variant(key, 0x0000_0043, || 0, |_| false), 0x1234_5643);
+        assert_eq!(pick_variant(key, 0x0000_4342, || 0, |_| false), 0x1234_5643);
+    }
 }
 
 /// MR state, kept alive by the handle and by in-flight WRs.
