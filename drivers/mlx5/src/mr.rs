@@ -63,7 +63,7 @@ pub struct Translation {
 /// Entries held without a heap allocation ([`Entries`]): a small region's one or two pages.
 const INLINE_ENTRIES: usize = 2;
 
-/// A translation's page addresses: up to [`INLINE_ENTRIES`] in place (a small region's
+/// A translation's page addresses: up to `INLINE_ENTRIES` (2) in place (a small region's
 /// registration allocates nothing for them), more in a `Vec`. Reads as a `[u64]`.
 #[derive(Clone)]
 pub struct Entries(Repr);
@@ -87,7 +87,7 @@ impl Entries {
         }
     }
 
-    /// Appends `x` (moving to the heap past [`INLINE_ENTRIES`]).
+    /// Appends `x` (moving to the heap past `INLINE_ENTRIES` (2)).
     pub fn push(&mut self, x: u64) {
         match &mut self.0 {
             Repr::Inline { n, e } => {

@@ -59,7 +59,7 @@
 //! one (rxe `rxe_invalidate_mw`; the QP check is a model choice, as C10-72 for binds).
 //!
 //! DESTROY_QP of the QP a type 2 window is bound to leaves the window bound, naming no QP
-//! ([`qp_destroyed`]): rxe's bound window holds a reference to its QP object
+//! (`qp_destroyed`): rxe's bound window holds a reference to its QP object
 //! (`rxe_do_bind_mw`: `mw->qp = qp`) until it is invalidated or deallocated, and
 //! `rxe_lookup_mw` compares that object (`mw->qp != qp`), so no other QP gets access, not even
 //! one that later has the same QPN (Linux hw/mlx5 and the PRM say nothing of it; model choice
