@@ -190,6 +190,9 @@ fn poll(env: &Env, cq: &mut Cq) -> Option<Cqe> {
     Some(Cqe(b))
 }
 
+/// A path under measurement: one iteration, its calibrated chunk length, its chunks' MB/s.
+type Path<'a> = (&'a mut dyn FnMut(), u64, Vec<f64>);
+
 /// One signaled WRITE of `size`, waited for (polling `peer` too, when there is one).
 #[allow(clippy::too_many_arguments)]
 fn write_once(
@@ -292,7 +295,7 @@ fn main() {
             )
         };
         // Warm up and calibrate each path.
-        let mut paths: Vec<(&mut dyn FnMut(), u64, Vec<f64>)> = vec![(&mut mem, 0, Vec::new())];
+        let mut paths: Vec<Path> = vec![(&mut mem, 0, Vec::new())];
         if do_loop {
             paths.push((&mut lo, 0, Vec::new()));
         }
