@@ -28,10 +28,10 @@ pub(super) fn user_of(hca: &Hca, qpn: u32) -> KeyUser {
     KeyUser { pd, qpn }
 }
 
-pub(super) fn payload_of(hca: &Hca, qpn: u32, wr: u64) -> Result<Arc<WrPayload>, LocalFault> {
+pub(super) fn payload_of(hca: &Hca, qpn: u32, wr: u64) -> Result<&WrPayload, LocalFault> {
     let q = hca.qps.get(qpn).ok_or(LocalFault)?;
     let slot = q.wrs.iter().find(|s| s.wr_id == wr).ok_or(LocalFault)?;
-    slot.payload.clone().ok_or(LocalFault)
+    slot.payload.as_ref().ok_or(LocalFault)
 }
 
 /// Writes payload bytes `at..` of `src` to the checked range `r`.
@@ -80,7 +80,7 @@ impl ReqMemory for Env<'_, '_, '_> {
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
         let off = offset as usize;
-        match &*payload_of(hca, self.qpn, wr)? {
+        match payload_of(hca, self.qpn, wr)? {
             WrPayload::Bytes(b) => {
                 dst.copy_from_slice(b.get(off..off + dst.len()).ok_or(LocalFault)?);
             }
@@ -101,7 +101,7 @@ impl ReqMemory for Env<'_, '_, '_> {
         self.settle();
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
-        let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
+        let WrPayload::Pieces(p) = payload_of(hca, self.qpn, wr)? else {
             return Err(LocalFault);
         };
         let mut at = 0usize;
@@ -124,7 +124,7 @@ impl ReqMemory for Env<'_, '_, '_> {
         self.settle();
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
-        let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
+        let WrPayload::Pieces(p) = payload_of(hca, self.qpn, wr)? else {
             return Err(LocalFault);
         };
         let bytes = if atomic_host_endian(hca) {

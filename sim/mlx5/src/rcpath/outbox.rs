@@ -17,7 +17,7 @@ pub(super) struct Outbox<'a, 'b, 'h> {
     pub(super) cell: &'a RefCell<&'b mut Hca>,
     pub(super) qpn: u32,
     /// The last work request whose payload was looked up (its packets follow each other).
-    pub(super) last: Option<(u64, Arc<WrPayload>)>,
+    pub(super) last: Option<(u64, WrPayload)>,
     /// A work request's message bytes `lo..hi` proved guest memory in this call.
     pub(super) checked: Option<(u64, usize, usize)>,
     pub(super) by_ref: bool,
@@ -45,7 +45,7 @@ impl Tx for Outbox<'_, '_, '_> {
         let (Some((lw, lp)), Some((cw, lo, hi))) = (&self.last, self.checked) else {
             return false;
         };
-        let WrPayload::Pieces(p) = &**lp else {
+        let WrPayload::Pieces(p) = lp else {
             return false;
         };
         if *lw != run.wr || cw != run.wr || each == 0 || off < lo || off + len > hi {
@@ -140,7 +140,7 @@ impl Outbox<'_, '_, '_> {
         let (Some((lw, lp)), Some((cw, lo, hi))) = (&self.last, self.checked) else {
             return false;
         };
-        let WrPayload::Pieces(p) = &**lp else {
+        let WrPayload::Pieces(p) = lp else {
             return false;
         };
         if *lw != wr || cw != wr || len == 0 || off < lo || off + len > hi {
@@ -342,7 +342,7 @@ pub(super) fn resolve_ref(
     qpn: u32,
     src: Option<PayloadSrc>,
     len: usize,
-    last: &mut Option<(u64, Arc<WrPayload>)>,
+    last: &mut Option<(u64, WrPayload)>,
     checked: &mut Option<(u64, usize, usize)>,
     own: bool,
 ) -> Option<RefPayload> {
@@ -365,10 +365,10 @@ pub(super) fn resolve_ref(
             // Looked up once per work request and call, then borrowed (no reference counted
             // per packet).
             if !matches!(last, Some((id, _)) if *id == wr) {
-                *last = Some((wr, payload_of(hca, qpn, wr).ok()?));
+                *last = Some((wr, payload_of(hca, qpn, wr).ok()?.clone()));
             }
             let wp = &last.as_ref()?.1;
-            match &**wp {
+            match wp {
                 WrPayload::Bytes(b) => {
                     return Some(RefPayload::Bytes(b.get(off..off + len)?.to_vec()));
                 }
