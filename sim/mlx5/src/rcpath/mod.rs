@@ -697,6 +697,7 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
             wx: WriteXlat::default(),
             pending: PendingMove::default(),
             flush_each: true,
+            recv: None,
         };
         rc.qp.set_error(&mut env);
         hca = cell.into_inner();
@@ -715,6 +716,11 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
         post_cqe(hca, cqn, &c);
     }
     flush_new_work(hca, qpn);
+}
+
+thread_local! {
+    /// [`work_request`]'s scratch list of a gather list's bus pieces.
+    static PIECES: RefCell<Vec<(u64, usize)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Builds the work request of a parsed send WQE (lkeys checked), or the local error it
@@ -736,18 +742,22 @@ pub(crate) fn work_request(
     let dma = (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT);
     let total = w.total_len();
     // Every lkey checked and every piece proved guest memory, before any byte moves.
-    let pieces_of = |gathers: &[Gather], access| -> Result<Vec<(u64, usize)>, (u8, u8)> {
-        let mut pieces = Vec::new();
-        for g in gathers {
-            if let Gather::Data { len, lkey, addr } = *g {
-                let r = hca
-                    .mkeys
-                    .resolve(lkey, addr, len, access, user)
-                    .map_err(prot)?;
-                memory_pieces(&*hca.mem, &r, &mut pieces).map_err(|_| dma)?;
+    // Collected in a reused scratch vector, then allocated once as the shared slice.
+    let pieces_of = |gathers: &[Gather], access| -> Result<Arc<[(u64, usize)]>, (u8, u8)> {
+        PIECES.with(|scratch| {
+            let mut pieces = scratch.borrow_mut();
+            pieces.clear();
+            for g in gathers {
+                if let Gather::Data { len, lkey, addr } = *g {
+                    let r = hca
+                        .mkeys
+                        .resolve(lkey, addr, len, access, user)
+                        .map_err(prot)?;
+                    memory_pieces(&*hca.mem, &r, &mut pieces).map_err(|_| dma)?;
+                }
             }
-        }
-        Ok(pieces)
+            Ok(Arc::from(&pieces[..]))
+        })
     };
     let too_long = total > (1u64 << q.log_msg_max.min(31));
     let imm = matches!(w.opcode, SEND_IMM | RDMA_WRITE_IMM).then_some(w.imm);
@@ -808,7 +818,7 @@ pub(crate) fn work_request(
                 }
                 WrPayload::Bytes(bytes.into())
             } else {
-                WrPayload::Pieces(pieces.into())
+                WrPayload::Pieces(pieces)
             };
             (op, total as u32, payload)
         }
@@ -829,7 +839,7 @@ pub(crate) fn work_request(
                     swap: w.swap_add,
                 }
             };
-            (op, 8, WrPayload::Pieces(pieces.into()))
+            (op, 8, WrPayload::Pieces(pieces))
         }
         _ => return Err((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE)),
     };

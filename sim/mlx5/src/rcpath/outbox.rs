@@ -242,6 +242,7 @@ pub(super) fn with_rc<'r>(
             },
             pending: PendingMove::default(),
             flush_each: true,
+            recv: None,
         };
         f(&mut rc.qp, now, &mut env, &mut tx);
         env.settle();
