@@ -718,6 +718,9 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
     flush_new_work(hca, qpn);
 }
 
+/// A work request's bus pieces, shared with the packets that carry its bytes by reference.
+type Pieces = Arc<[(u64, usize)]>;
+
 thread_local! {
     /// [`work_request`]'s scratch list of a gather list's bus pieces.
     static PIECES: RefCell<Vec<(u64, usize)>> = const { RefCell::new(Vec::new()) };
@@ -743,7 +746,7 @@ pub(crate) fn work_request(
     let total = w.total_len();
     // Every lkey checked and every piece proved guest memory, before any byte moves.
     // Collected in a reused scratch vector, then allocated once as the shared slice.
-    let pieces_of = |gathers: &[Gather], access| -> Result<Arc<[(u64, usize)]>, (u8, u8)> {
+    let pieces_of = |gathers: &[Gather], access| -> Result<Pieces, (u8, u8)> {
         PIECES.with(|scratch| {
             let mut pieces = scratch.borrow_mut();
             pieces.clear();
