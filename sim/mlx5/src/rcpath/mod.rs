@@ -146,7 +146,8 @@ impl WrPayload {
 #[derive(Debug)]
 pub(crate) struct RcState {
     pub qp: RcQp,
-    /// Per-QP counters already added to the port's.
+    /// Per-QP counters already added to the port's (only the seven event counters `with_rc`
+    /// adds are kept current; the other fields may be stale).
     seen_req: ReqCounters,
     seen_resp: RespCounters,
     /// Frame headers (BTH / extension headers replaced per packet).

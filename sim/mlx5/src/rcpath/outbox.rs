@@ -251,29 +251,45 @@ pub(super) fn with_rc<'r>(
     };
     let hca = cell.into_inner();
     // Counters.
-    let c = hca.port.counters();
-    let (r, s) = (*rc.qp.requester.counters(), *rc.qp.responder.counters());
-    let (r0, s0) = (rc.seen_req, rc.seen_resp);
-    for (ctr, new, old) in [
-        (Counter::Retransmits, r.retransmitted, r0.retransmitted),
-        (Counter::LocalAckTimeout, r.timeouts, r0.timeouts),
-        (Counter::RnrNakReceived, r.rnr_naks, r0.rnr_naks),
-        (Counter::PacketSeqErr, r.seq_naks, r0.seq_naks),
-        (Counter::RnrNakSent, s.rnr_naks, s0.rnr_naks),
-        (Counter::DuplicateRequest, s.duplicates, s0.duplicates),
-        (
-            Counter::OutOfSequence,
-            s.out_of_sequence,
-            s0.out_of_sequence,
-        ),
-    ] {
-        if new > old {
-            c.add(ctr, new - old);
-            crate::counter::add_for_qp(hca, qpn, ctr, new - old);
+    // Nearly every call moves none of the seven event counters below: compare them first (the
+    // comparisons the loop makes, without building its table or copying the counter sets).
+    // Equivalent: the loop adds only where `new > old`, which implies `new != old`; and
+    // `seen_req` / `seen_resp` are read only for these seven fields, which are already equal
+    // when nothing moved.
+    let (r, s) = (rc.qp.requester.counters(), rc.qp.responder.counters());
+    let (r0, s0) = (&rc.seen_req, &rc.seen_resp);
+    let moved = r.retransmitted != r0.retransmitted
+        || r.timeouts != r0.timeouts
+        || r.rnr_naks != r0.rnr_naks
+        || r.seq_naks != r0.seq_naks
+        || s.rnr_naks != s0.rnr_naks
+        || s.duplicates != s0.duplicates
+        || s.out_of_sequence != s0.out_of_sequence;
+    if moved {
+        let c = hca.port.counters();
+        let (r, s) = (*r, *s);
+        let (r0, s0) = (rc.seen_req, rc.seen_resp);
+        for (ctr, new, old) in [
+            (Counter::Retransmits, r.retransmitted, r0.retransmitted),
+            (Counter::LocalAckTimeout, r.timeouts, r0.timeouts),
+            (Counter::RnrNakReceived, r.rnr_naks, r0.rnr_naks),
+            (Counter::PacketSeqErr, r.seq_naks, r0.seq_naks),
+            (Counter::RnrNakSent, s.rnr_naks, s0.rnr_naks),
+            (Counter::DuplicateRequest, s.duplicates, s0.duplicates),
+            (
+                Counter::OutOfSequence,
+                s.out_of_sequence,
+                s0.out_of_sequence,
+            ),
+        ] {
+            if new > old {
+                c.add(ctr, new - old);
+                crate::counter::add_for_qp(hca, qpn, ctr, new - old);
+            }
         }
+        rc.seen_req = r;
+        rc.seen_resp = s;
     }
-    rc.seen_req = r;
-    rc.seen_resp = s;
     let error = rc.qp.is_error();
     let cause = rc.qp.responder.error_cause();
     // A READ reply still streaming: on loopback the engine continues it right after the
