@@ -1,4 +1,4 @@
-//! RDMA WRITE bandwidth through the model, next to the host's memcpy of the same sizes in the
+//! RDMA WRITE bandwidth through the model, paired with the host's memcpy of the same sizes in the
 //! same run, at path MTU 4096 (`qpc.mtu` 5):
 //!
 //! - **loopback** (one HCA, raw commands and raw WQEs): the message is segmented into real
@@ -10,7 +10,21 @@
 //!
 //! `cargo bench -p mlx5-sim --bench rdma_write` (plain `std::time`, no harness). Each WRITE is
 //! signaled and polled before the next one is posted: the figure includes WQE fetch, lkey and
-//! rkey translation, segmentation, the payload copies, the ACKs and the CQE.
+//! rkey translation, segmentation, the payload copies, the ACKs and the CQE. The memcpy side
+//! copies the same size between two distinct buffers.
+//!
+//! Paired measurement: the machine this runs on is shared, and memcpy's own speed swings by tens
+//! of percent from one second to the next, so each size is measured in [`ROUNDS`] rounds of
+//! short chunks ([`CHUNK`] each): memcpy, loopback and frames one after the other (the order
+//! reversed every other round), each chunk a fixed number of iterations (calibrated once per
+//! size and path) between two readings of the same clock. A round's ratio (loop/mem,
+//! frame/mem) divides that round's figures, so both sides see the same load. The table gives
+//! the median MB/s of each path over the rounds, and the median ratio with its 10th..90th
+//! percentile over the rounds.
+//!
+//! Knobs: `RDMA_WRITE_CLOCK=cpu` (this thread's CPU time instead of wall time),
+//! `RDMA_WRITE_SIZES=64,1024` (KiB), `RDMA_WRITE_BENCH=loopback|frames` (only that path besides
+//! memcpy, for profiling), `RDMA_WRITE_ROUNDS=N` (rounds per size).
 
 #[path = "../tests/datapath_common/mod.rs"]
 mod dp;
@@ -25,8 +39,10 @@ use mlx5_prm::{cqe, qpc, rst2init_qp_in, wqe};
 use mlx5_sim::device::ExecMode;
 use mlx5_sim::InProcHca;
 
-/// How long each measurement runs (at least; whole iterations).
-const RUN: Duration = Duration::from_millis(700);
+/// How long one chunk of one path runs (about; a calibrated number of whole iterations).
+const CHUNK: Duration = Duration::from_millis(30);
+/// Rounds (memcpy, loopback, frames chunks) per size, unless `RDMA_WRITE_ROUNDS` says otherwise.
+const ROUNDS: usize = 25;
 
 fn cpu_now() -> Duration {
     let mut ts = libc::timespec {
@@ -69,12 +85,6 @@ impl Timer {
     }
 }
 
-/// Iterations between two readings of the clock: enough to move 64 MiB, so that reading it (a
-/// system call for the CPU clock, microseconds on a virtual machine) stays out of both figures.
-fn per_reading(size: usize) -> usize {
-    ((64usize << 20) / size.max(1)).max(16)
-}
-
 fn mb_per_s(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64() / 1e6
 }
@@ -96,19 +106,51 @@ fn connect_4096(env: &mut Env, qp: &Qp, remote_qpn: u32, rgid: [u8; 16], rmac: [
     env.raw.exec(&i, 16).ok();
 }
 
-fn memcpy_mb_s(size: usize) -> f64 {
-    let from: Vec<u8> = (0..size).map(|i| i as u8).collect();
-    let mut to = vec![0u8; size];
-    let start = Timer::start();
-    let mut bytes = 0u64;
-    while start.elapsed() < RUN {
-        for _ in 0..per_reading(size) {
-            to.copy_from_slice(black_box(&from));
-            black_box(&mut to);
-            bytes += size as u64;
+/// Iterations of `once` (which moves `size` bytes) that take about [`CHUNK`]: doubles the count
+/// until a run takes at least an eighth of it, then scales.
+fn calibrate(once: &mut dyn FnMut()) -> u64 {
+    let mut n = 1u64;
+    loop {
+        let t = Timer::start();
+        for _ in 0..n {
+            once();
         }
+        let t = t.elapsed();
+        if t >= CHUNK / 8 || n >= 1 << 30 {
+            let per = t.as_secs_f64() / n as f64;
+            return ((CHUNK.as_secs_f64() / per.max(1e-12)) as u64).max(1);
+        }
+        n *= 2;
     }
-    mb_per_s(bytes, start.elapsed())
+}
+
+/// One chunk: `n` iterations of `once` between two readings of the clock, in MB/s.
+fn chunk(once: &mut dyn FnMut(), n: u64, size: usize) -> f64 {
+    let t = Timer::start();
+    for _ in 0..n {
+        once();
+    }
+    mb_per_s(n * size as u64, t.elapsed())
+}
+
+/// The `p`-quantile (0..=1) of `v`, nearest rank.
+fn quantile(v: &[f64], p: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// A ratio column: median and 10th..90th percentile over the rounds.
+fn ratio_col(r: &[f64]) -> String {
+    if r.is_empty() {
+        return "-".into();
+    }
+    format!(
+        "{:.2} ({:.2}..{:.2})",
+        quantile(r, 0.5),
+        quantile(r, 0.1),
+        quantile(r, 0.9)
+    )
 }
 
 /// Posts one signaled RDMA WRITE of `size` bytes: the same WQE as `Env::post_send` makes (ctrl,
@@ -148,10 +190,12 @@ fn poll(env: &Env, cq: &mut Cq) -> Option<Cqe> {
     Some(Cqe(b))
 }
 
-/// WRITE bandwidth: posts one signaled WRITE of `size` and waits for its CQE (polling `peer`
-/// too, when there is one), for [`RUN`].
+/// A path under measurement: one iteration, its calibrated chunk length, its chunks' MB/s.
+type Path<'a> = (&'a mut dyn FnMut(), u64, Vec<f64>);
+
+/// One signaled WRITE of `size`, waited for (polling `peer` too, when there is one).
 #[allow(clippy::too_many_arguments)]
-fn write_mb_s(
+fn write_once(
     env: &Env,
     a: &mut Qp,
     scq: &mut Cq,
@@ -159,26 +203,14 @@ fn write_mb_s(
     (src, lkey): (u64, u32),
     (dst, rkey): (u64, u32),
     size: usize,
-) -> f64 {
-    let mut once = || {
-        post_write(env, a, (src, lkey), (dst, rkey), size);
-        let c = match peer {
-            None => poll(env, scq).expect("loopback completes at the doorbell"),
-            Some(p) => env.wait_cq(scq, &[p]),
-        };
-        debug_assert_eq!(c.opcode(), cqe::opcode::REQ);
-        assert!(!c.is_error(), "error completion {:#x}", c.syndrome());
+) {
+    post_write(env, a, (src, lkey), (dst, rkey), size);
+    let c = match peer {
+        None => poll(env, scq).expect("loopback completes at the doorbell"),
+        Some(p) => env.wait_cq(scq, &[p]),
     };
-    once();
-    let start = Timer::start();
-    let mut bytes = 0u64;
-    while start.elapsed() < RUN {
-        for _ in 0..per_reading(size) {
-            once();
-            bytes += size as u64;
-        }
-    }
-    mb_per_s(bytes, start.elapsed())
+    debug_assert_eq!(c.opcode(), cqe::opcode::REQ);
+    assert!(!c.is_error(), "error completion {:#x}", c.syndrome());
 }
 
 fn main() {
@@ -225,26 +257,34 @@ fn main() {
     let frkey = eb.mkey(fdst, max as u64, RW);
     ea.write(fsrc, &fill);
 
+    let rounds: usize = match std::env::var("RDMA_WRITE_ROUNDS") {
+        Ok(r) => r.trim().parse().expect("RDMA_WRITE_ROUNDS is a count"),
+        Err(_) => ROUNDS,
+    }
+    .max(1);
+    // `RDMA_WRITE_BENCH=loopback` or `frames` measures only that path (for profiling).
+    let only = std::env::var("RDMA_WRITE_BENCH").unwrap_or_default();
+    let (do_loop, do_frames) = (only != "frames", only != "loopback");
+    let mut from = fill.clone();
+    let mut to = vec![0u8; max];
+
     println!(
-        "{:>8}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}",
+        "{:>8}  {:>10}  {:>10}  {:>10}  {:>18}  {:>18}",
         "size", "memcpy", "loopback", "frames", "loop/mem", "frame/mem"
     );
-    println!("{:>8}  {:>10}  {:>10}  {:>10}", "", "MB/s", "MB/s", "MB/s");
+    println!(
+        "{:>8}  {:>10}  {:>10}  {:>10}  {:>18}  {:>18}",
+        "", "MB/s", "MB/s", "MB/s", "median (p10..p90)", "median (p10..p90)"
+    );
     for &size in &sizes {
-        // `RDMA_WRITE_BENCH=loopback` or `frames` measures only that path (for profiling).
-        let only = std::env::var("RDMA_WRITE_BENCH").unwrap_or_default();
-        let lo = if only == "frames" {
-            0.0
-        } else {
-            let lo = write_mb_s(&env, &mut a, &mut scq, None, (src, lkey), (dst, rkey), size);
-            assert_eq!(env.read(dst, size), fill[..size], "loopback bytes");
-            lo
+        let (from, to) = (&mut from[..size], &mut to[..size]);
+        let mut mem = || {
+            to.copy_from_slice(black_box(&*from));
+            black_box(&mut *to);
         };
-        let only_loop = only == "loopback";
-        let fr = if only_loop {
-            0.0
-        } else {
-            write_mb_s(
+        let mut lo = || write_once(&env, &mut a, &mut scq, None, (src, lkey), (dst, rkey), size);
+        let mut fr = || {
+            write_once(
                 &ea,
                 &mut fa,
                 &mut fscq,
@@ -254,20 +294,55 @@ fn main() {
                 size,
             )
         };
-        if !only_loop {
+        // Warm up and calibrate each path.
+        let mut paths: Vec<Path> = vec![(&mut mem, 0, Vec::new())];
+        if do_loop {
+            paths.push((&mut lo, 0, Vec::new()));
+        }
+        if do_frames {
+            paths.push((&mut fr, 0, Vec::new()));
+        }
+        for (once, n, _) in paths.iter_mut() {
+            once();
+            *n = calibrate(*once);
+        }
+        for round in 0..rounds {
+            let order: Vec<usize> = if round % 2 == 0 {
+                (0..paths.len()).collect()
+            } else {
+                (0..paths.len()).rev().collect()
+            };
+            for i in order {
+                let (once, n, mbs) = &mut paths[i];
+                mbs.push(chunk(*once, *n, size));
+            }
+        }
+        let mbs: Vec<Vec<f64>> = paths.into_iter().map(|(_, _, m)| m).collect();
+        let host = &mbs[0];
+        let (lo_mbs, fr_mbs): (&[f64], &[f64]) = match (do_loop, do_frames) {
+            (true, true) => (&mbs[1], &mbs[2]),
+            (true, false) => (&mbs[1], &[]),
+            (false, _) => (&[], &mbs[1]),
+        };
+        let ratios = |p: &[f64]| -> Vec<f64> { p.iter().zip(host).map(|(p, h)| p / h).collect() };
+        let med = |p: &[f64]| if p.is_empty() { 0.0 } else { quantile(p, 0.5) };
+        if do_loop {
+            assert_eq!(env.read(dst, size), fill[..size], "loopback bytes");
+        }
+        if do_frames {
             assert_eq!(eb.read(fdst, size), fill[..size], "frame bytes");
         }
-        let host = memcpy_mb_s(size);
         println!(
-            "{:>7}K  {:>10.0}  {:>10.0}  {:>10.0}  {:>9.2}  {:>9.2}",
+            "{:>7}K  {:>10.0}  {:>10.0}  {:>10.0}  {:>18}  {:>18}",
             size >> 10,
-            host,
-            lo,
-            fr,
-            lo / host,
-            fr / host
+            med(host),
+            med(lo_mbs),
+            med(fr_mbs),
+            ratio_col(&ratios(lo_mbs)),
+            ratio_col(&ratios(fr_mbs))
         );
     }
+    println!("({rounds} rounds of {} ms chunks per path and size)", CHUNK.as_millis());
     let frames = da.with_hca(|h| {
         h.port
             .counters()

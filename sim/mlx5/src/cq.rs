@@ -9,8 +9,9 @@
 //! (rdma-core providers/mlx5/cq.c:147).
 //!
 //! The doorbell record at `dbr_addr` holds the consumer index (`dbrec[0]`, 24 bits) and the arm
-//! word (`dbrec[1]`) (datapath facts `doorbell_records.cq`). The model reads the consumer index
-//! before every CQE to detect overrun, which it reports as a CQ_ERROR event with syndrome
+//! word (`dbrec[1]`) (datapath facts `doorbell_records.cq`). The model checks the consumer index
+//! before every CQE to detect overrun (re-reading the record when the last value read leaves no
+//! proof of room, see `Cq::write_one`), which it reports as a CQ_ERROR event with syndrome
 //! `MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN` (Linux include/linux/mlx5/mlx5_ifc.h:3348) unless the CQ
 //! was created with `oi` (overrun ignore).
 //!
@@ -220,6 +221,9 @@ pub struct Cq {
     overrun_ignore: bool,
     /// CQEs written so far (the producer counter; CQE `pi` is the next one).
     pi: u32,
+    /// The consumer index last read from the doorbell record (`None`: not read yet). See
+    /// `write_one` for why a value that already shows room proves room.
+    seen_ci: Option<u32>,
     /// Producer counter just past the last solicited or error CQE (0: none yet).
     solicit_mark: u32,
     arm: Arm,
@@ -323,12 +327,32 @@ impl Cq {
     }
 
     fn write_one(&mut self, mem: &dyn GuestMemory, c: &Cqe, f: CqeFaults) -> Result<CqEvent, u8> {
+        // Overrun: CQE `pi` overwrites one software has not consumed when `pi - ci >= size`.
+        // The consumer index in the doorbell record only grows (mod 2^24): software writes
+        // its running consumer counter there after polling (Linux include/linux/mlx5/cq.h
+        // `mlx5_cq_set_ci`: `*cq->set_ci_db = cpu_to_be32(cq->cons_index & 0xffffff)`, with
+        // `cons_index` only ever incremented in drivers/infiniband/hw/mlx5/cq.c
+        // `mlx5_poll_one`; rdma-core providers/mlx5/cq.c `update_cons_index` likewise), and
+        // never past the producer (it consumes only CQEs it found software-owned). So for a
+        // consumer index `c0` read earlier, the current one `c` has `c0 <= c <= pi` (mod
+        // 2^24) and `pi - c <= pi - c0`: a `c0` that already shows room proves room, and the
+        // record is read again only when `c0` says the CQ might be full. Equivalent to
+        // reading it before every CQE for any driver that keeps the rule above. Model choice
+        // (no source says when the hardware reads the record): a consumer index that moves
+        // backwards, jumps past the producer, or a record that becomes unreadable, is caught
+        // at the next such read rather than at the next CQE. A resize keeps the cached value
+        // (the counter runs on; the check below uses the current size).
         if !self.overrun_ignore {
-            let ci = self
-                .consumer_index(mem)
-                .map_err(|_| CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION)?;
-            if (self.pi.wrapping_sub(ci) & INDEX_MASK) >= self.size() {
-                return Err(CQ_ERROR_SYNDROME_CQ_OVERRUN);
+            let (pi, size) = (self.pi, self.size());
+            let room = |ci: u32| (pi.wrapping_sub(ci) & INDEX_MASK) < size;
+            if !self.seen_ci.is_some_and(room) {
+                let ci = self
+                    .consumer_index(mem)
+                    .map_err(|_| CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION)?;
+                self.seen_ci = Some(ci);
+                if !room(ci) {
+                    return Err(CQ_ERROR_SYNDROME_CQ_OVERRUN);
+                }
             }
         }
         let mut bytes = c.0;
@@ -553,6 +577,7 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
             dbr_addr,
             overrun_ignore: get(cqc::OI, ctx) != 0,
             pi: 0,
+            seen_ci: None,
             solicit_mark: 0,
             arm: Arm::Off,
             arm_sn: 0,
@@ -796,6 +821,7 @@ mod tests {
             dbr_addr: dbr,
             overrun_ignore: oi,
             pi: 0,
+            seen_ci: None,
             solicit_mark: 0,
             arm: Arm::Off,
             arm_sn: 0,
@@ -844,6 +870,53 @@ mod tests {
         // Second pass: owner 1 at slot 0.
         assert_eq!(op_own(&mem, buf, 0), 0x01);
         assert!(cqe::is_sw_owned(op_own(&mem, buf, 0), 4, 4));
+    }
+
+    /// The consumer index is re-read only when the last one read leaves no proof of room: an
+    /// overrun after software consumed some CQEs (and then stopped) is still detected, at the
+    /// first CQE that would overwrite an unconsumed one.
+    #[test]
+    fn overrun_is_detected_after_the_consumer_index_moved() {
+        let mem = RegionMemory::new();
+        let (mut c, _buf, dbr) = cq(&mem, 1, false);
+        let e = Cqe::requester(0x8, 0x77, 3, 100);
+        let ok = |c: &mut Cq| c.write(&mem, &e, CqeFaults::default());
+        assert_eq!(ok(&mut c), CqEvent::None);
+        assert_eq!(ok(&mut c), CqEvent::None);
+        // Software consumed one: exactly one more fits.
+        mem.write_u32_be(dbr, 1).unwrap();
+        assert_eq!(ok(&mut c), CqEvent::None);
+        assert_eq!(
+            ok(&mut c),
+            CqEvent::Error {
+                syndrome: CQ_ERROR_SYNDROME_CQ_OVERRUN
+            }
+        );
+        // Consumed two, then four more CQEs: the fourth overruns.
+        let (mut c, _buf, dbr) = cq(&mem, 1, false);
+        ok(&mut c);
+        ok(&mut c);
+        mem.write_u32_be(dbr, 2).unwrap();
+        assert_eq!(ok(&mut c), CqEvent::None);
+        assert_eq!(ok(&mut c), CqEvent::None);
+        mem.write_u32_be(dbr, 3).unwrap();
+        assert_eq!(ok(&mut c), CqEvent::None);
+        assert_eq!(
+            ok(&mut c),
+            CqEvent::Error {
+                syndrome: CQ_ERROR_SYNDROME_CQ_OVERRUN
+            }
+        );
+        // An unreadable record is still an access violation when a read is needed (the
+        // first CQE: nothing read yet).
+        let (mut c, _buf, _dbr) = cq(&mem, 1, false);
+        c.dbr_addr = u64::MAX - 3;
+        assert_eq!(
+            ok(&mut c),
+            CqEvent::Error {
+                syndrome: CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION
+            }
+        );
     }
 
     #[test]

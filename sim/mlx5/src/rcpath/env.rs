@@ -21,6 +21,9 @@ pub(super) struct Env<'a, 'b, 'r> {
     pub(super) pending: PendingMove,
     /// Every WRITE packet moves its bytes before it returns (not only a message's last).
     pub(super) flush_each: bool,
+    /// The receive WQE `recv_ready` just read (with the RQ consumer index it was read at), for
+    /// the same packet's `recv_write` to take instead of reading and parsing it again.
+    pub(super) recv: Option<(u32, crate::wqe::RecvWqe)>,
 }
 
 pub(super) fn user_of(hca: &Hca, qpn: u32) -> KeyUser {
@@ -28,10 +31,10 @@ pub(super) fn user_of(hca: &Hca, qpn: u32) -> KeyUser {
     KeyUser { pd, qpn }
 }
 
-pub(super) fn payload_of(hca: &Hca, qpn: u32, wr: u64) -> Result<Arc<WrPayload>, LocalFault> {
+pub(super) fn payload_of(hca: &Hca, qpn: u32, wr: u64) -> Result<&WrPayload, LocalFault> {
     let q = hca.qps.get(qpn).ok_or(LocalFault)?;
     let slot = q.wrs.iter().find(|s| s.wr_id == wr).ok_or(LocalFault)?;
-    slot.payload.clone().ok_or(LocalFault)
+    slot.payload.as_ref().ok_or(LocalFault)
 }
 
 /// Writes payload bytes `at..` of `src` to the checked range `r`.
@@ -80,7 +83,7 @@ impl ReqMemory for Env<'_, '_, '_> {
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
         let off = offset as usize;
-        match &*payload_of(hca, self.qpn, wr)? {
+        match payload_of(hca, self.qpn, wr)? {
             WrPayload::Bytes(b) => {
                 dst.copy_from_slice(b.get(off..off + dst.len()).ok_or(LocalFault)?);
             }
@@ -101,7 +104,7 @@ impl ReqMemory for Env<'_, '_, '_> {
         self.settle();
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
-        let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
+        let WrPayload::Pieces(p) = payload_of(hca, self.qpn, wr)? else {
             return Err(LocalFault);
         };
         let mut at = 0usize;
@@ -124,7 +127,7 @@ impl ReqMemory for Env<'_, '_, '_> {
         self.settle();
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
-        let WrPayload::Pieces(p) = &*payload_of(hca, self.qpn, wr)? else {
+        let WrPayload::Pieces(p) = payload_of(hca, self.qpn, wr)? else {
             return Err(LocalFault);
         };
         let bytes = if atomic_host_endian(hca) {
@@ -391,15 +394,27 @@ impl RespMemory for Env<'_, '_, '_> {
         self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
-        matches!(next_recv(hca, self.qpn), Ok(Some(_)))
+        let ci = hca.qps.get(self.qpn).map(|q| q.rq_ci);
+        self.recv = match (ci, next_recv(hca, self.qpn)) {
+            (Some(ci), Ok(Some(r))) => Some((ci, r)),
+            _ => None,
+        };
+        self.recv.is_some()
     }
 
     fn recv_write(&mut self, offset: u32, src: RxPayload<'_>) -> Result<(), RecvFault> {
         self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
-        let Ok(Some(r)) = next_recv(hca, self.qpn) else {
-            return Err(RecvFault::Protection);
+        // The WQE this packet's recv_ready read (guest memory does not change within one
+        // device event), if the RQ has not moved on since; else read it now.
+        let ci = hca.qps.get(self.qpn).map(|q| q.rq_ci);
+        let r = match self.recv.take() {
+            Some((at, r)) if Some(at) == ci => r,
+            _ => match next_recv(hca, self.qpn) {
+                Ok(Some(r)) => r,
+                _ => return Err(RecvFault::Protection),
+            },
         };
         let (lo, hi) = (offset as u64, offset as u64 + src.len() as u64);
         if hi > r.capacity() {

@@ -86,7 +86,7 @@ pub(crate) struct WrSlot {
     pub byte_len: u32,
     pub kind: SlotKind,
     /// Where the message's bytes are, resolved when the WQE was taken from the SQ.
-    pub payload: Option<Arc<WrPayload>>,
+    pub payload: Option<WrPayload>,
 }
 
 /// A work request's local buffers, resolved once when its WQE is taken from the SQ (every lkey
@@ -94,10 +94,12 @@ pub(crate) struct WrSlot {
 /// parse and translate the WQE again. Model choice: a memory key invalidated while its WQE is
 /// outstanding does not fault the packets still to send (no source says when a ConnectX
 /// re-translates a gather list during a message).
-#[derive(Debug)]
+/// Cloning one is one reference count (no outer `Arc` around it: one allocation less per
+/// message).
+#[derive(Clone, Debug)]
 pub(crate) enum WrPayload {
     /// The message bytes themselves (a WQE with inline data, copied from the SQ at once).
-    Bytes(Vec<u8>),
+    Bytes(Arc<[u8]>),
     /// Guest bus pieces, in message order: the gather list of a SEND / WRITE (local read),
     /// the scatter list of a READ or an atomic's result buffer (local write).
     Pieces(Arc<[(u64, usize)]>),
@@ -144,7 +146,8 @@ impl WrPayload {
 #[derive(Debug)]
 pub(crate) struct RcState {
     pub qp: RcQp,
-    /// Per-QP counters already added to the port's.
+    /// Per-QP counters already added to the port's (only the seven event counters `with_rc`
+    /// adds are kept current; the other fields may be stale).
     seen_req: ReqCounters,
     seen_resp: RespCounters,
     /// Frame headers (BTH / extension headers replaced per packet).
@@ -695,6 +698,7 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
             wx: WriteXlat::default(),
             pending: PendingMove::default(),
             flush_each: true,
+            recv: None,
         };
         rc.qp.set_error(&mut env);
         hca = cell.into_inner();
@@ -715,6 +719,14 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
     flush_new_work(hca, qpn);
 }
 
+/// A work request's bus pieces, shared with the packets that carry its bytes by reference.
+type Pieces = Arc<[(u64, usize)]>;
+
+thread_local! {
+    /// [`work_request`]'s scratch list of a gather list's bus pieces.
+    static PIECES: RefCell<Vec<(u64, usize)>> = const { RefCell::new(Vec::new()) };
+}
+
 /// Builds the work request of a parsed send WQE (lkeys checked), or the local error it
 /// completes with.
 pub(crate) fn work_request(
@@ -723,7 +735,7 @@ pub(crate) fn work_request(
     w: &SendWqe,
     raw: &[u8],
     wr_id: u64,
-) -> Result<(WorkRequest, u32, Arc<WrPayload>), (u8, u8)> {
+) -> Result<(WorkRequest, u32, WrPayload), (u8, u8)> {
     use mlx5_prm::wqe::opcode::*;
     let q = hca
         .qps
@@ -734,18 +746,22 @@ pub(crate) fn work_request(
     let dma = (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT);
     let total = w.total_len();
     // Every lkey checked and every piece proved guest memory, before any byte moves.
-    let pieces_of = |gathers: &[Gather], access| -> Result<Vec<(u64, usize)>, (u8, u8)> {
-        let mut pieces = Vec::new();
-        for g in gathers {
-            if let Gather::Data { len, lkey, addr } = *g {
-                let r = hca
-                    .mkeys
-                    .resolve(lkey, addr, len, access, user)
-                    .map_err(prot)?;
-                memory_pieces(&*hca.mem, &r, &mut pieces).map_err(|_| dma)?;
+    // Collected in a reused scratch vector, then allocated once as the shared slice.
+    let pieces_of = |gathers: &[Gather], access| -> Result<Pieces, (u8, u8)> {
+        PIECES.with(|scratch| {
+            let mut pieces = scratch.borrow_mut();
+            pieces.clear();
+            for g in gathers {
+                if let Gather::Data { len, lkey, addr } = *g {
+                    let r = hca
+                        .mkeys
+                        .resolve(lkey, addr, len, access, user)
+                        .map_err(prot)?;
+                    memory_pieces(&*hca.mem, &r, &mut pieces).map_err(|_| dma)?;
+                }
             }
-        }
-        Ok(pieces)
+            Ok(Arc::from(&pieces[..]))
+        })
     };
     let too_long = total > (1u64 << q.log_msg_max.min(31));
     let imm = matches!(w.opcode, SEND_IMM | RDMA_WRITE_IMM).then_some(w.imm);
@@ -804,9 +820,9 @@ pub(crate) fn work_request(
                         }
                     }
                 }
-                WrPayload::Bytes(bytes)
+                WrPayload::Bytes(bytes.into())
             } else {
-                WrPayload::Pieces(pieces.into())
+                WrPayload::Pieces(pieces)
             };
             (op, total as u32, payload)
         }
@@ -827,7 +843,7 @@ pub(crate) fn work_request(
                     swap: w.swap_add,
                 }
             };
-            (op, 8, WrPayload::Pieces(pieces.into()))
+            (op, 8, WrPayload::Pieces(pieces))
         }
         _ => return Err((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE)),
     };
@@ -840,6 +856,6 @@ pub(crate) fn work_request(
             solicited: w.solicited,
         },
         len,
-        Arc::new(payload),
+        payload,
     ))
 }

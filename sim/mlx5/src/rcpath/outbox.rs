@@ -17,7 +17,7 @@ pub(super) struct Outbox<'a, 'b, 'h> {
     pub(super) cell: &'a RefCell<&'b mut Hca>,
     pub(super) qpn: u32,
     /// The last work request whose payload was looked up (its packets follow each other).
-    pub(super) last: Option<(u64, Arc<WrPayload>)>,
+    pub(super) last: Option<(u64, WrPayload)>,
     /// A work request's message bytes `lo..hi` proved guest memory in this call.
     pub(super) checked: Option<(u64, usize, usize)>,
     pub(super) by_ref: bool,
@@ -45,7 +45,7 @@ impl Tx for Outbox<'_, '_, '_> {
         let (Some((lw, lp)), Some((cw, lo, hi))) = (&self.last, self.checked) else {
             return false;
         };
-        let WrPayload::Pieces(p) = &**lp else {
+        let WrPayload::Pieces(p) = lp else {
             return false;
         };
         if *lw != run.wr || cw != run.wr || each == 0 || off < lo || off + len > hi {
@@ -140,7 +140,7 @@ impl Outbox<'_, '_, '_> {
         let (Some((lw, lp)), Some((cw, lo, hi))) = (&self.last, self.checked) else {
             return false;
         };
-        let WrPayload::Pieces(p) = &**lp else {
+        let WrPayload::Pieces(p) = lp else {
             return false;
         };
         if *lw != wr || cw != wr || len == 0 || off < lo || off + len > hi {
@@ -242,6 +242,7 @@ pub(super) fn with_rc<'r>(
             },
             pending: PendingMove::default(),
             flush_each: true,
+            recv: None,
         };
         f(&mut rc.qp, now, &mut env, &mut tx);
         env.settle();
@@ -250,29 +251,45 @@ pub(super) fn with_rc<'r>(
     };
     let hca = cell.into_inner();
     // Counters.
-    let c = hca.port.counters();
-    let (r, s) = (*rc.qp.requester.counters(), *rc.qp.responder.counters());
-    let (r0, s0) = (rc.seen_req, rc.seen_resp);
-    for (ctr, new, old) in [
-        (Counter::Retransmits, r.retransmitted, r0.retransmitted),
-        (Counter::LocalAckTimeout, r.timeouts, r0.timeouts),
-        (Counter::RnrNakReceived, r.rnr_naks, r0.rnr_naks),
-        (Counter::PacketSeqErr, r.seq_naks, r0.seq_naks),
-        (Counter::RnrNakSent, s.rnr_naks, s0.rnr_naks),
-        (Counter::DuplicateRequest, s.duplicates, s0.duplicates),
-        (
-            Counter::OutOfSequence,
-            s.out_of_sequence,
-            s0.out_of_sequence,
-        ),
-    ] {
-        if new > old {
-            c.add(ctr, new - old);
-            crate::counter::add_for_qp(hca, qpn, ctr, new - old);
+    // Nearly every call moves none of the seven event counters below: compare them first (the
+    // comparisons the loop makes, without building its table or copying the counter sets).
+    // Equivalent: the loop adds only where `new > old`, which implies `new != old`; and
+    // `seen_req` / `seen_resp` are read only for these seven fields, which are already equal
+    // when nothing moved.
+    let (r, s) = (rc.qp.requester.counters(), rc.qp.responder.counters());
+    let (r0, s0) = (&rc.seen_req, &rc.seen_resp);
+    let moved = r.retransmitted != r0.retransmitted
+        || r.timeouts != r0.timeouts
+        || r.rnr_naks != r0.rnr_naks
+        || r.seq_naks != r0.seq_naks
+        || s.rnr_naks != s0.rnr_naks
+        || s.duplicates != s0.duplicates
+        || s.out_of_sequence != s0.out_of_sequence;
+    if moved {
+        let c = hca.port.counters();
+        let (r, s) = (*r, *s);
+        let (r0, s0) = (rc.seen_req, rc.seen_resp);
+        for (ctr, new, old) in [
+            (Counter::Retransmits, r.retransmitted, r0.retransmitted),
+            (Counter::LocalAckTimeout, r.timeouts, r0.timeouts),
+            (Counter::RnrNakReceived, r.rnr_naks, r0.rnr_naks),
+            (Counter::PacketSeqErr, r.seq_naks, r0.seq_naks),
+            (Counter::RnrNakSent, s.rnr_naks, s0.rnr_naks),
+            (Counter::DuplicateRequest, s.duplicates, s0.duplicates),
+            (
+                Counter::OutOfSequence,
+                s.out_of_sequence,
+                s0.out_of_sequence,
+            ),
+        ] {
+            if new > old {
+                c.add(ctr, new - old);
+                crate::counter::add_for_qp(hca, qpn, ctr, new - old);
+            }
         }
+        rc.seen_req = r;
+        rc.seen_resp = s;
     }
-    rc.seen_req = r;
-    rc.seen_resp = s;
     let error = rc.qp.is_error();
     let cause = rc.qp.responder.error_cause();
     // A READ reply still streaming: on loopback the engine continues it right after the
@@ -342,7 +359,7 @@ pub(super) fn resolve_ref(
     qpn: u32,
     src: Option<PayloadSrc>,
     len: usize,
-    last: &mut Option<(u64, Arc<WrPayload>)>,
+    last: &mut Option<(u64, WrPayload)>,
     checked: &mut Option<(u64, usize, usize)>,
     own: bool,
 ) -> Option<RefPayload> {
@@ -365,10 +382,10 @@ pub(super) fn resolve_ref(
             // Looked up once per work request and call, then borrowed (no reference counted
             // per packet).
             if !matches!(last, Some((id, _)) if *id == wr) {
-                *last = Some((wr, payload_of(hca, qpn, wr).ok()?));
+                *last = Some((wr, payload_of(hca, qpn, wr).ok()?.clone()));
             }
             let wp = &last.as_ref()?.1;
-            match &**wp {
+            match wp {
                 WrPayload::Bytes(b) => {
                     return Some(RefPayload::Bytes(b.get(off..off + len)?.to_vec()));
                 }
