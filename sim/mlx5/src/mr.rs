@@ -357,16 +357,25 @@ impl<'a> Resolved<'a> {
                 let mut s = entries[first].addr() + in_page;
                 let mut l = (page - in_page).min(self.len);
                 let mut left = self.len - l;
-                for e in &entries[first + 1..=last] {
-                    let bus = e.addr();
-                    let n = page.min(left);
+                // Every page but the last is whole; the last holds what is left.
+                if last > first {
+                    for e in &entries[first + 1..last] {
+                        let bus = e.addr();
+                        if s + l == bus {
+                            l += page;
+                        } else {
+                            f(s, l as usize)?;
+                            (s, l) = (bus, page);
+                        }
+                        left -= page;
+                    }
+                    let bus = entries[last].addr();
                     if s + l == bus {
-                        l += n;
+                        l += left;
                     } else {
                         f(s, l as usize)?;
-                        (s, l) = (bus, n);
+                        (s, l) = (bus, left);
                     }
-                    left -= n;
                 }
                 f(s, l as usize)
             }
@@ -555,10 +564,11 @@ impl MkeyTable {
                 let first = ((va - base) >> page_shift) as usize;
                 let last = ((va - base + len - 1) >> page_shift) as usize;
                 let pages = entries.get(first..=last).ok_or(MrFault::OutOfBounds)?;
-                if pages
-                    .iter()
-                    .any(|e| (need.reads() && !e.read()) || (need.writes() && !e.write()))
-                {
+                // Every page must carry the enables `need` asks for: the enable bits all pages
+                // share (an AND over them) must include those (the same as asking each page for
+                // its read and write enables, in one pass without a branch per page).
+                let want = need.reads() as u64 | (need.writes() as u64) << 1;
+                if pages.iter().fold(!0u64, |all, e| all & e.0) & want != want {
                     return Err(MrFault::PageAccessDenied);
                 }
             }
