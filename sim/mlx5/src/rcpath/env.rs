@@ -404,7 +404,9 @@ impl RespMemory for Env<'_, '_, '_> {
         {
             if let [(bus, n)] = **pieces {
                 let so = (*off as u64).checked_add(token);
-                let fits = so.and_then(|so| so.checked_add(len)).is_some_and(|e| e <= n as u64);
+                let fits = so
+                    .and_then(|so| so.checked_add(len))
+                    .is_some_and(|e| e <= n as u64);
                 if fits && self.wx.covers(rkey, va, end) {
                     let s = bus + so.unwrap_or(0);
                     if let Some(d) = self.wx.at_piece(va, len) {
