@@ -399,8 +399,9 @@ impl RespMemory for Env<'_, '_, '_> {
         // one piece; the destination in one piece of the translation; the move joins the
         // held-back run as `PendingMove::add` would join it), only without looking at the
         // HCA: nothing is moved here unless the run has to be made now.
-        if let (RxPayload::Ref { token, .. }, Some(RefPayload::Own { pieces, off, .. })) =
-            (src, self.rx)
+        // (A message's first packet has no run to join: straight to the general path.)
+        if let (RxPayload::Ref { token, .. }, Some(RefPayload::Own { pieces, off, .. }), true) =
+            (src, self.rx, self.pending.len > 0)
         {
             if let [(bus, n)] = **pieces {
                 let so = (*off as u64).checked_add(token);
