@@ -348,8 +348,8 @@ impl<'a> Resolved<'a> {
                 let page = 1u64 << page_shift;
                 let base = self.mkey.start & !(page - 1);
                 let off = self.va - base; // resolve() proved va >= start >= base
-                // The first and last pages of the range (resolve() proved both are entries):
-                // the first may start inside its page, every later one starts at its start.
+                                          // The first and last pages of the range (resolve() proved both are entries):
+                                          // the first may start inside its page, every later one starts at its start.
                 let first = (off >> page_shift) as usize;
                 let last = ((off + (self.len - 1)) >> page_shift) as usize;
                 let in_page = off & (page - 1);
@@ -357,16 +357,25 @@ impl<'a> Resolved<'a> {
                 let mut s = entries[first].addr() + in_page;
                 let mut l = (page - in_page).min(self.len);
                 let mut left = self.len - l;
-                for e in &entries[first + 1..=last] {
-                    let bus = e.addr();
-                    let n = page.min(left);
+                // Every page but the last is whole; the last holds what is left.
+                if last > first {
+                    for e in &entries[first + 1..last] {
+                        let bus = e.addr();
+                        if s + l == bus {
+                            l += page;
+                        } else {
+                            f(s, l as usize)?;
+                            (s, l) = (bus, page);
+                        }
+                        left -= page;
+                    }
+                    let bus = entries[last].addr();
                     if s + l == bus {
-                        l += n;
+                        l += left;
                     } else {
                         f(s, l as usize)?;
-                        (s, l) = (bus, n);
+                        (s, l) = (bus, left);
                     }
-                    left -= n;
                 }
                 f(s, l as usize)
             }
@@ -555,10 +564,11 @@ impl MkeyTable {
                 let first = ((va - base) >> page_shift) as usize;
                 let last = ((va - base + len - 1) >> page_shift) as usize;
                 let pages = entries.get(first..=last).ok_or(MrFault::OutOfBounds)?;
-                if pages
-                    .iter()
-                    .any(|e| (need.reads() && !e.read()) || (need.writes() && !e.write()))
-                {
+                // Every page must carry the enables `need` asks for: the enable bits all pages
+                // share (an AND over them) must include those (the same as asking each page for
+                // its read and write enables, in one pass without a branch per page).
+                let want = need.reads() as u64 | (need.writes() as u64) << 1;
+                if pages.iter().fold(!0u64, |all, e| all & e.0) & want != want {
                     return Err(MrFault::PageAccessDenied);
                 }
             }
@@ -1148,7 +1158,9 @@ mod tests {
     #[test]
     fn mtt_pieces_match_a_page_by_page_walk() {
         let lr = Access::LOCAL_READ;
-        let pages = [0x10_0000, 0x10_1000, 0x30_0000, 0x30_1000, 0x30_2000, 0x5000];
+        let pages = [
+            0x10_0000, 0x10_1000, 0x30_0000, 0x30_1000, 0x30_2000, 0x5000,
+        ];
         let start = 0x7000_0800u64;
         let t = table_with(mtt_key(start, 6 * 4096 - 0x800, 12, &pages, lr));
         let walk = |va: u64, len: u64| {
@@ -1183,6 +1195,61 @@ mod tests {
             all,
             vec![(0x10_0800, 0x1800), (0x30_0000, 0x3000), (0x5000, 0x1000)]
         );
+    }
+
+    /// The per-page read and write enables of an MTT (UMR can clear them page by page): a
+    /// range is refused exactly when one of its pages lacks an enable the access needs.
+    #[test]
+    fn mtt_page_enables_refuse_exactly_the_pages_without_them() {
+        let all = Access::LOCAL_READ
+            .union(Access::LOCAL_WRITE)
+            .union(Access::REMOTE_READ)
+            .union(Access::REMOTE_WRITE)
+            .union(Access::REMOTE_ATOMIC);
+        let mut m = mtt_key(
+            0x7000_0000,
+            4 * 4096,
+            12,
+            &[0x1000, 0x2000, 0x3000, 0x4000],
+            all,
+        );
+        // Page 1 without read, page 2 without write, page 3 without either.
+        let enables = [(true, true), (false, true), (true, false), (false, false)];
+        if let Translation::Mtt { entries, .. } = &mut m.translation {
+            for (e, &(r, w)) in entries.iter_mut().zip(&enables) {
+                *e = MttEntry::new(e.addr(), r, w);
+            }
+        }
+        let t = table_with(m);
+        let needs = [
+            Access::LOCAL_READ,
+            Access::LOCAL_WRITE,
+            Access::REMOTE_READ,
+            Access::REMOTE_WRITE,
+            Access::REMOTE_ATOMIC,
+        ];
+        for first in 0..4u64 {
+            for last in first..4u64 {
+                let va = 0x7000_0000 + first * 4096 + 8;
+                let len = (last - first) * 4096 + 8;
+                for need in needs {
+                    let ok = (first..=last).all(|p| {
+                        let (r, w) = enables[p as usize];
+                        (!need.reads() || r) && (!need.writes() || w)
+                    });
+                    let got = t.translate(KEY, va, len, need, 3);
+                    if ok {
+                        assert!(got.is_ok(), "pages {first}..={last} {need:?}: {got:?}");
+                    } else {
+                        assert_eq!(
+                            got,
+                            Err(MrFault::PageAccessDenied),
+                            "pages {first}..={last} {need:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

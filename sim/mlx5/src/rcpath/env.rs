@@ -65,6 +65,39 @@ pub(super) fn place(
     .map_err(|_| ())
 }
 
+impl PendingMove {
+    /// Adds the move of `n` bytes from `src` to `dst` if it joins the run held back (one
+    /// held, and the new bytes follow on from it on both sides, the joined run's source and
+    /// destination not overlapping): exactly the case in which `PendingMove::add` joins
+    /// without making a copy. Else changes nothing and returns false.
+    #[inline(always)]
+    fn join(&mut self, src: u64, dst: u64, n: usize) -> bool {
+        let len = self.len + n;
+        let joins = self.len > 0
+            && self.src.checked_add(self.len as u64) == Some(src)
+            && self.dst.checked_add(self.len as u64) == Some(dst)
+            && (self.src.saturating_add(len as u64) <= self.dst
+                || self.dst.saturating_add(len as u64) <= self.src);
+        if joins {
+            self.len = len;
+        }
+        joins
+    }
+}
+
+impl WriteXlat {
+    /// The bus address of `va` when `[va, va + len)` (which [`WriteXlat::covers`]) lies in
+    /// the piece where the last packet ended: the first step of [`WriteXlat::within_one`],
+    /// which the packets of one piece take (the next piece is left to the general path).
+    #[inline(always)]
+    fn at_piece(&self, va: u64, len: u64) -> Option<u64> {
+        let off = va - self.va;
+        let (i, start) = self.at;
+        let &(bus, n) = self.pieces.get(i)?;
+        (off >= start && off + len <= start + n as u64).then(|| bus + (off - start))
+    }
+}
+
 impl Env<'_, '_, '_> {
     /// Makes the held-back WRITE copy before anything else touches memory or completes (a
     /// failure here has no packet left to fail: the bytes of a run whose memory vanished
@@ -73,6 +106,142 @@ impl Env<'_, '_, '_> {
         if self.pending.len > 0 {
             let guard = self.cell.borrow();
             let _ = self.pending.flush(&*guard.mem);
+        }
+    }
+
+    /// [`RespMemory::write_part`] past its common case: `len` and `end` are the packet's
+    /// length and the end of its range, both checked. Out of line, so that the common case
+    /// (the packets of a message that follow on) pays for none of its frame.
+    #[inline(never)]
+    fn write_part_general(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        src: RxPayload<'_>,
+        rest: u32,
+        len: u64,
+        end: u64,
+    ) -> Result<(), AccessFault> {
+        let guard = self.cell.borrow();
+        let hca: &Hca = &guard;
+        if !self.wx.covers(rkey, va, end) {
+            self.wx.valid = false;
+            let user = user_of(hca, self.qpn);
+            // The rest of the message, or as much of it as a batch of packets carries, when
+            // more packets follow in this call (else this packet's bytes: a frame link takes
+            // each packet in a call of its own).
+            let ahead = if self.flush_each {
+                0
+            } else {
+                u64::from(rest).min(len * crate::datapath::LOOP_BATCH as u64)
+            };
+            let whole = len + ahead;
+            let Ok(r) = hca
+                .mkeys
+                .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
+            else {
+                // The rest of the message does not translate: this packet on its own.
+                let flushed = self.pending.flush(&*hca.mem);
+                drop(guard);
+                flushed.map_err(|_| AccessFault)?;
+                return self.write(rkey, va, src);
+            };
+            let wx = &mut self.wx;
+            wx.pieces.clear();
+            let _ = r.for_each_piece(|bus, n| {
+                wx.pieces.push((bus, n));
+                Ok::<(), ()>(())
+            });
+            (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, va + whole, (0, 0));
+        }
+        let (mem, rx) = (&hca.mem, self.rx);
+        // The payload's bus pieces in this same memory (loopback, a shared-memory pair).
+        // (`token`: where this packet's bytes start in a payload that several packets share,
+        // see [`crate::wire::RefPacket::more`].)
+        let local = match (src, rx) {
+            (
+                RxPayload::Ref { token, .. },
+                Some(RefPayload::Window {
+                    mem: m,
+                    pieces,
+                    off,
+                    ..
+                }),
+            ) if same_memory(m, mem) => Some((&pieces[..], *off + token as usize)),
+            (RxPayload::Ref { token, .. }, Some(RefPayload::Own { pieces, off, .. })) => {
+                Some((&pieces[..], *off + token as usize))
+            }
+            _ => None,
+        };
+        let pending = &mut self.pending;
+        let mut at = 0usize;
+        let one = match local {
+            Some(([(bus, n)], off)) if off + len as usize <= *n => {
+                // One source piece, and (usually) one destination piece.
+                self.wx.within_one(va, len).map(|d| (bus + off as u64, d))
+            }
+            _ => None,
+        };
+        if let Some((s, d)) = one {
+            pending
+                .add(&**mem, s, d, len as usize)
+                .map_err(|_| AccessFault)?;
+            at = len as usize;
+            if rest == 0 || self.flush_each {
+                pending.flush(&**mem).map_err(|_| AccessFault)?;
+            }
+        } else if let Some((from, off)) = local {
+            // Moved with the packets before and after it when the pieces line up. `i`, `s`
+            // and `k`: the source piece, the bus address and the bytes left in it.
+            let (mut i, mut start) = (0usize, 0usize);
+            while from.get(i).is_some_and(|&(_, n)| start + n <= off) {
+                start += from[i].1;
+                i += 1;
+            }
+            let (mut s, mut k) = match from.get(i) {
+                Some(&(bus, n)) => (bus + (off - start) as u64, n - (off - start)),
+                None => return Err(AccessFault),
+            };
+            self.wx
+                .for_range(va, len, |mut dst, mut n| {
+                    while n > 0 {
+                        if k == 0 {
+                            i += 1;
+                            (s, k) = *from.get(i).ok_or(())?;
+                        }
+                        let m = k.min(n);
+                        pending.add(&**mem, s, dst, m)?;
+                        (s, k) = (s + m as u64, k - m);
+                        (dst, n, at) = (dst + m as u64, n - m, at + m);
+                    }
+                    Ok::<(), ()>(())
+                })
+                .map_err(|_| AccessFault)?;
+            if rest == 0 || self.flush_each {
+                pending.flush(&**mem).map_err(|_| AccessFault)?;
+            }
+        } else {
+            pending.flush(&**mem).map_err(|_| AccessFault)?;
+            self.wx
+                .for_range(va, len, |bus, n| {
+                    let fault = crate::memory::DmaError { addr: bus, len: n };
+                    match src {
+                        RxPayload::Bytes(b) => mem.write(bus, b.get(at..at + n).ok_or(fault)?)?,
+                        RxPayload::Ref { token, .. } => {
+                            rx.ok_or(fault)?
+                                .deliver(token as usize + at, mem, bus, n)
+                                .map_err(|_| fault)?;
+                        }
+                    }
+                    at += n;
+                    Ok::<(), crate::memory::DmaError>(())
+                })
+                .map_err(|_| AccessFault)?;
+        }
+        if at as u64 == len {
+            Ok(())
+        } else {
+            Err(AccessFault)
         }
     }
 }
@@ -223,127 +392,39 @@ impl RespMemory for Env<'_, '_, '_> {
         }
         let len = src.len() as u64;
         let end = va.checked_add(len).ok_or(AccessFault)?;
-        let guard = self.cell.borrow();
-        let hca: &Hca = &guard;
-        if !self.wx.covers(rkey, va, end) {
-            self.wx.valid = false;
-            let user = user_of(hca, self.qpn);
-            // The rest of the message, or as much of it as a batch of packets carries, when
-            // more packets follow in this call (else this packet's bytes: a frame link takes
-            // each packet in a call of its own).
-            let ahead = if self.flush_each {
-                0
-            } else {
-                u64::from(rest).min(len * crate::datapath::LOOP_BATCH as u64)
-            };
-            let whole = len + ahead;
-            let Ok(r) = hca
-                .mkeys
-                .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
-            else {
-                // The rest of the message does not translate: this packet on its own.
-                let flushed = self.pending.flush(&*hca.mem);
-                drop(guard);
-                flushed.map_err(|_| AccessFault)?;
-                return self.write(rkey, va, src);
-            };
-            let wx = &mut self.wx;
-            wx.pieces.clear();
-            let _ = r.for_each_piece(|bus, n| {
-                wx.pieces.push((bus, n));
-                Ok::<(), ()>(())
-            });
-            (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, va + whole, (0, 0));
-        }
-        let (mem, rx) = (&hca.mem, self.rx);
-        // The payload's bus pieces in this same memory (loopback, a shared-memory pair).
-        // (`token`: where this packet's bytes start in a payload that several packets share,
-        // see [`crate::wire::RefPacket::more`].)
-        let local = match (src, rx) {
-            (
-                RxPayload::Ref { token, .. },
-                Some(RefPayload::Window {
-                    mem: m,
-                    pieces,
-                    off,
-                    ..
-                }),
-            ) if same_memory(m, mem) => Some((&pieces[..], *off + token as usize)),
-            (RxPayload::Ref { token, .. }, Some(RefPayload::Own { pieces, off, .. })) => {
-                Some((&pieces[..], *off + token as usize))
-            }
-            _ => None,
-        };
-        let pending = &mut self.pending;
-        let mut at = 0usize;
-        let one = match local {
-            Some(([(bus, n)], off)) if off + len as usize <= *n => {
-                // One source piece, and (usually) one destination piece.
-                self.wx.within_one(va, len).map(|d| (bus + off as u64, d))
-            }
-            _ => None,
-        };
-        if let Some((s, d)) = one {
-            pending
-                .add(&**mem, s, d, len as usize)
-                .map_err(|_| AccessFault)?;
-            at = len as usize;
-            if rest == 0 || self.flush_each {
-                pending.flush(&**mem).map_err(|_| AccessFault)?;
-            }
-        } else if let Some((from, off)) = local {
-            // Moved with the packets before and after it when the pieces line up. `i`, `s`
-            // and `k`: the source piece, the bus address and the bytes left in it.
-            let (mut i, mut start) = (0usize, 0usize);
-            while from.get(i).is_some_and(|&(_, n)| start + n <= off) {
-                start += from[i].1;
-                i += 1;
-            }
-            let (mut s, mut k) = match from.get(i) {
-                Some(&(bus, n)) => (bus + (off - start) as u64, n - (off - start)),
-                None => return Err(AccessFault),
-            };
-            self.wx
-                .for_range(va, len, |mut dst, mut n| {
-                    while n > 0 {
-                        if k == 0 {
-                            i += 1;
-                            (s, k) = *from.get(i).ok_or(())?;
+        // The common case of a loopback message first: the bytes follow on from the run held
+        // back, from the one source piece of the message to the destination piece where the
+        // last packet ended. The same steps as the general path, in its order (the range is
+        // one this call's translation of the key covers; the source bytes lie in the payload's
+        // one piece; the destination in one piece of the translation; the move joins the
+        // held-back run as `PendingMove::add` would join it), only without looking at the
+        // HCA: nothing is moved here unless the run has to be made now.
+        // (A message's first packet has no run to join: straight to the general path.)
+        if let (RxPayload::Ref { token, .. }, Some(RefPayload::Own { pieces, off, .. }), true) =
+            (src, self.rx, self.pending.len > 0)
+        {
+            if let [(bus, n)] = **pieces {
+                let so = (*off as u64).checked_add(token);
+                let fits = so
+                    .and_then(|so| so.checked_add(len))
+                    .is_some_and(|e| e <= n as u64);
+                if fits && self.wx.covers(rkey, va, end) {
+                    let s = bus + so.unwrap_or(0);
+                    if let Some(d) = self.wx.at_piece(va, len) {
+                        if self.pending.join(s, d, len as usize) {
+                            if rest == 0 || self.flush_each {
+                                let guard = self.cell.borrow();
+                                return self.pending.flush(&*guard.mem).map_err(|_| AccessFault);
+                            }
+                            return Ok(());
                         }
-                        let m = k.min(n);
-                        pending.add(&**mem, s, dst, m)?;
-                        (s, k) = (s + m as u64, k - m);
-                        (dst, n, at) = (dst + m as u64, n - m, at + m);
+                        // Not a continuation: the general path (which finds the same
+                        // destination piece again) starts a new run.
                     }
-                    Ok::<(), ()>(())
-                })
-                .map_err(|_| AccessFault)?;
-            if rest == 0 || self.flush_each {
-                pending.flush(&**mem).map_err(|_| AccessFault)?;
+                }
             }
-        } else {
-            pending.flush(&**mem).map_err(|_| AccessFault)?;
-            self.wx
-                .for_range(va, len, |bus, n| {
-                    let fault = crate::memory::DmaError { addr: bus, len: n };
-                    match src {
-                        RxPayload::Bytes(b) => mem.write(bus, b.get(at..at + n).ok_or(fault)?)?,
-                        RxPayload::Ref { token, .. } => {
-                            rx.ok_or(fault)?
-                                .deliver(token as usize + at, mem, bus, n)
-                                .map_err(|_| fault)?;
-                        }
-                    }
-                    at += n;
-                    Ok::<(), crate::memory::DmaError>(())
-                })
-                .map_err(|_| AccessFault)?;
         }
-        if at as u64 == len {
-            Ok(())
-        } else {
-            Err(AccessFault)
-        }
+        self.write_part_general(rkey, va, src, rest, len, end)
     }
 
     fn read(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessFault> {
