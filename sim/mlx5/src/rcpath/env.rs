@@ -65,26 +65,6 @@ pub(super) fn place(
     .map_err(|_| ())
 }
 
-impl PendingMove {
-    /// Adds the move of `n` bytes from `src` to `dst` if it joins the run held back (one
-    /// held, and the new bytes follow on from it on both sides, the joined run's source and
-    /// destination not overlapping): exactly the case in which `PendingMove::add` joins
-    /// without making a copy. Else changes nothing and returns false.
-    #[inline(always)]
-    fn join(&mut self, src: u64, dst: u64, n: usize) -> bool {
-        let len = self.len + n;
-        let joins = self.len > 0
-            && self.src.checked_add(self.len as u64) == Some(src)
-            && self.dst.checked_add(self.len as u64) == Some(dst)
-            && (self.src.saturating_add(len as u64) <= self.dst
-                || self.dst.saturating_add(len as u64) <= self.src);
-        if joins {
-            self.len = len;
-        }
-        joins
-    }
-}
-
 impl WriteXlat {
     /// The bus address of `va` when `[va, va + len)` (which [`WriteXlat::covers`]) lies in
     /// the piece where the last packet ended: the first step of [`WriteXlat::within_one`],

@@ -184,9 +184,12 @@ pub(crate) struct PendingMove {
 }
 
 impl PendingMove {
-    /// Adds the move of `n` bytes from `src` to `dst`.
-    #[inline]
-    fn add(&mut self, mem: &dyn GuestMemory, src: u64, dst: u64, n: usize) -> Result<(), ()> {
+    /// Adds the move of `n` bytes from `src` to `dst` if it joins the run held back (one
+    /// held, and the new bytes follow on from it on both sides, the joined run's source and
+    /// destination not overlapping): the case in which [`PendingMove::add`] makes no copy.
+    /// Else changes nothing and returns false.
+    #[inline(always)]
+    fn join(&mut self, src: u64, dst: u64, n: usize) -> bool {
         let len = self.len + n;
         let joins = self.len > 0
             && self.src.checked_add(self.len as u64) == Some(src)
@@ -195,6 +198,15 @@ impl PendingMove {
                 || self.dst.saturating_add(len as u64) <= self.src);
         if joins {
             self.len = len;
+        }
+        joins
+    }
+
+    /// Adds the move of `n` bytes from `src` to `dst`: joined to the run held back, or that
+    /// run is copied first and this one held back instead.
+    #[inline]
+    fn add(&mut self, mem: &dyn GuestMemory, src: u64, dst: u64, n: usize) -> Result<(), ()> {
+        if self.join(src, dst, n) {
             return Ok(());
         }
         self.flush(mem)?;
