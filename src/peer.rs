@@ -384,7 +384,7 @@ fn free_port() -> Result<u16, Skip> {
 }
 
 /// What goes to the unikernel's serial input: `tcp HEX` lines (200 bytes each) and `tcp-closed`,
-/// held back until the unikernel's console is up (`ready`: the launcher saw its `boot: ` line).
+/// held back until the unikernel's console is up (`ready`: the launcher saw its `boot: protocol=` line).
 /// Its console init resets the UART's receive FIFO (uart_16550 `SerialPort::init` writes FCR
 /// 0xC7); a byte that QEMU had already moved into the UART is lost there, and a `tcp` line that
 /// lost its `t` is not a `tcp` line: the app would wait for it until the run timed out.
@@ -429,7 +429,7 @@ impl<W: Write> ToUk<W> {
 }
 
 /// The unikernel's first console line (kernel/src/entry.rs `kernel_main`, after `console::init`).
-const UK_CONSOLE_UP: &str = "boot: ";
+const UK_CONSOLE_UP: &str = "boot: protocol=";
 
 /// The launcher end of the tools' TCP exchange, a dumb pipe: unikernel `peer: tcp HEX` lines
 /// are written to the socket (one write each), socket bytes go to the unikernel's serial input
@@ -738,7 +738,8 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
 }
 
 /// The unikernel's console: lines `peer: tcp HEX` go to the TCP pipe, all are kept (and echoed).
-/// Its `boot: ` line (printed after the console's init) sets `ready`.
+/// Its `boot: protocol=` line (printed after the console's init; firmware may print before it
+/// on the same line) sets `ready`.
 fn uk_lines(
     src: impl Read + Send + 'static,
     tx: mpsc::Sender<String>,
@@ -751,7 +752,7 @@ fn uk_lines(
         while r.read_until(b'\n', &mut line).map(|n| n > 0).unwrap_or(false) {
             let text = String::from_utf8_lossy(&line).replace('\r', "");
             if let Some((_, ready)) = &tcp {
-                if text.starts_with(UK_CONSOLE_UP) {
+                if text.contains(UK_CONSOLE_UP) {
                     ready.store(true, std::sync::atomic::Ordering::Release);
                 }
             }
@@ -920,7 +921,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let (tcp, _rx_tcp) = mpsc::channel();
         let ready = Arc::new(AtomicBool::new(false));
-        let src: &'static [u8] = b"qemu noise\nboot: protocol=pvh cmdline=\"x\"\npeer: tcp 00\n";
+        let src: &'static [u8] = b"qemu noise\n\x1b[2Jboot: protocol=pvh cmdline=\"x\"\npeer: tcp 00\n";
         uk_lines(src, tx, Some((tcp, ready.clone())), false).join().unwrap();
         assert!(ready.load(Ordering::Acquire));
         assert_eq!(rx.try_iter().count(), 3);
