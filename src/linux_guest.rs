@@ -1157,7 +1157,7 @@ t0=$(up)
     say "WATCH at $(up)s: tcp $(grep -i ':4853 ' /proc/net/tcp | awk '{printf "%s>%s st=%s q=%s; ", $2, $3, $4, $5}')"
     for d in /proc/[0-9]*; do
       read c < $d/comm 2>/dev/null
-      case "$c" in ib*) say "WATCH $c: $(cut -d' ' -f3 $d/stat) wchan=$(cat $d/wchan 2>/dev/null) stack=$(tr '\n' ' ' < $d/stack 2>/dev/null | cut -c1-300)";; esac
+      case "$c" in ibv_*|ib_*_bw|ib_*_lat) say "WATCH $c: $(cut -d' ' -f3 $d/stat) wchan=$(cat $d/wchan 2>/dev/null) stack=$(tr '\n' ' ' < $d/stack 2>/dev/null | cut -c1-300)";; esac
     done
   done ) &
 watch=$!
