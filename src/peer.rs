@@ -555,10 +555,13 @@ fn tcp_pipe<W: Write>(
             }
         }
     }
+    let held = match out.pending.len() {
+        0 => String::new(),
+        n => format!(", {n} held back (the unikernel's console never came up)"),
+    };
     say(format!(
-        "launcher: tcp relay: {} bytes to the unikernel, {} held back (its console never came up), connected at the end: {}",
+        "launcher: tcp relay: {} bytes to the unikernel{held}, connected at the end: {}",
         out.delivered,
-        out.pending.len(),
         conn.is_some()
     ));
 }
