@@ -1150,7 +1150,19 @@ fi
 [ -n "$peer_delay" ] && sleep "$peer_delay"
 say "CMD_START at $(up)s: $peer_cmd"
 t0=$(up)
+# Fault finding for a command that hangs (its own output is block-buffered): every 30 s, the
+# out-of-band TCP sockets (port 18515 = 0x4853; /proc/net/tcp: remote, state 01 established
+# 02 syn-sent, tx:rx queue) and where each tool process waits.
+( while sleep 30; do
+    say "WATCH at $(up)s: tcp $(grep -i ':4853 ' /proc/net/tcp | awk '{printf "%s>%s st=%s q=%s; ", $2, $3, $4, $5}')"
+    for d in /proc/[0-9]*; do
+      read c < $d/comm 2>/dev/null
+      case "$c" in ibv_*|ib_*_bw|ib_*_lat) say "WATCH $c: $(cut -d' ' -f3 $d/stat) wchan=$(cat $d/wchan 2>/dev/null) stack=$(tr '\n' ' ' < $d/stack 2>/dev/null | cut -c1-300)";; esac
+    done
+  done ) &
+watch=$!
 { sh -c "$peer_cmd" 2>&1; echo $? > /tmp/rc; } | while IFS= read -r l; do echo "OUT: $l"; done
+kill $watch 2>/dev/null
 rc=$(cat /tmp/rc 2>/dev/null)
 say "CMD_EXIT rc=${rc:-255} from ${t0}s to $(up)s"
 say "---- rdma statistic (non-zero) ----"

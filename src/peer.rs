@@ -383,37 +383,81 @@ fn free_port() -> Result<u16, Skip> {
     Err(skip("no free TCP port for the out-of-band exchange"))
 }
 
+/// What goes to the unikernel's serial input: `tcp HEX` lines (200 bytes each) and `tcp-closed`,
+/// held back until the unikernel's console is up (`ready`: the launcher saw its `boot: protocol=` line).
+/// Its console init resets the UART's receive FIFO (uart_16550 `SerialPort::init` writes FCR
+/// 0xC7); a byte that QEMU had already moved into the UART is lost there, and a `tcp` line that
+/// lost its `t` is not a `tcp` line: the app would wait for it until the run timed out.
+struct ToUk<W: Write> {
+    w: std::sync::Arc<std::sync::Mutex<Option<W>>>,
+    ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pending: Vec<u8>,
+    closed: bool,
+    /// Bytes written to the unikernel so far.
+    delivered: usize,
+}
+
+impl<W: Write> ToUk<W> {
+    fn push(&mut self, b: &[u8]) {
+        self.pending.extend_from_slice(b);
+        self.flush();
+    }
+
+    fn close(&mut self) {
+        self.closed = true;
+        self.flush();
+    }
+
+    /// Writes what is pending once the unikernel is ready.
+    fn flush(&mut self) {
+        if !self.ready.load(std::sync::atomic::Ordering::Acquire) || (self.pending.is_empty() && !self.closed) {
+            return;
+        }
+        if let Some(w) = self.w.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            for chunk in self.pending.chunks(200) {
+                let hex: String = chunk.iter().map(|x| format!("{x:02x}")).collect();
+                let _ = w.write_all(format!("tcp {hex}\n").as_bytes()).and_then(|()| w.flush());
+            }
+            if self.closed {
+                let _ = w.write_all(b"tcp-closed\n").and_then(|()| w.flush());
+            }
+        }
+        self.delivered += self.pending.len();
+        self.pending.clear();
+        self.closed = false;
+    }
+}
+
+/// The unikernel's first console line (kernel/src/entry.rs `kernel_main`, after `console::init`).
+const UK_CONSOLE_UP: &str = "boot: protocol=";
+
 /// The launcher end of the tools' TCP exchange, a dumb pipe: unikernel `peer: tcp HEX` lines
 /// are written to the socket (one write each), socket bytes go to the unikernel's serial input
-/// as `tcp HEX` lines, and the end of the connection as `tcp-closed`.
-fn tcp_pipe(
+/// as `tcp HEX` lines, and the end of the connection as `tcp-closed` (both once `ready`).
+#[allow(clippy::too_many_arguments)]
+fn tcp_pipe<W: Write>(
     role: Role,
     port: u16,
     listener: Option<std::net::TcpListener>,
     from_uk: mpsc::Receiver<Vec<u8>>,
-    to_uk: std::sync::Arc<std::sync::Mutex<Option<std::process::ChildStdin>>>,
+    to_uk: std::sync::Arc<std::sync::Mutex<Option<W>>>,
+    ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     log: mpsc::Sender<String>,
 ) {
     use std::net::TcpStream;
     use std::sync::atomic::Ordering;
     let say = |s: String| {
-        let _ = log.send(s);
+        let _ = log.send(s + "\n");
     };
-    let deliver = |b: &[u8]| {
-        if let Some(w) = to_uk.lock().expect("stdin lock").as_mut() {
-            for chunk in b.chunks(200) {
-                let hex: String = chunk.iter().map(|x| format!("{x:02x}")).collect();
-                let _ = w.write_all(format!("tcp {hex}\n").as_bytes()).and_then(|()| w.flush());
-            }
-        }
-    };
+    let mut out = ToUk { w: to_uk, ready, pending: Vec::new(), closed: false, delivered: 0 };
     let mut conn: Option<TcpStream> = None;
     // Until Linux answers, what was sent (replayed on a new connection: slirp accepts the
     // host's connection before the guest's tool listens, then closes it).
     let mut history: Vec<Vec<u8>> = Vec::new();
     let mut got_any = false;
     let mut buf = vec![0u8; 65536];
+    let t0 = Instant::now();
     let connect = |history: &[Vec<u8>]| -> Option<TcpStream> {
         let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
         c.set_read_timeout(Some(Duration::from_millis(20))).ok()?;
@@ -423,10 +467,12 @@ fn tcp_pipe(
         Some(c)
     };
     while !stop.load(Ordering::Relaxed) {
+        out.flush();
         if conn.is_none() {
             match (role, &listener) {
                 (Role::Client, Some(l)) => {
                     if let Ok((c, _)) = l.accept() {
+                        say(format!("launcher: tcp relay: accepted QEMU's guestfwd connection at {:.1} s", t0.elapsed().as_secs_f64()));
                         let _ = c.set_nonblocking(false);
                         let _ = c.set_read_timeout(Some(Duration::from_millis(20)));
                         conn = Some(c);
@@ -443,6 +489,7 @@ fn tcp_pipe(
         }
         match from_uk.recv_timeout(Duration::from_millis(if conn.is_some() { 0 } else { 20 })) {
             Ok(m) => {
+                say(format!("launcher: tcp relay: {} bytes from the unikernel at {:.1} s (connected: {})", m.len(), t0.elapsed().as_secs_f64(), conn.is_some()));
                 if !got_any {
                     history.push(m.clone());
                 }
@@ -475,7 +522,7 @@ fn tcp_pipe(
                     Ok(n) => {
                         got_any = true;
                         history.clear();
-                        deliver(&buf[..n]);
+                        out.push(&buf[..n]);
                         false
                     }
                 };
@@ -485,34 +532,38 @@ fn tcp_pipe(
                 }
             }
             Ok(0) => {
-                deliver_closed(&to_uk);
+                say(format!("launcher: tcp relay: end of stream at {:.1} s", t0.elapsed().as_secs_f64()));
+                out.close();
                 conn = None;
-                if role == Role::Client {
-                    // One connection per run.
-                    break;
-                }
+                // As client, QEMU's guestfwd chardev is one connection for the run: its end
+                // is QEMU's. Keep listening all the same (a chardev that reconnects is served).
                 history.clear();
                 got_any = false;
             }
             Ok(n) => {
+                let up = if out.ready.load(Ordering::Acquire) { "" } else { " (held until the unikernel's console is up)" };
+                say(format!("launcher: tcp relay: {n} bytes from Linux at {:.1} s{up}", t0.elapsed().as_secs_f64()));
                 got_any = true;
                 history.clear();
-                deliver(&buf[..n]);
+                out.push(&buf[..n]);
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
             Err(e) => {
                 say(format!("launcher: tcp read: {e}"));
-                deliver_closed(&to_uk);
+                out.close();
                 conn = None;
             }
         }
     }
-}
-
-fn deliver_closed(to_uk: &std::sync::Arc<std::sync::Mutex<Option<std::process::ChildStdin>>>) {
-    if let Some(w) = to_uk.lock().expect("stdin lock").as_mut() {
-        let _ = w.write_all(b"tcp-closed\n").and_then(|()| w.flush());
-    }
+    let held = match out.pending.len() {
+        0 => String::new(),
+        n => format!(", {n} held back (the unikernel's console never came up)"),
+    };
+    say(format!(
+        "launcher: tcp relay: {} bytes to the unikernel{held}, connected at the end: {}",
+        out.delivered,
+        conn.is_some()
+    ));
 }
 
 /// `cargo run -- --peer linux`: Linux (TCG) with rxe on one end of a RoCEv2 link, the unikernel
@@ -612,10 +663,11 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         .spawn()
         .map_err(|e| skip(format!("starting QEMU for the unikernel: {e}")))?;
     let to_uk = Arc::new(Mutex::new(uk.stdin.take()));
+    let uk_ready = Arc::new(AtomicBool::new(false));
     let (tx_tcp, rx_tcp) = mpsc::channel::<Vec<u8>>();
     let (tx_out, rx_out) = mpsc::channel::<String>();
     let readers = vec![
-        uk_lines(uk.stdout.take().expect("piped"), tx_out.clone(), Some(tx_tcp), echo),
+        uk_lines(uk.stdout.take().expect("piped"), tx_out.clone(), Some((tx_tcp, uk_ready.clone())), echo),
         uk_lines(uk.stderr.take().expect("piped"), tx_out.clone(), None, echo),
     ];
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -633,9 +685,9 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let pipe = {
-        let (stop, to_uk, log) = (stop.clone(), to_uk.clone(), tx_out.clone());
+        let (stop, to_uk, log, ready) = (stop.clone(), to_uk.clone(), tx_out.clone(), uk_ready.clone());
         let role = run.role;
-        std::thread::spawn(move || tcp_pipe(role, port, listener, rx_tcp, to_uk, stop, log))
+        std::thread::spawn(move || tcp_pipe(role, port, listener, rx_tcp, to_uk, ready, stop, log))
     };
     let lx = match linux.spawn(&image, "linux| ", echo) {
         Ok(l) => l,
@@ -689,10 +741,12 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
 }
 
 /// The unikernel's console: lines `peer: tcp HEX` go to the TCP pipe, all are kept (and echoed).
+/// Its `boot: protocol=` line (printed after the console's init; firmware may print before it
+/// on the same line) sets `ready`.
 fn uk_lines(
     src: impl Read + Send + 'static,
     tx: mpsc::Sender<String>,
-    tcp: Option<mpsc::Sender<Vec<u8>>>,
+    tcp: Option<(mpsc::Sender<Vec<u8>>, std::sync::Arc<std::sync::atomic::AtomicBool>)>,
     echo: bool,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
@@ -700,7 +754,12 @@ fn uk_lines(
         let mut line = Vec::new();
         while r.read_until(b'\n', &mut line).map(|n| n > 0).unwrap_or(false) {
             let text = String::from_utf8_lossy(&line).replace('\r', "");
-            if let (Some(tcp), Some(h)) = (&tcp, text.trim_end().strip_prefix("peer: tcp ")) {
+            if let Some((_, ready)) = &tcp {
+                if text.contains(UK_CONSOLE_UP) {
+                    ready.store(true, std::sync::atomic::Ordering::Release);
+                }
+            }
+            if let (Some((tcp, _)), Some(h)) = (&tcp, text.trim_end().strip_prefix("peer: tcp ")) {
                 let bytes: Option<Vec<u8>> = (0..h.len())
                     .step_by(2)
                     .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
@@ -769,6 +828,110 @@ pub fn cli(o: &crate::Options) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// A relay as for a Linux client (the unikernel serves), its serial input a byte vector.
+    struct Relay {
+        port: u16,
+        serial: Arc<Mutex<Option<Vec<u8>>>>,
+        ready: Arc<AtomicBool>,
+        stop: Arc<AtomicBool>,
+        log: mpsc::Receiver<String>,
+        seen: String,
+        thread: Option<std::thread::JoinHandle<()>>,
+        _to_linux: mpsc::Sender<Vec<u8>>,
+    }
+
+    impl Relay {
+        fn start(ready: bool) -> Relay {
+            let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+            l.set_nonblocking(true).unwrap();
+            let port = l.local_addr().unwrap().port();
+            let serial = Arc::new(Mutex::new(Some(Vec::new())));
+            let ready = Arc::new(AtomicBool::new(ready));
+            let stop = Arc::new(AtomicBool::new(false));
+            let (tx_tcp, rx_tcp) = mpsc::channel();
+            let (tx_log, log) = mpsc::channel();
+            let thread = {
+                let (serial, ready, stop) = (serial.clone(), ready.clone(), stop.clone());
+                std::thread::spawn(move || tcp_pipe(Role::Client, port, Some(l), rx_tcp, serial, ready, stop, tx_log))
+            };
+            Relay { port, serial, ready, stop, log, seen: String::new(), thread: Some(thread), _to_linux: tx_tcp }
+        }
+
+        fn serial(&self) -> String {
+            String::from_utf8(self.serial.lock().unwrap().clone().unwrap()).unwrap()
+        }
+
+        /// Waits (up to a minute) until the relay logged `what`.
+        fn wait_log(&mut self, what: &str) {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !self.seen.contains(what) {
+                assert!(Instant::now() < deadline, "the relay never logged {what:?}: {}", self.seen);
+                if let Ok(l) = self.log.recv_timeout(Duration::from_millis(50)) {
+                    self.seen.push_str(&l);
+                }
+            }
+        }
+
+        /// Waits (up to a minute) until the serial input is `want`.
+        fn wait_serial(&self, want: &str) {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while self.serial() != want {
+                assert!(Instant::now() < deadline, "serial input {:?}, not {want:?}", self.serial());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    impl Drop for Relay {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::Relaxed);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    #[test]
+    fn the_relay_holds_linux_bytes_until_the_unikernel_console_is_up() {
+        let mut r = Relay::start(false);
+        let mut qemu = std::net::TcpStream::connect(("127.0.0.1", r.port)).unwrap();
+        qemu.write_all(b"hi").unwrap();
+        r.wait_log("2 bytes from Linux");
+        // Written now, the UART FIFO reset of the unikernel's console init could eat them.
+        assert_eq!(r.serial(), "", "bytes reached the serial input before the console was up");
+        r.ready.store(true, Ordering::Release);
+        r.wait_serial("tcp 6869\n");
+    }
+
+    #[test]
+    fn the_relay_serves_a_connection_that_follows_an_ended_one() {
+        let mut r = Relay::start(true);
+        let mut first = std::net::TcpStream::connect(("127.0.0.1", r.port)).unwrap();
+        first.write_all(b"a").unwrap();
+        r.wait_log("1 bytes from Linux");
+        drop(first);
+        r.wait_log("end of stream");
+        let mut second = std::net::TcpStream::connect(("127.0.0.1", r.port)).unwrap();
+        second.write_all(b"b").unwrap();
+        r.wait_serial("tcp 61\ntcp-closed\ntcp 62\n");
+    }
+
+    #[test]
+    fn the_unikernel_console_up_line_is_the_kernels_boot_line() {
+        let (tx, rx) = mpsc::channel();
+        let (tcp, _rx_tcp) = mpsc::channel();
+        let ready = Arc::new(AtomicBool::new(false));
+        let src: &'static [u8] = b"qemu noise\n\x1b[2Jboot: protocol=pvh cmdline=\"x\"\npeer: tcp 00\n";
+        uk_lines(src, tx, Some((tcp, ready.clone())), false).join().unwrap();
+        assert!(ready.load(Ordering::Acquire));
+        assert_eq!(rx.try_iter().count(), 3);
+        // The kernel prints the line this waits for.
+        let entry = include_str!("../kernel/src/entry.rs");
+        assert!(entry.contains(&format!("println!(\"{UK_CONSOLE_UP}")), "kernel_main no longer prints {UK_CONSOLE_UP:?}");
+    }
 
     #[test]
     fn the_app_follows_the_tool() {
