@@ -929,7 +929,7 @@ mod tests {
         assert!(ready.load(Ordering::Acquire));
         assert_eq!(rx.try_iter().count(), 3);
         // The kernel prints the line this waits for.
-        let entry = include_str!("../kernel/src/entry.rs");
+        let entry = include_str!("../../kernel/src/entry.rs");
         assert!(entry.contains(&format!("println!(\"{UK_CONSOLE_UP}")), "kernel_main no longer prints {UK_CONSOLE_UP:?}");
     }
 
