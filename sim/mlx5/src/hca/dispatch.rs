@@ -1,0 +1,441 @@
+//! Command dispatch: the command table and the checks every command passes before its handler.
+
+use crate::cmd::CmdResult;
+use crate::{cq, mr, qp};
+use mlx5_prm::*;
+
+use super::{fail, get, syndrome, Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
+
+impl Hca {
+    // ---------------------------------------------------------------------------------------
+    // Dispatch.
+    // ---------------------------------------------------------------------------------------
+
+    /// Runs one command: `input` is the whole input (inlen bytes), `output` a zeroed buffer of
+    /// outlen bytes whose header the caller fills from the result.
+    pub fn dispatch(&mut self, input: &[u8], output: &mut [u8]) -> CmdResult {
+        let opcode = get(input, mbox_in::OPCODE) as u16;
+        let op_mod = get(input, mbox_in::OP_MOD) as u16;
+        let Some(spec) = spec(opcode) else {
+            return fail(cmd_status::BAD_OP_ERR, syndrome::BAD_OPCODE);
+        };
+        if input.len() < spec.in_min {
+            return fail(cmd_status::BAD_INP_LEN_ERR, syndrome::INLEN_SHORT);
+        }
+        if spec.in_max.is_some_and(|m| input.len() > m) {
+            return fail(cmd_status::BAD_INP_LEN_ERR, syndrome::INLEN_LONG);
+        }
+        if output.len() < spec.out_min {
+            return fail(cmd_status::BAD_OUTP_LEN_ERR, syndrome::OUTLEN_SHORT);
+        }
+        if get(input, mbox_in::UID) != 0 {
+            return fail(cmd_status::BAD_PARAM_ERR, syndrome::UID_SET);
+        }
+        if get(input, Field::new(0x20, 0x10)) != 0 {
+            return fail(cmd_status::BAD_PARAM_ERR, syndrome::HEADER_RESERVED);
+        }
+        if !spec.op_mod_any && op_mod != 0 {
+            return fail(cmd_status::BAD_PARAM_ERR, syndrome::OP_MOD_SET);
+        }
+        if spec.states & self.state.bit() == 0 {
+            let syn = match self.state {
+                Lifecycle::Disabled => syndrome::NOT_ENABLED,
+                Lifecycle::Initialized => syndrome::ALREADY_INITIALIZED,
+                _ if spec.states == S_DISABLED => syndrome::ALREADY_ENABLED,
+                _ => syndrome::NOT_INITIALIZED,
+            };
+            return fail(cmd_status::BAD_SYS_STATE_ERR, syn);
+        }
+        if spec.boot_pages && !self.pages.boot_satisfied() {
+            return fail(cmd_status::NO_RES_ERR, syndrome::NO_BOOT_PAGES);
+        }
+        match spec.handler {
+            Handler::Plain(h) => h(self, input, output),
+            Handler::Modify(h) => h(self, opcode, input, output),
+        }
+    }
+}
+
+type PlainHandler = fn(&mut Hca, &[u8], &mut [u8]) -> CmdResult;
+type ModifyHandler = fn(&mut Hca, u16, &[u8], &mut [u8]) -> CmdResult;
+
+#[derive(Clone, Copy)]
+enum Handler {
+    Plain(PlainHandler),
+    Modify(ModifyHandler),
+}
+
+/// What dispatch checks before calling a handler.
+#[derive(Clone, Copy)]
+struct Spec {
+    in_min: usize,
+    /// `None`: variable length (the handler checks it against its entry counts).
+    in_max: Option<usize>,
+    out_min: usize,
+    /// The command defines op_mod (the handler checks it); otherwise it must be 0.
+    op_mod_any: bool,
+    /// Lifecycle states (S_* bits) the command is accepted in.
+    states: u8,
+    /// Needs the boot pages.
+    boot_pages: bool,
+    handler: Handler,
+}
+
+const fn fixed(inb: usize, outb: usize, states: u8, h: PlainHandler) -> Spec {
+    Spec {
+        in_min: inb,
+        in_max: Some(inb),
+        out_min: outb,
+        op_mod_any: false,
+        states,
+        boot_pages: false,
+        handler: Handler::Plain(h),
+    }
+}
+
+const fn var(inb: usize, outb: usize, states: u8, h: PlainHandler) -> Spec {
+    Spec {
+        in_max: None,
+        ..fixed(inb, outb, states, h)
+    }
+}
+
+const fn modify(in_min: usize, in_max: usize, outb: usize) -> Spec {
+    Spec {
+        in_min,
+        in_max: Some(in_max),
+        out_min: outb,
+        op_mod_any: false,
+        states: S_INIT,
+        boot_pages: false,
+        handler: Handler::Modify(qp::modify_qp),
+    }
+}
+
+impl Spec {
+    const fn op_mod(mut self) -> Spec {
+        self.op_mod_any = true;
+        self
+    }
+    const fn boot(mut self) -> Spec {
+        self.boot_pages = true;
+        self
+    }
+    const fn max_in(mut self, m: usize) -> Spec {
+        self.in_max = Some(m);
+        self
+    }
+}
+
+/// The command table. Lengths are the `_in`/`_out` layouts' sizes (rdma-core mlx5_ifc.h, or
+/// Linux mlx5_ifc.h where rdma-core lacks the struct); where the Linux struct differs in size
+/// (init_hca_in 32 bytes, init2init/rts2rts_qp_in 272 vs 464, query_qp_out 464 vs 272) both
+/// sizes are accepted.
+fn spec(opcode: u16) -> Option<Spec> {
+    use crate::{eq, pd, uar, vport};
+    const LINUX_INIT_HCA_IN: usize = 32;
+    const LINUX_MODIFY_QP_IN: usize = 272;
+    const LINUX_QUERY_QP_OUT: usize = 464;
+    let s = match opcode {
+        opcode::ENABLE_HCA => fixed(
+            enable_hca_in::BYTES,
+            enable_hca_out::BYTES,
+            S_DISABLED,
+            Hca::enable_hca,
+        ),
+        opcode::DISABLE_HCA => fixed(
+            disable_hca_in::BYTES,
+            disable_hca_out::BYTES,
+            S_ENABLED | S_TORN,
+            Hca::disable_hca,
+        ),
+        opcode::QUERY_ISSI => fixed(
+            query_issi_in::BYTES,
+            query_issi_out::BYTES,
+            S_UP,
+            Hca::query_issi,
+        ),
+        opcode::SET_ISSI => fixed(
+            set_issi_in::BYTES,
+            set_issi_out::BYTES,
+            S_ENABLED,
+            Hca::set_issi,
+        ),
+        opcode::QUERY_PAGES => fixed(
+            query_pages_in::BYTES,
+            query_pages_out::BYTES,
+            S_UP,
+            crate::pages::cmd_query_pages,
+        )
+        .op_mod(),
+        opcode::MANAGE_PAGES => var(
+            manage_pages_in::BYTES,
+            manage_pages_out::BYTES,
+            S_UP,
+            crate::pages::cmd_manage_pages,
+        )
+        .op_mod(),
+        opcode::QUERY_HCA_CAP => fixed(
+            query_hca_cap_in::BYTES,
+            query_hca_cap_out::BYTES,
+            S_ENABLED | S_INIT,
+            Hca::query_hca_cap,
+        )
+        .op_mod()
+        .boot(),
+        opcode::SET_HCA_CAP => fixed(
+            set_hca_cap_in::BYTES,
+            set_hca_cap_out::BYTES,
+            S_ENABLED,
+            Hca::set_hca_cap,
+        )
+        .op_mod()
+        .boot(),
+        opcode::ACCESS_REGISTER => var(
+            access_register_in::BYTES,
+            access_register_out::BYTES,
+            S_ENABLED | S_INIT,
+            Hca::access_register,
+        )
+        .op_mod()
+        .boot(),
+        opcode::INIT_HCA => fixed(
+            init_hca_in::BYTES,
+            init_hca_out::BYTES,
+            S_ENABLED,
+            Hca::init_hca,
+        )
+        .max_in(LINUX_INIT_HCA_IN),
+        opcode::TEARDOWN_HCA => fixed(
+            teardown_hca_in::BYTES,
+            teardown_hca_out::BYTES,
+            S_INIT,
+            Hca::teardown_hca,
+        ),
+        opcode::QUERY_ADAPTER => fixed(
+            query_adapter_in::BYTES,
+            query_adapter_out::BYTES,
+            S_ENABLED | S_INIT,
+            Hca::query_adapter,
+        )
+        .boot(),
+        opcode::SET_DRIVER_VERSION => fixed(
+            set_driver_version_in::BYTES,
+            set_driver_version_out::BYTES,
+            S_ENABLED | S_INIT,
+            Hca::set_driver_version,
+        )
+        .boot(),
+        opcode::NOP => fixed(nop_in::BYTES, nop_out::BYTES, S_UP, Hca::nop),
+        opcode::ALLOC_UAR => fixed(
+            alloc_uar_in::BYTES,
+            alloc_uar_out::BYTES,
+            S_INIT,
+            uar::cmd_alloc_uar,
+        ),
+        opcode::DEALLOC_UAR => fixed(
+            dealloc_uar_in::BYTES,
+            dealloc_uar_out::BYTES,
+            S_INIT,
+            uar::cmd_dealloc_uar,
+        ),
+        opcode::ALLOC_PD => fixed(
+            alloc_pd_in::BYTES,
+            alloc_pd_out::BYTES,
+            S_INIT,
+            pd::cmd_alloc_pd,
+        ),
+        opcode::DEALLOC_PD => fixed(
+            dealloc_pd_in::BYTES,
+            dealloc_pd_out::BYTES,
+            S_INIT,
+            pd::cmd_dealloc_pd,
+        ),
+        opcode::ALLOC_TRANSPORT_DOMAIN => fixed(
+            alloc_transport_domain_in::BYTES,
+            alloc_transport_domain_out::BYTES,
+            S_INIT,
+            pd::cmd_alloc_td,
+        ),
+        opcode::DEALLOC_TRANSPORT_DOMAIN => fixed(
+            dealloc_transport_domain_in::BYTES,
+            dealloc_transport_domain_out::BYTES,
+            S_INIT,
+            pd::cmd_dealloc_td,
+        ),
+        opcode::QUERY_VPORT_STATE => fixed(
+            query_vport_state_in::BYTES,
+            query_vport_state_out::BYTES,
+            S_INIT,
+            vport::cmd_query_vport_state,
+        )
+        .op_mod(),
+        opcode::QUERY_VPORT_COUNTER => fixed(
+            query_vport_counter_in::BYTES,
+            query_vport_counter_out::BYTES,
+            S_INIT,
+            vport::cmd_query_vport_counter,
+        ),
+        opcode::QUERY_Q_COUNTER => fixed(
+            query_q_counter_in::BYTES,
+            query_q_counter_out::BYTES,
+            S_INIT,
+            crate::counter::cmd_query_q_counter,
+        ),
+        opcode::ALLOC_Q_COUNTER => fixed(
+            alloc_q_counter_in::BYTES,
+            alloc_q_counter_out::BYTES,
+            S_INIT,
+            crate::counter::cmd_alloc_q_counter,
+        ),
+        opcode::DEALLOC_Q_COUNTER => fixed(
+            dealloc_q_counter_in::BYTES,
+            dealloc_q_counter_out::BYTES,
+            S_INIT,
+            crate::counter::cmd_dealloc_q_counter,
+        ),
+        opcode::QUERY_NIC_VPORT_CONTEXT => fixed(
+            query_nic_vport_context_in::BYTES,
+            query_nic_vport_context_out::BYTES,
+            S_INIT,
+            vport::cmd_query_nic_vport_context,
+        ),
+        opcode::MODIFY_NIC_VPORT_CONTEXT => var(
+            modify_nic_vport_context_in::BYTES,
+            modify_nic_vport_context_out::BYTES,
+            S_INIT,
+            vport::cmd_modify_nic_vport_context,
+        ),
+        opcode::QUERY_ROCE_ADDRESS => fixed(
+            query_roce_address_in::BYTES,
+            query_roce_address_out::BYTES,
+            S_INIT,
+            vport::cmd_query_roce_address,
+        ),
+        opcode::SET_ROCE_ADDRESS => fixed(
+            set_roce_address_in::BYTES,
+            set_roce_address_out::BYTES,
+            S_INIT,
+            vport::cmd_set_roce_address,
+        ),
+        opcode::CREATE_EQ => var(
+            create_eq_in::BYTES,
+            create_eq_out::BYTES,
+            S_INIT,
+            eq::cmd_create_eq,
+        ),
+        opcode::DESTROY_EQ => fixed(
+            destroy_eq_in::BYTES,
+            destroy_eq_out::BYTES,
+            S_INIT,
+            eq::cmd_destroy_eq,
+        ),
+        opcode::QUERY_EQ => fixed(
+            query_eq_in::BYTES,
+            query_eq_out::BYTES,
+            S_INIT,
+            eq::cmd_query_eq,
+        ),
+        // Data plane (engineer B).
+        opcode::CREATE_MKEY => var(
+            create_mkey_in::BYTES,
+            create_mkey_out::BYTES,
+            S_INIT,
+            mr::create_mkey,
+        ),
+        opcode::DESTROY_MKEY => fixed(
+            destroy_mkey_in::BYTES,
+            destroy_mkey_out::BYTES,
+            S_INIT,
+            mr::destroy_mkey,
+        ),
+        opcode::QUERY_MKEY => fixed(
+            query_mkey_in::BYTES,
+            query_mkey_out::BYTES,
+            S_INIT,
+            mr::query_mkey,
+        ),
+        opcode::CREATE_CQ => var(
+            create_cq_in::BYTES,
+            create_cq_out::BYTES,
+            S_INIT,
+            cq::create_cq,
+        ),
+        opcode::DESTROY_CQ => fixed(
+            destroy_cq_in::BYTES,
+            destroy_cq_out::BYTES,
+            S_INIT,
+            cq::destroy_cq,
+        ),
+        opcode::QUERY_CQ => fixed(
+            query_cq_in::BYTES,
+            query_cq_out::BYTES,
+            S_INIT,
+            cq::query_cq,
+        ),
+        opcode::MODIFY_CQ => var(
+            modify_cq_in::BYTES,
+            modify_cq_out::BYTES,
+            S_INIT,
+            cq::modify_cq,
+        )
+        .op_mod(),
+        opcode::CREATE_QP => var(
+            create_qp_in::BYTES,
+            create_qp_out::BYTES,
+            S_INIT,
+            qp::create_qp,
+        ),
+        opcode::DESTROY_QP => fixed(
+            destroy_qp_in::BYTES,
+            destroy_qp_out::BYTES,
+            S_INIT,
+            qp::destroy_qp,
+        ),
+        opcode::QUERY_QP => fixed(
+            query_qp_in::BYTES,
+            query_qp_out::BYTES.min(LINUX_QUERY_QP_OUT),
+            S_INIT,
+            qp::query_qp,
+        ),
+        opcode::RST2INIT_QP => modify(
+            rst2init_qp_in::BYTES,
+            rst2init_qp_in::BYTES,
+            rst2init_qp_out::BYTES,
+        ),
+        opcode::INIT2INIT_QP => modify(
+            LINUX_MODIFY_QP_IN.min(init2init_qp_in::BYTES),
+            LINUX_MODIFY_QP_IN.max(init2init_qp_in::BYTES),
+            init2init_qp_out::BYTES,
+        ),
+        opcode::INIT2RTR_QP => modify(
+            init2rtr_qp_in::BYTES,
+            init2rtr_qp_in::BYTES,
+            init2rtr_qp_out::BYTES,
+        ),
+        opcode::RTR2RTS_QP => modify(
+            rtr2rts_qp_in::BYTES,
+            rtr2rts_qp_in::BYTES,
+            rtr2rts_qp_out::BYTES,
+        ),
+        opcode::RTS2RTS_QP => modify(
+            LINUX_MODIFY_QP_IN.min(rts2rts_qp_in::BYTES),
+            LINUX_MODIFY_QP_IN.max(rts2rts_qp_in::BYTES),
+            rts2rts_qp_out::BYTES,
+        ),
+        opcode::SQERR2RTS_QP => modify(
+            sqerr2rts_qp_in::BYTES,
+            sqerr2rts_qp_in::BYTES,
+            sqerr2rts_qp_out::BYTES,
+        ),
+        opcode::SQD_RTS_QP => modify(
+            sqd2rts_qp_in::BYTES,
+            sqd2rts_qp_in::BYTES,
+            sqd2rts_qp_out::BYTES,
+        ),
+        opcode::QP_2ERR => modify(qp_2err_in::BYTES, qp_2err_in::BYTES, qp_2err_out::BYTES),
+        opcode::QP_2RST => modify(qp_2rst_in::BYTES, qp_2rst_in::BYTES, qp_2rst_out::BYTES),
+        _ => return None,
+    };
+    Some(s)
+}
