@@ -377,6 +377,21 @@ fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
     // `count_at` of one chunk.
     let count = |s: u32| end.div_ceil(1u64 << s) - (iova >> s);
     let nmax = count(smax);
+    if nmax == 1 {
+        // One page (every small registration): the smallest size whose page holds both the
+        // first and the last byte, i.e. above the highest bit in which their addresses differ
+        // (at most `smax`, whose single page holds them); the same size the bisection below
+        // finds (`one_chunk_plan_matches_the_general_walk`).
+        let differ = iova ^ (end - 1);
+        let s = (u64::BITS - differ.leading_zeros()).max(MIN_PAGE_SHIFT);
+        let first = c.bus - (iova & ((1u64 << s) - 1));
+        let mut entries = Entries::with_capacity(1);
+        entries.push(first);
+        return Ok(Translation {
+            page_shift: s,
+            entries,
+        });
+    }
     let (mut lo, mut hi) = (MIN_PAGE_SHIFT, smax);
     while lo < hi {
         let mid = (lo + hi) / 2;
