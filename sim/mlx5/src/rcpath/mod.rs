@@ -45,7 +45,7 @@ use crate::datapath::{
 use crate::hca::Hca;
 use crate::memory::GuestMemory;
 use crate::mr::{Access, KeyUser};
-use crate::qp::Route;
+use crate::qp::{Qp, Route};
 use crate::roce::counters::Counter;
 use crate::roce::rc::RcQp;
 use crate::roce::requester::{
@@ -498,13 +498,11 @@ pub(crate) fn push_local_done(hca: &mut Hca, qpn: u32, slot: WrSlot) {
 /// sends nothing, changes no state and completes nothing (its timers, send loop and
 /// `complete_failed` all start from the queued requests or an armed deadline), so skipping it
 /// is exact; the UMR QP, whose WQEs all execute locally, is always in this state.
-fn transport_idle(hca: &Hca, qpn: u32) -> bool {
-    hca.qps.get(qpn).is_some_and(|q| {
-        q.rc.as_ref().is_none_or(|rc| {
-            rc.qp.requester.outstanding() == 0
-                && rc.qp.next_deadline().is_none()
-                && !rc.qp.is_error()
-        })
+fn transport_idle(q: &Qp) -> bool {
+    q.rc.as_ref().is_none_or(|rc| {
+        rc.qp.requester.outstanding() == 0
+            && rc.qp.next_deadline().is_none()
+            && !rc.qp.is_error()
     })
 }
 
@@ -557,10 +555,19 @@ pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
 
 /// Lets QP `qpn`'s requester send what it may and run its timers.
 pub(crate) fn pump(hca: &mut Hca, qpn: u32) {
-    if !transport_idle(hca, qpn) {
-        clock(hca);
-        with_rc(hca, qpn, None, |rc, now, env, tx| rc.pump(now, env, tx));
+    let Some(q) = hca.qps.get(qpn) else {
+        return;
+    };
+    if transport_idle(q) {
+        // Nothing for the transport; local slots may wait at the head (none after a UMR
+        // completed at once).
+        if !q.wrs.is_empty() {
+            retire_local(hca, qpn);
+        }
+        return;
     }
+    clock(hca);
+    with_rc(hca, qpn, None, |rc, now, env, tx| rc.pump(now, env, tx));
     retire_local(hca, qpn);
 }
 
