@@ -493,7 +493,7 @@ pub(crate) fn push_local_done(hca: &mut Hca, qpn: u32, slot: WrSlot) {
     }
 }
 
-/// Whether QP `qpn`'s transport has nothing to do on a pump: no work request queued or in
+/// Whether QP `q`'s transport has nothing to do on a pump: no work request queued or in
 /// flight, no timer armed, no READ reply streaming, no error to report. [`RcQp::pump`] then
 /// sends nothing, changes no state and completes nothing (its timers, send loop and
 /// `complete_failed` all start from the queued requests or an armed deadline), so skipping it
