@@ -231,6 +231,19 @@ pub struct KlmPlan {
 /// `min(MAX_MTT_PER_MKEY, MAX_KLM_BYTE_COUNT / page)` entries under one KLM key of at most
 /// `1 << log_max_klm` entries.
 pub fn plan_reg(chunks: &[PhysChunk], iova: u64, log_max_klm: u8) -> Result<KlmPlan> {
+    // One chunk whose page offset matches the IOVA (every small registration): one MTT key,
+    // as below, without the general path's second plan and segment walk.
+    if let [c] = chunks {
+        if let Ok(tr) = plan_one(c, iova) {
+            if tr.entries.len() <= MAX_MTT_PER_MKEY {
+                return Ok(KlmPlan {
+                    tr,
+                    mtt_va: iova,
+                    segments: Vec::new(),
+                });
+            }
+        }
+    }
     let (tr, mtt_va) = match plan(chunks, iova) {
         Ok(t) => (t, iova),
         Err(e) => {
