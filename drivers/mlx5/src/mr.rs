@@ -231,6 +231,19 @@ pub struct KlmPlan {
 /// `min(MAX_MTT_PER_MKEY, MAX_KLM_BYTE_COUNT / page)` entries under one KLM key of at most
 /// `1 << log_max_klm` entries.
 pub fn plan_reg(chunks: &[PhysChunk], iova: u64, log_max_klm: u8) -> Result<KlmPlan> {
+    // One chunk whose page offset matches the IOVA (every small registration): one MTT key,
+    // as below, without the general path's second plan and segment walk.
+    if let [c] = chunks {
+        if let Ok(tr) = plan_one(c, iova) {
+            if tr.entries.len() <= MAX_MTT_PER_MKEY {
+                return Ok(KlmPlan {
+                    tr,
+                    mtt_va: iova,
+                    segments: Vec::new(),
+                });
+            }
+        }
+    }
     let (tr, mtt_va) = match plan(chunks, iova) {
         Ok(t) => (t, iova),
         Err(e) => {
@@ -377,6 +390,21 @@ fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
     // `count_at` of one chunk.
     let count = |s: u32| end.div_ceil(1u64 << s) - (iova >> s);
     let nmax = count(smax);
+    if nmax == 1 {
+        // One page (every small registration): the smallest size whose page holds both the
+        // first and the last byte, i.e. above the highest bit in which their addresses differ
+        // (at most `smax`, whose single page holds them); the same size the bisection below
+        // finds (`one_chunk_plan_matches_the_general_walk`).
+        let differ = iova ^ (end - 1);
+        let s = (u64::BITS - differ.leading_zeros()).max(MIN_PAGE_SHIFT);
+        let first = c.bus - (iova & ((1u64 << s) - 1));
+        let mut entries = Entries::with_capacity(1);
+        entries.push(first);
+        return Ok(Translation {
+            page_shift: s,
+            entries,
+        });
+    }
     let (mut lo, mut hi) = (MIN_PAGE_SHIFT, smax);
     while lo < hi {
         let mid = (lo + hi) / 2;

@@ -102,21 +102,27 @@ pub struct MkeySeg {
 impl MkeySeg {
     fn bytes(&self) -> [u8; mkc::BYTES] {
         let mut b = [0u8; mkc::BYTES];
+        self.write(&mut b);
+        b
+    }
+
+    /// Writes the fields into a zeroed mkey segment `b` (in place in a WQE being built).
+    #[inline(always)]
+    fn write(&self, b: &mut [u8; mkc::BYTES]) {
         let a = self.access;
         // One call per field (constant offsets, inlined): this runs once per UMR.
-        let _ = mkc::FREE.set(&mut b, self.free as u32);
-        let _ = mkc::PD.set(&mut b, self.pd);
-        let _ = mkc::QPN.set(&mut b, self.qpn);
-        let _ = mkc::MKEY_7_0.set(&mut b, self.variant as u32);
-        let _ = mkc::LR.set(&mut b, 1);
-        let _ = mkc::LW.set(&mut b, a.contains(Access::LOCAL_WRITE) as u32);
-        let _ = mkc::RR.set(&mut b, a.contains(Access::REMOTE_READ) as u32);
-        let _ = mkc::RW.set(&mut b, a.contains(Access::REMOTE_WRITE) as u32);
-        let _ = mkc::A.set(&mut b, a.contains(Access::REMOTE_ATOMIC) as u32);
-        let _ = mkc::LOG_PAGE_SIZE.set(&mut b, self.log_page_size);
-        let _ = mkc::START_ADDR.set_u64(&mut b, self.start);
-        let _ = mkc::LEN.set_u64(&mut b, self.len);
-        b
+        let _ = mkc::FREE.set(b, self.free as u32);
+        let _ = mkc::PD.set(b, self.pd);
+        let _ = mkc::QPN.set(b, self.qpn);
+        let _ = mkc::MKEY_7_0.set(b, self.variant as u32);
+        let _ = mkc::LR.set(b, 1);
+        let _ = mkc::LW.set(b, a.contains(Access::LOCAL_WRITE) as u32);
+        let _ = mkc::RR.set(b, a.contains(Access::REMOTE_READ) as u32);
+        let _ = mkc::RW.set(b, a.contains(Access::REMOTE_WRITE) as u32);
+        let _ = mkc::A.set(b, a.contains(Access::REMOTE_ATOMIC) as u32);
+        let _ = mkc::LOG_PAGE_SIZE.set(b, self.log_page_size);
+        let _ = mkc::START_ADDR.set_u64(b, self.start);
+        let _ = mkc::LEN.set_u64(b, self.len);
     }
 }
 
@@ -303,24 +309,12 @@ impl<H: Hal> UmrRes<H> {
         if u.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0 {
             return Err(InvalidInput::OutOfRange.into());
         }
-        let seg = u.seg.bytes();
-        let mut body = Body::new();
         if u.mtt.len() <= INLINE_MAX_MTT {
-            header(
-                &mut body,
-                u.check | flags::INLINE,
-                u.mtt.len(),
-                u.mtt_offset,
-                u.mask,
-                &seg,
-            );
-            for e in u.mtt {
-                body.push(&e.to_be_bytes());
-            }
-            // Whole octowords (an odd entry count ends with a zero entry).
-            body.pad_to(wqe::SEND_WQE_DS);
+            let body = Body::inline(u);
             return self.post_wait(hal, u.key, body.bytes());
         }
+        let seg = u.seg.bytes();
+        let mut body = Body::new();
         let mut done = 0usize;
         while done < u.mtt.len() {
             let n = (u.mtt.len() - done).min(XLT_CHUNK_MTT);
@@ -368,19 +362,7 @@ impl<H: Hal> UmrRes<H> {
                 {
                     break;
                 }
-                let mut body = Body::new();
-                header(
-                    &mut body,
-                    u.check | flags::INLINE,
-                    u.mtt.len(),
-                    u.mtt_offset,
-                    u.mask,
-                    &u.seg.bytes(),
-                );
-                for e in u.mtt {
-                    body.push(&e.to_be_bytes());
-                }
-                body.pad_to(wqe::SEND_WQE_DS);
+                let body = Body::inline(u);
                 let id = self.next;
                 // Only the batch's last WQE asks for a completion: it covers every earlier one
                 // (completions come in SQ order; rdma-core's selective signaling,
@@ -516,12 +498,34 @@ impl Body {
         self.b[self.len..self.len + x.len()].copy_from_slice(x);
         self.len += x.len();
     }
-    /// Zero bytes up to a multiple of `n`.
-    fn pad_to(&mut self, n: usize) {
-        self.len = self.len.next_multiple_of(n);
-    }
     fn bytes(&self) -> &[u8] {
         &self.b[..self.len]
+    }
+
+    /// The body of inline UMR `u` (at most [`INLINE_MAX_MTT`] entries, checked by the
+    /// callers): UMR ctrl segment, mkey segment and the entries, each written in place (no
+    /// segment is built apart and copied), padded with zeros to whole octowords (an odd
+    /// entry count ends with a zero entry).
+    #[inline(always)]
+    fn inline(u: &Umr<'_>) -> Body {
+        const MKC_AT: usize = wqe::umr_ctrl_seg::SIZE;
+        const XLT_AT: usize = MKC_AT + mkc::BYTES;
+        let mut body = Body::new();
+        let n = u.mtt.len().min(INLINE_MAX_MTT);
+        if let Some(c) = body.b.first_chunk_mut::<MKC_AT>() {
+            umr_ctrl(c, u.check | flags::INLINE, n, u.mtt_offset, u.mask);
+        }
+        if let Some(seg) = body.b[MKC_AT..].first_chunk_mut::<{ mkc::BYTES }>() {
+            u.seg.write(seg);
+        }
+        for (d, e) in body.b[XLT_AT..]
+            .chunks_exact_mut(mkey::MTT_ENTRY_SIZE)
+            .zip(&u.mtt[..n])
+        {
+            d.copy_from_slice(&e.to_be_bytes());
+        }
+        body.len = (XLT_AT + n * mkey::MTT_ENTRY_SIZE).next_multiple_of(wqe::SEND_WQE_DS);
+        body
     }
 }
 
@@ -536,6 +540,21 @@ fn header(
     seg: &[u8; mkc::BYTES],
 ) {
     let mut c = [0u8; wqe::umr_ctrl_seg::SIZE];
+    umr_ctrl(&mut c, flags, entries, offset, mask);
+    b.push(&c);
+    b.push(seg);
+}
+
+/// Writes `mlx5_wqe_umr_ctrl_seg` for `entries` MTT entries at entry `offset` into the zeroed
+/// `c` (Linux ib/umr.c `mlx5r_umr_set_update_xlt_ctrl_seg`).
+#[inline(always)]
+fn umr_ctrl(
+    c: &mut [u8; wqe::umr_ctrl_seg::SIZE],
+    flags: u8,
+    entries: usize,
+    offset: u64,
+    mask: u64,
+) {
     let oct = entries.div_ceil(2) as u16; // two 8-byte entries per octoword
     let oct_off = offset / 2;
     let mut f = flags;
@@ -551,8 +570,6 @@ fn header(
     c[at..at + 2].copy_from_slice(&oct.to_be_bytes());
     let at = wqe::umr_ctrl_seg::MKEY_MASK;
     c[at..at + 8].copy_from_slice(&mask.to_be_bytes());
-    b.push(&c);
-    b.push(seg);
 }
 
 impl<H: Hal> Drop for UmrRes<H> {

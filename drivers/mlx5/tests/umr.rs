@@ -960,3 +960,79 @@ fn a_reused_cached_region_takes_the_new_registration_whole() {
         assert_eq!(got, vec![(b.bus_addr(), 4096)]);
     });
 }
+
+/// A UMR-opcode WQE (here a BIND_MW) taken from the SQ while an earlier work request of its
+/// QP is still outstanding executes then, but completes only after that request: completions
+/// come in SQ order. (The model completes a UMR at once only when nothing is ahead of it.)
+/// The SEND waits on RNR NAKs (no receive posted, `rnr_retry` 7 retries forever) until a
+/// receive is posted; the model's timers run on `poll`.
+#[test]
+fn a_umr_wqe_behind_an_outstanding_send_completes_after_it() {
+    use mlx5::{MwBind, MwType, QpOptions, RecvWr, SendData, SendFlags, SendOp, SendWr};
+    let (sim, ctx) = open();
+    let opts = QpOptions {
+        mw_bind: true,
+        ..QpOptions::default()
+    };
+    let pd = ctx.alloc_pd().expect("pd");
+    let mut p = pair_with(&ctx, pd, &QpCaps::default(), &opts, 64);
+    let bindable = AccessFlags(AccessFlags::ALL.0 | AccessFlags::MW_BIND.0);
+    let target = p.pd.alloc_mr(8192, bindable).expect("target");
+    let src = mr(&p.pd, 4096);
+    let dst = mr(&p.pd, 4096);
+    let mut mw = p.pd.alloc_mw(MwType::Type2).expect("window");
+    src.write(0, b"in order").expect("write");
+    p.a.post_send(&[SendWr {
+        wr_id: 1,
+        op: SendOp::Send { imm: None },
+        data: SendData::Sges(&[src.sge(0, 8)]),
+        flags: SendFlags::SIGNALED,
+    }])
+    .expect("post send");
+    let mut wc = [mlx5::WorkCompletion::default(); 4];
+    sim.hca.poll();
+    assert_eq!(p.cq_a.poll(&mut wc).expect("poll"), 0, "the SEND waits (RNR)");
+    let bind = MwBind {
+        mr: &target,
+        addr: target.addr(),
+        len: 4096,
+        access: AccessFlags(AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_WRITE.0),
+    };
+    let rkey =
+        p.a.post_bind_mw(2, &mut mw, &bind, SendFlags::SIGNALED)
+            .expect("post bind");
+    // Executed when taken (the window is bound), not completed: the SEND is ahead of it.
+    sim.with_hca(|h| assert!(!h.mkeys.by_index(rkey >> 8).expect("window").free));
+    sim.hca.poll();
+    assert_eq!(
+        p.cq_a.poll(&mut wc).expect("poll"),
+        0,
+        "the bind's completion waits behind the SEND"
+    );
+    p.b.post_recv(&[RecvWr {
+        wr_id: 5,
+        sges: &[dst.sge(0, 4096)],
+    }])
+    .expect("post recv");
+    let mut got = Vec::new();
+    for _ in 0..10_000 {
+        sim.hca.poll();
+        let n = p.cq_a.poll(&mut wc).expect("poll");
+        got.extend(wc[..n].iter().map(|w| (w.wr_id, w.status, w.opcode)));
+        if got.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    assert_eq!(
+        got,
+        vec![
+            (1, WcStatus::Success, mlx5::WcOpcode::Send),
+            (2, WcStatus::Success, mlx5::WcOpcode::BindMw)
+        ]
+    );
+    assert_eq!(one(&mut p.cq_b).byte_len, 8);
+    let mut back = [0u8; 8];
+    dst.read(0, &mut back).expect("read");
+    assert_eq!(&back, b"in order");
+}

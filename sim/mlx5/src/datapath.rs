@@ -135,6 +135,7 @@ const RX_PER_POLL: usize = 4096;
 /// work posted to QPs in the error state. The device calls it periodically.
 pub fn poll_wire(hca: &mut Hca) {
     hca.port.tick();
+    hca.clock_due = false;
     let mac = hca.mac();
     hca.port.set_mac(mac);
     if !hca.port.ips_synced() {
@@ -157,9 +158,11 @@ pub fn poll_wire(hca: &mut Hca) {
     run(hca);
 }
 
-/// Looks at QP `qpn`'s send queue now (doorbell, or the QP just reached RTS).
+/// Looks at QP `qpn`'s send queue now (doorbell, or the QP just reached RTS). The port's
+/// clock is read for this event only once a transport needs it ([`rcpath::clock`]): a
+/// doorbell whose WQEs all execute locally (UMRs) reads no clock.
 pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
-    hca.port.tick();
+    hca.clock_due = true;
     queue_kick(hca, qpn);
     run(hca);
 }
@@ -288,7 +291,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 rcpath::push_slot(hca, qpn, slot, None);
                 break;
             }
-            rcpath::push_slot(hca, qpn, slot, None);
+            rcpath::push_local_done(hca, qpn, slot);
             continue;
         }
         let parsed = SendWqe::parse(&raw[..len]);

@@ -375,17 +375,25 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
             // The kept entries of `r` (clamped to the key: with no `list`, `first` may lie
             // past its end, and then every entry is kept).
             let n_entries = entries.len();
+            // The kept entries of `r` as a slice (plain slice loops below: the iterator
+            // chains they replace were not inlined, and cost more than the checks).
             let kept = |r: core::ops::Range<usize>| {
-                entries[r.start.min(n_entries)..r.end.min(n_entries).max(r.start.min(n_entries))]
-                    .iter()
-                    .copied()
+                let lo = r.start.min(n_entries);
+                lo..r.end.min(n_entries).max(lo)
             };
             // The kept entries are aligned to the current page size: CREATE_MKEY refuses a
             // misaligned entry (the room beyond is zero) and every UMR leaves them all aligned
             // (this check). So they need a look only when the page size grows.
             let kept_bad = shift > *page_shift
-                && kept(0..first).chain(kept(written.end..n_entries)).any(misaligned);
-            if kept_bad || (0..count).any(|i| misaligned(list.get(i))) {
+                && (entries[kept(0..first)].iter().any(|&e| misaligned(e))
+                    || entries[kept(written.end..n_entries)]
+                        .iter()
+                        .any(|&e| misaligned(e)));
+            let mut list_bad = false;
+            for i in 0..count {
+                list_bad |= misaligned(list.get(i));
+            }
+            if kept_bad || list_bad {
                 return Err(prot(umr_vendor::XLT_MISALIGNED));
             }
             // A key left enabled has every page of `start..start + len` present.
@@ -394,10 +402,14 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
                 let end = (start as u128 + len).div_ceil(page as u128);
                 let pages = (end - base) as usize;
                 let present = |e: MttEntry| e.read() || e.write();
+                let mut list_present = true;
+                for i in 0..count.min(pages.saturating_sub(first)) {
+                    list_present &= present(list.get(i));
+                }
                 let incomplete = pages > entries.len()
-                    || !kept(0..first.min(pages)).all(present)
-                    || !kept(written.end..pages).all(present)
-                    || !(0..count.min(pages.saturating_sub(first))).all(|i| present(list.get(i)));
+                    || !entries[kept(0..first.min(pages))].iter().all(|&e| present(e))
+                    || !entries[kept(written.end..pages)].iter().all(|&e| present(e))
+                    || !list_present;
                 if incomplete {
                     return Err(prot(umr_vendor::XLT_INCOMPLETE));
                 }

@@ -126,6 +126,8 @@ pub struct Hca {
     /// The buffer a send WQE is fetched into, kept between doorbells (zeroing 1 KiB per WQE
     /// showed in the profile). Only the bytes fetched for the current WQE are ever read.
     pub(crate) wqe_buf: Option<Box<[u8; crate::wqe::MAX_WQE_BYTES]>>,
+    /// A doorbell started this event; the port's clock is not read for it yet (`rcpath::clock`).
+    pub(crate) clock_due: bool,
 }
 
 /// `supported_issi_dw0`: ISSI 0 and 1 (Linux main.c:1073 checks bit 1, then bit 0).
@@ -172,6 +174,7 @@ impl Hca {
             driver_version: None,
             config,
             wqe_buf: None,
+            clock_due: false,
         }
     }
 

@@ -45,7 +45,7 @@ use crate::datapath::{
 use crate::hca::Hca;
 use crate::memory::GuestMemory;
 use crate::mr::{Access, KeyUser};
-use crate::qp::Route;
+use crate::qp::{Qp, Route};
 use crate::roce::counters::Counter;
 use crate::roce::rc::RcQp;
 use crate::roce::requester::{
@@ -474,6 +474,49 @@ pub(crate) fn push_slot(hca: &mut Hca, qpn: u32, mut slot: WrSlot, wr: Option<Wo
     q.wrs.push_back(slot);
 }
 
+/// A WQE executed locally and successfully (a UMR): completed at once when nothing is ahead
+/// of it in QP `qpn`'s SQ record (its CQE, if signaled, is then exactly the next of the SQ in
+/// order, which is what [`retire_local`] would write for it), else queued behind the work
+/// ahead as a [`SlotKind::Nop`] slot.
+pub(crate) fn push_local_done(hca: &mut Hca, qpn: u32, slot: WrSlot) {
+    let Some(q) = hca.qps.get_mut(qpn) else {
+        return;
+    };
+    if !q.wrs.is_empty() {
+        q.wrs.push_back(slot);
+        return;
+    }
+    if slot.signaled {
+        let (cqn, uidx) = (q.cqn_snd, q.user_index);
+        let c = Cqe::requester(slot.opcode, qpn, slot.wqe_index, 0).with_user_index(uidx);
+        post_cqe(hca, cqn, &c);
+    }
+}
+
+/// Whether QP `q`'s transport has nothing to do on a pump: no work request queued or in
+/// flight, no timer armed, no READ reply streaming, no error to report. [`RcQp::pump`] then
+/// sends nothing, changes no state and completes nothing (its timers, send loop and
+/// `complete_failed` all start from the queued requests or an armed deadline), so skipping it
+/// is exact; the UMR QP, whose WQEs all execute locally, is always in this state.
+fn transport_idle(q: &Qp) -> bool {
+    q.rc.as_ref().is_none_or(|rc| {
+        rc.qp.requester.outstanding() == 0
+            && rc.qp.next_deadline().is_none()
+            && !rc.qp.is_error()
+    })
+}
+
+/// Reads the port's clock if this device event has not yet (`Hca::clock_due`, set by a
+/// doorbell): called before a transport runs, so the clock still stands still for the rest of
+/// the event (every transport call of one event sees the same time), as when it was read at
+/// the doorbell.
+pub(crate) fn clock(hca: &mut Hca) {
+    if hca.clock_due {
+        hca.port.tick();
+        hca.clock_due = false;
+    }
+}
+
 /// Completes local slots (NOPs, local failures) at the head of QP `qpn`'s SQ record. A local
 /// failure moves the QP to ERR.
 pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
@@ -512,6 +555,18 @@ pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
 
 /// Lets QP `qpn`'s requester send what it may and run its timers.
 pub(crate) fn pump(hca: &mut Hca, qpn: u32) {
+    let Some(q) = hca.qps.get(qpn) else {
+        return;
+    };
+    if transport_idle(q) {
+        // Nothing for the transport; local slots may wait at the head (none after a UMR
+        // completed at once).
+        if !q.wrs.is_empty() {
+            retire_local(hca, qpn);
+        }
+        return;
+    }
+    clock(hca);
     with_rc(hca, qpn, None, |rc, now, env, tx| rc.pump(now, env, tx));
     retire_local(hca, qpn);
 }
@@ -568,6 +623,7 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
         q.comm_est = true;
         post_qp_event(hca, event::COMM_EST, qpn);
     }
+    clock(hca);
     with_rc(hca, qpn, None, |rc, now, env, tx| {
         let mut tmp = ExtHdrs::NONE;
         let mut kept = batch.iter().filter(|p| keep(p)).peekable();
