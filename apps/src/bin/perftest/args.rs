@@ -43,6 +43,10 @@ pub(crate) struct Opts {
     pub(crate) events: bool,
     /// `-u`: the local ACK timeout exponent (4.096 us << u), perftest's default 14.
     pub(crate) qp_timeout: u8,
+    /// perftest's `rx_depth`: the receives a SEND tool keeps posted
+    /// ([`rdma_checks::recv_ring::send_rx_depth`]); `DEF_RX_RDMA` (1) for the others, which
+    /// post none.
+    pub(crate) rx_depth: u64,
 }
 
 impl Opts {
@@ -99,6 +103,7 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
         duration: None,
         events: false,
         qp_timeout: 14,
+        rx_depth: 1,
     };
     let mut margin: Option<u64> = None;
     while let Some(a) = it.next() {
@@ -176,6 +181,9 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
             return Err("please check that DURATION > 2*MARGIN".into());
         }
         o.duration = Some((d, m));
+    }
+    if verb == Verb::Send {
+        o.rx_depth = send_rx_depth(if o.duration.is_some() { None } else { Some(o.iters) }, o.all);
     }
     if let Some(client) = oob::cmdline_role(cmdline)? {
         o.client = client;

@@ -6,6 +6,10 @@ pub(crate) const SEED: u8 = 0x3c;
 /// This side's cycle buffer (perftest: the page size) and cache line (check_sys_data).
 pub(crate) const CYCLE_BUFFER: u64 = 4096;
 pub(crate) const CACHE_LINE: u64 = 64;
+/// The most a SEND receiver's slots take (512 + 1 receives of 64 KiB fit; larger messages
+/// share slots, as perftest's own receives all land on one address above half the cycle
+/// buffer, `ctx_set_recv_wqes`).
+pub(crate) const RECV_SLOT_AREA: u64 = 40 << 20;
 /// perftest_resources.h `INC`: `size` rounded up to whole cache lines (at least one).
 pub(crate) fn inc(size: u64) -> u64 {
     size.div_ceil(CACHE_LINE).max(1) * CACHE_LINE
@@ -15,6 +19,10 @@ pub(crate) fn inc(size: u64) -> u64 {
 /// `INC(BUFF_SIZE(size, cycle_buffer))`): `[0, half)` is what this side sends or WRITEs from;
 /// `[half, 2 half)` is what it announces (`vaddr`), the peer's target; after them, slots for
 /// READ destinations, atomic results and receives.
+///
+/// A SEND tool's receiver gets a slot per receive it keeps posted, and one more
+/// (`rx_depth + 1`, [`rdma_checks::recv_ring::RecvRing::exclusive`]), so it can check each
+/// message while perftest's `rx_depth` receives stay posted; up to [`RECV_SLOT_AREA`] bytes.
 #[derive(Clone, Copy)]
 pub(crate) struct Layout {
     pub(crate) half: u64,
@@ -22,10 +30,14 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    pub(crate) fn new(max_size: u64, verb: Verb) -> Layout {
+    pub(crate) fn new(max_size: u64, verb: Verb, rx_depth: u64) -> Layout {
         let half = inc(max_size.max(CYCLE_BUFFER));
         // WRITE uses no slots.
-        let slot_area = if verb == Verb::Write { CYCLE_BUFFER } else { (64 * inc(max_size)).clamp(CYCLE_BUFFER, 16 << 20) };
+        let slot_area = match verb {
+            Verb::Write => CYCLE_BUFFER,
+            Verb::Send => rx_depth.saturating_add(1).saturating_mul(inc(max_size)).clamp(CYCLE_BUFFER, RECV_SLOT_AREA),
+            Verb::Read | Verb::Atomic => (64 * inc(max_size)).clamp(CYCLE_BUFFER, 16 << 20),
+        };
         Layout { half, slot_area }
     }
     pub(crate) fn target(&self) -> u64 {
@@ -37,6 +49,15 @@ impl Layout {
     /// How many slots of `size` bytes there are (at most 64).
     pub(crate) fn nslots(&self, size: u64) -> u64 {
         (self.slot_area / inc(size)).clamp(1, 64)
+    }
+    /// Where the receive slots start.
+    pub(crate) fn recv_base(&self) -> u64 {
+        2 * self.half
+    }
+    /// How many receive slots of `size` bytes there are for `rx_depth` receives: one per
+    /// receive and one more when they fit, fewer (shared) when they do not.
+    pub(crate) fn recv_slots(&self, size: u64, rx_depth: u64) -> u64 {
+        (self.slot_area / inc(size)).clamp(1, rx_depth.saturating_add(1))
     }
     /// Offset of slot `k` (modulo the slot count) for `size`-byte messages.
     pub(crate) fn slot(&self, size: u64, k: u64) -> u64 {

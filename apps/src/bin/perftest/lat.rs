@@ -138,13 +138,13 @@ pub(crate) fn read_lat<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: u
 
 /// `run_iter_lat_send`: the client sends first; each side waits for the peer's message, then
 /// sends its own.
-pub(crate) fn send_lat<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut posted: u64) -> Result<String, String> {
+pub(crate) fn send_lat<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: RecvRing) -> Result<String, String> {
     let client = o.client;
     let mut clock: Option<Clock> = None;
     let n = if o.duration.is_some() { u64::MAX } else { o.iters };
     let (mut scnt, mut rcnt, mut sampled) = (0u64, 0u64, 0u64);
     let mut tp: Vec<u64> = Vec::new();
-    let mut chk = RecvCheck { landed: 0, first: None, differ: 0 };
+    let mut chk = RecvCheck::new();
     let ended = |c: &Option<Clock>| c.is_some_and(|c| c.phase() == Phase::End);
     while (scnt < n || rcnt < n) && !ended(&clock) {
         if rcnt < n && !(scnt < 1 && client) {
@@ -155,7 +155,10 @@ pub(crate) fn send_lat<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut posted: 
                     clock = Some(Clock::start(d, m));
                 }
             }
-            take_recv(o, r, size, &wc, &mut posted, &mut chk)?;
+            take_recv(o, r, size, &wc, &mut ring, &mut chk)?;
+            if !ring.keeps_depth() {
+                return Err(format!("after message {rcnt}: {} receives posted, fewer than perftest's rx_depth {} keeps", ring.outstanding(), ring.depth()));
+            }
             rcnt += 1;
             if clock.is_some_and(|c| c.phase() == Phase::Sample) {
                 sampled += 1;

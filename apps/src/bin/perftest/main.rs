@@ -79,11 +79,12 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use apps::oob::{self, Oob};
+use rdma_checks::recv_ring::{send_rx_depth, RecvRing};
 use kernel::time::{Deadline, Instant};
 use kernel::{println, AppContext};
 use mlx5::{
     AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig, Hal, MemoryRegion, Mtu,
-    QpCaps, QpEndpoint, QueuePair, RecvWr, Remote, SendData, SendFlags, SendOp, SendWr, WcStatus, WorkCompletion,
+    QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr, WcStatus, WorkCompletion,
 };
 
 mod args;
@@ -139,7 +140,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
     let r = (|| -> Result<(), String> {
         let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
         let gid = oob::ipv4_gid(ip);
-        let lay = Layout::new(o.max_size(), o.verb);
+        let lay = Layout::new(o.max_size(), o.verb, o.rx_depth);
         let len = usize::try_from(lay.len()).map_err(|_| "size")?;
         let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
         let t = Instant::now();
@@ -155,13 +156,22 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             }
         }
         let (sch, rch) = if o.events { (Some(dev.create_comp_channel()), Some(dev.create_comp_channel())) } else { (None, None) };
-        let mk_cq = |ch: &Option<CompletionChannel<_>>| match ch {
-            Some(c) => dev.create_cq_with_channel(256, c),
-            None => dev.create_cq(256),
+        let mk_cq = |ch: &Option<CompletionChannel<_>>, n: u32| match ch {
+            Some(c) => dev.create_cq_with_channel(n, c),
+            None => dev.create_cq(n),
         };
-        let scq = mk_cq(&sch).map_err(|e| format!("create_cq: {e:?}"))?;
-        let rcq = mk_cq(&rch).map_err(|e| format!("create_cq: {e:?}"))?;
-        let caps = QpCaps { max_send_wr: 64, max_recv_wr: 64, ..QpCaps::default() };
+        // perftest (perftest_resources.c `create_reg_cqs`, `ctx_init`): the receive CQ and the
+        // receive queue hold rx_depth, every receive this side keeps posted.
+        let (rq, rcq_len) = match o.verb {
+            Verb::Send => {
+                let d = u32::try_from(o.rx_depth).map_err(|_| "rx_depth")?;
+                (d, d.max(256))
+            }
+            _ => (64, 256),
+        };
+        let scq = mk_cq(&sch, 256).map_err(|e| format!("create_cq: {e:?}"))?;
+        let rcq = mk_cq(&rch, rcq_len).map_err(|e| format!("create_cq: {e:?}"))?;
+        let caps = QpCaps { max_send_wr: 64, max_recv_wr: rq, ..QpCaps::default() };
         let mut qp = pd.create_qp(&scq, &rcq, &caps).map_err(|e| format!("create_qp: {e:?}"))?;
         if let Some(s) = &set {
             qp.set_counter_set(Some(s)).map_err(|e| format!("the QP's counter set: {e:?}"))?;
@@ -266,9 +276,12 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             (Test::Bw, Verb::Send, _) => {
                 print_bw_header();
                 for s in o.sizes() {
-                    let posted = if c { 0 } else { post_recvs(o, &mut r, s)? };
+                    let ring = if c { None } else { Some(post_recvs(o, &mut r, s)?) };
                     hs(&mut link, "handshake before the run")?;
-                    let (rep, note) = if c { bw_requester(o, &mut r, remote, s)? } else { receiver(o, &mut r, s, posted)? };
+                    let (rep, note) = match ring {
+                        None => bw_requester(o, &mut r, remote, s)?,
+                        Some(ring) => receiver(o, &mut r, s, ring)?,
+                    };
                     print_bw_line(&rep);
                     notes.push(note);
                     if o.all {
@@ -302,9 +315,9 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             (Test::Lat, Verb::Send, _) => {
                 print_lat_header(o);
                 for s in o.sizes() {
-                    let posted = post_recvs(o, &mut r, s)?;
+                    let ring = post_recvs(o, &mut r, s)?;
                     hs(&mut link, "handshake before the run")?;
-                    notes.push(send_lat(o, &mut r, s, posted)?);
+                    notes.push(send_lat(o, &mut r, s, ring)?);
                 }
                 println!("{RESULT_LINE}");
                 close(&mut link, &r.mr)?;

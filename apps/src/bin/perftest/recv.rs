@@ -2,39 +2,61 @@
 
 use super::*;
 
-/// Posts the first receives for `size`-byte SENDs (`ctx_set_recv_wqes`); how many.
-pub(crate) fn post_recvs<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64) -> Result<u64, String> {
+/// `ctx_set_recv_wqes`: posts perftest's `rx_depth` receives for `size`-byte SENDs, each in
+/// a slot of its own when `rx_depth + 1` slots fit (else shared, see [`take_recv`]).
+pub(crate) fn post_recvs<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64) -> Result<RecvRing, String> {
     let want = if o.duration.is_some() { u64::MAX } else { o.iters };
-    let k = r.lay.nslots(size).min(want).min(64);
-    for i in 0..k {
-        let s = [r.mr.sge(r.lay.slot(size, i), size as u32)];
-        r.qp.post_recv(&[RecvWr { wr_id: i, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
-    }
-    Ok(k)
+    let slots = r.lay.recv_slots(size, o.rx_depth);
+    let mut ring = RecvRing::new(o.rx_depth, want, size as u32, r.lay.recv_base(), inc(size), slots);
+    ring.post_initial(&mut r.qp, &r.mr).map_err(|e| format!("posting the first {} receives: {e:?}", o.rx_depth))?;
+    Ok(ring)
 }
 
-/// Takes one received message: its length, and its bytes against the pattern (bw: how many
-/// landed, the pattern put back) or against the first message (lat). Reposts the slot while
-/// more are due.
+/// What the received messages showed: bytes that differ from the pattern they overwrote, of
+/// how many checked; for lat the first message and how many differ from it; messages whose
+/// bytes could not be checked (their slot was shared with a later receive).
 pub(crate) struct RecvCheck {
     pub(crate) landed: u64,
+    pub(crate) checked: u64,
     pub(crate) first: Option<Vec<u8>>,
     pub(crate) differ: u64,
+    pub(crate) unchecked: u64,
 }
 
+impl RecvCheck {
+    pub(crate) fn new() -> RecvCheck {
+        RecvCheck { landed: 0, checked: 0, first: None, differ: 0, unchecked: 0 }
+    }
+}
+
+/// Takes one received message as `run_iter_bw_server` does: first one receive is posted
+/// again (while more are due), then the message is looked at: its length, and its bytes
+/// against the pattern (bw: how many landed, then the pattern put back) or against the first
+/// message (lat).
+///
+/// With fewer slots than `rx_depth + 1` (large messages, [`RecvRing::exclusive`] false) a
+/// later receive may already be landing in this message's slot, so bw checks only the first
+/// use of each slot (any peer bytes there, this message's or a later one's, differ from the
+/// pattern) and puts no pattern back. Lat has one message in flight at a time (the peer waits
+/// for this side's reply), so its slots are never written while looked at.
 pub(crate) fn take_recv<H: Hal>(
     o: &Opts,
     r: &mut Res<H>,
     size: u64,
     wc: &WorkCompletion,
-    posted: &mut u64,
+    ring: &mut RecvRing,
     chk: &mut RecvCheck,
 ) -> Result<(), String> {
     ok_wc(wc, "receive")?;
+    let at = ring.complete(&mut r.qp, &r.mr, wc.wr_id).map_err(|e| format!("reposting a receive: {e:?}"))?;
     if wc.byte_len as u64 != size {
         return Err(format!("message {}: {} bytes, not {size}", wc.wr_id, wc.byte_len));
     }
-    let at = r.lay.slot(size, wc.wr_id);
+    let own = ring.exclusive() || o.test == Test::Lat;
+    if !own && wc.wr_id >= ring.slots() {
+        chk.unchecked += 1;
+        return Ok(());
+    }
     let got = read(&r.mr, at, size)?;
     if o.test == Test::Lat {
         match &chk.first {
@@ -49,12 +71,9 @@ pub(crate) fn take_recv<H: Hal>(
         chk.landed += got[i..i + n].iter().zip(pat(at + i as u64, n)).filter(|(a, b)| a != b).count() as u64;
         i += n;
     }
-    fill(&r.mr, at, size)?;
-    let want = if o.duration.is_some() { u64::MAX } else { o.iters };
-    if *posted < want {
-        let s = [r.mr.sge(at, size as u32)];
-        r.qp.post_recv(&[RecvWr { wr_id: *posted, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
-        *posted += 1;
+    chk.checked += size;
+    if own {
+        fill(&r.mr, at, size)?;
     }
     Ok(())
 }
@@ -66,9 +85,9 @@ pub(crate) fn enough_landed(landed: u64, total: u64) -> bool {
 
 /// Receives `-n` SENDs (or for `-D` seconds from the first), reposting each
 /// (`run_iter_bw_server`).
-pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut posted: u64) -> Result<(Report, String), String> {
+pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: RecvRing) -> Result<(Report, String), String> {
     let mut clock: Option<Clock> = None;
-    let mut chk = RecvCheck { landed: 0, first: None, differ: 0 };
+    let mut chk = RecvCheck::new();
     let (mut rcnt, mut sampled) = (0u64, 0u64);
     let mut t_first = 0u64;
     let mut t_last = 0u64;
@@ -85,15 +104,18 @@ pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut posted: 
             }
         }
         t_last = t;
-        take_recv(o, r, size, &wc, &mut posted, &mut chk)?;
+        take_recv(o, r, size, &wc, &mut ring, &mut chk)?;
+        if !ring.keeps_depth() {
+            return Err(format!("after message {rcnt}: {} receives posted, fewer than perftest's rx_depth {} keeps", ring.outstanding(), ring.depth()));
+        }
         rcnt += 1;
         if clock.is_some_and(|c| c.phase() == Phase::Sample) {
             sampled += 1;
         }
     }
     let total = size * rcnt;
-    if !enough_landed(chk.landed, total) {
-        return Err(format!("only {} of {total} received bytes differ from the pattern they overwrote", chk.landed));
+    if !enough_landed(chk.landed, chk.checked) {
+        return Err(format!("only {} of {} received bytes checked differ from the pattern they overwrote", chk.landed, chk.checked));
     }
     let rep = match &clock {
         Some(cl) => duration_report(size, sampled, cl),
@@ -103,5 +125,17 @@ pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut posted: 
             Report { size, iters: rcnt, peak: 0.0, avg: total as f64 / secs / MB, rate: rcnt as f64 / secs / 1e6 }
         }
     };
-    Ok((rep, format!("{rcnt} messages of {size} B received, {} of {total} bytes landed", chk.landed)))
+    let unchecked = match chk.unchecked {
+        0 => String::new(),
+        u => format!(" ({u} in shared slots not checked)"),
+    };
+    Ok((
+        rep,
+        format!(
+            "{rcnt} messages of {size} B received with perftest's rx_depth {} kept posted, {} of {} bytes checked landed{unchecked}",
+            ring.depth(),
+            chk.landed,
+            chk.checked
+        ),
+    ))
 }
