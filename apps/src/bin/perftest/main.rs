@@ -31,12 +31,16 @@
 //!      `xchg_bw_reports` (five 8-byte big-endian fields: size, iterations, BW peak, BW
 //!      average, message rate; the last three f64), and the server prints the client's figures;
 //!    - `ib_send_bw`: per size the server posts its receives, a handshake, both run and print
-//!      their own figures (with `-a` a handshake after each size);
+//!      their own figures (with `-a` a handshake after each size). The receiver keeps
+//!      perftest's `rx_depth` receives posted (512, at most `-n`, made even without `-a`) and
+//!      posts one again as each completes, before it checks the message (`ctx_set_recv_wqes`,
+//!      `run_iter_bw_server`; rdma_checks::recv_ring), so Linux's 128 SENDs in flight never
+//!      meet an empty receive queue (no RNR NAK);
 //!    - `ib_write_lat`: no more exchange: both sides ping-pong RDMA WRITEs, each polling the
 //!      last byte of its buffer for the count (`run_iter_lat_write`; the server writes first);
 //!    - `ib_read_lat`: the client READs one at a time (`run_iter_lat`), the server only waits;
-//!    - `ib_send_lat`: per size both post receives, a handshake, then SEND ping-pong
-//!      (`run_iter_lat_send`; the client sends first).
+//!    - `ib_send_lat`: per size both post `rx_depth` receives, a handshake, then SEND
+//!      ping-pong (`run_iter_lat_send`; the client sends first).
 //! 6. `ctx_close_connection`: a handshake, then `"done"` and its NUL each way (not
 //!    ib_write_lat).
 //!
