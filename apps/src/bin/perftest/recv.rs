@@ -91,12 +91,17 @@ pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: Re
     let (mut rcnt, mut sampled) = (0u64, 0u64);
     let mut t_first = 0u64;
     let mut t_last = 0u64;
+    // Where the time goes: waiting for completions, and taking each message (repost, check,
+    // pattern put back).
+    let (mut in_wait, mut in_take) = (0u64, 0u64);
     loop {
         if o.duration.is_none() && rcnt == o.iters {
             break;
         }
+        let tw = now();
         let Some(wc) = wait_cq(&mut r.rcq, r.rch.as_ref(), &mut r.events, clock.as_ref())? else { break };
         let t = now();
+        in_wait += t - tw;
         if rcnt == 0 {
             t_first = t;
             if let Some((d, m)) = o.duration {
@@ -105,6 +110,7 @@ pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: Re
         }
         t_last = t;
         take_recv(o, r, size, &wc, &mut ring, &mut chk)?;
+        in_take += now() - t;
         if !ring.keeps_depth() {
             return Err(format!("after message {rcnt}: {} receives posted, fewer than perftest's rx_depth {} keeps", ring.outstanding(), ring.depth()));
         }
@@ -113,6 +119,8 @@ pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: Re
             sampled += 1;
         }
     }
+    let us = |t: u64| t as f64 / ticks_per_us();
+    log::info!("perftest: receiver: {rcnt} messages: {:.0} us waiting for completions, {:.0} us taking them", us(in_wait), us(in_take));
     let total = size * rcnt;
     if !enough_landed(chk.landed, chk.checked) {
         return Err(format!("only {} of {} received bytes checked differ from the pattern they overwrote", chk.landed, chk.checked));
