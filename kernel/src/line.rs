@@ -1,4 +1,4 @@
-//! Line assembly for the serial console's input ([`crate::console::read_line`]), apart from the
+//! Line assembly for the serial console's input (`console::read_line`, on the image target), apart from the
 //! UART so that the host tests can drive it.
 //!
 //! A line that is still arriving when the caller's deadline passes is kept, not dropped: the
