@@ -180,7 +180,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         if let Some(s) = &set {
             qp.set_counter_set(Some(s)).map_err(|e| format!("the QP's counter set: {e:?}"))?;
         }
-        let mut r = Res { qp, scq, rcq, sch, rch, mr, lay, events: [0; 3] };
+        let mut r = Res { qp, scq, rcq, sch, rch, mr, lay, events: [0; 3], recv_dirty: false };
         let ep = r.qp.endpoint();
         let dcaps = dev.caps();
         // perftest_parameters.c: out_reads is the device's maximum for READ and atomic tools.

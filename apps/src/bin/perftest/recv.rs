@@ -8,6 +8,12 @@ pub(crate) fn post_recvs<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64) -> Result<
     let want = if o.duration.is_some() { u64::MAX } else { o.iters };
     let slots = r.lay.recv_slots(size, o.rx_depth);
     let mut ring = RecvRing::new(o.rx_depth, want, size as u32, r.lay.recv_base(), inc(size), slots);
+    if r.recv_dirty && ring.exclusive() {
+        // An earlier size's shared slots left the peer's bytes: the pattern back where this
+        // size's receives land, so that their checks mean something.
+        fill(&r.mr, r.lay.recv_base(), slots * inc(size))?;
+        r.recv_dirty = false;
+    }
     ring.post_initial(&mut r.qp, &r.mr).map_err(|e| format!("posting the first {} receives: {e:?}", o.rx_depth))?;
     Ok(ring)
 }
@@ -37,7 +43,8 @@ impl RecvCheck {
 /// With fewer slots than `rx_depth + 1` (large messages, [`RecvRing::exclusive`] false) a
 /// later receive may already be landing in this message's slot, so bw checks only the first
 /// use of each slot (any peer bytes there, this message's or a later one's, differ from the
-/// pattern) and puts no pattern back. Lat has one message in flight at a time (the peer waits
+/// pattern) and puts no pattern back (the slots are then marked as holding no pattern, and
+/// later shared runs check nothing there). Lat has one message in flight at a time (the peer waits
 /// for this side's reply), so its slots are never written while looked at.
 pub(crate) fn take_recv<H: Hal>(
     o: &Opts,
@@ -53,7 +60,7 @@ pub(crate) fn take_recv<H: Hal>(
         return Err(format!("message {}: {} bytes, not {size}", wc.wr_id, wc.byte_len));
     }
     let own = ring.exclusive() || o.test == Test::Lat;
-    if !own && wc.wr_id >= ring.slots() {
+    if !own && (r.recv_dirty || wc.wr_id >= ring.slots()) {
         chk.unchecked += 1;
         return Ok(());
     }
@@ -118,6 +125,9 @@ pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: Re
         if clock.is_some_and(|c| c.phase() == Phase::Sample) {
             sampled += 1;
         }
+    }
+    if !ring.exclusive() && rcnt > 0 {
+        r.recv_dirty = true;
     }
     let us = |t: u64| t as f64 / ticks_per_us();
     log::info!("perftest: receiver: {rcnt} messages: {:.0} us waiting for completions, {:.0} us taking them", us(in_wait), us(in_take));

@@ -15,6 +15,9 @@ pub(crate) struct Res<H: Hal> {
     /// `-e`: completion events taken; completions there at the first poll; completions there
     /// right after arming the CQ.
     pub(crate) events: [u64; 3],
+    /// The receive slots hold a peer's bytes, not the pattern: a run with shared slots puts
+    /// no pattern back (`recv::take_recv`).
+    pub(crate) recv_dirty: bool,
 }
 
 /// The next completion of `cq`, by polling or, with a channel (`-e`), by arming the CQ and
