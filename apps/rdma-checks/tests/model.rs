@@ -102,7 +102,15 @@ fn send_bw_through_ring(n: u64, size: u32, depth: u64) -> (u32, Option<(u64, u64
         for w in &wc[..k] {
             assert_eq!(w.status, WcStatus::Success, "receive {}", w.wr_id);
             assert_eq!(w.byte_len, size);
-            ring.complete(&mut p.b, &dst, w.wr_id).expect("repost");
+            let at = ring.complete(&mut p.b, &dst, w.wr_id).expect("repost");
+            // The message's slot is the caller's until the next completion: no posted
+            // receive lands there (depth + 1 slots).
+            assert!(ring.exclusive());
+            assert!(
+                (ring.done()..ring.posted()).all(|i| ring.slot(i) != at),
+                "receive {}'s slot is posted again while it is being looked at",
+                w.wr_id
+            );
             received += 1;
             let kept = ring.outstanding();
             let perftest_keeps = depth.min(n - received);
