@@ -120,6 +120,28 @@ fn check_pcap(test: &str, pcap: &std::path::Path) {
     eprintln!("{test}: capture: {summary}");
 }
 
+/// The RNR NAKs (ACKNOWLEDGE with AETH syndrome 0x20 | timer, decoded by `mlx5-sim
+/// --decode-pcap` as `aeth=RNR_NAK(timer=..)`) and the RoCE frames of a run's capture.
+fn rnr_naks(pcap: &std::path::Path) -> (usize, usize) {
+    let sim = unikernel::build_hca_sim().expect("mlx5-sim");
+    let out = std::process::Command::new(sim).arg("--decode-pcap").arg(pcap).output().expect("mlx5-sim --decode-pcap");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rnr = text.lines().filter(|l| l.contains("aeth=RNR_NAK(")).count();
+    let frames = text.lines().filter(|l| l.contains(" RC_")).count();
+    (rnr, frames)
+}
+
+/// perftest's receivers (Linux's, and the unikernel's, which keeps perftest's rx_depth posted
+/// and reposts each receive as it completes) never run out of receives at these depths: a run
+/// draws no RNR NAK. (The unikernel once posted 64 receives for Linux's 100 SENDs in flight:
+/// ib_send_bw -s 65536 from Linux drew ~1,000 RNR NAKs and ~135,000 frames for 6,500.)
+fn assert_no_rnr_nak(test: &str) {
+    let pcap = linux_guest::cache_dir().join("runs").join(format!("{test}.pcap"));
+    let (rnr, frames) = rnr_naks(&pcap);
+    eprintln!("{test}: capture: {frames} RoCE frames, {rnr} RNR NAKs");
+    assert_eq!(rnr, 0, "{test}: {rnr} RNR NAKs in {frames} RoCE frames ({})", pcap.display());
+}
+
 fn pingpong(test: &str, size: u32, role: peer::Role) {
     let server = if role == peer::Role::Client { " $SERVER" } else { "" };
     let cmd = format!("ibv_rc_pingpong -d rxe0 -g $GID -n 100 -s {size}{server}");
@@ -169,6 +191,10 @@ fn perftest(test: &str, tool: &str, size: u32, role: peer::Role) {
         assert!(out.contains("BW average[MB/sec]"), "{test}: Linux printed no table");
         assert!(r.unikernel_output.contains("BW average[MB/sec]"), "{test}: the unikernel printed no table");
         assert!(r.unikernel_output.contains("perftest: ") && r.unikernel_output.contains(": ok"));
+        if tool == "ib_send_bw" && role == peer::Role::Client {
+            assert!(r.unikernel_output.contains("with perftest's rx_depth 100 kept posted"), "{test}: the receiver's rx_depth");
+        }
+        assert_no_rnr_nak(test);
     }
 }
 
@@ -278,6 +304,7 @@ fn perftest_tool_within(
     }
     assert!(!uk.contains("FAILED"), "{test}: the unikernel failed");
     tshark_check(test, &linux_guest::cache_dir().join("runs").join(format!("{test}.pcap")));
+    assert_no_rnr_nak(test);
     Some(r)
 }
 

@@ -2,6 +2,9 @@
 //! boots one of them.
 #![no_std]
 
+#[cfg(test)]
+extern crate std;
+
 extern crate alloc;
 
 /// The out-of-band channel and shared helpers of the Linux-peer apps (`pingpong`, `perftest`).

@@ -12,8 +12,12 @@ use alloc::vec::Vec;
 use core::fmt::Write as _;
 use core::time::Duration;
 
+#[cfg(target_os = "none")]
+use kernel::console::{self, ReadLineError};
+#[cfg(target_os = "none")]
+use kernel::println;
+#[cfg(target_os = "none")]
 use kernel::time::Deadline;
-use kernel::{console, println};
 
 /// The serial prefix of bytes to send (the launcher's `RELAY_PREFIX` + `tcp `).
 pub const SEND_PREFIX: &str = "peer: tcp ";
@@ -40,15 +44,79 @@ pub fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The launcher's line for the end of the TCP connection.
+pub const CLOSED_LINE: &str = "tcp-closed";
+
 /// Why the out-of-band exchange failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OobError {
-    /// Nothing (or not enough) arrived before the deadline.
-    Timeout { wanted: usize, got: usize },
-    /// A `tcp` line that is not hex.
+    /// Nothing (or not enough) arrived before the deadline; `partial` bytes of a line were
+    /// still arriving (kept by the console for the next read).
+    Timeout { wanted: usize, got: usize, partial: usize },
+    /// A `tcp` line that is not hex (or not UTF-8).
     Garbled,
     /// The launcher reported that the peer closed the connection.
     Closed { wanted: usize, got: usize },
+    /// A line that is neither `tcp HEX` nor `tcp-closed`, the only lines the launcher sends
+    /// while it relays (src/peer.rs). Its first bytes (`head`, `len` long in all): whatever it
+    /// is, it is not the peer's bytes, and a `tcp` line it may have mangled would shift the
+    /// rest of the exchange, so the exchange stops here rather than skip it.
+    Unexpected { len: usize, head: [u8; 16] },
+    /// A line longer than the longest `tcp` line this side reads ([`LINE_LEN`]).
+    TooLong { len: usize },
+}
+
+/// The longest input line read (the launcher's `tcp` lines carry 200 bytes: 404 characters).
+pub const LINE_LEN: usize = 1024;
+
+/// The received side of the byte stream: what the `tcp` lines carried and not yet taken.
+#[derive(Default)]
+pub struct RxStream {
+    rx: Vec<u8>,
+    heard: bool,
+}
+
+impl RxStream {
+    /// Takes one input line: the bytes of `tcp HEX`; the end of the stream for `tcp-closed`
+    /// (`wanted`: for the error); anything else is [`OobError::Unexpected`].
+    pub fn take_line(&mut self, line: &[u8], wanted: usize) -> Result<(), OobError> {
+        let l = core::str::from_utf8(line).map_err(|_| OobError::Garbled)?.trim();
+        if l == CLOSED_LINE {
+            return Err(OobError::Closed { wanted, got: self.rx.len() });
+        }
+        match l.strip_prefix(RECV_PREFIX) {
+            Some(h) => {
+                self.rx.extend(unhex(h.trim()).ok_or(OobError::Garbled)?);
+                self.heard = true;
+                Ok(())
+            }
+            None => {
+                let mut head = [0u8; 16];
+                let k = line.len().min(16);
+                head[..k].copy_from_slice(&line[..k]);
+                Err(OobError::Unexpected { len: line.len(), head })
+            }
+        }
+    }
+
+    /// Bytes received and not taken.
+    pub fn len(&self) -> usize {
+        self.rx.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+
+    /// True once a `tcp` line has come.
+    pub fn heard(&self) -> bool {
+        self.heard
+    }
+
+    /// The first `n` bytes, if they have come.
+    pub fn take(&mut self, n: usize) -> Option<Vec<u8>> {
+        (self.rx.len() >= n).then(|| self.rx.drain(..n).collect())
+    }
 }
 
 /// How long the first bytes may take: as server, the unikernel waits for a Linux client that
@@ -57,17 +125,18 @@ pub enum OobError {
 pub const FIRST_WAIT: Duration = Duration::from_secs(600);
 
 /// The TCP byte stream, through the serial console.
+#[cfg(target_os = "none")]
 pub struct Oob {
-    rx: Vec<u8>,
+    rx: RxStream,
     wait: Duration,
-    heard: bool,
 }
 
+#[cfg(target_os = "none")]
 impl Oob {
     /// `wait`: the deadline of each receive once the peer has been heard from; before that,
     /// at least [`FIRST_WAIT`].
     pub fn new(wait: Duration) -> Oob {
-        Oob { rx: Vec::new(), wait, heard: false }
+        Oob { rx: RxStream::default(), wait }
     }
 
     /// Sends `b` (one TCP write).
@@ -77,22 +146,26 @@ impl Oob {
 
     /// Receives exactly `n` bytes.
     pub fn recv(&mut self, n: usize) -> Result<Vec<u8>, OobError> {
-        let deadline = Deadline::after(if self.heard { self.wait } else { self.wait.max(FIRST_WAIT) });
-        let mut line = [0u8; 1024];
-        while self.rx.len() < n {
-            let Some(k) = console::read_line(&mut line, deadline) else {
-                return Err(OobError::Timeout { wanted: n, got: self.rx.len() });
-            };
-            let l = core::str::from_utf8(&line[..k]).map_err(|_| OobError::Garbled)?.trim();
-            if l == "tcp-closed" {
-                return Err(OobError::Closed { wanted: n, got: self.rx.len() });
+        let deadline = Deadline::after(if self.rx.heard() { self.wait } else { self.wait.max(FIRST_WAIT) });
+        let mut line = [0u8; LINE_LEN];
+        loop {
+            if let Some(b) = self.rx.take(n) {
+                return Ok(b);
             }
-            if let Some(h) = l.strip_prefix(RECV_PREFIX) {
-                self.rx.extend(unhex(h.trim()).ok_or(OobError::Garbled)?);
-                self.heard = true;
+            let k = match console::read_line(&mut line, deadline) {
+                Ok(k) => k,
+                Err(ReadLineError::Timeout { pending }) => {
+                    return Err(OobError::Timeout { wanted: n, got: self.rx.len(), partial: pending })
+                }
+                Err(ReadLineError::TooLong { len }) => return Err(OobError::TooLong { len }),
+            };
+            if let Err(e) = self.rx.take_line(&line[..k], n) {
+                if matches!(e, OobError::Unexpected { .. }) {
+                    log::error!("oob: unexpected input line ({k} bytes), not `tcp HEX`: {:?}", core::str::from_utf8(&line[..k.min(80)]));
+                }
+                return Err(e);
             }
         }
-        Ok(self.rx.drain(..n).collect())
     }
 }
 
@@ -163,6 +236,7 @@ pub fn pattern(seed: u8, k: u64, i: usize) -> u8 {
 }
 
 /// Seconds since `t0`, as f64.
+#[cfg(target_os = "none")]
 pub fn secs(t0: kernel::time::Instant) -> f64 {
     t0.elapsed().as_secs_f64()
 }
@@ -177,6 +251,7 @@ pub fn ipv4_gid_index<H: mlx5::Hal>(dev: &mlx5::Context<H>, ip: [u8; 4]) -> mlx5
 /// Fault finding when a run failed: the port's RoCE traffic (QUERY_VPORT_COUNTER) and the
 /// transport counters of the QP's Q counter set (QUERY_Q_COUNTER), the counters Linux's
 /// `rdma statistic` shows for rxe on the other side.
+#[cfg(target_os = "none")]
 pub fn print_counters<H: mlx5::Hal>(app: &str, dev: &mlx5::Context<H>, set: Option<&mlx5::CounterSet<H>>) {
     match dev.query_vport_counters(false) {
         Ok(v) => println!(
@@ -201,5 +276,33 @@ pub fn print_counters<H: mlx5::Hal>(app: &str, dev: &mlx5::Context<H>, set: Opti
         ),
         Some(Err(e)) => println!("{app}: QP counters: QUERY_Q_COUNTER failed: {e:?}"),
         None => println!("{app}: QP counters: none (no Q counter set could be allocated)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_lines_carry_the_bytes_and_tcp_closed_ends_the_stream() {
+        let mut s = RxStream::default();
+        s.take_line(b"tcp 6869", 3).unwrap();
+        s.take_line(b"tcp 21\r", 3).unwrap();
+        assert_eq!(s.take(3).as_deref(), Some(&b"hi!"[..]));
+        assert_eq!(s.take_line(b"tcp-closed", 5), Err(OobError::Closed { wanted: 5, got: 0 }));
+        assert_eq!(s.take_line(b"tcp 6", 1), Err(OobError::Garbled));
+    }
+
+    /// The old `Oob::recv` skipped such a line and went on reading: a `tcp` line mangled on
+    /// the serial line vanished from the stream without a word.
+    #[test]
+    fn a_line_that_is_not_tcp_is_a_typed_error() {
+        let mut s = RxStream::default();
+        s.take_line(b"tcp 00", 2).unwrap();
+        let e = s.take_line(b"cp 0102", 2).unwrap_err();
+        let mut head = [0u8; 16];
+        head[..7].copy_from_slice(b"cp 0102");
+        assert_eq!(e, OobError::Unexpected { len: 7, head });
+        assert_eq!(s.len(), 1, "what came before stays");
     }
 }

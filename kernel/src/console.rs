@@ -4,6 +4,8 @@ use core::fmt::{self, Write};
 use spin::Mutex;
 use uart_16550::SerialPort;
 
+pub use crate::line::{ReadLineError, LINE_MAX};
+
 const COM1: u16 = 0x3f8;
 
 static SERIAL: Mutex<Option<SerialPort>> = Mutex::new(None);
@@ -90,37 +92,38 @@ pub fn init_log(level: log::LevelFilter) {
     log::set_max_level(level);
 }
 
-/// Reads one line from COM1 (without the line end), polling until `deadline`. Returns the
-/// number of bytes stored in `buf`, or None when the deadline passed first. Longer lines are
-/// cut at `buf.len()`. (16550: LSR bit 0 = data ready, RBR at the base port.)
-pub fn read_line(buf: &mut [u8], deadline: crate::time::Deadline) -> Option<usize> {
+/// The line being received, kept across [`read_line`] calls.
+static LINE: Mutex<crate::line::LineAssembler> = Mutex::new(crate::line::LineAssembler::new());
+
+/// Reads one line from COM1 (without the line end; empty lines are skipped), polling until
+/// `deadline`. Returns its length in `buf`. A line still arriving at the deadline is kept:
+/// [`ReadLineError::Timeout`] says how many of its bytes came, and the next call returns the
+/// whole line. A line longer than `buf` is dropped to its end and reported as
+/// [`ReadLineError::TooLong`]. (16550: LSR bit 0 = data ready, RBR at the base port.)
+pub fn read_line(buf: &mut [u8], deadline: crate::time::Deadline) -> Result<usize, ReadLineError> {
     use x86_64::instructions::port::Port;
     let mut lsr = Port::<u8>::new(COM1 + 5);
     let mut rbr = Port::<u8>::new(COM1);
-    let mut n = 0;
-    loop {
+    let next = || {
         // SAFETY: reading the line status register has no side effect.
         if unsafe { lsr.read() } & 1 != 0 {
             // SAFETY: data is ready (LSR.DR); reading RBR takes the byte.
-            let b = unsafe { rbr.read() };
-            match b {
-                b'\n' | b'\r' if n > 0 => return Some(n),
-                b'\n' | b'\r' => {}
-                _ if n < buf.len() => {
-                    buf[n] = b;
-                    n += 1;
-                }
-                _ => {}
-            }
-        } else if deadline.expired() {
-            return None;
+            Some(unsafe { rbr.read() })
         } else {
-            // Back off between polls of an empty port. Each LSR read is a port-I/O exit that
-            // QEMU serves under its big lock; polled back to back they can keep QEMU's main
-            // loop, which moves the bytes from the host side into the UART, from running at
-            // all, so a line that was sent never arrives. 200 µs is far below a line's worth
-            // of the host's writes and leaves the main loop the lock.
-            crate::time::spin_for(core::time::Duration::from_micros(200));
+            None
         }
-    }
+    };
+    let expired = || {
+        if deadline.expired() {
+            return true;
+        }
+        // Back off between polls of an empty port. Each LSR read is a port-I/O exit that
+        // QEMU serves under its big lock; polled back to back they can keep QEMU's main
+        // loop, which moves the bytes from the host side into the UART, from running at
+        // all, so a line that was sent never arrives. 200 µs is far below a line's worth
+        // of the host's writes and leaves the main loop the lock.
+        crate::time::spin_for(core::time::Duration::from_micros(200));
+        false
+    };
+    LINE.lock().read_line(buf, next, expired)
 }

@@ -8,6 +8,7 @@
 extern crate alloc;
 
 pub mod cmdline;
+pub mod line;
 pub mod mem;
 pub mod pci;
 

@@ -10,6 +10,8 @@
 
 extern crate alloc;
 
+pub mod recv_ring;
+
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;

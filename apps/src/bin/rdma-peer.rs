@@ -96,7 +96,12 @@ fn wait_line(prefix: &str) -> Option<Vec<u8>> {
     let deadline = Deadline::after(WAIT);
     let mut buf = [0u8; 256];
     loop {
-        let n = console::read_line(&mut buf, deadline)?;
+        // A line longer than the buffer is not the one awaited; a timeout ends the wait.
+        let n = match console::read_line(&mut buf, deadline) {
+            Ok(n) => n,
+            Err(console::ReadLineError::TooLong { .. }) => continue,
+            Err(console::ReadLineError::Timeout { .. }) => return None,
+        };
         if buf[..n].starts_with(prefix.as_bytes()) {
             return Some(buf[..n].to_vec());
         }
@@ -470,7 +475,11 @@ mod stress {
         let deadline = kernel::time::Deadline::after(wait);
         let mut buf = [0u8; 256];
         loop {
-            let n = kernel::console::read_line(&mut buf, deadline)?;
+            let n = match kernel::console::read_line(&mut buf, deadline) {
+                Ok(n) => n,
+                Err(kernel::console::ReadLineError::TooLong { .. }) => continue,
+                Err(kernel::console::ReadLineError::Timeout { .. }) => return None,
+            };
             if buf[..n].starts_with(prefix.as_bytes()) {
                 return Some(buf[..n].to_vec());
             }

@@ -1,0 +1,207 @@
+//! The command line: the tool, its options, perftest's defaults and refusals.
+
+use super::*;
+
+/// perftest_parameters.h `MAX_SIZE`: the largest size of `-a`.
+pub(crate) const MAX_SIZE: u64 = 1 << 23;
+/// perftest_parameters.h `MIN_ITER`.
+pub(crate) const MIN_ITER: u64 = 5;
+/// This side's cap on `-n` (a timestamp per iteration).
+pub(crate) const MAX_ITERS: u64 = 1 << 20;
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Verb {
+    Write,
+    Read,
+    Send,
+    Atomic,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum AtomicOp {
+    FetchAdd,
+    CmpSwap,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Test {
+    Bw,
+    Lat,
+}
+
+pub(crate) struct Opts {
+    pub(crate) tool: &'static str,
+    pub(crate) verb: Verb,
+    pub(crate) test: Test,
+    pub(crate) atomic: AtomicOp,
+    pub(crate) size: u64,
+    pub(crate) iters: u64,
+    pub(crate) mtu: u8,
+    pub(crate) client: bool,
+    pub(crate) all: bool,
+    /// `-D`: seconds, and the margin (`-f`, default a quarter of it).
+    pub(crate) duration: Option<(u64, u64)>,
+    pub(crate) events: bool,
+    /// `-u`: the local ACK timeout exponent (4.096 us << u), perftest's default 14.
+    pub(crate) qp_timeout: u8,
+    /// perftest's `rx_depth`: the receives a SEND tool keeps posted
+    /// ([`rdma_checks::recv_ring::send_rx_depth`]); `DEF_RX_RDMA` (1) for the others, which
+    /// post none.
+    pub(crate) rx_depth: u64,
+}
+
+impl Opts {
+    /// The sizes of the run: every power of two from 2 to 2^23 with `-a`.
+    pub(crate) fn sizes(&self) -> Vec<u64> {
+        if self.all {
+            (1..24).map(|i| 1u64 << i).collect()
+        } else {
+            alloc::vec![self.size]
+        }
+    }
+
+    pub(crate) fn max_size(&self) -> u64 {
+        if self.all {
+            MAX_SIZE
+        } else {
+            self.size
+        }
+    }
+}
+
+pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
+    let args = oob::tool_args(cmdline, "perftest");
+    let mut it = args.iter();
+    let (tool, verb, test) = match it.next().copied() {
+        Some("ib_write_bw") => ("ib_write_bw", Verb::Write, Test::Bw),
+        Some("ib_read_bw") => ("ib_read_bw", Verb::Read, Test::Bw),
+        Some("ib_send_bw") => ("ib_send_bw", Verb::Send, Test::Bw),
+        Some("ib_atomic_bw") => ("ib_atomic_bw", Verb::Atomic, Test::Bw),
+        Some("ib_write_lat") => ("ib_write_lat", Verb::Write, Test::Lat),
+        Some("ib_read_lat") => ("ib_read_lat", Verb::Read, Test::Lat),
+        Some("ib_send_lat") => ("ib_send_lat", Verb::Send, Test::Lat),
+        Some(t) => {
+            return Err(format!(
+                "{t}: not supported (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw, ib_write_lat, ib_read_lat, ib_send_lat)"
+            ))
+        }
+        None => return Err("which tool? (perftest ib_write_bw|ib_read_bw|ib_send_bw|ib_atomic_bw|ib_*_lat ...)".into()),
+    };
+    let mut o = Opts {
+        tool,
+        verb,
+        test,
+        atomic: AtomicOp::FetchAdd,
+        size: match (verb, test) {
+            (Verb::Atomic, _) => 8,
+            (_, Test::Bw) => 65536,
+            (_, Test::Lat) => 2,
+        },
+        iters: if (verb, test) == (Verb::Write, Test::Bw) { 5000 } else { 1000 },
+        mtu: 3,
+        client: false,
+        all: false,
+        duration: None,
+        events: false,
+        qp_timeout: 14,
+        rx_depth: 1,
+    };
+    let mut margin: Option<u64> = None;
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| it.next().copied().ok_or(format!("{name} needs a value"));
+        match *a {
+            "-s" | "--size" => {
+                let v = val("-s")?;
+                o.size = oob::parse_num(v)
+                    .filter(|&n| n > 0 && n <= MAX_SIZE)
+                    .ok_or(format!("-s {v}: not a size from 1 to 8M"))?;
+            }
+            "-n" | "--iters" => {
+                let v = val("-n")?;
+                o.iters = oob::parse_num(v)
+                    .filter(|&n| (MIN_ITER..=MAX_ITERS).contains(&n))
+                    .ok_or(format!("-n {v}: not a count from {MIN_ITER} to {MAX_ITERS}"))?;
+            }
+            "-m" | "--mtu" => {
+                let v = val("-m")?;
+                o.mtu = oob::parse_num(v).and_then(oob::mtu_enum).ok_or(format!("-m {v}: not 256..4096"))?;
+            }
+            "-A" | "--atomic_type" => {
+                let v = val("-A")?;
+                if verb != Verb::Atomic {
+                    return Err("-A: atomic tests only".into());
+                }
+                o.atomic = match v {
+                    "FETCH_AND_ADD" => AtomicOp::FetchAdd,
+                    "CMP_AND_SWAP" => AtomicOp::CmpSwap,
+                    _ => return Err(format!("-A {v}: not FETCH_AND_ADD or CMP_AND_SWAP")),
+                };
+            }
+            "-D" | "--duration" => {
+                let v = val("-D")?;
+                let d = oob::parse_num(v).filter(|&n| n > 0 && n <= 3600).ok_or(format!("-D {v}: not 1..3600 seconds"))?;
+                o.duration = Some((d, 0));
+            }
+            "-f" | "--margin" => {
+                let v = val("-f")?;
+                margin = Some(oob::parse_num(v).ok_or(format!("-f {v}: not a number of seconds"))?);
+            }
+            "-x" | "--gid-index" | "-d" | "--ib-dev" | "-p" | "--port" | "-i" | "--ib-port" => {
+                val(a)?;
+            }
+            "-u" | "--qp-timeout" => {
+                let v = val("-u")?;
+                o.qp_timeout = oob::parse_num(v).filter(|&n| n <= 31).ok_or(format!("-u {v}: not 0..31"))? as u8;
+            }
+            "-F" | "--CPU-freq" => {}
+            "-a" | "--all" => o.all = true,
+            "-e" | "--events" => {
+                // perftest_parameters.c parser 'e'.
+                if verb == Verb::Write {
+                    return Err("-e: events feature not available on WRITE verb".into());
+                }
+                o.events = true;
+            }
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            _ => o.client = true,
+        }
+    }
+    // force_dependecies.
+    if verb == Verb::Atomic && (o.size != 8 || o.all) {
+        return Err("message size cannot be changed for atomic tests (-s, -a)".into());
+    }
+    if let Some((d, _)) = o.duration {
+        if o.all {
+            return Err("duration mode (-D) doesn't support running on all sizes (-a)".into());
+        }
+        if o.events {
+            return Err("duration mode (-D) doesn't work with events (-e)".into());
+        }
+        let m = margin.unwrap_or(d / 4);
+        if d <= 2 * m {
+            return Err("please check that DURATION > 2*MARGIN".into());
+        }
+        o.duration = Some((d, m));
+    }
+    if verb == Verb::Send {
+        o.rx_depth = send_rx_depth(if o.duration.is_some() { None } else { Some(o.iters) }, o.all);
+    }
+    if let Some(client) = oob::cmdline_role(cmdline)? {
+        o.client = client;
+    }
+    Ok(o)
+}
+
+pub(crate) fn mtu_of(e: u8) -> Mtu {
+    match e {
+        1 => Mtu::Mtu256,
+        2 => Mtu::Mtu512,
+        4 => Mtu::Mtu2048,
+        5 => Mtu::Mtu4096,
+        _ => Mtu::Mtu1024,
+    }
+}
+
+pub(crate) fn peer_mac(cmdline: &str) -> Option<[u8; 6]> {
+    let v = cmdline.split_ascii_whitespace().filter_map(|w| w.strip_prefix("peer_mac=")).next_back()?;
+    oob::unhex(&v.replace(':', ""))?.try_into().ok()
+}

@@ -1,0 +1,362 @@
+//! perftest's other side: the client and the server of `ib_write_bw`, `ib_read_bw`,
+//! `ib_send_bw`, `ib_atomic_bw`, `ib_write_lat`, `ib_read_lat` and `ib_send_lat`
+//! (linux-rdma/perftest 4.5-0.17, as Debian bookworm ships it; it calls itself "6.06"), against
+//! Linux (`cargo run -- --peer linux --peer-cmd 'ib_write_lat -d rxe0 -x $GID -F'`).
+//!
+//! Cmdline: `perftest TOOL [-s SIZE] [-n ITERS] [-a] [-D SECS [-f MARGIN]] [-e] [-m MTU] [-u TIMEOUT]
+//! [-A FETCH_AND_ADD|CMP_AND_SWAP] [-x GID] [-d DEV] [-F] [SERVER] role=server|client
+//! ip=A.B.C.D/N peer_mac=MAC`, the tool's own spelling; `-x`, `-d`, `-F`, `-p`, `-i` are
+//! accepted and ignored (the GID is `ip=`'s, the TCP port the launcher's). Defaults and
+//! refusals as perftest's (src/perftest_parameters.c `init_perftest_params`,
+//! `force_dependecies`, `parser`): `-s` 65536 (bw), 2 (lat), 8 (atomic, the only size); `-n`
+//! 5000 (ib_write_bw), else 1000, at least 5 (`MIN_ITER`); `-a` runs the sizes 2^1 .. 2^23
+//! (`MAX_SIZE`); `-D` with `-a` or `-e` is refused, `-e` with a WRITE tool is refused, `-a`
+//! with ib_atomic_bw is refused (its size cannot change). This side caps `-n` at 2^20 (it
+//! keeps a timestamp per iteration, as perftest does).
+//!
+//! The exchange, over the launcher's TCP pipe (apps/src/oob.rs), as perftest 4.5's
+//! src/perftest_communication.c and the tools' main()s (write_bw.c, read_bw.c, send_bw.c,
+//! atomic_bw.c, write_lat.c, read_lat.c, send_lat.c) do it; each step is `ctx_xchg_data`, the
+//! client writing first:
+//! 1. the version, 16 bytes, `"6.06"` NUL-padded;
+//! 2. `check_sys_data`: the cycle buffer (4 bytes, big-endian) and the cache line size (4);
+//!    each side takes the larger;
+//! 3. `check_mtu`: `"%d"` of the IBV_MTU enum and its NUL (2 bytes); the smaller MTU wins;
+//! 4. `ctx_hand_shake`, 108 bytes: `"%04x:%04x:%06x:%06x:%08x:%016llx:"` of LID, out_reads,
+//!    QPN, PSN, rkey, vaddr, then the 16 GID bytes as `"%02x:"` each, then `"%08x:"` of the
+//!    SRQN, and a NUL. The _lat tools of WRITE and READ shake hands once more before the QPs
+//!    connect; after it every tool shakes hands twice.
+//! 5. the run:
+//!    - `ib_{write,read,atomic}_bw`: the client runs every size, then a handshake, then
+//!      `xchg_bw_reports` (five 8-byte big-endian fields: size, iterations, BW peak, BW
+//!      average, message rate; the last three f64), and the server prints the client's figures;
+//!    - `ib_send_bw`: per size the server posts its receives, a handshake, both run and print
+//!      their own figures (with `-a` a handshake after each size). The receiver keeps
+//!      perftest's `rx_depth` receives posted (512, at most `-n`, made even without `-a`) and
+//!      posts one again as each completes, before it checks the message (`ctx_set_recv_wqes`,
+//!      `run_iter_bw_server`; rdma_checks::recv_ring), so Linux's 128 SENDs in flight never
+//!      meet an empty receive queue (no RNR NAK);
+//!    - `ib_write_lat`: no more exchange: both sides ping-pong RDMA WRITEs, each polling the
+//!      last byte of its buffer for the count (`run_iter_lat_write`; the server writes first);
+//!    - `ib_read_lat`: the client READs one at a time (`run_iter_lat`), the server only waits;
+//!    - `ib_send_lat`: per size both post `rx_depth` receives, a handshake, then SEND
+//!      ping-pong (`run_iter_lat_send`; the client sends first).
+//! 6. `ctx_close_connection`: a handshake, then `"done"` and its NUL each way (not
+//!    ib_write_lat).
+//!
+//! QP attributes as perftest's `ctx_modify_qp_to_rtr/rts`: max_dest_rd_atomic = own out_reads
+//! (the device's maximum for READ and atomic tools, else 1), max_rd_atomic = the peer's,
+//! min_rnr_timer 12, timeout 14, retry 7, rnr_retry 7.
+//!
+//! Figures: bandwidth as `print_report_bw` (MB = 2^20 bytes; peak = the best
+//! `(t_completed[j] - t_posted[i]) / (j - i + 1)`, none with `-D` or more than 20000
+//! iterations), latency as `print_report_lat` (deltas between consecutive posts, sorted, the
+//! two largest dropped, halved for WRITE and SEND, whose deltas are round trips) and
+//! `print_report_lat_duration`. Time is the TSC.
+//!
+//! Data checks: perftest fills its buffers with `rand()` (zeros for ib_write_lat;
+//! src/perftest_resources.c `create_single_mr`) and checks nothing. This side fills its
+//! buffer with a known pattern and checks every byte it received or read:
+//! - READ requester: every READ of the same remote bytes returns the same bytes;
+//! - SEND receiver: every message's length; for bw that the peer's bytes landed (they
+//!   overwrite the pattern, which is put back after each message); for lat that every
+//!   message equals the first (perftest sends from one unchanged buffer);
+//! - WRITE target: the peer's WRITEs landed exactly where perftest's addressing puts them
+//!   (`increase_rem_addr` cycles through the cycle buffer when `-s` is at most half of it) and
+//!   nowhere else; for ib_write_lat, that the bytes are perftest's zeros and the last byte the
+//!   final count;
+//! - atomic requester: each fetched value is the previous one at that address plus 1
+//!   (FETCH_AND_ADD) or unchanged (CMP_AND_SWAP compares with 0 and swaps in 0,
+//!   `ATOMIC_SWAP_VALUE`); atomic target: every 8-byte word perftest's addressing hits holds
+//!   its pattern value plus the number of FETCH_AND_ADDs that hit it (perftest cycles over
+//!   64-byte steps of the cycle buffer), or is unchanged for CMP_AND_SWAP, and nothing else
+//!   changed;
+//! - READ target and WRITE/SEND/atomic requester: its own buffer unchanged.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use apps::oob::{self, Oob};
+use rdma_checks::recv_ring::{send_rx_depth, RecvRing};
+use kernel::time::{Deadline, Instant};
+use kernel::{println, AppContext};
+use mlx5::{
+    AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig, Hal, MemoryRegion, Mtu,
+    QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr, WcStatus, WorkCompletion,
+};
+
+mod args;
+mod buffer;
+mod exchange;
+mod report;
+mod clock;
+mod res;
+mod bw;
+mod recv;
+mod lat;
+mod target;
+
+use args::*;
+use buffer::*;
+use exchange::*;
+use report::*;
+use clock::*;
+use res::*;
+use bw::*;
+use recv::*;
+use lat::*;
+use target::*;
+
+kernel::entry_point!(main);
+
+const WAIT: Duration = Duration::from_secs(120);
+fn main(ctx: &AppContext) -> i32 {
+    let o = match parse(ctx.cmdline.0) {
+        Ok(o) => o,
+        Err(e) => {
+            println!("perftest: {e}");
+            return 2;
+        }
+    };
+    match run(&o, ctx.cmdline.0) {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("perftest: FAILED: {e}");
+            1
+        }
+    }
+}
+
+fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
+    let mac = peer_mac(cmdline).ok_or("need peer_mac=aa:bb:cc:dd:ee:ff (the unikernel answers no ARP)")?;
+    let ip = oob::cmdline_ipv4(cmdline).ok_or("need ip=A.B.C.D/N")?;
+    let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
+    let dev = Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
+    // Fault finding: the QP counts into a Q counter set of its own (QPC counter_set_id, as
+    // Linux mlx5_ib), printed with the port's counters when the run fails.
+    let set = dev.alloc_counter_set().ok();
+    let r = (|| -> Result<(), String> {
+        let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
+        let gid = oob::ipv4_gid(ip);
+        let lay = Layout::new(o.max_size(), o.verb, o.rx_depth);
+        let len = usize::try_from(lay.len()).map_err(|_| "size")?;
+        let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
+        let t = Instant::now();
+        let mr = pd.alloc_mr(len, AccessFlags::ALL).map_err(|e| format!("alloc_mr: {e:?}"))?;
+        log::info!("perftest: region of {len} B registered in {:?}", t.elapsed());
+        let t = Instant::now();
+        fill(&mr, 0, lay.len())?;
+        log::info!("perftest: pattern written in {:?}", t.elapsed());
+        if (o.verb, o.test) == (Verb::Write, Test::Lat) {
+            // The byte each size's ping-pong polls starts at 0 (perftest zeroes its whole buffer).
+            for s in o.sizes() {
+                mr.write(lay.target() + s - 1, &[0]).map_err(|e| format!("write: {e:?}"))?;
+            }
+        }
+        let (sch, rch) = if o.events { (Some(dev.create_comp_channel()), Some(dev.create_comp_channel())) } else { (None, None) };
+        let mk_cq = |ch: &Option<CompletionChannel<_>>, n: u32| match ch {
+            Some(c) => dev.create_cq_with_channel(n, c),
+            None => dev.create_cq(n),
+        };
+        // perftest (perftest_resources.c `create_reg_cqs`, `ctx_init`): the receive CQ and the
+        // receive queue hold rx_depth, every receive this side keeps posted.
+        let (rq, rcq_len) = match o.verb {
+            Verb::Send => {
+                let d = u32::try_from(o.rx_depth).map_err(|_| "rx_depth")?;
+                (d, d.max(256))
+            }
+            _ => (64, 256),
+        };
+        let scq = mk_cq(&sch, 256).map_err(|e| format!("create_cq: {e:?}"))?;
+        let rcq = mk_cq(&rch, rcq_len).map_err(|e| format!("create_cq: {e:?}"))?;
+        let caps = QpCaps { max_send_wr: 64, max_recv_wr: rq, ..QpCaps::default() };
+        let mut qp = pd.create_qp(&scq, &rcq, &caps).map_err(|e| format!("create_qp: {e:?}"))?;
+        if let Some(s) = &set {
+            qp.set_counter_set(Some(s)).map_err(|e| format!("the QP's counter set: {e:?}"))?;
+        }
+        let mut r = Res { qp, scq, rcq, sch, rch, mr, lay, events: [0; 3], recv_dirty: false };
+        let ep = r.qp.endpoint();
+        let dcaps = dev.caps();
+        // perftest_parameters.c: out_reads is the device's maximum for READ and atomic tools.
+        let my_reads: u32 = match o.verb {
+            Verb::Read | Verb::Atomic => (1u32 << dcaps.log_max_ra_res_qp.min(7)).min(128),
+            _ => 1,
+        };
+        let me = Dest { out_reads: my_reads, qpn: ep.qpn, psn: ep.psn, rkey: r.mr.rkey(), vaddr: r.mr.addr() + lay.target(), gid };
+
+        let mut link = Oob::new(WAIT);
+        let c = o.client;
+        let mut v = [0u8; 16];
+        v[..VERSION.len()].copy_from_slice(VERSION);
+        let theirs = xchg(&mut link, c, &v, "versions")?;
+        let their_version: String = core::str::from_utf8(theirs.split(|&b| b == 0).next().unwrap_or(&[])).unwrap_or("?").into();
+        let _ = xchg(&mut link, c, &(CYCLE_BUFFER as u32).to_be_bytes(), "cycle buffers")?;
+        let _ = xchg(&mut link, c, &(CACHE_LINE as u32).to_be_bytes(), "cache line sizes")?;
+        let m = xchg(&mut link, c, &[b'0' + o.mtu, 0], "MTUs")?;
+        let their_mtu = m.first().map(|b| b.wrapping_sub(b'0')).filter(|x| (1..=5).contains(x)).ok_or("garbled MTU")?;
+        let mtu = o.mtu.min(their_mtu);
+        println!("{RESULT_LINE}");
+        let what = match o.verb {
+            Verb::Atomic => format!("{} {:?}", o.tool, o.atomic),
+            _ => o.tool.into(),
+        };
+        println!("                    {what} (unikernel, {}) against perftest {their_version}", if c { "client" } else { "server" });
+        println!(" Mtu             : {}[B]", 128u32 << mtu);
+        println!(" GID index       : {sgid}");
+        match o.duration {
+            Some((d, m)) => println!(" Duration        : {d} s (margin {m} s)"),
+            None => println!(" Iterations      : {}{}", o.iters, if o.all { ", sizes 2..8388608" } else { "" }),
+        }
+        println!(" Events          : {}", if o.events { "on" } else { "off (polling)" });
+        println!("{RESULT_LINE}");
+        let km = key_msg(&me);
+        let rem = parse_key(&xchg(&mut link, c, &km, "keys")?).ok_or("the peer's keys are garbled")?;
+        let hs = |link: &mut Oob, what: &str| -> Result<(), String> { xchg(link, c, &km, what).map(|_| ()) };
+        if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
+            // write_lat.c / read_lat.c shake hands twice before connecting.
+            hs(&mut link, "second key handshake")?;
+        }
+        println!(" local address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}", me.qpn, me.psn, me.rkey, me.vaddr);
+        println!(" remote address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}", rem.qpn, rem.psn, rem.rkey, rem.vaddr);
+        let copts = ConnectOptions {
+            mtu: mtu_of(mtu),
+            sgid_index: sgid as u8,
+            max_dest_rd_atomic: my_reads as u8,
+            max_rd_atomic: rem.out_reads.clamp(1, 1u32 << dcaps.log_max_ra_req_qp.min(7)) as u8,
+            timeout: o.qp_timeout,
+            ..ConnectOptions::default()
+        };
+        r.qp.connect(&QpEndpoint { qpn: rem.qpn, psn: rem.psn, gid: rem.gid, mac }, &copts)
+            .map_err(|e| format!("connect: {e:?}"))?;
+        hs(&mut link, "handshake after RTR")?;
+        hs(&mut link, "second handshake after RTR")?;
+
+        let remote = Remote { addr: rem.vaddr, rkey: rem.rkey };
+        let mut notes: Vec<String> = Vec::new();
+        // Before the closing exchange (the launcher stops this side a few seconds after Linux's
+        // tool ends): this side's own source half is never written by anyone but itself.
+        let close = |link: &mut Oob, mr: &MemoryRegion<_>| -> Result<(), String> {
+            if let Some(at) = first_changed(mr, 0, lay.half)? {
+                return Err(format!("this side's source buffer changed at byte {at}"));
+            }
+            hs(link, "closing handshake")?;
+            let d = xchg(link, c, b"done\0", "done")?;
+            if d != b"done\0" {
+                return Err("the peer did not say done".into());
+            }
+            Ok(())
+        };
+        match (o.test, o.verb, c) {
+            (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, true) => {
+                print_bw_header();
+                let mut last = Report::default();
+                for s in o.sizes() {
+                    let (rep, note) = bw_requester(o, &mut r, remote, s)?;
+                    print_bw_line(&rep);
+                    notes.push(note);
+                    last = rep;
+                }
+                println!("{RESULT_LINE}");
+                hs(&mut link, "handshake after the run")?;
+                send_report(&mut link, c, &last)?;
+                close(&mut link, &r.mr)?;
+            }
+            (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, false) => {
+                print_bw_header();
+                hs(&mut link, "handshake after the run")?;
+                let theirs = recv_report(&mut link, c)?;
+                print_bw_line(&theirs);
+                println!("{RESULT_LINE}");
+                // The client's run is over (its last WR completed before it shook hands).
+                notes.push(check_target(o, &r, theirs.iters)?);
+                close(&mut link, &r.mr)?;
+            }
+            (Test::Bw, Verb::Send, _) => {
+                print_bw_header();
+                for s in o.sizes() {
+                    let ring = if c { None } else { Some(post_recvs(o, &mut r, s)?) };
+                    hs(&mut link, "handshake before the run")?;
+                    let (rep, note) = match ring {
+                        None => bw_requester(o, &mut r, remote, s)?,
+                        Some(ring) => receiver(o, &mut r, s, ring)?,
+                    };
+                    print_bw_line(&rep);
+                    notes.push(note);
+                    if o.all {
+                        hs(&mut link, "handshake after the size")?;
+                    }
+                }
+                println!("{RESULT_LINE}");
+                close(&mut link, &r.mr)?;
+            }
+            (Test::Lat, Verb::Write, _) => {
+                print_lat_header(o);
+                for s in o.sizes() {
+                    notes.push(write_lat(o, &mut r, remote, s)?);
+                }
+                println!("{RESULT_LINE}");
+                notes.push(check_write_lat_target(o, &r)?);
+            }
+            (Test::Lat, Verb::Read, true) => {
+                print_lat_header(o);
+                for s in o.sizes() {
+                    notes.push(read_lat(o, &mut r, remote, s)?);
+                }
+                println!("{RESULT_LINE}");
+                close(&mut link, &r.mr)?;
+            }
+            (Test::Lat, Verb::Read, false) => {
+                close(&mut link, &r.mr)?;
+                println!("{RESULT_LINE}");
+                notes.push(check_target(o, &r, 0)?);
+            }
+            (Test::Lat, Verb::Send, _) => {
+                print_lat_header(o);
+                for s in o.sizes() {
+                    let ring = post_recvs(o, &mut r, s)?;
+                    hs(&mut link, "handshake before the run")?;
+                    notes.push(send_lat(o, &mut r, s, ring)?);
+                }
+                println!("{RESULT_LINE}");
+                close(&mut link, &r.mr)?;
+            }
+            (Test::Lat, Verb::Atomic, _) => return Err("ib_atomic_lat is not supported".into()),
+        }
+        // This side's own source half is never written by anyone but itself.
+        if o.verb == Verb::Write && o.test == Test::Lat {
+            if let Some(at) = first_changed(&r.mr, 0, lay.half)? {
+                return Err(format!("this side's source buffer changed at byte {at}"));
+            }
+        }
+        if o.events {
+            // The sides that wait for completions: every client, and the SEND servers.
+            let waits = c || o.verb == Verb::Send;
+            if waits && r.events[0] == 0 {
+                return Err("-e: no completion event was taken".into());
+            }
+            notes.push(format!(
+                "{} completion events taken; {} completions there at the first poll, {} right after arming (-e)",
+                r.events[0], r.events[1], r.events[2]
+            ));
+        }
+        for n in &notes {
+            println!("perftest: {n}: ok");
+        }
+        drop(r);
+        drop(pd);
+        Ok(())
+    })();
+    if r.is_err() {
+        oob::print_counters("perftest", &dev, set.as_ref());
+    }
+    r?;
+    drop(set);
+    dev.close().map_err(|_| "teardown refused")?;
+    Ok(())
+}

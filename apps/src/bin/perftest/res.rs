@@ -1,0 +1,75 @@
+//! What the run uses on the device, and waiting for a completion.
+
+use super::*;
+
+/// Everything the run uses on the device. Fields drop in order: the QP before its CQs, the CQs
+/// before their channels, and the region last.
+pub(crate) struct Res<H: Hal> {
+    pub(crate) qp: QueuePair<H>,
+    pub(crate) scq: CompletionQueue<H>,
+    pub(crate) rcq: CompletionQueue<H>,
+    pub(crate) sch: Option<CompletionChannel<H>>,
+    pub(crate) rch: Option<CompletionChannel<H>>,
+    pub(crate) mr: MemoryRegion<H>,
+    pub(crate) lay: Layout,
+    /// `-e`: completion events taken; completions there at the first poll; completions there
+    /// right after arming the CQ.
+    pub(crate) events: [u64; 3],
+    /// The receive slots hold a peer's bytes, not the pattern: a run with shared slots puts
+    /// no pattern back (`recv::take_recv`).
+    pub(crate) recv_dirty: bool,
+}
+
+/// The next completion of `cq`, by polling or, with a channel (`-e`), by arming the CQ and
+/// waiting for its completion event (perftest `ctx_notify_events`). `None` when `stop` reached
+/// its end first.
+pub(crate) fn wait_cq<H: Hal>(
+    cq: &mut CompletionQueue<H>,
+    ch: Option<&CompletionChannel<H>>,
+    events: &mut [u64; 3],
+    stop: Option<&Clock>,
+) -> Result<Option<WorkCompletion>, String> {
+    let deadline = Deadline::after(WAIT);
+    let mut wc = [WorkCompletion::default(); 1];
+    let mut waited = false;
+    loop {
+        if cq.poll(&mut wc).map_err(|e| format!("poll: {e:?}"))? == 1 {
+            if ch.is_some() && !waited {
+                events[1] += 1;
+            }
+            return Ok(Some(wc[0]));
+        }
+        if stop.is_some_and(|c| c.phase() == Phase::End) {
+            return Ok(None);
+        }
+        if deadline.expired() {
+            return Err(format!("no completion in {WAIT:?}"));
+        }
+        match ch {
+            None => core::hint::spin_loop(),
+            Some(ch) => {
+                cq.req_notify_cq(false).map_err(|e| format!("req_notify_cq: {e:?}"))?;
+                if cq.poll(&mut wc).map_err(|e| format!("poll: {e:?}"))? == 1 {
+                    events[2] += 1;
+                    return Ok(Some(wc[0]));
+                }
+                match ch.get_cq_event(WAIT) {
+                    Ok(ev) if ev.cqn == cq.cqn() => {
+                        cq.ack_events(1).map_err(|e| format!("ack_cq_events: {e:?}"))?;
+                        events[0] += 1;
+                        waited = true;
+                    }
+                    Ok(ev) => return Err(format!("completion event for CQ {:#x}, not {:#x}", ev.cqn, cq.cqn())),
+                    Err(e) => return Err(format!("get_cq_event: {e:?}")),
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn ok_wc(wc: &WorkCompletion, what: &str) -> Result<(), String> {
+    if wc.status != WcStatus::Success {
+        return Err(format!("{what} {} in error: {:?} (vendor syndrome {:#x})", wc.wr_id, wc.status, wc.vendor_err));
+    }
+    Ok(())
+}
