@@ -742,6 +742,7 @@ fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&Re
         q.comm_est = true;
         post_qp_event(hca, event::COMM_EST, qpn);
     }
+    clock(hca);
     with_rc(hca, qpn, rx, |rc, now, env, tx| {
         rc.receive(now, pkt, env, tx)
     });
