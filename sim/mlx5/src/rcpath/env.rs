@@ -407,6 +407,54 @@ impl RespMemory for Env<'_, '_, '_> {
         self.write_part_general(rkey, va, src, rest, len, end)
     }
 
+    /// The run at once only in the case [`RespMemory::write_part`]'s common case takes for
+    /// each of its packets, where no packet can fail and none moves a byte: the call goes on
+    /// after the run (`flush_each` false, and `rest` > 0, so no packet of it makes the held-back
+    /// copy), the source is the one piece of a loopback payload, this call's translation of the
+    /// key covers the whole run within the destination piece where the last packet ended, and
+    /// the run either joins the run held back (as the packets joining one by one would: the
+    /// joined whole not overlapping) or, none being held back, is held back itself (its source
+    /// and destination not overlapping, so each packet after the first would join it).
+    fn write_run(&mut self, rkey: u32, va: u64, src: RxPayload<'_>, rest: u32) -> bool {
+        if self.flush_each || rest == 0 {
+            return false;
+        }
+        let (RxPayload::Ref { token, len }, Some(RefPayload::Own { pieces, off, .. })) =
+            (src, self.rx)
+        else {
+            return false;
+        };
+        let [(bus, n)] = **pieces else {
+            return false;
+        };
+        let len64 = len as u64;
+        let Some(so) = (*off as u64).checked_add(token) else {
+            return false;
+        };
+        if len == 0 || so.checked_add(len64).is_none_or(|e| e > n as u64) {
+            return false;
+        }
+        let Some(end) = va.checked_add(len64) else {
+            return false;
+        };
+        if !self.wx.covers(rkey, va, end) {
+            return false;
+        }
+        let Some(d) = self.wx.at_piece(va, len64) else {
+            return false;
+        };
+        let s = bus + so;
+        if self.pending.len > 0 {
+            return self.pending.join(s, d, len);
+        }
+        let apart = s.checked_add(len64).is_some_and(|e| e <= d)
+            || d.checked_add(len64).is_some_and(|e| e <= s);
+        if apart {
+            (self.pending.src, self.pending.dst, self.pending.len) = (s, d, len);
+        }
+        apart
+    }
+
     fn read(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessFault> {
         self.settle();
         let mut guard = self.cell.borrow_mut();

@@ -581,9 +581,36 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
                 1 => p.payload.len(),
                 _ => p.payload.len() / n as usize,
             };
-            for i in 0..n {
+            // A run of WRITE MIDDLE packets that the call goes on after (not its last
+            // packet): checked packet by packet and executed together when every one of them
+            // would take the responder's common path (Responder::receive_middle_run), else
+            // handed over one by one below.
+            let run = if last { n - 1 } else { n };
+            let mut from = 0;
+            if run >= 2 && bth.opcode == Opcode::RC_RDMA_WRITE_MIDDLE && each > 0 {
+                env.flush_each = false;
+                let first = RxPacket {
+                    bth,
+                    ext,
+                    payload: RxPayload::Ref {
+                        token: 0,
+                        len: each,
+                    },
+                };
+                let all = RxPayload::Ref {
+                    token: 0,
+                    len: each * run as usize,
+                };
+                if rc
+                    .responder
+                    .receive_middle_run(&first, run, p.acks, all, env, tx)
+                {
+                    from = run;
+                }
+            }
+            for i in from..n {
                 if i > 0 {
-                    bth.psn = crate::roce::psn_add(bth.psn, 1);
+                    bth.psn = crate::roce::psn_add(p.bth.psn, i);
                     bth.ack_req = (p.acks >> i) & 1 != 0;
                 }
                 // A WRITE's bytes may move together with the next packet's, up to the last one.
