@@ -174,11 +174,11 @@ impl Copy<'_> {
 }
 
 /// Slots of [`RECENT`]: a power of two.
-const RECENT_SLOTS: usize = 16;
+const RECENT_SLOTS: usize = 64;
 
 thread_local! {
     /// Indexes of pieces recently found by [`last_at_or_below`] on this thread, one per slot,
-    /// the slot chosen by the address's 4 KiB page (a packet's source and destination, the
+    /// the slot chosen by a hash of the address's 4 KiB page (a packet's source and destination, the
     /// rings, the doorbell records and CQs each keep theirs): a guess, checked before use.
     static RECENT: std::cell::Cell<[usize; RECENT_SLOTS]> =
         const { std::cell::Cell::new([0; RECENT_SLOTS]) };
@@ -191,7 +191,9 @@ thread_local! {
 /// packet.
 #[inline]
 fn last_at_or_below<P: Piece>(pieces: &[P], addr: u64) -> Option<usize> {
-    let slot = (addr >> 12) as usize & (RECENT_SLOTS - 1);
+    // Fibonacci hashing of the page number (the top bits of the product), so buffers laid
+    // out at regular strides do not share slots.
+    let slot = ((addr >> 12).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
     let guess = RECENT.with(|r| r.as_array_of_cells()[slot].get());
     if let Some(p) = pieces.get(guess) {
         if p.start() <= addr && addr - p.start() < p.len() {

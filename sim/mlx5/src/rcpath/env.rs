@@ -133,6 +133,7 @@ impl Env<'_, '_, '_> {
                 Ok::<(), ()>(())
             });
             (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, va + whole, (0, 0));
+            wx.generation = hca.mkeys.generation();
         }
         let (mem, rx) = (&hca.mem, self.rx);
         // The payload's bus pieces in this same memory (loopback, a shared-memory pair).
@@ -313,12 +314,29 @@ impl RespMemory for Env<'_, '_, '_> {
     ) -> Result<(), AccessFault> {
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
+        let write = matches!(access, RemoteAccess::Write);
+        // The key translated for a WRITE of this QP before (this call or an earlier one), over
+        // a range that holds this one, and no key changed since (the table's generation): the
+        // checks would pass again (each only looks at the key, the QP and whether the range
+        // lies within the key and its pages, and a range within one that passed does), and the
+        // translation kept is the one they would give.
+        let gen = hca.mkeys.generation();
+        if write
+            && len > 0
+            && self.wx.generation == gen
+            && va
+                .checked_add(len)
+                .is_some_and(|end| self.wx.covers(rkey, va, end))
+        {
+            self.wx.at = (0, 0);
+            return Ok(());
+        }
         let user = user_of(hca, self.qpn);
         let r = hca
             .mkeys
             .resolve(rkey, va, len, remote_access(access), user)
             .map_err(|_| AccessFault)?;
-        if matches!(access, RemoteAccess::Write) {
+        if write {
             // The first packet of a WRITE: the key just resolved for the whole message also
             // translates the packets that follow in this call ([`WriteXlat`], which
             // `write_part` would otherwise fill by resolving the key again), as far as a
@@ -340,6 +358,7 @@ impl RespMemory for Env<'_, '_, '_> {
             });
             if let Some(end) = va.checked_add(got as u64) {
                 (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (got > 0, rkey, va, end, (0, 0));
+                wx.generation = gen;
             }
         }
         Ok(())
@@ -553,6 +572,8 @@ impl RespMemory for Env<'_, '_, '_> {
         // SEND_WITH_INVALIDATE: the rkey's checks and state change are the window's
         // ([`crate::mw::remote_invalidate`]); a refusal NAKs with invalid request.
         let mut guard = self.cell.borrow_mut();
+        // (The key table changes: the translation kept is not used again.)
+        self.wx.valid = false;
         crate::mw::remote_invalidate(&mut guard, self.qpn, rkey).map_err(|_| AccessFault)
     }
 }

@@ -225,12 +225,16 @@ impl PendingMove {
 }
 
 /// The translation of the rest of one RDMA WRITE message (its rkey resolved once, for all of
-/// it), reused by the packets that follow within one transport call. It never outlives the
-/// call: no command, UMR or other QP runs during one, so the key table is what it was and each
-/// packet lands where resolving the key for it alone would put it.
+/// it), reused by the packets that follow within one transport call, and by a later call (or
+/// message) only while the key table's generation is the one it was made under
+/// ([`crate::mr::MkeyTable::generation`]): then no key changed, and each packet lands where
+/// resolving the key for it alone would put it. (Within a call only a SEND with invalidate
+/// changes a key, and that drops it.)
 #[derive(Debug, Default)]
 pub(crate) struct WriteXlat {
     valid: bool,
+    /// The key table's generation it was made under.
+    generation: u64,
     rkey: u32,
     /// The translated range `[va, end)`.
     va: u64,
@@ -764,6 +768,24 @@ type Pieces = Arc<[(u64, usize)]>;
 thread_local! {
     /// [`work_request`]'s scratch list of a gather list's bus pieces.
     static PIECES: RefCell<Vec<(u64, usize)>> = const { RefCell::new(Vec::new()) };
+    /// [`work_request`]'s last one-entry gather list and its pieces (see [`LastGather`]).
+    static LAST_GATHER: RefCell<Option<LastGather>> = const { RefCell::new(None) };
+}
+
+/// A gather list of one entry whose key [`work_request`] resolved, with the key table's
+/// generation then: while the table keeps that generation, the same entry used the same way
+/// by the same QP resolves to the same pieces (its key checks would pass again), so the next
+/// WQE with that entry reuses them (and their allocation) instead of resolving the key again.
+/// Each piece is still proved guest memory again for each WQE.
+struct LastGather {
+    generation: u64,
+    lkey: u32,
+    addr: u64,
+    len: u64,
+    access: Access,
+    pd: u32,
+    qpn: u32,
+    pieces: Pieces,
 }
 
 /// Builds the work request of a parsed send WQE (lkeys checked), or the local error it
@@ -786,8 +808,29 @@ pub(crate) fn work_request(
     let total = w.total_len();
     // Every lkey checked and every piece proved guest memory, before any byte moves.
     // Collected in a reused scratch vector, then allocated once as the shared slice.
+    let generation = hca.mkeys.generation();
     let pieces_of = |gathers: &[Gather], access| -> Result<Pieces, (u8, u8)> {
-        PIECES.with(|scratch| {
+        let one = match gathers {
+            [Gather::Data { len, lkey, addr }] => Some((*len, *lkey, *addr)),
+            _ => None,
+        };
+        if let Some((len, lkey, addr)) = one {
+            let hit = LAST_GATHER.with(|c| {
+                c.borrow().as_ref().and_then(|g| {
+                    (g.generation == generation
+                        && (g.lkey, g.addr, g.len, g.access, g.pd, g.qpn)
+                            == (lkey, addr, len, access, user.pd, user.qpn))
+                        .then(|| g.pieces.clone())
+                })
+            });
+            if let Some(p) = hit {
+                for &(bus, n) in p.iter() {
+                    hca.mem.check(bus, n).map_err(|_| dma)?;
+                }
+                return Ok(p);
+            }
+        }
+        let pieces = PIECES.with(|scratch| {
             let mut pieces = scratch.borrow_mut();
             pieces.clear();
             for g in gathers {
@@ -799,8 +842,23 @@ pub(crate) fn work_request(
                     memory_pieces(&*hca.mem, &r, &mut pieces).map_err(|_| dma)?;
                 }
             }
-            Ok(Arc::from(&pieces[..]))
-        })
+            Ok::<Pieces, (u8, u8)>(Arc::from(&pieces[..]))
+        })?;
+        if let Some((len, lkey, addr)) = one {
+            LAST_GATHER.with(|c| {
+                *c.borrow_mut() = Some(LastGather {
+                    generation,
+                    lkey,
+                    addr,
+                    len,
+                    access,
+                    pd: user.pd,
+                    qpn: user.qpn,
+                    pieces: pieces.clone(),
+                })
+            });
+        }
+        Ok(pieces)
     };
     let too_long = total > (1u64 << q.log_msg_max.min(31));
     let imm = matches!(w.opcode, SEND_IMM | RDMA_WRITE_IMM).then_some(w.imm);

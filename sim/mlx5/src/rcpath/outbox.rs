@@ -207,6 +207,7 @@ pub(super) fn with_rc<'r>(
     f: impl FnOnce(&mut RcQp, Nanos, &mut Env<'_, '_, 'r>, &mut dyn Tx),
 ) {
     let now = hca.port.now_ns();
+    let key_generation = hca.mkeys.generation();
     let by_ref_link = hca.port.by_ref();
     let mac = hca.mac();
     let Some(q) = hca.qps.get_mut(qpn) else {
@@ -235,9 +236,9 @@ pub(super) fn with_rc<'r>(
             qpn,
             rx,
             fail_local: false,
-            // Never carried over from another call (the key table may have changed since).
+            // Carried over from another call only while no key changed since.
             wx: WriteXlat {
-                valid: false,
+                valid: rc.wx.valid && rc.wx.generation == key_generation,
                 ..std::mem::take(&mut rc.wx)
             },
             pending: PendingMove::default(),
