@@ -429,8 +429,9 @@ impl RespMemory for Env<'_, '_, '_> {
     /// The run at once only in the case [`RespMemory::write_part`]'s common case takes for
     /// each of its packets, where no packet can fail and none moves a byte: the call goes on
     /// after the run (`flush_each` false, and `rest` > 0, so no packet of it makes the held-back
-    /// copy), the source is the one piece of a loopback payload, this call's translation of the
-    /// key covers the whole run within the destination piece where the last packet ended, and
+    /// copy), the source is the one piece of a loopback payload, the translation of the key
+    /// kept (or made again here) puts the whole run within the destination piece where the
+    /// last packet ended, and
     /// the run either joins the run held back (as the packets joining one by one would: the
     /// joined whole not overlapping) or, none being held back, is held back itself (its source
     /// and destination not overlapping, so each packet after the first would join it).
@@ -457,7 +458,30 @@ impl RespMemory for Env<'_, '_, '_> {
             return false;
         };
         if !self.wx.covers(rkey, va, end) {
-            return false;
+            // The key translated again from the run on, for the run and as much of the
+            // message after it (what the general path does for a packet the translation
+            // kept does not cover); if that fails, the packets go one by one.
+            let guard = self.cell.borrow();
+            let hca: &Hca = &guard;
+            let whole = len64 + u64::from(rest).min(len64);
+            let Some(wend) = va.checked_add(whole) else {
+                return false;
+            };
+            let user = user_of(hca, self.qpn);
+            let Ok(r) = hca
+                .mkeys
+                .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
+            else {
+                return false;
+            };
+            let wx = &mut self.wx;
+            wx.pieces.clear();
+            let _ = r.for_each_piece(|bus, n| {
+                wx.pieces.push((bus, n));
+                Ok::<(), ()>(())
+            });
+            (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, wend, (0, 0));
+            wx.generation = hca.mkeys.generation();
         }
         let Some(d) = self.wx.at_piece(va, len64) else {
             return false;

@@ -434,17 +434,25 @@ impl Responder {
         if !env.write_run(rkey, va, all, rest) {
             return false;
         }
+        // Each packet executed in turn, and acknowledged in turn when it asks for it (or
+        // under AckPolicy::EveryPacket); an ACK reads neither the expected PSN nor the
+        // executed count, so they are advanced once for the run.
         self.nak_sent = false;
-        let every = self.cfg.ack_policy == AckPolicy::EveryPacket;
-        let mut psn = first.bth.psn;
-        for i in 0..n {
-            self.counters.executed += 1;
-            self.epsn = psn_add(psn, 1);
-            if (acks >> i) & 1 != 0 || every {
-                self.ack(psn, tx);
-            }
-            psn = self.epsn;
+        let psn = first.bth.psn;
+        self.counters.executed += u64::from(n);
+        let mut asked = if self.cfg.ack_policy == AckPolicy::EveryPacket {
+            !0
+        } else {
+            acks
+        };
+        if n < 64 {
+            asked &= (1u64 << n) - 1;
         }
+        while asked != 0 {
+            self.ack(psn_add(psn, asked.trailing_zeros()), tx);
+            asked &= asked - 1;
+        }
+        self.epsn = psn_add(psn, n);
         self.cur = Some(InProgress::Write {
             va: va.wrapping_add(total),
             rkey,
