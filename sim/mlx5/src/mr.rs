@@ -1391,4 +1391,31 @@ mod tests {
             Some(PasError::TooFewPages)
         );
     }
+
+    /// The key table's generation changes with every access that may change a key, stays
+    /// with reads, and no two tables (nor two states of one) share one.
+    #[test]
+    fn key_table_generation_moves_with_every_change() {
+        let mut t = MkeyTable::default();
+        let other = MkeyTable::default();
+        let g0 = t.generation();
+        assert_ne!(g0, other.generation());
+        t.keys.insert(0x20, mtt_key(0x1000, 0x1000, 12, &[0x5000], Access::LOCAL_READ));
+        let g1 = t.generation();
+        assert_ne!(g1, g0);
+        let _ = t.resolve(KEY, 0x1000, 16, Access::LOCAL_READ, USER);
+        let _ = t.by_index(0x20);
+        assert_eq!(t.generation(), g1, "reads leave it");
+        let _ = t.keys.get_mut(&0x20);
+        let g2 = t.generation();
+        assert_ne!(g2, g1);
+        t.keys.values_mut().for_each(|_| ());
+        let g3 = t.generation();
+        assert_ne!(g3, g2);
+        t.keys.remove(&0x20);
+        let g4 = t.generation();
+        assert_ne!(g4, g3);
+        t.clear();
+        assert!(![g0, g1, g2, g3, g4, other.generation()].contains(&t.generation()));
+    }
 }
