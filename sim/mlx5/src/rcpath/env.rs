@@ -16,7 +16,7 @@ pub(super) struct Env<'a, 'b, 'r> {
     /// A local failure reached the head of the SQ: the QP goes to ERR after the call.
     pub(super) fail_local: bool,
     /// The WRITE message translation kept for this call.
-    pub(super) wx: WriteXlat,
+    pub(super) wx: &'a mut WriteXlat,
     /// WRITE payload bytes not moved yet.
     pub(super) pending: PendingMove,
     /// Every WRITE packet moves its bytes before it returns (not only a message's last).
@@ -126,7 +126,7 @@ impl Env<'_, '_, '_> {
                 flushed.map_err(|_| AccessFault)?;
                 return self.write(rkey, va, src);
             };
-            let wx = &mut self.wx;
+            let wx = &mut *self.wx;
             wx.pieces.clear();
             let _ = r.for_each_piece(|bus, n| {
                 wx.pieces.push((bus, n));
@@ -343,7 +343,7 @@ impl RespMemory for Env<'_, '_, '_> {
             // batch of packets of the largest MTU carries (so a huge message does not walk
             // all its pages here).
             let cap = crate::datapath::LOOP_BATCH * 4096;
-            let wx = &mut self.wx;
+            let wx = &mut *self.wx;
             wx.valid = false;
             wx.pieces.clear();
             let mut got = 0usize;
@@ -474,7 +474,7 @@ impl RespMemory for Env<'_, '_, '_> {
             else {
                 return false;
             };
-            let wx = &mut self.wx;
+            let wx = &mut *self.wx;
             wx.pieces.clear();
             let _ = r.for_each_piece(|bus, n| {
                 wx.pieces.push((bus, n));

@@ -733,12 +733,13 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
     q.sq_blocked = false;
     if let Some(mut rc) = q.rc.take() {
         let cell = RefCell::new(hca);
+        let mut wx = WriteXlat::default();
         let mut env = Env {
             cell: &cell,
             qpn,
             rx: None,
             fail_local: false,
-            wx: WriteXlat::default(),
+            wx: &mut wx,
             pending: PendingMove::default(),
             flush_each: true,
             recv: None,

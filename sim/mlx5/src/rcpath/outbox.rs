@@ -28,7 +28,7 @@ pub(super) struct Outbox<'a, 'b, 'h> {
     /// The port's MAC (the frames' source).
     pub(super) mac: [u8; 6],
     pub(super) sgid: [u8; 16],
-    pub(super) out: Vec<Out>,
+    pub(super) out: &'h mut Vec<Out>,
 }
 
 impl Tx for Outbox<'_, '_, '_> {
@@ -218,7 +218,11 @@ pub(super) fn with_rc<'r>(
     };
     let (route, sgid) = (q.route, q.sgid);
     let cell = RefCell::new(hca);
-    let (out, fail_local) = {
+    let fail_local = {
+        // The call borrows the state's spare buffers in place (nothing moved in or out).
+        let st = &mut *rc;
+        // Carried over from another call only while no key changed since.
+        st.wx.valid = st.wx.valid && st.wx.generation == key_generation;
         let mut tx = Outbox {
             cell: &cell,
             qpn,
@@ -226,29 +230,24 @@ pub(super) fn with_rc<'r>(
             checked: None,
             by_ref: route == Route::Local || by_ref_link,
             local: route == Route::Local,
-            hdr: &rc.hdr,
+            hdr: &st.hdr,
             mac,
             sgid,
-            out: std::mem::take(&mut rc.out),
+            out: &mut st.out,
         };
         let mut env = Env {
             cell: &cell,
             qpn,
             rx,
             fail_local: false,
-            // Carried over from another call only while no key changed since.
-            wx: WriteXlat {
-                valid: rc.wx.valid && rc.wx.generation == key_generation,
-                ..std::mem::take(&mut rc.wx)
-            },
+            wx: &mut st.wx,
             pending: PendingMove::default(),
             flush_each: true,
             recv: None,
         };
-        f(&mut rc.qp, now, &mut env, &mut tx);
+        f(&mut st.qp, now, &mut env, &mut tx);
         env.settle();
-        rc.wx = env.wx;
-        (tx.out, env.fail_local)
+        env.fail_local
     };
     let hca = cell.into_inner();
     // Counters.
@@ -302,15 +301,13 @@ pub(super) fn with_rc<'r>(
         hca.port.kicks.push_back(qpn);
     }
     // Send what the transport emitted (loopback packets are on the queue already).
-    let mut out = out;
-    for o in out.drain(..) {
+    for o in rc.out.drain(..) {
         match o {
             Out::Frame(fr) => hca.port.send_frame(fr),
             Out::Ref(pkt) if route == Route::Local => hca.port.loopq.push_back(pkt),
             Out::Ref(pkt) => hca.port.send_ref(pkt),
         }
     }
-    rc.out = out;
     let in_err = match hca.qps.get_mut(qpn) {
         Some(q) => {
             q.rc = Some(rc);
