@@ -516,8 +516,9 @@ pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
 
 /// Lets QP `qpn`'s requester send what it may and run its timers.
 pub(crate) fn pump(hca: &mut Hca, qpn: u32) {
-    with_rc(hca, qpn, None, |rc, now, env, tx| rc.pump(now, env, tx));
-    retire_local(hca, qpn);
+    if with_rc(hca, qpn, None, |rc, now, env, tx| rc.pump(now, env, tx)) {
+        retire_local(hca, qpn);
+    }
 }
 
 /// Runs the timers of every QP whose deadline passed.
@@ -572,7 +573,7 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
         q.comm_est = true;
         post_qp_event(hca, event::COMM_EST, qpn);
     }
-    with_rc(hca, qpn, None, |rc, now, env, tx| {
+    let local_head = with_rc(hca, qpn, None, |rc, now, env, tx| {
         let mut tmp = ExtHdrs::NONE;
         let mut kept = batch.iter().filter(|p| keep(p)).peekable();
         while let Some(p) = kept.next() {
@@ -635,7 +636,9 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
             }
         }
     });
-    retire_local(hca, qpn);
+    if local_head {
+        retire_local(hca, qpn);
+    }
 }
 
 /// Takes one packet that arrived at the port to its QP.
@@ -717,10 +720,11 @@ fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&Re
         q.comm_est = true;
         post_qp_event(hca, event::COMM_EST, qpn);
     }
-    with_rc(hca, qpn, rx, |rc, now, env, tx| {
+    if with_rc(hca, qpn, rx, |rc, now, env, tx| {
         rc.receive(now, pkt, env, tx)
-    });
-    retire_local(hca, qpn);
+    }) {
+        retire_local(hca, qpn);
+    }
 }
 
 /// Moves QP `qpn` to ERR: the transport flushes the posted work requests, then every other

@@ -199,22 +199,25 @@ fn continues(
 }
 
 /// Runs `f` on QP `qpn`'s transport with its environment, then sends what it emitted, adds
-/// its counters to the port's and handles an error it entered.
+/// its counters to the port's and handles an error it entered. Returns whether the head of
+/// the QP's SQ record may be a local slot for [`retire_local`] to complete (`false` only when
+/// it was seen not to be: empty, or a posted work request).
+#[must_use]
 pub(super) fn with_rc<'r>(
     hca: &mut Hca,
     qpn: u32,
     rx: Option<&'r RefPayload>,
     f: impl FnOnce(&mut RcQp, Nanos, &mut Env<'_, '_, 'r>, &mut dyn Tx),
-) {
+) -> bool {
     let now = hca.port.now_ns();
     let key_generation = hca.mkeys.generation();
     let by_ref_link = hca.port.by_ref();
     let mac = hca.mac();
     let Some(q) = hca.qps.get_mut(qpn) else {
-        return;
+        return true;
     };
     let Some(mut rc) = q.rc.take() else {
-        return;
+        return true;
     };
     let (route, sgid) = (q.route, q.sgid);
     let cell = RefCell::new(hca);
@@ -308,12 +311,13 @@ pub(super) fn with_rc<'r>(
             Out::Ref(pkt) => hca.port.send_ref(pkt),
         }
     }
-    let in_err = match hca.qps.get_mut(qpn) {
+    let (in_err, local_head) = match hca.qps.get_mut(qpn) {
         Some(q) => {
             q.rc = Some(rc);
-            q.state == qp::state::ERR
+            let local = q.wrs.front().is_some_and(|s| s.kind != SlotKind::Posted);
+            (q.state == qp::state::ERR, local)
         }
-        None => false,
+        None => (false, true),
     };
     if (error || fail_local) && !in_err {
         if let Some(nak) = cause {
@@ -327,7 +331,9 @@ pub(super) fn with_rc<'r>(
         if error {
             enter_error(hca, qpn);
         }
+        return true;
     }
+    local_head
 }
 
 /// Whether message bytes `off..end` of `pieces` (`end` within them) are guest memory.
