@@ -455,8 +455,68 @@ impl Hasher for IndexHasher {
     }
 }
 
-/// Live keys by index.
-pub(crate) type KeyMap = HashMap<u32, Mkey, BuildHasherDefault<IndexHasher>>;
+/// The map under [`KeyMap`].
+pub(crate) type KeyHashMap = HashMap<u32, Mkey, BuildHasherDefault<IndexHasher>>;
+
+/// The source of [`KeyMap`] generations: each is handed out once in the process.
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Live keys by index, and the table's generation: a number that changes with every access
+/// that may change a key (every `&mut` one), taken from a process-wide counter, so no two
+/// states of any key tables ever share one. A translation made under a generation is still
+/// the one [`MkeyTable::resolve`] would make while the table has that generation (what the
+/// data path's translation caches rely on). Reads go through `Deref`.
+#[derive(Debug)]
+pub(crate) struct KeyMap {
+    map: KeyHashMap,
+    generation: u64,
+}
+
+impl Default for KeyMap {
+    fn default() -> KeyMap {
+        KeyMap {
+            map: KeyHashMap::default(),
+            generation: next_generation(),
+        }
+    }
+}
+
+impl std::ops::Deref for KeyMap {
+    type Target = KeyHashMap;
+    fn deref(&self) -> &KeyHashMap {
+        &self.map
+    }
+}
+
+impl KeyMap {
+    fn touch(&mut self) {
+        self.generation = next_generation();
+    }
+    pub(crate) fn insert(&mut self, index: u32, m: Mkey) -> Option<Mkey> {
+        self.touch();
+        self.map.insert(index, m)
+    }
+    pub(crate) fn remove(&mut self, index: &u32) -> Option<Mkey> {
+        self.touch();
+        self.map.remove(index)
+    }
+    pub(crate) fn get_mut(&mut self, index: &u32) -> Option<&mut Mkey> {
+        self.touch();
+        self.map.get_mut(index)
+    }
+    pub(crate) fn values_mut(&mut self) -> std::collections::hash_map::ValuesMut<'_, u32, Mkey> {
+        self.touch();
+        self.map.values_mut()
+    }
+    pub(crate) fn clear(&mut self) {
+        self.touch();
+        self.map.clear();
+    }
+}
 
 /// The mkey table.
 #[derive(Default)]
@@ -486,6 +546,12 @@ impl MkeyTable {
     /// The key with this index, if any.
     pub fn by_index(&self, index: u32) -> Option<&Mkey> {
         self.keys.get(&index)
+    }
+
+    /// The table's generation ([`KeyMap`]): equal for two reads only if no key could have
+    /// changed in between.
+    pub(crate) fn generation(&self) -> u64 {
+        self.keys.generation
     }
 
     /// Drops every key (HCA teardown).
@@ -1324,5 +1390,32 @@ mod tests {
             PagedBuffer::new(&pas[..16], 0, 32, 8192).err(),
             Some(PasError::TooFewPages)
         );
+    }
+
+    /// The key table's generation changes with every access that may change a key, stays
+    /// with reads, and no two tables (nor two states of one) share one.
+    #[test]
+    fn key_table_generation_moves_with_every_change() {
+        let mut t = MkeyTable::default();
+        let other = MkeyTable::default();
+        let g0 = t.generation();
+        assert_ne!(g0, other.generation());
+        t.keys.insert(0x20, mtt_key(0x1000, 0x1000, 12, &[0x5000], Access::LOCAL_READ));
+        let g1 = t.generation();
+        assert_ne!(g1, g0);
+        let _ = t.resolve(KEY, 0x1000, 16, Access::LOCAL_READ, USER);
+        let _ = t.by_index(0x20);
+        assert_eq!(t.generation(), g1, "reads leave it");
+        let _ = t.keys.get_mut(&0x20);
+        let g2 = t.generation();
+        assert_ne!(g2, g1);
+        t.keys.values_mut().for_each(|_| ());
+        let g3 = t.generation();
+        assert_ne!(g3, g2);
+        t.keys.remove(&0x20);
+        let g4 = t.generation();
+        assert_ne!(g4, g3);
+        t.clear();
+        assert!(![g0, g1, g2, g3, g4, other.generation()].contains(&t.generation()));
     }
 }

@@ -173,31 +173,37 @@ impl Copy<'_> {
     }
 }
 
+/// Slots of [`RECENT`]: a power of two.
+const RECENT_SLOTS: usize = 64;
+
 thread_local! {
-    /// Indexes of pieces recently found by [`last_at_or_below`] on this thread (a packet's
-    /// source and destination, the rings): a guess, checked before use.
-    static RECENT: std::cell::Cell<[usize; 8]> = const { std::cell::Cell::new([0; 8]) };
+    /// Indexes of pieces recently found by [`last_at_or_below`] on this thread, one per slot,
+    /// the slot chosen by a hash of the address's 4 KiB page (a packet's source and destination, the
+    /// rings, the doorbell records and CQs each keep theirs): a guess, checked before use.
+    static RECENT: std::cell::Cell<[usize; RECENT_SLOTS]> =
+        const { std::cell::Cell::new([0; RECENT_SLOTS]) };
 }
 
 /// The index of the last piece starting at or below `addr` (pieces sorted by start, not
 /// overlapping), as `partition_point` finds it. A recently found piece that contains `addr` is
-/// that piece (the next one starts at or after its end), so it is tried first: the data path
-/// touches the same few buffers packet after packet.
+/// that piece (the next one starts at or after its end), so the one last found for an address
+/// of the same slot is tried first: the data path touches the same few buffers packet after
+/// packet.
+#[inline]
 fn last_at_or_below<P: Piece>(pieces: &[P], addr: u64) -> Option<usize> {
-    let mut recent = RECENT.with(|r| r.get());
-    for &i in &recent {
-        if let Some(p) = pieces.get(i) {
-            if p.start() <= addr && addr - p.start() < p.len() {
-                return Some(i);
-            }
+    // Fibonacci hashing of the page number (the top bits of the product), so buffers laid
+    // out at regular strides do not share slots.
+    let slot = ((addr >> 12).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
+    let guess = RECENT.with(|r| r.as_array_of_cells()[slot].get());
+    if let Some(p) = pieces.get(guess) {
+        if p.start() <= addr && addr - p.start() < p.len() {
+            return Some(guess);
         }
     }
     let i = pieces
         .partition_point(|p| p.start() <= addr)
         .checked_sub(1)?;
-    recent.copy_within(0..7, 1);
-    recent[0] = i;
-    RECENT.with(|r| r.set(recent));
+    RECENT.with(|r| r.as_array_of_cells()[slot].set(i));
     Some(i)
 }
 

@@ -16,7 +16,7 @@ pub(super) struct Env<'a, 'b, 'r> {
     /// A local failure reached the head of the SQ: the QP goes to ERR after the call.
     pub(super) fail_local: bool,
     /// The WRITE message translation kept for this call.
-    pub(super) wx: WriteXlat,
+    pub(super) wx: &'a mut WriteXlat,
     /// WRITE payload bytes not moved yet.
     pub(super) pending: PendingMove,
     /// Every WRITE packet moves its bytes before it returns (not only a message's last).
@@ -126,13 +126,14 @@ impl Env<'_, '_, '_> {
                 flushed.map_err(|_| AccessFault)?;
                 return self.write(rkey, va, src);
             };
-            let wx = &mut self.wx;
+            let wx = &mut *self.wx;
             wx.pieces.clear();
             let _ = r.for_each_piece(|bus, n| {
                 wx.pieces.push((bus, n));
                 Ok::<(), ()>(())
             });
             (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, va + whole, (0, 0));
+            wx.generation = hca.mkeys.generation();
         }
         let (mem, rx) = (&hca.mem, self.rx);
         // The payload's bus pieces in this same memory (loopback, a shared-memory pair).
@@ -313,19 +314,36 @@ impl RespMemory for Env<'_, '_, '_> {
     ) -> Result<(), AccessFault> {
         let guard = self.cell.borrow();
         let hca: &Hca = &guard;
+        let write = matches!(access, RemoteAccess::Write);
+        // The key translated for a WRITE of this QP before (this call or an earlier one), over
+        // a range that holds this one, and no key changed since (the table's generation): the
+        // checks would pass again (each only looks at the key, the QP and whether the range
+        // lies within the key and its pages, and a range within one that passed does), and the
+        // translation kept is the one they would give.
+        let gen = hca.mkeys.generation();
+        if write
+            && len > 0
+            && self.wx.generation == gen
+            && va
+                .checked_add(len)
+                .is_some_and(|end| self.wx.covers(rkey, va, end))
+        {
+            self.wx.at = (0, 0);
+            return Ok(());
+        }
         let user = user_of(hca, self.qpn);
         let r = hca
             .mkeys
             .resolve(rkey, va, len, remote_access(access), user)
             .map_err(|_| AccessFault)?;
-        if matches!(access, RemoteAccess::Write) {
+        if write {
             // The first packet of a WRITE: the key just resolved for the whole message also
             // translates the packets that follow in this call ([`WriteXlat`], which
             // `write_part` would otherwise fill by resolving the key again), as far as a
             // batch of packets of the largest MTU carries (so a huge message does not walk
             // all its pages here).
             let cap = crate::datapath::LOOP_BATCH * 4096;
-            let wx = &mut self.wx;
+            let wx = &mut *self.wx;
             wx.valid = false;
             wx.pieces.clear();
             let mut got = 0usize;
@@ -340,6 +358,7 @@ impl RespMemory for Env<'_, '_, '_> {
             });
             if let Some(end) = va.checked_add(got as u64) {
                 (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (got > 0, rkey, va, end, (0, 0));
+                wx.generation = gen;
             }
         }
         Ok(())
@@ -405,6 +424,78 @@ impl RespMemory for Env<'_, '_, '_> {
             }
         }
         self.write_part_general(rkey, va, src, rest, len, end)
+    }
+
+    /// The run at once only in the case [`RespMemory::write_part`]'s common case takes for
+    /// each of its packets, where no packet can fail and none moves a byte: the call goes on
+    /// after the run (`flush_each` false, and `rest` > 0, so no packet of it makes the held-back
+    /// copy), the source is the one piece of a loopback payload, the translation of the key
+    /// kept (or made again here) puts the whole run within the destination piece where the
+    /// last packet ended, and
+    /// the run either joins the run held back (as the packets joining one by one would: the
+    /// joined whole not overlapping) or, none being held back, is held back itself (its source
+    /// and destination not overlapping, so each packet after the first would join it).
+    fn write_run(&mut self, rkey: u32, va: u64, src: RxPayload<'_>, rest: u32) -> bool {
+        if self.flush_each || rest == 0 {
+            return false;
+        }
+        let (RxPayload::Ref { token, len }, Some(RefPayload::Own { pieces, off, .. })) =
+            (src, self.rx)
+        else {
+            return false;
+        };
+        let [(bus, n)] = **pieces else {
+            return false;
+        };
+        let len64 = len as u64;
+        let Some(so) = (*off as u64).checked_add(token) else {
+            return false;
+        };
+        if len == 0 || so.checked_add(len64).is_none_or(|e| e > n as u64) {
+            return false;
+        }
+        let Some(end) = va.checked_add(len64) else {
+            return false;
+        };
+        if !self.wx.covers(rkey, va, end) {
+            // The key translated again from the run on, for the run and as much of the
+            // message after it (what the general path does for a packet the translation
+            // kept does not cover); if that fails, the packets go one by one.
+            let guard = self.cell.borrow();
+            let hca: &Hca = &guard;
+            let whole = len64 + u64::from(rest).min(len64);
+            let Some(wend) = va.checked_add(whole) else {
+                return false;
+            };
+            let user = user_of(hca, self.qpn);
+            let Ok(r) = hca
+                .mkeys
+                .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
+            else {
+                return false;
+            };
+            let wx = &mut *self.wx;
+            wx.pieces.clear();
+            let _ = r.for_each_piece(|bus, n| {
+                wx.pieces.push((bus, n));
+                Ok::<(), ()>(())
+            });
+            (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, wend, (0, 0));
+            wx.generation = hca.mkeys.generation();
+        }
+        let Some(d) = self.wx.at_piece(va, len64) else {
+            return false;
+        };
+        let s = bus + so;
+        if self.pending.len > 0 {
+            return self.pending.join(s, d, len);
+        }
+        let apart = s.checked_add(len64).is_some_and(|e| e <= d)
+            || d.checked_add(len64).is_some_and(|e| e <= s);
+        if apart {
+            (self.pending.src, self.pending.dst, self.pending.len) = (s, d, len);
+        }
+        apart
     }
 
     fn read(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessFault> {
@@ -505,6 +596,8 @@ impl RespMemory for Env<'_, '_, '_> {
         // SEND_WITH_INVALIDATE: the rkey's checks and state change are the window's
         // ([`crate::mw::remote_invalidate`]); a refusal NAKs with invalid request.
         let mut guard = self.cell.borrow_mut();
+        // (The key table changes: the translation kept is not used again.)
+        self.wx.valid = false;
         crate::mw::remote_invalidate(&mut guard, self.qpn, rkey).map_err(|_| AccessFault)
     }
 }

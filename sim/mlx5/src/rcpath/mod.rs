@@ -225,12 +225,16 @@ impl PendingMove {
 }
 
 /// The translation of the rest of one RDMA WRITE message (its rkey resolved once, for all of
-/// it), reused by the packets that follow within one transport call. It never outlives the
-/// call: no command, UMR or other QP runs during one, so the key table is what it was and each
-/// packet lands where resolving the key for it alone would put it.
+/// it), reused by the packets that follow within one transport call, and by a later call (or
+/// message) only while the key table's generation is the one it was made under
+/// ([`crate::mr::MkeyTable::generation`]): then no key changed, and each packet lands where
+/// resolving the key for it alone would put it. (Within a call only a SEND with invalidate
+/// changes a key, and that drops it.)
 #[derive(Debug, Default)]
 pub(crate) struct WriteXlat {
     valid: bool,
+    /// The key table's generation it was made under.
+    generation: u64,
     rkey: u32,
     /// The translated range `[va, end)`.
     va: u64,
@@ -567,8 +571,9 @@ pub(crate) fn pump(hca: &mut Hca, qpn: u32) {
         return;
     }
     clock(hca);
-    with_rc(hca, qpn, None, |rc, now, env, tx| rc.pump(now, env, tx));
-    retire_local(hca, qpn);
+    if with_rc(hca, qpn, None, |rc, now, env, tx| rc.pump(now, env, tx)) {
+        retire_local(hca, qpn);
+    }
 }
 
 /// Runs the timers of every QP whose deadline passed.
@@ -624,7 +629,7 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
         post_qp_event(hca, event::COMM_EST, qpn);
     }
     clock(hca);
-    with_rc(hca, qpn, None, |rc, now, env, tx| {
+    let local_head = with_rc(hca, qpn, None, |rc, now, env, tx| {
         let mut tmp = ExtHdrs::NONE;
         let mut kept = batch.iter().filter(|p| keep(p)).peekable();
         while let Some(p) = kept.next() {
@@ -637,9 +642,36 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
                 1 => p.payload.len(),
                 _ => p.payload.len() / n as usize,
             };
-            for i in 0..n {
+            // A run of WRITE MIDDLE packets that the call goes on after (not its last
+            // packet): checked packet by packet and executed together when every one of them
+            // would take the responder's common path (Responder::receive_middle_run), else
+            // handed over one by one below.
+            let run = if last { n - 1 } else { n };
+            let mut from = 0;
+            if run >= 2 && bth.opcode == Opcode::RC_RDMA_WRITE_MIDDLE && each > 0 {
+                env.flush_each = false;
+                let first = RxPacket {
+                    bth,
+                    ext,
+                    payload: RxPayload::Ref {
+                        token: 0,
+                        len: each,
+                    },
+                };
+                let all = RxPayload::Ref {
+                    token: 0,
+                    len: each * run as usize,
+                };
+                if rc
+                    .responder
+                    .receive_middle_run(&first, run, p.acks, all, env, tx)
+                {
+                    from = run;
+                }
+            }
+            for i in from..n {
                 if i > 0 {
-                    bth.psn = crate::roce::psn_add(bth.psn, 1);
+                    bth.psn = crate::roce::psn_add(p.bth.psn, i);
                     bth.ack_req = (p.acks >> i) & 1 != 0;
                 }
                 // A WRITE's bytes may move together with the next packet's, up to the last one.
@@ -660,7 +692,9 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
             }
         }
     });
-    retire_local(hca, qpn);
+    if local_head {
+        retire_local(hca, qpn);
+    }
 }
 
 /// Takes one packet that arrived at the port to its QP.
@@ -743,10 +777,11 @@ fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&Re
         post_qp_event(hca, event::COMM_EST, qpn);
     }
     clock(hca);
-    with_rc(hca, qpn, rx, |rc, now, env, tx| {
+    if with_rc(hca, qpn, rx, |rc, now, env, tx| {
         rc.receive(now, pkt, env, tx)
-    });
-    retire_local(hca, qpn);
+    }) {
+        retire_local(hca, qpn);
+    }
 }
 
 /// Moves QP `qpn` to ERR: the transport flushes the posted work requests, then every other
@@ -759,12 +794,13 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
     q.sq_blocked = false;
     if let Some(mut rc) = q.rc.take() {
         let cell = RefCell::new(hca);
+        let mut wx = WriteXlat::default();
         let mut env = Env {
             cell: &cell,
             qpn,
             rx: None,
             fail_local: false,
-            wx: WriteXlat::default(),
+            wx: &mut wx,
             pending: PendingMove::default(),
             flush_each: true,
             recv: None,
@@ -794,6 +830,24 @@ type Pieces = Arc<[(u64, usize)]>;
 thread_local! {
     /// [`work_request`]'s scratch list of a gather list's bus pieces.
     static PIECES: RefCell<Vec<(u64, usize)>> = const { RefCell::new(Vec::new()) };
+    /// [`work_request`]'s last one-entry gather list and its pieces (see [`LastGather`]).
+    static LAST_GATHER: RefCell<Option<LastGather>> = const { RefCell::new(None) };
+}
+
+/// A gather list of one entry whose key [`work_request`] resolved, with the key table's
+/// generation then: while the table keeps that generation, the same entry used the same way
+/// by the same QP resolves to the same pieces (its key checks would pass again), so the next
+/// WQE with that entry reuses them (and their allocation) instead of resolving the key again.
+/// Each piece is still proved guest memory again for each WQE.
+struct LastGather {
+    generation: u64,
+    lkey: u32,
+    addr: u64,
+    len: u64,
+    access: Access,
+    pd: u32,
+    qpn: u32,
+    pieces: Pieces,
 }
 
 /// Builds the work request of a parsed send WQE (lkeys checked), or the local error it
@@ -816,8 +870,29 @@ pub(crate) fn work_request(
     let total = w.total_len();
     // Every lkey checked and every piece proved guest memory, before any byte moves.
     // Collected in a reused scratch vector, then allocated once as the shared slice.
+    let generation = hca.mkeys.generation();
     let pieces_of = |gathers: &[Gather], access| -> Result<Pieces, (u8, u8)> {
-        PIECES.with(|scratch| {
+        let one = match gathers {
+            [Gather::Data { len, lkey, addr }] => Some((*len, *lkey, *addr)),
+            _ => None,
+        };
+        if let Some((len, lkey, addr)) = one {
+            let hit = LAST_GATHER.with(|c| {
+                c.borrow().as_ref().and_then(|g| {
+                    (g.generation == generation
+                        && (g.lkey, g.addr, g.len, g.access, g.pd, g.qpn)
+                            == (lkey, addr, len, access, user.pd, user.qpn))
+                        .then(|| g.pieces.clone())
+                })
+            });
+            if let Some(p) = hit {
+                for &(bus, n) in p.iter() {
+                    hca.mem.check(bus, n).map_err(|_| dma)?;
+                }
+                return Ok(p);
+            }
+        }
+        let pieces = PIECES.with(|scratch| {
             let mut pieces = scratch.borrow_mut();
             pieces.clear();
             for g in gathers {
@@ -829,8 +904,23 @@ pub(crate) fn work_request(
                     memory_pieces(&*hca.mem, &r, &mut pieces).map_err(|_| dma)?;
                 }
             }
-            Ok(Arc::from(&pieces[..]))
-        })
+            Ok::<Pieces, (u8, u8)>(Arc::from(&pieces[..]))
+        })?;
+        if let Some((len, lkey, addr)) = one {
+            LAST_GATHER.with(|c| {
+                *c.borrow_mut() = Some(LastGather {
+                    generation,
+                    lkey,
+                    addr,
+                    len,
+                    access,
+                    pd: user.pd,
+                    qpn: user.qpn,
+                    pieces: pieces.clone(),
+                })
+            });
+        }
+        Ok(pieces)
     };
     let too_long = total > (1u64 << q.log_msg_max.min(31));
     let imm = matches!(w.opcode, SEND_IMM | RDMA_WRITE_IMM).then_some(w.imm);

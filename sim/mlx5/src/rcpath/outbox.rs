@@ -28,7 +28,7 @@ pub(super) struct Outbox<'a, 'b, 'h> {
     /// The port's MAC (the frames' source).
     pub(super) mac: [u8; 6],
     pub(super) sgid: [u8; 16],
-    pub(super) out: Vec<Out>,
+    pub(super) out: &'h mut Vec<Out>,
 }
 
 impl Tx for Outbox<'_, '_, '_> {
@@ -199,25 +199,33 @@ fn continues(
 }
 
 /// Runs `f` on QP `qpn`'s transport with its environment, then sends what it emitted, adds
-/// its counters to the port's and handles an error it entered.
+/// its counters to the port's and handles an error it entered. Returns whether the head of
+/// the QP's SQ record may be a local slot for [`retire_local`] to complete (`false` only when
+/// it was seen not to be: empty, or a posted work request).
+#[must_use]
 pub(super) fn with_rc<'r>(
     hca: &mut Hca,
     qpn: u32,
     rx: Option<&'r RefPayload>,
     f: impl FnOnce(&mut RcQp, Nanos, &mut Env<'_, '_, 'r>, &mut dyn Tx),
-) {
+) -> bool {
     let now = hca.port.now_ns();
+    let key_generation = hca.mkeys.generation();
     let by_ref_link = hca.port.by_ref();
     let mac = hca.mac();
     let Some(q) = hca.qps.get_mut(qpn) else {
-        return;
+        return true;
     };
     let Some(mut rc) = q.rc.take() else {
-        return;
+        return true;
     };
     let (route, sgid) = (q.route, q.sgid);
     let cell = RefCell::new(hca);
-    let (out, fail_local) = {
+    let fail_local = {
+        // The call borrows the state's spare buffers in place (nothing moved in or out).
+        let st = &mut *rc;
+        // Carried over from another call only while no key changed since.
+        st.wx.valid = st.wx.valid && st.wx.generation == key_generation;
         let mut tx = Outbox {
             cell: &cell,
             qpn,
@@ -225,29 +233,24 @@ pub(super) fn with_rc<'r>(
             checked: None,
             by_ref: route == Route::Local || by_ref_link,
             local: route == Route::Local,
-            hdr: &rc.hdr,
+            hdr: &st.hdr,
             mac,
             sgid,
-            out: std::mem::take(&mut rc.out),
+            out: &mut st.out,
         };
         let mut env = Env {
             cell: &cell,
             qpn,
             rx,
             fail_local: false,
-            // Never carried over from another call (the key table may have changed since).
-            wx: WriteXlat {
-                valid: false,
-                ..std::mem::take(&mut rc.wx)
-            },
+            wx: &mut st.wx,
             pending: PendingMove::default(),
             flush_each: true,
             recv: None,
         };
-        f(&mut rc.qp, now, &mut env, &mut tx);
+        f(&mut st.qp, now, &mut env, &mut tx);
         env.settle();
-        rc.wx = env.wx;
-        (tx.out, env.fail_local)
+        env.fail_local
     };
     let hca = cell.into_inner();
     // Counters.
@@ -301,21 +304,20 @@ pub(super) fn with_rc<'r>(
         hca.port.kicks.push_back(qpn);
     }
     // Send what the transport emitted (loopback packets are on the queue already).
-    let mut out = out;
-    for o in out.drain(..) {
+    for o in rc.out.drain(..) {
         match o {
             Out::Frame(fr) => hca.port.send_frame(fr),
             Out::Ref(pkt) if route == Route::Local => hca.port.loopq.push_back(pkt),
             Out::Ref(pkt) => hca.port.send_ref(pkt),
         }
     }
-    rc.out = out;
-    let in_err = match hca.qps.get_mut(qpn) {
+    let (in_err, local_head) = match hca.qps.get_mut(qpn) {
         Some(q) => {
             q.rc = Some(rc);
-            q.state == qp::state::ERR
+            let local = q.wrs.front().is_some_and(|s| s.kind != SlotKind::Posted);
+            (q.state == qp::state::ERR, local)
         }
-        None => false,
+        None => (false, true),
     };
     if (error || fail_local) && !in_err {
         if let Some(nak) = cause {
@@ -329,7 +331,9 @@ pub(super) fn with_rc<'r>(
         if error {
             enter_error(hca, qpn);
         }
+        return true;
     }
+    local_head
 }
 
 /// Whether message bytes `off..end` of `pieces` (`end` within them) are guest memory.

@@ -68,6 +68,8 @@ pub mod opcode;
 pub mod pcap;
 pub mod rc;
 #[cfg(test)]
+mod rc_fast_tests;
+#[cfg(test)]
 mod rc_tests;
 pub mod requester;
 pub mod responder;

@@ -377,6 +377,91 @@ impl Responder {
         true
     }
 
+    /// `n` WRITE MIDDLE packets at consecutive PSNs from `first`'s, each with `first`'s
+    /// headers but for its PSN and its AckReq (bit `i` of `acks` for packet `i`), each carrying
+    /// `first.payload.len()` bytes; `all` is their payloads together, in order. When every one
+    /// of them passes the checks [`Responder::write_middle`] makes for it (each checked in
+    /// turn: the expected PSN, no error, no READ reply streaming, a WRITE in progress, remote
+    /// write enabled, no immediate, no RETH, length = MTU, more than an MTU of the message
+    /// left before it) and the environment can write their bytes at once
+    /// ([`RespMemory::write_run`](super::transport::RespMemory::write_run)), executes them as
+    /// `n` calls of [`Responder::receive`] would (each counted, each acknowledged in order when
+    /// it asks for it) and returns `true`. Returns `false`, having done nothing, otherwise:
+    /// the caller then hands them over one by one.
+    pub fn receive_middle_run(
+        &mut self,
+        first: &RxPacket<'_>,
+        n: u32,
+        acks: u64,
+        all: super::transport::RxPayload<'_>,
+        env: &mut dyn RespEnv,
+        tx: &mut dyn Tx,
+    ) -> bool {
+        let Some(InProgress::Write {
+            va,
+            rkey,
+            resid,
+            length,
+        }) = self.cur
+        else {
+            return false;
+        };
+        let mtu = self.cfg.mtu;
+        let plen = first.payload.len() as u32;
+        // The checks each packet passes when the first does: its PSN is the one expected
+        // after the packet before it, nothing in between can set the error or start a READ
+        // reply, and every header but PSN and AckReq is the first's.
+        if n == 0
+            || n > 64
+            || first.bth.opcode != Opcode::RC_RDMA_WRITE_MIDDLE
+            || first.bth.psn != self.epsn
+            || self.error
+            || !self.reads.is_empty()
+            || !self.cfg.remote_write
+            || first.ext.imm_dt.is_some()
+            || first.ext.reth.is_some()
+            || plen != mtu
+        {
+            return false;
+        }
+        // The one check that changes from packet to packet: more than an MTU of the message
+        // left before each, i.e. before the last (resid - (n - 1) * mtu > mtu).
+        let total = u64::from(n) * u64::from(mtu);
+        if u64::from(resid) <= total || all.len() as u64 != total {
+            return false;
+        }
+        let rest = resid - total as u32;
+        if !env.write_run(rkey, va, all, rest) {
+            return false;
+        }
+        // Each packet executed in turn, and acknowledged in turn when it asks for it (or
+        // under AckPolicy::EveryPacket); an ACK reads neither the expected PSN nor the
+        // executed count, so they are advanced once for the run.
+        self.nak_sent = false;
+        let psn = first.bth.psn;
+        self.counters.executed += u64::from(n);
+        let mut asked = if self.cfg.ack_policy == AckPolicy::EveryPacket {
+            !0
+        } else {
+            acks
+        };
+        if n < 64 {
+            asked &= (1u64 << n) - 1;
+        }
+        while asked != 0 {
+            self.ack(psn_add(psn, asked.trailing_zeros()), tx);
+            asked &= asked - 1;
+        }
+        self.epsn = psn_add(psn, n);
+        self.cur = Some(InProgress::Write {
+            va: va.wrapping_add(total),
+            rkey,
+            resid: resid - total as u32,
+            length,
+        });
+        true
+    }
+
     /// Class C: NAKs `psn`, completes an engaged receive WQE in error, and goes to the error
     /// state (rxe do_class_ac_error → RESPST_COMPLETE / ACKNOWLEDGE).
     fn fail(&mut self, psn: u32, f: Fail, kind: OpKind, env: &mut dyn RespEnv, tx: &mut dyn Tx) {

@@ -322,6 +322,17 @@ pub trait RespMemory {
         let _ = rest;
         self.write(rkey, va, src)
     }
+    /// The payloads of consecutive packets of one message (`src`: their bytes in order, the
+    /// first at `va`; `rest`: the message bytes after the last of them), each of which
+    /// [`RespMemory::write_part`] would place, written at once when the environment can prove
+    /// that doing so gives the bytes and the outcome those calls would: each of them would
+    /// succeed and none would move a byte before the packets that follow them in the same
+    /// transport call. Returns `false`, having done nothing, when it cannot: the caller then
+    /// writes the packets one by one. The default never can.
+    fn write_run(&mut self, rkey: u32, va: u64, src: RxPayload<'_>, rest: u32) -> bool {
+        let _ = (rkey, va, src, rest);
+        false
+    }
     /// Reads `dst.len()` bytes at `va` under `rkey` (READ response payload, called while the
     /// frame is built: one copy from memory to the wire).
     fn read(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessFault>;
