@@ -11,7 +11,8 @@ use clap::{Parser, ValueEnum};
 
 use crate::{parse_size, Accel, BootVia, Hca, Machine, Options};
 
-const ABOUT: &str = "Builds the unikernel image and boots it in QEMU; the exit status is the application's.";
+const ABOUT: &str =
+    "Builds the unikernel image and boots it in QEMU; the exit status is the application's.";
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -78,9 +79,9 @@ fn hca_wire(v: &str) -> Result<HcaWire, String> {
 
 /// A QEMU size, kept as written (QEMU gets it as is).
 fn memory_size(v: &str) -> Result<String, String> {
-    parse_size(v)
-        .map(|_| v.to_string())
-        .ok_or_else(|| "expected a size: a number above 0 with K, M, G or T (MiB without), e.g. 512M or 5G".into())
+    parse_size(v).map(|_| v.to_string()).ok_or_else(|| {
+        "expected a size: a number above 0 with K, M, G or T (MiB without), e.g. 512M or 5G".into()
+    })
 }
 
 /// A host PCI address for `-device vfio-pci,host=`, in the form QEMU takes:
@@ -89,7 +90,10 @@ fn memory_size(v: &str) -> Result<String, String> {
 fn pci_address(v: &str) -> Result<String, String> {
     const WANT: &str = "expected a PCI address [DOMAIN:]BUS:SLOT.FUNCTION, e.g. 0000:3b:00.0";
     let hex = |s: &str, max: u32| -> Option<u32> {
-        (!s.is_empty() && s.len() <= 4).then(|| u32::from_str_radix(s, 16).ok()).flatten().filter(|&n| n <= max)
+        (!s.is_empty() && s.len() <= 4)
+            .then(|| u32::from_str_radix(s, 16).ok())
+            .flatten()
+            .filter(|&n| n <= max)
     };
     let (head, func) = v.rsplit_once('.').ok_or(WANT)?;
     let parts: Vec<&str> = head.split(':').collect();
@@ -98,7 +102,12 @@ fn pci_address(v: &str) -> Result<String, String> {
         [d, b, s] => (d, b, s),
         _ => return Err(WANT.into()),
     };
-    match (hex(dom, 0xffff), hex(bus, 0xff), hex(slot, 0x1f), hex(func, 7)) {
+    match (
+        hex(dom, 0xffff),
+        hex(bus, 0xff),
+        hex(slot, 0x1f),
+        hex(func, 7),
+    ) {
         (Some(_), Some(_), Some(_), Some(_)) => Ok(v.to_string()),
         _ => Err(WANT.into()),
     }
@@ -122,12 +131,15 @@ fn output_file(v: &str) -> Result<PathBuf, String> {
 
 /// An HCA fault spec, checked by the model's parser (`mlx5-sim --fault`).
 fn hca_fault(v: &str) -> Result<String, mlx5_sim::faults::FaultSpecError> {
-    mlx5_sim::Faults::default().apply_spec(v).map(|()| v.to_string())
+    mlx5_sim::Faults::default()
+        .apply_spec(v)
+        .map(|()| v.to_string())
 }
 
 /// A wire fault spec, checked by the model's parser (`mlx5-sim --wire-fault`).
 fn wire_fault(v: &str) -> Result<String, mlx5_sim::roce::link::FaultSpecError> {
-    v.parse::<mlx5_sim::roce::link::FaultSpec>().map(|_| v.to_string())
+    v.parse::<mlx5_sim::roce::link::FaultSpec>()
+        .map(|_| v.to_string())
 }
 
 /// `cargo run -- [OPTIONS]`. Field order is the order of `--help`.
@@ -248,7 +260,13 @@ pub struct Cli {
     /// The command Linux runs (sh -c), e.g. 'ib_write_bw -d rxe0 -x $GID -F'
     /// ($GID: the RoCE v2 GID index of Linux's IPv4 address; $SERVER: the
     /// launcher's address, for a Linux client)
-    #[arg(long, value_name = "CMD", requires = "peer", allow_hyphen_values = true, verbatim_doc_comment)]
+    #[arg(
+        long,
+        value_name = "CMD",
+        requires = "peer",
+        allow_hyphen_values = true,
+        verbatim_doc_comment
+    )]
     pub peer_cmd: Option<String>,
 
     /// Which side Linux plays
@@ -351,9 +369,15 @@ pub fn readme_table(markdown: &str, heading: &str) -> Vec<(String, String)> {
             // `--name VALUE`, `-q, --quiet` or `` `--name` ``.
             if let Some(opt) = first
                 .split(|c: char| c == '`' || c == ',' || c.is_whitespace())
-                .find(|w| w.strip_prefix("--").is_some_and(|n| n.starts_with(|c: char| c.is_ascii_alphanumeric())))
+                .find(|w| {
+                    w.strip_prefix("--")
+                        .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_alphanumeric()))
+                })
             {
-                let name: String = opt.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+                let name: String = opt
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
                 rows.push((name, t.to_string()));
             }
         } else if in_table {
@@ -388,29 +412,55 @@ mod tests {
         let opts = long_options(&cmd);
         for o in must_list {
             assert!(help.contains(o.as_str()), "--help does not show {o}");
-            assert!(rows.iter().any(|(r, _)| r == o), "the README's {what} table lacks {o} (in --help)");
+            assert!(
+                rows.iter().any(|(r, _)| r == o),
+                "the README's {what} table lacks {o} (in --help)"
+            );
         }
         for (r, _) in rows {
-            assert!(opts.contains(r), "the README's {what} table has {r}, which --help does not know");
+            assert!(
+                opts.contains(r),
+                "the README's {what} table has {r}, which --help does not know"
+            );
         }
         for a in cmd.get_arguments() {
             let Some(long) = a.get_long() else { continue };
-            let Some((_, row)) = rows.iter().find(|(r, _)| *r == format!("--{long}")) else { continue };
+            let Some((_, row)) = rows.iter().find(|(r, _)| *r == format!("--{long}")) else {
+                continue;
+            };
             // Flags (default false) and values whose default --help does not print.
             if let [d, ..] = a.get_default_values() {
                 if !a.is_hide_default_value_set() && a.get_action().takes_values() {
                     let d = d.to_string_lossy();
-                    assert!(row.contains(&format!("default {d}")), "the README row of --{long} does not say `default {d}`: {row}");
+                    assert!(
+                        row.contains(&format!("default {d}")),
+                        "the README row of --{long} does not say `default {d}`: {row}"
+                    );
                 }
             }
-            let values: Vec<String> =
-                a.get_possible_values().iter().filter(|v| !v.is_hide_set()).map(|v| v.get_name().to_string()).collect();
+            let values: Vec<String> = a
+                .get_possible_values()
+                .iter()
+                .filter(|v| !v.is_hide_set())
+                .map(|v| v.get_name().to_string())
+                .collect();
             if !values.is_empty() && !a.is_hide_possible_values_set() {
                 // The first cell's `--name VALUES`, up to the closing backquote.
-                let first = row.trim_start_matches('|').split(" | ").next().unwrap_or("");
-                let shown = first.split(&format!("--{long} ")).nth(1).and_then(|v| v.split('`').next());
+                let first = row
+                    .trim_start_matches('|')
+                    .split(" | ")
+                    .next()
+                    .unwrap_or("");
+                let shown = first
+                    .split(&format!("--{long} "))
+                    .nth(1)
+                    .and_then(|v| v.split('`').next());
                 let listed = values.join("\\|");
-                assert_eq!(shown, Some(listed.as_str()), "the README row of --{long} does not list `{listed}`: {row}");
+                assert_eq!(
+                    shown,
+                    Some(listed.as_str()),
+                    "the README row of --{long} does not list `{listed}`: {row}"
+                );
             }
         }
     }
@@ -428,7 +478,10 @@ mod tests {
     #[test]
     fn readme_peer_table_matches_help() {
         let rows = readme_table(&readme(), "## Talking to Linux");
-        let peer: Vec<String> = long_options(&Cli::command()).into_iter().filter(|o| o.starts_with("--peer")).collect();
+        let peer: Vec<String> = long_options(&Cli::command())
+            .into_iter()
+            .filter(|o| o.starts_with("--peer"))
+            .collect();
         assert_eq!(peer.len(), 4, "{peer:?}");
         check_table("Talking to Linux", &rows, &peer);
     }
@@ -456,28 +509,52 @@ mod tests {
             ("--vfio 3b:20.0", "3b:20.0"),
             ("--vfio 0000:3b:00.8", "0000:3b:00.8"),
             ("--vfio 10000:3b:00.0", "10000:3b:00.0"),
-            ("--pair --hca-pcap /nonexistent-dir/x.pcap", "/nonexistent-dir/x.pcap"),
+            (
+                "--pair --hca-pcap /nonexistent-dir/x.pcap",
+                "/nonexistent-dir/x.pcap",
+            ),
             ("--peer linux --peer-cmd x --peer-pcap /tmp/", "/tmp/"),
         ] {
             let e = parse(args).expect_err(args);
             use clap::error::ErrorKind::{InvalidValue, ValueValidation};
-            assert!(matches!(e.kind(), InvalidValue | ValueValidation), "{args}: {e}");
+            assert!(
+                matches!(e.kind(), InvalidValue | ValueValidation),
+                "{args}: {e}"
+            );
             let text = e.to_string();
-            assert!(text.contains(&format!("'{bad}'")), "{args}: the error does not name '{bad}': {text}");
+            assert!(
+                text.contains(&format!("'{bad}'")),
+                "{args}: the error does not name '{bad}': {text}"
+            );
         }
         let e = parse("--bogus").unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument);
         assert!(e.to_string().contains("--bogus"));
-        assert_eq!(parse("--memory").unwrap_err().kind(), clap::error::ErrorKind::InvalidValue);
-        assert_eq!(parse("--help").unwrap_err().kind(), clap::error::ErrorKind::DisplayHelp);
-        assert_eq!(parse("-h").unwrap_err().kind(), clap::error::ErrorKind::DisplayHelp);
+        assert_eq!(
+            parse("--memory").unwrap_err().kind(),
+            clap::error::ErrorKind::InvalidValue
+        );
+        assert_eq!(
+            parse("--help").unwrap_err().kind(),
+            clap::error::ErrorKind::DisplayHelp
+        );
+        assert_eq!(
+            parse("-h").unwrap_err().kind(),
+            clap::error::ErrorKind::DisplayHelp
+        );
         // Errors exit with the launcher's usage status.
-        assert_eq!(parse("--bogus").unwrap_err().exit_code(), crate::status::USAGE);
+        assert_eq!(
+            parse("--bogus").unwrap_err().exit_code(),
+            crate::status::USAGE
+        );
     }
 
     #[test]
     fn defaults_are_the_library_defaults() {
-        assert_eq!(parse_args(std::iter::empty::<String>()).unwrap(), Options::default());
+        assert_eq!(
+            parse_args(std::iter::empty::<String>()).unwrap(),
+            Options::default()
+        );
     }
 
     #[test]
@@ -485,16 +562,42 @@ mod tests {
         // `--flag=value`, the `multiboot2` alias, a repeated option (the last wins), a
         // repeatable one, and values that start with a dash.
         let o = parse_args([
-            "--boot=multiboot2", "--cpus", "2", "--cpus", "3", "--vfio", "3b:00.0", "--vfio", "3b:00.1", "--cmdline",
-            "-n 5", "-q",
+            "--boot=multiboot2",
+            "--cpus",
+            "2",
+            "--cpus",
+            "3",
+            "--vfio",
+            "3b:00.0",
+            "--vfio",
+            "3b:00.1",
+            "--cmdline",
+            "-n 5",
+            "-q",
         ])
         .unwrap();
-        assert_eq!((o.boot, o.cpus, o.cmdline.as_str(), o.echo), (BootVia::Grub, 3, "-n 5", false));
+        assert_eq!(
+            (o.boot, o.cpus, o.cmdline.as_str(), o.echo),
+            (BootVia::Grub, 3, "-n 5", false)
+        );
         assert_eq!(o.vfio, ["3b:00.0", "3b:00.1"]);
         assert_eq!(parse("--vfio ffff:ff:1f.7").unwrap().vfio, ["ffff:ff:1f.7"]);
-        assert_eq!(parse("--pair --hca-pcap run.pcap").unwrap().hca_args[..2], ["--wire-pcap", "run.pcap"]);
-        let o = parse("--hca-fault swallow-commands --hca-fault fatal-health=1 --hca-trace").unwrap();
-        assert_eq!(o.hca_args, ["--trace", "--fault", "swallow-commands", "--fault", "fatal-health=1"]);
+        assert_eq!(
+            parse("--pair --hca-pcap run.pcap").unwrap().hca_args[..2],
+            ["--wire-pcap", "run.pcap"]
+        );
+        let o =
+            parse("--hca-fault swallow-commands --hca-fault fatal-health=1 --hca-trace").unwrap();
+        assert_eq!(
+            o.hca_args,
+            [
+                "--trace",
+                "--fault",
+                "swallow-commands",
+                "--fault",
+                "fatal-health=1"
+            ]
+        );
         let o = parse_args(["--peer", "linux", "--peer-cmd", "-x"]).unwrap();
         assert_eq!(o.peer_cmd.as_deref(), Some("-x"));
     }
@@ -502,16 +605,46 @@ mod tests {
     #[test]
     fn combinations_that_cannot_work_are_refused() {
         use clap::error::ErrorKind;
-        assert_eq!(parse("--peer linux").unwrap_err().kind(), ErrorKind::MissingRequiredArgument);
-        assert_eq!(parse("--peer-cmd x").unwrap_err().kind(), ErrorKind::MissingRequiredArgument);
-        assert_eq!(parse("--peer-pcap /tmp/x").unwrap_err().kind(), ErrorKind::MissingRequiredArgument);
-        assert_eq!(parse("--pair --peer linux --peer-cmd x").unwrap_err().kind(), ErrorKind::ArgumentConflict);
-        assert_eq!(parse("--pair --peer-cmd x").unwrap_err().kind(), ErrorKind::ArgumentConflict);
-        assert_eq!(parse("--pair --hca-wire listen:/tmp/w").unwrap_err().kind(), ErrorKind::ArgumentConflict);
+        assert_eq!(
+            parse("--peer linux").unwrap_err().kind(),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            parse("--peer-cmd x").unwrap_err().kind(),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            parse("--peer-pcap /tmp/x").unwrap_err().kind(),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            parse("--pair --peer linux --peer-cmd x")
+                .unwrap_err()
+                .kind(),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(
+            parse("--pair --peer-cmd x").unwrap_err().kind(),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(
+            parse("--pair --hca-wire listen:/tmp/w").unwrap_err().kind(),
+            ErrorKind::ArgumentConflict
+        );
         // A capture needs a wire (mlx5-sim refuses --wire-pcap without one).
-        assert_eq!(parse("--hca-pcap /tmp/x.pcap").unwrap_err().kind(), ErrorKind::MissingRequiredArgument);
-        for ok in ["--pair", "--hca-wire connect:/tmp/w", "--peer linux --peer-cmd x"] {
-            assert!(parse(&format!("{ok} --hca-pcap /tmp/x.pcap")).is_ok(), "{ok}");
+        assert_eq!(
+            parse("--hca-pcap /tmp/x.pcap").unwrap_err().kind(),
+            ErrorKind::MissingRequiredArgument
+        );
+        for ok in [
+            "--pair",
+            "--hca-wire connect:/tmp/w",
+            "--peer linux --peer-cmd x",
+        ] {
+            assert!(
+                parse(&format!("{ok} --hca-pcap /tmp/x.pcap")).is_ok(),
+                "{ok}"
+            );
         }
     }
 }

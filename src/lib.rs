@@ -140,13 +140,20 @@ pub fn parse_size(s: &str) -> Option<u64> {
         't' | 'T' => (&s[..s.len() - 1], 1 << 40),
         _ => (s, 1 << 20),
     };
-    num.parse::<u64>().ok().filter(|&n| n > 0)?.checked_mul(mult)
+    num.parse::<u64>()
+        .ok()
+        .filter(|&n| n > 0)?
+        .checked_mul(mult)
 }
 
 /// Whether KVM can be used: /dev/kvm opens read-write and answers KVM_GET_API_VERSION with 12.
 pub fn kvm_usable() -> bool {
     use std::os::fd::AsRawFd;
-    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") else {
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+    else {
         return false;
     };
     const KVM_GET_API_VERSION: libc::c_ulong = 0xae00;
@@ -160,7 +167,12 @@ pub fn qemu_binary() -> String {
 }
 
 pub fn qemu_available() -> bool {
-    Command::new(qemu_binary()).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+    Command::new(qemu_binary())
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
 }
 
 pub const QEMU_INSTALL_HINT: &str = "qemu-system-x86_64 was not found. On Debian bookworm:\n  \
@@ -182,9 +194,14 @@ impl fmt::Display for LaunchError {
         match self {
             LaunchError::Build(s) => write!(f, "building the image failed: {s}"),
             LaunchError::QemuMissing => write!(f, "{QEMU_INSTALL_HINT}"),
-            LaunchError::KvmUnavailable => write!(f, "--accel kvm: /dev/kvm is missing or unusable"),
+            LaunchError::KvmUnavailable => {
+                write!(f, "--accel kvm: /dev/kvm is missing or unusable")
+            }
             LaunchError::HcaNeedsKvm => {
-                write!(f, "--hca sim needs KVM: QEMU 10.0's x-pci-proxy-dev crashes under TCG")
+                write!(
+                    f,
+                    "--hca sim needs KVM: QEMU 10.0's x-pci-proxy-dev crashes under TCG"
+                )
             }
             LaunchError::Io(s) => write!(f, "{s}"),
         }
@@ -208,17 +225,37 @@ pub fn build_image(app: &str) -> Result<PathBuf, LaunchError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--release", "--quiet", "-p", "apps", "--bin", app, "--target", IMAGE_TARGET])
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "apps",
+            "--bin",
+            app,
+            "--target",
+            IMAGE_TARGET,
+        ])
         .arg("--target-dir")
         .arg(&target_dir);
     // The outer cargo's settings are for the host build, not the image.
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "RUSTC_WRAPPER"] {
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "RUSTC_WRAPPER",
+    ] {
         cmd.env_remove(var);
     }
     let _step = progress::Step::start(format!("building the image `{app}`"));
-    let out = cmd.output().map_err(|e| LaunchError::Build(format!("cannot run cargo: {e}")))?;
+    let out = cmd
+        .output()
+        .map_err(|e| LaunchError::Build(format!("cannot run cargo: {e}")))?;
     if !out.status.success() {
-        return Err(LaunchError::Build(String::from_utf8_lossy(&out.stderr).into_owned()));
+        return Err(LaunchError::Build(
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
     }
     Ok(target_dir.join(IMAGE_TARGET).join("release").join(app))
 }
@@ -230,16 +267,28 @@ pub fn build_hca_sim() -> Result<PathBuf, LaunchError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--release", "--quiet", "-p", "mlx5-sim", "--bin", "mlx5-sim"])
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "mlx5-sim",
+            "--bin",
+            "mlx5-sim",
+        ])
         .arg("--target-dir")
         .arg(&target_dir);
     for var in ["CARGO_BUILD_TARGET", "CARGO_TARGET_DIR"] {
         cmd.env_remove(var);
     }
     let _step = progress::Step::start("building mlx5-sim, the emulated HCA");
-    let out = cmd.output().map_err(|e| LaunchError::Build(format!("cannot run cargo: {e}")))?;
+    let out = cmd
+        .output()
+        .map_err(|e| LaunchError::Build(format!("cannot run cargo: {e}")))?;
     if !out.status.success() {
-        return Err(LaunchError::Build(String::from_utf8_lossy(&out.stderr).into_owned()));
+        return Err(LaunchError::Build(
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
     }
     Ok(target_dir.join("release").join("mlx5-sim"))
 }
@@ -257,14 +306,27 @@ impl HcaServer {
         let mut fds = [0; 2];
         // SAFETY: socketpair writes two descriptors into `fds`; CLOEXEC keeps them out of every
         // child except the one each is explicitly handed to (see `inherit`).
-        let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
         if rc != 0 {
-            return Err(LaunchError::Io(format!("socketpair: {}", std::io::Error::last_os_error())));
+            return Err(LaunchError::Io(format!(
+                "socketpair: {}",
+                std::io::Error::last_os_error()
+            )));
         }
         // SAFETY: both descriptors were just created and are owned by nobody else.
-        let (qemu_end, sim_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (qemu_end, sim_end) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let mut cmd = Command::new(binary);
-        cmd.arg("--fd").arg(sim_end.as_raw_fd().to_string()).args(extra_args);
+        cmd.arg("--fd")
+            .arg(sim_end.as_raw_fd().to_string())
+            .args(extra_args);
         inherit(&mut cmd, sim_end.as_raw_fd());
         let child = cmd
             .stdin(Stdio::null())
@@ -314,13 +376,15 @@ pub fn build_grub_iso(kernel: &Path, cmdline: &str, out: &Path) -> Result<(), La
     let dir = out.with_extension("isodir");
     let _ = std::fs::remove_dir_all(&dir);
     let grub_dir = dir.join("boot").join("grub");
-    std::fs::create_dir_all(&grub_dir).map_err(|e| LaunchError::Io(format!("{}: {e}", grub_dir.display())))?;
+    std::fs::create_dir_all(&grub_dir)
+        .map_err(|e| LaunchError::Io(format!("{}: {e}", grub_dir.display())))?;
     std::fs::copy(kernel, dir.join("boot").join("unikernel.elf"))
         .map_err(|e| LaunchError::Io(format!("copying the image: {e}")))?;
     let cfg = format!(
         "set timeout=0\nset default=0\nmenuentry \"unikernel\" {{\n  multiboot2 /boot/unikernel.elf {cmdline}\n  boot\n}}\n"
     );
-    std::fs::write(grub_dir.join("grub.cfg"), cfg).map_err(|e| LaunchError::Io(format!("grub.cfg: {e}")))?;
+    std::fs::write(grub_dir.join("grub.cfg"), cfg)
+        .map_err(|e| LaunchError::Io(format!("grub.cfg: {e}")))?;
     let res = Command::new("grub-mkrescue")
         .arg("-o")
         .arg(out)
@@ -329,7 +393,10 @@ pub fn build_grub_iso(kernel: &Path, cmdline: &str, out: &Path) -> Result<(), La
         .map_err(|e| LaunchError::Io(format!("grub-mkrescue not runnable ({e}); run .ci/setup")))?;
     let _ = std::fs::remove_dir_all(&dir);
     if !res.status.success() {
-        return Err(LaunchError::Io(format!("grub-mkrescue failed: {}", String::from_utf8_lossy(&res.stderr))));
+        return Err(LaunchError::Io(format!(
+            "grub-mkrescue failed: {}",
+            String::from_utf8_lossy(&res.stderr)
+        )));
     }
     Ok(())
 }
@@ -344,8 +411,12 @@ pub fn qemu_command(opts: &Options, image: &Path, kvm: bool) -> Command {
     let shared_ram = opts.hca == Some(Hca::Sim);
     if shared_ram {
         // The device process reaches guest RAM through this shared memfd (its DMA).
-        cmd.arg("-object").arg(format!("memory-backend-memfd,id=ram,size={},share=on", opts.memory));
-        cmd.arg("-machine").arg(format!("{machine},memory-backend=ram"));
+        cmd.arg("-object").arg(format!(
+            "memory-backend-memfd,id=ram,size={},share=on",
+            opts.memory
+        ));
+        cmd.arg("-machine")
+            .arg(format!("{machine},memory-backend=ram"));
     } else {
         cmd.arg("-machine").arg(machine);
     }
@@ -356,9 +427,27 @@ pub fn qemu_command(opts: &Options, image: &Path, kvm: bool) -> Command {
         // IA32_ARCH_CAPABILITIES MSR cannot be set: hide both (shared/notes/qemu-hca-attach.md).
         cmd.args(["-accel", "kvm", "-cpu", "host,-pdpe1gb,-arch-capabilities"]);
     } else {
-        cmd.args(["-accel", "tcg", "-cpu", if opts.hide_1g_pages { "max,-pdpe1gb" } else { "max" }]);
+        cmd.args([
+            "-accel",
+            "tcg",
+            "-cpu",
+            if opts.hide_1g_pages {
+                "max,-pdpe1gb"
+            } else {
+                "max"
+            },
+        ]);
     }
-    cmd.args(["-nodefaults", "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot"]);
+    cmd.args([
+        "-nodefaults",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-serial",
+        "stdio",
+        "-no-reboot",
+    ]);
     cmd.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=4"]);
     match opts.boot {
         BootVia::Pvh => {
@@ -423,11 +512,16 @@ pub fn decode_exit(status: ExitStatus, output: &str) -> Verdict {
         ));
     }
     let code = raw >> 1;
-    let reported = output.lines().rev().find_map(|l| l.trim().strip_prefix("app: exit=")?.parse::<i32>().ok());
+    let reported = output
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("app: exit=")?.parse::<i32>().ok());
     match (code, reported) {
         (101..=103, _) => Verdict::KernelFailure(code),
         (c, Some(r)) if c == r => Verdict::Exited(c),
-        (0, None) => Verdict::Abnormal("QEMU exited with status 1 and the guest never reported (QEMU error?)".into()),
+        (0, None) => Verdict::Abnormal(
+            "QEMU exited with status 1 and the guest never reported (QEMU error?)".into(),
+        ),
         (c, _) => Verdict::Exited(c),
     }
 }
@@ -461,9 +555,17 @@ fn prepare(opts: &Options) -> Result<Prepared, LaunchError> {
     }
     let app = opts.app.clone().unwrap_or_else(|| {
         let with_hca = hca == Hca::Sim || !opts.vfio.is_empty();
-        String::from(if with_hca { DEFAULT_APP_HCA } else { DEFAULT_APP_NO_HCA })
+        String::from(if with_hca {
+            DEFAULT_APP_HCA
+        } else {
+            DEFAULT_APP_NO_HCA
+        })
     });
-    let opts = &Options { hca: Some(hca), app: Some(app.clone()), ..opts.clone() };
+    let opts = &Options {
+        hca: Some(hca),
+        app: Some(app.clone()),
+        ..opts.clone()
+    };
     let server = match hca {
         Hca::Sim => Some(HcaServer::start(&build_hca_sim()?, &opts.hca_args)?),
         Hca::None => None,
@@ -489,8 +591,19 @@ fn prepare(opts: &Options) -> Result<Prepared, LaunchError> {
         eprintln!("  gdb {} -ex 'target remote :1234'", image.display());
     }
     // A debugging session is not timed out.
-    let timeout = if opts.gdb { Duration::from_secs(7 * 24 * 3600) } else { opts.timeout };
-    Ok(Prepared { cmd, server, iso, timeout, echo: opts.echo, kvm })
+    let timeout = if opts.gdb {
+        Duration::from_secs(7 * 24 * 3600)
+    } else {
+        opts.timeout
+    };
+    Ok(Prepared {
+        cmd,
+        server,
+        iso,
+        timeout,
+        echo: opts.echo,
+        kvm,
+    })
 }
 
 /// Builds (if needed) and boots the image; returns the verdict and the guest's output.
@@ -500,7 +613,12 @@ pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
     let result = guest.finish(Instant::now() + p.timeout);
     p.cleanup();
     let (verdict, output, wall_time) = result?;
-    Ok(RunResult { verdict, output, wall_time, accel: if p.kvm { Accel::Kvm } else { Accel::Tcg } })
+    Ok(RunResult {
+        verdict,
+        output,
+        wall_time,
+        accel: if p.kvm { Accel::Kvm } else { Accel::Tcg },
+    })
 }
 
 /// The two guests of `--pair` from the command line's options: `rdma-peer` as server
@@ -526,8 +644,14 @@ pub fn pair_options(o: &Options, dir: &Path) -> (Options, Options) {
         }
         args.extend([wire_flag.into(), wire.clone(), "--mac".into(), mac.into()]);
         Options {
-            memory: if o.memory == Options::default().memory { "1G".into() } else { o.memory.clone() },
-            cmdline: format!("role={role} ip={ip}/24 mac={mac} {}", o.cmdline).trim_end().into(),
+            memory: if o.memory == Options::default().memory {
+                "1G".into()
+            } else {
+                o.memory.clone()
+            },
+            cmdline: format!("role={role} ip={ip}/24 mac={mac} {}", o.cmdline)
+                .trim_end()
+                .into(),
             hca: Some(Hca::Sim),
             app: Some("rdma-peer".into()),
             hca_args: args,
@@ -536,8 +660,20 @@ pub fn pair_options(o: &Options, dir: &Path) -> (Options, Options) {
         }
     };
     (
-        guest("server", "10.0.0.1", "02:00:00:00:00:0a", "--wire-listen", true),
-        guest("client", "10.0.0.2", "02:00:00:00:00:0b", "--wire-connect", false),
+        guest(
+            "server",
+            "10.0.0.1",
+            "02:00:00:00:00:0a",
+            "--wire-listen",
+            true,
+        ),
+        guest(
+            "client",
+            "10.0.0.2",
+            "02:00:00:00:00:0b",
+            "--wire-connect",
+            false,
+        ),
     )
 }
 
@@ -550,11 +686,18 @@ pub const RELAY_PREFIX: &str = "peer: ";
 /// `b` is started once that socket exists, so `b`'s HCA can connect to it.
 pub fn run_pair(a: &Options, b: &Options) -> Result<(RunResult, RunResult), LaunchError> {
     let mut pa = prepare(a)?;
-    if let Some(path) = a.hca_args.iter().position(|x| x == "--wire-listen").and_then(|i| a.hca_args.get(i + 1)) {
+    if let Some(path) = a
+        .hca_args
+        .iter()
+        .position(|x| x == "--wire-listen")
+        .and_then(|i| a.hca_args.get(i + 1))
+    {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !Path::new(path).exists() {
             if Instant::now() >= deadline {
-                return Err(LaunchError::Io(format!("the first HCA never listened on {path}")));
+                return Err(LaunchError::Io(format!(
+                    "the first HCA never listened on {path}"
+                )));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -562,7 +705,12 @@ pub fn run_pair(a: &Options, b: &Options) -> Result<(RunResult, RunResult), Laun
     let mut pb = prepare(b)?;
     let to_a = Relay::default();
     let to_b = Relay::default();
-    let mut ga = spawn_guest(&mut pa.cmd, pa.echo, Some((to_b.clone(), to_a.clone())), "a| ")?;
+    let mut ga = spawn_guest(
+        &mut pa.cmd,
+        pa.echo,
+        Some((to_b.clone(), to_a.clone())),
+        "a| ",
+    )?;
     if let Some(stdin) = ga.stdin() {
         to_a.lock().expect("relay lock").connect(stdin);
     }
@@ -577,8 +725,18 @@ pub fn run_pair(a: &Options, b: &Options) -> Result<(RunResult, RunResult), Laun
     pb.cleanup();
     let ((va, oa, wa), (vb, ob, wb)) = (ra?, rb?);
     Ok((
-        RunResult { verdict: va, output: oa, wall_time: wa, accel: if pa.kvm { Accel::Kvm } else { Accel::Tcg } },
-        RunResult { verdict: vb, output: ob, wall_time: wb, accel: if pb.kvm { Accel::Kvm } else { Accel::Tcg } },
+        RunResult {
+            verdict: va,
+            output: oa,
+            wall_time: wa,
+            accel: if pa.kvm { Accel::Kvm } else { Accel::Tcg },
+        },
+        RunResult {
+            verdict: vb,
+            output: ob,
+            wall_time: wb,
+            accel: if pb.kvm { Accel::Kvm } else { Accel::Tcg },
+        },
     ))
 }
 
@@ -612,7 +770,9 @@ impl RelayTarget {
 
     fn flush(&mut self) {
         if let (true, Some(stdin)) = (self.listening, self.stdin.as_mut()) {
-            let _ = stdin.write_all(&std::mem::take(&mut self.pending)).and_then(|()| stdin.flush());
+            let _ = stdin
+                .write_all(&std::mem::take(&mut self.pending))
+                .and_then(|()| stdin.flush());
         }
     }
 
@@ -646,7 +806,11 @@ impl Guest {
     /// Waits for QEMU to exit (killing it at `deadline`) and decodes the verdict.
     fn finish(mut self, deadline: Instant) -> Result<(Verdict, String, Duration), LaunchError> {
         let status = loop {
-            if let Some(st) = self.child.try_wait().map_err(|e| LaunchError::Io(e.to_string()))? {
+            if let Some(st) = self
+                .child
+                .try_wait()
+                .map_err(|e| LaunchError::Io(e.to_string()))?
+            {
                 break Some(st);
             }
             if Instant::now() >= deadline {
@@ -671,9 +835,18 @@ impl Guest {
 /// Starts QEMU with its serial output collected (and echoed); with `relay`, serial input is a
 /// pipe and relayed lines from this guest go to the other's input.
 /// `relay`: (where this guest's relay lines go, this guest's own input).
-fn spawn_guest(cmd: &mut Command, echo: bool, relay: Option<(Relay, Relay)>, tag: &'static str) -> Result<Guest, LaunchError> {
+fn spawn_guest(
+    cmd: &mut Command,
+    echo: bool,
+    relay: Option<(Relay, Relay)>,
+    tag: &'static str,
+) -> Result<Guest, LaunchError> {
     let start = Instant::now();
-    let stdin = if relay.is_some() { Stdio::piped() } else { Stdio::null() };
+    let stdin = if relay.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
     let mut child: Child = cmd
         .stdin(stdin)
         .stdout(Stdio::piped())
@@ -687,7 +860,12 @@ fn spawn_guest(cmd: &mut Command, echo: bool, relay: Option<(Relay, Relay)>, tag
         spawn_reader(stdout, tx.clone(), echo, false, tag, relay),
         spawn_reader(stderr, tx, echo, true, tag, None),
     ];
-    Ok(Guest { child, rx, readers, start })
+    Ok(Guest {
+        child,
+        rx,
+        readers,
+        start,
+    })
 }
 
 fn spawn_reader(
@@ -701,7 +879,11 @@ fn spawn_reader(
     std::thread::spawn(move || {
         let mut reader = BufReader::new(src);
         let mut line = Vec::new();
-        while reader.read_until(b'\n', &mut line).map(|n| n > 0).unwrap_or(false) {
+        while reader
+            .read_until(b'\n', &mut line)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {
             let text = String::from_utf8_lossy(&line).replace('\r', "");
             if echo {
                 let shown = format!("{tag}{text}");
@@ -734,30 +916,54 @@ mod tests {
 
     #[test]
     fn pair_options_make_a_server_and_a_client() {
-        let args = "--pair --hca-pcap /tmp/run.pcap --wire-fault drop=0.01,seed=3 --cmdline log=debug";
+        let args =
+            "--pair --hca-pcap /tmp/run.pcap --wire-fault drop=0.01,seed=3 --cmdline log=debug";
         let o = parse_args(args.split(' ')).unwrap();
         assert!(o.pair);
         let (s, c) = pair_options(&o, Path::new("/tmp/p"));
-        assert_eq!(s.cmdline, "role=server ip=10.0.0.1/24 mac=02:00:00:00:00:0a log=debug");
-        assert_eq!(c.cmdline, "role=client ip=10.0.0.2/24 mac=02:00:00:00:00:0b log=debug");
+        assert_eq!(
+            s.cmdline,
+            "role=server ip=10.0.0.1/24 mac=02:00:00:00:00:0a log=debug"
+        );
+        assert_eq!(
+            c.cmdline,
+            "role=client ip=10.0.0.2/24 mac=02:00:00:00:00:0b log=debug"
+        );
         assert_eq!(
             s.hca_args,
             [
-                "--wire-pcap", "/tmp/run.pcap", "--wire-fault", "drop=0.01,seed=3", "--wire-listen",
-                "/tmp/p/wire.sock", "--mac", "02:00:00:00:00:0a"
+                "--wire-pcap",
+                "/tmp/run.pcap",
+                "--wire-fault",
+                "drop=0.01,seed=3",
+                "--wire-listen",
+                "/tmp/p/wire.sock",
+                "--mac",
+                "02:00:00:00:00:0a"
             ]
         );
         assert_eq!(
             c.hca_args,
-            ["--wire-fault", "drop=0.01,seed=3", "--wire-connect", "/tmp/p/wire.sock", "--mac", "02:00:00:00:00:0b"]
+            [
+                "--wire-fault",
+                "drop=0.01,seed=3",
+                "--wire-connect",
+                "/tmp/p/wire.sock",
+                "--mac",
+                "02:00:00:00:00:0b"
+            ]
         );
-        assert_eq!((s.app.as_deref(), s.hca, s.pair), (Some("rdma-peer"), Some(Hca::Sim), false));
+        assert_eq!(
+            (s.app.as_deref(), s.hca, s.pair),
+            (Some("rdma-peer"), Some(Hca::Sim), false)
+        );
         assert_eq!(c.memory, "1G");
     }
 
     #[test]
     fn parses_every_option() {
-        let args = "--accel tcg --machine pc --memory 5G --cpus 2 --cmdline log=debug --timeout 9 --gdb \
+        let args =
+            "--accel tcg --machine pc --memory 5G --cpus 2 --cmdline log=debug --timeout 9 --gdb \
                     --vfio 0000:3b:00.0 --hca none --app panic --boot grub --no-1g-pages -q \
                     --hca-trace --hca-wire connect:/tmp/w.sock";
         let o = parse_args(args.split(' ')).unwrap();
@@ -774,7 +980,10 @@ mod tests {
         assert_eq!(o.boot, BootVia::Grub);
         assert_eq!(o.hca_args, ["--trace", "--wire-connect", "/tmp/w.sock"]);
         assert!(parse_args(["--hca-wire=sideways"]).is_err());
-        assert_eq!(parse_args(["--help"]).unwrap_err().kind(), clap::error::ErrorKind::DisplayHelp);
+        assert_eq!(
+            parse_args(["--help"]).unwrap_err().kind(),
+            clap::error::ErrorKind::DisplayHelp
+        );
         assert!(parse_args(["--accel=quantum"]).is_err());
         assert!(parse_args(["--memory"]).is_err());
         assert!(parse_args(["--bogus"]).is_err());
@@ -788,7 +997,10 @@ mod tests {
         assert_eq!(o.peer_cmd.as_deref(), Some("ib_send_bw"));
         assert_eq!(o.peer_pcap.as_deref(), Some(Path::new("/tmp/l.pcap")));
         assert!(parse_args(["--peer", "bsd"]).is_err());
-        assert!(parse_args(["--peer", "linux"]).is_err(), "--peer-cmd is required");
+        assert!(
+            parse_args(["--peer", "linux"]).is_err(),
+            "--peer-cmd is required"
+        );
         assert!(parse_args(["--peer-cmd", "x"]).is_err(), "without --peer");
         assert!(parse_args("--peer linux --peer-cmd x --peer-role both".split(' ')).is_err());
     }
@@ -806,27 +1018,52 @@ mod tests {
     fn exit_decoding() {
         assert_eq!(decode_exit(exited(1), "app: exit=0\n"), Verdict::Exited(0));
         assert_eq!(decode_exit(exited(7), "app: exit=3\n"), Verdict::Exited(3));
-        assert!(matches!(decode_exit(exited(1), "qemu: bad option\n"), Verdict::Abnormal(_)));
-        assert_eq!(decode_exit(exited(203), "panic: x\n"), Verdict::KernelFailure(101));
-        assert_eq!(decode_exit(exited(205), "exception: #PF\n"), Verdict::KernelFailure(102));
+        assert!(matches!(
+            decode_exit(exited(1), "qemu: bad option\n"),
+            Verdict::Abnormal(_)
+        ));
+        assert_eq!(
+            decode_exit(exited(203), "panic: x\n"),
+            Verdict::KernelFailure(101)
+        );
+        assert_eq!(
+            decode_exit(exited(205), "exception: #PF\n"),
+            Verdict::KernelFailure(102)
+        );
         assert!(matches!(decode_exit(exited(0), ""), Verdict::Abnormal(_)));
-        assert!(matches!(decode_exit(ExitStatus::from_raw(9), ""), Verdict::Abnormal(_)));
+        assert!(matches!(
+            decode_exit(ExitStatus::from_raw(9), ""),
+            Verdict::Abnormal(_)
+        ));
     }
 
     #[test]
     fn qemu_command_hides_1g_pages_under_kvm_and_shares_ram_for_the_hca() {
         let mut o = Options::default();
         let cmd = qemu_command(&o, Path::new("/img"), true);
-        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
-        assert!(args.windows(2).any(|w| w[0] == "-cpu" && w[1].contains("-pdpe1gb")));
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(args
+            .windows(2)
+            .any(|w| w[0] == "-cpu" && w[1].contains("-pdpe1gb")));
         o.hca = Some(Hca::Sim);
         o.memory = "2G".into();
         let cmd = qemu_command(&o, Path::new("/img"), true);
-        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
-        assert!(args.iter().any(|a| a == "memory-backend-memfd,id=ram,size=2G,share=on"));
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(args
+            .iter()
+            .any(|a| a == "memory-backend-memfd,id=ram,size=2G,share=on"));
         assert!(args.iter().any(|a| a == "q35,memory-backend=ram"));
         let cmd = qemu_command(&Options::default(), Path::new("/img"), false);
-        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         assert!(args.windows(2).any(|w| w[0] == "-cpu" && w[1] == "max"));
     }
 }

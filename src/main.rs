@@ -54,7 +54,10 @@ fn main() {
                 Verdict::Exited(0) => {}
                 Verdict::Exited(c) => eprintln!("launcher: the application exited with {c}"),
                 Verdict::KernelFailure(c) => eprintln!("launcher: the kernel failed (status {c})"),
-                Verdict::TimedOut => eprintln!("launcher: timed out after {} s; QEMU killed", opts.timeout.as_secs()),
+                Verdict::TimedOut => eprintln!(
+                    "launcher: timed out after {} s; QEMU killed",
+                    opts.timeout.as_secs()
+                ),
                 Verdict::Abnormal(why) => eprintln!("launcher: {why}"),
             }
             std::process::exit(status);

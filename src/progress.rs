@@ -26,7 +26,9 @@ pub fn set_quiet(quiet: bool) {
 /// Whether progress is shown: stderr is a terminal, no `-q`, no `MLX5_QUIET`.
 pub fn enabled() -> bool {
     use std::io::IsTerminal;
-    !QUIET.load(Ordering::Relaxed) && std::env::var_os("MLX5_QUIET").is_none() && std::io::stderr().is_terminal()
+    !QUIET.load(Ordering::Relaxed)
+        && std::env::var_os("MLX5_QUIET").is_none()
+        && std::io::stderr().is_terminal()
 }
 
 /// Prints one progress line (`launcher: MSG`) when progress is [`enabled`].
@@ -48,7 +50,10 @@ impl Step {
     /// not [`enabled`].
     pub fn start(what: impl Into<String>) -> Step {
         if !enabled() {
-            return Step { stop: None, thread: None };
+            return Step {
+                stop: None,
+                thread: None,
+            };
         }
         let what = what.into();
         let (tx, rx) = mpsc::channel::<()>();
@@ -59,7 +64,10 @@ impl Step {
             // Ends when the Step is dropped (the sender goes away) or stopped.
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
                 if shown {
-                    eprintln!("launcher: {what}: still running ({} s)", t0.elapsed().as_secs());
+                    eprintln!(
+                        "launcher: {what}: still running ({} s)",
+                        t0.elapsed().as_secs()
+                    );
                 } else {
                     eprintln!("launcher: {what} ...");
                     shown = true;
@@ -70,7 +78,10 @@ impl Step {
                 eprintln!("launcher: {what}: {:.1} s", t0.elapsed().as_secs_f64());
             }
         });
-        Step { stop: Some(tx), thread: Some(thread) }
+        Step {
+            stop: Some(tx),
+            thread: Some(thread),
+        }
     }
 }
 

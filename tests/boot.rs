@@ -45,16 +45,36 @@ struct MemoryLine {
 }
 
 fn memory_line(out: &str) -> MemoryLine {
-    let line = out.lines().find(|l| l.starts_with("memory: ")).unwrap_or_else(|| panic!("no memory line in:\n{out}"));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("memory: "))
+        .unwrap_or_else(|| panic!("no memory line in:\n{out}"));
     // memory: usable=<MiB> MiB, identity map with <1G|2M> pages, huge pages free: <n> x 2M, <m> x 1G
-    let usable = line.split("usable=").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok());
-    let page = line.split("identity map with ").nth(1).and_then(|s| s.split(' ').next());
+    let usable = line
+        .split("usable=")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok());
+    let page = line
+        .split("identity map with ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next());
     let free = line.split("huge pages free: ").nth(1).unwrap_or("");
-    let mut counts = free.split(", ").map(|p| p.split(' ').next().and_then(|n| n.parse().ok()));
-    match (usable, page, counts.next().flatten(), counts.next().flatten()) {
-        (Some(usable_mib), Some(page), Some(free_2m), Some(free_1g)) => {
-            MemoryLine { usable_mib, page_size: page.to_string(), free_2m, free_1g }
-        }
+    let mut counts = free
+        .split(", ")
+        .map(|p| p.split(' ').next().and_then(|n| n.parse().ok()));
+    match (
+        usable,
+        page,
+        counts.next().flatten(),
+        counts.next().flatten(),
+    ) {
+        (Some(usable_mib), Some(page), Some(free_2m), Some(free_1g)) => MemoryLine {
+            usable_mib,
+            page_size: page.to_string(),
+            free_2m,
+            free_1g,
+        },
         _ => panic!("malformed memory line: {line}"),
     }
 }
@@ -68,7 +88,10 @@ fn check_report(r: &RunResult, protocol: &str, cmdline: &str) -> MemoryLine {
     let out = &r.output;
     assert_eq!(r.verdict, Verdict::Exited(0), "guest output:\n{out}");
     let boot = format!("boot: protocol={protocol} cmdline=\"{cmdline}\"");
-    assert!(out.lines().any(|l| l == boot), "missing '{boot}' in:\n{out}");
+    assert!(
+        out.lines().any(|l| l == boot),
+        "missing '{boot}' in:\n{out}"
+    );
     let pci = pci_lines(out);
     assert!(!pci.is_empty(), "no PCI functions reported:\n{out}");
     // The host bridge is always 00:00.0 (i440FX on pc, Q35 MCH on q35).
@@ -76,7 +99,10 @@ fn check_report(r: &RunResult, protocol: &str, cmdline: &str) -> MemoryLine {
     for l in &pci {
         let fields: Vec<&str> = l.split(' ').collect();
         assert_eq!(fields.len(), 5, "{l}");
-        assert!(fields[3].starts_with("class=") && fields[3].len() == 12, "{l}");
+        assert!(
+            fields[3].starts_with("class=") && fields[3].len() == 12,
+            "{l}"
+        );
         assert!(fields[4].starts_with("bars="), "{l}");
     }
     assert!(out.lines().any(|l| l == "app: exit=0"), "{out}");
@@ -103,7 +129,13 @@ fn tcg_pc_2m_pages_and_legacy_config_access() {
     assert_eq!(m.page_size, "2M");
     // The pc machine has no MCFG: the kernel falls back to 0xCF8/0xCFC and finds the PIIX3.
     assert!(r.output.contains("via 0xCF8"), "{}", r.output);
-    assert!(pci_lines(&r.output).iter().any(|l| l.starts_with("pci 00:01.0 8086:7000")), "{}", r.output);
+    assert!(
+        pci_lines(&r.output)
+            .iter()
+            .any(|l| l.starts_with("pci 00:01.0 8086:7000")),
+        "{}",
+        r.output
+    );
 }
 
 #[test]
@@ -121,9 +153,17 @@ fn tcg_5g_maps_and_touches_memory_above_4g() {
     assert!((5100..=5120).contains(&m.usable_mib), "{m:?}");
     // q35 puts 2 GiB below the hole and 3 GiB above 4 GiB: three whole 1 GiB pages.
     assert_eq!(m.free_1g, 3, "{m:?}");
-    let touched = r.output.lines().find(|l| l.starts_with("selftest: touched 2M page at ")).expect("no high-memory test");
+    let touched = r
+        .output
+        .lines()
+        .find(|l| l.starts_with("selftest: touched 2M page at "))
+        .expect("no high-memory test");
     assert!(touched.ends_with(": ok"), "{touched}");
-    let addr = touched.trim_start_matches("selftest: touched 2M page at ").split(':').next().unwrap();
+    let addr = touched
+        .trim_start_matches("selftest: touched 2M page at ")
+        .split(':')
+        .next()
+        .unwrap();
     let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16).unwrap();
     assert!(addr >= 4 << 30, "{addr:#x}");
 }
@@ -136,7 +176,11 @@ fn kvm_q35_5g_2m_pages() {
     let r = boot(&opts(Accel::Kvm, Machine::Q35, "5G"));
     let m = check_report(&r, "pvh", "");
     assert_eq!(m.page_size, "2M", "the launcher hides pdpe1gb under KVM");
-    assert!(r.output.contains("selftest: touched 2M page at 0x1"), "{}", r.output);
+    assert!(
+        r.output.contains("selftest: touched 2M page at 0x1"),
+        "{}",
+        r.output
+    );
     eprintln!("boot to exit under KVM: {:?}", r.wall_time);
 }
 
@@ -168,7 +212,8 @@ fn panic_gives_message_location_and_failure() {
     let r = boot(&o);
     assert_eq!(r.verdict, Verdict::KernelFailure(101), "{}", r.output);
     assert!(
-        r.output.contains("panic: deliberate panic: boot-test at apps/src/bin/panic.rs:"),
+        r.output
+            .contains("panic: deliberate panic: boot-test at apps/src/bin/panic.rs:"),
         "{}",
         r.output
     );
@@ -182,7 +227,10 @@ fn page_fault_gives_vector_error_rip_cr2_and_registers() {
     let r = boot(&o);
     assert_eq!(r.verdict, Verdict::KernelFailure(102), "{}", r.output);
     let out = &r.output;
-    assert!(out.contains("exception: #PF page fault (vector 14) error=0x0"), "{out}");
+    assert!(
+        out.contains("exception: #PF page fault (vector 14) error=0x0"),
+        "{out}"
+    );
     assert!(out.contains("cr2=0x0000400000000000"), "{out}");
     for reg in ["rip=", "rsp=", "rax=", "r15="] {
         assert!(out.contains(reg), "missing {reg} in {out}");
@@ -192,17 +240,39 @@ fn page_fault_gives_vector_error_rip_cr2_and_registers() {
 #[test]
 fn launcher_binary_propagates_the_verdict() {
     let exe = env!("CARGO_BIN_EXE_unikernel");
-    let help = std::process::Command::new(exe).arg("--help").output().unwrap();
+    let help = std::process::Command::new(exe)
+        .arg("--help")
+        .output()
+        .unwrap();
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
-    for opt in ["--accel", "--machine", "--memory", "--cpus", "--cmdline", "--timeout", "--gdb", "--vfio", "--hca", "--app"] {
+    for opt in [
+        "--accel",
+        "--machine",
+        "--memory",
+        "--cpus",
+        "--cmdline",
+        "--timeout",
+        "--gdb",
+        "--vfio",
+        "--hca",
+        "--app",
+    ] {
         assert!(text.contains(opt), "--help lacks {opt}");
     }
-    let bad = std::process::Command::new(exe).arg("--accel=warp").output().unwrap();
+    let bad = std::process::Command::new(exe)
+        .arg("--accel=warp")
+        .output()
+        .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     let fault = std::process::Command::new(exe)
         .args(["--accel", "tcg", "--app", "fault", "--memory", "128M", "-q"])
         .output()
         .unwrap();
-    assert_eq!(fault.status.code(), Some(102), "{}", String::from_utf8_lossy(&fault.stderr));
+    assert_eq!(
+        fault.status.code(),
+        Some(102),
+        "{}",
+        String::from_utf8_lossy(&fault.stderr)
+    );
 }

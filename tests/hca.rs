@@ -33,9 +33,18 @@ fn check_guest_sees_the_hca(machine: Machine) {
         .find(|l| l.starts_with("pci ") && l.contains(" 15b3:1017 "))
         .unwrap_or_else(|| panic!("the PCI scan does not show 15b3:1017:\n{out}"));
     assert!(pci.contains("class=020700"), "{pci}");
-    assert!(pci.contains("bars=0:mem32@0x") && pci.ends_with("/32M"), "{pci}");
-    let hca = out.lines().find(|l| l.starts_with("hca: ")).unwrap_or_else(|| panic!("no hca line:\n{out}"));
-    assert!(hca.ends_with("15b3:1017 fw_rev=16.35.2000 cmdif_rev=5"), "{hca}");
+    assert!(
+        pci.contains("bars=0:mem32@0x") && pci.ends_with("/32M"),
+        "{pci}"
+    );
+    let hca = out
+        .lines()
+        .find(|l| l.starts_with("hca: "))
+        .unwrap_or_else(|| panic!("no hca line:\n{out}"));
+    assert!(
+        hca.ends_with("15b3:1017 fw_rev=16.35.2000 cmdif_rev=5"),
+        "{hca}"
+    );
 }
 
 #[test]
@@ -54,7 +63,10 @@ fn guest_pci_scan_shows_the_emulated_hca_pc() {
 
 #[test]
 fn hca_sim_under_tcg_is_refused_with_a_reason() {
-    let o = Options { accel: Accel::Tcg, ..hca_opts(Machine::Q35, "hca-info") };
+    let o = Options {
+        accel: Accel::Tcg,
+        ..hca_opts(Machine::Q35, "hca-info")
+    };
     match run(&o) {
         Err(e) => assert!(e.to_string().contains("needs KVM"), "{e}"),
         Ok(r) => panic!("booted under TCG with the proxy device: {:?}", r.verdict),
@@ -68,7 +80,12 @@ fn default_run_is_the_rdma_app_and_it_passes() {
     if !kvm_or_skip("default_run_is_the_rdma_app_and_it_passes") {
         return;
     }
-    let o = Options { accel: Accel::Kvm, timeout: Duration::from_secs(600), echo: false, ..Options::default() };
+    let o = Options {
+        accel: Accel::Kvm,
+        timeout: Duration::from_secs(600),
+        echo: false,
+        ..Options::default()
+    };
     let r = run(&o).unwrap_or_else(|e| panic!("could not boot: {e}"));
     let out = &r.output;
     assert_eq!(r.verdict, Verdict::Exited(0), "{out}");
@@ -88,11 +105,21 @@ fn default_run_is_the_rdma_app_and_it_passes() {
         "access outside the window gets REM_ACCESS_ERR and writes nothing: ok",
         "after LOCAL_INV the window's old rkey gets REM_ACCESS_ERR: ok",
     ] {
-        assert!(out.lines().any(|l| l == format!("rdma: {op}")), "missing '{op}':\n{out}");
+        assert!(
+            out.lines().any(|l| l == format!("rdma: {op}")),
+            "missing '{op}':\n{out}"
+        );
     }
     // The default 3 GiB guest has one whole 1 GiB page: one MTT entry, one command.
-    let reg = out.lines().find(|l| l.starts_with("rdma: reg_mr ")).expect("no reg_mr line");
-    assert!(reg.starts_with("rdma: reg_mr 1024 MiB of Size1G pages") && reg.contains(": 1 MTT entries (page 2^30), 1 commands"), "{reg}");
+    let reg = out
+        .lines()
+        .find(|l| l.starts_with("rdma: reg_mr "))
+        .expect("no reg_mr line");
+    assert!(
+        reg.starts_with("rdma: reg_mr 1024 MiB of Size1G pages")
+            && reg.contains(": 1 MTT entries (page 2^30), 1 commands"),
+        "{reg}"
+    );
     for table in ["RDMA_Write BW", "RDMA_Read BW", "RDMA_Write Latency"] {
         assert!(out.contains(table), "no {table} table:\n{out}");
     }
@@ -113,13 +140,34 @@ fn two_guests_do_rdma_over_the_wire() {
     std::fs::create_dir_all(&dir).unwrap();
     // The `--pair` run: rdma-peer server (10.0.0.1) and client (10.0.0.2), their HCAs joined by
     // a wire of RoCEv2 frames, every RC opcode across it.
-    let base = Options { timeout: Duration::from_secs(300), ..hca_opts(Machine::Q35, "rdma-peer") };
+    let base = Options {
+        timeout: Duration::from_secs(300),
+        ..hca_opts(Machine::Q35, "rdma-peer")
+    };
     let (server, client) = unikernel::pair_options(&base, &dir);
-    let (rs, rc) = unikernel::run_pair(&server, &client).unwrap_or_else(|e| panic!("could not boot: {e}"));
+    let (rs, rc) =
+        unikernel::run_pair(&server, &client).unwrap_or_else(|e| panic!("could not boot: {e}"));
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(rs.verdict, Verdict::Exited(0), "server:\n{}\nclient:\n{}", rs.output, rc.output);
-    assert_eq!(rc.verdict, Verdict::Exited(0), "client:\n{}\nserver:\n{}", rc.output, rs.output);
-    assert!(rs.output.contains("peer: ip 10.0.0.1/24 is RoCE v2 GID index 1"), "{}", rs.output);
+    assert_eq!(
+        rs.verdict,
+        Verdict::Exited(0),
+        "server:\n{}\nclient:\n{}",
+        rs.output,
+        rc.output
+    );
+    assert_eq!(
+        rc.verdict,
+        Verdict::Exited(0),
+        "client:\n{}\nserver:\n{}",
+        rc.output,
+        rs.output
+    );
+    assert!(
+        rs.output
+            .contains("peer: ip 10.0.0.1/24 is RoCE v2 GID index 1"),
+        "{}",
+        rs.output
+    );
     assert!(rs.output.contains(
         "peer: server received RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM of 5000 B, served RDMA_READ, CMP_AND_SWAP, FETCH_AND_ADD: ok"
     ));
@@ -139,16 +187,32 @@ fn two_guests_do_rdma_over_a_faulty_wire() {
     std::fs::create_dir_all(&dir).unwrap();
     let base = Options {
         timeout: Duration::from_secs(300),
-        hca_args: vec!["--wire-fault".into(), "drop=0.1,reorder=0.1,corrupt=0.05,seed=7".into()],
+        hca_args: vec![
+            "--wire-fault".into(),
+            "drop=0.1,reorder=0.1,corrupt=0.05,seed=7".into(),
+        ],
         ..hca_opts(Machine::Q35, "rdma-peer")
     };
     let (server, client) = unikernel::pair_options(&base, &dir);
     assert!(server.hca_args.iter().any(|a| a == "--wire-fault"));
     assert!(client.hca_args.iter().any(|a| a == "--wire-fault"));
-    let (rs, rc) = unikernel::run_pair(&server, &client).unwrap_or_else(|e| panic!("could not boot: {e}"));
+    let (rs, rc) =
+        unikernel::run_pair(&server, &client).unwrap_or_else(|e| panic!("could not boot: {e}"));
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(rs.verdict, Verdict::Exited(0), "server:\n{}\nclient:\n{}", rs.output, rc.output);
-    assert_eq!(rc.verdict, Verdict::Exited(0), "client:\n{}\nserver:\n{}", rc.output, rs.output);
+    assert_eq!(
+        rs.verdict,
+        Verdict::Exited(0),
+        "server:\n{}\nclient:\n{}",
+        rs.output,
+        rc.output
+    );
+    assert_eq!(
+        rc.verdict,
+        Verdict::Exited(0),
+        "client:\n{}\nserver:\n{}",
+        rc.output,
+        rs.output
+    );
     assert!(rc.output.contains("across the wire: ok"), "{}", rc.output);
 }
 
@@ -160,7 +224,13 @@ fn stress_counter(out: &str, side: &str, name: &str) -> u64 {
         .find_map(|l| l.split_once(&prefix).map(|(_, rest)| rest))
         .unwrap_or_else(|| panic!("no {side} counters line in:\n{out}"));
     line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.trim().parse().ok())
+        .find_map(|kv| {
+            kv.strip_prefix(name)?
+                .strip_prefix('=')?
+                .trim()
+                .parse()
+                .ok()
+        })
         .unwrap_or_else(|| panic!("no {name} in {line:?}"))
 }
 
@@ -181,27 +251,59 @@ fn two_guests_push_10000_writes_over_a_faulty_wire_and_count_the_faults() {
     let base = Options {
         timeout: Duration::from_secs(400),
         cmdline: "mode=stress".into(),
-        hca_args: vec!["--wire-fault".into(), "drop=0.01,reorder=0.01,corrupt=0.001,seed=8".into()],
+        hca_args: vec![
+            "--wire-fault".into(),
+            "drop=0.01,reorder=0.01,corrupt=0.001,seed=8".into(),
+        ],
         ..hca_opts(Machine::Q35, "rdma-peer")
     };
     let (server, client) = unikernel::pair_options(&base, &dir);
     assert!(client.cmdline.contains("mode=stress"), "{}", client.cmdline);
-    let (rs, rc) = unikernel::run_pair(&server, &client).unwrap_or_else(|e| panic!("could not boot: {e}"));
+    let (rs, rc) =
+        unikernel::run_pair(&server, &client).unwrap_or_else(|e| panic!("could not boot: {e}"));
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(rs.verdict, Verdict::Exited(0), "server:\n{}\nclient:\n{}", rs.output, rc.output);
-    assert_eq!(rc.verdict, Verdict::Exited(0), "client:\n{}\nserver:\n{}", rc.output, rs.output);
+    assert_eq!(
+        rs.verdict,
+        Verdict::Exited(0),
+        "server:\n{}\nclient:\n{}",
+        rs.output,
+        rc.output
+    );
+    assert_eq!(
+        rc.verdict,
+        Verdict::Exited(0),
+        "client:\n{}\nserver:\n{}",
+        rc.output,
+        rs.output
+    );
     assert!(
-        rc.output.contains("stress: 10000 RDMA WRITEs,") && rc.output.contains("0 error completions, region byte-exact"),
+        rc.output.contains("stress: 10000 RDMA WRITEs,")
+            && rc.output.contains("0 error completions, region byte-exact"),
         "{}",
         rc.output
     );
-    for l in rc.output.lines().chain(rs.output.lines()).filter(|l| l.contains("stress: ")) {
+    for l in rc
+        .output
+        .lines()
+        .chain(rs.output.lines())
+        .filter(|l| l.contains("stress: "))
+    {
         println!("{l}");
     }
-    println!("wall time: client {:?}, server {:?}", rc.wall_time, rs.wall_time);
-    let retries =
-        stress_counter(&rc.output, "client", "packet_seq_err") + stress_counter(&rc.output, "client", "local_ack_timeout_err");
+    println!(
+        "wall time: client {:?}, server {:?}",
+        rc.wall_time, rs.wall_time
+    );
+    let retries = stress_counter(&rc.output, "client", "packet_seq_err")
+        + stress_counter(&rc.output, "client", "local_ack_timeout_err");
     assert!(retries > 0, "the client's QP never retried:\n{}", rc.output);
-    assert!(stress_counter(&rs.output, "server", "out_of_sequence") > 0, "no out-of-sequence request:\n{}", rs.output);
-    assert_eq!(stress_counter(&rc.output, "client", "req_transport_retries_exceeded"), 0);
+    assert!(
+        stress_counter(&rs.output, "server", "out_of_sequence") > 0,
+        "no out-of-sequence request:\n{}",
+        rs.output
+    );
+    assert_eq!(
+        stress_counter(&rc.output, "client", "req_transport_retries_exceeded"),
+        0
+    );
 }

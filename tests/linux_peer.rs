@@ -16,8 +16,16 @@ fn peer_image_builds() {
         }
     };
     let data = std::fs::read(&img.initrd).unwrap();
-    for name in ["usr/bin/ibv_rc_pingpong\0", "usr/bin/ib_write_bw\0", "etc/libibverbs.d/rxe.driver\0", "lib/modules/rdma_rxe.ko\0"] {
-        assert!(data.windows(name.len()).any(|w| w == name.as_bytes()), "{name} missing from the peer image");
+    for name in [
+        "usr/bin/ibv_rc_pingpong\0",
+        "usr/bin/ib_write_bw\0",
+        "etc/libibverbs.d/rxe.driver\0",
+        "lib/modules/rdma_rxe.ko\0",
+    ] {
+        assert!(
+            data.windows(name.len()).any(|w| w == name.as_bytes()),
+            "{name} missing from the peer image"
+        );
     }
 }
 
@@ -50,11 +58,18 @@ fn two_linux_peers_pass_rc_pingpong() {
     };
     let ok = |o: &peer::PeerOutcome| o.rc == Some(0) && o.output().contains("iters in");
     if !ok(&a) || !ok(&b) {
-        eprintln!("==== A (server) ====\n{}\n==== B (client) ====\n{}", a.console, b.console);
+        eprintln!(
+            "==== A (server) ====\n{}\n==== B (client) ====\n{}",
+            a.console, b.console
+        );
         panic!("{T}: rc A={:?} B={:?}", a.rc, b.rc);
     }
     eprintln!("A: {}B: {}", a.output(), b.output());
-    assert_eq!(a.marker("GID_INDEX").as_deref(), Some("1"), "rxe's IPv4 GID is at index 1");
+    assert_eq!(
+        a.marker("GID_INDEX").as_deref(),
+        Some("1"),
+        "rxe's IPv4 GID is at index 1"
+    );
 }
 
 /// Runs `cmd` in Linux against the unikernel app that plays the other side; None after a loud
@@ -65,17 +80,27 @@ fn against_unikernel(test: &str, cmd: &str, role: peer::Role) -> Option<peer::Pe
     against_unikernel_within(test, cmd, role, 400)
 }
 
-fn against_unikernel_within(test: &str, cmd: &str, role: peer::Role, secs: u64) -> Option<peer::PeerRunResult> {
+fn against_unikernel_within(
+    test: &str,
+    cmd: &str,
+    role: peer::Role,
+    secs: u64,
+) -> Option<peer::PeerRunResult> {
     if !unikernel::kvm_usable() {
         eprintln!("SKIPPED: {test}: /dev/kvm is not usable (the unikernel with the emulated HCA needs KVM)");
         return None;
     }
-    let pcap = linux_guest::cache_dir().join("runs").join(format!("{test}.pcap"));
+    let pcap = linux_guest::cache_dir()
+        .join("runs")
+        .join(format!("{test}.pcap"));
     let run = peer::PeerRun {
         cmd: cmd.into(),
         role,
         pcap: Some(pcap.clone()),
-        unikernel: unikernel::Options { echo: false, ..unikernel::Options::default() },
+        unikernel: unikernel::Options {
+            echo: false,
+            ..unikernel::Options::default()
+        },
         timeout: std::time::Duration::from_secs(secs),
     };
     match peer::run_linux_peer(&run) {
@@ -87,7 +112,10 @@ fn against_unikernel_within(test: &str, cmd: &str, role: peer::Role, secs: u64) 
                     r.unikernel_output,
                     pcap.display()
                 );
-                panic!("{test}: Linux rc {:?}, unikernel {:?}", r.linux.rc, r.unikernel);
+                panic!(
+                    "{test}: Linux rc {:?}, unikernel {:?}",
+                    r.linux.rc, r.unikernel
+                );
             }
             check_pcap(test, &pcap);
             eprintln!(
@@ -96,7 +124,10 @@ fn against_unikernel_within(test: &str, cmd: &str, role: peer::Role, secs: u64) 
                 r.linux.output(),
                 r.unikernel_output
                     .lines()
-                    .filter(|l| !l.starts_with("peer: tcp") && !l.starts_with("[") && !l.starts_with("pci ") && !l.starts_with("qemu-system"))
+                    .filter(|l| !l.starts_with("peer: tcp")
+                        && !l.starts_with("[")
+                        && !l.starts_with("pci ")
+                        && !l.starts_with("qemu-system"))
                     .fold(String::new(), |s, l| s + l + "\n")
             );
             Some(r)
@@ -112,11 +143,22 @@ fn against_unikernel_within(test: &str, cmd: &str, role: peer::Role, secs: u64) 
 /// every RoCE frame decodes and its ICRC is right (what rxe checks before it takes a frame).
 fn check_pcap(test: &str, pcap: &std::path::Path) {
     let sim = unikernel::build_hca_sim().expect("mlx5-sim");
-    let out = std::process::Command::new(sim).arg("--decode-pcap").arg(pcap).output().expect("mlx5-sim --decode-pcap");
+    let out = std::process::Command::new(sim)
+        .arg("--decode-pcap")
+        .arg(pcap)
+        .output()
+        .expect("mlx5-sim --decode-pcap");
     let text = String::from_utf8_lossy(&out.stdout);
     let summary = text.lines().last().unwrap_or_default().to_string();
-    assert!(out.status.success(), "{test}: {} fails to decode:\n{summary}", pcap.display());
-    assert!(summary.contains("(0 bad ICRC), 0 not decodable"), "{test}: {summary}");
+    assert!(
+        out.status.success(),
+        "{test}: {} fails to decode:\n{summary}",
+        pcap.display()
+    );
+    assert!(
+        summary.contains("(0 bad ICRC), 0 not decodable"),
+        "{test}: {summary}"
+    );
     eprintln!("{test}: capture: {summary}");
 }
 
@@ -124,7 +166,11 @@ fn check_pcap(test: &str, pcap: &std::path::Path) {
 /// --decode-pcap` as `aeth=RNR_NAK(timer=..)`) and the RoCE frames of a run's capture.
 fn rnr_naks(pcap: &std::path::Path) -> (usize, usize) {
     let sim = unikernel::build_hca_sim().expect("mlx5-sim");
-    let out = std::process::Command::new(sim).arg("--decode-pcap").arg(pcap).output().expect("mlx5-sim --decode-pcap");
+    let out = std::process::Command::new(sim)
+        .arg("--decode-pcap")
+        .arg(pcap)
+        .output()
+        .expect("mlx5-sim --decode-pcap");
     let text = String::from_utf8_lossy(&out.stdout);
     let rnr = text.lines().filter(|l| l.contains("aeth=RNR_NAK(")).count();
     let frames = text.lines().filter(|l| l.contains(" RC_")).count();
@@ -136,20 +182,36 @@ fn rnr_naks(pcap: &std::path::Path) -> (usize, usize) {
 /// draws no RNR NAK. (The unikernel once posted 64 receives for Linux's 100 SENDs in flight:
 /// ib_send_bw -s 65536 from Linux drew ~1,000 RNR NAKs and ~135,000 frames for 6,500.)
 fn assert_no_rnr_nak(test: &str) {
-    let pcap = linux_guest::cache_dir().join("runs").join(format!("{test}.pcap"));
+    let pcap = linux_guest::cache_dir()
+        .join("runs")
+        .join(format!("{test}.pcap"));
     let (rnr, frames) = rnr_naks(&pcap);
     eprintln!("{test}: capture: {frames} RoCE frames, {rnr} RNR NAKs");
-    assert_eq!(rnr, 0, "{test}: {rnr} RNR NAKs in {frames} RoCE frames ({})", pcap.display());
+    assert_eq!(
+        rnr,
+        0,
+        "{test}: {rnr} RNR NAKs in {frames} RoCE frames ({})",
+        pcap.display()
+    );
 }
 
 fn pingpong(test: &str, size: u32, role: peer::Role) {
-    let server = if role == peer::Role::Client { " $SERVER" } else { "" };
+    let server = if role == peer::Role::Client {
+        " $SERVER"
+    } else {
+        ""
+    };
     let cmd = format!("ibv_rc_pingpong -d rxe0 -g $GID -n 100 -s {size}{server}");
     // 64 KiB messages take minutes here: see the unikernel's "where the time goes" line.
     let secs = if size > 4096 { 900 } else { 400 };
     if let Some(r) = against_unikernel_within(test, &cmd, role, secs) {
-        assert!(r.linux.output().contains("100 iters in"), "{test}: Linux printed no result");
-        assert!(r.unikernel_output.contains("every byte of 100 messages checked: ok"));
+        assert!(
+            r.linux.output().contains("100 iters in"),
+            "{test}: Linux printed no result"
+        );
+        assert!(r
+            .unikernel_output
+            .contains("every byte of 100 messages checked: ok"));
     }
 }
 
@@ -170,7 +232,9 @@ fn rc_pingpong_linux_client_4096() {
 fn two_linux_peers_perftest_capture() {
     let tool = std::env::var("PEER_PAIR_TOOL").unwrap_or_else(|_| "ib_write_bw".into());
     let img = linux_guest::prepare_peer_image().expect("peer image");
-    let work = linux_guest::cache_dir().join("runs").join(format!("linux_pair_{}", tool.replace(' ', "_")));
+    let work = linux_guest::cache_dir()
+        .join("runs")
+        .join(format!("linux_pair_{}", tool.replace(' ', "_")));
     let (a, b) = peer::run_linux_pair(
         &img,
         &work,
@@ -180,19 +244,38 @@ fn two_linux_peers_perftest_capture() {
         false,
     )
     .expect("pair");
-    eprintln!("A: {}\nB: {}\npcap {}", a.console, b.console, work.join("link.pcap").display());
+    eprintln!(
+        "A: {}\nB: {}\npcap {}",
+        a.console,
+        b.console,
+        work.join("link.pcap").display()
+    );
 }
 
 fn perftest(test: &str, tool: &str, size: u32, role: peer::Role) {
-    let server = if role == peer::Role::Client { " $SERVER" } else { "" };
+    let server = if role == peer::Role::Client {
+        " $SERVER"
+    } else {
+        ""
+    };
     let cmd = format!("{tool} -d rxe0 -x $GID -F -s {size} -n 100{server}");
     if let Some(r) = against_unikernel(test, &cmd, role) {
         let out = r.linux.output();
-        assert!(out.contains("BW average[MB/sec]"), "{test}: Linux printed no table");
-        assert!(r.unikernel_output.contains("BW average[MB/sec]"), "{test}: the unikernel printed no table");
+        assert!(
+            out.contains("BW average[MB/sec]"),
+            "{test}: Linux printed no table"
+        );
+        assert!(
+            r.unikernel_output.contains("BW average[MB/sec]"),
+            "{test}: the unikernel printed no table"
+        );
         assert!(r.unikernel_output.contains("perftest: ") && r.unikernel_output.contains(": ok"));
         if tool == "ib_send_bw" && role == peer::Role::Client {
-            assert!(r.unikernel_output.contains("with perftest's rx_depth 100 kept posted"), "{test}: the receiver's rx_depth");
+            assert!(
+                r.unikernel_output
+                    .contains("with perftest's rx_depth 100 kept posted"),
+                "{test}: the receiver's rx_depth"
+            );
         }
         assert_no_rnr_nak(test);
     }
@@ -200,32 +283,62 @@ fn perftest(test: &str, tool: &str, size: u32, role: peer::Role) {
 
 #[test]
 fn ib_write_bw_linux_server_65536() {
-    perftest("ib_write_bw_linux_server_65536", "ib_write_bw", 65536, peer::Role::Server);
+    perftest(
+        "ib_write_bw_linux_server_65536",
+        "ib_write_bw",
+        65536,
+        peer::Role::Server,
+    );
 }
 
 #[test]
 fn ib_write_bw_linux_client_65536() {
-    perftest("ib_write_bw_linux_client_65536", "ib_write_bw", 65536, peer::Role::Client);
+    perftest(
+        "ib_write_bw_linux_client_65536",
+        "ib_write_bw",
+        65536,
+        peer::Role::Client,
+    );
 }
 
 #[test]
 fn ib_read_bw_linux_server_65536() {
-    perftest("ib_read_bw_linux_server_65536", "ib_read_bw", 65536, peer::Role::Server);
+    perftest(
+        "ib_read_bw_linux_server_65536",
+        "ib_read_bw",
+        65536,
+        peer::Role::Server,
+    );
 }
 
 #[test]
 fn ib_read_bw_linux_client_65536() {
-    perftest("ib_read_bw_linux_client_65536", "ib_read_bw", 65536, peer::Role::Client);
+    perftest(
+        "ib_read_bw_linux_client_65536",
+        "ib_read_bw",
+        65536,
+        peer::Role::Client,
+    );
 }
 
 #[test]
 fn ib_send_bw_linux_server_65536() {
-    perftest("ib_send_bw_linux_server_65536", "ib_send_bw", 65536, peer::Role::Server);
+    perftest(
+        "ib_send_bw_linux_server_65536",
+        "ib_send_bw",
+        65536,
+        peer::Role::Server,
+    );
 }
 
 #[test]
 fn ib_send_bw_linux_client_65536() {
-    perftest("ib_send_bw_linux_client_65536", "ib_send_bw", 65536, peer::Role::Client);
+    perftest(
+        "ib_send_bw_linux_client_65536",
+        "ib_send_bw",
+        65536,
+        peer::Role::Client,
+    );
 }
 
 #[test]
@@ -250,38 +363,74 @@ fn rc_pingpong_linux_client_65536() {
 
 #[test]
 fn ib_write_bw_linux_server_64() {
-    perftest("ib_write_bw_linux_server_64", "ib_write_bw", 64, peer::Role::Server);
+    perftest(
+        "ib_write_bw_linux_server_64",
+        "ib_write_bw",
+        64,
+        peer::Role::Server,
+    );
 }
 
 #[test]
 fn ib_write_bw_linux_client_64() {
-    perftest("ib_write_bw_linux_client_64", "ib_write_bw", 64, peer::Role::Client);
+    perftest(
+        "ib_write_bw_linux_client_64",
+        "ib_write_bw",
+        64,
+        peer::Role::Client,
+    );
 }
 
 #[test]
 fn ib_read_bw_linux_server_64() {
-    perftest("ib_read_bw_linux_server_64", "ib_read_bw", 64, peer::Role::Server);
+    perftest(
+        "ib_read_bw_linux_server_64",
+        "ib_read_bw",
+        64,
+        peer::Role::Server,
+    );
 }
 
 #[test]
 fn ib_read_bw_linux_client_64() {
-    perftest("ib_read_bw_linux_client_64", "ib_read_bw", 64, peer::Role::Client);
+    perftest(
+        "ib_read_bw_linux_client_64",
+        "ib_read_bw",
+        64,
+        peer::Role::Client,
+    );
 }
 
 #[test]
 fn ib_send_bw_linux_server_64() {
-    perftest("ib_send_bw_linux_server_64", "ib_send_bw", 64, peer::Role::Server);
+    perftest(
+        "ib_send_bw_linux_server_64",
+        "ib_send_bw",
+        64,
+        peer::Role::Server,
+    );
 }
 
 #[test]
 fn ib_send_bw_linux_client_64() {
-    perftest("ib_send_bw_linux_client_64", "ib_send_bw", 64, peer::Role::Client);
+    perftest(
+        "ib_send_bw_linux_client_64",
+        "ib_send_bw",
+        64,
+        peer::Role::Client,
+    );
 }
 
 /// Runs `cmd` (a perftest tool's options after its name; ` $SERVER` is added for a Linux
 /// client) against the unikernel's `perftest`; both must succeed, print their tables, and the
 /// unikernel must print each of `uk_wants` (its data checks).
-fn perftest_tool(test: &str, cmd: &str, role: peer::Role, table: &str, uk_wants: &[&str]) -> Option<peer::PeerRunResult> {
+fn perftest_tool(
+    test: &str,
+    cmd: &str,
+    role: peer::Role,
+    table: &str,
+    uk_wants: &[&str],
+) -> Option<peer::PeerRunResult> {
     perftest_tool_within(test, cmd, role, table, uk_wants, 400)
 }
 
@@ -293,17 +442,32 @@ fn perftest_tool_within(
     uk_wants: &[&str],
     secs: u64,
 ) -> Option<peer::PeerRunResult> {
-    let server = if role == peer::Role::Client { " $SERVER" } else { "" };
+    let server = if role == peer::Role::Client {
+        " $SERVER"
+    } else {
+        ""
+    };
     let r = against_unikernel_within(test, &format!("{cmd}{server}"), role, secs)?;
     let out = r.linux.output();
     let uk = &r.unikernel_output;
-    assert!(out.contains(table), "{test}: Linux printed no table ({table})");
-    assert!(uk.contains(table), "{test}: the unikernel printed no table ({table})");
+    assert!(
+        out.contains(table),
+        "{test}: Linux printed no table ({table})"
+    );
+    assert!(
+        uk.contains(table),
+        "{test}: the unikernel printed no table ({table})"
+    );
     for w in uk_wants {
         assert!(uk.contains(w), "{test}: the unikernel did not print {w:?}");
     }
     assert!(!uk.contains("FAILED"), "{test}: the unikernel failed");
-    tshark_check(test, &linux_guest::cache_dir().join("runs").join(format!("{test}.pcap")));
+    tshark_check(
+        test,
+        &linux_guest::cache_dir()
+            .join("runs")
+            .join(format!("{test}.pcap")),
+    );
     assert_no_rnr_nak(test);
     Some(r)
 }
@@ -315,7 +479,16 @@ fn tshark_check(test: &str, pcap: &std::path::Path) {
     let out = match std::process::Command::new("tshark")
         .arg("-r")
         .arg(pcap)
-        .args(["--disable-protocol", "rpcordma", "-T", "fields", "-e", "frame.protocols", "-e", "_ws.malformed"])
+        .args([
+            "--disable-protocol",
+            "rpcordma",
+            "-T",
+            "fields",
+            "-e",
+            "frame.protocols",
+            "-e",
+            "_ws.malformed",
+        ])
         .output()
     {
         Ok(o) => o,
@@ -324,14 +497,31 @@ fn tshark_check(test: &str, pcap: &std::path::Path) {
             return;
         }
     };
-    assert!(out.status.success(), "{test}: tshark: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{test}: tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    let roce = text.lines().filter(|l| l.contains("udp:infiniband")).count();
-    assert!(roce > 0, "{test}: tshark sees no RoCE frame in {}", pcap.display());
-    if let Some(l) = text.lines().find(|l| l.to_lowercase().contains("malformed")) {
+    let roce = text
+        .lines()
+        .filter(|l| l.contains("udp:infiniband"))
+        .count();
+    assert!(
+        roce > 0,
+        "{test}: tshark sees no RoCE frame in {}",
+        pcap.display()
+    );
+    if let Some(l) = text
+        .lines()
+        .find(|l| l.to_lowercase().contains("malformed"))
+    {
         panic!("{test}: tshark finds a malformed frame: {l}");
     }
-    eprintln!("{test}: tshark: {roce} RoCE frames of {}, none malformed", text.lines().count());
+    eprintln!(
+        "{test}: tshark: {roce} RoCE frames of {}, none malformed",
+        text.lines().count()
+    );
 }
 
 const LAT_TABLE: &str = "t_typical[usec]";
@@ -383,9 +573,16 @@ fn ib_write_lat_linux_server() {
         "ib_write_lat -d rxe0 -x $GID -F -n 20",
         peer::Role::Server,
         LAT_TABLE,
-        &["20 WRITEs of 2 B ping-ponged", "the peer's 2 B landed as perftest's zeros, last byte 20, nothing beyond: ok"],
+        &[
+            "20 WRITEs of 2 B ping-ponged",
+            "the peer's 2 B landed as perftest's zeros, last byte 20, nothing beyond: ok",
+        ],
     ) {
-        assert_eq!(uk_line(&r, 2).get(1).map(String::as_str), Some("20"), "{T}: the unikernel's latency line");
+        assert_eq!(
+            uk_line(&r, 2).get(1).map(String::as_str),
+            Some("20"),
+            "{T}: the unikernel's latency line"
+        );
     }
 }
 
@@ -397,7 +594,10 @@ fn ib_write_lat_linux_client() {
         "ib_write_lat -d rxe0 -x $GID -F -s 4096 -n 20",
         peer::Role::Client,
         LAT_TABLE,
-        &["20 WRITEs of 4096 B ping-ponged", "the peer's 4096 B landed as perftest's zeros, last byte 20, nothing beyond: ok"],
+        &[
+            "20 WRITEs of 4096 B ping-ponged",
+            "the peer's 4096 B landed as perftest's zeros, last byte 20, nothing beyond: ok",
+        ],
     );
 }
 
@@ -405,10 +605,25 @@ fn ib_write_lat_linux_client() {
 fn ib_read_lat_linux_server() {
     const T: &str = "ib_read_lat_linux_server";
     // ib_read_lat's server prints no figures (read_lat.c: it only waits for the client).
-    if let Some(r) = against_unikernel(T, "ib_read_lat -d rxe0 -x $GID -F -s 1024 -n 20", peer::Role::Server) {
-        assert!(r.unikernel_output.contains(LAT_TABLE), "{T}: the unikernel printed no table");
-        assert!(r.unikernel_output.contains("every byte of 20 READs of 1024 B equals the first READ: ok"), "{T}: no check");
-        assert_eq!(uk_line(&r, 1024).get(1).map(String::as_str), Some("20"), "{T}: the unikernel's latency line");
+    if let Some(r) = against_unikernel(
+        T,
+        "ib_read_lat -d rxe0 -x $GID -F -s 1024 -n 20",
+        peer::Role::Server,
+    ) {
+        assert!(
+            r.unikernel_output.contains(LAT_TABLE),
+            "{T}: the unikernel printed no table"
+        );
+        assert!(
+            r.unikernel_output
+                .contains("every byte of 20 READs of 1024 B equals the first READ: ok"),
+            "{T}: no check"
+        );
+        assert_eq!(
+            uk_line(&r, 1024).get(1).map(String::as_str),
+            Some("20"),
+            "{T}: the unikernel's latency line"
+        );
     }
 }
 
@@ -417,9 +632,20 @@ fn ib_read_lat_linux_server() {
 fn ib_read_lat_linux_client() {
     const T: &str = "ib_read_lat_linux_client";
     let server = " $SERVER";
-    if let Some(r) = against_unikernel(T, &format!("ib_read_lat -d rxe0 -x $GID -F -s 1024 -n 20{server}"), peer::Role::Client) {
-        assert!(r.linux.output().contains(LAT_TABLE), "{T}: Linux printed no table");
-        assert!(r.unikernel_output.contains("B unchanged by the peer's READs: ok"), "{T}: no check");
+    if let Some(r) = against_unikernel(
+        T,
+        &format!("ib_read_lat -d rxe0 -x $GID -F -s 1024 -n 20{server}"),
+        peer::Role::Client,
+    ) {
+        assert!(
+            r.linux.output().contains(LAT_TABLE),
+            "{T}: Linux printed no table"
+        );
+        assert!(
+            r.unikernel_output
+                .contains("B unchanged by the peer's READs: ok"),
+            "{T}: no check"
+        );
     }
 }
 
@@ -433,7 +659,10 @@ fn ib_send_lat_events_linux_client() {
         "ib_send_lat -d rxe0 -x $GID -F -e -s 256 -n 20",
         peer::Role::Client,
         LAT_TABLE,
-        &["20 messages of 256 B received, each equal to the first, 20 sent: ok", "(-e): ok"],
+        &[
+            "20 messages of 256 B received, each equal to the first, 20 sent: ok",
+            "(-e): ok",
+        ],
     );
 }
 
@@ -457,11 +686,26 @@ fn ib_send_lat_linux_server() {
 fn ib_write_bw_all_sizes_linux_server() {
     const T: &str = "ib_write_bw_all_sizes_linux_server";
     let want = ["5 WRITEs of 8388608 B from the known pattern: ok"];
-    if let Some(r) = perftest_tool_within(T, "ib_write_bw -d rxe0 -x $GID -F -a -n 5 -u 20", peer::Role::Server, BW_TABLE, &want, 600) {
+    if let Some(r) = perftest_tool_within(
+        T,
+        "ib_write_bw -d rxe0 -x $GID -F -a -n 5 -u 20",
+        peer::Role::Server,
+        BW_TABLE,
+        &want,
+        600,
+    ) {
         for i in 1..24 {
-            assert_eq!(uk_line(&r, 1 << i).get(1).map(String::as_str), Some("5"), "{T}: no line for {} B", 1u64 << i);
+            assert_eq!(
+                uk_line(&r, 1 << i).get(1).map(String::as_str),
+                Some("5"),
+                "{T}: no line for {} B",
+                1u64 << i
+            );
         }
-        assert!(r.linux.output().contains(" 8388608 "), "{T}: Linux printed no 8 MiB figures");
+        assert!(
+            r.linux.output().contains(" 8388608 "),
+            "{T}: Linux printed no 8 MiB figures"
+        );
     }
 }
 
@@ -469,7 +713,13 @@ fn ib_write_bw_all_sizes_linux_server() {
 #[test]
 fn ib_write_bw_duration_linux_server() {
     const T: &str = "ib_write_bw_duration_linux_server";
-    if let Some(r) = perftest_tool(T, "ib_write_bw -d rxe0 -x $GID -F -s 4096 -D 2", peer::Role::Server, BW_TABLE, &["(over -D) WRITEs of 4096 B from the known pattern: ok"]) {
+    if let Some(r) = perftest_tool(
+        T,
+        "ib_write_bw -d rxe0 -x $GID -F -s 4096 -D 2",
+        peer::Role::Server,
+        BW_TABLE,
+        &["(over -D) WRITEs of 4096 B from the known pattern: ok"],
+    ) {
         let line = uk_line(&r, 4096);
         let iters: u64 = line.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
         assert!(iters > 0, "{T}: no iterations in the sample: {line:?}");

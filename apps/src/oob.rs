@@ -52,7 +52,11 @@ pub const CLOSED_LINE: &str = "tcp-closed";
 pub enum OobError {
     /// Nothing (or not enough) arrived before the deadline; `partial` bytes of a line were
     /// still arriving (kept by the console for the next read).
-    Timeout { wanted: usize, got: usize, partial: usize },
+    Timeout {
+        wanted: usize,
+        got: usize,
+        partial: usize,
+    },
     /// A `tcp` line that is not hex (or not UTF-8).
     Garbled,
     /// The launcher reported that the peer closed the connection.
@@ -80,9 +84,14 @@ impl RxStream {
     /// Takes one input line: the bytes of `tcp HEX`; the end of the stream for `tcp-closed`
     /// (`wanted`: for the error); anything else is [`OobError::Unexpected`].
     pub fn take_line(&mut self, line: &[u8], wanted: usize) -> Result<(), OobError> {
-        let l = core::str::from_utf8(line).map_err(|_| OobError::Garbled)?.trim();
+        let l = core::str::from_utf8(line)
+            .map_err(|_| OobError::Garbled)?
+            .trim();
         if l == CLOSED_LINE {
-            return Err(OobError::Closed { wanted, got: self.rx.len() });
+            return Err(OobError::Closed {
+                wanted,
+                got: self.rx.len(),
+            });
         }
         match l.strip_prefix(RECV_PREFIX) {
             Some(h) => {
@@ -94,7 +103,10 @@ impl RxStream {
                 let mut head = [0u8; 16];
                 let k = line.len().min(16);
                 head[..k].copy_from_slice(&line[..k]);
-                Err(OobError::Unexpected { len: line.len(), head })
+                Err(OobError::Unexpected {
+                    len: line.len(),
+                    head,
+                })
             }
         }
     }
@@ -136,7 +148,10 @@ impl Oob {
     /// `wait`: the deadline of each receive once the peer has been heard from; before that,
     /// at least [`FIRST_WAIT`].
     pub fn new(wait: Duration) -> Oob {
-        Oob { rx: RxStream::default(), wait }
+        Oob {
+            rx: RxStream::default(),
+            wait,
+        }
     }
 
     /// Sends `b` (one TCP write).
@@ -146,7 +161,11 @@ impl Oob {
 
     /// Receives exactly `n` bytes.
     pub fn recv(&mut self, n: usize) -> Result<Vec<u8>, OobError> {
-        let deadline = Deadline::after(if self.rx.heard() { self.wait } else { self.wait.max(FIRST_WAIT) });
+        let deadline = Deadline::after(if self.rx.heard() {
+            self.wait
+        } else {
+            self.wait.max(FIRST_WAIT)
+        });
         let mut line = [0u8; LINE_LEN];
         loop {
             if let Some(b) = self.rx.take(n) {
@@ -155,13 +174,20 @@ impl Oob {
             let k = match console::read_line(&mut line, deadline) {
                 Ok(k) => k,
                 Err(ReadLineError::Timeout { pending }) => {
-                    return Err(OobError::Timeout { wanted: n, got: self.rx.len(), partial: pending })
+                    return Err(OobError::Timeout {
+                        wanted: n,
+                        got: self.rx.len(),
+                        partial: pending,
+                    })
                 }
                 Err(ReadLineError::TooLong { len }) => return Err(OobError::TooLong { len }),
             };
             if let Err(e) = self.rx.take_line(&line[..k], n) {
                 if matches!(e, OobError::Unexpected { .. }) {
-                    log::error!("oob: unexpected input line ({k} bytes), not `tcp HEX`: {:?}", core::str::from_utf8(&line[..k.min(80)]));
+                    log::error!(
+                        "oob: unexpected input line ({k} bytes), not `tcp HEX`: {:?}",
+                        core::str::from_utf8(&line[..k.min(80)])
+                    );
                 }
                 return Err(e);
             }
@@ -171,7 +197,11 @@ impl Oob {
 
 /// The launcher's `role=server|client` word (the last one wins): `Some(true)` for client.
 pub fn cmdline_role(cmdline: &str) -> Result<Option<bool>, String> {
-    match cmdline.split_ascii_whitespace().filter_map(|w| w.strip_prefix("role=")).next_back() {
+    match cmdline
+        .split_ascii_whitespace()
+        .filter_map(|w| w.strip_prefix("role="))
+        .next_back()
+    {
         Some("client") => Ok(Some(true)),
         Some("server") => Ok(Some(false)),
         Some(r) => Err(alloc::format!("role={r}: not server or client")),
@@ -252,7 +282,11 @@ pub fn ipv4_gid_index<H: mlx5::Hal>(dev: &mlx5::Context<H>, ip: [u8; 4]) -> mlx5
 /// transport counters of the QP's Q counter set (QUERY_Q_COUNTER), the counters Linux's
 /// `rdma statistic` shows for rxe on the other side.
 #[cfg(target_os = "none")]
-pub fn print_counters<H: mlx5::Hal>(app: &str, dev: &mlx5::Context<H>, set: Option<&mlx5::CounterSet<H>>) {
+pub fn print_counters<H: mlx5::Hal>(
+    app: &str,
+    dev: &mlx5::Context<H>,
+    set: Option<&mlx5::CounterSet<H>>,
+) {
     match dev.query_vport_counters(false) {
         Ok(v) => println!(
             "{app}: port counters: tx_roce_packets={} tx_roce_bytes={} rx_roce_packets={} rx_roce_bytes={}",
@@ -289,7 +323,10 @@ mod tests {
         s.take_line(b"tcp 6869", 3).unwrap();
         s.take_line(b"tcp 21\r", 3).unwrap();
         assert_eq!(s.take(3).as_deref(), Some(&b"hi!"[..]));
-        assert_eq!(s.take_line(b"tcp-closed", 5), Err(OobError::Closed { wanted: 5, got: 0 }));
+        assert_eq!(
+            s.take_line(b"tcp-closed", 5),
+            Err(OobError::Closed { wanted: 5, got: 0 })
+        );
         assert_eq!(s.take_line(b"tcp 6", 1), Err(OobError::Garbled));
     }
 

@@ -189,7 +189,9 @@ struct EarlyIdentityMap;
 impl PhysMemory for EarlyIdentityMap {
     fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
         const LIMIT: u64 = 4 << 30;
-        let Some(end) = addr.checked_add(buf.len() as u64) else { return false };
+        let Some(end) = addr.checked_add(buf.len() as u64) else {
+            return false;
+        };
         if addr == 0 || end > LIMIT {
             return false;
         }

@@ -87,7 +87,11 @@ impl BootInfo {
     pub fn new(protocol: Protocol) -> Self {
         BootInfo {
             protocol,
-            regions: [MemoryRegion { start: 0, len: 0, kind: MemoryKind::Reserved }; MAX_MEMORY_REGIONS],
+            regions: [MemoryRegion {
+                start: 0,
+                len: 0,
+                kind: MemoryKind::Reserved,
+            }; MAX_MEMORY_REGIONS],
             region_count: 0,
             cmdline: [0; MAX_CMDLINE],
             cmdline_len: 0,
@@ -194,7 +198,10 @@ pub(crate) mod test_support {
 
     impl Buffer {
         pub fn new(base: u64, size: usize) -> Self {
-            Buffer { base, bytes: vec![0; size] }
+            Buffer {
+                base,
+                bytes: vec![0; size],
+            }
         }
         pub fn put(&mut self, addr: u64, data: &[u8]) {
             let off = (addr - self.base) as usize;
@@ -210,7 +217,9 @@ pub(crate) mod test_support {
 
     impl PhysMemory for Buffer {
         fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
-            let Some(off) = addr.checked_sub(self.base) else { return false };
+            let Some(off) = addr.checked_sub(self.base) else {
+                return false;
+            };
             let off = off as usize;
             match self.bytes.get(off..off + buf.len()) {
                 Some(src) => {
@@ -239,12 +248,24 @@ mod tests {
     #[test]
     fn empty_regions_are_skipped_and_table_is_bounded() {
         let mut info = BootInfo::new(Protocol::Pvh);
-        assert!(info.push_region(MemoryRegion { start: 0, len: 0, kind: MemoryKind::Usable }));
+        assert!(info.push_region(MemoryRegion {
+            start: 0,
+            len: 0,
+            kind: MemoryKind::Usable
+        }));
         assert!(info.memory_map().is_empty());
         for i in 0..MAX_MEMORY_REGIONS as u64 {
-            assert!(info.push_region(MemoryRegion { start: i << 20, len: 4096, kind: MemoryKind::Usable }));
+            assert!(info.push_region(MemoryRegion {
+                start: i << 20,
+                len: 4096,
+                kind: MemoryKind::Usable
+            }));
         }
-        assert!(!info.push_region(MemoryRegion { start: 1 << 40, len: 4096, kind: MemoryKind::Usable }));
+        assert!(!info.push_region(MemoryRegion {
+            start: 1 << 40,
+            len: 4096,
+            kind: MemoryKind::Usable
+        }));
         assert_eq!(info.memory_map().len(), MAX_MEMORY_REGIONS);
     }
 }

@@ -2,7 +2,9 @@
 //! a u32 total_size, u32 reserved, then 8-byte aligned tags `{u32 type, u32 size, ...}`
 //! ending with a type-0 tag.
 
-use crate::info::{BootError, BootInfo, MemoryKind, MemoryRegion, PhysMemory, Protocol, MAX_CMDLINE};
+use crate::info::{
+    BootError, BootInfo, MemoryKind, MemoryRegion, PhysMemory, Protocol, MAX_CMDLINE,
+};
 
 /// Value in %eax when a Multiboot2 loader enters the image.
 pub const BOOTLOADER_MAGIC: u32 = 0x36d7_6289;
@@ -61,7 +63,9 @@ pub fn parse(mem: &impl PhysMemory, addr: u64) -> Result<BootInfo, BootError> {
                         kind: MemoryKind::from_e820(mem.read_u32(e + 16)?),
                     };
                     if !info.push_region(region) {
-                        return Err(BootError::Malformed("more memory map entries than the kernel keeps"));
+                        return Err(BootError::Malformed(
+                            "more memory map entries than the kernel keeps",
+                        ));
                     }
                     e += entry_size;
                 }
@@ -124,7 +128,14 @@ mod tests {
         let m = build(&[
             (TAG_CMDLINE, b"log=info\0".to_vec()),
             (TAG_ACPI_OLD, b"RSD PTR old-copy....".to_vec()),
-            (TAG_MMAP, mmap_payload(&[(0, 0x9f000, 1), (0x100000, 0x3ff0_0000, 1), (0xfffc0000, 0x40000, 2)])),
+            (
+                TAG_MMAP,
+                mmap_payload(&[
+                    (0, 0x9f000, 1),
+                    (0x100000, 0x3ff0_0000, 1),
+                    (0xfffc0000, 0x40000, 2),
+                ]),
+            ),
             (TAG_ACPI_NEW, b"RSD PTR new-copy....".to_vec()),
         ]);
         let info = parse(&m, 0x9000).unwrap();

@@ -2,7 +2,9 @@
 //! Layout: xen/include/public/arch-x86/hvm/start_info.h (also torvalds/linux
 //! include/xen/interface/hvm/start_info.h). Version 1 added the memory map.
 
-use crate::info::{BootError, BootInfo, MemoryKind, MemoryRegion, PhysMemory, Protocol, MAX_CMDLINE};
+use crate::info::{
+    BootError, BootInfo, MemoryKind, MemoryRegion, PhysMemory, Protocol, MAX_CMDLINE,
+};
 
 /// `XEN_HVM_START_MAGIC_VALUE` ("xEn3" with the 0x80 bit of the "E" set).
 pub const START_MAGIC: u32 = 0x336e_c578;
@@ -52,7 +54,9 @@ pub fn parse(mem: &impl PhysMemory, addr: u64) -> Result<BootInfo, BootError> {
             kind: MemoryKind::from_e820(mem.read_u32(e + 16)?),
         };
         if !info.push_region(region) {
-            return Err(BootError::Malformed("more memory map entries than the kernel keeps"));
+            return Err(BootError::Malformed(
+                "more memory map entries than the kernel keeps",
+            ));
         }
     }
     // Everything is copied out: nothing of the start info stays referenced.
@@ -73,8 +77,11 @@ mod tests {
         m.put_u64(0x1000 + 32, 0xf5a40);
         m.put_u64(0x1000 + 40, 0x1400);
         m.put_u32(0x1000 + 48, 3);
-        let entries: [(u64, u64, u32); 3] =
-            [(0, 0x9fc00, 1), (0xf0000, 0x10000, 2), (0x100000, 0x7ff0_0000, 1)];
+        let entries: [(u64, u64, u32); 3] = [
+            (0, 0x9fc00, 1),
+            (0xf0000, 0x10000, 2),
+            (0x100000, 0x7ff0_0000, 1),
+        ];
         for (i, (a, s, t)) in entries.iter().enumerate() {
             let e = 0x1400 + 24 * i as u64;
             m.put_u64(e, *a);
@@ -94,14 +101,24 @@ mod tests {
         let map = info.memory_map();
         assert_eq!(map.len(), 3);
         assert_eq!(map[1].kind, MemoryKind::Reserved);
-        assert_eq!(map[2], MemoryRegion { start: 0x100000, len: 0x7ff0_0000, kind: MemoryKind::Usable });
+        assert_eq!(
+            map[2],
+            MemoryRegion {
+                start: 0x100000,
+                len: 0x7ff0_0000,
+                kind: MemoryKind::Usable
+            }
+        );
     }
 
     #[test]
     fn rejects_bad_magic_and_missing_map() {
         let mut m = start_info(1);
         m.put_u32(0x1000, 0xdead_beef);
-        assert_eq!(parse(&m, 0x1000).unwrap_err(), BootError::BadMagic(0xdead_beef));
+        assert_eq!(
+            parse(&m, 0x1000).unwrap_err(),
+            BootError::BadMagic(0xdead_beef)
+        );
         let m = start_info(0);
         assert_eq!(parse(&m, 0x1000).unwrap_err(), BootError::NoMemoryMap);
     }

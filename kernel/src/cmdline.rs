@@ -25,7 +25,10 @@ impl<'a> Cmdline<'a> {
         let Some(v) = self.get("ip") else {
             return Ok(None);
         };
-        let bad = CmdlineError::BadValue { key: "ip", value: v };
+        let bad = CmdlineError::BadValue {
+            key: "ip",
+            value: v,
+        };
         let (addr, len) = match v.split_once('/') {
             Some((a, l)) => (a, l.parse::<u8>().map_err(|_| bad)?),
             None => (v, 32),
@@ -45,7 +48,10 @@ impl<'a> Cmdline<'a> {
         let Some(v) = self.get("mac") else {
             return Ok(None);
         };
-        let bad = CmdlineError::BadValue { key: "mac", value: v };
+        let bad = CmdlineError::BadValue {
+            key: "mac",
+            value: v,
+        };
         let mut out = [0u8; 6];
         let mut parts = v.split(':');
         for b in out.iter_mut() {
@@ -124,7 +130,11 @@ mod tests {
         );
         assert_eq!(c.mac(), Ok(Some([2, 0, 0, 0, 0, 10])));
         assert_eq!(
-            Cmdline("ip=192.168.1.9").ipv4().unwrap().unwrap().prefix_len,
+            Cmdline("ip=192.168.1.9")
+                .ipv4()
+                .unwrap()
+                .unwrap()
+                .prefix_len,
             32
         );
         assert_eq!(Cmdline("").ipv4(), Ok(None));
@@ -132,7 +142,11 @@ mod tests {
         for bad in ["ip=10.0.0/24", "ip=10.0.0.2/33", "ip=10.0.0.2/x", "ip=host"] {
             assert!(Cmdline(bad).ipv4().is_err(), "{bad}");
         }
-        for bad in ["mac=02:00:00:00:00", "mac=02:00:00:00:00:0a:0b", "mac=2:0:0:0:0:a"] {
+        for bad in [
+            "mac=02:00:00:00:00",
+            "mac=02:00:00:00:00:0a:0b",
+            "mac=2:0:0:0:0:a",
+        ] {
             assert!(Cmdline(bad).mac().is_err(), "{bad}");
         }
     }

@@ -24,15 +24,26 @@ pub extern "Rust" fn kernel_main(info: BootInfo) -> ! {
     let features = arch::cpu_features();
     log::debug!("cpu: {features:?}, tsc {tsc_hz} Hz from {tsc_source:?}");
 
-    println!("boot: protocol={} cmdline=\"{}\"", info.protocol.name(), info.cmdline());
+    println!(
+        "boot: protocol={} cmdline=\"{}\"",
+        info.protocol.name(),
+        info.cmdline()
+    );
 
     // 1 GiB pages only where the CPU advertises them (and the cmdline does not forbid them).
     let use_1g = features.pages_1g && cmdline.get("pages") != Some("2m");
     let report = match mem::system::init(info, use_1g) {
         Ok(r) => r,
-        Err(e) => fail(crate::EXIT_BOOT_FAILED, format_args!("memory setup failed: {e}")),
+        Err(e) => fail(
+            crate::EXIT_BOOT_FAILED,
+            format_args!("memory setup failed: {e}"),
+        ),
     };
-    log::debug!("identity map: {:?}, heap {} MiB", report.map, report.heap_bytes >> 20);
+    log::debug!(
+        "identity map: {:?}, heap {} MiB",
+        report.map,
+        report.heap_bytes >> 20
+    );
     println!(
         "memory: usable={} MiB, identity map with {} pages, huge pages free: {} x 2M, {} x 1G",
         report.pools.usable_bytes >> 20,
@@ -43,15 +54,29 @@ pub extern "Rust" fn kernel_main(info: BootInfo) -> ! {
 
     let functions = match pci::platform::init(info.rsdp) {
         Ok(f) => f,
-        Err(e) => fail(crate::EXIT_BOOT_FAILED, format_args!("PCI setup failed: {e}")),
+        Err(e) => fail(
+            crate::EXIT_BOOT_FAILED,
+            format_args!("PCI setup failed: {e}"),
+        ),
     };
-    log::debug!("pci: {} functions via {}", functions.len(), if pci::platform::uses_ecam() { "ECAM" } else { "0xCF8" });
+    log::debug!(
+        "pci: {} functions via {}",
+        functions.len(),
+        if pci::platform::uses_ecam() {
+            "ECAM"
+        } else {
+            "0xCF8"
+        }
+    );
     for f in functions {
         println!("{f}");
     }
     log::info!("boot to app: {} us", time::micros_since_boot());
 
-    let ctx = AppContext { boot: info, cmdline };
+    let ctx = AppContext {
+        boot: info,
+        cmdline,
+    };
     // SAFETY: the symbol is defined by the linked application (entry_point! checks its type).
     let code = unsafe { __unikernel_app_main(&ctx) };
     let code = crate::exit_code(code);
@@ -67,7 +92,10 @@ fn fail(code: u32, what: core::fmt::Arguments<'_>) -> ! {
 #[no_mangle]
 pub extern "Rust" fn kernel_boot_failed(what: &str, detail: u64) -> ! {
     console::init();
-    fail(crate::EXIT_BOOT_FAILED, format_args!("{what} ({detail:#x})"))
+    fail(
+        crate::EXIT_BOOT_FAILED,
+        format_args!("{what} ({detail:#x})"),
+    )
 }
 
 #[panic_handler]
@@ -76,7 +104,14 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     let mut out = console::Emergency;
     match info.location() {
         Some(l) => {
-            let _ = writeln!(out, "\npanic: {} at {}:{}:{}", info.message(), l.file(), l.line(), l.column());
+            let _ = writeln!(
+                out,
+                "\npanic: {} at {}:{}:{}",
+                info.message(),
+                l.file(),
+                l.line(),
+                l.column()
+            );
         }
         None => {
             let _ = writeln!(out, "\npanic: {}", info.message());

@@ -37,7 +37,11 @@ impl Default for LineAssembler {
 
 impl LineAssembler {
     pub const fn new() -> LineAssembler {
-        LineAssembler { buf: [0; LINE_MAX], n: 0, over: 0 }
+        LineAssembler {
+            buf: [0; LINE_MAX],
+            n: 0,
+            over: 0,
+        }
     }
 
     /// Bytes of an unfinished line held.
@@ -57,7 +61,9 @@ impl LineAssembler {
         loop {
             let Some(b) = next() else {
                 if expired() {
-                    return Err(ReadLineError::Timeout { pending: self.pending() });
+                    return Err(ReadLineError::Timeout {
+                        pending: self.pending(),
+                    });
                 }
                 continue;
             };
@@ -71,7 +77,11 @@ impl LineAssembler {
                     }
                     self.n = 0;
                     self.over = 0;
-                    return if fits { Ok(len) } else { Err(ReadLineError::TooLong { len }) };
+                    return if fits {
+                        Ok(len)
+                    } else {
+                        Err(ReadLineError::TooLong { len })
+                    };
                 }
                 _ if self.n < LINE_MAX => {
                     self.buf[self.n] = b;
@@ -98,13 +108,19 @@ mod tests {
         let mut a = LineAssembler::new();
         let mut buf = [0u8; 64];
         let (next, exp) = feed(b"tcp 61");
-        assert_eq!(a.read_line(&mut buf, next, exp), Err(ReadLineError::Timeout { pending: 6 }));
+        assert_eq!(
+            a.read_line(&mut buf, next, exp),
+            Err(ReadLineError::Timeout { pending: 6 })
+        );
         let (next, exp) = feed(b"62\ntcp 63\n");
         let n = a.read_line(&mut buf, next, exp).unwrap();
         // The old read_line dropped "tcp 61" at the deadline and returned "62" next.
         assert_eq!(&buf[..n], b"tcp 6162");
         let (next, exp) = feed(b"");
-        assert_eq!(a.read_line(&mut buf, next, exp), Err(ReadLineError::Timeout { pending: 0 }));
+        assert_eq!(
+            a.read_line(&mut buf, next, exp),
+            Err(ReadLineError::Timeout { pending: 0 })
+        );
     }
 
     #[test]
@@ -123,13 +139,19 @@ mod tests {
         let mut a = LineAssembler::new();
         let mut buf = [0u8; 4];
         let mut it = b"tcp 6162\ntcp\n".iter().copied();
-        assert_eq!(a.read_line(&mut buf, || it.next(), || true), Err(ReadLineError::TooLong { len: 8 }));
+        assert_eq!(
+            a.read_line(&mut buf, || it.next(), || true),
+            Err(ReadLineError::TooLong { len: 8 })
+        );
         let n = a.read_line(&mut buf, || it.next(), || true).unwrap();
         assert_eq!(&buf[..n], b"tcp");
         let long = [b'x'; LINE_MAX + 5];
         let mut it = long.iter().copied().chain(*b"\ny\n");
         let mut big = [0u8; 2 * LINE_MAX];
-        assert_eq!(a.read_line(&mut big, || it.next(), || true), Err(ReadLineError::TooLong { len: LINE_MAX + 5 }));
+        assert_eq!(
+            a.read_line(&mut big, || it.next(), || true),
+            Err(ReadLineError::TooLong { len: LINE_MAX + 5 })
+        );
         let n = a.read_line(&mut big, || it.next(), || true).unwrap();
         assert_eq!(&big[..n], b"y");
     }

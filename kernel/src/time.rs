@@ -45,7 +45,10 @@ fn calibrate() -> (u64, TscSource) {
     if max_leaf >= 0x15 {
         let l = cpuid(0x15);
         if l.eax != 0 && l.ebx != 0 && l.ecx != 0 {
-            return (l.ecx as u64 * l.ebx as u64 / l.eax as u64, TscSource::CpuidCrystal);
+            return (
+                l.ecx as u64 * l.ebx as u64 / l.eax as u64,
+                TscSource::CpuidCrystal,
+            );
         }
     }
     if crate::arch::cpu_features().hypervisor && cpuid(0x4000_0000).eax >= 0x4000_0010 {
@@ -120,7 +123,10 @@ impl Instant {
 
 fn ticks_to_duration(ticks: u64) -> Duration {
     let hz = tsc_hz();
-    Duration::new(ticks / hz, ((ticks % hz) as u128 * 1_000_000_000 / hz as u128) as u32)
+    Duration::new(
+        ticks / hz,
+        ((ticks % hz) as u128 * 1_000_000_000 / hz as u128) as u32,
+    )
 }
 
 fn duration_to_ticks(d: Duration) -> u64 {
@@ -143,7 +149,9 @@ impl Deadline {
 }
 
 pub fn micros_since_boot() -> u64 {
-    Instant(BOOT_TSC.load(Ordering::Relaxed)).elapsed().as_micros() as u64
+    Instant(BOOT_TSC.load(Ordering::Relaxed))
+        .elapsed()
+        .as_micros() as u64
 }
 
 /// Busy-waits for `d`.

@@ -233,7 +233,8 @@ pub fn build_static_example(package: &str, example: &str) -> Result<PathBuf, Ski
     ] {
         cmd.env_remove(var);
     }
-    let step = crate::progress::Step::start(format!("building {package} example {example} (static)"));
+    let step =
+        crate::progress::Step::start(format!("building {package} example {example} (static)"));
     let out = cmd
         .output()
         .map_err(|e| skip(format!("cannot run cargo: {e}")))?;

@@ -34,7 +34,10 @@ pub const USER_NET_IP: &str = "10.0.2.15/24";
 pub const SERVER_IP: &str = "10.0.2.100";
 
 pub fn fmt_mac(m: &[u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// Which end of the stream link QEMU plays.
@@ -95,17 +98,28 @@ impl LinuxPeer {
     /// The QEMU command line (TCG: this host's KVM cannot run Linux).
     pub fn command(&self, qemu: &Path, image: &PeerImage) -> Result<Command, Skip> {
         let mut c = Command::new(qemu);
-        c.args(["-accel", "tcg", "-machine", "q35", "-cpu", "max", "-smp", "1", "-m", "512M"])
-            .args(["-nodefaults", "-nographic", "-monitor", "none", "-no-reboot"])
-            .args(["-serial", "stdio"])
-            .arg("-kernel")
-            .arg(&image.kernel.vmlinuz)
-            .arg("-initrd")
-            .arg(&image.initrd)
-            .arg("-append")
-            .arg(self.append()?);
+        c.args([
+            "-accel", "tcg", "-machine", "q35", "-cpu", "max", "-smp", "1", "-m", "512M",
+        ])
+        .args([
+            "-nodefaults",
+            "-nographic",
+            "-monitor",
+            "none",
+            "-no-reboot",
+        ])
+        .args(["-serial", "stdio"])
+        .arg("-kernel")
+        .arg(&image.kernel.vmlinuz)
+        .arg("-initrd")
+        .arg(&image.initrd)
+        .arg("-append")
+        .arg(self.append()?);
         let netdev = match &self.link {
-            Link::Listen(p) => format!("stream,id=n0,server=on,addr.type=unix,addr.path={}", p.display()),
+            Link::Listen(p) => format!(
+                "stream,id=n0,server=on,addr.type=unix,addr.path={}",
+                p.display()
+            ),
             Link::Connect(p) => format!(
                 "stream,id=n0,server=off,addr.type=unix,addr.path={},reconnect-ms=500",
                 p.display()
@@ -117,13 +131,19 @@ impl LinuxPeer {
             fmt_mac(&self.mac)
         ));
         if let Some(pcap) = &self.pcap {
-            c.arg("-object")
-                .arg(format!("filter-dump,id=f0,netdev=n0,file={}", pcap.display()));
+            c.arg("-object").arg(format!(
+                "filter-dump,id=f0,netdev=n0,file={}",
+                pcap.display()
+            ));
         }
         if let Some(u) = &self.user_net {
             let mut m = self.mac;
             m[4] = 0xff;
-            let opts = if u.is_empty() { String::new() } else { format!(",{u}") };
+            let opts = if u.is_empty() {
+                String::new()
+            } else {
+                format!(",{u}")
+            };
             c.arg("-netdev").arg(format!("user,id=u0,ipv6=off{opts}"));
             c.arg("-device").arg(format!(
                 "virtio-net-pci,netdev=u0,mac={},addr=0x4,romfile=",
@@ -148,7 +168,14 @@ impl LinuxPeer {
             lines(child.stdout.take().expect("piped"), tx.clone(), tag, echo),
             lines(child.stderr.take().expect("piped"), tx, tag, echo),
         ];
-        Ok(Running { child, rx, readers, start: Instant::now(), timeout: self.timeout, seen: String::new() })
+        Ok(Running {
+            child,
+            rx,
+            readers,
+            start: Instant::now(),
+            timeout: self.timeout,
+            seen: String::new(),
+        })
     }
 }
 
@@ -161,7 +188,11 @@ fn lines(
     std::thread::spawn(move || {
         let mut r = BufReader::new(src);
         let mut line = Vec::new();
-        while r.read_until(b'\n', &mut line).map(|n| n > 0).unwrap_or(false) {
+        while r
+            .read_until(b'\n', &mut line)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {
             let text = String::from_utf8_lossy(&line).replace('\r', "");
             if echo {
                 let mut o = std::io::stdout().lock();
@@ -210,9 +241,9 @@ impl PeerOutcome {
     /// The `PEER: name=value` value, e.g. `GID_INDEX`.
     pub fn marker(&self, name: &str) -> Option<String> {
         let key = format!("PEER: {name}=");
-        self.console.lines().find_map(|l| {
-            Some(l.strip_prefix(&key)?.split_whitespace().next()?.to_string())
-        })
+        self.console
+            .lines()
+            .find_map(|l| Some(l.strip_prefix(&key)?.split_whitespace().next()?.to_string()))
     }
 }
 
@@ -244,9 +275,18 @@ impl Running {
         }
         self.seen.extend(self.rx.try_iter());
         let rc = self.seen.lines().find_map(|l| {
-            l.strip_prefix("PEER: CMD_EXIT rc=")?.split_whitespace().next()?.parse().ok()
+            l.strip_prefix("PEER: CMD_EXIT rc=")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
         });
-        PeerOutcome { console: self.seen, rc, timed_out, wall: self.start.elapsed() }
+        PeerOutcome {
+            console: self.seen,
+            rc,
+            timed_out,
+            wall: self.start.elapsed(),
+        }
     }
 
     /// Kills the guest now.
@@ -353,7 +393,9 @@ pub fn app_for(cmd: &str) -> Result<(String, String), Skip> {
     let tool = w.next().ok_or_else(|| skip("--peer-cmd is empty"))?;
     let tool = tool.rsplit('/').next().unwrap_or(tool);
     // A server name (the launcher's address) is not for the app.
-    let rest: Vec<&str> = w.filter(|x| !x.starts_with("10.0.2.") && *x != "$SERVER").collect();
+    let rest: Vec<&str> = w
+        .filter(|x| !x.starts_with("10.0.2.") && *x != "$SERVER")
+        .collect();
     let rest = rest.join(" ");
     match tool {
         "ibv_rc_pingpong" => Ok(("pingpong".into(), format!("pingpong {rest}"))),
@@ -373,8 +415,12 @@ fn free_port() -> Result<u16, Skip> {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     for _ in 0..64 {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| skip(format!("bind: {e}")))?;
-        let port = l.local_addr().map(|a| a.port()).map_err(|e| skip(format!("bind: {e}")))?;
+        let l =
+            std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| skip(format!("bind: {e}")))?;
+        let port = l
+            .local_addr()
+            .map(|a| a.port())
+            .map_err(|e| skip(format!("bind: {e}")))?;
         if !given.contains(&port) {
             given.push(port);
             return Ok(port);
@@ -410,13 +456,17 @@ impl<W: Write> ToUk<W> {
 
     /// Writes what is pending once the unikernel is ready.
     fn flush(&mut self) {
-        if !self.ready.load(std::sync::atomic::Ordering::Acquire) || (self.pending.is_empty() && !self.closed) {
+        if !self.ready.load(std::sync::atomic::Ordering::Acquire)
+            || (self.pending.is_empty() && !self.closed)
+        {
             return;
         }
         if let Some(w) = self.w.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             for chunk in self.pending.chunks(200) {
                 let hex: String = chunk.iter().map(|x| format!("{x:02x}")).collect();
-                let _ = w.write_all(format!("tcp {hex}\n").as_bytes()).and_then(|()| w.flush());
+                let _ = w
+                    .write_all(format!("tcp {hex}\n").as_bytes())
+                    .and_then(|()| w.flush());
             }
             if self.closed {
                 let _ = w.write_all(b"tcp-closed\n").and_then(|()| w.flush());
@@ -450,7 +500,13 @@ fn tcp_pipe<W: Write>(
     let say = |s: String| {
         let _ = log.send(s + "\n");
     };
-    let mut out = ToUk { w: to_uk, ready, pending: Vec::new(), closed: false, delivered: 0 };
+    let mut out = ToUk {
+        w: to_uk,
+        ready,
+        pending: Vec::new(),
+        closed: false,
+        delivered: 0,
+    };
     let mut conn: Option<TcpStream> = None;
     // Until Linux answers, what was sent (replayed on a new connection: slirp accepts the
     // host's connection before the guest's tool listens, then closes it).
@@ -472,7 +528,10 @@ fn tcp_pipe<W: Write>(
             match (role, &listener) {
                 (Role::Client, Some(l)) => {
                     if let Ok((c, _)) = l.accept() {
-                        say(format!("launcher: tcp relay: accepted QEMU's guestfwd connection at {:.1} s", t0.elapsed().as_secs_f64()));
+                        say(format!(
+                            "launcher: tcp relay: accepted QEMU's guestfwd connection at {:.1} s",
+                            t0.elapsed().as_secs_f64()
+                        ));
                         let _ = c.set_nonblocking(false);
                         let _ = c.set_read_timeout(Some(Duration::from_millis(20)));
                         conn = Some(c);
@@ -489,7 +548,12 @@ fn tcp_pipe<W: Write>(
         }
         match from_uk.recv_timeout(Duration::from_millis(if conn.is_some() { 0 } else { 20 })) {
             Ok(m) => {
-                say(format!("launcher: tcp relay: {} bytes from the unikernel at {:.1} s (connected: {})", m.len(), t0.elapsed().as_secs_f64(), conn.is_some()));
+                say(format!(
+                    "launcher: tcp relay: {} bytes from the unikernel at {:.1} s (connected: {})",
+                    m.len(),
+                    t0.elapsed().as_secs_f64(),
+                    conn.is_some()
+                ));
                 if !got_any {
                     history.push(m.clone());
                 }
@@ -518,7 +582,10 @@ fn tcp_pipe<W: Write>(
                 // Linux's tool was not listening yet: try again.
                 let closed = match c.read(&mut buf) {
                     Ok(0) => true,
-                    Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+                    Err(e) => !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ),
                     Ok(n) => {
                         got_any = true;
                         history.clear();
@@ -532,7 +599,10 @@ fn tcp_pipe<W: Write>(
                 }
             }
             Ok(0) => {
-                say(format!("launcher: tcp relay: end of stream at {:.1} s", t0.elapsed().as_secs_f64()));
+                say(format!(
+                    "launcher: tcp relay: end of stream at {:.1} s",
+                    t0.elapsed().as_secs_f64()
+                ));
                 out.close();
                 conn = None;
                 // As client, QEMU's guestfwd chardev is one connection for the run: its end
@@ -541,13 +611,24 @@ fn tcp_pipe<W: Write>(
                 got_any = false;
             }
             Ok(n) => {
-                let up = if out.ready.load(Ordering::Acquire) { "" } else { " (held until the unikernel's console is up)" };
-                say(format!("launcher: tcp relay: {n} bytes from Linux at {:.1} s{up}", t0.elapsed().as_secs_f64()));
+                let up = if out.ready.load(Ordering::Acquire) {
+                    ""
+                } else {
+                    " (held until the unikernel's console is up)"
+                };
+                say(format!(
+                    "launcher: tcp relay: {n} bytes from Linux at {:.1} s{up}",
+                    t0.elapsed().as_secs_f64()
+                ));
                 got_any = true;
                 history.clear();
                 out.push(&buf[..n]);
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => {
                 say(format!("launcher: tcp read: {e}"));
                 out.close();
@@ -580,7 +661,9 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     };
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let work = super::cache_dir().join("runs").join(format!("peer-{}-{n}", std::process::id()));
+    let work = super::cache_dir()
+        .join("runs")
+        .join(format!("peer-{}-{n}", std::process::id()));
     fs::create_dir_all(&work).map_err(|e| skip(format!("{}: {e}", work.display())))?;
     let wire = work.join("wire.sock");
     let _ = fs::remove_file(&wire);
@@ -588,10 +671,17 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     // The unikernel: its app, role and identity; its HCA listens on the link.
     let (app, args) = if run.unikernel.cmdline.trim().is_empty() || run.unikernel.app.is_none() {
         let (a, c) = app_for(&run.cmd)?;
-        let c = if run.unikernel.cmdline.trim().is_empty() { c } else { run.unikernel.cmdline.clone() };
+        let c = if run.unikernel.cmdline.trim().is_empty() {
+            c
+        } else {
+            run.unikernel.cmdline.clone()
+        };
         (run.unikernel.app.clone().unwrap_or(a), c)
     } else {
-        (run.unikernel.app.clone().unwrap_or_default(), run.unikernel.cmdline.clone())
+        (
+            run.unikernel.app.clone().unwrap_or_default(),
+            run.unikernel.cmdline.clone(),
+        )
     };
     let uk_role = match run.role {
         Role::Server => "client",
@@ -631,8 +721,12 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         Role::Client => {
             let l = std::net::TcpListener::bind(("127.0.0.1", 0))
                 .map_err(|e| skip(format!("listen on 127.0.0.1: {e}")))?;
-            l.set_nonblocking(true).map_err(|e| skip(format!("listener: {e}")))?;
-            let port = l.local_addr().map(|a| a.port()).map_err(|e| skip(format!("listener: {e}")))?;
+            l.set_nonblocking(true)
+                .map_err(|e| skip(format!("listener: {e}")))?;
+            let port = l
+                .local_addr()
+                .map(|a| a.port())
+                .map_err(|e| skip(format!("listener: {e}")))?;
             (port, Some(l))
         }
         Role::Server => (free_port()?, None),
@@ -667,7 +761,12 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     let (tx_tcp, rx_tcp) = mpsc::channel::<Vec<u8>>();
     let (tx_out, rx_out) = mpsc::channel::<String>();
     let readers = vec![
-        uk_lines(uk.stdout.take().expect("piped"), tx_out.clone(), Some((tx_tcp, uk_ready.clone())), echo),
+        uk_lines(
+            uk.stdout.take().expect("piped"),
+            tx_out.clone(),
+            Some((tx_tcp, uk_ready.clone())),
+            echo,
+        ),
         uk_lines(uk.stderr.take().expect("piped"), tx_out.clone(), None, echo),
     ];
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -685,7 +784,12 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let pipe = {
-        let (stop, to_uk, log, ready) = (stop.clone(), to_uk.clone(), tx_out.clone(), uk_ready.clone());
+        let (stop, to_uk, log, ready) = (
+            stop.clone(),
+            to_uk.clone(),
+            tx_out.clone(),
+            uk_ready.clone(),
+        );
         let role = run.role;
         std::thread::spawn(move || tcp_pipe(role, port, listener, rx_tcp, to_uk, ready, stop, log))
     };
@@ -725,7 +829,8 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     }
     // Linux prints its counters and powers off by itself once its command ends.
     let mut lx = mut_lx;
-    let uk_ok = status.is_some_and(|st| crate::decode_exit(st, "app: exit=0") == crate::Verdict::Exited(0));
+    let uk_ok =
+        status.is_some_and(|st| crate::decode_exit(st, "app: exit=0") == crate::Verdict::Exited(0));
     lx.timeout = lx.start.elapsed() + Duration::from_secs(if uk_ok { 60 } else { 4 });
     let linux_out = lx.finish();
     drop(waiting);
@@ -737,7 +842,12 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         Some(st) => crate::decode_exit(st, &uk_out),
         None => crate::Verdict::TimedOut,
     };
-    Ok(PeerRunResult { linux: linux_out, unikernel: verdict, unikernel_output: uk_out, wall: t0.elapsed() })
+    Ok(PeerRunResult {
+        linux: linux_out,
+        unikernel: verdict,
+        unikernel_output: uk_out,
+        wall: t0.elapsed(),
+    })
 }
 
 /// The unikernel's console: lines `peer: tcp HEX` go to the TCP pipe, all are kept (and echoed).
@@ -746,13 +856,20 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
 fn uk_lines(
     src: impl Read + Send + 'static,
     tx: mpsc::Sender<String>,
-    tcp: Option<(mpsc::Sender<Vec<u8>>, std::sync::Arc<std::sync::atomic::AtomicBool>)>,
+    tcp: Option<(
+        mpsc::Sender<Vec<u8>>,
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+    )>,
     echo: bool,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut r = BufReader::new(src);
         let mut line = Vec::new();
-        while r.read_until(b'\n', &mut line).map(|n| n > 0).unwrap_or(false) {
+        while r
+            .read_until(b'\n', &mut line)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {
             let text = String::from_utf8_lossy(&line).replace('\r', "");
             if let Some((_, ready)) = &tcp {
                 if text.contains(UK_CONSOLE_UP) {
@@ -785,7 +902,11 @@ fn uk_lines(
 pub fn cli(o: &crate::Options) -> i32 {
     let run = PeerRun {
         cmd: o.peer_cmd.clone().unwrap_or_default(),
-        role: if o.peer_client { Role::Client } else { Role::Server },
+        role: if o.peer_client {
+            Role::Client
+        } else {
+            Role::Server
+        },
         pcap: o.peer_pcap.clone(),
         unikernel: o.clone(),
         timeout: o.timeout,
@@ -793,7 +914,11 @@ pub fn cli(o: &crate::Options) -> i32 {
     match run_linux_peer(&run) {
         Ok(r) => {
             if !o.echo {
-                println!("==== Linux ====\n{}==== unikernel ====\n{}", r.linux.output(), r.unikernel_output);
+                println!(
+                    "==== Linux ====\n{}==== unikernel ====\n{}",
+                    r.linux.output(),
+                    r.unikernel_output
+                );
             }
             let linux = match (r.linux.rc, r.linux.timed_out) {
                 (Some(0), _) => "ok".to_string(),
@@ -855,9 +980,29 @@ mod tests {
             let (tx_log, log) = mpsc::channel();
             let thread = {
                 let (serial, ready, stop) = (serial.clone(), ready.clone(), stop.clone());
-                std::thread::spawn(move || tcp_pipe(Role::Client, port, Some(l), rx_tcp, serial, ready, stop, tx_log))
+                std::thread::spawn(move || {
+                    tcp_pipe(
+                        Role::Client,
+                        port,
+                        Some(l),
+                        rx_tcp,
+                        serial,
+                        ready,
+                        stop,
+                        tx_log,
+                    )
+                })
             };
-            Relay { port, serial, ready, stop, log, seen: String::new(), thread: Some(thread), _to_linux: tx_tcp }
+            Relay {
+                port,
+                serial,
+                ready,
+                stop,
+                log,
+                seen: String::new(),
+                thread: Some(thread),
+                _to_linux: tx_tcp,
+            }
         }
 
         fn serial(&self) -> String {
@@ -868,7 +1013,11 @@ mod tests {
         fn wait_log(&mut self, what: &str) {
             let deadline = Instant::now() + Duration::from_secs(60);
             while !self.seen.contains(what) {
-                assert!(Instant::now() < deadline, "the relay never logged {what:?}: {}", self.seen);
+                assert!(
+                    Instant::now() < deadline,
+                    "the relay never logged {what:?}: {}",
+                    self.seen
+                );
                 if let Ok(l) = self.log.recv_timeout(Duration::from_millis(50)) {
                     self.seen.push_str(&l);
                 }
@@ -879,7 +1028,11 @@ mod tests {
         fn wait_serial(&self, want: &str) {
             let deadline = Instant::now() + Duration::from_secs(60);
             while self.serial() != want {
-                assert!(Instant::now() < deadline, "serial input {:?}, not {want:?}", self.serial());
+                assert!(
+                    Instant::now() < deadline,
+                    "serial input {:?}, not {want:?}",
+                    self.serial()
+                );
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
@@ -901,7 +1054,11 @@ mod tests {
         qemu.write_all(b"hi").unwrap();
         r.wait_log("2 bytes from Linux");
         // Written now, the UART FIFO reset of the unikernel's console init could eat them.
-        assert_eq!(r.serial(), "", "bytes reached the serial input before the console was up");
+        assert_eq!(
+            r.serial(),
+            "",
+            "bytes reached the serial input before the console was up"
+        );
         r.ready.store(true, Ordering::Release);
         r.wait_serial("tcp 6869\n");
     }
@@ -924,21 +1081,34 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let (tcp, _rx_tcp) = mpsc::channel();
         let ready = Arc::new(AtomicBool::new(false));
-        let src: &'static [u8] = b"qemu noise\n\x1b[2Jboot: protocol=pvh cmdline=\"x\"\npeer: tcp 00\n";
-        uk_lines(src, tx, Some((tcp, ready.clone())), false).join().unwrap();
+        let src: &'static [u8] =
+            b"qemu noise\n\x1b[2Jboot: protocol=pvh cmdline=\"x\"\npeer: tcp 00\n";
+        uk_lines(src, tx, Some((tcp, ready.clone())), false)
+            .join()
+            .unwrap();
         assert!(ready.load(Ordering::Acquire));
         assert_eq!(rx.try_iter().count(), 3);
         // The kernel prints the line this waits for.
         let entry = include_str!("../../kernel/src/entry.rs");
-        assert!(entry.contains(&format!("println!(\"{UK_CONSOLE_UP}")), "kernel_main no longer prints {UK_CONSOLE_UP:?}");
+        // `println!(` then the format string, whatever whitespace rustfmt puts between them.
+        let printed = entry
+            .match_indices(&format!("\"{UK_CONSOLE_UP}"))
+            .any(|(at, _)| entry[..at].trim_end().ends_with("println!("));
+        assert!(printed, "kernel_main no longer prints {UK_CONSOLE_UP:?}");
     }
 
     #[test]
     fn the_app_follows_the_tool() {
         let (app, args) = app_for("ibv_rc_pingpong -d rxe0 -g $GID -n 100 -s 1 $SERVER").unwrap();
-        assert_eq!((app.as_str(), args.as_str()), ("pingpong", "pingpong -d rxe0 -g $GID -n 100 -s 1"));
+        assert_eq!(
+            (app.as_str(), args.as_str()),
+            ("pingpong", "pingpong -d rxe0 -g $GID -n 100 -s 1")
+        );
         let (app, args) = app_for("ib_read_bw -x $GID -F -s 64 10.0.2.100").unwrap();
-        assert_eq!((app.as_str(), args.as_str()), ("perftest", "perftest ib_read_bw -x $GID -F -s 64"));
+        assert_eq!(
+            (app.as_str(), args.as_str()),
+            ("perftest", "perftest ib_read_bw -x $GID -F -s 64")
+        );
         assert!(app_for("rping -s").is_err());
         assert!(app_for("  ").is_err());
     }
@@ -967,7 +1137,10 @@ mod tests {
         ] {
             assert!(a.contains(w), "{w} missing from {a}");
         }
-        let bad = LinuxPeer { cmd: "echo \"x\"".into(), ..p };
+        let bad = LinuxPeer {
+            cmd: "echo \"x\"".into(),
+            ..p
+        };
         assert!(bad.append().is_err());
     }
 }

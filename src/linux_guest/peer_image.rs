@@ -91,9 +91,15 @@ fn lib_closure(pkgs: &[&str]) -> Result<Vec<String>, Skip> {
         .filter(|p| p.starts_with("lib") || p == "zlib1g")
         // Data/config packages of some libraries, and packages with no shared objects we need.
         .filter(|p| {
-            !["libc6-", "libpam", "libsemanage", "libaudit-common", "libtirpc-common"]
-                .iter()
-                .any(|x| p.starts_with(x))
+            ![
+                "libc6-",
+                "libpam",
+                "libsemanage",
+                "libaudit-common",
+                "libtirpc-common",
+            ]
+            .iter()
+            .any(|x| p.starts_with(x))
         })
         .filter(|p| !pkgs.contains(&p.as_str()))
         .collect();
@@ -151,11 +157,15 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
         .chain(libs)
         .collect();
     let have = |pkg: &str| -> Option<PathBuf> {
-        fs::read_dir(&debs).ok()?.flatten().map(|e| e.path()).find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
-        })
+        fs::read_dir(&debs)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
+            })
     };
     let missing: Vec<&String> = all.iter().filter(|p| have(p).is_none()).collect();
     if !missing.is_empty() {
@@ -168,7 +178,11 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
                 "  [{}/{}] {}",
                 (k * 8 + chunk.len()).min(missing.len()),
                 missing.len(),
-                chunk.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")
+                chunk
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
             ));
             run_ok(
                 Command::new("apt-get")
@@ -231,9 +245,17 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
                 .is_some_and(|n| n.starts_with("librxe-rdmav") && n.ends_with(".so"))
         })
         .ok_or_else(|| skip("ibverbs-providers has no librxe-rdmav*.so"))?;
-    let name = prov.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+    let name = prov
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
     let bytes = fs::read(&prov).map_err(|e| skip(format!("{}: {e}", prov.display())))?;
-    img.file(&format!("usr/lib/x86_64-linux-gnu/libibverbs/{name}"), &bytes, false);
+    img.file(
+        &format!("usr/lib/x86_64-linux-gnu/libibverbs/{name}"),
+        &bytes,
+        false,
+    );
     elfs.push(prov);
     let drv = uroot.join("etc/libibverbs.d/rxe.driver");
     let bytes = fs::read(&drv).map_err(|e| skip(format!("{}: {e}", drv.display())))?;
@@ -280,7 +302,9 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
             done.push(name.clone());
         }
         let link = p.trim_start_matches('/');
-        if link != format!("usr/lib/x86_64-linux-gnu/{name}") && link != format!("lib/x86_64-linux-gnu/{name}") {
+        if link != format!("usr/lib/x86_64-linux-gnu/{name}")
+            && link != format!("lib/x86_64-linux-gnu/{name}")
+        {
             img.symlink(link, &format!("/usr/lib/x86_64-linux-gnu/{name}"));
         }
     }
@@ -302,8 +326,9 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
 }
 
 fn fnv1a(b: &[u8]) -> u64 {
-    b.iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100_0000_01b3))
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// The peer's /init. Kernel command line words `name=value` arrive as environment variables:

@@ -19,8 +19,9 @@ use core::time::Duration;
 
 use mlx5::mr::PhysChunk;
 use mlx5::{
-    AccessFlags, CompletionQueue, ConnectOptions, Context, Hal, MemoryRegion, MwBind, MwType, ProtectionDomain, QpCaps,
-    QpOptions, QueuePair, RecvWr, Remote, SendData, SendFlags, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
+    AccessFlags, CompletionQueue, ConnectOptions, Context, Hal, MemoryRegion, MwBind, MwType,
+    ProtectionDomain, QpCaps, QpOptions, QueuePair, RecvWr, Remote, SendData, SendFlags, SendOp,
+    SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
 /// Where the checks print and how they tell time.
@@ -84,7 +85,12 @@ impl From<mlx5::Error> for AppError {
 type R<T> = Result<T, AppError>;
 
 /// Prints the bring-up line (`elapsed`: how long `Context::open` took).
-pub fn report_bring_up<H: Hal>(con: &dyn Console, dev: &Context<H>, what: &dyn fmt::Display, elapsed: Duration) {
+pub fn report_bring_up<H: Hal>(
+    con: &dyn Console,
+    dev: &Context<H>,
+    what: &dyn fmt::Display,
+    elapsed: Duration,
+) {
     let (ma, mi, sub) = dev.fw_version();
     let mac = dev.mac();
     out!(
@@ -100,7 +106,12 @@ pub fn report_bring_up<H: Hal>(con: &dyn Console, dev: &Context<H>, what: &dyn f
 /// Runs every check on a function that is up, then tears it down (every firmware page
 /// reclaimed) and prints the tally. `quick` shortens the perftest-style loops.
 /// Returns (passed, failed); the program passes only if `failed == 0`.
-pub fn run<H: Hal, B: BigMemory>(con: &dyn Console, dev: Context<H>, big: B, quick: bool) -> (u32, u32) {
+pub fn run<H: Hal, B: BigMemory>(
+    con: &dyn Console,
+    dev: Context<H>,
+    big: B,
+    quick: bool,
+) -> (u32, u32) {
     let mut checks = Checks::new(con);
     if let Err(e) = run_all(&dev, big, &mut checks, quick) {
         out!(con, "rdma: aborted: {e:?}");
@@ -113,7 +124,12 @@ pub fn run<H: Hal, B: BigMemory>(con: &dyn Console, dev: Context<H>, big: B, qui
             checks.failed += 1;
         }
     }
-    out!(con, "rdma: {} checks passed, {} failed", checks.passed, checks.failed);
+    out!(
+        con,
+        "rdma: {} checks passed, {} failed",
+        checks.passed,
+        checks.failed
+    );
     (checks.passed, checks.failed)
 }
 
@@ -129,7 +145,11 @@ pub struct Checks<'a> {
 impl<'a> Checks<'a> {
     /// An empty tally printing through `con`.
     pub fn new(con: &'a dyn Console) -> Self {
-        Checks { con, passed: 0, failed: 0 }
+        Checks {
+            con,
+            passed: 0,
+            failed: 0,
+        }
     }
 
     /// Records one check.
@@ -145,18 +165,34 @@ impl<'a> Checks<'a> {
     }
 }
 
-fn run_all<H: Hal, B: BigMemory>(dev: &Ctx<H>, big: B, checks: &mut Checks<'_>, quick: bool) -> R<()> {
+fn run_all<H: Hal, B: BigMemory>(
+    dev: &Ctx<H>,
+    big: B,
+    checks: &mut Checks<'_>,
+    quick: bool,
+) -> R<()> {
     let c = checks.con;
     let pd = dev.alloc_pd()?;
     let big = register_big(dev, &pd, big, checks)?;
 
     let cq_a = dev.create_cq(256)?;
     let cq_b = dev.create_cq(256)?;
-    let caps = QpCaps { max_send_wr: 128, max_recv_wr: 64, max_send_sge: 2, max_recv_sge: 1, max_inline_data: 64 };
+    let caps = QpCaps {
+        max_send_wr: 128,
+        max_recv_wr: 64,
+        max_send_sge: 2,
+        max_recv_sge: 1,
+        max_inline_data: 64,
+    };
     let mut a = pd.create_qp(&cq_a, &cq_a, &caps)?;
     let mut b = pd.create_qp(&cq_b, &cq_b, &caps)?;
     connect(&mut a, &mut b)?;
-    out!(c, "rdma: loopback RC qp {:#x} <-> qp {:#x}", a.qpn(), b.qpn());
+    out!(
+        c,
+        "rdma: loopback RC qp {:#x} <-> qp {:#x}",
+        a.qpn(),
+        b.qpn()
+    );
 
     let all = AccessFlags::ALL;
     let src = pd.alloc_mr(BUF, all)?;
@@ -180,7 +216,10 @@ struct Pairs<H: Hal> {
 
 fn connect<H: Hal>(a: &mut Qp<H>, b: &mut Qp<H>) -> R<()> {
     let (ea, eb) = (a.endpoint(), b.endpoint());
-    let o = ConnectOptions { min_rnr_timer: 1, ..ConnectOptions::default() };
+    let o = ConnectOptions {
+        min_rnr_timer: 1,
+        ..ConnectOptions::default()
+    };
     a.connect(&eb, &o)?;
     Ok(b.connect(&ea, &o)?)
 }
@@ -230,10 +269,13 @@ fn register_big<H: Hal, B: BigMemory>(
         dev.commands_sent() - before,
         ns
     );
-    checks.check("reg_mr of huge pages needs one command and at most one entry per huge page", {
-        let pages = (mem.len() as u64).div_ceil(mem.page_size()) as usize;
-        dev.commands_sent() - before == 1 && entries <= pages
-    });
+    checks.check(
+        "reg_mr of huge pages needs one command and at most one entry per huge page",
+        {
+            let pages = (mem.len() as u64).div_ceil(mem.page_size()) as usize;
+            dev.commands_sent() - before == 1 && entries <= pages
+        },
+    );
     Ok(BigMr { mr, mem })
 }
 
@@ -251,7 +293,9 @@ impl fmt::Display for PageName {
 }
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 /// Waits for one completion on `cq`.
@@ -274,28 +318,67 @@ fn opcodes<H: Hal, B: BigMemory>(
 
     // RDMA WRITE.
     let sge = [src.sge(0, len)];
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 1, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
+    let remote = Remote {
+        addr: dst.addr(),
+        rkey: dst.rkey(),
+    };
+    p.a.post_send(&[SendWr {
+        wr_id: 1,
+        op: SendOp::Write { remote, imm: None },
+        data: SendData::Sges(&sge),
+        flags: SIG,
+    }])?;
     let wc = wait_one(&mut p.cq_a)?;
     let mut got = vec![0u8; len as usize];
     dst.read(0, &mut got)?;
-    checks.check("RDMA_WRITE 4 KiB", wc.status == WcStatus::Success && wc.wr_id == 1 && got == data);
+    checks.check(
+        "RDMA_WRITE 4 KiB",
+        wc.status == WcStatus::Success && wc.wr_id == 1 && got == data,
+    );
 
     // RDMA WRITE into the far end of the big region (its whole length is registered).
     let far = big.mem.len() as u64 - len as u64;
-    let remote_far = Remote { addr: big.mr.addr() + far, rkey: big.mr.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 2, op: SendOp::Write { remote: remote_far, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
+    let remote_far = Remote {
+        addr: big.mr.addr() + far,
+        rkey: big.mr.rkey(),
+    };
+    p.a.post_send(&[SendWr {
+        wr_id: 2,
+        op: SendOp::Write {
+            remote: remote_far,
+            imm: None,
+        },
+        data: SendData::Sges(&sge),
+        flags: SIG,
+    }])?;
     let wc = wait_one(&mut p.cq_a)?;
     let mut far_bytes = vec![0u8; len as usize];
     big.mem.read(far as usize, &mut far_bytes);
-    checks.check("RDMA_WRITE to the last 4 KiB of the huge-page region", wc.status == WcStatus::Success && far_bytes == data);
+    checks.check(
+        "RDMA_WRITE to the last 4 KiB of the huge-page region",
+        wc.status == WcStatus::Success && far_bytes == data,
+    );
 
     // RDMA WRITE with immediate: consumes a receive on the target.
     let rsge = [dst.sge(8192, 16)];
-    p.b.post_recv(&[RecvWr { wr_id: 30, sges: &rsge }])?;
-    let remote_b = Remote { addr: dst.addr() + 4096, rkey: dst.rkey() };
+    p.b.post_recv(&[RecvWr {
+        wr_id: 30,
+        sges: &rsge,
+    }])?;
+    let remote_b = Remote {
+        addr: dst.addr() + 4096,
+        rkey: dst.rkey(),
+    };
     let small = [src.sge(0, 256)];
-    p.a.post_send(&[SendWr { wr_id: 3, op: SendOp::Write { remote: remote_b, imm: Some(0xfeed_f00d) }, data: SendData::Sges(&small), flags: SIG }])?;
+    p.a.post_send(&[SendWr {
+        wr_id: 3,
+        op: SendOp::Write {
+            remote: remote_b,
+            imm: Some(0xfeed_f00d),
+        },
+        data: SendData::Sges(&small),
+        flags: SIG,
+    }])?;
     let s = wait_one(&mut p.cq_a)?;
     let r = wait_one(&mut p.cq_b)?;
     let mut got = vec![0u8; 256];
@@ -311,24 +394,47 @@ fn opcodes<H: Hal, B: BigMemory>(
 
     // RDMA READ: pull the bytes back from the target into another part of the source MR.
     let lsge = [src.sge(16384, len)];
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 4, op: SendOp::Read { remote }, data: SendData::Sges(&lsge), flags: SIG }])?;
+    let remote = Remote {
+        addr: dst.addr(),
+        rkey: dst.rkey(),
+    };
+    p.a.post_send(&[SendWr {
+        wr_id: 4,
+        op: SendOp::Read { remote },
+        data: SendData::Sges(&lsge),
+        flags: SIG,
+    }])?;
     let wc = wait_one(&mut p.cq_a)?;
     let mut got = vec![0u8; len as usize];
     src.read(16384, &mut got)?;
-    checks.check("RDMA_READ 4 KiB", wc.status == WcStatus::Success && wc.opcode == WcOpcode::RdmaRead && got == data);
+    checks.check(
+        "RDMA_READ 4 KiB",
+        wc.status == WcStatus::Success && wc.opcode == WcOpcode::RdmaRead && got == data,
+    );
 
     // SEND and SEND with immediate into posted receives.
     for (wr_id, imm) in [(5u64, None), (6, Some(0x1234_5678u32))] {
         let rsge = [dst.sge(32768, 2048)];
-        p.b.post_recv(&[RecvWr { wr_id: 50 + wr_id, sges: &rsge }])?;
+        p.b.post_recv(&[RecvWr {
+            wr_id: 50 + wr_id,
+            sges: &rsge,
+        }])?;
         let ssge = [src.sge(0, 1500)];
-        p.a.post_send(&[SendWr { wr_id, op: SendOp::Send { imm }, data: SendData::Sges(&ssge), flags: SIG }])?;
+        p.a.post_send(&[SendWr {
+            wr_id,
+            op: SendOp::Send { imm },
+            data: SendData::Sges(&ssge),
+            flags: SIG,
+        }])?;
         let s = wait_one(&mut p.cq_a)?;
         let r = wait_one(&mut p.cq_b)?;
         let mut got = vec![0u8; 1500];
         dst.read(32768, &mut got)?;
-        let name = if imm.is_some() { "SEND_WITH_IMM 1500 B" } else { "SEND 1500 B" };
+        let name = if imm.is_some() {
+            "SEND_WITH_IMM 1500 B"
+        } else {
+            "SEND 1500 B"
+        };
         checks.check(
             name,
             s.status == WcStatus::Success
@@ -342,24 +448,42 @@ fn opcodes<H: Hal, B: BigMemory>(
 
     // Inline SEND.
     let rsge = [dst.sge(40960, 64)];
-    p.b.post_recv(&[RecvWr { wr_id: 70, sges: &rsge }])?;
-    p.a.post_send(&[SendWr { wr_id: 7, op: SendOp::Send { imm: None }, data: SendData::Inline(b"inline payload, no lkey"), flags: SIG }])?;
+    p.b.post_recv(&[RecvWr {
+        wr_id: 70,
+        sges: &rsge,
+    }])?;
+    p.a.post_send(&[SendWr {
+        wr_id: 7,
+        op: SendOp::Send { imm: None },
+        data: SendData::Inline(b"inline payload, no lkey"),
+        flags: SIG,
+    }])?;
     let s = wait_one(&mut p.cq_a)?;
     let r = wait_one(&mut p.cq_b)?;
     let mut got = [0u8; 23];
     dst.read(40960, &mut got)?;
-    checks.check("SEND inline", s.status == WcStatus::Success && r.byte_len == 23 && &got == b"inline payload, no lkey");
+    checks.check(
+        "SEND inline",
+        s.status == WcStatus::Success && r.byte_len == 23 && &got == b"inline payload, no lkey",
+    );
 
     // Atomics on an 8-byte aligned word of the target.
     let word = 49152u64;
     // The driver puts the device in host-endian atomic mode (atomic_req_8B_endianness_mode),
     // as Linux does: the word is in CPU byte order.
     dst.write(word, &0x1111_2222_3333_4444u64.to_ne_bytes())?;
-    let target = Remote { addr: dst.addr() + word, rkey: dst.rkey() };
+    let target = Remote {
+        addr: dst.addr() + word,
+        rkey: dst.rkey(),
+    };
     let old = [src.sge(49152, 8)];
     p.a.post_send(&[SendWr {
         wr_id: 8,
-        op: SendOp::CompareSwap { remote: target, compare: 0x1111_2222_3333_4444, swap: 0x5555_6666_7777_8888 },
+        op: SendOp::CompareSwap {
+            remote: target,
+            compare: 0x1111_2222_3333_4444,
+            swap: 0x5555_6666_7777_8888,
+        },
         data: SendData::Sges(&old),
         flags: SIG,
     }])?;
@@ -367,23 +491,44 @@ fn opcodes<H: Hal, B: BigMemory>(
     let (prev, now) = (read_u64(src, 49152)?, read_u64(dst, word)?);
     checks.check(
         "ATOMIC_CMP_AND_SWP",
-        wc.status == WcStatus::Success && prev == 0x1111_2222_3333_4444 && now == 0x5555_6666_7777_8888,
+        wc.status == WcStatus::Success
+            && prev == 0x1111_2222_3333_4444
+            && now == 0x5555_6666_7777_8888,
     );
-    p.a.post_send(&[SendWr { wr_id: 9, op: SendOp::FetchAdd { remote: target, add: 5 }, data: SendData::Sges(&old), flags: SIG }])?;
+    p.a.post_send(&[SendWr {
+        wr_id: 9,
+        op: SendOp::FetchAdd {
+            remote: target,
+            add: 5,
+        },
+        data: SendData::Sges(&old),
+        flags: SIG,
+    }])?;
     let wc = wait_one(&mut p.cq_a)?;
     let (prev, now) = (read_u64(src, 49152)?, read_u64(dst, word)?);
     checks.check(
         "ATOMIC_FETCH_AND_ADD",
-        wc.status == WcStatus::Success && prev == 0x5555_6666_7777_8888 && now == 0x5555_6666_7777_888d,
+        wc.status == WcStatus::Success
+            && prev == 0x5555_6666_7777_8888
+            && now == 0x5555_6666_7777_888d,
     );
 
     // Unsignaled WRITEs followed by a signaled one: one completion, all data there, one doorbell.
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
+    let remote = Remote {
+        addr: dst.addr(),
+        rkey: dst.rkey(),
+    };
     let s0 = [src.sge(0, 1024)];
     let wrs: Vec<SendWr<'_, H>> = (0..4)
         .map(|i| SendWr {
             wr_id: 100 + i,
-            op: SendOp::Write { remote: Remote { addr: remote.addr + 1024 * i, rkey: remote.rkey }, imm: None },
+            op: SendOp::Write {
+                remote: Remote {
+                    addr: remote.addr + 1024 * i,
+                    rkey: remote.rkey,
+                },
+                imm: None,
+            },
             data: SendData::Sges(&s0),
             flags: if i == 3 { SIG } else { SendFlags::NONE },
         })
@@ -396,15 +541,29 @@ fn opcodes<H: Hal, B: BigMemory>(
     let all_there = got.chunks(1024).all(|c| c == &data[..1024]);
     let mut extra = [WorkCompletion::default(); 4];
     let more = p.cq_a.poll(&mut extra)?;
-    checks.check("batch of 3 unsignaled + 1 signaled WRITE", wc.wr_id == 103 && all_there && more == 0);
+    checks.check(
+        "batch of 3 unsignaled + 1 signaled WRITE",
+        wc.wr_id == 103 && all_there && more == 0,
+    );
     Ok(())
 }
 
 /// One signaled RDMA WRITE of `len` bytes from `src` to `(addr, rkey)`; its status.
-fn write_status<H: Hal>(p: &mut Pairs<H>, src: &Mr<H>, len: u32, addr: u64, rkey: u32) -> R<WcStatus> {
+fn write_status<H: Hal>(
+    p: &mut Pairs<H>,
+    src: &Mr<H>,
+    len: u32,
+    addr: u64,
+    rkey: u32,
+) -> R<WcStatus> {
     let sge = [src.sge(0, len)];
     let remote = Remote { addr, rkey };
-    p.a.post_send(&[SendWr { wr_id: 300, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
+    p.a.post_send(&[SendWr {
+        wr_id: 300,
+        op: SendOp::Write { remote, imm: None },
+        data: SendData::Sges(&sge),
+        flags: SIG,
+    }])?;
     Ok(wait_one(&mut p.cq_a)?.status)
 }
 
@@ -423,7 +582,10 @@ fn registrations<H: Hal>(
     src.write(0, &byte)?;
     dst.write(0, &[0u8; 8192])?;
     // 5000 bytes starting 100 bytes into `dst`'s memory, at an IOVA of another page offset.
-    let chunk = [PhysChunk { bus: dst.addr() + 100, len: 5000 }];
+    let chunk = [PhysChunk {
+        bus: dst.addr() + 100,
+        len: 5000,
+    }];
     let iova = 0x1234_5678_9abc;
     // SAFETY: `dst` owns the memory and outlives the region (deregistered below); no WR
     // using it is left in flight.
@@ -440,13 +602,19 @@ fn registrations<H: Hal>(
     let past = write_status(p, src, 1, iova + 5000, mr.rkey())?;
     let mut c = [0u8; 1];
     dst.read(5100, &mut c)?;
-    checks.check("one byte past the unaligned region gets REM_ACCESS_ERR", past == WcStatus::RemAccessErr && c == [0]);
+    checks.check(
+        "one byte past the unaligned region gets REM_ACCESS_ERR",
+        past == WcStatus::RemAccessErr && c == [0],
+    );
     recover(p)?;
     mr.dereg()?;
 
     // The mkey cache: registration and deregistration are UMR WQEs.
     dev.enable_mkey_cache(1)?;
-    let chunk = [PhysChunk { bus: dst.addr() + 8192, len: 4096 }];
+    let chunk = [PhysChunk {
+        bus: dst.addr() + 8192,
+        len: 4096,
+    }];
     let iova = 0x7000_0000_0000;
     let before = dev.commands_sent();
     // SAFETY: as above.
@@ -464,7 +632,10 @@ fn registrations<H: Hal>(
     dst.write(8192 + 4095, &[0])?;
     let stale = write_status(p, src, 1, iova + 4095, rkey)?;
     dst.read(8192 + 4095, &mut d)?;
-    checks.check("after dereg of a cached region its rkey gets REM_ACCESS_ERR", stale == WcStatus::RemAccessErr && d == [0]);
+    checks.check(
+        "after dereg of a cached region its rkey gets REM_ACCESS_ERR",
+        stale == WcStatus::RemAccessErr && d == [0],
+    );
     recover(p)?;
     Ok(())
 }
@@ -472,28 +643,54 @@ fn registrations<H: Hal>(
 /// A type 2 memory window over part of a region, checked with RDMA traffic: bound by a BIND_MW
 /// work request on the responder QP (a new rkey), RDMA WRITE and READ through the window's
 /// rkey, an access just outside the window refused, LOCAL_INV, and the old rkey refused.
-fn windows<H: Hal>(dev: &Ctx<H>, pd: &ProtectionDomain<H>, src: &Mr<H>, dst: &Mr<H>, checks: &mut Checks<'_>) -> R<()> {
+fn windows<H: Hal>(
+    dev: &Ctx<H>,
+    pd: &ProtectionDomain<H>,
+    src: &Mr<H>,
+    dst: &Mr<H>,
+    checks: &mut Checks<'_>,
+) -> R<()> {
     // QPs with room for window WQEs (QpOptions::mw_bind); b owns the window.
-    let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let opts = QpOptions { mw_bind: true, ..QpOptions::default() };
+    let caps = QpCaps {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let opts = QpOptions {
+        mw_bind: true,
+        ..QpOptions::default()
+    };
     let cq_a = dev.create_cq(64)?;
     let cq_b = dev.create_cq(64)?;
     let a = pd.create_qp_with(&cq_a, &cq_a, &caps, &opts)?;
     let b = pd.create_qp_with(&cq_b, &cq_b, &caps, &opts)?;
     let mut p = Pairs { a, b, cq_a, cq_b };
     connect(&mut p.a, &mut p.b)?;
-    let target = pd.alloc_mr(16 * 1024, AccessFlags(AccessFlags::ALL.0 | AccessFlags::MW_BIND.0))?;
+    let target = pd.alloc_mr(
+        16 * 1024,
+        AccessFlags(AccessFlags::ALL.0 | AccessFlags::MW_BIND.0),
+    )?;
     target.write(0, &[0u8; 16 * 1024])?;
     let mut mw = pd.alloc_mw(MwType::Type2)?;
     let first = mw.rkey();
     let access = AccessFlags(AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_WRITE.0);
     let (off, len) = (4096u64, 4096u64);
-    let bind = MwBind { mr: &target, addr: target.addr() + off, len, access };
+    let bind = MwBind {
+        mr: &target,
+        addr: target.addr() + off,
+        len,
+        access,
+    };
     let rkey = p.b.post_bind_mw(400, &mut mw, &bind, SIG)?;
     let wc = wait_one(&mut p.cq_b)?;
     checks.check(
         "memory window bound over part of a region by BIND_MW: new rkey, BIND_MW completion",
-        wc.status == WcStatus::Success && wc.opcode == WcOpcode::BindMw && rkey != first && rkey == mw.rkey(),
+        wc.status == WcStatus::Success
+            && wc.opcode == WcOpcode::BindMw
+            && rkey != first
+            && rkey == mw.rkey(),
     );
     let data = pattern(0x77, 4096);
     src.write(0, &data)?;
@@ -505,7 +702,12 @@ fn windows<H: Hal>(dev: &Ctx<H>, pd: &ProtectionDomain<H>, src: &Mr<H>, dst: &Mr
     dst.write(0, &[0u8; 4096])?;
     let sge = [dst.sge(0, 4096)];
     let remote = Remote { addr: at, rkey };
-    p.a.post_send(&[SendWr { wr_id: 401, op: SendOp::Read { remote }, data: SendData::Sges(&sge), flags: SIG }])?;
+    p.a.post_send(&[SendWr {
+        wr_id: 401,
+        op: SendOp::Read { remote },
+        data: SendData::Sges(&sge),
+        flags: SIG,
+    }])?;
     let r = wait_one(&mut p.cq_a)?;
     dst.read(0, &mut got)?;
     checks.check(
@@ -516,10 +718,18 @@ fn windows<H: Hal>(dev: &Ctx<H>, pd: &ProtectionDomain<H>, src: &Mr<H>, dst: &Mr
     let past = write_status(&mut p, src, 1, at + len, rkey)?;
     let mut c = [0u8; 1];
     target.read(off + len, &mut c)?;
-    checks.check("access outside the window gets REM_ACCESS_ERR and writes nothing", past == WcStatus::RemAccessErr && c == [0]);
+    checks.check(
+        "access outside the window gets REM_ACCESS_ERR and writes nothing",
+        past == WcStatus::RemAccessErr && c == [0],
+    );
     recover(&mut p)?;
     // LOCAL_INV on the window's QP; then the rkey names nothing.
-    p.b.post_send(&[SendWr { wr_id: 402, op: SendOp::LocalInv { rkey }, data: SendData::Sges(&[]), flags: SIG }])?;
+    p.b.post_send(&[SendWr {
+        wr_id: 402,
+        op: SendOp::LocalInv { rkey },
+        data: SendData::Sges(&[]),
+        flags: SIG,
+    }])?;
     let inv = wait_one(&mut p.cq_b)?;
     target.write(off, &[0u8; 8])?;
     let stale = write_status(&mut p, src, 8, at, rkey)?;
@@ -527,7 +737,10 @@ fn windows<H: Hal>(dev: &Ctx<H>, pd: &ProtectionDomain<H>, src: &Mr<H>, dst: &Mr
     target.read(off, &mut z)?;
     checks.check(
         "after LOCAL_INV the window's old rkey gets REM_ACCESS_ERR",
-        inv.status == WcStatus::Success && inv.opcode == WcOpcode::LocalInv && stale == WcStatus::RemAccessErr && z == [0; 8],
+        inv.status == WcStatus::Success
+            && inv.opcode == WcOpcode::LocalInv
+            && stale == WcStatus::RemAccessErr
+            && z == [0; 8],
     );
     recover(&mut p)?;
     mw.dealloc()?;
@@ -554,8 +767,16 @@ fn errors<H: Hal>(
     let guard = pattern(9, 64);
     dst.write(BUF as u64 - 64, &guard)?;
     let sge = [src.sge(0, 128)];
-    let remote = Remote { addr: dst.addr() + BUF as u64 - 64, rkey: dst.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 200, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
+    let remote = Remote {
+        addr: dst.addr() + BUF as u64 - 64,
+        rkey: dst.rkey(),
+    };
+    p.a.post_send(&[SendWr {
+        wr_id: 200,
+        op: SendOp::Write { remote, imm: None },
+        data: SendData::Sges(&sge),
+        flags: SIG,
+    }])?;
     let wc = wait_one(&mut p.cq_a)?;
     let mut tail = vec![0u8; 64];
     dst.read(BUF as u64 - 64, &mut tail)?;
@@ -569,21 +790,43 @@ fn errors<H: Hal>(
     let other_pd = dev.alloc_pd()?;
     let foreign = other_pd.alloc_mr(4096, AccessFlags::ALL)?;
     foreign.write(0, &[0xee; 64])?;
-    let remote = Remote { addr: foreign.addr(), rkey: foreign.rkey() };
+    let remote = Remote {
+        addr: foreign.addr(),
+        rkey: foreign.rkey(),
+    };
     let sge = [src.sge(0, 64)];
-    p.a.post_send(&[SendWr { wr_id: 201, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
+    p.a.post_send(&[SendWr {
+        wr_id: 201,
+        op: SendOp::Write { remote, imm: None },
+        data: SendData::Sges(&sge),
+        flags: SIG,
+    }])?;
     let wc = wait_one(&mut p.cq_a)?;
     let mut got = [0u8; 64];
     foreign.read(0, &mut got)?;
-    checks.check("RDMA_WRITE with an rkey of another PD is refused", wc.status == WcStatus::RemAccessErr && got == [0xee; 64]);
+    checks.check(
+        "RDMA_WRITE with an rkey of another PD is refused",
+        wc.status == WcStatus::RemAccessErr && got == [0xee; 64],
+    );
     recover(p)?;
 
     // The same mismatch on the local side: an lkey from another PD in the gather list.
     let lsge = [foreign.sge(0, 64)];
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
-    p.a.post_send(&[SendWr { wr_id: 202, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&lsge), flags: SIG }])?;
+    let remote = Remote {
+        addr: dst.addr(),
+        rkey: dst.rkey(),
+    };
+    p.a.post_send(&[SendWr {
+        wr_id: 202,
+        op: SendOp::Write { remote, imm: None },
+        data: SendData::Sges(&lsge),
+        flags: SIG,
+    }])?;
     let wc = wait_one(&mut p.cq_a)?;
-    checks.check("gather from an lkey of another PD gets LOC_PROT_ERR", wc.status == WcStatus::LocProtErr);
+    checks.check(
+        "gather from an lkey of another PD gets LOC_PROT_ERR",
+        wc.status == WcStatus::LocProtErr,
+    );
     recover(p)?;
     drop(foreign);
     drop(other_pd);
@@ -593,8 +836,16 @@ fn errors<H: Hal>(
     p.a.to_err()?;
     p.a.to_reset()?;
     let before = dev.commands_sent();
-    let r = p.a.post_send(&[SendWr { wr_id: 203, op: SendOp::Send { imm: None }, data: SendData::Inline(b"x"), flags: SIG }]);
-    checks.check("post_send in RESET is an error, nothing sent", r.is_err() && dev.commands_sent() == before);
+    let r = p.a.post_send(&[SendWr {
+        wr_id: 203,
+        op: SendOp::Send { imm: None },
+        data: SendData::Inline(b"x"),
+        flags: SIG,
+    }]);
+    checks.check(
+        "post_send in RESET is an error, nothing sent",
+        r.is_err() && dev.commands_sent() == before,
+    );
     p.b.to_err()?;
     drain(&mut p.cq_b);
     p.b.to_reset()?;
@@ -623,30 +874,68 @@ fn drain<H: Hal>(cq: &mut Cq<H>) {
 fn perf<H: Hal>(c: &dyn Console, p: &mut Pairs<H>, src: &Mr<H>, dst: &Mr<H>, quick: bool) -> R<()> {
     let iters: u64 = if quick { 64 } else { 512 };
     let sizes: &[u32] = &[64, 1024, 4096, 16384, 65536];
-    out!(c, "rdma: ---------------------------------------------------------------------------");
+    out!(
+        c,
+        "rdma: ---------------------------------------------------------------------------"
+    );
     for (name, read) in [("RDMA_Write", false), ("RDMA_Read", true)] {
-        out!(c, "rdma: {name} BW (loopback RC, {iters} iterations, 16 WRs per doorbell)");
+        out!(
+            c,
+            "rdma: {name} BW (loopback RC, {iters} iterations, 16 WRs per doorbell)"
+        );
         out!(c, "rdma:  #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]");
         for &size in sizes {
             let (peak, avg, mpps) = bw(c, p, src, dst, size, iters, read)?;
-            out!(c, "rdma:  {size:<10} {iters:<14} {peak:<18.2} {avg:<20.2} {mpps:.6}");
+            out!(
+                c,
+                "rdma:  {size:<10} {iters:<14} {peak:<18.2} {avg:<20.2} {mpps:.6}"
+            );
         }
     }
     let lat_iters = if quick { 32 } else { 256 };
-    out!(c, "rdma: RDMA_Write Latency (loopback RC, {} iterations, one signaled WR each)", lat_iters);
-    out!(c, "rdma:  #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]");
+    out!(
+        c,
+        "rdma: RDMA_Write Latency (loopback RC, {} iterations, one signaled WR each)",
+        lat_iters
+    );
+    out!(
+        c,
+        "rdma:  #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]"
+    );
     for &size in &[2u32, 64, 4096] {
         let (min, max, typ) = lat(c, p, src, dst, size, lat_iters)?;
-        out!(c, "rdma:  {:<6} {:<14} {:<14.2} {:<12.2} {:.2}", size, lat_iters, min, max, typ);
+        out!(
+            c,
+            "rdma:  {:<6} {:<14} {:<14.2} {:<12.2} {:.2}",
+            size,
+            lat_iters,
+            min,
+            max,
+            typ
+        );
     }
-    out!(c, "rdma: ---------------------------------------------------------------------------");
+    out!(
+        c,
+        "rdma: ---------------------------------------------------------------------------"
+    );
     Ok(())
 }
 
 /// (peak MB/s over one batch, average MB/s, Mpps).
-fn bw<H: Hal>(c: &dyn Console, p: &mut Pairs<H>, src: &Mr<H>, dst: &Mr<H>, size: u32, iters: u64, read: bool) -> R<(f64, f64, f64)> {
+fn bw<H: Hal>(
+    c: &dyn Console,
+    p: &mut Pairs<H>,
+    src: &Mr<H>,
+    dst: &Mr<H>,
+    size: u32,
+    iters: u64,
+    read: bool,
+) -> R<(f64, f64, f64)> {
     const BATCH: u64 = 16;
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
+    let remote = Remote {
+        addr: dst.addr(),
+        rkey: dst.rkey(),
+    };
     let sge = [src.sge(0, size)];
     let start = c.now();
     let mut peak = 0f64;
@@ -657,7 +946,11 @@ fn bw<H: Hal>(c: &dyn Console, p: &mut Pairs<H>, src: &Mr<H>, dst: &Mr<H>, size:
         let wrs: Vec<SendWr<'_, H>> = (0..n)
             .map(|i| SendWr {
                 wr_id: done + i,
-                op: if read { SendOp::Read { remote } } else { SendOp::Write { remote, imm: None } },
+                op: if read {
+                    SendOp::Read { remote }
+                } else {
+                    SendOp::Write { remote, imm: None }
+                },
                 data: SendData::Sges(&sge),
                 flags: if i == n - 1 { SIG } else { SendFlags::NONE },
             })
@@ -674,17 +967,36 @@ fn bw<H: Hal>(c: &dyn Console, p: &mut Pairs<H>, src: &Mr<H>, dst: &Mr<H>, size:
         done += n;
     }
     let secs = (c.now() - start).as_secs_f64().max(1e-9);
-    Ok((peak, (iters * size as u64) as f64 / secs / 1e6, iters as f64 / secs / 1e6))
+    Ok((
+        peak,
+        (iters * size as u64) as f64 / secs / 1e6,
+        iters as f64 / secs / 1e6,
+    ))
 }
 
 /// (min, max, typical = median) microseconds from post to completion.
-fn lat<H: Hal>(c: &dyn Console, p: &mut Pairs<H>, src: &Mr<H>, dst: &Mr<H>, size: u32, iters: usize) -> R<(f64, f64, f64)> {
-    let remote = Remote { addr: dst.addr(), rkey: dst.rkey() };
+fn lat<H: Hal>(
+    c: &dyn Console,
+    p: &mut Pairs<H>,
+    src: &Mr<H>,
+    dst: &Mr<H>,
+    size: u32,
+    iters: usize,
+) -> R<(f64, f64, f64)> {
+    let remote = Remote {
+        addr: dst.addr(),
+        rkey: dst.rkey(),
+    };
     let sge = [src.sge(0, size)];
     let mut us = Vec::with_capacity(iters);
     for i in 0..iters {
         let t = c.now();
-        p.a.post_send(&[SendWr { wr_id: i as u64, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&sge), flags: SIG }])?;
+        p.a.post_send(&[SendWr {
+            wr_id: i as u64,
+            op: SendOp::Write { remote, imm: None },
+            data: SendData::Sges(&sge),
+            flags: SIG,
+        }])?;
         let wc = wait_one(&mut p.cq_a)?;
         if wc.status != WcStatus::Success {
             return Err(AppError::Completion(wc.status));

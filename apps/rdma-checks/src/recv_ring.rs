@@ -72,7 +72,16 @@ impl RecvRing {
     /// `depth`: perftest's rx_depth; `want`: the messages due (`u64::MAX` for a timed run);
     /// `size`: each receive's length; `slots` slots of `stride` bytes from `base`.
     pub fn new(depth: u64, want: u64, size: u32, base: u64, stride: u64, slots: u64) -> RecvRing {
-        RecvRing { depth: depth.max(1), want, size, base, stride, slots: slots.max(1), posted: 0, done: 0 }
+        RecvRing {
+            depth: depth.max(1),
+            want,
+            size,
+            base,
+            stride,
+            slots: slots.max(1),
+            posted: 0,
+            done: 0,
+        }
     }
 
     /// True when every outstanding receive and the message the caller holds have slots of
@@ -118,17 +127,26 @@ impl RecvRing {
         self.base + (k % self.slots) * self.stride
     }
 
-    fn post_one<H: Hal>(&mut self, qp: &mut QueuePair<H>, mr: &MemoryRegion<H>) -> Result<(), RecvRingError> {
+    fn post_one<H: Hal>(
+        &mut self,
+        qp: &mut QueuePair<H>,
+        mr: &MemoryRegion<H>,
+    ) -> Result<(), RecvRingError> {
         let k = self.posted;
         let s = [mr.sge(self.slot(k), self.size)];
-        qp.post_recv(&[RecvWr { wr_id: k, sges: &s }]).map_err(|err| RecvRingError::Post { index: k, err })?;
+        qp.post_recv(&[RecvWr { wr_id: k, sges: &s }])
+            .map_err(|err| RecvRingError::Post { index: k, err })?;
         self.posted += 1;
         Ok(())
     }
 
     /// `ctx_set_recv_wqes`: posts `depth` receives (perftest posts rx_depth whatever `-n`;
     /// rx_depth is at most `-n`, or one more when `-n` is odd). Returns how many.
-    pub fn post_initial<H: Hal>(&mut self, qp: &mut QueuePair<H>, mr: &MemoryRegion<H>) -> Result<u64, RecvRingError> {
+    pub fn post_initial<H: Hal>(
+        &mut self,
+        qp: &mut QueuePair<H>,
+        mr: &MemoryRegion<H>,
+    ) -> Result<u64, RecvRingError> {
         while self.posted < self.depth {
             self.post_one(qp, mr)?;
         }
@@ -138,12 +156,20 @@ impl RecvRing {
     /// Takes the completion of receive `wr_id` and, as `run_iter_bw_server` does before
     /// anything else, posts one receive again while fewer than `want` have been posted.
     /// Returns the offset of the completed receive's slot.
-    pub fn complete<H: Hal>(&mut self, qp: &mut QueuePair<H>, mr: &MemoryRegion<H>, wr_id: u64) -> Result<u64, RecvRingError> {
+    pub fn complete<H: Hal>(
+        &mut self,
+        qp: &mut QueuePair<H>,
+        mr: &MemoryRegion<H>,
+        wr_id: u64,
+    ) -> Result<u64, RecvRingError> {
         if self.posted == self.done {
             return Err(RecvRingError::NothingPosted { got: wr_id });
         }
         if wr_id != self.done {
-            return Err(RecvRingError::OutOfOrder { got: wr_id, want: self.done });
+            return Err(RecvRingError::OutOfOrder {
+                got: wr_id,
+                want: self.done,
+            });
         }
         self.done += 1;
         if self.posted < self.want {

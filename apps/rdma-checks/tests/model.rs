@@ -69,11 +69,16 @@ fn send_bw_through_ring(n: u64, size: u32, depth: u64) -> (u32, Option<(u64, u64
     // The deterministic model: a doorbell runs everything it can at once (all SENDs in flight
     // meet the receive queue as it stands); `poll` runs the RNR retry timer.
     let (sim, ctx) = open();
-    let caps = QpCaps { max_send_wr: 128, max_recv_wr: 512, ..QpCaps::default() };
+    let caps = QpCaps {
+        max_send_wr: 128,
+        max_recv_wr: 512,
+        ..QpCaps::default()
+    };
     let pd = ctx.alloc_pd().expect("pd");
     let mut p = pair_with(&ctx, pd, &caps, &QpOptions::default(), 1024);
     let set = ctx.alloc_counter_set().expect("counter set");
-    p.a.set_counter_set(Some(&set)).expect("the client's counter set");
+    p.a.set_counter_set(Some(&set))
+        .expect("the client's counter set");
     let src = mr(&p.pd, size as usize);
     src.write(0, &vec![0x5a; size as usize]).unwrap();
     let slots = depth + 1;
@@ -87,9 +92,17 @@ fn send_bw_through_ring(n: u64, size: u32, depth: u64) -> (u32, Option<(u64, u64
     let mut wc = [WorkCompletion::default(); 16];
     while received < n || acked < n {
         sim.hca.poll();
-        assert!(Instant::now() < deadline, "stuck: sent {sent}, acked {acked}, received {received} of {n}");
+        assert!(
+            Instant::now() < deadline,
+            "stuck: sent {sent}, acked {acked}, received {received} of {n}"
+        );
         while sent < n && sent - acked < tx_depth {
-            let wr = SendWr { wr_id: sent, op: SendOp::Send { imm: None }, data: SendData::Sges(&[src.sge(0, size)]), flags: SendFlags::SIGNALED };
+            let wr = SendWr {
+                wr_id: sent,
+                op: SendOp::Send { imm: None },
+                data: SendData::Sges(&[src.sge(0, size)]),
+                flags: SendFlags::SIGNALED,
+            };
             p.a.post_send(&[wr]).expect("post_send");
             sent += 1;
         }
@@ -135,8 +148,14 @@ fn perftest_receiver_keeps_rx_depth_posted_and_draws_no_rnr_nak() {
     for (n, size) in [(100u64, 64u32), (1000, 256)] {
         let depth = send_rx_depth(Some(n), false);
         let (rnr, worst) = send_bw_through_ring(n, size, depth);
-        assert_eq!(worst, None, "n={n}: fewer receives posted than perftest keeps (kept, perftest)");
-        assert_eq!(rnr, 0, "n={n} size={size}: rx_depth {depth} drew {rnr} RNR NAKs");
+        assert_eq!(
+            worst, None,
+            "n={n}: fewer receives posted than perftest keeps (kept, perftest)"
+        );
+        assert_eq!(
+            rnr, 0,
+            "n={n} size={size}: rx_depth {depth} drew {rnr} RNR NAKs"
+        );
     }
 }
 
@@ -145,5 +164,8 @@ fn perftest_receiver_keeps_rx_depth_posted_and_draws_no_rnr_nak() {
 #[test]
 fn a_receiver_with_64_posted_draws_rnr_naks_from_100_in_flight() {
     let (rnr, _) = send_bw_through_ring(100, 64, 64);
-    assert!(rnr > 0, "64 receives for 100 SENDs in flight drew no RNR NAK");
+    assert!(
+        rnr > 0,
+        "64 receives for 100 SENDs in flight drew no RNR NAK"
+    );
 }

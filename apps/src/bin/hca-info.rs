@@ -13,7 +13,10 @@ kernel::entry_point!(main);
 const VENDOR_MELLANOX: u16 = 0x15b3;
 
 fn main(_ctx: &AppContext) -> i32 {
-    let Some(f) = platform::functions().iter().find(|f| f.vendor == VENDOR_MELLANOX) else {
+    let Some(f) = platform::functions()
+        .iter()
+        .find(|f| f.vendor == VENDOR_MELLANOX)
+    else {
         println!("hca: no Mellanox function found");
         return 2;
     };
@@ -24,7 +27,11 @@ fn main(_ctx: &AppContext) -> i32 {
             return 3;
         }
     };
-    let Some(bar0) = f.bars.iter().find(|b| b.index == 0 && b.kind != kernel::pci::BarKind::Io) else {
+    let Some(bar0) = f
+        .bars
+        .iter()
+        .find(|b| b.index == 0 && b.kind != kernel::pci::BarKind::Io)
+    else {
         println!("hca: {} has no memory BAR0", f.bdf);
         return 4;
     };
@@ -36,9 +43,19 @@ fn main(_ctx: &AppContext) -> i32 {
         chunk.copy_from_slice(&v.to_ne_bytes());
     }
     let field = |f: mlx5_prm::Field| f.get(&seg).unwrap_or(0);
-    let (major, minor, sub) =
-        (field(initial_seg::FW_REV_MAJOR), field(initial_seg::FW_REV_MINOR), field(initial_seg::FW_REV_SUBMINOR));
+    let (major, minor, sub) = (
+        field(initial_seg::FW_REV_MAJOR),
+        field(initial_seg::FW_REV_MINOR),
+        field(initial_seg::FW_REV_SUBMINOR),
+    );
     let cmdif = field(initial_seg::CMD_INTERFACE_REV);
-    println!("hca: {} {:04x}:{:04x} fw_rev={major}.{minor}.{sub} cmdif_rev={cmdif}", f.bdf, f.vendor, f.device);
-    if cmdif == 5 { 0 } else { 1 }
+    println!(
+        "hca: {} {:04x}:{:04x} fw_rev={major}.{minor}.{sub} cmdif_rev={cmdif}",
+        f.bdf, f.vendor, f.device
+    );
+    if cmdif == 5 {
+        0
+    } else {
+        1
+    }
 }

@@ -41,7 +41,11 @@ fn main(_ctx: &AppContext) -> i32 {
     }
 
     // A huge page above 4 GiB, when the machine has RAM there: write and read every word.
-    let high_ram = _ctx.boot.memory_map().iter().any(|r| r.kind == MemoryKind::Usable && r.end() > 4 << 30);
+    let high_ram = _ctx
+        .boot
+        .memory_map()
+        .iter()
+        .any(|r| r.kind == MemoryKind::Usable && r.end() > 4 << 30);
     if high_ram {
         match mem::alloc_dma_above(SIZE_2M as usize, SIZE_2M as usize, false, 4 << 30) {
             Ok(buf) => {
@@ -52,8 +56,13 @@ fn main(_ctx: &AppContext) -> i32 {
                     unsafe { p.add(i).write_volatile(buf.bus_addr() + i as u64) };
                 }
                 // SAFETY: as above.
-                let ok = (0..words).all(|i| unsafe { p.add(i).read_volatile() } == buf.bus_addr() + i as u64);
-                println!("selftest: touched 2M page at {:#x}: {}", buf.bus_addr(), if ok { "ok" } else { "FAILED" });
+                let ok = (0..words)
+                    .all(|i| unsafe { p.add(i).read_volatile() } == buf.bus_addr() + i as u64);
+                println!(
+                    "selftest: touched 2M page at {:#x}: {}",
+                    buf.bus_addr(),
+                    if ok { "ok" } else { "FAILED" }
+                );
                 if !ok {
                     failures += 1;
                 }
@@ -66,6 +75,16 @@ fn main(_ctx: &AppContext) -> i32 {
     }
 
     let st = mem::pool_stats();
-    println!("selftest: {} failures; free 4K={} KiB 2M={} 1G={}", failures, st.free_4k_bytes >> 10, st.free_2m, st.free_1g);
-    if failures == 0 { 0 } else { 1 }
+    println!(
+        "selftest: {} failures; free 4K={} KiB 2M={} 1G={}",
+        failures,
+        st.free_4k_bytes >> 10,
+        st.free_2m,
+        st.free_1g
+    );
+    if failures == 0 {
+        0
+    } else {
+        1
+    }
 }

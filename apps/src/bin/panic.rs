@@ -5,6 +5,9 @@
 kernel::entry_point!(main);
 
 fn main(ctx: &kernel::AppContext) -> i32 {
-    let reason = ctx.cmdline.get("reason").unwrap_or("requested by the panic app");
+    let reason = ctx
+        .cmdline
+        .get("reason")
+        .unwrap_or("requested by the panic app");
     panic!("deliberate panic: {reason}");
 }

@@ -33,8 +33,8 @@ use apps::oob::{self, Oob};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, ConnectOptions, Context, ContextConfig, Mtu, QpCaps, QpEndpoint, RecvWr, SendData, SendFlags,
-    SendOp, SendWr, WcStatus,
+    AccessFlags, ConnectOptions, Context, ContextConfig, Mtu, QpCaps, QpEndpoint, RecvWr, SendData,
+    SendFlags, SendOp, SendWr, WcStatus,
 };
 
 kernel::entry_point!(main);
@@ -53,7 +53,12 @@ struct Opts {
 }
 
 fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
-    let mut o = Opts { size: 4096, iters: 1000, mtu: Mtu::Mtu1024, client: false };
+    let mut o = Opts {
+        size: 4096,
+        iters: 1000,
+        mtu: Mtu::Mtu1024,
+        client: false,
+    };
     let args = oob::tool_args(cmdline, "pingpong");
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -68,7 +73,9 @@ fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
             }
             "-n" | "--iters" => {
                 let v = val("-n")?;
-                o.iters = oob::parse_num(v).filter(|&n| n > 0).ok_or(format!("-n {v}: not a count"))?;
+                o.iters = oob::parse_num(v)
+                    .filter(|&n| n > 0)
+                    .ok_or(format!("-n {v}: not a count"))?;
             }
             "-m" | "--mtu" => {
                 let v = val("-m")?;
@@ -81,8 +88,8 @@ fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
                     _ => return Err(format!("-m {v}: not 256, 512, 1024, 2048 or 4096")),
                 };
             }
-            "-d" | "-g" | "-i" | "-p" | "-r" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port" | "--port"
-            | "--rx-depth" | "--sl" => {
+            "-d" | "-g" | "-i" | "-p" | "-r" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port"
+            | "--port" | "--rx-depth" | "--sl" => {
                 val(a)?;
             }
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
@@ -114,7 +121,14 @@ fn main(ctx: &AppContext) -> i32 {
 
 /// The 52-byte message of rc_pingpong.c `pp_*_exch_dest`.
 fn dest_msg(ep: &QpEndpoint) -> Vec<u8> {
-    let mut m = format!("{:04x}:{:06x}:{:06x}:{}", 0, ep.qpn, ep.psn, oob::hex(&ep.gid)).into_bytes();
+    let mut m = format!(
+        "{:04x}:{:06x}:{:06x}:{}",
+        0,
+        ep.qpn,
+        ep.psn,
+        oob::hex(&ep.gid)
+    )
+    .into_bytes();
     m.push(0);
     m
 }
@@ -127,21 +141,31 @@ fn parse_dest(m: &[u8], mac: [u8; 6]) -> Option<QpEndpoint> {
     let qpn = u32::from_str_radix(f.next()?, 16).ok()?;
     let psn = u32::from_str_radix(f.next()?, 16).ok()?;
     let g = oob::unhex(f.next()?)?;
-    Some(QpEndpoint { qpn, psn, gid: g.try_into().ok()?, mac })
+    Some(QpEndpoint {
+        qpn,
+        psn,
+        gid: g.try_into().ok()?,
+        mac,
+    })
 }
 
 fn peer_mac(cmdline: &str) -> Option<[u8; 6]> {
-    let v = cmdline.split_ascii_whitespace().filter_map(|w| w.strip_prefix("peer_mac=")).next_back()?;
+    let v = cmdline
+        .split_ascii_whitespace()
+        .filter_map(|w| w.strip_prefix("peer_mac="))
+        .next_back()?;
     let b = oob::unhex(&v.replace(':', ""))?;
     b.try_into().ok()
 }
 
 fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
     let ip = oob::cmdline_ipv4(cmdline);
-    let mac = peer_mac(cmdline).ok_or("need peer_mac=aa:bb:cc:dd:ee:ff (the unikernel answers no ARP)")?;
+    let mac = peer_mac(cmdline)
+        .ok_or("need peer_mac=aa:bb:cc:dd:ee:ff (the unikernel answers no ARP)")?;
     let ip = ip.ok_or("need ip=A.B.C.D/N")?;
     let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
-    let dev = Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
+    let dev =
+        Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
     // Fault finding: the QP counts into a Q counter set of its own (QPC counter_set_id, as
     // Linux mlx5_ib), printed with the port's counters when the run fails.
     let set = dev.alloc_counter_set().ok();
@@ -151,13 +175,21 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         let size = o.size as u64;
         let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
         let len = usize::try_from(size * (RECV_SLOTS + 1)).map_err(|_| "size")?;
-        let mr = pd.alloc_mr(len, AccessFlags::LOCAL_WRITE).map_err(|e| format!("alloc_mr: {e:?}"))?;
+        let mr = pd
+            .alloc_mr(len, AccessFlags::LOCAL_WRITE)
+            .map_err(|e| format!("alloc_mr: {e:?}"))?;
         let mut cq = dev.create_cq(64).map_err(|e| format!("create_cq: {e:?}"))?;
-        let mut qp = pd.create_qp(&cq, &cq, &QpCaps::default()).map_err(|e| format!("create_qp: {e:?}"))?;
+        let mut qp = pd
+            .create_qp(&cq, &cq, &QpCaps::default())
+            .map_err(|e| format!("create_qp: {e:?}"))?;
         if let Some(s) = &set {
-            qp.set_counter_set(Some(s)).map_err(|e| format!("the QP's counter set: {e:?}"))?;
+            qp.set_counter_set(Some(s))
+                .map_err(|e| format!("the QP's counter set: {e:?}"))?;
         }
-        let me = QpEndpoint { gid, ..qp.endpoint() };
+        let me = QpEndpoint {
+            gid,
+            ..qp.endpoint()
+        };
         println!(
             "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID ::ffff:{}.{}.{}.{} (index {sgid})",
             me.qpn, me.psn, ip[0], ip[1], ip[2], ip[3]
@@ -170,7 +202,8 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         let post_all = |qp: &mut mlx5::QueuePair<_>| -> Result<(), alloc::string::String> {
             for k in 0..RECV_SLOTS {
                 let s = [mr.sge(slot(k), o.size)];
-                qp.post_recv(&[RecvWr { wr_id: k, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
+                qp.post_recv(&[RecvWr { wr_id: k, sges: &s }])
+                    .map_err(|e| format!("post_recv: {e:?}"))?;
             }
             Ok(())
         };
@@ -178,19 +211,29 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         // rc_pingpong asks for hop limit 1, but for a unicast RoCE destination Linux replaces it
         // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
         // the frames carry TTL 64 either way.
-        let copts = ConnectOptions { mtu: o.mtu, sgid_index: sgid as u8, ..ConnectOptions::default() };
+        let copts = ConnectOptions {
+            mtu: o.mtu,
+            sgid_index: sgid as u8,
+            ..ConnectOptions::default()
+        };
         let rem = if o.client {
             link.send(&dest_msg(&me));
-            let m = link.recv(52).map_err(|e| format!("reading the server's address: {e:?}"))?;
+            let m = link
+                .recv(52)
+                .map_err(|e| format!("reading the server's address: {e:?}"))?;
             let rem = parse_dest(&m, mac).ok_or("the server's address is garbled")?;
-            qp.connect(&rem, &copts).map_err(|e| format!("connect: {e:?}"))?;
+            qp.connect(&rem, &copts)
+                .map_err(|e| format!("connect: {e:?}"))?;
             post_all(&mut qp)?;
             link.send(b"done\0");
             rem
         } else {
-            let m = link.recv(52).map_err(|e| format!("reading the client's address: {e:?}"))?;
+            let m = link
+                .recv(52)
+                .map_err(|e| format!("reading the client's address: {e:?}"))?;
             let rem = parse_dest(&m, mac).ok_or("the client's address is garbled")?;
-            qp.connect(&rem, &copts).map_err(|e| format!("connect: {e:?}"))?;
+            qp.connect(&rem, &copts)
+                .map_err(|e| format!("connect: {e:?}"))?;
             post_all(&mut qp)?;
             link.send(&dest_msg(&me));
             rem
@@ -205,7 +248,9 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         // Message k: the known pattern with k's bytes XORed into every 8-byte word, made and
         // checked a word at a time (byte loops cost a microsecond an iteration under an
         // instruction-emulating KVM).
-        let base: Vec<u8> = (0..o.size as usize).map(|i| oob::pattern(SEED, 0, i)).collect();
+        let base: Vec<u8> = (0..o.size as usize)
+            .map(|i| oob::pattern(SEED, 0, i))
+            .collect();
         let fill = |k: u64| -> Vec<u8> {
             let mut v = base.clone();
             let key = (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -226,9 +271,16 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
             *last.borrow_mut() = data;
             copy_out.set(copy_out.get() + tc.elapsed());
             let s = [mr.sge(0, o.size)];
-            let wr = SendWr { wr_id: 1 << 32 | k, op: SendOp::Send { imm: None }, data: SendData::Sges(&s), flags: SendFlags::SIGNALED };
+            let wr = SendWr {
+                wr_id: 1 << 32 | k,
+                op: SendOp::Send { imm: None },
+                data: SendData::Sges(&s),
+                flags: SendFlags::SIGNALED,
+            };
             let tp = Instant::now();
-            let r = qp.post_send(&[wr]).map_err(|e| format!("post_send {k}: {e:?}"));
+            let r = qp
+                .post_send(&[wr])
+                .map_err(|e| format!("post_send {k}: {e:?}"));
             posting.set(posting.get() + tp.elapsed());
             r
         };
@@ -248,23 +300,34 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         let mut in_copy = Duration::ZERO;
         while rcnt < o.iters || scnt < o.iters {
             let tp = Instant::now();
-            let wcs = cq.poll_wait(1, WAIT).map_err(|e| format!("poll (sent {scnt}, received {rcnt}): {e:?}"))?;
-            let wc = wcs.first().ok_or(format!("no completion in {WAIT:?} (sent {scnt}, received {rcnt})"))?;
+            let wcs = cq
+                .poll_wait(1, WAIT)
+                .map_err(|e| format!("poll (sent {scnt}, received {rcnt}): {e:?}"))?;
+            let wc = wcs.first().ok_or(format!(
+                "no completion in {WAIT:?} (sent {scnt}, received {rcnt})"
+            ))?;
             let tw = Instant::now();
             in_poll += tw.duration_since(tp);
             if wc.status != WcStatus::Success {
-                return Err(format!("completion {:#x} in error: {:?} (vendor syndrome {:#x})", wc.wr_id, wc.status, wc.vendor_err));
+                return Err(format!(
+                    "completion {:#x} in error: {:?} (vendor syndrome {:#x})",
+                    wc.wr_id, wc.status, wc.vendor_err
+                ));
             }
             if wc.wr_id >> 32 == 1 {
                 scnt += 1;
                 send_pending = false;
             } else {
                 if wc.byte_len != o.size {
-                    return Err(format!("message {rcnt}: {} bytes, not {}", wc.byte_len, o.size));
+                    return Err(format!(
+                        "message {rcnt}: {} bytes, not {}",
+                        wc.byte_len, o.size
+                    ));
                 }
                 let k = wc.wr_id;
                 let tc = Instant::now();
-                mr.read(slot(k), &mut got).map_err(|e| format!("read: {e:?}"))?;
+                mr.read(slot(k), &mut got)
+                    .map_err(|e| format!("read: {e:?}"))?;
                 in_copy += tc.elapsed();
                 // The server's first message is rc_pingpong's untouched buffer; every other one
                 // echoes this side's previous message.
@@ -275,13 +338,20 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
                     first_difference(&got, &want)
                 };
                 if let Some(i) = bad {
-                    return Err(format!("message {rcnt}: byte {i} is {:#04x}, not the expected one", got[i]));
+                    return Err(format!(
+                        "message {rcnt}: byte {i} is {:#04x}, not the expected one",
+                        got[i]
+                    ));
                 }
                 rcnt += 1;
                 recv_pending = false;
                 let s = [mr.sge(slot(k), o.size)];
                 let tp = Instant::now();
-                qp.post_recv(&[RecvWr { wr_id: k + RECV_SLOTS, sges: &s }]).map_err(|e| format!("post_recv: {e:?}"))?;
+                qp.post_recv(&[RecvWr {
+                    wr_id: k + RECV_SLOTS,
+                    sges: &s,
+                }])
+                .map_err(|e| format!("post_recv: {e:?}"))?;
                 posting.set(posting.get() + tp.elapsed());
             }
             if scnt < o.iters && !send_pending && !recv_pending {
@@ -295,8 +365,17 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         }
         let usec = oob::secs(t0) * 1e6;
         let bytes = size * o.iters * 2;
-        println!("{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec", usec / 1e6, bytes as f64 * 8.0 / usec);
-        println!("{} iters in {:.2} seconds = {:.2} usec/iter", o.iters, usec / 1e6, usec / o.iters as f64);
+        println!(
+            "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
+            usec / 1e6,
+            bytes as f64 * 8.0 / usec
+        );
+        println!(
+            "{} iters in {:.2} seconds = {:.2} usec/iter",
+            o.iters,
+            usec / 1e6,
+            usec / o.iters as f64
+        );
         println!(
             "pingpong: {:.3} s waiting for completions, {:.3} s checking and posting (longest step {:.3} s), \
              of which {:.3} s in MemoryRegion::read, {:.3} s in MemoryRegion::write, {:.3} s in post_send/post_recv",
@@ -328,6 +407,10 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
 fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
     let n = a.len().min(b.len());
     let words = n / 8;
-    let w = (0..words).find(|&j| a[j * 8..j * 8 + 8] != b[j * 8..j * 8 + 8]).unwrap_or(words);
-    (w * 8..n).find(|&i| a[i] != b[i]).or((a.len() != b.len()).then_some(n))
+    let w = (0..words)
+        .find(|&j| a[j * 8..j * 8 + 8] != b[j * 8..j * 8 + 8])
+        .unwrap_or(words);
+    (w * 8..n)
+        .find(|&i| a[i] != b[i])
+        .or((a.len() != b.len()).then_some(n))
 }

@@ -32,8 +32,8 @@ use kernel::cmdline::Ipv4Identity;
 use kernel::time::Deadline;
 use kernel::{console, println, AppContext};
 use mlx5::{
-    AccessFlags, ConnectOptions, Context, ContextConfig, QpCaps, QpEndpoint, RecvWr, Remote, SendData, SendFlags,
-    SendOp, SendWr, WcStatus,
+    AccessFlags, ConnectOptions, Context, ContextConfig, QpCaps, QpEndpoint, RecvWr, Remote,
+    SendData, SendFlags, SendOp, SendWr, WcStatus,
 };
 
 kernel::entry_point!(main);
@@ -78,7 +78,10 @@ fn hex_bytes<const N: usize>(s: &str) -> Option<[u8; N]> {
 
 fn parse_endpoint(line: &str) -> Option<Peer> {
     let rest = line.trim().strip_prefix("endpoint ")?;
-    let get = |k: &str| rest.split(' ').find_map(|w| w.strip_prefix(k)?.strip_prefix('='));
+    let get = |k: &str| {
+        rest.split(' ')
+            .find_map(|w| w.strip_prefix(k)?.strip_prefix('='))
+    };
     Some(Peer {
         ep: QpEndpoint {
             qpn: hex(get("qpn")?)? as u32,
@@ -157,7 +160,10 @@ fn main(ctx: &AppContext) -> i32 {
 type Dev = Context<mlx5_kernel::KernelHal>;
 
 /// Brings the HCA up and gives the node its identity: `(context, sgid_index, gid)`.
-fn bring_up(ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(Dev, u8, [u8; 16]), &'static str> {
+fn bring_up(
+    ip: Option<Ipv4Identity>,
+    mac: Option<[u8; 6]>,
+) -> Result<(Dev, u8, [u8; 16]), &'static str> {
     let hal = mlx5_kernel::open_first(None).map_err(|_| "no mlx5 function")?;
     let dev = Context::open(hal, ContextConfig::default()).map_err(|_| "bring-up failed")?;
     if mac.is_some_and(|m| m != dev.mac()) {
@@ -166,7 +172,9 @@ fn bring_up(ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(Dev, u8, 
     // The node's identity: its IPv4 GID when ip= is given, else the default GID (index 0).
     let (sgid_index, gid) = match ip {
         Some(ip) => {
-            let i = dev.add_ipv4_gid(ip.addr).map_err(|_| "SET_ROCE_ADDRESS for ip= failed")?;
+            let i = dev
+                .add_ipv4_gid(ip.addr)
+                .map_err(|_| "SET_ROCE_ADDRESS for ip= failed")?;
             println!(
                 "peer: ip {}.{}.{}.{}/{} is RoCE v2 GID index {i}",
                 ip.addr[0], ip.addr[1], ip.addr[2], ip.addr[3], ip.prefix_len
@@ -181,10 +189,17 @@ fn bring_up(ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(Dev, u8, 
 fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
     let (dev, sgid_index, gid) = bring_up(ip, mac)?;
     let pd = dev.alloc_pd().map_err(|_| "alloc_pd")?;
-    let mr = pd.alloc_mr(MR_LEN, AccessFlags::ALL).map_err(|_| "alloc_mr")?;
+    let mr = pd
+        .alloc_mr(MR_LEN, AccessFlags::ALL)
+        .map_err(|_| "alloc_mr")?;
     let mut cq = dev.create_cq(64).map_err(|_| "create_cq")?;
-    let mut qp = pd.create_qp(&cq, &cq, &QpCaps::default()).map_err(|_| "create_qp")?;
-    let me = QpEndpoint { gid, ..qp.endpoint() };
+    let mut qp = pd
+        .create_qp(&cq, &cq, &QpCaps::default())
+        .map_err(|_| "create_qp")?;
+    let me = QpEndpoint {
+        gid,
+        ..qp.endpoint()
+    };
     println!(
         "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
         me.qpn,
@@ -195,8 +210,13 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
         mr.rkey()
     );
     let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
-    let peer = parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?).ok_or("bad endpoint")?;
-    let o = ConnectOptions { min_rnr_timer: 1, sgid_index, ..ConnectOptions::default() };
+    let peer = parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?)
+        .ok_or("bad endpoint")?;
+    let o = ConnectOptions {
+        min_rnr_timer: 1,
+        sgid_index,
+        ..ConnectOptions::default()
+    };
     qp.connect(&peer.ep, &o).map_err(|_| "connect")?;
 
     if server {
@@ -206,15 +226,28 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
         // The WRITE_IMM's receive only reports it (its bytes go to the RETH's address).
         let (r1, r2, r3) = (r(AT_WRITE_IMM), r(AT_SEND), r(AT_SEND_IMM));
         qp.post_recv(&[
-            RecvWr { wr_id: 1, sges: &r1 },
-            RecvWr { wr_id: 2, sges: &r2 },
-            RecvWr { wr_id: 3, sges: &r3 },
+            RecvWr {
+                wr_id: 1,
+                sges: &r1,
+            },
+            RecvWr {
+                wr_id: 2,
+                sges: &r2,
+            },
+            RecvWr {
+                wr_id: 3,
+                sges: &r3,
+            },
         ])
         .map_err(|_| "post_recv")?;
         println!("peer: ready");
         // WRITE_IMM, SEND, SEND_IMM consume the receives in that order.
         let wcs = cq.poll_wait(3, WAIT).map_err(|_| "poll")?;
-        if wcs.len() != 3 || wcs.iter().any(|w| w.status != WcStatus::Success || w.byte_len != BIG) {
+        if wcs.len() != 3
+            || wcs
+                .iter()
+                .any(|w| w.status != WcStatus::Success || w.byte_len != BIG)
+        {
             return Err("receive completions missing or in error");
         }
         if wcs[0].imm != Some(0xbeef) || wcs[1].imm.is_some() || wcs[2].imm != Some(0xc0ffee) {
@@ -226,7 +259,11 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
             Ok(got == bytes(seed))
         };
         // RC ordering: the WRITEs landed before the SENDs completed.
-        if !check(AT_WRITE, 10)? || !check(AT_WRITE_IMM, 20)? || !check(AT_SEND, 30)? || !check(AT_SEND_IMM, 40)? {
+        if !check(AT_WRITE, 10)?
+            || !check(AT_WRITE_IMM, 20)?
+            || !check(AT_SEND, 30)?
+            || !check(AT_SEND_IMM, 40)?
+        {
             return Err("data from the other guest is wrong");
         }
         // Stay up until the client has read back and run its atomics.
@@ -244,24 +281,74 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
             mr.write(at, &bytes(seed)).map_err(|_| "write")?;
         }
         wait_line("ready").ok_or("the server never got ready")?;
-        let remote = |off| Remote { addr: peer.addr + off, rkey: peer.rkey };
+        let remote = |off| Remote {
+            addr: peer.addr + off,
+            rkey: peer.rkey,
+        };
         let sge = |at| [mr.sge(at, BIG)];
         let (w, wi, sd, si, back) = (sge(0), sge(8192), sge(16384), sge(24576), sge(32768));
         let (cs_out, fa_out) = ([mr.sge(40960, 8)], [mr.sge(40968, 8)]);
         let sig = SendFlags::SIGNALED;
         let wrs = [
-            SendWr { wr_id: 1, op: SendOp::Write { remote: remote(AT_WRITE), imm: None }, data: SendData::Sges(&w), flags: sig },
-            SendWr { wr_id: 2, op: SendOp::Write { remote: remote(AT_WRITE_IMM), imm: Some(0xbeef) }, data: SendData::Sges(&wi), flags: sig },
-            SendWr { wr_id: 3, op: SendOp::Send { imm: None }, data: SendData::Sges(&sd), flags: sig },
-            SendWr { wr_id: 4, op: SendOp::Send { imm: Some(0xc0ffee) }, data: SendData::Sges(&si), flags: sig },
-            SendWr { wr_id: 5, op: SendOp::Read { remote: remote(AT_READ) }, data: SendData::Sges(&back), flags: sig },
+            SendWr {
+                wr_id: 1,
+                op: SendOp::Write {
+                    remote: remote(AT_WRITE),
+                    imm: None,
+                },
+                data: SendData::Sges(&w),
+                flags: sig,
+            },
+            SendWr {
+                wr_id: 2,
+                op: SendOp::Write {
+                    remote: remote(AT_WRITE_IMM),
+                    imm: Some(0xbeef),
+                },
+                data: SendData::Sges(&wi),
+                flags: sig,
+            },
+            SendWr {
+                wr_id: 3,
+                op: SendOp::Send { imm: None },
+                data: SendData::Sges(&sd),
+                flags: sig,
+            },
+            SendWr {
+                wr_id: 4,
+                op: SendOp::Send {
+                    imm: Some(0xc0ffee),
+                },
+                data: SendData::Sges(&si),
+                flags: sig,
+            },
+            SendWr {
+                wr_id: 5,
+                op: SendOp::Read {
+                    remote: remote(AT_READ),
+                },
+                data: SendData::Sges(&back),
+                flags: sig,
+            },
             SendWr {
                 wr_id: 6,
-                op: SendOp::CompareSwap { remote: remote(AT_ATOMIC), compare: 0, swap: SWAP },
+                op: SendOp::CompareSwap {
+                    remote: remote(AT_ATOMIC),
+                    compare: 0,
+                    swap: SWAP,
+                },
                 data: SendData::Sges(&cs_out),
                 flags: sig,
             },
-            SendWr { wr_id: 7, op: SendOp::FetchAdd { remote: remote(AT_ATOMIC), add: ADD }, data: SendData::Sges(&fa_out), flags: sig },
+            SendWr {
+                wr_id: 7,
+                op: SendOp::FetchAdd {
+                    remote: remote(AT_ATOMIC),
+                    add: ADD,
+                },
+                data: SendData::Sges(&fa_out),
+                flags: sig,
+            },
         ];
         qp.post_send(&wrs).map_err(|_| "post_send")?;
         let wcs = cq.poll_wait(7, WAIT).map_err(|_| "poll")?;
@@ -302,8 +389,8 @@ mod stress {
     use kernel::println;
     use kernel::time::Instant;
     use mlx5::{
-        AccessFlags, ConnectOptions, CounterSet, MemoryRegion, QpCaps, QpEndpoint, Remote, SendData, SendFlags, SendOp,
-        SendWr, WcStatus,
+        AccessFlags, ConnectOptions, CounterSet, MemoryRegion, QpCaps, QpEndpoint, Remote,
+        SendData, SendFlags, SendOp, SendWr, WcStatus,
     };
 
     use super::{bring_up, hexs, parse_endpoint, wait_line, Dev};
@@ -353,18 +440,28 @@ mod stress {
 
     /// FNV-1a over `b`.
     fn fnv(b: &[u8]) -> u64 {
-        b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x0100_0000_01b3))
+        b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+            (h ^ x as u64).wrapping_mul(0x0100_0000_01b3)
+        })
     }
 
     fn src_pattern() -> Vec<u8> {
-        (0..REGION).map(|i| ((i * 31) as u8).wrapping_add(3) ^ (i >> 9) as u8).collect()
+        (0..REGION)
+            .map(|i| ((i * 31) as u8).wrapping_add(3) ^ (i >> 9) as u8)
+            .collect()
     }
 
     /// Prints the QP's counter set and the vport's RoCE traffic (read with `clear`, so a later
     /// run starts from zero).
-    fn print_counters(side: &str, dev: &Dev, set: &CounterSet<mlx5_kernel::KernelHal>) -> Result<(), &'static str> {
+    fn print_counters(
+        side: &str,
+        dev: &Dev,
+        set: &CounterSet<mlx5_kernel::KernelHal>,
+    ) -> Result<(), &'static str> {
         let q = set.query(true).map_err(|_| "QUERY_Q_COUNTER failed")?;
-        let v = dev.query_vport_counters(true).map_err(|_| "QUERY_VPORT_COUNTER failed")?;
+        let v = dev
+            .query_vport_counters(true)
+            .map_err(|_| "QUERY_VPORT_COUNTER failed")?;
         println!(
             "stress: counters {side} q: out_of_sequence={} duplicate_request={} packet_seq_err={} local_ack_timeout_err={} implied_nak_seq_err={} rnr_nak_retry_err={} req_transport_retries_exceeded={} req_rnr_retries_exceeded={}",
             q.out_of_sequence,
@@ -386,20 +483,33 @@ mod stress {
         Ok(())
     }
 
-    pub fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
+    pub fn run(
+        server: bool,
+        ip: Option<Ipv4Identity>,
+        mac: Option<[u8; 6]>,
+    ) -> Result<(), &'static str> {
         let t0 = Instant::now();
         let (dev, sgid_index, gid) = bring_up(ip, mac)?;
-        let set = dev.alloc_counter_set().map_err(|_| "ALLOC_Q_COUNTER failed")?;
+        let set = dev
+            .alloc_counter_set()
+            .map_err(|_| "ALLOC_Q_COUNTER failed")?;
         let pd = dev.alloc_pd().map_err(|_| "alloc_pd")?;
         let mr = pd
             .alloc_mr(if server { SERVER_MR } else { CLIENT_MR }, AccessFlags::ALL)
             .map_err(|_| "alloc_mr")?;
         let mut cq = dev.create_cq(64).map_err(|_| "create_cq")?;
-        let caps = QpCaps { max_send_wr: 128, ..QpCaps::default() };
+        let caps = QpCaps {
+            max_send_wr: 128,
+            ..QpCaps::default()
+        };
         let mut qp = pd.create_qp(&cq, &cq, &caps).map_err(|_| "create_qp")?;
         // The QP counts into `set` from RST2INIT on (the QPC's counter_set_id).
-        qp.set_counter_set(Some(&set)).map_err(|_| "set_counter_set")?;
-        let me = QpEndpoint { gid, ..qp.endpoint() };
+        qp.set_counter_set(Some(&set))
+            .map_err(|_| "set_counter_set")?;
+        let me = QpEndpoint {
+            gid,
+            ..qp.endpoint()
+        };
         println!(
             "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
             me.qpn,
@@ -410,8 +520,8 @@ mod stress {
             mr.rkey()
         );
         let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
-        let peer =
-            parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?).ok_or("bad endpoint")?;
+        let peer = parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?)
+            .ok_or("bad endpoint")?;
         let o = ConnectOptions {
             min_rnr_timer: 1,
             sgid_index,
@@ -429,13 +539,25 @@ mod stress {
             mr.read(0, &mut region).map_err(|_| "read")?;
             let mut at = [0u8; 8];
             mr.read(AT_ATOMIC, &mut at).map_err(|_| "read")?;
-            println!("peer: sum={:016x} atomic={:016x}", fnv(&region), u64::from_ne_bytes(at));
+            println!(
+                "peer: sum={:016x} atomic={:016x}",
+                fnv(&region),
+                u64::from_ne_bytes(at)
+            );
             print_counters("server", &dev, &set)?;
             wait_line_for("verdict", WAIT).ok_or("no verdict from the client")?;
         } else {
             wait_line("ready").ok_or("the server never got ready")?;
             let t1 = Instant::now();
-            let r = client(&mut qp, &mut cq, &mr, Remote { addr: peer.addr, rkey: peer.rkey });
+            let r = client(
+                &mut qp,
+                &mut cq,
+                &mr,
+                Remote {
+                    addr: peer.addr,
+                    rkey: peer.rkey,
+                },
+            );
             let secs = t1.elapsed().as_millis();
             match r {
                 Ok((model, atomic, reads, atomics)) => {
@@ -445,7 +567,10 @@ mod stress {
                     let ok = line == want.as_bytes();
                     println!("peer: verdict {}", if ok { "ok" } else { "bad" });
                     if !ok {
-                        println!("stress: server says {}, the model {want}", core::str::from_utf8(&line).unwrap_or("?"));
+                        println!(
+                            "stress: server says {}, the model {want}",
+                            core::str::from_utf8(&line).unwrap_or("?")
+                        );
                         return Err("the server's region differs from the client's model");
                     }
                     print_counters("client", &dev, &set)?;
@@ -487,13 +612,19 @@ mod stress {
     }
 
     /// Polls `n` completions; any error completion fails the run.
-    fn complete(cq: &mut mlx5::CompletionQueue<mlx5_kernel::KernelHal>, n: usize) -> Result<(), &'static str> {
+    fn complete(
+        cq: &mut mlx5::CompletionQueue<mlx5_kernel::KernelHal>,
+        n: usize,
+    ) -> Result<(), &'static str> {
         let wcs = cq.poll_wait(n, WAIT).map_err(|_| "poll")?;
         if wcs.len() != n {
             return Err("completions missing");
         }
         if let Some(w) = wcs.iter().find(|w| w.status != WcStatus::Success) {
-            println!("stress: error completion: wr_id={} status={:?} vendor_err={:#x}", w.wr_id, w.status, w.vendor_err);
+            println!(
+                "stress: error completion: wr_id={} status={:?} vendor_err={:#x}",
+                w.wr_id, w.status, w.vendor_err
+            );
             return Err("an error completion");
         }
         Ok(())
@@ -513,7 +644,10 @@ mod stress {
         mr.write(SRC, &src).map_err(|_| "write")?;
         let mut model = vec![0u8; REGION];
         let mut atomic = 0u64;
-        let at = |off: u64| Remote { addr: remote.addr + off, rkey: remote.rkey };
+        let at = |off: u64| Remote {
+            addr: remote.addr + off,
+            rkey: remote.rkey,
+        };
         let mut rng = Rng(0x5eed_0008);
         let (mut writes, mut reads, mut atomics, mut batch_no) = (0usize, 0usize, 0usize, 0usize);
         while writes < WRITES {
@@ -527,7 +661,10 @@ mod stress {
                     (s, d, len)
                 })
                 .collect();
-            let sges: Vec<_> = plan.iter().map(|&(s, _, len)| [mr.sge(SRC + s, len)]).collect();
+            let sges: Vec<_> = plan
+                .iter()
+                .map(|&(s, _, len)| [mr.sge(SRC + s, len)])
+                .collect();
             // A READ of some of what the batch wrote, checked against the model, and an
             // atomic: after the WRITEs (RC executes in order), nothing posted after them
             // until they complete (a READ retried after a lost response executes again).
@@ -542,9 +679,16 @@ mod stress {
                 .enumerate()
                 .map(|(i, (&(_, d, _), sge))| SendWr {
                     wr_id: (writes + i) as u64,
-                    op: SendOp::Write { remote: at(d), imm: None },
+                    op: SendOp::Write {
+                        remote: at(d),
+                        imm: None,
+                    },
                     data: SendData::Sges(sge),
-                    flags: if (i + 1) % SIGNAL_EVERY == 0 || i + 1 == n { SendFlags::SIGNALED } else { SendFlags::NONE },
+                    flags: if (i + 1) % SIGNAL_EVERY == 0 || i + 1 == n {
+                        SendFlags::SIGNALED
+                    } else {
+                        SendFlags::NONE
+                    },
                 })
                 .collect();
             wrs.push(SendWr {
@@ -554,13 +698,28 @@ mod stress {
                 flags: SendFlags::SIGNALED,
             });
             let op = if cas {
-                SendOp::CompareSwap { remote: at(AT_ATOMIC), compare: atomic, swap: atomic.wrapping_add(ONE) }
+                SendOp::CompareSwap {
+                    remote: at(AT_ATOMIC),
+                    compare: atomic,
+                    swap: atomic.wrapping_add(ONE),
+                }
             } else {
-                SendOp::FetchAdd { remote: at(AT_ATOMIC), add: ONE }
+                SendOp::FetchAdd {
+                    remote: at(AT_ATOMIC),
+                    add: ONE,
+                }
             };
-            wrs.push(SendWr { wr_id: 2 << 32 | atomics as u64, op, data: SendData::Sges(&at_out), flags: SendFlags::SIGNALED });
+            wrs.push(SendWr {
+                wr_id: 2 << 32 | atomics as u64,
+                op,
+                data: SendData::Sges(&at_out),
+                flags: SendFlags::SIGNALED,
+            });
             qp.post_send(&wrs).map_err(|_| "post_send")?;
-            let signaled = wrs.iter().filter(|w| w.flags.0 & SendFlags::SIGNALED.0 != 0).count();
+            let signaled = wrs
+                .iter()
+                .filter(|w| w.flags.0 & SendFlags::SIGNALED.0 != 0)
+                .count();
             complete(cq, signaled)?;
             for &(s, d, len) in &plan {
                 model[d as usize..d as usize + len as usize]
@@ -575,7 +734,10 @@ mod stress {
             let mut orig = [0u8; 8];
             mr.read(ATOM, &mut orig).map_err(|_| "read")?;
             if u64::from_ne_bytes(orig) != atomic {
-                println!("stress: atomic {atomics} returned {:#x}, expected {atomic:#x}", u64::from_ne_bytes(orig));
+                println!(
+                    "stress: atomic {atomics} returned {:#x}, expected {atomic:#x}",
+                    u64::from_ne_bytes(orig)
+                );
                 return Err("an atomic returned the wrong original value");
             }
             atomic = atomic.wrapping_add(ONE);
@@ -584,18 +746,25 @@ mod stress {
             atomics += 1;
             batch_no += 1;
             if writes % 2048 < BATCH {
-                println!("stress: {writes} WRITEs done at {} ms", t0.elapsed().as_millis());
+                println!(
+                    "stress: {writes} WRITEs done at {} ms",
+                    t0.elapsed().as_millis()
+                );
             }
         }
         // Read the whole region back, 16 KiB per READ, and compare with the model.
         let chunk = 16 * 1024u32;
-        let sges: Vec<_> = (0..REGION as u64 / chunk as u64).map(|i| [mr.sge(BACK + i * chunk as u64, chunk)]).collect();
+        let sges: Vec<_> = (0..REGION as u64 / chunk as u64)
+            .map(|i| [mr.sge(BACK + i * chunk as u64, chunk)])
+            .collect();
         let wrs: Vec<_> = sges
             .iter()
             .enumerate()
             .map(|(i, sge)| SendWr {
                 wr_id: 3 << 32 | i as u64,
-                op: SendOp::Read { remote: at(i as u64 * chunk as u64) },
+                op: SendOp::Read {
+                    remote: at(i as u64 * chunk as u64),
+                },
                 data: SendData::Sges(sge),
                 flags: SendFlags::SIGNALED,
             })
@@ -606,11 +775,14 @@ mod stress {
         let mut back = vec![0u8; REGION];
         mr.read(BACK, &mut back).map_err(|_| "read")?;
         if back != model {
-            let first = back.iter().zip(&model).position(|(a, b)| a != b).unwrap_or(0);
+            let first = back
+                .iter()
+                .zip(&model)
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
             println!("stress: read-back differs from the model first at {first:#x}");
             return Err("the region read back differs from the model");
         }
         Ok((model, atomic, reads, atomics))
     }
 }
-

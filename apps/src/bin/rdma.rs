@@ -41,7 +41,10 @@ struct Big(DmaBuffer);
 
 impl BigMemory for Big {
     fn chunks(&self) -> Vec<PhysChunk> {
-        vec![PhysChunk { bus: self.0.bus_addr(), len: self.0.len() as u64 }]
+        vec![PhysChunk {
+            bus: self.0.bus_addr(),
+            len: self.0.len() as u64,
+        }]
     }
     fn len(&self) -> usize {
         self.0.len()
@@ -50,17 +53,29 @@ impl BigMemory for Big {
         self.0.page_size().bytes()
     }
     fn read(&self, offset: usize, dst: &mut [u8]) {
-        assert!(offset.checked_add(dst.len()).is_some_and(|end| end <= self.0.len()));
+        assert!(offset
+            .checked_add(dst.len())
+            .is_some_and(|end| end <= self.0.len()));
         // SAFETY: the buffer is identity-mapped RAM owned by this app and the range is inside
         // it (asserted); the device's writes to it have completed when the checks read.
-        unsafe { core::ptr::copy_nonoverlapping((self.0.bus_addr() as usize + offset) as *const u8, dst.as_mut_ptr(), dst.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                (self.0.bus_addr() as usize + offset) as *const u8,
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
     }
 }
 
 fn big_buffer() -> Option<DmaBuffer> {
     let mut size = SIZE_1G as usize;
     loop {
-        let align = if size as u64 >= SIZE_1G { SIZE_1G } else { SIZE_2M } as usize;
+        let align = if size as u64 >= SIZE_1G {
+            SIZE_1G
+        } else {
+            SIZE_2M
+        } as usize;
         match mem::alloc_dma(size, align, false) {
             Ok(b) => return Some(b),
             Err(_) if size as u64 > SIZE_2M => size /= 2,
@@ -94,5 +109,9 @@ fn main(ctx: &AppContext) -> i32 {
         return 1;
     };
     let (_, failed) = rdma_checks::run(&con, dev, Big(big), ctx.cmdline.flag("quick"));
-    if failed == 0 { 0 } else { 1 }
+    if failed == 0 {
+        0
+    } else {
+        1
+    }
 }

@@ -38,8 +38,10 @@ macro_rules! exception_stubs {
     };
 }
 
-exception_stubs!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
-    26, 27, 28, 29, 30, 31);
+exception_stubs!(
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+    26, 27, 28, 29, 30, 31
+);
 
 core::arch::global_asm!(
     r#"
@@ -115,9 +117,15 @@ struct Gate {
 #[repr(C, align(16))]
 struct Idt([Gate; 256]);
 
-static mut IDT: Idt = Idt(
-    [Gate { offset_low: 0, selector: 0, ist: 0, type_attr: 0, offset_mid: 0, offset_high: 0, reserved: 0 }; 256],
-);
+static mut IDT: Idt = Idt([Gate {
+    offset_low: 0,
+    selector: 0,
+    ist: 0,
+    type_attr: 0,
+    offset_mid: 0,
+    offset_high: 0,
+    reserved: 0,
+}; 256]);
 
 pub fn init() {
     use x86_64::instructions::segmentation::Segment;

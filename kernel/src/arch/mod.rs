@@ -19,7 +19,9 @@ pub fn cpu_features() -> CpuFeatures {
     let cpuid = CpuId::new();
     let fi = cpuid.get_feature_info();
     CpuFeatures {
-        pages_1g: cpuid.get_extended_processor_and_feature_identifiers().is_some_and(|e| e.has_1gib_pages()),
+        pages_1g: cpuid
+            .get_extended_processor_and_feature_identifiers()
+            .is_some_and(|e| e.has_1gib_pages()),
         pat: fi.as_ref().is_some_and(|f| f.has_pat()),
         rdrand: fi.as_ref().is_some_and(|f| f.has_rdrand()),
         hypervisor: fi.as_ref().is_some_and(|f| f.has_hypervisor()),
@@ -44,7 +46,9 @@ pub fn init_pat() -> bool {
     }
     // SAFETY: MSR 0x277 is IA32_PAT, present when CPUID.1:EDX.PAT is set (checked above);
     // entries 0, 3, 4 and 7 keep their defaults, so existing WB/UC mappings keep their meaning.
-    unsafe { x86_64::registers::model_specific::Msr::new(0x277).write(crate::mem::paging::PAT_VALUE) };
+    unsafe {
+        x86_64::registers::model_specific::Msr::new(0x277).write(crate::mem::paging::PAT_VALUE)
+    };
     true
 }
 

@@ -39,7 +39,11 @@ pub struct OutOfMemory {
 
 impl core::fmt::Display for OutOfMemory {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "out of memory: {} contiguous {:?} pages", self.pages, self.page_size)
+        write!(
+            f,
+            "out of memory: {} contiguous {:?} pages",
+            self.pages, self.page_size
+        )
     }
 }
 
@@ -84,7 +88,10 @@ impl<const N: usize> Default for RangeSet<N> {
 
 impl<const N: usize> RangeSet<N> {
     pub const fn new() -> Self {
-        RangeSet { ranges: [Range::new(0, 0); N], len: 0 }
+        RangeSet {
+            ranges: [Range::new(0, 0); N],
+            len: 0,
+        }
     }
 
     pub fn ranges(&self) -> &[Range] {
@@ -102,8 +109,14 @@ impl<const N: usize> RangeSet<N> {
             return true;
         }
         let pos = self.ranges().partition_point(|x| x.start < r.start);
-        debug_assert!(pos == 0 || self.ranges[pos - 1].end <= r.start, "double free");
-        debug_assert!(pos == self.len || r.end <= self.ranges[pos].start, "double free");
+        debug_assert!(
+            pos == 0 || self.ranges[pos - 1].end <= r.start,
+            "double free"
+        );
+        debug_assert!(
+            pos == self.len || r.end <= self.ranges[pos].start,
+            "double free"
+        );
         let merge_prev = pos > 0 && self.ranges[pos - 1].end == r.start;
         let merge_next = pos < self.len && self.ranges[pos].start == r.end;
         match (merge_prev, merge_next) {
@@ -135,7 +148,9 @@ impl<const N: usize> RangeSet<N> {
         for i in 0..self.len {
             let r = self.ranges[i];
             let start = align_up(r.start.max(min_addr), align);
-            let Some(end) = start.checked_add(size) else { continue };
+            let Some(end) = start.checked_add(size) else {
+                continue;
+            };
             if end > r.end {
                 continue;
             }
@@ -253,7 +268,10 @@ impl FramePools {
         align: u64,
         min_addr: u64,
     ) -> Result<u64, OutOfMemory> {
-        let oom = OutOfMemory { page_size: size, pages };
+        let oom = OutOfMemory {
+            page_size: size,
+            pages,
+        };
         let bytes = pages.checked_mul(size.bytes()).ok_or(oom)?;
         if pages == 0 || !align.is_power_of_two() {
             return Err(oom);
@@ -273,7 +291,10 @@ impl FramePools {
                 PageSize::Size1G => return Err(oom),
                 PageSize::Size2M => {
                     let n = bytes.div_ceil(SIZE_1G);
-                    let a = self.huge_1g.take(n * SIZE_1G, SIZE_1G, min_addr).ok_or(oom)?;
+                    let a = self
+                        .huge_1g
+                        .take(n * SIZE_1G, SIZE_1G, min_addr)
+                        .ok_or(oom)?;
                     self.huge_2m.insert(Range::new(a, a + n * SIZE_1G));
                 }
                 PageSize::Size4K => {
@@ -306,14 +327,22 @@ mod tests {
     use super::*;
 
     fn usable(start: u64, len: u64) -> MemoryRegion {
-        MemoryRegion { start, len, kind: MemoryKind::Usable }
+        MemoryRegion {
+            start,
+            len,
+            kind: MemoryKind::Usable,
+        }
     }
 
     /// QEMU q35 with 5 GiB: 2 GiB below the hole, 3 GiB above 4 GiB.
     fn q35_5g() -> [MemoryRegion; 4] {
         [
             usable(0, 0x9fc00),
-            MemoryRegion { start: 0x9fc00, len: 0x400, kind: MemoryKind::Reserved },
+            MemoryRegion {
+                start: 0x9fc00,
+                len: 0x400,
+                kind: MemoryKind::Reserved,
+            },
             usable(0x100000, 0x8000_0000 - 0x100000),
             usable(0x1_0000_0000, 3 << 30),
         ]
@@ -324,14 +353,23 @@ mod tests {
         let kernel = Range::new(0x100000, 0x180000);
         let pools = FramePools::new(&q35_5g(), &[kernel]);
         let st = pools.stats();
-        assert_eq!(st.usable_bytes, 0x9fc00 + 0x8000_0000 - 0x100000 + (3 << 30));
+        assert_eq!(
+            st.usable_bytes,
+            0x9fc00 + 0x8000_0000 - 0x100000 + (3 << 30)
+        );
         // Low RAM: 1.5 MiB of 4K (0x180000..0x200000 is 0.5 MiB), then 2M pages to 1 GiB,
         // one 1 GiB page at 1 GiB; high RAM: 3 x 1 GiB.
         assert_eq!(st.free_4k_bytes, 0x200000 - 0x180000);
         assert_eq!(st.free_2m, (SIZE_1G - SIZE_2M) / SIZE_2M);
         assert_eq!(st.free_1g, 4);
         // Nothing handed out overlaps the kernel or low memory.
-        for r in pools.small.ranges().iter().chain(pools.huge_2m.ranges()).chain(pools.huge_1g.ranges()) {
+        for r in pools
+            .small
+            .ranges()
+            .iter()
+            .chain(pools.huge_2m.ranges())
+            .chain(pools.huge_1g.ranges())
+        {
             assert!(r.start >= 0x180000, "{r:?}");
         }
     }
@@ -351,7 +389,9 @@ mod tests {
     #[test]
     fn alloc_above_4g_and_splitting() {
         let mut pools = FramePools::new(&q35_5g(), &[]);
-        let a = pools.alloc_aligned_above(PageSize::Size2M, 1, SIZE_2M, 4 << 30).unwrap();
+        let a = pools
+            .alloc_aligned_above(PageSize::Size2M, 1, SIZE_2M, 4 << 30)
+            .unwrap();
         assert!(a >= 4 << 30 && a.is_multiple_of(SIZE_2M));
         // That split a 1G page: 511 more 2M pages appeared.
         assert_eq!(pools.stats().free_1g, 3);
@@ -366,7 +406,9 @@ mod tests {
     fn small_allocations_with_alignment() {
         let mut pools = FramePools::new(&[usable(0, 16 << 20)], &[]);
         let x = pools.alloc(PageSize::Size4K, 1).unwrap();
-        let y = pools.alloc_aligned_above(PageSize::Size4K, 3, 0x10000, 0).unwrap();
+        let y = pools
+            .alloc_aligned_above(PageSize::Size4K, 3, 0x10000, 0)
+            .unwrap();
         assert_eq!(y % 0x10000, 0);
         assert_ne!(x, y);
         pools.free(x, PageSize::Size4K, 1);
@@ -379,7 +421,10 @@ mod tests {
         let before = pools.stats();
         assert_eq!(
             pools.alloc(PageSize::Size1G, 1),
-            Err(OutOfMemory { page_size: PageSize::Size1G, pages: 1 })
+            Err(OutOfMemory {
+                page_size: PageSize::Size1G,
+                pages: 1
+            })
         );
         assert!(pools.alloc(PageSize::Size2M, 100).is_err());
         assert!(pools.alloc(PageSize::Size4K, u64::MAX).is_err());
@@ -395,6 +440,9 @@ mod tests {
         assert!(s.insert(Range::new(0x2000, 0x3000)));
         assert_eq!(s.ranges(), &[Range::new(0x1000, 0x4000)]);
         assert_eq!(s.take(0x1000, 0x1000, 0x2000), Some(0x2000));
-        assert_eq!(s.ranges(), &[Range::new(0x1000, 0x2000), Range::new(0x3000, 0x4000)]);
+        assert_eq!(
+            s.ranges(),
+            &[Range::new(0x1000, 0x2000), Range::new(0x3000, 0x4000)]
+        );
     }
 }

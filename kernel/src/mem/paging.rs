@@ -64,7 +64,10 @@ fn index(addr: u64, level: u32) -> usize {
 
 impl IdentityMap {
     pub fn new(store: &mut impl TableStore, use_1g: bool) -> Result<Self, OutOfMemory> {
-        Ok(IdentityMap { pml4: store.alloc_table()?, use_1g })
+        Ok(IdentityMap {
+            pml4: store.alloc_table()?,
+            use_1g,
+        })
     }
 
     /// Physical address of the PML4, for CR3.
@@ -119,7 +122,12 @@ impl IdentityMap {
 
     /// The table at `level` (3 = PDPT, 2 = PD, 1 = PT) covering `addr`, creating tables and
     /// splitting huge pages on the way down.
-    fn walk_to(&mut self, store: &mut impl TableStore, addr: u64, level: u32) -> Result<u64, OutOfMemory> {
+    fn walk_to(
+        &mut self,
+        store: &mut impl TableStore,
+        addr: u64,
+        level: u32,
+    ) -> Result<u64, OutOfMemory> {
         let mut table = self.pml4;
         for l in (level + 1..=4).rev() {
             let i = index(addr, l);
@@ -134,7 +142,11 @@ impl IdentityMap {
                 let t = store.alloc_table()?;
                 let base = entry.addr().as_u64();
                 let child = 1u64 << (12 + 9 * (l - 2));
-                let child_flags = if l - 1 > 1 { flags } else { flags - F::HUGE_PAGE };
+                let child_flags = if l - 1 > 1 {
+                    flags
+                } else {
+                    flags - F::HUGE_PAGE
+                };
                 let keep = child_flags & (CACHE_MASK | F::PRESENT | F::WRITABLE | F::HUGE_PAGE);
                 for (j, e) in store.table(t).iter_mut().enumerate() {
                     e.set_addr(PhysAddr::new(base + j as u64 * child), keep);
@@ -160,7 +172,10 @@ impl IdentityMap {
             }
             if l == 1 || flags.contains(F::HUGE_PAGE) {
                 let size = 1u64 << (12 + 9 * (l - 1));
-                let cache = match (flags.contains(F::NO_CACHE), flags.contains(F::WRITE_THROUGH)) {
+                let cache = match (
+                    flags.contains(F::NO_CACHE),
+                    flags.contains(F::WRITE_THROUGH),
+                ) {
                     (true, true) => Cache::Uncached,
                     (false, true) => Cache::WriteCombining,
                     _ => Cache::WriteBack,
@@ -201,8 +216,18 @@ mod tests {
         let mut s = HeapTables::default();
         let mut m = IdentityMap::new(&mut s, true).unwrap();
         let st = m.map(&mut s, 0, 4 << 30, Cache::WriteBack).unwrap();
-        assert_eq!(st, MapStats { pages_1g: 4, pages_2m: 0, pages_4k: 0 });
-        assert_eq!(m.translate(&mut s, 0x1234_5678), Some((0x1234_5678, SIZE_1G, Cache::WriteBack)));
+        assert_eq!(
+            st,
+            MapStats {
+                pages_1g: 4,
+                pages_2m: 0,
+                pages_4k: 0
+            }
+        );
+        assert_eq!(
+            m.translate(&mut s, 0x1234_5678),
+            Some((0x1234_5678, SIZE_1G, Cache::WriteBack))
+        );
         assert_eq!(s.tables.len(), 2); // PML4 + PDPT
     }
 
@@ -213,7 +238,10 @@ mod tests {
         let st = m.map(&mut s, 0, 5 << 30, Cache::WriteBack).unwrap();
         assert_eq!(st.pages_2m, 5 * 512);
         assert_eq!(st.pages_1g, 0);
-        assert_eq!(m.translate(&mut s, (4 << 30) + 0x10), Some(((4 << 30) + 0x10, SIZE_2M, Cache::WriteBack)));
+        assert_eq!(
+            m.translate(&mut s, (4 << 30) + 0x10),
+            Some(((4 << 30) + 0x10, SIZE_2M, Cache::WriteBack))
+        );
     }
 
     #[test]
@@ -222,25 +250,58 @@ mod tests {
         let mut m = IdentityMap::new(&mut s, true).unwrap();
         m.map(&mut s, 0, 4 << 30, Cache::Uncached).unwrap();
         // RAM from 1 MiB to 0xbffe_0000 becomes write-back: edges need 4K pages.
-        let st = m.map(&mut s, 0x10_0000, 0xbffe_0000, Cache::WriteBack).unwrap();
+        let st = m
+            .map(&mut s, 0x10_0000, 0xbffe_0000, Cache::WriteBack)
+            .unwrap();
         assert!(st.pages_4k > 0 && st.pages_2m > 0 && st.pages_1g == 1);
-        assert_eq!(m.translate(&mut s, 0x5000).map(|t| t.2), Some(Cache::Uncached));
-        assert_eq!(m.translate(&mut s, 0x10_0000), Some((0x10_0000, SIZE_4K, Cache::WriteBack)));
-        assert_eq!(m.translate(&mut s, 0x4000_0000), Some((0x4000_0000, SIZE_1G, Cache::WriteBack)));
-        assert_eq!(m.translate(&mut s, 0xbffe_0000).map(|t| t.2), Some(Cache::Uncached));
-        assert_eq!(m.translate(&mut s, 0xbffd_f000).map(|t| t.2), Some(Cache::WriteBack));
-        assert_eq!(m.translate(&mut s, 0xfee0_0000), Some((0xfee0_0000, SIZE_1G, Cache::Uncached)));
+        assert_eq!(
+            m.translate(&mut s, 0x5000).map(|t| t.2),
+            Some(Cache::Uncached)
+        );
+        assert_eq!(
+            m.translate(&mut s, 0x10_0000),
+            Some((0x10_0000, SIZE_4K, Cache::WriteBack))
+        );
+        assert_eq!(
+            m.translate(&mut s, 0x4000_0000),
+            Some((0x4000_0000, SIZE_1G, Cache::WriteBack))
+        );
+        assert_eq!(
+            m.translate(&mut s, 0xbffe_0000).map(|t| t.2),
+            Some(Cache::Uncached)
+        );
+        assert_eq!(
+            m.translate(&mut s, 0xbffd_f000).map(|t| t.2),
+            Some(Cache::WriteBack)
+        );
+        assert_eq!(
+            m.translate(&mut s, 0xfee0_0000),
+            Some((0xfee0_0000, SIZE_1G, Cache::Uncached))
+        );
         // A write-combining doorbell page inside an uncached BAR.
-        m.map(&mut s, 0xfe00_1000, 0xfe00_2000, Cache::WriteCombining).unwrap();
-        assert_eq!(m.translate(&mut s, 0xfe00_1800), Some((0xfe00_1800, SIZE_4K, Cache::WriteCombining)));
-        assert_eq!(m.translate(&mut s, 0xfe00_2000).map(|t| t.2), Some(Cache::Uncached));
+        m.map(&mut s, 0xfe00_1000, 0xfe00_2000, Cache::WriteCombining)
+            .unwrap();
+        assert_eq!(
+            m.translate(&mut s, 0xfe00_1800),
+            Some((0xfe00_1800, SIZE_4K, Cache::WriteCombining))
+        );
+        assert_eq!(
+            m.translate(&mut s, 0xfe00_2000).map(|t| t.2),
+            Some(Cache::Uncached)
+        );
     }
 
     #[test]
     fn far_mappings_get_their_own_tables() {
         let mut s = HeapTables::default();
         let mut m = IdentityMap::new(&mut s, false).unwrap();
-        m.map(&mut s, 0x80_0000_0000, 0x80_0000_0000 + 32 * 1024 * 1024, Cache::Uncached).unwrap();
+        m.map(
+            &mut s,
+            0x80_0000_0000,
+            0x80_0000_0000 + 32 * 1024 * 1024,
+            Cache::Uncached,
+        )
+        .unwrap();
         assert!(m.translate(&mut s, 0x80_0000_0000).is_some());
         assert!(m.translate(&mut s, 0x40_0000_0000).is_none());
         assert!(m.translate(&mut s, 0x80_0200_0000).is_none());

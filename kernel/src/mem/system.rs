@@ -7,7 +7,9 @@ use x86_64::registers::control::{Cr3, Cr3Flags};
 use x86_64::structures::paging::{PageTable, PhysFrame};
 use x86_64::PhysAddr;
 
-use super::frames::{FramePools, OutOfMemory, PageSize, PoolStats, Range, SIZE_1G, SIZE_2M, SIZE_4K};
+use super::frames::{
+    FramePools, OutOfMemory, PageSize, PoolStats, Range, SIZE_1G, SIZE_2M, SIZE_4K,
+};
 use super::paging::{Cache, IdentityMap, MapStats, TableStore};
 
 static FRAMES: Mutex<Option<FramePools>> = Mutex::new(None);
@@ -52,7 +54,10 @@ pub struct MemoryReport {
 /// Builds the pools and the identity map, switches CR3, and starts the heap.
 pub fn init(info: &BootInfo, use_1g: bool) -> Result<MemoryReport, OutOfMemory> {
     // Linker-script symbols: only their addresses are used.
-    let kernel = Range::new(core::ptr::addr_of!(__kernel_start) as u64, core::ptr::addr_of!(__kernel_end) as u64);
+    let kernel = Range::new(
+        core::ptr::addr_of!(__kernel_start) as u64,
+        core::ptr::addr_of!(__kernel_end) as u64,
+    );
     let mut excluded = [Range::default(); 1 + boot::info::MAX_BOOT_RESERVED];
     excluded[0] = kernel;
     for (slot, &(start, len)) in excluded[1..].iter_mut().zip(info.reserved()) {
@@ -67,7 +72,9 @@ pub fn init(info: &BootInfo, use_1g: bool) -> Result<MemoryReport, OutOfMemory> 
     let mut stats = map.map(&mut store, 0, 4 << 30, Cache::Uncached)?;
     for r in info.memory_map() {
         let cache = match r.kind {
-            MemoryKind::Usable | MemoryKind::AcpiReclaimable | MemoryKind::AcpiNvs => Cache::WriteBack,
+            MemoryKind::Usable | MemoryKind::AcpiReclaimable | MemoryKind::AcpiNvs => {
+                Cache::WriteBack
+            }
             _ => Cache::Uncached,
         };
         let s = map.map(&mut store, r.start, r.end(), cache)?;
@@ -76,7 +83,8 @@ pub fn init(info: &BootInfo, use_1g: bool) -> Result<MemoryReport, OutOfMemory> 
         stats.pages_4k += s.pages_4k;
     }
     crate::arch::init_pat();
-    let root = PhysFrame::from_start_address(PhysAddr::new(map.root())).expect("page table root is 4 KiB aligned");
+    let root = PhysFrame::from_start_address(PhysAddr::new(map.root()))
+        .expect("page table root is 4 KiB aligned");
     // SAFETY: the new tables identity-map all RAM (including this code, its stack and data) and
     // the MMIO below 4 GiB, exactly as the early tables did for the range they covered.
     unsafe { Cr3::write(root, Cr3Flags::empty()) };
@@ -87,16 +95,28 @@ pub fn init(info: &BootInfo, use_1g: bool) -> Result<MemoryReport, OutOfMemory> 
     let heap = pools.alloc(PageSize::Size2M, heap_pages)?;
     // SAFETY: the range was just taken from the pool, is identity-mapped write-back RAM, and is
     // handed to the allocator for good.
-    unsafe { HEAP.lock().init(heap as *mut u8, (heap_pages * SIZE_2M) as usize) };
+    unsafe {
+        HEAP.lock()
+            .init(heap as *mut u8, (heap_pages * SIZE_2M) as usize)
+    };
 
-    let report = MemoryReport { pools: pools.stats(), pages_1g: use_1g, map: stats, heap_bytes: heap_pages * SIZE_2M };
+    let report = MemoryReport {
+        pools: pools.stats(),
+        pages_1g: use_1g,
+        map: stats,
+        heap_bytes: heap_pages * SIZE_2M,
+    };
     *FRAMES.lock() = Some(pools);
     *PAGING.lock() = Some(map);
     Ok(report)
 }
 
 pub fn pool_stats() -> PoolStats {
-    FRAMES.lock().as_ref().map(|p| p.stats()).expect("memory initialised at boot")
+    FRAMES
+        .lock()
+        .as_ref()
+        .map(|p| p.stats())
+        .expect("memory initialised at boot")
 }
 
 /// Identity-maps `[start, start + len)` with `cache` (PCI BARs: uncached; doorbells: WC).
@@ -104,7 +124,10 @@ pub fn map_physical(start: u64, len: u64, cache: Cache) -> Result<(), OutOfMemor
     let mut paging = PAGING.lock();
     let mut frames = FRAMES.lock();
     let (Some(map), Some(pools)) = (paging.as_mut(), frames.as_mut()) else {
-        return Err(OutOfMemory { page_size: PageSize::Size4K, pages: 1 });
+        return Err(OutOfMemory {
+            page_size: PageSize::Size4K,
+            pages: 1,
+        });
     };
     map.map(&mut PoolTables(pools), start, start + len, cache)?;
     x86_64::instructions::tlb::flush_all();
@@ -165,7 +188,12 @@ pub fn alloc_dma(size: usize, align: usize, zeroed: bool) -> Result<DmaBuffer, O
 }
 
 /// As [`alloc_dma`], at or above physical address `min_addr`.
-pub fn alloc_dma_above(size: usize, align: usize, zeroed: bool, min_addr: u64) -> Result<DmaBuffer, OutOfMemory> {
+pub fn alloc_dma_above(
+    size: usize,
+    align: usize,
+    zeroed: bool,
+    min_addr: u64,
+) -> Result<DmaBuffer, OutOfMemory> {
     let size = size.max(1) as u64;
     let page_size = if size >= SIZE_1G && size.is_multiple_of(SIZE_1G) {
         PageSize::Size1G
@@ -185,5 +213,10 @@ pub fn alloc_dma_above(size: usize, align: usize, zeroed: bool, min_addr: u64) -
         // SAFETY: freshly allocated, identity-mapped RAM owned by nobody else.
         unsafe { core::ptr::write_bytes(addr as *mut u8, 0, len) };
     }
-    Ok(DmaBuffer { addr, len, page_size, pages })
+    Ok(DmaBuffer {
+        addr,
+        len,
+        page_size,
+        pages,
+    })
 }

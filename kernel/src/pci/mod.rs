@@ -21,7 +21,11 @@ pub struct Bdf {
 
 impl fmt::Display for Bdf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:02x}:{:02x}.{:x}", self.bus, self.device, self.function)
+        write!(
+            f,
+            "{:02x}:{:02x}.{:x}",
+            self.bus, self.device, self.function
+        )
     }
 }
 
@@ -132,7 +136,11 @@ pub struct Function {
 impl fmt::Display for Function {
     /// The boot-report line: `pci bb:dd.f vvvv:dddd class=cccccc bars=...`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "pci {} {:04x}:{:04x} class={:06x} bars=", self.bdf, self.vendor, self.device, self.class)?;
+        write!(
+            f,
+            "pci {} {:04x}:{:04x} class={:06x} bars=",
+            self.bdf, self.vendor, self.device, self.class
+        )?;
         if self.bars.is_empty() {
             return write!(f, "none");
         }
@@ -158,7 +166,11 @@ pub fn probe_bars(cfg: &impl ConfigAccess, bdf: Bdf, header_type: u8) -> Vec<Bar
     };
     let mut bars = Vec::new();
     let command = cfg.read32(bdf, REG_COMMAND_STATUS);
-    cfg.write32(bdf, REG_COMMAND_STATUS, command & !((COMMAND_IO | COMMAND_MEMORY) as u32) & 0xffff);
+    cfg.write32(
+        bdf,
+        REG_COMMAND_STATUS,
+        command & !((COMMAND_IO | COMMAND_MEMORY) as u32) & 0xffff,
+    );
     let mut i = 0u8;
     while i < count {
         let reg = REG_BAR0 + 4 * i as u16;
@@ -170,7 +182,13 @@ pub fn probe_bars(cfg: &impl ConfigAccess, bdf: Bdf, header_type: u8) -> Vec<Bar
             let size_mask = mask & !0x3 & 0xffff;
             if size_mask != 0 {
                 let size = (!size_mask & 0xffff) as u64 + 1;
-                bars.push(Bar { index: i, kind: BarKind::Io, prefetchable: false, addr: (orig & !0x3) as u64, size });
+                bars.push(Bar {
+                    index: i,
+                    kind: BarKind::Io,
+                    prefetchable: false,
+                    addr: (orig & !0x3) as u64,
+                    size,
+                });
             }
             i += 1;
             continue;
@@ -194,7 +212,13 @@ pub fn probe_bars(cfg: &impl ConfigAccess, bdf: Bdf, header_type: u8) -> Vec<Bar
             let size = (!size_mask).wrapping_add(1);
             if size != 0 {
                 let kind = if is64 { BarKind::Mem64 } else { BarKind::Mem32 };
-                bars.push(Bar { index: i, kind, prefetchable, addr, size });
+                bars.push(Bar {
+                    index: i,
+                    kind,
+                    prefetchable,
+                    addr,
+                    size,
+                });
             }
         }
         i += if is64 { 2 } else { 1 };
@@ -250,23 +274,45 @@ pub fn enumerate(cfg: &impl ConfigAccess, root: u8) -> Vec<Function> {
     found
 }
 
-fn scan_bus(cfg: &impl ConfigAccess, bus: u8, visited: &mut [bool; 256], found: &mut Vec<Function>) {
+fn scan_bus(
+    cfg: &impl ConfigAccess,
+    bus: u8,
+    visited: &mut [bool; 256],
+    found: &mut Vec<Function>,
+) {
     if core::mem::replace(&mut visited[bus as usize], true) {
         return; // a misprogrammed bridge must not make the scan loop
     }
     for device in 0..32 {
-        let Some(first) = probe_function(cfg, Bdf { bus, device, function: 0 }) else { continue };
+        let Some(first) = probe_function(
+            cfg,
+            Bdf {
+                bus,
+                device,
+                function: 0,
+            },
+        ) else {
+            continue;
+        };
         let functions = if first.header_type & 0x80 != 0 { 8 } else { 1 };
         let mut next = Some(first);
         for function in 0..functions {
             let f = match next.take() {
                 Some(f) => f,
-                None => match probe_function(cfg, Bdf { bus, device, function }) {
+                None => match probe_function(
+                    cfg,
+                    Bdf {
+                        bus,
+                        device,
+                        function,
+                    },
+                ) {
                     Some(f) => f,
                     None => continue,
                 },
             };
-            let bridge_to = (f.header_type & 0x7f == 1).then(|| cfg.read8(f.bdf, REG_SECONDARY_BUS));
+            let bridge_to =
+                (f.header_type & 0x7f == 1).then(|| cfg.read8(f.bdf, REG_SECONDARY_BUS));
             found.push(f);
             if let Some(secondary) = bridge_to.filter(|&b| b > bus) {
                 scan_bus(cfg, secondary, visited, found);
@@ -291,7 +337,11 @@ pub enum FlrError {
 /// Function-level reset (PCIe base spec 6.6.2): saves the BARs and the command register,
 /// sets Initiate FLR, waits `settle` (the spec allows the function 100 ms), then restores
 /// what the reset cleared, as Linux's `pcie_flr` with `pci_save_state`/`pci_restore_state` does.
-pub fn function_level_reset(cfg: &impl ConfigAccess, bdf: Bdf, settle: impl FnOnce()) -> Result<(), FlrError> {
+pub fn function_level_reset(
+    cfg: &impl ConfigAccess,
+    bdf: Bdf,
+    settle: impl FnOnce(),
+) -> Result<(), FlrError> {
     let pcie = capabilities(cfg, bdf)
         .into_iter()
         .find(|&(id, _)| id == CAP_ID_PCIE)
@@ -315,7 +365,11 @@ pub fn function_level_reset(cfg: &impl ConfigAccess, bdf: Bdf, settle: impl FnOn
 /// Enables memory decoding and bus mastering (what a driver needs to use BARs and DMA).
 pub fn enable_memory_and_bus_master(cfg: &impl ConfigAccess, bdf: Bdf) {
     let cmd = cfg.read32(bdf, REG_COMMAND_STATUS) & 0xffff;
-    cfg.write32(bdf, REG_COMMAND_STATUS, cmd | (COMMAND_MEMORY | COMMAND_BUS_MASTER) as u32);
+    cfg.write32(
+        bdf,
+        REG_COMMAND_STATUS,
+        cmd | (COMMAND_MEMORY | COMMAND_BUS_MASTER) as u32,
+    );
 }
 
 #[cfg(test)]
@@ -337,7 +391,14 @@ pub(crate) mod fake {
     }
 
     impl FakeBus {
-        pub fn add(&self, bdf: Bdf, vendor_device: u32, class: u32, header: u8, bars: [(u32, u32); 6]) {
+        pub fn add(
+            &self,
+            bdf: Bdf,
+            vendor_device: u32,
+            class: u32,
+            header: u8,
+            bars: [(u32, u32); 6],
+        ) {
             let mut space = [0u32; 64];
             space[0] = vendor_device;
             space[2] = class << 8;
@@ -347,7 +408,13 @@ pub(crate) mod fake {
                 space[4 + i] = *value;
                 masks[i] = *mask;
             }
-            self.functions.borrow_mut().insert(bdf, FakeFunction { space, bar_masks: masks });
+            self.functions.borrow_mut().insert(
+                bdf,
+                FakeFunction {
+                    space,
+                    bar_masks: masks,
+                },
+            );
         }
     }
 
@@ -385,7 +452,11 @@ mod tests {
     #[test]
     fn decodes_32_64_io_and_prefetchable_bars() {
         let bus = FakeBus::default();
-        let bdf = Bdf { bus: 0, device: 3, function: 0 };
+        let bdf = Bdf {
+            bus: 0,
+            device: 3,
+            function: 0,
+        };
         bus.add(
             bdf,
             0x1017_15b3,
@@ -407,10 +478,34 @@ mod tests {
         assert_eq!(f.bars.len(), 3);
         assert_eq!(
             f.bars[0],
-            Bar { index: 0, kind: BarKind::Mem64, prefetchable: true, addr: 0x8_0000_0000, size: 32 << 20 }
+            Bar {
+                index: 0,
+                kind: BarKind::Mem64,
+                prefetchable: true,
+                addr: 0x8_0000_0000,
+                size: 32 << 20
+            }
         );
-        assert_eq!(f.bars[1], Bar { index: 2, kind: BarKind::Mem32, prefetchable: false, addr: 0xfebf_0000, size: 4096 });
-        assert_eq!(f.bars[2], Bar { index: 3, kind: BarKind::Io, prefetchable: false, addr: 0xc000, size: 64 });
+        assert_eq!(
+            f.bars[1],
+            Bar {
+                index: 2,
+                kind: BarKind::Mem32,
+                prefetchable: false,
+                addr: 0xfebf_0000,
+                size: 4096
+            }
+        );
+        assert_eq!(
+            f.bars[2],
+            Bar {
+                index: 3,
+                kind: BarKind::Io,
+                prefetchable: false,
+                addr: 0xc000,
+                size: 64
+            }
+        );
         // The BARs were restored after probing.
         assert_eq!(bus.read32(bdf, REG_BAR0 + 8), 0xfebf_0000);
         assert_eq!(
@@ -423,33 +518,107 @@ mod tests {
     fn enumerates_multifunction_devices_only_when_flagged() {
         let bus = FakeBus::default();
         let none = [NO_BAR; 6];
-        bus.add(Bdf { bus: 0, device: 0, function: 0 }, 0x29c0_8086, 0x060000, 0, none);
-        bus.add(Bdf { bus: 0, device: 1, function: 1 }, 0x1111_1234, 0x030000, 0, none); // hidden
-        bus.add(Bdf { bus: 0, device: 31, function: 0 }, 0x2918_8086, 0x060100, 0x80, none);
-        bus.add(Bdf { bus: 0, device: 31, function: 3 }, 0x2930_8086, 0x0c0500, 0, none);
+        bus.add(
+            Bdf {
+                bus: 0,
+                device: 0,
+                function: 0,
+            },
+            0x29c0_8086,
+            0x060000,
+            0,
+            none,
+        );
+        bus.add(
+            Bdf {
+                bus: 0,
+                device: 1,
+                function: 1,
+            },
+            0x1111_1234,
+            0x030000,
+            0,
+            none,
+        ); // hidden
+        bus.add(
+            Bdf {
+                bus: 0,
+                device: 31,
+                function: 0,
+            },
+            0x2918_8086,
+            0x060100,
+            0x80,
+            none,
+        );
+        bus.add(
+            Bdf {
+                bus: 0,
+                device: 31,
+                function: 3,
+            },
+            0x2930_8086,
+            0x0c0500,
+            0,
+            none,
+        );
         let found = enumerate(&bus, 0);
         let bdfs: Vec<String> = found.iter().map(|f| f.bdf.to_string()).collect();
         assert_eq!(bdfs, ["00:00.0", "00:1f.0", "00:1f.3"]);
-        assert_eq!(found[0].to_string(), "pci 00:00.0 8086:29c0 class=060000 bars=none");
+        assert_eq!(
+            found[0].to_string(),
+            "pci 00:00.0 8086:29c0 class=060000 bars=none"
+        );
     }
 
     #[test]
     fn follows_bridges_to_secondary_buses() {
         let bus = FakeBus::default();
         let none = [NO_BAR; 6];
-        let bridge = Bdf { bus: 0, device: 1, function: 0 };
+        let bridge = Bdf {
+            bus: 0,
+            device: 1,
+            function: 0,
+        };
         bus.add(bridge, 0x0001_1b36, 0x060400, 1, none);
         bus.functions.borrow_mut().get_mut(&bridge).unwrap().space[0x18 / 4] = 0x0005_0500; // sec=5
-        bus.add(Bdf { bus: 5, device: 0, function: 0 }, 0x1017_15b3, 0x020700, 0, none);
-        bus.add(Bdf { bus: 7, device: 0, function: 0 }, 0x1017_15b3, 0x020700, 0, none); // unreachable
-        let bdfs: Vec<String> = enumerate(&bus, 0).iter().map(|f| f.bdf.to_string()).collect();
+        bus.add(
+            Bdf {
+                bus: 5,
+                device: 0,
+                function: 0,
+            },
+            0x1017_15b3,
+            0x020700,
+            0,
+            none,
+        );
+        bus.add(
+            Bdf {
+                bus: 7,
+                device: 0,
+                function: 0,
+            },
+            0x1017_15b3,
+            0x020700,
+            0,
+            none,
+        ); // unreachable
+        let bdfs: Vec<String> = enumerate(&bus, 0)
+            .iter()
+            .map(|f| f.bdf.to_string())
+            .collect();
         assert_eq!(bdfs, ["00:01.0", "05:00.0"]);
     }
 
     #[test]
     fn capability_walk_is_bounded() {
         let bus = FakeBus::default();
-        let bdf = Bdf { bus: 0, device: 2, function: 0 };
+        let bdf = Bdf {
+            bus: 0,
+            device: 2,
+            function: 0,
+        };
         bus.add(bdf, 0x1017_15b3, 0x020700, 0, [NO_BAR; 6]);
         {
             let mut fns = bus.functions.borrow_mut();
@@ -467,8 +636,25 @@ mod tests {
     #[test]
     fn flr_needs_the_capability_and_restores_bars() {
         let bus = FakeBus::default();
-        let bdf = Bdf { bus: 0, device: 4, function: 0 };
-        bus.add(bdf, 0x1017_15b3, 0x020700, 0, [(0xfc00_0000, !((32u32 << 20) - 1)), NO_BAR, NO_BAR, NO_BAR, NO_BAR, NO_BAR]);
+        let bdf = Bdf {
+            bus: 0,
+            device: 4,
+            function: 0,
+        };
+        bus.add(
+            bdf,
+            0x1017_15b3,
+            0x020700,
+            0,
+            [
+                (0xfc00_0000, !((32u32 << 20) - 1)),
+                NO_BAR,
+                NO_BAR,
+                NO_BAR,
+                NO_BAR,
+                NO_BAR,
+            ],
+        );
         {
             let mut fns = bus.functions.borrow_mut();
             let f = fns.get_mut(&bdf).unwrap();
@@ -476,7 +662,10 @@ mod tests {
             f.space[0x34 / 4] = 0x60;
             f.space[0x60 / 4] = 0x0002_0010; // PCIe cap, end of list
         }
-        assert_eq!(function_level_reset(&bus, bdf, || {}), Err(FlrError::Unsupported));
+        assert_eq!(
+            function_level_reset(&bus, bdf, || {}),
+            Err(FlrError::Unsupported)
+        );
         bus.functions.borrow_mut().get_mut(&bdf).unwrap().space[0x64 / 4] = PCIE_DEVCAP_FLR;
         let mut reset_seen = false;
         let r = function_level_reset(&bus, bdf, || {
@@ -495,17 +684,41 @@ mod tests {
 
     #[test]
     fn ecam_offsets() {
-        let bdf = Bdf { bus: 3, device: 0x1f, function: 7 };
-        assert_eq!(ecam_offset(0, bdf, 0x10), Some(3 << 20 | 0x1f << 15 | 7 << 12 | 0x10));
-        assert_eq!(ecam_offset(2, bdf, 0x13), Some(1 << 20 | 0x1f << 15 | 7 << 12 | 0x10));
+        let bdf = Bdf {
+            bus: 3,
+            device: 0x1f,
+            function: 7,
+        };
+        assert_eq!(
+            ecam_offset(0, bdf, 0x10),
+            Some(3 << 20 | 0x1f << 15 | 7 << 12 | 0x10)
+        );
+        assert_eq!(
+            ecam_offset(2, bdf, 0x13),
+            Some(1 << 20 | 0x1f << 15 | 7 << 12 | 0x10)
+        );
         assert_eq!(ecam_offset(4, bdf, 0), None);
         assert_eq!(ecam_offset(0, bdf, 4096), None);
     }
 
     #[test]
     fn bdf_parsing() {
-        assert_eq!(Bdf::parse("0000:3b:00.1"), Some(Bdf { bus: 0x3b, device: 0, function: 1 }));
-        assert_eq!(Bdf::parse("00:1f.3"), Some(Bdf { bus: 0, device: 31, function: 3 }));
+        assert_eq!(
+            Bdf::parse("0000:3b:00.1"),
+            Some(Bdf {
+                bus: 0x3b,
+                device: 0,
+                function: 1
+            })
+        );
+        assert_eq!(
+            Bdf::parse("00:1f.3"),
+            Some(Bdf {
+                bus: 0,
+                device: 31,
+                function: 3
+            })
+        );
         assert_eq!(Bdf::parse("00:20.0"), None);
         assert_eq!(Bdf::parse("junk"), None);
     }

@@ -33,7 +33,11 @@ impl Access {
     }
 
     fn legacy_addr(bdf: Bdf, offset: u16) -> u32 {
-        0x8000_0000 | (bdf.bus as u32) << 16 | (bdf.device as u32) << 11 | (bdf.function as u32) << 8 | (offset as u32 & 0xfc)
+        0x8000_0000
+            | (bdf.bus as u32) << 16
+            | (bdf.device as u32) << 11
+            | (bdf.function as u32) << 8
+            | (offset as u32 & 0xfc)
     }
 
     pub fn root_bus(&self) -> u8 {
@@ -92,7 +96,11 @@ impl ConfigAccess for Access {
 struct IdentityAcpi;
 
 impl acpi::AcpiHandler for IdentityAcpi {
-    unsafe fn map_physical_region<T>(&self, physical_address: usize, size: usize) -> acpi::PhysicalMapping<Self, T> {
+    unsafe fn map_physical_region<T>(
+        &self,
+        physical_address: usize,
+        size: usize,
+    ) -> acpi::PhysicalMapping<Self, T> {
         let ptr = NonNull::new(physical_address as *mut T).expect("ACPI table at address 0");
         // SAFETY: ACPI tables lie in RAM or ACPI regions, which the identity map covers; the
         // crate's caller guarantees a valid T there.
@@ -114,11 +122,14 @@ pub fn find_ecam(rsdp: Option<u64>) -> Option<EcamRegion> {
     }
     .ok()?;
     let mcfg = tables.find_table::<acpi::mcfg::Mcfg>().ok()?;
-    mcfg.entries().iter().find(|e| e.pci_segment_group == 0).map(|e| EcamRegion {
-        base: e.base_address,
-        bus_start: e.bus_number_start,
-        bus_end: e.bus_number_end,
-    })
+    mcfg.entries()
+        .iter()
+        .find(|e| e.pci_segment_group == 0)
+        .map(|e| EcamRegion {
+            base: e.base_address,
+            bus_start: e.bus_number_start,
+            bus_end: e.bus_number_end,
+        })
 }
 
 static ACCESS: Once<Access> = Once::new();
@@ -159,8 +170,15 @@ pub enum ClaimError {
 
 /// Takes a function for a driver: memory decoding and bus mastering on, BARs mapped uncached.
 pub fn claim(bdf: Bdf) -> Result<&'static Function, ClaimError> {
-    let f = functions().iter().find(|f| f.bdf == bdf).ok_or(ClaimError::NotFound(bdf))?;
-    for bar in f.bars.iter().filter(|b| b.kind != super::BarKind::Io && b.addr != 0) {
+    let f = functions()
+        .iter()
+        .find(|f| f.bdf == bdf)
+        .ok_or(ClaimError::NotFound(bdf))?;
+    for bar in f
+        .bars
+        .iter()
+        .filter(|b| b.kind != super::BarKind::Io && b.addr != 0)
+    {
         map_physical(bar.addr, bar.size, Cache::Uncached).map_err(ClaimError::OutOfMemory)?;
     }
     super::enable_memory_and_bus_master(config(), bdf);
@@ -169,5 +187,7 @@ pub fn claim(bdf: Bdf) -> Result<&'static Function, ClaimError> {
 
 /// Function-level reset of a claimed function, waiting the 100 ms the PCIe spec gives it.
 pub fn function_level_reset(bdf: Bdf) -> Result<(), super::FlrError> {
-    super::function_level_reset(config(), bdf, || crate::time::spin_for(core::time::Duration::from_millis(100)))
+    super::function_level_reset(config(), bdf, || {
+        crate::time::spin_for(core::time::Duration::from_millis(100))
+    })
 }

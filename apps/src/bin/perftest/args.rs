@@ -96,7 +96,11 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
             (_, Test::Bw) => 65536,
             (_, Test::Lat) => 2,
         },
-        iters: if (verb, test) == (Verb::Write, Test::Bw) { 5000 } else { 1000 },
+        iters: if (verb, test) == (Verb::Write, Test::Bw) {
+            5000
+        } else {
+            1000
+        },
         mtu: 3,
         client: false,
         all: false,
@@ -119,11 +123,15 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
                 let v = val("-n")?;
                 o.iters = oob::parse_num(v)
                     .filter(|&n| (MIN_ITER..=MAX_ITERS).contains(&n))
-                    .ok_or(format!("-n {v}: not a count from {MIN_ITER} to {MAX_ITERS}"))?;
+                    .ok_or(format!(
+                        "-n {v}: not a count from {MIN_ITER} to {MAX_ITERS}"
+                    ))?;
             }
             "-m" | "--mtu" => {
                 let v = val("-m")?;
-                o.mtu = oob::parse_num(v).and_then(oob::mtu_enum).ok_or(format!("-m {v}: not 256..4096"))?;
+                o.mtu = oob::parse_num(v)
+                    .and_then(oob::mtu_enum)
+                    .ok_or(format!("-m {v}: not 256..4096"))?;
             }
             "-A" | "--atomic_type" => {
                 let v = val("-A")?;
@@ -138,7 +146,9 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
             }
             "-D" | "--duration" => {
                 let v = val("-D")?;
-                let d = oob::parse_num(v).filter(|&n| n > 0 && n <= 3600).ok_or(format!("-D {v}: not 1..3600 seconds"))?;
+                let d = oob::parse_num(v)
+                    .filter(|&n| n > 0 && n <= 3600)
+                    .ok_or(format!("-D {v}: not 1..3600 seconds"))?;
                 o.duration = Some((d, 0));
             }
             "-f" | "--margin" => {
@@ -150,7 +160,9 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
             }
             "-u" | "--qp-timeout" => {
                 let v = val("-u")?;
-                o.qp_timeout = oob::parse_num(v).filter(|&n| n <= 31).ok_or(format!("-u {v}: not 0..31"))? as u8;
+                o.qp_timeout = oob::parse_num(v)
+                    .filter(|&n| n <= 31)
+                    .ok_or(format!("-u {v}: not 0..31"))? as u8;
             }
             "-F" | "--CPU-freq" => {}
             "-a" | "--all" => o.all = true,
@@ -183,7 +195,14 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
         o.duration = Some((d, m));
     }
     if verb == Verb::Send {
-        o.rx_depth = send_rx_depth(if o.duration.is_some() { None } else { Some(o.iters) }, o.all);
+        o.rx_depth = send_rx_depth(
+            if o.duration.is_some() {
+                None
+            } else {
+                Some(o.iters)
+            },
+            o.all,
+        );
     }
     if let Some(client) = oob::cmdline_role(cmdline)? {
         o.client = client;
@@ -202,6 +221,9 @@ pub(crate) fn mtu_of(e: u8) -> Mtu {
 }
 
 pub(crate) fn peer_mac(cmdline: &str) -> Option<[u8; 6]> {
-    let v = cmdline.split_ascii_whitespace().filter_map(|w| w.strip_prefix("peer_mac=")).next_back()?;
+    let v = cmdline
+        .split_ascii_whitespace()
+        .filter_map(|w| w.strip_prefix("peer_mac="))
+        .next_back()?;
     oob::unhex(&v.replace(':', ""))?.try_into().ok()
 }

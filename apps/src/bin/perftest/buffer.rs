@@ -35,7 +35,10 @@ impl Layout {
         // WRITE uses no slots.
         let slot_area = match verb {
             Verb::Write => CYCLE_BUFFER,
-            Verb::Send => rx_depth.saturating_add(1).saturating_mul(inc(max_size)).clamp(CYCLE_BUFFER, RECV_SLOT_AREA),
+            Verb::Send => rx_depth
+                .saturating_add(1)
+                .saturating_mul(inc(max_size))
+                .clamp(CYCLE_BUFFER, RECV_SLOT_AREA),
             Verb::Read | Verb::Atomic => (64 * inc(max_size)).clamp(CYCLE_BUFFER, 16 << 20),
         };
         Layout { half, slot_area }
@@ -100,7 +103,8 @@ pub(crate) fn fill<H: Hal>(mr: &MemoryRegion<H>, off: u64, len: u64) -> Result<(
     let end = off + len;
     while at < end {
         let n = (end - at).min(CHUNK as u64);
-        mr.write(at, pat(at, n as usize)).map_err(|e| format!("write: {e:?}"))?;
+        mr.write(at, pat(at, n as usize))
+            .map_err(|e| format!("write: {e:?}"))?;
         at += n;
     }
     Ok(())
@@ -113,7 +117,12 @@ pub(crate) fn read<H: Hal>(mr: &MemoryRegion<H>, off: u64, len: u64) -> Result<V
 }
 
 /// Walks `[off, off + len)` in chunks: `f(offset, byte)` for each byte.
-pub(crate) fn scan<H: Hal>(mr: &MemoryRegion<H>, off: u64, len: u64, mut f: impl FnMut(u64, u8)) -> Result<(), String> {
+pub(crate) fn scan<H: Hal>(
+    mr: &MemoryRegion<H>,
+    off: u64,
+    len: u64,
+    mut f: impl FnMut(u64, u8),
+) -> Result<(), String> {
     let mut at = off;
     let end = off + len;
     while at < end {
@@ -128,7 +137,11 @@ pub(crate) fn scan<H: Hal>(mr: &MemoryRegion<H>, off: u64, len: u64, mut f: impl
 }
 
 /// The first byte of `[off, off + len)` that is not the pattern.
-pub(crate) fn first_changed<H: Hal>(mr: &MemoryRegion<H>, off: u64, len: u64) -> Result<Option<u64>, String> {
+pub(crate) fn first_changed<H: Hal>(
+    mr: &MemoryRegion<H>,
+    off: u64,
+    len: u64,
+) -> Result<Option<u64>, String> {
     let mut at = off;
     let end = off + len;
     while at < end {

@@ -10,7 +10,12 @@ pub(crate) const IN_FLIGHT: u64 = 1 << 20;
 pub(crate) const ATOMIC_ADD: u64 = 1;
 /// WRITE, READ, SEND or atomics of `size` bytes, `-n` times or for `-D` seconds, up to
 /// [`OUTSTANDING`] at a time, each signaled (`run_iter_bw`); checks what came back.
-pub(crate) fn bw_requester<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: u64) -> Result<(Report, String), String> {
+pub(crate) fn bw_requester<H: Hal>(
+    o: &Opts,
+    r: &mut Res<H>,
+    remote: Remote,
+    size: u64,
+) -> Result<(Report, String), String> {
     let lay = r.lay;
     let clock = o.duration.map(|(d, m)| Clock::start(d, m));
     let n = if clock.is_some() { u64::MAX } else { o.iters };
@@ -55,30 +60,50 @@ pub(crate) fn bw_requester<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, siz
                 Verb::Atomic => {
                     local = [r.mr.sge(lay.slot(64, k), 8)];
                     // increase_rem_addr: the next cache line of the cycle buffer each time.
-                    let at = Remote { addr: remote.addr + (k % steps) * inc(8), rkey: remote.rkey };
+                    let at = Remote {
+                        addr: remote.addr + (k % steps) * inc(8),
+                        rkey: remote.rkey,
+                    };
                     match o.atomic {
-                        AtomicOp::FetchAdd => SendOp::FetchAdd { remote: at, add: ATOMIC_ADD },
-                        AtomicOp::CmpSwap => SendOp::CompareSwap { remote: at, compare: 0, swap: 0 },
+                        AtomicOp::FetchAdd => SendOp::FetchAdd {
+                            remote: at,
+                            add: ATOMIC_ADD,
+                        },
+                        AtomicOp::CmpSwap => SendOp::CompareSwap {
+                            remote: at,
+                            compare: 0,
+                            swap: 0,
+                        },
                     }
                 }
             };
-            let wr = SendWr { wr_id: k, op, data: SendData::Sges(&local), flags: SendFlags::SIGNALED };
+            let wr = SendWr {
+                wr_id: k,
+                op,
+                data: SendData::Sges(&local),
+                flags: SendFlags::SIGNALED,
+            };
             if clock.is_none() {
                 tp.push(now());
             }
-            r.qp.post_send(&[wr]).map_err(|e| format!("post_send {k}: {e:?}"))?;
+            r.qp.post_send(&[wr])
+                .map_err(|e| format!("post_send {k}: {e:?}"))?;
             posted += 1;
         }
         if done == posted {
             continue;
         }
-        let wc = wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
+        let wc =
+            wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
         ok_wc(&wc, "work request")?;
         if clock.is_none() {
             tc.push(now());
         }
         if wc.wr_id != done {
-            return Err(format!("completion of work request {} where {done} was due", wc.wr_id));
+            return Err(format!(
+                "completion of work request {} where {done} was due",
+                wc.wr_id
+            ));
         }
         match o.verb {
             Verb::Read => {
@@ -115,7 +140,11 @@ pub(crate) fn bw_requester<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, siz
         Some(cl) => duration_report(size, sampled, cl),
         None => bw_report(size, &tp, &tc),
     };
-    let count = if clock.is_some() { format!("{done} (over -D)") } else { format!("{done}") };
+    let count = if clock.is_some() {
+        format!("{done} (over -D)")
+    } else {
+        format!("{done}")
+    };
     let note = match o.verb {
         Verb::Read if mismatches > 0 => return Err(format!("{mismatches} of {done} READs of {size} B returned other bytes than the first")),
         Verb::Read => format!("every byte of {count} READs of {size} B equals the first READ"),

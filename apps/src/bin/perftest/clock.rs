@@ -21,7 +21,11 @@ pub(crate) struct Clock {
 
 impl Clock {
     pub(crate) fn start(secs: u64, margin: u64) -> Clock {
-        Clock { t0: Instant::now(), margin: Duration::from_secs(margin), dur: Duration::from_secs(secs) }
+        Clock {
+            t0: Instant::now(),
+            margin: Duration::from_secs(margin),
+            dur: Duration::from_secs(secs),
+        }
     }
     pub(crate) fn phase(&self) -> Phase {
         let t = self.t0.elapsed();

@@ -15,7 +15,10 @@ pub(crate) struct Dest {
 }
 
 pub(crate) fn key_msg(d: &Dest) -> Vec<u8> {
-    let mut s = format!("{:04x}:{:04x}:{:06x}:{:06x}:{:08x}:{:016x}:", 0, d.out_reads, d.qpn, d.psn, d.rkey, d.vaddr);
+    let mut s = format!(
+        "{:04x}:{:04x}:{:06x}:{:06x}:{:08x}:{:016x}:",
+        0, d.out_reads, d.qpn, d.psn, d.rkey, d.vaddr
+    );
     for b in d.gid {
         s.push_str(&format!("{b:02x}:"));
     }
@@ -47,11 +50,18 @@ pub(crate) fn parse_key(m: &[u8]) -> Option<Dest> {
 }
 
 /// `ctx_xchg_data`: the client writes, then reads; the server reads, then writes.
-pub(crate) fn xchg(link: &mut Oob, client: bool, mine: &[u8], what: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn xchg(
+    link: &mut Oob,
+    client: bool,
+    mine: &[u8],
+    what: &str,
+) -> Result<Vec<u8>, String> {
     if client {
         link.send(mine);
     }
-    let theirs = link.recv(mine.len()).map_err(|e| format!("exchange of the {what}: {e:?}"))?;
+    let theirs = link
+        .recv(mine.len())
+        .map_err(|e| format!("exchange of the {what}: {e:?}"))?;
     if !client {
         link.send(mine);
     }
@@ -59,7 +69,13 @@ pub(crate) fn xchg(link: &mut Oob, client: bool, mine: &[u8], what: &str) -> Res
 }
 
 pub(crate) fn send_report(link: &mut Oob, c: bool, r: &Report) -> Result<(), String> {
-    for f in [r.size.to_be_bytes(), r.iters.to_be_bytes(), r.peak.to_bits().to_be_bytes(), r.avg.to_bits().to_be_bytes(), r.rate.to_bits().to_be_bytes()] {
+    for f in [
+        r.size.to_be_bytes(),
+        r.iters.to_be_bytes(),
+        r.peak.to_bits().to_be_bytes(),
+        r.avg.to_bits().to_be_bytes(),
+        r.rate.to_bits().to_be_bytes(),
+    ] {
         xchg(link, c, &f, "reports")?;
     }
     Ok(())
@@ -71,5 +87,11 @@ pub(crate) fn recv_report(link: &mut Oob, c: bool) -> Result<Report, String> {
         let b = xchg(link, c, &[0u8; 8], "reports")?;
         *x = u64::from_be_bytes(b.try_into().map_err(|_| "report")?);
     }
-    Ok(Report { size: f[0], iters: f[1], peak: f64::from_bits(f[2]), avg: f64::from_bits(f[3]), rate: f64::from_bits(f[4]) })
+    Ok(Report {
+        size: f[0],
+        iters: f[1],
+        peak: f64::from_bits(f[2]),
+        avg: f64::from_bits(f[3]),
+        rate: f64::from_bits(f[4]),
+    })
 }

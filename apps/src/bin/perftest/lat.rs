@@ -4,11 +4,20 @@ use super::*;
 
 /// Waits until the byte at `off` reads `want` (or the clock ended): `run_iter_lat_write`'s
 /// poll of the last byte of its buffer.
-pub(crate) fn poll_byte<H: Hal>(mr: &MemoryRegion<H>, off: u64, want: u8, clock: Option<&Clock>) -> Result<bool, String> {
+pub(crate) fn poll_byte<H: Hal>(
+    mr: &MemoryRegion<H>,
+    off: u64,
+    want: u8,
+    clock: Option<&Clock>,
+) -> Result<bool, String> {
     let deadline = Deadline::after(WAIT);
     let mut spins = 0u32;
     loop {
-        if mr.read_volatile_u8(off).map_err(|e| format!("read: {e:?}"))? == want {
+        if mr
+            .read_volatile_u8(off)
+            .map_err(|e| format!("read: {e:?}"))?
+            == want
+        {
             return Ok(true);
         }
         spins = spins.wrapping_add(1);
@@ -26,7 +35,12 @@ pub(crate) fn poll_byte<H: Hal>(mr: &MemoryRegion<H>, off: u64, want: u8, clock:
 
 /// `run_iter_lat_write`: the server writes first; each side polls the last byte of its
 /// buffer for the count, then writes its own count in the last byte of its message.
-pub(crate) fn write_lat<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: u64) -> Result<String, String> {
+pub(crate) fn write_lat<H: Hal>(
+    o: &Opts,
+    r: &mut Res<H>,
+    remote: Remote,
+    size: u64,
+) -> Result<String, String> {
     let clock = o.duration.map(|(d, m)| Clock::start(d, m));
     let n = if clock.is_some() { u64::MAX } else { o.iters };
     let server = !o.client;
@@ -47,13 +61,21 @@ pub(crate) fn write_lat<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: 
                 tp.push(now());
             }
             scnt += 1;
-            r.mr.write(post_at, &[scnt as u8]).map_err(|e| format!("write: {e:?}"))?;
+            r.mr.write(post_at, &[scnt as u8])
+                .map_err(|e| format!("write: {e:?}"))?;
             let local = [r.mr.sge(0, size as u32)];
-            let wr = SendWr { wr_id: scnt, op: SendOp::Write { remote, imm: None }, data: SendData::Sges(&local), flags: SendFlags::SIGNALED };
-            r.qp.post_send(&[wr]).map_err(|e| format!("post_send {scnt}: {e:?}"))?;
+            let wr = SendWr {
+                wr_id: scnt,
+                op: SendOp::Write { remote, imm: None },
+                data: SendData::Sges(&local),
+                flags: SendFlags::SIGNALED,
+            };
+            r.qp.post_send(&[wr])
+                .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
         }
         if ccnt < n {
-            let wc = wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
+            let wc =
+                wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
             ok_wc(&wc, "WRITE")?;
             ccnt += 1;
             if clock.is_some_and(|c| c.phase() == Phase::Sample) {
@@ -67,7 +89,9 @@ pub(crate) fn write_lat<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: 
         Some(cl) => print_lat_duration(size, sampled, cl, 2.0),
         None => print_lat(size, n, &tp, 2.0),
     }
-    Ok(format!("{scnt} WRITEs of {size} B ping-ponged, each count seen in the last byte"))
+    Ok(format!(
+        "{scnt} WRITEs of {size} B ping-ponged, each count seen in the last byte"
+    ))
 }
 
 /// The WRITE target after ib_write_lat: perftest's buffer is zeros, so every byte the peer
@@ -75,9 +99,14 @@ pub(crate) fn write_lat<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: 
 pub(crate) fn check_write_lat_target<H: Hal>(o: &Opts, r: &Res<H>) -> Result<String, String> {
     let s = o.sizes().into_iter().max().unwrap_or(o.size);
     let t = r.lay.target();
-    let last = r.mr.read_volatile_u8(t + s - 1).map_err(|e| format!("read: {e:?}"))?;
+    let last =
+        r.mr.read_volatile_u8(t + s - 1)
+            .map_err(|e| format!("read: {e:?}"))?;
     if o.duration.is_none() && last != o.iters as u8 {
-        return Err(format!("the last byte holds {last}, not the final count {}", o.iters as u8));
+        return Err(format!(
+            "the last byte holds {last}, not the final count {}",
+            o.iters as u8
+        ));
     }
     let mut nonzero = None;
     scan(&r.mr, t, s - 1, |i, x| {
@@ -89,14 +118,24 @@ pub(crate) fn check_write_lat_target<H: Hal>(o: &Opts, r: &Res<H>) -> Result<Str
         return Err(format!("byte {i} of the WRITE target is not perftest's 0"));
     }
     if let Some(i) = first_changed(&r.mr, t + s, r.lay.half - s)? {
-        return Err(format!("the peer's WRITEs reached byte {} beyond the message", i - t));
+        return Err(format!(
+            "the peer's WRITEs reached byte {} beyond the message",
+            i - t
+        ));
     }
-    Ok(format!("the peer's {s} B landed as perftest's zeros, last byte {last}, nothing beyond"))
+    Ok(format!(
+        "the peer's {s} B landed as perftest's zeros, last byte {last}, nothing beyond"
+    ))
 }
 
 /// `run_iter_lat`: one signaled READ at a time; every READ of the same remote bytes must
 /// return the same bytes.
-pub(crate) fn read_lat<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: u64) -> Result<String, String> {
+pub(crate) fn read_lat<H: Hal>(
+    o: &Opts,
+    r: &mut Res<H>,
+    remote: Remote,
+    size: u64,
+) -> Result<String, String> {
     let clock = o.duration.map(|(d, m)| Clock::start(d, m));
     let n = if clock.is_some() { u64::MAX } else { o.iters };
     let mut tp: Vec<u64> = Vec::new();
@@ -111,10 +150,17 @@ pub(crate) fn read_lat<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: u
         }
         let at = r.lay.slot(size, scnt);
         let local = [r.mr.sge(at, size as u32)];
-        let wr = SendWr { wr_id: scnt, op: SendOp::Read { remote }, data: SendData::Sges(&local), flags: SendFlags::SIGNALED };
-        r.qp.post_send(&[wr]).map_err(|e| format!("post_send {scnt}: {e:?}"))?;
+        let wr = SendWr {
+            wr_id: scnt,
+            op: SendOp::Read { remote },
+            data: SendData::Sges(&local),
+            flags: SendFlags::SIGNALED,
+        };
+        r.qp.post_send(&[wr])
+            .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
         scnt += 1;
-        let wc = wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
+        let wc =
+            wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
         ok_wc(&wc, "READ")?;
         let got = read(&r.mr, at, size)?;
         match &first {
@@ -131,24 +177,40 @@ pub(crate) fn read_lat<H: Hal>(o: &Opts, r: &mut Res<H>, remote: Remote, size: u
         None => print_lat(size, n, &tp, 1.0),
     }
     if mismatches > 0 {
-        return Err(format!("{mismatches} of {scnt} READs of {size} B returned other bytes than the first"));
+        return Err(format!(
+            "{mismatches} of {scnt} READs of {size} B returned other bytes than the first"
+        ));
     }
-    Ok(format!("every byte of {scnt} READs of {size} B equals the first READ"))
+    Ok(format!(
+        "every byte of {scnt} READs of {size} B equals the first READ"
+    ))
 }
 
 /// `run_iter_lat_send`: the client sends first; each side waits for the peer's message, then
 /// sends its own.
-pub(crate) fn send_lat<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: RecvRing) -> Result<String, String> {
+pub(crate) fn send_lat<H: Hal>(
+    o: &Opts,
+    r: &mut Res<H>,
+    size: u64,
+    mut ring: RecvRing,
+) -> Result<String, String> {
     let client = o.client;
     let mut clock: Option<Clock> = None;
-    let n = if o.duration.is_some() { u64::MAX } else { o.iters };
+    let n = if o.duration.is_some() {
+        u64::MAX
+    } else {
+        o.iters
+    };
     let (mut scnt, mut rcnt, mut sampled) = (0u64, 0u64, 0u64);
     let mut tp: Vec<u64> = Vec::new();
     let mut chk = RecvCheck::new();
     let ended = |c: &Option<Clock>| c.is_some_and(|c| c.phase() == Phase::End);
     while (scnt < n || rcnt < n) && !ended(&clock) {
         if rcnt < n && !(scnt < 1 && client) {
-            let Some(wc) = wait_cq(&mut r.rcq, r.rch.as_ref(), &mut r.events, clock.as_ref())? else { break };
+            let Some(wc) = wait_cq(&mut r.rcq, r.rch.as_ref(), &mut r.events, clock.as_ref())?
+            else {
+                break;
+            };
             if rcnt == 0 {
                 // set_on_first_rx_packet: the duration starts with the first message.
                 if let Some((d, m)) = o.duration {
@@ -170,9 +232,16 @@ pub(crate) fn send_lat<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: Re
             }
             scnt += 1;
             let local = [r.mr.sge(0, size as u32)];
-            let wr = SendWr { wr_id: scnt, op: SendOp::Send { imm: None }, data: SendData::Sges(&local), flags: SendFlags::SIGNALED };
-            r.qp.post_send(&[wr]).map_err(|e| format!("post_send {scnt}: {e:?}"))?;
-            let wc = wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
+            let wr = SendWr {
+                wr_id: scnt,
+                op: SendOp::Send { imm: None },
+                data: SendData::Sges(&local),
+                flags: SendFlags::SIGNALED,
+            };
+            r.qp.post_send(&[wr])
+                .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
+            let wc =
+                wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
             ok_wc(&wc, "SEND")?;
         }
     }
@@ -184,7 +253,11 @@ pub(crate) fn send_lat<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: Re
         return Err(format!("{} of {rcnt} messages of {size} B differ from the first (perftest sends one unchanged buffer)", chk.differ));
     }
     if size >= 8 && chk.landed == 0 && rcnt > 0 {
-        return Err(format!("the peer's {size}-byte messages left the pattern as it was"));
+        return Err(format!(
+            "the peer's {size}-byte messages left the pattern as it was"
+        ));
     }
-    Ok(format!("{rcnt} messages of {size} B received, each equal to the first, {scnt} sent"))
+    Ok(format!(
+        "{rcnt} messages of {size} B received, each equal to the first, {scnt} sent"
+    ))
 }

@@ -83,34 +83,35 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use apps::oob::{self, Oob};
-use rdma_checks::recv_ring::{send_rx_depth, RecvRing};
 use kernel::time::{Deadline, Instant};
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig, Hal, MemoryRegion, Mtu,
-    QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr, WcStatus, WorkCompletion,
+    AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig, Hal,
+    MemoryRegion, Mtu, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
+    WcStatus, WorkCompletion,
 };
+use rdma_checks::recv_ring::{send_rx_depth, RecvRing};
 
 mod args;
 mod buffer;
-mod exchange;
-mod report;
-mod clock;
-mod res;
 mod bw;
-mod recv;
+mod clock;
+mod exchange;
 mod lat;
+mod recv;
+mod report;
+mod res;
 mod target;
 
 use args::*;
 use buffer::*;
-use exchange::*;
-use report::*;
-use clock::*;
-use res::*;
 use bw::*;
-use recv::*;
+use clock::*;
+use exchange::*;
 use lat::*;
+use recv::*;
+use report::*;
+use res::*;
 use target::*;
 
 kernel::entry_point!(main);
@@ -134,10 +135,12 @@ fn main(ctx: &AppContext) -> i32 {
 }
 
 fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
-    let mac = peer_mac(cmdline).ok_or("need peer_mac=aa:bb:cc:dd:ee:ff (the unikernel answers no ARP)")?;
+    let mac = peer_mac(cmdline)
+        .ok_or("need peer_mac=aa:bb:cc:dd:ee:ff (the unikernel answers no ARP)")?;
     let ip = oob::cmdline_ipv4(cmdline).ok_or("need ip=A.B.C.D/N")?;
     let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
-    let dev = Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
+    let dev =
+        Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
     // Fault finding: the QP counts into a Q counter set of its own (QPC counter_set_id, as
     // Linux mlx5_ib), printed with the port's counters when the run fails.
     let set = dev.alloc_counter_set().ok();
@@ -148,18 +151,31 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         let len = usize::try_from(lay.len()).map_err(|_| "size")?;
         let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
         let t = Instant::now();
-        let mr = pd.alloc_mr(len, AccessFlags::ALL).map_err(|e| format!("alloc_mr: {e:?}"))?;
-        log::info!("perftest: region of {len} B registered in {:?}", t.elapsed());
+        let mr = pd
+            .alloc_mr(len, AccessFlags::ALL)
+            .map_err(|e| format!("alloc_mr: {e:?}"))?;
+        log::info!(
+            "perftest: region of {len} B registered in {:?}",
+            t.elapsed()
+        );
         let t = Instant::now();
         fill(&mr, 0, lay.len())?;
         log::info!("perftest: pattern written in {:?}", t.elapsed());
         if (o.verb, o.test) == (Verb::Write, Test::Lat) {
             // The byte each size's ping-pong polls starts at 0 (perftest zeroes its whole buffer).
             for s in o.sizes() {
-                mr.write(lay.target() + s - 1, &[0]).map_err(|e| format!("write: {e:?}"))?;
+                mr.write(lay.target() + s - 1, &[0])
+                    .map_err(|e| format!("write: {e:?}"))?;
             }
         }
-        let (sch, rch) = if o.events { (Some(dev.create_comp_channel()), Some(dev.create_comp_channel())) } else { (None, None) };
+        let (sch, rch) = if o.events {
+            (
+                Some(dev.create_comp_channel()),
+                Some(dev.create_comp_channel()),
+            )
+        } else {
+            (None, None)
+        };
         let mk_cq = |ch: &Option<CompletionChannel<_>>, n: u32| match ch {
             Some(c) => dev.create_cq_with_channel(n, c),
             None => dev.create_cq(n),
@@ -175,12 +191,29 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         };
         let scq = mk_cq(&sch, 256).map_err(|e| format!("create_cq: {e:?}"))?;
         let rcq = mk_cq(&rch, rcq_len).map_err(|e| format!("create_cq: {e:?}"))?;
-        let caps = QpCaps { max_send_wr: 64, max_recv_wr: rq, ..QpCaps::default() };
-        let mut qp = pd.create_qp(&scq, &rcq, &caps).map_err(|e| format!("create_qp: {e:?}"))?;
+        let caps = QpCaps {
+            max_send_wr: 64,
+            max_recv_wr: rq,
+            ..QpCaps::default()
+        };
+        let mut qp = pd
+            .create_qp(&scq, &rcq, &caps)
+            .map_err(|e| format!("create_qp: {e:?}"))?;
         if let Some(s) = &set {
-            qp.set_counter_set(Some(s)).map_err(|e| format!("the QP's counter set: {e:?}"))?;
+            qp.set_counter_set(Some(s))
+                .map_err(|e| format!("the QP's counter set: {e:?}"))?;
         }
-        let mut r = Res { qp, scq, rcq, sch, rch, mr, lay, events: [0; 3], recv_dirty: false };
+        let mut r = Res {
+            qp,
+            scq,
+            rcq,
+            sch,
+            rch,
+            mr,
+            lay,
+            events: [0; 3],
+            recv_dirty: false,
+        };
         let ep = r.qp.endpoint();
         let dcaps = dev.caps();
         // perftest_parameters.c: out_reads is the device's maximum for READ and atomic tools.
@@ -188,56 +221,112 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             Verb::Read | Verb::Atomic => (1u32 << dcaps.log_max_ra_res_qp.min(7)).min(128),
             _ => 1,
         };
-        let me = Dest { out_reads: my_reads, qpn: ep.qpn, psn: ep.psn, rkey: r.mr.rkey(), vaddr: r.mr.addr() + lay.target(), gid };
+        let me = Dest {
+            out_reads: my_reads,
+            qpn: ep.qpn,
+            psn: ep.psn,
+            rkey: r.mr.rkey(),
+            vaddr: r.mr.addr() + lay.target(),
+            gid,
+        };
 
         let mut link = Oob::new(WAIT);
         let c = o.client;
         let mut v = [0u8; 16];
         v[..VERSION.len()].copy_from_slice(VERSION);
         let theirs = xchg(&mut link, c, &v, "versions")?;
-        let their_version: String = core::str::from_utf8(theirs.split(|&b| b == 0).next().unwrap_or(&[])).unwrap_or("?").into();
-        let _ = xchg(&mut link, c, &(CYCLE_BUFFER as u32).to_be_bytes(), "cycle buffers")?;
-        let _ = xchg(&mut link, c, &(CACHE_LINE as u32).to_be_bytes(), "cache line sizes")?;
+        let their_version: String =
+            core::str::from_utf8(theirs.split(|&b| b == 0).next().unwrap_or(&[]))
+                .unwrap_or("?")
+                .into();
+        let _ = xchg(
+            &mut link,
+            c,
+            &(CYCLE_BUFFER as u32).to_be_bytes(),
+            "cycle buffers",
+        )?;
+        let _ = xchg(
+            &mut link,
+            c,
+            &(CACHE_LINE as u32).to_be_bytes(),
+            "cache line sizes",
+        )?;
         let m = xchg(&mut link, c, &[b'0' + o.mtu, 0], "MTUs")?;
-        let their_mtu = m.first().map(|b| b.wrapping_sub(b'0')).filter(|x| (1..=5).contains(x)).ok_or("garbled MTU")?;
+        let their_mtu = m
+            .first()
+            .map(|b| b.wrapping_sub(b'0'))
+            .filter(|x| (1..=5).contains(x))
+            .ok_or("garbled MTU")?;
         let mtu = o.mtu.min(their_mtu);
         println!("{RESULT_LINE}");
         let what = match o.verb {
             Verb::Atomic => format!("{} {:?}", o.tool, o.atomic),
             _ => o.tool.into(),
         };
-        println!("                    {what} (unikernel, {}) against perftest {their_version}", if c { "client" } else { "server" });
+        println!(
+            "                    {what} (unikernel, {}) against perftest {their_version}",
+            if c { "client" } else { "server" }
+        );
         println!(" Mtu             : {}[B]", 128u32 << mtu);
         println!(" GID index       : {sgid}");
         match o.duration {
             Some((d, m)) => println!(" Duration        : {d} s (margin {m} s)"),
-            None => println!(" Iterations      : {}{}", o.iters, if o.all { ", sizes 2..8388608" } else { "" }),
+            None => println!(
+                " Iterations      : {}{}",
+                o.iters,
+                if o.all { ", sizes 2..8388608" } else { "" }
+            ),
         }
-        println!(" Events          : {}", if o.events { "on" } else { "off (polling)" });
+        println!(
+            " Events          : {}",
+            if o.events { "on" } else { "off (polling)" }
+        );
         println!("{RESULT_LINE}");
         let km = key_msg(&me);
-        let rem = parse_key(&xchg(&mut link, c, &km, "keys")?).ok_or("the peer's keys are garbled")?;
-        let hs = |link: &mut Oob, what: &str| -> Result<(), String> { xchg(link, c, &km, what).map(|_| ()) };
+        let rem =
+            parse_key(&xchg(&mut link, c, &km, "keys")?).ok_or("the peer's keys are garbled")?;
+        let hs = |link: &mut Oob, what: &str| -> Result<(), String> {
+            xchg(link, c, &km, what).map(|_| ())
+        };
         if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
             // write_lat.c / read_lat.c shake hands twice before connecting.
             hs(&mut link, "second key handshake")?;
         }
-        println!(" local address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}", me.qpn, me.psn, me.rkey, me.vaddr);
-        println!(" remote address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}", rem.qpn, rem.psn, rem.rkey, rem.vaddr);
+        println!(
+            " local address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}",
+            me.qpn, me.psn, me.rkey, me.vaddr
+        );
+        println!(
+            " remote address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}",
+            rem.qpn, rem.psn, rem.rkey, rem.vaddr
+        );
         let copts = ConnectOptions {
             mtu: mtu_of(mtu),
             sgid_index: sgid as u8,
             max_dest_rd_atomic: my_reads as u8,
-            max_rd_atomic: rem.out_reads.clamp(1, 1u32 << dcaps.log_max_ra_req_qp.min(7)) as u8,
+            max_rd_atomic: rem
+                .out_reads
+                .clamp(1, 1u32 << dcaps.log_max_ra_req_qp.min(7)) as u8,
             timeout: o.qp_timeout,
             ..ConnectOptions::default()
         };
-        r.qp.connect(&QpEndpoint { qpn: rem.qpn, psn: rem.psn, gid: rem.gid, mac }, &copts)
-            .map_err(|e| format!("connect: {e:?}"))?;
+        r.qp.connect(
+            &QpEndpoint {
+                qpn: rem.qpn,
+                psn: rem.psn,
+                gid: rem.gid,
+                mac,
+            },
+            &copts,
+        )
+        .map_err(|e| format!("connect: {e:?}"))?;
         hs(&mut link, "handshake after RTR")?;
         hs(&mut link, "second handshake after RTR")?;
 
-        let remote = Remote { addr: rem.vaddr, rkey: rem.rkey };
+        let remote = Remote {
+            addr: rem.vaddr,
+            rkey: rem.rkey,
+        };
         let mut notes: Vec<String> = Vec::new();
         // Before the closing exchange (the launcher stops this side a few seconds after Linux's
         // tool ends): this side's own source half is never written by anyone but itself.
@@ -280,7 +369,11 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             (Test::Bw, Verb::Send, _) => {
                 print_bw_header();
                 for s in o.sizes() {
-                    let ring = if c { None } else { Some(post_recvs(o, &mut r, s)?) };
+                    let ring = if c {
+                        None
+                    } else {
+                        Some(post_recvs(o, &mut r, s)?)
+                    };
                     hs(&mut link, "handshake before the run")?;
                     let (rep, note) = match ring {
                         None => bw_requester(o, &mut r, remote, s)?,

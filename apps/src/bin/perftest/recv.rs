@@ -5,16 +5,28 @@ use super::*;
 /// `ctx_set_recv_wqes`: posts perftest's `rx_depth` receives for `size`-byte SENDs, each in
 /// a slot of its own when `rx_depth + 1` slots fit (else shared, see [`take_recv`]).
 pub(crate) fn post_recvs<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64) -> Result<RecvRing, String> {
-    let want = if o.duration.is_some() { u64::MAX } else { o.iters };
+    let want = if o.duration.is_some() {
+        u64::MAX
+    } else {
+        o.iters
+    };
     let slots = r.lay.recv_slots(size, o.rx_depth);
-    let mut ring = RecvRing::new(o.rx_depth, want, size as u32, r.lay.recv_base(), inc(size), slots);
+    let mut ring = RecvRing::new(
+        o.rx_depth,
+        want,
+        size as u32,
+        r.lay.recv_base(),
+        inc(size),
+        slots,
+    );
     if r.recv_dirty && ring.exclusive() {
         // An earlier size's shared slots left the peer's bytes: the pattern back where this
         // size's receives land, so that their checks mean something.
         fill(&r.mr, r.lay.recv_base(), slots * inc(size))?;
         r.recv_dirty = false;
     }
-    ring.post_initial(&mut r.qp, &r.mr).map_err(|e| format!("posting the first {} receives: {e:?}", o.rx_depth))?;
+    ring.post_initial(&mut r.qp, &r.mr)
+        .map_err(|e| format!("posting the first {} receives: {e:?}", o.rx_depth))?;
     Ok(ring)
 }
 
@@ -31,7 +43,13 @@ pub(crate) struct RecvCheck {
 
 impl RecvCheck {
     pub(crate) fn new() -> RecvCheck {
-        RecvCheck { landed: 0, checked: 0, first: None, differ: 0, unchecked: 0 }
+        RecvCheck {
+            landed: 0,
+            checked: 0,
+            first: None,
+            differ: 0,
+            unchecked: 0,
+        }
     }
 }
 
@@ -55,9 +73,14 @@ pub(crate) fn take_recv<H: Hal>(
     chk: &mut RecvCheck,
 ) -> Result<(), String> {
     ok_wc(wc, "receive")?;
-    let at = ring.complete(&mut r.qp, &r.mr, wc.wr_id).map_err(|e| format!("reposting a receive: {e:?}"))?;
+    let at = ring
+        .complete(&mut r.qp, &r.mr, wc.wr_id)
+        .map_err(|e| format!("reposting a receive: {e:?}"))?;
     if wc.byte_len as u64 != size {
-        return Err(format!("message {}: {} bytes, not {size}", wc.wr_id, wc.byte_len));
+        return Err(format!(
+            "message {}: {} bytes, not {size}",
+            wc.wr_id, wc.byte_len
+        ));
     }
     let own = ring.exclusive() || o.test == Test::Lat;
     if !own && (r.recv_dirty || wc.wr_id >= ring.slots()) {
@@ -75,7 +98,11 @@ pub(crate) fn take_recv<H: Hal>(
     let mut i = 0usize;
     while i < got.len() {
         let n = (got.len() - i).min(CHUNK);
-        chk.landed += got[i..i + n].iter().zip(pat(at + i as u64, n)).filter(|(a, b)| a != b).count() as u64;
+        chk.landed += got[i..i + n]
+            .iter()
+            .zip(pat(at + i as u64, n))
+            .filter(|(a, b)| a != b)
+            .count() as u64;
         i += n;
     }
     chk.checked += size;
@@ -92,7 +119,12 @@ pub(crate) fn enough_landed(landed: u64, total: u64) -> bool {
 
 /// Receives `-n` SENDs (or for `-D` seconds from the first), reposting each
 /// (`run_iter_bw_server`).
-pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: RecvRing) -> Result<(Report, String), String> {
+pub(crate) fn receiver<H: Hal>(
+    o: &Opts,
+    r: &mut Res<H>,
+    size: u64,
+    mut ring: RecvRing,
+) -> Result<(Report, String), String> {
     let mut clock: Option<Clock> = None;
     let mut chk = RecvCheck::new();
     let (mut rcnt, mut sampled) = (0u64, 0u64);
@@ -106,7 +138,9 @@ pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: Re
             break;
         }
         let tw = now();
-        let Some(wc) = wait_cq(&mut r.rcq, r.rch.as_ref(), &mut r.events, clock.as_ref())? else { break };
+        let Some(wc) = wait_cq(&mut r.rcq, r.rch.as_ref(), &mut r.events, clock.as_ref())? else {
+            break;
+        };
         let t = now();
         in_wait += t - tw;
         if rcnt == 0 {
@@ -119,7 +153,11 @@ pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: Re
         take_recv(o, r, size, &wc, &mut ring, &mut chk)?;
         in_take += now() - t;
         if !ring.keeps_depth() {
-            return Err(format!("after message {rcnt}: {} receives posted, fewer than perftest's rx_depth {} keeps", ring.outstanding(), ring.depth()));
+            return Err(format!(
+                "after message {rcnt}: {} receives posted, fewer than perftest's rx_depth {} keeps",
+                ring.outstanding(),
+                ring.depth()
+            ));
         }
         rcnt += 1;
         if clock.is_some_and(|c| c.phase() == Phase::Sample) {
@@ -133,14 +171,23 @@ pub(crate) fn receiver<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64, mut ring: Re
     log::info!("perftest: receiver: {rcnt} messages: {:.0} us waiting for completions, {:.0} us taking them", us(in_wait), us(in_take));
     let total = size * rcnt;
     if !enough_landed(chk.landed, chk.checked) {
-        return Err(format!("only {} of {} received bytes checked differ from the pattern they overwrote", chk.landed, chk.checked));
+        return Err(format!(
+            "only {} of {} received bytes checked differ from the pattern they overwrote",
+            chk.landed, chk.checked
+        ));
     }
     let rep = match &clock {
         Some(cl) => duration_report(size, sampled, cl),
         None => {
             // run_iter_bw_server: from the first message to the last, no peak.
             let secs = ((t_last - t_first) as f64 / ticks_per_us() / 1e6).max(1e-9);
-            Report { size, iters: rcnt, peak: 0.0, avg: total as f64 / secs / MB, rate: rcnt as f64 / secs / 1e6 }
+            Report {
+                size,
+                iters: rcnt,
+                peak: 0.0,
+                avg: total as f64 / secs / MB,
+                rate: rcnt as f64 / secs / 1e6,
+            }
         }
     };
     let unchecked = match chk.unchecked {

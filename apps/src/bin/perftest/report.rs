@@ -16,7 +16,8 @@ pub(crate) struct Report {
     pub(crate) rate: f64,
 }
 
-pub(crate) const RESULT_LINE: &str = "---------------------------------------------------------------------------------------";
+pub(crate) const RESULT_LINE: &str =
+    "---------------------------------------------------------------------------------------";
 
 pub(crate) fn print_bw_header() {
     println!("{RESULT_LINE}");
@@ -24,14 +25,20 @@ pub(crate) fn print_bw_header() {
 }
 
 pub(crate) fn print_bw_line(r: &Report) {
-    println!(" {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}", r.size, r.iters, r.peak, r.avg, r.rate);
+    println!(
+        " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}",
+        r.size, r.iters, r.peak, r.avg, r.rate
+    );
 }
 
 /// `print_report_bw` over per-WR post and completion times (every WR signaled).
 pub(crate) fn bw_report(size: u64, tp: &[u64], tc: &[u64]) -> Report {
     let n = tc.len().min(tp.len());
     if n == 0 {
-        return Report { size, ..Report::default() };
+        return Report {
+            size,
+            ..Report::default()
+        };
     }
     let tpu = ticks_per_us();
     let total_us = (tc[n - 1].saturating_sub(tp[0])) as f64 / tpu;
@@ -53,12 +60,24 @@ pub(crate) fn bw_report(size: u64, tp: &[u64], tc: &[u64]) -> Report {
             size as f64 / (opt as f64 / tpu / 1e6) / MB
         }
     };
-    Report { size, iters: n as u64, peak, avg, rate: n as f64 / secs / 1e6 }
+    Report {
+        size,
+        iters: n as u64,
+        peak,
+        avg,
+        rate: n as f64 / secs / 1e6,
+    }
 }
 
 pub(crate) fn duration_report(size: u64, iters: u64, clock: &Clock) -> Report {
     let secs = clock.sample_us() / 1e6;
-    Report { size, iters, peak: 0.0, avg: (size * iters) as f64 / secs / MB, rate: iters as f64 / secs / 1e6 }
+    Report {
+        size,
+        iters,
+        peak: 0.0,
+        avg: (size * iters) as f64 / secs / MB,
+        rate: iters as f64 / secs / 1e6,
+    }
 }
 
 pub(crate) fn print_lat_header(o: &Opts) {
@@ -105,7 +124,11 @@ pub(crate) fn print_lat(size: u64, iters: u64, tp: &[u64], rtt_factor: f64) {
     delta.sort_unstable();
     let mc = delta.len() - LAT_MEASURE_TAIL;
     // get_median.
-    let median = if !(mc - 1).is_multiple_of(2) { (delta[mc / 2] + delta[mc / 2 - 1]) / 2 } else { delta[mc / 2] };
+    let median = if !(mc - 1).is_multiple_of(2) {
+        (delta[mc / 2] + delta[mc / 2 - 1]) / 2
+    } else {
+        delta[mc / 2]
+    };
     let q = ticks_per_us() * rtt_factor;
     let avg = delta[..mc].iter().map(|&d| d as f64 / q).sum::<f64>() / mc as f64;
     // perftest squares an int-truncated difference.
@@ -136,7 +159,11 @@ pub(crate) fn print_lat(size: u64, iters: u64, tp: &[u64], rtt_factor: f64) {
 /// `print_report_lat_duration`.
 pub(crate) fn print_lat_duration(size: u64, iters: u64, clock: &Clock, rtt_factor: f64) {
     let us = clock.sample_us();
-    let lat = if iters == 0 { 0.0 } else { us / rtt_factor / iters as f64 };
+    let lat = if iters == 0 {
+        0.0
+    } else {
+        us / rtt_factor / iters as f64
+    };
     let tps = iters as f64 / (us / 1e6);
     println!(" {size:<7}       {iters}            {lat:<7.2}        {tps:<7.2}");
 }

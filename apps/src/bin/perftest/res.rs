@@ -48,18 +48,26 @@ pub(crate) fn wait_cq<H: Hal>(
         match ch {
             None => core::hint::spin_loop(),
             Some(ch) => {
-                cq.req_notify_cq(false).map_err(|e| format!("req_notify_cq: {e:?}"))?;
+                cq.req_notify_cq(false)
+                    .map_err(|e| format!("req_notify_cq: {e:?}"))?;
                 if cq.poll(&mut wc).map_err(|e| format!("poll: {e:?}"))? == 1 {
                     events[2] += 1;
                     return Ok(Some(wc[0]));
                 }
                 match ch.get_cq_event(WAIT) {
                     Ok(ev) if ev.cqn == cq.cqn() => {
-                        cq.ack_events(1).map_err(|e| format!("ack_cq_events: {e:?}"))?;
+                        cq.ack_events(1)
+                            .map_err(|e| format!("ack_cq_events: {e:?}"))?;
                         events[0] += 1;
                         waited = true;
                     }
-                    Ok(ev) => return Err(format!("completion event for CQ {:#x}, not {:#x}", ev.cqn, cq.cqn())),
+                    Ok(ev) => {
+                        return Err(format!(
+                            "completion event for CQ {:#x}, not {:#x}",
+                            ev.cqn,
+                            cq.cqn()
+                        ))
+                    }
                     Err(e) => return Err(format!("get_cq_event: {e:?}")),
                 }
             }
@@ -69,7 +77,10 @@ pub(crate) fn wait_cq<H: Hal>(
 
 pub(crate) fn ok_wc(wc: &WorkCompletion, what: &str) -> Result<(), String> {
     if wc.status != WcStatus::Success {
-        return Err(format!("{what} {} in error: {:?} (vendor syndrome {:#x})", wc.wr_id, wc.status, wc.vendor_err));
+        return Err(format!(
+            "{what} {} in error: {:?} (vendor syndrome {:#x})",
+            wc.wr_id, wc.status, wc.vendor_err
+        ));
     }
     Ok(())
 }

@@ -10,9 +10,14 @@ pub(crate) fn check_target<H: Hal>(o: &Opts, r: &Res<H>, iters: u64) -> Result<S
     match o.verb {
         Verb::Read => {
             if let Some(i) = first_changed(&r.mr, t, half)? {
-                return Err(format!("the peer's READs changed byte {} of this side's buffer", i - t));
+                return Err(format!(
+                    "the peer's READs changed byte {} of this side's buffer",
+                    i - t
+                ));
             }
-            Ok(format!("this side's {half} B unchanged by the peer's READs"))
+            Ok(format!(
+                "this side's {half} B unchanged by the peer's READs"
+            ))
         }
         Verb::Atomic => {
             // increase_rem_addr: op k hits the word at INC(8) * (k mod cycle_buffer / INC(8)).
@@ -32,10 +37,16 @@ pub(crate) fn check_target<H: Hal>(o: &Opts, r: &Res<H>, iters: u64) -> Result<S
             let want = |s: u64| total / steps + u64::from(s < total % steps);
             if o.atomic == AtomicOp::FetchAdd {
                 if let Some(s) = (0..steps).find(|&s| hits[s as usize] != want(s)) {
-                    return Err(format!("word {s} was added to {} times, not {} of {total}", hits[s as usize], want(s)));
+                    return Err(format!(
+                        "word {s} was added to {} times, not {} of {total}",
+                        hits[s as usize],
+                        want(s)
+                    ));
                 }
                 if iters != 0 && o.duration.is_none() && total != iters {
-                    return Err(format!("{total} FETCH_AND_ADDs landed, the peer reported {iters}"));
+                    return Err(format!(
+                        "{total} FETCH_AND_ADDs landed, the peer reported {iters}"
+                    ));
                 }
             }
             // Nothing else changed: between the words, and beyond the cycle buffer.
@@ -48,7 +59,9 @@ pub(crate) fn check_target<H: Hal>(o: &Opts, r: &Res<H>, iters: u64) -> Result<S
                 }
             })?;
             if let Some(b) = bad {
-                return Err(format!("the peer's atomics changed byte {b}, outside the words perftest targets"));
+                return Err(format!(
+                    "the peer's atomics changed byte {b}, outside the words perftest targets"
+                ));
             }
             Ok(match o.atomic {
                 AtomicOp::FetchAdd => format!("{total} FETCH_AND_ADDs of 1 landed round-robin on {steps} words, nothing else changed"),
@@ -58,10 +71,18 @@ pub(crate) fn check_target<H: Hal>(o: &Opts, r: &Res<H>, iters: u64) -> Result<S
         Verb::Write => {
             // Where perftest's WRITEs go: for each size, op k at INC(size) * (k mod
             // cycle_buffer / INC(size)) when size <= cycle_buffer / 2, else at 0.
-            let many = if o.duration.is_some() || iters == 0 { u64::MAX } else { iters };
+            let many = if o.duration.is_some() || iters == 0 {
+                u64::MAX
+            } else {
+                iters
+            };
             let mut written = alloc::vec![false; half as usize];
             for s in o.sizes() {
-                let spots = if s <= CYCLE_BUFFER / 2 { (CYCLE_BUFFER / inc(s)).min(many) } else { 1 };
+                let spots = if s <= CYCLE_BUFFER / 2 {
+                    (CYCLE_BUFFER / inc(s)).min(many)
+                } else {
+                    1
+                };
                 for k in 0..spots {
                     let at = if s <= CYCLE_BUFFER / 2 { k * inc(s) } else { 0 };
                     for w in written.iter_mut().skip(at as usize).take(s as usize) {
@@ -81,10 +102,14 @@ pub(crate) fn check_target<H: Hal>(o: &Opts, r: &Res<H>, iters: u64) -> Result<S
                 }
             })?;
             if let Some(b) = stray {
-                return Err(format!("the peer's WRITEs reached byte {b}, where perftest writes nothing"));
+                return Err(format!(
+                    "the peer's WRITEs reached byte {b}, where perftest writes nothing"
+                ));
             }
             if o.duration.is_none() && !enough_landed(landed, total) {
-                return Err(format!("only {landed} of {total} bytes were written by the peer"));
+                return Err(format!(
+                    "only {landed} of {total} bytes were written by the peer"
+                ));
             }
             Ok(format!("the peer's WRITEs landed where perftest aims them ({landed} of {total} bytes changed), nothing elsewhere"))
         }
