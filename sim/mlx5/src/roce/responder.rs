@@ -380,7 +380,7 @@ impl Responder {
     /// `n` WRITE MIDDLE packets at consecutive PSNs from `first`'s, each with `first`'s
     /// headers but for its PSN and its AckReq (bit `i` of `acks` for packet `i`), each carrying
     /// `first.payload.len()` bytes; `all` is their payloads together, in order. When every one
-    /// of them passes the checks [`Responder::write_middle`] makes for it (each checked in
+    /// of them passes the checks `Responder::write_middle` makes for it (each checked in
     /// turn: the expected PSN, no error, no READ reply streaming, a WRITE in progress, remote
     /// write enabled, no immediate, no RETH, length = MTU, more than an MTU of the message
     /// left before it) and the environment can write their bytes at once
