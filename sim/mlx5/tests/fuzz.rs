@@ -68,6 +68,11 @@ fn fuzz_proxy_socket() {
 }
 
 #[test]
+fn fuzz_wire_frames() {
+    smoke(Target::Wire, 300);
+}
+
+#[test]
 fn fuzz_regressions() {
     for &(target, seed, iters) in REGRESSIONS {
         if let Err(f) = fuzz::run(target, seed, iters) {

@@ -1,5 +1,6 @@
-//! Fuzz targets for the emulated ConnectX-5: the command queue, commands, WQEs, BAR writes
-//! and the proxy socket (issue 7, "hostile input and a failing device").
+//! Fuzz targets for the emulated ConnectX-5: the command queue, commands, WQEs, BAR writes,
+//! the proxy socket and RoCEv2 frames on the port (issue 7, "hostile input and a failing
+//! device").
 //!
 //! The rule they check: every garbage input gets a PRM error or is dropped. The model never
 //! panics, never hangs (every step runs under a watchdog) and never writes outside the memory
@@ -39,6 +40,7 @@ mod cmd_queue;
 mod commands;
 mod guard;
 mod proxy;
+mod wire;
 mod wqes;
 
 use bar::BarFuzz;
@@ -46,6 +48,7 @@ use cmd_queue::CmdQueueFuzz;
 use commands::CommandFuzz;
 pub use guard::{Guarded, GuardedRam, BASE, GUARD};
 use proxy::ProxyFuzz;
+use wire::WireFuzz;
 use wqes::WqeFuzz;
 
 // ---------------------------------------------------------------------------------------------
@@ -142,6 +145,8 @@ pub enum Target {
     Bar = 4,
     /// Random proxy protocol messages on the socket.
     Proxy = 5,
+    /// Hostile RoCEv2 frames on the port of two HCAs with live RC QPs.
+    Wire = 6,
 }
 
 pub const ALL_TARGETS: &[Target] = &[
@@ -150,6 +155,7 @@ pub const ALL_TARGETS: &[Target] = &[
     Target::Wqe,
     Target::Bar,
     Target::Proxy,
+    Target::Wire,
 ];
 
 impl Target {
@@ -160,6 +166,7 @@ impl Target {
             Target::Wqe => "wqe",
             Target::Bar => "bar",
             Target::Proxy => "proxy",
+            Target::Wire => "wire",
         }
     }
     pub fn parse(s: &str) -> Option<Target> {
@@ -202,6 +209,10 @@ pub struct Stats {
     /// CQEs reaped by the `wqe` target, and how many were successful completions.
     pub cqes: AtomicU64,
     pub cqes_ok: AtomicU64,
+    /// Hostile frames the `wire` target sent, and how many of them (decoding, ICRC right)
+    /// named a live QP.
+    pub wire_hostile: AtomicU64,
+    pub wire_hostile_to_qp: AtomicU64,
 }
 
 pub static STATS: Stats = Stats {
@@ -209,6 +220,8 @@ pub static STATS: Stats = Stats {
     commands_ok: AtomicU64::new(0),
     cqes: AtomicU64::new(0),
     cqes_ok: AtomicU64::new(0),
+    wire_hostile: AtomicU64::new(0),
+    wire_hostile_to_qp: AtomicU64::new(0),
 };
 
 /// How long one step may take before it counts as a hang (generous: debug builds, two shared
@@ -309,5 +322,6 @@ fn new_epoch(target: Target, rng: &mut Rng) -> Box<dyn Epoch> {
         Target::Wqe => Box::new(WqeFuzz::new()),
         Target::Bar => Box::new(BarFuzz::new(rng)),
         Target::Proxy => Box::new(ProxyFuzz::new()),
+        Target::Wire => Box::new(WireFuzz::new(rng)),
     }
 }
