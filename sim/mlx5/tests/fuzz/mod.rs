@@ -229,17 +229,26 @@ pub static STATS: Stats = Stats {
 pub const STEP_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Iterations between fresh devices.
-const EPOCH: u64 = 200;
+pub const EPOCH: u64 = 200;
 
 /// Runs `iters` iterations of `target` from `seed` on a worker thread under a watchdog.
 /// Returns the first finding, if any.
 pub fn run(target: Target, seed: u64, iters: u64) -> Result<u64, Finding> {
+    run_range(target, seed, 0, iters)
+}
+
+/// Iterations `first..iters` of the run seeded with `seed`, from the start of the epoch
+/// `first` lies in (a fresh device every [`EPOCH`] iterations, so this replays iteration
+/// `iters - 1` exactly without the iterations before its epoch; only the RC timers, on
+/// wall-clock time, may differ). Returns the number of iterations done from 0, as [`run`].
+pub fn run_range(target: Target, seed: u64, first: u64, iters: u64) -> Result<u64, Finding> {
+    let first = first / EPOCH * EPOCH;
     let (tx, rx) = mpsc::channel::<Result<u64, Finding>>();
     let worker = std::thread::Builder::new()
         .name(format!("fuzz-{}", target.name()))
         .spawn(move || {
             let mut state: Option<Box<dyn Epoch>> = None;
-            for iter in 0..iters {
+            for iter in first..iters {
                 let s = iter_seed(seed, target, iter);
                 let mut rng = Rng::new(s);
                 let r = catch_unwind(AssertUnwindSafe(|| {
@@ -269,7 +278,7 @@ pub fn run(target: Target, seed: u64, iters: u64) -> Result<u64, Finding> {
             }
         })
         .expect("spawn fuzz worker");
-    let mut done = 0u64;
+    let mut done = first;
     loop {
         match rx.recv_timeout(STEP_DEADLINE) {
             Ok(Ok(i)) => done = i + 1,

@@ -68,9 +68,10 @@ const MTU: u32 = 1024;
 const PSN0: u32 = 0x100;
 /// Hostile-phase slots.
 const SLOTS: usize = 3;
-/// Pump steps before an iteration counts as wedged, and its wall-clock deadline.
-const MAX_STEPS: usize = 3000;
-const ITER_DEADLINE: Duration = Duration::from_secs(20);
+/// Pump steps before an iteration counts as wedged, and its wall-clock deadline (RC timers
+/// run on wall-clock time: after 200 busy steps each step sleeps 200 µs).
+const MAX_STEPS: usize = 50_000;
+const ITER_DEADLINE: Duration = Duration::from_secs(10);
 /// Frames kept per direction for mutation.
 const POOL: usize = 96;
 
@@ -1156,6 +1157,10 @@ impl WireFuzz {
             }
             if t0.elapsed() > ITER_DEADLINE {
                 break;
+            }
+            if step > 200 {
+                // Waiting for a timer (a retransmission after a reordered or lost packet).
+                std::thread::sleep(Duration::from_micros(200));
             }
         }
         if self.clean_done() {
