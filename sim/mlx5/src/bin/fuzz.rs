@@ -110,6 +110,14 @@ fn main() -> ExitCode {
         ld(&st.wire_hostile_to_qp),
         mlx5_sim::memory::sigbus::caught()
     );
+    if targets.contains(&fuzz::Target::Wire) {
+        let port: Vec<String> = fuzz::wire::PORT_COUNTERS
+            .iter()
+            .zip(&st.wire_port)
+            .map(|(c, n)| format!("{} {}", c.name(), ld(n)))
+            .collect();
+        println!("wire: port counters of every HCA: {}", port.join(", "));
+    }
     ExitCode::SUCCESS
 }
 

@@ -40,7 +40,7 @@ mod cmd_queue;
 mod commands;
 mod guard;
 mod proxy;
-mod wire;
+pub mod wire;
 mod wqes;
 
 use bar::BarFuzz;
@@ -213,6 +213,9 @@ pub struct Stats {
     /// named a live QP.
     pub wire_hostile: AtomicU64,
     pub wire_hostile_to_qp: AtomicU64,
+    /// The `wire` target's HCAs' port counters ([`wire::PORT_COUNTERS`]), summed over both
+    /// HCAs of every epoch: what the receive checks dropped and what reached the transport.
+    pub wire_port: [AtomicU64; wire::PORT_COUNTERS.len()],
 }
 
 pub static STATS: Stats = Stats {
@@ -222,6 +225,7 @@ pub static STATS: Stats = Stats {
     cqes_ok: AtomicU64::new(0),
     wire_hostile: AtomicU64::new(0),
     wire_hostile_to_qp: AtomicU64::new(0),
+    wire_port: [const { AtomicU64::new(0) }; wire::PORT_COUNTERS.len()],
 };
 
 /// How long one step may take before it counts as a hang (generous: debug builds, two shared

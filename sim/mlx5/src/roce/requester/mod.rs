@@ -704,6 +704,21 @@ impl Requester {
                 if self.error || !self.wqes.front().is_some_and(|w| w.started) {
                     return;
                 }
+                // Model choice: a sequence or RNR NAK past comp_psn inside the READ / atomic at
+                // the front would skip response PSNs that never arrived, and the READ would
+                // complete with a hole (found by the wire fuzz target). No conforming responder
+                // sends one: its ePSN moves past a READ's whole range at once (responder.rs
+                // ReadRequest, as rxe_resp.c). Ignored.
+                if psn_diff(p, self.comp_psn) > 0
+                    && self.wqes.front().is_some_and(|w| w.wr.is_rd_atomic())
+                    && matches!(
+                        kind,
+                        AethKind::RnrNak { .. } | AethKind::Nak(NakCode::PsnSequenceError)
+                    )
+                {
+                    self.counters.ignored += 1;
+                    return;
+                }
                 match kind {
                     AethKind::RnrNak { timer } => {
                         // rxe_comp.c COMPST_RNR_RETRY.

@@ -39,6 +39,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Instant;
 
+use mlx5_sim::roce::counters::Counter;
 use mlx5_sim::roce::link::Link;
 use mlx5_sim::roce::{
     decode, icrc, ipv4_checksum, psn_add, psn_diff, Aeth, AtomicAckEth, AtomicEth, Frame, HdrSet,
@@ -50,6 +51,23 @@ use super::*;
 
 mod checks;
 mod frames;
+
+/// The port counters [`Stats::wire_port`] sums: the receive checks' drops, then what the
+/// transport made of the frames that passed.
+pub const PORT_COUNTERS: [Counter; 12] = [
+    Counter::RxIcrcErrors,
+    Counter::RxDropMalformed,
+    Counter::RxDropWrongDstMac,
+    Counter::RxDropWrongDstIp,
+    Counter::RxDropUdpChecksum,
+    Counter::RxDropBadTver,
+    Counter::RxDropNotRoce,
+    Counter::DuplicateRequest,
+    Counter::OutOfSequence,
+    Counter::RnrNakSent,
+    Counter::PacketSeqErr,
+    Counter::Retransmits,
+];
 
 /// Guest RAM of each HCA.
 const RAM: u64 = 24 << 20;
@@ -711,6 +729,19 @@ impl Slot {
             ends: None,
             tainted: false,
             tainted_iters: 0,
+        }
+    }
+}
+
+impl Drop for WireFuzz {
+    fn drop(&mut self) {
+        for e in &self.env {
+            let f = e.dev().f();
+            let h = f.lock_hca();
+            let snap = h.port.counters().snapshot();
+            for (i, c) in PORT_COUNTERS.iter().enumerate() {
+                STATS.wire_port[i].fetch_add(snap.get(*c), Ordering::Relaxed);
+            }
         }
     }
 }
