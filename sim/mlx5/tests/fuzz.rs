@@ -29,7 +29,7 @@ const REGRESSIONS: &[(Target, u64, u64)] = &[
     // outstanding SEND successfully (psn_diff calls that distance both before and after);
     // fixed in roce/requester/mod.rs `response`. Unit test:
     // roce::rc_tests::errors::rc_response_half_the_psn_space_away_is_ignored.
-    (Target::Wire, 0x1, 4412),
+    (Target::Wire, 0x3, 9210),
     // A sequence NAK naming a PSN inside an outstanding READ, past the responses received,
     // moved the requester past a response that never came; the READ then completed
     // successfully with 1 KiB of its data missing. Fixed in roce/requester/mod.rs
@@ -84,6 +84,11 @@ fn fuzz_proxy_socket() {
 #[test]
 fn fuzz_wire_frames() {
     smoke(Target::Wire, 300);
+}
+
+#[test]
+fn fuzz_wire_frames_ipv6() {
+    smoke(Target::Wire6, 200);
 }
 
 #[test]

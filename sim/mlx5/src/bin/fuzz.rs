@@ -58,7 +58,7 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = parse_u64, default_value = "1", allow_negative_numbers = true)]
     runs: u64,
 
-    /// cmdq | cmd | wqe | bar | proxy | wire (repeatable) [default: all]
+    /// cmdq | cmd | wqe | bar | proxy | wire | wire6 (repeatable) [default: all]
     #[arg(long, value_name = "T", value_parser = target)]
     target: Vec<fuzz::Target>,
 }
@@ -110,7 +110,7 @@ fn main() -> ExitCode {
         ld(&st.wire_hostile_to_qp),
         mlx5_sim::memory::sigbus::caught()
     );
-    if targets.contains(&fuzz::Target::Wire) {
+    if targets.contains(&fuzz::Target::Wire) || targets.contains(&fuzz::Target::Wire6) {
         let port: Vec<String> = fuzz::wire::PORT_COUNTERS
             .iter()
             .zip(&st.wire_port)

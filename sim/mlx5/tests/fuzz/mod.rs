@@ -145,8 +145,10 @@ pub enum Target {
     Bar = 4,
     /// Random proxy protocol messages on the socket.
     Proxy = 5,
-    /// Hostile RoCEv2 frames on the port of two HCAs with live RC QPs.
+    /// Hostile RoCEv2 frames on the port of two HCAs with live RC QPs (IPv4 GIDs).
     Wire = 6,
+    /// The same with 30% of the QP pairs on IPv6 GIDs.
+    Wire6 = 7,
 }
 
 pub const ALL_TARGETS: &[Target] = &[
@@ -156,6 +158,7 @@ pub const ALL_TARGETS: &[Target] = &[
     Target::Bar,
     Target::Proxy,
     Target::Wire,
+    Target::Wire6,
 ];
 
 impl Target {
@@ -167,6 +170,7 @@ impl Target {
             Target::Bar => "bar",
             Target::Proxy => "proxy",
             Target::Wire => "wire",
+            Target::Wire6 => "wire6",
         }
     }
     pub fn parse(s: &str) -> Option<Target> {
@@ -335,6 +339,7 @@ fn new_epoch(target: Target, rng: &mut Rng) -> Box<dyn Epoch> {
         Target::Wqe => Box::new(WqeFuzz::new()),
         Target::Bar => Box::new(BarFuzz::new(rng)),
         Target::Proxy => Box::new(ProxyFuzz::new()),
-        Target::Wire => Box::new(WireFuzz::new(rng)),
+        Target::Wire => Box::new(WireFuzz::new(rng, 0)),
+        Target::Wire6 => Box::new(WireFuzz::new(rng, 300)),
     }
 }

@@ -210,10 +210,37 @@ pub(super) struct WireFuzz {
     perturb: u64,
     mutate_in_flight: u64,
     hostile_left: u32,
+    /// Picks IPv4 or IPv6 for each new QP pair (`wire6`; its own stream, so the main one
+    /// stays as in `wire`).
+    v6_rng: Rng,
+    v6_per_mille: u64,
 }
 
 fn other(s: usize) -> usize {
     1 - s
+}
+
+/// The IPv6 RoCE v2 GID of side `side` (GID index 1): fd00::1 and fd00::2.
+fn gid_v6(side: usize) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[0] = 0xfd;
+    g[15] = 1 + side as u8;
+    g
+}
+
+/// SET_ROCE_ADDRESS `index` = `gid`, RoCE v2 over IPv6 (`roce_l3_type` 1, as Linux
+/// lib/gid.c `mlx5_core_roce_gid_set` programs an IPv6 GID).
+fn set_gid_v6(e: &mut Env<Guarded>, index: u32, gid: [u8; 16]) {
+    let mut s = raw::input(opcode::SET_ROCE_ADDRESS, 0, set_roce_address_in::BYTES);
+    raw::set(&mut s, set_roce_address_in::ROCE_ADDRESS_INDEX, index);
+    let a = set_roce_address_in::ROCE_ADDRESS;
+    roce_addr_layout::SOURCE_L3_ADDRESS
+        .within(a)
+        .write_bytes(&mut s, &gid)
+        .unwrap();
+    raw::set(&mut s, roce_addr_layout::ROCE_VERSION.within(a), 2);
+    raw::set(&mut s, roce_addr_layout::ROCE_L3_TYPE.within(a), 1);
+    e.raw.exec(&s, 16).ok();
 }
 
 fn ip_to_gid(ip: IpAddr) -> [u8; 16] {
@@ -224,7 +251,9 @@ fn ip_to_gid(ip: IpAddr) -> [u8; 16] {
 }
 
 impl WireFuzz {
-    pub(super) fn new(rng: &mut Rng) -> WireFuzz {
+    /// Two HCAs, the fuzzer between them, `SLOTS` slots; `v6_per_mille` of the QP pairs run
+    /// over IPv6 GIDs (0: none, and no IPv6 GID is programmed).
+    pub(super) fn new(rng: &mut Rng, v6_per_mille: u64) -> WireFuzz {
         let (la, ma) = Link::pair();
         let (lb, mb) = Link::pair();
         let mut devs = Vec::new();
@@ -235,7 +264,13 @@ impl WireFuzz {
         }
         let gb = devs.pop().unwrap();
         let ga = devs.pop().unwrap();
-        let env = [Env::new(ga, 1), Env::new(gb, 2)];
+        let mut env = [Env::new(ga, 1), Env::new(gb, 2)];
+        // GID index 1: an IPv6 RoCE v2 address (fd00::1, fd00::2), for the IPv6 slots.
+        if v6_per_mille > 0 {
+            for (i, e) in env.iter_mut().enumerate() {
+                set_gid_v6(e, 1, gid_v6(i));
+            }
+        }
         let mut w = WireFuzz {
             env,
             mitm: [ma, mb],
@@ -246,6 +281,8 @@ impl WireFuzz {
             perturb: 0,
             mutate_in_flight: 0,
             hostile_left: 0,
+            v6_rng: Rng::new(rng.clone().u64() ^ 0x6970_7636),
+            v6_per_mille,
         };
         for _ in 0..SLOTS {
             let s = w.slot_mem(rng);
@@ -329,18 +366,33 @@ impl WireFuzz {
         }
     }
 
-    /// Connects a new QP pair in `slot` (ack timeout 10: about 4 ms).
-    fn open(&mut self, slot: &mut Slot) {
+    /// Connects a new QP pair in `slot` (ack timeout 10: about 4 ms), over IPv4 or (`v6`,
+    /// GID index 1) IPv6.
+    fn open(&mut self, slot: &mut Slot, v6: bool) {
         let a = self.end(0, slot.mem[0].pd);
         let b = self.end(1, slot.mem[1].pd);
-        let (ga, ma, gb, mb) = (
-            self.env[0].gid,
-            self.env[0].mac,
-            self.env[1].gid,
-            self.env[1].mac,
-        );
-        self.env[0].connect_with(&a.qp, b.qp.qpn, gb, mb, 1, 7, 7, 10);
-        self.env[1].connect_with(&b.qp, a.qp.qpn, ga, ma, 1, 7, 7, 10);
+        if v6 {
+            for (side, (me, peer)) in [(&a, &b), (&b, &a)].into_iter().enumerate() {
+                let (gid, mac) = (gid_v6(other(side)), self.env[other(side)].mac);
+                let e = &mut self.env[side];
+                let i = e.rst2init_input(me.qp.qpn);
+                e.raw.exec(&i, 16).ok();
+                let mut i = e.init2rtr_input(me.qp.qpn, peer.qp.qpn, gid, mac, PSN0, 1);
+                raw::set(&mut i, dp::path_field(ads::SRC_ADDR_INDEX), 1);
+                e.raw.exec(&i, 16).ok();
+                let i = e.rtr2rts_input(me.qp.qpn, PSN0, 7, 7, 10);
+                e.raw.exec(&i, 16).ok();
+            }
+        } else {
+            let (ga, ma, gb, mb) = (
+                self.env[0].gid,
+                self.env[0].mac,
+                self.env[1].gid,
+                self.env[1].mac,
+            );
+            self.env[0].connect_with(&a.qp, b.qp.qpn, gb, mb, 1, 7, 7, 10);
+            self.env[1].connect_with(&b.qp, a.qp.qpn, ga, ma, 1, 7, 7, 10);
+        }
         slot.ends = Some([a, b]);
         slot.tainted = false;
         slot.tainted_iters = 0;
@@ -591,8 +643,8 @@ impl WireFuzz {
             return None;
         }
         let qpn = r.hdrs.bth.dest_qp;
-        let peer_gid = self.env[other(to)].gid;
-        let from_peer = ip_to_gid(r.hdrs.ip.src()) == peer_gid;
+        let src = ip_to_gid(r.hdrs.ip.src());
+        let from_peer = src == self.env[other(to)].gid || src == gid_v6(other(to));
         let info = r.hdrs.bth.opcode.info()?;
         let mut hit = None;
         let slots = self
@@ -775,7 +827,8 @@ impl WireFuzz {
         for i in 0..self.slots.len() {
             self.with_slot(i, |w, s| {
                 if s.ends.is_none() {
-                    w.open(s);
+                    let v6 = w.v6_per_mille > 0 && w.v6_rng.chance(w.v6_per_mille);
+                    w.open(s, v6);
                 }
                 if !s.tainted {
                     w.refill(s, rng);
@@ -857,7 +910,8 @@ impl WireFuzz {
     /// and an atomic, each in a random direction, must all complete exactly.
     fn clean_phase(&mut self, rng: &mut Rng) -> Result<(), String> {
         let mut c = std::mem::replace(&mut self.clean, Slot::placeholder());
-        self.open(&mut c);
+        let v6 = self.v6_per_mille > 0 && self.v6_rng.chance(self.v6_per_mille);
+        self.open(&mut c, v6);
         self.refill(&mut c, rng);
         for op in [
             Op::Write,
