@@ -272,6 +272,8 @@ fn evidence(e: &End, p: &Posted) -> bool {
             .resp
             .iter()
             .any(|&(x, op)| x == p.first_psn && op == Opcode::RC_ATOMIC_ACKNOWLEDGE),
+        // Local: no response.
+        Op::Bind => true,
         _ => e.resp.iter().any(|&(x, _)| psn_diff(x, p.last_psn) >= 0),
     }
 }

@@ -7,7 +7,8 @@
 //! in either direction. RC QP pairs ("slots", each in its own PD with its own MRs on both
 //! sides) carry WRITE, WRITE with immediate, SEND, SEND with immediate, READ and atomics both
 //! ways, so each HCA is requester and responder at once, with outstanding work and posted
-//! receives when the hostile frames arrive.
+//! receives when the hostile frames arrive. Each new QP binds a type 2 memory window over its
+//! remote region ([`mw`]); every other remote range is named through the window's rkey.
 //!
 //! Hostile frames are mostly structure-aware mutations of frames the HCAs really sent (the
 //! BTH opcode, DestQP, PSN, AckReq, SE, MigReq, TVer, P_Key; RETH VA, R_Key and DMA length;
@@ -51,6 +52,7 @@ use super::*;
 
 mod checks;
 mod frames;
+mod mw;
 
 /// The port counters [`Stats::wire_port`] sums: the receive checks' drops, then what the
 /// transport made of the frames that passed.
@@ -105,6 +107,8 @@ enum Op {
     Read,
     FetchAdd,
     CompSwap,
+    /// A memory window bind (UMR WQE; local, no PSN).
+    Bind,
 }
 
 impl Op {
@@ -117,6 +121,7 @@ impl Op {
             Op::Read => wqe::opcode::RDMA_READ,
             Op::FetchAdd => wqe::opcode::ATOMIC_FA,
             Op::CompSwap => wqe::opcode::ATOMIC_CS,
+            Op::Bind => wqe::opcode::UMR,
         }
     }
     fn atomic(self) -> bool {
@@ -162,6 +167,8 @@ struct End {
     error_seen: bool,
     /// Receive buffers handed out (round robin over the receive region).
     recv_next: u32,
+    /// The type 2 window bound to this QP over its remote region (its rkey).
+    mw: Option<u32>,
 }
 
 /// A block of guest memory with its MR and the fuzzer's copy of what it must hold.
@@ -363,6 +370,7 @@ impl WireFuzz {
             recv_ok: 0,
             error_seen: false,
             recv_next: 0,
+            mw: None,
         }
     }
 
@@ -392,6 +400,12 @@ impl WireFuzz {
             );
             self.env[0].connect_with(&a.qp, b.qp.qpn, gb, mb, 1, 7, 7, 10);
             self.env[1].connect_with(&b.qp, a.qp.qpn, ga, ma, 1, 7, 7, 10);
+        }
+        let (mut a, mut b) = (a, b);
+        for (side, end) in [(0, &mut a), (1, &mut b)] {
+            let m = &slot.mem[side];
+            let (pd, mr) = (m.pd, (m.remote.mr(), m.remote.key));
+            end.mw = Some(self.bind_window(side, pd, end, mr));
         }
         slot.ends = Some([a, b]);
         slot.tainted = false;
@@ -464,6 +478,12 @@ impl WireFuzz {
         rm.remote_next += need;
         let laddr = lm.local.at + loff;
         let raddr = rm.remote.at + roff;
+        // Every other remote range goes through the peer QP's window (no RNG draw: the
+        // stream stays as before windows).
+        let rkey = match ends[r].mw {
+            Some(w) if (roff / 8) % 2 == 1 => w,
+            _ => rm.remote.key,
+        };
         let (lo, ro, n) = (loff as usize, roff as usize, len as usize);
         match op {
             Op::Read => Self::fresh(&self.env[r], &mut rm.remote, ro, n, rng),
@@ -495,7 +515,7 @@ impl WireFuzz {
                 let src = rm.remote.shadow[ro..ro + n].to_vec();
                 lm.local.shadow[lo..lo + n].copy_from_slice(&src);
             }
-            Op::FetchAdd | Op::CompSwap => {}
+            Op::FetchAdd | Op::CompSwap | Op::Bind => {}
         }
         let (swap_add, compare) = (rng.u64(), rng.u64());
         if op.atomic() {
@@ -515,7 +535,7 @@ impl WireFuzz {
                 len,
                 imm,
                 (laddr, lm.local.key),
-                (raddr, rm.remote.key),
+                (raddr, rkey),
                 Some((swap_add, compare)),
                 None,
             );
@@ -532,7 +552,7 @@ impl WireFuzz {
             len,
             imm,
             (laddr, lm.local.key),
-            (raddr, rm.remote.key),
+            (raddr, rkey),
             None,
             recv,
         )
