@@ -58,7 +58,7 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = parse_u64, default_value = "1", allow_negative_numbers = true)]
     runs: u64,
 
-    /// cmdq | cmd | wqe | bar | proxy (repeatable) [default: all]
+    /// cmdq | cmd | wqe | bar | proxy | wire | wire6 (repeatable) [default: all]
     #[arg(long, value_name = "T", value_parser = target)]
     target: Vec<fuzz::Target>,
 }
@@ -101,13 +101,23 @@ fn main() -> ExitCode {
     let ld = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "{total} iterations, nothing found (commands {} of which ok {}; CQEs {} of which ok {}; \
-         SIGBUS caught {})",
+         hostile frames {} of which to a live QP {}; SIGBUS caught {})",
         ld(&st.commands),
         ld(&st.commands_ok),
         ld(&st.cqes),
         ld(&st.cqes_ok),
+        ld(&st.wire_hostile),
+        ld(&st.wire_hostile_to_qp),
         mlx5_sim::memory::sigbus::caught()
     );
+    if targets.contains(&fuzz::Target::Wire) || targets.contains(&fuzz::Target::Wire6) {
+        let port: Vec<String> = fuzz::wire::PORT_COUNTERS
+            .iter()
+            .zip(&st.wire_port)
+            .map(|(c, n)| format!("{} {}", c.name(), ld(n)))
+            .collect();
+        println!("wire: port counters of every HCA: {}", port.join(", "));
+    }
     ExitCode::SUCCESS
 }
 

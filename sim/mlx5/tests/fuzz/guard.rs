@@ -107,9 +107,14 @@ pub struct Guarded {
 
 impl Guarded {
     pub fn new(size: u64) -> Guarded {
+        Guarded::with_mac(size, mlx5_sim::HcaConfig::default().mac)
+    }
+    /// [`Guarded::new`] with the port's permanent MAC `mac` (two HCAs on one wire).
+    pub fn with_mac(size: u64, mac: [u8; 6]) -> Guarded {
         let ram = GuardedRam::new(size);
         let mut opts = Mlx5Options {
             exec: ExecMode::Inline,
+            hca: mlx5_sim::HcaConfig { mac },
             ..Default::default()
         };
         opts.init.init_delay = Duration::ZERO;

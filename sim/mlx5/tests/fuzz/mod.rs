@@ -1,5 +1,6 @@
-//! Fuzz targets for the emulated ConnectX-5: the command queue, commands, WQEs, BAR writes
-//! and the proxy socket (issue 7, "hostile input and a failing device").
+//! Fuzz targets for the emulated ConnectX-5: the command queue, commands, WQEs, BAR writes,
+//! the proxy socket and RoCEv2 frames on the port (issue 7, "hostile input and a failing
+//! device").
 //!
 //! The rule they check: every garbage input gets a PRM error or is dropped. The model never
 //! panics, never hangs (every step runs under a watchdog) and never writes outside the memory
@@ -39,6 +40,7 @@ mod cmd_queue;
 mod commands;
 mod guard;
 mod proxy;
+pub mod wire;
 mod wqes;
 
 use bar::BarFuzz;
@@ -46,6 +48,7 @@ use cmd_queue::CmdQueueFuzz;
 use commands::CommandFuzz;
 pub use guard::{Guarded, GuardedRam, BASE, GUARD};
 use proxy::ProxyFuzz;
+use wire::WireFuzz;
 use wqes::WqeFuzz;
 
 // ---------------------------------------------------------------------------------------------
@@ -142,6 +145,10 @@ pub enum Target {
     Bar = 4,
     /// Random proxy protocol messages on the socket.
     Proxy = 5,
+    /// Hostile RoCEv2 frames on the port of two HCAs with live RC QPs (IPv4 GIDs).
+    Wire = 6,
+    /// The same with 30% of the QP pairs on IPv6 GIDs.
+    Wire6 = 7,
 }
 
 pub const ALL_TARGETS: &[Target] = &[
@@ -150,6 +157,8 @@ pub const ALL_TARGETS: &[Target] = &[
     Target::Wqe,
     Target::Bar,
     Target::Proxy,
+    Target::Wire,
+    Target::Wire6,
 ];
 
 impl Target {
@@ -160,6 +169,8 @@ impl Target {
             Target::Wqe => "wqe",
             Target::Bar => "bar",
             Target::Proxy => "proxy",
+            Target::Wire => "wire",
+            Target::Wire6 => "wire6",
         }
     }
     pub fn parse(s: &str) -> Option<Target> {
@@ -202,6 +213,13 @@ pub struct Stats {
     /// CQEs reaped by the `wqe` target, and how many were successful completions.
     pub cqes: AtomicU64,
     pub cqes_ok: AtomicU64,
+    /// Hostile frames the `wire` target sent, and how many of them (decoding, ICRC right)
+    /// named a live QP.
+    pub wire_hostile: AtomicU64,
+    pub wire_hostile_to_qp: AtomicU64,
+    /// The `wire` target's HCAs' port counters ([`wire::PORT_COUNTERS`]), summed over both
+    /// HCAs of every epoch: what the receive checks dropped and what reached the transport.
+    pub wire_port: [AtomicU64; wire::PORT_COUNTERS.len()],
 }
 
 pub static STATS: Stats = Stats {
@@ -209,6 +227,9 @@ pub static STATS: Stats = Stats {
     commands_ok: AtomicU64::new(0),
     cqes: AtomicU64::new(0),
     cqes_ok: AtomicU64::new(0),
+    wire_hostile: AtomicU64::new(0),
+    wire_hostile_to_qp: AtomicU64::new(0),
+    wire_port: [const { AtomicU64::new(0) }; wire::PORT_COUNTERS.len()],
 };
 
 /// How long one step may take before it counts as a hang (generous: debug builds, two shared
@@ -216,17 +237,26 @@ pub static STATS: Stats = Stats {
 pub const STEP_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Iterations between fresh devices.
-const EPOCH: u64 = 200;
+pub const EPOCH: u64 = 200;
 
 /// Runs `iters` iterations of `target` from `seed` on a worker thread under a watchdog.
 /// Returns the first finding, if any.
 pub fn run(target: Target, seed: u64, iters: u64) -> Result<u64, Finding> {
+    run_range(target, seed, 0, iters)
+}
+
+/// Iterations `first..iters` of the run seeded with `seed`, from the start of the epoch
+/// `first` lies in (a fresh device every [`EPOCH`] iterations, so this replays iteration
+/// `iters - 1` exactly without the iterations before its epoch; only the RC timers, on
+/// wall-clock time, may differ). Returns the number of iterations done from 0, as [`run`].
+pub fn run_range(target: Target, seed: u64, first: u64, iters: u64) -> Result<u64, Finding> {
+    let first = first / EPOCH * EPOCH;
     let (tx, rx) = mpsc::channel::<Result<u64, Finding>>();
     let worker = std::thread::Builder::new()
         .name(format!("fuzz-{}", target.name()))
         .spawn(move || {
             let mut state: Option<Box<dyn Epoch>> = None;
-            for iter in 0..iters {
+            for iter in first..iters {
                 let s = iter_seed(seed, target, iter);
                 let mut rng = Rng::new(s);
                 let r = catch_unwind(AssertUnwindSafe(|| {
@@ -256,7 +286,7 @@ pub fn run(target: Target, seed: u64, iters: u64) -> Result<u64, Finding> {
             }
         })
         .expect("spawn fuzz worker");
-    let mut done = 0u64;
+    let mut done = first;
     loop {
         match rx.recv_timeout(STEP_DEADLINE) {
             Ok(Ok(i)) => done = i + 1,
@@ -309,5 +339,7 @@ fn new_epoch(target: Target, rng: &mut Rng) -> Box<dyn Epoch> {
         Target::Wqe => Box::new(WqeFuzz::new()),
         Target::Bar => Box::new(BarFuzz::new(rng)),
         Target::Proxy => Box::new(ProxyFuzz::new()),
+        Target::Wire => Box::new(WireFuzz::new(rng, 0)),
+        Target::Wire6 => Box::new(WireFuzz::new(rng, 300)),
     }
 }

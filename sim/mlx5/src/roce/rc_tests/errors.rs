@@ -470,3 +470,127 @@ fn rc_unknown_nak_code_is_a_remote_operational_error() {
     assert_eq!(env.done, vec![(1, WcStatus::RemOpErr)]);
     assert!(r.is_error());
 }
+
+/// A response whose PSN is exactly 2^23 past the next PSN to send is outside every window
+/// (psn_diff calls it both before and after the outstanding PSNs): ignored, it completes
+/// nothing. Found by the `wire` fuzz target (a READ RESPONSE FIRST there completed a SEND).
+#[test]
+fn rc_response_half_the_psn_space_away_is_ignored() {
+    struct Sink;
+    impl Tx for Sink {
+        fn send(&mut self, _: &Bth, _: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+            (p.fill)(&mut vec![0; p.len])
+        }
+    }
+    for op in [
+        Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+        Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+        Opcode::RC_ACKNOWLEDGE,
+        Opcode::RC_ATOMIC_ACKNOWLEDGE,
+    ] {
+        let mut r = Requester::new(ReqConfig::new(RESP_QPN, 1024, 0)).unwrap();
+        let mut env = ReqSide::default();
+        env.bufs.insert(1, vec![0; 10]);
+        r.post(wr(
+            1,
+            WrOp::Send {
+                imm: None,
+                invalidate: None,
+            },
+            10,
+        ))
+        .unwrap();
+        r.pump(0, &mut env, &mut Sink);
+        // The SEND took PSN 0; the next PSN to send is 1.
+        let info = op.info().unwrap();
+        let ext = ExtHdrs {
+            aeth: Some(Aeth::ack(31, 0)),
+            atomic_ack_eth: info
+                .hdrs
+                .contains(HdrSet::ATOMIC_ACK_ETH)
+                .then_some(AtomicAckEth { orig: 0 }),
+            ..ExtHdrs::default()
+        };
+        let data = [0u8; 16];
+        let resp = RxPacket {
+            bth: Bth::new(op, REQ_QPN, psn_add(1, 1 << 23)),
+            ext: &ext,
+            payload: RxPayload::Bytes(if info.payload { &data } else { &[] }),
+        };
+        r.receive(1, &resp, &mut env, &mut Sink);
+        assert_eq!(env.done, vec![], "{op}");
+        assert!(!r.is_error(), "{op}");
+    }
+}
+
+/// A sequence or RNR NAK whose PSN lies inside the outstanding READ, past the responses
+/// received, is ignored: taking it would skip a response PSN, and the READ would then
+/// complete successfully with a hole in its data. Found by the `wire` fuzz target.
+#[test]
+fn rc_nak_inside_a_read_cannot_skip_its_responses() {
+    struct Sink;
+    impl Tx for Sink {
+        fn send(&mut self, _: &Bth, _: &ExtHdrs, p: TxPayload<'_>) -> Result<(), LocalFault> {
+            (p.fill)(&mut vec![0; p.len])
+        }
+    }
+    for nak in [Aeth::nak(NakCode::PsnSequenceError, 0), Aeth::rnr_nak(1, 0)] {
+        let mut r = Requester::new(ReqConfig::new(RESP_QPN, 1024, 0)).unwrap();
+        let mut env = ReqSide::default();
+        // A READ of three packets: PSNs 0, 1, 2.
+        env.bufs.insert(1, vec![0xee; 2712]);
+        r.post(wr(
+            1,
+            WrOp::Read {
+                raddr: RD_VA,
+                rkey: RD_KEY,
+            },
+            2712,
+        ))
+        .unwrap();
+        r.pump(0, &mut env, &mut Sink);
+        let ack = ExtHdrs {
+            aeth: Some(Aeth::ack(31, 0)),
+            ..ExtHdrs::default()
+        };
+        let first = [1u8; 1024];
+        let last = [3u8; 664];
+        let pkt = |op, psn, ext, payload| RxPacket {
+            bth: Bth::new(op, REQ_QPN, psn),
+            ext,
+            payload: RxPayload::Bytes(payload),
+        };
+        r.receive(
+            1,
+            &pkt(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0, &ack, &first),
+            &mut env,
+            &mut Sink,
+        );
+        // A NAK naming PSN 2, inside the READ: no responder sends one.
+        let n = ExtHdrs {
+            aeth: Some(nak),
+            ..ExtHdrs::default()
+        };
+        r.receive(
+            2,
+            &pkt(Opcode::RC_ACKNOWLEDGE, 2, &n, &[]),
+            &mut env,
+            &mut Sink,
+        );
+        r.receive(
+            3,
+            &pkt(Opcode::RC_RDMA_READ_RESPONSE_LAST, 2, &ack, &last),
+            &mut env,
+            &mut Sink,
+        );
+        assert_eq!(
+            env.done,
+            vec![],
+            "{nak:?}: no completion with PSN 1 missing"
+        );
+        assert!(
+            env.bufs[&1][1024..2048].iter().all(|&b| b == 0xee),
+            "{nak:?}"
+        );
+    }
+}

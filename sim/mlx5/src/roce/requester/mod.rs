@@ -624,8 +624,10 @@ impl Requester {
             return;
         };
         let p = pkt.bth.psn;
-        // A response for a PSN never sent is bogus.
-        if psn_diff(p, self.high_psn) >= 0 {
+        // A response for a PSN never sent is bogus; so is one exactly half the PSN space
+        // away, which psn_diff puts both before and after every other PSN (found by the wire
+        // fuzz target: a READ response there completed a SEND it did not acknowledge).
+        if psn_diff(self.high_psn, p) <= 0 {
             self.counters.ignored += 1;
             return;
         }
@@ -700,6 +702,21 @@ impl Requester {
                     AckOutcome::Nothing => {}
                 }
                 if self.error || !self.wqes.front().is_some_and(|w| w.started) {
+                    return;
+                }
+                // Model choice: a sequence or RNR NAK past comp_psn inside the READ / atomic at
+                // the front would skip response PSNs that never arrived, and the READ would
+                // complete with a hole (found by the wire fuzz target). No conforming responder
+                // sends one: its ePSN moves past a READ's whole range at once (responder.rs
+                // ReadRequest, as rxe_resp.c). Ignored.
+                if psn_diff(p, self.comp_psn) > 0
+                    && self.wqes.front().is_some_and(|w| w.wr.is_rd_atomic())
+                    && matches!(
+                        kind,
+                        AethKind::RnrNak { .. } | AethKind::Nak(NakCode::PsnSequenceError)
+                    )
+                {
+                    self.counters.ignored += 1;
                     return;
                 }
                 match kind {
