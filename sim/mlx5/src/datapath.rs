@@ -267,6 +267,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
         };
         if raw[3] == wqe::opcode::UMR {
             // UMR: applied to the key table when taken ([`crate::umr`]).
+            let (fre, qp_pd) = (q.fre, q.pd);
             let wr_id = q.next_wr;
             q.next_wr = q.next_wr.wrapping_add(1);
             q.sq_next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
@@ -284,7 +285,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             } else if crate::mw::is_window_umr(hca, &raw[..len]) {
                 crate::mw::execute(hca, qpn, &raw[..len])
             } else {
-                crate::umr::execute(hca, qpn, &raw[..len])
+                crate::umr::execute_on(hca, qpn, fre, qp_pd, &raw[..len])
             };
             if let Err((syn, vend)) = r {
                 slot.kind = SlotKind::Failed(syn, vend);

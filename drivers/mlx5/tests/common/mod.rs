@@ -71,7 +71,61 @@ pub struct SimHal {
     pub torn_bf: std::sync::atomic::AtomicBool,
     /// Values `Hal::random_u64` hands out, first to last; when empty the HAL has no random
     /// source and the driver uses its own generator.
-    pub random_script: Mutex<std::collections::VecDeque<u64>>,
+    pub random_script: RandomScript,
+}
+
+/// [`SimHal::random_script`]: the scripted values behind a lock, and whether there are any
+/// in an atomic beside it, so that an unscripted draw (every draw outside the few tests that
+/// script one) costs one atomic load instead of a mutex round trip. `lock()` hands out the
+/// queue; dropping the guard brings the flag up to date.
+#[derive(Default)]
+pub struct RandomScript {
+    q: Mutex<std::collections::VecDeque<u64>>,
+    any: std::sync::atomic::AtomicBool,
+}
+
+/// The locked queue of a [`RandomScript`]; the flag follows it when the guard goes.
+pub struct ScriptGuard<'a> {
+    g: std::sync::MutexGuard<'a, std::collections::VecDeque<u64>>,
+    any: &'a std::sync::atomic::AtomicBool,
+}
+
+impl RandomScript {
+    /// The queue, locked (a `Result`, as `Mutex::lock`, for the tests' `.lock().unwrap()`).
+    #[allow(clippy::result_unit_err)]
+    pub fn lock(&self) -> Result<ScriptGuard<'_>, ()> {
+        let g = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(ScriptGuard { g, any: &self.any })
+    }
+
+    /// The next scripted value, if any.
+    pub fn pop(&self) -> Option<u64> {
+        // Acquire: pairs with the Release store of the guard that filled the queue.
+        if !self.any.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        self.lock().ok()?.pop_front()
+    }
+}
+
+impl std::ops::Deref for ScriptGuard<'_> {
+    type Target = std::collections::VecDeque<u64>;
+    fn deref(&self) -> &Self::Target {
+        &self.g
+    }
+}
+
+impl std::ops::DerefMut for ScriptGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.g
+    }
+}
+
+impl Drop for ScriptGuard<'_> {
+    fn drop(&mut self) {
+        self.any
+            .store(!self.g.is_empty(), std::sync::atomic::Ordering::Release);
+    }
 }
 
 impl SimHal {
@@ -189,7 +243,7 @@ impl Hal for TestHal {
         Ok(())
     }
     fn random_u64(&self) -> Option<u64> {
-        self.0.random_script.lock().unwrap().pop_front()
+        self.0.random_script.pop()
     }
 }
 
