@@ -268,9 +268,13 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
         if raw[3] == wqe::opcode::UMR {
             // UMR: applied to the key table when taken ([`crate::umr`]).
             let (fre, qp_pd) = (q.fre, q.pd);
+            // What `push_local_done_to` needs of the QP, read now: executing a UMR changes a key
+            // or a window, never a QP.
+            let (cqn, uidx, queued) = (q.cqn_snd, q.user_index, !q.wrs.is_empty());
             let wr_id = q.next_wr;
             q.next_wr = q.next_wr.wrapping_add(1);
-            q.sq_next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
+            let next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
+            q.sq_next = next;
             let mut slot = WrSlot {
                 wr_id,
                 wqe_index: u16::from_be_bytes([raw[1], raw[2]]),
@@ -292,7 +296,12 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 rcpath::push_slot(hca, qpn, slot, None);
                 break;
             }
-            rcpath::push_local_done(hca, qpn, slot);
+            rcpath::push_local_done_to(hca, qpn, slot, cqn, uidx, queued);
+            if next == pi {
+                // The last WQE announced: the next turn of the loop would stop here too (it
+                // stops at `pi` whatever the QP's state), without looking the QP up again.
+                break;
+            }
             continue;
         }
         let parsed = SendWqe::parse(&raw[..len]);

@@ -638,6 +638,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// region allocation the key was parked with, if any, is overwritten in place (no
     /// allocation; its old translation list is dropped).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(super) fn wrap_cached(
         &self,
         parked: crate::umr::Parked<H>,
