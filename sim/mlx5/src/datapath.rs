@@ -217,33 +217,38 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
 
 /// [`sq_post`] fetching each WQE into `raw` (only its first `ds * 16` bytes are used).
 fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
-    let Some(q) = hca.qps.get(qpn) else {
-        return;
-    };
-    if q.state == qp::state::ERR {
-        flush_new_work(hca, qpn);
-        return;
-    }
-    if q.sq_log_size.is_none() || q.state == qp::state::RTR {
-        // No send queue work yet; a READ reply may be streaming.
-        rcpath::pump(hca, qpn);
-        return;
-    }
-    if q.state != qp::state::RTS {
-        return;
-    }
-    let pi = match read_dbr(&*hca.mem, q.dbr_addr) {
-        Ok((_, sq)) => sq,
-        Err(_) => {
-            wq_catastrophe(hca, qpn, "doorbell record unreadable");
-            return;
-        }
-    };
     let max_wqe = hca.cap(cmd_hca_cap::MAX_WQE_SZ_SQ) as usize;
+    // The doorbell record's SQ counter, read on the first turn (whose QP lookup also serves
+    // the checks before it).
+    let mut pi = None;
     loop {
         // Looked up once per WQE (held until the WQE is taken off the ring).
         let Some(q) = hca.qps.get_mut(qpn) else {
             return;
+        };
+        let pi = match pi {
+            Some(pi) => pi,
+            None => {
+                if q.state == qp::state::ERR {
+                    flush_new_work(hca, qpn);
+                    return;
+                }
+                if q.sq_log_size.is_none() || q.state == qp::state::RTR {
+                    // No send queue work yet; a READ reply may be streaming.
+                    rcpath::pump(hca, qpn);
+                    return;
+                }
+                if q.state != qp::state::RTS {
+                    return;
+                }
+                match read_dbr(&*hca.mem, q.dbr_addr) {
+                    Ok((_, sq)) => *pi.insert(sq),
+                    Err(_) => {
+                        wq_catastrophe(hca, qpn, "doorbell record unreadable");
+                        return;
+                    }
+                }
+            }
         };
         if q.sq_blocked || q.state != qp::state::RTS {
             break;
