@@ -4,6 +4,7 @@
 //! the model also uses as guest memory, so the driver writes through host pointers and the
 //! device reads and writes through bus addresses, as with real DMA.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use std::vec::Vec;
@@ -57,11 +58,50 @@ pub struct BarStats {
     pub bf_copies: u64,
 }
 
+/// [`BarStats`] counted with atomics (one relaxed add per BAR access instead of a mutex
+/// round trip on every doorbell); `lock()` reads them all, for the tests'
+/// `stats.lock().unwrap()`.
+#[derive(Default, Debug)]
+pub struct BarCounters {
+    reads: AtomicU64,
+    writes32: AtomicU64,
+    writes64: AtomicU64,
+    bf_copies: AtomicU64,
+}
+
+/// A reading of [`BarCounters`].
+pub struct BarSnapshot(BarStats);
+
+impl std::ops::Deref for BarSnapshot {
+    type Target = BarStats;
+    fn deref(&self) -> &BarStats {
+        &self.0
+    }
+}
+
+impl BarCounters {
+    /// The counters as they are (a `Result`, as `Mutex::lock`, for `.lock().unwrap()`).
+    #[allow(clippy::result_unit_err)]
+    pub fn lock(&self) -> Result<BarSnapshot, ()> {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Ok(BarSnapshot(BarStats {
+            reads: r(&self.reads),
+            writes32: r(&self.writes32),
+            writes64: r(&self.writes64),
+            bf_copies: r(&self.bf_copies),
+        }))
+    }
+
+    fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// The model plus what the tests observe.
 pub struct SimHal {
     pub hca: InProcHca,
     t0: Instant,
-    pub stats: Mutex<BarStats>,
+    pub stats: BarCounters,
     /// BAR0 mapped uncached: `bf_write_combining` answers false (read at QP creation).
     pub uncached: std::sync::atomic::AtomicBool,
     /// Corrupt the last byte of every BlueFlame block on its way to the device (a stale
@@ -143,7 +183,7 @@ impl SimHal {
         Arc::new(SimHal {
             hca,
             t0: Instant::now(),
-            stats: Mutex::new(BarStats::default()),
+            stats: BarCounters::default(),
             uncached: Default::default(),
             stale_bf: Default::default(),
             torn_bf: Default::default(),
@@ -186,23 +226,23 @@ impl Hal for TestHal {
         !self.0.uncached.load(std::sync::atomic::Ordering::Relaxed)
     }
     fn mmio_read32(&self, offset: usize) -> [u8; 4] {
-        self.0.stats.lock().unwrap().reads += 1;
+        BarCounters::bump(&self.0.stats.reads);
         (self.0.hca.bar0_read(offset as u64, 4) as u32).to_le_bytes()
     }
     fn mmio_write32(&self, offset: usize, bytes: [u8; 4]) {
-        self.0.stats.lock().unwrap().writes32 += 1;
+        BarCounters::bump(&self.0.stats.writes32);
         self.0
             .hca
             .bar0_write(offset as u64, u32::from_le_bytes(bytes) as u64, 4);
     }
     fn mmio_write64(&self, offset: usize, bytes: [u8; 8]) {
-        self.0.stats.lock().unwrap().writes64 += 1;
+        BarCounters::bump(&self.0.stats.writes64);
         self.0
             .hca
             .bar0_write(offset as u64, u64::from_le_bytes(bytes), 8);
     }
     fn mmio_copy_bf(&self, offset: usize, src: &[u8; 64]) {
-        self.0.stats.lock().unwrap().bf_copies += 1;
+        BarCounters::bump(&self.0.stats.bf_copies);
         let stale = self.0.stale_bf.load(std::sync::atomic::Ordering::Relaxed);
         let torn = self.0.torn_bf.load(std::sync::atomic::Ordering::Relaxed);
         for (i, c) in src.chunks_exact(8).enumerate() {
