@@ -310,7 +310,8 @@ impl<H: Hal> UmrRes<H> {
             return Err(InvalidInput::OutOfRange.into());
         }
         if u.mtt.len() <= INLINE_MAX_MTT {
-            let body = Body::inline(u);
+            let mut body = Body::new();
+            body.inline(u);
             return self.post_wait(hal, u.key, body.bytes());
         }
         let seg = u.seg.bytes();
@@ -362,7 +363,8 @@ impl<H: Hal> UmrRes<H> {
                 {
                     break;
                 }
-                let body = Body::inline(u);
+                let mut body = Body::new();
+                body.inline(u);
                 let id = self.next;
                 // Only the batch's last WQE asks for a completion: it covers every earlier one
                 // (completions come in SQ order; rdma-core's selective signaling,
@@ -502,15 +504,17 @@ impl Body {
         &self.b[..self.len]
     }
 
-    /// The body of inline UMR `u` (at most [`INLINE_MAX_MTT`] entries, checked by the
-    /// callers): UMR ctrl segment, mkey segment and the entries, each written in place (no
-    /// segment is built apart and copied), padded with zeros to whole octowords (an odd
-    /// entry count ends with a zero entry).
+    /// Makes the new (zeroed) `self` the body of inline UMR `u` (at most [`INLINE_MAX_MTT`]
+    /// entries, checked by the callers): UMR ctrl segment, mkey segment and the entries, each
+    /// written in place (no segment is built apart and copied, and the body is not moved
+    /// afterwards), padded with zeros to whole octowords (an odd entry count ends with a
+    /// zero entry).
     #[inline(always)]
-    fn inline(u: &Umr<'_>) -> Body {
+    fn inline(&mut self, u: &Umr<'_>) {
         const MKC_AT: usize = wqe::umr_ctrl_seg::SIZE;
         const XLT_AT: usize = MKC_AT + mkc::BYTES;
-        let mut body = Body::new();
+        debug_assert_eq!(self.len, 0);
+        let body = self;
         let n = u.mtt.len().min(INLINE_MAX_MTT);
         if let Some(c) = body.b.first_chunk_mut::<MKC_AT>() {
             umr_ctrl(c, u.check | flags::INLINE, n, u.mtt_offset, u.mask);
@@ -525,7 +529,6 @@ impl Body {
             d.copy_from_slice(&e.to_be_bytes());
         }
         body.len = (XLT_AT + n * mkey::MTT_ENTRY_SIZE).next_multiple_of(wqe::SEND_WQE_DS);
-        body
     }
 }
 

@@ -894,3 +894,22 @@ fn failed_indirect_key_destroys_its_inner_keys() {
     assert_eq!(live(), before, "no key left behind");
     assert_eq!(ctx.quarantined().0, 0, "nothing held: the device said no");
 }
+
+/// The test HAL's random source: scripted values come out first to last, and with none left
+/// (or none scripted) it has no source (`None`), whichever way the queue was emptied.
+#[test]
+fn scripted_random_values_then_none() {
+    use mlx5::hal::Hal;
+    let sim = SimHal::new();
+    let hal = TestHal(sim.clone());
+    assert_eq!(hal.random_u64(), None, "nothing scripted");
+    sim.random_script.lock().unwrap().extend([7, 9]);
+    assert_eq!(hal.random_u64(), Some(7));
+    assert_eq!(hal.random_u64(), Some(9));
+    assert_eq!(hal.random_u64(), None, "script used up");
+    sim.random_script.lock().unwrap().push_back(3);
+    sim.random_script.lock().unwrap().clear();
+    assert_eq!(hal.random_u64(), None, "script cleared");
+    sim.random_script.lock().unwrap().push_back(5);
+    assert_eq!(hal.random_u64(), Some(5));
+}

@@ -355,22 +355,29 @@ impl Cq {
                 }
             }
         }
-        let mut bytes = c.0;
-        if f.corrupt {
-            bytes[cqe::offset::OP_OWN] =
-                CORRUPT_CQE_OPCODE << 4 | (bytes[cqe::offset::OP_OWN] & 0xf);
-            bytes[cqe::err_offset::SYNDROME] = CORRUPT_CQE_SYNDROME;
-            bytes[cqe::err_offset::VENDOR_ERR_SYND] = CORRUPT_CQE_SYNDROME;
-        }
+        // The CQE as given, unless a fault corrupts it (then a copy): no copy of the 64 bytes
+        // for an ordinary CQE, whose op_own byte alone is computed here.
+        let mut corrupted;
+        let bytes: &[u8; cqe::SIZE] = if f.corrupt {
+            corrupted = c.0;
+            corrupted[cqe::offset::OP_OWN] =
+                CORRUPT_CQE_OPCODE << 4 | (corrupted[cqe::offset::OP_OWN] & 0xf);
+            corrupted[cqe::err_offset::SYNDROME] = CORRUPT_CQE_SYNDROME;
+            corrupted[cqe::err_offset::VENDOR_ERR_SYND] = CORRUPT_CQE_SYNDROME;
+            &corrupted
+        } else {
+            &c.0
+        };
         let mut owner = ((self.pi >> self.log_size) & 1) as u8;
         if f.stuck_owner {
             owner ^= 1;
         }
-        bytes[cqe::offset::OP_OWN] = (bytes[cqe::offset::OP_OWN] & !cqe::OWNER_MASK) | owner;
+        let own = [(bytes[cqe::offset::OP_OWN] & !cqe::OWNER_MASK) | owner];
+        let body = &bytes[..cqe::offset::OP_OWN];
+        let own = &own[..];
         let slot = (self.pi & (self.size() - 1)) as u64 * self.stride + (self.stride - 64);
         // Everything but op_own first, then op_own: software polls op_own (trap 25). A CQE
         // inside one page (always, at 64-byte alignment) is two ordered parts of one access.
-        let (body, own) = bytes.split_at(cqe::offset::OP_OWN);
         match self.buf.bus_in_page(slot, bytes.len()) {
             Some(bus) => mem.write_parts(&[(bus, body), (bus + body.len() as u64, own)]),
             None => self

@@ -217,33 +217,38 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
 
 /// [`sq_post`] fetching each WQE into `raw` (only its first `ds * 16` bytes are used).
 fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
-    let Some(q) = hca.qps.get(qpn) else {
-        return;
-    };
-    if q.state == qp::state::ERR {
-        flush_new_work(hca, qpn);
-        return;
-    }
-    if q.sq_log_size.is_none() || q.state == qp::state::RTR {
-        // No send queue work yet; a READ reply may be streaming.
-        rcpath::pump(hca, qpn);
-        return;
-    }
-    if q.state != qp::state::RTS {
-        return;
-    }
-    let pi = match read_dbr(&*hca.mem, q.dbr_addr) {
-        Ok((_, sq)) => sq,
-        Err(_) => {
-            wq_catastrophe(hca, qpn, "doorbell record unreadable");
-            return;
-        }
-    };
     let max_wqe = hca.cap(cmd_hca_cap::MAX_WQE_SZ_SQ) as usize;
+    // The doorbell record's SQ counter, read on the first turn (whose QP lookup also serves
+    // the checks before it).
+    let mut pi = None;
     loop {
         // Looked up once per WQE (held until the WQE is taken off the ring).
         let Some(q) = hca.qps.get_mut(qpn) else {
             return;
+        };
+        let pi = match pi {
+            Some(pi) => pi,
+            None => {
+                if q.state == qp::state::ERR {
+                    flush_new_work(hca, qpn);
+                    return;
+                }
+                if q.sq_log_size.is_none() || q.state == qp::state::RTR {
+                    // No send queue work yet; a READ reply may be streaming.
+                    rcpath::pump(hca, qpn);
+                    return;
+                }
+                if q.state != qp::state::RTS {
+                    return;
+                }
+                match read_dbr(&*hca.mem, q.dbr_addr) {
+                    Ok((_, sq)) => *pi.insert(sq),
+                    Err(_) => {
+                        wq_catastrophe(hca, qpn, "doorbell record unreadable");
+                        return;
+                    }
+                }
+            }
         };
         if q.sq_blocked || q.state != qp::state::RTS {
             break;
@@ -267,9 +272,14 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
         };
         if raw[3] == wqe::opcode::UMR {
             // UMR: applied to the key table when taken ([`crate::umr`]).
+            let (fre, qp_pd) = (q.fre, q.pd);
+            // What `push_local_done_to` needs of the QP, read now: executing a UMR changes a key
+            // or a window, never a QP.
+            let (cqn, uidx, queued) = (q.cqn_snd, q.user_index, !q.wrs.is_empty());
             let wr_id = q.next_wr;
             q.next_wr = q.next_wr.wrapping_add(1);
-            q.sq_next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
+            let next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
+            q.sq_next = next;
             let mut slot = WrSlot {
                 wr_id,
                 wqe_index: u16::from_be_bytes([raw[1], raw[2]]),
@@ -284,14 +294,19 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             } else if crate::mw::is_window_umr(hca, &raw[..len]) {
                 crate::mw::execute(hca, qpn, &raw[..len])
             } else {
-                crate::umr::execute(hca, qpn, &raw[..len])
+                crate::umr::execute_on(hca, qpn, fre, qp_pd, &raw[..len])
             };
             if let Err((syn, vend)) = r {
                 slot.kind = SlotKind::Failed(syn, vend);
                 rcpath::push_slot(hca, qpn, slot, None);
                 break;
             }
-            rcpath::push_local_done(hca, qpn, slot);
+            rcpath::push_local_done_to(hca, qpn, slot, cqn, uidx, queued);
+            if next == pi {
+                // The last WQE announced: the next turn of the loop would stop here too (it
+                // stops at `pi` whatever the QP's state), without looking the QP up again.
+                break;
+            }
             continue;
         }
         let parsed = SendWqe::parse(&raw[..len]);

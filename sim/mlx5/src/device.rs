@@ -365,12 +365,19 @@ pub(crate) fn uar_write(exec: &Executor, offset: u64, value: u64, size: u32) {
     let Ok(page) = u32::try_from(offset / page_size) else {
         return;
     };
-    let mut bytes = [0u8; 8];
-    bytes[..size as usize].copy_from_slice(&value.to_le_bytes()[..size as usize]);
+    let offset = (offset % page_size) as u32;
+    let bytes = value.to_le_bytes();
+    if exec.inline {
+        // What `submit` would run, without packing the write into a `Work` first (a doorbell
+        // is the datapath's most frequent device entry).
+        return crate::uar::bar_write(&mut lock(&exec.hca), page, offset, &bytes[..size as usize]);
+    }
+    let mut b = [0u8; 8];
+    b[..size as usize].copy_from_slice(&bytes[..size as usize]);
     exec.submit(Work::Uar {
         page,
-        offset: (offset % page_size) as u32,
-        bytes,
+        offset,
+        bytes: b,
         len: size as u8,
     });
 }

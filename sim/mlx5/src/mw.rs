@@ -130,7 +130,7 @@ pub fn window_type(m: &Mkey) -> Option<u8> {
 }
 
 /// Whether the UMR WQE `raw` targets a memory window (the dispatch of the SQ path: such a
-/// WQE goes to [`execute`], any other UMR to [`crate::umr::execute`]).
+/// WQE goes to [`execute`], any other UMR to [`crate::umr::execute_on`]).
 pub(crate) fn is_window_umr(hca: &Hca, raw: &[u8]) -> bool {
     let key = be32(raw, wqe::ctrl_seg::IMM);
     hca.mkeys.keys.get(&mkey::index(key)).is_some_and(is_window)

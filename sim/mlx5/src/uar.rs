@@ -229,13 +229,17 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
     let start = reg - pos;
     if pos == 0 {
         let at = (page, start);
+        // The record on this half, looked up once for the whole doorbell (the doorbell below
+        // adds or removes none: the datapath keeps no BlueFlame state).
+        let mut slot = hca.uars.burst_at(at);
         // A new doorbell on this half: a copy still arriving there was abandoned (torn).
-        let torn = hca.uars.burst_at(at).and_then(|i| {
+        let torn = slot.and_then(|i| {
             let old = &hca.uars.bursts[i];
             (old.is_copy && old.checked.count_ones() as usize != old.len / 64).then_some(old.qpn)
         });
         if let Some(qpn) = torn {
             hca.uars.take_burst(at);
+            slot = None;
             bf_error(
                 hca,
                 qpn,
@@ -252,7 +256,7 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
         let uars = &mut hca.uars;
         // The previous doorbell's record on this half, if any, is replaced (in place: most
         // doorbells find one there, and need neither a move nor an allocation).
-        let slot = uars.burst_at(at);
+        debug_assert_eq!(slot, uars.burst_at(at));
         if rang && len != 0 && len <= half as usize {
             let new = BfBurst {
                 at,

@@ -210,14 +210,21 @@ fn check_key(m: Option<&Mkey>, key: u32, flags: u8) -> Result<(), UmrErr> {
 ///
 /// Every check runs against the key as it is and the WQE's new values; the key is written
 /// (in place) only once all have passed, so a refused UMR leaves it unchanged.
-pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr> {
+///
+/// The QP is the caller's, looked up already: `fre` and `qp_pd` are its `qpc.fre` and PD
+/// (the send queue loop holds them; the QP is not looked up a second time).
+pub(crate) fn execute_on(
+    hca: &mut Hca,
+    qpn: u32,
+    fre: bool,
+    qp_pd: u32,
+    raw: &[u8],
+) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
     let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
-    let q = hca.qps.get(qpn).ok_or(malformed)?;
-    if !q.fre {
+    if !fre {
         return Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::NOT_FRE));
     }
-    let qp_pd = q.pd;
     let UmrHead { key, u, seg, flags, octowords, mask, data_at, size } =
         parse_head(raw).ok_or(malformed)?;
     let octowords = octowords as u64;

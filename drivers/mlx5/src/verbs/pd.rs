@@ -434,12 +434,22 @@ impl<H: Hal> ProtectionDomain<H> {
                 return Ok(None);
             };
             let new = fresh_variant(ctx, key, (r >> 32) as u32);
-            // The entries with their enables: on the stack when they go inline.
-            let mut small = [0u64; crate::umr::INLINE_MAX_MTT];
+            // The entries with their enables: on the stack when they go inline (a small
+            // region's one or two pages in two slots, no 16-slot array to clear).
+            use mlx5_prm::mkey::MTT_PRESENT;
+            let tiny: [u64; 2];
+            let mut small: [u64; crate::umr::INLINE_MAX_MTT];
             let big: Vec<u64>;
-            let mtt: &[u64] = if entries.len() <= small.len() {
+            let mtt: &[u64] = if let [a] = entries[..] {
+                tiny = [a | MTT_PRESENT, 0];
+                &tiny[..1]
+            } else if let [a, b] = entries[..] {
+                tiny = [a | MTT_PRESENT, b | MTT_PRESENT];
+                &tiny[..]
+            } else if entries.len() <= crate::umr::INLINE_MAX_MTT {
+                small = [0; crate::umr::INLINE_MAX_MTT];
                 for (d, e) in small.iter_mut().zip(entries) {
-                    *d = e | mlx5_prm::mkey::MTT_PRESENT;
+                    *d = e | MTT_PRESENT;
                 }
                 &small[..entries.len()]
             } else {
@@ -638,6 +648,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// region allocation the key was parked with, if any, is overwritten in place (no
     /// allocation; its old translation list is dropped).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(super) fn wrap_cached(
         &self,
         parked: crate::umr::Parked<H>,

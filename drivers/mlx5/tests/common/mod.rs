@@ -4,6 +4,7 @@
 //! the model also uses as guest memory, so the driver writes through host pointers and the
 //! device reads and writes through bus addresses, as with real DMA.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use std::vec::Vec;
@@ -57,11 +58,50 @@ pub struct BarStats {
     pub bf_copies: u64,
 }
 
+/// [`BarStats`] counted with atomics (one relaxed add per BAR access instead of a mutex
+/// round trip on every doorbell); `lock()` reads them all, for the tests'
+/// `stats.lock().unwrap()`.
+#[derive(Default, Debug)]
+pub struct BarCounters {
+    reads: AtomicU64,
+    writes32: AtomicU64,
+    writes64: AtomicU64,
+    bf_copies: AtomicU64,
+}
+
+/// A reading of [`BarCounters`].
+pub struct BarSnapshot(BarStats);
+
+impl std::ops::Deref for BarSnapshot {
+    type Target = BarStats;
+    fn deref(&self) -> &BarStats {
+        &self.0
+    }
+}
+
+impl BarCounters {
+    /// The counters as they are (a `Result`, as `Mutex::lock`, for `.lock().unwrap()`).
+    #[allow(clippy::result_unit_err)]
+    pub fn lock(&self) -> Result<BarSnapshot, ()> {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Ok(BarSnapshot(BarStats {
+            reads: r(&self.reads),
+            writes32: r(&self.writes32),
+            writes64: r(&self.writes64),
+            bf_copies: r(&self.bf_copies),
+        }))
+    }
+
+    fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// The model plus what the tests observe.
 pub struct SimHal {
     pub hca: InProcHca,
     t0: Instant,
-    pub stats: Mutex<BarStats>,
+    pub stats: BarCounters,
     /// BAR0 mapped uncached: `bf_write_combining` answers false (read at QP creation).
     pub uncached: std::sync::atomic::AtomicBool,
     /// Corrupt the last byte of every BlueFlame block on its way to the device (a stale
@@ -71,7 +111,61 @@ pub struct SimHal {
     pub torn_bf: std::sync::atomic::AtomicBool,
     /// Values `Hal::random_u64` hands out, first to last; when empty the HAL has no random
     /// source and the driver uses its own generator.
-    pub random_script: Mutex<std::collections::VecDeque<u64>>,
+    pub random_script: RandomScript,
+}
+
+/// [`SimHal::random_script`]: the scripted values behind a lock, and whether there are any
+/// in an atomic beside it, so that an unscripted draw (every draw outside the few tests that
+/// script one) costs one atomic load instead of a mutex round trip. `lock()` hands out the
+/// queue; dropping the guard brings the flag up to date.
+#[derive(Default)]
+pub struct RandomScript {
+    q: Mutex<std::collections::VecDeque<u64>>,
+    any: std::sync::atomic::AtomicBool,
+}
+
+/// The locked queue of a [`RandomScript`]; the flag follows it when the guard goes.
+pub struct ScriptGuard<'a> {
+    g: std::sync::MutexGuard<'a, std::collections::VecDeque<u64>>,
+    any: &'a std::sync::atomic::AtomicBool,
+}
+
+impl RandomScript {
+    /// The queue, locked (a `Result`, as `Mutex::lock`, for the tests' `.lock().unwrap()`).
+    #[allow(clippy::result_unit_err)]
+    pub fn lock(&self) -> Result<ScriptGuard<'_>, ()> {
+        let g = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(ScriptGuard { g, any: &self.any })
+    }
+
+    /// The next scripted value, if any.
+    pub fn pop(&self) -> Option<u64> {
+        // Acquire: pairs with the Release store of the guard that filled the queue.
+        if !self.any.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        self.lock().ok()?.pop_front()
+    }
+}
+
+impl std::ops::Deref for ScriptGuard<'_> {
+    type Target = std::collections::VecDeque<u64>;
+    fn deref(&self) -> &Self::Target {
+        &self.g
+    }
+}
+
+impl std::ops::DerefMut for ScriptGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.g
+    }
+}
+
+impl Drop for ScriptGuard<'_> {
+    fn drop(&mut self) {
+        self.any
+            .store(!self.g.is_empty(), std::sync::atomic::Ordering::Release);
+    }
 }
 
 impl SimHal {
@@ -89,7 +183,7 @@ impl SimHal {
         Arc::new(SimHal {
             hca,
             t0: Instant::now(),
-            stats: Mutex::new(BarStats::default()),
+            stats: BarCounters::default(),
             uncached: Default::default(),
             stale_bf: Default::default(),
             torn_bf: Default::default(),
@@ -132,23 +226,23 @@ impl Hal for TestHal {
         !self.0.uncached.load(std::sync::atomic::Ordering::Relaxed)
     }
     fn mmio_read32(&self, offset: usize) -> [u8; 4] {
-        self.0.stats.lock().unwrap().reads += 1;
+        BarCounters::bump(&self.0.stats.reads);
         (self.0.hca.bar0_read(offset as u64, 4) as u32).to_le_bytes()
     }
     fn mmio_write32(&self, offset: usize, bytes: [u8; 4]) {
-        self.0.stats.lock().unwrap().writes32 += 1;
+        BarCounters::bump(&self.0.stats.writes32);
         self.0
             .hca
             .bar0_write(offset as u64, u32::from_le_bytes(bytes) as u64, 4);
     }
     fn mmio_write64(&self, offset: usize, bytes: [u8; 8]) {
-        self.0.stats.lock().unwrap().writes64 += 1;
+        BarCounters::bump(&self.0.stats.writes64);
         self.0
             .hca
             .bar0_write(offset as u64, u64::from_le_bytes(bytes), 8);
     }
     fn mmio_copy_bf(&self, offset: usize, src: &[u8; 64]) {
-        self.0.stats.lock().unwrap().bf_copies += 1;
+        BarCounters::bump(&self.0.stats.bf_copies);
         let stale = self.0.stale_bf.load(std::sync::atomic::Ordering::Relaxed);
         let torn = self.0.torn_bf.load(std::sync::atomic::Ordering::Relaxed);
         for (i, c) in src.chunks_exact(8).enumerate() {
@@ -189,7 +283,7 @@ impl Hal for TestHal {
         Ok(())
     }
     fn random_u64(&self) -> Option<u64> {
-        self.0.random_script.lock().unwrap().pop_front()
+        self.0.random_script.pop()
     }
 }
 
