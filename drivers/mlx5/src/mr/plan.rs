@@ -1,0 +1,445 @@
+//! Translation planning: the page size with the fewest entries for a list of chunks.
+
+use crate::error::{InvalidInput, Result};
+
+use super::{Entries, MAX_MTT_ENTRIES, MAX_PAGE_SHIFT, MIN_PAGE_SHIFT};
+
+/// A physically contiguous piece of memory: bus address and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhysChunk {
+    /// Bus (IOVA) address of the first byte.
+    pub bus: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// How a region is translated: page shift and one bus address per page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Translation {
+    /// log2 of the page size (absolute, facts trap 1).
+    pub page_shift: u32,
+    /// The page addresses, in virtual order.
+    pub entries: Entries,
+}
+
+fn count_at(chunks: &[PhysChunk], iova: u64, s: u32) -> Option<u64> {
+    let ps = 1u64 << s;
+    let mask = ps - 1;
+    let mut v = iova;
+    let mut n = 0u64;
+    let last = chunks.len().checked_sub(1)?;
+    for (i, c) in chunks.iter().enumerate() {
+        if c.len == 0 {
+            return None;
+        }
+        // The chunk must not wrap the bus address space.
+        c.bus.checked_add(c.len)?;
+        // Same offset inside the page, virtually and physically.
+        if (v & mask) != (c.bus & mask) {
+            return None;
+        }
+        let end = v.checked_add(c.len)?;
+        // Interior boundaries must be page boundaries.
+        if i > 0 && v & mask != 0 {
+            return None;
+        }
+        if i < last && end & mask != 0 {
+            return None;
+        }
+        n = n.checked_add(end.div_ceil(ps) - (v >> s))?;
+        v = end;
+    }
+    Some(n)
+}
+
+/// The largest page shift (at most [`MAX_PAGE_SHIFT`]) at which `chunks` at `iova` can be
+/// translated, `None` when not even 4 KiB works or a chunk is empty or wraps.
+fn max_shift(chunks: &[PhysChunk], iova: u64) -> Option<u32> {
+    let last = chunks.len().checked_sub(1)?;
+    let mut v = iova;
+    let mut m = 0u64;
+    for (i, c) in chunks.iter().enumerate() {
+        if c.len == 0 {
+            return None;
+        }
+        c.bus.checked_add(c.len)?;
+        let end = v.checked_add(c.len)?;
+        m |= v ^ c.bus;
+        if i > 0 {
+            m |= v;
+        }
+        if i < last {
+            m |= end;
+        }
+        v = end;
+    }
+    let s = m.trailing_zeros().min(MAX_PAGE_SHIFT);
+    (s >= MIN_PAGE_SHIFT).then_some(s)
+}
+
+/// Plans the translation of `[iova, iova + total)` made of `chunks` in order.
+pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
+    // The page sizes that work are 4 KiB up to a largest one (each condition of `count_at`
+    // at size 2^s holds at every smaller size), and a larger working size never needs more
+    // entries. So: find the largest working size in one pass (as Linux
+    // ib_umem_find_best_pgsz ORs the VA/PA differences and interior boundaries into one
+    // mask), then the smallest size with its count by bisection ("the smallest page size
+    // that results in the minimum number of required pages", ib_umem_find_best_pgsz).
+    if let [c] = chunks {
+        return plan_one(c, iova);
+    }
+    let smax = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
+    let Some(nmax) = count_at(chunks, iova, smax) else {
+        return Err(InvalidInput::PageList.into());
+    };
+    let (mut lo, mut hi) = (MIN_PAGE_SHIFT, smax);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match count_at(chunks, iova, mid) {
+            Some(n) if n == nmax => hi = mid,
+            _ => lo = mid + 1,
+        }
+    }
+    let (n, s) = (nmax, lo);
+    // Bounded before anything is allocated for the list.
+    if n > MAX_MTT_ENTRIES {
+        return Err(InvalidInput::TooManyTranslations {
+            entries: n,
+            max: MAX_MTT_ENTRIES,
+        }
+        .into());
+    }
+    let ps = 1u64 << s;
+    let mut entries = Entries::with_capacity(n as usize);
+    let mut v = iova;
+    for c in chunks {
+        let end = v + c.len;
+        // Physical address of the page holding v.
+        let mut p = c.bus - (v & (ps - 1));
+        let mut page = v >> s;
+        while page < end.div_ceil(ps) {
+            entries.push(p);
+            // Past the last page this may wrap (a chunk ending in the top page); unused then.
+            p = p.wrapping_add(ps);
+            page += 1;
+        }
+        v = end;
+    }
+    Ok(Translation {
+        page_shift: s,
+        entries,
+    })
+}
+
+/// [`plan`] of one chunk (the common small registration), without the general walk: the
+/// same conditions, sizes and entries (`one_chunk_plan_matches_the_general_walk`).
+pub(super) fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
+    if c.len == 0 || c.bus.checked_add(c.len).is_none() {
+        return Err(InvalidInput::PageList.into());
+    }
+    let end = iova.checked_add(c.len).ok_or(InvalidInput::PageList)?;
+    // Same offset inside the page, virtually and physically (`max_shift` of one chunk).
+    let smax = (iova ^ c.bus).trailing_zeros().min(MAX_PAGE_SHIFT);
+    if smax < MIN_PAGE_SHIFT {
+        return Err(InvalidInput::PageList.into());
+    }
+    // `count_at` of one chunk.
+    let count = |s: u32| end.div_ceil(1u64 << s) - (iova >> s);
+    let nmax = count(smax);
+    if nmax == 1 {
+        // One page (every small registration): the smallest size whose page holds both the
+        // first and the last byte, i.e. above the highest bit in which their addresses differ
+        // (at most `smax`, whose single page holds them); the same size the bisection below
+        // finds (`one_chunk_plan_matches_the_general_walk`).
+        let differ = iova ^ (end - 1);
+        let s = (u64::BITS - differ.leading_zeros()).max(MIN_PAGE_SHIFT);
+        let first = c.bus - (iova & ((1u64 << s) - 1));
+        let mut entries = Entries::with_capacity(1);
+        entries.push(first);
+        return Ok(Translation {
+            page_shift: s,
+            entries,
+        });
+    }
+    let (mut lo, mut hi) = (MIN_PAGE_SHIFT, smax);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if count(mid) == nmax {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    if nmax > MAX_MTT_ENTRIES {
+        return Err(InvalidInput::TooManyTranslations {
+            entries: nmax,
+            max: MAX_MTT_ENTRIES,
+        }
+        .into());
+    }
+    let ps = 1u64 << lo;
+    let first = c.bus - (iova & (ps - 1));
+    // Past the last page this may wrap (a chunk ending in the top page); unused then.
+    let entries = (0..nmax).map(|i| first.wrapping_add(i * ps)).collect();
+    Ok(Translation {
+        page_shift: lo,
+        entries,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    /// The general walk of `plan`, without the one-chunk shortcut.
+    fn plan_walk(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
+        let smax = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
+        let nmax = count_at(chunks, iova, smax).ok_or(InvalidInput::PageList)?;
+        let s = (MIN_PAGE_SHIFT..=smax)
+            .find(|&s| count_at(chunks, iova, s) == Some(nmax))
+            .ok_or(InvalidInput::PageList)?;
+        let ps = 1u64 << s;
+        let c = chunks[0];
+        let first = c.bus - (iova & (ps - 1));
+        Ok(Translation {
+            page_shift: s,
+            entries: (0..nmax).map(|i| first.wrapping_add(i * ps)).collect(),
+        })
+    }
+
+    /// One chunk: the shortcut gives what the general walk gives (page size, entries, and
+    /// the refusals), over offsets, lengths and IOVAs around page and huge-page edges.
+    #[test]
+    fn one_chunk_plan_matches_the_general_walk() {
+        let offs = [0u64, 1, 0x123, 0xfff, 0x1000, 0x1_f000, 0x20_0000, 0x1f_ffff, 0x4000_0000];
+        let lens = [1u64, 0xfff, 0x1000, 0x1001, 0x2_0000, 0x20_0000, 0x20_0001, 0x4000_0000];
+        for bus_off in offs {
+            for iova_off in offs {
+                for len in lens {
+                    let c = [PhysChunk {
+                        bus: 0x8000_0000 + bus_off,
+                        len,
+                    }];
+                    let iova = 0x7f00_0000_0000 + iova_off;
+                    let fast = plan(&c, iova);
+                    let walk = plan_walk(&c, iova);
+                    match (&fast, &walk) {
+                        (Ok(a), Ok(b)) => assert_eq!(a, b, "{bus_off:#x} {iova_off:#x} {len:#x}"),
+                        (Err(_), Err(_)) => {}
+                        _ => panic!("{bus_off:#x} {iova_off:#x} {len:#x}: {fast:?} vs {walk:?}"),
+                    }
+                }
+            }
+        }
+        let empty = [PhysChunk { bus: 0x1000, len: 0 }];
+        assert!(plan(&empty, 0x1000).is_err());
+        let wraps = [PhysChunk {
+            bus: u64::MAX - 0xfff,
+            len: 0x2000,
+        }];
+        assert!(plan(&wraps, 0x1000).is_err());
+    }
+
+    #[test]
+    fn contiguous_region_is_one_entry() {
+        let t = plan(
+            &[PhysChunk {
+                bus: 0x4020_0000,
+                len: 2 << 20,
+            }],
+            0x4020_0000,
+        )
+        .unwrap();
+        assert_eq!(t.entries, alloc::vec![0x4020_0000]);
+        assert_eq!(t.page_shift, 21);
+        let t = plan(
+            &[PhysChunk {
+                bus: 0x1_0000_0000,
+                len: 64 << 20,
+            }],
+            0x1_0000_0000,
+        )
+        .unwrap();
+        assert_eq!(t.entries.len(), 1);
+        assert_eq!(t.page_shift, 26);
+        let t = plan(
+            &[PhysChunk {
+                bus: 0x4000_0000,
+                len: 1 << 30,
+            }],
+            0x4000_0000,
+        )
+        .unwrap();
+        assert_eq!((t.entries.len(), t.page_shift), (1, 30));
+        // 4 GiB contiguous: four 1 GiB entries.
+        let t = plan(
+            &[PhysChunk {
+                bus: 0x1_0000_0000,
+                len: 4 << 30,
+            }],
+            0x1_0000_0000,
+        )
+        .unwrap();
+        assert_eq!((t.entries.len(), t.page_shift), (4, 30));
+    }
+
+    #[test]
+    fn huge_pages_are_one_entry_each() {
+        let pages: Vec<PhysChunk> = [0x8000_0000u64, 0x4000_0000, 0x1_2340_0000]
+            .iter()
+            .map(|&b| PhysChunk {
+                bus: b,
+                len: 2 << 20,
+            })
+            .collect();
+        let t = plan(&pages, 0x7f00_0000_0000).unwrap();
+        assert_eq!(t.page_shift, 21);
+        assert_eq!(
+            t.entries,
+            alloc::vec![0x8000_0000, 0x4000_0000, 0x1_2340_0000]
+        );
+    }
+
+    #[test]
+    fn small_pages_and_offsets() {
+        // Two 4 KiB pages, scattered, region starting 0x100 into the first.
+        let t = plan(
+            &[
+                PhysChunk {
+                    bus: 0x5100,
+                    len: 0xf00,
+                },
+                PhysChunk {
+                    bus: 0x9000,
+                    len: 0x800,
+                },
+            ],
+            0x1100,
+        )
+        .unwrap();
+        assert_eq!(t.page_shift, 12);
+        assert_eq!(t.entries, alloc::vec![0x5000, 0x9000]);
+        // Mismatched offsets cannot be translated.
+        assert!(plan(
+            &[PhysChunk {
+                bus: 0x5100,
+                len: 0x100
+            }],
+            0x1200
+        )
+        .is_err());
+        // A chunk boundary inside a page cannot either.
+        assert!(plan(
+            &[
+                PhysChunk {
+                    bus: 0x5000,
+                    len: 0x800
+                },
+                PhysChunk {
+                    bus: 0x9800,
+                    len: 0x800
+                }
+            ],
+            0
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn absurd_plans_are_refused_before_allocating() {
+        // A 2^62-byte chunk in 4 KiB pages would be a 2^50-entry list: refused, not allocated.
+        let r = plan(
+            &[PhysChunk {
+                bus: 0x1000,
+                len: 1 << 62,
+            }],
+            0x1000,
+        );
+        assert!(
+            matches!(
+                r,
+                Err(crate::Error::Invalid(
+                    InvalidInput::TooManyTranslations { .. }
+                ))
+            ),
+            "{r:?}"
+        );
+        // A chunk in the top pages of the bus address space: planned without overflow.
+        let t = plan(
+            &[PhysChunk {
+                bus: u64::MAX - 0x17ff,
+                len: 0x1100,
+            }],
+            0x1800,
+        )
+        .unwrap();
+        assert_eq!(t.entries, alloc::vec![u64::MAX - 0x1fff, u64::MAX - 0xfff]);
+        // A chunk that wraps the bus address space cannot be translated.
+        assert!(plan(
+            &[PhysChunk {
+                bus: u64::MAX - 0xfff,
+                len: 0x2000,
+            }],
+            0
+        )
+        .is_err());
+    }
+
+    /// The one-pass planner picks what trying every page size picks (fewest entries, the
+    /// smallest size on a tie), on random layouts of mixed page sizes and offsets.
+    #[test]
+    fn planner_matches_trying_every_size() {
+        let brute = |c: &[PhysChunk], iova: u64| {
+            let mut best: Option<(u64, u32)> = None;
+            for s in MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT {
+                if let Some(n) = count_at(c, iova, s) {
+                    if best.is_none_or(|(bn, _)| n < bn) {
+                        best = Some((n, s));
+                    }
+                }
+            }
+            best
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..800 {
+            let n = 1 + (rnd() % 5) as usize;
+            let mut chunks = Vec::new();
+            for _ in 0..n {
+                let shift = [12u64, 16, 21, 30][(rnd() % 4) as usize];
+                let pages = 1 + rnd() % 3;
+                let bus = (rnd() % (1 << 40)) & !((1 << shift) - 1);
+                chunks.push(PhysChunk {
+                    bus,
+                    len: pages << shift,
+                });
+            }
+            // Sometimes an unaligned head or tail.
+            if rnd() % 3 == 0 {
+                let off = rnd() % chunks[0].len.min(4096);
+                chunks[0].bus += off;
+                chunks[0].len -= off;
+            }
+            if rnd() % 3 == 0 {
+                let l = chunks.len() - 1;
+                let cut = rnd() % chunks[l].len.min(4096);
+                chunks[l].len -= cut;
+            }
+            let iova = match rnd() % 3 {
+                0 => chunks[0].bus,
+                1 => (rnd() % (1 << 45)) & !((1 << 30) - 1) | (chunks[0].bus & ((1 << 30) - 1)),
+                _ => rnd() % (1 << 45),
+            };
+            let got = plan(&chunks, iova)
+                .ok()
+                .map(|t| (t.entries.len() as u64, t.page_shift));
+            assert_eq!(got, brute(&chunks, iova), "{chunks:x?} at {iova:#x}");
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Recently destroyed keys, kept from coming back at once.
+
+/// A recently destroyed key that must not come back at once (ReDMArk: keys are not recycled
+/// right after dereg).
+pub(crate) const QUARANTINE: usize = 256;
+
+/// Buckets of [`RecentKeys`]' counting filter.
+const RECENT_BUCKETS: usize = 4096;
+
+/// The last [`QUARANTINE`] destroyed keys, oldest first out, with a counting filter in
+/// front of them: `contains` is one bucket read for a key that is not there (nearly every
+/// key asked about; at most 256 of the 4096 buckets are non-zero), and a scan of the ring
+/// only when its bucket is in use. Same answers as a scan of the ring every time
+/// (`recent_keys_filter_matches_a_scan`).
+pub(crate) struct RecentKeys {
+    ring: [u32; QUARANTINE],
+    /// Entries in `ring` (the first `len` slots until it fills, then all of them).
+    len: usize,
+    /// The slot the next key goes to (the oldest key once the ring is full).
+    next: usize,
+    /// How many keys of `ring` fall in each bucket (at most [`QUARANTINE`]).
+    counts: [u16; RECENT_BUCKETS],
+}
+
+impl Default for RecentKeys {
+    fn default() -> Self {
+        RecentKeys {
+            ring: [0; QUARANTINE],
+            len: 0,
+            next: 0,
+            counts: [0; RECENT_BUCKETS],
+        }
+    }
+}
+
+impl RecentKeys {
+    #[inline(always)]
+    fn bucket(key: u32) -> usize {
+        // Fibonacci hashing: the top 12 bits of key * 2^32 / phi.
+        (key.wrapping_mul(0x9e37_79b9) >> 20) as usize
+    }
+
+    /// Whether `key` is one of the last [`QUARANTINE`] keys pushed.
+    #[inline]
+    pub(crate) fn contains(&self, key: u32) -> bool {
+        self.counts[Self::bucket(key)] != 0 && self.ring[..self.len].contains(&key)
+    }
+
+    /// Records `key`, forgetting the oldest key once [`QUARANTINE`] are held.
+    pub(crate) fn push(&mut self, key: u32) {
+        if self.len == QUARANTINE {
+            let old = self.ring[self.next];
+            let b = &mut self.counts[Self::bucket(old)];
+            *b = b.saturating_sub(1);
+        } else {
+            self.len += 1;
+        }
+        self.ring[self.next] = key;
+        self.counts[Self::bucket(key)] += 1;
+        self.next = (self.next + 1) % QUARANTINE;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    /// The counting filter answers as a scan of the last QUARANTINE keys does, across
+    /// wrap-around and with keys that share buckets.
+    #[test]
+    fn recent_keys_filter_matches_a_scan() {
+        let mut r = RecentKeys::default();
+        let mut all = Vec::new();
+        let mut x = 0x1234_5678u32;
+        for i in 0..3000u32 {
+            // Every third key repeats an older one; the others are pseudo-random.
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let k = if i % 3 == 0 && !all.is_empty() {
+                all[(x as usize) % all.len()]
+            } else {
+                x >> 4
+            };
+            r.push(k);
+            all.push(k);
+            let window = &all[all.len().saturating_sub(QUARANTINE)..];
+            for probe in [k, k ^ 1, x, all[(x as usize >> 7) % all.len()]] {
+                assert_eq!(r.contains(probe), window.contains(&probe), "key {probe:#x}");
+            }
+        }
+    }
+}
