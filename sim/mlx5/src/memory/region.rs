@@ -124,14 +124,49 @@ struct Regions {
 /// one [`RegionMemory`] and a snapshot cached under it can never be taken for another's.
 static VERSIONS: AtomicU64 = AtomicU64::new(1);
 
-/// Slots of [`SNAPSHOTS`].
+/// Slots of [`CACHED`] and [`KEPT`]: the memories a thread switches between (one HCA's, or two
+/// of a pair) without a lock.
 const SNAP_SLOTS: usize = 2;
 
+/// Where a thread finds the region list of one version without a lock: a plain copy of the
+/// snapshot's slice pointer, kept valid by the snapshot [`KEPT`] holds in the same slot.
+#[derive(Clone, Copy)]
+struct Cached {
+    /// 0: empty (no list has version 0).
+    version: u64,
+    ptr: *const Live,
+    len: usize,
+}
+
+const EMPTY: Cached = Cached {
+    version: 0,
+    ptr: std::ptr::null(),
+    len: 0,
+};
+
+/// The snapshots behind [`CACHED`], slot for slot. Dropped at thread exit, after emptying
+/// [`CACHED`] (a thread-local without a destructor stays readable to the end).
+struct Kept([Option<Snapshot>; SNAP_SLOTS]);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // Runs before the snapshots themselves are dropped.
+        CACHED.with(|c| {
+            for slot in c {
+                slot.set(EMPTY);
+            }
+        });
+    }
+}
+
 thread_local! {
-    /// The snapshots this thread used last, by version, most recent first: an access whose
-    /// memory's version is here uses it without a lock or an atomic read-modify-write.
-    static SNAPSHOTS: RefCell<[(u64, Option<Snapshot>); SNAP_SLOTS]> =
-        const { RefCell::new([(0, None), (0, None)]) };
+    /// The lists this thread used last, by version, most recent first: an access whose
+    /// memory's version is in slot 0 reads it with one thread-local load and a compare (no
+    /// lock, no atomic read-modify-write, no destructor check).
+    static CACHED: [std::cell::Cell<Cached>; SNAP_SLOTS] =
+        const { [std::cell::Cell::new(EMPTY), std::cell::Cell::new(EMPTY)] };
+    /// What keeps each slot of [`CACHED`] alive; touched only when slot 0 misses.
+    static KEPT: RefCell<Kept> = const { RefCell::new(Kept([None, None])) };
 }
 
 /// In-process DMA memory for host tests: zeroed host buffers placed at bus addresses.
@@ -148,8 +183,8 @@ thread_local! {
 /// [`free`](Self::free) finishes on memory still allocated, as if it had run before it (as one
 /// holding a read lock would have); every access that starts after `free` returns reads the
 /// new version and fails. A freed buffer goes back to the host allocator once no thread's
-/// cache holds a snapshot with it (at the latest on that thread's next access to a memory
-/// that changed, or its exit).
+/// cache holds a snapshot with it (a thread keeps the last two lists it used until it needs
+/// another one, or exits).
 pub struct RegionMemory {
     inner: Mutex<Regions>,
     /// `inner.version`, readable without the lock (stored after the list changed, under it).
@@ -212,44 +247,70 @@ impl RegionMemory {
     }
 
     /// Runs `f` on the region list: the snapshot this thread cached for the current version, or
-    /// (after a change) the current one, fetched under the lock and cached. `err` is returned
-    /// only if `f` could not run at all (which no path allows).
+    /// (after a change) the current one, fetched under the lock and cached.
+    ///
+    /// `f` is one of this module's copy functions, which never access guest memory themselves:
+    /// nothing can replace this thread's cache while `f` runs on a list from it.
     #[inline]
-    fn with_list<T>(
-        &self,
-        err: DmaError,
-        f: impl FnOnce(&[Live]) -> Result<T, DmaError>,
-    ) -> Result<T, DmaError> {
+    fn with_list<T>(&self, f: impl FnOnce(&[Live]) -> T) -> T {
         // Acquire: pairs with the Release store in `changed`, so a snapshot built for this
         // version (under the lock) is what this thread then finds or fetches.
         let v = self.version.load(Ordering::Acquire);
-        let mut f = Some(f);
-        let r = SNAPSHOTS.try_with(|c| {
-            let mut c = c.try_borrow_mut().ok()?;
-            if c[0].0 != v {
-                match c.iter().position(|e| e.0 == v) {
-                    Some(i) => c.swap(0, i),
-                    None => {
-                        // Fetched under the lock: possibly an even newer version (then this
-                        // access runs after that change, which is as good).
-                        let (nv, snap) = Self::current(&mut self.lock());
-                        c.rotate_right(1);
-                        c[0] = (nv, Some(snap));
-                    }
-                }
+        let c = CACHED.with(|c| c[0].get());
+        if c.version == v {
+            // SAFETY: slot 0 of CACHED is a copy of the slice of the snapshot in slot 0 of this
+            // thread's KEPT (both are only changed together, by `refresh` on this thread, which
+            // `f` cannot reach, and KEPT's drop empties CACHED first); that snapshot is
+            // immutable and alive while KEPT holds it.
+            let list = unsafe { std::slice::from_raw_parts(c.ptr, c.len) };
+            return f(list);
+        }
+        match self.refresh(v) {
+            Ok(()) => {
+                let c = CACHED.with(|c| c[0].get());
+                // SAFETY: as above: `refresh` just put this slice and its snapshot in slot 0.
+                let list = unsafe { std::slice::from_raw_parts(c.ptr, c.len) };
+                f(list)
             }
-            let list = c[0].1.as_deref()?;
-            let f = f.take()?;
-            Some(f(list))
+            // The thread's cache is going (thread exit) or busy: the current snapshot alone.
+            Err(snap) => f(&snap),
+        }
+    }
+
+    /// Puts the list of version `v` (or, if it changed again since, the current one) in slot 0
+    /// of this thread's cache. Fails with the current snapshot if the cache is unusable.
+    #[cold]
+    fn refresh(&self, v: u64) -> Result<(), Snapshot> {
+        let r = KEPT.try_with(|k| {
+            let Ok(mut k) = k.try_borrow_mut() else {
+                return false;
+            };
+            CACHED.with(|c| {
+                if c[1].get().version == v && k.0[1].is_some() {
+                    c[0].swap(&c[1]);
+                    k.0.swap(0, 1);
+                    return;
+                }
+                // Fetched under the lock: possibly an even newer version (then this access
+                // runs after that change, which is as good).
+                let (nv, snap) = Self::current(&mut self.lock());
+                let entry = Cached {
+                    version: nv,
+                    ptr: snap.as_ptr(),
+                    len: snap.len(),
+                };
+                // Slot 1 is evicted: its pointer goes before its snapshot does.
+                c[1].set(c[0].get());
+                c[0].set(entry);
+                k.0.rotate_right(1);
+                k.0[0] = Some(snap);
+            });
+            true
         });
-        if let Ok(Some(r)) = r {
-            return r;
+        if r == Ok(true) {
+            return Ok(());
         }
-        // The thread's cache is gone (thread exit) or in use: under the lock.
-        match f.take() {
-            Some(f) => f(&self.lock().list),
-            None => Err(err),
-        }
+        Err(Self::current(&mut self.lock()).1)
     }
 
     fn new_region(bus: u64, size: usize, align: usize) -> Result<Region, AllocError> {
@@ -354,35 +415,21 @@ impl RegionMemory {
 
 impl GuestMemory for RegionMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
-        let err = DmaError {
-            addr,
-            len: buf.len(),
-        };
-        self.with_list(err, |l| copy_pieces(l, addr, Copy::Read(buf)))
+        self.with_list(|l| copy_pieces(l, addr, Copy::Read(buf)))
     }
     fn write(&self, addr: u64, buf: &[u8]) -> Result<(), DmaError> {
-        let err = DmaError {
-            addr,
-            len: buf.len(),
-        };
-        self.with_list(err, |l| copy_pieces(l, addr, Copy::Write(buf)))
+        self.with_list(|l| copy_pieces(l, addr, Copy::Write(buf)))
     }
     fn write_parts(&self, parts: &[(u64, &[u8])]) -> Result<(), DmaError> {
-        let err = match parts.first() {
-            Some(&(addr, b)) => DmaError { addr, len: b.len() },
-            None => return Ok(()),
-        };
-        self.with_list(err, |l| write_parts_in(l, parts))
+        self.with_list(|l| write_parts_in(l, parts))
     }
     fn check(&self, addr: u64, len: usize) -> Result<(), DmaError> {
         if len == 0 {
             return Ok(());
         }
-        self.with_list(DmaError { addr, len }, |l| cover(l, addr, len).map(|_| ()))
+        self.with_list(|l| cover(l, addr, len).map(|_| ()))
     }
     fn copy(&self, src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
-        self.with_list(DmaError { addr: src, len }, |l| {
-            move_pieces(l, src, dst, len)
-        })
+        self.with_list(|l| move_pieces(l, src, dst, len))
     }
 }
