@@ -10,9 +10,11 @@
 //! - [`MappedMemory`]: sections of file descriptors (QEMU's guest RAM memfds) mapped with `mmap`,
 //!   replaced wholesale on every `SYNC_SYSMEM`.
 //!
-//! Both copy with one `memcpy` per contiguous piece, under a read lock that only a re-map
-//! (write lock) ever waits for; [`GuestMemory::copy`] moves bytes from one bus address to another
-//! with one `memmove` per piece, without a bounce buffer.
+//! Both copy with one `memcpy` per contiguous piece: [`MappedMemory`] under a read lock that
+//! only a re-map (write lock) ever waits for, [`RegionMemory`] on an immutable snapshot of its
+//! region list that each thread caches by version (no lock and no atomic read-modify-write per
+//! access); [`GuestMemory::copy`] moves bytes from one bus address to another with one
+//! `memmove` per piece, without a bounce buffer.
 
 use std::fmt;
 

@@ -303,12 +303,15 @@ pub(super) fn with_rc<'r>(
     {
         hca.port.kicks.push_back(qpn);
     }
-    // Send what the transport emitted (loopback packets are on the queue already).
-    for o in rc.out.drain(..) {
-        match o {
-            Out::Frame(fr) => hca.port.send_frame(fr),
-            Out::Ref(pkt) if route == Route::Local => hca.port.loopq.push_back(pkt),
-            Out::Ref(pkt) => hca.port.send_ref(pkt),
+    // Send what the transport emitted (loopback packets are on the queue already, so on
+    // loopback there is nothing here).
+    if !rc.out.is_empty() {
+        for o in rc.out.drain(..) {
+            match o {
+                Out::Frame(fr) => hca.port.send_frame(fr),
+                Out::Ref(pkt) if route == Route::Local => hca.port.loopq.push_back(pkt),
+                Out::Ref(pkt) => hca.port.send_ref(pkt),
+            }
         }
     }
     let (in_err, local_head) = match hca.qps.get_mut(qpn) {
