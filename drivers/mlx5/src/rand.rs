@@ -149,7 +149,11 @@ mod tests {
             assert_eq!(r.next32(&hal), v as u32, "draw {n}, low half");
             assert_eq!(r.next32(&hal), (v >> 32) as u32, "draw {n}, high half");
         }
-        assert_eq!(r.n.load(Ordering::Relaxed), 8, "one evaluation per two halves");
+        assert_eq!(
+            r.n.load(Ordering::Relaxed),
+            8,
+            "one evaluation per two halves"
+        );
     }
 
     /// A HAL without a random source (the test HAL with nothing scripted): draw `n` is

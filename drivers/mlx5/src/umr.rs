@@ -394,12 +394,15 @@ impl<H: Hal> UmrRes<H> {
                     f |= wqe::ctrl::CQ_UPDATE;
                 }
                 // The body written straight into the send queue ([`inline_into`]).
-                match self
-                    .qp
-                    .write_raw_fill(id, wqe::opcode::UMR, u.key, inline_len(u), f, 0, |b| {
-                        inline_into(b, u)
-                    })
-                {
+                match self.qp.write_raw_fill(
+                    id,
+                    wqe::opcode::UMR,
+                    u.key,
+                    inline_len(u),
+                    f,
+                    0,
+                    |b| inline_into(b, u),
+                ) {
                     Ok(p) => last = p,
                     Err(_) => break, // not posted: unchanged
                 }
@@ -545,7 +548,10 @@ fn inline_into(b: &mut [u8], u: &Umr<'_>) {
     if let Some(c) = b.first_chunk_mut::<MKC_AT>() {
         umr_ctrl(c, u.check | flags::INLINE, n, u.mtt_offset, u.mask);
     }
-    if let Some(seg) = b.get_mut(MKC_AT..).and_then(|s| s.first_chunk_mut::<{ mkc::BYTES }>()) {
+    if let Some(seg) = b
+        .get_mut(MKC_AT..)
+        .and_then(|s| s.first_chunk_mut::<{ mkc::BYTES }>())
+    {
         u.seg.write(seg);
     }
     if let Some(x) = b.get_mut(XLT_AT..) {

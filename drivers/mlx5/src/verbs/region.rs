@@ -15,7 +15,13 @@ pub(crate) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u32) -> u
 /// [`fresh_variant`] with only 16 random bits from the caller (`bits`, its low two bytes):
 /// two tries from them, then a new draw.
 pub(crate) fn fresh_variant16<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u16) -> u32 {
-    pick_variant(key, bits as u32, 2, || ctx.random(), |k| ctx.key_is_recent(k))
+    pick_variant(
+        key,
+        bits as u32,
+        2,
+        || ctx.random(),
+        |k| ctx.key_is_recent(k),
+    )
 }
 
 /// [`fresh_variant`] with its random source and its recent-key test passed in.
@@ -87,8 +93,14 @@ mod variant_tests {
     #[test]
     fn first_fresh_draw_wins_and_never_the_same_key() {
         let key = 0x1234_5642;
-        assert_eq!(pick_variant(key, 0x0000_0043, 4, || 0, |_| false), 0x1234_5643);
-        assert_eq!(pick_variant(key, 0x0000_4342, 4, || 0, |_| false), 0x1234_5643);
+        assert_eq!(
+            pick_variant(key, 0x0000_0043, 4, || 0, |_| false),
+            0x1234_5643
+        );
+        assert_eq!(
+            pick_variant(key, 0x0000_4342, 4, || 0, |_| false),
+            0x1234_5643
+        );
     }
 }
 
