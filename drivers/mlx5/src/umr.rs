@@ -287,8 +287,9 @@ impl<H: Hal> UmrRes<H> {
         self.pool.classes.iter().map(Vec::len).sum()
     }
 
-    /// Takes a key with room for `entries` MTT entries, chosen at random (by `random`, 32
-    /// random bits) among the free keys of the smallest class that fits (ReDMArk: the index
+    /// Takes a key with room for `entries` MTT entries, chosen at random (by `random`, scaled
+    /// to the class's length: its high bits count; the registration paths pass 16 random bits
+    /// in the high half, a bias of at most length / 2^16) among the free keys of the smallest class that fits (ReDMArk: the index
     /// part of the next key is not the previous one's plus one). `(key, class, parked region
     /// allocation)`.
     pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
