@@ -22,6 +22,9 @@ pub(crate) struct Rng {
     k0: AtomicU64,
     k1: AtomicU64,
     n: AtomicU64,
+    /// The unused high half of the last 64-bit output [`Rng::next32`] split, with bit 32 set
+    /// (0: none). Taken by a swap, so no half is ever handed out twice.
+    spare: AtomicU64,
 }
 
 /// SipHash-1-3 of the 8-byte little-endian message `m` under key `(k0, k1)`: the `siphasher`
@@ -43,6 +46,7 @@ impl Rng {
             k0: AtomicU64::new(0),
             k1: AtomicU64::new(0),
             n: AtomicU64::new(0),
+            spare: AtomicU64::new(0),
         };
         let (k0, k1) = match (hal.random_u64(), hal.random_u64()) {
             (Some(a), Some(b)) => (a, b),
@@ -74,6 +78,22 @@ impl Rng {
             self.rekey(hal, k0, k1, n);
         }
         siphash13(k0, k1, n)
+    }
+
+    /// 32 random bits: the two halves of one [`Rng::next`] output serve two calls (a small
+    /// registration needs 32 bits; one keyed-function evaluation costs about 120
+    /// instructions). Each half is used once; the halves of a pseudorandom output are as
+    /// independent of each other as two outputs are (whoever does not know the key cannot
+    /// tell any of its bits from random), so what one call's bits reveal (a key's variant and
+    /// index) tells nothing of the other's.
+    pub(crate) fn next32<H: Hal>(&self, hal: &H) -> u32 {
+        let s = self.spare.swap(0, Ordering::Relaxed);
+        if s != 0 {
+            return s as u32;
+        }
+        let v = self.next(hal);
+        self.spare.store((v >> 32) | 1 << 32, Ordering::Relaxed);
+        v as u32
     }
 
     /// Fresh entropy: the clock, through the function, into the key (a racing draw sees the
@@ -115,6 +135,25 @@ mod tests {
         for (i, a) in outs.iter().enumerate() {
             assert!(outs[i + 1..].iter().all(|b| b != a));
         }
+    }
+
+    /// [`Rng::next32`] hands out the low then the high half of one 64-bit output, each once,
+    /// and only then evaluates the function again.
+    #[test]
+    fn next32_splits_one_output_into_two_unused_halves() {
+        let hal = crate::test_hal::TestHal(crate::test_hal::SimHal::new());
+        let r = Rng::new(&hal);
+        let (k0, k1) = (r.k0.load(Ordering::Relaxed), r.k1.load(Ordering::Relaxed));
+        for n in 0..8u64 {
+            let v = siphash13(k0, k1, n);
+            assert_eq!(r.next32(&hal), v as u32, "draw {n}, low half");
+            assert_eq!(r.next32(&hal), (v >> 32) as u32, "draw {n}, high half");
+        }
+        assert_eq!(
+            r.n.load(Ordering::Relaxed),
+            8,
+            "one evaluation per two halves"
+        );
     }
 
     /// A HAL without a random source (the test HAL with nothing scripted): draw `n` is

@@ -219,6 +219,27 @@ impl<H: Hal> UmrRes<H> {
         let id = self.next;
         self.next = self.next.wrapping_add(1);
         self.qp.post_raw(id, wqe::opcode::UMR, key, body)?;
+        self.wait_one(hal)
+    }
+
+    /// [`UmrRes::post_wait`] for inline UMR `u` (at most [`INLINE_MAX_MTT`] entries): its
+    /// body is written straight into the send queue ([`inline_into`]), as rdma-core and Linux
+    /// build WQEs in the ring, not built on the stack and copied.
+    fn post_inline_wait(&mut self, hal: &H, u: &Umr<'_>) -> Result<()> {
+        let id = self.next;
+        self.next = self.next.wrapping_add(1);
+        let f = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
+        let at = self
+            .qp
+            .write_raw_fill(id, wqe::opcode::UMR, u.key, inline_len(u), f, 0, |b| {
+                inline_into(b, u)
+            })?;
+        self.qp.ring_send(at, None);
+        self.wait_one(hal)
+    }
+
+    /// Polls the completion of the one UMR just posted, within [`UMR_TIMEOUT`].
+    fn wait_one(&mut self, hal: &H) -> Result<()> {
         let mut wc = [WorkCompletion::default()];
         if self.cq.poll(&mut wc)? != 1 {
             let deadline = hal.now().saturating_add(UMR_TIMEOUT);
@@ -266,8 +287,9 @@ impl<H: Hal> UmrRes<H> {
         self.pool.classes.iter().map(Vec::len).sum()
     }
 
-    /// Takes a key with room for `entries` MTT entries, chosen at random (by `random`, 32
-    /// random bits) among the free keys of the smallest class that fits (ReDMArk: the index
+    /// Takes a key with room for `entries` MTT entries, chosen at random (by `random`, scaled
+    /// to the class's length: its high bits count; the registration paths pass 16 random bits
+    /// in the high half, a bias of at most length / 2^16) among the free keys of the smallest class that fits (ReDMArk: the index
     /// part of the next key is not the previous one's plus one). `(key, class, parked region
     /// allocation)`.
     pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
@@ -310,9 +332,7 @@ impl<H: Hal> UmrRes<H> {
             return Err(InvalidInput::OutOfRange.into());
         }
         if u.mtt.len() <= INLINE_MAX_MTT {
-            let mut body = Body::new();
-            body.inline(u);
-            return self.post_wait(hal, u.key, body.bytes());
+            return self.post_inline_wait(hal, u);
         }
         let seg = u.seg.bytes();
         let mut body = Body::new();
@@ -363,8 +383,6 @@ impl<H: Hal> UmrRes<H> {
                 {
                     break;
                 }
-                let mut body = Body::new();
-                body.inline(u);
                 let id = self.next;
                 // Only the batch's last WQE asks for a completion: it covers every earlier one
                 // (completions come in SQ order; rdma-core's selective signaling,
@@ -376,10 +394,16 @@ impl<H: Hal> UmrRes<H> {
                 if posted + 1 == n {
                     f |= wqe::ctrl::CQ_UPDATE;
                 }
-                match self
-                    .qp
-                    .write_raw_with(id, wqe::opcode::UMR, u.key, body.bytes(), f, 0)
-                {
+                // The body written straight into the send queue ([`inline_into`]).
+                match self.qp.write_raw_fill(
+                    id,
+                    wqe::opcode::UMR,
+                    u.key,
+                    inline_len(u),
+                    f,
+                    0,
+                    |b| inline_into(b, u),
+                ) {
                     Ok(p) => last = p,
                     Err(_) => break, // not posted: unchanged
                 }
@@ -503,32 +527,38 @@ impl Body {
     fn bytes(&self) -> &[u8] {
         &self.b[..self.len]
     }
+}
 
-    /// Makes the new (zeroed) `self` the body of inline UMR `u` (at most [`INLINE_MAX_MTT`]
-    /// entries, checked by the callers): UMR ctrl segment, mkey segment and the entries, each
-    /// written in place (no segment is built apart and copied, and the body is not moved
-    /// afterwards), padded with zeros to whole octowords (an odd entry count ends with a
-    /// zero entry).
-    #[inline(always)]
-    fn inline(&mut self, u: &Umr<'_>) {
-        const MKC_AT: usize = wqe::umr_ctrl_seg::SIZE;
-        const XLT_AT: usize = MKC_AT + mkc::BYTES;
-        debug_assert_eq!(self.len, 0);
-        let body = self;
-        let n = u.mtt.len().min(INLINE_MAX_MTT);
-        if let Some(c) = body.b.first_chunk_mut::<MKC_AT>() {
-            umr_ctrl(c, u.check | flags::INLINE, n, u.mtt_offset, u.mask);
-        }
-        if let Some(seg) = body.b[MKC_AT..].first_chunk_mut::<{ mkc::BYTES }>() {
-            u.seg.write(seg);
-        }
-        for (d, e) in body.b[XLT_AT..]
-            .chunks_exact_mut(mkey::MTT_ENTRY_SIZE)
-            .zip(&u.mtt[..n])
-        {
+/// Bytes of inline UMR `u`'s body: UMR ctrl segment, mkey segment and its entries (at most
+/// [`INLINE_MAX_MTT`]), padded to whole octowords.
+#[inline(always)]
+fn inline_len(u: &Umr<'_>) -> usize {
+    let n = u.mtt.len().min(INLINE_MAX_MTT);
+    (wqe::umr_ctrl_seg::SIZE + mkc::BYTES + n * mkey::MTT_ENTRY_SIZE)
+        .next_multiple_of(wqe::SEND_WQE_DS)
+}
+
+/// Writes inline UMR `u`'s body into the zeroed `b` ([`inline_len`] bytes): UMR ctrl
+/// segment, mkey segment and the entries, each written in place (no segment is built apart
+/// and copied), the padding left zero (an odd entry count ends with a zero entry).
+#[inline(always)]
+fn inline_into(b: &mut [u8], u: &Umr<'_>) {
+    const MKC_AT: usize = wqe::umr_ctrl_seg::SIZE;
+    const XLT_AT: usize = MKC_AT + mkc::BYTES;
+    let n = u.mtt.len().min(INLINE_MAX_MTT);
+    if let Some(c) = b.first_chunk_mut::<MKC_AT>() {
+        umr_ctrl(c, u.check | flags::INLINE, n, u.mtt_offset, u.mask);
+    }
+    if let Some(seg) = b
+        .get_mut(MKC_AT..)
+        .and_then(|s| s.first_chunk_mut::<{ mkc::BYTES }>())
+    {
+        u.seg.write(seg);
+    }
+    if let Some(x) = b.get_mut(XLT_AT..) {
+        for (d, e) in x.chunks_exact_mut(mkey::MTT_ENTRY_SIZE).zip(&u.mtt[..n]) {
             d.copy_from_slice(&e.to_be_bytes());
         }
-        body.len = (XLT_AT + n * mkey::MTT_ENTRY_SIZE).next_multiple_of(wqe::SEND_WQE_DS);
     }
 }
 
@@ -591,6 +621,56 @@ impl<H: Hal> Drop for UmrRes<H> {
 mod tests {
     use super::*;
     use crate::test_hal::{open, pair, wait};
+
+    /// The body [`inline_into`] writes in place (into the send queue) is the one the segment
+    /// builders give: UMR ctrl segment with the INLINE flag, mkey segment, the entries, and a
+    /// zero entry padding an odd count to a whole octoword; [`inline_len`] is its length.
+    #[test]
+    fn inline_body_written_in_place_matches_the_segment_builders() {
+        let seg = MkeySeg {
+            pd: 5,
+            qpn: 0xff_ffff,
+            variant: 0x42,
+            start: 0x1000,
+            len: 3 * 4096,
+            log_page_size: 12,
+            ..MkeySeg::default()
+        };
+        let entries = [
+            0x10_0000u64 | mkey::MTT_PRESENT,
+            0x20_0000 | mkey::MTT_PRESENT,
+            0x30_0000 | mkey::MTT_PRESENT,
+        ];
+        for n in 1..=3 {
+            let u = Umr {
+                key: 0x1234_5642,
+                check: flags::CHECK_NOT_FREE,
+                mask: ENABLE_MASK,
+                seg,
+                mtt: &entries[..n],
+                mtt_offset: 0,
+            };
+            let mut want = Body::new();
+            header(
+                &mut want,
+                flags::CHECK_NOT_FREE | flags::INLINE,
+                n,
+                0,
+                ENABLE_MASK,
+                &seg.bytes(),
+            );
+            for e in &entries[..n] {
+                want.push(&e.to_be_bytes());
+            }
+            if n % 2 == 1 {
+                want.push(&[0; 8]);
+            }
+            assert_eq!(inline_len(&u), want.bytes().len(), "{n} entries");
+            let mut got = [0u8; BODY_MAX];
+            inline_into(&mut got[..inline_len(&u)], &u);
+            assert_eq!(&got[..inline_len(&u)], want.bytes(), "{n} entries");
+        }
+    }
 
     /// A UMR WQE on a QP created without `qpc.fre` completes with a local QP operation
     /// error and changes nothing.

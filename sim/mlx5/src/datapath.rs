@@ -94,12 +94,24 @@ pub(crate) fn memory_pieces(
 ///
 /// Returns true if the doorbell rang a send queue: its QP exists and belongs to this UAR page.
 pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) -> bool {
+    let log_bf = hca.cap(cmd_hca_cap::LOG_BF_REG_SIZE).min(11);
+    let half = ((1usize << log_bf) / 2).max(8);
+    sq_doorbell_half(hca, uar_index, offset, value, half)
+}
+
+/// [`sq_doorbell`] with the BlueFlame half-buffer size (`bf_reg_size / 2`, at least 8) the
+/// caller already read from the capabilities (the UAR write path reads it once per doorbell).
+pub(crate) fn sq_doorbell_half(
+    hca: &mut Hca,
+    uar_index: u32,
+    offset: u32,
+    value: u64,
+    half: usize,
+) -> bool {
     let off = offset as usize;
     if !(uar::BF_OFFSET..uar::PAGE_SIZE).contains(&off) {
         return false;
     }
-    let log_bf = hca.cap(cmd_hca_cap::LOG_BF_REG_SIZE).min(11);
-    let half = ((1usize << log_bf) / 2).max(8);
     if !(off - uar::BF_OFFSET).is_multiple_of(half) {
         return false;
     }
@@ -163,7 +175,14 @@ pub fn poll_wire(hca: &mut Hca) {
 /// doorbell whose WQEs all execute locally (UMRs) reads no clock.
 pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
     hca.clock_due = true;
-    queue_kick(hca, qpn);
+    if hca.port.loopq.is_empty() && hca.port.kicks.is_empty() {
+        // What `run` would do first with nothing else queued (it takes the loopback packets
+        // first, then the kicks in order): this queue's turn, without the round trip through
+        // the kick queue; then whatever that turn queued.
+        sq_post(hca, qpn);
+    } else {
+        queue_kick(hca, qpn);
+    }
     run(hca);
 }
 

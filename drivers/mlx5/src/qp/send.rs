@@ -593,11 +593,32 @@ impl<H: Hal> QueuePair<H> {
         fm_ce_se: u8,
         wc_op: u8,
     ) -> Result<*const u8> {
+        self.write_raw_fill(wr_id, opc, imm, body.len(), fm_ce_se, wc_op, |b| {
+            b.copy_from_slice(body)
+        })
+    }
+
+    /// [`QueuePair::write_raw_with`] whose body (`body_len` bytes, a multiple of 16) `fill`
+    /// writes straight into the send queue, over zeros (the slot's old WQE is cleared first):
+    /// no body is built apart and copied. A WQE that wraps the ring is filled on the stack and
+    /// copied in two pieces.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn write_raw_fill(
+        &mut self,
+        wr_id: u64,
+        opc: u8,
+        imm: u32,
+        body_len: usize,
+        fm_ce_se: u8,
+        wc_op: u8,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<*const u8> {
         self.check_can_send()?;
-        if !body.len().is_multiple_of(wqe::SEND_WQE_DS) {
+        if !body_len.is_multiple_of(wqe::SEND_WQE_DS) {
             return Err(InvalidInput::OutOfRange.into());
         }
-        let ds = 1 + body.len() / wqe::SEND_WQE_DS;
+        let ds = 1 + body_len / wqe::SEND_WQE_DS;
         let bbs = wqe::wqebbs(ds as u32);
         if ds > wqe::CTRL_DS_MASK as usize || bbs > self.lay.sq_max_bbs {
             return Err(InvalidInput::OutOfRange.into());
@@ -610,21 +631,25 @@ impl<H: Hal> QueuePair<H> {
         ctrl[4..8].copy_from_slice(&wqe::qpn_ds(self.qpn, ds as u8).to_be_bytes());
         ctrl[wqe::ctrl_seg::FM_CE_SE] = fm_ce_se;
         ctrl[wqe::ctrl_seg::IMM..wqe::ctrl_seg::IMM + 4].copy_from_slice(&imm.to_be_bytes());
-        let len = wqe::ctrl_seg::SIZE + body.len();
+        let len = wqe::ctrl_seg::SIZE + body_len;
         let room = ((cnt - idx as u32) as usize) * wqe::SEND_WQE_BB;
         // SAFETY: the destination ranges lie inside the SQ (the WQE spans bbs <= sq_max_bbs
-        // blocks from idx, wrapping to block 0): in place when it does not wrap, else through
-        // `w`, which holds `len` bytes (len <= sq_max_bbs blocks <= MAX_WQE_BYTES).
+        // blocks from idx, wrapping to block 0), in slots reserve_sq found free (the device is
+        // done with them and reads them only after the doorbell): in place when it does not
+        // wrap, else through `w`, which holds `len` bytes (len <= sq_max_bbs blocks <=
+        // MAX_WQE_BYTES).
         unsafe {
             let sq = self.ring.add(self.lay.sq_offset);
             let at = sq.add(idx as usize * wqe::SEND_WQE_BB);
             if len <= room {
                 ptr::copy_nonoverlapping(ctrl.as_ptr(), at, ctrl.len());
-                ptr::copy_nonoverlapping(body.as_ptr(), at.add(ctrl.len()), body.len());
+                let b = core::slice::from_raw_parts_mut(at.add(ctrl.len()), body_len);
+                b.fill(0);
+                fill(b);
             } else {
                 let mut w = [0u8; MAX_WQE_BYTES];
                 w[..ctrl.len()].copy_from_slice(&ctrl);
-                w[ctrl.len()..len].copy_from_slice(body);
+                fill(&mut w[ctrl.len()..len]);
                 ptr::copy_nonoverlapping(w.as_ptr(), at, room);
                 ptr::copy_nonoverlapping(w.as_ptr().add(room), sq, len - room);
             }

@@ -281,6 +281,11 @@ impl<H: Hal> CtxInner<H> {
         self.rng.next(&self.hal)
     }
 
+    /// 32 random bits ([`crate::rand::Rng::next32`]: half of one draw).
+    pub(crate) fn random32(&self) -> u32 {
+        self.rng.next32(&self.hal)
+    }
+
     /// Runs one UMR on the context's UMR QP, creating it on first use.
     pub(crate) fn umr(self: &Arc<Self>, u: &crate::umr::Umr<'_>) -> Result<()> {
         self.umr_with(true, |r, hal| r.run(hal, u))?

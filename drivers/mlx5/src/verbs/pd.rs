@@ -428,12 +428,13 @@ impl<H: Hal> ProtectionDomain<H> {
         }
         let pdn = self.inner.pdn;
         let r = ctx.umr_try_with(|u, hal| {
-            // One draw: the pick among the free keys (low half) and the variant (high half).
-            let r = ctx.random();
-            let Some((key, class, parked)) = u.take(entries.len(), r as u32) else {
+            // Half a draw: the pick among the free keys (high 16 bits, scaled to the class's
+            // length) and the variant's first two tries (low 16 bits).
+            let r = ctx.random32();
+            let Some((key, class, parked)) = u.take(entries.len(), r & 0xffff_0000) else {
                 return Ok(None);
             };
-            let new = fresh_variant(ctx, key, (r >> 32) as u32);
+            let new = fresh_variant16(ctx, key, r as u16);
             // The entries with their enables: on the stack when they go inline (a small
             // region's one or two pages in two slots, no 16-slot array to clear).
             use mlx5_prm::mkey::MTT_PRESENT;
@@ -517,13 +518,14 @@ impl<H: Hal> ProtectionDomain<H> {
                 {
                     continue;
                 }
-                let r = ctx.random();
-                let Some((key, class, parked)) = u.take(entries.len(), r as u32) else {
+                // Half a draw, as in `reg_pooled`.
+                let r = ctx.random32();
+                let Some((key, class, parked)) = u.take(entries.len(), r & 0xffff_0000) else {
                     continue;
                 };
                 let at = mtt.len();
                 mtt.extend(entries.iter().map(|e| e | mlx5_prm::mkey::MTT_PRESENT));
-                let new = fresh_variant(ctx, key, (r >> 32) as u32);
+                let new = fresh_variant16(ctx, key, r as u16);
                 taken.push((i, plan, len, key, class, new, at, parked));
             }
             let umrs: Vec<Umr<'_>> = taken

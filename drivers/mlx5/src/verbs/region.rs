@@ -9,13 +9,27 @@ use super::*;
 /// draw; when all eight hit recent keys, the first fresh variant from a random start. Only if
 /// every other variant of the index is recent does it settle for the next one.
 pub(crate) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u32) -> u32 {
-    pick_variant(key, bits, || ctx.random(), |k| ctx.key_is_recent(k))
+    pick_variant(key, bits, 4, || ctx.random(), |k| ctx.key_is_recent(k))
+}
+
+/// [`fresh_variant`] with only 16 random bits from the caller (`bits`, its low two bytes):
+/// two tries from them, then a new draw.
+pub(crate) fn fresh_variant16<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u16) -> u32 {
+    pick_variant(
+        key,
+        bits as u32,
+        2,
+        || ctx.random(),
+        |k| ctx.key_is_recent(k),
+    )
 }
 
 /// [`fresh_variant`] with its random source and its recent-key test passed in.
+/// The first `from_bits` tries (at most 4) take the bytes of `bits`.
 fn pick_variant(
     key: u32,
     bits: u32,
+    from_bits: usize,
     mut random: impl FnMut() -> u64,
     is_recent: impl Fn(u32) -> bool,
 ) -> u32 {
@@ -23,7 +37,7 @@ fn pick_variant(
     let fresh = |k: u32| k != key && !is_recent(k);
     let mut r = bits as u64;
     for i in 0..8 {
-        if i == 4 {
+        if i == from_bits.min(4) {
             r = random();
         }
         let k = base | (r & 0xff) as u32;
@@ -52,15 +66,26 @@ mod variant_tests {
         let recent = |k: u32| k != fresh_one;
         // Draws: 0x11 x4 from `bits`, 0x22 x4 from the second draw, then the scan's start.
         let mut draws = [0x2222_2222u64, 0x80].into_iter();
-        let k = pick_variant(key, 0x1111_1111, || draws.next().unwrap(), recent);
+        let k = pick_variant(key, 0x1111_1111, 4, || draws.next().unwrap(), recent);
         assert_eq!(k, fresh_one);
+    }
+
+    /// With 16 bits from the caller, two tries take its bytes and the third a new draw (not
+    /// a zero byte past the 16 bits).
+    #[test]
+    fn sixteen_bits_give_two_tries_then_a_draw() {
+        let key = 0x1234_5610;
+        let recent = |k: u32| k == 0x1234_5611 || k == 0x1234_5622;
+        let mut draws = [0x0000_0033u64].into_iter();
+        let k = pick_variant(key, 0x2211, 2, || draws.next().unwrap(), recent);
+        assert_eq!(k, 0x1234_5633);
     }
 
     /// Only when every other variant of the index is recent does it settle for the next one.
     #[test]
     fn the_next_variant_only_when_none_is_fresh() {
         let key = 0x1234_56ff;
-        let k = pick_variant(key, 0, || 0, |_| true);
+        let k = pick_variant(key, 0, 4, || 0, |_| true);
         assert_eq!(k, 0x1234_5600);
     }
 
@@ -68,8 +93,14 @@ mod variant_tests {
     #[test]
     fn first_fresh_draw_wins_and_never_the_same_key() {
         let key = 0x1234_5642;
-        assert_eq!(pick_variant(key, 0x0000_0043, || 0, |_| false), 0x1234_5643);
-        assert_eq!(pick_variant(key, 0x0000_4342, || 0, |_| false), 0x1234_5643);
+        assert_eq!(
+            pick_variant(key, 0x0000_0043, 4, || 0, |_| false),
+            0x1234_5643
+        );
+        assert_eq!(
+            pick_variant(key, 0x0000_4342, 4, || 0, |_| false),
+            0x1234_5643
+        );
     }
 }
 
