@@ -38,7 +38,12 @@ pub fn open_first(bdf: Option<Bdf>) -> Result<KernelHal, OpenError> {
         .iter()
         .find(|b| b.index == 0 && b.kind != BarKind::Io && b.addr != 0)
         .ok_or(OpenError::NoBar0(f.bdf))?;
-    Ok(KernelHal { bdf: f.bdf, bar0: bar.addr, bar0_len: bar.size as usize, epoch: Instant::now() })
+    Ok(KernelHal {
+        bdf: f.bdf,
+        bar0: bar.addr,
+        bar0_len: bar.size as usize,
+        epoch: Instant::now(),
+    })
 }
 
 impl KernelHal {
@@ -49,7 +54,11 @@ impl KernelHal {
     #[inline(always)]
     fn reg(&self, offset: usize, width: usize) -> u64 {
         // The driver never passes an offset past BAR0 (Hal contract); stay inside regardless.
-        assert!(offset + width <= self.bar0_len, "BAR0 access at {offset:#x} past {:#x}", self.bar0_len);
+        assert!(
+            offset + width <= self.bar0_len,
+            "BAR0 access at {offset:#x} past {:#x}",
+            self.bar0_len
+        );
         self.bar0 + offset as u64
     }
 }
@@ -116,7 +125,9 @@ impl Hal for KernelHal {
             return Err(HalError::BadLayout);
         }
         // Not zeroed here: the driver zeroes what it takes (mlx5::hal::Hal::dma_alloc).
-        mem::alloc_dma(size, align, false).map(KernelDma).map_err(|_| HalError::OutOfMemory)
+        mem::alloc_dma(size, align, false)
+            .map(KernelDma)
+            .map_err(|_| HalError::OutOfMemory)
     }
 
     fn now(&self) -> Duration {

@@ -247,7 +247,7 @@ fn huge_region(ctx: &Context<TestHal>, pd: &ProtectionDomain<TestHal>, reps: usi
 /// so that a busy machine slows them alike.
 fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
     const N: usize = 248; // 8 batches of 31
-    // One model each (a context owns its device function): without and with the cache.
+                          // One model each (a context owns its device function): without and with the cache.
     let open = |cache: bool| {
         let hal = TestHal(SimHal::new());
         let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
@@ -282,7 +282,11 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
             .collect();
         let regions: Vec<Vec<(&[PhysChunk], u64, AccessFlags)>> = chunks
             .iter()
-            .map(|cs| cs.iter().map(|c| (&c[..], c[0].bus, AccessFlags::ALL)).collect())
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| (&c[..], c[0].bus, AccessFlags::ALL))
+                    .collect()
+            })
             .collect();
         // [commands, cache] x [reg, dereg], and batched registration.
         let mut t = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
@@ -301,7 +305,11 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
                 }
                 let reg = s.ns() / N as u128;
                 if k == 1 {
-                    assert_eq!(ctx.commands_sent(), c0, "cached registrations send no command");
+                    assert_eq!(
+                        ctx.commands_sent(),
+                        c0,
+                        "cached registrations send no command"
+                    );
                 }
                 let s = clock::now();
                 for mut m in mrs {
@@ -323,7 +331,11 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
                 if k == 0 {
                     rung = ctx.command_doorbells() - d0;
                 } else {
-                    assert_eq!(ctx.commands_sent(), c0, "batched from the cache: no command");
+                    assert_eq!(
+                        ctx.commands_sent(),
+                        c0,
+                        "batched from the cache: no command"
+                    );
                 }
                 drop(mrs);
                 if rep > 0 {
@@ -348,7 +360,10 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
             Ok::<u128, String>(median(times))
         })();
         let (l, lr) = match lin {
-            Ok(l) => (l.to_string(), format!("{:.1}x", l as f64 / ur.max(1) as f64)),
+            Ok(l) => (
+                l.to_string(),
+                format!("{:.1}x", l as f64 / ur.max(1) as f64),
+            ),
             Err(e) => (format!("SKIPPED: Linux pin because {e}"), "-".into()),
         };
         println!(
@@ -386,7 +401,10 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
             m.dereg().expect("dereg");
         }
         let pairs = keys.windows(2);
-        let index_next = pairs.clone().filter(|w| w[1] >> 8 == (w[0] >> 8) + 1).count();
+        let index_next = pairs
+            .clone()
+            .filter(|w| w[1] >> 8 == (w[0] >> 8) + 1)
+            .count();
         let full = pairs
             .filter(|w| w[1] == (((w[0] >> 8) + 1) << 8 | (w[0] & 0xff)))
             .count();
@@ -409,11 +427,31 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
 /// What `--callgrind` measures: `--path=<one of these>`.
 const PATHS: [(&str, &str, &str); 6] = [
     ("cmd-reg", "measure_reg", "commands: reg (CREATE_MKEY)"),
-    ("cache-reg", "measure_reg", "UMR cache: reg (1 UMR WQE + CQE)"),
-    ("cmd-batch", "measure_batch", "commands batched: reg_mr_batch"),
-    ("cache-batch", "measure_batch", "UMR cache batched: reg_mr_batch"),
-    ("cmd-dereg", "measure_dereg", "commands: dereg (DESTROY_MKEY)"),
-    ("cache-dereg", "measure_dereg", "UMR cache: dereg (revoking UMR)"),
+    (
+        "cache-reg",
+        "measure_reg",
+        "UMR cache: reg (1 UMR WQE + CQE)",
+    ),
+    (
+        "cmd-batch",
+        "measure_batch",
+        "commands batched: reg_mr_batch",
+    ),
+    (
+        "cache-batch",
+        "measure_batch",
+        "UMR cache batched: reg_mr_batch",
+    ),
+    (
+        "cmd-dereg",
+        "measure_dereg",
+        "commands: dereg (DESTROY_MKEY)",
+    ),
+    (
+        "cache-dereg",
+        "measure_dereg",
+        "UMR cache: dereg (revoking UMR)",
+    ),
 ];
 
 /// Registers every region one by one (the measured function of `--callgrind`).
@@ -502,7 +540,11 @@ fn callgrind_child() {
         }
     }
     if cache {
-        assert_eq!(ctx.commands_sent(), c0, "cached registrations send no command");
+        assert_eq!(
+            ctx.commands_sent(),
+            c0,
+            "cached registrations send no command"
+        );
     }
     drop(pd);
     let _ = ctx.close();
@@ -535,14 +577,20 @@ fn instruction_counts() {
                 &format!("--toggle-collect=*{f}*"),
             ])
             .arg(&exe)
-            .args(["--callgrind", &format!("--n={n}"), &format!("--path={path}")])
+            .args([
+                "--callgrind",
+                &format!("--n={n}"),
+                &format!("--path={path}"),
+            ])
             .output()
             .ok()?;
         let err = String::from_utf8_lossy(&out.stderr);
         let line = err.lines().find(|l| l.contains("Collected :"))?;
         line.rsplit(':').next()?.trim().parse().ok()
     };
-    println!("| path (4 KiB MRs, driver + model) | Ir (n=124) | Ir (n=248) | instructions per MR |");
+    println!(
+        "| path (4 KiB MRs, driver + model) | Ir (n=124) | Ir (n=248) | instructions per MR |"
+    );
     println!("|---|---:|---:|---:|");
     for (path, f, what) in PATHS {
         match (collected(f, 124, path), collected(f, 248, path)) {

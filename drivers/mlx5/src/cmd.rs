@@ -381,7 +381,11 @@ impl<H: Hal> CmdQueue<H> {
         )?;
         p.write_be64(
             e + cmd_layout::OUT_PTR,
-            if nout > 0 { self.block_bus(slot, fo) } else { 0 },
+            if nout > 0 {
+                self.block_bus(slot, fo)
+            } else {
+                0
+            },
         )?;
         p.write_be32(e + cmd_layout::OUTLEN, outlen as u32)?;
         p.write_u8(e + cmd_layout::TOKEN, token)?;
@@ -606,8 +610,8 @@ mod tests {
     use mlx5_prm::{cmd_layout, cmd_prot_block, cmdq, opcode};
 
     use super::CmdBuf;
-    use alloc::{vec, vec::Vec};
     use crate::test_hal::{test_config, SimHal, TestHal};
+    use alloc::{vec, vec::Vec};
 
     /// The input data the device would read for the command in `slot`: follows the entry's
     /// `in_ptr` chain by bus address, as the device does.

@@ -564,14 +564,7 @@ fn inline_into(b: &mut [u8], u: &Umr<'_>) {
 
 /// Appends `mlx5_wqe_umr_ctrl_seg` + mkey segment for `entries` MTT entries at entry `offset`
 /// to an empty `b`.
-fn header(
-    b: &mut Body,
-    flags: u8,
-    entries: usize,
-    offset: u64,
-    mask: u64,
-    seg: &[u8; mkc::BYTES],
-) {
+fn header(b: &mut Body, flags: u8, entries: usize, offset: u64, mask: u64, seg: &[u8; mkc::BYTES]) {
     let mut c = [0u8; wqe::umr_ctrl_seg::SIZE];
     umr_ctrl(&mut c, flags, entries, offset, mask);
     b.push(&c);
@@ -703,7 +696,8 @@ mod tests {
         );
         body.push(&(0x10_0000u64 | mkey::MTT_PRESENT).to_be_bytes());
         body.push(&[0; 8]);
-        p.a.post_raw(7, wqe::opcode::UMR, key, body.bytes()).expect("post");
+        p.a.post_raw(7, wqe::opcode::UMR, key, body.bytes())
+            .expect("post");
         let w = wait(&mut p.cq_a, 1);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].status, WcStatus::LocQpOpErr);

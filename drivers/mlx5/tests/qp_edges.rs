@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use mlx5::{
-    AccessFlags, ConnectOptions, Error, InvalidInput, QpCaps, QpEndpoint, RecvWr, Remote,
-    SendData, SendFlags, SendOp, SendWr, WcStatus,
+    AccessFlags, ConnectOptions, Error, InvalidInput, QpCaps, QpEndpoint, RecvWr, Remote, SendData,
+    SendFlags, SendOp, SendWr, WcStatus,
 };
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -308,7 +308,8 @@ fn a_connect_the_device_refuses_is_rolled_back_to_reset() {
     assert_eq!(a.state(), STATE_RST, "not left in INIT");
     assert_eq!(a.query_state().unwrap(), STATE_RST);
     // And it connects afterwards.
-    a.connect(&b.endpoint(), &ConnectOptions::default()).unwrap();
+    a.connect(&b.endpoint(), &ConnectOptions::default())
+        .unwrap();
 }
 
 #[test]
@@ -327,7 +328,10 @@ fn posts_in_the_error_state_complete_with_flush_errors() {
     p.a.post_send(&[
         SendWr {
             wr_id: 1,
-            op: SendOp::Write { remote: r, imm: None },
+            op: SendOp::Write {
+                remote: r,
+                imm: None,
+            },
             data: SendData::Sges(&[m.sge(0, 8)]),
             flags: SIG,
         },
@@ -351,7 +355,9 @@ fn posts_in_the_error_state_complete_with_flush_errors() {
     let w = wait(&mut p.cq_a, 4);
     assert_eq!(
         w.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        (1..=4).map(|i| (i, WcStatus::WrFlushErr)).collect::<Vec<_>>()
+        (1..=4)
+            .map(|i| (i, WcStatus::WrFlushErr))
+            .collect::<Vec<_>>()
     );
     // Receives: flushed too (the device notices them on its next pass).
     p.b.post_recv(&[
@@ -482,7 +488,10 @@ fn a_failed_list_post_names_the_refused_wr() {
     };
     let write = |wr_id, off| SendWr {
         wr_id,
-        op: SendOp::Write { remote: r, imm: None },
+        op: SendOp::Write {
+            remote: r,
+            imm: None,
+        },
         data: SendData::Sges(std::slice::from_ref(Box::leak(Box::new(m.sge(off, 8))))),
         flags: SIG,
     };
@@ -509,18 +518,27 @@ fn a_failed_list_post_names_the_refused_wr() {
         data: SendData::Inline(&big),
         flags: SIG,
     };
-    let e = p.a.post_send_list(&[write(1, 0), inl, write(3, 0)]).unwrap_err();
+    let e =
+        p.a.post_send_list(&[write(1, 0), inl, write(3, 0)])
+            .unwrap_err();
     assert_eq!(e.index, 1);
     assert!(matches!(
         e.error,
         Error::Invalid(InvalidInput::InlineTooLarge { .. })
     ));
-    assert_eq!(sim.doorbells(), doorbells, "nothing of a refused list was posted");
+    assert_eq!(
+        sim.doorbells(),
+        doorbells,
+        "nothing of a refused list was posted"
+    );
     // More WRs than the queue has room for: the first that does not fit.
     let room = p.a.caps().max_send_wr as usize;
     let many: Vec<_> = (0..room as u64 + 3).map(|i| write(i, 0)).collect();
     let e = p.a.post_send_list(&many).unwrap_err();
-    assert_eq!((e.index, e.error), (room, Error::Invalid(InvalidInput::QueueFull)));
+    assert_eq!(
+        (e.index, e.error),
+        (room, Error::Invalid(InvalidInput::QueueFull))
+    );
     // A good list goes through.
     p.a.post_send_list(&[write(1, 0), write(2, 8)]).unwrap();
     assert_eq!(wait(&mut p.cq_a, 2).len(), 2);
@@ -529,9 +547,8 @@ fn a_failed_list_post_names_the_refused_wr() {
     let ro = p.pd.alloc_mr(4096, AccessFlags::REMOTE_READ).unwrap();
     let ok = [m.sge(0, 64)];
     let bad = [ro.sge(0, 64)];
-    let e = p
-        .b
-        .post_recv_list(&[
+    let e =
+        p.b.post_recv_list(&[
             RecvWr {
                 wr_id: 1,
                 sges: &ok,
@@ -554,7 +571,10 @@ fn a_failed_list_post_names_the_refused_wr() {
         .map(|wr_id| RecvWr { wr_id, sges: &ok })
         .collect();
     let e = p.b.post_recv_list(&recvs).unwrap_err();
-    assert_eq!((e.index, e.error), (rroom, Error::Invalid(InvalidInput::QueueFull)));
+    assert_eq!(
+        (e.index, e.error),
+        (rroom, Error::Invalid(InvalidInput::QueueFull))
+    );
 }
 
 #[test]
@@ -582,7 +602,10 @@ fn sq_sig_all_signals_every_send() {
     // Unsignaled WRs through every path: one-SGE, list, inline, bound fast path.
     let w = |wr_id| SendWr {
         wr_id,
-        op: SendOp::Write { remote: r, imm: None },
+        op: SendOp::Write {
+            remote: r,
+            imm: None,
+        },
         data: SendData::Sges(std::slice::from_ref(Box::leak(Box::new(m.sge(0, 8))))),
         flags: SendFlags::NONE,
     };
@@ -590,7 +613,10 @@ fn sq_sig_all_signals_every_send() {
     a.post_send(&[w(2), w(3)]).unwrap();
     a.post_send(&[SendWr {
         wr_id: 4,
-        op: SendOp::Write { remote: r, imm: None },
+        op: SendOp::Write {
+            remote: r,
+            imm: None,
+        },
         data: SendData::Inline(b"x"),
         flags: SendFlags::NONE,
     }])
@@ -634,7 +660,10 @@ fn query_reports_state_caps_and_what_the_transitions_set() {
     assert_eq!(q.path_mtu, o.mtu as u8);
     assert_eq!((q.retry_cnt, q.rnr_retry), (o.retry_cnt, o.rnr_retry));
     assert_eq!(q.timeout, o.timeout);
-    assert_eq!(q.access, AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC);
+    assert_eq!(
+        q.access,
+        AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC
+    );
     // atomic_mode with rae (IB_COMP for the model's plain CMP_SWAP + FETCH_ADD caps), and
     // Linux's ACK request frequency.
     assert_eq!(q.atomic_mode, 1);
@@ -678,7 +707,10 @@ fn a_destroyed_qps_completions_leave_the_shared_cq() {
     };
     let w = |wr_id| SendWr {
         wr_id,
-        op: SendOp::Write { remote: r, imm: None },
+        op: SendOp::Write {
+            remote: r,
+            imm: None,
+        },
         data: SendData::Sges(std::slice::from_ref(Box::leak(Box::new(m.sge(0, 8))))),
         flags: SIG,
     };
@@ -694,7 +726,11 @@ fn a_destroyed_qps_completions_leave_the_shared_cq() {
         vec![(10, WcStatus::Success), (11, WcStatus::Success)]
     );
     let mut wc = [mlx5::WorkCompletion::default(); 8];
-    assert_eq!(cq.poll(&mut wc).unwrap(), 0, "no BadCqe left behind: {wc:?}");
+    assert_eq!(
+        cq.poll(&mut wc).unwrap(),
+        0,
+        "no BadCqe left behind: {wc:?}"
+    );
     // The CQ keeps working.
     c.post_send(&[w(12)]).unwrap();
     assert_eq!(wait(&mut cq, 1)[0].wr_id, 12);
@@ -719,7 +755,10 @@ fn a_qp_moved_to_reset_leaves_no_completions_behind() {
     };
     let w = |wr_id| SendWr {
         wr_id,
-        op: SendOp::Write { remote: r, imm: None },
+        op: SendOp::Write {
+            remote: r,
+            imm: None,
+        },
         data: SendData::Sges(std::slice::from_ref(Box::leak(Box::new(m.sge(0, 8))))),
         flags: SIG,
     };
@@ -743,7 +782,11 @@ fn a_qp_moved_to_reset_leaves_no_completions_behind() {
     a.connect(&ed, &o).unwrap();
     a.post_send(&[w(77)]).unwrap();
     let got = wait(&mut cq, 1);
-    assert_eq!((got[0].wr_id, got[0].status), (77, WcStatus::Success), "{got:?}");
+    assert_eq!(
+        (got[0].wr_id, got[0].status),
+        (77, WcStatus::Success),
+        "{got:?}"
+    );
     let mut wc = [mlx5::WorkCompletion::default(); 8];
     assert_eq!(cq.poll(&mut wc).unwrap(), 0, "nothing stale: {wc:?}");
 }

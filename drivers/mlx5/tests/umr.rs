@@ -367,7 +367,11 @@ fn refused_umrs_on_an_enabled_key_change_nothing() {
                     .mkeys
                     .translate(key, iova + i * 4096, 4096, SimAccess::LOCAL_READ, pd.pdn())
                     .expect("page translates");
-                assert_eq!(got, vec![(buf.bus_addr() + (3 - i) * 4096, 4096)], "page {i}");
+                assert_eq!(
+                    got,
+                    vec![(buf.bus_addr() + (3 - i) * 4096, 4096)],
+                    "page {i}"
+                );
             }
         });
     };
@@ -411,7 +415,12 @@ fn refused_umrs_on_an_enabled_key_change_nothing() {
     );
     translates_as_before();
     // Two good entries, then a misaligned one: none is written.
-    let mixed = [fresh4[0], fresh4[1], (fresh.bus_addr() + 0x800) | MTT_PRESENT, fresh4[3]];
+    let mixed = [
+        fresh4[0],
+        fresh4[1],
+        (fresh.bus_addr() + 0x800) | MTT_PRESENT,
+        fresh4[3],
+    ];
     assert_eq!(
         umr_err(ctx.post_umr(&Umr {
             mtt: &mixed,
@@ -431,7 +440,10 @@ fn refused_umrs_on_an_enabled_key_change_nothing() {
         assert_eq!(
             got,
             // Entry 0 maps the new start (the entries are `fresh`'s pages in reverse).
-            vec![(fresh.bus_addr() + 3 * 4096, 4096), (fresh.bus_addr() + 2 * 4096, 4096)]
+            vec![
+                (fresh.bus_addr() + 3 * 4096, 4096),
+                (fresh.bus_addr() + 2 * 4096, 4096)
+            ]
         );
         assert!(h
             .mkeys
@@ -592,7 +604,11 @@ fn batched_registration_from_the_cache_is_umrs_and_the_rest_commands() {
     for mut m in mrs {
         m.dereg().expect("dereg");
     }
-    assert_eq!(ctx.commands_sent() - cmds, N - 60, "60 revoking UMRs, 10 DESTROY_MKEY");
+    assert_eq!(
+        ctx.commands_sent() - cmds,
+        N - 60,
+        "60 revoking UMRs, 10 DESTROY_MKEY"
+    );
     assert_eq!(ctx.mkey_cache_len(), 60, "the keys went back to the cache");
     // Cached keys (the first 60) and one by command. An error completion moves the QP to
     // the error state: a fresh pair (and source region in its PD) for each.
@@ -667,7 +683,11 @@ fn a_refused_umr_in_a_batch_falls_back_to_commands() {
         .map(|r| r.expect("registered"))
         .collect();
     let _ = cmds; // the QP's recovery sends commands too (2RST, RST2INIT, ...)
-    assert_eq!(ctx.mkey_cache_len(), 2, "the refused and the flushed key came back");
+    assert_eq!(
+        ctx.mkey_cache_len(),
+        2,
+        "the refused and the flushed key came back"
+    );
     sim.with_hca(|h| {
         // Region 0 holds the cache's 16-entry key (`umr_en`); 1..=3 keys made by command.
         let umr_en: Vec<bool> = mrs
@@ -676,11 +696,21 @@ fn a_refused_umr_in_a_batch_falls_back_to_commands() {
             .collect();
         assert_eq!(umr_en, [true, false, false, false]);
         let m = h.mkeys.by_index(k128 >> 8).expect("key");
-        assert_eq!((m.start, m.len), (0x1000, 4096), "the refused UMR changed nothing");
+        assert_eq!(
+            (m.start, m.len),
+            (0x1000, 4096),
+            "the refused UMR changed nothing"
+        );
         for (i, m) in mrs.iter().enumerate() {
             let got = h
                 .mkeys
-                .translate(m.lkey(), regions[i].1, 4096, SimAccess::LOCAL_READ, pd.pdn())
+                .translate(
+                    m.lkey(),
+                    regions[i].1,
+                    4096,
+                    SimAccess::LOCAL_READ,
+                    pd.pdn(),
+                )
                 .expect("translates");
             assert_eq!(got, vec![(one[i][0].bus, 4096)], "region {i}");
         }
@@ -918,7 +948,11 @@ fn a_reused_cached_region_takes_the_new_registration_whole() {
     m1.dereg().expect("dereg 1");
     assert_eq!(ctx.commands_sent(), cmds, "from the cache and back");
     drop(pd1);
-    assert_eq!(ctx.commands_sent(), cmds + 1, "DEALLOC_PD of pd1 went with its handle");
+    assert_eq!(
+        ctx.commands_sent(),
+        cmds + 1,
+        "DEALLOC_PD of pd1 went with its handle"
+    );
     let cmds = ctx.commands_sent();
     // SAFETY: as above.
     let m2 = unsafe { pd2.reg_phys(&page(1), 0x9000, AccessFlags::LOCAL_WRITE) }.expect("reg 2");
@@ -946,7 +980,11 @@ fn a_reused_cached_region_takes_the_new_registration_whole() {
             .is_err());
     });
     drop(m2);
-    assert_eq!(ctx.commands_sent(), cmds, "a dropped cached region goes back by UMR");
+    assert_eq!(
+        ctx.commands_sent(),
+        cmds,
+        "a dropped cached region goes back by UMR"
+    );
     sim.with_hca(|h| assert!(h.mkeys.by_index(k2 >> 8).expect("key").free, "revoked"));
     // SAFETY: as above.
     let m3 = unsafe { pd2.reg_phys(&page(0), 0x1000, RW) }.expect("reg 3");
@@ -991,7 +1029,11 @@ fn a_umr_wqe_behind_an_outstanding_send_completes_after_it() {
     .expect("post send");
     let mut wc = [mlx5::WorkCompletion::default(); 4];
     sim.hca.poll();
-    assert_eq!(p.cq_a.poll(&mut wc).expect("poll"), 0, "the SEND waits (RNR)");
+    assert_eq!(
+        p.cq_a.poll(&mut wc).expect("poll"),
+        0,
+        "the SEND waits (RNR)"
+    );
     let bind = MwBind {
         mr: &target,
         addr: target.addr(),

@@ -761,12 +761,19 @@ fn ipv4_identity_gids_connect_two_hcas() {
     let cb = mlx5::Context::open(TestHal(sb.clone()), test_config()).expect("bring-up b");
     let ia = ca.add_ipv4_gid([10, 0, 0, 1]).unwrap();
     let ib = cb.add_ipv4_gid([10, 0, 0, 2]).unwrap();
-    assert_eq!((ia, ib), (1, 1), "the first free entry after the default GID");
+    assert_eq!(
+        (ia, ib),
+        (1, 1),
+        "the first free entry after the default GID"
+    );
     assert_eq!(ca.add_ipv4_gid([10, 0, 0, 1]).unwrap(), 1, "reused");
     assert_eq!(ca.add_ipv4_gid([10, 0, 0, 7]).unwrap(), 2);
     let v4 = mlx5::hca::ipv4_mapped_gid([10, 0, 0, 1]);
     let (g, mac, ver) = ca.query_gid(1).unwrap();
-    assert_eq!((g, mac, ver as u32), (v4, ca.mac(), mlx5::hca::ROCE_VERSION_2));
+    assert_eq!(
+        (g, mac, ver as u32),
+        (v4, ca.mac(), mlx5::hca::ROCE_VERSION_2)
+    );
     for bad in [[0, 0, 0, 0], [224, 0, 0, 1], [255, 255, 255, 255]] {
         assert!(matches!(
             ca.add_ipv4_gid(bad),

@@ -342,7 +342,10 @@ fn main() {
             ratio_col(&ratios(fr_mbs))
         );
     }
-    println!("({rounds} rounds of {} ms chunks per path and size)", CHUNK.as_millis());
+    println!(
+        "({rounds} rounds of {} ms chunks per path and size)",
+        CHUNK.as_millis()
+    );
     let frames = da.with_hca(|h| {
         h.port
             .counters()

@@ -1400,7 +1400,10 @@ mod tests {
         let other = MkeyTable::default();
         let g0 = t.generation();
         assert_ne!(g0, other.generation());
-        t.keys.insert(0x20, mtt_key(0x1000, 0x1000, 12, &[0x5000], Access::LOCAL_READ));
+        t.keys.insert(
+            0x20,
+            mtt_key(0x1000, 0x1000, 12, &[0x5000], Access::LOCAL_READ),
+        );
         let g1 = t.generation();
         assert_ne!(g1, g0);
         let _ = t.resolve(KEY, 0x1000, 16, Access::LOCAL_READ, USER);

@@ -118,7 +118,6 @@ const WINDOW_FLAGS: u8 = wqe::umr_ctrl_seg::FLAG_INLINE
     | wqe::umr_ctrl_seg::FLAG_CHECK_NOT_FREE
     | wqe::umr_ctrl_seg::FLAG_CHECK_QPN;
 
-
 /// Whether `m` is a memory window: a KLMS key with `umr_en` (see the module documentation).
 pub fn is_window(m: &Mkey) -> bool {
     m.umr_en && matches!(m.translation, Translation::Klm { .. })
@@ -144,8 +143,16 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
     let fail = |v: u8| (cqe::syndrome::MW_BIND_ERR, v);
     let q = hca.qps.get(qpn).ok_or(malformed)?;
     let qp_pd = q.pd;
-    let UmrHead { key, u, seg, flags, octowords, mask, data_at, size } =
-        parse_head(raw).ok_or(malformed)?;
+    let UmrHead {
+        key,
+        u,
+        seg,
+        flags,
+        octowords,
+        mask,
+        data_at,
+        size,
+    } = parse_head(raw).ok_or(malformed)?;
     let offset = (be32(u, wqe::umr_ctrl_seg::XLT_OFFSET_47_16) as u64) << 16
         | be16(u, wqe::umr_ctrl_seg::TRANSLATION_OFFSET) as u64;
     let w = hca

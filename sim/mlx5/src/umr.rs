@@ -225,8 +225,16 @@ pub(crate) fn execute_on(
     if !fre {
         return Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::NOT_FRE));
     }
-    let UmrHead { key, u, seg, flags, octowords, mask, data_at, size } =
-        parse_head(raw).ok_or(malformed)?;
+    let UmrHead {
+        key,
+        u,
+        seg,
+        flags,
+        octowords,
+        mask,
+        data_at,
+        size,
+    } = parse_head(raw).ok_or(malformed)?;
     let octowords = octowords as u64;
     let offset = if flags & wqe::umr_ctrl_seg::FLAG_TRANSLATION_OFFSET_EN != 0 {
         (be32(u, wqe::umr_ctrl_seg::XLT_OFFSET_47_16) as u64) << 16
@@ -414,8 +422,12 @@ pub(crate) fn execute_on(
                     list_present &= present(list.get(i));
                 }
                 let incomplete = pages > entries.len()
-                    || !entries[kept(0..first.min(pages))].iter().all(|&e| present(e))
-                    || !entries[kept(written.end..pages)].iter().all(|&e| present(e))
+                    || !entries[kept(0..first.min(pages))]
+                        .iter()
+                        .all(|&e| present(e))
+                    || !entries[kept(written.end..pages)]
+                        .iter()
+                        .all(|&e| present(e))
                     || !list_present;
                 if incomplete {
                     return Err(prot(umr_vendor::XLT_INCOMPLETE));

@@ -93,9 +93,10 @@ fn a_send_queue_not_on_a_64_byte_block_is_refused() {
     let dbr = env.alloc(64);
     // One receive WQE of 16 bytes: the send queue would start at offset 16.
     let i = env.qp_input(env.pd, scq.cqn, rcq.cqn, 4, 0, 0, buf, dbr);
-    env.raw
-        .exec(&i, 16)
-        .fails(cmd_status::BAD_PARAM_ERR, mlx5_sim::qp::syndrome::SQ_MISALIGNED);
+    env.raw.exec(&i, 16).fails(
+        cmd_status::BAD_PARAM_ERR,
+        mlx5_sim::qp::syndrome::SQ_MISALIGNED,
+    );
     // Two of 32 bytes: offset 64, taken.
     let i = env.qp_input(env.pd, scq.cqn, rcq.cqn, 4, 1, 1, buf, dbr);
     env.raw.exec(&i, 16).ok();
@@ -142,7 +143,10 @@ fn a_wqe_whose_ds_spills_into_the_reserved_bits_completes_in_error() {
         (f.syndrome(), f.wqe_counter()),
         (cqe::syndrome::WR_FLUSH_ERR, nop_idx)
     );
-    assert!(env.poll_cq(&mut scq).is_none(), "no CQE for the blocks inside the WQE");
+    assert!(
+        env.poll_cq(&mut scq).is_none(),
+        "no CQE for the blocks inside the WQE"
+    );
     assert!(env.read(dst, 16).iter().all(|&b| b == 0), "nothing written");
     assert_eq!(env.qp_state(a.qpn), mlx5_prm::qp::state::ERR as u32);
 }

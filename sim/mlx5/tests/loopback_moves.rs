@@ -237,7 +237,11 @@ fn long_send_lands_across_receive_segments() {
     let (d1, d2, d3) = (dst, dst + (r1 + 1000) as u64, dst + (r1 + r2 + 3000) as u64);
     p.env.post_recv(
         &mut p.b,
-        &[(r1 as u32, rkey, d1), (r2 as u32, rkey, d2), (r3 as u32, rkey, d3)],
+        &[
+            (r1 as u32, rkey, d1),
+            (r2 as u32, rkey, d2),
+            (r3 as u32, rkey, d3),
+        ],
     );
     p.env.post_send(
         &mut p.a,
@@ -250,14 +254,23 @@ fn long_send_lands_across_receive_segments() {
         ],
     );
     let r = p.env.poll_cq(&mut p.rcq).expect("receive completes");
-    assert_eq!(r.opcode(), cqe::opcode::RESP_SEND, "syndrome {:#x}", r.syndrome());
+    assert_eq!(
+        r.opcode(),
+        cqe::opcode::RESP_SEND,
+        "syndrome {:#x}",
+        r.syndrome()
+    );
     assert_eq!(r.byte_cnt() as usize, len);
     let s = p.env.poll_cq(&mut p.scq).expect("send completes");
     assert_eq!(s.opcode(), cqe::opcode::REQ);
     assert_eq!(p.env.read(d1, r1), data[..r1]);
     assert_eq!(p.env.read(d2, r2), data[r1..r1 + r2]);
     assert_eq!(p.env.read(d3, len - r1 - r2), data[r1 + r2..]);
-    assert_eq!(p.env.read(d1 + r1 as u64, 1000), vec![0u8; 1000], "between segments");
+    assert_eq!(
+        p.env.read(d1 + r1 as u64, 1000),
+        vec![0u8; 1000],
+        "between segments"
+    );
     let (_, resp) = rc_counters(&p, p.b.qpn);
     assert_eq!(resp.executed, 12, "each packet executed");
 }

@@ -73,7 +73,11 @@ fn write_after_its_rkey_is_destroyed_is_refused() {
     let c = write(&mut p, (src, lkey), (dst, rkey), len);
     assert_eq!(c.opcode(), cqe::opcode::REQ_ERR);
     assert_eq!(c.syndrome(), cqe::syndrome::REMOTE_ACCESS_ERR);
-    assert_eq!(p.env.read(dst, len), data, "nothing of the second WRITE landed");
+    assert_eq!(
+        p.env.read(dst, len),
+        data,
+        "nothing of the second WRITE landed"
+    );
 }
 
 /// Two WRITE WQEs with the same one-entry gather list, its lkey destroyed in between: the
@@ -97,7 +101,11 @@ fn wqe_after_its_lkey_is_destroyed_fails_locally() {
     let c = write(&mut p, (src, lkey), (dst, rkey), len);
     assert_eq!(c.opcode(), cqe::opcode::REQ_ERR);
     assert_eq!(c.syndrome(), cqe::syndrome::LOCAL_PROT_ERR);
-    assert_eq!(p.env.read(dst, len), data, "nothing of the second WRITE moved");
+    assert_eq!(
+        p.env.read(dst, len),
+        data,
+        "nothing of the second WRITE moved"
+    );
 }
 
 /// The same key, WQE after WQE, while nothing changes: every message lands (the kept
@@ -111,14 +119,25 @@ fn writes_on_kept_translations_land() {
     let dst = p.env.alloc(2 * len);
     let lkey = p.env.mkey(src, len as u64, LR);
     let rkey = p.env.mkey(dst, 2 * len as u64, LW | RW);
-    for (k, (off, n)) in [(0, len), (0, len / 2), (len / 4, len), (len, len), (5, 7 * MTU + 3)]
-        .into_iter()
-        .enumerate()
+    for (k, (off, n)) in [
+        (0, len),
+        (0, len / 2),
+        (len / 4, len),
+        (len, len),
+        (5, 7 * MTU + 3),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let data = pattern(n, 10 + k as u8);
         p.env.write(src, &data);
         let c = write(&mut p, (src, lkey), (dst + off as u64, rkey), n);
-        assert_eq!(c.opcode(), cqe::opcode::REQ, "message {k}: syndrome {:#x}", c.syndrome());
+        assert_eq!(
+            c.opcode(),
+            cqe::opcode::REQ,
+            "message {k}: syndrome {:#x}",
+            c.syndrome()
+        );
         assert_eq!(p.env.read(dst + off as u64, n), data, "message {k}");
     }
 }

@@ -212,8 +212,27 @@ mod tests {
     /// the refusals), over offsets, lengths and IOVAs around page and huge-page edges.
     #[test]
     fn one_chunk_plan_matches_the_general_walk() {
-        let offs = [0u64, 1, 0x123, 0xfff, 0x1000, 0x1_f000, 0x20_0000, 0x1f_ffff, 0x4000_0000];
-        let lens = [1u64, 0xfff, 0x1000, 0x1001, 0x2_0000, 0x20_0000, 0x20_0001, 0x4000_0000];
+        let offs = [
+            0u64,
+            1,
+            0x123,
+            0xfff,
+            0x1000,
+            0x1_f000,
+            0x20_0000,
+            0x1f_ffff,
+            0x4000_0000,
+        ];
+        let lens = [
+            1u64,
+            0xfff,
+            0x1000,
+            0x1001,
+            0x2_0000,
+            0x20_0000,
+            0x20_0001,
+            0x4000_0000,
+        ];
         for bus_off in offs {
             for iova_off in offs {
                 for len in lens {
@@ -232,7 +251,10 @@ mod tests {
                 }
             }
         }
-        let empty = [PhysChunk { bus: 0x1000, len: 0 }];
+        let empty = [PhysChunk {
+            bus: 0x1000,
+            len: 0,
+        }];
         assert!(plan(&empty, 0x1000).is_err());
         let wraps = [PhysChunk {
             bus: u64::MAX - 0xfff,

@@ -2,7 +2,6 @@
 
 use super::*;
 
-
 /// `2^log` as a u32, saturating (a capability field read from the device is never trusted
 /// to be in range).
 pub(super) fn pow2(log: u8) -> u32 {

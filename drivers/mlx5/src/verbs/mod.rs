@@ -691,7 +691,6 @@ impl<H: Hal> Drop for Context<H> {
     }
 }
 
-
 /// wqe constants re-exported for users building raw WRs.
 pub mod consts {
     pub use super::wqe::ATOMIC_SIZE;
@@ -727,7 +726,10 @@ mod tests {
         assert!(t.get(a).is_none(), "the old variant");
         assert_eq!(t.get(b).map(|m| m.iova), Some(0x2000));
         t.remove(a, false);
-        assert!(t.get(b).is_some(), "removing a stale key leaves the live one");
+        assert!(
+            t.get(b).is_some(),
+            "removing a stale key leaves the live one"
+        );
         t.forget_slot(b);
         assert!(t.get(b).is_some(), "a live slot is not forgotten");
         t.remove(b, true);

@@ -7,7 +7,6 @@ use super::*;
 /// below 1e-39 at r = 1/16 and 1e-10 at r = 1/2.
 const AVOID_TRIES: u32 = 32;
 
-
 /// A key enabled from the mkey cache: `(key, size class, the region allocation parked with it)`.
 type Cached<H> = (u32, u8, crate::umr::Parked<H>);
 
@@ -29,7 +28,6 @@ impl<H: Hal> Drop for PdInner<H> {
 pub struct ProtectionDomain<H: Hal> {
     pub(super) inner: Arc<PdInner<H>>,
 }
-
 
 impl<H: Hal> ProtectionDomain<H> {
     /// A PD of the driver's own (the UMR QP's).
@@ -156,7 +154,12 @@ impl<H: Hal> ProtectionDomain<H> {
         unsafe { self.reg_phys(chunks, iova, access) }
     }
 
-    pub(super) fn plan_phys(&self, chunks: &[PhysChunk], iova: u64, access: Access) -> Result<(KlmPlan, u64)> {
+    pub(super) fn plan_phys(
+        &self,
+        chunks: &[PhysChunk],
+        iova: u64,
+        access: Access,
+    ) -> Result<(KlmPlan, u64)> {
         let total = chunks.iter().try_fold(0u64, |a, c| a.checked_add(c.len));
         let Some(total) = total else {
             return Err(InvalidInput::LengthOverflow.into());

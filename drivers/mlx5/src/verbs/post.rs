@@ -2,7 +2,6 @@
 
 use super::*;
 
-
 /// A scatter/gather element borrowing a region.
 pub struct Sge<'a, H: Hal> {
     /// The region.
@@ -92,7 +91,12 @@ impl<'b, H: Hal> SgeBuf<'b, H> {
 
     /// Converts borrowed SGEs to raw ones, checking context, bounds and access.
     #[inline]
-    pub(super) fn convert(&mut self, ctx: *const CtxInner<H>, sges: &[Sge<'b, H>], write: bool) -> Result<()> {
+    pub(super) fn convert(
+        &mut self,
+        ctx: *const CtxInner<H>,
+        sges: &[Sge<'b, H>],
+        write: bool,
+    ) -> Result<()> {
         if sges.len() > MAX_SGE {
             return Err(InvalidInput::TooManySge {
                 given: sges.len(),
@@ -247,7 +251,10 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// [`QueuePair::post_send_batch`], telling which WR failed.
-    pub(super) fn post_send_batch_at(&mut self, wrs: &[SendWr<'_, H>]) -> core::result::Result<(), PostError> {
+    pub(super) fn post_send_batch_at(
+        &mut self,
+        wrs: &[SendWr<'_, H>],
+    ) -> core::result::Result<(), PostError> {
         let ctx = Arc::as_ptr(&self.ctx);
         let mut sg = SgeBuf::new();
         for (index, wr) in wrs.iter().enumerate() {
@@ -354,7 +361,6 @@ impl<H: Hal> QueuePair<H> {
         Ok(())
     }
 }
-
 
 macro_rules! copy_impls {
     ($($t:ident),*) => {$(

@@ -2,7 +2,6 @@
 
 use super::*;
 
-
 /// A new variant for key `key` (a cached key handed out again, or a type-2 window's next
 /// bind): not its last one, nor any recently destroyed key (ReDMArk). The first four tries take
 /// the bytes of `bits` (random bits the caller drew, unused elsewhere), the next four a new
@@ -435,7 +434,8 @@ impl<H: Hal> MemoryRegion<H> {
         let m = self.get()?;
         let buf = m.buf.as_ref().ok_or(Error::Unsupported)?;
         let off = usize::try_from(offset).map_err(|_| InvalidInput::OutOfRange)?;
-        buf.read_u8(off).map_err(|_| InvalidInput::OutOfRange.into())
+        buf.read_u8(off)
+            .map_err(|_| InvalidInput::OutOfRange.into())
     }
     /// A scatter/gather element over `[offset, offset + len)` of this region.
     pub fn sge(&self, offset: u64, len: u32) -> Sge<'_, H> {

@@ -180,7 +180,9 @@ fn region_changes_on_another_thread_are_seen_at_once() {
     let a = m.alloc(4096, 4096).unwrap();
     m.write(a, &[5; 16]).unwrap(); // caches this version's snapshot here
     let m2 = m.clone();
-    std::thread::spawn(move || assert!(m2.free(a))).join().unwrap();
+    std::thread::spawn(move || assert!(m2.free(a)))
+        .join()
+        .unwrap();
     let mut b = [0u8; 1];
     assert_eq!(m.read(a, &mut b), Err(DmaError { addr: a, len: 1 }));
     assert!(m.write(a, &[1]).is_err());
@@ -188,7 +190,9 @@ fn region_changes_on_another_thread_are_seen_at_once() {
     assert!(m.copy(a, a + 8, 1).is_err());
     // Added elsewhere: usable here at once.
     let m2 = m.clone();
-    let c = std::thread::spawn(move || m2.alloc(64, 64).unwrap()).join().unwrap();
+    let c = std::thread::spawn(move || m2.alloc(64, 64).unwrap())
+        .join()
+        .unwrap();
     m.write(c, &[7; 64]).unwrap();
     m.read(c + 63, &mut b).unwrap();
     assert_eq!(b, [7]);
@@ -198,7 +202,11 @@ fn region_changes_on_another_thread_are_seen_at_once() {
 /// its snapshot) never answer for each other, even at the same bus addresses.
 #[test]
 fn region_snapshots_are_per_memory() {
-    let (m1, m2, m3) = (RegionMemory::new(), RegionMemory::new(), RegionMemory::new());
+    let (m1, m2, m3) = (
+        RegionMemory::new(),
+        RegionMemory::new(),
+        RegionMemory::new(),
+    );
     let a1 = m1.alloc(4096, 4096).unwrap();
     let a2 = m2.alloc(4096, 4096).unwrap();
     assert_eq!(a1, a2); // same bump allocator start

@@ -511,9 +511,7 @@ pub(crate) fn push_local_done_to(
 /// is exact; the UMR QP, whose WQEs all execute locally, is always in this state.
 fn transport_idle(q: &Qp) -> bool {
     q.rc.as_ref().is_none_or(|rc| {
-        rc.qp.requester.outstanding() == 0
-            && rc.qp.next_deadline().is_none()
-            && !rc.qp.is_error()
+        rc.qp.requester.outstanding() == 0 && rc.qp.next_deadline().is_none() && !rc.qp.is_error()
     })
 }
 

@@ -24,7 +24,9 @@ impl Mem {
     fn new(len: usize, runs: bool) -> Mem {
         Mem {
             region: vec![0; len],
-            wire: (0..len).map(|i| (i as u8).wrapping_mul(31) ^ (i >> 8) as u8).collect(),
+            wire: (0..len)
+                .map(|i| (i as u8).wrapping_mul(31) ^ (i >> 8) as u8)
+                .collect(),
             runs,
             run_calls: 0,
         }
@@ -223,7 +225,12 @@ fn rc_middle_run_refused_changes_nothing() {
         token: MTU as u64,
         len: (n * MTU) as usize,
     };
-    type Case = (&'static str, u32, bool, fn(&mut Responder) -> RxPacket<'static>);
+    type Case = (
+        &'static str,
+        u32,
+        bool,
+        fn(&mut Responder) -> RxPacket<'static>,
+    );
     let cases: [Case; 7] = [
         // Packets 1..=9 of 10: the 9th is the message's last (a MIDDLE there is a length
         // error the responder must see on its own).
@@ -237,7 +244,10 @@ fn rc_middle_run_refused_changes_nothing() {
         }),
         ("short packets", 3, true, |_| {
             let mut p = middle(0, 1, false);
-            p.payload = RxPayload::Ref { token: 256, len: 200 };
+            p.payload = RxPayload::Ref {
+                token: 256,
+                len: 200,
+            };
             p
         }),
         ("responder in error", 3, true, |r| {
