@@ -1,4 +1,4 @@
-//! Linux guests against the emulated ConnectX-5 (src/linux_guest.rs): Debian's 6.1 kernel under
+//! Linux guests against the emulated ConnectX-5 (src/linux_guest/): Debian's 6.1 kernel under
 //! TCG, the HCA served by `mlx5-sim --listen` through a private TCG-capable copy of QEMU's
 //! `x-pci-proxy-dev`.
 //!

@@ -1,4 +1,4 @@
-//! A Linux soft-RoCE (rdma_rxe) peer (src/linux_guest.rs `prepare_peer_image`, src/peer.rs):
+//! A Linux soft-RoCE (rdma_rxe) peer (src/linux_guest/peer_image.rs `prepare_peer_image`, src/linux_guest/peer.rs):
 //! rdma-core's own tools in Linux (TCG) against the unikernel apps `pingpong` and `perftest`
 //! (KVM) over RoCEv2 frames, both roles; two Linux peers alone as the baseline.
 //!

@@ -1,7 +1,7 @@
 //! The out-of-band channel of the Linux-peer apps (`pingpong`, `perftest`), and what they share.
 //!
 //! Linux's rdma-core tools swap their endpoints over TCP. The unikernel has no TCP: the
-//! launcher (`cargo run -- --peer linux`, src/peer.rs) holds the TCP connection and is a dumb
+//! launcher (`cargo run -- --peer linux`, src/linux_guest/peer.rs) holds the TCP connection and is a dumb
 //! pipe to the serial console. Bytes the app sends go out as one line `peer: tcp HEX` (the
 //! launcher writes them to the socket in one `write`, as the tools' single `read`s expect);
 //! bytes the launcher received come in as lines `tcp HEX`. The tools' exchange formats live in
@@ -62,7 +62,7 @@ pub enum OobError {
     /// The launcher reported that the peer closed the connection.
     Closed { wanted: usize, got: usize },
     /// A line that is neither `tcp HEX` nor `tcp-closed`, the only lines the launcher sends
-    /// while it relays (src/peer.rs). Its first bytes (`head`, `len` long in all): whatever it
+    /// while it relays (src/linux_guest/peer.rs). Its first bytes (`head`, `len` long in all): whatever it
     /// is, it is not the peer's bytes, and a `tcp` line it may have mangled would shift the
     /// rest of the exchange, so the exchange stops here rather than skip it.
     Unexpected { len: usize, head: [u8; 16] },
