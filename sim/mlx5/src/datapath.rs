@@ -434,11 +434,11 @@ pub(crate) fn fetch_wqe(
 
 /// Takes the next receive WQE of QP `qpn` if one is posted: (its bytes' scatter list).
 pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> {
-    let q = hca.qps.get(qpn).ok_or(())?;
+    let q = hca.qps.get_mut(qpn).ok_or(())?;
     let Some(log) = q.rq_log_size else {
         return Ok(None);
     };
-    let (rq_pi, _) = read_dbr(&*hca.mem, q.dbr_addr).map_err(|_| ())?;
+    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, &*hca.mem, q.dbr_addr).map_err(|_| ())?;
     if rq_pi == q.rq_ci as u16 {
         return Ok(None);
     }
@@ -454,7 +454,12 @@ pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> 
         large = [0u8; 16 << 7];
         &mut large[..stride.min(16 << 7)]
     };
-    q.buf.read(&*hca.mem, at, raw).map_err(|_| ())?;
+    match q.buf.bus_in_page(at, raw.len()) {
+        // Through the QP's view of its buffer's region (the RQ lies in the SQ's buffer).
+        Some(bus) => q.sq_view.read(&*hca.mem, bus, raw),
+        None => q.buf.read(&*hca.mem, at, raw),
+    }
+    .map_err(|_| ())?;
     Ok(Some(RecvWqe::parse(raw)))
 }
 

@@ -189,7 +189,8 @@ pub struct Qp {
     /// (0: none). Named on RST2INIT / INIT2RTR / RTS2RTS (optpar `COUNTER_SET_ID`), cleared
     /// by the move to RESET ([`crate::counter`]).
     pub(crate) counter_set: u8,
-    /// The region of guest memory the SQ was last read from ([`crate::memory::ViewSlot`]).
+    /// The region of guest memory the SQ or the RQ was last read from
+    /// ([`crate::memory::ViewSlot`]).
     pub(crate) sq_view: crate::memory::ViewSlot,
     /// The region of guest memory holding the doorbell record, as last read.
     pub(crate) dbr_view: crate::memory::ViewSlot,
