@@ -21,7 +21,7 @@ use crate::cq::{post_cqe, Cqe};
 use crate::hca::Hca;
 use crate::memory::GuestMemory;
 use crate::mr::{MrFault, Resolved};
-use crate::qp::{read_dbr, Qp};
+use crate::qp::{read_dbr, read_dbr_in, Qp};
 use crate::rcpath::{self, SlotKind, WrSlot};
 use crate::wqe::{RecvWqe, SendWqe, MAX_WQE_BYTES};
 
@@ -260,7 +260,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 if q.state != qp::state::RTS {
                     return;
                 }
-                match read_dbr(&*hca.mem, q.dbr_addr) {
+                match read_dbr_in(&mut q.dbr_view, &*hca.mem, q.dbr_addr) {
                     Ok((_, sq)) => *pi.insert(sq),
                     Err(_) => {
                         wq_catastrophe(hca, qpn, "doorbell record unreadable");
@@ -388,7 +388,7 @@ const WQE_PREFETCH: usize = 4 * wqe::SEND_WQE_BB;
 /// its length in bytes (`ds * 16`, at least the 16-byte ctrl segment).
 pub(crate) fn fetch_wqe(
     mem: &dyn GuestMemory,
-    q: &Qp,
+    q: &mut Qp,
     pos: u16,
     raw: &mut [u8; MAX_WQE_BYTES],
 ) -> Result<usize, ()> {
@@ -402,7 +402,8 @@ pub(crate) fn fetch_wqe(
     let ahead = WQE_PREFETCH.min((ring - at) as usize);
     let mut have = 0;
     if let Some(bus) = q.buf.bus_in_page(q.sq_offset + at, ahead) {
-        if mem.read(bus, &mut raw[..ahead]).is_ok() {
+        // Through the QP's view of the SQ's region: one bounds check and one copy.
+        if q.sq_view.read(mem, bus, &mut raw[..ahead]).is_ok() {
             have = ahead;
         }
     }
@@ -433,11 +434,11 @@ pub(crate) fn fetch_wqe(
 
 /// Takes the next receive WQE of QP `qpn` if one is posted: (its bytes' scatter list).
 pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> {
-    let q = hca.qps.get(qpn).ok_or(())?;
+    let q = hca.qps.get_mut(qpn).ok_or(())?;
     let Some(log) = q.rq_log_size else {
         return Ok(None);
     };
-    let (rq_pi, _) = read_dbr(&*hca.mem, q.dbr_addr).map_err(|_| ())?;
+    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, &*hca.mem, q.dbr_addr).map_err(|_| ())?;
     if rq_pi == q.rq_ci as u16 {
         return Ok(None);
     }
@@ -453,7 +454,12 @@ pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> 
         large = [0u8; 16 << 7];
         &mut large[..stride.min(16 << 7)]
     };
-    q.buf.read(&*hca.mem, at, raw).map_err(|_| ())?;
+    match q.buf.bus_in_page(at, raw.len()) {
+        // Through the QP's view of its buffer's region (the RQ lies in the SQ's buffer).
+        Some(bus) => q.sq_view.read(&*hca.mem, bus, raw),
+        None => q.buf.read(&*hca.mem, at, raw),
+    }
+    .map_err(|_| ())?;
     Ok(Some(RecvWqe::parse(raw)))
 }
 

@@ -5,8 +5,6 @@
 //! at most `1 << log_max_pd` / `1 << log_max_transport_domain` exist at once (current caps).
 //! Numbering starts at 1, so a driver that forgets to fill a pd/td field is caught.
 
-use std::collections::BTreeSet;
-
 use crate::cmd::CmdResult;
 use crate::hca::{fail, get, put, syndrome, Hca};
 use mlx5_prm::{
@@ -15,39 +13,57 @@ use mlx5_prm::{
 };
 
 /// A table of small numbered objects with a count limit.
+///
+/// A bitmap: numbers are handed out lowest-free first, so they stay dense, and a lookup (a
+/// UMR's PD check, every data-path key check that names a PD) is one shift and one load.
 #[derive(Debug, Default)]
 pub struct NumberTable {
-    used: BTreeSet<u32>,
+    /// Bit `n % 64` of word `n / 64`: number `n` is allocated.
+    bits: Vec<u64>,
+    count: usize,
 }
 
 impl NumberTable {
     /// True if `n` is allocated.
+    #[inline]
     pub fn contains(&self, n: u32) -> bool {
-        self.used.contains(&n)
+        self.bits
+            .get((n / 64) as usize)
+            .is_some_and(|w| w & (1 << (n % 64)) != 0)
     }
 
     /// Number allocated.
     pub fn len(&self) -> usize {
-        self.used.len()
+        self.count
     }
 
     /// True if none is allocated.
     pub fn is_empty(&self) -> bool {
-        self.used.is_empty()
+        self.count == 0
     }
 
     /// The lowest free number >= 1, if fewer than `limit` are in use.
     fn alloc(&mut self, limit: u64) -> Option<u32> {
-        if self.used.len() as u64 >= limit {
+        if self.count as u64 >= limit {
             return None;
         }
-        let n = (1..=0xff_ffffu32).find(|n| !self.used.contains(n))?;
-        self.used.insert(n);
+        let n = (1..=0xff_ffffu32).find(|&n| !self.contains(n))?;
+        let w = (n / 64) as usize;
+        if w >= self.bits.len() {
+            self.bits.resize(w + 1, 0);
+        }
+        self.bits[w] |= 1 << (n % 64);
+        self.count += 1;
         Some(n)
     }
 
     fn free(&mut self, n: u32) -> bool {
-        self.used.remove(&n)
+        if !self.contains(n) {
+            return false;
+        }
+        self.bits[(n / 64) as usize] &= !(1 << (n % 64));
+        self.count -= 1;
+        true
     }
 }
 
@@ -103,4 +119,33 @@ pub(crate) fn cmd_dealloc_td(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> Cm
         return fail(cmd_status::BAD_RES_ERR, syndrome::TD_UNKNOWN);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NumberTable;
+
+    /// Numbers are handed out lowest free first from 1, up to the limit; a freed number is
+    /// free again (and only once), and numbers past the bitmap's words are not there.
+    #[test]
+    fn number_table_lowest_free_first_and_free() {
+        let mut t = NumberTable::default();
+        assert!(!t.contains(0) && !t.contains(1) && !t.contains(1 << 23));
+        let got: Vec<u32> = (0..130).map(|_| t.alloc(200).expect("room")).collect();
+        assert_eq!(got, (1..=130).collect::<Vec<_>>());
+        assert_eq!(t.len(), 130);
+        assert!(t.contains(64) && t.contains(130) && !t.contains(131) && !t.contains(0));
+        assert!(t.free(64));
+        assert!(!t.free(64), "freed once");
+        assert!(!t.free(5000), "never allocated");
+        assert!(!t.contains(64));
+        assert_eq!(t.len(), 129);
+        assert_eq!(t.alloc(200), Some(64));
+        assert_eq!(t.alloc(131), Some(131));
+        assert_eq!(t.alloc(131), None, "limit reached");
+        for n in 1..=131 {
+            assert!(t.free(n));
+        }
+        assert!(t.is_empty());
+    }
 }

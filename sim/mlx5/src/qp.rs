@@ -189,6 +189,11 @@ pub struct Qp {
     /// (0: none). Named on RST2INIT / INIT2RTR / RTS2RTS (optpar `COUNTER_SET_ID`), cleared
     /// by the move to RESET ([`crate::counter`]).
     pub(crate) counter_set: u8,
+    /// The region of guest memory the SQ or the RQ was last read from
+    /// ([`crate::memory::ViewSlot`]).
+    pub(crate) sq_view: crate::memory::ViewSlot,
+    /// The region of guest memory holding the doorbell record, as last read.
+    pub(crate) dbr_view: crate::memory::ViewSlot,
 }
 
 impl Qp {
@@ -501,6 +506,8 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         qpc: saved,
         fre: get(qpc::FRE, ctx) != 0,
         counter_set: 0,
+        sq_view: Default::default(),
+        dbr_view: Default::default(),
     };
     q.reset_runtime();
     if !no_sq {
@@ -809,6 +816,24 @@ pub(crate) fn read_dbr(
     // Both counters in one access (the record's two dwords are adjacent).
     let mut b = [0u8; 8];
     mem.read(dbr, &mut b)?;
+    Ok(dbr_counters(&b))
+}
+
+/// [`read_dbr`] through `view`, the QP's view of the record's region
+/// ([`crate::memory::ViewSlot`]): the same bytes, and the same error when they are not guest
+/// memory.
+pub(crate) fn read_dbr_in(
+    view: &mut crate::memory::ViewSlot,
+    mem: &dyn crate::memory::GuestMemory,
+    dbr: u64,
+) -> Result<(u16, u16), crate::memory::DmaError> {
+    let mut b = [0u8; 8];
+    view.read(mem, dbr, &mut b)?;
+    Ok(dbr_counters(&b))
+}
+
+/// The (RQ, SQ) producer counters of a doorbell record's 8 bytes.
+fn dbr_counters(b: &[u8; 8]) -> (u16, u16) {
     let at = |i: usize| u32::from_be_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
-    Ok((at(qp_db::RCV_DBR) as u16, at(qp_db::SND_DBR) as u16))
+    (at(qp_db::RCV_DBR) as u16, at(qp_db::SND_DBR) as u16)
 }

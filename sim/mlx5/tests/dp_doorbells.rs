@@ -188,3 +188,61 @@ fn sq_ring_tail_outside_guest_memory() {
         .iter()
         .any(|(t, _)| *t == event::WQ_CATAS_ERROR));
 }
+
+/// The device reads WQEs through the QP's cached view of its buffer's region: once that
+/// memory is freed, the next WQE is unreadable and a work queue catastrophic error, exactly
+/// as without the view (the view is checked against the memory's version on every use).
+#[test]
+fn sq_ring_freed_after_use_is_a_catastrophic_error() {
+    let mut env = Env::new(InProcHca::deterministic(), 1);
+    let mut scq = env.cq(6);
+    let rcq = env.cq(6);
+    // RQ of 2 x 64 bytes, then an SQ of 4 WQEBBs, all guest memory.
+    let buf = 0x40_0000_0000u64;
+    env.dev().memory().insert(buf, &[0u8; 128 + 256]).unwrap();
+    let dbr = env.alloc(64);
+    let (pd, uar) = (env.pd, env.uar);
+    let i = env.qp_input(pd, scq.cqn, rcq.cqn, 2, 1, 2, buf, dbr);
+    let d = env.raw.exec(&i, 16);
+    d.ok();
+    let mut a = Qp {
+        qpn: d.get(mlx5_prm::create_qp_out::QPN),
+        buf,
+        dbr,
+        log_sq: 2,
+        log_rq: 1,
+        rq_stride: 64,
+        sq_offset: 128,
+        sq_pi: 0,
+        rq_pi: 0,
+        uar,
+        bf_half: 0,
+    };
+    let qpn = a.qpn;
+    env.connect_local(&a, qpn);
+    for _ in 0..2 {
+        let w = send_wqe(wqe::opcode::NOP, a.sq_pi, a.qpn, CE, 0, &[]);
+        env.write_send(&mut a, &w);
+        env.ring_sq(&mut a, &w);
+        let c = env.poll_cq(&mut scq).expect("NOP completes");
+        assert_eq!(c.opcode(), cqe::opcode::REQ);
+    }
+    // Nothing went wrong so far.
+    assert!(!env
+        .drain_eq()
+        .iter()
+        .any(|(t, _)| *t == event::WQ_CATAS_ERROR));
+    // The buffer goes away; the doorbell record stays. The next WQE cannot be read.
+    assert!(env.dev().memory().free(buf));
+    let w = send_wqe(wqe::opcode::NOP, a.sq_pi, a.qpn, CE, 0, &[]);
+    a.sq_pi = a.sq_pi.wrapping_add(1);
+    env.ring_sq(&mut a, &w);
+    assert!(env
+        .drain_eq()
+        .iter()
+        .any(|(t, _)| *t == event::WQ_CATAS_ERROR));
+    assert!(
+        env.poll_cq(&mut scq).is_none(),
+        "no CQE for an unreadable WQE"
+    );
+}

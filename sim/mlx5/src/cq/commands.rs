@@ -84,6 +84,7 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
             in_error: false,
             users: 0,
             cqc: saved,
+            ring_view: Default::default(),
         },
     );
     let _ = create_cq_out::CQN.set(output, cqn);

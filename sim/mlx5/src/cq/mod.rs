@@ -140,6 +140,8 @@ pub struct Cq {
     /// QPs that report to this CQ.
     users: u32,
     cqc: [u8; cqc::BYTES],
+    /// The region of guest memory the ring was last written in ([`crate::memory::ViewSlot`]).
+    ring_view: crate::memory::ViewSlot,
 }
 
 /// What writing a CQE led to (the caller posts the event; it owns the EQs).

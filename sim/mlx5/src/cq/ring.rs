@@ -122,7 +122,11 @@ impl Cq {
         // Everything but op_own first, then op_own: software polls op_own (trap 25). A CQE
         // inside one page (always, at 64-byte alignment) is two ordered parts of one access.
         match self.buf.bus_in_page(slot, bytes.len()) {
-            Some(bus) => mem.write_parts(&[(bus, body), (bus + body.len() as u64, own)]),
+            // Through the view of the ring's region: one copy, then the owner byte.
+            Some(bus) => match body.first_chunk::<{ cqe::offset::OP_OWN }>() {
+                Some(b) => self.ring_view.write_split(mem, bus, b, own[0]),
+                None => mem.write_parts(&[(bus, body), (bus + body.len() as u64, own)]),
+            },
             None => self
                 .buf
                 .write(mem, slot, body)
@@ -219,6 +223,7 @@ mod tests {
             in_error: false,
             users: 0,
             cqc: [0; cqc::BYTES],
+            ring_view: Default::default(),
         };
         (c, buf, dbr)
     }
@@ -259,6 +264,34 @@ mod tests {
         // Second pass: owner 1 at slot 0.
         assert_eq!(op_own(&mem, buf, 0), 0x01);
         assert!(cqe::is_sw_owned(op_own(&mem, buf, 0), 4, 4));
+    }
+
+    /// CQEs go through the CQ's view of its ring's region ([`crate::memory::ViewSlot`]):
+    /// after the ring's memory is freed, the next CQE fails exactly as without the view (the
+    /// CQ enters the error state with an access violation), and another allocation in
+    /// between (the memory's version changes, the ring's region stays) changes nothing.
+    #[test]
+    fn cqe_write_through_the_ring_view_fails_once_the_ring_is_freed() {
+        let mem = RegionMemory::new();
+        let (mut c, buf, _dbr) = cq(&mem, 2, false);
+        let e = Cqe::requester(0x8, 0x77, 3, 100);
+        assert_eq!(c.write(&mem, &e, CqeFaults::default()), CqEvent::None);
+        // The view is resolved now; a new region changes the version, not the ring.
+        mem.alloc(4096, 4096).unwrap();
+        assert_eq!(c.write(&mem, &e, CqeFaults::default()), CqEvent::None);
+        assert_eq!(c.write(&mem, &e, CqeFaults::default()), CqEvent::None);
+        let mut got = [0u8; 64];
+        mem.read(buf + 2 * 64, &mut got).unwrap();
+        assert_eq!(&got[..63], &e.0[..63]);
+        assert_eq!(op_own(&mem, buf, 2), e.0[63] & !cqe::OWNER_MASK);
+        assert!(mem.free(buf));
+        assert_eq!(
+            c.write(&mem, &e, CqeFaults::default()),
+            CqEvent::Error {
+                syndrome: CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION
+            }
+        );
+        assert!(c.in_error);
     }
 
     /// The consumer index is re-read only when the last one read leaves no proof of room: an

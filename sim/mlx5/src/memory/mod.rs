@@ -112,6 +112,21 @@ pub trait GuestMemory: Send + Sync {
         self.read(src, &mut bounce)?;
         self.write(dst, &bounce)
     }
+
+    /// A [`HostView`] of the region holding bus address `addr`, valid while
+    /// [`view_current`](Self::view_current) says so; `None` (the default) when the memory
+    /// has no such view ([`MappedMemory`]) or `addr` is not guest memory.
+    fn view(&self, addr: u64) -> Option<HostView> {
+        let _ = addr;
+        None
+    }
+
+    /// Whether `v`, resolved by [`view`](Self::view) of this memory, still shows its region:
+    /// no region was added or removed since. False (the default) for a memory without views.
+    fn view_current(&self, v: &HostView) -> bool {
+        let _ = v;
+        false
+    }
 }
 
 /// Memory with nothing in it: every access fails. What a device sees before a front end hands
@@ -422,6 +437,7 @@ fn move_pieces<P: Piece>(pieces: &[P], src: u64, dst: u64, len: usize) -> Result
 
 mod mapped;
 mod region;
+mod view;
 
 // ---------------------------------------------------------------------------------------------
 // SIGBUS: a file that shrinks under its mapping
@@ -444,6 +460,7 @@ pub mod sigbus;
 
 pub use mapped::{MappedMemory, MemSection};
 pub use region::{AllocError, RegionMemory};
+pub use view::{HostView, ViewSlot};
 
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{copy_pieces, cover, move_pieces, write_parts_in, Copy, DmaError, GuestMemory, Piece};
+use super::{
+    copy_pieces, cover, move_pieces, write_parts_in, Copy, DmaError, GuestMemory, HostView, Piece,
+};
 
 /// Why [`RegionMemory::alloc`] or [`RegionMemory::insert`] failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -431,5 +433,26 @@ impl GuestMemory for RegionMemory {
     }
     fn copy(&self, src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
         self.with_list(|l| move_pieces(l, src, dst, len))
+    }
+    fn view(&self, addr: u64) -> Option<HostView> {
+        // The version first: if the list changes after this load, the view's version is
+        // already stale and `view_current` refuses it (never a view newer than its version).
+        let version = self.version.load(Ordering::Acquire);
+        self.with_list(|l| {
+            let i = l.partition_point(|r| r.bus <= addr).checked_sub(1)?;
+            let r = &l[i];
+            (addr - r.bus < r.len).then(|| HostView {
+                version,
+                bus: r.bus,
+                len: r.len,
+                host: r.host,
+                _keep: r._own.clone(),
+            })
+        })
+    }
+    #[inline]
+    fn view_current(&self, v: &HostView) -> bool {
+        // Acquire: pairs with the Release store in `changed`, as `with_list` does.
+        self.version.load(Ordering::Acquire) == v.version
     }
 }

@@ -646,3 +646,72 @@ fn mapped_copy_between_sections() {
     m.clear();
     assert!(m.copy(0x10_0000, 0x10_0100, 1).is_err());
 }
+
+/// A [`ViewSlot`] reads and writes the bytes the memory's own path does, keeps working across
+/// a change of the memory's version that leaves its region in place, and fails exactly as the
+/// memory's own path once its region is freed (the error names the access).
+#[test]
+fn view_slot_accesses_match_the_memory_and_fail_after_free() {
+    let mem = RegionMemory::new();
+    let a = mem.alloc(4096, 4096).unwrap();
+    mem.write(a + 8, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    let mut v = ViewSlot::default();
+    let mut b = [0u8; 8];
+    v.read(&mem, a + 8, &mut b).unwrap(); // resolves the view
+    assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8]);
+    v.write_split(&mem, a + 100, &[9u8; 7], 0xaa).unwrap();
+    let mut w = [0u8; 8];
+    mem.read(a + 100, &mut w).unwrap();
+    assert_eq!(w, [9, 9, 9, 9, 9, 9, 9, 0xaa]);
+    // Past the region's end: the memory's error, through the view as without it.
+    let mut big = [0u8; 16];
+    assert_eq!(
+        v.read(&mem, a + 4090, &mut big),
+        Err(DmaError {
+            addr: a + 4090,
+            len: 16
+        })
+    );
+    // Another region: the version changes, the view is resolved again and still reads.
+    let other = mem.alloc(4096, 4096).unwrap();
+    v.read(&mem, a + 8, &mut b).unwrap();
+    assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8]);
+    // Freed: every access fails as the memory's own does.
+    assert!(mem.free(a));
+    assert_eq!(
+        mem.read(a + 8, &mut b),
+        Err(DmaError {
+            addr: a + 8,
+            len: 8
+        })
+    );
+    assert_eq!(
+        v.read(&mem, a + 8, &mut b),
+        Err(DmaError {
+            addr: a + 8,
+            len: 8
+        })
+    );
+    assert!(v.write_split(&mem, a + 100, &[9u8; 7], 0xaa).is_err());
+    assert!(v
+        .write_parts(&mem, &[(a, &[1u8][..]), (a + 1, &[2u8][..])])
+        .is_err());
+    // The other region is untouched and still reachable through the slot.
+    v.read(&mem, other, &mut b).unwrap();
+    assert_eq!(b, [0; 8]);
+}
+
+/// A memory without views ([`MappedMemory`], [`NoMemory`]) takes its own path every time.
+#[test]
+fn view_slot_over_memory_without_views_uses_its_own_path() {
+    let mut v = ViewSlot::default();
+    let mut b = [0u8; 4];
+    assert_eq!(
+        v.read(&NoMemory, 0x1000, &mut b),
+        Err(DmaError {
+            addr: 0x1000,
+            len: 4
+        })
+    );
+    assert!(NoMemory.view(0x1000).is_none());
+}
