@@ -1,0 +1,165 @@
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::run::{decode_exit, Verdict};
+use crate::{LaunchError, RELAY_PREFIX};
+
+/// Where relayed lines go: the other guest's serial input. Lines wait in `pending` until that
+/// guest is listening: its QEMU has started (`connect`) and its app has printed a relay line
+/// itself (`open`). Bytes that reach a UART before the guest has set it up are lost (the
+/// kernel's 16550 init clears the receive FIFO), and a line missing its first bytes no longer
+/// matches what the app waits for.
+#[derive(Default)]
+pub(crate) struct RelayTarget {
+    stdin: Option<std::process::ChildStdin>,
+    listening: bool,
+    pending: Vec<u8>,
+}
+
+impl RelayTarget {
+    fn send(&mut self, msg: &[u8]) {
+        self.pending.extend_from_slice(msg);
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        if let (true, Some(stdin)) = (self.listening, self.stdin.as_mut()) {
+            let _ = stdin
+                .write_all(&std::mem::take(&mut self.pending))
+                .and_then(|()| stdin.flush());
+        }
+    }
+
+    pub(crate) fn connect(&mut self, stdin: std::process::ChildStdin) {
+        self.stdin = Some(stdin);
+        self.flush();
+    }
+
+    /// The guest behind this target printed a relay line: its app runs and reads its serial.
+    fn open(&mut self) {
+        self.listening = true;
+        self.flush();
+    }
+}
+
+pub(crate) type Relay = std::sync::Arc<std::sync::Mutex<RelayTarget>>;
+
+/// A running QEMU whose output is being collected.
+pub(crate) struct Guest {
+    child: Child,
+    rx: mpsc::Receiver<String>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    start: Instant,
+}
+
+impl Guest {
+    pub(crate) fn stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.stdin.take()
+    }
+
+    /// Waits for QEMU to exit (killing it at `deadline`) and decodes the verdict.
+    pub(crate) fn finish(
+        mut self,
+        deadline: Instant,
+    ) -> Result<(Verdict, String, Duration), LaunchError> {
+        let status = loop {
+            if let Some(st) = self
+                .child
+                .try_wait()
+                .map_err(|e| LaunchError::Io(e.to_string()))?
+            {
+                break Some(st);
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        for r in self.readers {
+            let _ = r.join();
+        }
+        let output: String = self.rx.try_iter().collect();
+        let verdict = match status {
+            Some(st) => decode_exit(st, &output),
+            None => Verdict::TimedOut,
+        };
+        Ok((verdict, output, self.start.elapsed()))
+    }
+}
+
+/// Starts QEMU with its serial output collected (and echoed); with `relay`, serial input is a
+/// pipe and relayed lines from this guest go to the other's input.
+/// `relay`: (where this guest's relay lines go, this guest's own input).
+pub(crate) fn spawn_guest(
+    cmd: &mut Command,
+    echo: bool,
+    relay: Option<(Relay, Relay)>,
+    tag: &'static str,
+) -> Result<Guest, LaunchError> {
+    let start = Instant::now();
+    let stdin = if relay.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    let mut child: Child = cmd
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| LaunchError::Io(format!("starting QEMU: {e}")))?;
+    let (tx, rx) = mpsc::channel::<String>();
+    let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let readers = vec![
+        spawn_reader(stdout, tx.clone(), echo, false, tag, relay),
+        spawn_reader(stderr, tx, echo, true, tag, None),
+    ];
+    Ok(Guest {
+        child,
+        rx,
+        readers,
+        start,
+    })
+}
+
+fn spawn_reader(
+    src: impl Read + Send + 'static,
+    tx: mpsc::Sender<String>,
+    echo: bool,
+    to_stderr: bool,
+    tag: &'static str,
+    relay: Option<(Relay, Relay)>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(src);
+        let mut line = Vec::new();
+        while reader
+            .read_until(b'\n', &mut line)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {
+            let text = String::from_utf8_lossy(&line).replace('\r', "");
+            if echo {
+                let shown = format!("{tag}{text}");
+                if to_stderr {
+                    let _ = std::io::stderr().write_all(shown.as_bytes());
+                } else {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(shown.as_bytes());
+                    let _ = out.flush();
+                }
+            }
+            if let (Some((out, own)), Some(msg)) = (&relay, text.strip_prefix(RELAY_PREFIX)) {
+                own.lock().expect("relay lock").open();
+                out.lock().expect("relay lock").send(msg.as_bytes());
+            }
+            let _ = tx.send(text);
+            line.clear();
+        }
+    })
+}
