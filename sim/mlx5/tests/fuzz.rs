@@ -22,14 +22,15 @@ const REGRESSIONS: &[(Target, u64, u64)] = &[
     // (device.rs Bar0::read/write); found by this target on the code before the fix.
     (Target::Bar, 0x1, 2),
     (Target::Bar, 0x3, 1),
-    // The `wire` seeds below replay their finding with `cargo run --release --bin fuzz` (the
-    // RC timers run on wall-clock time, so a debug build's slower steps may take another
-    // path); the unit test each one names is the deterministic guard.
+    // The `wire` seeds below run both HCAs on the fuzzer's virtual clock, so they replay
+    // their finding the same in a debug `cargo test` and a `--release` run, on any host (each
+    // re-found with its fix reverted, and checked to fail in a debug build without the fix).
+    // The unit test each one names guards the fix directly.
     // A READ RESPONSE whose PSN was exactly 2^23 past the next PSN to send completed an
     // outstanding SEND successfully (psn_diff calls that distance both before and after);
     // fixed in roce/requester/mod.rs `response`. Unit test:
     // roce::rc_tests::errors::rc_response_half_the_psn_space_away_is_ignored.
-    (Target::Wire, 0x3, 9210),
+    (Target::Wire, 0x3, 89575),
     // A sequence NAK naming a PSN inside an outstanding READ, past the responses received,
     // moved the requester past a response that never came; the READ then completed
     // successfully with 1 KiB of its data missing. Fixed in roce/requester/mod.rs
