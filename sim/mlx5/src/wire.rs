@@ -908,3 +908,38 @@ mod pkt_ext_tests {
         assert_eq!((b2.opcode, b2.dest_qp), (bth.opcode, bth.dest_qp));
     }
 }
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+
+    /// A port on a virtual clock reads it at each tick and nothing else: time stands still
+    /// between advances however long the host takes, every clone moves together, and the
+    /// reading never goes back.
+    #[test]
+    fn a_virtual_clock_moves_only_when_advanced() {
+        let clock = VirtualClock::new();
+        let (mut a, mut b) = Port::pair_sharing_memory();
+        a.set_clock(Some(clock.clone()));
+        b.set_clock(Some(clock.clone()));
+        a.tick();
+        std::thread::sleep(Duration::from_millis(2));
+        a.tick();
+        assert_eq!(a.now_ns(), 0, "the wall clock moved, the port's did not");
+        clock.advance(4_000);
+        a.tick();
+        b.tick();
+        assert_eq!((a.now_ns(), b.now_ns()), (4_000, 4_000));
+        clock.advance_to(1_000);
+        assert_eq!(clock.now_ns(), 4_000, "advance_to never goes back");
+        // A clock behind the port's last reading holds it.
+        b.set_clock(Some(VirtualClock::new()));
+        b.tick();
+        assert_eq!(b.now_ns(), 4_000);
+        // Back on the wall clock (the port's epoch is older than 2 ms).
+        a.set_clock(None);
+        a.tick();
+        assert!(a.now_ns() >= 2_000_000);
+        assert!(a.clock().is_none() && b.clock().is_some());
+    }
+}

@@ -177,6 +177,9 @@ impl WireFuzz {
             if step >= last && quiet >= 3 && self.clean_done() {
                 return Ok(());
             }
+            if !self.step_delay.is_zero() {
+                std::thread::sleep(self.step_delay);
+            }
             self.clock.advance(if moved == 0 || step >= BUSY_STEPS {
                 IDLE_NS
             } else {

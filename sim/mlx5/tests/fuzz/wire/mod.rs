@@ -230,6 +230,8 @@ pub(super) struct WireFuzz {
     /// stays as in `wire`).
     v6_rng: Rng,
     v6_per_mille: u64,
+    /// Wall-clock time each pump step sleeps (a slow host, for [`replay`]; 0 elsewhere).
+    step_delay: Duration,
 }
 
 fn other(s: usize) -> usize {
@@ -303,6 +305,7 @@ impl WireFuzz {
             hostile_left: 0,
             v6_rng: Rng::new(rng.clone().u64() ^ 0x6970_7636),
             v6_per_mille,
+            step_delay: Duration::ZERO,
         };
         for _ in 0..SLOTS {
             let s = w.slot_mem(rng);
@@ -829,6 +832,44 @@ impl Drop for WireFuzz {
             }
         }
     }
+}
+
+/// Runs iterations `0..iters` of `target` (`Wire` or `Wire6`) seeded with `seed` inline, each
+/// pump step also sleeping `step_delay` of wall-clock time (a slower build or a loaded host),
+/// and returns, per iteration, the virtual clock's reading and both HCAs' [`PORT_COUNTERS`]
+/// (retransmissions and RNR NAKs among them: what the RC timers did), or the finding.
+pub fn replay(
+    target: Target,
+    seed: u64,
+    iters: u64,
+    step_delay: Duration,
+) -> Result<Vec<Vec<u64>>, String> {
+    let v6 = match target {
+        Target::Wire => 0,
+        Target::Wire6 => 300,
+        t => return Err(format!("{} is not a wire target", t.name())),
+    };
+    let mut w: Option<WireFuzz> = None;
+    let mut out = Vec::new();
+    for iter in 0..iters {
+        let mut rng = Rng::new(iter_seed(seed, target, iter));
+        if iter % EPOCH == 0 || w.as_ref().is_some_and(|w| w.worn_out()) {
+            drop(w.take()); // the old epoch's HCAs go first
+            let mut n = WireFuzz::new(&mut rng, v6);
+            n.step_delay = step_delay;
+            w = Some(n);
+        }
+        let w = w.as_mut().expect("epoch");
+        w.step(&mut rng)?;
+        w.check()?;
+        let mut row = vec![w.clock.now_ns()];
+        for e in &w.env {
+            let snap = e.dev().f().lock_hca().port.counters().snapshot();
+            row.extend(PORT_COUNTERS.iter().map(|c| snap.get(*c)));
+        }
+        out.push(row);
+    }
+    Ok(out)
 }
 
 impl Epoch for WireFuzz {
