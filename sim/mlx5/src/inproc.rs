@@ -212,6 +212,12 @@ impl InProcHca {
         f(&mut h)
     }
 
+    /// Runs the device's RC timers (retransmit, RNR) on `clock`, which the caller advances
+    /// (`None`: the wall clock again); see [`crate::wire::Port::set_clock`].
+    pub fn set_clock(&self, clock: Option<crate::wire::VirtualClock>) {
+        self.with_hca(|h| h.port.set_clock(clock));
+    }
+
     /// Flips fault switches (side effects apply at once).
     pub fn faults(&self, f: impl FnOnce(&mut Faults)) {
         self.with_hca(|h| h.update_faults(f));

@@ -23,9 +23,12 @@
 //!   until `retry_count` runs out.
 //!
 //! The port also keeps the model's clock ([`Port::now_ns`]): the one place the data path reads
-//! wall-clock time; the state machines get it passed in.
+//! time; the state machines get it passed in. It is the monotonic wall clock, unless a test
+//! gives the port a [`VirtualClock`] ([`Port::set_clock`]) that it advances itself, so the RC
+//! timers (retransmit, RNR) fire at the same points of a run however fast the host is.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -410,6 +413,39 @@ pub(crate) enum Arrival {
     Ref(RefPacket),
 }
 
+/// A clock that only moves when told to: nanoseconds, shared by every clone (one per HCA, or
+/// one for several HCAs). A port given one ([`Port::set_clock`]) reads it instead of the wall
+/// clock at each device event, so a test decides when timers expire: deterministic on any
+/// host and build.
+#[derive(Clone, Debug, Default)]
+pub struct VirtualClock(Arc<AtomicU64>);
+
+impl VirtualClock {
+    /// A clock at 0 ns.
+    pub fn new() -> VirtualClock {
+        VirtualClock::default()
+    }
+
+    /// The clock's reading (ns).
+    pub fn now_ns(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Moves the clock `ns` forward (saturating).
+    pub fn advance(&self, ns: u64) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(t.saturating_add(ns))
+            });
+    }
+
+    /// Moves the clock to `ns` if that is later (it never goes back).
+    pub fn advance_to(&self, ns: u64) {
+        self.0.fetch_max(ns, Ordering::Relaxed);
+    }
+}
+
 /// The HCA's port: the loopback queue, the link to the outside, the counters and the clock.
 pub struct Port {
     link: PortLink,
@@ -422,6 +458,8 @@ pub struct Port {
     pub(crate) batch: VecDeque<RefPacket>,
     counters: Arc<PortCounters>,
     epoch: Instant,
+    /// The clock [`Port::tick`] reads instead of the wall clock (tests, the fuzzer).
+    virt: Option<VirtualClock>,
     /// The clock's reading for the device event being processed ([`Port::tick`]).
     now: u64,
     /// Fault spec to apply once a frame link exists.
@@ -442,6 +480,7 @@ impl Default for Port {
             batch: VecDeque::new(),
             counters: Arc::new(PortCounters::new()),
             epoch: Instant::now(),
+            virt: None,
             now: 0,
             faults: None,
             dropped: 0,
@@ -566,9 +605,26 @@ impl Port {
         self.now
     }
 
-    /// Reads the clock (at the start of each device event).
+    /// Reads the clock (at the start of each device event): the wall clock, or the virtual
+    /// clock given by [`Port::set_clock`].
     pub fn tick(&mut self) {
-        self.now = self.now.max(self.epoch.elapsed().as_nanos() as u64);
+        let t = match &self.virt {
+            None => self.epoch.elapsed().as_nanos() as u64,
+            Some(v) => v.now_ns(),
+        };
+        self.now = self.now.max(t);
+    }
+
+    /// Runs the port's clock on `clock` from now on (`None`: the wall clock again). The
+    /// reading never goes back: a clock behind the last reading holds it until it passes it.
+    /// The clock survives a device reset, as the link does.
+    pub fn set_clock(&mut self, clock: Option<VirtualClock>) {
+        self.virt = clock;
+    }
+
+    /// The virtual clock the port runs on, if any.
+    pub fn clock(&self) -> Option<&VirtualClock> {
+        self.virt.as_ref()
     }
 
     /// Tells the port its MAC (and the IP addresses of its GIDs, when known).
@@ -850,5 +906,40 @@ mod pkt_ext_tests {
         let (b2, at2, n2) = p.packet(2);
         assert_eq!((b2.psn, b2.ack_req, at2, n2), (0, true, 512, 256));
         assert_eq!((b2.opcode, b2.dest_qp), (bth.opcode, bth.dest_qp));
+    }
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+
+    /// A port on a virtual clock reads it at each tick and nothing else: time stands still
+    /// between advances however long the host takes, every clone moves together, and the
+    /// reading never goes back.
+    #[test]
+    fn a_virtual_clock_moves_only_when_advanced() {
+        let clock = VirtualClock::new();
+        let (mut a, mut b) = Port::pair_sharing_memory();
+        a.set_clock(Some(clock.clone()));
+        b.set_clock(Some(clock.clone()));
+        a.tick();
+        std::thread::sleep(Duration::from_millis(2));
+        a.tick();
+        assert_eq!(a.now_ns(), 0, "the wall clock moved, the port's did not");
+        clock.advance(4_000);
+        a.tick();
+        b.tick();
+        assert_eq!((a.now_ns(), b.now_ns()), (4_000, 4_000));
+        clock.advance_to(1_000);
+        assert_eq!(clock.now_ns(), 4_000, "advance_to never goes back");
+        // A clock behind the port's last reading holds it.
+        b.set_clock(Some(VirtualClock::new()));
+        b.tick();
+        assert_eq!(b.now_ns(), 4_000);
+        // Back on the wall clock (the port's epoch is older than 2 ms).
+        a.set_clock(None);
+        a.tick();
+        assert!(a.now_ns() >= 2_000_000);
+        assert!(a.clock().is_none() && b.clock().is_some());
     }
 }

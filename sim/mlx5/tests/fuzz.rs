@@ -22,14 +22,15 @@ const REGRESSIONS: &[(Target, u64, u64)] = &[
     // (device.rs Bar0::read/write); found by this target on the code before the fix.
     (Target::Bar, 0x1, 2),
     (Target::Bar, 0x3, 1),
-    // The `wire` seeds below replay their finding with `cargo run --release --bin fuzz` (the
-    // RC timers run on wall-clock time, so a debug build's slower steps may take another
-    // path); the unit test each one names is the deterministic guard.
+    // The `wire` seeds below run both HCAs on the fuzzer's virtual clock, so they replay
+    // their finding the same in a debug `cargo test` and a `--release` run, on any host (each
+    // re-found with its fix reverted, and checked to fail in a debug build without the fix).
+    // The unit test each one names guards the fix directly.
     // A READ RESPONSE whose PSN was exactly 2^23 past the next PSN to send completed an
-    // outstanding SEND successfully (psn_diff calls that distance both before and after);
+    // outstanding SEND (a WRITE at this seed) successfully (psn_diff calls that distance both before and after);
     // fixed in roce/requester/mod.rs `response`. Unit test:
     // roce::rc_tests::errors::rc_response_half_the_psn_space_away_is_ignored.
-    (Target::Wire, 0x3, 9210),
+    (Target::Wire, 0x3, 89575),
     // A sequence NAK naming a PSN inside an outstanding READ, past the responses received,
     // moved the requester past a response that never came; the READ then completed
     // successfully with 1 KiB of its data missing. Fixed in roce/requester/mod.rs
@@ -97,6 +98,30 @@ fn fuzz_regressions() {
         // Only the epoch of the last iteration matters (a fresh device every EPOCH).
         if let Err(f) = fuzz::run_range(target, seed, iters - 1, iters) {
             panic!("regression: {f}");
+        }
+    }
+}
+
+/// A `wire` seed replays identically however slow the host: the RC timers run on the virtual
+/// clock the fuzzer advances per pump step, so a run whose steps each take 300 µs longer of
+/// wall-clock time (a debug build, a loaded machine) retransmits at the same points, and every
+/// iteration ends with the same clock reading and the same port counters.
+#[test]
+fn fuzz_wire_replays_identically_on_a_slow_host() {
+    use std::time::Duration;
+    for target in [Target::Wire, Target::Wire6] {
+        let fast = fuzz::wire::replay(target, SEED, 40, Duration::ZERO).unwrap();
+        let slow = fuzz::wire::replay(target, SEED, 40, Duration::from_micros(300)).unwrap();
+        assert_eq!(fast.len(), 40);
+        // What the comparison covers: timers fired (column 12 of each HCA: retransmits).
+        let n = fuzz::wire::PORT_COUNTERS.len();
+        assert!(
+            fast.last().unwrap()[n] + fast.last().unwrap()[2 * n] > 0,
+            "{}: no retransmission in 40 iterations",
+            target.name()
+        );
+        for (i, (f, s)) in fast.iter().zip(&slow).enumerate() {
+            assert_eq!(f, s, "{} iteration {i}", target.name());
         }
     }
 }

@@ -12,8 +12,10 @@
 //! --target T`). Include with `#[path = "raw/mod.rs"] mod raw;`, `#[path =
 //! "datapath_common/mod.rs"] mod dp;` and `#[path = "fuzz/mod.rs"] mod fuzz;`.
 //!
-//! Everything is deterministic for a seed (inline execution, no device thread), except the
-//! RC retransmission timers, which run on wall-clock time.
+//! Everything is deterministic for a seed (inline execution, no device thread); the `wire`
+//! target's HCAs run their RC timers on a virtual clock the fuzzer advances
+//! ([`mlx5_sim::wire::VirtualClock`]), so a seed replays the same in a debug or a release
+//! build, however loaded the host.
 #![allow(dead_code)]
 
 use std::fs::File;
@@ -247,8 +249,8 @@ pub fn run(target: Target, seed: u64, iters: u64) -> Result<u64, Finding> {
 
 /// Iterations `first..iters` of the run seeded with `seed`, from the start of the epoch
 /// `first` lies in (a fresh device every [`EPOCH`] iterations, so this replays iteration
-/// `iters - 1` exactly without the iterations before its epoch; only the RC timers, on
-/// wall-clock time, may differ). Returns the number of iterations done from 0, as [`run`].
+/// `iters - 1` exactly without the iterations before its epoch). Returns the number of
+/// iterations done from 0, as [`run`].
 pub fn run_range(target: Target, seed: u64, first: u64, iters: u64) -> Result<u64, Finding> {
     let first = first / EPOCH * EPOCH;
     let (tx, rx) = mpsc::channel::<Result<u64, Finding>>();

@@ -158,7 +158,7 @@ impl WireFuzz {
     /// Runs both HCAs and the fuzzer in the middle until the clean slots are done and the
     /// wire is quiet, injecting `plan`'s hostile frames (step, side) on the way.
     pub(super) fn pump(&mut self, rng: &mut Rng, plan: &[(usize, usize)]) -> Result<(), String> {
-        let t0 = Instant::now();
+        let t0 = self.clock.now_ns();
         let last = plan.iter().map(|p| p.0).max().unwrap_or(0);
         let mut quiet = 0;
         for step in 0..MAX_STEPS {
@@ -177,13 +177,14 @@ impl WireFuzz {
             if step >= last && quiet >= 3 && self.clean_done() {
                 return Ok(());
             }
-            if t0.elapsed() > ITER_DEADLINE {
-                break;
+            if !self.step_delay.is_zero() {
+                std::thread::sleep(self.step_delay);
             }
-            if step > 200 {
-                // Waiting for a timer (a retransmission after a reordered or lost packet).
-                std::thread::sleep(Duration::from_micros(200));
-            }
+            self.clock.advance(if moved == 0 || step >= BUSY_STEPS {
+                IDLE_NS
+            } else {
+                STEP_NS
+            });
         }
         if self.clean_done() {
             // The wire never went quiet: only tainted QPs may be talking.
@@ -205,8 +206,8 @@ impl WireFuzz {
             })
             .collect();
         Err(format!(
-            "clean work never completed ({:?}, {MAX_STEPS} steps max): {}",
-            t0.elapsed(),
+            "clean work never completed ({} µs on the virtual clock, {MAX_STEPS} steps max): {}",
+            (self.clock.now_ns() - t0) / 1000,
             stuck.join("; ")
         ))
     }

@@ -18,8 +18,12 @@
 //! `ipv4_checksum`, `icrc`) so the IP checksum and the ICRC are right and the frame reaches
 //! the transport; some keep a bad ICRC, some are random bytes.
 //!
+//! Both HCAs run on one [`VirtualClock`] that the pump advances by a fixed amount per step
+//! ([`STEP_NS`], [`IDLE_NS`]): the RC timers fire at the same step of a run in a debug or a
+//! release build, on an idle or a loaded host, so a seed replays exactly.
+//!
 //! The oracle, per iteration:
-//! - no panic, and every loop is bounded (a step budget and a wall-clock deadline);
+//! - no panic, and every loop is bounded (a step budget);
 //! - nothing outside the memory the peer may write changes: the guard regions around each
 //!   guest RAM, and canary bytes around every data region (in the same pages as the MR, and
 //!   whole pages beyond it), which no MR covers;
@@ -38,7 +42,6 @@
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
-use std::time::Instant;
 
 use mlx5_sim::roce::counters::Counter;
 use mlx5_sim::roce::link::Link;
@@ -46,7 +49,7 @@ use mlx5_sim::roce::{
     decode, icrc, ipv4_checksum, psn_add, psn_diff, Aeth, AtomicAckEth, AtomicEth, Frame, HdrSet,
     IpHdr, Ipv6Hdr, OpKind, Opcode, Reth, RoceHeaders, Vlan, OPCODES,
 };
-use mlx5_sim::wire::Port;
+use mlx5_sim::wire::{Port, VirtualClock};
 
 use super::*;
 
@@ -91,10 +94,14 @@ const MTU: u32 = 1024;
 const PSN0: u32 = 0x100;
 /// Hostile-phase slots.
 const SLOTS: usize = 3;
-/// Pump steps before an iteration counts as wedged, and its wall-clock deadline (RC timers
-/// run on wall-clock time: after 200 busy steps each step sleeps 200 µs).
+/// Pump steps before an iteration counts as wedged (at most 10 s on the virtual clock).
 const MAX_STEPS: usize = 50_000;
-const ITER_DEADLINE: Duration = Duration::from_secs(10);
+/// Virtual time one pump step takes while frames move (both HCAs polled, the wire forwarded).
+const STEP_NS: u64 = 10_000;
+/// Virtual time a step takes when the wire was quiet or after [`BUSY_STEPS`] steps: the pump
+/// is waiting for a timer (a retransmission after a reordered or lost packet, an RNR wait).
+const IDLE_NS: u64 = 200_000;
+const BUSY_STEPS: usize = 200;
 /// Frames kept per direction for mutation.
 const POOL: usize = 96;
 
@@ -205,6 +212,8 @@ struct Slot {
 
 pub(super) struct WireFuzz {
     env: [Env<Guarded>; 2],
+    /// The clock both HCAs' ports run on; only the pump moves it.
+    clock: VirtualClock,
     /// The fuzzer's ends of the two links: `mitm[i]` talks to HCA `i`.
     mitm: [Link; 2],
     slots: Vec<Slot>,
@@ -221,6 +230,8 @@ pub(super) struct WireFuzz {
     /// stays as in `wire`).
     v6_rng: Rng,
     v6_per_mille: u64,
+    /// Wall-clock time each pump step sleeps (a slow host, for [`replay`]; 0 elsewhere).
+    step_delay: Duration,
 }
 
 fn other(s: usize) -> usize {
@@ -263,10 +274,13 @@ impl WireFuzz {
     pub(super) fn new(rng: &mut Rng, v6_per_mille: u64) -> WireFuzz {
         let (la, ma) = Link::pair();
         let (lb, mb) = Link::pair();
+        let clock = VirtualClock::new();
         let mut devs = Vec::new();
         for (i, l) in [la, lb].into_iter().enumerate() {
             let g = Guarded::with_mac(RAM, [0x02, 0, 0, 0, 0, 1 + i as u8]);
-            g.f().lock_hca().port = Port::on_link(l);
+            let mut port = Port::on_link(l);
+            port.set_clock(Some(clock.clone()));
+            g.f().lock_hca().port = port;
             devs.push(g);
         }
         let gb = devs.pop().unwrap();
@@ -280,6 +294,7 @@ impl WireFuzz {
         }
         let mut w = WireFuzz {
             env,
+            clock,
             mitm: [ma, mb],
             slots: Vec::new(),
             clean: Slot::placeholder(),
@@ -290,6 +305,7 @@ impl WireFuzz {
             hostile_left: 0,
             v6_rng: Rng::new(rng.clone().u64() ^ 0x6970_7636),
             v6_per_mille,
+            step_delay: Duration::ZERO,
         };
         for _ in 0..SLOTS {
             let s = w.slot_mem(rng);
@@ -816,6 +832,44 @@ impl Drop for WireFuzz {
             }
         }
     }
+}
+
+/// Runs iterations `0..iters` of `target` (`Wire` or `Wire6`) seeded with `seed` inline, each
+/// pump step also sleeping `step_delay` of wall-clock time (a slower build or a loaded host),
+/// and returns, per iteration, the virtual clock's reading and both HCAs' [`PORT_COUNTERS`]
+/// (retransmissions and RNR NAKs among them: what the RC timers did), or the finding.
+pub fn replay(
+    target: Target,
+    seed: u64,
+    iters: u64,
+    step_delay: Duration,
+) -> Result<Vec<Vec<u64>>, String> {
+    let v6 = match target {
+        Target::Wire => 0,
+        Target::Wire6 => 300,
+        t => return Err(format!("{} is not a wire target", t.name())),
+    };
+    let mut w: Option<WireFuzz> = None;
+    let mut out = Vec::new();
+    for iter in 0..iters {
+        let mut rng = Rng::new(iter_seed(seed, target, iter));
+        if iter % EPOCH == 0 || w.as_ref().is_some_and(|w| w.worn_out()) {
+            drop(w.take()); // the old epoch's HCAs go first
+            let mut n = WireFuzz::new(&mut rng, v6);
+            n.step_delay = step_delay;
+            w = Some(n);
+        }
+        let w = w.as_mut().expect("epoch");
+        w.step(&mut rng)?;
+        w.check()?;
+        let mut row = vec![w.clock.now_ns()];
+        for e in &w.env {
+            let snap = e.dev().f().lock_hca().port.counters().snapshot();
+            row.extend(PORT_COUNTERS.iter().map(|c| snap.get(*c)));
+        }
+        out.push(row);
+    }
+    Ok(out)
 }
 
 impl Epoch for WireFuzz {
