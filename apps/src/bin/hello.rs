@@ -55,9 +55,11 @@ fn main(_ctx: &AppContext) -> i32 {
                     // SAFETY: i < words, inside the owned buffer.
                     unsafe { p.add(i).write_volatile(buf.bus_addr() + i as u64) };
                 }
-                // SAFETY: as above.
-                let ok = (0..words)
-                    .all(|i| unsafe { p.add(i).read_volatile() } == buf.bus_addr() + i as u64);
+                let ok = (0..words).all(|i| {
+                    // SAFETY: as above.
+                    let v = unsafe { p.add(i).read_volatile() };
+                    v == buf.bus_addr() + i as u64
+                });
                 println!(
                     "selftest: touched 2M page at {:#x}: {}",
                     buf.bus_addr(),

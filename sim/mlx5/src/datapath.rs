@@ -92,16 +92,11 @@ pub(crate) fn memory_pieces(
 /// Only the first 8 bytes of each BlueFlame half-buffer ring; the rest of a BlueFlame copy is
 /// the WQE body, which the model reads from the SQ ring instead.
 ///
+/// `half` is the BlueFlame half-buffer size (`bf_reg_size / 2`, at least 8), which the caller
+/// (the UAR write path, `uar::bf_half`) reads from the capabilities once per doorbell.
+///
 /// Returns true if the doorbell rang a send queue: its QP exists and belongs to this UAR page.
-pub fn sq_doorbell(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) -> bool {
-    let log_bf = hca.cap(cmd_hca_cap::LOG_BF_REG_SIZE).min(11);
-    let half = ((1usize << log_bf) / 2).max(8);
-    sq_doorbell_half(hca, uar_index, offset, value, half)
-}
-
-/// [`sq_doorbell`] with the BlueFlame half-buffer size (`bf_reg_size / 2`, at least 8) the
-/// caller already read from the capabilities (the UAR write path reads it once per doorbell).
-pub(crate) fn sq_doorbell_half(
+pub(crate) fn sq_doorbell(
     hca: &mut Hca,
     uar_index: u32,
     offset: u32,

@@ -247,7 +247,7 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
             );
         }
         // `rang`: the QP exists and the doorbell came through its own UAR page.
-        let rang = crate::datapath::sq_doorbell_half(hca, page, reg, v, half as usize);
+        let rang = crate::datapath::sq_doorbell(hca, page, reg, v, half as usize);
         // ctrl segment: opmod_idx_opcode (opmod 8 | wqe_index 16 | opcode 8), qpn_ds (qpn 24 |
         // ds 8, of which 6 bits; Linux include/linux/mlx5/qp.h `mlx5_wqe_ctrl_seg`).
         let qpn = ((v as u32) >> 8) & 0xff_ffff;

@@ -136,19 +136,12 @@ fn a_doorbell_through_another_uar_records_no_copy() {
     assert_eq!(env.dev().with_hca(|h| h.blueflame_stats()), (1, 0));
 }
 
-/// An SQ ring whose bytes after a WQE are not guest memory: the WQE still executes (the
-/// device reads ahead of a WQE only as an optimisation, and a WQE that does not reach those
-/// bytes does not fail on them), and a WQE that does reach them is a work queue catastrophic
-/// error, as before.
-#[test]
-fn sq_ring_tail_outside_guest_memory() {
-    let mut env = Env::new(InProcHca::deterministic(), 1);
+/// A loopback QP whose RQ (2 x 64 bytes) and SQ (4 WQEBBs, at 128) are at `buf`, guest memory
+/// the caller inserted, after two NOPs in its first two WQEBBs completed successfully; with its
+/// send CQ.
+fn qp_over_two_nops(env: &mut Env, buf: u64) -> (Qp, Cq) {
     let mut scq = env.cq(6);
     let rcq = env.cq(6);
-    // RQ of 2 x 64 bytes, then an SQ of 4 WQEBBs: 384 bytes in one 4 KiB page, of which only
-    // the RQ and the first two SQ blocks are guest memory.
-    let buf = 0x40_0000_0000u64;
-    env.dev().memory().insert(buf, &[0u8; 128 + 128]).unwrap();
     let dbr = env.alloc(64);
     let (pd, uar) = (env.pd, env.uar);
     let i = env.qp_input(pd, scq.cqn, rcq.cqn, 2, 1, 2, buf, dbr);
@@ -178,6 +171,21 @@ fn sq_ring_tail_outside_guest_memory() {
             .expect("NOP in guest memory completes");
         assert_eq!(c.opcode(), cqe::opcode::REQ);
     }
+    (a, scq)
+}
+
+/// An SQ ring whose bytes after a WQE are not guest memory: the WQE still executes (the
+/// device reads ahead of a WQE only as an optimisation, and a WQE that does not reach those
+/// bytes does not fail on them), and a WQE that does reach them is a work queue catastrophic
+/// error, as before.
+#[test]
+fn sq_ring_tail_outside_guest_memory() {
+    let mut env = Env::new(InProcHca::deterministic(), 1);
+    // RQ of 2 x 64 bytes, then an SQ of 4 WQEBBs: 384 bytes in one 4 KiB page, of which only
+    // the RQ and the first two SQ blocks are guest memory.
+    let buf = 0x40_0000_0000u64;
+    env.dev().memory().insert(buf, &[0u8; 128 + 128]).unwrap();
+    let (mut a, _scq) = qp_over_two_nops(&mut env, buf);
     // The third WQEBB is not guest memory: the software write lands nowhere, and the device's
     // read of that WQE fails.
     let w = send_wqe(wqe::opcode::NOP, a.sq_pi, a.qpn, CE, 0, &[]);
@@ -195,38 +203,10 @@ fn sq_ring_tail_outside_guest_memory() {
 #[test]
 fn sq_ring_freed_after_use_is_a_catastrophic_error() {
     let mut env = Env::new(InProcHca::deterministic(), 1);
-    let mut scq = env.cq(6);
-    let rcq = env.cq(6);
     // RQ of 2 x 64 bytes, then an SQ of 4 WQEBBs, all guest memory.
     let buf = 0x40_0000_0000u64;
     env.dev().memory().insert(buf, &[0u8; 128 + 256]).unwrap();
-    let dbr = env.alloc(64);
-    let (pd, uar) = (env.pd, env.uar);
-    let i = env.qp_input(pd, scq.cqn, rcq.cqn, 2, 1, 2, buf, dbr);
-    let d = env.raw.exec(&i, 16);
-    d.ok();
-    let mut a = Qp {
-        qpn: d.get(mlx5_prm::create_qp_out::QPN),
-        buf,
-        dbr,
-        log_sq: 2,
-        log_rq: 1,
-        rq_stride: 64,
-        sq_offset: 128,
-        sq_pi: 0,
-        rq_pi: 0,
-        uar,
-        bf_half: 0,
-    };
-    let qpn = a.qpn;
-    env.connect_local(&a, qpn);
-    for _ in 0..2 {
-        let w = send_wqe(wqe::opcode::NOP, a.sq_pi, a.qpn, CE, 0, &[]);
-        env.write_send(&mut a, &w);
-        env.ring_sq(&mut a, &w);
-        let c = env.poll_cq(&mut scq).expect("NOP completes");
-        assert_eq!(c.opcode(), cqe::opcode::REQ);
-    }
+    let (mut a, mut scq) = qp_over_two_nops(&mut env, buf);
     // Nothing went wrong so far.
     assert!(!env
         .drain_eq()

@@ -289,6 +289,26 @@ fn long_send_lands_across_receive_segments() {
 /// is refused (NAK remote access: REMOTE_ACCESS_ERR at the requester) and writes nothing.
 #[test]
 fn write_after_its_rkey_is_destroyed_is_refused() {
+    second_write_after_destroying(Key::Remote, cqe::syndrome::REMOTE_ACCESS_ERR);
+}
+
+/// Two WRITE WQEs with the same one-entry gather list, its lkey destroyed in between: the
+/// second completes with LOCAL_PROT_ERR (its pieces are not taken from the first WQE's) and
+/// nothing moves.
+#[test]
+fn wqe_after_its_lkey_is_destroyed_fails_locally() {
+    second_write_after_destroying(Key::Local, cqe::syndrome::LOCAL_PROT_ERR);
+}
+
+/// Which key of a WRITE [`second_write_after_destroying`] destroys.
+enum Key {
+    Local,
+    Remote,
+}
+
+/// Two WRITEs of 20 packets from one source to one destination, `key` destroyed between them:
+/// the first lands; the second completes in error with `syndrome` and nothing of it lands.
+fn second_write_after_destroying(key: Key, syndrome: u8) {
     let mut p = pair();
     let len = 20 * MTU;
     let src = p.env.alloc(len);
@@ -301,43 +321,20 @@ fn write_after_its_rkey_is_destroyed_is_refused() {
     assert_eq!(c.opcode(), cqe::opcode::REQ, "syndrome {:#x}", c.syndrome());
     assert_eq!(p.env.read(dst, len), data);
 
-    p.env.destroy_mkey(rkey).ok();
+    p.env
+        .destroy_mkey(match key {
+            Key::Local => lkey,
+            Key::Remote => rkey,
+        })
+        .ok();
     p.env.write(src, &pattern(len, 2));
     let c = post_write(&mut p, (src, lkey), (dst, rkey), len);
     assert_eq!(c.opcode(), cqe::opcode::REQ_ERR);
-    assert_eq!(c.syndrome(), cqe::syndrome::REMOTE_ACCESS_ERR);
+    assert_eq!(c.syndrome(), syndrome);
     assert_eq!(
         p.env.read(dst, len),
         data,
         "nothing of the second WRITE landed"
-    );
-}
-
-/// Two WRITE WQEs with the same one-entry gather list, its lkey destroyed in between: the
-/// second completes with LOCAL_PROT_ERR (its pieces are not taken from the first WQE's) and
-/// nothing moves.
-#[test]
-fn wqe_after_its_lkey_is_destroyed_fails_locally() {
-    let mut p = pair();
-    let len = 20 * MTU;
-    let src = p.env.alloc(len);
-    let dst = p.env.alloc(len);
-    let lkey = p.env.mkey(src, len as u64, LR);
-    let rkey = p.env.mkey(dst, len as u64, LW | RW);
-    let data = pattern(len, 3);
-    p.env.write(src, &data);
-    let c = post_write(&mut p, (src, lkey), (dst, rkey), len);
-    assert_eq!(c.opcode(), cqe::opcode::REQ, "syndrome {:#x}", c.syndrome());
-
-    p.env.destroy_mkey(lkey).ok();
-    p.env.write(src, &pattern(len, 4));
-    let c = post_write(&mut p, (src, lkey), (dst, rkey), len);
-    assert_eq!(c.opcode(), cqe::opcode::REQ_ERR);
-    assert_eq!(c.syndrome(), cqe::syndrome::LOCAL_PROT_ERR);
-    assert_eq!(
-        p.env.read(dst, len),
-        data,
-        "nothing of the second WRITE moved"
     );
 }
 

@@ -96,10 +96,10 @@ impl<H: Hal> CompletionQueue<H> {
         while i != ci {
             i = i.wrapping_sub(1);
             let src = slot(i);
+            let at = src.wrapping_add(cqe::offset::SOP_DROP_QPN) as *const u32;
             // SAFETY: a whole CQE in [ci, produced), which the device handed over (it wrote
             // every CQE before its producer counter) and the poller has not consumed.
-            let sop =
-                unsafe { ptr::read_volatile(src.add(cqe::offset::SOP_DROP_QPN) as *const u32) };
+            let sop = unsafe { ptr::read_volatile(at) };
             if u32::from_be(sop) & 0xff_ffff == qpn {
                 freed += 1;
             } else if freed != 0 {

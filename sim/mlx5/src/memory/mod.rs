@@ -249,8 +249,9 @@ fn copy_in<P: Piece>(p: &P, addr: u64, mut buf: Copy<'_>) -> Result<(), DmaError
     let touched = std::slice::from_ref(p);
     check_poison(touched, DmaError { addr, len })?;
     // SAFETY: the caller proved (holds()) that [addr, addr + len) lies inside this piece, whose
-    // host memory is valid for its whole length while the caller holds the lock protecting the
-    // pieces; `buf` is a distinct Rust buffer of `len` bytes, so the ranges do not overlap.
+    // host memory is valid for its whole length while the caller keeps it alive (its snapshot,
+    // or the lock of the memory); `buf` is a distinct Rust buffer of `len` bytes, so the ranges
+    // do not overlap.
     unsafe {
         let host = p.host().add((addr - p.start()) as usize);
         match &mut buf {
@@ -309,7 +310,7 @@ fn copy_pieces<P: Piece>(pieces: &[P], addr: u64, mut buf: Copy<'_>) -> Result<(
         let off = (cur - p.start()) as usize;
         let n = ((p.start() + p.len()).min(end) - cur) as usize;
         // SAFETY: cover() proved [cur, cur + n) lies inside this piece, whose host memory is
-        // valid for its whole length while the caller holds the lock protecting `pieces`; `buf`
+        // valid for its whole length while `pieces` is kept alive (snapshot or lock); `buf`
         // is a distinct Rust buffer of at least done + n bytes, so the ranges do not overlap.
         unsafe {
             let host = p.host().add(off);
@@ -391,8 +392,8 @@ fn move_pieces<P: Piece>(pieces: &[P], src: u64, dst: u64, len: usize) -> Result
         // One piece on each side (a packet's payload, typically): one memmove.
         let (s, d) = (&pieces[sf], &pieces[df]);
         // SAFETY: cover() proved [src, src + len) lies inside piece `s` and [dst, dst + len)
-        // inside piece `d`, whose host memory is valid while the caller holds the lock
-        // protecting `pieces`; `copy` (memmove) allows the ranges to overlap.
+        // inside piece `d`, whose host memory is valid while the caller keeps `pieces`
+        // alive (snapshot or lock); `copy` (memmove) allows the ranges to overlap.
         unsafe {
             std::ptr::copy(
                 s.host().add((src - s.start()) as usize),
@@ -420,7 +421,7 @@ fn move_pieces<P: Piece>(pieces: &[P], src: u64, dst: u64, len: usize) -> Result
             return Err(err); // cannot happen after cover(); never loop forever
         }
         // SAFETY: cover() proved both ranges lie inside the pieces, whose host memory is valid
-        // while the caller holds the lock protecting `pieces`; host_run() bounded each chunk to
+        // while `pieces` is kept alive (snapshot or lock); host_run() bounded each chunk to
         // one piece on each side. `copy` (memmove) allows the chunks to overlap.
         unsafe {
             if backward {
