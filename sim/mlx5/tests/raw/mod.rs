@@ -147,6 +147,18 @@ pub fn set(b: &mut [u8], f: Field, v: u32) {
     f.set(b, v).unwrap();
 }
 
+/// A raw driver on a deterministic in-process HCA.
+pub fn dev() -> Raw {
+    Raw::new(InProcHca::deterministic())
+}
+
+/// [`dev`], brought up.
+pub fn up() -> Raw {
+    let mut r = dev();
+    r.bring_up();
+    r
+}
+
 /// The raw driver.
 pub struct Raw<D: Device = InProcHca> {
     pub dev: D,
