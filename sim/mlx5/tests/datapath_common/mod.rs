@@ -506,13 +506,16 @@ impl<D: Device> Env<D> {
 
     /// Creates an RC QP: SQ of `2^log_sq` WQEBBs, RQ of `2^log_rq` WQEs of 64 bytes.
     pub fn qp(&mut self, scq: &Cq, rcq: &Cq, log_sq: u32, log_rq: u32) -> Qp {
+        self.qp_in_pd(self.pd, scq, rcq, log_sq, log_rq)
+    }
+
+    /// [`Env::qp`] in protection domain `pd`.
+    pub fn qp_in_pd(&mut self, pd: u32, scq: &Cq, rcq: &Cq, log_sq: u32, log_rq: u32) -> Qp {
         let stride_log = 2; // 16 << 2 = 64 bytes: up to 4 scatter entries
         let bytes = (1usize << log_rq << (stride_log + 4)) + (64usize << log_sq);
         let buf = self.alloc(bytes.max(4096));
         let dbr = self.alloc(64);
-        let i = self.qp_input(
-            self.pd, scq.cqn, rcq.cqn, log_sq, log_rq, stride_log, buf, dbr,
-        );
+        let i = self.qp_input(pd, scq.cqn, rcq.cqn, log_sq, log_rq, stride_log, buf, dbr);
         let d = self.raw.exec(&i, 16);
         d.ok();
         Qp {

@@ -44,26 +44,7 @@ impl WireFuzz {
     fn end(&mut self, side: usize, pd: u32) -> End {
         let e = &mut self.env[side];
         let cq = e.cq(6);
-        let (log_sq, log_rq, stride_log) = (6u32, 5u32, 2u32);
-        let bytes = (1usize << log_rq << (stride_log + 4)) + (64usize << log_sq);
-        let buf = e.alloc(bytes.max(4096));
-        let dbr = e.alloc(64);
-        let i = e.qp_input(pd, cq.cqn, cq.cqn, log_sq, log_rq, stride_log, buf, dbr);
-        let d = e.raw.exec(&i, 16);
-        d.ok();
-        let qp = dp::Qp {
-            qpn: d.get(create_qp_out::QPN),
-            buf,
-            dbr,
-            log_sq,
-            log_rq,
-            rq_stride: 16 << stride_log,
-            sq_offset: (1u64 << log_rq) << (stride_log + 4),
-            sq_pi: 0,
-            rq_pi: 0,
-            uar: e.uar,
-            bf_half: 0,
-        };
+        let qp = e.qp_in_pd(pd, &cq, &cq, 6, 5);
         End {
             qp,
             cq,
