@@ -290,6 +290,9 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             // What `push_local_done_to` needs of the QP, read now: executing a UMR changes a key
             // or a window, never a QP.
             let (cqn, uidx, queued) = (q.cqn_snd, q.user_index, !q.wrs.is_empty());
+            // Whether the pump after the loop would find nothing to do: no slot queued (this
+            // UMR's completes at once) and an idle transport (a UMR changes neither).
+            let idle = !queued && rcpath::transport_idle(q);
             let wr_id = q.next_wr;
             q.next_wr = q.next_wr.wrapping_add(1);
             let next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
@@ -305,10 +308,8 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             };
             let r = if u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]) >> 8 != qpn {
                 Err((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE))
-            } else if crate::mw::is_window_umr(hca, &raw[..len]) {
-                crate::mw::execute(hca, qpn, &raw[..len])
             } else {
-                crate::umr::execute_on(hca, qpn, fre, qp_pd, &raw[..len])
+                crate::umr::execute(hca, qpn, fre, qp_pd, &raw[..len])
             };
             if let Err((syn, vend)) = r {
                 slot.kind = SlotKind::Failed(syn, vend);
@@ -318,7 +319,11 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             rcpath::push_local_done_to(hca, qpn, slot, cqn, uidx, queued);
             if next == pi {
                 // The last WQE announced: the next turn of the loop would stop here too (it
-                // stops at `pi` whatever the QP's state), without looking the QP up again.
+                // stops at `pi` whatever the QP's state), without looking the QP up again;
+                // and the pump after it has nothing to do when the QP was idle.
+                if idle {
+                    return;
+                }
                 break;
             }
             continue;
