@@ -175,6 +175,11 @@ pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
         // first, then the kicks in order): this queue's turn, without the round trip through
         // the kick queue; then whatever that turn queued.
         sq_post(hca, qpn);
+        if hca.port.loopq.is_empty() && hca.port.kicks.is_empty() {
+            // Nothing queued by that turn (a doorbell of local work only): `run` would
+            // find nothing to do.
+            return;
+        }
     } else {
         queue_kick(hca, qpn);
     }
@@ -231,7 +236,9 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
 
 /// [`sq_post`] fetching each WQE into `raw` (only its first `ds * 16` bytes are used).
 fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
-    let max_wqe = hca.cap(cmd_hca_cap::MAX_WQE_SZ_SQ) as usize;
+    // `cmd_hca_cap.max_wqe_sz_sq`, read at the first WQE that is not a UMR (a UMR's size is
+    // checked by its own parser).
+    let mut max_wqe = None;
     // The doorbell record's SQ counter, read on the first turn (whose QP lookup also serves
     // the checks before it).
     let mut pi = None;
@@ -350,6 +357,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             payload: None,
         };
         // Borrowed, not moved: a parsed WQE is large (room for every gather entry).
+        let max_wqe = *max_wqe.get_or_insert_with(|| hca.cap(cmd_hca_cap::MAX_WQE_SZ_SQ) as usize);
         let w = match &parsed {
             Ok(w) if w.qpn == qpn && (max_wqe == 0 || w.ds as usize * 16 <= max_wqe) => w,
             _ => {

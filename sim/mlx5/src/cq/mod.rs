@@ -368,6 +368,9 @@ pub fn post_cqe(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
         return false;
     }
     let ev = cq.write(&*hca.mem, c, f);
+    if ev == CqEvent::None {
+        return true;
+    }
     let ok = !matches!(ev, CqEvent::Error { .. });
     post_event(hca, cqn, ev);
     ok

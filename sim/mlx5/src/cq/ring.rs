@@ -51,15 +51,13 @@ impl Cq {
         if self.in_error {
             return CqEvent::None;
         }
-        let copies = if faults.duplicate { 2 } else { 1 };
+        // The CQE, and a second copy under the duplicate fault (the last event either posts
+        // wins).
         let mut ev = CqEvent::None;
-        for _ in 0..copies {
+        for _ in 0..1 + faults.duplicate as u8 {
             match self.write_one(mem, c, faults) {
-                Ok(e) => {
-                    if e != CqEvent::None {
-                        ev = e;
-                    }
-                }
+                Ok(CqEvent::None) => {}
+                Ok(e) => ev = e,
                 Err(syndrome) => {
                     self.in_error = true;
                     return CqEvent::Error { syndrome };
