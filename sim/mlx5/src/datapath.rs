@@ -175,6 +175,11 @@ pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
         // first, then the kicks in order): this queue's turn, without the round trip through
         // the kick queue; then whatever that turn queued.
         sq_post(hca, qpn);
+        if hca.port.loopq.is_empty() && hca.port.kicks.is_empty() {
+            // Nothing queued by that turn (a doorbell of local work only): `run` would
+            // find nothing to do.
+            return;
+        }
     } else {
         queue_kick(hca, qpn);
     }
@@ -231,7 +236,9 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
 
 /// [`sq_post`] fetching each WQE into `raw` (only its first `ds * 16` bytes are used).
 fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
-    let max_wqe = hca.cap(cmd_hca_cap::MAX_WQE_SZ_SQ) as usize;
+    // `cmd_hca_cap.max_wqe_sz_sq`, read at the first WQE that is not a UMR (a UMR's size is
+    // checked by its own parser).
+    let mut max_wqe = None;
     // The doorbell record's SQ counter, read on the first turn (whose QP lookup also serves
     // the checks before it).
     let mut pi = None;
@@ -290,6 +297,9 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             // What `push_local_done_to` needs of the QP, read now: executing a UMR changes a key
             // or a window, never a QP.
             let (cqn, uidx, queued) = (q.cqn_snd, q.user_index, !q.wrs.is_empty());
+            // Whether the pump after the loop would find nothing to do: no slot queued (this
+            // UMR's completes at once) and an idle transport (a UMR changes neither).
+            let idle = !queued && rcpath::transport_idle(q);
             let wr_id = q.next_wr;
             q.next_wr = q.next_wr.wrapping_add(1);
             let next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
@@ -305,10 +315,8 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             };
             let r = if u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]) >> 8 != qpn {
                 Err((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE))
-            } else if crate::mw::is_window_umr(hca, &raw[..len]) {
-                crate::mw::execute(hca, qpn, &raw[..len])
             } else {
-                crate::umr::execute_on(hca, qpn, fre, qp_pd, &raw[..len])
+                crate::umr::execute(hca, qpn, fre, qp_pd, &raw[..len])
             };
             if let Err((syn, vend)) = r {
                 slot.kind = SlotKind::Failed(syn, vend);
@@ -318,7 +326,11 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             rcpath::push_local_done_to(hca, qpn, slot, cqn, uidx, queued);
             if next == pi {
                 // The last WQE announced: the next turn of the loop would stop here too (it
-                // stops at `pi` whatever the QP's state), without looking the QP up again.
+                // stops at `pi` whatever the QP's state), without looking the QP up again;
+                // and the pump after it has nothing to do when the QP was idle.
+                if idle {
+                    return;
+                }
                 break;
             }
             continue;
@@ -345,6 +357,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             payload: None,
         };
         // Borrowed, not moved: a parsed WQE is large (room for every gather entry).
+        let max_wqe = *max_wqe.get_or_insert_with(|| hca.cap(cmd_hca_cap::MAX_WQE_SZ_SQ) as usize);
         let w = match &parsed {
             Ok(w) if w.qpn == qpn && (max_wqe == 0 || w.ds as usize * 16 <= max_wqe) => w,
             _ => {

@@ -17,7 +17,7 @@
 //! | LOCAL_INV (type 2) | + CHECK_QPN | FREE, KEY, QPN | free 1, qpn 0xffffff |
 //!
 //! The model therefore treats a UMR WQE whose target key is a KLMS key with `umr_en` as a
-//! window operation (`is_window_umr`); such a key is a window, of type 2 when `en_rinval` is
+//! window operation ([`crate::umr::execute`] dispatches it here); such a key is a window, of type 2 when `en_rinval` is
 //! set. Unlike other UMRs ([`crate::umr`], which need `qpc.fre`), window UMRs run on any RC QP:
 //! Linux creates user QPs without `fre` (ib/qp.c sets it only in `create_kernel_qp`), and
 //! rdma-core binds windows on them.
@@ -126,13 +126,6 @@ pub fn is_window(m: &Mkey) -> bool {
 /// The window type of `m` (1 or 2), `None` when `m` is not a window.
 pub fn window_type(m: &Mkey) -> Option<u8> {
     is_window(m).then_some(if m.en_rinval { 2 } else { 1 })
-}
-
-/// Whether the UMR WQE `raw` targets a memory window (the dispatch of the SQ path: such a
-/// WQE goes to [`execute`], any other UMR to [`crate::umr::execute_on`]).
-pub(crate) fn is_window_umr(hca: &Hca, raw: &[u8]) -> bool {
-    let key = be32(raw, wqe::ctrl_seg::IMM);
-    hca.mkeys.keys.get(&mkey::index(key)).is_some_and(is_window)
 }
 
 /// Executes the window UMR WQE `raw` (ctrl segment first, `ds * 16` bytes) posted on QP

@@ -264,16 +264,32 @@ pub struct QpTable {
     keys: Vec<u32>,
     qps: Vec<Qp>,
     next: u32,
+    /// Where the last lookup found its QP: a doorbell looks the same QP up several times in a
+    /// row, and the hint answers those with one compare (a hint past the end, or naming
+    /// another QP, only costs that compare).
+    hint: std::sync::atomic::AtomicUsize,
 }
 
 impl QpTable {
     #[inline]
     fn find(&self, qpn: u32) -> Option<usize> {
-        // The common case first: a table of one or two QPs (a UMR QP, a data QP) is scanned.
-        if self.keys.len() <= 2 {
-            return self.keys.iter().position(|&k| k == qpn);
+        use std::sync::atomic::Ordering::Relaxed;
+        let h = self.hint.load(Relaxed);
+        if self.keys.get(h) == Some(&qpn) {
+            return Some(h);
         }
-        self.keys.binary_search(&qpn).ok()
+        self.find_slow(qpn)
+    }
+
+    fn find_slow(&self, qpn: u32) -> Option<usize> {
+        // A table of one or two QPs (a UMR QP, a data QP) is scanned.
+        let i = if self.keys.len() <= 2 {
+            self.keys.iter().position(|&k| k == qpn)
+        } else {
+            self.keys.binary_search(&qpn).ok()
+        }?;
+        self.hint.store(i, std::sync::atomic::Ordering::Relaxed);
+        Some(i)
     }
 
     /// Every QP, in QPN order.

@@ -27,7 +27,7 @@
 //! turns it into a work queue catastrophic error (WQ_CATAS_ERROR event, QP to ERR) and counts
 //! it ([`UarTable::bf_mismatches`]). Model choice: no source says how firmware reports it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::cmd::CmdResult;
 use crate::hca::{fail, get, put, syndrome, Hca};
@@ -71,10 +71,17 @@ struct BfBurst {
     is_copy: bool,
 }
 
+/// Words of the allocation bitmap: a bit for every index below `FIRST_UAR + MAX_UARS`.
+const USED_WORDS: usize = (FIRST_UAR + MAX_UARS).div_ceil(64) as usize;
+
 /// Allocated UARs and half-written 64-bit doorbells.
 #[derive(Debug, Default)]
 pub struct UarTable {
-    used: BTreeSet<u32>,
+    /// Bit `i % 64` of word `i / 64`: UAR `i` is allocated (every doorbell asks: one load, not
+    /// a tree walk).
+    used: [u64; USED_WORDS],
+    /// Number of allocated UARs.
+    count: u32,
     /// (page, 8-byte aligned offset) -> first 4 bytes of a 64-bit register written in halves.
     halves: BTreeMap<(u32, u32), [u8; 4]>,
     /// The BlueFlame copies arriving, one per (page, BF register half) at most (a short list:
@@ -100,6 +107,7 @@ impl UarTable {
     }
 
     /// Keeps a finished copy's buffer for the next copies (a few at most).
+    #[inline]
     fn keep_buffer(&mut self, data: Vec<u8>) {
         if data.capacity() > 0 && self.spare.len() < 8 {
             self.spare.push(data);
@@ -107,33 +115,42 @@ impl UarTable {
     }
 
     /// True if `index` is allocated.
+    #[inline]
     pub fn contains(&self, index: u32) -> bool {
-        self.used.contains(&index)
+        self.used
+            .get((index / 64) as usize)
+            .is_some_and(|w| w & (1 << (index % 64)) != 0)
     }
 
     /// Number of allocated UARs.
     pub fn len(&self) -> usize {
-        self.used.len()
+        self.count as usize
     }
 
     /// True if none is allocated.
     pub fn is_empty(&self) -> bool {
-        self.used.is_empty()
+        self.count == 0
     }
 
     fn alloc(&mut self) -> Option<u32> {
-        if self.used.len() as u32 >= MAX_UARS {
+        if self.count >= MAX_UARS {
             return None;
         }
-        let idx = (FIRST_UAR..FIRST_UAR + MAX_UARS).find(|i| !self.used.contains(i))?;
-        self.used.insert(idx);
+        let idx = (FIRST_UAR..FIRST_UAR + MAX_UARS).find(|&i| !self.contains(i))?;
+        self.used[(idx / 64) as usize] |= 1 << (idx % 64);
+        self.count += 1;
         Some(idx)
     }
 
     fn free(&mut self, index: u32) -> bool {
         self.halves.retain(|(p, _), _| *p != index);
         self.bursts.retain(|b| b.at.0 != index);
-        self.used.remove(&index)
+        if !self.contains(index) {
+            return false;
+        }
+        self.used[(index / 64) as usize] &= !(1 << (index % 64));
+        self.count -= 1;
+        true
     }
 
     /// BlueFlame copies found to differ from the WQE in memory (or torn) so far.
@@ -271,8 +288,10 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
             };
             match slot {
                 Some(i) => {
-                    let old = std::mem::replace(&mut uars.bursts[i], new);
-                    uars.keep_buffer(old.data);
+                    // In place; only a buffer a copy used goes to the spares.
+                    let data = std::mem::take(&mut uars.bursts[i].data);
+                    uars.bursts[i] = new;
+                    uars.keep_buffer(data);
                 }
                 None => uars.bursts.push(new),
             }
@@ -433,5 +452,28 @@ mod tests {
         assert_eq!(combine(&mut hca, page, 0x804, &[0; 8]), None);
         assert!(register64(0x20) && register64(0x900) && register64(0xff8));
         assert!(!register64(0x40) && !register64(0x28) && !register64(0x1000));
+    }
+
+    #[test]
+    fn uar_indexes_are_handed_out_lowest_first_and_freed_once() {
+        let mut t = UarTable::default();
+        assert!(t.is_empty() && !t.contains(FIRST_UAR));
+        assert_eq!(
+            (t.alloc(), t.alloc(), t.alloc()),
+            (Some(3), Some(4), Some(5))
+        );
+        assert!(t.contains(4) && t.len() == 3);
+        assert!(t.free(4));
+        assert!(!t.free(4), "a second free of the same index");
+        assert!(!t.contains(4) && t.len() == 2);
+        assert_eq!(t.alloc(), Some(4));
+        // Up to MAX_UARS at once, the last one index FIRST_UAR + MAX_UARS - 1.
+        let mut last = 0;
+        while let Some(i) = t.alloc() {
+            last = i;
+        }
+        assert_eq!((t.len() as u32, last), (MAX_UARS, FIRST_UAR + MAX_UARS - 1));
+        assert!(!t.contains(FIRST_UAR + MAX_UARS) && !t.contains(u32::MAX));
+        assert!(!t.free(FIRST_UAR + MAX_UARS) && !t.free(u32::MAX));
     }
 }

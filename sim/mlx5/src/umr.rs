@@ -140,31 +140,6 @@ fn field(f: mlx5_prm::Field, seg: &[u8; mkc::BYTES]) -> u32 {
     f.get(seg).unwrap_or(0)
 }
 
-/// The translation of a UMR WQE, as big-endian MTT entries (`mlx5_ifc_mtt_bits`).
-#[derive(Clone, Copy)]
-struct Entries<'a>(&'a [u8]);
-
-impl Entries<'_> {
-    fn len(self) -> usize {
-        self.0.len() / mkey::MTT_ENTRY_SIZE
-    }
-
-    /// Entry `i` as the key stores it. `mlx5_ifc_mtt_bits`: rd_en bit 0, wr_en bit 1; Linux
-    /// sets both (`MLX5_IB_MTT_PRESENT`) on every entry it loads. Model choice: an entry
-    /// loaded by UMR without them is not present.
-    fn get(self, i: usize) -> MttEntry {
-        let at = i * mkey::MTT_ENTRY_SIZE;
-        let raw = self.0[at..at + mkey::MTT_ENTRY_SIZE]
-            .try_into()
-            .map_or(0, u64::from_be_bytes);
-        MttEntry::new(
-            raw & !0xff,
-            raw & mkey::MTT_READ != 0,
-            raw & mkey::MTT_WRITE != 0,
-        )
-    }
-}
-
 thread_local! {
     /// Staging for translations read by pointer, reused across WQEs (no allocation per UMR
     /// once it has grown to the largest piece).
@@ -205,15 +180,19 @@ fn check_key(m: Option<&Mkey>, key: u32, flags: u8) -> Result<(), UmrErr> {
     }
 }
 
-/// Executes the UMR WQE `raw` (ctrl segment first, `ds * 16` bytes) posted on QP `qpn`.
-/// `Ok` completes it successfully; `Err((cqe syndrome, vendor syndrome))` is an error CQE.
+/// Executes the UMR WQE `raw` (ctrl segment first, `ds * 16` bytes) posted on QP `qpn`: a
+/// window operation ([`crate::mw::execute`]) when the key it names is a memory window, else a
+/// key update. `Ok` completes it successfully; `Err((cqe syndrome, vendor syndrome))` is an
+/// error CQE.
 ///
 /// Every check runs against the key as it is and the WQE's new values; the key is written
 /// (in place) only once all have passed, so a refused UMR leaves it unchanged.
 ///
 /// The QP is the caller's, looked up already: `fre` and `qp_pd` are its `qpc.fre` and PD
-/// (the send queue loop holds them; the QP is not looked up a second time).
-pub(crate) fn execute_on(
+/// (the send queue loop holds them; the QP is not looked up a second time). The key is looked
+/// up once, for the dispatch and the update both (a translation by pointer, read through
+/// another key first, looks it up again).
+pub(crate) fn execute(
     hca: &mut Hca,
     qpn: u32,
     fre: bool,
@@ -221,89 +200,108 @@ pub(crate) fn execute_on(
     raw: &[u8],
 ) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
-    let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
+    let index = mkey::index(be32(raw, wqe::ctrl_seg::IMM));
+    let m = hca.mkeys.keys.get_mut(&index);
+    if m.as_deref().is_some_and(crate::mw::is_window) {
+        return crate::mw::execute(hca, qpn, raw);
+    }
     if !fre {
         return Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::NOT_FRE));
     }
-    let UmrHead {
-        key,
-        u,
-        seg,
-        flags,
-        octowords,
-        mask,
-        data_at,
-        size,
-    } = parse_head(raw).ok_or(malformed)?;
-    let octowords = octowords as u64;
-    let offset = if flags & wqe::umr_ctrl_seg::FLAG_TRANSLATION_OFFSET_EN != 0 {
-        (be32(u, wqe::umr_ctrl_seg::XLT_OFFSET_47_16) as u64) << 16
-            | be16(u, wqe::umr_ctrl_seg::TRANSLATION_OFFSET) as u64
+    let h = parse_head(raw).ok_or(malformed)?;
+    let offset = if h.flags & wqe::umr_ctrl_seg::FLAG_TRANSLATION_OFFSET_EN != 0 {
+        (be32(h.u, wqe::umr_ctrl_seg::XLT_OFFSET_47_16) as u64) << 16
+            | be16(h.u, wqe::umr_ctrl_seg::TRANSLATION_OFFSET) as u64
     } else {
         0
     };
-    if mask & !SUPPORTED_MASK != 0 {
+    if h.mask & !SUPPORTED_MASK != 0 {
         return Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::UNSUPPORTED_MASK));
     }
-    let index = mkey::index(key);
-    let n = (octowords * 16) as usize;
-    let inline = flags & wqe::umr_ctrl_seg::FLAG_INLINE != 0;
-
-    // A translation by pointer is read before anything changes (the key checks first).
-    let mut scratch = None;
-    if n > 0 && !inline {
-        check_key(hca.mkeys.keys.get(&index), key, flags)?;
-        // One data segment: byte_count, lkey, addr; the lkey is checked for local read in
-        // the UMR QP's PD.
-        if size < data_at + wqe::data_seg::SIZE {
-            return Err(malformed);
-        }
-        let bc = be32(raw, data_at + wqe::data_seg::BYTE_COUNT) as u64;
-        let lkey = be32(raw, data_at + wqe::data_seg::LKEY);
-        let addr = be64(raw, data_at + wqe::data_seg::ADDR);
-        if bc < n as u64 {
-            return Err(malformed);
-        }
-        let mut s = Scratch::take();
-        s.0.clear();
-        s.0.resize(n, 0);
-        let user = KeyUser { pd: qp_pd, qpn };
-        let r = hca
-            .mkeys
-            .resolve(lkey, addr, n as u64, Access::LOCAL_READ, user)
-            .map_err(|_| prot(umr_vendor::XLT_READ))?;
-        r.read(&*hca.mem, &mut s.0)
-            .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
-        scratch = Some(s);
+    let n = h.octowords * 16;
+    if n > 0 && h.flags & wqe::umr_ctrl_seg::FLAG_INLINE == 0 {
+        return by_pointer(hca, qpn, qp_pd, &h, offset, raw);
     }
+    check_key(m.as_deref(), h.key, h.flags)?;
+    let Some(m) = m else {
+        return Err((cqe::syndrome::LOCAL_PROT_ERR, umr_vendor::BAD_KEY));
+    };
+    if h.data_at + n > h.size {
+        return Err(malformed);
+    }
+    let list = raw.get(h.data_at..h.data_at + n).ok_or(malformed)?;
+    apply(m, &hca.pds, &hca.qps, &h, offset, list)
+}
 
-    // The mkey segment's fields, read with constant offsets (the segment is 64 bytes).
-    let seg: &[u8; mkc::BYTES] = seg.try_into().map_err(|_| malformed)?;
-    let get = field;
-
-    // The key, validated and changed in place. The PD and QP tables are other fields of
-    // `hca`, borrowed beside it.
-    let old = hca.mkeys.keys.get_mut(&index);
-    check_key(old.as_deref(), key, flags)?;
-    let Some(m) = old else {
+/// [`execute`] of a UMR whose `n = octowords * 16` bytes of translation are read by pointer:
+/// one data segment (byte_count, lkey, addr) whose lkey is checked for local read in the UMR
+/// QP's PD. The key checks come first, then the read, then the update.
+#[cold]
+fn by_pointer(
+    hca: &mut Hca,
+    qpn: u32,
+    qp_pd: u32,
+    h: &UmrHead<'_>,
+    offset: u64,
+    raw: &[u8],
+) -> Result<(), UmrErr> {
+    let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
+    let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
+    let index = mkey::index(h.key);
+    let n = h.octowords * 16;
+    check_key(hca.mkeys.keys.get(&index), h.key, h.flags)?;
+    if h.size < h.data_at + wqe::data_seg::SIZE {
+        return Err(malformed);
+    }
+    let bc = be32(raw, h.data_at + wqe::data_seg::BYTE_COUNT) as u64;
+    let lkey = be32(raw, h.data_at + wqe::data_seg::LKEY);
+    let addr = be64(raw, h.data_at + wqe::data_seg::ADDR);
+    if bc < n as u64 {
+        return Err(malformed);
+    }
+    let mut s = Scratch::take();
+    s.0.clear();
+    s.0.resize(n, 0);
+    let user = KeyUser { pd: qp_pd, qpn };
+    let r = hca
+        .mkeys
+        .resolve(lkey, addr, n as u64, Access::LOCAL_READ, user)
+        .map_err(|_| prot(umr_vendor::XLT_READ))?;
+    r.read(&*hca.mem, &mut s.0)
+        .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
+    let m = hca.mkeys.keys.get_mut(&index);
+    check_key(m.as_deref(), h.key, h.flags)?;
+    let Some(m) = m else {
         return Err(prot(umr_vendor::BAD_KEY));
     };
-    let list = if n == 0 {
-        Entries(&[])
-    } else if let Some(s) = &scratch {
-        Entries(&s.0[..n])
-    } else {
-        if data_at + n > size {
-            return Err(malformed);
-        }
-        Entries(raw.get(data_at..data_at + n).ok_or(malformed)?)
-    };
+    apply(m, &hca.pds, &hca.qps, h, offset, &s.0[..n])
+}
+
+/// The update of key `m` (checked by [`check_key`]) by the UMR `h`, whose translation, if any,
+/// is `list` (big-endian MTT entries, `mlx5_ifc_mtt_bits`) to be written `offset` octowords
+/// into the key's list. Checks everything first; changes `m` only when all passed. Inlined
+/// into [`execute`] (the header it reads stays in registers there).
+#[inline(always)]
+fn apply(
+    m: &mut Mkey,
+    pds: &crate::pd::PdTable,
+    qps: &crate::qp::QpTable,
+    h: &UmrHead<'_>,
+    offset: u64,
+    list: &[u8],
+) -> Result<(), UmrErr> {
+    let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
+    let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
+    // The mkey segment's fields, read with constant offsets (the segment is 64 bytes).
+    let seg: &[u8; mkc::BYTES] = h.seg.try_into().map_err(|_| malformed)?;
+    let get = field;
+    let mask = h.mask;
 
     // The mkey segment's fields, as the mask selects them.
     use wqe::umr_ctrl_seg::mask;
     let pd = if mask & mask::PD != 0 {
         let pd = get(mkc::PD, seg);
-        if !hca.pds.contains(pd) {
+        if !pds.contains(pd) {
             return Err(prot(umr_vendor::BAD_PD));
         }
         pd
@@ -312,7 +310,7 @@ pub(crate) fn execute_on(
     };
     let new_qpn = if mask & mask::QPN != 0 {
         let qpn = get(mkc::QPN, seg);
-        if qpn != ANY_QPN && !hca.qps.contains(qpn) {
+        if qpn != ANY_QPN && !qps.contains(qpn) {
             return Err(prot(umr_vendor::BAD_PD));
         }
         qpn
@@ -324,22 +322,30 @@ pub(crate) fn execute_on(
     } else {
         m.variant
     };
-    let mut access = m.access;
-    for (bit, f, a) in [
-        (mask::LR, mkc::LR, Access::LOCAL_READ),
-        (mask::LW, mkc::LW, Access::LOCAL_WRITE),
-        (mask::RR, mkc::RR, Access::REMOTE_READ),
-        (mask::RW, mkc::RW, Access::REMOTE_WRITE),
-        (mask::A, mkc::A, Access::REMOTE_ATOMIC),
-    ] {
-        if mask & bit != 0 {
-            access = if get(f, seg) != 0 {
-                access.union(a)
-            } else {
-                Access(access.0 & !a.0)
-            };
-        }
-    }
+    // The access bits: mask bits LR, LW, RR, RW, A are consecutive, in the order of the
+    // `Access` bits (checked at compile time below); the selected ones take the segment's.
+    const _: () = assert!(
+        mask::LW == mask::LR << 1
+            && mask::RR == mask::LR << 2
+            && mask::RW == mask::LR << 3
+            && mask::A == mask::LR << 4
+            && Access::LOCAL_READ.0 == 1
+            && Access::LOCAL_WRITE.0 == 2
+            && Access::REMOTE_READ.0 == 4
+            && Access::REMOTE_WRITE.0 == 8
+            && Access::REMOTE_ATOMIC.0 == 16
+    );
+    let sel = ((mask / mask::LR) & 0x1f) as u8;
+    let access = if sel != 0 {
+        let seg_bits = (get(mkc::LR, seg) != 0) as u8
+            | ((get(mkc::LW, seg) != 0) as u8) << 1
+            | ((get(mkc::RR, seg) != 0) as u8) << 2
+            | ((get(mkc::RW, seg) != 0) as u8) << 3
+            | ((get(mkc::A, seg) != 0) as u8) << 4;
+        Access((m.access.0 & !sel) | (seg_bits & sel))
+    } else {
+        m.access
+    };
     let start = if mask & mask::START_ADDR != 0 {
         mkc::START_ADDR.get64(seg).unwrap_or(0)
     } else {
@@ -378,8 +384,8 @@ pub(crate) fn execute_on(
             };
             // Entries `first..first + count` are replaced by `list`.
             let first = (offset * 2) as usize;
-            let count = list.len();
-            if list.len() > 0 && (first + count) as u64 > room.max(entries.len() as u64) {
+            let count = list.len() / mkey::MTT_ENTRY_SIZE;
+            if count > 0 && (first + count) as u64 > room.max(entries.len() as u64) {
                 return Err(prot(umr_vendor::XLT_RANGE));
             }
             let written = first..first + count;
@@ -390,12 +396,32 @@ pub(crate) fn execute_on(
             // The kept entries of `r` (clamped to the key: with no `list`, `first` may lie
             // past its end, and then every entry is kept).
             let n_entries = entries.len();
-            // The kept entries of `r` as a slice (plain slice loops below: the iterator
-            // chains they replace were not inlined, and cost more than the checks).
             let kept = |r: core::ops::Range<usize>| {
                 let lo = r.start.min(n_entries);
                 lo..r.end.min(n_entries).max(lo)
             };
+            // A key left enabled has every page of `start..start + len` present: `pages`
+            // entries from the first (0 when the key is left free or empty).
+            let pages = if !free && len > 0 {
+                let base = start as u128 >> shift;
+                let end = (start as u128 + len).div_ceil(page as u128);
+                (end - base) as usize
+            } else {
+                0
+            };
+            // `list` in one pass: the union of its page addresses (an address misaligned to
+            // the page size leaves low bits in it), and whether one of its first
+            // `pages - first` entries (those inside the range) is not present. Model choice:
+            // an entry loaded by UMR without rd_en and wr_en (`MLX5_IB_MTT_PRESENT`, which
+            // Linux sets on every entry it loads) is not present.
+            let need = pages.saturating_sub(first).min(count);
+            let mut addrs = 0u64;
+            let mut absent = false;
+            for (i, e) in list.chunks_exact(mkey::MTT_ENTRY_SIZE).enumerate() {
+                let raw = e.try_into().map_or(0, u64::from_be_bytes);
+                addrs |= raw & !0xff;
+                absent |= i < need && raw & mkey::MTT_PRESENT == 0;
+            }
             // The kept entries are aligned to the current page size: CREATE_MKEY refuses a
             // misaligned entry (the room beyond is zero) and every UMR leaves them all aligned
             // (this check). So they need a look only when the page size grows.
@@ -404,42 +430,34 @@ pub(crate) fn execute_on(
                     || entries[kept(written.end..n_entries)]
                         .iter()
                         .any(|&e| misaligned(e)));
-            let mut list_bad = false;
-            for i in 0..count {
-                list_bad |= misaligned(list.get(i));
-            }
-            if kept_bad || list_bad {
+            if kept_bad || addrs & (page - 1) != 0 {
                 return Err(prot(umr_vendor::XLT_MISALIGNED));
             }
-            // A key left enabled has every page of `start..start + len` present.
-            if !free && len > 0 {
-                let base = start as u128 >> shift;
-                let end = (start as u128 + len).div_ceil(page as u128);
-                let pages = (end - base) as usize;
-                let present = |e: MttEntry| e.read() || e.write();
-                let mut list_present = true;
-                for i in 0..count.min(pages.saturating_sub(first)) {
-                    list_present &= present(list.get(i));
-                }
+            if pages > 0 {
+                let present = |e: &MttEntry| e.read() || e.write();
                 let incomplete = pages > entries.len()
-                    || !entries[kept(0..first.min(pages))]
-                        .iter()
-                        .all(|&e| present(e))
-                    || !entries[kept(written.end..pages)]
-                        .iter()
-                        .all(|&e| present(e))
-                    || !list_present;
+                    || !entries[kept(0..first.min(pages))].iter().all(present)
+                    || !entries[kept(written.end..pages)].iter().all(present)
+                    || absent;
                 if incomplete {
                     return Err(prot(umr_vendor::XLT_INCOMPLETE));
                 }
             }
             // Every check passed: the key changes.
-            for i in written {
-                entries[i] = list.get(i - first);
+            for (slot, e) in entries[written]
+                .iter_mut()
+                .zip(list.chunks_exact(mkey::MTT_ENTRY_SIZE))
+            {
+                let raw = e.try_into().map_or(0, u64::from_be_bytes);
+                *slot = MttEntry::new(
+                    raw & !0xff,
+                    raw & mkey::MTT_READ != 0,
+                    raw & mkey::MTT_WRITE != 0,
+                );
             }
             *page_shift = shift;
         }
-        _ if list.len() > 0 || new_shift.is_some() => {
+        _ if !list.is_empty() || new_shift.is_some() => {
             return Err(prot(umr_vendor::XLT_MODE));
         }
         _ => {}
@@ -452,4 +470,209 @@ pub(crate) fn execute_on(
     m.len = len;
     m.free = free;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::init_seg::HealthState;
+    use crate::memory::RegionMemory;
+    use crate::pci::Intx;
+    use std::sync::Arc;
+    use wqe::umr_ctrl_seg::mask as mk;
+
+    const INDEX: u32 = 0x40;
+    const VARIANT: u8 = 0x11;
+    const KEY: u32 = INDEX << 8 | VARIANT as u32;
+    const QPN: u32 = 0x99;
+
+    /// An HCA with one PD (returned) and a free, UMR-enabled MTT key of 4 entries' room.
+    fn hca_with_key() -> (Hca, u32) {
+        let mut hca = Hca::new(
+            Arc::new(RegionMemory::new()),
+            Intx::new(),
+            Arc::new(HealthState::new()),
+        );
+        let mut out = [0u8; mlx5_prm::alloc_pd_out::BYTES];
+        crate::pd::cmd_alloc_pd(&mut hca, &[], &mut out).unwrap();
+        let pd = mlx5_prm::alloc_pd_out::PD.get(&out).unwrap();
+        let m = Mkey {
+            index: INDEX,
+            variant: VARIANT,
+            pd,
+            qpn: ANY_QPN,
+            access: Access::LOCAL_READ.union(Access::REMOTE_WRITE),
+            start: 0,
+            len: 0,
+            free: true,
+            umr_en: true,
+            en_rinval: false,
+            xlt_octowords: 2,
+            translation: Translation::Mtt {
+                page_shift: 12,
+                entries: vec![MttEntry(0); 4],
+            },
+            mkc: [0; mkc::BYTES],
+        };
+        hca.mkeys.keys.insert(INDEX, m);
+        (hca, pd)
+    }
+
+    /// An inline UMR WQE on key [`KEY`]: mkey `mask`, segment fields from `seg`, `entries`
+    /// (raw big-endian MTT words, padded to whole octowords).
+    fn umr_wqe(mask: u64, seg: impl Fn(&mut [u8]), entries: &[u64]) -> Vec<u8> {
+        let oct = entries.len().div_ceil(2);
+        let size = 128 + oct * 16;
+        let mut w = vec![0u8; size];
+        w[3] = wqe::opcode::UMR;
+        w[4..8].copy_from_slice(&(QPN << 8 | (size / 16) as u32).to_be_bytes());
+        w[12..16].copy_from_slice(&KEY.to_be_bytes());
+        let u = &mut w[16..64];
+        u[0] = wqe::umr_ctrl_seg::FLAG_INLINE;
+        u[4..6].copy_from_slice(&(oct as u16).to_be_bytes());
+        u[8..16].copy_from_slice(&mask.to_be_bytes());
+        seg(&mut w[64..128]);
+        for (i, e) in entries.iter().enumerate() {
+            w[128 + i * 8..136 + i * 8].copy_from_slice(&e.to_be_bytes());
+        }
+        w
+    }
+
+    fn key(hca: &Hca) -> &Mkey {
+        hca.mkeys.by_index(INDEX).unwrap()
+    }
+
+    fn enable(pd: u32, start: u64, len: u64) -> impl Fn(&mut [u8]) {
+        move |s: &mut [u8]| {
+            mkc::PD.set(s, pd).unwrap();
+            mkc::START_ADDR.set64(s, start).unwrap();
+            mkc::LEN.set64(s, len).unwrap();
+            mkc::LOG_PAGE_SIZE.set(s, 12).unwrap();
+            mkc::MKEY_7_0.set(s, VARIANT as u32).unwrap();
+        }
+    }
+
+    const ENABLE: u64 = mk::FREE | mk::PD | mk::START_ADDR | mk::LEN | mk::PAGE_SIZE | mk::KEY;
+    const P: u64 = mkey::MTT_PRESENT;
+
+    #[test]
+    fn access_mask_changes_only_the_selected_rights() {
+        let (mut hca, pd) = hca_with_key();
+        // LW and RW selected: LW set, RW cleared; LR and the rest kept.
+        let w = umr_wqe(
+            ENABLE | mk::LW | mk::RW,
+            |s| {
+                enable(pd, 0x1000, 0x1000)(s);
+                mkc::LW.set(s, 1).unwrap();
+                mkc::RR.set(s, 1).unwrap(); // not selected: ignored
+            },
+            &[0x5000 | P],
+        );
+        assert_eq!(execute(&mut hca, QPN, true, pd, &w), Ok(()));
+        let m = key(&hca);
+        assert_eq!(m.access, Access::LOCAL_READ.union(Access::LOCAL_WRITE));
+        assert!(!m.free);
+        assert_eq!((m.start, m.len), (0x1000, 0x1000));
+    }
+
+    #[test]
+    fn each_translation_entry_is_checked_and_a_refused_umr_changes_nothing() {
+        let prot = |v| Err((cqe::syndrome::LOCAL_PROT_ERR, v));
+        let (mut hca, pd) = hca_with_key();
+        let before = format!("{:?}", key(&hca));
+        // The second entry misaligned to 4 KiB (the first is fine).
+        let w = umr_wqe(ENABLE, enable(pd, 0, 0x2000), &[0x5000 | P, 0x6800 | P]);
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &w),
+            prot(umr_vendor::XLT_MISALIGNED)
+        );
+        // The second entry, inside the range, not present.
+        let w = umr_wqe(ENABLE, enable(pd, 0, 0x2000), &[0x5000 | P, 0x6000]);
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &w),
+            prot(umr_vendor::XLT_INCOMPLETE)
+        );
+        // The range reaching a third page nothing loads.
+        let w = umr_wqe(ENABLE, enable(pd, 0, 0x2001), &[0x5000 | P, 0x6000 | P]);
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &w),
+            prot(umr_vendor::XLT_INCOMPLETE)
+        );
+        // More entries than the key's room (2 octowords = 4 entries).
+        let w = umr_wqe(ENABLE, enable(pd, 0, 0x1000), &[0x5000 | P; 6]);
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &w),
+            prot(umr_vendor::XLT_RANGE)
+        );
+        assert_eq!(format!("{:?}", key(&hca)), before);
+        // An entry past the range may be absent.
+        let w = umr_wqe(ENABLE, enable(pd, 0, 0x1000), &[0x5000 | P, 0x6000]);
+        assert_eq!(execute(&mut hca, QPN, true, pd, &w), Ok(()));
+        let Translation::Mtt { entries, .. } = &key(&hca).translation else {
+            panic!("not MTT");
+        };
+        assert!(entries[0].read() && entries[0].write() && entries[0].addr() == 0x5000);
+        assert!(!entries[1].read() && !entries[1].write());
+    }
+
+    #[test]
+    fn malformed_and_misdirected_umrs_keep_their_syndromes() {
+        let (mut hca, pd) = hca_with_key();
+        let ok = umr_wqe(ENABLE, enable(pd, 0, 0x1000), &[0x5000 | P]);
+        // Not a fast-registration QP (checked before the WQE is parsed).
+        assert_eq!(
+            execute(&mut hca, QPN, false, pd, &ok[..16]),
+            Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::NOT_FRE))
+        );
+        // `ds` shorter than the three segments.
+        let mut short = ok.clone();
+        short[7] = 4;
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &short),
+            Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED))
+        );
+        // Inline entries past the WQE's end.
+        let mut over = ok.clone();
+        over[16 + 4..16 + 6].copy_from_slice(&2u16.to_be_bytes());
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &over),
+            Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED))
+        );
+        // A mask bit the model does not implement.
+        let bsf = umr_wqe(ENABLE | 1 << 2, enable(pd, 0, 0x1000), &[0x5000 | P]);
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &bsf),
+            Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::UNSUPPORTED_MASK))
+        );
+        // Another variant of the key.
+        let mut other = ok.clone();
+        other[15] ^= 1;
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &other),
+            Err((cqe::syndrome::LOCAL_PROT_ERR, umr_vendor::BAD_KEY))
+        );
+        // A PD that does not exist.
+        let bad_pd = umr_wqe(ENABLE, enable(pd + 1, 0, 0x1000), &[0x5000 | P]);
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &bad_pd),
+            Err((cqe::syndrome::LOCAL_PROT_ERR, umr_vendor::BAD_PD))
+        );
+        assert!(key(&hca).free);
+        // A translation for a key that is not MTT.
+        if let Some(m) = hca.mkeys.keys.get_mut(&INDEX) {
+            m.translation = Translation::Pa;
+        }
+        assert_eq!(
+            execute(&mut hca, QPN, true, pd, &ok),
+            Err((cqe::syndrome::LOCAL_PROT_ERR, umr_vendor::XLT_MODE))
+        );
+        // The well-formed one passes on the MTT key.
+        if let Some(m) = hca.mkeys.keys.get_mut(&INDEX) {
+            m.translation = Translation::Mtt {
+                page_shift: 12,
+                entries: vec![MttEntry(0); 4],
+            };
+        }
+        assert_eq!(execute(&mut hca, QPN, true, pd, &ok), Ok(()));
+    }
 }

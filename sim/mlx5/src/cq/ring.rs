@@ -51,15 +51,13 @@ impl Cq {
         if self.in_error {
             return CqEvent::None;
         }
-        let copies = if faults.duplicate { 2 } else { 1 };
+        // The CQE, and a second copy under the duplicate fault (the last event either posts
+        // wins).
         let mut ev = CqEvent::None;
-        for _ in 0..copies {
+        for _ in 0..1 + faults.duplicate as u8 {
             match self.write_one(mem, c, faults) {
-                Ok(e) => {
-                    if e != CqEvent::None {
-                        ev = e;
-                    }
-                }
+                Ok(CqEvent::None) => {}
+                Ok(e) => ev = e,
                 Err(syndrome) => {
                     self.in_error = true;
                     return CqEvent::Error { syndrome };
@@ -226,6 +224,37 @@ mod tests {
             ring_view: Default::default(),
         };
         (c, buf, dbr)
+    }
+
+    #[test]
+    fn cq_map_finds_each_cq_whatever_the_last_lookup_was() {
+        let mem = RegionMemory::new();
+        let mut m = super::super::CqMap::default();
+        for cqn in [9u32, 3, 7, 5] {
+            let (mut c, _, _) = cq(&mem, 2, false);
+            c.cqn = cqn;
+            assert!(m.insert(cqn, c).is_none());
+        }
+        let order: Vec<u32> = m.values().map(|c| c.cqn).collect();
+        assert_eq!(order, [3, 5, 7, 9]);
+        for cqn in [7u32, 7, 3, 9, 5, 5] {
+            assert_eq!(m.get(&cqn).map(|c| c.cqn), Some(cqn));
+            assert_eq!(m.get_mut(&cqn).map(|c| c.cqn), Some(cqn));
+        }
+        // The hint names CQ 5's slot; after 5 goes, that slot holds CQ 7.
+        assert!(m.remove(&5).is_some());
+        assert!(m.get(&5).is_none() && !m.contains_key(&5));
+        assert_eq!(m.get(&7).map(|c| c.cqn), Some(7));
+        assert_eq!(m.get(&9).map(|c| c.cqn), Some(9));
+        // A new CQ before the hinted slot moves the others up.
+        let (mut c, _, _) = cq(&mem, 2, false);
+        c.cqn = 1;
+        m.insert(1, c);
+        for cqn in [1u32, 3, 7, 9] {
+            assert_eq!(m.get(&cqn).map(|c| c.cqn), Some(cqn));
+        }
+        assert_eq!(m.len(), 4);
+        assert!(m.get(&2).is_none());
     }
 
     fn op_own(mem: &RegionMemory, buf: u64, n: u64) -> u8 {

@@ -484,6 +484,7 @@ pub(crate) fn push_slot(hca: &mut Hca, qpn: u32, mut slot: WrSlot, wr: Option<Wo
 /// ahead as a [`SlotKind::Nop`] slot. What it needs of the QP comes from the caller, who
 /// holds the QP already (no second lookup): its send CQ `cqn`, its user index `uidx`, and
 /// whether work requests are `queued` ahead of this one.
+#[inline]
 pub(crate) fn push_local_done_to(
     hca: &mut Hca,
     qpn: u32,
@@ -509,7 +510,7 @@ pub(crate) fn push_local_done_to(
 /// sends nothing, changes no state and completes nothing (its timers, send loop and
 /// `complete_failed` all start from the queued requests or an armed deadline), so skipping it
 /// is exact; the UMR QP, whose WQEs all execute locally, is always in this state.
-fn transport_idle(q: &Qp) -> bool {
+pub(crate) fn transport_idle(q: &Qp) -> bool {
     q.rc.as_ref().is_none_or(|rc| {
         rc.qp.requester.outstanding() == 0 && rc.qp.next_deadline().is_none() && !rc.qp.is_error()
     })
