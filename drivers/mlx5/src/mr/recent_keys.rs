@@ -41,9 +41,15 @@ impl RecentKeys {
     }
 
     /// Whether `key` is one of the last [`QUARANTINE`] keys pushed.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn contains(&self, key: u32) -> bool {
-        self.counts[Self::bucket(key)] != 0 && self.ring[..self.len].contains(&key)
+        self.counts[Self::bucket(key)] != 0 && self.scan(key)
+    }
+
+    /// The ring scan behind a bucket in use.
+    #[inline(never)]
+    fn scan(&self, key: u32) -> bool {
+        self.ring[..self.len].contains(&key)
     }
 
     /// Records `key`, forgetting the oldest key once [`QUARANTINE`] are held.

@@ -593,18 +593,20 @@ impl<H: Hal> QueuePair<H> {
         fm_ce_se: u8,
         wc_op: u8,
     ) -> Result<*const u8> {
-        self.write_raw_fill(wr_id, opc, imm, body.len(), fm_ce_se, wc_op, |b| {
+        // The copy writes every byte of the body: nothing to clear first.
+        self.write_raw_body(wr_id, opc, imm, body.len(), fm_ce_se, wc_op, false, |b| {
             b.copy_from_slice(body)
         })
     }
 
     /// [`QueuePair::write_raw_with`] whose body (`body_len` bytes, a multiple of 16) `fill`
-    /// writes straight into the send queue, over zeros (the slot's old WQE is cleared first):
-    /// no body is built apart and copied. A WQE that wraps the ring is filled on the stack and
-    /// copied in two pieces.
+    /// writes straight into the send queue: no body is built apart and copied. With `zeroed`
+    /// the slot's old bytes are cleared first and `fill` writes what it needs; without, `fill`
+    /// must write every byte of the body itself, padding included. A WQE that wraps the ring
+    /// is filled on the stack (over zeros) and copied in two pieces.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
-    pub(crate) fn write_raw_fill(
+    #[inline(always)]
+    pub(crate) fn write_raw_body(
         &mut self,
         wr_id: u64,
         opc: u8,
@@ -612,6 +614,7 @@ impl<H: Hal> QueuePair<H> {
         body_len: usize,
         fm_ce_se: u8,
         wc_op: u8,
+        zeroed: bool,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<*const u8> {
         self.check_can_send()?;
@@ -633,25 +636,35 @@ impl<H: Hal> QueuePair<H> {
         ctrl[wqe::ctrl_seg::IMM..wqe::ctrl_seg::IMM + 4].copy_from_slice(&imm.to_be_bytes());
         let len = wqe::ctrl_seg::SIZE + body_len;
         let room = ((cnt - idx as u32) as usize) * wqe::SEND_WQE_BB;
+        let mut w = core::mem::MaybeUninit::<[u8; MAX_WQE_BYTES]>::uninit();
         // SAFETY: the destination ranges lie inside the SQ (the WQE spans bbs <= sq_max_bbs
         // blocks from idx, wrapping to block 0), in slots reserve_sq found free (the device is
         // done with them and reads them only after the doorbell): in place when it does not
         // wrap, else through `w`, which holds `len` bytes (len <= sq_max_bbs blocks <=
-        // MAX_WQE_BYTES).
+        // MAX_WQE_BYTES), zeroed before it is read.
         unsafe {
             let sq = self.ring.add(self.lay.sq_offset);
             let at = sq.add(idx as usize * wqe::SEND_WQE_BB);
-            if len <= room {
-                ptr::copy_nonoverlapping(ctrl.as_ptr(), at, ctrl.len());
-                let b = core::slice::from_raw_parts_mut(at.add(ctrl.len()), body_len);
-                b.fill(0);
-                fill(b);
+            let wraps = len > room;
+            // One call of `fill` (so that it is inlined), into the ring or, for a WQE that
+            // wraps, into `w`.
+            let dst = if wraps {
+                let p = w.as_mut_ptr() as *mut u8;
+                p.write_bytes(0, len);
+                p
             } else {
-                let mut w = [0u8; MAX_WQE_BYTES];
-                w[..ctrl.len()].copy_from_slice(&ctrl);
-                fill(&mut w[ctrl.len()..len]);
-                ptr::copy_nonoverlapping(w.as_ptr(), at, room);
-                ptr::copy_nonoverlapping(w.as_ptr().add(room), sq, len - room);
+                at
+            };
+            ptr::copy_nonoverlapping(ctrl.as_ptr(), dst, ctrl.len());
+            let b = core::slice::from_raw_parts_mut(dst.add(ctrl.len()), body_len);
+            if zeroed && !wraps {
+                b.fill(0);
+            }
+            fill(b);
+            if wraps {
+                let w = w.as_ptr() as *const u8;
+                ptr::copy_nonoverlapping(w, at, room);
+                ptr::copy_nonoverlapping(w.add(room), sq, len - room);
             }
         }
         let start = self.cur_post;

@@ -134,8 +134,90 @@ impl<H: Hal> ProtectionDomain<H> {
         iova: u64,
         access: Access,
     ) -> Result<MemoryRegion<H>> {
+        if let [c] = chunks {
+            if let Some(r) = self.reg_one_page(c, iova, access) {
+                return r;
+            }
+        }
         let plan = self.plan_phys(chunks, iova, access)?;
         self.register(iova, plan.1, access, plan.0, None)
+    }
+
+    /// [`ProtectionDomain::reg_phys`] of one chunk that one page translates (every small
+    /// registration), from the mkey cache: the same checks in the same order, the same plan
+    /// ([`mr::one_page`], `one_page_is_the_plan_of_one_entry`) and the same UMR as
+    /// [`ProtectionDomain::reg_pooled`], without building the general plan first and moving
+    /// it through the general path; the plan is written into the region allocation parked
+    /// with the key. `None` (nothing done) when the region is not one page or needs relaxed
+    /// ordering: the general path takes it. A cache that cannot serve it (none, busy, no
+    /// key left, or the device refused the UMR: the key is back in the cache) registers by
+    /// command, as the general path then does.
+    #[inline(always)]
+    fn reg_one_page(
+        &self,
+        c: &PhysChunk,
+        iova: u64,
+        access: Access,
+    ) -> Option<Result<MemoryRegion<H>>> {
+        use crate::umr::{flags, MkeySeg, Umr, ENABLE_MASK};
+        let ctx = &self.inner.ctx;
+        // `plan_phys`'s checks (one chunk: its length is the total).
+        if let Err(e) = mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz) {
+            return Some(Err(e));
+        }
+        let (page_shift, entry) = mr::one_page(c, iova)?;
+        if mr::relaxed_ordering(access, &ctx.caps) != (false, false) {
+            return None;
+        }
+        let len = c.len;
+        let pdn = self.inner.pdn;
+        let r = ctx.umr_try_with(|u, hal| {
+            // Half a draw, as in `reg_pooled`.
+            let r = ctx.random32();
+            let Some((key, class, parked)) = u.take(1, r & 0xffff_0000) else {
+                return Ok(None);
+            };
+            let new = fresh_variant16(ctx, key, r as u16);
+            let mtt = [entry | mlx5_prm::mkey::MTT_PRESENT];
+            let umr = Umr {
+                key,
+                check: flags::CHECK_NOT_FREE,
+                mask: ENABLE_MASK,
+                seg: MkeySeg {
+                    free: false,
+                    pd: pdn,
+                    qpn: 0xff_ffff,
+                    variant: new as u8,
+                    access,
+                    start: iova,
+                    len,
+                    log_page_size: page_shift,
+                },
+                mtt: &mtt,
+                mtt_offset: 0,
+            };
+            match u.run(hal, &umr) {
+                Ok(()) => Ok(Some((new, class, parked))),
+                Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
+                    // The key is unchanged (the model applies a UMR whole or not at all).
+                    u.put(key, class, parked);
+                    Ok(None)
+                }
+                // Its state is unknown: the key leaves the cache (destroyed with the PD).
+                Err(e) => Err(e),
+            }
+        });
+        Some(match r {
+            Ok(Some(Some((key, class, parked)))) => {
+                Ok(self
+                    .wrap_cached_one_page(parked, key, class, iova, len, access, page_shift, entry))
+            }
+            Ok(_) => {
+                let plan = KlmPlan::one_page(page_shift, entry, iova);
+                self.register_cmd(iova, len, access, plan, None)
+            }
+            Err(e) => Err(e),
+        })
     }
 
     /// [`ProtectionDomain::reg_phys`] under its verbs name: the region's address space starts
@@ -334,12 +416,25 @@ impl<H: Hal> ProtectionDomain<H> {
         plan: KlmPlan,
         buf: Option<DmaMem<H::Dma>>,
     ) -> Result<MemoryRegion<H>> {
-        let ctx = &self.inner.ctx;
-        let hal = &ctx.hal;
-        let mut buf = buf;
         if let Some((key, class, parked)) = self.reg_pooled(iova, len, access, &plan)? {
             return Ok(self.wrap_cached(parked, key, class, iova, len, access, plan, buf));
         }
+        self.register_cmd(iova, len, access, plan, buf)
+    }
+
+    /// [`ProtectionDomain::register`] by commands (CREATE_MKEY; inner MTT keys first for an
+    /// indirect key).
+    pub(super) fn register_cmd(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: KlmPlan,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> Result<MemoryRegion<H>> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut buf = buf;
         // Inner MTT keys first: local rights only (LR, and LW when the region is writable),
         // so that only the indirect key is usable remotely.
         let mut inner = Vec::with_capacity(plan.segments.len());
@@ -693,6 +788,53 @@ impl<H: Hal> ProtectionDomain<H> {
             i.pooled = Some(class);
         }
         m
+    }
+
+    /// [`ProtectionDomain::wrap_cached`] of a one-page region ([`KlmPlan::one_page`]): the
+    /// plan is written field by field into the parked allocation (no plan built apart and
+    /// moved in).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn wrap_cached_one_page(
+        &self,
+        parked: crate::umr::Parked<H>,
+        key: u32,
+        class: u8,
+        iova: u64,
+        len: u64,
+        access: Access,
+        page_shift: u32,
+        entry: u64,
+    ) -> MemoryRegion<H> {
+        if let Some(mut arc) = parked {
+            if let Some(m) = Arc::get_mut(&mut arc) {
+                self.inner
+                    .ctx
+                    .mrs
+                    .write()
+                    .insert(MrInfo::new(key, iova, len, access));
+                // The UMR PD's reference goes (never the last one, as in `wrap_cached`).
+                m.pd = self.inner.clone();
+                m.key = key;
+                m.key_be = key.to_be();
+                m.iova = iova;
+                m.len = len;
+                m.access = access;
+                m.inner_keys.clear();
+                m.plan.tr.page_shift = page_shift;
+                m.plan.tr.entries.set_one(entry);
+                m.plan.mtt_va = iova;
+                m.plan.segments.clear();
+                if m.buf.is_some() {
+                    m.buf = None;
+                }
+                *m.destroyed.get_mut() = false;
+                m.pooled = Some(class);
+                return MemoryRegion { inner: Some(arc) };
+            }
+        }
+        let plan = KlmPlan::one_page(page_shift, entry, iova);
+        self.wrap_cached(None, key, class, iova, len, access, plan, None)
     }
 
     /// Creates an RC QP whose completions go to `send_cq` / `recv_cq`.
