@@ -725,6 +725,100 @@ fn a_refused_umr_in_a_batch_falls_back_to_commands() {
     drop(mrs);
 }
 
+/// A region one page translates takes the cache's lean path: no command, the key translates
+/// exactly the region's bytes (unaligned, inside one page) at the page size the general plan
+/// gives, and the region allocation parked with the key (here one that held a 16-entry list)
+/// takes the one-page plan whole. A UMR the device refuses on that path leaves the key as it
+/// was, back in the cache, and the region is registered by command instead.
+#[test]
+fn a_one_page_registration_from_the_cache_and_its_refusal() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    ctx.enable_mkey_cache(1).expect("cache"); // one key per class: 16, 128, 512 entries
+    let buf = hal.dma_alloc(32 * 4096, 4096).expect("buffer");
+    // The 16-entry key, parked with a region allocation whose translation has 16 entries.
+    let p16: Vec<PhysChunk> = (0..16u64)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: buf.bus_addr() + i * 4096,
+            len: 4096,
+        })
+        .collect();
+    // SAFETY: `buf` outlives every region.
+    let mut m = unsafe { pd.reg_phys(&p16, 0x10_0000, RW) }.expect("from the cache");
+    let k16 = m.lkey();
+    assert_eq!(m.translation_info().mtt_entries, 16);
+    m.dereg().expect("dereg");
+    // 0x100 bytes at page offset 0x123, at an IOVA with the same page offset.
+    let one = [PhysChunk {
+        bus: buf.bus_addr() + 20 * 4096 + 0x123,
+        len: 0x100,
+    }];
+    let iova = 0x7000_0000_0123;
+    let cmds = ctx.commands_sent();
+    // SAFETY: as above.
+    let m = unsafe { pd.reg_phys(&one, iova, RW) }.expect("from the cache");
+    assert_eq!(ctx.commands_sent(), cmds, "no firmware command");
+    assert_eq!(m.lkey() >> 8, k16 >> 8, "the smallest class's key");
+    assert_ne!(m.lkey(), k16, "with a new variant");
+    let plan = mlx5::mr::plan_reg(&one, iova, 16).expect("plan");
+    let t = m.translation_info();
+    assert_eq!(
+        (t.page_shift, t.mtt_entries, t.mtt_keys, t.klm_entries),
+        (plan.tr.page_shift, 1, 1, 0),
+        "the general plan's page size, one entry, one key"
+    );
+    sim.with_hca(|h| {
+        let got = h
+            .mkeys
+            .translate(m.lkey(), iova, 0x100, SimAccess::LOCAL_READ, pd.pdn())
+            .expect("translates");
+        assert_eq!(got, vec![(one[0].bus, 0x100)]);
+        // One byte before and one past the region are outside the key.
+        for (at, n) in [(iova - 1, 1), (iova + 0x100, 1)] {
+            assert!(h
+                .mkeys
+                .translate(m.lkey(), at, n, SimAccess::LOCAL_READ, pd.pdn())
+                .is_err());
+        }
+    });
+    let k = m.lkey();
+    drop(m);
+    assert_eq!(ctx.mkey_cache_len(), 3);
+    // Enable the free key behind the cache's back: the next enabling UMR is refused.
+    ctx.post_umr(&Umr {
+        key: k,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(pd.pdn(), k as u8, 0x1000, 4096),
+        mtt: &[buf.bus_addr() | MTT_PRESENT],
+        mtt_offset: 0,
+    })
+    .expect("tamper");
+    let cmds = ctx.commands_sent();
+    // SAFETY: as above.
+    let m = unsafe { pd.reg_phys(&one, iova, RW) }.expect("by command");
+    assert!(ctx.commands_sent() > cmds, "CREATE_MKEY after the refusal");
+    assert_eq!(ctx.mkey_cache_len(), 3, "the refused key came back");
+    sim.with_hca(|h| {
+        assert!(!h.mkeys.by_index(m.lkey() >> 8).expect("key").umr_en);
+        let tampered = h.mkeys.by_index(k >> 8).expect("key");
+        assert_eq!(
+            (tampered.start, tampered.len),
+            (0x1000, 4096),
+            "the refused UMR changed nothing"
+        );
+        let got = h
+            .mkeys
+            .translate(m.lkey(), iova, 0x100, SimAccess::LOCAL_READ, pd.pdn())
+            .expect("translates");
+        assert_eq!(got, vec![(one[0].bus, 0x100)]);
+    });
+    assert_eq!(m.translation_info().mtt_entries, 1);
+}
+
 /// ReDMArk with the cache: keys come out in random order, and a key's variant changes on
 /// every reuse. Measures the fraction of next rkeys guessable from the previous one as the
 /// no-pool test does (`mr_layouts.rs` `next_rkey_guess_probability`: index + 1, same variant).
