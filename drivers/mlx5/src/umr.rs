@@ -401,15 +401,32 @@ impl<H: Hal> UmrRes<H> {
     /// IBTA: work requests after an error complete in error), so their keys are unchanged
     /// too; the QP is then recovered as after a single failed UMR. A completion that never
     /// comes leaves its key [`Outcome::Unknown`].
+    #[cfg(test)]
     pub(crate) fn run_batch(&mut self, hal: &H, umrs: &[Umr<'_>], out: &mut [Outcome]) {
+        self.run_batch_with(hal, umrs.len(), |j| umrs[j], out)
+    }
+
+    /// [`UmrRes::run_batch`] of the `count` UMRs `umr(0)`, `umr(1)`, ...: built as each WQE is
+    /// written (inlined into the caller, so that the fields it fixes fold into the WQE
+    /// writes), never gathered in an array. `out[j]` says what became of `umr(j)`.
+    #[inline(always)]
+    pub(crate) fn run_batch_with<'a>(
+        &mut self,
+        hal: &H,
+        count: usize,
+        umr: impl Fn(usize) -> Umr<'a>,
+        out: &mut [Outcome],
+    ) {
+        let count = count.min(out.len());
         out.fill(Outcome::Unchanged);
         let mut at = 0;
-        while at < umrs.len() {
-            let n = (umrs.len() - at).min(BATCH_MAX);
+        while at < count {
+            let n = (count - at).min(BATCH_MAX);
             let base = self.next;
             let mut posted = 0usize;
             let mut last = core::ptr::null();
-            for u in &umrs[at..at + n] {
+            for j in at..at + n {
+                let u = &umr(j);
                 if !u.mtt_offset.is_multiple_of(2)
                     || u.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0
                     || u.mtt.len() > INLINE_MAX_MTT
@@ -436,6 +453,7 @@ impl<H: Hal> UmrRes<H> {
                     f,
                     0,
                     false,
+                    #[inline(always)]
                     |b| inline_into(b, u),
                 ) {
                     Ok(p) => last = p,
