@@ -396,21 +396,17 @@ impl<H: Hal> UmrRes<H> {
 
     /// Runs inline UMRs ([`INLINE_MAX_MTT`] entries at most each) with one doorbell per
     /// [`BATCH_MAX`] WQEs, and polls their completions: `out[i]` says what became of
-    /// `umrs[i]`. A UMR completed with an error leaves its key as it was, and the WQEs
+    /// `umr(i)`. A UMR completed with an error leaves its key as it was, and the WQEs
     /// after it on the QP are flushed without executing (the QP went to the error state;
     /// IBTA: work requests after an error complete in error), so their keys are unchanged
     /// too; the QP is then recovered as after a single failed UMR. A completion that never
     /// comes leaves its key [`Outcome::Unknown`].
-    #[cfg(test)]
-    pub(crate) fn run_batch(&mut self, hal: &H, umrs: &[Umr<'_>], out: &mut [Outcome]) {
-        self.run_batch_with(hal, umrs.len(), |j| umrs[j], out)
-    }
-
-    /// [`UmrRes::run_batch`] of the `count` UMRs `umr(0)`, `umr(1)`, ...: built as each WQE is
-    /// written (inlined into the caller, so that the fields it fixes fold into the WQE
-    /// writes), never gathered in an array. `out[j]` says what became of `umr(j)`.
+    ///
+    /// The UMRs are `umr(0)`, ..., `umr(count - 1)`, each built as its WQE is written (inlined
+    /// into the caller, so that the fields it fixes fold into the WQE writes), never gathered
+    /// in an array.
     #[inline(always)]
-    pub(crate) fn run_batch_with<'a>(
+    pub(crate) fn run_batch<'a>(
         &mut self,
         hal: &H,
         count: usize,

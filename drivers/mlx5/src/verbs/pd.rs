@@ -746,7 +746,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     }
                 };
                 let mut outcome = [Outcome::Unknown; BATCH_MAX];
-                u.run_batch_with(hal, k, |j| umr(&taken[j]), &mut outcome[..k]);
+                u.run_batch(hal, k, |j| umr(&taken[j]), &mut outcome[..k]);
                 let mut lost = false;
                 for ((t, o), pk) in taken[..k].iter().zip(&outcome[..k]).zip(&mut parked) {
                     let (i, key, class, new, _, _) = *t;
