@@ -21,8 +21,9 @@ enum Planned {
         entry: u64,
         len: u64,
     },
-    /// The general plan (no inner keys) and the length.
-    Plan(KlmPlan, u64),
+    /// The general plan (no inner keys; boxed, so that a one-page region's entry stays
+    /// small) and the length.
+    Plan(Box<KlmPlan>, u64),
 }
 
 impl Planned {
@@ -62,7 +63,7 @@ impl Planned {
                 page_shift,
                 entry,
                 len,
-            } => Planned::Plan(KlmPlan::one_page(page_shift, entry, iova), len),
+            } => Planned::Plan(Box::new(KlmPlan::one_page(page_shift, entry, iova)), len),
             p => p,
         }
     }
@@ -352,7 +353,7 @@ impl<H: Hal> ProtectionDomain<H> {
             }
             match self.plan_phys(chunks, iova, access) {
                 Ok(p) if p.0.segments.is_empty() => {
-                    plans.push(Some(Planned::Plan(p.0, p.1)));
+                    plans.push(Some(Planned::Plan(Box::new(p.0), p.1)));
                     out.push(Err(Error::Internal));
                 }
                 Ok(p) => {
@@ -377,11 +378,16 @@ impl<H: Hal> ProtectionDomain<H> {
         if plans.iter().any(Option::is_some) {
             self.reg_pooled_batch(regions, &mut plans, &mut out);
         }
-        // One command per direct region.
+        // One command per direct region left.
+        let mut left = false;
         for (p, r) in plans.iter_mut().zip(regions) {
             if let Some(q) = p.take() {
                 *p = Some(q.general(r.1));
+                left = true;
             }
+        }
+        if !left {
+            return out;
         }
         let mut cmds = Vec::new();
         let mut who = Vec::new();
@@ -433,7 +439,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     let key = mr::mkey_from_out(&o, params[k].variant);
                     let mut buf = None;
                     self.avoid_recent(key, &mut params[k], &mut buf)
-                        .map(|key| self.wrap(key, Vec::new(), iova, len, access, plan, buf))
+                        .map(|key| self.wrap(key, Vec::new(), iova, len, access, *plan, buf))
                 }
             };
         }
@@ -787,7 +793,7 @@ impl<H: Hal> ProtectionDomain<H> {
                 } => self
                     .wrap_cached_one_page(parked, key, class, iova, len, access, page_shift, entry),
                 Planned::Plan(plan, len) => {
-                    self.wrap_cached(parked, key, class, iova, len, access, plan, None)
+                    self.wrap_cached(parked, key, class, iova, len, access, *plan, None)
                 }
             });
         }
