@@ -421,6 +421,11 @@ impl<H: Hal> UmrRes<H> {
             let base = self.next;
             let mut posted = 0usize;
             let mut last = core::ptr::null();
+            // The QP's state and room for the whole group, once (nothing posted otherwise:
+            // every key unchanged).
+            if self.qp.check_can_send().is_err() || self.qp.reserve_sq(n).is_err() {
+                return;
+            }
             for j in at..at + n {
                 let u = &umr(j);
                 if !u.mtt_offset.is_multiple_of(2)
@@ -441,7 +446,7 @@ impl<H: Hal> UmrRes<H> {
                     f |= wqe::ctrl::CQ_UPDATE;
                 }
                 // The body written straight into the send queue ([`inline_into`]).
-                match self.qp.write_raw_body(
+                match self.qp.write_raw_reserved(
                     id,
                     wqe::opcode::UMR,
                     u.key,

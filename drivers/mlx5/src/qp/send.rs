@@ -617,7 +617,47 @@ impl<H: Hal> QueuePair<H> {
         zeroed: bool,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<*const u8> {
-        self.check_can_send()?;
+        self.write_raw_in::<false>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, zeroed, fill)
+    }
+
+    /// [`QueuePair::write_raw_body`] of one WR of several the caller checked together: it
+    /// called [`QueuePair::check_can_send`] and reserved room for all of them
+    /// ([`QueuePair::reserve_sq`]) before writing the first (the UMR batches, one check per
+    /// doorbell instead of one per WQE). The body's size is still checked here.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn write_raw_reserved(
+        &mut self,
+        wr_id: u64,
+        opc: u8,
+        imm: u32,
+        body_len: usize,
+        fm_ce_se: u8,
+        wc_op: u8,
+        zeroed: bool,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<*const u8> {
+        self.write_raw_in::<true>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, zeroed, fill)
+    }
+
+    /// [`QueuePair::write_raw_body`]; with `RESERVED`, without the state check and the room
+    /// reservation the caller made for this WR ([`QueuePair::write_raw_reserved`]).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn write_raw_in<const RESERVED: bool>(
+        &mut self,
+        wr_id: u64,
+        opc: u8,
+        imm: u32,
+        body_len: usize,
+        fm_ce_se: u8,
+        wc_op: u8,
+        zeroed: bool,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<*const u8> {
+        if !RESERVED {
+            self.check_can_send()?;
+        }
         if !body_len.is_multiple_of(wqe::SEND_WQE_DS) {
             return Err(InvalidInput::OutOfRange.into());
         }
@@ -626,7 +666,9 @@ impl<H: Hal> QueuePair<H> {
         if ds > wqe::CTRL_DS_MASK as usize || bbs > self.lay.sq_max_bbs {
             return Err(InvalidInput::OutOfRange.into());
         }
-        self.reserve_sq(1)?;
+        if !RESERVED {
+            self.reserve_sq(1)?;
+        }
         let cnt = self.lay.sq_wqe_cnt;
         let idx = self.cur_post & self.sq_mask;
         let mut ctrl = [0u8; wqe::ctrl_seg::SIZE];

@@ -28,6 +28,7 @@ enum Planned {
 
 impl Planned {
     /// The translation's entries.
+    #[inline(always)]
     fn entries(&self) -> &[u64] {
         match self {
             Planned::One { entry, .. } => core::slice::from_ref(entry),
@@ -36,6 +37,7 @@ impl Planned {
     }
 
     /// One direct key (no inner keys).
+    #[inline(always)]
     fn direct(&self) -> bool {
         match self {
             Planned::One { .. } => true,
@@ -43,12 +45,14 @@ impl Planned {
         }
     }
 
+    #[inline(always)]
     fn len(&self) -> u64 {
         match self {
             Planned::One { len, .. } | Planned::Plan(_, len) => *len,
         }
     }
 
+    #[inline(always)]
     fn page_shift(&self) -> u32 {
         match self {
             Planned::One { page_shift, .. } => *page_shift,
