@@ -438,9 +438,12 @@ impl<H: Hal> UmrRes<H> {
                 // Only the batch's last WQE asks for a completion: it covers every earlier one
                 // (completions come in SQ order; rdma-core's selective signaling,
                 // `IBV_SEND_SIGNALED` with `sq_sig_all = 0`). A WR that fails completes in
-                // error whether it was signaled or not (InfiniBand: errors are always
-                // reported; the model's `rcpath::retire_local` writes the error CQE of a
-                // failed WQE regardless of its CQ_UPDATE), naming the WQE that failed.
+                // error whether it was signaled or not (ibv_poll_cq, as rdmamojo.com
+                // 2013/02/15 documents it: "signaled Send Requests and Send Requests that
+                // ended with an error will generate a Work Completion"; a completion also
+                // covers the unsignaled WRs before it; the model's `rcpath::retire_local`
+                // writes the error CQE of a failed WQE regardless of its CQ_UPDATE), naming
+                // the WQE that failed.
                 let mut f = wqe::fence::INITIATOR_SMALL;
                 if posted + 1 == n {
                     f |= wqe::ctrl::CQ_UPDATE;

@@ -11,8 +11,9 @@ const AVOID_TRIES: u32 = 32;
 type Cached<H> = (u32, u8, crate::umr::Parked<H>);
 
 /// A region of [`ProtectionDomain::reg_mr_batch`] planned and not registered yet, as one
-/// direct key.
-#[derive(Clone)]
+/// direct key. Small (a region's entry is copied around as the batch moves on): a general
+/// plan lives in the batch's side list.
+#[derive(Clone, Copy)]
 enum Planned {
     /// One page translates it ([`mr::one_page`]); its general plan is
     /// [`KlmPlan::one_page`], built only when it goes by command.
@@ -21,54 +22,41 @@ enum Planned {
         entry: u64,
         len: u64,
     },
-    /// The general plan (no inner keys; boxed, so that a one-page region's entry stays
-    /// small) and the length.
-    Plan(Box<KlmPlan>, u64),
+    /// The general plan `generals[at]` (no inner keys) and the length.
+    Plan { at: usize, len: u64 },
 }
 
 impl Planned {
-    /// The translation's entries.
+    /// The translation's entries (`g`: the batch's general plans).
     #[inline(always)]
-    fn entries(&self) -> &[u64] {
+    fn entries<'a>(&'a self, g: &'a [KlmPlan]) -> &'a [u64] {
         match self {
             Planned::One { entry, .. } => core::slice::from_ref(entry),
-            Planned::Plan(p, _) => &p.tr.entries,
+            Planned::Plan { at, .. } => g.get(*at).map_or(&[], |p| &p.tr.entries[..]),
         }
     }
 
     /// One direct key (no inner keys).
     #[inline(always)]
-    fn direct(&self) -> bool {
+    fn direct(&self, g: &[KlmPlan]) -> bool {
         match self {
             Planned::One { .. } => true,
-            Planned::Plan(p, _) => p.segments.is_empty(),
+            Planned::Plan { at, .. } => g.get(*at).is_some_and(|p| p.segments.is_empty()),
         }
     }
 
     #[inline(always)]
     fn len(&self) -> u64 {
         match self {
-            Planned::One { len, .. } | Planned::Plan(_, len) => *len,
+            Planned::One { len, .. } | Planned::Plan { len, .. } => *len,
         }
     }
 
     #[inline(always)]
-    fn page_shift(&self) -> u32 {
+    fn page_shift(&self, g: &[KlmPlan]) -> u32 {
         match self {
             Planned::One { page_shift, .. } => *page_shift,
-            Planned::Plan(p, _) => p.tr.page_shift,
-        }
-    }
-
-    /// As the general plan (for the command path), of a region at `iova`.
-    fn general(self, iova: u64) -> Planned {
-        match self {
-            Planned::One {
-                page_shift,
-                entry,
-                len,
-            } => Planned::Plan(Box::new(KlmPlan::one_page(page_shift, entry, iova)), len),
-            p => p,
+            Planned::Plan { at, .. } => g.get(*at).map_or(0, |p| p.tr.page_shift),
         }
     }
 }
@@ -336,6 +324,8 @@ impl<H: Hal> ProtectionDomain<H> {
         // decided (and is what one that nothing decided would get).
         let mut out: Vec<Result<MemoryRegion<H>>> = Vec::with_capacity(regions.len());
         let mut plans: Vec<Option<Planned>> = Vec::with_capacity(regions.len());
+        // The general plans `Planned::Plan` names.
+        let mut generals: Vec<KlmPlan> = Vec::new();
         for &(chunks, iova, access) in regions {
             // A region one page translates: `plan_phys`'s checks, and its plan as
             // `mr::one_page` (the general plan built only if it goes by command).
@@ -357,7 +347,11 @@ impl<H: Hal> ProtectionDomain<H> {
             }
             match self.plan_phys(chunks, iova, access) {
                 Ok(p) if p.0.segments.is_empty() => {
-                    plans.push(Some(Planned::Plan(Box::new(p.0), p.1)));
+                    plans.push(Some(Planned::Plan {
+                        at: generals.len(),
+                        len: p.1,
+                    }));
+                    generals.push(p.0);
                     out.push(Err(Error::Internal));
                 }
                 Ok(p) => {
@@ -380,14 +374,26 @@ impl<H: Hal> ProtectionDomain<H> {
         }
         // From the mkey cache first (UMR WQEs, one doorbell per group); the rest by command.
         if plans.iter().any(Option::is_some) {
-            self.reg_pooled_batch(regions, &mut plans, &mut out);
+            self.reg_pooled_batch(regions, &mut plans, &mut generals, &mut out);
         }
         // One command per direct region left.
         let mut left = false;
         for (p, r) in plans.iter_mut().zip(regions) {
-            if let Some(q) = p.take() {
-                *p = Some(q.general(r.1));
-                left = true;
+            match *p {
+                Some(Planned::One {
+                    page_shift,
+                    entry,
+                    len,
+                }) => {
+                    *p = Some(Planned::Plan {
+                        at: generals.len(),
+                        len,
+                    });
+                    generals.push(KlmPlan::one_page(page_shift, entry, r.1));
+                    left = true;
+                }
+                Some(Planned::Plan { .. }) => left = true,
+                None => {}
             }
         }
         if !left {
@@ -397,7 +403,10 @@ impl<H: Hal> ProtectionDomain<H> {
         let mut who = Vec::new();
         let mut params = Vec::new();
         for (i, p) in plans.iter().enumerate() {
-            let Some(Planned::Plan(plan, len)) = p else {
+            let Some(Planned::Plan { at, len }) = p else {
+                continue;
+            };
+            let Some(plan) = generals.get(*at) else {
                 continue;
             };
             let (_, iova, access) = regions[i];
@@ -433,7 +442,10 @@ impl<H: Hal> ProtectionDomain<H> {
         for (k, r) in results.into_iter().enumerate() {
             let i = who[k];
             // A copy: `params` borrows the planned entries.
-            let Some(Planned::Plan(plan, len)) = plans[i].clone() else {
+            let Some(Planned::Plan { at, len }) = plans[i] else {
+                continue;
+            };
+            let Some(plan) = generals.get(at).cloned() else {
                 continue;
             };
             let (_, iova, access) = regions[i];
@@ -443,7 +455,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     let key = mr::mkey_from_out(&o, params[k].variant);
                     let mut buf = None;
                     self.avoid_recent(key, &mut params[k], &mut buf)
-                        .map(|key| self.wrap(key, Vec::new(), iova, len, access, *plan, buf))
+                        .map(|key| self.wrap(key, Vec::new(), iova, len, access, plan, buf))
                 }
             };
         }
@@ -685,12 +697,14 @@ impl<H: Hal> ProtectionDomain<H> {
         &self,
         regions: &[(&[PhysChunk], u64, Access)],
         plans: &mut [Option<Planned>],
+        generals: &mut [KlmPlan],
         out: &mut [Result<MemoryRegion<H>>],
     ) {
         use crate::umr::{flags, MkeySeg, Outcome, Umr, BATCH_MAX, ENABLE_MASK, INLINE_MAX_MTT};
         let ctx = &self.inner.ctx;
         let pdn = self.inner.pdn;
         let plans_ro: &[Option<Planned>] = plans;
+        let gen_ro: &[KlmPlan] = generals;
         let r = ctx.umr_try_with(|u, hal| {
             // What became of each UMR: `(region, its key or the error)`.
             let mut done: Vec<(usize, Result<Cached<H>>)> = Vec::with_capacity(plans_ro.len());
@@ -707,8 +721,8 @@ impl<H: Hal> ProtectionDomain<H> {
                     let i = next;
                     next += 1;
                     let Some(p) = &plans_ro[i] else { continue };
-                    let entries = p.entries();
-                    if !p.direct()
+                    let entries = p.entries(gen_ro);
+                    if !p.direct(gen_ro)
                         || entries.len() > INLINE_MAX_MTT
                         || mr::relaxed_ordering(regions[i].2, &ctx.caps) != (false, false)
                     {
@@ -734,7 +748,7 @@ impl<H: Hal> ProtectionDomain<H> {
                 let umr = |&(i, key, _, new, at, n): &(usize, u32, u8, u32, usize, usize)| {
                     let (_, iova, access) = regions[i];
                     let (len, page_shift) = match &plans_ro[i] {
-                        Some(p) => (p.len(), p.page_shift()),
+                        Some(p) => (p.len(), p.page_shift(gen_ro)),
                         None => (0, 0), // never: `taken` names planned regions only
                     };
                     Umr {
@@ -789,17 +803,30 @@ impl<H: Hal> ProtectionDomain<H> {
                 continue;
             };
             let (_, iova, access) = regions[i];
-            *o = r.map(|(key, class, parked)| match p {
-                Planned::One {
-                    page_shift,
-                    entry,
-                    len,
-                } => self
-                    .wrap_cached_one_page(parked, key, class, iova, len, access, page_shift, entry),
-                Planned::Plan(plan, len) => {
-                    self.wrap_cached(parked, key, class, iova, len, access, *plan, None)
-                }
-            });
+            *o = match (r, p) {
+                (Err(e), _) => Err(e),
+                (
+                    Ok((key, class, parked)),
+                    Planned::One {
+                        page_shift,
+                        entry,
+                        len,
+                    },
+                ) => Ok(self.wrap_cached_one_page(
+                    parked, key, class, iova, len, access, page_shift, entry,
+                )),
+                (Ok((key, class, parked)), Planned::Plan { at, len }) => match generals.get_mut(at)
+                {
+                    // Moved out, a placeholder left: the region has left `plans`, nothing
+                    // reads its general plan again.
+                    Some(g) => {
+                        let plan = core::mem::replace(g, KlmPlan::one_page(0, 0, 0));
+                        Ok(self.wrap_cached(parked, key, class, iova, len, access, plan, None))
+                    }
+                    // Never: a region served from the cache has its plan (`direct`).
+                    None => Err(Error::Internal),
+                },
+            };
         }
     }
 
