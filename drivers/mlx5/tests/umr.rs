@@ -819,6 +819,108 @@ fn a_one_page_registration_from_the_cache_and_its_refusal() {
     assert_eq!(m.translation_info().mtt_entries, 1);
 }
 
+/// Contiguous pieces merged: `(bus, len)` runs, so that translations compare whatever their
+/// page size.
+fn merged(v: Vec<(u64, usize)>) -> Vec<(u64, usize)> {
+    let mut out: Vec<(u64, usize)> = Vec::new();
+    for (a, n) in v {
+        match out.last_mut() {
+            Some(l) if l.0 + l.1 as u64 == a => l.1 += n,
+            _ => out.push((a, n)),
+        }
+    }
+    out
+}
+
+/// `reg_mr_batch` with the cache over every kind of region at once: one-page regions and a
+/// three-chunk region from the cache (one UMR each), a 20-page region (too long to go inline)
+/// and an unaligned region at an IOVA of another page offset (an indirect key) by command, a
+/// zero-length and a badly flagged region refused with their typed errors. Every region
+/// translates exactly its own bytes.
+#[test]
+fn a_mixed_batch_gives_every_region_its_registration() {
+    use mlx5::mr::PhysChunk;
+    use mlx5::InvalidInput;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    ctx.enable_mkey_cache(4).expect("cache");
+    let buf = hal.dma_alloc(64 * 4096, 4096).expect("buffer");
+    let b = buf.bus_addr();
+    let page = |i: u64| PhysChunk {
+        bus: b + i * 4096,
+        len: 4096,
+    };
+    let one_a = [page(0)];
+    let three = [page(5), page(3), page(9)];
+    let twenty: Vec<PhysChunk> = (20..40u64).rev().map(page).collect();
+    let unaligned = [PhysChunk {
+        bus: b + 41 * 4096 + 0x10,
+        len: 0x100,
+    }];
+    let one_b = [page(50)];
+    let empty = [PhysChunk { bus: b, len: 0 }];
+    let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = vec![
+        (&one_a[..], 0x1000_0000, RW),
+        (&three[..], 0x2000_0000, RW),
+        (&twenty[..], 0x3000_0000, RW),
+        (&unaligned[..], 0x4000_0123, RW),
+        (&empty[..], 0x5000_0000, RW),
+        (&one_b[..], 0x6000_0000, AccessFlags::REMOTE_WRITE), // without LOCAL_WRITE
+        (&one_b[..], 0x7000_0000, RW),
+    ];
+    let pooled = ctx.mkey_cache_len();
+    // SAFETY: `buf` outlives the regions.
+    let r = unsafe { pd.reg_mr_batch(&regions) };
+    assert_eq!(r.len(), regions.len());
+    assert_eq!(
+        r[4].as_ref().err(),
+        Some(&Error::Invalid(InvalidInput::ZeroLength))
+    );
+    assert_eq!(
+        r[5].as_ref().err(),
+        Some(&Error::Invalid(InvalidInput::AccessFlags))
+    );
+    assert_eq!(
+        ctx.mkey_cache_len(),
+        pooled - 3,
+        "three regions from the cache"
+    );
+    let info: Vec<(usize, usize)> = [0, 1, 2, 3, 6]
+        .iter()
+        .map(|&i| {
+            let t = r[i].as_ref().expect("registered").translation_info();
+            (t.mtt_entries, t.klm_entries)
+        })
+        .collect();
+    assert_eq!(info[..3], [(1, 0), (3, 0), (20, 0)]);
+    assert!(info[3].1 >= 1, "the unaligned region is an indirect key");
+    assert_eq!(info[4], (1, 0));
+    sim.with_hca(|h| {
+        for (i, cached) in [(0, true), (1, true), (2, false), (3, false), (6, true)] {
+            let m = r[i].as_ref().expect("registered");
+            let k = h.mkeys.by_index(m.lkey() >> 8).expect("key");
+            assert_eq!(k.umr_en, cached, "region {i}: from the cache or not");
+            let (chunks, iova, _) = regions[i];
+            let total: u64 = chunks.iter().map(|c| c.len).sum();
+            let got = h
+                .mkeys
+                .translate(m.lkey(), iova, total, SimAccess::LOCAL_READ, pd.pdn())
+                .expect("translates");
+            let want: Vec<(u64, usize)> = chunks.iter().map(|c| (c.bus, c.len as usize)).collect();
+            assert_eq!(merged(got), merged(want), "region {i}");
+            for (at, n) in [(iova - 1, 1), (iova + total, 1)] {
+                assert!(
+                    h.mkeys
+                        .translate(m.lkey(), at, n, SimAccess::LOCAL_READ, pd.pdn())
+                        .is_err(),
+                    "region {i}: outside its bytes at {at:#x}"
+                );
+            }
+        }
+    });
+}
+
 /// ReDMArk with the cache: keys come out in random order, and a key's variant changes on
 /// every reuse. Measures the fraction of next rkeys guessable from the previous one as the
 /// no-pool test does (`mr_layouts.rs` `next_rkey_guess_probability`: index + 1, same variant).
