@@ -734,8 +734,18 @@ impl<H: Hal> ProtectionDomain<H> {
                         continue;
                     };
                     let at = k * INLINE_MAX_MTT;
-                    for (d, e) in mtt[at..].iter_mut().zip(entries) {
+                    // Always there (at most INLINE_MAX_MTT entries, k < BATCH_MAX).
+                    let Some(slots) = mtt.get_mut(at..at + entries.len()) else {
+                        back.push((key, class, pk));
+                        continue;
+                    };
+                    if let ([d], [e]) = (&mut *slots, entries) {
+                        // One page (nearly every small region): no loop.
                         *d = e | mlx5_prm::mkey::MTT_PRESENT;
+                    } else {
+                        for (d, e) in slots.iter_mut().zip(entries) {
+                            *d = e | mlx5_prm::mkey::MTT_PRESENT;
+                        }
                     }
                     let new = fresh_variant16(ctx, key, r as u16);
                     taken[k] = (i, key, class, new, at, entries.len());
