@@ -238,7 +238,6 @@ impl<H: Hal> UmrRes<H> {
             inline_len(u),
             f,
             0,
-            false,
             #[inline(always)]
             |b| inline_into(b, u),
         )?;
@@ -456,7 +455,6 @@ impl<H: Hal> UmrRes<H> {
                     inline_len(u),
                     f,
                     0,
-                    false,
                     #[inline(always)]
                     |b| inline_into(b, u),
                 ) {

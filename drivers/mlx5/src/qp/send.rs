@@ -594,16 +594,16 @@ impl<H: Hal> QueuePair<H> {
         wc_op: u8,
     ) -> Result<*const u8> {
         // The copy writes every byte of the body: nothing to clear first.
-        self.write_raw_body(wr_id, opc, imm, body.len(), fm_ce_se, wc_op, false, |b| {
+        self.write_raw_body(wr_id, opc, imm, body.len(), fm_ce_se, wc_op, |b| {
             b.copy_from_slice(body)
         })
     }
 
     /// [`QueuePair::write_raw_with`] whose body (`body_len` bytes, a multiple of 16) `fill`
-    /// writes straight into the send queue: no body is built apart and copied. With `zeroed`
-    /// the slot's old bytes are cleared first and `fill` writes what it needs; without, `fill`
-    /// must write every byte of the body itself, padding included. A WQE that wraps the ring
-    /// is filled on the stack (over zeros) and copied in two pieces.
+    /// writes straight into the send queue: no body is built apart and copied. The slot's old
+    /// bytes are not cleared first: `fill` must write every byte of the body itself, padding
+    /// included. A WQE that wraps the ring is filled on the stack (over zeros) and copied in
+    /// two pieces.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn write_raw_body(
@@ -614,10 +614,9 @@ impl<H: Hal> QueuePair<H> {
         body_len: usize,
         fm_ce_se: u8,
         wc_op: u8,
-        zeroed: bool,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<*const u8> {
-        self.write_raw_in::<false>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, zeroed, fill)
+        self.write_raw_in::<false>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, fill)
     }
 
     /// [`QueuePair::write_raw_body`] of one WR of several the caller checked together: it
@@ -634,10 +633,9 @@ impl<H: Hal> QueuePair<H> {
         body_len: usize,
         fm_ce_se: u8,
         wc_op: u8,
-        zeroed: bool,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<*const u8> {
-        self.write_raw_in::<true>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, zeroed, fill)
+        self.write_raw_in::<true>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, fill)
     }
 
     /// [`QueuePair::write_raw_body`]; with `RESERVED`, without the state check and the room
@@ -652,7 +650,6 @@ impl<H: Hal> QueuePair<H> {
         body_len: usize,
         fm_ce_se: u8,
         wc_op: u8,
-        zeroed: bool,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<*const u8> {
         if !RESERVED {
@@ -699,9 +696,6 @@ impl<H: Hal> QueuePair<H> {
             };
             ptr::copy_nonoverlapping(ctrl.as_ptr(), dst, ctrl.len());
             let b = core::slice::from_raw_parts_mut(dst.add(ctrl.len()), body_len);
-            if zeroed && !wraps {
-                b.fill(0);
-            }
             fill(b);
             if wraps {
                 let w = w.as_ptr() as *const u8;
