@@ -225,44 +225,67 @@ impl<H: Hal> UmrRes<H> {
     /// [`UmrRes::post_wait`] for inline UMR `u` (at most [`INLINE_MAX_MTT`] entries): its
     /// body is written straight into the send queue ([`inline_into`]), as rdma-core and Linux
     /// build WQEs in the ring, not built on the stack and copied.
+    #[inline(always)]
     fn post_inline_wait(&mut self, hal: &H, u: &Umr<'_>) -> Result<()> {
         let id = self.next;
         self.next = self.next.wrapping_add(1);
         let f = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
-        let at = self
-            .qp
-            .write_raw_fill(id, wqe::opcode::UMR, u.key, inline_len(u), f, 0, |b| {
-                inline_into(b, u)
-            })?;
+        // Every byte of the body written by `inline_into`: nothing to clear first.
+        let at = self.qp.write_raw_body(
+            id,
+            wqe::opcode::UMR,
+            u.key,
+            inline_len(u),
+            f,
+            0,
+            #[inline(always)]
+            |b| inline_into(b, u),
+        )?;
         self.qp.ring_send(at, None);
         self.wait_one(hal)
     }
 
-    /// Polls the completion of the one UMR just posted, within [`UMR_TIMEOUT`].
+    /// Polls the completion of the one UMR just posted, within [`UMR_TIMEOUT`]: one CQE
+    /// ([`CompletionQueue::poll_one`]: the successful completion of the WQE the send queue
+    /// expects next inline, anything else through the full parser, error CQEs included).
+    #[inline(always)]
     fn wait_one(&mut self, hal: &H) -> Result<()> {
-        let mut wc = [WorkCompletion::default()];
-        if self.cq.poll(&mut wc)? != 1 {
-            let deadline = hal.now().saturating_add(UMR_TIMEOUT);
-            loop {
-                hal.relax();
-                if self.cq.poll(&mut wc)? == 1 {
-                    break;
-                }
-                if hal.now() >= deadline {
-                    return Err(Error::Timeout);
-                }
-            }
+        let mut wc = WorkCompletion::default();
+        if !self.cq.poll_one(&mut wc)? {
+            self.wait_one_slow(hal, &mut wc)?;
         }
         self.qp.release_completed();
-        match wc[0].status {
+        match wc.status {
             WcStatus::Success => Ok(()),
-            status => {
-                let vendor = wc[0].vendor_err;
-                // Linux `mlx5r_umr_recover`: back to RTS for the next UMR.
-                let _ = self.recover();
-                Err(Error::Umr { status, vendor })
+            status => self.failed(status, wc.vendor_err),
+        }
+    }
+
+    /// [`UmrRes::wait_one`] when the completion was not there at once: polls until it is, or
+    /// [`UMR_TIMEOUT`] passed.
+    #[cold]
+    #[inline(never)]
+    fn wait_one_slow(&mut self, hal: &H, wc: &mut WorkCompletion) -> Result<()> {
+        let deadline = hal.now().saturating_add(UMR_TIMEOUT);
+        loop {
+            hal.relax();
+            if self.cq.poll_one(wc)? {
+                return Ok(());
+            }
+            if hal.now() >= deadline {
+                return Err(Error::Timeout);
             }
         }
+    }
+
+    /// A UMR completed with an error: the QP goes back to RTS, and the error names the CQE's
+    /// status and vendor syndrome.
+    #[cold]
+    #[inline(never)]
+    fn failed(&mut self, status: WcStatus, vendor: u8) -> Result<()> {
+        // Linux `mlx5r_umr_recover`: back to RTS for the next UMR.
+        let _ = self.recover();
+        Err(Error::Umr { status, vendor })
     }
 
     /// The UMR PD's number (free pooled keys belong to it, as Linux cache keys belong to
@@ -323,7 +346,10 @@ impl<H: Hal> UmrRes<H> {
     }
 
     /// Executes `u`: the translation in pieces, the mkey fields with the last piece. The WQE
-    /// is built on the stack and the entries staged in place: no allocation per UMR.
+    /// is built on the stack and the entries staged in place: no allocation per UMR. Inlined
+    /// into its callers for an inline translation (the registration paths' one WQE), so that
+    /// `u` never needs to exist in memory; a longer one goes through [`UmrRes::run_xlt`].
+    #[inline(always)]
     pub(crate) fn run(&mut self, hal: &H, u: &Umr<'_>) -> Result<()> {
         if !u.mtt_offset.is_multiple_of(2) {
             return Err(InvalidInput::OutOfRange.into());
@@ -334,6 +360,12 @@ impl<H: Hal> UmrRes<H> {
         if u.mtt.len() <= INLINE_MAX_MTT {
             return self.post_inline_wait(hal, u);
         }
+        self.run_xlt(hal, u)
+    }
+
+    /// [`UmrRes::run`] of a translation too long to go inline: staged, in pieces.
+    #[inline(never)]
+    fn run_xlt(&mut self, hal: &H, u: &Umr<'_>) -> Result<()> {
         let seg = u.seg.bytes();
         let mut body = Body::new();
         let mut done = 0usize;
@@ -363,20 +395,38 @@ impl<H: Hal> UmrRes<H> {
 
     /// Runs inline UMRs ([`INLINE_MAX_MTT`] entries at most each) with one doorbell per
     /// [`BATCH_MAX`] WQEs, and polls their completions: `out[i]` says what became of
-    /// `umrs[i]`. A UMR completed with an error leaves its key as it was, and the WQEs
+    /// `umr(i)`. A UMR completed with an error leaves its key as it was, and the WQEs
     /// after it on the QP are flushed without executing (the QP went to the error state;
     /// IBTA: work requests after an error complete in error), so their keys are unchanged
     /// too; the QP is then recovered as after a single failed UMR. A completion that never
     /// comes leaves its key [`Outcome::Unknown`].
-    pub(crate) fn run_batch(&mut self, hal: &H, umrs: &[Umr<'_>], out: &mut [Outcome]) {
+    ///
+    /// The UMRs are `umr(0)`, ..., `umr(count - 1)`, each built as its WQE is written (inlined
+    /// into the caller, so that the fields it fixes fold into the WQE writes), never gathered
+    /// in an array.
+    #[inline(always)]
+    pub(crate) fn run_batch<'a>(
+        &mut self,
+        hal: &H,
+        count: usize,
+        umr: impl Fn(usize) -> Umr<'a>,
+        out: &mut [Outcome],
+    ) {
+        let count = count.min(out.len());
         out.fill(Outcome::Unchanged);
         let mut at = 0;
-        while at < umrs.len() {
-            let n = (umrs.len() - at).min(BATCH_MAX);
+        while at < count {
+            let n = (count - at).min(BATCH_MAX);
             let base = self.next;
             let mut posted = 0usize;
             let mut last = core::ptr::null();
-            for u in &umrs[at..at + n] {
+            // The QP's state and room for the whole group, once (nothing posted otherwise:
+            // every key unchanged).
+            if self.qp.check_can_send().is_err() || self.qp.reserve_sq(n).is_err() {
+                return;
+            }
+            for j in at..at + n {
+                let u = &umr(j);
                 if !u.mtt_offset.is_multiple_of(2)
                     || u.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0
                     || u.mtt.len() > INLINE_MAX_MTT
@@ -387,21 +437,25 @@ impl<H: Hal> UmrRes<H> {
                 // Only the batch's last WQE asks for a completion: it covers every earlier one
                 // (completions come in SQ order; rdma-core's selective signaling,
                 // `IBV_SEND_SIGNALED` with `sq_sig_all = 0`). A WR that fails completes in
-                // error whether it was signaled or not (InfiniBand: errors are always
-                // reported; the model's `rcpath::retire_local` writes the error CQE of a
-                // failed WQE regardless of its CQ_UPDATE), naming the WQE that failed.
+                // error whether it was signaled or not (ibv_poll_cq, as rdmamojo.com
+                // 2013/02/15 documents it: "signaled Send Requests and Send Requests that
+                // ended with an error will generate a Work Completion"; a completion also
+                // covers the unsignaled WRs before it; the model's `rcpath::retire_local`
+                // writes the error CQE of a failed WQE regardless of its CQ_UPDATE), naming
+                // the WQE that failed.
                 let mut f = wqe::fence::INITIATOR_SMALL;
                 if posted + 1 == n {
                     f |= wqe::ctrl::CQ_UPDATE;
                 }
                 // The body written straight into the send queue ([`inline_into`]).
-                match self.qp.write_raw_fill(
+                match self.qp.write_raw_reserved(
                     id,
                     wqe::opcode::UMR,
                     u.key,
                     inline_len(u),
                     f,
                     0,
+                    #[inline(always)]
                     |b| inline_into(b, u),
                 ) {
                     Ok(p) => last = p,
@@ -538,26 +592,33 @@ fn inline_len(u: &Umr<'_>) -> usize {
         .next_multiple_of(wqe::SEND_WQE_DS)
 }
 
-/// Writes inline UMR `u`'s body into the zeroed `b` ([`inline_len`] bytes): UMR ctrl
-/// segment, mkey segment and the entries, each written in place (no segment is built apart
-/// and copied), the padding left zero (an odd entry count ends with a zero entry).
+/// Writes inline UMR `u`'s body into `b` ([`inline_len`] bytes), every byte of it (the send
+/// queue slot is not cleared first): UMR ctrl segment, mkey segment and the entries, each
+/// segment built whole in registers and stored once, and a zero entry padding an odd count
+/// to a whole octoword.
 #[inline(always)]
 fn inline_into(b: &mut [u8], u: &Umr<'_>) {
     const MKC_AT: usize = wqe::umr_ctrl_seg::SIZE;
     const XLT_AT: usize = MKC_AT + mkc::BYTES;
     let n = u.mtt.len().min(INLINE_MAX_MTT);
     if let Some(c) = b.first_chunk_mut::<MKC_AT>() {
-        umr_ctrl(c, u.check | flags::INLINE, n, u.mtt_offset, u.mask);
+        let mut seg = [0u8; MKC_AT];
+        umr_ctrl(&mut seg, u.check | flags::INLINE, n, u.mtt_offset, u.mask);
+        *c = seg;
     }
-    if let Some(seg) = b
+    if let Some(d) = b
         .get_mut(MKC_AT..)
         .and_then(|s| s.first_chunk_mut::<{ mkc::BYTES }>())
     {
-        u.seg.write(seg);
+        let mut seg = [0u8; mkc::BYTES];
+        u.seg.write(&mut seg);
+        *d = seg;
     }
     if let Some(x) = b.get_mut(XLT_AT..) {
-        for (d, e) in x.chunks_exact_mut(mkey::MTT_ENTRY_SIZE).zip(&u.mtt[..n]) {
-            d.copy_from_slice(&e.to_be_bytes());
+        let mut e = u.mtt[..n].iter();
+        for d in x.chunks_exact_mut(mkey::MTT_ENTRY_SIZE) {
+            let v = e.next().copied().unwrap_or(0);
+            d.copy_from_slice(&v.to_be_bytes());
         }
     }
 }
@@ -659,7 +720,8 @@ mod tests {
                 want.push(&[0; 8]);
             }
             assert_eq!(inline_len(&u), want.bytes().len(), "{n} entries");
-            let mut got = [0u8; BODY_MAX];
+            // Over a slot's old bytes: every byte is written, padding included.
+            let mut got = [0xa5u8; BODY_MAX];
             inline_into(&mut got[..inline_len(&u)], &u);
             assert_eq!(&got[..inline_len(&u)], want.bytes(), "{n} entries");
         }

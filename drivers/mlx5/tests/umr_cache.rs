@@ -9,7 +9,7 @@ mod umr_common;
 
 use common::*;
 use mlx5::umr::{flags, Umr};
-use mlx5::{AccessFlags, DmaBuffer, Hal, QpCaps, WcStatus};
+use mlx5::{AccessFlags, DmaBuffer, Error, Hal, QpCaps, WcStatus};
 use mlx5_prm::mkey::MTT_PRESENT;
 use mlx5_sim::mr::Access as SimAccess;
 use umr_common::{enable_seg, ENABLE, RW};
@@ -530,5 +530,201 @@ fn a_reused_cached_region_takes_the_new_registration_whole() {
             .translate(m3.lkey(), 0x1000, 4096, SimAccess::LOCAL_READ, pdn2)
             .expect("the third registration");
         assert_eq!(got, vec![(b.bus_addr(), 4096)]);
+    });
+}
+
+/// A region one page translates takes the cache's lean path: no command, the key translates
+/// exactly the region's bytes (unaligned, inside one page) at the page size the general plan
+/// gives, and the region allocation parked with the key (here one that held a 16-entry list)
+/// takes the one-page plan whole. A UMR the device refuses on that path leaves the key as it
+/// was, back in the cache, and the region is registered by command instead.
+#[test]
+fn a_one_page_registration_from_the_cache_and_its_refusal() {
+    use mlx5::mr::PhysChunk;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    ctx.enable_mkey_cache(1).expect("cache"); // one key per class: 16, 128, 512 entries
+    let buf = hal.dma_alloc(32 * 4096, 4096).expect("buffer");
+    // The 16-entry key, parked with a region allocation whose translation has 16 entries.
+    let p16: Vec<PhysChunk> = (0..16u64)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: buf.bus_addr() + i * 4096,
+            len: 4096,
+        })
+        .collect();
+    // SAFETY: `buf` outlives every region.
+    let mut m = unsafe { pd.reg_phys(&p16, 0x10_0000, RW) }.expect("from the cache");
+    let k16 = m.lkey();
+    assert_eq!(m.translation_info().mtt_entries, 16);
+    m.dereg().expect("dereg");
+    // 0x100 bytes at page offset 0x123, at an IOVA with the same page offset.
+    let one = [PhysChunk {
+        bus: buf.bus_addr() + 20 * 4096 + 0x123,
+        len: 0x100,
+    }];
+    let iova = 0x7000_0000_0123;
+    let cmds = ctx.commands_sent();
+    // SAFETY: as above.
+    let m = unsafe { pd.reg_phys(&one, iova, RW) }.expect("from the cache");
+    assert_eq!(ctx.commands_sent(), cmds, "no firmware command");
+    assert_eq!(m.lkey() >> 8, k16 >> 8, "the smallest class's key");
+    assert_ne!(m.lkey(), k16, "with a new variant");
+    let plan = mlx5::mr::plan_reg(&one, iova, 16).expect("plan");
+    let t = m.translation_info();
+    assert_eq!(
+        (t.page_shift, t.mtt_entries, t.mtt_keys, t.klm_entries),
+        (plan.tr.page_shift, 1, 1, 0),
+        "the general plan's page size, one entry, one key"
+    );
+    sim.with_hca(|h| {
+        let got = h
+            .mkeys
+            .translate(m.lkey(), iova, 0x100, SimAccess::LOCAL_READ, pd.pdn())
+            .expect("translates");
+        assert_eq!(got, vec![(one[0].bus, 0x100)]);
+        // One byte before and one past the region are outside the key.
+        for (at, n) in [(iova - 1, 1), (iova + 0x100, 1)] {
+            assert!(h
+                .mkeys
+                .translate(m.lkey(), at, n, SimAccess::LOCAL_READ, pd.pdn())
+                .is_err());
+        }
+    });
+    let k = m.lkey();
+    drop(m);
+    assert_eq!(ctx.mkey_cache_len(), 3);
+    // Enable the free key behind the cache's back: the next enabling UMR is refused.
+    ctx.post_umr(&Umr {
+        key: k,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(pd.pdn(), k as u8, 0x1000, 4096),
+        mtt: &[buf.bus_addr() | MTT_PRESENT],
+        mtt_offset: 0,
+    })
+    .expect("tamper");
+    let cmds = ctx.commands_sent();
+    // SAFETY: as above.
+    let m = unsafe { pd.reg_phys(&one, iova, RW) }.expect("by command");
+    assert!(ctx.commands_sent() > cmds, "CREATE_MKEY after the refusal");
+    assert_eq!(ctx.mkey_cache_len(), 3, "the refused key came back");
+    sim.with_hca(|h| {
+        assert!(!h.mkeys.by_index(m.lkey() >> 8).expect("key").umr_en);
+        let tampered = h.mkeys.by_index(k >> 8).expect("key");
+        assert_eq!(
+            (tampered.start, tampered.len),
+            (0x1000, 4096),
+            "the refused UMR changed nothing"
+        );
+        let got = h
+            .mkeys
+            .translate(m.lkey(), iova, 0x100, SimAccess::LOCAL_READ, pd.pdn())
+            .expect("translates");
+        assert_eq!(got, vec![(one[0].bus, 0x100)]);
+    });
+    assert_eq!(m.translation_info().mtt_entries, 1);
+}
+
+/// Contiguous pieces merged: `(bus, len)` runs, so that translations compare whatever their
+/// page size.
+fn merged(v: Vec<(u64, usize)>) -> Vec<(u64, usize)> {
+    let mut out: Vec<(u64, usize)> = Vec::new();
+    for (a, n) in v {
+        match out.last_mut() {
+            Some(l) if l.0 + l.1 as u64 == a => l.1 += n,
+            _ => out.push((a, n)),
+        }
+    }
+    out
+}
+
+/// `reg_mr_batch` with the cache over every kind of region at once: one-page regions and a
+/// three-chunk region from the cache (one UMR each), a 20-page region (too long to go inline)
+/// and an unaligned region at an IOVA of another page offset (an indirect key) by command, a
+/// zero-length and a badly flagged region refused with their typed errors. Every region
+/// translates exactly its own bytes.
+#[test]
+fn a_mixed_batch_gives_every_region_its_registration() {
+    use mlx5::mr::PhysChunk;
+    use mlx5::InvalidInput;
+    let (sim, ctx) = open();
+    let hal = TestHal(sim.clone());
+    let pd = ctx.alloc_pd().expect("pd");
+    ctx.enable_mkey_cache(4).expect("cache");
+    let buf = hal.dma_alloc(64 * 4096, 4096).expect("buffer");
+    let b = buf.bus_addr();
+    let page = |i: u64| PhysChunk {
+        bus: b + i * 4096,
+        len: 4096,
+    };
+    let one_a = [page(0)];
+    let three = [page(5), page(3), page(9)];
+    let twenty: Vec<PhysChunk> = (20..40u64).rev().map(page).collect();
+    let unaligned = [PhysChunk {
+        bus: b + 41 * 4096 + 0x10,
+        len: 0x100,
+    }];
+    let one_b = [page(50)];
+    let empty = [PhysChunk { bus: b, len: 0 }];
+    let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = vec![
+        (&one_a[..], 0x1000_0000, RW),
+        (&three[..], 0x2000_0000, RW),
+        (&twenty[..], 0x3000_0000, RW),
+        (&unaligned[..], 0x4000_0123, RW),
+        (&empty[..], 0x5000_0000, RW),
+        (&one_b[..], 0x6000_0000, AccessFlags::REMOTE_WRITE), // without LOCAL_WRITE
+        (&one_b[..], 0x7000_0000, RW),
+    ];
+    let pooled = ctx.mkey_cache_len();
+    // SAFETY: `buf` outlives the regions.
+    let r = unsafe { pd.reg_mr_batch(&regions) };
+    assert_eq!(r.len(), regions.len());
+    assert_eq!(
+        r[4].as_ref().err(),
+        Some(&Error::Invalid(InvalidInput::ZeroLength))
+    );
+    assert_eq!(
+        r[5].as_ref().err(),
+        Some(&Error::Invalid(InvalidInput::AccessFlags))
+    );
+    assert_eq!(
+        ctx.mkey_cache_len(),
+        pooled - 3,
+        "three regions from the cache"
+    );
+    let info: Vec<(usize, usize)> = [0, 1, 2, 3, 6]
+        .iter()
+        .map(|&i| {
+            let t = r[i].as_ref().expect("registered").translation_info();
+            (t.mtt_entries, t.klm_entries)
+        })
+        .collect();
+    assert_eq!(info[..3], [(1, 0), (3, 0), (20, 0)]);
+    assert!(info[3].1 >= 1, "the unaligned region is an indirect key");
+    assert_eq!(info[4], (1, 0));
+    sim.with_hca(|h| {
+        for (i, cached) in [(0, true), (1, true), (2, false), (3, false), (6, true)] {
+            let m = r[i].as_ref().expect("registered");
+            let k = h.mkeys.by_index(m.lkey() >> 8).expect("key");
+            assert_eq!(k.umr_en, cached, "region {i}: from the cache or not");
+            let (chunks, iova, _) = regions[i];
+            let total: u64 = chunks.iter().map(|c| c.len).sum();
+            let got = h
+                .mkeys
+                .translate(m.lkey(), iova, total, SimAccess::LOCAL_READ, pd.pdn())
+                .expect("translates");
+            let want: Vec<(u64, usize)> = chunks.iter().map(|c| (c.bus, c.len as usize)).collect();
+            assert_eq!(merged(got), merged(want), "region {i}");
+            for (at, n) in [(iova - 1, 1), (iova + total, 1)] {
+                assert!(
+                    h.mkeys
+                        .translate(m.lkey(), at, n, SimAccess::LOCAL_READ, pd.pdn())
+                        .is_err(),
+                    "region {i}: outside its bytes at {at:#x}"
+                );
+            }
+        }
     });
 }

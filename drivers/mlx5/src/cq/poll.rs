@@ -58,6 +58,83 @@ impl<H: Hal> CompletionQueue<H> {
         Ok(n)
     }
 
+    /// Polls at most one completion into `wc`; true when there was one. The case a driver
+    /// waiting for its own WQE meets (the driver's UMR QP, [`crate::umr`]): a successful
+    /// requester completion of the CQ's cached QP for the WQE its send queue expects next
+    /// (owner bit and opcode, read barrier, QP number and WQE opcode, `wqe_counter` against
+    /// the slot, as the inline path of [`CompletionQueue::poll`] checks them) is taken here
+    /// without the run loop; anything else (not yet written, an error CQE with its
+    /// syndrome, another QP, a completion covering unsignaled WRs, a duplicate or garbage
+    /// counter) goes to [`CompletionQueue::poll`] untouched, whose full checks decide it.
+    /// Same consumer-index and event-queue handling as `poll` with one slot.
+    #[inline(always)]
+    pub(crate) fn poll_one(&mut self, wc: &mut WorkCompletion) -> Result<bool> {
+        if let Some(taken) = self.poll_one_inline(wc) {
+            return taken;
+        }
+        Ok(self.poll(core::slice::from_mut(wc))? == 1)
+    }
+
+    /// [`CompletionQueue::poll_one`]'s inline case; `None` for everything else (nothing
+    /// consumed, nothing changed).
+    #[inline(always)]
+    fn poll_one_inline(&mut self, wc: &mut WorkCompletion) -> Option<Result<bool>> {
+        let ctx = &self.shared.ctx;
+        if ctx.check_alive().is_err()
+            || self.shared.qps_gen.load(Ordering::Acquire) != self.cached_gen
+        {
+            return None; // `poll` reports the dead device, or refreshes the cached QP
+        }
+        let cnt = self.cqe_cnt;
+        let cur = self.ci;
+        let parity = ((cur & cnt) != 0) as u8;
+        // SAFETY: cur & (cnt - 1) < cnt: a CQE of the buffer of cnt * 64 bytes `shared` owns.
+        let c = Cqe(unsafe { self.buf.add((cur & (cnt - 1)) as usize * cqe::SIZE) });
+        // SAFETY: as above; volatile because the device writes it (rdma-core cq.c
+        // get_sw_cqe: opcode not INVALID and the owner bit of this pass; REQ is neither).
+        if unsafe { c.u8(cqe::offset::OP_OWN) } & (0xf0 | cqe::OWNER_MASK)
+            != cqe::opcode::REQ << 4 | parity
+        {
+            return None;
+        }
+        ctx.hal.dma_rmb();
+        // SAFETY: the device handed the CQE over; offsets inside mlx5_cqe64.
+        let sop_raw = unsafe { c.ne32(cqe::offset::SOP_DROP_QPN) };
+        let mut q = self.cached.cursor();
+        // A UMR takes its completion opcode from the slot unless this is a plain-UMR CQ.
+        if sop_raw & QPN_BYTES != q.key
+            || (sop_raw.to_ne_bytes()[0] == wqe::opcode::UMR && !self.plain_umr)
+        {
+            return None;
+        }
+        // SAFETY: as above.
+        let counter = unsafe { c.be16(cqe::offset::WQE_COUNTER) };
+        let slot = q.slot(&self.cached, counter);
+        let wr_id = q.complete_next(slot, counter)?;
+        self.cached.store_tail(&q);
+        // SAFETY: as above.
+        let byte_len = unsafe { c.be32(cqe::offset::BYTE_CNT) };
+        req_seen(sop_raw).1.write(wc, wr_id, byte_len, q.qpn);
+        let next = cur.wrapping_add(1);
+        self.ci = next;
+        ctx.hal.dma_wmb();
+        // SAFETY: the doorbell record is 64 bytes owned by `shared`; dword 0 is SET_CI.
+        unsafe {
+            ptr::write_volatile(
+                (self.db as *mut u32).add(cq_db::SET_CI),
+                (next & 0xff_ffff).to_be(),
+            )
+        };
+        // As `poll` with one slot and one CQE: the event queue is looked at when the call
+        // passed the end of the ring.
+        if (next ^ cur) & cnt != 0 {
+            if let Err(e) = ctx.poll_events_cheap() {
+                return Some(Err(e));
+            }
+        }
+        Some(Ok(true))
+    }
+
     /// The QPs attached to this CQ changed: a QP number may now name another QP.
     #[cold]
     fn forget_cached(&mut self, gen: u32) {

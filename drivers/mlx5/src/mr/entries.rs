@@ -29,6 +29,24 @@ impl Entries {
         }
     }
 
+    /// One entry, in place.
+    #[inline(always)]
+    pub fn one(x: u64) -> Entries {
+        Entries(Repr::Inline { n: 1, e: [x, 0] })
+    }
+
+    /// Makes this the one entry `x` (in place; a heap list is dropped).
+    #[inline(always)]
+    pub fn set_one(&mut self, x: u64) {
+        match &mut self.0 {
+            Repr::Inline { n, e } => {
+                *n = 1;
+                e[0] = x;
+            }
+            Repr::Heap(_) => *self = Entries::one(x),
+        }
+    }
+
     /// Appends `x` (moving to the heap past `INLINE_ENTRIES` (2)).
     pub fn push(&mut self, x: u64) {
         match &mut self.0 {
@@ -133,6 +151,17 @@ mod tests {
         let one: Entries = alloc::vec![7u64].into();
         assert!(matches!(one.0, Repr::Inline { n: 1, .. }));
         assert_eq!(&one[..], &[7]);
+        assert_eq!(Entries::one(7), one);
+        let mut m: Entries = (0..5u64).collect();
+        m.set_one(9);
+        assert_eq!(
+            (&m[..], matches!(m.0, Repr::Inline { n: 1, .. })),
+            (&[9][..], true)
+        );
+        let mut two: Entries = alloc::vec![1u64, 2].into();
+        two.set_one(3);
+        assert_eq!(&two[..], &[3]);
+        assert!(matches!(Entries::one(7).0, Repr::Inline { n: 1, .. }));
         let many: Entries = (0..5u64).collect();
         assert_eq!(many.iter().sum::<u64>(), 10);
         assert_ne!(many, Entries::default());

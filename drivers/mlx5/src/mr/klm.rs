@@ -33,6 +33,23 @@ pub struct KlmPlan {
     pub segments: Vec<(u64, u64, usize, usize)>,
 }
 
+impl KlmPlan {
+    /// The plan of a region one page translates: one direct MTT key of one entry at page
+    /// shift `page_shift`, from `iova` (what [`plan_reg`] gives for one chunk whose
+    /// [`super::plan::one_page`] is `(page_shift, entry)`).
+    #[inline(always)]
+    pub(crate) fn one_page(page_shift: u32, entry: u64, iova: u64) -> KlmPlan {
+        KlmPlan {
+            tr: Translation {
+                page_shift,
+                entries: super::Entries::one(entry),
+            },
+            mtt_va: iova,
+            segments: Vec::new(),
+        }
+    }
+}
+
 /// Plans a registration of `chunks` at `iova`: one MTT key when the pages' offsets match the
 /// IOVA and the list fits one command; otherwise MTT keys of at most
 /// `min(MAX_MTT_PER_MKEY, MAX_KLM_BYTE_COUNT / page)` entries under one KLM key of at most
@@ -106,6 +123,23 @@ pub fn plan_reg(chunks: &[PhysChunk], iova: u64, log_max_klm: u8) -> Result<KlmP
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-page plan the mkey cache's shortcut builds is the one `plan_reg` makes.
+    #[test]
+    fn one_page_plan_is_plan_regs() {
+        for (bus, len, iova) in [
+            (0x10_0000u64, 4096u64, 0x10_0000u64),
+            (0x10_0123, 0x100, 0x7f00_0000_0123),
+            (0x20_0000, 0x20_0000, 0x4020_0000),
+            (0x1f_f000, 0x2000, 0x1f_f000),
+        ] {
+            let c = PhysChunk { bus, len };
+            let Some((s, e)) = super::super::plan::one_page(&c, iova) else {
+                panic!("{c:?} at {iova:#x} is one page");
+            };
+            assert_eq!(plan_reg(&[c], iova, 16), Ok(KlmPlan::one_page(s, e, iova)));
+        }
+    }
 
     #[test]
     fn long_lists_and_odd_iovas_become_klm_segments() {

@@ -22,6 +22,7 @@ use crate::error::{InvalidInput, Result};
 pub use entries::Entries;
 pub use klm::{plan_reg, Klm, KlmPlan};
 pub(crate) use mkey::{mkey_cmd, mkey_from_out, relaxed_ordering, MkeyParams, Xlt};
+pub(crate) use plan::one_page;
 pub use plan::{plan, PhysChunk, Translation};
 pub(crate) use recent_keys::RecentKeys;
 

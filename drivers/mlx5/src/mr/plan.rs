@@ -147,18 +147,10 @@ pub(super) fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
     let count = |s: u32| end.div_ceil(1u64 << s) - (iova >> s);
     let nmax = count(smax);
     if nmax == 1 {
-        // One page (every small registration): the smallest size whose page holds both the
-        // first and the last byte, i.e. above the highest bit in which their addresses differ
-        // (at most `smax`, whose single page holds them); the same size the bisection below
-        // finds (`one_chunk_plan_matches_the_general_walk`).
-        let differ = iova ^ (end - 1);
-        let s = (u64::BITS - differ.leading_zeros()).max(MIN_PAGE_SHIFT);
-        let first = c.bus - (iova & ((1u64 << s) - 1));
-        let mut entries = Entries::with_capacity(1);
-        entries.push(first);
+        let (s, first) = one_page_of(c, iova, end);
         return Ok(Translation {
             page_shift: s,
-            entries,
+            entries: Entries::one(first),
         });
     }
     let (mut lo, mut hi) = (MIN_PAGE_SHIFT, smax);
@@ -187,6 +179,41 @@ pub(super) fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
     })
 }
 
+/// One page (every small registration): the smallest size whose page holds both the first
+/// and the last byte of `[iova, end)`, i.e. above the highest bit in which their addresses
+/// differ (at most the largest size the chunk allows, whose single page holds them); the same
+/// size the bisection of [`plan_one`] finds (`one_chunk_plan_matches_the_general_walk`).
+/// `(page shift, the page's bus address)`.
+#[inline(always)]
+fn one_page_of(c: &PhysChunk, iova: u64, end: u64) -> (u32, u64) {
+    let differ = iova ^ (end - 1);
+    let s = (u64::BITS - differ.leading_zeros()).max(MIN_PAGE_SHIFT);
+    (s, c.bus - (iova & ((1u64 << s) - 1)))
+}
+
+/// [`plan`] of one chunk that one page translates: `Some((page shift, entry))` exactly when
+/// `plan(&[*c], iova)` is a translation of one entry, and then that page size and entry
+/// (`one_page_is_the_plan_of_one_entry`); `None` for everything else (more pages, or a
+/// chunk `plan` refuses), which the general planner then handles.
+#[inline(always)]
+pub(crate) fn one_page(c: &PhysChunk, iova: u64) -> Option<(u32, u64)> {
+    if c.len == 0 {
+        return None;
+    }
+    c.bus.checked_add(c.len)?;
+    let end = iova.checked_add(c.len)?;
+    // Same offset inside the page, virtually and physically, at 4 KiB at least.
+    let smax = (iova ^ c.bus).trailing_zeros().min(MAX_PAGE_SHIFT);
+    if smax < MIN_PAGE_SHIFT {
+        return None;
+    }
+    // One page at the largest size (`plan_one`'s `nmax == 1`).
+    if end.div_ceil(1u64 << smax) - (iova >> smax) != 1 {
+        return None;
+    }
+    Some(one_page_of(c, iova, end))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +233,50 @@ mod tests {
             page_shift: s,
             entries: (0..nmax).map(|i| first.wrapping_add(i * ps)).collect(),
         })
+    }
+
+    /// [`one_page`] answers exactly for the one-chunk plans of one entry, with that plan's
+    /// page size and entry, and stays out of everything else (more pages, refusals), over
+    /// offsets, lengths and IOVAs around page and huge-page edges and the address-space top.
+    #[test]
+    fn one_page_is_the_plan_of_one_entry() {
+        let offs = [
+            0u64,
+            1,
+            0x123,
+            0xfff,
+            0x1000,
+            0x1_f000,
+            0x20_0000,
+            0x1f_ffff,
+            0x4000_0000,
+        ];
+        let lens = [
+            0u64, 1, 0xfff, 0x1000, 0x1001, 0x2000, 0x2_0000, 0x20_0000, 0x20_0001,
+        ];
+        let bases = [0x8000_0000u64, u64::MAX - 0x1fff];
+        let mut some = 0;
+        for base in bases {
+            for bus_off in offs {
+                for iova_off in offs {
+                    for len in lens {
+                        let c = PhysChunk {
+                            bus: base.wrapping_add(bus_off),
+                            len,
+                        };
+                        for iova in [0x7f00_0000_0000 + iova_off, base.wrapping_add(iova_off)] {
+                            let want = match plan(&[c], iova) {
+                                Ok(t) if t.entries.len() == 1 => Some((t.page_shift, t.entries[0])),
+                                _ => None,
+                            };
+                            assert_eq!(one_page(&c, iova), want, "{c:?} at {iova:#x}");
+                            some += want.is_some() as usize;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(some > 100, "the one-page case was exercised ({some})");
     }
 
     /// One chunk: the shortcut gives what the general walk gives (page size, entries, and

@@ -593,18 +593,20 @@ impl<H: Hal> QueuePair<H> {
         fm_ce_se: u8,
         wc_op: u8,
     ) -> Result<*const u8> {
-        self.write_raw_fill(wr_id, opc, imm, body.len(), fm_ce_se, wc_op, |b| {
+        // The copy writes every byte of the body: nothing to clear first.
+        self.write_raw_body(wr_id, opc, imm, body.len(), fm_ce_se, wc_op, |b| {
             b.copy_from_slice(body)
         })
     }
 
     /// [`QueuePair::write_raw_with`] whose body (`body_len` bytes, a multiple of 16) `fill`
-    /// writes straight into the send queue, over zeros (the slot's old WQE is cleared first):
-    /// no body is built apart and copied. A WQE that wraps the ring is filled on the stack and
-    /// copied in two pieces.
+    /// writes straight into the send queue: no body is built apart and copied. The slot's old
+    /// bytes are not cleared first: `fill` must write every byte of the body itself, padding
+    /// included. A WQE that wraps the ring is filled on the stack (over zeros) and copied in
+    /// two pieces.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
-    pub(crate) fn write_raw_fill(
+    #[inline(always)]
+    pub(crate) fn write_raw_body(
         &mut self,
         wr_id: u64,
         opc: u8,
@@ -614,7 +616,45 @@ impl<H: Hal> QueuePair<H> {
         wc_op: u8,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<*const u8> {
-        self.check_can_send()?;
+        self.write_raw_in::<false>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, fill)
+    }
+
+    /// [`QueuePair::write_raw_body`] of one WR of several the caller checked together: it
+    /// called [`QueuePair::check_can_send`] and reserved room for all of them
+    /// ([`QueuePair::reserve_sq`]) before writing the first (the UMR batches, one check per
+    /// doorbell instead of one per WQE). The body's size is still checked here.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn write_raw_reserved(
+        &mut self,
+        wr_id: u64,
+        opc: u8,
+        imm: u32,
+        body_len: usize,
+        fm_ce_se: u8,
+        wc_op: u8,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<*const u8> {
+        self.write_raw_in::<true>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, fill)
+    }
+
+    /// [`QueuePair::write_raw_body`]; with `RESERVED`, without the state check and the room
+    /// reservation the caller made for this WR ([`QueuePair::write_raw_reserved`]).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn write_raw_in<const RESERVED: bool>(
+        &mut self,
+        wr_id: u64,
+        opc: u8,
+        imm: u32,
+        body_len: usize,
+        fm_ce_se: u8,
+        wc_op: u8,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<*const u8> {
+        if !RESERVED {
+            self.check_can_send()?;
+        }
         if !body_len.is_multiple_of(wqe::SEND_WQE_DS) {
             return Err(InvalidInput::OutOfRange.into());
         }
@@ -623,7 +663,9 @@ impl<H: Hal> QueuePair<H> {
         if ds > wqe::CTRL_DS_MASK as usize || bbs > self.lay.sq_max_bbs {
             return Err(InvalidInput::OutOfRange.into());
         }
-        self.reserve_sq(1)?;
+        if !RESERVED {
+            self.reserve_sq(1)?;
+        }
         let cnt = self.lay.sq_wqe_cnt;
         let idx = self.cur_post & self.sq_mask;
         let mut ctrl = [0u8; wqe::ctrl_seg::SIZE];
@@ -633,25 +675,32 @@ impl<H: Hal> QueuePair<H> {
         ctrl[wqe::ctrl_seg::IMM..wqe::ctrl_seg::IMM + 4].copy_from_slice(&imm.to_be_bytes());
         let len = wqe::ctrl_seg::SIZE + body_len;
         let room = ((cnt - idx as u32) as usize) * wqe::SEND_WQE_BB;
+        let mut w = core::mem::MaybeUninit::<[u8; MAX_WQE_BYTES]>::uninit();
         // SAFETY: the destination ranges lie inside the SQ (the WQE spans bbs <= sq_max_bbs
         // blocks from idx, wrapping to block 0), in slots reserve_sq found free (the device is
         // done with them and reads them only after the doorbell): in place when it does not
         // wrap, else through `w`, which holds `len` bytes (len <= sq_max_bbs blocks <=
-        // MAX_WQE_BYTES).
+        // MAX_WQE_BYTES), zeroed before it is read.
         unsafe {
             let sq = self.ring.add(self.lay.sq_offset);
             let at = sq.add(idx as usize * wqe::SEND_WQE_BB);
-            if len <= room {
-                ptr::copy_nonoverlapping(ctrl.as_ptr(), at, ctrl.len());
-                let b = core::slice::from_raw_parts_mut(at.add(ctrl.len()), body_len);
-                b.fill(0);
-                fill(b);
+            let wraps = len > room;
+            // One call of `fill` (so that it is inlined), into the ring or, for a WQE that
+            // wraps, into `w`.
+            let dst = if wraps {
+                let p = w.as_mut_ptr() as *mut u8;
+                p.write_bytes(0, len);
+                p
             } else {
-                let mut w = [0u8; MAX_WQE_BYTES];
-                w[..ctrl.len()].copy_from_slice(&ctrl);
-                fill(&mut w[ctrl.len()..len]);
-                ptr::copy_nonoverlapping(w.as_ptr(), at, room);
-                ptr::copy_nonoverlapping(w.as_ptr().add(room), sq, len - room);
+                at
+            };
+            ptr::copy_nonoverlapping(ctrl.as_ptr(), dst, ctrl.len());
+            let b = core::slice::from_raw_parts_mut(dst.add(ctrl.len()), body_len);
+            fill(b);
+            if wraps {
+                let w = w.as_ptr() as *const u8;
+                ptr::copy_nonoverlapping(w, at, room);
+                ptr::copy_nonoverlapping(w.add(room), sq, len - room);
             }
         }
         let start = self.cur_post;

@@ -115,8 +115,19 @@ impl MrTable {
         self.slot(key >> 8).filter(|m| m.key == key && m.live)
     }
 
-    /// Records a region (replacing what its key's index held).
+    /// Records a region (replacing what its key's index held): in place when the key's page
+    /// exists (every key but a context's first in each 256 indices).
+    #[inline(always)]
     pub(crate) fn insert(&mut self, m: MrInfo) {
+        match self.slot_mut(m.key >> 8) {
+            Some(e) => *e = m,
+            None => self.insert_new_page(m),
+        }
+    }
+
+    /// [`MrTable::insert`] of a key whose page is not there yet.
+    #[inline(never)]
+    fn insert_new_page(&mut self, m: MrInfo) {
         let i = (m.key >> 8) as usize;
         let page = i / MR_PAGE;
         if self.0.len() <= page {
@@ -268,6 +279,7 @@ impl<H: Hal> CtxInner<H> {
     }
 
     /// Whether `key` was destroyed recently (ReDMArk: such a key is not handed out again).
+    #[inline]
     pub(crate) fn key_is_recent(&self, key: u32) -> bool {
         self.recent_keys.lock().contains(key)
     }
@@ -315,7 +327,8 @@ impl<H: Hal> CtxInner<H> {
 
     /// [`CtxInner::umr_with`] without creating, and without waiting when the UMR state is
     /// busy (`None`): the registration path, which runs inside the UMR QP's own creation (its
-    /// staging region) and falls back to commands.
+    /// staging region) and falls back to commands. Inlined: `f` is the registration itself.
+    #[inline(always)]
     pub(crate) fn umr_try_with<T>(
         self: &Arc<Self>,
         f: impl FnOnce(&mut crate::umr::UmrRes<H>, &H) -> Result<T>,

@@ -10,6 +10,57 @@ const AVOID_TRIES: u32 = 32;
 /// A key enabled from the mkey cache: `(key, size class, the region allocation parked with it)`.
 type Cached<H> = (u32, u8, crate::umr::Parked<H>);
 
+/// A region of [`ProtectionDomain::reg_mr_batch`] planned and not registered yet, as one
+/// direct key. Small (a region's entry is copied around as the batch moves on): a general
+/// plan lives in the batch's side list.
+#[derive(Clone, Copy)]
+enum Planned {
+    /// One page translates it ([`mr::one_page`]); its general plan is
+    /// [`KlmPlan::one_page`], built only when it goes by command.
+    One {
+        page_shift: u32,
+        entry: u64,
+        len: u64,
+    },
+    /// The general plan `generals[at]` (no inner keys) and the length.
+    Plan { at: usize, len: u64 },
+}
+
+impl Planned {
+    /// The translation's entries (`g`: the batch's general plans).
+    #[inline(always)]
+    fn entries<'a>(&'a self, g: &'a [KlmPlan]) -> &'a [u64] {
+        match self {
+            Planned::One { entry, .. } => core::slice::from_ref(entry),
+            Planned::Plan { at, .. } => g.get(*at).map_or(&[], |p| &p.tr.entries[..]),
+        }
+    }
+
+    /// One direct key (no inner keys).
+    #[inline(always)]
+    fn direct(&self, g: &[KlmPlan]) -> bool {
+        match self {
+            Planned::One { .. } => true,
+            Planned::Plan { at, .. } => g.get(*at).is_some_and(|p| p.segments.is_empty()),
+        }
+    }
+
+    #[inline(always)]
+    fn len(&self) -> u64 {
+        match self {
+            Planned::One { len, .. } | Planned::Plan { len, .. } => *len,
+        }
+    }
+
+    #[inline(always)]
+    fn page_shift(&self, g: &[KlmPlan]) -> u32 {
+        match self {
+            Planned::One { page_shift, .. } => *page_shift,
+            Planned::Plan { at, .. } => g.get(*at).map_or(0, |p| p.tr.page_shift),
+        }
+    }
+}
+
 /// Protection domain state shared with its MRs and QPs.
 pub(crate) struct PdInner<H: Hal> {
     pub(crate) ctx: Arc<CtxInner<H>>,
@@ -134,8 +185,90 @@ impl<H: Hal> ProtectionDomain<H> {
         iova: u64,
         access: Access,
     ) -> Result<MemoryRegion<H>> {
+        if let [c] = chunks {
+            if let Some(r) = self.reg_one_page(c, iova, access) {
+                return r;
+            }
+        }
         let plan = self.plan_phys(chunks, iova, access)?;
         self.register(iova, plan.1, access, plan.0, None)
+    }
+
+    /// [`ProtectionDomain::reg_phys`] of one chunk that one page translates (every small
+    /// registration), from the mkey cache: the same checks in the same order, the same plan
+    /// ([`mr::one_page`], `one_page_is_the_plan_of_one_entry`) and the same UMR as
+    /// [`ProtectionDomain::reg_pooled`], without building the general plan first and moving
+    /// it through the general path; the plan is written into the region allocation parked
+    /// with the key. `None` (nothing done) when the region is not one page or needs relaxed
+    /// ordering: the general path takes it. A cache that cannot serve it (none, busy, no
+    /// key left, or the device refused the UMR: the key is back in the cache) registers by
+    /// command, as the general path then does.
+    #[inline(always)]
+    fn reg_one_page(
+        &self,
+        c: &PhysChunk,
+        iova: u64,
+        access: Access,
+    ) -> Option<Result<MemoryRegion<H>>> {
+        use crate::umr::{flags, MkeySeg, Umr, ENABLE_MASK};
+        let ctx = &self.inner.ctx;
+        // `plan_phys`'s checks (one chunk: its length is the total).
+        if let Err(e) = mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz) {
+            return Some(Err(e));
+        }
+        let (page_shift, entry) = mr::one_page(c, iova)?;
+        if mr::relaxed_ordering(access, &ctx.caps) != (false, false) {
+            return None;
+        }
+        let len = c.len;
+        let pdn = self.inner.pdn;
+        let r = ctx.umr_try_with(|u, hal| {
+            // Half a draw, as in `reg_pooled`.
+            let r = ctx.random32();
+            let Some((key, class, parked)) = u.take(1, r & 0xffff_0000) else {
+                return Ok(None);
+            };
+            let new = fresh_variant16(ctx, key, r as u16);
+            let mtt = [entry | mlx5_prm::mkey::MTT_PRESENT];
+            let umr = Umr {
+                key,
+                check: flags::CHECK_NOT_FREE,
+                mask: ENABLE_MASK,
+                seg: MkeySeg {
+                    free: false,
+                    pd: pdn,
+                    qpn: 0xff_ffff,
+                    variant: new as u8,
+                    access,
+                    start: iova,
+                    len,
+                    log_page_size: page_shift,
+                },
+                mtt: &mtt,
+                mtt_offset: 0,
+            };
+            match u.run(hal, &umr) {
+                Ok(()) => Ok(Some((new, class, parked))),
+                Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
+                    // The key is unchanged (the model applies a UMR whole or not at all).
+                    u.put(key, class, parked);
+                    Ok(None)
+                }
+                // Its state is unknown: the key leaves the cache (destroyed with the PD).
+                Err(e) => Err(e),
+            }
+        });
+        Some(match r {
+            Ok(Some(Some((key, class, parked)))) => {
+                Ok(self
+                    .wrap_cached_one_page(parked, key, class, iova, len, access, page_shift, entry))
+            }
+            Ok(_) => {
+                let plan = KlmPlan::one_page(page_shift, entry, iova);
+                self.register_cmd(iova, len, access, plan, None)
+            }
+            Err(e) => Err(e),
+        })
     }
 
     /// [`ProtectionDomain::reg_phys`] under its verbs name: the region's address space starts
@@ -187,57 +320,95 @@ impl<H: Hal> ProtectionDomain<H> {
     ) -> Vec<Result<MemoryRegion<H>>> {
         let ctx = &self.inner.ctx;
         let hal = &ctx.hal;
-        let mut out: Vec<Option<Result<MemoryRegion<H>>>> = Vec::with_capacity(regions.len());
-        let mut plans = Vec::with_capacity(regions.len());
+        // One result per region, in order; `Error::Internal` stands for a region not yet
+        // decided (and is what one that nothing decided would get).
+        let mut out: Vec<Result<MemoryRegion<H>>> = Vec::with_capacity(regions.len());
+        let mut plans: Vec<Option<Planned>> = Vec::with_capacity(regions.len());
+        // The general plans `Planned::Plan` names.
+        let mut generals: Vec<KlmPlan> = Vec::new();
         for &(chunks, iova, access) in regions {
+            // A region one page translates: `plan_phys`'s checks, and its plan as
+            // `mr::one_page` (the general plan built only if it goes by command).
+            if let [c] = chunks {
+                if let Err(e) = mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz) {
+                    plans.push(None);
+                    out.push(Err(e));
+                    continue;
+                }
+                if let Some((page_shift, entry)) = mr::one_page(c, iova) {
+                    plans.push(Some(Planned::One {
+                        page_shift,
+                        entry,
+                        len: c.len,
+                    }));
+                    out.push(Err(Error::Internal));
+                    continue;
+                }
+            }
             match self.plan_phys(chunks, iova, access) {
                 Ok(p) if p.0.segments.is_empty() => {
-                    plans.push(Some(p));
-                    out.push(None);
+                    plans.push(Some(Planned::Plan {
+                        at: generals.len(),
+                        len: p.1,
+                    }));
+                    generals.push(p.0);
+                    out.push(Err(Error::Internal));
                 }
                 Ok(p) => {
                     plans.push(None);
-                    out.push(Some(self.register(iova, p.1, access, p.0, None)));
+                    out.push(self.register(iova, p.1, access, p.0, None));
                 }
                 Err(e) => {
                     plans.push(None);
-                    out.push(Some(Err(e)));
+                    out.push(Err(e));
                 }
             }
         }
         if let Err(e) = ctx.check_alive() {
-            return out
-                .into_iter()
-                .map(|r| r.unwrap_or_else(|| Err(e)))
-                .collect();
+            for (o, p) in out.iter_mut().zip(&plans) {
+                if p.is_some() {
+                    *o = Err(e);
+                }
+            }
+            return out;
         }
-        // From the mkey cache first (UMR WQEs, one doorbell per batch); the rest by command.
-        let want: Vec<(usize, &KlmPlan, u64)> = plans
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.as_ref().map(|(plan, len)| (i, plan, *len)))
-            .collect();
-        let pooled = if want.is_empty() {
-            Vec::new()
-        } else {
-            self.reg_pooled_batch(regions, &want)
-        };
-        drop(want);
-        for (i, r) in pooled {
-            let Some((plan, len)) = plans[i].take() else {
-                continue;
-            };
-            let (_, iova, access) = regions[i];
-            out[i] = Some(r.map(|(key, class, parked)| {
-                self.wrap_cached(parked, key, class, iova, len, access, plan, None)
-            }));
+        // From the mkey cache first (UMR WQEs, one doorbell per group); the rest by command.
+        if plans.iter().any(Option::is_some) {
+            self.reg_pooled_batch(regions, &mut plans, &mut generals, &mut out);
         }
-        // One command per direct region.
+        // One command per direct region left.
+        let mut left = false;
+        for (p, r) in plans.iter_mut().zip(regions) {
+            match *p {
+                Some(Planned::One {
+                    page_shift,
+                    entry,
+                    len,
+                }) => {
+                    *p = Some(Planned::Plan {
+                        at: generals.len(),
+                        len,
+                    });
+                    generals.push(KlmPlan::one_page(page_shift, entry, r.1));
+                    left = true;
+                }
+                Some(Planned::Plan { .. }) => left = true,
+                None => {}
+            }
+        }
+        if !left {
+            return out;
+        }
         let mut cmds = Vec::new();
         let mut who = Vec::new();
         let mut params = Vec::new();
         for (i, p) in plans.iter().enumerate() {
-            let Some((plan, len)) = p else { continue };
+            let Some(Planned::Plan { at, len }) = p else {
+                continue;
+            };
+            let Some(plan) = generals.get(*at) else {
+                continue;
+            };
             let (_, iova, access) = regions[i];
             let prm = self.params(
                 iova,
@@ -255,8 +426,11 @@ impl<H: Hal> ProtectionDomain<H> {
                     who.push(i);
                     params.push(prm);
                 }
-                Err(e) => out[i] = Some(Err(e)),
+                Err(e) => out[i] = Err(e),
             }
+        }
+        if cmds.is_empty() {
+            return out;
         }
         let refs: Vec<(&CmdBuf, usize)> = cmds
             .iter()
@@ -268,11 +442,14 @@ impl<H: Hal> ProtectionDomain<H> {
         for (k, r) in results.into_iter().enumerate() {
             let i = who[k];
             // A copy: `params` borrows the planned entries.
-            let Some((plan, len)) = plans[i].clone() else {
+            let Some(Planned::Plan { at, len }) = plans[i] else {
+                continue;
+            };
+            let Some(plan) = generals.get(at).cloned() else {
                 continue;
             };
             let (_, iova, access) = regions[i];
-            out[i] = Some(match r {
+            out[i] = match r {
                 Err(e) => Err(e),
                 Ok(o) => {
                     let key = mr::mkey_from_out(&o, params[k].variant);
@@ -280,11 +457,9 @@ impl<H: Hal> ProtectionDomain<H> {
                     self.avoid_recent(key, &mut params[k], &mut buf)
                         .map(|key| self.wrap(key, Vec::new(), iova, len, access, plan, buf))
                 }
-            });
+            };
         }
-        out.into_iter()
-            .map(|r| r.unwrap_or(Err(Error::Internal)))
-            .collect()
+        out
     }
 
     pub(super) fn params<'a>(
@@ -334,12 +509,25 @@ impl<H: Hal> ProtectionDomain<H> {
         plan: KlmPlan,
         buf: Option<DmaMem<H::Dma>>,
     ) -> Result<MemoryRegion<H>> {
-        let ctx = &self.inner.ctx;
-        let hal = &ctx.hal;
-        let mut buf = buf;
         if let Some((key, class, parked)) = self.reg_pooled(iova, len, access, &plan)? {
             return Ok(self.wrap_cached(parked, key, class, iova, len, access, plan, buf));
         }
+        self.register_cmd(iova, len, access, plan, buf)
+    }
+
+    /// [`ProtectionDomain::register`] by commands (CREATE_MKEY; inner MTT keys first for an
+    /// indirect key).
+    pub(super) fn register_cmd(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        plan: KlmPlan,
+        buf: Option<DmaMem<H::Dma>>,
+    ) -> Result<MemoryRegion<H>> {
+        let ctx = &self.inner.ctx;
+        let hal = &ctx.hal;
+        let mut buf = buf;
         // Inner MTT keys first: local rights only (LR, and LW when the region is writable),
         // so that only the indirect key is usable remotely.
         let mut inner = Vec::with_capacity(plan.segments.len());
@@ -494,82 +682,161 @@ impl<H: Hal> ProtectionDomain<H> {
         Ok(r.flatten())
     }
 
-    /// [`ProtectionDomain::reg_pooled`] for several regions at once (`reg_mr_batch`): one
-    /// UMR WQE each, rung with one doorbell per [`crate::umr::BATCH_MAX`]. `(region index,
-    /// plan, len)` in; the regions registered from the cache out, as `(index, key, class)`.
-    /// A region the cache cannot serve (no key of its class, a translation too long to go
-    /// inline, relaxed ordering) or whose UMR the device refused is left to the caller (its
-    /// key went back to the cache); a region whose UMR never completed gets the error.
-    pub(super) fn reg_pooled_batch(
+    /// [`ProtectionDomain::reg_pooled`] for several regions at once (`reg_mr_batch`): every
+    /// planned region the cache can serve (a direct key of at most [`INLINE_MAX_MTT`]
+    /// entries, no relaxed ordering, a free key of its class) takes one UMR WQE, in groups of
+    /// [`crate::umr::BATCH_MAX`] rung with one doorbell each ([`crate::umr::UmrRes::run_batch`]:
+    /// only a group's last WQE asks for a completion). A region registered so gets its region
+    /// in `out` and leaves `plans`; one whose UMR never completed gets [`Error::Timeout`] (its
+    /// key's state is unknown: it leaves the cache) and leaves `plans`; the others (not
+    /// served, or whose UMR the device refused or flushed: the key went back to the cache)
+    /// stay in `plans`, for commands.
+    ///
+    /// [`INLINE_MAX_MTT`]: crate::umr::INLINE_MAX_MTT
+    fn reg_pooled_batch(
         &self,
         regions: &[(&[PhysChunk], u64, Access)],
-        want: &[(usize, &KlmPlan, u64)],
-    ) -> Vec<(usize, Result<Cached<H>>)> {
-        use crate::umr::{flags, MkeySeg, Outcome, Umr, ENABLE_MASK, INLINE_MAX_MTT};
+        plans: &mut [Option<Planned>],
+        generals: &mut [KlmPlan],
+        out: &mut [Result<MemoryRegion<H>>],
+    ) {
+        use crate::umr::{flags, MkeySeg, Outcome, Umr, BATCH_MAX, ENABLE_MASK, INLINE_MAX_MTT};
         let ctx = &self.inner.ctx;
         let pdn = self.inner.pdn;
+        let plans_ro: &[Option<Planned>] = plans;
+        let gen_ro: &[KlmPlan] = generals;
         let r = ctx.umr_try_with(|u, hal| {
-            // The entries with their enables, INLINE_MAX_MTT slots per region.
-            let mut mtt = Vec::with_capacity(want.len() * INLINE_MAX_MTT);
-            let mut taken = Vec::with_capacity(want.len());
-            for &(i, plan, len) in want {
-                let entries = &plan.tr.entries;
-                let access = regions[i].2;
-                if !plan.segments.is_empty()
-                    || entries.len() > INLINE_MAX_MTT
-                    || mr::relaxed_ordering(access, &ctx.caps) != (false, false)
-                {
-                    continue;
+            // What became of each UMR: `(region, its key or the error)`.
+            let mut done: Vec<(usize, Result<Cached<H>>)> = Vec::with_capacity(plans_ro.len());
+            let mut back: Vec<Cached<H>> = Vec::new();
+            // The entries with their enables, INLINE_MAX_MTT slots per WQE of a group.
+            let mut mtt = [0u64; BATCH_MAX * INLINE_MAX_MTT];
+            let mut next = 0usize;
+            loop {
+                // `(region, key taken, class, new key, first entry slot, entries)`.
+                let mut taken = [(0usize, 0u32, 0u8, 0u32, 0usize, 0usize); BATCH_MAX];
+                let mut parked: [crate::umr::Parked<H>; BATCH_MAX] = core::array::from_fn(|_| None);
+                let mut k = 0usize;
+                while k < BATCH_MAX && next < plans_ro.len() {
+                    let i = next;
+                    next += 1;
+                    let Some(p) = &plans_ro[i] else { continue };
+                    let entries = p.entries(gen_ro);
+                    if !p.direct(gen_ro)
+                        || entries.len() > INLINE_MAX_MTT
+                        || mr::relaxed_ordering(regions[i].2, &ctx.caps) != (false, false)
+                    {
+                        continue;
+                    }
+                    // Half a draw, as in `reg_pooled`.
+                    let r = ctx.random32();
+                    let Some((key, class, pk)) = u.take(entries.len(), r & 0xffff_0000) else {
+                        continue;
+                    };
+                    let at = k * INLINE_MAX_MTT;
+                    // Always there (at most INLINE_MAX_MTT entries, k < BATCH_MAX).
+                    let Some(slots) = mtt.get_mut(at..at + entries.len()) else {
+                        back.push((key, class, pk));
+                        continue;
+                    };
+                    if let ([d], [e]) = (&mut *slots, entries) {
+                        // One page (nearly every small region): no loop.
+                        *d = e | mlx5_prm::mkey::MTT_PRESENT;
+                    } else {
+                        for (d, e) in slots.iter_mut().zip(entries) {
+                            *d = e | mlx5_prm::mkey::MTT_PRESENT;
+                        }
+                    }
+                    let new = fresh_variant16(ctx, key, r as u16);
+                    taken[k] = (i, key, class, new, at, entries.len());
+                    parked[k] = pk;
+                    k += 1;
                 }
-                // Half a draw, as in `reg_pooled`.
-                let r = ctx.random32();
-                let Some((key, class, parked)) = u.take(entries.len(), r & 0xffff_0000) else {
-                    continue;
+                if k == 0 {
+                    break;
+                }
+                let umr = |&(i, key, _, new, at, n): &(usize, u32, u8, u32, usize, usize)| {
+                    let (_, iova, access) = regions[i];
+                    let (len, page_shift) = match &plans_ro[i] {
+                        Some(p) => (p.len(), p.page_shift(gen_ro)),
+                        None => (0, 0), // never: `taken` names planned regions only
+                    };
+                    Umr {
+                        key,
+                        check: flags::CHECK_NOT_FREE,
+                        mask: ENABLE_MASK,
+                        seg: MkeySeg {
+                            free: false,
+                            pd: pdn,
+                            qpn: 0xff_ffff,
+                            variant: new as u8,
+                            access,
+                            start: iova,
+                            len,
+                            log_page_size: page_shift,
+                        },
+                        mtt: &mtt[at..at + n],
+                        mtt_offset: 0,
+                    }
                 };
-                let at = mtt.len();
-                mtt.extend(entries.iter().map(|e| e | mlx5_prm::mkey::MTT_PRESENT));
-                let new = fresh_variant16(ctx, key, r as u16);
-                taken.push((i, plan, len, key, class, new, at, parked));
-            }
-            let umrs: Vec<Umr<'_>> = taken
-                .iter()
-                .map(|&(i, plan, len, key, _, new, at, _)| Umr {
-                    key,
-                    check: flags::CHECK_NOT_FREE,
-                    mask: ENABLE_MASK,
-                    seg: MkeySeg {
-                        free: false,
-                        pd: pdn,
-                        qpn: 0xff_ffff,
-                        variant: new as u8,
-                        access: regions[i].2,
-                        start: regions[i].1,
-                        len,
-                        log_page_size: plan.tr.page_shift,
-                    },
-                    mtt: &mtt[at..at + plan.tr.entries.len()],
-                    mtt_offset: 0,
-                })
-                .collect();
-            let mut out = alloc::vec![Outcome::Unknown; umrs.len()];
-            u.run_batch(hal, &umrs, &mut out);
-            let mut done = Vec::with_capacity(taken.len());
-            drop(umrs);
-            for (t, o) in taken.into_iter().zip(out) {
-                let (i, _, _, key, class, new, _, parked) = t;
-                match o {
-                    Outcome::Done => done.push((i, Ok((new, class, parked)))),
-                    // The key is unchanged (the model applies a UMR whole or not at all).
-                    Outcome::Unchanged => u.put(key, class, parked),
-                    // Its state is unknown: the key leaves the cache (destroyed with the PD).
-                    Outcome::Unknown => done.push((i, Err(Error::Timeout))),
+                let mut outcome = [Outcome::Unknown; BATCH_MAX];
+                u.run_batch(hal, k, |j| umr(&taken[j]), &mut outcome[..k]);
+                let mut lost = false;
+                for ((t, o), pk) in taken[..k].iter().zip(&outcome[..k]).zip(&mut parked) {
+                    let (i, key, class, new, _, _) = *t;
+                    match o {
+                        Outcome::Done => done.push((i, Ok((new, class, pk.take())))),
+                        // The key is unchanged (the model applies a UMR whole or not at all);
+                        // back to the cache after the batch (a refused key is not taken
+                        // again by a later group).
+                        Outcome::Unchanged => back.push((key, class, pk.take())),
+                        // Its state is unknown: the key leaves the cache (destroyed with the
+                        // PD).
+                        Outcome::Unknown => {
+                            lost = true;
+                            done.push((i, Err(Error::Timeout)));
+                        }
+                    }
                 }
+                if lost {
+                    break; // the UMR QP stopped answering: the rest go by command
+                }
+            }
+            for (key, class, pk) in back {
+                u.put(key, class, pk);
             }
             Ok(done)
         });
-        match r {
-            Ok(Some(v)) => v,
-            _ => Vec::new(),
+        let Ok(Some(done)) = r else { return };
+        for (i, r) in done {
+            let (Some(p), Some(o)) = (plans[i].take(), out.get_mut(i)) else {
+                continue;
+            };
+            let (_, iova, access) = regions[i];
+            *o = match (r, p) {
+                (Err(e), _) => Err(e),
+                (
+                    Ok((key, class, parked)),
+                    Planned::One {
+                        page_shift,
+                        entry,
+                        len,
+                    },
+                ) => Ok(self.wrap_cached_one_page(
+                    parked, key, class, iova, len, access, page_shift, entry,
+                )),
+                (Ok((key, class, parked)), Planned::Plan { at, len }) => match generals.get_mut(at)
+                {
+                    // Moved out, a placeholder left: the region has left `plans`, nothing
+                    // reads its general plan again.
+                    Some(g) => {
+                        let plan = core::mem::replace(g, KlmPlan::one_page(0, 0, 0));
+                        Ok(self.wrap_cached(parked, key, class, iova, len, access, plan, None))
+                    }
+                    // Never: a region served from the cache has its plan (`direct`).
+                    None => Err(Error::Internal),
+                },
+            };
         }
     }
 
@@ -693,6 +960,53 @@ impl<H: Hal> ProtectionDomain<H> {
             i.pooled = Some(class);
         }
         m
+    }
+
+    /// [`ProtectionDomain::wrap_cached`] of a one-page region ([`KlmPlan::one_page`]): the
+    /// plan is written field by field into the parked allocation (no plan built apart and
+    /// moved in).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn wrap_cached_one_page(
+        &self,
+        parked: crate::umr::Parked<H>,
+        key: u32,
+        class: u8,
+        iova: u64,
+        len: u64,
+        access: Access,
+        page_shift: u32,
+        entry: u64,
+    ) -> MemoryRegion<H> {
+        if let Some(mut arc) = parked {
+            if let Some(m) = Arc::get_mut(&mut arc) {
+                self.inner
+                    .ctx
+                    .mrs
+                    .write()
+                    .insert(MrInfo::new(key, iova, len, access));
+                // The UMR PD's reference goes (never the last one, as in `wrap_cached`).
+                m.pd = self.inner.clone();
+                m.key = key;
+                m.key_be = key.to_be();
+                m.iova = iova;
+                m.len = len;
+                m.access = access;
+                m.inner_keys.clear();
+                m.plan.tr.page_shift = page_shift;
+                m.plan.tr.entries.set_one(entry);
+                m.plan.mtt_va = iova;
+                m.plan.segments.clear();
+                if m.buf.is_some() {
+                    m.buf = None;
+                }
+                *m.destroyed.get_mut() = false;
+                m.pooled = Some(class);
+                return MemoryRegion { inner: Some(arc) };
+            }
+        }
+        let plan = KlmPlan::one_page(page_shift, entry, iova);
+        self.wrap_cached(None, key, class, iova, len, access, plan, None)
     }
 
     /// Creates an RC QP whose completions go to `send_cq` / `recv_cq`.

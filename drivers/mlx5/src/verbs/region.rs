@@ -13,7 +13,15 @@ pub(crate) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u32) -> u
 
 /// [`fresh_variant`] with only 16 random bits from the caller (`bits`, its low two bytes):
 /// two tries from them, then a new draw.
+/// The first try is made here, inline (nearly always the one taken: a recent key or the
+/// key's own variant are the exceptions); [`pick_variant`] repeats it and goes on, so the
+/// pick is the same.
+#[inline(always)]
 pub(crate) fn fresh_variant16<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u16) -> u32 {
+    let k = (key & !0xff) | (bits & 0xff) as u32;
+    if k != key && !ctx.key_is_recent(k) {
+        return k;
+    }
     pick_variant(
         key,
         bits as u32,
@@ -25,6 +33,7 @@ pub(crate) fn fresh_variant16<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u16) ->
 
 /// [`fresh_variant`] with its random source and its recent-key test passed in.
 /// The first `from_bits` tries (at most 4) take the bytes of `bits`.
+#[inline(never)]
 fn pick_variant(
     key: u32,
     bits: u32,
