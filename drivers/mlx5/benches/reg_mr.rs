@@ -488,9 +488,14 @@ fn measure_dereg(mrs: Vec<mlx5::MemoryRegion<TestHal>>) {
 }
 
 /// One `--callgrind --n=N --path=P` run: N regions of 4 KiB (one MTT entry each, as every
-/// small size of the table) registered and deregistered once to warm up, then once more
-/// through the measured function of `P`.
+/// small size of the table) through the measured function of `P`, after a warm-up that
+/// registers and deregisters [`WARM`] regions, so that every key of the cache's pool has been
+/// used once (and holds its parked region object) whatever N is. Without that, the smaller
+/// run drew keys still cold and paid allocations the larger did not, which made the
+/// marginal count look cheaper than the steady state.
 fn callgrind_child() {
+    /// Keys per size class of the cache, and the warm-up's region count.
+    const WARM: usize = 248;
     let n: usize = std::env::args()
         .find_map(|a| a.strip_prefix("--n=").and_then(|v| v.parse().ok()))
         .unwrap_or(124);
@@ -501,11 +506,11 @@ fn callgrind_child() {
     let hal = TestHal(SimHal::new());
     let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
     if cache {
-        ctx.enable_mkey_cache(248).expect("cache");
+        ctx.enable_mkey_cache(WARM).expect("cache");
     }
     let pd = ctx.alloc_pd().expect("pd");
-    let backing = hal.dma_alloc(4096 * n, 4096).expect("backing");
-    let chunks: Vec<[PhysChunk; 1]> = (0..n)
+    let backing = hal.dma_alloc(4096 * n.max(WARM), 4096).expect("backing");
+    let chunks: Vec<[PhysChunk; 1]> = (0..n.max(WARM))
         .map(|i| {
             [PhysChunk {
                 bus: backing.bus_addr() + (i * 4096) as u64,
@@ -520,10 +525,15 @@ fn callgrind_child() {
     let c0 = ctx.commands_sent();
     for round in 0..2 {
         let measured = round == 1;
+        let regions = if measured {
+            &regions[..n]
+        } else {
+            &regions[..]
+        };
         let mrs = if path.ends_with("batch") && measured {
-            measure_batch(&pd, &regions)
+            measure_batch(&pd, regions)
         } else if path.ends_with("reg") && !path.ends_with("dereg") && measured {
-            measure_reg(&pd, &regions)
+            measure_reg(&pd, regions)
         } else {
             regions
                 .iter()
