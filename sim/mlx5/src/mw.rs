@@ -17,8 +17,8 @@
 //! | LOCAL_INV (type 2) | + CHECK_QPN | FREE, KEY, QPN | free 1, qpn 0xffffff |
 //!
 //! The model therefore treats a UMR WQE whose target key is a KLMS key with `umr_en` as a
-//! window operation ([`crate::umr::execute`] dispatches it here); such a key is a window, of type 2 when `en_rinval` is
-//! set. Unlike other UMRs ([`crate::umr`], which need `qpc.fre`), window UMRs run on any RC QP:
+//! window operation (`umr::execute` dispatches it here); such a key is a window, of type 2
+//! when `en_rinval` is set. Unlike other UMRs ([`crate::umr`], which need `qpc.fre`), window UMRs run on any RC QP:
 //! Linux creates user QPs without `fre` (ib/qp.c sets it only in `create_kernel_qp`), and
 //! rdma-core binds windows on them.
 //!
