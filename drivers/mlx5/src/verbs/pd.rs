@@ -222,42 +222,45 @@ impl<H: Hal> ProtectionDomain<H> {
         }
         let len = c.len;
         let pdn = self.inner.pdn;
-        let r = ctx.umr_try_with(|u, hal| {
-            // Half a draw, as in `reg_pooled`.
-            let r = ctx.random32();
-            let Some((key, class, parked)) = u.take(1, r & 0xffff_0000) else {
-                return Ok(None);
-            };
-            let new = fresh_variant16(ctx, key, r as u16);
-            let mtt = [entry | mlx5_prm::mkey::MTT_PRESENT];
-            let umr = Umr {
-                key,
-                check: flags::CHECK_NOT_FREE,
-                mask: ENABLE_MASK,
-                seg: MkeySeg {
-                    free: false,
-                    pd: pdn,
-                    qpn: 0xff_ffff,
-                    variant: new as u8,
-                    access,
-                    start: iova,
-                    len,
-                    log_page_size: page_shift,
-                },
-                mtt: &mtt,
-                mtt_offset: 0,
-            };
-            match u.run(hal, &umr) {
-                Ok(()) => Ok(Some((new, class, parked))),
-                Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
-                    // The key is unchanged (the model applies a UMR whole or not at all).
-                    u.put(key, class, parked);
-                    Ok(None)
+        let r = ctx.umr_try_with(
+            #[inline(always)]
+            |u, hal| {
+                // Half a draw, as in `reg_pooled`.
+                let r = ctx.random32();
+                let Some((key, class, parked)) = u.take(1, r & 0xffff_0000) else {
+                    return Ok(None);
+                };
+                let new = fresh_variant16(ctx, key, r as u16);
+                let mtt = [entry | mlx5_prm::mkey::MTT_PRESENT];
+                let umr = Umr {
+                    key,
+                    check: flags::CHECK_NOT_FREE,
+                    mask: ENABLE_MASK,
+                    seg: MkeySeg {
+                        free: false,
+                        pd: pdn,
+                        qpn: 0xff_ffff,
+                        variant: new as u8,
+                        access,
+                        start: iova,
+                        len,
+                        log_page_size: page_shift,
+                    },
+                    mtt: &mtt,
+                    mtt_offset: 0,
+                };
+                match u.run(hal, &umr) {
+                    Ok(()) => Ok(Some((new, class, parked))),
+                    Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
+                        // The key is unchanged (the model applies a UMR whole or not at all).
+                        u.put(key, class, parked);
+                        Ok(None)
+                    }
+                    // Its state is unknown: the key leaves the cache (destroyed with the PD).
+                    Err(e) => Err(e),
                 }
-                // Its state is unknown: the key leaves the cache (destroyed with the PD).
-                Err(e) => Err(e),
-            }
-        });
+            },
+        );
         Some(match r {
             Ok(Some(Some((key, class, parked)))) => {
                 Ok(self
