@@ -248,8 +248,23 @@ impl<H: Hal> UmrRes<H> {
     /// Polls the completion of the one UMR just posted, within [`UMR_TIMEOUT`]: one CQE
     /// ([`CompletionQueue::poll_one`]: the successful completion of the WQE the send queue
     /// expects next inline, anything else through the full parser, error CQEs included).
+    /// The usual case, its own successful completion at once, takes no [`WorkCompletion`]
+    /// ([`CompletionQueue::take_own_success`]); anything else goes to
+    /// [`UmrRes::wait_one_wc`].
     #[inline(always)]
     fn wait_one(&mut self, hal: &H) -> Result<()> {
+        if let Some(r) = self.cq.take_own_success() {
+            r?;
+            self.qp.release_completed();
+            return Ok(());
+        }
+        self.wait_one_wc(hal)
+    }
+
+    /// [`UmrRes::wait_one`] through a [`WorkCompletion`]: error CQEs (status and syndrome),
+    /// a completion not there yet, and whatever else the full parser decides.
+    #[inline(never)]
+    fn wait_one_wc(&mut self, hal: &H) -> Result<()> {
         let mut wc = WorkCompletion::default();
         if !self.cq.poll_one(&mut wc)? {
             self.wait_one_slow(hal, &mut wc)?;
