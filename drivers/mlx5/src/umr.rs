@@ -180,6 +180,8 @@ pub(crate) struct UmrRes<H: Hal> {
     xlt: MemoryRegion<H>,
     _pd: ProtectionDomain<H>,
     next: u64,
+    /// Random words for the cache's registrations, drawn under the UMR lock.
+    rand: crate::rand::Stream,
 }
 
 impl<H: Hal> UmrRes<H> {
@@ -209,6 +211,7 @@ impl<H: Hal> UmrRes<H> {
             xlt,
             _pd: pd,
             next: 0,
+            rand: Default::default(),
         })
     }
 
@@ -303,6 +306,14 @@ impl<H: Hal> UmrRes<H> {
         Err(Error::Umr { status, vendor })
     }
 
+    /// 32 random bits for a registration from the cache (the pick among the free keys and
+    /// the variant's first tries): [`crate::rand::Stream`] under the UMR lock this holder
+    /// implies, keyed from the context's generator.
+    #[inline(always)]
+    pub(crate) fn random32(&mut self, ctx: &CtxInner<H>) -> u32 {
+        self.rand.next32(&ctx.rng, &ctx.hal)
+    }
+
     /// The UMR PD's number (free pooled keys belong to it, as Linux cache keys belong to
     /// `umrc.pd`).
     pub(crate) fn pdn(&self) -> u32 {
@@ -330,6 +341,7 @@ impl<H: Hal> UmrRes<H> {
     /// in the high half, a bias of at most length / 2^16) among the free keys of the smallest class that fits (ReDMArk: the index
     /// part of the next key is not the previous one's plus one). `(key, class, parked region
     /// allocation)`.
+    #[inline(always)]
     pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
         let c = CACHE_CLASSES
             .iter()

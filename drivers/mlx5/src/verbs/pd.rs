@@ -225,8 +225,8 @@ impl<H: Hal> ProtectionDomain<H> {
         let r = ctx.umr_try_with(
             #[inline(always)]
             |u, hal| {
-                // Half a draw, as in `reg_pooled`.
-                let r = ctx.random32();
+                // 32 random bits, as in `reg_pooled`.
+                let r = u.random32(ctx);
                 let Some((key, class, parked)) = u.take(1, r & 0xffff_0000) else {
                     return Ok(None);
                 };
@@ -622,9 +622,10 @@ impl<H: Hal> ProtectionDomain<H> {
         }
         let pdn = self.inner.pdn;
         let r = ctx.umr_try_with(|u, hal| {
-            // Half a draw: the pick among the free keys (high 16 bits, scaled to the class's
-            // length) and the variant's first two tries (low 16 bits).
-            let r = ctx.random32();
+            // 32 random bits (the cache's stream, under the UMR lock): the pick among the free
+            // keys (high 16 bits, scaled to the class's length) and the variant's first two
+            // tries (low 16 bits).
+            let r = u.random32(ctx);
             let Some((key, class, parked)) = u.take(entries.len(), r & 0xffff_0000) else {
                 return Ok(None);
             };
@@ -731,8 +732,8 @@ impl<H: Hal> ProtectionDomain<H> {
                     {
                         continue;
                     }
-                    // Half a draw, as in `reg_pooled`.
-                    let r = ctx.random32();
+                    // 32 random bits, as in `reg_pooled`.
+                    let r = u.random32(ctx);
                     let Some((key, class, pk)) = u.take(entries.len(), r & 0xffff_0000) else {
                         continue;
                     };
