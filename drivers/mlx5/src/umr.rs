@@ -171,6 +171,31 @@ impl<H: Hal> Default for Pool<H> {
     }
 }
 
+impl<H: Hal> Pool<H> {
+    /// [`UmrRes::take`].
+    #[inline(always)]
+    pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
+        // The smallest class that fits and has a key (a plain loop: with `entries` known,
+        // as on the one-page path, it folds to the first class's emptiness test).
+        let mut c = 0;
+        let v = loop {
+            let room = *CACHE_CLASSES.get(c)?;
+            match self.classes.get_mut(c) {
+                Some(v) if entries <= room as usize && !v.is_empty() => break v,
+                _ => c += 1,
+            }
+        };
+        let at = ((random as u64 * v.len() as u64) >> 32) as usize;
+        // `swap_remove(at)`, written out so that it inlines: the last key fills the hole.
+        let last = v.pop()?;
+        let (key, parked) = match v.get_mut(at) {
+            Some(slot) => core::mem::replace(slot, last),
+            None => last,
+        };
+        Some((key, c as u8, parked))
+    }
+}
+
 /// The context's UMR resources.
 pub(crate) struct UmrRes<H: Hal> {
     pub(crate) pool: Pool<H>,
@@ -244,7 +269,7 @@ impl<H: Hal> UmrRes<H> {
             #[inline(always)]
             |b| inline_into(b, u),
         )?;
-        self.qp.ring_send(at, None);
+        self.qp.ring_send_now(at);
         self.wait_one(hal)
     }
 
@@ -343,15 +368,7 @@ impl<H: Hal> UmrRes<H> {
     /// allocation)`.
     #[inline(always)]
     pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
-        let c = CACHE_CLASSES
-            .iter()
-            .enumerate()
-            .find(|&(i, &room)| entries <= room as usize && !self.pool.classes[i].is_empty())?
-            .0;
-        let v = &mut self.pool.classes[c];
-        let at = ((random as u64 * v.len() as u64) >> 32) as usize;
-        let (key, parked) = v.swap_remove(at);
-        Some((key, c as u8, parked))
+        self.pool.take(entries, random)
     }
 
     /// Puts a free key back (with the region allocation it came with, if any).
@@ -701,6 +718,39 @@ impl<H: Hal> Drop for UmrRes<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`Pool::take`]: the smallest class that fits and has a key, the key at
+    /// `(random * len) >> 32` of it, the last key moved into its place (as `swap_remove`),
+    /// and nothing when no class fits.
+    #[test]
+    fn pool_take_picks_by_random_from_the_smallest_fitting_class() {
+        type H = crate::test_hal::TestHal;
+        let mut p = Pool::<H>::default();
+        p.classes[1] = (0..4u32).map(|k| (0x100 + k, None)).collect();
+        p.classes[2] = (0..3u32).map(|k| (0x200 + k, None)).collect();
+        // Class 0 is empty: a one-entry region takes class 1; random 2^31 of 4 keys: index 2.
+        let (k, c, _) = p.take(1, 1 << 31).unwrap();
+        assert_eq!((k, c), (0x102, 1));
+        let keys = |v: &Vec<(u32, Parked<H>)>| v.iter().map(|e| e.0).collect::<Vec<_>>();
+        assert_eq!(
+            keys(&p.classes[1]),
+            [0x100, 0x101, 0x103],
+            "the last key filled the hole"
+        );
+        // The last index (random just under 2^32) takes the last key.
+        let (k, _, _) = p.take(1, u32::MAX).unwrap();
+        assert_eq!(k, 0x103);
+        assert_eq!(keys(&p.classes[1]), [0x100, 0x101]);
+        // Too many entries for class 1: class 2.
+        let (k, c, _) = p.take(CACHE_CLASSES[1] as usize + 1, 0).unwrap();
+        assert_eq!((k, c), (0x200, 2));
+        assert_eq!(keys(&p.classes[2]), [0x202, 0x201]);
+        // More than the largest class holds: none.
+        assert!(p.take(CACHE_CLASSES[2] as usize + 1, 0).is_none());
+        p.classes[1].clear();
+        p.classes[2].clear();
+        assert!(p.take(1, 0).is_none(), "every class empty");
+    }
     use crate::test_hal::{open, pair, wait};
 
     /// The body [`inline_into`] writes in place (into the send queue) is the one the segment

@@ -279,7 +279,7 @@ impl<H: Hal> CtxInner<H> {
     }
 
     /// Whether `key` was destroyed recently (ReDMArk: such a key is not handed out again).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn key_is_recent(&self, key: u32) -> bool {
         self.recent_keys.lock().contains(key)
     }
