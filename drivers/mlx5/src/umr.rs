@@ -109,22 +109,65 @@ impl MkeySeg {
     /// Writes the fields into a zeroed mkey segment `b` (in place in a WQE being built).
     #[inline(always)]
     fn write(&self, b: &mut [u8; mkc::BYTES]) {
-        let a = self.access;
-        // One call per field (constant offsets, inlined): this runs once per UMR.
+        // `lr` and the four access bits: one table lookup into their dword (all five share
+        // it, asserted where the table is built), or'ed into what the segment holds there.
+        const AT: usize = mkc::LR.dword_index() * 4;
+        if let Some(d) = b.get_mut(AT..AT + 4) {
+            let old = u32::from_be_bytes([d[0], d[1], d[2], d[3]]);
+            let dw = old | ACCESS_DWORD[(self.access.0 & 0xf) as usize];
+            d.copy_from_slice(&dw.to_be_bytes());
+        }
+        // One call per other field (constant offsets, inlined): this runs once per UMR.
         let _ = mkc::FREE.set(b, self.free as u32);
         let _ = mkc::PD.set(b, self.pd);
         let _ = mkc::QPN.set(b, self.qpn);
         let _ = mkc::MKEY_7_0.set(b, self.variant as u32);
-        let _ = mkc::LR.set(b, 1);
-        let _ = mkc::LW.set(b, a.contains(Access::LOCAL_WRITE) as u32);
-        let _ = mkc::RR.set(b, a.contains(Access::REMOTE_READ) as u32);
-        let _ = mkc::RW.set(b, a.contains(Access::REMOTE_WRITE) as u32);
-        let _ = mkc::A.set(b, a.contains(Access::REMOTE_ATOMIC) as u32);
         let _ = mkc::LOG_PAGE_SIZE.set(b, self.log_page_size);
         let _ = mkc::START_ADDR.set_u64(b, self.start);
         let _ = mkc::LEN.set_u64(b, self.len);
     }
 }
+
+/// The mkey segment dword of `lr`, `lw`, `rr`, `rw` and `a` (host order), by the access
+/// flags' low four bits ([`Access::LOCAL_WRITE`] 1, [`Access::REMOTE_WRITE`] 2,
+/// [`Access::REMOTE_READ`] 4, [`Access::REMOTE_ATOMIC`] 8): `lr` always set, as Linux
+/// `mlx5r_umr_set_access_flags` does; each other bit from its flag. Built from the PRM field
+/// positions (`access_dword_matches_the_fields`).
+const ACCESS_DWORD: [u32; 16] = {
+    const fn bit(f: mlx5_prm::Field, on: bool) -> u32 {
+        (on as u32) << f.shift()
+    }
+    // The five fields are single bits of one dword.
+    let dw = mkc::LR.dword_index();
+    assert!(
+        mkc::LW.dword_index() == dw
+            && mkc::RR.dword_index() == dw
+            && mkc::RW.dword_index() == dw
+            && mkc::A.dword_index() == dw
+            && mkc::LR.mask() == 1
+            && mkc::LW.mask() == 1
+            && mkc::RR.mask() == 1
+            && mkc::RW.mask() == 1
+            && mkc::A.mask() == 1
+    );
+    assert!(
+        Access::LOCAL_WRITE.0 == 1
+            && Access::REMOTE_WRITE.0 == 2
+            && Access::REMOTE_READ.0 == 4
+            && Access::REMOTE_ATOMIC.0 == 8
+    );
+    let mut t = [0u32; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = bit(mkc::LR, true)
+            | bit(mkc::LW, i & 1 != 0)
+            | bit(mkc::RW, i & 2 != 0)
+            | bit(mkc::RR, i & 4 != 0)
+            | bit(mkc::A, i & 8 != 0);
+        i += 1;
+    }
+    t
+};
 
 /// One key modification.
 #[derive(Clone, Copy, Debug)]
@@ -718,6 +761,48 @@ impl<H: Hal> Drop for UmrRes<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`MkeySeg::write`]'s access dword from [`ACCESS_DWORD`] gives the bytes that setting
+    /// `lr`, `lw`, `rr`, `rw` and `a` field by field gives, for every combination of the
+    /// four flags (and the other flags ignored), with the other fields set as well.
+    #[test]
+    fn access_dword_matches_the_fields() {
+        for bits in 0..64u32 {
+            let a = Access(
+                (bits & 0xf)
+                    | if bits & 0x10 != 0 {
+                        Access::MW_BIND.0
+                    } else {
+                        0
+                    },
+            );
+            let seg = MkeySeg {
+                free: bits & 0x20 != 0,
+                pd: 0x12_3456,
+                qpn: 0xff_ffff,
+                variant: 0xa5,
+                access: a,
+                start: 0x7f00_1234_5000,
+                len: 0x1000,
+                log_page_size: 12,
+            };
+            let mut want = [0u8; mkc::BYTES];
+            let w = &mut want;
+            let _ = mkc::FREE.set(w, seg.free as u32);
+            let _ = mkc::PD.set(w, seg.pd);
+            let _ = mkc::QPN.set(w, seg.qpn);
+            let _ = mkc::MKEY_7_0.set(w, seg.variant as u32);
+            let _ = mkc::LR.set(w, 1);
+            let _ = mkc::LW.set(w, a.contains(Access::LOCAL_WRITE) as u32);
+            let _ = mkc::RR.set(w, a.contains(Access::REMOTE_READ) as u32);
+            let _ = mkc::RW.set(w, a.contains(Access::REMOTE_WRITE) as u32);
+            let _ = mkc::A.set(w, a.contains(Access::REMOTE_ATOMIC) as u32);
+            let _ = mkc::LOG_PAGE_SIZE.set(w, seg.log_page_size);
+            let _ = mkc::START_ADDR.set_u64(w, seg.start);
+            let _ = mkc::LEN.set_u64(w, seg.len);
+            assert_eq!(seg.bytes(), want, "access {:#x}, free {}", a.0, seg.free);
+        }
+    }
 
     /// [`Pool::take`]: the smallest class that fits and has a key, the key at
     /// `(random * len) >> 32` of it, the last key moved into its place (as `swap_remove`),
