@@ -190,6 +190,19 @@ impl<H: Hal> ProtectionDomain<H> {
                 return r;
             }
         }
+        self.reg_phys_general(chunks, iova, access)
+    }
+
+    /// [`ProtectionDomain::reg_phys`] of anything [`ProtectionDomain::reg_one_page`] does not
+    /// take: the general planner, then the cache or commands. Out of line, so that the
+    /// one-page path's frame holds only what it needs.
+    #[inline(never)]
+    fn reg_phys_general(
+        &self,
+        chunks: &[PhysChunk],
+        iova: u64,
+        access: Access,
+    ) -> Result<MemoryRegion<H>> {
         let plan = self.plan_phys(chunks, iova, access)?;
         self.register(iova, plan.1, access, plan.0, None)
     }
