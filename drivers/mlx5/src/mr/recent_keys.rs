@@ -8,16 +8,22 @@ pub(crate) const QUARANTINE: usize = 256;
 const RECENT_BUCKETS: usize = 1 << BUCKET_BITS;
 
 /// Bits of a bucket number.
-const BUCKET_BITS: u32 = 14;
+const BUCKET_BITS: u32 = 13;
+
+/// A bucket count that stays: a bucket that reached it answers "maybe" (scan the ring)
+/// for good, so a count never reaches 0 while a key of its bucket is held (no false "not
+/// recent"). 255 keys in one bucket take the same key destroyed about 255 times in a row.
+const STICKY: u8 = u8::MAX;
 
 /// The last [`QUARANTINE`] destroyed keys, oldest first out, with a counting filter of two
 /// probes in front of them (a counting Bloom filter, Fan et al., "Summary cache", 2000):
 /// `contains` is two bucket reads for a key that is not there (nearly every key asked
 /// about), and a scan of the ring only when both its buckets are in use (with 256 keys in
-/// 16384 buckets, about 1 key in 1000 that is not there; with 4096 buckets it was 1 in 70,
+/// 8192 buckets, about 1 key in 250 that is not there; with 4096 buckets it was 1 in 70,
 /// a scan of ~800 instructions that cost a cached registration ~11 on average). Same
 /// answers as a scan of the ring every time (`recent_keys_filter_matches_a_scan`). The
-/// counts (32 KiB) live on the heap, allocated zeroed there (never built on the stack).
+/// counts are bytes (8 KiB, as the 4096 two-byte counts were): a count that reaches
+/// [`STICKY`] stays there.
 pub(crate) struct RecentKeys {
     ring: [u32; QUARANTINE],
     /// Entries in `ring` (the first `len` slots until it fills, then all of them).
@@ -26,7 +32,7 @@ pub(crate) struct RecentKeys {
     next: usize,
     /// How many probes of the keys of `ring` fall in each bucket (at most 2 *
     /// [`QUARANTINE`]).
-    counts: alloc::boxed::Box<[u16]>,
+    counts: [u8; RECENT_BUCKETS],
 }
 
 impl Default for RecentKeys {
@@ -35,7 +41,7 @@ impl Default for RecentKeys {
             ring: [0; QUARANTINE],
             len: 0,
             next: 0,
-            counts: alloc::vec![0u16; RECENT_BUCKETS].into_boxed_slice(),
+            counts: [0; RECENT_BUCKETS],
         }
     }
 }
@@ -63,8 +69,8 @@ impl RecentKeys {
     /// Bucket `i`'s count (every bucket number is below [`RECENT_BUCKETS`], the counts'
     /// length).
     #[inline(always)]
-    fn count(&self, i: usize) -> u16 {
-        self.counts.get(i).copied().unwrap_or(0)
+    fn count(&self, i: usize) -> u8 {
+        self.counts[i]
     }
 
     /// The ring scan behind two buckets in use.
@@ -78,8 +84,10 @@ impl RecentKeys {
         if self.len == QUARANTINE {
             let old = self.ring[self.next];
             for i in [Self::bucket(old), Self::bucket2(old)] {
-                if let Some(b) = self.counts.get_mut(i) {
-                    *b = b.saturating_sub(1);
+                let b = &mut self.counts[i];
+                // A saturated count stays (it no longer knows how many keys it counts).
+                if *b != STICKY {
+                    *b -= 1;
                 }
             }
         } else {
@@ -87,8 +95,9 @@ impl RecentKeys {
         }
         self.ring[self.next] = key;
         for i in [Self::bucket(key), Self::bucket2(key)] {
-            if let Some(b) = self.counts.get_mut(i) {
-                *b = b.saturating_add(1);
+            let b = &mut self.counts[i];
+            if *b != STICKY {
+                *b += 1;
             }
         }
         self.next = (self.next + 1) % QUARANTINE;
@@ -126,7 +135,8 @@ mod tests {
 
     /// With the quarantine full of keys (index << 8 | variant, as mkeys are), a key that is
     /// not there reaches the ring scan rarely: both of its buckets in use about 1 time in
-    /// (16384 / 512)^2 = 1024; asserted below 1 in 300 over 100,000 keys that are not there.
+    /// (8192 / 512)^2 = 256; asserted below 1 in 150 over 100,000 keys that are not there
+    /// (4096 buckets gave 1 in 64).
     #[test]
     fn absent_keys_rarely_reach_the_scan() {
         let mut r = RecentKeys::default();
@@ -153,8 +163,31 @@ mod tests {
         }
         assert!(absent > 99_000);
         assert!(
-            scanned * 300 < absent,
+            scanned * 150 < absent,
             "{scanned} of {absent} absent keys scanned"
         );
+    }
+
+    /// A bucket that saturates stays saturated: one key destroyed 300 times in a row fills
+    /// its buckets past [`STICKY`], and the answers still follow the ring exactly while it
+    /// leaves (recent while one copy is among the last [`QUARANTINE`], not after).
+    #[test]
+    fn saturated_buckets_stay_and_answers_stay_exact() {
+        let mut r = RecentKeys::default();
+        let k = 0x1234_5601;
+        for _ in 0..300 {
+            r.push(k);
+        }
+        assert_eq!(r.count(RecentKeys::bucket(k)), STICKY);
+        assert_eq!(r.count(RecentKeys::bucket2(k)), STICKY);
+        let others: Vec<u32> = (1..QUARANTINE as u32).map(|i| (i << 8) | 0x77).collect();
+        for &o in &others {
+            r.push(o);
+            assert!(r.contains(k), "a copy of {k:#x} is still held");
+        }
+        r.push(0xffff_ff00);
+        assert!(!r.contains(k), "{k:#x} left the quarantine");
+        assert_eq!(r.count(RecentKeys::bucket(k)), STICKY, "still saturated");
+        assert!(others.iter().all(|&o| r.contains(o)));
     }
 }
