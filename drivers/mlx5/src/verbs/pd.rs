@@ -186,8 +186,14 @@ impl<H: Hal> ProtectionDomain<H> {
         access: Access,
     ) -> Result<MemoryRegion<H>> {
         if let [c] = chunks {
-            if let Some(r) = self.reg_one_page(c, iova, access) {
-                return r;
+            let ctx = &self.inner.ctx;
+            // `plan_phys`'s checks (one chunk: its length is the total), first as there.
+            mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz)?;
+            // One page without relaxed ordering: the lean path; anything else the general.
+            if let Some((page_shift, entry)) = mr::one_page(c, iova) {
+                if mr::relaxed_ordering(access, &ctx.caps) == (false, false) {
+                    return self.reg_one_page(c, iova, access, page_shift, entry);
+                }
             }
         }
         self.reg_phys_general(chunks, iova, access)
@@ -208,31 +214,25 @@ impl<H: Hal> ProtectionDomain<H> {
     }
 
     /// [`ProtectionDomain::reg_phys`] of one chunk that one page translates (every small
-    /// registration), from the mkey cache: the same checks in the same order, the same plan
-    /// ([`mr::one_page`], `one_page_is_the_plan_of_one_entry`) and the same UMR as
+    /// registration) without relaxed ordering, once `plan_phys`'s checks passed, from the
+    /// mkey cache: the same plan ([`mr::one_page`] gave `page_shift` and `entry`,
+    /// `one_page_is_the_plan_of_one_entry`) and the same UMR as
     /// [`ProtectionDomain::reg_pooled`], without building the general plan first and moving
     /// it through the general path; the plan is written into the region allocation parked
-    /// with the key. `None` (nothing done) when the region is not one page or needs relaxed
-    /// ordering: the general path takes it. A cache that cannot serve it (none, busy, no
-    /// key left, or the device refused the UMR: the key is back in the cache) registers by
-    /// command, as the general path then does.
+    /// with the key. A cache that cannot serve it (none, busy, no key left, or the device
+    /// refused the UMR: the key is back in the cache) registers by command, as the general
+    /// path then does.
     #[inline(always)]
     fn reg_one_page(
         &self,
         c: &PhysChunk,
         iova: u64,
         access: Access,
-    ) -> Option<Result<MemoryRegion<H>>> {
+        page_shift: u32,
+        entry: u64,
+    ) -> Result<MemoryRegion<H>> {
         use crate::umr::{flags, MkeySeg, Umr, ENABLE_MASK};
         let ctx = &self.inner.ctx;
-        // `plan_phys`'s checks (one chunk: its length is the total).
-        if let Err(e) = mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz) {
-            return Some(Err(e));
-        }
-        let (page_shift, entry) = mr::one_page(c, iova)?;
-        if mr::relaxed_ordering(access, &ctx.caps) != (false, false) {
-            return None;
-        }
         let len = c.len;
         let pdn = self.inner.pdn;
         let r = ctx.umr_try_with(
@@ -274,17 +274,28 @@ impl<H: Hal> ProtectionDomain<H> {
                 }
             },
         );
-        Some(match r {
+        match r {
             Ok(Some(Some((key, class, parked)))) => {
                 Ok(self
                     .wrap_cached_one_page(parked, key, class, iova, len, access, page_shift, entry))
             }
-            Ok(_) => {
-                let plan = KlmPlan::one_page(page_shift, entry, iova);
-                self.register_cmd(iova, len, access, plan, None)
-            }
+            Ok(_) => self.reg_one_page_cmd(iova, len, access, page_shift, entry),
             Err(e) => Err(e),
-        })
+        }
+    }
+
+    /// [`ProtectionDomain::reg_one_page`] by command: no cache, or it could not serve.
+    #[inline(never)]
+    fn reg_one_page_cmd(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        page_shift: u32,
+        entry: u64,
+    ) -> Result<MemoryRegion<H>> {
+        let plan = KlmPlan::one_page(page_shift, entry, iova);
+        self.register_cmd(iova, len, access, plan, None)
     }
 
     /// [`ProtectionDomain::reg_phys`] under its verbs name: the region's address space starts
