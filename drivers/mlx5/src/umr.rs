@@ -109,22 +109,65 @@ impl MkeySeg {
     /// Writes the fields into a zeroed mkey segment `b` (in place in a WQE being built).
     #[inline(always)]
     fn write(&self, b: &mut [u8; mkc::BYTES]) {
-        let a = self.access;
-        // One call per field (constant offsets, inlined): this runs once per UMR.
+        // `lr` and the four access bits: one table lookup into their dword (all five share
+        // it, asserted where the table is built), or'ed into what the segment holds there.
+        const AT: usize = mkc::LR.dword_index() * 4;
+        if let Some(d) = b.get_mut(AT..AT + 4) {
+            let old = u32::from_be_bytes([d[0], d[1], d[2], d[3]]);
+            let dw = old | ACCESS_DWORD[(self.access.0 & 0xf) as usize];
+            d.copy_from_slice(&dw.to_be_bytes());
+        }
+        // One call per other field (constant offsets, inlined): this runs once per UMR.
         let _ = mkc::FREE.set(b, self.free as u32);
         let _ = mkc::PD.set(b, self.pd);
         let _ = mkc::QPN.set(b, self.qpn);
         let _ = mkc::MKEY_7_0.set(b, self.variant as u32);
-        let _ = mkc::LR.set(b, 1);
-        let _ = mkc::LW.set(b, a.contains(Access::LOCAL_WRITE) as u32);
-        let _ = mkc::RR.set(b, a.contains(Access::REMOTE_READ) as u32);
-        let _ = mkc::RW.set(b, a.contains(Access::REMOTE_WRITE) as u32);
-        let _ = mkc::A.set(b, a.contains(Access::REMOTE_ATOMIC) as u32);
         let _ = mkc::LOG_PAGE_SIZE.set(b, self.log_page_size);
         let _ = mkc::START_ADDR.set_u64(b, self.start);
         let _ = mkc::LEN.set_u64(b, self.len);
     }
 }
+
+/// The mkey segment dword of `lr`, `lw`, `rr`, `rw` and `a` (host order), by the access
+/// flags' low four bits ([`Access::LOCAL_WRITE`] 1, [`Access::REMOTE_WRITE`] 2,
+/// [`Access::REMOTE_READ`] 4, [`Access::REMOTE_ATOMIC`] 8): `lr` always set, as Linux
+/// `mlx5r_umr_set_access_flags` does; each other bit from its flag. Built from the PRM field
+/// positions (`access_dword_matches_the_fields`).
+const ACCESS_DWORD: [u32; 16] = {
+    const fn bit(f: mlx5_prm::Field, on: bool) -> u32 {
+        (on as u32) << f.shift()
+    }
+    // The five fields are single bits of one dword.
+    let dw = mkc::LR.dword_index();
+    assert!(
+        mkc::LW.dword_index() == dw
+            && mkc::RR.dword_index() == dw
+            && mkc::RW.dword_index() == dw
+            && mkc::A.dword_index() == dw
+            && mkc::LR.mask() == 1
+            && mkc::LW.mask() == 1
+            && mkc::RR.mask() == 1
+            && mkc::RW.mask() == 1
+            && mkc::A.mask() == 1
+    );
+    assert!(
+        Access::LOCAL_WRITE.0 == 1
+            && Access::REMOTE_WRITE.0 == 2
+            && Access::REMOTE_READ.0 == 4
+            && Access::REMOTE_ATOMIC.0 == 8
+    );
+    let mut t = [0u32; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = bit(mkc::LR, true)
+            | bit(mkc::LW, i & 1 != 0)
+            | bit(mkc::RW, i & 2 != 0)
+            | bit(mkc::RR, i & 4 != 0)
+            | bit(mkc::A, i & 8 != 0);
+        i += 1;
+    }
+    t
+};
 
 /// One key modification.
 #[derive(Clone, Copy, Debug)]
@@ -171,6 +214,31 @@ impl<H: Hal> Default for Pool<H> {
     }
 }
 
+impl<H: Hal> Pool<H> {
+    /// [`UmrRes::take`].
+    #[inline(always)]
+    pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
+        // The smallest class that fits and has a key (a plain loop: with `entries` known,
+        // as on the one-page path, it folds to the first class's emptiness test).
+        let mut c = 0;
+        let v = loop {
+            let room = *CACHE_CLASSES.get(c)?;
+            match self.classes.get_mut(c) {
+                Some(v) if entries <= room as usize && !v.is_empty() => break v,
+                _ => c += 1,
+            }
+        };
+        let at = ((random as u64 * v.len() as u64) >> 32) as usize;
+        // `swap_remove(at)`, written out so that it inlines: the last key fills the hole.
+        let last = v.pop()?;
+        let (key, parked) = match v.get_mut(at) {
+            Some(slot) => core::mem::replace(slot, last),
+            None => last,
+        };
+        Some((key, c as u8, parked))
+    }
+}
+
 /// The context's UMR resources.
 pub(crate) struct UmrRes<H: Hal> {
     pub(crate) pool: Pool<H>,
@@ -180,6 +248,8 @@ pub(crate) struct UmrRes<H: Hal> {
     xlt: MemoryRegion<H>,
     _pd: ProtectionDomain<H>,
     next: u64,
+    /// Random words for the cache's registrations, drawn under the UMR lock.
+    rand: crate::rand::Stream,
 }
 
 impl<H: Hal> UmrRes<H> {
@@ -209,6 +279,7 @@ impl<H: Hal> UmrRes<H> {
             xlt,
             _pd: pd,
             next: 0,
+            rand: Default::default(),
         })
     }
 
@@ -241,15 +312,30 @@ impl<H: Hal> UmrRes<H> {
             #[inline(always)]
             |b| inline_into(b, u),
         )?;
-        self.qp.ring_send(at, None);
+        self.qp.ring_send_now(at);
         self.wait_one(hal)
     }
 
     /// Polls the completion of the one UMR just posted, within [`UMR_TIMEOUT`]: one CQE
     /// ([`CompletionQueue::poll_one`]: the successful completion of the WQE the send queue
     /// expects next inline, anything else through the full parser, error CQEs included).
+    /// The usual case, its own successful completion at once, takes no [`WorkCompletion`]
+    /// ([`CompletionQueue::take_own_success`]); anything else goes to
+    /// [`UmrRes::wait_one_wc`].
     #[inline(always)]
     fn wait_one(&mut self, hal: &H) -> Result<()> {
+        if let Some(r) = self.cq.take_own_success() {
+            r?;
+            self.qp.release_completed();
+            return Ok(());
+        }
+        self.wait_one_wc(hal)
+    }
+
+    /// [`UmrRes::wait_one`] through a [`WorkCompletion`]: error CQEs (status and syndrome),
+    /// a completion not there yet, and whatever else the full parser decides.
+    #[inline(never)]
+    fn wait_one_wc(&mut self, hal: &H) -> Result<()> {
         let mut wc = WorkCompletion::default();
         if !self.cq.poll_one(&mut wc)? {
             self.wait_one_slow(hal, &mut wc)?;
@@ -288,6 +374,14 @@ impl<H: Hal> UmrRes<H> {
         Err(Error::Umr { status, vendor })
     }
 
+    /// 32 random bits for a registration from the cache (the pick among the free keys and
+    /// the variant's first tries): [`crate::rand::Stream`] under the UMR lock this holder
+    /// implies, keyed from the context's generator.
+    #[inline(always)]
+    pub(crate) fn random32(&mut self, ctx: &CtxInner<H>) -> u32 {
+        self.rand.next32(&ctx.rng, &ctx.hal)
+    }
+
     /// The UMR PD's number (free pooled keys belong to it, as Linux cache keys belong to
     /// `umrc.pd`).
     pub(crate) fn pdn(&self) -> u32 {
@@ -315,16 +409,9 @@ impl<H: Hal> UmrRes<H> {
     /// in the high half, a bias of at most length / 2^16) among the free keys of the smallest class that fits (ReDMArk: the index
     /// part of the next key is not the previous one's plus one). `(key, class, parked region
     /// allocation)`.
+    #[inline(always)]
     pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
-        let c = CACHE_CLASSES
-            .iter()
-            .enumerate()
-            .find(|&(i, &room)| entries <= room as usize && !self.pool.classes[i].is_empty())?
-            .0;
-        let v = &mut self.pool.classes[c];
-        let at = ((random as u64 * v.len() as u64) >> 32) as usize;
-        let (key, parked) = v.swap_remove(at);
-        Some((key, c as u8, parked))
+        self.pool.take(entries, random)
     }
 
     /// Puts a free key back (with the region allocation it came with, if any).
@@ -674,6 +761,81 @@ impl<H: Hal> Drop for UmrRes<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`MkeySeg::write`]'s access dword from [`ACCESS_DWORD`] gives the bytes that setting
+    /// `lr`, `lw`, `rr`, `rw` and `a` field by field gives, for every combination of the
+    /// four flags (and the other flags ignored), with the other fields set as well.
+    #[test]
+    fn access_dword_matches_the_fields() {
+        for bits in 0..64u32 {
+            let a = Access(
+                (bits & 0xf)
+                    | if bits & 0x10 != 0 {
+                        Access::MW_BIND.0
+                    } else {
+                        0
+                    },
+            );
+            let seg = MkeySeg {
+                free: bits & 0x20 != 0,
+                pd: 0x12_3456,
+                qpn: 0xff_ffff,
+                variant: 0xa5,
+                access: a,
+                start: 0x7f00_1234_5000,
+                len: 0x1000,
+                log_page_size: 12,
+            };
+            let mut want = [0u8; mkc::BYTES];
+            let w = &mut want;
+            let _ = mkc::FREE.set(w, seg.free as u32);
+            let _ = mkc::PD.set(w, seg.pd);
+            let _ = mkc::QPN.set(w, seg.qpn);
+            let _ = mkc::MKEY_7_0.set(w, seg.variant as u32);
+            let _ = mkc::LR.set(w, 1);
+            let _ = mkc::LW.set(w, a.contains(Access::LOCAL_WRITE) as u32);
+            let _ = mkc::RR.set(w, a.contains(Access::REMOTE_READ) as u32);
+            let _ = mkc::RW.set(w, a.contains(Access::REMOTE_WRITE) as u32);
+            let _ = mkc::A.set(w, a.contains(Access::REMOTE_ATOMIC) as u32);
+            let _ = mkc::LOG_PAGE_SIZE.set(w, seg.log_page_size);
+            let _ = mkc::START_ADDR.set_u64(w, seg.start);
+            let _ = mkc::LEN.set_u64(w, seg.len);
+            assert_eq!(seg.bytes(), want, "access {:#x}, free {}", a.0, seg.free);
+        }
+    }
+
+    /// [`Pool::take`]: the smallest class that fits and has a key, the key at
+    /// `(random * len) >> 32` of it, the last key moved into its place (as `swap_remove`),
+    /// and nothing when no class fits.
+    #[test]
+    fn pool_take_picks_by_random_from_the_smallest_fitting_class() {
+        type H = crate::test_hal::TestHal;
+        let mut p = Pool::<H>::default();
+        p.classes[1] = (0..4u32).map(|k| (0x100 + k, None)).collect();
+        p.classes[2] = (0..3u32).map(|k| (0x200 + k, None)).collect();
+        // Class 0 is empty: a one-entry region takes class 1; random 2^31 of 4 keys: index 2.
+        let (k, c, _) = p.take(1, 1 << 31).unwrap();
+        assert_eq!((k, c), (0x102, 1));
+        let keys = |v: &Vec<(u32, Parked<H>)>| v.iter().map(|e| e.0).collect::<Vec<_>>();
+        assert_eq!(
+            keys(&p.classes[1]),
+            [0x100, 0x101, 0x103],
+            "the last key filled the hole"
+        );
+        // The last index (random just under 2^32) takes the last key.
+        let (k, _, _) = p.take(1, u32::MAX).unwrap();
+        assert_eq!(k, 0x103);
+        assert_eq!(keys(&p.classes[1]), [0x100, 0x101]);
+        // Too many entries for class 1: class 2.
+        let (k, c, _) = p.take(CACHE_CLASSES[1] as usize + 1, 0).unwrap();
+        assert_eq!((k, c), (0x200, 2));
+        assert_eq!(keys(&p.classes[2]), [0x202, 0x201]);
+        // More than the largest class holds: none.
+        assert!(p.take(CACHE_CLASSES[2] as usize + 1, 0).is_none());
+        p.classes[1].clear();
+        p.classes[2].clear();
+        assert!(p.take(1, 0).is_none(), "every class empty");
+    }
     use crate::test_hal::{open, pair, wait};
 
     /// The body [`inline_into`] writes in place (into the send queue) is the one the segment

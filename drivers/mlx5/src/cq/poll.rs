@@ -79,6 +79,34 @@ impl<H: Hal> CompletionQueue<H> {
     /// consumed, nothing changed).
     #[inline(always)]
     fn poll_one_inline(&mut self, wc: &mut WorkCompletion) -> Option<Result<bool>> {
+        self.take_one_inline(
+            #[inline(always)]
+            |c, wr_id, sop_raw, qpn| {
+                // SAFETY: the device handed the CQE over; offsets inside mlx5_cqe64.
+                let byte_len = unsafe { c.be32(cqe::offset::BYTE_CNT) };
+                req_seen(sop_raw).1.write(wc, wr_id, byte_len, qpn);
+            },
+        )
+    }
+
+    /// The successful completion of the WQE this CQ's cached QP expects next, taken as
+    /// [`CompletionQueue::poll_one`] takes it inline, without filling a [`WorkCompletion`]:
+    /// `Some(Ok(true))` when it was there and consumed (the driver's UMR QP only needs to
+    /// know its one WQE succeeded, [`crate::umr`]); `None` for everything else (nothing
+    /// consumed, nothing changed: [`CompletionQueue::poll_one`] then decides it).
+    #[inline(always)]
+    pub(crate) fn take_own_success(&mut self) -> Option<Result<bool>> {
+        self.take_one_inline(
+            #[inline(always)]
+            |_, _, _, _| {},
+        )
+    }
+
+    /// The inline case of [`CompletionQueue::poll_one`] and
+    /// [`CompletionQueue::take_own_success`]: `seen(cqe, wr_id, sop_qpn, qpn)` gets the
+    /// completion once every check passed, before the consumer index moves.
+    #[inline(always)]
+    fn take_one_inline(&mut self, seen: impl FnOnce(Cqe, u64, u32, u32)) -> Option<Result<bool>> {
         let ctx = &self.shared.ctx;
         if ctx.check_alive().is_err()
             || self.shared.qps_gen.load(Ordering::Acquire) != self.cached_gen
@@ -112,9 +140,7 @@ impl<H: Hal> CompletionQueue<H> {
         let slot = q.slot(&self.cached, counter);
         let wr_id = q.complete_next(slot, counter)?;
         self.cached.store_tail(&q);
-        // SAFETY: as above.
-        let byte_len = unsafe { c.be32(cqe::offset::BYTE_CNT) };
-        req_seen(sop_raw).1.write(wc, wr_id, byte_len, q.qpn);
+        seen(c, wr_id, sop_raw, q.qpn);
         let next = cur.wrapping_add(1);
         self.ci = next;
         ctx.hal.dma_wmb();

@@ -186,9 +186,16 @@ pub(super) fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
 /// `(page shift, the page's bus address)`.
 #[inline(always)]
 fn one_page_of(c: &PhysChunk, iova: u64, end: u64) -> (u32, u64) {
-    let differ = iova ^ (end - 1);
-    let s = (u64::BITS - differ.leading_zeros()).max(MIN_PAGE_SHIFT);
+    let s = one_page_shift(iova, end);
     (s, c.bus - (iova & ((1u64 << s) - 1)))
+}
+
+/// [`one_page_of`]'s page shift: the smallest (at least 4 KiB) whose page holds both the
+/// first and the last byte of `[iova, end)` (`end > iova`).
+#[inline(always)]
+fn one_page_shift(iova: u64, end: u64) -> u32 {
+    let differ = iova ^ (end - 1);
+    (u64::BITS - differ.leading_zeros()).max(MIN_PAGE_SHIFT)
 }
 
 /// [`plan`] of one chunk that one page translates: `Some((page shift, entry))` exactly when
@@ -202,16 +209,20 @@ pub(crate) fn one_page(c: &PhysChunk, iova: u64) -> Option<(u32, u64)> {
     }
     c.bus.checked_add(c.len)?;
     let end = iova.checked_add(c.len)?;
-    // Same offset inside the page, virtually and physically, at 4 KiB at least.
+    // The largest page size the chunk allows: the same offset inside the page, virtually
+    // and physically.
     let smax = (iova ^ c.bus).trailing_zeros().min(MAX_PAGE_SHIFT);
-    if smax < MIN_PAGE_SHIFT {
+    // One page at that size (`plan_one`'s `nmax == 1`, with `smax` at least 4 KiB) exactly
+    // when the smallest size whose page holds the first and the last byte (at least 4 KiB)
+    // is not above it: the pages of size `smax` the region touches are those from
+    // `iova >> smax` to `(end - 1) >> smax`, one when the two addresses differ in no bit at
+    // or above `smax`.
+    let s = one_page_shift(iova, end);
+    if s > smax {
         return None;
     }
-    // One page at the largest size (`plan_one`'s `nmax == 1`).
-    if end.div_ceil(1u64 << smax) - (iova >> smax) != 1 {
-        return None;
-    }
-    Some(one_page_of(c, iova, end))
+    // `iova` and `c.bus` agree in the low `smax` (>= s) bits: no underflow.
+    Some((s, c.bus - (iova & ((1u64 << s) - 1))))
 }
 
 #[cfg(test)]

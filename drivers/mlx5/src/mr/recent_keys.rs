@@ -57,10 +57,16 @@ impl RecentKeys {
             && self.scan(key)
     }
 
-    /// The ring scan behind two buckets in use.
+    /// The ring scan behind two buckets in use: eight keys compared per step without an
+    /// early exit, which the compiler turns into vector compares (about a sixth of the
+    /// instructions of `contains`, which stops at the first match and compares one key at a
+    /// time; a scan is ~1 in 70 lookups of a key that is not there).
     #[inline(never)]
     fn scan(&self, key: u32) -> bool {
-        self.ring[..self.len].contains(&key)
+        let ring = &self.ring[..self.len];
+        let chunks = ring.chunks_exact(8);
+        let tail = chunks.remainder().contains(&key);
+        chunks.fold(tail, |hit, c| c.iter().fold(hit, |h, &k| h | (k == key)))
     }
 
     /// Records `key`, forgetting the oldest key once [`QUARANTINE`] are held.
@@ -106,6 +112,31 @@ mod tests {
             let window = &all[all.len().saturating_sub(QUARANTINE)..];
             for probe in [k, k ^ 1, x, all[(x as usize >> 7) % all.len()]] {
                 assert_eq!(r.contains(probe), window.contains(&probe), "key {probe:#x}");
+            }
+        }
+    }
+
+    /// The scan answers as `contains` does for every ring length (whole chunks of eight and
+    /// a remainder), for keys at the first, a middle and the last slot, and for absent keys.
+    #[test]
+    fn scan_matches_contains_at_every_length() {
+        let mut r = RecentKeys::default();
+        for n in 0..QUARANTINE as u32 + 20 {
+            r.push(0x100 + n);
+            let held = &r.ring[..r.len];
+            for probe in [
+                0x100,
+                0x100 + n,
+                0x100 + n / 2,
+                0x100 + n + 1,
+                0,
+                0xffff_ffff,
+            ] {
+                assert_eq!(
+                    r.scan(probe),
+                    held.contains(&probe),
+                    "n {n}, key {probe:#x}"
+                );
             }
         }
     }

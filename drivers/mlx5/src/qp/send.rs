@@ -664,7 +664,11 @@ impl<H: Hal> QueuePair<H> {
             return Err(InvalidInput::OutOfRange.into());
         }
         if !RESERVED {
-            self.reserve_sq(1)?;
+            // [`QueuePair::reserve_sq`] of one WR, inline.
+            self.sweep();
+            if !self.sq_room(1) {
+                return Err(InvalidInput::QueueFull.into());
+            }
         }
         let cnt = self.lay.sq_wqe_cnt;
         let idx = self.cur_post & self.sq_mask;
@@ -884,6 +888,14 @@ impl<H: Hal> QueuePair<H> {
         // The generic path moved the head: the fast path rechecks room first.
         self.close_gate();
         self.ring_sq(last, self.cur_post, bf);
+    }
+
+    /// [`QueuePair::ring_send`] of WQEs written in the ring (no BlueFlame copy), inlined into
+    /// its caller (the driver's UMR QP, one WQE per doorbell).
+    #[inline(always)]
+    pub(crate) fn ring_send_now(&mut self, last: *const u8) {
+        self.close_gate();
+        self.ring_sq(last, self.cur_post, 0);
     }
 
     /// Safe layer: the checks every send WR needs (device alive, QP in RTS).

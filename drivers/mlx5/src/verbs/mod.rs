@@ -183,7 +183,7 @@ pub(crate) struct CtxInner<H: Hal> {
     pub(crate) mac: [u8; 6],
     fw: (u16, u16, u16),
     gid0: spin::Mutex<[u8; 16]>,
-    rng: Rng,
+    pub(crate) rng: Rng,
     pub(crate) mrs: spin::RwLock<MrTable>,
     recent_keys: spin::Mutex<mr::RecentKeys>,
     /// Set (after `fatal_syndrome`) once the device is dead: the one flag every post and poll
@@ -279,7 +279,7 @@ impl<H: Hal> CtxInner<H> {
     }
 
     /// Whether `key` was destroyed recently (ReDMArk: such a key is not handed out again).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn key_is_recent(&self, key: u32) -> bool {
         self.recent_keys.lock().contains(key)
     }
@@ -291,11 +291,6 @@ impl<H: Hal> CtxInner<H> {
 
     pub(crate) fn random(&self) -> u64 {
         self.rng.next(&self.hal)
-    }
-
-    /// 32 random bits ([`crate::rand::Rng::next32`]: half of one draw).
-    pub(crate) fn random32(&self) -> u32 {
-        self.rng.next32(&self.hal)
     }
 
     /// Runs one UMR on the context's UMR QP, creating it on first use.

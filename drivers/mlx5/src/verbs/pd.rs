@@ -186,89 +186,116 @@ impl<H: Hal> ProtectionDomain<H> {
         access: Access,
     ) -> Result<MemoryRegion<H>> {
         if let [c] = chunks {
-            if let Some(r) = self.reg_one_page(c, iova, access) {
-                return r;
+            let ctx = &self.inner.ctx;
+            // `plan_phys`'s checks (one chunk: its length is the total), first as there.
+            mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz)?;
+            // One page without relaxed ordering: the lean path; anything else the general.
+            if let Some((page_shift, entry)) = mr::one_page(c, iova) {
+                if mr::relaxed_ordering(access, &ctx.caps) == (false, false) {
+                    return self.reg_one_page(c, iova, access, page_shift, entry);
+                }
             }
         }
+        self.reg_phys_general(chunks, iova, access)
+    }
+
+    /// [`ProtectionDomain::reg_phys`] of anything [`ProtectionDomain::reg_one_page`] does not
+    /// take: the general planner, then the cache or commands. Out of line, so that the
+    /// one-page path's frame holds only what it needs.
+    #[inline(never)]
+    fn reg_phys_general(
+        &self,
+        chunks: &[PhysChunk],
+        iova: u64,
+        access: Access,
+    ) -> Result<MemoryRegion<H>> {
         let plan = self.plan_phys(chunks, iova, access)?;
         self.register(iova, plan.1, access, plan.0, None)
     }
 
     /// [`ProtectionDomain::reg_phys`] of one chunk that one page translates (every small
-    /// registration), from the mkey cache: the same checks in the same order, the same plan
-    /// ([`mr::one_page`], `one_page_is_the_plan_of_one_entry`) and the same UMR as
+    /// registration) without relaxed ordering, once `plan_phys`'s checks passed, from the
+    /// mkey cache: the same plan ([`mr::one_page`] gave `page_shift` and `entry`,
+    /// `one_page_is_the_plan_of_one_entry`) and the same UMR as
     /// [`ProtectionDomain::reg_pooled`], without building the general plan first and moving
     /// it through the general path; the plan is written into the region allocation parked
-    /// with the key. `None` (nothing done) when the region is not one page or needs relaxed
-    /// ordering: the general path takes it. A cache that cannot serve it (none, busy, no
-    /// key left, or the device refused the UMR: the key is back in the cache) registers by
-    /// command, as the general path then does.
+    /// with the key. A cache that cannot serve it (none, busy, no key left, or the device
+    /// refused the UMR: the key is back in the cache) registers by command, as the general
+    /// path then does.
     #[inline(always)]
     fn reg_one_page(
         &self,
         c: &PhysChunk,
         iova: u64,
         access: Access,
-    ) -> Option<Result<MemoryRegion<H>>> {
+        page_shift: u32,
+        entry: u64,
+    ) -> Result<MemoryRegion<H>> {
         use crate::umr::{flags, MkeySeg, Umr, ENABLE_MASK};
         let ctx = &self.inner.ctx;
-        // `plan_phys`'s checks (one chunk: its length is the total).
-        if let Err(e) = mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz) {
-            return Some(Err(e));
-        }
-        let (page_shift, entry) = mr::one_page(c, iova)?;
-        if mr::relaxed_ordering(access, &ctx.caps) != (false, false) {
-            return None;
-        }
         let len = c.len;
         let pdn = self.inner.pdn;
-        let r = ctx.umr_try_with(|u, hal| {
-            // Half a draw, as in `reg_pooled`.
-            let r = ctx.random32();
-            let Some((key, class, parked)) = u.take(1, r & 0xffff_0000) else {
-                return Ok(None);
-            };
-            let new = fresh_variant16(ctx, key, r as u16);
-            let mtt = [entry | mlx5_prm::mkey::MTT_PRESENT];
-            let umr = Umr {
-                key,
-                check: flags::CHECK_NOT_FREE,
-                mask: ENABLE_MASK,
-                seg: MkeySeg {
-                    free: false,
-                    pd: pdn,
-                    qpn: 0xff_ffff,
-                    variant: new as u8,
-                    access,
-                    start: iova,
-                    len,
-                    log_page_size: page_shift,
-                },
-                mtt: &mtt,
-                mtt_offset: 0,
-            };
-            match u.run(hal, &umr) {
-                Ok(()) => Ok(Some((new, class, parked))),
-                Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
-                    // The key is unchanged (the model applies a UMR whole or not at all).
-                    u.put(key, class, parked);
-                    Ok(None)
+        let r = ctx.umr_try_with(
+            #[inline(always)]
+            |u, hal| {
+                // 32 random bits, as in `reg_pooled`.
+                let r = u.random32(ctx);
+                let Some((key, class, parked)) = u.take(1, r & 0xffff_0000) else {
+                    return Ok(None);
+                };
+                let new = fresh_variant16(ctx, key, r as u16);
+                let mtt = [entry | mlx5_prm::mkey::MTT_PRESENT];
+                let umr = Umr {
+                    key,
+                    check: flags::CHECK_NOT_FREE,
+                    mask: ENABLE_MASK,
+                    seg: MkeySeg {
+                        free: false,
+                        pd: pdn,
+                        qpn: 0xff_ffff,
+                        variant: new as u8,
+                        access,
+                        start: iova,
+                        len,
+                        log_page_size: page_shift,
+                    },
+                    mtt: &mtt,
+                    mtt_offset: 0,
+                };
+                match u.run(hal, &umr) {
+                    Ok(()) => Ok(Some((new, class, parked))),
+                    Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
+                        // The key is unchanged (the model applies a UMR whole or not at all).
+                        u.put(key, class, parked);
+                        Ok(None)
+                    }
+                    // Its state is unknown: the key leaves the cache (destroyed with the PD).
+                    Err(e) => Err(e),
                 }
-                // Its state is unknown: the key leaves the cache (destroyed with the PD).
-                Err(e) => Err(e),
-            }
-        });
-        Some(match r {
+            },
+        );
+        match r {
             Ok(Some(Some((key, class, parked)))) => {
                 Ok(self
                     .wrap_cached_one_page(parked, key, class, iova, len, access, page_shift, entry))
             }
-            Ok(_) => {
-                let plan = KlmPlan::one_page(page_shift, entry, iova);
-                self.register_cmd(iova, len, access, plan, None)
-            }
+            Ok(_) => self.reg_one_page_cmd(iova, len, access, page_shift, entry),
             Err(e) => Err(e),
-        })
+        }
+    }
+
+    /// [`ProtectionDomain::reg_one_page`] by command: no cache, or it could not serve.
+    #[inline(never)]
+    fn reg_one_page_cmd(
+        &self,
+        iova: u64,
+        len: u64,
+        access: Access,
+        page_shift: u32,
+        entry: u64,
+    ) -> Result<MemoryRegion<H>> {
+        let plan = KlmPlan::one_page(page_shift, entry, iova);
+        self.register_cmd(iova, len, access, plan, None)
     }
 
     /// [`ProtectionDomain::reg_phys`] under its verbs name: the region's address space starts
@@ -619,9 +646,10 @@ impl<H: Hal> ProtectionDomain<H> {
         }
         let pdn = self.inner.pdn;
         let r = ctx.umr_try_with(|u, hal| {
-            // Half a draw: the pick among the free keys (high 16 bits, scaled to the class's
-            // length) and the variant's first two tries (low 16 bits).
-            let r = ctx.random32();
+            // 32 random bits (the cache's stream, under the UMR lock): the pick among the free
+            // keys (high 16 bits, scaled to the class's length) and the variant's first two
+            // tries (low 16 bits).
+            let r = u.random32(ctx);
             let Some((key, class, parked)) = u.take(entries.len(), r & 0xffff_0000) else {
                 return Ok(None);
             };
@@ -728,8 +756,8 @@ impl<H: Hal> ProtectionDomain<H> {
                     {
                         continue;
                     }
-                    // Half a draw, as in `reg_pooled`.
-                    let r = ctx.random32();
+                    // 32 random bits, as in `reg_pooled`.
+                    let r = u.random32(ctx);
                     let Some((key, class, pk)) = u.take(entries.len(), r & 0xffff_0000) else {
                         continue;
                     };
