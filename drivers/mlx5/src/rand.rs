@@ -12,6 +12,8 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::hal::Hal;
+use rand_chacha::rand_core::{Rng as _, SeedableRng as _};
+use rand_chacha::ChaCha8Rng;
 
 /// Draws between two foldings of the clock into the key (one clock read per this many
 /// draws instead of one per draw).
@@ -86,128 +88,58 @@ impl Rng {
     }
 }
 
-/// ChaCha double rounds per block of a [`Stream`]: 4, i.e. ChaCha8 (Bernstein, "ChaCha, a
-/// variant of Salsa20", 2008; the round function and block layout are RFC 8439 section 2.3's,
-/// with the original 64-bit block counter and 64-bit nonce in words 12 to 15). Eight rounds
-/// keep a wide margin over the best published attacks, which reach seven (Aumasson, "Too
-/// Much Crypto", 2019, proposes ChaCha8 as enough); whoever does not know the key cannot tell
-/// the words from random, as with [`Rng`]'s keyed function.
-const STREAM_DOUBLE_ROUNDS: usize = 4;
-
-/// Blocks a [`Stream`] produces under one key before it takes a new one from [`Rng`] (which
-/// folds the clock into its own key, or reads the HAL's hardware source).
-const STREAM_REKEY_BLOCKS: u64 = 16;
-
-/// Words of a ChaCha block.
-const BLOCK_WORDS: usize = 16;
-
-/// The ChaCha block of `key` with words 12 to 15 `iv`, after `double_rounds` double rounds
-/// (RFC 8439 section 2.3: "expand 32-byte k", the key, then `iv`; column then diagonal
-/// quarter rounds; the input added back).
-#[inline(always)]
-fn chacha_block(key: &[u32; 8], iv: [u32; 4], double_rounds: usize) -> [u32; BLOCK_WORDS] {
-    #[inline(always)]
-    fn qr(x: &mut [u32; BLOCK_WORDS], a: usize, b: usize, c: usize, d: usize) {
-        x[a] = x[a].wrapping_add(x[b]);
-        x[d] = (x[d] ^ x[a]).rotate_left(16);
-        x[c] = x[c].wrapping_add(x[d]);
-        x[b] = (x[b] ^ x[c]).rotate_left(12);
-        x[a] = x[a].wrapping_add(x[b]);
-        x[d] = (x[d] ^ x[a]).rotate_left(8);
-        x[c] = x[c].wrapping_add(x[d]);
-        x[b] = (x[b] ^ x[c]).rotate_left(7);
-    }
-    let input = [
-        0x6170_7865,
-        0x3320_646e,
-        0x7962_2d32,
-        0x6b20_6574,
-        key[0],
-        key[1],
-        key[2],
-        key[3],
-        key[4],
-        key[5],
-        key[6],
-        key[7],
-        iv[0],
-        iv[1],
-        iv[2],
-        iv[3],
-    ];
-    let mut x = input;
-    for _ in 0..double_rounds {
-        qr(&mut x, 0, 4, 8, 12);
-        qr(&mut x, 1, 5, 9, 13);
-        qr(&mut x, 2, 6, 10, 14);
-        qr(&mut x, 3, 7, 11, 15);
-        qr(&mut x, 0, 5, 10, 15);
-        qr(&mut x, 1, 6, 11, 12);
-        qr(&mut x, 2, 7, 8, 13);
-        qr(&mut x, 3, 4, 9, 14);
-    }
-    for (w, i) in x.iter_mut().zip(input) {
-        *w = w.wrapping_add(i);
-    }
-    x
-}
+/// Words a [`Stream`] hands out under one key before it takes a new one from [`Rng`] (which
+/// folds the clock into its own key, or reads the HAL's hardware source): 16 ChaCha blocks.
+const STREAM_REKEY_WORDS: u32 = 256;
 
 /// 32-bit random words for a caller that already holds a lock (the mkey cache's
-/// registrations, under the UMR lock): the words of ChaCha8 blocks ([`STREAM_DOUBLE_ROUNDS`])
-/// under a key drawn from [`Rng`], a new key every [`STREAM_REKEY_BLOCKS`] blocks. One block
-/// serves 16 draws, about half of what 32 bits of [`Rng::next`] cost; no atomics (the
-/// owner's lock orders the draws). Each word is handed out once.
+/// registrations, under the UMR lock): a ChaCha8 stream (`rand_chacha::ChaCha8Rng`; eight
+/// rounds keep a wide margin over the best published attacks, which reach seven: Aumasson,
+/// "Too Much Crypto", 2019) keyed by four [`Rng`] draws, rekeyed every
+/// [`STREAM_REKEY_WORDS`] words. Whoever does not know the key cannot tell the words from
+/// random, as with [`Rng`]'s keyed function; a word costs a fraction of an [`Rng::next`]
+/// draw, and takes no atomics (the owner's lock orders the draws). Each word is handed out
+/// once.
 pub(crate) struct Stream {
-    key: [u32; 8],
-    /// Blocks made under all keys so far (the block counter, words 12 and 13).
-    blocks: u64,
-    buf: [u32; BLOCK_WORDS],
-    /// The next unused word of `buf` (`BLOCK_WORDS`: none left).
-    at: usize,
+    chacha: ChaCha8Rng,
+    /// Words left under the current key (0: take a new key first).
+    left: u32,
 }
 
 impl Default for Stream {
     fn default() -> Self {
         Stream {
-            key: [0; 8],
-            blocks: 0,
-            buf: [0; BLOCK_WORDS],
-            at: BLOCK_WORDS,
+            chacha: ChaCha8Rng::from_seed([0; 32]),
+            left: 0,
         }
     }
 }
 
 impl Stream {
-    /// The next 32 random bits (a new block, and first a new key from `rng` when due, once
-    /// the block's words are used up).
+    /// The next 32 random bits (first a new key from `rng`, when due).
     #[inline(always)]
     pub(crate) fn next32<H: Hal>(&mut self, rng: &Rng, hal: &H) -> u32 {
-        if self.at >= BLOCK_WORDS {
-            self.refill(rng, hal);
+        if self.left == 0 {
+            self.rekey(rng, hal);
         }
-        let v = self.buf.get(self.at).copied().unwrap_or(0);
-        self.at += 1;
-        v
+        self.left -= 1;
+        self.chacha.next_u32()
     }
 
     #[inline(never)]
-    fn refill<H: Hal>(&mut self, rng: &Rng, hal: &H) {
-        if self.blocks.is_multiple_of(STREAM_REKEY_BLOCKS) {
-            for pair in self.key.chunks_exact_mut(2) {
-                let v = rng.next(hal);
-                pair[0] = v as u32;
-                pair[1] = (v >> 32) as u32;
-            }
-        }
-        let b = self.blocks;
-        self.buf = chacha_block(
-            &self.key,
-            [b as u32, (b >> 32) as u32, 0, 0],
-            STREAM_DOUBLE_ROUNDS,
-        );
-        self.blocks = b.wrapping_add(1);
-        self.at = 0;
+    fn rekey<H: Hal>(&mut self, rng: &Rng, hal: &H) {
+        self.chacha = ChaCha8Rng::from_seed(stream_seed(rng, hal));
+        self.left = STREAM_REKEY_WORDS;
     }
+}
+
+/// A ChaCha key of four [`Rng`] draws, each draw's eight bytes little-endian, in order.
+fn stream_seed<H: Hal>(rng: &Rng, hal: &H) -> [u8; 32] {
+    let mut seed = [0u8; 32];
+    for part in seed.chunks_exact_mut(8) {
+        part.copy_from_slice(&rng.next(hal).to_le_bytes());
+    }
+    seed
 }
 
 #[cfg(test)]
@@ -254,68 +186,30 @@ mod tests {
         }
     }
 
-    /// The block function against RFC 8439 section 2.3.2's test vector (ChaCha20: 10 double
-    /// rounds; key 00 01 .. 1f, block count 1, nonce 00 00 00 09 00 00 00 4a 00 00 00 00, as
-    /// little-endian words), so the round function and layout are ChaCha's; the stream's
-    /// blocks are the same function at 4 double rounds.
+    /// A [`Stream`] hands out the words of ChaCha8 (`rand_chacha`) under a key of four
+    /// [`Rng`] draws, each once and in order, and takes four new draws as its key every
+    /// [`STREAM_REKEY_WORDS`] words.
     #[test]
-    fn chacha_block_matches_rfc8439() {
-        let mut key = [0u32; 8];
-        for (i, w) in key.iter_mut().enumerate() {
-            let b = (4 * i) as u32;
-            *w = u32::from_le_bytes([b as u8, (b + 1) as u8, (b + 2) as u8, (b + 3) as u8]);
-        }
-        let got = chacha_block(&key, [1, 0x0900_0000, 0x4a00_0000, 0], 10);
-        let want: [u32; 16] = [
-            0xe4e7_f110,
-            0x1559_3bd1,
-            0x1fdd_0f50,
-            0xc471_20a3,
-            0xc7f4_d1c7,
-            0x0368_c033,
-            0x9aaa_2204,
-            0x4e6c_d4c3,
-            0x4664_82d2,
-            0x09aa_9f07,
-            0x05d7_c214,
-            0xa202_8bd9,
-            0xd19c_12b5,
-            0xb94e_16de,
-            0xe883_d0cb,
-            0x4e3c_50a2,
-        ];
-        assert_eq!(got, want);
-        assert_ne!(
-            chacha_block(&key, [1, 0x0900_0000, 0x4a00_0000, 0], 4),
-            want
-        );
-    }
-
-    /// A [`Stream`] hands out the words of ChaCha8 blocks 0, 1, ... in order, each once,
-    /// under a key of four [`Rng`] draws, and takes four new draws as its key every
-    /// [`STREAM_REKEY_BLOCKS`] blocks (the counter goes on).
-    #[test]
-    fn stream_is_chacha8_blocks_under_rng_keys() {
+    fn stream_is_chacha8_under_rng_keys() {
         let hal = crate::test_hal::TestHal(crate::test_hal::SimHal::new());
         let r = Rng::new(&hal);
         let (k0, k1) = (r.k0.load(Ordering::Relaxed), r.k1.load(Ordering::Relaxed));
-        let key_at = |n: u64| {
-            let mut k = [0u32; 8];
-            for (i, pair) in k.chunks_exact_mut(2).enumerate() {
-                let v = siphash13(k0, k1, n + i as u64);
-                pair[0] = v as u32;
-                pair[1] = (v >> 32) as u32;
+        let seed_at = |n: u64| {
+            let mut seed = [0u8; 32];
+            for (i, part) in seed.chunks_exact_mut(8).enumerate() {
+                part.copy_from_slice(&siphash13(k0, k1, n + i as u64).to_le_bytes());
             }
-            k
+            seed
         };
         let mut s = Stream::default();
-        for blk in 0..STREAM_REKEY_BLOCKS + 2 {
-            let key = key_at(4 * (blk / STREAM_REKEY_BLOCKS));
-            let want = chacha_block(&key, [blk as u32, 0, 0, 0], STREAM_DOUBLE_ROUNDS);
-            for (i, w) in want.iter().enumerate() {
-                assert_eq!(s.next32(&r, &hal), *w, "block {blk}, word {i}");
+        let mut want = ChaCha8Rng::from_seed(seed_at(0));
+        for i in 0..2 * STREAM_REKEY_WORDS + 3 {
+            if i > 0 && i % STREAM_REKEY_WORDS == 0 {
+                want = ChaCha8Rng::from_seed(seed_at(4 * u64::from(i / STREAM_REKEY_WORDS)));
             }
+            let w = s.next32(&r, &hal);
+            assert_eq!(w, want.next_u32(), "word {i}");
         }
-        assert_eq!(r.n.load(Ordering::Relaxed), 8, "two keys of four draws");
+        assert_eq!(r.n.load(Ordering::Relaxed), 12, "three keys of four draws");
     }
 }
