@@ -95,39 +95,47 @@ pub(crate) fn memory_pieces(
 /// `half` is the BlueFlame half-buffer size (`bf_reg_size / 2`, at least 8), which the caller
 /// (the UAR write path, `uar::bf_half`) reads from the capabilities once per doorbell.
 ///
-/// Returns true if the doorbell rang a send queue: its QP exists and belongs to this UAR page.
+/// Returns the QP the doorbell rings, if any: it exists and belongs to this UAR page. The
+/// caller rings it ([`kick`]) once it has recorded what it needs of the doorbell.
+#[inline(always)]
 pub(crate) fn sq_doorbell(
     hca: &mut Hca,
     uar_index: u32,
     offset: u32,
     value: u64,
     half: usize,
-) -> bool {
+) -> Option<u32> {
     let off = offset as usize;
     if !(uar::BF_OFFSET..uar::PAGE_SIZE).contains(&off) {
-        return false;
+        return None;
     }
     if !(off - uar::BF_OFFSET).is_multiple_of(half) {
-        return false;
+        return None;
     }
     let qpn = ((value as u32) >> 8) & QPN_MASK;
     match hca.qps.get(qpn) {
-        None => {
-            hca.trace_note(format_args!(
-                "SQ doorbell {value:#018x} at UAR {uar_index:#x}+{offset:#x}: no QP {qpn:#x}, ignored"
-            ));
-            false
+        Some(q) if q.uar == uar_index => Some(qpn),
+        _ => {
+            sq_doorbell_ignored(hca, uar_index, offset, value);
+            None
         }
-        Some(q) if q.uar != uar_index => {
+    }
+}
+
+/// Traces why a doorbell rang no send queue: no QP of its number, or one of another UAR page.
+#[cold]
+#[inline(never)]
+fn sq_doorbell_ignored(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
+    let qpn = ((value as u32) >> 8) & QPN_MASK;
+    match hca.qps.get(qpn) {
+        None => hca.trace_note(format_args!(
+            "SQ doorbell {value:#018x} at UAR {uar_index:#x}+{offset:#x}: no QP {qpn:#x}, ignored"
+        )),
+        Some(q) => {
             let owner = q.uar;
             hca.trace_note(format_args!(
                 "SQ doorbell for QP {qpn:#x} on UAR {uar_index:#x}, but its uar_page is {owner:#x}: ignored"
             ));
-            false
-        }
-        Some(_) => {
-            kick(hca, qpn);
-            true
         }
     }
 }
@@ -168,6 +176,7 @@ pub fn poll_wire(hca: &mut Hca) {
 /// Looks at QP `qpn`'s send queue now (doorbell, or the QP just reached RTS). The port's
 /// clock is read for this event only once a transport needs it ([`rcpath::clock`]): a
 /// doorbell whose WQEs all execute locally (UMRs) reads no clock.
+#[inline(always)]
 pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
     hca.clock_due = true;
     if hca.port.loopq.is_empty() && hca.port.kicks.is_empty() {
@@ -394,7 +403,39 @@ const WQE_PREFETCH: usize = 4 * wqe::SEND_WQE_BB;
 
 /// Copies the WQE at SQ position `pos` out of the ring (undoing the wrap) into `raw`; returns
 /// its length in bytes (`ds * 16`, at least the 16-byte ctrl segment).
+///
+/// Inlined into the send queue loop: the common case (the WQE inside the first
+/// [`WQE_PREFETCH`] bytes, read in one access through the QP's view of the ring's region) is
+/// answered here; anything else is [`fetch_wqe_general`], which reads the WQE again from the
+/// start (the same reads, so the same outcome).
+#[inline(always)]
 pub(crate) fn fetch_wqe(
+    mem: &dyn GuestMemory,
+    q: &mut Qp,
+    pos: u16,
+    raw: &mut [u8; MAX_WQE_BYTES],
+) -> Result<usize, ()> {
+    let ring = (q.sq_size() as u64) * wqe::SEND_WQE_BB as u64;
+    let at = (pos as u64 & (q.sq_size() as u64 - 1)) * wqe::SEND_WQE_BB as u64;
+    if ring - at >= WQE_PREFETCH as u64 {
+        let head: &mut [u8; WQE_PREFETCH] = raw.first_chunk_mut().ok_or(())?;
+        // Through the SQ's stretch of the buffer ([`crate::memory::RingWindow`]) when it
+        // holds these bytes: the bytes the general path's first read gets.
+        if q.sq_win.read(mem, q.sq_offset + at, head) {
+            // `ds` whole WQE inside what was read: what the general path returns too
+            // (`len <= WQE_PREFETCH <= ring - at`, so nothing more is read there).
+            let len = SendWqe::ds_of(&raw[..16]).max(1) as usize * wqe::SEND_WQE_DS;
+            if len <= WQE_PREFETCH {
+                return Ok(len);
+            }
+        }
+    }
+    fetch_wqe_general(mem, q, pos, raw)
+}
+
+/// [`fetch_wqe`], every case.
+#[inline(never)]
+fn fetch_wqe_general(
     mem: &dyn GuestMemory,
     q: &mut Qp,
     pos: u16,
@@ -413,6 +454,8 @@ pub(crate) fn fetch_wqe(
         // Through the QP's view of the SQ's region: one bounds check and one copy.
         if q.sq_view.read(mem, bus, &mut raw[..ahead]).is_ok() {
             have = ahead;
+            // The stretch around these bytes, for the next WQEs' fetches.
+            q.sq_win.refresh(mem, &q.buf, q.sq_offset + at);
         }
     }
     // Otherwise the first basic block whole, in one access (a WQE starts on a 64-byte block,

@@ -192,6 +192,9 @@ pub struct Qp {
     /// The region of guest memory the SQ or the RQ was last read from
     /// ([`crate::memory::ViewSlot`]).
     pub(crate) sq_view: crate::memory::ViewSlot,
+    /// The stretch of the buffer the SQ was last fetched from ([`crate::memory::RingWindow`];
+    /// the buffer never changes for the QP's life).
+    pub(crate) sq_win: crate::memory::RingWindow,
     /// The region of guest memory holding the doorbell record, as last read.
     pub(crate) dbr_view: crate::memory::ViewSlot,
 }
@@ -271,7 +274,7 @@ pub struct QpTable {
 }
 
 impl QpTable {
-    #[inline]
+    #[inline(always)]
     fn find(&self, qpn: u32) -> Option<usize> {
         use std::sync::atomic::Ordering::Relaxed;
         let h = self.hint.load(Relaxed);
@@ -523,6 +526,7 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         fre: get(qpc::FRE, ctx) != 0,
         counter_set: 0,
         sq_view: Default::default(),
+        sq_win: Default::default(),
         dbr_view: Default::default(),
     };
     q.reset_runtime();

@@ -140,6 +140,9 @@ pub struct Cq {
     cqc: [u8; cqc::BYTES],
     /// The region of guest memory the ring was last written in ([`crate::memory::ViewSlot`]).
     ring_view: crate::memory::ViewSlot,
+    /// The stretch of `buf` the last CQE was written in ([`crate::memory::RingWindow`]);
+    /// cleared when `buf` is replaced (resize).
+    ring_win: crate::memory::RingWindow,
 }
 
 /// What writing a CQE led to (the caller posts the event; it owns the EQs).

@@ -461,7 +461,7 @@ pub mod sigbus;
 
 pub use mapped::{MappedMemory, MemSection};
 pub use region::{AllocError, RegionMemory};
-pub use view::{HostView, ViewSlot};
+pub use view::{HostView, RingWindow, ViewSlot};
 
 #[cfg(test)]
 mod tests;
