@@ -303,8 +303,8 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
         if raw[3] == wqe::opcode::UMR {
             // UMR: applied to the key table when taken ([`crate::umr`]).
             let (fre, qp_pd) = (q.fre, q.pd);
-            // What `push_local_done_to` needs of the QP, read now: executing a UMR changes a key
-            // or a window, never a QP.
+            // What completing it needs of the QP, read now: executing a UMR changes a key or a
+            // window, never a QP.
             let (cqn, uidx, queued) = (q.cqn_snd, q.user_index, !q.wrs.is_empty());
             // Whether the pump after the loop would find nothing to do: no slot queued (this
             // UMR's completes at once) and an idle transport (a UMR changes neither).
@@ -313,13 +313,15 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             q.next_wr = q.next_wr.wrapping_add(1);
             let next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
             q.sq_next = next;
-            let mut slot = WrSlot {
+            // The slot's fields (a slot is made only when one is queued: on failure, or
+            // behind work ahead).
+            let slot = |kind| WrSlot {
                 wr_id,
                 wqe_index: u16::from_be_bytes([raw[1], raw[2]]),
                 opcode: raw[3],
                 signaled: raw[wqe::ctrl_seg::FM_CE_SE] & wqe::ctrl::CQ_UPDATE != 0,
                 byte_len: 0,
-                kind: SlotKind::Nop,
+                kind,
                 payload: None,
             };
             let r = if u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]) >> 8 != qpn {
@@ -328,11 +330,19 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 crate::umr::execute(hca, qpn, fre, qp_pd, &raw[..len])
             };
             if let Err((syn, vend)) = r {
-                slot.kind = SlotKind::Failed(syn, vend);
-                rcpath::push_slot(hca, qpn, slot, None);
+                rcpath::push_slot(hca, qpn, slot(SlotKind::Failed(syn, vend)), None);
                 break;
             }
-            rcpath::push_local_done_to(hca, qpn, slot, cqn, uidx, queued);
+            if queued {
+                rcpath::push_local_done_behind(hca, qpn, slot(SlotKind::Nop));
+            } else if raw[wqe::ctrl_seg::FM_CE_SE] & wqe::ctrl::CQ_UPDATE != 0 {
+                // Nothing ahead: its CQE at once, the SQ's next in order (what `retire_local`
+                // would write for it).
+                let c =
+                    crate::cq::Cqe::requester(raw[3], qpn, u16::from_be_bytes([raw[1], raw[2]]), 0)
+                        .with_user_index(uidx);
+                crate::cq::post_cqe_inline(hca, cqn, &c);
+            }
             if next == pi {
                 // The last WQE announced: the next turn of the loop would stop here too (it
                 // stops at `pi` whatever the QP's state), without looking the QP up again;

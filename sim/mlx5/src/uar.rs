@@ -202,23 +202,36 @@ pub(crate) fn cmd_dealloc_uar(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> C
 }
 
 /// A BAR0 write that landed in UAR page `page` at `offset` (bytes in address order).
+///
+/// Inlined into the BAR0 write path: a send doorbell (an 8-byte store at an 8-byte aligned
+/// register of the DB/BF area, the most frequent write) goes straight to the doorbell, in the
+/// same frame; every other write is [`bar_write_other`].
+#[inline(always)]
 pub fn bar_write(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
-    if !hca.uars.contains(page) {
-        hca.trace(format_args!(
-            "write to unallocated UAR page {page} offset {offset:#x}: ignored"
-        ));
-        return;
-    }
-    // A send doorbell (an 8-byte store at an 8-byte aligned register of the DB/BF area), the
-    // most frequent write, first: what the match below does with it (`combine` of an 8-byte
-    // store, then `blueflame`), without its dispatch.
     if let Ok(b) = <[u8; 8]>::try_from(bytes) {
-        if offset & 7 == 0 && (BF_OFFSET..UAR_PAGE_SIZE as u32).contains(&offset) {
+        if offset & 7 == 0
+            && (BF_OFFSET..UAR_PAGE_SIZE as u32).contains(&offset)
+            && hca.uars.contains(page)
+        {
+            // What `bar_write_other` does with it: `combine` of an 8-byte store, then
+            // `blueflame`.
             if !hca.uars.halves.is_empty() {
                 hca.uars.halves.remove(&(page, offset));
             }
             return blueflame(hca, page, offset, u64::from_be_bytes(b));
         }
+    }
+    bar_write_other(hca, page, offset, bytes)
+}
+
+/// [`bar_write`] of any write.
+#[inline(never)]
+fn bar_write_other(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
+    if !hca.uars.contains(page) {
+        hca.trace(format_args!(
+            "write to unallocated UAR page {page} offset {offset:#x}: ignored"
+        ));
+        return;
     }
     let len = bytes.len() as u32;
     match (offset, len) {

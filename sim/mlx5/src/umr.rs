@@ -192,6 +192,10 @@ fn check_key(m: Option<&Mkey>, key: u32, flags: u8) -> Result<(), UmrErr> {
 /// (the send queue loop holds them; the QP is not looked up a second time). The key is looked
 /// up once, for the dispatch and the update both (a translation by pointer, read through
 /// another key first, looks it up again).
+///
+/// Inlined into the send queue loop, its one caller on the data path (with the key update
+/// it inlines in turn, the UMR's fields stay in registers from the fetch to the CQE).
+#[inline(always)]
 pub(crate) fn execute(
     hca: &mut Hca,
     qpn: u32,

@@ -353,6 +353,12 @@ fn post_event(hca: &mut Hca, cqn: u32, ev: CqEvent) {
 /// Writes a CQE to CQ `cqn`, applying the data-plane fault switches, and posts the resulting
 /// completion or CQ-error event. Returns false if the CQ does not exist or is in error.
 pub fn post_cqe(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
+    post_cqe_inline(hca, cqn, c)
+}
+
+/// [`post_cqe`], inlined into a caller whose every completion goes through it (a UMR's).
+#[inline(always)]
+pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
     let f = {
         let faults = hca.faults_mut();
         let f = CqeFaults {

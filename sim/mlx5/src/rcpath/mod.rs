@@ -478,30 +478,13 @@ pub(crate) fn push_slot(hca: &mut Hca, qpn: u32, mut slot: WrSlot, wr: Option<Wo
     q.wrs.push_back(slot);
 }
 
-/// A WQE executed locally and successfully (a UMR): completed at once when nothing is ahead
-/// of it in QP `qpn`'s SQ record (its CQE, if signaled, is then exactly the next of the SQ in
-/// order, which is what [`retire_local`] would write for it), else queued behind the work
-/// ahead as a [`SlotKind::Nop`] slot. What it needs of the QP comes from the caller, who
-/// holds the QP already (no second lookup): its send CQ `cqn`, its user index `uidx`, and
-/// whether work requests are `queued` ahead of this one.
-#[inline]
-pub(crate) fn push_local_done_to(
-    hca: &mut Hca,
-    qpn: u32,
-    slot: WrSlot,
-    cqn: u32,
-    uidx: u32,
-    queued: bool,
-) {
-    if queued {
-        if let Some(q) = hca.qps.get_mut(qpn) {
-            q.wrs.push_back(slot);
-        }
-        return;
-    }
-    if slot.signaled {
-        let c = Cqe::requester(slot.opcode, qpn, slot.wqe_index, 0).with_user_index(uidx);
-        post_cqe(hca, cqn, &c);
+/// A WQE executed locally and successfully (a UMR) with work requests queued ahead of it in
+/// QP `qpn`'s SQ record: queued behind them as a [`SlotKind::Nop`] slot, completed in order by
+/// [`retire_local`]. (With nothing ahead, the send queue loop writes its CQE, if signaled, at
+/// once: exactly the next of the SQ in order, what [`retire_local`] would write for it.)
+pub(crate) fn push_local_done_behind(hca: &mut Hca, qpn: u32, slot: WrSlot) {
+    if let Some(q) = hca.qps.get_mut(qpn) {
+        q.wrs.push_back(slot);
     }
 }
 
