@@ -251,6 +251,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
     // The doorbell record's SQ counter, read on the first turn (whose QP lookup also serves
     // the checks before it).
     let mut pi = None;
+    let mut now = 0;
     loop {
         // Looked up once per WQE (held until the WQE is taken off the ring).
         let Some(q) = hca.qps.get_mut(qpn) else {
@@ -271,7 +272,11 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 if q.state != qp::state::RTS {
                     return;
                 }
-                match read_dbr_in(&mut q.dbr_view, &*hca.mem, q.dbr_addr) {
+                // The memory's version, read once for the doorbell's accesses through views
+                // (the doorbell record, the WQEs, a UMR's CQE): they are the accesses of
+                // that moment.
+                now = hca.mem.version();
+                match read_dbr_in(&mut q.dbr_view, now, &*hca.mem, q.dbr_addr) {
                     Ok((_, sq)) => *pi.insert(sq),
                     Err(_) => {
                         wq_catastrophe(hca, qpn, "doorbell record unreadable");
@@ -293,7 +298,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             wq_catastrophe(hca, qpn, "SQ producer counter beyond the ring");
             return;
         }
-        let len = match fetch_wqe(&*hca.mem, q, pos, raw) {
+        let len = match fetch_wqe(&*hca.mem, now, q, pos, raw) {
             Ok(n) => n,
             Err(()) => {
                 wq_catastrophe(hca, qpn, "SQ buffer unreadable");
@@ -341,7 +346,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 let c =
                     crate::cq::Cqe::requester(raw[3], qpn, u16::from_be_bytes([raw[1], raw[2]]), 0)
                         .with_user_index(uidx);
-                crate::cq::post_cqe_inline(hca, cqn, &c);
+                crate::cq::post_cqe_inline(hca, cqn, &c, now);
             }
             if next == pi {
                 // The last WQE announced: the next turn of the loop would stop here too (it
@@ -421,6 +426,7 @@ const WQE_PREFETCH: usize = 4 * wqe::SEND_WQE_BB;
 #[inline(always)]
 pub(crate) fn fetch_wqe(
     mem: &dyn GuestMemory,
+    now: u64,
     q: &mut Qp,
     pos: u16,
     raw: &mut [u8; MAX_WQE_BYTES],
@@ -431,7 +437,7 @@ pub(crate) fn fetch_wqe(
         let head: &mut [u8; WQE_PREFETCH] = raw.first_chunk_mut().ok_or(())?;
         // Through the SQ's stretch of the buffer ([`crate::memory::RingWindow`]) when it
         // holds these bytes: the bytes the general path's first read gets.
-        if q.sq_win.read(mem, q.sq_offset + at, head) {
+        if q.sq_win.read(now, q.sq_offset + at, head) {
             // `ds` whole WQE inside what was read: what the general path returns too
             // (`len <= WQE_PREFETCH <= ring - at`, so nothing more is read there).
             let len = SendWqe::ds_of(&raw[..16]).max(1) as usize * wqe::SEND_WQE_DS;
@@ -499,7 +505,8 @@ pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> 
     let Some(log) = q.rq_log_size else {
         return Ok(None);
     };
-    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, &*hca.mem, q.dbr_addr).map_err(|_| ())?;
+    let now = hca.mem.version();
+    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, now, &*hca.mem, q.dbr_addr).map_err(|_| ())?;
     if rq_pi == q.rq_ci as u16 {
         return Ok(None);
     }
@@ -608,7 +615,7 @@ pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
                 break;
             }
             let mut raw = [0u8; MAX_WQE_BYTES];
-            if fetch_wqe(&*mem, q, q.sq_next, &mut raw).is_err() {
+            if fetch_wqe(&*mem, mem.version(), q, q.sq_next, &mut raw).is_err() {
                 break;
             }
             let idx = u16::from_be_bytes([raw[1], raw[2]]);

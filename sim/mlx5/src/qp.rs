@@ -841,14 +841,17 @@ pub(crate) fn read_dbr(
 
 /// [`read_dbr`] through `view`, the QP's view of the record's region
 /// ([`crate::memory::ViewSlot`]): the same bytes, and the same error when they are not guest
-/// memory.
+/// memory. `now` is the memory's version read for this access or its doorbell
+/// ([`crate::memory::ViewSlot::read_at`]).
+#[inline]
 pub(crate) fn read_dbr_in(
     view: &mut crate::memory::ViewSlot,
+    now: u64,
     mem: &dyn crate::memory::GuestMemory,
     dbr: u64,
 ) -> Result<(u16, u16), crate::memory::DmaError> {
     let mut b = [0u8; 8];
-    view.read(mem, dbr, &mut b)?;
+    view.read_at(now, mem, dbr, &mut b)?;
     Ok(dbr_counters(&b))
 }
 

@@ -353,12 +353,15 @@ fn post_event(hca: &mut Hca, cqn: u32, ev: CqEvent) {
 /// Writes a CQE to CQ `cqn`, applying the data-plane fault switches, and posts the resulting
 /// completion or CQ-error event. Returns false if the CQ does not exist or is in error.
 pub fn post_cqe(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
-    post_cqe_inline(hca, cqn, c)
+    let now = hca.mem.version();
+    post_cqe_inline(hca, cqn, c, now)
 }
 
-/// [`post_cqe`], inlined into a caller whose every completion goes through it (a UMR's).
+/// [`post_cqe`], inlined into a caller whose every completion goes through it (a UMR's),
+/// with the memory's version read already (`now`, [`crate::memory::GuestMemory::version`],
+/// for the doorbell the CQE belongs to).
 #[inline(always)]
-pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
+pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe, now: u64) -> bool {
     let f = {
         let faults = hca.faults_mut();
         let f = CqeFaults {
@@ -376,7 +379,7 @@ pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
     if cq.in_error {
         return false;
     }
-    let ev = cq.write(&*hca.mem, c, f);
+    let ev = cq.write_at(&*hca.mem, now, c, f);
     if ev == CqEvent::None {
         return true;
     }

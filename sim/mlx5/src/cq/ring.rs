@@ -47,15 +47,27 @@ impl Cq {
     }
 
     /// Writes one CQE at the producer index and advances it. Returns the event to post.
-    #[inline]
     pub fn write(&mut self, mem: &dyn GuestMemory, c: &Cqe, faults: CqeFaults) -> CqEvent {
+        self.write_at(mem, mem.version(), c, faults)
+    }
+
+    /// [`Cq::write`] with the memory's version read already (`now`,
+    /// [`GuestMemory::version`], for the doorbell the CQE belongs to).
+    #[inline]
+    pub(crate) fn write_at(
+        &mut self,
+        mem: &dyn GuestMemory,
+        now: u64,
+        c: &Cqe,
+        faults: CqeFaults,
+    ) -> CqEvent {
         if self.in_error {
             return CqEvent::None;
         }
         if faults.duplicate {
             return self.write_twice(mem, c, faults);
         }
-        match self.write_one(mem, c, faults) {
+        match self.write_one(mem, now, c, faults) {
             Ok(e) => e,
             Err(syndrome) => {
                 self.in_error = true;
@@ -71,7 +83,7 @@ impl Cq {
     fn write_twice(&mut self, mem: &dyn GuestMemory, c: &Cqe, faults: CqeFaults) -> CqEvent {
         let mut ev = CqEvent::None;
         for _ in 0..2 {
-            match self.write_one(mem, c, faults) {
+            match self.write_one(mem, mem.version(), c, faults) {
                 Ok(CqEvent::None) => {}
                 Ok(e) => ev = e,
                 Err(syndrome) => {
@@ -84,7 +96,13 @@ impl Cq {
     }
 
     #[inline(always)]
-    fn write_one(&mut self, mem: &dyn GuestMemory, c: &Cqe, f: CqeFaults) -> Result<CqEvent, u8> {
+    fn write_one(
+        &mut self,
+        mem: &dyn GuestMemory,
+        now: u64,
+        c: &Cqe,
+        f: CqeFaults,
+    ) -> Result<CqEvent, u8> {
         // Overrun: CQE `pi` overwrites one software has not consumed when `pi - ci >= size`.
         // The consumer index in the doorbell record only grows (mod 2^24): software writes
         // its running consumer counter there after polling (Linux include/linux/mlx5/cq.h
@@ -139,7 +157,7 @@ impl Cq {
         // through the ring's stretch when it holds the slot (the same bytes the ordinary path
         // below writes), else that path, after which the stretch is resolved around the slot.
         let in_win = match body.first_chunk::<{ cqe::offset::OP_OWN }>() {
-            Some(b) => self.ring_win.write_split(mem, slot, b, own[0]),
+            Some(b) => self.ring_win.write_split(now, slot, b, own[0]),
             None => false,
         };
         if !in_win {

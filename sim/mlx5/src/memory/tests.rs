@@ -750,50 +750,93 @@ fn ring_window_serves_only_its_contiguous_stretch_of_one_region() {
 
     let mut w = RingWindow::default();
     let mut b = [0u8; 16];
-    assert!(!w.read(&mem, 0, &mut b), "not resolved yet");
+    assert!(!w.read(mem.version(), 0, &mut b), "not resolved yet");
     w.refresh(&mem, &buf, 100);
     // Across the page boundary inside the first region: served, the memory's bytes.
     let at = 0x1000 - 64 - 8;
-    assert!(w.read(&mem, at, &mut b));
+    assert!(w.read(mem.version(), at, &mut b));
     let mut want = [0u8; 16];
     mem.read(0x20000 + 64 + at, &mut want).unwrap();
     assert_eq!(b, want);
     // Into the adjacent region (page 2): refused, and so is anything past it.
     let end = 0x2000 - 64;
-    assert!(w.read(&mem, end - 16, &mut b));
-    assert!(!w.read(&mem, end - 8, &mut b));
-    assert!(!w.read(&mem, end, &mut b));
-    assert!(!w.read(&mem, 3 * 0x1000 - 64, &mut b));
+    assert!(w.read(mem.version(), end - 16, &mut b));
+    assert!(!w.read(mem.version(), end - 8, &mut b));
+    assert!(!w.read(mem.version(), end, &mut b));
+    assert!(!w.read(mem.version(), 3 * 0x1000 - 64, &mut b));
     // Below the stretch (wraps past its length): refused.
-    assert!(!w.read(&mem, u64::MAX - 4, &mut b));
+    assert!(!w.read(mem.version(), u64::MAX - 4, &mut b));
     // A write lands where the memory's own path puts it: body first, then the last byte.
-    assert!(w.write_split(&mem, 200, &[7u8; 15], 0xee));
+    assert!(w.write_split(mem.version(), 200, &[7u8; 15], 0xee));
     let mut got = [0u8; 16];
     mem.read(0x20000 + 64 + 200, &mut got).unwrap();
     assert_eq!(got, [7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0xee]);
     // Resolved in page 3: only page 3.
     w.refresh(&mem, &buf, 3 * 0x1000 - 64 + 8);
-    assert!(w.read(&mem, 3 * 0x1000 - 64, &mut b));
+    assert!(w.read(mem.version(), 3 * 0x1000 - 64, &mut b));
     assert_eq!(b, [0xdd; 16]);
-    assert!(!w.read(&mem, 100, &mut b));
+    assert!(!w.read(mem.version(), 100, &mut b));
     // Another region added: the memory's version changed, the window refuses until resolved
     // again.
     w.refresh(&mem, &buf, 100);
-    assert!(w.read(&mem, 100, &mut b));
+    assert!(w.read(mem.version(), 100, &mut b));
     mem.insert(0x50000, &[0u8; 64]).unwrap();
-    assert!(!w.read(&mem, 100, &mut b));
-    assert!(!w.write_split(&mem, 100, &[1u8; 15], 1));
+    assert!(!w.read(mem.version(), 100, &mut b));
+    assert!(!w.write_split(mem.version(), 100, &[1u8; 15], 1));
     w.refresh(&mem, &buf, 100);
-    assert!(w.read(&mem, 100, &mut b));
+    assert!(w.read(mem.version(), 100, &mut b));
     // The region freed: refused, and resolving again finds nothing.
     assert!(mem.free(0x20000));
-    assert!(!w.read(&mem, 100, &mut b));
+    assert!(!w.read(mem.version(), 100, &mut b));
     w.refresh(&mem, &buf, 100);
-    assert!(!w.read(&mem, 100, &mut b));
-    assert!(!w.write_split(&mem, 100, &[1u8; 15], 1));
+    assert!(!w.read(mem.version(), 100, &mut b));
+    assert!(!w.write_split(mem.version(), 100, &[1u8; 15], 1));
     // Cleared: refused.
     w.refresh(&mem, &buf, 3 * 0x1000 - 64);
-    assert!(w.read(&mem, 3 * 0x1000 - 64, &mut b));
+    assert!(w.read(mem.version(), 3 * 0x1000 - 64, &mut b));
     w.clear();
-    assert!(!w.read(&mem, 3 * 0x1000 - 64, &mut b));
+    assert!(!w.read(mem.version(), 3 * 0x1000 - 64, &mut b));
+}
+
+/// [`ViewSlot::read_at`] with the memory's version read once ([`GuestMemory::version`]):
+/// the version is the one `view_current` compares (equal exactly while nothing changed), a
+/// read at the current version goes through the view, one at any other version (a stale
+/// reading, or 0: no views) takes the memory's own path with the same outcome, and after the
+/// region is freed the current version's read fails as the memory's own does.
+#[test]
+fn view_slot_read_at_one_version_reading_matches_the_memory() {
+    let mem = RegionMemory::new();
+    let a = mem.alloc(4096, 4096).unwrap();
+    mem.write(a + 8, &[1, 2, 3, 4]).unwrap();
+    let mut v = ViewSlot::default();
+    let mut b = [0u8; 4];
+    let v0 = mem.version();
+    assert_ne!(v0, 0);
+    v.read_at(v0, &mem, a + 8, &mut b).unwrap(); // resolves the view
+    assert_eq!(b, [1, 2, 3, 4]);
+    let view = mem.view(a).unwrap();
+    assert!(mem.view_current(&view) && view.version == mem.version());
+    mem.write(a + 8, &[5, 6, 7, 8]).unwrap();
+    v.read_at(v0, &mem, a + 8, &mut b).unwrap();
+    assert_eq!(b, [5, 6, 7, 8]);
+    // Another region: the version moves; views of the old one are no longer current.
+    let other = mem.alloc(4096, 4096).unwrap();
+    let v1 = mem.version();
+    assert_ne!(v1, v0);
+    assert!(!mem.view_current(&view));
+    for now in [0, v0, v1] {
+        b = [0; 4];
+        v.read_at(now, &mem, a + 8, &mut b).unwrap();
+        assert_eq!(b, [5, 6, 7, 8], "now {now}");
+    }
+    // Freed: the current reading fails as the memory's own read does.
+    assert!(mem.free(a));
+    let err = mem.read(a + 8, &mut b);
+    assert!(err.is_err());
+    assert_eq!(v.read_at(mem.version(), &mem, a + 8, &mut b), err);
+    v.read_at(mem.version(), &mem, other, &mut b).unwrap();
+    assert_eq!(b, [0; 4]);
+    // A memory without views: version 0, every read its own path.
+    assert_eq!(NoMemory.version(), 0);
+    assert!(v.read_at(0, &NoMemory, 0x1000, &mut b).is_err());
 }

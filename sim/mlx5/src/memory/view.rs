@@ -85,9 +85,10 @@ struct Window {
 
 impl RingWindow {
     /// The host address of buffer bytes `[off, off + len)` if the stretch holds them all and
-    /// the memory has not changed since it was resolved.
+    /// the memory has not changed since it was resolved: its version is `now`, read from the
+    /// memory ([`GuestMemory::version`]) for this access or for the doorbell it belongs to.
     #[inline]
-    fn host(&self, mem: &dyn GuestMemory, off: u64, len: usize) -> Option<*mut u8> {
+    fn host(&self, now: u64, off: u64, len: usize) -> Option<*mut u8> {
         let w = self.0.as_ref()?;
         // Below `lo`, `d` wraps past `w.len`.
         let d = off.wrapping_sub(w.lo);
@@ -98,14 +99,15 @@ impl RingWindow {
         // view's region, `refresh`): the pointer stays inside the region's host buffer, which
         // the view keeps allocated.
         let host = unsafe { w.view.host.add((w.start + d) as usize) };
-        mem.view_current(&w.view).then_some(host)
+        (w.view.version == now).then_some(host)
     }
 
-    /// Copies buffer bytes `[off, off + N)` into `buf` if the stretch holds them (true), as a
-    /// read of the same bytes through the memory would; false: nothing was read.
+    /// Copies buffer bytes `[off, off + N)` into `buf` if the stretch holds them and the
+    /// memory's version is `now` (true), as a read of the same bytes through the memory would;
+    /// false: nothing was read.
     #[inline]
-    pub fn read<const N: usize>(&self, mem: &dyn GuestMemory, off: u64, buf: &mut [u8; N]) -> bool {
-        let Some(host) = self.host(mem, off, N) else {
+    pub fn read<const N: usize>(&self, now: u64, off: u64, buf: &mut [u8; N]) -> bool {
+        let Some(host) = self.host(now, off, N) else {
             return false;
         };
         // SAFETY: `host` proved the N bytes lie inside the view's live region; `buf` is a
@@ -115,17 +117,17 @@ impl RingWindow {
     }
 
     /// Writes `body` at buffer offset `off`, then the byte `last` right after it (visible
-    /// only after `body`), if the stretch holds all `N + 1` bytes (true), as
-    /// [`ViewSlot::write_split`] does; false: nothing was written.
+    /// only after `body`), if the stretch holds all `N + 1` bytes and the memory's version is
+    /// `now` (true), as [`ViewSlot::write_split`] does; false: nothing was written.
     #[inline]
     pub fn write_split<const N: usize>(
         &self,
-        mem: &dyn GuestMemory,
+        now: u64,
         off: u64,
         body: &[u8; N],
         last: u8,
     ) -> bool {
-        let Some(host) = self.host(mem, off, N + 1) else {
+        let Some(host) = self.host(now, off, N + 1) else {
             return false;
         };
         // SAFETY: as in `read`: the N + 1 bytes lie inside the view's live region; `body` is
@@ -190,6 +192,31 @@ impl ViewSlot {
     #[cold]
     fn refresh(&mut self, mem: &dyn GuestMemory, addr: u64) {
         self.0 = mem.view(addr);
+    }
+
+    /// [`ViewSlot::read`] with the memory's version read already (`now`, from
+    /// [`GuestMemory::version`] for the doorbell this access belongs to): through the view
+    /// when it holds the range and its version is `now`, else as `mem.read`.
+    #[inline]
+    pub fn read_at(
+        &mut self,
+        now: u64,
+        mem: &dyn GuestMemory,
+        addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), DmaError> {
+        if let Some(v) = self.0.as_ref().filter(|v| v.version == now) {
+            if let Some(host) = v.host_of(addr, buf.len()) {
+                // SAFETY: as in `read`: the range lies inside the view's region, whose
+                // buffer the view keeps allocated, and the memory's version was the view's
+                // when `now` was read; `buf` is a distinct Rust buffer.
+                unsafe { std::ptr::copy_nonoverlapping(host, buf.as_mut_ptr(), buf.len()) };
+                return Ok(());
+            }
+        }
+        mem.read(addr, buf)?;
+        self.refresh(mem, addr);
+        Ok(())
     }
 
     /// Copies `buf.len()` bytes at bus address `addr` into `buf`, as `mem.read` does.
