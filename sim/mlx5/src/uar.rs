@@ -58,12 +58,12 @@ struct BfBurst {
     wqe_index: u16,
     /// Bytes the copy covers: the WQE's `ds` in 64-byte blocks.
     len: usize,
-    /// The bytes so far (empty until a second qword arrives: most doorbells are only the
-    /// first 8 bytes, and need no buffer).
+    /// The bytes so far (until a second qword arrives, a buffer an earlier copy on this half
+    /// left, or none: most doorbells are only the first 8 bytes, and need no buffer).
     data: Vec<u8>,
     /// The doorbell's 8 bytes.
     first: [u8; 8],
-    /// Bit i: qword i of `data` arrived.
+    /// Bit i: qword i of `data` arrived (set when the copy starts, as `checked`).
     have: u128,
     /// Bit k: block k was compared with memory.
     checked: u32,
@@ -304,20 +304,14 @@ fn bf_doorbell(hca: &mut Hca, page: u32, start: u32, v: u64, half: u32) {
     match (rung, slot) {
         (Some(qpn), Some(i)) if len != 0 && len <= half as usize => {
             // The previous doorbell's record on this half is replaced in place (most
-            // doorbells find one there): no move, no allocation; only a buffer a copy used
-            // goes to the spares.
+            // doorbells find one there): no move, no allocation. A buffer a copy used stays
+            // for the next copy on this half; `have` and `checked` are set when one starts.
             let b = &mut uars.bursts[i];
-            let data = std::mem::take(&mut b.data);
             b.qpn = qpn;
             b.wqe_index = (v >> 40) as u16;
             b.len = len;
             b.first = v.to_be_bytes();
-            b.have = 1;
-            b.checked = 0;
             b.is_copy = false;
-            if data.capacity() > 0 {
-                uars.keep_buffer(data);
-            }
         }
         (Some(qpn), None) if len != 0 && len <= half as usize => {
             uars.bursts.push(BfBurst {
@@ -376,11 +370,15 @@ fn bf_qword(hca: &mut Hca, page: u32, start: u32, pos: u32, v: u64) {
     }
     if !b.is_copy {
         b.is_copy = true;
-        let mut data = uars.spare.pop().unwrap_or_default();
-        data.clear();
-        data.resize(b.len, 0);
-        data[..8].copy_from_slice(&b.first);
-        b.data = data;
+        b.have = 1;
+        b.checked = 0;
+        // The buffer an earlier copy on this half left, else a spare.
+        if b.data.capacity() == 0 {
+            b.data = uars.spare.pop().unwrap_or_default();
+        }
+        b.data.clear();
+        b.data.resize(b.len, 0);
+        b.data[..8].copy_from_slice(&b.first);
     }
     b.data[p..p + 8].copy_from_slice(&v.to_be_bytes());
     b.have |= 1u128 << (p / 8);
