@@ -224,7 +224,8 @@ pub(crate) fn execute(
     }
     let n = h.octowords * 16;
     if n > 0 && h.flags & wqe::umr_ctrl_seg::FLAG_INLINE == 0 {
-        return by_pointer(hca, qpn, qp_pd, &h, offset, raw);
+        // (Parses the head again: the head stays in registers here.)
+        return by_pointer(hca, qpn, qp_pd, offset, raw);
     }
     check_key(m.as_deref(), h.key, h.flags)?;
     let Some(m) = m else {
@@ -241,15 +242,16 @@ pub(crate) fn execute(
 /// one data segment (byte_count, lkey, addr) whose lkey is checked for local read in the UMR
 /// QP's PD. The key checks come first, then the read, then the update.
 #[cold]
+#[inline(never)]
 fn by_pointer(
     hca: &mut Hca,
     qpn: u32,
     qp_pd: u32,
-    h: &UmrHead<'_>,
     offset: u64,
     raw: &[u8],
 ) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
+    let h = &parse_head(raw).ok_or(malformed)?;
     let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
     let index = mkey::index(h.key);
     let n = h.octowords * 16;
