@@ -276,7 +276,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 // (the doorbell record, the WQEs, a UMR's CQE): they are the accesses of
                 // that moment.
                 now = hca.mem.version();
-                match read_dbr_in(&mut q.dbr_view, now, &*hca.mem, q.dbr_addr) {
+                match read_dbr_in(&mut q.dbr_view, now, &hca.mem, q.dbr_addr) {
                     Ok((_, sq)) => *pi.insert(sq),
                     Err(_) => {
                         wq_catastrophe(hca, qpn, "doorbell record unreadable");
@@ -298,7 +298,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             wq_catastrophe(hca, qpn, "SQ producer counter beyond the ring");
             return;
         }
-        let len = match fetch_wqe(&*hca.mem, now, q, pos, raw) {
+        let len = match fetch_wqe(&hca.mem, now, q, pos, raw) {
             Ok(n) => n,
             Err(()) => {
                 wq_catastrophe(hca, qpn, "SQ buffer unreadable");
@@ -424,8 +424,8 @@ const WQE_PREFETCH: usize = 4 * wqe::SEND_WQE_BB;
 /// answered here; anything else is [`fetch_wqe_general`], which reads the WQE again from the
 /// start (the same reads, so the same outcome).
 #[inline(always)]
-pub(crate) fn fetch_wqe(
-    mem: &dyn GuestMemory,
+pub(crate) fn fetch_wqe<M: std::ops::Deref<Target = dyn GuestMemory> + ?Sized>(
+    mem: &M,
     now: u64,
     q: &mut Qp,
     pos: u16,
@@ -446,7 +446,7 @@ pub(crate) fn fetch_wqe(
             }
         }
     }
-    fetch_wqe_general(mem, q, pos, raw)
+    fetch_wqe_general(&**mem, q, pos, raw)
 }
 
 /// [`fetch_wqe`], every case.
@@ -506,7 +506,7 @@ pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> 
         return Ok(None);
     };
     let now = hca.mem.version();
-    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, now, &*hca.mem, q.dbr_addr).map_err(|_| ())?;
+    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, now, &hca.mem, q.dbr_addr).map_err(|_| ())?;
     if rq_pi == q.rq_ci as u16 {
         return Ok(None);
     }
@@ -615,7 +615,7 @@ pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
                 break;
             }
             let mut raw = [0u8; MAX_WQE_BYTES];
-            if fetch_wqe(&*mem, mem.version(), q, q.sq_next, &mut raw).is_err() {
+            if fetch_wqe(&mem, mem.version(), q, q.sq_next, &mut raw).is_err() {
                 break;
             }
             let idx = u16::from_be_bytes([raw[1], raw[2]]);

@@ -844,10 +844,10 @@ pub(crate) fn read_dbr(
 /// memory. `now` is the memory's version read for this access or its doorbell
 /// ([`crate::memory::ViewSlot::read_at`]).
 #[inline]
-pub(crate) fn read_dbr_in(
+pub(crate) fn read_dbr_in<M: std::ops::Deref<Target = dyn crate::memory::GuestMemory> + ?Sized>(
     view: &mut crate::memory::ViewSlot,
     now: u64,
-    mem: &dyn crate::memory::GuestMemory,
+    mem: &M,
     dbr: u64,
 ) -> Result<(u16, u16), crate::memory::DmaError> {
     let mut b = [0u8; 8];

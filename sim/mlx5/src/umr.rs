@@ -243,13 +243,7 @@ pub(crate) fn execute(
 /// QP's PD. The key checks come first, then the read, then the update.
 #[cold]
 #[inline(never)]
-fn by_pointer(
-    hca: &mut Hca,
-    qpn: u32,
-    qp_pd: u32,
-    offset: u64,
-    raw: &[u8],
-) -> Result<(), UmrErr> {
+fn by_pointer(hca: &mut Hca, qpn: u32, qp_pd: u32, offset: u64, raw: &[u8]) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
     let h = &parse_head(raw).ok_or(malformed)?;
     let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);

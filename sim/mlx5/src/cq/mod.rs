@@ -379,7 +379,7 @@ pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe, now: u64) -> boo
     if cq.in_error {
         return false;
     }
-    let ev = cq.write_at(&*hca.mem, now, c, f);
+    let ev = cq.write_at(&hca.mem, now, c, f);
     if ev == CqEvent::None {
         return true;
     }

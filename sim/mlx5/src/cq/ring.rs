@@ -48,15 +48,16 @@ impl Cq {
 
     /// Writes one CQE at the producer index and advances it. Returns the event to post.
     pub fn write(&mut self, mem: &dyn GuestMemory, c: &Cqe, faults: CqeFaults) -> CqEvent {
-        self.write_at(mem, mem.version(), c, faults)
+        self.write_at(&mem, mem.version(), c, faults)
     }
 
     /// [`Cq::write`] with the memory's version read already (`now`,
     /// [`GuestMemory::version`], for the doorbell the CQE belongs to).
+    /// `mem` is dereferenced only when the CQE does not go through the ring's stretch.
     #[inline]
-    pub(crate) fn write_at(
+    pub(crate) fn write_at<'m, M: std::ops::Deref<Target = dyn GuestMemory + 'm> + ?Sized>(
         &mut self,
-        mem: &dyn GuestMemory,
+        mem: &M,
         now: u64,
         c: &Cqe,
         faults: CqeFaults,
@@ -65,7 +66,7 @@ impl Cq {
             return CqEvent::None;
         }
         if faults.duplicate {
-            return self.write_twice(mem, c, faults);
+            return self.write_twice(&**mem, c, faults);
         }
         match self.write_one(mem, now, c, faults) {
             Ok(e) => e,
@@ -83,7 +84,7 @@ impl Cq {
     fn write_twice(&mut self, mem: &dyn GuestMemory, c: &Cqe, faults: CqeFaults) -> CqEvent {
         let mut ev = CqEvent::None;
         for _ in 0..2 {
-            match self.write_one(mem, mem.version(), c, faults) {
+            match self.write_one(&mem, mem.version(), c, faults) {
                 Ok(CqEvent::None) => {}
                 Ok(e) => ev = e,
                 Err(syndrome) => {
@@ -96,9 +97,9 @@ impl Cq {
     }
 
     #[inline(always)]
-    fn write_one(
+    fn write_one<'m, M: std::ops::Deref<Target = dyn GuestMemory + 'm> + ?Sized>(
         &mut self,
-        mem: &dyn GuestMemory,
+        mem: &M,
         now: u64,
         c: &Cqe,
         f: CqeFaults,
@@ -123,7 +124,7 @@ impl Cq {
             let room = |ci: u32| (pi.wrapping_sub(ci) & INDEX_MASK) < size;
             if !self.seen_ci.is_some_and(room) {
                 let ci = self
-                    .consumer_index(mem)
+                    .consumer_index(&**mem)
                     .map_err(|_| CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION)?;
                 self.seen_ci = Some(ci);
                 if !room(ci) {
@@ -161,9 +162,9 @@ impl Cq {
             None => false,
         };
         if !in_win {
-            self.write_slot(mem, slot, body, own)
+            self.write_slot(&**mem, slot, body, own)
                 .map_err(|_| CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION)?;
-            self.ring_win.refresh(mem, &self.buf, slot);
+            self.ring_win.refresh(&**mem, &self.buf, slot);
         }
         self.pi = self.pi.wrapping_add(1);
         if c.solicits() {

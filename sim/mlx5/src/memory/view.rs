@@ -198,10 +198,13 @@ impl ViewSlot {
     /// [`GuestMemory::version`] for the doorbell this access belongs to): through the view
     /// when it holds the range and its version is `now`, else as `mem.read`.
     #[inline]
-    pub fn read_at(
+    ///
+    /// `mem` is dereferenced only when the view does not serve the read (an `Arc` of the
+    /// memory is passed as it is).
+    pub fn read_at<M: std::ops::Deref<Target = dyn GuestMemory> + ?Sized>(
         &mut self,
         now: u64,
-        mem: &dyn GuestMemory,
+        mem: &M,
         addr: u64,
         buf: &mut [u8],
     ) -> Result<(), DmaError> {
@@ -214,9 +217,7 @@ impl ViewSlot {
                 return Ok(());
             }
         }
-        mem.read(addr, buf)?;
-        self.refresh(mem, addr);
-        Ok(())
+        self.read(&**mem, addr, buf)
     }
 
     /// Copies `buf.len()` bytes at bus address `addr` into `buf`, as `mem.read` does.
