@@ -361,7 +361,7 @@ pub(crate) fn uar_write(exec: &Executor, offset: u64, value: u64, size: u32) {
     let page_size = crate::uar::UAR_PAGE_SIZE;
     debug_assert!(offset >= UAR_BASE);
     // An aligned 8-byte store (a doorbell) lies inside its page; any other is checked whole.
-    let aligned8 = size == 8 && offset % 8 == 0;
+    let aligned8 = size == 8 && offset.is_multiple_of(8);
     if !aligned8 && (size == 0 || size > 8 || offset % page_size + u64::from(size) > page_size) {
         return;
     }

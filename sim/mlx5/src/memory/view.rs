@@ -201,7 +201,7 @@ impl ViewSlot {
     ///
     /// `mem` is dereferenced only when the view does not serve the read (an `Arc` of the
     /// memory is passed as it is).
-    pub fn read_at<M: std::ops::Deref<Target = dyn GuestMemory> + ?Sized>(
+    pub fn read_at<'m, M: std::ops::Deref<Target = dyn GuestMemory + 'm> + ?Sized>(
         &mut self,
         now: u64,
         mem: &M,
