@@ -343,9 +343,9 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             } else if raw[wqe::ctrl_seg::FM_CE_SE] & wqe::ctrl::CQ_UPDATE != 0 {
                 // Nothing ahead: its CQE at once, the SQ's next in order (what `retire_local`
                 // would write for it).
-                let c =
-                    crate::cq::Cqe::requester(raw[3], qpn, u16::from_be_bytes([raw[1], raw[2]]), 0)
-                        .with_user_index(uidx);
+                let mut c =
+                    crate::cq::Cqe::requester(raw[3], qpn, u16::from_be_bytes([raw[1], raw[2]]), 0);
+                c.set_user_index(uidx);
                 crate::cq::post_cqe_inline(hca, cqn, &c, now);
             }
             if next == pi {
@@ -424,7 +424,7 @@ const WQE_PREFETCH: usize = 4 * wqe::SEND_WQE_BB;
 /// answered here; anything else is [`fetch_wqe_general`], which reads the WQE again from the
 /// start (the same reads, so the same outcome).
 #[inline(always)]
-pub(crate) fn fetch_wqe<M: std::ops::Deref<Target = dyn GuestMemory> + ?Sized>(
+pub(crate) fn fetch_wqe<'m, M: std::ops::Deref<Target = dyn GuestMemory + 'm> + ?Sized>(
     mem: &M,
     now: u64,
     q: &mut Qp,
@@ -433,29 +433,41 @@ pub(crate) fn fetch_wqe<M: std::ops::Deref<Target = dyn GuestMemory> + ?Sized>(
 ) -> Result<usize, ()> {
     let ring = (q.sq_size() as u64) * wqe::SEND_WQE_BB as u64;
     let at = (pos as u64 & (q.sq_size() as u64 - 1)) * wqe::SEND_WQE_BB as u64;
-    if ring - at >= WQE_PREFETCH as u64 {
-        let head: &mut [u8; WQE_PREFETCH] = raw.first_chunk_mut().ok_or(())?;
-        // Through the SQ's stretch of the buffer ([`crate::memory::RingWindow`]) when it
-        // holds these bytes: the bytes the general path's first read gets.
-        if q.sq_win.read(now, q.sq_offset + at, head) {
-            // `ds` whole WQE inside what was read: what the general path returns too
-            // (`len <= WQE_PREFETCH <= ring - at`, so nothing more is read there).
-            let len = SendWqe::ds_of(&raw[..16]).max(1) as usize * wqe::SEND_WQE_DS;
-            if len <= WQE_PREFETCH {
-                return Ok(len);
-            }
+    // The general path's first read: up to WQE_PREFETCH bytes, not past the ring's end.
+    let ahead = WQE_PREFETCH.min((ring - at) as usize);
+    // Through the SQ's stretch of the buffer ([`crate::memory::RingWindow`]) when it holds
+    // these bytes: the bytes the general path's first read gets.
+    if q.sq_win
+        .read_slice(now, q.sq_offset + at, &mut raw[..ahead])
+    {
+        // `ds` whole WQE inside what was read: what the general path returns too (`len <=
+        // ahead <= ring - at`, so nothing more is read there, and the WQE does not wrap).
+        let len =
+            (SendWqe::ds_of(&raw[..16]).max(1) as usize * wqe::SEND_WQE_DS).min(ring as usize);
+        if len <= ahead {
+            return Ok(len);
         }
+        // A WQE that wraps (what was read ends at the ring's end): the general path reads
+        // the rest from the ring's start, which the stretch may hold too.
+        if ahead as u64 == ring - at && q.sq_win.read_slice(now, q.sq_offset, &mut raw[ahead..len])
+        {
+            return Ok(len);
+        }
+        // (The stretch held the first bytes: the general path need not resolve it again.)
+        return fetch_wqe_general(&**mem, q, pos, raw, false);
     }
-    fetch_wqe_general(&**mem, q, pos, raw)
+    fetch_wqe_general(&**mem, q, pos, raw, true)
 }
 
-/// [`fetch_wqe`], every case.
+/// [`fetch_wqe`], every case; `resolve`: resolve the SQ's stretch around the WQE after
+/// reading it.
 #[inline(never)]
-fn fetch_wqe_general(
+pub(crate) fn fetch_wqe_general(
     mem: &dyn GuestMemory,
     q: &mut Qp,
     pos: u16,
     raw: &mut [u8; MAX_WQE_BYTES],
+    resolve: bool,
 ) -> Result<usize, ()> {
     let ring = (q.sq_size() as u64) * wqe::SEND_WQE_BB as u64;
     let at = (pos as u64 & (q.sq_size() as u64 - 1)) * wqe::SEND_WQE_BB as u64;
@@ -471,7 +483,9 @@ fn fetch_wqe_general(
         if q.sq_view.read(mem, bus, &mut raw[..ahead]).is_ok() {
             have = ahead;
             // The stretch around these bytes, for the next WQEs' fetches.
-            q.sq_win.refresh(mem, &q.buf, q.sq_offset + at);
+            if resolve {
+                q.sq_win.refresh(mem, &q.buf, q.sq_offset + at);
+            }
         }
     }
     // Otherwise the first basic block whole, in one access (a WQE starts on a 64-byte block,

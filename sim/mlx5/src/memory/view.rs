@@ -116,6 +116,18 @@ impl RingWindow {
         true
     }
 
+    /// [`RingWindow::read`] of `buf.len()` bytes.
+    #[inline]
+    pub fn read_slice(&self, now: u64, off: u64, buf: &mut [u8]) -> bool {
+        let Some(host) = self.host(now, off, buf.len()) else {
+            return false;
+        };
+        // SAFETY: as in `read`: `host` proved the bytes lie inside the view's live region;
+        // `buf` is a distinct Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(host, buf.as_mut_ptr(), buf.len()) };
+        true
+    }
+
     /// Writes `body` at buffer offset `off`, then the byte `last` right after it (visible
     /// only after `body`), if the stretch holds all `N + 1` bytes and the memory's version is
     /// `now` (true), as [`ViewSlot::write_split`] does; false: nothing was written.
