@@ -660,3 +660,113 @@ pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::RegionMemory;
+    use crate::mr::PagedBuffer;
+
+    /// A ring of 16 basic blocks (1 KiB) at offset 64 of a buffer of two 4 KiB pages, each
+    /// its own region (so the ring's stretch is one page), or, with `one_region`, both pages
+    /// in one region (the stretch is the whole buffer). Returns the memory, the QP, and the
+    /// ring's bus address.
+    fn ring(one_region: bool, second_page_offset: u64) -> (RegionMemory, Qp, u64) {
+        let mem = RegionMemory::with_base(0x10_0000);
+        let (p0, p1) = if one_region {
+            mem.insert(0x20000, &[0u8; 0x2000]).unwrap();
+            (0x20000, 0x21000)
+        } else {
+            mem.insert(0x20000, &[0u8; 0x1000]).unwrap();
+            mem.insert(0x40000, &[0u8; 0x1000]).unwrap();
+            (0x20000, 0x40000)
+        };
+        let pas: Vec<u8> = [p0, p1]
+            .iter()
+            .flat_map(|p: &u64| p.to_be_bytes())
+            .collect();
+        // The SQ at `second_page_offset - 512` of the buffer: it straddles the pages when
+        // that is 4 KiB, and lies in the second page when it is 5 KiB.
+        let sq_offset = second_page_offset - 512;
+        let buf = PagedBuffer::new(&pas, 0, 0, 0x2000).unwrap();
+        let bus = if sq_offset >= 0x1000 {
+            p1 + sq_offset - 0x1000
+        } else {
+            p0 + sq_offset
+        };
+        (mem, Qp::with_ring(buf, sq_offset, 4), bus)
+    }
+
+    /// Writes a WQE of `ds` 16-byte units (its bytes numbered from `seed`) at ring position
+    /// `pos`, wrapping at the ring's end as software does.
+    fn put_wqe(q: &Qp, mem: &RegionMemory, pos: u16, ds: u8, seed: u8) {
+        let mut w = [0u8; 1024];
+        for (i, b) in w.iter_mut().enumerate() {
+            *b = seed.wrapping_add(i as u8);
+        }
+        w[7] = (w[7] & !0x3f) | ds;
+        let ring = 16 * 64u64;
+        let at = (pos as u64 % 16) * 64;
+        let n = (ds as u64 * 16).clamp(16, ring);
+        let first = n.min(ring - at);
+        q.buf
+            .write(mem, q.sq_offset + at, &w[..first as usize])
+            .unwrap();
+        if n > first {
+            q.buf
+                .write(mem, q.sq_offset, &w[first as usize..n as usize])
+                .unwrap();
+        }
+    }
+
+    /// [`fetch_wqe`] (through the ring's stretch when it holds the WQE) makes the decisions of
+    /// [`fetch_wqe_general`] (the ring's own reads): the same length and the same bytes for a
+    /// WQE at every position of the ring (wrapping or not), of every size (including `ds` 0
+    /// and larger than the ring), in a ring inside one region or straddling two, with the
+    /// stretch resolved or not, and the same failure once the memory under the ring is gone.
+    #[test]
+    fn fast_fetch_matches_the_general_path() {
+        let mut checked = 0;
+        for one_region in [true, false] {
+            for second in [0x1000u64, 0x1400] {
+                let (mem, mut q, _) = ring(one_region, second);
+                let dmem: &dyn GuestMemory = &mem;
+                for pos in 0..40u16 {
+                    for ds in [0u8, 1, 3, 4, 9, 16, 17, 48, 63] {
+                        put_wqe(&q, &mem, pos, ds, pos as u8 ^ ds);
+                        let mut g = [0u8; MAX_WQE_BYTES];
+                        let mut f = [0u8; MAX_WQE_BYTES];
+                        let mut fresh = Qp::with_ring(q.buf.clone(), q.sq_offset, 4);
+                        let want = fetch_wqe_general(dmem, &mut fresh, pos, &mut g, false);
+                        let got = fetch_wqe(&dmem, dmem.version(), &mut q, pos, &mut f);
+                        assert_eq!(got, want, "pos {pos} ds {ds} {one_region} {second:#x}");
+                        let n = want.unwrap();
+                        assert_eq!(f[..n], g[..n], "pos {pos} ds {ds}");
+                        checked += 1;
+                    }
+                }
+                // Another region: the memory's version moves, the stretch is not used until
+                // resolved again, and the bytes are the same.
+                mem.insert(0x80000, &[0u8; 64]).unwrap();
+                put_wqe(&q, &mem, 3, 9, 7);
+                let (mut g, mut f) = ([0u8; MAX_WQE_BYTES], [0u8; MAX_WQE_BYTES]);
+                let mut fresh = Qp::with_ring(q.buf.clone(), q.sq_offset, 4);
+                let want = fetch_wqe_general(dmem, &mut fresh, 3, &mut g, false);
+                assert_eq!(fetch_wqe(&dmem, dmem.version(), &mut q, 3, &mut f), want);
+                assert_eq!(f[..144], g[..144]);
+                // The ring's first page gone: both fail alike.
+                assert!(mem.free(0x20000));
+                for pos in 0..16u16 {
+                    let mut fresh = Qp::with_ring(q.buf.clone(), q.sq_offset, 4);
+                    let want = fetch_wqe_general(dmem, &mut fresh, pos, &mut g, false);
+                    let got = fetch_wqe(&dmem, dmem.version(), &mut q, pos, &mut f);
+                    assert_eq!(got.is_ok(), want.is_ok(), "pos {pos} after free");
+                    if let (Ok(n), Ok(_)) = (got, want) {
+                        assert_eq!(f[..n], g[..n]);
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 2 * 2 * 40 * 9);
+    }
+}

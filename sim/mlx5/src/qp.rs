@@ -200,6 +200,57 @@ pub struct Qp {
 }
 
 impl Qp {
+    /// A QP in RESET with only a send queue of `2^log_sq` basic blocks at `sq_offset` of
+    /// `buf` (for tests of the ring's accessors).
+    #[cfg(test)]
+    pub(crate) fn with_ring(buf: PagedBuffer, sq_offset: u64, log_sq: u32) -> Qp {
+        Qp {
+            qpn: 1,
+            state: qp::state::RST,
+            pd: 0,
+            uar: 0,
+            cqn_snd: 0,
+            cqn_rcv: 0,
+            user_index: 0,
+            buf,
+            rq_log_size: None,
+            rq_stride_shift: 0,
+            sq_log_size: Some(log_sq),
+            sq_offset,
+            dbr_addr: 0,
+            remote_qpn: 0,
+            mtu: 0,
+            log_msg_max: 0,
+            path: AddressPath::default(),
+            route: Route::None,
+            sgid: [0; 16],
+            rre: false,
+            rwe: false,
+            rae: false,
+            atomic_mode: 0,
+            min_rnr_nak: 0,
+            retry_count: 0,
+            rnr_retry: 0,
+            log_rra_max: 0,
+            log_sra_max: 0,
+            npsn: 0,
+            sq_next: 0,
+            wrs: VecDeque::new(),
+            next_wr: 0,
+            sq_blocked: false,
+            epsn: 0,
+            rq_ci: 0,
+            rc: None,
+            comm_est: false,
+            qpc: [0; qpc::BYTES],
+            fre: false,
+            counter_set: 0,
+            sq_view: Default::default(),
+            sq_win: Default::default(),
+            dbr_view: Default::default(),
+        }
+    }
+
     /// Number of SQ WQEBBs (0 without an SQ).
     pub(crate) fn sq_size(&self) -> u32 {
         self.sq_log_size.map_or(0, |l| 1 << l)
