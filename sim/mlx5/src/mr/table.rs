@@ -33,6 +33,34 @@ pub(crate) struct KeyMap {
     pages: Vec<Option<Box<KeyPage>>>,
     len: usize,
     generation: u64,
+    /// Boxes of destroyed keys (each holding a [`vacant`] key), for the next keys created:
+    /// as a hash map keeps its capacity, the table keeps the room of the keys it held (up to
+    /// [`SPARE_BOXES`]), so creating a key after one was destroyed allocates nothing.
+    // The boxes themselves are what is kept (their allocations), not the keys.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Mkey>>,
+}
+
+/// Most boxes [`KeyMap`] keeps for reuse.
+const SPARE_BOXES: usize = 4096;
+
+/// What a kept box holds: a key that owns no allocation.
+fn vacant() -> Mkey {
+    Mkey {
+        index: 0,
+        variant: 0,
+        pd: 0,
+        qpn: 0,
+        access: super::Access(0),
+        start: 0,
+        len: 0,
+        free: true,
+        umr_en: false,
+        en_rinval: false,
+        xlt_octowords: 0,
+        translation: super::Translation::Pa,
+        mkc: [0; mlx5_prm::mkc::BYTES],
+    }
 }
 
 impl Default for KeyMap {
@@ -41,6 +69,7 @@ impl Default for KeyMap {
             pages: Vec::new(),
             len: 0,
             generation: next_generation(),
+            spare: Vec::new(),
         }
     }
 }
@@ -94,12 +123,20 @@ impl KeyMap {
                 slots: std::array::from_fn(|_| None),
             })
         });
-        let old = page.slots[i % PAGE_SLOTS].replace(Box::new(m));
-        if old.is_none() {
-            page.used += 1;
-            self.len += 1;
+        let slot = &mut page.slots[i % PAGE_SLOTS];
+        if let Some(b) = slot {
+            return Some(std::mem::replace(&mut **b, m));
         }
-        old.map(|b| *b)
+        *slot = Some(match self.spare.pop() {
+            Some(mut b) => {
+                *b = m;
+                b
+            }
+            None => Box::new(m),
+        });
+        page.used += 1;
+        self.len += 1;
+        None
     }
 
     /// Removes the key of index `index`.
@@ -108,13 +145,17 @@ impl KeyMap {
         let i = *index as usize;
         let slot = self.pages.get_mut(i / PAGE_SLOTS)?;
         let page = slot.as_mut()?;
-        let old = page.slots[i % PAGE_SLOTS].take()?;
+        let mut b = page.slots[i % PAGE_SLOTS].take()?;
         page.used -= 1;
         self.len -= 1;
         if page.used == 0 {
             *slot = None;
         }
-        Some(*old)
+        let old = std::mem::replace(&mut *b, vacant());
+        if self.spare.len() < SPARE_BOXES {
+            self.spare.push(b);
+        }
+        Some(old)
     }
 
     /// The key of index `index`, to change.
@@ -139,6 +180,7 @@ impl KeyMap {
     pub(crate) fn clear(&mut self) {
         self.touch();
         self.pages.clear();
+        self.spare.clear();
         self.len = 0;
     }
 }
