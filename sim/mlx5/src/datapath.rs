@@ -95,39 +95,47 @@ pub(crate) fn memory_pieces(
 /// `half` is the BlueFlame half-buffer size (`bf_reg_size / 2`, at least 8), which the caller
 /// (the UAR write path, `uar::bf_half`) reads from the capabilities once per doorbell.
 ///
-/// Returns true if the doorbell rang a send queue: its QP exists and belongs to this UAR page.
+/// Returns the QP the doorbell rings, if any: it exists and belongs to this UAR page. The
+/// caller rings it ([`kick`]) once it has recorded what it needs of the doorbell.
+#[inline(always)]
 pub(crate) fn sq_doorbell(
     hca: &mut Hca,
     uar_index: u32,
     offset: u32,
     value: u64,
     half: usize,
-) -> bool {
+) -> Option<u32> {
     let off = offset as usize;
     if !(uar::BF_OFFSET..uar::PAGE_SIZE).contains(&off) {
-        return false;
+        return None;
     }
     if !(off - uar::BF_OFFSET).is_multiple_of(half) {
-        return false;
+        return None;
     }
     let qpn = ((value as u32) >> 8) & QPN_MASK;
     match hca.qps.get(qpn) {
-        None => {
-            hca.trace_note(format_args!(
-                "SQ doorbell {value:#018x} at UAR {uar_index:#x}+{offset:#x}: no QP {qpn:#x}, ignored"
-            ));
-            false
+        Some(q) if q.uar == uar_index => Some(qpn),
+        _ => {
+            sq_doorbell_ignored(hca, uar_index, offset, value);
+            None
         }
-        Some(q) if q.uar != uar_index => {
+    }
+}
+
+/// Traces why a doorbell rang no send queue: no QP of its number, or one of another UAR page.
+#[cold]
+#[inline(never)]
+fn sq_doorbell_ignored(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
+    let qpn = ((value as u32) >> 8) & QPN_MASK;
+    match hca.qps.get(qpn) {
+        None => hca.trace_note(format_args!(
+            "SQ doorbell {value:#018x} at UAR {uar_index:#x}+{offset:#x}: no QP {qpn:#x}, ignored"
+        )),
+        Some(q) => {
             let owner = q.uar;
             hca.trace_note(format_args!(
                 "SQ doorbell for QP {qpn:#x} on UAR {uar_index:#x}, but its uar_page is {owner:#x}: ignored"
             ));
-            false
-        }
-        Some(_) => {
-            kick(hca, qpn);
-            true
         }
     }
 }
@@ -168,6 +176,7 @@ pub fn poll_wire(hca: &mut Hca) {
 /// Looks at QP `qpn`'s send queue now (doorbell, or the QP just reached RTS). The port's
 /// clock is read for this event only once a transport needs it ([`rcpath::clock`]): a
 /// doorbell whose WQEs all execute locally (UMRs) reads no clock.
+#[inline(always)]
 pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
     hca.clock_due = true;
     if hca.port.loopq.is_empty() && hca.port.kicks.is_empty() {
@@ -242,6 +251,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
     // The doorbell record's SQ counter, read on the first turn (whose QP lookup also serves
     // the checks before it).
     let mut pi = None;
+    let mut now = 0;
     loop {
         // Looked up once per WQE (held until the WQE is taken off the ring).
         let Some(q) = hca.qps.get_mut(qpn) else {
@@ -262,7 +272,11 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 if q.state != qp::state::RTS {
                     return;
                 }
-                match read_dbr_in(&mut q.dbr_view, &*hca.mem, q.dbr_addr) {
+                // The memory's version, read once for the doorbell's accesses through views
+                // (the doorbell record, the WQEs, a UMR's CQE): they are the accesses of
+                // that moment.
+                now = hca.mem.version();
+                match read_dbr_in(&mut q.dbr_view, now, &hca.mem, q.dbr_addr) {
                     Ok((_, sq)) => *pi.insert(sq),
                     Err(_) => {
                         wq_catastrophe(hca, qpn, "doorbell record unreadable");
@@ -284,7 +298,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             wq_catastrophe(hca, qpn, "SQ producer counter beyond the ring");
             return;
         }
-        let len = match fetch_wqe(&*hca.mem, q, pos, raw) {
+        let len = match fetch_wqe(&hca.mem, now, q, pos, raw) {
             Ok(n) => n,
             Err(()) => {
                 wq_catastrophe(hca, qpn, "SQ buffer unreadable");
@@ -294,8 +308,8 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
         if raw[3] == wqe::opcode::UMR {
             // UMR: applied to the key table when taken ([`crate::umr`]).
             let (fre, qp_pd) = (q.fre, q.pd);
-            // What `push_local_done_to` needs of the QP, read now: executing a UMR changes a key
-            // or a window, never a QP.
+            // What completing it needs of the QP, read now: executing a UMR changes a key or a
+            // window, never a QP.
             let (cqn, uidx, queued) = (q.cqn_snd, q.user_index, !q.wrs.is_empty());
             // Whether the pump after the loop would find nothing to do: no slot queued (this
             // UMR's completes at once) and an idle transport (a UMR changes neither).
@@ -304,13 +318,15 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             q.next_wr = q.next_wr.wrapping_add(1);
             let next = pos.wrapping_add(SendWqe::bbs_of(&raw[..16]) as u16);
             q.sq_next = next;
-            let mut slot = WrSlot {
+            // The slot's fields (a slot is made only when one is queued: on failure, or
+            // behind work ahead).
+            let slot = |kind| WrSlot {
                 wr_id,
                 wqe_index: u16::from_be_bytes([raw[1], raw[2]]),
                 opcode: raw[3],
                 signaled: raw[wqe::ctrl_seg::FM_CE_SE] & wqe::ctrl::CQ_UPDATE != 0,
                 byte_len: 0,
-                kind: SlotKind::Nop,
+                kind,
                 payload: None,
             };
             let r = if u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]) >> 8 != qpn {
@@ -319,11 +335,19 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 crate::umr::execute(hca, qpn, fre, qp_pd, &raw[..len])
             };
             if let Err((syn, vend)) = r {
-                slot.kind = SlotKind::Failed(syn, vend);
-                rcpath::push_slot(hca, qpn, slot, None);
+                rcpath::push_slot(hca, qpn, slot(SlotKind::Failed(syn, vend)), None);
                 break;
             }
-            rcpath::push_local_done_to(hca, qpn, slot, cqn, uidx, queued);
+            if queued {
+                rcpath::push_local_done_behind(hca, qpn, slot(SlotKind::Nop));
+            } else if raw[wqe::ctrl_seg::FM_CE_SE] & wqe::ctrl::CQ_UPDATE != 0 {
+                // Nothing ahead: its CQE at once, the SQ's next in order (what `retire_local`
+                // would write for it).
+                let mut c =
+                    crate::cq::Cqe::requester(raw[3], qpn, u16::from_be_bytes([raw[1], raw[2]]), 0);
+                c.set_user_index(uidx);
+                crate::cq::post_cqe_inline(hca, cqn, &c, now);
+            }
             if next == pi {
                 // The last WQE announced: the next turn of the loop would stop here too (it
                 // stops at `pi` whatever the QP's state), without looking the QP up again;
@@ -394,11 +418,56 @@ const WQE_PREFETCH: usize = 4 * wqe::SEND_WQE_BB;
 
 /// Copies the WQE at SQ position `pos` out of the ring (undoing the wrap) into `raw`; returns
 /// its length in bytes (`ds * 16`, at least the 16-byte ctrl segment).
-pub(crate) fn fetch_wqe(
+///
+/// Inlined into the send queue loop: the common case (the WQE inside the first
+/// [`WQE_PREFETCH`] bytes, read in one access through the QP's view of the ring's region) is
+/// answered here; anything else is [`fetch_wqe_general`], which reads the WQE again from the
+/// start (the same reads, so the same outcome).
+#[inline(always)]
+pub(crate) fn fetch_wqe<'m, M: std::ops::Deref<Target = dyn GuestMemory + 'm> + ?Sized>(
+    mem: &M,
+    now: u64,
+    q: &mut Qp,
+    pos: u16,
+    raw: &mut [u8; MAX_WQE_BYTES],
+) -> Result<usize, ()> {
+    let ring = (q.sq_size() as u64) * wqe::SEND_WQE_BB as u64;
+    let at = (pos as u64 & (q.sq_size() as u64 - 1)) * wqe::SEND_WQE_BB as u64;
+    // The general path's first read: up to WQE_PREFETCH bytes, not past the ring's end.
+    let ahead = WQE_PREFETCH.min((ring - at) as usize);
+    // Through the SQ's stretch of the buffer ([`crate::memory::RingWindow`]) when it holds
+    // these bytes: the bytes the general path's first read gets.
+    if q.sq_win
+        .read_slice(now, q.sq_offset + at, &mut raw[..ahead])
+    {
+        // `ds` whole WQE inside what was read: what the general path returns too (`len <=
+        // ahead <= ring - at`, so nothing more is read there, and the WQE does not wrap).
+        let len =
+            (SendWqe::ds_of(&raw[..16]).max(1) as usize * wqe::SEND_WQE_DS).min(ring as usize);
+        if len <= ahead {
+            return Ok(len);
+        }
+        // A WQE that wraps (what was read ends at the ring's end): the general path reads
+        // the rest from the ring's start, which the stretch may hold too.
+        if ahead as u64 == ring - at && q.sq_win.read_slice(now, q.sq_offset, &mut raw[ahead..len])
+        {
+            return Ok(len);
+        }
+        // (The stretch held the first bytes: the general path need not resolve it again.)
+        return fetch_wqe_general(&**mem, q, pos, raw, false);
+    }
+    fetch_wqe_general(&**mem, q, pos, raw, true)
+}
+
+/// [`fetch_wqe`], every case; `resolve`: resolve the SQ's stretch around the WQE after
+/// reading it.
+#[inline(never)]
+pub(crate) fn fetch_wqe_general(
     mem: &dyn GuestMemory,
     q: &mut Qp,
     pos: u16,
     raw: &mut [u8; MAX_WQE_BYTES],
+    resolve: bool,
 ) -> Result<usize, ()> {
     let ring = (q.sq_size() as u64) * wqe::SEND_WQE_BB as u64;
     let at = (pos as u64 & (q.sq_size() as u64 - 1)) * wqe::SEND_WQE_BB as u64;
@@ -413,6 +482,10 @@ pub(crate) fn fetch_wqe(
         // Through the QP's view of the SQ's region: one bounds check and one copy.
         if q.sq_view.read(mem, bus, &mut raw[..ahead]).is_ok() {
             have = ahead;
+            // The stretch around these bytes, for the next WQEs' fetches.
+            if resolve {
+                q.sq_win.refresh(mem, &q.buf, q.sq_offset + at);
+            }
         }
     }
     // Otherwise the first basic block whole, in one access (a WQE starts on a 64-byte block,
@@ -446,7 +519,8 @@ pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> 
     let Some(log) = q.rq_log_size else {
         return Ok(None);
     };
-    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, &*hca.mem, q.dbr_addr).map_err(|_| ())?;
+    let now = hca.mem.version();
+    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, now, &hca.mem, q.dbr_addr).map_err(|_| ())?;
     if rq_pi == q.rq_ci as u16 {
         return Ok(None);
     }
@@ -555,7 +629,7 @@ pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
                 break;
             }
             let mut raw = [0u8; MAX_WQE_BYTES];
-            if fetch_wqe(&*mem, q, q.sq_next, &mut raw).is_err() {
+            if fetch_wqe(&mem, mem.version(), q, q.sq_next, &mut raw).is_err() {
                 break;
             }
             let idx = u16::from_be_bytes([raw[1], raw[2]]);
@@ -584,5 +658,115 @@ pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
             let c = flush_cqe(cqe::opcode::RESP_ERR, 0, qpn, counter, uidx);
             post_cqe(hca, cqn, &c);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::RegionMemory;
+    use crate::mr::PagedBuffer;
+
+    /// A ring of 16 basic blocks (1 KiB) at offset 64 of a buffer of two 4 KiB pages, each
+    /// its own region (so the ring's stretch is one page), or, with `one_region`, both pages
+    /// in one region (the stretch is the whole buffer). Returns the memory, the QP, and the
+    /// ring's bus address.
+    fn ring(one_region: bool, second_page_offset: u64) -> (RegionMemory, Qp, u64) {
+        let mem = RegionMemory::with_base(0x10_0000);
+        let (p0, p1) = if one_region {
+            mem.insert(0x20000, &[0u8; 0x2000]).unwrap();
+            (0x20000, 0x21000)
+        } else {
+            mem.insert(0x20000, &[0u8; 0x1000]).unwrap();
+            mem.insert(0x40000, &[0u8; 0x1000]).unwrap();
+            (0x20000, 0x40000)
+        };
+        let pas: Vec<u8> = [p0, p1]
+            .iter()
+            .flat_map(|p: &u64| p.to_be_bytes())
+            .collect();
+        // The SQ at `second_page_offset - 512` of the buffer: it straddles the pages when
+        // that is 4 KiB, and lies in the second page when it is 5 KiB.
+        let sq_offset = second_page_offset - 512;
+        let buf = PagedBuffer::new(&pas, 0, 0, 0x2000).unwrap();
+        let bus = if sq_offset >= 0x1000 {
+            p1 + sq_offset - 0x1000
+        } else {
+            p0 + sq_offset
+        };
+        (mem, Qp::with_ring(buf, sq_offset, 4), bus)
+    }
+
+    /// Writes a WQE of `ds` 16-byte units (its bytes numbered from `seed`) at ring position
+    /// `pos`, wrapping at the ring's end as software does.
+    fn put_wqe(q: &Qp, mem: &RegionMemory, pos: u16, ds: u8, seed: u8) {
+        let mut w = [0u8; 1024];
+        for (i, b) in w.iter_mut().enumerate() {
+            *b = seed.wrapping_add(i as u8);
+        }
+        w[7] = (w[7] & !0x3f) | ds;
+        let ring = 16 * 64u64;
+        let at = (pos as u64 % 16) * 64;
+        let n = (ds as u64 * 16).clamp(16, ring);
+        let first = n.min(ring - at);
+        q.buf
+            .write(mem, q.sq_offset + at, &w[..first as usize])
+            .unwrap();
+        if n > first {
+            q.buf
+                .write(mem, q.sq_offset, &w[first as usize..n as usize])
+                .unwrap();
+        }
+    }
+
+    /// [`fetch_wqe`] (through the ring's stretch when it holds the WQE) makes the decisions of
+    /// [`fetch_wqe_general`] (the ring's own reads): the same length and the same bytes for a
+    /// WQE at every position of the ring (wrapping or not), of every size (including `ds` 0
+    /// and larger than the ring), in a ring inside one region or straddling two, with the
+    /// stretch resolved or not, and the same failure once the memory under the ring is gone.
+    #[test]
+    fn fast_fetch_matches_the_general_path() {
+        let mut checked = 0;
+        for one_region in [true, false] {
+            for second in [0x1000u64, 0x1400] {
+                let (mem, mut q, _) = ring(one_region, second);
+                let dmem: &dyn GuestMemory = &mem;
+                for pos in 0..40u16 {
+                    for ds in [0u8, 1, 3, 4, 9, 16, 17, 48, 63] {
+                        put_wqe(&q, &mem, pos, ds, pos as u8 ^ ds);
+                        let mut g = [0u8; MAX_WQE_BYTES];
+                        let mut f = [0u8; MAX_WQE_BYTES];
+                        let mut fresh = Qp::with_ring(q.buf.clone(), q.sq_offset, 4);
+                        let want = fetch_wqe_general(dmem, &mut fresh, pos, &mut g, false);
+                        let got = fetch_wqe(&dmem, dmem.version(), &mut q, pos, &mut f);
+                        assert_eq!(got, want, "pos {pos} ds {ds} {one_region} {second:#x}");
+                        let n = want.unwrap();
+                        assert_eq!(f[..n], g[..n], "pos {pos} ds {ds}");
+                        checked += 1;
+                    }
+                }
+                // Another region: the memory's version moves, the stretch is not used until
+                // resolved again, and the bytes are the same.
+                mem.insert(0x80000, &[0u8; 64]).unwrap();
+                put_wqe(&q, &mem, 3, 9, 7);
+                let (mut g, mut f) = ([0u8; MAX_WQE_BYTES], [0u8; MAX_WQE_BYTES]);
+                let mut fresh = Qp::with_ring(q.buf.clone(), q.sq_offset, 4);
+                let want = fetch_wqe_general(dmem, &mut fresh, 3, &mut g, false);
+                assert_eq!(fetch_wqe(&dmem, dmem.version(), &mut q, 3, &mut f), want);
+                assert_eq!(f[..144], g[..144]);
+                // The ring's first page gone: both fail alike.
+                assert!(mem.free(0x20000));
+                for pos in 0..16u16 {
+                    let mut fresh = Qp::with_ring(q.buf.clone(), q.sq_offset, 4);
+                    let want = fetch_wqe_general(dmem, &mut fresh, pos, &mut g, false);
+                    let got = fetch_wqe(&dmem, dmem.version(), &mut q, pos, &mut f);
+                    assert_eq!(got.is_ok(), want.is_ok(), "pos {pos} after free");
+                    if let (Ok(n), Ok(_)) = (got, want) {
+                        assert_eq!(f[..n], g[..n]);
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 2 * 2 * 40 * 9);
     }
 }

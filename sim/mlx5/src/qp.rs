@@ -192,11 +192,65 @@ pub struct Qp {
     /// The region of guest memory the SQ or the RQ was last read from
     /// ([`crate::memory::ViewSlot`]).
     pub(crate) sq_view: crate::memory::ViewSlot,
+    /// The stretch of the buffer the SQ was last fetched from ([`crate::memory::RingWindow`];
+    /// the buffer never changes for the QP's life).
+    pub(crate) sq_win: crate::memory::RingWindow,
     /// The region of guest memory holding the doorbell record, as last read.
     pub(crate) dbr_view: crate::memory::ViewSlot,
 }
 
 impl Qp {
+    /// A QP in RESET with only a send queue of `2^log_sq` basic blocks at `sq_offset` of
+    /// `buf` (for tests of the ring's accessors).
+    #[cfg(test)]
+    pub(crate) fn with_ring(buf: PagedBuffer, sq_offset: u64, log_sq: u32) -> Qp {
+        Qp {
+            qpn: 1,
+            state: qp::state::RST,
+            pd: 0,
+            uar: 0,
+            cqn_snd: 0,
+            cqn_rcv: 0,
+            user_index: 0,
+            buf,
+            rq_log_size: None,
+            rq_stride_shift: 0,
+            sq_log_size: Some(log_sq),
+            sq_offset,
+            dbr_addr: 0,
+            remote_qpn: 0,
+            mtu: 0,
+            log_msg_max: 0,
+            path: AddressPath::default(),
+            route: Route::None,
+            sgid: [0; 16],
+            rre: false,
+            rwe: false,
+            rae: false,
+            atomic_mode: 0,
+            min_rnr_nak: 0,
+            retry_count: 0,
+            rnr_retry: 0,
+            log_rra_max: 0,
+            log_sra_max: 0,
+            npsn: 0,
+            sq_next: 0,
+            wrs: VecDeque::new(),
+            next_wr: 0,
+            sq_blocked: false,
+            epsn: 0,
+            rq_ci: 0,
+            rc: None,
+            comm_est: false,
+            qpc: [0; qpc::BYTES],
+            fre: false,
+            counter_set: 0,
+            sq_view: Default::default(),
+            sq_win: Default::default(),
+            dbr_view: Default::default(),
+        }
+    }
+
     /// Number of SQ WQEBBs (0 without an SQ).
     pub(crate) fn sq_size(&self) -> u32 {
         self.sq_log_size.map_or(0, |l| 1 << l)
@@ -271,7 +325,7 @@ pub struct QpTable {
 }
 
 impl QpTable {
-    #[inline]
+    #[inline(always)]
     fn find(&self, qpn: u32) -> Option<usize> {
         use std::sync::atomic::Ordering::Relaxed;
         let h = self.hint.load(Relaxed);
@@ -523,6 +577,7 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         fre: get(qpc::FRE, ctx) != 0,
         counter_set: 0,
         sq_view: Default::default(),
+        sq_win: Default::default(),
         dbr_view: Default::default(),
     };
     q.reset_runtime();
@@ -837,14 +892,17 @@ pub(crate) fn read_dbr(
 
 /// [`read_dbr`] through `view`, the QP's view of the record's region
 /// ([`crate::memory::ViewSlot`]): the same bytes, and the same error when they are not guest
-/// memory.
-pub(crate) fn read_dbr_in(
+/// memory. `now` is the memory's version read for this access or its doorbell
+/// ([`crate::memory::ViewSlot::read_at`]).
+#[inline]
+pub(crate) fn read_dbr_in<M: std::ops::Deref<Target = dyn crate::memory::GuestMemory> + ?Sized>(
     view: &mut crate::memory::ViewSlot,
-    mem: &dyn crate::memory::GuestMemory,
+    now: u64,
+    mem: &M,
     dbr: u64,
 ) -> Result<(u16, u16), crate::memory::DmaError> {
     let mut b = [0u8; 8];
-    view.read(mem, dbr, &mut b)?;
+    view.read_at(now, mem, dbr, &mut b)?;
     Ok(dbr_counters(&b))
 }
 

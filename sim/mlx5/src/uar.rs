@@ -58,12 +58,12 @@ struct BfBurst {
     wqe_index: u16,
     /// Bytes the copy covers: the WQE's `ds` in 64-byte blocks.
     len: usize,
-    /// The bytes so far (empty until a second qword arrives: most doorbells are only the
-    /// first 8 bytes, and need no buffer).
+    /// The bytes so far (until a second qword arrives, a buffer an earlier copy on this half
+    /// left, or none: most doorbells are only the first 8 bytes, and need no buffer).
     data: Vec<u8>,
     /// The doorbell's 8 bytes.
     first: [u8; 8],
-    /// Bit i: qword i of `data` arrived.
+    /// Bit i: qword i of `data` arrived (set when the copy starts, as `checked`).
     have: u128,
     /// Bit k: block k was compared with memory.
     checked: u32,
@@ -202,7 +202,31 @@ pub(crate) fn cmd_dealloc_uar(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> C
 }
 
 /// A BAR0 write that landed in UAR page `page` at `offset` (bytes in address order).
+///
+/// Inlined into the BAR0 write path: a send doorbell (an 8-byte store at an 8-byte aligned
+/// register of the DB/BF area, the most frequent write) goes straight to the doorbell, in the
+/// same frame; every other write is [`bar_write_other`].
+#[inline(always)]
 pub fn bar_write(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
+    if let Ok(b) = <[u8; 8]>::try_from(bytes) {
+        if offset & 7 == 0
+            && (BF_OFFSET..UAR_PAGE_SIZE as u32).contains(&offset)
+            && hca.uars.contains(page)
+        {
+            // What `bar_write_other` does with it: `combine` of an 8-byte store, then
+            // `blueflame`.
+            if !hca.uars.halves.is_empty() {
+                hca.uars.halves.remove(&(page, offset));
+            }
+            return blueflame(hca, page, offset, u64::from_be_bytes(b));
+        }
+    }
+    bar_write_other(hca, page, offset, bytes)
+}
+
+/// [`bar_write`] of any write.
+#[inline(never)]
+fn bar_write_other(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
     if !hca.uars.contains(page) {
         hca.trace(format_args!(
             "write to unallocated UAR page {page} offset {offset:#x}: ignored"
@@ -240,42 +264,57 @@ fn bf_half(hca: &Hca) -> u32 {
 
 /// A 64-bit store into the DB/BF area at `reg` (8-byte aligned): a doorbell at the start of a
 /// half, or a later qword of a BlueFlame copy.
+#[inline(always)]
 fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
     let half = bf_half(hca);
     let pos = (reg - BF_OFFSET) % half;
-    let start = reg - pos;
     if pos == 0 {
-        let at = (page, start);
-        // The record on this half, looked up once for the whole doorbell (the doorbell below
-        // adds or removes none: the datapath keeps no BlueFlame state).
-        let mut slot = hca.uars.burst_at(at);
-        // A new doorbell on this half: a copy still arriving there was abandoned (torn).
-        let torn = slot.and_then(|i| {
-            let old = &hca.uars.bursts[i];
-            (old.is_copy && old.checked.count_ones() as usize != old.len / 64).then_some(old.qpn)
-        });
-        if let Some(qpn) = torn {
-            hca.uars.take_burst(at);
+        return bf_doorbell(hca, page, reg, v, half);
+    }
+    bf_qword(hca, page, reg - pos, pos, v)
+}
+
+/// A doorbell: the first 8 bytes of the half at `start` (`v`, the first 8 bytes of the last
+/// WQE's ctrl segment). Ends a copy still arriving on the half (torn), records what a
+/// BlueFlame copy of the WQE must match, then rings the send queue.
+#[inline(always)]
+fn bf_doorbell(hca: &mut Hca, page: u32, start: u32, v: u64, half: u32) {
+    let at = (page, start);
+    // The record on this half, looked up once for the whole doorbell (ringing adds or removes
+    // none: the datapath keeps no BlueFlame state).
+    let mut slot = hca.uars.burst_at(at);
+    // A new doorbell on this half: a copy still arriving there was abandoned (torn).
+    if let Some(i) = slot {
+        let old = &hca.uars.bursts[i];
+        if old.is_copy && old.checked.count_ones() as usize != old.len / 64 {
+            let qpn = old.qpn;
+            bf_torn(hca, at, qpn);
             slot = None;
-            bf_error(
-                hca,
-                qpn,
-                "BlueFlame copy torn: a new doorbell before its end",
-            );
         }
-        // `rang`: the QP exists and the doorbell came through its own UAR page.
-        let rang = crate::datapath::sq_doorbell(hca, page, reg, v, half as usize);
-        // ctrl segment: opmod_idx_opcode (opmod 8 | wqe_index 16 | opcode 8), qpn_ds (qpn 24 |
-        // ds 8, of which 6 bits; Linux include/linux/mlx5/qp.h `mlx5_wqe_ctrl_seg`).
-        let qpn = ((v as u32) >> 8) & 0xff_ffff;
-        let ds = (v & 0x3f) as usize;
-        let len = (ds * 16).div_ceil(64) * 64;
-        let uars = &mut hca.uars;
-        // The previous doorbell's record on this half, if any, is replaced (in place: most
-        // doorbells find one there, and need neither a move nor an allocation).
-        debug_assert_eq!(slot, uars.burst_at(at));
-        if rang && len != 0 && len <= half as usize {
-            let new = BfBurst {
+    }
+    // The QP the doorbell rings, if it exists and the doorbell came through its own UAR page.
+    // Looked up before the record below is made (which needs to know), and rung after it:
+    // ringing touches no record, so this is the order of events of ringing first.
+    let rung = crate::datapath::sq_doorbell(hca, page, start, v, half as usize);
+    // ctrl segment: opmod_idx_opcode (opmod 8 | wqe_index 16 | opcode 8), qpn_ds (qpn 24 |
+    // ds 8, of which 6 bits; Linux include/linux/mlx5/qp.h `mlx5_wqe_ctrl_seg`).
+    let ds = (v & 0x3f) as usize;
+    let len = (ds * 16).div_ceil(64) * 64;
+    let uars = &mut hca.uars;
+    match (rung, slot) {
+        (Some(qpn), Some(i)) if len != 0 && len <= half as usize => {
+            // The previous doorbell's record on this half is replaced in place (most
+            // doorbells find one there): no move, no allocation. A buffer a copy used stays
+            // for the next copy on this half; `have` and `checked` are set when one starts.
+            let b = &mut uars.bursts[i];
+            b.qpn = qpn;
+            b.wqe_index = (v >> 40) as u16;
+            b.len = len;
+            b.first = v.to_be_bytes();
+            b.is_copy = false;
+        }
+        (Some(qpn), None) if len != 0 && len <= half as usize => {
+            uars.bursts.push(BfBurst {
                 at,
                 qpn,
                 wqe_index: (v >> 40) as u16,
@@ -285,21 +324,35 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
                 have: 1,
                 checked: 0,
                 is_copy: false,
-            };
-            match slot {
-                Some(i) => {
-                    // In place; only a buffer a copy used goes to the spares.
-                    let data = std::mem::take(&mut uars.bursts[i].data);
-                    uars.bursts[i] = new;
-                    uars.keep_buffer(data);
-                }
-                None => uars.bursts.push(new),
-            }
-        } else if slot.is_some() {
+            });
+        }
+        (_, Some(_)) => {
             uars.take_burst(at);
         }
-        return;
+        (_, None) => {}
     }
+    if let Some(qpn) = rung {
+        crate::datapath::kick(hca, qpn);
+    }
+}
+
+/// A copy on the half `at` torn by a new doorbell: its record goes, and its QP gets the
+/// catastrophic error.
+#[cold]
+#[inline(never)]
+fn bf_torn(hca: &mut Hca, at: (u32, u32), qpn: u32) {
+    hca.uars.take_burst(at);
+    bf_error(
+        hca,
+        qpn,
+        "BlueFlame copy torn: a new doorbell before its end",
+    );
+}
+
+/// A later qword `v` of a BlueFlame copy: `pos` bytes into the half at `start`.
+#[inline(never)]
+fn bf_qword(hca: &mut Hca, page: u32, start: u32, pos: u32, v: u64) {
+    let reg = start + pos;
     let uars = &mut hca.uars;
     let Some(b) = uars.burst_at((page, start)) else {
         hca.trace(format_args!(
@@ -317,11 +370,15 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
     }
     if !b.is_copy {
         b.is_copy = true;
-        let mut data = uars.spare.pop().unwrap_or_default();
-        data.clear();
-        data.resize(b.len, 0);
-        data[..8].copy_from_slice(&b.first);
-        b.data = data;
+        b.have = 1;
+        b.checked = 0;
+        // The buffer an earlier copy on this half left, else a spare.
+        if b.data.capacity() == 0 {
+            b.data = uars.spare.pop().unwrap_or_default();
+        }
+        b.data.clear();
+        b.data.resize(b.len, 0);
+        b.data[..8].copy_from_slice(&b.first);
     }
     b.data[p..p + 8].copy_from_slice(&v.to_be_bytes());
     b.have |= 1u128 << (p / 8);

@@ -192,6 +192,10 @@ fn check_key(m: Option<&Mkey>, key: u32, flags: u8) -> Result<(), UmrErr> {
 /// (the send queue loop holds them; the QP is not looked up a second time). The key is looked
 /// up once, for the dispatch and the update both (a translation by pointer, read through
 /// another key first, looks it up again).
+///
+/// Inlined into the send queue loop, its one caller on the data path (with the key update
+/// it inlines in turn, the UMR's fields stay in registers from the fetch to the CQE).
+#[inline(always)]
 pub(crate) fn execute(
     hca: &mut Hca,
     qpn: u32,
@@ -220,7 +224,8 @@ pub(crate) fn execute(
     }
     let n = h.octowords * 16;
     if n > 0 && h.flags & wqe::umr_ctrl_seg::FLAG_INLINE == 0 {
-        return by_pointer(hca, qpn, qp_pd, &h, offset, raw);
+        // (Parses the head again: the head stays in registers here.)
+        return by_pointer(hca, qpn, qp_pd, offset, raw);
     }
     check_key(m.as_deref(), h.key, h.flags)?;
     let Some(m) = m else {
@@ -237,15 +242,10 @@ pub(crate) fn execute(
 /// one data segment (byte_count, lkey, addr) whose lkey is checked for local read in the UMR
 /// QP's PD. The key checks come first, then the read, then the update.
 #[cold]
-fn by_pointer(
-    hca: &mut Hca,
-    qpn: u32,
-    qp_pd: u32,
-    h: &UmrHead<'_>,
-    offset: u64,
-    raw: &[u8],
-) -> Result<(), UmrErr> {
+#[inline(never)]
+fn by_pointer(hca: &mut Hca, qpn: u32, qp_pd: u32, offset: u64, raw: &[u8]) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
+    let h = &parse_head(raw).ok_or(malformed)?;
     let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
     let index = mkey::index(h.key);
     let n = h.octowords * 16;
@@ -382,9 +382,11 @@ fn apply(
                 Some(s) => s,
                 None => *page_shift,
             };
-            // Entries `first..first + count` are replaced by `list`.
+            // Entries `first..first + count` are replaced by `list`'s (whole entries: the
+            // list is whole octowords).
+            let (ents, _) = list.as_chunks::<{ mkey::MTT_ENTRY_SIZE }>();
             let first = (offset * 2) as usize;
-            let count = list.len() / mkey::MTT_ENTRY_SIZE;
+            let count = ents.len();
             if count > 0 && (first + count) as u64 > room.max(entries.len() as u64) {
                 return Err(prot(umr_vendor::XLT_RANGE));
             }
@@ -403,9 +405,9 @@ fn apply(
             // A key left enabled has every page of `start..start + len` present: `pages`
             // entries from the first (0 when the key is left free or empty).
             let pages = if !free && len > 0 {
-                let base = start as u128 >> shift;
-                let end = (start as u128 + len).div_ceil(page as u128);
-                (end - base) as usize
+                // The last byte: `start + len <= 2^64` (checked above), so it fits.
+                let last = start + (len - 1) as u64;
+                ((last >> shift) - (start >> shift) + 1) as usize
             } else {
                 0
             };
@@ -415,13 +417,10 @@ fn apply(
             // an entry loaded by UMR without rd_en and wr_en (`MLX5_IB_MTT_PRESENT`, which
             // Linux sets on every entry it loads) is not present.
             let need = pages.saturating_sub(first).min(count);
-            let mut addrs = 0u64;
-            let mut absent = false;
-            for (i, e) in list.chunks_exact(mkey::MTT_ENTRY_SIZE).enumerate() {
-                let raw = e.try_into().map_or(0, u64::from_be_bytes);
-                addrs |= raw & !0xff;
-                absent |= i < need && raw & mkey::MTT_PRESENT == 0;
-            }
+            let addrs = ents.iter().fold(0, |a, e| a | u64::from_be_bytes(*e)) & !0xff;
+            let absent = ents[..need]
+                .iter()
+                .any(|e| u64::from_be_bytes(*e) & mkey::MTT_PRESENT == 0);
             // The kept entries are aligned to the current page size: CREATE_MKEY refuses a
             // misaligned entry (the room beyond is zero) and every UMR leaves them all aligned
             // (this check). So they need a look only when the page size grows.
@@ -444,11 +443,8 @@ fn apply(
                 }
             }
             // Every check passed: the key changes.
-            for (slot, e) in entries[written]
-                .iter_mut()
-                .zip(list.chunks_exact(mkey::MTT_ENTRY_SIZE))
-            {
-                let raw = e.try_into().map_or(0, u64::from_be_bytes);
+            for (slot, e) in entries[written].iter_mut().zip(ents) {
+                let raw = u64::from_be_bytes(*e);
                 *slot = MttEntry::new(
                     raw & !0xff,
                     raw & mkey::MTT_READ != 0,

@@ -106,6 +106,34 @@ fn resize_writes_the_resize_cqe_in_the_old_buffer_and_continues_in_the_new() {
     );
 }
 
+/// A resize onto a ring allocated before the CQEs already written (no change of guest memory
+/// between the last CQE in the old ring and the next one): the next CQE still goes to the
+/// new ring, at the slot the producer counter names, and the old ring keeps what it had
+/// there (the CQ's cached stretch of its old ring is not used for the new one).
+#[test]
+fn resize_onto_an_earlier_ring_writes_the_next_cqe_there_not_in_the_old_ring() {
+    let mut e = env();
+    let mut cq = e.cq(2);
+    let nbuf = ring(&e, 2);
+    for k in 0..3 {
+        push(&e, cq.cqn, k);
+    }
+    assert_eq!(e.poll_cq(&mut cq).unwrap().wqe_counter(), 0);
+    e.raw.exec(&resize_input(cq.cqn, 2, nbuf, ALL), 16).ok();
+    let old0 = e.read(cq.buf, 64);
+    // Producer 4 (3 CQEs and the RESIZE CQE): index 0 of the new 4-entry ring, pass 1.
+    push(&e, cq.cqn, 7);
+    let n = e.read(nbuf, 64);
+    assert_eq!(cqe::opcode(n[63]), cqe::opcode::REQ);
+    assert!(cqe::is_sw_owned(n[63], 4, 4));
+    assert_eq!(u16::from_be_bytes([n[60], n[61]]), 7, "wqe_counter");
+    assert_eq!(
+        e.read(cq.buf, 64),
+        old0,
+        "the old ring's slot 0 is untouched"
+    );
+}
+
 #[test]
 fn resize_refusals() {
     let mut e = env();

@@ -85,6 +85,7 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
             users: 0,
             cqc: saved,
             ring_view: Default::default(),
+            ring_win: Default::default(),
         },
     );
     let _ = create_cq_out::CQN.set(output, cqn);
@@ -206,6 +207,7 @@ pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     }
     cq.pi = cq.pi.wrapping_add(1);
     cq.buf = buf;
+    cq.ring_win.clear();
     cq.log_size = log_size;
     let _ = cqc::LOG_CQ_SIZE.set(&mut cq.cqc, log_size);
     let _ = cqc::LOG_PAGE_SIZE.set(&mut cq.cqc, log_page_size);

@@ -74,8 +74,14 @@ impl Cqe {
     /// Sets `srqn_uidx` (bits 23:0: the QP's `user_index`, which rdma-core uses to find the QP
     /// when CQE version 1 is in use).
     pub fn with_user_index(mut self, uidx: u32) -> Cqe {
-        self.put32(cqe::offset::SRQN_UIDX, uidx & INDEX_MASK);
+        self.set_user_index(uidx);
         self
+    }
+
+    /// [`Cqe::with_user_index`] in place.
+    #[inline]
+    pub(crate) fn set_user_index(&mut self, uidx: u32) {
+        self.put32(cqe::offset::SRQN_UIDX, uidx & INDEX_MASK);
     }
 
     /// Sets the solicited-event bit of `op_own` (bit 1, rdma-core mlx5dv.h:1243).

@@ -140,6 +140,9 @@ pub struct Cq {
     cqc: [u8; cqc::BYTES],
     /// The region of guest memory the ring was last written in ([`crate::memory::ViewSlot`]).
     ring_view: crate::memory::ViewSlot,
+    /// The stretch of `buf` the last CQE was written in ([`crate::memory::RingWindow`]);
+    /// cleared when `buf` is replaced (resize).
+    ring_win: crate::memory::RingWindow,
 }
 
 /// What writing a CQE led to (the caller posts the event; it owns the EQs).
@@ -350,6 +353,15 @@ fn post_event(hca: &mut Hca, cqn: u32, ev: CqEvent) {
 /// Writes a CQE to CQ `cqn`, applying the data-plane fault switches, and posts the resulting
 /// completion or CQ-error event. Returns false if the CQ does not exist or is in error.
 pub fn post_cqe(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
+    let now = hca.mem.version();
+    post_cqe_inline(hca, cqn, c, now)
+}
+
+/// [`post_cqe`], inlined into a caller whose every completion goes through it (a UMR's),
+/// with the memory's version read already (`now`, [`crate::memory::GuestMemory::version`],
+/// for the doorbell the CQE belongs to).
+#[inline(always)]
+pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe, now: u64) -> bool {
     let f = {
         let faults = hca.faults_mut();
         let f = CqeFaults {
@@ -367,7 +379,7 @@ pub fn post_cqe(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
     if cq.in_error {
         return false;
     }
-    let ev = cq.write(&*hca.mem, c, f);
+    let ev = cq.write_at(&hca.mem, now, c, f);
     if ev == CqEvent::None {
         return true;
     }

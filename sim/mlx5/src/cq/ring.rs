@@ -48,14 +48,43 @@ impl Cq {
 
     /// Writes one CQE at the producer index and advances it. Returns the event to post.
     pub fn write(&mut self, mem: &dyn GuestMemory, c: &Cqe, faults: CqeFaults) -> CqEvent {
+        self.write_at(&mem, mem.version(), c, faults)
+    }
+
+    /// [`Cq::write`] with the memory's version read already (`now`,
+    /// [`GuestMemory::version`], for the doorbell the CQE belongs to).
+    /// `mem` is dereferenced only when the CQE does not go through the ring's stretch.
+    #[inline]
+    pub(crate) fn write_at<'m, M: std::ops::Deref<Target = dyn GuestMemory + 'm> + ?Sized>(
+        &mut self,
+        mem: &M,
+        now: u64,
+        c: &Cqe,
+        faults: CqeFaults,
+    ) -> CqEvent {
         if self.in_error {
             return CqEvent::None;
         }
-        // The CQE, and a second copy under the duplicate fault (the last event either posts
-        // wins).
+        if faults.duplicate {
+            return self.write_twice(&**mem, c, faults);
+        }
+        match self.write_one(mem, now, c, faults) {
+            Ok(e) => e,
+            Err(syndrome) => {
+                self.in_error = true;
+                CqEvent::Error { syndrome }
+            }
+        }
+    }
+
+    /// [`Cq::write`] under the duplicate fault: the CQE, then a second copy (the last event
+    /// either posts wins).
+    #[cold]
+    #[inline(never)]
+    fn write_twice(&mut self, mem: &dyn GuestMemory, c: &Cqe, faults: CqeFaults) -> CqEvent {
         let mut ev = CqEvent::None;
-        for _ in 0..1 + faults.duplicate as u8 {
-            match self.write_one(mem, c, faults) {
+        for _ in 0..2 {
+            match self.write_one(&mem, mem.version(), c, faults) {
                 Ok(CqEvent::None) => {}
                 Ok(e) => ev = e,
                 Err(syndrome) => {
@@ -67,7 +96,14 @@ impl Cq {
         ev
     }
 
-    fn write_one(&mut self, mem: &dyn GuestMemory, c: &Cqe, f: CqeFaults) -> Result<CqEvent, u8> {
+    #[inline(always)]
+    fn write_one<'m, M: std::ops::Deref<Target = dyn GuestMemory + 'm> + ?Sized>(
+        &mut self,
+        mem: &M,
+        now: u64,
+        c: &Cqe,
+        f: CqeFaults,
+    ) -> Result<CqEvent, u8> {
         // Overrun: CQE `pi` overwrites one software has not consumed when `pi - ci >= size`.
         // The consumer index in the doorbell record only grows (mod 2^24): software writes
         // its running consumer counter there after polling (Linux include/linux/mlx5/cq.h
@@ -88,7 +124,7 @@ impl Cq {
             let room = |ci: u32| (pi.wrapping_sub(ci) & INDEX_MASK) < size;
             if !self.seen_ci.is_some_and(room) {
                 let ci = self
-                    .consumer_index(mem)
+                    .consumer_index(&**mem)
                     .map_err(|_| CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION)?;
                 self.seen_ci = Some(ci);
                 if !room(ci) {
@@ -118,19 +154,18 @@ impl Cq {
         let own = &own[..];
         let slot = (self.pi & (self.size() - 1)) as u64 * self.stride + (self.stride - 64);
         // Everything but op_own first, then op_own: software polls op_own (trap 25). A CQE
-        // inside one page (always, at 64-byte alignment) is two ordered parts of one access.
-        match self.buf.bus_in_page(slot, bytes.len()) {
-            // Through the view of the ring's region: one copy, then the owner byte.
-            Some(bus) => match body.first_chunk::<{ cqe::offset::OP_OWN }>() {
-                Some(b) => self.ring_view.write_split(mem, bus, b, own[0]),
-                None => mem.write_parts(&[(bus, body), (bus + body.len() as u64, own)]),
-            },
-            None => self
-                .buf
-                .write(mem, slot, body)
-                .and_then(|_| self.buf.write(mem, slot + body.len() as u64, own)),
+        // inside one page (always, at 64-byte alignment) is two ordered parts of one access:
+        // through the ring's stretch when it holds the slot (the same bytes the ordinary path
+        // below writes), else that path, after which the stretch is resolved around the slot.
+        let in_win = match body.first_chunk::<{ cqe::offset::OP_OWN }>() {
+            Some(b) => self.ring_win.write_split(now, slot, b, own[0]),
+            None => false,
+        };
+        if !in_win {
+            self.write_slot(&**mem, slot, body, own)
+                .map_err(|_| CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION)?;
+            self.ring_win.refresh(&**mem, &self.buf, slot);
         }
-        .map_err(|_| CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION)?;
         self.pi = self.pi.wrapping_add(1);
         if c.solicits() {
             self.solicit_mark = self.pi;
@@ -141,6 +176,28 @@ impl Cq {
             Arm::Solicited => c.solicits(),
         };
         Ok(if fire { self.fire() } else { CqEvent::None })
+    }
+
+    /// Writes a CQE's `body` and then its `own` byte at ring offset `slot`, the ordinary way.
+    #[inline(never)]
+    fn write_slot(
+        &mut self,
+        mem: &dyn GuestMemory,
+        slot: u64,
+        body: &[u8],
+        own: &[u8],
+    ) -> Result<(), DmaError> {
+        match self.buf.bus_in_page(slot, body.len() + own.len()) {
+            // Through the view of the ring's region: one copy, then the owner byte.
+            Some(bus) => match body.first_chunk::<{ cqe::offset::OP_OWN }>() {
+                Some(b) => self.ring_view.write_split(mem, bus, b, own[0]),
+                None => mem.write_parts(&[(bus, body), (bus + body.len() as u64, own)]),
+            },
+            None => self
+                .buf
+                .write(mem, slot, body)
+                .and_then(|_| self.buf.write(mem, slot + body.len() as u64, own)),
+        }
     }
 
     fn fire(&mut self) -> CqEvent {
@@ -222,6 +279,7 @@ mod tests {
             users: 0,
             cqc: [0; cqc::BYTES],
             ring_view: Default::default(),
+            ring_win: Default::default(),
         };
         (c, buf, dbr)
     }
@@ -424,6 +482,7 @@ mod tests {
             let pages: Vec<u8> = buf.to_be_bytes().to_vec();
             PagedBuffer::new(&pages, 0, 0, 128 << 3).unwrap()
         };
+        c.ring_win.clear();
         let e = Cqe::requester(0x8, 0x77, 3, 100);
         c.write(&mem, &e, CqeFaults::default());
         c.write(&mem, &e, CqeFaults::default());

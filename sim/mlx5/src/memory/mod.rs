@@ -127,6 +127,15 @@ pub trait GuestMemory: Send + Sync {
         let _ = v;
         false
     }
+
+    /// The memory's version now, to check several views against one reading (the accesses
+    /// of one doorbell): a view of this memory is current exactly while its version equals
+    /// the memory's ([`view_current`](Self::view_current) compares the same two numbers).
+    /// Versions are unique in the process and never 0; 0 (the default, for a memory without
+    /// views) matches no view.
+    fn version(&self) -> u64 {
+        0
+    }
 }
 
 /// Memory with nothing in it: every access fails. What a device sees before a front end hands
@@ -461,7 +470,7 @@ pub mod sigbus;
 
 pub use mapped::{MappedMemory, MemSection};
 pub use region::{AllocError, RegionMemory};
-pub use view::{HostView, ViewSlot};
+pub use view::{HostView, RingWindow, ViewSlot};
 
 #[cfg(test)]
 mod tests;

@@ -451,6 +451,11 @@ impl GuestMemory for RegionMemory {
         })
     }
     #[inline]
+    fn version(&self) -> u64 {
+        // Acquire: as `view_current`.
+        self.version.load(Ordering::Acquire)
+    }
+    #[inline]
     fn view_current(&self, v: &HostView) -> bool {
         // Acquire: pairs with the Release store in `changed`, as `with_list` does.
         self.version.load(Ordering::Acquire) == v.version

@@ -715,3 +715,130 @@ fn view_slot_over_memory_without_views_uses_its_own_path() {
     );
     assert!(NoMemory.view(0x1000).is_none());
 }
+
+/// A [`RingWindow`] serves exactly the buffer bytes that lie contiguous in bus space and in
+/// one region around the access it was resolved at: a range crossing into a page elsewhere,
+/// into another region (even one adjacent in bus space), or below the stretch is refused
+/// (the caller then takes the ordinary path); it reads and writes what the memory holds there;
+/// and it refuses everything once the memory changes (a region freed or added) until resolved
+/// again, and nothing once its region is gone.
+#[test]
+fn ring_window_serves_only_its_contiguous_stretch_of_one_region() {
+    use crate::mr::PagedBuffer;
+    let mem = RegionMemory::with_base(0x10_0000);
+    // Pages 0 and 1: one region of two pages at 0x20000; page 2 a region adjacent to it
+    // (0x22000, contiguous in bus space but another region); page 3 elsewhere (0x40000).
+    let mut fill = vec![0u8; 0x2000];
+    for (i, b) in fill.iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    mem.insert(0x20000, &fill).unwrap();
+    mem.insert(0x22000, &[0xcc; 0x1000]).unwrap();
+    mem.insert(0x40000, &[0xdd; 0x1000]).unwrap();
+    let pas: Vec<u8> = [0x20000u64, 0x21000, 0x22000, 0x40000]
+        .iter()
+        .flat_map(|p| p.to_be_bytes())
+        .collect();
+    // `page_offset` 1: the buffer starts 64 bytes into page 0.
+    let buf = PagedBuffer::new(&pas, 0, 1, 4 * 0x1000 - 64).unwrap();
+    assert_eq!(buf.contiguous_at(0), Some((0, 3 * 0x1000 - 64, 0x20040)));
+    assert_eq!(
+        buf.contiguous_at(3 * 0x1000 - 64),
+        Some((3 * 0x1000 - 64, 4 * 0x1000 - 64, 0x40000))
+    );
+    assert_eq!(buf.contiguous_at(4 * 0x1000 - 64), None);
+
+    let mut w = RingWindow::default();
+    let mut b = [0u8; 16];
+    assert!(!w.read(mem.version(), 0, &mut b), "not resolved yet");
+    w.refresh(&mem, &buf, 100);
+    // Across the page boundary inside the first region: served, the memory's bytes.
+    let at = 0x1000 - 64 - 8;
+    assert!(w.read(mem.version(), at, &mut b));
+    let mut want = [0u8; 16];
+    mem.read(0x20000 + 64 + at, &mut want).unwrap();
+    assert_eq!(b, want);
+    // Into the adjacent region (page 2): refused, and so is anything past it.
+    let end = 0x2000 - 64;
+    assert!(w.read(mem.version(), end - 16, &mut b));
+    assert!(!w.read(mem.version(), end - 8, &mut b));
+    assert!(!w.read(mem.version(), end, &mut b));
+    assert!(!w.read(mem.version(), 3 * 0x1000 - 64, &mut b));
+    // Below the stretch (wraps past its length): refused.
+    assert!(!w.read(mem.version(), u64::MAX - 4, &mut b));
+    // A write lands where the memory's own path puts it: body first, then the last byte.
+    assert!(w.write_split(mem.version(), 200, &[7u8; 15], 0xee));
+    let mut got = [0u8; 16];
+    mem.read(0x20000 + 64 + 200, &mut got).unwrap();
+    assert_eq!(got, [7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0xee]);
+    // Resolved in page 3: only page 3.
+    w.refresh(&mem, &buf, 3 * 0x1000 - 64 + 8);
+    assert!(w.read(mem.version(), 3 * 0x1000 - 64, &mut b));
+    assert_eq!(b, [0xdd; 16]);
+    assert!(!w.read(mem.version(), 100, &mut b));
+    // Another region added: the memory's version changed, the window refuses until resolved
+    // again.
+    w.refresh(&mem, &buf, 100);
+    assert!(w.read(mem.version(), 100, &mut b));
+    mem.insert(0x50000, &[0u8; 64]).unwrap();
+    assert!(!w.read(mem.version(), 100, &mut b));
+    assert!(!w.write_split(mem.version(), 100, &[1u8; 15], 1));
+    w.refresh(&mem, &buf, 100);
+    assert!(w.read(mem.version(), 100, &mut b));
+    // The region freed: refused, and resolving again finds nothing.
+    assert!(mem.free(0x20000));
+    assert!(!w.read(mem.version(), 100, &mut b));
+    w.refresh(&mem, &buf, 100);
+    assert!(!w.read(mem.version(), 100, &mut b));
+    assert!(!w.write_split(mem.version(), 100, &[1u8; 15], 1));
+    // Cleared: refused.
+    w.refresh(&mem, &buf, 3 * 0x1000 - 64);
+    assert!(w.read(mem.version(), 3 * 0x1000 - 64, &mut b));
+    w.clear();
+    assert!(!w.read(mem.version(), 3 * 0x1000 - 64, &mut b));
+}
+
+/// [`ViewSlot::read_at`] with the memory's version read once ([`GuestMemory::version`]):
+/// the version is the one `view_current` compares (equal exactly while nothing changed), a
+/// read at the current version goes through the view, one at any other version (a stale
+/// reading, or 0: no views) takes the memory's own path with the same outcome, and after the
+/// region is freed the current version's read fails as the memory's own does.
+#[test]
+fn view_slot_read_at_one_version_reading_matches_the_memory() {
+    let region = RegionMemory::new();
+    let mem: &dyn GuestMemory = &region;
+    let a = region.alloc(4096, 4096).unwrap();
+    mem.write(a + 8, &[1, 2, 3, 4]).unwrap();
+    let mut v = ViewSlot::default();
+    let mut b = [0u8; 4];
+    let v0 = mem.version();
+    assert_ne!(v0, 0);
+    v.read_at(v0, &mem, a + 8, &mut b).unwrap(); // resolves the view
+    assert_eq!(b, [1, 2, 3, 4]);
+    let view = mem.view(a).unwrap();
+    assert!(mem.view_current(&view) && view.version == mem.version());
+    mem.write(a + 8, &[5, 6, 7, 8]).unwrap();
+    v.read_at(v0, &mem, a + 8, &mut b).unwrap();
+    assert_eq!(b, [5, 6, 7, 8]);
+    // Another region: the version moves; views of the old one are no longer current.
+    let other = region.alloc(4096, 4096).unwrap();
+    let v1 = mem.version();
+    assert_ne!(v1, v0);
+    assert!(!mem.view_current(&view));
+    for now in [0, v0, v1] {
+        b = [0; 4];
+        v.read_at(now, &mem, a + 8, &mut b).unwrap();
+        assert_eq!(b, [5, 6, 7, 8], "now {now}");
+    }
+    // Freed: the current reading fails as the memory's own read does.
+    assert!(region.free(a));
+    let err = mem.read(a + 8, &mut b);
+    assert!(err.is_err());
+    assert_eq!(v.read_at(mem.version(), &mem, a + 8, &mut b), err);
+    v.read_at(mem.version(), &mem, other, &mut b).unwrap();
+    assert_eq!(b, [0; 4]);
+    // A memory without views: version 0, every read its own path.
+    assert_eq!(NoMemory.version(), 0);
+    let none: &dyn GuestMemory = &NoMemory;
+    assert!(v.read_at(0, &none, 0x1000, &mut b).is_err());
+}

@@ -63,6 +63,128 @@ impl HostView {
     }
 }
 
+/// A queue's ring as the host sees it: the stretch of its buffer (buffer offsets
+/// `lo..lo + len`) around the last access that is contiguous in bus space and inside one
+/// region of guest memory, with that region's view. An access inside the stretch is a
+/// subtraction, a bounds check and the view's version compare (no page-list walk, no region
+/// lookup); any other access takes the queue's ordinary path, and then [`RingWindow::refresh`]
+/// resolves the stretch around it again. Reset whenever the queue's buffer is replaced.
+#[derive(Debug, Default)]
+pub struct RingWindow(Option<Window>);
+
+#[derive(Debug)]
+struct Window {
+    view: HostView,
+    /// Buffer offset of the stretch's first byte.
+    lo: u64,
+    /// Length of the stretch.
+    len: u64,
+    /// Where the stretch starts in the view's region (`lo`'s byte is at `view.host + start`).
+    start: u64,
+}
+
+impl RingWindow {
+    /// The host address of buffer bytes `[off, off + len)` if the stretch holds them all and
+    /// the memory has not changed since it was resolved: its version is `now`, read from the
+    /// memory ([`GuestMemory::version`]) for this access or for the doorbell it belongs to.
+    #[inline]
+    fn host(&self, now: u64, off: u64, len: usize) -> Option<*mut u8> {
+        let w = self.0.as_ref()?;
+        // Below `lo`, `d` wraps past `w.len`.
+        let d = off.wrapping_sub(w.lo);
+        if d > w.len || len as u64 > w.len - d {
+            return None;
+        }
+        // SAFETY: `start + d + len <= start + w.len <= view.len` (the stretch lies inside the
+        // view's region, `refresh`): the pointer stays inside the region's host buffer, which
+        // the view keeps allocated.
+        let host = unsafe { w.view.host.add((w.start + d) as usize) };
+        (w.view.version == now).then_some(host)
+    }
+
+    /// Copies buffer bytes `[off, off + N)` into `buf` if the stretch holds them and the
+    /// memory's version is `now` (true), as a read of the same bytes through the memory would;
+    /// false: nothing was read.
+    #[inline]
+    pub fn read<const N: usize>(&self, now: u64, off: u64, buf: &mut [u8; N]) -> bool {
+        let Some(host) = self.host(now, off, N) else {
+            return false;
+        };
+        // SAFETY: `host` proved the N bytes lie inside the view's live region; `buf` is a
+        // distinct Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(host, buf.as_mut_ptr(), N) };
+        true
+    }
+
+    /// [`RingWindow::read`] of `buf.len()` bytes.
+    #[inline]
+    pub fn read_slice(&self, now: u64, off: u64, buf: &mut [u8]) -> bool {
+        let Some(host) = self.host(now, off, buf.len()) else {
+            return false;
+        };
+        // SAFETY: as in `read`: `host` proved the bytes lie inside the view's live region;
+        // `buf` is a distinct Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(host, buf.as_mut_ptr(), buf.len()) };
+        true
+    }
+
+    /// Writes `body` at buffer offset `off`, then the byte `last` right after it (visible
+    /// only after `body`), if the stretch holds all `N + 1` bytes and the memory's version is
+    /// `now` (true), as [`ViewSlot::write_split`] does; false: nothing was written.
+    #[inline]
+    pub fn write_split<const N: usize>(
+        &self,
+        now: u64,
+        off: u64,
+        body: &[u8; N],
+        last: u8,
+    ) -> bool {
+        let Some(host) = self.host(now, off, N + 1) else {
+            return false;
+        };
+        // SAFETY: as in `read`: the N + 1 bytes lie inside the view's live region; `body` is
+        // a distinct Rust buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(body.as_ptr(), host, N);
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+            host.add(N).write(last);
+        }
+        true
+    }
+
+    /// After an access at buffer offset `off` of `buf` went through the ordinary path:
+    /// resolves the stretch around it (none when `off` is not guest memory).
+    #[cold]
+    #[inline(never)]
+    pub fn refresh(&mut self, mem: &dyn GuestMemory, buf: &crate::mr::PagedBuffer, off: u64) {
+        self.0 = None;
+        let Some((lo, hi, bus_lo)) = buf.contiguous_at(off) else {
+            return;
+        };
+        let bus = bus_lo + (off - lo);
+        let Some(view) = mem.view(bus) else {
+            return;
+        };
+        // The stretch clipped to the view's region (which holds `bus`).
+        let first = bus_lo.max(view.bus);
+        let end = (bus_lo + (hi - lo)).min(view.bus.saturating_add(view.len));
+        if end <= first {
+            return;
+        }
+        self.0 = Some(Window {
+            lo: lo + (first - bus_lo),
+            len: end - first,
+            start: first - view.bus,
+            view,
+        });
+    }
+
+    /// Forgets the stretch (the queue's buffer was replaced).
+    pub fn clear(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// A cached [`HostView`] of the region a queue last touched (its ring, its doorbell record).
 #[derive(Debug, Default)]
 pub struct ViewSlot(Option<HostView>);
@@ -84,7 +206,34 @@ impl ViewSlot {
         self.0 = mem.view(addr);
     }
 
+    /// [`ViewSlot::read`] with the memory's version read already (`now`, from
+    /// [`GuestMemory::version`] for the doorbell this access belongs to): through the view
+    /// when it holds the range and its version is `now`, else as `mem.read`.
+    #[inline]
+    ///
+    /// `mem` is dereferenced only when the view does not serve the read (an `Arc` of the
+    /// memory is passed as it is).
+    pub fn read_at<'m, M: std::ops::Deref<Target = dyn GuestMemory + 'm> + ?Sized>(
+        &mut self,
+        now: u64,
+        mem: &M,
+        addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), DmaError> {
+        if let Some(v) = self.0.as_ref().filter(|v| v.version == now) {
+            if let Some(host) = v.host_of(addr, buf.len()) {
+                // SAFETY: as in `read`: the range lies inside the view's region, whose
+                // buffer the view keeps allocated, and the memory's version was the view's
+                // when `now` was read; `buf` is a distinct Rust buffer.
+                unsafe { std::ptr::copy_nonoverlapping(host, buf.as_mut_ptr(), buf.len()) };
+                return Ok(());
+            }
+        }
+        self.read(&**mem, addr, buf)
+    }
+
     /// Copies `buf.len()` bytes at bus address `addr` into `buf`, as `mem.read` does.
+    #[inline]
     pub fn read(
         &mut self,
         mem: &dyn GuestMemory,

@@ -112,6 +112,33 @@ impl PagedBuffer {
         Ok(())
     }
 
+    /// The stretch of the buffer around byte `off` that is contiguous in bus space (its pages
+    /// follow one another): `(first offset, end offset, bus address of the first)`, the
+    /// offsets clipped to the buffer. `None` when `off` is not inside the buffer. Walks the
+    /// neighbouring pages (a queue resolves this only when its cached window fails).
+    pub(crate) fn contiguous_at(&self, off: u64) -> Option<(u64, u64, u64)> {
+        if off >= self.len {
+            return None;
+        }
+        let shift = self.page_shift;
+        let page = 1u64 << shift;
+        let i = (self.offset.checked_add(off)? >> shift) as usize;
+        self.pages.get(i)?;
+        let follows = |j: usize| self.pages[j].checked_add(page) == Some(self.pages[j + 1]);
+        let mut a = i;
+        while a > 0 && follows(a - 1) {
+            a -= 1;
+        }
+        let mut b = i;
+        while b + 1 < self.pages.len() && follows(b) {
+            b += 1;
+        }
+        let lo_pos = ((a as u64) << shift).max(self.offset);
+        let hi_pos = ((b as u64 + 1) << shift).min(self.offset + self.len);
+        let bus = self.pages[a] + (lo_pos - ((a as u64) << shift));
+        Some((lo_pos - self.offset, hi_pos - self.offset, bus))
+    }
+
     /// The bus address of `[off, off + len)` when that range is inside the buffer and inside
     /// one of its pages (so one bus range holds it), else `None`.
     pub(crate) fn bus_in_page(&self, off: u64, len: usize) -> Option<u64> {

@@ -268,3 +268,70 @@ fn key_table_generation_moves_with_every_change() {
     t.clear();
     assert!(![g0, g1, g2, g3, g4, other.generation()].contains(&t.generation()));
 }
+
+/// The key table finds each key by its index whatever page it lies in (the first index, a
+/// page boundary, the last 24-bit index), replaces and removes exactly the one named,
+/// counts them, frees a page with its last key (a later key there is found again), and lists
+/// them in index order.
+#[test]
+fn key_map_finds_replaces_and_removes_exactly_the_key_named() {
+    let key = |index: u32, start: u64| Mkey {
+        index,
+        ..mtt_key(start, 0x1000, 12, &[], Access::LOCAL_READ)
+    };
+    let mut t = MkeyTable::default();
+    let indices = [FIRST_INDEX, 0xff, 0x100, 0x101, 0x1_0000, 0xff_ffff];
+    for (n, &i) in indices.iter().enumerate() {
+        assert!(t.keys.insert(i, key(i, n as u64)).is_none());
+        assert_eq!(t.len(), n + 1);
+    }
+    for (n, &i) in indices.iter().enumerate() {
+        assert_eq!(
+            t.by_index(i).map(|m| (m.index, m.start)),
+            Some((i, n as u64))
+        );
+        assert!(t.keys.contains_key(&i));
+    }
+    for i in [
+        0,
+        FIRST_INDEX + 1,
+        0xfe,
+        0x102,
+        0x1ff,
+        0xff_fffe,
+        0x100_0000,
+        u32::MAX,
+    ] {
+        assert!(t.by_index(i).is_none(), "index {i:#x}");
+        assert!(t.keys.get_mut(&i).is_none());
+        assert!(t.keys.remove(&i).is_none());
+    }
+    // Replacing returns the old key; the count stays.
+    assert_eq!(
+        t.keys.insert(0x100, key(0x100, 99)).map(|m| m.start),
+        Some(2)
+    );
+    assert_eq!(t.len(), indices.len());
+    if let Some(m) = t.keys.get_mut(&0x101) {
+        m.start = 77;
+    }
+    assert_eq!(t.by_index(0x101).map(|m| m.start), Some(77));
+    assert_eq!(t.by_index(0x100).map(|m| m.start), Some(99));
+    // In index order.
+    let order: Vec<u32> = t.iter().map(|m| m.index).collect();
+    assert_eq!(order, indices);
+    // The page of 0x100..0x1ff emptied (freed), then used again.
+    assert_eq!(t.keys.remove(&0x100).map(|m| m.start), Some(99));
+    assert_eq!(t.keys.remove(&0x101).map(|m| m.start), Some(77));
+    assert!(t.by_index(0x100).is_none() && t.by_index(0x101).is_none());
+    assert_eq!(t.len(), indices.len() - 2);
+    assert!(t.keys.insert(0x1fe, key(0x1fe, 5)).is_none());
+    assert_eq!(t.by_index(0x1fe).map(|m| m.start), Some(5));
+    assert_eq!(t.by_index(0xff).map(|m| m.start), Some(1));
+    for m in t.keys.values_mut() {
+        m.free = true;
+    }
+    assert!(t.iter().all(|m| m.free) && t.iter().count() == t.len());
+    t.clear();
+    assert!(t.is_empty() && t.by_index(FIRST_INDEX).is_none() && t.iter().count() == 0);
+}
