@@ -205,7 +205,7 @@ pub(crate) fn cmd_dealloc_uar(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> C
 ///
 /// Inlined into the BAR0 write path: a send doorbell (an 8-byte store at an 8-byte aligned
 /// register of the DB/BF area, the most frequent write) goes straight to the doorbell, in the
-/// same frame; every other write is [`bar_write_other`].
+/// same frame; every other write is `bar_write_other`.
 #[inline(always)]
 pub fn bar_write(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
     if let Ok(b) = <[u8; 8]>::try_from(bytes) {
