@@ -204,8 +204,16 @@ impl Qp {
     /// `buf` (for tests of the ring's accessors).
     #[cfg(test)]
     pub(crate) fn with_ring(buf: PagedBuffer, sq_offset: u64, log_sq: u32) -> Qp {
+        Qp::in_reset(1, buf, Some(log_sq), sq_offset)
+    }
+
+    /// QP `qpn` in RESET over `buf`, its send queue (if any) of `2^sq_log_size` basic blocks
+    /// at `sq_offset`: no receive queue, PD, UAR, CQs or doorbell record, every transport
+    /// field at its value before the first modify, and an all-zero saved context. CREATE_QP
+    /// fills in what its command carries.
+    fn in_reset(qpn: u32, buf: PagedBuffer, sq_log_size: Option<u32>, sq_offset: u64) -> Qp {
         Qp {
-            qpn: 1,
+            qpn,
             state: qp::state::RST,
             pd: 0,
             uar: 0,
@@ -215,7 +223,7 @@ impl Qp {
             buf,
             rq_log_size: None,
             rq_stride_shift: 0,
-            sq_log_size: Some(log_sq),
+            sq_log_size,
             sq_offset,
             dbr_addr: 0,
             remote_qpn: 0,
@@ -536,49 +544,17 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     let mut saved = [0u8; qpc::BYTES];
     saved.copy_from_slice(&ctx[..qpc::BYTES]);
     let mut q = Qp {
-        qpn,
-        state: qp::state::RST,
         pd,
         uar,
         cqn_snd,
         cqn_rcv,
         user_index: get(qpc::USER_INDEX, ctx),
-        buf,
         rq_log_size: has_rq.then_some(log_rq),
         rq_stride_shift,
-        sq_log_size: (!no_sq).then_some(log_sq),
-        sq_offset: rq_bytes,
         dbr_addr,
-        remote_qpn: 0,
-        mtu: 0,
-        log_msg_max: 0,
-        path: AddressPath::default(),
-        route: Route::None,
-        sgid: [0; 16],
-        rre: false,
-        rwe: false,
-        rae: false,
-        atomic_mode: 0,
-        min_rnr_nak: 0,
-        retry_count: 0,
-        rnr_retry: 0,
-        log_rra_max: 0,
-        log_sra_max: 0,
-        npsn: 0,
-        sq_next: 0,
-        wrs: VecDeque::new(),
-        next_wr: 0,
-        sq_blocked: false,
-        epsn: 0,
-        rq_ci: 0,
-        rc: None,
-        comm_est: false,
         qpc: saved,
         fre: get(qpc::FRE, ctx) != 0,
-        counter_set: 0,
-        sq_view: Default::default(),
-        sq_win: Default::default(),
-        dbr_view: Default::default(),
+        ..Qp::in_reset(qpn, buf, (!no_sq).then_some(log_sq), rq_bytes)
     };
     q.reset_runtime();
     if !no_sq {
