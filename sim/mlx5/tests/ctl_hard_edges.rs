@@ -7,14 +7,7 @@ mod raw;
 use mlx5_prm::*;
 use mlx5_sim::hca::syndrome as syn;
 use mlx5_sim::mr::syndrome as mkey_syn;
-use mlx5_sim::InProcHca;
-use raw::{input, set, Raw};
-
-fn up() -> Raw {
-    let mut r = Raw::new(InProcHca::deterministic());
-    r.bring_up();
-    r
-}
+use raw::{input, set, up, Raw};
 
 #[test]
 fn vhca_port_num_is_refused_while_the_device_has_no_vhca_ports() {

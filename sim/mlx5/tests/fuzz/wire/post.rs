@@ -78,7 +78,7 @@ impl WireFuzz {
             Op::FetchAdd | Op::CompSwap | Op::Bind => {}
         }
         let (swap_add, compare) = (rng.u64(), rng.u64());
-        if op.atomic() {
+        let (atomic, recv) = if op.atomic() {
             let orig = u64::from_be_bytes(rm.remote.shadow[ro..ro + 8].try_into().unwrap());
             let compare = if rng.chance(500) { orig } else { compare };
             let new = match op {
@@ -88,23 +88,15 @@ impl WireFuzz {
             };
             rm.remote.shadow[ro..ro + 8].copy_from_slice(&new.to_be_bytes());
             lm.local.shadow[lo..lo + 8].copy_from_slice(&orig.to_be_bytes());
-            return self.post_wqe(
-                ends,
-                s,
-                op,
-                len,
-                imm,
-                (laddr, lm.local.key),
-                (raddr, rkey),
-                Some((swap_add, compare)),
-                None,
-            );
-        }
-        let recv = recv_expect.map(|x| {
-            let k = ends[r].recv_next % 3;
-            ends[r].recv_next += 1;
-            (rm.recv.mr() + u64::from(k * RECV_LEN), rm.recv.key, x)
-        });
+            (Some((swap_add, compare)), None)
+        } else {
+            let recv = recv_expect.map(|x| {
+                let k = ends[r].recv_next % 3;
+                ends[r].recv_next += 1;
+                (rm.recv.mr() + u64::from(k * RECV_LEN), rm.recv.key, x)
+            });
+            (None, recv)
+        };
         self.post_wqe(
             ends,
             s,
@@ -113,7 +105,7 @@ impl WireFuzz {
             imm,
             (laddr, lm.local.key),
             (raddr, rkey),
-            None,
+            atomic,
             recv,
         )
     }
