@@ -135,6 +135,29 @@ fn spawn_reader(
     tag: &'static str,
     relay: Option<(Relay, Relay)>,
 ) -> std::thread::JoinHandle<()> {
+    console_lines(src, move |text| {
+        if echo {
+            let shown = format!("{tag}{text}");
+            if to_stderr {
+                let _ = std::io::stderr().write_all(shown.as_bytes());
+            } else {
+                echo_stdout(&shown);
+            }
+        }
+        if let (Some((out, own)), Some(msg)) = (&relay, text.strip_prefix(RELAY_PREFIX)) {
+            own.lock().expect("relay lock").open();
+            out.lock().expect("relay lock").send(msg.as_bytes());
+        }
+        let _ = tx.send(text);
+    })
+}
+
+/// A thread reading `src` (a guest's console) to its end, handing each line to `each` with
+/// its `\n` kept and any `\r` removed (invalid UTF-8 replaced).
+pub(crate) fn console_lines(
+    src: impl Read + Send + 'static,
+    mut each: impl FnMut(String) + Send + 'static,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(src);
         let mut line = Vec::new();
@@ -143,23 +166,15 @@ fn spawn_reader(
             .map(|n| n > 0)
             .unwrap_or(false)
         {
-            let text = String::from_utf8_lossy(&line).replace('\r', "");
-            if echo {
-                let shown = format!("{tag}{text}");
-                if to_stderr {
-                    let _ = std::io::stderr().write_all(shown.as_bytes());
-                } else {
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(shown.as_bytes());
-                    let _ = out.flush();
-                }
-            }
-            if let (Some((out, own)), Some(msg)) = (&relay, text.strip_prefix(RELAY_PREFIX)) {
-                own.lock().expect("relay lock").open();
-                out.lock().expect("relay lock").send(msg.as_bytes());
-            }
-            let _ = tx.send(text);
+            each(String::from_utf8_lossy(&line).replace('\r', ""));
             line.clear();
         }
     })
+}
+
+/// Writes `shown` to stdout at once and flushes it (console echo; errors ignored).
+pub(crate) fn echo_stdout(shown: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(shown.as_bytes());
+    let _ = out.flush();
 }

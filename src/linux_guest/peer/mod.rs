@@ -16,7 +16,7 @@ mod tests;
 pub use run::{app_for, cli, run_linux_peer, PeerRun, PeerRunResult, Role};
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -192,23 +192,11 @@ fn lines(
     tag: &'static str,
     echo: bool,
 ) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(src);
-        let mut line = Vec::new();
-        while r
-            .read_until(b'\n', &mut line)
-            .map(|n| n > 0)
-            .unwrap_or(false)
-        {
-            let text = String::from_utf8_lossy(&line).replace('\r', "");
-            if echo {
-                let mut o = std::io::stdout().lock();
-                let _ = o.write_all(format!("{tag}{text}").as_bytes());
-                let _ = o.flush();
-            }
-            let _ = tx.send(text);
-            line.clear();
+    crate::guest::console_lines(src, move |text| {
+        if echo {
+            crate::guest::echo_stdout(&format!("{tag}{text}"));
         }
+        let _ = tx.send(text);
     })
 }
 

@@ -2,7 +2,7 @@
 //! tool's socket and the unikernel's serial console ([`tcp_pipe`]), and the reader of that
 //! console that feeds it ([`uk_lines`]).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -238,36 +238,24 @@ pub(super) fn uk_lines(
     )>,
     echo: bool,
 ) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(src);
-        let mut line = Vec::new();
-        while r
-            .read_until(b'\n', &mut line)
-            .map(|n| n > 0)
-            .unwrap_or(false)
-        {
-            let text = String::from_utf8_lossy(&line).replace('\r', "");
-            if let Some((_, ready)) = &tcp {
-                if text.contains(UK_CONSOLE_UP) {
-                    ready.store(true, std::sync::atomic::Ordering::Release);
-                }
+    crate::guest::console_lines(src, move |text| {
+        if let Some((_, ready)) = &tcp {
+            if text.contains(UK_CONSOLE_UP) {
+                ready.store(true, std::sync::atomic::Ordering::Release);
             }
-            if let (Some((tcp, _)), Some(h)) = (&tcp, text.trim_end().strip_prefix("peer: tcp ")) {
-                let bytes: Option<Vec<u8>> = (0..h.len())
-                    .step_by(2)
-                    .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
-                    .collect();
-                if let Some(b) = bytes {
-                    let _ = tcp.send(b);
-                }
-            }
-            if echo {
-                let mut o = std::io::stdout().lock();
-                let _ = o.write_all(format!("unikernel| {text}").as_bytes());
-                let _ = o.flush();
-            }
-            let _ = tx.send(text);
-            line.clear();
         }
+        if let (Some((tcp, _)), Some(h)) = (&tcp, text.trim_end().strip_prefix("peer: tcp ")) {
+            let bytes: Option<Vec<u8>> = (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+                .collect();
+            if let Some(b) = bytes {
+                let _ = tcp.send(b);
+            }
+        }
+        if echo {
+            crate::guest::echo_stdout(&format!("unikernel| {text}"));
+        }
+        let _ = tx.send(text);
     })
 }

@@ -1,5 +1,6 @@
 use super::relay::{tcp_pipe, uk_lines, UK_CONSOLE_UP};
 use super::*;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
