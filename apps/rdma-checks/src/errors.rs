@@ -5,7 +5,9 @@ use alloc::vec;
 
 use mlx5::{AccessFlags, Hal, ProtectionDomain, Remote, SendData, SendOp, SendWr, WcStatus};
 
-use crate::{connect, drain, pattern, recover, wait_one, Checks, Ctx, Mr, Pairs, BUF, R, SIG};
+use crate::{
+    connect, drain, pattern, post_one, recover, remote_of, Checks, Ctx, Mr, Pairs, BUF, R, SIG,
+};
 
 pub(crate) fn errors<H: Hal>(
     dev: &Ctx<H>,
@@ -24,13 +26,12 @@ pub(crate) fn errors<H: Hal>(
         addr: dst.addr() + BUF as u64 - 64,
         rkey: dst.rkey(),
     };
-    p.a.post_send(&[SendWr {
-        wr_id: 200,
-        op: SendOp::Write { remote, imm: None },
-        data: SendData::Sges(&sge),
-        flags: SIG,
-    }])?;
-    let wc = wait_one(&mut p.cq_a)?;
+    let wc = post_one(
+        p,
+        200,
+        SendOp::Write { remote, imm: None },
+        SendData::Sges(&sge),
+    )?;
     let mut tail = vec![0u8; 64];
     dst.read(BUF as u64 - 64, &mut tail)?;
     checks.check(
@@ -43,18 +44,14 @@ pub(crate) fn errors<H: Hal>(
     let other_pd = dev.alloc_pd()?;
     let foreign = other_pd.alloc_mr(4096, AccessFlags::ALL)?;
     foreign.write(0, &[0xee; 64])?;
-    let remote = Remote {
-        addr: foreign.addr(),
-        rkey: foreign.rkey(),
-    };
+    let remote = remote_of(&foreign);
     let sge = [src.sge(0, 64)];
-    p.a.post_send(&[SendWr {
-        wr_id: 201,
-        op: SendOp::Write { remote, imm: None },
-        data: SendData::Sges(&sge),
-        flags: SIG,
-    }])?;
-    let wc = wait_one(&mut p.cq_a)?;
+    let wc = post_one(
+        p,
+        201,
+        SendOp::Write { remote, imm: None },
+        SendData::Sges(&sge),
+    )?;
     let mut got = [0u8; 64];
     foreign.read(0, &mut got)?;
     checks.check(
@@ -65,17 +62,13 @@ pub(crate) fn errors<H: Hal>(
 
     // The same mismatch on the local side: an lkey from another PD in the gather list.
     let lsge = [foreign.sge(0, 64)];
-    let remote = Remote {
-        addr: dst.addr(),
-        rkey: dst.rkey(),
-    };
-    p.a.post_send(&[SendWr {
-        wr_id: 202,
-        op: SendOp::Write { remote, imm: None },
-        data: SendData::Sges(&lsge),
-        flags: SIG,
-    }])?;
-    let wc = wait_one(&mut p.cq_a)?;
+    let remote = remote_of(dst);
+    let wc = post_one(
+        p,
+        202,
+        SendOp::Write { remote, imm: None },
+        SendData::Sges(&lsge),
+    )?;
     checks.check(
         "gather from an lkey of another PD gets LOC_PROT_ERR",
         wc.status == WcStatus::LocProtErr,

@@ -271,13 +271,33 @@ fn write_status<H: Hal>(
 ) -> R<WcStatus> {
     let sge = [src.sge(0, len)];
     let remote = Remote { addr, rkey };
+    let write = SendOp::Write { remote, imm: None };
+    Ok(post_one(p, 300, write, SendData::Sges(&sge))?.status)
+}
+
+/// The whole of `mr` as the target of a remote access.
+fn remote_of<H: Hal>(mr: &Mr<H>) -> Remote {
+    Remote {
+        addr: mr.addr(),
+        rkey: mr.rkey(),
+    }
+}
+
+/// Posts one signaled work request `wr_id` (`op` over `data`) on `p.a` and waits for its
+/// completion.
+fn post_one<H: Hal>(
+    p: &mut Pairs<H>,
+    wr_id: u64,
+    op: SendOp,
+    data: SendData<'_, H>,
+) -> R<WorkCompletion> {
     p.a.post_send(&[SendWr {
-        wr_id: 300,
-        op: SendOp::Write { remote, imm: None },
-        data: SendData::Sges(&sge),
+        wr_id,
+        op,
+        data,
         flags: SIG,
     }])?;
-    Ok(wait_one(&mut p.cq_a)?.status)
+    wait_one(&mut p.cq_a)
 }
 
 /// After an error completion the requester QP is in ERR: flush, reset both and reconnect.

@@ -9,7 +9,7 @@ use mlx5::{
     Hal, RecvWr, Remote, SendData, SendFlags, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
-use crate::{pattern, wait_one, BigMemory, BigMr, Checks, Mr, Pairs, R, SIG};
+use crate::{pattern, post_one, remote_of, wait_one, BigMemory, BigMr, Checks, Mr, Pairs, R, SIG};
 
 pub(crate) fn opcodes<H: Hal, B: BigMemory>(
     p: &mut Pairs<H>,
@@ -25,17 +25,13 @@ pub(crate) fn opcodes<H: Hal, B: BigMemory>(
 
     // RDMA WRITE.
     let sge = [src.sge(0, len)];
-    let remote = Remote {
-        addr: dst.addr(),
-        rkey: dst.rkey(),
-    };
-    p.a.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::Write { remote, imm: None },
-        data: SendData::Sges(&sge),
-        flags: SIG,
-    }])?;
-    let wc = wait_one(&mut p.cq_a)?;
+    let remote = remote_of(dst);
+    let wc = post_one(
+        p,
+        1,
+        SendOp::Write { remote, imm: None },
+        SendData::Sges(&sge),
+    )?;
     let mut got = vec![0u8; len as usize];
     dst.read(0, &mut got)?;
     checks.check(
@@ -49,16 +45,15 @@ pub(crate) fn opcodes<H: Hal, B: BigMemory>(
         addr: big.mr.addr() + far,
         rkey: big.mr.rkey(),
     };
-    p.a.post_send(&[SendWr {
-        wr_id: 2,
-        op: SendOp::Write {
+    let wc = post_one(
+        p,
+        2,
+        SendOp::Write {
             remote: remote_far,
             imm: None,
         },
-        data: SendData::Sges(&sge),
-        flags: SIG,
-    }])?;
-    let wc = wait_one(&mut p.cq_a)?;
+        SendData::Sges(&sge),
+    )?;
     let mut far_bytes = vec![0u8; len as usize];
     big.mem.read(far as usize, &mut far_bytes);
     checks.check(
@@ -77,16 +72,15 @@ pub(crate) fn opcodes<H: Hal, B: BigMemory>(
         rkey: dst.rkey(),
     };
     let small = [src.sge(0, 256)];
-    p.a.post_send(&[SendWr {
-        wr_id: 3,
-        op: SendOp::Write {
+    let s = post_one(
+        p,
+        3,
+        SendOp::Write {
             remote: remote_b,
             imm: Some(0xfeed_f00d),
         },
-        data: SendData::Sges(&small),
-        flags: SIG,
-    }])?;
-    let s = wait_one(&mut p.cq_a)?;
+        SendData::Sges(&small),
+    )?;
     let r = wait_one(&mut p.cq_b)?;
     let mut got = vec![0u8; 256];
     dst.read(4096, &mut got)?;
@@ -101,17 +95,8 @@ pub(crate) fn opcodes<H: Hal, B: BigMemory>(
 
     // RDMA READ: pull the bytes back from the target into another part of the source MR.
     let lsge = [src.sge(16384, len)];
-    let remote = Remote {
-        addr: dst.addr(),
-        rkey: dst.rkey(),
-    };
-    p.a.post_send(&[SendWr {
-        wr_id: 4,
-        op: SendOp::Read { remote },
-        data: SendData::Sges(&lsge),
-        flags: SIG,
-    }])?;
-    let wc = wait_one(&mut p.cq_a)?;
+    let remote = remote_of(dst);
+    let wc = post_one(p, 4, SendOp::Read { remote }, SendData::Sges(&lsge))?;
     let mut got = vec![0u8; len as usize];
     src.read(16384, &mut got)?;
     checks.check(
@@ -127,13 +112,7 @@ pub(crate) fn opcodes<H: Hal, B: BigMemory>(
             sges: &rsge,
         }])?;
         let ssge = [src.sge(0, 1500)];
-        p.a.post_send(&[SendWr {
-            wr_id,
-            op: SendOp::Send { imm },
-            data: SendData::Sges(&ssge),
-            flags: SIG,
-        }])?;
-        let s = wait_one(&mut p.cq_a)?;
+        let s = post_one(p, wr_id, SendOp::Send { imm }, SendData::Sges(&ssge))?;
         let r = wait_one(&mut p.cq_b)?;
         let mut got = vec![0u8; 1500];
         dst.read(32768, &mut got)?;
@@ -159,13 +138,12 @@ pub(crate) fn opcodes<H: Hal, B: BigMemory>(
         wr_id: 70,
         sges: &rsge,
     }])?;
-    p.a.post_send(&[SendWr {
-        wr_id: 7,
-        op: SendOp::Send { imm: None },
-        data: SendData::Inline(b"inline payload, no lkey"),
-        flags: SIG,
-    }])?;
-    let s = wait_one(&mut p.cq_a)?;
+    let s = post_one(
+        p,
+        7,
+        SendOp::Send { imm: None },
+        SendData::Inline(b"inline payload, no lkey"),
+    )?;
     let r = wait_one(&mut p.cq_b)?;
     let mut got = [0u8; 23];
     dst.read(40960, &mut got)?;
@@ -184,17 +162,16 @@ pub(crate) fn opcodes<H: Hal, B: BigMemory>(
         rkey: dst.rkey(),
     };
     let old = [src.sge(49152, 8)];
-    p.a.post_send(&[SendWr {
-        wr_id: 8,
-        op: SendOp::CompareSwap {
+    let wc = post_one(
+        p,
+        8,
+        SendOp::CompareSwap {
             remote: target,
             compare: 0x1111_2222_3333_4444,
             swap: 0x5555_6666_7777_8888,
         },
-        data: SendData::Sges(&old),
-        flags: SIG,
-    }])?;
-    let wc = wait_one(&mut p.cq_a)?;
+        SendData::Sges(&old),
+    )?;
     let (prev, now) = (read_u64(src, 49152)?, read_u64(dst, word)?);
     checks.check(
         "ATOMIC_CMP_AND_SWP",
@@ -202,16 +179,15 @@ pub(crate) fn opcodes<H: Hal, B: BigMemory>(
             && prev == 0x1111_2222_3333_4444
             && now == 0x5555_6666_7777_8888,
     );
-    p.a.post_send(&[SendWr {
-        wr_id: 9,
-        op: SendOp::FetchAdd {
+    let wc = post_one(
+        p,
+        9,
+        SendOp::FetchAdd {
             remote: target,
             add: 5,
         },
-        data: SendData::Sges(&old),
-        flags: SIG,
-    }])?;
-    let wc = wait_one(&mut p.cq_a)?;
+        SendData::Sges(&old),
+    )?;
     let (prev, now) = (read_u64(src, 49152)?, read_u64(dst, word)?);
     checks.check(
         "ATOMIC_FETCH_AND_ADD",
@@ -221,10 +197,7 @@ pub(crate) fn opcodes<H: Hal, B: BigMemory>(
     );
 
     // Unsignaled WRITEs followed by a signaled one: one completion, all data there, one doorbell.
-    let remote = Remote {
-        addr: dst.addr(),
-        rkey: dst.rkey(),
-    };
+    let remote = remote_of(dst);
     let s0 = [src.sge(0, 1024)];
     let wrs: Vec<SendWr<'_, H>> = (0..4)
         .map(|i| SendWr {

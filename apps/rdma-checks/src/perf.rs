@@ -2,9 +2,9 @@
 
 use alloc::vec::Vec;
 
-use mlx5::{Hal, Remote, SendData, SendFlags, SendOp, SendWr, WcStatus};
+use mlx5::{Hal, SendData, SendFlags, SendOp, SendWr, WcStatus};
 
-use crate::{wait_one, AppError, Console, Mr, Pairs, R, SIG};
+use crate::{post_one, remote_of, wait_one, AppError, Console, Mr, Pairs, R, SIG};
 
 /// ib_write_bw, ib_read_bw and ib_write_lat in the style of perftest.
 pub(crate) fn perf<H: Hal>(
@@ -74,10 +74,7 @@ fn bw<H: Hal>(
     read: bool,
 ) -> R<(f64, f64, f64)> {
     const BATCH: u64 = 16;
-    let remote = Remote {
-        addr: dst.addr(),
-        rkey: dst.rkey(),
-    };
+    let remote = remote_of(dst);
     let sge = [src.sge(0, size)];
     let start = c.now();
     let mut peak = 0f64;
@@ -125,21 +122,17 @@ fn lat<H: Hal>(
     size: u32,
     iters: usize,
 ) -> R<(f64, f64, f64)> {
-    let remote = Remote {
-        addr: dst.addr(),
-        rkey: dst.rkey(),
-    };
+    let remote = remote_of(dst);
     let sge = [src.sge(0, size)];
     let mut us = Vec::with_capacity(iters);
     for i in 0..iters {
         let t = c.now();
-        p.a.post_send(&[SendWr {
-            wr_id: i as u64,
-            op: SendOp::Write { remote, imm: None },
-            data: SendData::Sges(&sge),
-            flags: SIG,
-        }])?;
-        let wc = wait_one(&mut p.cq_a)?;
+        let wc = post_one(
+            p,
+            i as u64,
+            SendOp::Write { remote, imm: None },
+            SendData::Sges(&sge),
+        )?;
         if wc.status != WcStatus::Success {
             return Err(AppError::Completion(wc.status));
         }

@@ -7,7 +7,9 @@ use mlx5::{
     SendOp, SendWr, WcOpcode, WcStatus,
 };
 
-use crate::{connect, pattern, recover, wait_one, write_status, Checks, Ctx, Mr, Pairs, R, SIG};
+use crate::{
+    connect, pattern, post_one, recover, wait_one, write_status, Checks, Ctx, Mr, Pairs, R, SIG,
+};
 
 /// A type 2 memory window over part of a region, checked with RDMA traffic: bound by a BIND_MW
 /// work request on the responder QP (a new rkey), RDMA WRITE and READ through the window's
@@ -71,13 +73,7 @@ pub(crate) fn windows<H: Hal>(
     dst.write(0, &[0u8; 4096])?;
     let sge = [dst.sge(0, 4096)];
     let remote = Remote { addr: at, rkey };
-    p.a.post_send(&[SendWr {
-        wr_id: 401,
-        op: SendOp::Read { remote },
-        data: SendData::Sges(&sge),
-        flags: SIG,
-    }])?;
-    let r = wait_one(&mut p.cq_a)?;
+    let r = post_one(&mut p, 401, SendOp::Read { remote }, SendData::Sges(&sge))?;
     dst.read(0, &mut got)?;
     checks.check(
         "RDMA_WRITE and RDMA_READ through the window's rkey",
