@@ -3,20 +3,18 @@
 
 use alloc::vec;
 
-use mlx5::{AccessFlags, Hal, ProtectionDomain, Remote, SendData, SendOp, SendWr, WcStatus};
+use mlx5::{AccessFlags, Hal, Remote, SendData, SendOp, SendWr, WcStatus};
 
 use crate::{
-    connect, drain, pattern, post_one, recover, remote_of, Checks, Ctx, Mr, Pairs, BUF, R, SIG,
+    connect, drain, pattern, post_one, recover, remote_of, Checks, Loopback, Pairs, BUF, R, SIG,
 };
 
 pub(crate) fn errors<H: Hal>(
-    dev: &Ctx<H>,
-    pd: &ProtectionDomain<H>,
+    lb: &Loopback<'_, H>,
     p: &mut Pairs<H>,
-    src: &Mr<H>,
-    dst: &Mr<H>,
     checks: &mut Checks<'_>,
 ) -> R<()> {
+    let Loopback { dev, pd, src, dst } = *lb;
     // An RDMA WRITE past the end of the target region: remote access error, QP to error, and
     // nothing outside the region touched.
     let guard = pattern(9, 64);

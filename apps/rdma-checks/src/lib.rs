@@ -16,8 +16,8 @@ use core::time::Duration;
 
 use mlx5::mr::PhysChunk;
 use mlx5::{
-    AccessFlags, CompletionQueue, ConnectOptions, Context, Hal, MemoryRegion, QpCaps, QueuePair,
-    Remote, SendData, SendFlags, SendOp, SendWr, WcStatus, WorkCompletion,
+    AccessFlags, CompletionQueue, ConnectOptions, Context, Hal, MemoryRegion, ProtectionDomain,
+    QpCaps, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr, WcStatus, WorkCompletion,
 };
 
 /// Where the checks print and how they tell time.
@@ -210,12 +210,27 @@ fn run_all<H: Hal, B: BigMemory>(
     let dst = pd.alloc_mr(BUF, all)?;
     let mut pairs = Pairs { a, b, cq_a, cq_b };
     opcodes(&mut pairs, &src, &dst, &big, checks)?;
-    registrations(dev, &pd, &mut pairs, &src, &dst, checks)?;
-    windows(dev, &pd, &src, &dst, checks)?;
-    errors(dev, &pd, &mut pairs, &src, &dst, checks)?;
+    let lb = Loopback {
+        dev,
+        pd: &pd,
+        src: &src,
+        dst: &dst,
+    };
+    registrations(&lb, &mut pairs, checks)?;
+    windows(&lb, checks)?;
+    errors(&lb, &mut pairs, checks)?;
     perf(c, &mut pairs, &src, &dst, quick)?;
     drop(big);
     Ok(())
+}
+
+/// What the registration, window and error checks share: the device, the PD of the loopback
+/// QPs, and the two regions traffic goes from (`src`) and to (`dst`).
+struct Loopback<'a, H: Hal> {
+    dev: &'a Ctx<H>,
+    pd: &'a ProtectionDomain<H>,
+    src: &'a Mr<H>,
+    dst: &'a Mr<H>,
 }
 
 struct Pairs<H: Hal> {

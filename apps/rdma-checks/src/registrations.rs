@@ -2,21 +2,19 @@
 //! from the UMR mkey cache.
 
 use mlx5::mr::PhysChunk;
-use mlx5::{AccessFlags, Hal, ProtectionDomain, WcStatus};
+use mlx5::{AccessFlags, Hal, WcStatus};
 
-use crate::{pattern, recover, write_status, Checks, Ctx, Mr, Pairs, R};
+use crate::{pattern, recover, write_status, Checks, Loopback, Pairs, R};
 
 /// Registrations checked with RDMA traffic: an unaligned region at a chosen IOVA (first and
 /// last byte reachable, one past the end refused), and a region from the UMR mkey cache
 /// (no command; after dereg the old rkey gets REM_ACCESS_ERR).
 pub(crate) fn registrations<H: Hal>(
-    dev: &Ctx<H>,
-    pd: &ProtectionDomain<H>,
+    lb: &Loopback<'_, H>,
     p: &mut Pairs<H>,
-    src: &Mr<H>,
-    dst: &Mr<H>,
     checks: &mut Checks<'_>,
 ) -> R<()> {
+    let Loopback { dev, pd, src, dst } = *lb;
     let byte = pattern(0x5a, 1);
     src.write(0, &byte)?;
     dst.write(0, &[0u8; 8192])?;

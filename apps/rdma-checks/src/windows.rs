@@ -3,24 +3,19 @@
 use alloc::vec;
 
 use mlx5::{
-    AccessFlags, Hal, MwBind, MwType, ProtectionDomain, QpCaps, QpOptions, Remote, SendData,
-    SendOp, SendWr, WcOpcode, WcStatus,
+    AccessFlags, Hal, MwBind, MwType, QpCaps, QpOptions, Remote, SendData, SendOp, SendWr,
+    WcOpcode, WcStatus,
 };
 
 use crate::{
-    connect, pattern, post_one, recover, wait_one, write_status, Checks, Ctx, Mr, Pairs, R, SIG,
+    connect, pattern, post_one, recover, wait_one, write_status, Checks, Loopback, Pairs, R, SIG,
 };
 
 /// A type 2 memory window over part of a region, checked with RDMA traffic: bound by a BIND_MW
 /// work request on the responder QP (a new rkey), RDMA WRITE and READ through the window's
 /// rkey, an access just outside the window refused, LOCAL_INV, and the old rkey refused.
-pub(crate) fn windows<H: Hal>(
-    dev: &Ctx<H>,
-    pd: &ProtectionDomain<H>,
-    src: &Mr<H>,
-    dst: &Mr<H>,
-    checks: &mut Checks<'_>,
-) -> R<()> {
+pub(crate) fn windows<H: Hal>(lb: &Loopback<'_, H>, checks: &mut Checks<'_>) -> R<()> {
+    let Loopback { dev, pd, src, dst } = *lb;
     // QPs with room for window WQEs (QpOptions::mw_bind); b owns the window.
     let caps = QpCaps {
         max_send_wr: 16,
