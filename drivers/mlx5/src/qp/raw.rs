@@ -99,7 +99,7 @@ impl<H: Hal> QueuePair<H> {
         wc_op: u8,
     ) -> Result<*const u8> {
         // The copy writes every byte of the body: nothing to clear first.
-        self.write_raw_body(wr_id, opc, imm, body.len(), fm_ce_se, wc_op, |b| {
+        self.write_raw_body::<false>(wr_id, opc, imm, body.len(), fm_ce_se, wc_op, |b| {
             b.copy_from_slice(body)
         })
     }
@@ -109,45 +109,15 @@ impl<H: Hal> QueuePair<H> {
     /// bytes are not cleared first: `fill` must write every byte of the body itself, padding
     /// included. A WQE that wraps the ring is filled on the stack (over zeros) and copied in
     /// two pieces.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    pub(crate) fn write_raw_body(
-        &mut self,
-        wr_id: u64,
-        opc: u8,
-        imm: u32,
-        body_len: usize,
-        fm_ce_se: u8,
-        wc_op: u8,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<*const u8> {
-        self.write_raw_in::<false>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, fill)
-    }
-
-    /// [`QueuePair::write_raw_body`] of one WR of several the caller checked together: it
-    /// called [`QueuePair::check_can_send`] and reserved room for all of them
+    ///
+    /// With `RESERVED`, one WR of several the caller checked together: it called
+    /// [`QueuePair::check_can_send`] and reserved room for all of them
     /// ([`QueuePair::reserve_sq`]) before writing the first (the UMR batches, one check per
-    /// doorbell instead of one per WQE). The body's size is still checked here.
+    /// doorbell instead of one per WQE); the state check and the room reservation are left
+    /// out here. The body's size is checked either way.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(crate) fn write_raw_reserved(
-        &mut self,
-        wr_id: u64,
-        opc: u8,
-        imm: u32,
-        body_len: usize,
-        fm_ce_se: u8,
-        wc_op: u8,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<*const u8> {
-        self.write_raw_in::<true>(wr_id, opc, imm, body_len, fm_ce_se, wc_op, fill)
-    }
-
-    /// [`QueuePair::write_raw_body`]; with `RESERVED`, without the state check and the room
-    /// reservation the caller made for this WR ([`QueuePair::write_raw_reserved`]).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn write_raw_in<const RESERVED: bool>(
+    pub(crate) fn write_raw_body<const RESERVED: bool>(
         &mut self,
         wr_id: u64,
         opc: u8,

@@ -8,6 +8,65 @@ type Cached<H> = (u32, u8, crate::umr::Parked<H>);
 mod batch;
 mod register;
 
+/// The UMR that enables cached key `key` (checked not free) as a region of PD `pdn`: variant
+/// `new`, `access`, `[iova, iova + len)`, translated by `mtt` (entries with their enables) in
+/// pages of `page_shift`. One for every registration from the cache (one, general, batched).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn enable_umr(
+    key: u32,
+    pdn: u32,
+    new: u32,
+    access: Access,
+    iova: u64,
+    len: u64,
+    page_shift: u32,
+    mtt: &[u64],
+) -> crate::umr::Umr<'_> {
+    use crate::umr::{flags, MkeySeg, Umr, ENABLE_MASK};
+    Umr {
+        key,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE_MASK,
+        seg: MkeySeg {
+            free: false,
+            pd: pdn,
+            qpn: 0xff_ffff,
+            variant: new as u8,
+            access,
+            start: iova,
+            len,
+            log_page_size: page_shift,
+        },
+        mtt,
+        mtt_offset: 0,
+    }
+}
+
+/// Runs `umr`, which enables the cached key it names (taken from the cache with `class` and
+/// `parked`) as key `new`: `Some` of the region's key, or `None` when the device refused the
+/// UMR (the key is unchanged, as the model applies a UMR whole or not at all, and back in the
+/// cache). Any other error: the key's state is unknown, and it leaves the cache (destroyed
+/// with the PD).
+#[inline(always)]
+fn run_enable<H: Hal>(
+    u: &mut crate::umr::UmrRes<H>,
+    hal: &H,
+    umr: &crate::umr::Umr<'_>,
+    new: u32,
+    class: u8,
+    parked: crate::umr::Parked<H>,
+) -> Result<Option<Cached<H>>> {
+    match u.run(hal, umr) {
+        Ok(()) => Ok(Some((new, class, parked))),
+        Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
+            u.put(umr.key, class, parked);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Protection domain state shared with its MRs and QPs.
 pub(crate) struct PdInner<H: Hal> {
     pub(crate) ctx: Arc<CtxInner<H>>,

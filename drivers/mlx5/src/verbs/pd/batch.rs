@@ -230,7 +230,7 @@ impl<H: Hal> ProtectionDomain<H> {
         generals: &mut [KlmPlan],
         out: &mut [Result<MemoryRegion<H>>],
     ) {
-        use crate::umr::{flags, MkeySeg, Outcome, Umr, BATCH_MAX, ENABLE_MASK, INLINE_MAX_MTT};
+        use crate::umr::{Outcome, BATCH_MAX, INLINE_MAX_MTT};
         let ctx = &self.inner.ctx;
         let pdn = self.inner.pdn;
         let plans_ro: &[Option<Planned>] = plans;
@@ -291,23 +291,8 @@ impl<H: Hal> ProtectionDomain<H> {
                         Some(p) => (p.len(), p.page_shift(gen_ro)),
                         None => (0, 0), // never: `taken` names planned regions only
                     };
-                    Umr {
-                        key,
-                        check: flags::CHECK_NOT_FREE,
-                        mask: ENABLE_MASK,
-                        seg: MkeySeg {
-                            free: false,
-                            pd: pdn,
-                            qpn: 0xff_ffff,
-                            variant: new as u8,
-                            access,
-                            start: iova,
-                            len,
-                            log_page_size: page_shift,
-                        },
-                        mtt: &mtt[at..at + n],
-                        mtt_offset: 0,
-                    }
+                    let mtt = &mtt[at..at + n];
+                    enable_umr(key, pdn, new, access, iova, len, page_shift, mtt)
                 };
                 let mut outcome = [Outcome::Unknown; BATCH_MAX];
                 u.run_batch(hal, k, |j| umr(&taken[j]), &mut outcome[..k]);

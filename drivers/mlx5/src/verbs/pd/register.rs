@@ -72,7 +72,6 @@ impl<H: Hal> ProtectionDomain<H> {
         page_shift: u32,
         entry: u64,
     ) -> Result<MemoryRegion<H>> {
-        use crate::umr::{flags, MkeySeg, Umr, ENABLE_MASK};
         let ctx = &self.inner.ctx;
         let len = c.len;
         let pdn = self.inner.pdn;
@@ -86,33 +85,8 @@ impl<H: Hal> ProtectionDomain<H> {
                 };
                 let new = fresh_variant16(ctx, key, r as u16);
                 let mtt = [entry | mlx5_prm::mkey::MTT_PRESENT];
-                let umr = Umr {
-                    key,
-                    check: flags::CHECK_NOT_FREE,
-                    mask: ENABLE_MASK,
-                    seg: MkeySeg {
-                        free: false,
-                        pd: pdn,
-                        qpn: 0xff_ffff,
-                        variant: new as u8,
-                        access,
-                        start: iova,
-                        len,
-                        log_page_size: page_shift,
-                    },
-                    mtt: &mtt,
-                    mtt_offset: 0,
-                };
-                match u.run(hal, &umr) {
-                    Ok(()) => Ok(Some((new, class, parked))),
-                    Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
-                        // The key is unchanged (the model applies a UMR whole or not at all).
-                        u.put(key, class, parked);
-                        Ok(None)
-                    }
-                    // Its state is unknown: the key leaves the cache (destroyed with the PD).
-                    Err(e) => Err(e),
-                }
+                let umr = enable_umr(key, pdn, new, access, iova, len, page_shift, &mtt);
+                run_enable(u, hal, &umr, new, class, parked)
             },
         );
         match r {
@@ -318,7 +292,7 @@ impl<H: Hal> ProtectionDomain<H> {
         access: Access,
         plan: &KlmPlan,
     ) -> Result<Option<Cached<H>>> {
-        use crate::umr::{flags, MkeySeg, Umr, CACHE_CLASSES, ENABLE_MASK};
+        use crate::umr::CACHE_CLASSES;
         let ctx = &self.inner.ctx;
         let entries = &plan.tr.entries;
         let max = CACHE_CLASSES[CACHE_CLASSES.len() - 1] as usize;
@@ -363,33 +337,9 @@ impl<H: Hal> ProtectionDomain<H> {
                     .collect();
                 &big
             };
-            let umr = Umr {
-                key,
-                check: flags::CHECK_NOT_FREE,
-                mask: ENABLE_MASK,
-                seg: MkeySeg {
-                    free: false,
-                    pd: pdn,
-                    qpn: 0xff_ffff,
-                    variant: new as u8,
-                    access,
-                    start: iova,
-                    len,
-                    log_page_size: plan.tr.page_shift,
-                },
-                mtt,
-                mtt_offset: 0,
-            };
-            match u.run(hal, &umr) {
-                Ok(()) => Ok(Some((new, class, parked))),
-                Err(Error::Umr { .. }) | Err(Error::Invalid(_)) => {
-                    // The key is unchanged (the model applies a UMR whole or not at all).
-                    u.put(key, class, parked);
-                    Ok(None)
-                }
-                // Its state is unknown: the key leaves the cache (destroyed with the PD).
-                Err(e) => Err(e),
-            }
+            let page_shift = plan.tr.page_shift;
+            let umr = enable_umr(key, pdn, new, access, iova, len, page_shift, mtt);
+            run_enable(u, hal, &umr, new, class, parked)
         })?;
         Ok(r.flatten())
     }
@@ -488,24 +438,9 @@ impl<H: Hal> ProtectionDomain<H> {
     ) -> MemoryRegion<H> {
         if let Some(mut arc) = parked {
             if let Some(m) = Arc::get_mut(&mut arc) {
-                self.inner
-                    .ctx
-                    .mrs
-                    .write()
-                    .insert(MrInfo::new(key, iova, len, access));
-                // The UMR PD's reference goes (it is never the last one: the UMR state
-                // holds that PD).
-                m.pd = self.inner.clone();
-                m.key = key;
-                m.key_be = key.to_be();
-                m.iova = iova;
-                m.len = len;
-                m.access = access;
-                m.inner_keys.clear();
+                self.refill(m, key, class, iova, len, access);
                 m.plan = plan;
                 m.buf = buf;
-                *m.destroyed.get_mut() = false;
-                m.pooled = Some(class);
                 return MemoryRegion { inner: Some(arc) };
             }
         }
@@ -534,19 +469,7 @@ impl<H: Hal> ProtectionDomain<H> {
     ) -> MemoryRegion<H> {
         if let Some(mut arc) = parked {
             if let Some(m) = Arc::get_mut(&mut arc) {
-                self.inner
-                    .ctx
-                    .mrs
-                    .write()
-                    .insert(MrInfo::new(key, iova, len, access));
-                // The UMR PD's reference goes (never the last one, as in `wrap_cached`).
-                m.pd = self.inner.clone();
-                m.key = key;
-                m.key_be = key.to_be();
-                m.iova = iova;
-                m.len = len;
-                m.access = access;
-                m.inner_keys.clear();
+                self.refill(m, key, class, iova, len, access);
                 m.plan.tr.page_shift = page_shift;
                 m.plan.tr.entries.set_one(entry);
                 m.plan.mtt_va = iova;
@@ -554,12 +477,34 @@ impl<H: Hal> ProtectionDomain<H> {
                 if m.buf.is_some() {
                     m.buf = None;
                 }
-                *m.destroyed.get_mut() = false;
-                m.pooled = Some(class);
                 return MemoryRegion { inner: Some(arc) };
             }
         }
         let plan = KlmPlan::one_page(page_shift, entry, iova);
         self.wrap_cached(None, key, class, iova, len, access, plan, None)
+    }
+
+    /// A parked region allocation `m` (of a key from the mkey cache, size class `class`)
+    /// made region `key` of `[iova, iova + len)` with `access` in this PD, and the key
+    /// entered in the region table: everything but its plan and buffer, which the caller
+    /// writes ([`ProtectionDomain::wrap_cached`], [`ProtectionDomain::wrap_cached_one_page`]).
+    #[inline(always)]
+    fn refill(&self, m: &mut MrInner<H>, key: u32, class: u8, iova: u64, len: u64, access: Access) {
+        self.inner
+            .ctx
+            .mrs
+            .write()
+            .insert(MrInfo::new(key, iova, len, access));
+        // The UMR PD's reference goes (it is never the last one: the UMR state holds that
+        // PD).
+        m.pd = self.inner.clone();
+        m.key = key;
+        m.key_be = key.to_be();
+        m.iova = iova;
+        m.len = len;
+        m.access = access;
+        m.inner_keys.clear();
+        *m.destroyed.get_mut() = false;
+        m.pooled = Some(class);
     }
 }
