@@ -186,6 +186,18 @@ impl<H: Hal> ProtectionDomain<H> {
         all
     }
 
+    /// A registration by command that failed with `e` before its key was made: its inner
+    /// keys `inner` destroyed, and `buf` freed once the device provably gave it back
+    /// ([`CtxInner::release_after`]) or held for good when an inner key may live on.
+    fn undo_inner(&self, inner: &[u32], e: &Error, buf: Option<DmaMem<H::Dma>>) {
+        let ctx = &self.inner.ctx;
+        if self.destroy_keys(inner) {
+            ctx.release_after(e, buf);
+        } else {
+            ctx.hold(buf);
+        }
+    }
+
     pub(in crate::verbs) fn register(
         &self,
         iova: u64,
@@ -238,11 +250,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     });
                 }
                 Err(e) => {
-                    if self.destroy_keys(&inner) {
-                        ctx.release_after(&e, buf);
-                    } else {
-                        ctx.hold(buf.take());
-                    }
+                    self.undo_inner(&inner, &e, buf);
                     return Err(e);
                 }
             }
@@ -260,11 +268,7 @@ impl<H: Hal> ProtectionDomain<H> {
             Ok(k) => k,
             Err(e) => {
                 // A garbled or lost reply: the key may exist and translate to `buf`.
-                if self.destroy_keys(&inner) {
-                    ctx.release_after(&e, buf);
-                } else {
-                    ctx.hold(buf.take());
-                }
+                self.undo_inner(&inner, &e, buf);
                 return Err(e);
             }
         };
