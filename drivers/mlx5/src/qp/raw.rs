@@ -54,7 +54,9 @@ impl<H: Hal> QueuePair<H> {
         if !flags.contains(SendFlags::FENCE) {
             f |= wqe::fence::INITIATOR_SMALL;
         }
-        self.post_raw_with(wr_id, wqe::opcode::UMR, imm, body, f, wc_op)
+        let at = self.write_raw_with(wr_id, wqe::opcode::UMR, imm, body, f, wc_op)?;
+        self.ring_send(at, None);
+        Ok(())
     }
 
     /// The context (for [`crate::mw`]).
@@ -72,23 +74,8 @@ impl<H: Hal> QueuePair<H> {
         self.lay.sq_max_bbs
     }
 
-    /// [`QueuePair::post_raw`] with the ctrl segment's `fm_ce_se` and the completion opcode
+    /// [`QueuePair::write_raw`] with the ctrl segment's `fm_ce_se` and the completion opcode
     /// saved for the poller ([`SqSlot::wc_op`], 0: none).
-    pub(crate) fn post_raw_with(
-        &mut self,
-        wr_id: u64,
-        opc: u8,
-        imm: u32,
-        body: &[u8],
-        fm_ce_se: u8,
-        wc_op: u8,
-    ) -> Result<()> {
-        let at = self.write_raw_with(wr_id, opc, imm, body, fm_ce_se, wc_op)?;
-        self.ring_send(at, None);
-        Ok(())
-    }
-
-    /// [`QueuePair::post_raw_with`] without the doorbell (see [`QueuePair::write_raw`]).
     pub(crate) fn write_raw_with(
         &mut self,
         wr_id: u64,
