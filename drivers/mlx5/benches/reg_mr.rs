@@ -400,14 +400,7 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
             keys.push(m.rkey());
             m.dereg().expect("dereg");
         }
-        let pairs = keys.windows(2);
-        let index_next = pairs
-            .clone()
-            .filter(|w| w[1] >> 8 == (w[0] >> 8) + 1)
-            .count();
-        let full = pairs
-            .filter(|w| w[1] == (((w[0] >> 8) + 1) << 8 | (w[0] & 0xff)))
-            .count();
+        let (index_next, full) = next_key_guesses(&keys);
         let n = (K - 1) as f64;
         println!(
             "| {what} | {:.4} ({index_next}/{}) | {:.5} ({full}/{}) | {:.5} |",

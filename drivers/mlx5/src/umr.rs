@@ -301,8 +301,22 @@ impl<H: Hal> UmrRes<H> {
         let id = self.next;
         self.next = self.next.wrapping_add(1);
         let f = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
-        // Every byte of the body written by `inline_into`: nothing to clear first.
-        let at = self.qp.write_raw_body(
+        let at = self.write_inline::<false>(id, u, f)?;
+        self.qp.ring_send_now(at);
+        self.wait_one(hal)
+    }
+
+    /// Writes inline UMR `u` as WR `id` with ctrl `fm_ce_se` `f`, its body straight into the
+    /// send queue ([`inline_into`] writes every byte of it: nothing to clear first); returns
+    /// the WQE's first block. `RESERVED` as for [`QueuePair::write_raw_body`].
+    #[inline(always)]
+    fn write_inline<const RESERVED: bool>(
+        &mut self,
+        id: u64,
+        u: &Umr<'_>,
+        f: u8,
+    ) -> Result<*const u8> {
+        self.qp.write_raw_body::<RESERVED>(
             id,
             wqe::opcode::UMR,
             u.key,
@@ -311,9 +325,7 @@ impl<H: Hal> UmrRes<H> {
             0,
             #[inline(always)]
             |b| inline_into(b, u),
-        )?;
-        self.qp.ring_send_now(at);
-        self.wait_one(hal)
+        )
     }
 
     /// Polls the completion of the one UMR just posted, within [`UMR_TIMEOUT`]: one CQE
@@ -535,16 +547,7 @@ impl<H: Hal> UmrRes<H> {
                     f |= wqe::ctrl::CQ_UPDATE;
                 }
                 // The body written straight into the send queue ([`inline_into`]).
-                match self.qp.write_raw_reserved(
-                    id,
-                    wqe::opcode::UMR,
-                    u.key,
-                    inline_len(u),
-                    f,
-                    0,
-                    #[inline(always)]
-                    |b| inline_into(b, u),
-                ) {
+                match self.write_inline::<true>(id, u, f) {
                     Ok(p) => last = p,
                     Err(_) => break, // not posted: unchanged
                 }

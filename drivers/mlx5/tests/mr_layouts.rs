@@ -27,17 +27,6 @@ fn mem_read(sim: &SimHal, bus: u64, len: usize) -> Vec<u8> {
     v
 }
 
-/// `n` scattered pages of `page` bytes from `backing`, in reverse order (no two adjacent).
-fn scattered(base: u64, page: u64, n: u64) -> Vec<PhysChunk> {
-    (0..n)
-        .rev()
-        .map(|i| PhysChunk {
-            bus: base + i * page,
-            len: page,
-        })
-        .collect()
-}
-
 #[test]
 fn one_gib_of_4k_pages_is_an_indirect_key_over_mtt_keys() {
     let (sim, ctx) = open();
@@ -371,19 +360,8 @@ fn reg_mr_batch_rings_one_doorbell_for_many_commands() {
     let mut p = pair(&ctx, QpCaps::default());
     let b = hal.dma_alloc(16 * 4096, 4096).expect("backing");
     let bus = b.bus_addr();
-    let chunks: Vec<[PhysChunk; 1]> = (0..16u64)
-        .map(|i| {
-            [PhysChunk {
-                bus: bus + i * 4096,
-                len: 4096,
-            }]
-        })
-        .collect();
-    let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = chunks
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (&c[..], 0x1000_0000 + i as u64 * 0x10_0000, RW))
-        .collect();
+    let chunks: Vec<[PhysChunk; 1]> = one_chunk_each(bus, 4096, 16);
+    let regions = batch_at(&chunks, 0x1000_0000, RW);
     let (c0, d0) = (ctx.commands_sent(), ctx.command_doorbells());
     // SAFETY: `b` outlives the regions.
     let mrs: Vec<_> = unsafe { p.pd.reg_mr_batch(&regions) }
@@ -679,17 +657,8 @@ fn next_rkey_guess_probability() {
         keys.push(m.rkey());
         m.dereg().unwrap();
     }
-    let pairs = keys.windows(2);
-    let index_next = pairs
-        .clone()
-        .filter(|w| w[1] >> 8 == (w[0] >> 8) + 1)
-        .count();
-    // Best fixed-variant guess: prev index + 1 with the same variant as the previous key
-    // (any fixed guess has the same odds for a uniform variant).
-    let full_hits = pairs
-        .clone()
-        .filter(|w| w[1] == (((w[0] >> 8) + 1) << 8 | (w[0] & 0xff)))
-        .count();
+    // Best fixed-variant guess: prev index + 1 with the same variant as the previous key.
+    let (index_next, full_hits) = next_key_guesses(&keys);
     let n = (N - 1) as f64;
     println!(
         "next-rkey guess (no pool): index part predictable {:.4}, full key {:.5} ({full_hits}/{}), 1/256 = {:.5}",
@@ -818,14 +787,7 @@ fn reg_mr_batch_threaded_model_and_a_failing_slot() {
     let hal = TestHal(sim.clone());
     let pd = ctx.alloc_pd().unwrap();
     let b = hal.dma_alloc(8 * 65536, 65536).expect("backing");
-    let chunks: Vec<[PhysChunk; 1]> = (0..8u64)
-        .map(|i| {
-            [PhysChunk {
-                bus: b.bus_addr() + i * 65536,
-                len: 65536,
-            }]
-        })
-        .collect();
+    let chunks: Vec<[PhysChunk; 1]> = one_chunk_each(b.bus_addr(), 65536, 8);
     let regions: Vec<(&[PhysChunk], u64, AccessFlags)> =
         chunks.iter().map(|c| (&c[..], c[0].bus, RW)).collect();
     let d0 = ctx.command_doorbells();

@@ -8,11 +8,9 @@ mod common;
 mod umr_common;
 
 use common::*;
-use mlx5::umr::{flags, Umr};
 use mlx5::{AccessFlags, DmaBuffer, Error, Hal, QpCaps, WcStatus};
-use mlx5_prm::mkey::MTT_PRESENT;
 use mlx5_sim::mr::Access as SimAccess;
-use umr_common::{enable_seg, ENABLE, RW};
+use umr_common::{tamper, RW};
 
 #[test]
 fn cached_registration_is_one_umr_and_dereg_revokes_before_returning() {
@@ -24,13 +22,7 @@ fn cached_registration_is_one_umr_and_dereg_revokes_before_returning() {
     assert_eq!(ctx.mkey_cache_len(), 6);
     let buf = hal.dma_alloc(64 << 10, 4096).expect("buffer");
     // 16 scattered 4 KiB pages (64 KiB): the smallest class.
-    let chunks: Vec<PhysChunk> = (0..16u64)
-        .rev()
-        .map(|i| PhysChunk {
-            bus: buf.bus_addr() + i * 4096,
-            len: 4096,
-        })
-        .collect();
+    let chunks: Vec<PhysChunk> = scattered(buf.bus_addr(), 4096, 16);
     let iova = 0x6000_0000_0000;
     let cmds = ctx.commands_sent();
     // SAFETY: `buf` outlives the region.
@@ -72,13 +64,7 @@ fn cached_registration_is_one_umr_and_dereg_revokes_before_returning() {
     assert_eq!(got, data);
     // A region too large for any class (513 pages) goes through commands.
     let big = hal.dma_alloc(513 * 4096, 4096).expect("big");
-    let bc: Vec<PhysChunk> = (0..513u64)
-        .rev()
-        .map(|i| PhysChunk {
-            bus: big.bus_addr() + i * 4096,
-            len: 4096,
-        })
-        .collect();
+    let bc: Vec<PhysChunk> = scattered(big.bus_addr(), 4096, 513);
     let cmds = ctx.commands_sent();
     // SAFETY: `big` outlives the region.
     let m2 = unsafe { p.pd.reg_phys(&bc, 0x1000, RW) }.expect("by command");
@@ -100,14 +86,7 @@ fn batched_registration_from_the_cache_is_umrs_and_the_rest_commands() {
     ctx.enable_mkey_cache(20).expect("cache"); // 20 keys in each of 3 classes
     const N: u64 = 70;
     let buf = hal.dma_alloc((N * 4096) as usize, 4096).expect("buffer");
-    let chunks: Vec<[PhysChunk; 1]> = (0..N)
-        .map(|i| {
-            [PhysChunk {
-                bus: buf.bus_addr() + i * 4096,
-                len: 4096,
-            }]
-        })
-        .collect();
+    let chunks: Vec<[PhysChunk; 1]> = one_chunk_each(buf.bus_addr(), 4096, N);
     let iova = |i: u64| 0x4000_0000_0000 + i * 0x10_0000;
     let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = chunks
         .iter()
@@ -169,15 +148,7 @@ fn a_refused_umr_in_a_batch_falls_back_to_commands() {
     let pd = ctx.alloc_pd().expect("pd");
     ctx.enable_mkey_cache(1).expect("cache"); // one key per class: 16, 128, 512 entries
     let buf = hal.dma_alloc(200 * 4096, 4096).expect("buffer");
-    let pages = |n: u64| -> Vec<PhysChunk> {
-        (0..n)
-            .rev()
-            .map(|i| PhysChunk {
-                bus: buf.bus_addr() + i * 4096,
-                len: 4096,
-            })
-            .collect()
-    };
+    let pages = |n: u64| -> Vec<PhysChunk> { scattered(buf.bus_addr(), 4096, n) };
     // The 128-entry key: taken by 17 pages, then back in the cache (free, variant kept).
     let p17 = pages(17);
     // SAFETY: `buf` outlives every region.
@@ -186,30 +157,11 @@ fn a_refused_umr_in_a_batch_falls_back_to_commands() {
     m.dereg().expect("dereg");
     assert_eq!(ctx.mkey_cache_len(), 3);
     // Enable it behind the cache's back: a UMR with "fail if not free" on it is refused.
-    ctx.post_umr(&Umr {
-        key: k128,
-        check: flags::CHECK_NOT_FREE,
-        mask: ENABLE,
-        seg: enable_seg(pd.pdn(), k128 as u8, 0x1000, 4096),
-        mtt: &[buf.bus_addr() | MTT_PRESENT],
-        mtt_offset: 0,
-    })
-    .expect("tamper");
+    tamper(&ctx, pd.pdn(), k128, buf.bus_addr());
     // Four 4 KiB regions: WQE 0 takes the 16-entry key, WQE 1 the tampered key (refused),
     // WQE 2 the 512-entry key (flushed); the fourth finds the cache empty.
-    let one: Vec<[PhysChunk; 1]> = (0..4u64)
-        .map(|i| {
-            [PhysChunk {
-                bus: buf.bus_addr() + i * 4096,
-                len: 4096,
-            }]
-        })
-        .collect();
-    let regions: Vec<(&[PhysChunk], u64, AccessFlags)> = one
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (&c[..], 0x2000_0000 + i as u64 * 0x10_0000, RW))
-        .collect();
+    let one: Vec<[PhysChunk; 1]> = one_chunk_each(buf.bus_addr(), 4096, 4);
+    let regions = batch_at(&one, 0x2000_0000, RW);
     let cmds = ctx.commands_sent();
     // SAFETY: as above.
     let mrs: Vec<_> = unsafe { pd.reg_mr_batch(&regions) }
@@ -288,16 +240,8 @@ fn cached_keys_are_unpredictable() {
         cmds,
         "every registration came from the cache"
     );
-    let pairs = keys.windows(2);
-    let index_next = pairs
-        .clone()
-        .filter(|w| w[1] >> 8 == (w[0] >> 8) + 1)
-        .count();
-    let full_hits = pairs
-        .clone()
-        .filter(|w| w[1] == (((w[0] >> 8) + 1) << 8 | (w[0] & 0xff)))
-        .count();
-    let same_key_again = pairs.clone().filter(|w| w[1] == w[0]).count();
+    let (index_next, full_hits) = next_key_guesses(&keys);
+    let same_key_again = keys.windows(2).filter(|w| w[1] == w[0]).count();
     let n = (N - 1) as f64;
     println!(
         "next-rkey guess (pool of 64): index part predictable {:.4}, full key {:.5} ({full_hits}/{})",
@@ -436,13 +380,7 @@ fn cached_mr_rereg_by_umr_keeps_its_keys() {
 
     // Too long for the key's class (513 pages): create-then-destroy, new keys.
     let big = hal.dma_alloc(513 * 4096, 4096).expect("big");
-    let bc: Vec<PhysChunk> = (0..513u64)
-        .rev()
-        .map(|i| PhysChunk {
-            bus: big.bus_addr() + i * 4096,
-            len: 4096,
-        })
-        .collect();
+    let bc: Vec<PhysChunk> = scattered(big.bus_addr(), 4096, 513);
     // SAFETY: the buffers the region names (old and new) outlive it; rereg only changes
     // what the device may reach through its keys.
     unsafe {
@@ -547,13 +485,7 @@ fn a_one_page_registration_from_the_cache_and_its_refusal() {
     ctx.enable_mkey_cache(1).expect("cache"); // one key per class: 16, 128, 512 entries
     let buf = hal.dma_alloc(32 * 4096, 4096).expect("buffer");
     // The 16-entry key, parked with a region allocation whose translation has 16 entries.
-    let p16: Vec<PhysChunk> = (0..16u64)
-        .rev()
-        .map(|i| PhysChunk {
-            bus: buf.bus_addr() + i * 4096,
-            len: 4096,
-        })
-        .collect();
+    let p16: Vec<PhysChunk> = scattered(buf.bus_addr(), 4096, 16);
     // SAFETY: `buf` outlives every region.
     let mut m = unsafe { pd.reg_phys(&p16, 0x10_0000, RW) }.expect("from the cache");
     let k16 = m.lkey();
@@ -596,15 +528,7 @@ fn a_one_page_registration_from_the_cache_and_its_refusal() {
     drop(m);
     assert_eq!(ctx.mkey_cache_len(), 3);
     // Enable the free key behind the cache's back: the next enabling UMR is refused.
-    ctx.post_umr(&Umr {
-        key: k,
-        check: flags::CHECK_NOT_FREE,
-        mask: ENABLE,
-        seg: enable_seg(pd.pdn(), k as u8, 0x1000, 4096),
-        mtt: &[buf.bus_addr() | MTT_PRESENT],
-        mtt_offset: 0,
-    })
-    .expect("tamper");
+    tamper(&ctx, pd.pdn(), k, buf.bus_addr());
     let cmds = ctx.commands_sent();
     // SAFETY: as above.
     let m = unsafe { pd.reg_phys(&one, iova, RW) }.expect("by command");

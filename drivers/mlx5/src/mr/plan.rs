@@ -246,22 +246,26 @@ mod tests {
         })
     }
 
+    /// Offsets around page and huge-page edges (4 KiB, 2 MiB, 1 GiB), for the chunks' bus
+    /// addresses and the IOVAs of the tests below.
+    const EDGE_OFFS: [u64; 9] = [
+        0,
+        1,
+        0x123,
+        0xfff,
+        0x1000,
+        0x1_f000,
+        0x20_0000,
+        0x1f_ffff,
+        0x4000_0000,
+    ];
+
     /// [`one_page`] answers exactly for the one-chunk plans of one entry, with that plan's
     /// page size and entry, and stays out of everything else (more pages, refusals), over
     /// offsets, lengths and IOVAs around page and huge-page edges and the address-space top.
     #[test]
     fn one_page_is_the_plan_of_one_entry() {
-        let offs = [
-            0u64,
-            1,
-            0x123,
-            0xfff,
-            0x1000,
-            0x1_f000,
-            0x20_0000,
-            0x1f_ffff,
-            0x4000_0000,
-        ];
+        let offs = EDGE_OFFS;
         let lens = [
             0u64, 1, 0xfff, 0x1000, 0x1001, 0x2000, 0x2_0000, 0x20_0000, 0x20_0001,
         ];
@@ -294,17 +298,7 @@ mod tests {
     /// the refusals), over offsets, lengths and IOVAs around page and huge-page edges.
     #[test]
     fn one_chunk_plan_matches_the_general_walk() {
-        let offs = [
-            0u64,
-            1,
-            0x123,
-            0xfff,
-            0x1000,
-            0x1_f000,
-            0x20_0000,
-            0x1f_ffff,
-            0x4000_0000,
-        ];
+        let offs = EDGE_OFFS;
         let lens = [
             1u64,
             0xfff,

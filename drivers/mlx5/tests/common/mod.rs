@@ -355,6 +355,59 @@ pub fn pair_with(
     }
 }
 
+/// `n` scattered pages of `page` bytes from `base`, in reverse order (no two adjacent).
+pub fn scattered(base: u64, page: u64, n: u64) -> Vec<mlx5::mr::PhysChunk> {
+    (0..n)
+        .rev()
+        .map(|i| mlx5::mr::PhysChunk {
+            bus: base + i * page,
+            len: page,
+        })
+        .collect()
+}
+
+/// `n` regions of one chunk of `page` bytes each, from `base` on (for `reg_mr_batch`).
+pub fn one_chunk_each(base: u64, page: u64, n: u64) -> Vec<[mlx5::mr::PhysChunk; 1]> {
+    (0..n)
+        .map(|i| {
+            [mlx5::mr::PhysChunk {
+                bus: base + i * page,
+                len: page,
+            }]
+        })
+        .collect()
+}
+
+/// The `reg_mr_batch` list of regions `chunks` with `access`: region `i` at
+/// `iova + i` MiB.
+pub fn batch_at(
+    chunks: &[[mlx5::mr::PhysChunk; 1]],
+    iova: u64,
+    access: AccessFlags,
+) -> Vec<(&[mlx5::mr::PhysChunk], u64, AccessFlags)> {
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (&c[..], iova + i as u64 * 0x10_0000, access))
+        .collect()
+}
+
+/// How guessable each key of `keys` is from the one before it: `(index part, whole key)`,
+/// the number of keys whose index is the previous one's + 1, and of those that are the
+/// previous index + 1 with the previous key's variant (the best fixed-variant guess; any
+/// fixed guess has the same odds for a uniform variant).
+pub fn next_key_guesses(keys: &[u32]) -> (usize, usize) {
+    let pairs = keys.windows(2);
+    let index_next = pairs
+        .clone()
+        .filter(|w| w[1] >> 8 == (w[0] >> 8) + 1)
+        .count();
+    let full = pairs
+        .filter(|w| w[1] == (((w[0] >> 8) + 1) << 8 | (w[0] & 0xff)))
+        .count();
+    (index_next, full)
+}
+
 pub fn mr(pd: &ProtectionDomain<TestHal>, len: usize) -> MemoryRegion<TestHal> {
     pd.alloc_mr(len, AccessFlags::ALL).expect("mr")
 }

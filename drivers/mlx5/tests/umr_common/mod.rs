@@ -1,8 +1,10 @@
 //! What the UMR tests (umr.rs, umr_cache.rs) share: the access rights and the enable mask of
-//! their keys, and the mkey segment that enables one.
+//! their keys, the mkey segment that enables one, and enabling a cached key behind the cache's
+//! back.
 
-use mlx5::umr::{mkey_mask as mask, MkeySeg};
-use mlx5::AccessFlags;
+use mlx5::umr::{flags, mkey_mask as mask, MkeySeg, Umr};
+use mlx5::{AccessFlags, Context, Hal};
+use mlx5_prm::mkey::MTT_PRESENT;
 
 pub const RW: AccessFlags = AccessFlags(
     AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0,
@@ -34,4 +36,19 @@ pub fn enable_seg(pd: u32, variant: u8, iova: u64, len: u64) -> MkeySeg {
         len,
         log_page_size: 12,
     }
+}
+
+/// Enables free key `key` of PD `pdn` behind the mkey cache's back (4 KiB at 0x1000, on the
+/// page at `bus`): the cache's next UMR on it, "fail if not free", is refused.
+#[allow(dead_code)] // not every UMR test tampers
+pub fn tamper<H: Hal>(ctx: &Context<H>, pdn: u32, key: u32, bus: u64) {
+    ctx.post_umr(&Umr {
+        key,
+        check: flags::CHECK_NOT_FREE,
+        mask: ENABLE,
+        seg: enable_seg(pdn, key as u8, 0x1000, 4096),
+        mtt: &[bus | MTT_PRESENT],
+        mtt_offset: 0,
+    })
+    .expect("tamper");
 }
