@@ -135,7 +135,7 @@ pub(crate) fn create<H: Hal>(
     create_fre(pd, scq, rcq, req, opts, false)
 }
 
-/// [`create`], with `qpc.fre` (fast registration enable) when `fre`: the QP may post UMR
+/// [`create()`], with `qpc.fre` (fast registration enable) when `fre`: the QP may post UMR
 /// WQEs (Linux ib/qp.c `create_kernel_qp`: `MLX5_SET(qpc, qpc, fre, 1)` for kernel QPs, the
 /// UMR QP of ib/umr.c `mlx5r_umr_resource_init` among them).
 pub(crate) fn create_fre<H: Hal>(

@@ -198,6 +198,9 @@ impl<H: Hal> ProtectionDomain<H> {
         }
     }
 
+    /// Registers the planned region `plan` (`len` bytes at `iova`, translation memory `buf`
+    /// if the plan needed one): from the mkey cache by one UMR when a pooled key fits, else
+    /// by commands ([`ProtectionDomain::register_cmd`]).
     pub(in crate::verbs) fn register(
         &self,
         iova: u64,
