@@ -258,9 +258,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     {
                         continue;
                     }
-                    // 32 random bits, as in `reg_pooled`.
-                    let r = u.random32(ctx);
-                    let Some((key, class, pk)) = u.take(entries.len(), r & 0xffff_0000) else {
+                    let Some((key, class, pk, new)) = take_cached(u, ctx, entries.len()) else {
                         continue;
                     };
                     let at = k * INLINE_MAX_MTT;
@@ -269,15 +267,7 @@ impl<H: Hal> ProtectionDomain<H> {
                         back.push((key, class, pk));
                         continue;
                     };
-                    if let ([d], [e]) = (&mut *slots, entries) {
-                        // One page (nearly every small region): no loop.
-                        *d = e | mlx5_prm::mkey::MTT_PRESENT;
-                    } else {
-                        for (d, e) in slots.iter_mut().zip(entries) {
-                            *d = e | mlx5_prm::mkey::MTT_PRESENT;
-                        }
-                    }
-                    let new = fresh_variant16(ctx, key, r as u16);
+                    present(slots, entries);
                     taken[k] = (i, key, class, new, at, entries.len());
                     parked[k] = pk;
                     k += 1;
