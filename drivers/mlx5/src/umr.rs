@@ -289,7 +289,9 @@ impl<H: Hal> UmrRes<H> {
     fn post_wait(&mut self, hal: &H, key: u32, body: &[u8]) -> Result<()> {
         let id = self.next;
         self.next = self.next.wrapping_add(1);
-        self.qp.post_raw(id, wqe::opcode::UMR, key, body)?;
+        let f = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
+        let at = self.write_inline(id, key, body.len(), f, |b| b.copy_from_slice(body))?;
+        self.qp.ring_send(at, None);
         self.wait_one(hal)
     }
 
@@ -301,31 +303,32 @@ impl<H: Hal> UmrRes<H> {
         let id = self.next;
         self.next = self.next.wrapping_add(1);
         let f = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
-        let at = self.write_inline::<false>(id, u, f)?;
-        self.qp.ring_send_now(at);
-        self.wait_one(hal)
-    }
-
-    /// Writes inline UMR `u` as WR `id` with ctrl `fm_ce_se` `f`, its body straight into the
-    /// send queue ([`inline_into`] writes every byte of it: nothing to clear first); returns
-    /// the WQE's first block. `RESERVED` as for [`QueuePair::write_raw_body`].
-    #[inline(always)]
-    fn write_inline<const RESERVED: bool>(
-        &mut self,
-        id: u64,
-        u: &Umr<'_>,
-        f: u8,
-    ) -> Result<*const u8> {
-        self.qp.write_raw_body::<RESERVED>(
+        let at = self.write_inline(
             id,
-            wqe::opcode::UMR,
             u.key,
             inline_len(u),
             f,
-            0,
             #[inline(always)]
             |b| inline_into(b, u),
-        )
+        )?;
+        self.qp.ring_send(at, None);
+        self.wait_one(hal)
+    }
+
+    /// Writes a UMR WQE of key `key` as WR `id` with ctrl `fm_ce_se` `f`, its body
+    /// (`len` bytes, every one written by `fill`) straight into the send queue
+    /// ([`QueuePair::write_raw`]); returns the WQE's first block.
+    #[inline(always)]
+    fn write_inline(
+        &mut self,
+        id: u64,
+        key: u32,
+        len: usize,
+        f: u8,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<*const u8> {
+        self.qp
+            .write_raw(id, wqe::opcode::UMR, key, len, f, 0, fill)
     }
 
     /// Polls the completion of the one UMR just posted, within [`UMR_TIMEOUT`]: one CQE
@@ -519,7 +522,7 @@ impl<H: Hal> UmrRes<H> {
             let base = self.next;
             let mut posted = 0usize;
             let mut last = core::ptr::null();
-            // The QP's state and room for the whole group, once (nothing posted otherwise:
+            // The QP's state and room for the whole group first (nothing posted otherwise:
             // every key unchanged).
             if self.qp.check_can_send().is_err() || self.qp.reserve_sq(n).is_err() {
                 return;
@@ -547,7 +550,15 @@ impl<H: Hal> UmrRes<H> {
                     f |= wqe::ctrl::CQ_UPDATE;
                 }
                 // The body written straight into the send queue ([`inline_into`]).
-                match self.write_inline::<true>(id, u, f) {
+                let written = self.write_inline(
+                    id,
+                    u.key,
+                    inline_len(u),
+                    f,
+                    #[inline(always)]
+                    |b| inline_into(b, u),
+                );
+                match written {
                     Ok(p) => last = p,
                     Err(_) => break, // not posted: unchanged
                 }
@@ -923,8 +934,14 @@ mod tests {
         );
         body.push(&(0x10_0000u64 | mkey::MTT_PRESENT).to_be_bytes());
         body.push(&[0; 8]);
-        p.a.post_raw(7, wqe::opcode::UMR, key, body.bytes())
+        let f = wqe::fence::INITIATOR_SMALL | wqe::ctrl::CQ_UPDATE;
+        let b = body.bytes();
+        let at =
+            p.a.write_raw(7, wqe::opcode::UMR, key, b.len(), f, 0, |d| {
+                d.copy_from_slice(b)
+            })
             .expect("post");
+        p.a.ring_send(at, None);
         let w = wait(&mut p.cq_a, 1);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].status, WcStatus::LocQpOpErr);
