@@ -331,15 +331,13 @@ impl<H: Hal> UmrRes<H> {
             .write_raw(id, wqe::opcode::UMR, key, len, f, 0, fill)
     }
 
-    /// Polls the completion of the one UMR just posted, within [`UMR_TIMEOUT`]: one CQE
-    /// ([`CompletionQueue::poll_one`]: the successful completion of the WQE the send queue
-    /// expects next inline, anything else through the full parser, error CQEs included).
-    /// The usual case, its own successful completion at once, takes no [`WorkCompletion`]
-    /// ([`CompletionQueue::take_own_success`]); anything else goes to
-    /// [`UmrRes::wait_one_wc`].
+    /// Polls the completion of the one UMR just posted, within [`UMR_TIMEOUT`]. The usual
+    /// case, its own successful completion at once, is taken by the poll fast path
+    /// ([`CompletionQueue::take_one`]) without a [`WorkCompletion`]; anything else (error
+    /// CQEs included) goes to [`UmrRes::wait_one_wc`] and the full parser.
     #[inline(always)]
     fn wait_one(&mut self, hal: &H) -> Result<()> {
-        if let Some(r) = self.cq.take_own_success() {
+        if let Some(r) = self.cq.take_one(None) {
             r?;
             self.qp.release_completed();
             return Ok(());

@@ -655,14 +655,6 @@ impl<H: Hal> QueuePair<H> {
         self.ring_sq(last, self.cur_post, bf);
     }
 
-    /// [`QueuePair::ring_send`] of WQEs written in the ring (no BlueFlame copy), inlined into
-    /// its caller (the driver's UMR QP, one WQE per doorbell).
-    #[inline(always)]
-    pub(crate) fn ring_send_now(&mut self, last: *const u8) {
-        self.close_gate();
-        self.ring_sq(last, self.cur_post, 0);
-    }
-
     /// Safe layer: the checks every send WR needs (device alive, QP in RTS).
     #[inline(always)]
     pub(crate) fn check_can_send(&self) -> Result<()> {
