@@ -188,6 +188,20 @@ pub struct Umr<'a> {
     pub mtt_offset: u64,
 }
 
+impl Umr<'_> {
+    /// What the device takes of a UMR the driver writes: an even `mtt_offset` and no flags in
+    /// `check` but [`flags::CHECK_FREE`] / [`flags::CHECK_NOT_FREE`].
+    #[inline(always)]
+    fn check(&self) -> Result<()> {
+        if !self.mtt_offset.is_multiple_of(2)
+            || self.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0
+        {
+            return Err(InvalidInput::OutOfRange.into());
+        }
+        Ok(())
+    }
+}
+
 /// Size classes of the mkey cache: the MTT entries a pooled key has room for (64 KiB and
 /// 512 KiB of 4 KiB pages, 2 MiB of 4 KiB pages). Linux keeps its cache by entry count too
 /// (ib/mr.c `mlx5_mkey_cache_init`, `rb_key.ndescs`).
@@ -229,11 +243,11 @@ impl<H: Hal> Pool<H> {
             }
         };
         let at = ((random as u64 * v.len() as u64) >> 32) as usize;
-        // `swap_remove(at)`, written out so that it inlines: the last key fills the hole.
-        let last = v.pop()?;
-        let (key, parked) = match v.get_mut(at) {
-            Some(slot) => core::mem::replace(slot, last),
-            None => last,
+        // The last key fills the hole (`at` < the class's length: `random` < 2^32).
+        let (key, parked) = if at < v.len() {
+            v.swap_remove(at)
+        } else {
+            v.pop()?
         };
         Some((key, c as u8, parked))
     }
@@ -451,12 +465,7 @@ impl<H: Hal> UmrRes<H> {
     /// `u` never needs to exist in memory; a longer one goes through [`UmrRes::run_xlt`].
     #[inline(always)]
     pub(crate) fn run(&mut self, hal: &H, u: &Umr<'_>) -> Result<()> {
-        if !u.mtt_offset.is_multiple_of(2) {
-            return Err(InvalidInput::OutOfRange.into());
-        }
-        if u.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0 {
-            return Err(InvalidInput::OutOfRange.into());
-        }
+        u.check()?;
         if u.mtt.len() <= INLINE_MAX_MTT {
             return self.post_inline_wait(hal, u);
         }
@@ -527,10 +536,7 @@ impl<H: Hal> UmrRes<H> {
             }
             for j in at..at + n {
                 let u = &umr(j);
-                if !u.mtt_offset.is_multiple_of(2)
-                    || u.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0
-                    || u.mtt.len() > INLINE_MAX_MTT
-                {
+                if u.check().is_err() || u.mtt.len() > INLINE_MAX_MTT {
                     break;
                 }
                 let id = self.next;

@@ -300,6 +300,17 @@ pub enum SendOp {
     },
 }
 
+impl SendOp {
+    /// The operation writes into its local SGEs (RDMA READ and the atomics: the local buffers
+    /// need LOCAL_WRITE, and the data cannot be inline).
+    pub(crate) fn writes_local(&self) -> bool {
+        matches!(
+            self,
+            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+        )
+    }
+}
+
 /// A list post that failed: which work request was refused, and why (the `bad_wr` of
 /// `ibv_post_send` / `ibv_post_recv`). Every WR of a list is checked before any is written,
 /// so on this error none of them was posted; `index` is the first one that could not be

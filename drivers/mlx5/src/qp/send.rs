@@ -326,10 +326,7 @@ impl<H: Hal> QueuePair<H> {
                 ds += s.iter().filter(|g| g.len != 0).count() as u32;
             }
             Data::Inline(b) => {
-                if matches!(
-                    op,
-                    SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
-                ) {
+                if op.writes_local() {
                     return Err(InvalidInput::InlineNotAllowed.into());
                 }
                 if b.len() > caps.max_inline_data as usize {
@@ -595,10 +592,7 @@ impl<H: Hal> QueuePair<H> {
                 };
                 last_bbs = self.send_wqe_bbs(&wr.op, data)?;
                 if let RawData::Sges(s) = wr.data {
-                    let write = matches!(
-                        wr.op,
-                        SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
-                    );
+                    let write = wr.op.writes_local();
                     for g in s {
                         crate::verbs::check_lkey(&mrs, g, write)?;
                     }

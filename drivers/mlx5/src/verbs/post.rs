@@ -152,13 +152,6 @@ pub(super) struct OneSge<'a, H: Hal> {
     remote: Remote,
 }
 
-pub(super) fn writes_local(op: &SendOp) -> bool {
-    matches!(
-        op,
-        SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
-    )
-}
-
 impl<H: Hal> QueuePair<H> {
     /// Posts send work requests (any number, ONE doorbell). Every request is checked before
     /// anything is written: QP state (RTS), SGE count, inline size, regions (same context,
@@ -261,7 +254,7 @@ impl<H: Hal> QueuePair<H> {
             let at = |error| PostError { index, error };
             let data = match wr.data {
                 SendData::Sges(s) => {
-                    sg.convert(ctx, s, writes_local(&wr.op)).map_err(at)?;
+                    sg.convert(ctx, s, wr.op.writes_local()).map_err(at)?;
                     Data::Sges(sg.raw())
                 }
                 SendData::Inline(b) => Data::Inline(b),
@@ -281,7 +274,7 @@ impl<H: Hal> QueuePair<H> {
             let at = |error| PostError { index, error };
             let data = match wr.data {
                 SendData::Sges(s) => {
-                    sg.convert(ctx, s, writes_local(&wr.op)).map_err(at)?;
+                    sg.convert(ctx, s, wr.op.writes_local()).map_err(at)?;
                     Data::Sges(sg.raw())
                 }
                 SendData::Inline(b) => {
@@ -306,7 +299,7 @@ impl<H: Hal> QueuePair<H> {
         let mut sg = SgeBuf::new();
         let data = match wr.data {
             SendData::Sges(s) => {
-                sg.convert(Arc::as_ptr(&self.ctx), s, writes_local(&wr.op))?;
+                sg.convert(Arc::as_ptr(&self.ctx), s, wr.op.writes_local())?;
                 Data::Sges(sg.raw())
             }
             SendData::Inline(b) => Data::Inline(b),

@@ -79,21 +79,22 @@ impl<H: Hal> ProtectionDomain<H> {
         for &(chunks, iova, access) in regions {
             // A region one page translates: `plan_phys`'s checks, and its plan as
             // `mr::one_page` (the general plan built only if it goes by command).
-            if let [c] = chunks {
-                if let Err(e) = mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz) {
+            match self.one_page_of(chunks, iova, access) {
+                Err(e) => {
                     plans.push(None);
                     out.push(Err(e));
                     continue;
                 }
-                if let Some((page_shift, entry)) = mr::one_page(c, iova) {
+                Ok(Some((page_shift, entry, len))) => {
                     plans.push(Some(Planned::One {
                         page_shift,
                         entry,
-                        len: c.len,
+                        len,
                     }));
                     out.push(Err(Error::Internal));
                     continue;
                 }
+                Ok(None) => {}
             }
             match self.plan_phys(chunks, iova, access) {
                 Ok(p) if p.0.segments.is_empty() => {

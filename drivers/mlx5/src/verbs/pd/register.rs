@@ -26,18 +26,28 @@ impl<H: Hal> ProtectionDomain<H> {
         iova: u64,
         access: Access,
     ) -> Result<MemoryRegion<H>> {
-        if let [c] = chunks {
-            let ctx = &self.inner.ctx;
-            // `plan_phys`'s checks (one chunk: its length is the total), first as there.
-            mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz)?;
-            // One page without relaxed ordering: the lean path; anything else the general.
-            if let Some((page_shift, entry)) = mr::one_page(c, iova) {
-                if mr::relaxed_ordering(access, &ctx.caps) == (false, false) {
-                    return self.reg_one_page(c, iova, access, page_shift, entry);
-                }
+        // One page without relaxed ordering: the one-page path; anything else the general.
+        if let Some((page_shift, entry, len)) = self.one_page_of(chunks, iova, access)? {
+            if mr::relaxed_ordering(access, &self.inner.ctx.caps) == (false, false) {
+                return self.reg_one_page(len, iova, access, page_shift, entry);
             }
         }
         self.reg_phys_general(chunks, iova, access)
+    }
+
+    /// A region of one chunk that one page translates ([`mr::one_page`]): `plan_phys`'s
+    /// checks (one chunk: its length is the total), then `(page_shift, entry, len)`; `None`
+    /// for a region of several chunks or pages (the general planner's).
+    #[inline(always)]
+    pub(super) fn one_page_of(
+        &self,
+        chunks: &[PhysChunk],
+        iova: u64,
+        access: Access,
+    ) -> Result<Option<(u32, u64, u64)>> {
+        let [c] = chunks else { return Ok(None) };
+        mr::check_request(c.len, iova, access, self.inner.ctx.caps.log_max_mrw_sz)?;
+        Ok(mr::one_page(c, iova).map(|(page_shift, entry)| (page_shift, entry, c.len)))
     }
 
     /// [`ProtectionDomain::reg_phys`] of anything [`ProtectionDomain::reg_one_page`] does not
@@ -54,7 +64,7 @@ impl<H: Hal> ProtectionDomain<H> {
         self.register(iova, plan.1, access, plan.0, None)
     }
 
-    /// [`ProtectionDomain::reg_phys`] of one chunk that one page translates (every small
+    /// [`ProtectionDomain::reg_phys`] of `len` bytes of one chunk that one page translates (every small
     /// registration) without relaxed ordering, once `plan_phys`'s checks passed, from the
     /// mkey cache: the same plan ([`mr::one_page`] gave `page_shift` and `entry`,
     /// `one_page_is_the_plan_of_one_entry`) and the same registration from the cache as
@@ -66,13 +76,12 @@ impl<H: Hal> ProtectionDomain<H> {
     #[inline(always)]
     fn reg_one_page(
         &self,
-        c: &PhysChunk,
+        len: u64,
         iova: u64,
         access: Access,
         page_shift: u32,
         entry: u64,
     ) -> Result<MemoryRegion<H>> {
-        let len = c.len;
         let r = self.reg_cached(iova, len, access, page_shift, &[entry]);
         match r {
             Ok(Some((key, class, parked))) => {
