@@ -107,6 +107,7 @@ impl MkeySeg {
     }
 
     /// Writes the fields into a zeroed mkey segment `b` (in place in a WQE being built).
+    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
     #[inline(always)]
     fn write(&self, b: &mut [u8; mkc::BYTES]) {
         // `lr` and the four access bits: one table lookup into their dword (all five share
@@ -191,7 +192,7 @@ pub struct Umr<'a> {
 impl Umr<'_> {
     /// What the device takes of a UMR the driver writes: an even `mtt_offset` and no flags in
     /// `check` but [`flags::CHECK_FREE`] / [`flags::CHECK_NOT_FREE`].
-    #[inline(always)]
+    #[inline]
     fn check(&self) -> Result<()> {
         if !self.mtt_offset.is_multiple_of(2)
             || self.check & !(flags::CHECK_FREE | flags::CHECK_NOT_FREE) != 0
@@ -230,7 +231,7 @@ impl<H: Hal> Default for Pool<H> {
 
 impl<H: Hal> Pool<H> {
     /// [`UmrRes::take`].
-    #[inline(always)]
+    #[inline]
     pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
         // The smallest class that fits and has a key (a plain loop: with `entries` known,
         // as on the one-page path, it folds to the first class's emptiness test).
@@ -312,6 +313,7 @@ impl<H: Hal> UmrRes<H> {
     /// [`UmrRes::post_wait`] for inline UMR `u` (at most [`INLINE_MAX_MTT`] entries): its
     /// body is written straight into the send queue ([`inline_into`]), as rdma-core and Linux
     /// build WQEs in the ring, not built on the stack and copied.
+    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
     #[inline(always)]
     fn post_inline_wait(&mut self, hal: &H, u: &Umr<'_>) -> Result<()> {
         let id = self.next;
@@ -322,6 +324,7 @@ impl<H: Hal> UmrRes<H> {
             u.key,
             inline_len(u),
             f,
+            // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, with the UMR path's others (reg_mr --instructions)
             #[inline(always)]
             |b| inline_into(b, u),
         )?;
@@ -332,7 +335,7 @@ impl<H: Hal> UmrRes<H> {
     /// Writes a UMR WQE of key `key` as WR `id` with ctrl `fm_ce_se` `f`, its body
     /// (`len` bytes, every one written by `fill`) straight into the send queue
     /// ([`QueuePair::write_raw`]); returns the WQE's first block.
-    #[inline(always)]
+    #[inline]
     fn write_inline(
         &mut self,
         id: u64,
@@ -349,6 +352,7 @@ impl<H: Hal> UmrRes<H> {
     /// case, its own successful completion at once, is taken by the poll fast path
     /// ([`CompletionQueue::take_one`]) without a [`WorkCompletion`]; anything else (error
     /// CQEs included) goes to [`UmrRes::wait_one_wc`] and the full parser.
+    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
     #[inline(always)]
     fn wait_one(&mut self, hal: &H) -> Result<()> {
         if let Some(r) = self.cq.take_one(None) {
@@ -404,7 +408,7 @@ impl<H: Hal> UmrRes<H> {
     /// 32 random bits for a registration from the cache (the pick among the free keys and
     /// the variant's first tries): [`crate::rand::Stream`] under the UMR lock this holder
     /// implies, keyed from the context's generator.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn random32(&mut self, ctx: &CtxInner<H>) -> u32 {
         self.rand.next32(&ctx.rng, &ctx.hal)
     }
@@ -436,7 +440,7 @@ impl<H: Hal> UmrRes<H> {
     /// in the high half, a bias of at most length / 2^16) among the free keys of the smallest class that fits (ReDMArk: the index
     /// part of the next key is not the previous one's plus one). `(key, class, parked region
     /// allocation)`.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn take(&mut self, entries: usize, random: u32) -> Option<(u32, u8, Parked<H>)> {
         self.pool.take(entries, random)
     }
@@ -463,6 +467,7 @@ impl<H: Hal> UmrRes<H> {
     /// is built on the stack and the entries staged in place: no allocation per UMR. Inlined
     /// into its callers for an inline translation (the registration paths' one WQE), so that
     /// `u` never needs to exist in memory; a longer one goes through [`UmrRes::run_xlt`].
+    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
     #[inline(always)]
     pub(crate) fn run(&mut self, hal: &H, u: &Umr<'_>) -> Result<()> {
         u.check()?;
@@ -513,7 +518,7 @@ impl<H: Hal> UmrRes<H> {
     /// The UMRs are `umr(0)`, ..., `umr(count - 1)`, each built as its WQE is written (inlined
     /// into the caller, so that the fields it fixes fold into the WQE writes), never gathered
     /// in an array.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn run_batch<'a>(
         &mut self,
         hal: &H,
@@ -559,6 +564,7 @@ impl<H: Hal> UmrRes<H> {
                     u.key,
                     inline_len(u),
                     f,
+                    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, with the UMR path's others (reg_mr --instructions)
                     #[inline(always)]
                     |b| inline_into(b, u),
                 );
@@ -690,7 +696,7 @@ impl Body {
 
 /// Bytes of inline UMR `u`'s body: UMR ctrl segment, mkey segment and its entries (at most
 /// [`INLINE_MAX_MTT`]), padded to whole octowords.
-#[inline(always)]
+#[inline]
 fn inline_len(u: &Umr<'_>) -> usize {
     let n = u.mtt.len().min(INLINE_MAX_MTT);
     (wqe::umr_ctrl_seg::SIZE + mkc::BYTES + n * mkey::MTT_ENTRY_SIZE)
@@ -701,6 +707,7 @@ fn inline_len(u: &Umr<'_>) -> usize {
 /// queue slot is not cleared first): UMR ctrl segment, mkey segment and the entries, each
 /// segment built whole in registers and stored once, and a zero entry padding an odd count
 /// to a whole octoword.
+// inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
 #[inline(always)]
 fn inline_into(b: &mut [u8], u: &Umr<'_>) {
     const MKC_AT: usize = wqe::umr_ctrl_seg::SIZE;
@@ -739,7 +746,7 @@ fn header(b: &mut Body, flags: u8, entries: usize, offset: u64, mask: u64, seg: 
 
 /// Writes `mlx5_wqe_umr_ctrl_seg` for `entries` MTT entries at entry `offset` into the zeroed
 /// `c` (Linux ib/umr.c `mlx5r_umr_set_update_xlt_ctrl_seg`).
-#[inline(always)]
+#[inline]
 fn umr_ctrl(
     c: &mut [u8; wqe::umr_ctrl_seg::SIZE],
     flags: u8,

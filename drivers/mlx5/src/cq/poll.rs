@@ -27,6 +27,7 @@ impl<H: Hal> CompletionQueue<H> {
     /// completion of the QP the previous CQE named, for the WQE its send queue expects next,
     /// is handled inline; everything else (receives, errors, another QP, completions that
     /// cover unsignaled WRs, duplicates, garbage) goes out of line, where the full checks are.
+    // inline(always): poll 39.9 vs 40.8 instructions per CQE, with poll_ring and consumed (hot_path --instructions)
     #[inline(always)]
     pub fn poll(&mut self, wc: &mut [WorkCompletion]) -> Result<usize> {
         self.shared.ctx.check_alive()?;
@@ -44,6 +45,7 @@ impl<H: Hal> CompletionQueue<H> {
     /// (page requests) when fewer than `wanted` were there, or the CQEs passed the end of the
     /// ring. A full batch is followed by another call, so the check is put off by at most one
     /// pass over the ring. Returns how many were consumed.
+    // inline(always): poll 39.9 vs 40.8 instructions per CQE, with poll_ring and consumed (hot_path --instructions)
     #[inline(always)]
     fn consumed(&mut self, start: u32, cur: u32, wanted: usize) -> Result<usize> {
         self.ci = cur;
@@ -67,7 +69,7 @@ impl<H: Hal> CompletionQueue<H> {
 
     /// Polls at most one completion into `wc`; true when there was one: [`CompletionQueue::take_one`],
     /// and [`CompletionQueue::poll`] with one slot for anything it does not take.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn poll_one(&mut self, wc: &mut WorkCompletion) -> Result<bool> {
         if let Some(taken) = self.take_one(Some(&mut *wc)) {
             return taken;
@@ -85,6 +87,7 @@ impl<H: Hal> CompletionQueue<H> {
     /// CQE, another QP, a completion covering unsignaled WRs, a duplicate or garbage counter,
     /// a dead device, changed QPs): nothing consumed, nothing changed, and
     /// [`CompletionQueue::poll`]'s full checks decide it.
+    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
     #[inline(always)]
     pub(crate) fn take_one(&mut self, wc: Option<&mut WorkCompletion>) -> Option<Result<bool>> {
         let ctx = &self.shared.ctx;
@@ -145,6 +148,7 @@ impl<H: Hal> CompletionQueue<H> {
     /// and the common CQE, a successful requester completion (opcode REQ = 0) of that parity,
     /// is one compare of `op_own`. The cached QP's send state lives in a [`SendCursor`] (in
     /// registers) and is published once at the end.
+    // inline(always): poll 39.9 vs 40.8 instructions per CQE, with poll_ring and consumed (hot_path --instructions)
     #[inline(always)]
     fn poll_ring(&mut self, wc: &mut [WorkCompletion]) -> u32 {
         let Self {

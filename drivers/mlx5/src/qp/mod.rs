@@ -496,7 +496,7 @@ fn ilog2_ceil(v: u32) -> u32 {
 /// Whether send WRs may be posted in `state`: RTS, and ERR, where the device completes them
 /// with WR_FLUSH_ERR (IB spec, QP Error state: work requests posted in it complete in error;
 /// Linux core/verbs.c `__ib_drain_sq` moves the QP to ERR, posts, and waits for that flush).
-#[inline(always)]
+#[inline]
 fn can_send(state: u8) -> bool {
     state == qp::state::RTS || state == qp::state::ERR
 }

@@ -117,7 +117,7 @@ impl MrTable {
 
     /// Records a region (replacing what its key's index held): in place when the key's page
     /// exists (every key but a context's first in each 256 indices).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn insert(&mut self, m: MrInfo) {
         match self.slot_mut(m.key >> 8) {
             Some(e) => *e = m,
@@ -267,7 +267,7 @@ impl<H: Hal> CtxInner<H> {
     /// The hot paths' dead-device check: one load of the flag the command, health and event
     /// paths set (`with_dev`, `poll_events_locked`). The error is built in place: a call here
     /// would make every caller save registers on its fast path.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn check_alive(&self) -> Result<()> {
         if self.dead.load(Ordering::Relaxed) {
             // Pairs with `set_dead`: the syndrome was stored before the flag.
@@ -279,7 +279,7 @@ impl<H: Hal> CtxInner<H> {
     }
 
     /// Whether `key` was destroyed recently (ReDMArk: such a key is not handed out again).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn key_is_recent(&self, key: u32) -> bool {
         self.recent_keys.lock().contains(key)
     }
@@ -323,6 +323,7 @@ impl<H: Hal> CtxInner<H> {
     /// [`CtxInner::umr_with`] without creating, and without waiting when the UMR state is
     /// busy (`None`): the registration path, which runs inside the UMR QP's own creation (its
     /// staging region) and falls back to commands. Inlined: `f` is the registration itself.
+    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
     #[inline(always)]
     pub(crate) fn umr_try_with<T>(
         self: &Arc<Self>,

@@ -12,7 +12,7 @@ mod register;
 /// `new`, `access`, `[iova, iova + len)`, translated by `mtt` (entries with their enables) in
 /// pages of `page_shift`. One for every registration from the cache (one, general, batched).
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
+#[inline]
 fn enable_umr(
     key: u32,
     pdn: u32,
@@ -49,6 +49,7 @@ fn enable_umr(
 /// translated by `entries` (page addresses) in pages of `page_shift`. `None` when no key fits
 /// or the device refused the UMR (the key is back in the cache).
 #[allow(clippy::too_many_arguments)]
+// inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
 #[inline(always)]
 fn enable_cached<H: Hal>(
     u: &mut crate::umr::UmrRes<H>,
@@ -94,6 +95,7 @@ fn enable_cached<H: Hal>(
 /// enabled with: `(key, class, parked region allocation, new key)`. 32 random bits (the
 /// cache's stream, under the UMR lock `u` implies): the pick among the free keys (high 16
 /// bits, scaled to the class's length) and the variant's first two tries (low 16 bits).
+// inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
 #[inline(always)]
 fn take_cached<H: Hal>(
     u: &mut crate::umr::UmrRes<H>,
@@ -108,7 +110,7 @@ fn take_cached<H: Hal>(
 
 /// Writes `entries` with their enables ([`mlx5_prm::mkey::MTT_PRESENT`]) into `d` (as many
 /// as both hold).
-#[inline(always)]
+#[inline]
 fn present(d: &mut [u64], entries: &[u64]) {
     for (d, e) in d.iter_mut().zip(entries) {
         *d = e | mlx5_prm::mkey::MTT_PRESENT;
@@ -120,6 +122,7 @@ fn present(d: &mut [u64], entries: &[u64]) {
 /// UMR (the key is unchanged, as the model applies a UMR whole or not at all, and back in the
 /// cache). Any other error: the key's state is unknown, and it leaves the cache (destroyed
 /// with the PD).
+// inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
 #[inline(always)]
 fn run_enable<H: Hal>(
     u: &mut crate::umr::UmrRes<H>,

@@ -68,7 +68,7 @@ pub(super) struct SgeBuf<'b, H: Hal> {
 }
 
 impl<'b, H: Hal> SgeBuf<'b, H> {
-    #[inline(always)]
+    #[inline]
     pub(super) fn new() -> Self {
         SgeBuf {
             raw: [const { core::mem::MaybeUninit::uninit() }; MAX_SGE],
@@ -76,12 +76,12 @@ impl<'b, H: Hal> SgeBuf<'b, H> {
             n: 0,
         }
     }
-    #[inline(always)]
+    #[inline]
     pub(super) fn raw(&self) -> &[RawSge] {
         // SAFETY: entries 0..n were written by `convert` (n <= MAX_SGE).
         unsafe { core::slice::from_raw_parts(self.raw.as_ptr() as *const RawSge, self.n) }
     }
-    #[inline(always)]
+    #[inline]
     pub(super) fn refs(&self) -> &[&'b Arc<MrInner<H>>] {
         // SAFETY: as in `raw`.
         unsafe {
@@ -132,7 +132,7 @@ impl<'b, H: Hal> SgeBuf<'b, H> {
 /// A region's identity for `QueuePair::post_one_sge_last`: `Arc::as_ptr` of its state, or,
 /// after dereg, the address 16, which is never a region's. (`Arc::as_ptr` is the allocation
 /// plus 16, and the empty `Option` is a null allocation pointer: one add covers both.)
-#[inline(always)]
+#[inline]
 pub(crate) fn region_id<H: Hal>(mr: &MemoryRegion<H>) -> *const () {
     mr.inner
         .as_ref()
@@ -162,6 +162,7 @@ impl<H: Hal> QueuePair<H> {
     /// Inlined so that a call site with one RDMA WRITE or READ of one SGE compiles to the
     /// one-block path of [`QueuePair::post_write`] plus the region checks; anything else
     /// goes to the general code out of line.
+    // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
     #[inline(always)]
     pub fn post_send(&mut self, wrs: &[SendWr<'_, H>]) -> Result<()> {
         if let [wr] = wrs {
@@ -184,6 +185,7 @@ impl<H: Hal> QueuePair<H> {
     /// One RDMA WRITE / READ with one SGE: the region checks, then the one-block path. The
     /// common case (the region of the previous generic post, nothing to sweep) inline, the
     /// rest out of line and in tail position, so the common case saves no registers.
+    // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
     #[inline(always)]
     pub(super) fn post_one_sge(
         &mut self,

@@ -16,7 +16,7 @@ pub(crate) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u32) -> u
 /// The first try is made here, inline (nearly always the one taken: a recent key or the
 /// key's own variant are the exceptions); [`pick_variant`] repeats it and goes on, so the
 /// pick is the same.
-#[inline(always)]
+#[inline]
 pub(crate) fn fresh_variant16<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u16) -> u32 {
     let k = (key & !0xff) | (bits & 0xff) as u32;
     if k != key && !ctx.key_is_recent(k) {

@@ -21,7 +21,7 @@ enum Planned {
 
 impl Planned {
     /// The translation's entries (`g`: the batch's general plans).
-    #[inline(always)]
+    #[inline]
     fn entries<'a>(&'a self, g: &'a [KlmPlan]) -> &'a [u64] {
         match self {
             Planned::One { entry, .. } => core::slice::from_ref(entry),
@@ -30,7 +30,7 @@ impl Planned {
     }
 
     /// One direct key (no inner keys).
-    #[inline(always)]
+    #[inline]
     fn direct(&self, g: &[KlmPlan]) -> bool {
         match self {
             Planned::One { .. } => true,
@@ -38,14 +38,14 @@ impl Planned {
         }
     }
 
-    #[inline(always)]
+    #[inline]
     fn len(&self) -> u64 {
         match self {
             Planned::One { len, .. } | Planned::Plan { len, .. } => *len,
         }
     }
 
-    #[inline(always)]
+    #[inline]
     fn page_shift(&self, g: &[KlmPlan]) -> u32 {
         match self {
             Planned::One { page_shift, .. } => *page_shift,

@@ -38,7 +38,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// A region of one chunk that one page translates ([`mr::one_page`]): `plan_phys`'s
     /// checks (one chunk: its length is the total), then `(page_shift, entry, len)`; `None`
     /// for a region of several chunks or pages (the general planner's).
-    #[inline(always)]
+    #[inline]
     pub(super) fn one_page_of(
         &self,
         chunks: &[PhysChunk],
@@ -73,7 +73,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// the key. A cache that cannot serve it (none, busy, no key left, or the device
     /// refused the UMR: the key is back in the cache) registers by command, as the general
     /// path then does.
-    #[inline(always)]
+    #[inline]
     fn reg_one_page(
         &self,
         len: u64,
@@ -309,6 +309,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// A registration from the mkey cache ([`enable_cached`]) of `len` bytes at `iova`
     /// translated by `entries` in pages of `page_shift`: `None` when the cache cannot serve
     /// it (none, busy, no key that fits, or the device refused the UMR).
+    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
     #[inline(always)]
     fn reg_cached(
         &self,
@@ -321,6 +322,7 @@ impl<H: Hal> ProtectionDomain<H> {
         let ctx = &self.inner.ctx;
         let pdn = self.inner.pdn;
         let r = ctx.umr_try_with(
+            // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, with the UMR path's others (reg_mr --instructions)
             #[inline(always)]
             |u, hal| enable_cached(u, hal, ctx, pdn, access, iova, len, page_shift, entries),
         )?;
@@ -407,7 +409,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// region allocation the key was parked with, if any, is overwritten in place (no
     /// allocation; its old translation list is dropped).
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
+    #[inline]
     pub(in crate::verbs) fn wrap_cached(
         &self,
         parked: crate::umr::Parked<H>,
@@ -438,6 +440,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// plan is written field by field into the parked allocation (no plan built apart and
     /// moved in).
     #[allow(clippy::too_many_arguments)]
+    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
     #[inline(always)]
     pub(super) fn wrap_cached_one_page(
         &self,
@@ -471,7 +474,7 @@ impl<H: Hal> ProtectionDomain<H> {
     /// made region `key` of `[iova, iova + len)` with `access` in this PD, and the key
     /// entered in the region table: everything but its plan and buffer, which the caller
     /// writes ([`ProtectionDomain::wrap_cached`], [`ProtectionDomain::wrap_cached_one_page`]).
-    #[inline(always)]
+    #[inline]
     fn refill(&self, m: &mut MrInner<H>, key: u32, class: u8, iova: u64, len: u64, access: Access) {
         self.inner
             .ctx
