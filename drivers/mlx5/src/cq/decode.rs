@@ -97,7 +97,7 @@ fn find_qp<'c, H: Hal>(
     Some(cached)
 }
 
-/// A CQE the inline path does not take (receives, errors, another QP, garbage): the cursor's
+/// A CQE the poll loop's common case does not take (receives, errors, another QP, garbage): the cursor's
 /// tail is published first (the general parser works on the shared state, and may switch
 /// `cached` to another QP), and the cursor is taken again afterwards.
 #[inline]
@@ -157,7 +157,7 @@ pub(super) unsafe fn send_slow(
 }
 
 /// Parses one CQE (rdma-core cq.c `mlx5_parse_cqe`, `handle_good_req`, `handle_responder`,
-/// `mlx5_handle_error_cqe`): the general case, out of line.
+/// `mlx5_handle_error_cqe`): the general case.
 ///
 /// # Safety
 /// `c` points to a whole CQE the device handed over.

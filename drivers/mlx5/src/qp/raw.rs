@@ -92,8 +92,7 @@ impl<H: Hal> QueuePair<H> {
             let sq = self.ring.add(self.lay.sq_offset);
             let at = sq.add(idx as usize * wqe::SEND_WQE_BB);
             let wraps = len > room;
-            // One call of `fill` (so that it is inlined), into the ring or, for a WQE that
-            // wraps, into `w`.
+            // One call of `fill`, into the ring or, for a WQE that wraps, into `w`.
             let dst = if wraps {
                 let p = w.as_mut_ptr() as *mut u8;
                 p.write_bytes(0, len);

@@ -141,7 +141,7 @@ pub(crate) fn region_id<H: Hal>(mr: &MemoryRegion<H>) -> *const () {
         })
 }
 
-/// The arguments of a one-SGE RDMA WRITE / READ on its way out of line.
+/// The arguments of a one-SGE RDMA WRITE / READ the common case did not take.
 pub(super) struct OneSge<'a, H: Hal> {
     opc: u8,
     wr_id: u64,
@@ -159,9 +159,8 @@ impl<H: Hal> QueuePair<H> {
     /// room in the send queue. The regions stay referenced until the WQE completes (the QP
     /// binds each region once and stamps the binding per WR: no reference counting per WR).
     ///
-    /// Inlined so that a call site with one RDMA WRITE or READ of one SGE compiles to the
-    /// one-block path of [`QueuePair::post_write`] plus the region checks; anything else
-    /// goes to the general code out of line.
+    /// One RDMA WRITE or READ of one SGE takes the one-block path of
+    /// [`QueuePair::post_write`] after the region checks; anything else the general path.
     // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
     #[inline(always)]
     pub fn post_send(&mut self, wrs: &[SendWr<'_, H>]) -> Result<()> {
@@ -183,8 +182,9 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// One RDMA WRITE / READ with one SGE: the region checks, then the one-block path. The
-    /// common case (the region of the previous generic post, nothing to sweep) inline, the
-    /// rest out of line and in tail position, so the common case saves no registers.
+    /// common case (the region of the previous generic post, nothing to sweep) is an identity
+    /// compare ([`QueuePair::post_one_sge_last`]); anything else goes through every check
+    /// again ([`QueuePair::post_one_sge_slow`]).
     // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
     #[inline(always)]
     pub(super) fn post_one_sge(
@@ -212,7 +212,8 @@ impl<H: Hal> QueuePair<H> {
         self.post_one_sge_slow(&a)
     }
 
-    /// [`QueuePair::post_one_sge`] out of line: every check again, then the general path.
+    /// [`QueuePair::post_one_sge`] outside the common case: every check again, then the
+    /// general path.
     #[cold]
     #[inline(never)]
     pub(super) fn post_one_sge_slow(&mut self, a: &OneSge<'_, H>) -> Result<()> {

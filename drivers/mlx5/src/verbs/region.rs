@@ -13,7 +13,7 @@ pub(crate) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u32) -> u
 
 /// [`fresh_variant`] with only 16 random bits from the caller (`bits`, its low two bytes):
 /// two tries from them, then a new draw.
-/// The first try is made here, inline (nearly always the one taken: a recent key or the
+/// The first try is made here (nearly always the one taken: a recent key or the
 /// key's own variant are the exceptions); [`pick_variant`] repeats it and goes on, so the
 /// pick is the same.
 #[inline]

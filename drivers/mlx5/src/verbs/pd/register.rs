@@ -51,8 +51,7 @@ impl<H: Hal> ProtectionDomain<H> {
     }
 
     /// [`ProtectionDomain::reg_phys`] of anything [`ProtectionDomain::reg_one_page`] does not
-    /// take: the general planner, then the cache or commands. Out of line, so that the
-    /// one-page path's frame holds only what it needs.
+    /// take: the general planner, then the cache or commands.
     #[inline(never)]
     fn reg_phys_general(
         &self,
