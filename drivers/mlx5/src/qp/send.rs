@@ -141,8 +141,7 @@ impl<H: Hal> QueuePair<H> {
     /// RDMA WRITE of `local` (a slice of a region bound to this QP) to `remote`: one WQE and
     /// its doorbell. The fast path: no allocation, no reference counting, no locks, no
     /// table lookup; refused before anything is written like [`QueuePair::post_send`].
-    // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
-    #[inline(always)]
+    #[inline]
     pub fn post_write(
         &mut self,
         wr_id: u64,
@@ -154,8 +153,7 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// RDMA READ from `remote` into `local` (a slice of a bound region with local write).
-    // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
-    #[inline(always)]
+    #[inline]
     pub fn post_read(
         &mut self,
         wr_id: u64,
@@ -168,7 +166,7 @@ impl<H: Hal> QueuePair<H> {
 
     /// The fast path: the gate (a live device, and the QP below its limit, see `sq_limit`),
     /// the handle and bounds check, the WQE, the doorbell.
-    // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
+    // inline(always): post_write 58.0 vs 113.0 instructions (hot_path --instructions)
     #[inline(always)]
     pub(super) fn post_bound(
         &mut self,
@@ -208,8 +206,7 @@ impl<H: Hal> QueuePair<H> {
     /// the doorbell. The caller checked state, room and the local slice; `head` is
     /// `sq_wr_head`, `lkey_be` the key as the data segment holds it (`key.to_be()`).
     #[allow(clippy::too_many_arguments)]
-    // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
-    #[inline(always)]
+    #[inline]
     pub(crate) fn write_one_sge(
         &mut self,
         head: u32,
@@ -517,7 +514,8 @@ impl<H: Hal> QueuePair<H> {
     /// Rings the send doorbell for the WQEs up to `cur_post` (`cur`): `last` is the last
     /// WQE's first block in the ring; `bf_bbs` is how many blocks of it to copy through
     /// BlueFlame (0: the 8-byte doorbell instead).
-    // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
+    // inline(always): UMR cache reg 1,417 vs 1,431 instructions per MR (reg_mr --instructions); the
+    // post rows show no difference
     #[inline(always)]
     pub(super) fn ring_sq(&mut self, last: *const u8, cur: u16, bf_bbs: u32) {
         // The BlueFlame offset alternates between the register's halves (facts trap 16).
@@ -632,8 +630,7 @@ impl<H: Hal> QueuePair<H> {
 
     /// Safe layer, step 2: releases completed WRs' region references and checks room for
     /// `wrs` WRs.
-    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
-    #[inline(always)]
+    #[inline]
     pub(crate) fn reserve_sq(&mut self, wrs: usize) -> Result<()> {
         self.sweep();
         if !self.sq_room(wrs) {
@@ -644,8 +641,7 @@ impl<H: Hal> QueuePair<H> {
 
     /// Safe layer, step 4: one doorbell for the batch (`lone`: the batch is this one WQE of
     /// `bbs` blocks, written in place or not).
-    // inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
-    #[inline(always)]
+    #[inline]
     pub(crate) fn ring_send(&mut self, last: *const u8, lone: Option<(u32, bool)>) {
         let bf = match lone {
             Some((bbs, in_place)) => self.bf_blocks(bbs, in_place),
@@ -682,7 +678,7 @@ impl<H: Hal> QueuePair<H> {
     /// post is an identity compare, the bounds and access checks, the gate, the stamp and the
     /// one-block WQE of [`QueuePair::post_write`].
     #[allow(clippy::too_many_arguments)]
-    // inline(always): post_send 60.0 vs 115.0 instructions, post_write 58.0 vs 113.0, with the post path's others (hot_path --instructions)
+    // inline(always): post_send 60.0 vs 110.0 instructions (hot_path --instructions)
     #[inline(always)]
     pub(crate) fn post_one_sge_last(
         &mut self,

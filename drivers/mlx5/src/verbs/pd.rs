@@ -49,7 +49,7 @@ fn enable_umr(
 /// translated by `entries` (page addresses) in pages of `page_shift`. `None` when no key fits
 /// or the device refused the UMR (the key is back in the cache).
 #[allow(clippy::too_many_arguments)]
-// inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
+// inline(always): UMR cache reg 1,419 vs 1,564 instructions per MR (reg_mr --instructions)
 #[inline(always)]
 fn enable_cached<H: Hal>(
     u: &mut crate::umr::UmrRes<H>,
@@ -95,7 +95,8 @@ fn enable_cached<H: Hal>(
 /// enabled with: `(key, class, parked region allocation, new key)`. 32 random bits (the
 /// cache's stream, under the UMR lock `u` implies): the pick among the free keys (high 16
 /// bits, scaled to the class's length) and the variant's first two tries (low 16 bits).
-// inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
+// inline(always): UMR cache reg 1,419 vs 1,439 instructions per MR, batched 1,231 vs 1,254 (reg_mr
+// --instructions)
 #[inline(always)]
 fn take_cached<H: Hal>(
     u: &mut crate::umr::UmrRes<H>,
@@ -122,7 +123,7 @@ fn present(d: &mut [u64], entries: &[u64]) {
 /// UMR (the key is unchanged, as the model applies a UMR whole or not at all, and back in the
 /// cache). Any other error: the key's state is unknown, and it leaves the cache (destroyed
 /// with the PD).
-// inline(always): UMR cache reg 1,419 vs 1,700 instructions per MR, dereg 1,290 vs 1,441, with the UMR path's others (reg_mr --instructions)
+// inline(always): UMR cache reg 1,419 vs 1,554 instructions per MR (reg_mr --instructions)
 #[inline(always)]
 fn run_enable<H: Hal>(
     u: &mut crate::umr::UmrRes<H>,
