@@ -265,8 +265,8 @@ impl<H: Hal> CtxInner<H> {
     }
 
     /// The hot paths' dead-device check: one load of the flag the command, health and event
-    /// paths set (`with_dev`, `poll_events_locked`). The error is built in place: a call here
-    /// would make every caller save registers on its fast path.
+    /// paths set (`with_dev`, `poll_events_locked`); a dead device's error carries the fatal
+    /// syndrome.
     #[inline]
     pub(crate) fn check_alive(&self) -> Result<()> {
         if self.dead.load(Ordering::Relaxed) {
