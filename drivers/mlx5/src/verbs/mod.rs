@@ -25,6 +25,7 @@
 use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
+use core::any::Any;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use mlx5_prm::wqe;
@@ -36,9 +37,10 @@ use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::hca::{self, Config, Device};
 use crate::mr::{self, Access, Klm, KlmPlan, MkeyParams, PhysChunk, Xlt};
-use crate::qp::{Data, RawSge, WqShared, MAX_SGE};
+use crate::qp::{Data, RawSge, MAX_SGE};
 use crate::rand::Rng;
 use crate::uar::Uar;
+use crate::umr::UmrRes;
 
 pub use crate::cq::{
     CompletionChannel, CompletionQueue, CqEvent, WcOpcode, WcStatus, WorkCompletion,
@@ -175,14 +177,14 @@ impl MrTable {
 /// Shared context state.
 pub(crate) struct CtxInner<H: Hal> {
     pub(crate) hal: H,
-    dev: spin::Mutex<Device<H>>,
+    pub(crate) dev: spin::Mutex<Device<H>>,
     pub(crate) caps: Caps,
     pub(crate) uar: Uar,
     pub(crate) eqn: u8,
     tdn: u32,
     pub(crate) mac: [u8; 6],
-    fw: (u16, u16, u16),
-    gid0: spin::Mutex<[u8; 16]>,
+    pub(crate) fw: (u16, u16, u16),
+    pub(crate) gid0: spin::Mutex<[u8; 16]>,
     pub(crate) rng: Rng,
     pub(crate) mrs: spin::RwLock<MrTable>,
     recent_keys: spin::Mutex<mr::RecentKeys>,
@@ -193,19 +195,69 @@ pub(crate) struct CtxInner<H: Hal> {
     fatal_syndrome: core::sync::atomic::AtomicU8,
     /// The send state of every QP of this context, whose gates `set_dead` closes (the post
     /// fast path checks its gate only, see `WqShared::sq_last`).
-    send_gates: spin::Mutex<Vec<Weak<WqShared>>>,
+    send_gates: spin::Mutex<Vec<Weak<dyn SendGate>>>,
     /// [`crate::eq::EventQueue::peek_word`] of the EQ (0: none), refreshed whenever the
     /// device lock is released: CQ polls check the next EQE's owner byte without the lock.
     eq_peek: core::sync::atomic::AtomicUsize,
     closed: AtomicBool,
-    /// The driver's UMR QP ([`crate::umr`]), created on first use.
-    umr: spin::Mutex<Option<crate::umr::UmrRes<H>>>,
+    /// The driver's UMR QP ([`crate::umr`]'s `UmrRes`), created on first use. Held as `Any`:
+    /// the UMR QP is built from QPs and CQs, which sit above the context; the layer that
+    /// owns the type reaches it with `downcast_mut` (`CtxInner::umr_with`).
+    pub(crate) umr: spin::Mutex<Option<Box<dyn Any + Send>>>,
     /// Set when the [`Context`] handle goes: no UMR QP is created after that (it would hold
     /// the context alive).
-    umr_off: AtomicBool,
+    pub(crate) umr_off: AtomicBool,
+}
+
+/// What a dead device closes: a QP's send gate (`qp::WqShared`, which sits above the
+/// context, implements it).
+pub(crate) trait SendGate: Send + Sync {
+    /// Closes the gate: every later post fails.
+    fn close_gate(&self);
 }
 
 impl<H: Hal> CtxInner<H> {
+    /// Brings the function up with `cfg` (see [`crate::hca`]).
+    pub(crate) fn open(hal: H, cfg: &Config) -> Result<Self> {
+        let o = hca::open(&hal, cfg)?;
+        let rng = Rng::new(&hal);
+        let gid0 = if cfg.default_gid && o.caps.roce {
+            hca::link_local_gid(o.mac)
+        } else {
+            [0; 16]
+        };
+        let eq_peek = o.dev.eq.as_ref().map_or(0, |q| q.peek_word());
+        Ok(CtxInner {
+            hal,
+            dev: spin::Mutex::new(o.dev),
+            caps: o.caps,
+            uar: o.uar,
+            eqn: o.eqn,
+            tdn: o.tdn,
+            mac: o.mac,
+            fw: o.fw,
+            gid0: spin::Mutex::new(gid0),
+            rng,
+            mrs: spin::RwLock::new(MrTable::default()),
+            recent_keys: spin::Mutex::new(mr::RecentKeys::default()),
+            dead: AtomicBool::new(false),
+            fatal_syndrome: core::sync::atomic::AtomicU8::new(0),
+            send_gates: spin::Mutex::new(Vec::new()),
+            eq_peek: core::sync::atomic::AtomicUsize::new(eq_peek),
+            closed: AtomicBool::new(false),
+            umr: spin::Mutex::new(None),
+            umr_off: AtomicBool::new(false),
+        })
+    }
+
+    /// Tears the function down now (a context whose handle held the only reference); it is
+    /// not torn down again on drop, whatever the result.
+    pub(crate) fn close(&mut self) -> Result<()> {
+        self.closed.store(true, Ordering::Release);
+        let (uar, tdn) = (self.uar, self.tdn);
+        hca::close(&self.hal, self.dev.get_mut(), uar, tdn)
+    }
+
     /// Runs `f` with the device locked.
     pub(crate) fn with_dev<T>(&self, f: impl FnOnce(&mut Device<H>) -> Result<T>) -> Result<T> {
         let mut d = self.dev.lock();
@@ -232,10 +284,11 @@ impl<H: Hal> CtxInner<H> {
     }
 
     /// Lists a new QP's send state for `set_dead` (forgetting destroyed ones).
-    pub(crate) fn register_send_gate(&self, q: &Arc<WqShared>) {
+    pub(crate) fn register_send_gate<G: SendGate + 'static>(&self, q: &Arc<G>) {
         let mut v = self.send_gates.lock();
         v.retain(|w| w.strong_count() > 0);
-        v.push(Arc::downgrade(q));
+        let w: Weak<dyn SendGate> = Arc::<G>::downgrade(q);
+        v.push(w);
     }
 
     fn refresh_eq_peek(&self, d: &Device<H>) {
@@ -293,58 +346,6 @@ impl<H: Hal> CtxInner<H> {
         self.rng.next(&self.hal)
     }
 
-    /// Runs one UMR on the context's UMR QP, creating it on first use.
-    pub(crate) fn umr(self: &Arc<Self>, u: &crate::umr::Umr<'_>) -> Result<()> {
-        self.umr_with(true, |r, hal| r.run(hal, u))?
-            .ok_or(Error::Closed)
-    }
-
-    /// Runs `f` on the UMR resources; with `create`, creates them first if needed. `None`
-    /// when there are none (not created yet, or the context handle is gone).
-    pub(crate) fn umr_with<T>(
-        self: &Arc<Self>,
-        create: bool,
-        f: impl FnOnce(&mut crate::umr::UmrRes<H>, &H) -> Result<T>,
-    ) -> Result<Option<T>> {
-        self.check_alive()?;
-        let mut g = self.umr.lock();
-        if g.is_none() {
-            if !create || self.umr_off.load(Ordering::Acquire) {
-                return Ok(None);
-            }
-            *g = Some(crate::umr::UmrRes::new(self)?);
-        }
-        match g.as_mut() {
-            Some(r) => f(r, &self.hal).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    /// [`CtxInner::umr_with`] without creating, and without waiting when the UMR state is
-    /// busy (`None`): the registration path, which runs inside the UMR QP's own creation (its
-    /// staging region) and falls back to commands. Inlined: `f` is the registration itself.
-    #[inline(always)]
-    pub(crate) fn umr_try_with<T>(
-        self: &Arc<Self>,
-        f: impl FnOnce(&mut crate::umr::UmrRes<H>, &H) -> Result<T>,
-    ) -> Result<Option<T>> {
-        self.check_alive()?;
-        let Some(mut g) = self.umr.try_lock() else {
-            return Ok(None);
-        };
-        match g.as_mut() {
-            Some(r) => f(r, &self.hal).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    /// Destroys the UMR QP (and its CQ, PD, staging region), which hold the context.
-    fn umr_shutdown(&self) {
-        self.umr_off.store(true, Ordering::Release);
-        let r = self.umr.lock().take();
-        drop(r);
-    }
-
     pub(crate) fn gid0(&self) -> [u8; 16] {
         *self.gid0.lock()
     }
@@ -397,6 +398,62 @@ impl<H: Hal> Drop for CtxInner<H> {
     }
 }
 
+/// The context's UMR QP, in the layer above the UMR code: [`crate::umr::UmrRes`] is built
+/// from a QP, a CQ, a PD and a region, so the context below holds it as `Any`.
+impl<H: Hal> CtxInner<H> {
+    /// Runs one UMR on the context's UMR QP, creating it on first use.
+    pub(crate) fn umr(self: &Arc<Self>, u: &crate::umr::Umr<'_>) -> Result<()> {
+        self.umr_with(true, |r, hal| r.run(hal, u))?
+            .ok_or(Error::Closed)
+    }
+
+    /// Runs `f` on the UMR resources; with `create`, creates them first if needed. `None`
+    /// when there are none (not created yet, or the context handle is gone).
+    pub(crate) fn umr_with<T>(
+        self: &Arc<Self>,
+        create: bool,
+        f: impl FnOnce(&mut UmrRes<H>, &H) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.check_alive()?;
+        let mut g = self.umr.lock();
+        if g.is_none() {
+            if !create || self.umr_off.load(Ordering::Acquire) {
+                return Ok(None);
+            }
+            *g = Some(Box::new(UmrRes::new(self)?));
+        }
+        match g.as_mut().and_then(|r| r.downcast_mut::<UmrRes<H>>()) {
+            Some(r) => f(r, &self.hal).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// [`CtxInner::umr_with`] without creating, and without waiting when the UMR state is
+    /// busy (`None`): the registration path, which runs inside the UMR QP's own creation (its
+    /// staging region) and falls back to commands. Inlined: `f` is the registration itself.
+    #[inline(always)]
+    pub(crate) fn umr_try_with<T>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut UmrRes<H>, &H) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.check_alive()?;
+        let Some(mut g) = self.umr.try_lock() else {
+            return Ok(None);
+        };
+        match g.as_mut().and_then(|r| r.downcast_mut::<UmrRes<H>>()) {
+            Some(r) => f(r, &self.hal).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Destroys the UMR QP (and its CQ, PD, staging region), which hold the context.
+    pub(crate) fn umr_shutdown(&self) {
+        self.umr_off.store(true, Ordering::Release);
+        let r = self.umr.lock().take();
+        drop(r);
+    }
+}
+
 /// An opened HCA function.
 pub struct Context<H: Hal> {
     inner: Arc<CtxInner<H>>,
@@ -405,36 +462,8 @@ pub struct Context<H: Hal> {
 impl<H: Hal> Context<H> {
     /// Brings the function up with `cfg` (see [`crate::hca`]).
     pub fn open(hal: H, cfg: Config) -> Result<Self> {
-        let o = hca::open(&hal, &cfg)?;
-        let rng = Rng::new(&hal);
-        let gid0 = if cfg.default_gid && o.caps.roce {
-            hca::link_local_gid(o.mac)
-        } else {
-            [0; 16]
-        };
-        let eq_peek = o.dev.eq.as_ref().map_or(0, |q| q.peek_word());
         Ok(Context {
-            inner: Arc::new(CtxInner {
-                hal,
-                dev: spin::Mutex::new(o.dev),
-                caps: o.caps,
-                uar: o.uar,
-                eqn: o.eqn,
-                tdn: o.tdn,
-                mac: o.mac,
-                fw: o.fw,
-                gid0: spin::Mutex::new(gid0),
-                rng,
-                mrs: spin::RwLock::new(MrTable::default()),
-                recent_keys: spin::Mutex::new(mr::RecentKeys::default()),
-                dead: AtomicBool::new(false),
-                fatal_syndrome: core::sync::atomic::AtomicU8::new(0),
-                send_gates: spin::Mutex::new(Vec::new()),
-                eq_peek: core::sync::atomic::AtomicUsize::new(eq_peek),
-                closed: AtomicBool::new(false),
-                umr: spin::Mutex::new(None),
-                umr_off: AtomicBool::new(false),
-            }),
+            inner: Arc::new(CtxInner::open(hal, &cfg)?),
         })
     }
 
@@ -447,9 +476,7 @@ impl<H: Hal> Context<H> {
         drop(self); // the UMR QP goes first (see `Drop for Context`)
         match Arc::try_unwrap(inner) {
             Ok(mut inner) => {
-                inner.closed.store(true, Ordering::Release);
-                let (uar, tdn) = (inner.uar, inner.tdn);
-                let r = hca::close(&inner.hal, inner.dev.get_mut(), uar, tdn);
+                let r = inner.close();
                 r.map_err(|error| Refused {
                     object: Context {
                         inner: Arc::new(inner),

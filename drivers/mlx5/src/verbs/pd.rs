@@ -83,7 +83,7 @@ impl<H: Hal> Drop for PdInner<H> {
 
 /// A protection domain.
 pub struct ProtectionDomain<H: Hal> {
-    pub(super) inner: Arc<PdInner<H>>,
+    pub(crate) inner: Arc<PdInner<H>>,
 }
 
 impl<H: Hal> ProtectionDomain<H> {

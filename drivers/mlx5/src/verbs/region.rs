@@ -122,13 +122,13 @@ pub(crate) struct MrInner<H: Hal> {
     pub(crate) len: u64,
     pub(crate) access: Access,
     /// The MTT keys under an indirect key (empty for a direct MTT key).
-    pub(super) inner_keys: Vec<u32>,
-    pub(super) plan: KlmPlan,
-    pub(super) buf: Option<DmaMem<H::Dma>>,
-    pub(super) destroyed: AtomicBool,
+    pub(crate) inner_keys: Vec<u32>,
+    pub(crate) plan: KlmPlan,
+    pub(crate) buf: Option<DmaMem<H::Dma>>,
+    pub(crate) destroyed: AtomicBool,
     /// The key came from the mkey cache (its size class): dereg revokes it by UMR and
     /// returns it ([`crate::umr`]).
-    pub(super) pooled: Option<u8>,
+    pub(crate) pooled: Option<u8>,
 }
 
 impl<H: Hal> MrInner<H> {
@@ -366,7 +366,7 @@ pub struct MrTranslation {
 
 /// A registered memory region.
 pub struct MemoryRegion<H: Hal> {
-    pub(super) inner: Option<Arc<MrInner<H>>>,
+    pub(crate) inner: Option<Arc<MrInner<H>>>,
 }
 
 impl<H: Hal> MemoryRegion<H> {
