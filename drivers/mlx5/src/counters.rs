@@ -29,11 +29,12 @@ use mlx5_prm::{
 };
 
 use crate::cmd::{get, CmdBuf};
+use crate::context::CtxInner;
 use crate::error::{Error, Result};
 use crate::hal::Hal;
 #[allow(unused_imports)] // doc links
 use crate::qp::QueuePair;
-use crate::verbs::{Context, CtxInner};
+use crate::verbs::Context;
 
 /// The RoCE transport counters of one Q counter set (`query_q_counter_out`, Linux
 /// include/linux/mlx5/mlx5_ifc.h; the names are the PRM's, which Linux's rdma statistics

@@ -38,6 +38,7 @@ extern crate std;
 
 pub mod caps;
 pub mod cmd;
+mod context;
 pub mod counters;
 pub mod cq;
 pub mod eq;
@@ -54,6 +55,7 @@ pub mod umr;
 pub mod verbs;
 
 mod rand;
+mod region;
 
 /// The integration tests' HAL over the emulated HCA, for unit tests of crate-internal paths.
 #[cfg(test)]

@@ -44,8 +44,9 @@ use crate::cq::WcOpcode;
 use crate::error::{Error, InvalidInput, Result};
 use crate::hal::Hal;
 use crate::mr::{self, Access, MkeyParams, Xlt};
+use crate::pd::{PdInner, ProtectionDomain};
 use crate::qp::{QueuePair, SendFlags};
-use crate::verbs::{MemoryRegion, MrInner, PdInner, ProtectionDomain};
+use crate::region::{MemoryRegion, MrInner};
 
 /// Memory window type (`enum ibv_mw_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,7 +228,7 @@ impl<H: Hal> MemoryWindow<H> {
     /// rkey a bind replaces is retired, as destroyed keys are).
     fn next_key(&self) -> u32 {
         let ctx = &self.pd.ctx;
-        crate::verbs::fresh_variant(ctx, self.key, ctx.random() as u32)
+        crate::context::fresh_variant(ctx, self.key, ctx.random() as u32)
     }
 }
 

@@ -5,9 +5,9 @@ use alloc::sync::{Arc, Weak};
 use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
+use crate::context::CtxInner;
 use crate::error::{Error, Result};
 use crate::hal::Hal;
-use crate::verbs::CtxInner;
 
 // For the doc links.
 #[cfg(doc)]

@@ -24,10 +24,10 @@ use mlx5_prm::{
 };
 
 use crate::cmd::{get, CmdBuf};
+use crate::context::CtxInner;
 use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::qp::WqShared;
-use crate::verbs::CtxInner;
 
 pub(crate) use event::CqNotify;
 pub use event::{CompletionChannel, CqEvent};

@@ -40,12 +40,14 @@ use mlx5_prm::{
 };
 
 use crate::cmd::{get, CmdBuf};
+use crate::context::CtxInner;
 use crate::cq::{CompletionQueue, CqShared};
 use crate::error::{Error, InvalidInput, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::mr::Access;
+use crate::pd::PdInner;
+use crate::region::MrInner;
 use crate::uar::Uar;
-use crate::verbs::{CtxInner, MrInner, PdInner};
 
 /// The send-queue overhead of the largest RC WQE without data: ctrl + raddr + atomic
 /// (rdma-core verbs.c `sq_overhead` for IBV_QPT_RC).

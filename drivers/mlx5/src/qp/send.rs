@@ -600,7 +600,7 @@ impl<H: Hal> QueuePair<H> {
                         SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
                     );
                     for g in s {
-                        crate::verbs::check_lkey(&mrs, g, write)?;
+                        crate::context::check_lkey(&mrs, g, write)?;
                     }
                 }
             }

@@ -256,7 +256,7 @@ impl WqShared {
     }
 }
 
-impl crate::verbs::SendGate for WqShared {
+impl crate::context::SendGate for WqShared {
     fn close_gate(&self) {
         WqShared::close_gate(self)
     }
