@@ -388,6 +388,7 @@ pub mod consts {
     pub use super::wqe::ATOMIC_SIZE;
 }
 
+mod counters;
 mod device;
 mod pd;
 mod post;
