@@ -53,6 +53,7 @@ pub mod qp;
 pub mod uar;
 pub mod umr;
 pub mod verbs;
+mod wc;
 
 mod rand;
 mod region;
