@@ -11,11 +11,10 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::caps::Caps;
 use crate::cmd::CmdBuf;
-use crate::error::{Error, InvalidInput, Result};
+use crate::error::{Error, Result};
 use crate::hal::Hal;
 use crate::hca::{self, Config, Device};
 use crate::mr::{self, Access};
-use crate::qp::RawSge;
 use crate::rand::Rng;
 use crate::uar::Uar;
 
@@ -27,9 +26,9 @@ pub(crate) struct MrInfo {
     /// False once the region is gone but its key stays with the driver (a key back in the
     /// mkey cache keeps its slot, so that its next registration overwrites it in place).
     live: bool,
-    iova: u64,
-    len: u64,
-    access: Access,
+    pub(crate) iova: u64,
+    pub(crate) len: u64,
+    pub(crate) access: Access,
 }
 
 impl MrInfo {
@@ -362,25 +361,6 @@ impl<H: Hal> Drop for CtxInner<H> {
             let _ = hca::close(&self.hal, d, self.uar, self.tdn);
         }
     }
-}
-
-/// Checks one raw SGE against the live MRs (raw layer).
-pub(crate) fn check_lkey(mrs: &MrTable, g: &RawSge, write: bool) -> Result<()> {
-    if g.len == 0 {
-        return Ok(());
-    }
-    let m = mrs.get(g.lkey).ok_or(InvalidInput::BadLkey(g.lkey))?;
-    let end = g
-        .addr
-        .checked_add(g.len as u64)
-        .ok_or(InvalidInput::OutOfRange)?;
-    if g.addr < m.iova || end > m.iova + m.len {
-        return Err(InvalidInput::OutOfRange.into());
-    }
-    if write && !m.access.contains(Access::LOCAL_WRITE) {
-        return Err(InvalidInput::LocalAccess.into());
-    }
-    Ok(())
 }
 
 /// A new variant for key `key` (a cached key handed out again, or a type-2 window's next

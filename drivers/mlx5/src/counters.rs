@@ -14,7 +14,7 @@
 //! (counters.c `mlx5_ib_counters_init`).
 //!
 //! Here: [`Context::alloc_counter_set`](crate::Context::alloc_counter_set) gives a [`CounterSet`] (released when dropped, after
-//! every QP attached to it: the QPs hold it), [`QueuePair::set_counter_set`] attaches a QP,
+//! every QP attached to it: the QPs hold it), [`QueuePair::set_counter_set`](crate::qp::QueuePair::set_counter_set) attaches a QP,
 //! [`CounterSet::query`] reads (and optionally clears) it, and
 //! [`Context::query_vport_counters`](crate::Context::query_vport_counters) reads the port's traffic counters (Linux core/vport.c
 //! `mlx5_core_query_vport_counter`; ib_virt.c / en_stats.c read the "ib" classes as the RDMA
@@ -31,8 +31,6 @@ use crate::cmd::{get, CmdBuf};
 use crate::context::CtxInner;
 use crate::error::Result;
 use crate::hal::Hal;
-#[allow(unused_imports)] // doc links
-use crate::qp::QueuePair;
 
 /// The RoCE transport counters of one Q counter set (`query_q_counter_out`, Linux
 /// include/linux/mlx5/mlx5_ifc.h; the names are the PRM's, which Linux's rdma statistics
@@ -186,7 +184,7 @@ impl<H: Hal> Drop for CounterSetInner<H> {
 }
 
 /// A Q counter set: the transport counters of the QPs attached to it
-/// ([`QueuePair::set_counter_set`]). Dropping the handle releases the set once no QP holds it
+/// ([`QueuePair::set_counter_set`](crate::qp::QueuePair::set_counter_set)). Dropping the handle releases the set once no QP holds it
 /// (DEALLOC_Q_COUNTER).
 pub struct CounterSet<H: Hal> {
     pub(crate) inner: Arc<CounterSetInner<H>>,

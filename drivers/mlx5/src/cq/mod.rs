@@ -28,8 +28,8 @@ use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::qp::WqShared;
 
+pub(crate) use crate::eq::CqNotify;
 pub use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
-pub(crate) use event::CqNotify;
 pub use event::{CompletionChannel, CqEvent};
 
 use crate::wc::WcHead;

@@ -40,7 +40,7 @@ use mlx5_prm::{
 };
 
 use crate::cmd::{get, CmdBuf};
-use crate::context::CtxInner;
+use crate::context::{CtxInner, MrTable};
 use crate::cq::{CompletionQueue, CqShared};
 use crate::error::{Error, InvalidInput, Result};
 use crate::hal::{DmaMem, Hal};
@@ -329,6 +329,25 @@ pub struct RawSge {
     pub len: u32,
     /// Local key.
     pub lkey: u32,
+}
+
+/// Checks one raw SGE against the live MRs (raw layer).
+pub(crate) fn check_lkey(mrs: &MrTable, g: &RawSge, write: bool) -> Result<()> {
+    if g.len == 0 {
+        return Ok(());
+    }
+    let m = mrs.get(g.lkey).ok_or(InvalidInput::BadLkey(g.lkey))?;
+    let end = g
+        .addr
+        .checked_add(g.len as u64)
+        .ok_or(InvalidInput::OutOfRange)?;
+    if g.addr < m.iova || end > m.iova + m.len {
+        return Err(InvalidInput::OutOfRange.into());
+    }
+    if write && !m.access.contains(Access::LOCAL_WRITE) {
+        return Err(InvalidInput::LocalAccess.into());
+    }
+    Ok(())
 }
 
 /// Local data of a raw send WR.

@@ -600,7 +600,7 @@ impl<H: Hal> QueuePair<H> {
                         SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
                     );
                     for g in s {
-                        crate::context::check_lkey(&mrs, g, write)?;
+                        crate::qp::check_lkey(&mrs, g, write)?;
                     }
                 }
             }
