@@ -526,6 +526,7 @@ pub fn udp_sport(lqpn: u32, rqpn: u32) -> u16 {
 mod binding;
 mod create;
 mod raw;
+mod rc;
 mod recv;
 mod send;
 mod state;
