@@ -4,6 +4,99 @@
 
 use super::*;
 
+/// CREATE_QP: the service type and the migration state (Linux ib/qp.c `create_qp_common`:
+/// `qpc.st` from the QP type, `pm_state` MIGRATED).
+pub(super) fn create_qpc(c: &mut CmdBuf) {
+    let x = |f: mlx5_prm::Field| f.within(create_qp_in::QPC);
+    c.set(x(qpc::ST), qp::st::RC.into())
+        .set(x(qpc::PM_STATE), qp::pm::MIGRATED.into());
+}
+
+/// RST2INIT: responder access (`rre`, `rwe`, `rae` with `atomic_mode`) and the ack request
+/// frequency (Linux ib/qp.c `__mlx5_ib_modify_qp`, `to_mlx5_access_flags`).
+pub(super) fn init_qpc(c: &mut CmdBuf, access: Access, atomic_mode: u32) {
+    let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+    c.set(x(qpc::RRE), access.contains(Access::REMOTE_READ) as u32)
+        .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
+        .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32)
+        .set(x(qpc::ATOMIC_MODE), atomic_mode)
+        .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ);
+}
+
+/// INIT2RTR: the connection toward `remote` (MTU, largest message, remote QPN and PSN,
+/// responder resources `2^rra`, RNR timer) and its RoCE v2 path (Linux ib/qp.c
+/// `mlx5_set_path`: remote MAC and GID, UDP source port `sport`, DSCP and traffic class, hop
+/// limit, source GID index).
+pub(super) fn rtr_qpc(
+    c: &mut CmdBuf,
+    remote: &QpEndpoint,
+    o: &ConnectOptions,
+    log_msg: u32,
+    rra: u32,
+    sport: u16,
+) {
+    let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+    let p = |f: mlx5_prm::Field| {
+        f.within(qpc::PRIMARY_ADDRESS_PATH)
+            .within(rst2init_qp_in::QPC)
+    };
+    c.set(x(qpc::MTU), o.mtu as u32)
+        .set(x(qpc::LOG_MSG_MAX), log_msg)
+        .set(x(qpc::REMOTE_QPN), remote.qpn & 0xff_ffff)
+        .set(x(qpc::NEXT_RCV_PSN), remote.psn & 0xff_ffff)
+        .set(x(qpc::LOG_RRA_MAX), rra)
+        .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
+        .set(x(qpc::MIN_RNR_NAK), o.min_rnr_timer.into())
+        .bytes(
+            mlx5_prm::Field::new(ads::RMAC_47_32.offset, 48)
+                .within(qpc::PRIMARY_ADDRESS_PATH)
+                .within(rst2init_qp_in::QPC),
+            &remote.mac,
+        )
+        .set(p(ads::UDP_SPORT), sport.into())
+        .set(p(ads::ETH_PRIO), 0)
+        .set(p(ads::DSCP), (o.traffic_class >> 2).into())
+        .set(p(ads::SRC_ADDR_INDEX), o.sgid_index.into())
+        .set(p(ads::HOP_LIMIT), o.hop_limit.into())
+        .set(p(ads::TCLASS), o.traffic_class.into())
+        .set(p(ads::STAT_RATE), 0)
+        .bytes(p(ads::RGID_RIP), &remote.gid);
+}
+
+/// RTR2RTS: the send PSN `psn`, retry and RNR retry counts, initiator resources `2^sra` and
+/// the ack timeout (Linux ib/qp.c `__mlx5_ib_modify_qp`).
+pub(super) fn rts_qpc(c: &mut CmdBuf, o: &ConnectOptions, psn: u32, sra: u32) {
+    let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+    let p = |f: mlx5_prm::Field| {
+        f.within(qpc::PRIMARY_ADDRESS_PATH)
+            .within(rst2init_qp_in::QPC)
+    };
+    c.set(x(qpc::NEXT_SEND_PSN), psn)
+        .set(x(qpc::RETRY_COUNT), (o.retry_cnt & 7).into())
+        .set(x(qpc::RNR_RETRY), (o.rnr_retry & 7).into())
+        .set(x(qpc::LOG_SRA_MAX), sra)
+        .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
+        .set(p(ads::ACK_TIMEOUT), (o.timeout & 0x1f).into());
+}
+
+/// What a connect to `remote` with `o` needs, checked before the first command: the remote
+/// end, the source GID index, both rd_atomic depths, and atomics on the device when remote
+/// atomic access is asked for.
+pub(super) fn check_connect(
+    caps: &crate::caps::Caps,
+    remote: &QpEndpoint,
+    o: &ConnectOptions,
+) -> Result<()> {
+    check_remote(remote)?;
+    check_sgid_index(caps, o.sgid_index)?;
+    log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
+    log_rd_atomic(o.max_rd_atomic, caps.log_max_ra_req_qp)?;
+    if o.access.contains(Access::REMOTE_ATOMIC) && atomic_mode(caps).is_none() {
+        return Err(Error::Unsupported);
+    }
+    Ok(())
+}
+
 /// `qpc.log_ack_req_freq` as Linux sets it on every transition (ib/qp.c
 /// `__mlx5_ib_modify_qp`: `MLX5_IB_ACK_REQ_FREQ` = 8).
 pub(super) const ACK_REQ_FREQ: u32 = 8;

@@ -1,6 +1,6 @@
 //! State transitions (MODIFY_QP), QUERY_QP and the checks on a connection's path.
 
-use super::rc::{atomic_mode, check_remote, check_sgid_index, log_rd_atomic, ACK_REQ_FREQ};
+use super::rc::{self, atomic_mode, check_remote, check_sgid_index, log_rd_atomic};
 use super::*;
 use mlx5_prm::cmd_hca_cap;
 
@@ -91,14 +91,10 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::CQN_RCV), rcqn)
                 .set(p(ads::VHCA_PORT_NUM), 1)
                 .set(p(ads::PKEY_INDEX), 0)
-                .set(x(qpc::RRE), access.contains(Access::REMOTE_READ) as u32)
-                .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
-                .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32)
-                .set(x(qpc::ATOMIC_MODE), atomic_mode)
-                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
                 // Linux qp.c __mlx5_ib_modify_qp: the QP's counter set on RST2INIT and
                 // INIT2RTR.
                 .set(x(qpc::COUNTER_SET_ID), counter_set);
+            rc::init_qpc(c, access, atomic_mode);
         })?;
         self.set_state(qp::state::INIT);
         Ok(())
@@ -128,30 +124,10 @@ impl<H: Hal> QueuePair<H> {
             c.set(x(qpc::PD), pdn)
                 .set(x(qpc::CQN_SND), scqn)
                 .set(x(qpc::CQN_RCV), rcqn)
-                .set(x(qpc::MTU), o.mtu as u32)
-                .set(x(qpc::LOG_MSG_MAX), log_msg)
-                .set(x(qpc::REMOTE_QPN), remote.qpn & 0xff_ffff)
-                .set(x(qpc::NEXT_RCV_PSN), remote.psn & 0xff_ffff)
-                .set(x(qpc::LOG_RRA_MAX), rra)
-                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
-                .set(x(qpc::MIN_RNR_NAK), o.min_rnr_timer.into())
                 .set(x(qpc::COUNTER_SET_ID), counter_set)
                 .set(p(ads::VHCA_PORT_NUM), 1)
-                .set(p(ads::PKEY_INDEX), 0)
-                .bytes(
-                    mlx5_prm::Field::new(ads::RMAC_47_32.offset, 48)
-                        .within(qpc::PRIMARY_ADDRESS_PATH)
-                        .within(rst2init_qp_in::QPC),
-                    &remote.mac,
-                )
-                .set(p(ads::UDP_SPORT), sport.into())
-                .set(p(ads::ETH_PRIO), 0)
-                .set(p(ads::DSCP), (o.traffic_class >> 2).into())
-                .set(p(ads::SRC_ADDR_INDEX), o.sgid_index.into())
-                .set(p(ads::HOP_LIMIT), o.hop_limit.into())
-                .set(p(ads::TCLASS), o.traffic_class.into())
-                .set(p(ads::STAT_RATE), 0)
-                .bytes(p(ads::RGID_RIP), &remote.gid);
+                .set(p(ads::PKEY_INDEX), 0);
+            rc::rtr_qpc(c, remote, o, log_msg, rra, sport);
         })?;
         self.set_state(qp::state::RTR);
         Ok(())
@@ -164,19 +140,10 @@ impl<H: Hal> QueuePair<H> {
         let (pdn, scqn, rcqn, psn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn, self.psn);
         self.modify(opcode::RTR2RTS_QP, rst2init_qp_in::BYTES, |c| {
             let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
-            let p = |f: mlx5_prm::Field| {
-                f.within(qpc::PRIMARY_ADDRESS_PATH)
-                    .within(rst2init_qp_in::QPC)
-            };
             c.set(x(qpc::PD), pdn)
                 .set(x(qpc::CQN_SND), scqn)
-                .set(x(qpc::CQN_RCV), rcqn)
-                .set(x(qpc::NEXT_SEND_PSN), psn)
-                .set(x(qpc::RETRY_COUNT), (o.retry_cnt & 7).into())
-                .set(x(qpc::RNR_RETRY), (o.rnr_retry & 7).into())
-                .set(x(qpc::LOG_SRA_MAX), sra)
-                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
-                .set(p(ads::ACK_TIMEOUT), (o.timeout & 0x1f).into());
+                .set(x(qpc::CQN_RCV), rcqn);
+            rc::rts_qpc(c, o, psn, sra);
         })?;
         self.set_state(qp::state::RTS);
         Ok(())
@@ -189,14 +156,7 @@ impl<H: Hal> QueuePair<H> {
     /// where it was ([`QueuePair::state`] tells) and the first error is returned.
     pub fn connect(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
         self.check_state(&[qp::state::RST])?;
-        let caps = &self.ctx.caps;
-        check_remote(remote)?;
-        check_sgid_index(caps, o.sgid_index)?;
-        log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
-        log_rd_atomic(o.max_rd_atomic, caps.log_max_ra_req_qp)?;
-        if o.access.contains(Access::REMOTE_ATOMIC) && atomic_mode(caps).is_none() {
-            return Err(Error::Unsupported);
-        }
+        rc::check_connect(&self.ctx.caps, remote, o)?;
         let r = self
             .to_init(o.access)
             .and_then(|()| self.to_rtr(remote, o))
