@@ -1,5 +1,7 @@
 //! Protection domains and transport domains: ALLOC_PD / DEALLOC_PD,
-//! ALLOC_TRANSPORT_DOMAIN / DEALLOC_TRANSPORT_DOMAIN (Linux core/pd.c, core/transobj.c).
+//! ALLOC_TRANSPORT_DOMAIN / DEALLOC_TRANSPORT_DOMAIN (Linux core/pd.c, core/transobj.c); the PD
+//! state its regions and QPs share, and the [`ProtectionDomain`] handle (whose verbs are in
+//! [`crate::verbs`]).
 
 use mlx5_prm::{
     alloc_pd_in, alloc_pd_out, alloc_transport_domain_in, alloc_transport_domain_out,

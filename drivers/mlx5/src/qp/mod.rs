@@ -536,6 +536,9 @@ pub(crate) use binding::Binding;
 pub use binding::{BoundMr, BoundSge};
 use create::Layout;
 pub(crate) use create::{create, create_fre};
+pub(crate) use rc::{
+    local_inv_body, umr_ctrl, wc_opcode, LOCAL_INV_DS, WC_OP_BIND, WC_OP_LOCAL_INV,
+};
 use send::{ctrl_tpl, put32, put64};
 pub(crate) use wq::{slot_meta, SendCursor, SqSlot, WqShared};
 
