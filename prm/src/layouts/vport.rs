@@ -34,7 +34,7 @@ crate::prm_struct! {
         OTHER_VPORT: 0x40, 0x1;
         VPORT_NUMBER: 0x50, 0x10;
         /// Set `field_select.roce_en` together with `nic_vport_context.roce_en` to enable
-        /// RoCE on an Ethernet port (facts trap 20).
+        /// RoCE on an Ethernet port (Linux core/vport.c `mlx5_nic_vport_update_roce_state`).
         FIELD_SELECT: 0x60, crate::modify_nic_vport_field_select::BITS;
         NIC_VPORT_CONTEXT: 0x800, crate::nic_vport_context::BITS;
     }
