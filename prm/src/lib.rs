@@ -25,7 +25,7 @@
 //! Only non-reserved fields are declared. Layouts come from rdma-core's
 //! `providers/mlx5/mlx5_ifc.h` (linux-rdma/rdma-core @691953d8d502) and, for structs rdma-core
 //! lacks, from Linux `include/linux/mlx5/mlx5_ifc.h` (OFED 24.07 tree
-//! wjz304/mlnx-ofed-kernel @2c0186b9c664), as recorded in the project's reference data; each
+//! wjz304/mlnx-ofed-kernel @2c0186b9c664); each
 //! module's doc names the header line. Where the two headers disagree the rdma-core position is
 //! declared and the Linux one is in [`linux_layout`].
 //!

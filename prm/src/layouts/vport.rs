@@ -5,8 +5,8 @@
 
 crate::prm_struct! {
     /// `mlx5_ifc_nic_vport_context_bits`: rdma-core mlx5_ifc.h:3507.
-    /// rdma-core declares only `roce_en`; the Linux layout (mtu, permanent_address, ...) is not
-    /// part of the reference data, so it is not declared here.
+    /// rdma-core declares only `roce_en`; the Linux fields (mtu, permanent_address, ...) are in
+    /// [`crate::linux_layout::nic_vport_context`].
     struct nic_vport_context[0x800] {
         ROCE_EN: 0x1f, 0x1;
     }
