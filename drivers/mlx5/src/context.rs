@@ -6,7 +6,6 @@
 use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
-use core::any::Any;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::caps::Caps;
@@ -165,13 +164,20 @@ pub(crate) struct CtxInner<H: Hal> {
     /// device lock is released: CQ polls check the next EQE's owner byte without the lock.
     eq_peek: core::sync::atomic::AtomicUsize,
     closed: AtomicBool,
-    /// The driver's UMR QP ([`crate::umr`]'s `UmrRes`), created on first use. Held as `Any`:
-    /// the UMR QP is built from QPs and CQs, which sit above the context; the layer that
-    /// owns the type reaches it with `downcast_mut` (`CtxInner::umr_with`).
-    pub(crate) umr: spin::Mutex<Option<Box<dyn Any + Send>>>,
-    /// Set when the [`Context`] handle goes: no UMR QP is created after that (it would hold
+    /// The driver's UMR QP ([`crate::umr`]), created on first use: of the type [`UmrHost`]
+    /// names.
+    pub(crate) umr: spin::Mutex<Option<<H as UmrHost>::Umr>>,
+    /// Set when the [`crate::Context`] handle goes: no UMR QP is created after that (it would hold
     /// the context alive).
     pub(crate) umr_off: AtomicBool,
+}
+
+/// The type of a context's UMR resources, named by the layer that owns them: the UMR QP is
+/// built from a QP, a CQ, a PD and a region, which sit above the context, so the context holds
+/// it without naming it (the one implementation, for every HAL, is in [`crate::verbs`]).
+pub(crate) trait UmrHost {
+    /// The UMR resources (`crate::umr::UmrRes`).
+    type Umr: Send;
 }
 
 /// What a dead device closes: a QP's send gate (`qp::WqShared`, which sits above the

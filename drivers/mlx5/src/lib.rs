@@ -21,7 +21,7 @@
 //!    (completion queues and CQE parsing) and [`qp`] (queue pairs: work queues, states and
 //!    transitions, doorbells, CQ binding; one module per service type, RC today); on them
 //!    [`mw`] (memory windows: alloc, bind by UMR WQE, invalidation) and [`umr`] (the driver's
-//!    UMR QP and the mkey cache; the context holds it without naming its type).
+//!    UMR QP and the mkey cache; the context holds it through a type the verbs layer names).
 //! 5. [`verbs`]: the public, ibverbs-like API on top (the [`Context`], what PDs and regions
 //!    do, posting with borrowed regions); the crate root re-exports it.
 //!

@@ -22,7 +22,6 @@
 //! are `unsafe` and take addresses and keys (still checked against this context's live
 //! regions).
 
-use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -31,7 +30,7 @@ use mlx5_prm::wqe;
 
 use crate::caps::Caps;
 use crate::cmd::CmdBuf;
-use crate::context::{fresh_variant16, CtxInner, MrInfo};
+use crate::context::{fresh_variant16, CtxInner, MrInfo, UmrHost};
 use crate::eq::AsyncEvent;
 use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
@@ -55,8 +54,12 @@ pub use crate::qp::{
 pub use crate::region::MemoryRegion;
 pub(crate) use crate::region::MrInner;
 
-/// The context's UMR QP, in the layer above the UMR code: [`crate::umr::UmrRes`] is built
-/// from a QP, a CQ, a PD and a region, so the context below holds it as `Any`.
+/// The context's UMR resources are the UMR code's (see [`UmrHost`]).
+impl<H: Hal> UmrHost for H {
+    type Umr = UmrRes<H>;
+}
+
+/// The context's UMR QP, in the layer above the UMR code.
 impl<H: Hal> CtxInner<H> {
     /// Runs one UMR on the context's UMR QP, creating it on first use.
     pub(crate) fn umr(self: &Arc<Self>, u: &crate::umr::Umr<'_>) -> Result<()> {
@@ -77,9 +80,9 @@ impl<H: Hal> CtxInner<H> {
             if !create || self.umr_off.load(Ordering::Acquire) {
                 return Ok(None);
             }
-            *g = Some(Box::new(UmrRes::new(self)?));
+            *g = Some(UmrRes::new(self)?);
         }
-        match g.as_mut().and_then(|r| r.downcast_mut::<UmrRes<H>>()) {
+        match g.as_mut() {
             Some(r) => f(r, &self.hal).map(Some),
             None => Ok(None),
         }
@@ -97,7 +100,7 @@ impl<H: Hal> CtxInner<H> {
         let Some(mut g) = self.umr.try_lock() else {
             return Ok(None);
         };
-        match g.as_mut().and_then(|r| r.downcast_mut::<UmrRes<H>>()) {
+        match g.as_mut() {
             Some(r) => f(r, &self.hal).map(Some),
             None => Ok(None),
         }
