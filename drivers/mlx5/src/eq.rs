@@ -13,14 +13,14 @@
 //! asynchronous events ([`crate::Context::take_events`]).
 
 use alloc::collections::{BTreeMap, VecDeque};
-use alloc::sync::Arc;
+use alloc::sync::{Arc, Weak};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use mlx5_prm::{
     create_eq_in, create_eq_out, destroy_eq_in, destroy_eq_out, eq, eqc, event, opcode, pages, uar,
 };
 
 use crate::cmd::{get, CmdBuf};
-use crate::cq::CqNotify;
 use crate::error::Result;
 use crate::hal::{Bar, DmaMem, Hal};
 use crate::hca::Device;
@@ -390,6 +390,42 @@ impl<H: Hal> Device<H> {
             None => Ok(n),
         }
     }
+}
+
+/// A CQ's completion-event state, shared by the CQ, the event queue's routing table and the
+/// CQ's [`CompletionChannel`](crate::cq::CompletionChannel).
+pub(crate) struct CqNotify {
+    pub(crate) cqn: u32,
+    /// rdma-core `mlx5_cq.arm_sn`: the sequence number the arm doorbell carries; advanced once
+    /// per completion event (rdma-core cq.c `mlx5_cq_event`, which libibverbs
+    /// `ibv_get_cq_event` calls), never by arming.
+    pub(crate) arm_sn: AtomicU32,
+    /// Events handed out by the channel and not yet acknowledged ([`CompletionQueue::ack_events`](crate::cq::CompletionQueue::ack_events)).
+    pub(crate) unacked: AtomicU32,
+    pub(crate) channel: Option<Arc<ChannelShared>>,
+}
+
+impl CqNotify {
+    /// A completion event of this CQ was consumed from the EQ: queued on the channel (its
+    /// sequence number advances when the channel hands it out), or, without a channel,
+    /// delivered to the event log by the caller (false; the sequence number advances now).
+    pub(crate) fn deliver(self: &Arc<Self>) -> bool {
+        match &self.channel {
+            Some(c) => {
+                c.pending.lock().push_back(Arc::downgrade(self));
+                true
+            }
+            None => {
+                self.arm_sn.fetch_add(1, Ordering::AcqRel);
+                false
+            }
+        }
+    }
+}
+
+/// A completion channel's queue of completion events.
+pub(crate) struct ChannelShared {
+    pub(crate) pending: spin::Mutex<VecDeque<Weak<CqNotify>>>,
 }
 
 #[cfg(test)]

@@ -12,7 +12,6 @@ mod decode;
 mod event;
 mod poll;
 mod resize;
-mod wc;
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -24,17 +23,17 @@ use mlx5_prm::{
 };
 
 use crate::cmd::{get, CmdBuf};
+use crate::context::CtxInner;
 use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::qp::WqShared;
-use crate::verbs::CtxInner;
 
-pub(crate) use event::CqNotify;
+pub(crate) use crate::eq::CqNotify;
+pub use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
 pub use event::{CompletionChannel, CqEvent};
-pub use wc::{WcOpcode, WcStatus, WorkCompletion};
 
+use crate::wc::WcHead;
 use decode::nop_seen;
-use wc::WcHead;
 
 /// The CQ as the device knows it: lives until the last QP attached to it is gone.
 pub(crate) struct CqShared<H: Hal> {

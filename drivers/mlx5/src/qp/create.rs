@@ -1,6 +1,7 @@
 //! Queue sizes, CREATE_QP and DESTROY_QP.
 
 use super::binding::NEXT_QP_TAG;
+use super::rc;
 use super::*;
 
 /// Sizes computed from the requested caps.
@@ -163,9 +164,8 @@ pub(crate) fn create_fre<H: Hal>(
     let mut c = CmdBuf::new(opcode::CREATE_QP, 0, create_qp_in::PAS.bytes_with(1));
     let x = |f: mlx5_prm::Field| f.within(create_qp_in::QPC);
     // Linux ib/qp.c create_qp_common / create_kernel_qp (log_sq_size in WQEBBs: `calc_sq_size`).
-    c.set(x(qpc::ST), qp::st::RC.into())
-        .set(x(qpc::PM_STATE), qp::pm::MIGRATED.into())
-        .set(x(qpc::PD), pd.pdn)
+    rc::create_qpc(&mut c);
+    c.set(x(qpc::PD), pd.pdn)
         .set(x(qpc::UAR_PAGE), uar.index)
         .set(x(qpc::LOG_PAGE_SIZE), lay.buf_size.trailing_zeros() - 12)
         .set(x(qpc::LOG_SQ_SIZE), lay.sq_wqe_cnt.trailing_zeros())

@@ -41,12 +41,14 @@ use mlx5_prm::{
 };
 
 use crate::cmd::{get, CmdBuf};
+use crate::context::{CtxInner, MrTable};
 use crate::cq::{CompletionQueue, CqShared};
 use crate::error::{Error, InvalidInput, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::mr::Access;
+use crate::pd::PdInner;
+use crate::region::MrInner;
 use crate::uar::Uar;
-use crate::verbs::{CtxInner, MrInner, PdInner};
 
 /// The send-queue overhead of the largest RC WQE without data: ctrl + raddr + atomic
 /// (rdma-core verbs.c `sq_overhead` for IBV_QPT_RC).
@@ -331,6 +333,25 @@ pub struct RawSge {
     pub lkey: u32,
 }
 
+/// Checks one raw SGE against the live MRs (raw layer).
+pub(crate) fn check_lkey(mrs: &MrTable, g: &RawSge, write: bool) -> Result<()> {
+    if g.len == 0 {
+        return Ok(());
+    }
+    let m = mrs.get(g.lkey).ok_or(InvalidInput::BadLkey(g.lkey))?;
+    let end = g
+        .addr
+        .checked_add(g.len as u64)
+        .ok_or(InvalidInput::OutOfRange)?;
+    if g.addr < m.iova || end > m.iova + m.len {
+        return Err(InvalidInput::OutOfRange.into());
+    }
+    if write && !m.access.contains(Access::LOCAL_WRITE) {
+        return Err(InvalidInput::LocalAccess.into());
+    }
+    Ok(())
+}
+
 /// Local data of a raw send WR.
 #[derive(Clone, Copy, Debug)]
 pub enum RawData<'a> {
@@ -507,6 +528,7 @@ pub fn udp_sport(lqpn: u32, rqpn: u32) -> u16 {
 mod binding;
 mod create;
 mod raw;
+mod rc;
 mod recv;
 mod send;
 mod state;
@@ -516,6 +538,9 @@ pub(crate) use binding::Binding;
 pub use binding::{BoundMr, BoundSge};
 use create::Layout;
 pub(crate) use create::{create, create_fre};
+pub(crate) use rc::{
+    local_inv_body, umr_ctrl, wc_opcode, LOCAL_INV_DS, WC_OP_BIND, WC_OP_LOCAL_INV,
+};
 use send::{ctrl_tpl, put32, put64};
 pub(crate) use wq::{slot_meta, SendCursor, SqSlot, WqShared};
 
