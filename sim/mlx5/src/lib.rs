@@ -22,6 +22,7 @@ pub mod faults;
 pub mod hca;
 pub mod init_seg;
 pub mod inproc;
+pub mod link;
 pub mod memory;
 pub mod mr;
 pub mod mw;

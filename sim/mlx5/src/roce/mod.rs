@@ -60,12 +60,9 @@
 //!   drives them (doorbell, received frame, timer).
 
 pub mod counters;
-pub mod dump;
 pub mod frame;
 pub mod icrc;
-pub mod link;
 pub mod opcode;
-pub mod pcap;
 pub mod rc;
 #[cfg(test)]
 mod rc_fast_tests;
@@ -76,6 +73,9 @@ pub mod responder;
 #[cfg(test)]
 mod tests;
 pub mod transport;
+
+// Moved to the crate's top level; re-exported until the users' paths follow.
+pub use crate::link::{self, dump, pcap};
 
 pub use frame::{
     decode, ipv4_checksum, pad_for, Aeth, AethKind, AtomicAckEth, AtomicEth, Bth, DecodeError,

@@ -12,7 +12,7 @@
 //! 3. not RoCEv2 (ARP, IPv6 ND, TCP, UDP to another port, ...): [`RxDrop::NotRoce`]. The
 //!    model has no Ethernet receive queue and answers no ARP yet; these frames are also
 //!    counted in the `received_eth_*` classes;
-//! 4. claims RoCEv2 but does not decode ([`super::super::decode`]): [`RxDrop::Malformed`];
+//! 4. claims RoCEv2 but does not decode ([`crate::roce::decode`]): [`RxDrop::Malformed`];
 //! 5. destination IP not one of the port's addresses (when the port has any; multicast IPs
 //!    pass): [`RxDrop::WrongDstIp`] — rxe_recv.c `rxe_chk_dgid`;
 //! 6. UDP checksum non-zero and wrong: [`RxDrop::UdpChecksum`]. A zero checksum means "none"
@@ -46,12 +46,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::super::counters::{Counter, PortCounters};
-use super::super::pcap::PcapWriter;
-use super::super::{decode, DecodeError, Frame, IpHdr, RoceHeaders};
-use super::super::{ETH_HDR_LEN, IPV6_HDR_LEN, IP_PROTO_UDP};
 use super::fault::{FaultInjector, FaultSpec};
+use super::pcap::PcapWriter;
 use super::{Link, LinkError};
+use crate::roce::counters::{Counter, PortCounters};
+use crate::roce::{decode, DecodeError, Frame, IpHdr, RoceHeaders};
+use crate::roce::{ETH_HDR_LEN, IPV6_HDR_LEN, IP_PROTO_UDP};
 
 /// Why [`check_rx`] dropped a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
