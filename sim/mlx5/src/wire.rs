@@ -6,10 +6,10 @@
 //!
 //! - **A frame link** ([`Port::pair`], [`Port::listen`], [`Port::connect`], [`Port::serve`]):
 //!   each packet is a complete RoCEv2 frame (Ethernet II, IPv4 or IPv6, UDP 4791, BTH and
-//!   extension headers, payload, pad, ICRC) on a [`crate::roce::link::Port`], which checks what
+//!   extension headers, payload, pad, ICRC) on a [`crate::link::Port`], which checks what
 //!   it receives (MAC, decode, ICRC, ...), counts, captures (`--wire-pcap`) and injects faults
 //!   (`--wire-fault`). Stream links use QEMU's `-netdev stream` framing (see
-//!   [`crate::roce::link`]).
+//!   [`crate::link`]).
 //! - **Loopback** (the remote GID is one of this HCA's) and **a pair sharing one guest memory**
 //!   ([`Port::pair_sharing_memory`]): the same packets (BTH, extension headers, PSNs), but the
 //!   payload is not copied into a frame: it travels as a [`RefPayload`] naming the bus pieces
@@ -32,12 +32,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use crate::memory::{DmaError, GuestMemory};
-use crate::roce::counters::{Counter, PortCounters};
-use crate::roce::link::{
+use crate::link::{
     FaultSpec, Link, LinkError, PcapTap, Port as FramePort, PortConfig, RxPacket as RxFrame,
     StreamAddr,
 };
+use crate::memory::{DmaError, GuestMemory};
+use crate::roce::counters::{Counter, PortCounters};
 use crate::roce::{Aeth, Bth, ExtHdrs, Reth, NO_EXT};
 
 /// Packets an in-process shared-memory pair queues before refusing more (lost, as on a full

@@ -10,8 +10,8 @@ mod raw;
 use dp::*;
 use mlx5_prm::{opcode, query_q_counter_in, query_vport_counter_out, wqe};
 use mlx5_sim::device::ExecMode;
+use mlx5_sim::link::FaultSpec;
 use mlx5_sim::roce::counters::Counter;
-use mlx5_sim::roce::link::FaultSpec;
 use mlx5_sim::InProcHca;
 use raw::{input, set};
 

@@ -1,4 +1,11 @@
-//! The port's link: Ethernet frames between the model and a peer.
+//! The port's link: Ethernet frames between the model and a peer, and everything else of the
+//! wire's I/O. The protocol itself (codec, ICRC, RC transport) is [`crate::roce`]; the HCA's
+//! port on top of this is [`crate::wire`].
+//!
+//! - [`Link`]: the frames' transport (below); [`Port`] on it: receive checks, counters,
+//!   capture and faults ([`fault`]).
+//! - [`pcap`]: classic pcap reader ([`pcap::PcapFile`]) and writer ([`pcap::PcapWriter`]).
+//! - [`dump`]: the `mlx5-sim --decode-pcap` listing.
 //!
 //! # Framing (QEMU `-netdev stream`)
 //!

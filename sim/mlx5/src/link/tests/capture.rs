@@ -77,7 +77,7 @@ fn capture_shows_faults_as_the_wire_carried_them() {
     }
     tap.flush().unwrap();
     let bytes = buf.0.lock().unwrap().clone();
-    let sum = crate::roce::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
+    let sum = crate::link::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
     let corrupted = a.counters().get(Counter::FaultCorrupted) as usize;
     assert!(corrupted > 5);
     assert_eq!((sum.roce, sum.icrc_bad), (40, corrupted));
@@ -152,7 +152,7 @@ fn tshark_decodes_the_capture_as_roce() {
         assert_eq!(r.data, &f[..]);
     }
     // The model's own `--decode-pcap` check passes it.
-    let sum = crate::roce::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
+    let sum = crate::link::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
     assert_eq!((sum.roce, sum.icrc_bad, sum.errors), (frames.len(), 0, 0));
     let out = match std::process::Command::new("tshark")
         .args(["-r"])
