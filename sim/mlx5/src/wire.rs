@@ -6,7 +6,7 @@
 //!
 //! - **A frame link** ([`Port::pair`], [`Port::listen`], [`Port::connect`], [`Port::serve`]):
 //!   each packet is a complete RoCEv2 frame (Ethernet II, IPv4 or IPv6, UDP 4791, BTH and
-//!   extension headers, payload, pad, ICRC) on a [`crate::link::Port`], which checks what
+//!   extension headers, payload, pad, ICRC) on a [`crate::link::FramePort`], which checks what
 //!   it receives (MAC, decode, ICRC, ...), counts, captures (`--wire-pcap`) and injects faults
 //!   (`--wire-fault`). Stream links use QEMU's `-netdev stream` framing (see
 //!   [`crate::link`]).
@@ -33,8 +33,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::link::{
-    FaultSpec, Link, LinkError, PcapTap, Port as FramePort, PortConfig, RxPacket as RxFrame,
-    StreamAddr,
+    FaultSpec, FramePort, Link, LinkError, PcapTap, PortConfig, RxPacket as RxFrame, StreamAddr,
 };
 use crate::memory::{DmaError, GuestMemory};
 use crate::roce::counters::{Counter, PortCounters};

@@ -2,7 +2,7 @@
 //! wire's I/O. The protocol itself (codec, ICRC, RC transport) is [`crate::roce`]; the HCA's
 //! port on top of this is [`crate::wire`].
 //!
-//! - [`Link`]: the frames' transport (below); [`Port`] on it: receive checks, counters,
+//! - [`Link`]: the frames' transport (below); [`FramePort`] on it: receive checks, counters,
 //!   capture and faults ([`fault`]).
 //! - [`pcap`]: classic pcap reader ([`pcap::PcapFile`]) and writer ([`pcap::PcapWriter`]).
 //! - [`dump`]: the `mlx5-sim --decode-pcap` listing.
@@ -48,7 +48,7 @@
 //! - [`Link::Server`]: a listener with QEMU's `server=on` behaviour ([`ServerLink`]): down
 //!   until a peer connects, listening again after it leaves.
 //!
-//! [`Port`] sits on top: receive checks as hardware does, counters, capture and faults.
+//! [`FramePort`] sits on top: receive checks as hardware does, counters, capture and faults.
 
 mod chan;
 pub mod dump;
@@ -60,7 +60,7 @@ mod stream;
 
 pub use chan::{ChanLink, LoopbackLink};
 pub use fault::{FaultEvents, FaultInjector, FaultSpec, FaultSpecError};
-pub use port::{check_rx, PcapTap, Port, PortConfig, RxDrop, RxPacket, RX_BUDGET};
+pub use port::{check_rx, FramePort, PcapTap, PortConfig, RxDrop, RxPacket, RX_BUDGET};
 pub use server::ServerLink;
 pub use stream::{StreamAddr, StreamLink, StreamListener};
 
