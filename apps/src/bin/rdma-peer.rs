@@ -392,6 +392,8 @@ mod stress {
         AccessFlags, ConnectOptions, CounterSet, MemoryRegion, QpCaps, QpEndpoint, Remote,
         SendData, SendFlags, SendOp, SendWr, WcStatus,
     };
+    use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+    use rand_xoshiro::SplitMix64;
 
     use super::{bring_up, hexs, parse_endpoint, wait_line, Dev};
 
@@ -423,15 +425,14 @@ mod stress {
     /// in a row without progress end the QP in RETRY_EXC_ERR.
     const ACK_TIMEOUT: u8 = 14;
 
-    /// SplitMix64.
-    struct Rng(u64);
+    /// SplitMix64 (rand_xoshiro's).
+    struct Rng(SplitMix64);
     impl Rng {
+        fn new(seed: u64) -> Rng {
+            Rng(SplitMix64::seed_from_u64(seed))
+        }
         fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
+            self.0.next_u64()
         }
         fn below(&mut self, n: u64) -> u64 {
             self.next() % n
@@ -648,7 +649,7 @@ mod stress {
             addr: remote.addr + off,
             rkey: remote.rkey,
         };
-        let mut rng = Rng(0x5eed_0008);
+        let mut rng = Rng::new(0x5eed_0008);
         let (mut writes, mut reads, mut atomics, mut batch_no) = (0usize, 0usize, 0usize, 0usize);
         while writes < WRITES {
             let n = BATCH.min(WRITES - writes);

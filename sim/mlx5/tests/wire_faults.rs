@@ -13,19 +13,20 @@ use mlx5_sim::device::ExecMode;
 use mlx5_sim::link::FaultSpec;
 use mlx5_sim::roce::counters::Counter;
 use mlx5_sim::InProcHca;
+use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use raw::{input, set};
 
 const CE: u8 = wqe::ctrl::CQ_UPDATE;
 
-/// SplitMix64 (the fault injector's generator too).
-struct Rng(u64);
+/// SplitMix64 (rand_xoshiro's; the fault injector's generator too).
+struct Rng(SplitMix64);
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(SplitMix64::seed_from_u64(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
@@ -99,7 +100,7 @@ fn rc_over_faulty_frames_ends_byte_exact() {
     let mut counter = 0u64;
 
     let sizes = [1u64, 7, 64, 256, 1000, 1024, 1025, 4096, 4097, 9000, 16384];
-    let mut rng = Rng(0x5eed);
+    let mut rng = Rng::new(0x5eed);
     let (mut writes, mut reads, mut atomics) = (0, 0, 0);
     while writes < 10_000 {
         // One batch: up to 32 WQEs, then all their completions.

@@ -42,6 +42,9 @@
 
 use std::fmt;
 
+use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+use rand_xoshiro::SplitMix64;
+
 /// Default reorder window.
 pub const DEFAULT_WINDOW: u32 = 4;
 /// Largest reorder window.
@@ -208,17 +211,16 @@ impl fmt::Display for FaultSpec {
     }
 }
 
-/// SplitMix64.
+/// SplitMix64 (rand_xoshiro's), with the draws the injector makes.
 #[derive(Clone, Debug)]
-struct Rng(u64);
+struct Rng(SplitMix64);
 
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(SplitMix64::seed_from_u64(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// True with probability `p` (53 random bits against `p`).
     fn chance(&mut self, p: f64) -> bool {
@@ -281,7 +283,7 @@ impl FaultInjector {
     pub fn new(spec: FaultSpec) -> FaultInjector {
         FaultInjector {
             spec,
-            rng: Rng(spec.seed),
+            rng: Rng::new(spec.seed),
             held: Vec::new(),
         }
     }
