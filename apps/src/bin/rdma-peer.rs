@@ -94,9 +94,31 @@ fn parse_endpoint(line: &str) -> Option<Peer> {
     })
 }
 
-/// Waits for the relayed line that starts with `prefix` (other lines are ignored).
+/// Tells the other guest this side's endpoint (`me`, and the buffer `addr`/`rkey` it may
+/// access), and waits for its own.
+fn exchange(me: QpEndpoint, addr: u64, rkey: u32) -> Result<Peer, &'static str> {
+    println!(
+        "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
+        me.qpn,
+        me.psn,
+        hexs(&me.gid),
+        hexs(&me.mac),
+        addr,
+        rkey
+    );
+    let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
+    parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?)
+        .ok_or("bad endpoint")
+}
+
+/// Waits [`WAIT`] for the relayed line that starts with `prefix` (other lines are ignored).
 fn wait_line(prefix: &str) -> Option<Vec<u8>> {
-    let deadline = Deadline::after(WAIT);
+    wait_line_for(prefix, WAIT)
+}
+
+/// Waits for a relayed line starting with `prefix`, up to `wait`.
+fn wait_line_for(prefix: &str, wait: Duration) -> Option<Vec<u8>> {
+    let deadline = Deadline::after(wait);
     let mut buf = [0u8; 256];
     loop {
         // A line longer than the buffer is not the one awaited; a timeout ends the wait.
@@ -200,18 +222,7 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
         gid,
         ..qp.endpoint()
     };
-    println!(
-        "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
-        me.qpn,
-        me.psn,
-        hexs(&me.gid),
-        hexs(&me.mac),
-        mr.addr(),
-        mr.rkey()
-    );
-    let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
-    let peer = parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?)
-        .ok_or("bad endpoint")?;
+    let peer = exchange(me, mr.addr(), mr.rkey())?;
     let o = ConnectOptions {
         min_rnr_timer: 1,
         sgid_index,
@@ -395,7 +406,7 @@ mod stress {
     use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
     use rand_xoshiro::SplitMix64;
 
-    use super::{bring_up, hexs, parse_endpoint, wait_line, Dev};
+    use super::{bring_up, exchange, wait_line, wait_line_for, Dev};
 
     /// The server's region the WRITEs land in.
     const REGION: usize = 256 * 1024;
@@ -511,18 +522,7 @@ mod stress {
             gid,
             ..qp.endpoint()
         };
-        println!(
-            "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
-            me.qpn,
-            me.psn,
-            hexs(&me.gid),
-            hexs(&me.mac),
-            mr.addr(),
-            mr.rkey()
-        );
-        let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
-        let peer = parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?)
-            .ok_or("bad endpoint")?;
+        let peer = exchange(me, mr.addr(), mr.rkey())?;
         let o = ConnectOptions {
             min_rnr_timer: 1,
             sgid_index,
@@ -594,22 +594,6 @@ mod stress {
         dev.close().map_err(|_| "teardown")?;
         println!("stress: wall {} ms", t0.elapsed().as_millis());
         Ok(())
-    }
-
-    /// Waits for a relayed line starting with `prefix`, up to `wait`.
-    fn wait_line_for(prefix: &str, wait: Duration) -> Option<Vec<u8>> {
-        let deadline = kernel::time::Deadline::after(wait);
-        let mut buf = [0u8; 256];
-        loop {
-            let n = match kernel::console::read_line(&mut buf, deadline) {
-                Ok(n) => n,
-                Err(kernel::console::ReadLineError::TooLong { .. }) => continue,
-                Err(kernel::console::ReadLineError::Timeout { .. }) => return None,
-            };
-            if buf[..n].starts_with(prefix.as_bytes()) {
-                return Some(buf[..n].to_vec());
-            }
-        }
     }
 
     /// Polls `n` completions; any error completion fails the run.
