@@ -436,18 +436,9 @@ mod stress {
     /// in a row without progress end the QP in RETRY_EXC_ERR.
     const ACK_TIMEOUT: u8 = 14;
 
-    /// SplitMix64 (rand_xoshiro's).
-    struct Rng(SplitMix64);
-    impl Rng {
-        fn new(seed: u64) -> Rng {
-            Rng(SplitMix64::seed_from_u64(seed))
-        }
-        fn next(&mut self) -> u64 {
-            self.0.next_u64()
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
+    /// Uniform in `0..n` (`n > 0`) from SplitMix64 (rand_xoshiro's).
+    fn below(rng: &mut SplitMix64, n: u64) -> u64 {
+        rng.next_u64() % n
     }
 
     /// FNV-1a over `b`.
@@ -633,16 +624,16 @@ mod stress {
             addr: remote.addr + off,
             rkey: remote.rkey,
         };
-        let mut rng = Rng::new(0x5eed_0008);
+        let mut rng = SplitMix64::seed_from_u64(0x5eed_0008);
         let (mut writes, mut reads, mut atomics, mut batch_no) = (0usize, 0usize, 0usize, 0usize);
         while writes < WRITES {
             let n = BATCH.min(WRITES - writes);
             // (source offset, destination offset, length) of each WRITE.
             let plan: Vec<(u64, u64, u32)> = (0..n)
                 .map(|_| {
-                    let len = SIZES[rng.below(SIZES.len() as u64) as usize];
-                    let s = rng.below(REGION as u64 - len as u64 + 1);
-                    let d = rng.below(REGION as u64 - len as u64 + 1);
+                    let len = SIZES[below(&mut rng, SIZES.len() as u64) as usize];
+                    let s = below(&mut rng, REGION as u64 - len as u64 + 1);
+                    let d = below(&mut rng, REGION as u64 - len as u64 + 1);
                     (s, d, len)
                 })
                 .collect();
@@ -653,8 +644,8 @@ mod stress {
             // A READ of some of what the batch wrote, checked against the model, and an
             // atomic: after the WRITEs (RC executes in order), nothing posted after them
             // until they complete (a READ retried after a lost response executes again).
-            let rlen = SIZES[rng.below(SIZES.len() as u64) as usize];
-            let roff = rng.below(REGION as u64 - rlen as u64 + 1);
+            let rlen = SIZES[below(&mut rng, SIZES.len() as u64) as usize];
+            let roff = below(&mut rng, REGION as u64 - rlen as u64 + 1);
             let rd = [mr.sge(RD, rlen)];
             let cas = batch_no % 2 == 1;
             let at_out = [mr.sge(ATOM, 8)];

@@ -267,15 +267,15 @@ enum Source<'a> {
 }
 
 /// Calls `f(bus, at, k)` for each stretch of bytes `[off, end)` of the message made of
-/// `pieces`: `k` bytes at bus address `bus`, message bytes `off + at..off + at + k`. Returns
-/// the bytes visited (short of `end - off` when the pieces end first).
+/// `pieces`: `k` bytes at bus address `bus`, message bytes `off + at..off + at + k`. Fails
+/// as a short source when the pieces end first.
 #[inline]
 fn each_stretch(
     pieces: &[(u64, usize)],
     off: usize,
     end: usize,
     mut f: impl FnMut(u64, usize, usize) -> Result<(), DeliverError>,
-) -> Result<usize, DeliverError> {
+) -> Result<(), DeliverError> {
     let mut at = 0usize;
     let mut moved = 0usize;
     for &(bus, len) in pieces {
@@ -291,7 +291,14 @@ fn each_stretch(
         f(bus + (lo - (at - len)) as u64, moved, k)?;
         moved += k;
     }
-    Ok(moved)
+    if moved == end - off {
+        Ok(())
+    } else {
+        Err(DeliverError::Source(DmaError {
+            addr: 0,
+            len: end - off,
+        }))
+    }
 }
 
 impl RefPayload {
@@ -306,52 +313,41 @@ impl RefPayload {
     ) -> Result<Source<'a>, DeliverError> {
         let short = DeliverError::Source(DmaError { addr: 0, len: n });
         let end = off.checked_add(n).ok_or(short)?;
-        let window = |base: usize, len: usize| {
-            if end > len {
-                Err(short)
-            } else {
-                Ok((base + off, base + end))
-            }
-        };
-        Ok(match self {
-            RefPayload::None if n == 0 => Source::Empty,
-            RefPayload::None => return Err(short),
-            RefPayload::Bytes(b) => Source::Bytes(b.get(off..end).ok_or(short)?),
-            RefPayload::Mem { mem, pieces } => Source::Pieces {
+        let window =
+            |mem: &'a Arc<dyn GuestMemory>, pieces: &'a [(u64, usize)], base: usize, len: usize| {
+                if end > len {
+                    Err(short)
+                } else {
+                    Ok(Source::Pieces {
+                        mem,
+                        pieces,
+                        off: base + off,
+                        end: base + end,
+                    })
+                }
+            };
+        match self {
+            RefPayload::None if n == 0 => Ok(Source::Empty),
+            RefPayload::None => Err(short),
+            RefPayload::Bytes(b) => b.get(off..end).map(Source::Bytes).ok_or(short),
+            RefPayload::Mem { mem, pieces } => Ok(Source::Pieces {
                 mem,
                 pieces,
                 off,
                 end,
-            },
+            }),
             RefPayload::Window {
                 mem,
                 pieces,
                 off: base,
                 len,
-            } => {
-                let (off, end) = window(*base, *len)?;
-                Source::Pieces {
-                    mem,
-                    pieces,
-                    off,
-                    end,
-                }
-            }
+            } => window(mem, pieces, *base, *len),
             RefPayload::Own {
                 pieces,
                 off: base,
                 len,
-            } => {
-                let mem = own.ok_or(short)?;
-                let (off, end) = window(*base, *len)?;
-                Source::Pieces {
-                    mem,
-                    pieces,
-                    off,
-                    end,
-                }
-            }
-        })
+            } => window(own.ok_or(short)?, pieces, *base, *len),
+        }
     }
 
     /// Moves payload bytes `[off, off + n)` to bus address `dst` of `mem`: one
@@ -376,7 +372,7 @@ impl RefPayload {
         };
         let same = same_memory(src_mem, mem);
         let mut bounce = Vec::new();
-        let moved = each_stretch(pieces, off, end, |src, at, k| {
+        each_stretch(pieces, off, end, |src, at, k| {
             let to = dst + at as u64;
             if same {
                 mem.copy(src, to, k).map_err(|e| {
@@ -393,23 +389,17 @@ impl RefPayload {
                     .map_err(DeliverError::Source)?;
                 mem.write(to, &bounce).map_err(DeliverError::Destination)
             }
-        })?;
-        if moved == n {
-            Ok(())
-        } else {
-            Err(DeliverError::Source(DmaError { addr: 0, len: n }))
-        }
+        })
     }
 
     /// Reads payload bytes `[off, off + dst.len())` into `dst`. (The memory of an `Own`
     /// payload is the reader's: `deliver` it instead.)
     pub fn read_into(&self, off: usize, dst: &mut [u8]) -> Result<(), DeliverError> {
-        let n = dst.len();
-        let moved = match self.source(off, n, None)? {
-            Source::Empty => return Ok(()),
+        match self.source(off, dst.len(), None)? {
+            Source::Empty => Ok(()),
             Source::Bytes(b) => {
                 dst.copy_from_slice(b);
-                return Ok(());
+                Ok(())
             }
             Source::Pieces {
                 mem,
@@ -419,12 +409,7 @@ impl RefPayload {
             } => each_stretch(pieces, off, end, |src, at, k| {
                 mem.read(src, &mut dst[at..at + k])
                     .map_err(DeliverError::Source)
-            })?,
-        };
-        if moved == n {
-            Ok(())
-        } else {
-            Err(DeliverError::Source(DmaError { addr: 0, len: n }))
+            }),
         }
     }
 }

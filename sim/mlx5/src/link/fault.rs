@@ -211,25 +211,19 @@ impl fmt::Display for FaultSpec {
     }
 }
 
-/// SplitMix64 (rand_xoshiro's), with the draws the injector makes.
+/// The injector's draws from its SplitMix64 (rand_xoshiro's).
 #[derive(Clone, Debug)]
 struct Rng(SplitMix64);
 
 impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(SplitMix64::seed_from_u64(seed))
-    }
-    fn next(&mut self) -> u64 {
-        self.0.next_u64()
-    }
     /// True with probability `p` (53 random bits against `p`).
     fn chance(&mut self, p: f64) -> bool {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let u = (self.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         u < p
     }
     /// Uniform in `0..n` (n > 0).
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.next_u64() % n
     }
 }
 
@@ -283,7 +277,7 @@ impl FaultInjector {
     pub fn new(spec: FaultSpec) -> FaultInjector {
         FaultInjector {
             spec,
-            rng: Rng::new(spec.seed),
+            rng: Rng(SplitMix64::seed_from_u64(spec.seed)),
             held: Vec::new(),
         }
     }
@@ -305,7 +299,7 @@ impl FaultInjector {
         let mut ev = FaultEvents::default();
         let drop = self.rng.chance(s.drop);
         let corrupt = self.rng.chance(s.corrupt);
-        let corrupt_at = self.rng.next();
+        let corrupt_at = self.rng.0.next_u64();
         let corrupt_xor = 1 + self.rng.below(255) as u8;
         let dup = self.rng.chance(s.dup);
         let reorder = self.rng.chance(s.reorder);

@@ -34,19 +34,16 @@ impl Rng {
     fn new(seed: u64) -> Rng {
         Rng(SplitMix64::seed_from_u64(seed))
     }
-    fn next(&mut self) -> u64 {
-        self.0.next_u64()
-    }
     /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-40 for these `n`).
     fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n.max(1) as u128) >> 64) as u64
+        ((self.0.next_u64() as u128 * n.max(1) as u128) >> 64) as u64
     }
     /// True with probability `ppm` parts per million.
     fn ppm(&mut self, ppm: u32) -> bool {
         self.below(1_000_000) < ppm as u64
     }
     fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
+        (0..n).map(|_| self.0.next_u64() as u8).collect()
     }
 }
 

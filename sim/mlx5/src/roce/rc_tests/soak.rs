@@ -50,7 +50,7 @@ fn soak(seed: u64, messages: u64, mtu: u32, codec: bool) {
                 4 => mtu + 1,
                 _ => gen.below(10 * mtu as u64 + 1) as u32,
             };
-            let imm = (gen.below(2) == 0).then(|| gen.next() as u32);
+            let imm = (gen.below(2) == 0).then(|| gen.0.next_u64() as u32);
             let data = gen.bytes(len as usize);
             let (op, len, buf, e) = match gen.below(10) {
                 0..=2 => {
