@@ -137,8 +137,8 @@ fn hca_fault(v: &str) -> Result<String, mlx5_sim::faults::FaultSpecError> {
 }
 
 /// A wire fault spec, checked by the model's parser (`mlx5-sim --wire-fault`).
-fn wire_fault(v: &str) -> Result<String, mlx5_sim::roce::link::FaultSpecError> {
-    v.parse::<mlx5_sim::roce::link::FaultSpec>()
+fn wire_fault(v: &str) -> Result<String, mlx5_sim::link::FaultSpecError> {
+    v.parse::<mlx5_sim::link::FaultSpec>()
         .map(|_| v.to_string())
 }
 

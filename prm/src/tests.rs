@@ -602,3 +602,17 @@ fn klm_layout_matches_the_entry_offsets() {
     assert_eq!(klm::MKEY.byte_offset(), mkey::KLM_KEY);
     assert_eq!(klm::ADDRESS.byte_offset(), mkey::KLM_VA);
 }
+
+#[test]
+fn wc_status_and_cqe_syndrome_map_both_ways() {
+    use crate::cqe::{syndrome, WcStatus};
+    for &(name, s) in syndrome::ALL {
+        let st = WcStatus::from_syndrome(s);
+        assert_ne!(st, WcStatus::GeneralErr, "{name}");
+        assert_eq!(st.cqe_syndrome(), Some(s), "{name}");
+    }
+    assert_eq!(WcStatus::from_syndrome(0x7f), WcStatus::GeneralErr);
+    for st in [WcStatus::Success, WcStatus::GeneralErr, WcStatus::BadCqe] {
+        assert_eq!(st.cqe_syndrome(), None);
+    }
+}

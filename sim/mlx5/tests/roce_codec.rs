@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use mlx5_sim::roce::pcap::{PcapFile, PcapWriter};
+use mlx5_sim::link::pcap::{PcapFile, PcapWriter};
 use mlx5_sim::roce::{
     decode, Aeth, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode, Opcode, Reth, RoceHeaders,
     UdpHdr,

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{ArgGroup, Parser};
-use mlx5_sim::roce::link::{FaultSpec, StreamAddr};
+use mlx5_sim::link::{FaultSpec, StreamAddr};
 use mlx5_sim::{Bar0Mode, ExecMode, Faults, HcaConfig, Mlx5Function, Mlx5Options, ProxyServer};
 
 const AFTER_HELP: &str = "\
@@ -92,7 +92,7 @@ fn new_file(v: &str) -> Result<PathBuf, String> {
 
 /// `--local`: a MAC or an IP address.
 fn local_addr(v: &str) -> Result<String, String> {
-    mlx5_sim::roce::dump::Local::parse(v)
+    mlx5_sim::link::dump::Local::parse(v)
         .map(|_| v.to_string())
         .ok_or_else(|| "not a MAC or IP address".into())
 }
@@ -290,7 +290,7 @@ fn main() -> ExitCode {
         if let Some(l) = &cli.local {
             words.extend(["--local".to_string(), l.clone()]);
         }
-        return mlx5_sim::roce::dump::decode_pcap_main(&words);
+        return mlx5_sim::link::dump::decode_pcap_main(&words);
     }
     let args = match args_from(cli) {
         Ok(a) => a,
@@ -312,7 +312,7 @@ fn main() -> ExitCode {
         if let Some(path) = &args.wire_pcap {
             // Unbuffered: the process usually ends by a signal when QEMU goes away, and every
             // frame written so far must be in the file.
-            let tap = std::fs::File::create(path).and_then(mlx5_sim::roce::link::PcapTap::new);
+            let tap = std::fs::File::create(path).and_then(mlx5_sim::link::PcapTap::new);
             match tap {
                 Ok(t) => {
                     if !hca.port.set_pcap(t) {
