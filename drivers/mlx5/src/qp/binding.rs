@@ -133,7 +133,9 @@ impl<H: Hal> QueuePair<H> {
 
     /// Releases the regions that only completed WRs referenced. Cheap when nothing is held
     /// for WRs or nothing completed since the last sweep.
-    #[inline]
+    // inline(always): UMR cache reg 1,404 vs 1,435 instructions per MR without it and reserve_sq,
+    // measured together (reg_mr --instructions)
+    #[inline(always)]
     pub(crate) fn sweep(&mut self) {
         if self.auto_live == 0 {
             return;

@@ -631,7 +631,9 @@ impl<H: Hal> QueuePair<H> {
 
     /// Safe layer, step 2: releases completed WRs' region references and checks room for
     /// `wrs` WRs.
-    #[inline]
+    // inline(always): UMR cache reg 1,404 vs 1,435 instructions per MR without it and sweep,
+    // measured together (reg_mr --instructions)
+    #[inline(always)]
     pub(crate) fn reserve_sq(&mut self, wrs: usize) -> Result<()> {
         self.sweep();
         if !self.sq_room(wrs) {
@@ -642,7 +644,9 @@ impl<H: Hal> QueuePair<H> {
 
     /// Safe layer, step 4: one doorbell for the batch (`lone`: the batch is this one WQE of
     /// `bbs` blocks, written in place or not).
-    #[inline]
+    // inline(always): UMR cache reg 1,404 vs 1,428 instructions per MR, dereg 1,296 vs 1,304
+    // (reg_mr --instructions)
+    #[inline(always)]
     pub(crate) fn ring_send(&mut self, last: *const u8, lone: Option<(u32, bool)>) {
         let bf = match lone {
             Some((bbs, in_place)) => self.bf_blocks(bbs, in_place),
