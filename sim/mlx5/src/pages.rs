@@ -231,9 +231,10 @@ use crate::cmd::CmdResult;
 use crate::hca::{fail, get, put, syndrome, Hca};
 use mlx5_prm::{cmd_status, manage_pages_in, manage_pages_out, query_pages_in, query_pages_out};
 
-impl Hca {
-    pub(crate) fn pages_stage(&self) -> PageStage {
-        match self.lifecycle() {
+impl PageStage {
+    /// The page stage of lifecycle state `l`.
+    pub(crate) fn of(l: crate::hca::Lifecycle) -> PageStage {
+        match l {
             crate::hca::Lifecycle::Enabled => PageStage::PreInit,
             crate::hca::Lifecycle::Initialized => PageStage::Initialized,
             _ => PageStage::Released,
@@ -260,7 +261,7 @@ pub(crate) fn cmd_query_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> Cm
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::PAGES_OP_MOD);
     }
     check_function(input)?;
-    let n = hca.pages.query(op_mod, hca.pages_stage());
+    let n = hca.pages.query(op_mod, PageStage::of(hca.lifecycle()));
     put(out, query_pages_out::FUNCTION_ID, 0);
     put(out, query_pages_out::NUM_PAGES, n as u32);
     Ok(())
@@ -275,7 +276,7 @@ pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> C
     }
     check_function(input)?;
     let n = get(input, manage_pages_in::INPUT_NUM_ENTRIES);
-    let stage = hca.pages_stage();
+    let stage = PageStage::of(hca.lifecycle());
     match op_mod {
         manage::CANT_GIVE => {
             hca.pages.cant_give += 1;

@@ -164,14 +164,6 @@ impl UarTable {
     }
 }
 
-impl Hca {
-    /// BlueFlame checking so far: (64-byte blocks compared with the WQE in memory, copies
-    /// found stale or torn).
-    pub fn blueflame_stats(&self) -> (u64, u64) {
-        (self.uars.bf_blocks_checked, self.uars.bf_mismatches)
-    }
-}
-
 /// ALLOC_UAR (0x802).
 pub(crate) fn cmd_alloc_uar(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdResult {
     let Some(idx) = hca.uars.alloc() else {

@@ -292,6 +292,25 @@ impl Hca {
         v
     }
 
+    /// BlueFlame checking so far: (64-byte blocks compared with the WQE in memory, copies
+    /// found stale or torn).
+    pub fn blueflame_stats(&self) -> (u64, u64) {
+        (self.uars.bf_blocks_checked(), self.uars.bf_mismatches())
+    }
+
+    /// The RC transport's event counters of QP `qpn` (requester, responder), or `None` when it
+    /// is not an RC QP with a transport: what the port's counter set sums, per QP (tests and
+    /// tools look at how many packets each half sent, executed and acknowledged).
+    pub fn rc_counters(
+        &self,
+        qpn: u32,
+    ) -> Option<(
+        crate::roce::requester::ReqCounters,
+        crate::roce::responder::RespCounters,
+    )> {
+        Some(self.qps.get(qpn)?.rc.as_ref()?.counters())
+    }
+
     /// The capability pages, to model a device with other capabilities (tests).
     pub fn caps_mut(&mut self) -> &mut Caps {
         &mut self.caps

@@ -158,13 +158,10 @@ pub(crate) struct RcState {
     wx: WriteXlat,
 }
 
-impl Hca {
-    /// The RC transport's event counters of QP `qpn` (requester, responder), or `None` when it
-    /// is not an RC QP with a transport: what the port's counter set sums, per QP (tests and
-    /// tools look at how many packets each half sent, executed and acknowledged).
-    pub fn rc_counters(&self, qpn: u32) -> Option<(ReqCounters, RespCounters)> {
-        let rc = self.qps.get(qpn)?.rc.as_ref()?;
-        Some((*rc.qp.requester.counters(), *rc.qp.responder.counters()))
+impl RcState {
+    /// The transport's event counters (requester, responder).
+    pub(crate) fn counters(&self) -> (ReqCounters, RespCounters) {
+        (*self.qp.requester.counters(), *self.qp.responder.counters())
     }
 }
 
