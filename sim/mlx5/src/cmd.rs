@@ -13,6 +13,7 @@
 //! Every guest access goes through [`GuestMemory`]; a chain is followed for exactly as many
 //! blocks as the length needs, so a looping or runaway chain ends in a delivery error.
 
+use crate::be::{be32, be64};
 use crate::caps::cmdif_checksum;
 use crate::faults::GARBLED_OUTPUT_LENGTH;
 use crate::hca::Hca;
@@ -66,14 +67,6 @@ struct Delivery(u8, &'static str);
 
 fn xor8(b: &[u8]) -> u8 {
     b.iter().fold(0, |x, y| x ^ y)
-}
-
-fn be32(b: &[u8], off: usize) -> u32 {
-    u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-fn be64(b: &[u8], off: usize) -> u64 {
-    (u64::from(be32(b, off)) << 32) | u64::from(be32(b, off + 4))
 }
 
 /// Direction of a mailbox chain (selects the alignment/length delivery statuses).

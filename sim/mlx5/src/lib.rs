@@ -11,6 +11,7 @@
 //! - Data plane: [`mr`], [`cq`], [`qp`], [`wqe`], [`datapath`], [`wire`].
 //! - RoCEv2 frames: [`roce`] (codec, ICRC, pcap).
 
+mod be;
 pub mod caps;
 pub mod cmd;
 pub mod counter;

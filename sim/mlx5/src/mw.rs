@@ -68,10 +68,11 @@
 
 use mlx5_prm::{cqe, mkc, mkey, wqe};
 
+use crate::be::{be16, be32, be64};
 use crate::cmd::field as get;
 use crate::hca::Hca;
 use crate::mr::{Access, Mkey, Translation, ANY_QPN};
-use crate::umr::{be16, be32, be64, parse_head, UmrErr, UmrHead};
+use crate::umr::{parse_head, UmrErr, UmrHead};
 
 /// Vendor syndromes of refused window UMRs (the model's own, like
 /// [`crate::umr::umr_vendor`]).

@@ -884,6 +884,6 @@ pub(crate) fn read_dbr_in<M: std::ops::Deref<Target = dyn crate::memory::GuestMe
 
 /// The (RQ, SQ) producer counters of a doorbell record's 8 bytes.
 fn dbr_counters(b: &[u8; 8]) -> (u16, u16) {
-    let at = |i: usize| u32::from_be_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+    let at = |i: usize| crate::be::be32(b, 4 * i);
     (at(qp_db::RCV_DBR) as u16, at(qp_db::SND_DBR) as u16)
 }

@@ -30,6 +30,7 @@
 
 use mlx5_prm::{cqe, mkc, mkey, wqe};
 
+use crate::be::{be16, be32, be64};
 use crate::datapath::vendor;
 use crate::hca::Hca;
 use crate::mr::{
@@ -71,20 +72,6 @@ const SUPPORTED_MASK: u64 = {
 };
 
 pub(crate) type UmrErr = (u8, u8);
-
-pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4)
-        .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
-}
-
-pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
-    (be32(b, at) as u64) << 32 | be32(b, at + 4) as u64
-}
-
-pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
-    b.get(at..at + 2)
-        .map_or(0, |x| u16::from_be_bytes([x[0], x[1]]))
-}
 
 /// The fixed part of a UMR WQE: ctrl segment (the key in `imm`), UMR ctrl segment, mkey
 /// context segment, then `size - data_at` bytes of data (Linux ib/umr.c

@@ -16,6 +16,7 @@
 //! A receive WQE is an array of data segments, `16 << log_rq_stride` bytes, ended early by a
 //! segment whose lkey is `MLX5_INVALID_LKEY` (rdma-core qp.c:3797).
 
+use crate::be::{be32, be64};
 use mlx5_prm::wqe::{
     self, atomic_seg, ctrl_seg, data_seg, inl_data_seg, opcode, raddr_seg, INLINE_SEG,
     INVALID_LKEY, SEND_WQE_DS,
@@ -171,11 +172,8 @@ impl SendWqe {
 
     /// Parses a WQE from its bytes (at least `ds * 16` of them, the ring wrap already undone).
     pub fn parse(raw: &[u8]) -> Result<SendWqe, WqeError> {
-        let be32 = |at: usize| -> u32 {
-            raw.get(at..at + 4)
-                .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        let be64 = |at: usize| -> u64 { (be32(at) as u64) << 32 | be32(at + 4) as u64 };
+        let be32 = |at: usize| be32(raw, at);
+        let be64 = |at: usize| be64(raw, at);
         if raw.len() < ctrl_seg::SIZE {
             return Err(WqeError::TooShort);
         }

@@ -159,7 +159,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
                 .chunks_exact(mkey::KLM_ENTRY_SIZE)
                 .take(actual as usize)
             {
-                let be32 = |o: usize| u32::from_be_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]]);
+                let be32 = |o: usize| crate::be::be32(e, o);
                 let bcount = u64::from(be32(mkey::KLM_BCOUNT));
                 // Model choice: a zero byte count is refused (no source says what it means).
                 if bcount == 0 || bcount > MAX_KLM_BYTE_COUNT {
