@@ -284,7 +284,7 @@ fn device_memory_is_alive(sim: &SimHal, what: &str) {
                 "{what}: firmware page {a:#x} the device owns was freed"
             );
         }
-        for k in h.mkeys.iter() {
+        for k in h.mkeys().iter() {
             if let Some((_, pages)) = k.mtt_pages() {
                 for p in pages {
                     assert!(

@@ -347,7 +347,7 @@ fn main() {
         CHUNK.as_millis()
     );
     let frames = da.with_hca(|h| {
-        h.port
+        h.port()
             .counters()
             .get(mlx5_sim::roce::counters::Counter::TxRoceUnicastFrames)
     });

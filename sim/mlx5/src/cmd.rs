@@ -294,16 +294,19 @@ fn execute_slot(hca: &mut Hca, queue: CmdQueue, slot: u32) {
         ));
         return;
     }
-    if hca.faults.swallow_commands {
+    if hca.control.faults.swallow_commands {
         hca.trace(format_args!(
             "cmd slot {slot}: fault swallow-commands: entry left to hardware"
         ));
         return;
     }
-    let checksum =
-        hca.caps.general(mlx5_prm::cmd_hca_cap::CMDIF_CHECKSUM) == cmdif_checksum::ENABLED;
+    let checksum = hca
+        .control
+        .caps
+        .general(mlx5_prm::cmd_hca_cap::CMDIF_CHECKSUM)
+        == cmdif_checksum::ENABLED;
 
-    let delivery = match hca.faults.next_delivery_status.take() {
+    let delivery = match hca.control.faults.next_delivery_status.take() {
         Some(st) => Err(Delivery(st, "fault delivery-status")),
         None => deliver(mem, &e, checksum),
     };
@@ -336,14 +339,14 @@ fn execute_slot(hca: &mut Hca, queue: CmdQueue, slot: u32) {
             }
         }
     };
-    if hca.faults.garble_next_output_length {
-        hca.faults.garble_next_output_length = false;
+    if hca.control.faults.garble_next_output_length {
+        hca.control.faults.garble_next_output_length = false;
         e[cmd_layout::OUTLEN..cmd_layout::OUTLEN + 4]
             .copy_from_slice(&GARBLED_OUTPUT_LENGTH.to_be_bytes());
         hca.trace(format_args!("cmd slot {slot}: fault garble-output-length"));
     }
-    if hca.faults.garble_next_token {
-        hca.faults.garble_next_token = false;
+    if hca.control.faults.garble_next_token {
+        hca.control.faults.garble_next_token = false;
         e[cmd_layout::TOKEN] ^= 0xff;
         hca.trace(format_args!("cmd slot {slot}: fault garble-token"));
     }

@@ -81,10 +81,10 @@ impl QCounterTable {
 /// Adds `n` to counter `c` of the set QP `qpn` is attached to, if any (the port's set 0 is
 /// counted by the caller). The data path calls it only when a counter moved.
 pub(crate) fn add_for_qp(hca: &Hca, qpn: u32, c: Counter, n: u64) {
-    let Some(id) = hca.qps.get(qpn).map(|q| q.counter_set) else {
+    let Some(id) = hca.objects.qps.get(qpn).map(|q| q.counter_set) else {
         return;
     };
-    if let Some(set) = hca.qcounters.get(id) {
+    if let Some(set) = hca.objects.qcounters.get(id) {
         set.add(c, n);
     }
 }
@@ -93,13 +93,16 @@ pub(crate) fn add_for_qp(hca: &Hca, qpn: u32, c: Counter, n: u64) {
 pub(crate) fn cmd_alloc_q_counter(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdResult {
     let limit = hca.cap(cmd_hca_cap::MAX_QP_CNT).min(256) as usize;
     // Set 0 takes one of the `max_qp_cnt`.
-    if hca.qcounters.sets.len() + 1 >= limit {
+    if hca.objects.qcounters.sets.len() + 1 >= limit {
         return fail(cmd_status::LIM_ERR, syndrome::Q_COUNTER_LIMIT);
     }
-    let Some(id) = (1..=u8::MAX).find(|i| !hca.qcounters.sets.contains_key(i)) else {
+    let Some(id) = (1..=u8::MAX).find(|i| !hca.objects.qcounters.sets.contains_key(i)) else {
         return fail(cmd_status::LIM_ERR, syndrome::Q_COUNTER_LIMIT);
     };
-    hca.qcounters.sets.insert(id, Arc::new(PortCounters::new()));
+    hca.objects
+        .qcounters
+        .sets
+        .insert(id, Arc::new(PortCounters::new()));
     put(out, alloc_q_counter_out::COUNTER_SET_ID, id.into());
     Ok(())
 }
@@ -107,13 +110,13 @@ pub(crate) fn cmd_alloc_q_counter(hca: &mut Hca, _input: &[u8], out: &mut [u8]) 
 /// DEALLOC_Q_COUNTER (0x772).
 pub(crate) fn cmd_dealloc_q_counter(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
     let id = get(input, dealloc_q_counter_in::COUNTER_SET_ID) as u8;
-    if id == 0 || !hca.qcounters.sets.contains_key(&id) {
+    if id == 0 || !hca.objects.qcounters.sets.contains_key(&id) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::Q_COUNTER_UNKNOWN);
     }
-    if hca.qps.iter().any(|q| q.counter_set == id) {
+    if hca.objects.qps.iter().any(|q| q.counter_set == id) {
         return fail(cmd_status::RES_BUSY, syndrome::Q_COUNTER_BUSY);
     }
-    hca.qcounters.sets.remove(&id);
+    hca.objects.qcounters.sets.remove(&id);
     Ok(())
 }
 
@@ -132,7 +135,7 @@ pub(crate) fn cmd_query_q_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -
     let set = if id == 0 {
         hca.port.counters().clone()
     } else {
-        match hca.qcounters.get(id) {
+        match hca.objects.qcounters.get(id) {
             Some(s) => s.clone(),
             None => return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_COUNTER_SET),
         }

@@ -113,7 +113,7 @@ pub(crate) fn sq_doorbell(
         return None;
     }
     let qpn = ((value as u32) >> 8) & QPN_MASK;
-    match hca.qps.get(qpn) {
+    match hca.objects.qps.get(qpn) {
         Some(q) if q.uar == uar_index => Some(qpn),
         _ => {
             sq_doorbell_ignored(hca, uar_index, offset, value);
@@ -127,7 +127,7 @@ pub(crate) fn sq_doorbell(
 #[inline(never)]
 fn sq_doorbell_ignored(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
     let qpn = ((value as u32) >> 8) & QPN_MASK;
-    match hca.qps.get(qpn) {
+    match hca.objects.qps.get(qpn) {
         None => hca.trace_note(format_args!(
             "SQ doorbell {value:#018x} at UAR {uar_index:#x}+{offset:#x}: no QP {qpn:#x}, ignored"
         )),
@@ -140,6 +140,17 @@ fn sq_doorbell_ignored(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
     }
 }
 
+/// The data path's own state between doorbells: per-doorbell scratch, no device state. One
+/// part of [`crate::hca::Hca`].
+#[derive(Default)]
+pub(crate) struct Doorbells {
+    /// The buffer a send WQE is fetched into, kept between doorbells (zeroing 1 KiB per WQE
+    /// showed in the profile). Only the bytes fetched for the current WQE are ever read.
+    pub(crate) wqe_buf: Option<Box<[u8; MAX_WQE_BYTES]>>,
+    /// A doorbell started this event; the port's clock is not read for it yet (`rcpath::clock`).
+    pub(crate) clock_due: bool,
+}
+
 /// Loopback packets handed to one QP per transport call.
 pub(crate) const LOOP_BATCH: usize = 64;
 
@@ -150,11 +161,11 @@ const RX_PER_POLL: usize = 4096;
 /// work posted to QPs in the error state. The device calls it periodically.
 pub fn poll_wire(hca: &mut Hca) {
     hca.port.tick();
-    hca.clock_due = false;
+    hca.doorbells.clock_due = false;
     let mac = hca.mac();
     hca.port.set_mac(mac);
     if !hca.port.ips_synced() {
-        let ips = hca.vport.roce_v2_ips();
+        let ips = hca.objects.vport.roce_v2_ips();
         hca.port.set_ips(ips);
     }
     for _ in 0..RX_PER_POLL {
@@ -165,8 +176,13 @@ pub fn poll_wire(hca: &mut Hca) {
         run(hca);
     }
     rcpath::timers(hca);
-    for qpn in hca.qps.qpns() {
-        if hca.qps.get(qpn).is_some_and(|q| q.state == qp::state::ERR) {
+    for qpn in hca.objects.qps.qpns() {
+        if hca
+            .objects
+            .qps
+            .get(qpn)
+            .is_some_and(|q| q.state == qp::state::ERR)
+        {
             flush_new_work(hca, qpn);
         }
     }
@@ -178,7 +194,7 @@ pub fn poll_wire(hca: &mut Hca) {
 /// doorbell whose WQEs all execute locally (UMRs) reads no clock.
 #[inline(always)]
 pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
-    hca.clock_due = true;
+    hca.doorbells.clock_due = true;
     if hca.port.loopq.is_empty() && hca.port.kicks.is_empty() {
         // What `run` would do first with nothing else queued (it takes the loopback packets
         // first, then the kicks in order): this queue's turn, without the round trip through
@@ -236,11 +252,12 @@ fn run(hca: &mut Hca) {
 /// Posts every new WQE of QP `qpn`'s send queue to its transport, then lets it send.
 fn sq_post(hca: &mut Hca, qpn: u32) {
     let mut raw = hca
+        .doorbells
         .wqe_buf
         .take()
         .unwrap_or_else(|| Box::new([0u8; MAX_WQE_BYTES]));
     sq_post_in(hca, qpn, &mut raw);
-    hca.wqe_buf = Some(raw);
+    hca.doorbells.wqe_buf = Some(raw);
 }
 
 /// [`sq_post`] fetching each WQE into `raw` (only its first `ds * 16` bytes are used).
@@ -254,7 +271,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
     let mut now = 0;
     loop {
         // Looked up once per WQE (held until the WQE is taken off the ring).
-        let Some(q) = hca.qps.get_mut(qpn) else {
+        let Some(q) = hca.objects.qps.get_mut(qpn) else {
             return;
         };
         let pi = match pi {
@@ -515,7 +532,7 @@ pub(crate) fn fetch_wqe_general(
 
 /// Takes the next receive WQE of QP `qpn` if one is posted: (its bytes' scatter list).
 pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> {
-    let q = hca.qps.get_mut(qpn).ok_or(())?;
+    let q = hca.objects.qps.get_mut(qpn).ok_or(())?;
     let Some(log) = q.rq_log_size else {
         return Ok(None);
     };
@@ -605,7 +622,7 @@ pub(crate) fn flush_cqe(opcode: u8, wqe_opcode: u8, qpn: u32, counter: u16, uidx
 /// Flushes SQ WQEs not executed yet and posted receive WQEs of a QP in ERR.
 pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
     let mem = hca.mem.clone();
-    let Some(q) = hca.qps.get(qpn) else {
+    let Some(q) = hca.objects.qps.get(qpn) else {
         return;
     };
     if q.state != qp::state::ERR {
@@ -622,7 +639,7 @@ pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
             budget = 0; // an impossible counter: nothing to flush
         }
         while budget > 0 {
-            let Some(q) = hca.qps.get_mut(qpn) else {
+            let Some(q) = hca.objects.qps.get_mut(qpn) else {
                 return;
             };
             if q.sq_next == sq_pi {
@@ -640,7 +657,7 @@ pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
             post_cqe(hca, cqn, &c);
         }
     }
-    let Some(q) = hca.qps.get(qpn) else {
+    let Some(q) = hca.objects.qps.get(qpn) else {
         return;
     };
     if q.rq_log_size.is_some() {
@@ -650,7 +667,7 @@ pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
             n = 0; // an impossible counter: nothing to flush
         }
         for _ in 0..n {
-            let Some(q) = hca.qps.get_mut(qpn) else {
+            let Some(q) = hca.objects.qps.get_mut(qpn) else {
                 return;
             };
             let counter = q.rq_ci as u16;

@@ -621,12 +621,12 @@ impl PciFunction for Mlx5Function {
 
     fn set_guest_memory(&mut self, mem: Arc<dyn GuestMemory>) {
         self.bar0.init_segment().set_guest_memory(mem.clone());
-        lock(&self.hca).mem = mem.clone();
+        lock(&self.hca).set_memory(mem.clone());
         self.mem = mem;
     }
 
     fn set_intx(&mut self, intx: Intx) {
-        lock(&self.hca).intx = intx.clone();
+        lock(&self.hca).set_intx(intx.clone());
         self.intx = intx;
     }
 }

@@ -162,10 +162,10 @@ impl EqTable {
 }
 
 fn update_intx(hca: &mut Hca) {
-    if hca.eqs.irq_pending() {
-        hca.intx.raise();
+    if hca.events.eqs.irq_pending() {
+        hca.events.intx.raise();
     } else {
-        hca.intx.lower();
+        hca.events.intx.lower();
     }
 }
 
@@ -189,7 +189,7 @@ pub(crate) fn cmd_create_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdR
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::EQ_PAGE_GEOMETRY);
     }
     let uar = get(ctx, eqc::UAR_PAGE);
-    if !hca.uars.contains(uar) {
+    if !hca.objects.uars.contains(uar) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_BAD_UAR);
     }
     let mut eq = Eq {
@@ -239,12 +239,12 @@ pub(crate) fn cmd_create_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdR
     let limit = 1u32 << hca.cap(cmd_hca_cap::LOG_MAX_EQ);
     let Some(eqn) = (FIRST_EQN..FIRST_EQN + limit)
         .filter_map(|n| u8::try_from(n).ok())
-        .find(|n| !hca.eqs.eqs.contains_key(n))
+        .find(|n| !hca.events.eqs.eqs.contains_key(n))
     else {
         return fail(cmd_status::LIM_ERR, syndrome::EQ_EXHAUSTED);
     };
     eq.eqn = eqn;
-    hca.eqs.eqs.insert(eqn, eq);
+    hca.events.eqs.eqs.insert(eqn, eq);
     put(out, create_eq_out::EQ_NUMBER, eqn.into());
     Ok(())
 }
@@ -256,14 +256,14 @@ fn eqn_of(input: &[u8], f: mlx5_prm::Field) -> u8 {
 /// DESTROY_EQ (0x302).
 pub(crate) fn cmd_destroy_eq(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
     let eqn = eqn_of(input, destroy_eq_in::EQ_NUMBER);
-    if !hca.eqs.eqs.contains_key(&eqn) {
+    if !hca.events.eqs.eqs.contains_key(&eqn) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     }
     // Refused while a CQ sends its completion events here (`cqc.c_eqn`): see `hca::syndrome`.
-    if hca.cqs.uses_eq(eqn.into()) {
+    if hca.objects.cqs.uses_eq(eqn.into()) {
         return fail(cmd_status::RES_BUSY, syndrome::EQ_BUSY);
     }
-    hca.eqs.eqs.remove(&eqn);
+    hca.events.eqs.eqs.remove(&eqn);
     update_intx(hca);
     Ok(())
 }
@@ -271,7 +271,7 @@ pub(crate) fn cmd_destroy_eq(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> Cm
 /// QUERY_EQ (0x303).
 pub(crate) fn cmd_query_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
     let eqn = eqn_of(input, query_eq_in::EQ_NUMBER);
-    let Some(eq) = hca.eqs.get(eqn) else {
+    let Some(eq) = hca.events.eqs.get(eqn) else {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     };
     let at = query_eq_out::EQ_CONTEXT_ENTRY.byte_offset();
@@ -299,7 +299,7 @@ fn write_eqe(hca: &mut Hca, eqn: u32, event_type: u8, sub_type: u8, data: &[u8])
     let Ok(eqn) = u8::try_from(eqn) else {
         return false;
     };
-    let Some(eq) = hca.eqs.eqs.get_mut(&eqn) else {
+    let Some(eq) = hca.events.eqs.eqs.get_mut(&eqn) else {
         return false;
     };
     if eq.used() >= eq.nent() && !eq.oi {
@@ -327,7 +327,7 @@ fn write_eqe(hca: &mut Hca, eqn: u32, event_type: u8, sub_type: u8, data: &[u8])
     if eq.armed || eq.always_armed {
         eq.armed = false;
         eq.irq_pending = true;
-        hca.intx.raise();
+        hca.events.intx.raise();
     }
     true
 }
@@ -343,6 +343,7 @@ pub(crate) fn post_eqe(hca: &mut Hca, eqn: u32, event_type: u8, sub_type: u8, da
 /// [`Hca::post_async_event`].
 pub(crate) fn post_async_event(hca: &mut Hca, event_type: u8, sub_type: u8, data: &[u8]) {
     let targets: Vec<u8> = hca
+        .events
         .eqs
         .eqs
         .values()
@@ -350,11 +351,13 @@ pub(crate) fn post_async_event(hca: &mut Hca, event_type: u8, sub_type: u8, data
         .map(|e| e.eqn)
         .collect();
     for eqn in targets {
-        if !write_eqe(hca, eqn.into(), event_type, sub_type, data) && hca.health.fatal().is_none() {
+        if !write_eqe(hca, eqn.into(), event_type, sub_type, data)
+            && hca.control.health.fatal().is_none()
+        {
             // An async EQ that cannot take the event has overrun: fatal firmware error.
             let synd = health::syndrome::ASYNCHRONOUS_EQ_BUF_OVERRUN;
-            hca.health.set_fatal(synd, 0);
-            hca.faults.fatal_health = Some(synd);
+            hca.control.health.set_fatal(synd, 0);
+            hca.control.faults.fatal_health = Some(synd);
             hca.trace(format_args!(
                 "EQ {eqn} overrun posting event {event_type:#x}: fatal"
             ));
@@ -366,7 +369,7 @@ pub(crate) fn post_async_event(hca: &mut Hca, event_type: u8, sub_type: u8, data
 pub(crate) fn doorbell(hca: &mut Hca, uar: u32, value: u32, arm: bool) {
     let eqn = (value >> 24) as u8;
     let ci = value & COUNTER_MASK;
-    let Some(eq) = hca.eqs.eqs.get_mut(&eqn) else {
+    let Some(eq) = hca.events.eqs.eqs.get_mut(&eqn) else {
         hca.trace(format_args!("EQ doorbell for unknown EQ {eqn}: ignored"));
         return;
     };

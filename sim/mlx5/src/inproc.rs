@@ -139,8 +139,8 @@ impl InProcHca {
         };
         let a = make(mem_a, 1);
         let b = make(mem_b, 2);
-        a.with_hca(|h| h.port = pa);
-        b.with_hca(|h| h.port = pb);
+        a.with_hca(|h| *h.port_mut() = pa);
+        b.with_hca(|h| *h.port_mut() = pb);
         (a, b)
     }
 
@@ -215,7 +215,7 @@ impl InProcHca {
     /// Runs the device's RC timers (retransmit, RNR) on `clock`, which the caller advances
     /// (`None`: the wall clock again); see [`crate::wire::Port::set_clock`].
     pub fn set_clock(&self, clock: Option<crate::wire::VirtualClock>) {
-        self.with_hca(|h| h.port.set_clock(clock));
+        self.with_hca(|h| h.port_mut().set_clock(clock));
     }
 
     /// Flips fault switches (side effects apply at once).

@@ -135,7 +135,7 @@ pub fn window_type(m: &Mkey) -> Option<u8> {
 pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, mw_vendor::MALFORMED);
     let fail = |v: u8| (cqe::syndrome::MW_BIND_ERR, v);
-    let q = hca.qps.get(qpn).ok_or(malformed)?;
+    let q = hca.objects.qps.get(qpn).ok_or(malformed)?;
     let qp_pd = q.pd;
     let UmrHead {
         key,
@@ -150,6 +150,7 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
     let offset = (be32(u, wqe::umr_ctrl_seg::XLT_OFFSET_47_16) as u64) << 16
         | be16(u, wqe::umr_ctrl_seg::TRANSLATION_OFFSET) as u64;
     let w = hca
+        .objects
         .mkeys
         .keys
         .get(&mkey::index(key))
@@ -202,7 +203,7 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
         m.translation = Translation::Klm {
             entries: Vec::new(),
         };
-        hca.mkeys.keys.insert(m.index, m);
+        hca.objects.mkeys.keys.insert(m.index, m);
         return Ok(());
     }
 
@@ -274,6 +275,7 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
         let mr_key = be32(e, mkey::KLM_KEY);
         let addr = be64(e, mkey::KLM_VA);
         let mr = hca
+            .objects
             .mkeys
             .keys
             .get(&mkey::index(mr_key))
@@ -305,7 +307,7 @@ pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr>
     m.len = len as u128;
     m.free = false;
     m.translation = crate::mr::klm_translation(&entries);
-    hca.mkeys.keys.insert(m.index, m);
+    hca.objects.mkeys.keys.insert(m.index, m);
     Ok(())
 }
 
@@ -318,7 +320,7 @@ pub const DEAD_QPN: u32 = 1 << 24;
 /// including a later one that reuses the QPN (see the module documentation: rxe
 /// `rxe_lookup_mw`; model choice for keys other than windows, which rxe does not bind to QPs).
 pub(crate) fn qp_destroyed(hca: &mut Hca, qpn: u32) {
-    for m in hca.mkeys.keys.values_mut() {
+    for m in hca.objects.mkeys.keys.values_mut() {
         if m.qpn == qpn {
             m.qpn = DEAD_QPN;
         }
@@ -328,8 +330,13 @@ pub(crate) fn qp_destroyed(hca: &mut Hca, qpn: u32) {
 /// The responder's SEND_WITH_INVALIDATE on QP `qpn`: invalidates `rkey` (see the module
 /// documentation), or refuses (the responder then NAKs with invalid request).
 pub(crate) fn remote_invalidate(hca: &mut Hca, qpn: u32, rkey: u32) -> Result<(), ()> {
-    let pd = hca.qps.get(qpn).ok_or(())?.pd;
-    let m = hca.mkeys.keys.get_mut(&mkey::index(rkey)).ok_or(())?;
+    let pd = hca.objects.qps.get(qpn).ok_or(())?.pd;
+    let m = hca
+        .objects
+        .mkeys
+        .keys
+        .get_mut(&mkey::index(rkey))
+        .ok_or(())?;
     if m.variant != rkey as u8
         || !m.en_rinval
         || m.free

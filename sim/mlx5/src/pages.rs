@@ -261,7 +261,10 @@ pub(crate) fn cmd_query_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> Cm
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::PAGES_OP_MOD);
     }
     check_function(input)?;
-    let n = hca.pages.query(op_mod, PageStage::of(hca.lifecycle()));
+    let n = hca
+        .control
+        .pages
+        .query(op_mod, PageStage::of(hca.lifecycle()));
     put(out, query_pages_out::FUNCTION_ID, 0);
     put(out, query_pages_out::NUM_PAGES, n as u32);
     Ok(())
@@ -279,7 +282,7 @@ pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> C
     let stage = PageStage::of(hca.lifecycle());
     match op_mod {
         manage::CANT_GIVE => {
-            hca.pages.cant_give += 1;
+            hca.control.pages.cant_give += 1;
             hca.trace(format_args!(
                 "MANAGE_PAGES CANT_GIVE: the driver has no pages for us"
             ));
@@ -295,7 +298,7 @@ pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> C
                 .map(|i| pas.elem(i as u32).get64(input).unwrap_or(0))
                 .collect();
             let mem = hca.mem.clone();
-            match hca.pages.give(&addrs, stage, &*mem) {
+            match hca.control.pages.give(&addrs, stage, &*mem) {
                 Ok(()) => Ok(()),
                 Err(PageError::TooMany) => {
                     fail(cmd_status::BAD_PARAM_ERR, syndrome::PAGES_TOO_MANY)
@@ -317,7 +320,7 @@ pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> C
             if (n as usize) > room {
                 return fail(cmd_status::BAD_OUTP_LEN_ERR, syndrome::PAGES_OUTLEN);
             }
-            let taken = hca.pages.take(n, stage);
+            let taken = hca.control.pages.take(n, stage);
             for (i, a) in taken.iter().enumerate() {
                 let _ = pas.elem(i as u32).set64(out, *a);
             }

@@ -75,7 +75,7 @@ pub type TdTable = NumberTable;
 /// ALLOC_PD (0x800).
 pub(crate) fn cmd_alloc_pd(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdResult {
     let limit = 1u64 << hca.cap(cmd_hca_cap::LOG_MAX_PD);
-    let Some(pd) = hca.pds.alloc(limit) else {
+    let Some(pd) = hca.objects.pds.alloc(limit) else {
         return fail(cmd_status::LIM_ERR, syndrome::PD_EXHAUSTED);
     };
     put(out, alloc_pd_out::PD, pd);
@@ -85,24 +85,24 @@ pub(crate) fn cmd_alloc_pd(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdR
 /// DEALLOC_PD (0x801).
 pub(crate) fn cmd_dealloc_pd(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
     let pd = get(input, dealloc_pd_in::PD);
-    if !hca.pds.contains(pd) {
+    if !hca.objects.pds.contains(pd) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::PD_UNKNOWN);
     }
     // Refused while named by an mkey (`mkc.pd`) or a QP (`qpc.pd`): see `hca::syndrome`.
-    if hca.mkeys.uses_pd(pd) {
+    if hca.objects.mkeys.uses_pd(pd) {
         return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_MKEY);
     }
-    if hca.qps.uses_pd(pd) {
+    if hca.objects.qps.uses_pd(pd) {
         return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_QP);
     }
-    hca.pds.free(pd);
+    hca.objects.pds.free(pd);
     Ok(())
 }
 
 /// ALLOC_TRANSPORT_DOMAIN (0x816).
 pub(crate) fn cmd_alloc_td(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdResult {
     let limit = 1u64 << hca.cap(cmd_hca_cap::LOG_MAX_TRANSPORT_DOMAIN);
-    let Some(td) = hca.tds.alloc(limit) else {
+    let Some(td) = hca.objects.tds.alloc(limit) else {
         return fail(cmd_status::LIM_ERR, syndrome::TD_EXHAUSTED);
     };
     put(out, alloc_transport_domain_out::TRANSPORT_DOMAIN, td);
@@ -113,6 +113,7 @@ pub(crate) fn cmd_alloc_td(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdR
 /// model has neither, so a known TD is never busy.
 pub(crate) fn cmd_dealloc_td(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
     if !hca
+        .objects
         .tds
         .free(get(input, dealloc_transport_domain_in::TRANSPORT_DOMAIN))
     {

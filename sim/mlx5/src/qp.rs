@@ -489,10 +489,10 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     };
     let cqn_snd = get(qpc::CQN_SND, ctx);
     let cqn_rcv = get(qpc::CQN_RCV, ctx);
-    if !no_sq && !hca.cqs.contains(cqn_snd) {
+    if !no_sq && !hca.objects.cqs.contains(cqn_snd) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_CQN_SND));
     }
-    if has_rq && !hca.cqs.contains(cqn_rcv) {
+    if has_rq && !hca.objects.cqs.contains(cqn_rcv) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_CQN_RCV));
     }
     let log_max_sz = hca.cap(cmd_hca_cap::LOG_MAX_QP_SZ);
@@ -537,10 +537,10 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         _ => bad_param(syndrome::PAS_BAD),
     })?;
     let log_max_qp = hca.cap(cmd_hca_cap::LOG_MAX_QP).min(24);
-    if hca.qps.len() as u64 >= 1u64 << log_max_qp {
+    if hca.objects.qps.len() as u64 >= 1u64 << log_max_qp {
         return Err(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_QPS));
     }
-    let qpn = hca.qps.alloc_qpn();
+    let qpn = hca.objects.qps.alloc_qpn();
     let mut saved = [0u8; qpc::BYTES];
     saved.copy_from_slice(&ctx[..qpc::BYTES]);
     let mut q = Qp {
@@ -558,12 +558,12 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     };
     q.reset_runtime();
     if !no_sq {
-        hca.cqs.attach(cqn_snd);
+        hca.objects.cqs.attach(cqn_snd);
     }
     if has_rq {
-        hca.cqs.attach(cqn_rcv);
+        hca.objects.cqs.attach(cqn_rcv);
     }
-    hca.qps.insert(qpn, q);
+    hca.objects.qps.insert(qpn, q);
     let _ = create_qp_out::QPN.set(output, qpn);
     Ok(())
 }
@@ -573,14 +573,15 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
 pub fn destroy_qp(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let qpn = get(destroy_qp_in::QPN, input);
     let q = hca
+        .objects
         .qps
         .remove(qpn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
     if q.sq_log_size.is_some() {
-        hca.cqs.detach(q.cqn_snd);
+        hca.objects.cqs.detach(q.cqn_snd);
     }
     if q.rq_log_size.is_some() {
-        hca.cqs.detach(q.cqn_rcv);
+        hca.objects.cqs.detach(q.cqn_rcv);
     }
     // Windows (and keys) bound to this QP name no QP from now on (crate::mw::qp_destroyed).
     crate::mw::qp_destroyed(hca, qpn);
@@ -591,6 +592,7 @@ pub fn destroy_qp(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult 
 pub fn query_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     let qpn = get(query_qp_in::QPN, input);
     let q = hca
+        .objects
         .qps
         .get(qpn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
@@ -654,6 +656,7 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
     // Every modify input has the QPN at 0x48, the mask at 0x80 and the qpc at 0xc0.
     let qpn = get(qp_2rst_in::QPN, input);
     let cur = hca
+        .objects
         .qps
         .state(qpn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
@@ -663,7 +666,7 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
     if short {
         if to == qp::state::ERR {
             crate::datapath::enter_error(hca, qpn);
-        } else if let Some(q) = hca.qps.get_mut(qpn) {
+        } else if let Some(q) = hca.objects.qps.get_mut(qpn) {
             q.state = qp::state::RST;
             q.reset_runtime();
             // Detached from its Q counter set until a transition names one again.
@@ -690,7 +693,7 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
     let names_counter_set = matches!(opcode, opcode::RST2INIT_QP | opcode::INIT2RTR_QP)
         || (opcode == opcode::RTS2RTS_QP && opt(qp::optpar::COUNTER_SET_ID));
     let counter_set = get(qpc::COUNTER_SET_ID, ctx) as u8;
-    if names_counter_set && !hca.qcounters.exists(counter_set) {
+    if names_counter_set && !hca.objects.qcounters.exists(counter_set) {
         return Err(bad_param(syndrome::BAD_COUNTER_SET));
     }
     match opcode {
@@ -747,6 +750,7 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
     };
 
     let q = hca
+        .objects
         .qps
         .get_mut(qpn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;

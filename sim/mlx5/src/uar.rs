@@ -166,7 +166,7 @@ impl UarTable {
 
 /// ALLOC_UAR (0x802).
 pub(crate) fn cmd_alloc_uar(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdResult {
-    let Some(idx) = hca.uars.alloc() else {
+    let Some(idx) = hca.objects.uars.alloc() else {
         return fail(cmd_status::LIM_ERR, syndrome::UAR_EXHAUSTED);
     };
     put(out, alloc_uar_out::UAR, idx);
@@ -176,20 +176,20 @@ pub(crate) fn cmd_alloc_uar(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> Cmd
 /// DEALLOC_UAR (0x803).
 pub(crate) fn cmd_dealloc_uar(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
     let idx = get(input, dealloc_uar_in::UAR);
-    if !hca.uars.contains(idx) {
+    if !hca.objects.uars.contains(idx) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::UAR_UNKNOWN);
     }
     // Refused while an EQ, CQ or QP context names the page (`uar_page`): see `hca::syndrome`.
-    if hca.eqs.uses_uar(idx) {
+    if hca.events.eqs.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY);
     }
-    if hca.cqs.uses_uar(idx) {
+    if hca.objects.cqs.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY_CQ);
     }
-    if hca.qps.uses_uar(idx) {
+    if hca.objects.qps.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY_QP);
     }
-    hca.uars.free(idx);
+    hca.objects.uars.free(idx);
     Ok(())
 }
 
@@ -203,12 +203,12 @@ pub fn bar_write(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
     if let Ok(b) = <[u8; 8]>::try_from(bytes) {
         if offset & 7 == 0
             && (BF_OFFSET..UAR_PAGE_SIZE as u32).contains(&offset)
-            && hca.uars.contains(page)
+            && hca.objects.uars.contains(page)
         {
             // What `bar_write_other` does with it: `combine` of an 8-byte store, then
             // `blueflame`.
-            if !hca.uars.halves.is_empty() {
-                hca.uars.halves.remove(&(page, offset));
+            if !hca.objects.uars.halves.is_empty() {
+                hca.objects.uars.halves.remove(&(page, offset));
             }
             return blueflame(hca, page, offset, u64::from_be_bytes(b));
         }
@@ -219,7 +219,7 @@ pub fn bar_write(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
 /// [`bar_write`] of any write.
 #[inline(never)]
 fn bar_write_other(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
-    if !hca.uars.contains(page) {
+    if !hca.objects.uars.contains(page) {
         hca.trace(format_args!(
             "write to unallocated UAR page {page} offset {offset:#x}: ignored"
         ));
@@ -274,10 +274,10 @@ fn bf_doorbell(hca: &mut Hca, page: u32, start: u32, v: u64, half: u32) {
     let at = (page, start);
     // The record on this half, looked up once for the whole doorbell (ringing adds or removes
     // none: the datapath keeps no BlueFlame state).
-    let mut slot = hca.uars.burst_at(at);
+    let mut slot = hca.objects.uars.burst_at(at);
     // A new doorbell on this half: a copy still arriving there was abandoned (torn).
     if let Some(i) = slot {
-        let old = &hca.uars.bursts[i];
+        let old = &hca.objects.uars.bursts[i];
         if old.is_copy && old.checked.count_ones() as usize != old.len / 64 {
             let qpn = old.qpn;
             bf_torn(hca, at, qpn);
@@ -292,7 +292,7 @@ fn bf_doorbell(hca: &mut Hca, page: u32, start: u32, v: u64, half: u32) {
     // ds 8, of which 6 bits; Linux include/linux/mlx5/qp.h `mlx5_wqe_ctrl_seg`).
     let ds = (v & 0x3f) as usize;
     let len = (ds * 16).div_ceil(64) * 64;
-    let uars = &mut hca.uars;
+    let uars = &mut hca.objects.uars;
     match (rung, slot) {
         (Some(qpn), Some(i)) if len != 0 && len <= half as usize => {
             // The previous doorbell's record on this half is replaced in place (most
@@ -333,7 +333,7 @@ fn bf_doorbell(hca: &mut Hca, page: u32, start: u32, v: u64, half: u32) {
 #[cold]
 #[inline(never)]
 fn bf_torn(hca: &mut Hca, at: (u32, u32), qpn: u32) {
-    hca.uars.take_burst(at);
+    hca.objects.uars.take_burst(at);
     bf_error(
         hca,
         qpn,
@@ -345,7 +345,7 @@ fn bf_torn(hca: &mut Hca, at: (u32, u32), qpn: u32) {
 #[inline(never)]
 fn bf_qword(hca: &mut Hca, page: u32, start: u32, pos: u32, v: u64) {
     let reg = start + pos;
-    let uars = &mut hca.uars;
+    let uars = &mut hca.objects.uars;
     let Some(b) = uars.burst_at((page, start)) else {
         hca.trace(format_args!(
             "UAR {page}: BlueFlame qword at {reg:#x} without a doorbell on its half: ignored"
@@ -356,7 +356,7 @@ fn bf_qword(hca: &mut Hca, page: u32, start: u32, pos: u32, v: u64) {
     let p = pos as usize;
     if p >= b.len {
         let qpn = b.qpn;
-        hca.uars.take_burst((page, start));
+        hca.objects.uars.take_burst((page, start));
         bf_error(hca, qpn, "BlueFlame copy longer than its WQE's ds");
         return;
     }
@@ -388,9 +388,9 @@ fn bf_qword(hca: &mut Hca, page: u32, start: u32, pos: u32, v: u64) {
     let mut bf = [0u8; 64];
     bf.copy_from_slice(&b.data[block * 64..block * 64 + 64]);
     if done {
-        hca.uars.take_burst((page, start));
+        hca.objects.uars.take_burst((page, start));
     }
-    hca.uars.bf_blocks_checked += 1;
+    hca.objects.uars.bf_blocks_checked += 1;
     match wqe_block(hca, qpn, idx.wrapping_add(block as u16)) {
         Some(mem) if mem == bf => {}
         Some(_) => bf_error(hca, qpn, "BlueFlame block differs from the WQE in memory"),
@@ -400,7 +400,7 @@ fn bf_qword(hca: &mut Hca, page: u32, start: u32, pos: u32, v: u64) {
 
 /// SQ basic block `counter` (wrapping in the ring) of QP `qpn`, read from guest memory.
 fn wqe_block(hca: &Hca, qpn: u32, counter: u16) -> Option<[u8; 64]> {
-    let q = hca.qps.get(qpn)?;
+    let q = hca.objects.qps.get(qpn)?;
     let size = q.sq_size();
     if size == 0 {
         return None;
@@ -414,7 +414,7 @@ fn wqe_block(hca: &Hca, qpn: u32, counter: u16) -> Option<[u8; 64]> {
 /// A BlueFlame copy that is not the WQE in memory: a work queue catastrophic error on the QP
 /// (WQ_CATAS_ERROR event, QP to ERR). Model choice, see the module documentation.
 fn bf_error(hca: &mut Hca, qpn: u32, why: &str) {
-    hca.uars.bf_mismatches += 1;
+    hca.objects.uars.bf_mismatches += 1;
     hca.trace_note(format_args!(
         "QP {qpn:#x}: {why}: work queue catastrophic error"
     ));
@@ -436,19 +436,20 @@ fn combine(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) -> Option<u64> {
     let reg = offset & !7;
     match (offset & 7, bytes.len()) {
         (0, 8) => {
-            if !hca.uars.halves.is_empty() {
-                hca.uars.halves.remove(&(page, reg));
+            if !hca.objects.uars.halves.is_empty() {
+                hca.objects.uars.halves.remove(&(page, reg));
             }
             Some(u64::from_be_bytes(bytes.try_into().ok()?))
         }
         (0, 4) => {
-            hca.uars
+            hca.objects
+                .uars
                 .halves
                 .insert((page, reg), [bytes[0], bytes[1], bytes[2], bytes[3]]);
             None
         }
         (4, 4) => {
-            let Some(hi) = hca.uars.halves.remove(&(page, reg)) else {
+            let Some(hi) = hca.objects.uars.halves.remove(&(page, reg)) else {
                 hca.trace(format_args!(
                     "UAR {page}: low half of the register at {reg:#x} without its high half: ignored"
                 ));
@@ -484,7 +485,7 @@ mod tests {
             Intx::new(),
             Arc::new(HealthState::new()),
         );
-        let page = hca.uars.alloc().unwrap();
+        let page = hca.objects.uars.alloc().unwrap();
         assert_eq!(page, FIRST_UAR);
         let v = 0x1122_3344_5566_7788u64;
         assert_eq!(combine(&mut hca, page, 0x800, &v.to_be_bytes()), Some(v));

@@ -192,7 +192,7 @@ pub(crate) fn execute(
 ) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
     let index = mkey::index(be32(raw, wqe::ctrl_seg::IMM));
-    let m = hca.mkeys.keys.get_mut(&index);
+    let m = hca.objects.mkeys.keys.get_mut(&index);
     if m.as_deref().is_some_and(crate::mw::is_window) {
         return crate::mw::execute(hca, qpn, raw);
     }
@@ -222,7 +222,7 @@ pub(crate) fn execute(
         return Err(malformed);
     }
     let list = raw.get(h.data_at..h.data_at + n).ok_or(malformed)?;
-    apply(m, &hca.pds, &hca.qps, &h, offset, list)
+    apply(m, &hca.objects.pds, &hca.objects.qps, &h, offset, list)
 }
 
 /// [`execute`] of a UMR whose `n = octowords * 16` bytes of translation are read by pointer:
@@ -236,7 +236,7 @@ fn by_pointer(hca: &mut Hca, qpn: u32, qp_pd: u32, offset: u64, raw: &[u8]) -> R
     let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
     let index = mkey::index(h.key);
     let n = h.octowords * 16;
-    check_key(hca.mkeys.keys.get(&index), h.key, h.flags)?;
+    check_key(hca.objects.mkeys.keys.get(&index), h.key, h.flags)?;
     if h.size < h.data_at + wqe::data_seg::SIZE {
         return Err(malformed);
     }
@@ -251,17 +251,18 @@ fn by_pointer(hca: &mut Hca, qpn: u32, qp_pd: u32, offset: u64, raw: &[u8]) -> R
     s.0.resize(n, 0);
     let user = KeyUser { pd: qp_pd, qpn };
     let r = hca
+        .objects
         .mkeys
         .resolve(lkey, addr, n as u64, Access::LOCAL_READ, user)
         .map_err(|_| prot(umr_vendor::XLT_READ))?;
     r.read(&*hca.mem, &mut s.0)
         .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
-    let m = hca.mkeys.keys.get_mut(&index);
+    let m = hca.objects.mkeys.keys.get_mut(&index);
     check_key(m.as_deref(), h.key, h.flags)?;
     let Some(m) = m else {
         return Err(prot(umr_vendor::BAD_KEY));
     };
-    apply(m, &hca.pds, &hca.qps, h, offset, &s.0[..n])
+    apply(m, &hca.objects.pds, &hca.objects.qps, h, offset, &s.0[..n])
 }
 
 /// The update of key `m` (checked by [`check_key`]) by the UMR `h`, whose translation, if any,
@@ -497,7 +498,7 @@ mod tests {
             },
             mkc: [0; mkc::BYTES],
         };
-        hca.mkeys.keys.insert(INDEX, m);
+        hca.objects.mkeys.keys.insert(INDEX, m);
         (hca, pd)
     }
 
@@ -522,7 +523,7 @@ mod tests {
     }
 
     fn key(hca: &Hca) -> &Mkey {
-        hca.mkeys.by_index(INDEX).unwrap()
+        hca.objects.mkeys.by_index(INDEX).unwrap()
     }
 
     fn enable(pd: u32, start: u64, len: u64) -> impl Fn(&mut [u8]) {
@@ -642,7 +643,7 @@ mod tests {
         );
         assert!(key(&hca).free);
         // A translation for a key that is not MTT.
-        if let Some(m) = hca.mkeys.keys.get_mut(&INDEX) {
+        if let Some(m) = hca.objects.mkeys.keys.get_mut(&INDEX) {
             m.translation = Translation::Pa;
         }
         assert_eq!(
@@ -650,7 +651,7 @@ mod tests {
             Err((cqe::syndrome::LOCAL_PROT_ERR, umr_vendor::XLT_MODE))
         );
         // The well-formed one passes on the MTT key.
-        if let Some(m) = hca.mkeys.keys.get_mut(&INDEX) {
+        if let Some(m) = hca.objects.mkeys.keys.get_mut(&INDEX) {
             m.translation = Translation::Mtt {
                 page_shift: 12,
                 entries: vec![MttEntry(0); 4],

@@ -218,9 +218,17 @@ pub(crate) fn cmd_query_nic_vport_context(
     check_own_vport(input)?;
     let at = query_nic_vport_context_out::NIC_VPORT_CONTEXT.byte_offset();
     let ctx = &mut out[at..at + nic_vport_context::BYTES];
-    put(ctx, nic_vport_context::ROCE_EN, hca.vport.roce_en.into());
-    put(ctx, linux_layout::nic_vport_context::MTU, hca.vport.mtu);
-    let m = hca.vport.mac;
+    put(
+        ctx,
+        nic_vport_context::ROCE_EN,
+        hca.objects.vport.roce_en.into(),
+    );
+    put(
+        ctx,
+        linux_layout::nic_vport_context::MTU,
+        hca.objects.vport.mtu,
+    );
+    let m = hca.objects.vport.mac;
     put(
         ctx,
         linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_47_32,
@@ -263,10 +271,10 @@ pub(crate) fn cmd_modify_nic_vport_context(
         if mtu == 0 {
             return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_MTU);
         }
-        hca.vport.mtu = mtu;
+        hca.objects.vport.mtu = mtu;
     }
     if get(fs, modify_nic_vport_field_select::ROCE_EN) != 0 {
-        hca.vport.roce_en = get(ctx, nic_vport_context::ROCE_EN) != 0;
+        hca.objects.vport.roce_en = get(ctx, nic_vport_context::ROCE_EN) != 0;
     }
     Ok(())
 }
@@ -278,7 +286,7 @@ fn gid_index(
     port: Field,
 ) -> Result<usize, crate::cmd::CmdError> {
     let idx = get(input, index);
-    if idx as usize >= hca.vport.gids.len() {
+    if idx as usize >= hca.objects.vport.gids.len() {
         return Err(crate::cmd::CmdError::new(
             cmd_status::IX_ERR,
             syndrome::GID_INDEX,
@@ -306,7 +314,7 @@ pub(crate) fn cmd_query_roce_address(hca: &mut Hca, input: &[u8], out: &mut [u8]
         query_roce_address_in::ROCE_ADDRESS_INDEX,
         query_roce_address_in::VHCA_PORT_NUM,
     )?;
-    if let Some(a) = hca.vport.gids[idx] {
+    if let Some(a) = hca.objects.vport.gids[idx] {
         let at = query_roce_address_out::ROCE_ADDRESS.byte_offset();
         out[at..at + a.len()].copy_from_slice(&a);
     }
@@ -333,9 +341,9 @@ pub(crate) fn cmd_set_roce_address(hca: &mut Hca, input: &[u8], _out: &mut [u8])
     let gid_set = a[f.byte_offset()..f.byte_offset() + 16]
         .iter()
         .any(|&b| b != 0);
-    hca.vport.gids[idx] = gid_set.then_some(a);
+    hca.objects.vport.gids[idx] = gid_set.then_some(a);
     // The port's destination filter follows the GID table.
-    let ips = hca.vport.roce_v2_ips();
+    let ips = hca.objects.vport.roce_v2_ips();
     hca.port.set_ips(ips);
     Ok(())
 }

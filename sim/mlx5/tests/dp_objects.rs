@@ -143,7 +143,7 @@ fn mkey_translation_checks_bounds_access_pd_variant() {
     let key = e.mkey(buf + 0x10, 3 * 4096, LR | RR);
     let pd = e.pd;
     e.dev().with_hca(|h| {
-        let t = &h.mkeys;
+        let t = h.mkeys();
         assert_eq!(
             t.translate(key, buf + 0x10, 3 * 4096, Access::LOCAL_READ, pd),
             Ok(vec![(buf + 0x10, 3 * 4096)]),
@@ -180,7 +180,7 @@ fn mkey_translation_checks_bounds_access_pd_variant() {
     e.destroy_mkey(key).ok();
     e.dev().with_hca(|h| {
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .translate(key, buf + 0x10, 8, Access::LOCAL_READ, pd),
             Err(MrFault::UnknownKey)
         );
@@ -203,7 +203,7 @@ fn mtt_pages_map_scattered_bus_pages() {
     let key = mkey::from_index(d.get(create_mkey_out::MKEY_INDEX), 9);
     let pd = e.pd;
     let pieces = e.dev().with_hca(|h| {
-        h.mkeys
+        h.mkeys()
             .translate(key, iova + 4000, 200, Access::LOCAL_WRITE, pd)
             .unwrap()
     });

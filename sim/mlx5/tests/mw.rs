@@ -193,7 +193,7 @@ fn env() -> Env {
 /// A window's state on the device: (free, variant, qpn, start, len, access).
 fn state(e: &Env, key: u32) -> (bool, u8, u32, u64, u128, Access) {
     e.dev().with_hca(|h| {
-        let m = h.mkeys.by_index(key >> 8).expect("window");
+        let m = h.mkeys().by_index(key >> 8).expect("window");
         (m.free, m.variant, m.qpn, m.start, m.len, m.access)
     })
 }
@@ -209,8 +209,8 @@ fn create_mkey_makes_windows_and_still_refuses_empty_keys_that_are_not_free() {
     let w1 = window(&mut e, pd, 1);
     let w2 = window(&mut e, pd, 2);
     e.dev().with_hca(|h| {
-        assert_eq!(window_type(h.mkeys.by_index(w1 >> 8).unwrap()), Some(1));
-        assert_eq!(window_type(h.mkeys.by_index(w2 >> 8).unwrap()), Some(2));
+        assert_eq!(window_type(h.mkeys().by_index(w1 >> 8).unwrap()), Some(1));
+        assert_eq!(window_type(h.mkeys().by_index(w2 >> 8).unwrap()), Some(2));
     });
     // An empty KLMS key that is not free, or without umr_en, stays refused.
     let m = create_mkey_in::MEMORY_KEY_MKEY_ENTRY;
@@ -227,7 +227,7 @@ fn create_mkey_makes_windows_and_still_refuses_empty_keys_that_are_not_free() {
     // A free window key resolves to nothing.
     e.dev().with_hca(|h| {
         assert_eq!(
-            h.mkeys.translate(w2, 0, 1, Access::REMOTE_READ, pd).err(),
+            h.mkeys().translate(w2, 0, 1, Access::REMOTE_READ, pd).err(),
             Some(MrFault::Free)
         );
     });
@@ -272,7 +272,7 @@ fn type2_bind_on_a_qp_without_fre_then_rdma_then_local_inv() {
     e.dev().with_hca(|h| {
         let user = mlx5_sim::mr::KeyUser { pd, qpn: bqpn };
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(w, buf + 4096, 1, Access::REMOTE_READ, user)
                 .err(),
             Some(MrFault::VariantMismatch)
@@ -280,20 +280,20 @@ fn type2_bind_on_a_qp_without_fre_then_rdma_then_local_inv() {
         // Remote access only through the bound QP (mkc.qpn).
         let other = mlx5_sim::mr::KeyUser { pd, qpn: t.a.qpn };
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(rkey, buf + 4096, 1, Access::REMOTE_READ, other)
                 .err(),
             Some(MrFault::QpMismatch)
         );
         // Bounds: the window, not the MR.
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(rkey, buf + 4095, 1, Access::REMOTE_READ, user)
                 .err(),
             Some(MrFault::OutOfBounds)
         );
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(rkey, buf + 8192, 1, Access::REMOTE_READ, user)
                 .err(),
             Some(MrFault::OutOfBounds)
@@ -590,14 +590,14 @@ fn type2_window_of_a_destroyed_qp_grants_nothing_to_a_qp_reusing_its_qpn() {
     e.dev().with_hca(|h| {
         let user = mlx5_sim::mr::KeyUser { pd, qpn: bqpn };
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(rkey, buf, 1, Access::REMOTE_WRITE, user)
                 .err(),
             Some(MrFault::QpMismatch)
         );
     });
     // A new QP of the same PD with the dead QP's number, connected to a.
-    e.dev().with_hca(|h| h.qps.set_next_qpn(bqpn));
+    e.dev().with_hca(|h| h.qps_mut().set_next_qpn(bqpn));
     let cc = e.cq(6);
     let c = e.qp(&cc, &cc, 6, 4);
     assert_eq!(c.qpn, bqpn, "the QPN is reused");
@@ -622,7 +622,7 @@ fn type2_window_of_a_destroyed_qp_grants_nothing_to_a_qp_reusing_its_qpn() {
         let mut dq = input(opcode::DESTROY_QP, 0, destroy_qp_in::BYTES);
         set(&mut dq, destroy_qp_in::QPN, old.qpn);
         e.raw.exec(&dq, 16).ok();
-        e.dev().with_hca(|h| h.qps.set_next_qpn(bqpn));
+        e.dev().with_hca(|h| h.qps_mut().set_next_qpn(bqpn));
         let cq = e.cq(6);
         let q = e.qp(&cq, &cq, 6, 4);
         assert_eq!(q.qpn, bqpn, "the QPN is reused again");
@@ -692,7 +692,7 @@ fn type1_windows_rebind_unbind_and_refuse_local_inv() {
         for qpn in [t.a.qpn, t.b.qpn] {
             let u = mlx5_sim::mr::KeyUser { pd, qpn };
             assert!(h
-                .mkeys
+                .mkeys()
                 .resolve(r2, buf + 64, 128, Access::REMOTE_WRITE, u)
                 .is_ok());
         }

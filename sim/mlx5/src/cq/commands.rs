@@ -57,13 +57,13 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         _ => bad(syndrome::PAS_BAD),
     })?;
     let log_max = hca.cap(cmd_hca_cap::LOG_MAX_CQ).min(24);
-    if hca.cqs.cqs.len() as u64 >= 1u64 << log_max {
+    if hca.objects.cqs.cqs.len() as u64 >= 1u64 << log_max {
         return Err(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_CQS));
     }
-    let cqn = hca.cqs.alloc_cqn();
+    let cqn = hca.objects.cqs.alloc_cqn();
     let mut saved = [0u8; cqc::BYTES];
     saved.copy_from_slice(&ctx[..cqc::BYTES]);
-    hca.cqs.cqs.insert(
+    hca.objects.cqs.cqs.insert(
         cqn,
         Cq {
             cqn,
@@ -96,6 +96,7 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
 pub fn destroy_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let cqn = get(destroy_cq_in::CQN, input);
     let cq = hca
+        .objects
         .cqs
         .cqs
         .get(&cqn)
@@ -103,7 +104,7 @@ pub fn destroy_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult 
     if cq.users != 0 {
         return Err(err(cmd_status::RES_BUSY, syndrome::CQ_IN_USE));
     }
-    hca.cqs.cqs.remove(&cqn);
+    hca.objects.cqs.cqs.remove(&cqn);
     Ok(())
 }
 
@@ -135,6 +136,7 @@ pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let log_max = hca.cap(cmd_hca_cap::LOG_MAX_CQ_SZ);
     let mem = hca.mem.clone();
     let cq = hca
+        .objects
         .cqs
         .cqs
         .get_mut(&cqn)
@@ -219,6 +221,7 @@ pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
 pub fn query_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     let cqn = get(query_cq_in::CQN, input);
     let cq = hca
+        .objects
         .cqs
         .cqs
         .get(&cqn)

@@ -373,7 +373,7 @@ pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe, now: u64) -> boo
         faults.duplicate_next_cqe = false;
         f
     };
-    let Some(cq) = hca.cqs.cqs.get_mut(&cqn) else {
+    let Some(cq) = hca.objects.cqs.cqs.get_mut(&cqn) else {
         return false;
     };
     if cq.in_error {
@@ -392,7 +392,7 @@ pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe, now: u64) -> boo
 pub fn arm_doorbell(hca: &mut Hca, value: u64) {
     let cqn = (value as u32) & INDEX_MASK;
     let hi = (value >> 32) as u32;
-    let Some(cq) = hca.cqs.cqs.get_mut(&cqn) else {
+    let Some(cq) = hca.objects.cqs.cqs.get_mut(&cqn) else {
         hca.trace_note(format_args!(
             "CQ arm doorbell for unknown CQ {cqn:#x} ignored"
         ));

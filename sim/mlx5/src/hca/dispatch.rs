@@ -46,7 +46,7 @@ impl Hca {
             };
             return fail(cmd_status::BAD_SYS_STATE_ERR, syn);
         }
-        if spec.boot_pages && !self.pages.boot_satisfied() {
+        if spec.boot_pages && !self.control.pages.boot_satisfied() {
             return fail(cmd_status::NO_RES_ERR, syndrome::NO_BOOT_PAGES);
         }
         match spec.handler {

@@ -25,7 +25,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_PD));
     }
     let qpn = get(mkc::QPN, ctx);
-    if qpn != ANY_QPN && !hca.qps.contains(qpn) {
+    if qpn != ANY_QPN && !hca.objects.qps.contains(qpn) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_QPN));
     }
     let start = mkc::START_ADDR.get_u64(ctx).unwrap_or(0);
@@ -188,10 +188,11 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
 
     let log_max_mkey = hca.cap(cmd_hca_cap::LOG_MAX_MKEY).min(24);
     let limit = 1u32 << log_max_mkey;
-    if hca.mkeys.keys.len() as u64 >= limit as u64 {
+    if hca.objects.mkeys.keys.len() as u64 >= limit as u64 {
         return Err(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_MKEYS));
     }
     let index = hca
+        .objects
         .mkeys
         .alloc_index(limit)
         .ok_or(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_MKEYS))?;
@@ -224,7 +225,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
         translation,
         mkc: saved,
     };
-    hca.mkeys.keys.insert(index, m);
+    hca.objects.mkeys.keys.insert(index, m);
     let _ = create_mkey_out::MKEY_INDEX.set(output, index);
     Ok(())
 }
@@ -232,7 +233,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
 /// DESTROY_MKEY (opcode 0x202): takes `mkey_index = mkey >> 8`.
 pub fn destroy_mkey(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let index = get(destroy_mkey_in::MKEY_INDEX, input);
-    match hca.mkeys.keys.remove(&index) {
+    match hca.objects.mkeys.keys.remove(&index) {
         Some(_) => Ok(()),
         None => Err(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_MKEY)),
     }
@@ -243,6 +244,7 @@ pub fn destroy_mkey(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResul
 pub fn query_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     let index = get(query_mkey_in::MKEY_INDEX, input);
     let m = hca
+        .objects
         .mkeys
         .keys
         .get(&index)

@@ -27,12 +27,12 @@ pub(super) struct Env<'a, 'b, 'r> {
 }
 
 pub(super) fn user_of(hca: &Hca, qpn: u32) -> KeyUser {
-    let pd = hca.qps.get(qpn).map_or(0, |q| q.pd);
+    let pd = hca.objects.qps.get(qpn).map_or(0, |q| q.pd);
     KeyUser { pd, qpn }
 }
 
 pub(super) fn payload_of(hca: &Hca, qpn: u32, wr: u64) -> Result<&WrPayload, LocalFault> {
-    let q = hca.qps.get(qpn).ok_or(LocalFault)?;
+    let q = hca.objects.qps.get(qpn).ok_or(LocalFault)?;
     let slot = q.wrs.iter().find(|s| s.wr_id == wr).ok_or(LocalFault)?;
     slot.payload.as_ref().ok_or(LocalFault)
 }
@@ -117,6 +117,7 @@ impl Env<'_, '_, '_> {
             };
             let whole = len + ahead;
             let Ok(r) = hca
+                .objects
                 .mkeys
                 .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
             else {
@@ -133,7 +134,7 @@ impl Env<'_, '_, '_> {
                 Ok::<(), ()>(())
             });
             (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, va + whole, (0, 0));
-            wx.generation = hca.mkeys.generation();
+            wx.generation = hca.objects.mkeys.generation();
         }
         let (mem, rx) = (&hca.mem, self.rx);
         // The payload's bus pieces in this same memory (loopback, a shared-memory pair).
@@ -320,7 +321,7 @@ impl RespMemory for Env<'_, '_, '_> {
         // checks would pass again (each only looks at the key, the QP and whether the range
         // lies within the key and its pages, and a range within one that passed does), and the
         // translation kept is the one they would give.
-        let gen = hca.mkeys.generation();
+        let gen = hca.objects.mkeys.generation();
         if write
             && len > 0
             && self.wx.generation == gen
@@ -333,6 +334,7 @@ impl RespMemory for Env<'_, '_, '_> {
         }
         let user = user_of(hca, self.qpn);
         let r = hca
+            .objects
             .mkeys
             .resolve(rkey, va, len, remote_access(access), user)
             .map_err(|_| AccessFault)?;
@@ -373,6 +375,7 @@ impl RespMemory for Env<'_, '_, '_> {
         }
         let user = user_of(hca, self.qpn);
         let r = hca
+            .objects
             .mkeys
             .resolve(rkey, va, src.len() as u64, Access::REMOTE_WRITE, user)
             .map_err(|_| AccessFault)?;
@@ -469,6 +472,7 @@ impl RespMemory for Env<'_, '_, '_> {
             };
             let user = user_of(hca, self.qpn);
             let Ok(r) = hca
+                .objects
                 .mkeys
                 .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
             else {
@@ -481,7 +485,7 @@ impl RespMemory for Env<'_, '_, '_> {
                 Ok::<(), ()>(())
             });
             (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, wend, (0, 0));
-            wx.generation = hca.mkeys.generation();
+            wx.generation = hca.objects.mkeys.generation();
         }
         let Some(d) = self.wx.at_piece(va, len64) else {
             return false;
@@ -504,6 +508,7 @@ impl RespMemory for Env<'_, '_, '_> {
         let hca: &mut Hca = &mut guard;
         let user = user_of(hca, self.qpn);
         let r = hca
+            .objects
             .mkeys
             .resolve(rkey, va, dst.len() as u64, Access::REMOTE_READ, user)
             .map_err(|_| AccessFault)?;
@@ -516,6 +521,7 @@ impl RespMemory for Env<'_, '_, '_> {
         let hca: &mut Hca = &mut guard;
         let user = user_of(hca, self.qpn);
         let r = hca
+            .objects
             .mkeys
             .resolve(rkey, va, 8, Access::REMOTE_ATOMIC, user)
             .map_err(|_| AccessFault)?;
@@ -546,7 +552,7 @@ impl RespMemory for Env<'_, '_, '_> {
         self.settle();
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
-        let ci = hca.qps.get(self.qpn).map(|q| q.rq_ci);
+        let ci = hca.objects.qps.get(self.qpn).map(|q| q.rq_ci);
         self.recv = match (ci, next_recv(hca, self.qpn)) {
             (Some(ci), Ok(Some(r))) => Some((ci, r)),
             _ => None,
@@ -560,7 +566,7 @@ impl RespMemory for Env<'_, '_, '_> {
         let hca: &mut Hca = &mut guard;
         // The WQE this packet's recv_ready read (guest memory does not change within one
         // device event), if the RQ has not moved on since; else read it now.
-        let ci = hca.qps.get(self.qpn).map(|q| q.rq_ci);
+        let ci = hca.objects.qps.get(self.qpn).map(|q| q.rq_ci);
         let r = match self.recv.take() {
             Some((at, r)) if Some(at) == ci => r,
             _ => match next_recv(hca, self.qpn) {
@@ -578,6 +584,7 @@ impl RespMemory for Env<'_, '_, '_> {
             let (a, z) = (at.max(lo), (at + s.len).min(hi));
             if a < z {
                 let res = hca
+                    .objects
                     .mkeys
                     .resolve(s.lkey, s.addr + (a - at), z - a, Access::LOCAL_WRITE, user)
                     .map_err(|_| RecvFault::Protection)?;
@@ -624,14 +631,14 @@ impl Completions for Env<'_, '_, '_> {
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
         let qpn = self.qpn;
-        let Some(q) = hca.qps.get_mut(qpn) else {
+        let Some(q) = hca.objects.qps.get_mut(qpn) else {
             return;
         };
         let (cqn, uidx) = (q.cqn_snd, q.user_index);
         let flushing = status != WcStatus::Success || q.state == qp::state::ERR;
         // Each CQE is posted as its slot leaves the queue (no list of them is built).
         loop {
-            let Some(q) = hca.qps.get_mut(qpn) else {
+            let Some(q) = hca.objects.qps.get_mut(qpn) else {
                 return;
             };
             let Some(s) = q.wrs.front() else {
@@ -699,7 +706,7 @@ impl Completions for Env<'_, '_, '_> {
                 break;
             }
         }
-        let Some(q) = hca.qps.get_mut(qpn) else {
+        let Some(q) = hca.objects.qps.get_mut(qpn) else {
             return;
         };
         if status == WcStatus::Success
@@ -724,7 +731,7 @@ impl Completions for Env<'_, '_, '_> {
         let mut guard = self.cell.borrow_mut();
         let hca: &mut Hca = &mut guard;
         let qpn = self.qpn;
-        let Some(q) = hca.qps.get_mut(qpn) else {
+        let Some(q) = hca.objects.qps.get_mut(qpn) else {
             return;
         };
         let (cqn, uidx, remote) = (q.cqn_rcv, q.user_index, q.remote_qpn);

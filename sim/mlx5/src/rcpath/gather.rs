@@ -37,6 +37,7 @@ pub(crate) fn work_request(
 ) -> Result<(WorkRequest, u32, WrPayload), (u8, u8)> {
     use mlx5_prm::wqe::opcode::*;
     let q = hca
+        .objects
         .qps
         .get(qpn)
         .ok_or((cqe::syndrome::LOCAL_QP_OP_ERR, vendor::MALFORMED_WQE))?;
@@ -46,7 +47,7 @@ pub(crate) fn work_request(
     let total = w.total_len();
     // Every lkey checked and every piece proved guest memory, before any byte moves.
     // Collected in a reused scratch vector, then allocated once as the shared slice.
-    let generation = hca.mkeys.generation();
+    let generation = hca.objects.mkeys.generation();
     let pieces_of = |gathers: &[Gather], access| -> Result<Pieces, (u8, u8)> {
         let one = match gathers {
             [Gather::Data { len, lkey, addr }] => Some((*len, *lkey, *addr)),
@@ -74,6 +75,7 @@ pub(crate) fn work_request(
             for g in gathers {
                 if let Gather::Data { len, lkey, addr } = *g {
                     let r = hca
+                        .objects
                         .mkeys
                         .resolve(lkey, addr, len, access, user)
                         .map_err(prot)?;

@@ -401,11 +401,11 @@ fn req_config(q: &crate::qp::Qp, sq_psn: u32) -> ReqConfig {
 /// Builds or updates QP `qpn`'s transport after a state transition (`to`, by `opcode`): the
 /// responder at RTR, the requester at RTS; dropped at RESET.
 pub(crate) fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
-    let hdr = match hca.qps.get(qpn) {
+    let hdr = match hca.objects.qps.get(qpn) {
         Some(q) => frame_headers(hca, q),
         None => return,
     };
-    let Some(q) = hca.qps.get_mut(qpn) else {
+    let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };
     match (from, to) {
@@ -461,7 +461,7 @@ use outbox::*;
 /// Adds a slot to QP `qpn`'s SQ record and posts `wr` (if any) to its requester. A refused
 /// post turns the slot into a local failure.
 pub(crate) fn push_slot(hca: &mut Hca, qpn: u32, mut slot: WrSlot, wr: Option<WorkRequest>) {
-    let Some(q) = hca.qps.get_mut(qpn) else {
+    let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };
     if let (Some(wr), Some(rc)) = (wr, q.rc.as_mut()) {
@@ -482,7 +482,7 @@ pub(crate) fn push_slot(hca: &mut Hca, qpn: u32, mut slot: WrSlot, wr: Option<Wo
 /// [`retire_local`]. (With nothing ahead, the send queue loop writes its CQE, if signaled, at
 /// once: exactly the next of the SQ in order, what [`retire_local`] would write for it.)
 pub(crate) fn push_local_done_behind(hca: &mut Hca, qpn: u32, slot: WrSlot) {
-    if let Some(q) = hca.qps.get_mut(qpn) {
+    if let Some(q) = hca.objects.qps.get_mut(qpn) {
         q.wrs.push_back(slot);
     }
 }
@@ -503,9 +503,9 @@ pub(crate) fn transport_idle(q: &Qp) -> bool {
 /// the event (every transport call of one event sees the same time), as when it was read at
 /// the doorbell.
 pub(crate) fn clock(hca: &mut Hca) {
-    if hca.clock_due {
+    if hca.doorbells.clock_due {
         hca.port.tick();
-        hca.clock_due = false;
+        hca.doorbells.clock_due = false;
     }
 }
 
@@ -513,7 +513,7 @@ pub(crate) fn clock(hca: &mut Hca) {
 /// failure moves the QP to ERR.
 pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
     loop {
-        let Some(q) = hca.qps.get_mut(qpn) else {
+        let Some(q) = hca.objects.qps.get_mut(qpn) else {
             return;
         };
         let (cqn, uidx) = (q.cqn_snd, q.user_index);
@@ -547,7 +547,7 @@ pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
 
 /// Lets QP `qpn`'s requester send what it may and run its timers.
 pub(crate) fn pump(hca: &mut Hca, qpn: u32) {
-    let Some(q) = hca.qps.get(qpn) else {
+    let Some(q) = hca.objects.qps.get(qpn) else {
         return;
     };
     if transport_idle(q) {
@@ -567,8 +567,8 @@ pub(crate) fn pump(hca: &mut Hca, qpn: u32) {
 /// Runs the timers of every QP whose deadline passed.
 pub(crate) fn timers(hca: &mut Hca) {
     let now = hca.port.now_ns();
-    for qpn in hca.qps.qpns() {
-        let due = hca.qps.get(qpn).is_some_and(|q| {
+    for qpn in hca.objects.qps.qpns() {
+        let due = hca.objects.qps.get(qpn).is_some_and(|q| {
             matches!(q.state, qp::state::RTR | qp::state::RTS)
                 && q.rc
                     .as_ref()
@@ -589,7 +589,7 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
         return;
     };
     let qpn = first.bth.dest_qp;
-    let Some(q) = hca.qps.get_mut(qpn) else {
+    let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };
     if q.rc.is_none() {
@@ -745,7 +745,7 @@ fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&Re
         return;
     };
     let request = info.is_request();
-    let Some(q) = hca.qps.get_mut(qpn) else {
+    let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };
     let ok = q.rc.is_some()
@@ -775,7 +775,7 @@ fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&Re
 /// Moves QP `qpn` to ERR: the transport flushes the posted work requests, then every other
 /// outstanding WQE of both queues completes with WR_FLUSH_ERR.
 pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
-    let Some(q) = hca.qps.get_mut(qpn) else {
+    let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };
     q.state = qp::state::ERR;
@@ -795,12 +795,12 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
         };
         rc.qp.set_error(&mut env);
         hca = cell.into_inner();
-        if let Some(q) = hca.qps.get_mut(qpn) {
+        if let Some(q) = hca.objects.qps.get_mut(qpn) {
             q.rc = Some(rc);
         }
     }
     // Whatever the transport did not own.
-    let Some(q) = hca.qps.get_mut(qpn) else {
+    let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };
     let (cqn, uidx) = (q.cqn_snd, q.user_index);

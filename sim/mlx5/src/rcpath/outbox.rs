@@ -210,10 +210,10 @@ pub(super) fn with_rc<'r>(
     f: impl FnOnce(&mut RcQp, Nanos, &mut Env<'_, '_, 'r>, &mut dyn Tx),
 ) -> bool {
     let now = hca.port.now_ns();
-    let key_generation = hca.mkeys.generation();
+    let key_generation = hca.objects.mkeys.generation();
     let by_ref_link = hca.port.by_ref();
     let mac = hca.mac();
-    let Some(q) = hca.qps.get_mut(qpn) else {
+    let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return true;
     };
     let Some(mut rc) = q.rc.take() else {
@@ -314,7 +314,7 @@ pub(super) fn with_rc<'r>(
             }
         }
     }
-    let (in_err, local_head) = match hca.qps.get_mut(qpn) {
+    let (in_err, local_head) = match hca.objects.qps.get_mut(qpn) {
         Some(q) => {
             q.rc = Some(rc);
             let local = q.wrs.front().is_some_and(|s| s.kind != SlotKind::Posted);
@@ -379,6 +379,7 @@ pub(super) fn resolve_ref(
         PayloadSrc::Remote { rkey, va } => {
             let user = user_of(hca, qpn);
             let r = hca
+                .objects
                 .mkeys
                 .resolve(rkey, va, len as u64, Access::REMOTE_READ, user)
                 .ok()?;

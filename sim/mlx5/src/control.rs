@@ -1,0 +1,42 @@
+//! The control plane's state: capabilities, firmware pages, health, fault switches, the trace
+//! and the host endianness register. One part of [`crate::hca::Hca`] (the command queue
+//! engine is [`crate::cmd`], the lifecycle and dispatch [`crate::hca`]).
+
+use std::sync::Arc;
+
+use crate::caps::Caps;
+use crate::faults::Faults;
+use crate::init_seg::HealthState;
+use crate::pages::Pages;
+use crate::trace::Trace;
+
+/// The control plane's state.
+pub(crate) struct Control {
+    pub(crate) caps: Caps,
+    pub(crate) pages: Pages,
+    /// Fault switches.
+    pub(crate) faults: Faults,
+    pub(crate) health: Arc<HealthState>,
+    pub(crate) trace: Trace,
+    /// Host endianness register `he` bit (ACCESS_REGISTER HOST_ENDIANNESS; 0 = little-endian).
+    pub(crate) host_endianness: u8,
+}
+
+impl Control {
+    /// Power-on state, health reported through `health`.
+    pub(crate) fn new(health: Arc<HealthState>) -> Control {
+        Control {
+            caps: Caps::connectx5(),
+            pages: Pages::new(),
+            faults: Faults::default(),
+            health,
+            trace: Trace::from_env(),
+            host_endianness: 0,
+        }
+    }
+
+    /// Firmware is dead (fatal health): no command completes, no event is posted.
+    pub(crate) fn dead(&self) -> bool {
+        self.faults.fatal_health.is_some()
+    }
+}
