@@ -35,6 +35,14 @@ impl Control {
         }
     }
 
+    /// A field of the CURRENT capabilities of `cap_type` (0 if the type is not answered).
+    pub(crate) fn cap_of(&self, cap_type: u16, field: mlx5_prm::Field) -> u32 {
+        self.caps
+            .page(cap_type)
+            .and_then(|p| field.get(&p.cur[..]).ok())
+            .unwrap_or(0)
+    }
+
     /// Firmware is dead (fatal health): no command completes, no event is posted.
     pub(crate) fn dead(&self) -> bool {
         self.faults.fatal_health.is_some()

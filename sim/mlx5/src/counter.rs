@@ -80,11 +80,11 @@ impl QCounterTable {
 
 /// Adds `n` to counter `c` of the set QP `qpn` is attached to, if any (the port's set 0 is
 /// counted by the caller). The data path calls it only when a counter moved.
-pub(crate) fn add_for_qp(hca: &Hca, qpn: u32, c: Counter, n: u64) {
-    let Some(id) = hca.objects.qps.get(qpn).map(|q| q.counter_set) else {
+pub(crate) fn add_for_qp(objects: &crate::objects::Objects, qpn: u32, c: Counter, n: u64) {
+    let Some(id) = objects.qps.get(qpn).map(|q| q.counter_set) else {
         return;
     };
-    if let Some(set) = hca.objects.qcounters.get(id) {
+    if let Some(set) = objects.qcounters.get(id) {
         set.add(c, n);
     }
 }

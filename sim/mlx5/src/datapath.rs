@@ -17,6 +17,9 @@
 
 use mlx5_prm::{cmd_hca_cap, cqe, event, event_queue_type, qp, qp_events, uar, wqe};
 
+use std::sync::Arc;
+
+use crate::control::Control;
 use crate::cq::{post_cqe, Cqe};
 use crate::hca::Hca;
 use crate::memory::GuestMemory;
@@ -531,13 +534,17 @@ pub(crate) fn fetch_wqe_general(
 }
 
 /// Takes the next receive WQE of QP `qpn` if one is posted: (its bytes' scatter list).
-pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> {
-    let q = hca.objects.qps.get_mut(qpn).ok_or(())?;
+pub(crate) fn next_recv(
+    qps: &mut crate::qp::QpTable,
+    mem: &Arc<dyn GuestMemory>,
+    qpn: u32,
+) -> Result<Option<RecvWqe>, ()> {
+    let q = qps.get_mut(qpn).ok_or(())?;
     let Some(log) = q.rq_log_size else {
         return Ok(None);
     };
-    let now = hca.mem.version();
-    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, now, &hca.mem, q.dbr_addr).map_err(|_| ())?;
+    let now = mem.version();
+    let (rq_pi, _) = read_dbr_in(&mut q.dbr_view, now, mem, q.dbr_addr).map_err(|_| ())?;
     if rq_pi == q.rq_ci as u16 {
         return Ok(None);
     }
@@ -555,8 +562,8 @@ pub(crate) fn next_recv(hca: &mut Hca, qpn: u32) -> Result<Option<RecvWqe>, ()> 
     };
     match q.buf.bus_in_page(at, raw.len()) {
         // Through the QP's view of its buffer's region (the RQ lies in the SQ's buffer).
-        Some(bus) => q.sq_view.read(&*hca.mem, bus, raw),
-        None => q.buf.read(&*hca.mem, at, raw),
+        Some(bus) => q.sq_view.read(&**mem, bus, raw),
+        None => q.buf.read(&**mem, at, raw),
     }
     .map_err(|_| ())?;
     Ok(Some(RecvWqe::parse(raw)))
@@ -576,8 +583,9 @@ pub(crate) fn atomic_mode_covers(mode: u32, bytes: u64) -> bool {
 
 /// Whether 8-byte atomics use host (little-endian) byte order
 /// (`atomic_caps.atomic_req_8B_endianness_mode` = 1) rather than big-endian (0, the default).
-pub(crate) fn atomic_host_endian(hca: &Hca) -> bool {
-    hca.atomic_cap(mlx5_prm::atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE) == 1
+pub(crate) fn atomic_host_endian(control: &Control) -> bool {
+    let atomic = mlx5_prm::hca_cap::cap_type::ATOMIC;
+    control.cap_of(atomic, mlx5_prm::atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE) == 1
 }
 
 // ---------------------------------------------------------------------------------------------

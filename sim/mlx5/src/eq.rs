@@ -23,6 +23,7 @@
 use std::collections::BTreeMap;
 
 use crate::cmd::CmdResult;
+use crate::events::Sink;
 use crate::hca::{fail, get, put, syndrome, Hca};
 use mlx5_prm::eq::state;
 use mlx5_prm::{
@@ -295,11 +296,11 @@ pub(crate) fn cmd_query_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdRe
 
 /// Writes an EQE regardless of the health state. False if the EQ is missing, full (without
 /// `oi`) or its buffer is not reachable.
-fn write_eqe(hca: &mut Hca, eqn: u32, event_type: u8, sub_type: u8, data: &[u8]) -> bool {
+fn write_eqe(sink: &mut Sink, eqn: u32, event_type: u8, sub_type: u8, data: &[u8]) -> bool {
     let Ok(eqn) = u8::try_from(eqn) else {
         return false;
     };
-    let Some(eq) = hca.events.eqs.eqs.get_mut(&eqn) else {
+    let Some(eq) = sink.events.eqs.eqs.get_mut(&eqn) else {
         return false;
     };
     if eq.used() >= eq.nent() && !eq.oi {
@@ -317,7 +318,7 @@ fn write_eqe(hca: &mut Hca, eqn: u32, event_type: u8, sub_type: u8, data: &[u8])
     e[d..d + n].copy_from_slice(&data[..n]);
     let owner = ((eq.prod >> eq.log_size) & 1) as u8;
     // The body first, the owner byte last: software polls the owner bit.
-    let mem = hca.mem.clone();
+    let mem = sink.mem;
     if mem.write(addr, &e[..eqe::BYTES - 1]).is_err()
         || mem.write(addr + eqe::BYTES as u64 - 1, &[owner]).is_err()
     {
@@ -327,22 +328,28 @@ fn write_eqe(hca: &mut Hca, eqn: u32, event_type: u8, sub_type: u8, data: &[u8])
     if eq.armed || eq.always_armed {
         eq.armed = false;
         eq.irq_pending = true;
-        hca.events.intx.raise();
+        sink.events.intx.raise();
     }
     true
 }
 
 /// [`Hca::post_eqe`]: nothing is posted by dead firmware.
-pub(crate) fn post_eqe(hca: &mut Hca, eqn: u32, event_type: u8, sub_type: u8, data: &[u8]) -> bool {
-    if hca.dead() {
+pub(crate) fn post_eqe(
+    sink: &mut Sink,
+    eqn: u32,
+    event_type: u8,
+    sub_type: u8,
+    data: &[u8],
+) -> bool {
+    if sink.control.dead() {
         return false;
     }
-    write_eqe(hca, eqn, event_type, sub_type, data)
+    write_eqe(sink, eqn, event_type, sub_type, data)
 }
 
 /// [`Hca::post_async_event`].
-pub(crate) fn post_async_event(hca: &mut Hca, event_type: u8, sub_type: u8, data: &[u8]) {
-    let targets: Vec<u8> = hca
+pub(crate) fn post_async_event(sink: &mut Sink, event_type: u8, sub_type: u8, data: &[u8]) {
+    let targets: Vec<u8> = sink
         .events
         .eqs
         .eqs
@@ -351,14 +358,14 @@ pub(crate) fn post_async_event(hca: &mut Hca, event_type: u8, sub_type: u8, data
         .map(|e| e.eqn)
         .collect();
     for eqn in targets {
-        if !write_eqe(hca, eqn.into(), event_type, sub_type, data)
-            && hca.control.health.fatal().is_none()
+        if !write_eqe(sink, eqn.into(), event_type, sub_type, data)
+            && sink.control.health.fatal().is_none()
         {
             // An async EQ that cannot take the event has overrun: fatal firmware error.
             let synd = health::syndrome::ASYNCHRONOUS_EQ_BUF_OVERRUN;
-            hca.control.health.set_fatal(synd, 0);
-            hca.control.faults.fatal_health = Some(synd);
-            hca.trace(format_args!(
+            sink.control.health.set_fatal(synd, 0);
+            sink.control.faults.fatal_health = Some(synd);
+            sink.trace(format_args!(
                 "EQ {eqn} overrun posting event {event_type:#x}: fatal"
             ));
         }

@@ -329,14 +329,13 @@ pub(crate) fn qp_destroyed(hca: &mut Hca, qpn: u32) {
 
 /// The responder's SEND_WITH_INVALIDATE on QP `qpn`: invalidates `rkey` (see the module
 /// documentation), or refuses (the responder then NAKs with invalid request).
-pub(crate) fn remote_invalidate(hca: &mut Hca, qpn: u32, rkey: u32) -> Result<(), ()> {
-    let pd = hca.objects.qps.get(qpn).ok_or(())?.pd;
-    let m = hca
-        .objects
-        .mkeys
-        .keys
-        .get_mut(&mkey::index(rkey))
-        .ok_or(())?;
+pub(crate) fn remote_invalidate(
+    objects: &mut crate::objects::Objects,
+    qpn: u32,
+    rkey: u32,
+) -> Result<(), ()> {
+    let pd = objects.qps.get(qpn).ok_or(())?.pd;
+    let m = objects.mkeys.keys.get_mut(&mkey::index(rkey)).ok_or(())?;
     if m.variant != rkey as u8
         || !m.en_rinval
         || m.free

@@ -35,6 +35,7 @@ mod ring;
 
 use mlx5_prm::{comp_event, cq_error, cq_error_syndrome, cqc, event};
 
+use crate::events::Sink;
 use crate::hca::Hca;
 use crate::mr::PagedBuffer;
 
@@ -326,14 +327,14 @@ impl CqTable {
 }
 
 /// Posts the event a CQE write produced.
-fn post_event(hca: &mut Hca, cqn: u32, ev: CqEvent) {
+fn post_event(sink: &mut Sink, cqn: u32, ev: CqEvent) {
     match ev {
         CqEvent::None => {}
         CqEvent::Completion { eqn } => {
             let mut data = [0u8; comp_event::BYTES];
             let _ = comp_event::CQ_NUMBER.set(&mut data, cqn);
-            if !hca.post_eqe(eqn, event::COMP, 0, &data) {
-                hca.trace_note(format_args!(
+            if !sink.post_eqe(eqn, event::COMP, 0, &data) {
+                sink.trace(format_args!(
                     "CQ {cqn:#x}: completion event lost, EQ {eqn:#x} full or gone"
                 ));
             }
@@ -342,10 +343,10 @@ fn post_event(hca: &mut Hca, cqn: u32, ev: CqEvent) {
             let mut data = [0u8; cq_error::BYTES];
             let _ = cq_error::CQN.set(&mut data, cqn);
             let _ = cq_error::SYNDROME.set(&mut data, syndrome as u32);
-            hca.trace_note(format_args!(
+            sink.trace(format_args!(
                 "CQ {cqn:#x}: CQ error, syndrome {syndrome:#x}"
             ));
-            hca.post_async_event(event::CQ_ERROR, 0, &data);
+            sink.post_async_event(event::CQ_ERROR, 0, &data);
         }
     }
 }
@@ -353,8 +354,14 @@ fn post_event(hca: &mut Hca, cqn: u32, ev: CqEvent) {
 /// Writes a CQE to CQ `cqn`, applying the data-plane fault switches, and posts the resulting
 /// completion or CQ-error event. Returns false if the CQ does not exist or is in error.
 pub fn post_cqe(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
-    let now = hca.mem.version();
-    post_cqe_inline(hca, cqn, c, now)
+    let (cqs, mut sink) = hca.cqs_and_sink();
+    post_cqe_to(cqs, &mut sink, cqn, c)
+}
+
+/// [`post_cqe`] on the CQ table and the event sink alone.
+pub(crate) fn post_cqe_to(cqs: &mut CqTable, sink: &mut Sink, cqn: u32, c: &Cqe) -> bool {
+    let now = sink.mem.version();
+    write_cqe(cqs, sink, cqn, c, now)
 }
 
 /// [`post_cqe`], inlined into a caller whose every completion goes through it (a UMR's),
@@ -362,8 +369,15 @@ pub fn post_cqe(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
 /// for the doorbell the CQE belongs to).
 #[inline(always)]
 pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe, now: u64) -> bool {
+    let (cqs, mut sink) = hca.cqs_and_sink();
+    write_cqe(cqs, &mut sink, cqn, c, now)
+}
+
+/// [`post_cqe`] on the CQ table and the event sink alone (the data path holds the rest).
+#[inline(always)]
+pub(crate) fn write_cqe(cqs: &mut CqTable, sink: &mut Sink, cqn: u32, c: &Cqe, now: u64) -> bool {
     let f = {
-        let faults = hca.faults_mut();
+        let faults = &mut sink.control.faults;
         let f = CqeFaults {
             stuck_owner: faults.stuck_cq_owner == Some(cqn),
             corrupt: faults.corrupt_next_cqe,
@@ -373,18 +387,18 @@ pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe, now: u64) -> boo
         faults.duplicate_next_cqe = false;
         f
     };
-    let Some(cq) = hca.objects.cqs.cqs.get_mut(&cqn) else {
+    let Some(cq) = cqs.cqs.get_mut(&cqn) else {
         return false;
     };
     if cq.in_error {
         return false;
     }
-    let ev = cq.write_at(&hca.mem, now, c, f);
+    let ev = cq.write_at(sink.mem, now, c, f);
     if ev == CqEvent::None {
         return true;
     }
     let ok = !matches!(ev, CqEvent::Error { .. });
-    post_event(hca, cqn, ev);
+    post_event(sink, cqn, ev);
     ok
 }
 
@@ -399,5 +413,5 @@ pub fn arm_doorbell(hca: &mut Hca, value: u64) {
         return;
     };
     let ev = cq.arm(hi);
-    post_event(hca, cqn, ev);
+    post_event(&mut hca.sink(), cqn, ev);
 }

@@ -16,7 +16,7 @@ use crate::caps::Caps;
 use crate::cmd::{CmdError, CmdResult};
 use crate::control::Control;
 use crate::datapath::Doorbells;
-use crate::events::Events;
+use crate::events::{Events, Sink};
 use crate::faults::Faults;
 use crate::init_seg::HealthState;
 use crate::memory::GuestMemory;
@@ -212,6 +212,25 @@ impl Hca {
         &mut self.port
     }
 
+    /// The event sink, borrowed apart from the object tables and the port.
+    pub(crate) fn sink(&mut self) -> Sink<'_> {
+        Sink {
+            events: &mut self.events,
+            control: &mut self.control,
+            mem: &self.mem,
+        }
+    }
+
+    /// The CQ table and the event sink, borrowed apart (posting a CQE).
+    pub(crate) fn cqs_and_sink(&mut self) -> (&mut crate::cq::CqTable, Sink<'_>) {
+        let sink = Sink {
+            events: &mut self.events,
+            control: &mut self.control,
+            mem: &self.mem,
+        };
+        (&mut self.objects.cqs, sink)
+    }
+
     /// The INTx line the EQs raise (the front end's, when it changes).
     pub(crate) fn set_intx(&mut self, intx: Intx) {
         self.events.intx = intx;
@@ -263,11 +282,7 @@ impl Hca {
 
     /// A field of the CURRENT capabilities of `cap_type` (0 if the type is not answered).
     pub fn cap_of(&self, cap_type: u16, field: Field) -> u32 {
-        self.control
-            .caps
-            .page(cap_type)
-            .and_then(|p| field.get(&p.cur[..]).ok())
-            .unwrap_or(0)
+        self.control.cap_of(cap_type, field)
     }
 
     /// Firmware pages the device owns and the CANT_GIVE answers it got.
@@ -387,13 +402,13 @@ impl Hca {
     /// Writes one EQE into EQ `eqn` (owner bit per the EQ's producer counter) and raises INTx
     /// if the EQ is armed. False if the EQ does not exist or is full (nothing written).
     pub fn post_eqe(&mut self, eqn: u32, event_type: u8, sub_type: u8, data: &[u8]) -> bool {
-        crate::eq::post_eqe(self, eqn, event_type, sub_type, data)
+        self.sink().post_eqe(eqn, event_type, sub_type, data)
     }
 
     /// Posts an event to every EQ whose event_bitmask asked for `event_type`. An EQ that is
     /// full is an async EQ overrun: fatal health (ASYNCHRONOUS_EQ_BUF_OVERRUN).
     pub fn post_async_event(&mut self, event_type: u8, sub_type: u8, data: &[u8]) {
-        crate::eq::post_async_event(self, event_type, sub_type, data)
+        self.sink().post_async_event(event_type, sub_type, data)
     }
 
     /// Port state change event (PORT_CHANGE, sub-type ACTIVE or DOWN, port 1).

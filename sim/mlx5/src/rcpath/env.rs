@@ -8,8 +8,14 @@ use super::*;
 // ---------------------------------------------------------------------------------------------
 
 pub(super) struct Env<'a, 'b, 'r> {
-    /// Shared with the [`Outbox`], which resolves by-reference payloads through it.
-    pub(super) cell: &'a RefCell<&'b mut Hca>,
+    /// The object tables, shared with the [`Outbox`] (which reads the work requests'
+    /// payloads and resolves keys through them).
+    pub(super) objs: &'a RefCell<&'b mut Objects>,
+    /// Guest memory, the EQs and the control plane (the CQEs' events, atomic byte order).
+    pub(super) sink: Sink<'a>,
+    /// Port counters the call moved, added to the port's after it (the port's loopback
+    /// queue is the [`Outbox`]'s meanwhile).
+    pub(super) bumps: Vec<Counter>,
     pub(super) qpn: u32,
     /// The payload of the packet being received by reference.
     pub(super) rx: Option<&'r RefPayload>,
@@ -26,26 +32,25 @@ pub(super) struct Env<'a, 'b, 'r> {
     pub(super) recv: Option<(u32, crate::wqe::RecvWqe)>,
 }
 
-pub(super) fn user_of(hca: &Hca, qpn: u32) -> KeyUser {
-    let pd = hca.objects.qps.get(qpn).map_or(0, |q| q.pd);
+pub(super) fn user_of(objs: &Objects, qpn: u32) -> KeyUser {
+    let pd = objs.qps.get(qpn).map_or(0, |q| q.pd);
     KeyUser { pd, qpn }
 }
 
-pub(super) fn payload_of(hca: &Hca, qpn: u32, wr: u64) -> Result<&WrPayload, LocalFault> {
-    let q = hca.objects.qps.get(qpn).ok_or(LocalFault)?;
+pub(super) fn payload_of(objs: &Objects, qpn: u32, wr: u64) -> Result<&WrPayload, LocalFault> {
+    let q = objs.qps.get(qpn).ok_or(LocalFault)?;
     let slot = q.wrs.iter().find(|s| s.wr_id == wr).ok_or(LocalFault)?;
     slot.payload.as_ref().ok_or(LocalFault)
 }
 
 /// Writes payload bytes `at..` of `src` to the checked range `r`.
 pub(super) fn place(
-    hca: &Hca,
+    mem: &Arc<dyn GuestMemory>,
     rx: Option<&RefPayload>,
     r: &crate::mr::Resolved<'_>,
     src: &RxPayload<'_>,
     at: usize,
 ) -> Result<(), ()> {
-    let mem = &hca.mem;
     let mut off = at;
     r.for_each_piece(|bus, n| {
         let fault = crate::memory::DmaError { addr: bus, len: n };
@@ -84,8 +89,7 @@ impl Env<'_, '_, '_> {
     /// meanwhile are lost, as they would be on the wire).
     pub(super) fn settle(&mut self) {
         if self.pending.len > 0 {
-            let guard = self.cell.borrow();
-            let _ = self.pending.flush(&*guard.mem);
+            let _ = self.pending.flush(&**self.sink.mem);
         }
     }
 
@@ -102,11 +106,11 @@ impl Env<'_, '_, '_> {
         len: u64,
         end: u64,
     ) -> Result<(), AccessFault> {
-        let guard = self.cell.borrow();
-        let hca: &Hca = &guard;
+        let objs = self.objs.borrow();
+        let mem = self.sink.mem;
         if !self.wx.covers(rkey, va, end) {
             self.wx.valid = false;
-            let user = user_of(hca, self.qpn);
+            let user = user_of(&objs, self.qpn);
             // The rest of the message, or as much of it as a batch of packets carries, when
             // more packets follow in this call (else this packet's bytes: a frame link takes
             // each packet in a call of its own).
@@ -116,14 +120,13 @@ impl Env<'_, '_, '_> {
                 u64::from(rest).min(len * crate::datapath::LOOP_BATCH as u64)
             };
             let whole = len + ahead;
-            let Ok(r) = hca
-                .objects
+            let Ok(r) = objs
                 .mkeys
                 .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
             else {
                 // The rest of the message does not translate: this packet on its own.
-                let flushed = self.pending.flush(&*hca.mem);
-                drop(guard);
+                let flushed = self.pending.flush(&**mem);
+                drop(objs);
                 flushed.map_err(|_| AccessFault)?;
                 return self.write(rkey, va, src);
             };
@@ -134,9 +137,9 @@ impl Env<'_, '_, '_> {
                 Ok::<(), ()>(())
             });
             (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, va + whole, (0, 0));
-            wx.generation = hca.objects.mkeys.generation();
+            wx.generation = objs.mkeys.generation();
         }
-        let (mem, rx) = (&hca.mem, self.rx);
+        let (mem, rx) = (mem, self.rx);
         // The payload's bus pieces in this same memory (loopback, a shared-memory pair).
         // (`token`: where this packet's bytes start in a payload that several packets share,
         // see [`crate::wire::RefPacket::more`].)
@@ -231,18 +234,17 @@ impl Env<'_, '_, '_> {
 impl ReqMemory for Env<'_, '_, '_> {
     fn gather(&mut self, wr: u64, offset: u32, dst: &mut [u8]) -> Result<(), LocalFault> {
         self.settle();
-        let guard = self.cell.borrow();
-        let hca: &Hca = &guard;
+        let objs = self.objs.borrow();
+        let mem = self.sink.mem;
         let off = offset as usize;
-        match payload_of(hca, self.qpn, wr)? {
+        match payload_of(&objs, self.qpn, wr)? {
             WrPayload::Bytes(b) => {
                 dst.copy_from_slice(b.get(off..off + dst.len()).ok_or(LocalFault)?);
             }
             WrPayload::Pieces(p) => {
                 let mut at = 0usize;
                 for (bus, n) in WrPayload::sub_pieces(p, off, dst.len()).ok_or(LocalFault)? {
-                    hca.mem
-                        .read(bus, &mut dst[at..at + n])
+                    mem.read(bus, &mut dst[at..at + n])
                         .map_err(|_| LocalFault)?;
                     at += n;
                 }
@@ -253,19 +255,19 @@ impl ReqMemory for Env<'_, '_, '_> {
 
     fn scatter(&mut self, wr: u64, offset: u32, src: RxPayload<'_>) -> Result<(), LocalFault> {
         self.settle();
-        let guard = self.cell.borrow();
-        let hca: &Hca = &guard;
-        let WrPayload::Pieces(p) = payload_of(hca, self.qpn, wr)? else {
+        let objs = self.objs.borrow();
+        let mem = self.sink.mem;
+        let WrPayload::Pieces(p) = payload_of(&objs, self.qpn, wr)? else {
             return Err(LocalFault);
         };
         let mut at = 0usize;
         for (bus, n) in WrPayload::sub_pieces(p, offset as usize, src.len()).ok_or(LocalFault)? {
             match src {
-                RxPayload::Bytes(b) => hca.mem.write(bus, &b[at..at + n]),
+                RxPayload::Bytes(b) => mem.write(bus, &b[at..at + n]),
                 RxPayload::Ref { token, .. } => self
                     .rx
                     .ok_or(LocalFault)?
-                    .deliver(token as usize + at, &hca.mem, bus, n)
+                    .deliver(token as usize + at, mem, bus, n)
                     .map_err(|_| crate::memory::DmaError { addr: bus, len: n }),
             }
             .map_err(|_| LocalFault)?;
@@ -276,21 +278,19 @@ impl ReqMemory for Env<'_, '_, '_> {
 
     fn atomic_result(&mut self, wr: u64, orig: u64) -> Result<(), LocalFault> {
         self.settle();
-        let guard = self.cell.borrow();
-        let hca: &Hca = &guard;
-        let WrPayload::Pieces(p) = payload_of(hca, self.qpn, wr)? else {
+        let objs = self.objs.borrow();
+        let mem = self.sink.mem;
+        let WrPayload::Pieces(p) = payload_of(&objs, self.qpn, wr)? else {
             return Err(LocalFault);
         };
-        let bytes = if atomic_host_endian(hca) {
+        let bytes = if atomic_host_endian(self.sink.control) {
             orig.to_le_bytes()
         } else {
             orig.to_be_bytes()
         };
         let mut at = 0usize;
         for (bus, n) in WrPayload::sub_pieces(p, 0, 8).ok_or(LocalFault)? {
-            hca.mem
-                .write(bus, &bytes[at..at + n])
-                .map_err(|_| LocalFault)?;
+            mem.write(bus, &bytes[at..at + n]).map_err(|_| LocalFault)?;
             at += n;
         }
         Ok(())
@@ -313,15 +313,14 @@ impl RespMemory for Env<'_, '_, '_> {
         len: u64,
         access: RemoteAccess,
     ) -> Result<(), AccessFault> {
-        let guard = self.cell.borrow();
-        let hca: &Hca = &guard;
+        let objs = self.objs.borrow();
         let write = matches!(access, RemoteAccess::Write);
         // The key translated for a WRITE of this QP before (this call or an earlier one), over
         // a range that holds this one, and no key changed since (the table's generation): the
         // checks would pass again (each only looks at the key, the QP and whether the range
         // lies within the key and its pages, and a range within one that passed does), and the
         // translation kept is the one they would give.
-        let gen = hca.objects.mkeys.generation();
+        let gen = objs.mkeys.generation();
         if write
             && len > 0
             && self.wx.generation == gen
@@ -332,9 +331,8 @@ impl RespMemory for Env<'_, '_, '_> {
             self.wx.at = (0, 0);
             return Ok(());
         }
-        let user = user_of(hca, self.qpn);
-        let r = hca
-            .objects
+        let user = user_of(&objs, self.qpn);
+        let r = objs
             .mkeys
             .resolve(rkey, va, len, remote_access(access), user)
             .map_err(|_| AccessFault)?;
@@ -368,18 +366,17 @@ impl RespMemory for Env<'_, '_, '_> {
 
     fn write(&mut self, rkey: u32, va: u64, src: RxPayload<'_>) -> Result<(), AccessFault> {
         self.settle();
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
+        let objs = self.objs.borrow();
+        let mem = self.sink.mem;
         if src.is_empty() {
             return Ok(());
         }
-        let user = user_of(hca, self.qpn);
-        let r = hca
-            .objects
+        let user = user_of(&objs, self.qpn);
+        let r = objs
             .mkeys
             .resolve(rkey, va, src.len() as u64, Access::REMOTE_WRITE, user)
             .map_err(|_| AccessFault)?;
-        place(hca, self.rx, &r, &src, 0).map_err(|_| AccessFault)
+        place(mem, self.rx, &r, &src, 0).map_err(|_| AccessFault)
     }
 
     fn write_part(
@@ -415,8 +412,8 @@ impl RespMemory for Env<'_, '_, '_> {
                     if let Some(d) = self.wx.at_piece(va, len) {
                         if self.pending.join(s, d, len as usize) {
                             if rest == 0 || self.flush_each {
-                                let guard = self.cell.borrow();
-                                return self.pending.flush(&*guard.mem).map_err(|_| AccessFault);
+                                let mem = self.sink.mem;
+                                return self.pending.flush(&**mem).map_err(|_| AccessFault);
                             }
                             return Ok(());
                         }
@@ -464,15 +461,13 @@ impl RespMemory for Env<'_, '_, '_> {
             // The key translated again from the run on, for the run and as much of the
             // message after it (what the general path does for a packet the translation
             // kept does not cover); if that fails, the packets go one by one.
-            let guard = self.cell.borrow();
-            let hca: &Hca = &guard;
+            let objs = self.objs.borrow();
             let whole = len64 + u64::from(rest).min(len64);
             let Some(wend) = va.checked_add(whole) else {
                 return false;
             };
-            let user = user_of(hca, self.qpn);
-            let Ok(r) = hca
-                .objects
+            let user = user_of(&objs, self.qpn);
+            let Ok(r) = objs
                 .mkeys
                 .resolve(rkey, va, whole, Access::REMOTE_WRITE, user)
             else {
@@ -485,7 +480,7 @@ impl RespMemory for Env<'_, '_, '_> {
                 Ok::<(), ()>(())
             });
             (wx.valid, wx.rkey, wx.va, wx.end, wx.at) = (true, rkey, va, wend, (0, 0));
-            wx.generation = hca.objects.mkeys.generation();
+            wx.generation = objs.mkeys.generation();
         }
         let Some(d) = self.wx.at_piece(va, len64) else {
             return false;
@@ -504,30 +499,28 @@ impl RespMemory for Env<'_, '_, '_> {
 
     fn read(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessFault> {
         self.settle();
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
-        let user = user_of(hca, self.qpn);
-        let r = hca
-            .objects
+        let objs = self.objs.borrow();
+        let mem = self.sink.mem;
+        let user = user_of(&objs, self.qpn);
+        let r = objs
             .mkeys
             .resolve(rkey, va, dst.len() as u64, Access::REMOTE_READ, user)
             .map_err(|_| AccessFault)?;
-        r.read(&*hca.mem, dst).map_err(|_| AccessFault)
+        r.read(&**mem, dst).map_err(|_| AccessFault)
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessFault> {
         self.settle();
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
-        let user = user_of(hca, self.qpn);
-        let r = hca
-            .objects
+        let objs = self.objs.borrow();
+        let mem = self.sink.mem;
+        let user = user_of(&objs, self.qpn);
+        let r = objs
             .mkeys
             .resolve(rkey, va, 8, Access::REMOTE_ATOMIC, user)
             .map_err(|_| AccessFault)?;
         let mut orig = [0u8; 8];
-        r.read(&*hca.mem, &mut orig).map_err(|_| AccessFault)?;
-        let host = atomic_host_endian(hca);
+        r.read(&**mem, &mut orig).map_err(|_| AccessFault)?;
+        let host = atomic_host_endian(self.sink.control);
         let cur = if host {
             u64::from_le_bytes(orig)
         } else {
@@ -543,17 +536,17 @@ impl RespMemory for Env<'_, '_, '_> {
             } else {
                 v.to_be_bytes()
             };
-            r.write(&*hca.mem, &b).map_err(|_| AccessFault)?;
+            r.write(&**mem, &b).map_err(|_| AccessFault)?;
         }
         Ok(cur)
     }
 
     fn recv_ready(&mut self) -> bool {
         self.settle();
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
-        let ci = hca.objects.qps.get(self.qpn).map(|q| q.rq_ci);
-        self.recv = match (ci, next_recv(hca, self.qpn)) {
+        let mut objs = self.objs.borrow_mut();
+        let mem = self.sink.mem;
+        let ci = objs.qps.get(self.qpn).map(|q| q.rq_ci);
+        self.recv = match (ci, next_recv(&mut objs.qps, mem, self.qpn)) {
             (Some(ci), Ok(Some(r))) => Some((ci, r)),
             _ => None,
         };
@@ -562,14 +555,14 @@ impl RespMemory for Env<'_, '_, '_> {
 
     fn recv_write(&mut self, offset: u32, src: RxPayload<'_>) -> Result<(), RecvFault> {
         self.settle();
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
+        let mut objs = self.objs.borrow_mut();
+        let mem = self.sink.mem;
         // The WQE this packet's recv_ready read (guest memory does not change within one
         // device event), if the RQ has not moved on since; else read it now.
-        let ci = hca.objects.qps.get(self.qpn).map(|q| q.rq_ci);
+        let ci = objs.qps.get(self.qpn).map(|q| q.rq_ci);
         let r = match self.recv.take() {
             Some((at, r)) if Some(at) == ci => r,
-            _ => match next_recv(hca, self.qpn) {
+            _ => match next_recv(&mut objs.qps, mem, self.qpn) {
                 Ok(Some(r)) => r,
                 _ => return Err(RecvFault::Protection),
             },
@@ -578,17 +571,16 @@ impl RespMemory for Env<'_, '_, '_> {
         if hi > r.capacity() {
             return Err(RecvFault::TooLong);
         }
-        let user = user_of(hca, self.qpn);
+        let user = user_of(&objs, self.qpn);
         let mut at = 0u64;
         for s in r.entries() {
             let (a, z) = (at.max(lo), (at + s.len).min(hi));
             if a < z {
-                let res = hca
-                    .objects
+                let res = objs
                     .mkeys
                     .resolve(s.lkey, s.addr + (a - at), z - a, Access::LOCAL_WRITE, user)
                     .map_err(|_| RecvFault::Protection)?;
-                place(hca, self.rx, &res, &src, (a - lo) as usize)
+                place(mem, self.rx, &res, &src, (a - lo) as usize)
                     .map_err(|_| RecvFault::Protection)?;
             }
             at += s.len;
@@ -602,10 +594,10 @@ impl RespMemory for Env<'_, '_, '_> {
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessFault> {
         // SEND_WITH_INVALIDATE: the rkey's checks and state change are the window's
         // ([`crate::mw::remote_invalidate`]); a refusal NAKs with invalid request.
-        let mut guard = self.cell.borrow_mut();
+        let mut objs = self.objs.borrow_mut();
         // (The key table changes: the translation kept is not used again.)
         self.wx.valid = false;
-        crate::mw::remote_invalidate(&mut guard, self.qpn, rkey).map_err(|_| AccessFault)
+        crate::mw::remote_invalidate(&mut objs, self.qpn, rkey).map_err(|_| AccessFault)
     }
 }
 
@@ -628,17 +620,16 @@ pub(super) fn vendor_of(s: WcStatus) -> u8 {
 impl Completions for Env<'_, '_, '_> {
     fn send_done(&mut self, wr: u64, status: WcStatus) {
         self.settle();
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
+        let mut objs = self.objs.borrow_mut();
         let qpn = self.qpn;
-        let Some(q) = hca.objects.qps.get_mut(qpn) else {
+        let Some(q) = objs.qps.get_mut(qpn) else {
             return;
         };
         let (cqn, uidx) = (q.cqn_snd, q.user_index);
         let flushing = status != WcStatus::Success || q.state == qp::state::ERR;
         // Each CQE is posted as its slot leaves the queue (no list of them is built).
         loop {
-            let Some(q) = hca.objects.qps.get_mut(qpn) else {
+            let Some(q) = objs.qps.get_mut(qpn) else {
                 return;
             };
             let Some(s) = q.wrs.front() else {
@@ -700,13 +691,13 @@ impl Completions for Env<'_, '_, '_> {
             };
             q.wrs.pop_front();
             if let Some(c) = cqe {
-                post_cqe(hca, cqn, &c);
+                post_cqe_to(&mut objs.cqs, &mut self.sink, cqn, &c);
             }
             if last {
                 break;
             }
         }
-        let Some(q) = hca.objects.qps.get_mut(qpn) else {
+        let Some(q) = objs.qps.get_mut(qpn) else {
             return;
         };
         if status == WcStatus::Success
@@ -721,17 +712,16 @@ impl Completions for Env<'_, '_, '_> {
             _ => None,
         };
         if let Some(c) = ctr {
-            hca.port.counters().bump(c);
-            crate::counter::add_for_qp(hca, qpn, c, 1);
+            self.bumps.push(c);
+            crate::counter::add_for_qp(&objs, qpn, c, 1);
         }
     }
 
     fn recv_done(&mut self, c: RecvCompletion) {
         self.settle();
-        let mut guard = self.cell.borrow_mut();
-        let hca: &mut Hca = &mut guard;
+        let mut objs = self.objs.borrow_mut();
         let qpn = self.qpn;
-        let Some(q) = hca.objects.qps.get_mut(qpn) else {
+        let Some(q) = objs.qps.get_mut(qpn) else {
             return;
         };
         let (cqn, uidx, remote) = (q.cqn_rcv, q.user_index, q.remote_qpn);
@@ -769,6 +759,6 @@ impl Completions for Env<'_, '_, '_> {
             .with_user_index(uidx)
             .with_remote_qpn(remote),
         };
-        post_cqe(hca, cqn, &cq);
+        post_cqe_to(&mut objs.cqs, &mut self.sink, cqn, &cq);
     }
 }

@@ -32,19 +32,22 @@
 //! `prepare_ipv4_hdr`), UDP source port `udp_sport`; the source MAC is the port's.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use mlx5_prm::{ads, cqe, event, qp, qpc};
 
-use crate::cq::{post_cqe, Cqe};
+use crate::cq::{post_cqe, post_cqe_to, Cqe};
 use crate::datapath::{
     atomic_host_endian, atomic_mode_covers, flush_cqe, flush_new_work, lkey_vendor, memory_pieces,
     next_recv, post_qp_event, vendor,
 };
+use crate::events::Sink;
 use crate::hca::Hca;
 use crate::memory::GuestMemory;
 use crate::mr::{Access, KeyUser};
+use crate::objects::Objects;
 use crate::qp::{Qp, Route};
 use crate::roce::counters::Counter;
 use crate::roce::rc::RcQp;
@@ -774,17 +777,24 @@ fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&Re
 
 /// Moves QP `qpn` to ERR: the transport flushes the posted work requests, then every other
 /// outstanding WQE of both queues completes with WR_FLUSH_ERR.
-pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
+pub(crate) fn enter_error(hca: &mut Hca, qpn: u32) {
     let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };
     q.state = qp::state::ERR;
     q.sq_blocked = false;
     if let Some(mut rc) = q.rc.take() {
-        let cell = RefCell::new(hca);
+        let cell = RefCell::new(&mut hca.objects);
+        let sink = Sink {
+            events: &mut hca.events,
+            control: &mut hca.control,
+            mem: &hca.mem,
+        };
         let mut wx = WriteXlat::default();
         let mut env = Env {
-            cell: &cell,
+            objs: &cell,
+            sink,
+            bumps: Vec::new(),
             qpn,
             rx: None,
             fail_local: false,
@@ -794,7 +804,9 @@ pub(crate) fn enter_error(mut hca: &mut Hca, qpn: u32) {
             recv: None,
         };
         rc.qp.set_error(&mut env);
-        hca = cell.into_inner();
+        for c in std::mem::take(&mut env.bumps) {
+            hca.port.counters().bump(c);
+        }
         if let Some(q) = hca.objects.qps.get_mut(qpn) {
             q.rc = Some(rc);
         }

@@ -14,7 +14,11 @@ pub(super) enum Out {
 }
 
 pub(super) struct Outbox<'a, 'b, 'h> {
-    pub(super) cell: &'a RefCell<&'b mut Hca>,
+    /// The object tables, shared with the [`Env`] (the work requests' payloads, the keys).
+    pub(super) objs: &'a RefCell<&'b mut Objects>,
+    pub(super) mem: &'a Arc<dyn GuestMemory>,
+    /// The port's loopback queue.
+    pub(super) loopq: &'a mut VecDeque<RefPacket>,
     pub(super) qpn: u32,
     /// The last work request whose payload was looked up (its packets follow each other).
     pub(super) last: Option<(u64, WrPayload)>,
@@ -51,8 +55,7 @@ impl Tx for Outbox<'_, '_, '_> {
         if *lw != run.wr || cw != run.wr || each == 0 || off < lo || off + len > hi {
             return false;
         }
-        let mut hca = self.cell.borrow_mut();
-        let q = &mut hca.port.loopq;
+        let q = &mut *self.loopq;
         if let Some(b) = q.back_mut() {
             if b.count() + n <= RefPacket::MAX_PACKETS
                 && continues(b, &run.bth, self.sgid, p, off, each)
@@ -89,9 +92,10 @@ impl Tx for Outbox<'_, '_, '_> {
             // The payload stays where it is: resolve its source to bus pieces now (the DMA
             // check a gather would make), and let the receiver move it with one copy.
             let p = {
-                let hca = self.cell.borrow();
+                let objs = self.objs.borrow();
                 resolve_ref(
-                    &hca,
+                    &objs,
+                    self.mem,
                     self.qpn,
                     payload.src,
                     payload.len,
@@ -103,7 +107,7 @@ impl Tx for Outbox<'_, '_, '_> {
             let payload = p.ok_or(LocalFault)?;
             let pkt = RefPacket::one(self.sgid, *bth, PktExt::new(ext), payload);
             if self.local {
-                self.cell.borrow_mut().port.loopq.push_back(pkt);
+                self.loopq.push_back(pkt);
             } else {
                 self.out.push(Out::Ref(pkt));
             }
@@ -146,8 +150,7 @@ impl Outbox<'_, '_, '_> {
         if *lw != wr || cw != wr || len == 0 || off < lo || off + len > hi {
             return false;
         }
-        let mut hca = self.cell.borrow_mut();
-        let Some(b) = hca.port.loopq.back_mut() else {
+        let Some(b) = self.loopq.back_mut() else {
             return false;
         };
         let n = b.count();
@@ -220,14 +223,21 @@ pub(super) fn with_rc<'r>(
         return true;
     };
     let (route, sgid) = (q.route, q.sgid);
-    let cell = RefCell::new(hca);
-    let fail_local = {
+    let cell = RefCell::new(&mut hca.objects);
+    let sink = Sink {
+        events: &mut hca.events,
+        control: &mut hca.control,
+        mem: &hca.mem,
+    };
+    let (fail_local, bumps) = {
         // The call borrows the state's spare buffers in place (nothing moved in or out).
         let st = &mut *rc;
         // Carried over from another call only while no key changed since.
         st.wx.valid = st.wx.valid && st.wx.generation == key_generation;
         let mut tx = Outbox {
-            cell: &cell,
+            objs: &cell,
+            mem: &hca.mem,
+            loopq: &mut hca.port.loopq,
             qpn,
             last: None,
             checked: None,
@@ -239,7 +249,9 @@ pub(super) fn with_rc<'r>(
             out: &mut st.out,
         };
         let mut env = Env {
-            cell: &cell,
+            objs: &cell,
+            sink,
+            bumps: Vec::new(),
             qpn,
             rx,
             fail_local: false,
@@ -250,9 +262,11 @@ pub(super) fn with_rc<'r>(
         };
         f(&mut st.qp, now, &mut env, &mut tx);
         env.settle();
-        env.fail_local
+        (env.fail_local, env.bumps)
     };
-    let hca = cell.into_inner();
+    for c in bumps {
+        hca.port.counters().bump(c);
+    }
     // Counters.
     // Nearly every call moves none of the seven event counters below: compare them first (the
     // comparisons the loop makes, without building its table or copying the counter sets).
@@ -287,7 +301,7 @@ pub(super) fn with_rc<'r>(
         ] {
             if new > old {
                 c.add(ctr, new - old);
-                crate::counter::add_for_qp(hca, qpn, ctr, new - old);
+                crate::counter::add_for_qp(&hca.objects, qpn, ctr, new - old);
             }
         }
         rc.seen_req = r;
@@ -362,7 +376,8 @@ pub(super) fn check_pieces(
 
 /// The payload of a by-reference packet: the bus pieces (or inline bytes) its source names.
 pub(super) fn resolve_ref(
-    hca: &Hca,
+    objs: &Objects,
+    mem: &Arc<dyn GuestMemory>,
     qpn: u32,
     src: Option<PayloadSrc>,
     len: usize,
@@ -370,16 +385,14 @@ pub(super) fn resolve_ref(
     checked: &mut Option<(u64, usize, usize)>,
     own: bool,
 ) -> Option<RefPayload> {
-    let mem = &hca.mem;
     if len == 0 {
         return Some(RefPayload::None);
     }
     let mut pieces = Vec::new();
     match src? {
         PayloadSrc::Remote { rkey, va } => {
-            let user = user_of(hca, qpn);
-            let r = hca
-                .objects
+            let user = user_of(objs, qpn);
+            let r = objs
                 .mkeys
                 .resolve(rkey, va, len as u64, Access::REMOTE_READ, user)
                 .ok()?;
@@ -390,7 +403,7 @@ pub(super) fn resolve_ref(
             // Looked up once per work request and call, then borrowed (no reference counted
             // per packet).
             if !matches!(last, Some((id, _)) if *id == wr) {
-                *last = Some((wr, payload_of(hca, qpn, wr).ok()?.clone()));
+                *last = Some((wr, payload_of(objs, qpn, wr).ok()?.clone()));
             }
             let wp = &last.as_ref()?.1;
             match wp {
