@@ -1,5 +1,7 @@
 //! Queue pairs: CREATE_QP / DESTROY_QP / QUERY_QP and the state-transition commands
-//! RST2INIT .. 2RST. Only the RC service type is modelled.
+//! RST2INIT .. 2RST, with what every service type shares (the rings, states and
+//! transitions, the doorbell record, the CQ binding). What one service type has of its own
+//! is in its module: [`rc`] (the only type modelled so far).
 //!
 //! Buffer layout (facts traps 9-11; Linux drivers/infiniband/hw/mlx5/qp.c:1277): one buffer
 //! described by `pas[]`, the RQ first (`2^log_rq_size` WQEs of `16 << log_rq_stride` bytes),
@@ -21,7 +23,7 @@ use mlx5_prm::{
     qp_2rst_in, qp_db, qpc, query_qp_in, query_qp_out, rst2init_qp_in, Field,
 };
 
-use crate::cmd::{bad_param, err, field as get, CmdResult};
+use crate::cmd::{bad_param, err, field as get, CmdError, CmdResult};
 use crate::hca::Hca;
 use crate::mr::{PagedBuffer, PasError};
 
@@ -98,6 +100,44 @@ pub const PORT_NUM: u32 = 1;
 /// How many GID table entries the model searches for a local destination.
 pub const GID_TABLE_SEARCH: u32 = 256;
 
+/// The service types the model implements (`qpc.st`). What differs per type lives in one
+/// module each ([`rc`]); the QP commands reach it through [`ServiceType::ops`], the one place
+/// that dispatches on the type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceType {
+    /// Reliable connected.
+    Rc,
+}
+
+impl ServiceType {
+    /// The type `qpc.st` names, if the model implements it.
+    fn of_st(st: u32) -> Option<ServiceType> {
+        (st == qp::st::RC as u32).then_some(ServiceType::Rc)
+    }
+
+    /// The type's entry points.
+    fn ops(self) -> &'static TypeOps {
+        match self {
+            ServiceType::Rc => &rc::OPS,
+        }
+    }
+}
+
+/// What a service type does in the QP commands.
+struct TypeOps {
+    /// The `opt_param_mask` bits a transition (by opcode) allows.
+    allowed_optpar: fn(u16) -> u32,
+    /// Checks the type's fields a transition reads from the context (primary path, optional
+    /// fields mask) before anything changes; the route and source GID the QP connects with.
+    check: fn(&Hca, u16, &[u8], &AddressPath, u32) -> Result<(Route, [u8; 16]), CmdError>,
+    /// Writes the type's fields a transition sets into the QP (the checks passed).
+    apply: fn(&mut Qp, u16, &[u8], AddressPath, u32, Route, [u8; 16]),
+    /// The QP moved from one state to another (by QPN): the type's transport follows.
+    on_transition: fn(&mut Hca, u32, u8, u8),
+}
+
+pub mod rc;
+
 /// Where a connected QP's packets go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -124,6 +164,8 @@ pub(crate) struct AddressPath {
 pub struct Qp {
     /// QP number.
     pub qpn: u32,
+    /// Service type (`qpc.st`).
+    pub st: ServiceType,
     /// `qp::state` value.
     pub state: u8,
     /// Protection domain.
@@ -214,6 +256,7 @@ impl Qp {
     fn in_reset(qpn: u32, buf: PagedBuffer, sq_log_size: Option<u32>, sq_offset: u64) -> Qp {
         Qp {
             qpn,
+            st: ServiceType::Rc,
             state: qp::state::RST,
             pd: 0,
             uar: 0,
@@ -267,17 +310,6 @@ impl Qp {
     /// Copies one qpc field from a command's context into the saved context (QUERY_QP).
     fn keep(&mut self, ctx: &[u8], f: Field) {
         let _ = f.set(&mut self.qpc, get(f, ctx));
-    }
-
-    /// Takes the remote access enables (`rre`, `rwe`, `rae`, `atomic_mode`).
-    fn set_access(&mut self, ctx: &[u8]) {
-        self.rre = get(qpc::RRE, ctx) != 0;
-        self.rwe = get(qpc::RWE, ctx) != 0;
-        self.rae = get(qpc::RAE, ctx) != 0;
-        self.atomic_mode = get(qpc::ATOMIC_MODE, ctx);
-        for f in [qpc::RRE, qpc::RWE, qpc::RAE, qpc::ATOMIC_MODE] {
-            self.keep(ctx, f);
-        }
     }
 
     /// Resets runtime state (creation and 2RST).
@@ -466,9 +498,7 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     if get(create_qp_in::WQ_UMEM_VALID, input) != 0 || get(qpc::DBR_UMEM_VALID, ctx) != 0 {
         return Err(bad_param(syndrome::UMEM_UNSUPPORTED));
     }
-    if get(qpc::ST, ctx) != qp::st::RC as u32 {
-        return Err(bad_param(syndrome::UNSUPPORTED_ST));
-    }
+    let st = ServiceType::of_st(get(qpc::ST, ctx)).ok_or(bad_param(syndrome::UNSUPPORTED_ST))?;
     if get(qpc::PM_STATE, ctx) != qp::pm::MIGRATED as u32 {
         return Err(bad_param(syndrome::BAD_PM_STATE));
     }
@@ -554,6 +584,7 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         dbr_addr,
         qpc: saved,
         fre: get(qpc::FRE, ctx) != 0,
+        st,
         ..Qp::in_reset(qpn, buf, (!no_sq).then_some(log_sq), rq_bytes)
     };
     q.reset_runtime();
@@ -605,61 +636,38 @@ pub fn query_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     Ok(())
 }
 
-/// The transition an opcode performs: (legal current states, new state, allowed optpar bits).
-fn transition(op: u16) -> Option<(&'static [u8], u8, u32)> {
-    use qp::optpar::*;
+/// The transition an opcode performs: (legal current states, new state), for every service
+/// type (Linux drivers/infiniband/hw/mlx5/qp.c `optab`); which optional fields it takes is
+/// the type's ([`TypeOps::allowed_optpar`]).
+fn transition(op: u16) -> Option<(&'static [u8], u8)> {
     use qp::state::*;
-    // Linux drivers/infiniband/hw/mlx5/qp.c opt_mask[..][..][MLX5_QP_ST_RC].
     Some(match op {
-        opcode::RST2INIT_QP => (&[RST], INIT, 0),
-        opcode::INIT2INIT_QP => (
-            &[INIT],
-            INIT,
-            RRE | RAE | RWE | PKEY_INDEX | PRI_PORT | LAG_TX_AFF,
-        ),
-        opcode::INIT2RTR_QP => (
-            &[INIT],
-            RTR,
-            ALT_ADDR_PATH | RRE | RAE | RWE | PKEY_INDEX | LAG_TX_AFF,
-        ),
-        opcode::RTR2RTS_QP => (
-            &[RTR],
-            RTS,
-            ALT_ADDR_PATH | RRE | RAE | RWE | PM_STATE | RNR_TIMEOUT | OFFLOAD_TYPE,
-        ),
-        opcode::RTS2RTS_QP => (
-            &[RTS],
-            RTS,
-            RRE | RAE
-                | RWE
-                | RNR_TIMEOUT
-                | PM_STATE
-                | ALT_ADDR_PATH
-                | OFFLOAD_TYPE
-                | RMPN_XRQN
-                // Linux qp.c `__mlx5_ib_qp_set_counter` (cap `rts2rts_qp_counters_set_id`).
-                | COUNTER_SET_ID,
-        ),
-        opcode::SQERR2RTS_QP => (&[SQER], RTS, RNR_TIMEOUT | RWE | RAE | RRE),
-        opcode::SQD_RTS_QP => (&[SQD], RTS, RNR_TIMEOUT | RWE | RAE | RRE),
-        opcode::QP_2ERR => (&[RST, INIT, RTR, RTS, SQER, SQD, ERR], ERR, 0),
-        opcode::QP_2RST => (&[RST, INIT, RTR, RTS, SQER, SQD, ERR], RST, 0),
+        opcode::RST2INIT_QP => (&[RST], INIT),
+        opcode::INIT2INIT_QP => (&[INIT], INIT),
+        opcode::INIT2RTR_QP => (&[INIT], RTR),
+        opcode::RTR2RTS_QP => (&[RTR], RTS),
+        opcode::RTS2RTS_QP => (&[RTS], RTS),
+        opcode::SQERR2RTS_QP => (&[SQER], RTS),
+        opcode::SQD_RTS_QP => (&[SQD], RTS),
+        opcode::QP_2ERR => (&[RST, INIT, RTR, RTS, SQER, SQD, ERR], ERR),
+        opcode::QP_2RST => (&[RST, INIT, RTR, RTS, SQER, SQD, ERR], RST),
         _ => return None,
     })
 }
 
 /// RST2INIT_QP .. 2RST_QP, selected by `opcode`.
 pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -> CmdResult {
-    let (from, to, allowed) =
-        transition(opcode).ok_or(err(cmd_status::BAD_OP_ERR, syndrome::BAD_OPCODE))?;
+    let (from, to) = transition(opcode).ok_or(err(cmd_status::BAD_OP_ERR, syndrome::BAD_OPCODE))?;
     let short = matches!(opcode, opcode::QP_2ERR | opcode::QP_2RST);
     // Every modify input has the QPN at 0x48, the mask at 0x80 and the qpc at 0xc0.
     let qpn = get(qp_2rst_in::QPN, input);
-    let cur = hca
+    let (cur, st) = hca
         .objects
         .qps
-        .state(qpn)
+        .get(qpn)
+        .map(|q| (q.state, q.st))
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
+    let ops = st.ops();
     if !from.contains(&cur) {
         return Err(err(cmd_status::BAD_QP_STATE_ERR, syndrome::BAD_STATE));
     }
@@ -672,12 +680,12 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
             // Detached from its Q counter set until a transition names one again.
             q.counter_set = 0;
             let _ = qpc::COUNTER_SET_ID.set(&mut q.qpc, 0);
-            crate::rcpath::on_transition(hca, qpn, cur, qp::state::RST);
+            (ops.on_transition)(hca, qpn, cur, qp::state::RST);
         }
         return Ok(());
     }
     let mask = get(rst2init_qp_in::OPT_PARAM_MASK, input);
-    if mask & !allowed != 0 {
+    if mask & !(ops.allowed_optpar)(opcode) != 0 {
         return Err(bad_param(syndrome::BAD_OPT_PARAM));
     }
     let ctx = rst2init_qp_in::QPC
@@ -696,151 +704,20 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
     if names_counter_set && !hca.objects.qcounters.exists(counter_set) {
         return Err(bad_param(syndrome::BAD_COUNTER_SET));
     }
-    match opcode {
-        opcode::RST2INIT_QP => {
-            check_port_pkey(path.port, path.pkey_index)?;
-        }
-        opcode::INIT2INIT_QP => {
-            if opt(qp::optpar::PRI_PORT) {
-                check_port_pkey(path.port, 0)?;
-            }
-            if opt(qp::optpar::PKEY_INDEX) {
-                check_port_pkey(PORT_NUM, path.pkey_index)?;
-            }
-        }
-        opcode::INIT2RTR_QP => {
-            if !(1..=5).contains(&get(qpc::MTU, ctx)) {
-                return Err(bad_param(syndrome::BAD_MTU));
-            }
-            if get(qpc::LOG_MSG_MAX, ctx) > hca.cap(cmd_hca_cap::LOG_MAX_MSG) {
-                return Err(bad_param(syndrome::MSG_SIZE_ABOVE_CAP));
-            }
-            if get(qpc::REMOTE_QPN, ctx) < 2 {
-                return Err(bad_param(syndrome::BAD_REMOTE_QPN));
-            }
-            if path.rgid == [0; 16] || path.rmac == [0; 6] {
-                return Err(bad_param(syndrome::NO_ADDRESS_PATH));
-            }
-            if hca.roce_gid(path.src_addr_index).is_none() {
-                return Err(bad_param(syndrome::BAD_SGID_INDEX));
-            }
-            check_port_pkey(path.port, 0)?;
-            if opt(qp::optpar::PKEY_INDEX) {
-                check_port_pkey(PORT_NUM, path.pkey_index)?;
-            }
-            if get(qpc::LOG_RRA_MAX, ctx) > hca.cap(cmd_hca_cap::LOG_MAX_RA_RES_QP) {
-                return Err(bad_param(syndrome::RA_ABOVE_CAP));
-            }
-        }
-        opcode::RTR2RTS_QP
-            if get(qpc::LOG_SRA_MAX, ctx) > hca.cap(cmd_hca_cap::LOG_MAX_RA_REQ_QP) =>
-        {
-            return Err(bad_param(syndrome::RA_ABOVE_CAP));
-        }
-        _ => {}
-    }
-
-    // Route and source GID for INIT2RTR.
-    let (route, sgid) = if opcode == opcode::INIT2RTR_QP {
-        let sgid = hca.roce_gid(path.src_addr_index).unwrap_or([0; 16]);
-        let local = (0..GID_TABLE_SEARCH).any(|i| hca.roce_gid(i) == Some(path.rgid));
-        (if local { Route::Local } else { Route::Remote }, sgid)
-    } else {
-        (Route::None, [0; 16])
-    };
+    let (route, sgid) = (ops.check)(hca, opcode, ctx, &path, mask)?;
 
     let q = hca
         .objects
         .qps
         .get_mut(qpn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
-    match opcode {
-        opcode::RST2INIT_QP => {
-            q.path.pkey_index = path.pkey_index;
-            q.path.port = path.port;
-            q.keep(ctx, ads::PKEY_INDEX.within(pri));
-            q.keep(ctx, ads::VHCA_PORT_NUM.within(pri));
-            q.set_access(ctx);
-        }
-        opcode::INIT2INIT_QP => {
-            if opt(qp::optpar::RRE | qp::optpar::RWE | qp::optpar::RAE) {
-                q.set_access(ctx);
-            }
-            if opt(qp::optpar::PKEY_INDEX) {
-                q.path.pkey_index = path.pkey_index;
-                q.keep(ctx, ads::PKEY_INDEX.within(pri));
-            }
-        }
-        opcode::INIT2RTR_QP => {
-            q.mtu = get(qpc::MTU, ctx);
-            q.log_msg_max = get(qpc::LOG_MSG_MAX, ctx);
-            q.remote_qpn = get(qpc::REMOTE_QPN, ctx);
-            q.epsn = get(qpc::NEXT_RCV_PSN, ctx);
-            q.log_rra_max = get(qpc::LOG_RRA_MAX, ctx);
-            q.min_rnr_nak = get(qpc::MIN_RNR_NAK, ctx);
-            let (pkey, timeout) = (q.path.pkey_index, q.path.ack_timeout);
-            q.path = path;
-            q.path.ack_timeout = timeout;
-            if !opt(qp::optpar::PKEY_INDEX) {
-                q.path.pkey_index = pkey;
-            }
-            q.route = route;
-            q.sgid = sgid;
-            for f in [
-                qpc::MTU,
-                qpc::LOG_MSG_MAX,
-                qpc::REMOTE_QPN,
-                qpc::NEXT_RCV_PSN,
-                qpc::LOG_RRA_MAX,
-                qpc::MIN_RNR_NAK,
-                qpc::LOG_ACK_REQ_FREQ,
-            ] {
-                q.keep(ctx, f);
-            }
-            // The whole primary path, except ack_timeout (set by RTR2RTS) and the P_Key index
-            // (only with its optpar bit).
-            let mut p = [0u8; ads::BYTES];
-            let _ = pri.read_bytes(ctx, &mut p);
-            let _ = ads::ACK_TIMEOUT.set(&mut p, q.path.ack_timeout);
-            let _ = ads::PKEY_INDEX.set(&mut p, q.path.pkey_index);
-            let _ = pri.write_bytes(&mut q.qpc, &p);
-            if opt(qp::optpar::RRE | qp::optpar::RWE | qp::optpar::RAE) {
-                q.set_access(ctx);
-            }
-        }
-        _ => {
-            // RTR2RTS, RTS2RTS, SQERR2RTS, SQD2RTS.
-            if opcode == opcode::RTR2RTS_QP {
-                q.npsn = get(qpc::NEXT_SEND_PSN, ctx);
-                q.retry_count = get(qpc::RETRY_COUNT, ctx);
-                q.rnr_retry = get(qpc::RNR_RETRY, ctx);
-                q.log_sra_max = get(qpc::LOG_SRA_MAX, ctx);
-                q.path.ack_timeout = path.ack_timeout;
-                for f in [
-                    qpc::NEXT_SEND_PSN,
-                    qpc::RETRY_COUNT,
-                    qpc::RNR_RETRY,
-                    qpc::LOG_SRA_MAX,
-                    ads::ACK_TIMEOUT.within(pri),
-                ] {
-                    q.keep(ctx, f);
-                }
-            }
-            if opt(qp::optpar::RRE | qp::optpar::RWE | qp::optpar::RAE) {
-                q.set_access(ctx);
-            }
-            if opt(qp::optpar::RNR_TIMEOUT) {
-                q.min_rnr_nak = get(qpc::MIN_RNR_NAK, ctx);
-                q.keep(ctx, qpc::MIN_RNR_NAK);
-            }
-        }
-    }
+    (ops.apply)(q, opcode, ctx, path, mask, route, sgid);
     if names_counter_set {
         q.counter_set = counter_set;
         q.keep(ctx, qpc::COUNTER_SET_ID);
     }
     q.state = to;
-    crate::rcpath::on_transition(hca, qpn, cur, to);
+    (ops.on_transition)(hca, qpn, cur, to);
     // Work posted before RTS runs now (the SQ doorbell may have rung earlier).
     if to == qp::state::RTS {
         crate::datapath::kick(hca, qpn);
