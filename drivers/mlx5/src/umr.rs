@@ -928,7 +928,10 @@ mod tests {
         let w = wait(&mut p.cq_a, 1);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].status, WcStatus::LocQpOpErr);
-        assert_eq!(w[0].vendor_err, mlx5_sim::umr::umr_vendor::NOT_FRE);
+        assert_eq!(
+            w[0].vendor_err,
+            mlx5_sim::datapath::umr::umr_vendor::NOT_FRE
+        );
         sim.with_hca(|h| assert!(h.mkeys().by_index(key >> 8).expect("key").free));
     }
 }

@@ -257,7 +257,7 @@ fn a_page_request_of_i32_max_is_answered_with_cant_give() {
     // The refused request still ended the round: consumer index back, EQ armed again.
     assert!(
         sim.with_hca(|h| h
-            .eq(mlx5_sim::eq::FIRST_EQN as u8)
+            .eq(mlx5_sim::objects::eq::FIRST_EQN as u8)
             .expect("the async EQ")
             .armed),
         "the EQ is re-armed after a page request the driver refused"

@@ -14,7 +14,7 @@ use mlx5::{
 };
 
 /// The model's EQ number of the context's one EQ (the model hands out EQ numbers from 1).
-const EQN: u8 = mlx5_sim::eq::FIRST_EQN as u8;
+const EQN: u8 = mlx5_sim::objects::eq::FIRST_EQN as u8;
 
 /// Two connected QPs whose CQs report to `ch`.
 struct EvPair {

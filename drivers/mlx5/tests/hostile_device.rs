@@ -17,7 +17,7 @@ use mlx5::{
     SendOp, SendWr,
 };
 use mlx5_prm::init_seg;
-use mlx5_sim::faults::Faults;
+use mlx5_sim::control::faults::Faults;
 
 /// What the wrapper does to the device.
 #[derive(Clone, Debug)]

@@ -13,7 +13,7 @@ use mlx5::{
     AccessFlags, DmaBuffer, Error, Hal, InvalidInput, MemoryRegion, MrTranslation, QpCaps,
     SendFlags, SendOp, WcStatus,
 };
-use mlx5_sim::mr::{Access as SimAccess, MrFault};
+use mlx5_sim::objects::mr::{Access as SimAccess, MrFault};
 
 const SIG: SendFlags = SendFlags::SIGNALED;
 const RW: AccessFlags = AccessFlags(
@@ -845,7 +845,7 @@ fn failed_indirect_key_destroys_its_inner_keys() {
     // SAFETY: never used for DMA; refused by the device.
     let e = unsafe { pd.reg_phys(&chunks, 0x1000_0000, AccessFlags::LOCAL_WRITE) }.err();
     assert!(
-        matches!(e, Some(Error::Command(ref c)) if c.syndrome == mlx5_sim::mr::syndrome::KLM_LIST_TOO_LONG),
+        matches!(e, Some(Error::Command(ref c)) if c.syndrome == mlx5_sim::objects::mr::syndrome::KLM_LIST_TOO_LONG),
         "{e:?}"
     );
     assert_eq!(

@@ -13,7 +13,7 @@ use mlx5::{
     ProtectionDomain, QpCaps, QpOptions, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr,
     WcOpcode, WcStatus,
 };
-use mlx5_sim::mw::window_type;
+use mlx5_sim::objects::mw::window_type;
 
 const BINDABLE: AccessFlags = AccessFlags(AccessFlags::ALL.0 | AccessFlags::MW_BIND.0);
 const RW: AccessFlags = AccessFlags(AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_WRITE.0);

@@ -11,8 +11,8 @@ use common::*;
 use mlx5::umr::{flags, mkey_mask as mask, MkeySeg, Umr, INLINE_MAX_MTT, XLT_CHUNK_MTT};
 use mlx5::{AccessFlags, DmaBuffer, Error, Hal, QpCaps, WcStatus};
 use mlx5_prm::mkey::MTT_PRESENT;
-use mlx5_sim::mr::{Access as SimAccess, MrFault};
-use mlx5_sim::umr::umr_vendor;
+use mlx5_sim::datapath::umr::umr_vendor;
+use mlx5_sim::objects::mr::{Access as SimAccess, MrFault};
 use umr_common::{enable_seg, ENABLE};
 
 /// `n` 4 KiB pages of `buf`, in reverse order, as MTT entries.

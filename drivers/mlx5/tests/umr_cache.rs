@@ -9,7 +9,7 @@ mod umr_common;
 
 use common::*;
 use mlx5::{AccessFlags, DmaBuffer, Error, Hal, QpCaps, WcStatus};
-use mlx5_sim::mr::Access as SimAccess;
+use mlx5_sim::objects::mr::Access as SimAccess;
 use umr_common::{tamper, RW};
 
 #[test]

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use dp::*;
 use mlx5_prm::{cqe, qpc, rst2init_qp_in, wqe};
-use mlx5_sim::device::ExecMode;
+use mlx5_sim::front::device::ExecMode;
 use mlx5_sim::InProcHca;
 
 /// How long one chunk of one path runs (about; a calibrated number of whole iterations).

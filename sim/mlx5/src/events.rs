@@ -1,12 +1,12 @@
-//! The event sink: the event queues (EQE and async-event posting, see [`crate::eq`]) and the
+//! The event sink: the event queues (EQE and async-event posting, see [`crate::objects::eq`]) and the
 //! INTx line they raise. One part of [`crate::hca::Hca`].
 
 use std::sync::Arc;
 
 use crate::control::Control;
-use crate::eq::EqTable;
+use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
-use crate::pci::Intx;
+use crate::objects::eq::EqTable;
 
 /// The EQs and the interrupt line.
 pub(crate) struct Events {
@@ -37,12 +37,12 @@ pub(crate) struct Sink<'a> {
 impl Sink<'_> {
     /// Writes one EQE into EQ `eqn` ([`crate::hca::Hca::post_eqe`]).
     pub(crate) fn post_eqe(&mut self, eqn: u32, event_type: u8, sub_type: u8, data: &[u8]) -> bool {
-        crate::eq::post_eqe(self, eqn, event_type, sub_type, data)
+        crate::objects::eq::post_eqe(self, eqn, event_type, sub_type, data)
     }
 
     /// Posts an event to every EQ that asked for it ([`crate::hca::Hca::post_async_event`]).
     pub(crate) fn post_async_event(&mut self, event_type: u8, sub_type: u8, data: &[u8]) {
-        crate::eq::post_async_event(self, event_type, sub_type, data)
+        crate::objects::eq::post_async_event(self, event_type, sub_type, data)
     }
 
     /// A trace note.

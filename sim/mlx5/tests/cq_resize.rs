@@ -9,7 +9,7 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::*;
-use mlx5_sim::cq::{post_cqe, syndrome as cqs, Cqe as SimCqe};
+use mlx5_sim::objects::cq::{post_cqe, syndrome as cqs, Cqe as SimCqe};
 use mlx5_sim::InProcHca;
 use raw::{input, set};
 

@@ -8,7 +8,7 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::*;
-use mlx5_sim::mr::{syndrome as mrs, Access, MrFault};
+use mlx5_sim::objects::mr::{syndrome as mrs, Access, MrFault};
 use mlx5_sim::InProcHca;
 use raw::{input, set};
 

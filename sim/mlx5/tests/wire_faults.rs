@@ -9,7 +9,7 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::{opcode, query_q_counter_in, query_vport_counter_out, wqe};
-use mlx5_sim::device::ExecMode;
+use mlx5_sim::front::device::ExecMode;
 use mlx5_sim::roce::counters::Counter;
 use mlx5_sim::roce::link::FaultSpec;
 use mlx5_sim::InProcHca;

@@ -9,7 +9,7 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::{cqe, wqe};
-use mlx5_sim::device::ExecMode;
+use mlx5_sim::front::device::ExecMode;
 use mlx5_sim::roce::link::PcapTap;
 use mlx5_sim::roce::pcap::PcapFile;
 use mlx5_sim::InProcHca;

@@ -63,7 +63,7 @@ impl fmt::Display for Mac {
 }
 
 /// An HCA fault spec, checked by the model's parser and kept as written (applied in order).
-fn fault_spec(v: &str) -> Result<String, mlx5_sim::faults::FaultSpecError> {
+fn fault_spec(v: &str) -> Result<String, mlx5_sim::control::faults::FaultSpecError> {
     Faults::default().apply_spec(v).map(|()| v.to_string())
 }
 

@@ -1,12 +1,12 @@
 //! The HCA's own commands: the lifecycle (ENABLE/INIT/TEARDOWN/DISABLE), ISSI, capabilities,
 //! ACCESS_REGISTER, QUERY_ADAPTER, NOP, SET_DRIVER_VERSION.
 
-use crate::caps::{SetCapError, CAP_PAGE_BYTES};
-use crate::cmd::CmdResult;
-use crate::eq::EqTable;
-use crate::pd::{PdTable, TdTable};
-use crate::uar::UarTable;
-use crate::vport::Vport;
+use crate::control::caps::{SetCapError, CAP_PAGE_BYTES};
+use crate::control::cmd::CmdResult;
+use crate::objects::eq::EqTable;
+use crate::objects::pd::{PdTable, TdTable};
+use crate::objects::uar::UarTable;
+use crate::objects::vport::Vport;
 use mlx5_prm::*;
 
 use super::{fail, get, put, syndrome, Hca, Lifecycle, IEEE_VENDOR_ID, PSID, SUPPORTED_ISSI};
@@ -184,7 +184,7 @@ impl Hca {
         put(
             blk,
             query_adapter_param_block::VSD_VENDOR_ID,
-            crate::device::VENDOR_ID.into(),
+            crate::front::device::VENDOR_ID.into(),
         );
         let psid = query_adapter_param_block::VSD_CONTD_PSID.as_field();
         let p = psid.byte_offset();

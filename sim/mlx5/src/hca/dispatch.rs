@@ -1,7 +1,7 @@
 //! Command dispatch: the command table and the checks every command passes before its handler.
 
-use crate::cmd::CmdResult;
-use crate::{cq, mr, qp};
+use crate::control::cmd::CmdResult;
+use crate::objects::{cq, mr, qp};
 use mlx5_prm::*;
 
 use super::{fail, get, syndrome, Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
@@ -132,7 +132,7 @@ impl Spec {
 /// (init_hca_in 32 bytes, init2init/rts2rts_qp_in 272 vs 464, query_qp_out 464 vs 272) both
 /// sizes are accepted.
 fn spec(opcode: u16) -> Option<Spec> {
-    use crate::{eq, pd, uar, vport};
+    use crate::objects::{eq, pd, uar, vport};
     const LINUX_INIT_HCA_IN: usize = 32;
     const LINUX_MODIFY_QP_IN: usize = 272;
     const LINUX_QUERY_QP_OUT: usize = 464;
@@ -165,14 +165,14 @@ fn spec(opcode: u16) -> Option<Spec> {
             query_pages_in::BYTES,
             query_pages_out::BYTES,
             S_UP,
-            crate::pages::cmd_query_pages,
+            crate::control::pages::cmd_query_pages,
         )
         .op_mod(),
         opcode::MANAGE_PAGES => var(
             manage_pages_in::BYTES,
             manage_pages_out::BYTES,
             S_UP,
-            crate::pages::cmd_manage_pages,
+            crate::control::pages::cmd_manage_pages,
         )
         .op_mod(),
         opcode::QUERY_HCA_CAP => fixed(
@@ -280,19 +280,19 @@ fn spec(opcode: u16) -> Option<Spec> {
             query_q_counter_in::BYTES,
             query_q_counter_out::BYTES,
             S_INIT,
-            crate::counter::cmd_query_q_counter,
+            crate::objects::counter::cmd_query_q_counter,
         ),
         opcode::ALLOC_Q_COUNTER => fixed(
             alloc_q_counter_in::BYTES,
             alloc_q_counter_out::BYTES,
             S_INIT,
-            crate::counter::cmd_alloc_q_counter,
+            crate::objects::counter::cmd_alloc_q_counter,
         ),
         opcode::DEALLOC_Q_COUNTER => fixed(
             dealloc_q_counter_in::BYTES,
             dealloc_q_counter_out::BYTES,
             S_INIT,
-            crate::counter::cmd_dealloc_q_counter,
+            crate::objects::counter::cmd_dealloc_q_counter,
         ),
         opcode::QUERY_NIC_VPORT_CONTEXT => fixed(
             query_nic_vport_context_in::BYTES,

@@ -1,8 +1,8 @@
 //! The HCA: all device state, command dispatch and the HCA lifecycle (ENABLE/INIT/TEARDOWN/
 //! DISABLE), ISSI, capabilities, ACCESS_REGISTER, QUERY_ADAPTER, NOP, SET_DRIVER_VERSION.
-//! Object commands live with their objects: [`crate::pages`], [`crate::uar`], [`crate::pd`],
-//! [`crate::eq`], [`crate::vport`] (control plane) and [`crate::mr`], [`crate::cq`],
-//! [`crate::qp`] (data plane).
+//! Object commands live with their objects: [`crate::control::pages`], [`crate::objects::uar`], [`crate::objects::pd`],
+//! [`crate::objects::eq`], [`crate::objects::vport`] (control plane) and [`crate::objects::mr`], [`crate::objects::cq`],
+//! [`crate::objects::qp`] (data plane).
 //!
 //! Dispatch checks, in this order: known opcode (BAD_OP), input and output lengths against the
 //! command's `_in`/`_out` layouts (BAD_INP_LEN / BAD_OUTP_LEN; where the rdma-core and Linux
@@ -12,18 +12,18 @@
 
 use std::sync::Arc;
 
-use crate::caps::Caps;
-use crate::cmd::{CmdError, CmdResult};
+use crate::control::caps::Caps;
+use crate::control::cmd::{CmdError, CmdResult};
+use crate::control::faults::Faults;
+use crate::control::pages::{PageStage, Pages};
+use crate::control::trace::Trace;
 use crate::control::Control;
 use crate::datapath::Doorbells;
 use crate::events::{Events, Sink};
-use crate::faults::Faults;
-use crate::init_seg::HealthState;
+use crate::front::init_seg::HealthState;
+use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
-use crate::pages::{PageStage, Pages};
-use crate::pci::Intx;
-use crate::trace::Trace;
 use crate::wire;
 use mlx5_prm::*;
 
@@ -183,22 +183,22 @@ impl Hca {
     }
 
     /// The memory keys.
-    pub fn mkeys(&self) -> &crate::mr::MkeyTable {
+    pub fn mkeys(&self) -> &crate::objects::mr::MkeyTable {
         &self.objects.mkeys
     }
 
     /// The completion queues.
-    pub fn cqs(&self) -> &crate::cq::CqTable {
+    pub fn cqs(&self) -> &crate::objects::cq::CqTable {
         &self.objects.cqs
     }
 
     /// The queue pairs.
-    pub fn qps(&self) -> &crate::qp::QpTable {
+    pub fn qps(&self) -> &crate::objects::qp::QpTable {
         &self.objects.qps
     }
 
     /// The queue pairs, to choose the next QPN (tests).
-    pub fn qps_mut(&mut self) -> &mut crate::qp::QpTable {
+    pub fn qps_mut(&mut self) -> &mut crate::objects::qp::QpTable {
         &mut self.objects.qps
     }
 
@@ -222,7 +222,7 @@ impl Hca {
     }
 
     /// The CQ table and the event sink, borrowed apart (posting a CQE).
-    pub(crate) fn cqs_and_sink(&mut self) -> (&mut crate::cq::CqTable, Sink<'_>) {
+    pub(crate) fn cqs_and_sink(&mut self) -> (&mut crate::objects::cq::CqTable, Sink<'_>) {
         let sink = Sink {
             events: &mut self.events,
             control: &mut self.control,
@@ -256,7 +256,7 @@ impl Hca {
     }
 
     /// EQ `eqn`, as the device holds it.
-    pub fn eq(&self, eqn: u8) -> Option<&crate::eq::Eq> {
+    pub fn eq(&self, eqn: u8) -> Option<&crate::objects::eq::Eq> {
         self.events.eqs.get(eqn)
     }
 

@@ -3,11 +3,11 @@
 //!
 //! # Driving an RC QP from the datapath
 //!
-//! (The model does this in `crate::rcpath`: its environment over the mkey table, the rings
+//! (The model does this in `crate::datapath::rc`: its environment over the mkey table, the rings
 //! and the CQs, the QP context mapping, and the packet path to the port.)
 //!
 //! State, per QP: one [`RcQp`]. The QP context gives its configuration: the table of which
-//! QPC field sets which [`ReqConfig`] / [`RespConfig`] field is the model's, in `crate::rcpath`
+//! QPC field sets which [`ReqConfig`] / [`RespConfig`] field is the model's, in `crate::datapath::rc`
 //! ("QP context → transport").
 //!
 //! The responder exists from RTR, the requester from RTS. Time is any monotonic clock in
