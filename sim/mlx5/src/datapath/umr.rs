@@ -478,7 +478,8 @@ mod tests {
             Arc::new(HealthState::new()),
         );
         let mut out = [0u8; mlx5_prm::alloc_pd_out::BYTES];
-        crate::objects::pd::cmd_alloc_pd(&mut hca, &[], &mut out).unwrap();
+        crate::objects::pd::cmd_alloc_pd(&hca.control.caps, &mut hca.objects, &[], &mut out)
+            .unwrap();
         let pd = mlx5_prm::alloc_pd_out::PD.get(&out).unwrap();
         let m = Mkey {
             index: INDEX,

@@ -1,6 +1,8 @@
 //! Command dispatch: the command table and the checks every command passes before its handler.
 
+use crate::control::caps::Caps;
 use crate::control::cmd::CmdResult;
+use crate::objects::Objects;
 use crate::objects::{cq, mr, qp};
 use mlx5_prm::*;
 
@@ -51,17 +53,21 @@ impl Hca {
         }
         match spec.handler {
             Handler::Plain(h) => h(self, input, output),
+            Handler::Objects(h) => h(&self.control.caps, &mut self.objects, input, output),
             Handler::Modify(h) => h(self, opcode, input, output),
         }
     }
 }
 
 type PlainHandler = fn(&mut Hca, &[u8], &mut [u8]) -> CmdResult;
+/// An object command: the capabilities it checks against and the object tables, nothing else.
+type ObjectsHandler = fn(&Caps, &mut Objects, &[u8], &mut [u8]) -> CmdResult;
 type ModifyHandler = fn(&mut Hca, u16, &[u8], &mut [u8]) -> CmdResult;
 
 #[derive(Clone, Copy)]
 enum Handler {
     Plain(PlainHandler),
+    Objects(ObjectsHandler),
     Modify(ModifyHandler),
 }
 
@@ -97,6 +103,20 @@ const fn var(inb: usize, outb: usize, states: u8, h: PlainHandler) -> Spec {
     Spec {
         in_max: None,
         ..fixed(inb, outb, states, h)
+    }
+}
+
+const fn objects_fixed(inb: usize, outb: usize, states: u8, h: ObjectsHandler) -> Spec {
+    Spec {
+        handler: Handler::Objects(h),
+        ..fixed(inb, outb, states, Hca::nop)
+    }
+}
+
+const fn objects_var(inb: usize, outb: usize, states: u8, h: ObjectsHandler) -> Spec {
+    Spec {
+        handler: Handler::Objects(h),
+        ..var(inb, outb, states, Hca::nop)
     }
 }
 
@@ -227,7 +247,7 @@ fn spec(opcode: u16) -> Option<Spec> {
         )
         .boot(),
         opcode::NOP => fixed(nop_in::BYTES, nop_out::BYTES, S_UP, Hca::nop),
-        opcode::ALLOC_UAR => fixed(
+        opcode::ALLOC_UAR => objects_fixed(
             alloc_uar_in::BYTES,
             alloc_uar_out::BYTES,
             S_INIT,
@@ -239,25 +259,25 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             uar::cmd_dealloc_uar,
         ),
-        opcode::ALLOC_PD => fixed(
+        opcode::ALLOC_PD => objects_fixed(
             alloc_pd_in::BYTES,
             alloc_pd_out::BYTES,
             S_INIT,
             pd::cmd_alloc_pd,
         ),
-        opcode::DEALLOC_PD => fixed(
+        opcode::DEALLOC_PD => objects_fixed(
             dealloc_pd_in::BYTES,
             dealloc_pd_out::BYTES,
             S_INIT,
             pd::cmd_dealloc_pd,
         ),
-        opcode::ALLOC_TRANSPORT_DOMAIN => fixed(
+        opcode::ALLOC_TRANSPORT_DOMAIN => objects_fixed(
             alloc_transport_domain_in::BYTES,
             alloc_transport_domain_out::BYTES,
             S_INIT,
             pd::cmd_alloc_td,
         ),
-        opcode::DEALLOC_TRANSPORT_DOMAIN => fixed(
+        opcode::DEALLOC_TRANSPORT_DOMAIN => objects_fixed(
             dealloc_transport_domain_in::BYTES,
             dealloc_transport_domain_out::BYTES,
             S_INIT,
@@ -282,31 +302,31 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             crate::objects::counter::cmd_query_q_counter,
         ),
-        opcode::ALLOC_Q_COUNTER => fixed(
+        opcode::ALLOC_Q_COUNTER => objects_fixed(
             alloc_q_counter_in::BYTES,
             alloc_q_counter_out::BYTES,
             S_INIT,
             crate::objects::counter::cmd_alloc_q_counter,
         ),
-        opcode::DEALLOC_Q_COUNTER => fixed(
+        opcode::DEALLOC_Q_COUNTER => objects_fixed(
             dealloc_q_counter_in::BYTES,
             dealloc_q_counter_out::BYTES,
             S_INIT,
             crate::objects::counter::cmd_dealloc_q_counter,
         ),
-        opcode::QUERY_NIC_VPORT_CONTEXT => fixed(
+        opcode::QUERY_NIC_VPORT_CONTEXT => objects_fixed(
             query_nic_vport_context_in::BYTES,
             query_nic_vport_context_out::BYTES,
             S_INIT,
             vport::cmd_query_nic_vport_context,
         ),
-        opcode::MODIFY_NIC_VPORT_CONTEXT => var(
+        opcode::MODIFY_NIC_VPORT_CONTEXT => objects_var(
             modify_nic_vport_context_in::BYTES,
             modify_nic_vport_context_out::BYTES,
             S_INIT,
             vport::cmd_modify_nic_vport_context,
         ),
-        opcode::QUERY_ROCE_ADDRESS => fixed(
+        opcode::QUERY_ROCE_ADDRESS => objects_fixed(
             query_roce_address_in::BYTES,
             query_roce_address_out::BYTES,
             S_INIT,
@@ -337,19 +357,19 @@ fn spec(opcode: u16) -> Option<Spec> {
             eq::cmd_query_eq,
         ),
         // Data plane (engineer B).
-        opcode::CREATE_MKEY => var(
+        opcode::CREATE_MKEY => objects_var(
             create_mkey_in::BYTES,
             create_mkey_out::BYTES,
             S_INIT,
             mr::create_mkey,
         ),
-        opcode::DESTROY_MKEY => fixed(
+        opcode::DESTROY_MKEY => objects_fixed(
             destroy_mkey_in::BYTES,
             destroy_mkey_out::BYTES,
             S_INIT,
             mr::destroy_mkey,
         ),
-        opcode::QUERY_MKEY => fixed(
+        opcode::QUERY_MKEY => objects_fixed(
             query_mkey_in::BYTES,
             query_mkey_out::BYTES,
             S_INIT,
@@ -380,19 +400,19 @@ fn spec(opcode: u16) -> Option<Spec> {
             cq::modify_cq,
         )
         .op_mod(),
-        opcode::CREATE_QP => var(
+        opcode::CREATE_QP => objects_var(
             create_qp_in::BYTES,
             create_qp_out::BYTES,
             S_INIT,
             qp::create_qp,
         ),
-        opcode::DESTROY_QP => fixed(
+        opcode::DESTROY_QP => objects_fixed(
             destroy_qp_in::BYTES,
             destroy_qp_out::BYTES,
             S_INIT,
             qp::destroy_qp,
         ),
-        opcode::QUERY_QP => fixed(
+        opcode::QUERY_QP => objects_fixed(
             query_qp_in::BYTES,
             query_qp_out::BYTES.min(LINUX_QUERY_QP_OUT),
             S_INIT,

@@ -38,8 +38,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::control::caps::Caps;
 use crate::control::cmd::CmdResult;
 use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::objects::Objects;
 use crate::roce::counters::{Counter, PortCounters};
 use mlx5_prm::{
     alloc_q_counter_out, cmd_hca_cap, cmd_status, dealloc_q_counter_in, query_q_counter_in,
@@ -90,16 +92,21 @@ pub(crate) fn add_for_qp(objects: &crate::objects::Objects, qpn: u32, c: Counter
 }
 
 /// ALLOC_Q_COUNTER (0x771): the lowest free id.
-pub(crate) fn cmd_alloc_q_counter(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdResult {
-    let limit = hca.cap(cmd_hca_cap::MAX_QP_CNT).min(256) as usize;
+pub(crate) fn cmd_alloc_q_counter(
+    caps: &Caps,
+    objects: &mut Objects,
+    _input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
+    let limit = caps.general(cmd_hca_cap::MAX_QP_CNT).min(256) as usize;
     // Set 0 takes one of the `max_qp_cnt`.
-    if hca.objects.qcounters.sets.len() + 1 >= limit {
+    if objects.qcounters.sets.len() + 1 >= limit {
         return fail(cmd_status::LIM_ERR, syndrome::Q_COUNTER_LIMIT);
     }
-    let Some(id) = (1..=u8::MAX).find(|i| !hca.objects.qcounters.sets.contains_key(i)) else {
+    let Some(id) = (1..=u8::MAX).find(|i| !objects.qcounters.sets.contains_key(i)) else {
         return fail(cmd_status::LIM_ERR, syndrome::Q_COUNTER_LIMIT);
     };
-    hca.objects
+    objects
         .qcounters
         .sets
         .insert(id, Arc::new(PortCounters::new()));
@@ -108,15 +115,20 @@ pub(crate) fn cmd_alloc_q_counter(hca: &mut Hca, _input: &[u8], out: &mut [u8]) 
 }
 
 /// DEALLOC_Q_COUNTER (0x772).
-pub(crate) fn cmd_dealloc_q_counter(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_dealloc_q_counter(
+    _caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    _out: &mut [u8],
+) -> CmdResult {
     let id = get(input, dealloc_q_counter_in::COUNTER_SET_ID) as u8;
-    if id == 0 || !hca.objects.qcounters.sets.contains_key(&id) {
+    if id == 0 || !objects.qcounters.sets.contains_key(&id) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::Q_COUNTER_UNKNOWN);
     }
-    if hca.objects.qps.iter().any(|q| q.counter_set == id) {
+    if objects.qps.iter().any(|q| q.counter_set == id) {
         return fail(cmd_status::RES_BUSY, syndrome::Q_COUNTER_BUSY);
     }
-    hca.objects.qcounters.sets.remove(&id);
+    objects.qcounters.sets.remove(&id);
     Ok(())
 }
 

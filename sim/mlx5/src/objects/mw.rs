@@ -73,6 +73,7 @@ use crate::control::cmd::field as get;
 use crate::datapath::umr::{parse_head, UmrErr, UmrHead};
 use crate::hca::Hca;
 use crate::objects::mr::{Access, Mkey, Translation, ANY_QPN};
+use crate::objects::Objects;
 
 /// Vendor syndromes of refused window UMRs (the model's own, like
 /// [`crate::datapath::umr::umr_vendor`]).
@@ -319,8 +320,8 @@ pub const DEAD_QPN: u32 = 1 << 24;
 /// that `mkc.qpn`) stays as it is but names [`DEAD_QPN`], so it grants access through no QP,
 /// including a later one that reuses the QPN (see the module documentation: rxe
 /// `rxe_lookup_mw`; model choice for keys other than windows, which rxe does not bind to QPs).
-pub(crate) fn qp_destroyed(hca: &mut Hca, qpn: u32) {
-    for m in hca.objects.mkeys.keys.values_mut() {
+pub(crate) fn qp_destroyed(objects: &mut Objects, qpn: u32) {
+    for m in objects.mkeys.keys.values_mut() {
         if m.qpn == qpn {
             m.qpn = DEAD_QPN;
         }

@@ -5,8 +5,10 @@
 //! at most `1 << log_max_pd` / `1 << log_max_transport_domain` exist at once (current caps).
 //! Numbering starts at 1, so a driver that forgets to fill a pd/td field is caught.
 
+use crate::control::caps::Caps;
 use crate::control::cmd::CmdResult;
-use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::hca::{fail, get, put, syndrome};
+use crate::objects::Objects;
 use mlx5_prm::{
     alloc_pd_out, alloc_transport_domain_out, cmd_hca_cap, cmd_status, dealloc_pd_in,
     dealloc_transport_domain_in,
@@ -73,9 +75,14 @@ pub type PdTable = NumberTable;
 pub type TdTable = NumberTable;
 
 /// ALLOC_PD (0x800).
-pub(crate) fn cmd_alloc_pd(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdResult {
-    let limit = 1u64 << hca.cap(cmd_hca_cap::LOG_MAX_PD);
-    let Some(pd) = hca.objects.pds.alloc(limit) else {
+pub(crate) fn cmd_alloc_pd(
+    caps: &Caps,
+    objects: &mut Objects,
+    _input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
+    let limit = 1u64 << caps.general(cmd_hca_cap::LOG_MAX_PD);
+    let Some(pd) = objects.pds.alloc(limit) else {
         return fail(cmd_status::LIM_ERR, syndrome::PD_EXHAUSTED);
     };
     put(out, alloc_pd_out::PD, pd);
@@ -83,26 +90,36 @@ pub(crate) fn cmd_alloc_pd(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdR
 }
 
 /// DEALLOC_PD (0x801).
-pub(crate) fn cmd_dealloc_pd(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_dealloc_pd(
+    _caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    _out: &mut [u8],
+) -> CmdResult {
     let pd = get(input, dealloc_pd_in::PD);
-    if !hca.objects.pds.contains(pd) {
+    if !objects.pds.contains(pd) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::PD_UNKNOWN);
     }
     // Refused while named by an mkey (`mkc.pd`) or a QP (`qpc.pd`): see `hca::syndrome`.
-    if hca.objects.mkeys.uses_pd(pd) {
+    if objects.mkeys.uses_pd(pd) {
         return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_MKEY);
     }
-    if hca.objects.qps.uses_pd(pd) {
+    if objects.qps.uses_pd(pd) {
         return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_QP);
     }
-    hca.objects.pds.free(pd);
+    objects.pds.free(pd);
     Ok(())
 }
 
 /// ALLOC_TRANSPORT_DOMAIN (0x816).
-pub(crate) fn cmd_alloc_td(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdResult {
-    let limit = 1u64 << hca.cap(cmd_hca_cap::LOG_MAX_TRANSPORT_DOMAIN);
-    let Some(td) = hca.objects.tds.alloc(limit) else {
+pub(crate) fn cmd_alloc_td(
+    caps: &Caps,
+    objects: &mut Objects,
+    _input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
+    let limit = 1u64 << caps.general(cmd_hca_cap::LOG_MAX_TRANSPORT_DOMAIN);
+    let Some(td) = objects.tds.alloc(limit) else {
         return fail(cmd_status::LIM_ERR, syndrome::TD_EXHAUSTED);
     };
     put(out, alloc_transport_domain_out::TRANSPORT_DOMAIN, td);
@@ -111,9 +128,13 @@ pub(crate) fn cmd_alloc_td(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdR
 
 /// DEALLOC_TRANSPORT_DOMAIN (0x817). Only TIS/TIR contexts name a transport domain and the
 /// model has neither, so a known TD is never busy.
-pub(crate) fn cmd_dealloc_td(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
-    if !hca
-        .objects
+pub(crate) fn cmd_dealloc_td(
+    _caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    _out: &mut [u8],
+) -> CmdResult {
+    if !objects
         .tds
         .free(get(input, dealloc_transport_domain_in::TRANSPORT_DOMAIN))
     {

@@ -29,8 +29,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::control::caps::Caps;
 use crate::control::cmd::CmdResult;
 use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::objects::Objects;
 use mlx5_prm::{alloc_uar_out, cmd_status, dealloc_uar_in};
 
 /// First UAR index ALLOC_UAR hands out (pages 0..2 are the initialization segment).
@@ -165,8 +167,13 @@ impl UarTable {
 }
 
 /// ALLOC_UAR (0x802).
-pub(crate) fn cmd_alloc_uar(hca: &mut Hca, _input: &[u8], out: &mut [u8]) -> CmdResult {
-    let Some(idx) = hca.objects.uars.alloc() else {
+pub(crate) fn cmd_alloc_uar(
+    _caps: &Caps,
+    objects: &mut Objects,
+    _input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
+    let Some(idx) = objects.uars.alloc() else {
         return fail(cmd_status::LIM_ERR, syndrome::UAR_EXHAUSTED);
     };
     put(out, alloc_uar_out::UAR, idx);

@@ -7,9 +7,11 @@
 //! the MAC and programs it like any other). An entry whose GID is all zero is unset (that is
 //! how Linux deletes one). Layout: rdma-core mlx5_ifc.h `roce_addr_layout` (4204).
 
+use crate::control::caps::Caps;
 use crate::control::caps::ROCE_ADDRESS_TABLE_SIZE;
 use crate::control::cmd::CmdResult;
 use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::objects::Objects;
 use mlx5_prm::{
     cmd_status, linux_layout, modify_nic_vport_context_in, modify_nic_vport_field_select,
     nic_vport_context, query_nic_vport_context_out, query_roce_address_in, query_roce_address_out,
@@ -211,7 +213,8 @@ pub(crate) fn cmd_query_vport_counter(hca: &mut Hca, input: &[u8], out: &mut [u8
 
 /// QUERY_NIC_VPORT_CONTEXT (0x754).
 pub(crate) fn cmd_query_nic_vport_context(
-    hca: &mut Hca,
+    _caps: &Caps,
+    objects: &mut Objects,
     input: &[u8],
     out: &mut [u8],
 ) -> CmdResult {
@@ -221,14 +224,10 @@ pub(crate) fn cmd_query_nic_vport_context(
     put(
         ctx,
         nic_vport_context::ROCE_EN,
-        hca.objects.vport.roce_en.into(),
+        objects.vport.roce_en.into(),
     );
-    put(
-        ctx,
-        linux_layout::nic_vport_context::MTU,
-        hca.objects.vport.mtu,
-    );
-    let m = hca.objects.vport.mac;
+    put(ctx, linux_layout::nic_vport_context::MTU, objects.vport.mtu);
+    let m = objects.vport.mac;
     put(
         ctx,
         linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_47_32,
@@ -246,7 +245,8 @@ pub(crate) fn cmd_query_nic_vport_context(
 /// honoured; every other selector names a feature this vport does not have (address lists,
 /// promiscuous modes, GUIDs, the permanent address of another function) and is refused.
 pub(crate) fn cmd_modify_nic_vport_context(
-    hca: &mut Hca,
+    _caps: &Caps,
+    objects: &mut Objects,
     input: &[u8],
     _out: &mut [u8],
 ) -> CmdResult {
@@ -271,22 +271,23 @@ pub(crate) fn cmd_modify_nic_vport_context(
         if mtu == 0 {
             return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_MTU);
         }
-        hca.objects.vport.mtu = mtu;
+        objects.vport.mtu = mtu;
     }
     if get(fs, modify_nic_vport_field_select::ROCE_EN) != 0 {
-        hca.objects.vport.roce_en = get(ctx, nic_vport_context::ROCE_EN) != 0;
+        objects.vport.roce_en = get(ctx, nic_vport_context::ROCE_EN) != 0;
     }
     Ok(())
 }
 
 fn gid_index(
-    hca: &Hca,
+    caps: &Caps,
+    objects: &Objects,
     input: &[u8],
     index: Field,
     port: Field,
 ) -> Result<usize, crate::control::cmd::CmdError> {
     let idx = get(input, index);
-    if idx as usize >= hca.objects.vport.gids.len() {
+    if idx as usize >= objects.vport.gids.len() {
         return Err(crate::control::cmd::CmdError::new(
             cmd_status::IX_ERR,
             syndrome::GID_INDEX,
@@ -296,7 +297,7 @@ fn gid_index(
     // advertises num_vhca_ports = 0 a non-zero port is refused (Linux core/lib/gid.c sets the
     // field only when num_vhca_ports > 0; model choice: firmware strictness assumed).
     let p = get(input, port);
-    let vhca_ports = hca.cap(mlx5_prm::cmd_hca_cap::NUM_VHCA_PORTS);
+    let vhca_ports = caps.general(mlx5_prm::cmd_hca_cap::NUM_VHCA_PORTS);
     if (vhca_ports == 0 && p != 0) || p > 1 {
         return Err(crate::control::cmd::CmdError::new(
             cmd_status::BAD_PARAM_ERR,
@@ -307,14 +308,20 @@ fn gid_index(
 }
 
 /// QUERY_ROCE_ADDRESS (0x760).
-pub(crate) fn cmd_query_roce_address(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_query_roce_address(
+    caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
     let idx = gid_index(
-        hca,
+        caps,
+        objects,
         input,
         query_roce_address_in::ROCE_ADDRESS_INDEX,
         query_roce_address_in::VHCA_PORT_NUM,
     )?;
-    if let Some(a) = hca.objects.vport.gids[idx] {
+    if let Some(a) = objects.vport.gids[idx] {
         let at = query_roce_address_out::ROCE_ADDRESS.byte_offset();
         out[at..at + a.len()].copy_from_slice(&a);
     }
@@ -324,7 +331,8 @@ pub(crate) fn cmd_query_roce_address(hca: &mut Hca, input: &[u8], out: &mut [u8]
 /// SET_ROCE_ADDRESS (0x761).
 pub(crate) fn cmd_set_roce_address(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
     let idx = gid_index(
-        hca,
+        &hca.control.caps,
+        &hca.objects,
         input,
         set_roce_address_in::ROCE_ADDRESS_INDEX,
         set_roce_address_in::VHCA_PORT_NUM,

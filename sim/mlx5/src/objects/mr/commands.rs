@@ -7,12 +7,19 @@ use super::{
     syndrome, Access, KlmEntry, Mkey, MttEntry, Translation, ANY_QPN, MAX_KLM_BYTE_COUNT,
     MAX_MTT_PAGE_SHIFT, MIN_MTT_PAGE_SHIFT,
 };
+use crate::control::caps::Caps;
 use crate::control::cmd::{bad_param, err, field as get, CmdResult};
-use crate::hca::Hca;
+
+use crate::objects::Objects;
 
 /// CREATE_MKEY (opcode 0x200): validates the mkc and the translation list, allocates an index
 /// and returns it in `create_mkey_out.mkey_index` (the usable key is `index << 8 | mkey_7_0`).
-pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
+pub(crate) fn create_mkey(
+    caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    output: &mut [u8],
+) -> CmdResult {
     let ctx = create_mkey_in::MEMORY_KEY_MKEY_ENTRY
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
@@ -21,11 +28,11 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
     }
     let mode = (get(mkc::ACCESS_MODE_4_2, ctx) << 2) | get(mkc::ACCESS_MODE_1_0, ctx);
     let pd = get(mkc::PD, ctx);
-    if !hca.pd_exists(pd) {
+    if !objects.pds.contains(pd) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_PD));
     }
     let qpn = get(mkc::QPN, ctx);
-    if qpn != ANY_QPN && !hca.objects.qps.contains(qpn) {
+    if qpn != ANY_QPN && !objects.qps.contains(qpn) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_QPN));
     }
     let start = mkc::START_ADDR.get_u64(ctx).unwrap_or(0);
@@ -41,18 +48,18 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
     // Relaxed ordering only where advertised (Linux ib/mr.c set_mkc_access_pd_addr_fields
     // sets the bits only under the caps; model choice: refuse them otherwise).
     if get(mkc::RELAXED_ORDERING_WRITE, ctx) != 0
-        && hca.cap(cmd_hca_cap::RELAXED_ORDERING_WRITE) == 0
+        && caps.general(cmd_hca_cap::RELAXED_ORDERING_WRITE) == 0
     {
         return Err(bad_param(syndrome::RELAXED_ORDERING_UNSUPPORTED));
     }
     if get(mkc::RELAXED_ORDERING_READ, ctx) != 0
-        && hca.cap(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ) == 0
-        && hca.cap(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED) == 0
+        && caps.general(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ) == 0
+        && caps.general(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED) == 0
     {
         return Err(bad_param(syndrome::RELAXED_ORDERING_UNSUPPORTED));
     }
     if !length64 {
-        let log_max = hca.cap(cmd_hca_cap::LOG_MAX_MRW_SZ);
+        let log_max = caps.general(cmd_hca_cap::LOG_MAX_MRW_SZ);
         if log_max != 0 && log_max < 64 && len > 1u128 << log_max {
             return Err(err(cmd_status::LIM_ERR, syndrome::LENGTH_ABOVE_CAP));
         }
@@ -142,7 +149,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
             if actual == 0 && !(empty_ok && len == 0 && size > 0) {
                 return Err(bad_param(syndrome::KLM_BAD_LENGTH));
             }
-            let log_max = hca.cap(cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE);
+            let log_max = caps.general(cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE);
             if size.max(actual) > 1u64 << log_max.min(63) {
                 return Err(bad_param(syndrome::KLM_LIST_TOO_LONG));
             }
@@ -186,13 +193,12 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
         _ => return Err(bad_param(syndrome::UNSUPPORTED_ACCESS_MODE)),
     };
 
-    let log_max_mkey = hca.cap(cmd_hca_cap::LOG_MAX_MKEY).min(24);
+    let log_max_mkey = caps.general(cmd_hca_cap::LOG_MAX_MKEY).min(24);
     let limit = 1u32 << log_max_mkey;
-    if hca.objects.mkeys.keys.len() as u64 >= limit as u64 {
+    if objects.mkeys.keys.len() as u64 >= limit as u64 {
         return Err(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_MKEYS));
     }
-    let index = hca
-        .objects
+    let index = objects
         .mkeys
         .alloc_index(limit)
         .ok_or(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_MKEYS))?;
@@ -225,15 +231,20 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
         translation,
         mkc: saved,
     };
-    hca.objects.mkeys.keys.insert(index, m);
+    objects.mkeys.keys.insert(index, m);
     let _ = create_mkey_out::MKEY_INDEX.set(output, index);
     Ok(())
 }
 
 /// DESTROY_MKEY (opcode 0x202): takes `mkey_index = mkey >> 8`.
-pub fn destroy_mkey(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
+pub(crate) fn destroy_mkey(
+    _caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    _output: &mut [u8],
+) -> CmdResult {
     let index = get(destroy_mkey_in::MKEY_INDEX, input);
-    match hca.objects.mkeys.keys.remove(&index) {
+    match objects.mkeys.keys.remove(&index) {
         Some(_) => Ok(()),
         None => Err(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_MKEY)),
     }
@@ -241,10 +252,14 @@ pub fn destroy_mkey(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResul
 
 /// QUERY_MKEY (opcode 0x201): returns the mkc (with the current `free` state) and the first
 /// two translation entries.
-pub fn query_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
+pub(crate) fn query_mkey(
+    _caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    output: &mut [u8],
+) -> CmdResult {
     let index = get(query_mkey_in::MKEY_INDEX, input);
-    let m = hca
-        .objects
+    let m = objects
         .mkeys
         .keys
         .get(&index)

@@ -28,7 +28,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-pub use commands::{create_mkey, destroy_mkey, query_mkey};
+pub(crate) use commands::{create_mkey, destroy_mkey, query_mkey};
 pub use paged::{PagedBuffer, PasError};
 pub use resolve::{page_ranges, Resolved};
 pub use table::MkeyTable;

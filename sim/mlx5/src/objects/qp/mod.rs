@@ -23,9 +23,11 @@ use mlx5_prm::{
     qp_2rst_in, qp_db, qpc, query_qp_in, query_qp_out, rst2init_qp_in, Field,
 };
 
+use crate::control::caps::Caps;
 use crate::control::cmd::{bad_param, err, field as get, CmdError, CmdResult};
 use crate::hca::Hca;
 use crate::objects::mr::{PagedBuffer, PasError};
+use crate::objects::Objects;
 
 /// Syndromes of the QP commands (the model's own; range 0x5203_xxxx, see [`crate::objects::mr::syndrome`]).
 pub mod syndrome {
@@ -491,7 +493,12 @@ fn read_path(ctx: &[u8], path: Field) -> AddressPath {
 }
 
 /// CREATE_QP (opcode 0x500): an RC QP in RESET.
-pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
+pub(crate) fn create_qp(
+    caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    output: &mut [u8],
+) -> CmdResult {
     let ctx = create_qp_in::QPC
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
@@ -503,11 +510,11 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         return Err(bad_param(syndrome::BAD_PM_STATE));
     }
     let pd = get(qpc::PD, ctx);
-    if !hca.pd_exists(pd) {
+    if !objects.pds.contains(pd) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_PD));
     }
     let uar = get(qpc::UAR_PAGE, ctx);
-    if !hca.uar_exists(uar) {
+    if !objects.uars.contains(uar) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_UAR));
     }
     let no_sq = get(qpc::NO_SQ, ctx) != 0;
@@ -519,20 +526,20 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     };
     let cqn_snd = get(qpc::CQN_SND, ctx);
     let cqn_rcv = get(qpc::CQN_RCV, ctx);
-    if !no_sq && !hca.objects.cqs.contains(cqn_snd) {
+    if !no_sq && !objects.cqs.contains(cqn_snd) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_CQN_SND));
     }
-    if has_rq && !hca.objects.cqs.contains(cqn_rcv) {
+    if has_rq && !objects.cqs.contains(cqn_rcv) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_CQN_RCV));
     }
-    let log_max_sz = hca.cap(cmd_hca_cap::LOG_MAX_QP_SZ);
+    let log_max_sz = caps.general(cmd_hca_cap::LOG_MAX_QP_SZ);
     let log_sq = get(qpc::LOG_SQ_SIZE, ctx);
     let log_rq = get(qpc::LOG_RQ_SIZE, ctx);
     let rq_stride_shift = get(qpc::LOG_RQ_STRIDE, ctx) + 4; // facts trap 10
     if (!no_sq && log_sq > log_max_sz) || (has_rq && log_rq > log_max_sz) {
         return Err(bad_param(syndrome::SIZE_ABOVE_CAP));
     }
-    if has_rq && (1u32 << rq_stride_shift) > hca.cap(cmd_hca_cap::MAX_WQE_SZ_RQ) {
+    if has_rq && (1u32 << rq_stride_shift) > caps.general(cmd_hca_cap::MAX_WQE_SZ_RQ) {
         return Err(bad_param(syndrome::RQ_STRIDE_ABOVE_CAP));
     }
     let rq_bytes = if has_rq {
@@ -566,11 +573,11 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         PasError::TooFewPages => bad_param(syndrome::PAS_TOO_FEW),
         _ => bad_param(syndrome::PAS_BAD),
     })?;
-    let log_max_qp = hca.cap(cmd_hca_cap::LOG_MAX_QP).min(24);
-    if hca.objects.qps.len() as u64 >= 1u64 << log_max_qp {
+    let log_max_qp = caps.general(cmd_hca_cap::LOG_MAX_QP).min(24);
+    if objects.qps.len() as u64 >= 1u64 << log_max_qp {
         return Err(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_QPS));
     }
-    let qpn = hca.objects.qps.alloc_qpn();
+    let qpn = objects.qps.alloc_qpn();
     let mut saved = [0u8; qpc::BYTES];
     saved.copy_from_slice(&ctx[..qpc::BYTES]);
     let mut q = Qp {
@@ -589,41 +596,49 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     };
     q.reset_runtime();
     if !no_sq {
-        hca.objects.cqs.attach(cqn_snd);
+        objects.cqs.attach(cqn_snd);
     }
     if has_rq {
-        hca.objects.cqs.attach(cqn_rcv);
+        objects.cqs.attach(cqn_rcv);
     }
-    hca.objects.qps.insert(qpn, q);
+    objects.qps.insert(qpn, q);
     let _ = create_qp_out::QPN.set(output, qpn);
     Ok(())
 }
 
 /// DESTROY_QP (opcode 0x501). Legal in any state; outstanding work is dropped without
 /// completions.
-pub fn destroy_qp(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
+pub(crate) fn destroy_qp(
+    _caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    _output: &mut [u8],
+) -> CmdResult {
     let qpn = get(destroy_qp_in::QPN, input);
-    let q = hca
-        .objects
+    let q = objects
         .qps
         .remove(qpn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
     if q.sq_log_size.is_some() {
-        hca.objects.cqs.detach(q.cqn_snd);
+        objects.cqs.detach(q.cqn_snd);
     }
     if q.rq_log_size.is_some() {
-        hca.objects.cqs.detach(q.cqn_rcv);
+        objects.cqs.detach(q.cqn_rcv);
     }
     // Windows (and keys) bound to this QP name no QP from now on (crate::objects::mw::qp_destroyed).
-    crate::objects::mw::qp_destroyed(hca, qpn);
+    crate::objects::mw::qp_destroyed(objects, qpn);
     Ok(())
 }
 
 /// QUERY_QP (opcode 0x50b): the qpc with the current state, PSNs and counters.
-pub fn query_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
+pub(crate) fn query_qp(
+    _caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    output: &mut [u8],
+) -> CmdResult {
     let qpn = get(query_qp_in::QPN, input);
-    let q = hca
-        .objects
+    let q = objects
         .qps
         .get(qpn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
