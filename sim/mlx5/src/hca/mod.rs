@@ -92,9 +92,9 @@ impl Default for HcaConfig {
     }
 }
 
-/// All device state, in parts: guest memory, the control plane ([`Control`]), the object
-/// tables ([`Objects`]), the event sink ([`Events`]), the data path's scratch
-/// ([`Doorbells`]) and the port; and the lifecycle, which this module keeps. Dispatch and
+/// All device state, in parts: guest memory, the control plane (`control::Control`), the
+/// object tables (`objects::Objects`), the event sink (`events::Events`), the data path's
+/// scratch (`datapath::Doorbells`) and the port; and the lifecycle, which this module keeps. Dispatch and
 /// the doorbell entry points hand each function the parts it uses.
 pub struct Hca {
     /// Guest memory (every DMA goes through it).

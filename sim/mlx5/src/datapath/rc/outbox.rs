@@ -375,6 +375,7 @@ pub(super) fn check_pieces(
 }
 
 /// The payload of a by-reference packet: the bus pieces (or inline bytes) its source names.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn resolve_ref(
     objs: &Objects,
     mem: &Arc<dyn GuestMemory>,

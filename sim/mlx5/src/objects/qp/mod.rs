@@ -103,7 +103,7 @@ pub const PORT_NUM: u32 = 1;
 pub const GID_TABLE_SEARCH: u32 = 256;
 
 /// The service types the model implements (`qpc.st`). What differs per type lives in one
-/// module each ([`rc`]); the QP commands reach it through [`ServiceType::ops`], the one place
+/// module each ([`rc`]); the QP commands reach it through `ServiceType::ops`, the one place
 /// that dispatches on the type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServiceType {
@@ -125,15 +125,29 @@ impl ServiceType {
     }
 }
 
+/// One modify command as the service type sees it.
+struct Transition<'a> {
+    opcode: u16,
+    /// The command's QP context.
+    ctx: &'a [u8],
+    /// Its primary address path.
+    path: AddressPath,
+    /// `opt_param_mask`.
+    mask: u32,
+}
+
+/// The route and source GID a QP connects with (INIT2RTR).
+type Connect = (Route, [u8; 16]);
+
 /// What a service type does in the QP commands.
 struct TypeOps {
     /// The `opt_param_mask` bits a transition (by opcode) allows.
     allowed_optpar: fn(u16) -> u32,
     /// Checks the type's fields a transition reads from the context (primary path, optional
     /// fields mask) before anything changes; the route and source GID the QP connects with.
-    check: fn(&Hca, u16, &[u8], &AddressPath, u32) -> Result<(Route, [u8; 16]), CmdError>,
+    check: fn(&Hca, &Transition) -> Result<Connect, CmdError>,
     /// Writes the type's fields a transition sets into the QP (the checks passed).
-    apply: fn(&mut Qp, u16, &[u8], AddressPath, u32, Route, [u8; 16]),
+    apply: fn(&mut Qp, &Transition, Connect),
     /// The QP moved from one state to another (by QPN): the type's transport follows.
     on_transition: fn(&mut Hca, u32, u8, u8),
 }
@@ -719,14 +733,20 @@ pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -
     if names_counter_set && !hca.objects.qcounters.exists(counter_set) {
         return Err(bad_param(syndrome::BAD_COUNTER_SET));
     }
-    let (route, sgid) = (ops.check)(hca, opcode, ctx, &path, mask)?;
+    let t = Transition {
+        opcode,
+        ctx,
+        path,
+        mask,
+    };
+    let connect = (ops.check)(hca, &t)?;
 
     let q = hca
         .objects
         .qps
         .get_mut(qpn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_QP))?;
-    (ops.apply)(q, opcode, ctx, path, mask, route, sgid);
+    (ops.apply)(q, &t, connect);
     if names_counter_set {
         q.counter_set = counter_set;
         q.keep(ctx, qpc::COUNTER_SET_ID);

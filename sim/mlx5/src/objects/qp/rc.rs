@@ -7,7 +7,7 @@
 
 use mlx5_prm::{ads, cmd_hca_cap, opcode, qp, qpc};
 
-use super::{check_port_pkey, AddressPath, Qp, Route, TypeOps, GID_TABLE_SEARCH, PORT_NUM};
+use super::{check_port_pkey, Connect, Qp, Route, Transition, TypeOps, GID_TABLE_SEARCH, PORT_NUM};
 use crate::control::cmd::{bad_param, field as get, CmdError};
 use crate::hca::Hca;
 
@@ -50,14 +50,9 @@ fn allowed_optpar(op: u16) -> u32 {
 /// Checks the RC fields transition `opcode` reads from the context `ctx` (primary path
 /// `path`, optional fields `mask`), before anything changes; returns the route and source GID
 /// the QP connects with (INIT2RTR; none for the other transitions).
-fn check(
-    hca: &Hca,
-    opcode: u16,
-    ctx: &[u8],
-    path: &AddressPath,
-    mask: u32,
-) -> Result<(Route, [u8; 16]), CmdError> {
-    let opt = |bit: u32| mask & bit != 0;
+fn check(hca: &Hca, t: &Transition) -> Result<Connect, CmdError> {
+    let (opcode, ctx, path) = (t.opcode, t.ctx, &t.path);
+    let opt = |bit: u32| t.mask & bit != 0;
     match opcode {
         opcode::RST2INIT_QP => {
             check_port_pkey(path.port, path.pkey_index)?;
@@ -114,16 +109,9 @@ fn check(
 
 /// Writes the RC fields transition `opcode` sets from the context `ctx` into QP `q` (the
 /// checks passed).
-fn apply(
-    q: &mut Qp,
-    opcode: u16,
-    ctx: &[u8],
-    path: AddressPath,
-    mask: u32,
-    route: Route,
-    sgid: [u8; 16],
-) {
-    let opt = |bit: u32| mask & bit != 0;
+fn apply(q: &mut Qp, t: &Transition, (route, sgid): Connect) {
+    let (opcode, ctx, path) = (t.opcode, t.ctx, t.path);
+    let opt = |bit: u32| t.mask & bit != 0;
     let pri = qpc::PRIMARY_ADDRESS_PATH;
     match opcode {
         opcode::RST2INIT_QP => {
