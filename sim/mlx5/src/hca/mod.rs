@@ -212,23 +212,26 @@ impl Hca {
         &mut self.port
     }
 
-    /// The event sink, borrowed apart from the object tables and the port.
-    pub(crate) fn sink(&mut self) -> Sink<'_> {
-        Sink {
-            events: &mut self.events,
-            control: &mut self.control,
-            mem: &self.mem,
-        }
-    }
-
-    /// The CQ table and the event sink, borrowed apart (posting a CQE).
-    pub(crate) fn cqs_and_sink(&mut self) -> (&mut crate::objects::cq::CqTable, Sink<'_>) {
+    /// The object tables, the event sink and the port, borrowed apart (the data path holds
+    /// the tables while it posts completions and events and queues packets).
+    pub(crate) fn split(&mut self) -> (&mut Objects, Sink<'_>, &mut wire::Port) {
         let sink = Sink {
             events: &mut self.events,
             control: &mut self.control,
             mem: &self.mem,
         };
-        (&mut self.objects.cqs, sink)
+        (&mut self.objects, sink, &mut self.port)
+    }
+
+    /// The event sink, borrowed apart from the object tables and the port.
+    pub(crate) fn sink(&mut self) -> Sink<'_> {
+        self.split().1
+    }
+
+    /// The CQ table and the event sink, borrowed apart (posting a CQE).
+    pub(crate) fn cqs_and_sink(&mut self) -> (&mut crate::objects::cq::CqTable, Sink<'_>) {
+        let (objects, sink, _) = self.split();
+        (&mut objects.cqs, sink)
     }
 
     /// The INTx line the EQs raise (the front end's, when it changes).

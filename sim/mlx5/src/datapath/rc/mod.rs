@@ -784,12 +784,8 @@ pub(crate) fn enter_error(hca: &mut Hca, qpn: u32) {
     q.state = qp::state::ERR;
     q.sq_blocked = false;
     if let Some(mut rc) = q.rc.take() {
-        let cell = RefCell::new(&mut hca.objects);
-        let sink = Sink {
-            events: &mut hca.events,
-            control: &mut hca.control,
-            mem: &hca.mem,
-        };
+        let (objects, sink, _) = hca.split();
+        let cell = RefCell::new(objects);
         let mut wx = WriteXlat::default();
         let mut env = Env {
             objs: &cell,

@@ -223,12 +223,9 @@ pub(super) fn with_rc<'r>(
         return true;
     };
     let (route, sgid) = (q.route, q.sgid);
-    let cell = RefCell::new(&mut hca.objects);
-    let sink = Sink {
-        events: &mut hca.events,
-        control: &mut hca.control,
-        mem: &hca.mem,
-    };
+    let (objects, sink, port) = hca.split();
+    let mem = sink.mem;
+    let cell = RefCell::new(objects);
     let (fail_local, bumps) = {
         // The call borrows the state's spare buffers in place (nothing moved in or out).
         let st = &mut *rc;
@@ -236,8 +233,8 @@ pub(super) fn with_rc<'r>(
         st.wx.valid = st.wx.valid && st.wx.generation == key_generation;
         let mut tx = Outbox {
             objs: &cell,
-            mem: &hca.mem,
-            loopq: &mut hca.port.loopq,
+            mem,
+            loopq: &mut port.loopq,
             qpn,
             last: None,
             checked: None,
