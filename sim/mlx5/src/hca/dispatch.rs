@@ -2,9 +2,12 @@
 
 use crate::control::caps::Caps;
 use crate::control::cmd::CmdResult;
+use crate::events::Events;
+use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use crate::objects::{cq, mr, qp};
 use mlx5_prm::*;
+use std::sync::Arc;
 
 use super::{fail, get, syndrome, Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
 
@@ -54,6 +57,14 @@ impl Hca {
         match spec.handler {
             Handler::Plain(h) => h(self, input, output),
             Handler::Objects(h) => h(&self.control.caps, &mut self.objects, input, output),
+            Handler::Queues(h) => h(
+                &self.control.caps,
+                &mut self.objects,
+                &mut self.events,
+                &self.mem,
+                input,
+                output,
+            ),
             Handler::Modify(h) => h(self, opcode, input, output),
         }
     }
@@ -62,12 +73,17 @@ impl Hca {
 type PlainHandler = fn(&mut Hca, &[u8], &mut [u8]) -> CmdResult;
 /// An object command: the capabilities it checks against and the object tables, nothing else.
 type ObjectsHandler = fn(&Caps, &mut Objects, &[u8], &mut [u8]) -> CmdResult;
+/// A queue command (EQ, CQ, UAR release): the capabilities, the object tables, the EQs and
+/// guest memory (the queues' buffers).
+type QueuesHandler =
+    fn(&Caps, &mut Objects, &mut Events, &Arc<dyn GuestMemory>, &[u8], &mut [u8]) -> CmdResult;
 type ModifyHandler = fn(&mut Hca, u16, &[u8], &mut [u8]) -> CmdResult;
 
 #[derive(Clone, Copy)]
 enum Handler {
     Plain(PlainHandler),
     Objects(ObjectsHandler),
+    Queues(QueuesHandler),
     Modify(ModifyHandler),
 }
 
@@ -116,6 +132,20 @@ const fn objects_fixed(inb: usize, outb: usize, states: u8, h: ObjectsHandler) -
 const fn objects_var(inb: usize, outb: usize, states: u8, h: ObjectsHandler) -> Spec {
     Spec {
         handler: Handler::Objects(h),
+        ..var(inb, outb, states, Hca::nop)
+    }
+}
+
+const fn queues_fixed(inb: usize, outb: usize, states: u8, h: QueuesHandler) -> Spec {
+    Spec {
+        handler: Handler::Queues(h),
+        ..fixed(inb, outb, states, Hca::nop)
+    }
+}
+
+const fn queues_var(inb: usize, outb: usize, states: u8, h: QueuesHandler) -> Spec {
+    Spec {
+        handler: Handler::Queues(h),
         ..var(inb, outb, states, Hca::nop)
     }
 }
@@ -253,7 +283,7 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             uar::cmd_alloc_uar,
         ),
-        opcode::DEALLOC_UAR => fixed(
+        opcode::DEALLOC_UAR => queues_fixed(
             dealloc_uar_in::BYTES,
             dealloc_uar_out::BYTES,
             S_INIT,
@@ -338,19 +368,19 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             vport::cmd_set_roce_address,
         ),
-        opcode::CREATE_EQ => var(
+        opcode::CREATE_EQ => queues_var(
             create_eq_in::BYTES,
             create_eq_out::BYTES,
             S_INIT,
             eq::cmd_create_eq,
         ),
-        opcode::DESTROY_EQ => fixed(
+        opcode::DESTROY_EQ => queues_fixed(
             destroy_eq_in::BYTES,
             destroy_eq_out::BYTES,
             S_INIT,
             eq::cmd_destroy_eq,
         ),
-        opcode::QUERY_EQ => fixed(
+        opcode::QUERY_EQ => queues_fixed(
             query_eq_in::BYTES,
             query_eq_out::BYTES,
             S_INIT,
@@ -375,25 +405,25 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             mr::query_mkey,
         ),
-        opcode::CREATE_CQ => var(
+        opcode::CREATE_CQ => queues_var(
             create_cq_in::BYTES,
             create_cq_out::BYTES,
             S_INIT,
             cq::create_cq,
         ),
-        opcode::DESTROY_CQ => fixed(
+        opcode::DESTROY_CQ => queues_fixed(
             destroy_cq_in::BYTES,
             destroy_cq_out::BYTES,
             S_INIT,
             cq::destroy_cq,
         ),
-        opcode::QUERY_CQ => fixed(
+        opcode::QUERY_CQ => queues_fixed(
             query_cq_in::BYTES,
             query_cq_out::BYTES,
             S_INIT,
             cq::query_cq,
         ),
-        opcode::MODIFY_CQ => var(
+        opcode::MODIFY_CQ => queues_var(
             modify_cq_in::BYTES,
             modify_cq_out::BYTES,
             S_INIT,

@@ -22,9 +22,14 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use crate::control::caps::Caps;
 use crate::control::cmd::CmdResult;
-use crate::events::Sink;
+use crate::events::{Events, Sink};
 use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::memory::GuestMemory;
+use crate::objects::Objects;
 use mlx5_prm::eq::state;
 use mlx5_prm::{
     cmd_hca_cap, cmd_status, create_eq_in, create_eq_out, destroy_eq_in, eqc, eqe, health,
@@ -164,16 +169,23 @@ impl EqTable {
     }
 }
 
-fn update_intx(hca: &mut Hca) {
-    if hca.events.eqs.irq_pending() {
-        hca.events.intx.raise();
+fn update_intx(events: &mut Events) {
+    if events.eqs.irq_pending() {
+        events.intx.raise();
     } else {
-        hca.events.intx.lower();
+        events.intx.lower();
     }
 }
 
 /// CREATE_EQ (0x301).
-pub(crate) fn cmd_create_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_create_eq(
+    caps: &Caps,
+    objects: &mut Objects,
+    events: &mut Events,
+    mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
     let ctx_at = create_eq_in::EQ_CONTEXT_ENTRY.byte_offset();
     let ctx = &input[ctx_at..ctx_at + eqc::BYTES];
     let st = get(ctx, eqc::ST) as u8;
@@ -184,7 +196,7 @@ pub(crate) fn cmd_create_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdR
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::EQ_RESERVED);
     }
     let log_size = get(ctx, eqc::LOG_EQ_SIZE);
-    if log_size > hca.cap(cmd_hca_cap::LOG_MAX_EQ_SZ) {
+    if log_size > caps.general(cmd_hca_cap::LOG_MAX_EQ_SZ) {
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::EQ_TOO_BIG);
     }
     let log_page_size = get(ctx, eqc::LOG_PAGE_SIZE);
@@ -192,7 +204,7 @@ pub(crate) fn cmd_create_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdR
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::EQ_PAGE_GEOMETRY);
     }
     let uar = get(ctx, eqc::UAR_PAGE);
-    if !hca.objects.uars.contains(uar) {
+    if !objects.uars.contains(uar) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_BAD_UAR);
     }
     let mut eq = Eq {
@@ -228,7 +240,7 @@ pub(crate) fn cmd_create_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdR
         let first = if i == 0 { eq.offset_bytes() } else { 0 };
         let last = (end - i as u64 * page).min(page) - 1;
         let mut b = [0u8; 1];
-        if hca.mem.read(a + first, &mut b).is_err() || hca.mem.read(a + last, &mut b).is_err() {
+        if mem.read(a + first, &mut b).is_err() || mem.read(a + last, &mut b).is_err() {
             return fail(cmd_status::BAD_PARAM_ERR, syndrome::EQ_PAS_OUTSIDE);
         }
         eq.pas.push(a);
@@ -239,15 +251,15 @@ pub(crate) fn cmd_create_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdR
             .get64(input)
             .unwrap_or(0);
     }
-    let limit = 1u32 << hca.cap(cmd_hca_cap::LOG_MAX_EQ);
+    let limit = 1u32 << caps.general(cmd_hca_cap::LOG_MAX_EQ);
     let Some(eqn) = (FIRST_EQN..FIRST_EQN + limit)
         .filter_map(|n| u8::try_from(n).ok())
-        .find(|n| !hca.events.eqs.eqs.contains_key(n))
+        .find(|n| !events.eqs.eqs.contains_key(n))
     else {
         return fail(cmd_status::LIM_ERR, syndrome::EQ_EXHAUSTED);
     };
     eq.eqn = eqn;
-    hca.events.eqs.eqs.insert(eqn, eq);
+    events.eqs.eqs.insert(eqn, eq);
     put(out, create_eq_out::EQ_NUMBER, eqn.into());
     Ok(())
 }
@@ -257,24 +269,38 @@ fn eqn_of(input: &[u8], f: mlx5_prm::Field) -> u8 {
 }
 
 /// DESTROY_EQ (0x302).
-pub(crate) fn cmd_destroy_eq(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_destroy_eq(
+    _caps: &Caps,
+    objects: &mut Objects,
+    events: &mut Events,
+    _mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    _out: &mut [u8],
+) -> CmdResult {
     let eqn = eqn_of(input, destroy_eq_in::EQ_NUMBER);
-    if !hca.events.eqs.eqs.contains_key(&eqn) {
+    if !events.eqs.eqs.contains_key(&eqn) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     }
     // Refused while a CQ sends its completion events here (`cqc.c_eqn`): see `hca::syndrome`.
-    if hca.objects.cqs.uses_eq(eqn.into()) {
+    if objects.cqs.uses_eq(eqn.into()) {
         return fail(cmd_status::RES_BUSY, syndrome::EQ_BUSY);
     }
-    hca.events.eqs.eqs.remove(&eqn);
-    update_intx(hca);
+    events.eqs.eqs.remove(&eqn);
+    update_intx(events);
     Ok(())
 }
 
 /// QUERY_EQ (0x303).
-pub(crate) fn cmd_query_eq(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_query_eq(
+    _caps: &Caps,
+    _objects: &mut Objects,
+    events: &mut Events,
+    _mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
     let eqn = eqn_of(input, query_eq_in::EQ_NUMBER);
-    let Some(eq) = hca.events.eqs.get(eqn) else {
+    let Some(eq) = events.eqs.get(eqn) else {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     };
     let at = query_eq_out::EQ_CONTEXT_ENTRY.byte_offset();
@@ -411,5 +437,5 @@ pub(crate) fn doorbell(hca: &mut Hca, uar: u32, value: u32, arm: bool) {
             eq.armed = true;
         }
     }
-    update_intx(hca);
+    update_intx(&mut hca.events);
 }

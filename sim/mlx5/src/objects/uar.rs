@@ -30,8 +30,12 @@
 use std::collections::BTreeMap;
 
 use crate::control::caps::Caps;
+use std::sync::Arc;
+
 use crate::control::cmd::CmdResult;
+use crate::events::Events;
 use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::{alloc_uar_out, cmd_status, dealloc_uar_in};
 
@@ -181,22 +185,29 @@ pub(crate) fn cmd_alloc_uar(
 }
 
 /// DEALLOC_UAR (0x803).
-pub(crate) fn cmd_dealloc_uar(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_dealloc_uar(
+    _caps: &Caps,
+    objects: &mut Objects,
+    events: &mut Events,
+    _mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    _out: &mut [u8],
+) -> CmdResult {
     let idx = get(input, dealloc_uar_in::UAR);
-    if !hca.objects.uars.contains(idx) {
+    if !objects.uars.contains(idx) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::UAR_UNKNOWN);
     }
     // Refused while an EQ, CQ or QP context names the page (`uar_page`): see `hca::syndrome`.
-    if hca.events.eqs.uses_uar(idx) {
+    if events.eqs.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY);
     }
-    if hca.objects.cqs.uses_uar(idx) {
+    if objects.cqs.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY_CQ);
     }
-    if hca.objects.qps.uses_uar(idx) {
+    if objects.qps.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY_QP);
     }
-    hca.objects.uars.free(idx);
+    objects.uars.free(idx);
     Ok(())
 }
 

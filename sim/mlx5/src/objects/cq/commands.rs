@@ -5,14 +5,26 @@ use mlx5_prm::{
     modify_cq_in, query_cq_in, query_cq_out,
 };
 
+use std::sync::Arc;
+
+use crate::control::caps::Caps;
 use crate::control::cmd::{err, field as get, CmdResult};
-use crate::hca::Hca;
+use crate::events::Events;
+use crate::memory::GuestMemory;
 use crate::objects::mr::{PagedBuffer, PasError};
+use crate::objects::Objects;
 
 use super::{syndrome, Arm, Cq, Cqe, INDEX_MASK};
 
 /// CREATE_CQ (opcode 0x400).
-pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
+pub(crate) fn create_cq(
+    caps: &Caps,
+    objects: &mut Objects,
+    events: &mut Events,
+    _mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    output: &mut [u8],
+) -> CmdResult {
     let ctx = create_cq_in::CQ_CONTEXT
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
@@ -31,15 +43,15 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         _ => return Err(bad(syndrome::BAD_CQE_SIZE)),
     };
     let log_size = get(cqc::LOG_CQ_SIZE, ctx);
-    if log_size > hca.cap(cmd_hca_cap::LOG_MAX_CQ_SZ) {
+    if log_size > caps.general(cmd_hca_cap::LOG_MAX_CQ_SZ) {
         return Err(bad(syndrome::SIZE_ABOVE_CAP));
     }
     let uar = get(cqc::UAR_PAGE, ctx);
-    if !hca.uar_exists(uar) {
+    if !objects.uars.contains(uar) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_UAR));
     }
     let eqn = get(cqc::C_EQN_OR_APU_ELEMENT, ctx);
-    if !hca.eq_exists(eqn) {
+    if !u8::try_from(eqn).is_ok_and(|n| events.eqs.get(n).is_some()) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_EQN));
     }
     let dbr_addr = cqc::DBR_ADDR.get64(ctx).unwrap_or(0);
@@ -56,14 +68,14 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
         PasError::TooFewPages => bad(syndrome::PAS_TOO_FEW),
         _ => bad(syndrome::PAS_BAD),
     })?;
-    let log_max = hca.cap(cmd_hca_cap::LOG_MAX_CQ).min(24);
-    if hca.objects.cqs.cqs.len() as u64 >= 1u64 << log_max {
+    let log_max = caps.general(cmd_hca_cap::LOG_MAX_CQ).min(24);
+    if objects.cqs.cqs.len() as u64 >= 1u64 << log_max {
         return Err(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_CQS));
     }
-    let cqn = hca.objects.cqs.alloc_cqn();
+    let cqn = objects.cqs.alloc_cqn();
     let mut saved = [0u8; cqc::BYTES];
     saved.copy_from_slice(&ctx[..cqc::BYTES]);
-    hca.objects.cqs.cqs.insert(
+    objects.cqs.cqs.insert(
         cqn,
         Cq {
             cqn,
@@ -93,10 +105,16 @@ pub fn create_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
 }
 
 /// DESTROY_CQ (opcode 0x401).
-pub fn destroy_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
+pub(crate) fn destroy_cq(
+    _caps: &Caps,
+    objects: &mut Objects,
+    _events: &mut Events,
+    _mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    _output: &mut [u8],
+) -> CmdResult {
     let cqn = get(destroy_cq_in::CQN, input);
-    let cq = hca
-        .objects
+    let cq = objects
         .cqs
         .cqs
         .get(&cqn)
@@ -104,7 +122,7 @@ pub fn destroy_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult 
     if cq.users != 0 {
         return Err(err(cmd_status::RES_BUSY, syndrome::CQ_IN_USE));
     }
-    hca.objects.cqs.cqs.remove(&cqn);
+    objects.cqs.cqs.remove(&cqn);
     Ok(())
 }
 
@@ -112,7 +130,14 @@ pub fn destroy_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult 
 /// `log_cq_size` / `log_page_size` / `page_offset` (Linux ib/cq.c `mlx5_ib_resize_cq` selects
 /// LOG_SIZE | PG_OFFSET | PG_SIZE). A RESIZE CQE goes to the old buffer at the producer index
 /// first; later CQEs go to the new buffer.
-pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
+pub(crate) fn modify_cq(
+    caps: &Caps,
+    objects: &mut Objects,
+    _events: &mut Events,
+    mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    _output: &mut [u8],
+) -> CmdResult {
     let bad = |s| err(cmd_status::BAD_PARAM_ERR, s);
     let op_mod = get(modify_cq_in::OP_MOD, input) as u16;
     let select = get(modify_cq_in::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT, input);
@@ -123,7 +148,7 @@ pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
     {
         return Err(bad(syndrome::MODIFY_UNSUPPORTED));
     }
-    if hca.cap(cmd_hca_cap::CQ_RESIZE) == 0 {
+    if caps.general(cmd_hca_cap::CQ_RESIZE) == 0 {
         return Err(err(cmd_status::BAD_OP_ERR, syndrome::RESIZE_NOT_CAPABLE));
     }
     if get(modify_cq_in::CQ_UMEM_VALID, input) != 0 {
@@ -133,10 +158,9 @@ pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
     let cqn = get(modify_cq_in::CQN, input);
-    let log_max = hca.cap(cmd_hca_cap::LOG_MAX_CQ_SZ);
-    let mem = hca.mem.clone();
-    let cq = hca
-        .objects
+    let log_max = caps.general(cmd_hca_cap::LOG_MAX_CQ_SZ);
+    let mem = mem.clone();
+    let cq = objects
         .cqs
         .cqs
         .get_mut(&cqn)
@@ -218,15 +242,21 @@ pub fn modify_cq(hca: &mut Hca, input: &[u8], _output: &mut [u8]) -> CmdResult {
 }
 
 /// QUERY_CQ (opcode 0x402): the cqc with the current state and counters, and the page list.
-pub fn query_cq(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
+pub(crate) fn query_cq(
+    _caps: &Caps,
+    objects: &mut Objects,
+    _events: &mut Events,
+    mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    output: &mut [u8],
+) -> CmdResult {
     let cqn = get(query_cq_in::CQN, input);
-    let cq = hca
-        .objects
+    let cq = objects
         .cqs
         .cqs
         .get(&cqn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_CQ))?;
-    let ctx = cq.query_context(&*hca.mem);
+    let ctx = cq.query_context(&**mem);
     let _ = query_cq_out::CQ_CONTEXT.write_bytes(output, &ctx);
     // pas[] as far as the driver's output buffer reaches.
     let room = output.len().saturating_sub(query_cq_out::BYTES) / 8;

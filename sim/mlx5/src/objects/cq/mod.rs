@@ -39,7 +39,7 @@ use crate::events::Sink;
 use crate::hca::Hca;
 use crate::objects::mr::PagedBuffer;
 
-pub use commands::{create_cq, destroy_cq, modify_cq, query_cq};
+pub(crate) use commands::{create_cq, destroy_cq, modify_cq, query_cq};
 pub use entry::Cqe;
 
 /// Syndromes of the CQ commands (the model's own; range 0x5202_xxxx, see [`crate::objects::mr::syndrome`]).
