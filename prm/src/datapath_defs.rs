@@ -2,8 +2,8 @@
 //! UAR offsets.
 //!
 //! These are C structs (`struct mlx5_cqe64`, `struct mlx5_wqe_*_seg`), not mlx5_ifc.h bit
-//! layouts, so they are given as byte offsets, all fields big-endian. Sources are the reference
-//! facts (`mlx5_datapath_facts.json`, `mlx5_device_facts.json`); rdma-core means
+//! layouts, so they are given as byte offsets, all fields big-endian. Each item cites its
+//! source header or function; rdma-core means
 //! linux-rdma/rdma-core @691953d8d502, Linux the OFED 24.07 tree wjz304/mlnx-ofed-kernel
 //! @2c0186b9c664.
 
@@ -82,7 +82,7 @@ pub mod cqe {
         (op_own >> 2) & 0x3
     }
     /// Initial `op_own` of every CQE before CREATE_CQ: `MLX5_CQE_INVALID << 4` (rdma-core
-    /// cq.c:1972, Linux ib/cq.c:880; facts trap 25).
+    /// cq.c `mlx5_alloc_cq_buf`, Linux ib/cq.c:880 `init_cq_frag_buf`).
     pub const OP_OWN_INIT: u8 = opcode::INVALID << 4;
     /// CQE `n` of a CQ of `cqe_cnt` (power of two) entries belongs to software iff its opcode is
     /// not INVALID and its owner bit equals `!!(n & cqe_cnt)` (rdma-core cq.c:147).
@@ -209,8 +209,8 @@ pub mod cqe {
         ];
     }
 
-    /// `cqc.cqe_sz` encoding (`CQE_STRIDE_*`, Linux include/linux/mlx5/cq.h @2c0186b9c664; facts
-    /// trap 13).
+    /// `cqc.cqe_sz` encoding (`CQE_STRIDE_*`, Linux include/linux/mlx5/cq.h @2c0186b9c664; Linux
+    /// ib/cq.c `mlx5_ib_create_cq` writes it).
     pub mod stride {
         /// `CQE_STRIDE_64` (cq.h:127).
         pub const CQE_STRIDE_64: u8 = 0x0;
@@ -715,7 +715,8 @@ pub mod uar {
     /// `MLX5_BF_OFFSET`: first BlueFlame register (Linux doorbell.h:36); register `k` is at
     /// `0x800 + k * (1 << cmd_hca_cap.log_bf_reg_size)`. The send doorbell is the first 8 bytes
     /// of the ctrl segment written as one 64-bit store; software alternates between the two
-    /// halves (`offset ^= bf_reg_size / 2`) (facts traps 15, 16).
+    /// halves (`offset ^= bf_reg_size / 2`) (Linux ib/wr.c `mlx5r_ring_db`, rdma-core qp.c
+    /// `post_send_db`).
     pub const BF_OFFSET: usize = 0x800;
     /// `MLX5_BFREGS_PER_UAR`.
     pub const BFREGS_PER_UAR: usize = 4;

@@ -5,7 +5,7 @@
 //!
 //! Sources: rdma-core mlx5_vfio.c `create_map_eq` / `setup_async_eq` / `mlx5_eq_get_eqe` /
 //! `eq_update_ci` / `mlx5_vfio_process_async_events`, Linux core/eq.c `create_map_eq` and
-//! `gather_async_events_mask`. EQEs start with owner = 1 (facts trap 25); EQE `ci` is the
+//! `gather_async_events_mask`. EQEs start with owner = 1 (Linux `init_eq_buf`); EQE `ci` is the
 //! software's iff `(owner & 1) == ((ci >> log2(nent)) & 1)`.
 //!
 //! Completion events (`MLX5_EVENT_TYPE_COMP`) of a CQ created with a
@@ -167,7 +167,7 @@ impl<H: Hal> EventQueue<H> {
         let be32 = |o: usize| u32::from_be_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]]);
         Ok(Some(match ty {
             // struct mlx5_eqe_page_req: be16 ec_function, be16 func_id, be32 num_pages
-            // (Linux device.h:658; facts pages.page_request_event).
+            // (Linux device.h:658; core/pagealloc.c `req_pages_handler`).
             event::PAGE_REQUEST => {
                 let ec = u16::from_be_bytes([d[0], d[1]]);
                 let func_id = u16::from_be_bytes([d[2], d[3]]);
@@ -272,7 +272,7 @@ impl<H: Hal> EventQueue<H> {
 
 impl<H: Hal> Device<H> {
     /// CREATE_EQ: one contiguous buffer, one `pas` entry whose page is the whole buffer
-    /// (rdma-core `create_map_eq`: log_page_size = log2(size) - 12, facts trap 2).
+    /// (rdma-core `create_map_eq`: log_page_size = log2(size) - 12, RELATIVE to 4 KiB).
     pub(crate) fn create_eq(&mut self, hal: &H, uar: Uar) -> Result<EventQueue<H>> {
         // Constants only: EQ_NENT + NUM_SPARE_EQE = 192, rounded up to 256 entries of 64 B.
         let nent = (EQ_NENT + eq::NUM_SPARE_EQE).next_power_of_two();
@@ -291,7 +291,7 @@ impl<H: Hal> Device<H> {
             .set(ctx(eqc::UAR_PAGE), uar.index)
             .set(ctx(eqc::INTR), EQ_VECTOR)
             .set(ctx(eqc::LOG_PAGE_SIZE), size.trailing_zeros() - 12);
-        // event_bitmask[0] holds types 0..63 (facts trap 26).
+        // event_bitmask[0] holds types 0..63 (Linux core/eq.c `create_map_eq`).
         c.set64(create_eq_in::EVENT_BITMASK.elem(0), event_mask());
         c.put64(create_eq_in::PAS.byte_offset(), buf.bus());
         let mut out = [0u8; create_eq_out::BYTES];

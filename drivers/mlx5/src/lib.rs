@@ -23,7 +23,7 @@
 //!
 //! Sources are cited inline: "rdma-core" is linux-rdma/rdma-core (providers/mlx5), "Linux" is
 //! the mlx5 driver in the Linux/OFED tree (drivers/net/ethernet/mellanox/mlx5/core,
-//! drivers/infiniband/hw/mlx5); "facts trap N" is entry N of the project's PRM reference traps.
+//! drivers/infiniband/hw/mlx5), cited as repo/path and function or struct.
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]

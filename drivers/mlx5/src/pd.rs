@@ -29,8 +29,9 @@ impl<H: Hal> Device<H> {
         self.exec(hal, &c, &mut out)
     }
 
-    /// ALLOC_TRANSPORT_DOMAIN: returns the TD number. Plain RC QPs do not reference it (facts
-    /// trap 17); Linux allocates one per user context and so does the driver.
+    /// ALLOC_TRANSPORT_DOMAIN: returns the TD number. Plain RC QPs do not reference it (qpc
+    /// has no TD field, Linux mlx5_ifc.h `mlx5_ifc_qpc_bits`); Linux allocates one per user
+    /// context (ib/main.c `mlx5_ib_alloc_ucontext`) and so does the driver.
     pub(crate) fn alloc_td(&mut self, hal: &H) -> Result<u32> {
         let c = CmdBuf::new(
             opcode::ALLOC_TRANSPORT_DOMAIN,

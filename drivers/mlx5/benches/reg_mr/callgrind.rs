@@ -1,5 +1,6 @@
 //! `--instructions` and its child runs `--callgrind`: instructions per small registration,
-//! counted by callgrind (the `reg_mr` bench's instruction table; README "Memory registration").
+//! counted by callgrind (the `reg_mr` bench's instruction table; docs/benchmarks.md,
+//! "Registration: instructions per MR").
 
 use super::common::*;
 use mlx5::mr::PhysChunk;

@@ -70,7 +70,7 @@ pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
                 }
                 .into());
             }
-            let padded = n + (n & 1); // even count (facts trap 7)
+            let padded = n + (n & 1); // even count (rdma-core `mlx5_vfio_reg_mr`)
             (
                 mkc_access_mode::MTT,
                 padded * mkey::MTT_ENTRY_SIZE,

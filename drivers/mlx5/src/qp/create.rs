@@ -70,7 +70,7 @@ pub(super) fn layout_with(
         return Err(bad());
     }
     // Receive WQE: max_recv_sge data segments, stride a power of two of at least 16 bytes
-    // (qpc.log_rq_stride = log2(stride) - 4, facts trap 10).
+    // (qpc.log_rq_stride = log2(stride) - 4, Linux ib/qp.c `create_kernel_qp`).
     let (rq_cnt, stride_shift) = if req.max_recv_wr == 0 {
         (0, 4)
     } else {
@@ -162,7 +162,7 @@ pub(crate) fn create_fre<H: Hal>(
     let uar = ctx.with_dev(|d| d.alloc_uar(hal))?;
     let mut c = CmdBuf::new(opcode::CREATE_QP, 0, create_qp_in::PAS.bytes_with(1));
     let x = |f: mlx5_prm::Field| f.within(create_qp_in::QPC);
-    // Linux ib/qp.c create_qp_common / create_kernel_qp; facts traps 9, 10, 17.
+    // Linux ib/qp.c create_qp_common / create_kernel_qp (log_sq_size in WQEBBs: `calc_sq_size`).
     c.set(x(qpc::ST), qp::st::RC.into())
         .set(x(qpc::PM_STATE), qp::pm::MIGRATED.into())
         .set(x(qpc::PD), pd.pdn)

@@ -3,16 +3,17 @@
 //! Sources: rdma-core providers/mlx5/qp.c (`_mlx5_post_send`, `mlx5_post_recv`,
 //! `post_send_db`, `mlx5_bf_copy`), verbs.c (`mlx5_calc_send_wqe`, `mlx5_calc_rwq_size`),
 //! Linux ib/qp.c (`create_qp_common`, `__mlx5_ib_modify_qp`, `mlx5_set_path`); layouts in
-//! [`mlx5_prm::wqe`] and facts traps 9-11, 15-19.
+//! [`mlx5_prm::wqe`].
 //!
-//! Buffer layout (facts trap 11): the receive queue at offset 0, the send queue right after;
-//! one contiguous buffer, one `pas` entry. The doorbell record is two big-endian dwords:
-//! `[0]` receive counter, `[1]` send counter in WQEBBs.
+//! Buffer layout (Linux ib/qp.c `_create_kernel_qp`): the receive queue at offset 0, the send
+//! queue right after; one contiguous buffer, one `pas` entry. The doorbell record is two
+//! big-endian dwords: `[0]` receive counter, `[1]` send counter in WQEBBs.
 //!
 //! Barrier discipline (rdma-core `post_send_db`): WQEs, `dma_wmb`, doorbell record,
 //! `dma_wmb`, then the MMIO doorbell (BlueFlame copy of a single small WQE, else the first 8
 //! bytes of the last WQE's control segment as one 64-bit store), then `wc_flush`, and the
-//! BlueFlame offset alternates between the two halves of the register (facts trap 16).
+//! BlueFlame offset alternates between the two halves of the register (rdma-core
+//! `post_send_db`, Linux ib/wr.c `mlx5r_ring_db`).
 //!
 //! Completion bookkeeping is a plain ring indexed by the WQE counter (`SqSlot`: wr_id, the
 //! WQE's first block and its WR count, one cache line each), shared with the CQ poller, which
@@ -138,7 +139,8 @@ pub struct QpAttr {
     pub log_ack_req_freq: u8,
 }
 
-/// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes, facts trap 19).
+/// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes; Linux ib/qp.c
+/// `__mlx5_ib_modify_qp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Mtu {

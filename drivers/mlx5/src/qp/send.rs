@@ -518,7 +518,8 @@ impl<H: Hal> QueuePair<H> {
     /// BlueFlame (0: the 8-byte doorbell instead).
     #[inline(always)]
     pub(super) fn ring_sq(&mut self, last: *const u8, cur: u16, bf_bbs: u32) {
-        // The BlueFlame offset alternates between the register's halves (facts trap 16).
+        // The BlueFlame offset alternates between the register's halves (rdma-core qp.c
+        // `post_send_db`).
         let bf_off = self.bf_off;
         self.bf_off ^= self.bf_half;
         let hal = &self.ctx.hal;

@@ -1,6 +1,6 @@
 //! `mlx5-sim`: serves an emulated ConnectX-5 to QEMU's `-device x-pci-proxy-dev,fd=N`, or
 //! decodes a pcap of its wire. `mlx5-sim --help` lists the options (clap, derive API); the
-//! README's table of them is checked against `--help` by this binary's tests.
+//! table of them in docs/model.md is checked against `--help` by this binary's tests.
 
 use std::fmt;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -429,14 +429,17 @@ mod tests {
         rows
     }
 
-    /// The README's `mlx5-sim` table lists exactly the options of `--help`, with the defaults
-    /// `--help` shows.
+    /// The `mlx5-sim` table of docs/model.md lists exactly the options of `--help`, with the
+    /// defaults `--help` shows.
     #[test]
     fn readme_table_matches_help() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(path).expect("README.md");
-        let rows = readme_table(&readme, "### `mlx5-sim` options");
-        assert!(!rows.is_empty(), "the README has no mlx5-sim option table");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/model.md");
+        let readme = std::fs::read_to_string(path).expect("docs/model.md");
+        let rows = readme_table(&readme, "## `mlx5-sim` options");
+        assert!(
+            !rows.is_empty(),
+            "docs/model.md has no mlx5-sim option table"
+        );
         let mut cmd = Cli::command();
         let help = cmd.render_long_help().to_string();
         let opts: Vec<String> = cmd
@@ -449,13 +452,13 @@ mod tests {
             assert!(help.contains(o.as_str()), "--help does not show {o}");
             assert!(
                 rows.iter().any(|(r, _)| r == o),
-                "the README's mlx5-sim table lacks {o} (in --help)"
+                "the mlx5-sim table of docs/model.md lacks {o} (in --help)"
             );
         }
         for (r, _) in &rows {
             assert!(
                 opts.contains(r),
-                "the README's mlx5-sim table has {r}, which --help does not know"
+                "the mlx5-sim table of docs/model.md has {r}, which --help does not know"
             );
         }
         for a in cmd.get_arguments() {
@@ -472,7 +475,7 @@ mod tests {
                 .expect("row");
             assert!(
                 row.contains(&format!("default {d}")),
-                "the README row of --{long} does not say `default {d}`: {row}"
+                "the docs/model.md row of --{long} does not say `default {d}`: {row}"
             );
         }
     }

@@ -71,7 +71,7 @@ pub(crate) fn create_mkey(
             if length64 {
                 return Err(bad_param(syndrome::LENGTH64_NOT_PA));
             }
-            let page_shift = get(mkc::LOG_PAGE_SIZE, ctx); // absolute (facts trap 1)
+            let page_shift = get(mkc::LOG_PAGE_SIZE, ctx); // absolute (Linux ib/mr.c `reg_create`)
             if !(MIN_MTT_PAGE_SHIFT..=MAX_MTT_PAGE_SHIFT).contains(&page_shift) {
                 return Err(bad_param(syndrome::BAD_LOG_PAGE_SIZE));
             }
@@ -84,7 +84,7 @@ pub(crate) fn create_mkey(
             if actual > size {
                 return Err(bad_param(syndrome::MTT_ACTUAL_EXCEEDS_SIZE));
             }
-            // Two 8-byte MTTs per octoword (facts trap 7).
+            // Two 8-byte MTTs per octoword (Linux ib/mr.c `get_octo_len`).
             if actual * 2 < npages {
                 return Err(bad_param(syndrome::MTT_TOO_FEW));
             }
@@ -114,7 +114,7 @@ pub(crate) fn create_mkey(
             for chunk in list.chunks_exact(8).take(npages as usize) {
                 let raw = u64::from_be_bytes(chunk.try_into().unwrap_or([0; 8]));
                 // mlx5_ifc_mtt_bits: ptag above bit 8, wr_en bit 1, rd_en bit 0; the enables
-                // count only with pg_access (facts trap 6).
+                // count only with pg_access (Linux ib/mr.c `reg_create`).
                 let addr = raw & !0xff;
                 if addr & (page as u64 - 1) != 0 {
                     return Err(bad_param(syndrome::MTT_MISALIGNED));
