@@ -130,7 +130,7 @@ fn output_file(v: &str) -> Result<PathBuf, String> {
 }
 
 /// An HCA fault spec, checked by the model's parser (`mlx5-sim --fault`).
-fn hca_fault(v: &str) -> Result<String, mlx5_sim::faults::FaultSpecError> {
+fn hca_fault(v: &str) -> Result<String, mlx5_sim::control::faults::FaultSpecError> {
     mlx5_sim::Faults::default()
         .apply_spec(v)
         .map(|()| v.to_string())

@@ -555,7 +555,7 @@ impl<H: Hal> UmrRes<H> {
                 // error whether it was signaled or not (ibv_poll_cq, as rdmamojo.com
                 // 2013/02/15 documents it: "signaled Send Requests and Send Requests that
                 // ended with an error will generate a Work Completion"; a completion also
-                // covers the unsignaled WRs before it; the model's `rcpath::retire_local`
+                // covers the unsignaled WRs before it; the model's `datapath::rc::retire_local`
                 // writes the error CQE of a failed WQE regardless of its CQ_UPDATE), naming
                 // the WQE that failed.
                 let mut f = wqe::fence::INITIATOR_SMALL;
@@ -952,7 +952,10 @@ mod tests {
         let w = wait(&mut p.cq_a, 1);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].status, WcStatus::LocQpOpErr);
-        assert_eq!(w[0].vendor_err, mlx5_sim::umr::umr_vendor::NOT_FRE);
-        sim.with_hca(|h| assert!(h.mkeys.by_index(key >> 8).expect("key").free));
+        assert_eq!(
+            w[0].vendor_err,
+            mlx5_sim::datapath::umr::umr_vendor::NOT_FRE
+        );
+        sim.with_hca(|h| assert!(h.mkeys().by_index(key >> 8).expect("key").free));
     }
 }

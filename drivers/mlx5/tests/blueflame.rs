@@ -64,7 +64,7 @@ fn stale_blueflame_copy_is_a_device_error() {
     assert_eq!(bad, 1, "the model saw the stale copy");
     let qpn = p.a.qpn();
     assert_eq!(
-        sim.with_hca(|h| h.qps.state(qpn)),
+        sim.with_hca(|h| h.qps().state(qpn)),
         Some(mlx5_prm::qp::state::ERR),
         "the QP is in error after a stale BlueFlame copy"
     );
@@ -95,7 +95,7 @@ fn torn_blueflame_copy_is_a_device_error() {
     assert_eq!(bad, 1, "the model saw the torn copy");
     let qpn = p.a.qpn();
     assert_eq!(
-        sim.with_hca(|h| h.qps.state(qpn)),
+        sim.with_hca(|h| h.qps().state(qpn)),
         Some(mlx5_prm::qp::state::ERR)
     );
 }

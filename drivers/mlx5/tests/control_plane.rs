@@ -155,7 +155,7 @@ fn absurd_reg_phys_chunks_are_typed_errors_not_aborts() {
 
 fn mkc_of(sim: &SimHal, key: u32) -> Vec<u8> {
     sim.with_hca(|h| {
-        h.mkeys
+        h.mkeys()
             .by_index(mkey::index(key))
             .expect("mkey exists")
             .mkc()
@@ -257,7 +257,7 @@ fn a_page_request_of_i32_max_is_answered_with_cant_give() {
     // The refused request still ended the round: consumer index back, EQ armed again.
     assert!(
         sim.with_hca(|h| h
-            .eq(mlx5_sim::eq::FIRST_EQN as u8)
+            .eq(mlx5_sim::objects::eq::FIRST_EQN as u8)
             .expect("the async EQ")
             .armed),
         "the EQ is re-armed after a page request the driver refused"
@@ -303,7 +303,7 @@ fn garbled_create_mkey_reply_quarantines_the_buffer() {
     let e = pd.alloc_mr(8192, AccessFlags::ALL).err();
     assert_eq!(e, Some(Error::BadFirmwareReply { opcode: 0x200 }));
     // The model did create the key: the buffer behind it must not be freed.
-    assert_eq!(sim.with_hca(|h| h.mkeys.len()), 1);
+    assert_eq!(sim.with_hca(|h| h.mkeys().len()), 1);
     assert_eq!(ctx.quarantined(), (1, 8192));
     assert!(ctx.needs_reset());
 }

@@ -19,7 +19,7 @@ fn two_hcas(fault: &str) -> (Context2, Context2) {
     let (sa, sb) = SimHal::pair();
     for (s, seed) in [(&sa, 5), (&sb, 6)] {
         let spec: FaultSpec = format!("{fault},seed={seed}").parse().unwrap();
-        s.with_hca(|h| h.port.set_faults(spec));
+        s.with_hca(|h| h.port_mut().set_faults(spec));
     }
     let ca = mlx5::Context::open(TestHal(sa.clone()), test_config()).expect("bring-up a");
     let cb = mlx5::Context::open(TestHal(sb.clone()), test_config()).expect("bring-up b");

@@ -14,7 +14,7 @@ use mlx5::{
 };
 
 /// The model's EQ number of the context's one EQ (the model hands out EQ numbers from 1).
-const EQN: u8 = mlx5_sim::eq::FIRST_EQN as u8;
+const EQN: u8 = mlx5_sim::objects::eq::FIRST_EQN as u8;
 
 /// Two connected QPs whose CQs report to `ch`.
 struct EvPair {
@@ -85,7 +85,7 @@ fn write_wr(
 
 fn arm_sn(sim: &SimHal, cqn: u32) -> (u32, u32) {
     sim.with_hca(|h| {
-        let c = h.cqs.get(cqn).expect("cq");
+        let c = h.cqs().get(cqn).expect("cq");
         (c.arm_sn(), c.arms())
     })
 }
@@ -248,7 +248,10 @@ fn resize_cq_keeps_the_completions_not_polled_yet() {
     assert_eq!(w.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [0, 1]);
     cq.resize(60).unwrap();
     assert_eq!(cq.capacity(), 63);
-    assert_eq!(sim.with_hca(|h| h.cqs.get(cq.cqn()).unwrap().log_size()), 6);
+    assert_eq!(
+        sim.with_hca(|h| h.cqs().get(cq.cqn()).unwrap().log_size()),
+        6
+    );
     // The outstanding three come first, in order, then new ones from the new buffer; enough
     // to wrap the old ring several times.
     for i in 5..40 {

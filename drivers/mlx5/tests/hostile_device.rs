@@ -17,7 +17,7 @@ use mlx5::{
     SendOp, SendWr,
 };
 use mlx5_prm::init_seg;
-use mlx5_sim::faults::Faults;
+use mlx5_sim::control::faults::Faults;
 
 /// What the wrapper does to the device.
 #[derive(Clone, Debug)]
@@ -284,7 +284,7 @@ fn device_memory_is_alive(sim: &SimHal, what: &str) {
                 "{what}: firmware page {a:#x} the device owns was freed"
             );
         }
-        for k in h.mkeys.iter() {
+        for k in h.mkeys().iter() {
             if let Some((_, pages)) = k.mtt_pages() {
                 for p in pages {
                     assert!(

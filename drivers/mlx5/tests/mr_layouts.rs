@@ -13,7 +13,7 @@ use mlx5::{
     AccessFlags, DmaBuffer, Error, Hal, InvalidInput, MemoryRegion, MrTranslation, QpCaps,
     SendFlags, SendOp, WcStatus,
 };
-use mlx5_sim::mr::{Access as SimAccess, MrFault};
+use mlx5_sim::objects::mr::{Access as SimAccess, MrFault};
 
 const SIG: SendFlags = SendFlags::SIGNALED;
 const RW: AccessFlags = AccessFlags(
@@ -22,7 +22,7 @@ const RW: AccessFlags = AccessFlags(
 
 fn mem_read(sim: &SimHal, bus: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
-    sim.with_hca(|h| h.mem.read(bus, &mut v))
+    sim.with_hca(|h| h.memory().read(bus, &mut v))
         .expect("guest read");
     v
 }
@@ -88,7 +88,7 @@ fn one_gib_of_4k_pages_is_an_indirect_key_over_mtt_keys() {
     );
     // The inner keys grant no remote right: only the indirect key is an rkey.
     let klm = sim.with_hca(|h| {
-        h.mkeys
+        h.mkeys()
             .by_index(mr.rkey() >> 8)
             .and_then(|m| m.klm_entries())
             .expect("indirect key")
@@ -104,8 +104,8 @@ fn one_gib_of_4k_pages_is_an_indirect_key_over_mtt_keys() {
     drop(mr);
     // Every key is gone after dereg: the indirect key and both inner keys.
     sim.with_hca(|h| {
-        assert!(h.mkeys.by_index(klm[0].1 >> 8).is_none());
-        assert!(h.mkeys.by_index(klm[1].1 >> 8).is_none());
+        assert!(h.mkeys().by_index(klm[0].1 >> 8).is_none());
+        assert!(h.mkeys().by_index(klm[1].1 >> 8).is_none());
     });
     drop(backing);
 }
@@ -212,7 +212,7 @@ fn unaligned_head_and_tail_have_exact_byte_bounds() {
     // ... and the model's lkey check has the same exact bounds.
     let pdn = p.pd.pdn();
     sim.with_hca(|h| {
-        let t = &h.mkeys;
+        let t = h.mkeys();
         let r = SimAccess::LOCAL_READ;
         assert!(t.translate(lkey, iova, 1, r, pdn).is_ok());
         assert!(t.translate(lkey, iova + len - 1, 1, r, pdn).is_ok());
@@ -582,7 +582,7 @@ fn failed_rereg_leaves_the_region_as_it_was() {
     assert_eq!(e, Err(InvalidInput::ZeroLength.into()));
     assert_eq!(ctx.commands_sent(), before);
     // A device error creating the new key (a delivery error on CREATE_MKEY).
-    sim.with_hca(|h| h.faults.next_delivery_status = Some(0x7));
+    sim.with_hca(|h| h.faults_mut().next_delivery_status = Some(0x7));
     // SAFETY: no new translation.
     let e = unsafe {
         m.rereg(Rereg {
@@ -806,7 +806,7 @@ fn reg_mr_batch_threaded_model_and_a_failing_slot() {
     }
     drop(mrs);
     // The model delivers the first slot it runs with a delivery error.
-    sim.with_hca(|h| h.faults.next_delivery_status = Some(0x7));
+    sim.with_hca(|h| h.faults_mut().next_delivery_status = Some(0x7));
     // SAFETY: as above.
     let mrs = unsafe { pd.reg_mr_batch(&regions) };
     assert!(
@@ -825,7 +825,7 @@ fn failed_indirect_key_destroys_its_inner_keys() {
     use mlx5_prm::cmd_hca_cap;
     let (sim, ctx) = open();
     let pd = ctx.alloc_pd().unwrap();
-    let live = || sim.with_hca(|h| h.mkeys.len());
+    let live = || sim.with_hca(|h| h.mkeys().len());
     let before = live();
     // 2^17 + 1 pages (not backed: registration touches no memory, and this region is never
     // used): two MTT keys and a two-entry KLM key.
@@ -845,7 +845,7 @@ fn failed_indirect_key_destroys_its_inner_keys() {
     // SAFETY: never used for DMA; refused by the device.
     let e = unsafe { pd.reg_phys(&chunks, 0x1000_0000, AccessFlags::LOCAL_WRITE) }.err();
     assert!(
-        matches!(e, Some(Error::Command(ref c)) if c.syndrome == mlx5_sim::mr::syndrome::KLM_LIST_TOO_LONG),
+        matches!(e, Some(Error::Command(ref c)) if c.syndrome == mlx5_sim::objects::mr::syndrome::KLM_LIST_TOO_LONG),
         "{e:?}"
     );
     assert_eq!(

@@ -13,7 +13,7 @@ use mlx5::{
     ProtectionDomain, QpCaps, QpOptions, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr,
     WcOpcode, WcStatus,
 };
-use mlx5_sim::mw::window_type;
+use mlx5_sim::objects::mw::window_type;
 
 const BINDABLE: AccessFlags = AccessFlags(AccessFlags::ALL.0 | AccessFlags::MW_BIND.0);
 const RW: AccessFlags = AccessFlags(AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_WRITE.0);
@@ -80,7 +80,7 @@ fn alloc_creates_free_klm_windows_and_dealloc_destroys_them() {
     assert_ne!(w1.rkey() >> 8, w2.rkey() >> 8);
     sim.with_hca(|h| {
         for (w, ty) in [(&w1, 1u8), (&w2, 2u8)] {
-            let m = h.mkeys.by_index(w.rkey() >> 8).expect("window key");
+            let m = h.mkeys().by_index(w.rkey() >> 8).expect("window key");
             // Linux mlx5_ib_alloc_mw: free, umr_en, KLMS, qpn 0xffffff, 4 KLM octowords,
             // en_rinval for type 2.
             assert_eq!(window_type(m), Some(ty));
@@ -93,8 +93,8 @@ fn alloc_creates_free_klm_windows_and_dealloc_destroys_them() {
     w1.dealloc().unwrap();
     drop(w2);
     sim.with_hca(|h| {
-        assert!(h.mkeys.by_index(k1 >> 8).is_none());
-        assert!(h.mkeys.by_index(k2 >> 8).is_none());
+        assert!(h.mkeys().by_index(k1 >> 8).is_none());
+        assert!(h.mkeys().by_index(k2 >> 8).is_none());
     });
 }
 
@@ -235,7 +235,7 @@ fn send_with_invalidate_from_the_peer_invalidates_the_window() {
         (r.status, r.opcode, r.wr_id, r.byte_len, r.imm),
         (WcStatus::Success, WcOpcode::RecvWithInv, 5, 10, Some(rkey))
     );
-    sim.with_hca(|h| assert!(h.mkeys.by_index(rkey >> 8).unwrap().free));
+    sim.with_hca(|h| assert!(h.mkeys().by_index(rkey >> 8).unwrap().free));
     assert_eq!(
         write_to(&mut p, &src, 8, target.addr() + 4096, rkey),
         WcStatus::RemAccessErr
@@ -308,7 +308,7 @@ fn binding_a_bound_type2_window_is_refused_by_the_device() {
     assert_eq!((w.status, w.wr_id), (WcStatus::MwBindErr, 8));
     // The first binding is intact on the device (key, range, QP).
     sim.with_hca(|h| {
-        let m = h.mkeys.by_index(rkey >> 8).unwrap();
+        let m = h.mkeys().by_index(rkey >> 8).unwrap();
         assert_eq!((m.variant, m.free), (rkey as u8, false));
         assert_eq!((m.start, m.len, m.qpn), (target.addr(), 4096, p.b.qpn()));
     });

@@ -11,8 +11,8 @@ use common::*;
 use mlx5::umr::{flags, mkey_mask as mask, MkeySeg, Umr, INLINE_MAX_MTT, XLT_CHUNK_MTT};
 use mlx5::{AccessFlags, DmaBuffer, Error, Hal, QpCaps, WcStatus};
 use mlx5_prm::mkey::MTT_PRESENT;
-use mlx5_sim::mr::{Access as SimAccess, MrFault};
-use mlx5_sim::umr::umr_vendor;
+use mlx5_sim::datapath::umr::umr_vendor;
+use mlx5_sim::objects::mr::{Access as SimAccess, MrFault};
 use umr_common::{enable_seg, ENABLE};
 
 /// `n` 4 KiB pages of `buf`, in reverse order, as MTT entries.
@@ -72,12 +72,12 @@ fn umr_enables_a_free_key_and_revokes_it_under_traffic() {
     // The old variant is dead; the new key translates iova 0x800 into the 4th page (reversed).
     sim.with_hca(|h| {
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .translate(key, iova, 16, SimAccess::REMOTE_WRITE, p.pd.pdn()),
             Err(MrFault::VariantMismatch)
         );
         let pieces = h
-            .mkeys
+            .mkeys()
             .translate(
                 new_key,
                 iova + 0x800 - 0x10,
@@ -95,7 +95,7 @@ fn umr_enables_a_free_key_and_revokes_it_under_traffic() {
         );
         // One byte past the end.
         assert_eq!(
-            h.mkeys.translate(
+            h.mkeys().translate(
                 new_key,
                 iova + 3 * 4096,
                 1,
@@ -112,7 +112,7 @@ fn umr_enables_a_free_key_and_revokes_it_under_traffic() {
     src.write(0, &data).expect("fill");
     assert_eq!(write_to(&mut p, &src, 64, iova, new_key), WcStatus::Success);
     let mut got = vec![0u8; 64];
-    sim.with_hca(|h| h.mem.read(buf.bus_addr() + 3 * 4096 + 0x800, &mut got))
+    sim.with_hca(|h| h.memory().read(buf.bus_addr() + 3 * 4096 + 0x800, &mut got))
         .expect("read");
     assert_eq!(got, data);
 
@@ -164,7 +164,7 @@ fn umr_loads_long_translations_by_pointer_at_offsets() {
     sim.with_hca(|h| {
         for i in [0, 1, 8191, 8192, 16384, n - 1] {
             let got = h
-                .mkeys
+                .mkeys()
                 .translate(key, iova + i * 4096, 4096, SimAccess::LOCAL_READ, pd.pdn())
                 .expect("page translates");
             assert_eq!(
@@ -191,7 +191,7 @@ fn umr_loads_long_translations_by_pointer_at_offsets() {
     .expect("partial update");
     sim.with_hca(|h| {
         let got = h
-            .mkeys
+            .mkeys()
             .translate(
                 key,
                 iova + 19 * 4096,
@@ -287,7 +287,7 @@ fn umr_errors_complete_with_error_cqes_and_leave_the_key() {
         (prot, umr_vendor::FREE_STATE)
     );
     // Nothing changed: still free. After all those errors the UMR QP recovered.
-    sim.with_hca(|h| assert!(h.mkeys.by_index(key >> 8).expect("key").free));
+    sim.with_hca(|h| assert!(h.mkeys().by_index(key >> 8).expect("key").free));
     ctx.post_umr(&ok).expect("a good UMR after the errors");
     // "Fail if not free" on the now enabled key.
     assert_eq!(umr_err(ctx.post_umr(&ok)), (prot, umr_vendor::FREE_STATE));
@@ -326,7 +326,7 @@ fn refused_umrs_on_an_enabled_key_change_nothing() {
     })
     .expect("enable");
     let before = |h: &mut mlx5_sim::Hca| {
-        let m = h.mkeys.by_index(key >> 8).expect("key");
+        let m = h.mkeys().by_index(key >> 8).expect("key");
         (m.pd, m.access, m.start, m.len, m.free, m.variant)
     };
     let state = sim.with_hca(before);
@@ -334,7 +334,7 @@ fn refused_umrs_on_an_enabled_key_change_nothing() {
         sim.with_hca(|h| {
             for i in 0..4u64 {
                 let got = h
-                    .mkeys
+                    .mkeys()
                     .translate(key, iova + i * 4096, 4096, SimAccess::LOCAL_READ, pd.pdn())
                     .expect("page translates");
                 assert_eq!(
@@ -404,7 +404,7 @@ fn refused_umrs_on_an_enabled_key_change_nothing() {
     ctx.post_umr(&change).expect("good change");
     sim.with_hca(|h| {
         let got = h
-            .mkeys
+            .mkeys()
             .translate(key, iova + 4096, 2 * 4096, SimAccess::LOCAL_READ, pd.pdn())
             .expect("new range translates");
         assert_eq!(
@@ -416,7 +416,7 @@ fn refused_umrs_on_an_enabled_key_change_nothing() {
             ]
         );
         assert!(h
-            .mkeys
+            .mkeys()
             .translate(key, iova + 4096, 4096, SimAccess::REMOTE_READ, pd.pdn())
             .is_err());
     });
@@ -491,7 +491,7 @@ fn a_umr_wqe_behind_an_outstanding_send_completes_after_it() {
         p.a.post_bind_mw(2, &mut mw, &bind, SendFlags::SIGNALED)
             .expect("post bind");
     // Executed when taken (the window is bound), not completed: the SEND is ahead of it.
-    sim.with_hca(|h| assert!(!h.mkeys.by_index(rkey >> 8).expect("window").free));
+    sim.with_hca(|h| assert!(!h.mkeys().by_index(rkey >> 8).expect("window").free));
     sim.hca.poll();
     assert_eq!(
         p.cq_a.poll(&mut wc).expect("poll"),

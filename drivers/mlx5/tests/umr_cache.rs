@@ -9,7 +9,7 @@ mod umr_common;
 
 use common::*;
 use mlx5::{AccessFlags, DmaBuffer, Error, Hal, QpCaps, WcStatus};
-use mlx5_sim::mr::Access as SimAccess;
+use mlx5_sim::objects::mr::Access as SimAccess;
 use umr_common::{tamper, RW};
 
 #[test]
@@ -39,7 +39,7 @@ fn cached_registration_is_one_umr_and_dereg_revokes_before_returning() {
         WcStatus::Success
     );
     let mut got = vec![0u8; 4096];
-    sim.with_hca(|h| h.mem.read(buf.bus_addr(), &mut got))
+    sim.with_hca(|h| h.memory().read(buf.bus_addr(), &mut got))
         .expect("read");
     assert_eq!(got, data);
     let cmds = ctx.commands_sent();
@@ -59,7 +59,7 @@ fn cached_registration_is_one_umr_and_dereg_revokes_before_returning() {
         write_to(&mut p2, &src2, 4096, iova + 15 * 4096, rkey),
         WcStatus::RemAccessErr
     );
-    sim.with_hca(|h| h.mem.read(buf.bus_addr(), &mut got))
+    sim.with_hca(|h| h.memory().read(buf.bus_addr(), &mut got))
         .expect("read");
     assert_eq!(got, data);
     // A region too large for any class (513 pages) goes through commands.
@@ -178,10 +178,10 @@ fn a_refused_umr_in_a_batch_falls_back_to_commands() {
         // Region 0 holds the cache's 16-entry key (`umr_en`); 1..=3 keys made by command.
         let umr_en: Vec<bool> = mrs
             .iter()
-            .map(|m| h.mkeys.by_index(m.lkey() >> 8).expect("key").umr_en)
+            .map(|m| h.mkeys().by_index(m.lkey() >> 8).expect("key").umr_en)
             .collect();
         assert_eq!(umr_en, [true, false, false, false]);
-        let m = h.mkeys.by_index(k128 >> 8).expect("key");
+        let m = h.mkeys().by_index(k128 >> 8).expect("key");
         assert_eq!(
             (m.start, m.len),
             (0x1000, 4096),
@@ -189,7 +189,7 @@ fn a_refused_umr_in_a_batch_falls_back_to_commands() {
         );
         for (i, m) in mrs.iter().enumerate() {
             let got = h
-                .mkeys
+                .mkeys()
                 .translate(
                     m.lkey(),
                     regions[i].1,
@@ -342,7 +342,7 @@ fn cached_mr_rereg_by_umr_keeps_its_keys() {
     }];
     let iova2 = 0x4500_0000_0000;
     let mut before = vec![0u8; 4096];
-    sim.with_hca(|h| h.mem.read(b1.bus_addr(), &mut before))
+    sim.with_hca(|h| h.memory().read(b1.bus_addr(), &mut before))
         .expect("read");
     let c = ctx.commands_sent();
     // SAFETY: the buffers the region names (old and new) outlive it; rereg only changes
@@ -365,11 +365,11 @@ fn cached_mr_rereg_by_umr_keeps_its_keys() {
         WcStatus::Success
     );
     let mut got = vec![0u8; 64];
-    sim.with_hca(|h| h.mem.read(b2.bus_addr() + 4096 + 8, &mut got))
+    sim.with_hca(|h| h.memory().read(b2.bus_addr() + 4096 + 8, &mut got))
         .expect("read");
     assert_eq!(got, data);
     let mut after = vec![0u8; 4096];
-    sim.with_hca(|h| h.mem.read(b1.bus_addr(), &mut after))
+    sim.with_hca(|h| h.memory().read(b1.bus_addr(), &mut after))
         .expect("read");
     assert_eq!(after, before);
     // The old IOVA is out of bounds now.
@@ -438,16 +438,16 @@ fn a_reused_cached_region_takes_the_new_registration_whole() {
     assert_eq!(m2.translation(), (1, 12));
     sim.with_hca(|h| {
         let got = h
-            .mkeys
+            .mkeys()
             .translate(k2, 0x9000, 4096, SimAccess::LOCAL_READ, pdn2)
             .expect("the new registration");
         assert_eq!(got, vec![(b.bus_addr() + 4096, 4096)]);
         assert!(h
-            .mkeys
+            .mkeys()
             .translate(k2, 0x9000, 4096, SimAccess::LOCAL_READ, pdn1)
             .is_err());
         assert!(h
-            .mkeys
+            .mkeys()
             .translate(k1, 0x1000, 4096, SimAccess::LOCAL_READ, pdn2)
             .is_err());
     });
@@ -457,14 +457,14 @@ fn a_reused_cached_region_takes_the_new_registration_whole() {
         cmds,
         "a dropped cached region goes back by UMR"
     );
-    sim.with_hca(|h| assert!(h.mkeys.by_index(k2 >> 8).expect("key").free, "revoked"));
+    sim.with_hca(|h| assert!(h.mkeys().by_index(k2 >> 8).expect("key").free, "revoked"));
     // SAFETY: as above.
     let m3 = unsafe { pd2.reg_phys(&page(0), 0x1000, RW) }.expect("reg 3");
     assert_eq!(m3.lkey() >> 8, k1 >> 8, "the key came back to the cache");
     assert_eq!(ctx.commands_sent(), cmds);
     sim.with_hca(|h| {
         let got = h
-            .mkeys
+            .mkeys()
             .translate(m3.lkey(), 0x1000, 4096, SimAccess::LOCAL_READ, pdn2)
             .expect("the third registration");
         assert_eq!(got, vec![(b.bus_addr(), 4096)]);
@@ -512,14 +512,14 @@ fn a_one_page_registration_from_the_cache_and_its_refusal() {
     );
     sim.with_hca(|h| {
         let got = h
-            .mkeys
+            .mkeys()
             .translate(m.lkey(), iova, 0x100, SimAccess::LOCAL_READ, pd.pdn())
             .expect("translates");
         assert_eq!(got, vec![(one[0].bus, 0x100)]);
         // One byte before and one past the region are outside the key.
         for (at, n) in [(iova - 1, 1), (iova + 0x100, 1)] {
             assert!(h
-                .mkeys
+                .mkeys()
                 .translate(m.lkey(), at, n, SimAccess::LOCAL_READ, pd.pdn())
                 .is_err());
         }
@@ -535,15 +535,15 @@ fn a_one_page_registration_from_the_cache_and_its_refusal() {
     assert!(ctx.commands_sent() > cmds, "CREATE_MKEY after the refusal");
     assert_eq!(ctx.mkey_cache_len(), 3, "the refused key came back");
     sim.with_hca(|h| {
-        assert!(!h.mkeys.by_index(m.lkey() >> 8).expect("key").umr_en);
-        let tampered = h.mkeys.by_index(k >> 8).expect("key");
+        assert!(!h.mkeys().by_index(m.lkey() >> 8).expect("key").umr_en);
+        let tampered = h.mkeys().by_index(k >> 8).expect("key");
         assert_eq!(
             (tampered.start, tampered.len),
             (0x1000, 4096),
             "the refused UMR changed nothing"
         );
         let got = h
-            .mkeys
+            .mkeys()
             .translate(m.lkey(), iova, 0x100, SimAccess::LOCAL_READ, pd.pdn())
             .expect("translates");
         assert_eq!(got, vec![(one[0].bus, 0x100)]);
@@ -631,19 +631,19 @@ fn a_mixed_batch_gives_every_region_its_registration() {
     sim.with_hca(|h| {
         for (i, cached) in [(0, true), (1, true), (2, false), (3, false), (6, true)] {
             let m = r[i].as_ref().expect("registered");
-            let k = h.mkeys.by_index(m.lkey() >> 8).expect("key");
+            let k = h.mkeys().by_index(m.lkey() >> 8).expect("key");
             assert_eq!(k.umr_en, cached, "region {i}: from the cache or not");
             let (chunks, iova, _) = regions[i];
             let total: u64 = chunks.iter().map(|c| c.len).sum();
             let got = h
-                .mkeys
+                .mkeys()
                 .translate(m.lkey(), iova, total, SimAccess::LOCAL_READ, pd.pdn())
                 .expect("translates");
             let want: Vec<(u64, usize)> = chunks.iter().map(|c| (c.bus, c.len as usize)).collect();
             assert_eq!(merged(got), merged(want), "region {i}");
             for (at, n) in [(iova - 1, 1), (iova + total, 1)] {
                 assert!(
-                    h.mkeys
+                    h.mkeys()
                         .translate(m.lkey(), at, n, SimAccess::LOCAL_READ, pd.pdn())
                         .is_err(),
                     "region {i}: outside its bytes at {at:#x}"

@@ -826,7 +826,7 @@ fn ipv4_identity_gids_connect_two_hcas() {
     assert_eq!(got, data);
     // It went over the wire as RoCEv2 frames, which B received.
     let rx = sb.with_hca(|h| {
-        h.port
+        h.port()
             .counters()
             .get(mlx5_sim::roce::counters::Counter::RxRoceUnicastFrames)
     });

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use dp::*;
 use mlx5_prm::{cqe, qpc, rst2init_qp_in, wqe};
-use mlx5_sim::device::ExecMode;
+use mlx5_sim::front::device::ExecMode;
 use mlx5_sim::InProcHca;
 
 /// How long one chunk of one path runs (about; a calibrated number of whole iterations).
@@ -347,7 +347,7 @@ fn main() {
         CHUNK.as_millis()
     );
     let frames = da.with_hca(|h| {
-        h.port
+        h.port()
             .counters()
             .get(mlx5_sim::roce::counters::Counter::TxRoceUnicastFrames)
     });

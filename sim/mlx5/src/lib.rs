@@ -1,51 +1,43 @@
 //! Emulated ConnectX-5 HCA: a software model of an mlx5 PCI function, served to QEMU guests.
 //!
+//! The device in parts, one folder each:
+//! - [`front`]: what a host reaches it through: the PCI function ([`front::pci`]), QEMU's
+//!   multi-process proxy ([`front::proxy`]), the ConnectX-5 function and its BAR0
+//!   ([`front::device`]), the initialization segment ([`front::init_seg`]), the in-process
+//!   handle ([`front::inproc`]).
+//! - [`hca`]: the device state ([`Hca`], one field per part), command dispatch and the
+//!   lifecycle (ENABLE / INIT / TEARDOWN / DISABLE).
+//! - [`control`]: the control plane: the command queue engine ([`control::cmd`]),
+//!   capabilities, firmware pages, fault switches, the trace.
+//! - [`objects`]: the object tables, one module per PRM object: PD / TD, memory keys
+//!   ([`objects::mr`]) and windows, CQs, EQs, QPs ([`objects::qp`], one module per service
+//!   type), UARs, the NIC vport, Q counters.
+//! - [`datapath`]: doorbells, WQE parsing and execution ([`datapath::wqe`],
+//!   [`datapath::umr`]), CQE writing, and the adapter to the RC transport ([`datapath::rc`]).
+//! - `events`: the event sink (EQE and async-event posting, INTx).
 //! - [`memory`]: DMA at bus addresses ([`memory::GuestMemory`], [`memory::RegionMemory`] for
 //!   host tests, [`memory::MappedMemory`] for QEMU guest RAM).
-//! - [`pci`]: the [`pci::PciFunction`] front ends call, a type-0 [`pci::ConfigSpace`], INTx.
-//! - [`proxy`]: QEMU's multi-process PCI proxy protocol (`x-pci-proxy-dev`).
-//! - [`init_seg`]: BAR0's initialization segment; [`device`]: the ConnectX-5 function.
-//! - Control plane: [`cmd`] (command queue engine), [`hca`] (state, dispatch, lifecycle),
-//!   [`caps`], [`pages`], [`eq`], [`uar`], [`pd`], [`vport`], [`counter`], [`faults`], [`trace`],
-//!   [`inproc`] (in-process front end).
-//! - Data plane: [`mr`], [`cq`], [`qp`], [`wqe`], [`datapath`], [`wire`].
-//! - RoCEv2: [`roce`], the pure protocol (frame codec, ICRC, opcodes, RC transport, counters);
-//!   [`link`], the port's I/O (stream sockets, in-process pairs, receive checks, pcap capture
-//!   and `--decode-pcap`, the wire-fault injector).
+//! - The port and the wire: [`wire`] (the HCA's port); its I/O in [`link`] (stream sockets,
+//!   in-process pairs, receive checks, pcap capture and `--decode-pcap`, the wire-fault
+//!   injector); [`roce`], the pure RoCEv2 protocol (frame codec, ICRC, opcodes, the RC
+//!   transport, counters).
 
-pub mod caps;
-pub mod cmd;
-pub mod counter;
-pub mod cq;
+mod be;
+pub mod control;
 pub mod datapath;
-pub mod device;
-pub mod eq;
-pub mod faults;
+mod events;
+pub mod front;
 pub mod hca;
-pub mod init_seg;
-pub mod inproc;
 pub mod link;
 pub mod memory;
-pub mod mr;
-pub mod mw;
-pub mod pages;
-pub mod pci;
-pub mod pd;
-pub mod proxy;
-pub mod qp;
-pub mod rcpath;
+pub mod objects;
 pub mod roce;
-pub mod trace;
-pub mod uar;
-pub mod umr;
-pub mod vport;
 pub mod wire;
-pub mod wqe;
 
-pub use device::{Bar0, Bar0Mode, ExecMode, Mlx5Function, Mlx5Options};
-pub use faults::Faults;
+pub use control::faults::Faults;
+pub use front::device::{Bar0, Bar0Mode, ExecMode, Mlx5Function, Mlx5Options};
+pub use front::inproc::InProcHca;
+pub use front::pci::{ConfigSpace, Intx, PciFunction};
+pub use front::proxy::{ProxyError, ProxyServer};
 pub use hca::{Hca, HcaConfig};
-pub use inproc::InProcHca;
 pub use memory::{DmaError, GuestMemory, MappedMemory, RegionMemory};
-pub use pci::{ConfigSpace, Intx, PciFunction};
-pub use proxy::{ProxyError, ProxyServer};

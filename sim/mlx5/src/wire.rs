@@ -1,6 +1,6 @@
 //! The HCA's port: where the RC transport's packets go and come from.
 //!
-//! Every RC QP runs through [`crate::roce::rc::RcQp`] ([`crate::rcpath`]): real PSNs, real
+//! Every RC QP runs through [`crate::roce::rc::RcQp`] ([`crate::datapath::rc`]): real PSNs, real
 //! packet boundaries at the path MTU, real ACKs/NAKs and retransmissions. What differs between
 //! the routes is only how a packet's bytes travel:
 //!

@@ -24,7 +24,7 @@ fn bring_up_regular_pages_teardown_and_reclaim() {
     r.exec(&s, 16).ok();
     // Boot pages.
     let boot = r.query_pages(1);
-    assert_eq!(boot, mlx5_sim::pages::BOOT_PAGES as i32);
+    assert_eq!(boot, mlx5_sim::control::pages::BOOT_PAGES as i32);
     r.alloc_and_give(boot as usize);
     assert_eq!(r.query_pages(1), 0);
     r.host_endianness().ok();
@@ -51,11 +51,11 @@ fn bring_up_regular_pages_teardown_and_reclaim() {
     assert_eq!(atomic_caps::ATOMIC_SIZE_QP.get(&atomic), Ok(8));
     // Init pages, INIT_HCA, regular pages.
     let init = r.query_pages(2);
-    assert_eq!(init, mlx5_sim::pages::INIT_PAGES as i32);
+    assert_eq!(init, mlx5_sim::control::pages::INIT_PAGES as i32);
     r.alloc_and_give(init as usize);
     r.exec(&input(opcode::INIT_HCA, 0, 16), 16).ok();
     let regular = r.query_pages(3);
-    assert_eq!(regular, mlx5_sim::pages::REGULAR_PAGES as i32);
+    assert_eq!(regular, mlx5_sim::control::pages::REGULAR_PAGES as i32);
     r.alloc_and_give(regular as usize);
     assert_eq!(r.query_pages(3), 0);
     // Giving more than asked for is refused.
@@ -93,7 +93,7 @@ fn uar_pd_td_lifecycle_and_bad_numbers() {
     let mut r = up();
     let u1 = r.alloc_uar();
     let u2 = r.alloc_uar();
-    assert!(u1 >= mlx5_sim::uar::FIRST_UAR && u2 != u1);
+    assert!(u1 >= mlx5_sim::objects::uar::FIRST_UAR && u2 != u1);
     let pd = {
         let d = r.exec(&input(opcode::ALLOC_PD, 0, 16), 16);
         d.ok();
@@ -156,7 +156,7 @@ fn uar_pd_td_lifecycle_and_bad_numbers() {
 fn exhausting_capabilities() {
     let mut r = up();
     // Transport domains: 1 << log_max_transport_domain.
-    let n = 1u32 << mlx5_sim::caps::LOG_MAX_TRANSPORT_DOMAIN;
+    let n = 1u32 << mlx5_sim::control::caps::LOG_MAX_TRANSPORT_DOMAIN;
     for _ in 0..n {
         r.exec(&input(opcode::ALLOC_TRANSPORT_DOMAIN, 0, 16), 16)
             .ok();
@@ -164,14 +164,14 @@ fn exhausting_capabilities() {
     r.exec(&input(opcode::ALLOC_TRANSPORT_DOMAIN, 0, 16), 16)
         .fails(cmd_status::LIM_ERR, syn::TD_EXHAUSTED);
     // UARs.
-    for _ in 0..mlx5_sim::uar::MAX_UARS {
+    for _ in 0..mlx5_sim::objects::uar::MAX_UARS {
         r.alloc_uar();
     }
     r.exec(&input(opcode::ALLOC_UAR, 0, 16), 16)
         .fails(cmd_status::LIM_ERR, syn::UAR_EXHAUSTED);
     // EQs: 1 << log_max_eq.
-    let uar = mlx5_sim::uar::FIRST_UAR;
-    for _ in 0..(1u32 << mlx5_sim::caps::LOG_MAX_EQ) {
+    let uar = mlx5_sim::objects::uar::FIRST_UAR;
+    for _ in 0..(1u32 << mlx5_sim::control::caps::LOG_MAX_EQ) {
         r.create_eq(uar, 1, &[]);
     }
     let mut i = input(opcode::CREATE_EQ, 0, create_eq_in::PAS.bytes_with(1));
@@ -184,7 +184,7 @@ fn exhausting_capabilities() {
     set(
         &mut i,
         Field::new(c + eqc::LOG_EQ_SIZE.offset, 5),
-        mlx5_sim::caps::LOG_MAX_EQ_SZ + 1,
+        mlx5_sim::control::caps::LOG_MAX_EQ_SZ + 1,
     );
     r.exec(&i, 16)
         .fails(cmd_status::BAD_PARAM_ERR, syn::EQ_TOO_BIG);

@@ -156,7 +156,7 @@ fn eqes_owner_bit_intx_and_page_requests() {
     assert_eq!(e1[63] & 1, 0);
     assert_eq!(
         i32::from_be_bytes(e1[36..40].try_into().unwrap()),
-        mlx5_sim::pages::REGULAR_PAGES as i32
+        mlx5_sim::control::pages::REGULAR_PAGES as i32
     );
     assert_eq!(u16::from_be_bytes([e1[34], e1[35]]), 0, "func_id");
     // A command in slot 3: its completion carries the slot bit.
@@ -173,7 +173,7 @@ fn eqes_owner_bit_intx_and_page_requests() {
     r.eq_doorbell(uar, eqn, 3, true);
     assert!(!r.dev.intx().level());
     // Giving the regular pages completes a command: EQE 3, armed EQ, INTx.
-    let regular = mlx5_sim::pages::REGULAR_PAGES as usize;
+    let regular = mlx5_sim::control::pages::REGULAR_PAGES as usize;
     r.alloc_and_give(regular);
     assert!(r.dev.intx().level());
     assert_eq!(r.eqe(buf, 3)[1], event::CMD);

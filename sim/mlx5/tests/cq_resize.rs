@@ -9,7 +9,7 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::*;
-use mlx5_sim::cq::{post_cqe, syndrome as cqs, Cqe as SimCqe};
+use mlx5_sim::objects::cq::{post_cqe, syndrome as cqs, Cqe as SimCqe};
 use mlx5_sim::InProcHca;
 use raw::{input, set};
 
@@ -88,7 +88,7 @@ fn resize_writes_the_resize_cqe_in_the_old_buffer_and_continues_in_the_new() {
     }
     e.raw
         .dev
-        .with_hca(|h| assert_eq!(h.cqs.get(cq.cqn).unwrap().log_size(), 4));
+        .with_hca(|h| assert_eq!(h.cqs().get(cq.cqn).unwrap().log_size(), 4));
     // QUERY_CQ reports the new size and the new buffer.
     let mut q = input(opcode::QUERY_CQ, 0, query_cq_in::BYTES);
     set(&mut q, query_cq_in::CQN, cq.cqn);
@@ -197,7 +197,7 @@ fn resize_refusals() {
     // Nothing changed.
     e.raw
         .dev
-        .with_hca(|h| assert_eq!(h.cqs.get(cq.cqn).unwrap().log_size(), 2));
+        .with_hca(|h| assert_eq!(h.cqs().get(cq.cqn).unwrap().log_size(), 2));
 }
 
 #[test]

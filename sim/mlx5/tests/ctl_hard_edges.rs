@@ -6,7 +6,7 @@ mod raw;
 
 use mlx5_prm::*;
 use mlx5_sim::hca::syndrome as syn;
-use mlx5_sim::mr::syndrome as mkey_syn;
+use mlx5_sim::objects::mr::syndrome as mkey_syn;
 use raw::{input, set, up, Raw};
 
 #[test]
@@ -60,7 +60,7 @@ fn an_mkey_longer_than_log_max_mrw_sz_is_refused() {
     let mut r = up();
     let cur = Raw::cap_bytes(r.query_cap(hca_cap::cap_type::GENERAL, true).ok());
     let log = cmd_hca_cap::LOG_MAX_MRW_SZ.get(&cur).unwrap();
-    assert_eq!(log, mlx5_sim::caps::LOG_MAX_MRW_SZ);
+    assert_eq!(log, mlx5_sim::control::caps::LOG_MAX_MRW_SZ);
     assert!(log < 64, "a real limit");
     let pd = alloc_pd(&mut r);
     create_pa_mkey(&mut r, pd, 1 << log, &[]).ok();

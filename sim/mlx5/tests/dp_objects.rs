@@ -8,9 +8,9 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::*;
-use mlx5_sim::mr::{Access, MrFault};
+use mlx5_sim::objects::mr::{Access, MrFault};
+use mlx5_sim::objects::{cq::syndrome as cqs, mr::syndrome as mrs, qp::syndrome as qps};
 use mlx5_sim::InProcHca;
-use mlx5_sim::{cq::syndrome as cqs, mr::syndrome as mrs, qp::syndrome as qps};
 use raw::{input, set};
 
 fn env() -> Env {
@@ -143,7 +143,7 @@ fn mkey_translation_checks_bounds_access_pd_variant() {
     let key = e.mkey(buf + 0x10, 3 * 4096, LR | RR);
     let pd = e.pd;
     e.dev().with_hca(|h| {
-        let t = &h.mkeys;
+        let t = h.mkeys();
         assert_eq!(
             t.translate(key, buf + 0x10, 3 * 4096, Access::LOCAL_READ, pd),
             Ok(vec![(buf + 0x10, 3 * 4096)]),
@@ -180,7 +180,7 @@ fn mkey_translation_checks_bounds_access_pd_variant() {
     e.destroy_mkey(key).ok();
     e.dev().with_hca(|h| {
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .translate(key, buf + 0x10, 8, Access::LOCAL_READ, pd),
             Err(MrFault::UnknownKey)
         );
@@ -203,7 +203,7 @@ fn mtt_pages_map_scattered_bus_pages() {
     let key = mkey::from_index(d.get(create_mkey_out::MKEY_INDEX), 9);
     let pd = e.pd;
     let pieces = e.dev().with_hca(|h| {
-        h.mkeys
+        h.mkeys()
             .translate(key, iova + 4000, 200, Access::LOCAL_WRITE, pd)
             .unwrap()
     });
@@ -349,7 +349,7 @@ fn cq_overrun_raises_a_cq_error_event() {
         u32::from_be_bytes(d[0..4].try_into().unwrap()) & 0xff_ffff,
         scq.cqn
     );
-    assert_eq!(d[11], mlx5_sim::cq::CQ_ERROR_SYNDROME_CQ_OVERRUN);
+    assert_eq!(d[11], mlx5_sim::objects::cq::CQ_ERROR_SYNDROME_CQ_OVERRUN);
     // The two CQEs that fitted are intact.
     assert!(e.poll_cq(&mut scq).is_some());
     assert!(e.poll_cq(&mut scq).is_some());
@@ -377,8 +377,8 @@ fn fault_stuck_owner_corrupt_and_duplicate_cqes() {
     e.dev().faults(|f| f.corrupt_next_cqe = true);
     write8(&e, &mut a, lkey, src, rkey, dst);
     let c = e.poll_cq(&mut scq).unwrap();
-    assert_eq!(c.opcode(), mlx5_sim::cq::CORRUPT_CQE_OPCODE);
-    assert_eq!(c.syndrome(), mlx5_sim::cq::CORRUPT_CQE_SYNDROME);
+    assert_eq!(c.opcode(), mlx5_sim::objects::cq::CORRUPT_CQE_OPCODE);
+    assert_eq!(c.syndrome(), mlx5_sim::objects::cq::CORRUPT_CQE_SYNDROME);
     assert!(
         !e.dev().with_hca(|h| h.faults().corrupt_next_cqe),
         "one-shot"

@@ -95,7 +95,7 @@ fn a_send_queue_not_on_a_64_byte_block_is_refused() {
     let i = env.qp_input(env.pd, scq.cqn, rcq.cqn, 4, 0, 0, buf, dbr);
     env.raw.exec(&i, 16).fails(
         cmd_status::BAD_PARAM_ERR,
-        mlx5_sim::qp::syndrome::SQ_MISALIGNED,
+        mlx5_sim::objects::qp::syndrome::SQ_MISALIGNED,
     );
     // Two of 32 bytes: offset 64, taken.
     let i = env.qp_input(env.pd, scq.cqn, rcq.cqn, 4, 1, 1, buf, dbr);

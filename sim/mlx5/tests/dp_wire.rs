@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use dp::*;
 use mlx5_prm::{cqe, qp, wqe};
-use mlx5_sim::device::ExecMode;
+use mlx5_sim::front::device::ExecMode;
 use mlx5_sim::link::{Link, StreamAddr};
 use mlx5_sim::roce::{
     decode, Aeth, AethKind, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode, Opcode, Reth,
@@ -231,7 +231,7 @@ fn two_hcas_sharing_one_memory() {
         before,
         "nothing written from a lost packet"
     );
-    assert_eq!(db.with_hca(|h| h.port.dropped), 1);
+    assert_eq!(db.with_hca(|h| h.port().dropped), 1);
     let c = ea.wait_cq(&mut a_scq, &[&db]);
     assert_eq!(
         (c.syndrome(), c.vendor_syndrome()),
@@ -268,7 +268,7 @@ fn two_hcas_over_a_unix_socket_in_two_threads() {
 
     let side_b = std::thread::spawn(move || {
         let dev = InProcHca::deterministic();
-        dev.with_hca(|h| h.port = listen);
+        dev.with_hca(|h| *h.port_mut() = listen);
         let mut e = Env::new(dev, 2);
         let scq = e.cq(5);
         let mut rcq = e.cq(5);
@@ -301,7 +301,7 @@ fn two_hcas_over_a_unix_socket_in_two_threads() {
 
     let peer = from_b.recv().unwrap();
     let dev = InProcHca::deterministic();
-    dev.with_hca(|h| h.port = Port::connect(&path).unwrap());
+    dev.with_hca(|h| *h.port_mut() = Port::connect(&path).unwrap());
     let mut e = Env::new(dev, 1);
     let mut scq = e.cq(5);
     let rcq = e.cq(5);
@@ -416,7 +416,7 @@ fn v4(gid: &[u8; 16]) -> Ipv4Addr {
 fn responder_checks_psns_from_a_raw_peer() {
     let path = sock_path("raw");
     let dev = InProcHca::deterministic();
-    dev.with_hca(|h| h.port = Port::listen(&path).unwrap());
+    dev.with_hca(|h| *h.port_mut() = Port::listen(&path).unwrap());
     let mut e = Env::new(dev.clone(), 2);
     let scq = e.cq(5);
     let mut rcq = e.cq(5);

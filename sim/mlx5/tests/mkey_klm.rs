@@ -8,7 +8,7 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::*;
-use mlx5_sim::mr::{syndrome as mrs, Access, MrFault};
+use mlx5_sim::objects::mr::{syndrome as mrs, Access, MrFault};
 use mlx5_sim::InProcHca;
 use raw::{input, set};
 
@@ -81,7 +81,7 @@ fn klm_key_translates_through_inner_keys() {
     );
     let pd = e.pd;
     e.dev().with_hca(|h| {
-        let t = &h.mkeys;
+        let t = h.mkeys();
         assert_eq!(
             t.translate(k, iova, 0x1a00, Access::REMOTE_WRITE, pd),
             Ok(vec![(a + 0x1000, 0x200), (b + 0x10, 0x1800)])
@@ -141,7 +141,7 @@ fn klm_key_translates_through_inner_keys() {
     // Inner keys used directly keep their own (local-only) rights.
     e.dev().with_hca(|h| {
         assert_eq!(
-            h.mkeys.translate(ka, a, 8, Access::REMOTE_READ, pd),
+            h.mkeys().translate(ka, a, 8, Access::REMOTE_READ, pd),
             Err(MrFault::AccessDenied)
         );
     });
@@ -157,11 +157,11 @@ fn klm_inner_key_checks() {
     let k = klm_key(&mut e, 0x5000, 0x100, ALL, &[(0x100, ro, a)]);
     e.dev().with_hca(|h| {
         assert_eq!(
-            h.mkeys.translate(k, 0x5000, 8, Access::REMOTE_WRITE, pd),
+            h.mkeys().translate(k, 0x5000, 8, Access::REMOTE_WRITE, pd),
             Err(MrFault::AccessDenied)
         );
         assert!(h
-            .mkeys
+            .mkeys()
             .translate(k, 0x5000, 8, Access::REMOTE_READ, pd)
             .is_ok());
     });
@@ -177,7 +177,7 @@ fn klm_inner_key_checks() {
     // An indirect inner key (one level only).
     let k5 = klm_key(&mut e, 0, 0x100, ALL, &[(0x100, k, 0x5000)]);
     e.dev().with_hca(|h| {
-        let t = &h.mkeys;
+        let t = h.mkeys();
         let r = |key| t.translate(key, 0, 0x100, Access::REMOTE_READ, pd);
         assert_eq!(r(k2), Err(MrFault::PdMismatch));
         assert_eq!(r(k3), Err(MrFault::VariantMismatch));
@@ -189,7 +189,7 @@ fn klm_inner_key_checks() {
     e.destroy_mkey(good).ok();
     e.dev().with_hca(|h| {
         assert_eq!(
-            h.mkeys.translate(k3, 0, 0x100, Access::REMOTE_READ, pd),
+            h.mkeys().translate(k3, 0, 0x100, Access::REMOTE_READ, pd),
             Err(MrFault::UnknownKey)
         );
     });

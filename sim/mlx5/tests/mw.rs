@@ -1,7 +1,7 @@
 //! Memory windows in the model, from raw commands and raw WQEs: a window is a free KLMS key
 //! with `umr_en` (Linux ib/mr.c `mlx5_ib_alloc_mw`), bound, unbound and invalidated by the
 //! UMR WQEs rdma-core providers/mlx5/qp.c builds (`set_bind_wr`), on any RC QP (no `fre`
-//! needed); every check of `mlx5_sim::mw` has a test here that the window stays as it was.
+//! needed); every check of `mlx5_sim::objects::mw` has a test here that the window stays as it was.
 
 #[path = "datapath_common/mod.rs"]
 mod dp;
@@ -11,8 +11,8 @@ mod raw;
 use dp::*;
 use mlx5_prm::wqe::umr_ctrl_seg::{mask as mk, *};
 use mlx5_prm::*;
-use mlx5_sim::mr::{syndrome as mrs, Access, MrFault};
-use mlx5_sim::mw::{mw_vendor, window_type};
+use mlx5_sim::objects::mr::{syndrome as mrs, Access, MrFault};
+use mlx5_sim::objects::mw::{mw_vendor, window_type};
 use mlx5_sim::InProcHca;
 use raw::{input, set};
 
@@ -193,7 +193,7 @@ fn env() -> Env {
 /// A window's state on the device: (free, variant, qpn, start, len, access).
 fn state(e: &Env, key: u32) -> (bool, u8, u32, u64, u128, Access) {
     e.dev().with_hca(|h| {
-        let m = h.mkeys.by_index(key >> 8).expect("window");
+        let m = h.mkeys().by_index(key >> 8).expect("window");
         (m.free, m.variant, m.qpn, m.start, m.len, m.access)
     })
 }
@@ -209,8 +209,8 @@ fn create_mkey_makes_windows_and_still_refuses_empty_keys_that_are_not_free() {
     let w1 = window(&mut e, pd, 1);
     let w2 = window(&mut e, pd, 2);
     e.dev().with_hca(|h| {
-        assert_eq!(window_type(h.mkeys.by_index(w1 >> 8).unwrap()), Some(1));
-        assert_eq!(window_type(h.mkeys.by_index(w2 >> 8).unwrap()), Some(2));
+        assert_eq!(window_type(h.mkeys().by_index(w1 >> 8).unwrap()), Some(1));
+        assert_eq!(window_type(h.mkeys().by_index(w2 >> 8).unwrap()), Some(2));
     });
     // An empty KLMS key that is not free, or without umr_en, stays refused.
     let m = create_mkey_in::MEMORY_KEY_MKEY_ENTRY;
@@ -227,7 +227,7 @@ fn create_mkey_makes_windows_and_still_refuses_empty_keys_that_are_not_free() {
     // A free window key resolves to nothing.
     e.dev().with_hca(|h| {
         assert_eq!(
-            h.mkeys.translate(w2, 0, 1, Access::REMOTE_READ, pd).err(),
+            h.mkeys().translate(w2, 0, 1, Access::REMOTE_READ, pd).err(),
             Some(MrFault::Free)
         );
     });
@@ -270,30 +270,30 @@ fn type2_bind_on_a_qp_without_fre_then_rdma_then_local_inv() {
     assert_eq!(e.read(buf + 4096 + 8, 18), b"through the window");
     // The old key (the alloc variant) names nothing usable.
     e.dev().with_hca(|h| {
-        let user = mlx5_sim::mr::KeyUser { pd, qpn: bqpn };
+        let user = mlx5_sim::objects::mr::KeyUser { pd, qpn: bqpn };
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(w, buf + 4096, 1, Access::REMOTE_READ, user)
                 .err(),
             Some(MrFault::VariantMismatch)
         );
         // Remote access only through the bound QP (mkc.qpn).
-        let other = mlx5_sim::mr::KeyUser { pd, qpn: t.a.qpn };
+        let other = mlx5_sim::objects::mr::KeyUser { pd, qpn: t.a.qpn };
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(rkey, buf + 4096, 1, Access::REMOTE_READ, other)
                 .err(),
             Some(MrFault::QpMismatch)
         );
         // Bounds: the window, not the MR.
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(rkey, buf + 4095, 1, Access::REMOTE_READ, user)
                 .err(),
             Some(MrFault::OutOfBounds)
         );
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(rkey, buf + 8192, 1, Access::REMOTE_READ, user)
                 .err(),
             Some(MrFault::OutOfBounds)
@@ -584,20 +584,20 @@ fn type2_window_of_a_destroyed_qp_grants_nothing_to_a_qp_reusing_its_qpn() {
     let (free, v, qpn, start, len, _) = state(&e, w);
     assert_eq!(
         (free, v, qpn, start, len),
-        (false, 0x21, mlx5_sim::mw::DEAD_QPN, buf, 4096),
+        (false, 0x21, mlx5_sim::objects::mw::DEAD_QPN, buf, 4096),
         "still bound, to no QP"
     );
     e.dev().with_hca(|h| {
-        let user = mlx5_sim::mr::KeyUser { pd, qpn: bqpn };
+        let user = mlx5_sim::objects::mr::KeyUser { pd, qpn: bqpn };
         assert_eq!(
-            h.mkeys
+            h.mkeys()
                 .resolve(rkey, buf, 1, Access::REMOTE_WRITE, user)
                 .err(),
             Some(MrFault::QpMismatch)
         );
     });
     // A new QP of the same PD with the dead QP's number, connected to a.
-    e.dev().with_hca(|h| h.qps.set_next_qpn(bqpn));
+    e.dev().with_hca(|h| h.qps_mut().set_next_qpn(bqpn));
     let cc = e.cq(6);
     let c = e.qp(&cc, &cc, 6, 4);
     assert_eq!(c.qpn, bqpn, "the QPN is reused");
@@ -622,7 +622,7 @@ fn type2_window_of_a_destroyed_qp_grants_nothing_to_a_qp_reusing_its_qpn() {
         let mut dq = input(opcode::DESTROY_QP, 0, destroy_qp_in::BYTES);
         set(&mut dq, destroy_qp_in::QPN, old.qpn);
         e.raw.exec(&dq, 16).ok();
-        e.dev().with_hca(|h| h.qps.set_next_qpn(bqpn));
+        e.dev().with_hca(|h| h.qps_mut().set_next_qpn(bqpn));
         let cq = e.cq(6);
         let q = e.qp(&cq, &cq, 6, 4);
         assert_eq!(q.qpn, bqpn, "the QPN is reused again");
@@ -655,7 +655,7 @@ fn type2_window_of_a_destroyed_qp_grants_nothing_to_a_qp_reusing_its_qpn() {
     let (free, _, qpn, ..) = state(&e, w);
     assert_eq!(
         (free, qpn),
-        (false, mlx5_sim::mw::DEAD_QPN),
+        (false, mlx5_sim::objects::mw::DEAD_QPN),
         "still bound, to no QP"
     );
     // It can still be destroyed.
@@ -690,9 +690,9 @@ fn type1_windows_rebind_unbind_and_refuse_local_inv() {
     let r2 = with_variant(w, 0x22);
     e.dev().with_hca(|h| {
         for qpn in [t.a.qpn, t.b.qpn] {
-            let u = mlx5_sim::mr::KeyUser { pd, qpn };
+            let u = mlx5_sim::objects::mr::KeyUser { pd, qpn };
             assert!(h
-                .mkeys
+                .mkeys()
                 .resolve(r2, buf + 64, 128, Access::REMOTE_WRITE, u)
                 .is_ok());
         }
@@ -731,7 +731,10 @@ fn plain_umr_on_a_qp_without_fre_is_still_refused() {
     let op = Op::bind(1, 0, 0x30, RR, mr, buf, 64);
     let c = post(&mut e, &mut t.a, &mut t.ca, mr, &op);
     assert!(c.is_error());
-    assert_eq!(c.vendor_syndrome(), mlx5_sim::umr::umr_vendor::NOT_FRE);
+    assert_eq!(
+        c.vendor_syndrome(),
+        mlx5_sim::datapath::umr::umr_vendor::NOT_FRE
+    );
 }
 
 #[test]

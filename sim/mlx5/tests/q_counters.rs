@@ -12,7 +12,7 @@ use mlx5_prm::{
     qp, qpc, query_q_counter_in, query_q_counter_out, rst2init_qp_in,
 };
 use mlx5_sim::hca::syndrome;
-use mlx5_sim::qp::syndrome as qp_syndrome;
+use mlx5_sim::objects::qp::syndrome as qp_syndrome;
 use mlx5_sim::InProcHca;
 use raw::{input, set};
 

@@ -157,7 +157,7 @@ fn setup_ip(tag: &str, retry: u32, timeout: u32, ipv6: bool) -> Setup {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("wire.sock");
     let dev = InProcHca::deterministic();
-    dev.with_hca(|h| h.port = Port::listen(&path).unwrap());
+    dev.with_hca(|h| *h.port_mut() = Port::listen(&path).unwrap());
     let mut e = Env::new(dev.clone(), 2);
     let scq = e.cq(5);
     let rcq = e.cq(5);
@@ -207,7 +207,7 @@ fn setup_ip(tag: &str, retry: u32, timeout: u32, ipv6: bool) -> Setup {
 }
 
 fn counter(dev: &InProcHca, c: Counter) -> u64 {
-    dev.with_hca(|h| h.port.counters().get(c))
+    dev.with_hca(|h| h.port().counters().get(c))
 }
 
 /// No answer at all: the request goes out `retry_count + 1` times, each after the ACK timeout,

@@ -9,7 +9,7 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::{opcode, query_q_counter_in, query_vport_counter_out, wqe};
-use mlx5_sim::device::ExecMode;
+use mlx5_sim::front::device::ExecMode;
 use mlx5_sim::link::FaultSpec;
 use mlx5_sim::roce::counters::Counter;
 use mlx5_sim::InProcHca;
@@ -62,7 +62,7 @@ fn rc_over_faulty_frames_ends_byte_exact() {
         let spec: FaultSpec = format!("drop=0.01,reorder=0.01:window=4,corrupt=0.001,seed={seed}")
             .parse()
             .unwrap();
-        d.with_hca(|h| h.port.set_faults(spec));
+        d.with_hca(|h| h.port_mut().set_faults(spec));
     }
     let mut ea = Env::new(da.clone(), 1);
     let mut eb = Env::new(db.clone(), 2);
@@ -173,8 +173,8 @@ fn rc_over_faulty_frames_ends_byte_exact() {
                 c.syndrome(),
                 c.vendor_syndrome(),
                 c.wqe_opcode(),
-                da.with_hca(|h| h.port.counters().snapshot().nonzero()),
-                db.with_hca(|h| h.port.counters().snapshot().nonzero()),
+                da.with_hca(|h| h.port().counters().snapshot().nonzero()),
+                db.with_hca(|h| h.port().counters().snapshot().nonzero()),
             );
         }
         for (to, want) in &checks_read {
@@ -197,8 +197,8 @@ fn rc_over_faulty_frames_ends_byte_exact() {
 
     // The faults happened, and RC paid for them with retransmissions.
     let (ca, cb) = (
-        da.with_hca(|h| h.port.counters().snapshot()),
-        db.with_hca(|h| h.port.counters().snapshot()),
+        da.with_hca(|h| h.port().counters().snapshot()),
+        db.with_hca(|h| h.port().counters().snapshot()),
     );
     eprintln!(
         "{writes} writes, {reads} reads, {atomics} atomics\nA: {:?}\nB: {:?}",

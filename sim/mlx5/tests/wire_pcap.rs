@@ -9,7 +9,7 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::{cqe, wqe};
-use mlx5_sim::device::ExecMode;
+use mlx5_sim::front::device::ExecMode;
 use mlx5_sim::link::pcap::PcapFile;
 use mlx5_sim::link::PcapTap;
 use mlx5_sim::InProcHca;
@@ -23,7 +23,7 @@ fn capture_of_every_opcode_decodes_cleanly() {
     let path = dir.join("run.pcap");
     let (da, db) = InProcHca::pair(ExecMode::Inline);
     let tap = PcapTap::create(&path).unwrap();
-    assert!(da.with_hca(|h| h.port.set_pcap(tap)));
+    assert!(da.with_hca(|h| h.port_mut().set_pcap(tap)));
     let mut ea = Env::new(da.clone(), 1);
     let mut eb = Env::new(db.clone(), 2);
     let w = wire_pair(&mut ea, &mut eb, 5, 14);
@@ -107,7 +107,7 @@ fn capture_of_every_opcode_decodes_cleanly() {
         assert!(!c.is_error());
     }
     assert_eq!(eb.read(b_buf + 60_000, 8), 10u64.to_be_bytes());
-    da.with_hca(|h| h.port.shutdown());
+    da.with_hca(|h| h.port_mut().shutdown());
 
     let bytes = std::fs::read(&path).unwrap();
     let frames = PcapFile::parse(&bytes).unwrap().records().count();

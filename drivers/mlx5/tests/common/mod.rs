@@ -11,7 +11,7 @@ use std::vec::Vec;
 
 use mlx5::hal::{DmaBuffer, Hal, HalError};
 use mlx5::{Context, ContextConfig};
-use mlx5_sim::device::{ExecMode, BAR0_SIZE};
+use mlx5_sim::front::device::{ExecMode, BAR0_SIZE};
 use mlx5_sim::memory::RegionMemory;
 use mlx5_sim::{Hca, InProcHca};
 

@@ -63,7 +63,7 @@ impl fmt::Display for Mac {
 }
 
 /// An HCA fault spec, checked by the model's parser and kept as written (applied in order).
-fn fault_spec(v: &str) -> Result<String, mlx5_sim::faults::FaultSpecError> {
+fn fault_spec(v: &str) -> Result<String, mlx5_sim::control::faults::FaultSpecError> {
     Faults::default().apply_spec(v).map(|()| v.to_string())
 }
 
@@ -307,7 +307,7 @@ fn main() -> ExitCode {
             t.level = t.level.max(1);
         }
         if let Some(port) = args.port {
-            hca.port = port;
+            *hca.port_mut() = port;
         }
         if let Some(path) = &args.wire_pcap {
             // Unbuffered: the process usually ends by a signal when QEMU goes away, and every
@@ -315,7 +315,7 @@ fn main() -> ExitCode {
             let tap = std::fs::File::create(path).and_then(mlx5_sim::link::PcapTap::new);
             match tap {
                 Ok(t) => {
-                    if !hca.port.set_pcap(t) {
+                    if !hca.port_mut().set_pcap(t) {
                         eprintln!("mlx5-sim: --wire-pcap needs --wire-listen or --wire-connect");
                         return ExitCode::from(2);
                     }
@@ -327,7 +327,7 @@ fn main() -> ExitCode {
             }
         }
         if let Some(spec) = args.wire_fault {
-            hca.port.set_faults(spec);
+            hca.port_mut().set_faults(spec);
         }
         let faults = args.faults;
         hca.update_faults(|f| *f = faults);
@@ -345,7 +345,7 @@ fn main() -> ExitCode {
                 }
             };
             let ok = serve_one(&mut server, &sock);
-            server.function().lock_hca().port.shutdown();
+            server.function().lock_hca().port_mut().shutdown();
             if ok {
                 ExitCode::SUCCESS
             } else {

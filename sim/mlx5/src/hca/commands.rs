@@ -1,12 +1,12 @@
 //! The HCA's own commands: the lifecycle (ENABLE/INIT/TEARDOWN/DISABLE), ISSI, capabilities,
 //! ACCESS_REGISTER, QUERY_ADAPTER, NOP, SET_DRIVER_VERSION.
 
-use crate::caps::{SetCapError, CAP_PAGE_BYTES};
-use crate::cmd::CmdResult;
-use crate::eq::EqTable;
-use crate::pd::{PdTable, TdTable};
-use crate::uar::UarTable;
-use crate::vport::Vport;
+use crate::control::caps::{SetCapError, CAP_PAGE_BYTES};
+use crate::control::cmd::CmdResult;
+use crate::objects::eq::EqTable;
+use crate::objects::pd::{PdTable, TdTable};
+use crate::objects::uar::UarTable;
+use crate::objects::vport::Vport;
 use mlx5_prm::*;
 
 use super::{fail, get, put, syndrome, Hca, Lifecycle, IEEE_VENDOR_ID, PSID, SUPPORTED_ISSI};
@@ -55,7 +55,7 @@ impl Hca {
         if input[8..].iter().any(|&b| b != 0) {
             return fail(cmd_status::BAD_PARAM_ERR, syndrome::INIT_RESERVED);
         }
-        if !self.pages.init_satisfied() {
+        if !self.control.pages.init_satisfied() {
             return fail(cmd_status::NO_RES_ERR, syndrome::INIT_NO_PAGES);
         }
         self.state = Lifecycle::Initialized;
@@ -74,15 +74,15 @@ impl Hca {
             _ => return fail(cmd_status::BAD_PARAM_ERR, syndrome::TEARDOWN_PROFILE),
         }
         // Every object goes; the driver now reclaims all pages and disables the function.
-        self.mkeys = Default::default();
-        self.cqs = Default::default();
-        self.qps = Default::default();
-        self.uars = UarTable::default();
-        self.pds = PdTable::default();
-        self.tds = TdTable::default();
-        self.eqs = EqTable::default();
-        self.vport = Vport::new(self.config.mac);
-        self.intx.lower();
+        self.objects.mkeys = Default::default();
+        self.objects.cqs = Default::default();
+        self.objects.qps = Default::default();
+        self.objects.uars = UarTable::default();
+        self.objects.pds = PdTable::default();
+        self.objects.tds = TdTable::default();
+        self.events.eqs = EqTable::default();
+        self.objects.vport = Vport::new(self.config.mac);
+        self.events.intx.lower();
         self.state = Lifecycle::TornDown;
         Ok(())
     }
@@ -98,7 +98,7 @@ impl Hca {
             return fail(cmd_status::BAD_PARAM_ERR, syndrome::CAP_FUNCTION);
         }
         let op_mod = get(input, query_hca_cap_in::OP_MOD) as u16;
-        let Some(page) = self.caps.page(op_mod >> 1) else {
+        let Some(page) = self.control.caps.page(op_mod >> 1) else {
             return fail(cmd_status::BAD_PARAM_ERR, syndrome::CAP_TYPE);
         };
         let src = if op_mod & 1 == hca_cap::OPMOD_GET_CUR {
@@ -122,7 +122,11 @@ impl Hca {
             return fail(cmd_status::BAD_PARAM_ERR, syndrome::CAP_SET_OP_MOD);
         }
         let at = set_hca_cap_in::CAPABILITY.byte_offset();
-        match self.caps.set(op_mod >> 1, &input[at..at + CAP_PAGE_BYTES]) {
+        match self
+            .control
+            .caps
+            .set(op_mod >> 1, &input[at..at + CAP_PAGE_BYTES])
+        {
             Ok(()) => Ok(()),
             Err(SetCapError::UnsupportedType) => {
                 fail(cmd_status::BAD_PARAM_ERR, syndrome::CAP_TYPE)
@@ -161,11 +165,11 @@ impl Hca {
             };
             // he: bit 0 of the register (byte 0 bit 7): 0 little-endian host, 0x80 big
             // (Linux device.h:42-44).
-            self.host_endianness = data[0] & access_reg::HOST_ENDIANNESS_BIG;
+            self.control.host_endianness = data[0] & access_reg::HOST_ENDIANNESS_BIG;
         }
         // The register's contents come back in the output (Linux mlx5_core_access_reg copies
         // register_data out for reads and writes alike).
-        out[data_at] = self.host_endianness;
+        out[data_at] = self.control.host_endianness;
         Ok(())
     }
 
@@ -180,7 +184,7 @@ impl Hca {
         put(
             blk,
             query_adapter_param_block::VSD_VENDOR_ID,
-            crate::device::VENDOR_ID.into(),
+            crate::front::device::VENDOR_ID.into(),
         );
         let psid = query_adapter_param_block::VSD_CONTD_PSID.as_field();
         let p = psid.byte_offset();

@@ -1,8 +1,13 @@
 //! Command dispatch: the command table and the checks every command passes before its handler.
 
-use crate::cmd::CmdResult;
-use crate::{cq, mr, qp};
+use crate::control::caps::Caps;
+use crate::control::cmd::CmdResult;
+use crate::events::Events;
+use crate::memory::GuestMemory;
+use crate::objects::Objects;
+use crate::objects::{cq, mr, qp};
 use mlx5_prm::*;
+use std::sync::Arc;
 
 use super::{fail, get, syndrome, Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
 
@@ -46,22 +51,39 @@ impl Hca {
             };
             return fail(cmd_status::BAD_SYS_STATE_ERR, syn);
         }
-        if spec.boot_pages && !self.pages.boot_satisfied() {
+        if spec.boot_pages && !self.control.pages.boot_satisfied() {
             return fail(cmd_status::NO_RES_ERR, syndrome::NO_BOOT_PAGES);
         }
         match spec.handler {
             Handler::Plain(h) => h(self, input, output),
+            Handler::Objects(h) => h(&self.control.caps, &mut self.objects, input, output),
+            Handler::Queues(h) => h(
+                &self.control.caps,
+                &mut self.objects,
+                &mut self.events,
+                &self.mem,
+                input,
+                output,
+            ),
             Handler::Modify(h) => h(self, opcode, input, output),
         }
     }
 }
 
 type PlainHandler = fn(&mut Hca, &[u8], &mut [u8]) -> CmdResult;
+/// An object command: the capabilities it checks against and the object tables, nothing else.
+type ObjectsHandler = fn(&Caps, &mut Objects, &[u8], &mut [u8]) -> CmdResult;
+/// A queue command (EQ, CQ, UAR release): the capabilities, the object tables, the EQs and
+/// guest memory (the queues' buffers).
+type QueuesHandler =
+    fn(&Caps, &mut Objects, &mut Events, &Arc<dyn GuestMemory>, &[u8], &mut [u8]) -> CmdResult;
 type ModifyHandler = fn(&mut Hca, u16, &[u8], &mut [u8]) -> CmdResult;
 
 #[derive(Clone, Copy)]
 enum Handler {
     Plain(PlainHandler),
+    Objects(ObjectsHandler),
+    Queues(QueuesHandler),
     Modify(ModifyHandler),
 }
 
@@ -100,6 +122,34 @@ const fn var(inb: usize, outb: usize, states: u8, h: PlainHandler) -> Spec {
     }
 }
 
+const fn objects_fixed(inb: usize, outb: usize, states: u8, h: ObjectsHandler) -> Spec {
+    Spec {
+        handler: Handler::Objects(h),
+        ..fixed(inb, outb, states, Hca::nop)
+    }
+}
+
+const fn objects_var(inb: usize, outb: usize, states: u8, h: ObjectsHandler) -> Spec {
+    Spec {
+        handler: Handler::Objects(h),
+        ..var(inb, outb, states, Hca::nop)
+    }
+}
+
+const fn queues_fixed(inb: usize, outb: usize, states: u8, h: QueuesHandler) -> Spec {
+    Spec {
+        handler: Handler::Queues(h),
+        ..fixed(inb, outb, states, Hca::nop)
+    }
+}
+
+const fn queues_var(inb: usize, outb: usize, states: u8, h: QueuesHandler) -> Spec {
+    Spec {
+        handler: Handler::Queues(h),
+        ..var(inb, outb, states, Hca::nop)
+    }
+}
+
 const fn modify(in_min: usize, in_max: usize, outb: usize) -> Spec {
     Spec {
         in_min,
@@ -132,7 +182,7 @@ impl Spec {
 /// (init_hca_in 32 bytes, init2init/rts2rts_qp_in 272 vs 464, query_qp_out 464 vs 272) both
 /// sizes are accepted.
 fn spec(opcode: u16) -> Option<Spec> {
-    use crate::{eq, pd, uar, vport};
+    use crate::objects::{eq, pd, uar, vport};
     const LINUX_INIT_HCA_IN: usize = 32;
     const LINUX_MODIFY_QP_IN: usize = 272;
     const LINUX_QUERY_QP_OUT: usize = 464;
@@ -165,14 +215,14 @@ fn spec(opcode: u16) -> Option<Spec> {
             query_pages_in::BYTES,
             query_pages_out::BYTES,
             S_UP,
-            crate::pages::cmd_query_pages,
+            crate::control::pages::cmd_query_pages,
         )
         .op_mod(),
         opcode::MANAGE_PAGES => var(
             manage_pages_in::BYTES,
             manage_pages_out::BYTES,
             S_UP,
-            crate::pages::cmd_manage_pages,
+            crate::control::pages::cmd_manage_pages,
         )
         .op_mod(),
         opcode::QUERY_HCA_CAP => fixed(
@@ -227,37 +277,37 @@ fn spec(opcode: u16) -> Option<Spec> {
         )
         .boot(),
         opcode::NOP => fixed(nop_in::BYTES, nop_out::BYTES, S_UP, Hca::nop),
-        opcode::ALLOC_UAR => fixed(
+        opcode::ALLOC_UAR => objects_fixed(
             alloc_uar_in::BYTES,
             alloc_uar_out::BYTES,
             S_INIT,
             uar::cmd_alloc_uar,
         ),
-        opcode::DEALLOC_UAR => fixed(
+        opcode::DEALLOC_UAR => queues_fixed(
             dealloc_uar_in::BYTES,
             dealloc_uar_out::BYTES,
             S_INIT,
             uar::cmd_dealloc_uar,
         ),
-        opcode::ALLOC_PD => fixed(
+        opcode::ALLOC_PD => objects_fixed(
             alloc_pd_in::BYTES,
             alloc_pd_out::BYTES,
             S_INIT,
             pd::cmd_alloc_pd,
         ),
-        opcode::DEALLOC_PD => fixed(
+        opcode::DEALLOC_PD => objects_fixed(
             dealloc_pd_in::BYTES,
             dealloc_pd_out::BYTES,
             S_INIT,
             pd::cmd_dealloc_pd,
         ),
-        opcode::ALLOC_TRANSPORT_DOMAIN => fixed(
+        opcode::ALLOC_TRANSPORT_DOMAIN => objects_fixed(
             alloc_transport_domain_in::BYTES,
             alloc_transport_domain_out::BYTES,
             S_INIT,
             pd::cmd_alloc_td,
         ),
-        opcode::DEALLOC_TRANSPORT_DOMAIN => fixed(
+        opcode::DEALLOC_TRANSPORT_DOMAIN => objects_fixed(
             dealloc_transport_domain_in::BYTES,
             dealloc_transport_domain_out::BYTES,
             S_INIT,
@@ -280,33 +330,33 @@ fn spec(opcode: u16) -> Option<Spec> {
             query_q_counter_in::BYTES,
             query_q_counter_out::BYTES,
             S_INIT,
-            crate::counter::cmd_query_q_counter,
+            crate::objects::counter::cmd_query_q_counter,
         ),
-        opcode::ALLOC_Q_COUNTER => fixed(
+        opcode::ALLOC_Q_COUNTER => objects_fixed(
             alloc_q_counter_in::BYTES,
             alloc_q_counter_out::BYTES,
             S_INIT,
-            crate::counter::cmd_alloc_q_counter,
+            crate::objects::counter::cmd_alloc_q_counter,
         ),
-        opcode::DEALLOC_Q_COUNTER => fixed(
+        opcode::DEALLOC_Q_COUNTER => objects_fixed(
             dealloc_q_counter_in::BYTES,
             dealloc_q_counter_out::BYTES,
             S_INIT,
-            crate::counter::cmd_dealloc_q_counter,
+            crate::objects::counter::cmd_dealloc_q_counter,
         ),
-        opcode::QUERY_NIC_VPORT_CONTEXT => fixed(
+        opcode::QUERY_NIC_VPORT_CONTEXT => objects_fixed(
             query_nic_vport_context_in::BYTES,
             query_nic_vport_context_out::BYTES,
             S_INIT,
             vport::cmd_query_nic_vport_context,
         ),
-        opcode::MODIFY_NIC_VPORT_CONTEXT => var(
+        opcode::MODIFY_NIC_VPORT_CONTEXT => objects_var(
             modify_nic_vport_context_in::BYTES,
             modify_nic_vport_context_out::BYTES,
             S_INIT,
             vport::cmd_modify_nic_vport_context,
         ),
-        opcode::QUERY_ROCE_ADDRESS => fixed(
+        opcode::QUERY_ROCE_ADDRESS => objects_fixed(
             query_roce_address_in::BYTES,
             query_roce_address_out::BYTES,
             S_INIT,
@@ -318,81 +368,81 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             vport::cmd_set_roce_address,
         ),
-        opcode::CREATE_EQ => var(
+        opcode::CREATE_EQ => queues_var(
             create_eq_in::BYTES,
             create_eq_out::BYTES,
             S_INIT,
             eq::cmd_create_eq,
         ),
-        opcode::DESTROY_EQ => fixed(
+        opcode::DESTROY_EQ => queues_fixed(
             destroy_eq_in::BYTES,
             destroy_eq_out::BYTES,
             S_INIT,
             eq::cmd_destroy_eq,
         ),
-        opcode::QUERY_EQ => fixed(
+        opcode::QUERY_EQ => queues_fixed(
             query_eq_in::BYTES,
             query_eq_out::BYTES,
             S_INIT,
             eq::cmd_query_eq,
         ),
         // Data plane (engineer B).
-        opcode::CREATE_MKEY => var(
+        opcode::CREATE_MKEY => objects_var(
             create_mkey_in::BYTES,
             create_mkey_out::BYTES,
             S_INIT,
             mr::create_mkey,
         ),
-        opcode::DESTROY_MKEY => fixed(
+        opcode::DESTROY_MKEY => objects_fixed(
             destroy_mkey_in::BYTES,
             destroy_mkey_out::BYTES,
             S_INIT,
             mr::destroy_mkey,
         ),
-        opcode::QUERY_MKEY => fixed(
+        opcode::QUERY_MKEY => objects_fixed(
             query_mkey_in::BYTES,
             query_mkey_out::BYTES,
             S_INIT,
             mr::query_mkey,
         ),
-        opcode::CREATE_CQ => var(
+        opcode::CREATE_CQ => queues_var(
             create_cq_in::BYTES,
             create_cq_out::BYTES,
             S_INIT,
             cq::create_cq,
         ),
-        opcode::DESTROY_CQ => fixed(
+        opcode::DESTROY_CQ => queues_fixed(
             destroy_cq_in::BYTES,
             destroy_cq_out::BYTES,
             S_INIT,
             cq::destroy_cq,
         ),
-        opcode::QUERY_CQ => fixed(
+        opcode::QUERY_CQ => queues_fixed(
             query_cq_in::BYTES,
             query_cq_out::BYTES,
             S_INIT,
             cq::query_cq,
         ),
-        opcode::MODIFY_CQ => var(
+        opcode::MODIFY_CQ => queues_var(
             modify_cq_in::BYTES,
             modify_cq_out::BYTES,
             S_INIT,
             cq::modify_cq,
         )
         .op_mod(),
-        opcode::CREATE_QP => var(
+        opcode::CREATE_QP => objects_var(
             create_qp_in::BYTES,
             create_qp_out::BYTES,
             S_INIT,
             qp::create_qp,
         ),
-        opcode::DESTROY_QP => fixed(
+        opcode::DESTROY_QP => objects_fixed(
             destroy_qp_in::BYTES,
             destroy_qp_out::BYTES,
             S_INIT,
             qp::destroy_qp,
         ),
-        opcode::QUERY_QP => fixed(
+        opcode::QUERY_QP => objects_fixed(
             query_qp_in::BYTES,
             query_qp_out::BYTES.min(LINUX_QUERY_QP_OUT),
             S_INIT,

@@ -1,8 +1,8 @@
 //! The HCA: all device state, command dispatch and the HCA lifecycle (ENABLE/INIT/TEARDOWN/
 //! DISABLE), ISSI, capabilities, ACCESS_REGISTER, QUERY_ADAPTER, NOP, SET_DRIVER_VERSION.
-//! Object commands live with their objects: [`crate::pages`], [`crate::uar`], [`crate::pd`],
-//! [`crate::eq`], [`crate::vport`] (control plane) and [`crate::mr`], [`crate::cq`],
-//! [`crate::qp`] (data plane).
+//! Object commands live with their objects: [`crate::control::pages`], [`crate::objects::uar`], [`crate::objects::pd`],
+//! [`crate::objects::eq`], [`crate::objects::vport`] (control plane) and [`crate::objects::mr`], [`crate::objects::cq`],
+//! [`crate::objects::qp`] (data plane).
 //!
 //! Dispatch checks, in this order: known opcode (BAD_OP), input and output lengths against the
 //! command's `_in`/`_out` layouts (BAD_INP_LEN / BAD_OUTP_LEN; where the rdma-core and Linux
@@ -12,19 +12,19 @@
 
 use std::sync::Arc;
 
-use crate::caps::Caps;
-use crate::cmd::{CmdError, CmdResult};
-use crate::eq::EqTable;
-use crate::faults::Faults;
-use crate::init_seg::HealthState;
+use crate::control::caps::Caps;
+use crate::control::cmd::{CmdError, CmdResult};
+use crate::control::faults::Faults;
+use crate::control::pages::{PageStage, Pages};
+use crate::control::trace::Trace;
+use crate::control::Control;
+use crate::datapath::Doorbells;
+use crate::events::{Events, Sink};
+use crate::front::init_seg::HealthState;
+use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
-use crate::pages::{PageStage, Pages};
-use crate::pci::Intx;
-use crate::pd::{PdTable, TdTable};
-use crate::trace::Trace;
-use crate::uar::UarTable;
-use crate::vport::Vport;
-use crate::{cq, mr, qp, wire};
+use crate::objects::Objects;
+use crate::wire;
 use mlx5_prm::*;
 
 mod commands;
@@ -92,42 +92,23 @@ impl Default for HcaConfig {
     }
 }
 
-/// All device state.
+/// All device state, in parts: guest memory, the control plane (`control::Control`), the
+/// object tables (`objects::Objects`), the event sink (`events::Events`), the data path's
+/// scratch (`datapath::Doorbells`) and the port; and the lifecycle, which this module keeps. Dispatch and
+/// the doorbell entry points hand each function the parts it uses.
 pub struct Hca {
     /// Guest memory (every DMA goes through it).
-    pub mem: Arc<dyn GuestMemory>,
-    /// Memory keys (data plane).
-    pub mkeys: mr::MkeyTable,
-    /// Completion queues (data plane).
-    pub cqs: cq::CqTable,
-    /// Queue pairs (data plane).
-    pub qps: qp::QpTable,
-    /// The port and the wire (data plane).
-    pub port: wire::Port,
-    /// Fault switches. Prefer [`Hca::update_faults`], which applies side effects at once.
-    pub faults: Faults,
-    pub(crate) caps: Caps,
-    pub(crate) pages: Pages,
-    pub(crate) uars: UarTable,
-    pub(crate) pds: PdTable,
-    pub(crate) tds: TdTable,
-    pub(crate) eqs: EqTable,
-    pub(crate) vport: Vport,
-    /// Queue counter sets (ALLOC_Q_COUNTER).
-    pub(crate) qcounters: crate::counter::QCounterTable,
-    pub(crate) intx: Intx,
-    pub(crate) health: Arc<HealthState>,
-    pub(crate) trace: Trace,
+    pub(crate) mem: Arc<dyn GuestMemory>,
+    pub(crate) control: Control,
+    pub(crate) objects: Objects,
+    pub(crate) events: Events,
+    pub(crate) doorbells: Doorbells,
+    /// The port and the wire.
+    pub(crate) port: wire::Port,
     state: Lifecycle,
     issi: u16,
-    host_endianness: u8,
     driver_version: Option<String>,
     config: HcaConfig,
-    /// The buffer a send WQE is fetched into, kept between doorbells (zeroing 1 KiB per WQE
-    /// showed in the profile). Only the bytes fetched for the current WQE are ever read.
-    pub(crate) wqe_buf: Option<Box<[u8; crate::wqe::MAX_WQE_BYTES]>>,
-    /// A doorbell started this event; the port's clock is not read for it yet (`rcpath::clock`).
-    pub(crate) clock_due: bool,
 }
 
 /// `supported_issi_dw0`: ISSI 0 and 1 (Linux main.c:1073 checks bit 1, then bit 0).
@@ -152,29 +133,15 @@ impl Hca {
     ) -> Hca {
         Hca {
             mem,
-            mkeys: Default::default(),
-            cqs: Default::default(),
-            qps: Default::default(),
+            control: Control::new(health),
+            objects: Objects::new(config.mac),
+            events: Events::new(intx),
+            doorbells: Doorbells::default(),
             port: Default::default(),
-            faults: Faults::default(),
-            caps: Caps::connectx5(),
-            pages: Pages::new(),
-            uars: UarTable::default(),
-            pds: PdTable::default(),
-            tds: TdTable::default(),
-            eqs: EqTable::default(),
-            vport: Vport::new(config.mac),
-            qcounters: Default::default(),
-            intx,
-            health,
-            trace: Trace::from_env(),
             state: Lifecycle::Disabled,
             issi: 0,
-            host_endianness: 0,
             driver_version: None,
             config,
-            wqe_buf: None,
-            clock_due: false,
         }
     }
 
@@ -182,8 +149,8 @@ impl Hca {
     /// wire, the trace and the non-fatal fault switches survive; the fatal health state does
     /// not.
     pub fn reset(&mut self) {
-        self.faults.fatal_health = None;
-        self.health.clear();
+        self.control.faults.fatal_health = None;
+        self.control.health.clear();
         self.power_on();
     }
 
@@ -192,17 +159,84 @@ impl Hca {
     fn power_on(&mut self) {
         let mut fresh = Hca::with_config(
             self.mem.clone(),
-            self.intx.clone(),
-            self.health.clone(),
+            self.events.intx.clone(),
+            self.control.health.clone(),
             self.config.clone(),
         );
-        fresh.faults = std::mem::take(&mut self.faults);
-        fresh.trace = std::mem::take(&mut self.trace);
+        fresh.control.faults = std::mem::take(&mut self.control.faults);
+        fresh.control.trace = std::mem::take(&mut self.control.trace);
         // The link to the peer survives a reset; packets in flight do not.
         fresh.port = std::mem::take(&mut self.port);
         fresh.port.reset_state();
-        self.intx.lower();
+        self.events.intx.lower();
         *self = fresh;
+    }
+
+    /// Guest memory, as the device reaches it.
+    pub fn memory(&self) -> &Arc<dyn GuestMemory> {
+        &self.mem
+    }
+
+    /// Attaches the device to other guest memory (the front end's, when it changes).
+    pub(crate) fn set_memory(&mut self, mem: Arc<dyn GuestMemory>) {
+        self.mem = mem;
+    }
+
+    /// The memory keys.
+    pub fn mkeys(&self) -> &crate::objects::mr::MkeyTable {
+        &self.objects.mkeys
+    }
+
+    /// The completion queues.
+    pub fn cqs(&self) -> &crate::objects::cq::CqTable {
+        &self.objects.cqs
+    }
+
+    /// The queue pairs.
+    pub fn qps(&self) -> &crate::objects::qp::QpTable {
+        &self.objects.qps
+    }
+
+    /// The queue pairs, to choose the next QPN (tests).
+    pub fn qps_mut(&mut self) -> &mut crate::objects::qp::QpTable {
+        &mut self.objects.qps
+    }
+
+    /// The port and the wire.
+    pub fn port(&self) -> &wire::Port {
+        &self.port
+    }
+
+    /// The port and the wire, to attach a link or set its faults, pcap tap or clock.
+    pub fn port_mut(&mut self) -> &mut wire::Port {
+        &mut self.port
+    }
+
+    /// The object tables, the event sink and the port, borrowed apart (the data path holds
+    /// the tables while it posts completions and events and queues packets).
+    pub(crate) fn split(&mut self) -> (&mut Objects, Sink<'_>, &mut wire::Port) {
+        let sink = Sink {
+            events: &mut self.events,
+            control: &mut self.control,
+            mem: &self.mem,
+        };
+        (&mut self.objects, sink, &mut self.port)
+    }
+
+    /// The event sink, borrowed apart from the object tables and the port.
+    pub(crate) fn sink(&mut self) -> Sink<'_> {
+        self.split().1
+    }
+
+    /// The CQ table and the event sink, borrowed apart (posting a CQE).
+    pub(crate) fn cqs_and_sink(&mut self) -> (&mut crate::objects::cq::CqTable, Sink<'_>) {
+        let (objects, sink, _) = self.split();
+        (&mut objects.cqs, sink)
+    }
+
+    /// The INTx line the EQs raise (the front end's, when it changes).
+    pub(crate) fn set_intx(&mut self, intx: Intx) {
+        self.events.intx = intx;
     }
 
     // ---------------------------------------------------------------------------------------
@@ -211,27 +245,27 @@ impl Hca {
 
     /// True if `pdn` is an allocated PD.
     pub fn pd_exists(&self, pdn: u32) -> bool {
-        self.pds.contains(pdn)
+        self.objects.pds.contains(pdn)
     }
 
     /// True if `tdn` is an allocated transport domain.
     pub fn td_exists(&self, tdn: u32) -> bool {
-        self.tds.contains(tdn)
+        self.objects.tds.contains(tdn)
     }
 
     /// True if `index` is an allocated UAR.
     pub fn uar_exists(&self, index: u32) -> bool {
-        self.uars.contains(index)
+        self.objects.uars.contains(index)
     }
 
     /// EQ `eqn`, as the device holds it.
-    pub fn eq(&self, eqn: u8) -> Option<&crate::eq::Eq> {
-        self.eqs.get(eqn)
+    pub fn eq(&self, eqn: u8) -> Option<&crate::objects::eq::Eq> {
+        self.events.eqs.get(eqn)
     }
 
     /// True if `eqn` is an existing EQ.
     pub fn eq_exists(&self, eqn: u32) -> bool {
-        u8::try_from(eqn).is_ok_and(|n| self.eqs.get(n).is_some())
+        u8::try_from(eqn).is_ok_and(|n| self.events.eqs.get(n).is_some())
     }
 
     /// INIT_HCA done and not torn down.
@@ -246,20 +280,17 @@ impl Hca {
 
     /// A field of the CURRENT general capabilities (`cmd_hca_cap`).
     pub fn cap(&self, field: Field) -> u32 {
-        self.caps.general(field)
+        self.control.caps.general(field)
     }
 
     /// A field of the CURRENT capabilities of `cap_type` (0 if the type is not answered).
     pub fn cap_of(&self, cap_type: u16, field: Field) -> u32 {
-        self.caps
-            .page(cap_type)
-            .and_then(|p| field.get(&p.cur[..]).ok())
-            .unwrap_or(0)
+        self.control.cap_of(cap_type, field)
     }
 
     /// Firmware pages the device owns and the CANT_GIVE answers it got.
     pub fn pages(&self) -> &Pages {
-        &self.pages
+        &self.control.pages
     }
 
     /// Every range of guest memory the device holds now, with what holds it: firmware pages,
@@ -267,70 +298,92 @@ impl Hca {
     /// inside one of them must not be freed (tests check the driver against it).
     pub fn dma_in_use(&self) -> Vec<(u64, u64, String)> {
         let mut v = Vec::new();
-        for a in self.pages.owned_pages() {
+        for a in self.control.pages.owned_pages() {
             v.push((a, 4096, "firmware page".to_string()));
         }
-        for k in self.mkeys.iter() {
+        for k in self.objects.mkeys.iter() {
             for (a, l) in k.dma_ranges().unwrap_or_default() {
                 v.push((a, l, format!("mkey {:#x}", k.key())));
             }
         }
-        for c in self.cqs.iter() {
+        for c in self.objects.cqs.iter() {
             for (a, l) in c.dma_ranges() {
                 v.push((a, l, format!("CQ {:#x}", c.cqn)));
             }
         }
-        for q in self.qps.iter() {
+        for q in self.objects.qps.iter() {
             for (a, l) in q.buf.ranges() {
                 v.push((a, l, format!("QP {:#x} buffer", q.qpn)));
             }
             v.push((q.dbr_addr, 8, format!("QP {:#x} doorbell record", q.qpn)));
         }
-        for (eqn, a, l) in self.eqs.dma_ranges() {
+        for (eqn, a, l) in self.events.eqs.dma_ranges() {
             v.push((a, l, format!("EQ {eqn}")));
         }
         v
     }
 
+    /// BlueFlame checking so far: (64-byte blocks compared with the WQE in memory, copies
+    /// found stale or torn).
+    pub fn blueflame_stats(&self) -> (u64, u64) {
+        (
+            self.objects.uars.bf_blocks_checked(),
+            self.objects.uars.bf_mismatches(),
+        )
+    }
+
+    /// The RC transport's event counters of QP `qpn` (requester, responder), or `None` when it
+    /// is not an RC QP with a transport: what the port's counter set sums, per QP (tests and
+    /// tools look at how many packets each half sent, executed and acknowledged).
+    pub fn rc_counters(
+        &self,
+        qpn: u32,
+    ) -> Option<(
+        crate::roce::requester::ReqCounters,
+        crate::roce::responder::RespCounters,
+    )> {
+        Some(self.objects.qps.get(qpn)?.rc.as_ref()?.counters())
+    }
+
     /// The capability pages, to model a device with other capabilities (tests).
     pub fn caps_mut(&mut self) -> &mut Caps {
-        &mut self.caps
+        &mut self.control.caps
     }
 
     /// The GID at `index` of the RoCE address table, if one is set.
     pub fn roce_gid(&self, index: u32) -> Option<[u8; 16]> {
-        self.vport.gid(index)
+        self.objects.vport.gid(index)
     }
 
     /// The full RoCE address entry (`roce_addr_layout`, 32 bytes) at `index`, if set.
     pub fn roce_address(&self, index: u32) -> Option<[u8; 32]> {
-        self.vport.address(index)
+        self.objects.vport.address(index)
     }
 
     /// The port's MAC address.
     pub fn mac(&self) -> [u8; 6] {
-        self.vport.mac()
+        self.objects.vport.mac()
     }
 
     /// NIC vport `roce_en` (MODIFY_NIC_VPORT_CONTEXT, Linux core/vport.c
     /// `mlx5_nic_vport_update_roce_state`).
     pub fn roce_enabled(&self) -> bool {
-        self.vport.roce_en()
+        self.objects.vport.roce_en()
     }
 
     /// Host endianness register `he` bit (0 = little-endian host).
     pub fn host_endianness(&self) -> u8 {
-        self.host_endianness
+        self.control.host_endianness
     }
 
     /// The fault switches.
     pub fn faults(&self) -> &Faults {
-        &self.faults
+        &self.control.faults
     }
 
     /// The fault switches, to clear one-shot data-plane faults.
     pub fn faults_mut(&mut self) -> &mut Faults {
-        &mut self.faults
+        &mut self.control.faults
     }
 
     /// A field of the CURRENT atomic capabilities (`atomic_caps`).
@@ -341,7 +394,7 @@ impl Hca {
     /// Changes the fault switches and applies their side effects at once (fatal health
     /// reaches the health buffer, page requests are posted if they can be).
     pub fn update_faults(&mut self, f: impl FnOnce(&mut Faults)) {
-        f(&mut self.faults);
+        f(&mut self.control.faults);
         self.apply_faults();
     }
 
@@ -353,13 +406,13 @@ impl Hca {
     /// Writes one EQE into EQ `eqn` (owner bit per the EQ's producer counter) and raises INTx
     /// if the EQ is armed. False if the EQ does not exist or is full (nothing written).
     pub fn post_eqe(&mut self, eqn: u32, event_type: u8, sub_type: u8, data: &[u8]) -> bool {
-        crate::eq::post_eqe(self, eqn, event_type, sub_type, data)
+        self.sink().post_eqe(eqn, event_type, sub_type, data)
     }
 
     /// Posts an event to every EQ whose event_bitmask asked for `event_type`. An EQ that is
     /// full is an async EQ overrun: fatal health (ASYNCHRONOUS_EQ_BUF_OVERRUN).
     pub fn post_async_event(&mut self, event_type: u8, sub_type: u8, data: &[u8]) {
-        crate::eq::post_async_event(self, event_type, sub_type, data)
+        self.sink().post_async_event(event_type, sub_type, data)
     }
 
     /// Port state change event (PORT_CHANGE, sub-type ACTIVE or DOWN, port 1).
@@ -378,21 +431,21 @@ impl Hca {
 
     /// A trace note.
     pub fn trace(&mut self, args: std::fmt::Arguments<'_>) {
-        self.trace.note(args);
+        self.control.trace.note(args);
     }
 
     /// A trace note (the name the data plane uses).
     pub fn trace_note(&mut self, args: std::fmt::Arguments<'_>) {
-        self.trace.note(args);
+        self.control.trace.note(args);
     }
 
     /// The trace settings (level, prefix, capture).
     pub fn trace_mut(&mut self) -> &mut Trace {
-        &mut self.trace
+        &mut self.control.trace
     }
 
     pub(crate) fn trace_delivery(&mut self, slot: u32, status: u8, why: &str) {
-        self.trace.delivery(slot, status, why);
+        self.control.trace.delivery(slot, status, why);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -406,7 +459,8 @@ impl Hca {
         input: &[u8],
         output: &[u8],
     ) {
-        self.trace
+        self.control
+            .trace
             .command(slot, opcode, op_mod, status, syndrome, input, output);
     }
 
@@ -416,7 +470,7 @@ impl Hca {
 
     /// Firmware is dead (fatal health): no command completes.
     pub fn dead(&self) -> bool {
-        self.faults.fatal_health.is_some()
+        self.control.dead()
     }
 
     /// Declares a fatal firmware error with health syndrome `synd`.
@@ -425,14 +479,14 @@ impl Hca {
     }
 
     fn apply_faults(&mut self) {
-        if let Some(synd) = self.faults.fatal_health {
-            if self.health.fatal().is_none() {
+        if let Some(synd) = self.control.faults.fatal_health {
+            if self.control.health.fatal().is_none() {
                 // Tell subscribed EQs first (the last thing dying firmware does), then the
                 // health buffer reports the syndrome with rfr set and the counter freezes.
-                self.faults.fatal_health = None;
+                self.control.faults.fatal_health = None;
                 self.post_async_event(event::INTERNAL_ERROR, 0, &[]);
-                self.faults.fatal_health = Some(synd);
-                self.health.set_fatal(synd, 0);
+                self.control.faults.fatal_health = Some(synd);
+                self.control.health.set_fatal(synd, 0);
                 self.trace(format_args!(
                     "fatal health syndrome {synd:#x}: firmware stops"
                 ));
@@ -447,14 +501,14 @@ impl Hca {
         if self.dead() || self.state != Lifecycle::Initialized {
             return;
         }
-        if !self.eqs.subscribed(event::PAGE_REQUEST) {
+        if !self.events.eqs.subscribed(event::PAGE_REQUEST) {
             return;
         }
-        if let Some(n) = self.faults.page_request.take() {
+        if let Some(n) = self.control.faults.page_request.take() {
             self.trace(format_args!("fault page-request {n}"));
-            self.pages.surprise(n);
+            self.control.pages.surprise(n);
         }
-        if let Some(n) = self.pages.unannounced(PageStage::Initialized) {
+        if let Some(n) = self.control.pages.unannounced(PageStage::Initialized) {
             // mlx5_eqe_page_req: ec_function be16, func_id be16 (0: this PF), num_pages be32
             // signed (Linux device.h:658, pagealloc.c:750).
             let mut data = [0u8; 28];

@@ -724,7 +724,7 @@ fn view_slot_over_memory_without_views_uses_its_own_path() {
 /// again, and nothing once its region is gone.
 #[test]
 fn ring_window_serves_only_its_contiguous_stretch_of_one_region() {
-    use crate::mr::PagedBuffer;
+    use crate::objects::mr::PagedBuffer;
     let mem = RegionMemory::with_base(0x10_0000);
     // Pages 0 and 1: one region of two pages at 0x20000; page 2 a region adjacent to it
     // (0x22000, contiguous in bus space but another region); page 3 elsewhere (0x40000).

@@ -156,7 +156,12 @@ impl RingWindow {
     /// resolves the stretch around it (none when `off` is not guest memory).
     #[cold]
     #[inline(never)]
-    pub fn refresh(&mut self, mem: &dyn GuestMemory, buf: &crate::mr::PagedBuffer, off: u64) {
+    pub fn refresh(
+        &mut self,
+        mem: &dyn GuestMemory,
+        buf: &crate::objects::mr::PagedBuffer,
+        off: u64,
+    ) {
         self.0 = None;
         let Some((lo, hi, bus_lo)) = buf.contiguous_at(off) else {
             return;

@@ -1,12 +1,12 @@
 //! Port counters, kept as a ConnectX port keeps them, and their PRM homes.
 //!
 //! One [`PortCounters`] per port: atomics, so the data path bumps them while a command handler
-//! (`QUERY_VPORT_COUNTER`: vport.rs; `QUERY_Q_COUNTER`: crate::counter; `ACCESS_REG PPCNT` not
-//! yet) reads a [`CounterSnapshot`]. The link layer ([`crate::link::FramePort`]) keeps the frame,
+//! (`QUERY_VPORT_COUNTER`: vport.rs; `QUERY_Q_COUNTER`: crate::objects::counter; `ACCESS_REG PPCNT`
+//! not yet) reads a [`CounterSnapshot`]. The link layer ([`crate::link::FramePort`]) keeps the frame,
 //! byte, drop and link-error counters; the datapath adds the RC transport's per-QP counters to
-//! the transport ones ([`Counter::DuplicateRequest`] and below; crate::rcpath `with_rc`), and
+//! the transport ones ([`Counter::DuplicateRequest`] and below; crate::datapath::rc `with_rc`), and
 //! also to the Q counter set the QP is attached to (`qpc.counter_set_id`; each allocated set is
-//! a [`PortCounters`] of its own, crate::counter `add_for_qp`). Q counter set 0 is the port's.
+//! a [`PortCounters`] of its own, crate::objects::counter `add_for_qp`). Q counter set 0 is the port's.
 //!
 //! Counted nowhere yet (they read 0): [`Counter::RxWriteRequests`],
 //! [`Counter::RxReadRequests`], [`Counter::RxAtomicRequests`] and

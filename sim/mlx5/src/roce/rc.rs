@@ -3,24 +3,12 @@
 //!
 //! # Driving an RC QP from the datapath
 //!
-//! (The model does this in `crate::rcpath`: its environment over the mkey table, the rings
+//! (The model does this in `crate::datapath::rc`: its environment over the mkey table, the rings
 //! and the CQs, the QP context mapping, and the packet path to the port.)
 //!
-//! State, per QP: one [`RcQp`]. The QP context gives its configuration:
-//!
-//! | transport field | QPC (prm `qpc::*`) |
-//! |---|---|
-//! | [`ReqConfig`]`::dest_qp`, [`RespConfig`]`::dest_qp` | `remote_qpn` |
-//! | `mtu` (both) | `mtu` (1..5 = 256 << (n - 1)) |
-//! | `ReqConfig::sq_psn` | `next_send_psn` (RTR2RTS) |
-//! | `RespConfig::rq_psn` | `next_rcv_psn` (INIT2RTR) |
-//! | `ack_timeout` | `primary_address_path.ack_timeout` |
-//! | `retry_count`, `rnr_retry` | `retry_count`, `rnr_retry` |
-//! | `max_rd_atomic` | `2^log_sra_max` |
-//! | `ack_req_every` | `2^log_ack_req_freq` |
-//! | `max_dest_rd_atomic` | `2^log_rra_max` |
-//! | `min_rnr_timer` | `min_rnr_nak` |
-//! | `remote_read` / `remote_write` / `remote_atomic` | `rre` / `rwe` / `rae` |
+//! State, per QP: one [`RcQp`]. The QP context gives its configuration: the table of which
+//! QPC field sets which [`ReqConfig`] / [`RespConfig`] field is the model's, in `crate::datapath::rc`
+//! ("QP context → transport").
 //!
 //! The responder exists from RTR, the requester from RTS. Time is any monotonic clock in
 //! nanoseconds.

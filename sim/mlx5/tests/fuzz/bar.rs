@@ -25,7 +25,7 @@ impl BarFuzz {
         BarFuzz {
             dev,
             // The first UAR index the model hands out (pages 0..2 are the init segment).
-            uars: vec![mlx5_sim::uar::FIRST_UAR],
+            uars: vec![mlx5_sim::objects::uar::FIRST_UAR],
         }
     }
 }

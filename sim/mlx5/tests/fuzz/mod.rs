@@ -29,8 +29,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use mlx5_prm::*;
+use mlx5_sim::front::pci::PciFunction;
 use mlx5_sim::memory::MemSection;
-use mlx5_sim::pci::PciFunction;
 use mlx5_sim::{ExecMode, GuestMemory, Intx, MappedMemory, Mlx5Function, Mlx5Options, ProxyServer};
 use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
 use rand_xoshiro::SplitMix64;

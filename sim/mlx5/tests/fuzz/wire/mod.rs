@@ -284,7 +284,7 @@ impl WireFuzz {
             let g = Guarded::with_mac(RAM, [0x02, 0, 0, 0, 0, 1 + i as u8]);
             let mut port = Port::on_link(l);
             port.set_clock(Some(clock.clone()));
-            g.f().lock_hca().port = port;
+            *g.f().lock_hca().port_mut() = port;
             devs.push(g);
         }
         let gb = devs.pop().unwrap();
@@ -349,7 +349,7 @@ impl Drop for WireFuzz {
         for e in &self.env {
             let f = e.dev().f();
             let h = f.lock_hca();
-            let snap = h.port.counters().snapshot();
+            let snap = h.port().counters().snapshot();
             for (i, c) in PORT_COUNTERS.iter().enumerate() {
                 STATS.wire_port[i].fetch_add(snap.get(*c), Ordering::Relaxed);
             }
@@ -387,7 +387,7 @@ pub fn replay(
         w.check()?;
         let mut row = vec![w.clock.now_ns()];
         for e in &w.env {
-            let snap = e.dev().f().lock_hca().port.counters().snapshot();
+            let snap = e.dev().f().lock_hca().port().counters().snapshot();
             row.extend(PORT_COUNTERS.iter().map(|c| snap.get(*c)));
         }
         out.push(row);

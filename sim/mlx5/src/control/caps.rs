@@ -1,0 +1,424 @@
+//! The capability pages (QUERY_HCA_CAP / SET_HCA_CAP): a ConnectX-5 Ethernet (RoCE) function.
+//!
+//! Each capability type has a MAX page (what the device supports) and a CUR page (what is in
+//! effect). The driver reads both and may change the *settable* fields of CUR with SET_HCA_CAP
+//! before INIT_HCA. Field meanings: rdma-core providers/mlx5/mlx5_ifc.h `cmd_hca_cap`,
+//! `roce_cap`, `atomic_caps`, `odp_cap`, `cmd_hca_cap_2` (layouts in `mlx5_prm`); the Linux-only
+//! roce_cap fields come from `mlx5_prm::linux_layout::roce_cap` (Linux mlx5_ifc.h:1195).
+//!
+//! The numbers are small enough to keep the model's tables bounded (2^12 QPs/CQs, 2^16 mkeys).
+
+use mlx5_prm::hca_cap::cap_type;
+use mlx5_prm::{atomic_caps, cmd_hca_cap, linux_layout, roce_cap, Field};
+
+/// Bytes of one capability page (`hca_cap_union`, rdma-core mlx5_ifc.h:1527).
+pub const CAP_PAGE_BYTES: usize = mlx5_prm::hca_cap_union::BYTES;
+
+/// `MLX5_CMD_HCA_CAP_CMDIF_CHECKSUM_*` (Linux include/linux/mlx5/mlx5_ifc.h:1520-1522).
+pub mod cmdif_checksum {
+    /// `..._DISABLED`.
+    pub const DISABLED: u32 = 0x0;
+    /// `..._INITIAL_STATE`: supported, not enforced (the power-on CUR value here).
+    pub const INITIAL_STATE: u32 = 0x1;
+    /// `..._ENABLED`: the device verifies entry and mailbox signatures.
+    pub const ENABLED: u32 = 0x3;
+}
+
+/// `MLX5_ATOMIC_OPS_CMP_SWAP` | `MLX5_ATOMIC_OPS_FETCH_ADD` (Linux include/linux/mlx5/driver.h:181-182).
+pub const ATOMIC_OPS_CMP_SWAP_FETCH_ADD: u32 = (1 << 0) | (1 << 1);
+/// `MLX5_ATOMIC_CAPS_ATOMIC_SIZE_QP_8_BYTES` (Linux mlx5_ifc.h:1363).
+pub const ATOMIC_SIZE_QP_8_BYTES: u32 = 0x8;
+/// `MLX5_ATOMIC_REQ_MODE_HOST_ENDIANNESS` (Linux core/main.c:105).
+pub const ATOMIC_REQ_MODE_HOST_ENDIANNESS: u32 = 0x1;
+/// `MLX5_ROCE_VERSION_2_CAP` = 1 << `MLX5_ROCE_VERSION_2` (Linux device.h:410, 415).
+pub const ROCE_VERSION_2_CAP: u32 = 1 << 2;
+/// `MLX5_ROCE_L3_TYPE_IPV4_CAP | MLX5_ROCE_L3_TYPE_IPV6_CAP` (Linux device.h:424-425).
+pub const ROCE_L3_TYPE_IPV4_IPV6_CAP: u32 = (1 << 1) | (1 << 2);
+/// RoCE v2 UDP destination port (IANA 4791; rdma-core / Linux ROCE_V2_UDP_DPORT).
+pub const ROCE_V2_UDP_DPORT: u32 = 4791;
+
+/// Log2 of the QP table size (`log_max_qp`).
+pub const LOG_MAX_QP: u32 = 12;
+/// Log2 of the CQ table size (`log_max_cq`).
+pub const LOG_MAX_CQ: u32 = 12;
+/// Log2 of the mkey table size (`log_max_mkey`).
+pub const LOG_MAX_MKEY: u32 = 16;
+/// Log2 of the number of EQs (`log_max_eq`).
+pub const LOG_MAX_EQ: u32 = 5;
+/// Log2 of the largest EQ in entries (`log_max_eq_sz`).
+pub const LOG_MAX_EQ_SZ: u32 = 22;
+/// Log2 of the number of PDs (`log_max_pd`).
+pub const LOG_MAX_PD: u32 = 16;
+/// Log2 of the number of transport domains (`log_max_transport_domain`).
+pub const LOG_MAX_TRANSPORT_DOMAIN: u32 = 8;
+/// Log2 of the BlueFlame register size (`log_bf_reg_size`): 512 bytes (4 from 0x800, like a ConnectX-5), two 256-byte halves.
+pub const LOG_BF_REG_SIZE: u32 = 9;
+/// Log2 of the largest memory region (`log_max_mrw_sz`): 2^48 bytes, 256 TiB. Model choice:
+/// no public source gives a ConnectX-5's value (Linux reports `max_mr_size = ~0ull` whatever
+/// the cap says, ib/main.c `mlx5_ib_query_device`); 48 bits is the x86-64 virtual address
+/// width a region is registered from, and keeps the limit one a driver can hit and must
+/// check (64 would make the cap meaningless).
+pub const LOG_MAX_MRW_SZ: u32 = 48;
+/// RoCE GID table entries (`roce_cap.roce_address_table_size`).
+pub const ROCE_ADDRESS_TABLE_SIZE: u32 = 64;
+
+/// One capability type: its MAX and CUR pages.
+#[derive(Clone)]
+pub struct CapPage {
+    pub max: Box<[u8; CAP_PAGE_BYTES]>,
+    pub cur: Box<[u8; CAP_PAGE_BYTES]>,
+}
+
+impl CapPage {
+    fn new() -> CapPage {
+        CapPage {
+            max: Box::new([0; CAP_PAGE_BYTES]),
+            cur: Box::new([0; CAP_PAGE_BYTES]),
+        }
+    }
+
+    /// Sets `field` to `v` in both MAX and CUR.
+    fn both(&mut self, field: Field, v: u32) {
+        set(&mut self.max[..], field, v);
+        set(&mut self.cur[..], field, v);
+    }
+
+    /// Sets `field` in MAX and CUR separately.
+    fn split(&mut self, field: Field, max: u32, cur: u32) {
+        set(&mut self.max[..], field, max);
+        set(&mut self.cur[..], field, cur);
+    }
+}
+
+fn set(page: &mut [u8], field: Field, v: u32) {
+    // The page is 4096 bytes and every declared cap field lies inside its first 256: cannot fail.
+    let _ = field.set(page, v);
+}
+
+/// Why SET_HCA_CAP refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetCapError {
+    /// The cap type is not one the device answers (or has nothing settable).
+    UnsupportedType,
+    /// A read-only field is neither its current value nor zero.
+    ReadOnlyChanged,
+    /// A settable field exceeds its MAX value (or is an invalid encoding).
+    AboveMax(Field),
+}
+
+/// Every capability type the device answers.
+#[derive(Clone)]
+pub struct Caps {
+    pub general: CapPage,
+    pub odp: CapPage,
+    pub atomic: CapPage,
+    pub roce: CapPage,
+    pub general_2: CapPage,
+}
+
+/// A settable field and how its new value is checked.
+#[derive(Clone, Copy)]
+enum Rule {
+    /// New value <= the MAX page's value.
+    AtMostMax,
+    /// New value is one of these.
+    OneOf(&'static [u32]),
+}
+
+/// Settable GENERAL fields: what Linux core/main.c handle_hca_cap (lines 771-863) and rdma-core
+/// mlx5_vfio.c handle_hca_cap (1832-1863) change, restricted to fields the layout declares.
+const GENERAL_SETTABLE: &[(Field, Rule)] = &[
+    (cmd_hca_cap::PKEY_TABLE_SIZE, Rule::AtMostMax),
+    (cmd_hca_cap::LOG_MAX_QP, Rule::AtMostMax),
+    (
+        cmd_hca_cap::CMDIF_CHECKSUM,
+        Rule::OneOf(&[
+            cmdif_checksum::DISABLED,
+            cmdif_checksum::INITIAL_STATE,
+            cmdif_checksum::ENABLED,
+        ]),
+    ),
+    (cmd_hca_cap::DRAIN_SIGERR, Rule::AtMostMax),
+    (cmd_hca_cap::UAR_4K, Rule::AtMostMax),
+    (cmd_hca_cap::LOG_UAR_PAGE_SZ, Rule::AtMostMax),
+    (cmd_hca_cap::CACHE_LINE_128BYTE, Rule::AtMostMax),
+    (cmd_hca_cap::DCT, Rule::AtMostMax),
+    (cmd_hca_cap::NUM_VHCA_PORTS, Rule::AtMostMax),
+    (cmd_hca_cap::MKEY_BY_NAME, Rule::AtMostMax),
+    (cmd_hca_cap::LOG_MAX_CURRENT_UC_LIST, Rule::AtMostMax),
+    (cmd_hca_cap::DISABLE_LINK_UP_BY_INIT_HCA, Rule::AtMostMax),
+];
+
+/// Settable ROCE fields (Linux main.c handle_hca_cap_roce:905, rdma-core mlx5_vfio.c:1826).
+const ROCE_SETTABLE: &[(Field, Rule)] = &[(roce_cap::SW_R_ROCE_SRC_UDP_PORT, Rule::AtMostMax)];
+
+/// Settable ATOMIC fields (Linux main.c handle_hca_cap_atomic:638): big-endian (0) or host
+/// endianness (1) for 8-byte atomic responses.
+const ATOMIC_SETTABLE: &[(Field, Rule)] = &[(
+    atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE,
+    Rule::OneOf(&[0, ATOMIC_REQ_MODE_HOST_ENDIANNESS]),
+)];
+
+impl Default for Caps {
+    fn default() -> Self {
+        Self::connectx5()
+    }
+}
+
+impl Caps {
+    /// The power-on capabilities of the emulated ConnectX-5.
+    pub fn connectx5() -> Caps {
+        use cmd_hca_cap as g;
+        let mut gen = CapPage::new();
+        // Queue sizes and table sizes (log2).
+        gen.both(g::LOG_MAX_QP_SZ, 15);
+        gen.both(g::LOG_MAX_QP, LOG_MAX_QP);
+        gen.both(g::LOG_MAX_CQ_SZ, 22);
+        gen.both(g::LOG_MAX_CQ, LOG_MAX_CQ);
+        gen.both(g::LOG_MAX_EQ_SZ, LOG_MAX_EQ_SZ);
+        gen.both(g::LOG_MAX_MKEY, LOG_MAX_MKEY);
+        gen.both(g::LOG_MAX_EQ, LOG_MAX_EQ);
+        gen.both(g::LOG_MAX_MRW_SZ, LOG_MAX_MRW_SZ);
+        gen.both(g::LOG_MAX_KLM_LIST_SIZE, 16);
+        gen.both(g::LOG_MAX_RA_REQ_QP, 4);
+        gen.both(g::LOG_MAX_RA_RES_QP, 4);
+        gen.both(g::LOG_MAX_MSG, 30);
+        gen.both(g::LOG_MAX_PD, LOG_MAX_PD);
+        gen.both(g::LOG_MAX_TRANSPORT_DOMAIN, LOG_MAX_TRANSPORT_DOMAIN);
+        gen.both(g::MAX_WQE_SZ_SQ, 1024);
+        gen.both(g::MAX_WQE_SZ_RQ, 512);
+        // One Ethernet port with RoCE; RC transport only; atomics; page-fault capable (the ODP
+        // page reports no ODP transport, so no page faults are ever requested).
+        gen.both(g::PORT_TYPE, mlx5_prm::hca_cap::port_type::ETH.into());
+        gen.both(g::NUM_PORTS, 1);
+        gen.both(g::ROCE, 1);
+        gen.both(g::ATOMIC, 1);
+        // MODIFY_CQ resize (Linux ib/cq.c `mlx5_ib_resize_cq` checks `cq_resize`).
+        gen.both(g::CQ_RESIZE, 1);
+        gen.both(g::PG, 1);
+        gen.both(g::RC, 1);
+        gen.both(g::HCA_CAP_2, 1);
+        gen.both(g::CQE_VERSION, 1);
+        gen.both(g::LOCAL_CA_ACK_DELAY, 16);
+        // Relaxed ordering: writes, and reads while PCIe RO is enabled (the older cap a
+        // ConnectX-5 reports, Linux mlx5_ifc.h `relaxed_ordering_read_pci_enabled`); the
+        // unconditional `relaxed_ordering_read` (0x32a) is left clear.
+        gen.both(g::RELAXED_ORDERING_WRITE, 1);
+        gen.both(
+            linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED,
+            1,
+        );
+        // Doorbells: BlueFlame registers of 2^8 bytes, 4 KiB UAR pages only.
+        gen.both(g::BF, 1);
+        gen.both(g::LOG_BF_REG_SIZE, LOG_BF_REG_SIZE);
+        gen.both(g::LOG_PG_SZ, mlx5_prm::pages::ADAPTER_PAGE_SHIFT);
+        gen.both(g::NUM_OF_UARS_PER_PAGE, 1);
+        gen.split(g::UAR_4K, 0, 0);
+        gen.split(g::LOG_UAR_PAGE_SZ, 0, 0);
+        // SET_DRIVER_VERSION is answered.
+        gen.both(g::DRIVER_VERSION, 1);
+        // TEARDOWN_HCA profile FORCE_CLOSE is answered.
+        gen.both(g::FORCE_TEARDOWN, 1);
+        // Command signatures: supported, initially not enforced.
+        gen.split(
+            g::CMDIF_CHECKSUM,
+            cmdif_checksum::ENABLED,
+            cmdif_checksum::INITIAL_STATE,
+        );
+        // Linux always sets drain_sigerr = 1 (main.c:811); allow it.
+        gen.split(g::DRAIN_SIGERR, 1, 0);
+        gen.split(g::DISABLE_LINK_UP_BY_INIT_HCA, 1, 0);
+        // pkey_table_size 0 = 128 entries (MLX5_CMD_HCA_CAP_PKEY_TABLE_SIZE_128_ENTRIES).
+        gen.both(g::PKEY_TABLE_SIZE, 0);
+        gen.both(g::DEVICE_FREQUENCY_MHZ, 156);
+        gen.both(g::DEVICE_FREQUENCY_KHZ, 156_250);
+        // Queue counters (counter.rs): `max_qp_cnt` sets; the groups Linux
+        // drivers/infiniband/hw/mlx5/counters.c `mlx5_ib_fill_counters` reads when their cap
+        // is set (`out_of_seq_cnt`: out_of_sequence; `retransmission_q_counters`:
+        // duplicate_request, rnr_nak_retry_err, packet_seq_err, implied_nak_seq_err,
+        // local_ack_timeout_err); QUERY_VPORT_COUNTER; a QP's set changed on RTS2RTS
+        // (qp.c `__mlx5_ib_qp_set_counter`).
+        gen.both(g::MAX_QP_CNT, crate::objects::counter::MAX_QP_CNT);
+        gen.both(g::OUT_OF_SEQ_CNT, 1);
+        gen.both(g::RETRANSMISSION_Q_COUNTERS, 1);
+        gen.both(g::VPORT_COUNTERS, 1);
+        gen.both(g::RTS2RTS_QP_COUNTERS_SET_ID, 1);
+
+        let odp = CapPage::new();
+
+        let mut atomic = CapPage::new();
+        atomic.both(
+            atomic_caps::ATOMIC_OPERATIONS,
+            ATOMIC_OPS_CMP_SWAP_FETCH_ADD,
+        );
+        atomic.both(atomic_caps::ATOMIC_SIZE_QP, ATOMIC_SIZE_QP_8_BYTES);
+        atomic.both(atomic_caps::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1, 1);
+        atomic.split(
+            atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE,
+            ATOMIC_REQ_MODE_HOST_ENDIANNESS,
+            0,
+        );
+
+        let mut roce = CapPage::new();
+        roce.split(roce_cap::SW_R_ROCE_SRC_UDP_PORT, 1, 0);
+        roce.both(linux_layout::roce_cap::L3_TYPE, ROCE_L3_TYPE_IPV4_IPV6_CAP);
+        roce.both(linux_layout::roce_cap::ROCE_VERSION, ROCE_VERSION_2_CAP);
+        roce.both(
+            linux_layout::roce_cap::R_ROCE_DEST_UDP_PORT,
+            ROCE_V2_UDP_DPORT,
+        );
+        roce.both(linux_layout::roce_cap::R_ROCE_MAX_SRC_UDP_PORT, 0xffff);
+        roce.both(linux_layout::roce_cap::R_ROCE_MIN_SRC_UDP_PORT, 0xc000);
+        roce.both(
+            linux_layout::roce_cap::ROCE_ADDRESS_TABLE_SIZE,
+            ROCE_ADDRESS_TABLE_SIZE,
+        );
+
+        let general_2 = CapPage::new();
+
+        Caps {
+            general: gen,
+            odp,
+            atomic,
+            roce,
+            general_2,
+        }
+    }
+
+    /// The page of capability type `t`, if the device answers it.
+    pub fn page(&self, t: u16) -> Option<&CapPage> {
+        match t {
+            cap_type::GENERAL => Some(&self.general),
+            cap_type::ODP => Some(&self.odp),
+            cap_type::ATOMIC => Some(&self.atomic),
+            cap_type::ROCE => Some(&self.roce),
+            cap_type::GENERAL_2 => Some(&self.general_2),
+            _ => None,
+        }
+    }
+
+    fn page_mut(&mut self, t: u16) -> Option<&mut CapPage> {
+        match t {
+            cap_type::GENERAL => Some(&mut self.general),
+            cap_type::ODP => Some(&mut self.odp),
+            cap_type::ATOMIC => Some(&mut self.atomic),
+            cap_type::ROCE => Some(&mut self.roce),
+            cap_type::GENERAL_2 => Some(&mut self.general_2),
+            _ => None,
+        }
+    }
+
+    /// A field of the CURRENT general capabilities.
+    pub fn general(&self, field: Field) -> u32 {
+        field.get(&self.general.cur[..]).unwrap_or(0)
+    }
+
+    /// SET_HCA_CAP of type `t` with the capability bytes `input` (at least one page of the
+    /// type's layout; shorter input is treated as zero-padded).
+    ///
+    /// Settable fields take the new value if it is allowed. Read-only fields must be left as
+    /// they are: either all equal to CUR (Linux and rdma-core copy CUR and edit it) or all zero
+    /// (Linux's atomic handler, main.c:635, writes a zeroed page with one field set). Anything
+    /// else is refused and CUR is unchanged.
+    pub fn set(&mut self, t: u16, input: &[u8]) -> Result<(), SetCapError> {
+        let rules = match t {
+            cap_type::GENERAL => GENERAL_SETTABLE,
+            cap_type::ROCE => ROCE_SETTABLE,
+            cap_type::ATOMIC => ATOMIC_SETTABLE,
+            cap_type::ODP | cap_type::GENERAL_2 => &[],
+            _ => return Err(SetCapError::UnsupportedType),
+        };
+        let page = self.page_mut(t).ok_or(SetCapError::UnsupportedType)?;
+        let mut new = [0u8; CAP_PAGE_BYTES];
+        let n = input.len().min(CAP_PAGE_BYTES);
+        new[..n].copy_from_slice(&input[..n]);
+
+        let mut mask = [0u8; CAP_PAGE_BYTES];
+        for (f, _) in rules {
+            set(&mut mask, *f, u32::MAX >> (32 - f.width));
+        }
+        let ro_same = (0..CAP_PAGE_BYTES).all(|i| new[i] & !mask[i] == page.cur[i] & !mask[i]);
+        let ro_zero = (0..CAP_PAGE_BYTES).all(|i| new[i] & !mask[i] == 0);
+        if !ro_same && !ro_zero {
+            return Err(SetCapError::ReadOnlyChanged);
+        }
+        for (f, rule) in rules {
+            let v = f.get(&new[..]).unwrap_or(0);
+            let ok = match rule {
+                Rule::AtMostMax => v <= f.get(&page.max[..]).unwrap_or(0),
+                Rule::OneOf(allowed) => {
+                    allowed.contains(&v) && v <= f.get(&page.max[..]).unwrap_or(0)
+                }
+            };
+            if !ok {
+                return Err(SetCapError::AboveMax(*f));
+            }
+        }
+        for (f, _) in rules {
+            let v = f.get(&new[..]).unwrap_or(0);
+            set(&mut page.cur[..], *f, v);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linux_style_general_set() {
+        let mut c = Caps::connectx5();
+        let mut p = *c.general.cur;
+        cmd_hca_cap::CMDIF_CHECKSUM.set(&mut p, 0).unwrap();
+        cmd_hca_cap::DRAIN_SIGERR.set(&mut p, 1).unwrap();
+        cmd_hca_cap::LOG_MAX_QP.set(&mut p, 10).unwrap();
+        c.set(cap_type::GENERAL, &p).unwrap();
+        assert_eq!(c.general(cmd_hca_cap::LOG_MAX_QP), 10);
+        assert_eq!(c.general(cmd_hca_cap::CMDIF_CHECKSUM), 0);
+        // Above max.
+        cmd_hca_cap::LOG_MAX_QP.set(&mut p, 13).unwrap();
+        assert_eq!(
+            c.set(cap_type::GENERAL, &p),
+            Err(SetCapError::AboveMax(cmd_hca_cap::LOG_MAX_QP))
+        );
+        assert_eq!(c.general(cmd_hca_cap::LOG_MAX_QP), 10);
+        // A read-only field changed.
+        cmd_hca_cap::LOG_MAX_QP.set(&mut p, 10).unwrap();
+        cmd_hca_cap::LOG_MAX_CQ.set(&mut p, 3).unwrap();
+        assert_eq!(
+            c.set(cap_type::GENERAL, &p),
+            Err(SetCapError::ReadOnlyChanged)
+        );
+    }
+
+    #[test]
+    fn linux_style_atomic_set_from_zeroed_page() {
+        let mut c = Caps::connectx5();
+        let mut p = [0u8; CAP_PAGE_BYTES];
+        atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE
+            .set(&mut p, 1)
+            .unwrap();
+        c.set(cap_type::ATOMIC, &p).unwrap();
+        assert_eq!(
+            atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE.get(&c.atomic.cur[..]),
+            Ok(1)
+        );
+        // The read-only fields were kept.
+        assert_eq!(
+            atomic_caps::ATOMIC_OPERATIONS.get(&c.atomic.cur[..]),
+            Ok(ATOMIC_OPS_CMP_SWAP_FETCH_ADD)
+        );
+        atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE
+            .set(&mut p, 2)
+            .unwrap();
+        assert!(matches!(
+            c.set(cap_type::ATOMIC, &p),
+            Err(SetCapError::AboveMax(_))
+        ));
+        assert_eq!(
+            c.set(cap_type::IPSEC, &p),
+            Err(SetCapError::UnsupportedType)
+        );
+    }
+}

@@ -1,0 +1,357 @@
+//! The NIC vport: its state (QUERY_VPORT_STATE), context (QUERY/MODIFY_NIC_VPORT_CONTEXT:
+//! roce_en, mtu, permanent MAC) and the RoCE address (GID) table (QUERY/SET_ROCE_ADDRESS).
+//!
+//! The GID table starts empty: firmware does not invent GIDs. The driver programs every entry
+//! (Linux lib/gid.c mlx5_core_roce_gid_set: source_l3_address = the GID, source MAC, roce_version
+//! 0 = v1 / 2 = v2, roce_l3_type 0 = IPv4 / 1 = IPv6; the IB core derives the default GID from
+//! the MAC and programs it like any other). An entry whose GID is all zero is unset (that is
+//! how Linux deletes one). Layout: rdma-core mlx5_ifc.h `roce_addr_layout` (4204).
+
+use crate::control::caps::Caps;
+use crate::control::caps::ROCE_ADDRESS_TABLE_SIZE;
+use crate::control::cmd::CmdResult;
+use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::objects::Objects;
+use mlx5_prm::{
+    cmd_status, linux_layout, modify_nic_vport_context_in, modify_nic_vport_field_select,
+    nic_vport_context, query_nic_vport_context_out, query_roce_address_in, query_roce_address_out,
+    query_vport_counter_in, query_vport_counter_out, query_vport_state_in, query_vport_state_out,
+    roce_addr_layout, set_roce_address_in, Field,
+};
+
+/// `VPORT_STATE_UP` (Linux device.h:1135).
+pub const VPORT_STATE_UP: u32 = 0x1;
+/// `VPORT_STATE_DOWN` (Linux device.h:1134).
+pub const VPORT_STATE_DOWN: u32 = 0x0;
+/// `MLX5_VPORT_ADMIN_STATE_AUTO` (Linux device.h:1141).
+pub const VPORT_ADMIN_STATE_AUTO: u32 = 0x2;
+/// `MLX5_VPORT_STATE_OP_MOD_VNIC_VPORT` (Linux mlx5_ifc.h:5477).
+pub const VPORT_STATE_OP_MOD_VNIC_VPORT: u16 = 0x0;
+/// `MLX5_VPORT_STATE_OP_MOD_UPLINK` (Linux mlx5_ifc.h:5479).
+pub const VPORT_STATE_OP_MOD_UPLINK: u16 = 0x2;
+/// `MLX5_ROCE_VERSION_1` / `_2` (Linux device.h:409-410).
+pub const ROCE_VERSION_1: u32 = 0;
+/// RoCE v2.
+pub const ROCE_VERSION_2: u32 = 2;
+/// Hardware MTU of the vport at power-on: 1500 + Ethernet header, VLAN tag and FCS (Linux
+/// MLX5E_SW2HW_MTU adds ETH_HLEN + VLAN_HLEN + ETH_FCS_LEN = 22).
+pub const DEFAULT_HW_MTU: u32 = 1522;
+
+/// One entry of the RoCE address table: the raw `roce_addr_layout`.
+type RoceAddr = [u8; roce_addr_layout::BYTES];
+
+/// NIC vport state.
+#[derive(Clone, Debug)]
+pub struct Vport {
+    roce_en: bool,
+    mtu: u32,
+    mac: [u8; 6],
+    gids: Vec<Option<RoceAddr>>,
+}
+
+impl Vport {
+    /// Power-on state with MAC `mac`.
+    pub fn new(mac: [u8; 6]) -> Vport {
+        Vport {
+            roce_en: false,
+            mtu: DEFAULT_HW_MTU,
+            mac,
+            gids: vec![None; ROCE_ADDRESS_TABLE_SIZE as usize],
+        }
+    }
+
+    /// The permanent MAC.
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// `roce_en`.
+    pub fn roce_en(&self) -> bool {
+        self.roce_en
+    }
+
+    /// The hardware MTU.
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    /// The raw RoCE address entry `index`, if set.
+    pub fn address(&self, index: u32) -> Option<RoceAddr> {
+        *self.gids.get(index as usize)?
+    }
+
+    /// The GID (source_l3_address) of entry `index`, if set.
+    pub fn gid(&self, index: u32) -> Option<[u8; 16]> {
+        let a = self.address(index)?;
+        let f = roce_addr_layout::SOURCE_L3_ADDRESS;
+        a[f.byte_offset()..f.byte_offset() + 16].try_into().ok()
+    }
+
+    /// The IP addresses of the RoCE v2 entries: an IPv4-mapped GID is its IPv4 address (as
+    /// Linux include/rdma/ib_addr.h `rdma_gid2ip` converts it; the frames to it are IPv4), any
+    /// other GID an IPv6 address. The port drops RoCEv2 frames to anything else (wire.rs
+    /// `Port::set_ips`).
+    pub fn roce_v2_ips(&self) -> Vec<std::net::IpAddr> {
+        (0..self.gids.len() as u32)
+            .filter(|&i| {
+                self.address(i)
+                    .is_some_and(|a| get(&a, roce_addr_layout::ROCE_VERSION) == ROCE_VERSION_2)
+            })
+            .filter_map(|i| self.gid(i))
+            .map(|g| {
+                let a = std::net::Ipv6Addr::from(g);
+                match a.to_ipv4_mapped() {
+                    Some(v4) => v4.into(),
+                    None => a.into(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// other_vport / vport_number (bits 0x40 and 0x50 of the vport commands): only our own vport.
+fn check_own_vport(input: &[u8]) -> CmdResult {
+    if get(input, Field::new(0x40, 1)) != 0 || get(input, Field::new(0x50, 0x10)) != 0 {
+        return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_OTHER);
+    }
+    Ok(())
+}
+
+/// QUERY_VPORT_STATE (0x750).
+pub(crate) fn cmd_query_vport_state(_hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+    let op_mod = get(input, query_vport_state_in::OP_MOD) as u16;
+    if op_mod != VPORT_STATE_OP_MOD_VNIC_VPORT && op_mod != VPORT_STATE_OP_MOD_UPLINK {
+        // The ESW op_mod needs an eswitch manager (not advertised).
+        return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_STATE_OP_MOD);
+    }
+    check_own_vport(input)?;
+    put(
+        out,
+        query_vport_state_out::ADMIN_STATE,
+        VPORT_ADMIN_STATE_AUTO,
+    );
+    // The link is up once the HCA is initialized (the loopback/wire port never goes down on
+    // its own).
+    put(out, query_vport_state_out::STATE, VPORT_STATE_UP);
+    Ok(())
+}
+
+/// QUERY_VPORT_COUNTER (0x770): the port's RoCE and Ethernet traffic classes, mapped from the
+/// port counters as roce/counters.rs documents (`Counter::prm`: `received_ib_unicast` =
+/// RoCE frames received, `transmitted_ib_unicast` = RoCE frames sent, the `*_eth_*` classes =
+/// non-RoCE frames; Linux mlx5 en_stats.c names the ib classes "rx/tx_vport_rdma_*"). Counters
+/// with no PRM class stay 0 here. `clear` zeroes the reported counters after reading them.
+pub(crate) fn cmd_query_vport_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+    use crate::roce::counters::{Counter, PrmHome};
+    check_own_vport(input)?;
+    // Model choice: one physical port; port_num 0 (the function's) or 1.
+    if get(input, query_vport_counter_in::PORT_NUM) > 1 {
+        return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_COUNTER_SET);
+    }
+    let classes = [
+        ("received_errors", query_vport_counter_out::RECEIVED_ERRORS),
+        ("transmit_errors", query_vport_counter_out::TRANSMIT_ERRORS),
+        (
+            "received_ib_unicast",
+            query_vport_counter_out::RECEIVED_IB_UNICAST,
+        ),
+        (
+            "transmitted_ib_unicast",
+            query_vport_counter_out::TRANSMITTED_IB_UNICAST,
+        ),
+        (
+            "received_ib_multicast",
+            query_vport_counter_out::RECEIVED_IB_MULTICAST,
+        ),
+        (
+            "transmitted_ib_multicast",
+            query_vport_counter_out::TRANSMITTED_IB_MULTICAST,
+        ),
+        (
+            "received_eth_broadcast",
+            query_vport_counter_out::RECEIVED_ETH_BROADCAST,
+        ),
+        (
+            "transmitted_eth_broadcast",
+            query_vport_counter_out::TRANSMITTED_ETH_BROADCAST,
+        ),
+        (
+            "received_eth_unicast",
+            query_vport_counter_out::RECEIVED_ETH_UNICAST,
+        ),
+        (
+            "transmitted_eth_unicast",
+            query_vport_counter_out::TRANSMITTED_ETH_UNICAST,
+        ),
+        (
+            "received_eth_multicast",
+            query_vport_counter_out::RECEIVED_ETH_MULTICAST,
+        ),
+        (
+            "transmitted_eth_multicast",
+            query_vport_counter_out::TRANSMITTED_ETH_MULTICAST,
+        ),
+    ];
+    let pc = hca.port.counters().clone();
+    let clear = get(input, query_vport_counter_in::CLEAR) != 0;
+    for c in Counter::ALL.iter().copied() {
+        let PrmHome::Vport { class, field } = c.prm() else {
+            continue;
+        };
+        let Some((_, f)) = classes.iter().find(|(n, _)| *n == class) else {
+            continue;
+        };
+        // traffic_counter: packets at +0, octets at +8 (64-bit big-endian each).
+        let at = f.byte_offset() + if field == "octets" { 8 } else { 0 };
+        out[at..at + 8].copy_from_slice(&pc.get(c).to_be_bytes());
+        if clear {
+            pc.reset(c);
+        }
+    }
+    Ok(())
+}
+
+/// QUERY_NIC_VPORT_CONTEXT (0x754).
+pub(crate) fn cmd_query_nic_vport_context(
+    _caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
+    check_own_vport(input)?;
+    let at = query_nic_vport_context_out::NIC_VPORT_CONTEXT.byte_offset();
+    let ctx = &mut out[at..at + nic_vport_context::BYTES];
+    put(
+        ctx,
+        nic_vport_context::ROCE_EN,
+        objects.vport.roce_en.into(),
+    );
+    put(ctx, linux_layout::nic_vport_context::MTU, objects.vport.mtu);
+    let m = objects.vport.mac;
+    put(
+        ctx,
+        linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_47_32,
+        u32::from(u16::from_be_bytes([m[0], m[1]])),
+    );
+    put(
+        ctx,
+        linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_31_0,
+        u32::from_be_bytes([m[2], m[3], m[4], m[5]]),
+    );
+    Ok(())
+}
+
+/// MODIFY_NIC_VPORT_CONTEXT (0x755): `field_select.roce_en` and `field_select.mtu` are
+/// honoured; every other selector names a feature this vport does not have (address lists,
+/// promiscuous modes, GUIDs, the permanent address of another function) and is refused.
+pub(crate) fn cmd_modify_nic_vport_context(
+    _caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    _out: &mut [u8],
+) -> CmdResult {
+    check_own_vport(input)?;
+    let fs_at = modify_nic_vport_context_in::FIELD_SELECT.byte_offset();
+    let fs = &input[fs_at..fs_at + 4];
+    let supported = [
+        modify_nic_vport_field_select::ROCE_EN,
+        modify_nic_vport_field_select::MTU,
+    ];
+    let mut mask = [0u8; 4];
+    for f in supported {
+        put(&mut mask, f, 1);
+    }
+    if fs.iter().zip(mask).any(|(b, m)| b & !m != 0) {
+        return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_FIELD_SELECT);
+    }
+    let ctx_at = modify_nic_vport_context_in::NIC_VPORT_CONTEXT.byte_offset();
+    let ctx = &input[ctx_at..ctx_at + nic_vport_context::BYTES];
+    if get(fs, modify_nic_vport_field_select::MTU) != 0 {
+        let mtu = get(ctx, linux_layout::nic_vport_context::MTU);
+        if mtu == 0 {
+            return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_MTU);
+        }
+        objects.vport.mtu = mtu;
+    }
+    if get(fs, modify_nic_vport_field_select::ROCE_EN) != 0 {
+        objects.vport.roce_en = get(ctx, nic_vport_context::ROCE_EN) != 0;
+    }
+    Ok(())
+}
+
+fn gid_index(
+    caps: &Caps,
+    objects: &Objects,
+    input: &[u8],
+    index: Field,
+    port: Field,
+) -> Result<usize, crate::control::cmd::CmdError> {
+    let idx = get(input, index);
+    if idx as usize >= objects.vport.gids.len() {
+        return Err(crate::control::cmd::CmdError::new(
+            cmd_status::IX_ERR,
+            syndrome::GID_INDEX,
+        ));
+    }
+    // vhca_port_num: 0, or port 1 (one port) on a device with vHCA ports. While the device
+    // advertises num_vhca_ports = 0 a non-zero port is refused (Linux core/lib/gid.c sets the
+    // field only when num_vhca_ports > 0; model choice: firmware strictness assumed).
+    let p = get(input, port);
+    let vhca_ports = caps.general(mlx5_prm::cmd_hca_cap::NUM_VHCA_PORTS);
+    if (vhca_ports == 0 && p != 0) || p > 1 {
+        return Err(crate::control::cmd::CmdError::new(
+            cmd_status::BAD_PARAM_ERR,
+            syndrome::GID_PORT,
+        ));
+    }
+    Ok(idx as usize)
+}
+
+/// QUERY_ROCE_ADDRESS (0x760).
+pub(crate) fn cmd_query_roce_address(
+    caps: &Caps,
+    objects: &mut Objects,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
+    let idx = gid_index(
+        caps,
+        objects,
+        input,
+        query_roce_address_in::ROCE_ADDRESS_INDEX,
+        query_roce_address_in::VHCA_PORT_NUM,
+    )?;
+    if let Some(a) = objects.vport.gids[idx] {
+        let at = query_roce_address_out::ROCE_ADDRESS.byte_offset();
+        out[at..at + a.len()].copy_from_slice(&a);
+    }
+    Ok(())
+}
+
+/// SET_ROCE_ADDRESS (0x761).
+pub(crate) fn cmd_set_roce_address(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
+    let idx = gid_index(
+        &hca.control.caps,
+        &hca.objects,
+        input,
+        set_roce_address_in::ROCE_ADDRESS_INDEX,
+        set_roce_address_in::VHCA_PORT_NUM,
+    )?;
+    let at = set_roce_address_in::ROCE_ADDRESS.byte_offset();
+    let mut a: RoceAddr = [0; roce_addr_layout::BYTES];
+    a.copy_from_slice(&input[at..at + roce_addr_layout::BYTES]);
+    let version = get(&a, roce_addr_layout::ROCE_VERSION);
+    let l3 = get(&a, roce_addr_layout::ROCE_L3_TYPE);
+    if (version != ROCE_VERSION_1 && version != ROCE_VERSION_2) || l3 > 1 {
+        return fail(cmd_status::BAD_PARAM_ERR, syndrome::GID_TYPE);
+    }
+    let f = roce_addr_layout::SOURCE_L3_ADDRESS;
+    let gid_set = a[f.byte_offset()..f.byte_offset() + 16]
+        .iter()
+        .any(|&b| b != 0);
+    hca.objects.vport.gids[idx] = gid_set.then_some(a);
+    // The port's destination filter follows the GID table.
+    let ips = hca.objects.vport.roce_v2_ips();
+    hca.port.set_ips(ips);
+    Ok(())
+}
