@@ -83,7 +83,7 @@ impl MrTable {
 
     /// Records a region (replacing what its key's index held): in place when the key's page
     /// exists (every key but a context's first in each 256 indices).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn insert(&mut self, m: MrInfo) {
         match self.slot_mut(m.key >> 8) {
             Some(e) => *e = m,
@@ -289,9 +289,9 @@ impl<H: Hal> CtxInner<H> {
     }
 
     /// The hot paths' dead-device check: one load of the flag the command, health and event
-    /// paths set (`with_dev`, `poll_events_locked`). The error is built in place: a call here
-    /// would make every caller save registers on its fast path.
-    #[inline(always)]
+    /// paths set (`with_dev`, `poll_events_locked`); a dead device's error carries the fatal
+    /// syndrome.
+    #[inline]
     pub(crate) fn check_alive(&self) -> Result<()> {
         if self.dead.load(Ordering::Relaxed) {
             // Pairs with `set_dead`: the syndrome was stored before the flag.
@@ -303,7 +303,7 @@ impl<H: Hal> CtxInner<H> {
     }
 
     /// Whether `key` was destroyed recently (ReDMArk: such a key is not handed out again).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn key_is_recent(&self, key: u32) -> bool {
         self.recent_keys.lock().contains(key)
     }
@@ -380,10 +380,10 @@ pub(crate) fn fresh_variant<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u32) -> u
 
 /// [`fresh_variant`] with only 16 random bits from the caller (`bits`, its low two bytes):
 /// two tries from them, then a new draw.
-/// The first try is made here, inline (nearly always the one taken: a recent key or the
+/// The first try is made here (nearly always the one taken: a recent key or the
 /// key's own variant are the exceptions); [`pick_variant`] repeats it and goes on, so the
 /// pick is the same.
-#[inline(always)]
+#[inline]
 pub(crate) fn fresh_variant16<H: Hal>(ctx: &CtxInner<H>, key: u32, bits: u16) -> u32 {
     let k = (key & !0xff) | (bits & 0xff) as u32;
     if k != key && !ctx.key_is_recent(k) {

@@ -116,23 +116,23 @@ pub trait Hal: Send + Sync + 'static {
 
     /// Orders CPU writes to DMA memory before later writes (doorbell record, MMIO). Enough
     /// before an uncached MMIO store; not before a write-combining one (see [`Hal::wc_start`]).
-    #[inline(always)]
+    #[inline]
     fn dma_wmb(&self) {
         fence(Ordering::Release);
     }
     /// Orders every earlier store (doorbell record, earlier MMIO) before the write-combining
     /// stores of a BlueFlame copy (rdma-core `mmio_wc_start`, `sfence` on x86-64).
-    #[inline(always)]
+    #[inline]
     fn wc_start(&self) {
         fence(Ordering::SeqCst);
     }
     /// Orders a DMA read (owner bit) before later DMA reads (the entry's contents).
-    #[inline(always)]
+    #[inline]
     fn dma_rmb(&self) {
         fence(Ordering::Acquire);
     }
     /// Flushes write-combined MMIO (after a BlueFlame copy).
-    #[inline(always)]
+    #[inline]
     fn wc_flush(&self) {
         fence(Ordering::SeqCst);
     }
@@ -172,12 +172,12 @@ impl<D: DmaBuffer> DmaMem<D> {
     }
 
     /// Bus address of byte 0.
-    #[inline(always)]
+    #[inline]
     pub fn bus(&self) -> u64 {
         self.bus
     }
     /// Length in bytes.
-    #[inline(always)]
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -186,7 +186,7 @@ impl<D: DmaBuffer> DmaMem<D> {
         self.len == 0
     }
     /// CPU address of byte 0 (for the hot path, which checks its indices once).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
     }
@@ -195,7 +195,7 @@ impl<D: DmaBuffer> DmaMem<D> {
         &self.buf
     }
 
-    #[inline(always)]
+    #[inline]
     fn check(&self, off: usize, n: usize) -> Result<()> {
         match off.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),

@@ -245,7 +245,13 @@ impl<H: Hal> QueuePair<H> {
         flags: SendFlags,
     ) -> Result<u32> {
         let c = self.check_bind(mw, bind)?;
-        self.post_umr_wr(wr_id, mw.key, &c.body[..c.len], flags, WC_OP_BIND)?;
+        let body = &c.body[..c.len];
+        let f = self.umr_wr_fm_ce_se(flags);
+        let opc = mlx5_prm::wqe::opcode::UMR;
+        let at = self.write_raw(wr_id, opc, mw.key, body.len(), f, WC_OP_BIND, |b| {
+            b.copy_from_slice(body)
+        })?;
+        self.ring_send(at, None);
         self.ctx_arc().quarantine_key(mw.key);
         mw.key = c.new_key;
         // The previous region goes only now: the new bind is posted behind everything that

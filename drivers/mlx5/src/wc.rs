@@ -88,7 +88,7 @@ impl WcHead {
     }
 
     /// A successful completion with this head.
-    #[inline(always)]
+    #[inline]
     pub(super) fn write(self, w: &mut WorkCompletion, wr_id: u64, byte_len: u32, qp_num: u32) {
         w.wr_id = wr_id;
         w.byte_len = byte_len;

@@ -20,7 +20,7 @@ pub(super) const QPN_BYTES: u32 = u32::from_ne_bytes([0, 0xff, 0xff, 0xff]);
 impl Cqe {
     /// # Safety
     /// As [`Cqe::be32`].
-    #[inline(always)]
+    #[inline]
     pub(super) unsafe fn ne32(self, o: usize) -> u32 {
         // SAFETY: per the caller: in bounds and 4-byte aligned; volatile: device memory.
         unsafe { ptr::read_volatile(self.0.add(o) as *const u32) }
@@ -28,21 +28,21 @@ impl Cqe {
     /// # Safety
     /// `self.0 + o + 4` stays inside the CQE and `o` is a multiple of 4 (the CQE is 64-byte
     /// aligned).
-    #[inline(always)]
+    #[inline]
     pub(super) unsafe fn be32(self, o: usize) -> u32 {
         // SAFETY: per the caller: in bounds and 4-byte aligned; volatile: device memory.
         u32::from_be(unsafe { ptr::read_volatile(self.0.add(o) as *const u32) })
     }
     /// # Safety
     /// `self.0 + o + 2` stays inside the CQE and `o` is even.
-    #[inline(always)]
+    #[inline]
     pub(super) unsafe fn be16(self, o: usize) -> u16 {
         // SAFETY: per the caller.
         u16::from_be(unsafe { ptr::read_volatile(self.0.add(o) as *const u16) })
     }
     /// # Safety
     /// `self.0 + o` lies inside the CQE.
-    #[inline(always)]
+    #[inline]
     pub(super) unsafe fn u8(self, o: usize) -> u8 {
         // SAFETY: per the caller.
         unsafe { ptr::read_volatile(self.0.add(o)) }
@@ -66,7 +66,7 @@ const REQ_OPCODE: [WcOpcode; 256] = {
 
 /// The opcode cache entry of a raw `sop_drop_qpn` dword: the dword and the head of the
 /// successful completion it makes (rdma-core cq.c `handle_good_req`).
-#[inline(always)]
+#[inline]
 pub(super) fn req_seen(sop: u32) -> (u32, WcHead) {
     let op = REQ_OPCODE[sop.to_ne_bytes()[0] as usize];
     (sop, WcHead::new(WcStatus::Success, op, 0))
@@ -97,10 +97,10 @@ fn find_qp<'c, H: Hal>(
     Some(cached)
 }
 
-/// A CQE the inline path does not take (receives, errors, another QP, garbage): the cursor's
+/// A CQE the poll loop's common case does not take (receives, errors, another QP, garbage): the cursor's
 /// tail is published first (the general parser works on the shared state, and may switch
 /// `cached` to another QP), and the cursor is taken again afterwards.
-#[inline(always)]
+#[inline]
 pub(super) fn other_cqe<H: Hal>(
     shared: &CqShared<H>,
     cached: &mut Arc<WqShared>,
@@ -157,7 +157,7 @@ pub(super) unsafe fn send_slow(
 }
 
 /// Parses one CQE (rdma-core cq.c `mlx5_parse_cqe`, `handle_good_req`, `handle_responder`,
-/// `mlx5_handle_error_cqe`): the general case, out of line.
+/// `mlx5_handle_error_cqe`): the general case.
 ///
 /// # Safety
 /// `c` points to a whole CQE the device handed over.
@@ -178,7 +178,7 @@ unsafe fn parse<H: Hal>(
 ///
 /// # Safety
 /// As [`parse`].
-#[inline(always)]
+#[inline]
 unsafe fn parse_one<H: Hal>(
     shared: &CqShared<H>,
     cached: &mut Arc<WqShared>,

@@ -120,12 +120,12 @@ pub struct CompletionQueue<H: Hal> {
     placeholder: Arc<WqShared>,
     /// `CqShared::qps_gen` when `cached` was taken.
     cached_gen: u32,
-    /// The last `sop_drop_qpn` dword of `cached` the inline path took (QP and WQE opcode, as
+    /// The last `sop_drop_qpn` dword of `cached` the poll loop's common case took (QP and WQE opcode, as
     /// it lies in memory) and the head of the completion it makes.
     seen: (u32, WcHead),
     /// Every UMR WQE completing here is a plain UMR with no saved completion opcode (the
     /// driver's own UMR QP, [`crate::umr`]; never BIND_MW or LOCAL_INV): its successful
-    /// completion takes the inline path, whose opcode table gives the same
+    /// completion takes the poll loop's common case, whose opcode table gives the same
     /// [`WcOpcode::Unknown`] the saved-opcode lookup would.
     plain_umr: bool,
 }

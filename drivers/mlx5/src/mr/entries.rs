@@ -30,13 +30,13 @@ impl Entries {
     }
 
     /// One entry, in place.
-    #[inline(always)]
+    #[inline]
     pub fn one(x: u64) -> Entries {
         Entries(Repr::Inline { n: 1, e: [x, 0] })
     }
 
     /// Makes this the one entry `x` (in place; a heap list is dropped).
-    #[inline(always)]
+    #[inline]
     pub fn set_one(&mut self, x: u64) {
         match &mut self.0 {
             Repr::Inline { n, e } => {

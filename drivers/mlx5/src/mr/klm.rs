@@ -37,7 +37,7 @@ impl KlmPlan {
     /// The plan of a region one page translates: one direct MTT key of one entry at page
     /// shift `page_shift`, from `iova` (what [`plan_reg`] gives for one chunk whose
     /// [`super::plan::one_page`] is `(page_shift, entry)`).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn one_page(page_shift: u32, entry: u64, iova: u64) -> KlmPlan {
         KlmPlan {
             tr: Translation {

@@ -184,7 +184,7 @@ pub(super) fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
 /// differ (at most the largest size the chunk allows, whose single page holds them); the same
 /// size the bisection of [`plan_one`] finds (`one_chunk_plan_matches_the_general_walk`).
 /// `(page shift, the page's bus address)`.
-#[inline(always)]
+#[inline]
 fn one_page_of(c: &PhysChunk, iova: u64, end: u64) -> (u32, u64) {
     let s = one_page_shift(iova, end);
     (s, c.bus - (iova & ((1u64 << s) - 1)))
@@ -192,7 +192,7 @@ fn one_page_of(c: &PhysChunk, iova: u64, end: u64) -> (u32, u64) {
 
 /// [`one_page_of`]'s page shift: the smallest (at least 4 KiB) whose page holds both the
 /// first and the last byte of `[iova, end)` (`end > iova`).
-#[inline(always)]
+#[inline]
 fn one_page_shift(iova: u64, end: u64) -> u32 {
     let differ = iova ^ (end - 1);
     (u64::BITS - differ.leading_zeros()).max(MIN_PAGE_SHIFT)
@@ -202,7 +202,7 @@ fn one_page_shift(iova: u64, end: u64) -> u32 {
 /// `plan(&[*c], iova)` is a translation of one entry, and then that page size and entry
 /// (`one_page_is_the_plan_of_one_entry`); `None` for everything else (more pages, or a
 /// chunk `plan` refuses), which the general planner then handles.
-#[inline(always)]
+#[inline]
 pub(crate) fn one_page(c: &PhysChunk, iova: u64) -> Option<(u32, u64)> {
     if c.len == 0 {
         return None;

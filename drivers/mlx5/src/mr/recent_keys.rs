@@ -36,7 +36,7 @@ impl Default for RecentKeys {
 }
 
 impl RecentKeys {
-    #[inline(always)]
+    #[inline]
     fn bucket(key: u32) -> usize {
         // Fibonacci hashing: the top 12 bits of key * 2^32 / phi.
         (key.wrapping_mul(0x9e37_79b9) >> 20) as usize
@@ -44,13 +44,13 @@ impl RecentKeys {
 
     /// The second probe: the top 12 bits of another odd multiplier's product (MurmurHash3's
     /// `fmix32` constant).
-    #[inline(always)]
+    #[inline]
     fn bucket2(key: u32) -> usize {
         (key.wrapping_mul(0x85eb_ca6b) >> 20) as usize
     }
 
     /// Whether `key` is one of the last [`QUARANTINE`] keys pushed.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn contains(&self, key: u32) -> bool {
         self.counts[Self::bucket(key)] != 0
             && self.counts[Self::bucket2(key)] != 0

@@ -38,7 +38,7 @@ pub struct BoundMr {
 impl BoundMr {
     /// A scatter/gather element over `[offset, offset + len)` of the region (checked when
     /// posted).
-    #[inline(always)]
+    #[inline]
     pub fn sge(&self, offset: u64, len: u32) -> BoundSge<'_> {
         BoundSge {
             mr: self,
@@ -133,6 +133,8 @@ impl<H: Hal> QueuePair<H> {
 
     /// Releases the regions that only completed WRs referenced. Cheap when nothing is held
     /// for WRs or nothing completed since the last sweep.
+    // inline(always): UMR cache reg 1,404 vs 1,435 instructions per MR without it and reserve_sq,
+    // measured together (reg_mr --instructions)
     #[inline(always)]
     pub(crate) fn sweep(&mut self) {
         if self.auto_live == 0 {
@@ -211,7 +213,7 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// Marks binding `i` as referenced by the send WR being posted now.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn stamp_sq(&mut self, i: usize) {
         let seq = self.sq_wr_head.wrapping_add(1);
         if i == self.last_binding && !self.last_mr.is_null() {
@@ -222,7 +224,7 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// Marks binding `i` as referenced by the receive WR being posted now.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn stamp_rq(&mut self, i: usize) {
         let seq = self.rq_head.wrapping_add(1);
         if let Some(b) = self.bindings.get_mut(i) {

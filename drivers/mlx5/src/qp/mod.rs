@@ -304,6 +304,17 @@ pub enum SendOp {
     },
 }
 
+impl SendOp {
+    /// The operation writes into its local SGEs (RDMA READ and the atomics: the local buffers
+    /// need LOCAL_WRITE, and the data cannot be inline).
+    pub(crate) fn writes_local(&self) -> bool {
+        matches!(
+            self,
+            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+        )
+    }
+}
+
 /// A list post that failed: which work request was refused, and why (the `bad_wr` of
 /// `ibv_post_send` / `ibv_post_recv`). Every WR of a list is checked before any is written,
 /// so on this error none of them was posted; `index` is the first one that could not be
@@ -508,7 +519,7 @@ fn ilog2_ceil(v: u32) -> u32 {
 /// Whether send WRs may be posted in `state`: RTS, and ERR, where the device completes them
 /// with WR_FLUSH_ERR (IB spec, QP Error state: work requests posted in it complete in error;
 /// Linux core/verbs.c `__ib_drain_sq` moves the QP to ERR, posts, and waits for that flush).
-#[inline(always)]
+#[inline]
 fn can_send(state: u8) -> bool {
     state == qp::state::RTS || state == qp::state::ERR
 }

@@ -285,7 +285,7 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// Makes the next post take the slow path of [`QueuePair::gate`].
-    #[inline(always)]
+    #[inline]
     pub(super) fn close_gate(&self) {
         self.shared
             .sq_last

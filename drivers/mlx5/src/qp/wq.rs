@@ -25,7 +25,7 @@ pub(crate) struct SqSlot {
 
 /// [`SqSlot::meta`] of the WQE that starts at block `start` and brings the WR count to
 /// `wr_end`.
-#[inline(always)]
+#[inline]
 pub(crate) fn slot_meta(wr_end: u32, start: u16) -> u64 {
     (wr_end as u64) << 16 | start as u64
 }
@@ -50,7 +50,7 @@ pub(crate) struct SendCursor {
 impl SendCursor {
     /// The slot of the WQE that starts at block `counter` (what a CQE's `wqe_counter` names);
     /// `q` is the `WqShared` the cursor was taken from.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn slot<'q>(&self, q: &'q WqShared, counter: u16) -> &'q SqSlot {
         debug_assert!(core::ptr::eq(q.sq.as_ptr(), self.slots));
         let i = counter as u32 & self.mask;
@@ -63,7 +63,7 @@ impl SendCursor {
     /// starts where the CQE says (one compare). Its wr_id, or `None` for anything else
     /// (completions that cover unsignaled WRs, and every bad CQE), which then goes to
     /// [`SendCursor::complete_slow`].
-    #[inline(always)]
+    #[inline]
     pub(crate) fn complete_next(&mut self, slot: &SqSlot, counter: u16) -> Option<u64> {
         if slot.meta.load(Ordering::Acquire) != self.next | counter as u64 {
             return None;
@@ -93,7 +93,7 @@ impl SendCursor {
     }
 
     /// [`SendCursor::complete_next`], else [`SendCursor::complete_slow`].
-    #[inline(always)]
+    #[inline]
     pub(crate) fn complete(&mut self, q: &WqShared, counter: u16) -> Option<u64> {
         let slot = self.slot(q, counter);
         if let Some(w) = self.complete_next(slot, counter) {
@@ -105,13 +105,13 @@ impl SendCursor {
     }
 
     /// The completed-WR count.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn tail(&self) -> u32 {
         ((self.next >> 16) as u32).wrapping_sub(1)
     }
 
     /// Moves the completed-WR count (after [`SendCursor::complete_slow`]).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn set_tail(&mut self, tail: u32) {
         self.next = slot_meta(tail.wrapping_add(1), 0);
     }
@@ -186,7 +186,7 @@ impl WqShared {
     }
 
     /// The poller's cursor over this QP's send completions (see [`SendCursor`]).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn cursor(&self) -> SendCursor {
         SendCursor {
             key: self.qpn_key,
@@ -198,7 +198,7 @@ impl WqShared {
     }
 
     /// Publishes the cursor's tail (the poster reads it for room).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn store_tail(&self, c: &SendCursor) {
         self.sq_wr_tail.store(c.tail(), Ordering::Release);
     }

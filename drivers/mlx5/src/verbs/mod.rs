@@ -90,7 +90,8 @@ impl<H: Hal> CtxInner<H> {
 
     /// [`CtxInner::umr_with`] without creating, and without waiting when the UMR state is
     /// busy (`None`): the registration path, which runs inside the UMR QP's own creation (its
-    /// staging region) and falls back to commands. Inlined: `f` is the registration itself.
+    /// staging region) and falls back to commands.
+    // inline(always): UMR cache reg 1,419 vs 1,595 instructions per MR (reg_mr --instructions)
     #[inline(always)]
     pub(crate) fn umr_try_with<T>(
         self: &Arc<Self>,

@@ -21,7 +21,7 @@ enum Planned {
 
 impl Planned {
     /// The translation's entries (`g`: the batch's general plans).
-    #[inline(always)]
+    #[inline]
     fn entries<'a>(&'a self, g: &'a [KlmPlan]) -> &'a [u64] {
         match self {
             Planned::One { entry, .. } => core::slice::from_ref(entry),
@@ -30,7 +30,7 @@ impl Planned {
     }
 
     /// One direct key (no inner keys).
-    #[inline(always)]
+    #[inline]
     fn direct(&self, g: &[KlmPlan]) -> bool {
         match self {
             Planned::One { .. } => true,
@@ -38,14 +38,14 @@ impl Planned {
         }
     }
 
-    #[inline(always)]
+    #[inline]
     fn len(&self) -> u64 {
         match self {
             Planned::One { len, .. } | Planned::Plan { len, .. } => *len,
         }
     }
 
-    #[inline(always)]
+    #[inline]
     fn page_shift(&self, g: &[KlmPlan]) -> u32 {
         match self {
             Planned::One { page_shift, .. } => *page_shift,
@@ -79,21 +79,22 @@ impl<H: Hal> ProtectionDomain<H> {
         for &(chunks, iova, access) in regions {
             // A region one page translates: `plan_phys`'s checks, and its plan as
             // `mr::one_page` (the general plan built only if it goes by command).
-            if let [c] = chunks {
-                if let Err(e) = mr::check_request(c.len, iova, access, ctx.caps.log_max_mrw_sz) {
+            match self.one_page_of(chunks, iova, access) {
+                Err(e) => {
                     plans.push(None);
                     out.push(Err(e));
                     continue;
                 }
-                if let Some((page_shift, entry)) = mr::one_page(c, iova) {
+                Ok(Some((page_shift, entry, len))) => {
                     plans.push(Some(Planned::One {
                         page_shift,
                         entry,
-                        len: c.len,
+                        len,
                     }));
                     out.push(Err(Error::Internal));
                     continue;
                 }
+                Ok(None) => {}
             }
             match self.plan_phys(chunks, iova, access) {
                 Ok(p) if p.0.segments.is_empty() => {
@@ -258,9 +259,7 @@ impl<H: Hal> ProtectionDomain<H> {
                     {
                         continue;
                     }
-                    // 32 random bits, as in `reg_pooled`.
-                    let r = u.random32(ctx);
-                    let Some((key, class, pk)) = u.take(entries.len(), r & 0xffff_0000) else {
+                    let Some((key, class, pk, new)) = take_cached(u, ctx, entries.len()) else {
                         continue;
                     };
                     let at = k * INLINE_MAX_MTT;
@@ -269,15 +268,7 @@ impl<H: Hal> ProtectionDomain<H> {
                         back.push((key, class, pk));
                         continue;
                     };
-                    if let ([d], [e]) = (&mut *slots, entries) {
-                        // One page (nearly every small region): no loop.
-                        *d = e | mlx5_prm::mkey::MTT_PRESENT;
-                    } else {
-                        for (d, e) in slots.iter_mut().zip(entries) {
-                            *d = e | mlx5_prm::mkey::MTT_PRESENT;
-                        }
-                    }
-                    let new = fresh_variant16(ctx, key, r as u16);
+                    present(slots, entries);
                     taken[k] = (i, key, class, new, at, entries.len());
                     parked[k] = pk;
                     k += 1;
