@@ -75,6 +75,14 @@ fn measure_dereg(mrs: Vec<mlx5::MemoryRegion<TestHal>>) {
 /// run drew keys still cold and paid allocations the larger did not, which made the
 /// marginal count look cheaper than the steady state.
 pub(crate) fn callgrind_child() {
+    if let Some(p) = std::env::args().find_map(|a| {
+        a.strip_prefix("--path=")
+            .filter(|p| p.starts_with("large-"))
+            .map(str::to_string)
+    }) {
+        large_child(&p);
+        return;
+    }
     /// Keys per size class of the cache, and the warm-up's region count.
     const WARM: usize = 248;
     let n: usize = std::env::args()
@@ -136,6 +144,62 @@ pub(crate) fn callgrind_child() {
             c0,
             "cached registrations send no command"
         );
+    }
+    drop(pd);
+    let _ = ctx.close();
+}
+
+/// Registers one large region (the measured function of `--callgrind --path=large-*`).
+#[inline(never)]
+fn measure_large(
+    pd: &ProtectionDomain<TestHal>,
+    chunks: &[PhysChunk],
+    iova: u64,
+) -> mlx5::MemoryRegion<TestHal> {
+    // SAFETY: the caller's backing outlives the region.
+    unsafe { pd.reg_phys(chunks, iova, AccessFlags::ALL) }.expect("large reg")
+}
+
+/// One `--callgrind --path=large-<MiB>[-unaligned]` run: the bench's region of that many
+/// MiB of 4 KiB pages (reversed, so that no two pages are adjacent; unaligned: 0x123 bytes
+/// into the first page, 0x456 short of the last page's end), registered once unmeasured
+/// (warms the mailboxes and the allocator, as the bench's repetitions are), deregistered,
+/// then once through [`measure_large`].
+fn large_child(path: &str) {
+    let rest = path.trim_start_matches("large-");
+    let unaligned = rest.ends_with("-unaligned");
+    let mib: usize = rest
+        .trim_end_matches("-unaligned")
+        .parse()
+        .expect("--path=large-<MiB>");
+    let size = mib << 20;
+    let hal = TestHal(SimHal::new());
+    let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
+    let pd = ctx.alloc_pd().expect("pd");
+    let backing = hal.dma_alloc(size, size).expect("backing");
+    let base = backing.bus_addr();
+    let mut chunks: Vec<PhysChunk> = (0..size / 4096)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: base + (i * 4096) as u64,
+            len: 4096,
+        })
+        .collect();
+    if unaligned {
+        chunks[0].bus += 0x123;
+        chunks[0].len -= 0x123;
+        let l = chunks.len() - 1;
+        chunks[l].len -= 0x456;
+    }
+    let iova = 0x7f00_0000_0000 + (chunks[0].bus & 0xfff);
+    for measured in [false, true] {
+        let mut mr = if measured {
+            measure_large(&pd, &chunks, iova)
+        } else {
+            // SAFETY: `backing` outlives the region.
+            unsafe { pd.reg_phys(&chunks, iova, AccessFlags::ALL) }.expect("large reg")
+        };
+        mr.dereg().expect("dereg");
     }
     drop(pd);
     let _ = ctx.close();

@@ -2,6 +2,8 @@
 
 use crate::error::{InvalidInput, Result};
 
+use alloc::vec::Vec;
+
 use super::{Entries, MAX_MTT_ENTRIES, MAX_PAGE_SHIFT, MIN_PAGE_SHIFT};
 
 /// A physically contiguous piece of memory: bus address and length.
@@ -22,6 +24,10 @@ pub struct Translation {
     pub entries: Entries,
 }
 
+/// The entries `chunks` at `iova` need at page size `2^s`, `None` when they cannot be
+/// translated at that size: the per-chunk walk [`plan`] replaces by one formula (the tests'
+/// reference, `planner_matches_trying_every_size`).
+#[cfg(test)]
 fn count_at(chunks: &[PhysChunk], iova: u64, s: u32) -> Option<u64> {
     let ps = 1u64 << s;
     let mask = ps - 1;
@@ -53,81 +59,96 @@ fn count_at(chunks: &[PhysChunk], iova: u64, s: u32) -> Option<u64> {
 }
 
 /// The largest page shift (at most [`MAX_PAGE_SHIFT`]) at which `chunks` at `iova` can be
-/// translated, `None` when not even 4 KiB works or a chunk is empty or wraps.
-fn max_shift(chunks: &[PhysChunk], iova: u64) -> Option<u32> {
-    let last = chunks.len().checked_sub(1)?;
+/// translated, with the region's end (`iova` plus the chunks' lengths); `None` when not even
+/// 4 KiB works or a chunk is empty or wraps. One pass, the conditions gathered in bulk: every
+/// chunk's virtual-physical difference and every interior boundary (the end of each chunk but
+/// the last: the next one starts there) OR'ed into one mask, as Linux
+/// ib_umem_find_best_pgsz does, and empty or wrapping chunks into one flag.
+fn max_shift(chunks: &[PhysChunk], iova: u64) -> Option<(u32, u64)> {
+    let (last, inner) = chunks.split_last()?;
     let mut v = iova;
     let mut m = 0u64;
-    for (i, c) in chunks.iter().enumerate() {
-        if c.len == 0 {
-            return None;
-        }
-        c.bus.checked_add(c.len)?;
-        let end = v.checked_add(c.len)?;
-        m |= v ^ c.bus;
-        if i > 0 {
-            m |= v;
-        }
-        if i < last {
-            m |= end;
-        }
+    let mut bad = false;
+    for c in inner {
+        let (end, o1) = v.overflowing_add(c.len);
+        let o2 = c.bus.overflowing_add(c.len).1;
+        bad |= (c.len == 0) | o1 | o2;
+        m |= (v ^ c.bus) | end;
         v = end;
     }
+    let (end, o1) = v.overflowing_add(last.len);
+    let o2 = last.bus.overflowing_add(last.len).1;
+    if bad | (last.len == 0) | o1 | o2 {
+        return None;
+    }
+    m |= v ^ last.bus;
     let s = m.trailing_zeros().min(MAX_PAGE_SHIFT);
-    (s >= MIN_PAGE_SHIFT).then_some(s)
+    (s >= MIN_PAGE_SHIFT).then_some((s, end))
 }
 
-/// Plans the translation of `[iova, iova + total)` made of `chunks` in order.
-pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
-    // The page sizes that work are 4 KiB up to a largest one (each condition of `count_at`
-    // at size 2^s holds at every smaller size), and a larger working size never needs more
-    // entries. So: find the largest working size in one pass (as Linux
-    // ib_umem_find_best_pgsz ORs the VA/PA differences and interior boundaries into one
-    // mask), then the smallest size with its count by bisection ("the smallest page size
-    // that results in the minimum number of required pages", ib_umem_find_best_pgsz).
-    if let [c] = chunks {
-        return plan_one(c, iova);
-    }
-    let smax = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
-    let Some(nmax) = count_at(chunks, iova, smax) else {
-        return Err(InvalidInput::PageList.into());
-    };
+/// The page size of [`plan`] for the region `[iova, end)` whose largest working page shift
+/// is `smax`: the smallest size with the fewest entries ("the smallest page size that results
+/// in the minimum number of required pages", Linux ib_umem_find_best_pgsz), and that count.
+///
+/// At every working size the chunks' boundaries inside the region are page boundaries, so
+/// their pages tile the region's: the count at size `2^s` is the pages `[iova, end)` spans,
+/// `ceil(end / 2^s) - floor(iova / 2^s)`, the per-chunk sum without walking the chunks. A
+/// larger working size never needs more entries: bisection between 4 KiB and `smax`.
+fn fewest(iova: u64, end: u64, smax: u32) -> Result<(u32, u64)> {
+    let count = |s: u32| end.div_ceil(1u64 << s) - (iova >> s);
+    let nmax = count(smax);
     let (mut lo, mut hi) = (MIN_PAGE_SHIFT, smax);
     while lo < hi {
         let mid = (lo + hi) / 2;
-        match count_at(chunks, iova, mid) {
-            Some(n) if n == nmax => hi = mid,
-            _ => lo = mid + 1,
+        if count(mid) == nmax {
+            hi = mid;
+        } else {
+            lo = mid + 1;
         }
     }
-    let (n, s) = (nmax, lo);
     // Bounded before anything is allocated for the list.
-    if n > MAX_MTT_ENTRIES {
+    if nmax > MAX_MTT_ENTRIES {
         return Err(InvalidInput::TooManyTranslations {
-            entries: n,
+            entries: nmax,
             max: MAX_MTT_ENTRIES,
         }
         .into());
     }
+    Ok((lo, nmax))
+}
+
+/// Plans the translation of `[iova, iova + total)` made of `chunks` in order: one pass to
+/// find the largest working page size ([`max_shift`]), the size from a formula ([`fewest`]),
+/// one pass writing the entries.
+pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
+    if let [c] = chunks {
+        return plan_one(c, iova);
+    }
+    let (smax, end) = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
+    let (s, n) = fewest(iova, end, smax)?;
     let ps = 1u64 << s;
-    let mut entries = Entries::with_capacity(n as usize);
+    let mut entries = Vec::with_capacity(n as usize);
     let mut v = iova;
     for c in chunks {
         let end = v + c.len;
         // Physical address of the page holding v.
-        let mut p = c.bus - (v & (ps - 1));
-        let mut page = v >> s;
-        while page < end.div_ceil(ps) {
-            entries.push(p);
+        let first = c.bus - (v & (ps - 1));
+        // The pages of [v, end) (`end > v`: no chunk is empty), by shifts: `ps` is a power
+        // of two the compiler does not know of, and a division per chunk was a third of
+        // this loop.
+        let pages = ((end - 1) >> s) - (v >> s) + 1;
+        if pages == 1 {
+            // Every chunk of a list of small pages: no range set up.
+            entries.push(first);
+        } else {
             // Past the last page this may wrap (a chunk ending in the top page); unused then.
-            p = p.wrapping_add(ps);
-            page += 1;
+            entries.extend((0..pages).map(|i| first.wrapping_add(i * ps)));
         }
         v = end;
     }
     Ok(Translation {
         page_shift: s,
-        entries,
+        entries: entries.into(),
     })
 }
 
@@ -143,9 +164,7 @@ pub(super) fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
     if smax < MIN_PAGE_SHIFT {
         return Err(InvalidInput::PageList.into());
     }
-    // `count_at` of one chunk.
-    let count = |s: u32| end.div_ceil(1u64 << s) - (iova >> s);
-    let nmax = count(smax);
+    let nmax = end.div_ceil(1u64 << smax) - (iova >> smax);
     if nmax == 1 {
         let (s, first) = one_page_of(c, iova, end);
         return Ok(Translation {
@@ -153,29 +172,14 @@ pub(super) fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
             entries: Entries::one(first),
         });
     }
-    let (mut lo, mut hi) = (MIN_PAGE_SHIFT, smax);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if count(mid) == nmax {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    if nmax > MAX_MTT_ENTRIES {
-        return Err(InvalidInput::TooManyTranslations {
-            entries: nmax,
-            max: MAX_MTT_ENTRIES,
-        }
-        .into());
-    }
+    let (lo, nmax) = fewest(iova, end, smax)?;
     let ps = 1u64 << lo;
     let first = c.bus - (iova & (ps - 1));
     // Past the last page this may wrap (a chunk ending in the top page); unused then.
-    let entries = (0..nmax).map(|i| first.wrapping_add(i * ps)).collect();
+    let entries: Vec<u64> = (0..nmax).map(|i| first.wrapping_add(i * ps)).collect();
     Ok(Translation {
         page_shift: lo,
-        entries,
+        entries: entries.into(),
     })
 }
 
@@ -228,11 +232,10 @@ pub(crate) fn one_page(c: &PhysChunk, iova: u64) -> Option<(u32, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::vec::Vec;
 
     /// The general walk of `plan`, without the one-chunk shortcut.
     fn plan_walk(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
-        let smax = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
+        let (smax, _) = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
         let nmax = count_at(chunks, iova, smax).ok_or(InvalidInput::PageList)?;
         let s = (MIN_PAGE_SHIFT..=smax)
             .find(|&s| count_at(chunks, iova, s) == Some(nmax))
@@ -484,6 +487,37 @@ mod tests {
         .is_err());
     }
 
+    /// The translation by trying every page size with the per-chunk walk (`count_at`) and
+    /// listing each chunk's pages: what `plan` was before it counted by formula and wrote
+    /// the list in one pass.
+    fn plan_reference(c: &[PhysChunk], iova: u64) -> Option<Translation> {
+        let mut best: Option<(u64, u32)> = None;
+        for s in MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT {
+            if let Some(n) = count_at(c, iova, s) {
+                if best.is_none_or(|(bn, _)| n < bn) {
+                    best = Some((n, s));
+                }
+            }
+        }
+        let (_, s) = best?;
+        let ps = 1u64 << s;
+        let mut entries = Vec::new();
+        let mut v = iova;
+        for ch in c {
+            let end = v + ch.len;
+            let mut p = ch.bus - (v & (ps - 1));
+            for _ in (v >> s)..end.div_ceil(ps) {
+                entries.push(p);
+                p = p.wrapping_add(ps);
+            }
+            v = end;
+        }
+        Some(Translation {
+            page_shift: s,
+            entries: entries.into(),
+        })
+    }
+
     /// The one-pass planner picks what trying every page size picks (fewest entries, the
     /// smallest size on a tie), on random layouts of mixed page sizes and offsets.
     #[test]
@@ -538,6 +572,12 @@ mod tests {
                 .ok()
                 .map(|t| (t.entries.len() as u64, t.page_shift));
             assert_eq!(got, brute(&chunks, iova), "{chunks:x?} at {iova:#x}");
+            // The same entries as listing every chunk's pages at that size.
+            assert_eq!(
+                plan(&chunks, iova).ok(),
+                plan_reference(&chunks, iova),
+                "{chunks:x?} at {iova:#x}"
+            );
         }
     }
 }

@@ -104,19 +104,33 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
                 return Err(bad_param(syndrome::MTT_TOO_FEW));
             }
             let mut entries = Vec::with_capacity(room as usize);
-            for chunk in list.chunks_exact(8).take(npages as usize) {
-                let raw = u64::from_be_bytes(chunk.try_into().unwrap_or([0; 8]));
-                // mlx5_ifc_mtt_bits: ptag above bit 8, wr_en bit 1, rd_en bit 0; the enables
-                // count only with pg_access (facts trap 6).
-                let addr = raw & !0xff;
-                if addr & (page as u64 - 1) != 0 {
-                    return Err(bad_param(syndrome::MTT_MISALIGNED));
-                }
-                entries.push(MttEntry::new(
-                    addr,
-                    !pg_access || raw & mkey::MTT_READ != 0,
-                    !pg_access || raw & mkey::MTT_WRITE != 0,
-                ));
+            // Every entry is checked, in bulk: the address bits below the page size of all
+            // entries OR'ed together, refused after the pass if any is set (nothing is kept
+            // then). mlx5_ifc_mtt_bits: ptag above bit 8, wr_en bit 1, rd_en bit 0; the
+            // enables count only with pg_access (facts trap 6), else both are set.
+            let low = page as u64 - 1;
+            let forced = if pg_access {
+                0
+            } else {
+                mkey::MTT_READ | mkey::MTT_WRITE
+            };
+            let mut misaligned = 0u64;
+            entries.extend(
+                list[..npages as usize * mkey::MTT_ENTRY_SIZE]
+                    .chunks_exact(mkey::MTT_ENTRY_SIZE)
+                    .map(|chunk| {
+                        let raw = u64::from_be_bytes(chunk.try_into().unwrap_or([0; 8]));
+                        let addr = raw & !0xff;
+                        misaligned |= addr & low;
+                        MttEntry::new(
+                            addr,
+                            (raw | forced) & mkey::MTT_READ != 0,
+                            (raw | forced) & mkey::MTT_WRITE != 0,
+                        )
+                    }),
+            );
+            if misaligned != 0 {
+                return Err(bad_param(syndrome::MTT_MISALIGNED));
             }
             entries.resize(room as usize, MttEntry(0));
             Translation::Mtt {
