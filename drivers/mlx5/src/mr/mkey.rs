@@ -141,8 +141,8 @@ pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
 fn put_mtt(buf: &mut alloc::vec::Vec<u8>, entries: &[u64], flags: u64) {
     let mut tmp = [0u8; PUT_BLOCK * mkey::MTT_ENTRY_SIZE];
     for part in entries.chunks(PUT_BLOCK) {
-        for (d, e) in tmp.chunks_exact_mut(mkey::MTT_ENTRY_SIZE).zip(part) {
-            d.copy_from_slice(&(e | flags).to_be_bytes());
+        for (d, e) in tmp.as_chunks_mut::<8>().0.iter_mut().zip(part) {
+            *d = (e | flags).to_be_bytes();
         }
         buf.extend_from_slice(&tmp[..part.len() * mkey::MTT_ENTRY_SIZE]);
     }

@@ -58,32 +58,74 @@ fn count_at(chunks: &[PhysChunk], iova: u64, s: u32) -> Option<u64> {
     Some(n)
 }
 
-/// The largest page shift (at most [`MAX_PAGE_SHIFT`]) at which `chunks` at `iova` can be
-/// translated, with the region's end (`iova` plus the chunks' lengths); `None` when not even
-/// 4 KiB works or a chunk is empty or wraps. One pass, the conditions gathered in bulk: every
-/// chunk's virtual-physical difference and every interior boundary (the end of each chunk but
-/// the last: the next one starts there) OR'ed into one mask, as Linux
-/// ib_umem_find_best_pgsz does, and empty or wrapping chunks into one flag.
-fn max_shift(chunks: &[PhysChunk], iova: u64) -> Option<(u32, u64)> {
+/// What one pass over the chunks finds ([`scan`]).
+struct Scan {
+    /// The largest page shift (at most [`MAX_PAGE_SHIFT`]) at which the chunks can be
+    /// translated.
+    smax: u32,
+    /// The region's end: `iova` plus the chunks' lengths.
+    end: u64,
+    /// Each chunk's 4 KiB page, when every chunk lies within one 4 KiB page (a list of small
+    /// pages): the translation at 4 KiB, written during the pass.
+    small: Option<Vec<u64>>,
+}
+
+/// One pass over `chunks` at `iova`: the largest working page shift and the region's end,
+/// `None` when not even 4 KiB works or a chunk is empty or wraps. The conditions are
+/// gathered in bulk: every chunk's virtual-physical difference and every interior boundary
+/// (the end of each chunk but the last: the next one starts there) OR'ed into one mask, as
+/// Linux ib_umem_find_best_pgsz does, and empty or wrapping chunks into one flag. On the way
+/// each chunk's 4 KiB page is written down, which is the whole translation of a list of
+/// small pages (a second pass then writes nothing); a list of more entries than
+/// [`MAX_MTT_ENTRIES`] writes none.
+fn scan(chunks: &[PhysChunk], iova: u64) -> Option<Scan> {
+    const MASK4K: u64 = (1 << MIN_PAGE_SHIFT) - 1;
     let (last, inner) = chunks.split_last()?;
-    let mut v = iova;
-    let mut m = 0u64;
-    let mut bad = false;
-    for c in inner {
-        let (end, o1) = v.overflowing_add(c.len);
-        let o2 = c.bus.overflowing_add(c.len).1;
-        bad |= (c.len == 0) | o1 | o2;
-        m |= (v ^ c.bus) | end;
-        v = end;
+    let spec = chunks.len() as u64 <= MAX_MTT_ENTRIES;
+    let mut small = Vec::with_capacity(if spec { chunks.len() } else { 0 });
+    // (v, mask, empty or wrapping, wide): `wide` is non-zero once a chunk spans two 4 KiB
+    // pages.
+    let mut st = (iova, 0u64, false, 0u64);
+    // One chunk but the last; returns the physical 4 KiB page holding v (junk when the
+    // offsets differ: then unused).
+    let mut step = |c: &PhysChunk| -> u64 {
+        let (v, m, bad, wide) = &mut st;
+        // `end <= v`: empty (equal) or wrapped past 2^64 (below).
+        let end = v.wrapping_add(c.len);
+        *bad |= (end <= *v) | (c.bus.wrapping_add(c.len) < c.bus);
+        *m |= (*v ^ c.bus) | end;
+        *wide |= (end.wrapping_sub(1) ^ *v) >> MIN_PAGE_SHIFT;
+        let page = c.bus.wrapping_sub(*v & MASK4K);
+        *v = end;
+        page
+    };
+    if spec {
+        // Written as the pass goes (a length known in advance: no check per entry).
+        small.extend(inner.iter().map(&mut step));
+    } else {
+        inner.iter().for_each(|c| {
+            step(c);
+        });
     }
-    let (end, o1) = v.overflowing_add(last.len);
-    let o2 = last.bus.overflowing_add(last.len).1;
-    if bad | (last.len == 0) | o1 | o2 {
+    let (v, mut m, bad, mut wide) = st;
+    let end = v.wrapping_add(last.len);
+    if bad | (end <= v) | (last.bus.wrapping_add(last.len) < last.bus) {
         return None;
     }
     m |= v ^ last.bus;
-    let s = m.trailing_zeros().min(MAX_PAGE_SHIFT);
-    (s >= MIN_PAGE_SHIFT).then_some((s, end))
+    wide |= ((end - 1) ^ v) >> MIN_PAGE_SHIFT;
+    if spec {
+        small.push(last.bus.wrapping_sub(v & MASK4K));
+    }
+    let smax = m.trailing_zeros().min(MAX_PAGE_SHIFT);
+    (smax >= MIN_PAGE_SHIFT).then_some(Scan {
+        smax,
+        end,
+        // One 4 KiB page per chunk: the translation. No larger working size needs fewer
+        // entries: its pages tile the chunks too (interior boundaries are page boundaries),
+        // one at least per chunk, and on a tie the smaller size wins ([`fewest`]).
+        small: (spec && wide == 0).then_some(small),
+    })
 }
 
 /// The page size of [`plan`] for the region `[iova, end)` whose largest working page shift
@@ -118,14 +160,31 @@ fn fewest(iova: u64, end: u64, smax: u32) -> Result<(u32, u64)> {
 }
 
 /// Plans the translation of `[iova, iova + total)` made of `chunks` in order: one pass to
-/// find the largest working page size ([`max_shift`]), the size from a formula ([`fewest`]),
-/// one pass writing the entries.
+/// find the largest working page size ([`scan`]), the size from a formula ([`fewest`]), one
+/// pass writing the entries (none for a list of small pages: the scan wrote them).
 pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
+    plan_to(chunks, iova).map(|(t, _)| t)
+}
+
+/// [`plan`], and the region's end (`iova` plus the chunks' lengths, which it proved do not
+/// wrap).
+pub(super) fn plan_to(chunks: &[PhysChunk], iova: u64) -> Result<(Translation, u64)> {
     if let [c] = chunks {
-        return plan_one(c, iova);
+        // `plan_one` refuses an `iova + len` that wraps.
+        return plan_one(c, iova).map(|t| (t, iova.wrapping_add(c.len)));
     }
-    let (smax, end) = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
-    let (s, n) = fewest(iova, end, smax)?;
+    let sc = scan(chunks, iova).ok_or(InvalidInput::PageList)?;
+    let end = sc.end;
+    let (s, n) = fewest(iova, end, sc.smax)?;
+    if let Some(small) = sc.small {
+        // `fewest` at a largest size of 4 KiB: 4 KiB, one entry per chunk.
+        debug_assert_eq!((s, n), (MIN_PAGE_SHIFT, small.len() as u64));
+        let t = Translation {
+            page_shift: s,
+            entries: small.into(),
+        };
+        return Ok((t, end));
+    }
     let ps = 1u64 << s;
     let mut entries = Vec::with_capacity(n as usize);
     let mut v = iova;
@@ -134,11 +193,9 @@ pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
         // Physical address of the page holding v.
         let first = c.bus - (v & (ps - 1));
         // The pages of [v, end) (`end > v`: no chunk is empty), by shifts: `ps` is a power
-        // of two the compiler does not know of, and a division per chunk was a third of
-        // this loop.
+        // of two the compiler does not know of.
         let pages = ((end - 1) >> s) - (v >> s) + 1;
         if pages == 1 {
-            // Every chunk of a list of small pages: no range set up.
             entries.push(first);
         } else {
             // Past the last page this may wrap (a chunk ending in the top page); unused then.
@@ -146,10 +203,11 @@ pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
         }
         v = end;
     }
-    Ok(Translation {
+    let t = Translation {
         page_shift: s,
         entries: entries.into(),
-    })
+    };
+    Ok((t, end))
 }
 
 /// [`plan`] of one chunk (the common small registration), without the general walk: the
@@ -159,7 +217,7 @@ pub(super) fn plan_one(c: &PhysChunk, iova: u64) -> Result<Translation> {
         return Err(InvalidInput::PageList.into());
     }
     let end = iova.checked_add(c.len).ok_or(InvalidInput::PageList)?;
-    // Same offset inside the page, virtually and physically (`max_shift` of one chunk).
+    // Same offset inside the page, virtually and physically (`scan` of one chunk).
     let smax = (iova ^ c.bus).trailing_zeros().min(MAX_PAGE_SHIFT);
     if smax < MIN_PAGE_SHIFT {
         return Err(InvalidInput::PageList.into());
@@ -235,7 +293,7 @@ mod tests {
 
     /// The general walk of `plan`, without the one-chunk shortcut.
     fn plan_walk(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
-        let (smax, _) = max_shift(chunks, iova).ok_or(InvalidInput::PageList)?;
+        let smax = scan(chunks, iova).ok_or(InvalidInput::PageList)?.smax;
         let nmax = count_at(chunks, iova, smax).ok_or(InvalidInput::PageList)?;
         let s = (MIN_PAGE_SHIFT..=smax)
             .find(|&s| count_at(chunks, iova, s) == Some(nmax))
@@ -516,6 +574,76 @@ mod tests {
             page_shift: s,
             entries: entries.into(),
         })
+    }
+
+    /// Lists whose every chunk lies within one 4 KiB page (the scan writes their translation
+    /// itself): the same translation as listing every chunk's pages, scattered or adjacent,
+    /// with unaligned heads and tails, at IOVAs that allow larger page sizes, and the
+    /// refusals (a gap inside a page, mismatched offsets).
+    #[test]
+    fn small_page_lists_match_the_reference() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut small = 0;
+        for _ in 0..2000 {
+            let n = 2 + (rnd() % 40) as usize;
+            let adjacent = rnd() % 4 == 0;
+            let base = (rnd() % (1 << 36)) << 12;
+            let mut chunks: Vec<PhysChunk> = (0..n as u64)
+                .map(|i| PhysChunk {
+                    bus: if adjacent {
+                        base + (i << 12)
+                    } else {
+                        (rnd() % (1 << 36)) << 12
+                    },
+                    len: 4096,
+                })
+                .collect();
+            match rnd() % 4 {
+                0 => {
+                    let off = rnd() % 4096;
+                    chunks[0].bus += off;
+                    chunks[0].len -= off;
+                }
+                1 => {
+                    let l = n - 1;
+                    chunks[l].len -= rnd() % 4096;
+                }
+                // A chunk boundary inside a page: refused.
+                2 if rnd() % 4 == 0 => chunks[n / 2].len -= 1 + rnd() % 4095,
+                _ => {}
+            }
+            let iova = match rnd() % 3 {
+                0 => chunks[0].bus,
+                1 => ((rnd() % (1 << 30)) << 12) | (chunks[0].bus & 0xfff),
+                // Mismatched offsets, most of the time.
+                _ => rnd() % (1 << 45),
+            };
+            let got = plan(&chunks, iova).ok();
+            assert_eq!(got, plan_reference(&chunks, iova), "{chunks:x?} at {iova:#x}");
+            small += got.is_some_and(|t| t.page_shift == MIN_PAGE_SHIFT) as usize;
+        }
+        assert!(small > 500, "lists of small pages were planned ({small})");
+        // One-page chunks at a larger working size (8 KiB: offsets agree, the boundary is
+        // 8 KiB-aligned): as many entries there, so 4 KiB, as the reference.
+        let two = [
+            PhysChunk {
+                bus: 0x1_1800,
+                len: 0x800,
+            },
+            PhysChunk {
+                bus: 0x1_2000,
+                len: 0x800,
+            },
+        ];
+        let t = plan(&two, 0x1800).unwrap();
+        assert_eq!((t.page_shift, &t.entries[..]), (12, &[0x1_1000, 0x1_2000][..]));
+        assert_eq!(Some(t), plan_reference(&two, 0x1800));
     }
 
     /// The one-pass planner picks what trying every page size picks (fewest entries, the

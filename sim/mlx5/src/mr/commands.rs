@@ -105,31 +105,25 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
             }
             let mut entries = Vec::with_capacity(room as usize);
             // Every entry is checked, in bulk: the address bits below the page size of all
-            // entries OR'ed together, refused after the pass if any is set (nothing is kept
-            // then). mlx5_ifc_mtt_bits: ptag above bit 8, wr_en bit 1, rd_en bit 0; the
-            // enables count only with pg_access (facts trap 6), else both are set.
-            let low = page as u64 - 1;
+            // entries OR'ed together, refused if any is set.
+            // mlx5_ifc_mtt_bits: ptag above bit 8, wr_en bit 1, rd_en bit 0; the enables
+            // count only with pg_access (facts trap 6).
+            let low = (page as u64 - 1) & !0xff;
             let forced = if pg_access {
                 0
             } else {
                 mkey::MTT_READ | mkey::MTT_WRITE
             };
+            let (raw, _) = list[..npages as usize * mkey::MTT_ENTRY_SIZE].as_chunks::<8>();
+            // One pass, in place (the check's OR and the constants stay in registers).
+            entries.resize(raw.len(), MttEntry(0));
             let mut misaligned = 0u64;
-            entries.extend(
-                list[..npages as usize * mkey::MTT_ENTRY_SIZE]
-                    .chunks_exact(mkey::MTT_ENTRY_SIZE)
-                    .map(|chunk| {
-                        let raw = u64::from_be_bytes(chunk.try_into().unwrap_or([0; 8]));
-                        let addr = raw & !0xff;
-                        misaligned |= addr & low;
-                        MttEntry::new(
-                            addr,
-                            (raw | forced) & mkey::MTT_READ != 0,
-                            (raw | forced) & mkey::MTT_WRITE != 0,
-                        )
-                    }),
-            );
-            if misaligned != 0 {
+            for (d, b) in entries.iter_mut().zip(raw) {
+                let raw = u64::from_be_bytes(*b);
+                misaligned |= raw;
+                *d = MttEntry::from_mtt(raw, forced);
+            }
+            if misaligned & low != 0 {
                 return Err(bad_param(syndrome::MTT_MISALIGNED));
             }
             entries.resize(room as usize, MttEntry(0));
