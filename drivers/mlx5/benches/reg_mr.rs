@@ -170,7 +170,9 @@ fn main() {
         return;
     }
     for (name, size) in sizes {
-        rows.extend(sized_rows(&ctx, &pd, &hal, &ring, &hugepages, name, size, reps));
+        rows.extend(sized_rows(
+            &ctx, &pd, &hal, &ring, &hugepages, name, size, reps,
+        ));
     }
     drop(hugepages);
     rows.push(huge_region(&ctx, &pd, reps));
@@ -197,7 +199,9 @@ fn main() {
             && libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30) == 1
     };
     if tuned {
-        let backing = hal.dma_alloc(1024 * MIB, 1024 * MIB).expect("backing memory");
+        let backing = hal
+            .dma_alloc(1024 * MIB, 1024 * MIB)
+            .expect("backing memory");
         let mut samplers = ours(&ctx, &pd, &backing, "1 GiB", 1024 * MIB);
         let rs: Vec<Row> = interleave(&mut samplers, reps);
         drop(samplers);

@@ -355,11 +355,16 @@ impl<H: Hal> CmdQueue<H> {
                     0
                 };
                 let (blk, off) = self.block(slot, first + k);
-                blk.fill(off, cmd_prot_block::SIZE, 0)?;
                 if chain == 0 {
+                    // The data written once (not zeroed first: a 2 Ki-block chain of a
+                    // large CREATE_MKEY wrote every byte twice), the rest of the block zeroed.
                     let from = cmdq::INLINE_SIZE + k * cmdq::DATA_BLOCK_SIZE;
                     let to = (from + cmdq::DATA_BLOCK_SIZE).min(inb.len());
                     blk.write(off + cmd_prot_block::DATA, &inb[from..to])?;
+                    let rest = off + cmd_prot_block::DATA + (to - from);
+                    blk.fill(rest, cmd_prot_block::SIZE - (rest - off), 0)?;
+                } else {
+                    blk.fill(off, cmd_prot_block::SIZE, 0)?;
                 }
                 blk.write_be64(off + cmd_prot_block::NEXT, next)?;
                 blk.write_be32(off + cmd_prot_block::BLOCK_NUM, k as u32)?;

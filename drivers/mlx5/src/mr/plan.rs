@@ -76,25 +76,23 @@ struct Scan {
 /// (the end of each chunk but the last: the next one starts there) OR'ed into one mask, as
 /// Linux ib_umem_find_best_pgsz does, and empty or wrapping chunks into one flag. On the way
 /// each chunk's 4 KiB page is written down, which is the whole translation of a list of
-/// small pages (a second pass then writes nothing); a list of more entries than
+/// small pages (a second pass then writes nothing); a list of more chunks than
 /// [`MAX_MTT_ENTRIES`] writes none.
 fn scan(chunks: &[PhysChunk], iova: u64) -> Option<Scan> {
     const MASK4K: u64 = (1 << MIN_PAGE_SHIFT) - 1;
     let (last, inner) = chunks.split_last()?;
     let spec = chunks.len() as u64 <= MAX_MTT_ENTRIES;
     let mut small = Vec::with_capacity(if spec { chunks.len() } else { 0 });
-    // (v, mask, empty or wrapping, wide): `wide` is non-zero once a chunk spans two 4 KiB
-    // pages.
-    let mut st = (iova, 0u64, false, 0u64);
+    // (v, mask, empty or wrapping).
+    let mut st = (iova, 0u64, false);
     // One chunk but the last; returns the physical 4 KiB page holding v (junk when the
     // offsets differ: then unused).
     let mut step = |c: &PhysChunk| -> u64 {
-        let (v, m, bad, wide) = &mut st;
+        let (v, m, bad) = &mut st;
         // `end <= v`: empty (equal) or wrapped past 2^64 (below).
         let end = v.wrapping_add(c.len);
         *bad |= (end <= *v) | (c.bus.wrapping_add(c.len) < c.bus);
         *m |= (*v ^ c.bus) | end;
-        *wide |= (end.wrapping_sub(1) ^ *v) >> MIN_PAGE_SHIFT;
         let page = c.bus.wrapping_sub(*v & MASK4K);
         *v = end;
         page
@@ -107,24 +105,30 @@ fn scan(chunks: &[PhysChunk], iova: u64) -> Option<Scan> {
             step(c);
         });
     }
-    let (v, mut m, bad, mut wide) = st;
+    let (v, mut m, bad) = st;
     let end = v.wrapping_add(last.len);
     if bad | (end <= v) | (last.bus.wrapping_add(last.len) < last.bus) {
         return None;
     }
     m |= v ^ last.bus;
-    wide |= ((end - 1) ^ v) >> MIN_PAGE_SHIFT;
     if spec {
         small.push(last.bus.wrapping_sub(v & MASK4K));
     }
     let smax = m.trailing_zeros().min(MAX_PAGE_SHIFT);
-    (smax >= MIN_PAGE_SHIFT).then_some(Scan {
+    if smax < MIN_PAGE_SHIFT {
+        return None;
+    }
+    // The chunks' pages tile the region's at every working size (interior boundaries are
+    // page boundaries), one page at least per chunk: as many 4 KiB pages as chunks exactly
+    // when each chunk lies within one, and then `small` is the translation. No larger working
+    // size needs fewer entries (one at least per chunk there too), and on a tie the smaller
+    // size wins ([`fewest`]).
+    let pages4k = end.div_ceil(1 << MIN_PAGE_SHIFT) - (iova >> MIN_PAGE_SHIFT);
+    let one_each = spec && pages4k == chunks.len() as u64;
+    Some(Scan {
         smax,
         end,
-        // One 4 KiB page per chunk: the translation. No larger working size needs fewer
-        // entries: its pages tile the chunks too (interior boundaries are page boundaries),
-        // one at least per chunk, and on a tie the smaller size wins ([`fewest`]).
-        small: (spec && wide == 0).then_some(small),
+        small: one_each.then_some(small),
     })
 }
 
@@ -625,7 +629,11 @@ mod tests {
                 _ => rnd() % (1 << 45),
             };
             let got = plan(&chunks, iova).ok();
-            assert_eq!(got, plan_reference(&chunks, iova), "{chunks:x?} at {iova:#x}");
+            assert_eq!(
+                got,
+                plan_reference(&chunks, iova),
+                "{chunks:x?} at {iova:#x}"
+            );
             small += got.is_some_and(|t| t.page_shift == MIN_PAGE_SHIFT) as usize;
         }
         assert!(small > 500, "lists of small pages were planned ({small})");
@@ -642,7 +650,10 @@ mod tests {
             },
         ];
         let t = plan(&two, 0x1800).unwrap();
-        assert_eq!((t.page_shift, &t.entries[..]), (12, &[0x1_1000, 0x1_2000][..]));
+        assert_eq!(
+            (t.page_shift, &t.entries[..]),
+            (12, &[0x1_1000, 0x1_2000][..])
+        );
         assert_eq!(Some(t), plan_reference(&two, 0x1800));
     }
 

@@ -115,17 +115,17 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
                 mkey::MTT_READ | mkey::MTT_WRITE
             };
             let (raw, _) = list[..npages as usize * mkey::MTT_ENTRY_SIZE].as_chunks::<8>();
-            // One pass, in place (the check's OR and the constants stay in registers).
-            entries.resize(raw.len(), MttEntry(0));
-            let mut misaligned = 0u64;
-            for (d, b) in entries.iter_mut().zip(raw) {
-                let raw = u64::from_be_bytes(*b);
-                misaligned |= raw;
-                *d = MttEntry::from_mtt(raw, forced);
-            }
-            if misaligned & low != 0 {
+            // The check first: the entries OR'ed as they lie (byte order does not matter
+            // to an OR; one swap of the result), then the entries decoded into the key's
+            // list, each written once.
+            let any = raw.iter().fold(0, |a, b| a | u64::from_ne_bytes(*b));
+            if u64::from_be(any) & low != 0 {
                 return Err(bad_param(syndrome::MTT_MISALIGNED));
             }
+            entries.extend(
+                raw.iter()
+                    .map(|b| MttEntry::from_mtt(u64::from_be_bytes(*b), forced)),
+            );
             entries.resize(room as usize, MttEntry(0));
             Translation::Mtt {
                 page_shift,
