@@ -1,5 +1,6 @@
 //! `--instructions` and its child runs `--callgrind`: instructions per small registration,
-//! counted by callgrind (the `reg_mr` bench's instruction table; README "Memory registration").
+//! counted by callgrind (the `reg_mr` bench's instruction table; README "Memory registration"),
+//! and per page of a large region of scattered 4 KiB pages.
 
 use super::common::*;
 use mlx5::mr::PhysChunk;
@@ -205,6 +206,24 @@ fn large_child(path: &str) {
     let _ = ctx.close();
 }
 
+/// The large-region table of `--instructions`: one registration of each region of
+/// [`large_child`] (scattered 4 KiB pages) counted whole, per page.
+fn large_counts(collected: &dyn Fn(&str, u32, &str) -> Option<u64>) {
+    println!("| region (scattered 4 KiB pages, driver + model) | Ir of one reg_mr | instructions per page |");
+    println!("|---|---:|---:|");
+    for (path, what, pages) in [
+        ("large-64", "64 MiB", 16384u64),
+        ("large-1024", "1 GiB", 262_144),
+        ("large-1024-unaligned", "1 GiB, unaligned", 262_144),
+    ] {
+        match collected("measure_large", 0, path) {
+            Some(ir) => println!("| {what} | {ir} | {:.1} |", ir as f64 / pages as f64),
+            None => println!("| {what} | SKIPPED: callgrind run failed | |"),
+        }
+    }
+    println!();
+}
+
 /// `--instructions`: runs this binary under `valgrind --tool=callgrind` for each path of
 /// [`PATHS`], as
 ///
@@ -214,7 +233,8 @@ fn large_child(path: &str) {
 /// ```
 /// with `<n>` 124 and 248, and prints `(Ir(248) - Ir(124)) / 124`: the marginal instructions
 /// of one registration or deregistration, driver and in-process model together (fixed costs
-/// cancel out).
+/// cancel out). First, the large regions' table ([`large_counts`]: `--path=large-*`, one
+/// registration counted whole).
 pub(crate) fn instruction_counts() {
     let exe = std::env::current_exe().expect("own path");
     let probe = std::process::Command::new("valgrind")
@@ -243,6 +263,7 @@ pub(crate) fn instruction_counts() {
         let line = err.lines().find(|l| l.contains("Collected :"))?;
         line.rsplit(':').next()?.trim().parse().ok()
     };
+    large_counts(&collected);
     println!(
         "| path (4 KiB MRs, driver + model) | Ir (n=124) | Ir (n=248) | instructions per MR |"
     );

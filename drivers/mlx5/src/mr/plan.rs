@@ -74,24 +74,25 @@ struct Scan {
 /// `None` when not even 4 KiB works or a chunk is empty or wraps. The conditions are
 /// gathered in bulk: every chunk's virtual-physical difference and every interior boundary
 /// (the end of each chunk but the last: the next one starts there) OR'ed into one mask, as
-/// Linux ib_umem_find_best_pgsz does, and empty or wrapping chunks into one flag. On the way
-/// each chunk's 4 KiB page is written down, which is the whole translation of a list of
-/// small pages (a second pass then writes nothing); a list of more chunks than
-/// [`MAX_MTT_ENTRIES`] writes none.
+/// Linux ib_umem_find_best_pgsz does; the lengths (less one) and the bus addresses OR'ed
+/// into two words that bound them, which shows at the end that nothing wrapped (else
+/// [`fits`] tests chunk by chunk). On the way each chunk's 4 KiB page is written down, which
+/// is the whole translation of a list of small pages (a second pass then writes nothing); a
+/// list of more chunks than [`MAX_MTT_ENTRIES`] writes none.
 fn scan(chunks: &[PhysChunk], iova: u64) -> Option<Scan> {
     const MASK4K: u64 = (1 << MIN_PAGE_SHIFT) - 1;
     let (last, inner) = chunks.split_last()?;
     let spec = chunks.len() as u64 <= MAX_MTT_ENTRIES;
     let mut small = Vec::with_capacity(if spec { chunks.len() } else { 0 });
-    // (v, mask, empty or wrapping).
-    let mut st = (iova, 0u64, false);
+    // (v, mask, lengths less one, bus addresses), wrapping: exact when nothing wraps.
+    let mut st = (iova, 0u64, 0u64, 0u64);
     // One chunk but the last; returns the physical 4 KiB page holding v (junk when the
     // offsets differ: then unused).
     let mut step = |c: &PhysChunk| -> u64 {
-        let (v, m, bad) = &mut st;
-        // `end <= v`: empty (equal) or wrapped past 2^64 (below).
+        let (v, m, lens, buses) = &mut st;
         let end = v.wrapping_add(c.len);
-        *bad |= (end <= *v) | (c.bus.wrapping_add(c.len) < c.bus);
+        *lens |= c.len.wrapping_sub(1);
+        *buses |= c.bus;
         *m |= (*v ^ c.bus) | end;
         let page = c.bus.wrapping_sub(*v & MASK4K);
         *v = end;
@@ -105,9 +106,15 @@ fn scan(chunks: &[PhysChunk], iova: u64) -> Option<Scan> {
             step(c);
         });
     }
-    let (v, mut m, bad) = st;
+    let (v, mut m, lens, buses) = st;
     let end = v.wrapping_add(last.len);
-    if bad | (end <= v) | (last.bus.wrapping_add(last.len) < last.bus) {
+    // Every length in 1..=2^35 (an empty one is all ones less one), at most 2^28 of them:
+    // their sum is in 1..=2^63, so the region wrapped exactly when it ends at or below
+    // `iova`; bus addresses below 2^63 do not wrap with such a length. Else chunk by chunk.
+    let bounded = (lens | last.len.wrapping_sub(1)) < 1 << 35
+        && (buses | last.bus) < 1 << 63
+        && chunks.len() as u64 <= 1 << 28;
+    if !(bounded && end > iova) && !fits(chunks, iova) {
         return None;
     }
     m |= v ^ last.bus;
@@ -129,6 +136,22 @@ fn scan(chunks: &[PhysChunk], iova: u64) -> Option<Scan> {
         smax,
         end,
         small: one_each.then_some(small),
+    })
+}
+
+/// True when every chunk is non-empty and wraps neither the bus address space nor, in
+/// order from `iova`, the region's.
+fn fits(chunks: &[PhysChunk], iova: u64) -> bool {
+    let mut v = iova;
+    chunks.iter().all(|c| {
+        let ok = c.len != 0 && c.bus.checked_add(c.len).is_some();
+        match v.checked_add(c.len) {
+            Some(end) if ok => {
+                v = end;
+                true
+            }
+            _ => false,
+        }
     })
 }
 
@@ -655,6 +678,44 @@ mod tests {
             (12, &[0x1_1000, 0x1_2000][..])
         );
         assert_eq!(Some(t), plan_reference(&two, 0x1800));
+    }
+
+    /// Layouts outside the scan's quick bounds (bus addresses from 2^63, chunks above 2^35
+    /// bytes, empty chunks, wrapping the bus or the region's address space): decided chunk
+    /// by chunk, as the reference does.
+    #[test]
+    fn layouts_beyond_the_quick_bounds_match_the_reference() {
+        let c = |bus: u64, len: u64| PhysChunk { bus, len };
+        let top = u64::MAX - 0xfff; // the last 4 KiB page
+        let cases: [(&[PhysChunk], u64); 8] = [
+            // High bus addresses, valid.
+            (&[c(1 << 63, 0x1000), c((1 << 63) + 0x5000, 0x1000)], 0x1000),
+            (&[c(top - 0x1000, 0x1000), c(top - 0x3000, 0x800)], 0x7000),
+            // The last chunk ends at 2^64: wraps the bus space.
+            (&[c(top - 0x1000, 0x1000), c(top, 0x1000)], 0x1000),
+            // 64 GiB chunks (1 GiB pages), valid.
+            (&[c(1 << 40, 1 << 36), c(1 << 38, 1 << 36)], 1 << 30),
+            // An empty chunk among others.
+            (
+                &[c(0x1000, 0x1000), c(0x3000, 0), c(0x5000, 0x1000)],
+                0x1000,
+            ),
+            // The region wraps past 2^64.
+            (&[c(0x1000, 0x1000), c(0x3000, 0x1000)], u64::MAX - 0x1fff),
+            (&[c(0x1000, 0x1000), c(0x3000, 0x1000)], u64::MAX - 0xfff),
+            // Lengths that sum past 2^64 (each wraps nothing alone).
+            (&[c(0x1000, 1 << 63), c(0x1000, 1 << 63)], 0x1000),
+        ];
+        for (chunks, iova) in cases {
+            let got = plan(chunks, iova).ok();
+            assert_eq!(
+                got,
+                plan_reference(chunks, iova),
+                "{chunks:x?} at {iova:#x}"
+            );
+        }
+        assert!(plan(cases[0].0, cases[0].1).is_ok());
+        assert!(plan(cases[3].0, cases[3].1).is_ok());
     }
 
     /// The one-pass planner picks what trying every page size picks (fewest entries, the
