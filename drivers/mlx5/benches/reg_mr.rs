@@ -446,8 +446,11 @@ struct Sampler<'a> {
     row: Row,
     times: Vec<u128>,
     /// One repetition: its time, or why the row cannot run (then it stops).
-    run: Box<dyn FnMut(&mut Row) -> Result<u128, String> + 'a>,
+    run: Box<Repetition<'a>>,
 }
+
+/// One repetition of a [`Sampler`]: its time, or why the row cannot run.
+type Repetition<'a> = dyn FnMut(&mut Row) -> Result<u128, String> + 'a;
 
 /// Runs one unmeasured round of every sampler (warms the allocator, the command mailboxes
 /// and the kernel's page tables alike), then `reps` measured rounds, each running every

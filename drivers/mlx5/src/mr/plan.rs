@@ -114,7 +114,8 @@ fn scan(chunks: &[PhysChunk], iova: u64) -> Option<Scan> {
     let bounded = (lens | last.len.wrapping_sub(1)) < 1 << 35
         && (buses | last.bus) < 1 << 63
         && chunks.len() as u64 <= 1 << 28;
-    if !(bounded && end > iova) && !fits(chunks, iova) {
+    let wraps_not = (bounded && end > iova) || fits(chunks, iova);
+    if !wraps_not {
         return None;
     }
     m |= v ^ last.bus;
@@ -187,7 +188,7 @@ fn fewest(iova: u64, end: u64, smax: u32) -> Result<(u32, u64)> {
 }
 
 /// Plans the translation of `[iova, iova + total)` made of `chunks` in order: one pass to
-/// find the largest working page size ([`scan`]), the size from a formula ([`fewest`]), one
+/// find the largest working page size (`scan`), the size from a formula (`fewest`), one
 /// pass writing the entries (none for a list of small pages: the scan wrote them).
 pub fn plan(chunks: &[PhysChunk], iova: u64) -> Result<Translation> {
     plan_to(chunks, iova).map(|(t, _)| t)
