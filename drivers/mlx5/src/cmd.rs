@@ -114,10 +114,15 @@ pub struct CmdBuf {
 impl CmdBuf {
     /// `len` zero bytes with the `mbox_in` header (opcode, op_mod) set.
     pub fn new(opcode: u16, op_mod: u16, len: usize) -> CmdBuf {
-        let mut c = CmdBuf {
-            buf: alloc::vec![0u8; len.max(mbox_in::BYTES)],
-            bad: false,
-        };
+        CmdBuf::with_room(opcode, op_mod, len, 0)
+    }
+    /// [`CmdBuf::new`] with room for `extra` more bytes, which the caller appends to `buf`
+    /// (a translation list: written once, not zeroed first, and no reallocation).
+    pub fn with_room(opcode: u16, op_mod: u16, len: usize, extra: usize) -> CmdBuf {
+        let len = len.max(mbox_in::BYTES);
+        let mut buf = Vec::with_capacity(len + extra);
+        buf.resize(len, 0);
+        let mut c = CmdBuf { buf, bad: false };
         c.set(mbox_in::OPCODE, opcode.into());
         c.set(mbox_in::OP_MOD, op_mod.into());
         c

@@ -85,8 +85,7 @@ pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
     };
     // The fixed part zeroed; the list is appended below, each byte written once (no zeroed
     // megabyte written over).
-    let mut c = CmdBuf::new(opcode::CREATE_MKEY, 0, base);
-    c.buf.reserve_exact(list_bytes);
+    let mut c = CmdBuf::with_room(opcode::CREATE_MKEY, 0, base, list_bytes);
     c.set(
         create_mkey_in::PG_ACCESS,
         (p.pg_access && matches!(p.xlt, Xlt::Mtt { .. })) as u32,
