@@ -188,11 +188,13 @@ fn main() {
         spread: None,
         linux: true,
     });
-    // The 1 GiB rows of 4 KiB pages again with glibc keeping freed memory: half of the time
-    // above is the kernel faulting in and zeroing the MiB-sized buffers the driver and the
-    // in-process model allocate per registration (the MTT list, the command, the model's
-    // copy), which glibc returns to the kernel between registrations (dynamic mmap / trim
-    // thresholds). The unikernel's allocator never returns memory. Process-wide, so last.
+    // The 1 GiB rows of 4 KiB pages again with glibc keeping freed memory: the difference to
+    // the rows above is the kernel faulting in and zeroing the MiB-sized buffers the driver
+    // and the in-process model allocate per registration (the MTT list, the command, the
+    // model's copy), which glibc returns to the kernel between registrations (dynamic mmap /
+    // trim thresholds); it was half of the time while the command was built in a zeroed
+    // buffer and the model's copy grew. The unikernel's allocator never returns memory.
+    // Process-wide, so last.
     // SAFETY: mallopt only changes allocator thresholds.
     let tuned = unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20) == 1
