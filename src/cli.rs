@@ -137,8 +137,8 @@ fn hca_fault(v: &str) -> Result<String, mlx5_sim::faults::FaultSpecError> {
 }
 
 /// A wire fault spec, checked by the model's parser (`mlx5-sim --wire-fault`).
-fn wire_fault(v: &str) -> Result<String, mlx5_sim::roce::link::FaultSpecError> {
-    v.parse::<mlx5_sim::roce::link::FaultSpec>()
+fn wire_fault(v: &str) -> Result<String, mlx5_sim::link::FaultSpecError> {
+    v.parse::<mlx5_sim::link::FaultSpec>()
         .map(|_| v.to_string())
 }
 
@@ -397,16 +397,17 @@ mod tests {
         Cli::command().debug_assert();
     }
 
-    fn readme() -> String {
-        std::fs::read_to_string(crate::workspace_root().join("README.md")).expect("README.md")
+    /// The Markdown file `path` of the repository (`docs/launcher.md`, ...).
+    fn doc(path: &str) -> String {
+        std::fs::read_to_string(crate::workspace_root().join(path)).expect(path)
     }
 
-    /// Checks the README table `rows` (named `what`) against `--help`: it has a row for each
+    /// Checks the documented table `rows` (named `what`) against `--help`: it has a row for each
     /// of `must_list`, each of its rows is an option of `--help`, each row says the default
     /// that `--help` shows, and a row whose option takes one of a fixed set of values lists
     /// exactly those (`--peer-role server\|client`).
     fn check_table(what: &str, rows: &[(String, String)], must_list: &[String]) {
-        assert!(!rows.is_empty(), "the README has no {what} table");
+        assert!(!rows.is_empty(), "the docs have no {what} table");
         let mut cmd = Cli::command();
         let help = cmd.render_long_help().to_string();
         let opts = long_options(&cmd);
@@ -414,13 +415,13 @@ mod tests {
             assert!(help.contains(o.as_str()), "--help does not show {o}");
             assert!(
                 rows.iter().any(|(r, _)| r == o),
-                "the README's {what} table lacks {o} (in --help)"
+                "the {what} table lacks {o} (in --help)"
             );
         }
         for (r, _) in rows {
             assert!(
                 opts.contains(r),
-                "the README's {what} table has {r}, which --help does not know"
+                "the {what} table has {r}, which --help does not know"
             );
         }
         for a in cmd.get_arguments() {
@@ -434,7 +435,7 @@ mod tests {
                     let d = d.to_string_lossy();
                     assert!(
                         row.contains(&format!("default {d}")),
-                        "the README row of --{long} does not say `default {d}`: {row}"
+                        "the {what} row of --{long} does not say `default {d}`: {row}"
                     );
                 }
             }
@@ -459,31 +460,35 @@ mod tests {
                 assert_eq!(
                     shown,
                     Some(listed.as_str()),
-                    "the README row of --{long} does not list `{listed}`: {row}"
+                    "the {what} row of --{long} does not list `{listed}`: {row}"
                 );
             }
         }
     }
 
-    /// The launcher's table in the README lists exactly the options of `--help`, and shows each
-    /// default that `--help` shows.
+    /// The launcher's table in docs/launcher.md lists exactly the options of `--help`, and
+    /// shows each default that `--help` shows.
     #[test]
     fn readme_table_matches_help() {
-        let rows = readme_table(&readme(), "## The launcher: `cargo run -- [OPTIONS]`");
-        check_table("launcher", &rows, &long_options(&Cli::command()));
+        let rows = readme_table(&doc("docs/launcher.md"), "## Options");
+        check_table("docs/launcher.md", &rows, &long_options(&Cli::command()));
     }
 
-    /// The option table of the README's "Talking to Linux" lists every `--peer*` option of
-    /// `--help` (and only options `--help` knows), with the defaults and values it shows.
+    /// The option table of the Linux peer in docs/linux-interop.md lists every `--peer*`
+    /// option of `--help` (and only options `--help` knows), with the defaults and values it
+    /// shows.
     #[test]
     fn readme_peer_table_matches_help() {
-        let rows = readme_table(&readme(), "## Talking to Linux");
+        let rows = readme_table(
+            &doc("docs/linux-interop.md"),
+            "## The Linux soft-RoCE peer: `--peer linux`",
+        );
         let peer: Vec<String> = long_options(&Cli::command())
             .into_iter()
             .filter(|o| o.starts_with("--peer"))
             .collect();
         assert_eq!(peer.len(), 4, "{peer:?}");
-        check_table("Talking to Linux", &rows, &peer);
+        check_table("docs/linux-interop.md --peer", &rows, &peer);
     }
 
     fn parse(s: &str) -> Result<Options, clap::Error> {

@@ -3,7 +3,7 @@
 //!
 //! Bit layouts of the same objects: [`crate::cmd_queue_entry`], [`crate::cmd_if_box`],
 //! [`crate::initial_seg`], [`crate::health_buffer`], [`crate::mbox_in`], [`crate::mbox_out`].
-//! Sources are the reference facts (`mlx5_device_facts.json`); Linux means the OFED 24.07 kernel
+//! Each item cites its source header or function; Linux means the OFED 24.07 kernel
 //! tree wjz304/mlnx-ofed-kernel @2c0186b9c664, rdma-core means linux-rdma/rdma-core @691953d8d502.
 
 /// Command queue parameters.
@@ -267,7 +267,7 @@ pub mod init_seg {
     /// `ieee1588_clk_type`.
     pub const IEEE1588_CLK_TYPE: usize = 0x2008;
     /// `clr_intx` in the C struct; the PRM bits put `clear_int` at dword 0x100c instead
-    /// (unresolved, legacy INTx only; facts trap 30).
+    /// (unresolved, legacy INTx only; Linux mlx5_ifc.h `mlx5_ifc_initial_seg_bits`).
     pub const CLR_INTX: usize = 0x200c;
     /// `sizeof(struct mlx5_init_seg)`.
     pub const SIZE: usize = 8208;

@@ -2,8 +2,8 @@
 //! UAR offsets.
 //!
 //! These are C structs (`struct mlx5_cqe64`, `struct mlx5_wqe_*_seg`), not mlx5_ifc.h bit
-//! layouts, so they are given as byte offsets, all fields big-endian. Sources are the reference
-//! facts (`mlx5_datapath_facts.json`, `mlx5_device_facts.json`); rdma-core means
+//! layouts, so they are given as byte offsets, all fields big-endian. Each item cites its
+//! source header or function; rdma-core means
 //! linux-rdma/rdma-core @691953d8d502, Linux the OFED 24.07 tree wjz304/mlnx-ofed-kernel
 //! @2c0186b9c664.
 
@@ -82,7 +82,7 @@ pub mod cqe {
         (op_own >> 2) & 0x3
     }
     /// Initial `op_own` of every CQE before CREATE_CQ: `MLX5_CQE_INVALID << 4` (rdma-core
-    /// cq.c:1972, Linux ib/cq.c:880; facts trap 25).
+    /// cq.c `mlx5_alloc_cq_buf`, Linux ib/cq.c:880 `init_cq_frag_buf`).
     pub const OP_OWN_INIT: u8 = opcode::INVALID << 4;
     /// CQE `n` of a CQ of `cqe_cnt` (power of two) entries belongs to software iff its opcode is
     /// not INVALID and its owner bit equals `!!(n & cqe_cnt)` (rdma-core cq.c:147).
@@ -184,6 +184,108 @@ pub mod cqe {
         ];
     }
 
+    /// A work completion's status: verbs `enum ibv_wc_status` (rdma-core libibverbs/verbs.h;
+    /// Linux `enum ib_wc_status`, include/rdma/ib_verbs.h), which an error CQE's [`syndrome`]
+    /// encodes. The mapping both ways is the one of rdma-core providers/mlx5/cq.c and Linux
+    /// drivers/infiniband/hw/mlx5/cq.c `mlx5_handle_error_cqe`: [`WcStatus::from_syndrome`]
+    /// (a driver reading a CQE), [`WcStatus::cqe_syndrome`] (a device writing one).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    #[repr(u8)]
+    pub enum WcStatus {
+        /// `IBV_WC_SUCCESS`.
+        Success,
+        /// `IBV_WC_LOC_LEN_ERR`: a local length error (a receive WQE too small for the
+        /// message).
+        LocLenErr,
+        /// `IBV_WC_LOC_QP_OP_ERR`: a local QP operation error (a malformed WQE).
+        LocQpOpErr,
+        /// `IBV_WC_LOC_PROT_ERR`: a local protection error (an lkey fault while gathering or
+        /// scattering).
+        LocProtErr,
+        /// `IBV_WC_WR_FLUSH_ERR`: flushed, the QP is in the error state.
+        WrFlushErr,
+        /// `IBV_WC_MW_BIND_ERR`.
+        MwBindErr,
+        /// `IBV_WC_BAD_RESP_ERR`.
+        BadRespErr,
+        /// `IBV_WC_LOC_ACCESS_ERR` (e.g. a responder-side rkey violation on a WRITE with
+        /// immediate, reported on the receive WQE it consumed).
+        LocAccessErr,
+        /// `IBV_WC_REM_INV_REQ_ERR`: the responder answered NAK invalid request.
+        RemInvReqErr,
+        /// `IBV_WC_REM_ACCESS_ERR`: the responder answered NAK remote access error.
+        RemAccessErr,
+        /// `IBV_WC_REM_OP_ERR`: the responder answered NAK remote operational error.
+        RemOpErr,
+        /// `IBV_WC_RETRY_EXC_ERR`: no ACK after `retry_count` retransmissions.
+        RetryExcErr,
+        /// `IBV_WC_RNR_RETRY_EXC_ERR`: RNR NAKs after `rnr_retry` retries.
+        RnrRetryExcErr,
+        /// `IBV_WC_REM_ABORT_ERR`.
+        RemAbortErr,
+        /// `IBV_WC_GENERAL_ERR`: an error syndrome the PRM does not name. No CQE syndrome
+        /// encodes it.
+        GeneralErr,
+        /// Not a verbs status and not in any CQE: the consumer could not make sense of the CQE
+        /// (unknown opcode, a QP not attached to this CQ, a WQE counter that names no
+        /// outstanding WQE, e.g. a duplicate), and reports that instead of guessing. The mlx5
+        /// driver's; the CQE was consumed and nothing else touched.
+        BadCqe,
+    }
+
+    impl WcStatus {
+        /// The status an error CQE with syndrome `s` reports ([`GeneralErr`] for a syndrome
+        /// the PRM does not name).
+        ///
+        /// [`GeneralErr`]: WcStatus::GeneralErr
+        #[inline]
+        pub const fn from_syndrome(s: u8) -> WcStatus {
+            use syndrome as sy;
+            match s {
+                sy::LOCAL_LENGTH_ERR => WcStatus::LocLenErr,
+                sy::LOCAL_QP_OP_ERR => WcStatus::LocQpOpErr,
+                sy::LOCAL_PROT_ERR => WcStatus::LocProtErr,
+                sy::WR_FLUSH_ERR => WcStatus::WrFlushErr,
+                sy::MW_BIND_ERR => WcStatus::MwBindErr,
+                sy::BAD_RESP_ERR => WcStatus::BadRespErr,
+                sy::LOCAL_ACCESS_ERR => WcStatus::LocAccessErr,
+                sy::REMOTE_INVAL_REQ_ERR => WcStatus::RemInvReqErr,
+                sy::REMOTE_ACCESS_ERR => WcStatus::RemAccessErr,
+                sy::REMOTE_OP_ERR => WcStatus::RemOpErr,
+                sy::TRANSPORT_RETRY_EXC_ERR => WcStatus::RetryExcErr,
+                sy::RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExcErr,
+                sy::REMOTE_ABORTED_ERR => WcStatus::RemAbortErr,
+                _ => WcStatus::GeneralErr,
+            }
+        }
+
+        /// The syndrome of the error CQE that reports this status: `None` for
+        /// [`Success`](WcStatus::Success) (no error CQE), and for the two statuses no
+        /// syndrome encodes, [`GeneralErr`](WcStatus::GeneralErr) and
+        /// [`BadCqe`](WcStatus::BadCqe).
+        #[inline]
+        pub const fn cqe_syndrome(self) -> Option<u8> {
+            use syndrome as sy;
+            Some(match self {
+                WcStatus::LocLenErr => sy::LOCAL_LENGTH_ERR,
+                WcStatus::LocQpOpErr => sy::LOCAL_QP_OP_ERR,
+                WcStatus::LocProtErr => sy::LOCAL_PROT_ERR,
+                WcStatus::WrFlushErr => sy::WR_FLUSH_ERR,
+                WcStatus::MwBindErr => sy::MW_BIND_ERR,
+                WcStatus::BadRespErr => sy::BAD_RESP_ERR,
+                WcStatus::LocAccessErr => sy::LOCAL_ACCESS_ERR,
+                WcStatus::RemInvReqErr => sy::REMOTE_INVAL_REQ_ERR,
+                WcStatus::RemAccessErr => sy::REMOTE_ACCESS_ERR,
+                WcStatus::RemOpErr => sy::REMOTE_OP_ERR,
+                WcStatus::RetryExcErr => sy::TRANSPORT_RETRY_EXC_ERR,
+                WcStatus::RnrRetryExcErr => sy::RNR_RETRY_EXC_ERR,
+                WcStatus::RemAbortErr => sy::REMOTE_ABORTED_ERR,
+                WcStatus::Success | WcStatus::GeneralErr | WcStatus::BadCqe => return None,
+            })
+        }
+    }
+
     /// Vendor syndromes (`MLX5_CQE_VENDOR_SYNDROME_*`, rdma-core providers/mlx5/mlx5dv.h
     /// @691953d8d502).
     pub mod vendor_syndrome {
@@ -209,8 +311,8 @@ pub mod cqe {
         ];
     }
 
-    /// `cqc.cqe_sz` encoding (`CQE_STRIDE_*`, Linux include/linux/mlx5/cq.h @2c0186b9c664; facts
-    /// trap 13).
+    /// `cqc.cqe_sz` encoding (`CQE_STRIDE_*`, Linux include/linux/mlx5/cq.h @2c0186b9c664; Linux
+    /// ib/cq.c `mlx5_ib_create_cq` writes it).
     pub mod stride {
         /// `CQE_STRIDE_64` (cq.h:127).
         pub const CQE_STRIDE_64: u8 = 0x0;
@@ -715,7 +817,8 @@ pub mod uar {
     /// `MLX5_BF_OFFSET`: first BlueFlame register (Linux doorbell.h:36); register `k` is at
     /// `0x800 + k * (1 << cmd_hca_cap.log_bf_reg_size)`. The send doorbell is the first 8 bytes
     /// of the ctrl segment written as one 64-bit store; software alternates between the two
-    /// halves (`offset ^= bf_reg_size / 2`) (facts traps 15, 16).
+    /// halves (`offset ^= bf_reg_size / 2`) (Linux ib/wr.c `mlx5r_ring_db`, rdma-core qp.c
+    /// `post_send_db`).
     pub const BF_OFFSET: usize = 0x800;
     /// `MLX5_BFREGS_PER_UAR`.
     pub const BFREGS_PER_UAR: usize = 4;

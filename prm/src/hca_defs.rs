@@ -1,7 +1,7 @@
 //! Constants for HCA bring-up: capability types and op_mods, page management, teardown,
 //! and the ACCESS_REGISTER registers used at boot.
 //!
-//! Sources are the reference facts (`mlx5_device_facts.json`); Linux means the OFED 24.07 kernel
+//! Each item cites its source header or function; Linux means the OFED 24.07 kernel
 //! tree wjz304/mlnx-ofed-kernel @2c0186b9c664, rdma-core means linux-rdma/rdma-core @691953d8d502.
 
 /// QUERY_HCA_CAP / SET_HCA_CAP op_mods and capability types.
@@ -19,7 +19,7 @@ pub mod hca_cap {
 
     /// SET_HCA_CAP op_mod: `cap_type << 1` (Linux core/main.c:611). Pass an unshifted
     /// [`cap_type`] / [`set_op_mod_linux`] value, never a [`set_op_mod_rdma_core`] one
-    /// (those are already shifted; facts trap 22).
+    /// (those are already shifted; Linux core/main.c `set_caps` shifts).
     pub const fn set_op_mod(cap_type: u16) -> u16 {
         cap_type << 1
     }
@@ -194,7 +194,7 @@ pub mod hca_cap {
 /// QUERY_PAGES / MANAGE_PAGES op_mods and page-request decoding.
 pub mod pages {
     /// `MLX5_ADAPTER_PAGE_SHIFT`: firmware pages, and the base of relative `log_page_size`
-    /// fields, are 4 KiB (facts trap 2).
+    /// fields, are 4 KiB (Linux core/eq.c `create_map_eq`, ib/cq.c `create_cq_user`).
     pub const ADAPTER_PAGE_SHIFT: u32 = 12;
     /// `MLX5_ADAPTER_PAGE_SIZE`.
     pub const ADAPTER_PAGE_SIZE: usize = 1 << ADAPTER_PAGE_SHIFT;

@@ -25,7 +25,7 @@
 //! Only non-reserved fields are declared. Layouts come from rdma-core's
 //! `providers/mlx5/mlx5_ifc.h` (linux-rdma/rdma-core @691953d8d502) and, for structs rdma-core
 //! lacks, from Linux `include/linux/mlx5/mlx5_ifc.h` (OFED 24.07 tree
-//! wjz304/mlnx-ofed-kernel @2c0186b9c664), as recorded in the project's reference data; each
+//! wjz304/mlnx-ofed-kernel @2c0186b9c664); each
 //! module's doc names the header line. Where the two headers disagree the rdma-core position is
 //! declared and the Linux one is in [`linux_layout`].
 //!
@@ -36,10 +36,12 @@
 //! [`teardown`], [`access_reg`], [`mkc_access_mode`], [`mkey`], [`qp`], [`event`], [`eq`],
 //! [`cqe`], [`cq_db`], [`wqe`], [`qp_db`], [`uar`]; each value cites the header it was read from.
 //!
-//! "facts trap N" in the docs refers to entry N of `known_traps` in the project's reference
-//! data (`../shared/prm/mlx5_device_facts.json` from the workspace root), which records the
-//! source lines behind each pitfall (absolute vs. relative `log_page_size`, mkey numbering,
-//! pre-shifted op_mods, ...).
+//! Citations name the primary source as repo/path and function or struct: "Linux" is the OFED
+//! 24.07 kernel tree wjz304/mlnx-ofed-kernel @2c0186b9c664 (upstream paths; `core/` is
+//! drivers/net/ethernet/mellanox/mlx5/core, `ib/` drivers/infiniband/hw/mlx5), "rdma-core" is
+//! linux-rdma/rdma-core @691953d8d502 (`mlx5_vfio.c`, `qp.c`, ... under providers/mlx5). Each
+//! pitfall (absolute vs. relative `log_page_size`, mkey numbering, pre-shifted op_mods, ...) is
+//! documented where its field is declared, with the function that shows it.
 //!
 //! # Checking
 //!
@@ -101,8 +103,8 @@ pub mod linux_layout {
     pub mod cmd_hca_cap {
         use crate::Field;
         /// `fast_teardown` at 0xfb in Linux; rdma-core has it at 0x111, where Linux has a
-        /// reserved bit (named `hard_coded_1` in a newer kernel). The reference facts (trap 23)
-        /// recommend the Linux position, as an inference.
+        /// reserved bit (named `hard_coded_1` in a newer kernel). We trust the Linux position
+        /// (an inference; `mlx5_ifc_cmd_hca_cap_bits` in Linux and rdma-core `mlx5_ifc.h`).
         pub const FAST_TEARDOWN: Field = Field::new(0xfb, 0x1);
         /// rdma-core's position of `fast_teardown`, for comparison only.
         pub const FAST_TEARDOWN_RDMA_CORE: Field = Field::new(0x111, 0x1);
@@ -119,14 +121,14 @@ pub mod linux_layout {
     pub mod mkc {
         use crate::Field;
         /// `log_page_size[0x6]` at 0x1da in Linux (rdma-core: 5 bits at 0x1db; both end at
-        /// 0x1df, so values < 32 encode identically). Absolute log2 (facts trap 1).
+        /// 0x1df, so values < 32 encode identically). Absolute log2 (Linux ib/mr.c `reg_create`).
         pub const LOG_PAGE_SIZE: Field = Field::new(0x1da, 0x6);
     }
     /// `mlx5_ifc_eqc_bits` differences.
     pub mod eqc {
         use crate::Field;
-        /// `intr[0xc]` at 0xb4 in Linux (rdma-core: 8 bits at 0xb8; same low bits; facts
-        /// trap 24).
+        /// `intr[0xc]` at 0xb4 in Linux (rdma-core: 8 bits at 0xb8; same low bits; Linux
+        /// include/linux/mlx5/mlx5_ifc.h and rdma-core `mlx5_ifc.h` `mlx5_ifc_eqc_bits`).
         pub const INTR: Field = Field::new(0xb4, 0xc);
     }
     /// `mlx5_ifc_roce_cap_bits` fields rdma-core's header leaves reserved (Linux mlx5_ifc.h:1195).

@@ -1,13 +1,11 @@
 //! Constants for memory keys, queue pairs, events and event queues.
 //!
-//! Sources: the reference facts (`mlx5_device_facts.json`), and for the QP enums Linux
-//! include/linux/mlx5/qp.h in the same OFED 24.07 tree (wjz304/mlnx-ofed-kernel @2c0186b9c664),
-//! read through the code index because the facts file only lists `MLX5_QP_ST_RC` and
-//! `MLX5_QP_PM_MIGRATED`.
+//! Sources: Linux headers and functions of the OFED 24.07 tree (wjz304/mlnx-ofed-kernel
+//! @2c0186b9c664), cited per item; the QP enums are Linux include/linux/mlx5/qp.h.
 
 /// mkey access modes, split over `mkc.access_mode_1_0` (low 2 bits) and `mkc.access_mode_4_2`
 /// (high 3 bits) (`MLX5_MKC_ACCESS_MODE_*`, Linux include/linux/mlx5/mlx5_ifc.h:4280-4285;
-/// facts trap 8).
+/// ib/mr.c `mlx5_ib_get_dm_mr` splits them).
 pub mod mkc_access_mode {
     /// `MLX5_MKC_ACCESS_MODE_PA`: physical addresses, no translation.
     pub const PA: u8 = 0x0;
@@ -35,7 +33,7 @@ pub mod mkc_access_mode {
 /// mkey numbering and translation-entry formats.
 pub mod mkey {
     /// The lkey/rkey from CREATE_MKEY's 24-bit `mkey_index` and the 8-bit variant written to
-    /// `mkc.mkey_7_0`: `index << 8 | variant` (facts trap 5; Linux core/mr.c:52).
+    /// `mkc.mkey_7_0`: `index << 8 | variant` (Linux core/mr.c:52 `mlx5_core_create_mkey`).
     pub const fn from_index(mkey_index: u32, variant: u8) -> u32 {
         (mkey_index << 8) | variant as u32
     }
@@ -51,7 +49,8 @@ pub mod mkey {
     pub const KLM_ENTRY_SIZE: usize = 16;
     /// Bytes per translation octoword (`translations_octword_size` unit).
     pub const OCTOWORD_SIZE: usize = 16;
-    /// Low bit of an MTT entry: READ allowed when `create_mkey_in.pg_access` = 1 (facts trap 6).
+    /// Low bit of an MTT entry: READ allowed when `create_mkey_in.pg_access` = 1 (Linux ib/mr.c
+    /// `reg_create`).
     pub const MTT_READ: u64 = 1 << 0;
     /// Bit 1 of an MTT entry: WRITE allowed when `create_mkey_in.pg_access` = 1.
     pub const MTT_WRITE: u64 = 1 << 1;
@@ -59,7 +58,7 @@ pub mod mkey {
     pub const MTT_PRESENT: u64 = MTT_READ | MTT_WRITE;
 
     /// `translations_octword_size` for `npages` MTT entries: `(npages + 1) / 2`
-    /// (Linux ib/mr.c:1174; facts trap 7). The MTT array is padded to an even count.
+    /// (Linux ib/mr.c:1174 `get_octo_len`). The MTT array is padded to an even count.
     pub const fn mtt_octowords(npages: u32) -> u32 {
         npages.div_ceil(2)
     }
@@ -119,7 +118,7 @@ pub mod qp {
 
     /// Service types for `qpc.st` (`MLX5_QP_ST_*`).
     pub mod st {
-        /// `MLX5_QP_ST_RC` (also facts trap 17).
+        /// `MLX5_QP_ST_RC`.
         pub const RC: u8 = 0x0;
         /// `MLX5_QP_ST_UC`.
         pub const UC: u8 = 0x1;
@@ -149,7 +148,7 @@ pub mod qp {
 
     /// Path-migration states for `qpc.pm_state` (`MLX5_QP_PM_*`).
     pub mod pm {
-        /// `MLX5_QP_PM_MIGRATED`: what Linux sets at creation (facts trap 17).
+        /// `MLX5_QP_PM_MIGRATED`: what Linux sets at creation (ib/qp.c `create_kernel_qp`).
         pub const MIGRATED: u8 = 0x3;
         /// `MLX5_QP_PM_ARMED`.
         pub const ARMED: u8 = 0x0;
@@ -347,7 +346,7 @@ pub mod event {
     }
 
     /// `create_eq_in.event_bitmask` word index and bit for event type `t`: bit `t % 64` of the
-    /// big-endian 64-bit word `t / 64` (facts trap 26).
+    /// big-endian 64-bit word `t / 64` (Linux core/eq.c `create_map_eq`).
     pub const fn bitmask_word_bit(t: u8) -> (u32, u64) {
         ((t / 64) as u32, 1u64 << (t % 64))
     }
@@ -388,8 +387,8 @@ pub mod eq {
     pub const EQE_SIZE: usize = 64;
     /// Byte offset of the event payload (`eqe.event_data`) in an EQE.
     pub const EQE_DATA_OFFSET: usize = 32;
-    /// `MLX5_EQE_OWNER_INIT_VAL`: every EQE's owner byte before CREATE_EQ (Linux core/eq.c:27;
-    /// facts trap 25). EQE `ci` is valid iff `(owner & 1) == ((ci >> log2(nent)) & 1)`.
+    /// `MLX5_EQE_OWNER_INIT_VAL`: every EQE's owner byte before CREATE_EQ (Linux core/eq.c:27,
+    /// `init_eq_buf`). EQE `ci` is valid iff `(owner & 1) == ((ci >> log2(nent)) & 1)`.
     pub const EQE_OWNER_INIT_VAL: u8 = 0x1;
     /// `MLX5_EQ_DOORBEL_OFFSET`: EQ doorbell in the UAR page: write
     /// `(ci & 0xffffff) | eqn << 24` (big-endian) here to update the CI and re-arm
@@ -402,7 +401,7 @@ pub mod eq {
     pub const NUM_SPARE_EQE: u32 = 0x80;
     /// `MLX5_NUM_CMD_EQE` (Linux eq.h:7).
     pub const NUM_CMD_EQE: u32 = 32;
-    /// `MLX5_NUM_ASYNC_EQE` (facts events.sizing).
+    /// `MLX5_NUM_ASYNC_EQE` (Linux include/linux/mlx5/eq.h).
     pub const NUM_ASYNC_EQE: u32 = 0x1000;
 
     /// The EQ doorbell value (`(ci & 0xffffff) | eqn << 24`).

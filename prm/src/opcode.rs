@@ -1,6 +1,6 @@
 //! Command opcodes (`MLX5_CMD_OP_*`), named without the prefix.
 //!
-//! Values from the reference facts, read from Linux (OFED 24.07 tree wjz304/mlnx-ofed-kernel
+//! Values read from Linux (OFED 24.07 tree wjz304/mlnx-ofed-kernel
 //! include/linux/mlx5/mlx5_ifc.h @2c0186b9c664), rdma-core
 //! (providers/mlx5/mlx5_ifc.h @691953d8d502) and DPDK
 //! (drivers/common/mlx5/mlx5_prm.h @38f72e500b3b); each constant names the header

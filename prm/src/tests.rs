@@ -268,9 +268,9 @@ fn arrays() {
     assert!(pas.is_flexible());
     assert_eq!(pas.as_field(), Field::new(2176, 0));
     assert_eq!(pas.at(1000), Some(Field::new(2176 + 64_000, 64)));
-    // inlen for 3 pages: 0x110 + 3 * 8 (facts trap 12)
+    // inlen for 3 pages: 0x110 + 3 * 8 (Linux core/eq.c `create_map_eq`)
     assert_eq!(pas.bytes_with(3), 0x110 + 24);
-    // event type t -> bit t % 64 of word t / 64 (facts trap 26)
+    // event type t -> bit t % 64 of word t / 64 (Linux core/eq.c `create_map_eq`)
     let mut inb = vec![0u8; pas.bytes_with(1)];
     let (word, bit) = event::bitmask_word_bit(event::CMD);
     bm.elem(word).set64(&mut inb, bit).unwrap();
@@ -359,7 +359,8 @@ fn registry_names() {
     assert_eq!(find_field("qpc", "log_sq_size"), Some(qpc::LOG_SQ_SIZE));
     assert_eq!(find_struct("mkc").map(|s| s.0), Some(512));
     assert_eq!(find_struct("nope"), None);
-    // fast_teardown is deliberately not declared (rdma-core and Linux disagree; facts trap 23).
+    // fast_teardown is deliberately not declared (rdma-core and Linux `mlx5_ifc_cmd_hca_cap_bits`
+    // disagree).
     assert_eq!(find_field("cmd_hca_cap", "fast_teardown"), None);
 }
 
@@ -484,7 +485,8 @@ fn command_constants() {
         delivery_status::name(0x10),
         Some("MLX5_CMD_DELIVERY_STAT_CMD_DESCR_ERR")
     );
-    // QUERY_HCA_CAP output: 16 bytes inline + 8 blocks of 512 (facts trap 31).
+    // QUERY_HCA_CAP output: 16 bytes inline + 8 blocks of 512 (rdma-core
+    // `mlx5_ifc_query_hca_cap_out_bits`).
     assert_eq!(query_hca_cap_out::BYTES, 4112);
     assert_eq!(cmdq::num_blocks(query_hca_cap_out::BYTES), 8);
     assert_eq!(cmdq::num_blocks(16), 0);
@@ -599,4 +601,18 @@ fn klm_layout_matches_the_entry_offsets() {
     assert_eq!(klm::BYTE_COUNT.byte_offset(), mkey::KLM_BCOUNT);
     assert_eq!(klm::MKEY.byte_offset(), mkey::KLM_KEY);
     assert_eq!(klm::ADDRESS.byte_offset(), mkey::KLM_VA);
+}
+
+#[test]
+fn wc_status_and_cqe_syndrome_map_both_ways() {
+    use crate::cqe::{syndrome, WcStatus};
+    for &(name, s) in syndrome::ALL {
+        let st = WcStatus::from_syndrome(s);
+        assert_ne!(st, WcStatus::GeneralErr, "{name}");
+        assert_eq!(st.cqe_syndrome(), Some(s), "{name}");
+    }
+    assert_eq!(WcStatus::from_syndrome(0x7f), WcStatus::GeneralErr);
+    for st in [WcStatus::Success, WcStatus::GeneralErr, WcStatus::BadCqe] {
+        assert_eq!(st.cqe_syndrome(), None);
+    }
 }

@@ -94,9 +94,31 @@ fn parse_endpoint(line: &str) -> Option<Peer> {
     })
 }
 
-/// Waits for the relayed line that starts with `prefix` (other lines are ignored).
+/// Tells the other guest this side's endpoint (`me`, and the buffer `addr`/`rkey` it may
+/// access), and waits for its own.
+fn exchange(me: QpEndpoint, addr: u64, rkey: u32) -> Result<Peer, &'static str> {
+    println!(
+        "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
+        me.qpn,
+        me.psn,
+        hexs(&me.gid),
+        hexs(&me.mac),
+        addr,
+        rkey
+    );
+    let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
+    parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?)
+        .ok_or("bad endpoint")
+}
+
+/// Waits [`WAIT`] for the relayed line that starts with `prefix` (other lines are ignored).
 fn wait_line(prefix: &str) -> Option<Vec<u8>> {
-    let deadline = Deadline::after(WAIT);
+    wait_line_for(prefix, WAIT)
+}
+
+/// Waits for a relayed line starting with `prefix`, up to `wait`.
+fn wait_line_for(prefix: &str, wait: Duration) -> Option<Vec<u8>> {
+    let deadline = Deadline::after(wait);
     let mut buf = [0u8; 256];
     loop {
         // A line longer than the buffer is not the one awaited; a timeout ends the wait.
@@ -200,18 +222,7 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
         gid,
         ..qp.endpoint()
     };
-    println!(
-        "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
-        me.qpn,
-        me.psn,
-        hexs(&me.gid),
-        hexs(&me.mac),
-        mr.addr(),
-        mr.rkey()
-    );
-    let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
-    let peer = parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?)
-        .ok_or("bad endpoint")?;
+    let peer = exchange(me, mr.addr(), mr.rkey())?;
     let o = ConnectOptions {
         min_rnr_timer: 1,
         sgid_index,
@@ -392,8 +403,10 @@ mod stress {
         AccessFlags, ConnectOptions, CounterSet, MemoryRegion, QpCaps, QpEndpoint, Remote,
         SendData, SendFlags, SendOp, SendWr, WcStatus,
     };
+    use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+    use rand_xoshiro::SplitMix64;
 
-    use super::{bring_up, hexs, parse_endpoint, wait_line, Dev};
+    use super::{bring_up, exchange, wait_line, wait_line_for, Dev};
 
     /// The server's region the WRITEs land in.
     const REGION: usize = 256 * 1024;
@@ -423,19 +436,9 @@ mod stress {
     /// in a row without progress end the QP in RETRY_EXC_ERR.
     const ACK_TIMEOUT: u8 = 14;
 
-    /// SplitMix64.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
+    /// Uniform in `0..n` (`n > 0`) from SplitMix64 (rand_xoshiro's).
+    fn below(rng: &mut SplitMix64, n: u64) -> u64 {
+        rng.next_u64() % n
     }
 
     /// FNV-1a over `b`.
@@ -510,18 +513,7 @@ mod stress {
             gid,
             ..qp.endpoint()
         };
-        println!(
-            "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
-            me.qpn,
-            me.psn,
-            hexs(&me.gid),
-            hexs(&me.mac),
-            mr.addr(),
-            mr.rkey()
-        );
-        let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
-        let peer = parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?)
-            .ok_or("bad endpoint")?;
+        let peer = exchange(me, mr.addr(), mr.rkey())?;
         let o = ConnectOptions {
             min_rnr_timer: 1,
             sgid_index,
@@ -595,22 +587,6 @@ mod stress {
         Ok(())
     }
 
-    /// Waits for a relayed line starting with `prefix`, up to `wait`.
-    fn wait_line_for(prefix: &str, wait: Duration) -> Option<Vec<u8>> {
-        let deadline = kernel::time::Deadline::after(wait);
-        let mut buf = [0u8; 256];
-        loop {
-            let n = match kernel::console::read_line(&mut buf, deadline) {
-                Ok(n) => n,
-                Err(kernel::console::ReadLineError::TooLong { .. }) => continue,
-                Err(kernel::console::ReadLineError::Timeout { .. }) => return None,
-            };
-            if buf[..n].starts_with(prefix.as_bytes()) {
-                return Some(buf[..n].to_vec());
-            }
-        }
-    }
-
     /// Polls `n` completions; any error completion fails the run.
     fn complete(
         cq: &mut mlx5::CompletionQueue<mlx5_kernel::KernelHal>,
@@ -648,16 +624,16 @@ mod stress {
             addr: remote.addr + off,
             rkey: remote.rkey,
         };
-        let mut rng = Rng(0x5eed_0008);
+        let mut rng = SplitMix64::seed_from_u64(0x5eed_0008);
         let (mut writes, mut reads, mut atomics, mut batch_no) = (0usize, 0usize, 0usize, 0usize);
         while writes < WRITES {
             let n = BATCH.min(WRITES - writes);
             // (source offset, destination offset, length) of each WRITE.
             let plan: Vec<(u64, u64, u32)> = (0..n)
                 .map(|_| {
-                    let len = SIZES[rng.below(SIZES.len() as u64) as usize];
-                    let s = rng.below(REGION as u64 - len as u64 + 1);
-                    let d = rng.below(REGION as u64 - len as u64 + 1);
+                    let len = SIZES[below(&mut rng, SIZES.len() as u64) as usize];
+                    let s = below(&mut rng, REGION as u64 - len as u64 + 1);
+                    let d = below(&mut rng, REGION as u64 - len as u64 + 1);
                     (s, d, len)
                 })
                 .collect();
@@ -668,8 +644,8 @@ mod stress {
             // A READ of some of what the batch wrote, checked against the model, and an
             // atomic: after the WRITEs (RC executes in order), nothing posted after them
             // until they complete (a READ retried after a lost response executes again).
-            let rlen = SIZES[rng.below(SIZES.len() as u64) as usize];
-            let roff = rng.below(REGION as u64 - rlen as u64 + 1);
+            let rlen = SIZES[below(&mut rng, SIZES.len() as u64) as usize];
+            let roff = below(&mut rng, REGION as u64 - rlen as u64 + 1);
             let rd = [mr.sge(RD, rlen)];
             let cas = batch_no % 2 == 1;
             let at_out = [mr.sge(ATOM, 8)];

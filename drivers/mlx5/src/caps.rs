@@ -1,9 +1,10 @@
 //! HCA capabilities: QUERY_HCA_CAP (max and current) and SET_HCA_CAP.
 //!
-//! op_mod of QUERY_HCA_CAP = `cap_type << 1 | cap_mode` (facts hca_caps.query_op_mod_rule;
-//! Linux core/main.c:535, rdma-core mlx5_vfio.c `mlx5_vfio_get_caps_mode`), SET_HCA_CAP's =
-//! `cap_type << 1` (facts trap 22). The capability starts at byte 16 of the output (facts
-//! trap 31).
+//! op_mod of QUERY_HCA_CAP = `cap_type << 1 | cap_mode` (Linux core/main.c:535
+//! `mlx5_core_get_caps_mode`, rdma-core mlx5_vfio.c `mlx5_vfio_get_caps_mode`), SET_HCA_CAP's =
+//! `cap_type << 1` (Linux core/main.c `set_caps`; rdma-core's `MLX5_SET_HCA_CAP_OP_MOD_*` are
+//! already shifted). The capability starts at byte 16 of the output (rdma-core mlx5_ifc.h
+//! `mlx5_ifc_query_hca_cap_out_bits`).
 
 use alloc::vec::Vec;
 

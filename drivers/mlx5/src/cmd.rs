@@ -6,7 +6,8 @@
 //! `mlx5_copy_to_msg`), rdma-core providers/mlx5/mlx5_vfio.c (`mlx5_vfio_post_cmd`,
 //! `mlx5_vfio_poll_timeout`, `mlx5_vfio_cmd_check`); layouts in [`mlx5_prm::cmd_layout`] and
 //! [`mlx5_prm::cmd_prot_block`]. Signatures are not written: the driver clears
-//! `cmd_hca_cap.cmdif_checksum` as Linux does (facts: command_interface.procedure).
+//! `cmd_hca_cap.cmdif_checksum` as Linux does (core/main.c `handle_hca_cap`, core/cmd.c
+//! `mlx5_cmd_init`).
 //!
 //! The queue is polled: the driver never asks for command-completion events. Every wait has a
 //! deadline and checks the health sensors while it spins.
@@ -341,7 +342,8 @@ impl<H: Hal> CmdQueue<H> {
         let nin = cmdq::num_blocks(inb.len());
         let nout = cmdq::num_blocks(outlen);
         self.ensure_blocks(hal, slot, nin + nout)?;
-        // A non-zero token, copied into every block of the command (facts trap 28).
+        // A non-zero token, copied into every block of the command (Linux core/cmd.c
+        // `alloc_token`, `mlx5_copy_to_msg`).
         self.token = self.token.wrapping_add(1);
         if self.token == 0 {
             self.token = 1;

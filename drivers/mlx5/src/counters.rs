@@ -13,27 +13,24 @@
 //! DEALLOC_Q_COUNTER. Sets exist only when `cmd_hca_cap.max_qp_cnt` is non-zero
 //! (counters.c `mlx5_ib_counters_init`).
 //!
-//! Here: [`Context::alloc_counter_set`] gives a [`CounterSet`] (released when dropped, after
-//! every QP attached to it: the QPs hold it), [`QueuePair::set_counter_set`] attaches a QP,
+//! Here: [`Context::alloc_counter_set`](crate::Context::alloc_counter_set) gives a [`CounterSet`] (released when dropped, after
+//! every QP attached to it: the QPs hold it), [`QueuePair::set_counter_set`](crate::qp::QueuePair::set_counter_set) attaches a QP,
 //! [`CounterSet::query`] reads (and optionally clears) it, and
-//! [`Context::query_vport_counters`] reads the port's traffic counters (Linux core/vport.c
+//! [`Context::query_vport_counters`](crate::Context::query_vport_counters) reads the port's traffic counters (Linux core/vport.c
 //! `mlx5_core_query_vport_counter`; ib_virt.c / en_stats.c read the "ib" classes as the RDMA
 //! traffic of an Ethernet port).
 
 use alloc::sync::Arc;
 
 use mlx5_prm::{
-    alloc_q_counter_in, alloc_q_counter_out, cmd_hca_cap, dealloc_q_counter_in,
-    dealloc_q_counter_out, opcode, query_q_counter_in, query_q_counter_out, query_vport_counter_in,
+    dealloc_q_counter_in, dealloc_q_counter_out, opcode, query_q_counter_in, query_q_counter_out,
     query_vport_counter_out, Field,
 };
 
 use crate::cmd::{get, CmdBuf};
-use crate::error::{Error, Result};
+use crate::context::CtxInner;
+use crate::error::Result;
 use crate::hal::Hal;
-#[allow(unused_imports)] // doc links
-use crate::qp::QueuePair;
-use crate::verbs::{Context, CtxInner};
 
 /// The RoCE transport counters of one Q counter set (`query_q_counter_out`, Linux
 /// include/linux/mlx5/mlx5_ifc.h; the names are the PRM's, which Linux's rdma statistics
@@ -149,7 +146,7 @@ fn traffic(out: &[u8], f: Field) -> TrafficCounter {
 }
 
 impl VportCounters {
-    fn parse(out: &[u8]) -> VportCounters {
+    pub(crate) fn parse(out: &[u8]) -> VportCounters {
         use query_vport_counter_out as o;
         VportCounters {
             received_errors: traffic(out, o::RECEIVED_ERRORS),
@@ -187,7 +184,7 @@ impl<H: Hal> Drop for CounterSetInner<H> {
 }
 
 /// A Q counter set: the transport counters of the QPs attached to it
-/// ([`QueuePair::set_counter_set`]). Dropping the handle releases the set once no QP holds it
+/// ([`QueuePair::set_counter_set`](crate::qp::QueuePair::set_counter_set)). Dropping the handle releases the set once no QP holds it
 /// (DEALLOC_Q_COUNTER).
 pub struct CounterSet<H: Hal> {
     pub(crate) inner: Arc<CounterSetInner<H>>,
@@ -208,48 +205,5 @@ impl<H: Hal> CounterSet<H> {
         let mut out = [0u8; query_q_counter_out::BYTES];
         self.inner.ctx.exec(&c, &mut out)?;
         Ok(QCounters::parse(&out))
-    }
-}
-
-impl<H: Hal> Context<H> {
-    /// ALLOC_Q_COUNTER: a new counter set. A device with `max_qp_cnt` 0 has none
-    /// ([`Error::Unsupported`], before any command); a device whose sets are all taken fails
-    /// the command (`LIM_ERR` on the emulated HCA: [`Error::Command`]). An id of 0 in the
-    /// answer is not a set the driver can use ([`Error::BadFirmwareReply`]): Linux treats 0 as
-    /// "none allocated" (`mlx5_ib_counter_bind_qp` allocates when `counter->id` is 0).
-    pub fn alloc_counter_set(&self) -> Result<CounterSet<H>> {
-        let inner = self.inner_arc();
-        if get(&inner.caps.general_cur, cmd_hca_cap::MAX_QP_CNT) == 0 {
-            return Err(Error::Unsupported);
-        }
-        let c = CmdBuf::new(opcode::ALLOC_Q_COUNTER, 0, alloc_q_counter_in::BYTES);
-        let mut out = [0u8; alloc_q_counter_out::BYTES];
-        inner.exec(&c, &mut out)?;
-        let id = get(&out, alloc_q_counter_out::COUNTER_SET_ID) as u8;
-        if id == 0 {
-            return Err(Error::BadFirmwareReply {
-                opcode: opcode::ALLOC_Q_COUNTER,
-            });
-        }
-        Ok(CounterSet {
-            inner: Arc::new(CounterSetInner {
-                ctx: inner.clone(),
-                id,
-            }),
-        })
-    }
-
-    /// QUERY_VPORT_COUNTER of the function's own vport; `clear` zeroes the counters after
-    /// the read.
-    pub fn query_vport_counters(&self, clear: bool) -> Result<VportCounters> {
-        let mut c = CmdBuf::new(
-            opcode::QUERY_VPORT_COUNTER,
-            0,
-            query_vport_counter_in::BYTES,
-        );
-        c.set(query_vport_counter_in::CLEAR, clear.into());
-        let mut out = [0u8; query_vport_counter_out::BYTES];
-        self.inner_arc().exec(&c, &mut out)?;
-        Ok(VportCounters::parse(&out))
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! Sources: rdma-core mlx5_vfio.c `create_map_eq` / `setup_async_eq` / `mlx5_eq_get_eqe` /
 //! `eq_update_ci` / `mlx5_vfio_process_async_events`, Linux core/eq.c `create_map_eq` and
-//! `gather_async_events_mask`. EQEs start with owner = 1 (facts trap 25); EQE `ci` is the
+//! `gather_async_events_mask`. EQEs start with owner = 1 (Linux `init_eq_buf`); EQE `ci` is the
 //! software's iff `(owner & 1) == ((ci >> log2(nent)) & 1)`.
 //!
 //! Completion events (`MLX5_EVENT_TYPE_COMP`) of a CQ created with a
@@ -13,14 +13,14 @@
 //! asynchronous events ([`crate::Context::take_events`]).
 
 use alloc::collections::{BTreeMap, VecDeque};
-use alloc::sync::Arc;
+use alloc::sync::{Arc, Weak};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use mlx5_prm::{
     create_eq_in, create_eq_out, destroy_eq_in, destroy_eq_out, eq, eqc, event, opcode, pages, uar,
 };
 
 use crate::cmd::{get, CmdBuf};
-use crate::cq::CqNotify;
 use crate::error::Result;
 use crate::hal::{Bar, DmaMem, Hal};
 use crate::hca::Device;
@@ -167,7 +167,7 @@ impl<H: Hal> EventQueue<H> {
         let be32 = |o: usize| u32::from_be_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]]);
         Ok(Some(match ty {
             // struct mlx5_eqe_page_req: be16 ec_function, be16 func_id, be32 num_pages
-            // (Linux device.h:658; facts pages.page_request_event).
+            // (Linux device.h:658; core/pagealloc.c `req_pages_handler`).
             event::PAGE_REQUEST => {
                 let ec = u16::from_be_bytes([d[0], d[1]]);
                 let func_id = u16::from_be_bytes([d[2], d[3]]);
@@ -272,7 +272,7 @@ impl<H: Hal> EventQueue<H> {
 
 impl<H: Hal> Device<H> {
     /// CREATE_EQ: one contiguous buffer, one `pas` entry whose page is the whole buffer
-    /// (rdma-core `create_map_eq`: log_page_size = log2(size) - 12, facts trap 2).
+    /// (rdma-core `create_map_eq`: log_page_size = log2(size) - 12, RELATIVE to 4 KiB).
     pub(crate) fn create_eq(&mut self, hal: &H, uar: Uar) -> Result<EventQueue<H>> {
         // Constants only: EQ_NENT + NUM_SPARE_EQE = 192, rounded up to 256 entries of 64 B.
         let nent = (EQ_NENT + eq::NUM_SPARE_EQE).next_power_of_two();
@@ -291,7 +291,7 @@ impl<H: Hal> Device<H> {
             .set(ctx(eqc::UAR_PAGE), uar.index)
             .set(ctx(eqc::INTR), EQ_VECTOR)
             .set(ctx(eqc::LOG_PAGE_SIZE), size.trailing_zeros() - 12);
-        // event_bitmask[0] holds types 0..63 (facts trap 26).
+        // event_bitmask[0] holds types 0..63 (Linux core/eq.c `create_map_eq`).
         c.set64(create_eq_in::EVENT_BITMASK.elem(0), event_mask());
         c.put64(create_eq_in::PAS.byte_offset(), buf.bus());
         let mut out = [0u8; create_eq_out::BYTES];
@@ -390,6 +390,42 @@ impl<H: Hal> Device<H> {
             None => Ok(n),
         }
     }
+}
+
+/// A CQ's completion-event state, shared by the CQ, the event queue's routing table and the
+/// CQ's [`CompletionChannel`](crate::cq::CompletionChannel).
+pub(crate) struct CqNotify {
+    pub(crate) cqn: u32,
+    /// rdma-core `mlx5_cq.arm_sn`: the sequence number the arm doorbell carries; advanced once
+    /// per completion event (rdma-core cq.c `mlx5_cq_event`, which libibverbs
+    /// `ibv_get_cq_event` calls), never by arming.
+    pub(crate) arm_sn: AtomicU32,
+    /// Events handed out by the channel and not yet acknowledged ([`CompletionQueue::ack_events`](crate::cq::CompletionQueue::ack_events)).
+    pub(crate) unacked: AtomicU32,
+    pub(crate) channel: Option<Arc<ChannelShared>>,
+}
+
+impl CqNotify {
+    /// A completion event of this CQ was consumed from the EQ: queued on the channel (its
+    /// sequence number advances when the channel hands it out), or, without a channel,
+    /// delivered to the event log by the caller (false; the sequence number advances now).
+    pub(crate) fn deliver(self: &Arc<Self>) -> bool {
+        match &self.channel {
+            Some(c) => {
+                c.pending.lock().push_back(Arc::downgrade(self));
+                true
+            }
+            None => {
+                self.arm_sn.fetch_add(1, Ordering::AcqRel);
+                false
+            }
+        }
+    }
+}
+
+/// A completion channel's queue of completion events.
+pub(crate) struct ChannelShared {
+    pub(crate) pending: spin::Mutex<VecDeque<Weak<CqNotify>>>,
 }
 
 #[cfg(test)]

@@ -5,8 +5,6 @@ use core::fmt;
 
 use mlx5_prm::{cmd_status, delivery_status};
 
-use crate::hal::HalError;
-
 /// Result of a driver operation.
 pub type Result<T> = core::result::Result<T, Error>;
 
@@ -338,7 +336,7 @@ pub enum Error {
     /// A UMR WQE ([`crate::umr`]) completed with an error CQE.
     Umr {
         /// The completion's status.
-        status: crate::cq::WcStatus,
+        status: crate::wc::WcStatus,
         /// Its vendor syndrome.
         vendor: u8,
     },
@@ -420,4 +418,20 @@ impl fmt::Display for Error {
             other => write!(f, "{other:?}"),
         }
     }
+}
+
+/// Why the hardware-access layer failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HalError {
+    /// The operation is not supported by this HAL (e.g. function-level reset).
+    Unsupported,
+    /// No DMA memory of that size and alignment.
+    OutOfMemory,
+    /// Size zero or an alignment that is not a power of two.
+    BadLayout,
+    /// An MMIO offset outside BAR0.
+    OutOfBar,
+    /// The platform reported an I/O error.
+    Io,
 }

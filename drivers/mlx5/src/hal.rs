@@ -39,23 +39,8 @@ use core::ptr;
 use core::sync::atomic::{fence, Ordering};
 use core::time::Duration;
 
+pub use crate::error::HalError;
 use crate::error::{Error, Result};
-
-/// Why the hardware-access layer failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum HalError {
-    /// The operation is not supported by this HAL (e.g. function-level reset).
-    Unsupported,
-    /// No DMA memory of that size and alignment.
-    OutOfMemory,
-    /// Size zero or an alignment that is not a power of two.
-    BadLayout,
-    /// An MMIO offset outside BAR0.
-    OutOfBar,
-    /// The platform reported an I/O error.
-    Io,
-}
 
 /// An owned, physically contiguous DMA buffer: freed when dropped.
 ///

@@ -1,6 +1,7 @@
 //! Bring-up and teardown of the PCI function, in the order of rdma-core mlx5_vfio.c
 //! (`mlx5_vfio_setup_function`, `mlx5_vfio_init_context`) and Linux core/main.c
-//! (`mlx5_function_setup`, `mlx5_function_teardown`); facts boot_sequence and teardown.
+//! (`mlx5_function_setup`, `mlx5_function_teardown`, `mlx5_function_enable`) and fw.c
+//! (`mlx5_cmd_fast_teardown_hca`).
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -31,7 +32,8 @@ pub struct Config {
     pub fw_init_timeout: Duration,
     /// Command and health-poll timeouts.
     pub cmd: CmdTimeouts,
-    /// Enable RoCE on the NIC vport when the port is Ethernet (facts trap 20).
+    /// Enable RoCE on the NIC vport when the port is Ethernet (rdma-core mlx5_vfio.c
+    /// `mlx5_vfio_nic_vport_update_roce_state`).
     pub enable_roce: bool,
     /// Program GID index 0 with the RoCE v2 link-local GID derived from the MAC.
     pub default_gid: bool,
@@ -302,7 +304,8 @@ impl<H: Hal> Device<H> {
         self.exec(hal, &c, &mut o)
     }
 
-    /// ACCESS_REGISTER write of HOST_ENDIANNESS (facts trap 29; Linux main.c set_hca_ctrl).
+    /// ACCESS_REGISTER write of HOST_ENDIANNESS (Linux main.c `set_hca_ctrl`; rdma-core
+    /// mlx5_vfio.c `mlx5_vfio_set_hca_ctrl`, `mlx5_vfio_access_reg`).
     fn set_host_endianness(&mut self, hal: &H) -> Result<()> {
         let data_len = mlx5_prm::register_host_endianness::BYTES;
         let mut c = CmdBuf::new(
@@ -517,7 +520,7 @@ pub(crate) fn open<H: Hal>(hal: &H, cfg: &Config) -> Result<Opened<H>> {
             Err(e) => return Err(Error::Hal(e)),
         }
     }
-    // Registers before any command (facts notes: probe sequence; Linux main.c
+    // Registers before any command (Linux main.c
     // mlx5_function_enable, rdma-core mlx5_vfio_setup_function).
     let fw_rev = bar.read32(init_seg::FW_REV)?;
     let cmdif = bar.read32(init_seg::CMDIF_REV_FW_SUB)?;

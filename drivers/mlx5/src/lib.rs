@@ -4,26 +4,30 @@
 //! random source), so the same code runs in the unikernel, over Linux VFIO
 //! (`drivers/mlx5-vfio`) and in host tests against the emulated HCA (`sim/mlx5`).
 //!
-//! One module per PRM object:
-//! - [`hal`]: the hardware-access trait and the checked DMA-buffer view the driver uses.
-//! - [`cmd`]: the command queue (entries, mailbox chains, tokens, health checks).
-//! - [`caps`]: QUERY_HCA_CAP / SET_HCA_CAP and the capability values the driver needs.
-//! - [`pages`]: firmware pages (QUERY_PAGES / MANAGE_PAGES give and take).
-//! - [`eq`]: the polled event queue for page requests and asynchronous events.
-//! - [`uar`]: user access regions (doorbell pages).
-//! - [`pd`]: protection domains and the transport domain.
-//! - [`counters`]: Q counter sets and the vport's traffic counters.
-//! - [`mr`]: memory keys (CREATE_MKEY with the fewest MTT entries).
-//! - [`mw`]: memory windows (types 1 and 2: alloc, bind by UMR WQE, invalidation).
-//! - [`cq`]: completion queues and CQE parsing.
-//! - [`qp`]: RC queue pairs, WQE building and doorbells.
-//! - [`hca`]: bring-up and teardown of the function.
-//! - [`verbs`]: the public, ibverbs-like API.
-//! - [`error`]: typed errors.
+//! The modules form layers; each imports only from the layers below it (bottom to top):
+//! 1. Foundations: [`hal`] (the hardware-access trait and the checked DMA-buffer view),
+//!    [`error`] (typed errors; the work-completion types it names are `wc`, re-exported by
+//!    [`cq`]), and `rand` (the random source).
+//! 2. The device: [`cmd`] (the command queue: entries, mailbox chains, tokens, health
+//!    checks), [`hca`] (bring-up and teardown of the function), [`caps`] (QUERY_HCA_CAP /
+//!    SET_HCA_CAP), [`pages`] (firmware pages), [`eq`] (the polled event queue, and the
+//!    completion-event state it routes to CQs and channels), [`uar`] (doorbell pages), and
+//!    [`mr`] (memory keys: translation planning, CREATE_MKEY with the fewest MTT entries).
+//! 3. The context: `context` (the state an opened function shares with every object: the
+//!    device lock, the dead-device flag, the live regions by key, key variants), [`pd`]
+//!    (protection domains: the commands, the PD state and its handle) and `region` (a memory
+//!    region's state and its handle).
+//! 4. Objects on the context: [`counters`] (Q counter sets, vport counters), [`cq`]
+//!    (completion queues and CQE parsing) and [`qp`] (queue pairs: work queues, states and
+//!    transitions, doorbells, CQ binding; one module per service type, RC today); on them
+//!    [`mw`] (memory windows: alloc, bind by UMR WQE, invalidation) and [`umr`] (the driver's
+//!    UMR QP and the mkey cache; the context holds it through a type the verbs layer names).
+//! 5. [`verbs`]: the public, ibverbs-like API on top (the [`Context`], what PDs and regions
+//!    do, posting with borrowed regions); the crate root re-exports it.
 //!
 //! Sources are cited inline: "rdma-core" is linux-rdma/rdma-core (providers/mlx5), "Linux" is
 //! the mlx5 driver in the Linux/OFED tree (drivers/net/ethernet/mellanox/mlx5/core,
-//! drivers/infiniband/hw/mlx5); "facts trap N" is entry N of the project's PRM reference traps.
+//! drivers/infiniband/hw/mlx5), cited as repo/path and function or struct.
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -38,6 +42,7 @@ extern crate std;
 
 pub mod caps;
 pub mod cmd;
+mod context;
 pub mod counters;
 pub mod cq;
 pub mod eq;
@@ -52,8 +57,10 @@ pub mod qp;
 pub mod uar;
 pub mod umr;
 pub mod verbs;
+mod wc;
 
 mod rand;
+mod region;
 
 /// The integration tests' HAL over the emulated HCA, for unit tests of crate-internal paths.
 #[cfg(test)]

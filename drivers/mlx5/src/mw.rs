@@ -40,12 +40,12 @@ use alloc::sync::Arc;
 
 use mlx5_prm::{create_mkey_in, create_mkey_out, mkc, mkey, wqe};
 
-use crate::cq::WcOpcode;
 use crate::error::{Error, InvalidInput, Result};
 use crate::hal::Hal;
 use crate::mr::{self, Access, MkeyParams, Xlt};
-use crate::qp::{QueuePair, SendFlags};
-use crate::verbs::{MemoryRegion, MrInner, PdInner, ProtectionDomain};
+use crate::pd::{PdInner, ProtectionDomain};
+use crate::qp::{umr_ctrl, QueuePair, SendFlags, LOCAL_INV_DS, WC_OP_BIND};
+use crate::region::{MemoryRegion, MrInner};
 
 /// Memory window type (`enum ibv_mw_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,53 +65,8 @@ const WINDOW_KLMS: u32 = 4;
 /// `set_bind_wr` refuses more with EOPNOTSUPP).
 pub const MAX_WINDOW_LEN: u64 = mr::MAX_KLM_BYTE_COUNT;
 
-/// [`crate::qp::SqSlot`] `wc_op` of a bind.
-pub(crate) const WC_OP_BIND: u8 = 1;
-/// [`crate::qp::SqSlot`] `wc_op` of a local invalidate.
-pub(crate) const WC_OP_LOCAL_INV: u8 = 2;
-
-/// The completion opcode of a UMR WQE from its saved `wc_op`.
-pub(crate) fn wc_opcode(op: u8) -> WcOpcode {
-    match op {
-        WC_OP_BIND => WcOpcode::BindMw,
-        WC_OP_LOCAL_INV => WcOpcode::LocalInv,
-        _ => WcOpcode::Unknown,
-    }
-}
-
-/// 16-byte units of a LOCAL_INV WQE: ctrl, UMR ctrl (48), mkey context (64).
-pub(crate) const LOCAL_INV_DS: u32 =
-    ((wqe::ctrl_seg::SIZE + wqe::umr_ctrl_seg::SIZE + mkc::BYTES) / wqe::SEND_WQE_DS) as u32;
 /// Bytes of KLM data a bind carries (one entry padded to 64, rdma-core `set_umr_data_seg`).
 const KLM_DATA: usize = 64;
-
-/// The UMR ctrl segment: `flags`, `klm_octowords`, `mkey_mask`.
-fn umr_ctrl(flags: u8, octowords: u16, mask: u64) -> [u8; wqe::umr_ctrl_seg::SIZE] {
-    let mut b = [0u8; wqe::umr_ctrl_seg::SIZE];
-    b[wqe::umr_ctrl_seg::FLAGS] = flags;
-    let at = wqe::umr_ctrl_seg::KLM_OCTOWORDS;
-    b[at..at + 2].copy_from_slice(&octowords.to_be_bytes());
-    let at = wqe::umr_ctrl_seg::MKEY_MASK;
-    b[at..at + 8].copy_from_slice(&mask.to_be_bytes());
-    b
-}
-
-/// The UMR ctrl segment and mkey context of LOCAL_INV of a window whose key is `rkey`
-/// (rdma-core qp.c IBV_WR_LOCAL_INV: `set_bind_wr(qp, IBV_MW_TYPE_2, 0, {}, ...)`).
-pub(crate) fn local_inv_body(rkey: u32) -> [u8; wqe::umr_ctrl_seg::SIZE + mkc::BYTES] {
-    use wqe::umr_ctrl_seg::{mask as mk, *};
-    let mut b = [0u8; SIZE + mkc::BYTES];
-    b[..SIZE].copy_from_slice(&umr_ctrl(
-        FLAG_INLINE | FLAG_TRANSLATION_OFFSET_EN | FLAG_CHECK_QPN,
-        0,
-        mk::FREE | mk::KEY | mk::QPN,
-    ));
-    let seg = &mut b[SIZE..];
-    let _ = mkc::FREE.set(seg, 1);
-    let _ = mkc::QPN.set(seg, 0xff_ffff);
-    let _ = mkc::MKEY_7_0.set(seg, rkey & 0xff);
-    b
-}
 
 /// A memory window (`ibv_mw`).
 pub struct MemoryWindow<H: Hal> {
@@ -227,7 +182,7 @@ impl<H: Hal> MemoryWindow<H> {
     /// rkey a bind replaces is retired, as destroyed keys are).
     fn next_key(&self) -> u32 {
         let ctx = &self.pd.ctx;
-        crate::verbs::fresh_variant(ctx, self.key, ctx.random() as u32)
+        crate::context::fresh_variant(ctx, self.key, ctx.random() as u32)
     }
 }
 
@@ -416,35 +371,5 @@ impl<H: Hal> QueuePair<H> {
             len: k + KLM_DATA,
             new_key,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// LOCAL_INV's segments as rdma-core qp.c `set_umr_control_seg` / `set_umr_mkey_seg`
-    /// write them for an empty type 2 bind (flags INLINE | TRANSLATION_OFFSET | CHECK_QPN =
-    /// 0x98, mask FREE | MKEY | QPN, no KLM, mkey context free with qpn 0xffffff), with the
-    /// window's variant kept.
-    #[test]
-    fn local_inv_segments_are_rdma_cores() {
-        let b = local_inv_body(0x1234_56ab);
-        assert_eq!(b[wqe::umr_ctrl_seg::FLAGS], 0x98);
-        let at = wqe::umr_ctrl_seg::KLM_OCTOWORDS;
-        assert_eq!(&b[at..at + 2], &[0, 0]);
-        let at = wqe::umr_ctrl_seg::MKEY_MASK;
-        assert_eq!(
-            u64::from_be_bytes(b[at..at + 8].try_into().unwrap()),
-            (1 << 29) | (1 << 14) | (1 << 13)
-        );
-        let seg = &b[wqe::umr_ctrl_seg::SIZE..];
-        // `mlx5_wqe_mkey_context_seg`: free (byte 0, bit 6), qpn_mkey = 0xffffff << 8 | variant.
-        assert_eq!(seg[0], 1 << 6);
-        assert_eq!(&seg[4..8], &[0xff, 0xff, 0xff, 0xab]);
-        assert_eq!(LOCAL_INV_DS, 8);
-        assert_eq!(wc_opcode(WC_OP_BIND), WcOpcode::BindMw);
-        assert_eq!(wc_opcode(WC_OP_LOCAL_INV), WcOpcode::LocalInv);
-        assert_eq!(wc_opcode(0), WcOpcode::Unknown);
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Sources: Linux core/pagealloc.c (`mlx5_satisfy_startup_pages`, `give_pages`,
 //! `reclaim_pages`, `mlx5_reclaim_startup_pages`), rdma-core mlx5_vfio.c
-//! (`mlx5_vfio_give_pages`, `mlx5_vfio_reclaim_pages`); layouts facts trap 21, pages.pas_entry.
+//! (`mlx5_vfio_give_pages`, `mlx5_vfio_reclaim_pages`); layouts Linux mlx5_ifc.h
+//! `mlx5_ifc_manage_pages_in_bits`, `mlx5_ifc_manage_pages_out_bits`.
 
 use alloc::collections::BTreeMap;
 

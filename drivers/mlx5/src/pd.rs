@@ -1,5 +1,7 @@
 //! Protection domains and transport domains: ALLOC_PD / DEALLOC_PD,
-//! ALLOC_TRANSPORT_DOMAIN / DEALLOC_TRANSPORT_DOMAIN (Linux core/pd.c, core/transobj.c).
+//! ALLOC_TRANSPORT_DOMAIN / DEALLOC_TRANSPORT_DOMAIN (Linux core/pd.c, core/transobj.c); the PD
+//! state its regions and QPs share, and the [`ProtectionDomain`] handle (whose verbs are in
+//! [`crate::verbs`]).
 
 use mlx5_prm::{
     alloc_pd_in, alloc_pd_out, alloc_transport_domain_in, alloc_transport_domain_out,
@@ -7,7 +9,10 @@ use mlx5_prm::{
     opcode,
 };
 
+use alloc::sync::Arc;
+
 use crate::cmd::{get, CmdBuf};
+use crate::context::CtxInner;
 use crate::error::Result;
 use crate::hal::Hal;
 use crate::hca::Device;
@@ -29,8 +34,9 @@ impl<H: Hal> Device<H> {
         self.exec(hal, &c, &mut out)
     }
 
-    /// ALLOC_TRANSPORT_DOMAIN: returns the TD number. Plain RC QPs do not reference it (facts
-    /// trap 17); Linux allocates one per user context and so does the driver.
+    /// ALLOC_TRANSPORT_DOMAIN: returns the TD number. Plain RC QPs do not reference it (qpc
+    /// has no TD field, Linux mlx5_ifc.h `mlx5_ifc_qpc_bits`); Linux allocates one per user
+    /// context (ib/main.c `mlx5_ib_alloc_ucontext`) and so does the driver.
     pub(crate) fn alloc_td(&mut self, hal: &H) -> Result<u32> {
         let c = CmdBuf::new(
             opcode::ALLOC_TRANSPORT_DOMAIN,
@@ -52,5 +58,41 @@ impl<H: Hal> Device<H> {
         c.set(dealloc_transport_domain_in::TRANSPORT_DOMAIN, tdn);
         let mut out = [0u8; dealloc_transport_domain_out::BYTES];
         self.exec(hal, &c, &mut out)
+    }
+}
+
+/// Protection domain state shared with its MRs and QPs.
+pub(crate) struct PdInner<H: Hal> {
+    pub(crate) ctx: Arc<CtxInner<H>>,
+    pub(crate) pdn: u32,
+}
+
+impl<H: Hal> Drop for PdInner<H> {
+    fn drop(&mut self) {
+        let ctx = &self.ctx;
+        let pdn = self.pdn;
+        let _ = ctx.with_dev(|d| d.dealloc_pd(&ctx.hal, pdn));
+    }
+}
+
+/// A protection domain.
+pub struct ProtectionDomain<H: Hal> {
+    pub(crate) inner: Arc<PdInner<H>>,
+}
+
+impl<H: Hal> ProtectionDomain<H> {
+    /// A PD of the driver's own (the UMR QP's).
+    pub(crate) fn alloc_internal(ctx: &Arc<CtxInner<H>>) -> Result<Self> {
+        let pdn = ctx.with_dev(|d| d.alloc_pd(&ctx.hal))?;
+        Ok(ProtectionDomain {
+            inner: Arc::new(PdInner {
+                ctx: ctx.clone(),
+                pdn,
+            }),
+        })
+    }
+
+    pub(crate) fn inner_arc(&self) -> &Arc<PdInner<H>> {
+        &self.inner
     }
 }

@@ -1,5 +1,5 @@
 //! User access regions: 4 KiB doorbell pages of BAR0 (UAR index n = BAR0 page n; rdma-core
-//! mlx5_vfio.c `uar2iova`, facts trap 14). ALLOC_UAR / DEALLOC_UAR.
+//! mlx5_vfio.c `uar2iova`). ALLOC_UAR / DEALLOC_UAR.
 
 use mlx5_prm::{alloc_uar_in, alloc_uar_out, dealloc_uar_in, dealloc_uar_out, opcode, uar};
 

@@ -18,12 +18,14 @@ use core::time::Duration;
 
 use mlx5_prm::{mkc, mkey, wqe};
 
+use crate::context::CtxInner;
 use crate::cq::{CompletionQueue, WcStatus, WorkCompletion};
 use crate::error::{Error, InvalidInput, Result};
 use crate::hal::Hal;
 use crate::mr::Access;
+use crate::pd::ProtectionDomain;
 use crate::qp::{ConnectOptions, QpCaps, QpOptions, QueuePair};
-use crate::verbs::{CtxInner, MemoryRegion, MrInner, ProtectionDomain};
+use crate::region::{MemoryRegion, MrInner};
 
 pub use mlx5_prm::wqe::umr_ctrl_seg::mask as mkey_mask;
 
@@ -434,7 +436,7 @@ impl<H: Hal> UmrRes<H> {
     }
 
     /// The UMR PD (a parked region allocation refers to it instead of its last PD).
-    pub(crate) fn pd_arc(&self) -> &Arc<crate::verbs::PdInner<H>> {
+    pub(crate) fn pd_arc(&self) -> &Arc<crate::pd::PdInner<H>> {
         self._pd.inner_arc()
     }
 

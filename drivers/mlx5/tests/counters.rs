@@ -10,7 +10,7 @@ use mlx5::{
     CmdStatus, ConnectOptions, Error, InvalidInput, QCounters, QpCaps, QpEndpoint, Remote,
     SendData, SendFlags, SendOp, SendWr, WcStatus,
 };
-use mlx5_sim::roce::link::FaultSpec;
+use mlx5_sim::link::FaultSpec;
 
 const SIG: SendFlags = SendFlags::SIGNALED;
 

@@ -19,8 +19,8 @@ crate::prm_struct! {
     struct query_hca_cap_out[0x8080] {
         STATUS: 0x0, 0x8;
         SYNDROME: 0x20, 0x20;
-        /// Starts at byte 0x10; the output is 4112 bytes, so it arrives through mailboxes (facts
-        /// trap 31).
+        /// Starts at byte 0x10; the output is 4112 bytes, so it arrives through mailboxes
+        /// (rdma-core `mlx5_ifc_query_hca_cap_out_bits`).
         CAPABILITY: 0x80, crate::hca_cap_union::BITS;
     }
 
@@ -29,7 +29,8 @@ crate::prm_struct! {
     struct set_hca_cap_in[0x8080] {
         OPCODE: 0x0, 0x10;
         /// `cap_type << 1` (Linux constants are unshifted, rdma-core's pre-shifted; do not shift
-        /// twice) (facts trap 22).
+        /// twice; Linux core/main.c `set_caps`, rdma-core `mlx5_ifc.h`
+        /// `MLX5_SET_HCA_CAP_OP_MOD_*`).
         OP_MOD: 0x30, 0x10;
         OTHER_FUNCTION: 0x40, 0x1;
         FUNCTION_ID: 0x50, 0x10;
@@ -60,7 +61,7 @@ crate::prm_struct! {
 
     /// `mlx5_ifc_cmd_hca_cap_bits`: rdma-core mlx5_ifc.h:849.
     /// `fast_teardown` is deliberately not declared here: rdma-core puts it at 0x111, Linux (OFED
-    /// 24.07) at 0xfb with 0x111 reserved (facts trap 23). Use
+    /// 24.07) at 0xfb with 0x111 reserved (both `mlx5_ifc_cmd_hca_cap_bits`). Use
     /// [`crate::linux_layout::cmd_hca_cap::FAST_TEARDOWN`] (the Linux position) after checking.
     struct cmd_hca_cap[0x800] {
         ACCESS_OTHER_HCA_ROCE: 0x0, 0x1;

@@ -24,7 +24,8 @@ crate::prm_struct! {
         HEALTH_BUFFER: 0x1000, crate::health_buffer::BITS;
         NO_DRAM_NIC_OFFSET: 0x1200, 0x20;
         /// PRM puts clear_int at dword 0x100c; the C `mlx5_init_seg` has `clr_intx` at 0x200c.
-        /// Unresolved; legacy INTx only (facts trap 30).
+        /// Unresolved; legacy INTx only (Linux device.h `mlx5_init_seg`,
+        /// `mlx5_ifc_initial_seg_bits`).
         CLEAR_INT: 0x807f, 0x1;
         HEALTH_SYNDROME: 0x8080, 0x8;
         /// Increments while firmware is alive; 3 unchanged polls = dead.
@@ -60,10 +61,11 @@ crate::prm_struct! {
         /// Mailbox pointer bits 31..9: the pointer's low 9 bits are not representable.
         OUTPUT_MAILBOX_POINTER_31_9: 0x1a0, 0x17;
         OUTPUT_LENGTH: 0x1c0, 0x20;
-        /// Non-zero token, also copied into every mailbox block (facts trap 28).
+        /// Non-zero token, also copied into every mailbox block (Linux core/cmd.c `alloc_token`).
         TOKEN: 0x1e0, 0x8;
         SIGNATURE: 0x1e8, 0x8;
-        /// Delivery status (`status_own >> 1`), [`crate::delivery_status`] (facts trap 27).
+        /// Delivery status (`status_own >> 1`), [`crate::delivery_status`] (Linux core/cmd.c
+        /// `mlx5_cmd_comp_handler`).
         STATUS: 0x1f8, 0x7;
         /// 1 = owned by hardware; software sets it when posting and polls for 0.
         OWNERSHIP: 0x1ff, 0x1;
@@ -77,7 +79,7 @@ crate::prm_struct! {
         /// (the Linux dma_pool aligns its 576-byte blocks to 1024).
         NEXT_POINTER_31_10: 0x11a0, 0x16;
         BLOCK_NUMBER: 0x11c0, 0x20;
-        /// The command's token (same as the queue entry's) (facts trap 28).
+        /// The command's token (same as the queue entry's) (Linux core/cmd.c `mlx5_copy_to_msg`).
         TOKEN: 0x11e8, 0x8;
         CTRL_SIGNATURE: 0x11f0, 0x8;
         SIGNATURE: 0x11f8, 0x8;

@@ -9,8 +9,8 @@ crate::prm_struct! {
         STATUS: 0x0, 0x4;
         DBR_UMEM_VALID: 0x6, 0x1;
         APU_CQ: 0x7, 0x1;
-        /// 0 = 64-byte CQE, 1 = 128-byte, 2 = 128-byte padded ([`crate::cqe::stride`]) (facts trap
-        /// 13).
+        /// 0 = 64-byte CQE, 1 = 128-byte, 2 = 128-byte padded ([`crate::cqe::stride`]) (Linux
+        /// include/linux/mlx5/cq.h `CQE_STRIDE_*`).
         CQE_SZ: 0x8, 0x3;
         CC: 0xb, 0x1;
         SCQE_BREAK_MODERATION_EN: 0xd, 0x1;
@@ -20,23 +20,24 @@ crate::prm_struct! {
         MINI_CQE_RES_FORMAT: 0x12, 0x2;
         ST: 0x14, 0x4;
         CQE_COMPRESSION_LAYOUT: 0x1e, 0x2;
-        /// Quantized in units of page_size/64; 0 for page-aligned buffers (facts trap 3).
+        /// Quantized in units of page_size/64; 0 for page-aligned buffers (Linux ib/mem.c
+        /// `__mlx5_umem_find_best_quantized_pgoff`).
         PAGE_OFFSET: 0x54, 0x6;
-        /// log2(number of CQEs) (facts trap 13).
+        /// log2(number of CQEs) (Linux ib/cq.c `mlx5_ib_create_cq`).
         LOG_CQ_SIZE: 0x63, 0x5;
-        /// UAR index (facts trap 13).
+        /// UAR index (Linux ib/cq.c `mlx5_ib_create_cq`).
         UAR_PAGE: 0x68, 0x18;
         CQ_PERIOD: 0x84, 0xc;
         CQ_MAX_COUNT: 0x90, 0x10;
-        /// EQ number that receives this CQ's completion events (facts trap 13).
+        /// EQ number that receives this CQ's completion events (Linux ib/cq.c `mlx5_ib_create_cq`).
         C_EQN_OR_APU_ELEMENT: 0xa0, 0x20;
-        /// RELATIVE to 4 KiB: `page_shift - 12`; 0 = 4 KiB (facts trap 2).
+        /// RELATIVE to 4 KiB: `page_shift - 12`; 0 = 4 KiB (Linux ib/cq.c `create_cq_user`).
         LOG_PAGE_SIZE: 0xc3, 0x5;
         LAST_NOTIFIED_INDEX: 0x108, 0x18;
         LAST_SOLICIT_INDEX: 0x128, 0x18;
         CONSUMER_COUNTER: 0x148, 0x18;
         PRODUCER_COUNTER: 0x168, 0x18;
-        /// Bus address of the CQ doorbell record (facts trap 13).
+        /// Bus address of the CQ doorbell record (Linux ib/cq.c `mlx5_ib_create_cq`).
         DBR_ADDR: 0x1c0, 0x40;
     }
 

@@ -10,15 +10,16 @@ crate::prm_struct! {
         EC: 0xd, 0x1;
         OI: 0xe, 0x1;
         ST: 0x14, 0x4;
-        /// Quantized in units of page_size/64; 0 for page-aligned buffers (facts trap 3).
+        /// Quantized in units of page_size/64; 0 for page-aligned buffers (Linux ib/mem.c
+        /// `__mlx5_umem_find_best_quantized_pgoff`).
         PAGE_OFFSET: 0x54, 0x6;
         LOG_EQ_SIZE: 0x63, 0x5;
         /// UAR index whose page holds this EQ's doorbell (+0x40).
         UAR_PAGE: 0x68, 0x18;
         /// MSI-X vector index. rdma-core: 8 bits at 0xb8; Linux: 12 bits at 0xb4 (same low bits;
-        /// see [`crate::linux_layout::eqc`]) (facts trap 24).
+        /// see [`crate::linux_layout::eqc`]; both `mlx5_ifc_eqc_bits`).
         INTR: 0xb8, 0x8;
-        /// RELATIVE to 4 KiB: `page_shift - 12` (facts trap 2).
+        /// RELATIVE to 4 KiB: `page_shift - 12` (Linux core/eq.c `create_map_eq`).
         LOG_PAGE_SIZE: 0xc3, 0x5;
         CONSUMER_COUNTER: 0x148, 0x18;
         PRODUCER_COUNTER: 0x168, 0x18;
@@ -32,7 +33,7 @@ crate::prm_struct! {
         OP_MOD: 0x30, 0x10;
         EQ_CONTEXT_ENTRY: 0x80, crate::eqc::BITS;
         /// 4 big-endian 64-bit words; event type t sets bit t % 64 of word t / 64
-        /// (the kernel writes `mask[0] = 1 << t`) (facts trap 26).
+        /// (Linux core/eq.c `create_async_eqs` writes `mask[0] = 1 << t`).
         EVENT_BITMASK: 0x2c0, 0x100, [0x40];
         PAS: 0x880, 0x0, [0x40];
     }
@@ -85,7 +86,8 @@ crate::prm_struct! {
         EVENT_SUB_TYPE: 0x18, 0x8;
         EVENT_DATA: 0x100, crate::event_auto::BITS;
         SIGNATURE: 0x1f0, 0x8;
-        /// EQEs must be initialised with owner = 1 before CREATE_EQ (facts trap 25).
+        /// EQEs must be initialised with owner = 1 before CREATE_EQ (Linux core/eq.c
+        /// `init_eq_buf`).
         OWNER: 0x1ff, 0x1;
     }
 

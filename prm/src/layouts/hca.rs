@@ -113,7 +113,8 @@ crate::prm_struct! {
         SYNDROME: 0x20, 0x20;
         EMBEDDED_CPU_FUNCTION: 0x40, 0x1;
         FUNCTION_ID: 0x50, 0x10;
-        /// Signed: negative means the device returns pages (facts trap 21).
+        /// Signed: negative means the device returns pages (Linux core/pagealloc.c
+        /// `req_pages_handler`).
         NUM_PAGES: 0x60, 0x20;
     }
 
@@ -121,12 +122,13 @@ crate::prm_struct! {
     /// Input of [`crate::opcode::MANAGE_PAGES`] (0x108).
     struct manage_pages_in[0x80] {
         OPCODE: 0x0, 0x10;
-        /// [`crate::pages::manage`]: 0 CANT_GIVE, 1 GIVE, 2 TAKE (facts trap 21).
+        /// [`crate::pages::manage`]: 0 CANT_GIVE, 1 GIVE, 2 TAKE (Linux core/pagealloc.c `MLX5_PAGES_*`).
         OP_MOD: 0x30, 0x10;
         EMBEDDED_CPU_FUNCTION: 0x40, 0x1;
         FUNCTION_ID: 0x50, 0x10;
         INPUT_NUM_ENTRIES: 0x60, 0x20;
-        /// 8-byte big-endian bus addresses of 4 KiB pages; inlen = 16 + 8 * npages (facts trap 21).
+        /// 8-byte big-endian bus addresses of 4 KiB pages; inlen = 16 + 8 * npages (Linux
+        /// core/pagealloc.c `give_pages`).
         PAS: 0x80, 0x0, [0x40];
     }
 
@@ -158,7 +160,7 @@ crate::prm_struct! {
     /// Input of [`crate::opcode::ACCESS_REG`] (0x805).
     struct access_register_in[0x80] {
         OPCODE: 0x0, 0x10;
-        /// 0 = write, 1 = read (rdma-core writes `!write`) (facts trap 29).
+        /// 0 = write, 1 = read (rdma-core mlx5_vfio.c `mlx5_vfio_access_reg` writes `!write`).
         OP_MOD: 0x30, 0x10;
         REGISTER_ID: 0x50, 0x10;
         ARGUMENT: 0x60, 0x20;

@@ -11,8 +11,8 @@ crate::prm_struct! {
         /// Service type ([`crate::qp::st`]; RC = 0).
         ST: 0x8, 0x8;
         ISOLATE_VL_TC: 0x12, 0x1;
-        /// Path migration state; Linux creates QPs with MIGRATED (3) ([`crate::qp::pm`], facts trap
-        /// 17).
+        /// Path migration state; Linux creates QPs with MIGRATED (3) ([`crate::qp::pm`], Linux
+        /// ib/qp.c `create_kernel_qp`).
         PM_STATE: 0x13, 0x2;
         REQ_E2E_CREDIT_MODE: 0x16, 0x2;
         OFFLOAD_TYPE: 0x18, 0x4;
@@ -23,26 +23,29 @@ crate::prm_struct! {
         LATENCY_SENSITIVE: 0x23, 0x1;
         DRAIN_SIGERR: 0x25, 0x1;
         PD: 0x28, 0x18;
-        /// IB path MTU enum (256 = 1 .. 4096 = 5 as in rdma-core IBV_MTU_*; facts trap 19 marks
-        /// equality with the kernel enum as an inference).
+        /// IB path MTU enum (256 = 1 .. 4096 = 5: rdma-core verbs.h `enum ibv_mtu`, Linux
+        /// include/rdma/ib_verbs.h `enum ib_mtu`; ib/qp.c `__mlx5_ib_modify_qp` copies it).
         MTU: 0x40, 0x3;
         LOG_MSG_MAX: 0x43, 0x5;
-        /// log2(number of RQ WQEs) (facts trap 10).
+        /// log2(number of RQ WQEs) (Linux ib/qp.c `create_kernel_qp`).
         LOG_RQ_SIZE: 0x49, 0x4;
-        /// log2(RQ WQE size) - 4, i.e. stride = 16 << log_rq_stride (facts trap 10).
+        /// log2(RQ WQE size) - 4, i.e. stride = 16 << log_rq_stride (Linux ib/qp.c
+        /// `create_kernel_qp`).
         LOG_RQ_STRIDE: 0x4d, 0x3;
         NO_SQ: 0x50, 0x1;
-        /// log2 of the number of 64-byte send WQEBBs, not of WQEs or bytes (facts trap 9).
+        /// log2 of the number of 64-byte send WQEBBs, not of WQEs or bytes (Linux ib/qp.c
+        /// `calc_sq_size`).
         LOG_SQ_SIZE: 0x51, 0x4;
         TS_FORMAT: 0x58, 0x2;
         DATA_IN_ORDER: 0x5a, 0x1;
         RLKY: 0x5b, 0x1;
         ULP_STATELESS_OFFLOAD_MODE: 0x5c, 0x4;
         COUNTER_SET_ID: 0x60, 0x8;
-        /// UAR whose BlueFlame register rings this QP's send doorbell (facts trap 14, inference).
+        /// UAR whose BlueFlame register rings this QP's send doorbell (Linux ib/qp.c
+        /// `_create_kernel_qp`).
         UAR_PAGE: 0x68, 0x18;
         USER_INDEX: 0x88, 0x18;
-        /// RELATIVE to 4 KiB: `page_shift - 12` (facts trap 2).
+        /// RELATIVE to 4 KiB: `page_shift - 12` (Linux ib/qp.c `_create_kernel_qp`).
         LOG_PAGE_SIZE: 0xa3, 0x5;
         REMOTE_QPN: 0xa8, 0x18;
         PRIMARY_ADDRESS_PATH: 0xc0, crate::ads::BITS;
@@ -64,7 +67,8 @@ crate::prm_struct! {
         RRE: 0x490, 0x1;
         RWE: 0x491, 0x1;
         RAE: 0x492, 0x1;
-        /// Quantized in units of page_size/64; 0 for page-aligned buffers (facts trap 3).
+        /// Quantized in units of page_size/64; 0 for page-aligned buffers (Linux ib/mem.c
+        /// `__mlx5_umem_find_best_quantized_pgoff`).
         PAGE_OFFSET: 0x494, 0x6;
         CD_SLAVE_RECEIVE: 0x49d, 0x1;
         CD_SLAVE_SEND: 0x49e, 0x1;
@@ -100,7 +104,7 @@ crate::prm_struct! {
         MLID: 0x29, 0x7;
         RLID: 0x30, 0x10;
         ACK_TIMEOUT: 0x40, 0x5;
-        /// SGID index of a GID programmed with SET_ROCE_ADDRESS (facts trap 19).
+        /// SGID index of a GID programmed with SET_ROCE_ADDRESS (Linux ib/qp.c `mlx5_set_path`).
         SRC_ADDR_INDEX: 0x48, 0x8;
         STAT_RATE: 0x54, 0x4;
         HOP_LIMIT: 0x58, 0x8;
@@ -118,8 +122,8 @@ crate::prm_struct! {
         ETH_PRIO: 0x121, 0x3;
         SL: 0x124, 0x4;
         VHCA_PORT_NUM: 0x128, 0x8;
-        /// First 2 bytes of the 6-byte remote MAC; Linux copies all 6 bytes starting here (facts
-        /// trap 19).
+        /// First 2 bytes of the 6-byte remote MAC; Linux copies all 6 bytes starting here
+        /// (ib/qp.c `mlx5_set_path`).
         RMAC_47_32: 0x130, 0x10;
         RMAC_31_0: 0x140, 0x20;
     }

@@ -5,8 +5,8 @@
 
 crate::prm_struct! {
     /// `mlx5_ifc_nic_vport_context_bits`: rdma-core mlx5_ifc.h:3507.
-    /// rdma-core declares only `roce_en`; the Linux layout (mtu, permanent_address, ...) is not
-    /// part of the reference data, so it is not declared here.
+    /// rdma-core declares only `roce_en`; the Linux fields (mtu, permanent_address, ...) are in
+    /// [`crate::linux_layout::nic_vport_context`].
     struct nic_vport_context[0x800] {
         ROCE_EN: 0x1f, 0x1;
     }
@@ -34,7 +34,7 @@ crate::prm_struct! {
         OTHER_VPORT: 0x40, 0x1;
         VPORT_NUMBER: 0x50, 0x10;
         /// Set `field_select.roce_en` together with `nic_vport_context.roce_en` to enable
-        /// RoCE on an Ethernet port (facts trap 20).
+        /// RoCE on an Ethernet port (Linux core/vport.c `mlx5_nic_vport_update_roce_state`).
         FIELD_SELECT: 0x60, crate::modify_nic_vport_field_select::BITS;
         NIC_VPORT_CONTEXT: 0x800, crate::nic_vport_context::BITS;
     }

@@ -3,12 +3,12 @@
 //! writes the output back, hands the entry back to software and, in event mode, posts a
 //! command-completion EQE.
 //!
-//! Layouts (facts "command_interface"): the 64-byte `mlx5_cmd_layout` (Linux device.h:533,
+//! Layouts: the 64-byte `mlx5_cmd_layout` (Linux device.h:533,
 //! [`mlx5_prm::cmd_layout`]) and the 576-byte `mlx5_cmd_prot_block` (device.h:803,
 //! [`mlx5_prm::cmd_prot_block`]). The first 16 bytes of input and output are inline in the
 //! entry; the rest lives in 512-byte data blocks chained by `next`, numbered by `block_num` from
-//! 0, each carrying the command's token (facts trap 28). Ownership is `status_own` bit 0
-//! (1 = hardware); the delivery status is `status_own >> 1` (Linux cmd.c:1761, facts trap 27).
+//! 0, each carrying the command's token (cmd.c `mlx5_copy_to_msg`). Ownership is `status_own` bit 0
+//! (1 = hardware); the delivery status is `status_own >> 1` (Linux cmd.c `mlx5_cmd_comp_handler`).
 //!
 //! Every guest access goes through [`GuestMemory`]; a chain is followed for exactly as many
 //! blocks as the length needs, so a looping or runaway chain ends in a delivery error.
@@ -332,7 +332,7 @@ fn execute_slot(hca: &mut Hca, queue: CmdQueue, slot: u32) {
                     (err.status, err.syndrome)
                 }
             };
-            // mbox_out: status byte 0, syndrome dword 1 (facts mbox_header_layouts_bits).
+            // mbox_out: status byte 0, syndrome dword 1 (`mlx5_ifc_mbox_out_bits`).
             let _ = mbox_out::STATUS.set(&mut output, st.into());
             let _ = mbox_out::SYNDROME.set(&mut output, syn);
             let opcode = mbox_in::OPCODE.get(&d.input).unwrap_or(0) as u16;

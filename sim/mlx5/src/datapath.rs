@@ -2,7 +2,7 @@
 //! transport, and the error / flush behaviour.
 //!
 //! Flow: a doorbell (UAR DB/BF register) names the QP; the SQ producer counter comes from the
-//! doorbell record (`dbrec[1]`, facts trap 15). Each WQE between the last one taken and that
+//! doorbell record (`dbrec[1]`, `mlx5r_ring_db`). Each WQE between the last one taken and that
 //! counter is fetched from the SQ ring, its gather list is checked against the lkeys *before*
 //! any byte moves, and it is posted to the QP's RC transport ([`crate::roce::rc::RcQp`], glued
 //! to the model in [`crate::rcpath`]), which segments it at the path MTU into RoCEv2 packets
@@ -88,7 +88,8 @@ pub(crate) fn memory_pieces(
 // ---------------------------------------------------------------------------------------------
 
 /// A write to a UAR page's DB/BF register (offsets 0x800..0xfff). `value` is the 8 bytes
-/// written, read big-endian: the first 8 bytes of the last WQE's ctrl segment (facts trap 15).
+/// written, read big-endian: the first 8 bytes of the last WQE's ctrl segment (Linux
+/// ib/wr.c `mlx5r_ring_db`).
 /// Only the first 8 bytes of each BlueFlame half-buffer ring; the rest of a BlueFlame copy is
 /// the WQE body, which the model reads from the SQ ring instead.
 ///

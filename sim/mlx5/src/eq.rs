@@ -3,10 +3,10 @@
 //!
 //! The EQ buffer is `64 << log_eq_size` bytes at `page_offset` in the pages listed by `pas`
 //! (8-byte big-endian bus addresses, one per `4096 << log_page_size` bytes: log_page_size is
-//! RELATIVE to 4 KiB, facts trap 2 / trap 12). EQE `i` of pass `p` is written with
-//! `owner = p & 1`; software initialises every owner bit to 1 before CREATE_EQ (facts trap 25)
+//! RELATIVE to 4 KiB, Linux core/eq.c `create_map_eq`). EQE `i` of pass `p` is written with
+//! `owner = p & 1`; software initialises every owner bit to 1 before CREATE_EQ (`init_eq_buf`)
 //! and finds entry `ci` valid iff `owner == (ci >> log_eq_size) & 1` (Linux lib/eq.h:65).
-//! event_bitmask: 4 big-endian u64 words, type t = bit t % 64 of word t / 64 (facts trap 26).
+//! event_bitmask: 4 big-endian u64 words, type t = bit t % 64 of word t / 64 (`create_map_eq`).
 //! Doorbells: the UAR page of `eqc.uar_page`, +0x40 = CI update and arm, +0x48 = CI update
 //! only; the value is `(ci & 0xffffff) | eqn << 24` (Linux lib/eq.h:70-71).
 //!

@@ -1,9 +1,9 @@
 //! The initialization segment at the start of BAR0: the registers a driver reads before it can
 //! issue any command, and the command doorbell the command interface plugs in behind.
 //!
-//! Layout: /work/shared/prm/mlx5_device_facts.json "init_segment" (linux_c_struct
-//! `struct mlx5_init_seg` field byte offsets; prm_bits_initial_seg = mlx5_ifc.h
-//! `mlx5_ifc_initial_seg_bits`; "decoding" rules). Every register is a big-endian dword: this
+//! Layout: Linux include/linux/mlx5/device.h `struct mlx5_init_seg` (field byte offsets) and
+//! mlx5_ifc.h `mlx5_ifc_initial_seg_bits` (bit fields); decoding as the Linux accessors cited
+//! below. Every register is a big-endian dword: this
 //! module works with register values; [`crate::device::Bar0`] turns them into bytes.
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -13,53 +13,51 @@ use std::time::{Duration, Instant};
 use crate::memory::{GuestMemory, NoMemory};
 
 /// `fw_rev` (0x00): minor in bits 31:16, major in bits 15:0.
-/// Facts: init_segment.linux_c_struct "fw_rev" byte_offset 0; decoding "fw_rev (0x00)":
+/// Linux include/linux/mlx5/driver.h `fw_rev_maj`, `fw_rev_min`:
 /// major = fw_rev & 0xffff, minor = fw_rev >> 16 (mlx5_ifc.h initial_seg: fw_rev_minor at bit 0,
 /// fw_rev_major at bit 16).
 pub const FW_REV: u32 = 0x00;
 /// `cmdif_rev_fw_sub` (0x04): command interface revision in 31:16, fw subminor in 15:0.
-/// Facts: linux_c_struct "cmdif_rev_fw_sub" byte_offset 4; decoding "cmdif_rev_fw_sub (0x04)".
+/// Linux core/cmd.c `cmdif_rev`, include/linux/mlx5/driver.h `fw_rev_sub`.
 pub const CMDIF_REV_FW_SUB: u32 = 0x04;
-/// `cmdq_addr_h` (0x10). Facts: linux_c_struct "cmdq_addr_h" byte_offset 16.
+/// `cmdq_addr_h` (0x10) (Linux core/cmd.c `mlx5_cmd_enable`).
 pub const CMDQ_ADDR_H: u32 = 0x10;
 /// `cmdq_addr_l_sz` (0x14): address bits 31:12, nic_interface 10:8, log_cmdq_size 7:4,
-/// log_cmdq_stride 3:0. Facts: linux_c_struct "cmdq_addr_l_sz" byte_offset 20; decoding
-/// "cmdq_addr_h (0x10) / cmdq_addr_l_sz (0x14)" and "nic_interface (cmdq_addr_l_sz bits 10:8)".
+/// log_cmdq_stride 3:0 (Linux core/cmd.c `mlx5_cmd_enable`; nic_interface: core/health.c
+/// `mlx5_get_nic_state`, `mlx5_set_nic_state`).
 pub const CMDQ_ADDR_L_SZ: u32 = 0x14;
-/// `cmd_dbell` (0x18): software writes 1 << slot. Facts: linux_c_struct "cmd_dbell"
-/// byte_offset 24; decoding "cmd_dbell (0x18)".
+/// `cmd_dbell` (0x18): software writes 1 << slot (Linux core/cmd.c
+/// `cmd_work_handler`).
 pub const CMD_DBELL: u32 = 0x18;
-/// `initializing` (0x1fc): bit 31 set while firmware initializes. Facts: linux_c_struct
-/// "initializing" byte_offset 508; decoding "initializing (0x1fc)".
+/// `initializing` (0x1fc): bit 31 set while firmware initializes (Linux core/main.c
+/// `wait_fw_init`).
 pub const INITIALIZING: u32 = 0x1fc;
 /// `health_counter` (0x1010): low 24 bits keep incrementing while firmware is alive; bits 31:24
-/// are health_syndrome. Facts: linux_c_struct "health_counter" byte_offset 4112;
-/// prm_bits_initial_seg "health_syndrome" (8 bits) / "health_counter" (24 bits) at byte 4112;
-/// decoding "health_counter (0x1010)".
+/// are health_syndrome (Linux mlx5_ifc.h `mlx5_ifc_initial_seg_bits`: `health_syndrome` 8
+/// bits, `health_counter` 24 bits; core/health.c `poll_health` samples it).
 pub const HEALTH_COUNTER: u32 = 0x1010;
 
-/// Health buffer dword holding `rfr_severity` (byte 0x238). Facts: linux_health_buffer
-/// "rfr_severity" byte_offset 56 of the buffer at 0x200.
+/// Health buffer dword holding `rfr_severity` (byte 0x238): byte 56 of Linux device.h
+/// `struct health_buffer` at 0x200.
 pub const HEALTH_RFR_SEVERITY: u32 = 0x238;
-/// Health buffer dword holding `irisc_index`, `synd`, `ext_synd` (bytes 0x23c..0x240). Facts:
-/// linux_health_buffer "irisc_index" 60, "synd" 61, "ext_synd" 62.
+/// Health buffer dword holding `irisc_index`, `synd`, `ext_synd` (bytes 0x23c..0x240): bytes
+/// 60, 61 and 62 of Linux device.h `struct health_buffer`.
 pub const HEALTH_SYND: u32 = 0x23c;
 /// `rfr` bit of `rfr_severity` (`MLX5_RFR_BIT_OFFSET` = 7, Linux device.h:549).
 pub const HEALTH_RFR: u32 = 1 << 7;
 
-/// Command interface revision the driver requires. Facts: decoding "cmdif_rev_fw_sub (0x04)"
-/// (cmd.c `CMD_IF_REV = 5`).
+/// Command interface revision the driver requires (Linux core/cmd.c `CMD_IF_REV = 5`, checked in
+/// `mlx5_cmd_enable`).
 pub const CMD_IF_REV: u16 = 5;
 /// log2 of the number of command queue slots: 32 = MLX5_MAX_COMMANDS.
-/// Facts: command_interface.constants "MLX5_MAX_COMMANDS" = 32; decoding "cmdq_addr_h (0x10) /
-/// cmdq_addr_l_sz (0x14)": 1 << log_sz <= 32.
+/// Linux core/cmd.c `mlx5_cmd_enable` requires 1 << log_sz <= MLX5_MAX_COMMANDS (device.h).
 pub const LOG_CMDQ_SIZE: u8 = 5;
 /// log2 of the command queue entry stride: 64 bytes = sizeof(struct mlx5_cmd_layout).
-/// Facts: command_interface.cmd_layout_linux "size" 64; log_sz + log_stride <= 12.
+/// Linux core/cmd.c `mlx5_cmd_enable` requires log_sz + log_stride <= 12.
 pub const LOG_CMDQ_STRIDE: u8 = 6;
-/// `initializing` bit 31. Facts: decoding "initializing (0x1fc)" (main.c `fw_initializing >> 31`).
+/// `initializing` bit 31 (Linux main.c `wait_fw_init`: `fw_initializing >> 31`).
 pub const INITIALIZING_BIT: u32 = 1 << 31;
-/// Bits of `health_counter` that count. Facts: decoding "health_counter (0x1010)" (& 0xffffff).
+/// Bits of `health_counter` that count (24, `mlx5_ifc_initial_seg_bits`).
 pub const HEALTH_COUNTER_MASK: u32 = 0x00ff_ffff;
 
 /// Firmware version reported in `fw_rev` / `cmdif_rev_fw_sub` (e.g. 16.35.2000).
@@ -75,10 +73,10 @@ pub struct FwVersion {
 pub struct InitSegmentConfig {
     pub fw: FwVersion,
     /// How long `initializing` stays set after reset (Linux polls it every 2 ms for up to 120 s,
-    /// facts boot_sequence.linux step 1).
+    /// core/main.c `wait_fw_init`, timeouts in core/lib/tout.c).
     pub init_delay: Duration,
     /// Period of one `health_counter` increment (Linux samples it every 2 s and declares the
-    /// device dead after 3 unchanged samples, facts health.poll).
+    /// device dead after 3 unchanged samples, core/health.c `poll_health`).
     pub health_tick: Duration,
 }
 

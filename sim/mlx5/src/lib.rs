@@ -9,7 +9,9 @@
 //!   [`caps`], [`pages`], [`eq`], [`uar`], [`pd`], [`vport`], [`counter`], [`faults`], [`trace`],
 //!   [`inproc`] (in-process front end).
 //! - Data plane: [`mr`], [`cq`], [`qp`], [`wqe`], [`datapath`], [`wire`].
-//! - RoCEv2 frames: [`roce`] (codec, ICRC, pcap).
+//! - RoCEv2: [`roce`], the pure protocol (frame codec, ICRC, opcodes, RC transport, counters);
+//!   [`link`], the port's I/O (stream sockets, in-process pairs, receive checks, pcap capture
+//!   and `--decode-pcap`, the wire-fault injector).
 
 pub mod caps;
 pub mod cmd;
@@ -22,6 +24,7 @@ pub mod faults;
 pub mod hca;
 pub mod init_seg;
 pub mod inproc;
+pub mod link;
 pub mod memory;
 pub mod mr;
 pub mod mw;

@@ -7,8 +7,8 @@
 //! Every page it owns must be 4 KiB aligned and inside guest memory; the device writes a tag
 //! into the first bytes of each page it receives (the page is its memory now).
 //!
-//! Sources: op_mods and the signed `num_pages` of the facts ("pages": Linux pagealloc.c:46-48,
-//! mlx5_ifc.h:6131-6133; facts trap 21); reclaim returns `output_num_entries` addresses in
+//! Sources: op_mods and the signed `num_pages` (Linux pagealloc.c:46-48 `req_pages_handler`,
+//! mlx5_ifc.h:6131-6133 enum); reclaim returns `output_num_entries` addresses in
 //! `manage_pages_out.pas` (Linux pagealloc.c reclaim_pages, rdma-core mlx5_vfio.c:401).
 
 use std::collections::BTreeSet;

@@ -1,7 +1,7 @@
 //! Queue pairs: CREATE_QP / DESTROY_QP / QUERY_QP and the state-transition commands
 //! RST2INIT .. 2RST. Only the RC service type is modelled.
 //!
-//! Buffer layout (facts traps 9-11; Linux drivers/infiniband/hw/mlx5/qp.c:1277): one buffer
+//! Buffer layout (Linux drivers/infiniband/hw/mlx5/qp.c:1277 `_create_kernel_qp`): one buffer
 //! described by `pas[]`, the RQ first (`2^log_rq_size` WQEs of `16 << log_rq_stride` bytes),
 //! the SQ right after it (`2^log_sq_size` 64-byte basic blocks). The doorbell record holds the
 //! RQ producer counter (`dbrec[0]`) and the SQ producer counter in WQEBBs (`dbrec[1]`).
@@ -442,7 +442,7 @@ fn read_path(ctx: &[u8], path: Field) -> AddressPath {
     let f = |x: Field| get(x.within(path), ctx);
     let mut rgid = [0u8; 16];
     let _ = ads::RGID_RIP.within(path).read_bytes(ctx, &mut rgid);
-    // Linux copies the 6-byte MAC starting at rmac_47_32 (facts trap 19).
+    // Linux copies the 6-byte MAC starting at rmac_47_32 (ib/qp.c `mlx5_set_path`).
     let mut rmac = [0u8; 6];
     let at = ads::RMAC_47_32.within(path).byte_offset();
     if let Some(m) = ctx.get(at..at + 6) {
@@ -498,7 +498,7 @@ pub fn create_qp(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult {
     let log_max_sz = hca.cap(cmd_hca_cap::LOG_MAX_QP_SZ);
     let log_sq = get(qpc::LOG_SQ_SIZE, ctx);
     let log_rq = get(qpc::LOG_RQ_SIZE, ctx);
-    let rq_stride_shift = get(qpc::LOG_RQ_STRIDE, ctx) + 4; // facts trap 10
+    let rq_stride_shift = get(qpc::LOG_RQ_STRIDE, ctx) + 4; // Linux ib/qp.c `create_kernel_qp`
     if (!no_sq && log_sq > log_max_sz) || (has_rq && log_rq > log_max_sz) {
         return Err(bad_param(syndrome::SIZE_ABOVE_CAP));
     }

@@ -1,7 +1,7 @@
 //! User Access Regions: ALLOC_UAR / DEALLOC_UAR and the doorbell registers in each UAR page.
 //!
-//! UAR index n is the 4 KiB page at BAR0 + n * 4096 (facts trap 14; datapath facts
-//! "uar_and_blueflame": rdma-core mlx5_vfio.c:1327, Linux uar.c:78). Indexes start at
+//! UAR index n is the 4 KiB page at BAR0 + n * 4096 (rdma-core mlx5_vfio.c `uar2iova`, Linux
+//! uar.c:78 `uar2pfn`). Indexes start at
 //! [`FIRST_UAR`] because pages 0..2 hold the initialization segment (`struct mlx5_init_seg` is
 //! 8208 bytes, Linux device.h:576). Offsets inside a page (Linux doorbell.h:36-37, eq.c:37,
 //! lib/eq.h:70): 0x20 CQ arm doorbell (64-bit), 0x40 EQ doorbell with re-arm, 0x48 EQ doorbell

@@ -6,10 +6,10 @@
 //!
 //! - **A frame link** ([`Port::pair`], [`Port::listen`], [`Port::connect`], [`Port::serve`]):
 //!   each packet is a complete RoCEv2 frame (Ethernet II, IPv4 or IPv6, UDP 4791, BTH and
-//!   extension headers, payload, pad, ICRC) on a [`crate::roce::link::Port`], which checks what
+//!   extension headers, payload, pad, ICRC) on a [`crate::link::FramePort`], which checks what
 //!   it receives (MAC, decode, ICRC, ...), counts, captures (`--wire-pcap`) and injects faults
 //!   (`--wire-fault`). Stream links use QEMU's `-netdev stream` framing (see
-//!   [`crate::roce::link`]).
+//!   [`crate::link`]).
 //! - **Loopback** (the remote GID is one of this HCA's) and **a pair sharing one guest memory**
 //!   ([`Port::pair_sharing_memory`]): the same packets (BTH, extension headers, PSNs), but the
 //!   payload is not copied into a frame: it travels as a [`RefPayload`] naming the bus pieces
@@ -32,12 +32,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::link::{
+    FaultSpec, FramePort, Link, LinkError, PcapTap, PortConfig, RxPacket as RxFrame, StreamAddr,
+};
 use crate::memory::{DmaError, GuestMemory};
 use crate::roce::counters::{Counter, PortCounters};
-use crate::roce::link::{
-    FaultSpec, Link, LinkError, PcapTap, Port as FramePort, PortConfig, RxPacket as RxFrame,
-    StreamAddr,
-};
 use crate::roce::{Aeth, Bth, ExtHdrs, Reth, NO_EXT};
 
 /// Packets an in-process shared-memory pair queues before refusing more (lost, as on a full
@@ -252,7 +251,105 @@ pub fn same_memory(a: &Arc<dyn GuestMemory>, b: &Arc<dyn GuestMemory>) -> bool {
     std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
 }
 
+/// Where bytes `[off, end)` of a [`RefPayload`] lie ([`RefPayload::source`]).
+enum Source<'a> {
+    /// No payload and no bytes asked for.
+    Empty,
+    /// In the packet.
+    Bytes(&'a [u8]),
+    /// Bytes `[off, end)` of the message made of `pieces` in `mem`.
+    Pieces {
+        mem: &'a Arc<dyn GuestMemory>,
+        pieces: &'a [(u64, usize)],
+        off: usize,
+        end: usize,
+    },
+}
+
+/// Calls `f(bus, at, k)` for each stretch of bytes `[off, end)` of the message made of
+/// `pieces`: `k` bytes at bus address `bus`, message bytes `off + at..off + at + k`. Fails
+/// as a short source when the pieces end first.
+#[inline]
+fn each_stretch(
+    pieces: &[(u64, usize)],
+    off: usize,
+    end: usize,
+    mut f: impl FnMut(u64, usize, usize) -> Result<(), DeliverError>,
+) -> Result<(), DeliverError> {
+    let mut at = 0usize;
+    let mut moved = 0usize;
+    for &(bus, len) in pieces {
+        let (lo, hi) = (at.max(off), (at + len).min(end));
+        at += len;
+        if lo >= hi {
+            if at >= end {
+                break;
+            }
+            continue;
+        }
+        let k = hi - lo;
+        f(bus + (lo - (at - len)) as u64, moved, k)?;
+        moved += k;
+    }
+    if moved == end - off {
+        Ok(())
+    } else {
+        Err(DeliverError::Source(DmaError {
+            addr: 0,
+            len: end - off,
+        }))
+    }
+}
+
 impl RefPayload {
+    /// Where payload bytes `[off, off + n)` lie; `own` is the memory of an
+    /// [`RefPayload::Own`] payload (the receiver's), `None` where it cannot be read.
+    #[inline]
+    fn source<'a>(
+        &'a self,
+        off: usize,
+        n: usize,
+        own: Option<&'a Arc<dyn GuestMemory>>,
+    ) -> Result<Source<'a>, DeliverError> {
+        let short = DeliverError::Source(DmaError { addr: 0, len: n });
+        let end = off.checked_add(n).ok_or(short)?;
+        let window =
+            |mem: &'a Arc<dyn GuestMemory>, pieces: &'a [(u64, usize)], base: usize, len: usize| {
+                if end > len {
+                    Err(short)
+                } else {
+                    Ok(Source::Pieces {
+                        mem,
+                        pieces,
+                        off: base + off,
+                        end: base + end,
+                    })
+                }
+            };
+        match self {
+            RefPayload::None if n == 0 => Ok(Source::Empty),
+            RefPayload::None => Err(short),
+            RefPayload::Bytes(b) => b.get(off..end).map(Source::Bytes).ok_or(short),
+            RefPayload::Mem { mem, pieces } => Ok(Source::Pieces {
+                mem,
+                pieces,
+                off,
+                end,
+            }),
+            RefPayload::Window {
+                mem,
+                pieces,
+                off: base,
+                len,
+            } => window(mem, pieces, *base, *len),
+            RefPayload::Own {
+                pieces,
+                off: base,
+                len,
+            } => window(own.ok_or(short)?, pieces, *base, *len),
+        }
+    }
+
     /// Moves payload bytes `[off, off + n)` to bus address `dst` of `mem`: one
     /// [`GuestMemory::copy`] per source piece when the payload lies in `mem`, else a read and a
     /// write.
@@ -263,54 +360,20 @@ impl RefPayload {
         dst: u64,
         n: usize,
     ) -> Result<(), DeliverError> {
-        let short = DeliverError::Source(DmaError { addr: 0, len: n });
-        let end = off.checked_add(n).ok_or(short)?;
-        let (src_mem, pieces, off, end): (_, &[(u64, usize)], _, _) = match self {
-            RefPayload::None => {
-                return if n == 0 { Ok(()) } else { Err(short) };
-            }
-            RefPayload::Bytes(b) => {
-                let bytes = b.get(off..end).ok_or(short)?;
-                return mem.write(dst, bytes).map_err(DeliverError::Destination);
-            }
-            RefPayload::Mem { mem, pieces } => (mem, pieces, off, end),
-            RefPayload::Window {
+        let (src_mem, pieces, off, end) = match self.source(off, n, Some(mem))? {
+            Source::Empty => return Ok(()),
+            Source::Bytes(b) => return mem.write(dst, b).map_err(DeliverError::Destination),
+            Source::Pieces {
                 mem,
                 pieces,
-                off: base,
-                len,
-            } => {
-                if end > *len {
-                    return Err(short);
-                }
-                (mem, pieces, base + off, base + end)
-            }
-            RefPayload::Own {
-                pieces,
-                off: base,
-                len,
-            } => {
-                if end > *len {
-                    return Err(short);
-                }
-                (mem, pieces, base + off, base + end)
-            }
+                off,
+                end,
+            } => (mem, pieces, off, end),
         };
         let same = same_memory(src_mem, mem);
         let mut bounce = Vec::new();
-        let mut at = 0usize;
-        let mut moved = 0usize;
-        for &(bus, len) in pieces {
-            let (lo, hi) = (at.max(off), (at + len).min(end));
-            at += len;
-            if lo >= hi {
-                if at >= end {
-                    break;
-                }
-                continue;
-            }
-            let (src, k) = (bus + (lo - (at - len)) as u64, hi - lo);
-            let to = dst + moved as u64;
+        each_stretch(pieces, off, end, |src, at, k| {
+            let to = dst + at as u64;
             if same {
                 mem.copy(src, to, k).map_err(|e| {
                     if e.addr == src {
@@ -318,77 +381,35 @@ impl RefPayload {
                     } else {
                         DeliverError::Destination(e)
                     }
-                })?;
+                })
             } else {
                 bounce.resize(k, 0);
                 src_mem
                     .read(src, &mut bounce)
                     .map_err(DeliverError::Source)?;
-                mem.write(to, &bounce).map_err(DeliverError::Destination)?;
+                mem.write(to, &bounce).map_err(DeliverError::Destination)
             }
-            moved += k;
-        }
-        if moved == n {
-            Ok(())
-        } else {
-            Err(short)
-        }
+        })
     }
 
-    /// Reads payload bytes `[off, off + dst.len())` into `dst`.
+    /// Reads payload bytes `[off, off + dst.len())` into `dst`. (The memory of an `Own`
+    /// payload is the reader's: `deliver` it instead.)
     pub fn read_into(&self, off: usize, dst: &mut [u8]) -> Result<(), DeliverError> {
-        let n = dst.len();
-        let short = DeliverError::Source(DmaError { addr: 0, len: n });
-        let end = off.checked_add(n).ok_or(short)?;
-        match self {
-            RefPayload::None => {
-                if n == 0 {
-                    Ok(())
-                } else {
-                    Err(short)
-                }
-            }
-            RefPayload::Bytes(b) => {
-                dst.copy_from_slice(b.get(off..end).ok_or(short)?);
+        match self.source(off, dst.len(), None)? {
+            Source::Empty => Ok(()),
+            Source::Bytes(b) => {
+                dst.copy_from_slice(b);
                 Ok(())
             }
-            // (The memory of an `Own` payload is the reader's: `deliver` it instead.)
-            RefPayload::Own { .. } => Err(short),
-            RefPayload::Mem { .. } | RefPayload::Window { .. } => {
-                let (mem, pieces, off, end): (_, &[(u64, usize)], _, _) = match self {
-                    RefPayload::Mem { mem, pieces } => (mem, pieces, off, end),
-                    RefPayload::Window {
-                        mem,
-                        pieces,
-                        off: base,
-                        len,
-                    } => {
-                        if end > *len {
-                            return Err(short);
-                        }
-                        (mem, pieces, base + off, base + end)
-                    }
-                    _ => return Err(short),
-                };
-                let mut at = 0usize;
-                let mut moved = 0usize;
-                for &(bus, len) in pieces {
-                    let (lo, hi) = (at.max(off), (at + len).min(end));
-                    at += len;
-                    if lo >= hi {
-                        continue;
-                    }
-                    let src = bus + (lo - (at - len)) as u64;
-                    mem.read(src, &mut dst[moved..moved + hi - lo])
-                        .map_err(DeliverError::Source)?;
-                    moved += hi - lo;
-                }
-                if moved == n {
-                    Ok(())
-                } else {
-                    Err(short)
-                }
-            }
+            Source::Pieces {
+                mem,
+                pieces,
+                off,
+                end,
+            } => each_stretch(pieces, off, end, |src, at, k| {
+                mem.read(src, &mut dst[at..at + k])
+                    .map_err(DeliverError::Source)
+            }),
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! A send WQE is a ctrl segment followed by opcode-specific segments, `qpn_ds & 0x3f` 16-byte
 //! units in all, occupying `ceil(ds * 16 / 64)` 64-byte basic blocks of the SQ ring
-//! (datapath facts `wqe_basics`; rdma-core providers/mlx5/qp.c `_mlx5_post_send`). The caller
+//! (rdma-core providers/mlx5/mlx5dv.h `mlx5dv_set_ctrl_seg`, qp.c `_mlx5_post_send`). The caller
 //! copies the WQE out of the ring (handling the wrap to the ring start) and hands the bytes to
 //! [`SendWqe::parse`]; parsing never allocates.
 //!

@@ -30,7 +30,8 @@ fn vport_and_roce_addresses() {
         linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_31_0.get(ctx),
         Ok(1)
     );
-    // roce_en only changes when field_select says so (facts trap 20).
+    // roce_en only changes when field_select says so (Linux core/vport.c
+    // `mlx5_nic_vport_update_roce_state`).
     let mut m = input(
         opcode::MODIFY_NIC_VPORT_CONTEXT,
         0,

@@ -64,7 +64,7 @@ fn mkey_rejections() {
     // Unknown PD.
     let i = e.mkey_input(pd + 100, buf, 4096, LR, 1);
     run(&mut e, &i, cmd_status::BAD_RES_ERR, mrs::BAD_PD);
-    // log_page_size below 12 and absurdly large (absolute, facts trap 1).
+    // log_page_size below 12 and absurdly large (absolute, Linux ib/mr.c `reg_create`).
     for lps in [0, 11] {
         let mut i = base.clone();
         set(&mut i, mkc::LOG_PAGE_SIZE.within(m), lps);

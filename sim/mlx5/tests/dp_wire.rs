@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use dp::*;
 use mlx5_prm::{cqe, qp, wqe};
 use mlx5_sim::device::ExecMode;
-use mlx5_sim::roce::link::{Link, StreamAddr};
+use mlx5_sim::link::{Link, StreamAddr};
 use mlx5_sim::roce::{
     decode, Aeth, AethKind, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode, Opcode, Reth,
     RoceHeaders, UdpHdr,

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use mlx5_sim::roce::pcap::PcapFile;
+use mlx5_sim::link::pcap::PcapFile;
 use mlx5_sim::roce::requester::{ReqConfig, Requester, WorkRequest, WrOp};
 use mlx5_sim::roce::responder::{RespConfig, Responder};
 use mlx5_sim::roce::transport::{

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use mlx5_sim::roce::pcap::{PcapFile, PcapWriter};
+use mlx5_sim::link::pcap::{PcapFile, PcapWriter};
 use mlx5_sim::roce::{
     decode, Aeth, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode, Opcode, Reth, RoceHeaders,
     UdpHdr,
@@ -73,7 +73,7 @@ fn every_rxe_frame_decodes_checks_its_icrc_and_re_encodes_identically() {
                 f.icrc_computed
             );
             assert_eq!(f.encode().unwrap(), rec.data, "{what}: re-encoding differs");
-            // Facts the capture README states for every rxe frame.
+            // What the capture README states for every rxe frame.
             let h = &f.hdrs;
             assert_eq!(h.udp.checksum, 0, "{what}");
             assert_eq!(h.bth.p_key, 0xffff, "{what}");

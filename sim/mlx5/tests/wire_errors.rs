@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use dp::*;
 use mlx5_prm::{ads, cqe, qp, wqe};
+use mlx5_sim::link::{Link, StreamAddr};
 use mlx5_sim::roce::counters::Counter;
-use mlx5_sim::roce::link::{Link, StreamAddr};
 use mlx5_sim::roce::{
     decode, Aeth, AethKind, AtomicEth, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, Ipv6Hdr,
     NakCode, Opcode, Reth, RoceHeaders, UdpHdr,

@@ -10,26 +10,19 @@ mod raw;
 use dp::*;
 use mlx5_prm::{opcode, query_q_counter_in, query_vport_counter_out, wqe};
 use mlx5_sim::device::ExecMode;
+use mlx5_sim::link::FaultSpec;
 use mlx5_sim::roce::counters::Counter;
-use mlx5_sim::roce::link::FaultSpec;
 use mlx5_sim::InProcHca;
+use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use raw::{input, set};
 
 const CE: u8 = wqe::ctrl::CQ_UPDATE;
 
-/// SplitMix64 (the fault injector's generator too).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+/// Uniform in `0..n` (`n > 0`) from SplitMix64 (rand_xoshiro's; the fault injector's
+/// generator too).
+fn below(rng: &mut SplitMix64, n: u64) -> u64 {
+    rng.next_u64() % n
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -99,7 +92,7 @@ fn rc_over_faulty_frames_ends_byte_exact() {
     let mut counter = 0u64;
 
     let sizes = [1u64, 7, 64, 256, 1000, 1024, 1025, 4096, 4097, 9000, 16384];
-    let mut rng = Rng(0x5eed);
+    let mut rng = SplitMix64::seed_from_u64(0x5eed);
     let (mut writes, mut reads, mut atomics) = (0, 0, 0);
     while writes < 10_000 {
         // One batch: up to 32 WQEs, then all their completions.
@@ -111,12 +104,12 @@ fn rc_over_faulty_frames_ends_byte_exact() {
         // application must do when it overwrites what it reads.
         let mut fm = CE;
         for _ in 0..32 {
-            let kind = rng.below(100);
+            let kind = below(&mut rng, 100);
             let this = fm;
             fm = CE;
             if kind < 4 && checks_read.len() < 4 {
-                let len = sizes[rng.below(sizes.len() as u64) as usize];
-                let off = rng.below((REGION as u64) - len);
+                let len = sizes[below(&mut rng, sizes.len() as u64) as usize];
+                let off = below(&mut rng, (REGION as u64) - len);
                 let to = rd + checks_read.len() as u64 * 16 * 1024;
                 ea.post_send(
                     &mut a,
@@ -132,7 +125,7 @@ fn rc_over_faulty_frames_ends_byte_exact() {
                 fm = CE | wqe::fence::FENCE;
                 reads += 1;
             } else if kind < 6 && checks_atomic.len() < 64 {
-                let add = rng.below(1000) + 1;
+                let add = below(&mut rng, 1000) + 1;
                 let to = at_local + checks_atomic.len() as u64 * 8;
                 ea.post_send(
                     &mut a,
@@ -149,9 +142,9 @@ fn rc_over_faulty_frames_ends_byte_exact() {
                 counter += add;
                 atomics += 1;
             } else {
-                let len = sizes[rng.below(sizes.len() as u64) as usize];
-                let s = rng.below((REGION as u64) - len);
-                let d = rng.below((REGION as u64) - len);
+                let len = sizes[below(&mut rng, sizes.len() as u64) as usize];
+                let s = below(&mut rng, (REGION as u64) - len);
+                let d = below(&mut rng, (REGION as u64) - len);
                 ea.post_send(
                     &mut a,
                     wqe::opcode::RDMA_WRITE,

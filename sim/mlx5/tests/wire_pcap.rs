@@ -10,8 +10,8 @@ mod raw;
 use dp::*;
 use mlx5_prm::{cqe, wqe};
 use mlx5_sim::device::ExecMode;
-use mlx5_sim::roce::link::PcapTap;
-use mlx5_sim::roce::pcap::PcapFile;
+use mlx5_sim::link::pcap::PcapFile;
+use mlx5_sim::link::PcapTap;
 use mlx5_sim::InProcHca;
 
 const CE: u8 = wqe::ctrl::CQ_UPDATE;

@@ -1,6 +1,7 @@
 //! `--instructions` and its child runs `--callgrind`: instructions per small registration,
-//! counted by callgrind (the `reg_mr` bench's instruction table; README "Memory registration"),
-//! and per page of a large region of scattered 4 KiB pages.
+//! counted by callgrind (the `reg_mr` bench's instruction table; docs/benchmarks.md,
+//! "Registration: instructions per MR"), and per page of a large region of scattered 4 KiB
+//! pages.
 
 use super::common::*;
 use mlx5::mr::PhysChunk;

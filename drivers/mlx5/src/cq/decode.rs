@@ -218,7 +218,7 @@ unsafe fn parse_one<H: Hal>(
                 }
                 wc.byte_len = 0;
             } else if let Some(op) = umr_op {
-                wc.opcode = crate::mw::wc_opcode(op);
+                wc.opcode = crate::qp::wc_opcode(op);
             } else {
                 wc.opcode = REQ_OPCODE[(sop >> 24) as usize];
             }

@@ -1,53 +1,19 @@
-//! Completion events: a CQ's notify state and completion channels.
+//! Completion channels: the completion events the event queue routes to a channel (a CQ's
+//! notify state and the channel's queue are [`crate::eq`]'s, below the CQ).
 
 use alloc::collections::VecDeque;
-use alloc::sync::{Arc, Weak};
-use core::sync::atomic::{AtomicU32, Ordering};
+use alloc::sync::Arc;
+use core::sync::atomic::Ordering;
 use core::time::Duration;
 
+use crate::context::CtxInner;
+use crate::eq::ChannelShared;
 use crate::error::{Error, Result};
 use crate::hal::Hal;
-use crate::verbs::CtxInner;
 
 // For the doc links.
 #[cfg(doc)]
 use super::CompletionQueue;
-
-/// A CQ's completion-event state, shared by the CQ, the event queue's routing table and the
-/// CQ's [`CompletionChannel`].
-pub(crate) struct CqNotify {
-    pub(super) cqn: u32,
-    /// rdma-core `mlx5_cq.arm_sn`: the sequence number the arm doorbell carries; advanced once
-    /// per completion event (rdma-core cq.c `mlx5_cq_event`, which libibverbs
-    /// `ibv_get_cq_event` calls), never by arming.
-    pub(super) arm_sn: AtomicU32,
-    /// Events handed out by the channel and not yet acknowledged ([`CompletionQueue::ack_events`]).
-    pub(super) unacked: AtomicU32,
-    pub(super) channel: Option<Arc<ChannelShared>>,
-}
-
-impl CqNotify {
-    /// A completion event of this CQ was consumed from the EQ: queued on the channel (its
-    /// sequence number advances when the channel hands it out), or, without a channel,
-    /// delivered to the event log by the caller (false; the sequence number advances now).
-    pub(crate) fn deliver(self: &Arc<Self>) -> bool {
-        match &self.channel {
-            Some(c) => {
-                c.pending.lock().push_back(Arc::downgrade(self));
-                true
-            }
-            None => {
-                self.arm_sn.fetch_add(1, Ordering::AcqRel);
-                false
-            }
-        }
-    }
-}
-
-/// A completion channel's queue of completion events.
-pub(crate) struct ChannelShared {
-    pending: spin::Mutex<VecDeque<Weak<CqNotify>>>,
-}
 
 /// A completion channel (`ibv_comp_channel`): the completion events of the CQs created on it
 /// ([`crate::Context::create_cq_with_channel`]), waited for with a deadline. The unikernel has

@@ -3,16 +3,15 @@
 //! ([`CompletionChannel`]).
 //!
 //! Polling follows rdma-core providers/mlx5/cq.c: check the owner bit and opcode of the next
-//! CQE (`is_sw_owned`, facts cqe_ownership), then a read barrier, then read the CQE; the
+//! CQE (`is_sw_owned`, like `get_sw_cqe`), then a read barrier, then read the CQE; the
 //! consumer index is written to the doorbell record once per poll call
-//! (`mlx5_update_cons_index`). CQEs start as `op_own = 0xf0` (facts trap 25).
+//! (`mlx5_update_cons_index`). CQEs start as `op_own = 0xf0` (`mlx5_alloc_cq_buf`).
 
 mod clean;
 mod decode;
 mod event;
 mod poll;
 mod resize;
-mod wc;
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -24,17 +23,17 @@ use mlx5_prm::{
 };
 
 use crate::cmd::{get, CmdBuf};
+use crate::context::CtxInner;
 use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::qp::WqShared;
-use crate::verbs::CtxInner;
 
-pub(crate) use event::CqNotify;
+pub(crate) use crate::eq::CqNotify;
+pub use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
 pub use event::{CompletionChannel, CqEvent};
-pub use wc::{WcOpcode, WcStatus, WorkCompletion};
 
+use crate::wc::WcHead;
 use decode::nop_seen;
-use wc::WcHead;
 
 /// The CQ as the device knows it: lives until the last QP attached to it is gone.
 pub(crate) struct CqShared<H: Hal> {
@@ -163,7 +162,7 @@ fn ring_size(log_max_cq_sz: u8, entries: u32) -> Result<(u32, usize)> {
     Ok((cqe_cnt, bytes))
 }
 
-/// A fresh CQ buffer: every CQE's `op_own` = INVALID << 4 (facts trap 25; Linux cq.c
+/// A fresh CQ buffer: every CQE's `op_own` = INVALID << 4 (Linux cq.c
 /// `init_cq_frag_buf`).
 fn alloc_ring<H: Hal>(hal: &H, cqe_cnt: u32, size: usize) -> Result<DmaMem<H::Dma>> {
     let buf = DmaMem::alloc(hal, size, size)?;

@@ -70,7 +70,7 @@ pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
                 }
                 .into());
             }
-            let padded = n + (n & 1); // even count (facts trap 7)
+            let padded = n + (n & 1); // even count (rdma-core `mlx5_vfio_reg_mr`)
             (
                 mkc_access_mode::MTT,
                 padded * mkey::MTT_ENTRY_SIZE,
@@ -134,9 +134,9 @@ pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
 }
 
 /// Appends `entries` to `buf` as big-endian MTT entries with `flags`, padded with a zero
-/// entry to an even count (facts trap 7). Converted in stack blocks of [`PUT_BLOCK`] entries,
-/// each appended with one copy: this runs 2^17 times per command of a large region, where
-/// an append per entry cost a length check and a store each.
+/// entry to an even count (rdma-core `mlx5_vfio_reg_mr`). Converted in stack blocks of
+/// [`PUT_BLOCK`] entries, each appended with one copy: this runs 2^17 times per command of a
+/// large region, where an append per entry cost a length check and a store each.
 fn put_mtt(buf: &mut alloc::vec::Vec<u8>, entries: &[u64], flags: u64) {
     let mut tmp = [0u8; PUT_BLOCK * mkey::MTT_ENTRY_SIZE];
     for part in entries.chunks(PUT_BLOCK) {

@@ -1,8 +1,9 @@
 //! Memory keys: CREATE_MKEY / DESTROY_MKEY in MTT mode, with the fewest translation entries.
 //!
 //! Sources: Linux ib/mr.c (`set_mkc_access_pd_addr_fields`, `reg_create`), rdma-core
-//! mlx5_vfio.c `vfio_reg_mr`; facts traps 1 (absolute `log_page_size`), 5 (key = index << 8 |
-//! variant), 6 (MTT entry format), 7 (`translations_octword_size`).
+//! mlx5_vfio.c `mlx5_vfio_reg_mr`: absolute `log_page_size` (`reg_create`), key = index << 8 |
+//! variant (core/mr.c `mlx5_core_create_mkey`), MTT entry format (ib/mem.c
+//! `mlx5_ib_populate_pas`), `translations_octword_size` (ib/mr.c `get_octo_len`).
 //!
 //! Translation planning: the MR's virtual range `[iova, iova + len)` is made of physically
 //! contiguous chunks. For a page size `2^s` the range is cut at `2^s`-aligned virtual

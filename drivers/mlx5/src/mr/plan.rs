@@ -18,7 +18,7 @@ pub struct PhysChunk {
 /// How a region is translated: page shift and one bus address per page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Translation {
-    /// log2 of the page size (absolute, facts trap 1).
+    /// log2 of the page size (absolute; Linux ib/mr.c `reg_create`).
     pub page_shift: u32,
     /// The page addresses, in virtual order.
     pub entries: Entries,

@@ -235,7 +235,7 @@ impl<H: Hal> QueuePair<H> {
     /// [`crate::MemoryRegion::dereg`] fails with [`Error::Busy`]) while the returned handle
     /// lives, and until the WRs posted before [`QueuePair::unbind_mr`] completed, or until the
     /// QP is destroyed.
-    pub fn bind_mr(&mut self, mr: &crate::MemoryRegion<H>) -> Result<BoundMr> {
+    pub fn bind_mr(&mut self, mr: &crate::region::MemoryRegion<H>) -> Result<BoundMr> {
         let m = mr.inner_arc().ok_or(InvalidInput::BadLkey(0))?;
         if !Arc::ptr_eq(&m.pd.ctx, &self.ctx) {
             return Err(InvalidInput::ForeignObject.into());

@@ -1,6 +1,7 @@
 //! Queue sizes, CREATE_QP and DESTROY_QP.
 
 use super::binding::NEXT_QP_TAG;
+use super::rc;
 use super::*;
 
 /// Sizes computed from the requested caps.
@@ -70,7 +71,7 @@ pub(super) fn layout_with(
         return Err(bad());
     }
     // Receive WQE: max_recv_sge data segments, stride a power of two of at least 16 bytes
-    // (qpc.log_rq_stride = log2(stride) - 4, facts trap 10).
+    // (qpc.log_rq_stride = log2(stride) - 4, Linux ib/qp.c `create_kernel_qp`).
     let (rq_cnt, stride_shift) = if req.max_recv_wr == 0 {
         (0, 4)
     } else {
@@ -162,10 +163,9 @@ pub(crate) fn create_fre<H: Hal>(
     let uar = ctx.with_dev(|d| d.alloc_uar(hal))?;
     let mut c = CmdBuf::new(opcode::CREATE_QP, 0, create_qp_in::PAS.bytes_with(1));
     let x = |f: mlx5_prm::Field| f.within(create_qp_in::QPC);
-    // Linux ib/qp.c create_qp_common / create_kernel_qp; facts traps 9, 10, 17.
-    c.set(x(qpc::ST), qp::st::RC.into())
-        .set(x(qpc::PM_STATE), qp::pm::MIGRATED.into())
-        .set(x(qpc::PD), pd.pdn)
+    // Linux ib/qp.c create_qp_common / create_kernel_qp (log_sq_size in WQEBBs: `calc_sq_size`).
+    rc::create_qpc(&mut c);
+    c.set(x(qpc::PD), pd.pdn)
         .set(x(qpc::UAR_PAGE), uar.index)
         .set(x(qpc::LOG_PAGE_SIZE), lay.buf_size.trailing_zeros() - 12)
         .set(x(qpc::LOG_SQ_SIZE), lay.sq_wqe_cnt.trailing_zeros())

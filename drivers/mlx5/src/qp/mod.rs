@@ -3,16 +3,17 @@
 //! Sources: rdma-core providers/mlx5/qp.c (`_mlx5_post_send`, `mlx5_post_recv`,
 //! `post_send_db`, `mlx5_bf_copy`), verbs.c (`mlx5_calc_send_wqe`, `mlx5_calc_rwq_size`),
 //! Linux ib/qp.c (`create_qp_common`, `__mlx5_ib_modify_qp`, `mlx5_set_path`); layouts in
-//! [`mlx5_prm::wqe`] and facts traps 9-11, 15-19.
+//! [`mlx5_prm::wqe`].
 //!
-//! Buffer layout (facts trap 11): the receive queue at offset 0, the send queue right after;
-//! one contiguous buffer, one `pas` entry. The doorbell record is two big-endian dwords:
-//! `[0]` receive counter, `[1]` send counter in WQEBBs.
+//! Buffer layout (Linux ib/qp.c `_create_kernel_qp`): the receive queue at offset 0, the send
+//! queue right after; one contiguous buffer, one `pas` entry. The doorbell record is two
+//! big-endian dwords: `[0]` receive counter, `[1]` send counter in WQEBBs.
 //!
 //! Barrier discipline (rdma-core `post_send_db`): WQEs, `dma_wmb`, doorbell record,
 //! `dma_wmb`, then the MMIO doorbell (BlueFlame copy of a single small WQE, else the first 8
 //! bytes of the last WQE's control segment as one 64-bit store), then `wc_flush`, and the
-//! BlueFlame offset alternates between the two halves of the register (facts trap 16).
+//! BlueFlame offset alternates between the two halves of the register (rdma-core
+//! `post_send_db`, Linux ib/wr.c `mlx5r_ring_db`).
 //!
 //! Completion bookkeeping is a plain ring indexed by the WQE counter (`SqSlot`: wr_id, the
 //! WQE's first block and its WR count, one cache line each), shared with the CQ poller, which
@@ -40,12 +41,14 @@ use mlx5_prm::{
 };
 
 use crate::cmd::{get, CmdBuf};
+use crate::context::{CtxInner, MrTable};
 use crate::cq::{CompletionQueue, CqShared};
 use crate::error::{Error, InvalidInput, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::mr::Access;
+use crate::pd::PdInner;
+use crate::region::MrInner;
 use crate::uar::Uar;
-use crate::verbs::{CtxInner, MrInner, PdInner};
 
 /// The send-queue overhead of the largest RC WQE without data: ctrl + raddr + atomic
 /// (rdma-core verbs.c `sq_overhead` for IBV_QPT_RC).
@@ -138,7 +141,8 @@ pub struct QpAttr {
     pub log_ack_req_freq: u8,
 }
 
-/// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes, facts trap 19).
+/// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes; Linux ib/qp.c
+/// `__mlx5_ib_modify_qp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Mtu {
@@ -329,6 +333,25 @@ pub struct RawSge {
     pub lkey: u32,
 }
 
+/// Checks one raw SGE against the live MRs (raw layer).
+pub(crate) fn check_lkey(mrs: &MrTable, g: &RawSge, write: bool) -> Result<()> {
+    if g.len == 0 {
+        return Ok(());
+    }
+    let m = mrs.get(g.lkey).ok_or(InvalidInput::BadLkey(g.lkey))?;
+    let end = g
+        .addr
+        .checked_add(g.len as u64)
+        .ok_or(InvalidInput::OutOfRange)?;
+    if g.addr < m.iova || end > m.iova + m.len {
+        return Err(InvalidInput::OutOfRange.into());
+    }
+    if write && !m.access.contains(Access::LOCAL_WRITE) {
+        return Err(InvalidInput::LocalAccess.into());
+    }
+    Ok(())
+}
+
 /// Local data of a raw send WR.
 #[derive(Clone, Copy, Debug)]
 pub enum RawData<'a> {
@@ -505,6 +528,7 @@ pub fn udp_sport(lqpn: u32, rqpn: u32) -> u16 {
 mod binding;
 mod create;
 mod raw;
+mod rc;
 mod recv;
 mod send;
 mod state;
@@ -514,6 +538,9 @@ pub(crate) use binding::Binding;
 pub use binding::{BoundMr, BoundSge};
 use create::Layout;
 pub(crate) use create::{create, create_fre};
+pub(crate) use rc::{
+    local_inv_body, umr_ctrl, wc_opcode, LOCAL_INV_DS, WC_OP_BIND, WC_OP_LOCAL_INV,
+};
 use send::{ctrl_tpl, put32, put64};
 pub(crate) use wq::{slot_meta, SendCursor, SqSlot, WqShared};
 

@@ -17,7 +17,7 @@ impl<H: Hal> QueuePair<H> {
             let mrs = self.ctx.mrs.read();
             for w in wrs {
                 for g in w.sges {
-                    crate::verbs::check_lkey(&mrs, g, true)?;
+                    crate::qp::check_lkey(&mrs, g, true)?;
                 }
             }
         }

@@ -299,7 +299,7 @@ impl<H: Hal> QueuePair<H> {
                     }
                     _ => {}
                 }
-                let bbs = wqe::wqebbs(crate::mw::LOCAL_INV_DS);
+                let bbs = wqe::wqebbs(crate::qp::LOCAL_INV_DS);
                 if bbs > self.lay.sq_max_bbs {
                     return Err(InvalidInput::NoMwRoom.into());
                 }
@@ -379,7 +379,7 @@ impl<H: Hal> QueuePair<H> {
         let (opc, imm) = match *op {
             SendOp::SendWithInv { rkey } => (wqe::opcode::SEND_INVAL, Some(rkey)),
             SendOp::LocalInv { rkey } => {
-                let body = crate::mw::local_inv_body(rkey);
+                let body = crate::qp::local_inv_body(rkey);
                 // SAFETY: send_wqe_bbs checked that the WQE's blocks (sq_max_bbs) hold the
                 // ctrl segment and these LOCAL_INV_DS - 1 units.
                 unsafe { ptr::copy_nonoverlapping(body.as_ptr(), base.add(off), body.len()) };
@@ -493,7 +493,7 @@ impl<H: Hal> QueuePair<H> {
         self.cur_post = start.wrapping_add(bbs as u16);
         self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
         if opc == wqe::opcode::UMR {
-            self.set_wc_op(idx, crate::mw::WC_OP_LOCAL_INV);
+            self.set_wc_op(idx, crate::qp::WC_OP_LOCAL_INV);
         }
         self.set_slot(idx, wr_id, start);
         // SAFETY: idx < cnt: the WQE's first block, inside the send queue.
@@ -518,7 +518,8 @@ impl<H: Hal> QueuePair<H> {
     /// BlueFlame (0: the 8-byte doorbell instead).
     #[inline(always)]
     pub(super) fn ring_sq(&mut self, last: *const u8, cur: u16, bf_bbs: u32) {
-        // The BlueFlame offset alternates between the register's halves (facts trap 16).
+        // The BlueFlame offset alternates between the register's halves (rdma-core qp.c
+        // `post_send_db`).
         let bf_off = self.bf_off;
         self.bf_off ^= self.bf_half;
         let hal = &self.ctx.hal;
@@ -600,7 +601,7 @@ impl<H: Hal> QueuePair<H> {
                         SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
                     );
                     for g in s {
-                        crate::verbs::check_lkey(&mrs, g, write)?;
+                        crate::qp::check_lkey(&mrs, g, write)?;
                     }
                 }
             }

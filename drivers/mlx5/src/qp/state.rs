@@ -1,5 +1,6 @@
 //! State transitions (MODIFY_QP), QUERY_QP and the checks on a connection's path.
 
+use super::rc::{self, atomic_mode, check_remote, check_sgid_index, log_rd_atomic};
 use super::*;
 use mlx5_prm::cmd_hca_cap;
 
@@ -90,14 +91,10 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::CQN_RCV), rcqn)
                 .set(p(ads::VHCA_PORT_NUM), 1)
                 .set(p(ads::PKEY_INDEX), 0)
-                .set(x(qpc::RRE), access.contains(Access::REMOTE_READ) as u32)
-                .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
-                .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32)
-                .set(x(qpc::ATOMIC_MODE), atomic_mode)
-                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
                 // Linux qp.c __mlx5_ib_modify_qp: the QP's counter set on RST2INIT and
                 // INIT2RTR.
                 .set(x(qpc::COUNTER_SET_ID), counter_set);
+            rc::init_qpc(c, access, atomic_mode);
         })?;
         self.set_state(qp::state::INIT);
         Ok(())
@@ -127,30 +124,10 @@ impl<H: Hal> QueuePair<H> {
             c.set(x(qpc::PD), pdn)
                 .set(x(qpc::CQN_SND), scqn)
                 .set(x(qpc::CQN_RCV), rcqn)
-                .set(x(qpc::MTU), o.mtu as u32)
-                .set(x(qpc::LOG_MSG_MAX), log_msg)
-                .set(x(qpc::REMOTE_QPN), remote.qpn & 0xff_ffff)
-                .set(x(qpc::NEXT_RCV_PSN), remote.psn & 0xff_ffff)
-                .set(x(qpc::LOG_RRA_MAX), rra)
-                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
-                .set(x(qpc::MIN_RNR_NAK), o.min_rnr_timer.into())
                 .set(x(qpc::COUNTER_SET_ID), counter_set)
                 .set(p(ads::VHCA_PORT_NUM), 1)
-                .set(p(ads::PKEY_INDEX), 0)
-                .bytes(
-                    mlx5_prm::Field::new(ads::RMAC_47_32.offset, 48)
-                        .within(qpc::PRIMARY_ADDRESS_PATH)
-                        .within(rst2init_qp_in::QPC),
-                    &remote.mac,
-                )
-                .set(p(ads::UDP_SPORT), sport.into())
-                .set(p(ads::ETH_PRIO), 0)
-                .set(p(ads::DSCP), (o.traffic_class >> 2).into())
-                .set(p(ads::SRC_ADDR_INDEX), o.sgid_index.into())
-                .set(p(ads::HOP_LIMIT), o.hop_limit.into())
-                .set(p(ads::TCLASS), o.traffic_class.into())
-                .set(p(ads::STAT_RATE), 0)
-                .bytes(p(ads::RGID_RIP), &remote.gid);
+                .set(p(ads::PKEY_INDEX), 0);
+            rc::rtr_qpc(c, remote, o, log_msg, rra, sport);
         })?;
         self.set_state(qp::state::RTR);
         Ok(())
@@ -163,19 +140,10 @@ impl<H: Hal> QueuePair<H> {
         let (pdn, scqn, rcqn, psn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn, self.psn);
         self.modify(opcode::RTR2RTS_QP, rst2init_qp_in::BYTES, |c| {
             let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
-            let p = |f: mlx5_prm::Field| {
-                f.within(qpc::PRIMARY_ADDRESS_PATH)
-                    .within(rst2init_qp_in::QPC)
-            };
             c.set(x(qpc::PD), pdn)
                 .set(x(qpc::CQN_SND), scqn)
-                .set(x(qpc::CQN_RCV), rcqn)
-                .set(x(qpc::NEXT_SEND_PSN), psn)
-                .set(x(qpc::RETRY_COUNT), (o.retry_cnt & 7).into())
-                .set(x(qpc::RNR_RETRY), (o.rnr_retry & 7).into())
-                .set(x(qpc::LOG_SRA_MAX), sra)
-                .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
-                .set(p(ads::ACK_TIMEOUT), (o.timeout & 0x1f).into());
+                .set(x(qpc::CQN_RCV), rcqn);
+            rc::rts_qpc(c, o, psn, sra);
         })?;
         self.set_state(qp::state::RTS);
         Ok(())
@@ -188,14 +156,7 @@ impl<H: Hal> QueuePair<H> {
     /// where it was ([`QueuePair::state`] tells) and the first error is returned.
     pub fn connect(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
         self.check_state(&[qp::state::RST])?;
-        let caps = &self.ctx.caps;
-        check_remote(remote)?;
-        check_sgid_index(caps, o.sgid_index)?;
-        log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
-        log_rd_atomic(o.max_rd_atomic, caps.log_max_ra_req_qp)?;
-        if o.access.contains(Access::REMOTE_ATOMIC) && atomic_mode(caps).is_none() {
-            return Err(Error::Unsupported);
-        }
+        rc::check_connect(&self.ctx.caps, remote, o)?;
         let r = self
             .to_init(o.access)
             .and_then(|()| self.to_rtr(remote, o))
@@ -330,85 +291,4 @@ impl<H: Hal> QueuePair<H> {
             .sq_last
             .store(self.sq_wr_head.wrapping_sub(1), Ordering::Relaxed);
     }
-}
-
-/// `qpc.log_ack_req_freq` as Linux sets it on every transition (ib/qp.c
-/// `__mlx5_ib_modify_qp`: `MLX5_IB_ACK_REQ_FREQ` = 8).
-pub(super) const ACK_REQ_FREQ: u32 = 8;
-
-/// `log_sra_max` / `log_rra_max` for `n` outstanding RDMA READs / atomics: rounded up to a
-/// power of two, as Linux does since commit 78ed28e08e74 ("RDMA/mlx5: Round
-/// max_rd_atomic/max_dest_rd_atomic up instead of down": `fls(n - 1)`); 0 stays 0. A request
-/// above the device's `2^log_max` is refused (Linux ib/qp.c `validate_rd_atomic`, "invalid
-/// max_rd_atomic value"), never capped.
-pub(super) fn log_rd_atomic(n: u8, log_max: u8) -> Result<u32> {
-    let max = 1u32 << (log_max as u32).min(31);
-    if n as u32 > max {
-        return Err(InvalidInput::RdAtomic { requested: n, max }.into());
-    }
-    Ok(ilog2_ceil(n as u32))
-}
-
-/// Linux ib/qp.c mlx5_set_path: "sgid_index (%u) too large" against the port's GID table.
-pub(super) fn check_sgid_index(caps: &crate::caps::Caps, index: u8) -> Result<()> {
-    if index as u32 >= caps.gid_table_len() {
-        return Err(InvalidInput::GidIndex.into());
-    }
-    Ok(())
-}
-
-/// The remote end of a connection, checked before any command: an RC QP connects to neither
-/// special QP (0 is SMI, 1 is GSI) nor to a QPN wider than 24 bits, and needs a GID and a
-/// MAC to address its packets (the model refuses such a path too, as `NO_ADDRESS_PATH`).
-pub(super) fn check_remote(remote: &QpEndpoint) -> Result<()> {
-    if remote.qpn < 2 || remote.qpn > 0xff_ffff {
-        return Err(InvalidInput::RemoteQpn(remote.qpn).into());
-    }
-    if remote.gid == [0; 16] || remote.mac == [0; 6] {
-        return Err(InvalidInput::RemoteAddress.into());
-    }
-    Ok(())
-}
-
-/// `atomic_caps.atomic_operations` bits (Linux include/linux/mlx5/driver.h
-/// `MLX5_ATOMIC_OPS_*`).
-pub(super) mod atomic_ops {
-    pub const CMP_SWAP: u16 = 1 << 0;
-    pub const FETCH_ADD: u16 = 1 << 1;
-    pub const EXTENDED_CMP_SWAP: u16 = 1 << 2;
-    pub const EXTENDED_FETCH_ADD: u16 = 1 << 3;
-}
-
-/// `qpc.atomic_mode` values (Linux include/linux/mlx5/driver.h `MLX5_ATOMIC_MODE_*`):
-/// IB-compliant 8-byte atomics, and "up to 8 bytes" (larger sizes are `log2(bytes)`).
-pub(super) mod atomic_mode_val {
-    pub const IB_COMP: u32 = 1;
-    pub const UP_TO_8B: u32 = 3;
-}
-
-/// The `atomic_mode` a QP with remote atomic access gets, from the device's atomic caps, or
-/// `None` when it has none (Linux ib/qp.c `get_atomic_mode` and `atomic_size_to_mode`).
-pub(super) fn atomic_mode(caps: &crate::caps::Caps) -> Option<u32> {
-    use atomic_ops::*;
-    if !caps.atomic {
-        return None;
-    }
-    let ops = caps.atomic_operations;
-    let mut mode = None;
-    if ops & (EXTENDED_CMP_SWAP | EXTENDED_FETCH_ADD) != 0 {
-        // atomic_size_to_mode: sizes up to 256 bytes; below 16 bytes the 8-byte mode.
-        let sizes = caps.atomic_size_qp & 0x1ff;
-        if sizes != 0 {
-            let log = 15 - sizes.leading_zeros();
-            mode = Some(if log > 3 {
-                log
-            } else {
-                atomic_mode_val::UP_TO_8B
-            });
-        }
-    }
-    if mode.is_none() && ops & CMP_SWAP != 0 && ops & FETCH_ADD != 0 {
-        mode = Some(atomic_mode_val::IB_COMP);
-    }
-    mode
 }

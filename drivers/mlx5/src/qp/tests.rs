@@ -1,5 +1,5 @@
 use super::create::layout;
-use super::state::*;
+use super::rc::*;
 use super::*;
 
 fn caps() -> crate::caps::Caps {

@@ -255,3 +255,9 @@ impl WqShared {
         }
     }
 }
+
+impl crate::context::SendGate for WqShared {
+    fn close_gate(&self) {
+        WqShared::close_gate(self)
+    }
+}

@@ -67,41 +67,7 @@ fn run_enable<H: Hal>(
     }
 }
 
-/// Protection domain state shared with its MRs and QPs.
-pub(crate) struct PdInner<H: Hal> {
-    pub(crate) ctx: Arc<CtxInner<H>>,
-    pub(crate) pdn: u32,
-}
-
-impl<H: Hal> Drop for PdInner<H> {
-    fn drop(&mut self) {
-        let ctx = &self.ctx;
-        let pdn = self.pdn;
-        let _ = ctx.with_dev(|d| d.dealloc_pd(&ctx.hal, pdn));
-    }
-}
-
-/// A protection domain.
-pub struct ProtectionDomain<H: Hal> {
-    pub(super) inner: Arc<PdInner<H>>,
-}
-
 impl<H: Hal> ProtectionDomain<H> {
-    /// A PD of the driver's own (the UMR QP's).
-    pub(crate) fn alloc_internal(ctx: &Arc<CtxInner<H>>) -> Result<Self> {
-        let pdn = ctx.with_dev(|d| d.alloc_pd(&ctx.hal))?;
-        Ok(ProtectionDomain {
-            inner: Arc::new(PdInner {
-                ctx: ctx.clone(),
-                pdn,
-            }),
-        })
-    }
-
-    pub(crate) fn inner_arc(&self) -> &Arc<PdInner<H>> {
-        &self.inner
-    }
-
     /// Creates a free MTT key with `mkc.umr_en`, room for `mtt_room` translation entries and
     /// a random variant, in this PD: a key that only UMR WQEs ([`Context::post_umr`]) enable
     /// and load (Linux ib/mr.c `set_cache_mkc`: `free`, `umr_en`, the translation size, no

@@ -40,25 +40,6 @@ pub struct RecvWr<'a, H: Hal> {
     pub sges: &'a [Sge<'a, H>],
 }
 
-/// Checks one raw SGE against the live MRs (raw layer).
-pub(crate) fn check_lkey(mrs: &MrTable, g: &RawSge, write: bool) -> Result<()> {
-    if g.len == 0 {
-        return Ok(());
-    }
-    let m = mrs.get(g.lkey).ok_or(InvalidInput::BadLkey(g.lkey))?;
-    let end = g
-        .addr
-        .checked_add(g.len as u64)
-        .ok_or(InvalidInput::OutOfRange)?;
-    if g.addr < m.iova || end > m.iova + m.len {
-        return Err(InvalidInput::OutOfRange.into());
-    }
-    if write && !m.access.contains(Access::LOCAL_WRITE) {
-        return Err(InvalidInput::LocalAccess.into());
-    }
-    Ok(())
-}
-
 /// Converted SGEs and the regions they reference, on the stack and left uninitialised past
 /// `n` (converting is on the hot path; zeroing 30 entries is not).
 pub(super) struct SgeBuf<'b, H: Hal> {

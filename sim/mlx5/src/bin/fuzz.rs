@@ -136,7 +136,7 @@ mod cli_tests {
         Cli::command().debug_assert();
     }
 
-    /// The invocations of the README, tests/fuzz.rs and a finding's "reproduce" line.
+    /// The invocations of docs/model.md, tests/fuzz.rs and a finding's "reproduce" line.
     #[test]
     fn every_option_parses_as_before() {
         let c = parse("--seed 0x1f --iters 5 --runs 3 --target cmdq --target proxy").unwrap();

@@ -1,6 +1,6 @@
 //! `mlx5-sim`: serves an emulated ConnectX-5 to QEMU's `-device x-pci-proxy-dev,fd=N`, or
 //! decodes a pcap of its wire. `mlx5-sim --help` lists the options (clap, derive API); the
-//! README's table of them is checked against `--help` by this binary's tests.
+//! table of them in docs/model.md is checked against `--help` by this binary's tests.
 
 use std::fmt;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{ArgGroup, Parser};
-use mlx5_sim::roce::link::{FaultSpec, StreamAddr};
+use mlx5_sim::link::{FaultSpec, StreamAddr};
 use mlx5_sim::{Bar0Mode, ExecMode, Faults, HcaConfig, Mlx5Function, Mlx5Options, ProxyServer};
 
 const AFTER_HELP: &str = "\
@@ -92,7 +92,7 @@ fn new_file(v: &str) -> Result<PathBuf, String> {
 
 /// `--local`: a MAC or an IP address.
 fn local_addr(v: &str) -> Result<String, String> {
-    mlx5_sim::roce::dump::Local::parse(v)
+    mlx5_sim::link::dump::Local::parse(v)
         .map(|_| v.to_string())
         .ok_or_else(|| "not a MAC or IP address".into())
 }
@@ -290,7 +290,7 @@ fn main() -> ExitCode {
         if let Some(l) = &cli.local {
             words.extend(["--local".to_string(), l.clone()]);
         }
-        return mlx5_sim::roce::dump::decode_pcap_main(&words);
+        return mlx5_sim::link::dump::decode_pcap_main(&words);
     }
     let args = match args_from(cli) {
         Ok(a) => a,
@@ -312,7 +312,7 @@ fn main() -> ExitCode {
         if let Some(path) = &args.wire_pcap {
             // Unbuffered: the process usually ends by a signal when QEMU goes away, and every
             // frame written so far must be in the file.
-            let tap = std::fs::File::create(path).and_then(mlx5_sim::roce::link::PcapTap::new);
+            let tap = std::fs::File::create(path).and_then(mlx5_sim::link::PcapTap::new);
             match tap {
                 Ok(t) => {
                     if !hca.port.set_pcap(t) {
@@ -429,14 +429,17 @@ mod tests {
         rows
     }
 
-    /// The README's `mlx5-sim` table lists exactly the options of `--help`, with the defaults
-    /// `--help` shows.
+    /// The `mlx5-sim` table of docs/model.md lists exactly the options of `--help`, with the
+    /// defaults `--help` shows.
     #[test]
     fn readme_table_matches_help() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(path).expect("README.md");
-        let rows = readme_table(&readme, "### `mlx5-sim` options");
-        assert!(!rows.is_empty(), "the README has no mlx5-sim option table");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/model.md");
+        let readme = std::fs::read_to_string(path).expect("docs/model.md");
+        let rows = readme_table(&readme, "## `mlx5-sim` options");
+        assert!(
+            !rows.is_empty(),
+            "docs/model.md has no mlx5-sim option table"
+        );
         let mut cmd = Cli::command();
         let help = cmd.render_long_help().to_string();
         let opts: Vec<String> = cmd
@@ -449,13 +452,13 @@ mod tests {
             assert!(help.contains(o.as_str()), "--help does not show {o}");
             assert!(
                 rows.iter().any(|(r, _)| r == o),
-                "the README's mlx5-sim table lacks {o} (in --help)"
+                "the mlx5-sim table of docs/model.md lacks {o} (in --help)"
             );
         }
         for (r, _) in &rows {
             assert!(
                 opts.contains(r),
-                "the README's mlx5-sim table has {r}, which --help does not know"
+                "the mlx5-sim table of docs/model.md has {r}, which --help does not know"
             );
         }
         for a in cmd.get_arguments() {
@@ -472,7 +475,7 @@ mod tests {
                 .expect("row");
             assert!(
                 row.contains(&format!("default {d}")),
-                "the README row of --{long} does not say `default {d}`: {row}"
+                "the docs/model.md row of --{long} does not say `default {d}`: {row}"
             );
         }
     }

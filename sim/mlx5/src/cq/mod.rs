@@ -2,14 +2,14 @@
 //! arm doorbell and completion / CQ-error events.
 //!
 //! A CQ of `2^log_cq_size` entries lives in a buffer described by `pas[]` (page size RELATIVE to
-//! 4 KiB, facts trap 2; `page_offset` quantized, trap 3). CQE `n` is at `(n & (size - 1)) *
-//! stride`; for 128-byte CQEs the 64-byte CQE is the second half (datapath facts
-//! `cqe_ownership`). Hardware writes the owner bit as `(n >> log_cq_size) & 1`, so software sees
+//! 4 KiB, Linux `create_cq_user`; `page_offset` quantized). CQE `n` is at `(n & (size - 1)) *
+//! stride`; for 128-byte CQEs the 64-byte CQE is the second half (rdma-core cq.c
+//! `get_sw_cqe`). Hardware writes the owner bit as `(n >> log_cq_size) & 1`, so software sees
 //! CQE `n` as its own when `op_own & 1 == !!(n & size)` and the opcode is not INVALID
 //! (rdma-core providers/mlx5/cq.c:147).
 //!
 //! The doorbell record at `dbr_addr` holds the consumer index (`dbrec[0]`, 24 bits) and the arm
-//! word (`dbrec[1]`) (datapath facts `doorbell_records.cq`). The model checks the consumer index
+//! word (`dbrec[1]`) (rdma-core `mlx5_arm_cq`). The model checks the consumer index
 //! before every CQE to detect overrun (re-reading the record when the last value read leaves no
 //! proof of room, see `Cq::write_one`), which it reports as a CQ_ERROR event with syndrome
 //! `MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN` (Linux include/linux/mlx5/mlx5_ifc.h:3348) unless the CQ

@@ -153,7 +153,7 @@ impl Cq {
         let body = &bytes[..cqe::offset::OP_OWN];
         let own = &own[..];
         let slot = (self.pi & (self.size() - 1)) as u64 * self.stride + (self.stride - 64);
-        // Everything but op_own first, then op_own: software polls op_own (trap 25). A CQE
+        // Everything but op_own first, then op_own: software polls op_own (`get_sw_cqe`). A CQE
         // inside one page (always, at 64-byte alignment) is two ordered parts of one access:
         // through the ring's stretch when it holds the slot (the same bytes the ordinary path
         // below writes), else that path, after which the stretch is resolved around the slot.

@@ -70,7 +70,7 @@ impl Hca {
             // Advertised by cmd_hca_cap.force_teardown.
             profile::FORCE_CLOSE => put(out, teardown_hca_out::STATE, force_state::SUCCESS.into()),
             // PREPARE_FAST_TEARDOWN needs cap fast_teardown (not advertised; its position is
-            // disputed, facts trap 23).
+            // disputed: rdma-core and Linux `mlx5_ifc_cmd_hca_cap_bits` differ).
             _ => return fail(cmd_status::BAD_PARAM_ERR, syndrome::TEARDOWN_PROFILE),
         }
         // Every object goes; the driver now reclaims all pages and disables the function.

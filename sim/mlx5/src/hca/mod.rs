@@ -46,7 +46,7 @@ pub(crate) fn put(buf: &mut [u8], f: Field, v: u32) {
     let _ = f.set(buf, v);
 }
 
-/// The HCA's life (facts boot_sequence and teardown).
+/// The HCA's life (Linux core/main.c `mlx5_function_setup`, `mlx5_function_teardown`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lifecycle {
     /// Power-on, or after DISABLE_HCA: only ENABLE_HCA is accepted.
@@ -312,7 +312,8 @@ impl Hca {
         self.vport.mac()
     }
 
-    /// NIC vport `roce_en` (MODIFY_NIC_VPORT_CONTEXT, facts trap 20).
+    /// NIC vport `roce_en` (MODIFY_NIC_VPORT_CONTEXT, Linux core/vport.c
+    /// `mlx5_nic_vport_update_roce_state`).
     pub fn roce_enabled(&self) -> bool {
         self.vport.roce_en()
     }

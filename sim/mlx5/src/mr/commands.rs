@@ -64,7 +64,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
             if length64 {
                 return Err(bad_param(syndrome::LENGTH64_NOT_PA));
             }
-            let page_shift = get(mkc::LOG_PAGE_SIZE, ctx); // absolute (facts trap 1)
+            let page_shift = get(mkc::LOG_PAGE_SIZE, ctx); // absolute (Linux ib/mr.c `reg_create`)
             if !(MIN_MTT_PAGE_SHIFT..=MAX_MTT_PAGE_SHIFT).contains(&page_shift) {
                 return Err(bad_param(syndrome::BAD_LOG_PAGE_SIZE));
             }
@@ -77,7 +77,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
             if actual > size {
                 return Err(bad_param(syndrome::MTT_ACTUAL_EXCEEDS_SIZE));
             }
-            // Two 8-byte MTTs per octoword (facts trap 7).
+            // Two 8-byte MTTs per octoword (Linux ib/mr.c `get_octo_len`).
             if actual * 2 < npages {
                 return Err(bad_param(syndrome::MTT_TOO_FEW));
             }
@@ -107,7 +107,7 @@ pub fn create_mkey(hca: &mut Hca, input: &[u8], output: &mut [u8]) -> CmdResult 
             // Every entry is checked, in bulk: the address bits below the page size of all
             // entries OR'ed together, refused if any is set.
             // mlx5_ifc_mtt_bits: ptag above bit 8, wr_en bit 1, rd_en bit 0; the enables
-            // count only with pg_access (facts trap 6).
+            // count only with pg_access (Linux ib/mr.c `reg_create`).
             let low = (page as u64 - 1) & !0xff;
             let forced = if pg_access {
                 0

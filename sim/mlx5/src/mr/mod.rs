@@ -2,12 +2,12 @@
 //! path uses for every lkey and rkey.
 //!
 //! An mkey is `mkey_index << 8 | mkc.mkey_7_0`: firmware picks the 24-bit index and returns it in
-//! `create_mkey_out.mkey_index`, software picks the 8-bit variant (facts trap 5; rdma-core
+//! `create_mkey_out.mkey_index`, software picks the 8-bit variant (rdma-core
 //! providers/mlx5/mlx5_vfio.c `mlx5_vfio_reg_mr`: `lkey = key | mlx5_idx_to_mkey(mkey_index)`).
 //! A key presented on the data path must match both parts.
 //!
 //! Three access modes are modelled: PA (the address *is* the bus address), MTT (a list of
-//! 8-byte page addresses, page size `1 << mkc.log_page_size`, ABSOLUTE log2 — facts trap 1) and
+//! 8-byte page addresses, page size `1 << mkc.log_page_size`, ABSOLUTE log2, `reg_create`) and
 //! KLMS (an indirect key: a list of 16-byte `mlx5_ifc_klm_bits` {byte_count, mkey, address},
 //! entry `i` mapping the next `byte_count` bytes of the key's range onto `[address,
 //! address + byte_count)` of the direct key `mkey`). An indirect key is created directly by
@@ -17,7 +17,7 @@
 //! `uct_ib_mlx5_devx_klm_entry_set`; Linux drivers/infiniband/hw/mlx5/mr.c `mlx5_ib_sg_to_klms`
 //! fills the same entries through UMR).
 //! [`PagedBuffer`] is the same idea for the `pas[]` lists of CQs and QPs, whose
-//! `log_page_size` is RELATIVE to 4 KiB (facts trap 2).
+//! `log_page_size` is RELATIVE to 4 KiB (Linux ib/qp.c `_create_kernel_qp`).
 
 use mlx5_prm::{mkc, mkey, pages};
 

@@ -15,8 +15,9 @@ pub enum PasError {
 }
 
 /// A queue buffer described by page addresses (`pas[]` of CREATE_CQ / CREATE_QP), with the
-/// `log_page_size` RELATIVE to 4 KiB (facts trap 2) and a quantized `page_offset` in units of
-/// `page_size / 64` (facts trap 3).
+/// `log_page_size` RELATIVE to 4 KiB (Linux ib/qp.c `_create_kernel_qp`) and a quantized
+/// `page_offset` in units of `page_size / 64` (Linux ib/mem.c
+/// `__mlx5_umem_find_best_quantized_pgoff`).
 #[derive(Clone, Debug, Default)]
 pub struct PagedBuffer {
     pages: Vec<u64>,

@@ -615,6 +615,8 @@ pub(super) fn vendor_of(s: WcStatus) -> u8 {
         WcStatus::RetryExcErr => vendor::RETRY_EXCEEDED,
         WcStatus::RnrRetryExcErr => vendor::RNR_EXCEEDED,
         WcStatus::LocAccessErr => vendor::RKEY_VIOLATION,
+        // Statuses the RC transport never completes with.
+        _ => 0,
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! One [`PortCounters`] per port: atomics, so the data path bumps them while a command handler
 //! (`QUERY_VPORT_COUNTER`: vport.rs; `QUERY_Q_COUNTER`: crate::counter; `ACCESS_REG PPCNT` not
-//! yet) reads a [`CounterSnapshot`]. The link layer ([`super::link::Port`]) keeps the frame,
+//! yet) reads a [`CounterSnapshot`]. The link layer ([`crate::link::FramePort`]) keeps the frame,
 //! byte, drop and link-error counters; the datapath adds the RC transport's per-QP counters to
 //! the transport ones ([`Counter::DuplicateRequest`] and below; crate::rcpath `with_rc`), and
 //! also to the Q counter set the QP is attached to (`qpc.counter_set_id`; each allocated set is

@@ -1,4 +1,6 @@
-//! RoCEv2 on the wire: the frame codec, the ICRC, pcap files and the `--decode-pcap` tool.
+//! RoCEv2, the pure protocol: the frame codec, the ICRC, the opcodes, the RC transport and the
+//! counters. No I/O here: the link (sockets, in-process pairs), pcap files, the
+//! `--decode-pcap` tool and the fault injector are [`crate::link`].
 //!
 //! # The frame
 //!
@@ -47,11 +49,7 @@
 //!   and [`RoceFrame::encode_into`] (exact re-encoding).
 //! - [`mod@icrc`]: the ICRC, masking a 60-byte stack copy of the headers and hashing the rest in
 //!   place with `crc32fast`.
-//! - [`pcap`]: classic pcap reader ([`pcap::PcapFile`]) and writer ([`pcap::PcapWriter`]).
-//! - [`dump`]: the `mlx5-sim --decode-pcap` listing.
-//! - [`link`]: the port's link (QEMU `-netdev stream` framing over UNIX/TCP, an in-process
-//!   pair, loopback) and [`link::Port`] on it: receive checks, capture, faults
-//!   ([`link::fault`]) and counters ([`counters`]).
+//! - [`counters`]: the port and transport counters, each with its PRM name where there is one.
 //! - [`psn_add`], [`psn_diff`]: 24-bit PSN arithmetic.
 //! - The RC transport as pure state machines over decoded packets, with time passed in:
 //!   [`requester`] (segmentation, retransmission, completions), [`responder`] (ePSN,
@@ -60,12 +58,9 @@
 //!   drives them (doorbell, received frame, timer).
 
 pub mod counters;
-pub mod dump;
 pub mod frame;
 pub mod icrc;
-pub mod link;
 pub mod opcode;
-pub mod pcap;
 pub mod rc;
 #[cfg(test)]
 mod rc_fast_tests;

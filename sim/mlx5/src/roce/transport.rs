@@ -55,54 +55,11 @@ pub fn packets_for(len: u32, mtu: u32) -> u32 {
     len.div_ceil(mtu).max(1)
 }
 
-/// Work completion status (IB `ib_wc_status` names; the mlx5 CQE syndrome each maps to is
-/// [`WcStatus::cqe_syndrome`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WcStatus {
-    /// Success.
-    Success,
-    /// Local length error (a receive WQE too small for the message).
-    LocLenErr,
-    /// Local QP operation error (a malformed receive WQE).
-    LocQpOpErr,
-    /// Local protection error (an lkey fault while gathering or scattering).
-    LocProtErr,
-    /// Flushed: the QP is in the error state.
-    WrFlushErr,
-    /// The responder answered NAK invalid request.
-    RemInvReqErr,
-    /// The responder answered NAK remote access error.
-    RemAccessErr,
-    /// The responder answered NAK remote operational error.
-    RemOpErr,
-    /// No ACK after `retry_count` retransmissions.
-    RetryExcErr,
-    /// RNR NAKs after `rnr_retry` retries.
-    RnrRetryExcErr,
-    /// A responder-side rkey violation on a WRITE with immediate (the receive WQE it consumed).
-    LocAccessErr,
-}
-
-impl WcStatus {
-    /// The mlx5 CQE syndrome (`MLX5_CQE_SYNDROME_*`, prm datapath_defs `cqe::syndrome`), `None`
-    /// for success.
-    pub fn cqe_syndrome(self) -> Option<u8> {
-        use mlx5_prm::cqe::syndrome as s;
-        Some(match self {
-            WcStatus::Success => return None,
-            WcStatus::LocLenErr => s::LOCAL_LENGTH_ERR,
-            WcStatus::LocQpOpErr => s::LOCAL_QP_OP_ERR,
-            WcStatus::LocProtErr => s::LOCAL_PROT_ERR,
-            WcStatus::WrFlushErr => s::WR_FLUSH_ERR,
-            WcStatus::RemInvReqErr => s::REMOTE_INVAL_REQ_ERR,
-            WcStatus::RemAccessErr => s::REMOTE_ACCESS_ERR,
-            WcStatus::RemOpErr => s::REMOTE_OP_ERR,
-            WcStatus::RetryExcErr => s::TRANSPORT_RETRY_EXC_ERR,
-            WcStatus::RnrRetryExcErr => s::RNR_RETRY_EXC_ERR,
-            WcStatus::LocAccessErr => s::LOCAL_ACCESS_ERR,
-        })
-    }
-}
+/// Work completion status (verbs names, and the mlx5 CQE syndrome each maps to,
+/// [`WcStatus::cqe_syndrome`]): the PRM crate's, shared with the driver. The transport completes
+/// with `Success`, `LocLenErr`, `LocQpOpErr`, `LocProtErr`, `WrFlushErr`, `RemInvReqErr`,
+/// `RemAccessErr`, `RemOpErr`, `RetryExcErr`, `RnrRetryExcErr` and `LocAccessErr`.
+pub use mlx5_prm::cqe::WcStatus;
 
 /// The payload of a received packet. The state machines never look at payload bytes; they
 /// hand this to [`ReqMemory::scatter`], [`RespMemory::write`] or [`RespMemory::recv_write`],

@@ -282,7 +282,7 @@ impl<D: Device> Env<D> {
             mac: [0; 6],
         };
         env.pd = env.alloc_pd();
-        // roce_en (facts trap 20).
+        // roce_en (rdma-core mlx5_vfio.c `mlx5_vfio_nic_vport_update_roce_state`).
         let mut m = input(
             opcode::MODIFY_NIC_VPORT_CONTEXT,
             0,
@@ -447,7 +447,8 @@ impl<D: Device> Env<D> {
         i
     }
 
-    /// Creates a CQ of `2^log_size` entries (CQEs initialised to op_own 0xf0, trap 25).
+    /// Creates a CQ of `2^log_size` entries (CQEs initialised to op_own 0xf0, as rdma-core
+    /// cq.c `mlx5_alloc_cq_buf` does).
     pub fn cq(&mut self, log_size: u32) -> Cq {
         let bytes = (64usize << log_size).max(4096);
         let buf = self.alloc(bytes);

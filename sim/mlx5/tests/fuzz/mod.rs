@@ -32,6 +32,8 @@ use mlx5_prm::*;
 use mlx5_sim::memory::MemSection;
 use mlx5_sim::pci::PciFunction;
 use mlx5_sim::{ExecMode, GuestMemory, Intx, MappedMemory, Mlx5Function, Mlx5Options, ProxyServer};
+use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use std::result::Result;
 
 use super::dp::{self, Env};
@@ -57,21 +59,18 @@ use wqes::WqeFuzz;
 // PRNG
 // ---------------------------------------------------------------------------------------------
 
-/// SplitMix64 (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014):
+/// SplitMix64 (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014;
+/// rand_xoshiro's):
 /// small, fast, and good enough to drive a fuzzer deterministically.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(SplitMix64::seed_from_u64(seed))
     }
     pub fn u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     pub fn u32(&mut self) -> u32 {
         self.u64() as u32
@@ -126,9 +125,8 @@ impl Rng {
 
 /// The seed of iteration `iter` of `target` in a run seeded with `seed`.
 pub fn iter_seed(seed: u64, target: Target, iter: u64) -> u64 {
-    let mut r = Rng::new(seed ^ (target as u64).wrapping_mul(0xa076_1d64_78bd_642f));
-    r.0 ^= iter.wrapping_mul(0xe703_7ed1_a0b4_28db);
-    r.u64()
+    let target = (target as u64).wrapping_mul(0xa076_1d64_78bd_642f);
+    Rng::new(seed ^ target ^ iter.wrapping_mul(0xe703_7ed1_a0b4_28db)).u64()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,7 +81,7 @@ fn rc_qp_both_directions_at_once() {
         f.reorder_ppm = 20_000;
         f.window = 3;
     }
-    let mut rng = Rng(77);
+    let mut rng = Rng::new(77);
     let mut logs = [Vec::new(), Vec::new()];
     let mut now: Nanos = 0;
     // Each side WRITEs, SENDs and READs to the other.

@@ -7,6 +7,9 @@ use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::rc::Rc;
 
+use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+use rand_xoshiro::SplitMix64;
+
 use super::requester::*;
 use super::responder::*;
 use super::transport::*;
@@ -24,27 +27,23 @@ mod soak;
 // Harness
 // ---------------------------------------------------------------------------------------------
 
-/// SplitMix64 (Steele, Lea, Flood 2014): deterministic, dependency-free, good in every bit.
-struct Rng(u64);
+/// SplitMix64 (Steele, Lea, Flood 2014; rand_xoshiro's): deterministic, good in every bit.
+struct Rng(SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+    fn new(seed: u64) -> Rng {
+        Rng(SplitMix64::seed_from_u64(seed))
     }
     /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-40 for these `n`).
     fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n.max(1) as u128) >> 64) as u64
+        ((self.0.next_u64() as u128 * n.max(1) as u128) >> 64) as u64
     }
     /// True with probability `ppm` parts per million.
     fn ppm(&mut self, ppm: u32) -> bool {
         self.below(1_000_000) < ppm as u64
     }
     fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
+        (0..n).map(|_| self.0.next_u64() as u8).collect()
     }
 }
 
@@ -467,7 +466,7 @@ impl Pair {
             to_req: VecDeque::new(),
             f_req: Faults::default(),
             f_resp: Faults::default(),
-            rng: Rng(0x9e37_79b9_7f4a_7c15),
+            rng: Rng::new(0x9e37_79b9_7f4a_7c15),
             log_req: Vec::new(),
             log_resp: Vec::new(),
             codec: true,
@@ -575,7 +574,7 @@ impl Pair {
 }
 
 fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    Rng(seed | 1).bytes(n)
+    Rng::new(seed | 1).bytes(n)
 }
 
 fn wr(wr_id: u64, op: WrOp, len: u32) -> WorkRequest {

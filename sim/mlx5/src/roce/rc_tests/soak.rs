@@ -19,7 +19,7 @@ fn soak(seed: u64, messages: u64, mtu: u32, codec: bool) {
     pc.min_rnr_timer = 1;
     let mut p = Pair::new(rc, pc);
     p.codec = codec;
-    p.rng = Rng(seed);
+    p.rng = Rng::new(seed);
     for f in [&mut p.f_req, &mut p.f_resp] {
         f.drop_ppm = 10_000;
         f.dup_ppm = 10_000;
@@ -33,7 +33,7 @@ fn soak(seed: u64, messages: u64, mtu: u32, codec: bool) {
     let rd_len = 64 * 1024;
     p.rs.add_region(RD_KEY, RD_VA, pattern(seed ^ 0x55, rd_len));
     p.rs.add_region(AT_KEY, AT_VA, vec![0; 8]);
-    let mut gen = Rng(seed ^ 0xabcdef);
+    let mut gen = Rng::new(seed ^ 0xabcdef);
     let mut expect: HashMap<u64, Expect> = HashMap::new();
     let mut recv_expect: VecDeque<(RecvKind, Option<u32>, Vec<u8>, u32)> = VecDeque::new();
     let mut counter = 0u64;
@@ -50,7 +50,7 @@ fn soak(seed: u64, messages: u64, mtu: u32, codec: bool) {
                 4 => mtu + 1,
                 _ => gen.below(10 * mtu as u64 + 1) as u32,
             };
-            let imm = (gen.below(2) == 0).then(|| gen.next() as u32);
+            let imm = (gen.below(2) == 0).then(|| gen.0.next_u64() as u32);
             let data = gen.bytes(len as usize);
             let (op, len, buf, e) = match gen.below(10) {
                 0..=2 => {

@@ -164,7 +164,7 @@ impl WireFuzz {
         for step in 0..MAX_STEPS {
             for &(_, to) in plan.iter().filter(|p| p.0 == step) {
                 let f = self.hostile(to, rng);
-                if !f.is_empty() && f.len() <= mlx5_sim::roce::link::MAX_FRAME_LEN {
+                if !f.is_empty() && f.len() <= mlx5_sim::link::MAX_FRAME_LEN {
                     self.deliver(to, f, false);
                 }
             }

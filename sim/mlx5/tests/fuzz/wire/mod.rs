@@ -43,8 +43,8 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
+use mlx5_sim::link::Link;
 use mlx5_sim::roce::counters::Counter;
-use mlx5_sim::roce::link::Link;
 use mlx5_sim::roce::{
     decode, icrc, ipv4_checksum, psn_add, psn_diff, Aeth, AtomicAckEth, AtomicEth, Frame, HdrSet,
     IpHdr, Ipv6Hdr, OpKind, Opcode, Reth, RoceHeaders, Vlan, OPCODES,

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use super::super::counters::Counter;
-use super::super::pcap::PcapFile;
-use super::super::*;
+use super::pcap::PcapFile;
 use super::*;
+use crate::roce::counters::Counter;
+use crate::roce::*;
 
 mod capture;
 mod faults;

@@ -42,6 +42,9 @@
 
 use std::fmt;
 
+use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+use rand_xoshiro::SplitMix64;
+
 /// Default reorder window.
 pub const DEFAULT_WINDOW: u32 = 4;
 /// Largest reorder window.
@@ -208,26 +211,19 @@ impl fmt::Display for FaultSpec {
     }
 }
 
-/// SplitMix64.
+/// The injector's draws from its SplitMix64 (rand_xoshiro's).
 #[derive(Clone, Debug)]
-struct Rng(u64);
+struct Rng(SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
     /// True with probability `p` (53 random bits against `p`).
     fn chance(&mut self, p: f64) -> bool {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let u = (self.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         u < p
     }
     /// Uniform in `0..n` (n > 0).
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.next_u64() % n
     }
 }
 
@@ -281,7 +277,7 @@ impl FaultInjector {
     pub fn new(spec: FaultSpec) -> FaultInjector {
         FaultInjector {
             spec,
-            rng: Rng(spec.seed),
+            rng: Rng(SplitMix64::seed_from_u64(spec.seed)),
             held: Vec::new(),
         }
     }
@@ -303,7 +299,7 @@ impl FaultInjector {
         let mut ev = FaultEvents::default();
         let drop = self.rng.chance(s.drop);
         let corrupt = self.rng.chance(s.corrupt);
-        let corrupt_at = self.rng.next();
+        let corrupt_at = self.rng.0.next_u64();
         let corrupt_xor = 1 + self.rng.below(255) as u8;
         let dup = self.rng.chance(s.dup);
         let reorder = self.rng.chance(s.reorder);

@@ -11,9 +11,9 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 use std::process::ExitCode;
 
-use super::frame::{decode, Frame, OtherFrame, RoceFrame};
 use super::pcap::{PcapError, PcapFile};
-use super::ETHERTYPE_ARP;
+use crate::roce::frame::{decode, Frame, OtherFrame, RoceFrame};
+use crate::roce::ETHERTYPE_ARP;
 
 /// Who captured: frames from it are `out`, frames to it `in`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

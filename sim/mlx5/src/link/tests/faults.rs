@@ -13,8 +13,8 @@ fn faulty_run(
     crate::roce::counters::CounterSnapshot,
 ) {
     let (la, lb) = Link::pair();
-    let mut a = Port::new(la, cfg_a()).with_faults(spec.parse().unwrap());
-    let mut b = Port::new(lb, cfg_b());
+    let mut a = FramePort::new(la, cfg_a()).with_faults(spec.parse().unwrap());
+    let mut b = FramePort::new(lb, cfg_b());
     let mut psns = Vec::new();
     for i in 0..n {
         a.send(frame_ab(

@@ -60,8 +60,8 @@ fn qemu_stream_netdev_relays_our_frames() {
         }
     };
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut a = Port::new(Link::Stream(la.accept(deadline).unwrap()), cfg_a());
-    let mut b = Port::new(Link::Stream(lb.accept(deadline).unwrap()), cfg_b());
+    let mut a = FramePort::new(Link::Stream(la.accept(deadline).unwrap()), cfg_a());
+    let mut b = FramePort::new(Link::Stream(lb.accept(deadline).unwrap()), cfg_b());
     // QEMU marks each netdev's link up when its main loop handles the connection, which may
     // come after our accept; the hub drops frames towards a link that is still down. Probe
     // each way until one probe gets through, then skip any late probes.
@@ -70,7 +70,7 @@ fn qemu_stream_netdev_relays_our_frames() {
     let mut probe_ba = hdrs(Opcode::RC_SEND_ONLY, PROBE_PSN, MAC_B, MAC_A, IP_B, IP_A);
     probe_ba.bth.ack_req = false;
     let probe_ba = probe_ba.encode(b"probe").unwrap();
-    let probe = |tx: &mut Port, rx: &mut Port, f: &Vec<u8>| loop {
+    let probe = |tx: &mut FramePort, rx: &mut FramePort, f: &Vec<u8>| loop {
         tx.send(f.clone()).unwrap();
         let wait = Instant::now() + Duration::from_millis(50);
         if rx.recv_deadline(wait).unwrap().is_some() {
@@ -80,7 +80,7 @@ fn qemu_stream_netdev_relays_our_frames() {
     };
     probe(&mut a, &mut b, &probe_ab);
     probe(&mut b, &mut a, &probe_ba);
-    let next = |p: &mut Port| loop {
+    let next = |p: &mut FramePort| loop {
         let x = p.recv_deadline(deadline).unwrap().expect("relayed frame");
         if x.hdrs.bth.psn != PROBE_PSN {
             return x;

@@ -1,4 +1,5 @@
-//! A port on a [`Link`]: receive checks as hardware makes them, counters, capture, faults.
+//! [`FramePort`], a port's frame end on a [`Link`]: receive checks as hardware makes them,
+//! counters, capture, faults.
 //!
 //! # Receive checks
 //!
@@ -12,7 +13,7 @@
 //! 3. not RoCEv2 (ARP, IPv6 ND, TCP, UDP to another port, ...): [`RxDrop::NotRoce`]. The
 //!    model has no Ethernet receive queue and answers no ARP yet; these frames are also
 //!    counted in the `received_eth_*` classes;
-//! 4. claims RoCEv2 but does not decode ([`super::super::decode`]): [`RxDrop::Malformed`];
+//! 4. claims RoCEv2 but does not decode ([`crate::roce::decode`]): [`RxDrop::Malformed`];
 //! 5. destination IP not one of the port's addresses (when the port has any; multicast IPs
 //!    pass): [`RxDrop::WrongDstIp`] — rxe_recv.c `rxe_chk_dgid`;
 //! 6. UDP checksum non-zero and wrong: [`RxDrop::UdpChecksum`]. A zero checksum means "none"
@@ -46,12 +47,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::super::counters::{Counter, PortCounters};
-use super::super::pcap::PcapWriter;
-use super::super::{decode, DecodeError, Frame, IpHdr, RoceHeaders};
-use super::super::{ETH_HDR_LEN, IPV6_HDR_LEN, IP_PROTO_UDP};
 use super::fault::{FaultInjector, FaultSpec};
+use super::pcap::PcapWriter;
 use super::{Link, LinkError};
+use crate::roce::counters::{Counter, PortCounters};
+use crate::roce::{decode, DecodeError, Frame, IpHdr, RoceHeaders};
+use crate::roce::{ETH_HDR_LEN, IPV6_HDR_LEN, IP_PROTO_UDP};
 
 /// Why [`check_rx`] dropped a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,14 +288,15 @@ impl PcapTap {
     }
 }
 
-/// Frames [`Port::recv`] looks at per call before returning (so a flood of junk cannot keep
+/// Frames [`FramePort::recv`] looks at per call before returning (so a flood of junk cannot keep
 /// the caller inside).
 pub const RX_BUDGET: usize = 64;
 
-/// A port: a [`Link`] plus the receive checks, counters, an optional capture and an optional
-/// fault injector.
+/// The frame end of a port: a [`Link`] plus the receive checks, counters, an optional capture
+/// and an optional fault injector. (The HCA's port, which also carries packets by reference
+/// and keeps the clock, is [`crate::wire::Port`]; it puts its frames on one of these.)
 #[derive(Debug)]
-pub struct Port {
+pub struct FramePort {
     link: Link,
     cfg: PortConfig,
     counters: Arc<PortCounters>,
@@ -302,10 +304,10 @@ pub struct Port {
     tap: Option<PcapTap>,
 }
 
-impl Port {
+impl FramePort {
     /// A port on `link` with identity `cfg`, fresh counters, no capture, no faults.
-    pub fn new(link: Link, cfg: PortConfig) -> Port {
-        Port {
+    pub fn new(link: Link, cfg: PortConfig) -> FramePort {
+        FramePort {
             link,
             cfg,
             counters: Arc::new(PortCounters::new()),
@@ -315,19 +317,19 @@ impl Port {
     }
 
     /// Uses `counters` (e.g. shared with the command interface) instead of fresh ones.
-    pub fn with_counters(mut self, counters: Arc<PortCounters>) -> Port {
+    pub fn with_counters(mut self, counters: Arc<PortCounters>) -> FramePort {
         self.counters = counters;
         self
     }
 
     /// Captures both directions into `tap`.
-    pub fn with_tap(mut self, tap: PcapTap) -> Port {
+    pub fn with_tap(mut self, tap: PcapTap) -> FramePort {
         self.tap = Some(tap);
         self
     }
 
     /// Injects `spec`'s faults on send (a spec that does nothing removes the injector).
-    pub fn with_faults(mut self, spec: FaultSpec) -> Port {
+    pub fn with_faults(mut self, spec: FaultSpec) -> FramePort {
         self.set_faults(spec);
         self
     }
@@ -537,7 +539,7 @@ impl Port {
         Ok(None)
     }
 
-    /// Like [`Port::recv`], waiting until `deadline` for a frame that passes.
+    /// Like [`FramePort::recv`], waiting until `deadline` for a frame that passes.
     pub fn recv_deadline(&mut self, deadline: Instant) -> Result<Option<RxPacket>, LinkError> {
         loop {
             match self.link.recv_deadline(deadline) {

@@ -4,19 +4,19 @@
 use super::*;
 
 /// A port on a socket whose raw peer writes `bytes` and then closes (or not).
-fn port_fed(bytes: &[u8], close: bool) -> (Port, UnixStream) {
+fn port_fed(bytes: &[u8], close: bool) -> (FramePort, UnixStream) {
     let (x, mut y) = UnixStream::pair().unwrap();
     y.write_all(bytes).unwrap();
     if close {
         y.shutdown(std::net::Shutdown::Write).unwrap();
     }
     (
-        Port::new(Link::Stream(StreamLink::from_unix(x).unwrap()), cfg_b()),
+        FramePort::new(Link::Stream(StreamLink::from_unix(x).unwrap()), cfg_b()),
         y,
     )
 }
 
-fn drain(p: &mut Port) -> Result<Vec<RxPacket>, LinkError> {
+fn drain(p: &mut FramePort) -> Result<Vec<RxPacket>, LinkError> {
     let mut v = Vec::new();
     loop {
         match p.recv_deadline(soon()) {
@@ -116,7 +116,7 @@ fn a_peer_that_never_reads_cannot_wedge_the_sender() {
     let (x, _y) = UnixStream::pair().unwrap(); // _y never reads
     let mut link = Link::Stream(StreamLink::from_unix(x).unwrap());
     link.as_stream_mut().unwrap().set_max_backlog(64 * 1024);
-    let mut port = Port::new(link, cfg_a());
+    let mut port = FramePort::new(link, cfg_a());
     let f = frame_ab(Opcode::RC_RDMA_WRITE_MIDDLE, 0, &payload(4096, 1));
     let mut refused = 0;
     for _ in 0..2000 {
@@ -144,7 +144,7 @@ fn a_peer_that_never_reads_cannot_wedge_the_sender() {
 fn a_peer_that_vanishes_is_a_counted_error() {
     let (x, y) = UnixStream::pair().unwrap();
     drop(y);
-    let mut port = Port::new(Link::Stream(StreamLink::from_unix(x).unwrap()), cfg_a());
+    let mut port = FramePort::new(Link::Stream(StreamLink::from_unix(x).unwrap()), cfg_a());
     let f = frame_ab(Opcode::RC_SEND_ONLY, 0, b"abcd");
     let e = port.send(f.clone()).unwrap_err();
     assert_eq!(e, LinkError::Io(std::io::ErrorKind::BrokenPipe));

@@ -20,8 +20,8 @@ fn capture_records_both_directions_as_on_the_wire() {
     let buf = Shared::default();
     let tap = PcapTap::new(buf.clone()).unwrap();
     let (la, lb) = Link::pair();
-    let mut a = Port::new(la, cfg_a()).with_tap(tap.clone());
-    let mut b = Port::new(lb, cfg_b());
+    let mut a = FramePort::new(la, cfg_a()).with_tap(tap.clone());
+    let mut b = FramePort::new(lb, cfg_b());
     let req = frame_ab(Opcode::RC_SEND_ONLY, 1, b"ping");
     let mut ack_h = hdrs(Opcode::RC_ACKNOWLEDGE, 1, MAC_B, MAC_A, IP_B, IP_A);
     ack_h.bth.ack_req = false;
@@ -50,7 +50,7 @@ fn capture_shows_faults_as_the_wire_carried_them() {
     let buf = Shared::default();
     let tap = PcapTap::new(buf.clone()).unwrap();
     let (la, _lb) = Link::pair();
-    let mut a = Port::new(la, cfg_a())
+    let mut a = FramePort::new(la, cfg_a())
         .with_tap(tap.clone())
         .with_faults("drop=0.3,dup=0.3,seed=5".parse().unwrap());
     for i in 0..100 {
@@ -69,7 +69,7 @@ fn capture_shows_faults_as_the_wire_carried_them() {
     let buf = Shared::default();
     let tap = PcapTap::new(buf.clone()).unwrap();
     let (la, _lb) = Link::pair();
-    let mut a = Port::new(la, cfg_a())
+    let mut a = FramePort::new(la, cfg_a())
         .with_tap(tap.clone())
         .with_faults("corrupt=0.5,seed=5".parse().unwrap());
     for i in 0..40 {
@@ -77,7 +77,7 @@ fn capture_shows_faults_as_the_wire_carried_them() {
     }
     tap.flush().unwrap();
     let bytes = buf.0.lock().unwrap().clone();
-    let sum = crate::roce::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
+    let sum = crate::link::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
     let corrupted = a.counters().get(Counter::FaultCorrupted) as usize;
     assert!(corrupted > 5);
     assert_eq!((sum.roce, sum.icrc_bad), (40, corrupted));
@@ -88,8 +88,8 @@ fn capture_shows_faults_as_the_wire_carried_them() {
 fn capture_every_opcode(path: &std::path::Path) -> Vec<(Opcode, Vec<u8>)> {
     let tap = PcapTap::create(path).unwrap();
     let (la, lb) = Link::socket_pair().unwrap();
-    let mut a = Port::new(la, cfg_a()).with_tap(tap.clone());
-    let mut b = Port::new(lb, cfg_b());
+    let mut a = FramePort::new(la, cfg_a()).with_tap(tap.clone());
+    let mut b = FramePort::new(lb, cfg_b());
     let mut frames = Vec::new();
     let requests = [
         Opcode::RC_SEND_ONLY,
@@ -152,7 +152,7 @@ fn tshark_decodes_the_capture_as_roce() {
         assert_eq!(r.data, &f[..]);
     }
     // The model's own `--decode-pcap` check passes it.
-    let sum = crate::roce::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
+    let sum = crate::link::dump::dump_pcap(&bytes, None, &mut Vec::new()).unwrap();
     assert_eq!((sum.roce, sum.icrc_bad, sum.errors), (frames.len(), 0, 0));
     let out = match std::process::Command::new("tshark")
         .args(["-r"])

@@ -116,7 +116,7 @@ fn receive_checks_drop_and_count_as_hardware_does() {
 
     // Through a port: every drop is counted under its reason, the good frame comes through.
     let (mut tx, rx) = Link::pair();
-    let mut port = Port::new(rx, cfg_b());
+    let mut port = FramePort::new(rx, cfg_b());
     let mut wrong_mac = good.clone();
     wrong_mac[5] = 9;
     let mut bad_icrc = good.clone();

@@ -121,13 +121,13 @@ fn unix_listener_and_connector() {
 #[test]
 fn server_link_takes_one_peer_at_a_time_and_listens_again() {
     let addr = StreamAddr::Unix(sock_path("server"));
-    let mut server = Port::new(Link::serve(&addr).unwrap(), cfg_b());
+    let mut server = FramePort::new(Link::serve(&addr).unwrap(), cfg_b());
     assert!(!server.link().is_up(), "down until a peer connects");
     assert_eq!(server.recv().unwrap(), None);
     let f = frame_ab(Opcode::RC_SEND_ONLY, 1, b"first!");
     assert_eq!(server.send(f.clone()), Err(LinkError::Down));
     for round in 0..3u32 {
-        let mut client = Port::new(Link::connect(&addr, soon()).unwrap(), cfg_a());
+        let mut client = FramePort::new(Link::connect(&addr, soon()).unwrap(), cfg_a());
         let f = frame_ab(Opcode::RC_SEND_ONLY, round, b"hello");
         client.send(f.clone()).unwrap();
         let got = server.recv_deadline(soon()).unwrap().expect("frame");
@@ -214,8 +214,8 @@ fn in_process_pair_and_loopback() {
 #[test]
 fn two_ports_in_process_deliver_roce_frames_and_count_them() {
     let (la, lb) = Link::pair();
-    let mut a = Port::new(la, cfg_a());
-    let mut b = Port::new(lb, cfg_b());
+    let mut a = FramePort::new(la, cfg_a());
+    let mut b = FramePort::new(lb, cfg_b());
     let mut sent_bytes = 0;
     for i in 0..20u32 {
         let f = frame_ab(Opcode::RC_RDMA_WRITE_ONLY, i, &payload(100 + i as usize, 3));

@@ -1,4 +1,11 @@
-//! The port's link: Ethernet frames between the model and a peer.
+//! The port's link: Ethernet frames between the model and a peer, and everything else of the
+//! wire's I/O. The protocol itself (codec, ICRC, RC transport) is [`crate::roce`]; the HCA's
+//! port on top of this is [`crate::wire`].
+//!
+//! - [`Link`]: the frames' transport (below); [`FramePort`] on it: receive checks, counters,
+//!   capture and faults ([`fault`]).
+//! - [`pcap`]: classic pcap reader ([`pcap::PcapFile`]) and writer ([`pcap::PcapWriter`]).
+//! - [`dump`]: the `mlx5-sim --decode-pcap` listing.
 //!
 //! # Framing (QEMU `-netdev stream`)
 //!
@@ -41,17 +48,19 @@
 //! - [`Link::Server`]: a listener with QEMU's `server=on` behaviour ([`ServerLink`]): down
 //!   until a peer connects, listening again after it leaves.
 //!
-//! [`Port`] sits on top: receive checks as hardware does, counters, capture and faults.
+//! [`FramePort`] sits on top: receive checks as hardware does, counters, capture and faults.
 
 mod chan;
+pub mod dump;
 pub mod fault;
+pub mod pcap;
 mod port;
 mod server;
 mod stream;
 
 pub use chan::{ChanLink, LoopbackLink};
 pub use fault::{FaultEvents, FaultInjector, FaultSpec, FaultSpecError};
-pub use port::{check_rx, PcapTap, Port, PortConfig, RxDrop, RxPacket, RX_BUDGET};
+pub use port::{check_rx, FramePort, PcapTap, PortConfig, RxDrop, RxPacket, RX_BUDGET};
 pub use server::ServerLink;
 pub use stream::{StreamAddr, StreamLink, StreamListener};
 
@@ -306,18 +315,18 @@ impl Link {
 /// frame is too short to have an EtherType.
 pub(crate) fn l3_offset(f: &[u8]) -> Option<usize> {
     let et = u16::from_be_bytes([*f.get(12)?, *f.get(13)?]);
-    if et == super::ETHERTYPE_VLAN {
-        (f.len() >= super::ETH_HDR_LEN + super::VLAN_TAG_LEN)
-            .then_some(super::ETH_HDR_LEN + super::VLAN_TAG_LEN)
+    if et == crate::roce::ETHERTYPE_VLAN {
+        (f.len() >= crate::roce::ETH_HDR_LEN + crate::roce::VLAN_TAG_LEN)
+            .then_some(crate::roce::ETH_HDR_LEN + crate::roce::VLAN_TAG_LEN)
     } else {
-        Some(super::ETH_HDR_LEN)
+        Some(crate::roce::ETH_HDR_LEN)
     }
 }
 
 /// Offset of the BTH when `f` is IPv4 or IPv6 + UDP to port 4791, by the headers alone (no
 /// decode, no ICRC): for counters and the fault injector.
 pub(crate) fn roce_bth_offset(f: &[u8]) -> Option<usize> {
-    use super::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, IPV4_HDR_LEN, IPV6_HDR_LEN, IP_PROTO_UDP};
+    use crate::roce::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, IPV4_HDR_LEN, IPV6_HDR_LEN, IP_PROTO_UDP};
     let be16 = |at: usize| Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]));
     let l3 = l3_offset(f)?;
     let udp = match be16(l3 - 2)? {
@@ -328,7 +337,7 @@ pub(crate) fn roce_bth_offset(f: &[u8]) -> Option<usize> {
         ETHERTYPE_IPV6 if *f.get(l3 + 6)? == IP_PROTO_UDP => l3 + IPV6_HDR_LEN,
         _ => return None,
     };
-    (be16(udp + 2)? == super::ROCEV2_UDP_PORT).then_some(udp + super::UDP_HDR_LEN)
+    (be16(udp + 2)? == crate::roce::ROCEV2_UDP_PORT).then_some(udp + crate::roce::UDP_HDR_LEN)
 }
 
 /// Splits a byte string in the stream framing into its frames (for tests and tools), or

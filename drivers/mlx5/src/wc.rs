@@ -3,71 +3,9 @@
 
 use core::ptr;
 
-use mlx5_prm::cqe;
-
-/// Completion status (`ibv_wc_status`, mapped from the error CQE syndrome as Linux
-/// ib/cq.c `mlx5_handle_error_cqe` and rdma-core cq.c `mlx5_handle_error_cqe` do).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-#[repr(u8)]
-pub enum WcStatus {
-    /// Success.
-    Success,
-    /// `IBV_WC_LOC_LEN_ERR`.
-    LocLenErr,
-    /// `IBV_WC_LOC_QP_OP_ERR`.
-    LocQpOpErr,
-    /// `IBV_WC_LOC_PROT_ERR`.
-    LocProtErr,
-    /// `IBV_WC_WR_FLUSH_ERR`.
-    WrFlushErr,
-    /// `IBV_WC_MW_BIND_ERR`.
-    MwBindErr,
-    /// `IBV_WC_BAD_RESP_ERR`.
-    BadRespErr,
-    /// `IBV_WC_LOC_ACCESS_ERR`.
-    LocAccessErr,
-    /// `IBV_WC_REM_INV_REQ_ERR`.
-    RemInvReqErr,
-    /// `IBV_WC_REM_ACCESS_ERR`.
-    RemAccessErr,
-    /// `IBV_WC_REM_OP_ERR`.
-    RemOpErr,
-    /// `IBV_WC_RETRY_EXC_ERR`.
-    RetryExcErr,
-    /// `IBV_WC_RNR_RETRY_EXC_ERR`.
-    RnrRetryExcErr,
-    /// `IBV_WC_REM_ABORT_ERR`.
-    RemAbortErr,
-    /// `IBV_WC_GENERAL_ERR`: an error syndrome the PRM does not name.
-    GeneralErr,
-    /// The driver could not make sense of the CQE (unknown opcode, a QP not attached to this
-    /// CQ, a WQE counter that names no outstanding WQE, e.g. a duplicate): the CQE was
-    /// consumed and reported, nothing else was touched.
-    BadCqe,
-}
-
-impl WcStatus {
-    pub(super) fn from_syndrome(s: u8) -> WcStatus {
-        use cqe::syndrome as sy;
-        match s {
-            sy::LOCAL_LENGTH_ERR => WcStatus::LocLenErr,
-            sy::LOCAL_QP_OP_ERR => WcStatus::LocQpOpErr,
-            sy::LOCAL_PROT_ERR => WcStatus::LocProtErr,
-            sy::WR_FLUSH_ERR => WcStatus::WrFlushErr,
-            sy::MW_BIND_ERR => WcStatus::MwBindErr,
-            sy::BAD_RESP_ERR => WcStatus::BadRespErr,
-            sy::LOCAL_ACCESS_ERR => WcStatus::LocAccessErr,
-            sy::REMOTE_INVAL_REQ_ERR => WcStatus::RemInvReqErr,
-            sy::REMOTE_ACCESS_ERR => WcStatus::RemAccessErr,
-            sy::REMOTE_OP_ERR => WcStatus::RemOpErr,
-            sy::TRANSPORT_RETRY_EXC_ERR => WcStatus::RetryExcErr,
-            sy::RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExcErr,
-            sy::REMOTE_ABORTED_ERR => WcStatus::RemAbortErr,
-            _ => WcStatus::GeneralErr,
-        }
-    }
-}
+/// Completion status: the PRM crate's ([`mlx5_prm::cqe::WcStatus`], with the syndrome
+/// mapping), shared with the model, which writes the CQEs this reads.
+pub use mlx5_prm::cqe::WcStatus;
 
 /// What completed (`ibv_wc_opcode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
