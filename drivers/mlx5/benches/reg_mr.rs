@@ -22,13 +22,16 @@
 //! measured probability of guessing the next rkey from the previous one, with and without
 //! the cache.
 //!
-//! Times are medians over `--reps=N` repetitions (default 7); each registration is undone
-//! (dereg / `IORING_UNREGISTER_BUFFERS`) between repetitions, outside the timing. The column
+//! Times are medians over `--reps=N` repetitions (default 7), with the fastest and slowest
+//! (min–max) beside them; each registration is undone (dereg / `IORING_UNREGISTER_BUFFERS`)
+//! between repetitions, outside the timing. The rows of one size run interleaved: after one
+//! unmeasured round, each repetition registers every driver layout and pins with Linux once
+//! in turn, so that a busy machine slows both sides alike. The column
 //! "Linux 4 KiB pin / this" divides Linux pinning the same size of 4 KiB pages by the row's
 //! time. Rows that cannot run here (no io_uring, no huge pages, ...) say `SKIPPED: ... because
 //! ...`.
 //!
-//! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N] [--small-only] [--cpu-clock]`
+//! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N] [--small-only | --sizes-only] [--cpu-clock]`
 //!
 //! `cargo bench -p mlx5 --bench reg_mr -- --instructions` instead counts instructions per
 //! small registration (4 KiB, one MTT entry) for each column of the small-MR table, under
@@ -110,6 +113,8 @@ struct Row {
     commands: String,
     entries: String,
     median: Result<u128, String>,
+    /// Fastest and slowest repetition (`None` where the row has one figure or none).
+    spread: Option<(u128, u128)>,
     /// Linux rows: compared with the driver's contiguous registration of the same size.
     linux: bool,
 }
@@ -117,6 +122,11 @@ struct Row {
 fn median(mut v: Vec<u128>) -> u128 {
     v.sort_unstable();
     v[v.len() / 2]
+}
+
+/// `(min, max)` of a non-empty list.
+fn spread(v: &[u128]) -> Option<(u128, u128)> {
+    Some((*v.iter().min()?, *v.iter().max()?))
 }
 
 fn main() {
@@ -160,9 +170,9 @@ fn main() {
         return;
     }
     for (name, size) in sizes {
-        rows.extend(ours(&ctx, &pd, &hal, name, size, reps));
-        rows.push(linux_row(&ring, name, size, false, &hugepages, reps));
-        rows.push(linux_row(&ring, name, size, true, &hugepages, reps));
+        rows.extend(sized_rows(
+            &ctx, &pd, &hal, &ring, &hugepages, name, size, reps,
+        ));
     }
     drop(hugepages);
     rows.push(huge_region(&ctx, &pd, reps));
@@ -175,20 +185,30 @@ fn main() {
             "64 GiB is more than this machine's memory ({} GiB)",
             linux::mem_total_gib()
         )),
+        spread: None,
         linux: true,
     });
-    // The 1 GiB rows of 4 KiB pages again with glibc keeping freed memory: half of the time
-    // above is the kernel faulting in and zeroing the MiB-sized buffers the driver and the
-    // in-process model allocate per registration (the MTT list, the command, the model's
-    // copy), which glibc returns to the kernel between registrations (dynamic mmap / trim
-    // thresholds). The unikernel's allocator never returns memory. Process-wide, so last.
+    // The 1 GiB rows of 4 KiB pages again with glibc keeping freed memory: the difference to
+    // the rows above is the kernel faulting in and zeroing the MiB-sized buffers the driver
+    // and the in-process model allocate per registration (the MTT list, the command, the
+    // model's copy), which glibc returns to the kernel between registrations (dynamic mmap /
+    // trim thresholds); it was half of the time while the command was built in a zeroed
+    // buffer and the model's copy grew. The unikernel's allocator never returns memory.
+    // Process-wide, so last.
     // SAFETY: mallopt only changes allocator thresholds.
     let tuned = unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20) == 1
             && libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30) == 1
     };
     if tuned {
-        for mut r in ours(&ctx, &pd, &hal, "1 GiB", 1024 * MIB, reps) {
+        let backing = hal
+            .dma_alloc(1024 * MIB, 1024 * MIB)
+            .expect("backing memory");
+        let mut samplers = ours(&ctx, &pd, &backing, "1 GiB", 1024 * MIB);
+        let rs: Vec<Row> = interleave(&mut samplers, reps);
+        drop(samplers);
+        drop(backing);
+        for mut r in rs {
             if r.method.contains("4 KiB pages") {
                 r.method.push_str(" (glibc keeps freed memory)");
                 rows.push(r);
@@ -201,7 +221,10 @@ fn main() {
     println!();
     drop(pd);
     let _ = ctx.close();
-    small_mrs(&ring, reps);
+    // `--sizes-only`: just the table above.
+    if !std::env::args().any(|a| a == "--sizes-only") {
+        small_mrs(&ring, reps);
+    }
 }
 
 /// 64 GiB of 1 GiB pages: one MTT key of 64 entries. The chunks are bus addresses above the
@@ -235,6 +258,7 @@ fn huge_region(ctx: &Context<TestHal>, pd: &ProtectionDomain<TestHal>, reps: usi
         method: "mlx5 reg_mr, 1 GiB pages".into(),
         commands: cmds.to_string(),
         entries: format!("{} x {}", last.0, page_name(1 << last.1)),
+        spread: spread(&times),
         median: Ok(median(times)),
         linux: false,
     }
@@ -419,16 +443,95 @@ fn small_mrs(ring: &Result<linux::Ring, String>, reps: usize) {
     }
 }
 
-/// The driver's registrations of `size` bytes of one naturally aligned buffer.
-fn ours(
+/// One row of the size table, measured one repetition at a time ([`interleave`]).
+struct Sampler<'a> {
+    row: Row,
+    times: Vec<u128>,
+    /// One repetition: its time, or why the row cannot run (then it stops).
+    run: Box<Repetition<'a>>,
+}
+
+/// One repetition of a [`Sampler`]: its time, or why the row cannot run.
+type Repetition<'a> = dyn FnMut(&mut Row) -> Result<u128, String> + 'a;
+
+/// Runs one unmeasured round of every sampler (warms the allocator, the command mailboxes
+/// and the kernel's page tables alike), then `reps` measured rounds, each running every
+/// sampler once in turn: the driver's and Linux's repetitions alternate, so that a busy
+/// machine slows both sides alike. A sampler that fails stops and reports why.
+fn interleave(samplers: &mut [Sampler<'_>], reps: usize) -> Vec<Row> {
+    let mut failed: Vec<Option<String>> = samplers.iter().map(|_| None).collect();
+    for round in 0..=reps {
+        for (s, f) in samplers.iter_mut().zip(failed.iter_mut()) {
+            if f.is_some() {
+                continue;
+            }
+            match (s.run)(&mut s.row) {
+                Ok(ns) if round > 0 => s.times.push(ns),
+                Ok(_) => {}
+                Err(e) => *f = Some(e),
+            }
+        }
+    }
+    samplers
+        .iter_mut()
+        .zip(failed)
+        .map(|(s, f)| {
+            let mut row = std::mem::replace(
+                &mut s.row,
+                Row {
+                    size: "",
+                    method: String::new(),
+                    commands: String::new(),
+                    entries: String::new(),
+                    median: Err(String::new()),
+                    spread: None,
+                    linux: false,
+                },
+            );
+            match f {
+                Some(why) => row.median = Err(why),
+                None => {
+                    row.spread = spread(&s.times);
+                    row.median = Ok(median(std::mem::take(&mut s.times)));
+                }
+            }
+            row
+        })
+        .collect()
+}
+
+/// The rows of one size: the driver's layouts and Linux pinning of 4 KiB and 2 MiB pages,
+/// repetitions interleaved ([`interleave`]).
+#[allow(clippy::too_many_arguments)]
+fn sized_rows(
     ctx: &Context<TestHal>,
     pd: &ProtectionDomain<TestHal>,
     hal: &TestHal,
+    ring: &Result<linux::Ring, String>,
+    hugepages: &linux::HugePages,
     name: &'static str,
     size: usize,
     reps: usize,
 ) -> Vec<Row> {
     let backing = hal.dma_alloc(size, size).expect("backing memory");
+    let mut samplers = ours(ctx, pd, &backing, name, size);
+    samplers.push(linux_sampler(ring, name, size, false, hugepages));
+    samplers.push(linux_sampler(ring, name, size, true, hugepages));
+    let rows = interleave(&mut samplers, reps);
+    drop(samplers);
+    drop(backing);
+    rows
+}
+
+/// The driver's registrations of `size` bytes of `backing` (one naturally aligned buffer):
+/// one sampler per layout, each repetition one registration (timed) and its deregistration.
+fn ours<'a>(
+    ctx: &'a Context<TestHal>,
+    pd: &'a ProtectionDomain<TestHal>,
+    backing: &'a <TestHal as Hal>::Dma,
+    name: &'static str,
+    size: usize,
+) -> Vec<Sampler<'a>> {
     let base = backing.bus_addr();
     let pages = |page: usize| -> Vec<PhysChunk> {
         // Reversed so that no two pages are physically adjacent in region order.
@@ -465,66 +568,51 @@ fn ours(
         "2 MiB pages" => HUGE,
         _ => 4096,
     };
-    let mut rows = Vec::new();
-    for (layout, chunks) in layouts {
-        let method = format!("mlx5 reg_mr, {layout}");
-        let mut times = Vec::new();
-        let mut last = (0, 0, 0);
-        let mut refused = None;
-        for _ in 0..reps {
-            let before = ctx.commands_sent();
-            let t = clock::now();
-            let iova = 0x7f00_0000_0000 + (chunks[0].bus & 0xfff);
-            // SAFETY: `backing` stays allocated (and otherwise unused) until after dereg.
-            let r = unsafe { pd.reg_phys(&chunks, iova, AccessFlags::ALL) };
-            let ns = t.ns();
-            let cmds = ctx.commands_sent() - before;
-            match r {
-                Ok(mut mr) => {
-                    let t = mr.translation_info();
-                    last = (cmds, t.mtt_entries, t.page_shift);
-                    times.push(ns);
-                    mr.dereg().expect("dereg");
-                }
-                Err(e) => {
-                    // One CREATE_MKEY carries every entry; beyond the command length the
-                    // device accepts, the driver gets a typed error (UMR would be needed).
-                    refused = Some((cmds, e));
-                    break;
-                }
-            }
-        }
-        rows.push(match refused {
-            Some((cmds, e)) => Row {
+    layouts
+        .into_iter()
+        .map(|(layout, chunks)| {
+            let row = Row {
                 size: name,
-                method,
-                commands: cmds.to_string(),
+                method: format!("mlx5 reg_mr, {layout}"),
+                commands: "-".into(),
                 entries: format!("{} x {}", chunks.len(), page_name(page_of(layout))),
-                median: Err(format!("refused by the device: {e:?}")),
+                median: Err(String::new()),
+                spread: None,
                 linux: false,
-            },
-            None => Row {
-                size: name,
-                method,
-                commands: last.0.to_string(),
-                entries: format!("{} x {}", last.1, page_name(1 << last.2)),
-                median: Ok(median(times)),
-                linux: false,
-            },
-        });
-    }
-    drop(backing);
-    rows
+            };
+            let run = move |row: &mut Row| {
+                let before = ctx.commands_sent();
+                let t = clock::now();
+                let iova = 0x7f00_0000_0000 + (chunks[0].bus & 0xfff);
+                // SAFETY: `backing` stays allocated (and otherwise unused) until after dereg.
+                let r = unsafe { pd.reg_phys(&chunks, iova, AccessFlags::ALL) };
+                let ns = t.ns();
+                row.commands = (ctx.commands_sent() - before).to_string();
+                // Beyond what the device accepts, the driver gets a typed error.
+                let mut mr = r.map_err(|e| format!("refused by the device: {e:?}"))?;
+                let t = mr.translation_info();
+                row.entries = format!("{} x {}", t.mtt_entries, page_name(1 << t.page_shift));
+                mr.dereg().expect("dereg");
+                Ok(ns)
+            };
+            Sampler {
+                row,
+                times: Vec::new(),
+                run: Box::new(run),
+            }
+        })
+        .collect()
 }
 
-fn linux_row(
-    ring: &Result<linux::Ring, String>,
+/// Linux pinning `size` bytes of 4 KiB or 2 MiB pages: each repetition one
+/// `IORING_REGISTER_BUFFERS` (timed) and its `IORING_UNREGISTER_BUFFERS`.
+fn linux_sampler<'a>(
+    ring: &'a Result<linux::Ring, String>,
     name: &'static str,
     size: usize,
     huge: bool,
-    hugepages: &linux::HugePages,
-    reps: usize,
-) -> Row {
+    hugepages: &'a linux::HugePages,
+) -> Sampler<'a> {
     let method = format!(
         "Linux io_uring pin, {}",
         if huge {
@@ -534,27 +622,35 @@ fn linux_row(
         }
     );
     let page = if huge { HUGE } else { 4096 };
-    let entries = format!("{} x {} pinned", size / page, page_name(page));
-    let median = (|| {
-        let ring = ring.as_ref().map_err(|e| e.clone())?;
-        if huge {
-            hugepages.check(size / HUGE)?;
-        }
-        let buf = linux::Buffer::new(size, huge)?;
-        let mut times = Vec::new();
-        for _ in 0..reps {
-            times.push(ring.register_timed(&buf)?);
-            ring.unregister()?;
-        }
-        Ok(median(times))
-    })();
-    Row {
+    let row = Row {
         size: name,
         method,
         commands: "-".into(),
-        entries,
-        median,
+        entries: format!("{} x {} pinned", size / page, page_name(page)),
+        median: Err(String::new()),
+        spread: None,
         linux: true,
+    };
+    let mut buf: Option<linux::Buffer> = None;
+    let run = move |_: &mut Row| {
+        let ring = ring.as_ref().map_err(|e| e.clone())?;
+        let b = match &mut buf {
+            Some(b) => b,
+            None => {
+                if huge {
+                    hugepages.check(size / HUGE)?;
+                }
+                buf.insert(linux::Buffer::new(size, huge)?)
+            }
+        };
+        let ns = ring.register_timed(b)?;
+        ring.unregister()?;
+        Ok(ns)
+    };
+    Sampler {
+        row,
+        times: Vec::new(),
+        run: Box::new(run),
     }
 }
 
@@ -570,9 +666,9 @@ fn page_name(bytes: usize) -> String {
 
 fn print_table(rows: &[Row], reps: usize) {
     println!(
-        "| size | method | commands | MTT entries / pages pinned | median ns ({reps} reps) | Linux / mlx5 contiguous | Linux 4 KiB pin / this |"
+        "| size | method | commands | MTT entries / pages pinned | median ns ({reps} reps) | min–max ns | Linux / mlx5 contiguous | Linux 4 KiB pin / this |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let ours = rows
             .iter()
@@ -596,8 +692,12 @@ fn print_table(rows: &[Row], reps: usize) {
             Err(why) if r.linux => format!("SKIPPED: {} because {why}", r.method),
             Err(why) => why.clone(),
         };
+        let range = match r.spread {
+            Some((lo, hi)) => format!("{lo}–{hi}"),
+            None => "-".into(),
+        };
         println!(
-            "| {} | {} | {} | {} | {median} | {ratio} | {vs4k} |",
+            "| {} | {} | {} | {} | {median} | {range} | {ratio} | {vs4k} |",
             r.size, r.method, r.commands, r.entries
         );
     }

@@ -115,10 +115,15 @@ pub struct CmdBuf {
 impl CmdBuf {
     /// `len` zero bytes with the `mbox_in` header (opcode, op_mod) set.
     pub fn new(opcode: u16, op_mod: u16, len: usize) -> CmdBuf {
-        let mut c = CmdBuf {
-            buf: alloc::vec![0u8; len.max(mbox_in::BYTES)],
-            bad: false,
-        };
+        CmdBuf::with_room(opcode, op_mod, len, 0)
+    }
+    /// [`CmdBuf::new`] with room for `extra` more bytes, which the caller appends to `buf`
+    /// (a translation list: written once, not zeroed first, and no reallocation).
+    pub fn with_room(opcode: u16, op_mod: u16, len: usize, extra: usize) -> CmdBuf {
+        let len = len.max(mbox_in::BYTES);
+        let mut buf = Vec::with_capacity(len + extra);
+        buf.resize(len, 0);
+        let mut c = CmdBuf { buf, bad: false };
         c.set(mbox_in::OPCODE, opcode.into());
         c.set(mbox_in::OP_MOD, op_mod.into());
         c
@@ -357,11 +362,16 @@ impl<H: Hal> CmdQueue<H> {
                     0
                 };
                 let (blk, off) = self.block(slot, first + k);
-                blk.fill(off, cmd_prot_block::SIZE, 0)?;
                 if chain == 0 {
+                    // The data written once (not zeroed first: a 2 Ki-block chain of a
+                    // large CREATE_MKEY wrote every byte twice), the rest of the block zeroed.
                     let from = cmdq::INLINE_SIZE + k * cmdq::DATA_BLOCK_SIZE;
                     let to = (from + cmdq::DATA_BLOCK_SIZE).min(inb.len());
                     blk.write(off + cmd_prot_block::DATA, &inb[from..to])?;
+                    let rest = off + cmd_prot_block::DATA + (to - from);
+                    blk.fill(rest, cmd_prot_block::SIZE - (rest - off), 0)?;
+                } else {
+                    blk.fill(off, cmd_prot_block::SIZE, 0)?;
                 }
                 blk.write_be64(off + cmd_prot_block::NEXT, next)?;
                 blk.write_be32(off + cmd_prot_block::BLOCK_NUM, k as u32)?;

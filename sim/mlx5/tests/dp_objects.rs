@@ -210,6 +210,55 @@ fn mtt_pages_map_scattered_bus_pages() {
     assert_eq!(pieces, vec![(p0 + 4000, 96), (p1, 104)]);
 }
 
+/// A list of many mailbox blocks is checked entry by entry: a page address off its page
+/// boundary anywhere in it (first, last, inside and across block edges) refuses the key, and
+/// each entry's own enables (`pg_access`) count for its page.
+#[test]
+fn long_mtt_list_checks_every_entry() {
+    let mut e = env();
+    const N: usize = 300; // five 512-byte blocks of entries
+    let iova = 0x7000_0000u64;
+    let pd = e.pd;
+    let mut good = e.mkey_input(pd, iova, N as u64 * 4096, LR | LW, 3);
+    let at = create_mkey_in::BYTES;
+    // Scattered, descending bus pages (never touched: creation reads no guest memory).
+    let page = |k: usize| 0x4000_0000u64 + (N - k) as u64 * 0x2000;
+    let put = |i: &mut Vec<u8>, k: usize, v: u64| {
+        i[at + 8 * k..at + 8 * k + 8].copy_from_slice(&v.to_be_bytes());
+    };
+    for k in 0..N {
+        put(&mut good, k, page(k) | mkey::MTT_PRESENT);
+    }
+    // Page 200 readable only.
+    put(&mut good, 200, page(200) | mkey::MTT_READ);
+    for bad in [0, 1, 63, 64, 150, N - 2, N - 1] {
+        let mut i = good.clone();
+        put(&mut i, bad, (page(bad) + 0x800) | mkey::MTT_PRESENT);
+        e.raw
+            .exec(&i, 16)
+            .fails(cmd_status::BAD_PARAM_ERR, mrs::MTT_MISALIGNED);
+    }
+    let d = e.raw.exec(&good, 16);
+    d.ok();
+    let key = mkey::from_index(d.get(create_mkey_out::MKEY_INDEX), 3);
+    e.dev().with_hca(|h| {
+        for k in [0, 1, 63, 64, 150, 199, 201, N - 1] {
+            let va = iova + k as u64 * 4096 + 5;
+            let p = h.mkeys.translate(key, va, 10, Access::LOCAL_WRITE, pd);
+            assert_eq!(p, Ok(vec![(page(k) + 5, 10)]), "page {k}");
+        }
+        let va = iova + 200 * 4096;
+        assert!(h
+            .mkeys
+            .translate(key, va, 8, Access::LOCAL_READ, pd)
+            .is_ok());
+        assert_eq!(
+            h.mkeys.translate(key, va, 8, Access::LOCAL_WRITE, pd),
+            Err(MrFault::PageAccessDenied)
+        );
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // CQs
 // ---------------------------------------------------------------------------------------------

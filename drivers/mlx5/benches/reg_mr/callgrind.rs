@@ -1,6 +1,7 @@
 //! `--instructions` and its child runs `--callgrind`: instructions per small registration,
 //! counted by callgrind (the `reg_mr` bench's instruction table; docs/benchmarks.md,
-//! "Registration: instructions per MR").
+//! "Registration: instructions per MR"), and per page of a large region of scattered 4 KiB
+//! pages.
 
 use super::common::*;
 use mlx5::mr::PhysChunk;
@@ -76,6 +77,14 @@ fn measure_dereg(mrs: Vec<mlx5::MemoryRegion<TestHal>>) {
 /// run drew keys still cold and paid allocations the larger did not, which made the
 /// marginal count look cheaper than the steady state.
 pub(crate) fn callgrind_child() {
+    if let Some(p) = std::env::args().find_map(|a| {
+        a.strip_prefix("--path=")
+            .filter(|p| p.starts_with("large-"))
+            .map(str::to_string)
+    }) {
+        large_child(&p);
+        return;
+    }
     /// Keys per size class of the cache, and the warm-up's region count.
     const WARM: usize = 248;
     let n: usize = std::env::args()
@@ -142,6 +151,80 @@ pub(crate) fn callgrind_child() {
     let _ = ctx.close();
 }
 
+/// Registers one large region (the measured function of `--callgrind --path=large-*`).
+#[inline(never)]
+fn measure_large(
+    pd: &ProtectionDomain<TestHal>,
+    chunks: &[PhysChunk],
+    iova: u64,
+) -> mlx5::MemoryRegion<TestHal> {
+    // SAFETY: the caller's backing outlives the region.
+    unsafe { pd.reg_phys(chunks, iova, AccessFlags::ALL) }.expect("large reg")
+}
+
+/// One `--callgrind --path=large-<MiB>[-unaligned]` run: the bench's region of that many
+/// MiB of 4 KiB pages (reversed, so that no two pages are adjacent; unaligned: 0x123 bytes
+/// into the first page, 0x456 short of the last page's end), registered once unmeasured
+/// (warms the mailboxes and the allocator, as the bench's repetitions are), deregistered,
+/// then once through [`measure_large`].
+fn large_child(path: &str) {
+    let rest = path.trim_start_matches("large-");
+    let unaligned = rest.ends_with("-unaligned");
+    let mib: usize = rest
+        .trim_end_matches("-unaligned")
+        .parse()
+        .expect("--path=large-<MiB>");
+    let size = mib << 20;
+    let hal = TestHal(SimHal::new());
+    let ctx = Context::open(hal.clone(), test_config()).expect("bring-up");
+    let pd = ctx.alloc_pd().expect("pd");
+    let backing = hal.dma_alloc(size, size).expect("backing");
+    let base = backing.bus_addr();
+    let mut chunks: Vec<PhysChunk> = (0..size / 4096)
+        .rev()
+        .map(|i| PhysChunk {
+            bus: base + (i * 4096) as u64,
+            len: 4096,
+        })
+        .collect();
+    if unaligned {
+        chunks[0].bus += 0x123;
+        chunks[0].len -= 0x123;
+        let l = chunks.len() - 1;
+        chunks[l].len -= 0x456;
+    }
+    let iova = 0x7f00_0000_0000 + (chunks[0].bus & 0xfff);
+    for measured in [false, true] {
+        let mut mr = if measured {
+            measure_large(&pd, &chunks, iova)
+        } else {
+            // SAFETY: `backing` outlives the region.
+            unsafe { pd.reg_phys(&chunks, iova, AccessFlags::ALL) }.expect("large reg")
+        };
+        mr.dereg().expect("dereg");
+    }
+    drop(pd);
+    let _ = ctx.close();
+}
+
+/// The large-region table of `--instructions`: one registration of each region of
+/// [`large_child`] (scattered 4 KiB pages) counted whole, per page.
+fn large_counts(collected: &dyn Fn(&str, u32, &str) -> Option<u64>) {
+    println!("| region (scattered 4 KiB pages, driver + model) | Ir of one reg_mr | instructions per page |");
+    println!("|---|---:|---:|");
+    for (path, what, pages) in [
+        ("large-64", "64 MiB", 16384u64),
+        ("large-1024", "1 GiB", 262_144),
+        ("large-1024-unaligned", "1 GiB, unaligned", 262_144),
+    ] {
+        match collected("measure_large", 0, path) {
+            Some(ir) => println!("| {what} | {ir} | {:.1} |", ir as f64 / pages as f64),
+            None => println!("| {what} | SKIPPED: callgrind run failed | |"),
+        }
+    }
+    println!();
+}
+
 /// `--instructions`: runs this binary under `valgrind --tool=callgrind` for each path of
 /// [`PATHS`], as
 ///
@@ -151,7 +234,8 @@ pub(crate) fn callgrind_child() {
 /// ```
 /// with `<n>` 124 and 248, and prints `(Ir(248) - Ir(124)) / 124`: the marginal instructions
 /// of one registration or deregistration, driver and in-process model together (fixed costs
-/// cancel out).
+/// cancel out). First, the large regions' table ([`large_counts`]: `--path=large-*`, one
+/// registration counted whole).
 pub(crate) fn instruction_counts() {
     let exe = std::env::current_exe().expect("own path");
     let probe = std::process::Command::new("valgrind")
@@ -180,6 +264,7 @@ pub(crate) fn instruction_counts() {
         let line = err.lines().find(|l| l.contains("Collected :"))?;
         line.rsplit(':').next()?.trim().parse().ok()
     };
+    large_counts(&collected);
     println!(
         "| path (4 KiB MRs, driver + model) | Ir (n=124) | Ir (n=248) | instructions per MR |"
     );

@@ -5,8 +5,8 @@ use alloc::vec::Vec;
 
 use crate::error::{InvalidInput, Result};
 
-use super::plan::plan_one;
-use super::{plan, PhysChunk, Translation, MAX_KLM_BYTE_COUNT, MAX_MTT_PER_MKEY};
+use super::plan::{plan_one, plan_to};
+use super::{PhysChunk, Translation, MAX_KLM_BYTE_COUNT, MAX_MTT_PER_MKEY};
 
 /// One KLM entry (`struct mlx5_ifc_klm_bits`: be32 byte_count, be32 mkey, be64 address;
 /// rdma-core / DPDK mlx5_prm.h, Linux include/linux/mlx5/qp.h `struct mlx5_klm`).
@@ -68,19 +68,18 @@ pub fn plan_reg(chunks: &[PhysChunk], iova: u64, log_max_klm: u8) -> Result<KlmP
             }
         }
     }
-    let (tr, mtt_va) = match plan(chunks, iova) {
-        Ok(t) => (t, iova),
+    let (tr, mtt_va, end) = match plan_to(chunks, iova) {
+        Ok((t, end)) => (t, iova, end),
         Err(e) => {
             // Same pages at the first chunk's own address: the IOVA's page offset no longer
             // matters, the KLM entry's `address` absorbs the difference.
             let v = chunks.first().map(|c| c.bus).ok_or(e)?;
-            match plan(chunks, v) {
-                Ok(t) => (t, v),
+            match plan_to(chunks, v) {
+                Ok((t, end)) => (t, v, end),
                 Err(_) => return Err(e),
             }
         }
     };
-    let total = chunks.iter().map(|c| c.len).sum::<u64>(); // checked by the caller
     if mtt_va == iova && tr.entries.len() <= MAX_MTT_PER_MKEY {
         return Ok(KlmPlan {
             tr,
@@ -91,7 +90,6 @@ pub fn plan_reg(chunks: &[PhysChunk], iova: u64, log_max_klm: u8) -> Result<KlmP
     let ps = 1u64 << tr.page_shift;
     let per = (MAX_KLM_BYTE_COUNT >> tr.page_shift).clamp(1, MAX_MTT_PER_MKEY as u64) as usize;
     let base = mtt_va & !(ps - 1);
-    let end = mtt_va + total; // plan() proved no wrap
     let mut segments = Vec::new();
     let mut first = 0usize;
     while first < tr.entries.len() {

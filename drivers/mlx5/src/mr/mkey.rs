@@ -83,7 +83,9 @@ pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
             k.len() as u32,
         ),
     };
-    let mut c = CmdBuf::new(opcode::CREATE_MKEY, 0, base + list_bytes);
+    // The fixed part zeroed; the list is appended below, each byte written once (no zeroed
+    // megabyte written over).
+    let mut c = CmdBuf::with_room(opcode::CREATE_MKEY, 0, base, list_bytes);
     c.set(
         create_mkey_in::PG_ACCESS,
         (p.pg_access && matches!(p.xlt, Xlt::Mtt { .. })) as u32,
@@ -114,15 +116,10 @@ pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
         } => {
             c.set(m(mkc::LOG_PAGE_SIZE), page_shift);
             let flags = if p.pg_access { mkey::MTT_PRESENT } else { 0 };
-            // Written straight into the buffer (this loop runs 2^17 times per command).
-            for (dst, e) in c.buf[base..]
-                .chunks_exact_mut(mkey::MTT_ENTRY_SIZE)
-                .zip(entries)
-            {
-                dst.copy_from_slice(&(e | flags).to_be_bytes());
-            }
+            put_mtt(&mut c.buf, entries, flags);
         }
         Xlt::Klm(k) => {
+            c.buf.resize(base + list_bytes, 0);
             for (i, e) in k.iter().enumerate() {
                 let at = base + i * mkey::KLM_ENTRY_SIZE;
                 c.buf[at + mkey::KLM_BCOUNT..at + mkey::KLM_BCOUNT + 4]
@@ -135,6 +132,26 @@ pub(crate) fn mkey_cmd(p: &MkeyParams<'_>) -> Result<CmdBuf> {
     }
     Ok(c)
 }
+
+/// Appends `entries` to `buf` as big-endian MTT entries with `flags`, padded with a zero
+/// entry to an even count (rdma-core `mlx5_vfio_reg_mr`). Converted in stack blocks of
+/// [`PUT_BLOCK`] entries, each appended with one copy: this runs 2^17 times per command of a
+/// large region, where an append per entry cost a length check and a store each.
+fn put_mtt(buf: &mut alloc::vec::Vec<u8>, entries: &[u64], flags: u64) {
+    let mut tmp = [0u8; PUT_BLOCK * mkey::MTT_ENTRY_SIZE];
+    for part in entries.chunks(PUT_BLOCK) {
+        for (d, e) in tmp.as_chunks_mut::<8>().0.iter_mut().zip(part) {
+            *d = (e | flags).to_be_bytes();
+        }
+        buf.extend_from_slice(&tmp[..part.len() * mkey::MTT_ENTRY_SIZE]);
+    }
+    if entries.len() % 2 == 1 {
+        buf.extend_from_slice(&[0; mkey::MTT_ENTRY_SIZE]);
+    }
+}
+
+/// Entries [`put_mtt`] converts per copy (one 512-byte mailbox block's worth).
+const PUT_BLOCK: usize = 64;
 
 /// The key a CREATE_MKEY output names.
 pub(crate) fn mkey_from_out(out: &[u8], variant: u8) -> u32 {

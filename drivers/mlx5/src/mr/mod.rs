@@ -40,7 +40,8 @@ pub const MAX_MTT_ENTRIES: u64 = 1 << 28;
 /// 2 Ki-block mailbox chain. A longer translation is split over several MTT mkeys joined by
 /// one indirect KLM mkey (see [`KlmPlan`]), as UCX registers KSM/KLM keys by CREATE_MKEY
 /// (src/uct/ib/mlx5/dv/ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`). Linux instead loads long
-/// lists by UMR (ib/umr.c `mlx5r_umr_update_xlt`), which needs a UMR QP this driver lacks.
+/// lists by UMR (ib/umr.c `mlx5r_umr_update_xlt`); this driver's UMR QP ([`crate::umr`])
+/// loads only the mkey cache's translations.
 pub const MAX_MTT_PER_MKEY: usize = 1 << 17;
 /// `MLX5_MAX_KLM_BYTE_COUNT` ([`mlx5_prm::klm::MAX_BYTE_COUNT`]): the most bytes one KLM
 /// entry maps; each inner MTT mkey of an indirect key covers at most this much.

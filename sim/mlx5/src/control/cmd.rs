@@ -200,7 +200,10 @@ fn deliver(
         ));
     }
     let token = e[cmd_layout::TOKEN];
-    let mut input = Vec::with_capacity(inlen.next_multiple_of(cmdq::DATA_BLOCK_SIZE));
+    // The inline bytes and every block's whole data (truncated after): `walk_chain` then
+    // never grows the buffer (growing a megabyte-long input copied it once more).
+    let mut input =
+        Vec::with_capacity(cmdq::INLINE_SIZE + cmdq::num_blocks(inlen) * cmdq::DATA_BLOCK_SIZE);
     input.extend_from_slice(&e[cmd_layout::IN..cmd_layout::IN + cmdq::INLINE_SIZE]);
     walk_chain(
         mem,

@@ -111,20 +111,28 @@ pub(crate) fn create_mkey(
                 return Err(bad_param(syndrome::MTT_TOO_FEW));
             }
             let mut entries = Vec::with_capacity(room as usize);
-            for chunk in list.chunks_exact(8).take(npages as usize) {
-                let raw = u64::from_be_bytes(chunk.try_into().unwrap_or([0; 8]));
-                // mlx5_ifc_mtt_bits: ptag above bit 8, wr_en bit 1, rd_en bit 0; the enables
-                // count only with pg_access (Linux ib/mr.c `reg_create`).
-                let addr = raw & !0xff;
-                if addr & (page as u64 - 1) != 0 {
-                    return Err(bad_param(syndrome::MTT_MISALIGNED));
-                }
-                entries.push(MttEntry::new(
-                    addr,
-                    !pg_access || raw & mkey::MTT_READ != 0,
-                    !pg_access || raw & mkey::MTT_WRITE != 0,
-                ));
+            // Every entry is checked, in bulk: the address bits below the page size of all
+            // entries OR'ed together, refused if any is set.
+            // mlx5_ifc_mtt_bits: ptag above bit 8, wr_en bit 1, rd_en bit 0; the enables
+            // count only with pg_access (Linux ib/mr.c `reg_create`).
+            let low = (page as u64 - 1) & !0xff;
+            let forced = if pg_access {
+                0
+            } else {
+                mkey::MTT_READ | mkey::MTT_WRITE
+            };
+            let (raw, _) = list[..npages as usize * mkey::MTT_ENTRY_SIZE].as_chunks::<8>();
+            // The check first: the entries OR'ed as they lie (byte order does not matter
+            // to an OR; one swap of the result), then the entries decoded into the key's
+            // list, each written once.
+            let any = raw.iter().fold(0, |a, b| a | u64::from_ne_bytes(*b));
+            if u64::from_be(any) & low != 0 {
+                return Err(bad_param(syndrome::MTT_MISALIGNED));
             }
+            entries.extend(
+                raw.iter()
+                    .map(|b| MttEntry::from_mtt(u64::from_be_bytes(*b), forced)),
+            );
             entries.resize(room as usize, MttEntry(0));
             Translation::Mtt {
                 page_shift,

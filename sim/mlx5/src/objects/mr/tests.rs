@@ -335,3 +335,24 @@ fn key_map_finds_replaces_and_removes_exactly_the_key_named() {
     t.clear();
     assert!(t.is_empty() && t.by_index(FIRST_INDEX).is_none() && t.iter().count() == 0);
 }
+
+/// The bulk decoding of an MTT entry is the entry of its address and enables: the low byte's
+/// other bits dropped, the enables kept with `pg_access` and both set without.
+#[test]
+fn mtt_entry_from_raw_is_address_and_enables() {
+    for addr in [0u64, 0x1000, 0x7fff_ffff_f000, 0xffff_ffff_ffff_f000] {
+        for low in [0u64, 1, 2, 3, 0xfc, 0xfd, 0xfe, 0xff, 0x5a] {
+            let raw = addr | low;
+            for pg_access in [false, true] {
+                let forced = if pg_access { 0 } else { 3 };
+                let want = MttEntry::new(
+                    addr,
+                    !pg_access || raw & mkey::MTT_READ != 0,
+                    !pg_access || raw & mkey::MTT_WRITE != 0,
+                );
+                let got = MttEntry::from_mtt(raw, forced);
+                assert_eq!(got.0, want.0, "{raw:#x} pg_access {pg_access}");
+            }
+        }
+    }
+}
