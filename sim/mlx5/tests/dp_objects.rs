@@ -244,16 +244,16 @@ fn long_mtt_list_checks_every_entry() {
     e.dev().with_hca(|h| {
         for k in [0, 1, 63, 64, 150, 199, 201, N - 1] {
             let va = iova + k as u64 * 4096 + 5;
-            let p = h.mkeys.translate(key, va, 10, Access::LOCAL_WRITE, pd);
+            let p = h.mkeys().translate(key, va, 10, Access::LOCAL_WRITE, pd);
             assert_eq!(p, Ok(vec![(page(k) + 5, 10)]), "page {k}");
         }
         let va = iova + 200 * 4096;
         assert!(h
-            .mkeys
+            .mkeys()
             .translate(key, va, 8, Access::LOCAL_READ, pd)
             .is_ok());
         assert_eq!(
-            h.mkeys.translate(key, va, 8, Access::LOCAL_WRITE, pd),
+            h.mkeys().translate(key, va, 8, Access::LOCAL_WRITE, pd),
             Err(MrFault::PageAccessDenied)
         );
     });
