@@ -26,7 +26,7 @@
 //! (min–max) beside them; each registration is undone (dereg / `IORING_UNREGISTER_BUFFERS`)
 //! between repetitions, outside the timing. The rows of one size run interleaved: after one
 //! unmeasured round, each repetition registers every driver layout and pins with Linux once
-//! in turn, so that a busy machine slows both sides alike. The column
+//! in turn (each round starting one row later), so that a busy machine slows both sides alike. The column
 //! "Linux 4 KiB pin / this" divides Linux pinning the same size of 4 KiB pages by the row's
 //! time. Rows that cannot run here (no io_uring, no huge pages, ...) say `SKIPPED: ... because
 //! ...`.
@@ -457,11 +457,17 @@ type Repetition<'a> = dyn FnMut(&mut Row) -> Result<u128, String> + 'a;
 /// Runs one unmeasured round of every sampler (warms the allocator, the command mailboxes
 /// and the kernel's page tables alike), then `reps` measured rounds, each running every
 /// sampler once in turn: the driver's and Linux's repetitions alternate, so that a busy
-/// machine slows both sides alike. A sampler that fails stops and reports why.
+/// machine slows both sides alike. Each round starts one sampler later than the one before,
+/// so every row runs as often right after each other row (a row run right after Linux pins a
+/// whole GiB finds cold caches; no row is always that one). A sampler that fails stops and
+/// reports why.
 fn interleave(samplers: &mut [Sampler<'_>], reps: usize) -> Vec<Row> {
     let mut failed: Vec<Option<String>> = samplers.iter().map(|_| None).collect();
+    let n = samplers.len();
     for round in 0..=reps {
-        for (s, f) in samplers.iter_mut().zip(failed.iter_mut()) {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let (s, f) = (&mut samplers[i], &mut failed[i]);
             if f.is_some() {
                 continue;
             }
