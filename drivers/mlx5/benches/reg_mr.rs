@@ -26,10 +26,10 @@
 //! (min–max) beside them; each registration is undone (dereg / `IORING_UNREGISTER_BUFFERS`)
 //! between repetitions, outside the timing. The rows of one size run interleaved: after one
 //! unmeasured round, each repetition registers every driver layout and pins with Linux once
-//! in turn (each round starting one row later), so that a busy machine slows both sides alike. The column
-//! "Linux 4 KiB pin / this" divides Linux pinning the same size of 4 KiB pages by the row's
-//! time. Rows that cannot run here (no io_uring, no huge pages, ...) say `SKIPPED: ... because
-//! ...`.
+//! in turn (each round starting one row later), so that a busy machine slows both sides
+//! alike. The column "Linux 4 KiB pin / this" divides Linux pinning the same size of 4 KiB
+//! pages by the row's time. Rows that cannot run here (no io_uring, no huge pages, ...) say
+//! `SKIPPED: ... because ...`.
 //!
 //! `cargo bench -p mlx5 --bench reg_mr [-- --reps=N] [--small-only | --sizes-only] [--cpu-clock]`
 //!
