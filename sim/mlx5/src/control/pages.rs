@@ -227,8 +227,9 @@ impl Pages {
 // Commands
 // -------------------------------------------------------------------------------------------
 
-use crate::control::cmd::CmdResult;
-use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::hca::{syndrome, Hca};
 use mlx5_prm::{cmd_status, manage_pages_in, manage_pages_out, query_pages_in, query_pages_out};
 
 impl PageStage {

@@ -1,7 +1,7 @@
 //! Command dispatch: the command table and the checks every command passes before its handler.
 
 use crate::control::caps::Caps;
-use crate::control::cmd::CmdResult;
+use crate::control::result::CmdResult;
 use crate::events::Events;
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
@@ -9,7 +9,8 @@ use crate::objects::{cq, mr, qp};
 use mlx5_prm::*;
 use std::sync::Arc;
 
-use super::{fail, get, syndrome, Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
+use super::{syndrome, Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
+use crate::control::result::{fail, get};
 
 impl Hca {
     // ---------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@
 use std::sync::Arc;
 
 use crate::control::caps::Caps;
-use crate::control::cmd::{CmdError, CmdResult};
 use crate::control::faults::Faults;
 use crate::control::pages::{PageStage, Pages};
+use crate::control::result::put;
 use crate::control::trace::Trace;
 use crate::control::Control;
 use crate::datapath::Doorbells;
@@ -30,21 +30,6 @@ use mlx5_prm::*;
 mod commands;
 mod dispatch;
 pub mod syndrome;
-
-/// Shorthand for a failed command.
-pub(crate) const fn fail(status: u8, syndrome: u32) -> CmdResult {
-    Err(CmdError::new(status, syndrome))
-}
-
-/// Reads a field the dispatch length check guarantees to be inside `buf`.
-pub(crate) fn get(buf: &[u8], f: Field) -> u32 {
-    f.get(buf).unwrap_or(0)
-}
-
-/// Writes a field the dispatch length check guarantees to be inside `buf`.
-pub(crate) fn put(buf: &mut [u8], f: Field, v: u32) {
-    let _ = f.set(buf, v);
-}
 
 /// The HCA's life (Linux core/main.c `mlx5_function_setup`, `mlx5_function_teardown`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

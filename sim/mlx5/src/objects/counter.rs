@@ -39,8 +39,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::control::caps::Caps;
-use crate::control::cmd::CmdResult;
-use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::hca::{syndrome, Hca};
 use crate::objects::Objects;
 use crate::roce::counters::{Counter, PortCounters};
 use mlx5_prm::{

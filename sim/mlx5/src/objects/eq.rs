@@ -25,9 +25,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::control::caps::Caps;
-use crate::control::cmd::CmdResult;
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
 use crate::events::{Events, Sink};
-use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::hca::{syndrome, Hca};
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::eq::state;

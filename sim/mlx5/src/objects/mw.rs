@@ -69,7 +69,7 @@
 use mlx5_prm::{cqe, mkc, mkey, wqe};
 
 use crate::be::{be16, be32, be64};
-use crate::control::cmd::field as get;
+use crate::control::result::field as get;
 use crate::datapath::umr::{parse_head, UmrErr, UmrHead};
 use crate::hca::Hca;
 use crate::objects::mr::{Access, Mkey, Translation, ANY_QPN};

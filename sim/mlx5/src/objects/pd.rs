@@ -6,8 +6,9 @@
 //! Numbering starts at 1, so a driver that forgets to fill a pd/td field is caught.
 
 use crate::control::caps::Caps;
-use crate::control::cmd::CmdResult;
-use crate::hca::{fail, get, put, syndrome};
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::hca::syndrome;
 use crate::objects::Objects;
 use mlx5_prm::{
     alloc_pd_out, alloc_transport_domain_out, cmd_hca_cap, cmd_status, dealloc_pd_in,

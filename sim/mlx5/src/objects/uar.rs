@@ -32,9 +32,10 @@ use std::collections::BTreeMap;
 use crate::control::caps::Caps;
 use std::sync::Arc;
 
-use crate::control::cmd::CmdResult;
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
 use crate::events::Events;
-use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::hca::{syndrome, Hca};
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::{alloc_uar_out, cmd_status, dealloc_uar_in};

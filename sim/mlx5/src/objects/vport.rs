@@ -9,8 +9,9 @@
 
 use crate::control::caps::Caps;
 use crate::control::caps::ROCE_ADDRESS_TABLE_SIZE;
-use crate::control::cmd::CmdResult;
-use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::hca::{syndrome, Hca};
 use crate::objects::Objects;
 use mlx5_prm::{
     cmd_status, linux_layout, modify_nic_vport_context_in, modify_nic_vport_field_select,
@@ -285,10 +286,10 @@ fn gid_index(
     input: &[u8],
     index: Field,
     port: Field,
-) -> Result<usize, crate::control::cmd::CmdError> {
+) -> Result<usize, crate::control::result::CmdError> {
     let idx = get(input, index);
     if idx as usize >= objects.vport.gids.len() {
-        return Err(crate::control::cmd::CmdError::new(
+        return Err(crate::control::result::CmdError::new(
             cmd_status::IX_ERR,
             syndrome::GID_INDEX,
         ));
@@ -299,7 +300,7 @@ fn gid_index(
     let p = get(input, port);
     let vhca_ports = caps.general(mlx5_prm::cmd_hca_cap::NUM_VHCA_PORTS);
     if (vhca_ports == 0 && p != 0) || p > 1 {
-        return Err(crate::control::cmd::CmdError::new(
+        return Err(crate::control::result::CmdError::new(
             cmd_status::BAD_PARAM_ERR,
             syndrome::GID_PORT,
         ));

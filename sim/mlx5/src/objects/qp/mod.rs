@@ -24,7 +24,7 @@ use mlx5_prm::{
 };
 
 use crate::control::caps::Caps;
-use crate::control::cmd::{bad_param, err, field as get, CmdError, CmdResult};
+use crate::control::result::{bad_param, err, field as get, CmdError, CmdResult};
 use crate::hca::Hca;
 use crate::objects::mr::{PagedBuffer, PasError};
 use crate::objects::Objects;

@@ -8,7 +8,7 @@
 use mlx5_prm::{ads, cmd_hca_cap, opcode, qp, qpc};
 
 use super::{check_port_pkey, Connect, Qp, Route, Transition, TypeOps, GID_TABLE_SEARCH, PORT_NUM};
-use crate::control::cmd::{bad_param, field as get, CmdError};
+use crate::control::result::{bad_param, field as get, CmdError};
 use crate::hca::Hca;
 
 use super::syndrome;
