@@ -51,6 +51,15 @@ const S_TORN: u8 = 8;
 const S_UP: u8 = S_ENABLED | S_INIT | S_TORN;
 
 impl Lifecycle {
+    /// The firmware page stage of this state.
+    pub(crate) fn page_stage(self) -> PageStage {
+        match self {
+            Lifecycle::Enabled => PageStage::PreInit,
+            Lifecycle::Initialized => PageStage::Initialized,
+            _ => PageStage::Released,
+        }
+    }
+
     fn bit(self) -> u8 {
         match self {
             Lifecycle::Disabled => S_DISABLED,

@@ -41,9 +41,10 @@ use std::sync::Arc;
 use crate::control::caps::Caps;
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
-use crate::hca::{syndrome, Hca};
+use crate::hca::syndrome;
 use crate::objects::Objects;
 use crate::roce::counters::{Counter, PortCounters};
+use crate::wire::Port;
 use mlx5_prm::{
     alloc_q_counter_out, cmd_hca_cap, cmd_status, dealloc_q_counter_in, query_q_counter_in,
 };
@@ -134,7 +135,13 @@ pub(crate) fn cmd_dealloc_q_counter(
 }
 
 /// QUERY_Q_COUNTER (0x773): set 0 (the port's) or an allocated set.
-pub(crate) fn cmd_query_q_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_query_q_counter(
+    _caps: &Caps,
+    objects: &mut Objects,
+    port: &mut Port,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
     // other_vport / vport_number: only our own vport.
     if get(input, query_q_counter_in::OTHER_VPORT) != 0
         || get(input, query_q_counter_in::VPORT_NUMBER) != 0
@@ -146,9 +153,9 @@ pub(crate) fn cmd_query_q_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -
     }
     let id = get(input, query_q_counter_in::COUNTER_SET_ID) as u8;
     let set = if id == 0 {
-        hca.port.counters().clone()
+        port.counters().clone()
     } else {
-        match hca.objects.qcounters.get(id) {
+        match objects.qcounters.get(id) {
             Some(s) => s.clone(),
             None => return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_COUNTER_SET),
         }
