@@ -4,6 +4,7 @@ use crate::control::caps::Caps;
 use crate::control::pages::PageStage;
 use crate::control::result::CmdResult;
 use crate::control::Control;
+use crate::datapath::Dp;
 use crate::events::Events;
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
@@ -83,7 +84,7 @@ impl Hca {
                 input,
                 output,
             ),
-            Handler::Modify(h) => h(self, opcode, input, output),
+            Handler::Modify(h) => h(&mut self.dp(), opcode, input, output),
         }
     }
 }
@@ -101,7 +102,7 @@ type PortHandler = fn(&Caps, &mut Objects, &mut Port, &[u8], &mut [u8]) -> CmdRe
 /// A firmware page command: the control plane, the lifecycle's page stage and guest memory.
 type PagesHandler =
     fn(&mut Control, PageStage, &Arc<dyn GuestMemory>, &[u8], &mut [u8]) -> CmdResult;
-type ModifyHandler = fn(&mut Hca, u16, &[u8], &mut [u8]) -> CmdResult;
+type ModifyHandler = fn(&mut Dp<'_>, u16, &[u8], &mut [u8]) -> CmdResult;
 
 #[derive(Clone, Copy)]
 enum Handler {

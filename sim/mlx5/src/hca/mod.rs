@@ -18,7 +18,7 @@ use crate::control::pages::{PageStage, Pages};
 use crate::control::result::put;
 use crate::control::trace::Trace;
 use crate::control::Control;
-use crate::datapath::Doorbells;
+use crate::datapath::{Doorbells, Dp};
 use crate::events::{Events, Sink};
 use crate::front::init_seg::HealthState;
 use crate::front::pci::Intx;
@@ -206,26 +206,26 @@ impl Hca {
         &mut self.port
     }
 
-    /// The object tables, the event sink and the port, borrowed apart (the data path holds
-    /// the tables while it posts completions and events and queues packets).
-    pub(crate) fn split(&mut self) -> (&mut Objects, Sink<'_>, &mut wire::Port) {
-        let sink = Sink {
-            events: &mut self.events,
-            control: &mut self.control,
+    /// The parts the data path uses, borrowed apart (one doorbell, one poll of the wire,
+    /// one QP transition).
+    pub fn dp(&mut self) -> Dp<'_> {
+        Dp {
             mem: &self.mem,
-        };
-        (&mut self.objects, sink, &mut self.port)
+            control: &mut self.control,
+            objects: &mut self.objects,
+            events: &mut self.events,
+            doorbells: &mut self.doorbells,
+            port: &mut self.port,
+        }
     }
 
     /// The event sink, borrowed apart from the object tables and the port.
     pub(crate) fn sink(&mut self) -> Sink<'_> {
-        self.split().1
-    }
-
-    /// The CQ table and the event sink, borrowed apart (posting a CQE).
-    pub(crate) fn cqs_and_sink(&mut self) -> (&mut crate::objects::cq::CqTable, Sink<'_>) {
-        let (objects, sink, _) = self.split();
-        (&mut objects.cqs, sink)
+        Sink {
+            events: &mut self.events,
+            control: &mut self.control,
+            mem: &self.mem,
+        }
     }
 
     /// The INTx line the EQs raise (the front end's, when it changes).

@@ -27,8 +27,9 @@ use std::sync::Arc;
 use crate::control::caps::Caps;
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
+use crate::datapath::Dp;
 use crate::events::{Events, Sink};
-use crate::hca::{syndrome, Hca};
+use crate::hca::syndrome;
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::eq::state;
@@ -362,7 +363,7 @@ fn write_eqe(sink: &mut Sink, eqn: u32, event_type: u8, sub_type: u8, data: &[u8
     true
 }
 
-/// [`Hca::post_eqe`]: nothing is posted by dead firmware.
+/// [`crate::hca::Hca::post_eqe`]: nothing is posted by dead firmware.
 pub(crate) fn post_eqe(
     sink: &mut Sink,
     eqn: u32,
@@ -376,7 +377,7 @@ pub(crate) fn post_eqe(
     write_eqe(sink, eqn, event_type, sub_type, data)
 }
 
-/// [`Hca::post_async_event`].
+/// [`crate::hca::Hca::post_async_event`].
 pub(crate) fn post_async_event(sink: &mut Sink, event_type: u8, sub_type: u8, data: &[u8]) {
     let targets: Vec<u8> = sink
         .events
@@ -402,7 +403,7 @@ pub(crate) fn post_async_event(sink: &mut Sink, event_type: u8, sub_type: u8, da
 }
 
 /// An EQ doorbell written through UAR `uar`: `value` = `(ci & 0xffffff) | eqn << 24`.
-pub(crate) fn doorbell(hca: &mut Hca, uar: u32, value: u32, arm: bool) {
+pub(crate) fn doorbell(hca: &mut Dp<'_>, uar: u32, value: u32, arm: bool) {
     let eqn = (value >> 24) as u8;
     let ci = value & COUNTER_MASK;
     let Some(eq) = hca.events.eqs.eqs.get_mut(&eqn) else {
@@ -438,5 +439,5 @@ pub(crate) fn doorbell(hca: &mut Hca, uar: u32, value: u32, arm: bool) {
             eq.armed = true;
         }
     }
-    update_intx(&mut hca.events);
+    update_intx(hca.events);
 }
