@@ -16,7 +16,7 @@
 //!
 //! # The model
 //!
-//! - At most `cmd_hca_cap.max_qp_cnt` ([`MAX_QP_CNT`]) sets exist at once, counting set 0
+//! - At most `cmd_hca_cap.max_qp_cnt` ([`crate::control::caps::MAX_QP_CNT`]) sets exist at once, counting set 0
 //!   (Linux core/vport.c `mlx5_vport_max_q_counter_allocator` splits `max_qp_cnt` between its
 //!   clients). The field `counter_set_id` is 8 bits wide in `alloc_q_counter_out`,
 //!   `dealloc_q_counter_in`, `query_q_counter_in` and the QPC, so ids are 1..=255.
@@ -48,11 +48,6 @@ use crate::wire::Port;
 use mlx5_prm::{
     alloc_q_counter_out, cmd_hca_cap, cmd_status, dealloc_q_counter_in, query_q_counter_in,
 };
-
-/// `cmd_hca_cap.max_qp_cnt`: counter sets the device holds at once, set 0 included. Model
-/// choice: no public source gives a ConnectX-5's number; 64 keeps a limit a test can reach
-/// (ids are 8 bits wide, so never more than 256).
-pub const MAX_QP_CNT: u32 = 64;
 
 /// The allocated counter sets (set 0, the port's, is not in the table).
 #[derive(Debug, Default)]
