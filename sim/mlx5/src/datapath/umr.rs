@@ -485,8 +485,8 @@ mod tests {
             Arc::new(HealthState::new()),
         );
         let mut out = [0u8; mlx5_prm::alloc_pd_out::BYTES];
-        crate::objects::pd::cmd_alloc_pd(&hca.control.caps, &mut hca.objects, &[], &mut out)
-            .unwrap();
+        let dp = hca.dp();
+        crate::objects::pd::cmd_alloc_pd(&dp.control.caps, dp.objects, &[], &mut out).unwrap();
         let pd = mlx5_prm::alloc_pd_out::PD.get(&out).unwrap();
         let m = Mkey {
             index: INDEX,
@@ -506,7 +506,7 @@ mod tests {
             },
             mkc: [0; mkc::BYTES],
         };
-        hca.objects.mkeys.keys.insert(INDEX, m);
+        hca.dp().objects.mkeys.keys.insert(INDEX, m);
         (hca, pd)
     }
 
@@ -531,7 +531,7 @@ mod tests {
     }
 
     fn key(hca: &Hca) -> &Mkey {
-        hca.objects.mkeys.by_index(INDEX).unwrap()
+        hca.mkeys().by_index(INDEX).unwrap()
     }
 
     fn enable(pd: u32, start: u64, len: u64) -> impl Fn(&mut [u8]) {
@@ -651,7 +651,7 @@ mod tests {
         );
         assert!(key(&hca).free);
         // A translation for a key that is not MTT.
-        if let Some(m) = hca.objects.mkeys.keys.get_mut(&INDEX) {
+        if let Some(m) = hca.dp().objects.mkeys.keys.get_mut(&INDEX) {
             m.translation = Translation::Pa;
         }
         assert_eq!(
@@ -659,7 +659,7 @@ mod tests {
             Err((cqe::syndrome::LOCAL_PROT_ERR, umr_vendor::XLT_MODE))
         );
         // The well-formed one passes on the MTT key.
-        if let Some(m) = hca.objects.mkeys.keys.get_mut(&INDEX) {
+        if let Some(m) = hca.dp().objects.mkeys.keys.get_mut(&INDEX) {
             m.translation = Translation::Mtt {
                 page_shift: 12,
                 entries: vec![MttEntry(0); 4],

@@ -91,14 +91,16 @@ impl Default for HcaConfig {
 /// scratch (`datapath::Doorbells`) and the port; and the lifecycle, which this module keeps. Dispatch and
 /// the doorbell entry points hand each function the parts it uses.
 pub struct Hca {
-    /// Guest memory (every DMA goes through it).
+    /// Guest memory (every DMA goes through it). Memory and the control plane are visible
+    /// to the crate for the command queue engine (`control::cmd`); the other parts are
+    /// reached through [`Hca::dp`], dispatch and the accessors.
     pub(crate) mem: Arc<dyn GuestMemory>,
     pub(crate) control: Control,
-    pub(crate) objects: Objects,
-    pub(crate) events: Events,
-    pub(crate) doorbells: Doorbells,
+    objects: Objects,
+    events: Events,
+    doorbells: Doorbells,
     /// The port and the wire.
-    pub(crate) port: wire::Port,
+    port: wire::Port,
     state: Lifecycle,
     issi: u16,
     driver_version: Option<String>,

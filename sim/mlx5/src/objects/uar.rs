@@ -506,7 +506,7 @@ mod tests {
             Intx::new(),
             Arc::new(HealthState::new()),
         );
-        let page = hca.objects.uars.alloc().unwrap();
+        let page = hca.dp().objects.uars.alloc().unwrap();
         assert_eq!(page, FIRST_UAR);
         let v = 0x1122_3344_5566_7788u64;
         assert_eq!(
