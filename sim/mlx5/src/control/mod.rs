@@ -8,6 +8,7 @@ pub mod cmd;
 pub mod faults;
 pub mod pages;
 pub mod result;
+pub mod syndrome;
 pub mod trace;
 
 use std::sync::Arc;

@@ -229,8 +229,8 @@ impl Pages {
 
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
+use crate::control::syndrome;
 use crate::control::Control;
-use crate::hca::syndrome;
 use mlx5_prm::{cmd_status, manage_pages_in, manage_pages_out, query_pages_in, query_pages_out};
 use std::sync::Arc;
 

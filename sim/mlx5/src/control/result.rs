@@ -10,7 +10,7 @@ use mlx5_prm::Field;
 pub struct CmdError {
     /// `mlx5_prm::cmd_status` value.
     pub status: u8,
-    /// Opaque syndrome (see `crate::hca::syndrome`).
+    /// Opaque syndrome (see `crate::control::syndrome`).
     pub syndrome: u32,
 }
 

@@ -3,13 +3,14 @@
 
 use crate::control::caps::{SetCapError, CAP_PAGE_BYTES};
 use crate::control::result::CmdResult;
+use crate::control::syndrome;
 use crate::objects::eq::EqTable;
 use crate::objects::pd::{PdTable, TdTable};
 use crate::objects::uar::UarTable;
 use crate::objects::vport::Vport;
 use mlx5_prm::*;
 
-use super::{syndrome, Hca, Lifecycle, IEEE_VENDOR_ID, PSID, SUPPORTED_ISSI};
+use super::{Hca, Lifecycle, IEEE_VENDOR_ID, PSID, SUPPORTED_ISSI};
 use crate::control::result::{fail, get, put};
 
 impl Hca {

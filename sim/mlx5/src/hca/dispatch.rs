@@ -3,6 +3,7 @@
 use crate::control::caps::Caps;
 use crate::control::pages::PageStage;
 use crate::control::result::CmdResult;
+use crate::control::syndrome;
 use crate::control::Control;
 use crate::datapath::Dp;
 use crate::events::Events;
@@ -13,7 +14,7 @@ use crate::wire::Port;
 use mlx5_prm::*;
 use std::sync::Arc;
 
-use super::{syndrome, Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
+use super::{Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
 use crate::control::result::{fail, get};
 
 impl Hca {

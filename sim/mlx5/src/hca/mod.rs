@@ -29,7 +29,6 @@ use mlx5_prm::*;
 
 mod commands;
 mod dispatch;
-pub mod syndrome;
 
 /// The HCA's life (Linux core/main.c `mlx5_function_setup`, `mlx5_function_teardown`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

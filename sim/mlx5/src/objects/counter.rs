@@ -41,7 +41,7 @@ use std::sync::Arc;
 use crate::control::caps::Caps;
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
-use crate::hca::syndrome;
+use crate::control::syndrome;
 use crate::objects::Objects;
 use crate::roce::counters::{Counter, PortCounters};
 use crate::wire::Port;

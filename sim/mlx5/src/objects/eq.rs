@@ -27,9 +27,9 @@ use std::sync::Arc;
 use crate::control::caps::Caps;
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
+use crate::control::syndrome;
 use crate::datapath::Dp;
 use crate::events::{Events, Sink};
-use crate::hca::syndrome;
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::eq::state;
@@ -283,7 +283,7 @@ pub(crate) fn cmd_destroy_eq(
     if !events.eqs.eqs.contains_key(&eqn) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     }
-    // Refused while a CQ sends its completion events here (`cqc.c_eqn`): see `hca::syndrome`.
+    // Refused while a CQ sends its completion events here (`cqc.c_eqn`): see `control::syndrome`.
     if objects.cqs.uses_eq(eqn.into()) {
         return fail(cmd_status::RES_BUSY, syndrome::EQ_BUSY);
     }

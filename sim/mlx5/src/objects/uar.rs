@@ -34,9 +34,9 @@ use std::sync::Arc;
 
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
+use crate::control::syndrome;
 use crate::datapath::Dp;
 use crate::events::Events;
-use crate::hca::syndrome;
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::{alloc_uar_out, cmd_status, dealloc_uar_in};
@@ -199,7 +199,7 @@ pub(crate) fn cmd_dealloc_uar(
     if !objects.uars.contains(idx) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::UAR_UNKNOWN);
     }
-    // Refused while an EQ, CQ or QP context names the page (`uar_page`): see `hca::syndrome`.
+    // Refused while an EQ, CQ or QP context names the page (`uar_page`): see `control::syndrome`.
     if events.eqs.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY);
     }

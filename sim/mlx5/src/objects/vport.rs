@@ -11,7 +11,7 @@ use crate::control::caps::Caps;
 use crate::control::caps::ROCE_ADDRESS_TABLE_SIZE;
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
-use crate::hca::syndrome;
+use crate::control::syndrome;
 use crate::objects::Objects;
 use crate::wire::Port;
 use mlx5_prm::{
