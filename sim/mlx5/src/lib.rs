@@ -7,7 +7,8 @@
 //!   handle ([`front::inproc`]).
 //! - [`hca`]: the device state ([`Hca`], one field per part), command dispatch and the
 //!   lifecycle (ENABLE / INIT / TEARDOWN / DISABLE).
-//! - [`control`]: the control plane: the command queue engine ([`control::cmd`]),
+//! - [`control`]: the control plane: the command queue engine ([`control::cmd`]), what
+//!   command handlers return ([`control::result`]) and the syndromes ([`control::syndrome`]),
 //!   capabilities, firmware pages, fault switches, the trace.
 //! - [`objects`]: the object tables, one module per PRM object: PD / TD, memory keys
 //!   ([`objects::mr`]) and windows, CQs, EQs, QPs ([`objects::qp`], one module per service

@@ -6,7 +6,7 @@
 mod raw;
 
 use mlx5_prm::*;
-use mlx5_sim::hca::syndrome as syn;
+use mlx5_sim::control::syndrome as syn;
 use mlx5_sim::{ExecMode, GuestMemory, InProcHca};
 use raw::{dev, input, set, up, Raw};
 

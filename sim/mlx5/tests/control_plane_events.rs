@@ -5,7 +5,7 @@
 mod raw;
 
 use mlx5_prm::*;
-use mlx5_sim::hca::syndrome as syn;
+use mlx5_sim::control::syndrome as syn;
 use raw::{dev, input, set, up, Raw};
 
 #[test]

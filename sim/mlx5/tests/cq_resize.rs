@@ -55,7 +55,7 @@ fn ring(e: &Env, log_size: u32) -> u64 {
 
 fn push(e: &Env, cqn: u32, counter: u16) {
     let c = SimCqe::requester(wqe::opcode::RDMA_WRITE, 0x99, counter, 8);
-    assert!(e.raw.dev.with_hca(|h| post_cqe(h, cqn, &c)));
+    assert!(e.raw.dev.with_hca(|h| post_cqe(&mut h.dp(), cqn, &c)));
 }
 
 #[test]

@@ -5,7 +5,7 @@
 mod raw;
 
 use mlx5_prm::*;
-use mlx5_sim::hca::syndrome as syn;
+use mlx5_sim::control::syndrome as syn;
 use mlx5_sim::objects::mr::syndrome as mkey_syn;
 use raw::{input, set, up, Raw};
 

@@ -727,7 +727,7 @@ fn release(op: u16, f: Field, n: u32) -> Vec<u8> {
 /// are gone the release succeeds, and a second release finds nothing (BAD_RES).
 #[test]
 fn release_while_referenced_is_busy() {
-    use mlx5_sim::hca::syndrome as syn;
+    use mlx5_sim::control::syndrome as syn;
     let mut e = env();
     let busy = cmd_status::RES_BUSY;
 

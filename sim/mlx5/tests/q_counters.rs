@@ -11,7 +11,7 @@ use mlx5_prm::{
     alloc_q_counter_in, alloc_q_counter_out, cmd_hca_cap, cmd_status, dealloc_q_counter_in, opcode,
     qp, qpc, query_q_counter_in, query_q_counter_out, rst2init_qp_in,
 };
-use mlx5_sim::hca::syndrome;
+use mlx5_sim::control::syndrome;
 use mlx5_sim::objects::qp::syndrome as qp_syndrome;
 use mlx5_sim::InProcHca;
 use raw::{input, set};

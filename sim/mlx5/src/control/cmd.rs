@@ -21,40 +21,6 @@ use crate::hca::Hca;
 use crate::memory::GuestMemory;
 use mlx5_prm::{cmd_layout, cmd_prot_block, cmdq, delivery_status, event, mbox_in, mbox_out};
 
-/// A command failed: the status byte and syndrome dword of its output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CmdError {
-    /// `mlx5_prm::cmd_status` value.
-    pub status: u8,
-    /// Opaque syndrome (see `crate::hca::syndrome`).
-    pub syndrome: u32,
-}
-
-impl CmdError {
-    /// A failure with `status` and `syndrome`.
-    pub const fn new(status: u8, syndrome: u32) -> CmdError {
-        CmdError { status, syndrome }
-    }
-}
-
-/// What every command handler returns.
-pub type CmdResult = Result<(), CmdError>;
-
-/// Shorthand for handlers: a failure with `status` and `syndrome`.
-pub(crate) const fn err(status: u8, syndrome: u32) -> CmdError {
-    CmdError::new(status, syndrome)
-}
-
-/// Shorthand for handlers: `BAD_PARAM` with `syndrome`.
-pub(crate) const fn bad_param(syndrome: u32) -> CmdError {
-    CmdError::new(mlx5_prm::cmd_status::BAD_PARAM_ERR, syndrome)
-}
-
-/// Reads a field of a command buffer whose length the handler has checked (0 if short).
-pub(crate) fn field(f: mlx5_prm::Field, buf: &[u8]) -> u32 {
-    f.get(buf).unwrap_or(0)
-}
-
 /// Most mailbox blocks one command input or output may span (2 MiB of data). Longer lengths
 /// get a length delivery error. (A model limit: the real firmware limit is not published.)
 pub const MAX_MAILBOX_BLOCKS: usize = 4096;

@@ -1,11 +1,14 @@
 //! The control plane's state: capabilities, firmware pages, health, fault switches, the trace
 //! and the host endianness register. One part of [`crate::hca::Hca`] (the command queue
-//! engine is [`crate::control::cmd`], the lifecycle and dispatch [`crate::hca`]).
+//! engine is [`crate::control::cmd`], what command handlers return [`crate::control::result`],
+//! the lifecycle and dispatch [`crate::hca`]).
 
 pub mod caps;
 pub mod cmd;
 pub mod faults;
 pub mod pages;
+pub mod result;
+pub mod syndrome;
 pub mod trace;
 
 use std::sync::Arc;

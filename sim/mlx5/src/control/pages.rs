@@ -227,20 +227,12 @@ impl Pages {
 // Commands
 // -------------------------------------------------------------------------------------------
 
-use crate::control::cmd::CmdResult;
-use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::control::syndrome;
+use crate::control::Control;
 use mlx5_prm::{cmd_status, manage_pages_in, manage_pages_out, query_pages_in, query_pages_out};
-
-impl PageStage {
-    /// The page stage of lifecycle state `l`.
-    pub(crate) fn of(l: crate::hca::Lifecycle) -> PageStage {
-        match l {
-            crate::hca::Lifecycle::Enabled => PageStage::PreInit,
-            crate::hca::Lifecycle::Initialized => PageStage::Initialized,
-            _ => PageStage::Released,
-        }
-    }
-}
+use std::sync::Arc;
 
 fn check_function(input: &[u8]) -> CmdResult {
     // embedded_cpu_function (bit 0x40) and function_id: only this PF (function 0) exists.
@@ -253,7 +245,13 @@ fn check_function(input: &[u8]) -> CmdResult {
 }
 
 /// QUERY_PAGES (0x107): op_mod 1 boot, 2 init, 3 regular.
-pub(crate) fn cmd_query_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_query_pages(
+    control: &mut Control,
+    stage: PageStage,
+    _mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
     let op_mod = get(input, query_pages_in::OP_MOD) as u16;
     if !(mlx5_prm::pages::query::BOOT_PAGES..=mlx5_prm::pages::query::REGULAR_PAGES)
         .contains(&op_mod)
@@ -261,17 +259,20 @@ pub(crate) fn cmd_query_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> Cm
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::PAGES_OP_MOD);
     }
     check_function(input)?;
-    let n = hca
-        .control
-        .pages
-        .query(op_mod, PageStage::of(hca.lifecycle()));
+    let n = control.pages.query(op_mod, stage);
     put(out, query_pages_out::FUNCTION_ID, 0);
     put(out, query_pages_out::NUM_PAGES, n as u32);
     Ok(())
 }
 
 /// MANAGE_PAGES (0x108): op_mod 0 CANT_GIVE, 1 GIVE, 2 TAKE.
-pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_manage_pages(
+    control: &mut Control,
+    stage: PageStage,
+    mem: &Arc<dyn GuestMemory>,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
     use mlx5_prm::pages::manage;
     let op_mod = get(input, manage_pages_in::OP_MOD) as u16;
     if op_mod > manage::TAKE {
@@ -279,11 +280,10 @@ pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> C
     }
     check_function(input)?;
     let n = get(input, manage_pages_in::INPUT_NUM_ENTRIES);
-    let stage = PageStage::of(hca.lifecycle());
     match op_mod {
         manage::CANT_GIVE => {
-            hca.control.pages.cant_give += 1;
-            hca.trace(format_args!(
+            control.pages.cant_give += 1;
+            control.trace.note(format_args!(
                 "MANAGE_PAGES CANT_GIVE: the driver has no pages for us"
             ));
             Ok(())
@@ -297,8 +297,7 @@ pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> C
             let addrs: Vec<u64> = (0..n as usize)
                 .map(|i| pas.elem(i as u32).get64(input).unwrap_or(0))
                 .collect();
-            let mem = hca.mem.clone();
-            match hca.control.pages.give(&addrs, stage, &*mem) {
+            match control.pages.give(&addrs, stage, &**mem) {
                 Ok(()) => Ok(()),
                 Err(PageError::TooMany) => {
                     fail(cmd_status::BAD_PARAM_ERR, syndrome::PAGES_TOO_MANY)
@@ -320,7 +319,7 @@ pub(crate) fn cmd_manage_pages(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> C
             if (n as usize) > room {
                 return fail(cmd_status::BAD_OUTP_LEN_ERR, syndrome::PAGES_OUTLEN);
             }
-            let taken = hca.control.pages.take(n, stage);
+            let taken = control.pages.take(n, stage);
             for (i, a) in taken.iter().enumerate() {
                 let _ = pas.elem(i as u32).set64(out, *a);
             }

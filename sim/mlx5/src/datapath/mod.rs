@@ -19,6 +19,9 @@ pub mod rc;
 pub mod umr;
 pub mod wqe;
 
+mod context;
+pub use context::Dp;
+
 use mlx5_prm::wqe as prm_wqe;
 use mlx5_prm::{cmd_hca_cap, cqe, event, event_queue_type, qp, qp_events, uar};
 
@@ -26,7 +29,6 @@ use std::sync::Arc;
 
 use crate::control::Control;
 use crate::datapath::wqe::{RecvWqe, SendWqe, MAX_WQE_BYTES};
-use crate::hca::Hca;
 use crate::memory::GuestMemory;
 use crate::objects::cq::{post_cqe, Cqe};
 use crate::objects::mr::{MrFault, Resolved};
@@ -108,7 +110,7 @@ pub(crate) fn memory_pieces(
 /// caller rings it ([`kick`]) once it has recorded what it needs of the doorbell.
 #[inline(always)]
 pub(crate) fn sq_doorbell(
-    hca: &mut Hca,
+    hca: &mut Dp<'_>,
     uar_index: u32,
     offset: u32,
     value: u64,
@@ -134,7 +136,7 @@ pub(crate) fn sq_doorbell(
 /// Traces why a doorbell rang no send queue: no QP of its number, or one of another UAR page.
 #[cold]
 #[inline(never)]
-fn sq_doorbell_ignored(hca: &mut Hca, uar_index: u32, offset: u32, value: u64) {
+fn sq_doorbell_ignored(hca: &mut Dp<'_>, uar_index: u32, offset: u32, value: u64) {
     let qpn = ((value as u32) >> 8) & QPN_MASK;
     match hca.objects.qps.get(qpn) {
         None => hca.trace_note(format_args!(
@@ -168,7 +170,7 @@ const RX_PER_POLL: usize = 4096;
 
 /// Delivers packets that arrived from the wire, runs the retransmit and RNR timers and flushes
 /// work posted to QPs in the error state. The device calls it periodically.
-pub fn poll_wire(hca: &mut Hca) {
+pub fn poll_wire(hca: &mut Dp<'_>) {
     hca.port.tick();
     hca.doorbells.clock_due = false;
     let mac = hca.mac();
@@ -202,7 +204,7 @@ pub fn poll_wire(hca: &mut Hca) {
 /// clock is read for this event only once a transport needs it ([`rc::clock`]): a
 /// doorbell whose WQEs all execute locally (UMRs) reads no clock.
 #[inline(always)]
-pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
+pub(crate) fn kick(hca: &mut Dp<'_>, qpn: u32) {
     hca.doorbells.clock_due = true;
     if hca.port.loopq.is_empty() && hca.port.kicks.is_empty() {
         // What `run` would do first with nothing else queued (it takes the loopback packets
@@ -220,7 +222,7 @@ pub(crate) fn kick(hca: &mut Hca, qpn: u32) {
     run(hca);
 }
 
-fn queue_kick(hca: &mut Hca, qpn: u32) {
+fn queue_kick(hca: &mut Dp<'_>, qpn: u32) {
     if hca.port.kicks.is_empty() || !hca.port.kicks.contains(&qpn) {
         hca.port.kicks.push_back(qpn);
     }
@@ -228,7 +230,7 @@ fn queue_kick(hca: &mut Hca, qpn: u32) {
 
 /// The engine: processes loopback packets first, then lets kicked send queues post their new
 /// WQEs to the transport.
-fn run(hca: &mut Hca) {
+fn run(hca: &mut Dp<'_>) {
     loop {
         if !hca.port.loopq.is_empty() {
             // Every packet queued so far, in order, taken as a whole (the packets they cause
@@ -259,7 +261,7 @@ fn run(hca: &mut Hca) {
 }
 
 /// Posts every new WQE of QP `qpn`'s send queue to its transport, then lets it send.
-fn sq_post(hca: &mut Hca, qpn: u32) {
+fn sq_post(hca: &mut Dp<'_>, qpn: u32) {
     let mut raw = hca
         .doorbells
         .wqe_buf
@@ -270,7 +272,7 @@ fn sq_post(hca: &mut Hca, qpn: u32) {
 }
 
 /// [`sq_post`] fetching each WQE into `raw` (only its first `ds * 16` bytes are used).
-fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
+fn sq_post_in(hca: &mut Dp<'_>, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
     // `cmd_hca_cap.max_wqe_sz_sq`, read at the first WQE that is not a UMR (a UMR's size is
     // checked by its own parser).
     let mut max_wqe = None;
@@ -302,7 +304,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 // (the doorbell record, the WQEs, a UMR's CQE): they are the accesses of
                 // that moment.
                 now = hca.mem.version();
-                match read_dbr_in(&mut q.dbr_view, now, &hca.mem, q.dbr_addr) {
+                match read_dbr_in(&mut q.dbr_view, now, hca.mem, q.dbr_addr) {
                     Ok((_, sq)) => *pi.insert(sq),
                     Err(_) => {
                         wq_catastrophe(hca, qpn, "doorbell record unreadable");
@@ -324,7 +326,7 @@ fn sq_post_in(hca: &mut Hca, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
             wq_catastrophe(hca, qpn, "SQ producer counter beyond the ring");
             return;
         }
-        let len = match fetch_wqe(&hca.mem, now, q, pos, raw) {
+        let len = match fetch_wqe(hca.mem, now, q, pos, raw) {
             Ok(n) => n,
             Err(()) => {
                 wq_catastrophe(hca, qpn, "SQ buffer unreadable");
@@ -603,7 +605,7 @@ pub(crate) fn atomic_host_endian(control: &Control) -> bool {
 // ---------------------------------------------------------------------------------------------
 
 /// Posts an affiliated QP event (`qp_events` naming a QP, `MLX5_EVENT_QUEUE_TYPE_QP`).
-pub(crate) fn post_qp_event(hca: &mut Hca, event_type: u8, qpn: u32) {
+pub(crate) fn post_qp_event(hca: &mut Dp<'_>, event_type: u8, qpn: u32) {
     let mut data = [0u8; qp_events::BYTES];
     let _ = qp_events::TYPE.set(&mut data, event_queue_type::QP.into());
     let _ = qp_events::QPN_RQN_SQN.set(&mut data, qpn);
@@ -611,7 +613,7 @@ pub(crate) fn post_qp_event(hca: &mut Hca, event_type: u8, qpn: u32) {
 }
 
 /// A DMA failure on a work queue: WQ_CATAS_ERROR event and the QP to ERR.
-fn wq_catastrophe(hca: &mut Hca, qpn: u32, why: &str) {
+fn wq_catastrophe(hca: &mut Dp<'_>, qpn: u32, why: &str) {
     hca.trace_note(format_args!(
         "QP {qpn:#x}: work queue catastrophic error: {why}"
     ));
@@ -621,7 +623,7 @@ fn wq_catastrophe(hca: &mut Hca, qpn: u32, why: &str) {
 
 /// Moves QP `qpn` to ERR and flushes every outstanding WQE of both queues (2ERR command, error
 /// completions, responder class C errors).
-pub(crate) fn enter_error(hca: &mut Hca, qpn: u32) {
+pub(crate) fn enter_error(hca: &mut Dp<'_>, qpn: u32) {
     rc::enter_error(hca, qpn);
 }
 
@@ -638,7 +640,7 @@ pub(crate) fn flush_cqe(opcode: u8, wqe_opcode: u8, qpn: u32, counter: u16, uidx
 }
 
 /// Flushes SQ WQEs not executed yet and posted receive WQEs of a QP in ERR.
-pub(crate) fn flush_new_work(hca: &mut Hca, qpn: u32) {
+pub(crate) fn flush_new_work(hca: &mut Dp<'_>, qpn: u32) {
     let mem = hca.mem.clone();
     let Some(q) = hca.objects.qps.get(qpn) else {
         return;

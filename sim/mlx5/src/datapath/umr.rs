@@ -32,7 +32,7 @@ use mlx5_prm::{cqe, mkc, mkey, wqe};
 
 use crate::be::{be16, be32, be64};
 use crate::datapath::vendor;
-use crate::hca::Hca;
+use crate::datapath::Dp;
 use crate::objects::mr::{
     Access, KeyUser, Mkey, MttEntry, Translation, ANY_QPN, MAX_MTT_PAGE_SHIFT, MIN_MTT_PAGE_SHIFT,
 };
@@ -184,7 +184,7 @@ fn check_key(m: Option<&Mkey>, key: u32, flags: u8) -> Result<(), UmrErr> {
 /// it inlines in turn, the UMR's fields stay in registers from the fetch to the CQE).
 #[inline(always)]
 pub(crate) fn execute(
-    hca: &mut Hca,
+    hca: &mut Dp<'_>,
     qpn: u32,
     fre: bool,
     qp_pd: u32,
@@ -230,7 +230,13 @@ pub(crate) fn execute(
 /// QP's PD. The key checks come first, then the read, then the update.
 #[cold]
 #[inline(never)]
-fn by_pointer(hca: &mut Hca, qpn: u32, qp_pd: u32, offset: u64, raw: &[u8]) -> Result<(), UmrErr> {
+fn by_pointer(
+    hca: &mut Dp<'_>,
+    qpn: u32,
+    qp_pd: u32,
+    offset: u64,
+    raw: &[u8],
+) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED);
     let h = &parse_head(raw).ok_or(malformed)?;
     let prot = |v: u8| (cqe::syndrome::LOCAL_PROT_ERR, v);
@@ -255,7 +261,7 @@ fn by_pointer(hca: &mut Hca, qpn: u32, qp_pd: u32, offset: u64, raw: &[u8]) -> R
         .mkeys
         .resolve(lkey, addr, n as u64, Access::LOCAL_READ, user)
         .map_err(|_| prot(umr_vendor::XLT_READ))?;
-    r.read(&*hca.mem, &mut s.0)
+    r.read(&**hca.mem, &mut s.0)
         .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
     let m = hca.objects.mkeys.keys.get_mut(&index);
     check_key(m.as_deref(), h.key, h.flags)?;
@@ -461,6 +467,7 @@ mod tests {
     use super::*;
     use crate::front::init_seg::HealthState;
     use crate::front::pci::Intx;
+    use crate::hca::Hca;
     use crate::memory::RegionMemory;
     use std::sync::Arc;
     use wqe::umr_ctrl_seg::mask as mk;
@@ -478,8 +485,8 @@ mod tests {
             Arc::new(HealthState::new()),
         );
         let mut out = [0u8; mlx5_prm::alloc_pd_out::BYTES];
-        crate::objects::pd::cmd_alloc_pd(&hca.control.caps, &mut hca.objects, &[], &mut out)
-            .unwrap();
+        let dp = hca.dp();
+        crate::objects::pd::cmd_alloc_pd(&dp.control.caps, dp.objects, &[], &mut out).unwrap();
         let pd = mlx5_prm::alloc_pd_out::PD.get(&out).unwrap();
         let m = Mkey {
             index: INDEX,
@@ -499,7 +506,7 @@ mod tests {
             },
             mkc: [0; mkc::BYTES],
         };
-        hca.objects.mkeys.keys.insert(INDEX, m);
+        hca.dp().objects.mkeys.keys.insert(INDEX, m);
         (hca, pd)
     }
 
@@ -524,7 +531,7 @@ mod tests {
     }
 
     fn key(hca: &Hca) -> &Mkey {
-        hca.objects.mkeys.by_index(INDEX).unwrap()
+        hca.mkeys().by_index(INDEX).unwrap()
     }
 
     fn enable(pd: u32, start: u64, len: u64) -> impl Fn(&mut [u8]) {
@@ -553,7 +560,7 @@ mod tests {
             },
             &[0x5000 | P],
         );
-        assert_eq!(execute(&mut hca, QPN, true, pd, &w), Ok(()));
+        assert_eq!(execute(&mut hca.dp(), QPN, true, pd, &w), Ok(()));
         let m = key(&hca);
         assert_eq!(m.access, Access::LOCAL_READ.union(Access::LOCAL_WRITE));
         assert!(!m.free);
@@ -568,31 +575,31 @@ mod tests {
         // The second entry misaligned to 4 KiB (the first is fine).
         let w = umr_wqe(ENABLE, enable(pd, 0, 0x2000), &[0x5000 | P, 0x6800 | P]);
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &w),
+            execute(&mut hca.dp(), QPN, true, pd, &w),
             prot(umr_vendor::XLT_MISALIGNED)
         );
         // The second entry, inside the range, not present.
         let w = umr_wqe(ENABLE, enable(pd, 0, 0x2000), &[0x5000 | P, 0x6000]);
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &w),
+            execute(&mut hca.dp(), QPN, true, pd, &w),
             prot(umr_vendor::XLT_INCOMPLETE)
         );
         // The range reaching a third page nothing loads.
         let w = umr_wqe(ENABLE, enable(pd, 0, 0x2001), &[0x5000 | P, 0x6000 | P]);
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &w),
+            execute(&mut hca.dp(), QPN, true, pd, &w),
             prot(umr_vendor::XLT_INCOMPLETE)
         );
         // More entries than the key's room (2 octowords = 4 entries).
         let w = umr_wqe(ENABLE, enable(pd, 0, 0x1000), &[0x5000 | P; 6]);
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &w),
+            execute(&mut hca.dp(), QPN, true, pd, &w),
             prot(umr_vendor::XLT_RANGE)
         );
         assert_eq!(format!("{:?}", key(&hca)), before);
         // An entry past the range may be absent.
         let w = umr_wqe(ENABLE, enable(pd, 0, 0x1000), &[0x5000 | P, 0x6000]);
-        assert_eq!(execute(&mut hca, QPN, true, pd, &w), Ok(()));
+        assert_eq!(execute(&mut hca.dp(), QPN, true, pd, &w), Ok(()));
         let Translation::Mtt { entries, .. } = &key(&hca).translation else {
             panic!("not MTT");
         };
@@ -606,58 +613,58 @@ mod tests {
         let ok = umr_wqe(ENABLE, enable(pd, 0, 0x1000), &[0x5000 | P]);
         // Not a fast-registration QP (checked before the WQE is parsed).
         assert_eq!(
-            execute(&mut hca, QPN, false, pd, &ok[..16]),
+            execute(&mut hca.dp(), QPN, false, pd, &ok[..16]),
             Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::NOT_FRE))
         );
         // `ds` shorter than the three segments.
         let mut short = ok.clone();
         short[7] = 4;
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &short),
+            execute(&mut hca.dp(), QPN, true, pd, &short),
             Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED))
         );
         // Inline entries past the WQE's end.
         let mut over = ok.clone();
         over[16 + 4..16 + 6].copy_from_slice(&2u16.to_be_bytes());
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &over),
+            execute(&mut hca.dp(), QPN, true, pd, &over),
             Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::MALFORMED))
         );
         // A mask bit the model does not implement.
         let bsf = umr_wqe(ENABLE | 1 << 2, enable(pd, 0, 0x1000), &[0x5000 | P]);
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &bsf),
+            execute(&mut hca.dp(), QPN, true, pd, &bsf),
             Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::UNSUPPORTED_MASK))
         );
         // Another variant of the key.
         let mut other = ok.clone();
         other[15] ^= 1;
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &other),
+            execute(&mut hca.dp(), QPN, true, pd, &other),
             Err((cqe::syndrome::LOCAL_PROT_ERR, umr_vendor::BAD_KEY))
         );
         // A PD that does not exist.
         let bad_pd = umr_wqe(ENABLE, enable(pd + 1, 0, 0x1000), &[0x5000 | P]);
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &bad_pd),
+            execute(&mut hca.dp(), QPN, true, pd, &bad_pd),
             Err((cqe::syndrome::LOCAL_PROT_ERR, umr_vendor::BAD_PD))
         );
         assert!(key(&hca).free);
         // A translation for a key that is not MTT.
-        if let Some(m) = hca.objects.mkeys.keys.get_mut(&INDEX) {
+        if let Some(m) = hca.dp().objects.mkeys.keys.get_mut(&INDEX) {
             m.translation = Translation::Pa;
         }
         assert_eq!(
-            execute(&mut hca, QPN, true, pd, &ok),
+            execute(&mut hca.dp(), QPN, true, pd, &ok),
             Err((cqe::syndrome::LOCAL_PROT_ERR, umr_vendor::XLT_MODE))
         );
         // The well-formed one passes on the MTT key.
-        if let Some(m) = hca.objects.mkeys.keys.get_mut(&INDEX) {
+        if let Some(m) = hca.dp().objects.mkeys.keys.get_mut(&INDEX) {
             m.translation = Translation::Mtt {
                 page_shift: 12,
                 entries: vec![MttEntry(0); 4],
             };
         }
-        assert_eq!(execute(&mut hca, QPN, true, pd, &ok), Ok(()));
+        assert_eq!(execute(&mut hca.dp(), QPN, true, pd, &ok), Ok(()));
     }
 }

@@ -108,7 +108,12 @@ fn run(hca: &Mutex<Hca>, work: Work) {
             offset,
             bytes,
             len,
-        } => crate::objects::uar::bar_write(&mut lock(hca), page, offset, &bytes[..len as usize]),
+        } => crate::objects::uar::bar_write(
+            &mut lock(hca).dp(),
+            page,
+            offset,
+            &bytes[..len as usize],
+        ),
         Work::Flush(done) => {
             let _ = done.send(());
         }
@@ -126,10 +131,10 @@ fn device_thread(hca: &Mutex<Hca>, generation: &AtomicU64, rx: mpsc::Receiver<(u
                     run(hca, work);
                 }
                 if doorbell {
-                    crate::datapath::poll_wire(&mut lock(hca));
+                    crate::datapath::poll_wire(&mut lock(hca).dp());
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => crate::datapath::poll_wire(&mut lock(hca)),
+            Err(mpsc::RecvTimeoutError::Timeout) => crate::datapath::poll_wire(&mut lock(hca).dp()),
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
@@ -379,7 +384,7 @@ pub(crate) fn uar_write(exec: &Executor, offset: u64, value: u64, size: u32) {
         // What `submit` would run, without packing the write into a `Work` first (a doorbell
         // is the datapath's most frequent device entry).
         return crate::objects::uar::bar_write(
-            &mut lock(&exec.hca),
+            &mut lock(&exec.hca).dp(),
             page,
             offset,
             &bytes[..size as usize],

@@ -226,7 +226,7 @@ impl InProcHca {
     /// Delivers packets from the wire and runs data-path timers (the device thread does this by
     /// itself in threaded mode).
     pub fn poll(&self) {
-        self.with_hca(crate::datapath::poll_wire);
+        self.with_hca(|h| crate::datapath::poll_wire(&mut h.dp()));
     }
 
     /// Waits until the device thread has done all work queued so far (no-op inline).

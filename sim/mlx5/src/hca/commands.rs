@@ -2,14 +2,16 @@
 //! ACCESS_REGISTER, QUERY_ADAPTER, NOP, SET_DRIVER_VERSION.
 
 use crate::control::caps::{SetCapError, CAP_PAGE_BYTES};
-use crate::control::cmd::CmdResult;
+use crate::control::result::CmdResult;
+use crate::control::syndrome;
 use crate::objects::eq::EqTable;
 use crate::objects::pd::{PdTable, TdTable};
 use crate::objects::uar::UarTable;
 use crate::objects::vport::Vport;
 use mlx5_prm::*;
 
-use super::{fail, get, put, syndrome, Hca, Lifecycle, IEEE_VENDOR_ID, PSID, SUPPORTED_ISSI};
+use super::{Hca, Lifecycle, IEEE_VENDOR_ID, PSID, SUPPORTED_ISSI};
+use crate::control::result::{fail, get, put};
 
 impl Hca {
     // ---------------------------------------------------------------------------------------

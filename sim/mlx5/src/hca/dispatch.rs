@@ -1,15 +1,21 @@
 //! Command dispatch: the command table and the checks every command passes before its handler.
 
 use crate::control::caps::Caps;
-use crate::control::cmd::CmdResult;
+use crate::control::pages::PageStage;
+use crate::control::result::CmdResult;
+use crate::control::syndrome;
+use crate::control::Control;
+use crate::datapath::Dp;
 use crate::events::Events;
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use crate::objects::{cq, mr, qp};
+use crate::wire::Port;
 use mlx5_prm::*;
 use std::sync::Arc;
 
-use super::{fail, get, syndrome, Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
+use super::{Hca, Lifecycle, S_DISABLED, S_ENABLED, S_INIT, S_TORN, S_UP};
+use crate::control::result::{fail, get};
 
 impl Hca {
     // ---------------------------------------------------------------------------------------
@@ -65,7 +71,21 @@ impl Hca {
                 input,
                 output,
             ),
-            Handler::Modify(h) => h(self, opcode, input, output),
+            Handler::Port(h) => h(
+                &self.control.caps,
+                &mut self.objects,
+                &mut self.port,
+                input,
+                output,
+            ),
+            Handler::Pages(h) => h(
+                &mut self.control,
+                self.state.page_stage(),
+                &self.mem,
+                input,
+                output,
+            ),
+            Handler::Modify(h) => h(&mut self.dp(), opcode, input, output),
         }
     }
 }
@@ -77,13 +97,21 @@ type ObjectsHandler = fn(&Caps, &mut Objects, &[u8], &mut [u8]) -> CmdResult;
 /// guest memory (the queues' buffers).
 type QueuesHandler =
     fn(&Caps, &mut Objects, &mut Events, &Arc<dyn GuestMemory>, &[u8], &mut [u8]) -> CmdResult;
-type ModifyHandler = fn(&mut Hca, u16, &[u8], &mut [u8]) -> CmdResult;
+/// A port command (vport state, counters, the GID table): the capabilities, the object tables
+/// and the port.
+type PortHandler = fn(&Caps, &mut Objects, &mut Port, &[u8], &mut [u8]) -> CmdResult;
+/// A firmware page command: the control plane, the lifecycle's page stage and guest memory.
+type PagesHandler =
+    fn(&mut Control, PageStage, &Arc<dyn GuestMemory>, &[u8], &mut [u8]) -> CmdResult;
+type ModifyHandler = fn(&mut Dp<'_>, u16, &[u8], &mut [u8]) -> CmdResult;
 
 #[derive(Clone, Copy)]
 enum Handler {
     Plain(PlainHandler),
     Objects(ObjectsHandler),
     Queues(QueuesHandler),
+    Port(PortHandler),
+    Pages(PagesHandler),
     Modify(ModifyHandler),
 }
 
@@ -150,6 +178,27 @@ const fn queues_var(inb: usize, outb: usize, states: u8, h: QueuesHandler) -> Sp
     }
 }
 
+const fn port_fixed(inb: usize, outb: usize, states: u8, h: PortHandler) -> Spec {
+    Spec {
+        handler: Handler::Port(h),
+        ..fixed(inb, outb, states, Hca::nop)
+    }
+}
+
+const fn pages_fixed(inb: usize, outb: usize, states: u8, h: PagesHandler) -> Spec {
+    Spec {
+        handler: Handler::Pages(h),
+        ..fixed(inb, outb, states, Hca::nop)
+    }
+}
+
+const fn pages_var(inb: usize, outb: usize, states: u8, h: PagesHandler) -> Spec {
+    Spec {
+        handler: Handler::Pages(h),
+        ..var(inb, outb, states, Hca::nop)
+    }
+}
+
 const fn modify(in_min: usize, in_max: usize, outb: usize) -> Spec {
     Spec {
         in_min,
@@ -211,14 +260,14 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_ENABLED,
             Hca::set_issi,
         ),
-        opcode::QUERY_PAGES => fixed(
+        opcode::QUERY_PAGES => pages_fixed(
             query_pages_in::BYTES,
             query_pages_out::BYTES,
             S_UP,
             crate::control::pages::cmd_query_pages,
         )
         .op_mod(),
-        opcode::MANAGE_PAGES => var(
+        opcode::MANAGE_PAGES => pages_var(
             manage_pages_in::BYTES,
             manage_pages_out::BYTES,
             S_UP,
@@ -313,20 +362,20 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             pd::cmd_dealloc_td,
         ),
-        opcode::QUERY_VPORT_STATE => fixed(
+        opcode::QUERY_VPORT_STATE => objects_fixed(
             query_vport_state_in::BYTES,
             query_vport_state_out::BYTES,
             S_INIT,
             vport::cmd_query_vport_state,
         )
         .op_mod(),
-        opcode::QUERY_VPORT_COUNTER => fixed(
+        opcode::QUERY_VPORT_COUNTER => port_fixed(
             query_vport_counter_in::BYTES,
             query_vport_counter_out::BYTES,
             S_INIT,
             vport::cmd_query_vport_counter,
         ),
-        opcode::QUERY_Q_COUNTER => fixed(
+        opcode::QUERY_Q_COUNTER => port_fixed(
             query_q_counter_in::BYTES,
             query_q_counter_out::BYTES,
             S_INIT,
@@ -362,7 +411,7 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             vport::cmd_query_roce_address,
         ),
-        opcode::SET_ROCE_ADDRESS => fixed(
+        opcode::SET_ROCE_ADDRESS => port_fixed(
             set_roce_address_in::BYTES,
             set_roce_address_out::BYTES,
             S_INIT,

@@ -13,12 +13,12 @@
 use std::sync::Arc;
 
 use crate::control::caps::Caps;
-use crate::control::cmd::{CmdError, CmdResult};
 use crate::control::faults::Faults;
 use crate::control::pages::{PageStage, Pages};
+use crate::control::result::put;
 use crate::control::trace::Trace;
 use crate::control::Control;
-use crate::datapath::Doorbells;
+use crate::datapath::{Doorbells, Dp};
 use crate::events::{Events, Sink};
 use crate::front::init_seg::HealthState;
 use crate::front::pci::Intx;
@@ -29,22 +29,6 @@ use mlx5_prm::*;
 
 mod commands;
 mod dispatch;
-pub mod syndrome;
-
-/// Shorthand for a failed command.
-pub(crate) const fn fail(status: u8, syndrome: u32) -> CmdResult {
-    Err(CmdError::new(status, syndrome))
-}
-
-/// Reads a field the dispatch length check guarantees to be inside `buf`.
-pub(crate) fn get(buf: &[u8], f: Field) -> u32 {
-    f.get(buf).unwrap_or(0)
-}
-
-/// Writes a field the dispatch length check guarantees to be inside `buf`.
-pub(crate) fn put(buf: &mut [u8], f: Field, v: u32) {
-    let _ = f.set(buf, v);
-}
 
 /// The HCA's life (Linux core/main.c `mlx5_function_setup`, `mlx5_function_teardown`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +50,15 @@ const S_TORN: u8 = 8;
 const S_UP: u8 = S_ENABLED | S_INIT | S_TORN;
 
 impl Lifecycle {
+    /// The firmware page stage of this state.
+    pub(crate) fn page_stage(self) -> PageStage {
+        match self {
+            Lifecycle::Enabled => PageStage::PreInit,
+            Lifecycle::Initialized => PageStage::Initialized,
+            _ => PageStage::Released,
+        }
+    }
+
     fn bit(self) -> u8 {
         match self {
             Lifecycle::Disabled => S_DISABLED,
@@ -97,14 +90,16 @@ impl Default for HcaConfig {
 /// scratch (`datapath::Doorbells`) and the port; and the lifecycle, which this module keeps. Dispatch and
 /// the doorbell entry points hand each function the parts it uses.
 pub struct Hca {
-    /// Guest memory (every DMA goes through it).
+    /// Guest memory (every DMA goes through it). Memory and the control plane are visible
+    /// to the crate for the command queue engine (`control::cmd`); the other parts are
+    /// reached through [`Hca::dp`], dispatch and the accessors.
     pub(crate) mem: Arc<dyn GuestMemory>,
     pub(crate) control: Control,
-    pub(crate) objects: Objects,
-    pub(crate) events: Events,
-    pub(crate) doorbells: Doorbells,
+    objects: Objects,
+    events: Events,
+    doorbells: Doorbells,
     /// The port and the wire.
-    pub(crate) port: wire::Port,
+    port: wire::Port,
     state: Lifecycle,
     issi: u16,
     driver_version: Option<String>,
@@ -212,26 +207,26 @@ impl Hca {
         &mut self.port
     }
 
-    /// The object tables, the event sink and the port, borrowed apart (the data path holds
-    /// the tables while it posts completions and events and queues packets).
-    pub(crate) fn split(&mut self) -> (&mut Objects, Sink<'_>, &mut wire::Port) {
-        let sink = Sink {
-            events: &mut self.events,
-            control: &mut self.control,
+    /// The parts the data path uses, borrowed apart (one doorbell, one poll of the wire,
+    /// one QP transition).
+    pub fn dp(&mut self) -> Dp<'_> {
+        Dp {
             mem: &self.mem,
-        };
-        (&mut self.objects, sink, &mut self.port)
+            control: &mut self.control,
+            objects: &mut self.objects,
+            events: &mut self.events,
+            doorbells: &mut self.doorbells,
+            port: &mut self.port,
+        }
     }
 
     /// The event sink, borrowed apart from the object tables and the port.
     pub(crate) fn sink(&mut self) -> Sink<'_> {
-        self.split().1
-    }
-
-    /// The CQ table and the event sink, borrowed apart (posting a CQE).
-    pub(crate) fn cqs_and_sink(&mut self) -> (&mut crate::objects::cq::CqTable, Sink<'_>) {
-        let (objects, sink, _) = self.split();
-        (&mut objects.cqs, sink)
+        Sink {
+            events: &mut self.events,
+            control: &mut self.control,
+            mem: &self.mem,
+        }
     }
 
     /// The INTx line the EQs raise (the front end's, when it changes).

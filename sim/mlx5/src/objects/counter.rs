@@ -16,7 +16,7 @@
 //!
 //! # The model
 //!
-//! - At most `cmd_hca_cap.max_qp_cnt` ([`MAX_QP_CNT`]) sets exist at once, counting set 0
+//! - At most `cmd_hca_cap.max_qp_cnt` ([`crate::control::caps::MAX_QP_CNT`]) sets exist at once, counting set 0
 //!   (Linux core/vport.c `mlx5_vport_max_q_counter_allocator` splits `max_qp_cnt` between its
 //!   clients). The field `counter_set_id` is 8 bits wide in `alloc_q_counter_out`,
 //!   `dealloc_q_counter_in`, `query_q_counter_in` and the QPC, so ids are 1..=255.
@@ -39,18 +39,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::control::caps::Caps;
-use crate::control::cmd::CmdResult;
-use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::control::syndrome;
 use crate::objects::Objects;
 use crate::roce::counters::{Counter, PortCounters};
+use crate::wire::Port;
 use mlx5_prm::{
     alloc_q_counter_out, cmd_hca_cap, cmd_status, dealloc_q_counter_in, query_q_counter_in,
 };
-
-/// `cmd_hca_cap.max_qp_cnt`: counter sets the device holds at once, set 0 included. Model
-/// choice: no public source gives a ConnectX-5's number; 64 keeps a limit a test can reach
-/// (ids are 8 bits wide, so never more than 256).
-pub const MAX_QP_CNT: u32 = 64;
 
 /// The allocated counter sets (set 0, the port's, is not in the table).
 #[derive(Debug, Default)]
@@ -133,7 +130,13 @@ pub(crate) fn cmd_dealloc_q_counter(
 }
 
 /// QUERY_Q_COUNTER (0x773): set 0 (the port's) or an allocated set.
-pub(crate) fn cmd_query_q_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_query_q_counter(
+    _caps: &Caps,
+    objects: &mut Objects,
+    port: &mut Port,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
     // other_vport / vport_number: only our own vport.
     if get(input, query_q_counter_in::OTHER_VPORT) != 0
         || get(input, query_q_counter_in::VPORT_NUMBER) != 0
@@ -145,9 +148,9 @@ pub(crate) fn cmd_query_q_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -
     }
     let id = get(input, query_q_counter_in::COUNTER_SET_ID) as u8;
     let set = if id == 0 {
-        hca.port.counters().clone()
+        port.counters().clone()
     } else {
-        match hca.objects.qcounters.get(id) {
+        match objects.qcounters.get(id) {
             Some(s) => s.clone(),
             None => return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_COUNTER_SET),
         }

@@ -25,9 +25,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::control::caps::Caps;
-use crate::control::cmd::CmdResult;
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::control::syndrome;
+use crate::datapath::Dp;
 use crate::events::{Events, Sink};
-use crate::hca::{fail, get, put, syndrome, Hca};
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::eq::state;
@@ -281,7 +283,7 @@ pub(crate) fn cmd_destroy_eq(
     if !events.eqs.eqs.contains_key(&eqn) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     }
-    // Refused while a CQ sends its completion events here (`cqc.c_eqn`): see `hca::syndrome`.
+    // Refused while a CQ sends its completion events here (`cqc.c_eqn`): see `control::syndrome`.
     if objects.cqs.uses_eq(eqn.into()) {
         return fail(cmd_status::RES_BUSY, syndrome::EQ_BUSY);
     }
@@ -361,7 +363,7 @@ fn write_eqe(sink: &mut Sink, eqn: u32, event_type: u8, sub_type: u8, data: &[u8
     true
 }
 
-/// [`Hca::post_eqe`]: nothing is posted by dead firmware.
+/// [`crate::hca::Hca::post_eqe`]: nothing is posted by dead firmware.
 pub(crate) fn post_eqe(
     sink: &mut Sink,
     eqn: u32,
@@ -375,7 +377,7 @@ pub(crate) fn post_eqe(
     write_eqe(sink, eqn, event_type, sub_type, data)
 }
 
-/// [`Hca::post_async_event`].
+/// [`crate::hca::Hca::post_async_event`].
 pub(crate) fn post_async_event(sink: &mut Sink, event_type: u8, sub_type: u8, data: &[u8]) {
     let targets: Vec<u8> = sink
         .events
@@ -401,7 +403,7 @@ pub(crate) fn post_async_event(sink: &mut Sink, event_type: u8, sub_type: u8, da
 }
 
 /// An EQ doorbell written through UAR `uar`: `value` = `(ci & 0xffffff) | eqn << 24`.
-pub(crate) fn doorbell(hca: &mut Hca, uar: u32, value: u32, arm: bool) {
+pub(crate) fn doorbell(hca: &mut Dp<'_>, uar: u32, value: u32, arm: bool) {
     let eqn = (value >> 24) as u8;
     let ci = value & COUNTER_MASK;
     let Some(eq) = hca.events.eqs.eqs.get_mut(&eqn) else {
@@ -437,5 +439,5 @@ pub(crate) fn doorbell(hca: &mut Hca, uar: u32, value: u32, arm: bool) {
             eq.armed = true;
         }
     }
-    update_intx(&mut hca.events);
+    update_intx(hca.events);
 }

@@ -69,9 +69,9 @@
 use mlx5_prm::{cqe, mkc, mkey, wqe};
 
 use crate::be::{be16, be32, be64};
-use crate::control::cmd::field as get;
+use crate::control::result::field as get;
 use crate::datapath::umr::{parse_head, UmrErr, UmrHead};
-use crate::hca::Hca;
+use crate::datapath::Dp;
 use crate::objects::mr::{Access, Mkey, Translation, ANY_QPN};
 use crate::objects::Objects;
 
@@ -133,7 +133,7 @@ pub fn window_type(m: &Mkey) -> Option<u8> {
 /// Executes the window UMR WQE `raw` (ctrl segment first, `ds * 16` bytes) posted on QP
 /// `qpn`. `Ok` completes it successfully; `Err((cqe syndrome, vendor syndrome))` is an error
 /// CQE. The window changes only when every check passed.
-pub(crate) fn execute(hca: &mut Hca, qpn: u32, raw: &[u8]) -> Result<(), UmrErr> {
+pub(crate) fn execute(hca: &mut Dp<'_>, qpn: u32, raw: &[u8]) -> Result<(), UmrErr> {
     let malformed = (cqe::syndrome::LOCAL_QP_OP_ERR, mw_vendor::MALFORMED);
     let fail = |v: u8| (cqe::syndrome::MW_BIND_ERR, v);
     let q = hca.objects.qps.get(qpn).ok_or(malformed)?;

@@ -6,8 +6,9 @@
 //! Numbering starts at 1, so a driver that forgets to fill a pd/td field is caught.
 
 use crate::control::caps::Caps;
-use crate::control::cmd::CmdResult;
-use crate::hca::{fail, get, put, syndrome};
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::control::syndrome;
 use crate::objects::Objects;
 use mlx5_prm::{
     alloc_pd_out, alloc_transport_domain_out, cmd_hca_cap, cmd_status, dealloc_pd_in,
@@ -100,7 +101,7 @@ pub(crate) fn cmd_dealloc_pd(
     if !objects.pds.contains(pd) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::PD_UNKNOWN);
     }
-    // Refused while named by an mkey (`mkc.pd`) or a QP (`qpc.pd`): see `hca::syndrome`.
+    // Refused while named by an mkey (`mkc.pd`) or a QP (`qpc.pd`): see `control::syndrome`.
     if objects.mkeys.uses_pd(pd) {
         return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_MKEY);
     }

@@ -32,9 +32,11 @@ use std::collections::BTreeMap;
 use crate::control::caps::Caps;
 use std::sync::Arc;
 
-use crate::control::cmd::CmdResult;
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::control::syndrome;
+use crate::datapath::Dp;
 use crate::events::Events;
-use crate::hca::{fail, get, put, syndrome, Hca};
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::{alloc_uar_out, cmd_status, dealloc_uar_in};
@@ -197,7 +199,7 @@ pub(crate) fn cmd_dealloc_uar(
     if !objects.uars.contains(idx) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::UAR_UNKNOWN);
     }
-    // Refused while an EQ, CQ or QP context names the page (`uar_page`): see `hca::syndrome`.
+    // Refused while an EQ, CQ or QP context names the page (`uar_page`): see `control::syndrome`.
     if events.eqs.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY);
     }
@@ -217,7 +219,7 @@ pub(crate) fn cmd_dealloc_uar(
 /// register of the DB/BF area, the most frequent write) goes straight to the doorbell, in the
 /// same frame; every other write is `bar_write_other`.
 #[inline(always)]
-pub fn bar_write(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
+pub fn bar_write(hca: &mut Dp<'_>, page: u32, offset: u32, bytes: &[u8]) {
     if let Ok(b) = <[u8; 8]>::try_from(bytes) {
         if offset & 7 == 0
             && (BF_OFFSET..UAR_PAGE_SIZE as u32).contains(&offset)
@@ -236,7 +238,7 @@ pub fn bar_write(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
 
 /// [`bar_write`] of any write.
 #[inline(never)]
-fn bar_write_other(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
+fn bar_write_other(hca: &mut Dp<'_>, page: u32, offset: u32, bytes: &[u8]) {
     if !hca.objects.uars.contains(page) {
         hca.trace(format_args!(
             "write to unallocated UAR page {page} offset {offset:#x}: ignored"
@@ -267,7 +269,7 @@ fn bar_write_other(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) {
 
 /// Size in bytes of one half of a BlueFlame register (`bf_reg_size / 2`, rdma-core mlx5.c),
 /// as the datapath decodes doorbells.
-fn bf_half(hca: &Hca) -> u32 {
+fn bf_half(hca: &Dp<'_>) -> u32 {
     let log_bf = hca.cap(mlx5_prm::cmd_hca_cap::LOG_BF_REG_SIZE).min(11);
     ((1u32 << log_bf) / 2).max(8)
 }
@@ -275,7 +277,7 @@ fn bf_half(hca: &Hca) -> u32 {
 /// A 64-bit store into the DB/BF area at `reg` (8-byte aligned): a doorbell at the start of a
 /// half, or a later qword of a BlueFlame copy.
 #[inline(always)]
-fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
+fn blueflame(hca: &mut Dp<'_>, page: u32, reg: u32, v: u64) {
     let half = bf_half(hca);
     let pos = (reg - BF_OFFSET) % half;
     if pos == 0 {
@@ -288,7 +290,7 @@ fn blueflame(hca: &mut Hca, page: u32, reg: u32, v: u64) {
 /// WQE's ctrl segment). Ends a copy still arriving on the half (torn), records what a
 /// BlueFlame copy of the WQE must match, then rings the send queue.
 #[inline(always)]
-fn bf_doorbell(hca: &mut Hca, page: u32, start: u32, v: u64, half: u32) {
+fn bf_doorbell(hca: &mut Dp<'_>, page: u32, start: u32, v: u64, half: u32) {
     let at = (page, start);
     // The record on this half, looked up once for the whole doorbell (ringing adds or removes
     // none: the datapath keeps no BlueFlame state).
@@ -350,7 +352,7 @@ fn bf_doorbell(hca: &mut Hca, page: u32, start: u32, v: u64, half: u32) {
 /// catastrophic error.
 #[cold]
 #[inline(never)]
-fn bf_torn(hca: &mut Hca, at: (u32, u32), qpn: u32) {
+fn bf_torn(hca: &mut Dp<'_>, at: (u32, u32), qpn: u32) {
     hca.objects.uars.take_burst(at);
     bf_error(
         hca,
@@ -361,7 +363,7 @@ fn bf_torn(hca: &mut Hca, at: (u32, u32), qpn: u32) {
 
 /// A later qword `v` of a BlueFlame copy: `pos` bytes into the half at `start`.
 #[inline(never)]
-fn bf_qword(hca: &mut Hca, page: u32, start: u32, pos: u32, v: u64) {
+fn bf_qword(hca: &mut Dp<'_>, page: u32, start: u32, pos: u32, v: u64) {
     let reg = start + pos;
     let uars = &mut hca.objects.uars;
     let Some(b) = uars.burst_at((page, start)) else {
@@ -417,7 +419,7 @@ fn bf_qword(hca: &mut Hca, page: u32, start: u32, pos: u32, v: u64) {
 }
 
 /// SQ basic block `counter` (wrapping in the ring) of QP `qpn`, read from guest memory.
-fn wqe_block(hca: &Hca, qpn: u32, counter: u16) -> Option<[u8; 64]> {
+fn wqe_block(hca: &Dp<'_>, qpn: u32, counter: u16) -> Option<[u8; 64]> {
     let q = hca.objects.qps.get(qpn)?;
     let size = q.sq_size();
     if size == 0 {
@@ -425,13 +427,13 @@ fn wqe_block(hca: &Hca, qpn: u32, counter: u16) -> Option<[u8; 64]> {
     }
     let at = (u64::from(counter) & u64::from(size - 1)) * 64;
     let mut b = [0u8; 64];
-    q.buf.read(&*hca.mem, q.sq_offset + at, &mut b).ok()?;
+    q.buf.read(&**hca.mem, q.sq_offset + at, &mut b).ok()?;
     Some(b)
 }
 
 /// A BlueFlame copy that is not the WQE in memory: a work queue catastrophic error on the QP
 /// (WQ_CATAS_ERROR event, QP to ERR). Model choice, see the module documentation.
-fn bf_error(hca: &mut Hca, qpn: u32, why: &str) {
+fn bf_error(hca: &mut Dp<'_>, qpn: u32, why: &str) {
     hca.objects.uars.bf_mismatches += 1;
     hca.trace_note(format_args!(
         "QP {qpn:#x}: {why}: work queue catastrophic error"
@@ -450,7 +452,7 @@ fn register64(offset: u32) -> bool {
 }
 
 /// Assembles a 64-bit register value from one 8-byte or two 4-byte writes.
-fn combine(hca: &mut Hca, page: u32, offset: u32, bytes: &[u8]) -> Option<u64> {
+fn combine(hca: &mut Dp<'_>, page: u32, offset: u32, bytes: &[u8]) -> Option<u64> {
     let reg = offset & !7;
     match (offset & 7, bytes.len()) {
         (0, 8) => {
@@ -493,6 +495,7 @@ mod tests {
     use super::*;
     use crate::front::init_seg::HealthState;
     use crate::front::pci::Intx;
+    use crate::hca::Hca;
     use crate::memory::RegionMemory;
     use std::sync::Arc;
 
@@ -503,21 +506,24 @@ mod tests {
             Intx::new(),
             Arc::new(HealthState::new()),
         );
-        let page = hca.objects.uars.alloc().unwrap();
+        let page = hca.dp().objects.uars.alloc().unwrap();
         assert_eq!(page, FIRST_UAR);
         let v = 0x1122_3344_5566_7788u64;
-        assert_eq!(combine(&mut hca, page, 0x800, &v.to_be_bytes()), Some(v));
         assert_eq!(
-            combine(&mut hca, page, 0x20, &[0x11, 0x22, 0x33, 0x44]),
+            combine(&mut hca.dp(), page, 0x800, &v.to_be_bytes()),
+            Some(v)
+        );
+        assert_eq!(
+            combine(&mut hca.dp(), page, 0x20, &[0x11, 0x22, 0x33, 0x44]),
             None
         );
         assert_eq!(
-            combine(&mut hca, page, 0x24, &[0x55, 0x66, 0x77, 0x88]),
+            combine(&mut hca.dp(), page, 0x24, &[0x55, 0x66, 0x77, 0x88]),
             Some(v)
         );
         // A low half alone, and a write straddling two registers, are dropped.
-        assert_eq!(combine(&mut hca, page, 0x24, &[0; 4]), None);
-        assert_eq!(combine(&mut hca, page, 0x804, &[0; 8]), None);
+        assert_eq!(combine(&mut hca.dp(), page, 0x24, &[0; 4]), None);
+        assert_eq!(combine(&mut hca.dp(), page, 0x804, &[0; 8]), None);
         assert!(register64(0x20) && register64(0x900) && register64(0xff8));
         assert!(!register64(0x40) && !register64(0x28) && !register64(0x1000));
     }

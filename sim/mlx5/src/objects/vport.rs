@@ -9,9 +9,11 @@
 
 use crate::control::caps::Caps;
 use crate::control::caps::ROCE_ADDRESS_TABLE_SIZE;
-use crate::control::cmd::CmdResult;
-use crate::hca::{fail, get, put, syndrome, Hca};
+use crate::control::result::CmdResult;
+use crate::control::result::{fail, get, put};
+use crate::control::syndrome;
 use crate::objects::Objects;
+use crate::wire::Port;
 use mlx5_prm::{
     cmd_status, linux_layout, modify_nic_vport_context_in, modify_nic_vport_field_select,
     nic_vport_context, query_nic_vport_context_out, query_roce_address_in, query_roce_address_out,
@@ -118,7 +120,12 @@ fn check_own_vport(input: &[u8]) -> CmdResult {
 }
 
 /// QUERY_VPORT_STATE (0x750).
-pub(crate) fn cmd_query_vport_state(_hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_query_vport_state(
+    _caps: &Caps,
+    _objects: &mut Objects,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
     let op_mod = get(input, query_vport_state_in::OP_MOD) as u16;
     if op_mod != VPORT_STATE_OP_MOD_VNIC_VPORT && op_mod != VPORT_STATE_OP_MOD_UPLINK {
         // The ESW op_mod needs an eswitch manager (not advertised).
@@ -141,7 +148,13 @@ pub(crate) fn cmd_query_vport_state(_hca: &mut Hca, input: &[u8], out: &mut [u8]
 /// RoCE frames received, `transmitted_ib_unicast` = RoCE frames sent, the `*_eth_*` classes =
 /// non-RoCE frames; Linux mlx5 en_stats.c names the ib classes "rx/tx_vport_rdma_*"). Counters
 /// with no PRM class stay 0 here. `clear` zeroes the reported counters after reading them.
-pub(crate) fn cmd_query_vport_counter(hca: &mut Hca, input: &[u8], out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_query_vport_counter(
+    _caps: &Caps,
+    _objects: &mut Objects,
+    port: &mut Port,
+    input: &[u8],
+    out: &mut [u8],
+) -> CmdResult {
     use crate::roce::counters::{Counter, PrmHome};
     check_own_vport(input)?;
     // Model choice: one physical port; port_num 0 (the function's) or 1.
@@ -192,7 +205,7 @@ pub(crate) fn cmd_query_vport_counter(hca: &mut Hca, input: &[u8], out: &mut [u8
             query_vport_counter_out::TRANSMITTED_ETH_MULTICAST,
         ),
     ];
-    let pc = hca.port.counters().clone();
+    let pc = port.counters().clone();
     let clear = get(input, query_vport_counter_in::CLEAR) != 0;
     for c in Counter::ALL.iter().copied() {
         let PrmHome::Vport { class, field } = c.prm() else {
@@ -285,10 +298,10 @@ fn gid_index(
     input: &[u8],
     index: Field,
     port: Field,
-) -> Result<usize, crate::control::cmd::CmdError> {
+) -> Result<usize, crate::control::result::CmdError> {
     let idx = get(input, index);
     if idx as usize >= objects.vport.gids.len() {
-        return Err(crate::control::cmd::CmdError::new(
+        return Err(crate::control::result::CmdError::new(
             cmd_status::IX_ERR,
             syndrome::GID_INDEX,
         ));
@@ -299,7 +312,7 @@ fn gid_index(
     let p = get(input, port);
     let vhca_ports = caps.general(mlx5_prm::cmd_hca_cap::NUM_VHCA_PORTS);
     if (vhca_ports == 0 && p != 0) || p > 1 {
-        return Err(crate::control::cmd::CmdError::new(
+        return Err(crate::control::result::CmdError::new(
             cmd_status::BAD_PARAM_ERR,
             syndrome::GID_PORT,
         ));
@@ -329,10 +342,16 @@ pub(crate) fn cmd_query_roce_address(
 }
 
 /// SET_ROCE_ADDRESS (0x761).
-pub(crate) fn cmd_set_roce_address(hca: &mut Hca, input: &[u8], _out: &mut [u8]) -> CmdResult {
+pub(crate) fn cmd_set_roce_address(
+    caps: &Caps,
+    objects: &mut Objects,
+    port: &mut Port,
+    input: &[u8],
+    _out: &mut [u8],
+) -> CmdResult {
     let idx = gid_index(
-        &hca.control.caps,
-        &hca.objects,
+        caps,
+        objects,
         input,
         set_roce_address_in::ROCE_ADDRESS_INDEX,
         set_roce_address_in::VHCA_PORT_NUM,
@@ -349,9 +368,9 @@ pub(crate) fn cmd_set_roce_address(hca: &mut Hca, input: &[u8], _out: &mut [u8])
     let gid_set = a[f.byte_offset()..f.byte_offset() + 16]
         .iter()
         .any(|&b| b != 0);
-    hca.objects.vport.gids[idx] = gid_set.then_some(a);
+    objects.vport.gids[idx] = gid_set.then_some(a);
     // The port's destination filter follows the GID table.
-    let ips = hca.objects.vport.roce_v2_ips();
-    hca.port.set_ips(ips);
+    let ips = objects.vport.roce_v2_ips();
+    port.set_ips(ips);
     Ok(())
 }

@@ -159,6 +159,6 @@ impl Device for Guarded {
     fn poll(&self) {
         let f = self.f();
         let mut h = f.lock_hca();
-        mlx5_sim::datapath::poll_wire(&mut h);
+        mlx5_sim::datapath::poll_wire(&mut h.dp());
     }
 }

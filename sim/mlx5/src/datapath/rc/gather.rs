@@ -29,7 +29,7 @@ struct LastGather {
 /// Builds the work request of a parsed send WQE (lkeys checked), or the local error it
 /// completes with.
 pub(crate) fn work_request(
-    hca: &Hca,
+    hca: &Dp<'_>,
     qpn: u32,
     w: &SendWqe,
     raw: &[u8],
@@ -79,7 +79,7 @@ pub(crate) fn work_request(
                         .mkeys
                         .resolve(lkey, addr, len, access, user)
                         .map_err(prot)?;
-                    memory_pieces(&*hca.mem, &r, &mut pieces).map_err(|_| dma)?;
+                    memory_pieces(&**hca.mem, &r, &mut pieces).map_err(|_| dma)?;
                 }
             }
             Ok::<Pieces, (u8, u8)>(Arc::from(&pieces[..]))

@@ -39,12 +39,12 @@ use std::sync::Arc;
 use mlx5_prm::{ads, cqe, event, qp, qpc};
 
 use crate::datapath::wqe::{Gather, SendWqe};
+use crate::datapath::Dp;
 use crate::datapath::{
     atomic_host_endian, atomic_mode_covers, flush_cqe, flush_new_work, lkey_vendor, memory_pieces,
     next_recv, post_qp_event, vendor,
 };
 use crate::events::Sink;
-use crate::hca::Hca;
 use crate::memory::GuestMemory;
 use crate::objects::cq::{post_cqe, post_cqe_to, Cqe};
 use crate::objects::mr::{Access, KeyUser};
@@ -327,7 +327,7 @@ pub fn ip_gid(ip: std::net::IpAddr) -> [u8; 16] {
 }
 
 /// The headers of a QP's frames, from its context (see the module documentation).
-fn frame_headers(hca: &Hca, q: &crate::objects::qp::Qp) -> RoceHeaders {
+fn frame_headers(hca: &Dp<'_>, q: &crate::objects::qp::Qp) -> RoceHeaders {
     let pri = qpc::PRIMARY_ADDRESS_PATH;
     let f = |x: mlx5_prm::Field| x.within(pri).get(&q.qpc).unwrap_or(0);
     let hop = f(ads::HOP_LIMIT) as u8;
@@ -403,7 +403,7 @@ fn req_config(q: &crate::objects::qp::Qp, sq_psn: u32) -> ReqConfig {
 
 /// Builds or updates QP `qpn`'s transport after a state transition (`to`, by `opcode`): the
 /// responder at RTR, the requester at RTS; dropped at RESET.
-pub(crate) fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
+pub(crate) fn on_transition(hca: &mut Dp<'_>, qpn: u32, from: u8, to: u8) {
     let hdr = match hca.objects.qps.get(qpn) {
         Some(q) => frame_headers(hca, q),
         None => return,
@@ -463,7 +463,7 @@ use outbox::*;
 
 /// Adds a slot to QP `qpn`'s SQ record and posts `wr` (if any) to its requester. A refused
 /// post turns the slot into a local failure.
-pub(crate) fn push_slot(hca: &mut Hca, qpn: u32, mut slot: WrSlot, wr: Option<WorkRequest>) {
+pub(crate) fn push_slot(hca: &mut Dp<'_>, qpn: u32, mut slot: WrSlot, wr: Option<WorkRequest>) {
     let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };
@@ -484,7 +484,7 @@ pub(crate) fn push_slot(hca: &mut Hca, qpn: u32, mut slot: WrSlot, wr: Option<Wo
 /// QP `qpn`'s SQ record: queued behind them as a [`SlotKind::Nop`] slot, completed in order by
 /// [`retire_local`]. (With nothing ahead, the send queue loop writes its CQE, if signaled, at
 /// once: exactly the next of the SQ in order, what [`retire_local`] would write for it.)
-pub(crate) fn push_local_done_behind(hca: &mut Hca, qpn: u32, slot: WrSlot) {
+pub(crate) fn push_local_done_behind(hca: &mut Dp<'_>, qpn: u32, slot: WrSlot) {
     if let Some(q) = hca.objects.qps.get_mut(qpn) {
         q.wrs.push_back(slot);
     }
@@ -505,7 +505,7 @@ pub(crate) fn transport_idle(q: &Qp) -> bool {
 /// doorbell): called before a transport runs, so the clock still stands still for the rest of
 /// the event (every transport call of one event sees the same time), as when it was read at
 /// the doorbell.
-pub(crate) fn clock(hca: &mut Hca) {
+pub(crate) fn clock(hca: &mut Dp<'_>) {
     if hca.doorbells.clock_due {
         hca.port.tick();
         hca.doorbells.clock_due = false;
@@ -514,7 +514,7 @@ pub(crate) fn clock(hca: &mut Hca) {
 
 /// Completes local slots (NOPs, local failures) at the head of QP `qpn`'s SQ record. A local
 /// failure moves the QP to ERR.
-pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
+pub(crate) fn retire_local(hca: &mut Dp<'_>, qpn: u32) {
     loop {
         let Some(q) = hca.objects.qps.get_mut(qpn) else {
             return;
@@ -549,7 +549,7 @@ pub(crate) fn retire_local(hca: &mut Hca, qpn: u32) {
 }
 
 /// Lets QP `qpn`'s requester send what it may and run its timers.
-pub(crate) fn pump(hca: &mut Hca, qpn: u32) {
+pub(crate) fn pump(hca: &mut Dp<'_>, qpn: u32) {
     let Some(q) = hca.objects.qps.get(qpn) else {
         return;
     };
@@ -568,7 +568,7 @@ pub(crate) fn pump(hca: &mut Hca, qpn: u32) {
 }
 
 /// Runs the timers of every QP whose deadline passed.
-pub(crate) fn timers(hca: &mut Hca) {
+pub(crate) fn timers(hca: &mut Dp<'_>) {
     let now = hca.port.now_ns();
     for qpn in hca.objects.qps.qpns() {
         let due = hca.objects.qps.get(qpn).is_some_and(|q| {
@@ -587,7 +587,7 @@ pub(crate) fn timers(hca: &mut Hca) {
 /// Takes consecutive loopback packets for one QP to it, in one transport call (their
 /// payloads were checked to be guest memory when they were sent, within this same device
 /// event).
-pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
+pub(crate) fn arrive_local(hca: &mut Dp<'_>, batch: &[RefPacket]) {
     let Some(first) = batch.first() else {
         return;
     };
@@ -689,7 +689,7 @@ pub(crate) fn arrive_local(hca: &mut Hca, batch: &[RefPacket]) {
 }
 
 /// Takes one packet that arrived at the port to its QP.
-pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
+pub(crate) fn arrive(hca: &mut Dp<'_>, a: Arrival) {
     match a {
         Arrival::Frame(f) => {
             let src = ip_gid(f.hdrs.ip.src());
@@ -742,7 +742,7 @@ pub(crate) fn arrive(hca: &mut Hca, a: Arrival) {
     }
 }
 
-fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&RefPayload>) {
+fn receive(hca: &mut Dp<'_>, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&RefPayload>) {
     let qpn = pkt.bth.dest_qp;
     let Some(info) = pkt.bth.opcode.info() else {
         return;
@@ -777,7 +777,7 @@ fn receive(hca: &mut Hca, src_gid: &[u8; 16], pkt: &RxPacket<'_>, rx: Option<&Re
 
 /// Moves QP `qpn` to ERR: the transport flushes the posted work requests, then every other
 /// outstanding WQE of both queues completes with WR_FLUSH_ERR.
-pub(crate) fn enter_error(hca: &mut Hca, qpn: u32) {
+pub(crate) fn enter_error(hca: &mut Dp<'_>, qpn: u32) {
     let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };

@@ -207,7 +207,7 @@ fn continues(
 /// it was seen not to be: empty, or a posted work request).
 #[must_use]
 pub(super) fn with_rc<'r>(
-    hca: &mut Hca,
+    hca: &mut Dp<'_>,
     qpn: u32,
     rx: Option<&'r RefPayload>,
     f: impl FnOnce(&mut RcQp, Nanos, &mut Env<'_, '_, 'r>, &mut dyn Tx),
@@ -298,7 +298,7 @@ pub(super) fn with_rc<'r>(
         ] {
             if new > old {
                 c.add(ctr, new - old);
-                crate::objects::counter::add_for_qp(&hca.objects, qpn, ctr, new - old);
+                crate::objects::counter::add_for_qp(hca.objects, qpn, ctr, new - old);
             }
         }
         rc.seen_req = r;

@@ -8,7 +8,7 @@ use mlx5_prm::{
 use std::sync::Arc;
 
 use crate::control::caps::Caps;
-use crate::control::cmd::{err, field as get, CmdResult};
+use crate::control::result::{err, field as get, CmdResult};
 use crate::events::Events;
 use crate::memory::GuestMemory;
 use crate::objects::mr::{PagedBuffer, PasError};

@@ -35,8 +35,8 @@ mod ring;
 
 use mlx5_prm::{comp_event, cq_error, cq_error_syndrome, cqc, event};
 
+use crate::datapath::Dp;
 use crate::events::Sink;
-use crate::hca::Hca;
 use crate::objects::mr::PagedBuffer;
 
 pub(crate) use commands::{create_cq, destroy_cq, modify_cq, query_cq};
@@ -353,7 +353,7 @@ fn post_event(sink: &mut Sink, cqn: u32, ev: CqEvent) {
 
 /// Writes a CQE to CQ `cqn`, applying the data-plane fault switches, and posts the resulting
 /// completion or CQ-error event. Returns false if the CQ does not exist or is in error.
-pub fn post_cqe(hca: &mut Hca, cqn: u32, c: &Cqe) -> bool {
+pub fn post_cqe(hca: &mut Dp<'_>, cqn: u32, c: &Cqe) -> bool {
     let (cqs, mut sink) = hca.cqs_and_sink();
     post_cqe_to(cqs, &mut sink, cqn, c)
 }
@@ -368,7 +368,7 @@ pub(crate) fn post_cqe_to(cqs: &mut CqTable, sink: &mut Sink, cqn: u32, c: &Cqe)
 /// with the memory's version read already (`now`, [`crate::memory::GuestMemory::version`],
 /// for the doorbell the CQE belongs to).
 #[inline(always)]
-pub(crate) fn post_cqe_inline(hca: &mut Hca, cqn: u32, c: &Cqe, now: u64) -> bool {
+pub(crate) fn post_cqe_inline(hca: &mut Dp<'_>, cqn: u32, c: &Cqe, now: u64) -> bool {
     let (cqs, mut sink) = hca.cqs_and_sink();
     write_cqe(cqs, &mut sink, cqn, c, now)
 }
@@ -403,7 +403,7 @@ pub(crate) fn write_cqe(cqs: &mut CqTable, sink: &mut Sink, cqn: u32, c: &Cqe, n
 }
 
 /// The CQ arm doorbell (UAR offset 0x20): `value = (sn << 28 | cmd | ci) << 32 | cqn`.
-pub fn arm_doorbell(hca: &mut Hca, value: u64) {
+pub fn arm_doorbell(hca: &mut Dp<'_>, value: u64) {
     let cqn = (value as u32) & INDEX_MASK;
     let hi = (value >> 32) as u32;
     let Some(cq) = hca.objects.cqs.cqs.get_mut(&cqn) else {

@@ -8,7 +8,7 @@ use super::{
     MAX_MTT_PAGE_SHIFT, MIN_MTT_PAGE_SHIFT,
 };
 use crate::control::caps::Caps;
-use crate::control::cmd::{bad_param, err, field as get, CmdResult};
+use crate::control::result::{bad_param, err, field as get, CmdResult};
 
 use crate::objects::Objects;
 

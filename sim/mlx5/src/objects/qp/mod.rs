@@ -24,8 +24,8 @@ use mlx5_prm::{
 };
 
 use crate::control::caps::Caps;
-use crate::control::cmd::{bad_param, err, field as get, CmdError, CmdResult};
-use crate::hca::Hca;
+use crate::control::result::{bad_param, err, field as get, CmdError, CmdResult};
+use crate::datapath::Dp;
 use crate::objects::mr::{PagedBuffer, PasError};
 use crate::objects::Objects;
 
@@ -145,11 +145,11 @@ struct TypeOps {
     allowed_optpar: fn(u16) -> u32,
     /// Checks the type's fields a transition reads from the context (primary path, optional
     /// fields mask) before anything changes; the route and source GID the QP connects with.
-    check: fn(&Hca, &Transition) -> Result<Connect, CmdError>,
+    check: fn(&Dp<'_>, &Transition) -> Result<Connect, CmdError>,
     /// Writes the type's fields a transition sets into the QP (the checks passed).
     apply: fn(&mut Qp, &Transition, Connect),
     /// The QP moved from one state to another (by QPN): the type's transport follows.
-    on_transition: fn(&mut Hca, u32, u8, u8),
+    on_transition: fn(&mut Dp<'_>, u32, u8, u8),
 }
 
 pub mod rc;
@@ -685,7 +685,7 @@ fn transition(op: u16) -> Option<(&'static [u8], u8)> {
 }
 
 /// RST2INIT_QP .. 2RST_QP, selected by `opcode`.
-pub fn modify_qp(hca: &mut Hca, opcode: u16, input: &[u8], _output: &mut [u8]) -> CmdResult {
+pub fn modify_qp(hca: &mut Dp<'_>, opcode: u16, input: &[u8], _output: &mut [u8]) -> CmdResult {
     let (from, to) = transition(opcode).ok_or(err(cmd_status::BAD_OP_ERR, syndrome::BAD_OPCODE))?;
     let short = matches!(opcode, opcode::QP_2ERR | opcode::QP_2RST);
     // Every modify input has the QPN at 0x48, the mask at 0x80 and the qpc at 0xc0.

@@ -8,8 +8,8 @@
 use mlx5_prm::{ads, cmd_hca_cap, opcode, qp, qpc};
 
 use super::{check_port_pkey, Connect, Qp, Route, Transition, TypeOps, GID_TABLE_SEARCH, PORT_NUM};
-use crate::control::cmd::{bad_param, field as get, CmdError};
-use crate::hca::Hca;
+use crate::control::result::{bad_param, field as get, CmdError};
+use crate::datapath::Dp;
 
 use super::syndrome;
 
@@ -50,7 +50,7 @@ fn allowed_optpar(op: u16) -> u32 {
 /// Checks the RC fields transition `opcode` reads from the context `ctx` (primary path
 /// `path`, optional fields `mask`), before anything changes; returns the route and source GID
 /// the QP connects with (INIT2RTR; none for the other transitions).
-fn check(hca: &Hca, t: &Transition) -> Result<Connect, CmdError> {
+fn check(hca: &Dp<'_>, t: &Transition) -> Result<Connect, CmdError> {
     let (opcode, ctx, path) = (t.opcode, t.ctx, &t.path);
     let opt = |bit: u32| t.mask & bit != 0;
     match opcode {
@@ -198,7 +198,7 @@ fn apply(q: &mut Qp, t: &Transition, (route, sgid): Connect) {
 
 /// The QP moved from state `from` to `to`: its RC transport follows
 /// ([`crate::datapath::rc::on_transition`]).
-fn on_transition(hca: &mut Hca, qpn: u32, from: u8, to: u8) {
+fn on_transition(hca: &mut Dp<'_>, qpn: u32, from: u8, to: u8) {
     crate::datapath::rc::on_transition(hca, qpn, from, to);
 }
 
