@@ -16,7 +16,7 @@
 //!   the sender's keys resolved to, and the receiver moves it with one [`GuestMemory::copy`]
 //!   straight into the destination (the transport's `RxPayload::Ref` / `TxPayload::src`
 //!   design, roce/transport.rs; consecutive packets of one RDMA WRITE whose bytes follow on
-//!   share one copy, rcpath.rs `PendingMove`). No ICRC is computed: no frame exists. On
+//!   share one copy, datapath/rc `PendingMove`). No ICRC is computed: no frame exists. On
 //!   the loopback queue the MIDDLE packets of one message that follow each other share one
 //!   entry ([`RefPacket::more`]); the receiver still takes them packet by packet.
 //! - **No link**: packets to a remote GID are lost (a cable to nowhere); RC retransmits them

@@ -1,11 +1,11 @@
 //! Loopback RDMA WRITE payload moves: the model joins the copies of consecutive packets of one
-//! message (rcpath.rs `PendingMove`) and keeps one key translation per run of packets
+//! message (datapath/rc `PendingMove`) and keeps one key translation per run of packets
 //! (`WriteXlat`). The bytes that land must still be those of one copy per packet, in PSN
 //! order, whatever the layout: overlapping source and destination, a destination key whose
 //! pages are scattered on the bus, a message longer than one batch of packets.
 //!
 //! And the translations kept between messages: a WRITE's rkey translation and a one-entry
-//! gather list's pieces are reused only while the key table's generation stands (rcpath
+//! gather list's pieces are reused only while the key table's generation stands (datapath/rc
 //! `WriteXlat`, `LastGather`), so a key destroyed between two messages fails the second
 //! exactly as it would have without them, and nothing moves.
 
