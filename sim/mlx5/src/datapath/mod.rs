@@ -15,6 +15,7 @@
 //! An error CQE moves the QP to ERR, and every outstanding or later WQE of both queues
 //! completes with WR_FLUSH_ERR.
 
+pub mod doorbell;
 pub mod rc;
 pub mod umr;
 pub mod wqe;
