@@ -48,7 +48,7 @@ fn bar_write_other(hca: &mut Dp<'_>, page: u32, offset: u32, bytes: &[u8]) {
             if let Some(v) = combine(hca, page, offset, bytes) {
                 let reg = offset & !7;
                 if reg == CQ_DOORBELL {
-                    crate::objects::cq::arm_doorbell(hca, v);
+                    crate::datapath::cq::arm_doorbell(hca, v);
                 } else {
                     blueflame(hca, page, reg, v);
                 }

@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use mlx5_prm::{ads, cqe, event, qp, qpc};
 
+use crate::datapath::cq::{post_cqe, post_cqe_to};
 use crate::datapath::wqe::{Gather, SendWqe};
 use crate::datapath::Dp;
 use crate::datapath::{
@@ -46,7 +47,7 @@ use crate::datapath::{
 };
 use crate::events::Sink;
 use crate::memory::GuestMemory;
-use crate::objects::cq::{post_cqe, post_cqe_to, Cqe};
+use crate::objects::cq::Cqe;
 use crate::objects::mr::{Access, KeyUser};
 use crate::objects::qp::{Qp, Route};
 use crate::objects::Objects;
