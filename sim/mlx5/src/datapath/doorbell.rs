@@ -4,6 +4,7 @@
 //! BlueFlame copies arriving).
 
 use crate::datapath::Dp;
+use crate::objects::eq::COUNTER_MASK;
 use crate::objects::uar::{
     BfBurst, BF_OFFSET, CQ_DOORBELL, EQ_DOORBELL_ARM, EQ_DOORBELL_NO_ARM, UAR_PAGE_SIZE,
 };
@@ -42,7 +43,7 @@ fn bar_write_other(hca: &mut Dp<'_>, page: u32, offset: u32, bytes: &[u8]) {
     match (offset, len) {
         (EQ_DOORBELL_ARM | EQ_DOORBELL_NO_ARM, 4 | 8) => {
             let v = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            crate::objects::eq::doorbell(hca, page, v, offset == EQ_DOORBELL_ARM);
+            eq_doorbell(hca, page, v, offset == EQ_DOORBELL_ARM);
         }
         _ if register64(offset) => {
             if let Some(v) = combine(hca, page, offset, bytes) {
@@ -271,6 +272,46 @@ fn combine(hca: &mut Dp<'_>, page: u32, offset: u32, bytes: &[u8]) -> Option<u64
             None
         }
     }
+}
+
+/// An EQ doorbell written through UAR `uar`: `value` = `(ci & 0xffffff) | eqn << 24`.
+fn eq_doorbell(hca: &mut Dp<'_>, uar: u32, value: u32, arm: bool) {
+    let eqn = (value >> 24) as u8;
+    let ci = value & COUNTER_MASK;
+    let Some(eq) = hca.events.eqs.get_mut(eqn) else {
+        hca.trace(format_args!("EQ doorbell for unknown EQ {eqn}: ignored"));
+        return;
+    };
+    if eq.uar != uar {
+        let want = eq.uar;
+        hca.trace(format_args!(
+            "EQ {eqn} doorbell through UAR {uar}, its uar_page is {want}: ignored"
+        ));
+        return;
+    }
+    // The new consumer index may not pass the producer (model choice, see the module doc).
+    let advance = ci.wrapping_sub(eq.cons) & COUNTER_MASK;
+    if advance > eq.used() {
+        eq.bad_doorbells = eq.bad_doorbells.wrapping_add(1);
+        let (cons, prod) = (eq.cons, eq.prod);
+        hca.trace(format_args!(
+            "EQ {eqn} doorbell ci {ci:#x} past the producer {prod:#x} (consumer {cons:#x}): ignored"
+        ));
+        return;
+    }
+    eq.cons = ci;
+    eq.irq_pending = false;
+    if arm {
+        eq.arms = eq.arms.wrapping_add(1);
+        if eq.used() != 0 {
+            // Unconsumed EQEs: the armed EQ fires at once.
+            eq.irq_pending = true;
+            eq.armed = false;
+        } else {
+            eq.armed = true;
+        }
+    }
+    hca.events.update_intx();
 }
 
 #[cfg(test)]
