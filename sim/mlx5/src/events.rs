@@ -27,11 +27,7 @@ impl Events {
 
     /// The INTx line follows the EQs: raised while one has an interrupt pending.
     pub(crate) fn update_intx(&mut self) {
-        if self.eqs.irq_pending() {
-            self.intx.raise();
-        } else {
-            self.intx.lower();
-        }
+        crate::objects::eq::update_intx(&self.eqs, &mut self.intx);
     }
 }
 

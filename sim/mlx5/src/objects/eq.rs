@@ -28,7 +28,7 @@ use crate::control::caps::Caps;
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
 use crate::control::syndrome;
-use crate::events::Events;
+use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::eq::state;
@@ -180,11 +180,21 @@ impl EqTable {
     }
 }
 
+/// The INTx line follows the EQs: raised while one has an interrupt pending.
+pub(crate) fn update_intx(eqs: &EqTable, intx: &mut Intx) {
+    if eqs.irq_pending() {
+        intx.raise();
+    } else {
+        intx.lower();
+    }
+}
+
 /// CREATE_EQ (0x301).
 pub(crate) fn cmd_create_eq(
     caps: &Caps,
     objects: &mut Objects,
-    events: &mut Events,
+    eqs: &mut EqTable,
+    _intx: &mut Intx,
     mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     out: &mut [u8],
@@ -257,12 +267,12 @@ pub(crate) fn cmd_create_eq(
     let limit = 1u32 << caps.general(cmd_hca_cap::LOG_MAX_EQ);
     let Some(eqn) = (FIRST_EQN..FIRST_EQN + limit)
         .filter_map(|n| u8::try_from(n).ok())
-        .find(|n| !events.eqs.eqs.contains_key(n))
+        .find(|n| !eqs.eqs.contains_key(n))
     else {
         return fail(cmd_status::LIM_ERR, syndrome::EQ_EXHAUSTED);
     };
     eq.eqn = eqn;
-    events.eqs.eqs.insert(eqn, eq);
+    eqs.eqs.insert(eqn, eq);
     put(out, create_eq_out::EQ_NUMBER, eqn.into());
     Ok(())
 }
@@ -275,21 +285,22 @@ fn eqn_of(input: &[u8], f: mlx5_prm::Field) -> u8 {
 pub(crate) fn cmd_destroy_eq(
     _caps: &Caps,
     objects: &mut Objects,
-    events: &mut Events,
+    eqs: &mut EqTable,
+    intx: &mut Intx,
     _mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     _out: &mut [u8],
 ) -> CmdResult {
     let eqn = eqn_of(input, destroy_eq_in::EQ_NUMBER);
-    if !events.eqs.eqs.contains_key(&eqn) {
+    if !eqs.eqs.contains_key(&eqn) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     }
     // Refused while a CQ sends its completion events here (`cqc.c_eqn`): see `control::syndrome`.
     if objects.cqs.uses_eq(eqn.into()) {
         return fail(cmd_status::RES_BUSY, syndrome::EQ_BUSY);
     }
-    events.eqs.eqs.remove(&eqn);
-    events.update_intx();
+    eqs.eqs.remove(&eqn);
+    update_intx(eqs, intx);
     Ok(())
 }
 
@@ -297,13 +308,14 @@ pub(crate) fn cmd_destroy_eq(
 pub(crate) fn cmd_query_eq(
     _caps: &Caps,
     _objects: &mut Objects,
-    events: &mut Events,
+    eqs: &mut EqTable,
+    _intx: &mut Intx,
     _mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     out: &mut [u8],
 ) -> CmdResult {
     let eqn = eqn_of(input, query_eq_in::EQ_NUMBER);
-    let Some(eq) = events.eqs.get(eqn) else {
+    let Some(eq) = eqs.get(eqn) else {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     };
     let at = query_eq_out::EQ_CONTEXT_ENTRY.byte_offset();

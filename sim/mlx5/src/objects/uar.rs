@@ -35,8 +35,9 @@ use std::sync::Arc;
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
 use crate::control::syndrome;
-use crate::events::Events;
+use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
+use crate::objects::eq::EqTable;
 use crate::objects::Objects;
 use mlx5_prm::{alloc_uar_out, cmd_status, dealloc_uar_in};
 
@@ -253,7 +254,8 @@ pub(crate) fn cmd_alloc_uar(
 pub(crate) fn cmd_dealloc_uar(
     _caps: &Caps,
     objects: &mut Objects,
-    events: &mut Events,
+    eqs: &mut EqTable,
+    _intx: &mut Intx,
     _mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     _out: &mut [u8],
@@ -263,7 +265,7 @@ pub(crate) fn cmd_dealloc_uar(
         return fail(cmd_status::BAD_RES_ERR, syndrome::UAR_UNKNOWN);
     }
     // Refused while an EQ, CQ or QP context names the page (`uar_page`): see `control::syndrome`.
-    if events.eqs.uses_uar(idx) {
+    if eqs.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY);
     }
     if objects.cqs.uses_uar(idx) {
