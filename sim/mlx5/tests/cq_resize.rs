@@ -9,7 +9,8 @@ mod raw;
 
 use dp::*;
 use mlx5_prm::*;
-use mlx5_sim::objects::cq::{post_cqe, syndrome as cqs, Cqe as SimCqe};
+use mlx5_sim::datapath::cq::post_cqe;
+use mlx5_sim::objects::cq::{syndrome as cqs, Cqe as SimCqe};
 use mlx5_sim::InProcHca;
 use raw::{input, set};
 

@@ -15,6 +15,9 @@
 //! An error CQE moves the QP to ERR, and every outstanding or later WQE of both queues
 //! completes with WR_FLUSH_ERR.
 
+pub mod cq;
+pub mod doorbell;
+pub mod mw;
 pub mod rc;
 pub mod umr;
 pub mod wqe;
@@ -28,9 +31,10 @@ use mlx5_prm::{cmd_hca_cap, cqe, event, event_queue_type, qp, qp_events, uar};
 use std::sync::Arc;
 
 use crate::control::Control;
+use crate::datapath::cq::post_cqe;
 use crate::datapath::wqe::{RecvWqe, SendWqe, MAX_WQE_BYTES};
 use crate::memory::GuestMemory;
-use crate::objects::cq::{post_cqe, Cqe};
+use crate::objects::cq::Cqe;
 use crate::objects::mr::{MrFault, Resolved};
 use crate::objects::qp::{read_dbr, read_dbr_in, Qp};
 use rc::{SlotKind, WrSlot};
@@ -378,7 +382,7 @@ fn sq_post_in(hca: &mut Dp<'_>, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                     0,
                 );
                 c.set_user_index(uidx);
-                crate::objects::cq::post_cqe_inline(hca, cqn, &c, now);
+                crate::datapath::cq::post_cqe_inline(hca, cqn, &c, now);
             }
             if next == pi {
                 // The last WQE announced: the next turn of the loop would stop here too (it

@@ -168,7 +168,7 @@ fn check_key(m: Option<&Mkey>, key: u32, flags: u8) -> Result<(), UmrErr> {
 }
 
 /// Executes the UMR WQE `raw` (ctrl segment first, `ds * 16` bytes) posted on QP `qpn`: a
-/// window operation ([`crate::objects::mw::execute`]) when the key it names is a memory window, else a
+/// window operation ([`crate::datapath::mw::execute`]) when the key it names is a memory window, else a
 /// key update. `Ok` completes it successfully; `Err((cqe syndrome, vendor syndrome))` is an
 /// error CQE.
 ///
@@ -194,7 +194,7 @@ pub(crate) fn execute(
     let index = mkey::index(be32(raw, wqe::ctrl_seg::IMM));
     let m = hca.objects.mkeys.keys.get_mut(&index);
     if m.as_deref().is_some_and(crate::objects::mw::is_window) {
-        return crate::objects::mw::execute(hca, qpn, raw);
+        return crate::datapath::mw::execute(hca, qpn, raw);
     }
     if !fre {
         return Err((cqe::syndrome::LOCAL_QP_OP_ERR, umr_vendor::NOT_FRE));

@@ -108,7 +108,7 @@ fn run(hca: &Mutex<Hca>, work: Work) {
             offset,
             bytes,
             len,
-        } => crate::objects::uar::bar_write(
+        } => crate::datapath::doorbell::bar_write(
             &mut lock(hca).dp(),
             page,
             offset,
@@ -355,7 +355,8 @@ impl Bar0 {
 }
 
 impl Bar0 {
-    /// A write into a UAR page: the bytes in address order go to [`crate::objects::uar::bar_write`].
+    /// A write into a UAR page: the bytes in address order go to
+    /// [`crate::datapath::doorbell::bar_write`].
     fn uar_write(&mut self, offset: u64, value: u64, size: u32) {
         if let Some(exec) = &self.exec {
             uar_write(exec, offset, value, size);
@@ -383,7 +384,7 @@ pub(crate) fn uar_write(exec: &Executor, offset: u64, value: u64, size: u32) {
     if exec.inline {
         // What `submit` would run, without packing the write into a `Work` first (a doorbell
         // is the datapath's most frequent device entry).
-        return crate::objects::uar::bar_write(
+        return crate::datapath::doorbell::bar_write(
             &mut lock(&exec.hca).dp(),
             page,
             offset,

@@ -6,8 +6,9 @@ use crate::control::result::CmdResult;
 use crate::control::syndrome;
 use crate::control::Control;
 use crate::datapath::Dp;
-use crate::events::Events;
+use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
+use crate::objects::eq::EqTable;
 use crate::objects::Objects;
 use crate::objects::{cq, mr, qp};
 use crate::wire::Port;
@@ -66,7 +67,8 @@ impl Hca {
             Handler::Queues(h) => h(
                 &self.control.caps,
                 &mut self.objects,
-                &mut self.events,
+                &mut self.events.eqs,
+                &mut self.events.intx,
                 &self.mem,
                 input,
                 output,
@@ -93,10 +95,17 @@ impl Hca {
 type PlainHandler = fn(&mut Hca, &[u8], &mut [u8]) -> CmdResult;
 /// An object command: the capabilities it checks against and the object tables, nothing else.
 type ObjectsHandler = fn(&Caps, &mut Objects, &[u8], &mut [u8]) -> CmdResult;
-/// A queue command (EQ, CQ, UAR release): the capabilities, the object tables, the EQs and
-/// guest memory (the queues' buffers).
-type QueuesHandler =
-    fn(&Caps, &mut Objects, &mut Events, &Arc<dyn GuestMemory>, &[u8], &mut [u8]) -> CmdResult;
+/// A queue command (EQ, CQ, UAR release): the capabilities, the object tables, the EQs, the
+/// INTx line they raise and guest memory (the queues' buffers).
+type QueuesHandler = fn(
+    &Caps,
+    &mut Objects,
+    &mut EqTable,
+    &mut Intx,
+    &Arc<dyn GuestMemory>,
+    &[u8],
+    &mut [u8],
+) -> CmdResult;
 /// A port command (vport state, counters, the GID table): the capabilities, the object tables
 /// and the port.
 type PortHandler = fn(&Caps, &mut Objects, &mut Port, &[u8], &mut [u8]) -> CmdResult;

@@ -1,5 +1,5 @@
-//! Event queues: CREATE/DESTROY/QUERY_EQ, EQE posting with the owner bit, the EQ doorbells and
-//! INTx.
+//! Event queues: CREATE/DESTROY/QUERY_EQ and the EQ state. EQE posting with the owner bit and
+//! INTx are in the event sink (`events.rs`), the EQ doorbells in [`crate::datapath::doorbell`].
 //!
 //! The EQ buffer is `64 << log_eq_size` bytes at `page_offset` in the pages listed by `pas`
 //! (8-byte big-endian bus addresses, one per `4096 << log_page_size` bytes: log_page_size is
@@ -28,14 +28,13 @@ use crate::control::caps::Caps;
 use crate::control::result::CmdResult;
 use crate::control::result::{fail, get, put};
 use crate::control::syndrome;
-use crate::datapath::Dp;
-use crate::events::{Events, Sink};
+use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
 use crate::objects::Objects;
 use mlx5_prm::eq::state;
 use mlx5_prm::{
-    cmd_hca_cap, cmd_status, create_eq_in, create_eq_out, destroy_eq_in, eqc, eqe, health,
-    query_eq_in, query_eq_out,
+    cmd_hca_cap, cmd_status, create_eq_in, create_eq_out, destroy_eq_in, eqc, query_eq_in,
+    query_eq_out,
 };
 
 /// First EQ number CREATE_EQ hands out (0 stays unused, so a forgotten EQ number field in a
@@ -46,7 +45,7 @@ pub const EQE_SIZE: u64 = mlx5_prm::eq::EQE_SIZE as u64;
 /// Largest EQ page: 4 KiB << 18 = 1 GiB.
 pub const MAX_LOG_PAGE_SIZE: u32 = 18;
 /// Counters are 24 bits (eqc.consumer_counter / producer_counter, doorbell ci).
-const COUNTER_MASK: u32 = 0xff_ffff;
+pub(crate) const COUNTER_MASK: u32 = 0xff_ffff;
 
 /// One EQ.
 #[derive(Clone, Debug)]
@@ -79,7 +78,7 @@ pub struct Eq {
 }
 
 impl Eq {
-    fn nent(&self) -> u32 {
+    pub(crate) fn nent(&self) -> u32 {
         1 << self.log_size
     }
 
@@ -92,7 +91,7 @@ impl Eq {
     }
 
     /// Bus address of entry `index` (< nent).
-    fn entry_addr(&self, index: u32) -> Option<u64> {
+    pub(crate) fn entry_addr(&self, index: u32) -> Option<u64> {
         let o = self.offset_bytes() + u64::from(index) * EQE_SIZE;
         let page = (o >> self.page_shift()) as usize;
         let base = *self.pas.get(page)?;
@@ -105,7 +104,7 @@ impl Eq {
         self.bitmask[w as usize] & bit != 0
     }
 
-    fn used(&self) -> u32 {
+    pub(crate) fn used(&self) -> u32 {
         self.prod.wrapping_sub(self.cons) & COUNTER_MASK
     }
 
@@ -142,6 +141,16 @@ impl EqTable {
     }
 
     /// EQ `eqn`.
+    pub(crate) fn get_mut(&mut self, eqn: u8) -> Option<&mut Eq> {
+        self.eqs.get_mut(&eqn)
+    }
+
+    /// Every EQ, by number.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Eq> {
+        self.eqs.values()
+    }
+
+    /// The EQ with this number.
     pub fn get(&self, eqn: u8) -> Option<&Eq> {
         self.eqs.get(&eqn)
     }
@@ -166,16 +175,17 @@ impl EqTable {
         self.eqs.values().any(|e| e.uar == uar)
     }
 
-    fn irq_pending(&self) -> bool {
+    pub(crate) fn irq_pending(&self) -> bool {
         self.eqs.values().any(|e| e.irq_pending)
     }
 }
 
-fn update_intx(events: &mut Events) {
-    if events.eqs.irq_pending() {
-        events.intx.raise();
+/// The INTx line follows the EQs: raised while one has an interrupt pending.
+pub(crate) fn update_intx(eqs: &EqTable, intx: &mut Intx) {
+    if eqs.irq_pending() {
+        intx.raise();
     } else {
-        events.intx.lower();
+        intx.lower();
     }
 }
 
@@ -183,7 +193,8 @@ fn update_intx(events: &mut Events) {
 pub(crate) fn cmd_create_eq(
     caps: &Caps,
     objects: &mut Objects,
-    events: &mut Events,
+    eqs: &mut EqTable,
+    _intx: &mut Intx,
     mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     out: &mut [u8],
@@ -256,12 +267,12 @@ pub(crate) fn cmd_create_eq(
     let limit = 1u32 << caps.general(cmd_hca_cap::LOG_MAX_EQ);
     let Some(eqn) = (FIRST_EQN..FIRST_EQN + limit)
         .filter_map(|n| u8::try_from(n).ok())
-        .find(|n| !events.eqs.eqs.contains_key(n))
+        .find(|n| !eqs.eqs.contains_key(n))
     else {
         return fail(cmd_status::LIM_ERR, syndrome::EQ_EXHAUSTED);
     };
     eq.eqn = eqn;
-    events.eqs.eqs.insert(eqn, eq);
+    eqs.eqs.insert(eqn, eq);
     put(out, create_eq_out::EQ_NUMBER, eqn.into());
     Ok(())
 }
@@ -274,21 +285,22 @@ fn eqn_of(input: &[u8], f: mlx5_prm::Field) -> u8 {
 pub(crate) fn cmd_destroy_eq(
     _caps: &Caps,
     objects: &mut Objects,
-    events: &mut Events,
+    eqs: &mut EqTable,
+    intx: &mut Intx,
     _mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     _out: &mut [u8],
 ) -> CmdResult {
     let eqn = eqn_of(input, destroy_eq_in::EQ_NUMBER);
-    if !events.eqs.eqs.contains_key(&eqn) {
+    if !eqs.eqs.contains_key(&eqn) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     }
     // Refused while a CQ sends its completion events here (`cqc.c_eqn`): see `control::syndrome`.
     if objects.cqs.uses_eq(eqn.into()) {
         return fail(cmd_status::RES_BUSY, syndrome::EQ_BUSY);
     }
-    events.eqs.eqs.remove(&eqn);
-    update_intx(events);
+    eqs.eqs.remove(&eqn);
+    update_intx(eqs, intx);
     Ok(())
 }
 
@@ -296,13 +308,14 @@ pub(crate) fn cmd_destroy_eq(
 pub(crate) fn cmd_query_eq(
     _caps: &Caps,
     _objects: &mut Objects,
-    events: &mut Events,
+    eqs: &mut EqTable,
+    _intx: &mut Intx,
     _mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     out: &mut [u8],
 ) -> CmdResult {
     let eqn = eqn_of(input, query_eq_in::EQ_NUMBER);
-    let Some(eq) = events.eqs.get(eqn) else {
+    let Some(eq) = eqs.get(eqn) else {
         return fail(cmd_status::BAD_RES_ERR, syndrome::EQ_UNKNOWN);
     };
     let at = query_eq_out::EQ_CONTEXT_ENTRY.byte_offset();
@@ -322,122 +335,4 @@ pub(crate) fn cmd_query_eq(
         let _ = query_eq_out::PAS.elem(i as u32).set64(out, *a);
     }
     Ok(())
-}
-
-/// Writes an EQE regardless of the health state. False if the EQ is missing, full (without
-/// `oi`) or its buffer is not reachable.
-fn write_eqe(sink: &mut Sink, eqn: u32, event_type: u8, sub_type: u8, data: &[u8]) -> bool {
-    let Ok(eqn) = u8::try_from(eqn) else {
-        return false;
-    };
-    let Some(eq) = sink.events.eqs.eqs.get_mut(&eqn) else {
-        return false;
-    };
-    if eq.used() >= eq.nent() && !eq.oi {
-        return false;
-    }
-    let index = eq.prod & (eq.nent() - 1);
-    let Some(addr) = eq.entry_addr(index) else {
-        return false;
-    };
-    let mut e = [0u8; eqe::BYTES];
-    put(&mut e, eqe::EVENT_TYPE, event_type.into());
-    put(&mut e, eqe::EVENT_SUB_TYPE, sub_type.into());
-    let d = eqe::EVENT_DATA.byte_offset();
-    let n = data.len().min(eqe::EVENT_DATA.byte_len());
-    e[d..d + n].copy_from_slice(&data[..n]);
-    let owner = ((eq.prod >> eq.log_size) & 1) as u8;
-    // The body first, the owner byte last: software polls the owner bit.
-    let mem = sink.mem;
-    if mem.write(addr, &e[..eqe::BYTES - 1]).is_err()
-        || mem.write(addr + eqe::BYTES as u64 - 1, &[owner]).is_err()
-    {
-        return false;
-    }
-    eq.prod = (eq.prod + 1) & COUNTER_MASK;
-    if eq.armed || eq.always_armed {
-        eq.armed = false;
-        eq.irq_pending = true;
-        sink.events.intx.raise();
-    }
-    true
-}
-
-/// [`crate::hca::Hca::post_eqe`]: nothing is posted by dead firmware.
-pub(crate) fn post_eqe(
-    sink: &mut Sink,
-    eqn: u32,
-    event_type: u8,
-    sub_type: u8,
-    data: &[u8],
-) -> bool {
-    if sink.control.dead() {
-        return false;
-    }
-    write_eqe(sink, eqn, event_type, sub_type, data)
-}
-
-/// [`crate::hca::Hca::post_async_event`].
-pub(crate) fn post_async_event(sink: &mut Sink, event_type: u8, sub_type: u8, data: &[u8]) {
-    let targets: Vec<u8> = sink
-        .events
-        .eqs
-        .eqs
-        .values()
-        .filter(|e| e.wants(event_type))
-        .map(|e| e.eqn)
-        .collect();
-    for eqn in targets {
-        if !write_eqe(sink, eqn.into(), event_type, sub_type, data)
-            && sink.control.health.fatal().is_none()
-        {
-            // An async EQ that cannot take the event has overrun: fatal firmware error.
-            let synd = health::syndrome::ASYNCHRONOUS_EQ_BUF_OVERRUN;
-            sink.control.health.set_fatal(synd, 0);
-            sink.control.faults.fatal_health = Some(synd);
-            sink.trace(format_args!(
-                "EQ {eqn} overrun posting event {event_type:#x}: fatal"
-            ));
-        }
-    }
-}
-
-/// An EQ doorbell written through UAR `uar`: `value` = `(ci & 0xffffff) | eqn << 24`.
-pub(crate) fn doorbell(hca: &mut Dp<'_>, uar: u32, value: u32, arm: bool) {
-    let eqn = (value >> 24) as u8;
-    let ci = value & COUNTER_MASK;
-    let Some(eq) = hca.events.eqs.eqs.get_mut(&eqn) else {
-        hca.trace(format_args!("EQ doorbell for unknown EQ {eqn}: ignored"));
-        return;
-    };
-    if eq.uar != uar {
-        let want = eq.uar;
-        hca.trace(format_args!(
-            "EQ {eqn} doorbell through UAR {uar}, its uar_page is {want}: ignored"
-        ));
-        return;
-    }
-    // The new consumer index may not pass the producer (model choice, see the module doc).
-    let advance = ci.wrapping_sub(eq.cons) & COUNTER_MASK;
-    if advance > eq.used() {
-        eq.bad_doorbells = eq.bad_doorbells.wrapping_add(1);
-        let (cons, prod) = (eq.cons, eq.prod);
-        hca.trace(format_args!(
-            "EQ {eqn} doorbell ci {ci:#x} past the producer {prod:#x} (consumer {cons:#x}): ignored"
-        ));
-        return;
-    }
-    eq.cons = ci;
-    eq.irq_pending = false;
-    if arm {
-        eq.arms = eq.arms.wrapping_add(1);
-        if eq.used() != 0 {
-            // Unconsumed EQEs: the armed EQ fires at once.
-            eq.irq_pending = true;
-            eq.armed = false;
-        } else {
-            eq.armed = true;
-        }
-    }
-    update_intx(hca.events);
 }

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use crate::control::caps::Caps;
 use crate::control::result::{err, field as get, CmdResult};
-use crate::events::Events;
+use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
+use crate::objects::eq::EqTable;
 use crate::objects::mr::{PagedBuffer, PasError};
 use crate::objects::Objects;
 
@@ -20,7 +21,8 @@ use super::{syndrome, Arm, Cq, Cqe, INDEX_MASK};
 pub(crate) fn create_cq(
     caps: &Caps,
     objects: &mut Objects,
-    events: &mut Events,
+    eqs: &mut EqTable,
+    _intx: &mut Intx,
     _mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     output: &mut [u8],
@@ -51,7 +53,7 @@ pub(crate) fn create_cq(
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_UAR));
     }
     let eqn = get(cqc::C_EQN_OR_APU_ELEMENT, ctx);
-    if !u8::try_from(eqn).is_ok_and(|n| events.eqs.get(n).is_some()) {
+    if !u8::try_from(eqn).is_ok_and(|n| eqs.get(n).is_some()) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_EQN));
     }
     let dbr_addr = cqc::DBR_ADDR.get64(ctx).unwrap_or(0);
@@ -108,7 +110,8 @@ pub(crate) fn create_cq(
 pub(crate) fn destroy_cq(
     _caps: &Caps,
     objects: &mut Objects,
-    _events: &mut Events,
+    _eqs: &mut EqTable,
+    _intx: &mut Intx,
     _mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     _output: &mut [u8],
@@ -133,7 +136,8 @@ pub(crate) fn destroy_cq(
 pub(crate) fn modify_cq(
     caps: &Caps,
     objects: &mut Objects,
-    _events: &mut Events,
+    _eqs: &mut EqTable,
+    _intx: &mut Intx,
     mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     _output: &mut [u8],
@@ -245,7 +249,8 @@ pub(crate) fn modify_cq(
 pub(crate) fn query_cq(
     _caps: &Caps,
     objects: &mut Objects,
-    _events: &mut Events,
+    _eqs: &mut EqTable,
+    _intx: &mut Intx,
     mem: &Arc<dyn GuestMemory>,
     input: &[u8],
     output: &mut [u8],

@@ -33,10 +33,8 @@ mod commands;
 mod entry;
 mod ring;
 
-use mlx5_prm::{comp_event, cq_error, cq_error_syndrome, cqc, event};
+use mlx5_prm::{cq_error_syndrome, cqc};
 
-use crate::datapath::Dp;
-use crate::events::Sink;
 use crate::objects::mr::PagedBuffer;
 
 pub(crate) use commands::{create_cq, destroy_cq, modify_cq, query_cq};
@@ -95,7 +93,7 @@ pub const CORRUPT_CQE_OPCODE: u8 = 0x7;
 /// What the corrupt-CQE fault writes as syndrome and vendor syndrome.
 pub const CORRUPT_CQE_SYNDROME: u8 = 0xee;
 
-const INDEX_MASK: u32 = 0xff_ffff;
+pub(crate) const INDEX_MASK: u32 = 0xff_ffff;
 
 /// Arm state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,11 +261,14 @@ impl CqTable {
     }
 
     /// The CQ with this number.
+    #[inline]
     pub fn get(&self, cqn: u32) -> Option<&Cq> {
         self.cqs.get(&cqn)
     }
 
-    /// The CQ with this number, mutably.
+    /// The CQ with this number, mutably (every CQE write looks its CQ up here, from the data
+    /// path: inlined there, as when the write was in this module).
+    #[inline]
     pub fn get_mut(&mut self, cqn: u32) -> Option<&mut Cq> {
         self.cqs.get_mut(&cqn)
     }
@@ -324,94 +325,4 @@ impl CqTable {
             }
         }
     }
-}
-
-/// Posts the event a CQE write produced.
-fn post_event(sink: &mut Sink, cqn: u32, ev: CqEvent) {
-    match ev {
-        CqEvent::None => {}
-        CqEvent::Completion { eqn } => {
-            let mut data = [0u8; comp_event::BYTES];
-            let _ = comp_event::CQ_NUMBER.set(&mut data, cqn);
-            if !sink.post_eqe(eqn, event::COMP, 0, &data) {
-                sink.trace(format_args!(
-                    "CQ {cqn:#x}: completion event lost, EQ {eqn:#x} full or gone"
-                ));
-            }
-        }
-        CqEvent::Error { syndrome } => {
-            let mut data = [0u8; cq_error::BYTES];
-            let _ = cq_error::CQN.set(&mut data, cqn);
-            let _ = cq_error::SYNDROME.set(&mut data, syndrome as u32);
-            sink.trace(format_args!(
-                "CQ {cqn:#x}: CQ error, syndrome {syndrome:#x}"
-            ));
-            sink.post_async_event(event::CQ_ERROR, 0, &data);
-        }
-    }
-}
-
-/// Writes a CQE to CQ `cqn`, applying the data-plane fault switches, and posts the resulting
-/// completion or CQ-error event. Returns false if the CQ does not exist or is in error.
-pub fn post_cqe(hca: &mut Dp<'_>, cqn: u32, c: &Cqe) -> bool {
-    let (cqs, mut sink) = hca.cqs_and_sink();
-    post_cqe_to(cqs, &mut sink, cqn, c)
-}
-
-/// [`post_cqe`] on the CQ table and the event sink alone.
-pub(crate) fn post_cqe_to(cqs: &mut CqTable, sink: &mut Sink, cqn: u32, c: &Cqe) -> bool {
-    let now = sink.mem.version();
-    write_cqe(cqs, sink, cqn, c, now)
-}
-
-/// [`post_cqe`], inlined into a caller whose every completion goes through it (a UMR's),
-/// with the memory's version read already (`now`, [`crate::memory::GuestMemory::version`],
-/// for the doorbell the CQE belongs to).
-#[inline(always)]
-pub(crate) fn post_cqe_inline(hca: &mut Dp<'_>, cqn: u32, c: &Cqe, now: u64) -> bool {
-    let (cqs, mut sink) = hca.cqs_and_sink();
-    write_cqe(cqs, &mut sink, cqn, c, now)
-}
-
-/// [`post_cqe`] on the CQ table and the event sink alone (the data path holds the rest).
-#[inline(always)]
-pub(crate) fn write_cqe(cqs: &mut CqTable, sink: &mut Sink, cqn: u32, c: &Cqe, now: u64) -> bool {
-    let f = {
-        let faults = &mut sink.control.faults;
-        let f = CqeFaults {
-            stuck_owner: faults.stuck_cq_owner == Some(cqn),
-            corrupt: faults.corrupt_next_cqe,
-            duplicate: faults.duplicate_next_cqe,
-        };
-        faults.corrupt_next_cqe = false;
-        faults.duplicate_next_cqe = false;
-        f
-    };
-    let Some(cq) = cqs.cqs.get_mut(&cqn) else {
-        return false;
-    };
-    if cq.in_error {
-        return false;
-    }
-    let ev = cq.write_at(sink.mem, now, c, f);
-    if ev == CqEvent::None {
-        return true;
-    }
-    let ok = !matches!(ev, CqEvent::Error { .. });
-    post_event(sink, cqn, ev);
-    ok
-}
-
-/// The CQ arm doorbell (UAR offset 0x20): `value = (sn << 28 | cmd | ci) << 32 | cqn`.
-pub fn arm_doorbell(hca: &mut Dp<'_>, value: u64) {
-    let cqn = (value as u32) & INDEX_MASK;
-    let hi = (value >> 32) as u32;
-    let Some(cq) = hca.objects.cqs.cqs.get_mut(&cqn) else {
-        hca.trace_note(format_args!(
-            "CQ arm doorbell for unknown CQ {cqn:#x} ignored"
-        ));
-        return;
-    };
-    let ev = cq.arm(hi);
-    post_event(&mut hca.sink(), cqn, ev);
 }

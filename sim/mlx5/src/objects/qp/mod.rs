@@ -153,6 +153,7 @@ struct TypeOps {
 }
 
 pub mod rc;
+pub(crate) mod wr;
 
 /// Where a connected QP's packets go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,7 +227,7 @@ pub struct Qp {
     /// SQ WQEBB counter of the next WQE to execute.
     pub(crate) sq_next: u16,
     /// Send WQEs taken from the SQ and not completed yet, in SQ order.
-    pub(crate) wrs: VecDeque<crate::datapath::rc::WrSlot>,
+    pub(crate) wrs: VecDeque<wr::WrSlot>,
     /// The next work request handle.
     pub(crate) next_wr: u64,
     /// A local error waits for earlier WQEs to complete: take nothing more from the SQ.
