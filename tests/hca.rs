@@ -75,6 +75,22 @@ fn hca_sim_under_tcg_is_refused_with_a_reason() {
 
 /// `cargo run`'s default under KVM: the emulated HCA and the RDMA app, which checks every
 /// opcode and error case, prints the perftest-style table, and exits 0.
+/// The README's example application: one RDMA WRITE between two loopback QPs, read back.
+#[test]
+fn readme_example_app_writes_and_reads_back() {
+    if !kvm_or_skip("readme_example_app_writes_and_reads_back") {
+        return;
+    }
+    let r = run(&hca_opts(Machine::Q35, "hello-rdma"))
+        .unwrap_or_else(|e| panic!("could not boot: {e}"));
+    let out = &r.output;
+    assert_eq!(r.verdict, Verdict::Exited(0), "{out}");
+    assert!(
+        out.lines().any(|l| l == "hello-rdma: Ok(true)"),
+        "no `hello-rdma: Ok(true)` line:\n{out}"
+    );
+}
+
 #[test]
 fn default_run_is_the_rdma_app_and_it_passes() {
     if !kvm_or_skip("default_run_is_the_rdma_app_and_it_passes") {
