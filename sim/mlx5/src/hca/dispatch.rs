@@ -140,7 +140,7 @@ struct Spec {
     handler: Handler,
 }
 
-const fn fixed(inb: usize, outb: usize, states: u8, h: PlainHandler) -> Spec {
+const fn fixed(inb: usize, outb: usize, states: u8, handler: Handler) -> Spec {
     Spec {
         in_min: inb,
         in_max: Some(inb),
@@ -148,63 +148,14 @@ const fn fixed(inb: usize, outb: usize, states: u8, h: PlainHandler) -> Spec {
         op_mod_any: false,
         states,
         boot_pages: false,
-        handler: Handler::Plain(h),
+        handler,
     }
 }
 
-const fn var(inb: usize, outb: usize, states: u8, h: PlainHandler) -> Spec {
+const fn var(inb: usize, outb: usize, states: u8, handler: Handler) -> Spec {
     Spec {
         in_max: None,
-        ..fixed(inb, outb, states, h)
-    }
-}
-
-const fn objects_fixed(inb: usize, outb: usize, states: u8, h: ObjectsHandler) -> Spec {
-    Spec {
-        handler: Handler::Objects(h),
-        ..fixed(inb, outb, states, Hca::nop)
-    }
-}
-
-const fn objects_var(inb: usize, outb: usize, states: u8, h: ObjectsHandler) -> Spec {
-    Spec {
-        handler: Handler::Objects(h),
-        ..var(inb, outb, states, Hca::nop)
-    }
-}
-
-const fn queues_fixed(inb: usize, outb: usize, states: u8, h: QueuesHandler) -> Spec {
-    Spec {
-        handler: Handler::Queues(h),
-        ..fixed(inb, outb, states, Hca::nop)
-    }
-}
-
-const fn queues_var(inb: usize, outb: usize, states: u8, h: QueuesHandler) -> Spec {
-    Spec {
-        handler: Handler::Queues(h),
-        ..var(inb, outb, states, Hca::nop)
-    }
-}
-
-const fn port_fixed(inb: usize, outb: usize, states: u8, h: PortHandler) -> Spec {
-    Spec {
-        handler: Handler::Port(h),
-        ..fixed(inb, outb, states, Hca::nop)
-    }
-}
-
-const fn pages_fixed(inb: usize, outb: usize, states: u8, h: PagesHandler) -> Spec {
-    Spec {
-        handler: Handler::Pages(h),
-        ..fixed(inb, outb, states, Hca::nop)
-    }
-}
-
-const fn pages_var(inb: usize, outb: usize, states: u8, h: PagesHandler) -> Spec {
-    Spec {
-        handler: Handler::Pages(h),
-        ..var(inb, outb, states, Hca::nop)
+        ..fixed(inb, outb, states, handler)
     }
 }
 
@@ -249,45 +200,45 @@ fn spec(opcode: u16) -> Option<Spec> {
             enable_hca_in::BYTES,
             enable_hca_out::BYTES,
             S_DISABLED,
-            Hca::enable_hca,
+            Handler::Plain(Hca::enable_hca),
         ),
         opcode::DISABLE_HCA => fixed(
             disable_hca_in::BYTES,
             disable_hca_out::BYTES,
             S_ENABLED | S_TORN,
-            Hca::disable_hca,
+            Handler::Plain(Hca::disable_hca),
         ),
         opcode::QUERY_ISSI => fixed(
             query_issi_in::BYTES,
             query_issi_out::BYTES,
             S_UP,
-            Hca::query_issi,
+            Handler::Plain(Hca::query_issi),
         ),
         opcode::SET_ISSI => fixed(
             set_issi_in::BYTES,
             set_issi_out::BYTES,
             S_ENABLED,
-            Hca::set_issi,
+            Handler::Plain(Hca::set_issi),
         ),
-        opcode::QUERY_PAGES => pages_fixed(
+        opcode::QUERY_PAGES => fixed(
             query_pages_in::BYTES,
             query_pages_out::BYTES,
             S_UP,
-            crate::control::pages::cmd_query_pages,
+            Handler::Pages(crate::control::pages::cmd_query_pages),
         )
         .op_mod(),
-        opcode::MANAGE_PAGES => pages_var(
+        opcode::MANAGE_PAGES => var(
             manage_pages_in::BYTES,
             manage_pages_out::BYTES,
             S_UP,
-            crate::control::pages::cmd_manage_pages,
+            Handler::Pages(crate::control::pages::cmd_manage_pages),
         )
         .op_mod(),
         opcode::QUERY_HCA_CAP => fixed(
             query_hca_cap_in::BYTES,
             query_hca_cap_out::BYTES,
             S_ENABLED | S_INIT,
-            Hca::query_hca_cap,
+            Handler::Plain(Hca::query_hca_cap),
         )
         .op_mod()
         .boot(),
@@ -295,7 +246,7 @@ fn spec(opcode: u16) -> Option<Spec> {
             set_hca_cap_in::BYTES,
             set_hca_cap_out::BYTES,
             S_ENABLED,
-            Hca::set_hca_cap,
+            Handler::Plain(Hca::set_hca_cap),
         )
         .op_mod()
         .boot(),
@@ -303,7 +254,7 @@ fn spec(opcode: u16) -> Option<Spec> {
             access_register_in::BYTES,
             access_register_out::BYTES,
             S_ENABLED | S_INIT,
-            Hca::access_register,
+            Handler::Plain(Hca::access_register),
         )
         .op_mod()
         .boot(),
@@ -311,200 +262,205 @@ fn spec(opcode: u16) -> Option<Spec> {
             init_hca_in::BYTES,
             init_hca_out::BYTES,
             S_ENABLED,
-            Hca::init_hca,
+            Handler::Plain(Hca::init_hca),
         )
         .max_in(LINUX_INIT_HCA_IN),
         opcode::TEARDOWN_HCA => fixed(
             teardown_hca_in::BYTES,
             teardown_hca_out::BYTES,
             S_INIT,
-            Hca::teardown_hca,
+            Handler::Plain(Hca::teardown_hca),
         ),
         opcode::QUERY_ADAPTER => fixed(
             query_adapter_in::BYTES,
             query_adapter_out::BYTES,
             S_ENABLED | S_INIT,
-            Hca::query_adapter,
+            Handler::Plain(Hca::query_adapter),
         )
         .boot(),
         opcode::SET_DRIVER_VERSION => fixed(
             set_driver_version_in::BYTES,
             set_driver_version_out::BYTES,
             S_ENABLED | S_INIT,
-            Hca::set_driver_version,
+            Handler::Plain(Hca::set_driver_version),
         )
         .boot(),
-        opcode::NOP => fixed(nop_in::BYTES, nop_out::BYTES, S_UP, Hca::nop),
-        opcode::ALLOC_UAR => objects_fixed(
+        opcode::NOP => fixed(
+            nop_in::BYTES,
+            nop_out::BYTES,
+            S_UP,
+            Handler::Plain(Hca::nop),
+        ),
+        opcode::ALLOC_UAR => fixed(
             alloc_uar_in::BYTES,
             alloc_uar_out::BYTES,
             S_INIT,
-            uar::cmd_alloc_uar,
+            Handler::Objects(uar::cmd_alloc_uar),
         ),
-        opcode::DEALLOC_UAR => queues_fixed(
+        opcode::DEALLOC_UAR => fixed(
             dealloc_uar_in::BYTES,
             dealloc_uar_out::BYTES,
             S_INIT,
-            uar::cmd_dealloc_uar,
+            Handler::Queues(uar::cmd_dealloc_uar),
         ),
-        opcode::ALLOC_PD => objects_fixed(
+        opcode::ALLOC_PD => fixed(
             alloc_pd_in::BYTES,
             alloc_pd_out::BYTES,
             S_INIT,
-            pd::cmd_alloc_pd,
+            Handler::Objects(pd::cmd_alloc_pd),
         ),
-        opcode::DEALLOC_PD => objects_fixed(
+        opcode::DEALLOC_PD => fixed(
             dealloc_pd_in::BYTES,
             dealloc_pd_out::BYTES,
             S_INIT,
-            pd::cmd_dealloc_pd,
+            Handler::Objects(pd::cmd_dealloc_pd),
         ),
-        opcode::ALLOC_TRANSPORT_DOMAIN => objects_fixed(
+        opcode::ALLOC_TRANSPORT_DOMAIN => fixed(
             alloc_transport_domain_in::BYTES,
             alloc_transport_domain_out::BYTES,
             S_INIT,
-            pd::cmd_alloc_td,
+            Handler::Objects(pd::cmd_alloc_td),
         ),
-        opcode::DEALLOC_TRANSPORT_DOMAIN => objects_fixed(
+        opcode::DEALLOC_TRANSPORT_DOMAIN => fixed(
             dealloc_transport_domain_in::BYTES,
             dealloc_transport_domain_out::BYTES,
             S_INIT,
-            pd::cmd_dealloc_td,
+            Handler::Objects(pd::cmd_dealloc_td),
         ),
-        opcode::QUERY_VPORT_STATE => objects_fixed(
+        opcode::QUERY_VPORT_STATE => fixed(
             query_vport_state_in::BYTES,
             query_vport_state_out::BYTES,
             S_INIT,
-            vport::cmd_query_vport_state,
+            Handler::Objects(vport::cmd_query_vport_state),
         )
         .op_mod(),
-        opcode::QUERY_VPORT_COUNTER => port_fixed(
+        opcode::QUERY_VPORT_COUNTER => fixed(
             query_vport_counter_in::BYTES,
             query_vport_counter_out::BYTES,
             S_INIT,
-            vport::cmd_query_vport_counter,
+            Handler::Port(vport::cmd_query_vport_counter),
         ),
-        opcode::QUERY_Q_COUNTER => port_fixed(
+        opcode::QUERY_Q_COUNTER => fixed(
             query_q_counter_in::BYTES,
             query_q_counter_out::BYTES,
             S_INIT,
-            crate::objects::counter::cmd_query_q_counter,
+            Handler::Port(crate::objects::counter::cmd_query_q_counter),
         ),
-        opcode::ALLOC_Q_COUNTER => objects_fixed(
+        opcode::ALLOC_Q_COUNTER => fixed(
             alloc_q_counter_in::BYTES,
             alloc_q_counter_out::BYTES,
             S_INIT,
-            crate::objects::counter::cmd_alloc_q_counter,
+            Handler::Objects(crate::objects::counter::cmd_alloc_q_counter),
         ),
-        opcode::DEALLOC_Q_COUNTER => objects_fixed(
+        opcode::DEALLOC_Q_COUNTER => fixed(
             dealloc_q_counter_in::BYTES,
             dealloc_q_counter_out::BYTES,
             S_INIT,
-            crate::objects::counter::cmd_dealloc_q_counter,
+            Handler::Objects(crate::objects::counter::cmd_dealloc_q_counter),
         ),
-        opcode::QUERY_NIC_VPORT_CONTEXT => objects_fixed(
+        opcode::QUERY_NIC_VPORT_CONTEXT => fixed(
             query_nic_vport_context_in::BYTES,
             query_nic_vport_context_out::BYTES,
             S_INIT,
-            vport::cmd_query_nic_vport_context,
+            Handler::Objects(vport::cmd_query_nic_vport_context),
         ),
-        opcode::MODIFY_NIC_VPORT_CONTEXT => objects_var(
+        opcode::MODIFY_NIC_VPORT_CONTEXT => var(
             modify_nic_vport_context_in::BYTES,
             modify_nic_vport_context_out::BYTES,
             S_INIT,
-            vport::cmd_modify_nic_vport_context,
+            Handler::Objects(vport::cmd_modify_nic_vport_context),
         ),
-        opcode::QUERY_ROCE_ADDRESS => objects_fixed(
+        opcode::QUERY_ROCE_ADDRESS => fixed(
             query_roce_address_in::BYTES,
             query_roce_address_out::BYTES,
             S_INIT,
-            vport::cmd_query_roce_address,
+            Handler::Objects(vport::cmd_query_roce_address),
         ),
-        opcode::SET_ROCE_ADDRESS => port_fixed(
+        opcode::SET_ROCE_ADDRESS => fixed(
             set_roce_address_in::BYTES,
             set_roce_address_out::BYTES,
             S_INIT,
-            vport::cmd_set_roce_address,
+            Handler::Port(vport::cmd_set_roce_address),
         ),
-        opcode::CREATE_EQ => queues_var(
+        opcode::CREATE_EQ => var(
             create_eq_in::BYTES,
             create_eq_out::BYTES,
             S_INIT,
-            eq::cmd_create_eq,
+            Handler::Queues(eq::cmd_create_eq),
         ),
-        opcode::DESTROY_EQ => queues_fixed(
+        opcode::DESTROY_EQ => fixed(
             destroy_eq_in::BYTES,
             destroy_eq_out::BYTES,
             S_INIT,
-            eq::cmd_destroy_eq,
+            Handler::Queues(eq::cmd_destroy_eq),
         ),
-        opcode::QUERY_EQ => queues_fixed(
+        opcode::QUERY_EQ => fixed(
             query_eq_in::BYTES,
             query_eq_out::BYTES,
             S_INIT,
-            eq::cmd_query_eq,
+            Handler::Queues(eq::cmd_query_eq),
         ),
         // Data plane (engineer B).
-        opcode::CREATE_MKEY => objects_var(
+        opcode::CREATE_MKEY => var(
             create_mkey_in::BYTES,
             create_mkey_out::BYTES,
             S_INIT,
-            mr::create_mkey,
+            Handler::Objects(mr::create_mkey),
         ),
-        opcode::DESTROY_MKEY => objects_fixed(
+        opcode::DESTROY_MKEY => fixed(
             destroy_mkey_in::BYTES,
             destroy_mkey_out::BYTES,
             S_INIT,
-            mr::destroy_mkey,
+            Handler::Objects(mr::destroy_mkey),
         ),
-        opcode::QUERY_MKEY => objects_fixed(
+        opcode::QUERY_MKEY => fixed(
             query_mkey_in::BYTES,
             query_mkey_out::BYTES,
             S_INIT,
-            mr::query_mkey,
+            Handler::Objects(mr::query_mkey),
         ),
-        opcode::CREATE_CQ => queues_var(
+        opcode::CREATE_CQ => var(
             create_cq_in::BYTES,
             create_cq_out::BYTES,
             S_INIT,
-            cq::create_cq,
+            Handler::Queues(cq::create_cq),
         ),
-        opcode::DESTROY_CQ => queues_fixed(
+        opcode::DESTROY_CQ => fixed(
             destroy_cq_in::BYTES,
             destroy_cq_out::BYTES,
             S_INIT,
-            cq::destroy_cq,
+            Handler::Queues(cq::destroy_cq),
         ),
-        opcode::QUERY_CQ => queues_fixed(
+        opcode::QUERY_CQ => fixed(
             query_cq_in::BYTES,
             query_cq_out::BYTES,
             S_INIT,
-            cq::query_cq,
+            Handler::Queues(cq::query_cq),
         ),
-        opcode::MODIFY_CQ => queues_var(
+        opcode::MODIFY_CQ => var(
             modify_cq_in::BYTES,
             modify_cq_out::BYTES,
             S_INIT,
-            cq::modify_cq,
+            Handler::Queues(cq::modify_cq),
         )
         .op_mod(),
-        opcode::CREATE_QP => objects_var(
+        opcode::CREATE_QP => var(
             create_qp_in::BYTES,
             create_qp_out::BYTES,
             S_INIT,
-            qp::create_qp,
+            Handler::Objects(qp::create_qp),
         ),
-        opcode::DESTROY_QP => objects_fixed(
+        opcode::DESTROY_QP => fixed(
             destroy_qp_in::BYTES,
             destroy_qp_out::BYTES,
             S_INIT,
-            qp::destroy_qp,
+            Handler::Objects(qp::destroy_qp),
         ),
-        opcode::QUERY_QP => objects_fixed(
+        opcode::QUERY_QP => fixed(
             query_qp_in::BYTES,
             query_qp_out::BYTES.min(LINUX_QUERY_QP_OUT),
             S_INIT,
-            qp::query_qp,
+            Handler::Objects(qp::query_qp),
         ),
         opcode::RST2INIT_QP => modify(
             rst2init_qp_in::BYTES,
