@@ -34,11 +34,6 @@ pub(crate) const fn bad_param(syndrome: u32) -> CmdError {
     CmdError::new(mlx5_prm::cmd_status::BAD_PARAM_ERR, syndrome)
 }
 
-/// Reads a field of a command buffer whose length the handler has checked (0 if short).
-pub(crate) fn field(f: Field, buf: &[u8]) -> u32 {
-    f.get(buf).unwrap_or(0)
-}
-
 /// Shorthand for a failed command.
 pub(crate) const fn fail(status: u8, syndrome: u32) -> CmdResult {
     Err(CmdError::new(status, syndrome))

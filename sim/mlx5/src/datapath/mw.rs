@@ -4,7 +4,7 @@
 use mlx5_prm::{cqe, mkc, mkey, wqe};
 
 use crate::be::{be16, be32, be64};
-use crate::control::result::field as get;
+use crate::control::result::get;
 use crate::datapath::umr::{parse_head, UmrErr, UmrHead};
 use crate::datapath::Dp;
 use crate::objects::mr::{Access, Translation, ANY_QPN};
@@ -76,10 +76,10 @@ pub(crate) fn execute(hca: &mut Dp<'_>, qpn: u32, raw: &[u8]) -> Result<(), UmrE
     use wqe::umr_ctrl_seg::mask as mk;
     let mut m = w.clone();
     if mask & mk::KEY != 0 {
-        m.variant = get(mkc::MKEY_7_0, seg) as u8;
+        m.variant = get(seg, mkc::MKEY_7_0) as u8;
     }
-    let new_qpn = (mask & mk::QPN != 0).then(|| get(mkc::QPN, seg));
-    if get(mkc::FREE, seg) != 0 {
+    let new_qpn = (mask & mk::QPN != 0).then(|| get(seg, mkc::QPN));
+    if get(seg, mkc::FREE) != 0 {
         // Unbind / invalidate.
         if octowords != 0 {
             return Err(fail(mw_vendor::UNSUPPORTED));
@@ -122,7 +122,7 @@ pub(crate) fn execute(hca: &mut Dp<'_>, qpn: u32, raw: &[u8]) -> Result<(), UmrE
         .get(data_at..data_at + octowords * mkey::OCTOWORD_SIZE)
         .filter(|_| data_at + octowords * mkey::OCTOWORD_SIZE <= size)
         .ok_or(malformed)?;
-    if get(mkc::LENGTH64, seg) != 0 {
+    if get(seg, mkc::LENGTH64) != 0 {
         return Err(fail(mw_vendor::BOUNDS));
     }
     let len = mkc::LEN.get_u64(seg).unwrap_or(0);
@@ -142,7 +142,7 @@ pub(crate) fn execute(hca: &mut Dp<'_>, qpn: u32, raw: &[u8]) -> Result<(), UmrE
         (mk::A, mkc::A, Access::REMOTE_ATOMIC),
     ] {
         if mask & bit != 0 {
-            access = if get(f, seg) != 0 {
+            access = if get(seg, f) != 0 {
                 access.union(a)
             } else {
                 Access(access.0 & !a.0)

@@ -8,7 +8,7 @@ use mlx5_prm::{
 use std::sync::Arc;
 
 use crate::control::caps::Caps;
-use crate::control::result::{err, field as get, CmdResult};
+use crate::control::result::{err, get, CmdResult};
 use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
 use crate::objects::eq::EqTable;
@@ -31,28 +31,28 @@ pub(crate) fn create_cq(
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
     let bad = |s| err(cmd_status::BAD_PARAM_ERR, s);
-    if get(create_cq_in::CQ_UMEM_VALID, input) != 0
-        || get(cqc::DBR_UMEM_VALID, ctx) != 0
-        || get(cqc::CC, ctx) != 0
-        || get(cqc::CQE_COMP_EN, ctx) != 0
-        || get(cqc::APU_CQ, ctx) != 0
+    if get(input, create_cq_in::CQ_UMEM_VALID) != 0
+        || get(ctx, cqc::DBR_UMEM_VALID) != 0
+        || get(ctx, cqc::CC) != 0
+        || get(ctx, cqc::CQE_COMP_EN) != 0
+        || get(ctx, cqc::APU_CQ) != 0
     {
         return Err(bad(syndrome::UNSUPPORTED));
     }
-    let stride = match get(cqc::CQE_SZ, ctx) as u8 {
+    let stride = match get(ctx, cqc::CQE_SZ) as u8 {
         cqe::stride::CQE_STRIDE_64 => 64,
         cqe::stride::CQE_STRIDE_128 => 128,
         _ => return Err(bad(syndrome::BAD_CQE_SIZE)),
     };
-    let log_size = get(cqc::LOG_CQ_SIZE, ctx);
+    let log_size = get(ctx, cqc::LOG_CQ_SIZE);
     if log_size > caps.general(cmd_hca_cap::LOG_MAX_CQ_SZ) {
         return Err(bad(syndrome::SIZE_ABOVE_CAP));
     }
-    let uar = get(cqc::UAR_PAGE, ctx);
+    let uar = get(ctx, cqc::UAR_PAGE);
     if !objects.uars.contains(uar) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_UAR));
     }
-    let eqn = get(cqc::C_EQN_OR_APU_ELEMENT, ctx);
+    let eqn = get(ctx, cqc::C_EQN_OR_APU_ELEMENT);
     if !u8::try_from(eqn).is_ok_and(|n| eqs.get(n).is_some()) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_EQN));
     }
@@ -62,8 +62,8 @@ pub(crate) fn create_cq(
     }
     let buf = PagedBuffer::new(
         &input[create_cq_in::BYTES..],
-        get(cqc::LOG_PAGE_SIZE, ctx),
-        get(cqc::PAGE_OFFSET, ctx),
+        get(ctx, cqc::LOG_PAGE_SIZE),
+        get(ctx, cqc::PAGE_OFFSET),
         stride << log_size,
     )
     .map_err(|e| match e {
@@ -87,7 +87,7 @@ pub(crate) fn create_cq(
             eqn,
             uar,
             dbr_addr,
-            overrun_ignore: get(cqc::OI, ctx) != 0,
+            overrun_ignore: get(ctx, cqc::OI) != 0,
             pi: 0,
             seen_ci: None,
             solicit_mark: 0,
@@ -116,7 +116,7 @@ pub(crate) fn destroy_cq(
     input: &[u8],
     _output: &mut [u8],
 ) -> CmdResult {
-    let cqn = get(destroy_cq_in::CQN, input);
+    let cqn = get(input, destroy_cq_in::CQN);
     let cq = objects
         .cqs
         .cqs
@@ -143,8 +143,8 @@ pub(crate) fn modify_cq(
     _output: &mut [u8],
 ) -> CmdResult {
     let bad = |s| err(cmd_status::BAD_PARAM_ERR, s);
-    let op_mod = get(modify_cq_in::OP_MOD, input) as u16;
-    let select = get(modify_cq_in::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT, input);
+    let op_mod = get(input, modify_cq_in::OP_MOD) as u16;
+    let select = get(input, modify_cq_in::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT);
     let known = cq_modify::MASK_LOG_SIZE | cq_modify::MASK_PG_OFFSET | cq_modify::MASK_PG_SIZE;
     if op_mod != cq_modify::OPMOD_RESIZE
         || select & cq_modify::MASK_LOG_SIZE == 0
@@ -155,13 +155,13 @@ pub(crate) fn modify_cq(
     if caps.general(cmd_hca_cap::CQ_RESIZE) == 0 {
         return Err(err(cmd_status::BAD_OP_ERR, syndrome::RESIZE_NOT_CAPABLE));
     }
-    if get(modify_cq_in::CQ_UMEM_VALID, input) != 0 {
+    if get(input, modify_cq_in::CQ_UMEM_VALID) != 0 {
         return Err(bad(syndrome::UNSUPPORTED));
     }
     let ctx = modify_cq_in::CQ_CONTEXT
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
-    let cqn = get(modify_cq_in::CQN, input);
+    let cqn = get(input, modify_cq_in::CQN);
     let log_max = caps.general(cmd_hca_cap::LOG_MAX_CQ_SZ);
     let mem = mem.clone();
     let cq = objects
@@ -175,7 +175,7 @@ pub(crate) fn modify_cq(
             syndrome::RESIZE_IN_ERROR,
         ));
     }
-    let stride: u64 = match get(cqc::CQE_SZ, ctx) as u8 {
+    let stride: u64 = match get(ctx, cqc::CQE_SZ) as u8 {
         cqe::stride::CQE_STRIDE_64 => 64,
         cqe::stride::CQE_STRIDE_128 => 128,
         _ => return Err(bad(syndrome::BAD_CQE_SIZE)),
@@ -183,16 +183,16 @@ pub(crate) fn modify_cq(
     if stride != cq.stride {
         return Err(bad(syndrome::RESIZE_CQE_SIZE));
     }
-    let log_size = get(cqc::LOG_CQ_SIZE, ctx);
+    let log_size = get(ctx, cqc::LOG_CQ_SIZE);
     if log_size > log_max {
         return Err(bad(syndrome::SIZE_ABOVE_CAP));
     }
     // Fields not selected keep their value.
     let pick = |mask: u32, f| {
         if select & mask != 0 {
-            get(f, ctx)
+            get(ctx, f)
         } else {
-            get(f, &cq.cqc[..])
+            get(&cq.cqc[..], f)
         }
     };
     let log_page_size = pick(cq_modify::MASK_PG_SIZE, cqc::LOG_PAGE_SIZE);
@@ -255,7 +255,7 @@ pub(crate) fn query_cq(
     input: &[u8],
     output: &mut [u8],
 ) -> CmdResult {
-    let cqn = get(query_cq_in::CQN, input);
+    let cqn = get(input, query_cq_in::CQN);
     let cq = objects
         .cqs
         .cqs

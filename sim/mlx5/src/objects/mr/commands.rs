@@ -8,7 +8,7 @@ use super::{
     MAX_MTT_PAGE_SHIFT, MIN_MTT_PAGE_SHIFT,
 };
 use crate::control::caps::Caps;
-use crate::control::result::{bad_param, err, field as get, CmdResult};
+use crate::control::result::{bad_param, err, get, CmdResult};
 
 use crate::objects::Objects;
 
@@ -23,20 +23,20 @@ pub(crate) fn create_mkey(
     let ctx = create_mkey_in::MEMORY_KEY_MKEY_ENTRY
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
-    if get(create_mkey_in::MKEY_UMEM_VALID, input) != 0 {
+    if get(input, create_mkey_in::MKEY_UMEM_VALID) != 0 {
         return Err(bad_param(syndrome::UMEM_UNSUPPORTED));
     }
-    let mode = (get(mkc::ACCESS_MODE_4_2, ctx) << 2) | get(mkc::ACCESS_MODE_1_0, ctx);
-    let pd = get(mkc::PD, ctx);
+    let mode = (get(ctx, mkc::ACCESS_MODE_4_2) << 2) | get(ctx, mkc::ACCESS_MODE_1_0);
+    let pd = get(ctx, mkc::PD);
     if !objects.pds.contains(pd) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_PD));
     }
-    let qpn = get(mkc::QPN, ctx);
+    let qpn = get(ctx, mkc::QPN);
     if qpn != ANY_QPN && !objects.qps.contains(qpn) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_QPN));
     }
     let start = mkc::START_ADDR.get_u64(ctx).unwrap_or(0);
-    let length64 = get(mkc::LENGTH64, ctx) != 0;
+    let length64 = get(ctx, mkc::LENGTH64) != 0;
     let len: u128 = if length64 {
         1u128 << 64
     } else {
@@ -47,12 +47,12 @@ pub(crate) fn create_mkey(
     }
     // Relaxed ordering only where advertised (Linux ib/mr.c set_mkc_access_pd_addr_fields
     // sets the bits only under the caps; model choice: refuse them otherwise).
-    if get(mkc::RELAXED_ORDERING_WRITE, ctx) != 0
+    if get(ctx, mkc::RELAXED_ORDERING_WRITE) != 0
         && caps.general(cmd_hca_cap::RELAXED_ORDERING_WRITE) == 0
     {
         return Err(bad_param(syndrome::RELAXED_ORDERING_UNSUPPORTED));
     }
-    if get(mkc::RELAXED_ORDERING_READ, ctx) != 0
+    if get(ctx, mkc::RELAXED_ORDERING_READ) != 0
         && caps.general(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ) == 0
         && caps.general(linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED) == 0
     {
@@ -71,7 +71,7 @@ pub(crate) fn create_mkey(
             if length64 {
                 return Err(bad_param(syndrome::LENGTH64_NOT_PA));
             }
-            let page_shift = get(mkc::LOG_PAGE_SIZE, ctx); // absolute (Linux ib/mr.c `reg_create`)
+            let page_shift = get(ctx, mkc::LOG_PAGE_SIZE); // absolute (Linux ib/mr.c `reg_create`)
             if !(MIN_MTT_PAGE_SHIFT..=MAX_MTT_PAGE_SHIFT).contains(&page_shift) {
                 return Err(bad_param(syndrome::BAD_LOG_PAGE_SIZE));
             }
@@ -79,8 +79,8 @@ pub(crate) fn create_mkey(
             let first = start as u128 >> page_shift;
             let end = (start as u128 + len).div_ceil(page);
             let npages = (end - first) as u64;
-            let size = get(mkc::TRANSLATIONS_OCTWORD_SIZE, ctx) as u64;
-            let actual = get(create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, input) as u64;
+            let size = get(ctx, mkc::TRANSLATIONS_OCTWORD_SIZE) as u64;
+            let actual = get(input, create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE) as u64;
             if actual > size {
                 return Err(bad_param(syndrome::MTT_ACTUAL_EXCEEDS_SIZE));
             }
@@ -97,8 +97,8 @@ pub(crate) fn create_mkey(
                     syndrome::MTT_INPUT_TRUNCATED,
                 ));
             }
-            let pg_access = get(create_mkey_in::PG_ACCESS, input) != 0;
-            let umr_en = get(mkc::UMR_EN, ctx) != 0;
+            let pg_access = get(input, create_mkey_in::PG_ACCESS) != 0;
+            let umr_en = get(ctx, mkc::UMR_EN) != 0;
             // A UMR-enabled key has room for `translations_octword_size` octowords that UMR
             // WQEs fill later (Linux ib/mr.c `set_cache_mkc`: a free key, `umr_en`, and the
             // size only); entries not loaded yet are not present.
@@ -143,14 +143,14 @@ pub(crate) fn create_mkey(
             // A free `umr_en` key may be created empty: its list is loaded later by UMR
             // (Linux ib/mr.c `mlx5_ib_alloc_mw`: free, umr_en, KLMS, `translations_octword_size`
             // only, no list and no length; [`crate::objects::mw`]).
-            let empty_ok = get(mkc::FREE, ctx) != 0 && get(mkc::UMR_EN, ctx) != 0;
+            let empty_ok = get(ctx, mkc::FREE) != 0 && get(ctx, mkc::UMR_EN) != 0;
             if length64 || (len == 0 && !empty_ok) {
                 return Err(bad_param(syndrome::KLM_BAD_LENGTH));
             }
             // One octoword per 16-byte entry (UCX ib_mlx5dv_md.c `uct_ib_mlx5_devx_reg_ksm`
             // sets both sizes to the entry count).
-            let size = get(mkc::TRANSLATIONS_OCTWORD_SIZE, ctx) as u64;
-            let actual = get(create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, input) as u64;
+            let size = get(ctx, mkc::TRANSLATIONS_OCTWORD_SIZE) as u64;
+            let actual = get(input, create_mkey_in::TRANSLATIONS_OCTWORD_ACTUAL_SIZE) as u64;
             if actual > size {
                 return Err(bad_param(syndrome::MTT_ACTUAL_EXCEEDS_SIZE));
             }
@@ -218,7 +218,7 @@ pub(crate) fn create_mkey(
         (mkc::RW, Access::REMOTE_WRITE),
         (mkc::A, Access::REMOTE_ATOMIC),
     ] {
-        if get(f, ctx) != 0 {
+        if get(ctx, f) != 0 {
             access = access.union(a);
         }
     }
@@ -226,16 +226,16 @@ pub(crate) fn create_mkey(
     saved.copy_from_slice(&ctx[..mkc::BYTES]);
     let m = Mkey {
         index,
-        variant: get(mkc::MKEY_7_0, ctx) as u8,
+        variant: get(ctx, mkc::MKEY_7_0) as u8,
         pd,
         qpn,
         access,
         start,
         len,
-        free: get(mkc::FREE, ctx) != 0,
-        umr_en: get(mkc::UMR_EN, ctx) != 0,
-        en_rinval: get(mkc::EN_RINVAL, ctx) != 0,
-        xlt_octowords: get(mkc::TRANSLATIONS_OCTWORD_SIZE, ctx),
+        free: get(ctx, mkc::FREE) != 0,
+        umr_en: get(ctx, mkc::UMR_EN) != 0,
+        en_rinval: get(ctx, mkc::EN_RINVAL) != 0,
+        xlt_octowords: get(ctx, mkc::TRANSLATIONS_OCTWORD_SIZE),
         translation,
         mkc: saved,
     };
@@ -251,7 +251,7 @@ pub(crate) fn destroy_mkey(
     input: &[u8],
     _output: &mut [u8],
 ) -> CmdResult {
-    let index = get(destroy_mkey_in::MKEY_INDEX, input);
+    let index = get(input, destroy_mkey_in::MKEY_INDEX);
     match objects.mkeys.keys.remove(&index) {
         Some(_) => Ok(()),
         None => Err(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN_MKEY)),
@@ -266,7 +266,7 @@ pub(crate) fn query_mkey(
     input: &[u8],
     output: &mut [u8],
 ) -> CmdResult {
-    let index = get(query_mkey_in::MKEY_INDEX, input);
+    let index = get(input, query_mkey_in::MKEY_INDEX);
     let m = objects
         .mkeys
         .keys

@@ -24,7 +24,7 @@ use mlx5_prm::{
 };
 
 use crate::control::caps::Caps;
-use crate::control::result::{bad_param, err, field as get, CmdError, CmdResult};
+use crate::control::result::{bad_param, err, get, CmdError, CmdResult};
 use crate::datapath::Dp;
 use crate::objects::mr::{PagedBuffer, PasError};
 use crate::objects::Objects;
@@ -326,7 +326,7 @@ impl Qp {
 
     /// Copies one qpc field from a command's context into the saved context (QUERY_QP).
     fn keep(&mut self, ctx: &[u8], f: Field) {
-        let _ = f.set(&mut self.qpc, get(f, ctx));
+        let _ = f.set(&mut self.qpc, get(ctx, f));
     }
 
     /// Resets runtime state (creation and 2RST).
@@ -488,7 +488,7 @@ impl QpTable {
 
 /// Reads the `ads` fields at `path` (a nested field of the qpc).
 fn read_path(ctx: &[u8], path: Field) -> AddressPath {
-    let f = |x: Field| get(x.within(path), ctx);
+    let f = |x: Field| get(ctx, x.within(path));
     let mut rgid = [0u8; 16];
     let _ = ads::RGID_RIP.within(path).read_bytes(ctx, &mut rgid);
     // Linux copies the 6-byte MAC starting at rmac_47_32 (ib/qp.c `mlx5_set_path`).
@@ -517,30 +517,30 @@ pub(crate) fn create_qp(
     let ctx = create_qp_in::QPC
         .bytes(input)
         .map_err(|_| err(cmd_status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT))?;
-    if get(create_qp_in::WQ_UMEM_VALID, input) != 0 || get(qpc::DBR_UMEM_VALID, ctx) != 0 {
+    if get(input, create_qp_in::WQ_UMEM_VALID) != 0 || get(ctx, qpc::DBR_UMEM_VALID) != 0 {
         return Err(bad_param(syndrome::UMEM_UNSUPPORTED));
     }
-    let st = ServiceType::of_st(get(qpc::ST, ctx)).ok_or(bad_param(syndrome::UNSUPPORTED_ST))?;
-    if get(qpc::PM_STATE, ctx) != qp::pm::MIGRATED as u32 {
+    let st = ServiceType::of_st(get(ctx, qpc::ST)).ok_or(bad_param(syndrome::UNSUPPORTED_ST))?;
+    if get(ctx, qpc::PM_STATE) != qp::pm::MIGRATED as u32 {
         return Err(bad_param(syndrome::BAD_PM_STATE));
     }
-    let pd = get(qpc::PD, ctx);
+    let pd = get(ctx, qpc::PD);
     if !objects.pds.contains(pd) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_PD));
     }
-    let uar = get(qpc::UAR_PAGE, ctx);
+    let uar = get(ctx, qpc::UAR_PAGE);
     if !objects.uars.contains(uar) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_UAR));
     }
-    let no_sq = get(qpc::NO_SQ, ctx) != 0;
-    let rq_type = get(qpc::RQ_TYPE, ctx) as u8;
+    let no_sq = get(ctx, qpc::NO_SQ) != 0;
+    let rq_type = get(ctx, qpc::RQ_TYPE) as u8;
     let has_rq = match rq_type {
         qp::rq_type::NON_ZERO_RQ => true,
         qp::rq_type::ZERO_LEN_RQ => false,
         _ => return Err(bad_param(syndrome::UNSUPPORTED_RQ_TYPE)),
     };
-    let cqn_snd = get(qpc::CQN_SND, ctx);
-    let cqn_rcv = get(qpc::CQN_RCV, ctx);
+    let cqn_snd = get(ctx, qpc::CQN_SND);
+    let cqn_rcv = get(ctx, qpc::CQN_RCV);
     if !no_sq && !objects.cqs.contains(cqn_snd) {
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_CQN_SND));
     }
@@ -548,9 +548,9 @@ pub(crate) fn create_qp(
         return Err(err(cmd_status::BAD_RES_ERR, syndrome::BAD_CQN_RCV));
     }
     let log_max_sz = caps.general(cmd_hca_cap::LOG_MAX_QP_SZ);
-    let log_sq = get(qpc::LOG_SQ_SIZE, ctx);
-    let log_rq = get(qpc::LOG_RQ_SIZE, ctx);
-    let rq_stride_shift = get(qpc::LOG_RQ_STRIDE, ctx) + 4; // Linux ib/qp.c `create_kernel_qp`
+    let log_sq = get(ctx, qpc::LOG_SQ_SIZE);
+    let log_rq = get(ctx, qpc::LOG_RQ_SIZE);
+    let rq_stride_shift = get(ctx, qpc::LOG_RQ_STRIDE) + 4; // Linux ib/qp.c `create_kernel_qp`
     if (!no_sq && log_sq > log_max_sz) || (has_rq && log_rq > log_max_sz) {
         return Err(bad_param(syndrome::SIZE_ABOVE_CAP));
     }
@@ -580,8 +580,8 @@ pub(crate) fn create_qp(
     }
     let buf = PagedBuffer::new(
         &input[create_qp_in::BYTES..],
-        get(qpc::LOG_PAGE_SIZE, ctx),
-        get(qpc::PAGE_OFFSET, ctx),
+        get(ctx, qpc::LOG_PAGE_SIZE),
+        get(ctx, qpc::PAGE_OFFSET),
         rq_bytes + sq_bytes,
     )
     .map_err(|e| match e {
@@ -600,12 +600,12 @@ pub(crate) fn create_qp(
         uar,
         cqn_snd,
         cqn_rcv,
-        user_index: get(qpc::USER_INDEX, ctx),
+        user_index: get(ctx, qpc::USER_INDEX),
         rq_log_size: has_rq.then_some(log_rq),
         rq_stride_shift,
         dbr_addr,
         qpc: saved,
-        fre: get(qpc::FRE, ctx) != 0,
+        fre: get(ctx, qpc::FRE) != 0,
         st,
         ..Qp::in_reset(qpn, buf, (!no_sq).then_some(log_sq), rq_bytes)
     };
@@ -629,7 +629,7 @@ pub(crate) fn destroy_qp(
     input: &[u8],
     _output: &mut [u8],
 ) -> CmdResult {
-    let qpn = get(destroy_qp_in::QPN, input);
+    let qpn = get(input, destroy_qp_in::QPN);
     let q = objects
         .qps
         .remove(qpn)
@@ -652,7 +652,7 @@ pub(crate) fn query_qp(
     input: &[u8],
     output: &mut [u8],
 ) -> CmdResult {
-    let qpn = get(query_qp_in::QPN, input);
+    let qpn = get(input, query_qp_in::QPN);
     let q = objects
         .qps
         .get(qpn)
@@ -690,7 +690,7 @@ pub fn modify_qp(hca: &mut Dp<'_>, opcode: u16, input: &[u8], _output: &mut [u8]
     let (from, to) = transition(opcode).ok_or(err(cmd_status::BAD_OP_ERR, syndrome::BAD_OPCODE))?;
     let short = matches!(opcode, opcode::QP_2ERR | opcode::QP_2RST);
     // Every modify input has the QPN at 0x48, the mask at 0x80 and the qpc at 0xc0.
-    let qpn = get(qp_2rst_in::QPN, input);
+    let qpn = get(input, qp_2rst_in::QPN);
     let (cur, st) = hca
         .objects
         .qps
@@ -714,7 +714,7 @@ pub fn modify_qp(hca: &mut Dp<'_>, opcode: u16, input: &[u8], _output: &mut [u8]
         }
         return Ok(());
     }
-    let mask = get(rst2init_qp_in::OPT_PARAM_MASK, input);
+    let mask = get(input, rst2init_qp_in::OPT_PARAM_MASK);
     if mask & !(ops.allowed_optpar)(opcode) != 0 {
         return Err(bad_param(syndrome::BAD_OPT_PARAM));
     }
@@ -730,7 +730,7 @@ pub fn modify_qp(hca: &mut Dp<'_>, opcode: u16, input: &[u8], _output: &mut [u8]
     // and on RTS2RTS with its optpar bit.
     let names_counter_set = matches!(opcode, opcode::RST2INIT_QP | opcode::INIT2RTR_QP)
         || (opcode == opcode::RTS2RTS_QP && opt(qp::optpar::COUNTER_SET_ID));
-    let counter_set = get(qpc::COUNTER_SET_ID, ctx) as u8;
+    let counter_set = get(ctx, qpc::COUNTER_SET_ID) as u8;
     if names_counter_set && !hca.objects.qcounters.exists(counter_set) {
         return Err(bad_param(syndrome::BAD_COUNTER_SET));
     }

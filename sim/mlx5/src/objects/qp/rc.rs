@@ -8,7 +8,7 @@
 use mlx5_prm::{ads, cmd_hca_cap, opcode, qp, qpc};
 
 use super::{check_port_pkey, Connect, Qp, Route, Transition, TypeOps, GID_TABLE_SEARCH, PORT_NUM};
-use crate::control::result::{bad_param, field as get, CmdError};
+use crate::control::result::{bad_param, get, CmdError};
 use crate::datapath::Dp;
 
 use super::syndrome;
@@ -66,13 +66,13 @@ fn check(hca: &Dp<'_>, t: &Transition) -> Result<Connect, CmdError> {
             }
         }
         opcode::INIT2RTR_QP => {
-            if !(1..=5).contains(&get(qpc::MTU, ctx)) {
+            if !(1..=5).contains(&get(ctx, qpc::MTU)) {
                 return Err(bad_param(syndrome::BAD_MTU));
             }
-            if get(qpc::LOG_MSG_MAX, ctx) > hca.cap(cmd_hca_cap::LOG_MAX_MSG) {
+            if get(ctx, qpc::LOG_MSG_MAX) > hca.cap(cmd_hca_cap::LOG_MAX_MSG) {
                 return Err(bad_param(syndrome::MSG_SIZE_ABOVE_CAP));
             }
-            if get(qpc::REMOTE_QPN, ctx) < 2 {
+            if get(ctx, qpc::REMOTE_QPN) < 2 {
                 return Err(bad_param(syndrome::BAD_REMOTE_QPN));
             }
             if path.rgid == [0; 16] || path.rmac == [0; 6] {
@@ -85,12 +85,12 @@ fn check(hca: &Dp<'_>, t: &Transition) -> Result<Connect, CmdError> {
             if opt(qp::optpar::PKEY_INDEX) {
                 check_port_pkey(PORT_NUM, path.pkey_index)?;
             }
-            if get(qpc::LOG_RRA_MAX, ctx) > hca.cap(cmd_hca_cap::LOG_MAX_RA_RES_QP) {
+            if get(ctx, qpc::LOG_RRA_MAX) > hca.cap(cmd_hca_cap::LOG_MAX_RA_RES_QP) {
                 return Err(bad_param(syndrome::RA_ABOVE_CAP));
             }
         }
         opcode::RTR2RTS_QP
-            if get(qpc::LOG_SRA_MAX, ctx) > hca.cap(cmd_hca_cap::LOG_MAX_RA_REQ_QP) =>
+            if get(ctx, qpc::LOG_SRA_MAX) > hca.cap(cmd_hca_cap::LOG_MAX_RA_REQ_QP) =>
         {
             return Err(bad_param(syndrome::RA_ABOVE_CAP));
         }
@@ -131,12 +131,12 @@ fn apply(q: &mut Qp, t: &Transition, (route, sgid): Connect) {
             }
         }
         opcode::INIT2RTR_QP => {
-            q.mtu = get(qpc::MTU, ctx);
-            q.log_msg_max = get(qpc::LOG_MSG_MAX, ctx);
-            q.remote_qpn = get(qpc::REMOTE_QPN, ctx);
-            q.epsn = get(qpc::NEXT_RCV_PSN, ctx);
-            q.log_rra_max = get(qpc::LOG_RRA_MAX, ctx);
-            q.min_rnr_nak = get(qpc::MIN_RNR_NAK, ctx);
+            q.mtu = get(ctx, qpc::MTU);
+            q.log_msg_max = get(ctx, qpc::LOG_MSG_MAX);
+            q.remote_qpn = get(ctx, qpc::REMOTE_QPN);
+            q.epsn = get(ctx, qpc::NEXT_RCV_PSN);
+            q.log_rra_max = get(ctx, qpc::LOG_RRA_MAX);
+            q.min_rnr_nak = get(ctx, qpc::MIN_RNR_NAK);
             let (pkey, timeout) = (q.path.pkey_index, q.path.ack_timeout);
             q.path = path;
             q.path.ack_timeout = timeout;
@@ -170,10 +170,10 @@ fn apply(q: &mut Qp, t: &Transition, (route, sgid): Connect) {
         _ => {
             // RTR2RTS, RTS2RTS, SQERR2RTS, SQD2RTS.
             if opcode == opcode::RTR2RTS_QP {
-                q.npsn = get(qpc::NEXT_SEND_PSN, ctx);
-                q.retry_count = get(qpc::RETRY_COUNT, ctx);
-                q.rnr_retry = get(qpc::RNR_RETRY, ctx);
-                q.log_sra_max = get(qpc::LOG_SRA_MAX, ctx);
+                q.npsn = get(ctx, qpc::NEXT_SEND_PSN);
+                q.retry_count = get(ctx, qpc::RETRY_COUNT);
+                q.rnr_retry = get(ctx, qpc::RNR_RETRY);
+                q.log_sra_max = get(ctx, qpc::LOG_SRA_MAX);
                 q.path.ack_timeout = path.ack_timeout;
                 for f in [
                     qpc::NEXT_SEND_PSN,
@@ -189,7 +189,7 @@ fn apply(q: &mut Qp, t: &Transition, (route, sgid): Connect) {
                 q.set_access(ctx);
             }
             if opt(qp::optpar::RNR_TIMEOUT) {
-                q.min_rnr_nak = get(qpc::MIN_RNR_NAK, ctx);
+                q.min_rnr_nak = get(ctx, qpc::MIN_RNR_NAK);
                 q.keep(ctx, qpc::MIN_RNR_NAK);
             }
         }
@@ -205,10 +205,10 @@ fn on_transition(hca: &mut Dp<'_>, qpn: u32, from: u8, to: u8) {
 impl Qp {
     /// Takes the remote access enables (`rre`, `rwe`, `rae`, `atomic_mode`).
     fn set_access(&mut self, ctx: &[u8]) {
-        self.rre = get(qpc::RRE, ctx) != 0;
-        self.rwe = get(qpc::RWE, ctx) != 0;
-        self.rae = get(qpc::RAE, ctx) != 0;
-        self.atomic_mode = get(qpc::ATOMIC_MODE, ctx);
+        self.rre = get(ctx, qpc::RRE) != 0;
+        self.rwe = get(ctx, qpc::RWE) != 0;
+        self.rae = get(ctx, qpc::RAE) != 0;
+        self.atomic_mode = get(ctx, qpc::ATOMIC_MODE);
         for f in [qpc::RRE, qpc::RWE, qpc::RAE, qpc::ATOMIC_MODE] {
             self.keep(ctx, f);
         }
