@@ -42,3 +42,37 @@ fn ethernet_queue_constants() {
     assert_eq!(cap_inline_mode::VPORT_CONTEXT, 1);
     assert_eq!(modify_rq_bitmask::RQ_COUNTER_SET_ID, 8);
 }
+
+#[test]
+fn steering_layouts() {
+    // A rule as Linux core/fs_cmd.c `mlx5_cmd_set_fte` writes it: flow_context at 0x200, the
+    // match value inside it, the first destination right after set_fte_in.
+    assert_eq!(
+        set_fte_in::FLOW_CONTEXT,
+        Field::new(0x200, flow_context::BITS)
+    );
+    assert_eq!(set_fte_in::BYTES, 0x340);
+    let dest0 = flow_context::DESTINATION
+        .elem(0)
+        .within(set_fte_in::FLOW_CONTEXT);
+    assert_eq!(dest0.offset, set_fte_in::BITS);
+    assert_eq!(
+        flow_context::DESTINATION.elem(1).width,
+        dest_format_struct::BITS
+    );
+    let dmac = fte_match_set_lyr_2_4::DMAC_47_16
+        .within(fte_match_param::OUTER_HEADERS)
+        .within(flow_context::MATCH_VALUE);
+    assert_eq!(dmac.offset, 0x200 + 0x40);
+    let mut inb = [0u8; create_flow_group_in::BYTES];
+    create_flow_group_in::MATCH_CRITERIA_ENABLE
+        .set(&mut inb, match_criteria_enable::OUTER_HEADERS.into())
+        .unwrap();
+    assert_eq!(inb[0x3f], 1);
+    assert_eq!(create_flow_group_in::MATCH_CRITERIA.offset, 0x200);
+    assert_eq!(fte_match_param::BYTES, 0x200);
+    assert_eq!(create_flow_table_in::FLOW_TABLE_CONTEXT.offset, 0xc0);
+    assert_eq!(flow_table_type::NIC_RX, 0);
+    assert_eq!(flow_destination_type::TIR, 2);
+    assert_eq!(flow_context_action::FWD_DEST | flow_context_action::DROP, 6);
+}

@@ -39,7 +39,8 @@
 //! [`teardown`], [`access_reg`], [`mkc_access_mode`], [`mkey`], [`qp`], [`event`], [`eq`],
 //! [`cqe`], [`cq_db`], [`wqe`], [`qp_db`], [`uar`]; for Ethernet [`wq_type`], [`sqc_state`],
 //! [`rqc_state`], [`tirc_disp_type`], [`inline_mode`], [`cap_inline_mode`] and their
-//! neighbours; each value cites the header it was read from.
+//! neighbours; for steering [`flow_table_type`], [`flow_context_action`],
+//! [`flow_destination_type`], [`match_criteria_enable`]; each value cites the header it was read from.
 //!
 //! Citations name the primary source as repo/path and function or struct: "Linux" is the OFED
 //! 24.07 kernel tree wjz304/mlnx-ofed-kernel @2c0186b9c664 (upstream paths; `core/` is
@@ -68,6 +69,7 @@ mod macros;
 mod cmdif_defs;
 mod datapath_defs;
 mod eth_defs;
+mod flow_defs;
 mod hca_defs;
 mod object_defs;
 pub mod opcode;
@@ -77,6 +79,7 @@ mod layouts {
     pub mod cmdif;
     pub mod cq;
     pub mod eq;
+    pub mod flow;
     pub mod hca;
     pub mod mkey;
     pub mod qp;
@@ -89,6 +92,7 @@ pub use cmdif_defs::*;
 pub use datapath_defs::*;
 pub use eth_defs::*;
 pub use field::{get, get64, set, set64, Array, Error, Field, Result};
+pub use flow_defs::*;
 pub use hca_defs::*;
 #[doc(hidden)]
 pub use macros::__ascii_lower;
@@ -98,6 +102,7 @@ pub use layouts::caps::*;
 pub use layouts::cmdif::*;
 pub use layouts::cq::*;
 pub use layouts::eq::*;
+pub use layouts::flow::*;
 pub use layouts::hca::*;
 pub use layouts::mkey::*;
 pub use layouts::qp::*;
@@ -232,6 +237,12 @@ prm_registry! {
     modify_rq_in, modify_rq_out, query_rq_in, query_rq_out, destroy_rq_in, destroy_rq_out,
     create_tir_in, create_tir_out, modify_tir_bitmask, modify_tir_in, modify_tir_out,
     query_tir_in, query_tir_out, destroy_tir_in, destroy_tir_out,
+    // flow
+    flow_table_context, create_flow_table_in, create_flow_table_out, destroy_flow_table_in,
+    destroy_flow_table_out, fte_match_param, fte_match_set_lyr_2_4, fte_match_set_misc,
+    create_flow_group_in, create_flow_group_out, destroy_flow_group_in, destroy_flow_group_out,
+    flow_context, dest_format_struct, set_fte_in, set_fte_out, delete_fte_in, delete_fte_out,
+    set_flow_table_root_in, set_flow_table_root_out,
 }
 
 /// Looks a layout up by its mlx5_ifc.h name: `(total bits, fields)`.
