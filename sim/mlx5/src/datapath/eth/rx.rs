@@ -34,10 +34,8 @@ use crate::objects::wq::WqKind;
 use crate::roce::counters::Counter;
 
 /// Why a frame handed to [`deliver`] was not received.
-// (Unused until the port's dispatch of non-RoCE frames calls `deliver`.)
-#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum EthRxDrop {
+pub enum EthRxDrop {
     /// No TIR of that number.
     NoTir,
     /// The TIR's RQ does not exist or is not in RDY.
@@ -113,10 +111,9 @@ fn receive_cqe(frame: &[u8], counter: u16, user_index: u32) -> Cqe {
     c
 }
 
-/// Receives `frame` (an Ethernet frame without FCS) on TIR `tirn`.
-// (Unused until the port's dispatch of non-RoCE frames calls it.)
-#[allow(dead_code)]
-pub(crate) fn deliver(dp: &mut Dp<'_>, tirn: u32, frame: &[u8]) -> Result<(), EthRxDrop> {
+/// Receives `frame` (an Ethernet frame without FCS) on TIR `tirn`: what receive steering does
+/// with a frame a rule forwards to a TIR. Public so tests can hand frames to a TIR.
+pub fn deliver(dp: &mut Dp<'_>, tirn: u32, frame: &[u8]) -> Result<(), EthRxDrop> {
     let rqn = dp.objects.tirs.get(tirn).ok_or(EthRxDrop::NoTir)?.rqn;
     let mem = dp.mem.clone();
     let rq = dp.objects.rqs.get(rqn).ok_or(EthRxDrop::RqNotReady)?;
