@@ -716,3 +716,341 @@ fn ethernet_offload_caps() {
     assert_eq!(p::MAX_LSO_CAP.get(&eth), Ok(0));
     assert_eq!(p::RSS_IND_TBL_CAP.get(&eth), Ok(0));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Send
+// ---------------------------------------------------------------------------------------------
+
+/// `MLX5_ETH_WQE_L3_CSUM | MLX5_ETH_WQE_L4_CSUM` (Linux include/linux/mlx5/qp.h).
+const CSUM: u8 = (1 << 6) | (1 << 7);
+
+/// An Ethernet SEND WQE as en_tx.c `mlx5e_sq_xmit_wqe` lays it out: ctrl, Ethernet segment
+/// with `cs_flags`, `mss` and the inline headers, then the data segments.
+fn eth_wqe(
+    sqn: u32,
+    idx: u16,
+    fm_ce_se: u8,
+    cs_flags: u8,
+    inl: &[u8],
+    dsegs: &[[u8; 16]],
+) -> Vec<u8> {
+    let mut eseg = vec![0u8; 16];
+    eseg[4] = cs_flags;
+    eseg[12..14].copy_from_slice(&(inl.len() as u16).to_be_bytes());
+    let first = inl.len().min(2);
+    eseg[14..14 + first].copy_from_slice(&inl[..first]);
+    let mut rest = inl[first..].to_vec();
+    rest.resize(rest.len().next_multiple_of(16), 0);
+    eseg.extend_from_slice(&rest);
+    let mut segs: Vec<&[u8]> = vec![&eseg];
+    for d in dsegs {
+        segs.push(d);
+    }
+    send_wqe(wqe::opcode::SEND, idx, sqn, fm_ce_se, 0, &segs)
+}
+
+/// Writes WQE `w` at the SQ's producer counter (wrapping), moves the counter past it, writes
+/// the doorbell record and rings the doorbell register of UAR `uar` (en/txrx.h
+/// `mlx5e_notify_hw`).
+fn post_sq(e: &Env, sq: &mut Wq, uar: u32, w: &[u8]) {
+    let size = 1u64 << sq.log_sz;
+    for (k, bb) in w.chunks(64).enumerate() {
+        let slot = (sq.pi as u64 + k as u64) % size;
+        e.write(sq.buf + slot * 64, bb);
+    }
+    sq.pi = sq.pi.wrapping_add(w.len().div_ceil(64) as u16);
+    e.write(sq.dbr + 4, &(sq.pi as u32).to_be_bytes());
+    let v = u64::from_le_bytes(w[0..8].try_into().unwrap());
+    use raw::Device;
+    e.raw.dev.write64(u64::from(uar) * 4096 + 0x800, v);
+    e.raw.dev.settle();
+}
+
+/// An Ethernet + IPv4 + UDP frame to port 7 carrying `payload`, checksums zero.
+fn udp_frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 42];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+    f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+    f[34..36].copy_from_slice(&5000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&7u16.to_be_bytes());
+    f[38..40].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The RFC 1071 sum of `b` folded to 16 bits.
+fn ones_sum(b: &[u8], mut acc: u32) -> u16 {
+    for c in b.chunks(2) {
+        acc += u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0));
+    }
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// Whether the IPv4 header and UDP checksums of `udp_frame`'s layout verify.
+fn udp_checksums_ok(f: &[u8]) -> bool {
+    let total = u16::from_be_bytes([f[16], f[17]]) as usize;
+    let ip_ok = ones_sum(&f[14..34], 0) == 0xffff;
+    let udp = &f[34..14 + total];
+    let pseudo = ones_sum(&f[26..34], 17 + udp.len() as u32) as u32;
+    ip_ok && ones_sum(udp, pseudo) == 0xffff
+}
+
+/// Frames the HCA sent, as they arrive at the other end of its link.
+fn frames(wire: &mut Link) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    while let Ok(Some(f)) = wire.recv() {
+        v.push(f);
+    }
+    v
+}
+
+/// SEND WQEs become frames on the wire: inline headers then the data segments' bytes, the
+/// checksums `cs_flags` asks for filled in, short frames padded to 60 bytes; a CQE only for a
+/// WQE with CQ_UPDATE, naming it by its counter.
+#[test]
+fn send_frames_and_completions() {
+    let (mut e, mut wire) = env();
+    let mut x = eth(&mut e);
+    let frame = udp_frame(&[0xab; 100]);
+    let data = e.alloc(4096);
+    e.write(data, &frame[14..]);
+    let lkey = e.mkey(data, 4096, LR);
+    let d = dseg((frame.len() - 14) as u32, lkey, data);
+    // One WQE, signaled, the L2 header inline (what a minimum inline mode of L2 asks for).
+    let w = eth_wqe(
+        x.sq.n,
+        x.sq.pi,
+        wqe::ctrl::CQ_UPDATE,
+        CSUM,
+        &frame[..14],
+        &[d],
+    );
+    let idx = x.sq.pi;
+    post_sq(&e, &mut x.sq, e.uar, &w);
+    let got = frames(&mut wire);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].len(), frame.len());
+    assert_eq!(got[0][..24], frame[..24]);
+    assert_eq!(got[0][42..], frame[42..]);
+    assert!(udp_checksums_ok(&got[0]), "checksums offloaded");
+    let c = e.poll_cq(&mut x.scq).expect("send CQE");
+    assert_eq!(
+        (
+            c.opcode(),
+            c.wqe_opcode(),
+            c.qpn(),
+            c.wqe_counter(),
+            c.user_index()
+        ),
+        (cqe::opcode::REQ, wqe::opcode::SEND, x.sq.n, idx, 0x77)
+    );
+    // Unsignaled, nothing inline, no checksum: the frame as it is, no CQE; then a short
+    // signaled frame, padded.
+    let w = eth_wqe(
+        x.sq.n,
+        x.sq.pi,
+        0,
+        0,
+        &[],
+        &[dseg(frame.len() as u32, lkey, data + 1024)],
+    );
+    e.write(data + 1024, &frame);
+    post_sq(&e, &mut x.sq, e.uar, &w);
+    let short = &frame[..20];
+    let w = eth_wqe(x.sq.n, x.sq.pi, wqe::ctrl::CQ_UPDATE, 0, short, &[]);
+    let idx = x.sq.pi;
+    post_sq(&e, &mut x.sq, e.uar, &w);
+    let got = frames(&mut wire);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0], frame);
+    assert_eq!(got[1].len(), 60);
+    assert_eq!(&got[1][..20], short);
+    assert!(got[1][20..].iter().all(|&b| b == 0));
+    let c = e.poll_cq(&mut x.scq).expect("CQE of the third WQE");
+    assert_eq!(c.wqe_counter(), idx);
+    assert!(e.poll_cq(&mut x.scq).is_none());
+    // A doorbell through another UAR page rings nothing.
+    let other = e.raw.alloc_uar();
+    let w = eth_wqe(x.sq.n, x.sq.pi, wqe::ctrl::CQ_UPDATE, 0, &frame[..14], &[d]);
+    post_sq(&e, &mut x.sq, other, &w);
+    assert!(frames(&mut wire).is_empty());
+    // The right page sends it.
+    use raw::Device;
+    e.raw.dev.write64(
+        u64::from(e.uar) * 4096 + 0x800,
+        u64::from_le_bytes(w[0..8].try_into().unwrap()),
+    );
+    assert_eq!(frames(&mut wire).len(), 1);
+}
+
+/// A bad WQE completes in error and moves the SQ to ERR; WQEs posted after it are flushed;
+/// ERR -> RST -> RDY (Linux en/reporter_tx.c) restarts the counter and the SQ sends again.
+#[test]
+fn send_errors_flush_and_recovery() {
+    let (mut e, mut wire) = env();
+    let mut x = eth(&mut e);
+    let frame = udp_frame(b"x");
+    let data = e.alloc(4096);
+    e.write(data, &frame);
+    let lkey = e.mkey(data, 4096, LR);
+    let ok = |sqn: u32, pi: u16| {
+        eth_wqe(
+            sqn,
+            pi,
+            wqe::ctrl::CQ_UPDATE,
+            0,
+            &[],
+            &[dseg(frame.len() as u32, lkey, data)],
+        )
+    };
+    // Each malformation: its CQE syndrome and vendor syndrome.
+    let mut mss = ok(x.sq.n, 0);
+    mss[16 + 6] = 1;
+    let mut swp = ok(x.sq.n, 0);
+    swp[16 + 5] = 1;
+    let mut inner_csum = ok(x.sq.n, 0);
+    inner_csum[16 + 4] = 1 << 4;
+    let mut opcode = ok(x.sq.n, 0);
+    opcode[3] = wqe::opcode::TSO;
+    let mut inline_seg = ok(x.sq.n, 0);
+    inline_seg[32] |= 0x80;
+    let cases: Vec<(Vec<u8>, u8, u8)> = vec![
+        (ok(x.sq.n + 1, 0), cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (mss, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (swp, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (inner_csum, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (opcode, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (inline_seg, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (
+            eth_wqe(x.sq.n, 0, 0, 0, &[], &[dseg(64, lkey ^ 0x100, data)]),
+            cqe::syndrome::LOCAL_PROT_ERR,
+            0x02,
+        ),
+        (
+            eth_wqe(x.sq.n, 0, 0, 0, &[], &[dseg(2000, lkey, data)]),
+            cqe::syndrome::LOCAL_LENGTH_ERR,
+            0x06,
+        ),
+        (
+            eth_wqe(x.sq.n, 0, 0, 0, &[], &[dseg(10, lkey, data)]),
+            cqe::syndrome::LOCAL_QP_OP_ERR,
+            0x01,
+        ),
+    ];
+    for (w, syn, vendor) in cases {
+        let mut w = w;
+        w[1..3].copy_from_slice(&x.sq.pi.to_be_bytes());
+        let idx = x.sq.pi;
+        post_sq(&e, &mut x.sq, e.uar, &w);
+        // One more behind it: flushed.
+        let behind = ok(x.sq.n, x.sq.pi);
+        let behind_idx = x.sq.pi;
+        post_sq(&e, &mut x.sq, e.uar, &behind);
+        assert!(frames(&mut wire).is_empty());
+        let c = e.poll_cq(&mut x.scq).expect("error CQE");
+        assert_eq!(
+            (
+                c.opcode(),
+                c.syndrome(),
+                c.vendor_syndrome(),
+                c.wqe_counter()
+            ),
+            (cqe::opcode::REQ_ERR, syn, vendor, idx),
+            "WQE {:02x?}",
+            &w[..48.min(w.len())]
+        );
+        let c = e.poll_cq(&mut x.scq).expect("flush CQE");
+        assert_eq!(
+            (c.opcode(), c.syndrome(), c.wqe_counter()),
+            (
+                cqe::opcode::REQ_ERR,
+                cqe::syndrome::WR_FLUSH_ERR,
+                behind_idx
+            )
+        );
+        assert_eq!(query_state(&mut e, true, x.sq.n), sqc_state::ERR.into());
+        // Recovery: ERR -> RST -> RDY, the counter from 0.
+        modify(&mut e, true, x.sq.n, sqc_state::ERR, sqc_state::RST).ok();
+        x.sq.pi = 0;
+        e.write(x.sq.dbr + 4, &0u32.to_be_bytes());
+        modify(&mut e, true, x.sq.n, sqc_state::RST, sqc_state::RDY).ok();
+        let again = ok(x.sq.n, 0);
+        post_sq(&e, &mut x.sq, e.uar, &again);
+        let mut padded = frame.clone();
+        padded.resize(60, 0);
+        assert_eq!(frames(&mut wire), vec![padded]);
+        assert_eq!(
+            e.poll_cq(&mut x.scq).expect("CQE").opcode(),
+            cqe::opcode::REQ
+        );
+    }
+}
+
+/// An SQ whose minimum inline mode is L2 (Linux sets it when the device reports
+/// VPORT_CONTEXT) refuses a WQE that inlines less than the Ethernet header.
+#[test]
+fn send_min_inline_mode() {
+    let (mut e, mut wire) = env();
+    let td = td(&mut e);
+    let tisn = tis(&mut e, td);
+    let mut scq = e.cq(6);
+    let buf = e.alloc(4096);
+    let dbr = e.alloc(64);
+    let mut i = sq_input(&e, scq.cqn, tisn, 6, buf, dbr);
+    set(
+        &mut i,
+        sqc::MIN_WQE_INLINE_MODE.within(create_sq_in::CTX),
+        inline_mode::L2.into(),
+    );
+    let d = e.raw.exec(&i, 16);
+    d.ok();
+    let mut sq = Wq {
+        n: d.get(create_sq_out::SQN),
+        buf,
+        dbr,
+        log_sz: 6,
+        log_stride: 6,
+        pi: 0,
+    };
+    modify(&mut e, true, sq.n, sqc_state::RST, sqc_state::RDY).ok();
+    let frame = udp_frame(b"inline");
+    let data = e.alloc(4096);
+    e.write(data, &frame);
+    let lkey = e.mkey(data, 4096, LR);
+    let w = eth_wqe(
+        sq.n,
+        0,
+        wqe::ctrl::CQ_UPDATE,
+        0,
+        &frame[..14],
+        &[dseg(frame.len() as u32 - 14, lkey, data + 14)],
+    );
+    post_sq(&e, &mut sq, e.uar, &w);
+    assert_eq!(frames(&mut wire).len(), 1);
+    assert_eq!(e.poll_cq(&mut scq).expect("CQE").opcode(), cqe::opcode::REQ);
+    let w = eth_wqe(
+        sq.n,
+        sq.pi,
+        wqe::ctrl::CQ_UPDATE,
+        0,
+        &frame[..12],
+        &[dseg(frame.len() as u32 - 12, lkey, data + 12)],
+    );
+    post_sq(&e, &mut sq, e.uar, &w);
+    assert!(frames(&mut wire).is_empty());
+    let c = e.poll_cq(&mut scq).expect("error CQE");
+    assert_eq!(
+        (c.opcode(), c.syndrome(), c.vendor_syndrome()),
+        (cqe::opcode::REQ_ERR, cqe::syndrome::LOCAL_QP_OP_ERR, 0x0f)
+    );
+}
