@@ -1054,3 +1054,183 @@ fn send_min_inline_mode() {
         (cqe::opcode::REQ_ERR, cqe::syndrome::LOCAL_QP_OP_ERR, 0x0f)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Receive
+// ---------------------------------------------------------------------------------------------
+
+/// Posts a receive WQE of `sges` (terminated with MLX5_INVALID_LKEY when short) at the RQ's
+/// producer counter and writes the counter to the doorbell record (en_rx.c
+/// `mlx5e_post_rx_wqes`).
+fn post_rq(e: &Env, rq: &mut Wq, sges: &[(u32, u32, u64)]) {
+    let stride = 1usize << rq.log_stride;
+    let slot = (rq.pi as u64 % (1 << rq.log_sz)) * stride as u64;
+    let mut w = vec![0u8; stride];
+    for (k, &(len, lkey, addr)) in sges.iter().enumerate() {
+        w[k * 16..k * 16 + 16].copy_from_slice(&dseg(len, lkey, addr));
+    }
+    if sges.len() * 16 < stride {
+        let k = sges.len();
+        w[k * 16..k * 16 + 16].copy_from_slice(&dseg(0, wqe::INVALID_LKEY, 0));
+    }
+    e.write(rq.buf + slot, &w);
+    rq.pi = rq.pi.wrapping_add(1);
+    e.write(rq.dbr, &(rq.pi as u32).to_be_bytes());
+}
+
+fn rx(e: &Env, tirn: u32, frame: &[u8]) -> std::result::Result<(), EthRxDrop> {
+    e.dev().with_hca(|h| deliver(&mut h.dp(), tirn, frame))
+}
+
+/// `out_of_buffer` of Q counter set `id` (QUERY_Q_COUNTER, Linux mlx5_ifc.h
+/// `query_q_counter_out`: byte 0x30).
+fn out_of_buffer(e: &mut Env, id: u32) -> u32 {
+    let mut i = input(opcode::QUERY_Q_COUNTER, 0, query_q_counter_in::BYTES);
+    set(&mut i, query_q_counter_in::COUNTER_SET_ID, id);
+    let d = e.raw.exec(&i, query_q_counter_out::BYTES);
+    d.ok();
+    u32::from_be_bytes(d.out[0x30..0x34].try_into().unwrap())
+}
+
+/// A frame handed to the TIR lands in the RQ's next WQE, across its entries and not past
+/// them, and completes with the CQE en_rx.c reads: RESP_SEND, byte count, WQE counter, user
+/// index, IPv4 / UDP header types, L2/L3/L4 ok, the IP packet's checksum.
+#[test]
+fn receive_into_wqe_with_cqe() {
+    let (mut e, _wire) = env();
+    let mut x = eth(&mut e);
+    let buf = e.alloc(4096);
+    e.write(buf, &[0xee; 4096]);
+    let lkey = e.mkey(buf, 4096, LW);
+    // Two entries: 64 bytes, then 1600.
+    post_rq(&e, &mut x.rq, &[(64, lkey, buf), (1600, lkey, buf + 1024)]);
+    let mut frame = udp_frame(&(0..200).map(|i| i as u8).collect::<Vec<_>>());
+    // Valid checksums (as the peer's NIC would have made them).
+    let ip = ones_sum(&frame[14..34], 0);
+    frame[24..26].copy_from_slice(&(!ip).to_be_bytes());
+    let pseudo = ones_sum(&frame[26..34], 17 + 208) as u32;
+    let udp = !ones_sum(&frame[34..], pseudo);
+    frame[40..42].copy_from_slice(&udp.to_be_bytes());
+    assert!(udp_checksums_ok(&frame));
+    rx(&e, x.tirn, &frame).unwrap();
+    assert_eq!(e.read(buf, 64), frame[..64]);
+    assert_eq!(
+        e.read(buf + 64, 16),
+        [0xee; 16],
+        "nothing past the first entry"
+    );
+    assert_eq!(e.read(buf + 1024, frame.len() - 64), frame[64..]);
+    assert_eq!(e.read(buf + 1024 + frame.len() as u64 - 64, 16), [0xee; 16]);
+    let c = e.poll_cq(&mut x.rcq).expect("receive CQE");
+    assert_eq!(
+        (c.opcode(), c.byte_cnt(), c.wqe_counter(), c.user_index()),
+        (cqe::opcode::RESP_SEND, frame.len() as u32, 0, 0x55)
+    );
+    // l4_l3_hdr_type: UDP (2) in bits 6:4, IPv4 (2) in bits 3:2; hds_ip_ext: L2, L3, L4 ok.
+    assert_eq!(c.0[29], 2 << 4 | 2 << 2);
+    assert_eq!(c.0[28], 0x7);
+    // check_sum: the one's-complement sum of the IP packet, which verifies to all ones.
+    assert_eq!(
+        u16::from_be_bytes([c.0[20], c.0[21]]),
+        ones_sum(&frame[14..], 0)
+    );
+    // A corrupted payload: L4 not ok; a frame that is not IP: no L3, no L4.
+    post_rq(&e, &mut x.rq, &[(2048, lkey, buf)]);
+    let mut bad = frame.clone();
+    bad[100] ^= 0xff;
+    rx(&e, x.tirn, &bad).unwrap();
+    let c = e.poll_cq(&mut x.rcq).expect("CQE");
+    assert_eq!((c.0[28], c.0[29], c.wqe_counter()), (0x3, 0x28, 1));
+    post_rq(&e, &mut x.rq, &[(2048, lkey, buf)]);
+    let mut arp = frame[..60].to_vec();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    rx(&e, x.tirn, &arp).unwrap();
+    let c = e.poll_cq(&mut x.rcq).expect("CQE");
+    assert_eq!((c.0[28], c.0[29], c.byte_cnt()), (0x1, 0, 60));
+}
+
+/// No WQE posted: dropped and counted as out_of_buffer (the port's set and the RQ's); no
+/// TIR, an RQ not ready: dropped; a WQE too small or a key that refuses the write: error CQE
+/// and the RQ in ERR.
+#[test]
+fn receive_drops_and_errors() {
+    let (mut e, _wire) = env();
+    let mut x = eth(&mut e);
+    let frame = udp_frame(&[7; 300]);
+    assert_eq!(rx(&e, x.tirn, &frame), Err(EthRxDrop::OutOfBuffer));
+    assert_eq!(out_of_buffer(&mut e, 0), 1);
+    assert_eq!(rx(&e, x.tirn + 77, &frame), Err(EthRxDrop::NoTir));
+    // An RQ counting into its own set.
+    let d = e.raw.exec(
+        &input(opcode::ALLOC_Q_COUNTER, 0, alloc_q_counter_in::BYTES),
+        16,
+    );
+    d.ok();
+    let set_id = d.get(alloc_q_counter_out::COUNTER_SET_ID);
+    let buf = e.alloc(4096);
+    let dbr = e.alloc(64);
+    let mut i = rq_input(&e, x.rcq.cqn, 4, 5, buf, dbr);
+    set(
+        &mut i,
+        rqc::COUNTER_SET_ID.within(create_rq_in::CTX),
+        set_id,
+    );
+    let d = e.raw.exec(&i, 16);
+    d.ok();
+    let mut r2 = Wq {
+        n: d.get(create_rq_out::RQN),
+        buf,
+        dbr,
+        log_sz: 4,
+        log_stride: 5,
+        pi: 0,
+    };
+    let tir2 = tir(&mut e, x.td, r2.n);
+    assert_eq!(rx(&e, tir2, &frame), Err(EthRxDrop::RqNotReady));
+    modify(&mut e, false, r2.n, rqc_state::RST, rqc_state::RDY).ok();
+    assert_eq!(rx(&e, tir2, &frame), Err(EthRxDrop::OutOfBuffer));
+    assert_eq!(
+        (out_of_buffer(&mut e, 0), out_of_buffer(&mut e, set_id)),
+        (2, 1)
+    );
+    destroy(
+        &mut e,
+        opcode::DEALLOC_Q_COUNTER,
+        dealloc_q_counter_in::COUNTER_SET_ID,
+        set_id,
+    )
+    .fails(
+        cmd_status::RES_BUSY,
+        mlx5_sim::control::syndrome::Q_COUNTER_BUSY_RQ,
+    );
+    // Too small: an error CQE naming the WQE, the RQ in ERR, nothing written past the entry.
+    let data = e.alloc(4096);
+    e.write(data, &[0xee; 4096]);
+    let lkey = e.mkey(data, 4096, LW);
+    post_rq(&e, &mut x.rq, &[(100, lkey, data)]);
+    assert_eq!(rx(&e, x.tirn, &frame), Err(EthRxDrop::WqeTooSmall));
+    assert_eq!(e.read(data, 16), [0xee; 16]);
+    let c = e.poll_cq(&mut x.rcq).expect("error CQE");
+    assert_eq!(
+        (c.opcode(), c.syndrome(), c.wqe_counter()),
+        (cqe::opcode::RESP_ERR, cqe::syndrome::LOCAL_LENGTH_ERR, 0)
+    );
+    assert_eq!(query_state(&mut e, false, x.rq.n), rqc_state::ERR.into());
+    assert_eq!(rx(&e, x.tirn, &frame), Err(EthRxDrop::RqNotReady));
+    // A key without local write.
+    let ro = e.mkey(data, 4096, LR);
+    post_rq(&e, &mut r2, &[(2048, ro, data)]);
+    assert_eq!(rx(&e, tir2, &frame), Err(EthRxDrop::Protection));
+    let c = e.poll_cq(&mut x.rcq).expect("error CQE");
+    assert_eq!(
+        (c.opcode(), c.syndrome()),
+        (cqe::opcode::RESP_ERR, cqe::syndrome::LOCAL_PROT_ERR)
+    );
+    assert_eq!(e.read(data, 16), [0xee; 16]);
+    // A producer counter beyond the ring: a WQ_CATAS_ERROR and the RQ in ERR.
+    modify(&mut e, false, r2.n, rqc_state::ERR, rqc_state::RST).ok();
+    modify(&mut e, false, r2.n, rqc_state::RST, rqc_state::RDY).ok();
+    e.write(r2.dbr, &100u32.to_be_bytes());
+    assert_eq!(rx(&e, tir2, &frame), Err(EthRxDrop::WqError));
+    assert_eq!(query_state(&mut e, false, r2.n), rqc_state::ERR.into());
+}
