@@ -126,5 +126,36 @@ fn ethernet_caps_and_vport_context() {
         .set(&mut ctx, nic_vport_list_type::MC.into())
         .unwrap();
     assert_eq!(ctx[0xf0], 0x20 | 0x01);
-    assert_eq!(cmd_hca_cap::STRIDING_RQ, Field::new(0x201, 1));
+    assert_eq!(cmd_hca_cap::TS_CQE_TO_DEST_CQN, Field::new(0xb2, 1));
+}
+
+#[test]
+fn ethernet_data_path() {
+    // 18 inline bytes (MLX5E_MIN_INLINE): 2 in the segment, 16 in one more unit.
+    assert_eq!(eth_seg::inline_ds(eth_seg::MIN_INLINE_L2), 1);
+    assert_eq!(eth_seg::inline_ds(19), 2);
+    assert_eq!(eth_seg::inline_ds(2), 0);
+    assert_eq!(eth_seg::inline_ds(0), 0);
+    assert_eq!(
+        eth_seg::INLINE_HDR_START + eth_seg::INLINE_HDR_START_SZ,
+        eth_seg::SIZE
+    );
+    assert_eq!(
+        eth_seg::EMPTY_DS_COUNT * wqe::SEND_WQE_DS,
+        wqe::ctrl_seg::SIZE + eth_seg::SIZE
+    );
+    assert_eq!(
+        eth_seg::cs_flags::L3_CSUM | eth_seg::cs_flags::L4_CSUM,
+        0xc0
+    );
+    let t = eth_cqe::l4_l3_hdr_type(eth_cqe::l4_hdr_type::UDP, eth_cqe::l3_hdr_type::IPV4, false);
+    assert_eq!(t, 0x28);
+    assert_eq!(eth_cqe::l4_hdr_type(t), eth_cqe::l4_hdr_type::UDP);
+    assert_eq!(eth_cqe::l3_hdr_type(t), eth_cqe::l3_hdr_type::IPV4);
+    assert!(!eth_cqe::has_vlan(t));
+    assert_eq!(eth_cqe::lro_num_seg(0x0300_0012), 3);
+    assert!(eth_cqe::lro_tcppsh(0x40));
+    assert_eq!(cqe::offset::L4_L3_HDR_TYPE, 29);
+    assert_eq!(cqe::offset::CHECK_SUM, 20);
+    assert_eq!(eth_cqe::hds_ip_ext::L3_OK | eth_cqe::hds_ip_ext::L4_OK, 0x6);
 }

@@ -40,8 +40,8 @@
 //! [`cqe`], [`cq_db`], [`wqe`], [`qp_db`], [`uar`]; for Ethernet [`wq_type`], [`sqc_state`],
 //! [`rqc_state`], [`tirc_disp_type`], [`inline_mode`], [`cap_inline_mode`] and their
 //! neighbours; for steering [`flow_table_type`], [`flow_context_action`],
-//! [`flow_destination_type`], [`match_criteria_enable`]; each value cites the header it was
-//! read from.
+//! [`flow_destination_type`], [`match_criteria_enable`]; for the Ethernet data path
+//! [`eth_seg`] and [`eth_cqe`]; each value cites the header it was read from.
 //!
 //! Citations name the primary source as repo/path and function or struct: "Linux" is the OFED
 //! 24.07 kernel tree wjz304/mlnx-ofed-kernel @2c0186b9c664 (upstream paths; `core/` is
@@ -69,6 +69,7 @@ mod macros;
 
 mod cmdif_defs;
 mod datapath_defs;
+mod eth_datapath_defs;
 mod eth_defs;
 mod flow_defs;
 mod hca_defs;
@@ -92,6 +93,7 @@ mod layouts {
 
 pub use cmdif_defs::*;
 pub use datapath_defs::*;
+pub use eth_datapath_defs::*;
 pub use eth_defs::*;
 pub use field::{get, get64, set, set64, Array, Error, Field, Result};
 pub use flow_defs::*;
