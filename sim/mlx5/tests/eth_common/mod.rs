@@ -251,8 +251,8 @@ pub fn eth(e: &mut Env) -> Eth {
     }
 }
 
-/// `MLX5_ETH_WQE_L3_CSUM | MLX5_ETH_WQE_L4_CSUM` (Linux include/linux/mlx5/qp.h).
-pub const CSUM: u8 = (1 << 6) | (1 << 7);
+/// Both outer checksums (`cs_flags`).
+pub const CSUM: u8 = eth_seg::cs_flags::L3_CSUM | eth_seg::cs_flags::L4_CSUM;
 
 /// An Ethernet SEND WQE as en_tx.c `mlx5e_sq_xmit_wqe` lays it out: ctrl, Ethernet segment
 /// with `cs_flags`, `mss` and the inline headers, then the data segments.

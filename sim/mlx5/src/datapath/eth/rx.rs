@@ -21,6 +21,7 @@
 //! entries, or an entry whose key refuses it, ends in an error CQE (RESP_ERR; the WQE is
 //! consumed) and the RQ in ERR, as a receive WQE too small for its message does on a QP.
 
+use mlx5_prm::eth_cqe::{self, hds_ip_ext, l3_hdr_type as l3_type, l4_hdr_type as l4_type};
 use mlx5_prm::rqc_state as state;
 use mlx5_prm::{cqe, event, event_queue_type, qp_events};
 
@@ -52,32 +53,6 @@ pub enum EthRxDrop {
     WqError,
 }
 
-/// `CQE_L4_HDR_TYPE_*` (Linux include/linux/mlx5/device.h), bits 6:4 of `l4_l3_hdr_type`
-/// (device.h `get_cqe_l4_hdr_type`).
-mod l4_type {
-    pub const NONE: u8 = 0x0;
-    pub const TCP_NO_ACK: u8 = 0x1;
-    pub const UDP: u8 = 0x2;
-    pub const TCP_ACK_NO_DATA: u8 = 0x3;
-    pub const TCP_ACK_AND_DATA: u8 = 0x4;
-}
-
-/// `MLX5_CQE_L3_HDR_TYPE_*` (rdma-core providers/mlx5/mlx5dv.h), bits 3:2 of
-/// `l4_l3_hdr_type` (rdma-core providers/mlx5/cq.c `get_cqe_l3_hdr_type`).
-mod l3_type {
-    pub const NONE: u8 = 0x0;
-    pub const IPV6: u8 = 0x1;
-    pub const IPV4: u8 = 0x2;
-}
-
-/// `CQE_L2_OK`, `CQE_L3_OK`, `CQE_L4_OK` of `hds_ip_ext` (Linux device.h).
-const L2_OK: u8 = 1 << 0;
-const L3_OK: u8 = 1 << 1;
-const L4_OK: u8 = 1 << 2;
-/// Byte offset of `check_sum` in `struct mlx5_cqe64` (Linux device.h: after `rss_hash_result`
-/// at 12, `rss_hash_type`, `ml_path` and two reserved bytes).
-const CHECK_SUM: usize = 20;
-
 /// The receive CQE of `frame`, received into the WQE of counter `counter`.
 fn receive_cqe(frame: &[u8], counter: u16, user_index: u32) -> Cqe {
     let h = Headers::parse(frame);
@@ -95,18 +70,20 @@ fn receive_cqe(frame: &[u8], counter: u16, user_index: u32) -> Cqe {
         L4::Tcp { data: false, .. } => l4_type::TCP_ACK_NO_DATA,
         L4::Tcp { .. } => l4_type::TCP_ACK_AND_DATA,
     };
-    c.0[cqe::offset::L4_HDR_TYPE_ETC] = l4 << 4 | l3 << 2;
-    let mut ok = L2_OK;
+    // No VLAN tag is stripped (`vlan_cap` is not advertised).
+    c.0[cqe::offset::L4_HDR_TYPE_ETC] = eth_cqe::l4_l3_hdr_type(l4, l3, false);
+    let mut ok = hds_ip_ext::L2_OK;
     if headers::l3_ok(&h, frame) {
-        ok |= L3_OK;
+        ok |= hds_ip_ext::L3_OK;
         if headers::l4_ok(&h, frame) {
-            ok |= L4_OK;
+            ok |= hds_ip_ext::L4_OK;
         }
     }
     c.0[cqe::offset::HDS_IP_EXT] = ok;
     if let Some(p) = h.l3_packet(frame) {
         let sum = headers::fold(headers::sum(p, 0));
-        c.0[CHECK_SUM..CHECK_SUM + 2].copy_from_slice(&sum.to_be_bytes());
+        let at = cqe::offset::CHECK_SUM;
+        c.0[at..at + 2].copy_from_slice(&sum.to_be_bytes());
     }
     c
 }

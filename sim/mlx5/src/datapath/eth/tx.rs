@@ -28,7 +28,7 @@
 
 use mlx5_prm::sqc_state as state;
 use mlx5_prm::wqe::{ctrl, ctrl_seg, data_seg, opcode as wqe_opcode, INLINE_SEG};
-use mlx5_prm::{cmd_hca_cap, cqe, event, event_queue_type, inline_mode, qp_events};
+use mlx5_prm::{cmd_hca_cap, cqe, eth_seg, event, event_queue_type, inline_mode, qp_events};
 
 use crate::be::{be32, be64};
 use crate::datapath::cq::post_cqe;
@@ -41,14 +41,12 @@ use crate::objects::wq::WqKind;
 
 /// Bytes of the ctrl segment.
 const CTRL_BYTES: usize = 16;
-/// Offset of the Ethernet segment's `cs_flags`, `mss` and `inline_hdr.sz` in the WQE.
+/// Offset of the Ethernet segment in the WQE (after the ctrl segment).
 const ESEG: usize = CTRL_BYTES;
-const ESEG_BYTES: usize = 16;
-/// Offset of the first inline header byte (`inline_hdr.start`, 14 bytes into the segment).
-const INLINE_START: usize = ESEG + 14;
-/// `MLX5_ETH_WQE_L3_CSUM`, `MLX5_ETH_WQE_L4_CSUM` (Linux include/linux/mlx5/qp.h).
-const L3_CSUM: u8 = 1 << 6;
-const L4_CSUM: u8 = 1 << 7;
+/// Offset of the first inline header byte in the WQE.
+const INLINE_START: usize = ESEG + eth_seg::INLINE_HDR_START;
+const L3_CSUM: u8 = eth_seg::cs_flags::L3_CSUM;
+const L4_CSUM: u8 = eth_seg::cs_flags::L4_CSUM;
 /// Ethernet FCS bytes, which the vport MTU counts (Linux en.h `MLX5E_SW2HW_MTU`) and the
 /// frames here do not carry.
 const ETH_FCS_LEN: u32 = 4;
@@ -187,25 +185,30 @@ fn execute(dp: &mut Dp<'_>, sq: SqView, w: &[u8]) -> Result<(), WqeError> {
 
 /// The frame a SEND WQE describes, checked and with its checksums offloaded.
 fn build_frame(dp: &mut Dp<'_>, sq: SqView, w: &[u8]) -> Result<Vec<u8>, WqeError> {
-    if w.len() < ESEG + ESEG_BYTES {
+    if w.len() < ESEG + eth_seg::SIZE {
         return Err(malformed());
     }
-    let e = &w[ESEG..ESEG + ESEG_BYTES];
-    // swp offsets (bytes 0..4) and flags (5), mss (6..8): no SWP, no LSO.
-    if e[..4].iter().any(|&b| b != 0) || e[5] != 0 || e[6] != 0 || e[7] != 0 {
+    let e = &w[ESEG..ESEG + eth_seg::SIZE];
+    // No software parser offsets or flags, no LSO `mss`.
+    let swp = &e[eth_seg::SWP_OUTER_L4_OFFSET..=eth_seg::SWP_INNER_L3_OFFSET];
+    if swp.iter().any(|&b| b != 0)
+        || e[eth_seg::SWP_FLAGS] != 0
+        || e[eth_seg::MSS..eth_seg::MSS + 2] != [0, 0]
+    {
         return Err(malformed());
     }
-    let cs_flags = e[4];
+    let cs_flags = e[eth_seg::CS_FLAGS];
     if cs_flags & !(L3_CSUM | L4_CSUM) != 0 {
         return Err(malformed());
     }
     // `inline_hdr.sz` (a VLAN insertion request would set its bit 15: not advertised).
-    let ihs = u16::from_be_bytes([e[12], e[13]]) as usize;
+    let sz = eth_seg::INLINE_HDR_SZ;
+    let ihs = u16::from_be_bytes([e[sz], e[sz + 1]]) as usize;
     if INLINE_START + ihs > w.len() {
         return Err(malformed());
     }
-    // Data segments start after the inline bytes, rounded up to 16 (en_tx.c `ds_cnt_inl`).
-    let dstart = ESEG + ESEG_BYTES + ihs.saturating_sub(2).next_multiple_of(16);
+    // Data segments start after the inline bytes' 16-byte units (en_tx.c `ds_cnt_inl`).
+    let dstart = ESEG + eth_seg::SIZE + eth_seg::inline_ds(ihs) * data_seg::SIZE;
     if dstart > w.len() {
         return Err(malformed());
     }
