@@ -532,7 +532,7 @@ fn spec(opcode: u16) -> Option<Spec> {
             modify_sq_in::BYTES,
             modify_sq_out::BYTES,
             S_INIT,
-            Handler::Modify(sq::cmd_modify_sq),
+            Handler::Objects(sq::cmd_modify_sq),
         ),
         opcode::QUERY_SQ => fixed(
             query_sq_in::BYTES,

@@ -18,6 +18,10 @@
 //!   ERR→RST; `sq_state` must be the current state (else BAD_RES_STATE). `modify_bitmask`
 //!   (rate limit, QoS group) is refused: neither is advertised. The move to RST restarts the
 //!   WQE counter at 0 (the counter Linux resets with `mlx5e_reset_txqsq_cc_pc`).
+//! - The SQ is read on a doorbell only: the move to RDY runs nothing. After an error Linux
+//!   resets its producer counter to 0 without writing the doorbell record
+//!   (en/reporter_tx.c `mlx5e_tx_reporter_err_cqe_recover`), so a device that read the
+//!   record on RDY would send the old WQEs again.
 //! - The data path is [`crate::datapath::eth::tx`].
 
 use std::collections::BTreeMap;
@@ -30,7 +34,6 @@ use mlx5_prm::{
 
 use crate::control::caps::Caps;
 use crate::control::result::{bad_param, err, get, CmdResult};
-use crate::datapath::Dp;
 use crate::objects::wq::{self, Wq, WqKind};
 use crate::objects::Objects;
 
@@ -225,15 +228,14 @@ pub(crate) fn legal_transition(cur: u8, next: u8) -> bool {
 
 /// MODIFY_SQ (0x905).
 pub(crate) fn cmd_modify_sq(
-    dp: &mut Dp<'_>,
-    _opcode: u16,
+    _caps: &Caps,
+    objects: &mut Objects,
     input: &[u8],
     _out: &mut [u8],
 ) -> CmdResult {
     let sqn = get(input, modify_sq_in::SQN);
     let ctx = &input[modify_sq_in::CTX.byte_offset()..];
-    let sq = dp
-        .objects
+    let sq = objects
         .sqs
         .get_mut(sqn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN))?;
@@ -251,10 +253,6 @@ pub(crate) fn cmd_modify_sq(
         sq.next = 0;
     }
     sq.state = next;
-    // Work posted before RDY (the doorbell may have rung) runs now.
-    if next == state::RDY {
-        crate::datapath::eth::tx::kick(dp, sqn);
-    }
     Ok(())
 }
 

@@ -83,8 +83,8 @@ struct SqView {
     min_inline: u8,
 }
 
-/// Executes the new WQEs of SQ `sqn` (a doorbell, or the SQ just became ready).
-pub(crate) fn kick(dp: &mut Dp<'_>, sqn: u32) {
+/// Executes the new WQEs of SQ `sqn` (its doorbell rang).
+fn kick(dp: &mut Dp<'_>, sqn: u32) {
     let mut raw = [0u8; MAX_WQE_BYTES];
     loop {
         let mem = dp.mem.clone();
