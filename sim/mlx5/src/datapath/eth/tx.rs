@@ -279,7 +279,9 @@ fn flush(dp: &mut Dp<'_>, sqn: u32) {
         return;
     };
     let (cqn, uidx, size) = (sq.cqn, sq.user_index, sq.wq.size());
-    if pi.wrapping_sub(sq.next) as u32 > size {
+    // Basic blocks announced and not taken yet.
+    let mut left = pi.wrapping_sub(sq.next);
+    if left as u32 > size {
         return; // an impossible counter: nothing to flush
     }
     let mut ctrl = [0u8; CTRL_BYTES];
@@ -288,10 +290,15 @@ fn flush(dp: &mut Dp<'_>, sqn: u32) {
             return;
         };
         let pos = sq.next;
-        if pos == pi || sq.wq.read(&*mem, pos as u32, 0, &mut ctrl).is_err() {
+        if left == 0 || sq.wq.read(&*mem, pos as u32, 0, &mut ctrl).is_err() {
             return;
         }
+        // A WQE longer than what is announced is not flushed (nor taken).
         let bbs = ((ctrl[7] & 0x3f) as usize * 16).div_ceil(64).max(1) as u16;
+        if bbs > left {
+            return;
+        }
+        left -= bbs;
         sq.next = pos.wrapping_add(bbs);
         let index = u16::from_be_bytes([ctrl[1], ctrl[2]]);
         let c = flush_cqe(cqe::opcode::REQ_ERR, ctrl[3], sqn, index, uidx);
