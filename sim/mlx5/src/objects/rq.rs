@@ -9,14 +9,14 @@
 //! and back to RDY; `mlx5e_modify_rq_vsd` changes `vsd` on an RDY RQ.
 //!
 //! The model:
-//! - RQNs come from the QPN space ([`crate::objects::Objects::alloc_queue_number`]).
+//! - RQNs come from the QPN space (`Objects::alloc_queue_number`).
 //! - Refused: a shared RQ (`mem_rq_type` RMP), hairpin, `rlky`, `flush_in_error_en` (the
 //!   model does not flush posted receive WQEs; Linux leaves it clear on its RQs), `delay_drop_en`,
 //!   `scatter_fcs` (`rq_delay_drop` and `scatter_fcs` are not advertised), SHAMPO, a
 //!   real-time timestamp format, a `counter_set_id` that names no Q counter set.
 //! - `vsd` is kept and reported; the model strips no VLAN tag whatever it says (`vlan_cap` is
 //!   not advertised).
-//! - States and transitions as an SQ's ([`crate::objects::sq::legal_transition`]); the move to
+//! - States and transitions as an SQ's (`objects::sq::legal_transition`); the move to
 //!   RST restarts the WQE counter at 0 (Linux `mlx5e_rqwq_reset`). `modify_bitmask` bits
 //!   (`MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_*`, Linux mlx5_ifc.h): VSD and RQ_COUNTER_SET_ID are
 //!   applied, the rest refused.

@@ -8,7 +8,7 @@
 //! RDY.
 //!
 //! The model:
-//! - SQNs come from the QPN space ([`crate::objects::Objects::alloc_queue_number`]): the
+//! - SQNs come from the QPN space (`Objects::alloc_queue_number`): the
 //!   doorbell names the queue by the `qpn` of its ctrl segment, so an SQN is never a QPN.
 //! - Refused: hairpin, `reg_umr`, `allow_swp`, `allow_multi_pkt_send_wqe`, `rlky`,
 //!   `cd_master`, `fre` (none advertised), rate limits and QoS groups, timestamp CQEs to

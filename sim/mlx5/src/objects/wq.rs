@@ -190,8 +190,7 @@ pub(crate) fn create(
     let stride_ok = match kind {
         WqKind::Send => log_stride == LOG_SQ_STRIDE,
         WqKind::Receive => {
-            log_stride >= LOG_MIN_RQ_STRIDE
-                && log_stride < 32
+            (LOG_MIN_RQ_STRIDE..32).contains(&log_stride)
                 && (1u32 << log_stride) <= caps.general(cmd_hca_cap::MAX_WQE_SZ_RQ)
         }
     };

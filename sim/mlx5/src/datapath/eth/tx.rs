@@ -4,7 +4,7 @@
 //! `mlx5e_notify_hw`): it sets CQ_UPDATE on the last WQE's ctrl segment, writes the WQEBB
 //! producer counter to the doorbell record's send dword (`MLX5_SND_DBR`), and writes the ctrl
 //! segment's first 8 bytes to the UAR's doorbell register, whose `qpn` is the SQN
-//! ([`crate::datapath::sq_doorbell`] hands SQNs here). The model then takes every WQE from
+//! (`datapath::sq_doorbell` hands SQNs here). The model then takes every WQE from
 //! the SQ's counter to the producer counter, in order.
 //!
 //! A send WQE (en_tx.c `mlx5e_sq_xmit_wqe`, en.h `struct mlx5e_tx_wqe`, include/linux/mlx5/qp.h
