@@ -255,15 +255,12 @@ pub(crate) fn cmd_query_rq(
         .rqs
         .get(get(input, query_rq_in::RQN))
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN))?;
-    let at = query_rq_out::RQ_CONTEXT.byte_offset();
-    let Some(dst) = out.get_mut(at..at + rq.ctx.len()) else {
-        return Ok(());
-    };
-    dst.copy_from_slice(&rq.ctx);
-    let _ = rqc::STATE.set(dst, rq.state as u32);
-    let w = rqc::WQ.byte_offset();
-    rq.wq
-        .context_into(&rq.ctx[w..], rq.next as u32, &mut dst[w..]);
+    rq.wq.query_into(
+        &rq.ctx,
+        (rqc::STATE, rq.state),
+        (rqc::WQ.byte_offset(), rq.next.into()),
+        &mut out[query_rq_out::RQ_CONTEXT.byte_offset()..],
+    );
     Ok(())
 }
 

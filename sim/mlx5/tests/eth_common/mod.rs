@@ -33,6 +33,21 @@ pub fn td<D: Device>(e: &mut Env<D>) -> u32 {
     d.get(alloc_transport_domain_out::TRANSPORT_DOMAIN)
 }
 
+/// A change to a create input and the refusal it gets: (field, value, status, syndrome).
+pub type Refusal = (Field, u32, u8, u32);
+/// `cmd_status::BAD_PARAM_ERR` and `BAD_RES_ERR`, short for the refusal tables.
+pub const PARAM: u8 = cmd_status::BAD_PARAM_ERR;
+pub const RES: u8 = cmd_status::BAD_RES_ERR;
+
+/// Each change of the create input `base` is refused with its status and syndrome.
+pub fn refuses<D: Device>(e: &mut Env<D>, base: &[u8], cases: &[Refusal]) {
+    for &(f, v, status, syn) in cases {
+        let mut i = base.to_vec();
+        set(&mut i, f, v);
+        e.raw.exec(&i, 16).fails(status, syn);
+    }
+}
+
 pub fn tis_input(td: u32) -> Vec<u8> {
     let mut i = input(opcode::CREATE_TIS, 0, create_tis_in::BYTES);
     set(&mut i, tisc::PRIO.within(create_tis_in::CTX), 0);

@@ -332,6 +332,23 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// Reaps every CQE of `cq`, counting them (and the successful ones) in [`STATS`]; an error
+/// when the CQ keeps producing CQEs.
+fn reap<D: Device>(env: &Env<D>, cq: &mut dp::Cq) -> Result<(), String> {
+    let mut n = 0;
+    while let Some(c) = env.poll_cq(cq) {
+        STATS.cqes.fetch_add(1, Ordering::Relaxed);
+        if !c.is_error() {
+            STATS.cqes_ok.fetch_add(1, Ordering::Relaxed);
+        }
+        n += 1;
+        if n > 4096 {
+            return Err("a CQ keeps producing CQEs".into());
+        }
+    }
+    Ok(())
+}
+
 /// One device (or connection) and what a target does with it each step.
 trait Epoch {
     fn step(&mut self, rng: &mut Rng) -> Result<(), String>;

@@ -28,10 +28,11 @@
 
 use mlx5_prm::sqc_state as state;
 use mlx5_prm::wqe::{ctrl, ctrl_seg, data_seg, opcode as wqe_opcode, INLINE_SEG};
-use mlx5_prm::{cmd_hca_cap, cqe, eth_seg, event, event_queue_type, inline_mode, qp_events};
+use mlx5_prm::{cmd_hca_cap, cqe, eth_seg, event_queue_type, inline_mode};
 
 use crate::be::{be32, be64};
 use crate::datapath::cq::post_cqe;
+use crate::datapath::eth::catastrophe_event;
 use crate::datapath::eth::headers::{self, Headers, ETH_HLEN};
 use crate::datapath::wqe::{MAX_WQE_BYTES, ZERO_BYTE_COUNT_MEANS};
 use crate::datapath::{flush_cqe, lkey_vendor, vendor, Dp};
@@ -308,13 +309,7 @@ fn flush(dp: &mut Dp<'_>, sqn: u32) {
 
 /// A DMA failure on the SQ: a WQ_CATAS_ERROR event naming the SQ, and the SQ to ERR.
 fn catastrophe(dp: &mut Dp<'_>, sqn: u32, why: &str) {
-    dp.trace_note(format_args!(
-        "SQ {sqn:#x}: work queue catastrophic error: {why}"
-    ));
-    let mut data = [0u8; qp_events::BYTES];
-    let _ = qp_events::TYPE.set(&mut data, event_queue_type::SQ.into());
-    let _ = qp_events::QPN_RQN_SQN.set(&mut data, sqn);
-    dp.post_async_event(event::WQ_CATAS_ERROR, 0, &data);
+    catastrophe_event(dp, event_queue_type::SQ, sqn, why);
     if let Some(sq) = dp.objects.sqs.get_mut(sqn) {
         sq.state = state::ERR;
     }
