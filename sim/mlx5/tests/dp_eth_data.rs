@@ -91,6 +91,21 @@ fn send_frames_and_completions() {
         u64::from_le_bytes(w[0..8].try_into().unwrap()),
     );
     assert_eq!(frames(&mut wire).len(), 1);
+    // Every frame counted in the vport's transmitted_eth_unicast (QUERY_VPORT_COUNTER).
+    let d = e.raw.exec(
+        &input(
+            opcode::QUERY_VPORT_COUNTER,
+            0,
+            query_vport_counter_in::BYTES,
+        ),
+        query_vport_counter_out::BYTES,
+    );
+    d.ok();
+    let at = query_vport_counter_out::TRANSMITTED_ETH_UNICAST.byte_offset();
+    let packets = u64::from_be_bytes(d.out[at..at + 8].try_into().unwrap());
+    let octets = u64::from_be_bytes(d.out[at + 8..at + 16].try_into().unwrap());
+    assert_eq!(packets, 4);
+    assert_eq!(octets, 3 * frame.len() as u64 + 60);
 }
 
 /// A bad WQE completes in error and moves the SQ to ERR; WQEs posted after it are flushed;

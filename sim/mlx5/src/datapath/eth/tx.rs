@@ -39,6 +39,7 @@ use crate::datapath::{flush_cqe, lkey_vendor, vendor, Dp};
 use crate::objects::cq::Cqe;
 use crate::objects::mr::{Access, KeyUser};
 use crate::objects::wq::WqKind;
+use crate::roce::counters::Counter;
 
 /// Bytes of the ctrl segment.
 const CTRL_BYTES: usize = 16;
@@ -177,11 +178,27 @@ fn execute(dp: &mut Dp<'_>, sq: SqView, w: &[u8]) -> Result<(), WqeError> {
         wqe_opcode::NOP => Ok(()),
         wqe_opcode::SEND => {
             let frame = build_frame(dp, sq, w)?;
+            count_sent(dp, &frame);
             dp.port.send_frame(frame);
             Ok(())
         }
         _ => Err(malformed()),
     }
+}
+
+/// Counts a frame an SQ sends in the vport's `transmitted_eth_*` class of its destination
+/// MAC (QUERY_VPORT_COUNTER).
+fn count_sent(dp: &Dp<'_>, frame: &[u8]) {
+    let (frames, bytes) = match frame[0] {
+        _ if frame[..6] == [0xff; 6] => {
+            (Counter::TxEthBroadcastFrames, Counter::TxEthBroadcastBytes)
+        }
+        d if d & 1 != 0 => (Counter::TxEthMulticastFrames, Counter::TxEthMulticastBytes),
+        _ => (Counter::TxEthUnicastFrames, Counter::TxEthUnicastBytes),
+    };
+    let c = dp.port.counters();
+    c.bump(frames);
+    c.add(bytes, frame.len() as u64);
 }
 
 /// The frame a SEND WQE describes, checked and with its checksums offloaded.
