@@ -69,6 +69,20 @@ fn objects_create_query_and_release_in_order() {
         cmd_status::RES_BUSY,
         mlx5_sim::objects::cq::syndrome::CQ_IN_USE,
     );
+    // A UAR only an SQ rings through.
+    let uar2 = e.raw.alloc_uar();
+    let (buf, dbr) = (e.alloc(4096), e.alloc(64));
+    let mut i = sq_input(&e, x.scq.cqn, x.tisn, 6, buf, dbr);
+    set(&mut i, wqf(create_sq_in::CTX, wq::UAR_PAGE), uar2);
+    let d = e.raw.exec(&i, 16);
+    d.ok();
+    let sq2 = d.get(create_sq_out::SQN);
+    destroy(&mut e, opcode::DEALLOC_UAR, dealloc_uar_in::UAR, uar2).fails(
+        cmd_status::RES_BUSY,
+        mlx5_sim::control::syndrome::UAR_BUSY_SQ,
+    );
+    destroy(&mut e, opcode::DESTROY_SQ, destroy_sq_in::SQN, sq2).ok();
+    destroy(&mut e, opcode::DEALLOC_UAR, dealloc_uar_in::UAR, uar2).ok();
     // Reverse order.
     destroy(&mut e, opcode::DESTROY_TIR, destroy_tir_in::TIRN, x.tirn).ok();
     destroy(&mut e, opcode::DESTROY_RQ, destroy_rq_in::RQN, x.rq.n).ok();
