@@ -160,17 +160,14 @@ impl EthFuzz {
         }
     }
 
-    /// Brings an SQ or RQ in ERR back as Linux does; software's counter restarts at 0.
+    /// Brings an SQ or RQ in ERR (or moved to RST by a hostile MODIFY) back as Linux does;
+    /// software's counter restarts at 0.
     fn recover(&mut self) {
-        let sq = e::query_state(&mut self.env, true, self.x.sq.n);
-        if sq == u32::from(sqc_state::ERR) {
-            e::modify(
-                &mut self.env,
-                true,
-                self.x.sq.n,
-                sqc_state::ERR,
-                sqc_state::RST,
-            );
+        let sq = e::query_state(&mut self.env, true, self.x.sq.n) as u8;
+        if sq != sqc_state::RDY {
+            if sq == sqc_state::ERR {
+                e::modify(&mut self.env, true, self.x.sq.n, sq, sqc_state::RST);
+            }
             e::modify(
                 &mut self.env,
                 true,
@@ -180,15 +177,11 @@ impl EthFuzz {
             );
             self.x.sq.pi = 0;
         }
-        let rq = e::query_state(&mut self.env, false, self.x.rq.n);
-        if rq == u32::from(rqc_state::ERR) {
-            e::modify(
-                &mut self.env,
-                false,
-                self.x.rq.n,
-                rqc_state::ERR,
-                rqc_state::RST,
-            );
+        let rq = e::query_state(&mut self.env, false, self.x.rq.n) as u8;
+        if rq != rqc_state::RDY {
+            if rq == rqc_state::ERR {
+                e::modify(&mut self.env, false, self.x.rq.n, rq, rqc_state::RST);
+            }
             e::modify(
                 &mut self.env,
                 false,
@@ -198,6 +191,81 @@ impl EthFuzz {
             );
             self.x.rq.pi = 0;
             self.env.write(self.x.rq.dbr, &0u32.to_be_bytes());
+        }
+    }
+
+    /// A hostile Ethernet object command: a create input with random bytes changed in its
+    /// context (what it creates is destroyed again), or a modify / query / destroy naming a
+    /// live object, a random one or a random state. The live queues stay (a destroy of one is
+    /// refused while it is named, or recreated by nothing: only spares are destroyed).
+    fn command(&mut self, rng: &mut Rng) {
+        let (td, tisn, rqn, cqn) = (self.x.td, self.x.tisn, self.x.rq.n, self.x.scq.cqn);
+        let (buf, dbr) = (self.x.sq.buf, self.x.sq.dbr);
+        let (mut i, destroy) = match rng.below(6) {
+            0 => (
+                e::tis_input(td),
+                (opcode::DESTROY_TIS, destroy_tis_in::TISN),
+            ),
+            1 => (
+                e::sq_input(&self.env, cqn, tisn, 6, buf, dbr),
+                (opcode::DESTROY_SQ, destroy_sq_in::SQN),
+            ),
+            2 => (
+                e::rq_input(&self.env, cqn, 4, 5, buf, dbr),
+                (opcode::DESTROY_RQ, destroy_rq_in::RQN),
+            ),
+            3 => (
+                e::tir_input(td, rqn),
+                (opcode::DESTROY_TIR, destroy_tir_in::TIRN),
+            ),
+            4 => {
+                // A modify of a live queue to a random state.
+                let sq = rng.chance(500);
+                let n = if sq { self.x.sq.n } else { rqn };
+                let (cur, next) = (rng.below(4) as u8, rng.below(4) as u8);
+                e::modify(&mut self.env, sq, n, cur, next);
+                return;
+            }
+            _ => {
+                // A query naming a live object or any number; a destroy naming any number
+                // (the live objects stay: the checks after the step need them).
+                let op = rng.pick(&[
+                    opcode::QUERY_SQ,
+                    opcode::QUERY_RQ,
+                    opcode::QUERY_TIS,
+                    opcode::QUERY_TIR,
+                    opcode::DESTROY_TIS,
+                    opcode::DESTROY_RQ,
+                    opcode::DESTROY_TIR,
+                ]);
+                let any = rng.u32() & 0xff_ffff;
+                let live = rng.pick(&[tisn, rqn, self.x.tirn, self.x.sq.n]);
+                let query = matches!(
+                    op,
+                    opcode::QUERY_SQ | opcode::QUERY_RQ | opcode::QUERY_TIS | opcode::QUERY_TIR
+                );
+                let n = if query && rng.chance(500) { live } else { any };
+                let live_numbers = [tisn, rqn, self.x.tirn, self.x.sq.n];
+                if !query && live_numbers.contains(&n) {
+                    return;
+                }
+                let mut i = raw::input(op, 0, 16);
+                raw::set(&mut i, destroy_sq_in::SQN, n);
+                let _ = self.env.raw.exec(&i, query_sq_out::BYTES);
+                return;
+            }
+        };
+        // Change a few bytes of the context (0x20 on: the header is the dispatcher's).
+        for _ in 0..rng.range(1, 4) {
+            let at = 0x20 + rng.below(i.len() as u64 - 0x20) as usize;
+            i[at] = rng.u32() as u8;
+        }
+        let d = self.env.raw.exec(&i, 16);
+        if d.status() == 0 {
+            let n = u32::from_be_bytes(d.out[8..12].try_into().unwrap()) & 0xff_ffff;
+            let mut x = raw::input(destroy.0, 0, 16);
+            raw::set(&mut x, destroy.1, n);
+            let _ = self.env.raw.exec(&x, 16);
         }
     }
 }
@@ -265,6 +333,9 @@ impl Epoch for EthFuzz {
         }
         reap(&self.env, &mut self.x.scq)?;
         reap(&self.env, &mut self.x.rcq)?;
+        if !self.tame && rng.chance(100) {
+            self.command(rng);
+        }
         let _ = self.env.drain_eq();
         self.recover();
         Ok(())
