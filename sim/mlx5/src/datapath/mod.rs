@@ -20,6 +20,7 @@ pub mod doorbell;
 pub mod eth;
 pub mod mw;
 pub mod rc;
+pub mod ud;
 pub mod umr;
 pub mod wqe;
 
@@ -315,6 +316,9 @@ fn sq_post_in(hca: &mut Dp<'_>, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                 }
                 if q.state != qp::state::RTS {
                     return;
+                }
+                if q.st.is_datagram() {
+                    return ud::sq_post(hca, qpn, raw);
                 }
                 // The memory's version, read once for the doorbell's accesses through views
                 // (the doorbell record, the WQEs, a UMR's CQE): they are the accesses of
@@ -629,7 +633,7 @@ pub(crate) fn post_qp_event(hca: &mut Dp<'_>, event_type: u8, qpn: u32) {
 }
 
 /// A DMA failure on a work queue: WQ_CATAS_ERROR event and the QP to ERR.
-fn wq_catastrophe(hca: &mut Dp<'_>, qpn: u32, why: &str) {
+pub(crate) fn wq_catastrophe(hca: &mut Dp<'_>, qpn: u32, why: &str) {
     hca.trace_note(format_args!(
         "QP {qpn:#x}: work queue catastrophic error: {why}"
     ));

@@ -616,6 +616,12 @@ pub(crate) fn arrive_local(hca: &mut Dp<'_>, batch: &[RefPacket]) {
 /// Takes one packet that arrived at the port to its QP.
 pub(crate) fn arrive(hca: &mut Dp<'_>, a: Arrival) {
     match a {
+        Arrival::Frame(f) if f.hdrs.ext.deth.is_some() => {
+            // A datagram (UD SEND): for a UD QP or the GSI QP (crate::datapath::ud).
+            let ip = crate::roce::frame::eth_len(&f.hdrs.eth);
+            let at = f.bytes.get(ip..).unwrap_or(&[]);
+            crate::datapath::ud::recv::deliver(hca, &f.hdrs, at, f.payload());
+        }
         Arrival::Frame(f) => {
             let src = ip_gid(f.hdrs.ip.src());
             let pkt = RxPacket {
