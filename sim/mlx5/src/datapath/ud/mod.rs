@@ -43,8 +43,7 @@ use crate::datapath::{enter_error, fetch_wqe, vendor, wq_catastrophe, Dp};
 use crate::objects::cq::Cqe;
 use crate::objects::qp::{read_dbr_in, ServiceType, GID_TABLE_SEARCH};
 use crate::roce::{
-    Bth, Deth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, Opcode, RoceHeaders, UdpHdr,
-    DEFAULT_P_KEY,
+    Bth, Deth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, Opcode, RoceHeaders, UdpHdr, DEFAULT_P_KEY,
 };
 
 /// The QPN the wire reaches the GSI QP by (IBTA §3.5.3.1: QP1).
@@ -184,7 +183,11 @@ fn datagram(
         return Err(MALFORMED);
     }
     let wr_qkey = be32(seg, av::QKEY);
-    let q_key = if wr_qkey & 0x8000_0000 != 0 { q.qkey } else { wr_qkey };
+    let q_key = if wr_qkey & 0x8000_0000 != 0 {
+        q.qkey
+    } else {
+        wr_qkey
+    };
     let gid_fl = be32(seg, av::GRH_GID_FL);
     let sgid = hca.roce_gid((gid_fl >> 20) & 0xff).ok_or(MALFORMED)?;
     let mut rgid = [0u8; 16];
@@ -224,7 +227,11 @@ fn datagram(
     let mut bth = Bth::new(opcode, dqp_dct & 0xff_ffff, q.npsn & crate::roce::PSN_MASK);
     bth.solicited = w.solicited;
     bth.p_key = pkey_at(q.path.pkey_index).ok_or(MALFORMED)?;
-    let src_qp = if q.st == ServiceType::Gsi { GSI_QPN } else { qpn };
+    let src_qp = if q.st == ServiceType::Gsi {
+        GSI_QPN
+    } else {
+        qpn
+    };
     let ext = ExtHdrs {
         deth: Some(Deth {
             q_key,
