@@ -66,6 +66,20 @@ pub const ROCE_ADDRESS_TABLE_SIZE: u32 = 64;
 /// (ids are 8 bits wide, so never more than 256).
 pub const MAX_QP_CNT: u32 = 64;
 
+/// `flow_table_properties_nic_receive.max_ft_level`: the deepest flow table level. Model
+/// choice (a ConnectX-5's number is not public): deep enough for every priority of Linux
+/// fs_core.c's NIC RX namespace tree (`root_fs`; fs_core.c `init_root_tree_recursive` leaves
+/// out a priority whose `min_ft_level` exceeds this, and the last, the anchor's, must exist).
+pub const FT_MAX_LEVEL: u32 = 64;
+/// `flow_table_properties_nic_receive.log_max_ft_size`: entries per table, log2. Model choice:
+/// 2^16 (Linux fs_ft_pool.c takes table sizes up to this from its pools of 1, 128, 64K, ...).
+pub const FT_LOG_MAX_SIZE: u32 = 16;
+/// `flow_table_properties_nic_receive.log_max_ft_num`: tables, log2. Model choice.
+pub const FT_LOG_MAX_NUM: u32 = 10;
+/// `flow_table_properties_nic_receive.log_max_destination`: destinations per entry, log2.
+/// Model choice.
+pub const FT_LOG_MAX_DESTINATION: u32 = 4;
+
 /// One capability type: its MAX and CUR pages.
 #[derive(Clone)]
 pub struct CapPage {

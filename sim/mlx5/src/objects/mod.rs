@@ -9,6 +9,7 @@ use vport::Vport;
 pub mod counter;
 pub mod cq;
 pub mod eq;
+pub mod flow;
 pub mod mr;
 pub mod mw;
 pub mod pd;
@@ -30,6 +31,8 @@ pub(crate) struct Objects {
     pub(crate) vport: Vport,
     /// Queue counter sets (ALLOC_Q_COUNTER).
     pub(crate) qcounters: QCounterTable,
+    /// NIC receive flow steering (flow tables, groups, entries, the root).
+    pub(crate) flow: flow::FlowSteering,
 }
 
 impl Objects {
@@ -44,6 +47,7 @@ impl Objects {
             tds: TdTable::default(),
             vport: Vport::new(mac),
             qcounters: Default::default(),
+            flow: Default::default(),
         }
     }
 }
