@@ -42,6 +42,44 @@ pub const DEFAULT_HW_MTU: u32 = 1522;
 /// One entry of the RoCE address table: the raw `roce_addr_layout`.
 type RoceAddr = [u8; roce_addr_layout::BYTES];
 
+/// The vport's receive address filter: the unicast and multicast address lists and the
+/// promiscuous modes (MODIFY_NIC_VPORT_CONTEXT `field_select.addresses_list` / `.promisc`, as
+/// Linux core/vport.c `mlx5_modify_nic_vport_mac_list` / `mlx5_modify_nic_vport_promisc` set
+/// them for mlx5e, core/en_fs.c `mlx5e_vport_context_update`: the UC list starts with the
+/// port's own address, the MC list with broadcast). An Ethernet frame reaches the vport's flow
+/// tables only when its destination MAC is in the list of its kind or a promiscuous mode takes
+/// it, as the e-switch forwards to a vport only the addresses of its lists (Linux eswitch.c
+/// `esw_apply_vport_addr_list`, "Apply vport UC/MC list to HW l2 table and FDB table"; model
+/// choice for this function, which has no e-switch: the same filter). Power-on: empty lists,
+/// no promiscuous mode, so no Ethernet frame is received until the driver sets them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AddressFilter {
+    /// Unicast addresses (`allowed_list_type` UC).
+    pub uc: Vec<[u8; 6]>,
+    /// Multicast addresses, broadcast included (`allowed_list_type` MC).
+    pub mc: Vec<[u8; 6]>,
+    /// `promisc_uc`: every unicast destination.
+    pub promisc_uc: bool,
+    /// `promisc_mc`: every multicast destination (mlx5e's allmulti).
+    pub promisc_mc: bool,
+    /// `promisc_all`: every frame.
+    pub promisc_all: bool,
+}
+
+impl AddressFilter {
+    /// Whether a frame to `dmac` passes.
+    pub fn accepts(&self, dmac: &[u8; 6]) -> bool {
+        if self.promisc_all {
+            return true;
+        }
+        if dmac[0] & 1 != 0 {
+            self.promisc_mc || self.mc.contains(dmac)
+        } else {
+            self.promisc_uc || self.uc.contains(dmac)
+        }
+    }
+}
+
 /// NIC vport state.
 #[derive(Clone, Debug)]
 pub struct Vport {
@@ -49,6 +87,7 @@ pub struct Vport {
     mtu: u32,
     mac: [u8; 6],
     gids: Vec<Option<RoceAddr>>,
+    filter: AddressFilter,
 }
 
 impl Vport {
@@ -59,7 +98,13 @@ impl Vport {
             mtu: DEFAULT_HW_MTU,
             mac,
             gids: vec![None; ROCE_ADDRESS_TABLE_SIZE as usize],
+            filter: AddressFilter::default(),
         }
+    }
+
+    /// The receive address filter.
+    pub fn filter(&self) -> &AddressFilter {
+        &self.filter
     }
 
     /// The permanent MAC.

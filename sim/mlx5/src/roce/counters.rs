@@ -128,8 +128,9 @@ counters! {
     /// Frames to a unicast MAC that is not the port's (the MAC filter drops them).
     RxDropWrongDstMac = "rx_drop_wrong_dst_mac",
         ModelOnly("hardware filters these before counting them at all");
-    /// Frames that are not RoCEv2 (ARP, IPv6 ND, TCP, UDP to another port, ...): the model
-    /// has no Ethernet RQ and answers no ARP. They are also counted in the "eth" classes below.
+    /// Frames that are not RoCEv2 (ARP, IPv6 ND, TCP, UDP to another port, ...) on a frame
+    /// port with no Ethernet receiver ([`crate::link::FramePort::recv`]; the HCA's port hands
+    /// them to its Ethernet receive path instead). Also counted in the "eth" classes below.
     RxDropNotRoce = "rx_drop_not_roce",
         ModelOnly("nearest: rx_steer_missed_packets (no steering rule takes them)");
     /// Frames that claim to be RoCEv2 but do not decode (truncated, bad IPv4 checksum, bad
@@ -155,6 +156,36 @@ counters! {
     /// Non-RoCE frames to the broadcast MAC.
     RxEthBroadcastFrames = "rx_eth_broadcast_frames",
         Vport { class: "received_eth_broadcast", field: "packets" };
+
+    // ---- Ethernet receive drops (crate::datapath::steer), by reason ----------------------
+    /// Ethernet frames longer than the vport's MTU allows (`nic_vport_context.mtu`, which
+    /// counts the FCS the link does not carry).
+    RxDropOversize = "rx_oversize_pkts_phy",
+        ModelOnly("nearest: PPCNT RFC 2819 ether_stats_oversize_pkts (Linux en_stats.c rx_oversize_pkts_phy); PPCNT is not answered");
+    /// Ethernet frames with an 802.1Q/802.1ad tag: the vport has no VLAN list (model choice).
+    RxDropVlanTagged = "rx_drop_vlan_tagged",
+        ModelOnly("no PRM counter: the vport has no VLAN list (allowed_list_type VLAN is refused)");
+    /// IEEE 802.3 frames (a length, not an EtherType, below 0x0600): the model steers
+    /// Ethernet II only.
+    RxDropNotEthernetII = "rx_drop_not_ethernet_ii", ModelOnly("model choice: no PRM counter");
+    /// Ethernet frames to a MAC neither in the vport's unicast / multicast address list nor
+    /// taken by a promiscuous mode (the eswitch forwards to a vport only the addresses of its
+    /// lists: Linux eswitch.c `esw_apply_vport_addr_list`).
+    RxDropVportFilter = "rx_drop_vport_filter",
+        ModelOnly("no PRM counter: frames no eswitch rule forwards never reach the vport");
+    /// Ethernet frames that passed the vport filter while no NIC_RX root flow table is set.
+    RxDropNoRootTable = "rx_drop_no_root_table",
+        ModelOnly("nearest: nic_receive_steering_discard of QUERY_VNIC_ENV (not answered)");
+    /// Ethernet frames no flow table entry took (a table missed with the default miss
+    /// action): "packets that completed RX flow steering but were discarded due to a
+    /// mismatch in flow table" (Linux Documentation/networking/device_drivers/ethernet/
+    /// mellanox/mlx5/devlink.rst, `nic_receive_steering_discard`; en_stats.c names it
+    /// rx_steer_missed_packets).
+    RxSteerMissed = "rx_steer_missed_packets",
+        ModelOnly("nic_receive_steering_discard of QUERY_VNIC_ENV, which the model does not answer");
+    /// Ethernet frames a flow table entry with the DROP action took.
+    RxDropSteeringRule = "rx_drop_steering_rule",
+        ModelOnly("no PRM counter without a flow counter on the rule (flow counters not modelled)");
 
     // ---- link (stream framing) errors --------------------------------------------------
     /// The peer sent a frame length of 0 (connection dropped).
@@ -330,6 +361,13 @@ impl CounterSnapshot {
             Counter::RxDropUdpChecksum,
             Counter::RxDropBadTver,
             Counter::RxDropQp0,
+            Counter::RxDropOversize,
+            Counter::RxDropVlanTagged,
+            Counter::RxDropNotEthernetII,
+            Counter::RxDropVportFilter,
+            Counter::RxDropNoRootTable,
+            Counter::RxSteerMissed,
+            Counter::RxDropSteeringRule,
         ]
         .iter()
         .map(|c| self.get(*c))
