@@ -25,6 +25,8 @@ mod root;
 pub(crate) mod steer;
 mod table;
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;
 
 pub(crate) use fte::{cmd_delete_fte, cmd_set_fte};
@@ -59,6 +61,7 @@ pub(crate) struct FlowSteering {
 
 impl FlowSteering {
     /// The NIC_RX root table, if one is set.
+    #[cfg(test)]
     pub(crate) fn root(&self) -> Option<u32> {
         self.root
     }
