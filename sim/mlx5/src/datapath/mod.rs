@@ -20,7 +20,7 @@ pub mod doorbell;
 pub mod eth;
 pub mod mw;
 pub mod rc;
-pub mod steer;
+pub(crate) mod steer;
 pub mod umr;
 pub mod wqe;
 

@@ -9,7 +9,7 @@ use vport::Vport;
 pub mod counter;
 pub mod cq;
 pub mod eq;
-pub mod flow;
+pub(crate) mod flow;
 pub mod mr;
 pub mod mw;
 pub mod pd;
