@@ -48,3 +48,13 @@ pub(crate) fn get(buf: &[u8], f: Field) -> u32 {
 pub(crate) fn put(buf: &mut [u8], f: Field, v: u32) {
     let _ = f.set(buf, v);
 }
+
+/// `BAD_PARAM` with `syndrome` when any of `fields` is non-zero in `buf` (fields naming a
+/// feature the device does not advertise).
+pub(crate) fn unset(buf: &[u8], fields: &[Field], syndrome: u32) -> CmdResult {
+    if fields.iter().any(|&f| get(buf, f) != 0) {
+        Err(bad_param(syndrome))
+    } else {
+        Ok(())
+    }
+}

@@ -10,9 +10,9 @@
 
 use super::group::OUTER_BYTES;
 use super::table::{table_mut, FlowTable};
-use super::{check_header, FlowSteering, Header};
+use super::{check_header, FlowSteering};
 use crate::control::caps::{self, Caps};
-use crate::control::result::{err, fail, get, CmdError, CmdResult};
+use crate::control::result::{err, fail, get, unset, CmdError, CmdResult};
 use crate::control::syndrome;
 use crate::objects::Objects;
 use mlx5_prm::{
@@ -128,20 +128,18 @@ fn action(objects: &Objects, table: &FlowTable, input: &[u8]) -> Result<Action, 
 }
 
 /// Fields of the input that name features the device does not advertise.
-fn unsupported(input: &[u8]) -> bool {
-    let ctx = [
-        flow_context::PUSH_VLAN,
-        flow_context::EXTENDED_DESTINATION,
-        flow_context::UPLINK_HAIRPIN_EN,
-        flow_context::ENCRYPT_DECRYPT_TYPE,
-        flow_context::FLOW_COUNTER_LIST_SIZE,
-        flow_context::PACKET_REFORMAT_ID,
-        flow_context::MODIFY_HEADER_ID,
-        flow_context::PUSH_VLAN_2,
-        flow_context::ENCRYPT_DECRYPT_OBJ_ID,
-    ];
-    get(input, set_fte_in::IGNORE_FLOW_LEVEL) != 0 || ctx.iter().any(|&f| fc(input, f) != 0)
-}
+const UNSUPPORTED: [Field; 10] = [
+    set_fte_in::IGNORE_FLOW_LEVEL,
+    flow_context::PUSH_VLAN.within(set_fte_in::FLOW_CONTEXT),
+    flow_context::EXTENDED_DESTINATION.within(set_fte_in::FLOW_CONTEXT),
+    flow_context::UPLINK_HAIRPIN_EN.within(set_fte_in::FLOW_CONTEXT),
+    flow_context::ENCRYPT_DECRYPT_TYPE.within(set_fte_in::FLOW_CONTEXT),
+    flow_context::FLOW_COUNTER_LIST_SIZE.within(set_fte_in::FLOW_CONTEXT),
+    flow_context::PACKET_REFORMAT_ID.within(set_fte_in::FLOW_CONTEXT),
+    flow_context::MODIFY_HEADER_ID.within(set_fte_in::FLOW_CONTEXT),
+    flow_context::PUSH_VLAN_2.within(set_fte_in::FLOW_CONTEXT),
+    flow_context::ENCRYPT_DECRYPT_OBJ_ID.within(set_fte_in::FLOW_CONTEXT),
+];
 
 /// SET_FLOW_TABLE_ENTRY (0x936): op_mod 0 creates the entry at `flow_index`, op_mod 1
 /// changes the action, flow tag or destination list of the one there (`modify_enable_mask`).
@@ -152,17 +150,8 @@ pub(crate) fn cmd_set_fte(
     _out: &mut [u8],
 ) -> CmdResult {
     use set_fte_in as i;
-    check_header(
-        input,
-        Header {
-            other_vport: i::OTHER_VPORT,
-            vport_number: i::VPORT_NUMBER,
-            table_type: i::TABLE_TYPE,
-        },
-    )?;
-    if unsupported(input) {
-        return fail(cmd_status::BAD_PARAM_ERR, syndrome::FTE_UNSUPPORTED);
-    }
+    check_header!(input, i)?;
+    unset(input, &UNSUPPORTED, syndrome::FTE_UNSUPPORTED)?;
     let table_id = get(input, i::TABLE_ID);
     let index = get(input, i::FLOW_INDEX);
     let t = table_ref(&objects.flow, table_id)?;
@@ -270,14 +259,7 @@ pub(crate) fn cmd_delete_fte(
     _out: &mut [u8],
 ) -> CmdResult {
     use delete_fte_in as i;
-    check_header(
-        input,
-        Header {
-            other_vport: i::OTHER_VPORT,
-            vport_number: i::VPORT_NUMBER,
-            table_type: i::TABLE_TYPE,
-        },
-    )?;
+    check_header!(input, i)?;
     let t = table_mut(&mut objects.flow, get(input, i::TABLE_ID))?;
     if t.ftes.remove(&get(input, i::FLOW_INDEX)).is_none() {
         return fail(cmd_status::BAD_RES_ERR, syndrome::FTE_UNKNOWN);

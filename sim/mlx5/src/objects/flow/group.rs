@@ -17,9 +17,9 @@
 //! look at.
 
 use super::table::table_mut;
-use super::{check_header, FlowSteering, Header};
+use super::{check_header, FlowSteering};
 use crate::control::caps::Caps;
-use crate::control::result::{fail, get, put, CmdResult};
+use crate::control::result::{fail, get, put, unset, CmdResult};
 use crate::control::syndrome;
 use crate::objects::Objects;
 use mlx5_prm::{
@@ -147,24 +147,14 @@ pub(crate) fn cmd_create_flow_group(
     out: &mut [u8],
 ) -> CmdResult {
     use create_flow_group_in as i;
-    check_header(
-        input,
-        Header {
-            other_vport: i::OTHER_VPORT,
-            vport_number: i::VPORT_NUMBER,
-            table_type: i::TABLE_TYPE,
-        },
-    )?;
+    check_header!(input, i)?;
     // Match definers and e-switch owner ids: not advertised.
-    for f in [
+    let unsupported = [
         i::GROUP_TYPE,
         i::SOURCE_ESWITCH_OWNER_VHCA_ID_VALID,
         i::MATCH_DEFINER_ID,
-    ] {
-        if get(input, f) != 0 {
-            return fail(cmd_status::BAD_PARAM_ERR, syndrome::FG_UNSUPPORTED);
-        }
-    }
+    ];
+    unset(input, &unsupported, syndrome::FG_UNSUPPORTED)?;
     let steering = &mut objects.flow;
     let table_id = get(input, i::TABLE_ID);
     let (start, end) = (
@@ -204,14 +194,7 @@ pub(crate) fn cmd_destroy_flow_group(
     _out: &mut [u8],
 ) -> CmdResult {
     use destroy_flow_group_in as i;
-    check_header(
-        input,
-        Header {
-            other_vport: i::OTHER_VPORT,
-            vport_number: i::VPORT_NUMBER,
-            table_type: i::TABLE_TYPE,
-        },
-    )?;
+    check_header!(input, i)?;
     let t = table_mut(&mut objects.flow, get(input, i::TABLE_ID))?;
     let id = get(input, i::GROUP_ID);
     if !t.groups.contains_key(&id) {

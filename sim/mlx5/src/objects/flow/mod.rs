@@ -97,20 +97,25 @@ impl FlowSteering {
     }
 }
 
-/// The header fields every flow steering command carries at the same places
-/// (`other_vport`, `vport_number`, `table_type`; Linux mlx5_ifc.h `*_flow_table_*_in`).
-pub(super) struct Header {
-    pub(super) other_vport: Field,
-    pub(super) vport_number: Field,
-    pub(super) table_type: Field,
+/// Checks the header fields every flow steering command carries (`other_vport`,
+/// `vport_number`, `table_type`; Linux mlx5_ifc.h `*_flow_*_in`) in the input layout `$m`:
+/// the function's own vport, the NIC_RX table type.
+macro_rules! check_header {
+    ($input:expr, $m:ident) => {
+        $crate::objects::flow::header_ok(
+            $input,
+            [$m::OTHER_VPORT, $m::VPORT_NUMBER, $m::TABLE_TYPE],
+        )
+    };
 }
+pub(crate) use check_header;
 
-/// Checks the header: the function's own vport, the NIC_RX table type.
-fn check_header(input: &[u8], h: Header) -> CmdResult {
-    if get(input, h.other_vport) != 0 || get(input, h.vport_number) != 0 {
+/// [`check_header!`] for the fields `[other_vport, vport_number, table_type]`.
+fn header_ok(input: &[u8], [other_vport, vport_number, table_type]: [Field; 3]) -> CmdResult {
+    if get(input, other_vport) != 0 || get(input, vport_number) != 0 {
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::FLOW_OTHER_VPORT);
     }
-    if get(input, h.table_type) != u32::from(flow_table_type::NIC_RX) {
+    if get(input, table_type) != u32::from(flow_table_type::NIC_RX) {
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::FLOW_TABLE_TYPE);
     }
     Ok(())

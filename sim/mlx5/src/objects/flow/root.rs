@@ -6,10 +6,10 @@
 //! frames find no table and are dropped, as before any root was set. `underlay_qpn` is for
 //! IPoIB (an InfiniBand port) and refused on this Ethernet port.
 
+use super::check_header;
 use super::table::table_mut;
-use super::{check_header, Header};
 use crate::control::caps::Caps;
-use crate::control::result::{fail, get, CmdResult};
+use crate::control::result::{fail, get, unset, CmdResult};
 use crate::control::syndrome;
 use crate::objects::Objects;
 use mlx5_prm::{cmd_status, set_flow_table_root, set_flow_table_root_in};
@@ -22,25 +22,15 @@ pub(crate) fn cmd_set_flow_table_root(
     _out: &mut [u8],
 ) -> CmdResult {
     use set_flow_table_root_in as i;
-    check_header(
-        input,
-        Header {
-            other_vport: i::OTHER_VPORT,
-            vport_number: i::VPORT_NUMBER,
-            table_type: i::TABLE_TYPE,
-        },
-    )?;
-    for f in [
+    check_header!(input, i)?;
+    let unsupported = [
         i::TABLE_OF_OTHER_VPORT,
         i::TABLE_VPORT_NUMBER,
         i::UNDERLAY_QPN,
         i::TABLE_ESWITCH_OWNER_VHCA_ID_VALID,
         i::TABLE_ESWITCH_OWNER_VHCA_ID,
-    ] {
-        if get(input, f) != 0 {
-            return fail(cmd_status::BAD_PARAM_ERR, syndrome::ROOT_UNSUPPORTED);
-        }
-    }
+    ];
+    unset(input, &unsupported, syndrome::ROOT_UNSUPPORTED)?;
     let steering = &mut objects.flow;
     match get(input, i::OP_MOD) as u16 {
         set_flow_table_root::OP_MOD_CONNECT => {

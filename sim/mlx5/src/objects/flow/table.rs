@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 
 use super::fte::Fte;
 use super::group::FlowGroup;
-use super::{check_header, FlowSteering, Header};
+use super::{check_header, FlowSteering};
 use crate::control::caps::{self, Caps};
-use crate::control::result::{fail, get, put, CmdResult};
+use crate::control::result::{fail, get, put, unset, CmdResult};
 use crate::control::syndrome;
 use crate::objects::Objects;
 use mlx5_prm::{
@@ -72,25 +72,19 @@ pub(crate) fn cmd_create_flow_table(
     out: &mut [u8],
 ) -> CmdResult {
     use create_flow_table_in as i;
-    check_header(
-        input,
-        Header {
-            other_vport: i::OTHER_VPORT,
-            vport_number: i::VPORT_NUMBER,
-            table_type: i::TABLE_TYPE,
-        },
-    )?;
+    check_header!(input, i)?;
     // Packet reformat, decap, software-owned and termination tables: the caps advertise none.
-    for f in [
-        flow_table_context::REFORMAT_EN,
-        flow_table_context::DECAP_EN,
-        flow_table_context::SW_OWNER,
-        flow_table_context::TERMINATION_TABLE,
-    ] {
-        if ctx(input, f) != 0 {
-            return fail(cmd_status::BAD_PARAM_ERR, syndrome::FT_UNSUPPORTED);
-        }
-    }
+    let c = |f: Field| f.within(i::FLOW_TABLE_CONTEXT);
+    unset(
+        input,
+        &[
+            c(flow_table_context::REFORMAT_EN),
+            c(flow_table_context::DECAP_EN),
+            c(flow_table_context::SW_OWNER),
+            c(flow_table_context::TERMINATION_TABLE),
+        ],
+        syndrome::FT_UNSUPPORTED,
+    )?;
     let level = ctx(input, flow_table_context::LEVEL);
     if level > caps::FT_MAX_LEVEL {
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::FT_LEVEL);
@@ -135,14 +129,7 @@ pub(crate) fn cmd_destroy_flow_table(
     _out: &mut [u8],
 ) -> CmdResult {
     use destroy_flow_table_in as i;
-    check_header(
-        input,
-        Header {
-            other_vport: i::OTHER_VPORT,
-            vport_number: i::VPORT_NUMBER,
-            table_type: i::TABLE_TYPE,
-        },
-    )?;
+    check_header!(input, i)?;
     let steering = &mut objects.flow;
     let id = get(input, i::TABLE_ID);
     let Some(t) = steering.tables.get(&id) else {
