@@ -6,32 +6,23 @@
 
 #[path = "datapath_common/mod.rs"]
 mod dp;
+#[path = "eth_common/mod.rs"]
+mod eth_q;
 #[path = "raw/mod.rs"]
 mod raw;
 
 use dp::*;
 use mlx5_prm::{
     create_flow_group_in, create_flow_group_out, create_flow_table_in, create_flow_table_out,
-    delete_fte_in, destroy_flow_group_in, destroy_flow_table_in, flow_context,
+    delete_fte_in, destroy_flow_group_in, destroy_flow_table_in, destroy_tir_in, flow_context,
     flow_context_action as act, flow_table_context, flow_table_nic_cap, flow_table_prop_layout,
     fte_match_param, fte_match_set_lyr_2_4 as l24, hca_cap, match_criteria_enable,
     modify_nic_vport_context_in, modify_nic_vport_field_select, nic_vport_context,
     nic_vport_list_type, opcode, set_flow_table_root_in, set_fte_in, Field,
 };
-use mlx5_sim::front::device::ExecMode;
 use mlx5_sim::link::Link;
 use mlx5_sim::roce::counters::Counter;
-use mlx5_sim::wire::Port;
-use mlx5_sim::InProcHca;
 use raw::{input, set, Done};
-
-/// An HCA brought up (Env), its port on one end of an in-process link; the other end.
-fn hca_on_a_link() -> (Env, Link) {
-    let dev = InProcHca::new(ExecMode::Inline);
-    let (a, b) = Link::pair();
-    dev.with_hca(|h| *h.port_mut() = Port::on_link(a));
-    (Env::new(dev, 1), b)
-}
 
 fn counter(env: &Env, c: Counter) -> u64 {
     env.dev().with_hca(|h| h.port().counters().get(c))
@@ -152,6 +143,20 @@ fn tables(env: &mut Env) -> (u32, u32, u32) {
 
 /// SET_FLOW_TABLE_ENTRY at `index`: EtherType `et`, `action`, to flow table `to` if any.
 fn fte(env: &mut Env, ft: u32, g: u32, index: u32, et: u32, action: u16, to: Option<u32>) -> Done {
+    let to = to.map(|t| (mlx5_prm::flow_destination_type::FLOW_TABLE, t));
+    fte_to(env, ft, g, index, et, action, to)
+}
+
+/// [`fte`] to a destination (type, id).
+fn fte_to(
+    env: &mut Env,
+    ft: u32,
+    g: u32,
+    index: u32,
+    et: u32,
+    action: u16,
+    to: Option<(u8, u32)>,
+) -> Done {
     let n = to.is_some() as usize;
     let mut i = input(opcode::SET_FLOW_TABLE_ENTRY, 0, set_fte_in::BYTES + n * 8);
     set(&mut i, set_fte_in::TABLE_ID, ft);
@@ -164,9 +169,9 @@ fn fte(env: &mut Env, ft: u32, g: u32, index: u32, et: u32, action: u16, to: Opt
         .within(fte_match_param::OUTER_HEADERS)
         .within(flow_context::MATCH_VALUE));
     set(&mut i, v, et);
-    if let Some(t) = to {
+    if let Some((ty, t)) = to {
         let d = fc(flow_context::DESTINATION.as_field()).byte_offset();
-        i[d] = mlx5_prm::flow_destination_type::FLOW_TABLE;
+        i[d] = ty;
         i[d + 1..d + 4].copy_from_slice(&t.to_be_bytes()[1..]);
     }
     env.raw.exec(&i, 16)
@@ -174,7 +179,7 @@ fn fte(env: &mut Env, ft: u32, g: u32, index: u32, et: u32, action: u16, to: Opt
 
 #[test]
 fn every_frame_lands_in_its_counter() {
-    let (mut env, mut peer) = hca_on_a_link();
+    let (mut env, mut peer) = eth_q::env();
     let mac = env.mac;
     let before_roce = counter(&env, Counter::RxDropWrongDstMac);
     // Power-on: empty lists, every Ethernet frame stops at the vport.
@@ -251,7 +256,7 @@ fn every_frame_lands_in_its_counter() {
 /// fixed part; a list longer than the input is refused.
 #[test]
 fn set_fte_takes_its_destination_list() {
-    let (mut env, _peer) = hca_on_a_link();
+    let (mut env, _peer) = eth_q::env();
     let (ft, deep, g) = tables(&mut env);
     let d = fte(&mut env, ft, g, 2, 0x88b5, act::FWD_DEST, Some(deep));
     d.ok();
@@ -270,7 +275,7 @@ fn set_fte_takes_its_destination_list() {
 /// `nic_flow_table` is set) with NIC_RX tables and their limits.
 #[test]
 fn the_flow_table_caps_page() {
-    let (env, _peer) = hca_on_a_link();
+    let (env, _peer) = eth_q::env();
     let (nic, rx) = env.dev().with_hca(|h| {
         (
             h.cap(mlx5_prm::cmd_hca_cap::NIC_FLOW_TABLE),
@@ -297,4 +302,67 @@ fn the_flow_table_caps_page() {
     });
     assert_eq!((support, tx), (1, 0));
     assert!(level >= 3, "Linux mlx5e wants 3 levels at least");
+}
+
+/// The whole path: a UDP frame from the wire to the port's MAC passes the vport's list, the
+/// root table's entry forwards it to the TIR, and it lands in the RQ's posted buffer with a
+/// receive CQE; a second frame with no WQE posted is the RQ's out_of_buffer; the TIR cannot
+/// be destroyed while the entry forwards to it.
+#[test]
+fn a_steered_frame_lands_in_the_receive_queue() {
+    let (mut env, mut peer) = eth_q::env();
+    let mac = env.mac;
+    let mut x = eth_q::eth(&mut env);
+    set_list(&mut env, nic_vport_list_type::UC, &[mac]);
+    let (ft, _deep, g) = tables(&mut env);
+    fte_to(
+        &mut env,
+        ft,
+        g,
+        2,
+        0x0800,
+        act::FWD_DEST,
+        Some((mlx5_prm::flow_destination_type::TIR, x.tirn)),
+    )
+    .ok();
+    // Index 1 (IPv4 to the deeper table) comes first: it must go for the TIR entry to take
+    // IPv4.
+    let mut d = input(opcode::DELETE_FLOW_TABLE_ENTRY, 0, delete_fte_in::BYTES);
+    set(&mut d, delete_fte_in::TABLE_ID, ft);
+    set(&mut d, delete_fte_in::FLOW_INDEX, 1);
+    env.raw.exec(&d, 16).ok();
+    let buf = env.alloc(4096);
+    let lkey = env.mkey(buf, 4096, LW);
+    eth_q::post_rq(&env, &mut x.rq, &[(2048, lkey, buf)]);
+    let mut frame = eth_q::udp_frame(b"steered to the RQ");
+    frame[..6].copy_from_slice(&mac);
+    deliver(&env, &mut peer, frame.clone());
+    assert_eq!(env.read(buf, frame.len()), frame);
+    let c = env.poll_cq(&mut x.rcq).expect("receive CQE");
+    assert_eq!(c.byte_cnt(), frame.len() as u32);
+    // No WQE left: out_of_buffer (the RQ's own counting), nothing written.
+    env.write(buf, &[0; 64]);
+    deliver(&env, &mut peer, frame.clone());
+    assert_eq!(env.read(buf, 64), vec![0; 64]);
+    assert!(env.poll_cq(&mut x.rcq).is_none());
+    assert_eq!(eth_q::out_of_buffer(&mut env, 0), 1);
+    // The TIR is named by the entry: DESTROY_TIR is refused until the entry goes.
+    let r = eth_q::destroy(&mut env, opcode::DESTROY_TIR, destroy_tir_in::TIRN, x.tirn);
+    assert_eq!(r.status(), mlx5_prm::cmd_status::RES_BUSY);
+    let mut d = input(opcode::DELETE_FLOW_TABLE_ENTRY, 0, delete_fte_in::BYTES);
+    set(&mut d, delete_fte_in::TABLE_ID, ft);
+    set(&mut d, delete_fte_in::FLOW_INDEX, 2);
+    env.raw.exec(&d, 16).ok();
+    eth_q::destroy(&mut env, opcode::DESTROY_TIR, destroy_tir_in::TIRN, x.tirn).ok();
+    // An entry to a TIR that does not exist is refused.
+    let r = fte_to(
+        &mut env,
+        ft,
+        g,
+        2,
+        0x0800,
+        act::FWD_DEST,
+        Some((mlx5_prm::flow_destination_type::TIR, x.tirn)),
+    );
+    assert_eq!(r.status(), mlx5_prm::cmd_status::BAD_RES_ERR);
 }

@@ -147,6 +147,8 @@ counters! {
     RxDropBadTver = "rx_drop_bad_tver", ModelOnly("no PRM counter");
     /// RoCE frames to QP 0, which RoCE does not have (rxe_recv.c `hdr_check`).
     RxDropQp0 = "rx_drop_qp0", ModelOnly("no PRM counter");
+    /// Ethernet frames steered to an RQ that had no receive WQE posted (datapath/eth/rx.rs).
+    OutOfBuffer = "out_of_buffer", QCounter("out_of_buffer");
     /// Non-RoCE frames to the port's unicast MAC.
     RxEthUnicastFrames = "rx_eth_unicast_frames",
         Vport { class: "received_eth_unicast", field: "packets" };

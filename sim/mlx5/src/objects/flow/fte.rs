@@ -66,13 +66,6 @@ fn fc(input: &[u8], f: Field) -> u32 {
     get(input, f.within(set_fte_in::FLOW_CONTEXT))
 }
 
-/// Whether TIR `tirn` exists. (The TIR table is model-eth's objects/tir.rs; until it is
-/// merged every TIR number is taken on trust.)
-fn tir_exists(objects: &Objects, tirn: u32) -> bool {
-    let _ = (objects, tirn);
-    true
-}
-
 /// The destination list of the input, checked: TIRs that exist, or one flow table that
 /// exists and is deeper than `table`.
 fn dests(objects: &Objects, table: &FlowTable, input: &[u8]) -> Result<Vec<Dest>, CmdError> {
@@ -93,7 +86,7 @@ fn dests(objects: &Objects, table: &FlowTable, input: &[u8]) -> Result<Vec<Dest>
             return Err(err(cmd_status::BAD_PARAM_ERR, syndrome::FTE_DEST_TYPE));
         }
         out.push(match get(d, dest_format_struct::DESTINATION_TYPE) as u8 {
-            flow_destination_type::TIR if tir_exists(objects, id) => Dest::Tir(id),
+            flow_destination_type::TIR if objects.tirs.contains(id) => Dest::Tir(id),
             flow_destination_type::TIR => {
                 return Err(err(cmd_status::BAD_RES_ERR, syndrome::FTE_DEST_TIR))
             }

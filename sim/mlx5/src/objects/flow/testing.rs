@@ -31,10 +31,15 @@ pub(crate) fn status<V: std::fmt::Debug>(r: Result<V, CmdError>) -> (u8, u32) {
 }
 
 impl T {
+    /// Objects with TIRs 1 to 9 (to RQs of the same numbers) to forward to.
     pub(crate) fn new() -> T {
+        let mut objects = Objects::new(MAC);
+        for n in 1..=9 {
+            objects.tirs.insert_bare(n, n);
+        }
         T {
             caps: Caps::connectx5(),
-            objects: Objects::new(MAC),
+            objects,
         }
     }
 

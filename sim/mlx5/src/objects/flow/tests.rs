@@ -236,6 +236,10 @@ fn set_fte_checks_index_group_action_and_destinations() {
         ),
         (cmd_status::BAD_PARAM_ERR, syndrome::FTE_DEST_TYPE)
     );
+    assert_eq!(
+        bad(&mut t, g, 1, act::FWD_DEST, &[(dt::TIR, 99)]),
+        (cmd_status::BAD_RES_ERR, syndrome::FTE_DEST_TIR)
+    );
     // The destination list must be in the input.
     let mut short = T::fte_input(ft, g, 1, act::FWD_DEST, &tir, &[]);
     short.truncate(set_fte_in::BYTES);
