@@ -366,3 +366,115 @@ fn a_steered_frame_lands_in_the_receive_queue() {
     );
     assert_eq!(r.status(), mlx5_prm::cmd_status::BAD_RES_ERR);
 }
+
+/// Hostile frames from the wire (seeded random bytes; random lengths up to beyond the MTU;
+/// broadcast, the port's MAC or any MAC; IPv4, ARP, VLAN tags, 802.3 lengths, junk) into an
+/// HCA that takes everything (promiscuous, a catch-all entry to the TIR): nothing panics,
+/// every received frame lands whole in one posted buffer and nothing outside the buffers is
+/// written, and every frame taken off the wire is counted once: received, or dropped by the
+/// port's checks, by the Ethernet path or for lack of a WQE.
+#[test]
+fn hostile_frames_never_leave_the_posted_buffers() {
+    use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+    let mut rng = rand_xoshiro::SplitMix64::seed_from_u64(0x5eed_f10e);
+    let (mut env, mut peer) = eth_q::env();
+    let mac = env.mac;
+    let mut x = eth_q::eth(&mut env);
+    // Promiscuous; one table whose single group matches everything, to the TIR.
+    let mut i = input(
+        opcode::MODIFY_NIC_VPORT_CONTEXT,
+        0,
+        modify_nic_vport_context_in::BYTES,
+    );
+    let fs = modify_nic_vport_context_in::FIELD_SELECT;
+    let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
+    set(&mut i, modify_nic_vport_field_select::PROMISC.within(fs), 1);
+    set(&mut i, nic_vport_context::PROMISC_ALL.within(ctx), 1);
+    env.raw.exec(&i, 16).ok();
+    let mut t = input(opcode::CREATE_FLOW_TABLE, 0, create_flow_table_in::BYTES);
+    let d = env.raw.exec(&t, create_flow_table_out::BYTES);
+    d.ok();
+    let ft = d.get(create_flow_table_out::TABLE_ID);
+    let mut g = input(opcode::CREATE_FLOW_GROUP, 0, create_flow_group_in::BYTES);
+    set(&mut g, create_flow_group_in::TABLE_ID, ft);
+    let d = env.raw.exec(&g, create_flow_group_out::BYTES);
+    d.ok();
+    let gid = d.get(create_flow_group_out::GROUP_ID);
+    let tir = Some((mlx5_prm::flow_destination_type::TIR, x.tirn));
+    fte_to(&mut env, ft, gid, 0, 0, act::FWD_DEST, tir).ok();
+    t = input(
+        opcode::SET_FLOW_TABLE_ROOT,
+        0,
+        set_flow_table_root_in::BYTES,
+    );
+    set(&mut t, set_flow_table_root_in::TABLE_ID, ft);
+    env.raw.exec(&t, 16).ok();
+    // Buffers of 2 KiB (more than the MTU allows a frame) between canaries, 4 KiB apart.
+    const SLOTS: u64 = 16;
+    let region = env.alloc((SLOTS * 4096) as usize);
+    env.write(region, &vec![0xc5; (SLOTS * 4096) as usize]);
+    let lkey = env.mkey(region, SLOTS * 4096, LW);
+    let slot = |k: u64| region + (k % SLOTS) * 4096 + 1024;
+    for k in 0..SLOTS {
+        eth_q::post_rq(&env, &mut x.rq, &[(2048, lkey, slot(k))]);
+    }
+    let (mut posted, mut taken) = (SLOTS, 0u64);
+    let mut sent = 0u64;
+    let mut received = 0u64;
+    for _ in 0..3000 {
+        let len = match rng.next_u32() % 8 {
+            0 => 1 + rng.next_u32() as usize % 14,
+            1 => 1519 + rng.next_u32() as usize % 600,
+            _ => 14 + rng.next_u32() as usize % 1505,
+        };
+        let mut f = vec![0u8; len];
+        rng.fill_bytes(&mut f);
+        if len >= 14 {
+            match rng.next_u32() % 4 {
+                0 => f[..6].copy_from_slice(&[0xff; 6]),
+                1 => f[..6].copy_from_slice(&mac),
+                _ => {}
+            }
+            let types: [u16; 6] = [0x0800, 0x0806, 0x8100, 0x88a8, 0x86dd, 0x0040];
+            if rng.next_u32() % 3 != 0 {
+                let et = types[rng.next_u32() as usize % types.len()];
+                f[12..14].copy_from_slice(&et.to_be_bytes());
+            }
+        }
+        deliver(&env, &mut peer, f.clone());
+        sent += 1;
+        while let Some(c) = env.poll_cq(&mut x.rcq) {
+            assert!(!c.is_error(), "error CQE for a {len}-byte frame");
+            let n = c.byte_cnt() as usize;
+            assert_eq!(env.read(slot(taken), n), f[..n], "the frame, whole");
+            assert!(n == len && len <= 1518, "{n} bytes received of {len}");
+            taken += 1;
+            received += 1;
+        }
+        while posted < taken + SLOTS {
+            env.write(slot(posted), &[0xc5; 2048]);
+            eth_q::post_rq(&env, &mut x.rq, &[(2048, lkey, slot(posted))]);
+            posted += 1;
+        }
+    }
+    // The canaries: nothing but the posted buffers was written.
+    let all = env.read(region, (SLOTS * 4096) as usize);
+    for k in 0..SLOTS as usize {
+        let page = &all[k * 4096..(k + 1) * 4096];
+        assert!(page[..1024].iter().all(|&b| b == 0xc5), "before slot {k}");
+        assert!(
+            page[1024 + 2048..].iter().all(|&b| b == 0xc5),
+            "after slot {k}"
+        );
+    }
+    let snap = env.dev().with_hca(|h| h.port().counters().snapshot());
+    assert_eq!(snap.get(Counter::RxFrames), sent);
+    assert!(received > 500, "only {received} of {sent} received");
+    let out_of_buffer = u64::from(eth_q::out_of_buffer(&mut env, 0));
+    assert_eq!(
+        received + snap.rx_dropped() + out_of_buffer,
+        sent,
+        "{:?}",
+        snap.nonzero()
+    );
+}
