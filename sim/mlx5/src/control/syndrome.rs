@@ -78,7 +78,7 @@
 //! | 0x5108_000a  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: allowed_list_size above 1 << log_max_current_{uc,mc}_list |
 //! | 0x5108_000b  | BAD_INP_LEN     | MODIFY_NIC_VPORT_CONTEXT: input shorter than the address list |
 //! | 0x5108_000c  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: group MAC in the UC list / unicast MAC in the MC list |
-//! | 0x5108_000d  | BAD_PARAM       | QUERY_NIC_VPORT_CONTEXT: allowed_list_type not UC (0) or MC (1) |
+//! | 0x5108_000d  | BAD_PARAM       | QUERY_NIC_VPORT_CONTEXT: allowed_list_type not UC, MC or VLAN (0-2) |
 //! | 0x5110_0001  | LIM_ERR         | ALLOC_Q_COUNTER: max_qp_cnt sets in use (set 0 included) |
 //! | 0x5110_0002  | BAD_RES         | DEALLOC_Q_COUNTER: set 0 or a set not allocated          |
 //! | 0x5110_0003  | RES_BUSY        | DEALLOC_Q_COUNTER: a QP is still attached to the set     |
