@@ -8,9 +8,7 @@
 //! modification, VLAN push, extended destinations and `ignore_flow_level` are not advertised
 //! and refused.
 
-use super::group::OUTER_BYTES;
-use super::table::{table_mut, FlowTable};
-use super::{check_header, FlowSteering};
+use super::state::{check_header, Action, Dest, FlowTable, Fte, OUTER_BYTES};
 use crate::control::caps::{self, Caps};
 use crate::control::result::{err, fail, get, unset, CmdError, CmdResult};
 use crate::control::syndrome;
@@ -19,47 +17,6 @@ use mlx5_prm::{
     cmd_status, delete_fte_in, dest_format_struct, flow_context, flow_context_action,
     flow_destination_type, fte_match_param, set_fte, set_fte_in, Field,
 };
-
-/// Where an entry forwards.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Dest {
-    /// A TIR (its RQ receives the frame).
-    Tir(u32),
-    /// A flow table of a greater level (the lookup goes on there).
-    Table(u32),
-}
-
-/// What an entry does with a frame it matches.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Action {
-    /// `FWD_DEST` to every destination.
-    Forward(Vec<Dest>),
-    /// `DROP`.
-    Drop,
-}
-
-/// One flow table entry.
-#[derive(Debug)]
-pub(crate) struct Fte {
-    /// Its group.
-    pub(super) group: u32,
-    /// The outer headers of `match_value`, already under the group's mask.
-    pub(super) value: [u8; OUTER_BYTES],
-    /// What it does.
-    pub(super) action: Action,
-    /// `flow_tag` (kept; the model's receive CQE does not report it).
-    pub(super) flow_tag: u32,
-}
-
-impl Fte {
-    /// Its destinations (none for DROP).
-    pub(super) fn dests(&self) -> &[Dest] {
-        match &self.action {
-            Action::Forward(d) => d,
-            Action::Drop => &[],
-        }
-    }
-}
 
 /// `flow_context` field `f` of SET_FLOW_TABLE_ENTRY's input.
 fn fc(input: &[u8], f: Field) -> u32 {
@@ -147,18 +104,16 @@ pub(crate) fn cmd_set_fte(
     unset(input, &UNSUPPORTED, syndrome::FTE_UNSUPPORTED)?;
     let table_id = get(input, i::TABLE_ID);
     let index = get(input, i::FLOW_INDEX);
-    let t = table_ref(&objects.flow, table_id)?;
+    let t = objects.flow.table(table_id)?;
     match get(input, i::OP_MOD) as u16 {
         set_fte::OP_MOD_CREATE => {
             let fte = new_fte(objects, t, index, input)?;
-            table_mut(&mut objects.flow, table_id)?
-                .ftes
-                .insert(index, fte);
+            objects.flow.table_mut(table_id)?.ftes.insert(index, fte);
             Ok(())
         }
         set_fte::OP_MOD_MODIFY => {
             let (action, tag) = modified(objects, t, index, input)?;
-            let t = table_mut(&mut objects.flow, table_id)?;
+            let t = objects.flow.table_mut(table_id)?;
             if let Some(f) = t.ftes.get_mut(&index) {
                 if let Some(a) = action {
                     f.action = a;
@@ -171,14 +126,6 @@ pub(crate) fn cmd_set_fte(
         }
         _ => fail(cmd_status::BAD_PARAM_ERR, syndrome::FTE_OP_MOD),
     }
-}
-
-/// Table `id`, read-only: unknown is BAD_RES.
-fn table_ref(steering: &FlowSteering, id: u32) -> Result<&FlowTable, CmdError> {
-    steering
-        .tables
-        .get(&id)
-        .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::FT_UNKNOWN))
 }
 
 /// The entry SET_FLOW_TABLE_ENTRY op_mod 0 creates at `index` of `table`, checked.
@@ -253,17 +200,9 @@ pub(crate) fn cmd_delete_fte(
 ) -> CmdResult {
     use delete_fte_in as i;
     check_header!(input, i)?;
-    let t = table_mut(&mut objects.flow, get(input, i::TABLE_ID))?;
+    let t = objects.flow.table_mut(get(input, i::TABLE_ID))?;
     if t.ftes.remove(&get(input, i::FLOW_INDEX)).is_none() {
         return fail(cmd_status::BAD_RES_ERR, syndrome::FTE_UNKNOWN);
     }
     Ok(())
-}
-
-impl FlowSteering {
-    /// The entries of table `id` (tests).
-    #[cfg(test)]
-    pub(crate) fn entries(&self, id: u32) -> usize {
-        self.tables.get(&id).map_or(0, |t| t.ftes.len())
-    }
 }

@@ -16,8 +16,7 @@
 //! other bit is refused (BAD_PARAM): its entries would match on fields the model does not
 //! look at.
 
-use super::table::table_mut;
-use super::{check_header, FlowSteering};
+use super::state::{check_header, FlowGroup, FlowSteering, OUTER_BYTES};
 use crate::control::caps::Caps;
 use crate::control::result::{fail, get, put, unset, CmdResult};
 use crate::control::syndrome;
@@ -26,9 +25,6 @@ use mlx5_prm::{
     cmd_status, create_flow_group_in, create_flow_group_out, destroy_flow_group_in,
     fte_match_param, fte_match_set_lyr_2_4 as l24, match_criteria_enable, Field,
 };
-
-/// Bytes of `fte_match_set_lyr_2_4` (the outer headers part of `fte_match_param`).
-pub(crate) const OUTER_BYTES: usize = l24::BYTES;
 
 /// The outer header fields the model evaluates (see the module documentation).
 pub(crate) const SUPPORTED_OUTER: [Field; 18] = [
@@ -68,25 +64,6 @@ fn supported_outer() -> [u8; OUTER_BYTES] {
         set_ones(&mut m, f);
     }
     m
-}
-
-/// One flow group.
-#[derive(Debug)]
-pub(crate) struct FlowGroup {
-    /// `start_flow_index`.
-    pub(super) start: u32,
-    /// `end_flow_index` (inclusive).
-    pub(super) end: u32,
-    /// The outer headers mask its entries match under (zero when `match_criteria_enable`
-    /// leaves the outer headers out: they are then not compared).
-    pub(crate) outer_mask: [u8; OUTER_BYTES],
-}
-
-impl FlowGroup {
-    /// Whether the group owns flow index `i`.
-    pub(super) fn owns(&self, i: u32) -> bool {
-        (self.start..=self.end).contains(&i)
-    }
 }
 
 /// The group's effective outer mask, or why the criteria are refused.
@@ -161,7 +138,7 @@ pub(crate) fn cmd_create_flow_group(
         get(input, i::START_FLOW_INDEX),
         get(input, i::END_FLOW_INDEX),
     );
-    let t = table_mut(steering, table_id)?;
+    let t = steering.table_mut(table_id)?;
     if start > end || u64::from(end) >= t.size() {
         return fail(cmd_status::BAD_PARAM_ERR, syndrome::FG_RANGE);
     }
@@ -181,7 +158,7 @@ pub(crate) fn cmd_create_flow_group(
         end,
         outer_mask,
     };
-    table_mut(steering, table_id)?.groups.insert(id, g);
+    steering.table_mut(table_id)?.groups.insert(id, g);
     put(out, create_flow_group_out::GROUP_ID, id);
     Ok(())
 }
@@ -195,7 +172,7 @@ pub(crate) fn cmd_destroy_flow_group(
 ) -> CmdResult {
     use destroy_flow_group_in as i;
     check_header!(input, i)?;
-    let t = table_mut(&mut objects.flow, get(input, i::TABLE_ID))?;
+    let t = objects.flow.table_mut(get(input, i::TABLE_ID))?;
     let id = get(input, i::GROUP_ID);
     if !t.groups.contains_key(&id) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::FG_UNKNOWN);

@@ -6,8 +6,7 @@
 //! frames find no table and are dropped, as before any root was set. `underlay_qpn` is for
 //! IPoIB (an InfiniBand port) and refused on this Ethernet port.
 
-use super::check_header;
-use super::table::table_mut;
+use super::state::check_header;
 use crate::control::caps::Caps;
 use crate::control::result::{fail, get, unset, CmdResult};
 use crate::control::syndrome;
@@ -35,7 +34,7 @@ pub(crate) fn cmd_set_flow_table_root(
     match get(input, i::OP_MOD) as u16 {
         set_flow_table_root::OP_MOD_CONNECT => {
             let id = get(input, i::TABLE_ID);
-            table_mut(steering, id)?;
+            steering.table_mut(id)?;
             steering.root = Some(id);
             Ok(())
         }

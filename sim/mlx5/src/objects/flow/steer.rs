@@ -13,9 +13,7 @@
 //! before its multicast and promiscuous ones, so lowest index first is the order those
 //! tables rely on).
 
-use super::fte::{Action, Dest};
-use super::group::OUTER_BYTES;
-use super::FlowSteering;
+use super::state::{Action, Dest, FlowSteering, OUTER_BYTES};
 use crate::control::caps;
 use crate::control::result::put;
 use crate::roce::OtherFrame;

@@ -11,9 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::fte::Fte;
-use super::group::FlowGroup;
-use super::{check_header, FlowSteering};
+use super::state::{check_header, FlowSteering, FlowTable};
 use crate::control::caps::{self, Caps};
 use crate::control::result::{fail, get, put, unset, CmdResult};
 use crate::control::syndrome;
@@ -22,29 +20,6 @@ use mlx5_prm::{
     cmd_status, create_flow_table_in, create_flow_table_out, destroy_flow_table_in,
     flow_table_context, flow_table_miss_action, Field,
 };
-
-/// One NIC_RX flow table.
-#[derive(Debug)]
-pub(crate) struct FlowTable {
-    /// `flow_table_context.level`.
-    pub(super) level: u32,
-    /// `flow_table_context.log_size`: entry indexes are `0..1 << log_size`.
-    pub(super) log_size: u32,
-    /// Where a miss goes (`table_miss_action` FWD): a table of a greater level. `None`: the
-    /// default miss action, the frame is dropped.
-    pub(super) miss: Option<u32>,
-    /// The groups, by id.
-    pub(super) groups: BTreeMap<u32, FlowGroup>,
-    /// The entries, by flow index (a lookup tries them in index order).
-    pub(super) ftes: BTreeMap<u32, Fte>,
-}
-
-impl FlowTable {
-    /// Entry slots.
-    pub(super) fn size(&self) -> u64 {
-        1u64 << self.log_size
-    }
-}
 
 /// `flow_table_context` field `f` of CREATE_FLOW_TABLE's input.
 fn ctx(input: &[u8], f: Field) -> u32 {
@@ -146,18 +121,4 @@ pub(crate) fn cmd_destroy_flow_table(
         steering.root = None;
     }
     Ok(())
-}
-
-/// The table `id`, for the other flow commands: unknown is BAD_RES.
-pub(super) fn table_mut(
-    steering: &mut FlowSteering,
-    id: u32,
-) -> Result<&mut FlowTable, crate::control::result::CmdError> {
-    steering
-        .tables
-        .get_mut(&id)
-        .ok_or(crate::control::result::err(
-            cmd_status::BAD_RES_ERR,
-            syndrome::FT_UNKNOWN,
-        ))
 }

@@ -4,7 +4,7 @@
 use super::steer::{Packet, Steer};
 use super::*;
 use crate::control::caps::Caps;
-use crate::control::result::{put, CmdError};
+use crate::control::result::{get, put, CmdError, CmdResult};
 use crate::objects::Objects;
 use crate::roce::{decode, Frame};
 use mlx5_prm::{

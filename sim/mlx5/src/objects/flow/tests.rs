@@ -4,7 +4,9 @@ use super::steer::Steer;
 use super::testing::*;
 use super::*;
 use crate::control::caps;
-use crate::control::result::put;
+use crate::control::result::{get, put};
+use crate::control::syndrome;
+use mlx5_prm::cmd_status;
 use mlx5_prm::{
     create_flow_group_in, create_flow_group_out, create_flow_table_in, flow_context,
     flow_context_action as act, flow_destination_type as dt, flow_table_context, fte_match_param,
