@@ -163,7 +163,7 @@ counters! {
     /// Ethernet frames longer than the vport's MTU allows (`nic_vport_context.mtu`, which
     /// counts the FCS the link does not carry).
     RxDropOversize = "rx_oversize_pkts_phy",
-        ModelOnly("nearest: PPCNT RFC 2819 ether_stats_oversize_pkts (Linux en_stats.c rx_oversize_pkts_phy); PPCNT is not answered");
+        ModelOnly("nearest: PPCNT IEEE 802.3 a_frame_too_long_errors (Linux en_stats.c rx_oversize_pkts_phy); PPCNT is not answered");
     /// Ethernet frames with an 802.1Q/802.1ad tag: the vport has no VLAN list (model choice).
     RxDropVlanTagged = "rx_drop_vlan_tagged",
         ModelOnly("no PRM counter: the vport has no VLAN list (allowed_list_type VLAN is refused)");
@@ -174,7 +174,7 @@ counters! {
     /// taken by a promiscuous mode (the eswitch forwards to a vport only the addresses of its
     /// lists: Linux eswitch.c `esw_apply_vport_addr_list`).
     RxDropVportFilter = "rx_drop_vport_filter",
-        ModelOnly("no PRM counter: frames no eswitch rule forwards never reach the vport");
+        ModelOnly("no PRM counter for this function: frames no e-switch rule forwards never reach the vport (the port's PPCNT RFC 2863 if_in_discards, en_stats.c rx_discards_phy, is the nearest)");
     /// Ethernet frames that passed the vport filter while no NIC_RX root flow table is set.
     RxDropNoRootTable = "rx_drop_no_root_table",
         ModelOnly("nearest: nic_receive_steering_discard of QUERY_VNIC_ENV (not answered)");
