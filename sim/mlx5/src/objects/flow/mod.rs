@@ -1,7 +1,8 @@
 //! NIC receive flow steering: flow tables ([`table`]), flow groups ([`group`]), flow table
 //! entries ([`fte`]) and the root of the NIC_RX table type ([`root`]), as Linux
 //! drivers/net/ethernet/mellanox/mlx5/core/fs_cmd.c builds them; and the lookup a received
-//! Ethernet frame goes through ([`steer`]).
+//! Ethernet frame goes through ([`steer`]). Their state (tables holding groups and entries,
+//! the root) is [`state`], below the object modules.
 //!
 //! Only the NIC_RX table type exists (the `flow_table_nic_cap` page advertises `ft_support`
 //! for `flow_table_properties_nic_receive` alone, control/caps.rs); only the function's own
@@ -14,8 +15,9 @@
 //! their group, then the table), so firmware refusing a destroy while something still names
 //! the object costs a correct driver nothing and catches a wrong one: DESTROY_FLOW_GROUP is
 //! refused while an entry of the group exists, DESTROY_FLOW_TABLE while the table has a group
-//! or another table names it (an entry's destination, a miss table), with RES_BUSY (Linux
-//! cmd.c `cmd_status_to_err` makes it -EBUSY). The root table itself may be destroyed: Linux
+//! or another table names it (an entry's destination, a miss table), and DESTROY_TIR
+//! (objects/tir.rs) while an entry forwards to the TIR, with RES_BUSY (Linux cmd.c
+//! `cmd_status_to_err` makes it -EBUSY). The root table itself may be destroyed: Linux
 //! fs_core.c `update_root_ft_destroy` leaves the root pointing at a table it then destroys
 //! when no other table follows it; the NIC_RX root is unset afterwards.
 
