@@ -69,6 +69,20 @@ fn objects_create_query_and_release_in_order() {
         cmd_status::RES_BUSY,
         mlx5_sim::objects::cq::syndrome::CQ_IN_USE,
     );
+    // A UAR only an SQ rings through.
+    let uar2 = e.raw.alloc_uar();
+    let (buf, dbr) = (e.alloc(4096), e.alloc(64));
+    let mut i = sq_input(&e, x.scq.cqn, x.tisn, 6, buf, dbr);
+    set(&mut i, wqf(create_sq_in::CTX, wq::UAR_PAGE), uar2);
+    let d = e.raw.exec(&i, 16);
+    d.ok();
+    let sq2 = d.get(create_sq_out::SQN);
+    destroy(&mut e, opcode::DEALLOC_UAR, dealloc_uar_in::UAR, uar2).fails(
+        cmd_status::RES_BUSY,
+        mlx5_sim::control::syndrome::UAR_BUSY_SQ,
+    );
+    destroy(&mut e, opcode::DESTROY_SQ, destroy_sq_in::SQN, sq2).ok();
+    destroy(&mut e, opcode::DEALLOC_UAR, dealloc_uar_in::UAR, uar2).ok();
     // Reverse order.
     destroy(&mut e, opcode::DESTROY_TIR, destroy_tir_in::TIRN, x.tirn).ok();
     destroy(&mut e, opcode::DESTROY_RQ, destroy_rq_in::RQN, x.rq.n).ok();
@@ -136,117 +150,33 @@ fn sq_bad_input() {
     let (buf, dbr) = (e.alloc(4096), e.alloc(64));
     let c = create_sq_in::CTX;
     let base = sq_input(&e, cq.cqn, tisn, 6, buf, dbr);
-    let cases: Vec<(Field, u32, u8, u32)> = vec![
-        (
-            sqc::STATE.within(c),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            sqs::NOT_RST,
-        ),
-        (
-            sqc::CQN.within(c),
-            0x7777,
-            cmd_status::BAD_RES_ERR,
-            sqs::BAD_CQN,
-        ),
-        (
-            sqc::TIS_LST_SZ.within(c),
-            2,
-            cmd_status::BAD_PARAM_ERR,
-            sqs::TIS_LIST,
-        ),
-        (
-            sqc::TIS_NUM_0.within(c),
-            0x99,
-            cmd_status::BAD_RES_ERR,
-            sqs::BAD_TIS,
-        ),
-        (
-            sqc::HAIRPIN.within(c),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            sqs::UNSUPPORTED_FIELD,
-        ),
-        (
-            sqc::ALLOW_SWP.within(c),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            sqs::UNSUPPORTED_FIELD,
-        ),
-        (
-            sqc::REG_UMR.within(c),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            sqs::UNSUPPORTED_FIELD,
-        ),
+    let cases: Vec<Refusal> = vec![
+        (sqc::STATE.within(c), 1, PARAM, sqs::NOT_RST),
+        (sqc::CQN.within(c), 0x7777, RES, sqs::BAD_CQN),
+        (sqc::TIS_LST_SZ.within(c), 2, PARAM, sqs::TIS_LIST),
+        (sqc::TIS_NUM_0.within(c), 0x99, RES, sqs::BAD_TIS),
+        (sqc::HAIRPIN.within(c), 1, PARAM, sqs::UNSUPPORTED_FIELD),
+        (sqc::ALLOW_SWP.within(c), 1, PARAM, sqs::UNSUPPORTED_FIELD),
+        (sqc::REG_UMR.within(c), 1, PARAM, sqs::UNSUPPORTED_FIELD),
         (
             sqc::MIN_WQE_INLINE_MODE.within(c),
             4,
-            cmd_status::BAD_PARAM_ERR,
+            PARAM,
             sqs::INLINE_MODE,
         ),
-        (
-            sqc::TS_FORMAT.within(c),
-            2,
-            cmd_status::BAD_PARAM_ERR,
-            sqs::TS_FORMAT,
-        ),
-        (
-            wqf(c, wq::WQ_TYPE),
-            3,
-            cmd_status::BAD_PARAM_ERR,
-            wqs::WQ_TYPE,
-        ),
-        (
-            wqf(c, wq::WQ_SIGNATURE),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            wqs::UNSUPPORTED_FIELD,
-        ),
-        (
-            wqf(c, wq::END_PADDING_MODE),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            wqs::END_PADDING,
-        ),
+        (sqc::TS_FORMAT.within(c), 2, PARAM, sqs::TS_FORMAT),
+        (wqf(c, wq::WQ_TYPE), 3, PARAM, wqs::WQ_TYPE),
+        (wqf(c, wq::WQ_SIGNATURE), 1, PARAM, wqs::UNSUPPORTED_FIELD),
+        (wqf(c, wq::END_PADDING_MODE), 1, PARAM, wqs::END_PADDING),
         (wqf(c, wq::PD), 0x4444, cmd_status::BAD_RES_ERR, wqs::BAD_PD),
-        (
-            wqf(c, wq::UAR_PAGE),
-            0x4444,
-            cmd_status::BAD_RES_ERR,
-            wqs::BAD_UAR,
-        ),
-        (
-            wqf(c, wq::LOG_WQ_STRIDE),
-            5,
-            cmd_status::BAD_PARAM_ERR,
-            wqs::STRIDE,
-        ),
-        (
-            wqf(c, wq::LOG_WQ_SZ),
-            16,
-            cmd_status::BAD_PARAM_ERR,
-            wqs::SIZE,
-        ),
-        (
-            wqf(c, wq::LOG_WQ_SZ),
-            7,
-            cmd_status::BAD_PARAM_ERR,
-            wqs::PAS_TOO_FEW,
-        ),
+        (wqf(c, wq::UAR_PAGE), 0x4444, RES, wqs::BAD_UAR),
+        (wqf(c, wq::LOG_WQ_STRIDE), 5, PARAM, wqs::STRIDE),
+        (wqf(c, wq::LOG_WQ_SZ), 16, PARAM, wqs::SIZE),
+        (wqf(c, wq::LOG_WQ_SZ), 7, PARAM, wqs::PAS_TOO_FEW),
         (wqf(c, wq::LWM), 1, cmd_status::BAD_PARAM_ERR, wqs::LWM),
-        (
-            wqf(c, wq::WQ_UMEM_VALID),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            wqs::UMEM,
-        ),
+        (wqf(c, wq::WQ_UMEM_VALID), 1, PARAM, wqs::UMEM),
     ];
-    for (f, v, status, syn) in cases {
-        let mut i = base.clone();
-        set(&mut i, f, v);
-        e.raw.exec(&i, 16).fails(status, syn);
-    }
+    refuses(&mut e, &base, &cases);
     let mut i = base.clone();
     wqf(c, wq::DBR_ADDR).set64(&mut i, dbr + 4).unwrap();
     e.raw
@@ -272,125 +202,62 @@ fn rq_tir_bad_input_and_transitions() {
     let c = create_rq_in::CTX;
     let base = rq_input(&e, cq.cqn, 4, 5, buf, dbr);
     let w = |f: Field| f.within(rqc::WQ).within(c);
-    let cases: Vec<(Field, u32, u8, u32)> = vec![
-        (
-            rqc::MEM_RQ_TYPE.within(c),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            rqs::MEM_RQ_TYPE,
-        ),
-        (
-            rqc::SCATTER_FCS.within(c),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            rqs::UNSUPPORTED_FIELD,
-        ),
+    let cases: Vec<Refusal> = vec![
+        (rqc::MEM_RQ_TYPE.within(c), 1, PARAM, rqs::MEM_RQ_TYPE),
+        (rqc::SCATTER_FCS.within(c), 1, PARAM, rqs::UNSUPPORTED_FIELD),
         (
             rqc::DELAY_DROP_EN.within(c),
             1,
-            cmd_status::BAD_PARAM_ERR,
+            PARAM,
             rqs::UNSUPPORTED_FIELD,
         ),
         (
             rqc::FLUSH_IN_ERROR_EN.within(c),
             1,
-            cmd_status::BAD_PARAM_ERR,
+            PARAM,
             rqs::UNSUPPORTED_FIELD,
         ),
-        (
-            rqc::STATE.within(c),
-            3,
-            cmd_status::BAD_PARAM_ERR,
-            rqs::NOT_RST,
-        ),
-        (
-            rqc::CQN.within(c),
-            0x7777,
-            cmd_status::BAD_RES_ERR,
-            rqs::BAD_CQN,
-        ),
+        (rqc::STATE.within(c), 3, PARAM, rqs::NOT_RST),
+        (rqc::CQN.within(c), 0x7777, RES, rqs::BAD_CQN),
         (
             rqc::COUNTER_SET_ID.within(c),
             9,
-            cmd_status::BAD_PARAM_ERR,
+            PARAM,
             rqs::BAD_COUNTER_SET,
         ),
-        (
-            w(wq::LOG_WQ_STRIDE),
-            3,
-            cmd_status::BAD_PARAM_ERR,
-            wqs::STRIDE,
-        ),
-        (
-            w(wq::LOG_WQ_STRIDE),
-            10,
-            cmd_status::BAD_PARAM_ERR,
-            wqs::STRIDE,
-        ),
+        (w(wq::LOG_WQ_STRIDE), 3, PARAM, wqs::STRIDE),
+        (w(wq::LOG_WQ_STRIDE), 10, PARAM, wqs::STRIDE),
         (
             w(wq::WQ_TYPE),
             wq_type::CYCLIC_STRIDING_RQ.into(),
-            cmd_status::BAD_PARAM_ERR,
+            PARAM,
             wqs::WQ_TYPE,
         ),
         (
             w(wq::LOG_WQE_NUM_OF_STRIDES),
             1,
-            cmd_status::BAD_PARAM_ERR,
+            PARAM,
             wqs::UNSUPPORTED_FIELD,
         ),
     ];
-    for (f, v, status, syn) in cases {
-        let mut i = base.clone();
-        set(&mut i, f, v);
-        e.raw.exec(&i, 16).fails(status, syn);
-    }
+    refuses(&mut e, &base, &cases);
     let r = rq(&mut e, cq.cqn, 4, 5);
     // TIR refusals.
     let tc = create_tir_in::CTX;
-    let tcases: Vec<(Field, u32, u8, u32)> = vec![
-        (
-            tirc::DISP_TYPE.within(tc),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            tirs::RSS_UNSUPPORTED,
-        ),
-        (
-            tirc::RX_HASH_FN.within(tc),
-            2,
-            cmd_status::BAD_PARAM_ERR,
-            tirs::RSS_UNSUPPORTED,
-        ),
+    let tcases: Vec<Refusal> = vec![
+        (tirc::DISP_TYPE.within(tc), 1, PARAM, tirs::RSS_UNSUPPORTED),
+        (tirc::RX_HASH_FN.within(tc), 2, PARAM, tirs::RSS_UNSUPPORTED),
         (
             tirc::PACKET_MERGE_MASK.within(tc),
             1,
-            cmd_status::BAD_PARAM_ERR,
+            PARAM,
             tirs::UNSUPPORTED_FIELD,
         ),
-        (
-            tirc::TLS_EN.within(tc),
-            1,
-            cmd_status::BAD_PARAM_ERR,
-            tirs::UNSUPPORTED_FIELD,
-        ),
-        (
-            tirc::INLINE_RQN.within(tc),
-            0x5555,
-            cmd_status::BAD_RES_ERR,
-            tirs::BAD_RQN,
-        ),
-        (
-            tirc::TRANSPORT_DOMAIN.within(tc),
-            0x55,
-            cmd_status::BAD_RES_ERR,
-            tirs::BAD_TD,
-        ),
+        (tirc::TLS_EN.within(tc), 1, PARAM, tirs::UNSUPPORTED_FIELD),
+        (tirc::INLINE_RQN.within(tc), 0x5555, RES, tirs::BAD_RQN),
+        (tirc::TRANSPORT_DOMAIN.within(tc), 0x55, RES, tirs::BAD_TD),
     ];
-    for (f, v, status, syn) in tcases {
-        let mut i = tir_input(td, r.n);
-        set(&mut i, f, v);
-        e.raw.exec(&i, 16).fails(status, syn);
-    }
+    refuses(&mut e, &tir_input(td, r.n), &tcases);
     let tirn = tir(&mut e, td, r.n);
     // MODIFY_TIR: self-loopback blocking only.
     let modify_tir = |e: &mut Env, bit: Field| {

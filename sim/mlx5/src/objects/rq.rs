@@ -9,14 +9,14 @@
 //! and back to RDY; `mlx5e_modify_rq_vsd` changes `vsd` on an RDY RQ.
 //!
 //! The model:
-//! - RQNs come from the QPN space ([`crate::objects::Objects::alloc_queue_number`]).
+//! - RQNs come from the QPN space (`Objects::alloc_queue_number`).
 //! - Refused: a shared RQ (`mem_rq_type` RMP), hairpin, `rlky`, `flush_in_error_en` (the
 //!   model does not flush posted receive WQEs; Linux leaves it clear on its RQs), `delay_drop_en`,
 //!   `scatter_fcs` (`rq_delay_drop` and `scatter_fcs` are not advertised), SHAMPO, a
 //!   real-time timestamp format, a `counter_set_id` that names no Q counter set.
 //! - `vsd` is kept and reported; the model strips no VLAN tag whatever it says (`vlan_cap` is
 //!   not advertised).
-//! - States and transitions as an SQ's ([`crate::objects::sq::legal_transition`]); the move to
+//! - States and transitions as an SQ's (`objects::sq::legal_transition`); the move to
 //!   RST restarts the WQE counter at 0 (Linux `mlx5e_rqwq_reset`). `modify_bitmask` bits
 //!   (`MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_*`, Linux mlx5_ifc.h): VSD and RQ_COUNTER_SET_ID are
 //!   applied, the rest refused.
@@ -255,15 +255,12 @@ pub(crate) fn cmd_query_rq(
         .rqs
         .get(get(input, query_rq_in::RQN))
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN))?;
-    let at = query_rq_out::RQ_CONTEXT.byte_offset();
-    let Some(dst) = out.get_mut(at..at + rq.ctx.len()) else {
-        return Ok(());
-    };
-    dst.copy_from_slice(&rq.ctx);
-    let _ = rqc::STATE.set(dst, rq.state as u32);
-    let w = rqc::WQ.byte_offset();
-    rq.wq
-        .context_into(&rq.ctx[w..], rq.next as u32, &mut dst[w..]);
+    rq.wq.query_into(
+        &rq.ctx,
+        (rqc::STATE, rq.state),
+        (rqc::WQ.byte_offset(), rq.next.into()),
+        &mut out[query_rq_out::RQ_CONTEXT.byte_offset()..],
+    );
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 //! RDY.
 //!
 //! The model:
-//! - SQNs come from the QPN space ([`crate::objects::Objects::alloc_queue_number`]): the
+//! - SQNs come from the QPN space (`Objects::alloc_queue_number`): the
 //!   doorbell names the queue by the `qpn` of its ctrl segment, so an SQN is never a QPN.
 //! - Refused: hairpin, `reg_umr`, `allow_swp`, `allow_multi_pkt_send_wqe`, `rlky`,
 //!   `cd_master`, `fre` (none advertised), rate limits and QoS groups, timestamp CQEs to
@@ -267,15 +267,12 @@ pub(crate) fn cmd_query_sq(
         .sqs
         .get(get(input, query_sq_in::SQN))
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN))?;
-    let at = query_sq_out::SQ_CONTEXT.byte_offset();
-    let Some(dst) = out.get_mut(at..at + sq.ctx.len()) else {
-        return Ok(());
-    };
-    dst.copy_from_slice(&sq.ctx);
-    let _ = sqc::STATE.set(dst, sq.state as u32);
-    let w = sqc::WQ.byte_offset();
-    sq.wq
-        .context_into(&sq.ctx[w..], sq.next as u32, &mut dst[w..]);
+    sq.wq.query_into(
+        &sq.ctx,
+        (sqc::STATE, sq.state),
+        (sqc::WQ.byte_offset(), sq.next.into()),
+        &mut out[query_sq_out::SQ_CONTEXT.byte_offset()..],
+    );
     Ok(())
 }
 

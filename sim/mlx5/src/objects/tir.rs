@@ -26,7 +26,7 @@ use mlx5_prm::{
 };
 
 use crate::control::caps::Caps;
-use crate::control::result::{bad_param, err, get, CmdResult};
+use crate::control::result::{bad_param, err, get, only_bit, CmdResult};
 use crate::objects::Objects;
 
 /// Syndromes of the TIR commands (range 0x5213_xxxx, see [`crate::control::syndrome`]).
@@ -166,18 +166,13 @@ pub(crate) fn cmd_modify_tir(
 ) -> CmdResult {
     let tirn = get(input, modify_tir_in::TIRN);
     let bitmask = &input[modify_tir_in::BITMASK.byte_offset()..][..modify_tir_bitmask::BYTES];
-    let self_lb = get(bitmask, modify_tir_bitmask::SELF_LB_EN) != 0;
-    let mut others = [0u8; modify_tir_bitmask::BYTES];
-    others.copy_from_slice(bitmask);
-    let _ = modify_tir_bitmask::SELF_LB_EN.set(&mut others, 0);
     let t = objects
         .tirs
         .tirs
         .get_mut(&tirn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN))?;
-    if others.iter().any(|&b| b != 0) {
-        return Err(bad_param(syndrome::BAD_BITMASK));
-    }
+    let self_lb = only_bit(bitmask, modify_tir_bitmask::SELF_LB_EN)
+        .ok_or(bad_param(syndrome::BAD_BITMASK))?;
     if self_lb {
         let ctx = &input[modify_tir_in::CTX.byte_offset()..][..tirc::BYTES];
         let _ = tirc::SELF_LB_BLOCK.set(&mut t.ctx, get(ctx, tirc::SELF_LB_BLOCK));

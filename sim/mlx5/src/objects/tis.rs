@@ -21,7 +21,7 @@ use mlx5_prm::{
 };
 
 use crate::control::caps::Caps;
-use crate::control::result::{bad_param, err, get, CmdResult};
+use crate::control::result::{bad_param, err, get, only_bit, CmdResult};
 use crate::objects::Objects;
 
 /// Syndromes of the TIS commands (range 0x5210_xxxx, see [`crate::control::syndrome`]).
@@ -125,18 +125,13 @@ pub(crate) fn cmd_modify_tis(
 ) -> CmdResult {
     let tisn = get(input, modify_tis_in::TISN);
     let bitmask = &input[modify_tis_in::BITMASK.byte_offset()..][..modify_tis_bitmask::BYTES];
-    let prio = get(bitmask, modify_tis_bitmask::PRIO) != 0;
-    let mut others = [0u8; modify_tis_bitmask::BYTES];
-    others.copy_from_slice(bitmask);
-    let _ = modify_tis_bitmask::PRIO.set(&mut others, 0);
     let t = objects
         .tises
         .tises
         .get_mut(&tisn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN))?;
-    if others.iter().any(|&b| b != 0) {
-        return Err(bad_param(syndrome::BAD_BITMASK));
-    }
+    let prio =
+        only_bit(bitmask, modify_tis_bitmask::PRIO).ok_or(bad_param(syndrome::BAD_BITMASK))?;
     if prio {
         let ctx = &input[modify_tis_in::CTX.byte_offset()..][..tisc::BYTES];
         let _ = tisc::PRIO.set(&mut t.ctx, get(ctx, tisc::PRIO));

@@ -108,12 +108,23 @@ impl Wq {
         })
     }
 
-    /// The `wq` context QUERY_SQ / QUERY_RQ report: what was created, with the hardware
-    /// counter.
-    pub(crate) fn context_into(&self, saved: &[u8], hw_counter: u32, out: &mut [u8]) {
-        let n = out.len().min(saved.len());
-        out[..n].copy_from_slice(&saved[..n]);
-        let _ = wq::HW_COUNTER.set(out, hw_counter);
+    /// Writes the context QUERY_SQ / QUERY_RQ report to `out` (the output's `sqc` / `rqc`):
+    /// `saved` (the context as created) with the queue's current `state` and, in its `wq`
+    /// (`wq_at` bytes in), the hardware WQE counter. Both contexts have `state` and `wq` at
+    /// the same places (Linux mlx5_ifc.h `sqc` / `rqc`).
+    pub(crate) fn query_into(
+        &self,
+        saved: &[u8],
+        (state_field, state): (Field, u8),
+        (wq_at, hw_counter): (usize, u32),
+        out: &mut [u8],
+    ) {
+        let Some(dst) = out.get_mut(..saved.len()) else {
+            return;
+        };
+        dst.copy_from_slice(saved);
+        let _ = state_field.set(dst, state.into());
+        let _ = wq::HW_COUNTER.set(&mut dst[wq_at..], hw_counter);
     }
 }
 
@@ -190,8 +201,7 @@ pub(crate) fn create(
     let stride_ok = match kind {
         WqKind::Send => log_stride == LOG_SQ_STRIDE,
         WqKind::Receive => {
-            log_stride >= LOG_MIN_RQ_STRIDE
-                && log_stride < 32
+            (LOG_MIN_RQ_STRIDE..32).contains(&log_stride)
                 && (1u32 << log_stride) <= caps.general(cmd_hca_cap::MAX_WQE_SZ_RQ)
         }
     };

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use super::dp::*;
-use super::raw::{self, input, set};
+use super::raw::{self, input, set, Device};
 use mlx5_prm::*;
 use mlx5_sim::datapath::eth::rx::{deliver, EthRxDrop};
 use mlx5_sim::link::Link;
@@ -20,7 +20,7 @@ pub fn env() -> (Env, Link) {
     (e, b)
 }
 
-pub fn td(e: &mut Env) -> u32 {
+pub fn td<D: Device>(e: &mut Env<D>) -> u32 {
     let d = e.raw.exec(
         &input(
             opcode::ALLOC_TRANSPORT_DOMAIN,
@@ -31,6 +31,21 @@ pub fn td(e: &mut Env) -> u32 {
     );
     d.ok();
     d.get(alloc_transport_domain_out::TRANSPORT_DOMAIN)
+}
+
+/// A change to a create input and the refusal it gets: (field, value, status, syndrome).
+pub type Refusal = (Field, u32, u8, u32);
+/// `cmd_status::BAD_PARAM_ERR` and `BAD_RES_ERR`, short for the refusal tables.
+pub const PARAM: u8 = cmd_status::BAD_PARAM_ERR;
+pub const RES: u8 = cmd_status::BAD_RES_ERR;
+
+/// Each change of the create input `base` is refused with its status and syndrome.
+pub fn refuses<D: Device>(e: &mut Env<D>, base: &[u8], cases: &[Refusal]) {
+    for &(f, v, status, syn) in cases {
+        let mut i = base.to_vec();
+        set(&mut i, f, v);
+        e.raw.exec(&i, 16).fails(status, syn);
+    }
 }
 
 pub fn tis_input(td: u32) -> Vec<u8> {
@@ -44,7 +59,7 @@ pub fn tis_input(td: u32) -> Vec<u8> {
     i
 }
 
-pub fn tis(e: &mut Env, td: u32) -> u32 {
+pub fn tis<D: Device>(e: &mut Env<D>, td: u32) -> u32 {
     let d = e.raw.exec(&tis_input(td), 16);
     d.ok();
     d.get(create_tis_out::TISN)
@@ -67,7 +82,14 @@ pub fn wqf(ctx: Field, f: Field) -> Field {
 }
 
 /// The CREATE_SQ input for an SQ of `2^log_sz` basic blocks.
-pub fn sq_input(e: &Env, cqn: u32, tisn: u32, log_sz: u32, buf: u64, dbr: u64) -> Vec<u8> {
+pub fn sq_input<D: Device>(
+    e: &Env<D>,
+    cqn: u32,
+    tisn: u32,
+    log_sz: u32,
+    buf: u64,
+    dbr: u64,
+) -> Vec<u8> {
     let npages = ((64usize << log_sz).div_ceil(4096)).max(1);
     let mut i = input(opcode::CREATE_SQ, 0, create_sq_in::BYTES + 8 * npages);
     let c = create_sq_in::CTX;
@@ -89,7 +111,7 @@ pub fn sq_input(e: &Env, cqn: u32, tisn: u32, log_sz: u32, buf: u64, dbr: u64) -
     i
 }
 
-pub fn sq(e: &mut Env, cqn: u32, tisn: u32, log_sz: u32) -> Wq {
+pub fn sq<D: Device>(e: &mut Env<D>, cqn: u32, tisn: u32, log_sz: u32) -> Wq {
     let buf = e.alloc((64usize << log_sz).max(4096));
     let dbr = e.alloc(64);
     let d = e.raw.exec(&sq_input(e, cqn, tisn, log_sz, buf, dbr), 16);
@@ -105,7 +127,14 @@ pub fn sq(e: &mut Env, cqn: u32, tisn: u32, log_sz: u32) -> Wq {
 }
 
 /// The CREATE_RQ input for `2^log_sz` WQEs of `2^log_stride` bytes.
-pub fn rq_input(e: &Env, cqn: u32, log_sz: u32, log_stride: u32, buf: u64, dbr: u64) -> Vec<u8> {
+pub fn rq_input<D: Device>(
+    e: &Env<D>,
+    cqn: u32,
+    log_sz: u32,
+    log_stride: u32,
+    buf: u64,
+    dbr: u64,
+) -> Vec<u8> {
     let npages = (((1usize << log_sz) << log_stride).div_ceil(4096)).max(1);
     let mut i = input(opcode::CREATE_RQ, 0, create_rq_in::BYTES + 8 * npages);
     let c = create_rq_in::CTX;
@@ -130,7 +159,7 @@ pub fn rq_input(e: &Env, cqn: u32, log_sz: u32, log_stride: u32, buf: u64, dbr: 
     i
 }
 
-pub fn rq(e: &mut Env, cqn: u32, log_sz: u32, log_stride: u32) -> Wq {
+pub fn rq<D: Device>(e: &mut Env<D>, cqn: u32, log_sz: u32, log_stride: u32) -> Wq {
     let buf = e.alloc(((1usize << log_sz) << log_stride).max(4096));
     let dbr = e.alloc(64);
     let d = e
@@ -160,14 +189,14 @@ pub fn tir_input(td: u32, rqn: u32) -> Vec<u8> {
     i
 }
 
-pub fn tir(e: &mut Env, td: u32, rqn: u32) -> u32 {
+pub fn tir<D: Device>(e: &mut Env<D>, td: u32, rqn: u32) -> u32 {
     let d = e.raw.exec(&tir_input(td, rqn), 16);
     d.ok();
     d.get(create_tir_out::TIRN)
 }
 
 /// MODIFY_SQ (`sq`) or MODIFY_RQ from `cur` to `next`.
-pub fn modify(e: &mut Env, sq: bool, n: u32, cur: u8, next: u8) -> raw::Done {
+pub fn modify<D: Device>(e: &mut Env<D>, sq: bool, n: u32, cur: u8, next: u8) -> raw::Done {
     let (op, len, state, num, ctx_state) = if sq {
         (
             opcode::MODIFY_SQ,
@@ -192,14 +221,14 @@ pub fn modify(e: &mut Env, sq: bool, n: u32, cur: u8, next: u8) -> raw::Done {
     e.raw.exec(&i, 16)
 }
 
-pub fn destroy(e: &mut Env, op: u16, field: Field, n: u32) -> raw::Done {
+pub fn destroy<D: Device>(e: &mut Env<D>, op: u16, field: Field, n: u32) -> raw::Done {
     let mut i = input(op, 0, 16);
     set(&mut i, field, n);
     e.raw.exec(&i, 16)
 }
 
 /// The queue state QUERY_SQ / QUERY_RQ reports.
-pub fn query_state(e: &mut Env, sq: bool, n: u32) -> u32 {
+pub fn query_state<D: Device>(e: &mut Env<D>, sq: bool, n: u32) -> u32 {
     let (op, f, state) = if sq {
         (
             opcode::QUERY_SQ,
@@ -231,7 +260,7 @@ pub struct Eth {
     pub tirn: u32,
 }
 
-pub fn eth(e: &mut Env) -> Eth {
+pub fn eth<D: Device>(e: &mut Env<D>) -> Eth {
     let td = td(e);
     let tisn = tis(e, td);
     let (scq, rcq) = (e.cq(6), e.cq(6));
@@ -282,7 +311,7 @@ pub fn eth_wqe(
 /// Writes WQE `w` at the SQ's producer counter (wrapping), moves the counter past it, writes
 /// the doorbell record and rings the doorbell register of UAR `uar` (en/txrx.h
 /// `mlx5e_notify_hw`).
-pub fn post_sq(e: &Env, sq: &mut Wq, uar: u32, w: &[u8]) {
+pub fn post_sq<D: Device>(e: &Env<D>, sq: &mut Wq, uar: u32, w: &[u8]) {
     let size = 1u64 << sq.log_sz;
     for (k, bb) in w.chunks(64).enumerate() {
         let slot = (sq.pi as u64 + k as u64) % size;
@@ -291,7 +320,6 @@ pub fn post_sq(e: &Env, sq: &mut Wq, uar: u32, w: &[u8]) {
     sq.pi = sq.pi.wrapping_add(w.len().div_ceil(64) as u16);
     e.write(sq.dbr + 4, &(sq.pi as u32).to_be_bytes());
     let v = u64::from_le_bytes(w[0..8].try_into().unwrap());
-    use raw::Device;
     e.raw.dev.write64(u64::from(uar) * 4096 + 0x800, v);
     e.raw.dev.settle();
 }
@@ -347,7 +375,7 @@ pub fn frames(wire: &mut Link) -> Vec<Vec<u8>> {
 /// Posts a receive WQE of `sges` (terminated with MLX5_INVALID_LKEY when short) at the RQ's
 /// producer counter and writes the counter to the doorbell record (en_rx.c
 /// `mlx5e_post_rx_wqes`).
-pub fn post_rq(e: &Env, rq: &mut Wq, sges: &[(u32, u32, u64)]) {
+pub fn post_rq<D: Device>(e: &Env<D>, rq: &mut Wq, sges: &[(u32, u32, u64)]) {
     let stride = 1usize << rq.log_stride;
     let slot = (rq.pi as u64 % (1 << rq.log_sz)) * stride as u64;
     let mut w = vec![0u8; stride];
@@ -369,7 +397,7 @@ pub fn rx(e: &Env, tirn: u32, frame: &[u8]) -> std::result::Result<(), EthRxDrop
 
 /// `out_of_buffer` of Q counter set `id` (QUERY_Q_COUNTER, Linux mlx5_ifc.h
 /// `query_q_counter_out`: byte 0x30).
-pub fn out_of_buffer(e: &mut Env, id: u32) -> u32 {
+pub fn out_of_buffer<D: Device>(e: &mut Env<D>, id: u32) -> u32 {
     let mut i = input(opcode::QUERY_Q_COUNTER, 0, query_q_counter_in::BYTES);
     set(&mut i, query_q_counter_in::COUNTER_SET_ID, id);
     let d = e.raw.exec(&i, query_q_counter_out::BYTES);

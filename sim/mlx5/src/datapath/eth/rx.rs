@@ -23,9 +23,10 @@
 
 use mlx5_prm::eth_cqe::{self, hds_ip_ext, l3_hdr_type as l3_type, l4_hdr_type as l4_type};
 use mlx5_prm::rqc_state as state;
-use mlx5_prm::{cqe, event, event_queue_type, qp_events};
+use mlx5_prm::{cqe, event_queue_type};
 
 use crate::datapath::cq::post_cqe;
+use crate::datapath::eth::catastrophe_event;
 use crate::datapath::eth::headers::{self, Headers, L3, L4};
 use crate::datapath::wqe::RecvWqe;
 use crate::datapath::{lkey_vendor, vendor, Dp};
@@ -168,13 +169,7 @@ fn scatter(dp: &Dp<'_>, wqe: &RecvWqe, user: KeyUser, frame: &[u8]) -> Result<()
 
 /// A DMA failure on the RQ: a WQ_CATAS_ERROR event naming the RQ, and the RQ to ERR.
 fn catastrophe(dp: &mut Dp<'_>, rqn: u32, why: &str) -> EthRxDrop {
-    dp.trace_note(format_args!(
-        "RQ {rqn:#x}: work queue catastrophic error: {why}"
-    ));
-    let mut data = [0u8; qp_events::BYTES];
-    let _ = qp_events::TYPE.set(&mut data, event_queue_type::RQ.into());
-    let _ = qp_events::QPN_RQN_SQN.set(&mut data, rqn);
-    dp.post_async_event(event::WQ_CATAS_ERROR, 0, &data);
+    catastrophe_event(dp, event_queue_type::RQ, rqn, why);
     if let Some(rq) = dp.objects.rqs.get_mut(rqn) {
         rq.state = state::ERR;
     }

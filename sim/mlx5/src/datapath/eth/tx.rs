@@ -4,7 +4,7 @@
 //! `mlx5e_notify_hw`): it sets CQ_UPDATE on the last WQE's ctrl segment, writes the WQEBB
 //! producer counter to the doorbell record's send dword (`MLX5_SND_DBR`), and writes the ctrl
 //! segment's first 8 bytes to the UAR's doorbell register, whose `qpn` is the SQN
-//! ([`crate::datapath::sq_doorbell`] hands SQNs here). The model then takes every WQE from
+//! (`datapath::sq_doorbell` hands SQNs here). The model then takes every WQE from
 //! the SQ's counter to the producer counter, in order.
 //!
 //! A send WQE (en_tx.c `mlx5e_sq_xmit_wqe`, en.h `struct mlx5e_tx_wqe`, include/linux/mlx5/qp.h
@@ -28,16 +28,18 @@
 
 use mlx5_prm::sqc_state as state;
 use mlx5_prm::wqe::{ctrl, ctrl_seg, data_seg, opcode as wqe_opcode, INLINE_SEG};
-use mlx5_prm::{cmd_hca_cap, cqe, eth_seg, event, event_queue_type, inline_mode, qp_events};
+use mlx5_prm::{cmd_hca_cap, cqe, eth_seg, event_queue_type, inline_mode};
 
 use crate::be::{be32, be64};
 use crate::datapath::cq::post_cqe;
+use crate::datapath::eth::catastrophe_event;
 use crate::datapath::eth::headers::{self, Headers, ETH_HLEN};
 use crate::datapath::wqe::{MAX_WQE_BYTES, ZERO_BYTE_COUNT_MEANS};
 use crate::datapath::{flush_cqe, lkey_vendor, vendor, Dp};
 use crate::objects::cq::Cqe;
 use crate::objects::mr::{Access, KeyUser};
 use crate::objects::wq::WqKind;
+use crate::roce::counters::Counter;
 
 /// Bytes of the ctrl segment.
 const CTRL_BYTES: usize = 16;
@@ -176,11 +178,27 @@ fn execute(dp: &mut Dp<'_>, sq: SqView, w: &[u8]) -> Result<(), WqeError> {
         wqe_opcode::NOP => Ok(()),
         wqe_opcode::SEND => {
             let frame = build_frame(dp, sq, w)?;
+            count_sent(dp, &frame);
             dp.port.send_frame(frame);
             Ok(())
         }
         _ => Err(malformed()),
     }
+}
+
+/// Counts a frame an SQ sends in the vport's `transmitted_eth_*` class of its destination
+/// MAC (QUERY_VPORT_COUNTER).
+fn count_sent(dp: &Dp<'_>, frame: &[u8]) {
+    let (frames, bytes) = match frame[0] {
+        _ if frame[..6] == [0xff; 6] => {
+            (Counter::TxEthBroadcastFrames, Counter::TxEthBroadcastBytes)
+        }
+        d if d & 1 != 0 => (Counter::TxEthMulticastFrames, Counter::TxEthMulticastBytes),
+        _ => (Counter::TxEthUnicastFrames, Counter::TxEthUnicastBytes),
+    };
+    let c = dp.port.counters();
+    c.bump(frames);
+    c.add(bytes, frame.len() as u64);
 }
 
 /// The frame a SEND WQE describes, checked and with its checksums offloaded.
@@ -279,7 +297,9 @@ fn flush(dp: &mut Dp<'_>, sqn: u32) {
         return;
     };
     let (cqn, uidx, size) = (sq.cqn, sq.user_index, sq.wq.size());
-    if pi.wrapping_sub(sq.next) as u32 > size {
+    // Basic blocks announced and not taken yet.
+    let mut left = pi.wrapping_sub(sq.next);
+    if left as u32 > size {
         return; // an impossible counter: nothing to flush
     }
     let mut ctrl = [0u8; CTRL_BYTES];
@@ -288,10 +308,15 @@ fn flush(dp: &mut Dp<'_>, sqn: u32) {
             return;
         };
         let pos = sq.next;
-        if pos == pi || sq.wq.read(&*mem, pos as u32, 0, &mut ctrl).is_err() {
+        if left == 0 || sq.wq.read(&*mem, pos as u32, 0, &mut ctrl).is_err() {
             return;
         }
+        // A WQE longer than what is announced is not flushed (nor taken).
         let bbs = ((ctrl[7] & 0x3f) as usize * 16).div_ceil(64).max(1) as u16;
+        if bbs > left {
+            return;
+        }
+        left -= bbs;
         sq.next = pos.wrapping_add(bbs);
         let index = u16::from_be_bytes([ctrl[1], ctrl[2]]);
         let c = flush_cqe(cqe::opcode::REQ_ERR, ctrl[3], sqn, index, uidx);
@@ -301,13 +326,7 @@ fn flush(dp: &mut Dp<'_>, sqn: u32) {
 
 /// A DMA failure on the SQ: a WQ_CATAS_ERROR event naming the SQ, and the SQ to ERR.
 fn catastrophe(dp: &mut Dp<'_>, sqn: u32, why: &str) {
-    dp.trace_note(format_args!(
-        "SQ {sqn:#x}: work queue catastrophic error: {why}"
-    ));
-    let mut data = [0u8; qp_events::BYTES];
-    let _ = qp_events::TYPE.set(&mut data, event_queue_type::SQ.into());
-    let _ = qp_events::QPN_RQN_SQN.set(&mut data, sqn);
-    dp.post_async_event(event::WQ_CATAS_ERROR, 0, &data);
+    catastrophe_event(dp, event_queue_type::SQ, sqn, why);
     if let Some(sq) = dp.objects.sqs.get_mut(sqn) {
         sq.state = state::ERR;
     }
