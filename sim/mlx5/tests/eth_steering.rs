@@ -86,7 +86,9 @@ fn set_list(env: &mut Env, ty: u8, macs: &[[u8; 6]]) {
     env.raw.exec(&i, 16).ok();
 }
 
-fn set_promisc_uc(env: &mut Env, on: bool) {
+/// MODIFY_NIC_VPORT_CONTEXT of the promiscuous modes: `mode` (`promisc_uc`, `_mc` or
+/// `_all`) on or off, the others off (Linux core/vport.c `mlx5_modify_nic_vport_promisc`).
+fn set_promisc(env: &mut Env, mode: Field, on: bool) {
     let mut i = input(
         opcode::MODIFY_NIC_VPORT_CONTEXT,
         0,
@@ -95,7 +97,7 @@ fn set_promisc_uc(env: &mut Env, on: bool) {
     let fs = modify_nic_vport_context_in::FIELD_SELECT;
     let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
     set(&mut i, modify_nic_vport_field_select::PROMISC.within(fs), 1);
-    set(&mut i, nic_vport_context::PROMISC_UC.within(ctx), on.into());
+    set(&mut i, mode.within(ctx), on.into());
     env.raw.exec(&i, 16).ok();
 }
 
@@ -204,7 +206,7 @@ fn every_frame_lands_in_its_counter() {
     let other = [0x02, 0, 0, 0, 0, 0x55];
     deliver(&env, &mut peer, eth(other, 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropVportFilter), 3);
-    set_promisc_uc(&mut env, true);
+    set_promisc(&mut env, nic_vport_context::PROMISC_UC, true);
     deliver(&env, &mut peer, eth(other, 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropSteeringRule), 2);
     // Hostile frames: a runt, a giant, a tagged one, an 802.3 one, a broken IPv4 header.
@@ -367,6 +369,30 @@ fn a_steered_frame_lands_in_the_receive_queue() {
     assert_eq!(r.status(), mlx5_prm::cmd_status::BAD_RES_ERR);
 }
 
+/// The vport promiscuous, and one root table whose single group (no criteria) takes every
+/// frame to TIR `tirn`.
+fn take_everything(env: &mut Env, tirn: u32) {
+    set_promisc(env, nic_vport_context::PROMISC_ALL, true);
+    let mut t = input(opcode::CREATE_FLOW_TABLE, 0, create_flow_table_in::BYTES);
+    let d = env.raw.exec(&t, create_flow_table_out::BYTES);
+    d.ok();
+    let ft = d.get(create_flow_table_out::TABLE_ID);
+    let mut g = input(opcode::CREATE_FLOW_GROUP, 0, create_flow_group_in::BYTES);
+    set(&mut g, create_flow_group_in::TABLE_ID, ft);
+    let d = env.raw.exec(&g, create_flow_group_out::BYTES);
+    d.ok();
+    let gid = d.get(create_flow_group_out::GROUP_ID);
+    let tir = Some((mlx5_prm::flow_destination_type::TIR, tirn));
+    fte_to(env, ft, gid, 0, 0, act::FWD_DEST, tir).ok();
+    t = input(
+        opcode::SET_FLOW_TABLE_ROOT,
+        0,
+        set_flow_table_root_in::BYTES,
+    );
+    set(&mut t, set_flow_table_root_in::TABLE_ID, ft);
+    env.raw.exec(&t, 16).ok();
+}
+
 /// Hostile frames from the wire (seeded random bytes; random lengths up to beyond the MTU;
 /// broadcast, the port's MAC or any MAC; IPv4, ARP, VLAN tags, 802.3 lengths, junk) into an
 /// HCA that takes everything (promiscuous, a catch-all entry to the TIR): nothing panics,
@@ -380,35 +406,7 @@ fn hostile_frames_never_leave_the_posted_buffers() {
     let (mut env, mut peer) = eth_q::env();
     let mac = env.mac;
     let mut x = eth_q::eth(&mut env);
-    // Promiscuous; one table whose single group matches everything, to the TIR.
-    let mut i = input(
-        opcode::MODIFY_NIC_VPORT_CONTEXT,
-        0,
-        modify_nic_vport_context_in::BYTES,
-    );
-    let fs = modify_nic_vport_context_in::FIELD_SELECT;
-    let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
-    set(&mut i, modify_nic_vport_field_select::PROMISC.within(fs), 1);
-    set(&mut i, nic_vport_context::PROMISC_ALL.within(ctx), 1);
-    env.raw.exec(&i, 16).ok();
-    let mut t = input(opcode::CREATE_FLOW_TABLE, 0, create_flow_table_in::BYTES);
-    let d = env.raw.exec(&t, create_flow_table_out::BYTES);
-    d.ok();
-    let ft = d.get(create_flow_table_out::TABLE_ID);
-    let mut g = input(opcode::CREATE_FLOW_GROUP, 0, create_flow_group_in::BYTES);
-    set(&mut g, create_flow_group_in::TABLE_ID, ft);
-    let d = env.raw.exec(&g, create_flow_group_out::BYTES);
-    d.ok();
-    let gid = d.get(create_flow_group_out::GROUP_ID);
-    let tir = Some((mlx5_prm::flow_destination_type::TIR, x.tirn));
-    fte_to(&mut env, ft, gid, 0, 0, act::FWD_DEST, tir).ok();
-    t = input(
-        opcode::SET_FLOW_TABLE_ROOT,
-        0,
-        set_flow_table_root_in::BYTES,
-    );
-    set(&mut t, set_flow_table_root_in::TABLE_ID, ft);
-    env.raw.exec(&t, 16).ok();
+    take_everything(&mut env, x.tirn);
     // Buffers of 2 KiB (more than the MTU allows a frame) between canaries, 4 KiB apart.
     const SLOTS: u64 = 16;
     let region = env.alloc((SLOTS * 4096) as usize);

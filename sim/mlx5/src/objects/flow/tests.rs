@@ -242,6 +242,18 @@ fn set_fte_checks_index_group_action_and_destinations() {
         bad(&mut t, g, 1, act::FWD_DEST, &[(dt::TIR, 99)]),
         (cmd_status::BAD_RES_ERR, syndrome::FTE_DEST_TIR)
     );
+}
+
+#[test]
+fn set_fte_takes_its_destination_list_and_deletes() {
+    let mut t = T::new();
+    let ft = t.table(0, 3, None).unwrap();
+    let deep = t.table(1, 0, None).unwrap();
+    let g = t.group(ft, 0, 3, &[l24::ETHERTYPE]).unwrap();
+    let g2 = t.group(ft, 4, 7, &[]).unwrap();
+    let tir = [(dt::TIR, 7)];
+    t.fte(ft, g, 0, act::FWD_DEST, &tir, &[(l24::ETHERTYPE, 0x0806)])
+        .unwrap();
     // The destination list must be in the input.
     let mut short = T::fte_input(ft, g, 1, act::FWD_DEST, &tir, &[]);
     short.truncate(set_fte_in::BYTES);
@@ -493,24 +505,32 @@ fn lookup_takes_the_first_matching_entry_and_follows_tables() {
     t.fte(l2, any, 7, act::DROP, &[], &[]).unwrap();
     assert_eq!(t.steer(&arp(OTHER)), Steer::Dropped);
     assert_eq!(t.steer(&arp(MAC)), tir(1));
-    // A miss table takes what the TTC table misses.
+}
+
+/// A table that misses hands the frame to its miss table; TCP ports and the IP version are
+/// matched.
+#[test]
+fn lookup_follows_miss_tables_and_matches_tcp_ports() {
+    let mut t = T::new();
+    // The last table takes everything to TIRs 4 and 5; the one before drops ARP and sends
+    // its misses there.
     let last = t.table(2, 0, None).unwrap();
     let lg = t.group(last, 0, 0, &[]).unwrap();
-    t.fte(
-        last,
-        lg,
-        0,
-        act::FWD_DEST,
-        &[(dt::TIR, 4), (dt::TIR, 5)],
-        &[],
-    )
-    .unwrap();
-    let l2b = t.table(0, 0, Some(last)).unwrap();
-    t.root(0, l2b).unwrap();
-    assert_eq!(
-        t.steer(&ipv4(MAC, 17, 1, 8)),
-        Steer::Deliver(&[Dest::Tir(4), Dest::Tir(5)])
-    );
+    let both = [(dt::TIR, 4), (dt::TIR, 5)];
+    t.fte(last, lg, 0, act::FWD_DEST, &both, &[]).unwrap();
+    let ttc = t.table(1, 0, Some(last)).unwrap();
+    let tg = t.group(ttc, 0, 0, &[l24::ETHERTYPE]).unwrap();
+    t.fte(ttc, tg, 0, act::DROP, &[], &[(l24::ETHERTYPE, 0x0806)])
+        .unwrap();
+    t.root(0, ttc).unwrap();
+    assert_eq!(t.steer(&arp(MAC)), Steer::Dropped);
+    let to_both = Steer::Deliver(&[Dest::Tir(4), Dest::Tir(5)]);
+    assert_eq!(t.steer(&ipv4(MAC, 17, 1, 8)), to_both);
+    // An empty root table that misses to the one before: the same.
+    let l2 = t.table(0, 0, Some(ttc)).unwrap();
+    t.root(0, l2).unwrap();
+    assert_eq!(t.steer(&arp(MAC)), Steer::Dropped);
+    assert_eq!(t.steer(&ipv4(MAC, 17, 1, 8)), to_both);
     // TCP ports are matched too.
     let tcp = t.table(0, 0, None).unwrap();
     let tg = t
