@@ -22,6 +22,11 @@
 //! - **No link**: packets to a remote GID are lost (a cable to nowhere); RC retransmits them
 //!   until `retry_count` runs out.
 //!
+//! A frame link also carries Ethernet traffic that is not RoCE: frames the Ethernet SQs send
+//! (`Port::send_frame`), and frames that arrive and are not RoCEv2 ([`crate::link::classify`]),
+//! which the port hands up whole (`Arrival::Eth`) to the vport's address filter and the NIC
+//! receive flow tables (crate::datapath::steer). The other routes carry RC packets only.
+//!
 //! The port also keeps the model's clock ([`Port::now_ns`]): the one place the data path reads
 //! time; the state machines get it passed in. It is the monotonic wall clock, unless a test
 //! gives the port a [`VirtualClock`] ([`Port::set_clock`]) that it advances itself, so the RC
