@@ -53,14 +53,7 @@ impl EthFuzz {
     }
 
     fn key(&self, rng: &mut Rng) -> u32 {
-        if self.tame {
-            return self.keys[0];
-        }
-        match rng.below(8) {
-            0 => rng.u32(),
-            1 => wqe::INVALID_LKEY,
-            _ => rng.pick(&self.keys),
-        }
+        pick_key(rng, self.tame, &self.keys)
     }
 
     fn addr(&self, rng: &mut Rng, len: u32) -> u64 {

@@ -332,6 +332,19 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// A key for a WQE: mostly one of `keys`, sometimes any number or `MLX5_INVALID_LKEY`; the
+/// first of `keys` on a tame step.
+fn pick_key(rng: &mut Rng, tame: bool, keys: &[u32]) -> u32 {
+    if tame {
+        return keys[0];
+    }
+    match rng.below(8) {
+        0 => rng.u32(),
+        1 => wqe::INVALID_LKEY,
+        _ => rng.pick(keys),
+    }
+}
+
 /// Reaps every CQE of `cq`, counting them (and the successful ones) in [`STATS`]; an error
 /// when the CQ keeps producing CQEs.
 fn reap<D: Device>(env: &Env<D>, cq: &mut dp::Cq) -> Result<(), String> {
