@@ -18,7 +18,8 @@ use mlx5_prm::{
     flow_context_action as act, flow_table_context, flow_table_nic_cap, flow_table_prop_layout,
     fte_match_param, fte_match_set_lyr_2_4 as l24, hca_cap, match_criteria_enable,
     modify_nic_vport_context_in, modify_nic_vport_field_select, nic_vport_context,
-    nic_vport_list_type, opcode, set_flow_table_root_in, set_fte_in, Field,
+    nic_vport_list_type, opcode, query_vport_counter_in, query_vport_counter_out,
+    set_flow_table_root_in, set_fte_in, Field,
 };
 use mlx5_sim::link::Link;
 use mlx5_sim::roce::counters::Counter;
@@ -194,7 +195,19 @@ fn every_frame_lands_in_its_counter() {
     set_list(&mut env, nic_vport_list_type::MC, &[[0xff; 6]]);
     deliver(&env, &mut peer, eth([0xff; 6], 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropNoRootTable), 1);
-    assert_eq!(counter(&env, Counter::RxEthBroadcastFrames), 1);
+    // The vport took it: QUERY_VPORT_COUNTER's received_eth_broadcast (packets, octets).
+    let d = env.raw.exec(
+        &input(
+            opcode::QUERY_VPORT_COUNTER,
+            0,
+            query_vport_counter_in::BYTES,
+        ),
+        query_vport_counter_out::BYTES,
+    );
+    d.ok();
+    let at = query_vport_counter_out::RECEIVED_ETH_BROADCAST.byte_offset();
+    let be64 = |o: usize| u64::from_be_bytes(d.out[o..o + 8].try_into().unwrap());
+    assert_eq!((be64(at), be64(at + 8)), (1, 60));
     let (ft, deep, g) = tables(&mut env);
     deliver(&env, &mut peer, eth(mac, 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropSteeringRule), 1);

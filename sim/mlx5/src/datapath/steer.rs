@@ -124,6 +124,13 @@ mod tests {
             Counter::RxEthBroadcastFrames,
         ];
         let eth: u64 = classes.iter().map(|&k| c.get(k)).sum();
+        let octets = [
+            Counter::RxEthUnicastBytes,
+            Counter::RxEthMulticastBytes,
+            Counter::RxEthBroadcastBytes,
+        ];
+        let bytes: u64 = octets.iter().map(|&k| c.get(k)).sum();
+        assert_eq!(bytes, eth * frame.len() as u64, "octets of the class");
         // A frame the vport takes is counted in one class; one it refuses in none.
         let taken = !matches!(
             r,

@@ -277,16 +277,14 @@ pub fn classify(frame: &[u8], cfg: &PortConfig) -> Result<Rx, RxDrop> {
     }
 }
 
-/// Counts a non-RoCE frame the vport takes in its `received_eth_*` class (broadcast,
-/// multicast or unicast, by destination MAC; QUERY_VPORT_COUNTER).
+/// Counts a non-RoCE frame (at least an Ethernet header) the vport takes in its
+/// `received_eth_*` class ([`Counter::eth_class`]): packets and octets.
 pub(crate) fn count_eth_class(counters: &PortCounters, frame: &[u8]) {
-    counters.bump(if frame[..6] == [0xff; 6] {
-        Counter::RxEthBroadcastFrames
-    } else if is_group(frame) {
-        Counter::RxEthMulticastFrames
-    } else {
-        Counter::RxEthUnicastFrames
-    });
+    let mut dst = [0u8; 6];
+    dst.copy_from_slice(&frame[..6]);
+    let (packets, octets) = Counter::eth_class(&dst, true);
+    counters.bump(packets);
+    counters.add(octets, frame.len() as u64);
 }
 
 /// What [`FramePort::recv_any`] passes on.

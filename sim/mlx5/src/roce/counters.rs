@@ -167,15 +167,24 @@ counters! {
     RxDropQp0 = "rx_drop_qp0", ModelOnly("no PRM counter");
     /// Ethernet frames steered to an RQ that had no receive WQE posted (datapath/eth/rx.rs).
     OutOfBuffer = "out_of_buffer", QCounter("out_of_buffer");
-    /// Non-RoCE frames to the port's unicast MAC.
+    /// Non-RoCE frames to a unicast MAC the vport took (the port's, or any when promiscuous).
     RxEthUnicastFrames = "rx_eth_unicast_frames",
         Vport { class: "received_eth_unicast", field: "packets" };
+    /// Bytes of [`Counter::RxEthUnicastFrames`] (no FCS).
+    RxEthUnicastBytes = "rx_eth_unicast_bytes",
+        Vport { class: "received_eth_unicast", field: "octets" };
     /// Non-RoCE frames to a multicast MAC.
     RxEthMulticastFrames = "rx_eth_multicast_frames",
         Vport { class: "received_eth_multicast", field: "packets" };
+    /// Bytes of [`Counter::RxEthMulticastFrames`].
+    RxEthMulticastBytes = "rx_eth_multicast_bytes",
+        Vport { class: "received_eth_multicast", field: "octets" };
     /// Non-RoCE frames to the broadcast MAC.
     RxEthBroadcastFrames = "rx_eth_broadcast_frames",
         Vport { class: "received_eth_broadcast", field: "packets" };
+    /// Bytes of [`Counter::RxEthBroadcastFrames`].
+    RxEthBroadcastBytes = "rx_eth_broadcast_bytes",
+        Vport { class: "received_eth_broadcast", field: "octets" };
 
     // ---- Ethernet receive drops (crate::datapath::steer), by reason ----------------------
     /// Ethernet frames longer than the vport's MTU allows (`nic_vport_context.mtu`, which
@@ -270,6 +279,25 @@ counters! {
 pub const NUM_COUNTERS: usize = Counter::ALL.len();
 
 impl Counter {
+    /// The vport's `received_eth_*` (`rx`) or `transmitted_eth_*` class of an Ethernet frame
+    /// to `dst`: broadcast, multicast (I/G bit) or unicast, as (packets, octets)
+    /// (QUERY_VPORT_COUNTER, Linux mlx5_ifc.h `query_vport_counter_out`).
+    pub fn eth_class(dst: &[u8; 6], rx: bool) -> (Counter, Counter) {
+        use Counter::*;
+        match (dst, rx) {
+            ([0xff, 0xff, 0xff, 0xff, 0xff, 0xff], true) => {
+                (RxEthBroadcastFrames, RxEthBroadcastBytes)
+            }
+            ([0xff, 0xff, 0xff, 0xff, 0xff, 0xff], false) => {
+                (TxEthBroadcastFrames, TxEthBroadcastBytes)
+            }
+            (d, true) if d[0] & 1 != 0 => (RxEthMulticastFrames, RxEthMulticastBytes),
+            (d, false) if d[0] & 1 != 0 => (TxEthMulticastFrames, TxEthMulticastBytes),
+            (_, true) => (RxEthUnicastFrames, RxEthUnicastBytes),
+            (_, false) => (TxEthUnicastFrames, TxEthUnicastBytes),
+        }
+    }
+
     /// Byte offset of the counter's 32-bit big-endian field in `query_q_counter_out`, for the
     /// `QCounter` ones (Linux include/linux/mlx5/mlx5_ifc.h `mlx5_ifc_query_q_counter_out_bits`:
     /// each counter a 32-bit field followed by 32 reserved bits, from `rx_write_requests` at
@@ -422,6 +450,60 @@ mod tests {
         offs.sort();
         offs.dedup();
         assert_eq!(offs.len(), n, "two counters share an offset");
+    }
+
+    /// Each destination MAC falls in one vport class, each class has its packets and octets
+    /// at the same PRM home.
+    #[test]
+    fn eth_classes_by_destination() {
+        use Counter::*;
+        let uc = [0x02, 0, 0, 0, 0, 1];
+        let mc = [0x33, 0x33, 0, 0, 0, 1];
+        let bc = [0xff; 6];
+        assert_eq!(
+            Counter::eth_class(&uc, true),
+            (RxEthUnicastFrames, RxEthUnicastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&mc, true),
+            (RxEthMulticastFrames, RxEthMulticastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&bc, true),
+            (RxEthBroadcastFrames, RxEthBroadcastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&uc, false),
+            (TxEthUnicastFrames, TxEthUnicastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&mc, false),
+            (TxEthMulticastFrames, TxEthMulticastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&bc, false),
+            (TxEthBroadcastFrames, TxEthBroadcastBytes)
+        );
+        for d in [uc, mc, bc] {
+            for rx in [true, false] {
+                let (p, o) = Counter::eth_class(&d, rx);
+                match (p.prm(), o.prm()) {
+                    (
+                        Vport {
+                            class: a,
+                            field: "packets",
+                        },
+                        Vport {
+                            class: b,
+                            field: "octets",
+                        },
+                    ) => {
+                        assert_eq!(a, b)
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
     }
 
     #[test]
