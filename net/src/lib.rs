@@ -23,9 +23,9 @@
 //!
 //! # What it refuses
 //! Anything smoltcp drops (bad checksums, frames for other hosts, unknown protocols, IP
-//! fragments, IP options it does not know) is dropped silently; ARP input that smoltcp would
-//! not learn from is not learned from either (see [`arp`](crate::Stack::resolve) rules in the
-//! source). Configurations smoltcp would panic on (a multicast MAC, a prefix over 32, an
+//! fragments, IP options it does not know) is dropped silently. The neighbour table of
+//! [`Stack::resolve`] learns only what smoltcp's own ARP input learns: requests and replies
+//! whose target is our address, from a unicast sender inside our subnet. Configurations smoltcp would panic on (a multicast MAC, a prefix over 32, an
 //! address that is not unicast, a gateway outside the subnet) are refused by [`Stack::new`]
 //! with [`ConfigError`]. Handles from another stack are refused with
 //! [`NetError::ForeignHandle`].
