@@ -39,8 +39,9 @@
 //!   their next hop.
 //! - A dropped [`TcpConn`], [`TcpListener`] or [`UdpSocket`] handle leaves its socket in the
 //!   stack until the stack is dropped: close it.
-//! - Each received frame is copied once (from the NIC's buffer into the device's) and each
-//!   sent frame once (from smoltcp's buffer into the NIC's).
+//! - The device under smoltcp copies each received frame once (a [`Nic`] lends it only for a
+//!   closure; smoltcp reads it later), and builds each frame it sends in its own buffer, which
+//!   [`Nic::send`] copies: on top of whatever copies the NIC makes itself.
 //!
 //! [smoltcp]: https://docs.rs/smoltcp/0.12
 

@@ -148,7 +148,7 @@ impl<N: Nic, C: Clock> Stack<N, C> {
     }
 
     /// The counters of the device under the stack.
-    pub fn stats(&self) -> NicStats {
+    pub fn stats(&self) -> NicStats<N::Error> {
         self.dev.stats
     }
 

@@ -11,13 +11,14 @@ struct Stubborn {
 }
 
 impl Nic for Stubborn {
+    type Error = ();
     fn mac(&self) -> [u8; 6] {
         MAC_A
     }
     fn mtu(&self) -> usize {
         MTU
     }
-    fn send(&mut self, _: &[u8]) -> Result<(), NicError> {
+    fn send(&mut self, _: &[u8]) -> Result<(), NicError<()>> {
         Err(NicError::QueueFull)
     }
     fn recv<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
