@@ -34,6 +34,9 @@ pub enum ConfigError {
     Address(Ipv4Addr),
     /// The gateway is not a unicast address inside the subnet.
     Gateway(Ipv4Addr),
+    /// A TCP buffer size that is 0, or a receive buffer over 1 GiB (the largest window TCP
+    /// can scale to, RFC 7323 section 2.3; smoltcp refuses it).
+    TcpBuffer(usize),
     /// The NIC's MTU cannot carry an IPv4 packet of the minimum size every host takes
     /// (RFC 791: 576 bytes).
     Mtu(usize),

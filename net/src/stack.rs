@@ -32,6 +32,10 @@ const PING_PAYLOAD: &[u8] = b"unikernel net ping";
 /// [`Stack::tcp_connect`] and [`Stack::udp_bind`] with port 0 take their local ports.
 const EPHEMERAL_FIRST: u16 = 49152;
 
+/// The largest TCP window, with the largest window scale (RFC 7323 section 2.3: a shift of
+/// 14), which smoltcp's TCP socket takes as its largest receive buffer.
+const TCP_MAX_WINDOW: usize = 1 << 30;
+
 /// Numbers the stacks, so a handle names the stack that made it.
 static NEXT_STACK_ID: AtomicU32 = AtomicU32::new(1);
 
@@ -367,6 +371,11 @@ fn check_config<N: Nic>(nic: &N, cfg: &StackConfig) -> Result<(), ConfigError> {
     // RFC 791: every host takes datagrams of 576 bytes; an Ethernet header on top.
     if nic.mtu() < 576 + 14 {
         return Err(ConfigError::Mtu(nic.mtu()));
+    }
+    for len in [cfg.tcp_rx_buffer, cfg.tcp_tx_buffer] {
+        if len == 0 || len > TCP_MAX_WINDOW {
+            return Err(ConfigError::TcpBuffer(len));
+        }
     }
     if cfg.prefix_len > 32 {
         return Err(ConfigError::Prefix(cfg.prefix_len));

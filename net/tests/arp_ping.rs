@@ -152,6 +152,20 @@ fn configurations_smoltcp_would_panic_on_are_refused() {
             },
             ConfigError::Gateway(Ipv4Addr::new(10, 0, 1, 1)),
         ),
+        (
+            StackConfig {
+                tcp_rx_buffer: (1 << 30) + 1,
+                ..StackConfig::new(IP_A, 24)
+            },
+            ConfigError::TcpBuffer((1 << 30) + 1),
+        ),
+        (
+            StackConfig {
+                tcp_tx_buffer: 0,
+                ..StackConfig::new(IP_A, 24)
+            },
+            ConfigError::TcpBuffer(0),
+        ),
     ];
     for (cfg, want) in bad {
         let (na, _nb, _l) = net::loopback::pair(MAC_A, MAC_B, MTU);
