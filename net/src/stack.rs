@@ -156,6 +156,12 @@ impl<N: Nic, C: Clock> Stack<N, C> {
         self.dev.stats
     }
 
+    /// How many sockets the stack holds: listeners' backlogs, connections (closing ones
+    /// until they are let go of), UDP sockets. For leak checks.
+    pub fn open_sockets(&self) -> usize {
+        self.sockets.iter().count()
+    }
+
     /// The NIC (its own counters, its MTU).
     pub fn nic(&self) -> &N {
         self.dev.nic()

@@ -289,6 +289,11 @@ impl<N: Nic, C: Clock> Stack<N, C> {
             _ => None,
         });
         match r {
+            // Both sides closed: nothing is left to end.
+            Ok(()) if self.tcp(h).state() == State::Closed => {
+                self.sockets.remove(h);
+                Ok(())
+            }
             Ok(()) => {
                 let until = self.clock.now_us().saturating_add(LINGER_US);
                 self.lingering.push((h, until));

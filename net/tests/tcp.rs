@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use net::{NetError, Op};
+use net::{NetError, Op, LINGER_US};
 
 /// The echo server of the tests: accepts one connection on `port`, sends back what it
 /// receives until the peer closes, then closes. Returns the bytes echoed.
@@ -102,6 +102,15 @@ fn accept_serves_one_connection_after_another() {
     );
     assert_eq!(ra, Ok(()));
     assert_eq!(rb, Ok(vec![[0; 3], [1; 3], [2; 3]]));
+    // The closed connections are let go of: at once on the side that closed second (its
+    // FIN acknowledged, Closed), after LINGER_US on the side that closed first (TimeWait).
+    assert_eq!(b.open_sockets(), b.config().tcp_backlog);
+    let until = after(&a, LINGER_US / 1000 + 100);
+    while a.now_us() < until {
+        a.poll();
+        std::thread::yield_now();
+    }
+    assert_eq!(a.open_sockets(), 0);
 }
 
 #[test]
