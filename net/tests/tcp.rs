@@ -138,6 +138,8 @@ fn connect_refused_timed_out_and_unresolved() {
         a.tcp_connect(IP_B, 0, d).map(|_| ()),
         Err(NetError::BadPort)
     );
+    // No socket of the failed connections is left behind.
+    assert_eq!(a.open_sockets(), 0);
 }
 
 #[test]

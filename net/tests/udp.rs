@@ -113,4 +113,6 @@ fn udp_timeouts_and_ports() {
     }
     assert_eq!(link.delivered(), before);
     assert_eq!(a.udp_send(&u, (IP_B, 0), b"x", d), Err(NetError::BadPort));
+    a.udp_close(u).unwrap();
+    assert_eq!(a.open_sockets(), 0);
 }
