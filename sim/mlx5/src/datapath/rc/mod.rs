@@ -622,6 +622,8 @@ pub(crate) fn arrive(hca: &mut Dp<'_>, a: Arrival) {
             let at = f.bytes.get(ip..).unwrap_or(&[]);
             crate::datapath::ud::recv::deliver(hca, &f.hdrs, at, f.payload());
         }
+        // Not RoCE: `poll_wire` hands Ethernet frames to NIC receive steering, not here.
+        Arrival::Eth(_) => {}
         Arrival::Frame(f) => {
             let src = ip_gid(f.hdrs.ip.src());
             let pkt = RxPacket {
