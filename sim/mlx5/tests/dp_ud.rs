@@ -314,7 +314,44 @@ fn a_message_longer_than_the_path_mtu_is_refused() {
     assert!(c.is_error());
     assert_eq!(c.syndrome(), cqe::syndrome::LOCAL_LENGTH_ERR);
     assert!(env.poll_cq(&mut b.rcq).is_none(), "nothing sent");
-    assert_eq!(env.qp_state(a.qp.qpn), qp::state::ERR as u32);
+    // The send queue error state: later sends are flushed, receiving goes on.
+    assert_eq!(env.qp_state(a.qp.qpn), qp::state::SQER as u32);
+    env.post_send(
+        &mut a.qp,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&av, &inline_seg(b"f")],
+    );
+    let c = env.poll_cq(&mut a.scq).expect("flush CQE");
+    assert_eq!(c.syndrome(), cqe::syndrome::WR_FLUSH_ERR);
+    env.post_recv(&mut a.qp, &[(1024, a.key, a.buf)]);
+    let back = av_seg(a.qp.qpn, QKEY, env.gid, env.mac);
+    env.post_send(
+        &mut b.qp,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&back, &inline_seg(b"in")],
+    );
+    assert_eq!(
+        env.poll_cq(&mut a.rcq)
+            .expect("received in SQER")
+            .byte_cnt(),
+        42
+    );
+    // SQERR2RTS: sending again.
+    let i = env.modify_input(opcode::SQERR2RTS_QP, a.qp.qpn, 0);
+    env.raw.exec(&i, 16).ok();
+    env.post_send(
+        &mut a.qp,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&av, &inline_seg(b"ok")],
+    );
+    assert!(!env.poll_cq(&mut a.scq).expect("CQE").is_error());
+    assert_eq!(env.poll_cq(&mut b.rcq).expect("received").byte_cnt(), 42);
 }
 
 #[test]

@@ -319,11 +319,11 @@ fn sq_post_in(hca: &mut Dp<'_>, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                     rc::pump(hca, qpn);
                     return;
                 }
-                if q.state != qp::state::RTS {
-                    return;
-                }
                 if q.st.is_datagram() {
                     return ud::sq_post(hca, qpn, raw);
+                }
+                if q.state != qp::state::RTS {
+                    return;
                 }
                 // The memory's version, read once for the doorbell's accesses through views
                 // (the doorbell record, the WQEs, a UMR's CQE): they are the accesses of

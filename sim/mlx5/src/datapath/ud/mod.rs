@@ -5,8 +5,10 @@
 //! # Send
 //! At a doorbell ([`crate::datapath`] hands a datagram QP's send queue here) each new WQE is
 //! taken in order and executed at once: UD is unreliable, so a WQE completes when its packet
-//! leaves (its CQE if CE asks for one); a WQE that fails completes with an error CQE and the
-//! QP goes to ERR, its other work flushed.
+//! leaves (its CQE if CE asks for one). A WQE that fails completes with an error CQE and the
+//! QP goes to the send queue error state (SQER, IBTA §10.3.1: a UD send error leaves the
+//! receive side working; Linux qp.c's `optab` has SQER2RTS for UD): every WQE after it, and
+//! every one posted until SQERR2RTS, completes with WR_FLUSH_ERR.
 //!
 //! The WQE (Linux drivers/infiniband/hw/mlx5/wr.c `set_datagram_seg`, rdma-core
 //! providers/mlx5/qp.c `_mlx5_post_send` for `IBV_QPT_UD`): the 16-byte control segment, the
@@ -39,7 +41,7 @@ use crate::be::be32;
 use crate::datapath::cq::post_cqe;
 use crate::datapath::rc::{gid_v4, work_request, WrPayload};
 use crate::datapath::wqe::{SendWqe, MAX_WQE_BYTES};
-use crate::datapath::{enter_error, fetch_wqe, vendor, wq_catastrophe, Dp};
+use crate::datapath::{fetch_wqe, flush_cqe, vendor, wq_catastrophe, Dp};
 use crate::objects::cq::Cqe;
 use crate::objects::qp::{read_dbr_in, ServiceType, GID_TABLE_SEARCH};
 use crate::roce::{
@@ -79,7 +81,8 @@ struct Datagram {
     local: bool,
 }
 
-/// Takes every new WQE of datagram QP `qpn`'s send queue (in RTS) and executes it.
+/// Takes every new WQE of datagram QP `qpn`'s send queue and executes it (RTS) or flushes it
+/// (SQER).
 pub(crate) fn sq_post(hca: &mut Dp<'_>, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
     let now = hca.mem.version();
     let mut pi = None;
@@ -87,9 +90,11 @@ pub(crate) fn sq_post(hca: &mut Dp<'_>, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES])
         let Some(q) = hca.objects.qps.get_mut(qpn) else {
             return;
         };
-        if q.state != qp::state::RTS {
-            return;
-        }
+        let flush = match q.state {
+            qp::state::RTS => false,
+            qp::state::SQER => true,
+            _ => return,
+        };
         let pi = match pi {
             Some(pi) => pi,
             None => match read_dbr_in(&mut q.dbr_view, now, hca.mem, q.dbr_addr) {
@@ -111,6 +116,14 @@ pub(crate) fn sq_post(hca: &mut Dp<'_>, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES])
         let (cqn, uidx) = (q.cqn_snd, q.user_index);
         let wqe = &raw[..len];
         let (op, index) = (wqe[3], u16::from_be_bytes([wqe[1], wqe[2]]));
+        if flush {
+            post_cqe(
+                hca,
+                cqn,
+                &flush_cqe(cqe::opcode::REQ_ERR, op, qpn, index, uidx),
+            );
+            continue;
+        }
         match execute(hca, qpn, wqe) {
             Ok((signaled, byte_len)) => {
                 if signaled {
@@ -122,7 +135,9 @@ pub(crate) fn sq_post(hca: &mut Dp<'_>, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES])
                 let c = Cqe::error(cqe::opcode::REQ_ERR, syn, vend, op, qpn, index)
                     .with_user_index(uidx);
                 post_cqe(hca, cqn, &c);
-                return enter_error(hca, qpn);
+                if let Some(q) = hca.objects.qps.get_mut(qpn) {
+                    q.state = qp::state::SQER;
+                }
             }
         }
     }

@@ -4,7 +4,7 @@
 //! Checks, in order (IBTA §10.9.3 P_Key, §10.2.4 Q_Key; Linux
 //! drivers/infiniband/sw/rxe/rxe_recv.c `check_keys` makes the same two): the QP exists, is
 //! of a datagram type (QPN 1 names the GSI QP, [`crate::objects::qp::QpTable::gsi`]) and is
-//! in RTR or RTS; the BTH P_Key matches the QP's P_Key table entry; the DETH Q_Key equals
+//! in RTR or a later state short of ERR; the BTH P_Key matches the QP's P_Key table entry; the DETH Q_Key equals
 //! the QP's. A datagram failing a key check is dropped and counted (`rx_drop_pkey`,
 //! `rx_drop_qkey`); one with no receive WQE posted is dropped and counted as
 //! `out_of_buffer` (the Q counter Linux reads for it, mlx5_ifc.h
@@ -63,7 +63,11 @@ pub(crate) fn deliver(hca: &mut Dp<'_>, hdrs: &RoceHeaders, ip: &[u8], payload: 
     let Some(q) = hca.objects.qps.get(qpn) else {
         return;
     };
-    if !matches!(q.state, qp::state::RTR | qp::state::RTS) {
+    // Receiving works in RTR and after it, a send queue error included (IBTA §10.3.1).
+    if !matches!(
+        q.state,
+        qp::state::RTR | qp::state::RTS | qp::state::SQER | qp::state::SQD
+    ) {
         return;
     }
     let ours = pkey_at(q.path.pkey_index).unwrap_or(0);
