@@ -23,39 +23,15 @@ const QP1_QKEY: u32 = 0x8001_0000;
 /// The header area in front of a datagram's payload.
 const GRH: usize = 40;
 
-/// A UD (or QP1) QP in RESET, made from the RC CREATE_QP input with `st` changed.
+/// A UD (or QP1) QP in RESET: SQ of 16 WQEBBs, RQ of 16 WQEs of 64 bytes.
 fn create(
     env: &mut Env<InProcHca>,
     st: u8,
     scq: &Cq,
     rcq: &Cq,
 ) -> std::result::Result<Qp, raw::Done> {
-    let stride_log = 2;
-    let (log_sq, log_rq) = (4, 4);
-    let bytes = (1usize << log_rq << (stride_log + 4)) + (64usize << log_sq);
-    let buf = env.alloc(bytes.max(4096));
-    let dbr = env.alloc(64);
-    let mut i = env.qp_input(
-        env.pd, scq.cqn, rcq.cqn, log_sq, log_rq, stride_log, buf, dbr,
-    );
-    set(&mut i, qpc::ST.within(create_qp_in::QPC), st.into());
-    let d = env.raw.exec(&i, 16);
-    if d.status() != 0 {
-        return Err(d);
-    }
-    Ok(Qp {
-        qpn: d.get(create_qp_out::QPN),
-        buf,
-        dbr,
-        log_sq,
-        log_rq,
-        rq_stride: 16 << stride_log,
-        sq_offset: (1u64 << log_rq) << (stride_log + 4),
-        sq_pi: 0,
-        rq_pi: 0,
-        uar: env.uar,
-        bf_half: 0,
-    })
+    let pd = env.pd;
+    env.qp_of_type(st, pd, scq, rcq, 4, 4)
 }
 
 /// RST2INIT (port 1, P_Key index `pkey_index`, Q_Key `qkey`).

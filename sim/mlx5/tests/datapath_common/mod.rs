@@ -512,14 +512,32 @@ impl<D: Device> Env<D> {
 
     /// [`Env::qp`] in protection domain `pd`.
     pub fn qp_in_pd(&mut self, pd: u32, scq: &Cq, rcq: &Cq, log_sq: u32, log_rq: u32) -> Qp {
+        let st = qp::st::RC;
+        let q = self.qp_of_type(st, pd, scq, rcq, log_sq, log_rq);
+        q.unwrap_or_else(|d| panic!("CREATE_QP: {:#x} {:#x}", d.status(), d.syndrome()))
+    }
+
+    /// [`Env::qp_in_pd`] with service type `st` (`qpc.st`), or the failed command.
+    pub fn qp_of_type(
+        &mut self,
+        st: u8,
+        pd: u32,
+        scq: &Cq,
+        rcq: &Cq,
+        log_sq: u32,
+        log_rq: u32,
+    ) -> std::result::Result<Qp, Done> {
         let stride_log = 2; // 16 << 2 = 64 bytes: up to 4 scatter entries
         let bytes = (1usize << log_rq << (stride_log + 4)) + (64usize << log_sq);
         let buf = self.alloc(bytes.max(4096));
         let dbr = self.alloc(64);
-        let i = self.qp_input(pd, scq.cqn, rcq.cqn, log_sq, log_rq, stride_log, buf, dbr);
+        let mut i = self.qp_input(pd, scq.cqn, rcq.cqn, log_sq, log_rq, stride_log, buf, dbr);
+        set(&mut i, qpc::ST.within(create_qp_in::QPC), st.into());
         let d = self.raw.exec(&i, 16);
-        d.ok();
-        Qp {
+        if d.status() != cmd_status::OK {
+            return Err(d);
+        }
+        Ok(Qp {
             qpn: d.get(create_qp_out::QPN),
             buf,
             dbr,
@@ -531,7 +549,7 @@ impl<D: Device> Env<D> {
             rq_pi: 0,
             uar: self.uar,
             bf_half: 0,
-        }
+        })
     }
 
     /// A modify-QP input (RST2INIT / INIT2INIT / INIT2RTR / RTR2RTS / RTS2RTS layout).

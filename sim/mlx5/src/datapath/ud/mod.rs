@@ -39,14 +39,12 @@ use mlx5_prm::{cqe, qp};
 
 use crate::be::be32;
 use crate::datapath::cq::post_cqe;
-use crate::datapath::rc::{gid_v4, work_request, WrPayload};
+use crate::datapath::rc::{ip_header, work_request, WrPayload};
 use crate::datapath::wqe::{SendWqe, MAX_WQE_BYTES};
 use crate::datapath::{fetch_wqe, flush_cqe, vendor, wq_catastrophe, Dp};
 use crate::objects::cq::Cqe;
 use crate::objects::qp::{read_dbr_in, ServiceType, GID_TABLE_SEARCH};
-use crate::roce::{
-    Bth, Deth, EthHdr, ExtHdrs, IpHdr, Ipv4Hdr, Ipv6Hdr, Opcode, RoceHeaders, UdpHdr, DEFAULT_P_KEY,
-};
+use crate::roce::{Bth, Deth, EthHdr, ExtHdrs, Opcode, RoceHeaders, UdpHdr, DEFAULT_P_KEY};
 
 /// The QPN the wire reaches the GSI QP by (IBTA §3.5.3.1: QP1).
 pub const GSI_QPN: u32 = 1;
@@ -210,24 +208,7 @@ fn datagram(
     let mut rmac = [0u8; 6];
     rmac.copy_from_slice(&seg[av::RMAC..av::RMAC + 6]);
     let (tclass, hop) = (seg[av::TCLASS], seg[av::HOP_LIMIT]);
-    let ip = match (gid_v4(&sgid), gid_v4(&rgid)) {
-        (Some(src), Some(dst)) => IpHdr::V4(Ipv4Hdr {
-            dscp: tclass >> 2,
-            ecn: tclass & 3,
-            identification: 0,
-            dont_fragment: true,
-            ttl: hop,
-            src,
-            dst,
-        }),
-        _ => IpHdr::V6(Ipv6Hdr {
-            traffic_class: tclass,
-            flow_label: gid_fl & 0xf_ffff,
-            hop_limit: hop,
-            src: sgid.into(),
-            dst: rgid.into(),
-        }),
-    };
+    let ip = ip_header(&sgid, &rgid, tclass, gid_fl, hop);
     let mut sport = u16::from_be_bytes([seg[av::RLID], seg[av::RLID + 1]]);
     if sport == 0 {
         // Model choice, as for RC: a stable port in Linux rdma_get_udp_sport's range.

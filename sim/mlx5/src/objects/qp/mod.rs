@@ -805,6 +805,35 @@ pub fn modify_qp(hca: &mut Dp<'_>, opcode: u16, input: &[u8], _output: &mut [u8]
     Ok(())
 }
 
+/// The checks every service type's transitions share, made first: the port and P_Key index
+/// of RST2INIT and (with their optional bits) INIT2INIT, the path MTU and message size limit
+/// of INIT2RTR.
+fn check_shared(hca: &Dp<'_>, t: &Transition) -> CmdResult {
+    let (ctx, path) = (t.ctx, &t.path);
+    let opt = |bit: u32| t.mask & bit != 0;
+    match t.opcode {
+        opcode::RST2INIT_QP => check_port_pkey(path.port, path.pkey_index)?,
+        opcode::INIT2INIT_QP => {
+            if opt(qp::optpar::PRI_PORT) {
+                check_port_pkey(path.port, 0)?;
+            }
+            if opt(qp::optpar::PKEY_INDEX) {
+                check_port_pkey(PORT_NUM, path.pkey_index)?;
+            }
+        }
+        opcode::INIT2RTR_QP => {
+            if !(1..=5).contains(&get(ctx, qpc::MTU)) {
+                return Err(bad_param(syndrome::BAD_MTU));
+            }
+            if get(ctx, qpc::LOG_MSG_MAX) > hca.cap(cmd_hca_cap::LOG_MAX_MSG) {
+                return Err(bad_param(syndrome::MSG_SIZE_ABOVE_CAP));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Port must be [`PORT_NUM`]; the RoCE P_Key table has one entry.
 fn check_port_pkey(port: u32, pkey_index: u32) -> CmdResult {
     if port != PORT_NUM {

@@ -14,10 +14,10 @@
 //! `log_msg_max` in every UD transition (4096 and 2^12 for UD, 256 and 2^8 for the GSI QP);
 //! the model requires a valid MTU from INIT2RTR on, as for RC.
 
-use mlx5_prm::{ads, cmd_hca_cap, opcode, qp, qpc};
+use mlx5_prm::{ads, opcode, qp, qpc};
 
-use super::{check_port_pkey, syndrome, Connect, Qp, Route, Transition, TypeOps, PORT_NUM};
-use crate::control::result::{bad_param, get, CmdError};
+use super::{check_port_pkey, check_shared, Connect, Qp, Route, Transition, TypeOps, PORT_NUM};
+use crate::control::result::{get, CmdError};
 use crate::datapath::Dp;
 
 /// UD's entry points for the QP commands ([`super::ServiceType::ops`]).
@@ -52,30 +52,9 @@ fn allowed_optpar(op: u16) -> u32 {
 
 /// Checks the UD fields transition `t` reads, before anything changes.
 fn check(hca: &Dp<'_>, t: &Transition) -> Result<Connect, CmdError> {
-    let (ctx, path) = (t.ctx, &t.path);
-    let opt = |bit: u32| t.mask & bit != 0;
-    match t.opcode {
-        opcode::RST2INIT_QP => check_port_pkey(path.port, path.pkey_index)?,
-        opcode::INIT2INIT_QP => {
-            if opt(qp::optpar::PRI_PORT) {
-                check_port_pkey(path.port, 0)?;
-            }
-            if opt(qp::optpar::PKEY_INDEX) {
-                check_port_pkey(PORT_NUM, path.pkey_index)?;
-            }
-        }
-        opcode::INIT2RTR_QP => {
-            if !(1..=5).contains(&get(ctx, qpc::MTU)) {
-                return Err(bad_param(syndrome::BAD_MTU));
-            }
-            if get(ctx, qpc::LOG_MSG_MAX) > hca.cap(cmd_hca_cap::LOG_MAX_MSG) {
-                return Err(bad_param(syndrome::MSG_SIZE_ABOVE_CAP));
-            }
-            if opt(qp::optpar::PKEY_INDEX) {
-                check_port_pkey(PORT_NUM, path.pkey_index)?;
-            }
-        }
-        _ => {}
+    check_shared(hca, t)?;
+    if t.opcode == opcode::INIT2RTR_QP && t.mask & qp::optpar::PKEY_INDEX != 0 {
+        check_port_pkey(PORT_NUM, t.path.pkey_index)?;
     }
     Ok((Route::None, [0; 16]))
 }
