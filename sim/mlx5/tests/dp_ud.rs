@@ -203,6 +203,41 @@ fn ud_both_ways_between_two_hcas_on_a_frame_link() {
 }
 
 #[test]
+fn over_ipv6_the_header_area_is_the_ipv6_header() {
+    let mut env = Env::new(InProcHca::deterministic(), 1);
+    let gid6 = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x21];
+    env.set_gid(1, gid6);
+    let mut a = side(&mut env, qp::st::UD, QKEY, 3);
+    let mut b = side(&mut env, qp::st::UD, QKEY, 3);
+    env.post_recv(&mut b.qp, &[(1024, b.key, b.buf)]);
+    let mut av = av_seg(b.qp.qpn, QKEY, gid6, env.mac);
+    // Source GID index 1, flow label 0x12345, traffic class 0x20, hop limit 9.
+    av[28..32].copy_from_slice(&(1u32 << 30 | 1 << 20 | 0x12345).to_be_bytes());
+    av[26] = 0x20;
+    av[27] = 9;
+    env.post_send(
+        &mut a.qp,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&av, &inline_seg(b"six")],
+    );
+    assert!(!env.poll_cq(&mut a.scq).unwrap().is_error());
+    let r = env.poll_cq(&mut b.rcq).expect("receive CQE");
+    let flags = u32::from_be_bytes(r.0[24..28].try_into().unwrap());
+    assert_eq!((flags >> 24) & 3, cqe::flags_rqpn::L3_IPV6);
+    let got = env.read(b.buf, GRH + 3);
+    let ip = &got[..GRH];
+    assert_eq!(ip[0] >> 4, 6, "IPv6");
+    let vtf = u32::from_be_bytes(ip[0..4].try_into().unwrap());
+    assert_eq!(((vtf >> 20) & 0xff, vtf & 0xf_ffff), (0x20, 0x12345));
+    assert_eq!((ip[6], ip[7]), (17, 9), "UDP, hop limit");
+    assert_eq!(&ip[8..24], &gid6);
+    assert_eq!(&ip[24..40], &gid6);
+    assert_eq!(&got[GRH..], b"six");
+}
+
+#[test]
 fn q_key_mismatch_is_dropped_and_counted_and_the_controlled_q_key_is_the_qps() {
     let dev = InProcHca::deterministic();
     let mut env = Env::new(dev.clone(), 1);
