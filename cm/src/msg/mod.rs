@@ -179,4 +179,4 @@ pub fn private_data<const N: usize>(src: &[u8]) -> Result<[u8; N], CmError> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -21,7 +21,7 @@ fn gid_v4(a: [u8; 4]) -> [u8; 16] {
 /// A REQ as Linux's rdma_cm sends one for an RC connection over RoCE (cma.c
 /// `cma_connect_ib`, cm.c `cm_format_req`): LIDs 0xffff, hop limit 64, CM response timeouts
 /// 20 (cma.c `CMA_CM_RESPONSE_TIMEOUT`), 15 CM retries (`CMA_MAX_CM_RETRIES`).
-fn linux_req() -> Req {
+pub(crate) fn linux_req() -> Req {
     let mut pd = [0u8; CMA_HDR_LEN];
     CmaHdr {
         src_port: 49743,
