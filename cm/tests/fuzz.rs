@@ -8,7 +8,10 @@ use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
 use rand_xoshiro::SplitMix64;
 use rdma_cm::mad::{attr, MAD_HDR_LEN, MAD_LEN};
 use rdma_cm::msg::{self, Drep, Dreq, Mra, Rej, Rtu, SidrRep, SidrReq};
-use rdma_cm::rdma_cm::CmaHdr;
+use rdma_cm::passive::{
+    Accept, CmConfig, CmEvent, CmTransport, ConnId, ConnState, Passive, Peer, QpStep,
+};
+use rdma_cm::rdma_cm::{CmaHdr, PortSpace};
 use rdma_cm::{CmMad, CmMsg};
 
 const ROUNDS: usize = 20_000;
@@ -112,13 +115,19 @@ fn mutate(rng: &mut SplitMix64, seed: &[u8]) -> Vec<u8> {
     m
 }
 
-#[test]
-fn mutated_mads_never_panic_and_what_decodes_round_trips() {
+/// The built seeds and, when the captures are there, their MADs.
+fn seeds() -> Vec<Vec<u8>> {
     let mut seeds = built_seeds();
     match common::captured_mads() {
         Ok(files) => seeds.extend(files.into_iter().flat_map(|(_, m)| m).map(|c| c.mad)),
         Err(reason) => common::skipped(&format!("{reason}; fuzzing built seeds only")),
     }
+    seeds
+}
+
+#[test]
+fn mutated_mads_never_panic_and_what_decodes_round_trips() {
+    let seeds = seeds();
     let mut rng = SplitMix64::seed_from_u64(0x00c0_ffee);
     let (mut decoded, mut refused) = (0, 0);
     for round in 0..ROUNDS {
@@ -138,4 +147,127 @@ fn mutated_mads_never_panic_and_what_decodes_round_trips() {
     }
     println!("{decoded} decoded, {refused} refused");
     assert!(decoded > ROUNDS / 10 && refused > ROUNDS / 10);
+}
+
+/// Counts sends and remembers each QP's last move.
+#[derive(Default)]
+struct Sink {
+    sent: usize,
+    last_move: std::collections::BTreeMap<u32, QpStep>,
+}
+
+impl CmTransport for Sink {
+    type QpError = ();
+    fn send_mad(&mut self, _: &Peer, _: &[u8; MAD_LEN]) {
+        self.sent += 1;
+    }
+    fn modify_qp(&mut self, qpn: u32, step: QpStep) -> Result<(), ()> {
+        self.last_move.insert(qpn, step);
+        Ok(())
+    }
+}
+
+/// Mutated MADs (the captures' REQs, RTUs, DREQs among them) into a listening passive side
+/// that accepts, disconnects and lets time pass: nothing panics, the table never overflows,
+/// and once every timer has run no connection is left half made, and every QP of a connection
+/// that ended is in ERR.
+#[test]
+fn mutated_mads_into_the_passive_side_never_panic_nor_leak() {
+    let seeds = seeds();
+    let cfg = CmConfig {
+        local_ca_guid: 1,
+        ack_delay: 15,
+        max_responder_resources: 16,
+        max_initiator_depth: 16,
+        comm_id_seed: 0x77,
+    };
+    let mut p = Passive::<8>::new(cfg);
+    p.listen(PortSpace::Tcp.service_id(4420), 4).unwrap();
+    p.listen(PortSpace::Tcp.service_id(18515), 4).unwrap();
+    let mut t = Sink::default();
+    let mut rng = SplitMix64::seed_from_u64(0x5eed);
+    let peer = Peer {
+        gid: [0; 16],
+        qpn: 1,
+    };
+    let (mut now, mut next_qpn) = (0u64, 0x100u32);
+    let mut ids: Vec<ConnId> = Vec::new();
+    let mut ended: Vec<ConnId> = Vec::new();
+    let mut qpn_of = std::collections::BTreeMap::new();
+    let on_event = |ev: Option<CmEvent>, ids: &mut Vec<ConnId>, ended: &mut Vec<ConnId>| match ev {
+        Some(CmEvent::ConnectRequest { id, .. }) => ids.push(id),
+        Some(CmEvent::Unreachable { id } | CmEvent::Rejected { id, .. }) => ended.push(id),
+        Some(CmEvent::TimewaitExit { id, .. }) => ended.push(id),
+        _ => {}
+    };
+    for round in 0..ROUNDS {
+        let seed = &seeds[round % seeds.len()];
+        let m = if rng.next_u64() % 4 == 0 {
+            seed.clone()
+        } else {
+            mutate(&mut rng, seed)
+        };
+        let ev = p.on_mad(now, &peer, &m, &mut t).ok().flatten();
+        on_event(ev, &mut ids, &mut ended);
+        if let Some(&id) = ids.get((rng.next_u64() as usize) % ids.len().max(1)) {
+            match rng.next_u64() % 4 {
+                0 => {
+                    let a = Accept {
+                        qpn: next_qpn,
+                        starting_psn: 1,
+                        responder_resources: 4,
+                        initiator_depth: 4,
+                        flow_control: true,
+                        rnr_retry_count: 7,
+                        srq: false,
+                        private_data: &[],
+                    };
+                    if p.accept(now, id, &a, &mut t).is_ok() {
+                        qpn_of.insert(id, next_qpn);
+                        next_qpn += 1;
+                    }
+                }
+                1 => {
+                    let _ = p.disconnect(now, id, &mut t);
+                }
+                2 => {
+                    let _ = p.comm_established(id);
+                }
+                _ => {}
+            }
+        }
+        now += rng.next_u64() % 2_000_000_000;
+        while let Some(ev) = p.poll(now, &mut t) {
+            on_event(Some(ev), &mut ids, &mut ended);
+        }
+    }
+    now = u64::MAX / 2;
+    while let Some(ev) = p.poll(now, &mut t) {
+        on_event(Some(ev), &mut ids, &mut ended);
+    }
+    assert!(p.next_deadline().is_none());
+    for id in &ids {
+        let s = p.state(*id);
+        assert!(
+            matches!(
+                s,
+                None | Some(ConnState::ReqRcvd | ConnState::MraReqSent | ConnState::Established)
+            ),
+            "{id:?} left in {s:?}"
+        );
+    }
+    for id in &ended {
+        if let Some(qpn) = qpn_of.get(id) {
+            assert_eq!(t.last_move.get(qpn), Some(&QpStep::Err), "{id:?}");
+        }
+    }
+    println!(
+        "{} requests, {} accepted, {} ended, {} MADs sent, {:?}",
+        ids.len(),
+        qpn_of.len(),
+        ended.len(),
+        t.sent,
+        p.counters
+    );
+    assert!(!ids.is_empty() && !qpn_of.is_empty());
 }

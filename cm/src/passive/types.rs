@@ -14,7 +14,7 @@ pub const fn iba_time_ns(t: u8) -> u64 {
 }
 
 /// A connection's handle: its local communication ID.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConnId(pub u32);
 
 /// Where a MAD came from and where the answers go (cm.c `cm_create_response_msg_ah`: to the
