@@ -147,27 +147,23 @@ impl Body for Rej {
     }
 }
 
-/// ReadyToUse (`ibta_vol1_c12.h` `struct cm_rtu_msg`).
+/// The layout RTU and DREP share: the two communication IDs and private data
+/// (`ibta_vol1_c12.h` `struct cm_rtu_msg`, `struct cm_drep_msg`); `ATTR` tells them apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Rtu {
-    /// Local Communication ID (`CM_RTU_LOCAL_COMM_ID`, byte 0).
+pub struct IdsAndData<const ATTR: u16> {
+    /// Local Communication ID (`CM_RTU_LOCAL_COMM_ID`, `CM_DREP_LOCAL_COMM_ID`, byte 0).
     pub local_comm_id: u32,
-    /// Remote Communication ID (`CM_RTU_REMOTE_COMM_ID`, byte 4).
+    /// Remote Communication ID (`CM_RTU_REMOTE_COMM_ID`, `CM_DREP_REMOTE_COMM_ID`, byte 4).
     pub remote_comm_id: u32,
-    /// Private Data (`CM_RTU_PRIVATE_DATA`, byte 8).
+    /// Private Data (`CM_RTU_PRIVATE_DATA`, `CM_DREP_PRIVATE_DATA`, byte 8).
     pub private_data: [u8; RTU_PRIVATE_DATA_LEN],
 }
 
-/// DisconnectReply (`ibta_vol1_c12.h` `struct cm_drep_msg`: the RTU's layout).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Drep {
-    /// Local Communication ID (`CM_DREP_LOCAL_COMM_ID`, byte 0).
-    pub local_comm_id: u32,
-    /// Remote Communication ID (`CM_DREP_REMOTE_COMM_ID`, byte 4).
-    pub remote_comm_id: u32,
-    /// Private Data (`CM_DREP_PRIVATE_DATA`, byte 8).
-    pub private_data: [u8; RTU_PRIVATE_DATA_LEN],
-}
+/// ReadyToUse (`ibta_vol1_c12.h` `struct cm_rtu_msg`).
+pub type Rtu = IdsAndData<{ attr::RTU }>;
+
+/// DisconnectReply (`ibta_vol1_c12.h` `struct cm_drep_msg`).
+pub type Drep = IdsAndData<{ attr::DREP }>;
 
 fn read_ids(m: &[u8; MAD_LEN]) -> (u32, u32) {
     (loc(0, 0, 32).get32(m), loc(4, 0, 32).get32(m))
@@ -178,31 +174,12 @@ fn write_ids(m: &mut [u8; MAD_LEN], local: u32, remote: u32) -> Result<(), CmErr
     loc(4, 0, 32).set(m, remote)
 }
 
-impl Body for Rtu {
-    const ATTR: u16 = attr::RTU;
+impl<const A: u16> Body for IdsAndData<A> {
+    const ATTR: u16 = A;
 
-    fn read(m: &[u8; MAD_LEN]) -> Result<Rtu, CmError> {
+    fn read(m: &[u8; MAD_LEN]) -> Result<Self, CmError> {
         let (local_comm_id, remote_comm_id) = read_ids(m);
-        Ok(Rtu {
-            local_comm_id,
-            remote_comm_id,
-            private_data: bytes(m, 8),
-        })
-    }
-
-    fn write(&self, m: &mut [u8; MAD_LEN]) -> Result<(), CmError> {
-        write_ids(m, self.local_comm_id, self.remote_comm_id)?;
-        put(m, 8, &self.private_data);
-        Ok(())
-    }
-}
-
-impl Body for Drep {
-    const ATTR: u16 = attr::DREP;
-
-    fn read(m: &[u8; MAD_LEN]) -> Result<Drep, CmError> {
-        let (local_comm_id, remote_comm_id) = read_ids(m);
-        Ok(Drep {
+        Ok(IdsAndData {
             local_comm_id,
             remote_comm_id,
             private_data: bytes(m, 8),

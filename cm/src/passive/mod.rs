@@ -173,6 +173,16 @@ impl<const N: usize> Passive<N> {
             .position(|c| c.is_some_and(|c| c.id == id))
     }
 
+    /// The slot and a copy of connection `id`, if it is in one of `states`.
+    fn in_state<E>(&self, id: ConnId, states: &[ConnState]) -> Result<(usize, Conn), CallError<E>> {
+        let i = self.slot(id.0).ok_or(CallError::UnknownConn)?;
+        let c = *self.conn(i);
+        if !states.contains(&c.state) {
+            return Err(CallError::WrongState);
+        }
+        Ok((i, c))
+    }
+
     fn conn(&self, i: usize) -> &Conn {
         self.conns[i].as_ref().expect("slot index from slot()")
     }
@@ -203,11 +213,7 @@ impl<const N: usize> Passive<N> {
         a: &Accept<'_>,
         t: &mut T,
     ) -> Result<(), CallError<T::QpError>> {
-        let i = self.slot(id.0).ok_or(CallError::UnknownConn)?;
-        let c = *self.conn(i);
-        if !matches!(c.state, ConnState::ReqRcvd | ConnState::MraReqSent) {
-            return Err(CallError::WrongState);
-        }
+        let (i, c) = self.in_state(id, &[ConnState::ReqRcvd, ConnState::MraReqSent])?;
         let req = &c.req;
         let responder_resources = a
             .responder_resources
@@ -283,11 +289,7 @@ impl<const N: usize> Passive<N> {
         private: &[u8],
         t: &mut T,
     ) -> Result<(), CallError<T::QpError>> {
-        let i = self.slot(id.0).ok_or(CallError::UnknownConn)?;
-        let c = *self.conn(i);
-        if !matches!(c.state, ConnState::ReqRcvd | ConnState::MraReqSent) {
-            return Err(CallError::WrongState);
-        }
+        let (i, c) = self.in_state(id, &[ConnState::ReqRcvd, ConnState::MraReqSent])?;
         let pd = private_data(private).map_err(CallError::Encode)?;
         let rej = rej_for(
             &c.req,
@@ -311,11 +313,7 @@ impl<const N: usize> Passive<N> {
         service_timeout: u8,
         t: &mut T,
     ) -> Result<(), CallError<T::QpError>> {
-        let i = self.slot(id.0).ok_or(CallError::UnknownConn)?;
-        let c = *self.conn(i);
-        if c.state != ConnState::ReqRcvd {
-            return Err(CallError::WrongState);
-        }
+        let (i, c) = self.in_state(id, &[ConnState::ReqRcvd])?;
         let mra = Mra {
             local_comm_id: c.id,
             remote_comm_id: c.remote_id,
@@ -338,11 +336,8 @@ impl<const N: usize> Passive<N> {
         id: ConnId,
         t: &mut T,
     ) -> Result<(), CallError<T::QpError>> {
-        let i = self.slot(id.0).ok_or(CallError::UnknownConn)?;
-        let c = *self.conn(i);
-        let (ConnState::Established, Some(qpn)) = (c.state, c.qpn) else {
-            return Err(CallError::WrongState);
-        };
+        let (i, c) = self.in_state(id, &[ConnState::Established])?;
+        let qpn = c.qpn.ok_or(CallError::WrongState)?;
         t.modify_qp(qpn, QpStep::Err).map_err(CallError::Qp)?;
         // cm.c `cm_format_dreq`: Remote QPN/EECN is the peer's QPN.
         let dreq = Dreq {
