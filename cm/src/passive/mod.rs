@@ -6,6 +6,51 @@
 //! `cm_rej_handler`, `cm_mra_handler`, `cm_dup_req_handler`, `cm_enter_timewait`,
 //! `cm_process_send_error`) and IBTA vol. 1 chapter 12. Left out: alternate paths (LAP/APR),
 //! SIDR and the active side.
+//!
+//! ```
+//! use rdma_cm::passive::*;
+//! use rdma_cm::rdma_cm::PortSpace;
+//! use rdma_cm::MAD_LEN;
+//!
+//! /// The driver's side: UD sends on QP 1 and QP modifications.
+//! struct Nic;
+//! impl CmTransport for Nic {
+//!     type QpError = ();
+//!     fn send_mad(&mut self, _to: &Peer, _mad: &[u8; MAD_LEN]) { /* post a UD SEND */ }
+//!     fn modify_qp(&mut self, _qpn: u32, _step: QpStep) -> Result<(), ()> { Ok(()) }
+//! }
+//!
+//! let cfg = CmConfig {
+//!     local_ca_guid: 0x0200_00ff_fe00_0001,
+//!     ack_delay: 15,
+//!     max_responder_resources: 16,
+//!     max_initiator_depth: 16,
+//!     comm_id_seed: 0x1234_5678,
+//! };
+//! let mut cm = Passive::<64>::new(cfg);
+//! cm.listen(PortSpace::Tcp.service_id(4420), 16).unwrap();
+//! # let (peer, mad, now) = (Peer { gid: [0; 16], qpn: 1 }, [0u8; MAD_LEN], 0u64);
+//! // For each datagram received on QP 1, and whenever `cm.next_deadline()` passes:
+//! match cm.on_mad(now, &peer, &mad, &mut Nic) {
+//!     Ok(Some(CmEvent::ConnectRequest { id, req, .. })) => {
+//!         let accept = Accept {
+//!             qpn: 0x12, // a fresh RC QP in RESET, receives posted
+//!             starting_psn: 0x00ab_cdef,
+//!             responder_resources: req.initiator_depth,
+//!             initiator_depth: req.responder_resources,
+//!             flow_control: true,
+//!             rnr_retry_count: 7,
+//!             srq: false,
+//!             private_data: &[],
+//!         };
+//!         cm.accept(now, id, &accept, &mut Nic).unwrap();
+//!     }
+//!     Ok(Some(CmEvent::Established { .. })) => { /* the QP carries data */ }
+//!     Ok(_) => {}
+//!     Err(_dropped) => { /* counted in cm.counters */ }
+//! }
+//! while let Some(_event) = cm.poll(now, &mut Nic) { /* timeouts, TIMEWAIT exits */ }
+//! ```
 
 mod types;
 
