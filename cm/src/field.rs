@@ -86,6 +86,29 @@ impl Loc {
     }
 }
 
+/// A field the tables split over several places (the vendor IDs), high part first.
+pub(crate) fn get_split(mad: &[u8; MAD_LEN], parts: &[Loc]) -> u32 {
+    parts.iter().fold(0u64, |v, p| (v << p.width) | p.get(mad)) as u32
+}
+
+/// Writes a split field; a value wider than all its parts together is refused.
+pub(crate) fn set_split(mad: &mut [u8; MAD_LEN], parts: &[Loc], v: u32) -> Result<(), CmError> {
+    let width: u32 = parts.iter().map(|p| p.width).sum();
+    if u64::from(v) >> width != 0 {
+        return Err(CmError::FieldRange {
+            bit_offset: parts[0].first_bit() as u16,
+            width: width as u8,
+            value: v.into(),
+        });
+    }
+    let mut shift = width;
+    for p in parts {
+        shift -= p.width;
+        p.set(mad, (u64::from(v) >> shift) & ((1 << p.width) - 1))?;
+    }
+    Ok(())
+}
+
 /// A byte range of the CM message data: a GID, the REJ ARI, private data.
 pub(crate) fn bytes<const N: usize>(mad: &[u8; MAD_LEN], byte: usize) -> [u8; N] {
     let s = MAD_HDR_LEN + byte;

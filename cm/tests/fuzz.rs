@@ -61,6 +61,7 @@ fn built_seeds() -> Vec<Vec<u8>> {
             request_id: 1,
             status: 0,
             info_length: 0,
+            vendor_id: 0,
             qpn: 3,
             service_id: 0x0111_0001,
             qkey: 4,

@@ -1,9 +1,11 @@
 //! The connection establishment messages that carry a QP's parameters: REQ (IBTA vol. 1
 //! Table 106) and REP (Table 110), at the offsets of Linux `include/rdma/ibta_vol1_c12.h`
-//! (`CM_REQ_*`, `CM_REP_*`). Reserved bits are sent as zero and ignored on receipt.
+//! (`CM_REQ_*`, `CM_REP_*`; the vendor IDs of Linux's ECE support, `CM_REQ_VENDOR_ID`,
+//! `CM_REP_VENDOR_ID_H/M/L`, as in its newer header). Reserved bits are sent as zero and ignored
+//! on receipt.
 
 use super::Body;
-use crate::field::{bytes, loc, put, Loc};
+use crate::field::{bytes, get_split, loc, put, set_split, Loc};
 use crate::mad::{attr, CmError, MAD_LEN};
 
 /// Private data bytes of a REQ (`CM_REQ_PRIVATE_DATA`, 736 bits at byte 140).
@@ -105,6 +107,8 @@ impl ReqPath {
 pub struct Req {
     /// Local Communication ID (`CM_REQ_LOCAL_COMM_ID`, byte 0).
     pub local_comm_id: u32,
+    /// Vendor ID (`CM_REQ_VENDOR_ID`, 24 bits at 5; Linux's ECE `vendor_id`, 0 without ECE).
+    pub vendor_id: u32,
     /// ServiceID (`CM_REQ_SERVICE_ID`, byte 8).
     pub service_id: u64,
     /// Local CA GUID (`CM_REQ_LOCAL_CA_GUID`, byte 16).
@@ -169,6 +173,7 @@ impl Body for Req {
     fn read(m: &[u8; MAD_LEN]) -> Result<Req, CmError> {
         Ok(Req {
             local_comm_id: loc(0, 0, 32).get32(m),
+            vendor_id: loc(5, 0, 24).get32(m),
             service_id: loc(8, 0, 64).get(m),
             local_ca_guid: loc(16, 0, 64).get(m),
             local_qkey: loc(28, 0, 32).get32(m),
@@ -199,6 +204,7 @@ impl Body for Req {
 
     fn write(&self, m: &mut [u8; MAD_LEN]) -> Result<(), CmError> {
         loc(0, 0, 32).set(m, self.local_comm_id)?;
+        loc(5, 0, 24).set(m, self.vendor_id)?;
         loc(8, 0, 64).set(m, self.service_id)?;
         loc(16, 0, 64).set(m, self.local_ca_guid)?;
         loc(28, 0, 32).set(m, self.local_qkey)?;
@@ -228,6 +234,9 @@ impl Body for Req {
     }
 }
 
+/// The REP's vendor ID bytes, high to low (`CM_REP_VENDOR_ID_H`, `_M`, `_L`).
+const REP_VENDOR_ID: [Loc; 3] = [loc(15, 0, 8), loc(19, 0, 8), loc(23, 0, 8)];
+
 /// ConnectReply (IBTA vol. 1 Table 110, `ibta_vol1_c12.h` `struct cm_rep_msg`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Rep {
@@ -243,6 +252,9 @@ pub struct Rep {
     pub local_eecn: u32,
     /// Starting PSN (`CM_REP_STARTING_PSN`, 24 bits at 20): the active side's first send PSN.
     pub starting_psn: u32,
+    /// Vendor ID, 24 bits in three bytes: `CM_REP_VENDOR_ID_H` (byte 15), `_M` (19), `_L`
+    /// (23); Linux's ECE `vendor_id`, 0 without ECE.
+    pub vendor_id: u32,
     /// Responder Resources (`CM_REP_RESPONDER_RESOURCES`, byte 24).
     pub responder_resources: u8,
     /// Initiator Depth (`CM_REP_INITIATOR_DEPTH`, byte 25).
@@ -274,6 +286,7 @@ impl Body for Rep {
             local_qpn: loc(12, 0, 24).get32(m),
             local_eecn: loc(16, 0, 24).get32(m),
             starting_psn: loc(20, 0, 24).get32(m),
+            vendor_id: get_split(m, &REP_VENDOR_ID),
             responder_resources: loc(24, 0, 8).get8(m),
             initiator_depth: loc(25, 0, 8).get8(m),
             target_ack_delay: loc(26, 0, 5).get8(m),
@@ -293,6 +306,7 @@ impl Body for Rep {
         loc(12, 0, 24).set(m, self.local_qpn)?;
         loc(16, 0, 24).set(m, self.local_eecn)?;
         loc(20, 0, 24).set(m, self.starting_psn)?;
+        set_split(m, &REP_VENDOR_ID, self.vendor_id)?;
         loc(24, 0, 8).set(m, self.responder_resources)?;
         loc(25, 0, 8).set(m, self.initiator_depth)?;
         loc(26, 0, 5).set(m, self.target_ack_delay)?;

@@ -1,9 +1,9 @@
 //! Service ID resolution for UD services: SIDR_REQ (IBTA vol. 1 Table 119) and SIDR_REP
 //! (Table 120), at the offsets of Linux `include/rdma/ibta_vol1_c12.h` (`CM_SIDR_REQ_*`,
-//! `CM_SIDR_REP_*`).
+//! `CM_SIDR_REP_*`, with the vendor ID of Linux's ECE support from its newer header).
 
 use super::Body;
-use crate::field::{bytes, loc, put};
+use crate::field::{bytes, get_split, loc, put, set_split, Loc};
 use crate::mad::{attr, CmError, MAD_LEN};
 
 /// Private data bytes of a SIDR_REQ (`CM_SIDR_REQ_PRIVATE_DATA`, 1728 bits at byte 16).
@@ -13,6 +13,9 @@ pub const SIDR_REP_PRIVATE_DATA_LEN: usize = 136;
 /// Bytes of the SIDR_REP's Additional Information (`CM_SIDR_REP_ADDITIONAL_INFORMATION`,
 /// 576 bits at byte 24).
 pub const SIDR_REP_INFO_LEN: usize = 72;
+
+/// The SIDR_REP's vendor ID parts, high first (`CM_SIDR_REP_VENDOR_ID_H`, `_L`).
+const SIDR_REP_VENDOR_ID: [Loc; 2] = [loc(6, 0, 16), loc(11, 0, 8)];
 
 /// SIDR_REP status (`include/rdma/ib_cm.h` `enum ib_cm_sidr_status`).
 pub mod sidr_status {
@@ -74,6 +77,9 @@ pub struct SidrRep {
     /// Additional Information Length (`CM_SIDR_REP_ADDITIONAL_INFORMATION_LENGTH`, byte 5),
     /// at most [`SIDR_REP_INFO_LEN`].
     pub info_length: u8,
+    /// Vendor ID, 24 bits: `CM_SIDR_REP_VENDOR_ID_H` (16 bits at 6) then
+    /// `CM_SIDR_REP_VENDOR_ID_L` (byte 11).
+    pub vendor_id: u32,
     /// QPN (`CM_SIDR_REP_QPN`, 24 bits at 8).
     pub qpn: u32,
     /// ServiceID (`CM_SIDR_REP_SERVICEID`, byte 12).
@@ -98,6 +104,7 @@ impl Body for SidrRep {
             request_id: loc(0, 0, 32).get32(m),
             status: loc(4, 0, 8).get8(m),
             info_length,
+            vendor_id: get_split(m, &SIDR_REP_VENDOR_ID),
             qpn: loc(8, 0, 24).get32(m),
             service_id: loc(12, 0, 64).get(m),
             qkey: loc(20, 0, 32).get32(m),
@@ -113,6 +120,7 @@ impl Body for SidrRep {
         loc(0, 0, 32).set(m, self.request_id)?;
         loc(4, 0, 8).set(m, self.status)?;
         loc(5, 0, 8).set(m, self.info_length)?;
+        set_split(m, &SIDR_REP_VENDOR_ID, self.vendor_id)?;
         loc(8, 0, 24).set(m, self.qpn)?;
         loc(12, 0, 64).set(m, self.service_id)?;
         loc(20, 0, 32).set(m, self.qkey)?;

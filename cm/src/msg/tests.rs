@@ -44,6 +44,7 @@ pub(crate) fn linux_req() -> Req {
     };
     Req {
         local_comm_id: 0x9c24_9cef,
+        vendor_id: 0,
         service_id: PortSpace::Tcp.service_id(4420),
         local_ca_guid: 0x0000_00ff_fe00_0002,
         local_qkey: 0,
@@ -118,12 +119,15 @@ fn req_fields_sit_at_their_offsets() {
 }
 
 #[test]
-fn alternate_path_is_the_primary_layout_44_bytes_on() {
+fn alternate_path_is_the_primary_layout_44_bytes_on_and_vendor_id() {
     let mut req = linux_req();
     req.alternate = req.primary;
     req.alternate.local_ack_timeout = 31;
     req.sap_supported = true;
+    req.vendor_id = 0x02_c9_01;
     let m = CmMad::new(1, CmMsg::Req(req)).to_bytes().unwrap();
+    // CM_REQ_VENDOR_ID: the 24 bits after the byte at 4.
+    assert_eq!(&m[MAD_HDR_LEN + 4..MAD_HDR_LEN + 8], &[0, 0x02, 0xc9, 0x01]);
     assert_eq!(&m[MAD_HDR_LEN + 96..MAD_HDR_LEN + 100], &[0xff; 4]);
     assert_eq!(at(&m, 137), 64);
     // Byte 139: alternate ACK timeout 31 (5 bits), SAP supported (bit 5).
@@ -140,6 +144,7 @@ fn rep_fields_sit_at_their_offsets() {
         local_qpn: 0x12,
         local_eecn: 0,
         starting_psn: 0xb4_1920,
+        vendor_id: 0x02_c9_01,
         responder_resources: 0,
         initiator_depth: 128,
         target_ack_delay: 15,
@@ -152,10 +157,12 @@ fn rep_fields_sit_at_their_offsets() {
     };
     let m = CmMad::new(7, CmMsg::Rep(rep)).to_bytes().unwrap();
     assert_eq!(&m[16..18], &[0x00, 0x13]);
-    assert_eq!(&m[MAD_HDR_LEN + 12..MAD_HDR_LEN + 16], &[0, 0, 0x12, 0]);
+    // Vendor ID 0x02c901 in the bytes after QPN, EECN and PSN (CM_REP_VENDOR_ID_H/M/L).
+    assert_eq!(&m[MAD_HDR_LEN + 12..MAD_HDR_LEN + 16], &[0, 0, 0x12, 0x02]);
+    assert_eq!(at(&m, 19), 0xc9);
     assert_eq!(
         &m[MAD_HDR_LEN + 20..MAD_HDR_LEN + 24],
-        &[0xb4, 0x19, 0x20, 0]
+        &[0xb4, 0x19, 0x20, 0x01]
     );
     assert_eq!(
         &m[MAD_HDR_LEN + 24..MAD_HDR_LEN + 28],
@@ -246,6 +253,7 @@ fn sidr_fields_sit_at_their_offsets() {
         request_id: 0xabcd,
         status: sidr_status::SUCCESS,
         info_length: 0,
+        vendor_id: 0x02_c9_01,
         qpn: 0x15,
         service_id: req.service_id,
         qkey: 0x1234_5678,
@@ -254,7 +262,11 @@ fn sidr_fields_sit_at_their_offsets() {
     };
     let m = CmMad::new(1, CmMsg::SidrRep(rep)).to_bytes().unwrap();
     assert_eq!(&m[16..18], &[0x00, 0x18]);
-    assert_eq!(&m[MAD_HDR_LEN + 8..MAD_HDR_LEN + 12], &[0, 0, 0x15, 0]);
+    // Vendor ID: high 16 bits at 6, low 8 after the QPN (CM_SIDR_REP_VENDOR_ID_H/L).
+    assert_eq!(
+        &m[MAD_HDR_LEN + 6..MAD_HDR_LEN + 12],
+        &[0x02, 0xc9, 0, 0, 0x15, 0x01]
+    );
     assert_eq!(
         &m[MAD_HDR_LEN + 20..MAD_HDR_LEN + 24],
         &[0x12, 0x34, 0x56, 0x78]
@@ -309,6 +321,32 @@ fn bad_messages_are_not_encoded() {
             width: 24,
             value: 1 << 24
         }
+    );
+    let rep = Rep {
+        local_comm_id: 1,
+        remote_comm_id: 2,
+        local_qkey: 0,
+        local_qpn: 3,
+        local_eecn: 0,
+        starting_psn: 4,
+        vendor_id: 1 << 24,
+        responder_resources: 0,
+        initiator_depth: 0,
+        target_ack_delay: 0,
+        failover_accepted: 0,
+        end_to_end_flow_control: false,
+        rnr_retry_count: 0,
+        srq: false,
+        local_ca_guid: 0,
+        private_data: [0; REP_PRIVATE_DATA_LEN],
+    };
+    assert_eq!(
+        CmMad::new(1, CmMsg::Rep(rep)).to_bytes(),
+        Err(CmError::FieldRange {
+            bit_offset: ((MAD_HDR_LEN + 15) * 8) as u16,
+            width: 24,
+            value: 1 << 24
+        })
     );
     let mut mad = CmMad::new(1, CmMsg::Req(linux_req()));
     mad.hdr.attr_id = attr::REP;

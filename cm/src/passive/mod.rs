@@ -276,6 +276,8 @@ impl<const N: usize> Passive<N> {
             local_qpn: a.qpn,
             local_eecn: 0,
             starting_psn: a.starting_psn,
+            // No ECE (cma.c `cma_accept_ib` copies the application's, none here).
+            vendor_id: 0,
             responder_resources,
             initiator_depth,
             target_ack_delay: self.cfg.ack_delay,
