@@ -180,6 +180,7 @@ fn mutated_mads_into_the_passive_side_never_panic_nor_leak() {
         ack_delay: 15,
         max_responder_resources: 16,
         max_initiator_depth: 16,
+        tid_hi: 2,
         comm_id_seed: 0x77,
     };
     let mut p = Passive::<8>::new(cfg);

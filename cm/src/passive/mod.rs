@@ -25,6 +25,7 @@
 //!     ack_delay: 15,
 //!     max_responder_resources: 16,
 //!     max_initiator_depth: 16,
+//!     tid_hi: 1,
 //!     comm_id_seed: 0x1234_5678,
 //! };
 //! let mut cm = Passive::<64>::new(cfg);
@@ -393,8 +394,9 @@ impl<const N: usize> Passive<N> {
             remote_qpn_eecn: c.req.local_qpn,
             private_data: [0; crate::msg::DREQ_PRIVATE_DATA_LEN],
         };
-        let b =
-            send(t, &c.peer, &CmMad::new(c.tid, CmMsg::Dreq(dreq))).map_err(CallError::Encode)?;
+        // cm.c `cm_format_dreq`: a DREQ starts an exchange of its own.
+        let tid = own_tid(self.cfg.tid_hi, c.id);
+        let b = send(t, &c.peer, &CmMad::new(tid, CmMsg::Dreq(dreq))).map_err(CallError::Encode)?;
         let c = self.conn_mut(i);
         c.last = b;
         c.state = ConnState::DreqSent;
@@ -415,6 +417,14 @@ impl<const N: usize> Passive<N> {
         c.deadline = None;
         Some(CmEvent::Established { id })
     }
+}
+
+/// The transaction ID of an exchange we start: `tid_hi` above, the local communication ID
+/// below, its bytes in the order Linux puts them there (cm.c `cm_form_tid` ORs the ID as
+/// stored, big-endian, into a host-order `u64` before `cpu_to_be64`: on the x86 hosts of the
+/// captures the low word reads byte-swapped). Answers carry the exchange's TID instead.
+pub const fn own_tid(tid_hi: u32, local_comm_id: u32) -> u64 {
+    ((tid_hi as u64) << 32) | local_comm_id.swap_bytes() as u64
 }
 
 /// A REJ answering `req` (cm.c `cm_format_rej`).

@@ -52,6 +52,7 @@ fn cfg() -> CmConfig {
         ack_delay: 15,
         max_responder_resources: 16,
         max_initiator_depth: 16,
+        tid_hi: 2,
         comm_id_seed: 0x5a5a_0000,
     }
 }
@@ -310,7 +311,9 @@ fn our_disconnect_sends_dreq_and_retries_it() {
     assert_eq!(p.comm_established(id), Some(CmEvent::Established { id }));
     p.disconnect(100, id, &mut t).unwrap();
     assert_eq!(t.moves.last(), Some(&(0x12, QpStep::Err)));
-    let CmMsg::Dreq(d) = t.last().msg else {
+    let dreq_mad = t.last();
+    assert_eq!(dreq_mad.hdr.tid, own_tid(2, id.0));
+    let CmMsg::Dreq(d) = dreq_mad.msg else {
         panic!()
     };
     assert_eq!((d.local_comm_id, d.remote_qpn_eecn), (id.0, req.local_qpn));
@@ -332,7 +335,9 @@ fn our_disconnect_sends_dreq_and_retries_it() {
         remote_comm_id: id.0,
         private_data: [0; RTU_PRIVATE_DATA_LEN],
     };
-    let b = CmMad::new(TID, CmMsg::Drep(drep)).to_bytes().unwrap();
+    let b = CmMad::new(own_tid(2, id.0), CmMsg::Drep(drep))
+        .to_bytes()
+        .unwrap();
     assert_eq!(
         p.on_mad(1, &PEER, &b, &mut t),
         Ok(Some(CmEvent::Disconnected { id }))

@@ -110,6 +110,10 @@ pub struct CmConfig {
     pub max_responder_resources: u8,
     /// The device's `max_qp_init_rd_atom`: most initiator depth we use.
     pub max_initiator_depth: u8,
+    /// High 32 bits of the transaction IDs of exchanges we start (a DREQ): the MAD agent's
+    /// client number in Linux (`drivers/infiniband/core/mad.c` `ib_register_mad_agent`
+    /// `hi_tid`), see [`own_tid`](crate::passive::own_tid).
+    pub tid_hi: u32,
     /// Mixed into local communication IDs so a restarted CM does not reuse its old ones
     /// (cm.c `cm_alloc_id_priv`: an xarray index XOR a random operand).
     pub comm_id_seed: u32,
