@@ -5,6 +5,7 @@
 // Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use mlx5_sim::link::pcap::PcapFile;
@@ -16,6 +17,8 @@ pub struct CapturedMad {
     pub frame: usize,
     /// The 256 bytes after the DETH.
     pub mad: Vec<u8>,
+    /// The sender's IP address.
+    pub src: IpAddr,
     /// The DETH's Q_Key.
     pub qkey: u32,
     /// The DETH's source QP.
@@ -62,6 +65,7 @@ pub fn captured_mads() -> Result<Vec<(String, Vec<CapturedMad>)>, String> {
             );
             let deth = f.hdrs.ext.deth.expect("UD SEND carries a DETH");
             mads.push(CapturedMad {
+                src: f.hdrs.ip.src(),
                 frame: i + 1,
                 mad: f.payload.to_vec(),
                 qkey: deth.q_key,
