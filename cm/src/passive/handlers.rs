@@ -112,7 +112,7 @@ impl<const N: usize> Passive<N> {
         }))
     }
 
-    /// cm.c `cm_dup_req_handler`: MRA again while the application thinks, REJ Stale
+    /// cm.c `cm_dup_req_handler`: MRA while the application thinks, REJ Stale
     /// Connection in TIMEWAIT; and (beyond Linux, which waits for its REP timer) the same REP
     /// again while waiting for the RTU.
     fn on_dup_req<T: CmTransport>(
@@ -123,6 +123,13 @@ impl<const N: usize> Passive<N> {
         t: &mut T,
     ) -> Dropped {
         match c.state {
+            ConnState::ReqRcvd => {
+                // The application is slow: tell the peer to wait (rdma_cm answers every REQ
+                // it hands up with a delayed MRA, cma.c `cma_ib_req_handler`
+                // `CMA_CM_MRA_SETTING`, which cm.c `cm_dup_req_handler` sends on a duplicate).
+                let _ = self.mra(ConnId(c.id), super::MRA_SERVICE_TIMEOUT, t);
+                Dropped::DuplicateReq
+            }
             ConnState::MraReqSent | ConnState::RepSent | ConnState::MraRepRcvd => {
                 t.send_mad(&c.peer, &c.last);
                 Dropped::DuplicateReq

@@ -68,6 +68,10 @@ use crate::rdma_cm::{udp_sport_from_flow_label, CmaHdr};
 
 mod handlers;
 
+/// The service timeout of the MRA a duplicate REQ gets while the application has not
+/// answered: 4.096 µs × 2^24 ≈ 69 s (cma.c `CMA_CM_MRA_SETTING`).
+pub const MRA_SERVICE_TIMEOUT: u8 = 24;
+
 /// Most services listened on at once.
 pub const MAX_LISTENERS: usize = 16;
 

@@ -198,7 +198,8 @@ fn duplicate_req_gets_the_same_rep_or_mra() {
     );
     assert_eq!(t.sent.last().unwrap().1, rep);
     assert_eq!(p.counters.duplicate_reqs, 1);
-    // Before any answer: a duplicate is dropped silently; after an MRA it gets the MRA.
+    // Before any answer: a duplicate gets an MRA (service timeout 24), and the next the same
+    // MRA again.
     let mut other = linux_req();
     other.local_comm_id ^= 1;
     let Ok(Some(CmEvent::ConnectRequest { id, .. })) =
@@ -211,21 +212,36 @@ fn duplicate_req_gets_the_same_rep_or_mra() {
         p.on_mad(3, &PEER, &req_bytes(&other), &mut t),
         Err(Dropped::DuplicateReq)
     );
-    assert_eq!(t.sent.len(), n);
-    p.mra(id, 24, &mut t).unwrap();
+    assert_eq!(t.sent.len(), n + 1);
     let mra = t.sent.last().unwrap().1;
     let CmMsg::Mra(m) = t.last().msg else {
         panic!()
     };
     assert_eq!(
         (m.message_mraed, m.service_timeout, m.remote_comm_id),
-        (0, 24, other.local_comm_id)
+        (0, MRA_SERVICE_TIMEOUT, other.local_comm_id)
     );
+    assert_eq!(p.state(id), Some(ConnState::MraReqSent));
+    assert_eq!(p.mra(id, 20, &mut t), Err(CallError::WrongState));
     assert_eq!(
         p.on_mad(4, &PEER, &req_bytes(&other), &mut t),
         Err(Dropped::DuplicateReq)
     );
     assert_eq!(t.sent.last().unwrap().1, mra);
+    assert_eq!(t.sent.len(), n + 2);
+    // The application's own MRA, before any duplicate.
+    let mut third = linux_req();
+    third.local_comm_id ^= 2;
+    let Ok(Some(CmEvent::ConnectRequest { id: id3, .. })) =
+        p.on_mad(5, &PEER, &req_bytes(&third), &mut t)
+    else {
+        panic!()
+    };
+    p.mra(id3, 10, &mut t).unwrap();
+    let CmMsg::Mra(m) = t.last().msg else {
+        panic!()
+    };
+    assert_eq!(m.service_timeout, 10);
     // Accepting after the MRA still works.
     p.accept(5, id, &accept_params(0x13), &mut t).unwrap();
     assert_eq!(p.state(id), Some(ConnState::RepSent));
