@@ -255,7 +255,9 @@ impl<const N: usize> Passive<N> {
 
     /// Accepts a requested connection (`rdma_accept`): moves `a.qpn` through INIT, RTR and
     /// RTS from the REQ (cma.c `cma_accept_ib`: RTR and RTS before the REP), then sends the
-    /// REP and waits for the RTU. Receives must be posted on the QP before this call.
+    /// REP and waits for the RTU. Receives must be posted on the QP before this call. When a
+    /// move fails the connection is unchanged and the QP may be part way: reset it, then
+    /// accept again or reject.
     pub fn accept<T: CmTransport>(
         &mut self,
         now: u64,
