@@ -9,6 +9,10 @@ pub const CMA_VERSION: u8 = 0;
 /// Lowest UDP source port RoCEv2 uses (`include/rdma/ib_verbs.h`
 /// `IB_ROCE_UDP_ENCAP_VALID_PORT_MIN`).
 pub const ROCE_UDP_SPORT_MIN: u16 = 0xc000;
+/// The Q_Key rdma_cm gives UD QPs of `RDMA_PS_UDP` (Linux `include/rdma/rdma_cm_ib.h`
+/// `RDMA_UDP_QKEY`, set by cma.c `cma_set_qkey`; rdma-core `librdmacm/rdma_cma.h`);
+/// a SIDR_REP tells it to the peer.
+pub const UDP_QKEY: u32 = 0x0123_4567;
 /// Bits of a GRH flow label (`include/rdma/ib_verbs.h` `IB_GRH_FLOWLABEL_MASK`).
 pub const FLOW_LABEL_MASK: u32 = 0x000f_ffff;
 

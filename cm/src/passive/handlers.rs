@@ -28,7 +28,8 @@ impl<const N: usize> Passive<N> {
                 CmMsg::Drep(drep) => self.on_drep(now, &drep),
                 CmMsg::Rej(rej) => self.on_rej(&rej, t),
                 CmMsg::Mra(mra) => self.on_mra(now, &mra),
-                CmMsg::Rep(_) | CmMsg::SidrReq(_) | CmMsg::SidrRep(_) => Err(Dropped::Unsupported),
+                CmMsg::SidrReq(req) => self.on_sidr_req(from, &mad.hdr, &req, t),
+                CmMsg::Rep(_) | CmMsg::SidrRep(_) => Err(Dropped::Unsupported),
             });
         if r.is_err() {
             self.counters.dropped += 1;

@@ -4,8 +4,8 @@
 //! States and transitions follow Linux `drivers/infiniband/core/cm.c` (`enum ib_cm_state`;
 //! `cm_req_handler`, `cm_rtu_handler`, `cm_dreq_handler`, `cm_drep_handler`,
 //! `cm_rej_handler`, `cm_mra_handler`, `cm_dup_req_handler`, `cm_enter_timewait`,
-//! `cm_process_send_error`) and IBTA vol. 1 chapter 12. Left out: alternate paths (LAP/APR),
-//! SIDR and the active side.
+//! `cm_process_send_error`) and IBTA vol. 1 chapter 12; SIDR for UD services answers without
+//! keeping state. Left out: alternate paths (LAP/APR) and the active side.
 //!
 //! ```
 //! use rdma_cm::passive::*;
@@ -67,6 +67,9 @@ use crate::msg::{
 use crate::rdma_cm::{udp_sport_from_flow_label, CmaHdr};
 
 mod handlers;
+mod sidr;
+
+pub use sidr::SidrTicket;
 
 /// The service timeout of the MRA a duplicate REQ gets while the application has not
 /// answered: 4.096 µs × 2^24 ≈ 69 s (cma.c `CMA_CM_MRA_SETTING`).

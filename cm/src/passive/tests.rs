@@ -492,3 +492,65 @@ fn unknown_ids_are_dropped_and_unknown_dreq_answered() {
     );
     assert_eq!(p.counters.dropped, 3);
 }
+
+#[test]
+fn sidr_req_for_a_ud_service_gets_the_qpn_and_qkey() {
+    use crate::msg::{sidr_status, SidrReq, SIDR_REQ_PRIVATE_DATA_LEN};
+    use crate::rdma_cm::UDP_QKEY;
+    let mut p = Passive::<4>::new(cfg());
+    let mut t = Rec::default();
+    let sid = PortSpace::Udp.service_id(7174);
+    p.listen(sid, 8).unwrap();
+    let mut req = SidrReq {
+        request_id: 0xabcd,
+        pkey: 0xffff,
+        service_id: sid,
+        private_data: [0; SIDR_REQ_PRIVATE_DATA_LEN],
+    };
+    req.private_data[..4].copy_from_slice(&[0x00, 0x40, 0x12, 0x34]);
+    let b = CmMad::new(0x77, CmMsg::SidrReq(req)).to_bytes().unwrap();
+    let Ok(Some(CmEvent::SidrRequest {
+        ticket,
+        private_data,
+        ..
+    })) = p.on_mad(0, &PEER, &b, &mut t)
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (ticket.tid, ticket.request_id, ticket.service_id),
+        (0x77, 0xabcd, sid)
+    );
+    assert_eq!(private_data, req.private_data);
+    p.sidr_reply(&ticket, sidr_status::SUCCESS, 0x15, UDP_QKEY, &[9], &mut t)
+        .unwrap();
+    let rep = t.last();
+    assert_eq!(rep.hdr.tid, 0x77);
+    let CmMsg::SidrRep(r) = rep.msg else { panic!() };
+    assert_eq!(
+        (
+            r.request_id,
+            r.status,
+            r.qpn,
+            r.qkey,
+            r.service_id,
+            r.private_data[0]
+        ),
+        (0xabcd, 0, 0x15, 0x0123_4567, sid, 9)
+    );
+    // No state kept; a service nobody listens on is answered Unsupported.
+    let other = SidrReq {
+        service_id: PortSpace::Udp.service_id(1),
+        ..req
+    };
+    let b = CmMad::new(0x78, CmMsg::SidrReq(other)).to_bytes().unwrap();
+    assert_eq!(p.on_mad(0, &PEER, &b, &mut t), Err(Dropped::Rejected(1)));
+    let CmMsg::SidrRep(r) = t.last().msg else {
+        panic!()
+    };
+    assert_eq!(
+        (r.status, r.request_id, r.qpn),
+        (sidr_status::UNSUPPORTED, 0xabcd, 0)
+    );
+    assert!(t.moves.is_empty());
+}

@@ -157,6 +157,18 @@ pub enum CmEvent {
         /// Its rdma_cm header, if the private data starts with a valid one.
         cma: Option<CmaHdr>,
     },
+    /// A SIDR_REQ for a listened UD service (`RDMA_CM_EVENT_CONNECT_REQUEST` on a UD ID):
+    /// answer with [`Passive::sidr_reply`].
+    ///
+    /// [`Passive::sidr_reply`]: crate::passive::Passive::sidr_reply
+    SidrRequest {
+        /// What the answer needs.
+        ticket: crate::passive::SidrTicket,
+        /// The rdma_cm header, if the private data starts with a valid one.
+        cma: Option<CmaHdr>,
+        /// The SIDR_REQ's private data.
+        private_data: [u8; crate::msg::SIDR_REQ_PRIVATE_DATA_LEN],
+    },
     /// RTU received, or the first packet arrived ([`Passive::comm_established`])
     /// (`RDMA_CM_EVENT_ESTABLISHED`).
     ///
@@ -203,11 +215,11 @@ pub enum Dropped {
     UnknownConn,
     /// Not expected in the connection's state.
     WrongState,
-    /// A message only an active side receives (REP, SIDR_REP) or SIDR (not served yet).
+    /// A message only an active side receives (REP, SIDR_REP).
     Unsupported,
     /// A duplicate REQ: answered again (REP, MRA or REJ) but no new connection.
     DuplicateReq,
-    /// A REQ refused with a REJ (its reason).
+    /// A REQ refused with a REJ (its reason), or a SIDR_REQ with a SIDR_REP (its status).
     Rejected(u16),
 }
 
