@@ -612,4 +612,68 @@ mod raw_peer {
         assert_eq!(r.hdrs.udp.src_port, 0xc123);
         assert_eq!(r.payload, b"reply");
     }
+
+    /// The nvmeof capture (`../shared/tools/nvmeof/pcaps`, outside the repository; or
+    /// `NVMEOF_PCAPS`): two Linux rxe guests, 10.0.0.2 connecting to 10.0.0.1 with rdma_cm.
+    fn nvmeof_pcap() -> Option<Vec<u8>> {
+        let dir = match std::env::var_os("NVMEOF_PCAPS") {
+            Some(d) => std::path::PathBuf::from(d),
+            None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/tools/nvmeof/pcaps"),
+        };
+        let f = dir.join("nvmeof.pcap");
+        let bytes = std::fs::read(&f).ok();
+        if bytes.is_none() {
+            eprintln!(
+                "SKIPPED: {} not found (set NVMEOF_PCAPS): CM MADs from Linux not replayed",
+                f.display()
+            );
+        }
+        bytes
+    }
+
+    /// Every CM MAD the Linux host (10.0.0.2) sent to QP 1 of the target (10.0.0.1), as
+    /// captured (only the destination MAC changed to the model's; the ICRC does not cover
+    /// it), reaches the model's GSI QP: the MAD after the header area, which holds the
+    /// frame's own IPv4 header, source QP 1, the P_Key.
+    #[test]
+    fn cm_mads_captured_from_linux_reach_the_gsi_qp() {
+        use mlx5_sim::link::pcap::PcapFile;
+        let Some(bytes) = nvmeof_pcap() else {
+            return;
+        };
+        let pcap = PcapFile::parse(&bytes).unwrap();
+        let dev = InProcHca::deterministic();
+        let (hca_end, mut peer) = Link::pair();
+        dev.with_hca(|h| *h.port_mut() = Port::on_link(hca_end));
+        let mut env = Env::new(dev.clone(), 1);
+        let mut gsi = side(&mut env, qp::st::QP1, QP1_QKEY, 1);
+        let host = Ipv4Addr::new(10, 0, 0, 2);
+        let mut n = 0;
+        for rec in pcap.records() {
+            let rec = rec.unwrap();
+            let Ok(Frame::Roce(f)) = decode(rec.data) else {
+                continue;
+            };
+            if f.hdrs.bth.opcode != Opcode::UD_SEND_ONLY || f.hdrs.ip.src() != host {
+                continue;
+            }
+            assert_eq!(f.hdrs.bth.dest_qp, 1);
+            let slot = gsi.buf + (n % 8) * 1024;
+            env.post_recv(&mut gsi.qp, &[(1024, gsi.key, slot)]);
+            let mut frame = rec.data.to_vec();
+            frame[..6].copy_from_slice(&env.mac);
+            peer.send(frame).unwrap();
+            let r = env.wait_cq(&mut gsi.rcq, &[]);
+            assert_eq!(r.opcode(), cqe::opcode::RESP_SEND, "MAD {n}");
+            assert_eq!(r.remote_qpn(), 1, "from the host's GSI QP");
+            assert_eq!(r.imm() & 0xffff, 0xffff, "P_Key");
+            assert_eq!(r.byte_cnt() as usize, GRH + f.payload.len());
+            let got = env.read(slot, GRH + f.payload.len());
+            assert_eq!(&got[20..GRH], &rec.data[14..34], "the captured IPv4 header");
+            assert_eq!(&got[GRH..], f.payload, "the MAD");
+            n += 1;
+        }
+        assert!(n >= 6, "REQs, RTUs and DREQs of the host: {n}");
+    }
 }
