@@ -237,21 +237,7 @@ fn datagram(
         imm_dt: imm.then_some(w.imm),
         ..ExtHdrs::NONE
     };
-    let bytes = match payload {
-        WrPayload::Bytes(b) => b.to_vec(),
-        WrPayload::Pieces(p) => {
-            let mut v = vec![0u8; len as usize];
-            let mut at = 0;
-            for &(bus, n) in p.iter() {
-                let n = n.min(v.len() - at);
-                hca.mem
-                    .read(bus, &mut v[at..at + n])
-                    .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
-                at += n;
-            }
-            v
-        }
-    };
+    let bytes = message(hca, payload, len as usize)?;
     let local = (0..GID_TABLE_SEARCH).any(|i| hca.roce_gid(i) == Some(rgid));
     Ok(Datagram {
         hdrs: RoceHeaders {
@@ -271,6 +257,25 @@ fn datagram(
         payload: bytes,
         local,
     })
+}
+
+/// The `len` bytes of a message (inline bytes taken from the WQE, or read from the guest
+/// pieces the gather list's keys resolved to, which were proved guest memory then).
+fn message(hca: &Dp<'_>, payload: WrPayload, len: usize) -> Result<Vec<u8>, Fail> {
+    let p = match payload {
+        WrPayload::Bytes(b) => return Ok(b.to_vec()),
+        WrPayload::Pieces(p) => p,
+    };
+    let mut v = vec![0u8; len];
+    let mut at = 0;
+    for &(bus, n) in p.iter() {
+        let n = n.min(len - at);
+        hca.mem
+            .read(bus, &mut v[at..at + n])
+            .map_err(|_| (cqe::syndrome::LOCAL_PROT_ERR, vendor::DMA_FAULT))?;
+        at += n;
+    }
+    Ok(v)
 }
 
 /// Sends datagram `d` of QP `qpn` (its PSN taken).
