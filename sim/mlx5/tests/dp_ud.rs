@@ -43,33 +43,6 @@ fn rst2init(env: &mut Env<InProcHca>, qpn: u32, pkey_index: u32, qkey: u32) -> r
     env.raw.exec(&i, 16)
 }
 
-/// RST → INIT → RTR → RTS as Linux moves a UD QP (qp.c `__mlx5_ib_modify_qp`: MTU `mtu`,
-/// message size 2^12), Q_Key `qkey`, first PSN 0x10.
-fn bring_up(env: &mut Env<InProcHca>, qp: &Qp, qkey: u32, mtu: u32) {
-    rst2init(env, qp.qpn, 0, qkey).ok();
-    let mut i = env.modify_input(opcode::INIT2RTR_QP, qp.qpn, 0);
-    set(&mut i, qpc_field(qpc::MTU), mtu);
-    set(&mut i, qpc_field(qpc::LOG_MSG_MAX), 12);
-    env.raw.exec(&i, 16).ok();
-    let mut i = env.modify_input(opcode::RTR2RTS_QP, qp.qpn, 0);
-    set(&mut i, qpc_field(qpc::NEXT_SEND_PSN), 0x10);
-    env.raw.exec(&i, 16).ok();
-}
-
-/// A 48-byte datagram segment (Linux ah.c `create_ib_ah` + wr.c `set_datagram_seg`) to
-/// QPN `dqpn` at `gid` / `mac`, Q_Key `qkey`, source GID index 0.
-fn av_seg(dqpn: u32, qkey: u32, gid: [u8; 16], mac: [u8; 6]) -> [u8; 48] {
-    let mut s = [0u8; 48];
-    s[0..4].copy_from_slice(&qkey.to_be_bytes());
-    s[8..12].copy_from_slice(&(dqpn | wqe::EXTENDED_UD_AV).to_be_bytes());
-    s[14..16].copy_from_slice(&0xc123u16.to_be_bytes());
-    s[20..26].copy_from_slice(&mac);
-    s[27] = 64;
-    s[28..32].copy_from_slice(&(1u32 << 30).to_be_bytes());
-    s[32..48].copy_from_slice(&gid);
-    s
-}
-
 /// One HCA (or two) with UD QPs `a` and `b`, their CQs and a buffer with a key each side.
 struct Side {
     qp: Qp,
@@ -82,7 +55,7 @@ struct Side {
 fn side(env: &mut Env<InProcHca>, st: u8, qkey: u32, mtu: u32) -> Side {
     let (scq, rcq) = (env.cq(6), env.cq(6));
     let qp = create(env, st, &scq, &rcq).unwrap();
-    bring_up(env, &qp, qkey, mtu);
+    env.bring_up_datagram(qp.qpn, qkey, mtu, 12);
     let buf = env.alloc(16 * 1024);
     let key = env.mkey(buf, 16 * 1024, LR | LW);
     Side {

@@ -108,6 +108,21 @@ pub fn inline_seg(data: &[u8]) -> Vec<u8> {
     v
 }
 
+/// A 48-byte datagram segment (`struct mlx5_wqe_av` as Linux ah.c `create_ib_ah` and wr.c
+/// `set_datagram_seg` fill it) to QPN `dqpn` at `gid` / `mac`, Q_Key `qkey`, source GID
+/// index 0, UDP source port 0xc123, hop limit 64.
+pub fn av_seg(dqpn: u32, qkey: u32, gid: [u8; 16], mac: [u8; 6]) -> [u8; 48] {
+    let mut s = [0u8; 48];
+    s[0..4].copy_from_slice(&qkey.to_be_bytes());
+    s[8..12].copy_from_slice(&(dqpn | wqe::EXTENDED_UD_AV).to_be_bytes());
+    s[14..16].copy_from_slice(&0xc123u16.to_be_bytes());
+    s[20..26].copy_from_slice(&mac);
+    s[27] = 64;
+    s[28..32].copy_from_slice(&(1u32 << 30).to_be_bytes());
+    s[32..48].copy_from_slice(&gid);
+    s
+}
+
 /// A whole send WQE: ctrl segment (ds computed) + `segs`.
 pub fn send_wqe(opcode: u8, idx: u16, qpn: u32, fm_ce_se: u8, imm: u32, segs: &[&[u8]]) -> Vec<u8> {
     let body: usize = segs.iter().map(|s| s.len()).sum();
@@ -621,6 +636,23 @@ impl<D: Device> Env<D> {
         set(&mut i, qpc_field(qpc::LOG_SRA_MAX), 2);
         set(&mut i, path_field(ads::ACK_TIMEOUT), timeout);
         i
+    }
+
+    /// RST → INIT → RTR → RTS of a UD or GSI QP as Linux moves one (qp.c
+    /// `__mlx5_ib_modify_qp`): port 1, P_Key index 0, Q_Key `qkey`, MTU `mtu` and message
+    /// size `2^log_msg_max`, first send PSN 0x10.
+    pub fn bring_up_datagram(&mut self, qpn: u32, qkey: u32, mtu: u32, log_msg_max: u32) {
+        let mut i = self.modify_input(opcode::RST2INIT_QP, qpn, 0);
+        set(&mut i, path_field(ads::VHCA_PORT_NUM), 1);
+        set(&mut i, qpc_field(qpc::Q_KEY), qkey);
+        self.raw.exec(&i, 16).ok();
+        let mut i = self.modify_input(opcode::INIT2RTR_QP, qpn, 0);
+        set(&mut i, qpc_field(qpc::MTU), mtu);
+        set(&mut i, qpc_field(qpc::LOG_MSG_MAX), log_msg_max);
+        self.raw.exec(&i, 16).ok();
+        let mut i = self.modify_input(opcode::RTR2RTS_QP, qpn, 0);
+        set(&mut i, qpc_field(qpc::NEXT_SEND_PSN), 0x10);
+        self.raw.exec(&i, 16).ok();
     }
 
     /// RST → INIT → RTR → RTS towards `remote_qpn` at `rgid`.
