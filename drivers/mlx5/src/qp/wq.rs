@@ -154,6 +154,34 @@ pub(crate) struct WqShared {
 }
 
 impl WqShared {
+    /// The shared state of a new work queue numbered `qpn`: `sq_slots` send slots (the send
+    /// ring's blocks, a power of two), at most `sq_max_wr` send WRs outstanding, and
+    /// `rq_slots` receive slots (a power of two, at least one); every counter at zero and the
+    /// send gate closed.
+    pub(crate) fn new(qpn: u32, sq_slots: u32, sq_max_wr: u32, rq_slots: u32) -> WqShared {
+        WqShared {
+            qpn,
+            qpn_key: WqShared::key(qpn),
+            sq: (0..sq_slots)
+                .map(|_| SqSlot {
+                    wrid: AtomicU64::new(0),
+                    meta: AtomicU64::new(0),
+                    wc_op: AtomicU8::new(0),
+                })
+                .collect(),
+            sq_mask: sq_slots - 1,
+            sq_max_wr,
+            sq_wr_tail: AtomicU32::new(0),
+            sq_last: AtomicU32::new(u32::MAX),
+            rq_wrid: (0..rq_slots).map(|_| AtomicU64::new(0)).collect(),
+            rq_mask: rq_slots - 1,
+            rq_head: AtomicU32::new(0),
+            rq_tail: AtomicU32::new(0),
+            stale: spin::Mutex::new(Vec::new()),
+            retired: core::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     /// A stand-in that matches no CQE (its number is beyond 24 bits; one empty slot, so a
     /// cursor over it keeps the invariant `slots = mask + 1`).
     pub(crate) fn placeholder() -> WqShared {
