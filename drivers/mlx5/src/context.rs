@@ -229,6 +229,12 @@ impl<H: Hal> CtxInner<H> {
         hca::close(&self.hal, self.dev.get_mut(), uar, tdn)
     }
 
+    /// The context's transport domain (ALLOC_TRANSPORT_DOMAIN at bring-up), which the
+    /// Ethernet queue's TIS and TIR name ([`crate::eth`]).
+    pub(crate) fn tdn(&self) -> u32 {
+        self.tdn
+    }
+
     /// Runs `f` with the device locked.
     pub(crate) fn with_dev<T>(&self, f: impl FnOnce(&mut Device<H>) -> Result<T>) -> Result<T> {
         let mut d = self.dev.lock();

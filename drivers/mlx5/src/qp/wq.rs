@@ -263,6 +263,31 @@ impl WqShared {
         Some(wr_id)
     }
 
+    /// Records, for the poller, the send WQE of a work queue posted outside this module (the
+    /// Ethernet SQ, [`crate::eth`]) that starts at block `start` and brings the WR count to
+    /// `wr_end`: what [`QueuePair`]'s posts record in their slot.
+    pub(crate) fn record_send(&self, start: u16, wr_end: u32, wr_id: u64) {
+        if let Some(sl) = self.sq.get((start as u32 & self.sq_mask) as usize) {
+            sl.wrid.store(wr_id, Ordering::Relaxed);
+            sl.meta.store(slot_meta(wr_end, start), Ordering::Release);
+        }
+    }
+
+    /// Send WRs completed (the poller's tail).
+    pub(crate) fn send_tail(&self) -> u32 {
+        self.sq_wr_tail.load(Ordering::Acquire)
+    }
+
+    /// Records the receive WR `head` (its wr_id) of a work queue posted outside this module
+    /// (the Ethernet RQ) and publishes the head past it, for [`WqShared::complete_recv`];
+    /// call after the WQE is written and before the doorbell record.
+    pub(crate) fn record_recv(&self, head: u32, wr_id: u64) {
+        if let Some(w) = self.rq_wrid.get((head & self.rq_mask) as usize) {
+            w.store(wr_id, Ordering::Relaxed);
+        }
+        self.rq_head.store(head.wrapping_add(1), Ordering::Release);
+    }
+
     /// Closes the send gate from outside the poster (the device died): the next post takes
     /// the slow path. The head lies at or past the tail, so a limit far below the tail closes
     /// the gate whatever the head is.

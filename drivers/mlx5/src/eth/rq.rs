@@ -1,0 +1,179 @@
+//! The receive queue: CREATE_RQ, MODIFY_RQ (RST to RDY), DESTROY_RQ, and its cyclic ring of
+//! receive WQEs (Linux en_main.c `mlx5e_create_rq`, `mlx5e_modify_rq_state`, `mlx5e_alloc_rq`;
+//! en_rx.c `mlx5e_post_rx_wqes`).
+//!
+//! mlx5e's non-striding RQ with linear buffers: every WQE is one data segment (`struct
+//! mlx5e_rx_wqe_cyc`, stride 16 bytes) naming one receive buffer of the queue's registered
+//! region, WQE `i` always buffer `i`. Posting writes no MMIO doorbell: only the doorbell
+//! record, after a `dma_wmb` (en_rx.c `mlx5e_post_rx_wqes`, `mlx5_wq_cyc_update_db_record`).
+//! Completions come in order on the RQ's CQ and are matched by the driver's CQ poller through
+//! [`WqShared`] (receive slots), as an RC receive queue's are.
+
+use alloc::sync::Arc;
+use core::ptr;
+
+use mlx5_prm::{
+    create_rq_in, create_rq_out, destroy_rq_in, destroy_rq_out, modify_rq_in, modify_rq_out,
+    opcode, qp_db, rqc, wq, wqe,
+};
+
+use crate::cmd::{get, CmdBuf};
+use crate::context::CtxInner;
+use crate::error::{Error, InvalidInput, Result};
+use crate::hal::{DmaMem, Hal};
+use crate::qp::WqShared;
+
+/// What CREATE_RQ needs beyond the ring.
+pub(super) struct RqParams {
+    pub(super) cqn: u32,
+    pub(super) pdn: u32,
+    /// WQEs (a power of two).
+    pub(super) entries: u32,
+    /// log2 of the largest work queue (`log_max_wq_sz`).
+    pub(super) log_max_wq_sz: u8,
+}
+
+/// A receive queue in the device, its ring and doorbell record.
+pub(super) struct Rq<H: Hal> {
+    pub(super) rqn: u32,
+    /// Owned for the device's sake; taken away (quarantined) when DESTROY_RQ fails.
+    ring: Option<DmaMem<H::Dma>>,
+    db: Option<DmaMem<H::Dma>>,
+    pub(super) shared: Arc<WqShared>,
+    /// WQEs minus one.
+    mask: u32,
+    /// WQEs posted (mlx5e's `wqe_ctr`).
+    head: u32,
+    pub(super) destroyed: bool,
+}
+
+/// CREATE_RQ in RST on a fresh ring (Linux en_main.c `mlx5e_create_rq`, fields from
+/// en/params.c `mlx5e_build_rq_param` for `MLX5_WQ_TYPE_CYCLIC` with one data segment).
+pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &RqParams) -> Result<Rq<H>> {
+    let max = 1u32 << u32::from(p.log_max_wq_sz).min(15);
+    if p.entries > max {
+        return Err(InvalidInput::QueueDepth {
+            requested: p.entries,
+            max,
+        }
+        .into());
+    }
+    let bytes = (p.entries as usize * wqe::data_seg::SIZE).max(4096);
+    let hal = &ctx.hal;
+    let ring = DmaMem::alloc(hal, bytes, bytes)?;
+    let db = DmaMem::alloc(hal, 64, 64)?;
+    // `pas` follows the RQ context (mlx5_ifc.h `mlx5_ifc_wq_bits.pas`, the last member of
+    // rqc, the last of create_rq_in).
+    let mut c = CmdBuf::new(opcode::CREATE_RQ, 0, create_rq_in::BYTES + 8);
+    let r = |f: mlx5_prm::Field| f.within(create_rq_in::CTX);
+    let w = |f: mlx5_prm::Field| f.within(rqc::WQ).within(create_rq_in::CTX);
+    c.set(r(rqc::STATE), mlx5_prm::rqc_state::RST.into())
+        .set(r(rqc::CQN), p.cqn)
+        // VLAN tags stay in the frame (`vsd`, VLAN strip disable: mlx5e sets it when
+        // NETIF_F_HW_VLAN_CTAG_RX is off, en_main.c `set_feature_rx_vlan`); no FCS scattered.
+        .set(r(rqc::VSD), 1)
+        .set(w(wq::WQ_TYPE), mlx5_prm::wq_type::CYCLIC.into())
+        // en/params.c rq_end_pad_mode: ALIGN unless relaxed ordering with LRO.
+        .set(
+            w(wq::END_PADDING_MODE),
+            mlx5_prm::wq_end_pad_mode::ALIGN.into(),
+        )
+        // mlx5e_get_rqwq_log_stride(MLX5_WQ_TYPE_CYCLIC, 1): one data segment.
+        .set(w(wq::LOG_WQ_STRIDE), wqe::data_seg::SIZE.trailing_zeros())
+        .set(w(wq::PD), p.pdn)
+        .set64(w(wq::DBR_ADDR), db.bus())
+        .set(w(wq::LOG_WQ_PG_SZ), bytes.trailing_zeros() - 12)
+        .set(w(wq::LOG_WQ_SZ), p.entries.trailing_zeros())
+        .put64(create_rq_in::BYTES, ring.bus());
+    let mut out = [0u8; create_rq_out::BYTES];
+    if let Err(e) = ctx.exec(&c, &mut out) {
+        ctx.release_after(&e, [ring, db]);
+        return Err(e);
+    }
+    let rqn = get(&out, create_rq_out::RQN);
+    Ok(Rq {
+        rqn,
+        ring: Some(ring),
+        db: Some(db),
+        shared: Arc::new(WqShared::new(rqn, 1, 0, p.entries)),
+        mask: p.entries - 1,
+        head: 0,
+        destroyed: false,
+    })
+}
+
+impl<H: Hal> Rq<H> {
+    /// MODIFY_RQ from RST to RDY (Linux en_main.c `mlx5e_modify_rq_state`: `rq_state` the
+    /// current state, `rqc.state` the next).
+    pub(super) fn ready(&self, ctx: &CtxInner<H>) -> Result<()> {
+        let mut c = CmdBuf::new(opcode::MODIFY_RQ, 0, modify_rq_in::BYTES);
+        c.set(modify_rq_in::RQ_STATE, mlx5_prm::rqc_state::RST.into())
+            .set(modify_rq_in::RQN, self.rqn)
+            .set(
+                rqc::STATE.within(modify_rq_in::CTX),
+                mlx5_prm::rqc_state::RDY.into(),
+            );
+        let mut out = [0u8; modify_rq_out::BYTES];
+        ctx.exec(&c, &mut out)
+    }
+
+    /// DESTROY_RQ (Linux core/transobj.c `mlx5_core_destroy_rq`). The ring and doorbell
+    /// record are freed only when it succeeded; otherwise they are quarantined for good.
+    pub(super) fn destroy(&mut self, ctx: &CtxInner<H>) -> Result<()> {
+        if self.destroyed {
+            return Ok(());
+        }
+        self.destroyed = true;
+        let mut c = CmdBuf::new(opcode::DESTROY_RQ, 0, destroy_rq_in::BYTES);
+        c.set(destroy_rq_in::RQN, self.rqn);
+        let mut out = [0u8; destroy_rq_out::BYTES];
+        let r = ctx.exec(&c, &mut out);
+        let mems = [self.ring.take(), self.db.take()].into_iter().flatten();
+        match r {
+            Ok(()) => mems.for_each(drop),
+            Err(_) => ctx.hold(mems),
+        }
+        r
+    }
+
+    /// Writes the next WQE: buffer `len` bytes at `addr` of region `lkey` (en_main.c
+    /// `mlx5e_alloc_rq`: `byte_count` and `lkey`; en_rx.c `mlx5e_alloc_rx_wqe`: `addr`),
+    /// recorded for the poller with the buffer's index as its id. [`Rq::publish`] hands it to
+    /// the device. Returns the buffer index (the WQE's).
+    pub(super) fn write(
+        &mut self,
+        lkey: u32,
+        addr_of: impl Fn(u32) -> u64,
+        len: u32,
+    ) -> Result<u32> {
+        let ring = self.ring.as_ref().ok_or(Error::Closed)?;
+        let idx = self.head & self.mask;
+        let mut d = [0u8; wqe::data_seg::SIZE];
+        d[wqe::data_seg::BYTE_COUNT..wqe::data_seg::BYTE_COUNT + 4]
+            .copy_from_slice(&len.to_be_bytes());
+        d[wqe::data_seg::LKEY..wqe::data_seg::LKEY + 4].copy_from_slice(&lkey.to_be_bytes());
+        d[wqe::data_seg::ADDR..wqe::data_seg::ADDR + 8]
+            .copy_from_slice(&addr_of(idx).to_be_bytes());
+        ring.write(idx as usize * wqe::data_seg::SIZE, &d)?;
+        self.shared.record_recv(self.head, u64::from(idx));
+        self.head = self.head.wrapping_add(1);
+        Ok(idx)
+    }
+
+    /// Publishes the WQEs written: `dma_wmb`, then the doorbell record's receive counter
+    /// (en_rx.c `mlx5e_post_rx_wqes`, wq.h `mlx5_wq_cyc_update_db_record`: the 16-bit
+    /// `wqe_ctr`).
+    pub(super) fn publish(&self, hal: &H) -> Result<()> {
+        let db = self.db.as_ref().ok_or(Error::Closed)?;
+        hal.dma_wmb();
+        // SAFETY: dword RCV_DBR of the 64-byte doorbell record this RQ owns (4-byte aligned);
+        // volatile: the device reads it.
+        unsafe {
+            ptr::write_volatile(
+                (db.ptr() as *mut u32).add(qp_db::RCV_DBR),
+                (self.head & 0xffff).to_be(),
+            )
+        };
+        Ok(())
+    }
+}
