@@ -1,5 +1,5 @@
 //! Constants of the Ethernet queue objects: WQ types, SQ/RQ states, TIR dispatch, the
-//! minimum inline modes, and the MODIFY_RQ bitmask.
+//! minimum inline modes, the MODIFY_RQ bitmask and the vport address-list types.
 //!
 //! Each item cites its source header; Linux means the OFED 24.07 kernel tree
 //! wjz304/mlnx-ofed-kernel @2c0186b9c664 (include/linux/mlx5/...). Layouts: [`crate::wq`],
@@ -140,4 +140,15 @@ pub mod cap_inline_mode {
     pub const VPORT_CONTEXT: u8 = 1;
     /// `MLX5_CAP_INLINE_MODE_NOT_REQUIRED`: [`super::inline_mode::NONE`].
     pub const NOT_REQUIRED: u8 = 2;
+}
+
+/// `nic_vport_context.allowed_list_type` / `query_nic_vport_context_in.allowed_list_type`
+/// (`enum mlx5_list_type`, Linux include/linux/mlx5/device.h:1190).
+pub mod nic_vport_list_type {
+    /// `MLX5_NVPRT_LIST_TYPE_UC`: the unicast MAC list.
+    pub const UC: u8 = 0x0;
+    /// `MLX5_NVPRT_LIST_TYPE_MC`: the multicast MAC list (broadcast included).
+    pub const MC: u8 = 0x1;
+    /// `MLX5_NVPRT_LIST_TYPE_VLAN`: the VLAN list (`vlan_layout` entries).
+    pub const VLAN: u8 = 0x2;
 }

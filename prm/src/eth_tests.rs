@@ -76,3 +76,86 @@ fn steering_layouts() {
     assert_eq!(flow_destination_type::TIR, 2);
     assert_eq!(flow_context_action::FWD_DEST | flow_context_action::DROP, 6);
 }
+
+#[test]
+fn ethernet_caps_and_vport_context() {
+    // MLX5_CAP_ETH reads the ETHERNET_OFFLOADS page through the cap union.
+    assert_eq!(
+        hca_cap_union::PER_PROTOCOL_NETWORKING_OFFLOAD_CAPS.width,
+        per_protocol_networking_offload_caps::BITS
+    );
+    assert_eq!(
+        per_protocol_networking_offload_caps::WQE_INLINE_MODE,
+        Field::new(0x12, 2)
+    );
+    let nic_rx_ft_support = flow_table_prop_layout::FT_SUPPORT
+        .within(flow_table_nic_cap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE);
+    assert_eq!(nic_rx_ft_support.offset, 0x200);
+    let outer_dmac = flow_table_fields_supported::OUTER_DMAC
+        .within(flow_table_prop_layout::FT_FIELD_SUPPORT)
+        .within(flow_table_nic_cap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE);
+    assert_eq!(outer_dmac.offset, 0x300);
+    // The address list follows the context: entry i at 0x800 + 64 i, the MAC at byte 2.
+    let mac1 = mac_address_layout::MAC_ADDR_47_32
+        .within(nic_vport_context::CURRENT_UC_MAC_ADDRESS.elem(1));
+    assert_eq!(mac1.byte_offset(), 0x100 + 8 + 2);
+    assert_eq!(
+        modify_nic_vport_context_in::BYTES + 2 * mac_address_layout::BYTES,
+        0x200 + 16
+    );
+    // The old linux_layout names are the same bits.
+    assert_eq!(
+        linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_47_32,
+        Field::new(0x7b0, 0x10)
+    );
+    assert_eq!(
+        linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_31_0,
+        Field::new(0x7c0, 0x20)
+    );
+    assert_eq!(
+        linux_layout::nic_vport_context::MTU,
+        Field::new(0x130, 0x10)
+    );
+    assert_eq!(
+        linux_layout::query_nic_vport_context_in::ALLOWED_LIST_TYPE,
+        Field::new(0x65, 3)
+    );
+    let mut ctx = [0u8; nic_vport_context::BYTES];
+    nic_vport_context::PROMISC_ALL.set(&mut ctx, 1).unwrap();
+    nic_vport_context::ALLOWED_LIST_TYPE
+        .set(&mut ctx, nic_vport_list_type::MC.into())
+        .unwrap();
+    assert_eq!(ctx[0xf0], 0x20 | 0x01);
+    assert_eq!(cmd_hca_cap::STRIDING_RQ, Field::new(0x201, 1));
+}
+
+#[test]
+fn ethernet_data_path() {
+    // 18 inline bytes (MLX5E_MIN_INLINE): 2 in the segment, 16 in one more unit.
+    assert_eq!(eth_seg::inline_ds(eth_seg::MIN_INLINE_L2), 1);
+    assert_eq!(eth_seg::inline_ds(19), 2);
+    assert_eq!(eth_seg::inline_ds(2), 0);
+    assert_eq!(eth_seg::inline_ds(0), 0);
+    assert_eq!(
+        eth_seg::INLINE_HDR_START + eth_seg::INLINE_HDR_START_SZ,
+        eth_seg::SIZE
+    );
+    assert_eq!(
+        eth_seg::EMPTY_DS_COUNT * wqe::SEND_WQE_DS,
+        wqe::ctrl_seg::SIZE + eth_seg::SIZE
+    );
+    assert_eq!(
+        eth_seg::cs_flags::L3_CSUM | eth_seg::cs_flags::L4_CSUM,
+        0xc0
+    );
+    let t = eth_cqe::l4_l3_hdr_type(eth_cqe::l4_hdr_type::UDP, eth_cqe::l3_hdr_type::IPV4, false);
+    assert_eq!(t, 0x28);
+    assert_eq!(eth_cqe::l4_hdr_type(t), eth_cqe::l4_hdr_type::UDP);
+    assert_eq!(eth_cqe::l3_hdr_type(t), eth_cqe::l3_hdr_type::IPV4);
+    assert!(!eth_cqe::has_vlan(t));
+    assert_eq!(eth_cqe::lro_num_seg(0x0300_0012), 3);
+    assert!(eth_cqe::lro_tcppsh(0x40));
+    assert_eq!(cqe::offset::L4_L3_HDR_TYPE, 29);
+    assert_eq!(cqe::offset::CHECK_SUM, 20);
+    assert_eq!(eth_cqe::hds_ip_ext::L3_OK | eth_cqe::hds_ip_ext::L4_OK, 0x6);
+}

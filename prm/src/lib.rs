@@ -40,7 +40,8 @@
 //! [`cqe`], [`cq_db`], [`wqe`], [`qp_db`], [`uar`]; for Ethernet [`wq_type`], [`sqc_state`],
 //! [`rqc_state`], [`tirc_disp_type`], [`inline_mode`], [`cap_inline_mode`] and their
 //! neighbours; for steering [`flow_table_type`], [`flow_context_action`],
-//! [`flow_destination_type`], [`match_criteria_enable`]; each value cites the header it was read from.
+//! [`flow_destination_type`], [`match_criteria_enable`]; for the Ethernet data path
+//! [`eth_seg`] and [`eth_cqe`]; each value cites the header it was read from.
 //!
 //! Citations name the primary source as repo/path and function or struct: "Linux" is the OFED
 //! 24.07 kernel tree wjz304/mlnx-ofed-kernel @2c0186b9c664 (upstream paths; `core/` is
@@ -68,6 +69,7 @@ mod macros;
 
 mod cmdif_defs;
 mod datapath_defs;
+mod eth_datapath_defs;
 mod eth_defs;
 mod flow_defs;
 mod hca_defs;
@@ -79,6 +81,7 @@ mod layouts {
     pub mod cmdif;
     pub mod cq;
     pub mod eq;
+    pub mod eth_caps;
     pub mod flow;
     pub mod hca;
     pub mod mkey;
@@ -90,6 +93,7 @@ mod layouts {
 
 pub use cmdif_defs::*;
 pub use datapath_defs::*;
+pub use eth_datapath_defs::*;
 pub use eth_defs::*;
 pub use field::{get, get64, set, set64, Array, Error, Field, Result};
 pub use flow_defs::*;
@@ -102,6 +106,7 @@ pub use layouts::caps::*;
 pub use layouts::cmdif::*;
 pub use layouts::cq::*;
 pub use layouts::eq::*;
+pub use layouts::eth_caps::*;
 pub use layouts::flow::*;
 pub use layouts::hca::*;
 pub use layouts::mkey::*;
@@ -164,27 +169,24 @@ pub mod linux_layout {
         pub const ROCE_ADDRESS_TABLE_SIZE: Field = Field::new(0xf0, 0x10);
     }
     /// `mlx5_ifc_nic_vport_context_bits` fields rdma-core's header leaves reserved (Linux
-    /// mlx5_ifc.h:4226).
+    /// mlx5_ifc.h:4226), now declared after `@linux` in [`crate::nic_vport_context`]; these
+    /// names stay for their users.
     pub mod nic_vport_context {
-        use crate::Field;
+        use crate::{mac_address_layout, nic_vport_context as ctx, Field};
         /// `mtu[0x10]`.
-        pub const MTU: Field = Field::new(0x130, 0x10);
-        /// `permanent_address.mac_addr_47_32` (mac_address_layout at 0x7a0, Linux
-        /// mlx5_ifc.h:4272).
-        pub const PERMANENT_ADDRESS_MAC_47_32: Field = Field::new(0x7b0, 0x10);
+        pub const MTU: Field = ctx::MTU;
+        /// `permanent_address.mac_addr_47_32`.
+        pub const PERMANENT_ADDRESS_MAC_47_32: Field =
+            mac_address_layout::MAC_ADDR_47_32.within(ctx::PERMANENT_ADDRESS);
         /// `permanent_address.mac_addr_31_0`.
-        pub const PERMANENT_ADDRESS_MAC_31_0: Field = Field::new(0x7c0, 0x20);
+        pub const PERMANENT_ADDRESS_MAC_31_0: Field =
+            mac_address_layout::MAC_ADDR_31_0.within(ctx::PERMANENT_ADDRESS);
     }
     /// `mlx5_ifc_query_nic_vport_context_in_bits` fields rdma-core's header leaves reserved
-    /// (Linux mlx5_ifc.h:6161).
+    /// (Linux mlx5_ifc.h:6161), now declared after `@linux` in
+    /// [`crate::query_nic_vport_context_in`]; these names stay for their users.
     pub mod query_nic_vport_context_in {
-        use crate::Field;
-        /// `other_vport[0x1]`.
-        pub const OTHER_VPORT: Field = Field::new(0x40, 0x1);
-        /// `vport_number[0x10]`.
-        pub const VPORT_NUMBER: Field = Field::new(0x50, 0x10);
-        /// `allowed_list_type[0x3]`.
-        pub const ALLOWED_LIST_TYPE: Field = Field::new(0x65, 0x3);
+        pub use crate::query_nic_vport_context_in::{ALLOWED_LIST_TYPE, OTHER_VPORT, VPORT_NUMBER};
     }
 }
 
@@ -243,6 +245,9 @@ prm_registry! {
     create_flow_group_in, create_flow_group_out, destroy_flow_group_in, destroy_flow_group_out,
     flow_context, dest_format_struct, set_fte_in, set_fte_out, delete_fte_in, delete_fte_out,
     set_flow_table_root_in, set_flow_table_root_out,
+    // eth_caps (+ mac_address_layout from vport)
+    per_protocol_networking_offload_caps, flow_table_nic_cap, flow_table_prop_layout,
+    flow_table_fields_supported, mac_address_layout,
 }
 
 /// Looks a layout up by its mlx5_ifc.h name: `(total bits, fields)`.

@@ -403,6 +403,7 @@ fn registry_is_complete() {
         include_str!("layouts/cmdif.rs"),
         include_str!("layouts/cq.rs"),
         include_str!("layouts/eq.rs"),
+        include_str!("layouts/eth_caps.rs"),
         include_str!("layouts/flow.rs"),
         include_str!("layouts/hca.rs"),
         include_str!("layouts/mkey.rs"),
