@@ -22,13 +22,13 @@
 //! is freed only after the object that used it is gone (kept for ever when a destroy fails).
 
 mod flow;
-mod pending;
 mod queue;
 mod rq;
 mod sq;
 mod tir;
 mod tis;
 mod vport;
+
 
 use core::fmt;
 

@@ -6,7 +6,11 @@ use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use mlx5_prm::{cmd_hca_cap, hca_cap, query_nic_vport_context_in, query_nic_vport_context_out};
+use mlx5_prm::{
+    cap_inline_mode, cmd_hca_cap, flow_table_nic_cap, flow_table_prop_layout, hca_cap,
+    nic_vport_context, per_protocol_networking_offload_caps as eth_caps,
+    query_nic_vport_context_in, query_nic_vport_context_out,
+};
 
 use crate::cmd::{get, CmdBuf};
 use crate::context::CtxInner;
@@ -19,23 +23,10 @@ use crate::region::MemoryRegion;
 use crate::uar::Uar;
 
 use super::flow::Steering;
-use super::pending::{
-    flow_table_nic_cap, flow_table_prop_layout, nic_vport_context,
-    per_protocol_networking_offload_caps as eth_caps,
-};
 use super::rq::{self, Rq, RqParams};
 use super::sq::{self, inline_len, InlineMode, Sq, SqParams};
 use super::vport::{self, ListType};
 use super::{tir, tis, EthConfig, EthError, ETH_HARD_MTU, ETH_HLEN};
-
-/// `MLX5_CAP_INLINE_MODE_*` (Linux include/linux/mlx5/vport.h), the values of
-/// `per_protocol_networking_offload_caps.wqe_inline_mode`.
-mod cap_inline {
-    /// `MLX5_CAP_INLINE_MODE_L2`.
-    pub(super) const L2: u32 = 0;
-    /// `MLX5_CAP_INLINE_MODE_VPORT_CONTEXT`.
-    pub(super) const VPORT_CONTEXT: u32 = 1;
-}
 
 /// An Ethernet queue on the function's NIC vport: send and receive raw frames (see
 /// [`crate::eth`]). Made by [`crate::Context::open_eth`]; dropping it destroys its objects.
@@ -165,9 +156,11 @@ fn min_inline<H: Hal>(ctx: &CtxInner<H>) -> Result<(InlineMode, bool)> {
             hca_cap::OPMOD_GET_CUR,
         )
     })?;
-    match get(&caps, eth_caps::WQE_INLINE_MODE) {
-        cap_inline::L2 => Ok((InlineMode::L2, false)),
-        cap_inline::VPORT_CONTEXT => {
+    let mode = get(&caps, eth_caps::WQE_INLINE_MODE);
+    if mode == cap_inline_mode::L2.into() {
+        Ok((InlineMode::L2, false))
+    } else if mode == cap_inline_mode::VPORT_CONTEXT.into() {
+        {
             let c = CmdBuf::new(
                 mlx5_prm::opcode::QUERY_NIC_VPORT_CONTEXT,
                 0,
@@ -185,7 +178,8 @@ fn min_inline<H: Hal>(ctx: &CtxInner<H>) -> Result<(InlineMode, bool)> {
             };
             Ok((mode, true))
         }
-        _ => Ok((InlineMode::None, false)),
+    } else {
+        Ok((InlineMode::None, false))
     }
 }
 
@@ -306,6 +300,12 @@ impl<H: Hal> EthQueue<H> {
         if let Some(cq) = cq {
             cq.shared.attach(q);
         }
+    }
+
+    /// The send CQ's number (for the tests' faults).
+    #[cfg(test)]
+    pub(super) fn send_cqn(&self) -> Option<u32> {
+        self.scq.as_ref().map(|c| c.cqn())
     }
 
     /// The port's MAC address (the source of the frames the queue sends, the unicast

@@ -62,9 +62,9 @@ pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &RqParams) -> Result<Rq<
     let hal = &ctx.hal;
     let ring = DmaMem::alloc(hal, bytes, bytes)?;
     let db = DmaMem::alloc(hal, 64, 64)?;
-    // `pas` follows the RQ context (mlx5_ifc.h `mlx5_ifc_wq_bits.pas`, the last member of
-    // rqc, the last of create_rq_in).
-    let mut c = CmdBuf::new(opcode::CREATE_RQ, 0, create_rq_in::BYTES + 8);
+    // The ring's one page in `wq.pas`, which ends the RQ context and the command.
+    let wq_at = rqc::WQ.within(create_rq_in::CTX).byte_offset();
+    let mut c = CmdBuf::new(opcode::CREATE_RQ, 0, wq_at + wq::PAS.bytes_with(1));
     let r = |f: mlx5_prm::Field| f.within(create_rq_in::CTX);
     let w = |f: mlx5_prm::Field| f.within(rqc::WQ).within(create_rq_in::CTX);
     c.set(r(rqc::STATE), mlx5_prm::rqc_state::RST.into())
@@ -84,7 +84,7 @@ pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &RqParams) -> Result<Rq<
         .set64(w(wq::DBR_ADDR), db.bus())
         .set(w(wq::LOG_WQ_PG_SZ), bytes.trailing_zeros() - 12)
         .set(w(wq::LOG_WQ_SZ), p.entries.trailing_zeros())
-        .put64(create_rq_in::BYTES, ring.bus());
+        .put64(wq_at + wq::PAS.byte_offset(), ring.bus());
     let mut out = [0u8; create_rq_out::BYTES];
     if let Err(e) = ctx.exec(&c, &mut out) {
         ctx.release_after(&e, [ring, db]);

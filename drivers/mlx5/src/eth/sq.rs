@@ -14,8 +14,8 @@ use alloc::sync::Arc;
 use core::ptr;
 
 use mlx5_prm::{
-    create_sq_in, create_sq_out, destroy_sq_in, destroy_sq_out, modify_sq_in, modify_sq_out,
-    opcode, qp_db, sqc, uar, wq, wqe,
+    create_sq_in, create_sq_out, destroy_sq_in, destroy_sq_out, eth_seg, modify_sq_in,
+    modify_sq_out, opcode, qp_db, sqc, uar, wq, wqe,
 };
 
 use crate::cmd::{get, CmdBuf};
@@ -24,7 +24,6 @@ use crate::error::{Error, Result};
 use crate::hal::{DmaMem, Hal};
 use crate::qp::WqShared;
 
-use super::pending::eth_seg;
 use super::{ETH_HLEN, VLAN_HLEN};
 
 /// `MLX5_INLINE_MODE_*` (Linux include/linux/mlx5/device.h `enum mlx5_inline_modes`): how
@@ -67,10 +66,6 @@ impl InlineMode {
     }
 }
 
-/// `INL_HDR_START_SZ` (Linux en/txrx.h): inline header bytes inside the Ethernet segment.
-const INL_HDR_START_SZ: usize = 2;
-/// `MLX5E_TX_WQE_EMPTY_DS_COUNT` (Linux en/txrx.h): the control and Ethernet segments.
-const EMPTY_DS: usize = 2;
 /// The largest WQE a frame takes (control, Ethernet segment, TCP/UDP inline headers, one data
 /// segment), in bytes.
 const MAX_WQE: usize = 4 * wqe::SEND_WQE_BB;
@@ -94,7 +89,7 @@ pub(super) fn inline_len(mode: InlineMode, frame: &[u8]) -> usize {
         ethertype = be16(l3 + 2);
         l3 += VLAN_HLEN;
     }
-    let l2 = l3.max(ETH_HLEN + VLAN_HLEN);
+    let l2 = l3.max(eth_seg::MIN_INLINE_L2);
     // The transport header's offset and protocol (IPv4: IHL; IPv6: the fixed header).
     let l4 = match ethertype {
         Some(0x0800) => frame
@@ -176,16 +171,17 @@ fn ring_blocks(entries: u32, max_bbs: u32, log_max_wq_sz: u8) -> Result<u32> {
 /// CREATE_SQ in RST on a fresh ring (Linux en_main.c `mlx5e_create_sq`, fields from
 /// en/params.c `mlx5e_build_sq_param_common` / `mlx5e_build_sq_param`).
 pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &SqParams) -> Result<Sq<H>> {
-    let max_bbs = (EMPTY_DS * wqe::SEND_WQE_DS + p.inline.max_inline() + wqe::data_seg::SIZE)
-        .div_ceil(wqe::SEND_WQE_BB) as u32;
+    let max_bbs =
+        (eth_seg::EMPTY_DS_COUNT * wqe::SEND_WQE_DS + p.inline.max_inline() + wqe::data_seg::SIZE)
+            .div_ceil(wqe::SEND_WQE_BB) as u32;
     let blocks = ring_blocks(p.entries, max_bbs, p.log_max_wq_sz)?;
     let bytes = (blocks as usize * wqe::SEND_WQE_BB).max(4096);
     let hal = &ctx.hal;
     let ring = DmaMem::alloc(hal, bytes, bytes)?;
     let db = DmaMem::alloc(hal, 64, 64)?;
-    // The ring's one page: `pas` follows the SQ context (mlx5_ifc.h `mlx5_ifc_wq_bits.pas`,
-    // the last member of sqc, the last of create_sq_in).
-    let mut c = CmdBuf::new(opcode::CREATE_SQ, 0, create_sq_in::BYTES + 8);
+    // The ring's one page in `wq.pas`, which ends the SQ context and the command.
+    let wq_at = sqc::WQ.within(create_sq_in::CTX).byte_offset();
+    let mut c = CmdBuf::new(opcode::CREATE_SQ, 0, wq_at + wq::PAS.bytes_with(1));
     let s = |f: mlx5_prm::Field| f.within(create_sq_in::CTX);
     let w = |f: mlx5_prm::Field| f.within(sqc::WQ).within(create_sq_in::CTX);
     c.set(s(sqc::TIS_LST_SZ), 1)
@@ -200,7 +196,7 @@ pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &SqParams) -> Result<Sq<
         .set(w(wq::LOG_WQ_STRIDE), wqe::SEND_WQE_BB.trailing_zeros())
         .set(w(wq::LOG_WQ_PG_SZ), bytes.trailing_zeros() - 12)
         .set(w(wq::LOG_WQ_SZ), blocks.trailing_zeros())
-        .put64(create_sq_in::BYTES, ring.bus());
+        .put64(wq_at + wq::PAS.byte_offset(), ring.bus());
     if p.set_min_inline {
         // en_main.c mlx5e_create_sq: only when `wqe_inline_mode` is VPORT_CONTEXT.
         c.set(s(sqc::MIN_WQE_INLINE_MODE), p.inline as u32);
@@ -329,18 +325,14 @@ fn build_wqe(
     len: u32,
 ) -> usize {
     let eseg = wqe::ctrl_seg::SIZE;
-    let mut ds = EMPTY_DS;
+    let mut ds = eth_seg::EMPTY_DS_COUNT;
     if !inline.is_empty() {
         let at = eseg + eth_seg::INLINE_HDR_SZ;
         w[at..at + 2].copy_from_slice(&(inline.len() as u16).to_be_bytes());
         let start = eseg + eth_seg::INLINE_HDR_START;
         w[start..start + inline.len()].copy_from_slice(inline);
-        // en_tx.c mlx5e_sq_calc_wqe_attr: ds_cnt_inl = DIV_ROUND_UP(ihs - INL_HDR_START_SZ,
-        // MLX5_SEND_WQE_DS).
-        ds += inline
-            .len()
-            .saturating_sub(INL_HDR_START_SZ)
-            .div_ceil(wqe::SEND_WQE_DS);
+        // en_tx.c mlx5e_sq_calc_wqe_attr: ds_cnt_inl.
+        ds += eth_seg::inline_ds(inline.len());
     }
     if len != 0 {
         let d = ds * wqe::SEND_WQE_DS;

@@ -3,8 +3,8 @@
 //! `mlx5e_vport_context_update_addr_list` calls for the unicast and the multicast list).
 
 use mlx5_prm::{
-    modify_nic_vport_context_in, modify_nic_vport_context_out, modify_nic_vport_field_select,
-    opcode,
+    mac_address_layout, modify_nic_vport_context_in, modify_nic_vport_context_out,
+    modify_nic_vport_field_select, nic_vport_context, nic_vport_list_type, opcode,
 };
 
 use crate::cmd::CmdBuf;
@@ -12,20 +12,15 @@ use crate::context::CtxInner;
 use crate::error::{InvalidInput, Result};
 use crate::hal::Hal;
 
-use super::pending::nic_vport_context;
-
 /// `MLX5_NVPRT_LIST_TYPE_*` (Linux include/linux/mlx5/device.h `enum mlx5_list_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub(super) enum ListType {
     /// `MLX5_NVPRT_LIST_TYPE_UC`.
-    Unicast = 0,
+    Unicast = nic_vport_list_type::UC,
     /// `MLX5_NVPRT_LIST_TYPE_MC`.
-    Multicast = 1,
+    Multicast = nic_vport_list_type::MC,
 }
-
-/// Bytes of one `mac_address_layout` entry of `current_uc_mac_address[]`; the MAC is its last
-/// six (vport.c: `MLX5_ADDR_OF(..., current_uc_mac_address[i]) + 2`).
-const ENTRY: usize = 8;
 
 /// Sets the vport's `list` address list to `macs`, refused when longer than the device allows
 /// (vport.c: `1 << log_max_current_uc_list` / `log_max_current_mc_list`, -ENOSPC); an empty
@@ -44,11 +39,14 @@ pub(super) fn set_mac_list<H: Hal>(
         }
         .into());
     }
-    // The list is `nic_vport_context.current_uc_mac_address[]`, after the context's fixed
-    // part, which ends the command's fixed part.
-    let at = modify_nic_vport_context_in::BYTES;
-    let mut c = CmdBuf::new(opcode::MODIFY_NIC_VPORT_CONTEXT, 0, at + macs.len() * ENTRY);
     let v = |f: mlx5_prm::Field| f.within(modify_nic_vport_context_in::NIC_VPORT_CONTEXT);
+    // The list is `nic_vport_context.current_uc_mac_address[]`, which follows the context
+    // (and ends the command): one `mac_address_layout` per address, the MAC in its last six
+    // bytes (vport.c: `MLX5_ADDR_OF(..., current_uc_mac_address[i]) + 2`).
+    let list_f = nic_vport_context::CURRENT_UC_MAC_ADDRESS;
+    let len = modify_nic_vport_context_in::NIC_VPORT_CONTEXT.byte_offset()
+        + list_f.bytes_with(macs.len());
+    let mut c = CmdBuf::new(opcode::MODIFY_NIC_VPORT_CONTEXT, 0, len);
     c.set(
         modify_nic_vport_field_select::ADDRESSES_LIST
             .within(modify_nic_vport_context_in::FIELD_SELECT),
@@ -56,9 +54,9 @@ pub(super) fn set_mac_list<H: Hal>(
     )
     .set(v(nic_vport_context::ALLOWED_LIST_TYPE), list as u32)
     .set(v(nic_vport_context::ALLOWED_LIST_SIZE), macs.len() as u32);
-    for (i, mac) in macs.iter().enumerate() {
-        let e = at + i * ENTRY + 2;
-        c.buf[e..e + 6].copy_from_slice(mac);
+    let mac_f = mlx5_prm::Field::new(mac_address_layout::MAC_ADDR_47_32.offset, 48);
+    for (i, mac) in (0u32..).zip(macs) {
+        c.bytes(mac_f.within(v(list_f.elem(i))), mac);
     }
     let mut out = [0u8; modify_nic_vport_context_out::BYTES];
     ctx.exec(&c, &mut out)
