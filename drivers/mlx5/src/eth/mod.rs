@@ -29,6 +29,8 @@ mod tir;
 mod tis;
 mod vport;
 
+#[cfg(test)]
+mod tests;
 
 use core::fmt;
 

@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use mlx5_prm::{
     cap_inline_mode, cmd_hca_cap, flow_table_nic_cap, flow_table_prop_layout, hca_cap,
     nic_vport_context, per_protocol_networking_offload_caps as eth_caps,
-    query_nic_vport_context_in, query_nic_vport_context_out,
+    query_nic_vport_context_in, query_nic_vport_context_out, sqc_state,
 };
 
 use crate::cmd::{get, CmdBuf};
@@ -254,7 +254,11 @@ impl<H: Hal> EthQueue<H> {
         )?;
         self.attach(false, &sq.shared);
         self.sq = Some(sq);
-        self.sq.as_ref().ok_or(Error::Internal)?.ready(&ctx)?;
+        let (rst, rdy) = (sqc_state::RST, sqc_state::RDY);
+        self.sq
+            .as_ref()
+            .ok_or(Error::Internal)?
+            .modify(&ctx, rst, rdy)?;
         let rq = rq::create(
             &ctx,
             &RqParams {
@@ -341,6 +345,12 @@ impl<H: Hal> EthQueue<H> {
             });
         }
         self.reap_sends()?;
+        self.post_frame(frame, self.lkey)
+    }
+
+    /// Copies `frame` past its inline headers into the next transmit buffer and posts its
+    /// WQE, the data segment naming the buffer with key `lkey`.
+    fn post_frame(&mut self, frame: &[u8], lkey: u32) -> core::result::Result<(), EthError> {
         let sq = self.sq.as_mut().ok_or(Error::Closed)?;
         if sq.outstanding() >= sq.entries {
             return Err(EthError::QueueFull);
@@ -351,19 +361,36 @@ impl<H: Hal> EthQueue<H> {
         let rest = &frame[ihs..];
         bufs.write(off as u64, rest)?;
         let addr = self.iova + off as u64;
-        sq.post(
-            &self.ctx.hal,
-            &frame[..ihs],
-            self.lkey,
-            addr,
-            rest.len() as u32,
-        )?;
+        sq.post(&self.ctx.hal, &frame[..ihs], lkey, addr, rest.len() as u32)?;
         Ok(())
     }
 
+    /// [`EthQueue::send`] with the data segment's key replaced (the tests' bad WQEs).
+    #[cfg(test)]
+    pub(super) fn send_with_lkey(
+        &mut self,
+        frame: &[u8],
+        lkey: u32,
+    ) -> core::result::Result<(), EthError> {
+        self.reap_sends()?;
+        self.post_frame(frame, lkey)
+    }
+
     /// Collects the send completions there are (mlx5e's `mlx5e_poll_tx_cq`): the slots of the
-    /// frames they cover are free again. The first completion in error is reported.
+    /// frames they cover are free again. A completion in error is reported, after the SQ is
+    /// back in RDY.
     fn reap_sends(&mut self) -> core::result::Result<(), EthError> {
+        match self.poll_sends()? {
+            Some(e) => {
+                self.recover_sq()?;
+                Err(e)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Polls the send CQ empty; the first completion in error, if any.
+    fn poll_sends(&mut self) -> Result<Option<EthError>> {
         let cq = self.scq.as_mut().ok_or(Error::Closed)?;
         let mut wc = [WorkCompletion::default(); 16];
         let mut failed = None;
@@ -378,10 +405,35 @@ impl<H: Hal> EthQueue<H> {
                 }
             }
             if n < wc.len() {
-                break;
+                return Ok(failed);
             }
         }
-        failed.map_or(Ok(()), Err)
+    }
+
+    /// Brings an SQ in error back as en/reporter_tx.c `mlx5e_tx_reporter_err_cqe_recover`
+    /// does: only if QUERY_SQ says ERR; every frame posted completes (flushed) first, within
+    /// `MLX5_TO_FLUSH_ON_ERROR_MS` (lib/tout.c: 2 s; `mlx5e_wait_for_sq_flush`), then ERR to
+    /// RST to RDY (en/health.c `mlx5e_health_sq_to_ready`) and the counters start over.
+    fn recover_sq(&mut self) -> Result<()> {
+        const FLUSH_ON_ERROR: core::time::Duration = core::time::Duration::from_millis(2000);
+        let ctx = self.ctx.clone();
+        let sq = self.sq.as_ref().ok_or(Error::Closed)?;
+        if sq.query_state(&ctx)? != sqc_state::ERR {
+            return Ok(());
+        }
+        let deadline = ctx.hal.now().saturating_add(FLUSH_ON_ERROR);
+        while self.sq.as_ref().ok_or(Error::Closed)?.outstanding() != 0 {
+            if ctx.hal.now() >= deadline {
+                return Err(Error::Timeout);
+            }
+            self.poll_sends()?;
+            ctx.hal.relax();
+        }
+        let sq = self.sq.as_mut().ok_or(Error::Closed)?;
+        sq.modify(&ctx, sqc_state::ERR, sqc_state::RST)?;
+        sq.modify(&ctx, sqc_state::RST, sqc_state::RDY)?;
+        sq.restart();
+        Ok(())
     }
 
     /// Frames sent and not completed yet (completions are collected by the sends; this

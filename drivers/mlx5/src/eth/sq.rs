@@ -15,7 +15,7 @@ use core::ptr;
 
 use mlx5_prm::{
     create_sq_in, create_sq_out, destroy_sq_in, destroy_sq_out, eth_seg, modify_sq_in,
-    modify_sq_out, opcode, qp_db, sqc, uar, wq, wqe,
+    modify_sq_out, opcode, qp_db, query_sq_in, query_sq_out, sqc, uar, wq, wqe,
 };
 
 use crate::cmd::{get, CmdBuf};
@@ -223,19 +223,34 @@ pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &SqParams) -> Result<Sq<
 }
 
 impl<H: Hal> Sq<H> {
-    /// MODIFY_SQ from RST to RDY (Linux en_main.c `mlx5e_modify_sq` as
-    /// `mlx5e_create_sq_rdy` calls it: `sq_state` the current state, `sqc.state` the next,
-    /// no bitmask).
-    pub(super) fn ready(&self, ctx: &CtxInner<H>) -> Result<()> {
+    /// MODIFY_SQ from state `from` to `to` (Linux en_main.c `mlx5e_modify_sq`: `sq_state`
+    /// the current state, `sqc.state` the next, no bitmask), as `mlx5e_create_sq_rdy` moves a
+    /// new SQ from RST to RDY and en/health.c `mlx5e_health_sq_to_ready` an SQ in error back.
+    pub(super) fn modify(&self, ctx: &CtxInner<H>, from: u8, to: u8) -> Result<()> {
         let mut c = CmdBuf::new(opcode::MODIFY_SQ, 0, modify_sq_in::BYTES);
-        c.set(modify_sq_in::SQ_STATE, mlx5_prm::sqc_state::RST.into())
+        c.set(modify_sq_in::SQ_STATE, from.into())
             .set(modify_sq_in::SQN, self.sqn)
-            .set(
-                sqc::STATE.within(modify_sq_in::CTX),
-                mlx5_prm::sqc_state::RDY.into(),
-            );
+            .set(sqc::STATE.within(modify_sq_in::CTX), to.into());
         let mut out = [0u8; modify_sq_out::BYTES];
         ctx.exec(&c, &mut out)
+    }
+
+    /// QUERY_SQ: the SQ's state (Linux core/transobj.c `mlx5_core_query_sq_state`).
+    pub(super) fn query_state(&self, ctx: &CtxInner<H>) -> Result<u8> {
+        let mut c = CmdBuf::new(opcode::QUERY_SQ, 0, query_sq_in::BYTES);
+        c.set(query_sq_in::SQN, self.sqn);
+        let mut out = alloc::vec![0u8; query_sq_out::BYTES];
+        ctx.exec(&c, &mut out)?;
+        Ok(get(&out, sqc::STATE.within(query_sq_out::SQ_CONTEXT)) as u8)
+    }
+
+    /// After the SQ went from ERR through RST back to RDY: the device starts again at WQE 0,
+    /// and so does the queue (en/reporter_tx.c `mlx5e_reset_txqsq_cc_pc`), its ring's
+    /// completion slots cleared.
+    pub(super) fn restart(&mut self) {
+        self.pc = 0;
+        self.head = 0;
+        self.shared.reset();
     }
 
     /// DESTROY_SQ (Linux core/transobj.c `mlx5_core_destroy_sq`). The ring and doorbell

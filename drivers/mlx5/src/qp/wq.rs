@@ -297,7 +297,9 @@ impl WqShared {
             .store(tail.wrapping_sub(1 << 30), Ordering::Relaxed);
     }
 
-    pub(super) fn reset(&self) {
+    /// Every counter back to zero, the send gate closed and the send slots cleared (a work
+    /// queue moved to RESET).
+    pub(crate) fn reset(&self) {
         for a in [&self.sq_wr_tail, &self.rq_head, &self.rq_tail] {
             a.store(0, Ordering::Release);
         }
