@@ -29,8 +29,6 @@ mod tir;
 mod tis;
 mod vport;
 
-#[cfg(test)]
-mod tests;
 
 use core::fmt;
 

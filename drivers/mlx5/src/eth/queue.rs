@@ -431,8 +431,8 @@ impl<H: Hal> EthQueue<H> {
         }
         let sq = self.sq.as_mut().ok_or(Error::Closed)?;
         sq.modify(&ctx, sqc_state::ERR, sqc_state::RST)?;
+        sq.restart()?;
         sq.modify(&ctx, sqc_state::RST, sqc_state::RDY)?;
-        sq.restart();
         Ok(())
     }
 

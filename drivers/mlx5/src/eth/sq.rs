@@ -244,13 +244,16 @@ impl<H: Hal> Sq<H> {
         Ok(get(&out, sqc::STATE.within(query_sq_out::SQ_CONTEXT)) as u8)
     }
 
-    /// After the SQ went from ERR through RST back to RDY: the device starts again at WQE 0,
-    /// and so does the queue (en/reporter_tx.c `mlx5e_reset_txqsq_cc_pc`), its ring's
-    /// completion slots cleared.
-    pub(super) fn restart(&mut self) {
+    /// The SQ is in RST on its way back to RDY, where the device starts again at WQE 0: so
+    /// does the queue (en/reporter_tx.c `mlx5e_reset_txqsq_cc_pc`), its completion slots
+    /// cleared and its doorbell record 0 (wq.c `mlx5_wq_cyc_reset`, as `mlx5e_rqwq_reset`
+    /// does on an RQ's RST to RDY), so that no old WQE is taken for a new one.
+    pub(super) fn restart(&mut self) -> Result<()> {
         self.pc = 0;
         self.head = 0;
         self.shared.reset();
+        let db = self.db.as_ref().ok_or(Error::Closed)?;
+        db.write_be32(qp_db::SND_DBR * 4, 0)
     }
 
     /// DESTROY_SQ (Linux core/transobj.c `mlx5_core_destroy_sq`). The ring and doorbell
