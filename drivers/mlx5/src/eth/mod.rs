@@ -29,7 +29,6 @@ mod tir;
 mod tis;
 mod vport;
 
-
 use core::fmt;
 
 use crate::cq::WcStatus;
