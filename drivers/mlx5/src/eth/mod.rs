@@ -28,6 +28,7 @@ mod sq;
 mod tir;
 mod tis;
 mod vport;
+mod wq;
 
 use core::fmt;
 

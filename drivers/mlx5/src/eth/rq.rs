@@ -19,10 +19,11 @@ use mlx5_prm::{
 
 use crate::cmd::{get, CmdBuf};
 use crate::context::CtxInner;
-use crate::error::{Error, InvalidInput, Result};
-use crate::hal::{DmaMem, Hal};
+use crate::error::Result;
+use crate::hal::Hal;
 use crate::qp::WqShared;
 
+use super::wq::WqMem;
 /// What CREATE_RQ needs beyond the ring.
 pub(super) struct RqParams {
     pub(super) cqn: u32,
@@ -36,9 +37,7 @@ pub(super) struct RqParams {
 /// A receive queue in the device, its ring and doorbell record.
 pub(super) struct Rq<H: Hal> {
     pub(super) rqn: u32,
-    /// Owned for the device's sake; taken away (quarantined) when DESTROY_RQ fails.
-    ring: Option<DmaMem<H::Dma>>,
-    db: Option<DmaMem<H::Dma>>,
+    mem: WqMem<H>,
     pub(super) shared: Arc<WqShared>,
     /// WQEs minus one.
     mask: u32,
@@ -50,51 +49,30 @@ pub(super) struct Rq<H: Hal> {
 /// CREATE_RQ in RST on a fresh ring (Linux en_main.c `mlx5e_create_rq`, fields from
 /// en/params.c `mlx5e_build_rq_param` for `MLX5_WQ_TYPE_CYCLIC` with one data segment).
 pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &RqParams) -> Result<Rq<H>> {
-    let max = 1u32 << u32::from(p.log_max_wq_sz).min(15);
-    if p.entries > max {
-        return Err(InvalidInput::QueueDepth {
-            requested: p.entries,
-            max,
-        }
-        .into());
-    }
-    let bytes = (p.entries as usize * wqe::data_seg::SIZE).max(4096);
-    let hal = &ctx.hal;
-    let ring = DmaMem::alloc(hal, bytes, bytes)?;
-    let db = DmaMem::alloc(hal, 64, 64)?;
-    // The ring's one page in `wq.pas`, which ends the RQ context and the command.
-    let wq_at = rqc::WQ.within(create_rq_in::CTX).byte_offset();
-    let mut c = CmdBuf::new(opcode::CREATE_RQ, 0, wq_at + wq::PAS.bytes_with(1));
+    // mlx5e_get_rqwq_log_stride(MLX5_WQ_TYPE_CYCLIC, 1): one data segment.
+    let log_stride = wqe::data_seg::SIZE.trailing_zeros();
+    let mut mem = WqMem::alloc(&ctx.hal, log_stride, p.entries, p.log_max_wq_sz)?;
+    let mut c = mem.create_cmd(opcode::CREATE_RQ, rqc::WQ.within(create_rq_in::CTX), p.pdn)?;
     let r = |f: mlx5_prm::Field| f.within(create_rq_in::CTX);
-    let w = |f: mlx5_prm::Field| f.within(rqc::WQ).within(create_rq_in::CTX);
     c.set(r(rqc::STATE), mlx5_prm::rqc_state::RST.into())
         .set(r(rqc::CQN), p.cqn)
         // VLAN tags stay in the frame (`vsd`, VLAN strip disable: mlx5e sets it when
         // NETIF_F_HW_VLAN_CTAG_RX is off, en_main.c `set_feature_rx_vlan`); no FCS scattered.
         .set(r(rqc::VSD), 1)
-        .set(w(wq::WQ_TYPE), mlx5_prm::wq_type::CYCLIC.into())
         // en/params.c rq_end_pad_mode: ALIGN unless relaxed ordering with LRO.
         .set(
-            w(wq::END_PADDING_MODE),
+            wq::END_PADDING_MODE.within(r(rqc::WQ)),
             mlx5_prm::wq_end_pad_mode::ALIGN.into(),
-        )
-        // mlx5e_get_rqwq_log_stride(MLX5_WQ_TYPE_CYCLIC, 1): one data segment.
-        .set(w(wq::LOG_WQ_STRIDE), wqe::data_seg::SIZE.trailing_zeros())
-        .set(w(wq::PD), p.pdn)
-        .set64(w(wq::DBR_ADDR), db.bus())
-        .set(w(wq::LOG_WQ_PG_SZ), bytes.trailing_zeros() - 12)
-        .set(w(wq::LOG_WQ_SZ), p.entries.trailing_zeros())
-        .put64(wq_at + wq::PAS.byte_offset(), ring.bus());
+        );
     let mut out = [0u8; create_rq_out::BYTES];
     if let Err(e) = ctx.exec(&c, &mut out) {
-        ctx.release_after(&e, [ring, db]);
+        mem.release_after(ctx, &e);
         return Err(e);
     }
     let rqn = get(&out, create_rq_out::RQN);
     Ok(Rq {
         rqn,
-        ring: Some(ring),
-        db: Some(db),
+        mem,
         shared: Arc::new(WqShared::new(rqn, 1, 0, p.entries)),
         mask: p.entries - 1,
         head: 0,
@@ -127,13 +105,7 @@ impl<H: Hal> Rq<H> {
         let mut c = CmdBuf::new(opcode::DESTROY_RQ, 0, destroy_rq_in::BYTES);
         c.set(destroy_rq_in::RQN, self.rqn);
         let mut out = [0u8; destroy_rq_out::BYTES];
-        let r = ctx.exec(&c, &mut out);
-        let mems = [self.ring.take(), self.db.take()].into_iter().flatten();
-        match r {
-            Ok(()) => mems.for_each(drop),
-            Err(_) => ctx.hold(mems),
-        }
-        r
+        self.mem.destroy(ctx, &c, &mut out)
     }
 
     /// Writes the next WQE: buffer `len` bytes at `addr` of region `lkey` (en_main.c
@@ -146,7 +118,7 @@ impl<H: Hal> Rq<H> {
         addr_of: impl Fn(u32) -> u64,
         len: u32,
     ) -> Result<u32> {
-        let ring = self.ring.as_ref().ok_or(Error::Closed)?;
+        let ring = self.mem.ring()?;
         let idx = self.head & self.mask;
         let mut d = [0u8; wqe::data_seg::SIZE];
         d[wqe::data_seg::BYTE_COUNT..wqe::data_seg::BYTE_COUNT + 4]
@@ -164,7 +136,7 @@ impl<H: Hal> Rq<H> {
     /// (en_rx.c `mlx5e_post_rx_wqes`, wq.h `mlx5_wq_cyc_update_db_record`: the 16-bit
     /// `wqe_ctr`).
     pub(super) fn publish(&self, hal: &H) -> Result<()> {
-        let db = self.db.as_ref().ok_or(Error::Closed)?;
+        let db = self.mem.db()?;
         hal.dma_wmb();
         // SAFETY: dword RCV_DBR of the 64-byte doorbell record this RQ owns (4-byte aligned);
         // volatile: the device reads it.

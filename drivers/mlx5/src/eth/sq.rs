@@ -20,10 +20,11 @@ use mlx5_prm::{
 
 use crate::cmd::{get, CmdBuf};
 use crate::context::CtxInner;
-use crate::error::{Error, Result};
-use crate::hal::{DmaMem, Hal};
+use crate::error::Result;
+use crate::hal::Hal;
 use crate::qp::WqShared;
 
+use super::wq::WqMem;
 use super::{ETH_HLEN, VLAN_HLEN};
 
 /// `MLX5_INLINE_MODE_*` (Linux include/linux/mlx5/device.h `enum mlx5_inline_modes`): how
@@ -134,9 +135,7 @@ pub(super) struct SqParams {
 /// A send queue in the device, its ring and doorbell record.
 pub(super) struct Sq<H: Hal> {
     pub(super) sqn: u32,
-    /// Owned for the device's sake; taken away (quarantined) when DESTROY_SQ fails.
-    ring: Option<DmaMem<H::Dma>>,
-    db: Option<DmaMem<H::Dma>>,
+    mem: WqMem<H>,
     pub(super) shared: Arc<WqShared>,
     /// Blocks in the ring minus one.
     mask: u16,
@@ -153,64 +152,42 @@ pub(super) struct Sq<H: Hal> {
     pub(super) destroyed: bool,
 }
 
-/// The ring for `entries` frames of at most `max_bbs` blocks each: blocks (a power of two),
-/// refused above the device's `log_max_wq_sz` and the 16-bit WQE counter.
-fn ring_blocks(entries: u32, max_bbs: u32, log_max_wq_sz: u8) -> Result<u32> {
-    let max = 1u32 << u32::from(log_max_wq_sz).min(15);
-    let blocks = entries
-        .checked_mul(max_bbs)
-        .and_then(u32::checked_next_power_of_two)
-        .filter(|&b| b <= max)
-        .ok_or(crate::error::InvalidInput::QueueDepth {
-            requested: entries,
-            max: max / max_bbs,
-        })?;
-    Ok(blocks)
-}
-
 /// CREATE_SQ in RST on a fresh ring (Linux en_main.c `mlx5e_create_sq`, fields from
-/// en/params.c `mlx5e_build_sq_param_common` / `mlx5e_build_sq_param`).
+/// en/params.c `mlx5e_build_sq_param_common` / `mlx5e_build_sq_param`): one TIS, the CQ,
+/// flush in error, the bfreg's UAR, 64-byte strides, as many as `entries` frames of the
+/// largest WQE take.
 pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &SqParams) -> Result<Sq<H>> {
     let max_bbs =
         (eth_seg::EMPTY_DS_COUNT * wqe::SEND_WQE_DS + p.inline.max_inline() + wqe::data_seg::SIZE)
             .div_ceil(wqe::SEND_WQE_BB) as u32;
-    let blocks = ring_blocks(p.entries, max_bbs, p.log_max_wq_sz)?;
-    let bytes = (blocks as usize * wqe::SEND_WQE_BB).max(4096);
-    let hal = &ctx.hal;
-    let ring = DmaMem::alloc(hal, bytes, bytes)?;
-    let db = DmaMem::alloc(hal, 64, 64)?;
-    // The ring's one page in `wq.pas`, which ends the SQ context and the command.
-    let wq_at = sqc::WQ.within(create_sq_in::CTX).byte_offset();
-    let mut c = CmdBuf::new(opcode::CREATE_SQ, 0, wq_at + wq::PAS.bytes_with(1));
+    let blocks = p
+        .entries
+        .checked_mul(max_bbs)
+        .and_then(u32::checked_next_power_of_two)
+        .unwrap_or(u32::MAX);
+    let log_stride = wqe::SEND_WQE_BB.trailing_zeros();
+    let mut mem = WqMem::alloc(&ctx.hal, log_stride, blocks, p.log_max_wq_sz)?;
+    let mut c = mem.create_cmd(opcode::CREATE_SQ, sqc::WQ.within(create_sq_in::CTX), p.pdn)?;
     let s = |f: mlx5_prm::Field| f.within(create_sq_in::CTX);
-    let w = |f: mlx5_prm::Field| f.within(sqc::WQ).within(create_sq_in::CTX);
     c.set(s(sqc::TIS_LST_SZ), 1)
         .set(s(sqc::TIS_NUM_0), p.tisn)
         .set(s(sqc::CQN), p.cqn)
         .set(s(sqc::STATE), mlx5_prm::sqc_state::RST.into())
         .set(s(sqc::FLUSH_IN_ERROR_EN), 1)
-        .set(w(wq::WQ_TYPE), mlx5_prm::wq_type::CYCLIC.into())
-        .set(w(wq::PD), p.pdn)
-        .set(w(wq::UAR_PAGE), p.uar_index)
-        .set64(w(wq::DBR_ADDR), db.bus())
-        .set(w(wq::LOG_WQ_STRIDE), wqe::SEND_WQE_BB.trailing_zeros())
-        .set(w(wq::LOG_WQ_PG_SZ), bytes.trailing_zeros() - 12)
-        .set(w(wq::LOG_WQ_SZ), blocks.trailing_zeros())
-        .put64(wq_at + wq::PAS.byte_offset(), ring.bus());
+        .set(wq::UAR_PAGE.within(s(sqc::WQ)), p.uar_index);
     if p.set_min_inline {
         // en_main.c mlx5e_create_sq: only when `wqe_inline_mode` is VPORT_CONTEXT.
         c.set(s(sqc::MIN_WQE_INLINE_MODE), p.inline as u32);
     }
     let mut out = [0u8; create_sq_out::BYTES];
     if let Err(e) = ctx.exec(&c, &mut out) {
-        ctx.release_after(&e, [ring, db]);
+        mem.release_after(ctx, &e);
         return Err(e);
     }
     let sqn = get(&out, create_sq_out::SQN);
     Ok(Sq {
         sqn,
-        ring: Some(ring),
-        db: Some(db),
+        mem,
         shared: Arc::new(WqShared::new(sqn, blocks, p.entries, 1)),
         mask: (blocks - 1) as u16,
         pc: 0,
@@ -252,8 +229,7 @@ impl<H: Hal> Sq<H> {
         self.pc = 0;
         self.head = 0;
         self.shared.reset();
-        let db = self.db.as_ref().ok_or(Error::Closed)?;
-        db.write_be32(qp_db::SND_DBR * 4, 0)
+        self.mem.db()?.write_be32(qp_db::SND_DBR * 4, 0)
     }
 
     /// DESTROY_SQ (Linux core/transobj.c `mlx5_core_destroy_sq`). The ring and doorbell
@@ -266,13 +242,7 @@ impl<H: Hal> Sq<H> {
         let mut c = CmdBuf::new(opcode::DESTROY_SQ, 0, destroy_sq_in::BYTES);
         c.set(destroy_sq_in::SQN, self.sqn);
         let mut out = [0u8; destroy_sq_out::BYTES];
-        let r = ctx.exec(&c, &mut out);
-        let mems = [self.ring.take(), self.db.take()].into_iter().flatten();
-        match r {
-            Ok(()) => mems.for_each(drop),
-            Err(_) => ctx.hold(mems),
-        }
-        r
+        self.mem.destroy(ctx, &c, &mut out)
     }
 
     /// Frames posted and not completed.
@@ -295,9 +265,7 @@ impl<H: Hal> Sq<H> {
         let mut w = [0u8; MAX_WQE];
         let ds = build_wqe(&mut w, self.pc, self.sqn, inline, lkey, addr, len);
         let bbs = ds.div_ceil(wqe::SEND_WQE_BB / wqe::SEND_WQE_DS);
-        let (Some(ring), Some(db)) = (&self.ring, &self.db) else {
-            return Err(Error::Closed);
-        };
+        let (ring, db) = (self.mem.ring()?, self.mem.db()?);
         let start = self.pc;
         for (i, block) in w.chunks_exact(wqe::SEND_WQE_BB).take(bbs).enumerate() {
             let idx = (start.wrapping_add(i as u16) & self.mask) as usize;
