@@ -30,6 +30,7 @@ mod tis;
 mod vport;
 mod wq;
 
+
 use core::fmt;
 
 use crate::cq::WcStatus;

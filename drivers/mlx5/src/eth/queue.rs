@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use mlx5_prm::{
     cap_inline_mode, cmd_hca_cap, flow_table_nic_cap, flow_table_prop_layout, hca_cap,
     nic_vport_context, per_protocol_networking_offload_caps as eth_caps,
-    query_nic_vport_context_in, query_nic_vport_context_out, sqc_state,
+    query_nic_vport_context_in, query_nic_vport_context_out, rqc_state, sqc_state,
 };
 
 use crate::cmd::{get, CmdBuf};
@@ -270,7 +270,11 @@ impl<H: Hal> EthQueue<H> {
         )?;
         self.attach(true, &rq.shared);
         self.rq = Some(rq);
-        self.rq.as_ref().ok_or(Error::Internal)?.ready(&ctx)?;
+        let (rst, rdy) = (rqc_state::RST, rqc_state::RDY);
+        self.rq
+            .as_ref()
+            .ok_or(Error::Internal)?
+            .modify(&ctx, rst, rdy)?;
         // en_main.c mlx5e_activate_rq, then NAPI's mlx5e_post_rx_wqes: the ring filled.
         for _ in 0..rq_entries {
             self.post_recv()?;
@@ -312,6 +316,19 @@ impl<H: Hal> EthQueue<H> {
     #[cfg(test)]
     pub(super) fn send_cqn(&self) -> Option<u32> {
         self.scq.as_ref().map(|c| c.cqn())
+    }
+
+    /// Rewrites the byte count of every receive WQE in the ring to `len` (the tests' receive
+    /// buffers too small for a frame).
+    #[cfg(test)]
+    pub(super) fn shrink_rx_wqes(&self, len: u32) -> Result<()> {
+        let rq = self.rq.as_ref().ok_or(Error::Closed)?;
+        for i in 0..=rq.mask() {
+            let at =
+                i as usize * mlx5_prm::wqe::data_seg::SIZE + mlx5_prm::wqe::data_seg::BYTE_COUNT;
+            rq.ring()?.write_be32(at, len)?;
+        }
+        Ok(())
     }
 
     /// The port's MAC address (the source of the frames the queue sends, the unicast
@@ -473,18 +490,44 @@ impl<H: Hal> EthQueue<H> {
             let at = self.rx_at + idx * self.rx_buf;
             bufs.read(at as u64, &mut self.scratch[..len])?;
         }
-        self.post_recv()?;
-        self.publish_recv()?;
         if failed {
+            self.recover_rq()?;
             return Err(EthError::RecvFailed {
                 status: w.status,
                 vendor_err: w.vendor_err,
             });
         }
+        self.post_recv()?;
+        self.publish_recv()?;
         if len > self.rx_buf {
             return Ok(None);
         }
         Ok(Some(f(&self.scratch[..len])))
+    }
+
+    /// After a receive completed in error: an RQ the error moved to ERR is brought back as
+    /// en/reporter_rx.c `mlx5e_rx_reporter_err_rq_cqe_recover` does (en_main.c
+    /// `mlx5e_flush_rq`: ERR to RST, its posted buffers and its CQ's completions dropped, RST
+    /// to RDY), then filled again; otherwise the failed WQE's buffer is posted again.
+    fn recover_rq(&mut self) -> Result<()> {
+        let ctx = self.ctx.clone();
+        let rq = self.rq.as_mut().ok_or(Error::Closed)?;
+        if rq.query_state(&ctx)? != rqc_state::ERR {
+            self.post_recv()?;
+            return self.publish_recv();
+        }
+        rq.modify(&ctx, rqc_state::ERR, rqc_state::RST)?;
+        // en_main.c mlx5e_flush_rq_cq: what the CQ holds is dropped.
+        let cq = self.rcq.as_mut().ok_or(Error::Closed)?;
+        let mut wc = [WorkCompletion::default(); 16];
+        while cq.poll(&mut wc)? == wc.len() {}
+        rq.restart()?;
+        rq.modify(&ctx, rqc_state::RST, rqc_state::RDY)?;
+        let rq_entries = rq.mask() + 1;
+        for _ in 0..rq_entries {
+            self.post_recv()?;
+        }
+        self.publish_recv()
     }
 
     /// Writes the next receive WQE (its buffer is the WQE's index).

@@ -14,7 +14,7 @@ use core::ptr;
 
 use mlx5_prm::{
     create_rq_in, create_rq_out, destroy_rq_in, destroy_rq_out, modify_rq_in, modify_rq_out,
-    opcode, qp_db, rqc, wq, wqe,
+    opcode, qp_db, query_rq_in, query_rq_out, rqc, wq, wqe,
 };
 
 use crate::cmd::{get, CmdBuf};
@@ -81,18 +81,34 @@ pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &RqParams) -> Result<Rq<
 }
 
 impl<H: Hal> Rq<H> {
-    /// MODIFY_RQ from RST to RDY (Linux en_main.c `mlx5e_modify_rq_state`: `rq_state` the
-    /// current state, `rqc.state` the next).
-    pub(super) fn ready(&self, ctx: &CtxInner<H>) -> Result<()> {
+    /// MODIFY_RQ from state `from` to `to` (Linux en_main.c `mlx5e_modify_rq_state`:
+    /// `rq_state` the current state, `rqc.state` the next).
+    pub(super) fn modify(&self, ctx: &CtxInner<H>, from: u8, to: u8) -> Result<()> {
         let mut c = CmdBuf::new(opcode::MODIFY_RQ, 0, modify_rq_in::BYTES);
-        c.set(modify_rq_in::RQ_STATE, mlx5_prm::rqc_state::RST.into())
+        c.set(modify_rq_in::RQ_STATE, from.into())
             .set(modify_rq_in::RQN, self.rqn)
-            .set(
-                rqc::STATE.within(modify_rq_in::CTX),
-                mlx5_prm::rqc_state::RDY.into(),
-            );
+            .set(rqc::STATE.within(modify_rq_in::CTX), to.into());
         let mut out = [0u8; modify_rq_out::BYTES];
         ctx.exec(&c, &mut out)
+    }
+
+    /// QUERY_RQ: the RQ's state (Linux core/transobj.c `mlx5_core_query_rq`, whose `rqc.state`
+    /// en/reporter_rx.c reads).
+    pub(super) fn query_state(&self, ctx: &CtxInner<H>) -> Result<u8> {
+        let mut c = CmdBuf::new(opcode::QUERY_RQ, 0, query_rq_in::BYTES);
+        c.set(query_rq_in::RQN, self.rqn);
+        let mut out = alloc::vec![0u8; query_rq_out::BYTES];
+        ctx.exec(&c, &mut out)?;
+        Ok(get(&out, rqc::STATE.within(query_rq_out::RQ_CONTEXT)) as u8)
+    }
+
+    /// The RQ is in RST on its way back to RDY: no WQE is posted any more, the counters start
+    /// again at 0 and so does the doorbell record (en_main.c `mlx5e_rqwq_reset`, wq.c
+    /// `mlx5_wq_cyc_reset`).
+    pub(super) fn restart(&mut self) -> Result<()> {
+        self.head = 0;
+        self.shared.reset();
+        self.mem.db()?.write_be32(qp_db::RCV_DBR * 4, 0)
     }
 
     /// DESTROY_RQ (Linux core/transobj.c `mlx5_core_destroy_rq`). The ring and doorbell
@@ -130,6 +146,17 @@ impl<H: Hal> Rq<H> {
         self.shared.record_recv(self.head, u64::from(idx));
         self.head = self.head.wrapping_add(1);
         Ok(idx)
+    }
+
+    /// The ring (the tests' hostile WQEs).
+    #[cfg(test)]
+    pub(super) fn ring(&self) -> Result<&crate::hal::DmaMem<H::Dma>> {
+        self.mem.ring()
+    }
+
+    /// WQEs in the ring minus one.
+    pub(super) fn mask(&self) -> u32 {
+        self.mask
     }
 
     /// Publishes the WQEs written: `dma_wmb`, then the doorbell record's receive counter

@@ -59,3 +59,57 @@ fn a_send_completed_in_error_is_reported_and_the_sq_recovers() {
     q.close().expect("close");
     ctx.close().expect("teardown");
 }
+
+/// A frame longer than its receive buffer completes in error and moves the RQ to ERR (as the
+/// model does); the receive reports it and brings the RQ back (mlx5e's flush: ERR, RST, RDY,
+/// the ring filled again), and the next frame is received.
+#[test]
+fn a_receive_completed_in_error_is_reported_and_the_rq_recovers() {
+    let (sa, sb) = crate::test_hal::SimHal::pair();
+    let ca = crate::Context::open(crate::test_hal::TestHal(sa), crate::test_hal::test_config())
+        .expect("bring-up a");
+    let cb = crate::Context::open(
+        crate::test_hal::TestHal(sb.clone()),
+        crate::test_hal::test_config(),
+    )
+    .expect("bring-up b");
+    let mut qa = ca.open_eth(&EthConfig::default()).expect("open a");
+    let mut qb = cb.open_eth(&EthConfig::default()).expect("open b");
+    let mut f = alloc::vec![0u8; 300];
+    f[..6].copy_from_slice(&qb.mac());
+    f[6..12].copy_from_slice(&qa.mac());
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    qb.shrink_rx_wqes(64).expect("hostile WQEs");
+    sb.with_hca(|h| h.trace_mut().capture());
+    qa.send(&f).expect("send");
+    let recv = |q: &mut crate::EthQueue<crate::test_hal::TestHal>| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            match q.try_recv(|f| f.to_vec()) {
+                Ok(None) if std::time::Instant::now() < deadline => std::thread::yield_now(),
+                other => return other,
+            }
+        }
+    };
+    match recv(&mut qb) {
+        Err(EthError::RecvFailed { status, .. }) => {
+            assert_ne!(status, crate::cq::WcStatus::Success)
+        }
+        other => panic!("expected the failure reported: {other:?}"),
+    }
+    let cmds = crate::test_hal::commands(&sb.with_hca(|h| h.trace_mut().take_captured()));
+    assert_eq!(
+        cmds,
+        ["QUERY_RQ", "MODIFY_RQ", "MODIFY_RQ"],
+        "ERR -> RST -> RDY"
+    );
+    for i in 0..3u8 {
+        f[20] = i;
+        qa.send(&f).expect("send");
+        assert_eq!(
+            recv(&mut qb),
+            Ok(Some(f.clone())),
+            "frame {i} after recovery"
+        );
+    }
+}
