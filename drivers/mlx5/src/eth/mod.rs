@@ -30,7 +30,6 @@ mod tis;
 mod vport;
 mod wq;
 
-
 use core::fmt;
 
 use crate::cq::WcStatus;

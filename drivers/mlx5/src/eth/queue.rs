@@ -80,6 +80,11 @@ fn addresses(mac: [u8; 6]) -> ([[u8; 6]; 1], [[u8; 6]; 3]) {
     (uc, mc)
 }
 
+/// `log_max_wq_sz`: log2 of the largest Ethernet work queue.
+fn log_max_wq_sz<H: Hal>(ctx: &CtxInner<H>) -> u8 {
+    get(&ctx.caps.general_cur, cmd_hca_cap::LOG_MAX_WQ_SZ) as u8
+}
+
 /// Opens an Ethernet queue on the context (see [`crate::eth`]).
 pub(crate) fn open<H: Hal>(ctx: &Arc<CtxInner<H>>, cfg: &EthConfig) -> Result<EthQueue<H>> {
     if cfg.sq_depth == 0 || cfg.rq_depth == 0 {
@@ -212,76 +217,91 @@ fn check_flow_caps<H: Hal>(ctx: &CtxInner<H>) -> Result<()> {
 }
 
 impl<H: Hal> EthQueue<H> {
-    /// The objects, in mlx5e's order (see [`crate::eth`]).
+    /// The objects, in mlx5e's order (see [`crate::eth`]): the resources every queue of a
+    /// function shares (en_common.c `mlx5e_create_mdev_resources`), the channel's queues
+    /// (en_main.c `mlx5e_open_channel`), then receive steering to them.
     fn build(
         &mut self,
         sq_entries: u32,
         rq_entries: u32,
         inline: (InlineMode, bool),
     ) -> Result<()> {
+        let pdn = self.build_resources(rq_entries)?;
+        self.build_queues(pdn, sq_entries, rq_entries, inline)?;
+        self.build_steering()
+    }
+
+    /// A PD, the buffer region (mlx5e's `res->mkey`), a UAR (its `bfreg`) and a TIS on the
+    /// context's transport domain (`mlx5e_create_tises`). Returns the PD number.
+    fn build_resources(&mut self, rq_entries: u32) -> Result<u32> {
         let ctx = self.ctx.clone();
-        let hal = &ctx.hal;
-        let pd = ProtectionDomain::alloc_internal(&ctx)?;
+        let pd = self.pd.insert(ProtectionDomain::alloc_internal(&ctx)?);
         let pdn = pd.inner_arc().pdn;
-        self.pd = Some(pd);
         let len = self.rx_at + rq_entries as usize * self.rx_buf;
-        let bufs = self
-            .pd
-            .as_ref()
-            .ok_or(Error::Internal)?
-            .alloc_mr(len, Access::LOCAL_WRITE)?;
+        let bufs = self.bufs.insert(pd.alloc_mr(len, Access::LOCAL_WRITE)?);
         (self.lkey, self.iova) = (bufs.lkey(), bufs.addr());
-        self.bufs = Some(bufs);
-        self.uar = Some(ctx.with_dev(|d| d.alloc_uar(hal))?);
-        let uar = self.uar.ok_or(Error::Internal)?;
+        self.uar = Some(ctx.with_dev(|d| d.alloc_uar(&ctx.hal))?);
         self.tisn = Some(tis::create(&ctx, ctx.tdn())?);
-        self.scq = Some(crate::cq::create(&ctx, sq_entries, None)?);
-        self.rcq = Some(crate::cq::create(&ctx, rq_entries, None)?);
-        let (scqn, rcqn) = (self.cq_n(false)?, self.cq_n(true)?);
-        let sq = sq::create(
+        Ok(pdn)
+    }
+
+    /// The CQs, the SQ and the RQ, each moved to RDY (en_main.c `mlx5e_open_txqsq`,
+    /// `mlx5e_open_rq`), the receive ring filled (`mlx5e_activate_rq`, then NAPI's
+    /// `mlx5e_post_rx_wqes`) and the TIR to the RQ.
+    fn build_queues(
+        &mut self,
+        pdn: u32,
+        sq_entries: u32,
+        rq_entries: u32,
+        inline: (InlineMode, bool),
+    ) -> Result<()> {
+        let ctx = self.ctx.clone();
+        let (uar, tisn) = (
+            self.uar.ok_or(Error::Internal)?,
+            self.tisn.ok_or(Error::Internal)?,
+        );
+        let scq = self.scq.insert(crate::cq::create(&ctx, sq_entries, None)?);
+        let sq = self.sq.insert(sq::create(
             &ctx,
             &SqParams {
-                cqn: scqn,
-                tisn: self.tisn.ok_or(Error::Internal)?,
+                cqn: scq.cqn(),
+                tisn,
                 pdn,
                 uar_index: uar.index,
                 uar_offset: uar.offset,
                 entries: sq_entries,
                 inline: inline.0,
                 set_min_inline: inline.1,
-                log_max_wq_sz: self.log_max_wq_sz(),
+                log_max_wq_sz: log_max_wq_sz(&ctx),
             },
-        )?;
-        self.attach(false, &sq.shared);
-        self.sq = Some(sq);
-        let (rst, rdy) = (sqc_state::RST, sqc_state::RDY);
-        self.sq
-            .as_ref()
-            .ok_or(Error::Internal)?
-            .modify(&ctx, rst, rdy)?;
-        let rq = rq::create(
+        )?);
+        scq.shared.attach(&sq.shared);
+        sq.modify(&ctx, sqc_state::RST, sqc_state::RDY)?;
+        let rcq = self.rcq.insert(crate::cq::create(&ctx, rq_entries, None)?);
+        let rq = self.rq.insert(rq::create(
             &ctx,
             &RqParams {
-                cqn: rcqn,
+                cqn: rcq.cqn(),
                 pdn,
                 entries: rq_entries,
-                log_max_wq_sz: self.log_max_wq_sz(),
+                log_max_wq_sz: log_max_wq_sz(&ctx),
             },
-        )?;
-        self.attach(true, &rq.shared);
-        self.rq = Some(rq);
-        let (rst, rdy) = (rqc_state::RST, rqc_state::RDY);
-        self.rq
-            .as_ref()
-            .ok_or(Error::Internal)?
-            .modify(&ctx, rst, rdy)?;
-        // en_main.c mlx5e_activate_rq, then NAPI's mlx5e_post_rx_wqes: the ring filled.
+        )?);
+        rcq.shared.attach(&rq.shared);
+        rq.modify(&ctx, rqc_state::RST, rqc_state::RDY)?;
+        let rqn = rq.rqn;
         for _ in 0..rq_entries {
             self.post_recv()?;
         }
         self.publish_recv()?;
-        let rqn = self.rq.as_ref().ok_or(Error::Internal)?.rqn;
         self.tirn = Some(tir::create(&ctx, ctx.tdn(), rqn)?);
+        Ok(())
+    }
+
+    /// The flow table, its group and rules to the TIR (en_fs.c), then the vport's address
+    /// lists (en_fs.c `mlx5e_vport_context_update`).
+    fn build_steering(&mut self) -> Result<()> {
+        let ctx = self.ctx.clone();
         let tirn = self.tirn.ok_or(Error::Internal)?;
         let (uc, mc) = addresses(self.mac);
         let mut all = Vec::with_capacity(uc.len() + mc.len());
@@ -290,26 +310,7 @@ impl<H: Hal> EthQueue<H> {
         self.steering.install(&ctx, tirn, &all)?;
         self.lists = true;
         vport::set_mac_list(&ctx, ListType::Unicast, &uc, self.log_max_uc)?;
-        vport::set_mac_list(&ctx, ListType::Multicast, &mc, self.log_max_mc)?;
-        Ok(())
-    }
-
-    fn log_max_wq_sz(&self) -> u8 {
-        get(&self.ctx.caps.general_cur, cmd_hca_cap::LOG_MAX_WQ_SZ) as u8
-    }
-
-    /// The send (`rx` false) or receive CQ's number.
-    fn cq_n(&self, rx: bool) -> Result<u32> {
-        let cq = if rx { &self.rcq } else { &self.scq };
-        cq.as_ref().map(|c| c.cqn()).ok_or(Error::Internal)
-    }
-
-    /// Routes a work queue's completions to the send or receive CQ.
-    fn attach(&self, rx: bool, q: &Arc<crate::qp::WqShared>) {
-        let cq = if rx { &self.rcq } else { &self.scq };
-        if let Some(cq) = cq {
-            cq.shared.attach(q);
-        }
+        vport::set_mac_list(&ctx, ListType::Multicast, &mc, self.log_max_mc)
     }
 
     /// The send CQ's number (for the tests' faults).
