@@ -5,6 +5,7 @@
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
 
 use mlx5_prm::{
     cap_inline_mode, cmd_hca_cap, flow_table_nic_cap, flow_table_prop_layout, hca_cap,
@@ -31,6 +32,8 @@ use super::{tir, tis, EthConfig, EthError, ETH_HARD_MTU, ETH_HLEN};
 /// An Ethernet queue on the function's NIC vport: send and receive raw frames (see
 /// [`crate::eth`]). Made by [`crate::Context::open_eth`]; dropping it destroys its objects.
 pub struct EthQueue<H: Hal> {
+    /// The context's one queue, given back last.
+    _claim: Claim<H>,
     ctx: Arc<CtxInner<H>>,
     mac: [u8; 6],
     /// Largest frame without FCS sent or taken.
@@ -80,6 +83,27 @@ fn addresses(mac: [u8; 6]) -> ([[u8; 6]; 1], [[u8; 6]; 3]) {
     (uc, mc)
 }
 
+/// The context's one Ethernet queue ([`CtxInner::eth_open`]): the vport's address lists and
+/// the root of its receive steering are that queue's. Given back when the queue is gone
+/// (after its teardown: the field is dropped after `Drop::drop`).
+struct Claim<H: Hal>(Arc<CtxInner<H>>);
+
+impl<H: Hal> Claim<H> {
+    /// Claims the context's queue, refused with [`Error::Busy`] while another is open.
+    fn take(ctx: &Arc<CtxInner<H>>) -> Result<Claim<H>> {
+        if ctx.eth_open.swap(true, Ordering::AcqRel) {
+            return Err(Error::Busy);
+        }
+        Ok(Claim(ctx.clone()))
+    }
+}
+
+impl<H: Hal> Drop for Claim<H> {
+    fn drop(&mut self) {
+        self.0.eth_open.store(false, Ordering::Release);
+    }
+}
+
 /// `log_max_wq_sz`: log2 of the largest Ethernet work queue.
 fn log_max_wq_sz<H: Hal>(ctx: &CtxInner<H>) -> u8 {
     get(&ctx.caps.general_cur, cmd_hca_cap::LOG_MAX_WQ_SZ) as u8
@@ -98,6 +122,7 @@ pub(crate) fn open<H: Hal>(ctx: &Arc<CtxInner<H>>, cfg: &EthConfig) -> Result<Et
             })
     };
     let (sq_entries, rq_entries) = (depth(cfg.sq_depth)?, depth(cfg.rq_depth)?);
+    let claim = Claim::take(ctx)?;
     let gen = &ctx.caps.general_cur;
     // Linux core/dev.c `mlx5_eth_supported`: an Ethernet port with `eth_net_offloads` and
     // `nic_flow_table`.
@@ -124,6 +149,7 @@ pub(crate) fn open<H: Hal>(ctx: &Arc<CtxInner<H>>, cfg: &EthConfig) -> Result<Et
     let rx_buf = hw_mtu.next_power_of_two();
     let tx_buf = mtu.next_multiple_of(64);
     let mut q = EthQueue {
+        _claim: claim,
         ctx: ctx.clone(),
         mac: ctx.mac,
         mtu,
@@ -485,7 +511,6 @@ impl<H: Hal> EthQueue<H> {
         let idx = w.wr_id as usize;
         let len = w.byte_len as usize;
         let failed = w.status != WcStatus::Success;
-        // A frame longer than its buffer (which the device never writes past) is not one.
         if !failed && len <= self.rx_buf {
             let bufs = self.bufs.as_ref().ok_or(Error::Closed)?;
             let at = self.rx_at + idx * self.rx_buf;
@@ -500,8 +525,13 @@ impl<H: Hal> EthQueue<H> {
         }
         self.post_recv()?;
         self.publish_recv()?;
+        // A frame longer than its buffer (which the device never writes past) is a CQE the
+        // driver cannot take.
         if len > self.rx_buf {
-            return Ok(None);
+            return Err(EthError::RecvFailed {
+                status: WcStatus::BadCqe,
+                vendor_err: 0,
+            });
         }
         Ok(Some(f(&self.scratch[..len])))
     }
