@@ -126,7 +126,7 @@ fn ethernet_caps_and_vport_context() {
         .set(&mut ctx, nic_vport_list_type::MC.into())
         .unwrap();
     assert_eq!(ctx[0xf0], 0x20 | 0x01);
-    assert_eq!(cmd_hca_cap::STRIDING_RQ, Field::new(0x201, 1));
+    assert_eq!(cmd_hca_cap::TS_CQE_TO_DEST_CQN, Field::new(0xb2, 1));
 }
 
 #[test]

@@ -148,6 +148,7 @@ crate::prm_struct! {
         LOCAL_CA_ACK_DELAY: 0x1ab, 0x5;
         PORT_MODULE_EVENT: 0x1b0, 0x1;
         ENHANCED_RETRANSMISSION_Q_COUNTERS: 0x1b1, 0x1;
+        /// Linux calls it `ports_check`.
         PORT_CHECKS: 0x1b2, 0x1;
         PULSE_GEN_CONTROL: 0x1b3, 0x1;
         DISABLE_LINK_UP_BY_INIT_HCA: 0x1b4, 0x1;
@@ -182,6 +183,8 @@ crate::prm_struct! {
         SIG_BLOCK_4048: 0x1f0, 0x1;
         CQE_VERSION: 0x1fc, 0x4;
         COMPACT_ADDRESS_VECTOR: 0x200, 0x1;
+        /// Multi-packet (striding) RQs, `wq_type` `CYCLIC_STRIDING_RQ`; Linux calls it
+        /// `striding_rq` (core/en_main.c `mlx5e_check_fragmented_striding_rq_cap`).
         ETH_STRIDING_WQ: 0x201, 0x1;
         IPOIB_ENHANCED_OFFLOADS: 0x203, 0x1;
         IPOIB_BASIC_OFFLOADS: 0x204, 0x1;
@@ -223,6 +226,7 @@ crate::prm_struct! {
         ATM: 0x22d, 0x1;
         APM: 0x22e, 0x1;
         VECTOR_CALC: 0x22f, 0x1;
+        /// Linux calls it `umr_ptr_rlky`.
         UMR_PTR_RLKEY: 0x230, 0x1;
         IMAICL: 0x231, 0x1;
         QP_PACKET_BASED: 0x232, 0x1;
@@ -379,11 +383,6 @@ crate::prm_struct! {
         /// The SQ's timestamp CQEs may go to another CQ (`sqc.ts_cqe_to_dest_cqn`; Linux
         /// core/en_main.c `mlx5e_create_sq`).
         TS_CQE_TO_DEST_CQN: 0xb2, 0x1;
-        PORTS_CHECK: 0x1b2, 0x1;
-        /// Multi-packet (striding) RQs, `wq_type` `CYCLIC_STRIDING_RQ` (Linux core/en_main.c
-        /// `mlx5e_check_fragmented_striding_rq_cap`).
-        STRIDING_RQ: 0x201, 0x1;
-        UMR_PTR_RLKY: 0x230, 0x1;
         NIC_CAP_REG: 0x251, 0x1;
         ENHANCED_CQE_COMPRESSION: 0x5b0, 0x1;
     }
