@@ -3,10 +3,10 @@
 //! (drivers/net/ethernet/mellanox/mlx5/core/en_main.c, en_fs.c, en_tx.c, en_rx.c; "Linux" is
 //! the OFED 24.07 tree, as everywhere in this crate).
 //!
-//! One module per PRM object: [`tis`] (transport interface send), [`sq`] (the send queue and
-//! its WQEs), [`rq`] (the cyclic receive queue), [`tir`] (transport interface receive),
-//! [`flow`] (the NIC receive flow table, its group and rules) and [`vport`] (the vport's
-//! address lists); `queue` puts them together into [`EthQueue`].
+//! One module per PRM object: `tis` (transport interface send), `sq` (the send queue and
+//! its WQEs), `rq` (the cyclic receive queue), `wq` (the work queue both are made of), `tir`
+//! (transport interface receive), `flow` (the NIC receive flow table, its group and rules) and
+//! `vport` (the vport's address lists); `queue` puts them together into [`EthQueue`].
 //!
 //! What [`crate::Context::open_eth`] creates, in mlx5e's order (en_common.c
 //! `mlx5e_create_mdev_resources`, en_main.c `mlx5e_open_channel` / `mlx5e_open_txqsq` /
