@@ -15,6 +15,7 @@ use mlx5_prm::{
 
 use crate::cmd::{get, CmdBuf};
 use crate::context::CtxInner;
+use crate::counters::CounterSetInner;
 use crate::cq::{CompletionQueue, WcStatus, WorkCompletion};
 use crate::error::{Error, InvalidInput, Result};
 use crate::hal::Hal;
@@ -62,6 +63,8 @@ pub struct EthQueue<H: Hal> {
     log_max_mc: u8,
     /// Where a received frame is copied for the caller.
     scratch: Vec<u8>,
+    /// The RQ's Q counter set (released after the RQ: dropped after `Drop::drop`).
+    counter: Option<Arc<CounterSetInner<H>>>,
 }
 
 /// The queue may move to another thread (whatever owns the network stack): checked here.
@@ -172,6 +175,7 @@ pub(crate) fn open<H: Hal>(ctx: &Arc<CtxInner<H>>, cfg: &EthConfig) -> Result<Et
         log_max_uc: get(gen, cmd_hca_cap::LOG_MAX_CURRENT_UC_LIST) as u8,
         log_max_mc: get(gen, cmd_hca_cap::LOG_MAX_CURRENT_MC_LIST) as u8,
         scratch: vec![0; rx_buf],
+        counter: None,
     };
     // On an error the partly opened queue is dropped: what exists is destroyed.
     q.build(sq_entries, rq_entries, inline)?;
@@ -268,6 +272,13 @@ impl<H: Hal> EthQueue<H> {
         (self.lkey, self.iova) = (bufs.lkey(), bufs.addr());
         self.uar = Some(ctx.with_dev(|d| d.alloc_uar(&ctx.hal))?);
         self.tisn = Some(tis::create(&ctx, ctx.tdn())?);
+        // en_main.c mlx5e_create_q_counters: a Q counter set for the RQs, none (0, the
+        // default set) when the device has no set to give.
+        self.counter = match CounterSetInner::alloc(&ctx) {
+            Ok(c) => Some(Arc::new(c)),
+            Err(Error::Unsupported | Error::Command(_)) => None,
+            Err(e) => return Err(e),
+        };
         Ok(pdn)
     }
 
@@ -310,6 +321,7 @@ impl<H: Hal> EthQueue<H> {
                 cqn: rcq.cqn(),
                 pdn,
                 entries: rq_entries,
+                counter_set: self.counter.as_ref().map_or(0, |c| c.id),
                 log_max_wq_sz: log_max_wq_sz(&ctx),
             },
         )?);
@@ -478,6 +490,14 @@ impl<H: Hal> EthQueue<H> {
         sq.restart()?;
         sq.modify(&ctx, sqc_state::RST, sqc_state::RDY)?;
         Ok(())
+    }
+
+    /// Frames the device dropped because no receive buffer was posted: the `out_of_buffer`
+    /// counter of the queue's Q counter set (Linux en_stats.c `rx_out_of_buffer`), a 32-bit
+    /// count that wraps. [`crate::Error::Unsupported`] when the device gave the queue no set.
+    pub fn rx_out_of_buffer(&self) -> Result<u32> {
+        let set = self.counter.as_ref().ok_or(Error::Unsupported)?;
+        Ok(set.query(false)?.out_of_buffer)
     }
 
     /// Frames sent and not completed yet (completions are collected by the sends; this

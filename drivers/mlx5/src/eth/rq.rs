@@ -30,6 +30,8 @@ pub(super) struct RqParams {
     pub(super) pdn: u32,
     /// WQEs (a power of two).
     pub(super) entries: u32,
+    /// The Q counter set its drops count in (0: the device's default).
+    pub(super) counter_set: u8,
     /// log2 of the largest work queue (`log_max_wq_sz`).
     pub(super) log_max_wq_sz: u8,
 }
@@ -56,6 +58,8 @@ pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &RqParams) -> Result<Rq<
     let r = |f: mlx5_prm::Field| f.within(create_rq_in::CTX);
     c.set(r(rqc::STATE), mlx5_prm::rqc_state::RST.into())
         .set(r(rqc::CQN), p.cqn)
+        // en_main.c mlx5e_create_rq: `counter_set_id` the netdev's Q counter.
+        .set(r(rqc::COUNTER_SET_ID), p.counter_set.into())
         // VLAN tags stay in the frame (`vsd`, VLAN strip disable: mlx5e sets it when
         // NETIF_F_HW_VLAN_CTAG_RX is off, en_main.c `set_feature_rx_vlan`); no FCS scattered.
         .set(r(rqc::VSD), 1)
