@@ -59,3 +59,13 @@ pub(crate) fn only_bit(bitmask: &[u8], allowed: Field) -> Option<bool> {
 pub(crate) fn put(buf: &mut [u8], f: Field, v: u32) {
     let _ = f.set(buf, v);
 }
+
+/// `BAD_PARAM` with `syndrome` when any of `fields` is non-zero in `buf` (fields naming a
+/// feature the device does not advertise).
+pub(crate) fn unset(buf: &[u8], fields: &[Field], syndrome: u32) -> CmdResult {
+    if fields.iter().any(|&f| get(buf, f) != 0) {
+        Err(bad_param(syndrome))
+    } else {
+        Ok(())
+    }
+}

@@ -20,6 +20,7 @@ pub mod doorbell;
 pub mod eth;
 pub mod mw;
 pub mod rc;
+pub(crate) mod steer;
 pub mod umr;
 pub mod wqe;
 
@@ -38,6 +39,7 @@ use crate::memory::GuestMemory;
 use crate::objects::cq::Cqe;
 use crate::objects::mr::{MrFault, Resolved};
 use crate::objects::qp::{read_dbr, read_dbr_in, Qp};
+use crate::wire::Arrival;
 use rc::{SlotKind, WrSlot};
 
 const QPN_MASK: u32 = 0xff_ffff;
@@ -199,7 +201,10 @@ pub fn poll_wire(hca: &mut Dp<'_>) {
         let Some(a) = hca.port.recv() else {
             break;
         };
-        rc::arrive(hca, a);
+        match a {
+            Arrival::Eth(frame) => steer::arrive(hca, &frame),
+            a => rc::arrive(hca, a),
+        }
         run(hca);
     }
     rc::timers(hca);

@@ -88,6 +88,7 @@ impl Hca {
         self.objects.tds = TdTable::default();
         self.events.eqs = EqTable::default();
         self.objects.vport = Vport::new(self.config.mac);
+        self.objects.flow = Default::default();
         self.events.intx.lower();
         self.state = Lifecycle::TornDown;
         Ok(())

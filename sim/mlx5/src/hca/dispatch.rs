@@ -191,7 +191,7 @@ impl Spec {
 /// (init_hca_in 32 bytes, init2init/rts2rts_qp_in 272 vs 464, query_qp_out 464 vs 272) both
 /// sizes are accepted.
 fn spec(opcode: u16) -> Option<Spec> {
-    use crate::objects::{eq, pd, rq, sq, tir, tis, uar, vport};
+    use crate::objects::{eq, flow, pd, rq, sq, tir, tis, uar, vport};
     const LINUX_INIT_HCA_IN: usize = 32;
     const LINUX_MODIFY_QP_IN: usize = 272;
     const LINUX_QUERY_QP_OUT: usize = 464;
@@ -382,6 +382,51 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             Handler::Port(vport::cmd_set_roce_address),
         ),
+        opcode::CREATE_FLOW_TABLE => fixed(
+            create_flow_table_in::BYTES,
+            create_flow_table_out::BYTES,
+            S_INIT,
+            Handler::Objects(flow::cmd_create_flow_table),
+        ),
+        opcode::DESTROY_FLOW_TABLE => fixed(
+            destroy_flow_table_in::BYTES,
+            destroy_flow_table_out::BYTES,
+            S_INIT,
+            Handler::Objects(flow::cmd_destroy_flow_table),
+        ),
+        opcode::CREATE_FLOW_GROUP => fixed(
+            create_flow_group_in::BYTES,
+            create_flow_group_out::BYTES,
+            S_INIT,
+            Handler::Objects(flow::cmd_create_flow_group),
+        ),
+        opcode::DESTROY_FLOW_GROUP => fixed(
+            destroy_flow_group_in::BYTES,
+            destroy_flow_group_out::BYTES,
+            S_INIT,
+            Handler::Objects(flow::cmd_destroy_flow_group),
+        ),
+        // The destination list follows the fixed part (Linux fs_cmd.c `mlx5_cmd_set_fte`).
+        opcode::SET_FLOW_TABLE_ENTRY => var(
+            set_fte_in::BYTES,
+            set_fte_out::BYTES,
+            S_INIT,
+            Handler::Objects(flow::cmd_set_fte),
+        )
+        .op_mod(),
+        opcode::DELETE_FLOW_TABLE_ENTRY => fixed(
+            delete_fte_in::BYTES,
+            delete_fte_out::BYTES,
+            S_INIT,
+            Handler::Objects(flow::cmd_delete_fte),
+        ),
+        opcode::SET_FLOW_TABLE_ROOT => fixed(
+            set_flow_table_root_in::BYTES,
+            set_flow_table_root_out::BYTES,
+            S_INIT,
+            Handler::Objects(flow::cmd_set_flow_table_root),
+        )
+        .op_mod(),
         opcode::CREATE_EQ => var(
             create_eq_in::BYTES,
             create_eq_out::BYTES,

@@ -9,6 +9,7 @@ use vport::Vport;
 pub mod counter;
 pub mod cq;
 pub mod eq;
+pub(crate) mod flow;
 pub mod mr;
 pub mod mw;
 pub mod pd;
@@ -35,6 +36,8 @@ pub(crate) struct Objects {
     pub(crate) vport: Vport,
     /// Queue counter sets (ALLOC_Q_COUNTER).
     pub(crate) qcounters: QCounterTable,
+    /// NIC receive flow steering (flow tables, groups, entries, the root).
+    pub(crate) flow: flow::FlowSteering,
     /// Transport interface send objects.
     pub(crate) tises: tis::TisTable,
     /// Ethernet send queues.
@@ -57,6 +60,7 @@ impl Objects {
             tds: TdTable::default(),
             vport: Vport::new(mac),
             qcounters: Default::default(),
+            flow: Default::default(),
             tises: Default::default(),
             sqs: Default::default(),
             rqs: Default::default(),

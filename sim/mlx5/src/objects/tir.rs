@@ -89,6 +89,18 @@ impl TirTable {
     pub fn uses_td(&self, td: u32) -> bool {
         self.tirs.values().any(|t| t.td == td)
     }
+
+    /// Puts TIR `tirn` (to RQ `rqn`) in the table without a command (tests of flow
+    /// steering, which need TIRs to forward to and nothing else of them).
+    #[cfg(test)]
+    pub(crate) fn insert_bare(&mut self, tirn: u32, rqn: u32) {
+        let t = Tir {
+            rqn,
+            td: 0,
+            ctx: Vec::new(),
+        };
+        self.tirs.insert(tirn, t);
+    }
 }
 
 /// Fields of `tirc` the model refuses when set (besides the dispatch type and hash function).
@@ -183,18 +195,26 @@ pub(crate) fn cmd_query_tir(
     Ok(())
 }
 
-/// DESTROY_TIR (0x902). Steering rules that forward to the TIR are the steering tables'
-/// business ([`TirTable::contains`] answers whether a destination still exists).
+/// DESTROY_TIR (0x902). Refused while a flow table entry forwards to the TIR (RES_BUSY, as
+/// every release the model refuses while named: see `crate::control::syndrome`; Linux mlx5e
+/// destroys its flow tables before its TIRs, en_main.c `mlx5e_cleanup_nic_rx`).
 pub(crate) fn cmd_destroy_tir(
     _caps: &Caps,
     objects: &mut Objects,
     input: &[u8],
     _out: &mut [u8],
 ) -> CmdResult {
+    let tirn = get(input, destroy_tir_in::TIRN);
+    if objects.tirs.contains(tirn) && objects.flow.references_tir(tirn) {
+        return Err(err(
+            cmd_status::RES_BUSY,
+            crate::control::syndrome::TIR_BUSY_STEERED,
+        ));
+    }
     objects
         .tirs
         .tirs
-        .remove(&get(input, destroy_tir_in::TIRN))
+        .remove(&tirn)
         .ok_or(err(cmd_status::BAD_RES_ERR, syndrome::UNKNOWN))?;
     Ok(())
 }
