@@ -30,6 +30,9 @@ mod tis;
 mod vport;
 mod wq;
 
+#[cfg(test)]
+mod tests;
+
 use core::fmt;
 
 use crate::cq::WcStatus;
