@@ -186,51 +186,42 @@ pub(crate) fn open<H: Hal>(ctx: &Arc<CtxInner<H>>, cfg: &EthConfig) -> Result<Et
 /// Ethernet caps' `wqe_inline_mode`; for VPORT_CONTEXT the vport's `min_wqe_inline_mode`,
 /// L2 when that query fails), and whether CREATE_SQ names it.
 fn min_inline<H: Hal>(ctx: &CtxInner<H>) -> Result<(InlineMode, bool)> {
-    let caps = ctx.with_dev(|d| {
-        d.query_cap(
-            &ctx.hal,
-            hca_cap::cap_type::ETHERNET_OFFLOADS,
-            hca_cap::OPMOD_GET_CUR,
-        )
-    })?;
+    let caps = cur_caps(ctx, hca_cap::cap_type::ETHERNET_OFFLOADS)?;
     let mode = get(&caps, eth_caps::WQE_INLINE_MODE);
     if mode == cap_inline_mode::L2.into() {
-        Ok((InlineMode::L2, false))
-    } else if mode == cap_inline_mode::VPORT_CONTEXT.into() {
-        {
-            let c = CmdBuf::new(
-                mlx5_prm::opcode::QUERY_NIC_VPORT_CONTEXT,
-                0,
-                query_nic_vport_context_in::BYTES,
-            );
-            let mut out = vec![0u8; query_nic_vport_context_out::BYTES];
-            let mode = match ctx.exec(&c, &mut out) {
-                Ok(()) => InlineMode::from_raw(get(
-                    &out,
-                    nic_vport_context::MIN_WQE_INLINE_MODE
-                        .within(query_nic_vport_context_out::NIC_VPORT_CONTEXT),
-                )),
-                Err(e) if e.device_may_hold() => return Err(e),
-                Err(_) => InlineMode::L2,
-            };
-            Ok((mode, true))
-        }
-    } else {
-        Ok((InlineMode::None, false))
+        return Ok((InlineMode::L2, false));
     }
+    if mode != cap_inline_mode::VPORT_CONTEXT.into() {
+        return Ok((InlineMode::None, false));
+    }
+    let c = CmdBuf::new(
+        mlx5_prm::opcode::QUERY_NIC_VPORT_CONTEXT,
+        0,
+        query_nic_vport_context_in::BYTES,
+    );
+    let mut out = vec![0u8; query_nic_vport_context_out::BYTES];
+    let mode = match ctx.exec(&c, &mut out) {
+        Ok(()) => InlineMode::from_raw(get(
+            &out,
+            nic_vport_context::MIN_WQE_INLINE_MODE
+                .within(query_nic_vport_context_out::NIC_VPORT_CONTEXT),
+        )),
+        Err(e) if e.device_may_hold() => return Err(e),
+        Err(_) => InlineMode::L2,
+    };
+    Ok((mode, true))
+}
+
+/// The current capabilities of type `cap_type` (QUERY_HCA_CAP, [`crate::caps`]).
+fn cur_caps<H: Hal>(ctx: &CtxInner<H>, cap_type: u16) -> Result<Vec<u8>> {
+    ctx.with_dev(|d| d.query_cap(&ctx.hal, cap_type, hca_cap::OPMOD_GET_CUR))
 }
 
 /// NIC receive steering as the queue uses it: Linux core/fs_core.c `mlx5_fs_core_init`
 /// (`flow_table_properties_nic_receive.ft_support`), fs_core.c `connect_flow_table` (the
 /// root is set only with `modify_root`), and room for the queue's table (`log_max_ft_size`).
 fn check_flow_caps<H: Hal>(ctx: &CtxInner<H>) -> Result<()> {
-    let caps = ctx.with_dev(|d| {
-        d.query_cap(
-            &ctx.hal,
-            hca_cap::cap_type::FLOW_TABLE,
-            hca_cap::OPMOD_GET_CUR,
-        )
-    })?;
+    let caps = cur_caps(ctx, hca_cap::cap_type::FLOW_TABLE)?;
     let rx = |f: mlx5_prm::Field| {
         get(
             &caps,
