@@ -163,14 +163,6 @@ pub enum InvalidInput {
     },
     /// Zero entries requested for a queue.
     ZeroEntries,
-    /// More addresses for a vport address list than the device's
-    /// `log_max_current_uc_list` / `log_max_current_mc_list` allow.
-    TooManyAddresses {
-        /// Addresses given.
-        given: usize,
-        /// The most the list holds.
-        max: usize,
-    },
     /// More entries requested for a work queue than the device's `log_max_wq_sz` allows (an
     /// Ethernet queue, [`crate::eth`]).
     QueueDepth {

@@ -146,6 +146,34 @@ fn frames_without_a_posted_buffer_are_counted_as_out_of_buffer() {
     assert_eq!(recv_one(&mut qb).as_ref(), Some(&frames[9]));
 }
 
+/// A device whose multicast list holds one address (`log_max_current_mc_list` 0): the list
+/// keeps its head, broadcast, and loses the IPv6 groups (as en_fs.c trims it), and the queue
+/// opens and takes broadcast frames.
+#[test]
+fn a_short_multicast_list_keeps_broadcast() {
+    let (sa, sb) = SimHal::pair();
+    sb.with_hca(|h| {
+        mlx5_prm::cmd_hca_cap::LOG_MAX_CURRENT_MC_LIST
+            .set(&mut h.caps_mut().general.cur[..], 0)
+            .unwrap();
+    });
+    // No function reset at bring-up: it would bring the model's caps back.
+    let cfg = mlx5::ContextConfig {
+        reset_function: false,
+        ..test_config()
+    };
+    let ca = Context::open(TestHal(sa), cfg).expect("bring-up a");
+    let cb = Context::open(TestHal(sb), cfg).expect("bring-up b");
+    let mut qa = ca.open_eth(&EthConfig::default()).expect("open a");
+    let mut qb = cb.open_eth(&EthConfig::default()).expect("open b");
+    let f = frame([0xff; 6], qa.mac(), 64, 1);
+    qa.send(&f).expect("broadcast");
+    assert_eq!(recv_one(&mut qb), Some(f));
+    let f = frame(qb.mac(), qa.mac(), 64, 2);
+    qa.send(&f).expect("unicast");
+    assert_eq!(recv_one(&mut qb), Some(f));
+}
+
 #[test]
 fn frames_to_other_addresses_are_not_received() {
     let ((_sa, ca), (_sb, cb)) = two_hcas();

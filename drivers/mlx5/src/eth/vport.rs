@@ -9,7 +9,7 @@ use mlx5_prm::{
 
 use crate::cmd::CmdBuf;
 use crate::context::CtxInner;
-use crate::error::{InvalidInput, Result};
+use crate::error::Result;
 use crate::hal::Hal;
 
 /// `MLX5_NVPRT_LIST_TYPE_*` (Linux include/linux/mlx5/device.h `enum mlx5_list_type`).
@@ -22,8 +22,10 @@ pub(super) enum ListType {
     Multicast = nic_vport_list_type::MC,
 }
 
-/// Sets the vport's `list` address list to `macs`, refused when longer than the device allows
-/// (vport.c: `1 << log_max_current_uc_list` / `log_max_current_mc_list`, -ENOSPC); an empty
+/// Sets the vport's `list` address list to `macs`, the most important first: a list longer
+/// than the device takes (`1 << log_max_current_uc_list` / `log_max_current_mc_list`) loses
+/// its tail, as en_fs.c `mlx5e_vport_context_update_addr_list` trims it ("some addresses will
+/// be dropped"; `mlx5e_fill_addr_array` puts the own address, or broadcast, first). An empty
 /// list clears it (as en_fs.c does when the netdev goes down).
 pub(super) fn set_mac_list<H: Hal>(
     ctx: &CtxInner<H>,
@@ -31,14 +33,7 @@ pub(super) fn set_mac_list<H: Hal>(
     macs: &[[u8; 6]],
     log_max: u8,
 ) -> Result<()> {
-    let max = 1usize << log_max.min(16);
-    if macs.len() > max {
-        return Err(InvalidInput::TooManyAddresses {
-            given: macs.len(),
-            max,
-        }
-        .into());
-    }
+    let macs = &macs[..macs.len().min(1usize << log_max.min(16))];
     let v = |f: mlx5_prm::Field| f.within(modify_nic_vport_context_in::NIC_VPORT_CONTEXT);
     // The list is `nic_vport_context.current_uc_mac_address[]`, which follows the context
     // (and ends the command): one `mac_address_layout` per address, the MAC in its last six
