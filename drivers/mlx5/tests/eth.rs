@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use mlx5::{Context, EthConfig, EthError, EthQueue};
+use mlx5::{Context, EthConfig, EthError, EthQueue, WcStatus};
 
 type Side = (Arc<SimHal>, Context<TestHal>);
 
@@ -172,6 +172,39 @@ fn a_short_multicast_list_keeps_broadcast() {
     let f = frame(qb.mac(), qa.mac(), 64, 2);
     qa.send(&f).expect("unicast");
     assert_eq!(recv_one(&mut qb), Some(f));
+}
+
+/// A receive completion the driver cannot read (the model garbles its opcode) is reported,
+/// no buffer the device may still hold is posted again, and the queue goes on receiving.
+#[test]
+fn a_garbled_receive_completion_is_reported_and_the_queue_goes_on() {
+    let ((_sa, ca), (sb, cb)) = two_hcas();
+    let mut qa = ca.open_eth(&EthConfig::default()).expect("open a");
+    let mut qb = cb.open_eth(&EthConfig::default()).expect("open b");
+    sb.with_hca(|h| h.update_faults(|f| f.corrupt_next_cqe = true));
+    qa.send(&frame(qb.mac(), qa.mac(), 100, 0)).expect("send");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let got = loop {
+        match qb.try_recv(|f| f.len()) {
+            Ok(None) if Instant::now() < deadline => std::thread::yield_now(),
+            other => break other,
+        }
+    };
+    assert!(
+        matches!(
+            got,
+            Err(EthError::RecvFailed {
+                status: WcStatus::BadCqe,
+                ..
+            })
+        ),
+        "{got:?}"
+    );
+    for i in 1..=100u8 {
+        let f = frame(qb.mac(), qa.mac(), 100, i);
+        qa.send(&f).expect("send");
+        assert_eq!(recv_one(&mut qb), Some(f), "frame {i}");
+    }
 }
 
 #[test]

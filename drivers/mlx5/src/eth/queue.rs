@@ -319,10 +319,7 @@ impl<H: Hal> EthQueue<H> {
         rcq.shared.attach(&rq.shared);
         rq.modify(&ctx, rqc_state::RST, rqc_state::RDY)?;
         let rqn = rq.rqn;
-        for _ in 0..rq_entries {
-            self.post_recv()?;
-        }
-        self.publish_recv()?;
+        self.refill()?;
         self.tirn = Some(tir::create(&ctx, ctx.tdn(), rqn)?);
         Ok(())
     }
@@ -534,8 +531,7 @@ impl<H: Hal> EthQueue<H> {
                 vendor_err: w.vendor_err,
             });
         }
-        self.post_recv()?;
-        self.publish_recv()?;
+        self.refill()?;
         // A frame longer than its buffer (which the device never writes past) is a CQE the
         // driver cannot take.
         if len > self.rx_buf {
@@ -550,13 +546,12 @@ impl<H: Hal> EthQueue<H> {
     /// After a receive completed in error: an RQ the error moved to ERR is brought back as
     /// en/reporter_rx.c `mlx5e_rx_reporter_err_rq_cqe_recover` does (en_main.c
     /// `mlx5e_flush_rq`: ERR to RST, its posted buffers and its CQ's completions dropped, RST
-    /// to RDY), then filled again; otherwise the failed WQE's buffer is posted again.
+    /// to RDY), then filled again; otherwise the ring is refilled.
     fn recover_rq(&mut self) -> Result<()> {
         let ctx = self.ctx.clone();
         let rq = self.rq.as_mut().ok_or(Error::Closed)?;
         if rq.query_state(&ctx)? != rqc_state::ERR {
-            self.post_recv()?;
-            return self.publish_recv();
+            return self.refill();
         }
         rq.modify(&ctx, rqc_state::ERR, rqc_state::RST)?;
         // en_main.c mlx5e_flush_rq_cq: what the CQ holds is dropped.
@@ -565,26 +560,25 @@ impl<H: Hal> EthQueue<H> {
         while cq.poll(&mut wc)? == wc.len() {}
         rq.restart()?;
         rq.modify(&ctx, rqc_state::RST, rqc_state::RDY)?;
-        let rq_entries = rq.mask() + 1;
-        for _ in 0..rq_entries {
-            self.post_recv()?;
-        }
-        self.publish_recv()
+        self.refill()
     }
 
-    /// Writes the next receive WQE (its buffer is the WQE's index).
-    fn post_recv(&mut self) -> Result<()> {
+    /// Posts a buffer in every free slot of the RQ and hands them to the device, as en_rx.c
+    /// `mlx5e_post_rx_wqes` fills what `mlx5_wq_cyc_missing` counts: never a WQE the device
+    /// still holds (a completion the poller could not match, such as a garbled CQE, frees
+    /// no slot).
+    fn refill(&mut self) -> Result<()> {
         let rq = self.rq.as_mut().ok_or(Error::Closed)?;
         let (rx_at, rx_buf, iova) = (self.rx_at, self.rx_buf, self.iova);
         let addr = |i: u32| iova + (rx_at + i as usize * rx_buf) as u64;
-        rq.write(self.lkey, addr, rx_buf as u32).map(|_| ())
-    }
-
-    fn publish_recv(&self) -> Result<()> {
-        self.rq
-            .as_ref()
-            .ok_or(Error::Closed)?
-            .publish(&self.ctx.hal)
+        let missing = rq.missing();
+        for _ in 0..missing {
+            rq.write(self.lkey, addr, rx_buf as u32)?;
+        }
+        if missing != 0 {
+            rq.publish(&self.ctx.hal)?;
+        }
+        Ok(())
     }
 
     /// Destroys everything in reverse order of [`EthQueue::build`]. A work queue the device

@@ -77,7 +77,7 @@ pub(super) fn create<H: Hal>(ctx: &Arc<CtxInner<H>>, p: &RqParams) -> Result<Rq<
     Ok(Rq {
         rqn,
         mem,
-        shared: Arc::new(WqShared::new(rqn, 1, 0, p.entries)),
+        shared: Arc::new(WqShared::new_recv_by_counter(rqn, p.entries)),
         mask: p.entries - 1,
         head: 0,
         destroyed: false,
@@ -159,8 +159,16 @@ impl<H: Hal> Rq<H> {
     }
 
     /// WQEs in the ring minus one.
+    #[cfg(test)]
     pub(super) fn mask(&self) -> u32 {
         self.mask
+    }
+
+    /// Free slots: WQEs the ring holds less those posted and not completed (wq.h
+    /// `mlx5_wq_cyc_missing`).
+    pub(super) fn missing(&self) -> u32 {
+        let posted = self.head.wrapping_sub(self.shared.recv_tail());
+        (self.mask + 1).saturating_sub(posted)
     }
 
     /// Publishes the WQEs written: `dma_wmb`, then the doorbell record's receive counter

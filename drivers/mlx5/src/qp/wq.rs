@@ -144,6 +144,10 @@ pub(crate) struct WqShared {
     pub(super) rq_mask: u32,
     pub(super) rq_head: AtomicU32,
     pub(super) rq_tail: AtomicU32,
+    /// Receive completions name their WQE by the CQE's `wqe_counter` (the Ethernet RQ, as
+    /// Linux en_rx.c `mlx5e_handle_rx_cqe` finds its buffer), not by order (RC receive
+    /// queues, as rdma-core cq.c `handle_responder` takes `wq->tail`).
+    pub(crate) rq_by_counter: bool,
     /// CQEs of this QP to remove (rdma-core cq.c `__mlx5_cq_clean`): `(cqn, producer
     /// counter)` pairs, one per CQ and per move to RESET or destroy, taken by that CQ's
     /// poller (cq.rs `clean_stale`), off its fast path.
@@ -177,8 +181,18 @@ impl WqShared {
             rq_mask: rq_slots - 1,
             rq_head: AtomicU32::new(0),
             rq_tail: AtomicU32::new(0),
+            rq_by_counter: false,
             stale: spin::Mutex::new(Vec::new()),
             retired: core::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// [`WqShared::new`] of a receive queue whose completions name their WQE by its counter
+    /// ([`WqShared::rq_by_counter`]; the Ethernet RQ).
+    pub(crate) fn new_recv_by_counter(qpn: u32, rq_slots: u32) -> WqShared {
+        WqShared {
+            rq_by_counter: true,
+            ..WqShared::new(qpn, 1, 0, rq_slots)
         }
     }
 
@@ -202,6 +216,7 @@ impl WqShared {
             rq_mask: 0,
             rq_head: AtomicU32::new(0),
             rq_tail: AtomicU32::new(0),
+            rq_by_counter: false,
             stale: spin::Mutex::new(Vec::new()),
             retired: core::sync::atomic::AtomicBool::new(false),
         }
@@ -278,6 +293,25 @@ impl WqShared {
         self.sq_wr_tail.load(Ordering::Acquire)
     }
 
+    /// A receive completion of WQE counter `counter` (16 bits) on a queue that names WQEs by
+    /// counter: that WQE's wr_id, the WQEs before it completed too (the device takes them in
+    /// order, so a completion that never came, or came garbled, is behind it). `None` for a
+    /// counter that names no outstanding WQE.
+    pub(crate) fn complete_recv_at(&self, counter: u16) -> Option<u64> {
+        let tail = self.rq_tail.load(Ordering::Relaxed);
+        let head = self.rq_head.load(Ordering::Acquire);
+        let pos = tail.wrapping_add(counter.wrapping_sub(tail as u16) as u32);
+        if pos.wrapping_sub(tail) >= head.wrapping_sub(tail) {
+            return None;
+        }
+        let wr_id = self
+            .rq_wrid
+            .get((pos & self.rq_mask) as usize)?
+            .load(Ordering::Relaxed);
+        self.rq_tail.store(pos.wrapping_add(1), Ordering::Release);
+        Some(wr_id)
+    }
+
     /// Records the receive WR `head` (its wr_id) of a work queue posted outside this module
     /// (the Ethernet RQ) and publishes the head past it, for [`WqShared::complete_recv`];
     /// call after the WQE is written and before the doorbell record.
@@ -286,6 +320,11 @@ impl WqShared {
             w.store(wr_id, Ordering::Relaxed);
         }
         self.rq_head.store(head.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Receive WRs completed (the poller's tail).
+    pub(crate) fn recv_tail(&self) -> u32 {
+        self.rq_tail.load(Ordering::Acquire)
     }
 
     /// Closes the send gate from outside the poster (the device died): the next post takes
