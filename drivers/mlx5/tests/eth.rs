@@ -207,6 +207,45 @@ fn a_garbled_receive_completion_is_reported_and_the_queue_goes_on() {
     }
 }
 
+/// A send completion the driver cannot read (garbled opcode) is reported by the next send;
+/// the frames sent after it complete, and with them the slot of the garbled one.
+#[test]
+fn a_garbled_send_completion_is_reported_and_the_queue_goes_on() {
+    let ((sa, ca), (_sb, cb)) = two_hcas();
+    let mut qa = ca.open_eth(&EthConfig::default()).expect("open a");
+    let mut qb = cb.open_eth(&EthConfig::default()).expect("open b");
+    sa.with_hca(|h| h.update_faults(|f| f.corrupt_next_cqe = true));
+    let f = frame(qb.mac(), qa.mac(), 100, 0);
+    qa.send(&f).expect("send");
+    assert_eq!(recv_one(&mut qb), Some(f.clone()), "the frame went out");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let got = loop {
+        match qa.send(&f) {
+            Ok(()) if Instant::now() < deadline => {
+                let _ = recv_one(&mut qb);
+                std::thread::yield_now()
+            }
+            other => break other,
+        }
+    };
+    assert!(
+        matches!(
+            got,
+            Err(EthError::SendFailed {
+                status: WcStatus::BadCqe,
+                ..
+            })
+        ),
+        "{got:?}"
+    );
+    for i in 1..=100u8 {
+        let f = frame(qb.mac(), qa.mac(), 100, i);
+        qa.send(&f).expect("send");
+        assert_eq!(recv_one(&mut qb), Some(f), "frame {i}");
+    }
+    drain(&mut qa);
+}
+
 #[test]
 fn frames_to_other_addresses_are_not_received() {
     let ((_sa, ca), (_sb, cb)) = two_hcas();
