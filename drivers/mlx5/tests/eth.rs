@@ -33,16 +33,28 @@ fn frame(dst: [u8; 6], src: [u8; 6], len: usize, seed: u8) -> Vec<u8> {
     f
 }
 
-/// The next frame `q` receives, waiting at most two seconds.
-fn recv_one(q: &mut EthQueue<TestHal>) -> Option<Vec<u8>> {
+/// The next frame `q` receives or its failure, waiting at most two seconds.
+fn try_recv_one(q: &mut EthQueue<TestHal>) -> Result<Option<Vec<u8>>, EthError> {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         match q.try_recv(|f| f.to_vec()) {
-            Ok(Some(f)) => return Some(f),
             Ok(None) if Instant::now() < deadline => std::thread::yield_now(),
-            Ok(None) => return None,
-            Err(e) => panic!("receive failed: {e:?}"),
+            other => return other,
         }
+    }
+}
+
+/// The next frame `q` receives, waiting at most two seconds.
+fn recv_one(q: &mut EthQueue<TestHal>) -> Option<Vec<u8>> {
+    try_recv_one(q).unwrap_or_else(|e| panic!("receive failed: {e:?}"))
+}
+
+/// `n` frames from `a` to `b`, each received whole before the next is sent.
+fn frames_arrive(a: &mut EthQueue<TestHal>, b: &mut EthQueue<TestHal>, n: u8) {
+    for i in 1..=n {
+        let f = frame(b.mac(), a.mac(), 100, i);
+        a.send(&f).expect("send");
+        assert_eq!(recv_one(b), Some(f), "frame {i}");
     }
 }
 
@@ -183,13 +195,7 @@ fn a_garbled_receive_completion_is_reported_and_the_queue_goes_on() {
     let mut qb = cb.open_eth(&EthConfig::default()).expect("open b");
     sb.with_hca(|h| h.update_faults(|f| f.corrupt_next_cqe = true));
     qa.send(&frame(qb.mac(), qa.mac(), 100, 0)).expect("send");
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let got = loop {
-        match qb.try_recv(|f| f.len()) {
-            Ok(None) if Instant::now() < deadline => std::thread::yield_now(),
-            other => break other,
-        }
-    };
+    let got = try_recv_one(&mut qb);
     assert!(
         matches!(
             got,
@@ -200,11 +206,7 @@ fn a_garbled_receive_completion_is_reported_and_the_queue_goes_on() {
         ),
         "{got:?}"
     );
-    for i in 1..=100u8 {
-        let f = frame(qb.mac(), qa.mac(), 100, i);
-        qa.send(&f).expect("send");
-        assert_eq!(recv_one(&mut qb), Some(f), "frame {i}");
-    }
+    frames_arrive(&mut qa, &mut qb, 100);
 }
 
 /// A send completion the driver cannot read (garbled opcode) is reported by the next send;
@@ -238,11 +240,7 @@ fn a_garbled_send_completion_is_reported_and_the_queue_goes_on() {
         ),
         "{got:?}"
     );
-    for i in 1..=100u8 {
-        let f = frame(qb.mac(), qa.mac(), 100, i);
-        qa.send(&f).expect("send");
-        assert_eq!(recv_one(&mut qb), Some(f), "frame {i}");
-    }
+    frames_arrive(&mut qa, &mut qb, 100);
     drain(&mut qa);
 }
 
