@@ -294,10 +294,24 @@ fn frame_headers(hca: &Dp<'_>, q: &crate::objects::qp::Qp) -> RoceHeaders {
         sport = 0xc000 | ((q.qpn ^ q.remote_qpn) & 0x3fff) as u16;
     }
     let ip = ip_header(&q.sgid, &q.path.rgid, dscp << 2, f(ads::FLOW_LABEL), hop);
+    let bth = Bth::new(Opcode::RC_ACKNOWLEDGE, q.remote_qpn, 0);
+    roce_headers(hca.mac(), q.path.rmac, ip, sport, bth, ExtHdrs::default())
+}
+
+/// The headers of a RoCE v2 frame from MAC `src` to `dst`, untagged, UDP source port `sport`
+/// (checksum 0, as rxe and the captures send it).
+pub(crate) fn roce_headers(
+    src: [u8; 6],
+    dst: [u8; 6],
+    ip: IpHdr,
+    sport: u16,
+    bth: Bth,
+    ext: ExtHdrs,
+) -> RoceHeaders {
     RoceHeaders {
         eth: EthHdr {
-            dst: q.path.rmac,
-            src: hca.mac(),
+            dst,
+            src,
             vlan: None,
         },
         ip,
@@ -305,8 +319,8 @@ fn frame_headers(hca: &Dp<'_>, q: &crate::objects::qp::Qp) -> RoceHeaders {
             src_port: sport,
             checksum: 0,
         },
-        bth: Bth::new(Opcode::RC_ACKNOWLEDGE, q.remote_qpn, 0),
-        ext: ExtHdrs::default(),
+        bth,
+        ext,
     }
 }
 

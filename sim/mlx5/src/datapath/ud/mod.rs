@@ -39,12 +39,12 @@ use mlx5_prm::{cqe, qp};
 
 use crate::be::be32;
 use crate::datapath::cq::post_cqe;
-use crate::datapath::rc::{ip_header, work_request, WrPayload};
+use crate::datapath::rc::{ip_header, roce_headers, work_request, WrPayload};
 use crate::datapath::wqe::{SendWqe, MAX_WQE_BYTES};
 use crate::datapath::{fetch_wqe, flush_cqe, vendor, wq_catastrophe, Dp};
 use crate::objects::cq::Cqe;
 use crate::objects::qp::{read_dbr_in, ServiceType, GID_TABLE_SEARCH};
-use crate::roce::{Bth, Deth, EthHdr, ExtHdrs, Opcode, RoceHeaders, UdpHdr, DEFAULT_P_KEY};
+use crate::roce::{Bth, Deth, ExtHdrs, Opcode, RoceHeaders, DEFAULT_P_KEY};
 
 /// The QPN the wire reaches the GSI QP by (IBTA §3.5.3.1: QP1).
 pub const GSI_QPN: u32 = 1;
@@ -240,20 +240,7 @@ fn datagram(
     let bytes = message(hca, payload, len as usize)?;
     let local = (0..GID_TABLE_SEARCH).any(|i| hca.roce_gid(i) == Some(rgid));
     Ok(Datagram {
-        hdrs: RoceHeaders {
-            eth: EthHdr {
-                dst: rmac,
-                src: hca.mac(),
-                vlan: None,
-            },
-            ip,
-            udp: UdpHdr {
-                src_port: sport,
-                checksum: 0,
-            },
-            bth,
-            ext,
-        },
+        hdrs: roce_headers(hca.mac(), rmac, ip, sport, bth, ext),
         payload: bytes,
         local,
     })
