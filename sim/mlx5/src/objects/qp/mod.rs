@@ -14,7 +14,8 @@
 //! transition reads the fields the IB spec makes mandatory for it (ibv_modify_qp(3) "Required
 //! attributes", rdma-core libibverbs/man/ibv_modify_qp.3) from the qpc, and the optional ones only
 //! when their `opt_param_mask` bit is set; bits outside the Linux `opt_mask` table for that
-//! transition (qp.c `opt_mask[][][MLX5_QP_ST_RC]`) are refused with BAD_PARAM.
+//! transition and service type (qp.c `opt_mask[][][MLX5_QP_ST_*]`, [`rc`], [`ud`]) are
+//! refused with BAD_PARAM.
 
 use std::collections::VecDeque;
 
