@@ -280,6 +280,30 @@ fn no_receive_wqe_drops_and_counts_out_of_buffer() {
 }
 
 #[test]
+fn a_datagram_with_nowhere_to_go_completes_and_is_counted_lost() {
+    let dev = InProcHca::deterministic();
+    let mut env = Env::new(dev.clone(), 1);
+    let mut a = side(&mut env, qp::st::UD, QKEY, 3);
+    let before = counter(&dev, Counter::TxDropLink);
+    // A remote GID, and the port has no link: unreliable, so the WQE still completes.
+    let gid = std::net::Ipv4Addr::new(10, 0, 0, 99)
+        .to_ipv6_mapped()
+        .octets();
+    let av = av_seg(0x99, QKEY, gid, [2, 0, 0, 0, 0, 0x99]);
+    env.post_send(
+        &mut a.qp,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&av, &inline_seg(b"lost")],
+    );
+    let c = env.poll_cq(&mut a.scq).expect("CQE");
+    assert!(!c.is_error());
+    assert_eq!(c.byte_cnt(), 4);
+    assert_eq!(counter(&dev, Counter::TxDropLink), before + 1);
+}
+
+#[test]
 fn a_message_longer_than_the_path_mtu_is_refused() {
     let mut env = Env::new(InProcHca::deterministic(), 1);
     // MTU 256 (1): 300 bytes do not fit in one packet.
