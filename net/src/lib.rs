@@ -52,6 +52,7 @@ extern crate alloc;
 mod arp;
 mod error;
 pub mod loopback;
+mod mlx5_eth;
 mod nic;
 mod stack;
 mod tcp;
