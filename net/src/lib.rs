@@ -13,6 +13,11 @@
 //! - **UDP**: [`Stack::udp_bind`], [`Stack::udp_send`], [`Stack::udp_recv`],
 //!   [`Stack::udp_close`].
 //!
+//! # The NIC under it
+//! Any [`Nic`]: the driver's [`mlx5::EthQueue`] is one (its send errors other than a full queue
+//! or a frame over the MTU stay the driver's [`mlx5::EthError`], in [`NicError::Device`]);
+//! [`loopback::pair`] is an in-memory link of two, for tests.
+//!
 //! # How it runs
 //! Nothing runs by itself: the stack moves only inside [`Stack::poll`], and every blocking
 //! call polls it in a loop until its condition holds or the [`Clock`] passes its deadline
@@ -52,6 +57,7 @@ extern crate alloc;
 mod arp;
 mod error;
 pub mod loopback;
+mod mlx5_eth;
 mod nic;
 mod stack;
 mod tcp;
