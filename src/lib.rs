@@ -114,6 +114,8 @@ pub struct Options {
     pub peer_client: bool,
     /// `--peer-pcap FILE`: capture the link to the Linux peer.
     pub peer_pcap: Option<PathBuf>,
+    /// `--peer-neigh`: static neighbour entries on both sides of the Linux peer run, no ARP.
+    pub peer_neigh: bool,
 }
 
 impl Default for Options {
@@ -139,6 +141,7 @@ impl Default for Options {
             peer_cmd: None,
             peer_client: false,
             peer_pcap: None,
+            peer_neigh: false,
         }
     }
 }

@@ -88,6 +88,9 @@ fn parses_the_linux_peer_options() {
     assert!(o.peer && o.peer_client);
     assert_eq!(o.peer_cmd.as_deref(), Some("ib_send_bw"));
     assert_eq!(o.peer_pcap.as_deref(), Some(Path::new("/tmp/l.pcap")));
+    assert!(!o.peer_neigh, "ARP unless --peer-neigh");
+    let o = parse_args("--peer linux --peer-cmd x --peer-neigh".split(' ')).unwrap();
+    assert!(o.peer_neigh);
     assert!(parse_args(["--peer", "bsd"]).is_err());
     assert!(
         parse_args(["--peer", "linux"]).is_err(),
