@@ -36,7 +36,7 @@ mod run;
 mod tests;
 
 pub use image::{build_grub_iso, build_hca_sim, build_image};
-pub use pair::{pair_options, run_pair, RELAY_PREFIX};
+pub use pair::{pair_options, run_pair};
 pub use qemu::{qemu_command, HcaServer};
 pub use run::{decode_exit, run, RunResult, Verdict};
 
