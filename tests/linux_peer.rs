@@ -72,6 +72,20 @@ fn two_linux_peers_pass_rc_pingpong() {
         Some("1"),
         "rxe's IPv4 GID is at index 1"
     );
+    // No permanent neighbour entries: each learned the other by ARP.
+    for (o, other, mac) in [
+        (&a, peer::UNIKERNEL_IP, peer::UNIKERNEL_MAC),
+        (&b, peer::PEER_IP, peer::PEER_MAC),
+    ] {
+        let entry = o.neighbour(other);
+        assert!(
+            entry
+                .as_deref()
+                .is_some_and(|e| e.contains(&format!("lladdr {}", peer::fmt_mac(&mac)))
+                    && !e.contains("PERMANENT")),
+            "{T}: the entry for {other}: {entry:?}"
+        );
+    }
 }
 
 /// Runs `cmd` in Linux against the unikernel app that plays the other side; None after a loud
@@ -177,10 +191,7 @@ fn assert_found_by_arp(test: &str, r: &peer::PeerRunResult, frames: &str) {
     let uk_mac = peer::fmt_mac(&peer::UNIKERNEL_MAC);
     let entry = r
         .linux
-        .console
-        .lines()
-        .filter_map(|l| l.strip_prefix("PEER: NEIGH "))
-        .find(|l| l.split_whitespace().next() == Some(peer::UNIKERNEL_IP))
+        .neighbour(peer::UNIKERNEL_IP)
         .unwrap_or_else(|| panic!("{test}: Linux has no neighbour entry for the unikernel"));
     assert!(
         entry.contains(&format!("lladdr {uk_mac}")) && !entry.contains("PERMANENT"),

@@ -210,6 +210,16 @@ impl PeerOutcome {
             })
     }
 
+    /// eth0's neighbour entry for `ip` after the command (`PEER: NEIGH` lines: `ip neigh`'s
+    /// `10.0.0.2 lladdr 02:00:00:00:00:02 REACHABLE`), if it had one.
+    pub fn neighbour(&self, ip: &str) -> Option<String> {
+        self.console
+            .lines()
+            .filter_map(|l| l.strip_prefix("PEER: NEIGH "))
+            .find(|l| l.split_whitespace().next() == Some(ip))
+            .map(|l| l.trim_end().to_string())
+    }
+
     /// The `PEER: name=value` value, e.g. `GID_INDEX`.
     pub fn marker(&self, name: &str) -> Option<String> {
         let key = format!("PEER: {name}=");
