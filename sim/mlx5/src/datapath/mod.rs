@@ -17,6 +17,7 @@
 
 pub mod cq;
 pub mod doorbell;
+pub mod eth;
 pub mod mw;
 pub mod rc;
 pub mod umr;
