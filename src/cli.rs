@@ -278,8 +278,9 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires = "peer", value_parser = output_file, verbatim_doc_comment)]
     pub peer_pcap: Option<PathBuf>,
 
-    /// Static neighbour entries on both sides instead of ARP: a permanent entry
-    /// for the unikernel in Linux, the app's neigh= for Linux
+    /// Static neighbour entries on both sides: a permanent entry for the
+    /// unikernel in Linux, the app's neigh= for Linux (its QP's MAC, not asked
+    /// by ARP)
     #[arg(long, requires = "peer", verbatim_doc_comment)]
     pub peer_neigh: bool,
 

@@ -114,7 +114,7 @@ pub struct Options {
     pub peer_client: bool,
     /// `--peer-pcap FILE`: capture the link to the Linux peer.
     pub peer_pcap: Option<PathBuf>,
-    /// `--peer-neigh`: static neighbour entries on both sides of the Linux peer run, no ARP.
+    /// `--peer-neigh`: static neighbour entries on both sides of the Linux peer run.
     pub peer_neigh: bool,
 }
 

@@ -29,7 +29,7 @@ pub struct PeerRun {
     /// `--peer-pcap`: the link, both directions (QEMU filter-dump on Linux's NIC).
     pub pcap: Option<PathBuf>,
     /// `--peer-neigh`: static neighbour entries on both sides (Linux's permanent entry for the
-    /// unikernel, the app's `neigh=` for Linux) instead of ARP.
+    /// unikernel, the app's `neigh=` for Linux: its QP's MAC, not asked by ARP).
     pub static_neigh: bool,
     /// The unikernel's options: `--cmdline` (the app's, e.g. `pingpong -s 4096`; derived from
     /// the peer command when empty), `--app` (derived likewise), the HCA's extra arguments.
