@@ -333,6 +333,16 @@ fn nc_echo_linux_client() {
             "{T}: {out}"
         );
         assert!(out.contains("ECHO identical"), "{T}: {out}");
+        // netd's own count of each connection (apps/src/bin/netd.rs).
+        let uk = &r.unikernel_output;
+        for (k, n) in [(1, ECHO_BYTES), (2, 1 << 20)] {
+            let want = format!("netd: connection {k} from {}:", peer::PEER_IP);
+            assert!(
+                uk.lines()
+                    .any(|l| l.contains(&want) && l.contains(&format!(" closed: {n} bytes echoed"))),
+                "{T}: netd did not echo {n} bytes on connection {k}:\n{uk}"
+            );
+        }
         let tp = out
             .lines()
             .find(|l| l.starts_with("THROUGHPUT"))
