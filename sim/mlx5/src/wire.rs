@@ -22,6 +22,11 @@
 //! - **No link**: packets to a remote GID are lost (a cable to nowhere); RC retransmits them
 //!   until `retry_count` runs out.
 //!
+//! A frame link also carries Ethernet traffic that is not RoCE: frames the Ethernet SQs send
+//! (`Port::send_frame`), and frames that arrive and are not RoCEv2 ([`crate::link::classify`]),
+//! which the port hands up whole (`Arrival::Eth`) to the vport's address filter and the NIC
+//! receive flow tables (crate::datapath::steer). The other routes carry RC packets only.
+//!
 //! The port also keeps the model's clock ([`Port::now_ns`]): the one place the data path reads
 //! time; the state machines get it passed in. It is the monotonic wall clock, unless a test
 //! gives the port a [`VirtualClock`] ([`Port::set_clock`]) that it advances itself, so the RC
@@ -33,7 +38,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::link::{
-    FaultSpec, FramePort, Link, LinkError, PcapTap, PortConfig, RxPacket as RxFrame, StreamAddr,
+    FaultSpec, FramePort, Link, LinkError, PcapTap, PortConfig, Received, RxPacket as RxFrame,
+    StreamAddr,
 };
 use crate::memory::{DmaError, GuestMemory};
 use crate::roce::counters::{Counter, PortCounters};
@@ -428,10 +434,13 @@ enum PortLink {
 
 /// What arrived at the port.
 pub(crate) enum Arrival {
-    /// A checked frame.
+    /// A checked RoCEv2 frame.
     Frame(RxFrame),
     /// A packet by reference.
     Ref(RefPacket),
+    /// An Ethernet frame that is not RoCEv2 (frame links only), for the vport's address
+    /// filter and NIC receive steering (crate::datapath::steer).
+    Eth(Vec<u8>),
 }
 
 /// A clock that only moves when told to: nanoseconds, shared by every clone (one per HCA, or
@@ -748,7 +757,10 @@ impl Port {
     pub(crate) fn recv(&mut self) -> Option<Arrival> {
         match &mut self.link {
             PortLink::None => None,
-            PortLink::Frames(p) => p.recv().ok().flatten().map(Arrival::Frame),
+            PortLink::Frames(p) => p.recv_any().ok().flatten().map(|r| match r {
+                Received::Roce(f) => Arrival::Frame(f),
+                Received::Eth(f) => Arrival::Eth(f),
+            }),
             PortLink::Shared { rx, .. } => {
                 let pkt = rx.try_recv().ok()?;
                 self.counters.bump(Counter::RxFrames);
@@ -837,6 +849,35 @@ mod tests {
                 Err(DeliverError::Destination(_))
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod eth_tests {
+    use super::*;
+
+    /// A frame link hands a frame that is not RoCEv2 up as Ethernet traffic, whatever its
+    /// destination; a shared-memory pair carries no frames at all.
+    #[test]
+    fn a_frame_link_passes_ethernet_frames_up() {
+        let (mut a, mut b) = Port::pair();
+        let mut arp = vec![0xff; 6];
+        arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+        arp.extend_from_slice(&[0; 28]);
+        let mut other = arp.clone();
+        other[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x33]);
+        a.send_frame(arp.clone());
+        a.send_frame(other.clone());
+        for want in [arp, other] {
+            match b.recv() {
+                Some(Arrival::Eth(f)) => assert_eq!(f, want),
+                _ => panic!("expected an Ethernet frame"),
+            }
+        }
+        assert!(b.recv().is_none());
+        let (mut s, _t) = Port::pair_sharing_memory();
+        s.send_frame(vec![0xff; 60]);
+        assert_eq!(s.counters().get(Counter::TxDropLink), 1);
     }
 }
 

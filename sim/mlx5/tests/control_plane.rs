@@ -42,6 +42,7 @@ fn bring_up_regular_pages_teardown_and_reclaim() {
         hca_cap::cap_type::ATOMIC,
         hca_cap::cap_type::ODP,
         hca_cap::cap_type::GENERAL_2,
+        hca_cap::cap_type::FLOW_TABLE,
     ] {
         r.query_cap(t, true).ok();
         r.query_cap(t, false).ok();
@@ -264,7 +265,7 @@ fn every_dispatch_rejection() {
     r.exec(&input(opcode::INIT_HCA, 0, 16), 16)
         .fails(cmd_status::NO_RES_ERR, syn::INIT_NO_PAGES);
     // Caps: unsupported type, other_function, SET with op_mod bit 0, read-only field, above max.
-    r.query_cap(hca_cap::cap_type::FLOW_TABLE, true)
+    r.query_cap(hca_cap::cap_type::ESWITCH_FLOW_TABLE, true)
         .fails(cmd_status::BAD_PARAM_ERR, syn::CAP_TYPE);
     let mut qc = input(opcode::QUERY_HCA_CAP, 1, 16);
     set(&mut qc, query_hca_cap_in::OTHER_FUNCTION, 1);

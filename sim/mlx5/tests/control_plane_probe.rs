@@ -55,7 +55,7 @@ fn vport_and_roce_addresses() {
     assert!(r.dev.with_hca(|h| h.roce_enabled()));
     set(
         &mut m,
-        Field::new(fs + modify_nic_vport_field_select::PROMISC.offset, 1),
+        Field::new(fs + modify_nic_vport_field_select::NODE_GUID.offset, 1),
         1,
     );
     r.exec(&m, 16)
@@ -219,14 +219,16 @@ fn linux_probe_replay() {
         (cmd_hca_cap::PG, 2),
         (cmd_hca_cap::ATOMIC, 3),
         (cmd_hca_cap::ROCE, 4),
+        // Linux core/fw.c `mlx5_query_hca_caps`: ETHERNET_OFFLOADS when `eth_net_offloads`.
+        (cmd_hca_cap::ETH_NET_OFFLOADS, 1),
+        // core/main.c mlx5_query_hca_caps: MLX5_CAP_FLOW_TABLE when nic_flow_table.
+        (cmd_hca_cap::NIC_FLOW_TABLE, 7),
     ] {
         assert_eq!(gate.get(&gen), Ok(1));
         r.query_cap(t, true).ok();
     }
     for gate in [
-        cmd_hca_cap::ETH_NET_OFFLOADS,
         cmd_hca_cap::IPOIB_ENHANCED_OFFLOADS,
-        cmd_hca_cap::NIC_FLOW_TABLE,
         cmd_hca_cap::VPORT_GROUP_MANAGER,
         cmd_hca_cap::ESWITCH_MANAGER,
         cmd_hca_cap::QOS,

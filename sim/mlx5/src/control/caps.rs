@@ -9,7 +9,10 @@
 //! The numbers are small enough to keep the model's tables bounded (2^12 QPs/CQs, 2^16 mkeys).
 
 use mlx5_prm::hca_cap::cap_type;
-use mlx5_prm::{atomic_caps, cmd_hca_cap, linux_layout, roce_cap, Field};
+use mlx5_prm::{
+    atomic_caps, cmd_hca_cap, flow_table_fields_supported as ffs, flow_table_nic_cap,
+    flow_table_prop_layout as ftp, linux_layout, roce_cap, Field,
+};
 
 /// Bytes of one capability page (`hca_cap_union`, rdma-core mlx5_ifc.h:1527).
 pub const CAP_PAGE_BYTES: usize = mlx5_prm::hca_cap_union::BYTES;
@@ -66,6 +69,84 @@ pub const ROCE_ADDRESS_TABLE_SIZE: u32 = 64;
 /// (ids are 8 bits wide, so never more than 256).
 pub const MAX_QP_CNT: u32 = 64;
 
+/// `flow_table_properties_nic_receive.max_ft_level`: the deepest flow table level. Model
+/// choice (a ConnectX-5's number is not public): deep enough for every priority of Linux
+/// fs_core.c's NIC RX namespace tree (`root_fs`; fs_core.c `init_root_tree_recursive` leaves
+/// out a priority whose `min_ft_level` exceeds this, and the last, the anchor's, must exist).
+pub const FT_MAX_LEVEL: u32 = 64;
+/// `flow_table_properties_nic_receive.log_max_ft_size`: entries per table, log2. Model choice:
+/// 2^16 (Linux fs_ft_pool.c takes table sizes up to this from its pools of 1, 128, 64K, ...).
+pub const FT_LOG_MAX_SIZE: u32 = 16;
+/// `flow_table_properties_nic_receive.log_max_ft_num`: tables, log2. Model choice.
+pub const FT_LOG_MAX_NUM: u32 = 10;
+/// `flow_table_properties_nic_receive.log_max_destination`: destinations per entry, log2.
+/// Model choice.
+pub const FT_LOG_MAX_DESTINATION: u32 = 4;
+
+/// `log_max_current_uc_list` and `log_max_current_mc_list` (see `Caps::connectx5`).
+pub const LOG_MAX_CURRENT_ADDRESS_LIST: u32 = 7;
+
+/// The `flow_table_nic_cap` page: NIC_RX flow tables only (objects/flow/), with the limits
+/// above; entries may be modified (SET_FLOW_TABLE_ENTRY op_mod 1) and the root reset
+/// (SET_FLOW_TABLE_ROOT op_mod 1); no MODIFY_FLOW_TABLE (`flow_table_modify`), no flow
+/// counters, reformat, header modification or VLAN actions. `ft_field_support` (and the
+/// bitmask support: the model compares under any mask) names the outer header fields the
+/// model matches on (objects/flow/group.rs `SUPPORTED_OUTER`; Linux core/lib/fs_ttc.c reads
+/// `outer_ip_version` to match IP versions instead of EtherTypes).
+fn flow_table_nic() -> CapPage {
+    let mut p = CapPage::new();
+    let rx = |f: Field| f.within(flow_table_nic_cap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE);
+    for (f, v) in [
+        (ftp::FT_SUPPORT, 1),
+        (ftp::FLOW_MODIFY_EN, 1),
+        (ftp::MODIFY_ROOT, 1),
+        (ftp::RESET_ROOT_TO_DEFAULT, 1),
+        (ftp::LOG_MAX_FT_SIZE, FT_LOG_MAX_SIZE),
+        (ftp::MAX_FT_LEVEL, FT_MAX_LEVEL),
+        (ftp::LOG_MAX_FT_NUM, FT_LOG_MAX_NUM),
+        (ftp::LOG_MAX_DESTINATION, FT_LOG_MAX_DESTINATION),
+        (ftp::LOG_MAX_FLOW, FT_LOG_MAX_SIZE),
+    ] {
+        p.both(rx(f), v);
+    }
+    for f in [
+        ffs::OUTER_DMAC,
+        ffs::OUTER_SMAC,
+        ffs::OUTER_ETHER_TYPE,
+        ffs::OUTER_IP_VERSION,
+        ffs::OUTER_FIRST_PRIO,
+        ffs::OUTER_FIRST_CFI,
+        ffs::OUTER_FIRST_VID,
+        ffs::OUTER_SIP,
+        ffs::OUTER_DIP,
+        ffs::OUTER_IP_PROTOCOL,
+        ffs::OUTER_UDP_SPORT,
+        ffs::OUTER_UDP_DPORT,
+        ffs::OUTER_TCP_SPORT,
+        ffs::OUTER_TCP_DPORT,
+    ] {
+        p.both(rx(f.within(ftp::FT_FIELD_SUPPORT)), 1);
+        p.both(rx(f.within(ftp::FT_FIELD_BITMASK_SUPPORT)), 1);
+    }
+    // Every step of a lookup goes one level deeper.
+    p.both(
+        flow_table_nic_cap::NIC_RECEIVE_MAX_STEERING_DEPTH,
+        FT_MAX_LEVEL + 1,
+    );
+    p
+}
+/// Log2 of the Ethernet SQs, RQs, TISes and TIRs the device holds (`log_max_sq`,
+/// `log_max_rq`, `log_max_tis`, `log_max_tir`). Model choice: no public source gives a
+/// ConnectX-5's numbers; the SQs and RQs share the QPN space with the QPs (`objects::sq`), so
+/// they are as many as the QPs, and a few hundred TISes and TIRs are more than a driver of
+/// one port with eight traffic classes creates (Linux en_common.c `mlx5e_create_tises`).
+pub const LOG_MAX_SQ_RQ: u32 = LOG_MAX_QP;
+/// Log2 of the TISes and of the TIRs (`log_max_tis`, `log_max_tir`).
+pub const LOG_MAX_TIS_TIR: u32 = 8;
+/// Log2 of the largest Ethernet work queue in strides (`log_max_wq_sz`). Model choice: the
+/// largest QP work queue (`log_max_qp_sz`).
+pub const LOG_MAX_WQ_SZ: u32 = 15;
+
 /// One capability type: its MAX and CUR pages.
 #[derive(Clone)]
 pub struct CapPage {
@@ -95,7 +176,7 @@ impl CapPage {
 }
 
 fn set(page: &mut [u8], field: Field, v: u32) {
-    // The page is 4096 bytes and every declared cap field lies inside its first 256: cannot fail.
+    // The page is 4096 bytes and every declared cap field lies inside it: cannot fail.
     let _ = field.set(page, v);
 }
 
@@ -118,6 +199,10 @@ pub struct Caps {
     pub atomic: CapPage,
     pub roce: CapPage,
     pub general_2: CapPage,
+    /// `flow_table_nic_cap` (cap type FLOW_TABLE).
+    pub flow_table: CapPage,
+    /// `per_protocol_networking_offload_caps` (`MLX5_CAP_ETHERNET_OFFLOADS`).
+    pub eth: CapPage,
 }
 
 /// A settable field and how its new value is checked.
@@ -247,6 +332,26 @@ impl Caps {
         gen.both(g::RETRANSMISSION_Q_COUNTERS, 1);
         gen.both(g::VPORT_COUNTERS, 1);
         gen.both(g::RTS2RTS_QP_COUNTERS_SET_ID, 1);
+        // NIC receive flow tables (objects/flow/, the `flow_table_nic_cap` page) and the
+        // vport's address lists (objects/vport.rs): 2^7 addresses per list. Model choice (a
+        // ConnectX-5's numbers are not public): Linux's default for the unicast list is 128
+        // too (devlink `max_macs`, core/main.c `handle_hca_cap` sets
+        // log_max_current_uc_list to its log when the device lets it).
+        gen.both(g::NIC_FLOW_TABLE, 1);
+        gen.both(g::LOG_MAX_CURRENT_UC_LIST, LOG_MAX_CURRENT_ADDRESS_LIST);
+        gen.both(g::LOG_MAX_CURRENT_MC_LIST, LOG_MAX_CURRENT_ADDRESS_LIST);
+        // The Ethernet queues (objects/tis.rs, sq.rs, rq.rs, tir.rs, wq.rs): Linux reads the
+        // ETHERNET_OFFLOADS page when `eth_net_offloads` is set (core/fw.c
+        // `mlx5_query_hca_caps`). One TIS per SQ (`log_max_tis_per_sq` 0); receive WQs may pad
+        // to the cache line (`end_pad`, set by en/params.c `rq_end_pad_mode`); timestamps are
+        // free-running only (`sq_ts_format` / `rq_ts_format` 0).
+        gen.both(g::ETH_NET_OFFLOADS, 1);
+        gen.both(g::LOG_MAX_SQ, LOG_MAX_SQ_RQ);
+        gen.both(g::LOG_MAX_RQ, LOG_MAX_SQ_RQ);
+        gen.both(g::LOG_MAX_TIS, LOG_MAX_TIS_TIR);
+        gen.both(g::LOG_MAX_TIR, LOG_MAX_TIS_TIR);
+        gen.both(g::LOG_MAX_WQ_SZ, LOG_MAX_WQ_SZ);
+        gen.both(g::END_PAD, 1);
 
         let odp = CapPage::new();
 
@@ -280,12 +385,32 @@ impl Caps {
 
         let general_2 = CapPage::new();
 
+        // Ethernet offloads: checksums only (TX `cs_flags` L3/L4, RX `l3_ok` / `l4_ok` and the
+        // CQE checksum, datapath/eth); no VLAN stripping or insertion, LSO, LRO, RSS,
+        // multi-packet WQEs, tunnels or software parsing. Linux mlx5e wants more before it
+        // makes a netdev (core/dev.c `mlx5_eth_supported`: `vlan_cap`, `max_lso_cap`,
+        // `rss_ind_tbl_cap`), so it makes none on the model.
+        let mut eth = CapPage::new();
+        {
+            use mlx5_prm::per_protocol_networking_offload_caps as e;
+            eth.both(e::CSUM_CAP, 1);
+            // What a ConnectX-5 reports (Linux commit c415f704c827 "net/mlx5: E-Switch,
+            // Correctly deal with inline mode on ConnectX-5": "On ConnectX5 the wqe inline
+            // mode is "none" and hence the FW reports MLX5_CAP_INLINE_MODE_NOT_REQUIRED").
+            eth.both(
+                e::WQE_INLINE_MODE,
+                mlx5_prm::cap_inline_mode::NOT_REQUIRED.into(),
+            );
+        }
+
         Caps {
             general: gen,
             odp,
             atomic,
             roce,
             general_2,
+            flow_table: flow_table_nic(),
+            eth,
         }
     }
 
@@ -297,6 +422,8 @@ impl Caps {
             cap_type::ATOMIC => Some(&self.atomic),
             cap_type::ROCE => Some(&self.roce),
             cap_type::GENERAL_2 => Some(&self.general_2),
+            cap_type::FLOW_TABLE => Some(&self.flow_table),
+            cap_type::ETHERNET_OFFLOADS => Some(&self.eth),
             _ => None,
         }
     }
@@ -308,8 +435,15 @@ impl Caps {
             cap_type::ATOMIC => Some(&mut self.atomic),
             cap_type::ROCE => Some(&mut self.roce),
             cap_type::GENERAL_2 => Some(&mut self.general_2),
+            cap_type::FLOW_TABLE => Some(&mut self.flow_table),
+            cap_type::ETHERNET_OFFLOADS => Some(&mut self.eth),
             _ => None,
         }
+    }
+
+    /// A field of the CURRENT Ethernet offload capabilities.
+    pub fn eth(&self, field: Field) -> u32 {
+        field.get(&self.eth.cur[..]).unwrap_or(0)
     }
 
     /// A field of the CURRENT general capabilities.
@@ -329,7 +463,10 @@ impl Caps {
             cap_type::GENERAL => GENERAL_SETTABLE,
             cap_type::ROCE => ROCE_SETTABLE,
             cap_type::ATOMIC => ATOMIC_SETTABLE,
-            cap_type::ODP | cap_type::GENERAL_2 => &[],
+            cap_type::ODP
+            | cap_type::GENERAL_2
+            | cap_type::ETHERNET_OFFLOADS
+            | cap_type::FLOW_TABLE => &[],
             _ => return Err(SetCapError::UnsupportedType),
         };
         let page = self.page_mut(t).ok_or(SetCapError::UnsupportedType)?;

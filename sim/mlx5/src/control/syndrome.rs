@@ -46,12 +46,16 @@
 //! | 0x5105_0003  | RES_BUSY        | DEALLOC_UAR: an EQ still uses the UAR                     |
 //! | 0x5105_0004  | RES_BUSY        | DEALLOC_UAR: a CQ still uses the UAR                      |
 //! | 0x5105_0005  | RES_BUSY        | DEALLOC_UAR: a QP still uses the UAR                      |
+//! | 0x5105_0006  | RES_BUSY        | DEALLOC_UAR: an Ethernet SQ still uses the UAR            |
 //! | 0x5106_0001  | LIM_ERR         | ALLOC_PD: log_max_pd PDs in use                           |
 //! | 0x5106_0002  | BAD_RES         | DEALLOC_PD: unknown PD                                    |
 //! | 0x5106_0003  | LIM_ERR         | ALLOC_TRANSPORT_DOMAIN: all in use                        |
 //! | 0x5106_0004  | BAD_RES         | DEALLOC_TRANSPORT_DOMAIN: unknown TD                      |
 //! | 0x5106_0005  | RES_BUSY        | DEALLOC_PD: an mkey still belongs to the PD               |
 //! | 0x5106_0006  | RES_BUSY        | DEALLOC_PD: a QP still belongs to the PD                  |
+//! | 0x5106_0007  | RES_BUSY        | DEALLOC_PD: an Ethernet SQ or RQ still belongs to the PD  |
+//! | 0x5106_0008  | RES_BUSY        | DEALLOC_TRANSPORT_DOMAIN: a TIS still names the TD        |
+//! | 0x5106_0009  | RES_BUSY        | DEALLOC_TRANSPORT_DOMAIN: a TIR still names the TD        |
 //! | 0x5107_0001  | LIM_ERR         | CREATE_EQ: log_max_eq EQs in use                          |
 //! | 0x5107_0002  | BAD_PARAM       | CREATE_EQ: log_eq_size above log_max_eq_sz                |
 //! | 0x5107_0003  | BAD_RES         | CREATE_EQ: uar_page is not an allocated UAR               |
@@ -70,10 +74,54 @@
 //! | 0x5108_0006  | BAD_PARAM       | QUERY/SET_ROCE_ADDRESS: vhca_port_num not 0 (or 1 with vHCA ports) |
 //! | 0x5108_0007  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: mtu out of range                |
 //! | 0x5108_0008  | BAD_PARAM       | QUERY_VPORT_COUNTER: port_num not 0/1; QUERY_Q_COUNTER: counter_set_id not 0 nor allocated |
+//! | 0x5108_0009  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: allowed_list_type not UC (0) or MC (1) |
+//! | 0x5108_000a  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: allowed_list_size above 1 << log_max_current_{uc,mc}_list |
+//! | 0x5108_000b  | BAD_INP_LEN     | MODIFY_NIC_VPORT_CONTEXT: input shorter than the address list |
+//! | 0x5108_000c  | BAD_PARAM       | MODIFY_NIC_VPORT_CONTEXT: group MAC in the UC list / unicast MAC in the MC list |
+//! | 0x5108_000d  | BAD_PARAM       | QUERY_NIC_VPORT_CONTEXT: allowed_list_type not UC, MC or VLAN (0-2) |
 //! | 0x5110_0001  | LIM_ERR         | ALLOC_Q_COUNTER: max_qp_cnt sets in use (set 0 included) |
 //! | 0x5110_0002  | BAD_RES         | DEALLOC_Q_COUNTER: set 0 or a set not allocated          |
 //! | 0x5110_0003  | RES_BUSY        | DEALLOC_Q_COUNTER: a QP is still attached to the set     |
 //! | 0x5110_0004  | BAD_PARAM       | QUERY_Q_COUNTER: aggregate set                           |
+//! | 0x5110_0005  | RES_BUSY        | DEALLOC_Q_COUNTER: an Ethernet RQ still counts into the set |
+//! | 0x5120_0001  | BAD_PARAM       | flow commands: other_vport / vport_number set            |
+//! | 0x5120_0002  | BAD_PARAM       | flow commands: table_type not NIC_RX                     |
+//! | 0x5120_0003  | BAD_PARAM       | CREATE_FLOW_TABLE: reformat/decap/sw_owner/termination set |
+//! | 0x5120_0004  | BAD_PARAM       | CREATE_FLOW_TABLE: level above max_ft_level              |
+//! | 0x5120_0005  | BAD_PARAM       | CREATE_FLOW_TABLE: log_size above log_max_ft_size        |
+//! | 0x5120_0006  | BAD_PARAM       | CREATE_FLOW_TABLE: miss action unknown, miss table unknown or not deeper |
+//! | 0x5120_0007  | LIM_ERR         | CREATE_FLOW_TABLE: 1 << log_max_ft_num tables exist      |
+//! | 0x5120_0008  | BAD_RES         | flow commands: unknown table_id                          |
+//! | 0x5120_0009  | RES_BUSY        | DESTROY_FLOW_TABLE: the table still has a group          |
+//! | 0x5120_000a  | RES_BUSY        | DESTROY_FLOW_TABLE: an entry or a miss of another table goes to it |
+//! | 0x5120_000b  | RES_BUSY        | DESTROY_TIR: a flow table entry forwards to the TIR      |
+//! | 0x5121_0001  | BAD_PARAM       | CREATE_FLOW_GROUP: group_type / match definer / e-switch owner set |
+//! | 0x5121_0002  | BAD_PARAM       | CREATE_FLOW_GROUP: start > end, or end beyond the table  |
+//! | 0x5121_0003  | BAD_PARAM       | CREATE_FLOW_GROUP: indexes overlap another group's       |
+//! | 0x5121_0004  | BAD_PARAM       | CREATE_FLOW_GROUP: match criteria the model does not evaluate |
+//! | 0x5121_0005  | LIM_ERR         | CREATE_FLOW_GROUP: no group id left                      |
+//! | 0x5121_0006  | BAD_RES         | DESTROY_FLOW_GROUP: unknown group_id in the table        |
+//! | 0x5121_0007  | RES_BUSY        | DESTROY_FLOW_GROUP: an entry of the group exists         |
+//! | 0x5122_0001  | BAD_PARAM       | SET_FLOW_TABLE_ENTRY: op_mod not 0 (create) or 1 (modify) |
+//! | 0x5122_0002  | BAD_PARAM       | SET_FLOW_TABLE_ENTRY: flow_index outside its group       |
+//! | 0x5122_0003  | BAD_PARAM       | SET_FLOW_TABLE_ENTRY: group_id not a group of the table (or changed by a modify) |
+//! | 0x5122_0004  | BAD_PARAM       | SET_FLOW_TABLE_ENTRY: create at an index that has an entry |
+//! | 0x5122_0005  | BAD_PARAM       | SET_FLOW_TABLE_ENTRY: action not FWD_DEST nor DROP       |
+//! | 0x5122_0006  | BAD_PARAM       | SET_FLOW_TABLE_ENTRY: destination count 0 / too many / with DROP |
+//! | 0x5122_0007  | BAD_INP_LEN     | SET_FLOW_TABLE_ENTRY: input shorter than the destination list |
+//! | 0x5122_0008  | BAD_PARAM       | SET_FLOW_TABLE_ENTRY: destination type not TIR / FLOW_TABLE, or a table among others |
+//! | 0x5122_0009  | BAD_RES         | SET_FLOW_TABLE_ENTRY: destination TIR unknown            |
+//! | 0x5122_000a  | BAD_RES         | SET_FLOW_TABLE_ENTRY: destination table unknown          |
+//! | 0x5122_000b  | BAD_PARAM       | SET_FLOW_TABLE_ENTRY: destination table not deeper       |
+//! | 0x5122_000c  | BAD_RES         | SET(modify)/DELETE_FLOW_TABLE_ENTRY: no entry at flow_index |
+//! | 0x5122_000d  | BAD_PARAM       | SET_FLOW_TABLE_ENTRY: counters, reformat, header modify, VLAN push, extended destination, ignore_flow_level |
+//! | 0x5123_0001  | BAD_PARAM       | SET_FLOW_TABLE_ROOT: op_mod not 0 (connect) or 1 (disconnect) |
+//! | 0x5123_0002  | BAD_PARAM       | SET_FLOW_TABLE_ROOT: underlay_qpn / other vport's table / e-switch owner set |
+//!
+//! The Ethernet queue objects have their syndromes in their modules:
+//! [`crate::objects::tis::syndrome`] (0x5210), [`crate::objects::sq::syndrome`] (0x5211),
+//! [`crate::objects::rq::syndrome`] (0x5212), [`crate::objects::tir::syndrome`] (0x5213) and
+//! the work queue both queues are built on, [`crate::objects::wq::syndrome`] (0x5214).
 //!
 //! Releasing an object another object still names fails with RES_BUSY, which Linux turns into
 //! -EBUSY (drivers/net/ethernet/mellanox/mlx5/core/cmd.c `cmd_status_to_err`; rdma-core
@@ -83,8 +131,10 @@
 //! (`cleanup_retryable`; devx `devx_obj_cleanup` passes the firmware status through
 //! `ib_is_destroy_retryable`), so a CQ is only destroyed after its QPs, a PD after its QPs and
 //! mkeys, an EQ after its CQs and a UAR after the queues that ring through it. Transport
-//! domains are named only by TIS/TIR contexts (`tisc.transport_domain`), which the model does
-//! not implement, so DEALLOC_TRANSPORT_DOMAIN has nothing to be busy with.
+//! domains are named by TIS and TIR contexts (`tisc.transport_domain`,
+//! `tirc.transport_domain`); Linux releases the transport domain after its TISes
+//! (drivers/net/ethernet/mellanox/mlx5/core/en_common.c `mlx5e_destroy_mdev_resources`), and
+//! the model refuses it before, as every other release of an object still named.
 
 pub const BAD_OPCODE: u32 = 0x5100_0001;
 pub const INLEN_SHORT: u32 = 0x5100_0002;
@@ -127,12 +177,16 @@ pub const UAR_UNKNOWN: u32 = 0x5105_0002;
 pub const UAR_BUSY: u32 = 0x5105_0003;
 pub const UAR_BUSY_CQ: u32 = 0x5105_0004;
 pub const UAR_BUSY_QP: u32 = 0x5105_0005;
+pub const UAR_BUSY_SQ: u32 = 0x5105_0006;
 pub const PD_EXHAUSTED: u32 = 0x5106_0001;
 pub const PD_UNKNOWN: u32 = 0x5106_0002;
 pub const TD_EXHAUSTED: u32 = 0x5106_0003;
 pub const TD_UNKNOWN: u32 = 0x5106_0004;
 pub const PD_BUSY_MKEY: u32 = 0x5106_0005;
 pub const PD_BUSY_QP: u32 = 0x5106_0006;
+pub const PD_BUSY_WQ: u32 = 0x5106_0007;
+pub const TD_BUSY_TIS: u32 = 0x5106_0008;
+pub const TD_BUSY_TIR: u32 = 0x5106_0009;
 pub const EQ_EXHAUSTED: u32 = 0x5107_0001;
 pub const EQ_TOO_BIG: u32 = 0x5107_0002;
 pub const EQ_BAD_UAR: u32 = 0x5107_0003;
@@ -155,3 +209,42 @@ pub const Q_COUNTER_LIMIT: u32 = 0x5110_0001;
 pub const Q_COUNTER_UNKNOWN: u32 = 0x5110_0002;
 pub const Q_COUNTER_BUSY: u32 = 0x5110_0003;
 pub const Q_COUNTER_AGGREGATE: u32 = 0x5110_0004;
+pub const Q_COUNTER_BUSY_RQ: u32 = 0x5110_0005;
+pub const VPORT_LIST_TYPE: u32 = 0x5108_0009;
+pub const VPORT_LIST_SIZE: u32 = 0x5108_000a;
+pub const VPORT_LIST_INLEN: u32 = 0x5108_000b;
+pub const VPORT_LIST_ADDRESS: u32 = 0x5108_000c;
+pub const VPORT_QUERY_LIST_TYPE: u32 = 0x5108_000d;
+pub const FLOW_OTHER_VPORT: u32 = 0x5120_0001;
+pub const FLOW_TABLE_TYPE: u32 = 0x5120_0002;
+pub const FT_UNSUPPORTED: u32 = 0x5120_0003;
+pub const FT_LEVEL: u32 = 0x5120_0004;
+pub const FT_LOG_SIZE: u32 = 0x5120_0005;
+pub const FT_MISS: u32 = 0x5120_0006;
+pub const FT_EXHAUSTED: u32 = 0x5120_0007;
+pub const FT_UNKNOWN: u32 = 0x5120_0008;
+pub const FT_BUSY_GROUP: u32 = 0x5120_0009;
+pub const FT_BUSY_REFERENCED: u32 = 0x5120_000a;
+pub const TIR_BUSY_STEERED: u32 = 0x5120_000b;
+pub const FG_UNSUPPORTED: u32 = 0x5121_0001;
+pub const FG_RANGE: u32 = 0x5121_0002;
+pub const FG_OVERLAP: u32 = 0x5121_0003;
+pub const FG_CRITERIA: u32 = 0x5121_0004;
+pub const FG_EXHAUSTED: u32 = 0x5121_0005;
+pub const FG_UNKNOWN: u32 = 0x5121_0006;
+pub const FG_BUSY: u32 = 0x5121_0007;
+pub const FTE_OP_MOD: u32 = 0x5122_0001;
+pub const FTE_INDEX: u32 = 0x5122_0002;
+pub const FTE_GROUP: u32 = 0x5122_0003;
+pub const FTE_EXISTS: u32 = 0x5122_0004;
+pub const FTE_ACTION: u32 = 0x5122_0005;
+pub const FTE_DEST_COUNT: u32 = 0x5122_0006;
+pub const FTE_INLEN: u32 = 0x5122_0007;
+pub const FTE_DEST_TYPE: u32 = 0x5122_0008;
+pub const FTE_DEST_TIR: u32 = 0x5122_0009;
+pub const FTE_DEST_TABLE: u32 = 0x5122_000a;
+pub const FTE_DEST_LEVEL: u32 = 0x5122_000b;
+pub const FTE_UNKNOWN: u32 = 0x5122_000c;
+pub const FTE_UNSUPPORTED: u32 = 0x5122_000d;
+pub const ROOT_OP_MOD: u32 = 0x5123_0001;
+pub const ROOT_UNSUPPORTED: u32 = 0x5123_0002;

@@ -20,6 +20,7 @@ pub mod doorbell;
 pub mod eth;
 pub mod mw;
 pub mod rc;
+pub(crate) mod steer;
 pub mod umr;
 pub mod wqe;
 
@@ -38,6 +39,7 @@ use crate::memory::GuestMemory;
 use crate::objects::cq::Cqe;
 use crate::objects::mr::{MrFault, Resolved};
 use crate::objects::qp::{read_dbr, read_dbr_in, Qp};
+use crate::wire::Arrival;
 use rc::{SlotKind, WrSlot};
 
 const QPN_MASK: u32 = 0xff_ffff;
@@ -74,6 +76,8 @@ pub mod vendor {
     pub const FLUSH: u8 = 0x0d;
     /// The responder's rkey check failed (responder-side CQE of WRITE with immediate).
     pub const RKEY_VIOLATION: u8 = 0x0e;
+    /// An Ethernet send WQE inlines fewer header bytes than its SQ's minimum inline mode.
+    pub const INLINE_HEADERS: u8 = 0x0f;
 }
 
 pub(crate) fn lkey_vendor(f: MrFault) -> u8 {
@@ -132,15 +136,24 @@ pub(crate) fn sq_doorbell(
     match hca.objects.qps.get(qpn) {
         Some(q) if q.uar == uar_index => Some(qpn),
         _ => {
-            sq_doorbell_ignored(hca, uar_index, offset, value);
+            sq_doorbell_other(hca, uar_index, offset, value);
             None
         }
     }
 }
 
-/// Traces why a doorbell rang no send queue: no QP of its number, or one of another UAR page.
+/// A doorbell that rings no QP: an Ethernet SQ's ([`eth::tx::doorbell`], which runs it at
+/// once: an SQ keeps no BlueFlame record), or nobody's.
 #[cold]
 #[inline(never)]
+fn sq_doorbell_other(hca: &mut Dp<'_>, uar_index: u32, offset: u32, value: u64) {
+    let qpn = ((value as u32) >> 8) & QPN_MASK;
+    if !eth::tx::doorbell(hca, uar_index, qpn) {
+        sq_doorbell_ignored(hca, uar_index, offset, value);
+    }
+}
+
+/// Traces why a doorbell rang no send queue: no QP of its number, or one of another UAR page.
 fn sq_doorbell_ignored(hca: &mut Dp<'_>, uar_index: u32, offset: u32, value: u64) {
     let qpn = ((value as u32) >> 8) & QPN_MASK;
     match hca.objects.qps.get(qpn) {
@@ -188,7 +201,10 @@ pub fn poll_wire(hca: &mut Dp<'_>) {
         let Some(a) = hca.port.recv() else {
             break;
         };
-        rc::arrive(hca, a);
+        match a {
+            Arrival::Eth(frame) => steer::arrive(hca, &frame),
+            a => rc::arrive(hca, a),
+        }
         run(hca);
     }
     rc::timers(hca);

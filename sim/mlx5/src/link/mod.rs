@@ -60,7 +60,10 @@ mod stream;
 
 pub use chan::{ChanLink, LoopbackLink};
 pub use fault::{FaultEvents, FaultInjector, FaultSpec, FaultSpecError};
-pub use port::{check_rx, FramePort, PcapTap, PortConfig, RxDrop, RxPacket, RX_BUDGET};
+pub(crate) use port::count_eth_class;
+pub use port::{
+    check_rx, classify, FramePort, PcapTap, PortConfig, Received, Rx, RxDrop, RxPacket, RX_BUDGET,
+};
 pub use server::ServerLink;
 pub use stream::{StreamAddr, StreamLink, StreamListener};
 

@@ -10,9 +10,13 @@
 //! 1. shorter than an Ethernet header: [`RxDrop::Malformed`];
 //! 2. destination MAC neither the port's nor a group (multicast/broadcast, I/G bit set):
 //!    [`RxDrop::WrongDstMac`] — the MAC filter of any NIC;
-//! 3. not RoCEv2 (ARP, IPv6 ND, TCP, UDP to another port, ...): [`RxDrop::NotRoce`]. The
-//!    model has no Ethernet receive queue and answers no ARP yet; these frames are also
-//!    counted in the `received_eth_*` classes;
+//! 3. not RoCEv2 (ARP, IPv6 ND, TCP, UDP to another port, ...): [`RxDrop::NotRoce`]. These
+//!    are Ethernet traffic, not a RoCE frame: [`classify`] hands them on
+//!    ([`Rx::Eth`], [`FramePort::recv_any`]) to the HCA's Ethernet receive path (vport address
+//!    filter, NIC receive steering: crate::datapath::steer), whatever their destination MAC
+//!    (the vport filter judges it, promiscuous modes included). [`FramePort::recv`], for a
+//!    port with no Ethernet receiver, drops them: counted as [`RxDrop::NotRoce`] and in the
+//!    `received_eth_*` classes (to the port's MAC or a group), or as [`RxDrop::WrongDstMac`];
 //! 4. claims RoCEv2 but does not decode ([`crate::roce::decode`]): [`RxDrop::Malformed`];
 //! 5. destination IP not one of the port's addresses (when the port has any; multicast IPs
 //!    pass): [`RxDrop::WrongDstIp`] — rxe_recv.c `rxe_chk_dgid`;
@@ -245,6 +249,55 @@ pub fn check_rx(frame: &[u8], cfg: &PortConfig) -> Result<(RoceHeaders, Range<us
     Ok((h, start..start + f.payload.len()))
 }
 
+/// What [`classify`] makes of a frame that is not dropped.
+// RoCE frames are the common case on the data path: boxing their headers would cost an
+// allocation per packet to shrink the rare `Eth` (as roce::Frame does).
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rx {
+    /// A RoCEv2 frame for this port that passed every check: its headers and where its
+    /// payload lies ([`check_rx`]).
+    Roce(RoceHeaders, Range<usize>),
+    /// An Ethernet frame that is not RoCEv2 (ARP, IP, any EtherType), to any destination MAC:
+    /// the vport's address filter and the NIC receive steering judge it.
+    Eth,
+}
+
+/// Judges one received frame as the HCA's port does: [`check_rx`], except that a frame that
+/// is not RoCEv2 ([`RxDrop::NotRoce`], or a frame to another unicast MAC that decodes as
+/// something other than RoCEv2) is Ethernet traffic ([`Rx::Eth`]) rather than a drop. A
+/// frame to another MAC that claims to be RoCEv2, or does not decode at all, is still
+/// [`RxDrop::WrongDstMac`], as before.
+pub fn classify(frame: &[u8], cfg: &PortConfig) -> Result<Rx, RxDrop> {
+    match check_rx(frame, cfg) {
+        Ok((h, payload)) => Ok(Rx::Roce(h, payload)),
+        Err(RxDrop::NotRoce { .. }) => Ok(Rx::Eth),
+        Err(RxDrop::WrongDstMac(_)) if matches!(decode(frame), Ok(Frame::Other(_))) => Ok(Rx::Eth),
+        Err(d) => Err(d),
+    }
+}
+
+/// Counts a non-RoCE frame (at least an Ethernet header) the vport takes in its
+/// `received_eth_*` class ([`Counter::eth_class`]): packets and octets.
+pub(crate) fn count_eth_class(counters: &PortCounters, frame: &[u8]) {
+    let mut dst = [0u8; 6];
+    dst.copy_from_slice(&frame[..6]);
+    let (packets, octets) = Counter::eth_class(&dst, true);
+    counters.bump(packets);
+    counters.add(octets, frame.len() as u64);
+}
+
+/// What [`FramePort::recv_any`] passes on.
+// As [`Rx`]: RoCE packets are the common case, not boxed.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// A RoCEv2 frame that passed every check.
+    Roce(RxPacket),
+    /// An Ethernet frame that is not RoCEv2 ([`Rx::Eth`]), whole.
+    Eth(Vec<u8>),
+}
+
 /// A pcap capture shared by whoever holds a clone (both directions of a port, or several
 /// ports writing one file). Classic pcap, microsecond timestamps, link type Ethernet.
 #[derive(Clone)]
@@ -472,8 +525,8 @@ impl FramePort {
         self.faults.as_ref().map_or(0, |f| f.held())
     }
 
-    /// Counts a received frame and judges it.
-    fn judge(&self, frame: Vec<u8>) -> Option<RxPacket> {
+    /// Counts a received frame and judges it ([`classify`]).
+    fn judge(&self, frame: Vec<u8>) -> Option<Received> {
         let c = &self.counters;
         let len = frame.len() as u64;
         c.bump(Counter::RxFrames);
@@ -483,8 +536,9 @@ impl FramePort {
                 c.bump(Counter::PcapErrors);
             }
         }
-        match check_rx(&frame, &self.cfg) {
-            Ok((hdrs, payload)) => {
+        match classify(&frame, &self.cfg) {
+            Ok(Rx::Eth) => Some(Received::Eth(frame)),
+            Ok(Rx::Roce(hdrs, payload)) => {
                 let (f, b) = if is_group(&frame) {
                     (
                         Counter::RxRoceMulticastFrames,
@@ -495,37 +549,62 @@ impl FramePort {
                 };
                 c.bump(f);
                 c.add(b, len);
-                Some(RxPacket {
+                Some(Received::Roce(RxPacket {
                     hdrs,
                     payload,
                     bytes: frame,
-                })
+                }))
             }
             Err(d) => {
                 c.bump(d.counter());
-                if let RxDrop::NotRoce { .. } = d {
-                    c.bump(if frame[..6] == [0xff; 6] {
-                        Counter::RxEthBroadcastFrames
-                    } else if is_group(&frame) {
-                        Counter::RxEthMulticastFrames
-                    } else {
-                        Counter::RxEthUnicastFrames
-                    });
+                None
+            }
+        }
+    }
+
+    /// [`FramePort::judge`] for a port with no Ethernet receiver: a frame that is not RoCEv2
+    /// is dropped, counted as [`RxDrop::WrongDstMac`] when it is to another unicast MAC, else
+    /// as [`RxDrop::NotRoce`] and in its `received_eth_*` class.
+    fn judge_roce(&self, frame: Vec<u8>) -> Option<RxPacket> {
+        match self.judge(frame)? {
+            Received::Roce(p) => Some(p),
+            Received::Eth(f) => {
+                let c = &self.counters;
+                if !is_group(&f) && f[..6] != self.cfg.mac {
+                    c.bump(Counter::RxDropWrongDstMac);
+                } else {
+                    c.bump(Counter::RxDropNotRoce);
+                    count_eth_class(c, &f);
                 }
                 None
             }
         }
     }
 
-    /// The next RoCEv2 frame for this port that passed the checks, if one is there now.
-    /// Frames failing a check are counted and skipped (at most [`RX_BUDGET`] frames per call).
-    /// A link error is counted and returned; the link is down afterwards if
-    /// [`LinkError::is_fatal`]. Never blocks.
+    /// The next frame for this port, if one is there now: a RoCEv2 frame that passed the
+    /// checks, or an Ethernet frame that is not RoCEv2 ([`classify`]). Frames failing a check
+    /// are counted and skipped (at most [`RX_BUDGET`] frames per call). A link error is
+    /// counted and returned; the link is down afterwards if [`LinkError::is_fatal`]. Never
+    /// blocks.
+    pub fn recv_any(&mut self) -> Result<Option<Received>, LinkError> {
+        self.recv_with(Self::judge)
+    }
+
+    /// The next RoCEv2 frame for this port that passed the checks, if one is there now: as
+    /// [`FramePort::recv_any`], for a port with no Ethernet receiver (frames that are not
+    /// RoCEv2 are dropped and counted).
     pub fn recv(&mut self) -> Result<Option<RxPacket>, LinkError> {
+        self.recv_with(Self::judge_roce)
+    }
+
+    fn recv_with<T>(
+        &mut self,
+        judge: impl Fn(&Self, Vec<u8>) -> Option<T>,
+    ) -> Result<Option<T>, LinkError> {
         for _ in 0..RX_BUDGET {
             match self.link.recv() {
                 Ok(Some(f)) => {
-                    if let Some(p) = self.judge(f) {
+                    if let Some(p) = judge(self, f) {
                         return Ok(Some(p));
                     }
                 }
@@ -544,7 +623,7 @@ impl FramePort {
         loop {
             match self.link.recv_deadline(deadline) {
                 Ok(Some(f)) => {
-                    if let Some(p) = self.judge(f) {
+                    if let Some(p) = self.judge_roce(f) {
                         return Ok(Some(p));
                     }
                 }

@@ -1,5 +1,7 @@
 //! The NIC vport: its state (QUERY_VPORT_STATE), context (QUERY/MODIFY_NIC_VPORT_CONTEXT:
-//! roce_en, mtu, permanent MAC) and the RoCE address (GID) table (QUERY/SET_ROCE_ADDRESS).
+//! roce_en, mtu, permanent MAC, the unicast / multicast address lists and the promiscuous
+//! modes of its receive address filter) and the RoCE address (GID) table
+//! (QUERY/SET_ROCE_ADDRESS).
 //!
 //! The GID table starts empty: firmware does not invent GIDs. The driver programs every entry
 //! (Linux lib/gid.c mlx5_core_roce_gid_set: source_l3_address = the GID, source MAC, roce_version
@@ -15,10 +17,11 @@ use crate::control::syndrome;
 use crate::objects::Objects;
 use crate::wire::Port;
 use mlx5_prm::{
-    cmd_status, linux_layout, modify_nic_vport_context_in, modify_nic_vport_field_select,
-    nic_vport_context, query_nic_vport_context_out, query_roce_address_in, query_roce_address_out,
-    query_vport_counter_in, query_vport_counter_out, query_vport_state_in, query_vport_state_out,
-    roce_addr_layout, set_roce_address_in, Field,
+    cmd_hca_cap, cmd_status, linux_layout, mac_address_layout, modify_nic_vport_context_in,
+    modify_nic_vport_field_select, nic_vport_context, nic_vport_list_type,
+    query_nic_vport_context_in, query_nic_vport_context_out, query_roce_address_in,
+    query_roce_address_out, query_vport_counter_in, query_vport_counter_out, query_vport_state_in,
+    query_vport_state_out, roce_addr_layout, set_roce_address_in, Field,
 };
 
 /// `VPORT_STATE_UP` (Linux device.h:1135).
@@ -42,6 +45,44 @@ pub const DEFAULT_HW_MTU: u32 = 1522;
 /// One entry of the RoCE address table: the raw `roce_addr_layout`.
 type RoceAddr = [u8; roce_addr_layout::BYTES];
 
+/// The vport's receive address filter: the unicast and multicast address lists and the
+/// promiscuous modes (MODIFY_NIC_VPORT_CONTEXT `field_select.addresses_list` / `.promisc`, as
+/// Linux core/vport.c `mlx5_modify_nic_vport_mac_list` / `mlx5_modify_nic_vport_promisc` set
+/// them for mlx5e, core/en_fs.c `mlx5e_vport_context_update`: the UC list starts with the
+/// port's own address, the MC list with broadcast). An Ethernet frame reaches the vport's flow
+/// tables only when its destination MAC is in the list of its kind or a promiscuous mode takes
+/// it, as the e-switch forwards to a vport only the addresses of its lists (Linux eswitch.c
+/// `esw_apply_vport_addr_list`, "Apply vport UC/MC list to HW l2 table and FDB table"; model
+/// choice for this function, which has no e-switch: the same filter). Power-on: empty lists,
+/// no promiscuous mode, so no Ethernet frame is received until the driver sets them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AddressFilter {
+    /// Unicast addresses (`allowed_list_type` UC).
+    pub uc: Vec<[u8; 6]>,
+    /// Multicast addresses, broadcast included (`allowed_list_type` MC).
+    pub mc: Vec<[u8; 6]>,
+    /// `promisc_uc`: every unicast destination.
+    pub promisc_uc: bool,
+    /// `promisc_mc`: every multicast destination (mlx5e's allmulti).
+    pub promisc_mc: bool,
+    /// `promisc_all`: every frame.
+    pub promisc_all: bool,
+}
+
+impl AddressFilter {
+    /// Whether a frame to `dmac` passes.
+    pub fn accepts(&self, dmac: &[u8; 6]) -> bool {
+        if self.promisc_all {
+            return true;
+        }
+        if dmac[0] & 1 != 0 {
+            self.promisc_mc || self.mc.contains(dmac)
+        } else {
+            self.promisc_uc || self.uc.contains(dmac)
+        }
+    }
+}
+
 /// NIC vport state.
 #[derive(Clone, Debug)]
 pub struct Vport {
@@ -49,6 +90,7 @@ pub struct Vport {
     mtu: u32,
     mac: [u8; 6],
     gids: Vec<Option<RoceAddr>>,
+    filter: AddressFilter,
 }
 
 impl Vport {
@@ -59,7 +101,19 @@ impl Vport {
             mtu: DEFAULT_HW_MTU,
             mac,
             gids: vec![None; ROCE_ADDRESS_TABLE_SIZE as usize],
+            filter: AddressFilter::default(),
         }
+    }
+
+    /// The receive address filter.
+    pub fn filter(&self) -> &AddressFilter {
+        &self.filter
+    }
+
+    /// The receive address filter, to set directly (tests of what comes after it).
+    #[cfg(test)]
+    pub(crate) fn filter_mut(&mut self) -> &mut AddressFilter {
+        &mut self.filter
     }
 
     /// The permanent MAC.
@@ -251,14 +305,43 @@ pub(crate) fn cmd_query_nic_vport_context(
         linux_layout::nic_vport_context::PERMANENT_ADDRESS_MAC_31_0,
         u32::from_be_bytes([m[2], m[3], m[4], m[5]]),
     );
+    let f = &objects.vport.filter;
+    put(ctx, nic_vport_context::PROMISC_UC, f.promisc_uc.into());
+    put(ctx, nic_vport_context::PROMISC_MC, f.promisc_mc.into());
+    put(ctx, nic_vport_context::PROMISC_ALL, f.promisc_all.into());
+    // The address list the input asks for, after the context (Linux core/vport.c
+    // `mlx5_query_nic_vport_mac_list`), as many entries as the output holds; allowed_list_size
+    // says how many are there.
+    // The VLAN list is always empty (MODIFY refuses to set one).
+    let ty = get(input, query_nic_vport_context_in::ALLOWED_LIST_TYPE) as u8;
+    let list: &[[u8; 6]] = match ty {
+        nic_vport_list_type::UC => &f.uc,
+        nic_vport_list_type::MC => &f.mc,
+        nic_vport_list_type::VLAN => &[],
+        _ => return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_QUERY_LIST_TYPE),
+    };
+    let first = at + nic_vport_context::CURRENT_UC_MAC_ADDRESS.byte_offset();
+    let room = out.len().saturating_sub(first) / mac_address_layout::BYTES;
+    let n = list.len().min(room);
+    for (i, mac) in list[..n].iter().enumerate() {
+        // The 6 bytes in wire order at byte 2 of the entry (core/vport.c copies `+ 2`).
+        let e = first + i * mac_address_layout::BYTES + 2;
+        out[e..e + 6].copy_from_slice(mac);
+    }
+    let ctx = &mut out[at..at + nic_vport_context::BYTES];
+    put(ctx, nic_vport_context::ALLOWED_LIST_TYPE, ty.into());
+    put(ctx, nic_vport_context::ALLOWED_LIST_SIZE, n as u32);
     Ok(())
 }
 
-/// MODIFY_NIC_VPORT_CONTEXT (0x755): `field_select.roce_en` and `field_select.mtu` are
-/// honoured; every other selector names a feature this vport does not have (address lists,
-/// promiscuous modes, GUIDs, the permanent address of another function) and is refused.
+/// MODIFY_NIC_VPORT_CONTEXT (0x755): `field_select.roce_en`, `.mtu`, `.addresses_list`
+/// (the unicast or multicast list, Linux core/vport.c `mlx5_modify_nic_vport_mac_list`) and
+/// `.promisc` (`mlx5_modify_nic_vport_promisc`) are honoured; every other selector names a
+/// feature this vport does not have (VLAN lists, GUIDs, the permanent address of another
+/// function, ...) and is refused. Checked before anything changes, so a refused command
+/// changes nothing.
 pub(crate) fn cmd_modify_nic_vport_context(
-    _caps: &Caps,
+    caps: &Caps,
     objects: &mut Objects,
     input: &[u8],
     _out: &mut [u8],
@@ -269,6 +352,8 @@ pub(crate) fn cmd_modify_nic_vport_context(
     let supported = [
         modify_nic_vport_field_select::ROCE_EN,
         modify_nic_vport_field_select::MTU,
+        modify_nic_vport_field_select::ADDRESSES_LIST,
+        modify_nic_vport_field_select::PROMISC,
     ];
     let mut mask = [0u8; 4];
     for f in supported {
@@ -279,17 +364,76 @@ pub(crate) fn cmd_modify_nic_vport_context(
     }
     let ctx_at = modify_nic_vport_context_in::NIC_VPORT_CONTEXT.byte_offset();
     let ctx = &input[ctx_at..ctx_at + nic_vport_context::BYTES];
+    let mtu = get(ctx, linux_layout::nic_vport_context::MTU);
+    if get(fs, modify_nic_vport_field_select::MTU) != 0 && mtu == 0 {
+        return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_MTU);
+    }
+    let list = if get(fs, modify_nic_vport_field_select::ADDRESSES_LIST) != 0 {
+        Some(address_list(caps, input)?)
+    } else {
+        None
+    };
+    let v = &mut objects.vport;
     if get(fs, modify_nic_vport_field_select::MTU) != 0 {
-        let mtu = get(ctx, linux_layout::nic_vport_context::MTU);
-        if mtu == 0 {
-            return fail(cmd_status::BAD_PARAM_ERR, syndrome::VPORT_MTU);
-        }
-        objects.vport.mtu = mtu;
+        v.mtu = mtu;
     }
     if get(fs, modify_nic_vport_field_select::ROCE_EN) != 0 {
-        objects.vport.roce_en = get(ctx, nic_vport_context::ROCE_EN) != 0;
+        v.roce_en = get(ctx, nic_vport_context::ROCE_EN) != 0;
+    }
+    match list {
+        Some((nic_vport_list_type::UC, l)) => v.filter.uc = l,
+        Some((_, l)) => v.filter.mc = l,
+        None => {}
+    }
+    if get(fs, modify_nic_vport_field_select::PROMISC) != 0 {
+        v.filter.promisc_uc = get(ctx, nic_vport_context::PROMISC_UC) != 0;
+        v.filter.promisc_mc = get(ctx, nic_vport_context::PROMISC_MC) != 0;
+        v.filter.promisc_all = get(ctx, nic_vport_context::PROMISC_ALL) != 0;
     }
     Ok(())
+}
+
+/// The address list of a MODIFY_NIC_VPORT_CONTEXT with `field_select.addresses_list`: its
+/// type (UC or MC; a VLAN list is not modelled) and its addresses, at most
+/// `1 << log_max_current_uc_list` / `log_max_current_mc_list` (Linux core/vport.c
+/// `mlx5_modify_nic_vport_mac_list` checks the same), each after the fixed input as a
+/// `mac_address_layout` (the address at its byte 2). Model choice: a group address in the
+/// unicast list or a unicast one in the multicast list is refused.
+fn address_list(
+    caps: &Caps,
+    input: &[u8],
+) -> Result<(u8, Vec<[u8; 6]>), crate::control::result::CmdError> {
+    use crate::control::result::bad_param;
+    let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
+    let ty = get(input, nic_vport_context::ALLOWED_LIST_TYPE.within(ctx)) as u8;
+    let log_max = match ty {
+        nic_vport_list_type::UC => caps.general(cmd_hca_cap::LOG_MAX_CURRENT_UC_LIST),
+        nic_vport_list_type::MC => caps.general(cmd_hca_cap::LOG_MAX_CURRENT_MC_LIST),
+        _ => return Err(bad_param(syndrome::VPORT_LIST_TYPE)),
+    };
+    let n = get(input, nic_vport_context::ALLOWED_LIST_SIZE.within(ctx)) as usize;
+    if n > 1 << log_max {
+        return Err(bad_param(syndrome::VPORT_LIST_SIZE));
+    }
+    let first = ctx.byte_offset() + nic_vport_context::CURRENT_UC_MAC_ADDRESS.byte_offset();
+    let each = mac_address_layout::BYTES;
+    let Some(raw) = input.get(first..first + n * each) else {
+        return Err(crate::control::result::err(
+            cmd_status::BAD_INP_LEN_ERR,
+            syndrome::VPORT_LIST_INLEN,
+        ));
+    };
+    let mut list = Vec::with_capacity(n);
+    for e in raw.chunks_exact(each) {
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&e[2..8]);
+        let group = mac[0] & 1 != 0;
+        if group != (ty == nic_vport_list_type::MC) {
+            return Err(bad_param(syndrome::VPORT_LIST_ADDRESS));
+        }
+        list.push(mac);
+    }
+    Ok((ty, list))
 }
 
 fn gid_index(
@@ -373,4 +517,192 @@ pub(crate) fn cmd_set_roce_address(
     let ips = objects.vport.roce_v2_ips();
     port.set_ips(ips);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::result::CmdError;
+    use mlx5_prm::query_nic_vport_context_in;
+
+    const MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
+
+    /// MODIFY_NIC_VPORT_CONTEXT with an address list, as Linux core/vport.c
+    /// `mlx5_modify_nic_vport_mac_list` builds it.
+    fn list_input(ty: u8, macs: &[[u8; 6]]) -> Vec<u8> {
+        let mut i = vec![0u8; modify_nic_vport_context_in::BYTES + macs.len() * 8];
+        let fs = modify_nic_vport_context_in::FIELD_SELECT;
+        put(
+            &mut i,
+            modify_nic_vport_field_select::ADDRESSES_LIST.within(fs),
+            1,
+        );
+        let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
+        put(
+            &mut i,
+            nic_vport_context::ALLOWED_LIST_TYPE.within(ctx),
+            ty.into(),
+        );
+        put(
+            &mut i,
+            nic_vport_context::ALLOWED_LIST_SIZE.within(ctx),
+            macs.len() as u32,
+        );
+        let first = ctx.byte_offset() + nic_vport_context::CURRENT_UC_MAC_ADDRESS.byte_offset();
+        for (k, m) in macs.iter().enumerate() {
+            i[first + k * 8 + 2..first + k * 8 + 8].copy_from_slice(m);
+        }
+        i
+    }
+
+    /// MODIFY_NIC_VPORT_CONTEXT of the promiscuous modes (`mlx5_modify_nic_vport_promisc`).
+    fn promisc_input(uc: bool, mc: bool, all: bool) -> Vec<u8> {
+        let mut i = vec![0u8; modify_nic_vport_context_in::BYTES];
+        let fs = modify_nic_vport_context_in::FIELD_SELECT;
+        put(&mut i, modify_nic_vport_field_select::PROMISC.within(fs), 1);
+        let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
+        put(&mut i, nic_vport_context::PROMISC_UC.within(ctx), uc.into());
+        put(&mut i, nic_vport_context::PROMISC_MC.within(ctx), mc.into());
+        put(
+            &mut i,
+            nic_vport_context::PROMISC_ALL.within(ctx),
+            all.into(),
+        );
+        i
+    }
+
+    fn modify(objects: &mut Objects, input: &[u8]) -> Result<(), CmdError> {
+        cmd_modify_nic_vport_context(&Caps::connectx5(), objects, input, &mut [0; 16])
+    }
+
+    fn query(objects: &mut Objects, ty: u8, entries: usize) -> Result<Vec<u8>, CmdError> {
+        let mut i = vec![0u8; query_nic_vport_context_in::BYTES];
+        put(
+            &mut i,
+            query_nic_vport_context_in::ALLOWED_LIST_TYPE,
+            ty.into(),
+        );
+        let mut out = vec![0u8; query_nic_vport_context_out::BYTES + entries * 8];
+        cmd_query_nic_vport_context(&Caps::connectx5(), objects, &i, &mut out)?;
+        Ok(out)
+    }
+
+    /// The address list in a query's output.
+    fn listed(out: &[u8]) -> Vec<[u8; 6]> {
+        let ctx = query_nic_vport_context_out::NIC_VPORT_CONTEXT;
+        let n = get(out, nic_vport_context::ALLOWED_LIST_SIZE.within(ctx)) as usize;
+        let first = ctx.byte_offset() + nic_vport_context::CURRENT_UC_MAC_ADDRESS.byte_offset();
+        (0..n)
+            .map(|k| {
+                out[first + k * 8 + 2..first + k * 8 + 8]
+                    .try_into()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn address_lists_and_promiscuous_modes_as_mlx5e_sets_them() {
+        let mut o = Objects::new(MAC);
+        let mc = [[0xff; 6], [0x33, 0x33, 0, 0, 0, 1]];
+        assert!(!o.vport.filter().accepts(&MAC), "power-on: nothing");
+        modify(&mut o, &list_input(nic_vport_list_type::UC, &[MAC])).unwrap();
+        modify(&mut o, &list_input(nic_vport_list_type::MC, &mc)).unwrap();
+        let f = o.vport.filter().clone();
+        assert!(f.accepts(&MAC) && f.accepts(&[0xff; 6]) && f.accepts(&mc[1]));
+        assert!(!f.accepts(&[0x02, 0, 0, 0, 0, 0x0c]) && !f.accepts(&[0x01, 0, 0x5e, 0, 0, 1]));
+        // Queried back, each list as asked for, as much as the output holds.
+        assert_eq!(
+            listed(&query(&mut o, nic_vport_list_type::UC, 4).unwrap()),
+            vec![MAC]
+        );
+        assert_eq!(
+            listed(&query(&mut o, nic_vport_list_type::MC, 4).unwrap()),
+            mc.to_vec()
+        );
+        assert_eq!(
+            listed(&query(&mut o, nic_vport_list_type::MC, 1).unwrap()),
+            mc[..1].to_vec()
+        );
+        assert!(listed(&query(&mut o, nic_vport_list_type::MC, 0).unwrap()).is_empty());
+        // Promiscuous modes, one at a time; the lists stay.
+        modify(&mut o, &promisc_input(false, true, false)).unwrap();
+        assert!(o.vport.filter().accepts(&[0x01, 0, 0x5e, 0, 0, 1]));
+        assert!(!o.vport.filter().accepts(&[0x02, 0, 0, 0, 0, 0x0c]));
+        modify(&mut o, &promisc_input(true, false, false)).unwrap();
+        assert!(o.vport.filter().accepts(&[0x02, 0, 0, 0, 0, 0x0c]));
+        assert!(!o.vport.filter().accepts(&[0x01, 0, 0x5e, 0, 0, 1]));
+        modify(&mut o, &promisc_input(false, false, true)).unwrap();
+        assert!(o.vport.filter().accepts(&[0x01, 0, 0x5e, 0, 0, 1]));
+        let out = query(&mut o, nic_vport_list_type::UC, 0).unwrap();
+        let ctx = query_nic_vport_context_out::NIC_VPORT_CONTEXT;
+        assert_eq!(get(&out, nic_vport_context::PROMISC_ALL.within(ctx)), 1);
+        assert_eq!(get(&out, nic_vport_context::PROMISC_UC.within(ctx)), 0);
+        modify(&mut o, &promisc_input(false, false, false)).unwrap();
+        assert_eq!(o.vport.filter().uc, vec![MAC]);
+        // An empty list empties it.
+        modify(&mut o, &list_input(nic_vport_list_type::UC, &[])).unwrap();
+        assert!(!o.vport.filter().accepts(&MAC));
+    }
+
+    #[test]
+    fn address_lists_refused_as_they_must_be() {
+        let mut o = Objects::new(MAC);
+        let err = |o: &mut Objects, i: &[u8]| modify(o, i).unwrap_err();
+        let bad = |s| CmdError::new(cmd_status::BAD_PARAM_ERR, s);
+        // A VLAN list is not modelled; 4 and up are no list type at all.
+        assert_eq!(
+            err(&mut o, &list_input(nic_vport_list_type::VLAN, &[])),
+            bad(syndrome::VPORT_LIST_TYPE)
+        );
+        assert_eq!(
+            err(&mut o, &list_input(4, &[])),
+            bad(syndrome::VPORT_LIST_TYPE)
+        );
+        // More than 1 << log_max_current_uc_list addresses.
+        let many: Vec<[u8; 6]> = (0..=(1u32 << crate::control::caps::LOG_MAX_CURRENT_ADDRESS_LIST))
+            .map(|k| [2, 0, 0, 0, (k >> 8) as u8, k as u8])
+            .collect();
+        assert_eq!(
+            err(&mut o, &list_input(nic_vport_list_type::UC, &many)),
+            bad(syndrome::VPORT_LIST_SIZE)
+        );
+        modify(&mut o, &list_input(nic_vport_list_type::UC, &many[1..])).unwrap();
+        // A list longer than the input.
+        let mut short = list_input(nic_vport_list_type::UC, &[MAC, MAC]);
+        short.truncate(short.len() - 8);
+        assert_eq!(
+            err(&mut o, &short),
+            CmdError::new(cmd_status::BAD_INP_LEN_ERR, syndrome::VPORT_LIST_INLEN)
+        );
+        // Group addresses in the UC list, unicast ones in the MC list.
+        assert_eq!(
+            err(&mut o, &list_input(nic_vport_list_type::UC, &[[0xff; 6]])),
+            bad(syndrome::VPORT_LIST_ADDRESS)
+        );
+        assert_eq!(
+            err(&mut o, &list_input(nic_vport_list_type::MC, &[MAC])),
+            bad(syndrome::VPORT_LIST_ADDRESS)
+        );
+        // A refused command changed nothing.
+        assert_eq!(
+            o.vport.filter().uc.len(),
+            1 << crate::control::caps::LOG_MAX_CURRENT_ADDRESS_LIST
+        );
+        assert!(o.vport.filter().mc.is_empty());
+        // Other selectors (GUIDs) are still refused; a query of the VLAN list too.
+        let mut i = vec![0u8; modify_nic_vport_context_in::BYTES];
+        put(
+            &mut i,
+            modify_nic_vport_field_select::NODE_GUID
+                .within(modify_nic_vport_context_in::FIELD_SELECT),
+            1,
+        );
+        assert_eq!(err(&mut o, &i), bad(syndrome::VPORT_FIELD_SELECT));
+        assert!(listed(&query(&mut o, nic_vport_list_type::VLAN, 4).unwrap()).is_empty());
+        assert_eq!(
+            query(&mut o, 3, 0).unwrap_err(),
+            bad(syndrome::VPORT_QUERY_LIST_TYPE)
+        );
+    }
 }

@@ -109,6 +109,24 @@ counters! {
     /// Bytes of [`Counter::TxRoceMulticastFrames`].
     TxRoceMulticastBytes = "tx_roce_multicast_bytes",
         Vport { class: "transmitted_ib_multicast", field: "octets" };
+    /// Ethernet frames an SQ sent to a unicast MAC (datapath/eth/tx.rs).
+    TxEthUnicastFrames = "tx_eth_unicast_frames",
+        Vport { class: "transmitted_eth_unicast", field: "packets" };
+    /// Bytes of [`Counter::TxEthUnicastFrames`] (no FCS).
+    TxEthUnicastBytes = "tx_eth_unicast_bytes",
+        Vport { class: "transmitted_eth_unicast", field: "octets" };
+    /// Ethernet frames an SQ sent to a multicast MAC.
+    TxEthMulticastFrames = "tx_eth_multicast_frames",
+        Vport { class: "transmitted_eth_multicast", field: "packets" };
+    /// Bytes of [`Counter::TxEthMulticastFrames`].
+    TxEthMulticastBytes = "tx_eth_multicast_bytes",
+        Vport { class: "transmitted_eth_multicast", field: "octets" };
+    /// Ethernet frames an SQ sent to the broadcast MAC.
+    TxEthBroadcastFrames = "tx_eth_broadcast_frames",
+        Vport { class: "transmitted_eth_broadcast", field: "packets" };
+    /// Bytes of [`Counter::TxEthBroadcastFrames`].
+    TxEthBroadcastBytes = "tx_eth_broadcast_bytes",
+        Vport { class: "transmitted_eth_broadcast", field: "octets" };
     /// RoCE frames that passed every receive check (to a unicast MAC).
     RxRoceUnicastFrames = "rx_roce_unicast_frames",
         Vport { class: "received_ib_unicast", field: "packets" };
@@ -128,8 +146,9 @@ counters! {
     /// Frames to a unicast MAC that is not the port's (the MAC filter drops them).
     RxDropWrongDstMac = "rx_drop_wrong_dst_mac",
         ModelOnly("hardware filters these before counting them at all");
-    /// Frames that are not RoCEv2 (ARP, IPv6 ND, TCP, UDP to another port, ...): the model
-    /// has no Ethernet RQ and answers no ARP. They are also counted in the "eth" classes below.
+    /// Frames that are not RoCEv2 (ARP, IPv6 ND, TCP, UDP to another port, ...) on a frame
+    /// port with no Ethernet receiver ([`crate::link::FramePort::recv`]; the HCA's port hands
+    /// them to its Ethernet receive path instead). Also counted in the "eth" classes below.
     RxDropNotRoce = "rx_drop_not_roce",
         ModelOnly("nearest: rx_steer_missed_packets (no steering rule takes them)");
     /// Frames that claim to be RoCEv2 but do not decode (truncated, bad IPv4 checksum, bad
@@ -146,15 +165,56 @@ counters! {
     RxDropBadTver = "rx_drop_bad_tver", ModelOnly("no PRM counter");
     /// RoCE frames to QP 0, which RoCE does not have (rxe_recv.c `hdr_check`).
     RxDropQp0 = "rx_drop_qp0", ModelOnly("no PRM counter");
-    /// Non-RoCE frames to the port's unicast MAC.
+    /// Ethernet frames steered to an RQ that had no receive WQE posted (datapath/eth/rx.rs).
+    OutOfBuffer = "out_of_buffer", QCounter("out_of_buffer");
+    /// Non-RoCE frames to a unicast MAC the vport took (the port's, or any when promiscuous).
     RxEthUnicastFrames = "rx_eth_unicast_frames",
         Vport { class: "received_eth_unicast", field: "packets" };
+    /// Bytes of [`Counter::RxEthUnicastFrames`] (no FCS).
+    RxEthUnicastBytes = "rx_eth_unicast_bytes",
+        Vport { class: "received_eth_unicast", field: "octets" };
     /// Non-RoCE frames to a multicast MAC.
     RxEthMulticastFrames = "rx_eth_multicast_frames",
         Vport { class: "received_eth_multicast", field: "packets" };
+    /// Bytes of [`Counter::RxEthMulticastFrames`].
+    RxEthMulticastBytes = "rx_eth_multicast_bytes",
+        Vport { class: "received_eth_multicast", field: "octets" };
     /// Non-RoCE frames to the broadcast MAC.
     RxEthBroadcastFrames = "rx_eth_broadcast_frames",
         Vport { class: "received_eth_broadcast", field: "packets" };
+    /// Bytes of [`Counter::RxEthBroadcastFrames`].
+    RxEthBroadcastBytes = "rx_eth_broadcast_bytes",
+        Vport { class: "received_eth_broadcast", field: "octets" };
+
+    // ---- Ethernet receive drops (crate::datapath::steer), by reason ----------------------
+    /// Ethernet frames longer than the vport's MTU allows (`nic_vport_context.mtu`, which
+    /// counts the FCS the link does not carry).
+    RxDropOversize = "rx_oversize_pkts_phy",
+        ModelOnly("nearest: PPCNT IEEE 802.3 a_frame_too_long_errors (Linux en_stats.c rx_oversize_pkts_phy); PPCNT is not answered");
+    /// Ethernet frames with an 802.1Q/802.1ad tag: the vport has no VLAN list (model choice).
+    RxDropVlanTagged = "rx_drop_vlan_tagged",
+        ModelOnly("no PRM counter: the vport has no VLAN list (allowed_list_type VLAN is refused)");
+    /// IEEE 802.3 frames (a length, not an EtherType, below 0x0600): the model steers
+    /// Ethernet II only.
+    RxDropNotEthernetII = "rx_drop_not_ethernet_ii", ModelOnly("model choice: no PRM counter");
+    /// Ethernet frames to a MAC neither in the vport's unicast / multicast address list nor
+    /// taken by a promiscuous mode (the eswitch forwards to a vport only the addresses of its
+    /// lists: Linux eswitch.c `esw_apply_vport_addr_list`).
+    RxDropVportFilter = "rx_drop_vport_filter",
+        ModelOnly("no PRM counter for this function: frames no e-switch rule forwards never reach the vport (the port's PPCNT RFC 2863 if_in_discards, en_stats.c rx_discards_phy, is the nearest)");
+    /// Ethernet frames that passed the vport filter while no NIC_RX root flow table is set.
+    RxDropNoRootTable = "rx_drop_no_root_table",
+        ModelOnly("nearest: nic_receive_steering_discard of QUERY_VNIC_ENV (not answered)");
+    /// Ethernet frames no flow table entry took (a table missed with the default miss
+    /// action): "packets that completed RX flow steering but were discarded due to a
+    /// mismatch in flow table" (Linux Documentation/networking/device_drivers/ethernet/
+    /// mellanox/mlx5/devlink.rst, `nic_receive_steering_discard`; en_stats.c names it
+    /// rx_steer_missed_packets).
+    RxSteerMissed = "rx_steer_missed_packets",
+        ModelOnly("nic_receive_steering_discard of QUERY_VNIC_ENV, which the model does not answer");
+    /// Ethernet frames a flow table entry with the DROP action took.
+    RxDropSteeringRule = "rx_drop_steering_rule",
+        ModelOnly("no PRM counter without a flow counter on the rule (flow counters not modelled)");
 
     // ---- link (stream framing) errors --------------------------------------------------
     /// The peer sent a frame length of 0 (connection dropped).
@@ -219,6 +279,25 @@ counters! {
 pub const NUM_COUNTERS: usize = Counter::ALL.len();
 
 impl Counter {
+    /// The vport's `received_eth_*` (`rx`) or `transmitted_eth_*` class of an Ethernet frame
+    /// to `dst`: broadcast, multicast (I/G bit) or unicast, as (packets, octets)
+    /// (QUERY_VPORT_COUNTER, Linux mlx5_ifc.h `query_vport_counter_out`).
+    pub fn eth_class(dst: &[u8; 6], rx: bool) -> (Counter, Counter) {
+        use Counter::*;
+        match (dst, rx) {
+            ([0xff, 0xff, 0xff, 0xff, 0xff, 0xff], true) => {
+                (RxEthBroadcastFrames, RxEthBroadcastBytes)
+            }
+            ([0xff, 0xff, 0xff, 0xff, 0xff, 0xff], false) => {
+                (TxEthBroadcastFrames, TxEthBroadcastBytes)
+            }
+            (d, true) if d[0] & 1 != 0 => (RxEthMulticastFrames, RxEthMulticastBytes),
+            (d, false) if d[0] & 1 != 0 => (TxEthMulticastFrames, TxEthMulticastBytes),
+            (_, true) => (RxEthUnicastFrames, RxEthUnicastBytes),
+            (_, false) => (TxEthUnicastFrames, TxEthUnicastBytes),
+        }
+    }
+
     /// Byte offset of the counter's 32-bit big-endian field in `query_q_counter_out`, for the
     /// `QCounter` ones (Linux include/linux/mlx5/mlx5_ifc.h `mlx5_ifc_query_q_counter_out_bits`:
     /// each counter a 32-bit field followed by 32 reserved bits, from `rx_write_requests` at
@@ -330,6 +409,13 @@ impl CounterSnapshot {
             Counter::RxDropUdpChecksum,
             Counter::RxDropBadTver,
             Counter::RxDropQp0,
+            Counter::RxDropOversize,
+            Counter::RxDropVlanTagged,
+            Counter::RxDropNotEthernetII,
+            Counter::RxDropVportFilter,
+            Counter::RxDropNoRootTable,
+            Counter::RxSteerMissed,
+            Counter::RxDropSteeringRule,
         ]
         .iter()
         .map(|c| self.get(*c))
@@ -364,6 +450,60 @@ mod tests {
         offs.sort();
         offs.dedup();
         assert_eq!(offs.len(), n, "two counters share an offset");
+    }
+
+    /// Each destination MAC falls in one vport class, each class has its packets and octets
+    /// at the same PRM home.
+    #[test]
+    fn eth_classes_by_destination() {
+        use Counter::*;
+        let uc = [0x02, 0, 0, 0, 0, 1];
+        let mc = [0x33, 0x33, 0, 0, 0, 1];
+        let bc = [0xff; 6];
+        assert_eq!(
+            Counter::eth_class(&uc, true),
+            (RxEthUnicastFrames, RxEthUnicastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&mc, true),
+            (RxEthMulticastFrames, RxEthMulticastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&bc, true),
+            (RxEthBroadcastFrames, RxEthBroadcastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&uc, false),
+            (TxEthUnicastFrames, TxEthUnicastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&mc, false),
+            (TxEthMulticastFrames, TxEthMulticastBytes)
+        );
+        assert_eq!(
+            Counter::eth_class(&bc, false),
+            (TxEthBroadcastFrames, TxEthBroadcastBytes)
+        );
+        for d in [uc, mc, bc] {
+            for rx in [true, false] {
+                let (p, o) = Counter::eth_class(&d, rx);
+                match (p.prm(), o.prm()) {
+                    (
+                        Vport {
+                            class: a,
+                            field: "packets",
+                        },
+                        Vport {
+                            class: b,
+                            field: "octets",
+                        },
+                    ) => {
+                        assert_eq!(a, b)
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
     }
 
     #[test]

@@ -92,6 +92,11 @@ pub const ETHERTYPE_ARP: u16 = 0x0806;
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 /// IP protocol number of UDP.
 pub const IP_PROTO_UDP: u8 = 17;
+/// IP protocol number of TCP (IANA protocol numbers; RFC 9293).
+pub const IP_PROTO_TCP: u8 = 6;
+/// TPID of an 802.1ad service tag (IEEE 802.1ad; Linux include/uapi/linux/if_ether.h
+/// `ETH_P_8021AD`).
+pub const ETHERTYPE_QINQ: u16 = 0x88a8;
 /// The default partition key (IBTA §10.9.1.2; every packet of the shared captures).
 pub const DEFAULT_P_KEY: u16 = 0xffff;
 

@@ -616,6 +616,8 @@ pub(crate) fn arrive_local(hca: &mut Dp<'_>, batch: &[RefPacket]) {
 /// Takes one packet that arrived at the port to its QP.
 pub(crate) fn arrive(hca: &mut Dp<'_>, a: Arrival) {
     match a {
+        // Not RoCE: `poll_wire` hands Ethernet frames to NIC receive steering, not here.
+        Arrival::Eth(_) => {}
         Arrival::Frame(f) => {
             let src = ip_gid(f.hdrs.ip.src());
             let pkt = RxPacket {

@@ -198,3 +198,53 @@ fn udp_checksum_over_ipv6_zero_right_and_wrong() {
         Err(RxDrop::UdpChecksum { .. })
     ));
 }
+
+/// The HCA's port hands every frame that is not RoCEv2 on ([`FramePort::recv_any`]),
+/// whatever its destination MAC (the vport's address filter judges that); RoCEv2 frames are
+/// judged as before, a RoCEv2 frame to another MAC is still dropped at the port, and so are
+/// runts and frames that do not decode.
+#[test]
+fn recv_any_hands_non_roce_frames_on() {
+    let good = frame_ab(Opcode::RC_SEND_ONLY, 1, b"payload!");
+    let mut to_other = arp_request();
+    to_other[..6].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+    let mut roce_to_other = good.clone();
+    roce_to_other[5] = 9;
+    let cfg = cfg_b();
+    assert_eq!(classify(&arp_request(), &cfg), Ok(Rx::Eth));
+    assert_eq!(classify(&to_other, &cfg), Ok(Rx::Eth));
+    assert_eq!(classify(&ipv6_neighbor_solicitation(), &cfg), Ok(Rx::Eth));
+    assert!(matches!(classify(&good, &cfg), Ok(Rx::Roce(..))));
+    assert_eq!(
+        classify(&roce_to_other, &cfg),
+        Err(RxDrop::WrongDstMac([2, 0, 0, 0, 0, 9]))
+    );
+    assert_eq!(classify(&good[..10], &cfg), Err(RxDrop::Malformed(None)));
+
+    let (mut tx, rx) = Link::pair();
+    let mut port = FramePort::new(rx, cfg_b());
+    for f in [
+        arp_request(),
+        to_other.clone(),
+        roce_to_other,
+        good[..10].to_vec(),
+        good.clone(),
+    ] {
+        tx.send(f).unwrap();
+    }
+    assert_eq!(port.recv_any().unwrap(), Some(Received::Eth(arp_request())));
+    assert_eq!(port.recv_any().unwrap(), Some(Received::Eth(to_other)));
+    match port.recv_any().unwrap() {
+        Some(Received::Roce(p)) => assert_eq!(p.bytes, good),
+        other => panic!("expected the RoCE frame, got {other:?}"),
+    }
+    assert_eq!(port.recv_any().unwrap(), None);
+    let s = port.counters().snapshot();
+    assert_eq!(s.get(Counter::RxFrames), 5);
+    assert_eq!(s.get(Counter::RxDropWrongDstMac), 1);
+    assert_eq!(s.get(Counter::RxDropMalformed), 1);
+    // Not counted as dropped nor as received_eth_* here: the vport decides that.
+    assert_eq!(s.get(Counter::RxDropNotRoce), 0);
+    assert_eq!(s.get(Counter::RxEthBroadcastFrames), 0);
+    assert_eq!(s.rx_dropped(), 2);
+}

@@ -18,6 +18,12 @@ fn be64(b: &[u8], at: usize) -> u64 {
     (be32(b, at) as u64) << 32 | be32(b, at + 4) as u64
 }
 
+/// The source and destination port at `at` of `b` (TCP and UDP both start with them), if
+/// `b` holds them.
+fn ports(b: &[u8], at: usize) -> Option<(u16, u16)> {
+    (b.len() >= at + 4).then(|| (be16(b, at), be16(b, at + 2)))
+}
+
 fn need(layer: Layer, b: &[u8], n: usize) -> Result<(), DecodeError> {
     if b.len() < n {
         Err(DecodeError::Truncated {
@@ -80,7 +86,11 @@ pub fn decode(frame: &[u8]) -> Result<Frame<'_>, DecodeError> {
                 dst: IpAddr::V4(d),
                 protocol: proto,
                 udp_ports: None,
+                tcp_ports: None,
             };
+            if proto == IP_PROTO_TCP && frag_off == 0 && hlen >= IPV4_HDR_LEN {
+                oip.tcp_ports = ports(ipb, hlen);
+            }
             if proto != IP_PROTO_UDP || frag_off != 0 || hlen < IPV4_HDR_LEN {
                 return other(Some(oip));
             }
@@ -144,7 +154,11 @@ pub fn decode(frame: &[u8]) -> Result<Frame<'_>, DecodeError> {
                 dst: IpAddr::V6(d),
                 protocol: next,
                 udp_ports: None,
+                tcp_ports: None,
             };
+            if next == IP_PROTO_TCP {
+                oip.tcp_ports = ports(ipb, IPV6_HDR_LEN);
+            }
             if next != IP_PROTO_UDP {
                 return other(Some(oip));
             }

@@ -522,6 +522,9 @@ pub struct OtherIp {
     pub protocol: u8,
     /// UDP source and destination port, for UDP to another port.
     pub udp_ports: Option<(u16, u16)>,
+    /// TCP source and destination port, for TCP (an unfragmented first packet whose header
+    /// holds them).
+    pub tcp_ports: Option<(u16, u16)>,
 }
 
 /// What [`decode`] found.
