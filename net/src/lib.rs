@@ -1,0 +1,78 @@
+//! The unikernel's IP stack: [smoltcp] 0.12 over any Ethernet [`Nic`], with blocking calls
+//! that take deadlines and return typed errors.
+//!
+//! # What it answers
+//! - **ARP**: requests for our address are answered by smoltcp; [`Stack::resolve`] finds a
+//!   neighbour's MAC (the RDMA apps put it in a RoCE address vector) by sending ARP requests
+//!   every [`ARP_RETRY_US`] until the deadline, and learns it from the reply. Static entries
+//!   ([`Stack::add_neighbour`]) answer `resolve` without asking.
+//! - **ICMP echo**: smoltcp answers pings to our address; [`Stack::ping`] sends one.
+//! - **TCP**: [`Stack::tcp_listen`] / [`Stack::tcp_accept`], [`Stack::tcp_connect`],
+//!   [`Stack::tcp_send_all`], [`Stack::tcp_recv`], [`Stack::tcp_recv_exact`],
+//!   [`Stack::tcp_close`], [`Stack::tcp_abort`].
+//! - **UDP**: [`Stack::udp_bind`], [`Stack::udp_send`], [`Stack::udp_recv`],
+//!   [`Stack::udp_close`].
+//!
+//! # How it runs
+//! Nothing runs by itself: the stack moves only inside [`Stack::poll`], and every blocking
+//! call polls it in a loop until its condition holds or the [`Clock`] passes its deadline
+//! (then [`NetError::Timeout`] names the call). A program that waits for something else (RDMA
+//! completions) calls `poll` in that wait so ARP and ping are answered and TCP timers run.
+//! Deadlines are absolute, in the clock's microseconds. Each turn of a wait with nothing to do
+//! calls [`Clock::relax`].
+//!
+//! # What it refuses
+//! Anything smoltcp drops (bad checksums, frames for other hosts, unknown protocols, IP
+//! fragments, IP options it does not know) is dropped silently; ARP input that smoltcp would
+//! not learn from is not learned from either (see [`arp`](crate::Stack::resolve) rules in the
+//! source). Configurations smoltcp would panic on (a multicast MAC, a prefix over 32, an
+//! address that is not unicast, a gateway outside the subnet) are refused by [`Stack::new`]
+//! with [`ConfigError`]. Handles from another stack are refused with
+//! [`NetError::ForeignHandle`].
+//!
+//! # Its limits
+//! - IPv4 only, one address, one subnet, an optional default gateway; no DHCP, DNS, IPv6,
+//!   multicast groups, IP fragmentation or reassembly, checksum offload, TSO/LRO.
+//! - Blocking calls spin (calling [`Clock::relax`]); there is no interrupt or waker.
+//! - smoltcp's own ARP cache is separate from the [`Stack::resolve`] table and cannot be
+//!   filled from outside: a static entry serves `resolve` only, TCP/UDP/ICMP still ARP for
+//!   their next hop.
+//! - A dropped [`TcpConn`], [`TcpListener`] or [`UdpSocket`] handle leaves its socket in the
+//!   stack until the stack is dropped: close it.
+//! - Each received frame is copied once (from the NIC's buffer into the device's) and each
+//!   sent frame once (from smoltcp's buffer into the NIC's).
+//!
+//! [smoltcp]: https://docs.rs/smoltcp/0.12
+
+#![no_std]
+
+extern crate alloc;
+
+mod arp;
+mod error;
+pub mod loopback;
+mod nic;
+mod stack;
+mod tcp;
+mod udp;
+
+pub use arp::NEIGHBOUR_CAPACITY;
+pub use error::{ConfigError, NetError, Op};
+pub use nic::{Nic, NicError, NicStats};
+pub use stack::{Stack, StackConfig, ARP_RETRY_US, POLL_BUDGET};
+pub use tcp::{TcpConn, TcpListener, LINGER_US};
+pub use udp::{Datagram, UdpSocket};
+
+/// Re-exported: the address type of the API.
+pub use core::net::Ipv4Addr;
+
+/// The time source of the stack.
+pub trait Clock {
+    /// Microseconds since an arbitrary moment, never going backwards.
+    fn now_us(&self) -> u64;
+    /// Called in each turn of a blocking wait that found nothing to do (a `pause`, a yield to
+    /// other threads in host tests). The default is a spin-loop hint.
+    fn relax(&self) {
+        core::hint::spin_loop();
+    }
+}
