@@ -1,7 +1,11 @@
 //! The node on the network: the words of the cmdline that place it there (`ip=`, `peer=`,
-//! `neigh=`).
+//! `neigh=`), and ([`Node`]) the HCA's Ethernet queue with the IP stack (`net`) on it, on the
+//! kernel's clock.
 
 use kernel::cmdline::{parse_mac, Cmdline, CmdlineError, Ipv4Identity};
+
+#[cfg(target_os = "none")]
+pub use node::*;
 
 /// Where the node stands on the network, from the cmdline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +75,128 @@ pub fn net_args(cmdline: &str) -> Result<NetArgs, NetArgsError<'_>> {
 pub fn gid_ipv4(gid: &[u8; 16]) -> Option<[u8; 4]> {
     let (head, v4) = gid.split_at(12);
     (head == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]).then(|| [v4[0], v4[1], v4[2], v4[3]])
+}
+
+#[cfg(target_os = "none")]
+mod node {
+    use core::net::Ipv4Addr;
+    use core::time::Duration;
+
+    use kernel::time::{self, Deadline};
+    use mlx5::{Context, EthConfig, EthQueue};
+    use mlx5_kernel::KernelHal;
+    use net::{NetError, Stack, StackConfig};
+
+    use super::NetArgs;
+
+    /// The kernel's clock for the stack: microseconds since boot, from the TSC.
+    pub struct KernelClock;
+
+    impl net::Clock for KernelClock {
+        fn now_us(&self) -> u64 {
+            time::micros_since_boot()
+        }
+    }
+
+    /// The stack of the apps: over the HCA's Ethernet queue, on the kernel's clock.
+    pub type NetStack = Stack<EthQueue<KernelHal>, KernelClock>;
+
+    /// How often [`Node::tick`] polls the stack at most. Frequent enough for everything the
+    /// stack answers while an app waits on the HCA: Linux probes a STALE neighbour entry with
+    /// unicast ARP requests a second apart (net/core/neighbour.c `neigh_timer_handler`,
+    /// `NEIGH_VAR(parms, RETRANS_TIME)`) and gives the entry up after `ucast_probes` (3)
+    /// unanswered ones; TCP timers run in tens of milliseconds.
+    pub const TICK: Duration = Duration::from_millis(1);
+
+    /// Why the node could not come up.
+    #[derive(Debug)]
+    pub enum NodeError {
+        /// Opening the HCA's Ethernet queue failed.
+        Eth(mlx5::Error),
+        /// The stack refused the configuration.
+        Stack(NetError),
+    }
+
+    /// The node on the network: the stack over the HCA's Ethernet queue, with `ip=` and
+    /// `neigh=` of the cmdline. It answers ARP and ping, and carries TCP, only while polled:
+    /// [`Node::poll`], or [`Node::tick`] in the loops that wait for the HCA.
+    pub struct Node {
+        stack: NetStack,
+        args: NetArgs,
+        next_poll: Deadline,
+    }
+
+    impl Node {
+        /// Opens the Ethernet queue of `dev` and puts the stack on it.
+        pub fn up(dev: &Context<KernelHal>, args: &NetArgs) -> Result<Node, NodeError> {
+            let eth = dev
+                .open_eth(&EthConfig::default())
+                .map_err(NodeError::Eth)?;
+            let (ip, len) = (Ipv4Addr::from(args.ip.addr), args.ip.prefix_len);
+            let mut stack = Stack::new(eth, KernelClock, &StackConfig::new(ip, len))
+                .map_err(NodeError::Stack)?;
+            if let Some((nip, mac)) = args.neigh {
+                stack.add_neighbour(Ipv4Addr::from(nip), mac);
+            }
+            let m = stack.mac();
+            kernel::println!(
+                "net: {ip}/{len} on {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}{}",
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4],
+                m[5],
+                match args.neigh {
+                    Some((n, _)) => alloc::format!(", static neighbour {}", Ipv4Addr::from(n)),
+                    None => alloc::string::String::new(),
+                }
+            );
+            Ok(Node {
+                stack,
+                args: *args,
+                next_poll: Deadline::after(TICK),
+            })
+        }
+
+        /// The cmdline's network words.
+        pub fn args(&self) -> &NetArgs {
+            &self.args
+        }
+
+        /// The stack.
+        pub fn stack(&mut self) -> &mut NetStack {
+            &mut self.stack
+        }
+
+        /// Runs the stack once ([`Stack::poll`]).
+        pub fn poll(&mut self) {
+            self.stack.poll();
+            self.next_poll = Deadline::after(TICK);
+        }
+
+        /// Runs the stack if [`TICK`] has passed since it last ran: for the loops that wait
+        /// for the HCA, where it costs a TSC read when it is not due.
+        #[inline]
+        pub fn tick(&mut self) {
+            if self.next_poll.expired() {
+                self.poll();
+            }
+        }
+
+        /// The clock's time `d` from now, as the stack's deadlines are.
+        pub fn deadline(&self, d: Duration) -> u64 {
+            self.stack
+                .now_us()
+                .saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        }
+
+        /// The MAC of `ip` by ARP (or the static neighbour), waiting up to `wait`.
+        pub fn resolve(&mut self, ip: [u8; 4], wait: Duration) -> Result<[u8; 6], NetError> {
+            let deadline = self.deadline(wait);
+            self.stack.resolve(Ipv4Addr::from(ip), deadline)
+        }
+    }
 }
 
 #[cfg(test)]
