@@ -138,7 +138,14 @@ pub(crate) fn receiver<H: Hal>(
             break;
         }
         let tw = now();
-        let Some(wc) = wait_cq(&mut r.rcq, r.rch.as_ref(), &mut r.events, clock.as_ref())? else {
+        let Some(wc) = wait_cq(
+            &mut r.rcq,
+            r.rch.as_ref(),
+            &mut r.events,
+            clock.as_ref(),
+            &mut r.link,
+        )?
+        else {
             break;
         };
         let t = now();

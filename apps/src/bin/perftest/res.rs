@@ -18,16 +18,19 @@ pub(crate) struct Res<H: Hal> {
     /// The receive slots hold a peer's bytes, not the pattern: a run with shared slots puts
     /// no pattern back (`recv::take_recv`).
     pub(crate) recv_dirty: bool,
+    /// The exchange's TCP connection and the IP stack under it, polled while the run waits.
+    pub(crate) link: Oob,
 }
 
 /// The next completion of `cq`, by polling or, with a channel (`-e`), by arming the CQ and
 /// waiting for its completion event (perftest `ctx_notify_events`). `None` when `stop` reached
-/// its end first.
+/// its end first. The IP stack under `link` is kept polled meanwhile ([`Oob::tick`]).
 pub(crate) fn wait_cq<H: Hal>(
     cq: &mut CompletionQueue<H>,
     ch: Option<&CompletionChannel<H>>,
     events: &mut [u64; 3],
     stop: Option<&Clock>,
+    link: &mut Oob,
 ) -> Result<Option<WorkCompletion>, String> {
     let deadline = Deadline::after(WAIT);
     let mut wc = [WorkCompletion::default(); 1];
@@ -45,6 +48,7 @@ pub(crate) fn wait_cq<H: Hal>(
         if deadline.expired() {
             return Err(format!("no completion in {WAIT:?}"));
         }
+        link.tick();
         match ch {
             None => core::hint::spin_loop(),
             Some(ch) => {
@@ -54,7 +58,16 @@ pub(crate) fn wait_cq<H: Hal>(
                     events[2] += 1;
                     return Ok(Some(wc[0]));
                 }
-                match ch.get_cq_event(WAIT) {
+                // ibv_get_cq_event, with the stack polled while no event has come.
+                let ev = loop {
+                    match ch.try_get_cq_event() {
+                        Ok(None) if deadline.expired() => break Err(mlx5::Error::Timeout),
+                        Ok(None) => link.tick(),
+                        Ok(Some(ev)) => break Ok(ev),
+                        Err(e) => break Err(e),
+                    }
+                };
+                match ev {
                     Ok(ev) if ev.cqn == cq.cqn() => {
                         cq.ack_events(1)
                             .map_err(|e| format!("ack_cq_events: {e:?}"))?;
