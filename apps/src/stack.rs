@@ -102,10 +102,11 @@ mod node {
     pub type NetStack = Stack<EthQueue<KernelHal>, KernelClock>;
 
     /// How often [`Node::tick`] polls the stack at most. Frequent enough for everything the
-    /// stack answers while an app waits on the HCA: Linux probes a STALE neighbour entry with
-    /// unicast ARP requests a second apart (net/core/neighbour.c `neigh_timer_handler`,
-    /// `NEIGH_VAR(parms, RETRANS_TIME)`) and gives the entry up after `ucast_probes` (3)
-    /// unanswered ones; TCP timers run in tens of milliseconds.
+    /// stack answers while an app waits on the HCA: Linux re-probes a STALE neighbour entry in
+    /// use (after `DELAY_PROBE_TIME`) with unicast ARP requests `RETRANS_TIME` apart and gives
+    /// it up after `UCAST_PROBES` unanswered ones (net/core/neighbour.c `neigh_timer_handler`;
+    /// net/ipv4/arp.c `arp_tbl`: 5 s, 1 s, 3), which would stop rxe's RoCE frames to this node;
+    /// TCP's timers run in tens of milliseconds.
     pub const TICK: Duration = Duration::from_millis(1);
 
     /// Why the node could not come up.

@@ -3,7 +3,8 @@
 use super::*;
 
 /// Everything the run uses on the device. Fields drop in order: the QP before its CQs, the CQs
-/// before their channels, and the region last.
+/// before their channels, then the region, and last the exchange's connection with the
+/// Ethernet queue under it.
 pub(crate) struct Res<H: Hal> {
     pub(crate) qp: QueuePair<H>,
     pub(crate) scq: CompletionQueue<H>,
