@@ -76,8 +76,7 @@ pub(crate) fn write_lat<H: Hal>(
                 .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
         }
         if ccnt < n {
-            let wc = wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None, &mut r.link)?
-                .ok_or("no completion")?;
+            let wc = r.wait_send()?;
             ok_wc(&wc, "WRITE")?;
             ccnt += 1;
             if clock.is_some_and(|c| c.phase() == Phase::Sample) {
@@ -161,8 +160,7 @@ pub(crate) fn read_lat<H: Hal>(
         r.qp.post_send(&[wr])
             .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
         scnt += 1;
-        let wc = wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None, &mut r.link)?
-            .ok_or("no completion")?;
+        let wc = r.wait_send()?;
         ok_wc(&wc, "READ")?;
         let got = read(&r.mr, at, size)?;
         match &first {
@@ -209,14 +207,7 @@ pub(crate) fn send_lat<H: Hal>(
     let ended = |c: &Option<Clock>| c.is_some_and(|c| c.phase() == Phase::End);
     while (scnt < n || rcnt < n) && !ended(&clock) {
         if rcnt < n && !(scnt < 1 && client) {
-            let Some(wc) = wait_cq(
-                &mut r.rcq,
-                r.rch.as_ref(),
-                &mut r.events,
-                clock.as_ref(),
-                &mut r.link,
-            )?
-            else {
+            let Some(wc) = r.wait_recv(clock.as_ref())? else {
                 break;
             };
             if rcnt == 0 {
@@ -248,8 +239,7 @@ pub(crate) fn send_lat<H: Hal>(
             };
             r.qp.post_send(&[wr])
                 .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
-            let wc = wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None, &mut r.link)?
-                .ok_or("no completion")?;
+            let wc = r.wait_send()?;
             ok_wc(&wc, "SEND")?;
         }
     }

@@ -23,6 +23,25 @@ pub(crate) struct Res<H: Hal> {
     pub(crate) link: Oob,
 }
 
+impl<H: Hal> Res<H> {
+    /// The next send completion ([`wait_cq`] of the send CQ).
+    pub(crate) fn wait_send(&mut self) -> Result<WorkCompletion, String> {
+        let ch = self.sch.as_ref();
+        wait_cq(&mut self.scq, ch, &mut self.events, None, &mut self.link)?
+            .ok_or_else(|| "no completion".into())
+    }
+
+    /// The next receive completion ([`wait_cq`] of the receive CQ), `None` when `stop`
+    /// reached its end first.
+    pub(crate) fn wait_recv(
+        &mut self,
+        stop: Option<&Clock>,
+    ) -> Result<Option<WorkCompletion>, String> {
+        let ch = self.rch.as_ref();
+        wait_cq(&mut self.rcq, ch, &mut self.events, stop, &mut self.link)
+    }
+}
+
 /// The next completion of `cq`, by polling or, with a channel (`-e`), by arming the CQ and
 /// waiting for its completion event (perftest `ctx_notify_events`). `None` when `stop` reached
 /// its end first. The IP stack under `link` is kept polled meanwhile ([`Oob::tick`]).
