@@ -1,9 +1,9 @@
 //! The out-of-band channel of the apps that swap their RDMA endpoints (`pingpong`, `perftest`,
 //! `rdma-peer`), and what they share.
 //!
-//! Linux's rdma-core tools swap their endpoints over TCP, and so does the unikernel now: [`Oob`]
-//! is one TCP connection of the node's IP stack ([`crate::stack::Node`]) on the HCA's Ethernet
-//! queue. As server this side listens on the tool's port and takes the first connection; as
+//! Linux's rdma-core tools swap their endpoints over TCP, and so does the unikernel now: a
+//! [`Channel`] (`Oob` in the unikernel) is one TCP connection of the node's IP stack
+//! ([`crate::stack::Node`]) on the HCA's Ethernet queue. As server this side listens on the tool's port and takes the first connection; as
 //! client it connects to the server's address (`peer=`), again and again until the server
 //! listens (Linux boots under TCG after the unikernel). The tools' exchange formats live in the
 //! apps, not here.
@@ -13,8 +13,7 @@ use alloc::vec::Vec;
 use core::fmt::Write as _;
 use core::time::Duration;
 
-#[cfg(target_os = "none")]
-pub use channel::*;
+pub use channel::Channel;
 #[cfg(target_os = "none")]
 use kernel::println;
 
@@ -237,15 +236,13 @@ pub fn print_counters<H: mlx5::Hal>(
 }
 
 /// The TCP connection of the exchange.
-#[cfg(target_os = "none")]
 mod channel {
     use alloc::vec::Vec;
     use core::net::Ipv4Addr;
     use core::time::Duration;
 
-    use kernel::println;
     use mlx5::{CompletionQueue, Hal, WorkCompletion};
-    use net::{NetError, TcpConn};
+    use net::{Clock, NetError, Nic, TcpConn};
 
     use super::{OobError, Side, FIRST_WAIT};
     use crate::stack::{gid_ipv4, Node};
@@ -258,30 +255,30 @@ mod channel {
     const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
     /// The exchange's TCP connection, and the node under it, which it keeps polled.
-    pub struct Oob {
-        node: Node,
+    pub struct Channel<N: Nic, C: Clock> {
+        node: Node<N, C>,
         conn: Option<TcpConn>,
         /// Received and not yet taken (what a line read took beyond its line).
         rx: Vec<u8>,
         wait: Duration,
     }
 
-    impl Oob {
+    impl<N: Nic, C: Clock> Channel<N, C> {
         /// Connects as `side` on `port`: the server listens and takes the first connection,
         /// the client connects to the server, again until it listens; both for up to
         /// [`FIRST_WAIT`]. `wait`: the deadline of each send and receive after it.
         pub fn open(
-            mut node: Node,
+            mut node: Node<N, C>,
             side: Side,
             port: u16,
             wait: Duration,
-        ) -> Result<Oob, OobError> {
+        ) -> Result<Self, OobError> {
             let until = node.deadline(FIRST_WAIT);
             let conn = match side {
                 Side::Server => {
                     let s = node.stack();
                     let mut l = s.tcp_listen(port).map_err(OobError::NoConnection)?;
-                    println!("oob: listening on TCP port {port}");
+                    log::info!("oob: listening on TCP port {port}");
                     let c = s.tcp_accept(&mut l, until);
                     // Only one connection is taken (the tools' `listen(sockfd, 1)`).
                     let _ = s.tcp_unlisten(l);
@@ -290,9 +287,9 @@ mod channel {
                 Side::Client { server } => connect(&mut node, server, port, until)?,
             };
             if let Ok((ip, p)) = node.stack().tcp_remote(&conn) {
-                println!("oob: connected with {ip}:{p} (TCP)");
+                log::info!("oob: connected with {ip}:{p} (TCP)");
             }
-            Ok(Oob {
+            Ok(Channel {
                 node,
                 conn: Some(conn),
                 rx: Vec::new(),
@@ -301,7 +298,7 @@ mod channel {
         }
 
         /// The node under the channel.
-        pub fn node(&mut self) -> &mut Node {
+        pub fn node(&mut self) -> &mut Node<N, C> {
             &mut self.node
         }
 
@@ -315,14 +312,12 @@ mod channel {
         /// segment when they fit one (the tools `read` each message in one call).
         pub fn send(&mut self, b: &[u8]) -> Result<(), OobError> {
             let deadline = self.node.deadline(self.wait);
-            let conn = self.conn.as_ref().ok_or(OobError::Stream {
-                wanted: 0,
-                err: NetError::Closed,
-            })?;
+            let err = |err| OobError::Stream { wanted: 0, err };
+            let conn = self.conn.as_ref().ok_or(err(NetError::Closed))?;
             self.node
                 .stack()
                 .tcp_send_all(conn, b, deadline)
-                .map_err(|err| OobError::Stream { wanted: 0, err })
+                .map_err(err)
         }
 
         /// Receives exactly `n` bytes.
@@ -337,6 +332,9 @@ mod channel {
         pub fn recv_line(&mut self, max: usize) -> Result<Vec<u8>, OobError> {
             loop {
                 if let Some(i) = self.rx.iter().position(|&b| b == b'\n') {
+                    if i > max {
+                        return Err(OobError::LineTooLong { max });
+                    }
                     let mut line: Vec<u8> = self.rx.drain(..=i).collect();
                     line.pop();
                     return Ok(line);
@@ -376,7 +374,7 @@ mod channel {
                 .node
                 .resolve(ip, self.wait)
                 .map_err(|err| OobError::Resolve { ip, err })?;
-            println!(
+            log::info!(
                 "oob: peer {} is at {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
                 Ipv4Addr::from(ip),
                 mac[0],
@@ -390,21 +388,21 @@ mod channel {
         }
 
         /// Polls `cq` until `n` completions came or `wait` passed, the stack kept polled
-        /// meanwhile ([`mlx5::CompletionQueue::poll_wait`] with [`Oob::tick`]).
+        /// meanwhile ([`mlx5::CompletionQueue::poll_wait`] with [`Channel::tick`]).
         pub fn poll_cq<H: Hal>(
             &mut self,
             cq: &mut CompletionQueue<H>,
             n: usize,
             wait: Duration,
         ) -> Result<Vec<WorkCompletion>, mlx5::Error> {
-            let deadline = kernel::time::Deadline::after(wait);
+            let deadline = self.node.deadline(wait);
             let mut v = Vec::with_capacity(n.min(64));
             let mut buf = [WorkCompletion::default(); 16];
             while v.len() < n {
                 let k = cq.poll(&mut buf[..(n - v.len()).min(16)])?;
                 v.extend_from_slice(&buf[..k]);
                 if k == 0 {
-                    if deadline.expired() {
+                    if self.node.stack().now_us() >= deadline {
                         break;
                     }
                     self.tick();
@@ -415,7 +413,7 @@ mod channel {
         }
     }
 
-    impl Drop for Oob {
+    impl<N: Nic, C: Clock> Drop for Channel<N, C> {
         /// Closes the connection: our FIN, acknowledged within [`CLOSE_WAIT`] or not.
         fn drop(&mut self) {
             if let Some(c) = self.conn.take() {
@@ -428,8 +426,8 @@ mod channel {
     /// The client's connection to `server:port`: attempts of [`CONNECT_TRY`] each, again
     /// after a refusal (nothing listens yet) or a timeout (the server's host is not up yet),
     /// until `until`.
-    fn connect(
-        node: &mut Node,
+    fn connect<N: Nic, C: Clock>(
+        node: &mut Node<N, C>,
         server: [u8; 4],
         port: u16,
         until: u64,
@@ -437,27 +435,33 @@ mod channel {
         let ip = Ipv4Addr::from(server);
         let mut tries = 0u32;
         loop {
-            let now = node.stack().now_us();
             let d = node.deadline(CONNECT_TRY).min(until);
-            match node.stack().tcp_connect(ip, port, d) {
+            let e = match node.stack().tcp_connect(ip, port, d) {
                 Ok(c) => return Ok(c),
                 Err(
                     e @ (NetError::Refused | NetError::Timeout(_) | NetError::ArpTimeout { .. }),
-                ) if now < until => {
-                    tries += 1;
-                    if tries == 1 || tries.is_multiple_of(20) {
-                        println!("oob: {ip}:{port} not there yet ({e:?}); trying again");
-                    }
-                    let pause = node.deadline(CONNECT_PAUSE);
-                    while node.stack().now_us() < pause {
-                        node.poll();
-                    }
-                }
+                ) => e,
                 Err(e) => return Err(OobError::NoConnection(e)),
+            };
+            let pause = node.deadline(CONNECT_PAUSE);
+            if pause >= until {
+                return Err(OobError::NoConnection(e));
+            }
+            tries += 1;
+            if tries == 1 || tries.is_multiple_of(20) {
+                log::info!("oob: {ip}:{port} not there yet ({e:?}); trying again");
+            }
+            while node.stack().now_us() < pause {
+                node.poll();
+                core::hint::spin_loop();
             }
         }
     }
 }
+
+/// The exchange of the unikernel's apps: on the HCA's Ethernet queue, the kernel's clock.
+#[cfg(target_os = "none")]
+pub type Oob = Channel<crate::stack::KernelNic, crate::stack::KernelClock>;
 
 #[cfg(test)]
 mod tests {
@@ -474,6 +478,134 @@ mod tests {
             })
         );
         assert_eq!(Side::new(true, None), Err(OobError::NoPeer));
+    }
+
+    /// The channel between two nodes on an in-memory link, each in its own thread.
+    mod over_a_link {
+        use std::time::{Duration, Instant};
+
+        use net::loopback::{self, MemNic};
+        use net::{Clock, NetError, Stack, StackConfig};
+
+        use super::super::*;
+        use crate::stack::{net_args, Node};
+
+        #[derive(Clone, Copy)]
+        struct StdClock(Instant);
+
+        impl Clock for StdClock {
+            fn now_us(&self) -> u64 {
+                self.0.elapsed().as_micros() as u64
+            }
+            fn relax(&self) {
+                std::thread::yield_now();
+            }
+        }
+
+        type TestNode = Node<MemNic, StdClock>;
+        const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0x0a];
+        const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0x0b];
+        const WAIT: Duration = Duration::from_secs(10);
+
+        /// Node A (`cmd_a`, the server's words) and node B (`cmd_b`) on one link.
+        fn nodes(cmd_a: &str, cmd_b: &str) -> (TestNode, TestNode) {
+            let (na, nb, _link) = loopback::pair(MAC_A, MAC_B, 1514);
+            let clock = StdClock(Instant::now());
+            let node = |nic, cmd| {
+                let args = net_args(cmd).unwrap();
+                let cfg = StackConfig::new(args.ip.addr.into(), args.ip.prefix_len);
+                Node::new(Stack::new(nic, clock, &cfg).unwrap(), &args)
+            };
+            (node(na, cmd_a), node(nb, cmd_b))
+        }
+
+        /// Polls `node` for `ms` milliseconds (it answers ARP, refuses connections).
+        fn idle(node: &mut TestNode, ms: u64) {
+            let end = node.deadline(Duration::from_millis(ms));
+            while node.stack().now_us() < end {
+                node.poll();
+                std::thread::yield_now();
+            }
+        }
+
+        #[test]
+        fn a_client_reaches_a_server_that_listens_late_and_both_ways_carry_bytes_and_lines() {
+            let (mut a, b) = nodes("ip=10.0.0.1/24", "ip=10.0.0.2/24 peer=10.0.0.1");
+            let link_local = {
+                let mut g = [0u8; 16];
+                g[..2].copy_from_slice(&[0xfe, 0x80]);
+                g
+            };
+            let (server, client) = std::thread::scope(|sc| {
+                let server = sc.spawn(move || {
+                    // Up, but not listening yet: the client's first SYN is refused.
+                    idle(&mut a, 300);
+                    let mut ch = Channel::open(a, Side::Server, TOOL_PORT, WAIT).unwrap();
+                    let m = ch.recv(52).unwrap();
+                    ch.send(&[0x5a; 52]).unwrap();
+                    let lines = [ch.recv_line(64).unwrap(), ch.recv_line(64).unwrap()];
+                    // The client's GID names its address; a link-local GID names nobody
+                    // and this side has no peer=.
+                    let mac = ch.peer_mac(&mlx5::hca::ipv4_mapped_gid([10, 0, 0, 2]));
+                    let none = ch.peer_mac(&link_local);
+                    ch.send(b"bye\n").unwrap();
+                    (m, lines, mac, none)
+                });
+                let client = sc.spawn(move || {
+                    let side = Side::new(true, b.args().peer).unwrap();
+                    let mut ch = Channel::open(b, side, TOOL_PORT, WAIT).unwrap();
+                    ch.send(&[0xa5; 52]).unwrap();
+                    let m = ch.recv(52).unwrap();
+                    // Two lines, the second split over two sends.
+                    ch.send(b"endpoint qpn=11\nready").unwrap();
+                    ch.send(b" now\n").unwrap();
+                    let by_gid = ch.peer_mac(&mlx5::hca::ipv4_mapped_gid([10, 0, 0, 1]));
+                    // Not IPv4-mapped: peer= is resolved instead.
+                    let by_peer = ch.peer_mac(&link_local);
+                    let bye = ch.recv_line(64).unwrap();
+                    (m, by_gid, by_peer, bye)
+                });
+                (server.join().unwrap(), client.join().unwrap())
+            });
+            assert_eq!(server.0, [0xa5; 52]);
+            assert_eq!(server.1[0], b"endpoint qpn=11");
+            assert_eq!(server.1[1], b"ready now");
+            assert_eq!(server.2, Ok(MAC_B));
+            assert_eq!(server.3, Err(OobError::NoPeerAddress));
+            assert_eq!(client.0, [0x5a; 52]);
+            assert_eq!(client.1, Ok(MAC_A));
+            assert_eq!(client.2, Ok(MAC_A));
+            assert_eq!(client.3, b"bye");
+        }
+
+        #[test]
+        fn the_peers_close_ends_a_receive_and_a_long_line_is_refused() {
+            let (a, b) = nodes("ip=10.0.0.1/24", "ip=10.0.0.2/24 peer=10.0.0.1");
+            let (long, closed) = std::thread::scope(|sc| {
+                let server = sc.spawn(move || {
+                    let mut ch = Channel::open(a, Side::Server, 7000, WAIT).unwrap();
+                    let long = ch.recv_line(8);
+                    // What is left of the long line, then the peer's FIN.
+                    let closed = ch.recv(100);
+                    (long, closed)
+                });
+                let side = Side::Client {
+                    server: [10, 0, 0, 1],
+                };
+                let mut ch = Channel::open(b, side, 7000, WAIT).unwrap();
+                ch.send(b"a line longer than eight\n").unwrap();
+                drop(ch);
+                server.join().unwrap()
+            });
+            assert_eq!(long, Err(OobError::LineTooLong { max: 8 }));
+            assert_eq!(
+                closed,
+                Err(OobError::Stream {
+                    wanted: 100,
+                    err: NetError::Closed
+                })
+            );
+        }
     }
 
     #[test]

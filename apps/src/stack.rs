@@ -1,11 +1,15 @@
 //! The node on the network: the words of the cmdline that place it there (`ip=`, `peer=`,
-//! `neigh=`), and ([`Node`]) the HCA's Ethernet queue with the IP stack (`net`) on it, on the
-//! kernel's clock.
+//! `neigh=`), and [`Node`], the IP stack (`net`) the apps poll while they wait; in the
+//! unikernel (`KernelNode`) it runs on the HCA's Ethernet queue and the kernel's clock.
+
+use core::net::Ipv4Addr;
+use core::time::Duration;
 
 use kernel::cmdline::{parse_mac, Cmdline, CmdlineError, Ipv4Identity};
+use net::{Clock, NetError, Nic, Stack};
 
 #[cfg(target_os = "none")]
-pub use node::*;
+pub use kernel_node::*;
 
 /// Where the node stands on the network, from the cmdline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,17 +81,108 @@ pub fn gid_ipv4(gid: &[u8; 16]) -> Option<[u8; 4]> {
     (head == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]).then(|| [v4[0], v4[1], v4[2], v4[3]])
 }
 
-#[cfg(target_os = "none")]
-mod node {
-    use core::net::Ipv4Addr;
-    use core::time::Duration;
+/// How often [`Node::tick`] polls the stack at most. Frequent enough for everything the stack
+/// answers while an app waits on the HCA: Linux re-probes a STALE neighbour entry in use (after
+/// `DELAY_PROBE_TIME`) with unicast ARP requests `RETRANS_TIME` apart and gives it up after
+/// `UCAST_PROBES` unanswered ones (net/core/neighbour.c `neigh_timer_handler`; net/ipv4/arp.c
+/// `arp_tbl`: 5 s, 1 s, 3), which would stop rxe's RoCE frames to this node; TCP's timers run
+/// in tens of milliseconds.
+pub const TICK: Duration = Duration::from_millis(1);
 
-    use kernel::time::{self, Deadline};
+/// `d` in microseconds, as the stack's clock counts (saturating).
+pub fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The node on the network: the stack, with `neigh=` of the cmdline in it. It answers ARP and
+/// ping, and carries TCP, only while polled: [`Node::poll`], or [`Node::tick`] in the loops
+/// that wait for the HCA.
+pub struct Node<N: Nic, C: Clock> {
+    stack: Stack<N, C>,
+    args: NetArgs,
+    /// When [`Node::tick`] polls next, on the stack's clock.
+    next_poll: u64,
+}
+
+impl<N: Nic, C: Clock> Node<N, C> {
+    /// The node of `stack`, placed by `args` (its static neighbour added).
+    pub fn new(mut stack: Stack<N, C>, args: &NetArgs) -> Self {
+        if let Some((ip, mac)) = args.neigh {
+            stack.add_neighbour(Ipv4Addr::from(ip), mac);
+        }
+        let m = stack.mac();
+        log::info!(
+            "net: {}/{} on {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}{}",
+            stack.ip(),
+            args.ip.prefix_len,
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5],
+            if args.neigh.is_some() {
+                ", a static neighbour"
+            } else {
+                ""
+            }
+        );
+        let next_poll = stack.now_us();
+        Node {
+            stack,
+            args: *args,
+            next_poll,
+        }
+    }
+
+    /// The cmdline's network words.
+    pub fn args(&self) -> &NetArgs {
+        &self.args
+    }
+
+    /// The stack.
+    pub fn stack(&mut self) -> &mut Stack<N, C> {
+        &mut self.stack
+    }
+
+    /// Runs the stack once ([`Stack::poll`]).
+    pub fn poll(&mut self) {
+        self.stack.poll();
+        self.next_poll = self.stack.now_us().saturating_add(micros(TICK));
+    }
+
+    /// Runs the stack if [`TICK`] has passed since it last ran: for the loops that wait for
+    /// the HCA, where it costs a read of the clock when it is not due.
+    #[inline]
+    pub fn tick(&mut self) {
+        if self.stack.now_us() >= self.next_poll {
+            self.poll();
+        }
+    }
+
+    /// The clock's time `d` from now, as the stack's deadlines are.
+    pub fn deadline(&self, d: Duration) -> u64 {
+        self.stack.now_us().saturating_add(micros(d))
+    }
+
+    /// The MAC of `ip` by ARP (or the static neighbour), waiting up to `wait`.
+    pub fn resolve(&mut self, ip: [u8; 4], wait: Duration) -> Result<[u8; 6], NetError> {
+        let deadline = self.deadline(wait);
+        self.stack.resolve(Ipv4Addr::from(ip), deadline)
+    }
+}
+
+/// The node of the unikernel: the stack on the HCA's Ethernet queue and the kernel's clock.
+#[cfg(target_os = "none")]
+mod kernel_node {
+    use core::net::Ipv4Addr;
+
+    use kernel::time;
     use mlx5::{Context, EthConfig, EthQueue};
     use mlx5_kernel::KernelHal;
     use net::{NetError, Stack, StackConfig};
 
-    use super::NetArgs;
+    use super::{NetArgs, Node};
 
     /// The kernel's clock for the stack: microseconds since boot, from the TSC.
     pub struct KernelClock;
@@ -98,16 +193,11 @@ mod node {
         }
     }
 
-    /// The stack of the apps: over the HCA's Ethernet queue, on the kernel's clock.
-    pub type NetStack = Stack<EthQueue<KernelHal>, KernelClock>;
+    /// The NIC of the apps: the HCA's Ethernet queue.
+    pub type KernelNic = EthQueue<KernelHal>;
 
-    /// How often [`Node::tick`] polls the stack at most. Frequent enough for everything the
-    /// stack answers while an app waits on the HCA: Linux re-probes a STALE neighbour entry in
-    /// use (after `DELAY_PROBE_TIME`) with unicast ARP requests `RETRANS_TIME` apart and gives
-    /// it up after `UCAST_PROBES` unanswered ones (net/core/neighbour.c `neigh_timer_handler`;
-    /// net/ipv4/arp.c `arp_tbl`: 5 s, 1 s, 3), which would stop rxe's RoCE frames to this node;
-    /// TCP's timers run in tens of milliseconds.
-    pub const TICK: Duration = Duration::from_millis(1);
+    /// The node of the apps: over the HCA's Ethernet queue, on the kernel's clock.
+    pub type KernelNode = Node<KernelNic, KernelClock>;
 
     /// Why the node could not come up.
     #[derive(Debug)]
@@ -118,84 +208,15 @@ mod node {
         Stack(NetError),
     }
 
-    /// The node on the network: the stack over the HCA's Ethernet queue, with `ip=` and
-    /// `neigh=` of the cmdline. It answers ARP and ping, and carries TCP, only while polled:
-    /// [`Node::poll`], or [`Node::tick`] in the loops that wait for the HCA.
-    pub struct Node {
-        stack: NetStack,
-        args: NetArgs,
-        next_poll: Deadline,
-    }
-
-    impl Node {
-        /// Opens the Ethernet queue of `dev` and puts the stack on it.
-        pub fn up(dev: &Context<KernelHal>, args: &NetArgs) -> Result<Node, NodeError> {
+    impl KernelNode {
+        /// Opens the Ethernet queue of `dev` and puts the stack on it, placed by `args`.
+        pub fn up(dev: &Context<KernelHal>, args: &NetArgs) -> Result<KernelNode, NodeError> {
             let eth = dev
                 .open_eth(&EthConfig::default())
                 .map_err(NodeError::Eth)?;
-            let (ip, len) = (Ipv4Addr::from(args.ip.addr), args.ip.prefix_len);
-            let mut stack = Stack::new(eth, KernelClock, &StackConfig::new(ip, len))
-                .map_err(NodeError::Stack)?;
-            if let Some((nip, mac)) = args.neigh {
-                stack.add_neighbour(Ipv4Addr::from(nip), mac);
-            }
-            let m = stack.mac();
-            kernel::println!(
-                "net: {ip}/{len} on {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}{}",
-                m[0],
-                m[1],
-                m[2],
-                m[3],
-                m[4],
-                m[5],
-                match args.neigh {
-                    Some((n, _)) => alloc::format!(", static neighbour {}", Ipv4Addr::from(n)),
-                    None => alloc::string::String::new(),
-                }
-            );
-            Ok(Node {
-                stack,
-                args: *args,
-                next_poll: Deadline::after(TICK),
-            })
-        }
-
-        /// The cmdline's network words.
-        pub fn args(&self) -> &NetArgs {
-            &self.args
-        }
-
-        /// The stack.
-        pub fn stack(&mut self) -> &mut NetStack {
-            &mut self.stack
-        }
-
-        /// Runs the stack once ([`Stack::poll`]).
-        pub fn poll(&mut self) {
-            self.stack.poll();
-            self.next_poll = Deadline::after(TICK);
-        }
-
-        /// Runs the stack if [`TICK`] has passed since it last ran: for the loops that wait
-        /// for the HCA, where it costs a TSC read when it is not due.
-        #[inline]
-        pub fn tick(&mut self) {
-            if self.next_poll.expired() {
-                self.poll();
-            }
-        }
-
-        /// The clock's time `d` from now, as the stack's deadlines are.
-        pub fn deadline(&self, d: Duration) -> u64 {
-            self.stack
-                .now_us()
-                .saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        }
-
-        /// The MAC of `ip` by ARP (or the static neighbour), waiting up to `wait`.
-        pub fn resolve(&mut self, ip: [u8; 4], wait: Duration) -> Result<[u8; 6], NetError> {
-            let deadline = self.deadline(wait);
-            self.stack.resolve(Ipv4Addr::from(ip), deadline)
+            let cfg = StackConfig::new(Ipv4Addr::from(args.ip.addr), args.ip.prefix_len);
+            let stack = Stack::new(eth, KernelClock, &cfg).map_err(NodeError::Stack)?;
+            Ok(Node::new(stack, args))
         }
     }
 }

@@ -23,7 +23,7 @@ use core::net::Ipv4Addr;
 use core::time::Duration;
 
 use apps::oob::parse_port;
-use apps::stack::{self, Node};
+use apps::stack::{self, KernelNode};
 use kernel::time::Deadline;
 use kernel::{println, AppContext};
 use mlx5::{Context, ContextConfig};
@@ -90,7 +90,7 @@ fn run(net: &stack::NetArgs, port: u16, secs: Option<u64>) -> Result<(), String>
     let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
     let dev =
         Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
-    let mut node = Node::up(&dev, net).map_err(|e| format!("the network: {e:?}"))?;
+    let mut node = KernelNode::up(&dev, net).map_err(|e| format!("the network: {e:?}"))?;
     let r = serve(&mut node, port, secs);
     drop(node);
     r?;
@@ -98,7 +98,7 @@ fn run(net: &stack::NetArgs, port: u16, secs: Option<u64>) -> Result<(), String>
     Ok(())
 }
 
-fn serve(node: &mut Node, port: u16, secs: Option<u64>) -> Result<(), String> {
+fn serve(node: &mut KernelNode, port: u16, secs: Option<u64>) -> Result<(), String> {
     let end = secs.map(|s| Deadline::after(Duration::from_secs(s)));
     let mut l = node
         .stack()
@@ -172,7 +172,7 @@ enum Turn {
 }
 
 /// Echoes what has come on `e`.
-fn echo_some(node: &mut Node, e: &mut Echo, buf: &mut [u8]) -> Turn {
+fn echo_some(node: &mut KernelNode, e: &mut Echo, buf: &mut [u8]) -> Turn {
     let s = node.stack();
     let now = s.now_us();
     match s.tcp_recv(&e.conn, buf, now) {
@@ -193,7 +193,7 @@ fn echo_some(node: &mut Node, e: &mut Echo, buf: &mut [u8]) -> Turn {
 }
 
 /// Closes `e` (our FIN, acknowledged or not) and prints its line.
-fn finish(node: &mut Node, e: Echo, how: &str) {
+fn finish(node: &mut KernelNode, e: Echo, how: &str) {
     let d = node.deadline(SEND_WAIT);
     let _ = node.stack().tcp_close(e.conn, d);
     println!(

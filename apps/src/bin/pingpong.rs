@@ -32,7 +32,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use apps::oob::{self, Oob, Side};
-use apps::stack::{self, Node};
+use apps::stack::{self, KernelNode};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
@@ -217,7 +217,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
             }
             Ok(())
         };
-        let node = Node::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
+        let node = KernelNode::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
         let mut link =
             Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?;
         // rc_pingpong asks for hop limit 1, but for a unicast RoCE destination Linux replaces it

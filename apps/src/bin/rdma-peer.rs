@@ -33,7 +33,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use apps::oob::{Oob, OobError, Side, TOOL_PORT};
-use apps::stack::{self, NetArgs, Node};
+use apps::stack::{self, KernelNode, NetArgs};
 use kernel::{println, AppContext};
 use mlx5::{
     AccessFlags, ConnectOptions, Context, ContextConfig, QpCaps, QpEndpoint, RecvWr, Remote,
@@ -231,7 +231,7 @@ fn bring_up(net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(Dev, u8, [u8; 16]), 
 
 /// The TCP connection to the other guest, on the node's stack over `dev`'s Ethernet queue.
 fn connect(dev: &Dev, net: &NetArgs, side: Side, wait: Duration) -> Result<Oob, &'static str> {
-    let node = Node::up(dev, net).map_err(|e| {
+    let node = KernelNode::up(dev, net).map_err(|e| {
         println!("peer: the network: {e:?}");
         "the network did not come up"
     })?;

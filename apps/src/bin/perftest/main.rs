@@ -86,7 +86,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use apps::oob::{self, Oob, OobError, Side};
-use apps::stack::{self, Node};
+use apps::stack::{self, KernelNode};
 use kernel::time::{Deadline, Instant};
 use kernel::{println, AppContext};
 use mlx5::{
@@ -172,7 +172,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                     .map_err(|e| format!("write: {e:?}"))?;
             }
         }
-        let node = Node::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
+        let node = KernelNode::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
         let link = Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?;
         let (sch, rch) = if o.events {
             (
