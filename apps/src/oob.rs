@@ -482,51 +482,14 @@ mod tests {
 
     /// The channel between two nodes on an in-memory link, each in its own thread.
     mod over_a_link {
-        use std::time::{Duration, Instant};
+        use std::time::Duration;
 
-        use net::loopback::{self, MemNic};
-        use net::{Clock, NetError, Stack, StackConfig};
+        use net::NetError;
 
         use super::super::*;
-        use crate::stack::{net_args, Node};
+        use crate::testnet::{idle, nodes, MAC_A, MAC_B};
 
-        #[derive(Clone, Copy)]
-        struct StdClock(Instant);
-
-        impl Clock for StdClock {
-            fn now_us(&self) -> u64 {
-                self.0.elapsed().as_micros() as u64
-            }
-            fn relax(&self) {
-                std::thread::yield_now();
-            }
-        }
-
-        type TestNode = Node<MemNic, StdClock>;
-        const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0x0a];
-        const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0x0b];
         const WAIT: Duration = Duration::from_secs(10);
-
-        /// Node A (`cmd_a`, the server's words) and node B (`cmd_b`) on one link.
-        fn nodes(cmd_a: &str, cmd_b: &str) -> (TestNode, TestNode) {
-            let (na, nb, _link) = loopback::pair(MAC_A, MAC_B, 1514);
-            let clock = StdClock(Instant::now());
-            let node = |nic, cmd| {
-                let args = net_args(cmd).unwrap();
-                let cfg = StackConfig::new(args.ip.addr.into(), args.ip.prefix_len);
-                Node::new(Stack::new(nic, clock, &cfg).unwrap(), &args)
-            };
-            (node(na, cmd_a), node(nb, cmd_b))
-        }
-
-        /// Polls `node` for `ms` milliseconds (it answers ARP, refuses connections).
-        fn idle(node: &mut TestNode, ms: u64) {
-            let end = node.deadline(Duration::from_millis(ms));
-            while node.stack().now_us() < end {
-                node.poll();
-                std::thread::yield_now();
-            }
-        }
 
         #[test]
         fn a_client_reaches_a_server_that_listens_late_and_both_ways_carry_bytes_and_lines() {

@@ -18,34 +18,17 @@ extern crate alloc;
 
 use alloc::format;
 use alloc::string::String;
-use alloc::vec::Vec;
 use core::net::Ipv4Addr;
 use core::time::Duration;
 
+use apps::echo::{EchoServer, Event, ECHO_PORT};
 use apps::oob::parse_port;
 use apps::stack::{self, KernelNode};
 use kernel::time::Deadline;
 use kernel::{println, AppContext};
 use mlx5::{Context, ContextConfig};
-use net::{NetError, TcpConn};
 
 kernel::entry_point!(main);
-
-/// RFC 862: "A server listens for TCP connections on TCP port 7."
-const ECHO_PORT: u16 = 7;
-/// The most one echo takes and sends back at once: each echo waits for its acknowledgement
-/// (`net::Stack::tcp_send_all`), so larger pieces take fewer round trips.
-const ECHO_CHUNK: usize = 32 * 1024;
-/// How long one echo may wait for the peer to acknowledge it, and a close for its FIN.
-const SEND_WAIT: Duration = Duration::from_secs(10);
-
-/// One open connection.
-struct Echo {
-    conn: TcpConn,
-    id: u64,
-    from: (Ipv4Addr, u16),
-    bytes: u64,
-}
 
 fn main(ctx: &AppContext) -> i32 {
     let c = ctx.cmdline;
@@ -100,10 +83,8 @@ fn run(net: &stack::NetArgs, port: u16, secs: Option<u64>) -> Result<(), String>
 
 fn serve(node: &mut KernelNode, port: u16, secs: Option<u64>) -> Result<(), String> {
     let end = secs.map(|s| Deadline::after(Duration::from_secs(s)));
-    let mut l = node
-        .stack()
-        .tcp_listen(port)
-        .map_err(|e| format!("listen on {port}: {e:?}"))?;
+    let mut echo =
+        EchoServer::listen(node, port).map_err(|e| format!("listen on {port}: {e:?}"))?;
     let ip = Ipv4Addr::from(node.args().ip.addr);
     println!(
         "netd: up: {ip} answers ARP and ping, TCP echo on port {port}, {}",
@@ -112,92 +93,37 @@ fn serve(node: &mut KernelNode, port: u16, secs: Option<u64>) -> Result<(), Stri
             None => "until stopped".into(),
         }
     );
-    let mut open: Vec<Echo> = Vec::new();
-    let (mut count, mut total) = (0u64, 0u64);
-    let mut buf = alloc::vec![0u8; ECHO_CHUNK];
     while !end.is_some_and(|d| d.expired()) {
-        let s = node.stack();
-        // Deadline "now": each call polls the stack once and returns what is there.
-        let now = s.now_us();
-        if let Ok(conn) = s.tcp_accept(&mut l, now) {
-            count += 1;
-            let from = s.tcp_remote(&conn).unwrap_or((Ipv4Addr::UNSPECIFIED, 0));
-            println!("netd: connection {count} from {}:{}", from.0, from.1);
-            open.push(Echo {
-                conn,
-                id: count,
-                from,
-                bytes: 0,
-            });
-        }
-        let mut i = 0;
-        while i < open.len() {
-            let turn = echo_some(node, &mut open[i], &mut buf);
-            if turn == Turn::Open {
-                i += 1;
-                continue;
-            }
-            let e = open.swap_remove(i);
-            total += e.bytes;
-            match turn {
-                Turn::Failed(err) => {
-                    println!(
-                        "netd: connection {} from {}:{} reset: {} bytes echoed ({err:?})",
-                        e.id, e.from.0, e.from.1, e.bytes
-                    );
-                    let _ = node.stack().tcp_abort(e.conn);
-                }
-                _ => finish(node, e, "closed"),
-            }
-        }
+        echo.turn(node, print);
     }
-    for e in open {
-        total += e.bytes;
-        finish(node, e, "closed at the end");
-    }
-    let _ = node.stack().tcp_unlisten(l);
+    let (count, total) = echo.close(node, print);
     println!("netd: done: {count} connections, {total} bytes echoed");
     Ok(())
 }
 
-/// What a turn of a connection left it as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Turn {
-    /// Still open.
-    Open,
-    /// The peer closed its side and everything it sent was echoed.
-    Closed,
-    /// Reset, or an echo not acknowledged in time.
-    Failed(NetError),
-}
-
-/// Echoes what has come on `e`.
-fn echo_some(node: &mut KernelNode, e: &mut Echo, buf: &mut [u8]) -> Turn {
-    let s = node.stack();
-    let now = s.now_us();
-    match s.tcp_recv(&e.conn, buf, now) {
-        Ok(0) => Turn::Closed,
-        Ok(k) => {
-            let d = node.deadline(SEND_WAIT);
-            match node.stack().tcp_send_all(&e.conn, &buf[..k], d) {
-                Ok(()) => {
-                    e.bytes += k as u64;
-                    Turn::Open
-                }
-                Err(err) => Turn::Failed(err),
-            }
+/// The line of an event.
+fn print(e: Event) {
+    match e {
+        Event::Accepted { id, from } => {
+            println!("netd: connection {id} from {}:{}", from.0, from.1)
         }
-        Err(NetError::Timeout(_)) => Turn::Open,
-        Err(err) => Turn::Failed(err),
+        Event::Ended {
+            id,
+            from,
+            bytes,
+            err: None,
+        } => println!(
+            "netd: connection {id} from {}:{} closed: {bytes} bytes echoed",
+            from.0, from.1
+        ),
+        Event::Ended {
+            id,
+            from,
+            bytes,
+            err: Some(err),
+        } => println!(
+            "netd: connection {id} from {}:{} reset: {bytes} bytes echoed ({err:?})",
+            from.0, from.1
+        ),
     }
-}
-
-/// Closes `e` (our FIN, acknowledged or not) and prints its line.
-fn finish(node: &mut KernelNode, e: Echo, how: &str) {
-    let d = node.deadline(SEND_WAIT);
-    let _ = node.stack().tcp_close(e.conn, d);
-    println!(
-        "netd: connection {} from {}:{} {how}: {} bytes echoed",
-        e.id, e.from.0, e.from.1, e.bytes
-    );
 }
