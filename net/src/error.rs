@@ -71,6 +71,8 @@ pub enum NetError {
     },
     /// Port 0 where a port is needed.
     BadPort,
+    /// Every port of the dynamic range is held by a socket of ours.
+    NoFreePort,
     /// The payload does not fit in one packet or in the socket's buffer.
     TooLarge {
         /// Its length in bytes.

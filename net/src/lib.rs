@@ -23,9 +23,9 @@
 //!
 //! # What it refuses
 //! Anything smoltcp drops (bad checksums, frames for other hosts, unknown protocols, IP
-//! fragments, IP options it does not know) is dropped silently; ARP input that smoltcp would
-//! not learn from is not learned from either (see [`arp`](crate::Stack::resolve) rules in the
-//! source). Configurations smoltcp would panic on (a multicast MAC, a prefix over 32, an
+//! fragments, IP options it does not know) is dropped silently. The neighbour table of
+//! [`Stack::resolve`] learns only what smoltcp's own ARP input learns: requests and replies
+//! whose target is our address, from a unicast sender inside our subnet. Configurations smoltcp would panic on (a multicast MAC, a prefix over 32, an
 //! address that is not unicast, a gateway outside the subnet) are refused by [`Stack::new`]
 //! with [`ConfigError`]. Handles from another stack are refused with
 //! [`NetError::ForeignHandle`].
@@ -39,8 +39,9 @@
 //!   their next hop.
 //! - A dropped [`TcpConn`], [`TcpListener`] or [`UdpSocket`] handle leaves its socket in the
 //!   stack until the stack is dropped: close it.
-//! - Each received frame is copied once (from the NIC's buffer into the device's) and each
-//!   sent frame once (from smoltcp's buffer into the NIC's).
+//! - The device under smoltcp copies each received frame once (a [`Nic`] lends it only for a
+//!   closure; smoltcp reads it later), and builds each frame it sends in its own buffer, which
+//!   [`Nic::send`] copies: on top of whatever copies the NIC makes itself.
 //!
 //! [smoltcp]: https://docs.rs/smoltcp/0.12
 

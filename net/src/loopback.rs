@@ -67,6 +67,9 @@ pub fn pair(a: [u8; 6], b: [u8; 6], mtu: usize) -> (MemNic, MemNic, LinkControl)
 }
 
 impl Nic for MemNic {
+    /// The link never fails.
+    type Error = core::convert::Infallible;
+
     fn mac(&self) -> [u8; 6] {
         self.mac
     }
@@ -75,7 +78,7 @@ impl Nic for MemNic {
         self.mtu
     }
 
-    fn send(&mut self, frame: &[u8]) -> Result<(), NicError> {
+    fn send(&mut self, frame: &[u8]) -> Result<(), NicError<Self::Error>> {
         if frame.len() > self.mtu {
             return Err(NicError::FrameTooLarge {
                 len: frame.len(),

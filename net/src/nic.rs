@@ -16,9 +16,10 @@ use smoltcp::time::Instant;
 
 use crate::arp::Neighbours;
 
-/// Why a NIC refused a frame.
+/// Why a NIC refused a frame. `E` is the NIC's own error ([`Nic::Error`]), with the
+/// device's status and syndrome where it has them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NicError {
+pub enum NicError<E> {
     /// The frame is longer than [`Nic::mtu`].
     FrameTooLarge {
         /// Its length in bytes.
@@ -28,26 +29,28 @@ pub enum NicError {
     },
     /// No room in the send queue now; a later send may succeed.
     QueueFull,
-    /// The link or the device is down; the code is the driver's own (for the log).
-    Down(u32),
+    /// The device failed or refused the frame otherwise.
+    Device(E),
 }
 
 /// An Ethernet NIC: whole frames in and out, polled.
 pub trait Nic {
+    /// The NIC's own errors, in [`NicError::Device`].
+    type Error: Copy + core::fmt::Debug;
     /// The NIC's own unicast MAC address.
     fn mac(&self) -> [u8; 6];
     /// The largest frame, without FCS, that the NIC sends and takes (1514 for a 1500-byte MTU).
     fn mtu(&self) -> usize;
     /// Sends one frame (destination MAC first). Returns once the NIC owns a copy of it.
-    fn send(&mut self, frame: &[u8]) -> Result<(), NicError>;
+    fn send(&mut self, frame: &[u8]) -> Result<(), NicError<Self::Error>>;
     /// Calls `f` with the next received frame, if one is waiting; the frame's buffer is the
     /// NIC's again once `f` returns.
     fn recv<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R>;
 }
 
 /// Counters of the device: what went through it and what it dropped.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NicStats {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NicStats<E> {
     /// Frames received and handed to smoltcp.
     pub rx_frames: u64,
     /// Frames received longer than [`Nic::mtu`] (dropped).
@@ -57,7 +60,19 @@ pub struct NicStats {
     /// Frames the NIC refused (dropped); the last refusal is in `last_tx_error`.
     pub tx_errors: u64,
     /// The last error of [`Nic::send`].
-    pub last_tx_error: Option<NicError>,
+    pub last_tx_error: Option<NicError<E>>,
+}
+
+impl<E> Default for NicStats<E> {
+    fn default() -> Self {
+        NicStats {
+            rx_frames: 0,
+            rx_too_large: 0,
+            tx_frames: 0,
+            tx_errors: 0,
+            last_tx_error: None,
+        }
+    }
 }
 
 /// The smoltcp device over a [`Nic`].
@@ -66,7 +81,7 @@ pub(crate) struct NicDevice<N: Nic> {
     rx_buf: Vec<u8>,
     tx_buf: Vec<u8>,
     pub(crate) neighbours: Neighbours,
-    pub(crate) stats: NicStats,
+    pub(crate) stats: NicStats<N::Error>,
 }
 
 impl<N: Nic> NicDevice<N> {
@@ -98,7 +113,7 @@ impl<N: Nic> NicDevice<N> {
         &mut self,
         len: usize,
         f: impl FnOnce(&mut [u8]),
-    ) -> Result<(), NicError> {
+    ) -> Result<(), NicError<N::Error>> {
         TxToken {
             nic: &mut self.nic,
             tx_buf: &mut self.tx_buf,
@@ -124,13 +139,17 @@ impl phy::RxToken for RxToken<'_> {
 pub(crate) struct TxToken<'a, N: Nic> {
     nic: &'a mut N,
     tx_buf: &'a mut [u8],
-    stats: &'a mut NicStats,
+    stats: &'a mut NicStats<N::Error>,
 }
 
 impl<N: Nic> TxToken<'_, N> {
     /// Builds a frame of `len` bytes with `f` and sends it: `f`'s result, and the NIC's
     /// refusal (counted).
-    fn send<R>(self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> (R, Result<(), NicError>) {
+    fn send<R>(
+        self,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> (R, Result<(), NicError<N::Error>>) {
         let max = self.tx_buf.len();
         let (r, res) = match self.tx_buf.get_mut(..len) {
             Some(buf) => {

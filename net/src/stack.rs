@@ -148,7 +148,7 @@ impl<N: Nic, C: Clock> Stack<N, C> {
     }
 
     /// The counters of the device under the stack.
-    pub fn stats(&self) -> NicStats {
+    pub fn stats(&self) -> NicStats<N::Error> {
         self.dev.stats
     }
 
@@ -314,18 +314,15 @@ impl<N: Nic, C: Clock> Stack<N, C> {
     }
 
     /// Takes a local port from the dynamic range that no socket of ours holds.
-    pub(crate) fn ephemeral_port(&mut self) -> u16 {
-        loop {
+    pub(crate) fn ephemeral_port(&mut self) -> Result<u16, NetError> {
+        for _ in EPHEMERAL_FIRST..=u16::MAX {
             let p = self.next_port;
-            self.next_port = if p == u16::MAX {
-                EPHEMERAL_FIRST
-            } else {
-                p + 1
-            };
+            self.next_port = p.checked_add(1).unwrap_or(EPHEMERAL_FIRST);
             if !self.port_in_use(p, true) && !self.port_in_use(p, false) {
-                return p;
+                return Ok(p);
             }
         }
+        Err(NetError::NoFreePort)
     }
 
     /// Whether a socket of ours holds local `port`: TCP (listening or connected) if `tcp`,

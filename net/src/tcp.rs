@@ -148,7 +148,7 @@ impl<N: Nic, C: Clock> Stack<N, C> {
             return Err(NetError::NoRoute { ip });
         }
         let hop = self.next_hop(ip)?;
-        let local = self.ephemeral_port();
+        let local = self.ephemeral_port()?;
         let mut sock = self.tcp_socket();
         let remote = IpEndpoint::new(IpAddress::Ipv4(ip), port);
         if sock.connect(self.iface.context(), remote, local).is_err() {

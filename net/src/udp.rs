@@ -50,7 +50,7 @@ impl<N: Nic, C: Clock> Stack<N, C> {
     /// socket of ours holds it.
     pub fn udp_bind(&mut self, port: u16) -> Result<UdpSocket, NetError> {
         let port = match port {
-            0 => self.ephemeral_port(),
+            0 => self.ephemeral_port()?,
             p if self.port_in_use(p, false) => return Err(NetError::PortInUse { port: p }),
             p => p,
         };

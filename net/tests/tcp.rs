@@ -147,7 +147,7 @@ fn accept_and_recv_time_out() {
             let d = after(a, 5000);
             let c = a.tcp_connect(IP_B, 7, d)?;
             // B sends nothing.
-            let d = after(a, 200);
+            let d = after(a, 400);
             let r = a.tcp_recv(&c, &mut [0; 16], d);
             let d = after(a, 5000);
             a.tcp_close(c, d)?;
@@ -156,7 +156,8 @@ fn accept_and_recv_time_out() {
         |b| {
             let d = after(b, 5000);
             let c = b.tcp_accept(&mut l, d)?;
-            let d = after(b, 200);
+            // Shorter than A's wait, so it ends before A's FIN.
+            let d = after(b, 100);
             let r = b.tcp_recv_exact(&c, &mut [0; 16], d);
             // Then A's FIN.
             let d = after(b, 5000);
