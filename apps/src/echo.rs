@@ -1,5 +1,5 @@
 //! The TCP echo service of `netd` (RFC 862 on TCP: every byte received is sent back), on a
-//! [`Node`], serving any number of connections at once, a turn at a time.
+//! [`Node`](crate::stack::Node), serving any number of connections at once, a turn at a time.
 
 use alloc::vec;
 use alloc::vec::Vec;

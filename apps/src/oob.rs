@@ -2,7 +2,7 @@
 //! `rdma-peer`), and what they share.
 //!
 //! Linux's rdma-core tools swap their endpoints over TCP, and so does the unikernel now: a
-//! [`Channel`] (`Oob` in the unikernel) is one TCP connection of the node's IP stack
+//! [`Channel`](crate::oob::Channel) (`Oob` in the unikernel) is one TCP connection of the node's IP stack
 //! ([`crate::stack::Node`]) on the HCA's Ethernet queue. As server this side listens on the tool's port and takes the first connection; as
 //! client it connects to the server's address (`peer=`), again and again until the server
 //! listens (Linux boots under TCG after the unikernel). The tools' exchange formats live in the
@@ -414,7 +414,7 @@ mod channel {
     }
 
     impl<N: Nic, C: Clock> Drop for Channel<N, C> {
-        /// Closes the connection: our FIN, acknowledged within [`CLOSE_WAIT`] or not.
+        /// Closes the connection: our FIN, acknowledged within five seconds or not.
         fn drop(&mut self) {
             if let Some(c) = self.conn.take() {
                 let deadline = self.node.deadline(CLOSE_WAIT);

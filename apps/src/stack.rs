@@ -1,5 +1,5 @@
 //! The node on the network: the words of the cmdline that place it there (`ip=`, `peer=`,
-//! `neigh=`), and [`Node`], the IP stack (`net`) the apps poll while they wait; in the
+//! `neigh=`), and [`Node`](crate::stack::Node), the IP stack (`net`) the apps poll while they wait; in the
 //! unikernel (`KernelNode`) it runs on the HCA's Ethernet queue and the kernel's clock.
 
 use core::net::Ipv4Addr;
