@@ -9,8 +9,7 @@
 //! `-i` are accepted and ignored (the GID is `ip=`'s). `-p` is the TCP port of the exchange
 //! (18515); as server this side listens on it, as client it connects to `peer=` on it. The
 //! peer's MAC comes by ARP for the IPv4 address of the GID it sent (apps/src/stack.rs).
-//! Defaults and
-//! refusals as perftest's (src/perftest_parameters.c `init_perftest_params`,
+//! Defaults and refusals as perftest's (src/perftest_parameters.c `init_perftest_params`,
 //! `force_dependecies`, `parser`): `-s` 65536 (bw), 2 (lat), 8 (atomic, the only size); `-n`
 //! 5000 (ib_write_bw), else 1000, at least 5 (`MIN_ITER`); `-a` runs the sizes 2^1 .. 2^23
 //! (`MAX_SIZE`); `-D` with `-a` or `-e` is refused, `-e` with a WRITE tool is refused, `-a`
