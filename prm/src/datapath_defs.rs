@@ -45,6 +45,28 @@ pub mod cqe {
         pub const SIGNATURE: usize = 62;
         /// u8 `op_own`: bit 0 owner, bit 1 solicited, bits 3:2 format, bits 7:4 opcode.
         pub const OP_OWN: usize = 63;
+
+        // Ethernet receive fields: Linux include/linux/mlx5/device.h:830 names them where
+        // rdma-core's struct has reserved bytes ([`crate::eth_cqe`] reads them).
+        /// u8 `tls_outer_l3_tunneled` (bit 0 tunneled, [`crate::eth_cqe::is_tunneled`]).
+        pub const TLS_OUTER_L3_TUNNELED: usize = 0;
+        /// u8 `lro.tcppsh_abort_dupack` ([`crate::eth_cqe::lro_tcppsh`]).
+        pub const LRO_TCPPSH_ABORT_DUPACK: usize = 4;
+        /// u8 `lro.min_ttl`.
+        pub const LRO_MIN_TTL: usize = 5;
+        /// be16 `lro.tcp_win`.
+        pub const LRO_TCP_WIN: usize = 6;
+        /// be32 `lro.ack_seq_num`.
+        pub const LRO_ACK_SEQ_NUM: usize = 8;
+        /// be32 `rss_hash_result`.
+        pub const RSS_HASH_RESULT: usize = 12;
+        /// u8 `rss_hash_type`.
+        pub const RSS_HASH_TYPE: usize = 16;
+        /// be16 `check_sum`: the packet's ones'-complement sum, for CHECKSUM_COMPLETE (Linux
+        /// core/en_rx.c `mlx5e_handle_csum`).
+        pub const CHECK_SUM: usize = 20;
+        /// u8 `l4_l3_hdr_type`, Linux's name of [`L4_HDR_TYPE_ETC`].
+        pub const L4_L3_HDR_TYPE: usize = L4_HDR_TYPE_ETC;
     }
 
     /// Byte offsets in `struct mlx5_err_cqe` (Linux include/linux/mlx5/device.h:818), for

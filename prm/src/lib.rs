@@ -27,14 +27,21 @@
 //! lacks, from Linux `include/linux/mlx5/mlx5_ifc.h` (OFED 24.07 tree
 //! wjz304/mlnx-ofed-kernel @2c0186b9c664); each
 //! module's doc names the header line. Where the two headers disagree the rdma-core position is
-//! declared and the Linux one is in [`linux_layout`].
+//! declared and the Linux one is in [`linux_layout`]. Where rdma-core's header leaves bits
+//! reserved that Linux names (rdma-core's `sqc` has only `state`), the Linux fields are declared
+//! after `@linux` in the same module and listed in its `LINUX_FIELDS` (see [`prm_struct`]):
+//! `sqc::CQN` reads like `sqc::STATE`, but only `FIELDS` goes to the layout check.
 //!
 //! # Constants
 //!
 //! [`opcode`], [`cmd_status`], [`delivery_status`], [`cmdq`], [`cmd_layout`],
 //! [`cmd_prot_block`], [`init_seg`], [`health`], [`timeouts`], [`hca_cap`], [`pages`],
 //! [`teardown`], [`access_reg`], [`mkc_access_mode`], [`mkey`], [`qp`], [`event`], [`eq`],
-//! [`cqe`], [`cq_db`], [`wqe`], [`qp_db`], [`uar`]; each value cites the header it was read from.
+//! [`cqe`], [`cq_db`], [`wqe`], [`qp_db`], [`uar`]; for Ethernet [`wq_type`], [`sqc_state`],
+//! [`rqc_state`], [`tirc_disp_type`], [`inline_mode`], [`cap_inline_mode`] and their
+//! neighbours; for steering [`flow_table_type`], [`flow_context_action`],
+//! [`flow_destination_type`], [`match_criteria_enable`]; for the Ethernet data path
+//! [`eth_seg`] and [`eth_cqe`]; each value cites the header it was read from.
 //!
 //! Citations name the primary source as repo/path and function or struct: "Linux" is the OFED
 //! 24.07 kernel tree wjz304/mlnx-ofed-kernel @2c0186b9c664 (upstream paths; `core/` is
@@ -62,6 +69,9 @@ mod macros;
 
 mod cmdif_defs;
 mod datapath_defs;
+mod eth_datapath_defs;
+mod eth_defs;
+mod flow_defs;
 mod hca_defs;
 mod object_defs;
 pub mod opcode;
@@ -71,16 +81,22 @@ mod layouts {
     pub mod cmdif;
     pub mod cq;
     pub mod eq;
+    pub mod eth_caps;
+    pub mod flow;
     pub mod hca;
     pub mod mkey;
     pub mod qp;
     pub mod resources;
     pub mod vport;
+    pub mod wq;
 }
 
 pub use cmdif_defs::*;
 pub use datapath_defs::*;
+pub use eth_datapath_defs::*;
+pub use eth_defs::*;
 pub use field::{get, get64, set, set64, Array, Error, Field, Result};
+pub use flow_defs::*;
 pub use hca_defs::*;
 #[doc(hidden)]
 pub use macros::__ascii_lower;
@@ -90,11 +106,14 @@ pub use layouts::caps::*;
 pub use layouts::cmdif::*;
 pub use layouts::cq::*;
 pub use layouts::eq::*;
+pub use layouts::eth_caps::*;
+pub use layouts::flow::*;
 pub use layouts::hca::*;
 pub use layouts::mkey::*;
 pub use layouts::qp::*;
 pub use layouts::resources::*;
 pub use layouts::vport::*;
+pub use layouts::wq::*;
 
 /// Linux (OFED 24.07) positions of fields where its mlx5_ifc.h disagrees with rdma-core's.
 /// Not part of [`ALL_STRUCTS`] (the reference checker validates the rdma-core layout).
@@ -150,27 +169,24 @@ pub mod linux_layout {
         pub const ROCE_ADDRESS_TABLE_SIZE: Field = Field::new(0xf0, 0x10);
     }
     /// `mlx5_ifc_nic_vport_context_bits` fields rdma-core's header leaves reserved (Linux
-    /// mlx5_ifc.h:4226).
+    /// mlx5_ifc.h:4226), now declared after `@linux` in [`crate::nic_vport_context`]; these
+    /// names stay for their users.
     pub mod nic_vport_context {
-        use crate::Field;
+        use crate::{mac_address_layout, nic_vport_context as ctx, Field};
         /// `mtu[0x10]`.
-        pub const MTU: Field = Field::new(0x130, 0x10);
-        /// `permanent_address.mac_addr_47_32` (mac_address_layout at 0x7a0, Linux
-        /// mlx5_ifc.h:4272).
-        pub const PERMANENT_ADDRESS_MAC_47_32: Field = Field::new(0x7b0, 0x10);
+        pub const MTU: Field = ctx::MTU;
+        /// `permanent_address.mac_addr_47_32`.
+        pub const PERMANENT_ADDRESS_MAC_47_32: Field =
+            mac_address_layout::MAC_ADDR_47_32.within(ctx::PERMANENT_ADDRESS);
         /// `permanent_address.mac_addr_31_0`.
-        pub const PERMANENT_ADDRESS_MAC_31_0: Field = Field::new(0x7c0, 0x20);
+        pub const PERMANENT_ADDRESS_MAC_31_0: Field =
+            mac_address_layout::MAC_ADDR_31_0.within(ctx::PERMANENT_ADDRESS);
     }
     /// `mlx5_ifc_query_nic_vport_context_in_bits` fields rdma-core's header leaves reserved
-    /// (Linux mlx5_ifc.h:6161).
+    /// (Linux mlx5_ifc.h:6161), now declared after `@linux` in
+    /// [`crate::query_nic_vport_context_in`]; these names stay for their users.
     pub mod query_nic_vport_context_in {
-        use crate::Field;
-        /// `other_vport[0x1]`.
-        pub const OTHER_VPORT: Field = Field::new(0x40, 0x1);
-        /// `vport_number[0x10]`.
-        pub const VPORT_NUMBER: Field = Field::new(0x50, 0x10);
-        /// `allowed_list_type[0x3]`.
-        pub const ALLOWED_LIST_TYPE: Field = Field::new(0x65, 0x3);
+        pub use crate::query_nic_vport_context_in::{ALLOWED_LIST_TYPE, OTHER_VPORT, VPORT_NUMBER};
     }
 }
 
@@ -215,6 +231,23 @@ prm_registry! {
     query_roce_address_out, set_roce_address_in, set_roce_address_out, query_vport_counter_in,
     query_vport_counter_out, query_q_counter_in, query_q_counter_out, alloc_q_counter_in,
     alloc_q_counter_out, dealloc_q_counter_in, dealloc_q_counter_out,
+    // wq
+    wq, sqc, rqc, tisc, tirc, rx_hash_field_select, create_tis_in, create_tis_out,
+    modify_tis_bitmask, modify_tis_in, modify_tis_out, query_tis_in, query_tis_out,
+    destroy_tis_in, destroy_tis_out, create_sq_in, create_sq_out, modify_sq_in, modify_sq_out,
+    query_sq_in, query_sq_out, destroy_sq_in, destroy_sq_out, create_rq_in, create_rq_out,
+    modify_rq_in, modify_rq_out, query_rq_in, query_rq_out, destroy_rq_in, destroy_rq_out,
+    create_tir_in, create_tir_out, modify_tir_bitmask, modify_tir_in, modify_tir_out,
+    query_tir_in, query_tir_out, destroy_tir_in, destroy_tir_out,
+    // flow
+    flow_table_context, create_flow_table_in, create_flow_table_out, destroy_flow_table_in,
+    destroy_flow_table_out, fte_match_param, fte_match_set_lyr_2_4, fte_match_set_misc,
+    create_flow_group_in, create_flow_group_out, destroy_flow_group_in, destroy_flow_group_out,
+    flow_context, dest_format_struct, set_fte_in, set_fte_out, delete_fte_in, delete_fte_out,
+    set_flow_table_root_in, set_flow_table_root_out,
+    // eth_caps (+ mac_address_layout from vport)
+    per_protocol_networking_offload_caps, flow_table_nic_cap, flow_table_prop_layout,
+    flow_table_fields_supported, mac_address_layout,
 }
 
 /// Looks a layout up by its mlx5_ifc.h name: `(total bits, fields)`.
@@ -254,5 +287,7 @@ pub fn write_layout_json(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
     out.write_str("\n}}\n")
 }
 
+#[cfg(test)]
+mod eth_tests;
 #[cfg(test)]
 mod tests;

@@ -88,6 +88,26 @@ macro_rules! __prm_is_union {
 ///
 /// Each module gets `NAME`, `BITS`, `BYTES`, `IS_UNION`, one constant per field (a [`Field`],
 /// or an [`Array`] for array fields), and `FIELDS: &[(&str, Field)]` with the mlx5_ifc.h names.
+///
+/// Fields after an optional `@linux` marker are those Linux `include/linux/mlx5/mlx5_ifc.h`
+/// declares where rdma-core's header, the reference the layout check holds for that struct,
+/// leaves the bits reserved (rdma-core's `sqc` has only `state`). They are constants of the
+/// same module but listed in `LINUX_FIELDS`, not `FIELDS`, so the layout dump holds only what
+/// the check can verify:
+///
+/// ```
+/// mlx5_prm::prm_struct! {
+///     /// Example (not a real PRM struct).
+///     struct example2[0x40] {
+///         STATE: 0x8, 0x4;
+///         @linux
+///         CQN: 0x28, 0x18;
+///     }
+/// }
+/// assert_eq!(example2::CQN, mlx5_prm::Field::new(0x28, 0x18));
+/// assert_eq!(example2::FIELDS.len(), 1);
+/// assert_eq!(example2::LINUX_FIELDS[0].0, "cqn");
+/// ```
 /// Field names are the upper-cased C names; the C name is derived by lower-casing unless given
 /// explicitly. Compile-time checks: every field ends inside the struct, fields of 1..=32 bits
 /// stay inside one dword, and wider fields are byte-aligned.
@@ -103,6 +123,13 @@ macro_rules! prm_struct {
                 $(#[$fm:meta])*
                 $f:ident $(= $c:literal)? : $off:expr, $w:expr $(, [$ew:expr])? ;
             )*
+            $(
+                @linux
+                $(
+                    $(#[$lm:meta])*
+                    $l:ident $(= $lc:literal)? : $loff:expr, $lw:expr $(, [$lew:expr])? ;
+                )*
+            )?
         }
     )*) => {$(
         $(#[$sm])*
@@ -117,14 +144,23 @@ macro_rules! prm_struct {
             /// True for a C union (members overlap by design).
             pub const IS_UNION: bool = $crate::__prm_is_union!($kind);
             $( $crate::__prm_const!($(#[$fm])* $f, $off, $w $(, $ew)?); )*
+            $($( $crate::__prm_const!($(#[$lm])* $l, $loff, $lw $(, $lew)?); )*)?
             /// Every declared field as `(mlx5_ifc.h name, Field)`; arrays as their whole extent.
             pub const FIELDS: &[(&str, $crate::Field)] = &[
                 $( ($crate::__prm_cname!($f $($c)?), $crate::__prm_as_field!($f $($ew)?)), )*
             ];
+            /// Fields only Linux mlx5_ifc.h names (declared after `@linux`), as in `FIELDS`.
+            pub const LINUX_FIELDS: &[(&str, $crate::Field)] = &[
+                $($( ($crate::__prm_cname!($l $($lc)?), $crate::__prm_as_field!($l $($lew)?)), )*)?
+            ];
             const _: () = {
                 let mut i = 0;
-                while i < FIELDS.len() {
-                    let f = FIELDS[i].1;
+                while i < FIELDS.len() + LINUX_FIELDS.len() {
+                    let f = if i < FIELDS.len() {
+                        FIELDS[i].1
+                    } else {
+                        LINUX_FIELDS[i - FIELDS.len()].1
+                    };
                     assert!(f.offset + f.width <= BITS, "field ends past the struct");
                     assert!(
                         f.width == 0 || f.width > 32 || f.fits_dword(),
@@ -146,5 +182,8 @@ macro_rules! prm_registry {
             &[$(($m::NAME, $m::BITS, $m::FIELDS)),*];
         /// `IS_UNION` of each entry of [`ALL_STRUCTS`], in the same order.
         pub const ALL_STRUCTS_IS_UNION: &[bool] = &[$($m::IS_UNION),*];
+        /// `LINUX_FIELDS` of each entry of [`ALL_STRUCTS`] (fields only Linux mlx5_ifc.h
+        /// names; not in the layout dump), in the same order.
+        pub const ALL_STRUCTS_LINUX_FIELDS: &[&[(&str, Field)]] = &[$($m::LINUX_FIELDS),*];
     };
 }

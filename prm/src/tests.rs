@@ -323,6 +323,37 @@ fn no_overlapping_fields_outside_unions() {
     assert!(!ALL_STRUCTS_IS_UNION[struct_index("qpc")]);
 }
 
+/// The fields declared after `@linux` stay inside their struct, never share a name with a
+/// checked field, and overlap a checked or another Linux field only as the same bits under
+/// Linux's name (`modify_sq_in.ctx` = rdma-core's `sq_context`) or inside a union.
+#[test]
+fn linux_fields_fit_beside_the_checked_ones() {
+    assert_eq!(ALL_STRUCTS.len(), ALL_STRUCTS_LINUX_FIELDS.len());
+    for (i, (name, bits, fields)) in ALL_STRUCTS.iter().enumerate() {
+        let linux = ALL_STRUCTS_LINUX_FIELDS[i];
+        for (lname, lf) in linux {
+            assert!(lf.end() <= *bits, "{name}.{lname} ends past {bits}");
+            assert!(!lname.starts_with("reserved"), "{name}.{lname}");
+            assert!(
+                fields.iter().all(|(n, _)| n != lname),
+                "{name}.{lname} is declared twice"
+            );
+            if ALL_STRUCTS_IS_UNION[i] {
+                continue;
+            }
+            for (other, f) in fields.iter().chain(linux.iter()) {
+                if other == lname || f == lf {
+                    continue;
+                }
+                let overlap = f.offset < lf.end() && lf.offset < f.end();
+                assert!(!overlap, "{name}: {lname} overlaps {other}");
+            }
+        }
+    }
+    assert_eq!(sqc::LINUX_FIELDS.len() + sqc::FIELDS.len(), 21);
+    assert_eq!(modify_sq_in::CTX, modify_sq_in::SQ_CONTEXT);
+}
+
 #[test]
 fn registry_names() {
     let mut names: Vec<&str> = ALL_STRUCTS.iter().map(|s| s.0).collect();
@@ -372,11 +403,14 @@ fn registry_is_complete() {
         include_str!("layouts/cmdif.rs"),
         include_str!("layouts/cq.rs"),
         include_str!("layouts/eq.rs"),
+        include_str!("layouts/eth_caps.rs"),
+        include_str!("layouts/flow.rs"),
         include_str!("layouts/hca.rs"),
         include_str!("layouts/mkey.rs"),
         include_str!("layouts/qp.rs"),
         include_str!("layouts/resources.rs"),
         include_str!("layouts/vport.rs"),
+        include_str!("layouts/wq.rs"),
     ];
     let mut declared = Vec::new();
     for src in sources {

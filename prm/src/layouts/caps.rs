@@ -48,7 +48,7 @@ crate::prm_struct! {
     union hca_cap_union[0x8000] {
         ATOMIC_CAPS: 0x0, crate::atomic_caps::BITS;
         CMD_HCA_CAP: 0x0, crate::cmd_hca_cap::BITS;
-        FLOW_TABLE_NIC_CAP: 0x0, 0x8000; // struct flow_table_nic_cap, not declared
+        FLOW_TABLE_NIC_CAP: 0x0, crate::flow_table_nic_cap::BITS;
         FLOW_TABLE_ESWITCH_CAP: 0x0, 0x8000; // struct flow_table_eswitch_cap, not declared
         E_SWITCH_CAP: 0x0, 0x800; // struct e_switch_cap, not declared
         DEVICE_MEM_CAP: 0x0, 0x800; // struct device_mem_cap, not declared
@@ -57,6 +57,11 @@ crate::prm_struct! {
         QOS_CAPS: 0x0, 0x800; // struct qos_cap, not declared
         CMD_HCA_CAP_2: 0x0, crate::cmd_hca_cap_2::BITS;
         CRYPTO_CAPS: 0x0, 0x800; // struct crypto_caps, not declared
+        @linux
+        /// Linux mlx5_ifc.h:3690 (the union's member rdma-core lacks): the
+        /// [`crate::hca_cap::cap_type::ETHERNET_OFFLOADS`] page.
+        PER_PROTOCOL_NETWORKING_OFFLOAD_CAPS:
+            0x0, crate::per_protocol_networking_offload_caps::BITS;
     }
 
     /// `mlx5_ifc_cmd_hca_cap_bits`: rdma-core mlx5_ifc.h:849.
@@ -143,6 +148,7 @@ crate::prm_struct! {
         LOCAL_CA_ACK_DELAY: 0x1ab, 0x5;
         PORT_MODULE_EVENT: 0x1b0, 0x1;
         ENHANCED_RETRANSMISSION_Q_COUNTERS: 0x1b1, 0x1;
+        /// Linux calls it `ports_check`.
         PORT_CHECKS: 0x1b2, 0x1;
         PULSE_GEN_CONTROL: 0x1b3, 0x1;
         DISABLE_LINK_UP_BY_INIT_HCA: 0x1b4, 0x1;
@@ -177,6 +183,8 @@ crate::prm_struct! {
         SIG_BLOCK_4048: 0x1f0, 0x1;
         CQE_VERSION: 0x1fc, 0x4;
         COMPACT_ADDRESS_VECTOR: 0x200, 0x1;
+        /// Multi-packet (striding) RQs, `wq_type` `CYCLIC_STRIDING_RQ`; Linux calls it
+        /// `striding_rq` (core/en_main.c `mlx5e_check_fragmented_striding_rq_cap`).
         ETH_STRIDING_WQ: 0x201, 0x1;
         IPOIB_ENHANCED_OFFLOADS: 0x203, 0x1;
         IPOIB_BASIC_OFFLOADS: 0x204, 0x1;
@@ -218,6 +226,7 @@ crate::prm_struct! {
         ATM: 0x22d, 0x1;
         APM: 0x22e, 0x1;
         VECTOR_CALC: 0x22f, 0x1;
+        /// Linux calls it `umr_ptr_rlky`.
         UMR_PTR_RLKEY: 0x230, 0x1;
         IMAICL: 0x231, 0x1;
         QP_PACKET_BASED: 0x232, 0x1;
@@ -367,6 +376,15 @@ crate::prm_struct! {
         LOG_HEADER_MODIFY_ARGUMENT_GRANULARITY: 0x76c, 0x4;
         LOG_HEADER_MODIFY_ARGUMENT_MAX_ALLOC: 0x773, 0x5;
         MATCH_DEFINER_FORMAT_SUPPORTED: 0x7c0, 0x40;
+        @linux
+        // Linux mlx5_ifc.h:1579 `mlx5_ifc_cmd_hca_cap_bits`: bits mlx5e reads that rdma-core
+        // leaves reserved.
+        UPLINK_FOLLOW: 0xb1, 0x1;
+        /// The SQ's timestamp CQEs may go to another CQ (`sqc.ts_cqe_to_dest_cqn`; Linux
+        /// core/en_main.c `mlx5e_create_sq`).
+        TS_CQE_TO_DEST_CQN: 0xb2, 0x1;
+        NIC_CAP_REG: 0x251, 0x1;
+        ENHANCED_CQE_COMPRESSION: 0x5b0, 0x1;
     }
 
     /// `mlx5_ifc_cmd_hca_cap_2_bits`: rdma-core mlx5_ifc.h:1493.

@@ -4,11 +4,63 @@
 //! first big-endian dword (see [`crate::prm_struct`]). Reserved fields are omitted.
 
 crate::prm_struct! {
-    /// `mlx5_ifc_nic_vport_context_bits`: rdma-core mlx5_ifc.h:3507.
-    /// rdma-core declares only `roce_en`; the Linux fields (mtu, permanent_address, ...) are in
-    /// [`crate::linux_layout::nic_vport_context`].
+    /// `mlx5_ifc_nic_vport_context_bits`: rdma-core mlx5_ifc.h:3507 declares only `roce_en`; the
+    /// fields after `@linux` are Linux mlx5_ifc.h:4226. The address lists follow the context
+    /// (`current_uc_mac_address`): MODIFY_NIC_VPORT_CONTEXT's input grows by one
+    /// [`crate::mac_address_layout`] per address (Linux core/vport.c
+    /// `mlx5_modify_nic_vport_mac_list`).
     struct nic_vport_context[0x800] {
         ROCE_EN: 0x1f, 0x1;
+        @linux
+        /// [`crate::inline_mode`] the vport's SQs must honour when the Ethernet caps say
+        /// `wqe_inline_mode` = `VPORT_CONTEXT` (Linux core/vport.c
+        /// `mlx5_query_nic_vport_min_inline`).
+        MIN_WQE_INLINE_MODE: 0x5, 0x3;
+        DISABLE_MC_LOCAL_LB: 0x1d, 0x1;
+        DISABLE_UC_LOCAL_LB: 0x1e, 0x1;
+        ARM_CHANGE_EVENT: 0x20, 0x1;
+        EVENT_ON_MTU: 0x3b, 0x1;
+        EVENT_ON_PROMISC_CHANGE: 0x3c, 0x1;
+        EVENT_ON_VLAN_CHANGE: 0x3d, 0x1;
+        EVENT_ON_MC_ADDRESS_CHANGE: 0x3e, 0x1;
+        EVENT_ON_UC_ADDRESS_CHANGE: 0x3f, 0x1;
+        VHCA_ID_TYPE: 0x40, 0x1;
+        AFFILIATION_CRITERIA: 0x4c, 0x4;
+        AFFILIATED_VHCA_ID: 0x50, 0x10;
+        SD_GROUP: 0x101, 0x3;
+        /// The vport's MTU in bytes, Ethernet header, one VLAN tag and FCS included (Linux
+        /// core/vport.c `mlx5_query_nic_vport_mtu`; mlx5e subtracts them, core/en.h
+        /// `MLX5E_HW2SW_MTU`).
+        MTU: 0x130, 0x10;
+        SYSTEM_IMAGE_GUID: 0x140, 0x40;
+        PORT_GUID: 0x180, 0x40;
+        NODE_GUID: 0x1c0, 0x40;
+        QKEY_VIOLATION_COUNTER: 0x340, 0x10;
+        /// Receive every unicast frame (Linux core/vport.c `mlx5_modify_nic_vport_promisc`).
+        PROMISC_UC: 0x780, 0x1;
+        /// Receive every multicast frame.
+        PROMISC_MC: 0x781, 0x1;
+        /// Receive every frame.
+        PROMISC_ALL: 0x782, 0x1;
+        /// [`crate::nic_vport_list_type`] of the address list that follows the context.
+        ALLOWED_LIST_TYPE: 0x785, 0x3;
+        /// Number of `current_uc_mac_address` entries, at most `1 << log_max_current_uc_list` /
+        /// `log_max_current_mc_list` (Linux core/vport.c `mlx5_modify_nic_vport_mac_list`).
+        ALLOWED_LIST_SIZE: 0x794, 0xc;
+        /// The function's MAC address ([`crate::mac_address_layout`]; Linux core/vport.c
+        /// `mlx5_query_nic_vport_mac_address`).
+        PERMANENT_ADDRESS: 0x7a0, crate::mac_address_layout::BITS;
+        /// The address list, one [`crate::mac_address_layout`] each (the unicast or multicast
+        /// list, as `allowed_list_type` says; broadcast is in the multicast list, Linux
+        /// core/en_fs.c `mlx5e_vport_context_update_addr_list`).
+        CURRENT_UC_MAC_ADDRESS: 0x800, 0x0, [0x40];
+    }
+
+    /// `mlx5_ifc_mac_address_layout_bits`: Linux mlx5_ifc.h:2379 (not in rdma-core). The 6 bytes
+    /// of the address in wire order start at byte 2 (Linux core/vport.c copies to `&addr[2]`).
+    struct mac_address_layout[0x40] {
+        MAC_ADDR_47_32: 0x10, 0x10;
+        MAC_ADDR_31_0: 0x20, 0x20;
     }
 
     /// `mlx5_ifc_query_nic_vport_context_in_bits`: rdma-core mlx5_ifc.h:3525.
@@ -16,6 +68,13 @@ crate::prm_struct! {
     struct query_nic_vport_context_in[0x80] {
         OPCODE: 0x0, 0x10;
         OP_MOD: 0x30, 0x10;
+        @linux
+        // Linux mlx5_ifc.h:6161.
+        OTHER_VPORT: 0x40, 0x1;
+        VPORT_NUMBER: 0x50, 0x10;
+        /// Which address list ([`crate::nic_vport_list_type`]) the output carries after the
+        /// context (Linux core/vport.c `mlx5_query_nic_vport_mac_list`).
+        ALLOWED_LIST_TYPE: 0x65, 0x3;
     }
 
     /// `mlx5_ifc_query_nic_vport_context_out_bits`: rdma-core mlx5_ifc.h:3514.

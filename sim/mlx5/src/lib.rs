@@ -12,9 +12,12 @@
 //!   capabilities, firmware pages, fault switches, the trace.
 //! - [`objects`]: the object tables, one module per PRM object: PD / TD, memory keys
 //!   ([`objects::mr`]) and windows, CQs, EQs, QPs ([`objects::qp`], one module per service
-//!   type), UARs, the NIC vport, Q counters.
+//!   type), UARs, the NIC vport, Q counters, and the Ethernet queues: TIS, SQ, RQ, TIR
+//!   ([`objects::tis`], [`objects::sq`], [`objects::rq`], [`objects::tir`] over
+//!   [`objects::wq`]).
 //! - [`datapath`]: doorbells, WQE parsing and execution ([`datapath::wqe`],
-//!   [`datapath::umr`]), CQE writing, and the adapter to the RC transport ([`datapath::rc`]).
+//!   [`datapath::umr`]), CQE writing, the adapter to the RC transport ([`datapath::rc`]), and
+//!   the Ethernet send and receive queues ([`datapath::eth`]).
 //! - `events`: the event sink (EQE and async-event posting, INTx).
 //! - [`memory`]: DMA at bus addresses ([`memory::GuestMemory`], [`memory::RegionMemory`] for
 //!   host tests, [`memory::MappedMemory`] for QEMU guest RAM).

@@ -219,12 +219,13 @@ fn linux_probe_replay() {
         (cmd_hca_cap::PG, 2),
         (cmd_hca_cap::ATOMIC, 3),
         (cmd_hca_cap::ROCE, 4),
+        // Linux core/fw.c `mlx5_query_hca_caps`: ETHERNET_OFFLOADS when `eth_net_offloads`.
+        (cmd_hca_cap::ETH_NET_OFFLOADS, 1),
     ] {
         assert_eq!(gate.get(&gen), Ok(1));
         r.query_cap(t, true).ok();
     }
     for gate in [
-        cmd_hca_cap::ETH_NET_OFFLOADS,
         cmd_hca_cap::IPOIB_ENHANCED_OFFLOADS,
         cmd_hca_cap::NIC_FLOW_TABLE,
         cmd_hca_cap::VPORT_GROUP_MANAGER,

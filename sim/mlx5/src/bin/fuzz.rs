@@ -10,6 +10,8 @@
 
 #[path = "../../tests/datapath_common/mod.rs"]
 mod dp;
+#[path = "../../tests/eth_common/mod.rs"]
+mod eth;
 #[path = "../../tests/fuzz/mod.rs"]
 mod fuzz;
 #[path = "../../tests/raw/mod.rs"]
@@ -101,13 +103,16 @@ fn main() -> ExitCode {
     let ld = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "{total} iterations, nothing found (commands {} of which ok {}; CQEs {} of which ok {}; \
-         hostile frames {} of which to a live QP {}; SIGBUS caught {})",
+         hostile frames {} of which to a live QP {}; Ethernet frames sent {} received {}; \
+         SIGBUS caught {})",
         ld(&st.commands),
         ld(&st.commands_ok),
         ld(&st.cqes),
         ld(&st.cqes_ok),
         ld(&st.wire_hostile),
         ld(&st.wire_hostile_to_qp),
+        ld(&st.eth_sent),
+        ld(&st.eth_received),
         mlx5_sim::memory::sigbus::caught()
     );
     if targets.contains(&fuzz::Target::Wire) || targets.contains(&fuzz::Target::Wire6) {

@@ -66,6 +66,18 @@ pub const ROCE_ADDRESS_TABLE_SIZE: u32 = 64;
 /// (ids are 8 bits wide, so never more than 256).
 pub const MAX_QP_CNT: u32 = 64;
 
+/// Log2 of the Ethernet SQs, RQs, TISes and TIRs the device holds (`log_max_sq`,
+/// `log_max_rq`, `log_max_tis`, `log_max_tir`). Model choice: no public source gives a
+/// ConnectX-5's numbers; the SQs and RQs share the QPN space with the QPs (`objects::sq`), so
+/// they are as many as the QPs, and a few hundred TISes and TIRs are more than a driver of
+/// one port with eight traffic classes creates (Linux en_common.c `mlx5e_create_tises`).
+pub const LOG_MAX_SQ_RQ: u32 = LOG_MAX_QP;
+/// Log2 of the TISes and of the TIRs (`log_max_tis`, `log_max_tir`).
+pub const LOG_MAX_TIS_TIR: u32 = 8;
+/// Log2 of the largest Ethernet work queue in strides (`log_max_wq_sz`). Model choice: the
+/// largest QP work queue (`log_max_qp_sz`).
+pub const LOG_MAX_WQ_SZ: u32 = 15;
+
 /// One capability type: its MAX and CUR pages.
 #[derive(Clone)]
 pub struct CapPage {
@@ -118,6 +130,8 @@ pub struct Caps {
     pub atomic: CapPage,
     pub roce: CapPage,
     pub general_2: CapPage,
+    /// `per_protocol_networking_offload_caps` (`MLX5_CAP_ETHERNET_OFFLOADS`).
+    pub eth: CapPage,
 }
 
 /// A settable field and how its new value is checked.
@@ -247,6 +261,18 @@ impl Caps {
         gen.both(g::RETRANSMISSION_Q_COUNTERS, 1);
         gen.both(g::VPORT_COUNTERS, 1);
         gen.both(g::RTS2RTS_QP_COUNTERS_SET_ID, 1);
+        // The Ethernet queues (objects/tis.rs, sq.rs, rq.rs, tir.rs, wq.rs): Linux reads the
+        // ETHERNET_OFFLOADS page when `eth_net_offloads` is set (core/fw.c
+        // `mlx5_query_hca_caps`). One TIS per SQ (`log_max_tis_per_sq` 0); receive WQs may pad
+        // to the cache line (`end_pad`, set by en/params.c `rq_end_pad_mode`); timestamps are
+        // free-running only (`sq_ts_format` / `rq_ts_format` 0).
+        gen.both(g::ETH_NET_OFFLOADS, 1);
+        gen.both(g::LOG_MAX_SQ, LOG_MAX_SQ_RQ);
+        gen.both(g::LOG_MAX_RQ, LOG_MAX_SQ_RQ);
+        gen.both(g::LOG_MAX_TIS, LOG_MAX_TIS_TIR);
+        gen.both(g::LOG_MAX_TIR, LOG_MAX_TIS_TIR);
+        gen.both(g::LOG_MAX_WQ_SZ, LOG_MAX_WQ_SZ);
+        gen.both(g::END_PAD, 1);
 
         let odp = CapPage::new();
 
@@ -280,12 +306,31 @@ impl Caps {
 
         let general_2 = CapPage::new();
 
+        // Ethernet offloads: checksums only (TX `cs_flags` L3/L4, RX `l3_ok` / `l4_ok` and the
+        // CQE checksum, datapath/eth); no VLAN stripping or insertion, LSO, LRO, RSS,
+        // multi-packet WQEs, tunnels or software parsing. Linux mlx5e wants more before it
+        // makes a netdev (core/dev.c `mlx5_eth_supported`: `vlan_cap`, `max_lso_cap`,
+        // `rss_ind_tbl_cap`), so it makes none on the model.
+        let mut eth = CapPage::new();
+        {
+            use mlx5_prm::per_protocol_networking_offload_caps as e;
+            eth.both(e::CSUM_CAP, 1);
+            // What a ConnectX-5 reports (Linux commit c415f704c827 "net/mlx5: E-Switch,
+            // Correctly deal with inline mode on ConnectX-5": "On ConnectX5 the wqe inline
+            // mode is "none" and hence the FW reports MLX5_CAP_INLINE_MODE_NOT_REQUIRED").
+            eth.both(
+                e::WQE_INLINE_MODE,
+                mlx5_prm::cap_inline_mode::NOT_REQUIRED.into(),
+            );
+        }
+
         Caps {
             general: gen,
             odp,
             atomic,
             roce,
             general_2,
+            eth,
         }
     }
 
@@ -297,6 +342,7 @@ impl Caps {
             cap_type::ATOMIC => Some(&self.atomic),
             cap_type::ROCE => Some(&self.roce),
             cap_type::GENERAL_2 => Some(&self.general_2),
+            cap_type::ETHERNET_OFFLOADS => Some(&self.eth),
             _ => None,
         }
     }
@@ -308,8 +354,14 @@ impl Caps {
             cap_type::ATOMIC => Some(&mut self.atomic),
             cap_type::ROCE => Some(&mut self.roce),
             cap_type::GENERAL_2 => Some(&mut self.general_2),
+            cap_type::ETHERNET_OFFLOADS => Some(&mut self.eth),
             _ => None,
         }
+    }
+
+    /// A field of the CURRENT Ethernet offload capabilities.
+    pub fn eth(&self, field: Field) -> u32 {
+        field.get(&self.eth.cur[..]).unwrap_or(0)
     }
 
     /// A field of the CURRENT general capabilities.
@@ -329,7 +381,7 @@ impl Caps {
             cap_type::GENERAL => GENERAL_SETTABLE,
             cap_type::ROCE => ROCE_SETTABLE,
             cap_type::ATOMIC => ATOMIC_SETTABLE,
-            cap_type::ODP | cap_type::GENERAL_2 => &[],
+            cap_type::ODP | cap_type::GENERAL_2 | cap_type::ETHERNET_OFFLOADS => &[],
             _ => return Err(SetCapError::UnsupportedType),
         };
         let page = self.page_mut(t).ok_or(SetCapError::UnsupportedType)?;

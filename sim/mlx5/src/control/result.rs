@@ -44,6 +44,17 @@ pub(crate) fn get(buf: &[u8], f: Field) -> u32 {
     f.get(buf).unwrap_or(0)
 }
 
+/// Whether a MODIFY command's `bitmask` selects `allowed`, the one field it may change
+/// (`Some(true)` / `Some(false)`); `None` when it selects another.
+pub(crate) fn only_bit(bitmask: &[u8], allowed: Field) -> Option<bool> {
+    let set = get(bitmask, allowed) != 0;
+    let mut others = [0u8; 16];
+    let n = bitmask.len().min(others.len());
+    others[..n].copy_from_slice(&bitmask[..n]);
+    let _ = allowed.set(&mut others, 0);
+    (bitmask.len() <= others.len() && others.iter().all(|&b| b == 0)).then_some(set)
+}
+
 /// Writes a field the dispatch length check guarantees to be inside `buf`.
 pub(crate) fn put(buf: &mut [u8], f: Field, v: u32) {
     let _ = f.set(buf, v);

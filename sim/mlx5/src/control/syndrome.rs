@@ -46,12 +46,16 @@
 //! | 0x5105_0003  | RES_BUSY        | DEALLOC_UAR: an EQ still uses the UAR                     |
 //! | 0x5105_0004  | RES_BUSY        | DEALLOC_UAR: a CQ still uses the UAR                      |
 //! | 0x5105_0005  | RES_BUSY        | DEALLOC_UAR: a QP still uses the UAR                      |
+//! | 0x5105_0006  | RES_BUSY        | DEALLOC_UAR: an Ethernet SQ still uses the UAR            |
 //! | 0x5106_0001  | LIM_ERR         | ALLOC_PD: log_max_pd PDs in use                           |
 //! | 0x5106_0002  | BAD_RES         | DEALLOC_PD: unknown PD                                    |
 //! | 0x5106_0003  | LIM_ERR         | ALLOC_TRANSPORT_DOMAIN: all in use                        |
 //! | 0x5106_0004  | BAD_RES         | DEALLOC_TRANSPORT_DOMAIN: unknown TD                      |
 //! | 0x5106_0005  | RES_BUSY        | DEALLOC_PD: an mkey still belongs to the PD               |
 //! | 0x5106_0006  | RES_BUSY        | DEALLOC_PD: a QP still belongs to the PD                  |
+//! | 0x5106_0007  | RES_BUSY        | DEALLOC_PD: an Ethernet SQ or RQ still belongs to the PD  |
+//! | 0x5106_0008  | RES_BUSY        | DEALLOC_TRANSPORT_DOMAIN: a TIS still names the TD        |
+//! | 0x5106_0009  | RES_BUSY        | DEALLOC_TRANSPORT_DOMAIN: a TIR still names the TD        |
 //! | 0x5107_0001  | LIM_ERR         | CREATE_EQ: log_max_eq EQs in use                          |
 //! | 0x5107_0002  | BAD_PARAM       | CREATE_EQ: log_eq_size above log_max_eq_sz                |
 //! | 0x5107_0003  | BAD_RES         | CREATE_EQ: uar_page is not an allocated UAR               |
@@ -74,6 +78,12 @@
 //! | 0x5110_0002  | BAD_RES         | DEALLOC_Q_COUNTER: set 0 or a set not allocated          |
 //! | 0x5110_0003  | RES_BUSY        | DEALLOC_Q_COUNTER: a QP is still attached to the set     |
 //! | 0x5110_0004  | BAD_PARAM       | QUERY_Q_COUNTER: aggregate set                           |
+//! | 0x5110_0005  | RES_BUSY        | DEALLOC_Q_COUNTER: an Ethernet RQ still counts into the set |
+//!
+//! The Ethernet queue objects have their syndromes in their modules:
+//! [`crate::objects::tis::syndrome`] (0x5210), [`crate::objects::sq::syndrome`] (0x5211),
+//! [`crate::objects::rq::syndrome`] (0x5212), [`crate::objects::tir::syndrome`] (0x5213) and
+//! the work queue both queues are built on, [`crate::objects::wq::syndrome`] (0x5214).
 //!
 //! Releasing an object another object still names fails with RES_BUSY, which Linux turns into
 //! -EBUSY (drivers/net/ethernet/mellanox/mlx5/core/cmd.c `cmd_status_to_err`; rdma-core
@@ -83,8 +93,10 @@
 //! (`cleanup_retryable`; devx `devx_obj_cleanup` passes the firmware status through
 //! `ib_is_destroy_retryable`), so a CQ is only destroyed after its QPs, a PD after its QPs and
 //! mkeys, an EQ after its CQs and a UAR after the queues that ring through it. Transport
-//! domains are named only by TIS/TIR contexts (`tisc.transport_domain`), which the model does
-//! not implement, so DEALLOC_TRANSPORT_DOMAIN has nothing to be busy with.
+//! domains are named by TIS and TIR contexts (`tisc.transport_domain`,
+//! `tirc.transport_domain`); Linux releases the transport domain after its TISes
+//! (drivers/net/ethernet/mellanox/mlx5/core/en_common.c `mlx5e_destroy_mdev_resources`), and
+//! the model refuses it before, as every other release of an object still named.
 
 pub const BAD_OPCODE: u32 = 0x5100_0001;
 pub const INLEN_SHORT: u32 = 0x5100_0002;
@@ -127,12 +139,16 @@ pub const UAR_UNKNOWN: u32 = 0x5105_0002;
 pub const UAR_BUSY: u32 = 0x5105_0003;
 pub const UAR_BUSY_CQ: u32 = 0x5105_0004;
 pub const UAR_BUSY_QP: u32 = 0x5105_0005;
+pub const UAR_BUSY_SQ: u32 = 0x5105_0006;
 pub const PD_EXHAUSTED: u32 = 0x5106_0001;
 pub const PD_UNKNOWN: u32 = 0x5106_0002;
 pub const TD_EXHAUSTED: u32 = 0x5106_0003;
 pub const TD_UNKNOWN: u32 = 0x5106_0004;
 pub const PD_BUSY_MKEY: u32 = 0x5106_0005;
 pub const PD_BUSY_QP: u32 = 0x5106_0006;
+pub const PD_BUSY_WQ: u32 = 0x5106_0007;
+pub const TD_BUSY_TIS: u32 = 0x5106_0008;
+pub const TD_BUSY_TIR: u32 = 0x5106_0009;
 pub const EQ_EXHAUSTED: u32 = 0x5107_0001;
 pub const EQ_TOO_BIG: u32 = 0x5107_0002;
 pub const EQ_BAD_UAR: u32 = 0x5107_0003;
@@ -155,3 +171,4 @@ pub const Q_COUNTER_LIMIT: u32 = 0x5110_0001;
 pub const Q_COUNTER_UNKNOWN: u32 = 0x5110_0002;
 pub const Q_COUNTER_BUSY: u32 = 0x5110_0003;
 pub const Q_COUNTER_AGGREGATE: u32 = 0x5110_0004;
+pub const Q_COUNTER_BUSY_RQ: u32 = 0x5110_0005;

@@ -17,6 +17,7 @@
 
 pub mod cq;
 pub mod doorbell;
+pub mod eth;
 pub mod mw;
 pub mod rc;
 pub mod umr;
@@ -73,6 +74,8 @@ pub mod vendor {
     pub const FLUSH: u8 = 0x0d;
     /// The responder's rkey check failed (responder-side CQE of WRITE with immediate).
     pub const RKEY_VIOLATION: u8 = 0x0e;
+    /// An Ethernet send WQE inlines fewer header bytes than its SQ's minimum inline mode.
+    pub const INLINE_HEADERS: u8 = 0x0f;
 }
 
 pub(crate) fn lkey_vendor(f: MrFault) -> u8 {
@@ -131,15 +134,24 @@ pub(crate) fn sq_doorbell(
     match hca.objects.qps.get(qpn) {
         Some(q) if q.uar == uar_index => Some(qpn),
         _ => {
-            sq_doorbell_ignored(hca, uar_index, offset, value);
+            sq_doorbell_other(hca, uar_index, offset, value);
             None
         }
     }
 }
 
-/// Traces why a doorbell rang no send queue: no QP of its number, or one of another UAR page.
+/// A doorbell that rings no QP: an Ethernet SQ's ([`eth::tx::doorbell`], which runs it at
+/// once: an SQ keeps no BlueFlame record), or nobody's.
 #[cold]
 #[inline(never)]
+fn sq_doorbell_other(hca: &mut Dp<'_>, uar_index: u32, offset: u32, value: u64) {
+    let qpn = ((value as u32) >> 8) & QPN_MASK;
+    if !eth::tx::doorbell(hca, uar_index, qpn) {
+        sq_doorbell_ignored(hca, uar_index, offset, value);
+    }
+}
+
+/// Traces why a doorbell rang no send queue: no QP of its number, or one of another UAR page.
 fn sq_doorbell_ignored(hca: &mut Dp<'_>, uar_index: u32, offset: u32, value: u64) {
     let qpn = ((value as u32) >> 8) & QPN_MASK;
     match hca.objects.qps.get(qpn) {

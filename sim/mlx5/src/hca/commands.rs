@@ -79,6 +79,10 @@ impl Hca {
         self.objects.mkeys = Default::default();
         self.objects.cqs = Default::default();
         self.objects.qps = Default::default();
+        self.objects.tises = Default::default();
+        self.objects.sqs = Default::default();
+        self.objects.rqs = Default::default();
+        self.objects.tirs = Default::default();
         self.objects.uars = UarTable::default();
         self.objects.pds = PdTable::default();
         self.objects.tds = TdTable::default();

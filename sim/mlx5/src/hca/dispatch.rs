@@ -191,7 +191,7 @@ impl Spec {
 /// (init_hca_in 32 bytes, init2init/rts2rts_qp_in 272 vs 464, query_qp_out 464 vs 272) both
 /// sizes are accepted.
 fn spec(opcode: u16) -> Option<Spec> {
-    use crate::objects::{eq, pd, uar, vport};
+    use crate::objects::{eq, pd, rq, sq, tir, tis, uar, vport};
     const LINUX_INIT_HCA_IN: usize = 32;
     const LINUX_MODIFY_QP_IN: usize = 272;
     const LINUX_QUERY_QP_OUT: usize = 464;
@@ -496,6 +496,103 @@ fn spec(opcode: u16) -> Option<Spec> {
             sqd2rts_qp_in::BYTES,
             sqd2rts_qp_in::BYTES,
             sqd2rts_qp_out::BYTES,
+        ),
+        // Ethernet queues (objects/tis.rs, sq.rs, rq.rs, tir.rs).
+        opcode::CREATE_TIS => fixed(
+            create_tis_in::BYTES,
+            create_tis_out::BYTES,
+            S_INIT,
+            Handler::Objects(tis::cmd_create_tis),
+        ),
+        opcode::MODIFY_TIS => fixed(
+            modify_tis_in::BYTES,
+            modify_tis_out::BYTES,
+            S_INIT,
+            Handler::Objects(tis::cmd_modify_tis),
+        ),
+        opcode::QUERY_TIS => fixed(
+            query_tis_in::BYTES,
+            query_tis_out::BYTES,
+            S_INIT,
+            Handler::Objects(tis::cmd_query_tis),
+        ),
+        opcode::DESTROY_TIS => fixed(
+            destroy_tis_in::BYTES,
+            destroy_tis_out::BYTES,
+            S_INIT,
+            Handler::Objects(tis::cmd_destroy_tis),
+        ),
+        opcode::CREATE_SQ => var(
+            create_sq_in::BYTES,
+            create_sq_out::BYTES,
+            S_INIT,
+            Handler::Objects(sq::cmd_create_sq),
+        ),
+        opcode::MODIFY_SQ => fixed(
+            modify_sq_in::BYTES,
+            modify_sq_out::BYTES,
+            S_INIT,
+            Handler::Objects(sq::cmd_modify_sq),
+        ),
+        opcode::QUERY_SQ => fixed(
+            query_sq_in::BYTES,
+            query_sq_out::BYTES,
+            S_INIT,
+            Handler::Objects(sq::cmd_query_sq),
+        ),
+        opcode::DESTROY_SQ => fixed(
+            destroy_sq_in::BYTES,
+            destroy_sq_out::BYTES,
+            S_INIT,
+            Handler::Objects(sq::cmd_destroy_sq),
+        ),
+        opcode::CREATE_RQ => var(
+            create_rq_in::BYTES,
+            create_rq_out::BYTES,
+            S_INIT,
+            Handler::Objects(rq::cmd_create_rq),
+        ),
+        opcode::MODIFY_RQ => fixed(
+            modify_rq_in::BYTES,
+            modify_rq_out::BYTES,
+            S_INIT,
+            Handler::Objects(rq::cmd_modify_rq),
+        ),
+        opcode::QUERY_RQ => fixed(
+            query_rq_in::BYTES,
+            query_rq_out::BYTES,
+            S_INIT,
+            Handler::Objects(rq::cmd_query_rq),
+        ),
+        opcode::DESTROY_RQ => fixed(
+            destroy_rq_in::BYTES,
+            destroy_rq_out::BYTES,
+            S_INIT,
+            Handler::Objects(rq::cmd_destroy_rq),
+        ),
+        opcode::CREATE_TIR => fixed(
+            create_tir_in::BYTES,
+            create_tir_out::BYTES,
+            S_INIT,
+            Handler::Objects(tir::cmd_create_tir),
+        ),
+        opcode::MODIFY_TIR => fixed(
+            modify_tir_in::BYTES,
+            modify_tir_out::BYTES,
+            S_INIT,
+            Handler::Objects(tir::cmd_modify_tir),
+        ),
+        opcode::QUERY_TIR => fixed(
+            query_tir_in::BYTES,
+            query_tir_out::BYTES,
+            S_INIT,
+            Handler::Objects(tir::cmd_query_tir),
+        ),
+        opcode::DESTROY_TIR => fixed(
+            destroy_tir_in::BYTES,
+            destroy_tir_out::BYTES,
+            S_INIT,
+            Handler::Objects(tir::cmd_destroy_tir),
         ),
         opcode::QP_2ERR => modify(qp_2err_in::BYTES, qp_2err_in::BYTES, qp_2err_out::BYTES),
         opcode::QP_2RST => modify(qp_2rst_in::BYTES, qp_2rst_in::BYTES, qp_2rst_out::BYTES),

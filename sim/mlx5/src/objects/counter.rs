@@ -125,6 +125,9 @@ pub(crate) fn cmd_dealloc_q_counter(
     if objects.qps.iter().any(|q| q.counter_set == id) {
         return fail(cmd_status::RES_BUSY, syndrome::Q_COUNTER_BUSY);
     }
+    if objects.rqs.uses_counter_set(id) {
+        return fail(cmd_status::RES_BUSY, syndrome::Q_COUNTER_BUSY_RQ);
+    }
     objects.qcounters.sets.remove(&id);
     Ok(())
 }

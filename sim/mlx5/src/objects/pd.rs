@@ -101,12 +101,16 @@ pub(crate) fn cmd_dealloc_pd(
     if !objects.pds.contains(pd) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::PD_UNKNOWN);
     }
-    // Refused while named by an mkey (`mkc.pd`) or a QP (`qpc.pd`): see `control::syndrome`.
+    // Refused while named by an mkey (`mkc.pd`), a QP (`qpc.pd`) or an Ethernet work queue
+    // (`wq.pd`): see `control::syndrome`.
     if objects.mkeys.uses_pd(pd) {
         return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_MKEY);
     }
     if objects.qps.uses_pd(pd) {
         return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_QP);
+    }
+    if objects.sqs.uses_pd(pd) || objects.rqs.uses_pd(pd) {
+        return fail(cmd_status::RES_BUSY, syndrome::PD_BUSY_WQ);
     }
     objects.pds.free(pd);
     Ok(())
@@ -127,20 +131,24 @@ pub(crate) fn cmd_alloc_td(
     Ok(())
 }
 
-/// DEALLOC_TRANSPORT_DOMAIN (0x817). Only TIS/TIR contexts name a transport domain and the
-/// model has neither, so a known TD is never busy.
+/// DEALLOC_TRANSPORT_DOMAIN (0x817): refused while a TIS or TIR names the transport domain.
 pub(crate) fn cmd_dealloc_td(
     _caps: &Caps,
     objects: &mut Objects,
     input: &[u8],
     _out: &mut [u8],
 ) -> CmdResult {
-    if !objects
-        .tds
-        .free(get(input, dealloc_transport_domain_in::TRANSPORT_DOMAIN))
-    {
+    let td = get(input, dealloc_transport_domain_in::TRANSPORT_DOMAIN);
+    if !objects.tds.contains(td) {
         return fail(cmd_status::BAD_RES_ERR, syndrome::TD_UNKNOWN);
     }
+    if objects.tises.uses_td(td) {
+        return fail(cmd_status::RES_BUSY, syndrome::TD_BUSY_TIS);
+    }
+    if objects.tirs.uses_td(td) {
+        return fail(cmd_status::RES_BUSY, syndrome::TD_BUSY_TIR);
+    }
+    objects.tds.free(td);
     Ok(())
 }
 

@@ -274,6 +274,9 @@ pub(crate) fn cmd_dealloc_uar(
     if objects.qps.uses_uar(idx) {
         return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY_QP);
     }
+    if objects.sqs.uses_uar(idx) {
+        return fail(cmd_status::RES_BUSY, syndrome::UAR_BUSY_SQ);
+    }
     objects.uars.free(idx);
     Ok(())
 }

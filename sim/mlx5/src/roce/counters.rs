@@ -109,6 +109,24 @@ counters! {
     /// Bytes of [`Counter::TxRoceMulticastFrames`].
     TxRoceMulticastBytes = "tx_roce_multicast_bytes",
         Vport { class: "transmitted_ib_multicast", field: "octets" };
+    /// Ethernet frames an SQ sent to a unicast MAC (datapath/eth/tx.rs).
+    TxEthUnicastFrames = "tx_eth_unicast_frames",
+        Vport { class: "transmitted_eth_unicast", field: "packets" };
+    /// Bytes of [`Counter::TxEthUnicastFrames`] (no FCS).
+    TxEthUnicastBytes = "tx_eth_unicast_bytes",
+        Vport { class: "transmitted_eth_unicast", field: "octets" };
+    /// Ethernet frames an SQ sent to a multicast MAC.
+    TxEthMulticastFrames = "tx_eth_multicast_frames",
+        Vport { class: "transmitted_eth_multicast", field: "packets" };
+    /// Bytes of [`Counter::TxEthMulticastFrames`].
+    TxEthMulticastBytes = "tx_eth_multicast_bytes",
+        Vport { class: "transmitted_eth_multicast", field: "octets" };
+    /// Ethernet frames an SQ sent to the broadcast MAC.
+    TxEthBroadcastFrames = "tx_eth_broadcast_frames",
+        Vport { class: "transmitted_eth_broadcast", field: "packets" };
+    /// Bytes of [`Counter::TxEthBroadcastFrames`].
+    TxEthBroadcastBytes = "tx_eth_broadcast_bytes",
+        Vport { class: "transmitted_eth_broadcast", field: "octets" };
     /// RoCE frames that passed every receive check (to a unicast MAC).
     RxRoceUnicastFrames = "rx_roce_unicast_frames",
         Vport { class: "received_ib_unicast", field: "packets" };
@@ -146,6 +164,8 @@ counters! {
     RxDropBadTver = "rx_drop_bad_tver", ModelOnly("no PRM counter");
     /// RoCE frames to QP 0, which RoCE does not have (rxe_recv.c `hdr_check`).
     RxDropQp0 = "rx_drop_qp0", ModelOnly("no PRM counter");
+    /// Ethernet frames steered to an RQ that had no receive WQE posted (datapath/eth/rx.rs).
+    OutOfBuffer = "out_of_buffer", QCounter("out_of_buffer");
     /// Non-RoCE frames to the port's unicast MAC.
     RxEthUnicastFrames = "rx_eth_unicast_frames",
         Vport { class: "received_eth_unicast", field: "packets" };

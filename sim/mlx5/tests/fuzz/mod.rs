@@ -1,5 +1,5 @@
 //! Fuzz targets for the emulated ConnectX-5: the command queue, commands, WQEs, BAR writes,
-//! the proxy socket and RoCEv2 frames on the port (issue 7, "hostile input and a failing
+//! the proxy socket, RoCEv2 frames on the port and the Ethernet queues (issue 7, "hostile input and a failing
 //! device").
 //!
 //! The rule they check: every garbage input gets a PRM error or is dropped. The model never
@@ -42,6 +42,7 @@ use super::raw::{self, Device, Raw};
 mod bar;
 mod cmd_queue;
 mod commands;
+mod ethernet;
 mod guard;
 mod proxy;
 pub mod wire;
@@ -50,6 +51,7 @@ mod wqes;
 use bar::BarFuzz;
 use cmd_queue::CmdQueueFuzz;
 use commands::CommandFuzz;
+use ethernet::EthFuzz;
 pub use guard::{Guarded, GuardedRam, BASE, GUARD};
 use proxy::ProxyFuzz;
 use wire::WireFuzz;
@@ -149,6 +151,8 @@ pub enum Target {
     Wire = 6,
     /// The same with 30% of the QP pairs on IPv6 GIDs.
     Wire6 = 7,
+    /// Hostile send WQEs on an Ethernet SQ and hostile frames into an RQ's hostile WQEs.
+    Eth = 8,
 }
 
 pub const ALL_TARGETS: &[Target] = &[
@@ -159,6 +163,7 @@ pub const ALL_TARGETS: &[Target] = &[
     Target::Proxy,
     Target::Wire,
     Target::Wire6,
+    Target::Eth,
 ];
 
 impl Target {
@@ -171,6 +176,7 @@ impl Target {
             Target::Proxy => "proxy",
             Target::Wire => "wire",
             Target::Wire6 => "wire6",
+            Target::Eth => "eth",
         }
     }
     pub fn parse(s: &str) -> Option<Target> {
@@ -220,6 +226,9 @@ pub struct Stats {
     /// The `wire` target's HCAs' port counters ([`wire::PORT_COUNTERS`]), summed over both
     /// HCAs of every epoch: what the receive checks dropped and what reached the transport.
     pub wire_port: [AtomicU64; wire::PORT_COUNTERS.len()],
+    /// Frames the `eth` target's SQ put on the port, and frames its RQ received.
+    pub eth_sent: AtomicU64,
+    pub eth_received: AtomicU64,
 }
 
 pub static STATS: Stats = Stats {
@@ -230,6 +239,8 @@ pub static STATS: Stats = Stats {
     wire_hostile: AtomicU64::new(0),
     wire_hostile_to_qp: AtomicU64::new(0),
     wire_port: [const { AtomicU64::new(0) }; wire::PORT_COUNTERS.len()],
+    eth_sent: AtomicU64::new(0),
+    eth_received: AtomicU64::new(0),
 };
 
 /// How long one step may take before it counts as a hang (generous: debug builds, two shared
@@ -321,6 +332,36 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// A key for a WQE: mostly one of `keys`, sometimes any number or `MLX5_INVALID_LKEY`; the
+/// first of `keys` on a tame step.
+fn pick_key(rng: &mut Rng, tame: bool, keys: &[u32]) -> u32 {
+    if tame {
+        return keys[0];
+    }
+    match rng.below(8) {
+        0 => rng.u32(),
+        1 => wqe::INVALID_LKEY,
+        _ => rng.pick(keys),
+    }
+}
+
+/// Reaps every CQE of `cq`, counting them (and the successful ones) in [`STATS`]; an error
+/// when the CQ keeps producing CQEs.
+fn reap<D: Device>(env: &Env<D>, cq: &mut dp::Cq) -> Result<(), String> {
+    let mut n = 0;
+    while let Some(c) = env.poll_cq(cq) {
+        STATS.cqes.fetch_add(1, Ordering::Relaxed);
+        if !c.is_error() {
+            STATS.cqes_ok.fetch_add(1, Ordering::Relaxed);
+        }
+        n += 1;
+        if n > 4096 {
+            return Err("a CQ keeps producing CQEs".into());
+        }
+    }
+    Ok(())
+}
+
 /// One device (or connection) and what a target does with it each step.
 trait Epoch {
     fn step(&mut self, rng: &mut Rng) -> Result<(), String>;
@@ -341,5 +382,6 @@ fn new_epoch(target: Target, rng: &mut Rng) -> Box<dyn Epoch> {
         Target::Proxy => Box::new(ProxyFuzz::new()),
         Target::Wire => Box::new(WireFuzz::new(rng, 0)),
         Target::Wire6 => Box::new(WireFuzz::new(rng, 300)),
+        Target::Eth => Box::new(EthFuzz::new(rng)),
     }
 }

@@ -476,7 +476,9 @@ impl QpTable {
         self.next = qpn.wrapping_sub(1) & QPN_MASK;
     }
 
-    fn alloc_qpn(&mut self) -> u32 {
+    /// The next QPN from the allocation cursor that no QP holds (callers also skip the SQ and
+    /// RQ numbers: [`Objects::alloc_queue_number`]).
+    pub(crate) fn alloc_qpn(&mut self) -> u32 {
         loop {
             self.next = (self.next + 1) & QPN_MASK;
             if self.next >= FIRST_QPN && !self.contains(self.next) {
@@ -592,7 +594,7 @@ pub(crate) fn create_qp(
     if objects.qps.len() as u64 >= 1u64 << log_max_qp {
         return Err(err(cmd_status::NO_RES_ERR, syndrome::TOO_MANY_QPS));
     }
-    let qpn = objects.qps.alloc_qpn();
+    let qpn = objects.alloc_queue_number();
     let mut saved = [0u8; qpc::BYTES];
     saved.copy_from_slice(&ctx[..qpc::BYTES]);
     let mut q = Qp {
