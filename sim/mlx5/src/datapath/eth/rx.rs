@@ -55,12 +55,9 @@ pub enum EthRxDrop {
 }
 
 /// The receive CQE of `frame`, received into the WQE of counter `counter`.
-fn receive_cqe(frame: &[u8], rqn: u32, counter: u16, user_index: u32) -> Cqe {
+fn receive_cqe(frame: &[u8], counter: u16, user_index: u32) -> Cqe {
     let h = Headers::parse(frame);
-    // The RQ's number in `sop_drop_qpn`, as in its error CQE below and in the send CQEs of
-    // an SQ (tx.rs): RQs and SQs share the QPN space (objects/rq.rs), and a driver that
-    // polls several queues on one CQ finds the queue of a completion by it.
-    let mut c = Cqe::success(cqe::opcode::RESP_SEND, rqn, counter, frame.len() as u32)
+    let mut c = Cqe::success(cqe::opcode::RESP_SEND, 0, counter, frame.len() as u32)
         .with_user_index(user_index);
     let l3 = match h.l3 {
         L3::None => l3_type::NONE,
@@ -132,7 +129,7 @@ pub fn deliver(dp: &mut Dp<'_>, tirn: u32, frame: &[u8]) -> Result<(), EthRxDrop
     };
     match r {
         Ok(()) => {
-            post_cqe(dp, cqn, &receive_cqe(frame, rqn, ci, uidx));
+            post_cqe(dp, cqn, &receive_cqe(frame, ci, uidx));
             Ok(())
         }
         Err((syn, vend)) => {
