@@ -142,6 +142,18 @@ pub fn linux_side(run: &PeerRun, wire: PathBuf) -> LinuxPeer {
     }
 }
 
+/// How long the unikernel may run on once Linux has powered off: a service is stopped at once;
+/// after Linux's command succeeded the app may still be checking its data, closing its TCP
+/// connection (its FIN is never acknowledged by a Linux that is gone, so the close waits out its
+/// deadline) and tearing down: 30 s; after a failure, 5 s.
+fn unikernel_grace(service: bool, linux_ok: bool) -> Duration {
+    Duration::from_secs(match (service, linux_ok) {
+        (true, _) => 1,
+        (false, true) => 30,
+        (false, false) => 5,
+    })
+}
+
 /// The unikernel's console: every line kept (and echoed with `unikernel| `).
 fn uk_lines(
     src: impl std::io::Read + Send + 'static,
@@ -245,12 +257,12 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         if let Ok(Some(st)) = uk.try_wait() {
             break Some(st);
         }
-        // Linux ended (or its QEMU failed): the unikernel gets a few seconds, then is stopped
-        // (a service at once: it serves until stopped).
+        // Linux ended (or its QEMU failed): the unikernel gets a while to finish, then is
+        // stopped (a service at once: it serves until stopped).
         if linux_gone.is_none() && lx.child.try_wait().ok().flatten().is_some() {
             linux_gone = Some(Instant::now());
         }
-        let grace = Duration::from_secs(if service { 1 } else { 5 });
+        let grace = unikernel_grace(service, lx.saw("PEER: CMD_EXIT rc=0 "));
         let gone_long = linux_gone.is_some_and(|t| t.elapsed() > grace);
         if Instant::now() >= uk_deadline || gone_long {
             let _ = uk.kill();
