@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::{
-    fmt_mac, Link, LinuxPeer, PeerOutcome, PEER_IP, PEER_MAC, UNIKERNEL_IP, UNIKERNEL_MAC,
+    fmt_mac, lines, Link, LinuxPeer, PeerOutcome, PEER_IP, PEER_MAC, UNIKERNEL_IP, UNIKERNEL_MAC,
 };
 use crate::linux_guest::{cache_dir, prepare_peer_image, skip, Skip};
 
@@ -154,20 +154,6 @@ fn unikernel_grace(service: bool, linux_ok: bool) -> Duration {
     })
 }
 
-/// The unikernel's console: every line kept (and echoed with `unikernel| `).
-fn uk_lines(
-    src: impl std::io::Read + Send + 'static,
-    tx: mpsc::Sender<String>,
-    echo: bool,
-) -> std::thread::JoinHandle<()> {
-    crate::guest::console_lines(src, move |text| {
-        if echo {
-            crate::guest::echo_stdout(&format!("unikernel| {text}"));
-        }
-        let _ = tx.send(text);
-    })
-}
-
 /// `cargo run -- --peer linux`: Linux (TCG) with rxe on one end of the link, the unikernel
 /// (KVM) with the emulated HCA on the other; the two find each other by ARP and the tools swap
 /// their endpoints over TCP on that link, as between two hosts. Prints both sides' output
@@ -224,8 +210,18 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         .map_err(|e| skip(format!("starting QEMU for the unikernel: {e}")))?;
     let (tx_out, rx_out) = mpsc::channel::<String>();
     let readers = vec![
-        uk_lines(uk.stdout.take().expect("piped"), tx_out.clone(), echo),
-        uk_lines(uk.stderr.take().expect("piped"), tx_out, echo),
+        lines(
+            uk.stdout.take().expect("piped"),
+            tx_out.clone(),
+            "unikernel| ",
+            echo,
+        ),
+        lines(
+            uk.stderr.take().expect("piped"),
+            tx_out,
+            "unikernel| ",
+            echo,
+        ),
     ];
     let deadline = Instant::now() + Duration::from_secs(30);
     while !wire.exists() {
