@@ -422,8 +422,15 @@ say "GID_INDEX=${GID:-none} gid=$want"
 say "mac=$(cat /sys/class/net/eth0/address)"
 if [ -n "$peer_wait_ping" ]; then
   k=0
-  until ping -c1 -W1 "$peer_wait_ping" >/dev/null 2>&1 || [ $k -ge 60 ]; do k=$((k+1)); done
-  say "WAIT_PING $peer_wait_ping: $k unanswered before it answered (at most 60) at $(up)s"
+  until ping -c1 -W1 "$peer_wait_ping" >/dev/null 2>&1; do
+    k=$((k+1))
+    [ $k -ge 60 ] && break
+  done
+  if [ $k -ge 60 ]; then
+    say "WAIT_PING $peer_wait_ping: no answer to 60 pings at $(up)s (running the command all the same)"
+  else
+    say "WAIT_PING $peer_wait_ping: answered after $k unanswered at $(up)s"
+  fi
 fi
 [ -n "$peer_delay" ] && sleep "$peer_delay"
 say "CMD_START at $(up)s: $peer_cmd"
