@@ -170,6 +170,9 @@ pub(crate) struct CtxInner<H: Hal> {
     /// Set when the [`crate::Context`] handle goes: no UMR QP is created after that (it would hold
     /// the context alive).
     pub(crate) umr_off: AtomicBool,
+    /// An Ethernet queue is open ([`crate::eth`]): the vport's address lists and the root of
+    /// its receive steering are that queue's, so there is one at a time.
+    pub(crate) eth_open: AtomicBool,
 }
 
 /// The type of a context's UMR resources, named by the layer that owns them: the UMR QP is
@@ -218,6 +221,7 @@ impl<H: Hal> CtxInner<H> {
             closed: AtomicBool::new(false),
             umr: spin::Mutex::new(None),
             umr_off: AtomicBool::new(false),
+            eth_open: AtomicBool::new(false),
         })
     }
 
@@ -227,6 +231,12 @@ impl<H: Hal> CtxInner<H> {
         self.closed.store(true, Ordering::Release);
         let (uar, tdn) = (self.uar, self.tdn);
         hca::close(&self.hal, self.dev.get_mut(), uar, tdn)
+    }
+
+    /// The context's transport domain (ALLOC_TRANSPORT_DOMAIN at bring-up), which the
+    /// Ethernet queue's TIS and TIR name ([`crate::eth`]).
+    pub(crate) fn tdn(&self) -> u32 {
+        self.tdn
     }
 
     /// Runs `f` with the device locked.

@@ -23,13 +23,14 @@
 use alloc::sync::Arc;
 
 use mlx5_prm::{
-    dealloc_q_counter_in, dealloc_q_counter_out, opcode, query_q_counter_in, query_q_counter_out,
+    alloc_q_counter_in, alloc_q_counter_out, cmd_hca_cap, dealloc_q_counter_in,
+    dealloc_q_counter_out, opcode, query_q_counter_in, query_q_counter_out,
     query_vport_counter_out, Field,
 };
 
 use crate::cmd::{get, CmdBuf};
 use crate::context::CtxInner;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hal::Hal;
 
 /// The RoCE transport counters of one Q counter set (`query_q_counter_out`, Linux
@@ -173,6 +174,38 @@ pub(crate) struct CounterSetInner<H: Hal> {
     pub(crate) id: u8,
 }
 
+impl<H: Hal> CounterSetInner<H> {
+    /// ALLOC_Q_COUNTER (see [`crate::Context::alloc_counter_set`]).
+    pub(crate) fn alloc(ctx: &Arc<CtxInner<H>>) -> Result<CounterSetInner<H>> {
+        if get(&ctx.caps.general_cur, cmd_hca_cap::MAX_QP_CNT) == 0 {
+            return Err(Error::Unsupported);
+        }
+        let c = CmdBuf::new(opcode::ALLOC_Q_COUNTER, 0, alloc_q_counter_in::BYTES);
+        let mut out = [0u8; alloc_q_counter_out::BYTES];
+        ctx.exec(&c, &mut out)?;
+        let id = get(&out, alloc_q_counter_out::COUNTER_SET_ID) as u8;
+        if id == 0 {
+            return Err(Error::BadFirmwareReply {
+                opcode: opcode::ALLOC_Q_COUNTER,
+            });
+        }
+        Ok(CounterSetInner {
+            ctx: ctx.clone(),
+            id,
+        })
+    }
+
+    /// QUERY_Q_COUNTER (see [`CounterSet::query`]).
+    pub(crate) fn query(&self, clear: bool) -> Result<QCounters> {
+        let mut c = CmdBuf::new(opcode::QUERY_Q_COUNTER, 0, query_q_counter_in::BYTES);
+        c.set(query_q_counter_in::COUNTER_SET_ID, self.id.into())
+            .set(query_q_counter_in::CLEAR, clear.into());
+        let mut out = [0u8; query_q_counter_out::BYTES];
+        self.ctx.exec(&c, &mut out)?;
+        Ok(QCounters::parse(&out))
+    }
+}
+
 impl<H: Hal> Drop for CounterSetInner<H> {
     fn drop(&mut self) {
         // No DMA memory is involved: a failed DEALLOC only leaves the set allocated.
@@ -199,11 +232,6 @@ impl<H: Hal> CounterSet<H> {
     /// QUERY_Q_COUNTER of this set; `clear` zeroes the counters after the read (the
     /// `clear` bit of `query_q_counter_in`).
     pub fn query(&self, clear: bool) -> Result<QCounters> {
-        let mut c = CmdBuf::new(opcode::QUERY_Q_COUNTER, 0, query_q_counter_in::BYTES);
-        c.set(query_q_counter_in::COUNTER_SET_ID, self.inner.id.into())
-            .set(query_q_counter_in::CLEAR, clear.into());
-        let mut out = [0u8; query_q_counter_out::BYTES];
-        self.inner.ctx.exec(&c, &mut out)?;
-        Ok(QCounters::parse(&out))
+        self.inner.query(clear)
     }
 }

@@ -163,6 +163,14 @@ pub enum InvalidInput {
     },
     /// Zero entries requested for a queue.
     ZeroEntries,
+    /// More entries requested for a work queue than the device's `log_max_wq_sz` allows (an
+    /// Ethernet queue, [`crate::eth`]).
+    QueueDepth {
+        /// Entries requested.
+        requested: u32,
+        /// The most the device takes.
+        max: u32,
+    },
     /// QP capabilities beyond the device or driver limits.
     QpCaps,
     /// More SGEs in a work request than the queue was created for.

@@ -22,6 +22,8 @@
 //!    transitions, doorbells, CQ binding; one module per service type, RC today); on them
 //!    [`mw`] (memory windows: alloc, bind by UMR WQE, invalidation) and [`umr`] (the driver's
 //!    UMR QP and the mkey cache; the context holds it through a type the verbs layer names).
+//!    [`eth`] (the Ethernet queue: TIS, SQ, RQ, TIR, NIC receive steering and the vport's
+//!    address lists, as Linux mlx5e makes them, on the CQs, a PD and a region) sits there too.
 //! 5. [`verbs`]: the public, ibverbs-like API on top (the [`Context`], what PDs and regions
 //!    do, posting with borrowed regions); the crate root re-exports it.
 //!
@@ -47,6 +49,7 @@ pub mod counters;
 pub mod cq;
 pub mod eq;
 pub mod error;
+pub mod eth;
 pub mod hal;
 pub mod hca;
 pub mod mr;
@@ -70,6 +73,7 @@ mod test_hal;
 
 pub use counters::{CounterSet, QCounters, TrafficCounter, VportCounters};
 pub use error::{CmdError, CmdStatus, DeliveryStatus, Error, InvalidInput, Refused, Result};
+pub use eth::{EthConfig, EthError, EthQueue};
 pub use hal::{DmaBuffer, Hal, HalError};
 pub use mw::{MemoryWindow, MwBind, MwType};
 pub use verbs::*;

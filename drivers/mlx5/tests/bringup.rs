@@ -8,18 +8,6 @@ use common::*;
 use mlx5::{Context, Hal, QpCaps, RecvWr, SendData, SendFlags, SendOp, SendWr, WcStatus};
 use mlx5_sim::hca::Lifecycle;
 
-fn commands(lines: &[String]) -> Vec<String> {
-    lines
-        .iter()
-        .filter_map(|l| l.strip_prefix("cmd slot "))
-        .filter_map(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .map(|n| n.trim_start_matches("MLX5_CMD_OP_").to_string())
-        })
-        .collect()
-}
-
 #[test]
 fn bring_up_order_and_teardown_reclaims_every_page() {
     let sim = SimHal::new();

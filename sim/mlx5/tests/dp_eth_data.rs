@@ -304,8 +304,14 @@ fn receive_into_wqe_with_cqe() {
     assert_eq!(e.read(buf + 1024 + frame.len() as u64 - 64, 16), [0xee; 16]);
     let c = e.poll_cq(&mut x.rcq).expect("receive CQE");
     assert_eq!(
-        (c.opcode(), c.byte_cnt(), c.wqe_counter(), c.user_index()),
-        (cqe::opcode::RESP_SEND, frame.len() as u32, 0, 0x55)
+        (
+            c.opcode(),
+            c.byte_cnt(),
+            c.wqe_counter(),
+            c.user_index(),
+            c.qpn()
+        ),
+        (cqe::opcode::RESP_SEND, frame.len() as u32, 0, 0x55, x.rq.n)
     );
     // l4_l3_hdr_type: UDP (2) in bits 6:4, IPv4 (2) in bits 3:2; hds_ip_ext: L2, L3, L4 ok.
     assert_eq!(c.0[29], 2 << 4 | 2 << 2);

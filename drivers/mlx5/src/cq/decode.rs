@@ -228,7 +228,13 @@ unsafe fn parse_one<H: Hal>(
         | cqe::opcode::RESP_SEND_IMM
         | cqe::opcode::RESP_SEND_INV
         | cqe::opcode::RESP_ERR => {
-            let Some(wr_id) = q.complete_recv() else {
+            let wr_id = if q.rq_by_counter {
+                // SAFETY: as above.
+                q.complete_recv_at(unsafe { c.be16(o::WQE_COUNTER) })
+            } else {
+                q.complete_recv()
+            };
+            let Some(wr_id) = wr_id else {
                 return bad_cqe(qpn);
             };
             wc.wr_id = wr_id;

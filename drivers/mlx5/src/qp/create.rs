@@ -193,28 +193,12 @@ pub(crate) fn create_fre<H: Hal>(
         return Err(e);
     }
     let qpn = get(&out, create_qp_out::QPN);
-    let atomics = |n: u32| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
-    let shared = Arc::new(WqShared {
+    let shared = Arc::new(WqShared::new(
         qpn,
-        qpn_key: WqShared::key(qpn),
-        sq: (0..lay.sq_wqe_cnt)
-            .map(|_| SqSlot {
-                wrid: AtomicU64::new(0),
-                meta: AtomicU64::new(0),
-                wc_op: AtomicU8::new(0),
-            })
-            .collect(),
-        sq_mask: lay.sq_wqe_cnt - 1,
-        sq_max_wr: lay.caps.max_send_wr,
-        sq_wr_tail: AtomicU32::new(0),
-        sq_last: AtomicU32::new(u32::MAX),
-        rq_wrid: atomics(lay.rq_wqe_cnt.max(1)),
-        rq_mask: lay.rq_wqe_cnt.max(1) - 1,
-        rq_head: AtomicU32::new(0),
-        rq_tail: AtomicU32::new(0),
-        stale: spin::Mutex::new(Vec::new()),
-        retired: core::sync::atomic::AtomicBool::new(false),
-    });
+        lay.sq_wqe_cnt,
+        lay.caps.max_send_wr,
+        lay.rq_wqe_cnt.max(1),
+    ));
     ctx.register_send_gate(&shared);
     scq.shared.attach(&shared);
     if !Arc::ptr_eq(&scq.shared, &rcq.shared) {

@@ -189,6 +189,7 @@ fn send_state(cnt: u32, max_wr: u32, start: u32) -> WqShared {
         rq_mask: 0,
         rq_head: AtomicU32::new(0),
         rq_tail: AtomicU32::new(0),
+        rq_by_counter: false,
         stale: spin::Mutex::new(Vec::new()),
         retired: core::sync::atomic::AtomicBool::new(false),
     }

@@ -144,6 +144,10 @@ pub(crate) struct WqShared {
     pub(super) rq_mask: u32,
     pub(super) rq_head: AtomicU32,
     pub(super) rq_tail: AtomicU32,
+    /// Receive completions name their WQE by the CQE's `wqe_counter` (the Ethernet RQ, as
+    /// Linux en_rx.c `mlx5e_handle_rx_cqe` finds its buffer), not by order (RC receive
+    /// queues, as rdma-core cq.c `handle_responder` takes `wq->tail`).
+    pub(crate) rq_by_counter: bool,
     /// CQEs of this QP to remove (rdma-core cq.c `__mlx5_cq_clean`): `(cqn, producer
     /// counter)` pairs, one per CQ and per move to RESET or destroy, taken by that CQ's
     /// poller (cq.rs `clean_stale`), off its fast path.
@@ -154,6 +158,44 @@ pub(crate) struct WqShared {
 }
 
 impl WqShared {
+    /// The shared state of a new work queue numbered `qpn`: `sq_slots` send slots (the send
+    /// ring's blocks, a power of two), at most `sq_max_wr` send WRs outstanding, and
+    /// `rq_slots` receive slots (a power of two, at least one); every counter at zero and the
+    /// send gate closed.
+    pub(crate) fn new(qpn: u32, sq_slots: u32, sq_max_wr: u32, rq_slots: u32) -> WqShared {
+        WqShared {
+            qpn,
+            qpn_key: WqShared::key(qpn),
+            sq: (0..sq_slots)
+                .map(|_| SqSlot {
+                    wrid: AtomicU64::new(0),
+                    meta: AtomicU64::new(0),
+                    wc_op: AtomicU8::new(0),
+                })
+                .collect(),
+            sq_mask: sq_slots - 1,
+            sq_max_wr,
+            sq_wr_tail: AtomicU32::new(0),
+            sq_last: AtomicU32::new(u32::MAX),
+            rq_wrid: (0..rq_slots).map(|_| AtomicU64::new(0)).collect(),
+            rq_mask: rq_slots - 1,
+            rq_head: AtomicU32::new(0),
+            rq_tail: AtomicU32::new(0),
+            rq_by_counter: false,
+            stale: spin::Mutex::new(Vec::new()),
+            retired: core::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// [`WqShared::new`] of a receive queue whose completions name their WQE by its counter
+    /// ([`WqShared::rq_by_counter`]; the Ethernet RQ).
+    pub(crate) fn new_recv_by_counter(qpn: u32, rq_slots: u32) -> WqShared {
+        WqShared {
+            rq_by_counter: true,
+            ..WqShared::new(qpn, 1, 0, rq_slots)
+        }
+    }
+
     /// A stand-in that matches no CQE (its number is beyond 24 bits; one empty slot, so a
     /// cursor over it keeps the invariant `slots = mask + 1`).
     pub(crate) fn placeholder() -> WqShared {
@@ -174,6 +216,7 @@ impl WqShared {
             rq_mask: 0,
             rq_head: AtomicU32::new(0),
             rq_tail: AtomicU32::new(0),
+            rq_by_counter: false,
             stale: spin::Mutex::new(Vec::new()),
             retired: core::sync::atomic::AtomicBool::new(false),
         }
@@ -235,6 +278,55 @@ impl WqShared {
         Some(wr_id)
     }
 
+    /// Records, for the poller, the send WQE of a work queue posted outside this module (the
+    /// Ethernet SQ, [`crate::eth`]) that starts at block `start` and brings the WR count to
+    /// `wr_end`: what [`QueuePair`]'s posts record in their slot.
+    pub(crate) fn record_send(&self, start: u16, wr_end: u32, wr_id: u64) {
+        if let Some(sl) = self.sq.get((start as u32 & self.sq_mask) as usize) {
+            sl.wrid.store(wr_id, Ordering::Relaxed);
+            sl.meta.store(slot_meta(wr_end, start), Ordering::Release);
+        }
+    }
+
+    /// Send WRs completed (the poller's tail).
+    pub(crate) fn send_tail(&self) -> u32 {
+        self.sq_wr_tail.load(Ordering::Acquire)
+    }
+
+    /// A receive completion of WQE counter `counter` (16 bits) on a queue that names WQEs by
+    /// counter: that WQE's wr_id, the WQEs before it completed too (the device takes them in
+    /// order, so a completion that never came, or came garbled, is behind it). `None` for a
+    /// counter that names no outstanding WQE.
+    pub(crate) fn complete_recv_at(&self, counter: u16) -> Option<u64> {
+        let tail = self.rq_tail.load(Ordering::Relaxed);
+        let head = self.rq_head.load(Ordering::Acquire);
+        let pos = tail.wrapping_add(counter.wrapping_sub(tail as u16) as u32);
+        if pos.wrapping_sub(tail) >= head.wrapping_sub(tail) {
+            return None;
+        }
+        let wr_id = self
+            .rq_wrid
+            .get((pos & self.rq_mask) as usize)?
+            .load(Ordering::Relaxed);
+        self.rq_tail.store(pos.wrapping_add(1), Ordering::Release);
+        Some(wr_id)
+    }
+
+    /// Records the receive WR `head` (its wr_id) of a work queue posted outside this module
+    /// (the Ethernet RQ) and publishes the head past it, for [`WqShared::complete_recv`];
+    /// call after the WQE is written and before the doorbell record.
+    pub(crate) fn record_recv(&self, head: u32, wr_id: u64) {
+        if let Some(w) = self.rq_wrid.get((head & self.rq_mask) as usize) {
+            w.store(wr_id, Ordering::Relaxed);
+        }
+        self.rq_head.store(head.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Receive WRs completed (the poller's tail).
+    pub(crate) fn recv_tail(&self) -> u32 {
+        self.rq_tail.load(Ordering::Acquire)
+    }
+
     /// Closes the send gate from outside the poster (the device died): the next post takes
     /// the slow path. The head lies at or past the tail, so a limit far below the tail closes
     /// the gate whatever the head is.
@@ -244,7 +336,9 @@ impl WqShared {
             .store(tail.wrapping_sub(1 << 30), Ordering::Relaxed);
     }
 
-    pub(super) fn reset(&self) {
+    /// Every counter back to zero, the send gate closed and the send slots cleared (a work
+    /// queue moved to RESET).
+    pub(crate) fn reset(&self) {
         for a in [&self.sq_wr_tail, &self.rq_head, &self.rq_tail] {
             a.store(0, Ordering::Release);
         }

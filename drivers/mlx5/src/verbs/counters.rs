@@ -1,13 +1,9 @@
 //! Counters through the context: Q counter sets and the vport's traffic counters
 //! ([`crate::counters`]).
 
-use mlx5_prm::{
-    alloc_q_counter_in, alloc_q_counter_out, cmd_hca_cap, opcode, query_vport_counter_in,
-    query_vport_counter_out,
-};
+use mlx5_prm::{opcode, query_vport_counter_in, query_vport_counter_out};
 
 use super::*;
-use crate::cmd::get;
 use crate::counters::{CounterSet, CounterSetInner, VportCounters};
 
 impl<H: Hal> Context<H> {
@@ -17,24 +13,8 @@ impl<H: Hal> Context<H> {
     /// answer is not a set the driver can use ([`Error::BadFirmwareReply`]): Linux treats 0 as
     /// "none allocated" (`mlx5_ib_counter_bind_qp` allocates when `counter->id` is 0).
     pub fn alloc_counter_set(&self) -> Result<CounterSet<H>> {
-        let inner = self.inner_arc();
-        if get(&inner.caps.general_cur, cmd_hca_cap::MAX_QP_CNT) == 0 {
-            return Err(Error::Unsupported);
-        }
-        let c = CmdBuf::new(opcode::ALLOC_Q_COUNTER, 0, alloc_q_counter_in::BYTES);
-        let mut out = [0u8; alloc_q_counter_out::BYTES];
-        inner.exec(&c, &mut out)?;
-        let id = get(&out, alloc_q_counter_out::COUNTER_SET_ID) as u8;
-        if id == 0 {
-            return Err(Error::BadFirmwareReply {
-                opcode: opcode::ALLOC_Q_COUNTER,
-            });
-        }
         Ok(CounterSet {
-            inner: Arc::new(CounterSetInner {
-                ctx: inner.clone(),
-                id,
-            }),
+            inner: Arc::new(CounterSetInner::alloc(self.inner_arc())?),
         })
     }
 

@@ -33,6 +33,7 @@ use crate::cmd::CmdBuf;
 use crate::context::{fresh_variant16, CtxInner, MrInfo, UmrHost};
 use crate::eq::AsyncEvent;
 use crate::error::{Error, InvalidInput, Refused, Result};
+use crate::eth::{EthConfig, EthQueue};
 use crate::hal::{DmaMem, Hal};
 use crate::hca::{self, Config};
 use crate::mr::{self, Access, Klm, KlmPlan, MkeyParams, PhysChunk, Xlt};
@@ -329,6 +330,15 @@ impl<H: Hal> Context<H> {
                 pdn,
             }),
         })
+    }
+
+    /// Opens an Ethernet queue on the function's NIC vport: raw frames to and from the
+    /// port's MAC, broadcast and the IPv6 all-nodes and solicited-node groups of its
+    /// link-local address ([`crate::eth`]: the objects Linux mlx5e makes for a channel).
+    /// Refused with [`Error::Unsupported`] when the port is not Ethernet or lacks the NIC
+    /// offloads and receive steering mlx5e needs.
+    pub fn open_eth(&self, cfg: &EthConfig) -> Result<EthQueue<H>> {
+        crate::eth::open(&self.inner, cfg)
     }
 
     /// Creates a completion queue of at least `entries` entries (refused before any command

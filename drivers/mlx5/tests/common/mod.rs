@@ -299,6 +299,19 @@ pub fn test_config() -> ContextConfig {
     }
 }
 
+/// The command names (without `MLX5_CMD_OP_`) of a model's captured trace lines, in order.
+pub fn commands(lines: &[std::string::String]) -> Vec<std::string::String> {
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("cmd slot "))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .map(|n| std::string::String::from(n.trim_start_matches("MLX5_CMD_OP_")))
+        })
+        .collect()
+}
+
 /// A brought-up context on a fresh model.
 pub fn open() -> (Arc<SimHal>, Context<TestHal>) {
     let sim = SimHal::new();

@@ -289,7 +289,7 @@ impl Hca {
     }
 
     /// Every range of guest memory the device holds now, with what holds it: firmware pages,
-    /// the pages of live MTT mkeys, CQ / QP buffers and doorbell records, EQ buffers. Memory
+    /// the pages of live MTT mkeys, CQ / QP / SQ / RQ buffers and doorbell records, EQ buffers. Memory
     /// inside one of them must not be freed (tests check the driver against it).
     pub fn dma_in_use(&self) -> Vec<(u64, u64, String)> {
         let mut v = Vec::new();
@@ -311,6 +311,16 @@ impl Hca {
                 v.push((a, l, format!("QP {:#x} buffer", q.qpn)));
             }
             v.push((q.dbr_addr, 8, format!("QP {:#x} doorbell record", q.qpn)));
+        }
+        for q in self.objects.sqs.iter() {
+            for (a, l) in q.wq.dma_ranges() {
+                v.push((a, l, format!("SQ {:#x}", q.sqn)));
+            }
+        }
+        for q in self.objects.rqs.iter() {
+            for (a, l) in q.wq.dma_ranges() {
+                v.push((a, l, format!("RQ {:#x}", q.rqn)));
+            }
         }
         for (eqn, a, l) in self.events.eqs.dma_ranges() {
             v.push((a, l, format!("EQ {eqn}")));

@@ -109,6 +109,10 @@ impl RqTable {
     pub fn len(&self) -> usize {
         self.rqs.len()
     }
+    /// Every RQ, by number.
+    pub fn iter(&self) -> impl Iterator<Item = &Rq> {
+        self.rqs.values()
+    }
     /// Whether there is none.
     pub fn is_empty(&self) -> bool {
         self.rqs.is_empty()

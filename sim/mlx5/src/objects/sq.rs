@@ -116,6 +116,10 @@ impl SqTable {
     pub fn len(&self) -> usize {
         self.sqs.len()
     }
+    /// Every SQ, by number.
+    pub fn iter(&self) -> impl Iterator<Item = &Sq> {
+        self.sqs.values()
+    }
     /// Whether there is none.
     pub fn is_empty(&self) -> bool {
         self.sqs.is_empty()

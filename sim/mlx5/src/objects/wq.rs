@@ -82,6 +82,13 @@ pub struct Wq {
 }
 
 impl Wq {
+    /// The guest memory the WQ uses: its ring's pages and its doorbell record.
+    pub fn dma_ranges(&self) -> Vec<(u64, u64)> {
+        let mut v = self.buf.ranges();
+        v.push((self.dbr_addr, 8));
+        v
+    }
+
     /// Number of strides in the ring.
     pub fn size(&self) -> u32 {
         1 << self.log_sz

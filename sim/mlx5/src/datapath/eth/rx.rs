@@ -11,7 +11,11 @@
 //!
 //! The CQE is what en_rx.c reads (`mlx5e_handle_rx_cqe`, `mlx5e_build_rx_skb`,
 //! `mlx5e_handle_csum`): opcode RESP_SEND, `wqe_counter` the WQE's counter, `byte_cnt` the
-//! frame's length, `srqn` the RQ's user index (no LRO segments), `l4_l3_hdr_type` the header
+//! frame's length, `srqn` the RQ's user index (no LRO segments), the QPN field of
+//! `sop_drop_qpn` the RQN (mlx5e does not read it, but a driver that finds a completion's queue
+//! by it does: Linux ib/cq.c `mlx5_poll_one` looks the CQE's QPN up in the table where ib/qp.c
+//! `create_raw_packet_qp_rq` put the raw packet QP's RQ under its RQN, through
+//! `mlx5_core_create_rq_tracked`), `l4_l3_hdr_type` the header
 //! types, `hds_ip_ext` the L2 / L3 / L4 checksum-ok bits, and `check_sum` the one's-complement
 //! sum of the IP packet (from the IP header, not over VLAN tags or Ethernet padding: what
 //! `mlx5e_skb_csum_fixup` corrects for when `cqe_checksum_full` is not advertised).
@@ -54,10 +58,10 @@ pub enum EthRxDrop {
     WqError,
 }
 
-/// The receive CQE of `frame`, received into the WQE of counter `counter`.
-fn receive_cqe(frame: &[u8], counter: u16, user_index: u32) -> Cqe {
+/// The receive CQE of `frame`, received into the WQE of counter `counter` of RQ `rqn`.
+fn receive_cqe(frame: &[u8], rqn: u32, counter: u16, user_index: u32) -> Cqe {
     let h = Headers::parse(frame);
-    let mut c = Cqe::success(cqe::opcode::RESP_SEND, 0, counter, frame.len() as u32)
+    let mut c = Cqe::success(cqe::opcode::RESP_SEND, rqn, counter, frame.len() as u32)
         .with_user_index(user_index);
     let l3 = match h.l3 {
         L3::None => l3_type::NONE,
@@ -129,7 +133,7 @@ pub fn deliver(dp: &mut Dp<'_>, tirn: u32, frame: &[u8]) -> Result<(), EthRxDrop
     };
     match r {
         Ok(()) => {
-            post_cqe(dp, cqn, &receive_cqe(frame, ci, uidx));
+            post_cqe(dp, cqn, &receive_cqe(frame, rqn, ci, uidx));
             Ok(())
         }
         Err((syn, vend)) => {

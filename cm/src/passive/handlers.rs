@@ -1,0 +1,340 @@
+//! The passive side's answers to received MADs and to its timers.
+
+use super::{
+    cma_of, rej_for, send, CmEvent, CmTransport, Conn, ConnId, ConnState, Dropped, Passive, Peer,
+    QpStep,
+};
+use crate::mad::{MadHdr, MAD_LEN};
+use crate::msg::{
+    msg_response, rej_reason, transport, CmMad, CmMsg, Drep, Dreq, Mra, Rej, Req, Rtu,
+    REJ_PRIVATE_DATA_LEN, RTU_PRIVATE_DATA_LEN,
+};
+
+impl<const N: usize> Passive<N> {
+    /// Takes one MAD received on QP 1 from `from` at time `now` (ns).
+    pub fn on_mad<T: CmTransport>(
+        &mut self,
+        now: u64,
+        from: &Peer,
+        bytes: &[u8],
+        t: &mut T,
+    ) -> Result<Option<CmEvent>, Dropped> {
+        let r = CmMad::decode(bytes)
+            .map_err(Dropped::Decode)
+            .and_then(|mad| match mad.msg {
+                CmMsg::Req(req) => self.on_req(from, &mad.hdr, &req, t),
+                CmMsg::Rtu(rtu) => self.on_rtu(&rtu),
+                CmMsg::Dreq(dreq) => self.on_dreq(now, from, &mad.hdr, &dreq, t),
+                CmMsg::Drep(drep) => self.on_drep(now, &drep),
+                CmMsg::Rej(rej) => self.on_rej(&rej, t),
+                CmMsg::Mra(mra) => self.on_mra(now, &mra),
+                CmMsg::SidrReq(req) => self.on_sidr_req(from, &mad.hdr, &req, t),
+                CmMsg::Rep(_) | CmMsg::SidrRep(_) => Err(Dropped::Unsupported),
+            });
+        if r.is_err() {
+            self.counters.dropped += 1;
+        }
+        r
+    }
+
+    /// A REJ for `req` before any connection exists (cm.c `cm_issue_rej`: local ID 0).
+    fn refuse<T: CmTransport>(
+        &mut self,
+        to: &Peer,
+        hdr: &MadHdr,
+        req: &Req,
+        reason: u16,
+        t: &mut T,
+    ) -> Dropped {
+        let rej = rej_for(req, 0, msg_response::REQ, reason, [0; REJ_PRIVATE_DATA_LEN]);
+        // Every field of this REJ fits its width.
+        let _ = send(t, to, &CmMad::new(hdr.tid, CmMsg::Rej(rej)));
+        self.counters.rej_sent += 1;
+        Dropped::Rejected(reason)
+    }
+
+    fn on_req<T: CmTransport>(
+        &mut self,
+        from: &Peer,
+        hdr: &MadHdr,
+        req: &Req,
+        t: &mut T,
+    ) -> Result<Option<CmEvent>, Dropped> {
+        // A REQ we know by the sender's ID and CA GUID (cm.c `cm_insert_remote_id`).
+        let dup = self
+            .conns
+            .iter()
+            .flatten()
+            .find(|c| c.remote_id == req.local_comm_id && c.remote_guid == req.local_ca_guid);
+        if let Some(c) = dup.copied() {
+            self.counters.duplicate_reqs += 1;
+            return Err(self.on_dup_req(&c, hdr, req, t));
+        }
+        let Some(l) = self.listener(req.service_id) else {
+            return Err(self.refuse(from, hdr, req, rej_reason::INVALID_SERVICE_ID, t));
+        };
+        if req.transport_service_type != transport::RC {
+            return Err(self.refuse(from, hdr, req, rej_reason::INVALID_TRANSPORT_TYPE, t));
+        }
+        let pending = self
+            .conns
+            .iter()
+            .flatten()
+            .filter(|c| c.service_id == l.service_id)
+            .filter(|c| matches!(c.state, ConnState::ReqRcvd | ConnState::MraReqSent))
+            .count();
+        if pending >= l.backlog {
+            // The listener refuses more (librdmacm backlog; cm.c `cm_destroy_id` in REQ_RCVD
+            // sends REJ Consumer Defined).
+            return Err(self.refuse(from, hdr, req, rej_reason::CONSUMER_DEFINED, t));
+        }
+        let Some(slot) = self.conns.iter().position(|c| c.is_none()) else {
+            return Err(self.refuse(from, hdr, req, rej_reason::NO_RESOURCES, t));
+        };
+        let id = self.new_id();
+        self.conns[slot] = Some(Conn {
+            id,
+            remote_id: req.local_comm_id,
+            remote_guid: req.local_ca_guid,
+            tid: hdr.tid,
+            peer: *from,
+            service_id: l.service_id,
+            state: ConnState::ReqRcvd,
+            req: *req,
+            qpn: None,
+            last: [0; MAD_LEN],
+            deadline: None,
+            retries_left: 0,
+        });
+        Ok(Some(CmEvent::ConnectRequest {
+            id: ConnId(id),
+            req: *req,
+            cma: cma_of(req),
+        }))
+    }
+
+    /// cm.c `cm_dup_req_handler`: MRA while the application thinks, REJ Stale
+    /// Connection in TIMEWAIT; and (beyond Linux, which waits for its REP timer) the same REP
+    /// again while waiting for the RTU.
+    fn on_dup_req<T: CmTransport>(
+        &mut self,
+        c: &Conn,
+        hdr: &MadHdr,
+        req: &Req,
+        t: &mut T,
+    ) -> Dropped {
+        match c.state {
+            ConnState::ReqRcvd => {
+                // The application is slow: tell the peer to wait (rdma_cm answers every REQ
+                // it hands up with a delayed MRA, cma.c `cma_ib_req_handler`
+                // `CMA_CM_MRA_SETTING`, which cm.c `cm_dup_req_handler` sends on a duplicate).
+                let _ = self.mra(ConnId(c.id), super::MRA_SERVICE_TIMEOUT, t);
+                Dropped::DuplicateReq
+            }
+            ConnState::MraReqSent | ConnState::RepSent | ConnState::MraRepRcvd => {
+                t.send_mad(&c.peer, &c.last);
+                Dropped::DuplicateReq
+            }
+            ConnState::TimeWait => {
+                let rej = rej_for(
+                    req,
+                    c.id,
+                    msg_response::REQ,
+                    rej_reason::STALE_CONN,
+                    [0; REJ_PRIVATE_DATA_LEN],
+                );
+                let _ = send(t, &c.peer, &CmMad::new(hdr.tid, CmMsg::Rej(rej)));
+                self.counters.rej_sent += 1;
+                Dropped::Rejected(rej_reason::STALE_CONN)
+            }
+            _ => Dropped::DuplicateReq,
+        }
+    }
+
+    /// The connection a message names by our ID (`remote`) and the peer's (`local`).
+    fn named(&self, ours: u32, theirs: u32) -> Result<usize, Dropped> {
+        let i = self.slot(ours).ok_or(Dropped::UnknownConn)?;
+        if self.conn(i).remote_id != theirs {
+            return Err(Dropped::UnknownConn);
+        }
+        Ok(i)
+    }
+
+    fn on_rtu(&mut self, rtu: &Rtu) -> Result<Option<CmEvent>, Dropped> {
+        let i = self.named(rtu.remote_comm_id, rtu.local_comm_id)?;
+        let c = self.conn_mut(i);
+        if !matches!(c.state, ConnState::RepSent | ConnState::MraRepRcvd) {
+            return Err(Dropped::WrongState);
+        }
+        c.state = ConnState::Established;
+        c.deadline = None;
+        Ok(Some(CmEvent::Established { id: ConnId(c.id) }))
+    }
+
+    fn on_dreq<T: CmTransport>(
+        &mut self,
+        now: u64,
+        from: &Peer,
+        hdr: &MadHdr,
+        dreq: &Dreq,
+        t: &mut T,
+    ) -> Result<Option<CmEvent>, Dropped> {
+        let drep = Drep {
+            local_comm_id: dreq.remote_comm_id,
+            remote_comm_id: dreq.local_comm_id,
+            private_data: [0; RTU_PRIVATE_DATA_LEN],
+        };
+        let answer = CmMad::new(hdr.tid, CmMsg::Drep(drep));
+        let Ok(i) = self.named(dreq.remote_comm_id, dreq.local_comm_id) else {
+            // cm.c `cm_dreq_handler`: a DREQ for no connection is answered all the same
+            // (`cm_issue_drep`), so the peer's disconnect completes.
+            let _ = send(t, from, &answer);
+            return Err(Dropped::UnknownConn);
+        };
+        let c = *self.conn(i);
+        // cm.c `cm_dreq_handler`: the DREQ must name our QP.
+        if c.qpn != Some(dreq.remote_qpn_eecn) {
+            return Err(Dropped::WrongState);
+        }
+        match c.state {
+            ConnState::RepSent
+            | ConnState::MraRepRcvd
+            | ConnState::Established
+            | ConnState::DreqSent => {
+                if c.state != ConnState::DreqSent {
+                    // The QP was moved to ERR already when we sent our own DREQ.
+                    let _ = t.modify_qp(dreq.remote_qpn_eecn, QpStep::Err);
+                }
+                let _ = send(t, &c.peer, &answer);
+                self.enter_timewait(now, i);
+                Ok(Some(CmEvent::Disconnected { id: ConnId(c.id) }))
+            }
+            ConnState::TimeWait => {
+                let _ = send(t, &c.peer, &answer);
+                Err(Dropped::WrongState)
+            }
+            ConnState::ReqRcvd | ConnState::MraReqSent => Err(Dropped::WrongState),
+        }
+    }
+
+    fn on_drep(&mut self, now: u64, drep: &Drep) -> Result<Option<CmEvent>, Dropped> {
+        let i = self.named(drep.remote_comm_id, drep.local_comm_id)?;
+        if self.conn(i).state != ConnState::DreqSent {
+            return Err(Dropped::WrongState);
+        }
+        self.enter_timewait(now, i);
+        Ok(Some(CmEvent::Disconnected {
+            id: ConnId(self.conn(i).id),
+        }))
+    }
+
+    /// A REJ of our REP, or the peer giving up on its REQ (cm.c `cm_rej_handler`).
+    fn on_rej<T: CmTransport>(&mut self, rej: &Rej, t: &mut T) -> Result<Option<CmEvent>, Dropped> {
+        let i = self.slot(rej.remote_comm_id).ok_or(Dropped::UnknownConn)?;
+        let c = *self.conn(i);
+        // A REJ for a REQ we never answered may carry local ID 0 (the timeout REJ).
+        if rej.local_comm_id != c.remote_id && rej.local_comm_id != 0 {
+            return Err(Dropped::UnknownConn);
+        }
+        if matches!(
+            c.state,
+            ConnState::Established | ConnState::DreqSent | ConnState::TimeWait
+        ) {
+            return Err(Dropped::WrongState);
+        }
+        if let Some(qpn) = c.qpn {
+            let _ = t.modify_qp(qpn, QpStep::Err);
+        }
+        self.conns[i] = None;
+        Ok(Some(CmEvent::Rejected {
+            id: ConnId(c.id),
+            reason: rej.reason,
+        }))
+    }
+
+    /// The peer needs time before its RTU: wait its service timeout plus the path's
+    /// (cm.c `cm_mra_handler`).
+    fn on_mra(&mut self, now: u64, mra: &Mra) -> Result<Option<CmEvent>, Dropped> {
+        let i = self.named(mra.remote_comm_id, mra.local_comm_id)?;
+        let c = self.conn_mut(i);
+        if mra.message_mraed != msg_response::REP || c.state != ConnState::RepSent {
+            return Err(Dropped::WrongState);
+        }
+        c.state = ConnState::MraRepRcvd;
+        c.deadline =
+            Some(now.saturating_add(super::iba_time_ns(mra.service_timeout) + c.timewait_ns()));
+        Ok(None)
+    }
+
+    /// TIMEWAIT for the path's ACK timeout (cm.c `cm_enter_timewait`).
+    fn enter_timewait(&mut self, now: u64, i: usize) {
+        let c = self.conn_mut(i);
+        c.state = ConnState::TimeWait;
+        c.deadline = Some(now.saturating_add(c.timewait_ns()));
+    }
+
+    /// Runs the timers due at `now`: REP and DREQ retransmissions, their give-up, the end of
+    /// TIMEWAIT. Returns at the first event; call again until `None`.
+    pub fn poll<T: CmTransport>(&mut self, now: u64, t: &mut T) -> Option<CmEvent> {
+        while let Some(i) = self
+            .conns
+            .iter()
+            .position(|c| c.is_some_and(|c| c.deadline.is_some_and(|d| d <= now)))
+        {
+            if let Some(ev) = self.expire(now, i, t) {
+                return Some(ev);
+            }
+        }
+        None
+    }
+
+    fn expire<T: CmTransport>(&mut self, now: u64, i: usize, t: &mut T) -> Option<CmEvent> {
+        let c = *self.conn(i);
+        let id = ConnId(c.id);
+        match c.state {
+            ConnState::RepSent | ConnState::MraRepRcvd | ConnState::DreqSent
+                if c.retries_left > 0 =>
+            {
+                t.send_mad(&c.peer, &c.last);
+                self.counters.retransmits += 1;
+                let c = self.conn_mut(i);
+                c.retries_left -= 1;
+                c.deadline = Some(now.saturating_add(c.response_ns()));
+                None
+            }
+            ConnState::RepSent | ConnState::MraRepRcvd => {
+                // cm.c `cm_process_send_error`: the REP went unanswered; IBTA: REJ Timeout.
+                let rej = rej_for(
+                    &c.req,
+                    c.id,
+                    msg_response::REP,
+                    rej_reason::TIMEOUT,
+                    [0; REJ_PRIVATE_DATA_LEN],
+                );
+                let _ = send(t, &c.peer, &CmMad::new(c.tid, CmMsg::Rej(rej)));
+                self.counters.rej_sent += 1;
+                if let Some(qpn) = c.qpn {
+                    let _ = t.modify_qp(qpn, QpStep::Err);
+                }
+                self.conns[i] = None;
+                Some(CmEvent::Unreachable { id })
+            }
+            ConnState::DreqSent => {
+                // cm.c `cm_process_send_error`: DREQ unanswered → TIMEWAIT.
+                self.enter_timewait(now, i);
+                Some(CmEvent::Disconnected { id })
+            }
+            ConnState::TimeWait => {
+                self.conns[i] = None;
+                Some(CmEvent::TimewaitExit {
+                    id,
+                    qpn: c.qpn.unwrap_or(0),
+                })
+            }
+            ConnState::ReqRcvd | ConnState::MraReqSent | ConnState::Established => {
+                self.conn_mut(i).deadline = None;
+                None
+            }
+        }
+    }
+}

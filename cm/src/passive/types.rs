@@ -1,0 +1,241 @@
+//! What the passive side's state machine takes and gives: the transport it drives, the QP
+//! moves it asks for, its events, the timing rules.
+
+use crate::mad::MAD_LEN;
+use crate::msg::Req;
+use crate::rdma_cm::CmaHdr;
+
+/// Nanoseconds of an IBA time exponent as Linux's CM waits it: 2^(t-8) ms, at least 1 ms
+/// (`drivers/infiniband/core/cm.c` `cm_convert_to_ms`; IBTA: 4.096 µs × 2^t).
+/// Exponents beyond the 5-bit fields are taken as 31.
+pub const fn iba_time_ns(t: u8) -> u64 {
+    let t = if t > 31 { 31 } else { t };
+    (1u64 << t.saturating_sub(8)) * 1_000_000
+}
+
+/// A connection's handle: its local communication ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u32);
+
+/// Where a MAD came from and where the answers go (cm.c `cm_create_response_msg_ah`: to the
+/// source of the received MAD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Peer {
+    /// The sender's GID (the GRH's source; an IPv4-mapped address on RoCE v2).
+    pub gid: [u8; 16],
+    /// The sender's QP (the DETH's source QP: 1 for the GSI).
+    pub qpn: u32,
+}
+
+/// RTR attributes taken from a REQ (cm.c `cm_init_qp_rtr_attr`, cma.c `cma_modify_qp_rtr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RtrAttrs {
+    /// The peer's QPN (REQ Local QPN).
+    pub dest_qpn: u32,
+    /// First PSN expected from the peer: the REP's Starting PSN.
+    pub rq_psn: u32,
+    /// Path MTU (REQ Path Packet Payload MTU, `enum ib_mtu`).
+    pub path_mtu: u8,
+    /// RDMA READs / atomics accepted as responder: the REP's Responder Resources.
+    pub max_dest_rd_atomic: u8,
+    /// P_Key (REQ Partition Key).
+    pub pkey: u16,
+    /// The peer's GID (REQ Primary Local Port GID).
+    pub remote_gid: [u8; 16],
+    /// Our GID the peer addressed (REQ Primary Remote Port GID).
+    pub local_gid: [u8; 16],
+    /// Flow label (REQ Primary Flow Label).
+    pub flow_label: u32,
+    /// RoCEv2 UDP source port of that flow label (`rdma_flow_label_to_udp_sport`).
+    pub udp_sport: u16,
+    /// Hop limit (REQ Primary Hop Limit).
+    pub hop_limit: u8,
+    /// Traffic class (REQ Primary Traffic Class).
+    pub traffic_class: u8,
+    /// Service level (REQ Primary SL).
+    pub sl: u8,
+}
+
+/// RTS attributes taken from a REQ (cm.c `cm_init_qp_rts_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RtsAttrs {
+    /// First send PSN: the REQ's Starting PSN.
+    pub sq_psn: u32,
+    /// Local ACK timeout exponent (REQ Primary Local ACK Timeout: cm.c
+    /// `cm_format_paths_from_req` takes packet life time = it − 1, `cm_init_av_by_path` adds
+    /// the 1 back).
+    pub timeout: u8,
+    /// Transport retries (REQ Retry Count).
+    pub retry_cnt: u8,
+    /// RNR retries (REQ RNR Retry Count).
+    pub rnr_retry: u8,
+    /// Outstanding RDMA READs / atomics as initiator: the REP's Initiator Depth.
+    pub max_rd_atomic: u8,
+}
+
+/// A QP move the state machine asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpStep {
+    /// RESET → INIT with the REQ's P_Key (cma.c `cma_init_conn_qp`).
+    Init {
+        /// P_Key.
+        pkey: u16,
+    },
+    /// INIT → RTR.
+    Rtr(RtrAttrs),
+    /// RTR → RTS.
+    Rts(RtsAttrs),
+    /// Any state → ERR (disconnect, failed establishment; cma.c `cma_modify_qp_err`).
+    Err,
+}
+
+/// What the state machine drives: the GSI QP's sends and the connection's QP.
+pub trait CmTransport {
+    /// Why a QP move failed (the driver's typed error).
+    type QpError: Copy + core::fmt::Debug + PartialEq;
+    /// Sends one MAD to `to`'s QP 1 (a lost datagram is retried by the state machine).
+    fn send_mad(&mut self, to: &Peer, mad: &[u8; MAD_LEN]);
+    /// Moves QP `qpn`.
+    fn modify_qp(&mut self, qpn: u32, step: QpStep) -> Result<(), Self::QpError>;
+}
+
+/// The device's side of the negotiation and the REP's fixed fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CmConfig {
+    /// Our CA GUID (REP Local CA GUID).
+    pub local_ca_guid: u64,
+    /// The device's `local_ca_ack_delay` (REP Target ACK Delay).
+    pub ack_delay: u8,
+    /// The device's `max_qp_rd_atom`: most responder resources we grant.
+    pub max_responder_resources: u8,
+    /// The device's `max_qp_init_rd_atom`: most initiator depth we use.
+    pub max_initiator_depth: u8,
+    /// High 32 bits of the transaction IDs of exchanges we start (a DREQ): the MAD agent's
+    /// client number in Linux (`drivers/infiniband/core/mad.c` `ib_register_mad_agent`
+    /// `hi_tid`), see [`own_tid`](crate::passive::own_tid).
+    pub tid_hi: u32,
+    /// Mixed into local communication IDs so a restarted CM does not reuse its old ones
+    /// (cm.c `cm_alloc_id_priv`: an xarray index XOR a random operand).
+    pub comm_id_seed: u32,
+}
+
+/// What the application says when accepting (librdmacm `struct rdma_conn_param`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Accept<'a> {
+    /// The QP that takes the connection (in RESET: the machine moves it).
+    pub qpn: u32,
+    /// The PSN the peer sends first (REP Starting PSN; random in Linux).
+    pub starting_psn: u32,
+    /// Responder resources wanted; the REP carries the least of this, the REQ's initiator
+    /// depth and the device's (rdma-core `librdmacm/cma.c` `ucma_process_conn_req`,
+    /// `ucma_valid_param`).
+    pub responder_resources: u8,
+    /// Initiator depth wanted; the REP carries the least of this, the REQ's responder
+    /// resources and the device's.
+    pub initiator_depth: u8,
+    /// REP End-to-End Flow Control.
+    pub flow_control: bool,
+    /// REP RNR Retry Count (the peer's retries of our RNR NAKs).
+    pub rnr_retry_count: u8,
+    /// REP SRQ.
+    pub srq: bool,
+    /// Private data for the REP (at most 196 bytes).
+    pub private_data: &'a [u8],
+}
+
+/// What happened, for the application (rdma_cm's events, librdmacm `enum rdma_cm_event_type`).
+// No allocator: the REQ travels by value, once per connection.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmEvent {
+    /// A REQ for a listened service (`RDMA_CM_EVENT_CONNECT_REQUEST`): accept or reject it.
+    ConnectRequest {
+        /// The new connection.
+        id: ConnId,
+        /// The REQ as received.
+        req: Req,
+        /// Its rdma_cm header, if the private data starts with a valid one.
+        cma: Option<CmaHdr>,
+    },
+    /// A SIDR_REQ for a listened UD service (`RDMA_CM_EVENT_CONNECT_REQUEST` on a UD ID):
+    /// answer with [`Passive::sidr_reply`].
+    ///
+    /// [`Passive::sidr_reply`]: crate::passive::Passive::sidr_reply
+    SidrRequest {
+        /// What the answer needs.
+        ticket: crate::passive::SidrTicket,
+        /// The rdma_cm header, if the private data starts with a valid one.
+        cma: Option<CmaHdr>,
+        /// The SIDR_REQ's private data.
+        private_data: [u8; crate::msg::SIDR_REQ_PRIVATE_DATA_LEN],
+    },
+    /// RTU received, or the first packet arrived ([`Passive::comm_established`])
+    /// (`RDMA_CM_EVENT_ESTABLISHED`).
+    ///
+    /// [`Passive::comm_established`]: crate::passive::Passive::comm_established
+    Established {
+        /// The connection.
+        id: ConnId,
+    },
+    /// The peer rejected our REP (`RDMA_CM_EVENT_REJECTED`); the QP is in ERR, the
+    /// connection gone.
+    Rejected {
+        /// The connection.
+        id: ConnId,
+        /// The REJ's reason.
+        reason: u16,
+    },
+    /// The REP went unanswered through every retry (`RDMA_CM_EVENT_UNREACHABLE`); a REJ
+    /// with reason Timeout was sent, the QP is in ERR, the connection gone.
+    Unreachable {
+        /// The connection.
+        id: ConnId,
+    },
+    /// DREQ received or our DREQ answered or timed out (`RDMA_CM_EVENT_DISCONNECTED`); the
+    /// QP is in ERR and the connection in TIMEWAIT.
+    Disconnected {
+        /// The connection.
+        id: ConnId,
+    },
+    /// TIMEWAIT is over (`RDMA_CM_EVENT_TIMEWAIT_EXIT`): the QP may be reused.
+    TimewaitExit {
+        /// The connection, now gone.
+        id: ConnId,
+        /// Its QP.
+        qpn: u32,
+    },
+}
+
+/// Why a received MAD changed nothing (each is counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// Not a CM MAD this machine decodes.
+    Decode(crate::mad::CmError),
+    /// Names no connection of ours.
+    UnknownConn,
+    /// Not expected in the connection's state.
+    WrongState,
+    /// A message only an active side receives (REP, SIDR_REP).
+    Unsupported,
+    /// A duplicate REQ: answered again (REP, MRA or REJ) but no new connection.
+    DuplicateReq,
+    /// A REQ refused with a REJ (its reason), or a SIDR_REQ with a SIDR_REP (its status).
+    Rejected(u16),
+}
+
+/// Why an application call was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallError<E> {
+    /// No such connection.
+    UnknownConn,
+    /// Not possible in the connection's state.
+    WrongState,
+    /// No room for another listener or connection.
+    Full,
+    /// The service ID is already listened on.
+    InUse,
+    /// The message cannot be encoded: private data too long, a value wider than its field.
+    Encode(crate::mad::CmError),
+    /// A QP move failed; the connection is unchanged (reject it or retry).
+    Qp(E),
+}
