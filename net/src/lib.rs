@@ -1,6 +1,9 @@
 //! The unikernel's IP stack: [smoltcp] 0.12 over any Ethernet [`Nic`], with blocking calls
 //! that take deadlines and return typed errors.
 //!
+//! The unikernel's NIC is the mlx5 driver's Ethernet queue: [`Nic`] is implemented for
+//! `mlx5::EthQueue`.
+//!
 //! # What it answers
 //! - **ARP**: requests for our address are answered by smoltcp; [`Stack::resolve`] finds a
 //!   neighbour's MAC (the RDMA apps put it in a RoCE address vector) by sending ARP requests
