@@ -48,7 +48,7 @@ pub enum PeerKind {
 pub enum PeerRole {
     /// Linux serves; the unikernel connects
     Server,
-    /// Linux connects to the launcher ($SERVER); the unikernel serves
+    /// Linux connects to the unikernel ($SERVER); the unikernel serves
     Client,
 }
 
@@ -259,7 +259,7 @@ pub struct Cli {
 
     /// The command Linux runs (sh -c), e.g. 'ib_write_bw -d rxe0 -x $GID -F'
     /// ($GID: the RoCE v2 GID index of Linux's IPv4 address; $SERVER: the
-    /// launcher's address, for a Linux client)
+    /// unikernel's address 10.0.0.2, for a Linux client)
     #[arg(
         long,
         value_name = "CMD",
@@ -277,6 +277,12 @@ pub struct Cli {
     /// [default: none]
     #[arg(long, value_name = "FILE", requires = "peer", value_parser = output_file, verbatim_doc_comment)]
     pub peer_pcap: Option<PathBuf>,
+
+    /// Static neighbour entries on both sides: a permanent entry for the
+    /// unikernel in Linux, the app's neigh= for Linux (its QP's MAC, not asked
+    /// by ARP)
+    #[arg(long, requires = "peer", verbatim_doc_comment)]
+    pub peer_neigh: bool,
 
     /// Boot with QEMU -kernel (PVH) or through GRUB and Multiboot2 from an ISO
     #[arg(long, value_enum, value_name = "BOOT", default_value_t = BootVia::Pvh)]
@@ -330,6 +336,7 @@ impl From<Cli> for Options {
             peer_cmd: c.peer_cmd,
             peer_client: c.peer_role == PeerRole::Client,
             peer_pcap: c.peer_pcap,
+            peer_neigh: c.peer_neigh,
         }
     }
 }
@@ -487,7 +494,7 @@ mod tests {
             .into_iter()
             .filter(|o| o.starts_with("--peer"))
             .collect();
-        assert_eq!(peer.len(), 4, "{peer:?}");
+        assert_eq!(peer.len(), 5, "{peer:?}");
         check_table("docs/linux-interop.md --peer", &rows, &peer);
     }
 
@@ -620,6 +627,10 @@ mod tests {
         );
         assert_eq!(
             parse("--peer-pcap /tmp/x").unwrap_err().kind(),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            parse("--peer-neigh").unwrap_err().kind(),
             ErrorKind::MissingRequiredArgument
         );
         assert_eq!(

@@ -4,47 +4,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::run::{decode_exit, Verdict};
-use crate::{LaunchError, RELAY_PREFIX};
-
-/// Where relayed lines go: the other guest's serial input. Lines wait in `pending` until that
-/// guest is listening: its QEMU has started (`connect`) and its app has printed a relay line
-/// itself (`open`). Bytes that reach a UART before the guest has set it up are lost (the
-/// kernel's 16550 init clears the receive FIFO), and a line missing its first bytes no longer
-/// matches what the app waits for.
-#[derive(Default)]
-pub(crate) struct RelayTarget {
-    stdin: Option<std::process::ChildStdin>,
-    listening: bool,
-    pending: Vec<u8>,
-}
-
-impl RelayTarget {
-    fn send(&mut self, msg: &[u8]) {
-        self.pending.extend_from_slice(msg);
-        self.flush();
-    }
-
-    fn flush(&mut self) {
-        if let (true, Some(stdin)) = (self.listening, self.stdin.as_mut()) {
-            let _ = stdin
-                .write_all(&std::mem::take(&mut self.pending))
-                .and_then(|()| stdin.flush());
-        }
-    }
-
-    pub(crate) fn connect(&mut self, stdin: std::process::ChildStdin) {
-        self.stdin = Some(stdin);
-        self.flush();
-    }
-
-    /// The guest behind this target printed a relay line: its app runs and reads its serial.
-    fn open(&mut self) {
-        self.listening = true;
-        self.flush();
-    }
-}
-
-pub(crate) type Relay = std::sync::Arc<std::sync::Mutex<RelayTarget>>;
+use crate::LaunchError;
 
 /// A running QEMU whose output is being collected.
 pub(crate) struct Guest {
@@ -55,10 +15,6 @@ pub(crate) struct Guest {
 }
 
 impl Guest {
-    pub(crate) fn stdin(&mut self) -> Option<std::process::ChildStdin> {
-        self.child.stdin.take()
-    }
-
     /// Waits for QEMU to exit (killing it at `deadline`) and decodes the verdict.
     pub(crate) fn finish(
         mut self,
@@ -91,23 +47,15 @@ impl Guest {
     }
 }
 
-/// Starts QEMU with its serial output collected (and echoed); with `relay`, serial input is a
-/// pipe and relayed lines from this guest go to the other's input.
-/// `relay`: (where this guest's relay lines go, this guest's own input).
+/// Starts QEMU with its serial output collected (and echoed with `tag`); no serial input.
 pub(crate) fn spawn_guest(
     cmd: &mut Command,
     echo: bool,
-    relay: Option<(Relay, Relay)>,
     tag: &'static str,
 ) -> Result<Guest, LaunchError> {
     let start = Instant::now();
-    let stdin = if relay.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    };
     let mut child: Child = cmd
-        .stdin(stdin)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -116,8 +64,8 @@ pub(crate) fn spawn_guest(
     let stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");
     let readers = vec![
-        spawn_reader(stdout, tx.clone(), echo, false, tag, relay),
-        spawn_reader(stderr, tx, echo, true, tag, None),
+        spawn_reader(stdout, tx.clone(), echo, false, tag),
+        spawn_reader(stderr, tx, echo, true, tag),
     ];
     Ok(Guest {
         child,
@@ -133,7 +81,6 @@ fn spawn_reader(
     echo: bool,
     to_stderr: bool,
     tag: &'static str,
-    relay: Option<(Relay, Relay)>,
 ) -> std::thread::JoinHandle<()> {
     console_lines(src, move |text| {
         if echo {
@@ -143,10 +90,6 @@ fn spawn_reader(
             } else {
                 echo_stdout(&shown);
             }
-        }
-        if let (Some((out, own)), Some(msg)) = (&relay, text.strip_prefix(RELAY_PREFIX)) {
-            own.lock().expect("relay lock").open();
-            out.lock().expect("relay lock").send(msg.as_bytes());
         }
         let _ = tx.send(text);
     })

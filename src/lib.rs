@@ -36,7 +36,7 @@ mod run;
 mod tests;
 
 pub use image::{build_grub_iso, build_hca_sim, build_image};
-pub use pair::{pair_options, run_pair, RELAY_PREFIX};
+pub use pair::{pair_options, run_pair};
 pub use qemu::{qemu_command, HcaServer};
 pub use run::{decode_exit, run, RunResult, Verdict};
 
@@ -114,6 +114,8 @@ pub struct Options {
     pub peer_client: bool,
     /// `--peer-pcap FILE`: capture the link to the Linux peer.
     pub peer_pcap: Option<PathBuf>,
+    /// `--peer-neigh`: static neighbour entries on both sides of the Linux peer run.
+    pub peer_neigh: bool,
 }
 
 impl Default for Options {
@@ -139,6 +141,7 @@ impl Default for Options {
             peer_cmd: None,
             peer_client: false,
             peer_pcap: None,
+            peer_neigh: false,
         }
     }
 }

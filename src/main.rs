@@ -2,7 +2,7 @@
 
 use unikernel::{pair_options, parse_args, run, run_pair, Verdict};
 
-/// `--pair`: both guests, the relay, one verdict (0 only when both guests exited 0).
+/// `--pair`: both guests, one verdict (0 only when both guests exited 0).
 fn run_pair_cli(opts: &unikernel::Options) -> i32 {
     let dir = std::env::temp_dir().join(format!("unikernel-pair-{}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&dir) {

@@ -1,18 +1,19 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::guest::{spawn_guest, Relay};
+use crate::guest::spawn_guest;
 use crate::run::{prepare, RunResult};
 use crate::{Accel, Hca, LaunchError, Options};
 
 /// The two guests of `--pair` from the command line's options: `rdma-peer` as server
-/// (`ip=10.0.0.1/24`, MAC 02:00:00:00:00:0a, its HCA listening on the wire socket in `dir`, with
-/// the pcap if one was asked for) and as client (`ip=10.0.0.2/24`, MAC 02:00:00:00:00:0b,
-/// connecting). Wire faults apply to both HCAs. The MACs are the HCAs' (`mlx5-sim --mac`) and
-/// the `mac=` each guest checks against its port.
+/// (`ip=10.0.0.1/24 peer=10.0.0.2`, MAC 02:00:00:00:00:0a, its HCA listening on the wire socket
+/// in `dir`, with the pcap if one was asked for) and as client (`ip=10.0.0.2/24 peer=10.0.0.1`,
+/// MAC 02:00:00:00:00:0b, connecting). Wire faults apply to both HCAs. The MACs are the HCAs'
+/// (`mlx5-sim --mac`) and the `mac=` each guest checks against its port; each guest finds the
+/// other's by ARP, and the two swap their endpoints over TCP on the wire (the server listens).
 pub fn pair_options(o: &Options, dir: &Path) -> (Options, Options) {
     let wire = dir.join("wire.sock").to_string_lossy().into_owned();
-    let guest = |role: &str, ip: &str, mac: &str, wire_flag: &str, pcap: bool| {
+    let guest = |role: &str, ip: &str, peer: &str, mac: &str, wire_flag: &str, pcap: bool| {
         let mut args = Vec::new();
         let mut it = o.hca_args.iter();
         while let Some(a) = it.next() {
@@ -33,7 +34,7 @@ pub fn pair_options(o: &Options, dir: &Path) -> (Options, Options) {
             } else {
                 o.memory.clone()
             },
-            cmdline: format!("role={role} ip={ip}/24 mac={mac} {}", o.cmdline)
+            cmdline: format!("role={role} ip={ip}/24 peer={peer} mac={mac} {}", o.cmdline)
                 .trim_end()
                 .into(),
             hca: Some(Hca::Sim),
@@ -47,6 +48,7 @@ pub fn pair_options(o: &Options, dir: &Path) -> (Options, Options) {
         guest(
             "server",
             "10.0.0.1",
+            "10.0.0.2",
             "02:00:00:00:00:0a",
             "--wire-listen",
             true,
@@ -54,6 +56,7 @@ pub fn pair_options(o: &Options, dir: &Path) -> (Options, Options) {
         guest(
             "client",
             "10.0.0.2",
+            "10.0.0.1",
             "02:00:00:00:00:0b",
             "--wire-connect",
             false,
@@ -61,13 +64,9 @@ pub fn pair_options(o: &Options, dir: &Path) -> (Options, Options) {
     )
 }
 
-/// Lines a guest prints that start with this go to the other guest's serial input (without the
-/// prefix): how the two apps of [`run_pair`] swap their RDMA endpoints.
-pub const RELAY_PREFIX: &str = "peer: ";
-
-/// Boots two guests side by side whose serial lines starting with [`RELAY_PREFIX`] are relayed
-/// to each other. `a` is started first: if its HCA listens on a wire (`--hca-wire listen:`),
-/// `b` is started once that socket exists, so `b`'s HCA can connect to it.
+/// Boots two guests side by side. `a` is started first: if its HCA listens on a wire
+/// (`--hca-wire listen:`), `b` is started once that socket exists, so `b`'s HCA can connect to
+/// it. Whatever the two apps tell each other goes over that wire (their own IP stacks).
 pub fn run_pair(a: &Options, b: &Options) -> Result<(RunResult, RunResult), LaunchError> {
     let mut pa = prepare(a)?;
     if let Some(path) = a
@@ -87,21 +86,8 @@ pub fn run_pair(a: &Options, b: &Options) -> Result<(RunResult, RunResult), Laun
         }
     }
     let mut pb = prepare(b)?;
-    let to_a = Relay::default();
-    let to_b = Relay::default();
-    let mut ga = spawn_guest(
-        &mut pa.cmd,
-        pa.echo,
-        Some((to_b.clone(), to_a.clone())),
-        "a| ",
-    )?;
-    if let Some(stdin) = ga.stdin() {
-        to_a.lock().expect("relay lock").connect(stdin);
-    }
-    let mut gb = spawn_guest(&mut pb.cmd, pb.echo, Some((to_a, to_b.clone())), "b| ")?;
-    if let Some(stdin) = gb.stdin() {
-        to_b.lock().expect("relay lock").connect(stdin);
-    }
+    let ga = spawn_guest(&mut pa.cmd, pa.echo, "a| ")?;
+    let gb = spawn_guest(&mut pb.cmd, pb.echo, "b| ")?;
     let start = Instant::now();
     let ra = ga.finish(start + pa.timeout);
     let rb = gb.finish(start + pb.timeout);

@@ -150,7 +150,7 @@ pub(crate) fn prepare(opts: &Options) -> Result<Prepared, LaunchError> {
 /// Builds (if needed) and boots the image; returns the verdict and the guest's output.
 pub fn run(opts: &Options) -> Result<RunResult, LaunchError> {
     let mut p = prepare(opts)?;
-    let guest = spawn_guest(&mut p.cmd, p.echo, None, "")?;
+    let guest = spawn_guest(&mut p.cmd, p.echo, "")?;
     let result = guest.finish(Instant::now() + p.timeout);
     p.cleanup();
     let (verdict, output, wall_time) = result?;

@@ -15,11 +15,11 @@ fn pair_options_make_a_server_and_a_client() {
     let (s, c) = pair_options(&o, Path::new("/tmp/p"));
     assert_eq!(
         s.cmdline,
-        "role=server ip=10.0.0.1/24 mac=02:00:00:00:00:0a log=debug"
+        "role=server ip=10.0.0.1/24 peer=10.0.0.2 mac=02:00:00:00:00:0a log=debug"
     );
     assert_eq!(
         c.cmdline,
-        "role=client ip=10.0.0.2/24 mac=02:00:00:00:00:0b log=debug"
+        "role=client ip=10.0.0.2/24 peer=10.0.0.1 mac=02:00:00:00:00:0b log=debug"
     );
     assert_eq!(
         s.hca_args,
@@ -88,6 +88,9 @@ fn parses_the_linux_peer_options() {
     assert!(o.peer && o.peer_client);
     assert_eq!(o.peer_cmd.as_deref(), Some("ib_send_bw"));
     assert_eq!(o.peer_pcap.as_deref(), Some(Path::new("/tmp/l.pcap")));
+    assert!(!o.peer_neigh, "ARP unless --peer-neigh");
+    let o = parse_args("--peer linux --peer-cmd x --peer-neigh".split(' ')).unwrap();
+    assert!(o.peer_neigh);
     assert!(parse_args(["--peer", "bsd"]).is_err());
     assert!(
         parse_args(["--peer", "linux"]).is_err(),

@@ -144,9 +144,9 @@ fn default_run_is_the_rdma_app_and_it_passes() {
 }
 
 /// Two guests, each with its own emulated HCA, the two HCAs joined by a wire (a UNIX socket
-/// between the two mlx5-sim processes). The apps swap endpoints through the launcher's serial
-/// relay (QPN, PSN, GID, MAC: no ARP), then the client runs every RC opcode across the wire with
-/// messages longer than the MTU, as `cargo run -- --pair` does.
+/// between the two mlx5-sim processes). The apps find each other by ARP and swap endpoints over
+/// TCP on that wire (their own IP stacks), then the client runs every RC opcode across the wire
+/// with messages longer than the MTU, as `cargo run -- --pair` does.
 #[test]
 fn two_guests_do_rdma_over_the_wire() {
     if !kvm_or_skip("two_guests_do_rdma_over_the_wire") {

@@ -1,6 +1,8 @@
-//! A Linux soft-RoCE (rdma_rxe) peer (src/linux_guest/peer_image.rs `prepare_peer_image`, src/linux_guest/peer.rs):
-//! rdma-core's own tools in Linux (TCG) against the unikernel apps `pingpong` and `perftest`
-//! (KVM) over RoCEv2 frames, both roles; two Linux peers alone as the baseline.
+//! A Linux soft-RoCE (rdma_rxe) peer (src/linux_guest/peer_image.rs `prepare_peer_image`,
+//! src/linux_guest/peer/): rdma-core's own tools in Linux (TCG) against the unikernel apps
+//! `pingpong` and `perftest` (KVM) over RoCEv2 frames, both roles, the tools' exchange over TCP
+//! on the same link and each side finding the other by ARP; busybox's `ping` and `nc` against
+//! the unikernel's own IP stack (`netd`); two Linux peers alone as the baseline.
 //!
 //! Each test skips loudly (`SKIPPED: ...`) when QEMU, KVM or the peer image cannot be had.
 
@@ -70,6 +72,20 @@ fn two_linux_peers_pass_rc_pingpong() {
         Some("1"),
         "rxe's IPv4 GID is at index 1"
     );
+    // No permanent neighbour entries: each learned the other by ARP.
+    for (o, other, mac) in [
+        (&a, peer::UNIKERNEL_IP, peer::UNIKERNEL_MAC),
+        (&b, peer::PEER_IP, peer::PEER_MAC),
+    ] {
+        let entry = o.neighbour(other);
+        assert!(
+            entry
+                .as_deref()
+                .is_some_and(|e| e.contains(&format!("lladdr {}", peer::fmt_mac(&mac)))
+                    && !e.contains("PERMANENT")),
+            "{T}: the entry for {other}: {entry:?}"
+        );
+    }
 }
 
 /// Runs `cmd` in Linux against the unikernel app that plays the other side; None after a loud
@@ -86,6 +102,19 @@ fn against_unikernel_within(
     role: peer::Role,
     secs: u64,
 ) -> Option<peer::PeerRunResult> {
+    against_app(test, cmd, role, None, secs)
+}
+
+/// [`against_unikernel_within`] with the unikernel's app and cmdline given (`app`), not
+/// derived from `cmd`. A launcher that cannot build the image, or finds no app for `cmd`,
+/// fails the test (only a host without QEMU, KVM or the peer image skips it).
+fn against_app(
+    test: &str,
+    cmd: &str,
+    role: peer::Role,
+    app: Option<(&str, &str)>,
+    secs: u64,
+) -> Option<peer::PeerRunResult> {
     if !unikernel::kvm_usable() {
         eprintln!("SKIPPED: {test}: /dev/kvm is not usable (the unikernel with the emulated HCA needs KVM)");
         return None;
@@ -97,8 +126,11 @@ fn against_unikernel_within(
         cmd: cmd.into(),
         role,
         pcap: Some(pcap.clone()),
+        static_neigh: false,
         unikernel: unikernel::Options {
             echo: false,
+            app: app.map(|(a, _)| a.to_string()),
+            cmdline: app.map(|(_, c)| c.to_string()).unwrap_or_default(),
             ..unikernel::Options::default()
         },
         timeout: std::time::Duration::from_secs(secs),
@@ -117,15 +149,18 @@ fn against_unikernel_within(
                     r.linux.rc, r.unikernel
                 );
             }
-            check_pcap(test, &pcap);
+            let frames = check_pcap(test, &pcap);
+            assert_found_by_arp(test, &r, &frames);
+            if !cmd.starts_with("ping ") {
+                assert_tcp_on_the_link(test, &frames);
+            }
             eprintln!(
                 "{test}: {:.1} s\n---- Linux ----\n{}---- unikernel ----\n{}",
                 r.wall.as_secs_f64(),
                 r.linux.output(),
                 r.unikernel_output
                     .lines()
-                    .filter(|l| !l.starts_with("peer: tcp")
-                        && !l.starts_with("[")
+                    .filter(|l| !l.starts_with("[")
                         && !l.starts_with("pci ")
                         && !l.starts_with("qemu-system"))
                     .fold(String::new(), |s, l| s + l + "\n")
@@ -133,6 +168,11 @@ fn against_unikernel_within(
             Some(r)
         }
         Err(s) => {
+            let why = s.to_string();
+            assert!(
+                !why.contains("building the image failed") && !why.contains("no unikernel app"),
+                "{test}: {why}"
+            );
             eprintln!("SKIPPED: {test}: {s}");
             None
         }
@@ -141,7 +181,8 @@ fn against_unikernel_within(
 
 /// The project's own decoder (`mlx5-sim --decode-pcap`) reads every frame of the run's capture:
 /// every RoCE frame decodes and its ICRC is right (what rxe checks before it takes a frame).
-fn check_pcap(test: &str, pcap: &std::path::Path) {
+/// Returns the decoder's lines.
+fn check_pcap(test: &str, pcap: &std::path::Path) -> String {
     let sim = unikernel::build_hca_sim().expect("mlx5-sim");
     let out = std::process::Command::new(sim)
         .arg("--decode-pcap")
@@ -160,6 +201,48 @@ fn check_pcap(test: &str, pcap: &std::path::Path) {
         "{test}: {summary}"
     );
     eprintln!("{test}: capture: {summary}");
+    text.into_owned()
+}
+
+/// Neither side has a static neighbour: Linux's neighbour table holds the unikernel learned by
+/// ARP (the init's `PEER: NEIGH` lines after the command: its MAC, and not PERMANENT), and the
+/// unikernel sent ARP on the link (it asked for Linux's MAC or answered Linux's request).
+fn assert_found_by_arp(test: &str, r: &peer::PeerRunResult, frames: &str) {
+    let uk_mac = peer::fmt_mac(&peer::UNIKERNEL_MAC);
+    let entry = r
+        .linux
+        .neighbour(peer::UNIKERNEL_IP)
+        .unwrap_or_else(|| panic!("{test}: Linux has no neighbour entry for the unikernel"));
+    assert!(
+        entry.contains(&format!("lladdr {uk_mac}")) && !entry.contains("PERMANENT"),
+        "{test}: Linux's entry for the unikernel is not one learned by ARP: {entry}"
+    );
+    let arp_from_uk = frames
+        .lines()
+        .filter(|l| l.contains(&format!("ARP {uk_mac} > ")))
+        .count();
+    assert!(
+        arp_from_uk > 0,
+        "{test}: the unikernel sent no ARP on the link"
+    );
+    eprintln!("{test}: Linux's neighbour: {entry}; {arp_from_uk} ARP frames from the unikernel");
+}
+
+/// The tools' TCP exchange ran on the RoCE link itself, both ways (there is no other NIC).
+fn assert_tcp_on_the_link(test: &str, frames: &str) {
+    let count = |from: &str, to: &str| {
+        let want = format!("TCP proto=6 {from} > {to}");
+        frames.lines().filter(|l| l.contains(&want)).count()
+    };
+    let (out, back) = (
+        count(peer::PEER_IP, peer::UNIKERNEL_IP),
+        count(peer::UNIKERNEL_IP, peer::PEER_IP),
+    );
+    assert!(
+        out > 0 && back > 0,
+        "{test}: TCP on the link: {out} frames Linux -> unikernel, {back} back"
+    );
+    eprintln!("{test}: TCP on the link: {out} frames Linux -> unikernel, {back} back");
 }
 
 /// The RNR NAKs (ACKNOWLEDGE with AETH syndrome 0x20 | timer, decoded by `mlx5-sim
@@ -223,6 +306,75 @@ fn rc_pingpong_linux_server_4096() {
 #[test]
 fn rc_pingpong_linux_client_4096() {
     pingpong("rc_pingpong_linux_client_4096", 4096, peer::Role::Client);
+}
+
+/// Linux pings the unikernel's own IP stack (`netd`: ARP and ICMP echo answered by smoltcp on
+/// the HCA's Ethernet queue): five requests, five replies; Linux learned its MAC by ARP (checked
+/// for every run by [`assert_found_by_arp`]). Prints the round-trip times.
+#[test]
+fn linux_pings_the_unikernel() {
+    const T: &str = "linux_pings_the_unikernel";
+    if let Some(r) = against_unikernel(T, "ping -c 5 $SERVER", peer::Role::Client) {
+        let out = r.linux.output();
+        assert!(
+            out.contains("5 packets transmitted, 5 packets received, 0% packet loss"),
+            "{T}: {out}"
+        );
+        let rtt = out
+            .lines()
+            .find(|l| l.starts_with("round-trip"))
+            .unwrap_or_default();
+        eprintln!("{T}: {rtt}");
+    }
+}
+
+/// The bytes of the echo test: 0..=255, 64 times (16 KiB); the shell builds them the same way.
+const ECHO_BYTES: usize = 256 * 64;
+
+/// busybox `nc` sends 16 KiB of a known pattern (every byte value, 64 times) to `netd`'s TCP
+/// echo (port 7) and gets back exactly those bytes; then 1 MiB for a throughput figure.
+#[test]
+fn nc_echo_linux_client() {
+    const T: &str = "nc_echo_linux_client";
+    // No double quotes: the command goes through the kernel's command line.
+    let cmd =
+        "i=0; while [ $i -lt 256 ]; do printf \\\\$(printf %03o $i); i=$((i+1)); done > /tmp/b && \
+         for k in $(seq 64); do cat /tmp/b; done > /tmp/p && \
+         timeout 120 nc $SERVER 7 < /tmp/p > /tmp/r; \
+         echo ECHO sent $(wc -c < /tmp/p) got $(wc -c < /tmp/r) && cmp /tmp/p /tmp/r && \
+         echo ECHO identical && \
+         t0=$(cut -d' ' -f1 /proc/uptime) && \
+         n=$(head -c 1048576 /dev/zero | timeout 300 nc $SERVER 7 | wc -c) && \
+         echo THROUGHPUT $n bytes echoed from $t0 s to $(cut -d' ' -f1 /proc/uptime) s";
+    if let Some(r) = against_app(T, cmd, peer::Role::Client, Some(("netd", "netd")), 400) {
+        let out = r.linux.output();
+        assert!(
+            out.contains(&format!("ECHO sent {ECHO_BYTES} got {ECHO_BYTES}")),
+            "{T}: {out}"
+        );
+        assert!(out.contains("ECHO identical"), "{T}: {out}");
+        // netd's own count of each connection (apps/src/bin/netd.rs).
+        let uk = &r.unikernel_output;
+        for (k, n) in [(1, ECHO_BYTES), (2, 1 << 20)] {
+            let want = format!("netd: connection {k} from {}:", peer::PEER_IP);
+            assert!(
+                uk.lines()
+                    .any(|l| l.contains(&want) && l.contains(&format!(" closed: {n} bytes echoed"))),
+                "{T}: netd did not echo {n} bytes on connection {k}:\n{uk}"
+            );
+        }
+        let tp = out
+            .lines()
+            .find(|l| l.starts_with("THROUGHPUT"))
+            .unwrap_or_else(|| panic!("{T}: no throughput line: {out}"));
+        let w: Vec<&str> = tp.split_whitespace().collect();
+        assert_eq!(w.get(1), Some(&"1048576"), "{T}: {tp}");
+        let secs = w[8].parse::<f64>().unwrap() - w[5].parse::<f64>().unwrap();
+        eprintln!(
+            "{T}: 1 MiB echoed in {secs:.2} s: {:.2} MB/s each way",
+            1.048576 / secs.max(0.01)
+        );
+    }
 }
 
 /// Two Linux peers run a perftest tool (`PEER_PAIR_TOOL`, default ib_write_bw) over the link;

@@ -9,3 +9,13 @@ extern crate alloc;
 
 /// The out-of-band channel and shared helpers of the Linux-peer apps (`pingpong`, `perftest`).
 pub mod oob;
+
+/// The node on the network: the cmdline's network words, the Ethernet queue and IP stack.
+pub mod stack;
+
+/// `netd`'s TCP echo service on a node.
+pub mod echo;
+
+/// Nodes on an in-memory link for the host tests.
+#[cfg(test)]
+mod testnet;

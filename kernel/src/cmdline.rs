@@ -48,23 +48,10 @@ impl<'a> Cmdline<'a> {
         let Some(v) = self.get("mac") else {
             return Ok(None);
         };
-        let bad = CmdlineError::BadValue {
+        parse_mac(v).map(Some).ok_or(CmdlineError::BadValue {
             key: "mac",
             value: v,
-        };
-        let mut out = [0u8; 6];
-        let mut parts = v.split(':');
-        for b in out.iter_mut() {
-            let p = parts.next().ok_or(bad)?;
-            if p.len() != 2 {
-                return Err(bad);
-            }
-            *b = u8::from_str_radix(p, 16).map_err(|_| bad)?;
-        }
-        if parts.next().is_some() {
-            return Err(bad);
-        }
-        Ok(Some(out))
+        })
     }
 
     /// The `log=` level, `info` when absent or unknown.
@@ -78,6 +65,20 @@ impl<'a> Cmdline<'a> {
             _ => log::LevelFilter::Info,
         }
     }
+}
+
+/// A MAC address written `aa:bb:cc:dd:ee:ff` (two hex digits each), None if `v` is not one.
+pub fn parse_mac(v: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = v.split(':');
+    for b in out.iter_mut() {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
 }
 
 /// An IPv4 address with its prefix length (`ip=10.0.0.2/24`).

@@ -1,6 +1,9 @@
 //! The unikernel's IP stack: [smoltcp] 0.12 over any Ethernet [`Nic`], with blocking calls
 //! that take deadlines and return typed errors.
 //!
+//! The unikernel's NIC is the mlx5 driver's Ethernet queue: [`Nic`] is implemented for
+//! `mlx5::EthQueue`.
+//!
 //! # What it answers
 //! - **ARP**: requests for our address are answered by smoltcp; [`Stack::resolve`] finds a
 //!   neighbour's MAC (the RDMA apps put it in a RoCE address vector) by sending ARP requests
@@ -12,6 +15,11 @@
 //!   [`Stack::tcp_close`], [`Stack::tcp_abort`].
 //! - **UDP**: [`Stack::udp_bind`], [`Stack::udp_send`], [`Stack::udp_recv`],
 //!   [`Stack::udp_close`].
+//!
+//! # The NIC under it
+//! Any [`Nic`]: the driver's [`mlx5::EthQueue`] is one (its send errors other than a full queue
+//! or a frame over the MTU stay the driver's [`mlx5::EthError`], in [`NicError::Device`]);
+//! [`loopback::pair`] is an in-memory link of two, for tests.
 //!
 //! # How it runs
 //! Nothing runs by itself: the stack moves only inside [`Stack::poll`], and every blocking
@@ -52,6 +60,7 @@ extern crate alloc;
 mod arp;
 mod error;
 pub mod loopback;
+mod mlx5_eth;
 mod nic;
 mod stack;
 mod tcp;

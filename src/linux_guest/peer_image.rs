@@ -44,6 +44,42 @@ const PEER_BINS: [&str; 14] = [
     "rdma",
 ];
 
+/// busybox applets the peer's commands use besides the shell's: `ping` and `nc` against the
+/// unikernel's own IP stack (`ip` is iproute2's, in `PEER_BINS`), and what the tests and
+/// [`PEER_INIT`] compare and time with.
+const BUSYBOX_APPLETS: [&str; 9] = [
+    "ping",
+    "nc",
+    "cmp",
+    "sha256sum",
+    "wc",
+    "head",
+    "awk",
+    "timeout",
+    "poweroff",
+];
+
+/// Refuses a busybox (busybox-static, unpacked by [`prepare_kernel`]) that lacks one of
+/// `BUSYBOX_APPLETS` (its `--list`).
+fn check_busybox(kernel: &Kernel) -> Result<(), Skip> {
+    let bb = kernel.root.join("bin/busybox");
+    let list = run_ok(Command::new(&bb).arg("--list"), "busybox --list")?;
+    let missing: Vec<&str> = BUSYBOX_APPLETS
+        .iter()
+        .copied()
+        .filter(|a| !list.lines().any(|l| l.trim() == *a))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(skip(format!(
+            "{} has no {} applet",
+            bb.display(),
+            missing.join(", ")
+        )))
+    }
+}
+
 /// The peer's modules (their module dependencies come from modules.dep). rxe allocates a
 /// `crc32` shash (drivers/infiniband/sw/rxe/rxe_icrc.c `rxe_icrc_init`) and nothing here runs
 /// modprobe, so a crc32 implementation is loaded first.
@@ -130,10 +166,11 @@ fn elf_needs(path: &Path) -> Result<(Vec<String>, Option<String>), Skip> {
 }
 
 /// Builds (or reuses) the Linux RDMA peer image: the Debian 6.1 kernel of [`prepare_kernel`],
-/// busybox, the modules of `PEER_MODULES`, rdma-core's tools with the rxe provider and their
+/// busybox (with `ping` and `nc`), the modules of `PEER_MODULES`, rdma-core's tools with the rxe provider and their
 /// shared libraries, and [`PEER_INIT`]. Nothing is installed on the host.
 pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
     let kernel = prepare_kernel()?;
+    check_busybox(&kernel)?;
     let _g = PREPARE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = cache_dir().join("peer");
     let initrd = dir.join("initramfs.cpio");
@@ -333,14 +370,16 @@ fn fnv1a(b: &[u8]) -> u64 {
 
 /// The peer's /init. Kernel command line words `name=value` arrive as environment variables:
 /// - `peer_ip=10.0.0.1/24`: eth0's address (the RoCE NIC, on the stream link);
-/// - `peer_neigh=IP,MAC`: a permanent neighbour entry (the unikernel answers no ARP);
-/// - `peer_eth1=10.0.2.15/24`: eth1's address (QEMU user networking, the out-of-band TCP);
+/// - `peer_neigh=IP,MAC`: a permanent neighbour entry (only when asked: `--peer-neigh`;
+///   otherwise Linux resolves its neighbours by ARP, as on any network);
 /// - `peer_wait_ping=IP`, `peer_delay=S`: before the command, wait for IP to answer, then sleep;
 /// - `peer_cmd=...`: run by `sh -c` with `$GID` (the RoCE v2 GID index of peer_ip's IPv4
 ///   address), `$RXE` (rxe0) and `$PEER_IP`; its output is prefixed `OUT: `.
 ///
-/// Console markers: `PEER: GID_INDEX=N`, `PEER: CMD_START`, `PEER: CMD_EXIT rc=N`, then the
-/// non-zero `rdma statistic` counters and rxe's kernel messages, `PEER: DONE`, power off.
+/// Console markers: `PEER: GID_INDEX=N`, `PEER: WAIT_PING ...` (with `peer_wait_ping`),
+/// `PEER: CMD_START`, `PEER: CMD_EXIT rc=N`, one `PEER: NEIGH ...` line per entry of eth0's
+/// neighbour table (`ip neigh show dev eth0` after the command), then the non-zero
+/// `rdma statistic` counters and rxe's kernel messages, `PEER: DONE`, power off.
 pub const PEER_INIT: &str = r#"#!/bin/sh
 /bin/busybox --install -s /bin
 export PATH=/usr/bin:/bin HOME=/root
@@ -363,10 +402,6 @@ if [ -n "$peer_neigh" ]; then
   $IP neigh replace "${peer_neigh%%,*}" lladdr "${peer_neigh#*,}" dev eth0 nud permanent \
     || say "neighbour $peer_neigh failed"
 fi
-if [ -n "$peer_eth1" ]; then
-  $IP link set eth1 up
-  $IP addr add "$peer_eth1" dev eth1
-fi
 /usr/bin/rdma link add rxe0 type rxe netdev eth0 || say "rdma link add failed"
 PEER_IP=${peer_ip%%/*}
 export PEER_IP RXE=rxe0
@@ -387,16 +422,25 @@ say "GID_INDEX=${GID:-none} gid=$want"
 say "mac=$(cat /sys/class/net/eth0/address)"
 if [ -n "$peer_wait_ping" ]; then
   k=0
-  until ping -c1 -W1 "$peer_wait_ping" >/dev/null 2>&1 || [ $k -ge 60 ]; do k=$((k+1)); done
+  until ping -c1 -W1 "$peer_wait_ping" >/dev/null 2>&1; do
+    k=$((k+1))
+    [ $k -ge 60 ] && break
+  done
+  if [ $k -ge 60 ]; then
+    say "WAIT_PING $peer_wait_ping: no answer to 60 pings at $(up)s (running the command all the same)"
+  else
+    say "WAIT_PING $peer_wait_ping: answered after $k unanswered at $(up)s"
+  fi
 fi
 [ -n "$peer_delay" ] && sleep "$peer_delay"
 say "CMD_START at $(up)s: $peer_cmd"
 t0=$(up)
 # Fault finding for a command that hangs (its own output is block-buffered): every 30 s, the
-# out-of-band TCP sockets (port 18515 = 0x4853; /proc/net/tcp: remote, state 01 established
-# 02 syn-sent, tx:rx queue) and where each tool process waits.
+# tools' TCP sockets (port 18515 = 0x4853; /proc/net/tcp: remote, state 01 established
+# 02 syn-sent, tx:rx queue), eth0's neighbours and where each tool process waits.
 ( while sleep 30; do
     say "WATCH at $(up)s: tcp $(grep -i ':4853 ' /proc/net/tcp | awk '{printf "%s>%s st=%s q=%s; ", $2, $3, $4, $5}')"
+    say "WATCH neigh: $($IP neigh show dev eth0 | tr '\n' ';')"
     for d in /proc/[0-9]*; do
       read c < $d/comm 2>/dev/null
       case "$c" in ibv_*|ib_*_bw|ib_*_lat) say "WATCH $c: $(cut -d' ' -f3 $d/stat) wchan=$(cat $d/wchan 2>/dev/null) stack=$(tr '\n' ' ' < $d/stack 2>/dev/null | cut -c1-300)";; esac
@@ -407,6 +451,7 @@ watch=$!
 kill $watch 2>/dev/null
 rc=$(cat /tmp/rc 2>/dev/null)
 say "CMD_EXIT rc=${rc:-255} from ${t0}s to $(up)s"
+$IP neigh show dev eth0 | while IFS= read -r l; do say "NEIGH $l"; done
 say "---- rdma statistic (non-zero) ----"
 /usr/bin/rdma statistic show link rxe0/1 2>&1 | awk '{for (i = 3; i < NF; i += 2) if ($(i+1) != 0) printf "%s=%s ", $i, $(i+1); print ""}'
 say "---- rxe dmesg ----"

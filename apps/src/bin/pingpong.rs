@@ -2,13 +2,15 @@
 //! libibverbs/examples/rc_pingpong.c, as server or client, against Linux (`cargo run --
 //! --peer linux --peer-cmd 'ibv_rc_pingpong ...'`).
 //!
-//! Cmdline: `pingpong [-s SIZE] [-n ITERS] [-m MTU] [SERVER] role=server|client ip=A.B.C.D/N`
-//! (the tool's own option spelling; `-d`, `-g`, `-i`, `-p`, `-r`, `-l` are accepted and ignored:
-//! the device, GID index, port and TCP port are the launcher's and `ip=`'s). A `SERVER` word
-//! or `role=client` makes it the client.
+//! Cmdline: `pingpong [-s SIZE] [-n ITERS] [-m MTU] [-p PORT] [SERVER] role=server|client
+//! ip=A.B.C.D/N [peer=A.B.C.D] [neigh=A.B.C.D,MAC]` (the tool's own option spelling; `-d`,
+//! `-g`, `-i`, `-r`, `-l` are accepted and ignored: the device, GID index and port are
+//! `ip=`'s). A `SERVER` word or `role=client` makes it the client. `-p` is the TCP port of the
+//! exchange (18515): the server listens on it, the client connects to `peer=` on it. The
+//! peer's MAC comes by ARP for the IPv4 address of the GID it sent (apps/src/stack.rs).
 //!
-//! The exchange (rc_pingpong.c `pp_client_exch_dest` / `pp_server_exch_dest`), over the
-//! launcher's TCP pipe (apps/src/oob.rs): the client writes `"%04x:%06x:%06x:%s"` of LID, QPN,
+//! The exchange (rc_pingpong.c `pp_client_exch_dest` / `pp_server_exch_dest`), over TCP
+//! (apps/src/oob.rs): the client writes `"%04x:%06x:%06x:%s"` of LID, QPN,
 //! PSN and the 16 GID bytes as 32 hex digits, NUL-terminated (52 bytes); the server reads it,
 //! connects its QP, answers the same; the client reads it and writes `"done"` with its NUL.
 //! QP attributes as `pp_connect_ctx`: MTU `-m` (1024), min_rnr_timer 12, timeout 14, retry 7,
@@ -29,7 +31,8 @@ use alloc::format;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use apps::oob::{self, Oob};
+use apps::oob::{self, Oob, Side};
+use apps::stack::{self, KernelNode};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
@@ -50,6 +53,8 @@ struct Opts {
     iters: u64,
     mtu: Mtu,
     client: bool,
+    /// `-p`: the TCP port of the exchange.
+    port: u16,
 }
 
 fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
@@ -58,6 +63,7 @@ fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
         iters: 1000,
         mtu: Mtu::Mtu1024,
         client: false,
+        port: oob::TOOL_PORT,
     };
     let args = oob::tool_args(cmdline, "pingpong");
     let mut it = args.iter();
@@ -88,8 +94,12 @@ fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
                     _ => return Err(format!("-m {v}: not 256, 512, 1024, 2048 or 4096")),
                 };
             }
-            "-d" | "-g" | "-i" | "-p" | "-r" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port"
-            | "--port" | "--rx-depth" | "--sl" => {
+            "-p" | "--port" => {
+                let v = val("-p")?;
+                o.port = oob::parse_port(v).ok_or(format!("-p {v}: not a TCP port"))?;
+            }
+            "-d" | "-g" | "-i" | "-r" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port"
+            | "--rx-depth" | "--sl" => {
                 val(a)?;
             }
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
@@ -133,8 +143,9 @@ fn dest_msg(ep: &QpEndpoint) -> Vec<u8> {
     m
 }
 
-/// Parses the peer's message (`sscanf(msg, "%x:%x:%x:%s")` + `wire_gid_to_gid`).
-fn parse_dest(m: &[u8], mac: [u8; 6]) -> Option<QpEndpoint> {
+/// Parses the peer's message (`sscanf(msg, "%x:%x:%x:%s")` + `wire_gid_to_gid`); the MAC
+/// is not in it (zero).
+fn parse_dest(m: &[u8]) -> Option<QpEndpoint> {
     let s = core::str::from_utf8(m.split(|&b| b == 0).next()?).ok()?;
     let mut f = s.split(':');
     let _lid = u32::from_str_radix(f.next()?, 16).ok()?;
@@ -145,24 +156,23 @@ fn parse_dest(m: &[u8], mac: [u8; 6]) -> Option<QpEndpoint> {
         qpn,
         psn,
         gid: g.try_into().ok()?,
-        mac,
+        mac: [0; 6],
     })
 }
 
-fn peer_mac(cmdline: &str) -> Option<[u8; 6]> {
-    let v = cmdline
-        .split_ascii_whitespace()
-        .filter_map(|w| w.strip_prefix("peer_mac="))
-        .next_back()?;
-    let b = oob::unhex(&v.replace(':', ""))?;
-    b.try_into().ok()
+/// The peer's endpoint from its message, with its MAC by ARP for its GID's address.
+fn remote(link: &mut Oob, m: &[u8], who: &str) -> Result<QpEndpoint, alloc::string::String> {
+    let mut rem = parse_dest(m).ok_or(format!("the {who}'s address is garbled"))?;
+    rem.mac = link
+        .peer_mac(&rem.gid)
+        .map_err(|e| format!("the {who}'s MAC: {e}"))?;
+    Ok(rem)
 }
 
 fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
-    let ip = oob::cmdline_ipv4(cmdline);
-    let mac = peer_mac(cmdline)
-        .ok_or("need peer_mac=aa:bb:cc:dd:ee:ff (the unikernel answers no ARP)")?;
-    let ip = ip.ok_or("need ip=A.B.C.D/N")?;
+    let net = stack::net_args(cmdline).map_err(|e| format!("{e}"))?;
+    let side = Side::new(o.client, net.peer).map_err(|e| format!("{e}"))?;
+    let ip = net.ip.addr;
     let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
     let dev =
         Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
@@ -207,7 +217,9 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
             }
             Ok(())
         };
-        let mut link = Oob::new(WAIT);
+        let node = KernelNode::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
+        let mut link =
+            Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?;
         // rc_pingpong asks for hop limit 1, but for a unicast RoCE destination Linux replaces it
         // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
         // the frames carry TTL 64 either way.
@@ -216,26 +228,27 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
             sgid_index: sgid as u8,
             ..ConnectOptions::default()
         };
+        let sent = |e: oob::OobError| format!("sending to the peer: {e}");
         let rem = if o.client {
-            link.send(&dest_msg(&me));
+            link.send(&dest_msg(&me)).map_err(sent)?;
             let m = link
                 .recv(52)
-                .map_err(|e| format!("reading the server's address: {e:?}"))?;
-            let rem = parse_dest(&m, mac).ok_or("the server's address is garbled")?;
+                .map_err(|e| format!("reading the server's address: {e}"))?;
+            let rem = remote(&mut link, &m, "server")?;
             qp.connect(&rem, &copts)
                 .map_err(|e| format!("connect: {e:?}"))?;
             post_all(&mut qp)?;
-            link.send(b"done\0");
+            link.send(b"done\0").map_err(sent)?;
             rem
         } else {
             let m = link
                 .recv(52)
-                .map_err(|e| format!("reading the client's address: {e:?}"))?;
-            let rem = parse_dest(&m, mac).ok_or("the client's address is garbled")?;
+                .map_err(|e| format!("reading the client's address: {e}"))?;
+            let rem = remote(&mut link, &m, "client")?;
             qp.connect(&rem, &copts)
                 .map_err(|e| format!("connect: {e:?}"))?;
             post_all(&mut qp)?;
-            link.send(&dest_msg(&me));
+            link.send(&dest_msg(&me)).map_err(sent)?;
             rem
         };
         println!(
@@ -300,8 +313,8 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         let mut in_copy = Duration::ZERO;
         while rcnt < o.iters || scnt < o.iters {
             let tp = Instant::now();
-            let wcs = cq
-                .poll_wait(1, WAIT)
+            let wcs = link
+                .poll_cq(&mut cq, 1, WAIT)
                 .map_err(|e| format!("poll (sent {scnt}, received {rcnt}): {e:?}"))?;
             let wc = wcs.first().ok_or(format!(
                 "no completion in {WAIT:?} (sent {scnt}, received {rcnt})"
@@ -387,6 +400,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
             posting.get().as_secs_f64()
         );
         println!("pingpong: every byte of {rcnt} messages checked: ok");
+        drop(link);
         drop(qp);
         drop(cq);
         drop(mr);

@@ -1,23 +1,27 @@
-//! RDMA between two guests: each guest's HCA is joined to the other's by a wire carrying
-//! RoCEv2 frames (`cargo run -- --pair`, or the launcher's `run_pair`). The two apps swap their
-//! QP endpoints (QPN, PSN, GID, MAC) as `peer: ...` lines on the serial console, which the
-//! launcher relays to the other guest's serial input (there is no ARP: the peer's MAC comes with
-//! its endpoint); then the client runs every RC opcode across the wire — RDMA WRITE, WRITE with
-//! immediate, SEND, SEND with immediate, RDMA READ, CMP_AND_SWAP, FETCH_AND_ADD — with messages
-//! longer than the path MTU, and both sides check every byte.
+//! RDMA between two guests: each guest's HCA is joined to the other's by a wire (`cargo run --
+//! --pair`, or the launcher's `run_pair`). The two apps swap their QP endpoints (QPN, PSN, GID,
+//! buffer address and rkey) over TCP on that wire, through each guest's own IP stack on its
+//! HCA's Ethernet queue (apps/src/oob.rs): the server listens on port 18515, the client
+//! connects to it; each finds the other's MAC by ARP for the address of its GID. Then the
+//! client runs every RC opcode across the wire — RDMA WRITE, WRITE with immediate, SEND, SEND
+//! with immediate, RDMA READ, CMP_AND_SWAP, FETCH_AND_ADD — with messages longer than the path
+//! MTU, and both sides check every byte. The steps between (`ready`, `done`, the stress run's
+//! checksum and verdict) are lines on the same connection.
 //!
 //! Cmdline: `role=server` or `role=client`; `ip=A.B.C.D/LEN` gives the node its IPv4 identity
-//! (the driver programs its RoCE v2 GID with SET_ROCE_ADDRESS, and the QP's path uses it);
-//! `mac=` names the MAC the node expects its port to have (the driver does not reprogram the
-//! port MAC: a different one is refused).
+//! (its address on the wire, and its RoCE v2 GID, which the driver programs with
+//! SET_ROCE_ADDRESS and the QP's path uses); `peer=A.B.C.D` the server's address, which the
+//! client connects to; `neigh=A.B.C.D,MAC` an optional static neighbour; `mac=` names the MAC
+//! the node expects its port to have (the driver does not reprogram the port MAC: a different
+//! one is refused).
 //!
 //! `mode=stress` runs the fault run instead (meant for `--wire-fault`): the client pushes
 //! 10,000 RDMA WRITEs of mixed sizes (1 B to 16 KiB, many above the 1024-byte path MTU) to
 //! random places of the server's region, with an RDMA READ checked against the client's model
 //! of that region and an atomic (FETCH_AND_ADD or CMP_AND_SWAP) after every batch. At the end
 //! it reads the whole region back and compares it byte for byte with its model, and the
-//! server checksums its region and atomic word and sends both over the relay for the client
-//! to compare. Each side attaches its QP to a Q counter set (ALLOC_Q_COUNTER, the QPC's
+//! server checksums its region and atomic word and sends both over TCP for the client to
+//! compare. Each side attaches its QP to a Q counter set (ALLOC_Q_COUNTER, the QPC's
 //! `counter_set_id`) and prints it and the vport's RoCE traffic (QUERY_VPORT_COUNTER) as
 //! `stress: counters ...` lines.
 #![no_std]
@@ -28,9 +32,9 @@ extern crate alloc;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use kernel::cmdline::Ipv4Identity;
-use kernel::time::Deadline;
-use kernel::{console, println, AppContext};
+use apps::oob::{Oob, OobError, Side, TOOL_PORT};
+use apps::stack::{self, KernelNode, NetArgs};
+use kernel::{println, AppContext};
 use mlx5::{
     AccessFlags, ConnectOptions, Context, ContextConfig, QpCaps, QpEndpoint, RecvWr, Remote,
     SendData, SendFlags, SendOp, SendWr, WcStatus,
@@ -76,61 +80,75 @@ fn hex_bytes<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
-fn parse_endpoint(line: &str) -> Option<Peer> {
+fn parse_endpoint(line: &str) -> Option<(QpEndpoint, u64, u32)> {
     let rest = line.trim().strip_prefix("endpoint ")?;
     let get = |k: &str| {
         rest.split(' ')
             .find_map(|w| w.strip_prefix(k)?.strip_prefix('='))
     };
-    Some(Peer {
-        ep: QpEndpoint {
+    Some((
+        QpEndpoint {
             qpn: hex(get("qpn")?)? as u32,
             psn: hex(get("psn")?)? as u32,
             gid: hex_bytes::<16>(get("gid")?)?,
-            mac: hex_bytes::<6>(get("mac")?)?,
+            mac: [0; 6],
         },
-        addr: hex(get("addr")?)?,
-        rkey: hex(get("rkey")?)? as u32,
-    })
+        hex(get("addr")?)?,
+        hex(get("rkey")?)? as u32,
+    ))
 }
 
+/// The longest line the two sides send each other.
+const LINE_MAX: usize = 256;
+
 /// Tells the other guest this side's endpoint (`me`, and the buffer `addr`/`rkey` it may
-/// access), and waits for its own.
-fn exchange(me: QpEndpoint, addr: u64, rkey: u32) -> Result<Peer, &'static str> {
-    println!(
-        "peer: endpoint qpn={:x} psn={:x} gid={} mac={} addr={:x} rkey={:x}",
+/// access) and takes its own, with its MAC by ARP for its GID's address.
+fn exchange(link: &mut Oob, me: QpEndpoint, addr: u64, rkey: u32) -> Result<Peer, &'static str> {
+    let line = alloc::format!(
+        "endpoint qpn={:x} psn={:x} gid={} addr={:x} rkey={:x}",
         me.qpn,
         me.psn,
         hexs(&me.gid),
-        hexs(&me.mac),
         addr,
         rkey
     );
-    let line = wait_line("endpoint ").ok_or("no endpoint from the other guest")?;
-    parse_endpoint(core::str::from_utf8(&line).map_err(|_| "garbled endpoint")?)
-        .ok_or("bad endpoint")
+    say(link, &line)?;
+    let got = link
+        .recv_line(LINE_MAX)
+        .map_err(|e| failed("no endpoint from the other guest", e))?;
+    let (mut ep, addr, rkey) =
+        parse_endpoint(core::str::from_utf8(&got).map_err(|_| "garbled endpoint")?)
+            .ok_or("bad endpoint")?;
+    ep.mac = link
+        .peer_mac(&ep.gid)
+        .map_err(|e| failed("the other guest's MAC", e))?;
+    Ok(Peer { ep, addr, rkey })
 }
 
-/// Waits [`WAIT`] for the relayed line that starts with `prefix` (other lines are ignored).
-fn wait_line(prefix: &str) -> Option<Vec<u8>> {
-    wait_line_for(prefix, WAIT)
+/// Sends one line (`\n` added) to the other guest.
+fn say(link: &mut Oob, line: &str) -> Result<(), &'static str> {
+    let mut b = Vec::from(line.as_bytes());
+    b.push(b'\n');
+    link.send(&b).map_err(|e| failed("sending a line", e))
 }
 
-/// Waits for a relayed line starting with `prefix`, up to `wait`.
-fn wait_line_for(prefix: &str, wait: Duration) -> Option<Vec<u8>> {
-    let deadline = Deadline::after(wait);
-    let mut buf = [0u8; 256];
-    loop {
-        // A line longer than the buffer is not the one awaited; a timeout ends the wait.
-        let n = match console::read_line(&mut buf, deadline) {
-            Ok(n) => n,
-            Err(console::ReadLineError::TooLong { .. }) => continue,
-            Err(console::ReadLineError::Timeout { .. }) => return None,
-        };
-        if buf[..n].starts_with(prefix.as_bytes()) {
-            return Some(buf[..n].to_vec());
-        }
+/// Waits for the other guest's next line, which must start with `prefix`.
+fn hear(link: &mut Oob, prefix: &str, why: &'static str) -> Result<Vec<u8>, &'static str> {
+    let line = link.recv_line(LINE_MAX).map_err(|e| failed(why, e))?;
+    if !line.starts_with(prefix.as_bytes()) {
+        println!(
+            "peer: expected `{prefix}...`, got {:?}",
+            core::str::from_utf8(&line)
+        );
+        return Err(why);
     }
+    Ok(line)
+}
+
+/// Prints the exchange's error `e` and gives `what` as the run's.
+fn failed(what: &'static str, e: OobError) -> &'static str {
+    println!("peer: {what}: {e}");
+    what
 }
 
 fn pattern(i: usize, seed: u8) -> u8 {
@@ -154,15 +172,26 @@ fn main(ctx: &AppContext) -> i32 {
             return 2;
         }
     };
-    let (ip, mac) = match (ctx.cmdline.ipv4(), ctx.cmdline.mac()) {
-        (Ok(ip), Ok(mac)) => (ip, mac),
-        (Err(e), _) | (_, Err(e)) => {
+    let (net, mac) = match (stack::net_args(ctx.cmdline.0), ctx.cmdline.mac()) {
+        (Ok(n), Ok(mac)) => (n, mac),
+        (Err(e), _) => {
+            println!("peer: bad cmdline: {e}");
+            return 2;
+        }
+        (_, Err(e)) => {
             println!("peer: bad cmdline: {e:?}");
             return 2;
         }
     };
+    let side = match Side::new(!server, net.peer) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("peer: bad cmdline: {e}");
+            return 2;
+        }
+    };
     if ctx.cmdline.get("mode") == Some("stress") {
-        return match stress::run(server, ip, mac) {
+        return match stress::run(side, &net, mac) {
             Ok(()) => 0,
             Err(why) => {
                 println!("peer: stress: FAILED: {why}");
@@ -170,7 +199,7 @@ fn main(ctx: &AppContext) -> i32 {
             }
         };
     }
-    match run(server, ip, mac) {
+    match run(side, &net, mac) {
         Ok(()) => 0,
         Err(why) => {
             println!("peer: FAILED: {why}");
@@ -182,34 +211,38 @@ fn main(ctx: &AppContext) -> i32 {
 type Dev = Context<mlx5_kernel::KernelHal>;
 
 /// Brings the HCA up and gives the node its identity: `(context, sgid_index, gid)`.
-fn bring_up(
-    ip: Option<Ipv4Identity>,
-    mac: Option<[u8; 6]>,
-) -> Result<(Dev, u8, [u8; 16]), &'static str> {
+fn bring_up(net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(Dev, u8, [u8; 16]), &'static str> {
     let hal = mlx5_kernel::open_first(None).map_err(|_| "no mlx5 function")?;
     let dev = Context::open(hal, ContextConfig::default()).map_err(|_| "bring-up failed")?;
     if mac.is_some_and(|m| m != dev.mac()) {
         return Err("mac= differs from the port's MAC (the driver does not reprogram it)");
     }
-    // The node's identity: its IPv4 GID when ip= is given, else the default GID (index 0).
-    let (sgid_index, gid) = match ip {
-        Some(ip) => {
-            let i = dev
-                .add_ipv4_gid(ip.addr)
-                .map_err(|_| "SET_ROCE_ADDRESS for ip= failed")?;
-            println!(
-                "peer: ip {}.{}.{}.{}/{} is RoCE v2 GID index {i}",
-                ip.addr[0], ip.addr[1], ip.addr[2], ip.addr[3], ip.prefix_len
-            );
-            (i as u8, mlx5::hca::ipv4_mapped_gid(ip.addr))
-        }
-        None => (0, dev.query_gid(0).map_err(|_| "query_gid")?.0),
-    };
-    Ok((dev, sgid_index, gid))
+    // The node's identity: its IPv4 GID.
+    let ip = net.ip;
+    let i = dev
+        .add_ipv4_gid(ip.addr)
+        .map_err(|_| "SET_ROCE_ADDRESS for ip= failed")?;
+    println!(
+        "peer: ip {}.{}.{}.{}/{} is RoCE v2 GID index {i}",
+        ip.addr[0], ip.addr[1], ip.addr[2], ip.addr[3], ip.prefix_len
+    );
+    Ok((dev, i as u8, mlx5::hca::ipv4_mapped_gid(ip.addr)))
 }
 
-fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
-    let (dev, sgid_index, gid) = bring_up(ip, mac)?;
+/// The TCP connection to the other guest, on the node's stack over `dev`'s Ethernet queue.
+fn connect(dev: &Dev, net: &NetArgs, side: Side, wait: Duration) -> Result<Oob, &'static str> {
+    let node = KernelNode::up(dev, net).map_err(|e| {
+        println!("peer: the network: {e:?}");
+        "the network did not come up"
+    })?;
+    Oob::open(node, side, TOOL_PORT, wait)
+        .map_err(|e| failed("no connection to the other guest", e))
+}
+
+fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
+    let server = side == Side::Server;
+    let (dev, sgid_index, gid) = bring_up(net, mac)?;
+    let mut link = connect(&dev, net, side, WAIT)?;
     let pd = dev.alloc_pd().map_err(|_| "alloc_pd")?;
     let mr = pd
         .alloc_mr(MR_LEN, AccessFlags::ALL)
@@ -222,7 +255,7 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
         gid,
         ..qp.endpoint()
     };
-    let peer = exchange(me, mr.addr(), mr.rkey())?;
+    let peer = exchange(&mut link, me, mr.addr(), mr.rkey())?;
     let o = ConnectOptions {
         min_rnr_timer: 1,
         sgid_index,
@@ -251,9 +284,9 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
             },
         ])
         .map_err(|_| "post_recv")?;
-        println!("peer: ready");
+        say(&mut link, "ready")?;
         // WRITE_IMM, SEND, SEND_IMM consume the receives in that order.
-        let wcs = cq.poll_wait(3, WAIT).map_err(|_| "poll")?;
+        let wcs = link.poll_cq(&mut cq, 3, WAIT).map_err(|_| "poll")?;
         if wcs.len() != 3
             || wcs
                 .iter()
@@ -278,7 +311,7 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
             return Err("data from the other guest is wrong");
         }
         // Stay up until the client has read back and run its atomics.
-        wait_line("done").ok_or("client never finished")?;
+        hear(&mut link, "done", "client never finished")?;
         let mut at = [0u8; 8];
         mr.read(AT_ATOMIC, &mut at).map_err(|_| "read")?;
         if u64::from_ne_bytes(at) != SWAP + ADD {
@@ -291,7 +324,7 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
         for (at, seed) in [(0u64, 10u8), (8192, 20), (16384, 30), (24576, 40)] {
             mr.write(at, &bytes(seed)).map_err(|_| "write")?;
         }
-        wait_line("ready").ok_or("the server never got ready")?;
+        hear(&mut link, "ready", "the server never got ready")?;
         let remote = |off| Remote {
             addr: peer.addr + off,
             rkey: peer.rkey,
@@ -362,7 +395,7 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
             },
         ];
         qp.post_send(&wrs).map_err(|_| "post_send")?;
-        let wcs = cq.poll_wait(7, WAIT).map_err(|_| "poll")?;
+        let wcs = link.poll_cq(&mut cq, 7, WAIT).map_err(|_| "poll")?;
         if wcs.len() != 7 || wcs.iter().any(|w| w.status != WcStatus::Success) {
             return Err("send completions missing or in error");
         }
@@ -377,11 +410,12 @@ fn run(server: bool, ip: Option<Ipv4Identity>, mac: Option<[u8; 6]>) -> Result<(
         if u64::from_ne_bytes(cs) != 0 || u64::from_ne_bytes(fa) != SWAP {
             return Err("atomics returned wrong original values");
         }
-        println!("peer: done");
+        say(&mut link, "done")?;
         println!(
             "peer: client ran RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM, RDMA_READ of {BIG} B and CMP_AND_SWAP, FETCH_AND_ADD across the wire: ok"
         );
     }
+    drop(link);
     drop(qp);
     drop(cq);
     drop(mr);
@@ -396,7 +430,8 @@ mod stress {
     use alloc::vec::Vec;
     use core::time::Duration;
 
-    use kernel::cmdline::Ipv4Identity;
+    use apps::oob::{Oob, Side};
+    use apps::stack::NetArgs;
     use kernel::println;
     use kernel::time::Instant;
     use mlx5::{
@@ -406,7 +441,7 @@ mod stress {
     use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
     use rand_xoshiro::SplitMix64;
 
-    use super::{bring_up, exchange, wait_line, wait_line_for, Dev};
+    use super::{bring_up, connect, exchange, hear, say, Dev};
 
     /// The server's region the WRITEs land in.
     const REGION: usize = 256 * 1024;
@@ -486,13 +521,11 @@ mod stress {
         Ok(())
     }
 
-    pub fn run(
-        server: bool,
-        ip: Option<Ipv4Identity>,
-        mac: Option<[u8; 6]>,
-    ) -> Result<(), &'static str> {
+    pub fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
         let t0 = Instant::now();
-        let (dev, sgid_index, gid) = bring_up(ip, mac)?;
+        let server = side == Side::Server;
+        let (dev, sgid_index, gid) = bring_up(net, mac)?;
+        let mut link = connect(&dev, net, side, WAIT)?;
         let set = dev
             .alloc_counter_set()
             .map_err(|_| "ALLOC_Q_COUNTER failed")?;
@@ -513,7 +546,7 @@ mod stress {
             gid,
             ..qp.endpoint()
         };
-        let peer = exchange(me, mr.addr(), mr.rkey())?;
+        let peer = exchange(&mut link, me, mr.addr(), mr.rkey())?;
         let o = ConnectOptions {
             min_rnr_timer: 1,
             sgid_index,
@@ -525,23 +558,26 @@ mod stress {
         qp.connect(&peer.ep, &o).map_err(|_| "connect")?;
         if server {
             mr.write(0, &vec![0u8; SERVER_MR]).map_err(|_| "write")?;
-            println!("peer: ready");
-            wait_line_for("done", WAIT).ok_or("the client never finished")?;
+            say(&mut link, "ready")?;
+            hear(&mut link, "done", "the client never finished")?;
             let mut region = vec![0u8; REGION];
             mr.read(0, &mut region).map_err(|_| "read")?;
             let mut at = [0u8; 8];
             mr.read(AT_ATOMIC, &mut at).map_err(|_| "read")?;
-            println!(
-                "peer: sum={:016x} atomic={:016x}",
+            let sum = alloc::format!(
+                "sum={:016x} atomic={:016x}",
                 fnv(&region),
                 u64::from_ne_bytes(at)
             );
+            println!("peer: {sum}");
+            say(&mut link, &sum)?;
             print_counters("server", &dev, &set)?;
-            wait_line_for("verdict", WAIT).ok_or("no verdict from the client")?;
+            hear(&mut link, "verdict", "no verdict from the client")?;
         } else {
-            wait_line("ready").ok_or("the server never got ready")?;
+            hear(&mut link, "ready", "the server never got ready")?;
             let t1 = Instant::now();
             let r = client(
+                &mut link,
                 &mut qp,
                 &mut cq,
                 &mr,
@@ -553,11 +589,13 @@ mod stress {
             let secs = t1.elapsed().as_millis();
             match r {
                 Ok((model, atomic, reads, atomics)) => {
-                    println!("peer: done");
+                    say(&mut link, "done")?;
                     let want = alloc::format!("sum={:016x} atomic={:016x}", fnv(&model), atomic);
-                    let line = wait_line_for("sum=", WAIT).ok_or("no checksum from the server")?;
+                    let line = hear(&mut link, "sum=", "no checksum from the server")?;
                     let ok = line == want.as_bytes();
-                    println!("peer: verdict {}", if ok { "ok" } else { "bad" });
+                    let verdict = if ok { "verdict ok" } else { "verdict bad" };
+                    println!("peer: {verdict}");
+                    say(&mut link, verdict)?;
                     if !ok {
                         println!(
                             "stress: server says {}, the model {want}",
@@ -572,11 +610,13 @@ mod stress {
                 }
                 Err(e) => {
                     println!("peer: verdict bad");
+                    let _ = say(&mut link, "verdict bad");
                     let _ = print_counters("client", &dev, &set);
                     return Err(e);
                 }
             }
         }
+        drop(link);
         drop(qp);
         drop(set);
         drop(cq);
@@ -587,12 +627,13 @@ mod stress {
         Ok(())
     }
 
-    /// Polls `n` completions; any error completion fails the run.
+    /// Polls `n` completions (the stack kept polled); any error completion fails the run.
     fn complete(
+        link: &mut Oob,
         cq: &mut mlx5::CompletionQueue<mlx5_kernel::KernelHal>,
         n: usize,
     ) -> Result<(), &'static str> {
-        let wcs = cq.poll_wait(n, WAIT).map_err(|_| "poll")?;
+        let wcs = link.poll_cq(cq, n, WAIT).map_err(|_| "poll")?;
         if wcs.len() != n {
             return Err("completions missing");
         }
@@ -610,6 +651,7 @@ mod stress {
     /// word, and the READ and atomic counts.
     #[allow(clippy::type_complexity)]
     fn client(
+        link: &mut Oob,
         qp: &mut mlx5::QueuePair<mlx5_kernel::KernelHal>,
         cq: &mut mlx5::CompletionQueue<mlx5_kernel::KernelHal>,
         mr: &MemoryRegion<mlx5_kernel::KernelHal>,
@@ -696,7 +738,7 @@ mod stress {
                 .iter()
                 .filter(|w| w.flags.0 & SendFlags::SIGNALED.0 != 0)
                 .count();
-            complete(cq, signaled)?;
+            complete(link, cq, signaled)?;
             for &(s, d, len) in &plan {
                 model[d as usize..d as usize + len as usize]
                     .copy_from_slice(&src[s as usize..s as usize + len as usize]);
@@ -746,7 +788,7 @@ mod stress {
             })
             .collect();
         qp.post_send(&wrs).map_err(|_| "post_send")?;
-        complete(cq, wrs.len())?;
+        complete(link, cq, wrs.len())?;
         reads += wrs.len();
         let mut back = vec![0u8; REGION];
         mr.read(BACK, &mut back).map_err(|_| "read")?;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use net::loopback::{self, LinkControl, MemNic};
-use net::{Clock, Ipv4Addr, Stack, StackConfig};
+use net::{Clock, Ipv4Addr, Nic, Stack, StackConfig};
 
 /// Microseconds since the clock was made; waits yield to the other threads.
 #[derive(Clone, Copy)]
@@ -52,17 +52,17 @@ pub fn stacks_with(f: impl Fn(&mut StackConfig)) -> (S, S, LinkControl) {
 }
 
 /// A deadline `ms` milliseconds from now on `s`'s clock.
-pub fn after(s: &S, ms: u64) -> u64 {
+pub fn after<N: Nic>(s: &Stack<N, StdClock>, ms: u64) -> u64 {
     s.now_us() + ms * 1000
 }
 
 /// Runs `fa` on `a` and `fb` on `b` at once, each in its own thread; a stack whose closure
 /// is done keeps being polled until the other's is done too.
-pub fn both<RA: Send, RB: Send>(
-    a: &mut S,
-    b: &mut S,
-    fa: impl FnOnce(&mut S) -> RA + Send,
-    fb: impl FnOnce(&mut S) -> RB + Send,
+pub fn both<N: Nic<Error: Send> + Send, RA: Send, RB: Send>(
+    a: &mut Stack<N, StdClock>,
+    b: &mut Stack<N, StdClock>,
+    fa: impl FnOnce(&mut Stack<N, StdClock>) -> RA + Send,
+    fb: impl FnOnce(&mut Stack<N, StdClock>) -> RB + Send,
 ) -> (RA, RB) {
     let done = AtomicUsize::new(0);
     std::thread::scope(|sc| {
@@ -73,7 +73,11 @@ pub fn both<RA: Send, RB: Send>(
 }
 
 /// Runs `f` on `s`, then polls `s` until `done` counts both closures.
-fn serve<R>(s: &mut S, done: &AtomicUsize, f: impl FnOnce(&mut S) -> R) -> R {
+fn serve<N: Nic, R>(
+    s: &mut Stack<N, StdClock>,
+    done: &AtomicUsize,
+    f: impl FnOnce(&mut Stack<N, StdClock>) -> R,
+) -> R {
     let r = f(s);
     done.fetch_add(1, Ordering::SeqCst);
     while done.load(Ordering::SeqCst) < 2 {

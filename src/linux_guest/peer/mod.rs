@@ -1,19 +1,22 @@
 //! The Linux RDMA peer (the launcher's `--peer linux`, tests/linux_peer.rs): a Linux soft-RoCE
 //! (rdma_rxe) peer against the unikernel.
 //!
-//! - [`LinuxPeer`]: boots the peer image ([`super::prepare_peer_image`]) under TCG with its
-//!   RoCE NIC (eth0, virtio-net) on a QEMU `-netdev stream` socket and, optionally, a second
-//!   NIC (eth1) on QEMU user networking for the tools' out-of-band TCP exchange.
-//! - [`run_linux_peer`] (the launcher's `--peer linux`): the peer, the unikernel with the
-//!   emulated HCA whose port is plugged into the peer's stream socket, and a dumb pipe between
-//!   the peer's TCP exchange and the unikernel's serial console.
+//! - [`LinuxPeer`]: boots the peer image ([`super::prepare_peer_image`]) under TCG with one
+//!   NIC (eth0, virtio-net) on a QEMU `-netdev stream` socket: RoCE and the tools' TCP
+//!   exchange share it, as between two hosts.
+//! - [`run_linux_peer`] (the launcher's `--peer linux`): the peer and the unikernel with the
+//!   emulated HCA whose port is plugged into the peer's stream socket. The unikernel has its
+//!   own IP stack on that port: Linux finds it by ARP and talks TCP to it; the launcher only
+//!   starts both and collects their consoles.
 
-mod relay;
 mod run;
 #[cfg(test)]
 mod tests;
 
-pub use run::{app_for, cli, run_linux_peer, PeerRun, PeerRunResult, Role};
+pub use run::{
+    app_for, cli, is_service, linux_side, run_linux_peer, unikernel_cmdline, PeerRun,
+    PeerRunResult, Role,
+};
 
 use std::fs;
 use std::io::Read;
@@ -28,17 +31,10 @@ use super::{skip, stock_qemu, PeerImage, Skip};
 pub const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 /// The peer's RoCE address when the caller names none.
 pub const PEER_IP: &str = "10.0.0.1";
-/// The unikernel's RoCE address and MAC (its `ip=` / `mac=`).
+/// The unikernel's address (its `ip=`), and `$SERVER` in a Linux client's command.
 pub const UNIKERNEL_IP: &str = "10.0.0.2";
+/// The unikernel's MAC: its HCA port's (`mlx5-sim --mac`).
 pub const UNIKERNEL_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
-/// The TCP port of rc_pingpong and perftest (both default to 18515).
-pub const OOB_PORT: u16 = 18515;
-/// eth1's address on QEMU user networking.
-pub const USER_NET_IP: &str = "10.0.2.15/24";
-/// The server address of a Linux client (`$SERVER` in `--peer-cmd`): a `guestfwd` to the
-/// launcher's listener. (QEMU refuses a guest forward on the host alias 10.0.2.2: "Conflicting
-/// host:port in guest forwarding rule".)
-pub const SERVER_IP: &str = "10.0.2.100";
 
 pub fn fmt_mac(m: &[u8; 6]) -> String {
     m.iter()
@@ -63,7 +59,7 @@ pub struct LinuxPeer {
     /// eth0's address with prefix, e.g. `10.0.0.1/24`.
     pub ip: String,
     pub mac: [u8; 6],
-    /// A permanent neighbour entry: (IP, MAC).
+    /// A permanent neighbour entry (IP, MAC); without it Linux resolves its neighbours by ARP.
     pub neigh: Option<(String, [u8; 6])>,
     /// The command (`sh -c`; `$GID`, `$RXE`, `$PEER_IP` are set). No double quotes.
     pub cmd: String,
@@ -71,8 +67,6 @@ pub struct LinuxPeer {
     pub wait_ping: Option<String>,
     /// Seconds to sleep before the command.
     pub delay: Option<u32>,
-    /// A second NIC on user networking with these extra options (e.g. `hostfwd=...`).
-    pub user_net: Option<String>,
     /// `filter-dump` of the stream NIC, both directions.
     pub pcap: Option<PathBuf>,
     pub timeout: Duration,
@@ -88,9 +82,6 @@ impl LinuxPeer {
         a.push_str(&format!(" peer_ip={}", self.ip));
         if let Some((ip, mac)) = &self.neigh {
             a.push_str(&format!(" peer_neigh={ip},{}", fmt_mac(mac)));
-        }
-        if self.user_net.is_some() {
-            a.push_str(&format!(" peer_eth1={USER_NET_IP}"));
         }
         if let Some(p) = &self.wait_ping {
             a.push_str(&format!(" peer_wait_ping={p}"));
@@ -141,20 +132,6 @@ impl LinuxPeer {
             c.arg("-object").arg(format!(
                 "filter-dump,id=f0,netdev=n0,file={}",
                 pcap.display()
-            ));
-        }
-        if let Some(u) = &self.user_net {
-            let mut m = self.mac;
-            m[4] = 0xff;
-            let opts = if u.is_empty() {
-                String::new()
-            } else {
-                format!(",{u}")
-            };
-            c.arg("-netdev").arg(format!("user,id=u0,ipv6=off{opts}"));
-            c.arg("-device").arg(format!(
-                "virtio-net-pci,netdev=u0,mac={},addr=0x4,romfile=",
-                fmt_mac(&m)
             ));
         }
         Ok(c)
@@ -233,6 +210,16 @@ impl PeerOutcome {
             })
     }
 
+    /// eth0's neighbour entry for `ip` after the command (`PEER: NEIGH` lines: `ip neigh`'s
+    /// `10.0.0.2 lladdr 02:00:00:00:00:02 REACHABLE`), if it had one.
+    pub fn neighbour(&self, ip: &str) -> Option<String> {
+        self.console
+            .lines()
+            .filter_map(|l| l.strip_prefix("PEER: NEIGH "))
+            .find(|l| l.split_whitespace().next() == Some(ip))
+            .map(|l| l.trim_end().to_string())
+    }
+
     /// The `PEER: name=value` value, e.g. `GID_INDEX`.
     pub fn marker(&self, name: &str) -> Option<String> {
         let key = format!("PEER: {name}=");
@@ -293,8 +280,8 @@ impl Running {
 }
 
 /// Two Linux peers on one stream link: A (10.0.0.1, listening) runs `server_cmd`, B (10.0.0.2,
-/// connecting) waits for A to answer ping and runs `client_cmd`. The baseline for the
-/// unikernel runs, and a check of the image and this harness.
+/// connecting) waits for A to answer ping and runs `client_cmd`; each finds the other by ARP.
+/// The baseline for the unikernel runs, and a check of the image and this harness.
 pub fn run_linux_pair(
     image: &PeerImage,
     work: &Path,
@@ -310,11 +297,10 @@ pub fn run_linux_pair(
         link: Link::Listen(sock.clone()),
         ip: format!("{PEER_IP}/24"),
         mac: PEER_MAC,
-        neigh: Some((UNIKERNEL_IP.into(), UNIKERNEL_MAC)),
+        neigh: None,
         cmd: server_cmd.into(),
         wait_ping: None,
         delay: None,
-        user_net: None,
         pcap,
         timeout: Duration::from_secs(120),
     };
@@ -322,7 +308,6 @@ pub fn run_linux_pair(
         link: Link::Connect(sock),
         ip: format!("{UNIKERNEL_IP}/24"),
         mac: UNIKERNEL_MAC,
-        neigh: Some((PEER_IP.into(), PEER_MAC)),
         cmd: client_cmd.into(),
         wait_ping: Some(PEER_IP.into()),
         delay: Some(1),

@@ -1,5 +1,5 @@
 //! `--peer linux`: the unikernel with the emulated HCA against a Linux peer ([`run_linux_peer`]),
-//! the Linux tool command mapped to the unikernel app ([`app_for`]) and the command line ([`cli`]).
+//! the Linux command mapped to the unikernel app ([`app_for`]) and the command line ([`cli`]).
 
 use std::fs;
 use std::path::PathBuf;
@@ -7,10 +7,8 @@ use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::relay::{tcp_pipe, uk_lines};
 use super::{
-    fmt_mac, Link, LinuxPeer, PeerOutcome, OOB_PORT, PEER_IP, PEER_MAC, SERVER_IP, UNIKERNEL_IP,
-    UNIKERNEL_MAC,
+    fmt_mac, lines, Link, LinuxPeer, PeerOutcome, PEER_IP, PEER_MAC, UNIKERNEL_IP, UNIKERNEL_MAC,
 };
 use crate::linux_guest::{cache_dir, prepare_peer_image, skip, Skip};
 
@@ -25,11 +23,14 @@ pub enum Role {
 #[derive(Clone, Debug)]
 pub struct PeerRun {
     /// The command Linux runs (`--peer-cmd`), e.g. `ib_write_bw -d rxe0 -x $GID -F`. As a client
-    /// it names the launcher as its server: `$SERVER` ([`SERVER_IP`]).
+    /// it names the unikernel as its server: `$SERVER` ([`UNIKERNEL_IP`]).
     pub cmd: String,
     pub role: Role,
-    /// `--peer-pcap`: the link, both directions (QEMU filter-dump on Linux's RoCE NIC).
+    /// `--peer-pcap`: the link, both directions (QEMU filter-dump on Linux's NIC).
     pub pcap: Option<PathBuf>,
+    /// `--peer-neigh`: static neighbour entries on both sides (Linux's permanent entry for the
+    /// unikernel, the app's `neigh=` for Linux: its QP's MAC, not asked by ARP).
+    pub static_neigh: bool,
     /// The unikernel's options: `--cmdline` (the app's, e.g. `pingpong -s 4096`; derived from
     /// the peer command when empty), `--app` (derived likewise), the HCA's extra arguments.
     pub unikernel: crate::Options,
@@ -42,27 +43,40 @@ pub struct PeerRun {
 pub struct PeerRunResult {
     pub linux: PeerOutcome,
     pub unikernel: crate::Verdict,
+    /// The unikernel ran a service ([`is_service`]) that was still serving when Linux's command
+    /// had ended, and the launcher stopped it (its verdict is then `TimedOut`).
+    pub service_stopped: bool,
     pub unikernel_output: String,
     pub wall: Duration,
 }
 
 impl PeerRunResult {
-    /// Both sides succeeded.
+    /// Both sides succeeded: Linux's command exited 0, and the unikernel's app exited 0 or was
+    /// a service still serving when Linux was done.
     pub fn ok(&self) -> bool {
-        self.linux.rc == Some(0) && self.unikernel == crate::Verdict::Exited(0)
+        self.linux.rc == Some(0)
+            && (self.unikernel == crate::Verdict::Exited(0) || self.service_stopped)
     }
 }
 
-/// The unikernel app and its cmdline words for a Linux tool command: `ibv_rc_pingpong ...` ->
-/// `pingpong ...`, `ib_write_bw ...` -> `perftest ib_write_bw ...`. The device, GID and server
-/// words are the tool's own and stay; the apps ignore them.
+/// Unikernel apps that serve until they are stopped: `netd` (ARP, ping, a TCP echo).
+const SERVICES: [&str; 1] = ["netd"];
+
+/// Whether `app` serves until stopped (the launcher stops it once Linux's command ended).
+pub fn is_service(app: &str) -> bool {
+    SERVICES.contains(&app)
+}
+
+/// The unikernel app and its cmdline words for a Linux command: `ibv_rc_pingpong ...` ->
+/// `pingpong ...`, `ib_write_bw ...` -> `perftest ib_write_bw ...`, `ping ...` and `nc ...`
+/// -> `netd`. The device, GID and server words are the tool's own and stay; the apps ignore
+/// them. `$SERVER` (or the unikernel's address) is not for the app.
 pub fn app_for(cmd: &str) -> Result<(String, String), Skip> {
     let mut w = cmd.split_whitespace();
     let tool = w.next().ok_or_else(|| skip("--peer-cmd is empty"))?;
     let tool = tool.rsplit('/').next().unwrap_or(tool);
-    // A server name (the launcher's address) is not for the app.
     let rest: Vec<&str> = w
-        .filter(|x| !x.starts_with("10.0.2.") && *x != "$SERVER")
+        .filter(|x| *x != "$SERVER" && *x != UNIKERNEL_IP)
         .collect();
     let rest = rest.join(" ");
     match tool {
@@ -70,47 +84,91 @@ pub fn app_for(cmd: &str) -> Result<(String, String), Skip> {
         t if t.starts_with("ib_") && (t.ends_with("_bw") || t.ends_with("_lat")) => {
             Ok(("perftest".into(), format!("perftest {t} {rest}")))
         }
+        "ping" | "nc" => Ok(("netd".into(), "netd".into())),
         t => Err(skip(format!(
-            "no unikernel app plays the other side of {t} (ibv_rc_pingpong, ib_*_bw, ib_*_lat)"
+            "no unikernel app plays the other side of {t} (ibv_rc_pingpong, ib_*_bw, ib_*_lat, ping, nc)"
         ))),
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound, then released).
-fn free_port() -> Result<u16, Skip> {
-    // Ports handed out by this process: tests run peers in parallel, and a port released by
-    // one run must not go to another before QEMU's hostfwd binds it.
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    for _ in 0..64 {
-        let l =
-            std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| skip(format!("bind: {e}")))?;
-        let port = l
-            .local_addr()
-            .map(|a| a.port())
-            .map_err(|e| skip(format!("bind: {e}")))?;
-        if !given.contains(&port) {
-            given.push(port);
-            return Ok(port);
+/// The unikernel's app and its whole cmdline: the app's words (from `--cmdline`, else from
+/// [`app_for`]), its role, address and peer (`role=... ip=10.0.0.2/24 peer=10.0.0.1`), and
+/// with `--peer-neigh` its static neighbour (`neigh=10.0.0.1,MAC`).
+pub fn unikernel_cmdline(run: &PeerRun) -> Result<(String, String), Skip> {
+    let o = &run.unikernel;
+    let (app, args) = if o.cmdline.trim().is_empty() || o.app.is_none() {
+        let (a, c) = app_for(&run.cmd)?;
+        let c = if o.cmdline.trim().is_empty() {
+            c
+        } else {
+            o.cmdline.clone()
+        };
+        (o.app.clone().unwrap_or(a), c)
+    } else {
+        (o.app.clone().unwrap_or_default(), o.cmdline.clone())
+    };
+    let uk_role = match run.role {
+        Role::Server if is_service(&app) => {
+            return Err(skip(format!(
+                "{app} only serves: Linux must be the client (--peer-role client)"
+            )))
         }
+        Role::Server => "client",
+        Role::Client => "server",
+    };
+    let mut cmdline = format!("{args} role={uk_role} ip={UNIKERNEL_IP}/24 peer={PEER_IP}");
+    if run.static_neigh {
+        cmdline.push_str(&format!(" neigh={PEER_IP},{}", fmt_mac(&PEER_MAC)));
     }
-    Err(skip("no free TCP port for the out-of-band exchange"))
+    Ok((app, cmdline))
 }
 
-/// `cargo run -- --peer linux`: Linux (TCG) with rxe on one end of a RoCEv2 link, the unikernel
-/// (KVM) with the emulated HCA on the other, the tools' TCP exchange piped through the
-/// launcher. Prints both sides' output (`linux| `, `unikernel| `) when `echo`.
+/// Linux's side of a run: its one NIC on the HCA's wire socket; as a client it waits until the
+/// unikernel answers ping (its app listens before its stack answers anything), and it has a
+/// permanent neighbour entry for the unikernel only with `--peer-neigh`.
+pub fn linux_side(run: &PeerRun, wire: PathBuf) -> LinuxPeer {
+    LinuxPeer {
+        link: Link::Connect(wire),
+        ip: format!("{PEER_IP}/24"),
+        mac: PEER_MAC,
+        neigh: run
+            .static_neigh
+            .then(|| (UNIKERNEL_IP.to_string(), UNIKERNEL_MAC)),
+        cmd: run.cmd.replace("$SERVER", UNIKERNEL_IP),
+        wait_ping: (run.role == Role::Client).then(|| UNIKERNEL_IP.to_string()),
+        delay: None,
+        pcap: run.pcap.clone(),
+        timeout: run.timeout,
+    }
+}
+
+/// How long the unikernel may run on once Linux has powered off: a service is stopped at once;
+/// after Linux's command succeeded the app may still be checking its data, closing its TCP
+/// connection (its FIN is never acknowledged by a Linux that is gone, so the close waits out its
+/// deadline) and tearing down: 30 s; after a failure, 5 s.
+fn unikernel_grace(service: bool, linux_ok: bool) -> Duration {
+    Duration::from_secs(match (service, linux_ok) {
+        (true, _) => 1,
+        (false, true) => 30,
+        (false, false) => 5,
+    })
+}
+
+/// `cargo run -- --peer linux`: Linux (TCG) with rxe on one end of the link, the unikernel
+/// (KVM) with the emulated HCA on the other; the two find each other by ARP and the tools swap
+/// their endpoints over TCP on that link, as between two hosts. Prints both sides' output
+/// (`linux| `, `unikernel| `) when `echo`.
 pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
     let t0 = Instant::now();
     let echo = run.unikernel.echo;
+    let (app, cmdline) = unikernel_cmdline(run)?;
+    let service = is_service(&app);
     let image = {
         let _step = crate::progress::Step::start("preparing the Linux peer image");
         prepare_peer_image()?
     };
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let work = cache_dir()
         .join("runs")
         .join(format!("peer-{}-{n}", std::process::id()));
@@ -119,24 +177,6 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     let _ = fs::remove_file(&wire);
 
     // The unikernel: its app, role and identity; its HCA listens on the link.
-    let (app, args) = if run.unikernel.cmdline.trim().is_empty() || run.unikernel.app.is_none() {
-        let (a, c) = app_for(&run.cmd)?;
-        let c = if run.unikernel.cmdline.trim().is_empty() {
-            c
-        } else {
-            run.unikernel.cmdline.clone()
-        };
-        (run.unikernel.app.clone().unwrap_or(a), c)
-    } else {
-        (
-            run.unikernel.app.clone().unwrap_or_default(),
-            run.unikernel.cmdline.clone(),
-        )
-    };
-    let uk_role = match run.role {
-        Role::Server => "client",
-        Role::Client => "server",
-    };
     let mut hca_args = run.unikernel.hca_args.clone();
     hca_args.extend([
         "--wire-listen".into(),
@@ -146,11 +186,7 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     ]);
     let opts = crate::Options {
         app: Some(app),
-        cmdline: format!(
-            "{args} role={uk_role} ip={UNIKERNEL_IP}/24 mac={} peer_mac={}",
-            fmt_mac(&UNIKERNEL_MAC),
-            fmt_mac(&PEER_MAC)
-        ),
+        cmdline,
         hca: Some(crate::Hca::Sim),
         hca_args,
         memory: if run.unikernel.memory == crate::Options::default().memory {
@@ -162,62 +198,30 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         ..run.unikernel.clone()
     };
     let mut prepared = crate::prepare(&opts).map_err(|e| skip(format!("the unikernel: {e}")))?;
-
-    // The TCP exchange: Linux listens behind hostfwd, or connects to $SERVER:18515, which
-    // guestfwd hands to the launcher's listener.
-    // Linux as client: the launcher's listener holds its port from the start (no window in
-    // which another run could take it); as server: QEMU's hostfwd binds a port given once.
-    let (port, listener) = match run.role {
-        Role::Client => {
-            let l = std::net::TcpListener::bind(("127.0.0.1", 0))
-                .map_err(|e| skip(format!("listen on 127.0.0.1: {e}")))?;
-            l.set_nonblocking(true)
-                .map_err(|e| skip(format!("listener: {e}")))?;
-            let port = l
-                .local_addr()
-                .map(|a| a.port())
-                .map_err(|e| skip(format!("listener: {e}")))?;
-            (port, Some(l))
-        }
-        Role::Server => (free_port()?, None),
-    };
-    let user_net = match run.role {
-        Role::Server => format!("hostfwd=tcp:127.0.0.1:{port}-:{OOB_PORT}"),
-        Role::Client => format!("guestfwd=tcp:{SERVER_IP}:{OOB_PORT}-tcp:127.0.0.1:{port}"),
-    };
-    let linux = LinuxPeer {
-        link: Link::Connect(wire.clone()),
-        ip: format!("{PEER_IP}/24"),
-        mac: PEER_MAC,
-        neigh: Some((UNIKERNEL_IP.into(), UNIKERNEL_MAC)),
-        cmd: run.cmd.replace("$SERVER", SERVER_IP),
-        wait_ping: None,
-        delay: None,
-        user_net: Some(user_net),
-        pcap: run.pcap.clone(),
-        timeout: run.timeout,
-    };
+    let linux = linux_side(run, wire.clone());
 
     // The unikernel first: its HCA's listener must exist before Linux's QEMU connects.
     let mut uk = prepared
         .cmd
-        .stdin(Stdio::piped())
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| skip(format!("starting QEMU for the unikernel: {e}")))?;
-    let to_uk = Arc::new(Mutex::new(uk.stdin.take()));
-    let uk_ready = Arc::new(AtomicBool::new(false));
-    let (tx_tcp, rx_tcp) = mpsc::channel::<Vec<u8>>();
     let (tx_out, rx_out) = mpsc::channel::<String>();
     let readers = vec![
-        uk_lines(
+        lines(
             uk.stdout.take().expect("piped"),
             tx_out.clone(),
-            Some((tx_tcp, uk_ready.clone())),
+            "unikernel| ",
             echo,
         ),
-        uk_lines(uk.stderr.take().expect("piped"), tx_out.clone(), None, echo),
+        lines(
+            uk.stderr.take().expect("piped"),
+            tx_out,
+            "unikernel| ",
+            echo,
+        ),
     ];
     let deadline = Instant::now() + Duration::from_secs(30);
     while !wire.exists() {
@@ -232,44 +236,34 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let pipe = {
-        let (stop, to_uk, log, ready) = (
-            stop.clone(),
-            to_uk.clone(),
-            tx_out.clone(),
-            uk_ready.clone(),
-        );
-        let role = run.role;
-        std::thread::spawn(move || tcp_pipe(role, port, listener, rx_tcp, to_uk, ready, stop, log))
-    };
-    let lx = match linux.spawn(&image, "linux| ", echo) {
+    let mut lx = match linux.spawn(&image, "linux| ", echo) {
         Ok(l) => l,
         Err(e) => {
             let _ = uk.kill();
             let _ = uk.wait();
-            stop.store(true, Ordering::Relaxed);
-            let _ = pipe.join();
             return Err(e);
         }
     };
     // Wait for the unikernel; once it is done, Linux gets a grace period to finish.
     let waiting = crate::progress::Step::start("waiting for Linux (TCG) and the unikernel");
     let uk_deadline = Instant::now() + run.timeout;
-    let mut mut_lx = lx;
     let mut linux_gone: Option<Instant> = None;
+    let mut service_stopped = false;
     let status = loop {
         if let Ok(Some(st)) = uk.try_wait() {
             break Some(st);
         }
-        // Linux ended (or its QEMU failed): the unikernel gets a few seconds, then is stopped.
-        if linux_gone.is_none() && mut_lx.child.try_wait().ok().flatten().is_some() {
+        // Linux ended (or its QEMU failed): the unikernel gets a while to finish, then is
+        // stopped (a service at once: it serves until stopped).
+        if linux_gone.is_none() && lx.child.try_wait().ok().flatten().is_some() {
             linux_gone = Some(Instant::now());
         }
-        let gone_long = linux_gone.is_some_and(|t| t.elapsed() > Duration::from_secs(5));
+        let grace = unikernel_grace(service, lx.saw("PEER: CMD_EXIT rc=0 "));
+        let gone_long = linux_gone.is_some_and(|t| t.elapsed() > grace);
         if Instant::now() >= uk_deadline || gone_long {
             let _ = uk.kill();
             let _ = uk.wait();
+            service_stopped = service && gone_long;
             break None;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -278,14 +272,12 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         let _ = r.join();
     }
     // Linux prints its counters and powers off by itself once its command ends.
-    let mut lx = mut_lx;
-    let uk_ok =
-        status.is_some_and(|st| crate::decode_exit(st, "app: exit=0") == crate::Verdict::Exited(0));
+    let uk_ok = service_stopped
+        || status
+            .is_some_and(|st| crate::decode_exit(st, "app: exit=0") == crate::Verdict::Exited(0));
     lx.timeout = lx.start.elapsed() + Duration::from_secs(if uk_ok { 60 } else { 4 });
     let linux_out = lx.finish();
     drop(waiting);
-    stop.store(true, Ordering::Relaxed);
-    let _ = pipe.join();
     prepared.cleanup();
     let uk_out: String = rx_out.try_iter().collect();
     let verdict = match status {
@@ -295,6 +287,7 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     Ok(PeerRunResult {
         linux: linux_out,
         unikernel: verdict,
+        service_stopped,
         unikernel_output: uk_out,
         wall: t0.elapsed(),
     })
@@ -312,6 +305,7 @@ pub fn cli(o: &crate::Options) -> i32 {
             Role::Server
         },
         pcap: o.peer_pcap.clone(),
+        static_neigh: o.peer_neigh,
         unikernel: o.clone(),
         timeout: o.timeout,
     };
@@ -332,6 +326,7 @@ pub fn cli(o: &crate::Options) -> i32 {
             };
             let uk = match &r.unikernel {
                 crate::Verdict::Exited(0) => "ok".to_string(),
+                _ if r.service_stopped => "served until stopped".to_string(),
                 v => format!("{v:?}"),
             };
             eprintln!(
@@ -341,7 +336,7 @@ pub fn cli(o: &crate::Options) -> i32 {
             );
             if r.ok() {
                 0
-            } else if r.unikernel != crate::Verdict::Exited(0) {
+            } else if r.unikernel != crate::Verdict::Exited(0) && !r.service_stopped {
                 r.unikernel.exit_status().max(1)
             } else {
                 1

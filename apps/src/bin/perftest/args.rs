@@ -47,6 +47,8 @@ pub(crate) struct Opts {
     /// ([`rdma_checks::recv_ring::send_rx_depth`]); `DEF_RX_RDMA` (1) for the others, which
     /// post none.
     pub(crate) rx_depth: u64,
+    /// `-p`: the TCP port of the exchange.
+    pub(crate) port: u16,
 }
 
 impl Opts {
@@ -108,6 +110,7 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
         events: false,
         qp_timeout: 14,
         rx_depth: 1,
+        port: oob::TOOL_PORT,
     };
     let mut margin: Option<u64> = None;
     while let Some(a) = it.next() {
@@ -155,7 +158,11 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
                 let v = val("-f")?;
                 margin = Some(oob::parse_num(v).ok_or(format!("-f {v}: not a number of seconds"))?);
             }
-            "-x" | "--gid-index" | "-d" | "--ib-dev" | "-p" | "--port" | "-i" | "--ib-port" => {
+            "-p" | "--port" => {
+                let v = val("-p")?;
+                o.port = oob::parse_port(v).ok_or(format!("-p {v}: not a TCP port"))?;
+            }
+            "-x" | "--gid-index" | "-d" | "--ib-dev" | "-i" | "--ib-port" => {
                 val(a)?;
             }
             "-u" | "--qp-timeout" => {
@@ -218,12 +225,4 @@ pub(crate) fn mtu_of(e: u8) -> Mtu {
         5 => Mtu::Mtu4096,
         _ => Mtu::Mtu1024,
     }
-}
-
-pub(crate) fn peer_mac(cmdline: &str) -> Option<[u8; 6]> {
-    let v = cmdline
-        .split_ascii_whitespace()
-        .filter_map(|w| w.strip_prefix("peer_mac="))
-        .next_back()?;
-    oob::unhex(&v.replace(':', ""))?.try_into().ok()
 }

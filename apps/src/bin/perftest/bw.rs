@@ -93,8 +93,7 @@ pub(crate) fn bw_requester<H: Hal>(
         if done == posted {
             continue;
         }
-        let wc =
-            wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
+        let wc = r.wait_send()?;
         ok_wc(&wc, "work request")?;
         if clock.is_none() {
             tc.push(now());

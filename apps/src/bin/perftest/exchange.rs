@@ -56,14 +56,13 @@ pub(crate) fn xchg(
     mine: &[u8],
     what: &str,
 ) -> Result<Vec<u8>, String> {
+    let err = |e: OobError| format!("exchange of the {what}: {e}");
     if client {
-        link.send(mine);
+        link.send(mine).map_err(err)?;
     }
-    let theirs = link
-        .recv(mine.len())
-        .map_err(|e| format!("exchange of the {what}: {e:?}"))?;
+    let theirs = link.recv(mine.len()).map_err(err)?;
     if !client {
-        link.send(mine);
+        link.send(mine).map_err(err)?;
     }
     Ok(theirs)
 }

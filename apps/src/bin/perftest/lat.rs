@@ -9,6 +9,7 @@ pub(crate) fn poll_byte<H: Hal>(
     off: u64,
     want: u8,
     clock: Option<&Clock>,
+    link: &mut Oob,
 ) -> Result<bool, String> {
     let deadline = Deadline::after(WAIT);
     let mut spins = 0u32;
@@ -22,6 +23,7 @@ pub(crate) fn poll_byte<H: Hal>(
         }
         spins = spins.wrapping_add(1);
         if spins.is_multiple_of(64) {
+            link.tick();
             if clock.is_some_and(|c| c.phase() == Phase::End) {
                 return Ok(false);
             }
@@ -52,7 +54,7 @@ pub(crate) fn write_lat<H: Hal>(
     while (scnt < n || ccnt < n || rcnt < n) && !ended(&clock) {
         if rcnt < n && !(scnt < 1 && server) {
             rcnt += 1;
-            if !poll_byte(&r.mr, poll_at, rcnt as u8, clock.as_ref())? {
+            if !poll_byte(&r.mr, poll_at, rcnt as u8, clock.as_ref(), &mut r.link)? {
                 break;
             }
         }
@@ -74,8 +76,7 @@ pub(crate) fn write_lat<H: Hal>(
                 .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
         }
         if ccnt < n {
-            let wc =
-                wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
+            let wc = r.wait_send()?;
             ok_wc(&wc, "WRITE")?;
             ccnt += 1;
             if clock.is_some_and(|c| c.phase() == Phase::Sample) {
@@ -159,8 +160,7 @@ pub(crate) fn read_lat<H: Hal>(
         r.qp.post_send(&[wr])
             .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
         scnt += 1;
-        let wc =
-            wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
+        let wc = r.wait_send()?;
         ok_wc(&wc, "READ")?;
         let got = read(&r.mr, at, size)?;
         match &first {
@@ -207,8 +207,7 @@ pub(crate) fn send_lat<H: Hal>(
     let ended = |c: &Option<Clock>| c.is_some_and(|c| c.phase() == Phase::End);
     while (scnt < n || rcnt < n) && !ended(&clock) {
         if rcnt < n && !(scnt < 1 && client) {
-            let Some(wc) = wait_cq(&mut r.rcq, r.rch.as_ref(), &mut r.events, clock.as_ref())?
-            else {
+            let Some(wc) = r.wait_recv(clock.as_ref())? else {
                 break;
             };
             if rcnt == 0 {
@@ -240,8 +239,7 @@ pub(crate) fn send_lat<H: Hal>(
             };
             r.qp.post_send(&[wr])
                 .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
-            let wc =
-                wait_cq(&mut r.scq, r.sch.as_ref(), &mut r.events, None)?.ok_or("no completion")?;
+            let wc = r.wait_send()?;
             ok_wc(&wc, "SEND")?;
         }
     }

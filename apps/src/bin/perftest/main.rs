@@ -4,17 +4,19 @@
 //! Linux (`cargo run -- --peer linux --peer-cmd 'ib_write_lat -d rxe0 -x $GID -F'`).
 //!
 //! Cmdline: `perftest TOOL [-s SIZE] [-n ITERS] [-a] [-D SECS [-f MARGIN]] [-e] [-m MTU] [-u TIMEOUT]
-//! [-A FETCH_AND_ADD|CMP_AND_SWAP] [-x GID] [-d DEV] [-F] [SERVER] role=server|client
-//! ip=A.B.C.D/N peer_mac=MAC`, the tool's own spelling; `-x`, `-d`, `-F`, `-p`, `-i` are
-//! accepted and ignored (the GID is `ip=`'s, the TCP port the launcher's). Defaults and
-//! refusals as perftest's (src/perftest_parameters.c `init_perftest_params`,
+//! [-A FETCH_AND_ADD|CMP_AND_SWAP] [-p PORT] [-x GID] [-d DEV] [-F] [SERVER] role=server|client
+//! ip=A.B.C.D/N [peer=A.B.C.D] [neigh=A.B.C.D,MAC]`, the tool's own spelling; `-x`, `-d`, `-F`,
+//! `-i` are accepted and ignored (the GID is `ip=`'s). `-p` is the TCP port of the exchange
+//! (18515); as server this side listens on it, as client it connects to `peer=` on it. The
+//! peer's MAC comes by ARP for the IPv4 address of the GID it sent (apps/src/stack.rs).
+//! Defaults and refusals as perftest's (src/perftest_parameters.c `init_perftest_params`,
 //! `force_dependecies`, `parser`): `-s` 65536 (bw), 2 (lat), 8 (atomic, the only size); `-n`
 //! 5000 (ib_write_bw), else 1000, at least 5 (`MIN_ITER`); `-a` runs the sizes 2^1 .. 2^23
 //! (`MAX_SIZE`); `-D` with `-a` or `-e` is refused, `-e` with a WRITE tool is refused, `-a`
 //! with ib_atomic_bw is refused (its size cannot change). This side caps `-n` at 2^20 (it
 //! keeps a timestamp per iteration, as perftest does).
 //!
-//! The exchange, over the launcher's TCP pipe (apps/src/oob.rs), as perftest 4.5's
+//! The exchange, over TCP (apps/src/oob.rs), as perftest 4.5's
 //! src/perftest_communication.c and the tools' main()s (write_bw.c, read_bw.c, send_bw.c,
 //! atomic_bw.c, write_lat.c, read_lat.c, send_lat.c) do it; each step is `ctx_xchg_data`, the
 //! client writing first:
@@ -82,7 +84,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use apps::oob::{self, Oob};
+use apps::oob::{self, Oob, OobError, Side};
+use apps::stack::{self, KernelNode};
 use kernel::time::{Deadline, Instant};
 use kernel::{println, AppContext};
 use mlx5::{
@@ -90,6 +93,7 @@ use mlx5::{
     MemoryRegion, Mtu, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
     WcStatus, WorkCompletion,
 };
+use net::NetError;
 use rdma_checks::recv_ring::{send_rx_depth, RecvRing};
 
 mod args;
@@ -102,6 +106,9 @@ mod recv;
 mod report;
 mod res;
 mod target;
+
+/// What each side writes last (perftest_communication.c `ctx_close_connection`: `sizeof "done"`).
+const DONE: &[u8; 5] = b"done\0";
 
 use args::*;
 use buffer::*;
@@ -135,9 +142,9 @@ fn main(ctx: &AppContext) -> i32 {
 }
 
 fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
-    let mac = peer_mac(cmdline)
-        .ok_or("need peer_mac=aa:bb:cc:dd:ee:ff (the unikernel answers no ARP)")?;
-    let ip = oob::cmdline_ipv4(cmdline).ok_or("need ip=A.B.C.D/N")?;
+    let net = stack::net_args(cmdline).map_err(|e| format!("{e}"))?;
+    let side = Side::new(o.client, net.peer).map_err(|e| format!("{e}"))?;
+    let ip = net.ip.addr;
     let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
     let dev =
         Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
@@ -168,6 +175,8 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                     .map_err(|e| format!("write: {e:?}"))?;
             }
         }
+        let node = KernelNode::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
+        let link = Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?;
         let (sch, rch) = if o.events {
             (
                 Some(dev.create_comp_channel()),
@@ -213,6 +222,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             lay,
             events: [0; 3],
             recv_dirty: false,
+            link,
         };
         let ep = r.qp.endpoint();
         let dcaps = dev.caps();
@@ -230,28 +240,27 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             gid,
         };
 
-        let mut link = Oob::new(WAIT);
         let c = o.client;
         let mut v = [0u8; 16];
         v[..VERSION.len()].copy_from_slice(VERSION);
-        let theirs = xchg(&mut link, c, &v, "versions")?;
+        let theirs = xchg(&mut r.link, c, &v, "versions")?;
         let their_version: String =
             core::str::from_utf8(theirs.split(|&b| b == 0).next().unwrap_or(&[]))
                 .unwrap_or("?")
                 .into();
         let _ = xchg(
-            &mut link,
+            &mut r.link,
             c,
             &(CYCLE_BUFFER as u32).to_be_bytes(),
             "cycle buffers",
         )?;
         let _ = xchg(
-            &mut link,
+            &mut r.link,
             c,
             &(CACHE_LINE as u32).to_be_bytes(),
             "cache line sizes",
         )?;
-        let m = xchg(&mut link, c, &[b'0' + o.mtu, 0], "MTUs")?;
+        let m = xchg(&mut r.link, c, &[b'0' + o.mtu, 0], "MTUs")?;
         let their_mtu = m
             .first()
             .map(|b| b.wrapping_sub(b'0'))
@@ -284,13 +293,13 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         println!("{RESULT_LINE}");
         let km = key_msg(&me);
         let rem =
-            parse_key(&xchg(&mut link, c, &km, "keys")?).ok_or("the peer's keys are garbled")?;
+            parse_key(&xchg(&mut r.link, c, &km, "keys")?).ok_or("the peer's keys are garbled")?;
         let hs = |link: &mut Oob, what: &str| -> Result<(), String> {
             xchg(link, c, &km, what).map(|_| ())
         };
         if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
             // write_lat.c / read_lat.c shake hands twice before connecting.
-            hs(&mut link, "second key handshake")?;
+            hs(&mut r.link, "second key handshake")?;
         }
         println!(
             " local address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}",
@@ -300,6 +309,11 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             " remote address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}",
             rem.qpn, rem.psn, rem.rkey, rem.vaddr
         );
+        // The peer's MAC, by ARP for the address its GID carries.
+        let mac = r
+            .link
+            .peer_mac(&rem.gid)
+            .map_err(|e| format!("the peer's MAC: {e}"))?;
         let copts = ConnectOptions {
             mtu: mtu_of(mtu),
             sgid_index: sgid as u8,
@@ -320,8 +334,8 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             &copts,
         )
         .map_err(|e| format!("connect: {e:?}"))?;
-        hs(&mut link, "handshake after RTR")?;
-        hs(&mut link, "second handshake after RTR")?;
+        hs(&mut r.link, "handshake after RTR")?;
+        hs(&mut r.link, "second handshake after RTR")?;
 
         let remote = Remote {
             addr: rem.vaddr,
@@ -335,11 +349,24 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                 return Err(format!("this side's source buffer changed at byte {at}"));
             }
             hs(link, "closing handshake")?;
-            let d = xchg(link, c, b"done\0", "done")?;
-            if d != b"done\0" {
+            // perftest_communication.c `ctx_close_connection`: each side writes "done" and its
+            // NUL and closes without reading the other's. So the peer's comes whatever this
+            // side does, and the peer may have closed, and reset what arrives after (Linux
+            // does on a socket closed with data unread), before this side's is there.
+            let d = link
+                .recv(DONE.len())
+                .map_err(|e| format!("exchange of the done: {e}"))?;
+            if d != DONE {
                 return Err("the peer did not say done".into());
             }
-            Ok(())
+            match link.send(DONE) {
+                Ok(())
+                | Err(OobError::Stream {
+                    err: NetError::Reset | NetError::Closed,
+                    ..
+                }) => Ok(()),
+                Err(e) => Err(format!("exchange of the done: {e}")),
+            }
         };
         match (o.test, o.verb, c) {
             (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, true) => {
@@ -352,19 +379,19 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                     last = rep;
                 }
                 println!("{RESULT_LINE}");
-                hs(&mut link, "handshake after the run")?;
-                send_report(&mut link, c, &last)?;
-                close(&mut link, &r.mr)?;
+                hs(&mut r.link, "handshake after the run")?;
+                send_report(&mut r.link, c, &last)?;
+                close(&mut r.link, &r.mr)?;
             }
             (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, false) => {
                 print_bw_header();
-                hs(&mut link, "handshake after the run")?;
-                let theirs = recv_report(&mut link, c)?;
+                hs(&mut r.link, "handshake after the run")?;
+                let theirs = recv_report(&mut r.link, c)?;
                 print_bw_line(&theirs);
                 println!("{RESULT_LINE}");
                 // The client's run is over (its last WR completed before it shook hands).
                 notes.push(check_target(o, &r, theirs.iters)?);
-                close(&mut link, &r.mr)?;
+                close(&mut r.link, &r.mr)?;
             }
             (Test::Bw, Verb::Send, _) => {
                 print_bw_header();
@@ -374,7 +401,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                     } else {
                         Some(post_recvs(o, &mut r, s)?)
                     };
-                    hs(&mut link, "handshake before the run")?;
+                    hs(&mut r.link, "handshake before the run")?;
                     let (rep, note) = match ring {
                         None => bw_requester(o, &mut r, remote, s)?,
                         Some(ring) => receiver(o, &mut r, s, ring)?,
@@ -382,11 +409,11 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                     print_bw_line(&rep);
                     notes.push(note);
                     if o.all {
-                        hs(&mut link, "handshake after the size")?;
+                        hs(&mut r.link, "handshake after the size")?;
                     }
                 }
                 println!("{RESULT_LINE}");
-                close(&mut link, &r.mr)?;
+                close(&mut r.link, &r.mr)?;
             }
             (Test::Lat, Verb::Write, _) => {
                 print_lat_header(o);
@@ -402,10 +429,10 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                     notes.push(read_lat(o, &mut r, remote, s)?);
                 }
                 println!("{RESULT_LINE}");
-                close(&mut link, &r.mr)?;
+                close(&mut r.link, &r.mr)?;
             }
             (Test::Lat, Verb::Read, false) => {
-                close(&mut link, &r.mr)?;
+                close(&mut r.link, &r.mr)?;
                 println!("{RESULT_LINE}");
                 notes.push(check_target(o, &r, 0)?);
             }
@@ -413,11 +440,11 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                 print_lat_header(o);
                 for s in o.sizes() {
                     let ring = post_recvs(o, &mut r, s)?;
-                    hs(&mut link, "handshake before the run")?;
+                    hs(&mut r.link, "handshake before the run")?;
                     notes.push(send_lat(o, &mut r, s, ring)?);
                 }
                 println!("{RESULT_LINE}");
-                close(&mut link, &r.mr)?;
+                close(&mut r.link, &r.mr)?;
             }
             (Test::Lat, Verb::Atomic, _) => return Err("ib_atomic_lat is not supported".into()),
         }

@@ -138,7 +138,7 @@ pub(crate) fn receiver<H: Hal>(
             break;
         }
         let tw = now();
-        let Some(wc) = wait_cq(&mut r.rcq, r.rch.as_ref(), &mut r.events, clock.as_ref())? else {
+        let Some(wc) = r.wait_recv(clock.as_ref())? else {
             break;
         };
         let t = now();

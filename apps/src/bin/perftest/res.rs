@@ -3,7 +3,8 @@
 use super::*;
 
 /// Everything the run uses on the device. Fields drop in order: the QP before its CQs, the CQs
-/// before their channels, and the region last.
+/// before their channels, then the region, and last the exchange's connection with the
+/// Ethernet queue under it.
 pub(crate) struct Res<H: Hal> {
     pub(crate) qp: QueuePair<H>,
     pub(crate) scq: CompletionQueue<H>,
@@ -18,16 +19,38 @@ pub(crate) struct Res<H: Hal> {
     /// The receive slots hold a peer's bytes, not the pattern: a run with shared slots puts
     /// no pattern back (`recv::take_recv`).
     pub(crate) recv_dirty: bool,
+    /// The exchange's TCP connection and the IP stack under it, polled while the run waits.
+    pub(crate) link: Oob,
+}
+
+impl<H: Hal> Res<H> {
+    /// The next send completion ([`wait_cq`] of the send CQ).
+    pub(crate) fn wait_send(&mut self) -> Result<WorkCompletion, String> {
+        let ch = self.sch.as_ref();
+        wait_cq(&mut self.scq, ch, &mut self.events, None, &mut self.link)?
+            .ok_or_else(|| "no completion".into())
+    }
+
+    /// The next receive completion ([`wait_cq`] of the receive CQ), `None` when `stop`
+    /// reached its end first.
+    pub(crate) fn wait_recv(
+        &mut self,
+        stop: Option<&Clock>,
+    ) -> Result<Option<WorkCompletion>, String> {
+        let ch = self.rch.as_ref();
+        wait_cq(&mut self.rcq, ch, &mut self.events, stop, &mut self.link)
+    }
 }
 
 /// The next completion of `cq`, by polling or, with a channel (`-e`), by arming the CQ and
 /// waiting for its completion event (perftest `ctx_notify_events`). `None` when `stop` reached
-/// its end first.
+/// its end first. The IP stack under `link` is kept polled meanwhile ([`Oob::tick`]).
 pub(crate) fn wait_cq<H: Hal>(
     cq: &mut CompletionQueue<H>,
     ch: Option<&CompletionChannel<H>>,
     events: &mut [u64; 3],
     stop: Option<&Clock>,
+    link: &mut Oob,
 ) -> Result<Option<WorkCompletion>, String> {
     let deadline = Deadline::after(WAIT);
     let mut wc = [WorkCompletion::default(); 1];
@@ -45,6 +68,7 @@ pub(crate) fn wait_cq<H: Hal>(
         if deadline.expired() {
             return Err(format!("no completion in {WAIT:?}"));
         }
+        link.tick();
         match ch {
             None => core::hint::spin_loop(),
             Some(ch) => {
@@ -54,7 +78,16 @@ pub(crate) fn wait_cq<H: Hal>(
                     events[2] += 1;
                     return Ok(Some(wc[0]));
                 }
-                match ch.get_cq_event(WAIT) {
+                // ibv_get_cq_event, with the stack polled while no event has come.
+                let ev = loop {
+                    match ch.try_get_cq_event() {
+                        Ok(None) if deadline.expired() => break Err(mlx5::Error::Timeout),
+                        Ok(None) => link.tick(),
+                        Ok(Some(ev)) => break Ok(ev),
+                        Err(e) => break Err(e),
+                    }
+                };
+                match ev {
                     Ok(ev) if ev.cqn == cq.cqn() => {
                         cq.ack_events(1)
                             .map_err(|e| format!("ack_cq_events: {e:?}"))?;
