@@ -12,6 +12,26 @@ pub mod cqe {
     /// Size of a 64-byte CQE. With 128-byte CQEs the 64-byte CQE is the second half.
     pub const SIZE: usize = 64;
 
+    /// Bits of the responder CQE's `flags_rqpn` above the source QP number (bits 23:0, `wc->src_qp`),
+    /// as Linux drivers/infiniband/hw/mlx5/cq.c `handle_responder` reads them.
+    pub mod flags_rqpn {
+        /// Bits 23:0: the sender's QP number (UD: the DETH source QP).
+        pub const SRC_QP_MASK: u32 = 0xff_ffff;
+        /// Bits 29:28 (`g`): a non-zero value sets `IB_WC_GRH`; 1 = the 40-byte GRH / IP header
+        /// area was scattered in front of the payload (ucx src/uct/ib/mlx5/ib_mlx5.h
+        /// `UCT_IB_MLX5_CQE_FLAG_L3_IN_DATA` = 1 << 28).
+        pub const GRH_IN_DATA: u32 = 1 << 28;
+        /// Bits 25:24 (Ethernet link layer): the RoCE L3 header type (Linux
+        /// include/linux/mlx5/device.h `MLX5_CQE_ROCE_L3_HEADER_TYPE_*`).
+        pub const L3_TYPE_SHIFT: u32 = 24;
+        /// `MLX5_CQE_ROCE_L3_HEADER_TYPE_GRH` (RoCE v1).
+        pub const L3_GRH: u32 = 0x0;
+        /// `MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV6` (RoCE v2 over IPv6).
+        pub const L3_IPV6: u32 = 0x1;
+        /// `MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV4` (RoCE v2 over IPv4).
+        pub const L3_IPV4: u32 = 0x2;
+    }
+
     /// Byte offsets in `struct mlx5_cqe64` (rdma-core providers/mlx5/mlx5dv.h:1180; Linux
     /// include/linux/mlx5/device.h:830 agrees on every offset listed here).
     pub mod offset {

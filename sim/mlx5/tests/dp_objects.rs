@@ -473,13 +473,16 @@ fn qp_create_query_and_rejections() {
         set(&mut i, f.within(ctx), v);
         e.raw.exec(&i, 16).fails(status, syn);
     };
-    bad(
-        &mut e,
-        qpc::ST,
-        qp::st::UD.into(),
-        cmd_status::BAD_PARAM_ERR,
-        qps::UNSUPPORTED_ST,
-    );
+    // (UD and QP1 are implemented: tests/dp_ud.rs.)
+    for st in [qp::st::UC, qp::st::XRC, qp::st::DCI] {
+        bad(
+            &mut e,
+            qpc::ST,
+            st.into(),
+            cmd_status::BAD_PARAM_ERR,
+            qps::UNSUPPORTED_ST,
+        );
+    }
     bad(
         &mut e,
         qpc::PM_STATE,

@@ -99,6 +99,14 @@ fn fuzz_wire_frames_ipv6() {
 }
 
 #[test]
+fn fuzz_datagrams() {
+    smoke(Target::Ud, 1500);
+    // The tame steps got through: datagrams arrived.
+    let st = &fuzz::STATS;
+    assert!(st.ud_received.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
+
+#[test]
 fn fuzz_ethernet_queues() {
     smoke(Target::Eth, 1500);
     // The tame steps got through: frames went out and came in.

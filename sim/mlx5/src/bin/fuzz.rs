@@ -104,7 +104,7 @@ fn main() -> ExitCode {
     println!(
         "{total} iterations, nothing found (commands {} of which ok {}; CQEs {} of which ok {}; \
          hostile frames {} of which to a live QP {}; Ethernet frames sent {} received {}; \
-         SIGBUS caught {})",
+         datagrams received {}; SIGBUS caught {})",
         ld(&st.commands),
         ld(&st.commands_ok),
         ld(&st.cqes),
@@ -113,6 +113,7 @@ fn main() -> ExitCode {
         ld(&st.wire_hostile_to_qp),
         ld(&st.eth_sent),
         ld(&st.eth_received),
+        ld(&st.ud_received),
         mlx5_sim::memory::sigbus::caught()
     );
     if targets.contains(&fuzz::Target::Wire) || targets.contains(&fuzz::Target::Wire6) {

@@ -276,7 +276,9 @@ impl Caps {
         gen.both(g::LOG_MAX_TRANSPORT_DOMAIN, LOG_MAX_TRANSPORT_DOMAIN);
         gen.both(g::MAX_WQE_SZ_SQ, 1024);
         gen.both(g::MAX_WQE_SZ_RQ, 512);
-        // One Ethernet port with RoCE; RC transport only; atomics; page-fault capable (the ODP
+        // One Ethernet port with RoCE; RC and UD transports (UD QPs and the GSI QP,
+        // datapath/ud; the `ud` bit of Linux mlx5_ifc.h `cmd_hca_cap`); atomics;
+        // page-fault capable (the ODP
         // page reports no ODP transport, so no page faults are ever requested).
         gen.both(g::PORT_TYPE, mlx5_prm::hca_cap::port_type::ETH.into());
         gen.both(g::NUM_PORTS, 1);
@@ -286,6 +288,7 @@ impl Caps {
         gen.both(g::CQ_RESIZE, 1);
         gen.both(g::PG, 1);
         gen.both(g::RC, 1);
+        gen.both(g::UD, 1);
         gen.both(g::HCA_CAP_2, 1);
         gen.both(g::CQE_VERSION, 1);
         gen.both(g::LOCAL_CA_ACK_DELAY, 16);

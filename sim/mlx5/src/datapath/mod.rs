@@ -21,6 +21,7 @@ pub mod eth;
 pub mod mw;
 pub mod rc;
 pub(crate) mod steer;
+pub mod ud;
 pub mod umr;
 pub mod wqe;
 
@@ -317,6 +318,9 @@ fn sq_post_in(hca: &mut Dp<'_>, qpn: u32, raw: &mut [u8; MAX_WQE_BYTES]) {
                     // No send queue work yet; a READ reply may be streaming.
                     rc::pump(hca, qpn);
                     return;
+                }
+                if q.st.is_datagram() {
+                    return ud::sq_post(hca, qpn, raw);
                 }
                 if q.state != qp::state::RTS {
                     return;
@@ -634,7 +638,7 @@ pub(crate) fn post_qp_event(hca: &mut Dp<'_>, event_type: u8, qpn: u32) {
 }
 
 /// A DMA failure on a work queue: WQ_CATAS_ERROR event and the QP to ERR.
-fn wq_catastrophe(hca: &mut Dp<'_>, qpn: u32, why: &str) {
+pub(crate) fn wq_catastrophe(hca: &mut Dp<'_>, qpn: u32, why: &str) {
     hca.trace_note(format_args!(
         "QP {qpn:#x}: work queue catastrophic error: {why}"
     ));

@@ -165,7 +165,14 @@ counters! {
     RxDropBadTver = "rx_drop_bad_tver", ModelOnly("no PRM counter");
     /// RoCE frames to QP 0, which RoCE does not have (rxe_recv.c `hdr_check`).
     RxDropQp0 = "rx_drop_qp0", ModelOnly("no PRM counter");
-    /// Ethernet frames steered to an RQ that had no receive WQE posted (datapath/eth/rx.rs).
+    /// UD datagrams whose BTH P_Key does not match the receiving QP's P_Key table entry
+    /// (datapath/ud/recv.rs; IBTA §10.9.3).
+    RxDropPkey = "rx_drop_pkey", ModelOnly("nearest: hca_vport_context.pkey_violation_counter");
+    /// UD datagrams whose DETH Q_Key is not the receiving QP's (datapath/ud/recv.rs; IBTA
+    /// §10.2.4).
+    RxDropQkey = "rx_drop_qkey", ModelOnly("nearest: hca_vport_context.qkey_violation_counter");
+    /// Ethernet frames steered to an RQ that had no receive WQE posted (datapath/eth/rx.rs),
+    /// and UD datagrams that found no receive WQE (datapath/ud/recv.rs).
     OutOfBuffer = "out_of_buffer", QCounter("out_of_buffer");
     /// Non-RoCE frames to a unicast MAC the vport took (the port's, or any when promiscuous).
     RxEthUnicastFrames = "rx_eth_unicast_frames",

@@ -108,6 +108,21 @@ pub fn inline_seg(data: &[u8]) -> Vec<u8> {
     v
 }
 
+/// A 48-byte datagram segment (`struct mlx5_wqe_av` as Linux ah.c `create_ib_ah` and wr.c
+/// `set_datagram_seg` fill it) to QPN `dqpn` at `gid` / `mac`, Q_Key `qkey`, source GID
+/// index 0, UDP source port 0xc123, hop limit 64.
+pub fn av_seg(dqpn: u32, qkey: u32, gid: [u8; 16], mac: [u8; 6]) -> [u8; 48] {
+    let mut s = [0u8; 48];
+    s[0..4].copy_from_slice(&qkey.to_be_bytes());
+    s[8..12].copy_from_slice(&(dqpn | wqe::EXTENDED_UD_AV).to_be_bytes());
+    s[14..16].copy_from_slice(&0xc123u16.to_be_bytes());
+    s[20..26].copy_from_slice(&mac);
+    s[27] = 64;
+    s[28..32].copy_from_slice(&(1u32 << 30).to_be_bytes());
+    s[32..48].copy_from_slice(&gid);
+    s
+}
+
 /// A whole send WQE: ctrl segment (ds computed) + `segs`.
 pub fn send_wqe(opcode: u8, idx: u16, qpn: u32, fm_ce_se: u8, imm: u32, segs: &[&[u8]]) -> Vec<u8> {
     let body: usize = segs.iter().map(|s| s.len()).sum();
@@ -512,14 +527,32 @@ impl<D: Device> Env<D> {
 
     /// [`Env::qp`] in protection domain `pd`.
     pub fn qp_in_pd(&mut self, pd: u32, scq: &Cq, rcq: &Cq, log_sq: u32, log_rq: u32) -> Qp {
+        let st = qp::st::RC;
+        let q = self.qp_of_type(st, pd, scq, rcq, log_sq, log_rq);
+        q.unwrap_or_else(|d| panic!("CREATE_QP: {:#x} {:#x}", d.status(), d.syndrome()))
+    }
+
+    /// [`Env::qp_in_pd`] with service type `st` (`qpc.st`), or the failed command.
+    pub fn qp_of_type(
+        &mut self,
+        st: u8,
+        pd: u32,
+        scq: &Cq,
+        rcq: &Cq,
+        log_sq: u32,
+        log_rq: u32,
+    ) -> std::result::Result<Qp, Done> {
         let stride_log = 2; // 16 << 2 = 64 bytes: up to 4 scatter entries
         let bytes = (1usize << log_rq << (stride_log + 4)) + (64usize << log_sq);
         let buf = self.alloc(bytes.max(4096));
         let dbr = self.alloc(64);
-        let i = self.qp_input(pd, scq.cqn, rcq.cqn, log_sq, log_rq, stride_log, buf, dbr);
+        let mut i = self.qp_input(pd, scq.cqn, rcq.cqn, log_sq, log_rq, stride_log, buf, dbr);
+        set(&mut i, qpc::ST.within(create_qp_in::QPC), st.into());
         let d = self.raw.exec(&i, 16);
-        d.ok();
-        Qp {
+        if d.status() != cmd_status::OK {
+            return Err(d);
+        }
+        Ok(Qp {
             qpn: d.get(create_qp_out::QPN),
             buf,
             dbr,
@@ -531,7 +564,7 @@ impl<D: Device> Env<D> {
             rq_pi: 0,
             uar: self.uar,
             bf_half: 0,
-        }
+        })
     }
 
     /// A modify-QP input (RST2INIT / INIT2INIT / INIT2RTR / RTR2RTS / RTS2RTS layout).
@@ -603,6 +636,23 @@ impl<D: Device> Env<D> {
         set(&mut i, qpc_field(qpc::LOG_SRA_MAX), 2);
         set(&mut i, path_field(ads::ACK_TIMEOUT), timeout);
         i
+    }
+
+    /// RST → INIT → RTR → RTS of a UD or GSI QP as Linux moves one (qp.c
+    /// `__mlx5_ib_modify_qp`): port 1, P_Key index 0, Q_Key `qkey`, MTU `mtu` and message
+    /// size `2^log_msg_max`, first send PSN 0x10.
+    pub fn bring_up_datagram(&mut self, qpn: u32, qkey: u32, mtu: u32, log_msg_max: u32) {
+        let mut i = self.modify_input(opcode::RST2INIT_QP, qpn, 0);
+        set(&mut i, path_field(ads::VHCA_PORT_NUM), 1);
+        set(&mut i, qpc_field(qpc::Q_KEY), qkey);
+        self.raw.exec(&i, 16).ok();
+        let mut i = self.modify_input(opcode::INIT2RTR_QP, qpn, 0);
+        set(&mut i, qpc_field(qpc::MTU), mtu);
+        set(&mut i, qpc_field(qpc::LOG_MSG_MAX), log_msg_max);
+        self.raw.exec(&i, 16).ok();
+        let mut i = self.modify_input(opcode::RTR2RTS_QP, qpn, 0);
+        set(&mut i, qpc_field(qpc::NEXT_SEND_PSN), 0x10);
+        self.raw.exec(&i, 16).ok();
     }
 
     /// RST → INIT → RTR → RTS towards `remote_qpn` at `rgid`.

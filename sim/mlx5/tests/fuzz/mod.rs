@@ -1,5 +1,5 @@
 //! Fuzz targets for the emulated ConnectX-5: the command queue, commands, WQEs, BAR writes,
-//! the proxy socket, RoCEv2 frames on the port and the Ethernet queues (issue 7, "hostile input and a failing
+//! the proxy socket, RoCEv2 frames on the port, the Ethernet queues and UD datagrams (issue 7, "hostile input and a failing
 //! device").
 //!
 //! The rule they check: every garbage input gets a PRM error or is dropped. The model never
@@ -42,6 +42,7 @@ use super::raw::{self, Device, Raw};
 mod bar;
 mod cmd_queue;
 mod commands;
+mod datagrams;
 mod ethernet;
 mod guard;
 mod proxy;
@@ -51,6 +52,7 @@ mod wqes;
 use bar::BarFuzz;
 use cmd_queue::CmdQueueFuzz;
 use commands::CommandFuzz;
+use datagrams::UdFuzz;
 use ethernet::EthFuzz;
 pub use guard::{Guarded, GuardedRam, BASE, GUARD};
 use proxy::ProxyFuzz;
@@ -153,6 +155,9 @@ pub enum Target {
     Wire6 = 7,
     /// Hostile send WQEs on an Ethernet SQ and hostile frames into an RQ's hostile WQEs.
     Eth = 8,
+    /// Hostile UD send WQEs (datagram segments) between a UD QP and the GSI QP, hostile
+    /// receive WQEs.
+    Ud = 9,
 }
 
 pub const ALL_TARGETS: &[Target] = &[
@@ -164,6 +169,7 @@ pub const ALL_TARGETS: &[Target] = &[
     Target::Wire,
     Target::Wire6,
     Target::Eth,
+    Target::Ud,
 ];
 
 impl Target {
@@ -177,6 +183,7 @@ impl Target {
             Target::Wire => "wire",
             Target::Wire6 => "wire6",
             Target::Eth => "eth",
+            Target::Ud => "ud",
         }
     }
     pub fn parse(s: &str) -> Option<Target> {
@@ -229,6 +236,8 @@ pub struct Stats {
     /// Frames the `eth` target's SQ put on the port, and frames its RQ received.
     pub eth_sent: AtomicU64,
     pub eth_received: AtomicU64,
+    /// Datagrams the `ud` target's QPs received (successful receive CQEs).
+    pub ud_received: AtomicU64,
 }
 
 pub static STATS: Stats = Stats {
@@ -241,6 +250,7 @@ pub static STATS: Stats = Stats {
     wire_port: [const { AtomicU64::new(0) }; wire::PORT_COUNTERS.len()],
     eth_sent: AtomicU64::new(0),
     eth_received: AtomicU64::new(0),
+    ud_received: AtomicU64::new(0),
 };
 
 /// How long one step may take before it counts as a hang (generous: debug builds, two shared
@@ -383,5 +393,6 @@ fn new_epoch(target: Target, rng: &mut Rng) -> Box<dyn Epoch> {
         Target::Wire => Box::new(WireFuzz::new(rng, 0)),
         Target::Wire6 => Box::new(WireFuzz::new(rng, 300)),
         Target::Eth => Box::new(EthFuzz::new(rng)),
+        Target::Ud => Box::new(UdFuzz::new()),
     }
 }

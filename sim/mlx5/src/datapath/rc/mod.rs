@@ -251,6 +251,36 @@ pub fn ip_gid(ip: std::net::IpAddr) -> [u8; 16] {
     }
 }
 
+/// The IP header of a RoCE v2 packet from GID `sgid` to GID `rgid`: IPv4 when both are
+/// IPv4-mapped (DSCP and ECN from the traffic class `tclass`, DF set, TTL `hop`), else IPv6
+/// (traffic class `tclass`, the low 20 bits of `flow_label`, hop limit `hop`).
+pub(crate) fn ip_header(
+    sgid: &[u8; 16],
+    rgid: &[u8; 16],
+    tclass: u8,
+    flow_label: u32,
+    hop: u8,
+) -> IpHdr {
+    match (gid_v4(sgid), gid_v4(rgid)) {
+        (Some(src), Some(dst)) => IpHdr::V4(Ipv4Hdr {
+            dscp: tclass >> 2,
+            ecn: tclass & 3,
+            identification: 0,
+            dont_fragment: true,
+            ttl: hop,
+            src,
+            dst,
+        }),
+        _ => IpHdr::V6(Ipv6Hdr {
+            traffic_class: tclass,
+            flow_label: flow_label & 0xf_ffff,
+            hop_limit: hop,
+            src: Ipv6Addr::from(*sgid),
+            dst: Ipv6Addr::from(*rgid),
+        }),
+    }
+}
+
 /// The headers of a QP's frames, from its context (see the module documentation).
 fn frame_headers(hca: &Dp<'_>, q: &crate::objects::qp::Qp) -> RoceHeaders {
     let pri = qpc::PRIMARY_ADDRESS_PATH;
@@ -263,28 +293,25 @@ fn frame_headers(hca: &Dp<'_>, q: &crate::objects::qp::Qp) -> RoceHeaders {
         // rdma_get_udp_sport uses (0xC000..=0xFFFF).
         sport = 0xc000 | ((q.qpn ^ q.remote_qpn) & 0x3fff) as u16;
     }
-    let ip = match (gid_v4(&q.sgid), gid_v4(&q.path.rgid)) {
-        (Some(src), Some(dst)) => IpHdr::V4(Ipv4Hdr {
-            dscp,
-            ecn: 0,
-            identification: 0,
-            dont_fragment: true,
-            ttl: hop,
-            src,
-            dst,
-        }),
-        _ => IpHdr::V6(Ipv6Hdr {
-            traffic_class: dscp << 2,
-            flow_label: f(ads::FLOW_LABEL) & 0xf_ffff,
-            hop_limit: hop,
-            src: Ipv6Addr::from(q.sgid),
-            dst: Ipv6Addr::from(q.path.rgid),
-        }),
-    };
+    let ip = ip_header(&q.sgid, &q.path.rgid, dscp << 2, f(ads::FLOW_LABEL), hop);
+    let bth = Bth::new(Opcode::RC_ACKNOWLEDGE, q.remote_qpn, 0);
+    roce_headers(hca.mac(), q.path.rmac, ip, sport, bth, ExtHdrs::default())
+}
+
+/// The headers of a RoCE v2 frame from MAC `src` to `dst`, untagged, UDP source port `sport`
+/// (checksum 0, as rxe and the captures send it).
+pub(crate) fn roce_headers(
+    src: [u8; 6],
+    dst: [u8; 6],
+    ip: IpHdr,
+    sport: u16,
+    bth: Bth,
+    ext: ExtHdrs,
+) -> RoceHeaders {
     RoceHeaders {
         eth: EthHdr {
-            dst: q.path.rmac,
-            src: hca.mac(),
+            dst,
+            src,
             vlan: None,
         },
         ip,
@@ -292,8 +319,8 @@ fn frame_headers(hca: &Dp<'_>, q: &crate::objects::qp::Qp) -> RoceHeaders {
             src_port: sport,
             checksum: 0,
         },
-        bth: Bth::new(Opcode::RC_ACKNOWLEDGE, q.remote_qpn, 0),
-        ext: ExtHdrs::default(),
+        bth,
+        ext,
     }
 }
 
@@ -616,6 +643,12 @@ pub(crate) fn arrive_local(hca: &mut Dp<'_>, batch: &[RefPacket]) {
 /// Takes one packet that arrived at the port to its QP.
 pub(crate) fn arrive(hca: &mut Dp<'_>, a: Arrival) {
     match a {
+        Arrival::Frame(f) if f.hdrs.ext.deth.is_some() => {
+            // A datagram (UD SEND): for a UD QP or the GSI QP (crate::datapath::ud).
+            let ip = crate::roce::frame::eth_len(&f.hdrs.eth);
+            let at = f.bytes.get(ip..).unwrap_or(&[]);
+            crate::datapath::ud::recv::deliver(hca, &f.hdrs, at, f.payload());
+        }
         // Not RoCE: `poll_wire` hands Ethernet frames to NIC receive steering, not here.
         Arrival::Eth(_) => {}
         Arrival::Frame(f) => {

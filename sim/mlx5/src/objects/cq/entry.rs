@@ -71,6 +71,22 @@ impl Cqe {
         self
     }
 
+    /// Sets the bits of `flags_rqpn` above the remote QP number (`flags`: bits 31:24, as
+    /// [`mlx5_prm::cqe::flags_rqpn`] names them), keeping the QP number.
+    pub fn with_flags(mut self, flags: u32) -> Cqe {
+        let at = cqe::offset::FLAGS_RQPN;
+        let rqpn = u32::from_be_bytes([0, self.0[at + 1], self.0[at + 2], self.0[at + 3]]);
+        self.put32(at, (flags & !INDEX_MASK) | rqpn);
+        self
+    }
+
+    /// Sets `imm_inval_pkey` to the P_Key the packet carried (the GSI QP's receive CQEs:
+    /// Linux drivers/infiniband/hw/mlx5/cq.c `handle_responder` reads its low 16 bits).
+    pub fn with_pkey(mut self, pkey: u16) -> Cqe {
+        self.put32(cqe::offset::IMM_INVAL_PKEY, pkey.into());
+        self
+    }
+
     /// Sets `srqn_uidx` (bits 23:0: the QP's `user_index`, which rdma-core uses to find the QP
     /// when CQE version 1 is in use).
     pub fn with_user_index(mut self, uidx: u32) -> Cqe {

@@ -1,7 +1,7 @@
 //! Queue pairs: CREATE_QP / DESTROY_QP / QUERY_QP and the state-transition commands
 //! RST2INIT .. 2RST, with what every service type shares (the rings, states and
 //! transitions, the doorbell record, the CQ binding). What one service type has of its own
-//! is in its module: [`rc`] (the only type modelled so far).
+//! is in its module: [`rc`] and [`ud`] (UD, and the GSI QP: `qpc.st` QP1).
 //!
 //! Buffer layout (Linux drivers/infiniband/hw/mlx5/qp.c:1277 `_create_kernel_qp`): one buffer
 //! described by `pas[]`, the RQ first (`2^log_rq_size` WQEs of `16 << log_rq_stride` bytes),
@@ -14,7 +14,8 @@
 //! transition reads the fields the IB spec makes mandatory for it (ibv_modify_qp(3) "Required
 //! attributes", rdma-core libibverbs/man/ibv_modify_qp.3) from the qpc, and the optional ones only
 //! when their `opt_param_mask` bit is set; bits outside the Linux `opt_mask` table for that
-//! transition (qp.c `opt_mask[][][MLX5_QP_ST_RC]`) are refused with BAD_PARAM.
+//! transition and service type (qp.c `opt_mask[][][MLX5_QP_ST_*]`, [`rc`], [`ud`]) are
+//! refused with BAD_PARAM.
 
 use std::collections::VecDeque;
 
@@ -33,7 +34,7 @@ use crate::objects::Objects;
 pub mod syndrome {
     /// Input shorter than the command's fixed layout.
     pub const INPUT_TOO_SHORT: u32 = 0x5203_0001;
-    /// `qpc.st` is not RC.
+    /// `qpc.st` is none of RC, UD and QP1.
     pub const UNSUPPORTED_ST: u32 = 0x5203_0003;
     /// `qpc.pd` names no protection domain.
     pub const BAD_PD: u32 = 0x5203_0004;
@@ -91,6 +92,9 @@ pub mod syndrome {
     /// `counter_set_id` names neither set 0 nor an allocated Q counter set (model choice,
     /// crate::objects::counter).
     pub const BAD_COUNTER_SET: u32 = 0x5203_0030;
+    /// A QP of service type QP1 (the GSI QP) already exists: one per port (Linux
+    /// drivers/infiniband/hw/mlx5/gsi.c creates one hardware QP1 per port).
+    pub const GSI_EXISTS: u32 = 0x5203_0031;
 }
 
 /// The largest QPN.
@@ -103,25 +107,42 @@ pub const PORT_NUM: u32 = 1;
 pub const GID_TABLE_SEARCH: u32 = 256;
 
 /// The service types the model implements (`qpc.st`). What differs per type lives in one
-/// module each ([`rc`]); the QP commands reach it through `ServiceType::ops`, the one place
-/// that dispatches on the type.
+/// module each ([`rc`], [`ud`]); the QP commands reach it through `ServiceType::ops`, the one
+/// place that dispatches on the type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServiceType {
     /// Reliable connected.
     Rc,
+    /// Unreliable datagram.
+    Ud,
+    /// The port's GSI QP (`MLX5_QP_ST_QP1`, Linux drivers/infiniband/hw/mlx5/qp.c
+    /// `to_mlx5_st` for `MLX5_IB_QPT_HW_GSI`): a UD QP that the wire reaches as QPN 1.
+    Gsi,
 }
 
 impl ServiceType {
     /// The type `qpc.st` names, if the model implements it.
     fn of_st(st: u32) -> Option<ServiceType> {
-        (st == qp::st::RC as u32).then_some(ServiceType::Rc)
+        match st {
+            s if s == qp::st::RC as u32 => Some(ServiceType::Rc),
+            s if s == qp::st::UD as u32 => Some(ServiceType::Ud),
+            s if s == qp::st::QP1 as u32 => Some(ServiceType::Gsi),
+            _ => None,
+        }
     }
 
     /// The type's entry points.
     fn ops(self) -> &'static TypeOps {
         match self {
             ServiceType::Rc => &rc::OPS,
+            ServiceType::Ud => &ud::OPS,
+            ServiceType::Gsi => &ud::GSI_OPS,
         }
+    }
+
+    /// Whether the type is a datagram one (UD or GSI: [`crate::datapath::ud`]).
+    pub fn is_datagram(self) -> bool {
+        matches!(self, ServiceType::Ud | ServiceType::Gsi)
     }
 }
 
@@ -153,6 +174,7 @@ struct TypeOps {
 }
 
 pub mod rc;
+pub mod ud;
 pub(crate) mod wr;
 
 /// Where a connected QP's packets go.
@@ -221,6 +243,9 @@ pub struct Qp {
     pub(crate) rnr_retry: u32,
     pub(crate) log_rra_max: u32,
     pub(crate) log_sra_max: u32,
+    /// `qpc.q_key` (UD / GSI): the Q_Key received datagrams must carry, and the one a send
+    /// WQE's Q_Key with the top bit set stands for ([`crate::datapath::ud`]).
+    pub(crate) qkey: u32,
     // Requester runtime.
     /// Next PSN to send.
     pub(crate) npsn: u32,
@@ -301,6 +326,7 @@ impl Qp {
             rnr_retry: 0,
             log_rra_max: 0,
             log_sra_max: 0,
+            qkey: 0,
             npsn: 0,
             sq_next: 0,
             wrs: VecDeque::new(),
@@ -379,6 +405,8 @@ pub struct QpTable {
     /// row, and the hint answers those with one compare (a hint past the end, or naming
     /// another QP, only costs that compare).
     hint: std::sync::atomic::AtomicUsize,
+    /// The port's GSI QP (service type QP1), which the wire reaches as QPN 1.
+    gsi: Option<u32>,
 }
 
 impl QpTable {
@@ -434,6 +462,7 @@ impl QpTable {
     pub fn clear(&mut self) {
         self.keys.clear();
         self.qps.clear();
+        self.gsi = None;
     }
     /// QPNs of every QP, ascending (for timer scans).
     pub(crate) fn qpns(&self) -> Vec<u32> {
@@ -443,6 +472,11 @@ impl QpTable {
     pub fn state(&self, qpn: u32) -> Option<u8> {
         self.get(qpn).map(|q| q.state)
     }
+    /// The port's GSI QP (`qpc.st` QP1), if one exists: where packets to QPN 1 go.
+    pub fn gsi(&self) -> Option<u32> {
+        self.gsi
+    }
+
     /// Whether some QP belongs to protection domain `pd`: DEALLOC_PD is busy.
     pub fn uses_pd(&self, pd: u32) -> bool {
         self.qps.iter().any(|q| q.pd == pd)
@@ -454,6 +488,9 @@ impl QpTable {
 
     /// Adds QP `qpn` (a number [`QpTable::alloc_qpn`] gave: not in the table).
     fn insert(&mut self, qpn: u32, q: Qp) {
+        if q.st == ServiceType::Gsi {
+            self.gsi = Some(qpn);
+        }
         match self.keys.binary_search(&qpn) {
             Ok(i) => self.qps[i] = q,
             Err(i) => {
@@ -466,6 +503,9 @@ impl QpTable {
     /// Takes QP `qpn` out of the table.
     fn remove(&mut self, qpn: u32) -> Option<Qp> {
         let i = self.keys.binary_search(&qpn).ok()?;
+        if self.gsi == Some(qpn) {
+            self.gsi = None;
+        }
         self.keys.remove(i);
         Some(self.qps.remove(i))
     }
@@ -509,7 +549,7 @@ fn read_path(ctx: &[u8], path: Field) -> AddressPath {
     }
 }
 
-/// CREATE_QP (opcode 0x500): an RC QP in RESET.
+/// CREATE_QP (opcode 0x500): an RC, UD or GSI QP in RESET.
 pub(crate) fn create_qp(
     caps: &Caps,
     objects: &mut Objects,
@@ -523,6 +563,9 @@ pub(crate) fn create_qp(
         return Err(bad_param(syndrome::UMEM_UNSUPPORTED));
     }
     let st = ServiceType::of_st(get(ctx, qpc::ST)).ok_or(bad_param(syndrome::UNSUPPORTED_ST))?;
+    if st == ServiceType::Gsi && objects.qps.gsi().is_some() {
+        return Err(err(cmd_status::RES_BUSY, syndrome::GSI_EXISTS));
+    }
     if get(ctx, qpc::PM_STATE) != qp::pm::MIGRATED as u32 {
         return Err(bad_param(syndrome::BAD_PM_STATE));
     }
@@ -759,6 +802,35 @@ pub fn modify_qp(hca: &mut Dp<'_>, opcode: u16, input: &[u8], _output: &mut [u8]
     // Work posted before RTS runs now (the SQ doorbell may have rung earlier).
     if to == qp::state::RTS {
         crate::datapath::kick(hca, qpn);
+    }
+    Ok(())
+}
+
+/// The checks every service type's transitions share, made first: the port and P_Key index
+/// of RST2INIT and (with their optional bits) INIT2INIT, the path MTU and message size limit
+/// of INIT2RTR.
+fn check_shared(hca: &Dp<'_>, t: &Transition) -> CmdResult {
+    let (ctx, path) = (t.ctx, &t.path);
+    let opt = |bit: u32| t.mask & bit != 0;
+    match t.opcode {
+        opcode::RST2INIT_QP => check_port_pkey(path.port, path.pkey_index)?,
+        opcode::INIT2INIT_QP => {
+            if opt(qp::optpar::PRI_PORT) {
+                check_port_pkey(path.port, 0)?;
+            }
+            if opt(qp::optpar::PKEY_INDEX) {
+                check_port_pkey(PORT_NUM, path.pkey_index)?;
+            }
+        }
+        opcode::INIT2RTR_QP => {
+            if !(1..=5).contains(&get(ctx, qpc::MTU)) {
+                return Err(bad_param(syndrome::BAD_MTU));
+            }
+            if get(ctx, qpc::LOG_MSG_MAX) > hca.cap(cmd_hca_cap::LOG_MAX_MSG) {
+                return Err(bad_param(syndrome::MSG_SIZE_ABOVE_CAP));
+            }
+        }
+        _ => {}
     }
     Ok(())
 }

@@ -7,7 +7,10 @@
 
 use mlx5_prm::{ads, cmd_hca_cap, opcode, qp, qpc};
 
-use super::{check_port_pkey, Connect, Qp, Route, Transition, TypeOps, GID_TABLE_SEARCH, PORT_NUM};
+use super::{
+    check_port_pkey, check_shared, Connect, Qp, Route, Transition, TypeOps, GID_TABLE_SEARCH,
+    PORT_NUM,
+};
 use crate::control::result::{bad_param, get, CmdError};
 use crate::datapath::Dp;
 
@@ -53,25 +56,9 @@ fn allowed_optpar(op: u16) -> u32 {
 fn check(hca: &Dp<'_>, t: &Transition) -> Result<Connect, CmdError> {
     let (opcode, ctx, path) = (t.opcode, t.ctx, &t.path);
     let opt = |bit: u32| t.mask & bit != 0;
+    check_shared(hca, t)?;
     match opcode {
-        opcode::RST2INIT_QP => {
-            check_port_pkey(path.port, path.pkey_index)?;
-        }
-        opcode::INIT2INIT_QP => {
-            if opt(qp::optpar::PRI_PORT) {
-                check_port_pkey(path.port, 0)?;
-            }
-            if opt(qp::optpar::PKEY_INDEX) {
-                check_port_pkey(PORT_NUM, path.pkey_index)?;
-            }
-        }
         opcode::INIT2RTR_QP => {
-            if !(1..=5).contains(&get(ctx, qpc::MTU)) {
-                return Err(bad_param(syndrome::BAD_MTU));
-            }
-            if get(ctx, qpc::LOG_MSG_MAX) > hca.cap(cmd_hca_cap::LOG_MAX_MSG) {
-                return Err(bad_param(syndrome::MSG_SIZE_ABOVE_CAP));
-            }
             if get(ctx, qpc::REMOTE_QPN) < 2 {
                 return Err(bad_param(syndrome::BAD_REMOTE_QPN));
             }

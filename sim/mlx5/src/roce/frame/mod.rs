@@ -727,7 +727,8 @@ fn udp_len(hdrs: HdrSet, payload_len: usize) -> Option<usize> {
     (n <= 0xffff).then_some(n)
 }
 
-fn eth_len(eth: &EthHdr) -> usize {
+/// Bytes of the Ethernet header (with its VLAN tag, if any): where the IP header starts.
+pub fn eth_len(eth: &EthHdr) -> usize {
     ETH_HDR_LEN + if eth.vlan.is_some() { VLAN_TAG_LEN } else { 0 }
 }
 
