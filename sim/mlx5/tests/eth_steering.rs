@@ -17,9 +17,8 @@ use mlx5_prm::{
     delete_fte_in, destroy_flow_group_in, destroy_flow_table_in, destroy_tir_in, flow_context,
     flow_context_action as act, flow_table_context, flow_table_nic_cap, flow_table_prop_layout,
     fte_match_param, fte_match_set_lyr_2_4 as l24, hca_cap, match_criteria_enable,
-    modify_nic_vport_context_in, modify_nic_vport_field_select, nic_vport_context,
-    nic_vport_list_type, opcode, query_vport_counter_in, query_vport_counter_out,
-    set_flow_table_root_in, set_fte_in, Field,
+    nic_vport_context, nic_vport_list_type, opcode, query_vport_counter_in,
+    query_vport_counter_out, set_flow_table_root_in, set_fte_in, Field,
 };
 use mlx5_sim::link::Link;
 use mlx5_sim::roce::counters::Counter;
@@ -55,51 +54,6 @@ fn ipv4(dst: [u8; 6]) -> Vec<u8> {
     f.extend_from_slice(&[8, 0, 0, 0, 0, 0, 0, 0]);
     f.resize(60, 0);
     f
-}
-
-fn set_list(env: &mut Env, ty: u8, macs: &[[u8; 6]]) {
-    let mut i = input(
-        opcode::MODIFY_NIC_VPORT_CONTEXT,
-        0,
-        modify_nic_vport_context_in::BYTES + macs.len() * 8,
-    );
-    let fs = modify_nic_vport_context_in::FIELD_SELECT;
-    let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
-    set(
-        &mut i,
-        modify_nic_vport_field_select::ADDRESSES_LIST.within(fs),
-        1,
-    );
-    set(
-        &mut i,
-        nic_vport_context::ALLOWED_LIST_TYPE.within(ctx),
-        ty.into(),
-    );
-    set(
-        &mut i,
-        nic_vport_context::ALLOWED_LIST_SIZE.within(ctx),
-        macs.len() as u32,
-    );
-    let first = ctx.byte_offset() + nic_vport_context::CURRENT_UC_MAC_ADDRESS.byte_offset();
-    for (k, m) in macs.iter().enumerate() {
-        i[first + k * 8 + 2..first + k * 8 + 8].copy_from_slice(m);
-    }
-    env.raw.exec(&i, 16).ok();
-}
-
-/// MODIFY_NIC_VPORT_CONTEXT of the promiscuous modes: `mode` (`promisc_uc`, `_mc` or
-/// `_all`) on or off, the others off (Linux core/vport.c `mlx5_modify_nic_vport_promisc`).
-fn set_promisc(env: &mut Env, mode: Field, on: bool) {
-    let mut i = input(
-        opcode::MODIFY_NIC_VPORT_CONTEXT,
-        0,
-        modify_nic_vport_context_in::BYTES,
-    );
-    let fs = modify_nic_vport_context_in::FIELD_SELECT;
-    let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
-    set(&mut i, modify_nic_vport_field_select::PROMISC.within(fs), 1);
-    set(&mut i, mode.within(ctx), on.into());
-    env.raw.exec(&i, 16).ok();
 }
 
 /// A NIC_RX table of 4 entries, one group matching on EtherType, two entries: ARP dropped
@@ -191,8 +145,8 @@ fn every_frame_lands_in_its_counter() {
     assert_eq!(counter(&env, Counter::RxDropVportFilter), 2);
     assert_eq!(counter(&env, Counter::RxDropNotRoce), 0);
     // As mlx5e sets them: own MAC, broadcast. No root table yet.
-    set_list(&mut env, nic_vport_list_type::UC, &[mac]);
-    set_list(&mut env, nic_vport_list_type::MC, &[[0xff; 6]]);
+    eth_q::set_list(&mut env, nic_vport_list_type::UC, &[mac]);
+    eth_q::set_list(&mut env, nic_vport_list_type::MC, &[[0xff; 6]]);
     deliver(&env, &mut peer, eth([0xff; 6], 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropNoRootTable), 1);
     // The vport took it: QUERY_VPORT_COUNTER's received_eth_broadcast (packets, octets).
@@ -219,7 +173,7 @@ fn every_frame_lands_in_its_counter() {
     let other = [0x02, 0, 0, 0, 0, 0x55];
     deliver(&env, &mut peer, eth(other, 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropVportFilter), 3);
-    set_promisc(&mut env, nic_vport_context::PROMISC_UC, true);
+    eth_q::set_promisc(&mut env, nic_vport_context::PROMISC_UC, true);
     deliver(&env, &mut peer, eth(other, 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropSteeringRule), 2);
     // Hostile frames: a runt, a giant, a tagged one, an 802.3 one, a broken IPv4 header.
@@ -328,7 +282,7 @@ fn a_steered_frame_lands_in_the_receive_queue() {
     let (mut env, mut peer) = eth_q::env();
     let mac = env.mac;
     let mut x = eth_q::eth(&mut env);
-    set_list(&mut env, nic_vport_list_type::UC, &[mac]);
+    eth_q::set_list(&mut env, nic_vport_list_type::UC, &[mac]);
     let (ft, _deep, g) = tables(&mut env);
     fte_to(
         &mut env,
@@ -385,7 +339,7 @@ fn a_steered_frame_lands_in_the_receive_queue() {
 /// The vport promiscuous, and one root table whose single group (no criteria) takes every
 /// frame to TIR `tirn`.
 fn take_everything(env: &mut Env, tirn: u32) {
-    set_promisc(env, nic_vport_context::PROMISC_ALL, true);
+    eth_q::set_promisc(env, nic_vport_context::PROMISC_ALL, true);
     let mut t = input(opcode::CREATE_FLOW_TABLE, 0, create_flow_table_in::BYTES);
     let d = env.raw.exec(&t, create_flow_table_out::BYTES);
     d.ok();
