@@ -116,6 +116,15 @@ fn fuzz_ethernet_queues() {
 }
 
 #[test]
+fn fuzz_ethernet_port() {
+    smoke(Target::EthWire, 1500);
+    // Frames got through the port, the vport and the rules into the RQ, and were dropped.
+    let st = &fuzz::STATS;
+    assert!(st.eth_wire_received.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(st.eth_wire_dropped.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
+
+#[test]
 fn fuzz_regressions() {
     for &(target, seed, iters) in REGRESSIONS {
         // Only the epoch of the last iteration matters (a fresh device every EPOCH).
