@@ -443,3 +443,37 @@ fn hostile_frames_never_leave_the_posted_buffers() {
         snap.nonzero()
     );
 }
+
+/// A frame steered to the TIR while its RQ is in ERR (Linux en_main.c `mlx5e_modify_rq_state`
+/// RDY -> ERR) is dropped and counted in `rx_drop_rq_not_ready`: before, it was dropped in no
+/// counter at all (found by the `eth-wire` fuzz target, seed 0x1 iteration 311).
+#[test]
+fn a_frame_to_an_rq_in_err_is_dropped_and_counted() {
+    let (mut env, mut peer) = eth_q::env();
+    let mac = env.mac;
+    let mut x = eth_q::eth(&mut env);
+    take_everything(&mut env, x.tirn);
+    let buf = env.alloc(4096);
+    let lkey = env.mkey(buf, 4096, LW);
+    eth_q::post_rq(&env, &mut x.rq, &[(2048, lkey, buf)]);
+    eth_q::modify(
+        &mut env,
+        false,
+        x.rq.n,
+        mlx5_prm::rqc_state::RDY,
+        mlx5_prm::rqc_state::ERR,
+    )
+    .ok();
+    let dropped = |env: &Env| {
+        env.dev()
+            .with_hca(|h| h.port().counters().snapshot().rx_dropped())
+    };
+    let before = dropped(&env);
+    let mut frame = eth_q::udp_frame(b"to an RQ in ERR");
+    frame[..6].copy_from_slice(&mac);
+    deliver(&env, &mut peer, frame);
+    assert_eq!(counter(&env, Counter::RxDropRqNotReady), 1);
+    assert_eq!(dropped(&env), before + 1, "counted once, as a drop");
+    assert!(env.poll_cq(&mut x.rcq).is_none());
+    assert_eq!(env.read(buf, 64), vec![0; 64], "nothing written");
+}

@@ -269,6 +269,12 @@ impl Epoch for EthWireFuzz {
         }
         let want = rng.range(0, SLOTS) as usize;
         self.post(rng, want);
+        if rng.chance(30) {
+            // The RQ to ERR (Linux en_main.c `mlx5e_modify_rq_state`, as the RX reporter's
+            // recovery does): frames steered to it meanwhile are dropped, and counted.
+            let rq = self.x.rq.n;
+            e::modify(&mut self.env, false, rq, rqc_state::RDY, rqc_state::ERR);
+        }
         if rng.chance(50) {
             // A broadcast storm: more frames than WQEs, nothing reposted between them.
             let f = self.seed(rng, [0xff; 6]);
