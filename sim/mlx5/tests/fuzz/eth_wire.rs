@@ -162,7 +162,7 @@ impl EthWireFuzz {
 
     fn dst(&self, rng: &mut Rng) -> [u8; 6] {
         match rng.below(8) {
-            0 | 1 | 2 => self.mac,
+            0..=2 => self.mac,
             3 => rng.pick(&MC),
             4 => OTHER_UC,
             5 => LLDP_MC,
