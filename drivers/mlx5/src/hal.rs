@@ -220,25 +220,18 @@ impl<D: DmaBuffer> DmaMem<D> {
         Ok(())
     }
 
-    /// `f` over the `n` bytes at `off` in place, with no copy (a received frame handed to its
+    /// The `n` bytes at `off` in place, with no copy (a received frame handed to its
     /// consumer, as Linux en_rx.c `mlx5e_skb_from_cqe_linear` builds the skb over the receive
     /// buffer). Read after the completion was polled: the poll's read barrier orders it first.
     ///
     /// # Safety
-    /// The device does not write `[off, off + n)` while `f` runs (the buffer is not posted),
-    /// and nothing else holds a mutable view of it.
-    pub(crate) unsafe fn view<R>(
-        &self,
-        off: usize,
-        n: usize,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Result<R> {
+    /// The device does not write `[off, off + n)` while the slice lives (the buffer is not
+    /// posted), and nothing holds a mutable view of it meanwhile.
+    pub(crate) unsafe fn bytes(&self, off: usize, n: usize) -> Result<&[u8]> {
         self.check(off, n)?;
         // SAFETY: checked range inside the buffer; the caller keeps the device and other
-        // writers off it for the slice's life (the closure's).
-        Ok(f(unsafe {
-            core::slice::from_raw_parts(self.ptr.add(off), n)
-        }))
+        // writers off it for the slice's life.
+        Ok(unsafe { core::slice::from_raw_parts(self.ptr.add(off), n) })
     }
 
     /// The `n` bytes at `off`, to be written in place with no copy (a frame built in its

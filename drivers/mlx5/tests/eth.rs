@@ -377,13 +377,17 @@ fn close_destroys_every_object_and_frees_its_memory() {
 }
 
 /// A frame written in place by `send_with` arrives as `send` would send it; a refused one
-/// never runs its closure. `rx_pending` keeps the completion it finds for the next receive,
-/// which hands that same frame.
+/// never runs its closure. `rx_frame` hands the same frame in place until `rx_done` gives its
+/// buffer back; the buffer is then posted again and takes the next frame.
 #[test]
-fn a_frame_written_in_place_arrives_and_a_pending_frame_is_kept() {
+fn a_frame_written_in_place_arrives_and_a_held_frame_is_kept() {
     let ((_sa, ca), (_sb, cb)) = two_hcas();
-    let mut qa = ca.open_eth(&EthConfig::default()).expect("open a");
-    let mut qb = cb.open_eth(&EthConfig::default()).expect("open b");
+    let cfg = EthConfig {
+        sq_depth: 4,
+        rq_depth: 2,
+    };
+    let mut qa = ca.open_eth(&cfg).expect("open a");
+    let mut qb = cb.open_eth(&cfg).expect("open b");
     let f = frame(qb.mac(), qa.mac(), 200, 7);
     let built = qa.send_with(f.len(), |buf| {
         buf.copy_from_slice(&f);
@@ -395,14 +399,20 @@ fn a_frame_written_in_place_arrives_and_a_pending_frame_is_kept() {
         Err(EthError::FrameTooShort { len: 10, min: 14 })
     );
     let deadline = Instant::now() + Duration::from_secs(2);
-    let len = loop {
-        match qb.rx_pending() {
+    let got = loop {
+        match qb.rx_frame() {
             Ok(None) if Instant::now() < deadline => std::thread::yield_now(),
-            other => break other,
+            other => break other.map(|g| g.map(<[u8]>::to_vec)),
         }
     };
-    assert_eq!(len, Ok(Some(f.len())));
-    assert_eq!(qb.rx_pending(), Ok(Some(f.len())), "kept, not a second one");
-    assert_eq!(qb.try_recv(|g| g.to_vec()), Ok(Some(f.clone())));
+    assert_eq!(got, Ok(Some(f.clone())));
+    assert_eq!(qb.rx_frame(), Ok(Some(&f[..])), "held, not a second one");
+    qb.rx_done().expect("given back");
     assert_eq!(qb.recv(|g| g.len()), None);
+    // Every buffer of the ring, the given-back one too, takes a frame again.
+    for i in 0..6u8 {
+        let g = frame(qb.mac(), qa.mac(), 100, i);
+        qa.send(&g).expect("send");
+        assert_eq!(recv_one(&mut qb), Some(g), "frame {i}");
+    }
 }

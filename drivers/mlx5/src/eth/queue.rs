@@ -66,7 +66,8 @@ pub struct EthQueue<H: Hal> {
     /// ([`EthQueue::take_send_error`]).
     send_errors: u64,
     send_error: Option<EthError>,
-    /// A good receive completion [`EthQueue::rx_pending`] took, its buffer not yet reposted.
+    /// The good receive completion of the frame [`EthQueue::rx_frame`] handed, its buffer not
+    /// posted again yet.
     held: Option<WorkCompletion>,
     /// The RQ's Q counter set (released after the RQ: dropped after `Drop::drop`).
     counter: Option<Arc<CounterSetInner<H>>>,
@@ -461,13 +462,10 @@ impl<H: Hal> EthQueue<H> {
         let addr = self.iova + off as u64;
         // SAFETY: the slot is free (checked above) and not yet posted: the device does not
         // touch it while the WQE is built from it; `&mut self` excludes every other view.
-        unsafe {
-            mem.view(off, len, |frame| {
-                let ihs = inline_len(sq.inline, frame);
-                let rest = (len - ihs) as u32;
-                sq.post(hal, &frame[..ihs], lkey, addr + ihs as u64, rest)
-            })??
-        };
+        let frame = unsafe { mem.bytes(off, len)? };
+        let ihs = inline_len(sq.inline, frame);
+        let rest = (len - ihs) as u32;
+        sq.post(hal, &frame[..ihs], lkey, addr + ihs as u64, rest)?;
         Ok(())
     }
 
@@ -576,46 +574,56 @@ impl<H: Hal> EthQueue<H> {
     }
 
     /// [`EthQueue::recv`] with its errors: a receive that completed in error is reported
-    /// (its buffer posted again). `f` reads the frame in place in its receive buffer, which
-    /// is posted again once `f` returns (en_rx.c `mlx5e_skb_from_cqe_linear` builds the skb
-    /// over the buffer; the CQ poll's read barrier, `dma_rmb` in `mlx5_cqwq_get_cqe`, orders
-    /// the frame's bytes after the completion).
+    /// (its buffer posted again). `f` reads the frame in place ([`EthQueue::rx_frame`]), and
+    /// its buffer is posted again once `f` returns ([`EthQueue::rx_done`]).
     pub fn try_recv<R>(
         &mut self,
         f: impl FnOnce(&[u8]) -> R,
     ) -> core::result::Result<Option<R>, EthError> {
-        let Some(w) = self.rx_completion()? else {
+        let Some(frame) = self.rx_frame()? else {
             return Ok(None);
         };
-        let at = self.rx_at + w.wr_id as usize * self.rx_buf;
-        let len = w.byte_len as usize;
-        let mem = self.bufs.as_ref().ok_or(Error::Closed)?.mem()?;
-        // SAFETY: the buffer's completion was taken and the buffer is not posted again before
-        // `refill` below, after `f`: the device does not write it while `f` reads it; nothing
-        // writes it from the CPU.
-        let r = unsafe { mem.view(at, len, f)? };
-        self.refill()?;
+        let r = f(frame);
+        self.rx_done()?;
         Ok(Some(r))
     }
 
-    /// The length of the next received frame, if one is there: its completion is taken and
-    /// kept (its buffer not posted again) for the next [`EthQueue::try_recv`]. Errors as
-    /// `try_recv`'s.
-    pub fn rx_pending(&mut self) -> core::result::Result<Option<usize>, EthError> {
-        let w = self.rx_completion()?;
-        self.held = w;
-        Ok(w.map(|w| w.byte_len as usize))
+    /// The next received frame (without FCS), in place in its receive buffer, or `None` when
+    /// none is there. Its completion is kept, and the buffer not posted again, until
+    /// [`EthQueue::rx_done`]: until then this returns the same frame. As en_rx.c
+    /// `mlx5e_skb_from_cqe_linear` builds the skb over the buffer; the CQ poll's read
+    /// barrier (`dma_rmb` in `mlx5_cqwq_get_cqe`) orders the frame's bytes after the
+    /// completion. Errors as [`EthQueue::try_recv`]'s.
+    pub fn rx_frame(&mut self) -> core::result::Result<Option<&[u8]>, EthError> {
+        if self.held.is_none() {
+            self.held = self.rx_completion()?;
+        }
+        let Some(w) = self.held else {
+            return Ok(None);
+        };
+        let at = self.rx_at + w.wr_id as usize * self.rx_buf;
+        let mem = self.bufs.as_ref().ok_or(Error::Closed)?.mem()?;
+        // SAFETY: the buffer's completion was taken (the device wrote it and is done with it)
+        // and the buffer is posted again only by `rx_done` or `try_recv`, which need the
+        // queue mutably: the slice, which borrows the queue, is gone by then. Nothing writes
+        // a receive buffer from the CPU.
+        Ok(Some(unsafe { mem.bytes(at, w.byte_len as usize)? }))
     }
 
-    /// The next good receive completion (the one [`EthQueue::rx_pending`] kept, else one
-    /// polled), taken. One in error, or naming more bytes than its buffer holds (which the
+    /// Gives back the frame [`EthQueue::rx_frame`] handed: its buffer is posted again.
+    /// Nothing when no frame is held.
+    pub fn rx_done(&mut self) -> core::result::Result<(), EthError> {
+        if self.held.take().is_some() {
+            self.refill()?;
+        }
+        Ok(())
+    }
+
+    /// The next good receive completion, polled and taken. One in error, or naming more bytes than its buffer holds (which the
     /// device never writes past: a CQE the driver cannot take), is reported after the RQ
     /// is brought back or refilled.
     fn rx_completion(&mut self) -> core::result::Result<Option<WorkCompletion>, EthError> {
         self.ctx.check_alive()?;
-        if let Some(w) = self.held.take() {
-            return Ok(Some(w));
-        }
         let cq = self.rcq.as_mut().ok_or(Error::Closed)?;
         let mut wc = [WorkCompletion::default()];
         if cq.poll(&mut wc)? == 0 {
