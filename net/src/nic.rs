@@ -130,6 +130,8 @@ pub(crate) struct Reply {
 pub(crate) struct NicDevice<N: Nic> {
     nic: N,
     reply: RefCell<Reply>,
+    /// Frames the stack itself hands smoltcp before the NIC's (a static neighbour's ARP).
+    injected: Vec<Vec<u8>>,
     pub(crate) neighbours: Neighbours,
     pub(crate) stats: NicStats<N::Error>,
 }
@@ -144,6 +146,7 @@ impl<N: Nic> NicDevice<N> {
                 buf: vec![0; mtu],
                 len: None,
             }),
+            injected: Vec::new(),
             neighbours,
             stats: NicStats::default(),
         }
@@ -152,6 +155,11 @@ impl<N: Nic> NicDevice<N> {
     /// The NIC.
     pub(crate) fn nic(&self) -> &N {
         &self.nic
+    }
+
+    /// Hands `frame` to smoltcp as if received, before the NIC's next frame.
+    pub(crate) fn inject(&mut self, frame: Vec<u8>) {
+        self.injected.push(frame);
     }
 
     /// Gives back the NIC.
@@ -202,8 +210,10 @@ fn flush<N: Nic>(nic: &mut N, stats: &mut NicStats<N::Error>, reply: &RefCell<Re
     }
 }
 
-/// A received frame, read in place in the NIC's buffer when consumed.
+/// A received frame, read in place in the NIC's buffer when consumed (or a frame the stack
+/// injected).
 pub(crate) struct RxToken<'a, N: Nic> {
+    injected: Option<Vec<u8>>,
     nic: &'a mut N,
     neighbours: &'a mut Neighbours,
     stats: &'a mut NicStats<N::Error>,
@@ -213,11 +223,17 @@ pub(crate) struct RxToken<'a, N: Nic> {
 impl<N: Nic> phy::RxToken for RxToken<'_, N> {
     fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
         let RxToken {
+            injected,
             nic,
             neighbours,
             stats,
             reply,
         } = self;
+        if let Some(frame) = injected {
+            let r = f(&frame);
+            flush(nic, stats, reply);
+            return r;
+        }
         // The frame `receive` found is held by the NIC until `rx_done`; should it be gone,
         // smoltcp gets an empty frame, which it skips.
         let r = match nic.rx_frame() {
@@ -285,6 +301,7 @@ impl<N: Nic> Device for NicDevice<N> {
         let NicDevice {
             nic,
             reply,
+            injected,
             neighbours,
             stats,
         } = self;
@@ -293,8 +310,9 @@ impl<N: Nic> Device for NicDevice<N> {
             stats.tx_full += 1;
             return None;
         }
+        let injected = injected.pop();
         let mtu = nic.mtu();
-        loop {
+        while injected.is_none() {
             match nic.rx_frame() {
                 Ok(Some(frame)) if frame.len() > mtu => {
                     stats.rx_too_large += 1;
@@ -312,6 +330,7 @@ impl<N: Nic> Device for NicDevice<N> {
             }
         }
         let rx = RxToken {
+            injected,
             nic,
             neighbours,
             stats,
