@@ -105,9 +105,12 @@ fn accept_serves_one_connection_after_another() {
     // The closed connections are let go of: at once on the side that closed second (its
     // FIN acknowledged, Closed), after LINGER_US on the side that closed first (TimeWait).
     assert_eq!(b.open_sockets(), b.config().tcp_backlog);
+    // Both stacks keep running meanwhile, as two hosts do: the peer's ACK of our last FIN
+    // may still be on its way when the threads end.
     let until = after(&a, LINGER_US / 1000 + 100);
     while a.now_us() < until {
         a.poll();
+        b.poll();
         std::thread::yield_now();
     }
     assert_eq!(a.open_sockets(), 0);
