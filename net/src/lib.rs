@@ -11,7 +11,9 @@
 //!   ([`Stack::add_neighbour`]) answer `resolve` without asking.
 //! - **ICMP echo**: smoltcp answers pings to our address; [`Stack::ping`] sends one.
 //! - **TCP**: [`Stack::tcp_listen`] / [`Stack::tcp_accept`], [`Stack::tcp_connect`],
-//!   [`Stack::tcp_send_all`], [`Stack::tcp_recv`], [`Stack::tcp_recv_exact`],
+//!   [`Stack::tcp_send`] (queues what fits, never waits), [`Stack::tcp_queue_all`] (waits
+//!   for room only), [`Stack::tcp_send_all`] (waits for the acknowledgement),
+//!   [`Stack::tcp_recv`], [`Stack::tcp_recv_exact`],
 //!   [`Stack::tcp_close`], [`Stack::tcp_abort`].
 //! - **UDP**: [`Stack::udp_bind`], [`Stack::udp_send`], [`Stack::udp_recv`],
 //!   [`Stack::udp_close`].
@@ -69,7 +71,7 @@ mod udp;
 pub use arp::NEIGHBOUR_CAPACITY;
 pub use error::{ConfigError, NetError, Op};
 pub use nic::{Nic, NicError, NicStats};
-pub use stack::{Stack, StackConfig, ARP_RETRY_US, POLL_BUDGET};
+pub use stack::{Stack, StackConfig, ARP_RETRY_US, POLL_BUDGET, TX_BURST};
 pub use tcp::{TcpConn, TcpListener, LINGER_US};
 pub use udp::{Datagram, UdpSocket};
 

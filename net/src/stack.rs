@@ -25,6 +25,11 @@ pub const ARP_RETRY_US: u64 = 1_000_000;
 /// hold a caller that polls inside another wait.
 pub const POLL_BUDGET: usize = 64;
 
+/// The default of [`StackConfig::tx_burst`]: a connection sends up to 16 segments per
+/// [`Stack::poll`] (with 1460-byte segments, about a third of a 64 KiB window), far below the
+/// send queue of the driver's Ethernet queue, so a burst does not overrun it.
+pub const TX_BURST: usize = 16;
+
 /// The payload of the ICMP echo requests [`Stack::ping`] sends.
 const PING_PAYLOAD: &[u8] = b"unikernel net ping";
 
@@ -58,11 +63,17 @@ pub struct StackConfig {
     pub udp_packets: usize,
     /// How many payload bytes each UDP socket buffers in each direction.
     pub udp_buffer: usize,
+    /// How many egress passes one [`Stack::poll`] makes at most: smoltcp sends at most one
+    /// segment per socket per pass (smoltcp `src/iface/interface/mod.rs`
+    /// `Interface::socket_egress` calls each socket's `dispatch` once, and `dispatch` emits one
+    /// packet), so this bounds the segments a connection sends per poll. Passes stop early
+    /// once one sends nothing (or the NIC refuses a frame). 0 counts as 1.
+    pub tx_burst: usize,
 }
 
 impl StackConfig {
     /// Address `ip/prefix_len`, no gateway, 64 KiB TCP buffers each way, a backlog of 4,
-    /// 16 datagrams and 64 KiB of UDP payload each way.
+    /// 16 datagrams and 64 KiB of UDP payload each way, [`TX_BURST`] egress passes per poll.
     pub fn new(ip: Ipv4Addr, prefix_len: u8) -> Self {
         StackConfig {
             ip,
@@ -73,6 +84,7 @@ impl StackConfig {
             tcp_backlog: 4,
             udp_packets: 16,
             udp_buffer: 64 * 1024,
+            tx_burst: TX_BURST,
         }
     }
 }
@@ -173,9 +185,9 @@ impl<N: Nic, C: Clock> Stack<N, C> {
     }
 
     /// Runs the stack once: takes up to [`POLL_BUDGET`] received frames (answering ARP and
-    /// ping, feeding the sockets), sends what the sockets have to send, runs the TCP timers,
-    /// and lets go of closed sockets whose time is up. Call it often while waiting for
-    /// anything else.
+    /// ping, feeding the sockets), sends what the sockets have to send (up to
+    /// [`StackConfig::tx_burst`] segments per connection), runs the TCP timers, and lets go of
+    /// closed sockets whose time is up. Call it often while waiting for anything else.
     pub fn poll(&mut self) {
         let now = self.clock.now_us();
         let t = instant(now);
@@ -187,7 +199,12 @@ impl<N: Nic, C: Clock> Stack<N, C> {
                 break;
             }
         }
-        self.iface.poll_egress(t, &mut self.dev, &mut self.sockets);
+        for _ in 0..self.cfg.tx_burst.max(1) {
+            let r = self.iface.poll_egress(t, &mut self.dev, &mut self.sockets);
+            if r == smoltcp::iface::PollResult::None {
+                break;
+            }
+        }
         self.reap(now);
     }
 

@@ -193,8 +193,63 @@ impl<N: Nic, C: Clock> Stack<N, C> {
         }
     }
 
-    /// Sends all of `data` and waits until the peer acknowledged all of it.
+    /// Queues what of `data` fits in the connection's send buffer now: the count of bytes
+    /// taken (0 when the buffer is full), which the stack sends and retransmits as needed
+    /// from then on. Never waits: it polls the stack once, so what was queued starts leaving.
     /// [`NetError::Reset`] / [`NetError::Closed`] if the connection can no longer send.
+    /// [`Stack::tcp_send_all`] with empty data waits until everything queued is acknowledged.
+    pub fn tcp_send(&mut self, c: &TcpConn, data: &[u8]) -> Result<usize, NetError> {
+        self.own(c.stack)?;
+        let n = self.send_step(c.handle, data)?;
+        self.poll();
+        Ok(n)
+    }
+
+    /// Queues what of `data` fits now: the count, or why the connection can no longer send.
+    fn send_step(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, NetError> {
+        let sock = self.tcp(h);
+        if !sock.may_send() {
+            return Err(broken(sock.state()));
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        sock.send_slice(data).map_err(|_| broken(sock.state()))
+    }
+
+    /// Queues all of `data` in the connection's send buffer, waiting for room as the peer
+    /// acknowledges earlier bytes, and returns once the last byte is queued (not yet
+    /// acknowledged: [`Stack::tcp_send_all`] waits for that). [`NetError::Reset`] /
+    /// [`NetError::Closed`] if the connection can no longer send.
+    pub fn tcp_queue_all(
+        &mut self,
+        c: &TcpConn,
+        data: &[u8],
+        deadline: u64,
+    ) -> Result<(), NetError> {
+        self.own(c.stack)?;
+        let h = c.handle;
+        let mut sent = self.send_step(h, data)?;
+        if sent == data.len() {
+            self.poll();
+            return Ok(());
+        }
+        self.wait(deadline, Op::Send, |s| {
+            match s.send_step(h, &data[sent..]) {
+                Ok(n) => {
+                    sent += n;
+                    (sent == data.len()).then_some(Ok(()))
+                }
+                Err(e) => Some(Err(e)),
+            }
+        })?;
+        self.poll();
+        Ok(())
+    }
+
+    /// Sends all of `data` and waits until the peer acknowledged all of it (and everything
+    /// queued before it). [`NetError::Reset`] / [`NetError::Closed`] if the connection can no
+    /// longer send.
     pub fn tcp_send_all(
         &mut self,
         c: &TcpConn,

@@ -268,3 +268,62 @@ fn ports_and_handles_are_checked() {
     let l = a.tcp_listen(7).unwrap();
     assert_eq!(l.port(), 7);
 }
+
+/// `tcp_send` queues what fits in the send buffer and never waits: on a cut link the first
+/// call takes a whole buffer, the next nothing, and `tcp_queue_all` times out waiting for room;
+/// once the link is mended the rest is queued and everything arrives in order. A reset
+/// connection refuses.
+#[test]
+fn tcp_send_queues_what_fits() {
+    let (mut a, mut b, link) = stacks_with(|c| c.tcp_tx_buffer = 4096);
+    let mut l = b.tcp_listen(7).unwrap();
+    let (ca, cb) = both(
+        &mut a,
+        &mut b,
+        |a| {
+            let d = after(a, 5000);
+            a.tcp_connect(IP_B, 7, d)
+        },
+        |b| {
+            let d = after(b, 5000);
+            b.tcp_accept(&mut l, d)
+        },
+    );
+    let (ca, cb) = (ca.unwrap(), cb.unwrap());
+    let data = pattern(10_000, 3);
+    link.cut(true);
+    assert_eq!(a.tcp_send(&ca, &data), Ok(4096));
+    assert_eq!(a.tcp_send(&ca, &data[4096..]), Ok(0));
+    assert_eq!(a.tcp_send(&ca, &[]), Ok(0));
+    let d = after(&a, 100);
+    assert_eq!(
+        a.tcp_queue_all(&ca, &data[4096..], d),
+        Err(NetError::Timeout(Op::Send))
+    );
+    link.cut(false);
+    let (ra, rb) = both(
+        &mut a,
+        &mut b,
+        |a| {
+            let d = after(a, 10_000);
+            a.tcp_queue_all(&ca, &data[4096..], d)?;
+            a.tcp_send_all(&ca, &[], d)
+        },
+        |b| {
+            let d = after(b, 10_000);
+            let mut got = vec![0; data.len()];
+            b.tcp_recv_exact(&cb, &mut got, d).map(|()| got)
+        },
+    );
+    assert_eq!(ra, Ok(()));
+    assert!(rb.unwrap() == data, "the data differs");
+    b.tcp_abort(cb).unwrap();
+    let d = after(&a, 5000);
+    let r = loop {
+        match a.tcp_send(&ca, b"x") {
+            Ok(_) if a.now_us() < d => std::thread::yield_now(),
+            r => break r,
+        }
+    };
+    assert_eq!(r, Err(NetError::Reset));
+}

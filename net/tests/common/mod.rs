@@ -58,11 +58,11 @@ pub fn after<N: Nic>(s: &Stack<N, StdClock>, ms: u64) -> u64 {
 
 /// Runs `fa` on `a` and `fb` on `b` at once, each in its own thread; a stack whose closure
 /// is done keeps being polled until the other's is done too.
-pub fn both<N: Nic<Error: Send> + Send, RA: Send, RB: Send>(
-    a: &mut Stack<N, StdClock>,
-    b: &mut Stack<N, StdClock>,
-    fa: impl FnOnce(&mut Stack<N, StdClock>) -> RA + Send,
-    fb: impl FnOnce(&mut Stack<N, StdClock>) -> RB + Send,
+pub fn both<N: Nic<Error: Send> + Send, C: Clock + Send, RA: Send, RB: Send>(
+    a: &mut Stack<N, C>,
+    b: &mut Stack<N, C>,
+    fa: impl FnOnce(&mut Stack<N, C>) -> RA + Send,
+    fb: impl FnOnce(&mut Stack<N, C>) -> RB + Send,
 ) -> (RA, RB) {
     let done = AtomicUsize::new(0);
     std::thread::scope(|sc| {
@@ -73,10 +73,10 @@ pub fn both<N: Nic<Error: Send> + Send, RA: Send, RB: Send>(
 }
 
 /// Runs `f` on `s`, then polls `s` until `done` counts both closures.
-fn serve<N: Nic, R>(
-    s: &mut Stack<N, StdClock>,
+fn serve<N: Nic, C: Clock, R>(
+    s: &mut Stack<N, C>,
     done: &AtomicUsize,
-    f: impl FnOnce(&mut Stack<N, StdClock>) -> R,
+    f: impl FnOnce(&mut Stack<N, C>) -> R,
 ) -> R {
     let r = f(s);
     done.fetch_add(1, Ordering::SeqCst);
