@@ -165,14 +165,38 @@ fn request_repr(mac: [u8; 6], ip: Ipv4Address, target: Ipv4Address) -> ArpRepr {
 /// Writes an ARP request for `target` from `(mac, ip)` into `buf`, which is
 /// [`request_len`] bytes long.
 pub(crate) fn request(buf: &mut [u8], mac: [u8; 6], ip: Ipv4Address, target: Ipv4Address) {
+    let repr = request_repr(mac, ip, target);
+    emit(buf, EthernetAddress::BROADCAST, repr, mac);
+}
+
+/// Writes the Ethernet frame of ARP packet `repr` from `src` to `dst` into `buf`, which is
+/// exactly as long as the frame.
+fn emit(buf: &mut [u8], dst: EthernetAddress, repr: ArpRepr, src: [u8; 6]) {
     let mut frame = EthernetFrame::new_unchecked(buf);
     EthernetRepr {
-        src_addr: EthernetAddress(mac),
-        dst_addr: EthernetAddress::BROADCAST,
+        src_addr: EthernetAddress(src),
+        dst_addr: dst,
         ethertype: EthernetProtocol::Arp,
     }
     .emit(&mut frame);
-    request_repr(mac, ip, target).emit(&mut ArpPacket::new_unchecked(frame.payload_mut()));
+    repr.emit(&mut ArpPacket::new_unchecked(frame.payload_mut()));
+}
+
+/// The ARP reply `(mac, ip)` would send to our request (RFC 826, "Packet Reception": the
+/// sender's pair, to our own), which smoltcp's ARP input learns (smoltcp
+/// `src/iface/interface/ipv4.rs` `InterfaceInner::process_arp` fills its cache from any
+/// request or reply aimed at us). Fed to smoltcp so that its cache holds a static neighbour.
+pub(crate) fn reply(mac: [u8; 6], ip: Ipv4Address, own_mac: [u8; 6], own: Ipv4Address) -> Vec<u8> {
+    let repr = ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Reply,
+        source_hardware_addr: EthernetAddress(mac),
+        source_protocol_addr: ip,
+        target_hardware_addr: EthernetAddress(own_mac),
+        target_protocol_addr: own,
+    };
+    let mut buf = alloc::vec![0; EthernetFrame::<&[u8]>::buffer_len(repr.buffer_len())];
+    emit(&mut buf, EthernetAddress(own_mac), repr, mac);
+    buf
 }
 
 #[cfg(test)]

@@ -44,14 +44,14 @@
 //! - IPv4 only, one address, one subnet, an optional default gateway; no DHCP, DNS, IPv6,
 //!   multicast groups, IP fragmentation or reassembly, checksum offload, TSO/LRO.
 //! - Blocking calls spin (calling [`Clock::relax`]); there is no interrupt or waker.
-//! - smoltcp's own ARP cache is separate from the [`Stack::resolve`] table and cannot be
-//!   filled from outside: a static entry serves `resolve` only, TCP/UDP/ICMP still ARP for
-//!   their next hop.
+//! - smoltcp's own ARP cache is separate from the [`Stack::resolve`] table; a static entry
+//!   ([`Stack::add_neighbour`]) reaches it once, as an ARP reply handed to smoltcp, and
+//!   smoltcp asks by ARP again after its entry lifetime (a minute).
 //! - A dropped [`TcpConn`], [`TcpListener`] or [`UdpSocket`] handle leaves its socket in the
 //!   stack until the stack is dropped: close it.
-//! - The device under smoltcp copies each received frame once (a [`Nic`] lends it only for a
-//!   closure; smoltcp reads it later), and builds each frame it sends in its own buffer, which
-//!   [`Nic::send`] copies: on top of whatever copies the NIC makes itself.
+//! - smoltcp reads received frames and builds the frames it sends in place in the [`Nic`]'s
+//!   buffers, except a reply it builds while the frame it answers is still lent (an ACK, an
+//!   ARP or ICMP answer): that one is copied once into the NIC's transmit buffer.
 //!
 //! [smoltcp]: https://docs.rs/smoltcp/0.12
 

@@ -31,6 +31,9 @@ pub struct MemNic {
     /// 0 for end A, 1 for end B.
     end: usize,
     link: Arc<Shared>,
+    /// The transmit buffer, and the received frame handed until it is given back.
+    tx: Vec<u8>,
+    rx: Option<Vec<u8>>,
 }
 
 /// Cuts and mends the link, and counts its frames; clones control the same link.
@@ -62,6 +65,8 @@ pub fn pair(a: [u8; 6], b: [u8; 6], mtu: usize) -> (MemNic, MemNic, LinkControl)
         mtu,
         end,
         link: link.clone(),
+        tx: alloc::vec![0; mtu],
+        rx: None,
     };
     (end(a, 0), end(b, 1), LinkControl(link.clone()))
 }
@@ -78,13 +83,22 @@ impl Nic for MemNic {
         self.mtu
     }
 
-    fn send(&mut self, frame: &[u8]) -> Result<(), NicError<Self::Error>> {
-        if frame.len() > self.mtu {
-            return Err(NicError::FrameTooLarge {
-                len: frame.len(),
-                max: self.mtu,
-            });
+    /// The link takes every frame (a full receiver loses it, as on a wire).
+    fn can_send(&mut self) -> bool {
+        true
+    }
+
+    fn tx_buffer(&mut self, len: usize) -> Result<&mut [u8], NicError<Self::Error>> {
+        match self.tx.get_mut(..len) {
+            Some(buf) => Ok(buf),
+            None => Err(NicError::FrameTooLarge { len, max: self.mtu }),
         }
+    }
+
+    fn post_tx(&mut self, len: usize) -> Result<(), NicError<Self::Error>> {
+        let Some(frame) = self.tx.get(..len) else {
+            return Err(NicError::FrameTooLarge { len, max: self.mtu });
+        };
         let mut q = self.link.to[1 - self.end].lock();
         if self.link.cut.load(Ordering::Relaxed) || q.len() >= QUEUE_FRAMES {
             self.link.lost.fetch_add(1, Ordering::Relaxed);
@@ -95,8 +109,15 @@ impl Nic for MemNic {
         Ok(())
     }
 
-    fn recv<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let frame = self.link.to[self.end].lock().pop_front()?;
-        Some(f(&frame))
+    fn rx_frame(&mut self) -> Result<Option<&[u8]>, Self::Error> {
+        if self.rx.is_none() {
+            self.rx = self.link.to[self.end].lock().pop_front();
+        }
+        Ok(self.rx.as_deref())
+    }
+
+    fn rx_done(&mut self) -> Result<(), Self::Error> {
+        self.rx = None;
+        Ok(())
     }
 }

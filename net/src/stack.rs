@@ -229,9 +229,13 @@ impl<N: Nic, C: Clock> Stack<N, C> {
     }
 
     /// Adds a static neighbour: [`Stack::resolve`] answers `ip` with `mac` at once, and ARP
-    /// never replaces it. (smoltcp's own cache is not filled: see the crate docs.)
+    /// never replaces it. smoltcp's own cache learns it too, from an ARP reply the stack
+    /// hands it as if received (once: smoltcp forgets it after its entry lifetime, a minute,
+    /// and then asks by ARP).
     pub fn add_neighbour(&mut self, ip: Ipv4Addr, mac: [u8; 6]) {
         self.dev.neighbours.insert_static(ip, mac);
+        let (own_mac, own) = (self.mac(), self.cfg.ip);
+        self.dev.inject(arp::reply(mac, ip, own_mac, own));
     }
 
     /// The MAC of `ip` if the neighbour table holds it now (static or learned); never waits.

@@ -8,6 +8,7 @@ use net::{Nic, NicError, Stack, StackConfig};
 /// A NIC that refuses every frame and hands in one frame of `rx_len` bytes, once.
 struct Stubborn {
     rx_len: Option<usize>,
+    rx: Vec<u8>,
 }
 
 impl Nic for Stubborn {
@@ -18,12 +19,25 @@ impl Nic for Stubborn {
     fn mtu(&self) -> usize {
         MTU
     }
-    fn send(&mut self, _: &[u8]) -> Result<(), NicError<()>> {
+    fn can_send(&mut self) -> bool {
+        true
+    }
+    fn tx_buffer(&mut self, _: usize) -> Result<&mut [u8], NicError<()>> {
         Err(NicError::QueueFull)
     }
-    fn recv<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let len = self.rx_len.take()?;
-        Some(f(&vec![0xff; len]))
+    fn post_tx(&mut self, _: usize) -> Result<(), NicError<()>> {
+        Err(NicError::QueueFull)
+    }
+    fn rx_frame(&mut self) -> Result<Option<&[u8]>, ()> {
+        let Some(len) = self.rx_len else {
+            return Ok(None);
+        };
+        self.rx = vec![0xff; len];
+        Ok(Some(&self.rx))
+    }
+    fn rx_done(&mut self) -> Result<(), ()> {
+        self.rx_len = None;
+        Ok(())
     }
 }
 
@@ -32,6 +46,7 @@ fn refused_and_oversized_frames_are_counted() {
     let clock = StdClock(std::time::Instant::now());
     let nic = Stubborn {
         rx_len: Some(MTU + 1),
+        rx: Vec::new(),
     };
     let mut s = Stack::new(nic, clock, &StackConfig::new(IP_A, 24)).unwrap();
     let d = s.now_us() + 100_000;

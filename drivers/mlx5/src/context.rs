@@ -183,7 +183,7 @@ pub(crate) trait UmrHost {
     type Umr: Send;
 }
 
-/// What a dead device closes: a QP's send gate (`qp::WqShared`, which sits above the
+/// What a dead device closes: a QP's send gate (`wq::WqShared`, which sits above the
 /// context, implements it).
 pub(crate) trait SendGate: Send + Sync {
     /// Closes the gate: every later post fails.

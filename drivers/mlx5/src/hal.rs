@@ -220,6 +220,35 @@ impl<D: DmaBuffer> DmaMem<D> {
         Ok(())
     }
 
+    /// The `n` bytes at `off` in place, with no copy (a received frame handed to its
+    /// consumer, as Linux en_rx.c `mlx5e_skb_from_cqe_linear` builds the skb over the receive
+    /// buffer). Read after the completion was polled: the poll's read barrier orders it first.
+    ///
+    /// # Safety
+    /// The device does not write `[off, off + n)` while the slice lives (the buffer is not
+    /// posted), and nothing holds a mutable view of it meanwhile.
+    pub(crate) unsafe fn bytes(&self, off: usize, n: usize) -> Result<&[u8]> {
+        self.check(off, n)?;
+        // SAFETY: checked range inside the buffer; the caller keeps the device and other
+        // writers off it for the slice's life.
+        Ok(unsafe { core::slice::from_raw_parts(self.ptr.add(off), n) })
+    }
+
+    /// The `n` bytes at `off`, to be written in place with no copy (a frame built in its
+    /// transmit buffer); the doorbell's write barrier orders these stores before the device
+    /// reads them.
+    ///
+    /// # Safety
+    /// The device does not read or write `[off, off + n)` while the slice lives (the slot's
+    /// send completed or was never posted), and nothing else views it meanwhile.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn bytes_mut(&self, off: usize, n: usize) -> Result<&mut [u8]> {
+        self.check(off, n)?;
+        // SAFETY: checked range inside the buffer; the caller makes this the only view of it
+        // for the slice's life.
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.ptr.add(off), n) })
+    }
+
     /// Sets `n` bytes at `off` to `v`.
     pub fn fill(&self, off: usize, n: usize, v: u8) -> Result<()> {
         self.check(off, n)?;

@@ -61,6 +61,7 @@ pub mod uar;
 pub mod umr;
 pub mod verbs;
 mod wc;
+mod wq;
 
 mod rand;
 mod region;

@@ -22,7 +22,7 @@
 //!   current variant, so that a window invalidated locally or by a peer (which leaves the
 //!   variant) has the same key afterwards, the one the next bind names in its ctrl `imm`.
 //! - completions: rdma-core cq.c `handle_good_req` takes a UMR's opcode from `wr_data[idx]`
-//!   saved at post time (IBV_WC_BIND_MW / IBV_WC_LOCAL_INV); here `qp::SqSlot`'s
+//!   saved at post time (IBV_WC_BIND_MW / IBV_WC_LOCAL_INV); here `wq::SqSlot`'s
 //!   `wc_op`.
 //!
 //! The driver refuses before posting what verbs refuses (libibverbs `ibv_bind_mw`, rdma-core

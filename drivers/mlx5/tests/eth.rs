@@ -209,8 +209,9 @@ fn a_garbled_receive_completion_is_reported_and_the_queue_goes_on() {
     frames_arrive(&mut qa, &mut qb, 100);
 }
 
-/// A send completion the driver cannot read (garbled opcode) is reported by the next send;
-/// the frames sent after it complete, and with them the slot of the garbled one.
+/// A send completion the driver cannot read (garbled opcode) is found by the next send,
+/// which still posts its frame, and kept for the caller; the frames sent after it complete,
+/// and with them the slot of the garbled one.
 #[test]
 fn a_garbled_send_completion_is_reported_and_the_queue_goes_on() {
     let ((sa, ca), (_sb, cb)) = two_hcas();
@@ -222,24 +223,24 @@ fn a_garbled_send_completion_is_reported_and_the_queue_goes_on() {
     assert_eq!(recv_one(&mut qb), Some(f.clone()), "the frame went out");
     let deadline = Instant::now() + Duration::from_secs(2);
     let got = loop {
-        match qa.send(&f) {
-            Ok(()) if Instant::now() < deadline => {
-                let _ = recv_one(&mut qb);
-                std::thread::yield_now()
-            }
+        qa.send(&f).expect("posted, a failure found or not");
+        assert_eq!(recv_one(&mut qb), Some(f.clone()), "every frame went out");
+        match qa.take_send_error() {
+            None if Instant::now() < deadline => std::thread::yield_now(),
             other => break other,
         }
     };
     assert!(
         matches!(
             got,
-            Err(EthError::SendFailed {
+            Some(EthError::SendFailed {
                 status: WcStatus::BadCqe,
                 ..
             })
         ),
         "{got:?}"
     );
+    assert_eq!(qa.send_errors(), 1);
     frames_arrive(&mut qa, &mut qb, 100);
     drain(&mut qa);
 }
@@ -373,4 +374,45 @@ fn close_destroys_every_object_and_frees_its_memory() {
     assert_eq!(sa.with_hca(|h| h.pages().owned()), 0);
     drop(qb);
     cb.close().expect("teardown b");
+}
+
+/// A frame written in place by `send_with` arrives as `send` would send it; a refused one
+/// never runs its closure. `rx_frame` hands the same frame in place until `rx_done` gives its
+/// buffer back; the buffer is then posted again and takes the next frame.
+#[test]
+fn a_frame_written_in_place_arrives_and_a_held_frame_is_kept() {
+    let ((_sa, ca), (_sb, cb)) = two_hcas();
+    let cfg = EthConfig {
+        sq_depth: 4,
+        rq_depth: 2,
+    };
+    let mut qa = ca.open_eth(&cfg).expect("open a");
+    let mut qb = cb.open_eth(&cfg).expect("open b");
+    let f = frame(qb.mac(), qa.mac(), 200, 7);
+    let built = qa.send_with(f.len(), |buf| {
+        buf.copy_from_slice(&f);
+        42
+    });
+    assert_eq!(built, Ok(42));
+    assert_eq!(
+        qa.send_with(10, |_| panic!("a refused frame is not built")),
+        Err(EthError::FrameTooShort { len: 10, min: 14 })
+    );
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let got = loop {
+        match qb.rx_frame() {
+            Ok(None) if Instant::now() < deadline => std::thread::yield_now(),
+            other => break other.map(|g| g.map(<[u8]>::to_vec)),
+        }
+    };
+    assert_eq!(got, Ok(Some(f.clone())));
+    assert_eq!(qb.rx_frame(), Ok(Some(&f[..])), "held, not a second one");
+    qb.rx_done().expect("given back");
+    assert_eq!(qb.recv(|g| g.len()), None);
+    // Every buffer of the ring, the given-back one too, takes a frame again.
+    for i in 0..6u8 {
+        let g = frame(qb.mac(), qa.mac(), 100, i);
+        qa.send(&g).expect("send");
+        assert_eq!(recv_one(&mut qb), Some(g), "frame {i}");
+    }
 }

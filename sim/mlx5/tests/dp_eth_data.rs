@@ -128,40 +128,7 @@ fn send_errors_flush_and_recovery() {
             &[dseg(frame.len() as u32, lkey, data)],
         )
     };
-    // Each malformation: its CQE syndrome and vendor syndrome.
-    let mut mss = ok(x.sq.n, 0);
-    mss[16 + 6] = 1;
-    let mut swp = ok(x.sq.n, 0);
-    swp[16 + 5] = 1;
-    let mut inner_csum = ok(x.sq.n, 0);
-    inner_csum[16 + 4] = 1 << 4;
-    let mut opcode = ok(x.sq.n, 0);
-    opcode[3] = wqe::opcode::TSO;
-    let mut inline_seg = ok(x.sq.n, 0);
-    inline_seg[32] |= 0x80;
-    let cases: Vec<(Vec<u8>, u8, u8)> = vec![
-        (ok(x.sq.n + 1, 0), cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
-        (mss, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
-        (swp, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
-        (inner_csum, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
-        (opcode, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
-        (inline_seg, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
-        (
-            eth_wqe(x.sq.n, 0, 0, 0, &[], &[dseg(64, lkey ^ 0x100, data)]),
-            cqe::syndrome::LOCAL_PROT_ERR,
-            0x02,
-        ),
-        (
-            eth_wqe(x.sq.n, 0, 0, 0, &[], &[dseg(2000, lkey, data)]),
-            cqe::syndrome::LOCAL_LENGTH_ERR,
-            0x06,
-        ),
-        (
-            eth_wqe(x.sq.n, 0, 0, 0, &[], &[dseg(10, lkey, data)]),
-            cqe::syndrome::LOCAL_QP_OP_ERR,
-            0x01,
-        ),
-    ];
+    let cases = bad_wqes(&ok, x.sq.n, lkey, data);
     for (w, syn, vendor) in cases {
         let mut w = w;
         w[1..3].copy_from_slice(&x.sq.pi.to_be_bytes());
@@ -212,6 +179,49 @@ fn send_errors_flush_and_recovery() {
             cqe::opcode::REQ
         );
     }
+}
+
+/// [`send_errors_flush_and_recovery`]'s malformed WQEs for SQ `sqn` (`ok` makes a good one),
+/// each with its CQE syndrome and vendor syndrome.
+fn bad_wqes(
+    ok: &dyn Fn(u32, u16) -> Vec<u8>,
+    sqn: u32,
+    lkey: u32,
+    data: u64,
+) -> Vec<(Vec<u8>, u8, u8)> {
+    let mut mss = ok(sqn, 0);
+    mss[16 + 6] = 1;
+    let mut swp = ok(sqn, 0);
+    swp[16 + 5] = 1;
+    let mut inner_csum = ok(sqn, 0);
+    inner_csum[16 + 4] = 1 << 4;
+    let mut opcode = ok(sqn, 0);
+    opcode[3] = wqe::opcode::TSO;
+    let mut inline_seg = ok(sqn, 0);
+    inline_seg[32] |= 0x80;
+    vec![
+        (ok(sqn + 1, 0), cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (mss, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (swp, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (inner_csum, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (opcode, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (inline_seg, cqe::syndrome::LOCAL_QP_OP_ERR, 0x01),
+        (
+            eth_wqe(sqn, 0, 0, 0, &[], &[dseg(64, lkey ^ 0x100, data)]),
+            cqe::syndrome::LOCAL_PROT_ERR,
+            0x02,
+        ),
+        (
+            eth_wqe(sqn, 0, 0, 0, &[], &[dseg(2000, lkey, data)]),
+            cqe::syndrome::LOCAL_LENGTH_ERR,
+            0x06,
+        ),
+        (
+            eth_wqe(sqn, 0, 0, 0, &[], &[dseg(10, lkey, data)]),
+            cqe::syndrome::LOCAL_QP_OP_ERR,
+            0x01,
+        ),
+    ]
 }
 
 /// An SQ whose minimum inline mode is L2 (Linux sets it when the device reports

@@ -270,20 +270,26 @@ fn rq_tir_bad_input_and_transitions() {
     modify_tir(&mut e, modify_tir_bitmask::SELF_LB_EN).ok();
     modify_tir(&mut e, modify_tir_bitmask::HASH)
         .fails(cmd_status::BAD_PARAM_ERR, tirs::BAD_BITMASK);
-    // RQ states: the current state must be named; RST->ERR is no transition.
+    rq_states_and_bitmask(&mut e, r.n);
+    sq_bitmask_refused(&mut e, td, cq.cqn);
+}
+
+/// [`rq_tir_bad_input_and_transitions`]: RQ `rqn`'s states (the current state must be named;
+/// RST->ERR is no transition) and its MODIFY_RQ bitmask.
+fn rq_states_and_bitmask(e: &mut Env, rqn: u32) {
     use rqc_state::*;
-    modify(&mut e, false, r.n, RDY, RDY).fails(cmd_status::BAD_RES_STATE_ERR, rqs::STATE_MISMATCH);
-    modify(&mut e, false, r.n, RST, ERR).fails(cmd_status::BAD_RES_STATE_ERR, rqs::BAD_TRANSITION);
-    modify(&mut e, false, r.n, RST, RDY).ok();
-    modify(&mut e, false, r.n, RDY, ERR).ok();
-    modify(&mut e, false, r.n, ERR, RDY).fails(cmd_status::BAD_RES_STATE_ERR, rqs::BAD_TRANSITION);
-    modify(&mut e, false, r.n, ERR, RST).ok();
-    assert_eq!(query_state(&mut e, false, r.n), RST.into());
+    modify(e, false, rqn, RDY, RDY).fails(cmd_status::BAD_RES_STATE_ERR, rqs::STATE_MISMATCH);
+    modify(e, false, rqn, RST, ERR).fails(cmd_status::BAD_RES_STATE_ERR, rqs::BAD_TRANSITION);
+    modify(e, false, rqn, RST, RDY).ok();
+    modify(e, false, rqn, RDY, ERR).ok();
+    modify(e, false, rqn, ERR, RDY).fails(cmd_status::BAD_RES_STATE_ERR, rqs::BAD_TRANSITION);
+    modify(e, false, rqn, ERR, RST).ok();
+    assert_eq!(query_state(e, false, rqn), RST.into());
     // MODIFY_RQ bitmask on a ready RQ (Linux `mlx5e_modify_rq_vsd`): VSD and the counter
     // set apply; scatter FCS is refused.
-    modify(&mut e, false, r.n, RST, RDY).ok();
+    modify(e, false, rqn, RST, RDY).ok();
     let mut i = input(opcode::MODIFY_RQ, 0, modify_rq_in::BYTES);
-    set(&mut i, modify_rq_in::RQN, r.n);
+    set(&mut i, modify_rq_in::RQN, rqn);
     set(&mut i, modify_rq_in::RQ_STATE, RDY.into());
     set(&mut i, rqc::STATE.within(modify_rq_in::CTX), RDY.into());
     modify_rq_in::MODIFY_BITMASK
@@ -305,12 +311,17 @@ fn rq_tir_bad_input_and_transitions() {
     set(&mut i, rqc::VSD.within(modify_rq_in::CTX), 0);
     e.raw.exec(&i, 16).ok();
     let mut q = input(opcode::QUERY_RQ, 0, 16);
-    set(&mut q, query_rq_in::RQN, r.n);
+    set(&mut q, query_rq_in::RQN, rqn);
     let d = e.raw.exec(&q, query_rq_out::BYTES);
     assert_eq!(d.get(rqc::VSD.within(query_rq_out::RQ_CONTEXT)), 0);
+}
+
+/// [`rq_tir_bad_input_and_transitions`]: SQ MODIFY_SQ with a modify_bitmask (rate limit) is
+/// refused.
+fn sq_bitmask_refused(e: &mut Env, td: u32, cqn: u32) {
     // SQ: a modify_bitmask (rate limit) is refused.
-    let tisn = tis(&mut e, td);
-    let s = sq(&mut e, cq.cqn, tisn, 6);
+    let tisn = tis(e, td);
+    let s = sq(e, cqn, tisn, 6);
     let mut i = input(opcode::MODIFY_SQ, 0, modify_sq_in::BYTES);
     set(&mut i, modify_sq_in::SQN, s.n);
     set(&mut i, sqc::STATE.within(modify_sq_in::CTX), 1);

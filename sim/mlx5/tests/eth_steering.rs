@@ -17,9 +17,8 @@ use mlx5_prm::{
     delete_fte_in, destroy_flow_group_in, destroy_flow_table_in, destroy_tir_in, flow_context,
     flow_context_action as act, flow_table_context, flow_table_nic_cap, flow_table_prop_layout,
     fte_match_param, fte_match_set_lyr_2_4 as l24, hca_cap, match_criteria_enable,
-    modify_nic_vport_context_in, modify_nic_vport_field_select, nic_vport_context,
-    nic_vport_list_type, opcode, query_vport_counter_in, query_vport_counter_out,
-    set_flow_table_root_in, set_fte_in, Field,
+    nic_vport_context, nic_vport_list_type, opcode, query_vport_counter_in,
+    query_vport_counter_out, set_flow_table_root_in, set_fte_in, Field,
 };
 use mlx5_sim::link::Link;
 use mlx5_sim::roce::counters::Counter;
@@ -55,51 +54,6 @@ fn ipv4(dst: [u8; 6]) -> Vec<u8> {
     f.extend_from_slice(&[8, 0, 0, 0, 0, 0, 0, 0]);
     f.resize(60, 0);
     f
-}
-
-fn set_list(env: &mut Env, ty: u8, macs: &[[u8; 6]]) {
-    let mut i = input(
-        opcode::MODIFY_NIC_VPORT_CONTEXT,
-        0,
-        modify_nic_vport_context_in::BYTES + macs.len() * 8,
-    );
-    let fs = modify_nic_vport_context_in::FIELD_SELECT;
-    let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
-    set(
-        &mut i,
-        modify_nic_vport_field_select::ADDRESSES_LIST.within(fs),
-        1,
-    );
-    set(
-        &mut i,
-        nic_vport_context::ALLOWED_LIST_TYPE.within(ctx),
-        ty.into(),
-    );
-    set(
-        &mut i,
-        nic_vport_context::ALLOWED_LIST_SIZE.within(ctx),
-        macs.len() as u32,
-    );
-    let first = ctx.byte_offset() + nic_vport_context::CURRENT_UC_MAC_ADDRESS.byte_offset();
-    for (k, m) in macs.iter().enumerate() {
-        i[first + k * 8 + 2..first + k * 8 + 8].copy_from_slice(m);
-    }
-    env.raw.exec(&i, 16).ok();
-}
-
-/// MODIFY_NIC_VPORT_CONTEXT of the promiscuous modes: `mode` (`promisc_uc`, `_mc` or
-/// `_all`) on or off, the others off (Linux core/vport.c `mlx5_modify_nic_vport_promisc`).
-fn set_promisc(env: &mut Env, mode: Field, on: bool) {
-    let mut i = input(
-        opcode::MODIFY_NIC_VPORT_CONTEXT,
-        0,
-        modify_nic_vport_context_in::BYTES,
-    );
-    let fs = modify_nic_vport_context_in::FIELD_SELECT;
-    let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
-    set(&mut i, modify_nic_vport_field_select::PROMISC.within(fs), 1);
-    set(&mut i, mode.within(ctx), on.into());
-    env.raw.exec(&i, 16).ok();
 }
 
 /// A NIC_RX table of 4 entries, one group matching on EtherType, two entries: ARP dropped
@@ -191,8 +145,8 @@ fn every_frame_lands_in_its_counter() {
     assert_eq!(counter(&env, Counter::RxDropVportFilter), 2);
     assert_eq!(counter(&env, Counter::RxDropNotRoce), 0);
     // As mlx5e sets them: own MAC, broadcast. No root table yet.
-    set_list(&mut env, nic_vport_list_type::UC, &[mac]);
-    set_list(&mut env, nic_vport_list_type::MC, &[[0xff; 6]]);
+    eth_q::set_list(&mut env, nic_vport_list_type::UC, &[mac]);
+    eth_q::set_list(&mut env, nic_vport_list_type::MC, &[[0xff; 6]]);
     deliver(&env, &mut peer, eth([0xff; 6], 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropNoRootTable), 1);
     // The vport took it: QUERY_VPORT_COUNTER's received_eth_broadcast (packets, octets).
@@ -219,7 +173,7 @@ fn every_frame_lands_in_its_counter() {
     let other = [0x02, 0, 0, 0, 0, 0x55];
     deliver(&env, &mut peer, eth(other, 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropVportFilter), 3);
-    set_promisc(&mut env, nic_vport_context::PROMISC_UC, true);
+    eth_q::set_promisc(&mut env, nic_vport_context::PROMISC_UC, true);
     deliver(&env, &mut peer, eth(other, 0x0806, 60));
     assert_eq!(counter(&env, Counter::RxDropSteeringRule), 2);
     // Hostile frames: a runt, a giant, a tagged one, an 802.3 one, a broken IPv4 header.
@@ -328,7 +282,7 @@ fn a_steered_frame_lands_in_the_receive_queue() {
     let (mut env, mut peer) = eth_q::env();
     let mac = env.mac;
     let mut x = eth_q::eth(&mut env);
-    set_list(&mut env, nic_vport_list_type::UC, &[mac]);
+    eth_q::set_list(&mut env, nic_vport_list_type::UC, &[mac]);
     let (ft, _deep, g) = tables(&mut env);
     fte_to(
         &mut env,
@@ -385,7 +339,7 @@ fn a_steered_frame_lands_in_the_receive_queue() {
 /// The vport promiscuous, and one root table whose single group (no criteria) takes every
 /// frame to TIR `tirn`.
 fn take_everything(env: &mut Env, tirn: u32) {
-    set_promisc(env, nic_vport_context::PROMISC_ALL, true);
+    eth_q::set_promisc(env, nic_vport_context::PROMISC_ALL, true);
     let mut t = input(opcode::CREATE_FLOW_TABLE, 0, create_flow_table_in::BYTES);
     let d = env.raw.exec(&t, create_flow_table_out::BYTES);
     d.ok();
@@ -488,4 +442,38 @@ fn hostile_frames_never_leave_the_posted_buffers() {
         "{:?}",
         snap.nonzero()
     );
+}
+
+/// A frame steered to the TIR while its RQ is in ERR (Linux en_main.c `mlx5e_modify_rq_state`
+/// RDY -> ERR) is dropped and counted in `rx_drop_rq_not_ready`: before, it was dropped in no
+/// counter at all (found by the `eth-wire` fuzz target, seed 0x1 iteration 311).
+#[test]
+fn a_frame_to_an_rq_in_err_is_dropped_and_counted() {
+    let (mut env, mut peer) = eth_q::env();
+    let mac = env.mac;
+    let mut x = eth_q::eth(&mut env);
+    take_everything(&mut env, x.tirn);
+    let buf = env.alloc(4096);
+    let lkey = env.mkey(buf, 4096, LW);
+    eth_q::post_rq(&env, &mut x.rq, &[(2048, lkey, buf)]);
+    eth_q::modify(
+        &mut env,
+        false,
+        x.rq.n,
+        mlx5_prm::rqc_state::RDY,
+        mlx5_prm::rqc_state::ERR,
+    )
+    .ok();
+    let dropped = |env: &Env| {
+        env.dev()
+            .with_hca(|h| h.port().counters().snapshot().rx_dropped())
+    };
+    let before = dropped(&env);
+    let mut frame = eth_q::udp_frame(b"to an RQ in ERR");
+    frame[..6].copy_from_slice(&mac);
+    deliver(&env, &mut peer, frame);
+    assert_eq!(counter(&env, Counter::RxDropRqNotReady), 1);
+    assert_eq!(dropped(&env), before + 1, "counted once, as a drop");
+    assert!(env.poll_cq(&mut x.rcq).is_none());
+    assert_eq!(env.read(buf, 64), vec![0; 64], "nothing written");
 }

@@ -10,7 +10,7 @@ use mlx5_prm::{cq_db, cqc, cqe, opcode};
 use crate::cmd::{get, CmdBuf};
 use crate::error::Result;
 use crate::hal::Hal;
-use crate::qp::WqShared;
+use crate::wq::WqShared;
 
 use super::{CompletionQueue, CqShared};
 

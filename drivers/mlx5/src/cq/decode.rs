@@ -6,7 +6,7 @@ use core::ptr;
 use mlx5_prm::{cqe, wqe};
 
 use crate::hal::Hal;
-use crate::qp::{SendCursor, WqShared};
+use crate::wq::{SendCursor, WqShared};
 
 use super::{CqShared, WcHead, WcOpcode, WcStatus, WorkCompletion};
 
@@ -127,7 +127,7 @@ pub(super) fn other_cqe<H: Hal>(
 #[inline(never)]
 pub(super) unsafe fn send_slow(
     q: &WqShared,
-    slot: &crate::qp::SqSlot,
+    slot: &crate::wq::SqSlot,
     tail: u32,
     counter: u16,
     c: Cqe,

@@ -26,7 +26,7 @@ use crate::cmd::{get, CmdBuf};
 use crate::context::CtxInner;
 use crate::error::{Error, InvalidInput, Refused, Result};
 use crate::hal::{DmaMem, Hal};
-use crate::qp::WqShared;
+use crate::wq::WqShared;
 
 pub(crate) use crate::eq::CqNotify;
 pub use crate::wc::{WcOpcode, WcStatus, WorkCompletion};

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::hal::Hal;
 // For the doc links.
 #[cfg(doc)]
-use crate::qp::SendCursor;
+use crate::wq::SendCursor;
 
 use super::decode::{nop_seen, other_cqe, req_seen, send_slow, Cqe, QPN_BYTES};
 use super::{CompletionQueue, WorkCompletion};

@@ -1,6 +1,7 @@
 //! [`EthQueue`]: the objects of [`crate::eth`] put together, opened in mlx5e's order and
-//! closed in reverse; sending copies a frame into a transmit buffer and posts one WQE,
-//! receiving takes one completion of the RQ's CQ, copies the frame out and reposts its buffer.
+//! closed in reverse; a frame is written in place in a transmit buffer (or copied there by
+//! [`EthQueue::send`]) and posted with one WQE; receiving takes one completion of the RQ's
+//! CQ, hands the frame in place in its buffer and reposts the buffer afterwards.
 
 use alloc::sync::Arc;
 use alloc::vec;
@@ -61,8 +62,13 @@ pub struct EthQueue<H: Hal> {
     lists: bool,
     log_max_uc: u8,
     log_max_mc: u8,
-    /// Where a received frame is copied for the caller.
-    scratch: Vec<u8>,
+    /// Send completions in error since the queue opened, and the last one not yet taken
+    /// ([`EthQueue::take_send_error`]).
+    send_errors: u64,
+    send_error: Option<EthError>,
+    /// The good receive completion of the frame [`EthQueue::rx_frame`] handed, its buffer not
+    /// posted again yet.
+    held: Option<WorkCompletion>,
     /// The RQ's Q counter set (released after the RQ: dropped after `Drop::drop`).
     counter: Option<Arc<CounterSetInner<H>>>,
 }
@@ -174,7 +180,9 @@ pub(crate) fn open<H: Hal>(ctx: &Arc<CtxInner<H>>, cfg: &EthConfig) -> Result<Et
         lists: false,
         log_max_uc: get(gen, cmd_hca_cap::LOG_MAX_CURRENT_UC_LIST) as u8,
         log_max_mc: get(gen, cmd_hca_cap::LOG_MAX_CURRENT_MC_LIST) as u8,
-        scratch: vec![0; rx_buf],
+        send_errors: 0,
+        send_error: None,
+        held: None,
         counter: None,
     };
     // On an error the partly opened queue is dropped: what exists is destroyed.
@@ -370,42 +378,94 @@ impl<H: Hal> EthQueue<H> {
         self.mtu
     }
 
-    /// Sends one frame (destination MAC first, no FCS; the device pads short ones). The
-    /// frame is copied: it may be reused as soon as this returns. Completions of earlier
-    /// frames are collected first; [`EthError::QueueFull`] when every slot is still the
-    /// device's, [`EthError::SendFailed`] when an earlier frame completed in error.
+    /// Sends one frame (destination MAC first, no FCS; the device pads short ones): copies it
+    /// into the next transmit buffer ([`EthQueue::send_with`]), so `frame` may be reused as
+    /// soon as this returns.
     pub fn send(&mut self, frame: &[u8]) -> core::result::Result<(), EthError> {
-        self.ctx.check_alive()?;
-        if frame.len() > self.mtu {
-            return Err(EthError::FrameTooLarge {
-                len: frame.len(),
-                max: self.mtu,
-            });
-        }
-        if frame.len() < ETH_HLEN {
-            return Err(EthError::FrameTooShort {
-                len: frame.len(),
-                min: ETH_HLEN,
-            });
-        }
-        self.reap_sends()?;
-        self.post_frame(frame, self.lkey)
+        self.send_with(frame.len(), |buf| buf.copy_from_slice(frame))
     }
 
-    /// Copies `frame` past its inline headers into the next transmit buffer and posts its
-    /// WQE, the data segment naming the buffer with key `lkey`.
-    fn post_frame(&mut self, frame: &[u8], lkey: u32) -> core::result::Result<(), EthError> {
+    /// Sends a frame of `len` bytes that `f` writes in place, straight into the next transmit
+    /// buffer (no copy): [`EthQueue::tx_buffer`], `f`, [`EthQueue::post_tx`]. `f` runs only
+    /// once the frame has room, so a refusal leaves it unrun.
+    pub fn send_with<R>(
+        &mut self,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> core::result::Result<R, EthError> {
+        let r = f(self.tx_buffer(len)?);
+        self.post_tx(len)?;
+        Ok(r)
+    }
+
+    /// The next transmit buffer, `len` bytes, for a frame to be written in place and sent by
+    /// [`EthQueue::post_tx`]. Completions of earlier frames are collected first (one in error
+    /// brings the SQ back to RDY and is kept for [`EthQueue::take_send_error`]);
+    /// [`EthError::QueueFull`] when every slot is still the device's.
+    pub fn tx_buffer(&mut self, len: usize) -> core::result::Result<&mut [u8], EthError> {
+        self.ctx.check_alive()?;
+        if len > self.mtu {
+            return Err(EthError::FrameTooLarge { len, max: self.mtu });
+        }
+        if len < ETH_HLEN {
+            return Err(EthError::FrameTooShort { len, min: ETH_HLEN });
+        }
+        self.reap_sends()?;
+        let sq = self.sq.as_ref().ok_or(Error::Closed)?;
+        if sq.outstanding() >= sq.entries {
+            return Err(EthError::QueueFull);
+        }
+        let off = (sq.head & (sq.entries - 1)) as usize * self.tx_buf;
+        let mem = self.bufs.as_ref().ok_or(Error::Closed)?.mem()?;
+        // SAFETY: the slot at the SQ's head is free (fewer than `entries` frames outstanding:
+        // its last send completed, or it was never posted), so the device neither reads nor
+        // writes it until `post_tx` posts it; the slice borrows the queue mutably, so nothing
+        // else touches the queue, nor views the slot, while it lives.
+        Ok(unsafe { mem.bytes_mut(off, len)? })
+    }
+
+    /// Whether a frame has room now: completions are collected first (as
+    /// [`EthQueue::tx_buffer`] does) and a dead or closed queue reads as room, so that the
+    /// send reports why it cannot.
+    pub fn can_send(&mut self) -> bool {
+        if self.ctx.check_alive().is_err() || self.reap_sends().is_err() {
+            return true;
+        }
+        self.sq
+            .as_ref()
+            .is_none_or(|sq| sq.outstanding() < sq.entries)
+    }
+
+    /// Posts the frame of `len` bytes written in the transmit buffer [`EthQueue::tx_buffer`]
+    /// gave (as en_tx.c `mlx5e_sq_xmit_wqe`: the inline headers are copied from the buffer
+    /// into the WQE, the data segment names the rest in place).
+    pub fn post_tx(&mut self, len: usize) -> core::result::Result<(), EthError> {
+        self.post_frame(len, self.lkey)
+    }
+
+    /// Posts the WQE of the frame of `len` bytes in the next transmit buffer, its headers
+    /// inline and the data segment naming the rest with key `lkey`.
+    fn post_frame(&mut self, len: usize, lkey: u32) -> core::result::Result<(), EthError> {
+        if len > self.mtu {
+            return Err(EthError::FrameTooLarge { len, max: self.mtu });
+        }
+        if len < ETH_HLEN {
+            return Err(EthError::FrameTooShort { len, min: ETH_HLEN });
+        }
         let sq = self.sq.as_mut().ok_or(Error::Closed)?;
         if sq.outstanding() >= sq.entries {
             return Err(EthError::QueueFull);
         }
-        let bufs = self.bufs.as_ref().ok_or(Error::Closed)?;
-        let ihs = inline_len(sq.inline, frame);
         let off = (sq.head & (sq.entries - 1)) as usize * self.tx_buf;
-        let rest = &frame[ihs..];
-        bufs.write(off as u64, rest)?;
+        let mem = self.bufs.as_ref().ok_or(Error::Closed)?.mem()?;
+        let hal = &self.ctx.hal;
         let addr = self.iova + off as u64;
-        sq.post(&self.ctx.hal, &frame[..ihs], lkey, addr, rest.len() as u32)?;
+        // SAFETY: the slot is free (checked above) and not yet posted: the device does not
+        // touch it while the WQE is built from it; `&mut self` excludes every other view.
+        let frame = unsafe { mem.bytes(off, len)? };
+        let ihs = inline_len(sq.inline, frame);
+        let rest = (len - ihs) as u32;
+        sq.post(hal, &frame[..ihs], lkey, addr + ihs as u64, rest)?;
         Ok(())
     }
 
@@ -416,21 +476,32 @@ impl<H: Hal> EthQueue<H> {
         frame: &[u8],
         lkey: u32,
     ) -> core::result::Result<(), EthError> {
-        self.reap_sends()?;
-        self.post_frame(frame, lkey)
+        self.tx_buffer(frame.len())?.copy_from_slice(frame);
+        self.post_frame(frame.len(), lkey)
     }
 
     /// Collects the send completions there are (mlx5e's `mlx5e_poll_tx_cq`): the slots of the
-    /// frames they cover are free again. A completion in error is reported, after the SQ is
-    /// back in RDY.
-    fn reap_sends(&mut self) -> core::result::Result<(), EthError> {
-        match self.poll_sends()? {
-            Some(e) => {
-                self.recover_sq()?;
-                Err(e)
-            }
-            None => Ok(()),
+    /// frames they cover are free again. A completion in error brings the SQ back to RDY and
+    /// is counted and kept for [`EthQueue::take_send_error`] (as mlx5e counts `cqe_err` and
+    /// goes on); only a failed recovery is an error here.
+    fn reap_sends(&mut self) -> Result<()> {
+        if let Some(e) = self.poll_sends()? {
+            self.send_errors += 1;
+            self.send_error = Some(e);
+            self.recover_sq()?;
         }
+        Ok(())
+    }
+
+    /// Send completions in error since the queue opened ([`EthError::SendFailed`]: an
+    /// earlier frame was lost; the SQ was brought back and sending went on).
+    pub fn send_errors(&self) -> u64 {
+        self.send_errors
+    }
+
+    /// The last send completion in error not taken yet, taken.
+    pub fn take_send_error(&mut self) -> Option<EthError> {
+        self.send_error.take()
     }
 
     /// Polls the send CQ empty; the first completion in error, if any.
@@ -495,20 +566,63 @@ impl<H: Hal> EthQueue<H> {
         Ok(self.sq.as_ref().map_or(0, |s| s.outstanding()))
     }
 
-    /// One received frame, handed to `f` (without FCS), or `None` when none is there. The
-    /// frame is copied out and its buffer posted again before `f` runs. Errors (a dead
-    /// device, a receive completed in error) read as `None`: [`EthQueue::try_recv`] reports
-    /// them.
+    /// One received frame, handed to `f` (without FCS), or `None` when none is there. Errors
+    /// (a dead device, a receive completed in error) read as `None`:
+    /// [`EthQueue::try_recv`] reports them.
     pub fn recv<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         self.try_recv(f).ok().flatten()
     }
 
     /// [`EthQueue::recv`] with its errors: a receive that completed in error is reported
-    /// (its buffer posted again).
+    /// (its buffer posted again). `f` reads the frame in place ([`EthQueue::rx_frame`]), and
+    /// its buffer is posted again once `f` returns ([`EthQueue::rx_done`]).
     pub fn try_recv<R>(
         &mut self,
         f: impl FnOnce(&[u8]) -> R,
     ) -> core::result::Result<Option<R>, EthError> {
+        let Some(frame) = self.rx_frame()? else {
+            return Ok(None);
+        };
+        let r = f(frame);
+        self.rx_done()?;
+        Ok(Some(r))
+    }
+
+    /// The next received frame (without FCS), in place in its receive buffer, or `None` when
+    /// none is there. Its completion is kept, and the buffer not posted again, until
+    /// [`EthQueue::rx_done`]: until then this returns the same frame. As en_rx.c
+    /// `mlx5e_skb_from_cqe_linear` builds the skb over the buffer; the CQ poll's read
+    /// barrier (`dma_rmb` in `mlx5_cqwq_get_cqe`) orders the frame's bytes after the
+    /// completion. Errors as [`EthQueue::try_recv`]'s.
+    pub fn rx_frame(&mut self) -> core::result::Result<Option<&[u8]>, EthError> {
+        if self.held.is_none() {
+            self.held = self.rx_completion()?;
+        }
+        let Some(w) = self.held else {
+            return Ok(None);
+        };
+        let at = self.rx_at + w.wr_id as usize * self.rx_buf;
+        let mem = self.bufs.as_ref().ok_or(Error::Closed)?.mem()?;
+        // SAFETY: the buffer's completion was taken (the device wrote it and is done with it)
+        // and the buffer is posted again only by `rx_done` or `try_recv`, which need the
+        // queue mutably: the slice, which borrows the queue, is gone by then. Nothing writes
+        // a receive buffer from the CPU.
+        Ok(Some(unsafe { mem.bytes(at, w.byte_len as usize)? }))
+    }
+
+    /// Gives back the frame [`EthQueue::rx_frame`] handed: its buffer is posted again.
+    /// Nothing when no frame is held.
+    pub fn rx_done(&mut self) -> core::result::Result<(), EthError> {
+        if self.held.take().is_some() {
+            self.refill()?;
+        }
+        Ok(())
+    }
+
+    /// The next good receive completion, polled and taken. One in error, or naming more bytes than its buffer holds (which the
+    /// device never writes past: a CQE the driver cannot take), is reported after the RQ
+    /// is brought back or refilled.
+    fn rx_completion(&mut self) -> core::result::Result<Option<WorkCompletion>, EthError> {
         self.ctx.check_alive()?;
         let cq = self.rcq.as_mut().ok_or(Error::Closed)?;
         let mut wc = [WorkCompletion::default()];
@@ -516,31 +630,21 @@ impl<H: Hal> EthQueue<H> {
             return Ok(None);
         }
         let w = wc[0];
-        let idx = w.wr_id as usize;
-        let len = w.byte_len as usize;
-        let failed = w.status != WcStatus::Success;
-        if !failed && len <= self.rx_buf {
-            let bufs = self.bufs.as_ref().ok_or(Error::Closed)?;
-            let at = self.rx_at + idx * self.rx_buf;
-            bufs.read(at as u64, &mut self.scratch[..len])?;
-        }
-        if failed {
+        if w.status != WcStatus::Success {
             self.recover_rq()?;
             return Err(EthError::RecvFailed {
                 status: w.status,
                 vendor_err: w.vendor_err,
             });
         }
-        self.refill()?;
-        // A frame longer than its buffer (which the device never writes past) is a CQE the
-        // driver cannot take.
-        if len > self.rx_buf {
+        if w.byte_len as usize > self.rx_buf {
+            self.refill()?;
             return Err(EthError::RecvFailed {
                 status: WcStatus::BadCqe,
                 vendor_err: 0,
             });
         }
-        Ok(Some(f(&self.scratch[..len])))
+        Ok(Some(w))
     }
 
     /// After a receive completed in error: an RQ the error moved to ERR is brought back as

@@ -21,7 +21,7 @@ use crate::cmd::{get, CmdBuf};
 use crate::context::CtxInner;
 use crate::error::Result;
 use crate::hal::Hal;
-use crate::qp::WqShared;
+use crate::wq::WqShared;
 
 use super::wq::WqMem;
 /// What CREATE_RQ needs beyond the ring.

@@ -22,7 +22,7 @@ use crate::cmd::{get, CmdBuf};
 use crate::context::CtxInner;
 use crate::error::Result;
 use crate::hal::Hal;
-use crate::qp::WqShared;
+use crate::wq::WqShared;
 
 use super::wq::WqMem;
 use super::{ETH_HLEN, VLAN_HLEN};

@@ -22,8 +22,10 @@ fn a_full_send_queue_refuses_the_next_frame() {
     f[6..12].copy_from_slice(&q.mac());
     // sq_depth rounds up to 8 slots.
     for i in 0..8 {
+        assert!(q.can_send(), "room for frame {i}");
         q.send(&f).unwrap_or_else(|e| panic!("frame {i}: {e:?}"));
     }
+    assert!(!q.can_send(), "every slot is the device's");
     let doorbells = sim.doorbells();
     assert_eq!(q.send(&f), Err(EthError::QueueFull));
     assert_eq!(q.sends_in_flight(), Ok(8));
@@ -34,23 +36,32 @@ fn a_full_send_queue_refuses_the_next_frame() {
 }
 
 /// A frame the device fails (its data segment names no key) completes in error: the next
-/// send reports it, after bringing the SQ back from ERR through RST to RDY (mlx5e's
-/// recovery), and the queue sends again.
+/// send finds it, brings the SQ back from ERR through RST to RDY (mlx5e's recovery) and
+/// posts its own frame; the failure is counted and kept for the caller, and the queue sends
+/// again.
 #[test]
 fn a_send_completed_in_error_is_reported_and_the_sq_recovers() {
-    let (_sim, ctx) = open();
+    let (sim, ctx) = open();
     let mut q = ctx.open_eth(&EthConfig::default()).expect("open");
     let mut f = [0u8; 200];
     f[..6].copy_from_slice(&[0xff; 6]);
     f[6..12].copy_from_slice(&q.mac());
     q.send(&f).expect("a good frame");
     q.send_with_lkey(&f, 0xdead_be00).expect("posted");
-    match q.send(&f) {
-        Err(EthError::SendFailed { status, .. }) => {
+    let doorbells = sim.doorbells();
+    q.send(&f).expect("posted after the SQ recovered");
+    assert!(
+        sim.doorbells() > doorbells,
+        "the next frame was posted, not dropped"
+    );
+    match q.take_send_error() {
+        Some(EthError::SendFailed { status, .. }) => {
             assert_ne!(status, crate::cq::WcStatus::Success)
         }
         other => panic!("expected the failure reported: {other:?}"),
     }
+    assert_eq!(q.send_errors(), 1);
+    assert_eq!(q.take_send_error(), None, "taken once");
     assert_eq!(q.sends_in_flight(), Ok(0));
     for _ in 0..3 {
         q.send(&f).expect("sends again");

@@ -33,7 +33,7 @@
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ptr;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use mlx5_prm::{
     ads, create_qp_in, create_qp_out, destroy_qp_in, destroy_qp_out, opcode, qp, qp_2err_in,
@@ -543,8 +543,8 @@ mod rc;
 mod recv;
 mod send;
 mod state;
-mod wq;
 
+pub(crate) use crate::wq::{slot_meta, SqSlot, WqShared};
 pub(crate) use binding::Binding;
 pub use binding::{BoundMr, BoundSge};
 use create::Layout;
@@ -553,7 +553,6 @@ pub(crate) use rc::{
     local_inv_body, umr_ctrl, wc_opcode, LOCAL_INV_DS, WC_OP_BIND, WC_OP_LOCAL_INV,
 };
 use send::{ctrl_tpl, put32, put64};
-pub(crate) use wq::{slot_meta, SendCursor, SqSlot, WqShared};
 
 #[cfg(test)]
 mod tests;

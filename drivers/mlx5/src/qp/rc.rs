@@ -185,9 +185,9 @@ pub(super) fn atomic_mode(caps: &crate::caps::Caps) -> Option<u32> {
     mode
 }
 
-/// [`crate::qp::SqSlot`] `wc_op` of a bind.
+/// [`crate::wq::SqSlot`] `wc_op` of a bind.
 pub(crate) const WC_OP_BIND: u8 = 1;
-/// [`crate::qp::SqSlot`] `wc_op` of a local invalidate.
+/// [`crate::wq::SqSlot`] `wc_op` of a local invalidate.
 pub(crate) const WC_OP_LOCAL_INV: u8 = 2;
 
 /// The completion opcode of a UMR WQE from its saved `wc_op`.

@@ -1,6 +1,7 @@
 use super::create::layout;
 use super::rc::*;
 use super::*;
+use core::sync::atomic::{AtomicU32, AtomicU8};
 
 fn caps() -> crate::caps::Caps {
     crate::caps::Caps {

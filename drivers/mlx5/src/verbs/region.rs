@@ -297,6 +297,10 @@ impl<H: Hal> MemoryRegion<H> {
         buf.read(off, dst)
             .map_err(|_| InvalidInput::OutOfRange.into())
     }
+    /// The memory the region owns (regions that own their memory only), for in-place views.
+    pub(crate) fn mem(&self) -> Result<&DmaMem<H::Dma>> {
+        self.get()?.buf.as_ref().ok_or(Error::Unsupported)
+    }
     /// One byte of the region at `offset`, read volatile: for polling a byte the peer's RDMA
     /// WRITE changes with no local completion (perftest `run_iter_lat_write` polls the last
     /// byte of its buffer). Regions that own their memory only.

@@ -60,7 +60,7 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = parse_u64, default_value = "1", allow_negative_numbers = true)]
     runs: u64,
 
-    /// cmdq | cmd | wqe | bar | proxy | wire | wire6 (repeatable) [default: all]
+    /// cmdq | cmd | wqe | bar | proxy | wire | wire6 | eth | ud | eth-wire (repeatable) [default: all]
     #[arg(long, value_name = "T", value_parser = target)]
     target: Vec<fuzz::Target>,
 }
@@ -104,7 +104,8 @@ fn main() -> ExitCode {
     println!(
         "{total} iterations, nothing found (commands {} of which ok {}; CQEs {} of which ok {}; \
          hostile frames {} of which to a live QP {}; Ethernet frames sent {} received {}; \
-         datagrams received {}; SIGBUS caught {})",
+         datagrams received {}; frames on the Ethernet port received {} dropped {}; \
+         SIGBUS caught {})",
         ld(&st.commands),
         ld(&st.commands_ok),
         ld(&st.cqes),
@@ -114,6 +115,8 @@ fn main() -> ExitCode {
         ld(&st.eth_sent),
         ld(&st.eth_received),
         ld(&st.ud_received),
+        ld(&st.eth_wire_received),
+        ld(&st.eth_wire_dropped),
         mlx5_sim::memory::sigbus::caught()
     );
     if targets.contains(&fuzz::Target::Wire) || targets.contains(&fuzz::Target::Wire6) {

@@ -135,6 +135,172 @@ fn flow_table_nic() -> CapPage {
     );
     p
 }
+
+/// The general device capabilities (`cmd_hca_cap`) of [`Caps::connectx5`].
+fn general_page() -> CapPage {
+    use cmd_hca_cap as g;
+    let mut gen = CapPage::new();
+    // Queue sizes and table sizes (log2).
+    gen.both(g::LOG_MAX_QP_SZ, 15);
+    gen.both(g::LOG_MAX_QP, LOG_MAX_QP);
+    gen.both(g::LOG_MAX_CQ_SZ, 22);
+    gen.both(g::LOG_MAX_CQ, LOG_MAX_CQ);
+    gen.both(g::LOG_MAX_EQ_SZ, LOG_MAX_EQ_SZ);
+    gen.both(g::LOG_MAX_MKEY, LOG_MAX_MKEY);
+    gen.both(g::LOG_MAX_EQ, LOG_MAX_EQ);
+    gen.both(g::LOG_MAX_MRW_SZ, LOG_MAX_MRW_SZ);
+    gen.both(g::LOG_MAX_KLM_LIST_SIZE, 16);
+    gen.both(g::LOG_MAX_RA_REQ_QP, 4);
+    gen.both(g::LOG_MAX_RA_RES_QP, 4);
+    gen.both(g::LOG_MAX_MSG, 30);
+    gen.both(g::LOG_MAX_PD, LOG_MAX_PD);
+    gen.both(g::LOG_MAX_TRANSPORT_DOMAIN, LOG_MAX_TRANSPORT_DOMAIN);
+    gen.both(g::MAX_WQE_SZ_SQ, 1024);
+    gen.both(g::MAX_WQE_SZ_RQ, 512);
+    // One Ethernet port with RoCE; RC and UD transports (UD QPs and the GSI QP,
+    // datapath/ud; the `ud` bit of Linux mlx5_ifc.h `cmd_hca_cap`); atomics;
+    // page-fault capable (the ODP
+    // page reports no ODP transport, so no page faults are ever requested).
+    gen.both(g::PORT_TYPE, mlx5_prm::hca_cap::port_type::ETH.into());
+    gen.both(g::NUM_PORTS, 1);
+    gen.both(g::ROCE, 1);
+    gen.both(g::ATOMIC, 1);
+    // MODIFY_CQ resize (Linux ib/cq.c `mlx5_ib_resize_cq` checks `cq_resize`).
+    gen.both(g::CQ_RESIZE, 1);
+    gen.both(g::PG, 1);
+    gen.both(g::RC, 1);
+    gen.both(g::UD, 1);
+    gen.both(g::HCA_CAP_2, 1);
+    gen.both(g::CQE_VERSION, 1);
+    gen.both(g::LOCAL_CA_ACK_DELAY, 16);
+    // Relaxed ordering: writes, and reads while PCIe RO is enabled (the older cap a
+    // ConnectX-5 reports, Linux mlx5_ifc.h `relaxed_ordering_read_pci_enabled`); the
+    // unconditional `relaxed_ordering_read` (0x32a) is left clear.
+    gen.both(g::RELAXED_ORDERING_WRITE, 1);
+    gen.both(
+        linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED,
+        1,
+    );
+    // Doorbells: BlueFlame registers of 2^8 bytes, 4 KiB UAR pages only.
+    gen.both(g::BF, 1);
+    gen.both(g::LOG_BF_REG_SIZE, LOG_BF_REG_SIZE);
+    gen.both(g::LOG_PG_SZ, mlx5_prm::pages::ADAPTER_PAGE_SHIFT);
+    gen.both(g::NUM_OF_UARS_PER_PAGE, 1);
+    gen.split(g::UAR_4K, 0, 0);
+    gen.split(g::LOG_UAR_PAGE_SZ, 0, 0);
+    // SET_DRIVER_VERSION is answered.
+    gen.both(g::DRIVER_VERSION, 1);
+    // TEARDOWN_HCA profile FORCE_CLOSE is answered.
+    gen.both(g::FORCE_TEARDOWN, 1);
+    // Command signatures: supported, initially not enforced.
+    gen.split(
+        g::CMDIF_CHECKSUM,
+        cmdif_checksum::ENABLED,
+        cmdif_checksum::INITIAL_STATE,
+    );
+    // Linux always sets drain_sigerr = 1 (main.c:811); allow it.
+    gen.split(g::DRAIN_SIGERR, 1, 0);
+    gen.split(g::DISABLE_LINK_UP_BY_INIT_HCA, 1, 0);
+    // pkey_table_size 0 = 128 entries (MLX5_CMD_HCA_CAP_PKEY_TABLE_SIZE_128_ENTRIES).
+    gen.both(g::PKEY_TABLE_SIZE, 0);
+    gen.both(g::DEVICE_FREQUENCY_MHZ, 156);
+    gen.both(g::DEVICE_FREQUENCY_KHZ, 156_250);
+    general_nic(&mut gen);
+    gen
+}
+
+/// [`general_page`]'s queue counters, flow tables and Ethernet queues.
+fn general_nic(gen: &mut CapPage) {
+    use cmd_hca_cap as g;
+    // Queue counters (counter.rs): `max_qp_cnt` sets; the groups Linux
+    // drivers/infiniband/hw/mlx5/counters.c `mlx5_ib_fill_counters` reads when their cap
+    // is set (`out_of_seq_cnt`: out_of_sequence; `retransmission_q_counters`:
+    // duplicate_request, rnr_nak_retry_err, packet_seq_err, implied_nak_seq_err,
+    // local_ack_timeout_err); QUERY_VPORT_COUNTER; a QP's set changed on RTS2RTS
+    // (qp.c `__mlx5_ib_qp_set_counter`).
+    gen.both(g::MAX_QP_CNT, MAX_QP_CNT);
+    gen.both(g::OUT_OF_SEQ_CNT, 1);
+    gen.both(g::RETRANSMISSION_Q_COUNTERS, 1);
+    gen.both(g::VPORT_COUNTERS, 1);
+    gen.both(g::RTS2RTS_QP_COUNTERS_SET_ID, 1);
+    // NIC receive flow tables (objects/flow/, the `flow_table_nic_cap` page) and the
+    // vport's address lists (objects/vport.rs): 2^7 addresses per list. Model choice (a
+    // ConnectX-5's numbers are not public): Linux's default for the unicast list is 128
+    // too (devlink `max_macs`, core/main.c `handle_hca_cap` sets
+    // log_max_current_uc_list to its log when the device lets it).
+    gen.both(g::NIC_FLOW_TABLE, 1);
+    gen.both(g::LOG_MAX_CURRENT_UC_LIST, LOG_MAX_CURRENT_ADDRESS_LIST);
+    gen.both(g::LOG_MAX_CURRENT_MC_LIST, LOG_MAX_CURRENT_ADDRESS_LIST);
+    // The Ethernet queues (objects/tis.rs, sq.rs, rq.rs, tir.rs, wq.rs): Linux reads the
+    // ETHERNET_OFFLOADS page when `eth_net_offloads` is set (core/fw.c
+    // `mlx5_query_hca_caps`). One TIS per SQ (`log_max_tis_per_sq` 0); receive WQs may pad
+    // to the cache line (`end_pad`, set by en/params.c `rq_end_pad_mode`); timestamps are
+    // free-running only (`sq_ts_format` / `rq_ts_format` 0).
+    gen.both(g::ETH_NET_OFFLOADS, 1);
+    gen.both(g::LOG_MAX_SQ, LOG_MAX_SQ_RQ);
+    gen.both(g::LOG_MAX_RQ, LOG_MAX_SQ_RQ);
+    gen.both(g::LOG_MAX_TIS, LOG_MAX_TIS_TIR);
+    gen.both(g::LOG_MAX_TIR, LOG_MAX_TIS_TIR);
+    gen.both(g::LOG_MAX_WQ_SZ, LOG_MAX_WQ_SZ);
+    gen.both(g::END_PAD, 1);
+}
+
+/// The atomic capabilities of [`Caps::connectx5`].
+fn atomic_page() -> CapPage {
+    let mut atomic = CapPage::new();
+    atomic.both(
+        atomic_caps::ATOMIC_OPERATIONS,
+        ATOMIC_OPS_CMP_SWAP_FETCH_ADD,
+    );
+    atomic.both(atomic_caps::ATOMIC_SIZE_QP, ATOMIC_SIZE_QP_8_BYTES);
+    atomic.both(atomic_caps::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1, 1);
+    atomic.split(
+        atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE,
+        ATOMIC_REQ_MODE_HOST_ENDIANNESS,
+        0,
+    );
+    atomic
+}
+
+/// The RoCE capabilities of [`Caps::connectx5`].
+fn roce_page() -> CapPage {
+    let mut roce = CapPage::new();
+    roce.split(roce_cap::SW_R_ROCE_SRC_UDP_PORT, 1, 0);
+    roce.both(linux_layout::roce_cap::L3_TYPE, ROCE_L3_TYPE_IPV4_IPV6_CAP);
+    roce.both(linux_layout::roce_cap::ROCE_VERSION, ROCE_VERSION_2_CAP);
+    roce.both(
+        linux_layout::roce_cap::R_ROCE_DEST_UDP_PORT,
+        ROCE_V2_UDP_DPORT,
+    );
+    roce.both(linux_layout::roce_cap::R_ROCE_MAX_SRC_UDP_PORT, 0xffff);
+    roce.both(linux_layout::roce_cap::R_ROCE_MIN_SRC_UDP_PORT, 0xc000);
+    roce.both(
+        linux_layout::roce_cap::ROCE_ADDRESS_TABLE_SIZE,
+        ROCE_ADDRESS_TABLE_SIZE,
+    );
+    roce
+}
+
+/// Ethernet offloads: checksums only (TX `cs_flags` L3/L4, RX `l3_ok` / `l4_ok` and the
+/// CQE checksum, datapath/eth); no VLAN stripping or insertion, LSO, LRO, RSS,
+/// multi-packet WQEs, tunnels or software parsing. Linux mlx5e wants more before it
+/// makes a netdev (core/dev.c `mlx5_eth_supported`: `vlan_cap`, `max_lso_cap`,
+/// `rss_ind_tbl_cap`), so it makes none on the model.
+fn eth_offloads_page() -> CapPage {
+    let mut eth = CapPage::new();
+    {
+        use mlx5_prm::per_protocol_networking_offload_caps as e;
+        eth.both(e::CSUM_CAP, 1);
+        // What a ConnectX-5 reports (Linux commit c415f704c827 "net/mlx5: E-Switch,
+        // Correctly deal with inline mode on ConnectX-5": "On ConnectX5 the wqe inline
+        // mode is "none" and hence the FW reports MLX5_CAP_INLINE_MODE_NOT_REQUIRED").
+        eth.both(
+            e::WQE_INLINE_MODE,
+            mlx5_prm::cap_inline_mode::NOT_REQUIRED.into(),
+        );
+    }
+    eth
+}
 /// Log2 of the Ethernet SQs, RQs, TISes and TIRs the device holds (`log_max_sq`,
 /// `log_max_rq`, `log_max_tis`, `log_max_tir`). Model choice: no public source gives a
 /// ConnectX-5's numbers; the SQs and RQs share the QPN space with the QPs (`objects::sq`), so
@@ -257,163 +423,14 @@ impl Default for Caps {
 impl Caps {
     /// The power-on capabilities of the emulated ConnectX-5.
     pub fn connectx5() -> Caps {
-        use cmd_hca_cap as g;
-        let mut gen = CapPage::new();
-        // Queue sizes and table sizes (log2).
-        gen.both(g::LOG_MAX_QP_SZ, 15);
-        gen.both(g::LOG_MAX_QP, LOG_MAX_QP);
-        gen.both(g::LOG_MAX_CQ_SZ, 22);
-        gen.both(g::LOG_MAX_CQ, LOG_MAX_CQ);
-        gen.both(g::LOG_MAX_EQ_SZ, LOG_MAX_EQ_SZ);
-        gen.both(g::LOG_MAX_MKEY, LOG_MAX_MKEY);
-        gen.both(g::LOG_MAX_EQ, LOG_MAX_EQ);
-        gen.both(g::LOG_MAX_MRW_SZ, LOG_MAX_MRW_SZ);
-        gen.both(g::LOG_MAX_KLM_LIST_SIZE, 16);
-        gen.both(g::LOG_MAX_RA_REQ_QP, 4);
-        gen.both(g::LOG_MAX_RA_RES_QP, 4);
-        gen.both(g::LOG_MAX_MSG, 30);
-        gen.both(g::LOG_MAX_PD, LOG_MAX_PD);
-        gen.both(g::LOG_MAX_TRANSPORT_DOMAIN, LOG_MAX_TRANSPORT_DOMAIN);
-        gen.both(g::MAX_WQE_SZ_SQ, 1024);
-        gen.both(g::MAX_WQE_SZ_RQ, 512);
-        // One Ethernet port with RoCE; RC and UD transports (UD QPs and the GSI QP,
-        // datapath/ud; the `ud` bit of Linux mlx5_ifc.h `cmd_hca_cap`); atomics;
-        // page-fault capable (the ODP
-        // page reports no ODP transport, so no page faults are ever requested).
-        gen.both(g::PORT_TYPE, mlx5_prm::hca_cap::port_type::ETH.into());
-        gen.both(g::NUM_PORTS, 1);
-        gen.both(g::ROCE, 1);
-        gen.both(g::ATOMIC, 1);
-        // MODIFY_CQ resize (Linux ib/cq.c `mlx5_ib_resize_cq` checks `cq_resize`).
-        gen.both(g::CQ_RESIZE, 1);
-        gen.both(g::PG, 1);
-        gen.both(g::RC, 1);
-        gen.both(g::UD, 1);
-        gen.both(g::HCA_CAP_2, 1);
-        gen.both(g::CQE_VERSION, 1);
-        gen.both(g::LOCAL_CA_ACK_DELAY, 16);
-        // Relaxed ordering: writes, and reads while PCIe RO is enabled (the older cap a
-        // ConnectX-5 reports, Linux mlx5_ifc.h `relaxed_ordering_read_pci_enabled`); the
-        // unconditional `relaxed_ordering_read` (0x32a) is left clear.
-        gen.both(g::RELAXED_ORDERING_WRITE, 1);
-        gen.both(
-            linux_layout::cmd_hca_cap::RELAXED_ORDERING_READ_PCI_ENABLED,
-            1,
-        );
-        // Doorbells: BlueFlame registers of 2^8 bytes, 4 KiB UAR pages only.
-        gen.both(g::BF, 1);
-        gen.both(g::LOG_BF_REG_SIZE, LOG_BF_REG_SIZE);
-        gen.both(g::LOG_PG_SZ, mlx5_prm::pages::ADAPTER_PAGE_SHIFT);
-        gen.both(g::NUM_OF_UARS_PER_PAGE, 1);
-        gen.split(g::UAR_4K, 0, 0);
-        gen.split(g::LOG_UAR_PAGE_SZ, 0, 0);
-        // SET_DRIVER_VERSION is answered.
-        gen.both(g::DRIVER_VERSION, 1);
-        // TEARDOWN_HCA profile FORCE_CLOSE is answered.
-        gen.both(g::FORCE_TEARDOWN, 1);
-        // Command signatures: supported, initially not enforced.
-        gen.split(
-            g::CMDIF_CHECKSUM,
-            cmdif_checksum::ENABLED,
-            cmdif_checksum::INITIAL_STATE,
-        );
-        // Linux always sets drain_sigerr = 1 (main.c:811); allow it.
-        gen.split(g::DRAIN_SIGERR, 1, 0);
-        gen.split(g::DISABLE_LINK_UP_BY_INIT_HCA, 1, 0);
-        // pkey_table_size 0 = 128 entries (MLX5_CMD_HCA_CAP_PKEY_TABLE_SIZE_128_ENTRIES).
-        gen.both(g::PKEY_TABLE_SIZE, 0);
-        gen.both(g::DEVICE_FREQUENCY_MHZ, 156);
-        gen.both(g::DEVICE_FREQUENCY_KHZ, 156_250);
-        // Queue counters (counter.rs): `max_qp_cnt` sets; the groups Linux
-        // drivers/infiniband/hw/mlx5/counters.c `mlx5_ib_fill_counters` reads when their cap
-        // is set (`out_of_seq_cnt`: out_of_sequence; `retransmission_q_counters`:
-        // duplicate_request, rnr_nak_retry_err, packet_seq_err, implied_nak_seq_err,
-        // local_ack_timeout_err); QUERY_VPORT_COUNTER; a QP's set changed on RTS2RTS
-        // (qp.c `__mlx5_ib_qp_set_counter`).
-        gen.both(g::MAX_QP_CNT, MAX_QP_CNT);
-        gen.both(g::OUT_OF_SEQ_CNT, 1);
-        gen.both(g::RETRANSMISSION_Q_COUNTERS, 1);
-        gen.both(g::VPORT_COUNTERS, 1);
-        gen.both(g::RTS2RTS_QP_COUNTERS_SET_ID, 1);
-        // NIC receive flow tables (objects/flow/, the `flow_table_nic_cap` page) and the
-        // vport's address lists (objects/vport.rs): 2^7 addresses per list. Model choice (a
-        // ConnectX-5's numbers are not public): Linux's default for the unicast list is 128
-        // too (devlink `max_macs`, core/main.c `handle_hca_cap` sets
-        // log_max_current_uc_list to its log when the device lets it).
-        gen.both(g::NIC_FLOW_TABLE, 1);
-        gen.both(g::LOG_MAX_CURRENT_UC_LIST, LOG_MAX_CURRENT_ADDRESS_LIST);
-        gen.both(g::LOG_MAX_CURRENT_MC_LIST, LOG_MAX_CURRENT_ADDRESS_LIST);
-        // The Ethernet queues (objects/tis.rs, sq.rs, rq.rs, tir.rs, wq.rs): Linux reads the
-        // ETHERNET_OFFLOADS page when `eth_net_offloads` is set (core/fw.c
-        // `mlx5_query_hca_caps`). One TIS per SQ (`log_max_tis_per_sq` 0); receive WQs may pad
-        // to the cache line (`end_pad`, set by en/params.c `rq_end_pad_mode`); timestamps are
-        // free-running only (`sq_ts_format` / `rq_ts_format` 0).
-        gen.both(g::ETH_NET_OFFLOADS, 1);
-        gen.both(g::LOG_MAX_SQ, LOG_MAX_SQ_RQ);
-        gen.both(g::LOG_MAX_RQ, LOG_MAX_SQ_RQ);
-        gen.both(g::LOG_MAX_TIS, LOG_MAX_TIS_TIR);
-        gen.both(g::LOG_MAX_TIR, LOG_MAX_TIS_TIR);
-        gen.both(g::LOG_MAX_WQ_SZ, LOG_MAX_WQ_SZ);
-        gen.both(g::END_PAD, 1);
-
-        let odp = CapPage::new();
-
-        let mut atomic = CapPage::new();
-        atomic.both(
-            atomic_caps::ATOMIC_OPERATIONS,
-            ATOMIC_OPS_CMP_SWAP_FETCH_ADD,
-        );
-        atomic.both(atomic_caps::ATOMIC_SIZE_QP, ATOMIC_SIZE_QP_8_BYTES);
-        atomic.both(atomic_caps::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1, 1);
-        atomic.split(
-            atomic_caps::ATOMIC_REQ_8B_ENDIANNESS_MODE,
-            ATOMIC_REQ_MODE_HOST_ENDIANNESS,
-            0,
-        );
-
-        let mut roce = CapPage::new();
-        roce.split(roce_cap::SW_R_ROCE_SRC_UDP_PORT, 1, 0);
-        roce.both(linux_layout::roce_cap::L3_TYPE, ROCE_L3_TYPE_IPV4_IPV6_CAP);
-        roce.both(linux_layout::roce_cap::ROCE_VERSION, ROCE_VERSION_2_CAP);
-        roce.both(
-            linux_layout::roce_cap::R_ROCE_DEST_UDP_PORT,
-            ROCE_V2_UDP_DPORT,
-        );
-        roce.both(linux_layout::roce_cap::R_ROCE_MAX_SRC_UDP_PORT, 0xffff);
-        roce.both(linux_layout::roce_cap::R_ROCE_MIN_SRC_UDP_PORT, 0xc000);
-        roce.both(
-            linux_layout::roce_cap::ROCE_ADDRESS_TABLE_SIZE,
-            ROCE_ADDRESS_TABLE_SIZE,
-        );
-
-        let general_2 = CapPage::new();
-
-        // Ethernet offloads: checksums only (TX `cs_flags` L3/L4, RX `l3_ok` / `l4_ok` and the
-        // CQE checksum, datapath/eth); no VLAN stripping or insertion, LSO, LRO, RSS,
-        // multi-packet WQEs, tunnels or software parsing. Linux mlx5e wants more before it
-        // makes a netdev (core/dev.c `mlx5_eth_supported`: `vlan_cap`, `max_lso_cap`,
-        // `rss_ind_tbl_cap`), so it makes none on the model.
-        let mut eth = CapPage::new();
-        {
-            use mlx5_prm::per_protocol_networking_offload_caps as e;
-            eth.both(e::CSUM_CAP, 1);
-            // What a ConnectX-5 reports (Linux commit c415f704c827 "net/mlx5: E-Switch,
-            // Correctly deal with inline mode on ConnectX-5": "On ConnectX5 the wqe inline
-            // mode is "none" and hence the FW reports MLX5_CAP_INLINE_MODE_NOT_REQUIRED").
-            eth.both(
-                e::WQE_INLINE_MODE,
-                mlx5_prm::cap_inline_mode::NOT_REQUIRED.into(),
-            );
-        }
-
         Caps {
-            general: gen,
-            odp,
-            atomic,
-            roce,
-            general_2,
+            general: general_page(),
+            odp: CapPage::new(),
+            atomic: atomic_page(),
+            roce: roce_page(),
+            general_2: CapPage::new(),
             flow_table: flow_table_nic(),
-            eth,
+            eth: eth_offloads_page(),
         }
     }
 

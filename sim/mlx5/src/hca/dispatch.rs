@@ -10,7 +10,7 @@ use crate::front::pci::Intx;
 use crate::memory::GuestMemory;
 use crate::objects::eq::EqTable;
 use crate::objects::Objects;
-use crate::objects::{cq, mr, qp};
+use crate::objects::{cq, eq, flow, mr, pd, qp, rq, sq, tir, tis, uar, vport};
 use crate::wire::Port;
 use mlx5_prm::*;
 use std::sync::Arc;
@@ -186,16 +186,31 @@ impl Spec {
     }
 }
 
+/// Sizes of the Linux mlx5_ifc.h structs that differ from rdma-core's (see [`spec`]).
+const LINUX_INIT_HCA_IN: usize = 32;
+const LINUX_MODIFY_QP_IN: usize = 272;
+const LINUX_QUERY_QP_OUT: usize = 464;
+
 /// The command table. Lengths are the `_in`/`_out` layouts' sizes (rdma-core mlx5_ifc.h, or
 /// Linux mlx5_ifc.h where rdma-core lacks the struct); where the Linux struct differs in size
 /// (init_hca_in 32 bytes, init2init/rts2rts_qp_in 272 vs 464, query_qp_out 464 vs 272) both
 /// sizes are accepted.
+/// The table is one match per command family (the functions below); no opcode is in two.
 fn spec(opcode: u16) -> Option<Spec> {
-    use crate::objects::{eq, flow, pd, rq, sq, tir, tis, uar, vport};
-    const LINUX_INIT_HCA_IN: usize = 32;
-    const LINUX_MODIFY_QP_IN: usize = 272;
-    const LINUX_QUERY_QP_OUT: usize = 464;
-    let s = match opcode {
+    boot_specs(opcode)
+        .or_else(|| hca_specs(opcode))
+        .or_else(|| domain_specs(opcode))
+        .or_else(|| vport_specs(opcode))
+        .or_else(|| flow_specs(opcode))
+        .or_else(|| eq_mkey_cq_specs(opcode))
+        .or_else(|| qp_specs(opcode))
+        .or_else(|| tis_sq_specs(opcode))
+        .or_else(|| rq_tir_specs(opcode))
+}
+
+/// [`spec`]: Bring-up: enabling the function, the ISSI, firmware pages, capabilities and registers.
+fn boot_specs(opcode: u16) -> Option<Spec> {
+    Some(match opcode {
         opcode::ENABLE_HCA => fixed(
             enable_hca_in::BYTES,
             enable_hca_out::BYTES,
@@ -258,6 +273,13 @@ fn spec(opcode: u16) -> Option<Spec> {
         )
         .op_mod()
         .boot(),
+        _ => return None,
+    })
+}
+
+/// [`spec`]: The HCA as a whole: init, teardown, the adapter query, the driver version, NOP.
+fn hca_specs(opcode: u16) -> Option<Spec> {
+    Some(match opcode {
         opcode::INIT_HCA => fixed(
             init_hca_in::BYTES,
             init_hca_out::BYTES,
@@ -291,6 +313,13 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_UP,
             Handler::Plain(Hca::nop),
         ),
+        _ => return None,
+    })
+}
+
+/// [`spec`]: UARs, protection domains and transport domains.
+fn domain_specs(opcode: u16) -> Option<Spec> {
+    Some(match opcode {
         opcode::ALLOC_UAR => fixed(
             alloc_uar_in::BYTES,
             alloc_uar_out::BYTES,
@@ -327,6 +356,13 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             Handler::Objects(pd::cmd_dealloc_td),
         ),
+        _ => return None,
+    })
+}
+
+/// [`spec`]: The port: vport state and context, counters, the RoCE address (GID) table.
+fn vport_specs(opcode: u16) -> Option<Spec> {
+    Some(match opcode {
         opcode::QUERY_VPORT_STATE => fixed(
             query_vport_state_in::BYTES,
             query_vport_state_out::BYTES,
@@ -382,6 +418,13 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             Handler::Port(vport::cmd_set_roce_address),
         ),
+        _ => return None,
+    })
+}
+
+/// [`spec`]: NIC receive flow tables, groups and entries.
+fn flow_specs(opcode: u16) -> Option<Spec> {
+    Some(match opcode {
         opcode::CREATE_FLOW_TABLE => fixed(
             create_flow_table_in::BYTES,
             create_flow_table_out::BYTES,
@@ -427,6 +470,13 @@ fn spec(opcode: u16) -> Option<Spec> {
             Handler::Objects(flow::cmd_set_flow_table_root),
         )
         .op_mod(),
+        _ => return None,
+    })
+}
+
+/// [`spec`]: Event queues, memory keys and completion queues.
+fn eq_mkey_cq_specs(opcode: u16) -> Option<Spec> {
+    Some(match opcode {
         opcode::CREATE_EQ => var(
             create_eq_in::BYTES,
             create_eq_out::BYTES,
@@ -489,6 +539,13 @@ fn spec(opcode: u16) -> Option<Spec> {
             Handler::Queues(cq::modify_cq),
         )
         .op_mod(),
+        _ => return None,
+    })
+}
+
+/// [`spec`]: Queue pairs: create, destroy, query and every state transition.
+fn qp_specs(opcode: u16) -> Option<Spec> {
+    Some(match opcode {
         opcode::CREATE_QP => var(
             create_qp_in::BYTES,
             create_qp_out::BYTES,
@@ -543,6 +600,15 @@ fn spec(opcode: u16) -> Option<Spec> {
             sqd2rts_qp_out::BYTES,
         ),
         // Ethernet queues (objects/tis.rs, sq.rs, rq.rs, tir.rs).
+        opcode::QP_2ERR => modify(qp_2err_in::BYTES, qp_2err_in::BYTES, qp_2err_out::BYTES),
+        opcode::QP_2RST => modify(qp_2rst_in::BYTES, qp_2rst_in::BYTES, qp_2rst_out::BYTES),
+        _ => return None,
+    })
+}
+
+/// [`spec`]: The Ethernet send side: transport interface sends and send queues.
+fn tis_sq_specs(opcode: u16) -> Option<Spec> {
+    Some(match opcode {
         opcode::CREATE_TIS => fixed(
             create_tis_in::BYTES,
             create_tis_out::BYTES,
@@ -591,6 +657,13 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             Handler::Objects(sq::cmd_destroy_sq),
         ),
+        _ => return None,
+    })
+}
+
+/// [`spec`]: The Ethernet receive side: receive queues and transport interface receives.
+fn rq_tir_specs(opcode: u16) -> Option<Spec> {
+    Some(match opcode {
         opcode::CREATE_RQ => var(
             create_rq_in::BYTES,
             create_rq_out::BYTES,
@@ -639,9 +712,6 @@ fn spec(opcode: u16) -> Option<Spec> {
             S_INIT,
             Handler::Objects(tir::cmd_destroy_tir),
         ),
-        opcode::QP_2ERR => modify(qp_2err_in::BYTES, qp_2err_in::BYTES, qp_2err_out::BYTES),
-        opcode::QP_2RST => modify(qp_2rst_in::BYTES, qp_2rst_in::BYTES, qp_2rst_out::BYTES),
         _ => return None,
-    };
-    Some(s)
+    })
 }

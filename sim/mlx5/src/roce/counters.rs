@@ -222,6 +222,10 @@ counters! {
     /// Ethernet frames a flow table entry with the DROP action took.
     RxDropSteeringRule = "rx_drop_steering_rule",
         ModelOnly("no PRM counter without a flow counter on the rule (flow counters not modelled)");
+    /// Ethernet frames steering forwarded to a TIR whose RQ is not in RDY (RST or ERR, as
+    /// between Linux en_main.c `mlx5e_modify_rq_state` calls) or is gone: dropped by the RQ.
+    RxDropRqNotReady = "rx_drop_rq_not_ready",
+        ModelOnly("no PRM counter: the RQ takes no WQE, so out_of_buffer does not count it");
 
     // ---- link (stream framing) errors --------------------------------------------------
     /// The peer sent a frame length of 0 (connection dropped).
@@ -423,6 +427,7 @@ impl CounterSnapshot {
             Counter::RxDropNoRootTable,
             Counter::RxSteerMissed,
             Counter::RxDropSteeringRule,
+            Counter::RxDropRqNotReady,
         ]
         .iter()
         .map(|c| self.get(*c))

@@ -404,3 +404,50 @@ pub fn out_of_buffer<D: Device>(e: &mut Env<D>, id: u32) -> u32 {
     d.ok();
     u32::from_be_bytes(d.out[0x30..0x34].try_into().unwrap())
 }
+
+/// MODIFY_NIC_VPORT_CONTEXT of the vport's address list of type `ty` (UC or MC) to `macs`
+/// (Linux core/vport.c `mlx5_modify_nic_vport_mac_list`).
+pub fn set_list<D: Device>(env: &mut Env<D>, ty: u8, macs: &[[u8; 6]]) {
+    let mut i = input(
+        opcode::MODIFY_NIC_VPORT_CONTEXT,
+        0,
+        modify_nic_vport_context_in::BYTES + macs.len() * 8,
+    );
+    let fs = modify_nic_vport_context_in::FIELD_SELECT;
+    let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
+    set(
+        &mut i,
+        modify_nic_vport_field_select::ADDRESSES_LIST.within(fs),
+        1,
+    );
+    set(
+        &mut i,
+        nic_vport_context::ALLOWED_LIST_TYPE.within(ctx),
+        ty.into(),
+    );
+    set(
+        &mut i,
+        nic_vport_context::ALLOWED_LIST_SIZE.within(ctx),
+        macs.len() as u32,
+    );
+    let first = ctx.byte_offset() + nic_vport_context::CURRENT_UC_MAC_ADDRESS.byte_offset();
+    for (k, m) in macs.iter().enumerate() {
+        i[first + k * 8 + 2..first + k * 8 + 8].copy_from_slice(m);
+    }
+    env.raw.exec(&i, 16).ok();
+}
+
+/// MODIFY_NIC_VPORT_CONTEXT of the promiscuous modes: `mode` (`promisc_uc`, `_mc` or
+/// `_all`) on or off, the others off (Linux core/vport.c `mlx5_modify_nic_vport_promisc`).
+pub fn set_promisc<D: Device>(env: &mut Env<D>, mode: Field, on: bool) {
+    let mut i = input(
+        opcode::MODIFY_NIC_VPORT_CONTEXT,
+        0,
+        modify_nic_vport_context_in::BYTES,
+    );
+    let fs = modify_nic_vport_context_in::FIELD_SELECT;
+    let ctx = modify_nic_vport_context_in::NIC_VPORT_CONTEXT;
+    set(&mut i, modify_nic_vport_field_select::PROMISC.within(fs), 1);
+    set(&mut i, mode.within(ctx), on.into());
+    env.raw.exec(&i, 16).ok();
+}

@@ -1,5 +1,5 @@
 //! Fuzz targets for the emulated ConnectX-5: the command queue, commands, WQEs, BAR writes,
-//! the proxy socket, RoCEv2 frames on the port, the Ethernet queues and UD datagrams (issue 7, "hostile input and a failing
+//! the proxy socket, RoCEv2 frames on the port, the Ethernet queues, Ethernet frames on the port and UD datagrams (issue 7, "hostile input and a failing
 //! device").
 //!
 //! The rule they check: every garbage input gets a PRM error or is dropped. The model never
@@ -43,6 +43,7 @@ mod bar;
 mod cmd_queue;
 mod commands;
 mod datagrams;
+mod eth_wire;
 mod ethernet;
 mod guard;
 mod proxy;
@@ -53,6 +54,7 @@ use bar::BarFuzz;
 use cmd_queue::CmdQueueFuzz;
 use commands::CommandFuzz;
 use datagrams::UdFuzz;
+use eth_wire::EthWireFuzz;
 use ethernet::EthFuzz;
 pub use guard::{Guarded, GuardedRam, BASE, GUARD};
 use proxy::ProxyFuzz;
@@ -158,6 +160,9 @@ pub enum Target {
     /// Hostile UD send WQEs (datagram segments) between a UD QP and the GSI QP, hostile
     /// receive WQEs.
     Ud = 9,
+    /// Hostile Ethernet frames on the port's link through the port's checks, the vport's
+    /// address filter and NIC_RX steering rules into posted receive WQEs.
+    EthWire = 10,
 }
 
 pub const ALL_TARGETS: &[Target] = &[
@@ -170,6 +175,7 @@ pub const ALL_TARGETS: &[Target] = &[
     Target::Wire6,
     Target::Eth,
     Target::Ud,
+    Target::EthWire,
 ];
 
 impl Target {
@@ -184,6 +190,7 @@ impl Target {
             Target::Wire6 => "wire6",
             Target::Eth => "eth",
             Target::Ud => "ud",
+            Target::EthWire => "eth-wire",
         }
     }
     pub fn parse(s: &str) -> Option<Target> {
@@ -238,6 +245,10 @@ pub struct Stats {
     pub eth_received: AtomicU64,
     /// Datagrams the `ud` target's QPs received (successful receive CQEs).
     pub ud_received: AtomicU64,
+    /// Frames the `eth-wire` target put on the link that were received, and that were
+    /// dropped (a port counter, `out_of_buffer` or an error CQE).
+    pub eth_wire_received: AtomicU64,
+    pub eth_wire_dropped: AtomicU64,
 }
 
 pub static STATS: Stats = Stats {
@@ -251,6 +262,8 @@ pub static STATS: Stats = Stats {
     eth_sent: AtomicU64::new(0),
     eth_received: AtomicU64::new(0),
     ud_received: AtomicU64::new(0),
+    eth_wire_received: AtomicU64::new(0),
+    eth_wire_dropped: AtomicU64::new(0),
 };
 
 /// How long one step may take before it counts as a hang (generous: debug builds, two shared
@@ -394,5 +407,6 @@ fn new_epoch(target: Target, rng: &mut Rng) -> Box<dyn Epoch> {
         Target::Wire6 => Box::new(WireFuzz::new(rng, 300)),
         Target::Eth => Box::new(EthFuzz::new(rng)),
         Target::Ud => Box::new(UdFuzz::new()),
+        Target::EthWire => Box::new(EthWireFuzz::new(rng)),
     }
 }

@@ -42,9 +42,10 @@ use crate::roce::counters::Counter;
 /// Why a frame handed to [`deliver`] was not received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EthRxDrop {
-    /// No TIR of that number.
+    /// No TIR of that number (counted in the port's `rx_drop_rq_not_ready`).
     NoTir,
-    /// The TIR's RQ does not exist or is not in RDY.
+    /// The TIR's RQ does not exist or is not in RDY (counted in the port's
+    /// `rx_drop_rq_not_ready`).
     RqNotReady,
     /// No receive WQE posted (counted as the Q counter's `out_of_buffer`).
     OutOfBuffer,
@@ -96,12 +97,17 @@ fn receive_cqe(frame: &[u8], rqn: u32, counter: u16, user_index: u32) -> Cqe {
 /// Receives `frame` (an Ethernet frame without FCS) on TIR `tirn`: what receive steering does
 /// with a frame a rule forwards to a TIR. Public so tests can hand frames to a TIR.
 pub fn deliver(dp: &mut Dp<'_>, tirn: u32, frame: &[u8]) -> Result<(), EthRxDrop> {
-    let rqn = dp.objects.tirs.get(tirn).ok_or(EthRxDrop::NoTir)?.rqn;
+    let not_ready = |dp: &Dp<'_>, e: EthRxDrop| {
+        dp.port.counters().bump(Counter::RxDropRqNotReady);
+        e
+    };
+    let Some(rqn) = dp.objects.tirs.get(tirn).map(|t| t.rqn) else {
+        return Err(not_ready(dp, EthRxDrop::NoTir));
+    };
     let mem = dp.mem.clone();
-    let rq = dp.objects.rqs.get(rqn).ok_or(EthRxDrop::RqNotReady)?;
-    if rq.state != state::RDY {
-        return Err(EthRxDrop::RqNotReady);
-    }
+    let Some(rq) = dp.objects.rqs.get(rqn).filter(|rq| rq.state == state::RDY) else {
+        return Err(not_ready(dp, EthRxDrop::RqNotReady));
+    };
     let Ok(pi) = rq.wq.producer(&*mem, WqKind::Receive) else {
         return Err(catastrophe(dp, rqn, "doorbell record unreadable"));
     };

@@ -114,14 +114,26 @@ fn receive_checks_drop_and_count_as_hardware_does() {
     set_udp_checksum(&mut f, true);
     assert!(matches!(ok(&f), Err(RxDrop::UdpChecksum { .. })));
 
-    // Through a port: every drop is counted under its reason, the good frame comes through.
+    counted_through_a_port(
+        &good,
+        other,
+        h1.encode(b"x").unwrap(),
+        h0.encode(b"x").unwrap(),
+    );
+}
+
+/// [`receive_checks_drop_and_count_as_hardware_does`], through a port: every drop is counted
+/// under its reason, the good frame comes through. `other` goes to another IP, `h1` has TVer
+/// 1, `h0` QP 0.
+fn counted_through_a_port(good: &[u8], other: Vec<u8>, h1: Vec<u8>, h0: Vec<u8>) {
+    let n = good.len();
     let (mut tx, rx) = Link::pair();
     let mut port = FramePort::new(rx, cfg_b());
-    let mut wrong_mac = good.clone();
+    let mut wrong_mac = good.to_vec();
     wrong_mac[5] = 9;
-    let mut bad_icrc = good.clone();
+    let mut bad_icrc = good.to_vec();
     bad_icrc[n - 1] ^= 1;
-    let mut bad_udp = good.clone();
+    let mut bad_udp = good.to_vec();
     set_udp_checksum(&mut bad_udp, true);
     for f in [
         wrong_mac,
@@ -130,10 +142,10 @@ fn receive_checks_drop_and_count_as_hardware_does() {
         good[..50].to_vec(),
         other,
         bad_icrc,
-        h1.encode(b"x").unwrap(),
-        h0.encode(b"x").unwrap(),
+        h1,
+        h0,
         bad_udp,
-        good.clone(),
+        good.to_vec(),
     ] {
         tx.send(f).unwrap();
     }

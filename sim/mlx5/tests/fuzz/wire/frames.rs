@@ -447,7 +447,7 @@ fn reseal(f: &mut [u8]) {
 }
 
 /// Byte-level mutations of an encoded frame (lengths, pad count, IPv4 flags), sealed again.
-fn mutate_bytes(f: &mut Vec<u8>, rng: &mut Rng) {
+pub(in crate::fuzz) fn mutate_bytes(f: &mut Vec<u8>, rng: &mut Rng) {
     let Some((at, v6)) = l3(f) else {
         return;
     };

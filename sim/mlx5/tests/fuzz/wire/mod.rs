@@ -61,6 +61,8 @@ mod phases;
 mod post;
 mod slots;
 
+pub(super) use frames::mutate_bytes;
+
 /// The port counters [`Stats::wire_port`] sums: the receive checks' drops, then what the
 /// transport made of the frames that passed.
 pub const PORT_COUNTERS: [Counter; 12] = [

@@ -1,6 +1,8 @@
 //! Send and receive queue bookkeeping shared with the CQ poller: the slot ring and the send gate.
+//! Shared by the RC queue pairs ([`crate::qp`]) and the Ethernet queues ([`crate::eth`]).
 
-use super::*;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// What the poller needs about the send WQE that starts at one index: a plain ring indexed
 /// by the WQE counter (rdma-core qp.c keeps `wrid[]` and `wqe_head[]` the same way). One cache
@@ -9,18 +11,18 @@ use super::*;
 /// one scaled index.
 #[repr(align(64))]
 pub(crate) struct SqSlot {
-    pub(super) wrid: AtomicU64,
+    pub(crate) wrid: AtomicU64,
     /// [`slot_meta`]`(wr_end, start)`: bits 0..16 the WQE's first block (`cur_post` when it
     /// was written, what the CQE's `wqe_counter` names), bits 16..48 the WR count after the WR
     /// (the `max_send_wr` accounting of rdma-core qp.c `mlx5_wq_overflow`, which counts WRs,
     /// not blocks). The expected completion (the next WR, starting where the CQE says) is one
     /// 64-bit compare.
-    pub(super) meta: AtomicU64,
+    pub(crate) meta: AtomicU64,
     /// The completion opcode of a UMR WQE (BIND_MW or LOCAL_INV, [`crate::mw`]), saved when it
     /// was posted: the CQE names only the WQE opcode (UMR), and rdma-core cq.c
     /// `handle_good_req` takes `wr_data[idx]` saved by qp.c `_mlx5_post_send`. Written and read
     /// only for UMR WQEs, so the other send paths never touch it.
-    pub(super) wc_op: AtomicU8,
+    pub(crate) wc_op: AtomicU8,
 }
 
 /// [`SqSlot::meta`] of the WQE that starts at block `start` and brings the WR count to
@@ -40,11 +42,11 @@ pub(crate) struct SendCursor {
     /// The QP number.
     pub(crate) qpn: u32,
     /// `WqShared::sq`'s slots (`mask + 1` of them, never fewer than one).
-    pub(super) slots: *const SqSlot,
-    pub(super) mask: u32,
+    pub(crate) slots: *const SqSlot,
+    pub(crate) mask: u32,
     /// `slot_meta(tail + 1, 0)`, where `tail` is the count of WRs completed: the meta of the
     /// next WR to complete, but for its first block.
-    pub(super) next: u64,
+    pub(crate) next: u64,
 }
 
 impl SendCursor {
@@ -127,23 +129,23 @@ pub(crate) struct WqShared {
     /// Bytes 1..4 of a CQE's `sop_drop_qpn` for this QP, as an in-memory `u32` with byte 0
     /// (the opcode) clear: the poller compares the raw dword against it.
     pub(crate) qpn_key: u32,
-    pub(super) sq: Vec<SqSlot>,
-    pub(super) sq_mask: u32,
+    pub(crate) sq: Vec<SqSlot>,
+    pub(crate) sq_mask: u32,
     /// `max_send_wr`: how far past the tail an outstanding WR can be.
-    pub(super) sq_max_wr: u32,
+    pub(crate) sq_max_wr: u32,
     /// WRs completed (moved by the poller).
-    pub(super) sq_wr_tail: AtomicU32,
+    pub(crate) sq_wr_tail: AtomicU32,
     /// The send gate: the last WR count the fast path may reach. It posts while
-    /// `sq_last - head >= 0` (as `i32`, a sign test); past it [`QueuePair::gate`] rechecks the
+    /// `sq_last - head >= 0` (as `i32`, a sign test); past it `QueuePair::gate` rechecks the
     /// device, the state and the room, and moves it (`tail + max_send_wr - 1` in RTS). The
     /// poster closes it (sets it to `head - 1`) whenever the state or the head moves
     /// otherwise, and a dying device closes every QP's gate ([`WqShared::close_gate`]), so the
     /// fast path's one load covers all three checks.
-    pub(super) sq_last: AtomicU32,
-    pub(super) rq_wrid: Vec<AtomicU64>,
-    pub(super) rq_mask: u32,
-    pub(super) rq_head: AtomicU32,
-    pub(super) rq_tail: AtomicU32,
+    pub(crate) sq_last: AtomicU32,
+    pub(crate) rq_wrid: Vec<AtomicU64>,
+    pub(crate) rq_mask: u32,
+    pub(crate) rq_head: AtomicU32,
+    pub(crate) rq_tail: AtomicU32,
     /// Receive completions name their WQE by the CQE's `wqe_counter` (the Ethernet RQ, as
     /// Linux en_rx.c `mlx5e_handle_rx_cqe` finds its buffer), not by order (RC receive
     /// queues, as rdma-core cq.c `handle_responder` takes `wq->tail`).
@@ -280,7 +282,7 @@ impl WqShared {
 
     /// Records, for the poller, the send WQE of a work queue posted outside this module (the
     /// Ethernet SQ, [`crate::eth`]) that starts at block `start` and brings the WR count to
-    /// `wr_end`: what [`QueuePair`]'s posts record in their slot.
+    /// `wr_end`: what [`crate::qp::QueuePair`]'s posts record in their slot.
     pub(crate) fn record_send(&self, start: u16, wr_end: u32, wr_id: u64) {
         if let Some(sl) = self.sq.get((start as u32 & self.sq_mask) as usize) {
             sl.wrid.store(wr_id, Ordering::Relaxed);
