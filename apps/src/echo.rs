@@ -47,7 +47,11 @@ struct Conn {
     conn: TcpConn,
     id: u64,
     from: (Ipv4Addr, u16),
+    /// Bytes echoed (queued for sending) so far.
     bytes: u64,
+    /// Received bytes the send buffer had no room for yet; nothing more is read from the
+    /// connection until they are queued.
+    unsent: Vec<u8>,
 }
 
 /// The echo service on one port.
@@ -78,7 +82,7 @@ impl EchoServer {
 
     /// One turn: takes a new connection if one is there, echoes what came on each open one,
     /// ends those the peer closed or that failed. Never waits for the network (each call of
-    /// the stack has the deadline "now"), but for an echo's acknowledgement. `report` hears
+    /// the stack has the deadline "now"; echoes are queued, not waited for). `report` hears
     /// what happened.
     pub fn turn<N: Nic, C: Clock>(&mut self, node: &mut Node<N, C>, mut report: impl FnMut(Event)) {
         let s = node.stack();
@@ -94,6 +98,7 @@ impl EchoServer {
                     id,
                     from,
                     bytes: 0,
+                    unsent: Vec::new(),
                 });
             }
         }
@@ -157,22 +162,33 @@ enum Turn {
     Ended(Option<NetError>),
 }
 
-/// Echoes what has come on `c`.
+/// Echoes what has come on `c`: first queues what an earlier turn could not, then, once
+/// nothing is left over, reads and queues what came since, keeping what does not fit.
 fn echo_some<N: Nic, C: Clock>(node: &mut Node<N, C>, c: &mut Conn, buf: &mut [u8]) -> Turn {
     let s = node.stack();
+    if !c.unsent.is_empty() {
+        match s.tcp_send(&c.conn, &c.unsent) {
+            Ok(n) => {
+                c.unsent.drain(..n);
+                c.bytes += n as u64;
+            }
+            Err(err) => return Turn::Ended(Some(err)),
+        }
+        if !c.unsent.is_empty() {
+            return Turn::Open;
+        }
+    }
     let now = s.now_us();
     match s.tcp_recv(&c.conn, buf, now) {
         Ok(0) => Turn::Ended(None),
-        Ok(k) => {
-            let d = node.deadline(SEND_WAIT);
-            match node.stack().tcp_send_all(&c.conn, &buf[..k], d) {
-                Ok(()) => {
-                    c.bytes += k as u64;
-                    Turn::Open
-                }
-                Err(err) => Turn::Ended(Some(err)),
+        Ok(k) => match s.tcp_send(&c.conn, &buf[..k]) {
+            Ok(n) => {
+                c.bytes += n as u64;
+                c.unsent.extend_from_slice(&buf[n..k]);
+                Turn::Open
             }
-        }
+            Err(err) => Turn::Ended(Some(err)),
+        },
         Err(NetError::Timeout(_)) => Turn::Open,
         Err(err) => Turn::Ended(Some(err)),
     }
@@ -262,5 +278,66 @@ mod tests {
             .collect();
         ended.sort_by_key(|e| e.0);
         assert_eq!(ended, [(1, data.len() as u64, None), (2, 1000, None)]);
+    }
+
+    /// A client that sends without reading fills the server's send buffer: the server keeps
+    /// what it could not queue and reads no more until it is queued, and every byte comes
+    /// back in order once the client reads.
+    #[test]
+    fn a_client_that_does_not_read_holds_the_echo_back_and_loses_nothing() {
+        let (mut a, mut b) = nodes("ip=10.0.0.2/24", "ip=10.0.0.1/24");
+        let done = AtomicBool::new(false);
+        // Eight times a 64 KiB send or receive buffer.
+        let data = pattern(2048);
+        let (most_unsent, totals, echoed) = std::thread::scope(|sc| {
+            let server = sc.spawn(|| {
+                let mut echo = EchoServer::listen(&mut a, ECHO_PORT).unwrap();
+                let mut most_unsent = 0;
+                while !done.load(Ordering::SeqCst) {
+                    echo.turn(&mut a, |_| {});
+                    let unsent = echo.open.iter().map(|c| c.unsent.len()).max();
+                    most_unsent = most_unsent.max(unsent.unwrap_or(0));
+                }
+                (most_unsent, echo.close(&mut a, |_| {}))
+            });
+            let dl = b.deadline(Duration::from_secs(10));
+            let s = b.stack();
+            let c = s
+                .tcp_connect(Ipv4Addr::new(10, 0, 0, 2), ECHO_PORT, dl)
+                .unwrap();
+            // Only sending, until nothing more fits anywhere for 300 ms.
+            let mut sent = 0;
+            let mut moved = s.now_us();
+            while sent < data.len() && s.now_us() < moved + 300_000 {
+                let n = s.tcp_send(&c, &data[sent..]).unwrap();
+                if n > 0 {
+                    moved = s.now_us();
+                }
+                sent += n;
+            }
+            assert!(sent < data.len(), "everything fit without reading");
+            // Then reading it all back, sending the rest as room comes.
+            let mut echoed = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            while echoed.len() < data.len() {
+                assert!(s.now_us() < dl, "the echo stopped at {}", echoed.len());
+                sent += s.tcp_send(&c, &data[sent..]).unwrap();
+                let now = s.now_us();
+                match s.tcp_recv(&c, &mut buf, now) {
+                    Ok(0) => panic!("the server closed"),
+                    Ok(k) => echoed.extend_from_slice(&buf[..k]),
+                    Err(NetError::Timeout(_)) => {}
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            let dl = b.deadline(Duration::from_secs(10));
+            b.stack().tcp_close(c, dl).unwrap();
+            done.store(true, Ordering::SeqCst);
+            let (most_unsent, totals) = server.join().unwrap();
+            (most_unsent, totals, echoed)
+        });
+        assert!(most_unsent > 0, "the server's send buffer never filled");
+        assert!(echoed == data, "the echo differs");
+        assert_eq!(totals, (1, data.len() as u64));
     }
 }

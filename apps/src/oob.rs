@@ -320,16 +320,20 @@ mod channel {
                 .map_err(err)
         }
 
-        /// Receives exactly `n` bytes.
+        /// Receives exactly `n` bytes, all within the channel's wait (one deadline for the
+        /// whole call, however the peer splits them).
         pub fn recv(&mut self, n: usize) -> Result<Vec<u8>, OobError> {
+            let deadline = self.node.deadline(self.wait);
             while self.rx.len() < n {
-                self.fill(n)?;
+                self.fill(n, deadline)?;
             }
             Ok(self.rx.drain(..n).collect())
         }
 
-        /// Receives one line, up to `\n` (not included), of at most `max` bytes.
+        /// Receives one line, up to `\n` (not included), of at most `max` bytes, within the
+        /// channel's wait (one deadline for the whole call, however the peer splits it).
         pub fn recv_line(&mut self, max: usize) -> Result<Vec<u8>, OobError> {
+            let deadline = self.node.deadline(self.wait);
             loop {
                 if let Some(i) = self.rx.iter().position(|&b| b == b'\n') {
                     if i > max {
@@ -342,14 +346,13 @@ mod channel {
                 if self.rx.len() > max {
                     return Err(OobError::LineTooLong { max });
                 }
-                self.fill(max + 1)?;
+                self.fill(max + 1, deadline)?;
             }
         }
 
-        /// Receives what has come (at least a byte) into `rx`; `wanted` names the read for
-        /// the error.
-        fn fill(&mut self, wanted: usize) -> Result<(), OobError> {
-            let deadline = self.node.deadline(self.wait);
+        /// Receives what has come (at least a byte, by `deadline`) into `rx`; `wanted` names
+        /// the read for the error.
+        fn fill(&mut self, wanted: usize, deadline: u64) -> Result<(), OobError> {
             let err = |err| OobError::Stream { wanted, err };
             let conn = self.conn.as_ref().ok_or(err(NetError::Closed))?;
             let mut buf = [0u8; 1024];
@@ -568,6 +571,51 @@ mod tests {
                     err: NetError::Closed
                 })
             );
+        }
+
+        /// A peer that sends one byte at a time, each well within the wait, holds a `recv`
+        /// or a `recv_line` no longer than the wait in all.
+        #[test]
+        fn a_trickling_peer_holds_a_receive_no_longer_than_the_wait() {
+            use std::sync::atomic::{AtomicBool, Ordering};
+            use std::time::Instant;
+
+            use net::Op;
+
+            // A byte every 300 ms: 16 of them take 4.8 s, over three times the wait.
+            let short = Duration::from_millis(1500);
+            let (a, b) = nodes("ip=10.0.0.1/24", "ip=10.0.0.2/24 peer=10.0.0.1");
+            let done = AtomicBool::new(false);
+            let (bytes, line) = std::thread::scope(|sc| {
+                let server = sc.spawn(|| {
+                    let mut ch = Channel::open(a, Side::Server, 7001, short).unwrap();
+                    let t = Instant::now();
+                    let bytes = (ch.recv(16), t.elapsed());
+                    let t = Instant::now();
+                    let line = (ch.recv_line(64), t.elapsed());
+                    done.store(true, Ordering::Release);
+                    (bytes, line)
+                });
+                let side = Side::Client {
+                    server: [10, 0, 0, 1],
+                };
+                let mut ch = Channel::open(b, side, 7001, WAIT).unwrap();
+                while !done.load(Ordering::Acquire) {
+                    ch.send(b"x").unwrap();
+                    idle(ch.node(), 300);
+                }
+                server.join().unwrap()
+            });
+            let timeout = |wanted| {
+                Err(OobError::Stream {
+                    wanted,
+                    err: NetError::Timeout(Op::Recv),
+                })
+            };
+            assert_eq!(bytes.0, timeout(16));
+            assert_eq!(line.0, timeout(65));
+            assert!(bytes.1 < short * 2, "recv took {:?}", bytes.1);
+            assert!(line.1 < short * 2, "recv_line took {:?}", line.1);
         }
     }
 

@@ -17,7 +17,7 @@
 extern crate alloc;
 
 use alloc::format;
-use alloc::string::String;
+use core::fmt;
 use core::net::Ipv4Addr;
 use core::time::Duration;
 
@@ -27,6 +27,7 @@ use apps::stack::{self, KernelNode};
 use kernel::time::Deadline;
 use kernel::{println, AppContext};
 use mlx5::{Context, ContextConfig};
+use net::NetError;
 
 kernel::entry_point!(main);
 
@@ -69,22 +70,47 @@ fn main(ctx: &AppContext) -> i32 {
     }
 }
 
-fn run(net: &stack::NetArgs, port: u16, secs: Option<u64>) -> Result<(), String> {
-    let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
-    let dev =
-        Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
-    let mut node = KernelNode::up(&dev, net).map_err(|e| format!("the network: {e:?}"))?;
+/// Why netd stopped early: each step with the typed error under it.
+#[derive(Debug)]
+enum NetdError {
+    /// No mlx5 function on the PCI bus, or it could not be opened.
+    NoDevice(mlx5_kernel::OpenError),
+    /// The HCA's bring-up failed.
+    BringUp(mlx5::Error),
+    /// The Ethernet queue or the stack on it did not come up.
+    Network(stack::NodeError),
+    /// The echo server could not listen on its port.
+    Listen { port: u16, err: NetError },
+    /// Closing the HCA was refused.
+    Teardown(mlx5::Error),
+}
+
+impl fmt::Display for NetdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetdError::NoDevice(e) => write!(f, "no mlx5 function: {e:?}"),
+            NetdError::BringUp(e) => write!(f, "bring-up: {e:?}"),
+            NetdError::Network(e) => write!(f, "the network: {e:?}"),
+            NetdError::Listen { port, err } => write!(f, "listen on {port}: {err:?}"),
+            NetdError::Teardown(e) => write!(f, "teardown refused: {e:?}"),
+        }
+    }
+}
+
+fn run(net: &stack::NetArgs, port: u16, secs: Option<u64>) -> Result<(), NetdError> {
+    let hal = mlx5_kernel::open_first(None).map_err(NetdError::NoDevice)?;
+    let dev = Context::open(hal, ContextConfig::default()).map_err(NetdError::BringUp)?;
+    let mut node = KernelNode::up(&dev, net).map_err(NetdError::Network)?;
     let r = serve(&mut node, port, secs);
     drop(node);
     r?;
-    dev.close().map_err(|_| "teardown refused")?;
+    dev.close().map_err(|r| NetdError::Teardown(r.error))?;
     Ok(())
 }
 
-fn serve(node: &mut KernelNode, port: u16, secs: Option<u64>) -> Result<(), String> {
+fn serve(node: &mut KernelNode, port: u16, secs: Option<u64>) -> Result<(), NetdError> {
     let end = secs.map(|s| Deadline::after(Duration::from_secs(s)));
-    let mut echo =
-        EchoServer::listen(node, port).map_err(|e| format!("listen on {port}: {e:?}"))?;
+    let mut echo = EchoServer::listen(node, port).map_err(|err| NetdError::Listen { port, err })?;
     let ip = Ipv4Addr::from(node.args().ip.addr);
     println!(
         "netd: up: {ip} answers ARP and ping, TCP echo on port {port}, {}",

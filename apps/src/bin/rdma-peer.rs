@@ -30,6 +30,7 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
+use core::fmt;
 use core::time::Duration;
 
 use apps::oob::{Oob, OobError, Side, TOOL_PORT};
@@ -103,7 +104,7 @@ const LINE_MAX: usize = 256;
 
 /// Tells the other guest this side's endpoint (`me`, and the buffer `addr`/`rkey` it may
 /// access) and takes its own, with its MAC by ARP for its GID's address.
-fn exchange(link: &mut Oob, me: QpEndpoint, addr: u64, rkey: u32) -> Result<Peer, &'static str> {
+fn exchange(link: &mut Oob, me: QpEndpoint, addr: u64, rkey: u32) -> Result<Peer, PeerError> {
     let line = alloc::format!(
         "endpoint qpn={:x} psn={:x} gid={} addr={:x} rkey={:x}",
         me.qpn,
@@ -116,9 +117,10 @@ fn exchange(link: &mut Oob, me: QpEndpoint, addr: u64, rkey: u32) -> Result<Peer
     let got = link
         .recv_line(LINE_MAX)
         .map_err(|e| failed("no endpoint from the other guest", e))?;
-    let (mut ep, addr, rkey) =
-        parse_endpoint(core::str::from_utf8(&got).map_err(|_| "garbled endpoint")?)
-            .ok_or("bad endpoint")?;
+    let (mut ep, addr, rkey) = parse_endpoint(
+        core::str::from_utf8(&got).map_err(|_| PeerError::Protocol("garbled endpoint"))?,
+    )
+    .ok_or(PeerError::Protocol("bad endpoint"))?;
     ep.mac = link
         .peer_mac(&ep.gid)
         .map_err(|e| failed("the other guest's MAC", e))?;
@@ -126,29 +128,71 @@ fn exchange(link: &mut Oob, me: QpEndpoint, addr: u64, rkey: u32) -> Result<Peer
 }
 
 /// Sends one line (`\n` added) to the other guest.
-fn say(link: &mut Oob, line: &str) -> Result<(), &'static str> {
+fn say(link: &mut Oob, line: &str) -> Result<(), PeerError> {
     let mut b = Vec::from(line.as_bytes());
     b.push(b'\n');
     link.send(&b).map_err(|e| failed("sending a line", e))
 }
 
 /// Waits for the other guest's next line, which must start with `prefix`.
-fn hear(link: &mut Oob, prefix: &str, why: &'static str) -> Result<Vec<u8>, &'static str> {
+fn hear(link: &mut Oob, prefix: &str, why: &'static str) -> Result<Vec<u8>, PeerError> {
     let line = link.recv_line(LINE_MAX).map_err(|e| failed(why, e))?;
     if !line.starts_with(prefix.as_bytes()) {
         println!(
             "peer: expected `{prefix}...`, got {:?}",
             core::str::from_utf8(&line)
         );
-        return Err(why);
+        return Err(PeerError::Protocol(why));
     }
     Ok(line)
 }
 
-/// Prints the exchange's error `e` and gives `what` as the run's.
-fn failed(what: &'static str, e: OobError) -> &'static str {
-    println!("peer: {what}: {e}");
-    what
+/// The exchange's error `err`, in the step `what`.
+fn failed(what: &'static str, err: OobError) -> PeerError {
+    PeerError::Oob { what, err }
+}
+
+/// The driver's error in the step `what`.
+fn hca(what: &'static str) -> impl FnOnce(mlx5::Error) -> PeerError {
+    move |err| PeerError::Hca { what, err }
+}
+
+/// Why a run failed: the step, with the typed error under it.
+#[derive(Debug)]
+enum PeerError {
+    /// No mlx5 function on the PCI bus, or it could not be opened.
+    NoDevice(mlx5_kernel::OpenError),
+    /// `mac=` differs from the port's MAC (the driver does not reprogram it).
+    MacDiffers,
+    /// The HCA's Ethernet queue or the stack on it did not come up.
+    Network(stack::NodeError),
+    /// A driver step (`what`) failed.
+    Hca {
+        what: &'static str,
+        err: mlx5::Error,
+    },
+    /// The exchange with the other guest failed in the step `what`.
+    Oob { what: &'static str, err: OobError },
+    /// The other guest's line is not what the exchange expects.
+    Protocol(&'static str),
+    /// A check of the RDMA results failed.
+    Check(&'static str),
+}
+
+impl fmt::Display for PeerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerError::NoDevice(e) => write!(f, "no mlx5 function: {e:?}"),
+            PeerError::MacDiffers => write!(
+                f,
+                "mac= differs from the port's MAC (the driver does not reprogram it)"
+            ),
+            PeerError::Network(e) => write!(f, "the network did not come up: {e:?}"),
+            PeerError::Hca { what, err } => write!(f, "{what}: {err:?}"),
+            PeerError::Oob { what, err } => write!(f, "{what}: {err}"),
+            PeerError::Protocol(why) | PeerError::Check(why) => f.write_str(why),
+        }
+    }
 }
 
 fn pattern(i: usize, seed: u8) -> u8 {
@@ -211,17 +255,17 @@ fn main(ctx: &AppContext) -> i32 {
 type Dev = Context<mlx5_kernel::KernelHal>;
 
 /// Brings the HCA up and gives the node its identity: `(context, sgid_index, gid)`.
-fn bring_up(net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(Dev, u8, [u8; 16]), &'static str> {
-    let hal = mlx5_kernel::open_first(None).map_err(|_| "no mlx5 function")?;
-    let dev = Context::open(hal, ContextConfig::default()).map_err(|_| "bring-up failed")?;
+fn bring_up(net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(Dev, u8, [u8; 16]), PeerError> {
+    let hal = mlx5_kernel::open_first(None).map_err(PeerError::NoDevice)?;
+    let dev = Context::open(hal, ContextConfig::default()).map_err(hca("bring-up failed"))?;
     if mac.is_some_and(|m| m != dev.mac()) {
-        return Err("mac= differs from the port's MAC (the driver does not reprogram it)");
+        return Err(PeerError::MacDiffers);
     }
     // The node's identity: its IPv4 GID.
     let ip = net.ip;
     let i = dev
         .add_ipv4_gid(ip.addr)
-        .map_err(|_| "SET_ROCE_ADDRESS for ip= failed")?;
+        .map_err(hca("SET_ROCE_ADDRESS for ip= failed"))?;
     println!(
         "peer: ip {}.{}.{}.{}/{} is RoCE v2 GID index {i}",
         ip.addr[0], ip.addr[1], ip.addr[2], ip.addr[3], ip.prefix_len
@@ -230,27 +274,24 @@ fn bring_up(net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(Dev, u8, [u8; 16]), 
 }
 
 /// The TCP connection to the other guest, on the node's stack over `dev`'s Ethernet queue.
-fn connect(dev: &Dev, net: &NetArgs, side: Side, wait: Duration) -> Result<Oob, &'static str> {
-    let node = KernelNode::up(dev, net).map_err(|e| {
-        println!("peer: the network: {e:?}");
-        "the network did not come up"
-    })?;
+fn connect(dev: &Dev, net: &NetArgs, side: Side, wait: Duration) -> Result<Oob, PeerError> {
+    let node = KernelNode::up(dev, net).map_err(PeerError::Network)?;
     Oob::open(node, side, TOOL_PORT, wait)
         .map_err(|e| failed("no connection to the other guest", e))
 }
 
-fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
+fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), PeerError> {
     let server = side == Side::Server;
     let (dev, sgid_index, gid) = bring_up(net, mac)?;
     let mut link = connect(&dev, net, side, WAIT)?;
-    let pd = dev.alloc_pd().map_err(|_| "alloc_pd")?;
+    let pd = dev.alloc_pd().map_err(hca("alloc_pd"))?;
     let mr = pd
         .alloc_mr(MR_LEN, AccessFlags::ALL)
-        .map_err(|_| "alloc_mr")?;
-    let mut cq = dev.create_cq(64).map_err(|_| "create_cq")?;
+        .map_err(hca("alloc_mr"))?;
+    let mut cq = dev.create_cq(64).map_err(hca("create_cq"))?;
     let mut qp = pd
         .create_qp(&cq, &cq, &QpCaps::default())
-        .map_err(|_| "create_qp")?;
+        .map_err(hca("create_qp"))?;
     let me = QpEndpoint {
         gid,
         ..qp.endpoint()
@@ -261,11 +302,11 @@ fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), &'static s
         sgid_index,
         ..ConnectOptions::default()
     };
-    qp.connect(&peer.ep, &o).map_err(|_| "connect")?;
+    qp.connect(&peer.ep, &o).map_err(hca("connect"))?;
 
     if server {
-        mr.write(AT_READ, &bytes(50)).map_err(|_| "write")?;
-        mr.write(AT_ATOMIC, &[0; 8]).map_err(|_| "write")?;
+        mr.write(AT_READ, &bytes(50)).map_err(hca("write"))?;
+        mr.write(AT_ATOMIC, &[0; 8]).map_err(hca("write"))?;
         let r = |at| [mr.sge(at, BIG)];
         // The WRITE_IMM's receive only reports it (its bytes go to the RETH's address).
         let (r1, r2, r3) = (r(AT_WRITE_IMM), r(AT_SEND), r(AT_SEND_IMM));
@@ -283,23 +324,23 @@ fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), &'static s
                 sges: &r3,
             },
         ])
-        .map_err(|_| "post_recv")?;
+        .map_err(hca("post_recv"))?;
         say(&mut link, "ready")?;
         // WRITE_IMM, SEND, SEND_IMM consume the receives in that order.
-        let wcs = link.poll_cq(&mut cq, 3, WAIT).map_err(|_| "poll")?;
+        let wcs = link.poll_cq(&mut cq, 3, WAIT).map_err(hca("poll"))?;
         if wcs.len() != 3
             || wcs
                 .iter()
                 .any(|w| w.status != WcStatus::Success || w.byte_len != BIG)
         {
-            return Err("receive completions missing or in error");
+            return Err(PeerError::Check("receive completions missing or in error"));
         }
         if wcs[0].imm != Some(0xbeef) || wcs[1].imm.is_some() || wcs[2].imm != Some(0xc0ffee) {
-            return Err("wrong immediate data");
+            return Err(PeerError::Check("wrong immediate data"));
         }
-        let check = |at: u64, seed: u8| -> Result<bool, &'static str> {
+        let check = |at: u64, seed: u8| -> Result<bool, PeerError> {
             let mut got = alloc::vec![0u8; BIG as usize];
-            mr.read(at, &mut got).map_err(|_| "read")?;
+            mr.read(at, &mut got).map_err(hca("read"))?;
             Ok(got == bytes(seed))
         };
         // RC ordering: the WRITEs landed before the SENDs completed.
@@ -308,21 +349,21 @@ fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), &'static s
             || !check(AT_SEND, 30)?
             || !check(AT_SEND_IMM, 40)?
         {
-            return Err("data from the other guest is wrong");
+            return Err(PeerError::Check("data from the other guest is wrong"));
         }
         // Stay up until the client has read back and run its atomics.
         hear(&mut link, "done", "client never finished")?;
         let mut at = [0u8; 8];
-        mr.read(AT_ATOMIC, &mut at).map_err(|_| "read")?;
+        mr.read(AT_ATOMIC, &mut at).map_err(hca("read"))?;
         if u64::from_ne_bytes(at) != SWAP + ADD {
-            return Err("atomics left the wrong value");
+            return Err(PeerError::Check("atomics left the wrong value"));
         }
         println!(
             "peer: server received RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM of {BIG} B, served RDMA_READ, CMP_AND_SWAP, FETCH_AND_ADD: ok"
         );
     } else {
         for (at, seed) in [(0u64, 10u8), (8192, 20), (16384, 30), (24576, 40)] {
-            mr.write(at, &bytes(seed)).map_err(|_| "write")?;
+            mr.write(at, &bytes(seed)).map_err(hca("write"))?;
         }
         hear(&mut link, "ready", "the server never got ready")?;
         let remote = |off| Remote {
@@ -394,21 +435,23 @@ fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), &'static s
                 flags: sig,
             },
         ];
-        qp.post_send(&wrs).map_err(|_| "post_send")?;
-        let wcs = link.poll_cq(&mut cq, 7, WAIT).map_err(|_| "poll")?;
+        qp.post_send(&wrs).map_err(hca("post_send"))?;
+        let wcs = link.poll_cq(&mut cq, 7, WAIT).map_err(hca("poll"))?;
         if wcs.len() != 7 || wcs.iter().any(|w| w.status != WcStatus::Success) {
-            return Err("send completions missing or in error");
+            return Err(PeerError::Check("send completions missing or in error"));
         }
         let mut got = alloc::vec![0u8; BIG as usize];
-        mr.read(32768, &mut got).map_err(|_| "read")?;
+        mr.read(32768, &mut got).map_err(hca("read"))?;
         if got != bytes(50) {
-            return Err("RDMA_READ from the other guest returned wrong bytes");
+            return Err(PeerError::Check(
+                "RDMA_READ from the other guest returned wrong bytes",
+            ));
         }
         let (mut cs, mut fa) = ([0u8; 8], [0u8; 8]);
-        mr.read(40960, &mut cs).map_err(|_| "read")?;
-        mr.read(40968, &mut fa).map_err(|_| "read")?;
+        mr.read(40960, &mut cs).map_err(hca("read"))?;
+        mr.read(40968, &mut fa).map_err(hca("read"))?;
         if u64::from_ne_bytes(cs) != 0 || u64::from_ne_bytes(fa) != SWAP {
-            return Err("atomics returned wrong original values");
+            return Err(PeerError::Check("atomics returned wrong original values"));
         }
         say(&mut link, "done")?;
         println!(
@@ -420,7 +463,7 @@ fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), &'static s
     drop(cq);
     drop(mr);
     drop(pd);
-    dev.close().map_err(|_| "teardown")?;
+    dev.close().map_err(|r| hca("teardown")(r.error))?;
     Ok(())
 }
 
@@ -441,7 +484,7 @@ mod stress {
     use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
     use rand_xoshiro::SplitMix64;
 
-    use super::{bring_up, connect, exchange, hear, say, Dev};
+    use super::{bring_up, connect, exchange, hca, hear, say, Dev, PeerError};
 
     /// The server's region the WRITEs land in.
     const REGION: usize = 256 * 1024;
@@ -495,11 +538,11 @@ mod stress {
         side: &str,
         dev: &Dev,
         set: &CounterSet<mlx5_kernel::KernelHal>,
-    ) -> Result<(), &'static str> {
-        let q = set.query(true).map_err(|_| "QUERY_Q_COUNTER failed")?;
+    ) -> Result<(), PeerError> {
+        let q = set.query(true).map_err(hca("QUERY_Q_COUNTER failed"))?;
         let v = dev
             .query_vport_counters(true)
-            .map_err(|_| "QUERY_VPORT_COUNTER failed")?;
+            .map_err(hca("QUERY_VPORT_COUNTER failed"))?;
         println!(
             "stress: counters {side} q: out_of_sequence={} duplicate_request={} packet_seq_err={} local_ack_timeout_err={} implied_nak_seq_err={} rnr_nak_retry_err={} req_transport_retries_exceeded={} req_rnr_retries_exceeded={}",
             q.out_of_sequence,
@@ -521,27 +564,27 @@ mod stress {
         Ok(())
     }
 
-    pub fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), &'static str> {
+    pub fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), PeerError> {
         let t0 = Instant::now();
         let server = side == Side::Server;
         let (dev, sgid_index, gid) = bring_up(net, mac)?;
         let mut link = connect(&dev, net, side, WAIT)?;
         let set = dev
             .alloc_counter_set()
-            .map_err(|_| "ALLOC_Q_COUNTER failed")?;
-        let pd = dev.alloc_pd().map_err(|_| "alloc_pd")?;
+            .map_err(hca("ALLOC_Q_COUNTER failed"))?;
+        let pd = dev.alloc_pd().map_err(hca("alloc_pd"))?;
         let mr = pd
             .alloc_mr(if server { SERVER_MR } else { CLIENT_MR }, AccessFlags::ALL)
-            .map_err(|_| "alloc_mr")?;
-        let mut cq = dev.create_cq(64).map_err(|_| "create_cq")?;
+            .map_err(hca("alloc_mr"))?;
+        let mut cq = dev.create_cq(64).map_err(hca("create_cq"))?;
         let caps = QpCaps {
             max_send_wr: 128,
             ..QpCaps::default()
         };
-        let mut qp = pd.create_qp(&cq, &cq, &caps).map_err(|_| "create_qp")?;
+        let mut qp = pd.create_qp(&cq, &cq, &caps).map_err(hca("create_qp"))?;
         // The QP counts into `set` from RST2INIT on (the QPC's counter_set_id).
         qp.set_counter_set(Some(&set))
-            .map_err(|_| "set_counter_set")?;
+            .map_err(hca("set_counter_set"))?;
         let me = QpEndpoint {
             gid,
             ..qp.endpoint()
@@ -555,15 +598,15 @@ mod stress {
             max_dest_rd_atomic: 4,
             ..ConnectOptions::default()
         };
-        qp.connect(&peer.ep, &o).map_err(|_| "connect")?;
+        qp.connect(&peer.ep, &o).map_err(hca("connect"))?;
         if server {
-            mr.write(0, &vec![0u8; SERVER_MR]).map_err(|_| "write")?;
+            mr.write(0, &vec![0u8; SERVER_MR]).map_err(hca("write"))?;
             say(&mut link, "ready")?;
             hear(&mut link, "done", "the client never finished")?;
             let mut region = vec![0u8; REGION];
-            mr.read(0, &mut region).map_err(|_| "read")?;
+            mr.read(0, &mut region).map_err(hca("read"))?;
             let mut at = [0u8; 8];
-            mr.read(AT_ATOMIC, &mut at).map_err(|_| "read")?;
+            mr.read(AT_ATOMIC, &mut at).map_err(hca("read"))?;
             let sum = alloc::format!(
                 "sum={:016x} atomic={:016x}",
                 fnv(&region),
@@ -601,7 +644,9 @@ mod stress {
                             "stress: server says {}, the model {want}",
                             core::str::from_utf8(&line).unwrap_or("?")
                         );
-                        return Err("the server's region differs from the client's model");
+                        return Err(PeerError::Check(
+                            "the server's region differs from the client's model",
+                        ));
                     }
                     print_counters("client", &dev, &set)?;
                     println!(
@@ -622,7 +667,7 @@ mod stress {
         drop(cq);
         drop(mr);
         drop(pd);
-        dev.close().map_err(|_| "teardown")?;
+        dev.close().map_err(|r| hca("teardown")(r.error))?;
         println!("stress: wall {} ms", t0.elapsed().as_millis());
         Ok(())
     }
@@ -632,17 +677,17 @@ mod stress {
         link: &mut Oob,
         cq: &mut mlx5::CompletionQueue<mlx5_kernel::KernelHal>,
         n: usize,
-    ) -> Result<(), &'static str> {
-        let wcs = link.poll_cq(cq, n, WAIT).map_err(|_| "poll")?;
+    ) -> Result<(), PeerError> {
+        let wcs = link.poll_cq(cq, n, WAIT).map_err(hca("poll"))?;
         if wcs.len() != n {
-            return Err("completions missing");
+            return Err(PeerError::Check("completions missing"));
         }
         if let Some(w) = wcs.iter().find(|w| w.status != WcStatus::Success) {
             println!(
                 "stress: error completion: wr_id={} status={:?} vendor_err={:#x}",
                 w.wr_id, w.status, w.vendor_err
             );
-            return Err("an error completion");
+            return Err(PeerError::Check("an error completion"));
         }
         Ok(())
     }
@@ -656,10 +701,10 @@ mod stress {
         cq: &mut mlx5::CompletionQueue<mlx5_kernel::KernelHal>,
         mr: &MemoryRegion<mlx5_kernel::KernelHal>,
         remote: Remote,
-    ) -> Result<(Vec<u8>, u64, usize, usize), &'static str> {
+    ) -> Result<(Vec<u8>, u64, usize, usize), PeerError> {
         let t0 = Instant::now();
         let src = src_pattern();
-        mr.write(SRC, &src).map_err(|_| "write")?;
+        mr.write(SRC, &src).map_err(hca("write"))?;
         let mut model = vec![0u8; REGION];
         let mut atomic = 0u64;
         let at = |off: u64| Remote {
@@ -733,7 +778,7 @@ mod stress {
                 data: SendData::Sges(&at_out),
                 flags: SendFlags::SIGNALED,
             });
-            qp.post_send(&wrs).map_err(|_| "post_send")?;
+            qp.post_send(&wrs).map_err(hca("post_send"))?;
             let signaled = wrs
                 .iter()
                 .filter(|w| w.flags.0 & SendFlags::SIGNALED.0 != 0)
@@ -744,19 +789,21 @@ mod stress {
                     .copy_from_slice(&src[s as usize..s as usize + len as usize]);
             }
             let mut got = vec![0u8; rlen as usize];
-            mr.read(RD, &mut got).map_err(|_| "read")?;
+            mr.read(RD, &mut got).map_err(hca("read"))?;
             if got[..] != model[roff as usize..roff as usize + rlen as usize] {
                 println!("stress: READ of {rlen} B at {roff:#x} after batch {batch_no} differs from the model");
-                return Err("an RDMA READ returned wrong bytes");
+                return Err(PeerError::Check("an RDMA READ returned wrong bytes"));
             }
             let mut orig = [0u8; 8];
-            mr.read(ATOM, &mut orig).map_err(|_| "read")?;
+            mr.read(ATOM, &mut orig).map_err(hca("read"))?;
             if u64::from_ne_bytes(orig) != atomic {
                 println!(
                     "stress: atomic {atomics} returned {:#x}, expected {atomic:#x}",
                     u64::from_ne_bytes(orig)
                 );
-                return Err("an atomic returned the wrong original value");
+                return Err(PeerError::Check(
+                    "an atomic returned the wrong original value",
+                ));
             }
             atomic = atomic.wrapping_add(ONE);
             writes += n;
@@ -787,11 +834,11 @@ mod stress {
                 flags: SendFlags::SIGNALED,
             })
             .collect();
-        qp.post_send(&wrs).map_err(|_| "post_send")?;
+        qp.post_send(&wrs).map_err(hca("post_send"))?;
         complete(link, cq, wrs.len())?;
         reads += wrs.len();
         let mut back = vec![0u8; REGION];
-        mr.read(BACK, &mut back).map_err(|_| "read")?;
+        mr.read(BACK, &mut back).map_err(hca("read"))?;
         if back != model {
             let first = back
                 .iter()
@@ -799,7 +846,9 @@ mod stress {
                 .position(|(a, b)| a != b)
                 .unwrap_or(0);
             println!("stress: read-back differs from the model first at {first:#x}");
-            return Err("the region read back differs from the model");
+            return Err(PeerError::Check(
+                "the region read back differs from the model",
+            ));
         }
         Ok((model, atomic, reads, atomics))
     }
