@@ -41,7 +41,7 @@ use std::time::Instant;
 
 use common::{both, pattern, IP_A, IP_B};
 use mlx5::{Context, EthConfig, EthQueue};
-use net::{Clock, NetError, Stack, StackConfig, TX_BURST};
+use net::{Clock, NetError, Op, Stack, StackConfig, TX_BURST};
 use sim::{test_config, SimHal, TestHal};
 
 type E = Stack<EthQueue<TestHal>, BenchClock>;
@@ -211,6 +211,10 @@ fn echo_server(b: &mut E, case: Case) -> Result<(), NetError> {
         if start < end {
             start += b.tcp_send(&c, &buf[start..end])?;
             if start < end {
+                // The client stopped taking the echo: this wait ends at the deadline too.
+                if b.now_us() >= d {
+                    return Err(NetError::Timeout(Op::Send));
+                }
                 std::thread::yield_now();
             }
             continue;

@@ -72,14 +72,27 @@ pub fn both<N: Nic<Error: Send> + Send, C: Clock + Send, RA: Send, RB: Send>(
     })
 }
 
+/// Counts its closure in `done` when dropped: when the closure returns, and also when it
+/// panics, so that the other thread does not poll for ever waiting for a closure that is gone
+/// (the panic then reaches `both`'s join).
+struct Done<'a>(&'a AtomicUsize);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// Runs `f` on `s`, then polls `s` until `done` counts both closures.
 fn serve<N: Nic, C: Clock, R>(
     s: &mut Stack<N, C>,
     done: &AtomicUsize,
     f: impl FnOnce(&mut Stack<N, C>) -> R,
 ) -> R {
-    let r = f(s);
-    done.fetch_add(1, Ordering::SeqCst);
+    let r = {
+        let _counted = Done(done);
+        f(s)
+    };
     while done.load(Ordering::SeqCst) < 2 {
         s.poll();
         std::thread::yield_now();
