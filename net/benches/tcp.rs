@@ -28,7 +28,7 @@
 //! no timer depends on how slowly valgrind runs; which thread runs when still does (valgrind
 //! runs one at a time and switches at each `sched_yield`), so a count varies by some 10% from
 //! run to run: each size runs `RUNS` times and the fewest count. A run over `RUN_LIMIT` is
-//! killed and left out (seen once: an echo run under valgrind that did not end).
+//! killed and left out (a stall that ends at a deadline costs minutes under valgrind).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
