@@ -75,8 +75,8 @@ fn accept_params(qpn: u32) -> Accept<'static> {
 }
 
 /// A listener on NVMe-oF's port and one REQ accepted on QP 0x12.
-fn accepted(req: &Req) -> (Passive<4>, Rec, ConnId) {
-    let mut p = Passive::<4>::new(cfg());
+fn accepted(req: &Req) -> (Cm<4>, Rec, ConnId) {
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     p.listen(PortSpace::Tcp.service_id(4420), 8).unwrap();
     let ev = p.on_mad(0, &PEER, &req_bytes(req), &mut t).unwrap();
@@ -167,7 +167,7 @@ fn req_accept_rtu_moves_the_qp_from_the_req_and_negotiates() {
 
 #[test]
 fn unknown_service_id_gets_rej_reason_8() {
-    let mut p = Passive::<4>::new(cfg());
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     p.listen(PortSpace::Tcp.service_id(18515), 8).unwrap();
     let req = linux_req();
@@ -363,7 +363,7 @@ fn our_disconnect_sends_dreq_and_retries_it() {
 
 #[test]
 fn backlog_and_table_limits_reject() {
-    let mut p = Passive::<2>::new(cfg());
+    let mut p = Cm::<2>::new(cfg());
     let mut t = Rec::default();
     p.listen(NVME, 1).unwrap();
     assert_eq!(p.listen(NVME, 1), Err(CallError::InUse));
@@ -391,7 +391,7 @@ fn backlog_and_table_limits_reject() {
 
 #[test]
 fn reject_and_failed_qp_moves() {
-    let mut p = Passive::<4>::new(cfg());
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     p.listen(NVME, 8).unwrap();
     let req = linux_req();
@@ -466,7 +466,7 @@ fn peer_rej_and_mra_of_our_rep() {
 
 #[test]
 fn unknown_ids_are_dropped_and_unknown_dreq_answered() {
-    let mut p = Passive::<4>::new(cfg());
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     let req = linux_req();
     let ghost = ConnId(0x1234);
@@ -497,7 +497,7 @@ fn unknown_ids_are_dropped_and_unknown_dreq_answered() {
 fn sidr_req_for_a_ud_service_gets_the_qpn_and_qkey() {
     use crate::msg::{sidr_status, SidrReq, SIDR_REQ_PRIVATE_DATA_LEN};
     use crate::rdma_cm::UDP_QKEY;
-    let mut p = Passive::<4>::new(cfg());
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     let sid = PortSpace::Udp.service_id(7174);
     p.listen(sid, 8).unwrap();

@@ -112,7 +112,7 @@ pub struct CmConfig {
     pub max_initiator_depth: u8,
     /// High 32 bits of the transaction IDs of exchanges we start (a DREQ): the MAD agent's
     /// client number in Linux (`drivers/infiniband/core/mad.c` `ib_register_mad_agent`
-    /// `hi_tid`), see [`own_tid`](crate::passive::own_tid).
+    /// `hi_tid`), see [`own_tid`](crate::conn::own_tid).
     pub tid_hi: u32,
     /// Mixed into local communication IDs so a restarted CM does not reuse its old ones
     /// (cm.c `cm_alloc_id_priv`: an xarray index XOR a random operand).
@@ -158,21 +158,21 @@ pub enum CmEvent {
         cma: Option<CmaHdr>,
     },
     /// A SIDR_REQ for a listened UD service (`RDMA_CM_EVENT_CONNECT_REQUEST` on a UD ID):
-    /// answer with [`Passive::sidr_reply`].
+    /// answer with [`Cm::sidr_reply`].
     ///
-    /// [`Passive::sidr_reply`]: crate::passive::Passive::sidr_reply
+    /// [`Cm::sidr_reply`]: crate::conn::Cm::sidr_reply
     SidrRequest {
         /// What the answer needs.
-        ticket: crate::passive::SidrTicket,
+        ticket: crate::conn::SidrTicket,
         /// The rdma_cm header, if the private data starts with a valid one.
         cma: Option<CmaHdr>,
         /// The SIDR_REQ's private data.
         private_data: [u8; crate::msg::SIDR_REQ_PRIVATE_DATA_LEN],
     },
-    /// RTU received, or the first packet arrived ([`Passive::comm_established`])
+    /// RTU received, or the first packet arrived ([`Cm::comm_established`])
     /// (`RDMA_CM_EVENT_ESTABLISHED`).
     ///
-    /// [`Passive::comm_established`]: crate::passive::Passive::comm_established
+    /// [`Cm::comm_established`]: crate::conn::Cm::comm_established
     Established {
         /// The connection.
         id: ConnId,

@@ -8,7 +8,7 @@
 //! keeping state. Left out: alternate paths (LAP/APR) and the active side.
 //!
 //! ```
-//! use rdma_cm::passive::*;
+//! use rdma_cm::conn::*;
 //! use rdma_cm::rdma_cm::PortSpace;
 //! use rdma_cm::MAD_LEN;
 //!
@@ -28,7 +28,7 @@
 //!     tid_hi: 1,
 //!     comm_id_seed: 0x1234_5678,
 //! };
-//! let mut cm = Passive::<64>::new(cfg);
+//! let mut cm = Cm::<64>::new(cfg);
 //! cm.listen(PortSpace::Tcp.service_id(4420), 16).unwrap();
 //! # let (peer, mad, now) = (Peer { gid: [0; 16], qpn: 1 }, [0u8; MAD_LEN], 0u64);
 //! // For each datagram received on QP 1, and whenever `cm.next_deadline()` passes:
@@ -148,7 +148,7 @@ impl Conn {
 }
 
 /// The passive side's connections (at most `N`) and listeners.
-pub struct Passive<const N: usize> {
+pub struct Cm<const N: usize> {
     cfg: CmConfig,
     listeners: [Option<Listener>; MAX_LISTENERS],
     conns: [Option<Conn>; N],
@@ -167,10 +167,10 @@ fn send<T: CmTransport>(
     Ok(b)
 }
 
-impl<const N: usize> Passive<N> {
+impl<const N: usize> Cm<N> {
     /// No listener, no connection.
     pub fn new(cfg: CmConfig) -> Self {
-        Passive {
+        Cm {
             cfg,
             listeners: [None; MAX_LISTENERS],
             conns: [None; N],
@@ -215,7 +215,7 @@ impl<const N: usize> Passive<N> {
         self.slot(id.0).map(|i| self.conn(i).state)
     }
 
-    /// When [`Passive::poll`] next has something to do.
+    /// When [`Cm::poll`] next has something to do.
     pub fn next_deadline(&self) -> Option<u64> {
         self.conns.iter().flatten().filter_map(|c| c.deadline).min()
     }

@@ -1,8 +1,7 @@
 //! The passive side's answers to received MADs and to its timers.
 
 use super::{
-    cma_of, rej_for, send, CmEvent, CmTransport, Conn, ConnId, ConnState, Dropped, Passive, Peer,
-    QpStep,
+    cma_of, rej_for, send, Cm, CmEvent, CmTransport, Conn, ConnId, ConnState, Dropped, Peer, QpStep,
 };
 use crate::mad::{MadHdr, MAD_LEN};
 use crate::msg::{
@@ -10,7 +9,7 @@ use crate::msg::{
     REJ_PRIVATE_DATA_LEN, RTU_PRIVATE_DATA_LEN,
 };
 
-impl<const N: usize> Passive<N> {
+impl<const N: usize> Cm<N> {
     /// Takes one MAD received on QP 1 from `from` at time `now` (ns).
     pub fn on_mad<T: CmTransport>(
         &mut self,

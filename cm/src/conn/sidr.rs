@@ -1,9 +1,9 @@
 //! Service ID resolution for UD services (`RDMA_PS_UDP`, udaddy): a SIDR_REQ for a listened
 //! service becomes a [`CmEvent::SidrRequest`]; the application answers with the QPN and Q_Key
-//! of its UD QP ([`Passive::sidr_reply`]). No connection is kept (cm.c `cm_sidr_req_handler`,
+//! of its UD QP ([`Cm::sidr_reply`]). No connection is kept (cm.c `cm_sidr_req_handler`,
 //! `ib_send_cm_sidr_rep`: the ID goes back to idle after the SIDR_REP).
 
-use super::{send, CallError, CmEvent, CmTransport, Dropped, Passive, Peer};
+use super::{send, CallError, Cm, CmEvent, CmTransport, Dropped, Peer};
 use crate::mad::MadHdr;
 use crate::msg::{private_data, sidr_status, CmMad, CmMsg, SidrRep, SidrReq, SIDR_REP_INFO_LEN};
 use crate::rdma_cm::CmaHdr;
@@ -21,7 +21,7 @@ pub struct SidrTicket {
     pub service_id: u64,
 }
 
-impl<const N: usize> Passive<N> {
+impl<const N: usize> Cm<N> {
     pub(super) fn on_sidr_req<T: CmTransport>(
         &mut self,
         from: &Peer,
