@@ -89,6 +89,14 @@ fn accepted(req: &Req) -> (Cm<4>, Rec, ConnId) {
     (p, t, id)
 }
 
+/// The passive side's Established event (no private data).
+fn established(id: ConnId) -> CmEvent {
+    CmEvent::Established {
+        id,
+        private_data: [0; crate::msg::REP_PRIVATE_DATA_LEN],
+    }
+}
+
 fn rtu(id: ConnId, req: &Req) -> [u8; MAD_LEN] {
     let rtu = Rtu {
         local_comm_id: req.local_comm_id,
@@ -156,7 +164,7 @@ fn req_accept_rtu_moves_the_qp_from_the_req_and_negotiates() {
     assert_eq!(&rep.private_data[..4], &[0, 0, 0x20, 0]);
     assert_eq!(p.state(id), Some(ConnState::RepSent));
     let ev = p.on_mad(1, &PEER, &rtu(id, &req), &mut t).unwrap();
-    assert_eq!(ev, Some(CmEvent::Established { id }));
+    assert_eq!(ev, Some(established(id)));
     assert_eq!(p.next_deadline(), None);
     // A second RTU changes nothing.
     assert_eq!(
@@ -324,7 +332,7 @@ fn our_disconnect_sends_dreq_and_retries_it() {
     let mut req = linux_req();
     req.max_cm_retries = 1;
     let (mut p, mut t, id) = accepted(&req);
-    assert_eq!(p.comm_established(id), Some(CmEvent::Established { id }));
+    assert_eq!(p.comm_established(id), Some(established(id)));
     p.disconnect(100, id, &mut t).unwrap();
     assert_eq!(t.moves.last(), Some(&(0x12, QpStep::Err)));
     let dreq_mad = t.last();
@@ -442,7 +450,7 @@ fn peer_rej_and_mra_of_our_rep() {
         Some(5 + iba_time_ns(23) + iba_time_ns(19))
     );
     let rej = rej_for(
-        &req,
+        req.local_comm_id,
         req.local_comm_id,
         msg_response::REP,
         rej_reason::STALE_CONN,
@@ -457,7 +465,8 @@ fn peer_rej_and_mra_of_our_rep() {
         p.on_mad(6, &PEER, &b, &mut t),
         Ok(Some(CmEvent::Rejected {
             id,
-            reason: rej_reason::STALE_CONN
+            reason: rej_reason::STALE_CONN,
+            private_data: [0; REJ_PRIVATE_DATA_LEN],
         }))
     );
     assert_eq!(t.moves.last(), Some(&(0x12, QpStep::Err)));
