@@ -8,6 +8,7 @@
 //! receive completion's fields (Linux hw/mlx5/cq.c `handle_responder`), the GSI QP reached as
 //! QPN 1 and sending from QPN 1, the refusals, a QP moved to RESET and back.
 
+#[allow(dead_code)]
 mod common;
 
 use common::*;
