@@ -16,8 +16,8 @@ use rdma_cm::rdma_cm::{
 use crate::service::{Id, IdState, RdmaCm, IBOE_PACKET_LIFETIME};
 use crate::types::{CmError, CmId, ConnParam, Event, Neighbours, QpInit, CONNECT_PRIVATE_DATA_MAX};
 
-/// The QP a connecting id gets (`rdma_create_qp` before `rdma_connect`): created in RESET
-/// by [`RdmaCm::connect`], moved by the REP.
+/// The QP a connecting id gets (`rdma_create_qp` before `rdma_connect`): created by
+/// [`RdmaCm::connect`] and moved to INIT, then to RTR and RTS by the REP.
 pub struct NewQp<'a, H: Hal> {
     /// Its PD.
     pub pd: &'a ProtectionDomain<H>,
@@ -56,7 +56,7 @@ pub(crate) struct Plan {
 impl<H: Hal> RdmaCm<H> {
     /// Connects to `port` of `ps` at `dst` (`rdma_resolve_addr`, `rdma_resolve_route`,
     /// `rdma_create_qp` and `rdma_connect` of librdmacm in one): creates the id's QP from
-    /// `qp` (post its receives through [`RdmaCm::qp`] before polling), and sends the REQ
+    /// `qp`, in INIT (post its receives through [`RdmaCm::qp`] before polling), sends the REQ
     /// now if `dst`'s MAC is known, else from [`RdmaCm::poll`] once ARP answers.
     /// [`Event::Established`] (with the REP's private data), [`Event::Rejected`],
     /// [`Event::Unreachable`], [`Event::ConnectError`] or [`Event::AddrError`] follow.
@@ -74,7 +74,8 @@ impl<H: Hal> RdmaCm<H> {
         if p.private_data.len() > CONNECT_PRIVATE_DATA_MAX {
             return Err(CmError::PrivateData(CONNECT_PRIVATE_DATA_MAX));
         }
-        let q = qp.pd.create_qp(qp.send_cq, qp.recv_cq, &qp.init.caps)?;
+        let mut q = qp.pd.create_qp(qp.send_cq, qp.recv_cq, &qp.init.caps)?;
+        q.to_init(qp.init.access)?;
         let plan = self.plan(now_ns, port, ps, p, false);
         let handle = self.new_handle();
         self.ids.push(Id {

@@ -221,8 +221,9 @@ impl<H: Hal> RdmaCm<H> {
         self.cm.unlisten(ps.service_id(port));
     }
 
-    /// Gives a connection request's id its RC QP (`rdma_create_qp`), in RESET: post its
-    /// receives ([`RdmaCm::qp`]), then [`RdmaCm::accept`] moves it.
+    /// Gives a connection request's id its RC QP (`rdma_create_qp`), moved to INIT at once
+    /// as librdmacm does (`ucma_init_conn_qp`) so receives can be posted
+    /// ([`RdmaCm::qp`]); [`RdmaCm::accept`] moves it on.
     pub fn create_qp(
         &mut self,
         id: CmId,
@@ -236,7 +237,8 @@ impl<H: Hal> RdmaCm<H> {
         if e.qp.is_some() || e.state != IdState::Requested {
             return Err(CmError::WrongState);
         }
-        let qp = pd.create_qp(send_cq, recv_cq, &init.caps)?;
+        let mut qp = pd.create_qp(send_cq, recv_cq, &init.caps)?;
+        qp.to_init(init.access)?;
         let e = &mut self.ids[i];
         e.qp = Some(qp);
         e.access = init.access;
@@ -334,8 +336,10 @@ impl<H: Hal> RdmaCm<H> {
     }
 
     /// Destroys an id (`rdma_destroy_id`): an unanswered request is rejected, an established
-    /// connection disconnected; its QP goes to ERR, and is destroyed now, or once the
-    /// connection's TIMEWAIT is over when the CM still holds it.
+    /// connection disconnected; its QP goes to ERR, and is destroyed now, or once the CM lets
+    /// go of the connection when it still holds it (TIMEWAIT, or the retries of a REQ still
+    /// unanswered: the CM has no way to cancel one), so its number is not reused while the
+    /// peer may still send to it.
     pub fn destroy_id(
         &mut self,
         now_ns: u64,
