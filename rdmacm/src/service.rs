@@ -185,6 +185,16 @@ impl<H: Hal> RdmaCm<H> {
             .ok_or(CmError::NoSuchId)
     }
 
+    /// The index and connection of `id` when it is in `state` with a connection.
+    fn conn_in(&self, id: CmId, state: &IdState) -> Result<(usize, ConnId), CmError> {
+        let i = self.index(id)?;
+        let e = &self.ids[i];
+        match e.conn {
+            Some(c) if e.state == *state => Ok((i, c)),
+            _ => Err(CmError::WrongState),
+        }
+    }
+
     fn by_conn(&mut self, conn: ConnId) -> Option<&mut Id<H>> {
         self.ids.iter_mut().find(|i| i.conn == Some(conn))
     }
@@ -274,12 +284,8 @@ impl<H: Hal> RdmaCm<H> {
         if p.private_data.len() > rdma_cm::msg::REP_PRIVATE_DATA_LEN {
             return Err(CmError::PrivateData(rdma_cm::msg::REP_PRIVATE_DATA_LEN));
         }
-        let i = self.index(id)?;
-        let e = &self.ids[i];
-        let (IdState::Requested, Some(conn)) = (&e.state, e.conn) else {
-            return Err(CmError::WrongState);
-        };
-        let qpn = e.qp.as_ref().ok_or(CmError::NoQp)?.qpn();
+        let (i, conn) = self.conn_in(id, &IdState::Requested)?;
+        let qpn = self.ids[i].qp.as_ref().ok_or(CmError::NoQp)?.qpn();
         let a = Accept {
             qpn,
             starting_psn: self.random24(),
@@ -307,10 +313,7 @@ impl<H: Hal> RdmaCm<H> {
         if private_data.len() > rdma_cm::msg::REJ_PRIVATE_DATA_LEN {
             return Err(CmError::PrivateData(rdma_cm::msg::REJ_PRIVATE_DATA_LEN));
         }
-        let i = self.index(id)?;
-        let (IdState::Requested, Some(conn)) = (&self.ids[i].state, self.ids[i].conn) else {
-            return Err(CmError::WrongState);
-        };
+        let (i, conn) = self.conn_in(id, &IdState::Requested)?;
         self.with_cm(now_ns, nb, |cm, t| cm.reject(conn, private_data, t))?;
         let e = &mut self.ids[i];
         e.state = IdState::Closed;
@@ -327,10 +330,7 @@ impl<H: Hal> RdmaCm<H> {
         id: CmId,
         nb: &mut dyn Neighbours,
     ) -> Result<(), CmError> {
-        let i = self.index(id)?;
-        let (IdState::Established, Some(conn)) = (&self.ids[i].state, self.ids[i].conn) else {
-            return Err(CmError::WrongState);
-        };
+        let (_, conn) = self.conn_in(id, &IdState::Established)?;
         self.with_cm(now_ns, nb, |cm, t| cm.disconnect(now_ns, conn, t))?;
         Ok(())
     }
