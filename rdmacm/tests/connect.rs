@@ -132,6 +132,25 @@ fn connect_accept_send_both_ways_disconnect_and_both_qps_are_gone() {
 }
 
 #[test]
+fn an_accept_waits_for_the_peers_mac() {
+    // A knows B statically and never ARPs: B hears of A first in the REQ, and its accept
+    // asks by ARP before the QP moves and the REP goes.
+    let (mut a, mut b, clock) = nodes();
+    let mac_b = b.stack.mac();
+    a.stack.add_neighbour(IP_B.into(), mac_b);
+    let (ia, ib) = connected(&mut a, &mut b, &clock);
+    // B's one frame of its own was its ARP request; it learned A from the reply.
+    assert_eq!(b.stack.stats().tx_frames, 1);
+    assert_eq!(a.stack.stats().tx_frames, 1, "A sent only the ARP reply");
+    assert_eq!(b.stack.neighbour(IP_A.into()), Some(a.stack.mac()));
+    a.send(ia, b"after arp");
+    one_wc(&mut a, &mut b, &clock, true);
+    let w = one_wc(&mut a, &mut b, &clock, false);
+    assert_eq!(w.byte_len, 9);
+    let _ = ib;
+}
+
+#[test]
 fn a_port_nobody_listens_on_is_rejected_with_reason_8() {
     let (mut a, mut b, clock) = nodes();
     let ia = a
