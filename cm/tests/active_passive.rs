@@ -250,6 +250,7 @@ fn params(port: u16, private_data: &[u8]) -> Connect<'_> {
         local_cm_response_timeout: 20,
         max_cm_retries: 3,
         srq: false,
+        flow_control: true,
         private_data,
     }
 }

@@ -101,9 +101,7 @@ impl<const N: usize> Cm<N> {
             remote_eecn: 0,
             remote_cm_response_timeout: c.remote_cm_response_timeout,
             transport_service_type: transport::RC,
-            // As Linux's nvme-rdma host asks (`drivers/nvme/host/rdma.c`
-            // `nvme_rdma_route_resolved`: `flow_control = 1`) and librdmacm's users do.
-            end_to_end_flow_control: true,
+            end_to_end_flow_control: c.flow_control,
             starting_psn: c.starting_psn,
             local_cm_response_timeout: c.local_cm_response_timeout,
             retry_count: c.retry_count,
