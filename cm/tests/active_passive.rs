@@ -708,3 +708,99 @@ fn calls_out_of_turn_are_refused() {
         Err(CallError::Full)
     );
 }
+
+#[test]
+fn destroy_tells_the_peer_as_linux_does_and_goes_quiet() {
+    // An unanswered REQ of ours: REJ Timeout with our CA GUID; the peer finds its request by
+    // our ID and GUID and drops it.
+    let mut n = Net::new();
+    let a = n.connect(PORT);
+    n.pump();
+    let b = n.request();
+    n.a.destroy(n.now, a, &mut n.ta).unwrap();
+    assert_eq!(n.ta.moves, [(QP_A, QpStep::Err)]);
+    n.pump();
+    let rej = CmMad::decode(n.mads.last().unwrap()).unwrap();
+    let CmMsg::Rej(r) = rej.msg else {
+        panic!("{rej:?}")
+    };
+    assert_eq!((r.reason, r.message_rejected, r.remote_comm_id), (4, 2, 0));
+    assert_eq!(r.reject_info_length, 8);
+    assert_eq!(r.ari[..8], 0x0200_00ff_fe00_0002u64.to_be_bytes());
+    assert!(matches!(
+        n.ev_b.pop(),
+        Some(CmEvent::Rejected { id, reason: 4, .. }) if id == b
+    ));
+    assert_eq!((n.a.state(a), n.b.state(b)), (None, None));
+    assert!(n.ev_a.is_empty());
+    assert_eq!(
+        n.a.destroy(n.now, a, &mut n.ta),
+        Err(CallError::UnknownConn)
+    );
+
+    // A request not answered: REJ Consumer Defined.
+    let mut n = Net::new();
+    let a = n.connect(PORT);
+    n.pump();
+    let b = n.request();
+    n.b.destroy(n.now, b, &mut n.tb).unwrap();
+    n.pump();
+    assert!(matches!(
+        n.ev_a.pop(),
+        Some(CmEvent::Rejected { id, reason: rej_reason::CONSUMER_DEFINED, .. }) if id == a
+    ));
+    assert_eq!(n.b.state(b), None);
+
+    // Established: one DREQ, then TIMEWAIT without events; the peer disconnects.
+    for active in [true, false] {
+        let (mut n, a, b) = Net::established();
+        if active {
+            n.a.destroy(n.now, a, &mut n.ta).unwrap();
+        } else {
+            n.b.destroy(n.now, b, &mut n.tb).unwrap();
+        }
+        n.pump();
+        let (mine, theirs) = if active {
+            (&n.ev_a, &n.ev_b)
+        } else {
+            (&n.ev_b, &n.ev_a)
+        };
+        assert!(mine.is_empty(), "{mine:?}");
+        assert_eq!(theirs.len(), 1);
+        assert!(matches!(theirs[0], CmEvent::Disconnected { .. }));
+        assert_eq!(n.ta.moves.last(), Some(&(QP_A, QpStep::Err)));
+        assert_eq!(n.tb.moves.last(), Some(&(QP_B, QpStep::Err)));
+        assert_eq!(n.a.state(a), Some(ConnState::TimeWait));
+        assert_eq!(n.b.state(b), Some(ConnState::TimeWait));
+        while n.a.state(a).is_some() || n.b.state(b).is_some() {
+            n.step();
+        }
+        let (mine, theirs) = if active {
+            (&n.ev_a, &n.ev_b)
+        } else {
+            (&n.ev_b, &n.ev_a)
+        };
+        assert!(mine.is_empty(), "{mine:?}");
+        assert!(matches!(theirs[1], CmEvent::TimewaitExit { .. }));
+        let dreqs = n.log.iter().filter(|l| l.1 == attr::DREQ).count();
+        assert_eq!(dreqs, 1);
+    }
+
+    // An unanswered REP: REJ Consumer Defined, then TIMEWAIT; A's REQ ends rejected.
+    let mut n = Net::new();
+    n.lose(false, attr::REP, 1);
+    let a = n.connect(PORT);
+    n.pump();
+    let b = n.request();
+    n.accept(b);
+    n.pump();
+    n.b.destroy(n.now, b, &mut n.tb).unwrap();
+    n.pump();
+    assert!(matches!(
+        n.ev_a.pop(),
+        Some(CmEvent::Rejected { id, reason: rej_reason::CONSUMER_DEFINED, .. }) if id == a
+    ));
+    assert_eq!(n.b.state(b), Some(ConnState::TimeWait));
+    n.step();
+    assert_eq!((n.b.state(b), n.ev_b.len()), (None, 0));
+}

@@ -340,7 +340,7 @@ impl Seen {
 
 /// An active and a passive side talking through a wire that loses, mutates, duplicates and
 /// replays their MADs, while both applications connect, accept, reject, MRA, disconnect and
-/// time jumps: nothing panics, and once every timer has run neither side has a connection
+/// destroy, and time jumps: nothing panics, and once every timer has run neither side has a connection
 /// half made or an ended connection's QP out of ERR.
 #[test]
 fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
@@ -438,6 +438,21 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
             12 => {
                 if let Some(id) = recent(&sa.ids) {
                     let _ = a.disconnect(now, id, &mut ta);
+                }
+            }
+            // Either application destroys a connection; the QP's last move must then be ERR.
+            13 if r & 0x300 == 0 => {
+                if let Some(id) = recent(&sa.ids) {
+                    if a.destroy(now, id, &mut ta).is_ok() {
+                        sa.ended.push(id);
+                    }
+                }
+            }
+            14 if r & 0x300 == 0 => {
+                if let Some(id) = recent(&sb.ids) {
+                    if b.destroy(now, id, &mut tb).is_ok() {
+                        sb.ended.push(id);
+                    }
                 }
             }
             _ => {}

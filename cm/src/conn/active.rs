@@ -58,6 +58,7 @@ impl<const N: usize> Cm<N> {
             last: bytes,
             deadline: None,
             retries_left: c.max_cm_retries,
+            quiet: false,
         };
         conn.deadline = Some(now.saturating_add(conn.response_ns()));
         self.conns[slot] = Some(conn);

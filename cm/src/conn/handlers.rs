@@ -116,6 +116,7 @@ impl<const N: usize> Cm<N> {
             last: [0; MAD_LEN],
             deadline: None,
             retries_left: 0,
+            quiet: false,
         });
         Ok(Some(CmEvent::ConnectRequest {
             id: ConnId(id),
@@ -254,7 +255,15 @@ impl<const N: usize> Cm<N> {
         rej: &Rej,
         t: &mut T,
     ) -> Result<Option<CmEvent>, Dropped> {
-        let i = self.slot(rej.remote_comm_id).ok_or(Dropped::UnknownConn)?;
+        let i = match timeout_guid(rej) {
+            // A REJ Timeout names the sender's CA GUID in its ARI and may not know our ID:
+            // found by the peer's ID and GUID (cm.c `cm_acquire_rejected_id`).
+            Some(guid) => self.conns.iter().position(|c| {
+                c.is_some_and(|c| c.remote_id == rej.local_comm_id && c.remote_guid == guid)
+            }),
+            None => self.slot(rej.remote_comm_id),
+        };
+        let i = i.ok_or(Dropped::UnknownConn)?;
         let c = *self.conn(i);
         let ours_unanswered = matches!(c.state, ConnState::ReqSent | ConnState::MraReqRcvd);
         // A REJ for a REQ we never answered may carry local ID 0 (the timeout REJ).
@@ -304,7 +313,7 @@ impl<const N: usize> Cm<N> {
     }
 
     /// TIMEWAIT for the path's ACK timeout (cm.c `cm_enter_timewait`).
-    fn enter_timewait(&mut self, now: u64, i: usize) {
+    pub(super) fn enter_timewait(&mut self, now: u64, i: usize) {
         let c = self.conn_mut(i);
         c.state = ConnState::TimeWait;
         c.deadline = Some(now.saturating_add(c.timewait_ns()));
@@ -376,6 +385,9 @@ impl<const N: usize> Cm<N> {
             }
             ConnState::TimeWait => {
                 self.conns[i] = None;
+                if c.quiet {
+                    return None;
+                }
                 Some(CmEvent::TimewaitExit {
                     id,
                     qpn: c.qpn.unwrap_or(0),
@@ -387,4 +399,15 @@ impl<const N: usize> Cm<N> {
             }
         }
     }
+}
+
+/// The CA GUID a REJ Timeout carries in its ARI (cm.c `cm_destroy_id` puts the node GUID
+/// there), if it does.
+fn timeout_guid(rej: &Rej) -> Option<u64> {
+    if rej.reason != rej_reason::TIMEOUT || rej.reject_info_length < 8 {
+        return None;
+    }
+    let mut guid = [0u8; 8];
+    guid.copy_from_slice(&rej.ari[..8]);
+    Some(u64::from_be_bytes(guid))
 }

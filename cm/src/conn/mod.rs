@@ -158,6 +158,8 @@ struct Conn {
     last: [u8; MAD_LEN],
     deadline: Option<u64>,
     retries_left: u8,
+    /// Destroyed by the application: no more events (it waits out TIMEWAIT).
+    quiet: bool,
 }
 
 impl Conn {
@@ -434,21 +436,93 @@ impl<const N: usize> Cm<N> {
         let (i, c) = self.in_state(id, &[ConnState::Established])?;
         let qpn = c.qpn.ok_or(CallError::WrongState)?;
         t.modify_qp(qpn, QpStep::Err).map_err(CallError::Qp)?;
-        // cm.c `cm_format_dreq`: Remote QPN/EECN is the peer's QPN.
+        let b = send(t, &c.peer, &self.dreq(&c)).map_err(CallError::Encode)?;
+        let c = self.conn_mut(i);
+        c.last = b;
+        c.state = ConnState::DreqSent;
+        c.retries_left = c.req.max_cm_retries;
+        c.deadline = Some(now.saturating_add(c.response_ns()));
+        Ok(())
+    }
+
+    /// The DREQ of connection `c` (cm.c `cm_format_dreq`: Remote QPN/EECN is the peer's QPN;
+    /// a DREQ starts an exchange of its own).
+    fn dreq(&self, c: &Conn) -> CmMad {
         let dreq = Dreq {
             local_comm_id: c.id,
             remote_comm_id: c.remote_id,
             remote_qpn_eecn: c.remote_qpn,
             private_data: [0; crate::msg::DREQ_PRIVATE_DATA_LEN],
         };
-        // cm.c `cm_format_dreq`: a DREQ starts an exchange of its own.
-        let tid = own_tid(self.cfg.tid_hi, c.id);
-        let b = send(t, &c.peer, &CmMad::new(tid, CmMsg::Dreq(dreq))).map_err(CallError::Encode)?;
-        let c = self.conn_mut(i);
-        c.last = b;
-        c.state = ConnState::DreqSent;
-        c.retries_left = c.req.max_cm_retries;
-        c.deadline = Some(now.saturating_add(c.response_ns()));
+        CmMad::new(own_tid(self.cfg.tid_hi, c.id), CmMsg::Dreq(dreq))
+    }
+
+    /// Forgets a connection in any state (`rdma_destroy_id`; cm.c `cm_destroy_id`): its QP to
+    /// ERR, the peer told as Linux tells it, and no more events for it. An unanswered REQ of
+    /// ours gets a REJ Timeout naming our CA GUID, a request not yet answered a REJ Consumer
+    /// Defined, and both are gone; an unanswered REP gets a REJ Consumer Defined, an
+    /// established connection one DREQ (not retried), and these wait out TIMEWAIT (with any in
+    /// DREQ_SENT or TIMEWAIT already) before their IDs can return.
+    pub fn destroy<T: CmTransport>(
+        &mut self,
+        now: u64,
+        id: ConnId,
+        t: &mut T,
+    ) -> Result<(), CallError<T::QpError>> {
+        let i = self.slot(id.0).ok_or(CallError::UnknownConn)?;
+        let c = *self.conn(i);
+        if let Some(qpn) = c.qpn {
+            // cma.c `rdma_destroy_id` → `cma_modify_qp_err` precedes it; a failure changes
+            // nothing here.
+            let _ = t.modify_qp(qpn, QpStep::Err);
+        }
+        // cm.c `cm_format_rej`: the message rejected by the state left.
+        let rej = |reason, message_rejected, ari: Option<u64>| {
+            let mut r = rej_for(
+                c.remote_id,
+                c.id,
+                message_rejected,
+                reason,
+                [0; crate::msg::REJ_PRIVATE_DATA_LEN],
+            );
+            if let Some(guid) = ari {
+                r.reject_info_length = 8;
+                r.ari[..8].copy_from_slice(&guid.to_be_bytes());
+            }
+            CmMad::new(c.tid, CmMsg::Rej(r))
+        };
+        let guid = self.cfg.local_ca_guid;
+        let (mad, gone) = match c.state {
+            ConnState::ReqSent | ConnState::MraReqRcvd => (
+                Some(rej(rej_reason::TIMEOUT, msg_response::OTHER, Some(guid))),
+                true,
+            ),
+            ConnState::ReqRcvd | ConnState::MraReqSent => (
+                Some(rej(rej_reason::CONSUMER_DEFINED, msg_response::REQ, None)),
+                true,
+            ),
+            ConnState::RepSent | ConnState::MraRepRcvd => (
+                Some(rej(rej_reason::CONSUMER_DEFINED, msg_response::OTHER, None)),
+                false,
+            ),
+            ConnState::Established => (Some(self.dreq(&c)), false),
+            ConnState::DreqSent | ConnState::TimeWait => (None, false),
+        };
+        if let Some(mad) = mad {
+            // Every field of these fits its width.
+            let _ = send(t, &c.peer, &mad);
+            if matches!(mad.msg, CmMsg::Rej(_)) {
+                self.counters.rej_sent += 1;
+            }
+        }
+        if gone {
+            self.conns[i] = None;
+        } else {
+            if c.state != ConnState::TimeWait {
+                self.enter_timewait(now, i);
+            }
+            self.conn_mut(i).quiet = true;
+        }
         Ok(())
     }
 
