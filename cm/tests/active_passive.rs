@@ -804,3 +804,20 @@ fn destroy_tells_the_peer_as_linux_does_and_goes_quiet() {
     n.step();
     assert_eq!((n.b.state(b), n.ev_b.len()), (None, 0));
 }
+
+#[test]
+fn ack_timeout_follows_cm_ack_timeout() {
+    // (ACK delay, packet life time) → Local ACK Timeout, as cm.c cm_ack_timeout rounds.
+    for (delay, life, want) in [
+        (15, 18, 19),
+        (15, 16, 17),
+        (15, 13, 16),
+        (15, 14, 16),
+        (0, 0, 2),
+        (20, 10, 20),
+        (20, 18, 21),
+        (31, 31, 31),
+    ] {
+        assert_eq!(ack_timeout(delay, life), want, "{delay} {life}");
+    }
+}

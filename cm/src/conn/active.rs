@@ -25,6 +25,56 @@ impl<const N: usize> Cm<N> {
     /// REP moves the QP through INIT, RTR and RTS and is answered with the RTU; then
     /// [`CmEvent::Established`] carries the REP's private data. [`CmEvent::Rejected`],
     /// [`CmEvent::Unreachable`] or [`CmEvent::ConnectError`] end it otherwise.
+    ///
+    /// ```
+    /// use rdma_cm::conn::*;
+    /// use rdma_cm::rdma_cm::*;
+    /// # struct Nic;
+    /// # impl CmTransport for Nic {
+    /// #     type QpError = ();
+    /// #     fn send_mad(&mut self, _: &Peer, _: &[u8; rdma_cm::MAD_LEN]) {}
+    /// #     fn modify_qp(&mut self, _: u32, _: QpStep) -> Result<(), ()> { Ok(()) }
+    /// # }
+    /// # let cfg = CmConfig { local_ca_guid: 2, ack_delay: 15, max_responder_resources: 16,
+    /// #     max_initiator_depth: 16, tid_hi: 1, comm_id_seed: 7 };
+    /// let mut cm = Cm::<64>::new(cfg);
+    /// // rdma_cm's header: our port, our address, the peer's (cma.c `cma_format_hdr`).
+    /// let (src_port, dst_port) = (49743, 7174);
+    /// let mut hdr = [0u8; CMA_HDR_LEN];
+    /// CmaHdr { src_port, src: CmaAddr::V4([10, 0, 0, 2]), dst: CmaAddr::V4([10, 0, 0, 1]) }
+    ///     .encode(&mut hdr);
+    /// let gid = |ip: [u8; 4]| [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ip[0], ip[1], ip[2], ip[3]];
+    /// let to = Peer { gid: gid([10, 0, 0, 1]), qpn: 1 };
+    /// let c = Connect {
+    ///     service_id: PortSpace::Tcp.service_id(dst_port),
+    ///     qpn: 0x11, // a fresh RC QP in RESET
+    ///     starting_psn: 0x31_a2d2,
+    ///     local_gid: gid([10, 0, 0, 2]),
+    ///     remote_gid: to.gid,
+    ///     flow_label: roce_flow_label(src_port, dst_port),
+    ///     hop_limit: 64,
+    ///     traffic_class: 0,
+    ///     path_mtu: 3, // 1024
+    ///     pkey: 0xffff,
+    ///     responder_resources: 1,
+    ///     initiator_depth: 1,
+    ///     retry_count: 7,
+    ///     rnr_retry_count: 7,
+    ///     // The device's ACK delay and RoCE's packet life time (cma.c
+    ///     // `CMA_IBOE_PACKET_LIFETIME`, 18 in Linux 6.1).
+    ///     local_ack_timeout: ack_timeout(15, 18),
+    ///     remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+    ///     local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+    ///     max_cm_retries: MAX_CM_RETRIES,
+    ///     srq: false,
+    ///     flow_control: false,
+    ///     private_data: &hdr,
+    /// };
+    /// let id = cm.connect(0, &to, &c, &mut Nic).unwrap();
+    /// assert_eq!(cm.state(id), Some(ConnState::ReqSent));
+    /// // Then feed every MAD from QP 1 to `cm.on_mad` and run `cm.poll` by
+    /// // `cm.next_deadline()`: `CmEvent::Established { id, private_data }` when the REP came.
+    /// ```
     pub fn connect<T: CmTransport>(
         &mut self,
         now: u64,
