@@ -5,15 +5,14 @@
 //! REJ, MRA, DREQ and timer rules both roles share are in `handlers`.
 
 use super::{
-    ack_timeout, own_tid, rej_for, CallError, Cm, CmEvent, CmTransport, Conn, ConnId, ConnState,
-    Connect, Dropped, Peer, QpStep, Role, RtrAttrs, RtsAttrs,
+    ack_timeout, own_tid, qp_steps, rej_for, Agreed, CallError, Cm, CmEvent, CmTransport, Conn,
+    ConnId, ConnState, Connect, Dropped, Peer, QpStep, Role,
 };
 use crate::mad::MAD_LEN;
 use crate::msg::{
     msg_response, private_data, rej_reason, transport, CmMad, CmMsg, Rep, Req, ReqPath, Rtu,
     REJ_PRIVATE_DATA_LEN, RTU_PRIVATE_DATA_LEN,
 };
-use crate::rdma_cm::udp_sport_from_flow_label;
 
 /// The LID a REQ names for a path that leaves the subnet (cm.c `cm_format_req`:
 /// `IB_LID_PERMISSIVE`; RoCE paths always do, their hop limit being above 1).
@@ -198,7 +197,19 @@ impl<const N: usize> Cm<N> {
             rep.target_ack_delay,
             c.req.primary.local_ack_timeout.saturating_sub(1),
         );
-        let moved = rep_steps(&c.req, rep, timeout)
+        // What cm.c `cm_rep_handler` takes from the REP: the peer's QPN and first PSN, its
+        // RNR retry count, the resources crossed over (never more than our REQ offered), the
+        // ACK timeout from its Target ACK Delay.
+        let agreed = Agreed {
+            dest_qpn: rep.local_qpn,
+            rq_psn: c.req.starting_psn,
+            sq_psn: rep.starting_psn,
+            max_dest_rd_atomic: rep.initiator_depth.min(c.req.responder_resources),
+            max_rd_atomic: rep.responder_resources.min(c.req.initiator_depth),
+            timeout,
+            rnr_retry: rep.rnr_retry_count,
+        };
+        let moved = qp_steps(&c.req, Role::Active, agreed)
             .into_iter()
             .try_for_each(|s| t.modify_qp(qpn, s));
         if moved.is_err() {
@@ -238,36 +249,4 @@ impl<const N: usize> Cm<N> {
             private_data: rep.private_data,
         }))
     }
-}
-
-/// The moves of the active side's QP on the REP (cm.c `cm_init_qp_rtr_attr`,
-/// `cm_init_qp_rts_attr` with what `cm_rep_handler` took from the REP: the peer's QPN and
-/// first PSN, its RNR retry count, resources crossed over, the ACK timeout from its Target
-/// ACK Delay). The resources are never more than our REQ offered.
-fn rep_steps(req: &Req, rep: &Rep, timeout: u8) -> [QpStep; 3] {
-    let path = &req.primary;
-    [
-        QpStep::Init { pkey: req.pkey },
-        QpStep::Rtr(RtrAttrs {
-            dest_qpn: rep.local_qpn,
-            rq_psn: req.starting_psn,
-            path_mtu: req.path_mtu,
-            max_dest_rd_atomic: rep.initiator_depth.min(req.responder_resources),
-            pkey: req.pkey,
-            remote_gid: path.remote_gid,
-            local_gid: path.local_gid,
-            flow_label: path.flow_label,
-            udp_sport: udp_sport_from_flow_label(path.flow_label),
-            hop_limit: path.hop_limit,
-            traffic_class: path.traffic_class,
-            sl: path.sl,
-        }),
-        QpStep::Rts(RtsAttrs {
-            sq_psn: rep.starting_psn,
-            timeout,
-            retry_cnt: req.retry_count,
-            rnr_retry: rep.rnr_retry_count,
-            max_rd_atomic: rep.responder_resources.min(req.initiator_depth),
-        }),
-    ]
 }

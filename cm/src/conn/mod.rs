@@ -340,31 +340,19 @@ impl<const N: usize> Cm<N> {
         };
         let mad = CmMad::new(c.tid, CmMsg::Rep(rep));
         let bytes = mad.to_bytes().map_err(CallError::Encode)?;
-        let path = &req.primary;
-        let steps = [
-            QpStep::Init { pkey: req.pkey },
-            QpStep::Rtr(RtrAttrs {
+        let steps = qp_steps(
+            req,
+            Role::Passive,
+            Agreed {
                 dest_qpn: req.local_qpn,
                 rq_psn: a.starting_psn,
-                path_mtu: req.path_mtu,
-                max_dest_rd_atomic: responder_resources,
-                pkey: req.pkey,
-                remote_gid: path.local_gid,
-                local_gid: path.remote_gid,
-                flow_label: path.flow_label,
-                udp_sport: udp_sport_from_flow_label(path.flow_label),
-                hop_limit: path.hop_limit,
-                traffic_class: path.traffic_class,
-                sl: path.sl,
-            }),
-            QpStep::Rts(RtsAttrs {
                 sq_psn: req.starting_psn,
-                timeout: path.local_ack_timeout,
-                retry_cnt: req.retry_count,
-                rnr_retry: req.rnr_retry_count,
+                max_dest_rd_atomic: responder_resources,
                 max_rd_atomic: initiator_depth,
-            }),
-        ];
+                timeout: req.primary.local_ack_timeout,
+                rnr_retry: req.rnr_retry_count,
+            },
+        );
         for s in steps {
             t.modify_qp(a.qpn, s).map_err(CallError::Qp)?;
         }
@@ -568,6 +556,60 @@ fn rej_for(
         ari: [0; REJ_ARI_LEN],
         private_data,
     }
+}
+
+/// What the two sides agreed on for one QP, beyond the REQ's path.
+struct Agreed {
+    /// The peer's QPN.
+    dest_qpn: u32,
+    /// The PSN we receive first (the REQ's Starting PSN on the active side, the REP's on
+    /// the passive side).
+    rq_psn: u32,
+    /// The PSN we send first (the other one).
+    sq_psn: u32,
+    /// RDMA READs / atomics we answer at once.
+    max_dest_rd_atomic: u8,
+    /// RDMA READs / atomics we issue at once.
+    max_rd_atomic: u8,
+    /// Our Local ACK Timeout.
+    timeout: u8,
+    /// Our retries of the peer's RNR NAKs (the count the peer asked for).
+    rnr_retry: u8,
+}
+
+/// The INIT, RTR and RTS of a connection's QP (cm.c `cm_init_qp_init_attr`,
+/// `cm_init_qp_rtr_attr`, `cm_init_qp_rts_attr`): the REQ's path seen from our end, and what
+/// was agreed.
+fn qp_steps(req: &Req, role: Role, a: Agreed) -> [QpStep; 3] {
+    let path = &req.primary;
+    let (local_gid, remote_gid) = match role {
+        Role::Active => (path.local_gid, path.remote_gid),
+        Role::Passive => (path.remote_gid, path.local_gid),
+    };
+    [
+        QpStep::Init { pkey: req.pkey },
+        QpStep::Rtr(RtrAttrs {
+            dest_qpn: a.dest_qpn,
+            rq_psn: a.rq_psn,
+            path_mtu: req.path_mtu,
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            pkey: req.pkey,
+            remote_gid,
+            local_gid,
+            flow_label: path.flow_label,
+            udp_sport: udp_sport_from_flow_label(path.flow_label),
+            hop_limit: path.hop_limit,
+            traffic_class: path.traffic_class,
+            sl: path.sl,
+        }),
+        QpStep::Rts(RtsAttrs {
+            sq_psn: a.sq_psn,
+            timeout: a.timeout,
+            retry_cnt: req.retry_count,
+            rnr_retry: a.rnr_retry,
+            max_rd_atomic: a.max_rd_atomic,
+        }),
+    ]
 }
 
 /// The rdma_cm header of a REQ, if its private data starts with a valid one.
