@@ -476,7 +476,7 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
                 }
                 for c in copies {
                     if let Ok(mad) = CmMad::decode(&c) {
-                        *kinds.entry(kind_of(&mad.msg)).or_default() += 1;
+                        *kinds.entry(common::kind(&mad.msg)).or_default() += 1;
                     }
                     let (cm, t, seen) = if from_a {
                         (&mut b, &mut tb, &mut sb)
@@ -547,18 +547,4 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
         assert!(kinds.get(k).is_some_and(|n| *n > 0), "no {k}: {kinds:?}");
     }
     assert!(established > 0 && !sa.ended.is_empty());
-}
-
-fn kind_of(m: &CmMsg) -> &'static str {
-    match m {
-        CmMsg::Req(_) => "REQ",
-        CmMsg::Mra(_) => "MRA",
-        CmMsg::Rej(_) => "REJ",
-        CmMsg::Rep(_) => "REP",
-        CmMsg::Rtu(_) => "RTU",
-        CmMsg::Dreq(_) => "DREQ",
-        CmMsg::Drep(_) => "DREP",
-        CmMsg::SidrReq(_) => "SIDR_REQ",
-        CmMsg::SidrRep(_) => "SIDR_REP",
-    }
 }
