@@ -201,14 +201,20 @@ impl Net {
         self.b.accept(self.now, id, &a, &mut self.tb).unwrap();
     }
 
+    /// A's connect, B's request accepted, all delivered (or lost) that could be.
+    fn connect_and_accept(&mut self) -> (ConnId, ConnId) {
+        let a = self.connect(PORT);
+        self.pump();
+        let b = self.request();
+        self.accept(b);
+        self.pump();
+        (a, b)
+    }
+
     /// A connection made, nothing lost.
     fn established() -> (Net, ConnId, ConnId) {
         let mut n = Net::new();
-        let a = n.connect(PORT);
-        n.pump();
-        let b = n.request();
-        n.accept(b);
-        n.pump();
+        let (a, b) = n.connect_and_accept();
         assert!(matches!(n.ev_a.pop(), Some(CmEvent::Established { id, .. }) if id == a));
         assert!(matches!(n.ev_b.pop(), Some(CmEvent::Established { id, .. }) if id == b));
         (n, a, b)
@@ -358,11 +364,7 @@ fn lost_rep_and_lost_rtu_are_recovered() {
     // The REP lost: B sends it again after its wait, A establishes.
     let mut n = Net::new();
     n.lose(false, attr::REP, 1);
-    let a = n.connect(PORT);
-    n.pump();
-    let b = n.request();
-    n.accept(b);
-    n.pump();
+    let (a, b) = n.connect_and_accept();
     assert!(n.ev_a.is_empty());
     // B's REP wait is the REQ's Local CM Response Timeout; A's REQ wait is longer.
     assert_eq!(n.b.next_deadline(), Some(iba_time_ns(20)));
@@ -374,11 +376,7 @@ fn lost_rep_and_lost_rtu_are_recovered() {
     // The RTU lost: B's REP again gets the RTU again (cm.c cm_dup_rep_handler).
     let mut n = Net::new();
     n.lose(true, attr::RTU, 1);
-    let a = n.connect(PORT);
-    n.pump();
-    let b = n.request();
-    n.accept(b);
-    n.pump();
+    let (a, b) = n.connect_and_accept();
     assert!(matches!(n.ev_a.pop(), Some(CmEvent::Established { id, .. }) if id == a));
     assert!(n.ev_b.is_empty());
     n.step();
@@ -575,11 +573,7 @@ fn timewait_lasts_the_ack_timeout_and_refuses_a_stale_req() {
 fn a_qp_that_cannot_move_on_the_rep_is_a_connect_error() {
     let mut n = Net::new();
     n.ta.fail_rtr = true;
-    let a = n.connect(PORT);
-    n.pump();
-    let b = n.request();
-    n.accept(b);
-    n.pump();
+    let (a, b) = n.connect_and_accept();
     assert_eq!(n.ev_a, [CmEvent::ConnectError { id: a }]);
     assert_eq!(n.ta.moves.last(), Some(&(QP_A, QpStep::Err)));
     assert_eq!(n.a.state(a), None);
@@ -789,11 +783,7 @@ fn destroy_tells_the_peer_as_linux_does_and_goes_quiet() {
     // An unanswered REP: REJ Consumer Defined, then TIMEWAIT; A's REQ ends rejected.
     let mut n = Net::new();
     n.lose(false, attr::REP, 1);
-    let a = n.connect(PORT);
-    n.pump();
-    let b = n.request();
-    n.accept(b);
-    n.pump();
+    let (a, b) = n.connect_and_accept();
     n.b.destroy(n.now, b, &mut n.tb).unwrap();
     n.pump();
     assert!(matches!(

@@ -316,6 +316,13 @@ impl Seen {
         }
     }
 
+    /// Runs `cm`'s timers due at `now`.
+    fn run_timers<const N: usize>(&mut self, now: u64, cm: &mut Cm<N>, t: &mut Box2) {
+        while let Some(ev) = cm.poll(now, t) {
+            self.on(ev);
+        }
+    }
+
     /// Once every timer ran out: nothing half made, every ended connection's QP in ERR.
     fn check<const N: usize>(&self, cm: &Cm<N>, t: &Box2, who: &str) {
         for id in &self.ids {
@@ -499,12 +506,8 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
             }
         }
         now += rng.next_u64() % 3_000_000_000;
-        while let Some(ev) = a.poll(now, &mut ta) {
-            sa.on(ev);
-        }
-        while let Some(ev) = b.poll(now, &mut tb) {
-            sb.on(ev);
-        }
+        sa.run_timers(now, &mut a, &mut ta);
+        sb.run_timers(now, &mut b, &mut tb);
     }
     // The wire goes quiet; every timer runs out.
     ta.out.clear();
@@ -515,12 +518,8 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
         .min()
     {
         now = d;
-        while let Some(ev) = a.poll(now, &mut ta) {
-            sa.on(ev);
-        }
-        while let Some(ev) = b.poll(now, &mut tb) {
-            sb.on(ev);
-        }
+        sa.run_timers(now, &mut a, &mut ta);
+        sb.run_timers(now, &mut b, &mut tb);
         ta.out.clear();
         tb.out.clear();
     }

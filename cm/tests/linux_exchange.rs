@@ -140,11 +140,18 @@ fn replay(file: &str, exch: &[&CapturedMad], req: &Req, rep: Option<Rep>) -> usi
     matched
 }
 
-#[test]
-fn passive_side_answers_linux_with_linux_s_own_mads() {
+/// Runs `replay` on every connection of every capture (its MADs, its REQ, the target's REP);
+/// the sum of what it returns, or `None` when the captures are not there.
+fn each_connection(
+    role: &str,
+    mut replay: impl FnMut(&str, &[&CapturedMad], &Req, Option<Rep>) -> usize,
+) -> Option<usize> {
     let files = match common::captured_mads() {
         Ok(f) => f,
-        Err(reason) => return common::skipped(&reason),
+        Err(reason) => {
+            common::skipped(&reason);
+            return None;
+        }
     };
     let mut total = 0;
     for (file, mads) in &files {
@@ -157,8 +164,16 @@ fn passive_side_answers_linux_with_linux_s_own_mads() {
             total += replay(file, &exch, &req, rep);
             conns += 1;
         }
-        println!("{file}: {conns} connections replayed");
+        println!("{file}: {conns} connections replayed from the {role}'s side");
     }
+    Some(total)
+}
+
+#[test]
+fn passive_side_answers_linux_with_linux_s_own_mads() {
+    let Some(total) = each_connection("target", replay) else {
+        return;
+    };
     // nvmeof: 3 REP + 3 DREP; perftest: 2 REP, 1 DREP, 1 DREQ; the REJ.
     assert_eq!(total, 6 + 4 + 1);
 }
@@ -258,23 +273,10 @@ fn replay_active(file: &str, exch: &[&CapturedMad], req: &Req) -> usize {
 
 #[test]
 fn active_side_sends_linux_s_own_req_rtu_and_dreq() {
-    let files = match common::captured_mads() {
-        Ok(f) => f,
-        Err(reason) => return common::skipped(&reason),
+    let active = |file: &str, exch: &[&CapturedMad], req: &Req, _| replay_active(file, exch, req);
+    let Some(total) = each_connection("host", active) else {
+        return;
     };
-    let mut total = 0;
-    for (file, mads) in &files {
-        let mut conns = 0;
-        for c in mads {
-            let CmMsg::Req(req) = decoded(c).msg else {
-                continue;
-            };
-            let (exch, _) = exchange(mads, &req);
-            total += replay_active(file, &exch, &req);
-            conns += 1;
-        }
-        println!("{file}: {conns} connections replayed from the host's side");
-    }
     // nvmeof: 3 REQ + 3 RTU + 3 DREQ; perftest: 2 REQ, 2 RTU, 1 DREQ, 1 DREP; the rejected REQ.
     assert_eq!(total, 9 + 6 + 1);
 }
