@@ -150,6 +150,20 @@ fn mutated_mads_never_panic_and_what_decodes_round_trips() {
     assert!(decoded > ROUNDS / 10 && refused > ROUNDS / 10);
 }
 
+/// The fuzzed applications' accept, on QP `qpn`.
+fn accept_on(qpn: u32) -> Accept<'static> {
+    Accept {
+        qpn,
+        starting_psn: 1,
+        responder_resources: 4,
+        initiator_depth: 4,
+        flow_control: true,
+        rnr_retry_count: 7,
+        srq: false,
+        private_data: &[],
+    }
+}
+
 /// Counts sends and remembers each QP's last move.
 #[derive(Default)]
 struct Sink {
@@ -216,17 +230,7 @@ fn mutated_mads_into_the_passive_side_never_panic_nor_leak() {
         if let Some(&id) = ids.get((rng.next_u64() as usize) % ids.len().max(1)) {
             match rng.next_u64() % 4 {
                 0 => {
-                    let a = Accept {
-                        qpn: next_qpn,
-                        starting_psn: 1,
-                        responder_resources: 4,
-                        initiator_depth: 4,
-                        flow_control: true,
-                        rnr_retry_count: 7,
-                        srq: false,
-                        private_data: &[],
-                    };
-                    if p.accept(now, id, &a, &mut t).is_ok() {
+                    if p.accept(now, id, &accept_on(next_qpn), &mut t).is_ok() {
                         qpn_of.insert(id, next_qpn);
                         next_qpn += 1;
                     }
@@ -417,17 +421,7 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
             }
             2..=9 => {
                 if let Some(id) = recent(&sb.ids) {
-                    let acc = Accept {
-                        qpn: next_qpn,
-                        starting_psn: 1,
-                        responder_resources: 4,
-                        initiator_depth: 4,
-                        flow_control: true,
-                        rnr_retry_count: 7,
-                        srq: false,
-                        private_data: &[],
-                    };
-                    if b.accept(now, id, &acc, &mut tb).is_ok() {
+                    if b.accept(now, id, &accept_on(next_qpn), &mut tb).is_ok() {
                         sb.qpn_of.insert(id, next_qpn);
                         next_qpn += 1;
                     }
