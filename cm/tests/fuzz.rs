@@ -229,11 +229,9 @@ fn mutated_mads_into_the_passive_side_never_panic_nor_leak() {
         on_event(ev, &mut ids, &mut ended);
         if let Some(&id) = ids.get((rng.next_u64() as usize) % ids.len().max(1)) {
             match rng.next_u64() % 4 {
-                0 => {
-                    if p.accept(now, id, &accept_on(next_qpn), &mut t).is_ok() {
-                        qpn_of.insert(id, next_qpn);
-                        next_qpn += 1;
-                    }
+                0 if p.accept(now, id, &accept_on(next_qpn), &mut t).is_ok() => {
+                    qpn_of.insert(id, next_qpn);
+                    next_qpn += 1;
                 }
                 1 => {
                     let _ = p.disconnect(now, id, &mut t);
