@@ -446,10 +446,19 @@ fn mra_of_the_req_holds_off_its_retries() {
     // The service timeout and the path's ACK timeout (cm.c cm_mra_handler).
     assert_eq!(n.a.next_deadline(), Some(iba_time_ns(21) + iba_time_ns(19)));
     assert!(n.ev_a.is_empty());
+    // Then the REQ again, and each try left waits as long (mad.c ib_modify_mad); B answers
+    // the duplicate with its MRA again, which changes nothing more.
+    n.step();
+    assert_eq!(n.a.counters.retransmits, 1);
+    assert_eq!(n.b.counters.duplicate_reqs, 1);
+    assert_eq!(n.a.state(a), Some(ConnState::MraReqRcvd));
+    assert_eq!(
+        n.a.next_deadline(),
+        Some(n.now + iba_time_ns(21) + iba_time_ns(19))
+    );
     n.accept(b);
     n.pump();
     assert!(matches!(n.ev_a.pop(), Some(CmEvent::Established { id, .. }) if id == a));
-    assert_eq!(n.a.counters.retransmits, 0);
 
     // The application slow and the REQ sent again: B answers the duplicate with an MRA
     // (service timeout 24, rdma_cm's), and A waits.

@@ -106,10 +106,11 @@ impl<const N: usize> Cm<N> {
             ack_timeout: c.local_ack_timeout,
             last: bytes,
             deadline: None,
-            retries_left: c.max_cm_retries,
+            retries_left: 0,
+            retry_ns: 0,
             quiet: false,
         };
-        conn.deadline = Some(now.saturating_add(conn.response_ns()));
+        conn.start_wait(now);
         self.conns[slot] = Some(conn);
         Ok(ConnId(id))
     }

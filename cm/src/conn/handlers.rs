@@ -116,6 +116,7 @@ impl<const N: usize> Cm<N> {
             last: [0; MAD_LEN],
             deadline: None,
             retries_left: 0,
+            retry_ns: 0,
             quiet: false,
         });
         Ok(Some(CmEvent::ConnectRequest {
@@ -307,8 +308,8 @@ impl<const N: usize> Cm<N> {
             (msg_response::REP, ConnState::RepSent) => ConnState::MraRepRcvd,
             _ => return Err(Dropped::WrongState),
         };
-        c.deadline =
-            Some(now.saturating_add(super::iba_time_ns(mra.service_timeout) + c.timewait_ns()));
+        c.retry_ns = super::iba_time_ns(mra.service_timeout) + c.timewait_ns();
+        c.deadline = Some(now.saturating_add(c.retry_ns));
         Ok(None)
     }
 
@@ -349,7 +350,7 @@ impl<const N: usize> Cm<N> {
                 self.counters.retransmits += 1;
                 let c = self.conn_mut(i);
                 c.retries_left -= 1;
-                c.deadline = Some(now.saturating_add(c.response_ns()));
+                c.deadline = Some(now.saturating_add(c.retry_ns));
                 None
             }
             ConnState::ReqSent | ConnState::MraReqRcvd => {

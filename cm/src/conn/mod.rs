@@ -158,6 +158,9 @@ struct Conn {
     last: [u8; MAD_LEN],
     deadline: Option<u64>,
     retries_left: u8,
+    /// How long each try of the MAD in flight waits: the response time, or what the peer's
+    /// MRA asked for (mad.c `ib_modify_mad` changes the wait of the tries left too).
+    retry_ns: u64,
     /// Destroyed by the application: no more events (it waits out TIMEWAIT).
     quiet: bool,
 }
@@ -175,6 +178,13 @@ impl Conn {
                 2 * iba_time_ns(life) + iba_time_ns(self.req.remote_cm_response_timeout)
             }
         }
+    }
+    /// Starts waiting for the answer to the MAD just sent: `max_cm_retries` tries more,
+    /// each waiting the response time (cm.c `cm_alloc_msg`: `retries`, `timeout_ms`).
+    fn start_wait(&mut self, now: u64) {
+        self.retries_left = self.req.max_cm_retries;
+        self.retry_ns = self.response_ns();
+        self.deadline = Some(now.saturating_add(self.retry_ns));
     }
     /// TIMEWAIT: the ACK timeout of the path (cm.c `cm_enter_timewait`,
     /// `cm_convert_to_ms(av.timeout)`).
@@ -361,8 +371,7 @@ impl<const N: usize> Cm<N> {
         c.qpn = Some(a.qpn);
         c.last = bytes;
         c.state = ConnState::RepSent;
-        c.retries_left = c.req.max_cm_retries;
-        c.deadline = Some(now.saturating_add(c.response_ns()));
+        c.start_wait(now);
         Ok(())
     }
 
@@ -428,8 +437,7 @@ impl<const N: usize> Cm<N> {
         let c = self.conn_mut(i);
         c.last = b;
         c.state = ConnState::DreqSent;
-        c.retries_left = c.req.max_cm_retries;
-        c.deadline = Some(now.saturating_add(c.response_ns()));
+        c.start_wait(now);
         Ok(())
     }
 
