@@ -385,9 +385,15 @@ impl<const N: usize> Cm<N> {
     ) -> Result<(), CallError<T::QpError>> {
         let (i, c) = self.in_state(id, &[ConnState::ReqRcvd, ConnState::MraReqSent])?;
         let pd = private_data(private).map_err(CallError::Encode)?;
+        // cm.c `cm_format_rej`: our ID only once the peer has it (from our MRA).
+        let local = if c.state == ConnState::ReqRcvd {
+            0
+        } else {
+            c.id
+        };
         let rej = rej_for(
             c.remote_id,
-            c.id,
+            local,
             msg_response::REQ,
             rej_reason::CONSUMER_DEFINED,
             pd,
@@ -493,10 +499,7 @@ impl<const N: usize> Cm<N> {
                 Some(rej(rej_reason::TIMEOUT, msg_response::OTHER, Some(guid))),
                 true,
             ),
-            ConnState::ReqRcvd | ConnState::MraReqSent => (
-                Some(rej(rej_reason::CONSUMER_DEFINED, msg_response::REQ, None)),
-                true,
-            ),
+            ConnState::ReqRcvd | ConnState::MraReqSent => return self.reject(id, &[], t),
             ConnState::RepSent | ConnState::MraRepRcvd => (
                 Some(rej(rej_reason::CONSUMER_DEFINED, msg_response::OTHER, None)),
                 false,
