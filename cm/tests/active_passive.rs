@@ -820,3 +820,48 @@ fn ack_timeout_follows_cm_ack_timeout() {
         assert_eq!(ack_timeout(delay, life), want, "{delay} {life}");
     }
 }
+
+#[test]
+fn a_rej_ends_a_connection_into_timewait() {
+    // Established: the REJ is the peer's end of it (cm.c cm_rej_handler), QP to ERR.
+    let (mut n, a, b) = Net::established();
+    let rej = |local: u32, remote: u32| {
+        let r = rdma_cm::msg::Rej {
+            local_comm_id: local,
+            remote_comm_id: remote,
+            message_rejected: rdma_cm::msg::msg_response::OTHER,
+            reject_info_length: 0,
+            reason: rej_reason::CONSUMER_DEFINED,
+            ari: [0; rdma_cm::msg::REJ_ARI_LEN],
+            private_data: [0; rdma_cm::msg::REJ_PRIVATE_DATA_LEN],
+        };
+        CmMad::new(1, CmMsg::Rej(r)).to_bytes().unwrap()
+    };
+    // Not naming the peer's ID: dropped.
+    assert_eq!(
+        n.a.on_mad(n.now, &B, &rej(0, a.0), &mut n.ta),
+        Err(Dropped::UnknownConn)
+    );
+    assert!(matches!(
+        n.a.on_mad(n.now, &B, &rej(b.0, a.0), &mut n.ta),
+        Ok(Some(CmEvent::Rejected { id, reason: rej_reason::CONSUMER_DEFINED, .. })) if id == a
+    ));
+    assert_eq!(n.ta.moves.last(), Some(&(QP_A, QpStep::Err)));
+    assert_eq!(n.a.state(a), Some(ConnState::TimeWait));
+    // Again in TIMEWAIT: nothing more.
+    assert_eq!(
+        n.a.on_mad(n.now, &B, &rej(b.0, a.0), &mut n.ta),
+        Err(Dropped::WrongState)
+    );
+
+    // Our DREQ answered with a REJ: disconnected as with a DREP.
+    let (mut n, a, b) = Net::established();
+    n.lose(true, attr::DREQ, 1);
+    n.a.disconnect(n.now, a, &mut n.ta).unwrap();
+    n.pump();
+    assert_eq!(
+        n.a.on_mad(n.now, &B, &rej(b.0, a.0), &mut n.ta),
+        Ok(Some(CmEvent::Disconnected { id: a }))
+    );
+    assert_eq!(n.a.state(a), Some(ConnState::TimeWait));
+}

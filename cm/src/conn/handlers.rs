@@ -247,9 +247,9 @@ impl<const N: usize> Cm<N> {
         }))
     }
 
-    /// A REJ of our REQ or REP, or the peer giving up on its REQ (cm.c `cm_rej_handler`,
-    /// `cm_acquire_rejected_id`: a REJ of our REQ is found by our ID alone, the peer's may
-    /// be 0 or its own).
+    /// A REJ of our REQ or REP, the peer giving up on its REQ, or ending a connection (cm.c
+    /// `cm_rej_handler`, `cm_acquire_rejected_id`: a REJ of our REQ is found by our ID alone,
+    /// the peer's may be 0 or its own).
     fn on_rej<T: CmTransport>(
         &mut self,
         now: u64,
@@ -267,28 +267,35 @@ impl<const N: usize> Cm<N> {
         let i = i.ok_or(Dropped::UnknownConn)?;
         let c = *self.conn(i);
         let ours_unanswered = matches!(c.state, ConnState::ReqSent | ConnState::MraReqRcvd);
-        // A REJ for a REQ we never answered may carry local ID 0 (the timeout REJ).
-        if !ours_unanswered && rej.local_comm_id != c.remote_id && rej.local_comm_id != 0 {
+        let connected = matches!(c.state, ConnState::Established | ConnState::DreqSent);
+        // The peer's ID must match, but a REJ of a REQ not answered may carry 0 (the REJ of a
+        // REQ not MRAed, the timeout REJ); a connection's REJ names both.
+        let zero_ok = !connected && rej.local_comm_id == 0;
+        if !ours_unanswered && rej.local_comm_id != c.remote_id && !zero_ok {
             return Err(Dropped::UnknownConn);
         }
-        if matches!(
-            c.state,
-            ConnState::Established | ConnState::DreqSent | ConnState::TimeWait
-        ) {
+        if c.state == ConnState::TimeWait {
             return Err(Dropped::WrongState);
         }
-        if let Some(qpn) = c.qpn {
-            // cma.c `cma_ib_handler` on `IB_CM_REJ_RECEIVED`: `cma_modify_qp_err`.
+        if let Some(qpn) = c.qpn.filter(|_| c.state != ConnState::DreqSent) {
+            // cma.c `cma_ib_handler` on `IB_CM_REJ_RECEIVED`: `cma_modify_qp_err` (after our
+            // DREQ the QP is in ERR already).
             let _ = t.modify_qp(qpn, QpStep::Err);
         }
-        if ours_unanswered && rej.reason == rej_reason::STALE_CONN {
-            // The peer still knows an old connection of ours: wait before the IDs return.
+        // cm.c `cm_rej_handler`: a connection, or IDs the peer calls stale, wait out
+        // TIMEWAIT; anything else is gone.
+        if connected || rej.reason == rej_reason::STALE_CONN {
             self.enter_timewait(now, i);
         } else {
             self.conns[i] = None;
         }
+        let id = ConnId(c.id);
+        if c.state == ConnState::DreqSent {
+            // Our disconnect ends as it would with the DREP.
+            return Ok(Some(CmEvent::Disconnected { id }));
+        }
         Ok(Some(CmEvent::Rejected {
-            id: ConnId(c.id),
+            id,
             reason: rej.reason,
             private_data: rej.private_data,
         }))

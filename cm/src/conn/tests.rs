@@ -477,6 +477,12 @@ fn peer_rej_and_mra_of_our_rep() {
         }))
     );
     assert_eq!(t.moves.last(), Some(&(0x12, QpStep::Err)));
+    // Stale IDs wait out TIMEWAIT (cm.c cm_rej_handler), then are gone.
+    assert_eq!(p.state(id), Some(ConnState::TimeWait));
+    assert_eq!(
+        p.poll(6 + iba_time_ns(19), &mut t),
+        Some(CmEvent::TimewaitExit { id, qpn: 0x12 })
+    );
     assert_eq!(p.state(id), None);
 }
 

@@ -260,8 +260,9 @@ pub enum CmEvent {
         /// `cma_rep_recv` sends it without).
         private_data: [u8; REP_PRIVATE_DATA_LEN],
     },
-    /// The peer rejected our REQ or REP (`RDMA_CM_EVENT_REJECTED`); the QP is in ERR, the
-    /// connection gone (or in TIMEWAIT for reason Stale Connection, cm.c `cm_rej_handler`).
+    /// The peer rejected our REQ or REP, or ended the connection with a REJ
+    /// (`RDMA_CM_EVENT_REJECTED`); the QP is in ERR, the connection gone, or in TIMEWAIT when
+    /// it was established or the reason is Stale Connection (cm.c `cm_rej_handler`).
     Rejected {
         /// The connection.
         id: ConnId,
