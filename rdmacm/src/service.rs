@@ -56,6 +56,7 @@ pub(crate) struct Deferred {
     private_data: Vec<u8>,
     responder_resources: u8,
     initiator_depth: u8,
+    flow_control: bool,
     rnr_retry_count: u8,
 }
 
@@ -211,6 +212,18 @@ impl<H: Hal> RdmaCm<H> {
         self.ids.iter_mut().find(|i| i.conn == Some(conn))
     }
 
+    /// The id of `conn`, now over: closed, and no longer naming the connection once the CM
+    /// has let go of it (its number may come back for another).
+    fn close(&mut self, conn: ConnId) -> Option<CmId> {
+        let held = self.cm.state(conn).is_some();
+        let e = self.by_conn(conn)?;
+        e.state = IdState::Closed;
+        if !held {
+            e.conn = None;
+        }
+        Some(e.handle)
+    }
+
     /// Runs `f` with the CM and a transport over the GSI service, the ids and `nb`.
     pub(crate) fn with_cm<T>(
         &mut self,
@@ -307,6 +320,7 @@ impl<H: Hal> RdmaCm<H> {
             private_data: p.private_data.to_vec(),
             responder_resources: p.responder_resources,
             initiator_depth: p.initiator_depth,
+            flow_control: p.flow_control,
             rnr_retry_count: p.rnr_retry_count,
         };
         let mut wait = self.arp_wait(now_ns, self.ids[i].remote_ip);
@@ -332,7 +346,7 @@ impl<H: Hal> RdmaCm<H> {
             starting_psn: self.random24(),
             responder_resources: d.responder_resources,
             initiator_depth: d.initiator_depth,
-            flow_control: true,
+            flow_control: d.flow_control,
             rnr_retry_count: d.rnr_retry_count,
             srq: false,
             private_data: &d.private_data,
@@ -364,6 +378,7 @@ impl<H: Hal> RdmaCm<H> {
             };
             let _ = self.with_cm(now, nb, |cm, t| cm.reject(conn, &[], t));
             self.ids[i].state = IdState::Closed;
+            self.ids[i].conn = None;
             self.events.push_back(ev);
         }
     }
@@ -419,18 +434,12 @@ impl<H: Hal> RdmaCm<H> {
         nb: &mut dyn Neighbours,
     ) -> Result<(), CmError> {
         let i = self.index(id)?;
-        let (state, conn) = (self.ids[i].state.clone(), self.ids[i].conn);
-        // What the peer is told, as cm.c `cm_destroy_id` does per state; a refusal changes
-        // nothing here (the CM's own timers end the connection).
-        let _ = match (state, conn) {
-            (IdState::Requested | IdState::AcceptPending(..), Some(c)) => {
-                self.with_cm(now_ns, nb, |cm, t| cm.reject(c, &[], t))
-            }
-            (IdState::Established, Some(c)) => {
-                self.with_cm(now_ns, nb, |cm, t| cm.disconnect(now_ns, c, t))
-            }
-            _ => Ok(()),
-        };
+        let conn = self.ids[i].conn;
+        if let Some(c) = conn {
+            // The CM moves the QP to ERR and tells the peer as cm.c `cm_destroy_id` does in
+            // the connection's state; a connection it no longer holds is no error here.
+            let _ = self.with_cm(now_ns, nb, |cm, t| cm.destroy(now_ns, c, t));
+        }
         let e = self.ids.swap_remove(i);
         if let Some(mut qp) = e.qp {
             let _ = qp.to_err();
@@ -521,25 +530,17 @@ impl<H: Hal> RdmaCm<H> {
                 id,
                 reason,
                 private_data,
-            } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::Rejected {
-                    id: e.handle,
-                    reason,
-                    private_data: private_data.to_vec(),
-                })
-            }
-            CmEvent::Unreachable { id } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::Unreachable { id: e.handle })
-            }
-            CmEvent::ConnectError { id } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::ConnectError { id: e.handle })
-            }
+            } => Some(Event::Rejected {
+                id: self.close(id)?,
+                reason,
+                private_data: private_data.to_vec(),
+            }),
+            CmEvent::Unreachable { id } => Some(Event::Unreachable {
+                id: self.close(id)?,
+            }),
+            CmEvent::ConnectError { id } => Some(Event::ConnectError {
+                id: self.close(id)?,
+            }),
             CmEvent::SidrReply {
                 id,
                 status,
@@ -555,11 +556,9 @@ impl<H: Hal> RdmaCm<H> {
                 e.state = IdState::Disconnected;
                 Some(Event::Disconnected { id: e.handle })
             }
-            CmEvent::TimewaitExit { id, .. } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::TimewaitExit { id: e.handle })
-            }
+            CmEvent::TimewaitExit { id, .. } => Some(Event::TimewaitExit {
+                id: self.close(id)?,
+            }),
         }
     }
 

@@ -68,10 +68,14 @@ pub struct ConnParam<'a> {
     pub retry_count: u8,
     /// RNR retries the peer makes toward us (3 bits; 7 is "for ever").
     pub rnr_retry_count: u8,
+    /// End-to-End Flow Control of the REQ or REP (cma.c `cma_connect_ib` /
+    /// `cma_accept_ib` copy the application's).
+    pub flow_control: bool,
 }
 
 impl Default for ConnParam<'_> {
-    /// No private data, one RDMA READ each way, 7 retries of each kind (rping's).
+    /// No private data, one RDMA READ each way, 7 retries of each kind, no flow control
+    /// (rdma-core `librdmacm/examples/rping.c`'s `conn_param`).
     fn default() -> Self {
         ConnParam {
             private_data: &[],
@@ -79,6 +83,7 @@ impl Default for ConnParam<'_> {
             initiator_depth: 1,
             retry_count: 7,
             rnr_retry_count: 7,
+            flow_control: false,
         }
     }
 }

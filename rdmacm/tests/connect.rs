@@ -132,6 +132,34 @@ fn connect_accept_send_both_ways_disconnect_and_both_qps_are_gone() {
 }
 
 #[test]
+fn destroying_an_established_id_disconnects_and_its_qp_waits_out_timewait() {
+    let (mut a, mut b, clock) = nodes();
+    let (ia, ib) = connected(&mut a, &mut b, &clock);
+    // cm.c `cm_destroy_id` in ESTABLISHED: one DREQ, then TIMEWAIT; the QP's number stays
+    // taken until it ends.
+    a.cm.destroy_id(clock.now(), ia, &mut a.stack).unwrap();
+    assert_eq!(a.cm.counts(), (0, 1));
+    run(&mut a, &mut b, &clock, |_, b| {
+        b.take(|e| matches!(e, Event::Disconnected { id } if *id == ib).then_some(()))
+            .is_some()
+    });
+    clock.advance(ALL_RETRIES_NS);
+    run(&mut a, &mut b, &clock, |a, b| {
+        b.events
+            .iter()
+            .any(|e| matches!(e, Event::TimewaitExit { id } if *id == ib))
+            && a.cm.counts() == (0, 0)
+    });
+    assert!(
+        a.events.is_empty(),
+        "no event for a destroyed id: {:?}",
+        a.events
+    );
+    b.cm.destroy_id(clock.now(), ib, &mut b.stack).unwrap();
+    assert_eq!(b.cm.counts(), (0, 0));
+}
+
+#[test]
 fn an_accept_waits_for_the_peers_mac() {
     // A knows B statically and never ARPs: B hears of A first in the REQ, and its accept
     // asks by ARP before the QP moves and the REP goes.
@@ -274,19 +302,19 @@ fn an_unanswered_rep_times_out_and_the_qp_is_destroyed() {
         .unwrap();
     until_timed_out(&mut b, &mut a, &clock, ib);
     assert_eq!(b.cm.counts(), (1, 1));
+    // The CM let go of the connection when it gave up: the QP goes at once.
     b.cm.destroy_id(clock.now(), ib, &mut b.stack).unwrap();
-    // The QP waits for the connection to leave the CM before it goes.
-    clock.advance(ALL_RETRIES_NS);
-    b.step(&clock);
     assert_eq!(b.cm.counts(), (0, 0));
-    // A's REQ is still being retried: its QP goes when the CM gives up on it.
+    // A's REQ is still being retried (A was never polled): destroying the id cancels it
+    // (cm.c `cm_destroy_id`: REJ Timeout) and its QP goes at once, with no event after.
+    let rej = a.cm.cm_counters().rej_sent;
     a.cm.destroy_id(clock.now(), ia, &mut a.stack).unwrap();
-    assert_eq!(a.cm.counts(), (0, 1));
+    assert_eq!(a.cm.cm_counters().rej_sent, rej + 1);
+    assert_eq!(a.cm.counts(), (0, 0));
     for _ in 0..20 {
         clock.advance(ALL_RETRIES_NS / 16);
         a.step(&clock);
     }
-    assert_eq!(a.cm.counts(), (0, 0));
     assert!(
         a.events.is_empty(),
         "no event for a destroyed id: {:?}",
