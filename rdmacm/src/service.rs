@@ -17,7 +17,8 @@ use crate::gsi::{Gsi, GsiCounters};
 use crate::link::Link;
 use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit};
 
-/// Most connections (and connection requests) the CM tracks at once, TIMEWAIT included.
+/// Most connections (and connection requests) the CM tracks at once, TIMEWAIT included; and
+/// most UD requests waiting for the application's answer.
 pub const MAX_CONNS: usize = 32;
 
 /// Most MADs one [`RdmaCm::poll`] takes from the GSI QP, so a flood cannot hold the caller.
@@ -84,6 +85,8 @@ pub struct RdmaCm<H: Hal> {
     rng: u64,
     /// The device's `local_ca_ack_delay`.
     pub(crate) ack_delay: u8,
+    /// SIDR_REQs refused because [`MAX_CONNS`] were waiting for an answer.
+    pub(crate) ud_refused: u64,
 }
 
 /// The EUI-64 of a MAC: the CA GUID of a RoCE device (Linux `include/net/addrconf.h`
@@ -149,6 +152,7 @@ impl<H: Hal> RdmaCm<H> {
             next_id: 0,
             rng: ctx.random_u64() | 1,
             ack_delay: dev.local_ca_ack_delay,
+            ud_refused: 0,
         })
     }
 
@@ -160,6 +164,11 @@ impl<H: Hal> RdmaCm<H> {
     /// What the CM state machine counted.
     pub fn cm_counters(&self) -> conn::Counters {
         self.cm.counters
+    }
+
+    /// SIDR_REQs refused because [`MAX_CONNS`] UD requests were waiting for an answer.
+    pub fn ud_refused(&self) -> u64 {
+        self.ud_refused
     }
 
     /// The GSI QP's number (1).
@@ -510,7 +519,7 @@ impl<H: Hal> RdmaCm<H> {
                 ticket,
                 cma,
                 private_data,
-            } => self.on_ud_request(ticket, cma, &private_data),
+            } => self.on_ud_request(now, ticket, cma, &private_data, nb),
             CmEvent::Established { id, private_data } => {
                 let e = self.by_conn(id)?;
                 // The active side hears the REP's private data; the passive side's RTU
@@ -594,34 +603,6 @@ impl<H: Hal> RdmaCm<H> {
             remote_ip,
             initiator_depth: req.responder_resources,
             responder_resources: req.initiator_depth,
-        })
-    }
-
-    /// A SIDR_REQ for a UD port we listen on.
-    fn on_ud_request(
-        &mut self,
-        ticket: SidrTicket,
-        cma: Option<rdma_cm::rdma_cm::CmaHdr>,
-        private_data: &[u8],
-    ) -> Option<Event> {
-        let remote_ip = match cma.map(|h| h.src) {
-            Some(CmaAddr::V4(ip)) => ip,
-            _ => crate::gsi::ipv4_of_gid(&ticket.peer.gid)?,
-        };
-        let handle = self.new_handle();
-        self.ids.push(Id {
-            handle,
-            conn: None,
-            qp: None,
-            access: Access(0),
-            remote_ip,
-            state: IdState::UdRequested(ticket),
-        });
-        let skip = if cma.is_some() { CMA_HDR_LEN } else { 0 };
-        Some(Event::UdRequest {
-            id: handle,
-            remote_ip,
-            private_data: private_data[skip..].to_vec(),
         })
     }
 }
