@@ -76,6 +76,27 @@ fn connect_accept_send_both_ways_disconnect_and_both_qps_are_gone() {
     assert_eq!(a.cm.remote_ip(ia), Some(IP_B));
     assert_eq!(b.cm.remote_ip(ib), Some(IP_A));
 
+    // The QPs as the exchange left them (QUERY_QP): each one's send PSN the other's receive
+    // PSN (REQ and REP Starting PSNs, cm.c `cm_init_qp_rtr_attr` / `cm_init_qp_rts_attr`),
+    // path MTU 1024, minimum RNR timer 0, rping's retries, the REQ's ACK timeout.
+    let qa = a.cm.qp(ia).unwrap().query().unwrap();
+    let qb = b.cm.qp(ib).unwrap().query().unwrap();
+    assert_eq!(qa.dest_qp_num, b.cm.qp(ib).unwrap().qpn());
+    assert_eq!(qb.dest_qp_num, a.cm.qp(ia).unwrap().qpn());
+    assert_eq!(qa.sq_psn, qb.rq_psn);
+    assert_eq!(qb.sq_psn, qa.rq_psn);
+    for q in [&qa, &qb] {
+        assert_eq!(q.state, 3, "RTS");
+        assert_eq!(q.path_mtu, 3);
+        assert_eq!(q.min_rnr_timer, 0);
+        assert_eq!((q.retry_cnt, q.rnr_retry), (7, 7));
+        assert_eq!((q.max_rd_atomic, q.max_dest_rd_atomic), (1, 1));
+    }
+    assert_eq!(
+        qb.timeout, 19,
+        "cm.c cm_ack_timeout(ack delay, rdma_cm's packet life time 18)"
+    );
+
     // A SEND each way on the connected QPs.
     a.send(ia, b"ping over rdma_cm");
     let sent = one_wc(&mut a, &mut b, &clock, true);
