@@ -45,7 +45,6 @@ pub(crate) struct Plan {
     initiator_depth: u8,
     retry_count: u8,
     rnr_retry_count: u8,
-    flow_control: bool,
     /// A SIDR_REQ rather than a REQ.
     ud: bool,
 }
@@ -129,7 +128,6 @@ impl<H: Hal> RdmaCm<H> {
             initiator_depth: p.initiator_depth,
             retry_count: p.retry_count,
             rnr_retry_count: p.rnr_retry_count,
-            flow_control: p.flow_control,
             ud,
         }
     }
@@ -238,7 +236,7 @@ impl<H: Hal> RdmaCm<H> {
             local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
             max_cm_retries: MAX_CM_RETRIES,
             srq: false,
-            flow_control: plan.flow_control,
+            flow_control: false,
             private_data: &private[..n],
         };
         let conn = self.with_cm(now, nb, |cm, t| cm.connect(now, &to, &c, t))?;

@@ -57,7 +57,6 @@ pub(crate) struct Deferred {
     private_data: Vec<u8>,
     responder_resources: u8,
     initiator_depth: u8,
-    flow_control: bool,
     rnr_retry_count: u8,
 }
 
@@ -329,7 +328,6 @@ impl<H: Hal> RdmaCm<H> {
             private_data: p.private_data.to_vec(),
             responder_resources: p.responder_resources,
             initiator_depth: p.initiator_depth,
-            flow_control: p.flow_control,
             rnr_retry_count: p.rnr_retry_count,
         };
         let mut wait = self.arp_wait(now_ns, self.ids[i].remote_ip);
@@ -355,7 +353,7 @@ impl<H: Hal> RdmaCm<H> {
             starting_psn: self.random24(),
             responder_resources: d.responder_resources,
             initiator_depth: d.initiator_depth,
-            flow_control: d.flow_control,
+            flow_control: false,
             rnr_retry_count: d.rnr_retry_count,
             srq: false,
             private_data: &d.private_data,

@@ -54,7 +54,10 @@ impl CmConfig {
 }
 
 /// What the application says when connecting or accepting (librdmacm `struct
-/// rdma_conn_param`).
+/// rdma_conn_param`). Its `flow_control` is not here: the REQs and REPs carry 0, as rping's,
+/// the cmatose family's and perftest's (rdma-core `librdmacm/examples`, perftest
+/// `src/perftest_communication.c` leave it zero; cma.c `cma_connect_ib` / `cma_accept_ib`
+/// copy it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnParam<'a> {
     /// Private data for the peer: at most [`CONNECT_PRIVATE_DATA_MAX`] bytes in a connect
@@ -68,14 +71,11 @@ pub struct ConnParam<'a> {
     pub retry_count: u8,
     /// RNR retries the peer makes toward us (3 bits; 7 is "for ever").
     pub rnr_retry_count: u8,
-    /// End-to-End Flow Control of the REQ or REP (cma.c `cma_connect_ib` /
-    /// `cma_accept_ib` copy the application's).
-    pub flow_control: bool,
 }
 
 impl Default for ConnParam<'_> {
-    /// No private data, one RDMA READ each way, 7 retries of each kind, no flow control
-    /// (rdma-core `librdmacm/examples/rping.c`'s `conn_param`).
+    /// No private data, one RDMA READ each way, 7 retries of each kind (rdma-core
+    /// `librdmacm/examples/rping.c`'s `conn_param`).
     fn default() -> Self {
         ConnParam {
             private_data: &[],
@@ -83,7 +83,6 @@ impl Default for ConnParam<'_> {
             initiator_depth: 1,
             retry_count: 7,
             rnr_retry_count: 7,
-            flow_control: false,
         }
     }
 }
