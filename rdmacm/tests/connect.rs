@@ -306,18 +306,7 @@ fn an_unanswered_rep_times_out_and_the_qp_is_destroyed() {
     // B accepts, A vanishes before its RTU: B's REP goes unanswered.
     let (mut a, mut b, clock) = nodes();
     b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
-    let ia = a
-        .connect(&clock, IP_B, PORT, &ConnParam::default())
-        .unwrap();
-    let mut ib = None;
-    run(&mut a, &mut b, &clock, |_, b| {
-        ib = b.take(|e| match e {
-            Event::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        });
-        ib.is_some()
-    });
-    let ib = ib.unwrap();
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
     b.create_qp(ib);
     b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack)
         .unwrap();
@@ -347,18 +336,7 @@ fn an_unanswered_rep_times_out_and_the_qp_is_destroyed() {
 fn a_rejection_by_the_application_carries_its_private_data() {
     let (mut a, mut b, clock) = nodes();
     b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
-    let ia = a
-        .connect(&clock, IP_B, PORT, &ConnParam::default())
-        .unwrap();
-    let mut ib = None;
-    run(&mut a, &mut b, &clock, |_, b| {
-        ib = b.take(|e| match e {
-            Event::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        });
-        ib.is_some()
-    });
-    let ib = ib.unwrap();
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
     assert_eq!(
         b.cm.reject(clock.now(), ib, &[0; 149], &mut b.stack),
         Err(CmError::PrivateData(148))

@@ -219,18 +219,7 @@ fn a_datagram_too_long_for_qp1_does_not_stop_the_cm() {
         b.cm.gsi_counters().restarts == 1
     });
     assert!(b.cm.gsi_counters().bad_receives >= 1);
-    let ia = a
-        .connect(&clock, IP_B, PORT, &rdmacm::ConnParam::default())
-        .unwrap();
-    let mut ib = None;
-    run(&mut a, &mut b, &clock, |_, b| {
-        ib = b.take(|e| match e {
-            Event::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        });
-        ib.is_some()
-    });
-    let ib = ib.unwrap();
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
     b.create_qp(ib);
     b.cm.accept(clock.now(), ib, &rdmacm::ConnParam::default(), &mut b.stack)
         .unwrap();
