@@ -262,20 +262,55 @@ fn requests_beyond_the_backlog_are_rejected() {
 }
 
 /// Steps `n` (and only the IP stack of `other`) with the CM's clock advancing half a second
-/// per step, until `f` finds its event.
-fn until_timed_out(n: &mut Node, other: &mut Node, clock: &CmClock, id: CmId) {
+/// per step, until `n` hears `want` of `id`.
+fn until_event(n: &mut Node, other: &mut Node, clock: &CmClock, want: impl Fn(&Event) -> bool) {
     let t0 = std::time::Instant::now();
     loop {
         other.stack.poll();
         n.step(clock);
-        if n.take(|e| matches!(e, Event::Unreachable { id: i } if *i == id).then_some(()))
-            .is_some()
-        {
+        if n.take(|e| want(e).then_some(())).is_some() {
             return;
         }
         clock.advance(500_000_000);
         assert!(t0.elapsed().as_secs() < 20, "{:?}", n.events);
     }
+}
+
+fn until_timed_out(n: &mut Node, other: &mut Node, clock: &CmClock, id: CmId) {
+    until_event(
+        n,
+        other,
+        clock,
+        |e| matches!(e, Event::Unreachable { id: i } if *i == id),
+    );
+}
+
+#[test]
+fn a_peer_gone_while_connected_is_disconnected_after_the_dreq_retries() {
+    let (mut a, mut b, clock) = nodes();
+    let (ia, _ib) = connected(&mut a, &mut b, &clock);
+    // B's CM is not polled any more: A's DREQ goes unanswered through its retries.
+    let sent = a.cm.gsi_counters().sent;
+    a.cm.disconnect(clock.now(), ia, &mut a.stack).unwrap();
+    until_event(
+        &mut a,
+        &mut b,
+        &clock,
+        |e| matches!(e, Event::Disconnected { id } if *id == ia),
+    );
+    assert_eq!(
+        a.cm.gsi_counters().sent - sent,
+        16,
+        "the DREQ and 15 retries"
+    );
+    until_event(
+        &mut a,
+        &mut b,
+        &clock,
+        |e| matches!(e, Event::TimewaitExit { id } if *id == ia),
+    );
+    a.cm.destroy_id(clock.now(), ia, &mut a.stack).unwrap();
+    assert_eq!(a.cm.counts(), (0, 0));
 }
 
 #[test]
