@@ -18,6 +18,7 @@ use mlx5::{
     AddressHandle, AhAttr, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QueuePair,
     SendData, SendFlags, SendOp, SendWr, UdDest, WcOpcode, WcStatus, WorkCompletion, GRH_BYTES,
 };
+use mlx5_prm::qp::state as qp_state;
 use rdma_cm::conn::Peer;
 use rdma_cm::mad::QP1_QKEY;
 use rdma_cm::MAD_LEN;
@@ -57,6 +58,9 @@ pub struct GsiCounters {
     pub bad_receives: u64,
     /// Sends that completed in error.
     pub send_errors: u64,
+    /// Times QP 1 was found in ERR (after a receive it could not take) and brought back to
+    /// RTS.
+    pub restarts: u64,
     /// MADs dropped: no send buffer free, no room to wait for a MAC, the MAC never came, a
     /// peer GID that is not IPv4-mapped, or the driver refused the send.
     pub dropped: u64,
@@ -77,6 +81,7 @@ pub(crate) struct Gsi<H: Hal> {
     pd: ProtectionDomain<H>,
     sgid_index: u8,
     recv_slots: usize,
+    send_slots: usize,
     send_free: Vec<usize>,
     pending: Vec<Pending>,
     /// How long a MAD waits for a MAC.
@@ -119,6 +124,7 @@ impl<H: Hal> Gsi<H> {
             pd,
             sgid_index,
             recv_slots,
+            send_slots,
             send_free: (0..send_slots).rev().collect(),
             pending: Vec::new(),
             resolve_ns,
@@ -155,6 +161,16 @@ impl<H: Hal> Gsi<H> {
                 self.send_free.push((w.wr_id & !SEND_TAG) as usize);
                 continue;
             }
+            if w.status != WcStatus::Success {
+                self.counters.bad_receives += 1;
+                // A datagram QP 1 could not take (too long for its buffer) put it in ERR;
+                // otherwise this is a flush left from before a restart, whose buffer is
+                // posted again already.
+                if self.qp.query_state()? == qp_state::ERR {
+                    self.restart()?;
+                }
+                continue;
+            }
             let slot = w.wr_id as usize;
             let got = self.take(&w, slot);
             // The buffer goes back at once: the MAD is copied out.
@@ -168,6 +184,20 @@ impl<H: Hal> Gsi<H> {
             }
         }
         Ok(None)
+    }
+
+    /// Brings QP 1 back from ERR: through RESET to RTS as at start (what is outstanding is
+    /// gone: its completions with the reset, its MADs lost, which the CM's retries cover),
+    /// every receive posted again, every send buffer free.
+    fn restart(&mut self) -> mlx5::Result<()> {
+        self.counters.restarts += 1;
+        self.qp.to_reset()?;
+        self.qp.activate_datagram()?;
+        self.send_free = (0..self.send_slots).rev().collect();
+        for i in 0..self.recv_slots {
+            self.post_recv(i)?;
+        }
+        Ok(())
     }
 
     /// The sender and MAD of a receive completion. The GRH area of a RoCE v2 IPv4 datagram
