@@ -29,8 +29,12 @@ use crate::types::Neighbours;
 /// Bytes of one receive: the GRH area and a MAD.
 pub const RECV_BYTES: usize = GRH_BYTES + MAD_LEN;
 
-/// Stride of the receive buffers in the region (a receive is 296 bytes).
-const RECV_STRIDE: usize = 512;
+/// Room of each receive buffer, and their stride in the region: the GRH area and the
+/// largest datagram a RoCE port carries (path MTU 4096, `include/rdma/ib_verbs.h`
+/// `IB_MTU_4096`). A datagram longer than a MAD then completes and is dropped here by its
+/// length; in a receive of only [`RECV_BYTES`] it would fail the receive as a local length
+/// error, which takes the QP to ERR (the model does so, as for RC), and QP 1 would stop.
+const RECV_STRIDE: usize = GRH_BYTES + 4096;
 
 /// Hop limit of the MADs we send: the IPv4 TTL Linux gives RoCE v2 packets of a route with
 /// the default TTL (`ib_init_ah_attr_from_wc` takes the route's, 64 in every capture).
@@ -49,8 +53,8 @@ pub struct GsiCounters {
     pub received: u64,
     /// MADs posted for sending.
     pub sent: u64,
-    /// Receives that completed in error or too short to hold a MAD, or without an IPv4
-    /// GRH.
+    /// Receives that completed in error, were not one MAD long (shorter or longer than
+    /// 256 bytes), or came without an IPv4 GRH.
     pub bad_receives: u64,
     /// Sends that completed in error.
     pub send_errors: u64,
@@ -133,7 +137,7 @@ impl<H: Hal> Gsi<H> {
     }
 
     fn post_recv(&mut self, slot: usize) -> mlx5::Result<()> {
-        let sge = self.mr.sge((slot * RECV_STRIDE) as u64, RECV_BYTES as u32);
+        let sge = self.mr.sge((slot * RECV_STRIDE) as u64, RECV_STRIDE as u32);
         self.qp.post_recv(&[mlx5::RecvWr {
             wr_id: slot as u64,
             sges: &[sge],
@@ -204,14 +208,13 @@ impl<H: Hal> Gsi<H> {
         if w.status != WcStatus::Success || w.opcode != WcOpcode::Recv {
             return None;
         }
-        if (w.byte_len as usize) < GRH_BYTES + rdma_cm::mad::MAD_HDR_LEN {
+        // A MAD is 256 bytes (`ib_mad.h` `IB_MGMT_MAD_SIZE`): a shorter datagram is not one
+        // (handed on, it would read as a MAD padded with zeros), nor is a longer one.
+        if w.byte_len as usize != RECV_BYTES {
             return None;
         }
         let mut buf = [0u8; RECV_BYTES];
-        let n = (w.byte_len as usize).min(RECV_BYTES);
-        self.mr
-            .read((slot * RECV_STRIDE) as u64, &mut buf[..n])
-            .ok()?;
+        self.mr.read((slot * RECV_STRIDE) as u64, &mut buf).ok()?;
         let ip_hdr = &buf[20..40];
         if ip_hdr[0] >> 4 != 4 {
             return None;
