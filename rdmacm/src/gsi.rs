@@ -165,8 +165,7 @@ impl<H: Hal> Gsi<H> {
                 self.counters.bad_receives += 1;
                 // A failed receive puts QP 1 in ERR (no datagram can fail for its length: the
                 // buffers take the largest); otherwise this is a flush left from before a
-                // restart, whose buffer is
-                // posted again already.
+                // restart, whose buffer is posted again already.
                 if self.qp.query_state()? == qp_state::ERR {
                     self.restart()?;
                 }
