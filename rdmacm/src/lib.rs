@@ -21,9 +21,10 @@
 //! MAC; `connect` creates the id's QP itself ([`NewQp`]); QPs go to INIT when created, as
 //! librdmacm's `rdma_create_qp` moves them, so receives can be posted at once. Limits: IPv4
 //! only (rdma_cm headers of IPv6 are rejected), port 1, one CM per HCA (one GSI QP), no
-//! alternate paths (LAP/APR); the passive side's ESTABLISHED waits for the RTU (a QP's
-//! communication-established event is not taken: the REP's retries bring the RTU again);
-//! REQs and REPs carry End-to-End Flow Control 0.
+//! alternate paths (LAP/APR); the device's communication-established event is not read
+//! here: an application that sees data on an accepted QP before ESTABLISHED says so with
+//! [`RdmaCm::notify_established`] (`rdma_notify`), else the REP's retries bring the RTU
+//! again; REQs and REPs carry End-to-End Flow Control 0.
 //!
 //! Layers: `types` (the API's types, the neighbour table), `arp` (waiting for a MAC), `gsi`
 //! (QP 1's MADs in and out), `id` (an id's record), `link` (what the CM drives: MADs and QP
