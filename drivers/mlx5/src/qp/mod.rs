@@ -559,7 +559,7 @@ pub fn udp_sport(lqpn: u32, rqpn: u32) -> u16 {
 
 mod binding;
 mod create;
-pub mod gsi;
+mod gsi;
 mod raw;
 mod rc;
 mod recv;
