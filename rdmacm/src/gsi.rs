@@ -200,10 +200,9 @@ impl<H: Hal> Gsi<H> {
         Ok(())
     }
 
-    /// The sender and MAD of a receive completion. The GRH area of a RoCE v2 IPv4 datagram
-    /// holds 20 bytes of nothing and then the IPv4 header (Linux core/verbs.c
-    /// `ib_get_rdma_header_version`, `ib_init_ah_attr_from_wc` for `RDMA_NETWORK_IPV4`); the
-    /// source address is at byte 12 of that header (RFC 791).
+    /// The sender and MAD of a receive completion: the sender's IPv4 address from the GRH
+    /// area ([`mlx5::grh_ipv4_source`]; Linux core/verbs.c `ib_init_ah_attr_from_wc` for
+    /// `RDMA_NETWORK_IPV4`), its QP from the completion.
     fn take(&self, w: &WorkCompletion, slot: usize) -> Option<(Peer, [u8; MAD_LEN])> {
         if w.status != WcStatus::Success || w.opcode != WcOpcode::Recv {
             return None;
@@ -215,11 +214,7 @@ impl<H: Hal> Gsi<H> {
         }
         let mut buf = [0u8; RECV_BYTES];
         self.mr.read((slot * RECV_STRIDE) as u64, &mut buf).ok()?;
-        let ip_hdr = &buf[20..40];
-        if ip_hdr[0] >> 4 != 4 {
-            return None;
-        }
-        let src = [ip_hdr[12], ip_hdr[13], ip_hdr[14], ip_hdr[15]];
+        let src = mlx5::grh_ipv4_source(&buf[..GRH_BYTES])?;
         let mut mad = [0u8; MAD_LEN];
         mad.copy_from_slice(&buf[GRH_BYTES..]);
         let peer = Peer {
