@@ -58,7 +58,7 @@ pub struct GsiCounters {
     pub bad_receives: u64,
     /// Sends that completed in error.
     pub send_errors: u64,
-    /// Times QP 1 was found in ERR (after a receive it could not take) and brought back to
+    /// Times QP 1 was found in ERR (after a receive that failed) and brought back to
     /// RTS.
     pub restarts: u64,
     /// MADs dropped: no send buffer free, no room to wait for a MAC, the MAC never came, a
@@ -163,9 +163,9 @@ impl<H: Hal> Gsi<H> {
             }
             if w.status != WcStatus::Success {
                 self.counters.bad_receives += 1;
-                // A datagram QP 1 could not take (too long for its buffer) put it in ERR;
-                // otherwise this is a flush left from before a restart, whose buffer is
-                // posted again already.
+                // A failed receive puts QP 1 in ERR (no datagram can fail for its length: the
+                // buffers take the largest); otherwise this is a flush left from before a
+                // restart, whose buffer is posted again already.
                 if self.qp.query_state()? == qp_state::ERR {
                     self.restart()?;
                 }

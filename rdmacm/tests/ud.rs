@@ -178,10 +178,10 @@ fn sidr_to_a_port_nobody_listens_on_is_unreachable() {
 }
 
 #[test]
-fn a_datagram_too_long_for_qp1_does_not_stop_the_cm() {
-    // 1000 bytes to B's QP 1 with the GSI Q_Key: longer than a MAD, so it is taken and
-    // dropped as a bad receive (QP 1's receives hold any datagram the port carries, and QP 1
-    // never leaves RTS), and a connection still works.
+fn a_datagram_longer_than_a_mad_does_not_stop_the_cm() {
+    // 1000 bytes to B's QP 1 with the GSI Q_Key: QP 1's receives have room for it (a
+    // shorter receive would fail as a local length error and take QP 1 to ERR), and it is
+    // dropped by its length and counted; QP 1 stays in RTS and a connection still works.
     let (mut a, mut b, clock) = nodes();
     b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
     let mac_b = b.stack.mac();
