@@ -187,8 +187,11 @@ const SEND_TAG: u64 = 1 << 40;
 impl Attacker {
     fn new(a: &Node, mac_b: [u8; 6]) -> Attacker {
         let cq = a.ctx.create_cq(128).expect("cq");
+        // A send queue of four times the buffers: a ring position is written again only
+        // long after its WQE completed (the threaded model checks a BlueFlame copy against
+        // the ring when it gets to it, and a position rewritten by then fails that check).
         let caps = QpCaps {
-            max_send_wr: SEND_SLOTS as u32,
+            max_send_wr: 4 * SEND_SLOTS as u32,
             max_recv_wr: RECV_SLOTS as u32,
             max_send_sge: 1,
             max_recv_sge: 1,
