@@ -2,8 +2,9 @@
 //! from the GRH area and the completion) and out (a UD SEND to the peer's QP 1).
 //!
 //! As Linux's MAD layer runs it on RoCE (`drivers/infiniband/core/mad.c`, `agent.c`;
-//! `hw/mlx5/gsi.c`): receives of a GRH area and one 256-byte MAD each, posted at start and
-//! again as each completes; sends to QPN 1 with the well-known Q_Key (`IB_QP1_QKEY`,
+//! `hw/mlx5/gsi.c`): receives with room for any datagram (the GRH area and 4096 bytes), of
+//! which those of exactly one 256-byte MAD are handed on, posted at start and again as each
+//! completes; sends to QPN 1 with the well-known Q_Key (`IB_QP1_QKEY`,
 //! `include/rdma/ib_mad.h`), through an address handle to the peer's IPv4-mapped GID and the
 //! MAC its neighbour entry holds (cm.c `cm_create_response_msg_ah` →
 //! `ib_init_ah_attr_from_wc` → `rdma_addr_find_l2_eth_by_grh`). A MAD to a peer whose MAC is
