@@ -144,7 +144,8 @@ pub(crate) fn connect_with<B: Backend>(
             o => o,
         };
     }
-    Outcome::ok(0)
+    // The controller ID in the result, as for the admin queue (the capture's I/O Connect).
+    Outcome::ok(u64::from(cntlid))
 }
 
 fn find_subsys<B: Backend>(t: &Target<B>, nqn: &[u8]) -> Option<SubsysRef> {

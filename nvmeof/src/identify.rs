@@ -201,11 +201,10 @@ fn desc_list(ns: &NamespaceConfig, b: &mut [u8]) {
 }
 
 /// The Commands Supported and Effects log of the NVM command set
-/// (`nvmet_get_cmd_effects_nvm`): admin commands supported, I/O commands supported and the
-/// ones that change the logical block content.
+/// (Linux 6.1 `nvmet_get_cmd_effects_nvm`): every command it runs marked supported (CSUPP,
+/// bit 0) and nothing more, as the capture shows.
 pub(crate) fn effects_log(log: &mut [u8; 4096]) {
     let csupp = 1u32;
-    let lbcc = 1u32 << 1;
     for o in [
         opc::GET_LOG_PAGE,
         opc::IDENTIFY,
@@ -224,6 +223,6 @@ pub(crate) fn effects_log(log: &mut [u8; 4096]) {
         nvm::opc::DSM,
         nvm::opc::WRITE_ZEROES,
     ] {
-        put32(log, 1024 + usize::from(o) * 4, csupp | lbcc);
+        put32(log, 1024 + usize::from(o) * 4, csupp);
     }
 }
