@@ -84,8 +84,9 @@ pub(crate) fn connect_with<B: Backend>(
         return Outcome::fail(status::CONNECT_FORMAT | DNR);
     }
     let cntlid = u16::from_le_bytes([d[CD_CNTLID], d[CD_CNTLID + 1]]);
-    let subsysnqn = cstr(&d[CD_SUBSYSNQN..CD_HOSTNQN]);
-    let hostnqn = cstr(&d[CD_HOSTNQN..CD_HOSTNQN + 256]);
+    // Linux terminates both NQNs at their last byte before it reads them.
+    let subsysnqn = cstr(&d[CD_SUBSYSNQN..CD_HOSTNQN - 1]);
+    let hostnqn = cstr(&d[CD_HOSTNQN..CD_HOSTNQN + 255]);
     let qid = sqe.connect_qid();
     let invalid = |r: u64| Outcome::Done {
         status: status::CONNECT_INVALID_PARAM | DNR,
@@ -172,8 +173,9 @@ fn host_allowed<B: Backend>(t: &Target<B>, subsys: SubsysRef, hostnqn: &[u8]) ->
     }
 }
 
-/// Linux `fabrics-cmd.c` `nvmet_install_queue`: a size of at least 2 and at most CAP.MQES + 1,
-/// a queue ID not yet in use; then the queue belongs to the controller.
+/// Linux `fabrics-cmd.c` `nvmet_install_queue`: a size of at least 2 (0's based 1) and for I/O
+/// queues at most CAP.MQES + 1, a queue ID not yet in use; then the queue belongs to the
+/// controller.
 fn install_queue<B: Backend>(
     t: &mut Target<B>,
     c: usize,
@@ -195,7 +197,9 @@ fn install_queue<B: Backend>(
     if ctl.sqs.get(usize::from(qid)).is_none_or(Option::is_some) {
         return Err(Outcome::fail(status::CMD_SEQ_ERROR | DNR));
     }
-    if u64::from(sqsize) > (CAP & 0xffff) {
+    // CAP.MQES bounds the I/O queues only ("for fabrics, this value applies to only the I/O
+    // Submission Queues"; the admin queue is bounded by the CM's NVME_AQ_DEPTH check).
+    if qid != 0 && u64::from(sqsize) > (CAP & 0xffff) {
         return Err(invalid_size);
     }
     ctl.sqs[usize::from(qid)] = Some(id);

@@ -126,3 +126,88 @@ pub fn data(field: &str) -> Vec<u8> {
     v.resize(len, 0);
     v
 }
+
+/// A command capsule: opcode, flags 0x40 (SGL), `cid`, `nsid`, command dwords 10.. from
+/// `cdw` (bytes 40..), and the data pointer `sgl`.
+pub fn sqe(opcode: u8, cid: u16, nsid: u32, cdw: &[u32], sgl: nvmeof::sgl::Sgl) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    b[0] = opcode;
+    b[1] = 0x40;
+    b[2..4].copy_from_slice(&cid.to_le_bytes());
+    b[4..8].copy_from_slice(&nsid.to_le_bytes());
+    b[24..40].copy_from_slice(&sgl.0);
+    for (i, d) in cdw.iter().enumerate() {
+        b[40 + 4 * i..44 + 4 * i].copy_from_slice(&d.to_le_bytes());
+    }
+    b
+}
+
+/// No data (keyed, length 0), as Linux's host sends commands without data.
+pub fn no_data() -> nvmeof::sgl::Sgl {
+    nvmeof::sgl::Sgl::keyed(nvmeof::KeyedSgl::default(), false)
+}
+
+/// A keyed buffer of `len` bytes with invalidation (type 0x4f), key 0x1234.
+pub fn keyed(len: u32) -> nvmeof::sgl::Sgl {
+    let k = nvmeof::KeyedSgl {
+        addr: 0xff31_0000_0000_0000,
+        len,
+        key: 0x1234,
+    };
+    nvmeof::sgl::Sgl::keyed(k, true)
+}
+
+/// A Connect capsule with in-capsule data: queue `qid`, 0's based `sqsize`, `kato` ms,
+/// controller `cntlid`, subsystem `subnqn`, host `hostnqn`.
+pub fn connect(
+    qid: u16,
+    sqsize: u16,
+    kato: u32,
+    cntlid: u16,
+    subnqn: &str,
+    hostnqn: &str,
+) -> Vec<u8> {
+    let mut b = sqe(0x7f, 0, 0, &[], nvmeof::sgl::Sgl::in_capsule(0, 1024));
+    b[4] = 0x01;
+    b[42..44].copy_from_slice(&qid.to_le_bytes());
+    b[44..46].copy_from_slice(&sqsize.to_le_bytes());
+    b[48..52].copy_from_slice(&kato.to_le_bytes());
+    let mut d = vec![0u8; 1024];
+    d[15] = 0xb2;
+    d[16..18].copy_from_slice(&cntlid.to_le_bytes());
+    d[256..256 + subnqn.len()].copy_from_slice(subnqn.as_bytes());
+    d[512..512 + hostnqn.len()].copy_from_slice(hostnqn.as_bytes());
+    b.extend(d);
+    b
+}
+
+/// Property Set CC = `cc` (4 bytes).
+pub fn set_cc(cc: u32) -> Vec<u8> {
+    let mut b = sqe(0x7f, 1, 0, &[], no_data());
+    b[4] = 0x00;
+    b[44..48].copy_from_slice(&0x14u32.to_le_bytes());
+    b[48..52].copy_from_slice(&cc.to_le_bytes());
+    b
+}
+
+/// CC as Linux's host enables a controller (EN, CSS 6, IOSQES 6, IOCQES 4).
+pub const CC_ENABLE: u32 = 0x460061;
+
+/// An admin queue connected to the capture's subsystem with keep-alive `kato` ms and enabled,
+/// and `ios` I/O queues (qid 1..). Returns the queues.
+pub fn connected(t: &mut Target<Disk>, kato: u32, ios: u16) -> Vec<QueueId> {
+    let a = t.accept(&cm_req(0, 32, 31)).unwrap().queue;
+    let r = run(t, a, &connect(0, 31, kato, 0xffff, NQN, HOSTNQN), &mut []).unwrap();
+    assert_eq!(r.cqe.status, 0, "admin connect");
+    let cntlid = r.cqe.result as u16;
+    let r = run(t, a, &set_cc(CC_ENABLE), &mut []).unwrap();
+    assert_eq!(r.cqe.status, 0, "enable");
+    let mut qs = vec![a];
+    for qid in 1..=ios {
+        let q = t.accept(&cm_req(qid, 128, 127)).unwrap().queue;
+        let r = run(t, q, &connect(qid, 127, 0, cntlid, NQN, HOSTNQN), &mut []).unwrap();
+        assert_eq!(r.cqe.status, 0, "I/O connect");
+        qs.push(q);
+    }
+    qs
+}
