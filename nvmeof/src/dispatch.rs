@@ -311,9 +311,10 @@ pub(crate) fn complete_transfer<B: Backend>(
             Outcome::Done { status, result } => (status, result),
             _ => (status::INTERNAL | DNR, 0),
         },
-        Then::Dsm(sqe) => {
+        Then::Dsm { nsid, ranges } => {
             let ctrl = t.queue_mut(id)?.ctrl;
-            match ctrl.map(|c| nvm::dsm_ranges(t, c, &sqe, staging)) {
+            let nr = usize::from(ranges);
+            match ctrl.map(|c| nvm::dsm_ranges(t, c, nsid, nr, staging)) {
                 Some(Outcome::Done { status, result }) => (status, result),
                 _ => (status::INTERNAL | DNR, 0),
             }

@@ -193,11 +193,14 @@ fn dsm<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd) -> Outcome {
         return Outcome::ok(0);
     }
     match cmd.data {
-        Data::InCapsule(d) => dsm_ranges(t, c, sqe, d),
-        Data::None => dsm_ranges(t, c, sqe, &[]),
+        Data::InCapsule(d) => dsm_ranges(t, c, sqe.nsid(), nr, d),
+        Data::None => dsm_ranges(t, c, sqe.nsid(), nr, &[]),
         Data::Keyed(s) => Outcome::FromHost {
             local: Local::Buf { len: s.len },
-            then: Then::Dsm(*sqe),
+            then: Then::Dsm {
+                nsid: sqe.nsid(),
+                ranges: nr as u16,
+            },
         },
     }
 }
@@ -208,17 +211,17 @@ fn dsm<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd) -> Outcome {
 pub(crate) fn dsm_ranges<B: Backend>(
     t: &mut Target<B>,
     c: usize,
-    sqe: &Sqe,
+    nsid: u32,
+    nr: usize,
     data: &[u8],
 ) -> Outcome {
     let Some(ns) = t.ctrls[c]
         .as_ref()
-        .and_then(|ctl| find_ns(t, ctl, sqe.nsid()))
+        .and_then(|ctl| find_ns(t, ctl, nsid))
         .cloned()
     else {
         return Outcome::fail(status::INVALID_NS | DNR);
     };
-    let nr = (sqe.cdw(10) & 0xff) as usize + 1;
     let size = ns_bytes(t, &ns);
     for i in 0..nr {
         let Some(r) = data.get(i * DSM_RANGE_LEN..(i + 1) * DSM_RANGE_LEN) else {

@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 
 use crate::cqe::Cqe;
 use crate::exec::{ExecError, Response, Tag};
-use crate::sqe::Sqe;
+use crate::fabrics::ConnectCmd;
 
 /// Most commands a queue keeps in flight: a host that sends far beyond its queue size is cut
 /// off ([`ExecError::Overrun`]) rather than growing the table without bound (Linux
@@ -18,9 +18,9 @@ pub(crate) enum Then {
     /// Respond with this status and result.
     Done { status: u16, result: u64 },
     /// The Connect data arrived in the staging buffer: run the Connect.
-    Connect(Sqe),
-    /// The Dataset Management ranges arrived in the staging buffer.
-    Dsm(Sqe),
+    Connect(ConnectCmd),
+    /// The Dataset Management ranges of namespace `nsid` arrived in the staging buffer.
+    Dsm { nsid: u32, ranges: u16 },
 }
 
 /// A command between its transfer and its response.
