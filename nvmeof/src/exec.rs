@@ -23,7 +23,9 @@
 //!      completed, so a write is completed only once its bytes are in the backend;
 //!    - [`Step::Hold`]: nothing to send now (an Asynchronous Event Request held until an
 //!      event); its response comes from [`Target::take_completion`](crate::Target::take_completion);
-//! 3. repost the receive buffer as soon as `submit` returns (the core copied what it needs);
+//! 3. repost the receive buffer as soon as `submit` returns (the core copied what it needs).
+//!    Receive buffers hold 64 bytes plus the in-capsule data the target advertises
+//!    ([`TargetConfig::inline_data_size`](crate::TargetConfig::inline_data_size), IOCCSZ);
 //! 4. calls [`Target::tick`](crate::Target::tick) with the time (keep-alive), and after every
 //!    call drains [`Target::take_teardown`](crate::Target::take_teardown): queues whose
 //!    controller died (keep-alive expired, fatal error) to disconnect;
@@ -153,6 +155,8 @@ pub enum Step {
 pub struct Accepted {
     /// The queue, for every later call.
     pub queue: QueueId,
+    /// The queue ID the host named (0: an admin queue); its Connect decides for good.
+    pub qid: u16,
     /// The REP's private data ([`CmRep::to_bytes`]).
     pub rep: CmRep,
     /// Receives to pre-post (the host's SQ size: hsqsize + 1).

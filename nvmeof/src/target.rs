@@ -164,6 +164,7 @@ impl<B: Backend> Target<B> {
         let queue = self.insert_queue(Queue::new());
         Ok(Accepted {
             queue,
+            qid: req.qid,
             rep: CmRep {
                 recfmt: RECFMT_1_0,
                 crqsize: recv_depth as u16,
