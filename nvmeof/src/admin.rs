@@ -11,7 +11,7 @@ use crate::exec::{Local, QueueId};
 use crate::fabrics::{self, fctype};
 use crate::identify;
 use crate::sqe::{Sqe, OPC_FABRICS};
-use crate::status::{self, DNR};
+use crate::status::{self, loc, DNR};
 use crate::target::{SubsysRef, Target};
 
 /// Admin opcodes (`nvme.h` `enum nvme_admin_opcode`).
@@ -100,7 +100,7 @@ pub(crate) fn parse(ctl: &Ctrl, sqe: &Sqe) -> Result<(), Outcome> {
         | opc::GET_FEATURES
         | opc::ASYNC_EVENT
         | opc::KEEP_ALIVE => Ok(()),
-        _ => Err(Outcome::fail(status::INVALID_OPCODE | DNR)),
+        _ => Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::OPCODE)),
     }
 }
 
@@ -159,7 +159,7 @@ pub(crate) fn to_host(
 pub(crate) fn copy_to_host(staging: &mut [u8], cmd: &Cmd, data: &[u8]) -> Outcome {
     let len = cmd.data.len();
     if (len as usize) < data.len() {
-        return Outcome::fail(status::SGL_INVALID_DATA | DNR);
+        return Outcome::fail_at(status::SGL_INVALID_DATA | DNR, loc::DPTR);
     }
     to_host(staging, len, 0, |b| b[..data.len()].copy_from_slice(data))
 }
@@ -176,13 +176,18 @@ fn get_log_page<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd, staging: &mu
     let sqe = &cmd.sqe;
     let len = log_page_len(sqe);
     if u64::from(cmd.data.len()) != len {
-        return Outcome::fail(status::SGL_INVALID_DATA | DNR);
+        return Outcome::fail_at(status::SGL_INVALID_DATA | DNR, loc::DPTR);
     }
     let len = len as u32;
     match sqe.cdw(10) as u8 {
-        // Error log: no entries recorded here, all slots zero (nvmet_execute_get_log_page_error
-        // copies its 64-byte slots as far as the buffer goes).
-        lid::ERROR | lid::FW_SLOT => to_host(staging, len, 0, |_| {}),
+        lid::ERROR => {
+            let Some(ctl) = t.ctrls[c].as_ref() else {
+                return Outcome::fail(status::INTERNAL | DNR);
+            };
+            to_host(staging, len, 0, |b| ctl.error_log(b))
+        }
+        // One firmware slot, always active: all zero (nvmet_execute_get_log_page_noop).
+        lid::FW_SLOT => to_host(staging, len, 0, |_| {}),
         lid::SMART => smart(t, c, cmd, staging),
         lid::CHANGED_NS => {
             // nvmet_execute_get_log_changed_ns: the whole list or NVME_SC_INTERNAL; nothing
@@ -201,7 +206,7 @@ fn get_log_page<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd, staging: &mu
             identify::effects_log(&mut log);
             copy_to_host(staging, cmd, &log)
         }
-        _ => Outcome::fail(status::INVALID_FIELD | DNR),
+        _ => Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW10),
     }
 }
 
@@ -216,7 +221,7 @@ fn smart<B: Backend>(t: &Target<B>, c: usize, cmd: &Cmd, staging: &mut [u8]) -> 
     let nsid = cmd.sqe.nsid();
     let nss = &t.cfg.subsystems[s].namespaces;
     if nsid != u32::MAX && !nss.iter().any(|n| n.nsid == nsid) {
-        return Outcome::fail(status::INVALID_NS | DNR);
+        return Outcome::fail_at(status::INVALID_NS | DNR, loc::NSID);
     }
     let mut st = crate::nvm::IoStats::default();
     for n in nss.iter().filter(|n| nsid == u32::MAX || n.nsid == nsid) {
@@ -224,9 +229,11 @@ fn smart<B: Backend>(t: &Target<B>, c: usize, cmd: &Cmd, staging: &mut [u8]) -> 
             st.add(x);
         }
     }
+    let errors = t.ctrls[c].as_ref().map_or(0, |c| c.err_counter);
     to_host(staging, SMART_LEN, 0, |b| {
         // struct nvme_smart_log: data units (thousands of 512-byte units, rounded up), host
-        // read and write commands.
+        // read and write commands, error log entries.
+        b[176..184].copy_from_slice(&errors.to_le_bytes());
         b[32..40].copy_from_slice(&st.sectors_read.div_ceil(1000).to_le_bytes());
         b[48..56].copy_from_slice(&st.sectors_written.div_ceil(1000).to_le_bytes());
         b[64..72].copy_from_slice(&st.reads.to_le_bytes());
@@ -255,7 +262,7 @@ pub(crate) fn set_kato<B: Backend>(t: &mut Target<B>, c: usize, cdw11: u32) -> O
 /// Linux `nvmet_set_feat_async_event`: only events of `mask`.
 pub(crate) fn set_aen<B: Backend>(t: &mut Target<B>, c: usize, cdw11: u32, mask: u32) -> Outcome {
     if cdw11 & !mask != 0 {
-        return Outcome::fail(status::INVALID_FIELD | DNR);
+        return Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW11);
     }
     if let Some(ctl) = t.ctrls[c].as_mut() {
         ctl.aen_enabled = cdw11;
@@ -279,7 +286,7 @@ fn set_features<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd) -> Outcome {
         feat::KATO => set_kato(t, c, cdw11),
         feat::ASYNC_EVENT => set_aen(t, c, cdw11, AEN_CFG_ALL),
         feat::HOST_ID => Outcome::fail(status::CMD_SEQ_ERROR | DNR),
-        _ => Outcome::fail(status::INVALID_FIELD | DNR),
+        _ => Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW10),
     }
 }
 
@@ -309,12 +316,12 @@ fn get_features<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd, staging: &mu
         feat::HOST_ID => {
             // The 128-bit host identifier only (EXHID, cdw11 bit 0).
             if cmd.sqe.cdw(11) & 1 == 0 {
-                return Outcome::fail(status::INVALID_FIELD | DNR);
+                return Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW11);
             }
             let hostid = ctl.hostid;
             copy_to_host(staging, cmd, &hostid)
         }
-        _ => Outcome::fail(status::INVALID_FIELD | DNR),
+        _ => Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW10),
     }
 }
 

@@ -38,6 +38,13 @@ pub const CSTS_SHST_CMPLT: u32 = 2 << 2;
 pub const DISC_KATO_MS: u32 = 120_000;
 /// Held Asynchronous Event Requests per controller (Linux `nvmet.h` `NVMET_ASYNC_EVENTS`).
 pub const ASYNC_EVENTS: usize = 4;
+/// Entries of the error log (Linux `nvmet.h` `NVMET_ERROR_LOG_SLOTS`).
+pub const ERROR_LOG_SLOTS: usize = 128;
+/// Bytes of an error log entry (`include/linux/nvme.h` `struct nvme_error_slot`).
+pub const ERROR_SLOT_LEN: usize = 64;
+/// Events enabled when a controller is made: namespace attribute and ANA change notices
+/// (Linux `nvmet.h` `NVMET_AEN_CFG_OPTIONAL`, set by `nvmet_alloc_ctrl`).
+pub const AEN_CFG_OPTIONAL: u32 = (1 << 8) | (1 << 11);
 
 /// CAP as Linux `core.c` `nvmet_init_cap` builds it: CSS NVM (bit 37) and "one or more I/O
 /// command sets" (bit 43), TO 15 (7.5 s), MQES `QUEUE_SIZE - 1`.
@@ -64,6 +71,11 @@ pub(crate) struct Ctrl {
     pub ka_due: u64,
     /// Torn down; its queues are going.
     pub dead: bool,
+    /// Errors logged so far (Linux `ctrl->err_counter`).
+    pub err_counter: u64,
+    /// The error log's slots, 64 bytes each, slot `err_counter % ERROR_LOG_SLOTS` the newest
+    /// (allocated at the first error).
+    pub err_slots: Vec<[u8; ERROR_SLOT_LEN]>,
 }
 
 impl Ctrl {
@@ -88,8 +100,9 @@ impl Ctrl {
         }
     }
 
-    /// Linux `nvmet_start_ctrl`: the entry sizes must be 64 / 16 bytes, MPS and AMS 0, the
-    /// command set NVM (0) or "all I/O command sets" (6); else CSTS.CFS.
+    /// Linux `nvmet_start_ctrl`: the entry sizes of an I/O controller must be 64 / 16 bytes
+    /// (a discovery controller's are not checked), MPS and AMS 0, the command set NVM (0) or
+    /// "all I/O command sets" (6); else CSTS.CFS.
     fn start(&mut self, now_ms: u64) {
         let cc = self.cc;
         let iosqes = (cc >> 16) & 0xf;
@@ -97,7 +110,8 @@ impl Ctrl {
         let mps = (cc >> 7) & 0xf;
         let ams = (cc >> 11) & 0x7;
         let css = (cc >> 4) & 0x7;
-        if iosqes != 6 || iocqes != 4 || mps != 0 || ams != 0 || !(css == 0 || css == 6) {
+        let entries = self.is_discovery() || (iosqes == 6 && iocqes == 4);
+        if !entries || mps != 0 || ams != 0 || !(css == 0 || css == 6) {
             self.csts = CSTS_CFS;
             return;
         }
@@ -120,6 +134,37 @@ impl Ctrl {
 
     pub(crate) fn is_discovery(&self) -> bool {
         self.subsys == SubsysRef::Discovery
+    }
+
+    /// Logs a failed command (Linux `core.c` `nvmet_set_error`): count, queue, command ID,
+    /// status (over the phase bit), parameter error location, LBA (0), namespace.
+    pub(crate) fn log_error(&mut self, sqid: u16, cid: u16, status: u16, loc: u16, nsid: u32) {
+        if self.err_slots.is_empty() {
+            self.err_slots = vec![[0; ERROR_SLOT_LEN]; ERROR_LOG_SLOTS];
+        }
+        self.err_counter += 1;
+        let e = &mut self.err_slots[(self.err_counter % ERROR_LOG_SLOTS as u64) as usize];
+        e.fill(0);
+        e[0..8].copy_from_slice(&self.err_counter.to_le_bytes());
+        e[8..10].copy_from_slice(&sqid.to_le_bytes());
+        e[10..12].copy_from_slice(&cid.to_le_bytes());
+        e[12..14].copy_from_slice(&(status << 1).to_le_bytes());
+        e[14..16].copy_from_slice(&loc.to_le_bytes());
+        e[24..28].copy_from_slice(&nsid.to_le_bytes());
+    }
+
+    /// The error log page into `buf` (Linux `admin-cmd.c`
+    /// `nvmet_execute_get_log_page_error`): the newest slot first, going back, as many whole
+    /// entries as fit.
+    pub(crate) fn error_log(&self, buf: &mut [u8]) {
+        if self.err_slots.is_empty() {
+            return;
+        }
+        let mut slot = (self.err_counter % ERROR_LOG_SLOTS as u64) as usize;
+        for out in buf.chunks_exact_mut(ERROR_SLOT_LEN).take(ERROR_LOG_SLOTS) {
+            out.copy_from_slice(&self.err_slots[slot]);
+            slot = slot.checked_sub(1).unwrap_or(ERROR_LOG_SLOTS - 1);
+        }
     }
 }
 
@@ -188,12 +233,14 @@ impl<B: Backend> Target<B> {
             kato: kato_ms.div_ceil(1000),
             cc: 0,
             csts: 0,
-            aen_enabled: 0,
+            aen_enabled: AEN_CFG_OPTIONAL,
             aers: Vec::new(),
             sqs: vec![None; usize::from(self.cfg.max_qid) + 1],
             reset_tbkas: false,
             ka_due: 0,
             dead: false,
+            err_counter: 0,
+            err_slots: Vec::new(),
         };
         c.restart_keep_alive(self.now_ms);
         let slot = match self.ctrls.iter().position(Option::is_none) {

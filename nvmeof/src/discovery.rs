@@ -11,7 +11,7 @@ use crate::exec::QueueId;
 use crate::identify::{self, put_cstr, put_padded, CTRL_DISC, IDENTIFY_LEN, SGLS};
 use crate::rdma_cm_data::AQ_DEPTH;
 use crate::sqe::Sqe;
-use crate::status::{self, DNR};
+use crate::status::{self, loc, DNR};
 use crate::target::{Target, DISCOVERY_NQN};
 
 /// Bytes of the log page header, and of each entry.
@@ -27,7 +27,7 @@ const SUBTYPE_CURR: u8 = 3;
 /// Linux `discovery.c` `nvmet_parse_discovery_cmd`: ready, and one of its six opcodes.
 pub(crate) fn parse(ctl: &Ctrl, sqe: &Sqe) -> Result<(), Outcome> {
     if ctl.csts & CSTS_RDY == 0 {
-        return Err(Outcome::fail(status::INVALID_OPCODE | DNR));
+        return Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::OPCODE));
     }
     match sqe.opcode() {
         opc::SET_FEATURES
@@ -36,7 +36,7 @@ pub(crate) fn parse(ctl: &Ctrl, sqe: &Sqe) -> Result<(), Outcome> {
         | opc::KEEP_ALIVE
         | opc::GET_LOG_PAGE
         | opc::IDENTIFY => Ok(()),
-        _ => Err(Outcome::fail(status::INVALID_OPCODE | DNR)),
+        _ => Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::OPCODE)),
     }
 }
 
@@ -58,7 +58,7 @@ pub(crate) fn execute<B: Backend>(
             match sqe.cdw(10) as u8 {
                 feat::KATO => admin::set_kato(t, c, sqe.cdw(11)),
                 feat::ASYNC_EVENT => admin::set_aen(t, c, sqe.cdw(11), DISC_AEN_CFG),
-                _ => Outcome::fail(status::INVALID_FIELD | DNR),
+                _ => Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW10),
             }
         }
         opc::GET_FEATURES => {
@@ -72,7 +72,7 @@ pub(crate) fn execute<B: Backend>(
             match sqe.cdw(10) as u8 {
                 feat::KATO => Outcome::ok(u64::from(ctl.kato) * 1000),
                 feat::ASYNC_EVENT => Outcome::ok(u64::from(ctl.aen_enabled)),
-                _ => Outcome::fail(status::INVALID_FIELD | DNR),
+                _ => Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW10),
             }
         }
         opc::ASYNC_EVENT => admin::async_event(t, id, c, cmd),
@@ -89,7 +89,7 @@ fn identify<B: Backend>(t: &Target<B>, c: usize, cmd: &Cmd, staging: &mut [u8]) 
         return o;
     }
     if cmd.sqe.0[40] != identify::cns::CTRL {
-        return Outcome::fail(status::INVALID_OPCODE | DNR);
+        return Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::CDW10);
     }
     let Some(ctl) = t.ctrls[c].as_ref() else {
         return Outcome::fail(status::INTERNAL | DNR);
@@ -115,11 +115,15 @@ fn log_page<B: Backend>(t: &Target<B>, c: usize, cmd: &Cmd, staging: &mut [u8]) 
     let sqe = &cmd.sqe;
     let len = log_page_len(sqe);
     if u64::from(cmd.data.len()) != len {
-        return Outcome::fail(status::SGL_INVALID_DATA | DNR);
+        return Outcome::fail_at(status::SGL_INVALID_DATA | DNR, loc::DPTR);
     }
     let offset = u64::from(sqe.cdw(12)) | (u64::from(sqe.cdw(13)) << 32);
-    if sqe.cdw(10) as u8 != lid::DISC || offset & 3 != 0 {
-        return Outcome::fail(status::INVALID_FIELD | DNR);
+    if sqe.cdw(10) as u8 != lid::DISC {
+        return Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW10);
+    }
+    // "Spec requires dword aligned offsets".
+    if offset & 3 != 0 {
+        return Outcome::fail_at(status::INVALID_FIELD | DNR, loc::LPO);
     }
     let Some(ctl) = t.ctrls[c].as_ref() else {
         return Outcome::fail(status::INTERNAL | DNR);

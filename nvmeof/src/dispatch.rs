@@ -9,7 +9,7 @@ use crate::exec::{Dir, ExecError, Local, QueueId, Step, Tag, Transfer};
 use crate::queue::{Inflight, Then};
 use crate::sgl::{DataPtr, KeyedSgl, SglError};
 use crate::sqe::{Sqe, FLAGS_FUSE, FLAGS_PSDT, FLAGS_SGL_METABUF, SQE_LEN};
-use crate::status::{self, DNR};
+use crate::status::{self, loc, DNR};
 use crate::target::Target;
 use crate::{admin, discovery, fabrics, nvm};
 
@@ -52,7 +52,7 @@ impl Cmd<'_> {
         if self.data.len() == len {
             Ok(())
         } else {
-            Err(Outcome::fail(status::SGL_INVALID_DATA | DNR))
+            Err(Outcome::fail_at(status::SGL_INVALID_DATA | DNR, loc::DPTR))
         }
     }
 
@@ -61,7 +61,7 @@ impl Cmd<'_> {
         if self.data.len() <= len {
             Ok(())
         } else {
-            Err(Outcome::fail(status::SGL_INVALID_DATA | DNR))
+            Err(Outcome::fail_at(status::SGL_INVALID_DATA | DNR, loc::DPTR))
         }
     }
 }
@@ -69,8 +69,8 @@ impl Cmd<'_> {
 /// What a command's execution leads to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// Respond now.
-    Done { status: u16, result: u64 },
+    /// Respond now; `loc` is where a failure is in the command ([`loc`]).
+    Done { status: u16, result: u64, loc: u16 },
     /// Move `local` to the host's buffer, then respond with success and `result`.
     ToHost { local: Local, result: u64 },
     /// Move the host's buffer to `local`, then finish with `then`.
@@ -81,11 +81,25 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     pub(crate) const fn ok(result: u64) -> Outcome {
-        Outcome::Done { status: 0, result }
+        Outcome::Done {
+            status: 0,
+            result,
+            loc: loc::NONE,
+        }
     }
 
+    /// A failure Linux gives no location.
     pub(crate) const fn fail(status: u16) -> Outcome {
-        Outcome::Done { status, result: 0 }
+        Outcome::fail_at(status, loc::NONE)
+    }
+
+    /// A failure at `loc`: logged, and its CQE has More.
+    pub(crate) const fn fail_at(status: u16, loc: u16) -> Outcome {
+        Outcome::Done {
+            status,
+            result: 0,
+            loc,
+        }
     }
 }
 
@@ -117,7 +131,7 @@ pub(crate) fn submit<B: Backend>(
         return Err(ExecError::ShortCapsule(capsule.len()));
     };
     let (outcome, invalidate, remote) = run(t, id, ctrl, qid, &sqe, &capsule[SQE_LEN..], staging);
-    finish(t, id, sqe.cid(), invalidate, remote, outcome)
+    finish(t, id, &sqe, invalidate, remote, outcome)
 }
 
 /// Parse, map the data pointer, execute. Returns the outcome, the rkey the response is to
@@ -134,7 +148,11 @@ fn run<B: Backend>(
     // nvmet_req_init: no fused commands; PSDT must be "SGL, metadata buffer".
     let flags = sqe.flags();
     if flags & FLAGS_FUSE != 0 || flags & FLAGS_PSDT != FLAGS_SGL_METABUF {
-        return (Outcome::fail(status::INVALID_FIELD | DNR), None, None);
+        return (
+            Outcome::fail_at(status::INVALID_FIELD | DNR, loc::FLAGS),
+            None,
+            None,
+        );
     }
     let route = match parse(t, ctrl, qid, sqe) {
         Ok(r) => r,
@@ -145,7 +163,7 @@ fn run<B: Backend>(
     }
     let (data, invalidate) = match map_sgl(sqe, in_capsule) {
         Ok(d) => d,
-        Err(st) => return (Outcome::fail(st), None, None),
+        Err((st, at)) => return (Outcome::fail_at(st, at), None, None),
     };
     let remote = match data {
         Data::Keyed(sgl) => Some(sgl),
@@ -192,21 +210,21 @@ fn parse<B: Backend>(
 }
 
 /// Linux `nvmet_rdma_map_sgl`, `nvmet_rdma_map_sgl_inline`, `nvmet_rdma_map_sgl_keyed`.
-fn map_sgl<'a>(sqe: &Sqe, in_capsule: &'a [u8]) -> Result<(Data<'a>, Option<u32>), u16> {
+fn map_sgl<'a>(sqe: &Sqe, in_capsule: &'a [u8]) -> Result<(Data<'a>, Option<u32>), (u16, u16)> {
     match sqe.sgl().decode() {
-        Err(SglError::Subtype(_)) => Err(status::INVALID_FIELD | DNR),
-        Err(SglError::Type(_)) => Err(status::SGL_INVALID_TYPE | DNR),
+        Err(SglError::Subtype(_)) => Err((status::INVALID_FIELD | DNR, loc::DPTR)),
+        Err(SglError::Type(_)) => Err((status::SGL_INVALID_TYPE | DNR, loc::DPTR)),
         Ok(DataPtr::InCapsule { offset, len }) => {
             // In-capsule data only for commands that write (nvme_is_write).
             if !is_write(sqe) {
-                return Err(status::INVALID_FIELD | DNR);
+                return Err((status::INVALID_FIELD | DNR, loc::OPCODE));
             }
             // Linux checks offset + len against its inline buffer only; the bytes a shorter
             // SEND did not carry are refused here rather than read stale.
             let end = offset.checked_add(u64::from(len));
             match end {
                 Some(end) if end <= in_capsule.len() as u64 => {}
-                _ => return Err(status::SGL_INVALID_OFFSET | DNR),
+                _ => return Err((status::SGL_INVALID_OFFSET | DNR, loc::NONE)),
             }
             if len == 0 {
                 return Ok((Data::None, None));
@@ -223,7 +241,7 @@ fn map_sgl<'a>(sqe: &Sqe, in_capsule: &'a [u8]) -> Result<(Data<'a>, Option<u32>
             // Linux fails the buffer allocation / RDMA context beyond what it can map with
             // NVME_SC_INTERNAL (nvmet_rdma_map_sgl_keyed's error_out); here beyond MDTS.
             if sgl.len > MAX_TRANSFER {
-                return Err(status::INTERNAL);
+                return Err((status::INTERNAL, loc::NONE));
             }
             Ok((Data::Keyed(sgl), invalidate.then_some(sgl.key)))
         }
@@ -244,15 +262,20 @@ fn is_write(sqe: &Sqe) -> bool {
 fn finish<B: Backend>(
     t: &mut Target<B>,
     id: QueueId,
-    cid: u16,
+    sqe: &Sqe,
     invalidate: Option<u32>,
     remote: Option<KeyedSgl>,
     out: Outcome,
 ) -> Result<Step, ExecError> {
-    let q = t.queue_mut(id)?;
+    let cid = sqe.cid();
     let (dir, local, then) = match out {
-        Outcome::Done { status, result } => {
-            return Ok(Step::Respond(q.respond(cid, status, result, invalidate)));
+        Outcome::Done {
+            status,
+            result,
+            loc,
+        } => {
+            let r = respond(t, id, cid, sqe.nsid(), (status, loc, result), invalidate)?;
+            return Ok(Step::Respond(r));
         }
         Outcome::Hold => return Ok(Step::Hold),
         Outcome::ToHost { local, result } => (Dir::ToHost, local, Then::Done { status: 0, result }),
@@ -260,6 +283,7 @@ fn finish<B: Backend>(
     };
     // A transfer only follows a keyed data pointer of the same length (the commands check
     // it); anything else would be a bug here, answered as an internal error.
+    let q = t.queue_mut(id)?;
     let remote = match remote {
         Some(r) if r.len == local.len() => r,
         _ => {
@@ -305,21 +329,52 @@ pub(crate) fn complete_transfer<B: Backend>(
         }
         return Err(ExecError::TransferFailed);
     }
-    let (status, result) = match f.then {
-        Then::Done { status, result } => (status, result),
-        Then::Connect(sqe) => match fabrics::connect_with(t, id, &sqe, staging) {
-            Outcome::Done { status, result } => (status, result),
-            _ => (status::INTERNAL | DNR, 0),
+    let internal = (status::INTERNAL | DNR, loc::NONE, 0);
+    let (nsid, done) = match f.then {
+        Then::Done { status, result } => (0, (status, loc::NONE, result)),
+        Then::Connect(cmd) => match fabrics::connect_with(t, id, &cmd, staging) {
+            Outcome::Done {
+                status,
+                result,
+                loc,
+            } => (0, (status, loc, result)),
+            _ => (0, internal),
         },
         Then::Dsm { nsid, ranges } => {
             let ctrl = t.queue_mut(id)?.ctrl;
             let nr = usize::from(ranges);
             match ctrl.map(|c| nvm::dsm_ranges(t, c, nsid, nr, staging)) {
-                Some(Outcome::Done { status, result }) => (status, result),
-                _ => (status::INTERNAL | DNR, 0),
+                Some(Outcome::Done {
+                    status,
+                    result,
+                    loc,
+                }) => (nsid, (status, loc, result)),
+                _ => (nsid, internal),
             }
         }
     };
+    respond(t, id, f.cid, nsid, done, f.invalidate)
+}
+
+/// The response to command `cid` of namespace `nsid` with (status, error location, result):
+/// a failure with a location goes into the controller's error log and its CQE has More
+/// (Linux `drivers/nvme/target/core.c` `nvmet_set_error`; not on a queue without a
+/// controller).
+fn respond<B: Backend>(
+    t: &mut Target<B>,
+    id: QueueId,
+    cid: u16,
+    nsid: u32,
+    (status, at, result): (u16, u16, u64),
+    invalidate: Option<u32>,
+) -> Result<crate::exec::Response, ExecError> {
     let q = t.queue_mut(id)?;
-    Ok(q.respond(f.cid, status, result, f.invalidate))
+    let mut r = q.respond(cid, status, result, invalidate);
+    if status != 0 && at != loc::NONE {
+        if let Some(c) = q.ctrl.and_then(|c| t.ctrls[c].as_mut()) {
+            c.log_error(r.cqe.sqid, cid, status, at, nsid);
+            r.cqe.status |= status::MORE;
+        }
+    }
+    Ok(r)
 }

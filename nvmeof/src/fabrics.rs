@@ -8,7 +8,7 @@ use crate::dispatch::{Cmd, Data, Outcome};
 use crate::exec::{Local, QueueId};
 use crate::queue::Then;
 use crate::sqe::{Sqe, OPC_FABRICS};
-use crate::status::{self, ipo_connect_data, ipo_connect_sqe, DNR};
+use crate::status::{self, ipo_connect_data, ipo_connect_sqe, loc, DNR};
 use crate::target::{SubsysRef, Target, DISCOVERY_NQN};
 
 /// Fabrics command types (`nvme.h` `enum nvmf_fabrics_opcode`).
@@ -73,7 +73,7 @@ pub(crate) fn parse_connect(sqe: &Sqe) -> Result<(), Outcome> {
 pub(crate) fn parse_admin(sqe: &Sqe) -> Result<(), Outcome> {
     match sqe.fctype() {
         fctype::PROPERTY_SET | fctype::PROPERTY_GET => Ok(()),
-        _ => Err(Outcome::fail(status::INVALID_OPCODE | DNR)),
+        _ => Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::FCTYPE)),
     }
 }
 
@@ -111,10 +111,7 @@ pub(crate) fn connect_with<B: Backend>(
     let subsysnqn = cstr(&d[CD_SUBSYSNQN..CD_HOSTNQN - 1]);
     let hostnqn = cstr(&d[CD_HOSTNQN..CD_HOSTNQN + 255]);
     let qid = sqe.qid;
-    let invalid = |r: u64| Outcome::Done {
-        status: status::CONNECT_INVALID_PARAM | DNR,
-        result: r,
-    };
+    let invalid = |r: u64| refused(status::CONNECT_INVALID_PARAM | DNR, r);
     if qid == 0 && cntlid != CNTLID_DYNAMIC {
         return invalid(ipo_connect_data(CD_CNTLID as u16));
     }
@@ -125,10 +122,10 @@ pub(crate) fn connect_with<B: Backend>(
     if qid == 0 {
         // nvmet_alloc_ctrl: the host must be allowed (nvmet_host_allowed).
         if !host_allowed(t, subsys, hostnqn) {
-            return Outcome::Done {
-                status: status::CONNECT_INVALID_HOST | DNR,
-                result: ipo_connect_data(CD_HOSTNQN as u16),
-            };
+            return refused(
+                status::CONNECT_INVALID_HOST | DNR,
+                ipo_connect_data(CD_HOSTNQN as u16),
+            );
         }
         let mut hostid = [0u8; 16];
         hostid.copy_from_slice(&d[CD_HOSTID..CD_HOSTID + 16]);
@@ -161,15 +158,23 @@ pub(crate) fn connect_with<B: Backend>(
     if let Err(o) = install_queue(t, c, id, sqe) {
         // "pass back cntlid that had the issue of installing queue"
         return match o {
-            Outcome::Done { status, .. } => Outcome::Done {
-                status,
-                result: u64::from(cntlid),
-            },
+            Outcome::Done { status, .. } => refused(status, u64::from(cntlid)),
             o => o,
         };
     }
     // The controller ID in the result, as for the admin queue (the capture's I/O Connect).
     Outcome::ok(u64::from(cntlid))
+}
+
+/// A refused Connect with its result (the invalid parameter's location, or the controller
+/// ID). Never logged: the queue has no controller yet (Linux `nvmet_set_error` logs on
+/// `req->sq->ctrl` only).
+fn refused(status: u16, result: u64) -> Outcome {
+    Outcome::Done {
+        status,
+        result,
+        loc: loc::NONE,
+    }
 }
 
 fn find_subsys<B: Backend>(t: &Target<B>, nqn: &[u8]) -> Option<SubsysRef> {
@@ -207,10 +212,10 @@ fn install_queue<B: Backend>(
 ) -> Result<(), Outcome> {
     let qid = sqe.qid;
     let sqsize = sqe.sqsize;
-    let invalid_size = Outcome::Done {
-        status: status::CONNECT_INVALID_PARAM | DNR,
-        result: ipo_connect_sqe(SQE_SQSIZE),
-    };
+    let invalid_size = refused(
+        status::CONNECT_INVALID_PARAM | DNR,
+        ipo_connect_sqe(SQE_SQSIZE),
+    );
     if sqsize == 0 {
         return Err(invalid_size);
     }
@@ -259,9 +264,15 @@ pub(crate) fn prop_get<B: Backend>(t: &Target<B>, c: usize, cmd: &Cmd) -> Outcom
             _ => None,
         }
     };
+    // Linux names the offset for a bad 8-byte property, the attributes for a bad 4-byte one.
+    let at = if sqe.prop_attrib() & 1 != 0 {
+        loc::CDW11
+    } else {
+        loc::CDW10
+    };
     match val {
         Some(v) => Outcome::ok(v),
-        None => Outcome::fail(status::INVALID_FIELD | DNR),
+        None => Outcome::fail_at(status::INVALID_FIELD | DNR, at),
     }
 }
 
@@ -275,8 +286,11 @@ pub(crate) fn prop_set<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd) -> Ou
         return Outcome::fail(status::INTERNAL | DNR);
     };
     let sqe = &cmd.sqe;
-    if sqe.prop_attrib() & 1 != 0 || sqe.prop_offset() != reg::CC {
-        return Outcome::fail(status::INVALID_FIELD | DNR);
+    if sqe.prop_attrib() & 1 != 0 {
+        return Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW10);
+    }
+    if sqe.prop_offset() != reg::CC {
+        return Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW11);
     }
     ctl.update_cc(sqe.prop_value() as u32, now);
     Outcome::ok(0)

@@ -10,7 +10,7 @@ use crate::backend::Backend;
 use crate::ctrl::VERSION;
 use crate::dispatch::{Cmd, Outcome, MAX_TRANSFER};
 use crate::nvm;
-use crate::status::{self, DNR};
+use crate::status::{self, loc, DNR};
 use crate::target::{NamespaceConfig, SubsysRef, Target};
 
 /// Bytes of every Identify data structure (`nvme.h` `NVME_IDENTIFY_DATA_SIZE`).
@@ -88,7 +88,7 @@ pub(crate) fn execute<B: Backend>(
         cns::CTRL => to_host(staging, IDENTIFY_LEN, 0, |b| id_ctrl(t, c, b)),
         cns::NS => {
             if nsid == u32::MAX {
-                return Outcome::fail(status::INVALID_NS | DNR);
+                return Outcome::fail_at(status::INVALID_NS | DNR, loc::NSID);
             }
             // An inactive namespace: all zero (Linux answers success).
             let ns = nss.iter().find(|n| n.nsid == nsid);
@@ -101,7 +101,7 @@ pub(crate) fn execute<B: Backend>(
         cns::CS_CTRL if csi == 0 => to_host(staging, IDENTIFY_LEN, 0, |_| {}),
         cns::NS_ACTIVE_LIST => {
             if nsid >= 0xffff_fffe {
-                return Outcome::fail(status::INVALID_NS | DNR);
+                return Outcome::fail_at(status::INVALID_NS | DNR, loc::NSID);
             }
             let mut ids: alloc::vec::Vec<u32> =
                 nss.iter().map(|n| n.nsid).filter(|&n| n > nsid).collect();
@@ -114,11 +114,11 @@ pub(crate) fn execute<B: Backend>(
         }
         cns::NS_DESC_LIST => {
             let Some(ns) = nss.iter().find(|n| n.nsid == nsid) else {
-                return Outcome::fail(status::INVALID_NS | DNR);
+                return Outcome::fail_at(status::INVALID_NS | DNR, loc::NSID);
             };
             to_host(staging, IDENTIFY_LEN, 0, |b| desc_list(ns, b))
         }
-        _ => Outcome::fail(status::INVALID_FIELD | DNR),
+        _ => Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW10),
     }
 }
 

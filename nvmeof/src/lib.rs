@@ -15,7 +15,7 @@
 //! Every status for a malformed or hostile capsule is the one Linux's target returns (each
 //! check names its Linux function); the tests replay the shared capture's whole Linux
 //! session byte for byte. Left out, as a single-port RAM appliance does not need them:
-//! asymmetric namespace access (ANA), error log entries (the page reads as empty),
+//! asymmetric namespace access (ANA), the LBA of a failed DSM range in the error log,
 //! asynchronous events (nothing changes: AERs stay held until their queue goes),
 //! reservations, write protection, authentication, protection information, referrals,
 //! the NVMe 2.0 Disconnect command (6.1's target does not take it either).

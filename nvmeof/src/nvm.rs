@@ -10,7 +10,7 @@ use crate::dispatch::{Cmd, Data, Outcome};
 use crate::exec::Local;
 use crate::queue::Then;
 use crate::sqe::{Sqe, OPC_FABRICS};
-use crate::status::{self, DNR};
+use crate::status::{self, loc, DNR};
 use crate::target::{NamespaceConfig, SubsysRef, Target};
 
 /// NVM opcodes (`nvme.h` `enum nvme_opcode`).
@@ -75,17 +75,17 @@ fn find_ns<'a, B: Backend>(t: &'a Target<B>, ctl: &Ctrl, nsid: u32) -> Option<&'
 /// backend runs (`nvmet_bdev_parse_io_cmd`).
 pub(crate) fn parse<B: Backend>(t: &Target<B>, ctl: &Ctrl, sqe: &Sqe) -> Result<(), Outcome> {
     if sqe.opcode() == OPC_FABRICS {
-        return Err(Outcome::fail(status::INVALID_OPCODE | DNR));
+        return Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::FCTYPE));
     }
     if ctl.cc & 1 == 0 || ctl.csts & CSTS_RDY == 0 {
         return Err(Outcome::fail(status::CMD_SEQ_ERROR | DNR));
     }
     if find_ns(t, ctl, sqe.nsid()).is_none() {
-        return Err(Outcome::fail(status::INVALID_NS | DNR));
+        return Err(Outcome::fail_at(status::INVALID_NS | DNR, loc::NSID));
     }
     match sqe.opcode() {
         opc::READ | opc::WRITE | opc::FLUSH | opc::DSM | opc::WRITE_ZEROES => Ok(()),
-        _ => Err(Outcome::fail(status::INVALID_OPCODE | DNR)),
+        _ => Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::OPCODE)),
     }
 }
 
@@ -98,14 +98,14 @@ fn byte_range(ns_bytes: u64, shift: u8, slba: u64, blocks: u64) -> Result<(u64, 
     let len = blocks << shift;
     match off.and_then(|o| o.checked_add(len)) {
         Some(end) if end <= ns_bytes => Ok((off.unwrap_or(0), len)),
-        _ => Err(Outcome::fail(status::INTERNAL | DNR)),
+        _ => Err(Outcome::fail_at(status::INTERNAL | DNR, loc::OPCODE)),
     }
 }
 
 fn io_status(r: Result<(), BackendError>) -> Outcome {
     match r {
         Ok(()) => Outcome::ok(0),
-        Err(_) => Outcome::fail(status::INTERNAL | DNR),
+        Err(_) => Outcome::fail_at(status::INTERNAL | DNR, loc::OPCODE),
     }
 }
 
@@ -117,7 +117,7 @@ pub(crate) fn execute<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd) -> Out
         .and_then(|ctl| find_ns(t, ctl, sqe.nsid()))
         .cloned()
     else {
-        return Outcome::fail(status::INVALID_NS | DNR);
+        return Outcome::fail_at(status::INVALID_NS | DNR, loc::NSID);
     };
     let disk = usize::from(ns.disk);
     match sqe.opcode() {
@@ -147,7 +147,7 @@ fn rw<B: Backend>(t: &mut Target<B>, ns: &NamespaceConfig, cmd: &Cmd) -> Outcome
     let blocks = u64::from(sqe.nlb()) + 1;
     let len = blocks << ns.lba_shift;
     if u64::from(cmd.data.len()) != len {
-        return Outcome::fail(status::SGL_INVALID_DATA | DNR);
+        return Outcome::fail_at(status::SGL_INVALID_DATA | DNR, loc::DPTR);
     }
     let (offset, len) = match byte_range(ns_bytes(t, ns), ns.lba_shift, sqe.slba(), blocks) {
         Ok(r) => r,
@@ -220,12 +220,12 @@ pub(crate) fn dsm_ranges<B: Backend>(
         .and_then(|ctl| find_ns(t, ctl, nsid))
         .cloned()
     else {
-        return Outcome::fail(status::INVALID_NS | DNR);
+        return Outcome::fail_at(status::INVALID_NS | DNR, loc::NSID);
     };
     let size = ns_bytes(t, &ns);
     for i in 0..nr {
         let Some(r) = data.get(i * DSM_RANGE_LEN..(i + 1) * DSM_RANGE_LEN) else {
-            return Outcome::fail(status::SGL_INVALID_DATA | DNR);
+            return Outcome::fail_at(status::SGL_INVALID_DATA | DNR, loc::DPTR);
         };
         let nlb = u64::from(u32::from_le_bytes([r[4], r[5], r[6], r[7]]));
         let mut s = [0u8; 8];

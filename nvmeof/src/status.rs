@@ -44,8 +44,35 @@ pub const CONNECT_CTRL_BUSY: u16 = 0x181;
 pub const CONNECT_INVALID_PARAM: u16 = 0x182;
 /// Connect: invalid host (fabrics command specific).
 pub const CONNECT_INVALID_HOST: u16 = 0x184;
+/// More: the error log page has an entry for this command.
+pub const MORE: u16 = 0x2000;
 /// Do Not Retry.
 pub const DNR: u16 = 0x4000;
+
+/// Where in the command a failed field is (the error log's "parameter error location"):
+/// byte offsets as Linux's target sets `req->error_loc` (`offsetof` the command structures of
+/// `include/linux/nvme.h`). A failure with a location is logged and its CQE has
+/// [`MORE`] (Linux `drivers/nvme/target/core.c` `nvmet_set_error`); one without is neither.
+pub mod loc {
+    /// No location (Linux `NVMET_NO_ERROR_LOC`).
+    pub const NONE: u16 = 0xffff;
+    /// The opcode.
+    pub const OPCODE: u16 = 0;
+    /// The flags (fused, PSDT).
+    pub const FLAGS: u16 = 1;
+    /// The namespace ID.
+    pub const NSID: u16 = 4;
+    /// The fabrics command type (same byte as the NSID's first).
+    pub const FCTYPE: u16 = 4;
+    /// The data pointer.
+    pub const DPTR: u16 = 24;
+    /// Dword 10: CNS, log page ID, feature ID, property attributes.
+    pub const CDW10: u16 = 40;
+    /// Dword 11: the feature's value, the property's offset.
+    pub const CDW11: u16 = 44;
+    /// The log page offset.
+    pub const LPO: u16 = 48;
+}
 
 /// The Connect response's "invalid parameter" location: an attribute of the connect data at
 /// byte `offset` (`drivers/nvme/target/fabrics-cmd.c` `IPO_IATTR_CONNECT_DATA`: IATTR bit 16,

@@ -57,9 +57,9 @@ fn nvmet_req_init_refuses_fused_and_prp_commands() {
     let q = connected(&mut t, 0, 1);
     let mut c = read(1, 0, 0, keyed(512));
     c[1] = 0x41; // fused, first
-    assert_eq!(status(&mut t, q[1], &c).0, 0x4002);
+    assert_eq!(status(&mut t, q[1], &c).0, 0x6002);
     c[1] = 0x00; // PRPs
-    assert_eq!(status(&mut t, q[1], &c).0, 0x4002);
+    assert_eq!(status(&mut t, q[1], &c).0, 0x6002);
 }
 
 #[test]
@@ -142,12 +142,12 @@ fn io_connect_errors_name_the_controller_or_queue() {
     // A Connect on a connected queue is no fabrics command an I/O queue runs.
     assert_eq!(
         status(&mut t, qs[1], &connect(1, 127, 0, 1, NQN, HOSTNQN)).0,
-        0x4001
+        0x6001
     );
     // And on the admin queue neither (nvmet_parse_fabrics_admin_cmd).
     assert_eq!(
         status(&mut t, qs[0], &connect(0, 31, 0, 0xffff, NQN, HOSTNQN)).0,
-        0x4001
+        0x6001
     );
 }
 
@@ -183,11 +183,11 @@ fn properties_are_cap_vs_cc_csts_only() {
         status(&mut t, q[0], &prop(0x04, 1, 0)),
         (0, 0x0000_0820_0f00_007f)
     );
-    assert_eq!(status(&mut t, q[0], &prop(0x04, 0, 0)).0, 0x4002); // CAP as 4 bytes
-    assert_eq!(status(&mut t, q[0], &prop(0x04, 0, 0x20)).0, 0x4002); // NSSR
-    assert_eq!(status(&mut t, q[0], &prop(0x00, 0, 0x00)).0, 0x4002); // set CAP
-    assert_eq!(status(&mut t, q[0], &prop(0x00, 1, 0x14)).0, 0x4002); // CC as 8 bytes
-    assert_eq!(status(&mut t, q[0], &prop(0x08, 0, 0)).0, 0x4001); // Disconnect: not in 6.1
+    assert_eq!(status(&mut t, q[0], &prop(0x04, 0, 0)).0, 0x6002); // CAP as 4 bytes
+    assert_eq!(status(&mut t, q[0], &prop(0x04, 0, 0x20)).0, 0x6002); // NSSR
+    assert_eq!(status(&mut t, q[0], &prop(0x00, 0, 0x00)).0, 0x6002); // set CAP
+    assert_eq!(status(&mut t, q[0], &prop(0x00, 1, 0x14)).0, 0x6002); // CC as 8 bytes
+    assert_eq!(status(&mut t, q[0], &prop(0x08, 0, 0)).0, 0x6001); // Disconnect: not in 6.1
 }
 
 #[test]
@@ -196,15 +196,15 @@ fn data_pointers_are_mapped_as_nvmet_rdma_map_sgl_does() {
     let q = connected(&mut t, 0, 1)[1];
     let mut bad = keyed(512);
     bad.0[15] = 0x20; // segment descriptor
-    assert_eq!(status(&mut t, q, &read(1, 0, 0, bad)).0, 0x4011);
+    assert_eq!(status(&mut t, q, &read(1, 0, 0, bad)).0, 0x6011);
     bad.0[15] = 0x41; // keyed, offset subtype
-    assert_eq!(status(&mut t, q, &read(1, 0, 0, bad)).0, 0x4002);
+    assert_eq!(status(&mut t, q, &read(1, 0, 0, bad)).0, 0x6002);
     bad.0[15] = 0x00; // data block, address subtype
-    assert_eq!(status(&mut t, q, &read(1, 0, 0, bad)).0, 0x4002);
+    assert_eq!(status(&mut t, q, &read(1, 0, 0, bad)).0, 0x6002);
     // In-capsule data for a read (nvme_is_write).
     assert_eq!(
         status(&mut t, q, &read(1, 0, 0, Sgl::in_capsule(0, 512))).0,
-        0x4002
+        0x6002
     );
     // In-capsule data the SEND does not hold.
     let mut w = sqe(0x01, 8, 1, &[0, 0, 0], Sgl::in_capsule(0, 512));
@@ -225,25 +225,25 @@ fn io_commands_stay_inside_the_namespace() {
     let mut t = target(DISK);
     let q = connected(&mut t, 0, 1)[1];
     // Length other than the blocks' (nvmet_check_transfer_len).
-    assert_eq!(status(&mut t, q, &read(1, 0, 0, keyed(4096))).0, 0x400f);
+    assert_eq!(status(&mut t, q, &read(1, 0, 0, keyed(4096))).0, 0x600f);
     // Past the end, and an LBA that overflows: the block layer's I/O error as nvmet answers it.
-    assert_eq!(status(&mut t, q, &read(1, 2047, 1, keyed(1024))).0, 0x4006);
+    assert_eq!(status(&mut t, q, &read(1, 2047, 1, keyed(1024))).0, 0x6006);
     assert_eq!(
         status(&mut t, q, &read(1, u64::MAX, 0, keyed(512))).0,
-        0x4006
+        0x6006
     );
     let mut w = sqe(0x01, 9, 1, &[2047, 0, 1], Sgl::in_capsule(0, 1024));
     w.extend(vec![0xaa; 1024]);
-    assert_eq!(status(&mut t, q, &w).0, 0x4006);
+    assert_eq!(status(&mut t, q, &w).0, 0x6006);
     let wz = sqe(0x08, 9, 1, &[2040, 0, 8], no_data());
-    assert_eq!(status(&mut t, q, &wz).0, 0x4006);
+    assert_eq!(status(&mut t, q, &wz).0, 0x6006);
     // No such namespace; an unknown opcode; a fabrics command on an I/O queue.
-    assert_eq!(status(&mut t, q, &read(2, 0, 0, keyed(512))).0, 0x400b);
+    assert_eq!(status(&mut t, q, &read(2, 0, 0, keyed(512))).0, 0x600b);
     assert_eq!(
         status(&mut t, q, &sqe(0x05, 9, 1, &[], no_data())).0,
-        0x4001
+        0x6001
     );
-    assert_eq!(status(&mut t, q, &set_cc(0)).0, 0x4001);
+    assert_eq!(status(&mut t, q, &set_cc(0)).0, 0x6001);
     assert!(t.disk(0).unwrap().bytes().iter().all(|&b| b == 0));
 }
 
@@ -312,10 +312,10 @@ fn writes_complete_once_their_bytes_are_in_the_disk() {
     range[8..16].copy_from_slice(&2046u64.to_le_bytes());
     let mut dsm = sqe(0x09, 13, 1, &[0, 1 << 2], Sgl::in_capsule(0, 16));
     dsm.extend(range);
-    assert_eq!(status(&mut t, q, &dsm).0, 0x4006);
+    assert_eq!(status(&mut t, q, &dsm).0, 0x6006);
     let mut dsm = sqe(0x09, 13, 1, &[1, 1 << 2], Sgl::in_capsule(0, 16));
     dsm.extend([0u8; 16]);
-    assert_eq!(status(&mut t, q, &dsm).0, 0x400f);
+    assert_eq!(status(&mut t, q, &dsm).0, 0x600f);
     assert_eq!(status(&mut t, q, &sqe(0x00, 14, 1, &[], no_data())).0, 0);
 }
 
@@ -326,19 +326,19 @@ fn admin_commands_answer_as_admin_cmd_c() {
     // Identify: unknown CNS, wrong length, the broadcast NSID for a namespace.
     assert_eq!(
         status(&mut t, q, &sqe(0x06, 1, 0, &[0x10], keyed(4096))).0,
-        0x4002
+        0x6002
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x06, 1, 0, &[1], keyed(2048))).0,
-        0x400f
+        0x600f
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x06, 1, u32::MAX, &[0], keyed(4096))).0,
-        0x400b
+        0x600b
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x06, 1, 9, &[3], keyed(4096))).0,
-        0x400b
+        0x600b
     );
     // An inactive namespace: all zero, success.
     let mut host = vec![0xffu8; 4096];
@@ -348,15 +348,15 @@ fn admin_commands_answer_as_admin_cmd_c() {
     // Get Log Page: unknown page; length other than NUMD's; SMART of another length.
     let glp =
         |lid: u32, numd: u32, len: u32| sqe(0x02, 2, u32::MAX, &[lid | (numd << 16)], keyed(len));
-    assert_eq!(status(&mut t, q, &glp(0x0c, 1023, 4096)).0, 0x4002);
-    assert_eq!(status(&mut t, q, &glp(0x02, 127, 4096)).0, 0x400f);
+    assert_eq!(status(&mut t, q, &glp(0x0c, 1023, 4096)).0, 0x6002);
+    assert_eq!(status(&mut t, q, &glp(0x02, 127, 4096)).0, 0x600f);
     assert_eq!(status(&mut t, q, &glp(0x02, 63, 256)).0, 0x0006);
-    assert_eq!(status(&mut t, q, &glp(0x05, 63, 256)).0, 0x400f); // effects: too short
+    assert_eq!(status(&mut t, q, &glp(0x05, 63, 256)).0, 0x600f); // effects: too short
     assert_eq!(status(&mut t, q, &glp(0x01, 15, 64)).0, 0);
     // Features: unknown, number of queues 0xffff, the host ID without EXHID.
     assert_eq!(
         status(&mut t, q, &sqe(0x09, 3, 0, &[0x03], no_data())).0,
-        0x4002
+        0x6002
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x09, 3, 0, &[0x07, 0xffff], no_data())).0,
@@ -368,7 +368,7 @@ fn admin_commands_answer_as_admin_cmd_c() {
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x0a, 3, 0, &[0x81], keyed(16))).0,
-        0x4002
+        0x6002
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x0a, 3, 0, &[0x81, 1], keyed(16))),
@@ -376,7 +376,7 @@ fn admin_commands_answer_as_admin_cmd_c() {
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x09, 3, 0, &[0x0b, 1 << 31], no_data())).0,
-        0x4002
+        0x6002
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x0a, 3, 0, &[0x0f], no_data())),
@@ -387,7 +387,7 @@ fn admin_commands_answer_as_admin_cmd_c() {
     assert_eq!(status(&mut t, q, &sqe(0x08, 4, 0, &[], no_data())), (0, 1));
     assert_eq!(
         status(&mut t, q, &sqe(0x80, 4, 0, &[], no_data())).0,
-        0x4001
+        0x6001
     );
     // Four AERs are held, the fifth refused.
     let mut staging = vec![0u8; STAGING_LEN];
@@ -418,18 +418,20 @@ fn the_discovery_controller_runs_six_commands() {
     // Not ready yet: an invalid opcode (nvmet_parse_discovery_cmd).
     assert_eq!(
         status(&mut t, q, &sqe(0x06, 1, 0, &[1], keyed(4096))).0,
-        0x4001
+        0x6001
     );
-    assert_eq!(status(&mut t, q, &set_cc(CC_ENABLE)).0, 0);
+    // Enabled without I/O queue entry sizes: a discovery controller does not check them
+    // (nvmet_start_ctrl).
+    assert_eq!(status(&mut t, q, &set_cc(1)).0, 0);
     // Identify other than the controller: an invalid opcode (nvmet_execute_disc_identify).
     assert_eq!(
         status(&mut t, q, &sqe(0x06, 1, 1, &[0], keyed(4096))).0,
-        0x4001
+        0x6001
     );
     // The log page: another page, an unaligned offset, a read past its end (zeros).
     let glp = |lid: u32, off: u32| sqe(0x02, 2, 0, &[lid | (255 << 16), 0, off], keyed(1024));
-    assert_eq!(status(&mut t, q, &glp(0x01, 0)).0, 0x4002);
-    assert_eq!(status(&mut t, q, &glp(0x70, 2)).0, 0x4002);
+    assert_eq!(status(&mut t, q, &glp(0x01, 0)).0, 0x6002);
+    assert_eq!(status(&mut t, q, &glp(0x70, 2)).0, 0x6002);
     let mut host = vec![0xffu8; 1024];
     let r = run(&mut t, q, &glp(0x70, 1 << 20), &mut host).unwrap();
     assert_eq!(r.cqe.status, 0);
@@ -441,15 +443,15 @@ fn the_discovery_controller_runs_six_commands() {
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x09, 3, 0, &[0x0b, 0x100], no_data())).0,
-        0x4002
+        0x6002
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x09, 3, 0, &[0x07, 0], no_data())).0,
-        0x4002
+        0x6002
     );
     assert_eq!(
         status(&mut t, q, &sqe(0x01, 3, 0, &[], no_data())).0,
-        0x4001
+        0x6001
     );
     // No I/O queue for a discovery controller (max_qid 0).
     let io = t.accept(&cm_req(1, 32, 31)).unwrap().queue;
@@ -530,4 +532,46 @@ fn keep_alive_expiry_frees_the_controller_and_its_queues() {
     assert_eq!(status(&mut t, qs[0], &sqe(0x18, 4, 0, &[], no_data())).0, 0);
     t.tick(19_999);
     assert_eq!(t.take_teardown(), None);
+}
+
+#[test]
+fn failures_with_a_location_are_logged_and_have_more() {
+    // nvmet_set_error: a failure with an error location goes into the controller's error
+    // log and its CQE has More; one without (here Number of Queues 0xffff) is neither.
+    let mut t = target(DISK);
+    let qs = connected(&mut t, 0, 1);
+    assert_eq!(
+        status(&mut t, qs[1], &sqe(0x05, 0x77, 1, &[], no_data())).0,
+        0x6001
+    );
+    assert_eq!(
+        status(&mut t, qs[0], &sqe(0x09, 3, 0, &[0x07, 0xffff], no_data())).0,
+        0x4002
+    );
+    let mut log = vec![0xffu8; 128];
+    let glp = sqe(0x02, 9, 0, &[0x01 | (31 << 16)], keyed(128));
+    assert_eq!(run(&mut t, qs[0], &glp, &mut log).unwrap().cqe.status, 0);
+    // struct nvme_error_slot: count 1, SQ 1, command 0x77, status (over the phase bit)
+    // invalid opcode + DNR, location the opcode, namespace 1; then an empty slot.
+    let mut want = [0u8; 64];
+    want[0] = 1;
+    want[8] = 1;
+    want[10] = 0x77;
+    want[12..14].copy_from_slice(&(0x4001u16 << 1).to_le_bytes());
+    want[24] = 1;
+    assert_eq!(log[..64], want);
+    assert!(log[64..].iter().all(|&b| b == 0));
+    // The SMART log counts it.
+    let mut smart = vec![0u8; 512];
+    let glp = sqe(0x02, 10, u32::MAX, &[0x02 | (127 << 16)], keyed(512));
+    assert_eq!(run(&mut t, qs[0], &glp, &mut smart).unwrap().cqe.status, 0);
+    assert_eq!(smart[176], 1);
+    // Unconnected queues have no controller to log in: no More.
+    let q = t.accept(&cm_req(2, 16, 15)).unwrap().queue;
+    assert_eq!(status(&mut t, q, &read(1, 0, 0, keyed(512))).0, 0x4001);
+    // The events a new controller has enabled (nvmet_alloc_ctrl: NVMET_AEN_CFG_OPTIONAL).
+    assert_eq!(
+        status(&mut t, qs[0], &sqe(0x0a, 3, 0, &[0x0b], no_data())),
+        (0, 0x900)
+    );
 }
