@@ -290,7 +290,9 @@ fn set_features<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd) -> Outcome {
     }
 }
 
-/// Linux `admin-cmd.c` `nvmet_execute_get_features`.
+/// Linux `admin-cmd.c` `nvmet_execute_get_features`: events, write cache, queues, keep-alive
+/// and host ID (the mandatory arbitration, power, temperature, error recovery, interrupt and
+/// atomicity features are `#if 0` there: an invalid field).
 fn get_features<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd, staging: &mut [u8]) -> Outcome {
     let fid = cmd.sqe.cdw(10) as u8;
     // nvmet_feat_data_len: the host identifier is 16 bytes, everything else none.
@@ -302,13 +304,6 @@ fn get_features<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd, staging: &mu
         return Outcome::fail(status::INTERNAL | DNR);
     };
     match fid {
-        feat::ARBITRATION
-        | feat::POWER_MGMT
-        | feat::TEMP_THRESH
-        | feat::ERR_RECOVERY
-        | feat::IRQ_COALESCE
-        | feat::IRQ_CONFIG
-        | feat::WRITE_ATOMIC => Outcome::ok(0),
         feat::ASYNC_EVENT => Outcome::ok(u64::from(ctl.aen_enabled)),
         feat::VOLATILE_WC => Outcome::ok(1),
         feat::NUM_QUEUES => Outcome::ok(num_queues_result(t)),

@@ -575,3 +575,23 @@ fn failures_with_a_location_are_logged_and_have_more() {
         (0, 0x900)
     );
 }
+
+#[test]
+fn get_features_answers_the_five_features_nvmet_runs() {
+    // nvmet_execute_get_features: arbitration, power management, temperature threshold,
+    // error recovery, interrupt coalescing / vector and write atomicity are `#if 0`.
+    let mut t = target(DISK);
+    let q = connected(&mut t, 0, 0)[0];
+    for fid in [0x01, 0x02, 0x04, 0x05, 0x08, 0x09, 0x0a, 0x84] {
+        let s = status(&mut t, q, &sqe(0x0a, 3, 0, &[fid], no_data()));
+        assert_eq!(s.0, 0x6002, "feature {fid:#x}");
+    }
+    assert_eq!(
+        status(&mut t, q, &sqe(0x0a, 3, 0, &[0x06], no_data())),
+        (0, 1)
+    );
+    assert_eq!(
+        status(&mut t, q, &sqe(0x0a, 3, 0, &[0x07], no_data())),
+        (0, 0x7f007f)
+    );
+}
