@@ -6,7 +6,11 @@
 //! 1. on a CM connect request, calls [`Target::accept`](crate::Target::accept) with the REQ's
 //!    NVMe private data (after the rdma_cm header); it replies with the REP private data
 //!    ([`Accepted::rep`]) and sizes the QP from [`Accepted::recv_depth`] and
-//!    [`Accepted::send_depth`], or rejects with [`RejStatus::to_bytes`](crate::rdma_cm_data::RejStatus::to_bytes);
+//!    [`Accepted::send_depth`], or rejects with [`RejStatus::to_bytes`](crate::rdma_cm_data::RejStatus::to_bytes)
+//!    (REJ reason "consumer defined", as Linux `nvmet_rdma_cm_reject` does). If the device
+//!    cannot make a QP that deep, it rejects with
+//!    [`RejStatus::NoRsc`](crate::rdma_cm_data::RejStatus::NoRsc) and closes the queue
+//!    (Linux `nvmet_rdma_alloc_queue`);
 //! 2. for every received SEND (a command capsule: SQE + in-capsule data), calls
 //!    [`Target::submit`](crate::Target::submit) with a staging buffer of at least
 //!    [`STAGING_LEN`] bytes that it keeps for this command until its response is sent, and
