@@ -50,3 +50,29 @@ impl Cqe {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_capture_s_connect_response() {
+        // nvmeof.pcap frame 26: CNTLID 1, SQ head 1, SQ 0, command 0.
+        let c = Cqe {
+            result: 1,
+            sqhd: 1,
+            sqid: 0,
+            cid: 0,
+            status: 0,
+        };
+        let b = c.to_bytes();
+        assert_eq!(b, [1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(Cqe::from_bytes(&b), c);
+        // The status sits over the phase bit.
+        let e = Cqe {
+            status: 0x4002,
+            ..c
+        };
+        assert_eq!(e.to_bytes()[14..], [0x04, 0x80]);
+    }
+}

@@ -37,6 +37,36 @@
 //!    teardown done); nothing of the queue is left in the core afterwards.
 //!
 //! The SQ head in every CQE is the core's; the transport sends CQEs as they are.
+//!
+//! A transport's receive completion, in outline (`post_send`, `post_rdma_write`,
+//! `post_rdma_read` and `disconnect` stand for the verbs):
+//!
+//! ```
+//! # use nvmeof::{Backend, Dir, QueueId, Step, Target};
+//! # fn post_send(_: &nvmeof::Response) {}
+//! # fn post_rdma_write(_: &nvmeof::Transfer) {}
+//! # fn post_rdma_read(_: &nvmeof::Transfer) {}
+//! # fn disconnect(_: QueueId) {}
+//! fn on_receive<B: Backend>(t: &mut Target<B>, q: QueueId, capsule: &[u8], staging: &mut [u8]) {
+//!     match t.submit(q, capsule, staging) {
+//!         Ok(Step::Respond(r)) => post_send(&r), // SEND, or SEND with invalidate
+//!         Ok(Step::Transfer(tr)) if tr.dir == Dir::ToHost => {
+//!             post_rdma_write(&tr); // from the disk or the staging buffer
+//!             // RC keeps the order: the response may follow the WRITE at once.
+//!             if let Ok(r) = t.complete_transfer(q, tr.tag, true, staging) {
+//!                 post_send(&r);
+//!             }
+//!         }
+//!         // Its completion calls complete_transfer(q, tr.tag, ok, staging).
+//!         Ok(Step::Transfer(tr)) => post_rdma_read(&tr),
+//!         Ok(Step::Hold) => {}
+//!         Err(_) => {} // the queues to drop are in take_teardown
+//!     }
+//!     while let Some(dead) = t.take_teardown() {
+//!         disconnect(dead); // then t.close(dead) once the connection is gone
+//!     }
+//! }
+//! ```
 
 use crate::cqe::Cqe;
 use crate::rdma_cm_data::CmRep;

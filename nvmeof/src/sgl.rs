@@ -120,3 +120,45 @@ impl Sgl {
         Sgl(b)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_round_trip() {
+        let k = KeyedSgl {
+            addr: 0xff31_22dd_8273_e000,
+            len: 0x12_3456,
+            key: 0x0000_03c9,
+        };
+        assert_eq!(
+            Sgl::keyed(k, true).decode(),
+            Ok(DataPtr::Keyed {
+                sgl: k,
+                invalidate: true
+            })
+        );
+        assert_eq!(Sgl::keyed(k, false).type_byte(), 0x40);
+        assert_eq!(
+            Sgl::in_capsule(0, 4096).decode(),
+            Ok(DataPtr::InCapsule {
+                offset: 0,
+                len: 4096
+            })
+        );
+        // The capture's admin Connect: SGL 0x4f, 1024 bytes, key 0x3c9.
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&[
+            0x00, 0xe0, 0x73, 0x82, 0xdd, 0x22, 0x31, 0xff, 0x00, 0x04, 0x00, 0xc9, 0x03, 0x00,
+            0x00, 0x4f,
+        ]);
+        let Ok(DataPtr::Keyed { sgl, invalidate }) = Sgl(b).decode() else {
+            panic!()
+        };
+        assert_eq!((sgl.len, sgl.key, invalidate), (1024, 0x3c9, true));
+        let mut seg = Sgl::in_capsule(0, 0);
+        seg.0[15] = 0x20;
+        assert_eq!(seg.decode(), Err(SglError::Type(0x20)));
+    }
+}
