@@ -6,7 +6,7 @@
 
 use crate::backend::Backend;
 use crate::ctrl::{Ctrl, ASYNC_EVENTS, CSTS_RDY};
-use crate::dispatch::{Cmd, Outcome};
+use crate::dispatch::{known_opcode, opcode_set, Cmd, Outcome};
 use crate::exec::{Local, QueueId};
 use crate::fabrics::{self, fctype};
 use crate::identify;
@@ -92,16 +92,17 @@ pub(crate) fn parse(ctl: &Ctrl, sqe: &Sqe) -> Result<(), Outcome> {
     if ctl.cc & 1 == 0 || ctl.csts & CSTS_RDY == 0 {
         return Err(Outcome::fail(status::CMD_SEQ_ERROR | DNR));
     }
-    match sqe.opcode() {
-        opc::GET_LOG_PAGE
-        | opc::IDENTIFY
-        | opc::ABORT
-        | opc::SET_FEATURES
-        | opc::GET_FEATURES
-        | opc::ASYNC_EVENT
-        | opc::KEEP_ALIVE => Ok(()),
-        _ => Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::OPCODE)),
-    }
+    use opc::*;
+    const KNOWN: u32 = opcode_set(&[
+        GET_LOG_PAGE,
+        IDENTIFY,
+        ABORT,
+        SET_FEATURES,
+        GET_FEATURES,
+        ASYNC_EVENT,
+        KEEP_ALIVE,
+    ]);
+    known_opcode(sqe, KNOWN)
 }
 
 /// Runs a parsed admin command of controller `c` (NVM or, for the fabrics ones, discovery).

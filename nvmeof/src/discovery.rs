@@ -6,7 +6,7 @@
 use crate::admin::{self, feat, lid, log_page_len, opc, to_host};
 use crate::backend::Backend;
 use crate::ctrl::{Ctrl, CSTS_RDY};
-use crate::dispatch::{Cmd, Outcome};
+use crate::dispatch::{known_opcode, opcode_set, Cmd, Outcome};
 use crate::exec::QueueId;
 use crate::identify::{self, put_cstr, put_padded, CTRL_DISC, IDENTIFY_LEN, SGLS};
 use crate::rdma_cm_data::AQ_DEPTH;
@@ -29,15 +29,16 @@ pub(crate) fn parse(ctl: &Ctrl, sqe: &Sqe) -> Result<(), Outcome> {
     if ctl.csts & CSTS_RDY == 0 {
         return Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::OPCODE));
     }
-    match sqe.opcode() {
-        opc::SET_FEATURES
-        | opc::GET_FEATURES
-        | opc::ASYNC_EVENT
-        | opc::KEEP_ALIVE
-        | opc::GET_LOG_PAGE
-        | opc::IDENTIFY => Ok(()),
-        _ => Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::OPCODE)),
-    }
+    use opc::*;
+    const KNOWN: u32 = opcode_set(&[
+        SET_FEATURES,
+        GET_FEATURES,
+        ASYNC_EVENT,
+        KEEP_ALIVE,
+        GET_LOG_PAGE,
+        IDENTIFY,
+    ]);
+    known_opcode(sqe, KNOWN)
 }
 
 /// Runs a parsed discovery command.

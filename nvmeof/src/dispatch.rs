@@ -103,6 +103,28 @@ impl Outcome {
     }
 }
 
+/// The set of `opcodes` (each below 32) as a bit mask, for [`known_opcode`].
+pub(crate) const fn opcode_set(opcodes: &[u8]) -> u32 {
+    let mut mask = 0;
+    let mut i = 0;
+    while i < opcodes.len() {
+        mask |= 1 << opcodes[i];
+        i += 1;
+    }
+    mask
+}
+
+/// Linux `core.c` `nvmet_report_invalid_opcode`: an opcode outside a command set's `known`
+/// ones ([`opcode_set`]) is an invalid opcode, located at the opcode.
+pub(crate) fn known_opcode(sqe: &Sqe, known: u32) -> Result<(), Outcome> {
+    let op = u32::from(sqe.opcode());
+    if op < 32 && known & (1 << op) != 0 {
+        Ok(())
+    } else {
+        Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::OPCODE))
+    }
+}
+
 /// Which command set a parsed command runs in.
 enum Route {
     Connect,

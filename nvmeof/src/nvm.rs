@@ -6,7 +6,7 @@
 
 use crate::backend::{Backend, BackendError};
 use crate::ctrl::{Ctrl, CSTS_RDY};
-use crate::dispatch::{Cmd, Data, Outcome};
+use crate::dispatch::{known_opcode, opcode_set, Cmd, Data, Outcome};
 use crate::exec::Local;
 use crate::queue::Then;
 use crate::sqe::{Sqe, OPC_FABRICS};
@@ -83,10 +83,9 @@ pub(crate) fn parse<B: Backend>(t: &Target<B>, ctl: &Ctrl, sqe: &Sqe) -> Result<
     if find_ns(t, ctl, sqe.nsid()).is_none() {
         return Err(Outcome::fail_at(status::INVALID_NS | DNR, loc::NSID));
     }
-    match sqe.opcode() {
-        opc::READ | opc::WRITE | opc::FLUSH | opc::DSM | opc::WRITE_ZEROES => Ok(()),
-        _ => Err(Outcome::fail_at(status::INVALID_OPCODE | DNR, loc::OPCODE)),
-    }
+    use opc::*;
+    const KNOWN: u32 = opcode_set(&[READ, WRITE, FLUSH, DSM, WRITE_ZEROES]);
+    known_opcode(sqe, KNOWN)
 }
 
 /// A range of logical blocks in bytes, or the status of a range past the namespace's end:
