@@ -97,6 +97,19 @@ pub enum ConfigError {
     BadMaxQid(u16),
 }
 
+/// What a queue serves ([`Target::queue_info`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueInfo<'a> {
+    /// The queue ID (0 before the Connect, and for an admin queue).
+    pub qid: u16,
+    /// The controller, once connected.
+    pub cntlid: Option<u16>,
+    /// The subsystem's NQN, once connected.
+    pub subsystem: Option<&'a str>,
+    /// The host's NQN, once connected.
+    pub hostnqn: Option<&'a str>,
+}
+
 /// Which subsystem a controller belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SubsysRef {
@@ -249,6 +262,25 @@ impl<B: Backend> Target<B> {
     /// queue.
     pub fn take_completion(&mut self) -> Option<(QueueId, Response)> {
         self.completions.pop_front()
+    }
+
+    /// What queue `q` serves, for the appliance's log lines: its queue ID, and once its
+    /// Connect succeeded, the controller, subsystem and host.
+    pub fn queue_info(&self, q: QueueId) -> Option<QueueInfo<'_>> {
+        let queue = match self.queues.get(q.index()) {
+            Some((gen, Some(queue))) if *gen == q.gen => queue,
+            _ => return None,
+        };
+        let ctrl = queue.ctrl.and_then(|c| self.ctrls[c].as_ref());
+        Some(QueueInfo {
+            qid: queue.qid,
+            cntlid: ctrl.map(|c| c.cntlid),
+            subsystem: ctrl.map(|c| match c.subsys {
+                SubsysRef::Discovery => DISCOVERY_NQN,
+                SubsysRef::Nvm(i) => self.cfg.subsystems[i].nqn.as_str(),
+            }),
+            hostnqn: ctrl.map(|c| c.hostnqn.as_str()),
+        })
     }
 
     /// Live controllers.

@@ -595,3 +595,25 @@ fn get_features_answers_the_five_features_nvmet_runs() {
         (0, 0x7f007f)
     );
 }
+
+#[test]
+fn queue_info_names_the_controller_subsystem_and_host() {
+    let mut t = target(DISK);
+    let q = t.accept(&cm_req(0, 32, 31)).unwrap().queue;
+    let info = t.queue_info(q).unwrap();
+    assert_eq!(
+        (info.qid, info.cntlid, info.subsystem, info.hostnqn),
+        (0, None, None, None)
+    );
+    assert_eq!(
+        status(&mut t, q, &connect(0, 31, 0, 0xffff, NQN, HOSTNQN)),
+        (0, 1)
+    );
+    let info = t.queue_info(q).unwrap();
+    assert_eq!(
+        (info.cntlid, info.subsystem, info.hostnqn),
+        (Some(1), Some(NQN), Some(HOSTNQN))
+    );
+    t.close(q);
+    assert_eq!(t.queue_info(q), None);
+}
