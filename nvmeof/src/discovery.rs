@@ -8,7 +8,7 @@ use crate::backend::Backend;
 use crate::ctrl::{Ctrl, CSTS_RDY};
 use crate::dispatch::{known_opcode, opcode_set, Cmd, Outcome};
 use crate::exec::QueueId;
-use crate::identify::{self, put_cstr, put_padded, CTRL_DISC, IDENTIFY_LEN, SGLS};
+use crate::identify::{self, put_cstr, put_padded, sgls, CTRL_DISC, IDENTIFY_LEN};
 use crate::rdma_cm_data::AQ_DEPTH;
 use crate::sqe::Sqe;
 use crate::status::{self, loc, DNR};
@@ -106,7 +106,7 @@ fn identify<B: Backend>(t: &Target<B>, c: usize, cmd: &Cmd, staging: &mut [u8]) 
         b[92..96].copy_from_slice(&DISC_AEN_CFG.to_le_bytes()); // OAES
         b[261] = 1 << 2; // LPA: extended data for Get Log Page
         b[514..516].copy_from_slice(&1024u16.to_le_bytes()); // MAXCMD
-        b[536..540].copy_from_slice(&SGLS.to_le_bytes());
+        b[536..540].copy_from_slice(&sgls(t.cfg.inline_data_size).to_le_bytes());
         put_cstr(&mut b[768..1024], DISCOVERY_NQN);
     })
 }

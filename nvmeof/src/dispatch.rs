@@ -183,7 +183,7 @@ fn run<B: Backend>(
     if let Some(c) = ctrl.and_then(|c| t.ctrls[c].as_mut()) {
         c.reset_tbkas = true;
     }
-    let (data, invalidate) = match map_sgl(sqe, in_capsule) {
+    let (data, invalidate) = match map_sgl(sqe, in_capsule, t.cfg.inline_data_size) {
         Ok(d) => d,
         Err((st, at)) => return (Outcome::fail_at(st, at), None, None),
     };
@@ -232,7 +232,11 @@ fn parse<B: Backend>(
 }
 
 /// Linux `nvmet_rdma_map_sgl`, `nvmet_rdma_map_sgl_inline`, `nvmet_rdma_map_sgl_keyed`.
-fn map_sgl<'a>(sqe: &Sqe, in_capsule: &'a [u8]) -> Result<(Data<'a>, Option<u32>), (u16, u16)> {
+fn map_sgl<'a>(
+    sqe: &Sqe,
+    in_capsule: &'a [u8],
+    inline_data_size: u32,
+) -> Result<(Data<'a>, Option<u32>), (u16, u16)> {
     match sqe.sgl().decode() {
         Err(SglError::Subtype(_)) => Err((status::INVALID_FIELD | DNR, loc::DPTR)),
         Err(SglError::Type(_)) => Err((status::SGL_INVALID_TYPE | DNR, loc::DPTR)),
@@ -241,11 +245,11 @@ fn map_sgl<'a>(sqe: &Sqe, in_capsule: &'a [u8]) -> Result<(Data<'a>, Option<u32>
             if !is_write(sqe) {
                 return Err((status::INVALID_FIELD | DNR, loc::OPCODE));
             }
-            // Linux checks offset + len against its inline buffer only; the bytes a shorter
-            // SEND did not carry are refused here rather than read stale.
-            let end = offset.checked_add(u64::from(len));
-            match end {
-                Some(end) if end <= in_capsule.len() as u64 => {}
+            // Linux checks offset + len against the port's in-capsule size; the bytes a
+            // shorter SEND did not carry are refused here too rather than read stale.
+            let room = in_capsule.len().min(inline_data_size as usize) as u64;
+            match offset.checked_add(u64::from(len)) {
+                Some(end) if end <= room => {}
                 _ => return Err((status::SGL_INVALID_OFFSET | DNR, loc::NONE)),
             }
             if len == 0 {

@@ -60,9 +60,14 @@ fn put64(b: &mut [u8], off: usize, v: u64) {
     b[off..off + 8].copy_from_slice(&v.to_le_bytes());
 }
 
-/// SGL support both controllers report (`nvme_id_ctrl.sgls`): SGLs (bit 0), keyed data
-/// blocks (bit 2, `NVMF_KEYED_SGLS`), and the offset form for in-capsule data (bit 20).
-pub const SGLS: u32 = (1 << 0) | (1 << 2) | (1 << 20);
+/// SGL support both controllers report (`nvme_id_ctrl.sgls`, Linux
+/// `nvmet_execute_identify_ctrl` / `nvmet_execute_disc_identify`): SGLs (bit 0), keyed data
+/// blocks (bit 2, `NVMF_KEYED_SGLS`), and the offset form for in-capsule data (bit 20) when
+/// the port takes in-capsule data.
+pub fn sgls(inline_data_size: u32) -> u32 {
+    let offset = if inline_data_size != 0 { 1 << 20 } else { 0 };
+    (1 << 0) | (1 << 2) | offset
+}
 
 /// Linux `nvmet_execute_identify`.
 pub(crate) fn execute<B: Backend>(
@@ -157,7 +162,7 @@ fn id_ctrl<B: Backend>(t: &Target<B>, c: usize, b: &mut [u8]) {
     put16(b, 520, (1 << 2) | (1 << 3)); // ONCS: DSM, Write Zeroes
     b[525] = 1; // VWC present
     b[531] = 1; // NWPC
-    put32(b, 536, SGLS);
+    put32(b, 536, sgls(t.cfg.inline_data_size));
     put32(b, 540, 1024); // MNAN
     put_cstr(&mut b[768..1024], &sub.nqn);
     put32(b, 1792, (64 + t.cfg.inline_data_size) / 16); // IOCCSZ

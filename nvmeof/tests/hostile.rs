@@ -617,3 +617,37 @@ fn queue_info_names_the_controller_subsystem_and_host() {
     t.close(q);
     assert_eq!(t.queue_info(q), None);
 }
+
+#[test]
+fn a_port_without_in_capsule_data_refuses_it_and_does_not_advertise_it() {
+    // nvmet_rdma_map_sgl_inline: offset + length beyond the port's inline_data_size;
+    // nvmet_execute_identify_ctrl: SGLS bit 20 only with in-capsule data, IOCCSZ 4.
+    let mut cfg = capture_config();
+    cfg.inline_data_size = 0;
+    let mut t = nvmeof::Target::new(cfg, vec![nvmeof::RamDisk::new(vec![0u8; DISK], 0)]).unwrap();
+    let q = t.accept(&cm_req(0, 32, 31)).unwrap().queue;
+    let c = connect(0, 31, 0, 0xffff, NQN, HOSTNQN);
+    assert_eq!(status(&mut t, q, &c).0, 0x4016);
+    // The same Connect with its data read from the host (keyed SGL) is taken.
+    let mut host = connect(0, 31, 0, 0xffff, NQN, HOSTNQN)[64..].to_vec();
+    let mut k = sqe(0x7f, 0, 0, &[0, 31], keyed(1024));
+    k[4] = 0x01;
+    let mut staging = vec![0u8; STAGING_LEN];
+    let Step::Transfer(tr) = t.submit(q, &k, &mut staging).unwrap() else {
+        panic!()
+    };
+    do_transfer(&mut t, &tr, &mut staging, &mut host);
+    assert_eq!(
+        t.complete_transfer(q, tr.tag, true, &staging)
+            .unwrap()
+            .cqe
+            .status,
+        0
+    );
+    assert_eq!(status(&mut t, q, &set_cc(CC_ENABLE)).0, 0);
+    let mut id = vec![0u8; 4096];
+    let r = run(&mut t, q, &sqe(0x06, 2, 0, &[1], keyed(4096)), &mut id).unwrap();
+    assert_eq!(r.cqe.status, 0);
+    assert_eq!(id[536..540], [0x05, 0, 0, 0]);
+    assert_eq!(id[1792..1796], [4, 0, 0, 0]);
+}
