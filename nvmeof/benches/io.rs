@@ -24,9 +24,9 @@
 //!
 //! | path | instructions | before |
 //! |---|---:|---:|
-//! | Read, keyed SGL | 668 | 718 |
-//! | Write, keyed SGL | 658 | 728 |
-//! | Write in the capsule, the 4 KiB copy included | 887 | 890 |
+//! | Read, keyed SGL | 672 | 718 |
+//! | Write, keyed SGL | 663 | 728 |
+//! | Write in the capsule, the 4 KiB copy included | 886 | 890 |
 //!
 //! "Before": with the whole 64-byte SQE kept in every command in flight (now only the
 //! Connect's fields or the DSM's NSID and range count).
