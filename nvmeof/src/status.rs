@@ -74,15 +74,15 @@ pub mod loc {
     pub const LPO: u16 = 48;
 }
 
-/// The Connect response's "invalid parameter" location: an attribute of the connect data at
-/// byte `offset` (`drivers/nvme/target/fabrics-cmd.c` `IPO_IATTR_CONNECT_DATA`: IATTR bit 16,
-/// offset in bits 0-15... as Linux `nvme.h` `IPO_IATTR_CONNECT_DATA(x)` builds it).
+/// The Connect response's "invalid parameter" location: byte `offset` of the Connect data
+/// (Linux `drivers/nvme/target/nvmet.h` `IPO_IATTR_CONNECT_DATA(x)`: bit 16, IATTR, says the
+/// offset is in the data; the offset in bits 0-15).
 pub const fn ipo_connect_data(offset: u16) -> u64 {
     (1 << 16) | offset as u64
 }
 
-/// The Connect response's "invalid parameter" location: a field of the SQE at byte `offset`
-/// (Linux `nvme.h` `IPO_IATTR_CONNECT_SQE(x)`).
+/// The Connect response's "invalid parameter" location: byte `offset` of the Connect SQE
+/// (Linux `drivers/nvme/target/nvmet.h` `IPO_IATTR_CONNECT_SQE(x)`).
 pub const fn ipo_connect_sqe(offset: u16) -> u64 {
     offset as u64
 }
