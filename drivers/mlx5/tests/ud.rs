@@ -295,6 +295,26 @@ fn the_gsi_qp_is_reached_as_qpn_1_and_sends_from_qpn_1() {
     };
     ga.post_ud_send(&wr, &dest).unwrap();
     assert_eq!(one(&mut a.cq).status, WcStatus::LocLenErr);
+    // The send queue stopped (SQE): a good MAD is flushed until it is brought back to RTS,
+    // as Linux's MAD layer does (core/mad.c ib_mad_send_error).
+    let good = SendWr {
+        data: SendData::Sges(&sges),
+        ..wr
+    };
+    ga.post_ud_send(&good, &dest).unwrap();
+    assert_eq!(one(&mut a.cq).status, WcStatus::WrFlushErr);
+    ga.recover_send_queue().unwrap();
+    assert!(matches!(
+        ga.recover_send_queue(),
+        Err(Error::Command(c)) if c.status == mlx5::CmdStatus::BadQpStateErr
+    ));
+    ga.post_ud_send(&good, &dest).unwrap();
+    assert_eq!(one(&mut a.cq).status, WcStatus::Success);
+    let w = one(&mut b.cq);
+    assert_eq!(
+        (w.status, w.src_qp, w.wr_id),
+        (WcStatus::Success, GSI_QPN, 1)
+    );
 
     drop(ga);
     let ga = a.pd.create_gsi_qp(&a.cq, &a.cq, &caps()).unwrap();
@@ -366,6 +386,10 @@ fn datagram_qps_refuse_what_ud_does_not_have() {
     assert_eq!(r, Err(InvalidInput::NotDatagram.into()));
     assert_eq!(
         rc.activate_datagram(),
+        Err(InvalidInput::ServiceType.into())
+    );
+    assert_eq!(
+        rc.recover_send_queue(),
         Err(InvalidInput::ServiceType.into())
     );
     // A source GID index beyond the table.
