@@ -283,7 +283,7 @@ impl Attacker {
     /// What an answer of B's lets the attacker say next, with B's IDs right.
     fn learn(&mut self, m: &[u8; MAD_LEN]) {
         let mad = CmMad::decode(m).expect("B sends well-formed CM MADs");
-        *self.answers.entry(kind(&mad.msg).into()).or_default() += 1;
+        *self.answers.entry(mad.msg.name().into()).or_default() += 1;
         let tid = mad.hdr.tid;
         let say = |msg| CmMad::new(tid, msg).to_bytes().unwrap();
         let mut next = Vec::new();
@@ -332,20 +332,6 @@ impl Attacker {
             }
             self.learned.push(m);
         }
-    }
-}
-
-fn kind(m: &CmMsg) -> &'static str {
-    match m {
-        CmMsg::Req(_) => "REQ",
-        CmMsg::Mra(_) => "MRA",
-        CmMsg::Rej(_) => "REJ",
-        CmMsg::Rep(_) => "REP",
-        CmMsg::Rtu(_) => "RTU",
-        CmMsg::Dreq(_) => "DREQ",
-        CmMsg::Drep(_) => "DREP",
-        CmMsg::SidrReq(_) => "SIDR_REQ",
-        CmMsg::SidrRep(_) => "SIDR_REP",
     }
 }
 
