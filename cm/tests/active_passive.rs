@@ -2,9 +2,12 @@
 //! RTUs, DREQs and SIDR_REQs retried, REJ, MRA, DREQ from either side, TIMEWAIT, and a QP that
 //! cannot be moved on the REP.
 
+mod common;
+
+use common::{cfg, Side};
 use rdma_cm::conn::{
-    ack_timeout, iba_time_ns, Accept, CallError, Cm, CmConfig, CmEvent, CmTransport, ConnId,
-    ConnState, Connect, Dropped, Peer, QpStep,
+    ack_timeout, iba_time_ns, Accept, CallError, Cm, CmEvent, ConnId, ConnState, Connect, Dropped,
+    Peer, QpStep,
 };
 use rdma_cm::mad::{attr, MAD_LEN};
 use rdma_cm::msg::{rej_reason, sidr_status};
@@ -31,39 +34,6 @@ const SRC_PORT: u16 = 49743;
 const QP_A: u32 = 0x20;
 const QP_B: u32 = 0x30;
 
-/// The QP moves and sent MADs of one side.
-#[derive(Default)]
-struct Side {
-    out: Vec<[u8; MAD_LEN]>,
-    moves: Vec<(u32, QpStep)>,
-    fail_rtr: bool,
-}
-
-impl CmTransport for Side {
-    type QpError = u8;
-    fn send_mad(&mut self, to: &Peer, mad: &[u8; MAD_LEN]) {
-        assert_eq!(to.qpn, 1);
-        self.out.push(*mad);
-    }
-    fn modify_qp(&mut self, qpn: u32, step: QpStep) -> Result<(), u8> {
-        if self.fail_rtr && matches!(step, QpStep::Rtr(_)) {
-            return Err(7);
-        }
-        self.moves.push((qpn, step));
-        Ok(())
-    }
-}
-
-impl Side {
-    fn steps(&self, qpn: u32) -> Vec<QpStep> {
-        self.moves
-            .iter()
-            .filter(|m| m.0 == qpn)
-            .map(|m| m.1)
-            .collect()
-    }
-}
-
 /// Which MADs the wire loses: (from A, attribute ID) → how many more to lose.
 type Loss = Vec<(bool, u16, usize)>;
 
@@ -80,17 +50,6 @@ struct Net {
     /// The same MADs.
     mads: Vec<[u8; MAD_LEN]>,
     now: u64,
-}
-
-fn cfg(guid: u64, seed: u32) -> CmConfig {
-    CmConfig {
-        local_ca_guid: guid,
-        ack_delay: 15,
-        max_responder_resources: 16,
-        max_initiator_depth: 16,
-        tid_hi: guid as u32,
-        comm_id_seed: seed,
-    }
 }
 
 impl Net {

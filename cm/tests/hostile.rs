@@ -10,10 +10,10 @@
 //! The fuzz tests (`fuzz.rs`) throw random mutations at the same machine; these name each
 //! hostile field and the exact outcome.
 
-use rdma_cm::conn::{
-    Accept, Cm, CmConfig, CmEvent, CmTransport, ConnId, ConnState, Connect, Counters, Dropped,
-    Peer, QpStep,
-};
+mod common;
+
+use common::{accept_on, cfg, Side};
+use rdma_cm::conn::{Cm, CmEvent, ConnId, ConnState, Connect, Counters, Dropped, Peer};
 use rdma_cm::mad::{CmError, MAD_HDR_LEN, MAD_LEN};
 use rdma_cm::msg::{
     msg_response, rej_reason, Drep, Dreq, Mra, Rej, Rep, Rtu, SidrRep, DREQ_PRIVATE_DATA_LEN,
@@ -32,35 +32,6 @@ const QP_A: u32 = 0x20;
 const QP_B: u32 = 0x30;
 /// A communication ID neither side gave out.
 const GHOST: u32 = 0x0bad_1d00;
-
-/// One side's sent MADs and QP moves.
-#[derive(Default)]
-struct Side {
-    out: Vec<[u8; MAD_LEN]>,
-    moves: Vec<(u32, QpStep)>,
-}
-
-impl CmTransport for Side {
-    type QpError = ();
-    fn send_mad(&mut self, _: &Peer, mad: &[u8; MAD_LEN]) {
-        self.out.push(*mad);
-    }
-    fn modify_qp(&mut self, qpn: u32, step: QpStep) -> Result<(), ()> {
-        self.moves.push((qpn, step));
-        Ok(())
-    }
-}
-
-fn cfg(guid: u64, seed: u32) -> CmConfig {
-    CmConfig {
-        local_ca_guid: guid,
-        ack_delay: 15,
-        max_responder_resources: 16,
-        max_initiator_depth: 16,
-        tid_hi: guid as u32,
-        comm_id_seed: seed,
-    }
-}
 
 /// The REQ of an rdma_cm connect to `port` from QP `qpn` (rdma_cm's values on RoCE).
 fn connect(port: u16, qpn: u32) -> Connect<'static> {
@@ -85,19 +56,6 @@ fn connect(port: u16, qpn: u32) -> Connect<'static> {
         max_cm_retries: 3,
         srq: false,
         flow_control: true,
-        private_data: &[],
-    }
-}
-
-fn accept(qpn: u32) -> Accept<'static> {
-    Accept {
-        qpn,
-        starting_psn: 0x22_2222,
-        responder_resources: 4,
-        initiator_depth: 4,
-        flow_control: true,
-        rnr_retry_count: 7,
-        srq: false,
         private_data: &[],
     }
 }
@@ -137,7 +95,7 @@ impl Pair {
         else {
             panic!()
         };
-        b.accept(0, ib, &accept(QP_B), &mut tb).unwrap();
+        b.accept(0, ib, &accept_on(QP_B), &mut tb).unwrap();
         let rep = tb.out.pop().unwrap();
         assert!(matches!(
             only_event(a.on_mad(0, &PEER, &rep, &mut ta)),
@@ -559,7 +517,7 @@ fn a_req_storm_beyond_the_backlog_is_rejected_counted_and_the_listener_recovers(
     else {
         panic!()
     };
-    b.accept(3, ib, &accept(QP_B), &mut tb).unwrap();
+    b.accept(3, ib, &accept_on(QP_B), &mut tb).unwrap();
     let rep = tb.out.pop().unwrap();
     assert!(matches!(
         only_event(a.on_mad(3, &PEER, &rep, &mut ta)),

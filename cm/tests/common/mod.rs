@@ -1,6 +1,7 @@
 //! The CM MADs of the shared Linux captures (`../shared/tools/nvmeof/pcaps/*.pcap` beside the
 //! workspace): read with the model's pcap reader and RoCEv2 decoder, one UD SEND_ONLY to QP 1
-//! per MAD.
+//! per MAD; and what the in-memory tests of two `Cm`s share (a side's transport, the
+//! settings, the fuzzed applications' accept).
 
 // Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
@@ -10,6 +11,8 @@ use std::path::PathBuf;
 
 use mlx5_sim::link::pcap::PcapFile;
 use mlx5_sim::roce::{decode, Frame, Opcode};
+use rdma_cm::conn::{Accept, CmConfig, CmTransport, Peer, QpStep};
+use rdma_cm::mad::MAD_LEN;
 
 /// One MAD as captured.
 pub struct CapturedMad {
@@ -83,4 +86,64 @@ pub fn skipped(reason: &str) {
     eprintln!("SKIPPED: {reason}");
     eprintln!("(the shared captures are not beside the workspace; set NVMEOF_PCAPS)");
     eprintln!("========================================================\n");
+}
+
+/// The QP moves and sent MADs of one side of an in-memory exchange; `fail_rtr` makes its
+/// RTR moves fail.
+#[derive(Default)]
+pub struct Side {
+    pub out: Vec<[u8; MAD_LEN]>,
+    pub moves: Vec<(u32, QpStep)>,
+    pub fail_rtr: bool,
+}
+
+impl CmTransport for Side {
+    type QpError = u8;
+    fn send_mad(&mut self, to: &Peer, mad: &[u8; MAD_LEN]) {
+        assert_eq!(to.qpn, 1);
+        self.out.push(*mad);
+    }
+    fn modify_qp(&mut self, qpn: u32, step: QpStep) -> Result<(), u8> {
+        if self.fail_rtr && matches!(step, QpStep::Rtr(_)) {
+            return Err(7);
+        }
+        self.moves.push((qpn, step));
+        Ok(())
+    }
+}
+
+impl Side {
+    pub fn steps(&self, qpn: u32) -> Vec<QpStep> {
+        self.moves
+            .iter()
+            .filter(|m| m.0 == qpn)
+            .map(|m| m.1)
+            .collect()
+    }
+}
+
+/// The settings of a test CM: CA GUID `guid`, communication IDs from `seed`.
+pub fn cfg(guid: u64, seed: u32) -> CmConfig {
+    CmConfig {
+        local_ca_guid: guid,
+        ack_delay: 15,
+        max_responder_resources: 16,
+        max_initiator_depth: 16,
+        tid_hi: guid as u32,
+        comm_id_seed: seed,
+    }
+}
+
+/// The fuzzed applications' accept, on QP `qpn`.
+pub fn accept_on(qpn: u32) -> Accept<'static> {
+    Accept {
+        qpn,
+        starting_psn: 1,
+        responder_resources: 4,
+        initiator_depth: 4,
+        flow_control: true,
+        rnr_retry_count: 7,
+        srq: false,
+        private_data: &[],
+    }
 }
