@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{cfg, Side};
+use common::{cfg, params, Side, A, B, PORT, QP_A, QP_B, SRC_PORT};
 use rdma_cm::conn::{
-    ack_timeout, iba_time_ns, Accept, CallError, Cm, CmEvent, ConnId, ConnState, Connect, Dropped,
-    Peer, QpStep,
+    ack_timeout, iba_time_ns, Accept, CallError, Cm, CmEvent, ConnId, ConnState, Dropped, QpStep,
 };
 use rdma_cm::mad::{attr, MAD_LEN};
 use rdma_cm::msg::{rej_reason, sidr_status};
@@ -15,24 +14,6 @@ use rdma_cm::rdma_cm::{
     roce_flow_label, CmaAddr, CmaHdr, PortSpace, CMA_HDR_LEN, MAX_CM_RETRIES, UDP_QKEY,
 };
 use rdma_cm::{CmMad, CmMsg};
-
-const fn gid_v4(ip: [u8; 4]) -> [u8; 16] {
-    [
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ip[0], ip[1], ip[2], ip[3],
-    ]
-}
-const A: Peer = Peer {
-    gid: gid_v4([10, 0, 0, 2]),
-    qpn: 1,
-};
-const B: Peer = Peer {
-    gid: gid_v4([10, 0, 0, 1]),
-    qpn: 1,
-};
-const PORT: u16 = 7174;
-const SRC_PORT: u16 = 49743;
-const QP_A: u32 = 0x20;
-const QP_B: u32 = 0x30;
 
 /// Which MADs the wire loses: (from A, attribute ID) → how many more to lose.
 type Loss = Vec<(bool, u16, usize)>;
@@ -190,34 +171,6 @@ fn cma_hdr() -> [u8; CMA_HDR_LEN] {
     }
     .encode(&mut pd);
     pd
-}
-
-/// A's connect to `port`: Linux rdma_cm's values on RoCE (ACK delay 15, packet life time
-/// 18), 3 retries.
-fn params(port: u16, private_data: &[u8]) -> Connect<'_> {
-    Connect {
-        service_id: PortSpace::Tcp.service_id(port),
-        qpn: QP_A,
-        starting_psn: 0x11_1111,
-        local_gid: A.gid,
-        remote_gid: B.gid,
-        flow_label: roce_flow_label(SRC_PORT, port),
-        hop_limit: 64,
-        traffic_class: 0,
-        path_mtu: 3,
-        pkey: 0xffff,
-        responder_resources: 16,
-        initiator_depth: 4,
-        retry_count: 7,
-        rnr_retry_count: 6,
-        local_ack_timeout: ack_timeout(15, 18),
-        remote_cm_response_timeout: 20,
-        local_cm_response_timeout: 20,
-        max_cm_retries: 3,
-        srq: false,
-        flow_control: true,
-        private_data,
-    }
 }
 
 fn rts(steps: &[QpStep]) -> rdma_cm::conn::RtsAttrs {

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{accept_on, cfg, Side};
+use common::{accept_on, cfg, params, Side, A, PORT, QP_A, QP_B};
 use rdma_cm::conn::{Cm, CmEvent, ConnId, ConnState, Connect, Counters, Dropped, Peer};
 use rdma_cm::mad::{CmError, MAD_HDR_LEN, MAD_LEN};
 use rdma_cm::msg::{
@@ -23,40 +23,16 @@ use rdma_cm::msg::{
 use rdma_cm::rdma_cm::PortSpace;
 use rdma_cm::{CmMad, CmMsg};
 
-const PEER: Peer = Peer {
-    gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2],
-    qpn: 1,
-};
-const PORT: u16 = 7174;
-const QP_A: u32 = 0x20;
-const QP_B: u32 = 0x30;
+/// Where every MAD comes from and goes to (one peer is enough here).
+const PEER: Peer = A;
 /// A communication ID neither side gave out.
 const GHOST: u32 = 0x0bad_1d00;
 
-/// The REQ of an rdma_cm connect to `port` from QP `qpn` (rdma_cm's values on RoCE).
+/// A's connect to `port` from QP `qpn`.
 fn connect(port: u16, qpn: u32) -> Connect<'static> {
     Connect {
-        service_id: PortSpace::Tcp.service_id(port),
         qpn,
-        starting_psn: 0x11_1111,
-        local_gid: PEER.gid,
-        remote_gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
-        flow_label: 0x1_2345,
-        hop_limit: 64,
-        traffic_class: 0,
-        path_mtu: 3,
-        pkey: 0xffff,
-        responder_resources: 16,
-        initiator_depth: 4,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        local_ack_timeout: 18,
-        remote_cm_response_timeout: 20,
-        local_cm_response_timeout: 20,
-        max_cm_retries: 3,
-        srq: false,
-        flow_control: true,
-        private_data: &[],
+        ..params(port, &[])
     }
 }
 

@@ -1,7 +1,7 @@
 //! The CM MADs of the shared Linux captures (`../shared/tools/nvmeof/pcaps/*.pcap` beside the
 //! workspace): read with the model's pcap reader and RoCEv2 decoder, one UD SEND_ONLY to QP 1
 //! per MAD; and what the in-memory tests of two `Cm`s share (a side's transport, the
-//! settings, the fuzzed applications' accept).
+//! settings, the two nodes and A's connect, the fuzzed applications' accept).
 
 // Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
@@ -11,8 +11,9 @@ use std::path::PathBuf;
 
 use mlx5_sim::link::pcap::PcapFile;
 use mlx5_sim::roce::{decode, Frame, Opcode};
-use rdma_cm::conn::{Accept, CmConfig, CmTransport, Peer, QpStep};
+use rdma_cm::conn::{ack_timeout, Accept, CmConfig, CmTransport, Connect, Peer, QpStep};
 use rdma_cm::mad::MAD_LEN;
+use rdma_cm::rdma_cm::{roce_flow_label, PortSpace};
 
 /// One MAD as captured.
 pub struct CapturedMad {
@@ -145,5 +146,57 @@ pub fn accept_on(qpn: u32) -> Accept<'static> {
         rnr_retry_count: 7,
         srq: false,
         private_data: &[],
+    }
+}
+
+/// The IPv4-mapped GID of `ip`.
+pub const fn gid_v4(ip: [u8; 4]) -> [u8; 16] {
+    [
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ip[0], ip[1], ip[2], ip[3],
+    ]
+}
+/// The active side: 10.0.0.2's QP 1.
+pub const A: Peer = Peer {
+    gid: gid_v4([10, 0, 0, 2]),
+    qpn: 1,
+};
+/// The passive side: 10.0.0.1's QP 1.
+pub const B: Peer = Peer {
+    gid: gid_v4([10, 0, 0, 1]),
+    qpn: 1,
+};
+/// B's port (rping's).
+pub const PORT: u16 = 7174;
+/// A's rdma_cm source port.
+pub const SRC_PORT: u16 = 49743;
+/// A's and B's RC QPs.
+pub const QP_A: u32 = 0x20;
+pub const QP_B: u32 = 0x30;
+
+/// A's connect to `port`: Linux rdma_cm's values on RoCE (ACK delay 15, packet life time
+/// 18), 3 retries.
+pub fn params(port: u16, private_data: &[u8]) -> Connect<'_> {
+    Connect {
+        service_id: PortSpace::Tcp.service_id(port),
+        qpn: QP_A,
+        starting_psn: 0x11_1111,
+        local_gid: A.gid,
+        remote_gid: B.gid,
+        flow_label: roce_flow_label(SRC_PORT, port),
+        hop_limit: 64,
+        traffic_class: 0,
+        path_mtu: 3,
+        pkey: 0xffff,
+        responder_resources: 16,
+        initiator_depth: 4,
+        retry_count: 7,
+        rnr_retry_count: 6,
+        local_ack_timeout: ack_timeout(15, 18),
+        remote_cm_response_timeout: 20,
+        local_cm_response_timeout: 20,
+        max_cm_retries: 3,
+        srq: false,
+        flow_control: true,
+        private_data,
     }
 }
