@@ -6,7 +6,8 @@
 //! here, and messages that name what B's answers told the attacker (its communication IDs,
 //! its QPN), so that the storm reaches connections in every state.
 //!
-//! Nothing may panic or hang; afterwards every id and every QP the storm made is gone once
+//! Nothing may panic or hang (a watchdog aborts the test when no step began for a minute);
+//! afterwards every id and every QP the storm made is gone once
 //! the application destroyed its ids and the CM's timers ran out (the device has the QPs it
 //! had before), QP 1 is still in RTS, and a good connection from A's `RdmaCm` still goes
 //! through to a SEND. REQs beyond a listener's backlog are rejected (REJ Consumer Defined)
@@ -20,6 +21,8 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::sim::TestHal;
@@ -513,9 +516,55 @@ fn b_took(b: &Node) -> u64 {
     g.received + g.bad_receives
 }
 
+/// How long a step of the storm may take before it counts as a hang.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Turns a hang into a failure: a thread that aborts the test process (with a message) when
+/// no step of the storm began for `limit`, which no assertion could do for a `poll` that
+/// never returns.
+struct Watchdog {
+    beats: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(limit: Duration) -> Watchdog {
+        let (beats, done) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (b, d) = (beats.clone(), done.clone());
+        std::thread::spawn(move || {
+            let (mut last, mut since) = (0, Instant::now());
+            while !d.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                let now = b.load(Ordering::Relaxed);
+                if now != last {
+                    (last, since) = (now, Instant::now());
+                } else if since.elapsed() > limit {
+                    eprintln!("qp1_fuzz: no step for {limit:?}, a hang: aborting");
+                    std::process::abort();
+                }
+            }
+        });
+        Watchdog { beats, done }
+    }
+
+    fn beat(&self) {
+        self.beats.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The two nodes, B listening on every port (and a UD port for SIDR) with a UD QP for its
 /// SIDR answers and its application, the attacker on A; B's device QPs before the storm.
 struct Storm {
+    watchdog: Watchdog,
     a: Node,
     b: Node,
     clock: CmClock,
@@ -540,6 +589,7 @@ impl Storm {
         let (qps_before, qp1) = device_qps(&b);
         assert_eq!(qp1, Some(mlx5_prm::qp::state::RTS));
         Storm {
+            watchdog: Watchdog::start(HANG),
             a,
             b,
             clock,
@@ -553,6 +603,7 @@ impl Storm {
 
     /// The attacker takes B's answers; B and its application run once.
     fn step(&mut self) {
+        self.watchdog.beat();
         self.at.harvest();
         let ud_qpn = self.ud.qpn();
         self.app
