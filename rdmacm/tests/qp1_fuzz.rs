@@ -18,6 +18,9 @@
 //! up to 8 datagrams, default 150) and `QP1_FUZZ_SEED` (default 0x9b1) make longer or other
 //! ones: `QP1_FUZZ_ROUNDS=5000 QP1_FUZZ_SEED=7 cargo test -p rdmacm --test qp1_fuzz`.
 
+/// The cm crate's reader of the shared captures (to check the hex seeds against them).
+#[path = "../../cm/tests/common/mod.rs"]
+mod cm_captures;
 mod common;
 
 use std::collections::BTreeMap;
@@ -889,4 +892,26 @@ fn a_req_storm_beyond_the_backlog_is_rejected_and_counted() {
     // The application answers; the listener takes a good connection.
     s.app.live.extend(requests);
     s.nothing_leaked_and_a_good_connection_works();
+}
+
+/// The hex seeds are the captures' bytes: each names a capture and a frame, and holds the
+/// MAD of that frame (checked when the shared captures are beside the workspace).
+#[test]
+fn the_hex_seeds_are_the_captured_mads() {
+    let files = match cm_captures::captured_mads() {
+        Ok(f) => f,
+        Err(reason) => return cm_captures::skipped(&reason),
+    };
+    let seeds = captured();
+    for (what, mad) in &seeds {
+        // "perftest_cm.pcap frame 15: REQ from 10.0.0.2"
+        let (file, rest) = what.split_once(" frame ").expect(what);
+        let frame: usize = rest.split(':').next().unwrap().parse().expect(what);
+        let (_, mads) = files.iter().find(|(f, _)| f == file).expect(file);
+        let m = mads.iter().find(|m| m.frame == frame).expect(what);
+        assert_eq!(m.mad, mad.to_vec(), "{what}");
+        let kind = CmMad::decode(mad).expect(what).msg.name();
+        assert!(what.contains(&format!(": {kind} ")), "{what}: {kind}");
+    }
+    assert_eq!(seeds.len(), 12);
 }
