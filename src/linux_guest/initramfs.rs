@@ -125,7 +125,8 @@ impl Initramfs {
         Ok(())
     }
 
-    /// The entry names of the newc archive at `path` (as [`Initramfs::write`] wrote it).
+    /// The entry names of the newc archives at `path` (as [`Initramfs::write`] writes them; one
+    /// archive or several concatenated).
     pub fn names(path: &Path) -> Result<Vec<String>, Skip> {
         let data = fs::read(path).map_err(|e| skip(format!("{}: {e}", path.display())))?;
         let bad = || skip(format!("{}: not a newc cpio archive", path.display()));
@@ -143,12 +144,16 @@ impl Initramfs {
                 .get(at + 110..at + 110 + namesize.saturating_sub(1))
                 .ok_or_else(bad)?;
             let name = String::from_utf8_lossy(name).into_owned();
-            if name == "TRAILER!!!" {
-                break;
-            }
-            names.push(name);
             at = (at + 110 + namesize).next_multiple_of(4);
             at = (at + size).next_multiple_of(4);
+            if name == "TRAILER!!!" {
+                // Another archive may follow (as Linux unpacks them: after zero padding).
+                while data.get(at) == Some(&0) {
+                    at += 1;
+                }
+            } else {
+                names.push(name);
+            }
         }
         Ok(names)
     }
@@ -253,8 +258,18 @@ mod tests {
         i.symlink("lnk", "etc/a");
         let p = std::env::temp_dir().join(format!("names-{}.cpio", std::process::id()));
         i.write(&p).unwrap();
+        assert_eq!(Initramfs::names(&p).unwrap(), ["etc", "etc/a", "lnk"]);
+        // A second archive after the first.
+        let mut two = Initramfs::default();
+        two.file("b", b"x", false);
+        let q = p.with_extension("two");
+        two.write(&q).unwrap();
+        let mut both = fs::read(&p).unwrap();
+        both.extend(fs::read(&q).unwrap());
+        fs::write(&p, &both).unwrap();
         let names = Initramfs::names(&p).unwrap();
         let _ = fs::remove_file(&p);
-        assert_eq!(names, ["etc", "etc/a", "lnk"]);
+        let _ = fs::remove_file(&q);
+        assert_eq!(names, ["etc", "etc/a", "lnk", "b"]);
     }
 }
