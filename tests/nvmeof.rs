@@ -9,7 +9,7 @@
 //! a time), so that a loaded host does not starve them all at once.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use unikernel::linux_guest::nvme::{self, Scenario, SUBSYS_NQN};
 use unikernel::linux_guest::{self, peer};
@@ -277,4 +277,102 @@ fn fio_table_unikernel_vs_linux_nvmet() {
     .map(|o| nvme::fio_figures(&o))
     .unwrap_or_default();
     eprintln!("{T}:\n{}", nvme::fio_table(&u, &l));
+}
+
+/// A host killed mid-I/O: its controller is freed after the keep-alive timeout (the target's
+/// log says so, and no RC QP is left at the end), and a new host's connection works (the basic
+/// scenario, from a second guest on the same link). Linux's target; the unikernel's arm of
+/// this test needs the launcher to run two Linux hosts one after the other against it.
+#[test]
+fn linux_nvmet_host_killed_mid_io() {
+    const T: &str = "linux_nvmet_host_killed_mid_io";
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let img = match linux_guest::prepare_nvme_image() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("SKIPPED: {T}: {e}");
+            return;
+        }
+    };
+    let work = linux_guest::cache_dir().join("runs").join(T);
+    std::fs::create_dir_all(&work).unwrap();
+    let sock = work.join("link.sock");
+    let _ = std::fs::remove_file(&sock);
+    let target = peer::LinuxPeer {
+        link: peer::Link::Listen(sock.clone()),
+        ip: format!("{}/24", peer::PEER_IP),
+        mac: peer::PEER_MAC,
+        neigh: None,
+        cmd: nvme::TARGET_SCRIPT.into(),
+        wait_ping: None,
+        delay: None,
+        pcap: Some(work.join("link.pcap")),
+        timeout: Duration::from_secs(1500),
+    };
+    let host = |cmd: &str| peer::LinuxPeer {
+        link: peer::Link::Connect(sock.clone()),
+        ip: format!("{}/24", peer::UNIKERNEL_IP),
+        mac: peer::UNIKERNEL_MAC,
+        cmd: cmd.into(),
+        wait_ping: Some(peer::PEER_IP.into()),
+        delay: Some(1),
+        pcap: None,
+        timeout: Duration::from_secs(900),
+        ..target.clone()
+    };
+    let a = match target.spawn(&img, "A| ", false) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("SKIPPED: {T}: {e}");
+            return;
+        }
+    };
+    let mut b1 = host(nvme::KILLED_HOST_SCRIPT)
+        .spawn(&img, "B1| ", false)
+        .expect("first host");
+    let t0 = Instant::now();
+    while !b1.saw("RESULT io-running") && !b1.saw("RESULT fail") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(900),
+            "{T}: the first host never got its I/O going"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let b1 = b1.kill();
+    assert!(
+        b1.output().contains("RESULT io-running"),
+        "{T}: first host:\n{}",
+        b1.console
+    );
+    let b2 = host(&Scenario::Basic.script())
+        .spawn(&img, "B2| ", false)
+        .expect("second host")
+        .finish();
+    let a = a.finish();
+    let out = b2.output();
+    if b2.rc != Some(0) || !nvme::passed(&out, Scenario::Basic) {
+        eprintln!(
+            "==== target ====\n{}\n==== second host ====\n{}",
+            a.console, b2.console
+        );
+        panic!("{T}: the second host failed: rc {:?}", b2.rc);
+    }
+    assert_connected(T, &out);
+    let log = a.output();
+    assert!(
+        log.contains("keep-alive timer (5 seconds) expired"),
+        "{T}: the target never timed the first host's controller out:\n{log}"
+    );
+    assert!(
+        log.contains("rdma qps after: 0"),
+        "{T}: RC QPs left on the target:\n{log}"
+    );
+    eprintln!(
+        "{T}: the target:\n{}",
+        log.lines()
+            .filter(|l| l.contains("nvmet") || l.contains("TARGET"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

@@ -54,8 +54,11 @@ pub const SUBSYS_NQN: &str = "nqn.2026-12.io.example:ram";
 /// Linux's target on guest A (nvmet, nvmet-rdma, a 1 GiB memory-backed null_blk).
 pub const TARGET_SCRIPT: &str = "nvmet-target.sh";
 
+/// The host that vanishes mid-I/O (fio until its guest is killed; `RESULT io-running`).
+pub const KILLED_HOST_SCRIPT: &str = "nvme-killed.sh";
+
 /// The scripts of the layer, installed in /usr/bin.
-const SCRIPTS: [(&str, &str); 7] = [
+const SCRIPTS: [(&str, &str); 8] = [
     ("loadmod", include_str!("loadmod")),
     ("nvme-lib.sh", include_str!("nvme-lib.sh")),
     ("nvmet-target.sh", include_str!("nvmet-target.sh")),
@@ -63,6 +66,7 @@ const SCRIPTS: [(&str, &str); 7] = [
     ("nvme-fs.sh", include_str!("nvme-fs.sh")),
     ("nvme-fio-verify.sh", include_str!("nvme-fio-verify.sh")),
     ("nvme-fio-perf.sh", include_str!("nvme-fio-perf.sh")),
+    ("nvme-killed.sh", include_str!("nvme-killed.sh")),
 ];
 
 /// Bump when the layer's content (not its packages or scripts) changes.

@@ -26,6 +26,6 @@ mkdir $P && echo rdma > $P/addr_trtype && echo ipv4 > $P/addr_adrfam &&
   ln -s $S $P/subsystems/$NQN || fail "configfs port"
 say "ready nqn=$NQN serial=$SERIAL bytes=$(($(cat /sys/block/nullb0/size) * 512)) addr=$PEER_IP:$PORT"
 timeout 1200 nc -l -p 4001 < /dev/null | while read l; do say "host says: $l"; done
-dmesg | grep -i nvmet | tail -20 | sed 's/^/TARGET: dmesg /'
-say "rdma qps after: $(/usr/bin/rdma resource show qp | grep -vc 'lqpn 1 ')"
+dmesg | grep -i nvmet | tail -40 | sed 's/^/TARGET: dmesg /'
+say "rdma qps after: $(rc_qps)"
 say end
