@@ -371,7 +371,9 @@ fn linux_nvmet_host_killed_mid_io() {
     eprintln!(
         "{T}: the target:\n{}",
         log.lines()
-            .filter(|l| l.contains("nvmet") || l.contains("TARGET"))
+            .filter(|l| l.contains("nvmet: ")
+                || l.contains("nvmet_rdma: ")
+                || (l.starts_with("TARGET: ") && !l.starts_with("TARGET: dmesg")))
             .collect::<Vec<_>>()
             .join("\n")
     );

@@ -220,7 +220,7 @@ fn progress(msg: &str) {
 /// The peer image with the NVMe layer: [`PKGS`]' executables ([`BINS`]) and their shared
 /// libraries not in the peer image already, the [`MODULES`] closures with their order files,
 /// `/etc/nvme`, the scripts. Built once, then reused while the peer image, the scripts and
-/// [`LAYER_VERSION`] stay.
+/// `LAYER_VERSION` stay.
 pub fn prepare_nvme_image() -> Result<PeerImage, Skip> {
     let base = prepare_peer_image()?;
     let _g = PREPARE.lock().unwrap_or_else(|e| e.into_inner());
