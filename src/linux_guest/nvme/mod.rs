@@ -103,10 +103,19 @@ impl Scenario {
         }
     }
 
-    /// The host's command (a script in /usr/bin).
+    /// The host's script (in /usr/bin); it takes the target's address as its argument
+    /// (default 10.0.0.1).
     pub fn script(self) -> String {
         format!("nvme-{}.sh", self.name())
     }
+}
+
+/// Whether a Linux command runs one of the NVMe layer's scripts (then it needs
+/// [`prepare_nvme_image`]): a word of it names one.
+pub fn uses_nvme(cmd: &str) -> bool {
+    cmd.split(|c: char| c.is_whitespace() || c == ';' || c == '&' || c == '|')
+        .map(|w| w.rsplit('/').next().unwrap_or(w))
+        .any(|w| SCRIPTS.iter().any(|(name, _)| *name == w))
 }
 
 /// The `RESULT ` lines of a scenario's output: the step and its `name=value` fields.
@@ -126,12 +135,18 @@ pub fn results(output: &str) -> Vec<(String, Vec<(String, String)>)> {
         .collect()
 }
 
-/// The field `key` of the first `RESULT step ...` line that has it.
-pub fn field(output: &str, step: &str, key: &str) -> Option<String> {
+/// The field `key` of every `RESULT step ...` line that has it, in order.
+pub fn values(output: &str, step: &str, key: &str) -> Vec<String> {
     results(output)
         .into_iter()
         .filter(|(s, _)| s == step)
-        .find_map(|(_, f)| f.into_iter().find(|(k, _)| k == key).map(|(_, v)| v))
+        .filter_map(|(_, f)| f.into_iter().find(|(k, _)| k == key).map(|(_, v)| v))
+        .collect()
+}
+
+/// The field `key` of the first `RESULT step ...` line that has it.
+pub fn field(output: &str, step: &str, key: &str) -> Option<String> {
+    values(output, step, key).into_iter().next()
 }
 
 /// Whether the scenario got to its last line (`RESULT ok NAME`) and no step failed.

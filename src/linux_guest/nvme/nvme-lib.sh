@@ -5,7 +5,9 @@ NQN=${nvme_nqn:-nqn.2026-12.io.example:ram}
 SERIAL=NVMEOF-RAM-0001
 NS_UUID=00000000-0000-0000-0000-0000000000a1
 NS_NGUID=00000000-0000-0000-0000-0000000000a2
-T=${nvme_target:-10.0.0.1}
+# The target's address: the script's first argument (`nvme-basic.sh $SERVER` against the
+# unikernel), else 10.0.0.1 (Linux's target in the pair).
+T=${1:-10.0.0.1}
 PORT=4420
 tag=HOST
 up() { cut -d' ' -f1 /proc/uptime; }

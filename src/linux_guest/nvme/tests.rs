@@ -19,6 +19,7 @@ fn result_lines_parse() {
     );
     assert_eq!(field(PERF, "disconnect", "rc_qps").as_deref(), Some("0"));
     assert_eq!(field(PERF, "connect", "nothing"), None);
+    assert_eq!(values(PERF, "fio", "job"), ["randread-4k", "randwrite-4k"]);
     assert!(passed(PERF, Scenario::FioPerf));
     assert!(!passed(PERF, Scenario::Basic));
     let failed = format!("{PERF}RESULT fail checksums differ\n");
@@ -67,4 +68,14 @@ fn every_scenario_has_its_script() {
     let lib = SCRIPTS.iter().find(|(n, _)| *n == "nvme-lib.sh").unwrap().1;
     assert!(lib.contains(&format!("NQN=${{nvme_nqn:-{SUBSYS_NQN}}}")));
     assert!(HOST_NQN.ends_with(HOST_ID));
+}
+
+#[test]
+fn nvme_commands_are_told_apart() {
+    assert!(uses_nvme("nvme-basic.sh $SERVER"));
+    assert!(uses_nvme("/usr/bin/nvme-fio-perf.sh 10.0.0.2"));
+    assert!(uses_nvme("sleep 1; nvmet-target.sh"));
+    assert!(uses_nvme("loadmod nvme-rdma && nvme list"));
+    assert!(!uses_nvme("ib_write_bw -d rxe0 -x $GID -F"));
+    assert!(!uses_nvme("nvme list"));
 }
