@@ -110,12 +110,12 @@ impl Scenario {
     }
 }
 
-/// Whether a Linux command runs one of the NVMe layer's scripts (then it needs
+/// Whether a Linux command runs one of the NVMe layer's scripts or executables (then it needs
 /// [`prepare_nvme_image`]): a word of it names one.
 pub fn uses_nvme(cmd: &str) -> bool {
     cmd.split(|c: char| c.is_whitespace() || c == ';' || c == '&' || c == '|')
         .map(|w| w.rsplit('/').next().unwrap_or(w))
-        .any(|w| SCRIPTS.iter().any(|(name, _)| *name == w))
+        .any(|w| SCRIPTS.iter().any(|(name, _)| *name == w) || BINS.contains(&w))
 }
 
 /// The `RESULT ` lines of a scenario's output: the step and its `name=value` fields.

@@ -77,5 +77,6 @@ fn nvme_commands_are_told_apart() {
     assert!(uses_nvme("sleep 1; nvmet-target.sh"));
     assert!(uses_nvme("loadmod nvme-rdma && nvme list"));
     assert!(!uses_nvme("ib_write_bw -d rxe0 -x $GID -F"));
-    assert!(!uses_nvme("nvme list"));
+    assert!(uses_nvme("nvme list; fio --version"));
+    assert!(!uses_nvme("rping -c -a $SERVER"));
 }
