@@ -1,14 +1,16 @@
-//! The passive side of a connection (rdma_cm's `rdma_listen` / `rdma_accept` role) as a pure
-//! state machine: MADs in, MADs and QP moves out through a [`CmTransport`], time passed in.
+//! Connections in both roles as one pure state machine: the passive side (rdma_cm's
+//! `rdma_listen` / `rdma_accept`) and the active side (`rdma_connect`, [`Cm::connect`]); MADs
+//! in, MADs and QP moves out through a [`CmTransport`], time passed in.
 //!
 //! States and transitions follow Linux `drivers/infiniband/core/cm.c` (`enum ib_cm_state`;
-//! `cm_req_handler`, `cm_rtu_handler`, `cm_dreq_handler`, `cm_drep_handler`,
-//! `cm_rej_handler`, `cm_mra_handler`, `cm_dup_req_handler`, `cm_enter_timewait`,
-//! `cm_process_send_error`) and IBTA vol. 1 chapter 12; SIDR for UD services answers without
-//! keeping state. Left out: alternate paths (LAP/APR) and the active side.
+//! `cm_req_handler`, `cm_rep_handler`, `cm_rtu_handler`, `cm_dreq_handler`,
+//! `cm_drep_handler`, `cm_rej_handler`, `cm_mra_handler`, `cm_dup_req_handler`,
+//! `cm_dup_rep_handler`, `cm_enter_timewait`, `cm_process_send_error`) and IBTA vol. 1
+//! chapter 12; SIDR for UD services answers without keeping state, and asks with
+//! [`Cm::sidr_request`]. Left out: alternate paths (LAP/APR).
 //!
 //! ```
-//! use rdma_cm::passive::*;
+//! use rdma_cm::conn::*;
 //! use rdma_cm::rdma_cm::PortSpace;
 //! use rdma_cm::MAD_LEN;
 //!
@@ -28,7 +30,7 @@
 //!     tid_hi: 1,
 //!     comm_id_seed: 0x1234_5678,
 //! };
-//! let mut cm = Passive::<64>::new(cfg);
+//! let mut cm = Cm::<64>::new(cfg);
 //! cm.listen(PortSpace::Tcp.service_id(4420), 16).unwrap();
 //! # let (peer, mad, now) = (Peer { gid: [0; 16], qpn: 1 }, [0u8; MAD_LEN], 0u64);
 //! // For each datagram received on QP 1, and whenever `cm.next_deadline()` passes:
@@ -56,8 +58,8 @@
 mod types;
 
 pub use types::{
-    iba_time_ns, Accept, CallError, CmConfig, CmEvent, CmTransport, ConnId, Dropped, Peer, QpStep,
-    RtrAttrs, RtsAttrs,
+    ack_timeout, iba_time_ns, Accept, CallError, CmConfig, CmEvent, CmTransport, ConnId, Connect,
+    Dropped, Peer, QpStep, RtrAttrs, RtsAttrs,
 };
 
 use crate::mad::MAD_LEN;
@@ -66,6 +68,7 @@ use crate::msg::{
 };
 use crate::rdma_cm::{udp_sport_from_flow_label, CmaHdr};
 
+mod active;
 mod handlers;
 mod sidr;
 
@@ -78,9 +81,16 @@ pub const MRA_SERVICE_TIMEOUT: u8 = 24;
 /// Most services listened on at once.
 pub const MAX_LISTENERS: usize = 16;
 
-/// A connection's state (cm.c `enum ib_cm_state`, the passive ones).
+/// Most SIDR requests of ours waiting for their answer at once.
+pub const MAX_SIDR_REQUESTS: usize = 16;
+
+/// A connection's state (cm.c `enum ib_cm_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ConnState {
+    /// Active: REQ sent, waiting for the REP (`IB_CM_REQ_SENT`).
+    ReqSent,
+    /// Active: the peer MRAed our REQ (`IB_CM_MRA_REQ_RCVD`).
+    MraReqRcvd,
     /// REQ received, the application not yet answered (`IB_CM_REQ_RCVD`).
     ReqRcvd,
     /// We sent an MRA for the REQ (`IB_CM_MRA_REQ_SENT`).
@@ -116,42 +126,79 @@ struct Listener {
     backlog: usize,
 }
 
+/// Which end of the connection we are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// We sent the REQ (`rdma_connect`).
+    Active,
+    /// We received it (`rdma_listen`).
+    Passive,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Conn {
     id: u32,
+    role: Role,
     remote_id: u32,
     remote_guid: u64,
     tid: u64,
     peer: Peer,
     service_id: u64,
     state: ConnState,
+    /// The REQ received (passive) or sent (active).
     req: Req,
-    /// The QP, once accepted.
+    /// Our QP: the active side's from the start, the passive side's once accepted.
     qpn: Option<u32>,
+    /// The peer's QP (REQ or REP Local QPN; 0 before the REP on the active side).
+    remote_qpn: u32,
+    /// The path's Local ACK Timeout as our QP has it (cm.c `av.timeout`): the REQ's, on the
+    /// active side redone from the REP's Target ACK Delay.
+    ack_timeout: u8,
     /// The last MAD sent: sent again on a timeout or a duplicate.
     last: [u8; MAD_LEN],
     deadline: Option<u64>,
     retries_left: u8,
+    /// How long each try of the MAD in flight waits: the response time, or what the peer's
+    /// MRA asked for (mad.c `ib_modify_mad` changes the wait of the tries left too).
+    retry_ns: u64,
+    /// Destroyed by the application: no more events (it waits out TIMEWAIT).
+    quiet: bool,
 }
 
 impl Conn {
-    /// How long we wait for the peer's answer to a REP or DREQ: the REQ's Local CM Response
-    /// Timeout (cm.c `cm_req_handler` sets `timeout_ms` from it).
+    /// How long we wait for the peer's answer to our REQ, REP or DREQ. Passive: the REQ's
+    /// Local CM Response Timeout (cm.c `cm_req_handler` sets `timeout_ms` from it). Active:
+    /// two packet life times and the REQ's Remote CM Response Timeout (cm.c
+    /// `ib_send_cm_req`).
     fn response_ns(&self) -> u64 {
-        iba_time_ns(self.req.local_cm_response_timeout)
+        match self.role {
+            Role::Passive => iba_time_ns(self.req.local_cm_response_timeout),
+            Role::Active => {
+                let life = self.req.primary.local_ack_timeout.saturating_sub(1);
+                2 * iba_time_ns(life) + iba_time_ns(self.req.remote_cm_response_timeout)
+            }
+        }
+    }
+    /// Starts waiting for the answer to the MAD just sent: `max_cm_retries` tries more,
+    /// each waiting the response time (cm.c `cm_alloc_msg`: `retries`, `timeout_ms`).
+    fn start_wait(&mut self, now: u64) {
+        self.retries_left = self.req.max_cm_retries;
+        self.retry_ns = self.response_ns();
+        self.deadline = Some(now.saturating_add(self.retry_ns));
     }
     /// TIMEWAIT: the ACK timeout of the path (cm.c `cm_enter_timewait`,
     /// `cm_convert_to_ms(av.timeout)`).
     fn timewait_ns(&self) -> u64 {
-        iba_time_ns(self.req.primary.local_ack_timeout)
+        iba_time_ns(self.ack_timeout)
     }
 }
 
-/// The passive side's connections (at most `N`) and listeners.
-pub struct Passive<const N: usize> {
+/// Connections (at most `N`) in either role, listeners, and SIDR requests of ours.
+pub struct Cm<const N: usize> {
     cfg: CmConfig,
     listeners: [Option<Listener>; MAX_LISTENERS],
     conns: [Option<Conn>; N],
+    sidr: [Option<sidr::SidrPending>; MAX_SIDR_REQUESTS],
     next_id: u32,
     /// What was counted.
     pub counters: Counters,
@@ -167,13 +214,14 @@ fn send<T: CmTransport>(
     Ok(b)
 }
 
-impl<const N: usize> Passive<N> {
+impl<const N: usize> Cm<N> {
     /// No listener, no connection.
     pub fn new(cfg: CmConfig) -> Self {
-        Passive {
+        Cm {
             cfg,
             listeners: [None; MAX_LISTENERS],
             conns: [None; N],
+            sidr: [None; MAX_SIDR_REQUESTS],
             next_id: 0,
             counters: Counters::default(),
         }
@@ -215,9 +263,11 @@ impl<const N: usize> Passive<N> {
         self.slot(id.0).map(|i| self.conn(i).state)
     }
 
-    /// When [`Passive::poll`] next has something to do.
+    /// When [`Cm::poll`] next has something to do.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.conns.iter().flatten().filter_map(|c| c.deadline).min()
+        let conns = self.conns.iter().flatten().filter_map(|c| c.deadline);
+        let sidr = self.sidr.iter().flatten().map(|s| s.deadline);
+        conns.chain(sidr).min()
     }
 
     fn slot(&self, id: u32) -> Option<usize> {
@@ -250,7 +300,7 @@ impl<const N: usize> Passive<N> {
         loop {
             self.next_id = self.next_id.wrapping_add(1);
             let id = self.next_id ^ self.cfg.comm_id_seed;
-            if id != 0 && self.slot(id).is_none() {
+            if id != 0 && self.slot(id).is_none() && self.sidr_slot(id).is_none() {
                 return id;
             }
         }
@@ -300,31 +350,19 @@ impl<const N: usize> Passive<N> {
         };
         let mad = CmMad::new(c.tid, CmMsg::Rep(rep));
         let bytes = mad.to_bytes().map_err(CallError::Encode)?;
-        let path = &req.primary;
-        let steps = [
-            QpStep::Init { pkey: req.pkey },
-            QpStep::Rtr(RtrAttrs {
+        let steps = qp_steps(
+            req,
+            Role::Passive,
+            Agreed {
                 dest_qpn: req.local_qpn,
                 rq_psn: a.starting_psn,
-                path_mtu: req.path_mtu,
-                max_dest_rd_atomic: responder_resources,
-                pkey: req.pkey,
-                remote_gid: path.local_gid,
-                local_gid: path.remote_gid,
-                flow_label: path.flow_label,
-                udp_sport: udp_sport_from_flow_label(path.flow_label),
-                hop_limit: path.hop_limit,
-                traffic_class: path.traffic_class,
-                sl: path.sl,
-            }),
-            QpStep::Rts(RtsAttrs {
                 sq_psn: req.starting_psn,
-                timeout: path.local_ack_timeout,
-                retry_cnt: req.retry_count,
-                rnr_retry: req.rnr_retry_count,
+                max_dest_rd_atomic: responder_resources,
                 max_rd_atomic: initiator_depth,
-            }),
-        ];
+                timeout: req.primary.local_ack_timeout,
+                rnr_retry: req.rnr_retry_count,
+            },
+        );
         for s in steps {
             t.modify_qp(a.qpn, s).map_err(CallError::Qp)?;
         }
@@ -333,8 +371,7 @@ impl<const N: usize> Passive<N> {
         c.qpn = Some(a.qpn);
         c.last = bytes;
         c.state = ConnState::RepSent;
-        c.retries_left = c.req.max_cm_retries;
-        c.deadline = Some(now.saturating_add(c.response_ns()));
+        c.start_wait(now);
         Ok(())
     }
 
@@ -348,9 +385,15 @@ impl<const N: usize> Passive<N> {
     ) -> Result<(), CallError<T::QpError>> {
         let (i, c) = self.in_state(id, &[ConnState::ReqRcvd, ConnState::MraReqSent])?;
         let pd = private_data(private).map_err(CallError::Encode)?;
+        // cm.c `cm_format_rej`: our ID only once the peer has it (from our MRA).
+        let local = if c.state == ConnState::ReqRcvd {
+            0
+        } else {
+            c.id
+        };
         let rej = rej_for(
-            &c.req,
-            c.id,
+            c.remote_id,
+            local,
             msg_response::REQ,
             rej_reason::CONSUMER_DEFINED,
             pd,
@@ -396,21 +439,89 @@ impl<const N: usize> Passive<N> {
         let (i, c) = self.in_state(id, &[ConnState::Established])?;
         let qpn = c.qpn.ok_or(CallError::WrongState)?;
         t.modify_qp(qpn, QpStep::Err).map_err(CallError::Qp)?;
-        // cm.c `cm_format_dreq`: Remote QPN/EECN is the peer's QPN.
-        let dreq = Dreq {
-            local_comm_id: c.id,
-            remote_comm_id: c.remote_id,
-            remote_qpn_eecn: c.req.local_qpn,
-            private_data: [0; crate::msg::DREQ_PRIVATE_DATA_LEN],
-        };
-        // cm.c `cm_format_dreq`: a DREQ starts an exchange of its own.
-        let tid = own_tid(self.cfg.tid_hi, c.id);
-        let b = send(t, &c.peer, &CmMad::new(tid, CmMsg::Dreq(dreq))).map_err(CallError::Encode)?;
+        let b = send(t, &c.peer, &self.dreq(&c)).map_err(CallError::Encode)?;
         let c = self.conn_mut(i);
         c.last = b;
         c.state = ConnState::DreqSent;
-        c.retries_left = c.req.max_cm_retries;
-        c.deadline = Some(now.saturating_add(c.response_ns()));
+        c.start_wait(now);
+        Ok(())
+    }
+
+    /// The DREQ of connection `c` (cm.c `cm_format_dreq`: Remote QPN/EECN is the peer's QPN;
+    /// a DREQ starts an exchange of its own).
+    fn dreq(&self, c: &Conn) -> CmMad {
+        let dreq = Dreq {
+            local_comm_id: c.id,
+            remote_comm_id: c.remote_id,
+            remote_qpn_eecn: c.remote_qpn,
+            private_data: [0; crate::msg::DREQ_PRIVATE_DATA_LEN],
+        };
+        CmMad::new(own_tid(self.cfg.tid_hi, c.id), CmMsg::Dreq(dreq))
+    }
+
+    /// Forgets a connection in any state (`rdma_destroy_id`; cm.c `cm_destroy_id`): its QP to
+    /// ERR, the peer told as Linux tells it, and no more events for it. An unanswered REQ of
+    /// ours gets a REJ Timeout naming our CA GUID, a request not yet answered a REJ Consumer
+    /// Defined, and both are gone; an unanswered REP gets a REJ Consumer Defined, an
+    /// established connection one DREQ (not retried), and these wait out TIMEWAIT (with any in
+    /// DREQ_SENT or TIMEWAIT already) before their IDs can return.
+    pub fn destroy<T: CmTransport>(
+        &mut self,
+        now: u64,
+        id: ConnId,
+        t: &mut T,
+    ) -> Result<(), CallError<T::QpError>> {
+        let i = self.slot(id.0).ok_or(CallError::UnknownConn)?;
+        let c = *self.conn(i);
+        if let Some(qpn) = c.qpn {
+            // cma.c `rdma_destroy_id` → `cma_modify_qp_err` precedes it; a failure changes
+            // nothing here.
+            let _ = t.modify_qp(qpn, QpStep::Err);
+        }
+        // cm.c `cm_format_rej`: the message rejected by the state left.
+        let rej = |reason, message_rejected, ari: Option<u64>| {
+            let mut r = rej_for(
+                c.remote_id,
+                c.id,
+                message_rejected,
+                reason,
+                [0; crate::msg::REJ_PRIVATE_DATA_LEN],
+            );
+            if let Some(guid) = ari {
+                r.reject_info_length = 8;
+                r.ari[..8].copy_from_slice(&guid.to_be_bytes());
+            }
+            CmMad::new(c.tid, CmMsg::Rej(r))
+        };
+        let guid = self.cfg.local_ca_guid;
+        let (mad, gone) = match c.state {
+            ConnState::ReqSent | ConnState::MraReqRcvd => (
+                Some(rej(rej_reason::TIMEOUT, msg_response::OTHER, Some(guid))),
+                true,
+            ),
+            ConnState::ReqRcvd | ConnState::MraReqSent => return self.reject(id, &[], t),
+            ConnState::RepSent | ConnState::MraRepRcvd => (
+                Some(rej(rej_reason::CONSUMER_DEFINED, msg_response::OTHER, None)),
+                false,
+            ),
+            ConnState::Established => (Some(self.dreq(&c)), false),
+            ConnState::DreqSent | ConnState::TimeWait => (None, false),
+        };
+        if let Some(mad) = mad {
+            // Every field of these fits its width.
+            let _ = send(t, &c.peer, &mad);
+            if matches!(mad.msg, CmMsg::Rej(_)) {
+                self.counters.rej_sent += 1;
+            }
+        }
+        if gone {
+            self.conns[i] = None;
+        } else {
+            if c.state != ConnState::TimeWait {
+                self.enter_timewait(now, i);
+            }
+            self.conn_mut(i).quiet = true;
+        }
         Ok(())
     }
 
@@ -424,7 +535,10 @@ impl<const N: usize> Passive<N> {
         }
         c.state = ConnState::Established;
         c.deadline = None;
-        Some(CmEvent::Established { id })
+        Some(CmEvent::Established {
+            id,
+            private_data: [0; crate::msg::REP_PRIVATE_DATA_LEN],
+        })
     }
 }
 
@@ -436,9 +550,9 @@ pub const fn own_tid(tid_hi: u32, local_comm_id: u32) -> u64 {
     ((tid_hi as u64) << 32) | local_comm_id.swap_bytes() as u64
 }
 
-/// A REJ answering `req` (cm.c `cm_format_rej`).
+/// A REJ to the peer whose communication ID is `remote_comm_id` (cm.c `cm_format_rej`).
 fn rej_for(
-    req: &Req,
+    remote_comm_id: u32,
     local_comm_id: u32,
     message_rejected: u8,
     reason: u16,
@@ -446,13 +560,67 @@ fn rej_for(
 ) -> Rej {
     Rej {
         local_comm_id,
-        remote_comm_id: req.local_comm_id,
+        remote_comm_id,
         message_rejected,
         reject_info_length: 0,
         reason,
         ari: [0; REJ_ARI_LEN],
         private_data,
     }
+}
+
+/// What the two sides agreed on for one QP, beyond the REQ's path.
+struct Agreed {
+    /// The peer's QPN.
+    dest_qpn: u32,
+    /// The PSN we receive first (the REQ's Starting PSN on the active side, the REP's on
+    /// the passive side).
+    rq_psn: u32,
+    /// The PSN we send first (the other one).
+    sq_psn: u32,
+    /// RDMA READs / atomics we answer at once.
+    max_dest_rd_atomic: u8,
+    /// RDMA READs / atomics we issue at once.
+    max_rd_atomic: u8,
+    /// Our Local ACK Timeout.
+    timeout: u8,
+    /// Our retries of the peer's RNR NAKs (the count the peer asked for).
+    rnr_retry: u8,
+}
+
+/// The INIT, RTR and RTS of a connection's QP (cm.c `cm_init_qp_init_attr`,
+/// `cm_init_qp_rtr_attr`, `cm_init_qp_rts_attr`): the REQ's path seen from our end, and what
+/// was agreed.
+fn qp_steps(req: &Req, role: Role, a: Agreed) -> [QpStep; 3] {
+    let path = &req.primary;
+    let (local_gid, remote_gid) = match role {
+        Role::Active => (path.local_gid, path.remote_gid),
+        Role::Passive => (path.remote_gid, path.local_gid),
+    };
+    [
+        QpStep::Init { pkey: req.pkey },
+        QpStep::Rtr(RtrAttrs {
+            dest_qpn: a.dest_qpn,
+            rq_psn: a.rq_psn,
+            path_mtu: req.path_mtu,
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            pkey: req.pkey,
+            remote_gid,
+            local_gid,
+            flow_label: path.flow_label,
+            udp_sport: udp_sport_from_flow_label(path.flow_label),
+            hop_limit: path.hop_limit,
+            traffic_class: path.traffic_class,
+            sl: path.sl,
+        }),
+        QpStep::Rts(RtsAttrs {
+            sq_psn: a.sq_psn,
+            timeout: a.timeout,
+            retry_cnt: req.retry_count,
+            rnr_retry: a.rnr_retry,
+            max_rd_atomic: a.max_rd_atomic,
+        }),
+    ]
 }
 
 /// The rdma_cm header of a REQ, if its private data starts with a valid one.
