@@ -382,3 +382,54 @@ fn rping_pattern() {
     assert!(rping_data(58, 64).starts_with("rdma-ping-58: ABC"));
     assert_eq!(rping_data(9, 64).len(), 63);
 }
+
+/// Two Linux peers run rping over the link (the baseline of the unikernel runs, and a check of
+/// this file's helpers against Linux on both ends): the client's `-v` lines are rping's
+/// pattern, one connection's CM exchange (REQ, REP, RTU, DREQ, DREP), ten READs and ten
+/// WRITEs from the server, no TCP, and tshark decodes the same CM MADs.
+#[test]
+fn two_linux_peers_pass_rping() {
+    const T: &str = "two_linux_peers_pass_rping";
+    let img = match linux_guest::prepare_peer_image() {
+        Ok(i) => i,
+        Err(s) => {
+            eprintln!("SKIPPED: {T}: {s}");
+            return;
+        }
+    };
+    let work = linux_guest::cache_dir()
+        .join("runs")
+        .join("linux_pair_rping");
+    let pcap = work.join("link.pcap");
+    // The client starts a few seconds after the server answers ping, so that rping -s listens
+    // (a REQ before rdma_listen draws a REJ, as in the shared perftest_cm_rej capture).
+    let (a, b) = match peer::run_linux_pair(
+        &img,
+        &work,
+        "rping -s -a 10.0.0.1 -v -C 10",
+        "sleep 3; rping -c -a 10.0.0.1 -v -V -C 10",
+        Some(pcap.clone()),
+        false,
+    ) {
+        Ok(r) => r,
+        Err(s) => {
+            eprintln!("SKIPPED: {T}: {s}");
+            return;
+        }
+    };
+    if a.rc != Some(0) || b.rc != Some(0) {
+        eprintln!(
+            "==== A (server) ====\n{}\n==== B (client) ====\n{}",
+            a.console, b.console
+        );
+        panic!("{T}: rc A={:?} B={:?}", a.rc, b.rc);
+    }
+    assert_rping_lines(T, &a.output(), "server ping data: ", 10);
+    assert_rping_lines(T, &b.output(), "ping data: ", 10);
+    let frames = check_pcap(T, &pcap);
+    // B has the unikernel's address in the pair.
+    assert_connected_once(T, &frames, UK, LX);
+    assert_eq!(sent(&frames, "RC_RDMA_READ_REQUEST", LX), 10, "{T}: READs");
+    assert_eq!(sent(&frames, "RC_RDMA_WRITE_ONLY", LX), 10, "{T}: WRITEs");
+    assert_cm_not_tcp(T, &frames, &pcap);
+}
