@@ -32,7 +32,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use apps::oob::{self, Oob, Side};
-use apps::pingpong::{dest_msg, first_difference, parse_dest};
+use apps::pingpong::{dest_msg, first_difference, message, parse_dest};
 use apps::stack::{self, KernelNode};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
@@ -234,21 +234,12 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         let base: Vec<u8> = (0..o.size as usize)
             .map(|i| oob::pattern(SEED, 0, i))
             .collect();
-        let fill = |k: u64| -> Vec<u8> {
-            let mut v = base.clone();
-            let key = (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            for w in v.chunks_exact_mut(8) {
-                let x = u64::from_ne_bytes(w.try_into().unwrap_or([0; 8])) ^ key;
-                w.copy_from_slice(&x.to_ne_bytes());
-            }
-            v
-        };
         let copy_out = core::cell::Cell::new(Duration::ZERO);
         // The message this side sent last: the one rc_pingpong echoes next.
         let last = core::cell::RefCell::new(Vec::new());
         let posting = core::cell::Cell::new(Duration::ZERO);
         let send = |qp: &mut mlx5::QueuePair<_>, k: u64| -> Result<(), alloc::string::String> {
-            let data = fill(k);
+            let data = message(&base, k);
             let tc = Instant::now();
             mr.write(0, &data).map_err(|e| format!("write: {e:?}"))?;
             *last.borrow_mut() = data;
