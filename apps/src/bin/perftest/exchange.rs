@@ -7,12 +7,12 @@ pub(crate) use apps::perftest::{key_msg, parse_key, Dest};
 pub(crate) const VERSION: &[u8] = b"6.06";
 /// `ctx_xchg_data`: the client writes, then reads; the server reads, then writes.
 pub(crate) fn xchg(
-    link: &mut Oob,
+    link: &mut Link,
     client: bool,
     mine: &[u8],
     what: &str,
 ) -> Result<Vec<u8>, String> {
-    let err = |e: OobError| format!("exchange of the {what}: {e}");
+    let err = |e: LinkError| format!("exchange of the {what}: {e}");
     if client {
         link.send(mine).map_err(err)?;
     }
@@ -23,7 +23,7 @@ pub(crate) fn xchg(
     Ok(theirs)
 }
 
-pub(crate) fn send_report(link: &mut Oob, c: bool, r: &Report) -> Result<(), String> {
+pub(crate) fn send_report(link: &mut Link, c: bool, r: &Report) -> Result<(), String> {
     for f in [
         r.size.to_be_bytes(),
         r.iters.to_be_bytes(),
@@ -36,7 +36,7 @@ pub(crate) fn send_report(link: &mut Oob, c: bool, r: &Report) -> Result<(), Str
     Ok(())
 }
 
-pub(crate) fn recv_report(link: &mut Oob, c: bool) -> Result<Report, String> {
+pub(crate) fn recv_report(link: &mut Link, c: bool) -> Result<Report, String> {
     let mut f = [0u64; 5];
     for x in f.iter_mut() {
         let b = xchg(link, c, &[0u8; 8], "reports")?;
