@@ -6,7 +6,7 @@
 use alloc::format;
 use alloc::vec::Vec;
 
-use mlx5::QpEndpoint;
+use mlx5::{QpEndpoint, GRH_BYTES};
 
 use crate::oob;
 
@@ -57,18 +57,12 @@ pub fn message(base: &[u8], k: u64) -> Vec<u8> {
     v
 }
 
-/// The bytes a UD receive buffer starts with, before the message: the GRH, or on RoCE v2
-/// over IPv4 20 bytes of padding and the IPv4 header (Linux include/rdma/ib_verbs.h
-/// `union rdma_network_hdr`; rdma-core libibverbs/man/ibv_poll_cq.3, the 40 bytes of a UD
-/// receive).
-pub const GRH_AREA: usize = 40;
-
-/// The sender's IPv4 address in a UD receive's GRH area on RoCE v2 over IPv4: the IPv4 header
-/// at byte 20 (Linux include/rdma/ib_verbs.h `union rdma_network_hdr` `roce4grh`), version 4
+/// The sender's IPv4 address in a UD receive's GRH area ([`GRH_BYTES`]) on RoCE v2 over IPv4:
+/// the IPv4 header at byte 20 (Linux include/rdma/ib_verbs.h `union rdma_network_hdr` `roce4grh`), version 4
 /// and a 20-byte header (Linux drivers/infiniband/core/verbs.c `ib_get_rdma_header_version`
 /// checks the same before it reads `saddr`, `ib_get_gids_from_rdma_hdr`). None otherwise.
 pub fn grh_ipv4_source(area: &[u8]) -> Option<[u8; 4]> {
-    let ip = area.get(20..GRH_AREA)?;
+    let ip = area.get(20..GRH_BYTES)?;
     (ip[0] == 0x45).then(|| [ip[12], ip[13], ip[14], ip[15]])
 }
 
@@ -126,7 +120,7 @@ mod tests {
 
     #[test]
     fn the_grh_area_names_the_ipv4_sender() {
-        let mut area = [0u8; GRH_AREA];
+        let mut area = [0u8; GRH_BYTES];
         area[20] = 0x45;
         area[32..36].copy_from_slice(&[10, 0, 0, 2]);
         assert_eq!(grh_ipv4_source(&area), Some([10, 0, 0, 2]));
