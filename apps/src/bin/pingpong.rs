@@ -32,6 +32,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use apps::oob::{self, Oob, Side};
+use apps::pingpong::{dest_msg, first_difference, message, parse_dest};
 use apps::stack::{self, KernelNode};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
@@ -127,37 +128,6 @@ fn main(ctx: &AppContext) -> i32 {
             1
         }
     }
-}
-
-/// The 52-byte message of rc_pingpong.c `pp_*_exch_dest`.
-fn dest_msg(ep: &QpEndpoint) -> Vec<u8> {
-    let mut m = format!(
-        "{:04x}:{:06x}:{:06x}:{}",
-        0,
-        ep.qpn,
-        ep.psn,
-        oob::hex(&ep.gid)
-    )
-    .into_bytes();
-    m.push(0);
-    m
-}
-
-/// Parses the peer's message (`sscanf(msg, "%x:%x:%x:%s")` + `wire_gid_to_gid`); the MAC
-/// is not in it (zero).
-fn parse_dest(m: &[u8]) -> Option<QpEndpoint> {
-    let s = core::str::from_utf8(m.split(|&b| b == 0).next()?).ok()?;
-    let mut f = s.split(':');
-    let _lid = u32::from_str_radix(f.next()?, 16).ok()?;
-    let qpn = u32::from_str_radix(f.next()?, 16).ok()?;
-    let psn = u32::from_str_radix(f.next()?, 16).ok()?;
-    let g = oob::unhex(f.next()?)?;
-    Some(QpEndpoint {
-        qpn,
-        psn,
-        gid: g.try_into().ok()?,
-        mac: [0; 6],
-    })
 }
 
 /// The peer's endpoint from its message, with its MAC by ARP for its GID's address.
@@ -264,21 +234,12 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         let base: Vec<u8> = (0..o.size as usize)
             .map(|i| oob::pattern(SEED, 0, i))
             .collect();
-        let fill = |k: u64| -> Vec<u8> {
-            let mut v = base.clone();
-            let key = (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            for w in v.chunks_exact_mut(8) {
-                let x = u64::from_ne_bytes(w.try_into().unwrap_or([0; 8])) ^ key;
-                w.copy_from_slice(&x.to_ne_bytes());
-            }
-            v
-        };
         let copy_out = core::cell::Cell::new(Duration::ZERO);
         // The message this side sent last: the one rc_pingpong echoes next.
         let last = core::cell::RefCell::new(Vec::new());
         let posting = core::cell::Cell::new(Duration::ZERO);
         let send = |qp: &mut mlx5::QueuePair<_>, k: u64| -> Result<(), alloc::string::String> {
-            let data = fill(k);
+            let data = message(&base, k);
             let tc = Instant::now();
             mr.write(0, &data).map_err(|e| format!("write: {e:?}"))?;
             *last.borrow_mut() = data;
@@ -414,17 +375,4 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
     drop(set);
     dev.close().map_err(|_| "teardown refused")?;
     Ok(())
-}
-
-/// The index of the first byte where `a` and `b` differ (or where one ends), comparing a word
-/// at a time and bytes only in the word that differs and in the tail.
-fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
-    let n = a.len().min(b.len());
-    let words = n / 8;
-    let w = (0..words)
-        .find(|&j| a[j * 8..j * 8 + 8] != b[j * 8..j * 8 + 8])
-        .unwrap_or(words);
-    (w * 8..n)
-        .find(|&i| a[i] != b[i])
-        .or((a.len() != b.len()).then_some(n))
 }

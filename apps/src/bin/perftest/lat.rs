@@ -9,7 +9,7 @@ pub(crate) fn poll_byte<H: Hal>(
     off: u64,
     want: u8,
     clock: Option<&Clock>,
-    link: &mut Oob,
+    link: &mut Link,
 ) -> Result<bool, String> {
     let deadline = Deadline::after(WAIT);
     let mut spins = 0u32;

@@ -102,6 +102,7 @@ mod bw;
 mod clock;
 mod exchange;
 mod lat;
+mod link;
 mod recv;
 mod report;
 mod res;
@@ -116,6 +117,7 @@ use bw::*;
 use clock::*;
 use exchange::*;
 use lat::*;
+use link::*;
 use recv::*;
 use report::*;
 use res::*;
@@ -176,7 +178,9 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             }
         }
         let node = KernelNode::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
-        let link = Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?;
+        let link = Link::Tcp(
+            Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?,
+        );
         let (sch, rch) = if o.events {
             (
                 Some(dev.create_comp_channel()),
@@ -294,7 +298,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         let km = key_msg(&me);
         let rem =
             parse_key(&xchg(&mut r.link, c, &km, "keys")?).ok_or("the peer's keys are garbled")?;
-        let hs = |link: &mut Oob, what: &str| -> Result<(), String> {
+        let hs = |link: &mut Link, what: &str| -> Result<(), String> {
             xchg(link, c, &km, what).map(|_| ())
         };
         if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
@@ -344,7 +348,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         let mut notes: Vec<String> = Vec::new();
         // Before the closing exchange (the launcher stops this side a few seconds after Linux's
         // tool ends): this side's own source half is never written by anyone but itself.
-        let close = |link: &mut Oob, mr: &MemoryRegion<_>| -> Result<(), String> {
+        let close = |link: &mut Link, mr: &MemoryRegion<_>| -> Result<(), String> {
             if let Some(at) = first_changed(mr, 0, lay.half)? {
                 return Err(format!("this side's source buffer changed at byte {at}"));
             }
@@ -361,10 +365,10 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             }
             match link.send(DONE) {
                 Ok(())
-                | Err(OobError::Stream {
+                | Err(LinkError::Tcp(OobError::Stream {
                     err: NetError::Reset | NetError::Closed,
                     ..
-                }) => Ok(()),
+                })) => Ok(()),
                 Err(e) => Err(format!("exchange of the done: {e}")),
             }
         };

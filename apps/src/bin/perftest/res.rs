@@ -20,7 +20,7 @@ pub(crate) struct Res<H: Hal> {
     /// no pattern back (`recv::take_recv`).
     pub(crate) recv_dirty: bool,
     /// The exchange's TCP connection and the IP stack under it, polled while the run waits.
-    pub(crate) link: Oob,
+    pub(crate) link: Link,
 }
 
 impl<H: Hal> Res<H> {
@@ -44,13 +44,13 @@ impl<H: Hal> Res<H> {
 
 /// The next completion of `cq`, by polling or, with a channel (`-e`), by arming the CQ and
 /// waiting for its completion event (perftest `ctx_notify_events`). `None` when `stop` reached
-/// its end first. The IP stack under `link` is kept polled meanwhile ([`Oob::tick`]).
+/// its end first. The IP stack under `link` is kept polled meanwhile ([`Link::tick`]).
 pub(crate) fn wait_cq<H: Hal>(
     cq: &mut CompletionQueue<H>,
     ch: Option<&CompletionChannel<H>>,
     events: &mut [u64; 3],
     stop: Option<&Clock>,
-    link: &mut Oob,
+    link: &mut Link,
 ) -> Result<Option<WorkCompletion>, String> {
     let deadline = Deadline::after(WAIT);
     let mut wc = [WorkCompletion::default(); 1];

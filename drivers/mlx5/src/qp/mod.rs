@@ -394,7 +394,7 @@ pub struct RawRecvWr<'a> {
     pub sges: &'a [RawSge],
 }
 
-/// An RC queue pair.
+/// A queue pair: RC, UD or the GSI QP.
 pub struct QueuePair<H: Hal> {
     pub(crate) ctx: Arc<CtxInner<H>>,
     /// The Q counter set the QP is attached to ([`QueuePair::set_counter_set`]); held so the
@@ -460,6 +460,10 @@ pub struct QueuePair<H: Hal> {
     /// there before anything reads the binding's stamp.
     last_stamp: u32,
     destroyed: bool,
+    /// The service type (RC, UD, GSI).
+    service: Service,
+    /// A datagram QP's Q_Key (what RST2INIT gives it); 0 for RC.
+    qkey: u32,
 }
 
 // SAFETY: raw pointers point into `buf` / `db`, which the QP owns, and into `shared.sq`
@@ -531,28 +535,31 @@ pub fn udp_sport(lqpn: u32, rqpn: u32) -> u16 {
     let mut v = lqpn as u64 * rqpn as u64;
     v ^= v >> 20;
     v ^= v >> 40;
-    let fl = (v & 0xf_ffff) as u32;
-    let low = (fl & 0x3fff) ^ ((fl & 0xfc000) >> 14);
-    (low | 0xc000) as u16
+    crate::ah::flow_label_to_udp_sport((v & 0xf_ffff) as u32)
 }
 
 mod binding;
 mod create;
+pub mod gsi;
 mod raw;
 mod rc;
 mod recv;
 mod send;
 mod state;
+mod ud;
 
 pub(crate) use crate::wq::{slot_meta, SqSlot, WqShared};
 pub(crate) use binding::Binding;
 pub use binding::{BoundMr, BoundSge};
 use create::Layout;
-pub(crate) use create::{create, create_fre};
+pub(crate) use create::{create, create_datagram, create_fre};
+pub use gsi::{GSI_QKEY, GSI_QPN};
 pub(crate) use rc::{
     local_inv_body, umr_ctrl, wc_opcode, LOCAL_INV_DS, WC_OP_BIND, WC_OP_LOCAL_INV,
 };
 use send::{ctrl_tpl, put32, put64};
+pub(crate) use ud::{datagram_seg, Service};
+pub use ud::{UdDest, GRH_BYTES};
 
 #[cfg(test)]
 mod tests;

@@ -60,6 +60,15 @@ impl<H: Hal> QueuePair<H> {
         self.counter.as_ref().map_or(0, |s| s.id.into())
     }
 
+    /// The connected QP's transitions are refused on a datagram QP
+    /// ([`InvalidInput::ServiceType`]; it has [`QueuePair::activate_datagram`]).
+    fn check_connected(&self) -> Result<()> {
+        if self.service.is_datagram() {
+            return Err(InvalidInput::ServiceType.into());
+        }
+        Ok(())
+    }
+
     pub(super) fn check_state(&self, from: &[u8]) -> Result<()> {
         if from.contains(&self.state) {
             Ok(())
@@ -72,6 +81,7 @@ impl<H: Hal> QueuePair<H> {
     /// access sets `rae` together with the device's `atomic_mode` (Linux ib/qp.c
     /// `set_qpc_atomic_flags`); a device without atomics refuses it ([`Error::Unsupported`]).
     pub fn to_init(&mut self, access: Access) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::RST])?;
         let atomic_mode = if access.contains(Access::REMOTE_ATOMIC) {
             atomic_mode(&self.ctx.caps).ok_or(Error::Unsupported)?
@@ -106,6 +116,7 @@ impl<H: Hal> QueuePair<H> {
     /// ([`InvalidInput::GidIndex`]) and a `max_dest_rd_atomic` above the device's limit
     /// ([`InvalidInput::RdAtomic`]).
     pub fn to_rtr(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::INIT])?;
         let caps = &self.ctx.caps;
         check_remote(remote)?;
@@ -135,6 +146,7 @@ impl<H: Hal> QueuePair<H> {
 
     /// RTR -> RTS with the QP's random initial PSN.
     pub fn to_rts(&mut self, o: &ConnectOptions) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::RTR])?;
         let sra = log_rd_atomic(o.max_rd_atomic, self.ctx.caps.log_max_ra_req_qp)?;
         let (pdn, scqn, rcqn, psn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn, self.psn);
@@ -155,6 +167,7 @@ impl<H: Hal> QueuePair<H> {
     /// failed connect never leaves it half-connected. Should that 2RST fail too, the QP stays
     /// where it was ([`QueuePair::state`] tells) and the first error is returned.
     pub fn connect(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::RST])?;
         rc::check_connect(&self.ctx.caps, remote, o)?;
         let r = self
