@@ -278,6 +278,11 @@ fn ud_pingpong(test: &str, role: peer::Role) {
     if let Some(r) = against_unikernel(test, &cmd, role) {
         let out = r.linux.output();
         assert!(out.contains("100 iters in"), "{test}: {out}");
+        assert!(
+            r.unikernel_output
+                .contains("ud-pingpong: every byte of 100 messages checked, each from QPN"),
+            "{test}: the unikernel's check"
+        );
         let (_, frames) = decode(&run_pcap(test));
         let ud = |from| sent(&frames, "UD_SEND_ONLY", from);
         assert!(
