@@ -16,6 +16,12 @@ pub mod stack;
 /// `netd`'s TCP echo service on a node.
 pub mod echo;
 
+/// `getopt(3)` for the apps that take the options of librdmacm's examples.
+pub mod getopt;
+
+/// rping's protocol (librdmacm/examples/rping.c), both roles, without the HCA.
+pub mod rping;
+
 /// Nodes on an in-memory link for the host tests.
 #[cfg(test)]
 mod testnet;
