@@ -62,16 +62,19 @@ pub struct Opts {
 /// The server options of `tool` in the tool words `args`. The address format (`-f`) must be
 /// `ip` or `name` and the port space (`-P`, udaddy's `-p`) the tool's default; the type of
 /// service (`-t`), the ACK timeout (`-a`) and the bind address (`-b`: the node's own, `ip=`)
-/// are taken and not used; a `-s` (the client side) or `-m` (migrating event channels) is
-/// refused.
-pub fn parse(tool: Tool, args: &[&str]) -> Result<Opts, String> {
+/// are taken and not used; `-m` (migrating event channels) is refused. `-s ADDR` makes the
+/// tool a client: refused, unless the launcher's `role=server` says these are the words of
+/// the Linux client (`role` is `Some(false)`), whose `-s` names this server; an `-s` without
+/// its value is dropped ([`getopt::drop_valueless`]).
+pub fn parse(tool: Tool, args: &[&str], role: Option<bool>) -> Result<Opts, String> {
+    let args = getopt::drop_valueless(args, 's');
     let mut o = Opts {
         connections: 1,
         count: 10,
         size: 100,
         port: tool.default_port(),
     };
-    for opt in getopt(args, tool.spec()).map_err(|e| alloc::format!("{e}"))? {
+    for opt in getopt(&args, tool.spec()).map_err(|e| alloc::format!("{e}"))? {
         let Opt::Flag(c, v) = opt else { continue };
         let v = v.unwrap_or("");
         let num = || getopt::count(v).ok_or(alloc::format!("-{c} {v}: not a count"));
@@ -88,6 +91,7 @@ pub fn parse(tool: Tool, args: &[&str]) -> Result<Opts, String> {
             ('P', Tool::Udaddy) if v.eq_ignore_ascii_case("udp") => {}
             ('f', _) if v.eq_ignore_ascii_case("ip") || v.eq_ignore_ascii_case("name") => {}
             ('b' | 't' | 'a', _) => {}
+            ('s', _) if role == Some(false) => {}
             ('s', _) => return Err("-s: only the server side runs here".into()),
             _ => {
                 return Err(alloc::format!(
@@ -142,7 +146,7 @@ mod tests {
 
     #[test]
     fn the_tools_defaults_and_options() {
-        let o = parse(Tool::Cmatose, &[]).unwrap();
+        let o = parse(Tool::Cmatose, &[], None).unwrap();
         assert_eq!(
             o,
             Opts {
@@ -155,6 +159,7 @@ mod tests {
         let o = parse(
             Tool::Cmatose,
             &["-c", "4", "-C20", "-S", "1000", "-p", "9000"],
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -166,26 +171,34 @@ mod tests {
                 port: 9000
             }
         );
-        assert_eq!(parse(Tool::Udaddy, &[]).unwrap().port, 7174);
+        assert_eq!(parse(Tool::Udaddy, &[], None).unwrap().port, 7174);
         assert_eq!(
-            parse(Tool::Udaddy, &["-p", "0x111", "-P", "udp"])
+            parse(Tool::Udaddy, &["-p", "0x111", "-P", "udp"], None)
                 .unwrap()
                 .port,
             7174
         );
-        assert_eq!(parse(Tool::Udaddy, &["-S", "0"]).unwrap().count, 0);
-        assert!(parse(Tool::Udaddy, &["-p", "9000"]).is_err());
-        assert!(parse(Tool::Cmatose, &["-P", "ib"]).is_err());
-        assert!(parse(Tool::Cmatose, &["-s", "10.0.0.1"]).is_err());
-        assert!(parse(Tool::Cmatose, &["-m"]).is_err());
-        assert!(parse(Tool::Udaddy, &["-m"]).is_err(), "udaddy has no -m");
-        assert!(parse(Tool::Cmatose, &["-f", "gid"]).is_err());
-        assert!(parse(Tool::Cmatose, &["-C", "x"]).is_err());
+        assert_eq!(parse(Tool::Udaddy, &["-S", "0"], None).unwrap().count, 0);
+        assert!(parse(Tool::Udaddy, &["-p", "9000"], None).is_err());
+        assert!(parse(Tool::Cmatose, &["-P", "ib"], None).is_err());
+        assert!(parse(Tool::Cmatose, &["-s", "10.0.0.1"], None).is_err());
+        assert!(parse(Tool::Cmatose, &["-m"], None).is_err());
+        // The Linux client's words, as the launcher hands them with role=server.
+        let o = parse(Tool::Cmatose, &["-s", "10.0.0.2", "-c", "2"], Some(false)).unwrap();
+        assert_eq!(o.connections, 2);
+        let o = parse(Tool::Udaddy, &["-s", "-C", "5"], Some(false)).unwrap();
+        assert_eq!(o.count, 5);
+        assert!(
+            parse(Tool::Udaddy, &["-m"], None).is_err(),
+            "udaddy has no -m"
+        );
+        assert!(parse(Tool::Cmatose, &["-f", "gid"], None).is_err());
+        assert!(parse(Tool::Cmatose, &["-C", "x"], None).is_err());
     }
 
     #[test]
     fn the_tally_waits_for_every_connection_and_every_disconnect() {
-        let o = parse(Tool::Cmatose, &["-c", "2"]).unwrap();
+        let o = parse(Tool::Cmatose, &["-c", "2"], None).unwrap();
         let mut t = Tally::default();
         assert!(!t.all_came(&o));
         t.connected = 1;

@@ -70,6 +70,25 @@ pub fn getopt<'a>(args: &[&'a str], spec: &str) -> Result<Vec<Opt<'a>>, GetoptEr
     Ok(out)
 }
 
+/// `args` without the option `-letter` where its value is missing: the launcher's Linux-peer
+/// runs hand the app the Linux tool's words with the `$SERVER` operand taken out
+/// (`rping -c -a $SERVER` reaches the unikernel server as `rping -c -a`), so the option that
+/// named the server is left without its value.
+pub fn drop_valueless<'a>(args: &[&'a str], letter: char) -> Vec<&'a str> {
+    let mut flag = [0u8; 4];
+    let flag = &*letter.encode_utf8(&mut flag);
+    let mut out = Vec::with_capacity(args.len());
+    for (i, &w) in args.iter().enumerate() {
+        let bare = w.strip_prefix('-') == Some(flag);
+        let next = args.get(i + 1);
+        if bare && next.is_none_or(|n| n.starts_with('-')) {
+            continue;
+        }
+        out.push(w);
+    }
+    out
+}
+
 /// A count option's value: a decimal number (the tools' `atoi`, without its silent zero for
 /// garbage).
 pub fn count(v: &str) -> Option<u32> {
@@ -101,6 +120,14 @@ mod tests {
         assert_eq!(
             getopt(&["-v", "--", "-a"], "a:v"),
             Ok(alloc::vec![Opt::Flag('v', None), Opt::Operand("-a")])
+        );
+        assert_eq!(
+            drop_valueless(&["-c", "-a", "-v", "-C", "10", "-a"], 'a'),
+            alloc::vec!["-c", "-v", "-C", "10"]
+        );
+        assert_eq!(
+            drop_valueless(&["-a", "10.0.0.1", "-v"], 'a'),
+            alloc::vec!["-a", "10.0.0.1", "-v"]
         );
         assert_eq!(count("12"), Some(12));
         assert_eq!(count("x"), None);

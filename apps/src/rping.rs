@@ -113,7 +113,9 @@ pub struct Opts {
 }
 
 /// The options of the tool words `args`; `role` is the launcher's `role=` (Some(true): client).
+/// An `-a` without its value is dropped ([`getopt::drop_valueless`]).
 pub fn parse(args: &[&str], role: Option<bool>) -> Result<Opts, String> {
+    let args = getopt::drop_valueless(args, 'a');
     let mut o = Opts {
         server: true,
         addr: None,
@@ -125,7 +127,7 @@ pub fn parse(args: &[&str], role: Option<bool>) -> Result<Opts, String> {
         debug: false,
     };
     let mut side = None;
-    for opt in getopt(args, "a:I:Pp:C:S:t:scvVdq").map_err(|e| alloc::format!("{e}"))? {
+    for opt in getopt(&args, "a:I:Pp:C:S:t:scvVdq").map_err(|e| alloc::format!("{e}"))? {
         let Opt::Flag(c, v) = opt else { continue };
         let v = v.unwrap_or("");
         let addr = |v: &str| {
@@ -263,6 +265,11 @@ impl Server {
             write_len: 0,
             pings: 0,
         }
+    }
+
+    /// The bytes of the READ under way (or the last one).
+    pub fn read_len(&self) -> u32 {
+        self.read_len
     }
 
     /// A message arrived: the start buffer (READ it) or the sink (WRITE into it).
@@ -444,6 +451,10 @@ mod tests {
         assert!(parse(&["-S", "65536", "-s"], None).is_err());
         assert!(parse(&["-S", "65535", "-s"], None).is_ok());
         assert!(parse(&["-v"], None).is_err());
+        // The launcher's words of a Linux client, `$SERVER` taken out.
+        let o = parse(&["-c", "-a", "-v", "-C", "10"], Some(false)).unwrap();
+        assert!(o.server && o.verbose && o.addr.is_none());
+        assert_eq!(o.count, 10);
         assert!(parse(&["-s", "-x"], None).is_err());
         assert!(parse(&["-s", "-P"], None).is_err());
     }

@@ -39,7 +39,7 @@ const SEED: u8 = 0x3c;
 fn main(ctx: &AppContext) -> i32 {
     let cmdline = ctx.cmdline.0;
     let args = oob::tool_args(cmdline, "ucmatose");
-    let o = match cmtools::parse(Tool::Cmatose, &args) {
+    let o = match oob::cmdline_role(cmdline).and_then(|r| cmtools::parse(Tool::Cmatose, &args, r)) {
         Ok(o) => o,
         Err(e) => {
             println!("cmatose: {e}");

@@ -42,7 +42,7 @@ const UDP_QKEY: u32 = 0x0123_4567;
 fn main(ctx: &AppContext) -> i32 {
     let cmdline = ctx.cmdline.0;
     let args = oob::tool_args(cmdline, "udaddy");
-    let o = match cmtools::parse(Tool::Udaddy, &args) {
+    let o = match oob::cmdline_role(cmdline).and_then(|r| cmtools::parse(Tool::Udaddy, &args, r)) {
         Ok(o) => o,
         Err(e) => {
             println!("udaddy: {e}");
