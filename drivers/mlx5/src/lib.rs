@@ -42,6 +42,7 @@ extern crate self as mlx5;
 #[cfg(test)]
 extern crate std;
 
+pub mod ah;
 pub mod caps;
 pub mod cmd;
 mod context;

@@ -8,7 +8,7 @@ use mlx5_prm::{cqe, wqe};
 use crate::hal::Hal;
 use crate::wq::{SendCursor, WqShared};
 
-use super::{CqShared, WcHead, WcOpcode, WcStatus, WorkCompletion};
+use super::{CqShared, WcFlags, WcHead, WcOpcode, WcStatus, WorkCompletion};
 
 /// A CQE in the CQ buffer, read field by field (no 64-byte copy).
 #[derive(Clone, Copy)]
@@ -149,11 +149,47 @@ pub(super) unsafe fn send_slow(
         status: WcStatus::Success,
         opcode: REQ_OPCODE[sop.to_ne_bytes()[0] as usize],
         byte_len,
-        imm: None,
         qp_num: q.qpn,
-        vendor_err: 0,
+        ..WorkCompletion::default()
     };
     tail
+}
+
+/// The fields of a successful receive beyond the data (Linux hw/mlx5/cq.c
+/// `handle_responder` for an Ethernet port): the source QP, the GRH flag, immediate data's
+/// flag, the service level (the VLAN priority of a tagged frame, else 0) and the P_Key index
+/// (0: RoCE's P_Key table holds the one default key, which Linux's lookup for QP1 finds at
+/// index 0, and other QPs report 0).
+///
+/// # Safety
+/// `c` points to a whole CQE the device handed over.
+#[inline]
+unsafe fn responder_fields(c: Cqe, wc: &mut WorkCompletion) {
+    use cqe::offset as o;
+    // SAFETY: per the caller; the offsets lie inside mlx5_cqe64.
+    let (flags_rqpn, l4_l3, vlan) = unsafe {
+        (
+            c.be32(o::FLAGS_RQPN),
+            c.u8(o::L4_HDR_TYPE_ETC),
+            c.be16(o::VLAN_INFO),
+        )
+    };
+    wc.src_qp = flags_rqpn & cqe::flags_rqpn::SRC_QP_MASK;
+    let mut f = WcFlags::NONE;
+    if (flags_rqpn >> 28) & 3 != 0 {
+        f = f | WcFlags::GRH;
+    }
+    if wc.imm.is_some() && wc.opcode != WcOpcode::RecvWithInv {
+        f = f | WcFlags::WITH_IMM;
+    }
+    wc.wc_flags = f;
+    // `l4_l3_hdr_type` bit 0: a VLAN tag was present; its PCP is the SL.
+    wc.sl = if l4_l3 & 1 != 0 {
+        (vlan >> 13) as u8 & 7
+    } else {
+        0
+    };
+    wc.pkey_index = 0;
 }
 
 /// Parses one CQE (rdma-core cq.c `mlx5_parse_cqe`, `handle_good_req`, `handle_responder`,
@@ -261,6 +297,9 @@ unsafe fn parse_one<H: Hal>(
                         wc.imm = Some(c.be32(o::IMM_INVAL_PKEY));
                     }
                     _ => wc.opcode = WcOpcode::Recv,
+                }
+                if op != cqe::opcode::RESP_ERR {
+                    responder_fields(c, &mut wc);
                 }
             }
         }

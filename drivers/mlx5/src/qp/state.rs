@@ -60,6 +60,15 @@ impl<H: Hal> QueuePair<H> {
         self.counter.as_ref().map_or(0, |s| s.id.into())
     }
 
+    /// The connected QP's transitions are refused on a datagram QP
+    /// ([`InvalidInput::ServiceType`]; it has [`QueuePair::activate_datagram`]).
+    fn check_connected(&self) -> Result<()> {
+        if self.service.is_datagram() {
+            return Err(InvalidInput::ServiceType.into());
+        }
+        Ok(())
+    }
+
     pub(super) fn check_state(&self, from: &[u8]) -> Result<()> {
         if from.contains(&self.state) {
             Ok(())
@@ -72,6 +81,7 @@ impl<H: Hal> QueuePair<H> {
     /// access sets `rae` together with the device's `atomic_mode` (Linux ib/qp.c
     /// `set_qpc_atomic_flags`); a device without atomics refuses it ([`Error::Unsupported`]).
     pub fn to_init(&mut self, access: Access) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::RST])?;
         let atomic_mode = if access.contains(Access::REMOTE_ATOMIC) {
             atomic_mode(&self.ctx.caps).ok_or(Error::Unsupported)?
@@ -106,13 +116,14 @@ impl<H: Hal> QueuePair<H> {
     /// ([`InvalidInput::GidIndex`]) and a `max_dest_rd_atomic` above the device's limit
     /// ([`InvalidInput::RdAtomic`]).
     pub fn to_rtr(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::INIT])?;
         let caps = &self.ctx.caps;
         check_remote(remote)?;
         check_sgid_index(caps, o.sgid_index)?;
         let log_msg = caps.log_max_msg as u32;
         let rra = log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
-        let sport = udp_sport(self.qpn, remote.qpn);
+        let sport = udp_sport_of(o.flow_label, self.qpn, remote.qpn);
         let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
         let counter_set = self.counter_set_id();
         self.modify(opcode::INIT2RTR_QP, rst2init_qp_in::BYTES, |c| {
@@ -133,11 +144,13 @@ impl<H: Hal> QueuePair<H> {
         Ok(())
     }
 
-    /// RTR -> RTS with the QP's random initial PSN.
+    /// RTR -> RTS with the QP's random initial PSN, or [`ConnectOptions::sq_psn`].
     pub fn to_rts(&mut self, o: &ConnectOptions) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::RTR])?;
         let sra = log_rd_atomic(o.max_rd_atomic, self.ctx.caps.log_max_ra_req_qp)?;
-        let (pdn, scqn, rcqn, psn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn, self.psn);
+        let psn = o.sq_psn.map_or(self.psn, |p| p & 0xff_ffff);
+        let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
         self.modify(opcode::RTR2RTS_QP, rst2init_qp_in::BYTES, |c| {
             let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
             c.set(x(qpc::PD), pdn)
@@ -145,6 +158,7 @@ impl<H: Hal> QueuePair<H> {
                 .set(x(qpc::CQN_RCV), rcqn);
             rc::rts_qpc(c, o, psn, sra);
         })?;
+        self.psn = psn;
         self.set_state(qp::state::RTS);
         Ok(())
     }
@@ -155,6 +169,7 @@ impl<H: Hal> QueuePair<H> {
     /// failed connect never leaves it half-connected. Should that 2RST fail too, the QP stays
     /// where it was ([`QueuePair::state`] tells) and the first error is returned.
     pub fn connect(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::RST])?;
         rc::check_connect(&self.ctx.caps, remote, o)?;
         let r = self

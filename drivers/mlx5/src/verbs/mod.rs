@@ -40,8 +40,9 @@ use crate::mr::{self, Access, Klm, KlmPlan, MkeyParams, PhysChunk, Xlt};
 use crate::qp::{Data, RawSge, MAX_SGE};
 use crate::umr::UmrRes;
 
+pub use crate::ah::{AddressHandle, AhAttr};
 pub use crate::cq::{
-    CompletionChannel, CompletionQueue, CqEvent, WcOpcode, WcStatus, WorkCompletion,
+    CompletionChannel, CompletionQueue, CqEvent, WcFlags, WcOpcode, WcStatus, WorkCompletion,
 };
 pub use crate::eq::AsyncEvent as Event;
 pub use crate::hca::Config as ContextConfig;
@@ -50,7 +51,8 @@ pub(crate) use crate::pd::PdInner;
 pub use crate::pd::ProtectionDomain;
 pub use crate::qp::{
     BoundMr, BoundSge, ConnectOptions, Mtu, PostError, QpAttr, QpCaps, QpEndpoint, QpOptions,
-    QueuePair, RawData, RawRecvWr, RawSendWr, Remote, SendFlags, SendOp,
+    QueuePair, RawData, RawRecvWr, RawSendWr, Remote, SendFlags, SendOp, UdDest, GRH_BYTES,
+    GSI_QKEY, GSI_QPN,
 };
 pub use crate::region::MemoryRegion;
 pub(crate) use crate::region::MrInner;
