@@ -22,6 +22,15 @@ pub mod stack;
 /// `netd`'s TCP echo service on a node.
 pub mod echo;
 
+/// `getopt(3)` for the apps that take the options of librdmacm's examples.
+pub mod getopt;
+
+/// The server sides of cmatose.c and udaddy.c without the HCA: options, bookkeeping.
+pub mod cmtools;
+
+/// rping's protocol (librdmacm/examples/rping.c), both roles, without the HCA.
+pub mod rping;
+
 /// Nodes on an in-memory link for the host tests.
 #[cfg(test)]
 mod testnet;
