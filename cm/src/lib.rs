@@ -9,9 +9,9 @@
 //!   `include/rdma/ibta_vol1_c12.h` declares them, with typed errors for bad input;
 //! - [`rdma_cm`]: the rdma_cm private-data header, the service ID rule and the RoCE UDP
 //!   source port of a connection's flow label;
-//! - [`passive`]: the passive side's connection state machine (listen, connect request,
-//!   accept / reject, RTU, DREQ / DREP, retries, TIMEWAIT) over a [`passive::CmTransport`]
-//!   that sends MADs and moves QPs, with time passed in.
+//! - [`conn`]: the connection state machine in both roles (listen, connect request,
+//!   accept / reject; connect, REP, RTU; DREQ / DREP, retries, TIMEWAIT; SIDR both ways)
+//!   over a [`conn::CmTransport`] that sends MADs and moves QPs, with time passed in.
 //!
 //! ```
 //! use rdma_cm::msg::{rej_reason, CmMad, CmMsg, Rej};
@@ -36,10 +36,10 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod conn;
 mod field;
 pub mod mad;
 pub mod msg;
-pub mod passive;
 pub mod rdma_cm;
 
 pub use mad::{CmError, MadHdr, MAD_LEN};

@@ -13,6 +13,13 @@ pub const ROCE_UDP_SPORT_MIN: u16 = 0xc000;
 /// `RDMA_UDP_QKEY`, set by cma.c `cma_set_qkey`; rdma-core `librdmacm/rdma_cma.h`);
 /// a SIDR_REP tells it to the peer.
 pub const UDP_QKEY: u32 = 0x0123_4567;
+/// How long rdma_cm's CM waits for an answer, and tells the peer it may wait for ours
+/// (4.096 µs × 2^20 ≈ 4.3 s): cma.c `CMA_CM_RESPONSE_TIMEOUT` as Linux 6.1 has it (its REQs
+/// carry it in both CM Response Timeout fields; later trees, e.g. MLNX OFED 24.07's, use 22).
+pub const CM_RESPONSE_TIMEOUT: u8 = 20;
+/// How many times rdma_cm's CM sends a REQ, REP, DREQ or SIDR_REQ again (cma.c
+/// `CMA_MAX_CM_RETRIES`).
+pub const MAX_CM_RETRIES: u8 = 15;
 /// Bits of a GRH flow label (`include/rdma/ib_verbs.h` `IB_GRH_FLOWLABEL_MASK`).
 pub const FLOW_LABEL_MASK: u32 = 0x000f_ffff;
 

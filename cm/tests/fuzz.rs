@@ -6,11 +6,9 @@ mod common;
 
 use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
 use rand_xoshiro::SplitMix64;
+use rdma_cm::conn::{Accept, Cm, CmConfig, CmEvent, CmTransport, ConnId, ConnState, Peer, QpStep};
 use rdma_cm::mad::{attr, MAD_HDR_LEN, MAD_LEN};
 use rdma_cm::msg::{self, Drep, Dreq, Mra, Rej, Rtu, SidrRep, SidrReq};
-use rdma_cm::passive::{
-    Accept, CmConfig, CmEvent, CmTransport, ConnId, ConnState, Passive, Peer, QpStep,
-};
 use rdma_cm::rdma_cm::{CmaHdr, PortSpace};
 use rdma_cm::{CmMad, CmMsg};
 
@@ -183,7 +181,7 @@ fn mutated_mads_into_the_passive_side_never_panic_nor_leak() {
         tid_hi: 2,
         comm_id_seed: 0x77,
     };
-    let mut p = Passive::<8>::new(cfg);
+    let mut p = Cm::<8>::new(cfg);
     p.listen(PortSpace::Tcp.service_id(4420), 4).unwrap();
     p.listen(PortSpace::Tcp.service_id(18515), 4).unwrap();
     // The built SIDR_REQ seed's service.

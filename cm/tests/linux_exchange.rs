@@ -8,9 +8,9 @@ mod common;
 use std::collections::VecDeque;
 
 use common::CapturedMad;
+use rdma_cm::conn::{Accept, Cm, CmConfig, CmEvent, CmTransport, ConnId, Peer, QpStep};
 use rdma_cm::mad::MAD_LEN;
 use rdma_cm::msg::{Rep, Req};
-use rdma_cm::passive::{Accept, CmConfig, CmEvent, CmTransport, ConnId, Passive, Peer, QpStep};
 use rdma_cm::{CmMad, CmMsg};
 
 #[derive(Default)]
@@ -69,7 +69,7 @@ fn target_cfg(exch: &[&CapturedMad], rep: Option<&Rep>, active: std::net::IpAddr
 /// Replays one connection; returns how many target MADs matched.
 fn replay(file: &str, exch: &[&CapturedMad], req: &Req, rep: Option<Rep>) -> usize {
     let active = exch[0].src;
-    let mut p = Passive::<4>::new(target_cfg(exch, rep.as_ref(), active));
+    let mut p = Cm::<4>::new(target_cfg(exch, rep.as_ref(), active));
     if rep.is_some() {
         p.listen(req.service_id, 8).unwrap();
     }
@@ -113,7 +113,7 @@ fn replay(file: &str, exch: &[&CapturedMad], req: &Req, rep: Option<Rep>) -> usi
                 id = Some(new);
             }
             Ok(Some(CmEvent::Established { .. } | CmEvent::Disconnected { .. })) => {}
-            Err(rdma_cm::passive::Dropped::Rejected(8)) => assert!(rep.is_none(), "{what}"),
+            Err(rdma_cm::conn::Dropped::Rejected(8)) => assert!(rep.is_none(), "{what}"),
             other => panic!("{what}: {other:?}"),
         }
     }

@@ -1,8 +1,8 @@
-//! What the passive side's state machine takes and gives: the transport it drives, the QP
-//! moves it asks for, its events, the timing rules.
+//! What the connection state machine takes and gives: the transport it drives, the QP moves it
+//! asks for, what a connect puts in its REQ, its events, the timing rules.
 
 use crate::mad::MAD_LEN;
-use crate::msg::Req;
+use crate::msg::{Req, REJ_PRIVATE_DATA_LEN, REP_PRIVATE_DATA_LEN, SIDR_REP_PRIVATE_DATA_LEN};
 use crate::rdma_cm::CmaHdr;
 
 /// Nanoseconds of an IBA time exponent as Linux's CM waits it: 2^(t-8) ms, at least 1 ms
@@ -11,6 +11,26 @@ use crate::rdma_cm::CmaHdr;
 pub const fn iba_time_ns(t: u8) -> u64 {
     let t = if t > 31 { 31 } else { t };
     (1u64 << t.saturating_sub(8)) * 1_000_000
+}
+
+/// The Local ACK Timeout of a path (4.096 µs × 2^value) from the ACK delay of the CA that
+/// answers (`ca_ack_delay`) and the path's packet life time: the larger of the delay and the
+/// life time + 1, one more when the other is within half of it, at most 31
+/// (`drivers/infiniband/core/cm.c` `cm_ack_timeout`). A REQ carries it with the sender's own
+/// ACK delay; the active side's QP gets it with the REP's Target ACK Delay.
+pub const fn ack_timeout(ca_ack_delay: u8, packet_life_time: u8) -> u8 {
+    let (delay, life) = (ca_ack_delay as u16, packet_life_time as u16);
+    let mut t = life + 1;
+    if t >= delay {
+        t += (delay + 1 >= t) as u16;
+    } else {
+        t = delay + (t + 1 >= delay) as u16;
+    }
+    if t > 31 {
+        31
+    } else {
+        t as u8
+    }
 }
 
 /// A connection's handle: its local communication ID.
@@ -112,11 +132,65 @@ pub struct CmConfig {
     pub max_initiator_depth: u8,
     /// High 32 bits of the transaction IDs of exchanges we start (a DREQ): the MAD agent's
     /// client number in Linux (`drivers/infiniband/core/mad.c` `ib_register_mad_agent`
-    /// `hi_tid`), see [`own_tid`](crate::passive::own_tid).
+    /// `hi_tid`), see [`own_tid`](crate::conn::own_tid).
     pub tid_hi: u32,
     /// Mixed into local communication IDs so a restarted CM does not reuse its old ones
     /// (cm.c `cm_alloc_id_priv`: an xarray index XOR a random operand).
     pub comm_id_seed: u32,
+}
+
+/// What the active side puts in its REQ (`rdma_connect`: Linux cma.c `cma_connect_ib`,
+/// cm.c `ib_send_cm_req` / `cm_format_req`). The QP `qpn` stays in RESET until the REP: then
+/// the machine moves it through INIT, RTR and RTS and sends the RTU (cma.c `cma_rep_recv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Connect<'a> {
+    /// The service asked for ([`crate::rdma_cm::PortSpace::service_id`]).
+    pub service_id: u64,
+    /// Our RC QP (REQ Local QPN), in RESET, receives may be posted.
+    pub qpn: u32,
+    /// The PSN we expect first (REQ Starting PSN: our RQ PSN, the peer's first send PSN;
+    /// random in Linux).
+    pub starting_psn: u32,
+    /// Our GID (REQ Primary Local Port GID; an IPv4-mapped address on RoCE v2).
+    pub local_gid: [u8; 16],
+    /// The peer's GID (REQ Primary Remote Port GID).
+    pub remote_gid: [u8; 16],
+    /// Flow label of the path (REQ Primary Flow Label; rdma_cm's
+    /// [`crate::rdma_cm::roce_flow_label`]); both sides take the RoCE UDP source port from it.
+    pub flow_label: u32,
+    /// Hop limit (REQ Primary Hop Limit; 1 or less marks the path subnet-local).
+    pub hop_limit: u8,
+    /// Traffic class (REQ Primary Traffic Class).
+    pub traffic_class: u8,
+    /// Path MTU (`enum ib_mtu`: 1 = 256 ... 5 = 4096).
+    pub path_mtu: u8,
+    /// P_Key (0xffff on RoCE).
+    pub pkey: u16,
+    /// RDMA READs / atomics we accept as responder (REQ Responder Resources).
+    pub responder_resources: u8,
+    /// RDMA READs / atomics we issue at once (REQ Initiator Depth).
+    pub initiator_depth: u8,
+    /// Transport retries of our QP (REQ Retry Count).
+    pub retry_count: u8,
+    /// The peer's retries of our RNR NAKs (REQ RNR Retry Count).
+    pub rnr_retry_count: u8,
+    /// REQ Primary Local ACK Timeout: [`ack_timeout`]`(our ACK delay, packet life time)`. The
+    /// packet life time is taken back as this − 1 (as cm.c `cm_format_paths_from_req` does):
+    /// it sets how long the REQ waits (below) and, with the REP's Target ACK Delay, our QP's
+    /// ACK timeout (cm.c `cm_rep_handler`).
+    pub local_ack_timeout: u8,
+    /// How long we wait for the peer's REP beyond two packet life times (REQ Remote CM
+    /// Response Timeout; cm.c `ib_send_cm_req`: `timeout_ms`).
+    pub remote_cm_response_timeout: u8,
+    /// How long the peer may wait for our answers (REQ Local CM Response Timeout).
+    pub local_cm_response_timeout: u8,
+    /// REQ, and later DREQ, retransmissions before giving up (REQ Max CM Retries, ≤ 15).
+    pub max_cm_retries: u8,
+    /// Our QP takes its receives from an SRQ (REQ SRQ).
+    pub srq: bool,
+    /// The REQ's private data, the rdma_cm header first when the peer is rdma_cm (≤ 92
+    /// bytes, zero-padded).
+    pub private_data: &'a [u8],
 }
 
 /// What the application says when accepting (librdmacm `struct rdma_conn_param`).
@@ -158,38 +232,70 @@ pub enum CmEvent {
         cma: Option<CmaHdr>,
     },
     /// A SIDR_REQ for a listened UD service (`RDMA_CM_EVENT_CONNECT_REQUEST` on a UD ID):
-    /// answer with [`Passive::sidr_reply`].
+    /// answer with [`Cm::sidr_reply`].
     ///
-    /// [`Passive::sidr_reply`]: crate::passive::Passive::sidr_reply
+    /// [`Cm::sidr_reply`]: crate::conn::Cm::sidr_reply
     SidrRequest {
         /// What the answer needs.
-        ticket: crate::passive::SidrTicket,
+        ticket: crate::conn::SidrTicket,
         /// The rdma_cm header, if the private data starts with a valid one.
         cma: Option<CmaHdr>,
         /// The SIDR_REQ's private data.
         private_data: [u8; crate::msg::SIDR_REQ_PRIVATE_DATA_LEN],
     },
-    /// RTU received, or the first packet arrived ([`Passive::comm_established`])
-    /// (`RDMA_CM_EVENT_ESTABLISHED`).
+    /// The connection carries data (`RDMA_CM_EVENT_ESTABLISHED`): on the passive side the
+    /// RTU came or the first packet arrived ([`Cm::comm_established`]); on the active side
+    /// the REP came, the QP is in RTS and the RTU sent.
     ///
-    /// [`Passive::comm_established`]: crate::passive::Passive::comm_established
+    /// [`Cm::comm_established`]: crate::conn::Cm::comm_established
     Established {
         /// The connection.
         id: ConnId,
+        /// The REP's private data on the active side (cma.c `cma_set_rep_event_data`: all
+        /// 196 bytes); zero on the passive side (rdma_cm's RTU carries none: cma.c
+        /// `cma_rep_recv` sends it without).
+        private_data: [u8; REP_PRIVATE_DATA_LEN],
     },
-    /// The peer rejected our REP (`RDMA_CM_EVENT_REJECTED`); the QP is in ERR, the
-    /// connection gone.
+    /// The peer rejected our REQ or REP (`RDMA_CM_EVENT_REJECTED`); the QP is in ERR, the
+    /// connection gone (or in TIMEWAIT for reason Stale Connection, cm.c `cm_rej_handler`).
     Rejected {
         /// The connection.
         id: ConnId,
         /// The REJ's reason.
         reason: u16,
+        /// The REJ's private data (cma.c `cma_ib_handler`: all 148 bytes).
+        private_data: [u8; REJ_PRIVATE_DATA_LEN],
     },
-    /// The REP went unanswered through every retry (`RDMA_CM_EVENT_UNREACHABLE`); a REJ
-    /// with reason Timeout was sent, the QP is in ERR, the connection gone.
+    /// The REQ or the REP went unanswered through every retry, or the SIDR_REQ did
+    /// (`RDMA_CM_EVENT_UNREACHABLE`, cm.c `cm_process_send_error`); the QP is in ERR, the
+    /// connection gone. The passive side sent a REJ with reason Timeout.
     Unreachable {
+        /// The connection or SIDR request.
+        id: ConnId,
+    },
+    /// The REP came but our QP could not be moved to RTS (`RDMA_CM_EVENT_CONNECT_ERROR`,
+    /// cma.c `cma_rep_recv`): the QP is in ERR, a REJ (Consumer Defined) was sent, the
+    /// connection is gone.
+    ConnectError {
         /// The connection.
         id: ConnId,
+    },
+    /// The answer to our SIDR_REQ ([`Cm::sidr_request`]; cm.c `cm_sidr_rep_handler`, cma.c
+    /// `cma_sidr_rep_handler`: status Success resolves the UD service, any other is
+    /// `RDMA_CM_EVENT_UNREACHABLE`). The request is gone.
+    ///
+    /// [`Cm::sidr_request`]: crate::conn::Cm::sidr_request
+    SidrReply {
+        /// The request.
+        id: ConnId,
+        /// SIDR_REP Status ([`crate::msg::sidr_status`]).
+        status: u8,
+        /// The service's UD QP.
+        qpn: u32,
+        /// Its Q_Key.
+        qkey: u32,
+        /// The SIDR_REP's private data.
+        private_data: [u8; SIDR_REP_PRIVATE_DATA_LEN],
     },
     /// DREQ received or our DREQ answered or timed out (`RDMA_CM_EVENT_DISCONNECTED`); the
     /// QP is in ERR and the connection in TIMEWAIT.
@@ -215,10 +321,12 @@ pub enum Dropped {
     UnknownConn,
     /// Not expected in the connection's state.
     WrongState,
-    /// A message only an active side receives (REP, SIDR_REP).
+    /// A message this machine does not take.
     Unsupported,
     /// A duplicate REQ: answered again (REP, MRA or REJ) but no new connection.
     DuplicateReq,
+    /// A duplicate REP once established: the RTU sent again.
+    DuplicateRep,
     /// A REQ refused with a REJ (its reason), or a SIDR_REQ with a SIDR_REP (its status).
     Rejected(u16),
 }

@@ -1,14 +1,16 @@
-//! The passive side of a connection (rdma_cm's `rdma_listen` / `rdma_accept` role) as a pure
-//! state machine: MADs in, MADs and QP moves out through a [`CmTransport`], time passed in.
+//! Connections in both roles as one pure state machine: the passive side (rdma_cm's
+//! `rdma_listen` / `rdma_accept`) and the active side (`rdma_connect`, [`Cm::connect`]); MADs
+//! in, MADs and QP moves out through a [`CmTransport`], time passed in.
 //!
 //! States and transitions follow Linux `drivers/infiniband/core/cm.c` (`enum ib_cm_state`;
-//! `cm_req_handler`, `cm_rtu_handler`, `cm_dreq_handler`, `cm_drep_handler`,
-//! `cm_rej_handler`, `cm_mra_handler`, `cm_dup_req_handler`, `cm_enter_timewait`,
-//! `cm_process_send_error`) and IBTA vol. 1 chapter 12; SIDR for UD services answers without
-//! keeping state. Left out: alternate paths (LAP/APR) and the active side.
+//! `cm_req_handler`, `cm_rep_handler`, `cm_rtu_handler`, `cm_dreq_handler`,
+//! `cm_drep_handler`, `cm_rej_handler`, `cm_mra_handler`, `cm_dup_req_handler`,
+//! `cm_dup_rep_handler`, `cm_enter_timewait`, `cm_process_send_error`) and IBTA vol. 1
+//! chapter 12; SIDR for UD services answers without keeping state, and asks with
+//! [`Cm::sidr_request`]. Left out: alternate paths (LAP/APR).
 //!
 //! ```
-//! use rdma_cm::passive::*;
+//! use rdma_cm::conn::*;
 //! use rdma_cm::rdma_cm::PortSpace;
 //! use rdma_cm::MAD_LEN;
 //!
@@ -28,7 +30,7 @@
 //!     tid_hi: 1,
 //!     comm_id_seed: 0x1234_5678,
 //! };
-//! let mut cm = Passive::<64>::new(cfg);
+//! let mut cm = Cm::<64>::new(cfg);
 //! cm.listen(PortSpace::Tcp.service_id(4420), 16).unwrap();
 //! # let (peer, mad, now) = (Peer { gid: [0; 16], qpn: 1 }, [0u8; MAD_LEN], 0u64);
 //! // For each datagram received on QP 1, and whenever `cm.next_deadline()` passes:
@@ -56,8 +58,8 @@
 mod types;
 
 pub use types::{
-    iba_time_ns, Accept, CallError, CmConfig, CmEvent, CmTransport, ConnId, Dropped, Peer, QpStep,
-    RtrAttrs, RtsAttrs,
+    ack_timeout, iba_time_ns, Accept, CallError, CmConfig, CmEvent, CmTransport, ConnId, Connect,
+    Dropped, Peer, QpStep, RtrAttrs, RtsAttrs,
 };
 
 use crate::mad::MAD_LEN;
@@ -66,6 +68,7 @@ use crate::msg::{
 };
 use crate::rdma_cm::{udp_sport_from_flow_label, CmaHdr};
 
+mod active;
 mod handlers;
 mod sidr;
 
@@ -78,9 +81,16 @@ pub const MRA_SERVICE_TIMEOUT: u8 = 24;
 /// Most services listened on at once.
 pub const MAX_LISTENERS: usize = 16;
 
-/// A connection's state (cm.c `enum ib_cm_state`, the passive ones).
+/// Most SIDR requests of ours waiting for their answer at once.
+pub const MAX_SIDR_REQUESTS: usize = 16;
+
+/// A connection's state (cm.c `enum ib_cm_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ConnState {
+    /// Active: REQ sent, waiting for the REP (`IB_CM_REQ_SENT`).
+    ReqSent,
+    /// Active: the peer MRAed our REQ (`IB_CM_MRA_REQ_RCVD`).
+    MraReqRcvd,
     /// REQ received, the application not yet answered (`IB_CM_REQ_RCVD`).
     ReqRcvd,
     /// We sent an MRA for the REQ (`IB_CM_MRA_REQ_SENT`).
@@ -116,18 +126,34 @@ struct Listener {
     backlog: usize,
 }
 
+/// Which end of the connection we are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// We sent the REQ (`rdma_connect`).
+    Active,
+    /// We received it (`rdma_listen`).
+    Passive,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Conn {
     id: u32,
+    role: Role,
     remote_id: u32,
     remote_guid: u64,
     tid: u64,
     peer: Peer,
     service_id: u64,
     state: ConnState,
+    /// The REQ received (passive) or sent (active).
     req: Req,
-    /// The QP, once accepted.
+    /// Our QP: the active side's from the start, the passive side's once accepted.
     qpn: Option<u32>,
+    /// The peer's QP (REQ or REP Local QPN; 0 before the REP on the active side).
+    remote_qpn: u32,
+    /// The path's Local ACK Timeout as our QP has it (cm.c `av.timeout`): the REQ's, on the
+    /// active side redone from the REP's Target ACK Delay.
+    ack_timeout: u8,
     /// The last MAD sent: sent again on a timeout or a duplicate.
     last: [u8; MAD_LEN],
     deadline: Option<u64>,
@@ -135,23 +161,32 @@ struct Conn {
 }
 
 impl Conn {
-    /// How long we wait for the peer's answer to a REP or DREQ: the REQ's Local CM Response
-    /// Timeout (cm.c `cm_req_handler` sets `timeout_ms` from it).
+    /// How long we wait for the peer's answer to our REQ, REP or DREQ. Passive: the REQ's
+    /// Local CM Response Timeout (cm.c `cm_req_handler` sets `timeout_ms` from it). Active:
+    /// two packet life times and the REQ's Remote CM Response Timeout (cm.c
+    /// `ib_send_cm_req`).
     fn response_ns(&self) -> u64 {
-        iba_time_ns(self.req.local_cm_response_timeout)
+        match self.role {
+            Role::Passive => iba_time_ns(self.req.local_cm_response_timeout),
+            Role::Active => {
+                let life = self.req.primary.local_ack_timeout.saturating_sub(1);
+                2 * iba_time_ns(life) + iba_time_ns(self.req.remote_cm_response_timeout)
+            }
+        }
     }
     /// TIMEWAIT: the ACK timeout of the path (cm.c `cm_enter_timewait`,
     /// `cm_convert_to_ms(av.timeout)`).
     fn timewait_ns(&self) -> u64 {
-        iba_time_ns(self.req.primary.local_ack_timeout)
+        iba_time_ns(self.ack_timeout)
     }
 }
 
-/// The passive side's connections (at most `N`) and listeners.
-pub struct Passive<const N: usize> {
+/// Connections (at most `N`) in either role, listeners, and SIDR requests of ours.
+pub struct Cm<const N: usize> {
     cfg: CmConfig,
     listeners: [Option<Listener>; MAX_LISTENERS],
     conns: [Option<Conn>; N],
+    sidr: [Option<sidr::SidrPending>; MAX_SIDR_REQUESTS],
     next_id: u32,
     /// What was counted.
     pub counters: Counters,
@@ -167,13 +202,14 @@ fn send<T: CmTransport>(
     Ok(b)
 }
 
-impl<const N: usize> Passive<N> {
+impl<const N: usize> Cm<N> {
     /// No listener, no connection.
     pub fn new(cfg: CmConfig) -> Self {
-        Passive {
+        Cm {
             cfg,
             listeners: [None; MAX_LISTENERS],
             conns: [None; N],
+            sidr: [None; MAX_SIDR_REQUESTS],
             next_id: 0,
             counters: Counters::default(),
         }
@@ -215,9 +251,11 @@ impl<const N: usize> Passive<N> {
         self.slot(id.0).map(|i| self.conn(i).state)
     }
 
-    /// When [`Passive::poll`] next has something to do.
+    /// When [`Cm::poll`] next has something to do.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.conns.iter().flatten().filter_map(|c| c.deadline).min()
+        let conns = self.conns.iter().flatten().filter_map(|c| c.deadline);
+        let sidr = self.sidr.iter().flatten().map(|s| s.deadline);
+        conns.chain(sidr).min()
     }
 
     fn slot(&self, id: u32) -> Option<usize> {
@@ -250,7 +288,7 @@ impl<const N: usize> Passive<N> {
         loop {
             self.next_id = self.next_id.wrapping_add(1);
             let id = self.next_id ^ self.cfg.comm_id_seed;
-            if id != 0 && self.slot(id).is_none() {
+            if id != 0 && self.slot(id).is_none() && self.sidr_slot(id).is_none() {
                 return id;
             }
         }
@@ -349,7 +387,7 @@ impl<const N: usize> Passive<N> {
         let (i, c) = self.in_state(id, &[ConnState::ReqRcvd, ConnState::MraReqSent])?;
         let pd = private_data(private).map_err(CallError::Encode)?;
         let rej = rej_for(
-            &c.req,
+            c.remote_id,
             c.id,
             msg_response::REQ,
             rej_reason::CONSUMER_DEFINED,
@@ -400,7 +438,7 @@ impl<const N: usize> Passive<N> {
         let dreq = Dreq {
             local_comm_id: c.id,
             remote_comm_id: c.remote_id,
-            remote_qpn_eecn: c.req.local_qpn,
+            remote_qpn_eecn: c.remote_qpn,
             private_data: [0; crate::msg::DREQ_PRIVATE_DATA_LEN],
         };
         // cm.c `cm_format_dreq`: a DREQ starts an exchange of its own.
@@ -424,7 +462,10 @@ impl<const N: usize> Passive<N> {
         }
         c.state = ConnState::Established;
         c.deadline = None;
-        Some(CmEvent::Established { id })
+        Some(CmEvent::Established {
+            id,
+            private_data: [0; crate::msg::REP_PRIVATE_DATA_LEN],
+        })
     }
 }
 
@@ -436,9 +477,9 @@ pub const fn own_tid(tid_hi: u32, local_comm_id: u32) -> u64 {
     ((tid_hi as u64) << 32) | local_comm_id.swap_bytes() as u64
 }
 
-/// A REJ answering `req` (cm.c `cm_format_rej`).
+/// A REJ to the peer whose communication ID is `remote_comm_id` (cm.c `cm_format_rej`).
 fn rej_for(
-    req: &Req,
+    remote_comm_id: u32,
     local_comm_id: u32,
     message_rejected: u8,
     reason: u16,
@@ -446,7 +487,7 @@ fn rej_for(
 ) -> Rej {
     Rej {
         local_comm_id,
-        remote_comm_id: req.local_comm_id,
+        remote_comm_id,
         message_rejected,
         reject_info_length: 0,
         reason,

@@ -75,8 +75,8 @@ fn accept_params(qpn: u32) -> Accept<'static> {
 }
 
 /// A listener on NVMe-oF's port and one REQ accepted on QP 0x12.
-fn accepted(req: &Req) -> (Passive<4>, Rec, ConnId) {
-    let mut p = Passive::<4>::new(cfg());
+fn accepted(req: &Req) -> (Cm<4>, Rec, ConnId) {
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     p.listen(PortSpace::Tcp.service_id(4420), 8).unwrap();
     let ev = p.on_mad(0, &PEER, &req_bytes(req), &mut t).unwrap();
@@ -87,6 +87,14 @@ fn accepted(req: &Req) -> (Passive<4>, Rec, ConnId) {
     assert_eq!(cma.unwrap().src_port, 49743);
     p.accept(0, id, &accept_params(0x12), &mut t).unwrap();
     (p, t, id)
+}
+
+/// The passive side's Established event (no private data).
+fn established(id: ConnId) -> CmEvent {
+    CmEvent::Established {
+        id,
+        private_data: [0; crate::msg::REP_PRIVATE_DATA_LEN],
+    }
 }
 
 fn rtu(id: ConnId, req: &Req) -> [u8; MAD_LEN] {
@@ -156,7 +164,7 @@ fn req_accept_rtu_moves_the_qp_from_the_req_and_negotiates() {
     assert_eq!(&rep.private_data[..4], &[0, 0, 0x20, 0]);
     assert_eq!(p.state(id), Some(ConnState::RepSent));
     let ev = p.on_mad(1, &PEER, &rtu(id, &req), &mut t).unwrap();
-    assert_eq!(ev, Some(CmEvent::Established { id }));
+    assert_eq!(ev, Some(established(id)));
     assert_eq!(p.next_deadline(), None);
     // A second RTU changes nothing.
     assert_eq!(
@@ -167,7 +175,7 @@ fn req_accept_rtu_moves_the_qp_from_the_req_and_negotiates() {
 
 #[test]
 fn unknown_service_id_gets_rej_reason_8() {
-    let mut p = Passive::<4>::new(cfg());
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     p.listen(PortSpace::Tcp.service_id(18515), 8).unwrap();
     let req = linux_req();
@@ -324,7 +332,7 @@ fn our_disconnect_sends_dreq_and_retries_it() {
     let mut req = linux_req();
     req.max_cm_retries = 1;
     let (mut p, mut t, id) = accepted(&req);
-    assert_eq!(p.comm_established(id), Some(CmEvent::Established { id }));
+    assert_eq!(p.comm_established(id), Some(established(id)));
     p.disconnect(100, id, &mut t).unwrap();
     assert_eq!(t.moves.last(), Some(&(0x12, QpStep::Err)));
     let dreq_mad = t.last();
@@ -363,7 +371,7 @@ fn our_disconnect_sends_dreq_and_retries_it() {
 
 #[test]
 fn backlog_and_table_limits_reject() {
-    let mut p = Passive::<2>::new(cfg());
+    let mut p = Cm::<2>::new(cfg());
     let mut t = Rec::default();
     p.listen(NVME, 1).unwrap();
     assert_eq!(p.listen(NVME, 1), Err(CallError::InUse));
@@ -391,7 +399,7 @@ fn backlog_and_table_limits_reject() {
 
 #[test]
 fn reject_and_failed_qp_moves() {
-    let mut p = Passive::<4>::new(cfg());
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     p.listen(NVME, 8).unwrap();
     let req = linux_req();
@@ -442,7 +450,7 @@ fn peer_rej_and_mra_of_our_rep() {
         Some(5 + iba_time_ns(23) + iba_time_ns(19))
     );
     let rej = rej_for(
-        &req,
+        req.local_comm_id,
         req.local_comm_id,
         msg_response::REP,
         rej_reason::STALE_CONN,
@@ -457,7 +465,8 @@ fn peer_rej_and_mra_of_our_rep() {
         p.on_mad(6, &PEER, &b, &mut t),
         Ok(Some(CmEvent::Rejected {
             id,
-            reason: rej_reason::STALE_CONN
+            reason: rej_reason::STALE_CONN,
+            private_data: [0; REJ_PRIVATE_DATA_LEN],
         }))
     );
     assert_eq!(t.moves.last(), Some(&(0x12, QpStep::Err)));
@@ -466,7 +475,7 @@ fn peer_rej_and_mra_of_our_rep() {
 
 #[test]
 fn unknown_ids_are_dropped_and_unknown_dreq_answered() {
-    let mut p = Passive::<4>::new(cfg());
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     let req = linux_req();
     let ghost = ConnId(0x1234);
@@ -497,7 +506,7 @@ fn unknown_ids_are_dropped_and_unknown_dreq_answered() {
 fn sidr_req_for_a_ud_service_gets_the_qpn_and_qkey() {
     use crate::msg::{sidr_status, SidrReq, SIDR_REQ_PRIVATE_DATA_LEN};
     use crate::rdma_cm::UDP_QKEY;
-    let mut p = Passive::<4>::new(cfg());
+    let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     let sid = PortSpace::Udp.service_id(7174);
     p.listen(sid, 8).unwrap();

@@ -1,16 +1,17 @@
-//! The passive side's answers to received MADs and to its timers.
+//! The answers to received MADs and to the timers, both roles; what only the active side
+//! receives (REP, SIDR_REP) is in `active` and `sidr`.
 
 use super::{
-    cma_of, rej_for, send, CmEvent, CmTransport, Conn, ConnId, ConnState, Dropped, Passive, Peer,
-    QpStep,
+    cma_of, rej_for, send, Cm, CmEvent, CmTransport, Conn, ConnId, ConnState, Dropped, Peer,
+    QpStep, Role,
 };
 use crate::mad::{MadHdr, MAD_LEN};
 use crate::msg::{
     msg_response, rej_reason, transport, CmMad, CmMsg, Drep, Dreq, Mra, Rej, Req, Rtu,
-    REJ_PRIVATE_DATA_LEN, RTU_PRIVATE_DATA_LEN,
+    REJ_PRIVATE_DATA_LEN, REP_PRIVATE_DATA_LEN, RTU_PRIVATE_DATA_LEN,
 };
 
-impl<const N: usize> Passive<N> {
+impl<const N: usize> Cm<N> {
     /// Takes one MAD received on QP 1 from `from` at time `now` (ns).
     pub fn on_mad<T: CmTransport>(
         &mut self,
@@ -26,10 +27,11 @@ impl<const N: usize> Passive<N> {
                 CmMsg::Rtu(rtu) => self.on_rtu(&rtu),
                 CmMsg::Dreq(dreq) => self.on_dreq(now, from, &mad.hdr, &dreq, t),
                 CmMsg::Drep(drep) => self.on_drep(now, &drep),
-                CmMsg::Rej(rej) => self.on_rej(&rej, t),
+                CmMsg::Rej(rej) => self.on_rej(now, &rej, t),
                 CmMsg::Mra(mra) => self.on_mra(now, &mra),
                 CmMsg::SidrReq(req) => self.on_sidr_req(from, &mad.hdr, &req, t),
-                CmMsg::Rep(_) | CmMsg::SidrRep(_) => Err(Dropped::Unsupported),
+                CmMsg::Rep(rep) => self.on_rep(&rep, t),
+                CmMsg::SidrRep(rep) => self.on_sidr_rep(&rep),
             });
         if r.is_err() {
             self.counters.dropped += 1;
@@ -46,7 +48,13 @@ impl<const N: usize> Passive<N> {
         reason: u16,
         t: &mut T,
     ) -> Dropped {
-        let rej = rej_for(req, 0, msg_response::REQ, reason, [0; REJ_PRIVATE_DATA_LEN]);
+        let rej = rej_for(
+            req.local_comm_id,
+            0,
+            msg_response::REQ,
+            reason,
+            [0; REJ_PRIVATE_DATA_LEN],
+        );
         // Every field of this REJ fits its width.
         let _ = send(t, to, &CmMad::new(hdr.tid, CmMsg::Rej(rej)));
         self.counters.rej_sent += 1;
@@ -61,11 +69,11 @@ impl<const N: usize> Passive<N> {
         t: &mut T,
     ) -> Result<Option<CmEvent>, Dropped> {
         // A REQ we know by the sender's ID and CA GUID (cm.c `cm_insert_remote_id`).
-        let dup = self
-            .conns
-            .iter()
-            .flatten()
-            .find(|c| c.remote_id == req.local_comm_id && c.remote_guid == req.local_ca_guid);
+        let dup = self.conns.iter().flatten().find(|c| {
+            c.role == Role::Passive
+                && c.remote_id == req.local_comm_id
+                && c.remote_guid == req.local_ca_guid
+        });
         if let Some(c) = dup.copied() {
             self.counters.duplicate_reqs += 1;
             return Err(self.on_dup_req(&c, hdr, req, t));
@@ -94,6 +102,7 @@ impl<const N: usize> Passive<N> {
         let id = self.new_id();
         self.conns[slot] = Some(Conn {
             id,
+            role: Role::Passive,
             remote_id: req.local_comm_id,
             remote_guid: req.local_ca_guid,
             tid: hdr.tid,
@@ -102,6 +111,8 @@ impl<const N: usize> Passive<N> {
             state: ConnState::ReqRcvd,
             req: *req,
             qpn: None,
+            remote_qpn: req.local_qpn,
+            ack_timeout: req.primary.local_ack_timeout,
             last: [0; MAD_LEN],
             deadline: None,
             retries_left: 0,
@@ -137,7 +148,7 @@ impl<const N: usize> Passive<N> {
             }
             ConnState::TimeWait => {
                 let rej = rej_for(
-                    req,
+                    req.local_comm_id,
                     c.id,
                     msg_response::REQ,
                     rej_reason::STALE_CONN,
@@ -168,7 +179,10 @@ impl<const N: usize> Passive<N> {
         }
         c.state = ConnState::Established;
         c.deadline = None;
-        Ok(Some(CmEvent::Established { id: ConnId(c.id) }))
+        Ok(Some(CmEvent::Established {
+            id: ConnId(c.id),
+            private_data: [0; REP_PRIVATE_DATA_LEN],
+        }))
     }
 
     fn on_dreq<T: CmTransport>(
@@ -213,7 +227,10 @@ impl<const N: usize> Passive<N> {
                 let _ = send(t, &c.peer, &answer);
                 Err(Dropped::WrongState)
             }
-            ConnState::ReqRcvd | ConnState::MraReqSent => Err(Dropped::WrongState),
+            ConnState::ReqRcvd
+            | ConnState::MraReqSent
+            | ConnState::ReqSent
+            | ConnState::MraReqRcvd => Err(Dropped::WrongState),
         }
     }
 
@@ -228,12 +245,20 @@ impl<const N: usize> Passive<N> {
         }))
     }
 
-    /// A REJ of our REP, or the peer giving up on its REQ (cm.c `cm_rej_handler`).
-    fn on_rej<T: CmTransport>(&mut self, rej: &Rej, t: &mut T) -> Result<Option<CmEvent>, Dropped> {
+    /// A REJ of our REQ or REP, or the peer giving up on its REQ (cm.c `cm_rej_handler`,
+    /// `cm_acquire_rejected_id`: a REJ of our REQ is found by our ID alone, the peer's may
+    /// be 0 or its own).
+    fn on_rej<T: CmTransport>(
+        &mut self,
+        now: u64,
+        rej: &Rej,
+        t: &mut T,
+    ) -> Result<Option<CmEvent>, Dropped> {
         let i = self.slot(rej.remote_comm_id).ok_or(Dropped::UnknownConn)?;
         let c = *self.conn(i);
+        let ours_unanswered = matches!(c.state, ConnState::ReqSent | ConnState::MraReqRcvd);
         // A REJ for a REQ we never answered may carry local ID 0 (the timeout REJ).
-        if rej.local_comm_id != c.remote_id && rej.local_comm_id != 0 {
+        if !ours_unanswered && rej.local_comm_id != c.remote_id && rej.local_comm_id != 0 {
             return Err(Dropped::UnknownConn);
         }
         if matches!(
@@ -243,24 +268,36 @@ impl<const N: usize> Passive<N> {
             return Err(Dropped::WrongState);
         }
         if let Some(qpn) = c.qpn {
+            // cma.c `cma_ib_handler` on `IB_CM_REJ_RECEIVED`: `cma_modify_qp_err`.
             let _ = t.modify_qp(qpn, QpStep::Err);
         }
-        self.conns[i] = None;
+        if ours_unanswered && rej.reason == rej_reason::STALE_CONN {
+            // The peer still knows an old connection of ours: wait before the IDs return.
+            self.enter_timewait(now, i);
+        } else {
+            self.conns[i] = None;
+        }
         Ok(Some(CmEvent::Rejected {
             id: ConnId(c.id),
             reason: rej.reason,
+            private_data: rej.private_data,
         }))
     }
 
-    /// The peer needs time before its RTU: wait its service timeout plus the path's
-    /// (cm.c `cm_mra_handler`).
+    /// The peer needs time before its REP (our REQ) or its RTU (our REP): wait its service
+    /// timeout plus the path's ACK timeout (cm.c `cm_mra_handler`, `cm_acquire_mraed_id`: an
+    /// MRA of our REQ is found by our ID alone).
     fn on_mra(&mut self, now: u64, mra: &Mra) -> Result<Option<CmEvent>, Dropped> {
-        let i = self.named(mra.remote_comm_id, mra.local_comm_id)?;
+        let i = match mra.message_mraed {
+            msg_response::REQ => self.slot(mra.remote_comm_id).ok_or(Dropped::UnknownConn)?,
+            _ => self.named(mra.remote_comm_id, mra.local_comm_id)?,
+        };
         let c = self.conn_mut(i);
-        if mra.message_mraed != msg_response::REP || c.state != ConnState::RepSent {
-            return Err(Dropped::WrongState);
-        }
-        c.state = ConnState::MraRepRcvd;
+        c.state = match (mra.message_mraed, c.state) {
+            (msg_response::REQ, ConnState::ReqSent) => ConnState::MraReqRcvd,
+            (msg_response::REP, ConnState::RepSent) => ConnState::MraRepRcvd,
+            _ => return Err(Dropped::WrongState),
+        };
         c.deadline =
             Some(now.saturating_add(super::iba_time_ns(mra.service_timeout) + c.timewait_ns()));
         Ok(None)
@@ -273,8 +310,8 @@ impl<const N: usize> Passive<N> {
         c.deadline = Some(now.saturating_add(c.timewait_ns()));
     }
 
-    /// Runs the timers due at `now`: REP and DREQ retransmissions, their give-up, the end of
-    /// TIMEWAIT. Returns at the first event; call again until `None`.
+    /// Runs the timers due at `now`: REQ, REP, DREQ and SIDR_REQ retransmissions, their
+    /// give-up, the end of TIMEWAIT. Returns at the first event; call again until `None`.
     pub fn poll<T: CmTransport>(&mut self, now: u64, t: &mut T) -> Option<CmEvent> {
         while let Some(i) = self
             .conns
@@ -285,14 +322,18 @@ impl<const N: usize> Passive<N> {
                 return Some(ev);
             }
         }
-        None
+        self.expire_sidr(now, t)
     }
 
     fn expire<T: CmTransport>(&mut self, now: u64, i: usize, t: &mut T) -> Option<CmEvent> {
         let c = *self.conn(i);
         let id = ConnId(c.id);
         match c.state {
-            ConnState::RepSent | ConnState::MraRepRcvd | ConnState::DreqSent
+            ConnState::ReqSent
+            | ConnState::MraReqRcvd
+            | ConnState::RepSent
+            | ConnState::MraRepRcvd
+            | ConnState::DreqSent
                 if c.retries_left > 0 =>
             {
                 t.send_mad(&c.peer, &c.last);
@@ -302,10 +343,19 @@ impl<const N: usize> Passive<N> {
                 c.deadline = Some(now.saturating_add(c.response_ns()));
                 None
             }
+            ConnState::ReqSent | ConnState::MraReqRcvd => {
+                // cm.c `cm_process_send_error`: the REQ went unanswered, back to idle (no REJ
+                // in Linux); cma.c `cma_ib_handler`: `RDMA_CM_EVENT_UNREACHABLE`.
+                if let Some(qpn) = c.qpn {
+                    let _ = t.modify_qp(qpn, QpStep::Err);
+                }
+                self.conns[i] = None;
+                Some(CmEvent::Unreachable { id })
+            }
             ConnState::RepSent | ConnState::MraRepRcvd => {
                 // cm.c `cm_process_send_error`: the REP went unanswered; IBTA: REJ Timeout.
                 let rej = rej_for(
-                    &c.req,
+                    c.remote_id,
                     c.id,
                     msg_response::REP,
                     rej_reason::TIMEOUT,
