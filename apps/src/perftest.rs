@@ -7,7 +7,7 @@ use alloc::format;
 use alloc::vec::Vec;
 
 /// One side's `struct pingpong_dest` as ctx_hand_shake carries it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dest {
     /// Outstanding RDMA READs/atomics it takes (`out_reads`).
     pub out_reads: u32,

@@ -171,7 +171,6 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
     let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
     let dev =
         Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
-    let set = dev.alloc_counter_set().ok();
     let r = (|| -> Result<(), String> {
         // pp_init_ctx: the size must fit the port's active MTU.
         let port = dev
@@ -195,13 +194,9 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             max_recv_wr: o.rx_depth,
             ..QpCaps::default()
         };
-        let mut qp = pd
+        let qp = pd
             .create_ud_qp(&cq, &cq, &caps, QKEY)
             .map_err(|e| format!("create_ud_qp: {e:?}"))?;
-        if let Some(s) = &set {
-            qp.set_counter_set(Some(s))
-                .map_err(|e| format!("the QP's counter set: {e:?}"))?;
-        }
         let me = QpEndpoint {
             gid: oob::ipv4_gid(ip),
             ..qp.endpoint()
@@ -237,10 +232,11 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         Ok(())
     })();
     if r.is_err() {
-        oob::print_counters("ud-pingpong", &dev, set.as_ref());
+        // No Q counter set on the UD QP: binding one (RTS2RTS) is refused for a UD QP today
+        // (BAD_PARAM from the model).
+        oob::print_counters("ud-pingpong", &dev, None);
     }
     r?;
-    drop(set);
     dev.close().map_err(|_| "teardown refused")?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! perftest's out-of-band messages: `ctx_hand_shake` keys, `ctx_xchg_data`, `xchg_bw_reports`.
 
 use super::*;
-pub(crate) use apps::perftest::{key_msg, parse_key, Dest};
+pub(crate) use apps::perftest::{dest_bytes, key_msg, parse_dest_bytes, parse_key, Dest};
 
 /// perftest's version string (configure.ac `AC_INIT([perftest],[6.06])` in 4.5-0.17).
 pub(crate) const VERSION: &[u8] = b"6.06";

@@ -1,4 +1,5 @@
-//! RC queue pairs: CREATE_QP, the state transitions, send and receive WQEs, doorbells.
+//! Queue pairs (RC, UD, the GSI QP): CREATE_QP, the state transitions, send and receive WQEs,
+//! doorbells.
 //!
 //! Sources: rdma-core providers/mlx5/qp.c (`_mlx5_post_send`, `mlx5_post_recv`,
 //! `post_send_db`, `mlx5_bf_copy`), verbs.c (`mlx5_calc_send_wqe`, `mlx5_calc_rwq_size`),
