@@ -22,6 +22,7 @@ use rdma_cm::conn::Peer;
 use rdma_cm::mad::QP1_QKEY;
 use rdma_cm::MAD_LEN;
 
+use crate::arp::{Arp, ArpWait};
 use crate::types::Neighbours;
 
 /// Bytes of one receive: the GRH area and a MAD.
@@ -36,10 +37,6 @@ const HOP_LIMIT: u8 = 64;
 
 /// Work request ids of sends carry this bit; receives are their buffer's index.
 const SEND_TAG: u64 = 1 << 32;
-
-/// How often a MAD waiting for its peer's MAC asks again by ARP (Linux's one second,
-/// `net/ipv4/arp.c` `RETRANS_TIME`, as [`net::ARP_RETRY_US`]).
-const SOLICIT_EVERY_NS: u64 = net::ARP_RETRY_US * 1000;
 
 /// Most MADs waiting for a MAC at once; more are dropped.
 const PENDING_MAX: usize = 32;
@@ -63,11 +60,9 @@ pub struct GsiCounters {
 
 /// A MAD waiting for its peer's MAC.
 struct Pending {
-    ip: [u8; 4],
+    wait: ArpWait,
     to: Peer,
     mad: [u8; MAD_LEN],
-    deadline: u64,
-    next_solicit: u64,
 }
 
 /// QP 1 and its buffers.
@@ -214,22 +209,16 @@ impl<H: Hal> Gsi<H> {
             self.counters.dropped += 1;
             return;
         };
-        if let Some(mac) = nb.lookup(ip) {
-            self.post(to, mac, mad);
-            return;
+        let mut wait = ArpWait::new(now, ip, self.resolve_ns);
+        match wait.check(now, nb) {
+            Arp::Known(mac) => self.post(to, mac, mad),
+            Arp::Waiting if self.pending.len() < PENDING_MAX => self.pending.push(Pending {
+                wait,
+                to: *to,
+                mad: *mad,
+            }),
+            _ => self.counters.dropped += 1,
         }
-        if self.pending.len() >= PENDING_MAX {
-            self.counters.dropped += 1;
-            return;
-        }
-        nb.solicit(ip);
-        self.pending.push(Pending {
-            ip,
-            to: *to,
-            mad: *mad,
-            deadline: now.saturating_add(self.resolve_ns),
-            next_solicit: now.saturating_add(SOLICIT_EVERY_NS),
-        });
     }
 
     /// Sends the waiting MADs whose MAC is known now, asks again for the others, drops those
@@ -237,22 +226,17 @@ impl<H: Hal> Gsi<H> {
     pub(crate) fn flush_pending(&mut self, now: u64, nb: &mut dyn Neighbours) {
         let mut i = 0;
         while i < self.pending.len() {
-            let p = &mut self.pending[i];
-            if let Some(mac) = nb.lookup(p.ip) {
-                let p = self.pending.swap_remove(i);
-                self.post(&p.to, mac, &p.mad);
-                continue;
+            match self.pending[i].wait.check(now, nb) {
+                Arp::Known(mac) => {
+                    let p = self.pending.swap_remove(i);
+                    self.post(&p.to, mac, &p.mad);
+                }
+                Arp::Expired => {
+                    self.pending.swap_remove(i);
+                    self.counters.dropped += 1;
+                }
+                Arp::Waiting => i += 1,
             }
-            if now >= p.deadline {
-                self.pending.swap_remove(i);
-                self.counters.dropped += 1;
-                continue;
-            }
-            if now >= p.next_solicit {
-                p.next_solicit = now.saturating_add(SOLICIT_EVERY_NS);
-                nb.solicit(p.ip);
-            }
-            i += 1;
         }
     }
 

@@ -12,6 +12,7 @@ use mlx5::{CompletionQueue, ProtectionDomain, QueuePair};
 use rdma_cm::conn::{self, Accept, CallError, Cm, CmEvent, ConnId, SidrTicket};
 use rdma_cm::rdma_cm::{CmaAddr, PortSpace, CMA_HDR_LEN};
 
+use crate::arp::{Arp, ArpWait};
 use crate::gsi::{Gsi, GsiCounters};
 use crate::link::Link;
 use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit};
@@ -32,9 +33,11 @@ pub(crate) enum IdState {
     /// A REQ not answered yet.
     Requested,
     /// Active: waiting for the peer's MAC before the REQ goes.
-    Resolving(crate::active::Plan),
+    Resolving(crate::active::Plan, ArpWait),
     /// Active: REQ sent.
     Connecting,
+    /// Passive: accepted, waiting for the peer's MAC before the QP moves and the REP goes.
+    AcceptPending(Deferred, ArpWait),
     /// Passive: REP sent, waiting for the RTU.
     Accepting,
     /// Connected.
@@ -45,6 +48,15 @@ pub(crate) enum IdState {
     UdRequested(SidrTicket),
     /// Over (rejected, unreachable, TIMEWAIT done): only `destroy_id` is left.
     Closed,
+}
+
+/// An accept waiting for the peer's MAC: what [`RdmaCm::accept`] was given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Deferred {
+    private_data: Vec<u8>,
+    responder_resources: u8,
+    initiator_depth: u8,
+    rnr_retry_count: u8,
 }
 
 /// One id.
@@ -185,6 +197,16 @@ impl<H: Hal> RdmaCm<H> {
             .ok_or(CmError::NoSuchId)
     }
 
+    /// The index and connection of `id` when it is in `state` with a connection.
+    fn conn_in(&self, id: CmId, state: &IdState) -> Result<(usize, ConnId), CmError> {
+        let i = self.index(id)?;
+        let e = &self.ids[i];
+        match e.conn {
+            Some(c) if e.state == *state => Ok((i, c)),
+            _ => Err(CmError::WrongState),
+        }
+    }
+
     fn by_conn(&mut self, conn: ConnId) -> Option<&mut Id<H>> {
         self.ids.iter_mut().find(|i| i.conn == Some(conn))
     }
@@ -221,8 +243,9 @@ impl<H: Hal> RdmaCm<H> {
         self.cm.unlisten(ps.service_id(port));
     }
 
-    /// Gives a connection request's id its RC QP (`rdma_create_qp`), in RESET: post its
-    /// receives ([`RdmaCm::qp`]), then [`RdmaCm::accept`] moves it.
+    /// Gives a connection request's id its RC QP (`rdma_create_qp`), moved to INIT at once
+    /// as librdmacm does (`ucma_init_conn_qp`) so receives can be posted
+    /// ([`RdmaCm::qp`]); [`RdmaCm::accept`] moves it on.
     pub fn create_qp(
         &mut self,
         id: CmId,
@@ -236,7 +259,8 @@ impl<H: Hal> RdmaCm<H> {
         if e.qp.is_some() || e.state != IdState::Requested {
             return Err(CmError::WrongState);
         }
-        let qp = pd.create_qp(send_cq, recv_cq, &init.caps)?;
+        let mut qp = pd.create_qp(send_cq, recv_cq, &init.caps)?;
+        qp.to_init(init.access)?;
         let e = &mut self.ids[i];
         e.qp = Some(qp);
         e.access = init.access;
@@ -261,7 +285,10 @@ impl<H: Hal> RdmaCm<H> {
 
     /// Accepts a connection request (`rdma_accept`): its QP goes through INIT, RTR and RTS
     /// with the REQ's path, then the REP goes out; [`Event::Established`] follows the RTU.
-    /// The REP's Starting PSN is random (cma.c `cma_accept_ib`: the id's `seq_num`).
+    /// The REP's Starting PSN is random (cma.c `cma_accept_ib`: the id's `seq_num`). When the
+    /// peer's MAC is not in the neighbour table (a peer that never ARPed us), it is asked
+    /// for and the accept finishes in [`RdmaCm::poll`]; [`Event::AddrError`] (and a REJ) if
+    /// it never comes, [`Event::ConnectError`] (and a REJ) if the accept then fails.
     pub fn accept(
         &mut self,
         now_ns: u64,
@@ -272,25 +299,78 @@ impl<H: Hal> RdmaCm<H> {
         if p.private_data.len() > rdma_cm::msg::REP_PRIVATE_DATA_LEN {
             return Err(CmError::PrivateData(rdma_cm::msg::REP_PRIVATE_DATA_LEN));
         }
-        let i = self.index(id)?;
-        let e = &self.ids[i];
-        let (IdState::Requested, Some(conn)) = (&e.state, e.conn) else {
-            return Err(CmError::WrongState);
+        let (i, conn) = self.conn_in(id, &IdState::Requested)?;
+        if self.ids[i].qp.is_none() {
+            return Err(CmError::NoQp);
+        }
+        let d = Deferred {
+            private_data: p.private_data.to_vec(),
+            responder_resources: p.responder_resources,
+            initiator_depth: p.initiator_depth,
+            rnr_retry_count: p.rnr_retry_count,
         };
-        let qpn = e.qp.as_ref().ok_or(CmError::NoQp)?.qpn();
+        let mut wait = self.arp_wait(now_ns, self.ids[i].remote_ip);
+        if matches!(wait.check(now_ns, nb), Arp::Known(_)) {
+            return self.accept_now(now_ns, i, conn, &d, nb);
+        }
+        self.ids[i].state = IdState::AcceptPending(d, wait);
+        Ok(())
+    }
+
+    /// The accept of id `i` (connection `conn`), the peer's MAC known.
+    fn accept_now(
+        &mut self,
+        now: u64,
+        i: usize,
+        conn: ConnId,
+        d: &Deferred,
+        nb: &mut dyn Neighbours,
+    ) -> Result<(), CmError> {
+        let qpn = self.ids[i].qp.as_ref().ok_or(CmError::NoQp)?.qpn();
         let a = Accept {
             qpn,
             starting_psn: self.random24(),
-            responder_resources: p.responder_resources,
-            initiator_depth: p.initiator_depth,
+            responder_resources: d.responder_resources,
+            initiator_depth: d.initiator_depth,
             flow_control: true,
-            rnr_retry_count: p.rnr_retry_count,
+            rnr_retry_count: d.rnr_retry_count,
             srq: false,
-            private_data: p.private_data,
+            private_data: &d.private_data,
         };
-        self.with_cm(now_ns, nb, |cm, t| cm.accept(now_ns, conn, &a, t))?;
+        self.with_cm(now, nb, |cm, t| cm.accept(now, conn, &a, t))?;
         self.ids[i].state = IdState::Accepting;
         Ok(())
+    }
+
+    /// Accepts waiting for the peer's MAC: done once it is known; at the deadline, or when
+    /// the accept fails then, the request is rejected.
+    pub(crate) fn finish_accepts(&mut self, now: u64, nb: &mut dyn Neighbours) {
+        for i in 0..self.ids.len() {
+            let e = &mut self.ids[i];
+            let (id, conn) = (e.handle, e.conn);
+            let (IdState::AcceptPending(d, wait), Some(conn)) = (&mut e.state, conn) else {
+                continue;
+            };
+            let ev = match wait.check(now, nb) {
+                Arp::Waiting => continue,
+                Arp::Known(_) => {
+                    let d = d.clone();
+                    match self.accept_now(now, i, conn, &d, nb) {
+                        Ok(()) => continue,
+                        Err(_) => Event::ConnectError { id },
+                    }
+                }
+                Arp::Expired => Event::AddrError { id },
+            };
+            let _ = self.with_cm(now, nb, |cm, t| cm.reject(conn, &[], t));
+            self.ids[i].state = IdState::Closed;
+            self.events.push_back(ev);
+        }
+    }
+
+    /// A wait for `ip`'s MAC of the configured length.
+    pub(crate) fn arp_wait(&self, now: u64, ip: [u8; 4]) -> ArpWait {
+        ArpWait::new(now, ip, self.cfg.resolve_timeout_ns)
     }
 
     /// Rejects a connection request (`rdma_reject`): REJ Consumer Defined with
@@ -305,10 +385,7 @@ impl<H: Hal> RdmaCm<H> {
         if private_data.len() > rdma_cm::msg::REJ_PRIVATE_DATA_LEN {
             return Err(CmError::PrivateData(rdma_cm::msg::REJ_PRIVATE_DATA_LEN));
         }
-        let i = self.index(id)?;
-        let (IdState::Requested, Some(conn)) = (&self.ids[i].state, self.ids[i].conn) else {
-            return Err(CmError::WrongState);
-        };
+        let (i, conn) = self.conn_in(id, &IdState::Requested)?;
         self.with_cm(now_ns, nb, |cm, t| cm.reject(conn, private_data, t))?;
         let e = &mut self.ids[i];
         e.state = IdState::Closed;
@@ -325,17 +402,16 @@ impl<H: Hal> RdmaCm<H> {
         id: CmId,
         nb: &mut dyn Neighbours,
     ) -> Result<(), CmError> {
-        let i = self.index(id)?;
-        let (IdState::Established, Some(conn)) = (&self.ids[i].state, self.ids[i].conn) else {
-            return Err(CmError::WrongState);
-        };
+        let (_, conn) = self.conn_in(id, &IdState::Established)?;
         self.with_cm(now_ns, nb, |cm, t| cm.disconnect(now_ns, conn, t))?;
         Ok(())
     }
 
     /// Destroys an id (`rdma_destroy_id`): an unanswered request is rejected, an established
-    /// connection disconnected; its QP goes to ERR, and is destroyed now, or once the
-    /// connection's TIMEWAIT is over when the CM still holds it.
+    /// connection disconnected; its QP goes to ERR, and is destroyed now, or once the CM lets
+    /// go of the connection when it still holds it (TIMEWAIT, or the retries of a REQ still
+    /// unanswered: the CM has no way to cancel one), so its number is not reused while the
+    /// peer may still send to it.
     pub fn destroy_id(
         &mut self,
         now_ns: u64,
@@ -347,7 +423,9 @@ impl<H: Hal> RdmaCm<H> {
         // What the peer is told, as cm.c `cm_destroy_id` does per state; a refusal changes
         // nothing here (the CM's own timers end the connection).
         let _ = match (state, conn) {
-            (IdState::Requested, Some(c)) => self.with_cm(now_ns, nb, |cm, t| cm.reject(c, &[], t)),
+            (IdState::Requested | IdState::AcceptPending(..), Some(c)) => {
+                self.with_cm(now_ns, nb, |cm, t| cm.reject(c, &[], t))
+            }
             (IdState::Established, Some(c)) => {
                 self.with_cm(now_ns, nb, |cm, t| cm.disconnect(now_ns, c, t))
             }
@@ -390,6 +468,7 @@ impl<H: Hal> RdmaCm<H> {
         }
         self.gsi.flush_pending(now_ns, nb);
         self.resolve(now_ns, nb);
+        self.finish_accepts(now_ns, nb);
         self.reap_retired();
         if let Some(e) = self.events.pop_front() {
             return Some(e);

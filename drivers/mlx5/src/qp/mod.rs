@@ -140,6 +140,8 @@ pub struct QpAttr {
     pub atomic_mode: u8,
     /// `qpc.log_ack_req_freq`.
     pub log_ack_req_freq: u8,
+    /// `qpc.q_key`: a datagram QP's Q_Key (`ibv_qp_attr.qkey`).
+    pub qkey: u32,
 }
 
 /// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes; Linux ib/qp.c
