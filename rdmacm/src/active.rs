@@ -236,6 +236,7 @@ impl<H: Hal> RdmaCm<H> {
             local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
             max_cm_retries: MAX_CM_RETRIES,
             srq: false,
+            flow_control: false,
             private_data: &private[..n],
         };
         let conn = self.with_cm(now, nb, |cm, t| cm.connect(now, &to, &c, t))?;

@@ -17,7 +17,8 @@ use crate::gsi::{Gsi, GsiCounters};
 use crate::link::Link;
 use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit};
 
-/// Most connections (and connection requests) the CM tracks at once, TIMEWAIT included.
+/// Most connections (and connection requests) the CM tracks at once, TIMEWAIT included; and
+/// most UD requests waiting for the application's answer.
 pub const MAX_CONNS: usize = 32;
 
 /// Most MADs one [`RdmaCm::poll`] takes from the GSI QP, so a flood cannot hold the caller.
@@ -83,6 +84,8 @@ pub struct RdmaCm<H: Hal> {
     rng: u64,
     /// The device's `local_ca_ack_delay`.
     pub(crate) ack_delay: u8,
+    /// SIDR_REQs refused because [`MAX_CONNS`] were waiting for an answer.
+    pub(crate) ud_refused: u64,
 }
 
 /// The EUI-64 of a MAC: the CA GUID of a RoCE device (Linux `include/net/addrconf.h`
@@ -148,6 +151,7 @@ impl<H: Hal> RdmaCm<H> {
             next_id: 0,
             rng: ctx.random_u64() | 1,
             ack_delay: dev.local_ca_ack_delay,
+            ud_refused: 0,
         })
     }
 
@@ -159,6 +163,11 @@ impl<H: Hal> RdmaCm<H> {
     /// What the CM state machine counted.
     pub fn cm_counters(&self) -> conn::Counters {
         self.cm.counters
+    }
+
+    /// SIDR_REQs refused because [`MAX_CONNS`] UD requests were waiting for an answer.
+    pub fn ud_refused(&self) -> u64 {
+        self.ud_refused
     }
 
     /// The GSI QP's number (1).
@@ -209,6 +218,18 @@ impl<H: Hal> RdmaCm<H> {
 
     fn by_conn(&mut self, conn: ConnId) -> Option<&mut Id<H>> {
         self.ids.iter_mut().find(|i| i.conn == Some(conn))
+    }
+
+    /// The id of `conn`, now over: closed, and no longer naming the connection once the CM
+    /// has let go of it (its number may come back for another).
+    fn close(&mut self, conn: ConnId) -> Option<CmId> {
+        let held = self.cm.state(conn).is_some();
+        let e = self.by_conn(conn)?;
+        e.state = IdState::Closed;
+        if !held {
+            e.conn = None;
+        }
+        Some(e.handle)
     }
 
     /// Runs `f` with the CM and a transport over the GSI service, the ids and `nb`.
@@ -332,7 +353,7 @@ impl<H: Hal> RdmaCm<H> {
             starting_psn: self.random24(),
             responder_resources: d.responder_resources,
             initiator_depth: d.initiator_depth,
-            flow_control: true,
+            flow_control: false,
             rnr_retry_count: d.rnr_retry_count,
             srq: false,
             private_data: &d.private_data,
@@ -364,6 +385,7 @@ impl<H: Hal> RdmaCm<H> {
             };
             let _ = self.with_cm(now, nb, |cm, t| cm.reject(conn, &[], t));
             self.ids[i].state = IdState::Closed;
+            self.ids[i].conn = None;
             self.events.push_back(ev);
         }
     }
@@ -419,18 +441,12 @@ impl<H: Hal> RdmaCm<H> {
         nb: &mut dyn Neighbours,
     ) -> Result<(), CmError> {
         let i = self.index(id)?;
-        let (state, conn) = (self.ids[i].state.clone(), self.ids[i].conn);
-        // What the peer is told, as cm.c `cm_destroy_id` does per state; a refusal changes
-        // nothing here (the CM's own timers end the connection).
-        let _ = match (state, conn) {
-            (IdState::Requested | IdState::AcceptPending(..), Some(c)) => {
-                self.with_cm(now_ns, nb, |cm, t| cm.reject(c, &[], t))
-            }
-            (IdState::Established, Some(c)) => {
-                self.with_cm(now_ns, nb, |cm, t| cm.disconnect(now_ns, c, t))
-            }
-            _ => Ok(()),
-        };
+        let conn = self.ids[i].conn;
+        if let Some(c) = conn {
+            // The CM moves the QP to ERR and tells the peer as cm.c `cm_destroy_id` does in
+            // the connection's state; a connection it no longer holds is no error here.
+            let _ = self.with_cm(now_ns, nb, |cm, t| cm.destroy(now_ns, c, t));
+        }
         let e = self.ids.swap_remove(i);
         if let Some(mut qp) = e.qp {
             let _ = qp.to_err();
@@ -501,7 +517,7 @@ impl<H: Hal> RdmaCm<H> {
                 ticket,
                 cma,
                 private_data,
-            } => self.on_ud_request(ticket, cma, &private_data),
+            } => self.on_ud_request(now, ticket, cma, &private_data, nb),
             CmEvent::Established { id, private_data } => {
                 let e = self.by_conn(id)?;
                 // The active side hears the REP's private data; the passive side's RTU
@@ -521,25 +537,17 @@ impl<H: Hal> RdmaCm<H> {
                 id,
                 reason,
                 private_data,
-            } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::Rejected {
-                    id: e.handle,
-                    reason,
-                    private_data: private_data.to_vec(),
-                })
-            }
-            CmEvent::Unreachable { id } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::Unreachable { id: e.handle })
-            }
-            CmEvent::ConnectError { id } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::ConnectError { id: e.handle })
-            }
+            } => Some(Event::Rejected {
+                id: self.close(id)?,
+                reason,
+                private_data: private_data.to_vec(),
+            }),
+            CmEvent::Unreachable { id } => Some(Event::Unreachable {
+                id: self.close(id)?,
+            }),
+            CmEvent::ConnectError { id } => Some(Event::ConnectError {
+                id: self.close(id)?,
+            }),
             CmEvent::SidrReply {
                 id,
                 status,
@@ -555,11 +563,9 @@ impl<H: Hal> RdmaCm<H> {
                 e.state = IdState::Disconnected;
                 Some(Event::Disconnected { id: e.handle })
             }
-            CmEvent::TimewaitExit { id, .. } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::TimewaitExit { id: e.handle })
-            }
+            CmEvent::TimewaitExit { id, .. } => Some(Event::TimewaitExit {
+                id: self.close(id)?,
+            }),
         }
     }
 
@@ -595,34 +601,6 @@ impl<H: Hal> RdmaCm<H> {
             remote_ip,
             initiator_depth: req.responder_resources,
             responder_resources: req.initiator_depth,
-        })
-    }
-
-    /// A SIDR_REQ for a UD port we listen on.
-    fn on_ud_request(
-        &mut self,
-        ticket: SidrTicket,
-        cma: Option<rdma_cm::rdma_cm::CmaHdr>,
-        private_data: &[u8],
-    ) -> Option<Event> {
-        let remote_ip = match cma.map(|h| h.src) {
-            Some(CmaAddr::V4(ip)) => ip,
-            _ => crate::gsi::ipv4_of_gid(&ticket.peer.gid)?,
-        };
-        let handle = self.new_handle();
-        self.ids.push(Id {
-            handle,
-            conn: None,
-            qp: None,
-            access: Access(0),
-            remote_ip,
-            state: IdState::UdRequested(ticket),
-        });
-        let skip = if cma.is_some() { CMA_HDR_LEN } else { 0 };
-        Some(Event::UdRequest {
-            id: handle,
-            remote_ip,
-            private_data: private_data[skip..].to_vec(),
         })
     }
 }

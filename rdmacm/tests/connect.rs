@@ -76,6 +76,27 @@ fn connect_accept_send_both_ways_disconnect_and_both_qps_are_gone() {
     assert_eq!(a.cm.remote_ip(ia), Some(IP_B));
     assert_eq!(b.cm.remote_ip(ib), Some(IP_A));
 
+    // The QPs as the exchange left them (QUERY_QP): each one's send PSN the other's receive
+    // PSN (REQ and REP Starting PSNs, cm.c `cm_init_qp_rtr_attr` / `cm_init_qp_rts_attr`),
+    // path MTU 1024, minimum RNR timer 0, rping's retries, the REQ's ACK timeout.
+    let qa = a.cm.qp(ia).unwrap().query().unwrap();
+    let qb = b.cm.qp(ib).unwrap().query().unwrap();
+    assert_eq!(qa.dest_qp_num, b.cm.qp(ib).unwrap().qpn());
+    assert_eq!(qb.dest_qp_num, a.cm.qp(ia).unwrap().qpn());
+    assert_eq!(qa.sq_psn, qb.rq_psn);
+    assert_eq!(qb.sq_psn, qa.rq_psn);
+    for q in [&qa, &qb] {
+        assert_eq!(q.state, 3, "RTS");
+        assert_eq!(q.path_mtu, 3);
+        assert_eq!(q.min_rnr_timer, 0);
+        assert_eq!((q.retry_cnt, q.rnr_retry), (7, 7));
+        assert_eq!((q.max_rd_atomic, q.max_dest_rd_atomic), (1, 1));
+    }
+    assert_eq!(
+        qb.timeout, 19,
+        "cm.c cm_ack_timeout(ack delay, rdma_cm's packet life time 18)"
+    );
+
     // A SEND each way on the connected QPs.
     a.send(ia, b"ping over rdma_cm");
     let sent = one_wc(&mut a, &mut b, &clock, true);
@@ -129,6 +150,34 @@ fn connect_accept_send_both_ways_disconnect_and_both_qps_are_gone() {
             "{g:?}"
         );
     }
+}
+
+#[test]
+fn destroying_an_established_id_disconnects_and_its_qp_waits_out_timewait() {
+    let (mut a, mut b, clock) = nodes();
+    let (ia, ib) = connected(&mut a, &mut b, &clock);
+    // cm.c `cm_destroy_id` in ESTABLISHED: one DREQ, then TIMEWAIT; the QP's number stays
+    // taken until it ends.
+    a.cm.destroy_id(clock.now(), ia, &mut a.stack).unwrap();
+    assert_eq!(a.cm.counts(), (0, 1));
+    run(&mut a, &mut b, &clock, |_, b| {
+        b.take(|e| matches!(e, Event::Disconnected { id } if *id == ib).then_some(()))
+            .is_some()
+    });
+    clock.advance(ALL_RETRIES_NS);
+    run(&mut a, &mut b, &clock, |a, b| {
+        b.events
+            .iter()
+            .any(|e| matches!(e, Event::TimewaitExit { id } if *id == ib))
+            && a.cm.counts() == (0, 0)
+    });
+    assert!(
+        a.events.is_empty(),
+        "no event for a destroyed id: {:?}",
+        a.events
+    );
+    b.cm.destroy_id(clock.now(), ib, &mut b.stack).unwrap();
+    assert_eq!(b.cm.counts(), (0, 0));
 }
 
 #[test]
@@ -274,22 +323,140 @@ fn an_unanswered_rep_times_out_and_the_qp_is_destroyed() {
         .unwrap();
     until_timed_out(&mut b, &mut a, &clock, ib);
     assert_eq!(b.cm.counts(), (1, 1));
+    // The CM let go of the connection when it gave up: the QP goes at once.
     b.cm.destroy_id(clock.now(), ib, &mut b.stack).unwrap();
-    // The QP waits for the connection to leave the CM before it goes.
-    clock.advance(ALL_RETRIES_NS);
-    b.step(&clock);
     assert_eq!(b.cm.counts(), (0, 0));
-    // A's REQ is still being retried: its QP goes when the CM gives up on it.
+    // A's REQ is still being retried (A was never polled): destroying the id cancels it
+    // (cm.c `cm_destroy_id`: REJ Timeout) and its QP goes at once, with no event after.
+    let rej = a.cm.cm_counters().rej_sent;
     a.cm.destroy_id(clock.now(), ia, &mut a.stack).unwrap();
-    assert_eq!(a.cm.counts(), (0, 1));
+    assert_eq!(a.cm.cm_counters().rej_sent, rej + 1);
+    assert_eq!(a.cm.counts(), (0, 0));
     for _ in 0..20 {
         clock.advance(ALL_RETRIES_NS / 16);
         a.step(&clock);
     }
-    assert_eq!(a.cm.counts(), (0, 0));
     assert!(
         a.events.is_empty(),
         "no event for a destroyed id: {:?}",
         a.events
     );
+}
+
+#[test]
+fn a_rejection_by_the_application_carries_its_private_data() {
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
+    let ia = a
+        .connect(&clock, IP_B, PORT, &ConnParam::default())
+        .unwrap();
+    let mut ib = None;
+    run(&mut a, &mut b, &clock, |_, b| {
+        ib = b.take(|e| match e {
+            Event::ConnectRequest { id, .. } => Some(*id),
+            _ => None,
+        });
+        ib.is_some()
+    });
+    let ib = ib.unwrap();
+    assert_eq!(
+        b.cm.reject(clock.now(), ib, &[0; 149], &mut b.stack),
+        Err(CmError::PrivateData(148))
+    );
+    b.cm.reject(clock.now(), ib, b"not now", &mut b.stack)
+        .unwrap();
+    // Once answered, the request cannot be answered again.
+    assert_eq!(
+        b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack),
+        Err(CmError::WrongState)
+    );
+    let mut got = None;
+    run(&mut a, &mut b, &clock, |a, _| {
+        got = a.take(|e| match e {
+            Event::Rejected {
+                id,
+                reason,
+                private_data,
+            } if *id == ia => Some((*reason, private_data.clone())),
+            _ => None,
+        });
+        got.is_some()
+    });
+    let (reason, pd) = got.unwrap();
+    assert_eq!(reason, rej_reason::CONSUMER_DEFINED);
+    assert_eq!(&pd[..7], b"not now");
+    for (n, id) in [(&mut a, ia), (&mut b, ib)] {
+        n.cm.destroy_id(clock.now(), id, &mut n.stack).unwrap();
+        assert_eq!(n.cm.counts(), (0, 0));
+    }
+}
+
+#[test]
+fn several_connections_at_once_each_carry_their_own_data() {
+    const N: usize = 4;
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, N).unwrap();
+    let ias: Vec<CmId> = (0..N)
+        .map(|k| {
+            let p = ConnParam {
+                private_data: &[k as u8],
+                ..ConnParam::default()
+            };
+            let id = a.connect(&clock, IP_B, PORT, &p).unwrap();
+            a.post_recv(id, k as u64);
+            id
+        })
+        .collect();
+    // B accepts each request, its QP's receive in the slot the private data names.
+    let mut pairs = Vec::new();
+    run(&mut a, &mut b, &clock, |_, b| {
+        while let Some((ib, k)) = b.take(|e| match e {
+            Event::ConnectRequest {
+                id, private_data, ..
+            } => Some((*id, private_data[0] as usize)),
+            _ => None,
+        }) {
+            b.create_qp(ib);
+            b.post_recv(ib, k as u64);
+            b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack)
+                .unwrap();
+            pairs.push((ias[k], ib, k));
+        }
+        pairs.len() == N
+    });
+    let mut est = 0;
+    run(&mut a, &mut b, &clock, |a, b| {
+        for n in [a, b] {
+            while n
+                .take(|e| matches!(e, Event::Established { .. }).then_some(()))
+                .is_some()
+            {
+                est += 1;
+            }
+        }
+        est == 2 * N
+    });
+    for &(ia, _, k) in &pairs {
+        a.send(ia, &[0xa0 + k as u8; 8]);
+    }
+    let mut got = 0;
+    run(&mut a, &mut b, &clock, |a, b| {
+        while a.poll_cq().is_some() {}
+        while let Some(w) = b.poll_cq() {
+            assert_eq!(w.status, mlx5::WcStatus::Success);
+            got += 1;
+        }
+        got == N
+    });
+    for &(_, _, k) in &pairs {
+        assert_eq!(b.slot(k as u64, 8), [0xa0 + k as u8; 8], "connection {k}");
+    }
+    for &(ia, ib, _) in &pairs {
+        a.cm.destroy_id(clock.now(), ia, &mut a.stack).unwrap();
+        b.cm.destroy_id(clock.now(), ib, &mut b.stack).unwrap();
+    }
+    clock.advance(ALL_RETRIES_NS);
+    run(&mut a, &mut b, &clock, |a, b| {
+        a.cm.counts() == (0, 0) && b.cm.counts() == (0, 0)
+    });
 }

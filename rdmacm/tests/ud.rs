@@ -128,6 +128,41 @@ fn sidr_resolves_a_ud_service_and_datagrams_cross_both_ways() {
 }
 
 #[test]
+fn a_repeated_sidr_req_is_one_request() {
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Udp, PORT, 4).unwrap();
+    let ia =
+        a.cm.ud_resolve(clock.now(), IP_B, PORT, &[], &mut a.stack)
+            .unwrap();
+    run(&mut a, &mut b, &clock, |_, b| !b.events.is_empty());
+    // B thinks; A's SIDR_REQ is sent again (rdma_cm's response timeout, ~4 s, each time).
+    let sent = a.cm.gsi_counters().sent;
+    for _ in 0..3 {
+        clock.advance(4_300_000_000);
+        a.step(&clock);
+    }
+    assert_eq!(a.cm.gsi_counters().sent, sent + 3);
+    run(&mut a, &mut b, &clock, |_, b| {
+        b.cm.gsi_counters().received >= 4
+    });
+    let requests: Vec<_> = b
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::UdRequest { .. }))
+        .collect();
+    assert_eq!(requests.len(), 1, "{:?}", b.events);
+    let Event::UdRequest { id: ib, .. } = requests[0].clone() else {
+        unreachable!()
+    };
+    b.cm.ud_accept(clock.now(), ib, 0x99, UDP_QKEY, &[], &mut b.stack)
+        .unwrap();
+    run(&mut a, &mut b, &clock, |a, _| {
+        a.take(|e| matches!(e, Event::UdResolved { id, qpn: 0x99, .. } if *id == ia).then_some(()))
+            .is_some()
+    });
+}
+
+#[test]
 fn sidr_to_a_port_nobody_listens_on_is_unreachable() {
     let (mut a, mut b, clock) = nodes();
     let ia =
