@@ -1,4 +1,5 @@
-//! RC queue pairs: CREATE_QP, the state transitions, send and receive WQEs, doorbells.
+//! Queue pairs (RC, UD, the GSI QP): CREATE_QP, the state transitions, send and receive WQEs,
+//! doorbells.
 //!
 //! Sources: rdma-core providers/mlx5/qp.c (`_mlx5_post_send`, `mlx5_post_recv`,
 //! `post_send_db`, `mlx5_bf_copy`), verbs.c (`mlx5_calc_send_wqe`, `mlx5_calc_rwq_size`),
@@ -139,6 +140,8 @@ pub struct QpAttr {
     pub atomic_mode: u8,
     /// `qpc.log_ack_req_freq`.
     pub log_ack_req_freq: u8,
+    /// `qpc.q_key`: a datagram QP's Q_Key (`ibv_qp_attr.qkey`).
+    pub qkey: u32,
 }
 
 /// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes; Linux ib/qp.c

@@ -681,12 +681,15 @@ impl<H: Hal> QueuePair<H> {
         Ok(())
     }
 
-    /// Safe layer, step 1: checks a send WR (state, service type, limits), with a datagram
+    /// Safe layer, step 1: checks a send WR (service type, limits, state), with a datagram
     /// segment or without (`dgram`), and returns its WQEBB count.
     #[inline]
     pub(crate) fn check_send(&self, op: &SendOp, data: Data<'_>, dgram: bool) -> Result<u32> {
+        // The WR's own faults first (what it asks of this QP's type and limits), then the
+        // QP's state.
+        let bbs = self.send_wqe_bbs(op, data, dgram)?;
         self.check_can_send()?;
-        self.send_wqe_bbs(op, data, dgram)
+        Ok(bbs)
     }
 
     /// Safe layer, single RDMA WRITE / READ with one SGE, the common case: the region the

@@ -282,6 +282,7 @@ impl<H: Hal> QueuePair<H> {
             access,
             atomic_mode: g(qpc::ATOMIC_MODE) as u8,
             log_ack_req_freq: g(qpc::LOG_ACK_REQ_FREQ) as u8,
+            qkey: g(qpc::Q_KEY),
         })
     }
 

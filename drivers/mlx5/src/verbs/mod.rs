@@ -1,5 +1,6 @@
 //! The verbs API: [`Context`], [`ProtectionDomain`], [`MemoryRegion`], [`CompletionQueue`],
-//! [`QueuePair`] (RC), shaped after libibverbs and safe by default.
+//! [`QueuePair`] (RC, UD, the GSI QP), [`AddressHandle`], shaped after libibverbs and safe by
+//! default.
 //!
 //! Ownership: every object holds an `Arc` of its parents (a QP keeps its PD, CQs and the
 //! context alive), so handles can be dropped in any order; the device objects are destroyed

@@ -1,0 +1,248 @@
+//! The active side: `rdma_resolve_addr` + `rdma_resolve_route` + `rdma_connect` in one call
+//! ([`RdmaCm::connect`]), and the same resolution for UD services ([`RdmaCm::ud_resolve`]).
+//! The peer's MAC comes from the neighbour table, asked for by ARP when missing (Linux
+//! `drivers/infiniband/core/addr.c` `rdma_resolve_ip` → `addr_resolve_neigh`, which sends
+//! the ARP request and waits for the neighbour entry); then the REQ (SIDR_REQ) goes out.
+
+use alloc::vec::Vec;
+
+use mlx5::hal::Hal;
+use mlx5::{CompletionQueue, ProtectionDomain};
+use rdma_cm::conn::{ack_timeout, Connect, Peer};
+use rdma_cm::rdma_cm::{
+    roce_flow_label, CmaAddr, CmaHdr, PortSpace, CMA_HDR_LEN, CM_RESPONSE_TIMEOUT, MAX_CM_RETRIES,
+};
+
+use crate::arp::Arp;
+use crate::service::{Id, IdState, RdmaCm, IBOE_PACKET_LIFETIME};
+use crate::types::{CmError, CmId, ConnParam, Event, Neighbours, QpInit, CONNECT_PRIVATE_DATA_MAX};
+
+/// The QP a connecting id gets (`rdma_create_qp` before `rdma_connect`): created by
+/// [`RdmaCm::connect`] and moved to INIT, then to RTR and RTS by the REP.
+pub struct NewQp<'a, H: Hal> {
+    /// Its PD.
+    pub pd: &'a ProtectionDomain<H>,
+    /// Its send CQ.
+    pub send_cq: &'a CompletionQueue<H>,
+    /// Its receive CQ.
+    pub recv_cq: &'a CompletionQueue<H>,
+    /// Sizes and access.
+    pub init: QpInit,
+}
+
+/// The first and last port rdma_cm picks a source port from: Linux's default
+/// `ip_local_port_range` (cma.c `cma_alloc_any_port` draws from
+/// `inet_get_local_port_range`).
+const LOCAL_PORTS: (u16, u16) = (32768, 60999);
+
+/// What a connecting id sends once its peer's MAC is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    port: u16,
+    ps: PortSpace,
+    private_data: Vec<u8>,
+    responder_resources: u8,
+    initiator_depth: u8,
+    retry_count: u8,
+    rnr_retry_count: u8,
+    /// A SIDR_REQ rather than a REQ.
+    ud: bool,
+}
+
+impl<H: Hal> RdmaCm<H> {
+    /// Connects to `port` of `ps` at `dst` (`rdma_resolve_addr`, `rdma_resolve_route`,
+    /// `rdma_create_qp` and `rdma_connect` of librdmacm in one): creates the id's QP from
+    /// `qp`, in INIT (post its receives through [`RdmaCm::qp`] before polling), sends the REQ
+    /// now if `dst`'s MAC is known, else from [`RdmaCm::poll`] once ARP answers.
+    /// [`Event::Established`] (with the REP's private data), [`Event::Rejected`],
+    /// [`Event::Unreachable`], [`Event::ConnectError`] or [`Event::AddrError`] follow.
+    #[allow(clippy::too_many_arguments)]
+    pub fn connect(
+        &mut self,
+        now_ns: u64,
+        dst: [u8; 4],
+        port: u16,
+        ps: PortSpace,
+        qp: &NewQp<'_, H>,
+        p: &ConnParam<'_>,
+        nb: &mut dyn Neighbours,
+    ) -> Result<CmId, CmError> {
+        if p.private_data.len() > CONNECT_PRIVATE_DATA_MAX {
+            return Err(CmError::PrivateData(CONNECT_PRIVATE_DATA_MAX));
+        }
+        let mut q = qp.pd.create_qp(qp.send_cq, qp.recv_cq, &qp.init.caps)?;
+        q.to_init(qp.init.access)?;
+        let plan = self.plan(port, ps, p, false);
+        let handle = self.new_handle();
+        self.ids.push(Id {
+            handle,
+            conn: None,
+            qp: Some(q),
+            access: qp.init.access,
+            remote_ip: dst,
+            state: IdState::Resolving(plan, self.arp_wait(now_ns, dst)),
+        });
+        self.begin(now_ns, handle, nb)
+    }
+
+    /// Resolves UD service `port` at `dst` (`rdma_resolve_addr` + `rdma_resolve_route` on
+    /// an `RDMA_PS_UDP` id, whose connect sends a SIDR_REQ: cma.c `cma_resolve_ib_udp`):
+    /// [`Event::UdResolved`] brings the service's QPN, Q_Key and an address handle to it;
+    /// [`Event::Unreachable`] or [`Event::AddrError`] end it otherwise. `private_data`
+    /// follows the rdma_cm header (at most 180 bytes).
+    pub fn ud_resolve(
+        &mut self,
+        now_ns: u64,
+        dst: [u8; 4],
+        port: u16,
+        private_data: &[u8],
+        nb: &mut dyn Neighbours,
+    ) -> Result<CmId, CmError> {
+        let max = rdma_cm::msg::SIDR_REQ_PRIVATE_DATA_LEN - CMA_HDR_LEN;
+        if private_data.len() > max {
+            return Err(CmError::PrivateData(max));
+        }
+        let p = ConnParam {
+            private_data,
+            ..ConnParam::default()
+        };
+        let plan = self.plan(port, PortSpace::Udp, &p, true);
+        let handle = self.new_handle();
+        self.ids.push(Id {
+            handle,
+            conn: None,
+            qp: None,
+            access: mlx5::mr::Access(0),
+            remote_ip: dst,
+            state: IdState::Resolving(plan, self.arp_wait(now_ns, dst)),
+        });
+        self.begin(now_ns, handle, nb)
+    }
+
+    fn plan(&self, port: u16, ps: PortSpace, p: &ConnParam<'_>, ud: bool) -> Plan {
+        Plan {
+            port,
+            ps,
+            private_data: p.private_data.to_vec(),
+            responder_resources: p.responder_resources,
+            initiator_depth: p.initiator_depth,
+            retry_count: p.retry_count,
+            rnr_retry_count: p.rnr_retry_count,
+            ud,
+        }
+    }
+
+    /// The first step of a new connecting id: the REQ now if the MAC is known (an error
+    /// takes the id back), else one ARP request.
+    fn begin(&mut self, now: u64, handle: CmId, nb: &mut dyn Neighbours) -> Result<CmId, CmError> {
+        let i = self.ids.len() - 1;
+        let IdState::Resolving(_, wait) = &mut self.ids[i].state else {
+            return Err(CmError::WrongState);
+        };
+        if !matches!(wait.check(now, nb), Arp::Known(_)) {
+            // The request is out; `resolve` goes on from `poll`.
+            return Ok(handle);
+        }
+        if let Err(e) = self.start(now, i, nb) {
+            let id = self.ids.swap_remove(i);
+            if let Some(qp) = id.qp {
+                let _ = qp.destroy();
+            }
+            return Err(e);
+        }
+        Ok(handle)
+    }
+
+    /// Ids waiting for their peer's MAC: the REQ once it is known, [`Event::AddrError`] at
+    /// the deadline (cma.c `addr_handler` with an error status).
+    pub(crate) fn resolve(&mut self, now: u64, nb: &mut dyn Neighbours) {
+        for i in 0..self.ids.len() {
+            let IdState::Resolving(_, wait) = &mut self.ids[i].state else {
+                continue;
+            };
+            let ev = match wait.check(now, nb) {
+                Arp::Waiting => continue,
+                Arp::Known(_) => match self.start(now, i, nb) {
+                    Ok(()) => continue,
+                    Err(_) => Event::Unreachable {
+                        id: self.ids[i].handle,
+                    },
+                },
+                Arp::Expired => Event::AddrError {
+                    id: self.ids[i].handle,
+                },
+            };
+            self.ids[i].state = IdState::Closed;
+            self.events.push_back(ev);
+        }
+    }
+
+    /// Sends id `i`'s REQ (or SIDR_REQ): the rdma_cm header with a fresh source port first
+    /// in the private data (cma.c `cma_format_hdr`), the path as cma.c
+    /// `cma_resolve_iboe_route` makes it (hop limit 64, traffic class 0, the flow label of
+    /// the two ports, P_Key 0xffff), rdma_cm's timeouts and retries (cma.c `cma_connect_ib`).
+    fn start(&mut self, now: u64, i: usize, nb: &mut dyn Neighbours) -> Result<(), CmError> {
+        let IdState::Resolving(plan, _) = self.ids[i].state.clone() else {
+            return Err(CmError::WrongState);
+        };
+        let dst = self.ids[i].remote_ip;
+        let span = u64::from(LOCAL_PORTS.1 - LOCAL_PORTS.0) + 1;
+        let src_port = LOCAL_PORTS.0 + (self.random() % span) as u16;
+        let hdr = CmaHdr {
+            src_port,
+            src: CmaAddr::V4(self.cfg.ip),
+            dst: CmaAddr::V4(dst),
+        };
+        let mut private = [0u8; rdma_cm::msg::SIDR_REQ_PRIVATE_DATA_LEN];
+        let head: &mut [u8; CMA_HDR_LEN] = (&mut private[..CMA_HDR_LEN])
+            .try_into()
+            .map_err(|_| CmError::WrongState)?;
+        hdr.encode(head);
+        let n = CMA_HDR_LEN + plan.private_data.len();
+        private[CMA_HDR_LEN..n].copy_from_slice(&plan.private_data);
+        let remote_gid = mlx5::hca::ipv4_mapped_gid(dst);
+        let to = Peer {
+            gid: remote_gid,
+            qpn: mlx5::GSI_QPN,
+        };
+        let service_id = plan.ps.service_id(plan.port);
+        if plan.ud {
+            let conn = self.with_cm(now, nb, |cm, t| {
+                cm.sidr_request(now, &to, service_id, &private[..n], t)
+            })?;
+            let e = &mut self.ids[i];
+            e.conn = Some(conn);
+            e.state = IdState::Connecting;
+            return Ok(());
+        }
+        let qpn = self.ids[i].qp.as_ref().ok_or(CmError::NoQp)?.qpn();
+        let c = Connect {
+            service_id,
+            qpn,
+            starting_psn: self.random24(),
+            local_gid: mlx5::hca::ipv4_mapped_gid(self.cfg.ip),
+            remote_gid,
+            flow_label: roce_flow_label(src_port, plan.port),
+            hop_limit: 64,
+            traffic_class: 0,
+            path_mtu: self.cfg.path_mtu,
+            pkey: 0xffff,
+            responder_resources: plan.responder_resources,
+            initiator_depth: plan.initiator_depth,
+            retry_count: plan.retry_count,
+            rnr_retry_count: plan.rnr_retry_count,
+            local_ack_timeout: ack_timeout(self.ack_delay, IBOE_PACKET_LIFETIME),
+            remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+            local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+            max_cm_retries: MAX_CM_RETRIES,
+            srq: false,
+            flow_control: false,
+            private_data: &private[..n],
+        };
+        let conn = self.with_cm(now, nb, |cm, t| cm.connect(now, &to, &c, t))?;
+        let e = &mut self.ids[i];
+        e.conn = Some(conn);
+        e.state = IdState::Connecting;
+        Ok(())
+    }
+}
