@@ -55,14 +55,7 @@ pub type HcaCmNode<'a> =
 pub fn on_hca<R>(
     sim: std::sync::Arc<crate::sim::SimHal>,
     cmd: &str,
-    f: impl FnOnce(
-        &mut crate::cm::CmNode<
-            '_,
-            crate::sim::TestHal,
-            mlx5::EthQueue<crate::sim::TestHal>,
-            StdClock,
-        >,
-    ) -> R,
+    f: impl FnOnce(&mut HcaCmNode<'_>) -> R,
 ) -> (R, std::vec::Vec<std::string::String>) {
     use std::sync::{Arc, Mutex};
     let ctx = mlx5::Context::open(crate::sim::TestHal(sim), crate::sim::test_config()).unwrap();
