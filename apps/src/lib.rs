@@ -22,6 +22,9 @@ pub mod stack;
 /// `netd`'s TCP echo service on a node.
 pub mod echo;
 
+/// The apps over rdma_cm: a node with its connection manager, and the loop that polls both.
+pub mod cm;
+
 /// `getopt(3)` for the apps that take the options of librdmacm's examples.
 pub mod getopt;
 
@@ -34,3 +37,9 @@ pub mod rping;
 /// Nodes on an in-memory link for the host tests.
 #[cfg(test)]
 mod testnet;
+
+/// The driver's tests' HAL over the model, for the host tests on emulated HCAs.
+#[cfg(test)]
+#[allow(dead_code, unused_imports)]
+#[path = "../../drivers/mlx5/tests/common/mod.rs"]
+mod sim;

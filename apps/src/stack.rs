@@ -160,6 +160,11 @@ impl<N: Nic, C: Clock> Node<N, C> {
         }
     }
 
+    /// The stack's clock, in microseconds.
+    pub fn now_us(&self) -> u64 {
+        self.stack.now_us()
+    }
+
     /// The clock's time `d` from now, as the stack's deadlines are.
     pub fn deadline(&self, d: Duration) -> u64 {
         self.stack.now_us().saturating_add(micros(d))

@@ -10,6 +10,12 @@ use alloc::string::String;
 
 use crate::getopt::{self, getopt, Opt};
 
+/// cmatose.c's server over rdmacm.
+pub mod cmatose;
+
+/// udaddy.c's server over rdmacm.
+pub mod udaddy;
+
 /// Which of the two tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tool {

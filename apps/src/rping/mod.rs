@@ -14,6 +14,9 @@ use alloc::vec::Vec;
 
 use crate::getopt::{self, getopt, Opt};
 
+/// The two sides over rdmacm.
+pub mod run;
+
 /// rping.c `main`: `cb->port = htobe16(7174)`.
 pub const DEFAULT_PORT: u16 = 7174;
 /// rping.c `main`: `cb->size = 64`.
