@@ -98,7 +98,7 @@ use kernel::time::{Deadline, Instant};
 use kernel::{println, AppContext};
 use mlx5::{
     AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig, Hal,
-    MemoryRegion, Mtu, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
+    MemoryRegion, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
     WcStatus, WorkCompletion,
 };
 use mlx5_kernel::KernelHal;
@@ -392,7 +392,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                 .peer_mac(&rem.gid)
                 .map_err(|e| format!("the peer's MAC: {e}"))?;
             let copts = ConnectOptions {
-                mtu: mtu_of(mtu),
+                mtu: oob::mtu_of(mtu),
                 sgid_index: sgid as u8,
                 max_dest_rd_atomic: my_reads as u8,
                 max_rd_atomic: rem
