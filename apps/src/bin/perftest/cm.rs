@@ -552,3 +552,43 @@ impl CmLink {
         said.join(", ")
     }
 }
+
+/// `create_rdma_cm_connection`: a handshake (of perftest's still zeroed `my_dest`), the test's
+/// QP connected by rdma_cm ([`CmLink::connect_test`]), a handshake.
+pub(crate) fn rdma_cm_connection(
+    o: &Opts,
+    r: &mut Res,
+    pd: &ProtectionDomain<KernelHal>,
+    caps: QpCaps,
+    my_reads: u32,
+) -> Result<(), String> {
+    let zero = dest_bytes(&Dest::default(), 0);
+    xchg(
+        &mut r.link,
+        o.client,
+        &zero,
+        "handshake before the rdma_cm connection",
+    )?;
+    let reads = match o.verb {
+        Verb::Read | Verb::Atomic => my_reads as u8,
+        _ => 0,
+    };
+    if let Link::Cm(l) = &mut r.link {
+        let t = TestQp {
+            pd,
+            scq: &r.scq,
+            rcq: &r.rcq,
+            caps,
+            reads,
+        };
+        l.connect_test(&t)
+            .map_err(|e| format!("the test's rdma_cm connection: {e}"))?;
+    }
+    xchg(
+        &mut r.link,
+        o.client,
+        &zero,
+        "handshake after the rdma_cm connection",
+    )?;
+    Ok(())
+}

@@ -307,36 +307,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         );
         println!("{RESULT_LINE}");
         if o.rdma_cm {
-            // create_rdma_cm_connection: a handshake (of perftest's still zeroed my_dest), the
-            // test's connection, a handshake.
-            let zero = dest_bytes(&Dest::default(), 0);
-            xchg(
-                &mut r.link,
-                c,
-                &zero,
-                "handshake before the rdma_cm connection",
-            )?;
-            let reads = match o.verb {
-                Verb::Read | Verb::Atomic => my_reads as u8,
-                _ => 0,
-            };
-            if let Link::Cm(l) = &mut r.link {
-                let t = TestQp {
-                    pd: &pd,
-                    scq: &r.scq,
-                    rcq: &r.rcq,
-                    caps,
-                    reads,
-                };
-                l.connect_test(&t)
-                    .map_err(|e| format!("the test's rdma_cm connection: {e}"))?;
-            }
-            xchg(
-                &mut r.link,
-                c,
-                &zero,
-                "handshake after the rdma_cm connection",
-            )?;
+            rdma_cm_connection(o, &mut r, &pd, caps, my_reads)?;
         }
         if let Some(s) = &set {
             match r.qp()?.set_counter_set(Some(s)) {
