@@ -1,7 +1,7 @@
 //! What perftest's other side (the `perftest` app) exchanges with perftest (linux-rdma/perftest
 //! 4.5-0.17): a side's `struct pingpong_dest` as `ctx_hand_shake` carries it, as text over
-//! TCP ([`key_msg`], src/perftest_communication.c `ethernet_write_keys`) and as the struct's
-//! bytes in a SEND over the rdma_cm connection of `-R` ([`dest_bytes`], `rdma_write_keys`).
+//! TCP ([`key_msg`](crate::perftest::key_msg), src/perftest_communication.c `ethernet_write_keys`) and as the struct's
+//! bytes in a SEND over the rdma_cm connection of `-R` ([`dest_bytes`](crate::perftest::dest_bytes), `rdma_write_keys`).
 
 use alloc::format;
 use alloc::vec::Vec;

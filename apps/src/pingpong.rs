@@ -4,11 +4,96 @@
 //! received message.
 
 use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
 
 use mlx5::{QpEndpoint, GRH_BYTES};
 
 use crate::oob;
+
+/// The options of rdma-core's pingpong examples that this side takes (the tools' own
+/// spelling, `getopt_long` in rc_pingpong.c and ud_pingpong.c `main`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opts {
+    /// `-s`: the message size.
+    pub size: u32,
+    /// `-n`: the exchanges.
+    pub iters: u64,
+    /// `-m` (rc_pingpong only): the path MTU as the rdma-core enum (`IBV_MTU_256` = 1 ..
+    /// `IBV_MTU_4096` = 5).
+    pub mtu: u8,
+    /// `-r`: the receives kept posted.
+    pub rx_depth: u32,
+    /// A `SERVER` word (or `role=client`): this side is the client.
+    pub client: bool,
+    /// `-p`: the TCP port of the exchange.
+    pub port: u16,
+}
+
+/// What tells the tools' options apart.
+pub struct Tool {
+    /// The app's name (the cmdline's first word, skipped).
+    pub app: &'static str,
+    /// The largest `-s`.
+    pub max_size: u32,
+    /// Whether `-m` is an option (rc_pingpong's; ud_pingpong has none).
+    pub mtu: bool,
+}
+
+/// `tool`'s options on `cmdline`, over the defaults `o`. The device, GID index, port and
+/// service level (`-d`, `-g`, `-i`, `-l`) are accepted and ignored (they are `ip=`'s), as are
+/// `-e` (this side polls) and `-c` (this side checks every byte always). The launcher's
+/// `role=` wins over a `SERVER` word.
+pub fn parse(cmdline: &str, tool: &Tool, mut o: Opts) -> Result<Opts, String> {
+    let args = oob::tool_args(cmdline, tool.app);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| it.next().copied().ok_or(format!("{name} needs a value"));
+        match *a {
+            "-s" | "--size" => {
+                let v = val("-s")?;
+                let max = tool.max_size;
+                o.size = oob::parse_num(v)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|&n| n > 0 && n <= max)
+                    .ok_or(format!("-s {v}: not a size from 1 to {max}"))?;
+            }
+            "-n" | "--iters" => {
+                let v = val("-n")?;
+                o.iters = oob::parse_num(v)
+                    .filter(|&n| n > 0)
+                    .ok_or(format!("-n {v}: not a count"))?;
+            }
+            "-m" | "--mtu" if tool.mtu => {
+                let v = val("-m")?;
+                o.mtu = oob::parse_num(v)
+                    .and_then(oob::mtu_enum)
+                    .ok_or(format!("-m {v}: not 256, 512, 1024, 2048 or 4096"))?;
+            }
+            "-r" | "--rx-depth" => {
+                let v = val("-r")?;
+                o.rx_depth = oob::parse_num(v)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|&n| (2..=4096).contains(&n))
+                    .ok_or(format!("-r {v}: not a depth from 2 to 4096"))?;
+            }
+            "-p" | "--port" => {
+                let v = val("-p")?;
+                o.port = oob::parse_port(v).ok_or(format!("-p {v}: not a TCP port"))?;
+            }
+            "-d" | "-g" | "-i" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port" | "--sl" => {
+                val(a)?;
+            }
+            "-e" | "--events" | "-c" | "--chk" => {}
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            _ => o.client = true,
+        }
+    }
+    if let Some(client) = oob::cmdline_role(cmdline)? {
+        o.client = client;
+    }
+    Ok(o)
+}
 
 /// The length of the exchange's message: `sizeof "0000:000000:000000:" + 32 hex digits`,
 /// its NUL included.
@@ -82,6 +167,54 @@ pub fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const UD: Tool = Tool {
+        app: "ud-pingpong",
+        max_size: 4096,
+        mtu: false,
+    };
+    const DEFAULTS: Opts = Opts {
+        size: 1024,
+        iters: 1000,
+        mtu: 3,
+        rx_depth: 500,
+        client: false,
+        port: oob::TOOL_PORT,
+    };
+
+    #[test]
+    fn the_tools_options_parse_and_role_wins() {
+        let o = parse(
+            "ud-pingpong -d rxe0 -g 1 -s 2048 -n 20 -r 16 -c -p 7000 10.0.0.1 role=server ip=10.0.0.2/24",
+            &UD,
+            DEFAULTS,
+        )
+        .unwrap();
+        assert_eq!(
+            o,
+            Opts {
+                size: 2048,
+                iters: 20,
+                rx_depth: 16,
+                port: 7000,
+                ..DEFAULTS
+            }
+        );
+        let o = parse("ud-pingpong 10.0.0.1", &UD, DEFAULTS).unwrap();
+        assert!(o.client);
+        assert!(parse("ud-pingpong -s 8192", &UD, DEFAULTS).is_err());
+        // -m is rc_pingpong's only.
+        assert!(parse("ud-pingpong -m 2048", &UD, DEFAULTS).is_err());
+        let rc = Tool {
+            app: "pingpong",
+            max_size: 1 << 20,
+            mtu: true,
+        };
+        assert_eq!(parse("pingpong -m 2048", &rc, DEFAULTS).unwrap().mtu, 4);
+        assert!(parse("pingpong -m 1000", &rc, DEFAULTS).is_err());
+        assert!(parse("pingpong -x", &rc, DEFAULTS).is_err());
+        assert!(parse("pingpong -s", &rc, DEFAULTS).is_err());
+    }
 
     #[test]
     fn the_exchange_message_goes_both_ways_in_52_bytes() {

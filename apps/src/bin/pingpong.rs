@@ -32,12 +32,12 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use apps::oob::{self, Oob, Side};
-use apps::pingpong::{dest_msg, first_difference, message, parse_dest};
+use apps::pingpong::{self, dest_msg, first_difference, message, parse_dest, Opts, Tool};
 use apps::stack::{self, KernelNode};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, ConnectOptions, Context, ContextConfig, Mtu, QpCaps, QpEndpoint, RecvWr, SendData,
+    AccessFlags, ConnectOptions, Context, ContextConfig, QpCaps, QpEndpoint, RecvWr, SendData,
     SendFlags, SendOp, SendWr, WcStatus,
 };
 
@@ -49,68 +49,22 @@ const SEED: u8 = 0x5a;
 /// rc_pingpong's `pp_init_ctx`: `memset(ctx->buf, 0x7b, size)`.
 const RC_PINGPONG_FILL: u8 = 0x7b;
 
-struct Opts {
-    size: u32,
-    iters: u64,
-    mtu: Mtu,
-    client: bool,
-    /// `-p`: the TCP port of the exchange.
-    port: u16,
-}
-
+/// rc_pingpong's options (rc_pingpong.c `main`: `-s` 4096 here, `-n` 1000, `-m` 1024).
 fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
-    let mut o = Opts {
+    let tool = Tool {
+        app: "pingpong",
+        max_size: 1 << 20,
+        mtu: true,
+    };
+    let defaults = Opts {
         size: 4096,
         iters: 1000,
-        mtu: Mtu::Mtu1024,
+        mtu: 3,
+        rx_depth: 500,
         client: false,
         port: oob::TOOL_PORT,
     };
-    let args = oob::tool_args(cmdline, "pingpong");
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = |name: &str| it.next().copied().ok_or(format!("{name} needs a value"));
-        match *a {
-            "-s" | "--size" => {
-                let v = val("-s")?;
-                o.size = oob::parse_num(v)
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|&n| n > 0 && n <= 1 << 20)
-                    .ok_or(format!("-s {v}: not a size from 1 to 1M"))?;
-            }
-            "-n" | "--iters" => {
-                let v = val("-n")?;
-                o.iters = oob::parse_num(v)
-                    .filter(|&n| n > 0)
-                    .ok_or(format!("-n {v}: not a count"))?;
-            }
-            "-m" | "--mtu" => {
-                let v = val("-m")?;
-                o.mtu = match oob::parse_num(v).and_then(oob::mtu_enum) {
-                    Some(1) => Mtu::Mtu256,
-                    Some(2) => Mtu::Mtu512,
-                    Some(3) => Mtu::Mtu1024,
-                    Some(4) => Mtu::Mtu2048,
-                    Some(5) => Mtu::Mtu4096,
-                    _ => return Err(format!("-m {v}: not 256, 512, 1024, 2048 or 4096")),
-                };
-            }
-            "-p" | "--port" => {
-                let v = val("-p")?;
-                o.port = oob::parse_port(v).ok_or(format!("-p {v}: not a TCP port"))?;
-            }
-            "-d" | "-g" | "-i" | "-r" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port"
-            | "--rx-depth" | "--sl" => {
-                val(a)?;
-            }
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            _ => o.client = true,
-        }
-    }
-    if let Some(client) = oob::cmdline_role(cmdline)? {
-        o.client = client;
-    }
-    Ok(o)
+    pingpong::parse(cmdline, &tool, defaults)
 }
 
 fn main(ctx: &AppContext) -> i32 {
@@ -194,7 +148,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
         // the frames carry TTL 64 either way.
         let copts = ConnectOptions {
-            mtu: o.mtu,
+            mtu: oob::mtu_of(o.mtu),
             sgid_index: sgid as u8,
             ..ConnectOptions::default()
         };

@@ -39,7 +39,8 @@ use core::time::Duration;
 
 use apps::oob::{self, Oob, Side};
 use apps::pingpong::{
-    dest_msg, first_difference, grh_ipv4_source, message, parse_dest, DEST_MSG_LEN,
+    self, dest_msg, first_difference, grh_ipv4_source, message, parse_dest, Opts, Tool,
+    DEST_MSG_LEN,
 };
 use apps::stack::{self, KernelNode};
 use kernel::time::Instant;
@@ -64,64 +65,22 @@ const HOP_LIMIT: u8 = 64;
 /// What the client writes last (`write(sockfd, "done", sizeof "done")`).
 const DONE: &[u8; 5] = b"done\0";
 
-struct Opts {
-    size: u32,
-    iters: u64,
-    rx_depth: u32,
-    client: bool,
-    /// `-p`: the TCP port of the exchange.
-    port: u16,
-}
-
+/// ud_pingpong's options (ud_pingpong.c `main`: `-s` 1024, `-n` 1000, `-r` 500).
 fn parse(cmdline: &str) -> Result<Opts, String> {
-    let mut o = Opts {
+    let tool = Tool {
+        app: "ud-pingpong",
+        max_size: 4096,
+        mtu: false,
+    };
+    let defaults = Opts {
         size: 1024,
         iters: 1000,
+        mtu: 0,
         rx_depth: 500,
         client: false,
         port: oob::TOOL_PORT,
     };
-    let args = oob::tool_args(cmdline, "ud-pingpong");
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = |name: &str| it.next().copied().ok_or(format!("{name} needs a value"));
-        match *a {
-            "-s" | "--size" => {
-                let v = val("-s")?;
-                o.size = oob::parse_num(v)
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|&n| n > 0 && n <= 4096)
-                    .ok_or(format!("-s {v}: not a size from 1 to 4096"))?;
-            }
-            "-n" | "--iters" => {
-                let v = val("-n")?;
-                o.iters = oob::parse_num(v)
-                    .filter(|&n| n > 0)
-                    .ok_or(format!("-n {v}: not a count"))?;
-            }
-            "-r" | "--rx-depth" => {
-                let v = val("-r")?;
-                o.rx_depth = oob::parse_num(v)
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|&n| (2..=4096).contains(&n))
-                    .ok_or(format!("-r {v}: not a depth from 2 to 4096"))?;
-            }
-            "-p" | "--port" => {
-                let v = val("-p")?;
-                o.port = oob::parse_port(v).ok_or(format!("-p {v}: not a TCP port"))?;
-            }
-            "-d" | "-g" | "-i" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port" | "--sl" => {
-                val(a)?;
-            }
-            "-e" | "--events" | "-c" | "--chk" => {}
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            _ => o.client = true,
-        }
-    }
-    if let Some(client) = oob::cmdline_role(cmdline)? {
-        o.client = client;
-    }
-    Ok(o)
+    pingpong::parse(cmdline, &tool, defaults)
 }
 
 fn main(ctx: &AppContext) -> i32 {

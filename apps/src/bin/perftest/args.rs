@@ -223,13 +223,3 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
     }
     Ok(o)
 }
-
-pub(crate) fn mtu_of(e: u8) -> Mtu {
-    match e {
-        1 => Mtu::Mtu256,
-        2 => Mtu::Mtu512,
-        4 => Mtu::Mtu2048,
-        5 => Mtu::Mtu4096,
-        _ => Mtu::Mtu1024,
-    }
-}

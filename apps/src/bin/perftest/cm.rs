@@ -6,9 +6,11 @@
 //!   (`rdma_client_connect` / `rdma_server_connect`). Each `ctx_xchg_data` or
 //!   `ctx_hand_shake` message is one signaled SEND of exactly its bytes, and each side keeps
 //!   one receive of `sizeof(struct pingpong_dest)` (56) bytes posted, posted again after each
-//!   message is read (`rdma_write_data`, `rdma_read_data`, `post_one_recv_wqe`); the client
-//!   posts it before `rdma_connect`, the server before `rdma_accept`, which it does not wait
-//!   out (no ESTABLISHED is awaited on that side). Connection parameters: no RDMA READs,
+//!   message is read (`rdma_write_data`, `rdma_read_data`, `post_one_recv_wqe`). perftest
+//!   posts it before `rdma_connect` / `rdma_accept`, in INIT (librdmacm's QP); here the QP is
+//!   in RESET until the CM moves it, so the client posts it at ESTABLISHED and the server
+//!   right after its accept, both before the peer's first message can come (the client
+//!   writes first, and only once connected). The server does not wait for ESTABLISHED. Connection parameters: no RDMA READs,
 //!   `retry_count` 7, `rnr_retry_count` 7.
 //! - The test's QP (`work_rdma_cm`, `create_rdma_cm_connection`): after a handshake, a
 //!   second RC connection to the same port (the server listens again once its first listen
@@ -261,8 +263,10 @@ impl CmLink {
         log::info!("perftest: listening on rdma_cm port {} (-R)", self.port);
         let until = self.node.deadline(oob::FIRST_WAIT);
         let id = self.take_request(pd, until, "connection request", None)?;
-        self.post_comm_recv(id)?;
         self.accept(id, 0)?;
+        // The driver takes receives from INIT on, and accept has moved the QP to RTS; the
+        // client's first SEND follows our REP, so it cannot come before this.
+        self.post_comm_recv(id)?;
         Ok(id)
     }
 
@@ -334,9 +338,13 @@ impl CmLink {
                     self.node.stack(),
                 )
                 .map_err(|e| CmLinkError::Cm("connect", e))?;
-            self.post_comm_recv(id)?;
             match self.connected(id, until, "ESTABLISHED of the exchange")? {
-                None => return Ok(id),
+                None => {
+                    // Posted once the REP moved the QP (the driver takes receives from INIT
+                    // on): the server's first message answers ours, so it cannot come before.
+                    self.post_comm_recv(id)?;
+                    return Ok(id);
+                }
                 Some(e) => {
                     tries += 1;
                     if tries == 1 || tries.is_multiple_of(20) {
@@ -543,4 +551,44 @@ impl CmLink {
         }
         said.join(", ")
     }
+}
+
+/// `create_rdma_cm_connection`: a handshake (of perftest's still zeroed `my_dest`), the test's
+/// QP connected by rdma_cm ([`CmLink::connect_test`]), a handshake.
+pub(crate) fn rdma_cm_connection(
+    o: &Opts,
+    r: &mut Res,
+    pd: &ProtectionDomain<KernelHal>,
+    caps: QpCaps,
+    my_reads: u32,
+) -> Result<(), String> {
+    let zero = dest_bytes(&Dest::default(), 0);
+    xchg(
+        &mut r.link,
+        o.client,
+        &zero,
+        "handshake before the rdma_cm connection",
+    )?;
+    let reads = match o.verb {
+        Verb::Read | Verb::Atomic => my_reads as u8,
+        _ => 0,
+    };
+    if let Link::Cm(l) = &mut r.link {
+        let t = TestQp {
+            pd,
+            scq: &r.scq,
+            rcq: &r.rcq,
+            caps,
+            reads,
+        };
+        l.connect_test(&t)
+            .map_err(|e| format!("the test's rdma_cm connection: {e}"))?;
+    }
+    xchg(
+        &mut r.link,
+        o.client,
+        &zero,
+        "handshake after the rdma_cm connection",
+    )?;
+    Ok(())
 }

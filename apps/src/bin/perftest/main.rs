@@ -98,7 +98,7 @@ use kernel::time::{Deadline, Instant};
 use kernel::{println, AppContext};
 use mlx5::{
     AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig, Hal,
-    MemoryRegion, Mtu, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
+    MemoryRegion, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
     WcStatus, WorkCompletion,
 };
 use mlx5_kernel::KernelHal;
@@ -307,36 +307,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         );
         println!("{RESULT_LINE}");
         if o.rdma_cm {
-            // create_rdma_cm_connection: a handshake (of perftest's still zeroed my_dest), the
-            // test's connection, a handshake.
-            let zero = dest_bytes(&Dest::default(), 0);
-            xchg(
-                &mut r.link,
-                c,
-                &zero,
-                "handshake before the rdma_cm connection",
-            )?;
-            let reads = match o.verb {
-                Verb::Read | Verb::Atomic => my_reads as u8,
-                _ => 0,
-            };
-            if let Link::Cm(l) = &mut r.link {
-                let t = TestQp {
-                    pd: &pd,
-                    scq: &r.scq,
-                    rcq: &r.rcq,
-                    caps,
-                    reads,
-                };
-                l.connect_test(&t)
-                    .map_err(|e| format!("the test's rdma_cm connection: {e}"))?;
-            }
-            xchg(
-                &mut r.link,
-                c,
-                &zero,
-                "handshake after the rdma_cm connection",
-            )?;
+            rdma_cm_connection(o, &mut r, &pd, caps, my_reads)?;
         }
         if let Some(s) = &set {
             match r.qp()?.set_counter_set(Some(s)) {
@@ -392,7 +363,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
                 .peer_mac(&rem.gid)
                 .map_err(|e| format!("the peer's MAC: {e}"))?;
             let copts = ConnectOptions {
-                mtu: mtu_of(mtu),
+                mtu: oob::mtu_of(mtu),
                 sgid_index: sgid as u8,
                 max_dest_rd_atomic: my_reads as u8,
                 max_rd_atomic: rem
