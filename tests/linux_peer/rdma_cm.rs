@@ -170,15 +170,21 @@ fn assert_rping_lines(test: &str, out: &str, prefix: &str, count: usize) {
 
 /// rping's server in Linux, the unikernel's `rping -c`: ten 64-byte pings, each READ by Linux
 /// from the unikernel's start buffer (rping.c `rping_test_server`) and WRITTEN back to its
-/// sink; Linux prints what it READ, which is rping's own pattern.
+/// sink; Linux prints what it READ, which is rping's own pattern. `-V` (which Linux's server
+/// ignores) makes the unikernel's client compare what came back with what it sent.
 #[test]
 fn rping_linux_server() {
     const T: &str = "rping_linux_server";
-    let cmd = "rping -s -a 10.0.0.1 -v -C 10";
+    let cmd = "rping -s -a 10.0.0.1 -v -V -C 10";
     let Some(r) = against_unikernel(T, cmd, peer::Role::Server) else {
         return;
     };
     assert_rping_lines(T, &r.linux.output(), "server ping data: ", 10);
+    assert!(
+        r.unikernel_output
+            .contains("rping: client: 10 pings, every byte checked: ok"),
+        "{T}: the unikernel's check"
+    );
     let (_, frames) = decode(&run_pcap(T));
     assert_connected_once(T, &frames, UK, LX);
     assert_eq!(sent(&frames, "RC_RDMA_READ_REQUEST", LX), 10, "{T}: READs");
@@ -197,6 +203,11 @@ fn rping_linux_client() {
     let out = r.linux.output();
     assert!(!out.contains("data mismatch"), "{T}: {out}");
     assert_rping_lines(T, &out, "ping data: ", 10);
+    assert!(
+        r.unikernel_output
+            .contains("rping: server: 10 pings, every byte of 10 checked: ok"),
+        "{T}: the unikernel's check"
+    );
     let (_, frames) = decode(&run_pcap(T));
     assert_connected_once(T, &frames, LX, UK);
     assert_eq!(sent(&frames, "RC_RDMA_READ_REQUEST", UK), 10, "{T}: READs");
@@ -212,7 +223,7 @@ fn rdma_cm_rejects_an_unknown_port_linux_client() {
     const T: &str = "rdma_cm_rejects_an_unknown_port_linux_client";
     let cmd = "rping -c -a $SERVER -p 7175 -C 1; echo REJECTED_RC=$?; \
                ping -c 3 $SERVER && rping -c -a $SERVER -v -V -C 3";
-    let app = ("rping", "rping -s -a 10.0.0.2 -v -C 3");
+    let app = ("rping", "rping -s -a 10.0.0.2 -v -V -C 3");
     let Some(r) = against_app(T, cmd, peer::Role::Client, Some(app), 400) else {
         return;
     };
@@ -231,6 +242,11 @@ fn rdma_cm_rejects_an_unknown_port_linux_client() {
         "{T}: {out}"
     );
     assert_rping_lines(T, &out, "ping data: ", 3);
+    assert!(
+        r.unikernel_output
+            .contains("rping: server: 3 pings, every byte of 3 checked: ok"),
+        "{T}: the unikernel's check"
+    );
     let pcap = run_pcap(T);
     let (_, frames) = decode(&pcap);
     let rej: Vec<&str> = frames.lines().filter(|l| l.contains("| CM REJ ")).collect();
