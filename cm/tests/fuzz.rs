@@ -475,7 +475,7 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
                 }
                 for c in copies {
                     if let Ok(mad) = CmMad::decode(&c) {
-                        *kinds.entry(common::kind(&mad.msg)).or_default() += 1;
+                        *kinds.entry(mad.msg.name()).or_default() += 1;
                     }
                     let (cm, t, seen) = if from_a {
                         (&mut b, &mut tb, &mut sb)
