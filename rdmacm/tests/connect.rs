@@ -262,20 +262,55 @@ fn requests_beyond_the_backlog_are_rejected() {
 }
 
 /// Steps `n` (and only the IP stack of `other`) with the CM's clock advancing half a second
-/// per step, until `f` finds its event.
-fn until_timed_out(n: &mut Node, other: &mut Node, clock: &CmClock, id: CmId) {
+/// per step, until `n` hears `want` of `id`.
+fn until_event(n: &mut Node, other: &mut Node, clock: &CmClock, want: impl Fn(&Event) -> bool) {
     let t0 = std::time::Instant::now();
     loop {
         other.stack.poll();
         n.step(clock);
-        if n.take(|e| matches!(e, Event::Unreachable { id: i } if *i == id).then_some(()))
-            .is_some()
-        {
+        if n.take(|e| want(e).then_some(())).is_some() {
             return;
         }
         clock.advance(500_000_000);
         assert!(t0.elapsed().as_secs() < 20, "{:?}", n.events);
     }
+}
+
+fn until_timed_out(n: &mut Node, other: &mut Node, clock: &CmClock, id: CmId) {
+    until_event(
+        n,
+        other,
+        clock,
+        |e| matches!(e, Event::Unreachable { id: i } if *i == id),
+    );
+}
+
+#[test]
+fn a_peer_gone_while_connected_is_disconnected_after_the_dreq_retries() {
+    let (mut a, mut b, clock) = nodes();
+    let (ia, _ib) = connected(&mut a, &mut b, &clock);
+    // B's CM is not polled any more: A's DREQ goes unanswered through its retries.
+    let sent = a.cm.gsi_counters().sent;
+    a.cm.disconnect(clock.now(), ia, &mut a.stack).unwrap();
+    until_event(
+        &mut a,
+        &mut b,
+        &clock,
+        |e| matches!(e, Event::Disconnected { id } if *id == ia),
+    );
+    assert_eq!(
+        a.cm.gsi_counters().sent - sent,
+        16,
+        "the DREQ and 15 retries"
+    );
+    until_event(
+        &mut a,
+        &mut b,
+        &clock,
+        |e| matches!(e, Event::TimewaitExit { id } if *id == ia),
+    );
+    a.cm.destroy_id(clock.now(), ia, &mut a.stack).unwrap();
+    assert_eq!(a.cm.counts(), (0, 0));
 }
 
 #[test]
@@ -306,18 +341,7 @@ fn an_unanswered_rep_times_out_and_the_qp_is_destroyed() {
     // B accepts, A vanishes before its RTU: B's REP goes unanswered.
     let (mut a, mut b, clock) = nodes();
     b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
-    let ia = a
-        .connect(&clock, IP_B, PORT, &ConnParam::default())
-        .unwrap();
-    let mut ib = None;
-    run(&mut a, &mut b, &clock, |_, b| {
-        ib = b.take(|e| match e {
-            Event::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        });
-        ib.is_some()
-    });
-    let ib = ib.unwrap();
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
     b.create_qp(ib);
     b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack)
         .unwrap();
@@ -347,18 +371,7 @@ fn an_unanswered_rep_times_out_and_the_qp_is_destroyed() {
 fn a_rejection_by_the_application_carries_its_private_data() {
     let (mut a, mut b, clock) = nodes();
     b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
-    let ia = a
-        .connect(&clock, IP_B, PORT, &ConnParam::default())
-        .unwrap();
-    let mut ib = None;
-    run(&mut a, &mut b, &clock, |_, b| {
-        ib = b.take(|e| match e {
-            Event::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        });
-        ib.is_some()
-    });
-    let ib = ib.unwrap();
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
     assert_eq!(
         b.cm.reject(clock.now(), ib, &[0; 149], &mut b.stack),
         Err(CmError::PrivateData(148))
@@ -459,4 +472,54 @@ fn several_connections_at_once_each_carry_their_own_data() {
     run(&mut a, &mut b, &clock, |a, b| {
         a.cm.counts() == (0, 0) && b.cm.counts() == (0, 0)
     });
+}
+
+#[test]
+fn data_before_the_rtu_establishes_the_passive_side() {
+    // A's RTU and first SEND leave before B's CM looks at QP 1 again: B's QP takes the SEND
+    // (it is in RTS since the accept), the application tells the CM, and ESTABLISHED comes
+    // without the RTU, which is dropped when it is read.
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
+    a.post_recv(ia, 0);
+    b.create_qp(ib);
+    b.post_recv(ib, 0);
+    b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack)
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while a
+        .take(|e| matches!(e, Event::Established { id, .. } if *id == ia).then_some(()))
+        .is_none()
+    {
+        b.stack.poll();
+        a.step(&clock);
+        assert!(t0.elapsed().as_secs() < 20, "{:?}", a.events);
+    }
+    a.send(ia, b"early");
+    let mut got = None;
+    while got.is_none() {
+        b.stack.poll();
+        a.stack.poll();
+        got = b.poll_cq();
+        assert!(t0.elapsed().as_secs() < 20);
+    }
+    assert_eq!(got.unwrap().byte_len, 5);
+    assert_eq!(b.cm.notify_established(CmId(999)), Err(CmError::NoSuchId));
+    let dropped = b.cm.cm_counters().dropped;
+    b.cm.notify_established(ib).unwrap();
+    b.step(&clock);
+    assert_eq!(
+        b.take(|e| match e {
+            Event::Established { id, .. } => Some(*id),
+            _ => None,
+        }),
+        Some(ib)
+    );
+    // The RTU, read now (or in that step), changes nothing; a second notify is refused.
+    run(&mut a, &mut b, &clock, |_, b| {
+        b.cm.cm_counters().dropped > dropped
+    });
+    assert!(b.events.is_empty(), "{:?}", b.events);
+    assert_eq!(b.cm.notify_established(ib), Err(CmError::WrongState));
 }

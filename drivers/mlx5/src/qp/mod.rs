@@ -541,6 +541,22 @@ fn can_send(state: u8) -> bool {
     state == qp::state::RTS || state == qp::state::ERR
 }
 
+/// Field `f` of the QPC of CREATE_QP's input.
+pub(super) fn cqpc(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    f.within(create_qp_in::QPC)
+}
+
+/// Field `f` of the QPC of a transition's input (RST2INIT .. RTS2RTS all have it at
+/// `rst2init_qp_in`'s offset).
+pub(super) fn mqpc(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    f.within(rst2init_qp_in::QPC)
+}
+
+/// Field `f` of the primary address path of a transition's QPC.
+pub(super) fn mpath(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    mqpc(f.within(qpc::PRIMARY_ADDRESS_PATH))
+}
+
 /// RoCE v2 UDP source port of a connection: the flow label of the QP pair folded into
 /// 0xC000..0xFFFF (Linux include/rdma/ib_verbs.h `rdma_calc_flow_label`,
 /// `rdma_flow_label_to_udp_sport`; ib/qp.c `mlx5_set_path_udp_sport`).
@@ -565,7 +581,7 @@ pub(crate) fn udp_sport_of(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
 
 mod binding;
 mod create;
-pub mod gsi;
+mod gsi;
 mod raw;
 mod rc;
 mod recv;
@@ -584,7 +600,7 @@ pub(crate) use rc::{
 };
 use send::{ctrl_tpl, put32, put64};
 pub(crate) use ud::{datagram_seg, Service};
-pub use ud::{UdDest, GRH_BYTES};
+pub use ud::{grh_ipv4_source, UdDest, GRH_BYTES};
 
 #[cfg(test)]
 mod tests;
