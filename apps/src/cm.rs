@@ -3,7 +3,7 @@
 //! manager and the IP stack polled while an app waits for an event or for completions
 //! (librdmacm's event channel and the tools' `rdma_get_cm_event`, here polled). Generic over
 //! the HCA and the stack, so the host tests run the apps' code over emulated HCAs; in the
-//! unikernel [`run`] brings it up from the cmdline.
+//! unikernel `run` brings it up from the cmdline.
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
@@ -15,8 +15,8 @@ use core::time::Duration;
 
 use mlx5::{AddressHandle, CompletionQueue, Context, Hal, ProtectionDomain, WorkCompletion};
 use net::{Clock, Nic};
-use rdma_cm::rdma_cm::PortSpace;
-use rdmacm::{CmConfig, CmError, CmId, ConnParam, Event, NewQp, RdmaCm};
+
+use rdmacm::{CmConfig, CmError, CmId, ConnParam, Event, NewQp, PortSpace, RdmaCm};
 
 use crate::stack::Node;
 

@@ -1,5 +1,5 @@
 //! cmatose.c's server side over rdmacm (`run_server`, `connect_handler`, `post_sends`,
-//! `poll_cqs`, `disconnect_events`), on a [`CmNode`]: the `ucmatose` app in the unikernel, an
+//! `poll_cqs`, `disconnect_events`), on a [`CmNode`](crate::cm::CmNode): the `ucmatose` app in the unikernel, an
 //! emulated HCA in the host tests. cmatose sends whatever its buffers hold; this side sends a
 //! known pattern and checks that every message has `-S` bytes.
 

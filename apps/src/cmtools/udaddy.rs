@@ -1,5 +1,5 @@
 //! udaddy.c's server side over rdmacm (`run_server`, `connect_handler`, `poll_cqs` with
-//! `create_reply_ah`, `post_sends`), on a [`CmNode`]: the `udaddy` app in the unikernel, an
+//! `create_reply_ah`, `post_sends`), on a [`CmNode`](crate::cm::CmNode): the `udaddy` app in the unikernel, an
 //! emulated HCA in the host tests. udaddy sends whatever its buffers hold; this side sends a
 //! known pattern and checks that every message has `-S` bytes after the GRH room.
 

@@ -1,5 +1,5 @@
 //! rping over rdmacm: rping.c's `rping_run_server` / `rping_run_client` around the machines of
-//! [`super`], on a [`CmNode`] (the `rping` app in the unikernel, two emulated HCAs in the host
+//! [`super`], on a [`CmNode`](crate::cm::CmNode) (the `rping` app in the unikernel, two emulated HCAs in the host
 //! tests).
 
 use alloc::format;
@@ -11,8 +11,8 @@ use mlx5::{
     SendOp, SendWr, WcOpcode, WcStatus,
 };
 use net::{Clock, Nic};
-use rdma_cm::rdma_cm::PortSpace;
-use rdmacm::{CmId, ConnParam, Event, QpInit};
+
+use rdmacm::{CmId, ConnParam, Event, PortSpace, QpInit};
 
 use super::{Info, Opts, Step};
 use crate::cm::{self, say, CmNode};
@@ -56,19 +56,19 @@ pub fn run<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> R
     }
 }
 
+/// A side's CQ, its message and RDMA buffers, and the client's start buffer.
+type Buffers<H> = (
+    CompletionQueue<H>,
+    [MemoryRegion<H>; 2],
+    Option<MemoryRegion<H>>,
+);
+
 /// The CQ, QP capabilities and buffers of one side (rping.c `rping_setup_qp`,
 /// `rping_create_qp`, `rping_setup_buffers`); the server's sink takes any client's size.
 fn buffers<H: Hal, N: Nic, C: Clock>(
     n: &CmNode<'_, H, N, C>,
     o: &Opts,
-) -> Result<
-    (
-        CompletionQueue<H>,
-        [MemoryRegion<H>; 2],
-        Option<MemoryRegion<H>>,
-    ),
-    String,
-> {
+) -> Result<Buffers<H>, String> {
     let cq = n
         .dev
         .create_cq(super::SQ_DEPTH * 2)
