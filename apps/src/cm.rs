@@ -24,6 +24,18 @@ use crate::stack::Node;
 /// `max_backlog` (1024 by default, drivers/infiniband/core/ucma.c), as [`CmConfig::new`]'s.
 pub const BACKLOG: usize = 1024;
 
+/// How long an app waits for the next step of its peer once they are connected (the tools
+/// wait for ever; the launcher's run timeout would end the run anyway).
+pub const WAIT: Duration = Duration::from_secs(120);
+
+/// How long a server waits for its first client, and a client for its server to listen: the
+/// Linux peer boots under TCG after the unikernel (the host tests' peers are there at once).
+pub const FIRST_WAIT: Duration = if cfg!(test) {
+    Duration::from_secs(30)
+} else {
+    crate::oob::FIRST_WAIT
+};
+
 /// Where an app's lines go (the console in the unikernel, a buffer in the host tests).
 pub type Say = Box<dyn FnMut(Arguments<'_>) + Send>;
 
@@ -185,22 +197,18 @@ impl<'a, H: Hal, N: Nic, C: Clock> CmNode<'a, H, N, C> {
         wait: Duration,
     ) -> Result<Vec<WorkCompletion>, mlx5::Error> {
         let deadline = self.node.deadline(wait);
-        let mut v = Vec::with_capacity(n.min(64));
-        let mut buf = [WorkCompletion::default(); 16];
-        while v.len() < n {
-            let k = cq.poll(&mut buf[..(n - v.len()).min(16)])?;
-            v.extend_from_slice(&buf[..k]);
-            if k == 0 {
-                if self.node.now_us() >= deadline {
-                    break;
+        crate::stack::poll_cq_with(
+            self,
+            cq,
+            n,
+            deadline,
+            |s| s.node.now_us(),
+            |s| {
+                if let Some(e) = s.turn() {
+                    s.pending.push_back(e);
                 }
-                if let Some(e) = self.turn() {
-                    self.pending.push_back(e);
-                }
-                core::hint::spin_loop();
-            }
-        }
-        Ok(v)
+            },
+        )
     }
 }
 
