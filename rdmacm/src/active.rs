@@ -4,8 +4,6 @@
 //! `drivers/infiniband/core/addr.c` `rdma_resolve_ip` → `addr_resolve_neigh`, which sends
 //! the ARP request and waits for the neighbour entry); then the REQ (SIDR_REQ) goes out.
 
-use alloc::vec::Vec;
-
 use mlx5::hal::Hal;
 use mlx5::{CompletionQueue, ProtectionDomain};
 use rdma_cm::conn::{ack_timeout, Connect, Peer};
@@ -14,7 +12,8 @@ use rdma_cm::rdma_cm::{
 };
 
 use crate::arp::Arp;
-use crate::service::{Id, IdState, RdmaCm, IBOE_PACKET_LIFETIME};
+use crate::id::{Id, IdState, Plan};
+use crate::service::RdmaCm;
 use crate::types::{CmError, CmId, ConnParam, Event, Neighbours, QpInit, CONNECT_PRIVATE_DATA_MAX};
 
 /// The QP a connecting id gets (`rdma_create_qp` before `rdma_connect`): created by
@@ -30,24 +29,14 @@ pub struct NewQp<'a, H: Hal> {
     pub init: QpInit,
 }
 
+/// rdma_cm's packet life time on RoCE, `CMA_IBOE_PACKET_LIFETIME` (Linux cma.c; the REQs of
+/// the shared rxe captures carry the ACK timeout it gives, 19).
+const IBOE_PACKET_LIFETIME: u8 = 18;
+
 /// The first and last port rdma_cm picks a source port from: Linux's default
 /// `ip_local_port_range` (cma.c `cma_alloc_any_port` draws from
 /// `inet_get_local_port_range`).
 const LOCAL_PORTS: (u16, u16) = (32768, 60999);
-
-/// What a connecting id sends once its peer's MAC is known.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Plan {
-    port: u16,
-    ps: PortSpace,
-    private_data: Vec<u8>,
-    responder_resources: u8,
-    initiator_depth: u8,
-    retry_count: u8,
-    rnr_retry_count: u8,
-    /// A SIDR_REQ rather than a REQ.
-    ud: bool,
-}
 
 impl<H: Hal> RdmaCm<H> {
     /// Connects to `port` of `ps` at `dst` (`rdma_resolve_addr`, `rdma_resolve_route`,

@@ -17,7 +17,7 @@
 //! 15 tries), MADs waiting for a MAC.
 //!
 //! Layers: `types` (the API's types, the neighbour table), `arp` (waiting for a MAC), `gsi`
-//! (QP 1's MADs in and out),
+//! (QP 1's MADs in and out), `id` (an id's record),
 //! `link` (what the CM drives: MADs and QP moves), `service` (the ids and the calls every id
 //! shares), `active` (connect, address resolution), `ud` (SIDR).
 //!
@@ -62,6 +62,7 @@ extern crate alloc;
 mod active;
 mod arp;
 mod gsi;
+mod id;
 mod link;
 mod service;
 mod types;

@@ -12,7 +12,7 @@ use rdma_cm::conn::{CmTransport, Peer, QpStep, RtrAttrs, RtsAttrs};
 use rdma_cm::MAD_LEN;
 
 use crate::gsi::{ipv4_of_gid, Gsi};
-use crate::service::Id;
+use crate::id::Id;
 use crate::types::{MoveError, Neighbours};
 
 /// The GSI service, the ids' QPs and the neighbour table, for one call into the CM.

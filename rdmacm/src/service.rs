@@ -9,11 +9,12 @@ use alloc::vec::Vec;
 use mlx5::hal::Hal;
 use mlx5::mr::Access;
 use mlx5::{CompletionQueue, ProtectionDomain, QueuePair};
-use rdma_cm::conn::{self, Accept, CallError, Cm, CmEvent, ConnId, SidrTicket};
+use rdma_cm::conn::{self, Accept, CallError, Cm, CmEvent, ConnId};
 use rdma_cm::rdma_cm::{CmaAddr, PortSpace, CMA_HDR_LEN};
 
 use crate::arp::{Arp, ArpWait};
 use crate::gsi::{Gsi, GsiCounters};
+use crate::id::{Deferred, Id, IdState};
 use crate::link::Link;
 use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit};
 
@@ -23,52 +24,6 @@ pub const MAX_CONNS: usize = 32;
 
 /// Most MADs one [`RdmaCm::poll`] takes from the GSI QP, so a flood cannot hold the caller.
 pub const POLL_BUDGET: usize = 16;
-
-/// rdma_cm's packet life time on RoCE, `CMA_IBOE_PACKET_LIFETIME` (Linux cma.c; the REQs of
-/// the shared rxe captures carry the ACK timeout it gives, 19).
-pub(crate) const IBOE_PACKET_LIFETIME: u8 = 18;
-
-/// Where an id is (librdmacm's `enum rdma_cm_state` as far as the API shows it).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum IdState {
-    /// A REQ not answered yet.
-    Requested,
-    /// Active: waiting for the peer's MAC before the REQ goes.
-    Resolving(crate::active::Plan, ArpWait),
-    /// Active: REQ sent.
-    Connecting,
-    /// Passive: accepted, waiting for the peer's MAC before the QP moves and the REP goes.
-    AcceptPending(Deferred, ArpWait),
-    /// Passive: REP sent, waiting for the RTU.
-    Accepting,
-    /// Connected.
-    Established,
-    /// DREQ sent, or DREQ received: waiting for TIMEWAIT to end.
-    Disconnected,
-    /// A SIDR_REQ not answered yet.
-    UdRequested(SidrTicket),
-    /// Over (rejected, unreachable, TIMEWAIT done): only `destroy_id` is left.
-    Closed,
-}
-
-/// An accept waiting for the peer's MAC: what [`RdmaCm::accept`] was given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Deferred {
-    private_data: Vec<u8>,
-    responder_resources: u8,
-    initiator_depth: u8,
-    rnr_retry_count: u8,
-}
-
-/// One id.
-pub(crate) struct Id<H: Hal> {
-    pub(crate) handle: CmId,
-    pub(crate) conn: Option<ConnId>,
-    pub(crate) qp: Option<QueuePair<H>>,
-    pub(crate) access: Access,
-    pub(crate) remote_ip: [u8; 4],
-    pub(crate) state: IdState,
-}
 
 /// librdmacm over the driver: one GSI QP, the CM state machine, the ids and their QPs.
 pub struct RdmaCm<H: Hal> {

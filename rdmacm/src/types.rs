@@ -222,8 +222,6 @@ pub enum CmError {
     AddressUnresolved([u8; 4]),
     /// Private data longer than the message carries (the most it carries).
     PrivateData(usize),
-    /// What the driver under us cannot do yet.
-    Unsupported,
 }
 
 impl From<mlx5::Error> for CmError {

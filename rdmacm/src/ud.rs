@@ -9,7 +9,8 @@ use rdma_cm::conn::SidrTicket;
 use rdma_cm::msg::sidr_status;
 use rdma_cm::rdma_cm::{CmaAddr, CmaHdr, CMA_HDR_LEN};
 
-use crate::service::{Id, IdState, RdmaCm, MAX_CONNS};
+use crate::id::{Id, IdState};
+use crate::service::{RdmaCm, MAX_CONNS};
 use crate::types::{CmError, CmId, Event, Neighbours};
 
 impl<H: Hal> RdmaCm<H> {

@@ -262,20 +262,55 @@ fn requests_beyond_the_backlog_are_rejected() {
 }
 
 /// Steps `n` (and only the IP stack of `other`) with the CM's clock advancing half a second
-/// per step, until `f` finds its event.
-fn until_timed_out(n: &mut Node, other: &mut Node, clock: &CmClock, id: CmId) {
+/// per step, until `n` hears `want` of `id`.
+fn until_event(n: &mut Node, other: &mut Node, clock: &CmClock, want: impl Fn(&Event) -> bool) {
     let t0 = std::time::Instant::now();
     loop {
         other.stack.poll();
         n.step(clock);
-        if n.take(|e| matches!(e, Event::Unreachable { id: i } if *i == id).then_some(()))
-            .is_some()
-        {
+        if n.take(|e| want(e).then_some(())).is_some() {
             return;
         }
         clock.advance(500_000_000);
         assert!(t0.elapsed().as_secs() < 20, "{:?}", n.events);
     }
+}
+
+fn until_timed_out(n: &mut Node, other: &mut Node, clock: &CmClock, id: CmId) {
+    until_event(
+        n,
+        other,
+        clock,
+        |e| matches!(e, Event::Unreachable { id: i } if *i == id),
+    );
+}
+
+#[test]
+fn a_peer_gone_while_connected_is_disconnected_after_the_dreq_retries() {
+    let (mut a, mut b, clock) = nodes();
+    let (ia, _ib) = connected(&mut a, &mut b, &clock);
+    // B's CM is not polled any more: A's DREQ goes unanswered through its retries.
+    let sent = a.cm.gsi_counters().sent;
+    a.cm.disconnect(clock.now(), ia, &mut a.stack).unwrap();
+    until_event(
+        &mut a,
+        &mut b,
+        &clock,
+        |e| matches!(e, Event::Disconnected { id } if *id == ia),
+    );
+    assert_eq!(
+        a.cm.gsi_counters().sent - sent,
+        16,
+        "the DREQ and 15 retries"
+    );
+    until_event(
+        &mut a,
+        &mut b,
+        &clock,
+        |e| matches!(e, Event::TimewaitExit { id } if *id == ia),
+    );
+    a.cm.destroy_id(clock.now(), ia, &mut a.stack).unwrap();
+    assert_eq!(a.cm.counts(), (0, 0));
 }
 
 #[test]
@@ -306,18 +341,7 @@ fn an_unanswered_rep_times_out_and_the_qp_is_destroyed() {
     // B accepts, A vanishes before its RTU: B's REP goes unanswered.
     let (mut a, mut b, clock) = nodes();
     b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
-    let ia = a
-        .connect(&clock, IP_B, PORT, &ConnParam::default())
-        .unwrap();
-    let mut ib = None;
-    run(&mut a, &mut b, &clock, |_, b| {
-        ib = b.take(|e| match e {
-            Event::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        });
-        ib.is_some()
-    });
-    let ib = ib.unwrap();
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
     b.create_qp(ib);
     b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack)
         .unwrap();
@@ -341,4 +365,111 @@ fn an_unanswered_rep_times_out_and_the_qp_is_destroyed() {
         "no event for a destroyed id: {:?}",
         a.events
     );
+}
+
+#[test]
+fn a_rejection_by_the_application_carries_its_private_data() {
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
+    assert_eq!(
+        b.cm.reject(clock.now(), ib, &[0; 149], &mut b.stack),
+        Err(CmError::PrivateData(148))
+    );
+    b.cm.reject(clock.now(), ib, b"not now", &mut b.stack)
+        .unwrap();
+    // Once answered, the request cannot be answered again.
+    assert_eq!(
+        b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack),
+        Err(CmError::WrongState)
+    );
+    let mut got = None;
+    run(&mut a, &mut b, &clock, |a, _| {
+        got = a.take(|e| match e {
+            Event::Rejected {
+                id,
+                reason,
+                private_data,
+            } if *id == ia => Some((*reason, private_data.clone())),
+            _ => None,
+        });
+        got.is_some()
+    });
+    let (reason, pd) = got.unwrap();
+    assert_eq!(reason, rej_reason::CONSUMER_DEFINED);
+    assert_eq!(&pd[..7], b"not now");
+    for (n, id) in [(&mut a, ia), (&mut b, ib)] {
+        n.cm.destroy_id(clock.now(), id, &mut n.stack).unwrap();
+        assert_eq!(n.cm.counts(), (0, 0));
+    }
+}
+
+#[test]
+fn several_connections_at_once_each_carry_their_own_data() {
+    const N: usize = 4;
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, N).unwrap();
+    let ias: Vec<CmId> = (0..N)
+        .map(|k| {
+            let p = ConnParam {
+                private_data: &[k as u8],
+                ..ConnParam::default()
+            };
+            let id = a.connect(&clock, IP_B, PORT, &p).unwrap();
+            a.post_recv(id, k as u64);
+            id
+        })
+        .collect();
+    // B accepts each request, its QP's receive in the slot the private data names.
+    let mut pairs = Vec::new();
+    run(&mut a, &mut b, &clock, |_, b| {
+        while let Some((ib, k)) = b.take(|e| match e {
+            Event::ConnectRequest {
+                id, private_data, ..
+            } => Some((*id, private_data[0] as usize)),
+            _ => None,
+        }) {
+            b.create_qp(ib);
+            b.post_recv(ib, k as u64);
+            b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack)
+                .unwrap();
+            pairs.push((ias[k], ib, k));
+        }
+        pairs.len() == N
+    });
+    let mut est = 0;
+    run(&mut a, &mut b, &clock, |a, b| {
+        for n in [a, b] {
+            while n
+                .take(|e| matches!(e, Event::Established { .. }).then_some(()))
+                .is_some()
+            {
+                est += 1;
+            }
+        }
+        est == 2 * N
+    });
+    for &(ia, _, k) in &pairs {
+        a.send(ia, &[0xa0 + k as u8; 8]);
+    }
+    let mut got = 0;
+    run(&mut a, &mut b, &clock, |a, b| {
+        while a.poll_cq().is_some() {}
+        while let Some(w) = b.poll_cq() {
+            assert_eq!(w.status, mlx5::WcStatus::Success);
+            got += 1;
+        }
+        got == N
+    });
+    for &(_, _, k) in &pairs {
+        assert_eq!(b.slot(k as u64, 8), [0xa0 + k as u8; 8], "connection {k}");
+    }
+    for &(ia, ib, _) in &pairs {
+        a.cm.destroy_id(clock.now(), ia, &mut a.stack).unwrap();
+        b.cm.destroy_id(clock.now(), ib, &mut b.stack).unwrap();
+    }
+    clock.advance(ALL_RETRIES_NS);
+    run(&mut a, &mut b, &clock, |a, b| {
+        a.cm.counts() == (0, 0) && b.cm.counts() == (0, 0)
+    });
 }

@@ -176,3 +176,56 @@ fn sidr_to_a_port_nobody_listens_on_is_unreachable() {
     assert_eq!(a.cm.counts(), (1, 0));
     assert_eq!(b.cm.counts(), (0, 0));
 }
+
+#[test]
+fn a_datagram_longer_than_a_mad_does_not_stop_the_cm() {
+    // 1000 bytes to B's QP 1 with the GSI Q_Key: QP 1's receives have room for it (a
+    // shorter receive would fail as a local length error and take QP 1 to ERR), and it is
+    // dropped by its length and counted; QP 1 stays in RTS and a connection still works.
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
+    let mac_b = b.stack.mac();
+    // A Q_Key with the high bit set in a WR means the QP's own (IBTA §10.2.4): a UD QP whose
+    // own is the GSI's reaches QP 1.
+    let mut qa =
+        a.pd.create_ud_qp(&a.cq, &a.cq, &QpCaps::default(), mlx5::GSI_QKEY)
+            .unwrap();
+    let ah =
+        a.pd.create_ah(&mlx5::AhAttr {
+            dgid: mlx5::hca::ipv4_mapped_gid(IP_B),
+            dmac: mac_b,
+            sgid_index: 1,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+        })
+        .unwrap();
+    let big = a.mr.sge(0, 1000);
+    qa.post_ud_send(
+        &SendWr {
+            wr_id: 1,
+            op: SendOp::Send { imm: None },
+            data: SendData::Sges(&[big]),
+            flags: SendFlags::SIGNALED,
+        },
+        &UdDest {
+            ah: &ah,
+            remote_qpn: mlx5::GSI_QPN,
+            remote_qkey: mlx5::GSI_QKEY,
+        },
+    )
+    .unwrap();
+    one_wc(&mut a, &mut b, &clock, true);
+    run(&mut a, &mut b, &clock, |_, b| {
+        b.cm.gsi_counters().bad_receives == 1
+    });
+    assert_eq!(b.cm.gsi_counters().restarts, 0);
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
+    b.create_qp(ib);
+    b.cm.accept(clock.now(), ib, &rdmacm::ConnParam::default(), &mut b.stack)
+        .unwrap();
+    run(&mut a, &mut b, &clock, |a, _| {
+        a.take(|e| matches!(e, Event::Established { id, .. } if *id == ia).then_some(()))
+            .is_some()
+    });
+}

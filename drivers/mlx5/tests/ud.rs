@@ -379,6 +379,13 @@ fn datagram_qps_refuse_what_ud_does_not_have() {
         flow_label: 0,
     };
     assert_eq!(a.pd.create_ah(&bad), Err(InvalidInput::GidIndex.into()));
+    let nowhere = AhAttr {
+        dgid: [0; 16],
+        sgid_index: a.sgid,
+        ..bad
+    };
+    let r = a.pd.create_ah(&nowhere);
+    assert_eq!(r, Err(InvalidInput::RemoteAddress.into()));
     // Nothing reached the send queue.
     assert!(wait_briefly(&mut { a.cq }).is_empty());
 }

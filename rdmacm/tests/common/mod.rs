@@ -234,3 +234,18 @@ pub fn one_wc(a: &mut Node, b: &mut Node, clock: &CmClock, on_a: bool) -> WorkCo
     assert_eq!(w.status, WcStatus::Success, "{w:?}");
     w
 }
+
+/// A connects to `port` of B (which listens on it) with the default parameters; returns A's
+/// id and that of the request B then hears.
+pub fn request(a: &mut Node, b: &mut Node, clock: &CmClock, port: u16) -> (CmId, CmId) {
+    let ia = a.connect(clock, IP_B, port, &ConnParam::default()).unwrap();
+    let mut ib = None;
+    run(a, b, clock, |_, b| {
+        ib = b.take(|e| match e {
+            Event::ConnectRequest { id, .. } => Some(*id),
+            _ => None,
+        });
+        ib.is_some()
+    });
+    (ia, ib.unwrap())
+}

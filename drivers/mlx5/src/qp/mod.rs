@@ -541,6 +541,22 @@ fn can_send(state: u8) -> bool {
     state == qp::state::RTS || state == qp::state::ERR
 }
 
+/// Field `f` of the QPC of CREATE_QP's input.
+pub(super) fn cqpc(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    f.within(create_qp_in::QPC)
+}
+
+/// Field `f` of the QPC of a transition's input (RST2INIT .. RTS2RTS all have it at
+/// `rst2init_qp_in`'s offset).
+pub(super) fn mqpc(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    f.within(rst2init_qp_in::QPC)
+}
+
+/// Field `f` of the primary address path of a transition's QPC.
+pub(super) fn mpath(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    mqpc(f.within(qpc::PRIMARY_ADDRESS_PATH))
+}
+
 /// RoCE v2 UDP source port of a connection: the flow label of the QP pair folded into
 /// 0xC000..0xFFFF (Linux include/rdma/ib_verbs.h `rdma_calc_flow_label`,
 /// `rdma_flow_label_to_udp_sport`; ib/qp.c `mlx5_set_path_udp_sport`).
