@@ -3,7 +3,7 @@
 //! manager and the IP stack polled while an app waits for an event or for completions
 //! (librdmacm's event channel and the tools' `rdma_get_cm_event`, here polled). Generic over
 //! the HCA and the stack, so the host tests run the apps' code over emulated HCAs; in the
-//! unikernel [`run`] brings it up from the cmdline.
+//! unikernel `run` brings it up from the cmdline.
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
@@ -15,14 +15,26 @@ use core::time::Duration;
 
 use mlx5::{AddressHandle, CompletionQueue, Context, Hal, ProtectionDomain, WorkCompletion};
 use net::{Clock, Nic};
-use rdma_cm::rdma_cm::PortSpace;
-use rdmacm::{CmConfig, CmError, CmId, ConnParam, Event, NewQp, RdmaCm};
+
+use rdmacm::{CmConfig, CmError, CmId, ConnParam, Event, NewQp, PortSpace, RdmaCm};
 
 use crate::stack::Node;
 
 /// `rdma_listen`'s backlog when a tool passes 0: Linux's `ucma_listen` takes the largest,
 /// `max_backlog` (1024 by default, drivers/infiniband/core/ucma.c), as [`CmConfig::new`]'s.
 pub const BACKLOG: usize = 1024;
+
+/// How long an app waits for the next step of its peer once they are connected (the tools
+/// wait for ever; the launcher's run timeout would end the run anyway).
+pub const WAIT: Duration = Duration::from_secs(120);
+
+/// How long a server waits for its first client, and a client for its server to listen: the
+/// Linux peer boots under TCG after the unikernel (the host tests' peers are there at once).
+pub const FIRST_WAIT: Duration = if cfg!(test) {
+    Duration::from_secs(30)
+} else {
+    crate::oob::FIRST_WAIT
+};
 
 /// Where an app's lines go (the console in the unikernel, a buffer in the host tests).
 pub type Say = Box<dyn FnMut(Arguments<'_>) + Send>;
@@ -185,22 +197,18 @@ impl<'a, H: Hal, N: Nic, C: Clock> CmNode<'a, H, N, C> {
         wait: Duration,
     ) -> Result<Vec<WorkCompletion>, mlx5::Error> {
         let deadline = self.node.deadline(wait);
-        let mut v = Vec::with_capacity(n.min(64));
-        let mut buf = [WorkCompletion::default(); 16];
-        while v.len() < n {
-            let k = cq.poll(&mut buf[..(n - v.len()).min(16)])?;
-            v.extend_from_slice(&buf[..k]);
-            if k == 0 {
-                if self.node.now_us() >= deadline {
-                    break;
+        crate::stack::poll_cq_with(
+            self,
+            cq,
+            n,
+            deadline,
+            |s| s.node.now_us(),
+            |s| {
+                if let Some(e) = s.turn() {
+                    s.pending.push_back(e);
                 }
-                if let Some(e) = self.turn() {
-                    self.pending.push_back(e);
-                }
-                core::hint::spin_loop();
-            }
-        }
-        Ok(v)
+            },
+        )
     }
 }
 

@@ -12,34 +12,11 @@
 #![no_std]
 #![no_main]
 
-use apps::cmtools::{self, Tool};
-use apps::{cm, oob};
-use kernel::{println, AppContext};
+use apps::cmtools::{app_main, Tool};
+use kernel::AppContext;
 
 kernel::entry_point!(main);
 
 fn main(ctx: &AppContext) -> i32 {
-    let cmdline = ctx.cmdline.0;
-    let args = oob::tool_args(cmdline, "ucmatose");
-    let o = match oob::cmdline_role(cmdline).and_then(|r| cmtools::parse(Tool::Cmatose, &args, r)) {
-        Ok(o) => o,
-        Err(e) => {
-            println!("cmatose: {e}");
-            return 2;
-        }
-    };
-    let r = cm::run(cmdline, |n| cmtools::cmatose::run_server(n, &o));
-    // cmatose.c / udaddy.c `main`.
-    println!("test complete");
-    match r {
-        Ok(()) => {
-            println!("return status 0");
-            0
-        }
-        Err(e) => {
-            println!("cmatose: FAILED: {e}");
-            println!("return status -1");
-            1
-        }
-    }
+    app_main(Tool::Cmatose, "ucmatose", ctx.cmdline.0)
 }

@@ -1,12 +1,11 @@
 //! cmatose.c's server side over rdmacm (`run_server`, `connect_handler`, `post_sends`,
-//! `poll_cqs`, `disconnect_events`), on a [`CmNode`]: the `ucmatose` app in the unikernel, an
+//! `poll_cqs`, `disconnect_events`), on a [`CmNode`](crate::cm::CmNode): the `ucmatose` app in the unikernel, an
 //! emulated HCA in the host tests. cmatose sends whatever its buffers hold; this side sends a
 //! known pattern and checks that every message has `-S` bytes.
 
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::time::Duration;
 
 use mlx5::{
     AccessFlags, CompletionQueue, Hal, MemoryRegion, QpCaps, RecvWr, SendData, SendFlags, SendOp,
@@ -15,19 +14,10 @@ use mlx5::{
 use net::{Clock, Nic};
 use rdmacm::{CmId, Event, PortSpace, QpInit};
 
-use super::{Opts, Tally};
-use crate::cm::{self, say, CmNode};
+use super::{Opts, Tally, Tool};
+use crate::cm::{self, say, CmNode, FIRST_WAIT, WAIT};
 use crate::oob;
 
-/// How long each phase may take once the clients are there.
-const WAIT: Duration = Duration::from_secs(120);
-/// How long the server waits for its first client: a Linux client boots under TCG after it
-/// (the host tests' peers are there at once).
-const FIRST_WAIT: Duration = if cfg!(test) {
-    Duration::from_secs(30)
-} else {
-    oob::FIRST_WAIT
-};
 /// The seed of the pattern this side sends.
 const SEED: u8 = 0x3c;
 
@@ -71,16 +61,7 @@ pub fn run_server<H: Hal, N: Nic, C: Clock>(
     }
     disconnect_events(n, &mut t)?;
     say!(n, "disconnected");
-    for nd in nodes {
-        let _ = n.destroy_id(nd.id);
-    }
-    say!(
-        n,
-        "cmatose: {} connections, {} messages of {} B each way on each: ok",
-        t.connected,
-        o.count,
-        o.size
-    );
+    super::finish(n, Tool::Cmatose, nodes.iter().map(|nd| nd.id), &t, o);
     Ok(())
 }
 

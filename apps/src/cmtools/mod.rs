@@ -114,6 +114,62 @@ pub fn parse(tool: Tool, args: &[&str], role: Option<bool>) -> Result<Opts, Stri
     Ok(o)
 }
 
+/// The app of `tool` (`ucmatose`, `udaddy`) in the unikernel: its options from the cmdline,
+/// the server's run, and the tool's last lines (cmatose.c / udaddy.c `main`); the exit status.
+#[cfg(target_os = "none")]
+pub fn app_main(tool: Tool, app: &str, cmdline: &str) -> i32 {
+    use kernel::println;
+    let name = tool.name();
+    let args = crate::oob::tool_args(cmdline, app);
+    let o = match crate::oob::cmdline_role(cmdline).and_then(|r| parse(tool, &args, r)) {
+        Ok(o) => o,
+        Err(e) => {
+            println!("{name}: {e}");
+            return 2;
+        }
+    };
+    let r = crate::cm::run(cmdline, |n| match tool {
+        Tool::Cmatose => cmatose::run_server(n, &o),
+        Tool::Udaddy => udaddy::run_server(n, &o),
+    });
+    println!("test complete");
+    match r {
+        Ok(()) => {
+            println!("return status 0");
+            0
+        }
+        Err(e) => {
+            println!("{name}: FAILED: {e}");
+            println!("return status -1");
+            1
+        }
+    }
+}
+
+/// The end of a server's run: its ids destroyed, and the line that says what went through.
+fn finish<H: mlx5::Hal, N: net::Nic, C: net::Clock>(
+    n: &mut crate::cm::CmNode<'_, H, N, C>,
+    tool: Tool,
+    ids: impl Iterator<Item = rdmacm::CmId>,
+    t: &Tally,
+    o: &Opts,
+) {
+    for id in ids {
+        let _ = n.destroy_id(id);
+    }
+    let what = match tool {
+        Tool::Cmatose => "connections",
+        Tool::Udaddy => "requests",
+    };
+    n.say(format_args!(
+        "{}: {} {what}, {} messages of {} B each way on each: ok",
+        tool.name(),
+        t.connected,
+        o.count,
+        o.size
+    ));
+}
+
 /// The run's connections and their messages, counted as the tool counts them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Tally {

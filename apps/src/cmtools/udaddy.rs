@@ -1,12 +1,11 @@
 //! udaddy.c's server side over rdmacm (`run_server`, `connect_handler`, `poll_cqs` with
-//! `create_reply_ah`, `post_sends`), on a [`CmNode`]: the `udaddy` app in the unikernel, an
+//! `create_reply_ah`, `post_sends`), on a [`CmNode`](crate::cm::CmNode): the `udaddy` app in the unikernel, an
 //! emulated HCA in the host tests. udaddy sends whatever its buffers hold; this side sends a
 //! known pattern and checks that every message has `-S` bytes after the GRH room.
 
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::time::Duration;
 
 use mlx5::{
     AccessFlags, AddressHandle, CompletionQueue, Hal, MemoryRegion, QpCaps, QueuePair, RecvWr,
@@ -15,19 +14,10 @@ use mlx5::{
 use net::{Clock, Nic};
 use rdmacm::{CmId, Event, PortSpace};
 
-use super::{Opts, Tally};
-use crate::cm::{self, say, CmNode};
+use super::{Opts, Tally, Tool};
+use crate::cm::{self, say, CmNode, FIRST_WAIT, WAIT};
 use crate::oob;
 
-/// How long each phase may take once the clients are there.
-const WAIT: Duration = Duration::from_secs(120);
-/// How long the server waits for its first client: a Linux client boots under TCG after it
-/// (the host tests' peers are there at once).
-const FIRST_WAIT: Duration = if cfg!(test) {
-    Duration::from_secs(30)
-} else {
-    oob::FIRST_WAIT
-};
 /// The seed of the pattern this side sends.
 const SEED: u8 = 0x5d;
 /// The Q_Key of rdma_cm's UDP port space (Linux drivers/infiniband/core/cma.c
@@ -93,16 +83,7 @@ pub fn run_server<H: Hal, N: Nic, C: Clock>(
         }
         say!(n, "data transfers complete");
     }
-    for nd in nodes {
-        let _ = n.destroy_id(nd.id);
-    }
-    say!(
-        n,
-        "udaddy: {} requests, {} messages of {} B each way on each: ok",
-        t.connected,
-        o.count,
-        o.size
-    );
+    super::finish(n, Tool::Udaddy, nodes.iter().map(|nd| nd.id), &t, o);
     Ok(())
 }
 

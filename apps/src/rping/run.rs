@@ -1,5 +1,5 @@
 //! rping over rdmacm: rping.c's `rping_run_server` / `rping_run_client` around the machines of
-//! [`super`], on a [`CmNode`] (the `rping` app in the unikernel, two emulated HCAs in the host
+//! [`super`], on a [`CmNode`](crate::cm::CmNode) (the `rping` app in the unikernel, two emulated HCAs in the host
 //! tests).
 
 use alloc::format;
@@ -11,23 +11,12 @@ use mlx5::{
     SendOp, SendWr, WcOpcode, WcStatus,
 };
 use net::{Clock, Nic};
-use rdma_cm::rdma_cm::PortSpace;
-use rdmacm::{CmId, ConnParam, Event, QpInit};
+
+use rdmacm::{CmId, ConnParam, Event, PortSpace, QpInit};
 
 use super::{Info, Opts, Step};
-use crate::cm::{self, say, CmNode};
-use crate::oob;
+use crate::cm::{self, say, CmNode, FIRST_WAIT, WAIT};
 
-/// How long a side waits for the next step of the other (rping waits for ever; the launcher's
-/// run timeout would end the run anyway).
-const WAIT: Duration = Duration::from_secs(120);
-/// How long the server waits for its client: a Linux client boots under TCG after it (the
-/// host tests' peers are there at once).
-const FIRST_WAIT: Duration = if cfg!(test) {
-    Duration::from_secs(30)
-} else {
-    oob::FIRST_WAIT
-};
 /// Where the receive and send buffers sit in the small MR (`recv_buf`, `send_buf`).
 const RECV_AT: u64 = 0;
 const SEND_AT: u64 = super::INFO_BYTES as u64;
@@ -56,19 +45,33 @@ pub fn run<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> R
     }
 }
 
+/// A side's CQ, its message and RDMA buffers, and the client's start buffer.
+type Buffers<H> = (
+    CompletionQueue<H>,
+    [MemoryRegion<H>; 2],
+    Option<MemoryRegion<H>>,
+);
+
+impl<H: Hal> Conn<H> {
+    /// The connection `id` with `b`.
+    fn new(id: CmId, b: Buffers<H>) -> Self {
+        let (cq, [msgs, rdma], start) = b;
+        Conn {
+            id,
+            cq,
+            msgs,
+            rdma,
+            start,
+        }
+    }
+}
+
 /// The CQ, QP capabilities and buffers of one side (rping.c `rping_setup_qp`,
 /// `rping_create_qp`, `rping_setup_buffers`); the server's sink takes any client's size.
 fn buffers<H: Hal, N: Nic, C: Clock>(
     n: &CmNode<'_, H, N, C>,
     o: &Opts,
-) -> Result<
-    (
-        CompletionQueue<H>,
-        [MemoryRegion<H>; 2],
-        Option<MemoryRegion<H>>,
-    ),
-    String,
-> {
+) -> Result<Buffers<H>, String> {
     let cq = n
         .dev
         .create_cq(super::SQ_DEPTH * 2)
@@ -267,14 +270,7 @@ fn server<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> Re
             None => return Err(format!("no connect request in {FIRST_WAIT:?}")),
         }
     };
-    let (cq, [msgs, rdma], start) = buffers(n, o)?;
-    let mut c = Conn {
-        id,
-        cq,
-        msgs,
-        rdma,
-        start,
-    };
+    let mut c = Conn::new(id, buffers(n, o)?);
     n.cm.create_qp(id, &n.pd, &c.cq, &c.cq, &qp_init())
         .map_err(|e| format!("rdma_create_qp: {e:?}"))?;
     post_recv(n, c.id, &c.msgs)?;
@@ -351,23 +347,11 @@ fn client<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> Re
         .addr
         .or(n.node.args().peer)
         .ok_or("as client, need -a ADDR (or peer=)")?;
-    let (cq, [msgs, rdma], start) = buffers(n, o)?;
-    // rping.c `rping_init_conn_param`.
-    let p = ConnParam {
-        private_data: &[],
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-    };
-    let id = connect(n, server, o.port, &cq, &msgs, &p)?;
-    let mut c = Conn {
-        id,
-        cq,
-        msgs,
-        rdma,
-        start,
-    };
+    // rping.c `rping_init_conn_param`: rdmacm's default (one READ each way, 7 retries each).
+    let p = ConnParam::default();
+    let b = buffers(n, o)?;
+    let id = connect(n, server, o.port, &b.0, &b.1[0], &p)?;
+    let mut c = Conn::new(id, b);
     say!(n, "rping: connected to {}:{}", ip_str(server), o.port);
     let r = ping(n, o, &mut c);
     // rping.c `rping_disconnect`, then the DREP (or its timeout) before the id goes.
