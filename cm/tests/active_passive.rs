@@ -201,14 +201,20 @@ impl Net {
         self.b.accept(self.now, id, &a, &mut self.tb).unwrap();
     }
 
+    /// A's connect, B's request accepted, all delivered (or lost) that could be.
+    fn connect_and_accept(&mut self) -> (ConnId, ConnId) {
+        let a = self.connect(PORT);
+        self.pump();
+        let b = self.request();
+        self.accept(b);
+        self.pump();
+        (a, b)
+    }
+
     /// A connection made, nothing lost.
     fn established() -> (Net, ConnId, ConnId) {
         let mut n = Net::new();
-        let a = n.connect(PORT);
-        n.pump();
-        let b = n.request();
-        n.accept(b);
-        n.pump();
+        let (a, b) = n.connect_and_accept();
         assert!(matches!(n.ev_a.pop(), Some(CmEvent::Established { id, .. }) if id == a));
         assert!(matches!(n.ev_b.pop(), Some(CmEvent::Established { id, .. }) if id == b));
         (n, a, b)
@@ -250,6 +256,7 @@ fn params(port: u16, private_data: &[u8]) -> Connect<'_> {
         local_cm_response_timeout: 20,
         max_cm_retries: 3,
         srq: false,
+        flow_control: true,
         private_data,
     }
 }
@@ -357,11 +364,7 @@ fn lost_rep_and_lost_rtu_are_recovered() {
     // The REP lost: B sends it again after its wait, A establishes.
     let mut n = Net::new();
     n.lose(false, attr::REP, 1);
-    let a = n.connect(PORT);
-    n.pump();
-    let b = n.request();
-    n.accept(b);
-    n.pump();
+    let (a, b) = n.connect_and_accept();
     assert!(n.ev_a.is_empty());
     // B's REP wait is the REQ's Local CM Response Timeout; A's REQ wait is longer.
     assert_eq!(n.b.next_deadline(), Some(iba_time_ns(20)));
@@ -373,11 +376,7 @@ fn lost_rep_and_lost_rtu_are_recovered() {
     // The RTU lost: B's REP again gets the RTU again (cm.c cm_dup_rep_handler).
     let mut n = Net::new();
     n.lose(true, attr::RTU, 1);
-    let a = n.connect(PORT);
-    n.pump();
-    let b = n.request();
-    n.accept(b);
-    n.pump();
+    let (a, b) = n.connect_and_accept();
     assert!(matches!(n.ev_a.pop(), Some(CmEvent::Established { id, .. }) if id == a));
     assert!(n.ev_b.is_empty());
     n.step();
@@ -447,10 +446,19 @@ fn mra_of_the_req_holds_off_its_retries() {
     // The service timeout and the path's ACK timeout (cm.c cm_mra_handler).
     assert_eq!(n.a.next_deadline(), Some(iba_time_ns(21) + iba_time_ns(19)));
     assert!(n.ev_a.is_empty());
+    // Then the REQ again, and each try left waits as long (mad.c ib_modify_mad); B answers
+    // the duplicate with its MRA again, which changes nothing more.
+    n.step();
+    assert_eq!(n.a.counters.retransmits, 1);
+    assert_eq!(n.b.counters.duplicate_reqs, 1);
+    assert_eq!(n.a.state(a), Some(ConnState::MraReqRcvd));
+    assert_eq!(
+        n.a.next_deadline(),
+        Some(n.now + iba_time_ns(21) + iba_time_ns(19))
+    );
     n.accept(b);
     n.pump();
     assert!(matches!(n.ev_a.pop(), Some(CmEvent::Established { id, .. }) if id == a));
-    assert_eq!(n.a.counters.retransmits, 0);
 
     // The application slow and the REQ sent again: B answers the duplicate with an MRA
     // (service timeout 24, rdma_cm's), and A waits.
@@ -574,11 +582,7 @@ fn timewait_lasts_the_ack_timeout_and_refuses_a_stale_req() {
 fn a_qp_that_cannot_move_on_the_rep_is_a_connect_error() {
     let mut n = Net::new();
     n.ta.fail_rtr = true;
-    let a = n.connect(PORT);
-    n.pump();
-    let b = n.request();
-    n.accept(b);
-    n.pump();
+    let (a, b) = n.connect_and_accept();
     assert_eq!(n.ev_a, [CmEvent::ConnectError { id: a }]);
     assert_eq!(n.ta.moves.last(), Some(&(QP_A, QpStep::Err)));
     assert_eq!(n.a.state(a), None);
@@ -706,4 +710,158 @@ fn calls_out_of_turn_are_refused() {
         n.a.connect(0, &B, &params(PORT, &pd), &mut n.ta),
         Err(CallError::Full)
     );
+}
+
+#[test]
+fn destroy_tells_the_peer_as_linux_does_and_goes_quiet() {
+    // An unanswered REQ of ours: REJ Timeout with our CA GUID; the peer finds its request by
+    // our ID and GUID and drops it.
+    let mut n = Net::new();
+    let a = n.connect(PORT);
+    n.pump();
+    let b = n.request();
+    n.a.destroy(n.now, a, &mut n.ta).unwrap();
+    assert_eq!(n.ta.moves, [(QP_A, QpStep::Err)]);
+    n.pump();
+    let rej = CmMad::decode(n.mads.last().unwrap()).unwrap();
+    let CmMsg::Rej(r) = rej.msg else {
+        panic!("{rej:?}")
+    };
+    assert_eq!((r.reason, r.message_rejected, r.remote_comm_id), (4, 2, 0));
+    assert_eq!(r.reject_info_length, 8);
+    assert_eq!(r.ari[..8], 0x0200_00ff_fe00_0002u64.to_be_bytes());
+    assert!(matches!(
+        n.ev_b.pop(),
+        Some(CmEvent::Rejected { id, reason: 4, .. }) if id == b
+    ));
+    assert_eq!((n.a.state(a), n.b.state(b)), (None, None));
+    assert!(n.ev_a.is_empty());
+    assert_eq!(
+        n.a.destroy(n.now, a, &mut n.ta),
+        Err(CallError::UnknownConn)
+    );
+
+    // A request not answered: REJ Consumer Defined.
+    let mut n = Net::new();
+    let a = n.connect(PORT);
+    n.pump();
+    let b = n.request();
+    n.b.destroy(n.now, b, &mut n.tb).unwrap();
+    n.pump();
+    assert!(matches!(
+        n.ev_a.pop(),
+        Some(CmEvent::Rejected { id, reason: rej_reason::CONSUMER_DEFINED, .. }) if id == a
+    ));
+    assert_eq!(n.b.state(b), None);
+
+    // Established: one DREQ, then TIMEWAIT without events; the peer disconnects.
+    for active in [true, false] {
+        let (mut n, a, b) = Net::established();
+        if active {
+            n.a.destroy(n.now, a, &mut n.ta).unwrap();
+        } else {
+            n.b.destroy(n.now, b, &mut n.tb).unwrap();
+        }
+        n.pump();
+        let (mine, theirs) = if active {
+            (&n.ev_a, &n.ev_b)
+        } else {
+            (&n.ev_b, &n.ev_a)
+        };
+        assert!(mine.is_empty(), "{mine:?}");
+        assert_eq!(theirs.len(), 1);
+        assert!(matches!(theirs[0], CmEvent::Disconnected { .. }));
+        assert_eq!(n.ta.moves.last(), Some(&(QP_A, QpStep::Err)));
+        assert_eq!(n.tb.moves.last(), Some(&(QP_B, QpStep::Err)));
+        assert_eq!(n.a.state(a), Some(ConnState::TimeWait));
+        assert_eq!(n.b.state(b), Some(ConnState::TimeWait));
+        while n.a.state(a).is_some() || n.b.state(b).is_some() {
+            n.step();
+        }
+        let (mine, theirs) = if active {
+            (&n.ev_a, &n.ev_b)
+        } else {
+            (&n.ev_b, &n.ev_a)
+        };
+        assert!(mine.is_empty(), "{mine:?}");
+        assert!(matches!(theirs[1], CmEvent::TimewaitExit { .. }));
+        let dreqs = n.log.iter().filter(|l| l.1 == attr::DREQ).count();
+        assert_eq!(dreqs, 1);
+    }
+
+    // An unanswered REP: REJ Consumer Defined, then TIMEWAIT; A's REQ ends rejected.
+    let mut n = Net::new();
+    n.lose(false, attr::REP, 1);
+    let (a, b) = n.connect_and_accept();
+    n.b.destroy(n.now, b, &mut n.tb).unwrap();
+    n.pump();
+    assert!(matches!(
+        n.ev_a.pop(),
+        Some(CmEvent::Rejected { id, reason: rej_reason::CONSUMER_DEFINED, .. }) if id == a
+    ));
+    assert_eq!(n.b.state(b), Some(ConnState::TimeWait));
+    n.step();
+    assert_eq!((n.b.state(b), n.ev_b.len()), (None, 0));
+}
+
+#[test]
+fn ack_timeout_follows_cm_ack_timeout() {
+    // (ACK delay, packet life time) → Local ACK Timeout, as cm.c cm_ack_timeout rounds.
+    for (delay, life, want) in [
+        (15, 18, 19),
+        (15, 16, 17),
+        (15, 13, 16),
+        (15, 14, 16),
+        (0, 0, 2),
+        (20, 10, 20),
+        (20, 18, 21),
+        (31, 31, 31),
+    ] {
+        assert_eq!(ack_timeout(delay, life), want, "{delay} {life}");
+    }
+}
+
+#[test]
+fn a_rej_ends_a_connection_into_timewait() {
+    // Established: the REJ is the peer's end of it (cm.c cm_rej_handler), QP to ERR.
+    let (mut n, a, b) = Net::established();
+    let rej = |local: u32, remote: u32| {
+        let r = rdma_cm::msg::Rej {
+            local_comm_id: local,
+            remote_comm_id: remote,
+            message_rejected: rdma_cm::msg::msg_response::OTHER,
+            reject_info_length: 0,
+            reason: rej_reason::CONSUMER_DEFINED,
+            ari: [0; rdma_cm::msg::REJ_ARI_LEN],
+            private_data: [0; rdma_cm::msg::REJ_PRIVATE_DATA_LEN],
+        };
+        CmMad::new(1, CmMsg::Rej(r)).to_bytes().unwrap()
+    };
+    // Not naming the peer's ID: dropped.
+    assert_eq!(
+        n.a.on_mad(n.now, &B, &rej(0, a.0), &mut n.ta),
+        Err(Dropped::UnknownConn)
+    );
+    assert!(matches!(
+        n.a.on_mad(n.now, &B, &rej(b.0, a.0), &mut n.ta),
+        Ok(Some(CmEvent::Rejected { id, reason: rej_reason::CONSUMER_DEFINED, .. })) if id == a
+    ));
+    assert_eq!(n.ta.moves.last(), Some(&(QP_A, QpStep::Err)));
+    assert_eq!(n.a.state(a), Some(ConnState::TimeWait));
+    // Again in TIMEWAIT: nothing more.
+    assert_eq!(
+        n.a.on_mad(n.now, &B, &rej(b.0, a.0), &mut n.ta),
+        Err(Dropped::WrongState)
+    );
+
+    // Our DREQ answered with a REJ: disconnected as with a DREP.
+    let (mut n, a, b) = Net::established();
+    n.lose(true, attr::DREQ, 1);
+    n.a.disconnect(n.now, a, &mut n.ta).unwrap();
+    n.pump();
+    assert_eq!(
+        n.a.on_mad(n.now, &B, &rej(b.0, a.0), &mut n.ta),
+        Ok(Some(CmEvent::Disconnected { id: a }))
+    );
+    assert_eq!(n.a.state(a), Some(ConnState::TimeWait));
 }

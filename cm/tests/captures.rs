@@ -11,20 +11,6 @@ use rdma_cm::msg::rej_reason;
 use rdma_cm::rdma_cm::{roce_flow_label, CmaAddr, CmaHdr, PortSpace};
 use rdma_cm::{CmMad, CmMsg};
 
-fn kind(m: &CmMsg) -> &'static str {
-    match m {
-        CmMsg::Req(_) => "REQ",
-        CmMsg::Mra(_) => "MRA",
-        CmMsg::Rej(_) => "REJ",
-        CmMsg::Rep(_) => "REP",
-        CmMsg::Rtu(_) => "RTU",
-        CmMsg::Dreq(_) => "DREQ",
-        CmMsg::Drep(_) => "DREP",
-        CmMsg::SidrReq(_) => "SIDR_REQ",
-        CmMsg::SidrRep(_) => "SIDR_REP",
-    }
-}
-
 /// What the captures' README lists per file: (REQ, REP, RTU, DREQ, DREP, REJ).
 fn expected(file: &str) -> Option<[usize; 6]> {
     match file {
@@ -56,7 +42,7 @@ fn every_captured_cm_mad_round_trips_byte_for_byte() {
                 CmMad::decode(&c.mad).unwrap_or_else(|e| panic!("{file} frame {}: {e:?}", c.frame));
             let again = mad.to_bytes().unwrap();
             assert_eq!(&again[..], &c.mad[..], "{file} frame {}", c.frame);
-            *counts.entry(kind(&mad.msg)).or_default() += 1;
+            *counts.entry(common::kind(&mad.msg)).or_default() += 1;
             check_connection(file, c.frame, &mad, &mut reqs);
         }
         total += mads.len();

@@ -1,14 +1,18 @@
-//! The passive side answers the Linux hosts' REQs, RTUs, DREQs and DREPs of the shared captures
-//! with the very MADs the Linux target sent, byte for byte: given the target's choices (its
-//! communication ID, QPN, PSN, CA GUID, ACK delay, private data, when to disconnect), the REP,
-//! DREP, DREQ and REJ it sends are Linux's.
+//! Both roles against the Linux hosts of the shared captures, byte for byte. The passive side
+//! answers the hosts' REQs, RTUs, DREQs and DREPs with the very MADs the Linux target sent:
+//! given the target's choices (its communication ID, QPN, PSN, CA GUID, ACK delay, private
+//! data, when to disconnect), the REP, DREP, DREQ and REJ it sends are Linux's. The active side,
+//! given the host's choices (ID, QPN, PSN, path, private data), sends the host's REQ, RTU, DREQ
+//! and DREP to the target's MADs.
 
 mod common;
 
 use std::collections::VecDeque;
 
 use common::CapturedMad;
-use rdma_cm::conn::{Accept, Cm, CmConfig, CmEvent, CmTransport, ConnId, Peer, QpStep};
+use rdma_cm::conn::{
+    own_tid, Accept, Cm, CmConfig, CmEvent, CmTransport, ConnId, Connect, Peer, QpStep,
+};
 use rdma_cm::mad::MAD_LEN;
 use rdma_cm::msg::{Rep, Req};
 use rdma_cm::{CmMad, CmMsg};
@@ -136,11 +140,18 @@ fn replay(file: &str, exch: &[&CapturedMad], req: &Req, rep: Option<Rep>) -> usi
     matched
 }
 
-#[test]
-fn passive_side_answers_linux_with_linux_s_own_mads() {
+/// Runs `replay` on every connection of every capture (its MADs, its REQ, the target's REP);
+/// the sum of what it returns, or `None` when the captures are not there.
+fn each_connection(
+    role: &str,
+    mut replay: impl FnMut(&str, &[&CapturedMad], &Req, Option<Rep>) -> usize,
+) -> Option<usize> {
     let files = match common::captured_mads() {
         Ok(f) => f,
-        Err(reason) => return common::skipped(&reason),
+        Err(reason) => {
+            common::skipped(&reason);
+            return None;
+        }
     };
     let mut total = 0;
     for (file, mads) in &files {
@@ -153,8 +164,119 @@ fn passive_side_answers_linux_with_linux_s_own_mads() {
             total += replay(file, &exch, &req, rep);
             conns += 1;
         }
-        println!("{file}: {conns} connections replayed");
+        println!("{file}: {conns} connections replayed from the {role}'s side");
     }
+    Some(total)
+}
+
+#[test]
+fn passive_side_answers_linux_with_linux_s_own_mads() {
+    let Some(total) = each_connection("target", replay) else {
+        return;
+    };
     // nvmeof: 3 REP + 3 DREP; perftest: 2 REP, 1 DREP, 1 DREQ; the REJ.
     assert_eq!(total, 6 + 4 + 1);
+}
+
+/// What the Linux host chose for its REQ, as a connect (the random parts: ID, QPN, PSN,
+/// flow label, private data; the rest are rdma_cm's values on rxe).
+fn connect_of(req: &Req) -> Connect<'_> {
+    let p = &req.primary;
+    Connect {
+        service_id: req.service_id,
+        qpn: req.local_qpn,
+        starting_psn: req.starting_psn,
+        local_gid: p.local_gid,
+        remote_gid: p.remote_gid,
+        flow_label: p.flow_label,
+        hop_limit: p.hop_limit,
+        traffic_class: p.traffic_class,
+        path_mtu: req.path_mtu,
+        pkey: req.pkey,
+        responder_resources: req.responder_resources,
+        initiator_depth: req.initiator_depth,
+        retry_count: req.retry_count,
+        rnr_retry_count: req.rnr_retry_count,
+        local_ack_timeout: p.local_ack_timeout,
+        remote_cm_response_timeout: req.remote_cm_response_timeout,
+        local_cm_response_timeout: req.local_cm_response_timeout,
+        max_cm_retries: req.max_cm_retries,
+        srq: req.srq,
+        flow_control: req.end_to_end_flow_control,
+        private_data: &req.private_data,
+    }
+}
+
+/// Replays one connection from the host's side; returns how many host MADs matched.
+fn replay_active(file: &str, exch: &[&CapturedMad], req: &Req) -> usize {
+    let active = exch[0].src;
+    let tid = decoded(exch[0]).hdr.tid;
+    // Linux's own-exchange TID rule holds for the host's REQ.
+    assert_eq!(
+        own_tid((tid >> 32) as u32, req.local_comm_id),
+        tid,
+        "{file}"
+    );
+    let cfg = CmConfig {
+        local_ca_guid: req.local_ca_guid,
+        ack_delay: 0,
+        max_responder_resources: u8::MAX,
+        max_initiator_depth: u8::MAX,
+        tid_hi: (tid >> 32) as u32,
+        // The first ID the machine makes is 1 ^ seed.
+        comm_id_seed: req.local_comm_id ^ 1,
+    };
+    let mut cm = Cm::<4>::new(cfg);
+    let mut w = Wire::default();
+    let peer = Peer {
+        gid: req.primary.remote_gid,
+        qpn: 1,
+    };
+    let id = cm.connect(0, &peer, &connect_of(req), &mut w).unwrap();
+    assert_eq!(id.0, req.local_comm_id);
+    let mut matched = 0;
+    for c in exch {
+        let what = format!("{file} frame {}", c.frame);
+        if c.src == active {
+            // The host's MAD: what the machine sent, or a DREQ the application starts.
+            if w.sent.is_empty() && matches!(decoded(c).msg, CmMsg::Dreq(_)) {
+                cm.disconnect(0, id, &mut w).unwrap();
+            }
+            let ours = w
+                .sent
+                .pop_front()
+                .unwrap_or_else(|| panic!("{what}: nothing sent"));
+            assert_eq!(
+                &ours[..],
+                &c.mad[..],
+                "{what}: {:?}\nours {:?}",
+                decoded(c).msg,
+                CmMad::decode(&ours).map(|m| m.msg)
+            );
+            matched += 1;
+            continue;
+        }
+        match cm.on_mad(0, &peer, &c.mad, &mut w) {
+            Ok(Some(CmEvent::Established { id: got, .. })) => assert_eq!(got, id),
+            Ok(Some(CmEvent::Disconnected { id: got })) => assert_eq!(got, id),
+            Ok(Some(CmEvent::Rejected {
+                id: got, reason, ..
+            })) => {
+                assert_eq!((got, reason), (id, 8), "{what}")
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    assert!(w.sent.is_empty(), "{file}: sent more than the host");
+    matched
+}
+
+#[test]
+fn active_side_sends_linux_s_own_req_rtu_and_dreq() {
+    let active = |file: &str, exch: &[&CapturedMad], req: &Req, _| replay_active(file, exch, req);
+    let Some(total) = each_connection("host", active) else {
+        return;
+    };
+    // nvmeof: 3 REQ + 3 RTU + 3 DREQ; perftest: 2 REQ, 2 RTU, 1 DREQ, 1 DREP; the rejected REQ.
+    assert_eq!(total, 9 + 6 + 1);
 }

@@ -5,15 +5,14 @@
 //! REJ, MRA, DREQ and timer rules both roles share are in `handlers`.
 
 use super::{
-    ack_timeout, own_tid, rej_for, CallError, Cm, CmEvent, CmTransport, Conn, ConnId, ConnState,
-    Connect, Dropped, Peer, QpStep, Role, RtrAttrs, RtsAttrs,
+    ack_timeout, own_tid, qp_steps, rej_for, Agreed, CallError, Cm, CmEvent, CmTransport, Conn,
+    ConnId, ConnState, Connect, Dropped, Peer, QpStep, Role,
 };
 use crate::mad::MAD_LEN;
 use crate::msg::{
     msg_response, private_data, rej_reason, transport, CmMad, CmMsg, Rep, Req, ReqPath, Rtu,
     REJ_PRIVATE_DATA_LEN, RTU_PRIVATE_DATA_LEN,
 };
-use crate::rdma_cm::udp_sport_from_flow_label;
 
 /// The LID a REQ names for a path that leaves the subnet (cm.c `cm_format_req`:
 /// `IB_LID_PERMISSIVE`; RoCE paths always do, their hop limit being above 1).
@@ -25,6 +24,56 @@ impl<const N: usize> Cm<N> {
     /// REP moves the QP through INIT, RTR and RTS and is answered with the RTU; then
     /// [`CmEvent::Established`] carries the REP's private data. [`CmEvent::Rejected`],
     /// [`CmEvent::Unreachable`] or [`CmEvent::ConnectError`] end it otherwise.
+    ///
+    /// ```
+    /// use rdma_cm::conn::*;
+    /// use rdma_cm::rdma_cm::*;
+    /// # struct Nic;
+    /// # impl CmTransport for Nic {
+    /// #     type QpError = ();
+    /// #     fn send_mad(&mut self, _: &Peer, _: &[u8; rdma_cm::MAD_LEN]) {}
+    /// #     fn modify_qp(&mut self, _: u32, _: QpStep) -> Result<(), ()> { Ok(()) }
+    /// # }
+    /// # let cfg = CmConfig { local_ca_guid: 2, ack_delay: 15, max_responder_resources: 16,
+    /// #     max_initiator_depth: 16, tid_hi: 1, comm_id_seed: 7 };
+    /// let mut cm = Cm::<64>::new(cfg);
+    /// // rdma_cm's header: our port, our address, the peer's (cma.c `cma_format_hdr`).
+    /// let (src_port, dst_port) = (49743, 7174);
+    /// let mut hdr = [0u8; CMA_HDR_LEN];
+    /// CmaHdr { src_port, src: CmaAddr::V4([10, 0, 0, 2]), dst: CmaAddr::V4([10, 0, 0, 1]) }
+    ///     .encode(&mut hdr);
+    /// let gid = |ip: [u8; 4]| [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ip[0], ip[1], ip[2], ip[3]];
+    /// let to = Peer { gid: gid([10, 0, 0, 1]), qpn: 1 };
+    /// let c = Connect {
+    ///     service_id: PortSpace::Tcp.service_id(dst_port),
+    ///     qpn: 0x11, // a fresh RC QP in RESET
+    ///     starting_psn: 0x31_a2d2,
+    ///     local_gid: gid([10, 0, 0, 2]),
+    ///     remote_gid: to.gid,
+    ///     flow_label: roce_flow_label(src_port, dst_port),
+    ///     hop_limit: 64,
+    ///     traffic_class: 0,
+    ///     path_mtu: 3, // 1024
+    ///     pkey: 0xffff,
+    ///     responder_resources: 1,
+    ///     initiator_depth: 1,
+    ///     retry_count: 7,
+    ///     rnr_retry_count: 7,
+    ///     // The device's ACK delay and RoCE's packet life time (cma.c
+    ///     // `CMA_IBOE_PACKET_LIFETIME`, 18 in Linux 6.1).
+    ///     local_ack_timeout: ack_timeout(15, 18),
+    ///     remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+    ///     local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+    ///     max_cm_retries: MAX_CM_RETRIES,
+    ///     srq: false,
+    ///     flow_control: false,
+    ///     private_data: &hdr,
+    /// };
+    /// let id = cm.connect(0, &to, &c, &mut Nic).unwrap();
+    /// assert_eq!(cm.state(id), Some(ConnState::ReqSent));
+    /// // Then feed every MAD from QP 1 to `cm.on_mad` and run `cm.poll` by
+    /// // `cm.next_deadline()`: `CmEvent::Established { id, private_data }` when the REP came.
+    /// ```
     pub fn connect<T: CmTransport>(
         &mut self,
         now: u64,
@@ -57,9 +106,11 @@ impl<const N: usize> Cm<N> {
             ack_timeout: c.local_ack_timeout,
             last: bytes,
             deadline: None,
-            retries_left: c.max_cm_retries,
+            retries_left: 0,
+            retry_ns: 0,
+            quiet: false,
         };
-        conn.deadline = Some(now.saturating_add(conn.response_ns()));
+        conn.start_wait(now);
         self.conns[slot] = Some(conn);
         Ok(ConnId(id))
     }
@@ -101,9 +152,7 @@ impl<const N: usize> Cm<N> {
             remote_eecn: 0,
             remote_cm_response_timeout: c.remote_cm_response_timeout,
             transport_service_type: transport::RC,
-            // As Linux's nvme-rdma host asks (`drivers/nvme/host/rdma.c`
-            // `nvme_rdma_route_resolved`: `flow_control = 1`) and librdmacm's users do.
-            end_to_end_flow_control: true,
+            end_to_end_flow_control: c.flow_control,
             starting_psn: c.starting_psn,
             local_cm_response_timeout: c.local_cm_response_timeout,
             retry_count: c.retry_count,
@@ -149,7 +198,19 @@ impl<const N: usize> Cm<N> {
             rep.target_ack_delay,
             c.req.primary.local_ack_timeout.saturating_sub(1),
         );
-        let moved = rep_steps(&c.req, rep, timeout)
+        // What cm.c `cm_rep_handler` takes from the REP: the peer's QPN and first PSN, its
+        // RNR retry count, the resources crossed over (never more than our REQ offered), the
+        // ACK timeout from its Target ACK Delay.
+        let agreed = Agreed {
+            dest_qpn: rep.local_qpn,
+            rq_psn: c.req.starting_psn,
+            sq_psn: rep.starting_psn,
+            max_dest_rd_atomic: rep.initiator_depth.min(c.req.responder_resources),
+            max_rd_atomic: rep.responder_resources.min(c.req.initiator_depth),
+            timeout,
+            rnr_retry: rep.rnr_retry_count,
+        };
+        let moved = qp_steps(&c.req, Role::Active, agreed)
             .into_iter()
             .try_for_each(|s| t.modify_qp(qpn, s));
         if moved.is_err() {
@@ -189,36 +250,4 @@ impl<const N: usize> Cm<N> {
             private_data: rep.private_data,
         }))
     }
-}
-
-/// The moves of the active side's QP on the REP (cm.c `cm_init_qp_rtr_attr`,
-/// `cm_init_qp_rts_attr` with what `cm_rep_handler` took from the REP: the peer's QPN and
-/// first PSN, its RNR retry count, resources crossed over, the ACK timeout from its Target
-/// ACK Delay). The resources are never more than our REQ offered.
-fn rep_steps(req: &Req, rep: &Rep, timeout: u8) -> [QpStep; 3] {
-    let path = &req.primary;
-    [
-        QpStep::Init { pkey: req.pkey },
-        QpStep::Rtr(RtrAttrs {
-            dest_qpn: rep.local_qpn,
-            rq_psn: req.starting_psn,
-            path_mtu: req.path_mtu,
-            max_dest_rd_atomic: rep.initiator_depth.min(req.responder_resources),
-            pkey: req.pkey,
-            remote_gid: path.remote_gid,
-            local_gid: path.local_gid,
-            flow_label: path.flow_label,
-            udp_sport: udp_sport_from_flow_label(path.flow_label),
-            hop_limit: path.hop_limit,
-            traffic_class: path.traffic_class,
-            sl: path.sl,
-        }),
-        QpStep::Rts(RtsAttrs {
-            sq_psn: rep.starting_psn,
-            timeout,
-            retry_cnt: req.retry_count,
-            rnr_retry: rep.rnr_retry_count,
-            max_rd_atomic: rep.responder_resources.min(req.initiator_depth),
-        }),
-    ]
 }

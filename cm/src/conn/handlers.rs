@@ -116,6 +116,8 @@ impl<const N: usize> Cm<N> {
             last: [0; MAD_LEN],
             deadline: None,
             retries_left: 0,
+            retry_ns: 0,
+            quiet: false,
         });
         Ok(Some(CmEvent::ConnectRequest {
             id: ConnId(id),
@@ -245,40 +247,55 @@ impl<const N: usize> Cm<N> {
         }))
     }
 
-    /// A REJ of our REQ or REP, or the peer giving up on its REQ (cm.c `cm_rej_handler`,
-    /// `cm_acquire_rejected_id`: a REJ of our REQ is found by our ID alone, the peer's may
-    /// be 0 or its own).
+    /// A REJ of our REQ or REP, the peer giving up on its REQ, or ending a connection (cm.c
+    /// `cm_rej_handler`, `cm_acquire_rejected_id`: a REJ of our REQ is found by our ID alone,
+    /// the peer's may be 0 or its own).
     fn on_rej<T: CmTransport>(
         &mut self,
         now: u64,
         rej: &Rej,
         t: &mut T,
     ) -> Result<Option<CmEvent>, Dropped> {
-        let i = self.slot(rej.remote_comm_id).ok_or(Dropped::UnknownConn)?;
+        let i = match timeout_guid(rej) {
+            // A REJ Timeout names the sender's CA GUID in its ARI and may not know our ID:
+            // found by the peer's ID and GUID (cm.c `cm_acquire_rejected_id`).
+            Some(guid) => self.conns.iter().position(|c| {
+                c.is_some_and(|c| c.remote_id == rej.local_comm_id && c.remote_guid == guid)
+            }),
+            None => self.slot(rej.remote_comm_id),
+        };
+        let i = i.ok_or(Dropped::UnknownConn)?;
         let c = *self.conn(i);
         let ours_unanswered = matches!(c.state, ConnState::ReqSent | ConnState::MraReqRcvd);
-        // A REJ for a REQ we never answered may carry local ID 0 (the timeout REJ).
-        if !ours_unanswered && rej.local_comm_id != c.remote_id && rej.local_comm_id != 0 {
+        let connected = matches!(c.state, ConnState::Established | ConnState::DreqSent);
+        // The peer's ID must match, but a REJ of a REQ not answered may carry 0 (the REJ of a
+        // REQ not MRAed, the timeout REJ); a connection's REJ names both.
+        let zero_ok = !connected && rej.local_comm_id == 0;
+        if !ours_unanswered && rej.local_comm_id != c.remote_id && !zero_ok {
             return Err(Dropped::UnknownConn);
         }
-        if matches!(
-            c.state,
-            ConnState::Established | ConnState::DreqSent | ConnState::TimeWait
-        ) {
+        if c.state == ConnState::TimeWait {
             return Err(Dropped::WrongState);
         }
-        if let Some(qpn) = c.qpn {
-            // cma.c `cma_ib_handler` on `IB_CM_REJ_RECEIVED`: `cma_modify_qp_err`.
+        if let Some(qpn) = c.qpn.filter(|_| c.state != ConnState::DreqSent) {
+            // cma.c `cma_ib_handler` on `IB_CM_REJ_RECEIVED`: `cma_modify_qp_err` (after our
+            // DREQ the QP is in ERR already).
             let _ = t.modify_qp(qpn, QpStep::Err);
         }
-        if ours_unanswered && rej.reason == rej_reason::STALE_CONN {
-            // The peer still knows an old connection of ours: wait before the IDs return.
+        // cm.c `cm_rej_handler`: a connection, or IDs the peer calls stale, wait out
+        // TIMEWAIT; anything else is gone.
+        if connected || rej.reason == rej_reason::STALE_CONN {
             self.enter_timewait(now, i);
         } else {
             self.conns[i] = None;
         }
+        let id = ConnId(c.id);
+        if c.state == ConnState::DreqSent {
+            // Our disconnect ends as it would with the DREP.
+            return Ok(Some(CmEvent::Disconnected { id }));
+        }
         Ok(Some(CmEvent::Rejected {
-            id: ConnId(c.id),
+            id,
             reason: rej.reason,
             private_data: rej.private_data,
         }))
@@ -298,13 +315,13 @@ impl<const N: usize> Cm<N> {
             (msg_response::REP, ConnState::RepSent) => ConnState::MraRepRcvd,
             _ => return Err(Dropped::WrongState),
         };
-        c.deadline =
-            Some(now.saturating_add(super::iba_time_ns(mra.service_timeout) + c.timewait_ns()));
+        c.retry_ns = super::iba_time_ns(mra.service_timeout) + c.timewait_ns();
+        c.deadline = Some(now.saturating_add(c.retry_ns));
         Ok(None)
     }
 
     /// TIMEWAIT for the path's ACK timeout (cm.c `cm_enter_timewait`).
-    fn enter_timewait(&mut self, now: u64, i: usize) {
+    pub(super) fn enter_timewait(&mut self, now: u64, i: usize) {
         let c = self.conn_mut(i);
         c.state = ConnState::TimeWait;
         c.deadline = Some(now.saturating_add(c.timewait_ns()));
@@ -340,7 +357,7 @@ impl<const N: usize> Cm<N> {
                 self.counters.retransmits += 1;
                 let c = self.conn_mut(i);
                 c.retries_left -= 1;
-                c.deadline = Some(now.saturating_add(c.response_ns()));
+                c.deadline = Some(now.saturating_add(c.retry_ns));
                 None
             }
             ConnState::ReqSent | ConnState::MraReqRcvd => {
@@ -376,6 +393,9 @@ impl<const N: usize> Cm<N> {
             }
             ConnState::TimeWait => {
                 self.conns[i] = None;
+                if c.quiet {
+                    return None;
+                }
                 Some(CmEvent::TimewaitExit {
                     id,
                     qpn: c.qpn.unwrap_or(0),
@@ -387,4 +407,15 @@ impl<const N: usize> Cm<N> {
             }
         }
     }
+}
+
+/// The CA GUID a REJ Timeout carries in its ARI (cm.c `cm_destroy_id` puts the node GUID
+/// there), if it does.
+fn timeout_guid(rej: &Rej) -> Option<u64> {
+    if rej.reason != rej_reason::TIMEOUT || rej.reject_info_length < 8 {
+        return None;
+    }
+    let mut guid = [0u8; 8];
+    guid.copy_from_slice(&rej.ari[..8]);
+    Some(u64::from_be_bytes(guid))
 }

@@ -158,6 +158,11 @@ struct Conn {
     last: [u8; MAD_LEN],
     deadline: Option<u64>,
     retries_left: u8,
+    /// How long each try of the MAD in flight waits: the response time, or what the peer's
+    /// MRA asked for (mad.c `ib_modify_mad` changes the wait of the tries left too).
+    retry_ns: u64,
+    /// Destroyed by the application: no more events (it waits out TIMEWAIT).
+    quiet: bool,
 }
 
 impl Conn {
@@ -173,6 +178,13 @@ impl Conn {
                 2 * iba_time_ns(life) + iba_time_ns(self.req.remote_cm_response_timeout)
             }
         }
+    }
+    /// Starts waiting for the answer to the MAD just sent: `max_cm_retries` tries more,
+    /// each waiting the response time (cm.c `cm_alloc_msg`: `retries`, `timeout_ms`).
+    fn start_wait(&mut self, now: u64) {
+        self.retries_left = self.req.max_cm_retries;
+        self.retry_ns = self.response_ns();
+        self.deadline = Some(now.saturating_add(self.retry_ns));
     }
     /// TIMEWAIT: the ACK timeout of the path (cm.c `cm_enter_timewait`,
     /// `cm_convert_to_ms(av.timeout)`).
@@ -338,31 +350,19 @@ impl<const N: usize> Cm<N> {
         };
         let mad = CmMad::new(c.tid, CmMsg::Rep(rep));
         let bytes = mad.to_bytes().map_err(CallError::Encode)?;
-        let path = &req.primary;
-        let steps = [
-            QpStep::Init { pkey: req.pkey },
-            QpStep::Rtr(RtrAttrs {
+        let steps = qp_steps(
+            req,
+            Role::Passive,
+            Agreed {
                 dest_qpn: req.local_qpn,
                 rq_psn: a.starting_psn,
-                path_mtu: req.path_mtu,
-                max_dest_rd_atomic: responder_resources,
-                pkey: req.pkey,
-                remote_gid: path.local_gid,
-                local_gid: path.remote_gid,
-                flow_label: path.flow_label,
-                udp_sport: udp_sport_from_flow_label(path.flow_label),
-                hop_limit: path.hop_limit,
-                traffic_class: path.traffic_class,
-                sl: path.sl,
-            }),
-            QpStep::Rts(RtsAttrs {
                 sq_psn: req.starting_psn,
-                timeout: path.local_ack_timeout,
-                retry_cnt: req.retry_count,
-                rnr_retry: req.rnr_retry_count,
+                max_dest_rd_atomic: responder_resources,
                 max_rd_atomic: initiator_depth,
-            }),
-        ];
+                timeout: req.primary.local_ack_timeout,
+                rnr_retry: req.rnr_retry_count,
+            },
+        );
         for s in steps {
             t.modify_qp(a.qpn, s).map_err(CallError::Qp)?;
         }
@@ -371,8 +371,7 @@ impl<const N: usize> Cm<N> {
         c.qpn = Some(a.qpn);
         c.last = bytes;
         c.state = ConnState::RepSent;
-        c.retries_left = c.req.max_cm_retries;
-        c.deadline = Some(now.saturating_add(c.response_ns()));
+        c.start_wait(now);
         Ok(())
     }
 
@@ -386,9 +385,15 @@ impl<const N: usize> Cm<N> {
     ) -> Result<(), CallError<T::QpError>> {
         let (i, c) = self.in_state(id, &[ConnState::ReqRcvd, ConnState::MraReqSent])?;
         let pd = private_data(private).map_err(CallError::Encode)?;
+        // cm.c `cm_format_rej`: our ID only once the peer has it (from our MRA).
+        let local = if c.state == ConnState::ReqRcvd {
+            0
+        } else {
+            c.id
+        };
         let rej = rej_for(
             c.remote_id,
-            c.id,
+            local,
             msg_response::REQ,
             rej_reason::CONSUMER_DEFINED,
             pd,
@@ -434,21 +439,89 @@ impl<const N: usize> Cm<N> {
         let (i, c) = self.in_state(id, &[ConnState::Established])?;
         let qpn = c.qpn.ok_or(CallError::WrongState)?;
         t.modify_qp(qpn, QpStep::Err).map_err(CallError::Qp)?;
-        // cm.c `cm_format_dreq`: Remote QPN/EECN is the peer's QPN.
+        let b = send(t, &c.peer, &self.dreq(&c)).map_err(CallError::Encode)?;
+        let c = self.conn_mut(i);
+        c.last = b;
+        c.state = ConnState::DreqSent;
+        c.start_wait(now);
+        Ok(())
+    }
+
+    /// The DREQ of connection `c` (cm.c `cm_format_dreq`: Remote QPN/EECN is the peer's QPN;
+    /// a DREQ starts an exchange of its own).
+    fn dreq(&self, c: &Conn) -> CmMad {
         let dreq = Dreq {
             local_comm_id: c.id,
             remote_comm_id: c.remote_id,
             remote_qpn_eecn: c.remote_qpn,
             private_data: [0; crate::msg::DREQ_PRIVATE_DATA_LEN],
         };
-        // cm.c `cm_format_dreq`: a DREQ starts an exchange of its own.
-        let tid = own_tid(self.cfg.tid_hi, c.id);
-        let b = send(t, &c.peer, &CmMad::new(tid, CmMsg::Dreq(dreq))).map_err(CallError::Encode)?;
-        let c = self.conn_mut(i);
-        c.last = b;
-        c.state = ConnState::DreqSent;
-        c.retries_left = c.req.max_cm_retries;
-        c.deadline = Some(now.saturating_add(c.response_ns()));
+        CmMad::new(own_tid(self.cfg.tid_hi, c.id), CmMsg::Dreq(dreq))
+    }
+
+    /// Forgets a connection in any state (`rdma_destroy_id`; cm.c `cm_destroy_id`): its QP to
+    /// ERR, the peer told as Linux tells it, and no more events for it. An unanswered REQ of
+    /// ours gets a REJ Timeout naming our CA GUID, a request not yet answered a REJ Consumer
+    /// Defined, and both are gone; an unanswered REP gets a REJ Consumer Defined, an
+    /// established connection one DREQ (not retried), and these wait out TIMEWAIT (with any in
+    /// DREQ_SENT or TIMEWAIT already) before their IDs can return.
+    pub fn destroy<T: CmTransport>(
+        &mut self,
+        now: u64,
+        id: ConnId,
+        t: &mut T,
+    ) -> Result<(), CallError<T::QpError>> {
+        let i = self.slot(id.0).ok_or(CallError::UnknownConn)?;
+        let c = *self.conn(i);
+        if let Some(qpn) = c.qpn {
+            // cma.c `rdma_destroy_id` → `cma_modify_qp_err` precedes it; a failure changes
+            // nothing here.
+            let _ = t.modify_qp(qpn, QpStep::Err);
+        }
+        // cm.c `cm_format_rej`: the message rejected by the state left.
+        let rej = |reason, message_rejected, ari: Option<u64>| {
+            let mut r = rej_for(
+                c.remote_id,
+                c.id,
+                message_rejected,
+                reason,
+                [0; crate::msg::REJ_PRIVATE_DATA_LEN],
+            );
+            if let Some(guid) = ari {
+                r.reject_info_length = 8;
+                r.ari[..8].copy_from_slice(&guid.to_be_bytes());
+            }
+            CmMad::new(c.tid, CmMsg::Rej(r))
+        };
+        let guid = self.cfg.local_ca_guid;
+        let (mad, gone) = match c.state {
+            ConnState::ReqSent | ConnState::MraReqRcvd => (
+                Some(rej(rej_reason::TIMEOUT, msg_response::OTHER, Some(guid))),
+                true,
+            ),
+            ConnState::ReqRcvd | ConnState::MraReqSent => return self.reject(id, &[], t),
+            ConnState::RepSent | ConnState::MraRepRcvd => (
+                Some(rej(rej_reason::CONSUMER_DEFINED, msg_response::OTHER, None)),
+                false,
+            ),
+            ConnState::Established => (Some(self.dreq(&c)), false),
+            ConnState::DreqSent | ConnState::TimeWait => (None, false),
+        };
+        if let Some(mad) = mad {
+            // Every field of these fits its width.
+            let _ = send(t, &c.peer, &mad);
+            if matches!(mad.msg, CmMsg::Rej(_)) {
+                self.counters.rej_sent += 1;
+            }
+        }
+        if gone {
+            self.conns[i] = None;
+        } else {
+            if c.state != ConnState::TimeWait {
+                self.enter_timewait(now, i);
+            }
+            self.conn_mut(i).quiet = true;
+        }
         Ok(())
     }
 
@@ -494,6 +567,60 @@ fn rej_for(
         ari: [0; REJ_ARI_LEN],
         private_data,
     }
+}
+
+/// What the two sides agreed on for one QP, beyond the REQ's path.
+struct Agreed {
+    /// The peer's QPN.
+    dest_qpn: u32,
+    /// The PSN we receive first (the REQ's Starting PSN on the active side, the REP's on
+    /// the passive side).
+    rq_psn: u32,
+    /// The PSN we send first (the other one).
+    sq_psn: u32,
+    /// RDMA READs / atomics we answer at once.
+    max_dest_rd_atomic: u8,
+    /// RDMA READs / atomics we issue at once.
+    max_rd_atomic: u8,
+    /// Our Local ACK Timeout.
+    timeout: u8,
+    /// Our retries of the peer's RNR NAKs (the count the peer asked for).
+    rnr_retry: u8,
+}
+
+/// The INIT, RTR and RTS of a connection's QP (cm.c `cm_init_qp_init_attr`,
+/// `cm_init_qp_rtr_attr`, `cm_init_qp_rts_attr`): the REQ's path seen from our end, and what
+/// was agreed.
+fn qp_steps(req: &Req, role: Role, a: Agreed) -> [QpStep; 3] {
+    let path = &req.primary;
+    let (local_gid, remote_gid) = match role {
+        Role::Active => (path.local_gid, path.remote_gid),
+        Role::Passive => (path.remote_gid, path.local_gid),
+    };
+    [
+        QpStep::Init { pkey: req.pkey },
+        QpStep::Rtr(RtrAttrs {
+            dest_qpn: a.dest_qpn,
+            rq_psn: a.rq_psn,
+            path_mtu: req.path_mtu,
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            pkey: req.pkey,
+            remote_gid,
+            local_gid,
+            flow_label: path.flow_label,
+            udp_sport: udp_sport_from_flow_label(path.flow_label),
+            hop_limit: path.hop_limit,
+            traffic_class: path.traffic_class,
+            sl: path.sl,
+        }),
+        QpStep::Rts(RtsAttrs {
+            sq_psn: a.sq_psn,
+            timeout: a.timeout,
+            retry_cnt: req.retry_count,
+            rnr_retry: a.rnr_retry,
+            max_rd_atomic: a.max_rd_atomic,
+        }),
+    ]
 }
 
 /// The rdma_cm header of a REQ, if its private data starts with a valid one.

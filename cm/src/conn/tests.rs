@@ -253,6 +253,12 @@ fn duplicate_req_gets_the_same_rep_or_mra() {
     // Accepting after the MRA still works.
     p.accept(5, id, &accept_params(0x13), &mut t).unwrap();
     assert_eq!(p.state(id), Some(ConnState::RepSent));
+    // Rejecting after our MRA names our ID, which the MRA told (cm.c cm_format_rej).
+    p.reject(id3, &[], &mut t).unwrap();
+    let CmMsg::Rej(rej) = t.last().msg else {
+        panic!()
+    };
+    assert_eq!(rej.local_comm_id, id3.0);
 }
 
 #[test]
@@ -422,9 +428,10 @@ fn reject_and_failed_qp_moves() {
     let CmMsg::Rej(rej) = t.last().msg else {
         panic!()
     };
+    // Linux names no local ID in a REJ of a REQ it has not MRAed (cm.c cm_format_rej).
     assert_eq!(
-        (rej.reason, rej.local_comm_id),
-        (rej_reason::CONSUMER_DEFINED, id.0)
+        (rej.reason, rej.local_comm_id, rej.remote_comm_id),
+        (rej_reason::CONSUMER_DEFINED, 0, req.local_comm_id)
     );
     assert_eq!(&rej.private_data[..2], &[0xee, 1]);
     assert_eq!(p.state(id), None);
@@ -470,6 +477,12 @@ fn peer_rej_and_mra_of_our_rep() {
         }))
     );
     assert_eq!(t.moves.last(), Some(&(0x12, QpStep::Err)));
+    // Stale IDs wait out TIMEWAIT (cm.c cm_rej_handler), then are gone.
+    assert_eq!(p.state(id), Some(ConnState::TimeWait));
+    assert_eq!(
+        p.poll(6 + iba_time_ns(19), &mut t),
+        Some(CmEvent::TimewaitExit { id, qpn: 0x12 })
+    );
     assert_eq!(p.state(id), None);
 }
 

@@ -188,6 +188,10 @@ pub struct Connect<'a> {
     pub max_cm_retries: u8,
     /// Our QP takes its receives from an SRQ (REQ SRQ).
     pub srq: bool,
+    /// REQ End-to-End Flow Control (librdmacm `struct rdma_conn_param` `flow_control`: Linux's
+    /// nvme-rdma host sets it, `drivers/nvme/host/rdma.c` `nvme_rdma_route_resolved`; rdma-core
+    /// `librdmacm/examples/rping.c` and perftest `src/perftest_communication.c` leave it 0).
+    pub flow_control: bool,
     /// The REQ's private data, the rdma_cm header first when the peer is rdma_cm (≤ 92
     /// bytes, zero-padded).
     pub private_data: &'a [u8],
@@ -256,8 +260,9 @@ pub enum CmEvent {
         /// `cma_rep_recv` sends it without).
         private_data: [u8; REP_PRIVATE_DATA_LEN],
     },
-    /// The peer rejected our REQ or REP (`RDMA_CM_EVENT_REJECTED`); the QP is in ERR, the
-    /// connection gone (or in TIMEWAIT for reason Stale Connection, cm.c `cm_rej_handler`).
+    /// The peer rejected our REQ or REP, or ended the connection with a REJ
+    /// (`RDMA_CM_EVENT_REJECTED`); the QP is in ERR, the connection gone, or in TIMEWAIT when
+    /// it was established or the reason is Stale Connection (cm.c `cm_rej_handler`).
     Rejected {
         /// The connection.
         id: ConnId,

@@ -10,6 +10,22 @@ use std::path::PathBuf;
 
 use mlx5_sim::link::pcap::PcapFile;
 use mlx5_sim::roce::{decode, Frame, Opcode};
+use rdma_cm::CmMsg;
+
+/// A message's name, as the captures' README and tshark write it.
+pub fn kind(m: &CmMsg) -> &'static str {
+    match m {
+        CmMsg::Req(_) => "REQ",
+        CmMsg::Mra(_) => "MRA",
+        CmMsg::Rej(_) => "REJ",
+        CmMsg::Rep(_) => "REP",
+        CmMsg::Rtu(_) => "RTU",
+        CmMsg::Dreq(_) => "DREQ",
+        CmMsg::Drep(_) => "DREP",
+        CmMsg::SidrReq(_) => "SIDR_REQ",
+        CmMsg::SidrRep(_) => "SIDR_REP",
+    }
+}
 
 /// One MAD as captured.
 pub struct CapturedMad {
