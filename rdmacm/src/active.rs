@@ -4,8 +4,6 @@
 //! `drivers/infiniband/core/addr.c` `rdma_resolve_ip` → `addr_resolve_neigh`, which sends
 //! the ARP request and waits for the neighbour entry); then the REQ (SIDR_REQ) goes out.
 
-use alloc::vec::Vec;
-
 use mlx5::hal::Hal;
 use mlx5::{CompletionQueue, ProtectionDomain};
 use rdma_cm::conn::{ack_timeout, Connect, Peer};
@@ -13,11 +11,13 @@ use rdma_cm::rdma_cm::{
     roce_flow_label, CmaAddr, CmaHdr, PortSpace, CMA_HDR_LEN, CM_RESPONSE_TIMEOUT, MAX_CM_RETRIES,
 };
 
-use crate::service::{Id, IdState, RdmaCm, IBOE_PACKET_LIFETIME};
+use crate::arp::Arp;
+use crate::id::{Id, IdState, Plan};
+use crate::service::RdmaCm;
 use crate::types::{CmError, CmId, ConnParam, Event, Neighbours, QpInit, CONNECT_PRIVATE_DATA_MAX};
 
-/// The QP a connecting id gets (`rdma_create_qp` before `rdma_connect`): created in RESET
-/// by [`RdmaCm::connect`], moved by the REP.
+/// The QP a connecting id gets (`rdma_create_qp` before `rdma_connect`): created by
+/// [`RdmaCm::connect`] and moved to INIT, then to RTR and RTS by the REP.
 pub struct NewQp<'a, H: Hal> {
     /// Its PD.
     pub pd: &'a ProtectionDomain<H>,
@@ -29,34 +29,19 @@ pub struct NewQp<'a, H: Hal> {
     pub init: QpInit,
 }
 
-/// How ARP requests repeat while an address resolves ([`net::ARP_RETRY_US`]).
-const SOLICIT_EVERY_NS: u64 = net::ARP_RETRY_US * 1000;
+/// rdma_cm's packet life time on RoCE, `CMA_IBOE_PACKET_LIFETIME` (Linux cma.c; the REQs of
+/// the shared rxe captures carry the ACK timeout it gives, 19).
+const IBOE_PACKET_LIFETIME: u8 = 18;
 
 /// The first and last port rdma_cm picks a source port from: Linux's default
 /// `ip_local_port_range` (cma.c `cma_alloc_any_port` draws from
 /// `inet_get_local_port_range`).
 const LOCAL_PORTS: (u16, u16) = (32768, 60999);
 
-/// What a connecting id sends once its peer's MAC is known.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Plan {
-    port: u16,
-    ps: PortSpace,
-    private_data: Vec<u8>,
-    responder_resources: u8,
-    initiator_depth: u8,
-    retry_count: u8,
-    rnr_retry_count: u8,
-    /// A SIDR_REQ rather than a REQ.
-    ud: bool,
-    deadline: u64,
-    next_solicit: u64,
-}
-
 impl<H: Hal> RdmaCm<H> {
     /// Connects to `port` of `ps` at `dst` (`rdma_resolve_addr`, `rdma_resolve_route`,
     /// `rdma_create_qp` and `rdma_connect` of librdmacm in one): creates the id's QP from
-    /// `qp` (post its receives through [`RdmaCm::qp`] before polling), and sends the REQ
+    /// `qp`, in INIT (post its receives through [`RdmaCm::qp`] before polling), sends the REQ
     /// now if `dst`'s MAC is known, else from [`RdmaCm::poll`] once ARP answers.
     /// [`Event::Established`] (with the REP's private data), [`Event::Rejected`],
     /// [`Event::Unreachable`], [`Event::ConnectError`] or [`Event::AddrError`] follow.
@@ -74,8 +59,9 @@ impl<H: Hal> RdmaCm<H> {
         if p.private_data.len() > CONNECT_PRIVATE_DATA_MAX {
             return Err(CmError::PrivateData(CONNECT_PRIVATE_DATA_MAX));
         }
-        let q = qp.pd.create_qp(qp.send_cq, qp.recv_cq, &qp.init.caps)?;
-        let plan = self.plan(now_ns, port, ps, p, false);
+        let mut q = qp.pd.create_qp(qp.send_cq, qp.recv_cq, &qp.init.caps)?;
+        q.to_init(qp.init.access)?;
+        let plan = self.plan(port, ps, p, false);
         let handle = self.new_handle();
         self.ids.push(Id {
             handle,
@@ -83,7 +69,7 @@ impl<H: Hal> RdmaCm<H> {
             qp: Some(q),
             access: qp.init.access,
             remote_ip: dst,
-            state: IdState::Resolving(plan),
+            state: IdState::Resolving(plan, self.arp_wait(now_ns, dst)),
         });
         self.begin(now_ns, handle, nb)
     }
@@ -109,7 +95,7 @@ impl<H: Hal> RdmaCm<H> {
             private_data,
             ..ConnParam::default()
         };
-        let plan = self.plan(now_ns, port, PortSpace::Udp, &p, true);
+        let plan = self.plan(port, PortSpace::Udp, &p, true);
         let handle = self.new_handle();
         self.ids.push(Id {
             handle,
@@ -117,12 +103,12 @@ impl<H: Hal> RdmaCm<H> {
             qp: None,
             access: mlx5::mr::Access(0),
             remote_ip: dst,
-            state: IdState::Resolving(plan),
+            state: IdState::Resolving(plan, self.arp_wait(now_ns, dst)),
         });
         self.begin(now_ns, handle, nb)
     }
 
-    fn plan(&self, now: u64, port: u16, ps: PortSpace, p: &ConnParam<'_>, ud: bool) -> Plan {
+    fn plan(&self, port: u16, ps: PortSpace, p: &ConnParam<'_>, ud: bool) -> Plan {
         Plan {
             port,
             ps,
@@ -132,8 +118,6 @@ impl<H: Hal> RdmaCm<H> {
             retry_count: p.retry_count,
             rnr_retry_count: p.rnr_retry_count,
             ud,
-            deadline: now.saturating_add(self.cfg.resolve_timeout_ns),
-            next_solicit: now.saturating_add(SOLICIT_EVERY_NS),
         }
     }
 
@@ -141,9 +125,11 @@ impl<H: Hal> RdmaCm<H> {
     /// takes the id back), else one ARP request.
     fn begin(&mut self, now: u64, handle: CmId, nb: &mut dyn Neighbours) -> Result<CmId, CmError> {
         let i = self.ids.len() - 1;
-        let dst = self.ids[i].remote_ip;
-        if nb.lookup(dst).is_none() {
-            nb.solicit(dst);
+        let IdState::Resolving(_, wait) = &mut self.ids[i].state else {
+            return Err(CmError::WrongState);
+        };
+        if !matches!(wait.check(now, nb), Arp::Known(_)) {
+            // The request is out; `resolve` goes on from `poll`.
             return Ok(handle);
         }
         if let Err(e) = self.start(now, i, nb) {
@@ -156,28 +142,27 @@ impl<H: Hal> RdmaCm<H> {
         Ok(handle)
     }
 
-    /// Ids waiting for their peer's MAC: the REQ once it is known, ARP again every second,
-    /// [`Event::AddrError`] at the deadline (cma.c `addr_handler` with an error status).
+    /// Ids waiting for their peer's MAC: the REQ once it is known, [`Event::AddrError`] at
+    /// the deadline (cma.c `addr_handler` with an error status).
     pub(crate) fn resolve(&mut self, now: u64, nb: &mut dyn Neighbours) {
         for i in 0..self.ids.len() {
-            let dst = self.ids[i].remote_ip;
-            let IdState::Resolving(plan) = &mut self.ids[i].state else {
+            let IdState::Resolving(_, wait) = &mut self.ids[i].state else {
                 continue;
             };
-            if nb.lookup(dst).is_some() {
-                if self.start(now, i, nb).is_err() {
-                    self.ids[i].state = IdState::Closed;
-                    let id = self.ids[i].handle;
-                    self.events.push_back(Event::Unreachable { id });
-                }
-            } else if now >= plan.deadline {
-                self.ids[i].state = IdState::Closed;
-                let id = self.ids[i].handle;
-                self.events.push_back(Event::AddrError { id });
-            } else if now >= plan.next_solicit {
-                plan.next_solicit = now.saturating_add(SOLICIT_EVERY_NS);
-                nb.solicit(dst);
-            }
+            let ev = match wait.check(now, nb) {
+                Arp::Waiting => continue,
+                Arp::Known(_) => match self.start(now, i, nb) {
+                    Ok(()) => continue,
+                    Err(_) => Event::Unreachable {
+                        id: self.ids[i].handle,
+                    },
+                },
+                Arp::Expired => Event::AddrError {
+                    id: self.ids[i].handle,
+                },
+            };
+            self.ids[i].state = IdState::Closed;
+            self.events.push_back(ev);
         }
     }
 
@@ -186,7 +171,7 @@ impl<H: Hal> RdmaCm<H> {
     /// `cma_resolve_iboe_route` makes it (hop limit 64, traffic class 0, the flow label of
     /// the two ports, P_Key 0xffff), rdma_cm's timeouts and retries (cma.c `cma_connect_ib`).
     fn start(&mut self, now: u64, i: usize, nb: &mut dyn Neighbours) -> Result<(), CmError> {
-        let IdState::Resolving(plan) = self.ids[i].state.clone() else {
+        let IdState::Resolving(plan, _) = self.ids[i].state.clone() else {
             return Err(CmError::WrongState);
         };
         let dst = self.ids[i].remote_ip;
@@ -240,6 +225,7 @@ impl<H: Hal> RdmaCm<H> {
             local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
             max_cm_retries: MAX_CM_RETRIES,
             srq: false,
+            flow_control: false,
             private_data: &private[..n],
         };
         let conn = self.with_cm(now, nb, |cm, t| cm.connect(now, &to, &c, t))?;

@@ -18,17 +18,23 @@ use mlx5::{
     AddressHandle, AhAttr, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QueuePair,
     SendData, SendFlags, SendOp, SendWr, UdDest, WcOpcode, WcStatus, WorkCompletion, GRH_BYTES,
 };
+use mlx5_prm::qp::state as qp_state;
 use rdma_cm::conn::Peer;
 use rdma_cm::mad::QP1_QKEY;
 use rdma_cm::MAD_LEN;
 
+use crate::arp::{Arp, ArpWait};
 use crate::types::Neighbours;
 
 /// Bytes of one receive: the GRH area and a MAD.
 pub const RECV_BYTES: usize = GRH_BYTES + MAD_LEN;
 
-/// Stride of the receive buffers in the region (a receive is 296 bytes).
-const RECV_STRIDE: usize = 512;
+/// Room of each receive buffer, and their stride in the region: the GRH area and the
+/// largest datagram a RoCE port carries (path MTU 4096, `include/rdma/ib_verbs.h`
+/// `IB_MTU_4096`). A datagram longer than a MAD then completes and is dropped here by its
+/// length; in a receive of only [`RECV_BYTES`] it would fail the receive as a local length
+/// error, which takes the QP to ERR (the model does so, as for RC), and QP 1 would stop.
+const RECV_STRIDE: usize = GRH_BYTES + 4096;
 
 /// Hop limit of the MADs we send: the IPv4 TTL Linux gives RoCE v2 packets of a route with
 /// the default TTL (`ib_init_ah_attr_from_wc` takes the route's, 64 in every capture).
@@ -36,10 +42,6 @@ const HOP_LIMIT: u8 = 64;
 
 /// Work request ids of sends carry this bit; receives are their buffer's index.
 const SEND_TAG: u64 = 1 << 32;
-
-/// How often a MAD waiting for its peer's MAC asks again by ARP (Linux's one second,
-/// `net/ipv4/arp.c` `RETRANS_TIME`, as [`net::ARP_RETRY_US`]).
-const SOLICIT_EVERY_NS: u64 = net::ARP_RETRY_US * 1000;
 
 /// Most MADs waiting for a MAC at once; more are dropped.
 const PENDING_MAX: usize = 32;
@@ -51,11 +53,14 @@ pub struct GsiCounters {
     pub received: u64,
     /// MADs posted for sending.
     pub sent: u64,
-    /// Receives that completed in error or too short to hold a MAD, or without an IPv4
-    /// GRH.
+    /// Receives that completed in error, were not one MAD long (shorter or longer than
+    /// 256 bytes), or came without an IPv4 GRH.
     pub bad_receives: u64,
     /// Sends that completed in error.
     pub send_errors: u64,
+    /// Times QP 1 was found in ERR (after a receive that failed) and brought back to
+    /// RTS.
+    pub restarts: u64,
     /// MADs dropped: no send buffer free, no room to wait for a MAC, the MAC never came, a
     /// peer GID that is not IPv4-mapped, or the driver refused the send.
     pub dropped: u64,
@@ -63,11 +68,9 @@ pub struct GsiCounters {
 
 /// A MAD waiting for its peer's MAC.
 struct Pending {
-    ip: [u8; 4],
+    wait: ArpWait,
     to: Peer,
     mad: [u8; MAD_LEN],
-    deadline: u64,
-    next_solicit: u64,
 }
 
 /// QP 1 and its buffers.
@@ -78,6 +81,7 @@ pub(crate) struct Gsi<H: Hal> {
     pd: ProtectionDomain<H>,
     sgid_index: u8,
     recv_slots: usize,
+    send_slots: usize,
     send_free: Vec<usize>,
     pending: Vec<Pending>,
     /// How long a MAD waits for a MAC.
@@ -120,6 +124,7 @@ impl<H: Hal> Gsi<H> {
             pd,
             sgid_index,
             recv_slots,
+            send_slots,
             send_free: (0..send_slots).rev().collect(),
             pending: Vec::new(),
             resolve_ns,
@@ -132,7 +137,7 @@ impl<H: Hal> Gsi<H> {
     }
 
     fn post_recv(&mut self, slot: usize) -> mlx5::Result<()> {
-        let sge = self.mr.sge((slot * RECV_STRIDE) as u64, RECV_BYTES as u32);
+        let sge = self.mr.sge((slot * RECV_STRIDE) as u64, RECV_STRIDE as u32);
         self.qp.post_recv(&[mlx5::RecvWr {
             wr_id: slot as u64,
             sges: &[sge],
@@ -156,6 +161,16 @@ impl<H: Hal> Gsi<H> {
                 self.send_free.push((w.wr_id & !SEND_TAG) as usize);
                 continue;
             }
+            if w.status != WcStatus::Success {
+                self.counters.bad_receives += 1;
+                // A failed receive puts QP 1 in ERR (no datagram can fail for its length: the
+                // buffers take the largest); otherwise this is a flush left from before a
+                // restart, whose buffer is posted again already.
+                if self.qp.query_state()? == qp_state::ERR {
+                    self.restart()?;
+                }
+                continue;
+            }
             let slot = w.wr_id as usize;
             let got = self.take(&w, slot);
             // The buffer goes back at once: the MAD is copied out.
@@ -171,6 +186,20 @@ impl<H: Hal> Gsi<H> {
         Ok(None)
     }
 
+    /// Brings QP 1 back from ERR: through RESET to RTS as at start (what is outstanding is
+    /// gone: its completions with the reset, its MADs lost, which the CM's retries cover),
+    /// every receive posted again, every send buffer free.
+    fn restart(&mut self) -> mlx5::Result<()> {
+        self.counters.restarts += 1;
+        self.qp.to_reset()?;
+        self.qp.activate_datagram()?;
+        self.send_free = (0..self.send_slots).rev().collect();
+        for i in 0..self.recv_slots {
+            self.post_recv(i)?;
+        }
+        Ok(())
+    }
+
     /// The sender and MAD of a receive completion. The GRH area of a RoCE v2 IPv4 datagram
     /// holds 20 bytes of nothing and then the IPv4 header (Linux core/verbs.c
     /// `ib_get_rdma_header_version`, `ib_init_ah_attr_from_wc` for `RDMA_NETWORK_IPV4`); the
@@ -179,14 +208,13 @@ impl<H: Hal> Gsi<H> {
         if w.status != WcStatus::Success || w.opcode != WcOpcode::Recv {
             return None;
         }
-        if (w.byte_len as usize) < GRH_BYTES + rdma_cm::mad::MAD_HDR_LEN {
+        // A MAD is 256 bytes (`ib_mad.h` `IB_MGMT_MAD_SIZE`): a shorter datagram is not one
+        // (handed on, it would read as a MAD padded with zeros), nor is a longer one.
+        if w.byte_len as usize != RECV_BYTES {
             return None;
         }
         let mut buf = [0u8; RECV_BYTES];
-        let n = (w.byte_len as usize).min(RECV_BYTES);
-        self.mr
-            .read((slot * RECV_STRIDE) as u64, &mut buf[..n])
-            .ok()?;
+        self.mr.read((slot * RECV_STRIDE) as u64, &mut buf).ok()?;
         let ip_hdr = &buf[20..40];
         if ip_hdr[0] >> 4 != 4 {
             return None;
@@ -214,22 +242,16 @@ impl<H: Hal> Gsi<H> {
             self.counters.dropped += 1;
             return;
         };
-        if let Some(mac) = nb.lookup(ip) {
-            self.post(to, mac, mad);
-            return;
+        let mut wait = ArpWait::new(now, ip, self.resolve_ns);
+        match wait.check(now, nb) {
+            Arp::Known(mac) => self.post(to, mac, mad),
+            Arp::Waiting if self.pending.len() < PENDING_MAX => self.pending.push(Pending {
+                wait,
+                to: *to,
+                mad: *mad,
+            }),
+            _ => self.counters.dropped += 1,
         }
-        if self.pending.len() >= PENDING_MAX {
-            self.counters.dropped += 1;
-            return;
-        }
-        nb.solicit(ip);
-        self.pending.push(Pending {
-            ip,
-            to: *to,
-            mad: *mad,
-            deadline: now.saturating_add(self.resolve_ns),
-            next_solicit: now.saturating_add(SOLICIT_EVERY_NS),
-        });
     }
 
     /// Sends the waiting MADs whose MAC is known now, asks again for the others, drops those
@@ -237,22 +259,17 @@ impl<H: Hal> Gsi<H> {
     pub(crate) fn flush_pending(&mut self, now: u64, nb: &mut dyn Neighbours) {
         let mut i = 0;
         while i < self.pending.len() {
-            let p = &mut self.pending[i];
-            if let Some(mac) = nb.lookup(p.ip) {
-                let p = self.pending.swap_remove(i);
-                self.post(&p.to, mac, &p.mad);
-                continue;
+            match self.pending[i].wait.check(now, nb) {
+                Arp::Known(mac) => {
+                    let p = self.pending.swap_remove(i);
+                    self.post(&p.to, mac, &p.mad);
+                }
+                Arp::Expired => {
+                    self.pending.swap_remove(i);
+                    self.counters.dropped += 1;
+                }
+                Arp::Waiting => i += 1,
             }
-            if now >= p.deadline {
-                self.pending.swap_remove(i);
-                self.counters.dropped += 1;
-                continue;
-            }
-            if now >= p.next_solicit {
-                p.next_solicit = now.saturating_add(SOLICIT_EVERY_NS);
-                nb.solicit(p.ip);
-            }
-            i += 1;
         }
     }
 

@@ -16,7 +16,8 @@
 //! REP and DREQ retries and TIMEWAIT (the CM's timers, rdma_cm's values: 20 → ~4 s per try,
 //! 15 tries), MADs waiting for a MAC.
 //!
-//! Layers: `types` (the API's types, the neighbour table), `gsi` (QP 1's MADs in and out),
+//! Layers: `types` (the API's types, the neighbour table), `arp` (waiting for a MAC), `gsi`
+//! (QP 1's MADs in and out), `id` (an id's record),
 //! `link` (what the CM drives: MADs and QP moves), `service` (the ids and the calls every id
 //! shares), `active` (connect, address resolution), `ud` (SIDR).
 //!
@@ -59,7 +60,9 @@
 extern crate alloc;
 
 mod active;
+mod arp;
 mod gsi;
+mod id;
 mod link;
 mod service;
 mod types;

@@ -12,7 +12,7 @@ use rdma_cm::conn::{CmTransport, Peer, QpStep, RtrAttrs, RtsAttrs};
 use rdma_cm::MAD_LEN;
 
 use crate::gsi::{ipv4_of_gid, Gsi};
-use crate::service::Id;
+use crate::id::Id;
 use crate::types::{MoveError, Neighbours};
 
 /// The GSI service, the ids' QPs and the neighbour table, for one call into the CM.
@@ -65,6 +65,9 @@ fn move_qp<H: Hal>(
     nb: &mut dyn Neighbours,
 ) -> Result<(), MoveError> {
     match step {
+        // Already in INIT since `rdma_create_qp` (librdmacm `ucma_modify_qp_rtr` moves it
+        // only when it is not).
+        QpStep::Init { .. } if qp.state() == mlx5_prm::qp::state::INIT => Ok(()),
         QpStep::Init { .. } => qp.to_init(access).map_err(MoveError::Verbs),
         QpStep::Rtr(a) => rtr(qp, &a, access, sgid_index, nb),
         QpStep::Rts(a) => qp.to_rts(&rts_options(&a)).map_err(MoveError::Verbs),

@@ -9,53 +9,21 @@ use alloc::vec::Vec;
 use mlx5::hal::Hal;
 use mlx5::mr::Access;
 use mlx5::{CompletionQueue, ProtectionDomain, QueuePair};
-use rdma_cm::conn::{self, Accept, CallError, Cm, CmEvent, ConnId, SidrTicket};
+use rdma_cm::conn::{self, Accept, CallError, Cm, CmEvent, ConnId};
 use rdma_cm::rdma_cm::{CmaAddr, PortSpace, CMA_HDR_LEN};
 
+use crate::arp::{Arp, ArpWait};
 use crate::gsi::{Gsi, GsiCounters};
+use crate::id::{Deferred, Id, IdState};
 use crate::link::Link;
 use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit};
 
-/// Most connections (and connection requests) the CM tracks at once, TIMEWAIT included.
+/// Most connections (and connection requests) the CM tracks at once, TIMEWAIT included; and
+/// most UD requests waiting for the application's answer.
 pub const MAX_CONNS: usize = 32;
 
 /// Most MADs one [`RdmaCm::poll`] takes from the GSI QP, so a flood cannot hold the caller.
 pub const POLL_BUDGET: usize = 16;
-
-/// rdma_cm's packet life time on RoCE, `CMA_IBOE_PACKET_LIFETIME` (Linux cma.c; the REQs of
-/// the shared rxe captures carry the ACK timeout it gives, 19).
-pub(crate) const IBOE_PACKET_LIFETIME: u8 = 18;
-
-/// Where an id is (librdmacm's `enum rdma_cm_state` as far as the API shows it).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum IdState {
-    /// A REQ not answered yet.
-    Requested,
-    /// Active: waiting for the peer's MAC before the REQ goes.
-    Resolving(crate::active::Plan),
-    /// Active: REQ sent.
-    Connecting,
-    /// Passive: REP sent, waiting for the RTU.
-    Accepting,
-    /// Connected.
-    Established,
-    /// DREQ sent, or DREQ received: waiting for TIMEWAIT to end.
-    Disconnected,
-    /// A SIDR_REQ not answered yet.
-    UdRequested(SidrTicket),
-    /// Over (rejected, unreachable, TIMEWAIT done): only `destroy_id` is left.
-    Closed,
-}
-
-/// One id.
-pub(crate) struct Id<H: Hal> {
-    pub(crate) handle: CmId,
-    pub(crate) conn: Option<ConnId>,
-    pub(crate) qp: Option<QueuePair<H>>,
-    pub(crate) access: Access,
-    pub(crate) remote_ip: [u8; 4],
-    pub(crate) state: IdState,
-}
 
 /// librdmacm over the driver: one GSI QP, the CM state machine, the ids and their QPs.
 pub struct RdmaCm<H: Hal> {
@@ -71,6 +39,8 @@ pub struct RdmaCm<H: Hal> {
     rng: u64,
     /// The device's `local_ca_ack_delay`.
     pub(crate) ack_delay: u8,
+    /// SIDR_REQs refused because [`MAX_CONNS`] were waiting for an answer.
+    pub(crate) ud_refused: u64,
 }
 
 /// The EUI-64 of a MAC: the CA GUID of a RoCE device (Linux `include/net/addrconf.h`
@@ -136,6 +106,7 @@ impl<H: Hal> RdmaCm<H> {
             next_id: 0,
             rng: ctx.random_u64() | 1,
             ack_delay: dev.local_ca_ack_delay,
+            ud_refused: 0,
         })
     }
 
@@ -147,6 +118,11 @@ impl<H: Hal> RdmaCm<H> {
     /// What the CM state machine counted.
     pub fn cm_counters(&self) -> conn::Counters {
         self.cm.counters
+    }
+
+    /// SIDR_REQs refused because [`MAX_CONNS`] UD requests were waiting for an answer.
+    pub fn ud_refused(&self) -> u64 {
+        self.ud_refused
     }
 
     /// The GSI QP's number (1).
@@ -185,8 +161,30 @@ impl<H: Hal> RdmaCm<H> {
             .ok_or(CmError::NoSuchId)
     }
 
+    /// The index and connection of `id` when it is in `state` with a connection.
+    fn conn_in(&self, id: CmId, state: &IdState) -> Result<(usize, ConnId), CmError> {
+        let i = self.index(id)?;
+        let e = &self.ids[i];
+        match e.conn {
+            Some(c) if e.state == *state => Ok((i, c)),
+            _ => Err(CmError::WrongState),
+        }
+    }
+
     fn by_conn(&mut self, conn: ConnId) -> Option<&mut Id<H>> {
         self.ids.iter_mut().find(|i| i.conn == Some(conn))
+    }
+
+    /// The id of `conn`, now over: closed, and no longer naming the connection once the CM
+    /// has let go of it (its number may come back for another).
+    fn close(&mut self, conn: ConnId) -> Option<CmId> {
+        let held = self.cm.state(conn).is_some();
+        let e = self.by_conn(conn)?;
+        e.state = IdState::Closed;
+        if !held {
+            e.conn = None;
+        }
+        Some(e.handle)
     }
 
     /// Runs `f` with the CM and a transport over the GSI service, the ids and `nb`.
@@ -221,8 +219,9 @@ impl<H: Hal> RdmaCm<H> {
         self.cm.unlisten(ps.service_id(port));
     }
 
-    /// Gives a connection request's id its RC QP (`rdma_create_qp`), in RESET: post its
-    /// receives ([`RdmaCm::qp`]), then [`RdmaCm::accept`] moves it.
+    /// Gives a connection request's id its RC QP (`rdma_create_qp`), moved to INIT at once
+    /// as librdmacm does (`ucma_init_conn_qp`) so receives can be posted
+    /// ([`RdmaCm::qp`]); [`RdmaCm::accept`] moves it on.
     pub fn create_qp(
         &mut self,
         id: CmId,
@@ -236,7 +235,8 @@ impl<H: Hal> RdmaCm<H> {
         if e.qp.is_some() || e.state != IdState::Requested {
             return Err(CmError::WrongState);
         }
-        let qp = pd.create_qp(send_cq, recv_cq, &init.caps)?;
+        let mut qp = pd.create_qp(send_cq, recv_cq, &init.caps)?;
+        qp.to_init(init.access)?;
         let e = &mut self.ids[i];
         e.qp = Some(qp);
         e.access = init.access;
@@ -261,7 +261,10 @@ impl<H: Hal> RdmaCm<H> {
 
     /// Accepts a connection request (`rdma_accept`): its QP goes through INIT, RTR and RTS
     /// with the REQ's path, then the REP goes out; [`Event::Established`] follows the RTU.
-    /// The REP's Starting PSN is random (cma.c `cma_accept_ib`: the id's `seq_num`).
+    /// The REP's Starting PSN is random (cma.c `cma_accept_ib`: the id's `seq_num`). When the
+    /// peer's MAC is not in the neighbour table (a peer that never ARPed us), it is asked
+    /// for and the accept finishes in [`RdmaCm::poll`]; [`Event::AddrError`] (and a REJ) if
+    /// it never comes, [`Event::ConnectError`] (and a REJ) if the accept then fails.
     pub fn accept(
         &mut self,
         now_ns: u64,
@@ -272,25 +275,79 @@ impl<H: Hal> RdmaCm<H> {
         if p.private_data.len() > rdma_cm::msg::REP_PRIVATE_DATA_LEN {
             return Err(CmError::PrivateData(rdma_cm::msg::REP_PRIVATE_DATA_LEN));
         }
-        let i = self.index(id)?;
-        let e = &self.ids[i];
-        let (IdState::Requested, Some(conn)) = (&e.state, e.conn) else {
-            return Err(CmError::WrongState);
+        let (i, conn) = self.conn_in(id, &IdState::Requested)?;
+        if self.ids[i].qp.is_none() {
+            return Err(CmError::NoQp);
+        }
+        let d = Deferred {
+            private_data: p.private_data.to_vec(),
+            responder_resources: p.responder_resources,
+            initiator_depth: p.initiator_depth,
+            rnr_retry_count: p.rnr_retry_count,
         };
-        let qpn = e.qp.as_ref().ok_or(CmError::NoQp)?.qpn();
+        let mut wait = self.arp_wait(now_ns, self.ids[i].remote_ip);
+        if matches!(wait.check(now_ns, nb), Arp::Known(_)) {
+            return self.accept_now(now_ns, i, conn, &d, nb);
+        }
+        self.ids[i].state = IdState::AcceptPending(d, wait);
+        Ok(())
+    }
+
+    /// The accept of id `i` (connection `conn`), the peer's MAC known.
+    fn accept_now(
+        &mut self,
+        now: u64,
+        i: usize,
+        conn: ConnId,
+        d: &Deferred,
+        nb: &mut dyn Neighbours,
+    ) -> Result<(), CmError> {
+        let qpn = self.ids[i].qp.as_ref().ok_or(CmError::NoQp)?.qpn();
         let a = Accept {
             qpn,
             starting_psn: self.random24(),
-            responder_resources: p.responder_resources,
-            initiator_depth: p.initiator_depth,
-            flow_control: true,
-            rnr_retry_count: p.rnr_retry_count,
+            responder_resources: d.responder_resources,
+            initiator_depth: d.initiator_depth,
+            flow_control: false,
+            rnr_retry_count: d.rnr_retry_count,
             srq: false,
-            private_data: p.private_data,
+            private_data: &d.private_data,
         };
-        self.with_cm(now_ns, nb, |cm, t| cm.accept(now_ns, conn, &a, t))?;
+        self.with_cm(now, nb, |cm, t| cm.accept(now, conn, &a, t))?;
         self.ids[i].state = IdState::Accepting;
         Ok(())
+    }
+
+    /// Accepts waiting for the peer's MAC: done once it is known; at the deadline, or when
+    /// the accept fails then, the request is rejected.
+    pub(crate) fn finish_accepts(&mut self, now: u64, nb: &mut dyn Neighbours) {
+        for i in 0..self.ids.len() {
+            let e = &mut self.ids[i];
+            let (id, conn) = (e.handle, e.conn);
+            let (IdState::AcceptPending(d, wait), Some(conn)) = (&mut e.state, conn) else {
+                continue;
+            };
+            let ev = match wait.check(now, nb) {
+                Arp::Waiting => continue,
+                Arp::Known(_) => {
+                    let d = d.clone();
+                    match self.accept_now(now, i, conn, &d, nb) {
+                        Ok(()) => continue,
+                        Err(_) => Event::ConnectError { id },
+                    }
+                }
+                Arp::Expired => Event::AddrError { id },
+            };
+            let _ = self.with_cm(now, nb, |cm, t| cm.reject(conn, &[], t));
+            self.ids[i].state = IdState::Closed;
+            self.ids[i].conn = None;
+            self.events.push_back(ev);
+        }
+    }
+
+    /// A wait for `ip`'s MAC of the configured length.
+    pub(crate) fn arp_wait(&self, now: u64, ip: [u8; 4]) -> ArpWait {
+        ArpWait::new(now, ip, self.cfg.resolve_timeout_ns)
     }
 
     /// Rejects a connection request (`rdma_reject`): REJ Consumer Defined with
@@ -305,10 +362,7 @@ impl<H: Hal> RdmaCm<H> {
         if private_data.len() > rdma_cm::msg::REJ_PRIVATE_DATA_LEN {
             return Err(CmError::PrivateData(rdma_cm::msg::REJ_PRIVATE_DATA_LEN));
         }
-        let i = self.index(id)?;
-        let (IdState::Requested, Some(conn)) = (&self.ids[i].state, self.ids[i].conn) else {
-            return Err(CmError::WrongState);
-        };
+        let (i, conn) = self.conn_in(id, &IdState::Requested)?;
         self.with_cm(now_ns, nb, |cm, t| cm.reject(conn, private_data, t))?;
         let e = &mut self.ids[i];
         e.state = IdState::Closed;
@@ -325,17 +379,16 @@ impl<H: Hal> RdmaCm<H> {
         id: CmId,
         nb: &mut dyn Neighbours,
     ) -> Result<(), CmError> {
-        let i = self.index(id)?;
-        let (IdState::Established, Some(conn)) = (&self.ids[i].state, self.ids[i].conn) else {
-            return Err(CmError::WrongState);
-        };
+        let (_, conn) = self.conn_in(id, &IdState::Established)?;
         self.with_cm(now_ns, nb, |cm, t| cm.disconnect(now_ns, conn, t))?;
         Ok(())
     }
 
     /// Destroys an id (`rdma_destroy_id`): an unanswered request is rejected, an established
-    /// connection disconnected; its QP goes to ERR, and is destroyed now, or once the
-    /// connection's TIMEWAIT is over when the CM still holds it.
+    /// connection disconnected; its QP goes to ERR, and is destroyed now, or once the CM lets
+    /// go of the connection when it still holds it (TIMEWAIT, or the retries of a REQ still
+    /// unanswered: the CM has no way to cancel one), so its number is not reused while the
+    /// peer may still send to it.
     pub fn destroy_id(
         &mut self,
         now_ns: u64,
@@ -343,16 +396,12 @@ impl<H: Hal> RdmaCm<H> {
         nb: &mut dyn Neighbours,
     ) -> Result<(), CmError> {
         let i = self.index(id)?;
-        let (state, conn) = (self.ids[i].state.clone(), self.ids[i].conn);
-        // What the peer is told, as cm.c `cm_destroy_id` does per state; a refusal changes
-        // nothing here (the CM's own timers end the connection).
-        let _ = match (state, conn) {
-            (IdState::Requested, Some(c)) => self.with_cm(now_ns, nb, |cm, t| cm.reject(c, &[], t)),
-            (IdState::Established, Some(c)) => {
-                self.with_cm(now_ns, nb, |cm, t| cm.disconnect(now_ns, c, t))
-            }
-            _ => Ok(()),
-        };
+        let conn = self.ids[i].conn;
+        if let Some(c) = conn {
+            // The CM moves the QP to ERR and tells the peer as cm.c `cm_destroy_id` does in
+            // the connection's state; a connection it no longer holds is no error here.
+            let _ = self.with_cm(now_ns, nb, |cm, t| cm.destroy(now_ns, c, t));
+        }
         let e = self.ids.swap_remove(i);
         if let Some(mut qp) = e.qp {
             let _ = qp.to_err();
@@ -390,6 +439,7 @@ impl<H: Hal> RdmaCm<H> {
         }
         self.gsi.flush_pending(now_ns, nb);
         self.resolve(now_ns, nb);
+        self.finish_accepts(now_ns, nb);
         self.reap_retired();
         if let Some(e) = self.events.pop_front() {
             return Some(e);
@@ -422,7 +472,7 @@ impl<H: Hal> RdmaCm<H> {
                 ticket,
                 cma,
                 private_data,
-            } => self.on_ud_request(ticket, cma, &private_data),
+            } => self.on_ud_request(now, ticket, cma, &private_data, nb),
             CmEvent::Established { id, private_data } => {
                 let e = self.by_conn(id)?;
                 // The active side hears the REP's private data; the passive side's RTU
@@ -442,25 +492,17 @@ impl<H: Hal> RdmaCm<H> {
                 id,
                 reason,
                 private_data,
-            } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::Rejected {
-                    id: e.handle,
-                    reason,
-                    private_data: private_data.to_vec(),
-                })
-            }
-            CmEvent::Unreachable { id } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::Unreachable { id: e.handle })
-            }
-            CmEvent::ConnectError { id } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::ConnectError { id: e.handle })
-            }
+            } => Some(Event::Rejected {
+                id: self.close(id)?,
+                reason,
+                private_data: private_data.to_vec(),
+            }),
+            CmEvent::Unreachable { id } => Some(Event::Unreachable {
+                id: self.close(id)?,
+            }),
+            CmEvent::ConnectError { id } => Some(Event::ConnectError {
+                id: self.close(id)?,
+            }),
             CmEvent::SidrReply {
                 id,
                 status,
@@ -476,11 +518,9 @@ impl<H: Hal> RdmaCm<H> {
                 e.state = IdState::Disconnected;
                 Some(Event::Disconnected { id: e.handle })
             }
-            CmEvent::TimewaitExit { id, .. } => {
-                let e = self.by_conn(id)?;
-                e.state = IdState::Closed;
-                Some(Event::TimewaitExit { id: e.handle })
-            }
+            CmEvent::TimewaitExit { id, .. } => Some(Event::TimewaitExit {
+                id: self.close(id)?,
+            }),
         }
     }
 
@@ -516,34 +556,6 @@ impl<H: Hal> RdmaCm<H> {
             remote_ip,
             initiator_depth: req.responder_resources,
             responder_resources: req.initiator_depth,
-        })
-    }
-
-    /// A SIDR_REQ for a UD port we listen on.
-    fn on_ud_request(
-        &mut self,
-        ticket: SidrTicket,
-        cma: Option<rdma_cm::rdma_cm::CmaHdr>,
-        private_data: &[u8],
-    ) -> Option<Event> {
-        let remote_ip = match cma.map(|h| h.src) {
-            Some(CmaAddr::V4(ip)) => ip,
-            _ => crate::gsi::ipv4_of_gid(&ticket.peer.gid)?,
-        };
-        let handle = self.new_handle();
-        self.ids.push(Id {
-            handle,
-            conn: None,
-            qp: None,
-            access: Access(0),
-            remote_ip,
-            state: IdState::UdRequested(ticket),
-        });
-        let skip = if cma.is_some() { CMA_HDR_LEN } else { 0 };
-        Some(Event::UdRequest {
-            id: handle,
-            remote_ip,
-            private_data: private_data[skip..].to_vec(),
         })
     }
 }

@@ -54,7 +54,10 @@ impl CmConfig {
 }
 
 /// What the application says when connecting or accepting (librdmacm `struct
-/// rdma_conn_param`).
+/// rdma_conn_param`). Its `flow_control` is not here: the REQs and REPs carry 0, as rping's,
+/// the cmatose family's and perftest's (rdma-core `librdmacm/examples`, perftest
+/// `src/perftest_communication.c` leave it zero; cma.c `cma_connect_ib` / `cma_accept_ib`
+/// copy it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnParam<'a> {
     /// Private data for the peer: at most [`CONNECT_PRIVATE_DATA_MAX`] bytes in a connect
@@ -71,7 +74,8 @@ pub struct ConnParam<'a> {
 }
 
 impl Default for ConnParam<'_> {
-    /// No private data, one RDMA READ each way, 7 retries of each kind (rping's).
+    /// No private data, one RDMA READ each way, 7 retries of each kind (rdma-core
+    /// `librdmacm/examples/rping.c`'s `conn_param`).
     fn default() -> Self {
         ConnParam {
             private_data: &[],
@@ -218,8 +222,6 @@ pub enum CmError {
     AddressUnresolved([u8; 4]),
     /// Private data longer than the message carries (the most it carries).
     PrivateData(usize),
-    /// What the driver under us cannot do yet.
-    Unsupported,
 }
 
 impl From<mlx5::Error> for CmError {

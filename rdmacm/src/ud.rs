@@ -3,13 +3,68 @@
 //! ([`RdmaCm::ud_resolve`]), and address handles toward peers.
 
 use mlx5::hal::Hal;
+use mlx5::mr::Access;
 use mlx5::AddressHandle;
+use rdma_cm::conn::SidrTicket;
 use rdma_cm::msg::sidr_status;
+use rdma_cm::rdma_cm::{CmaAddr, CmaHdr, CMA_HDR_LEN};
 
-use crate::service::{IdState, RdmaCm};
+use crate::id::{Id, IdState};
+use crate::service::{RdmaCm, MAX_CONNS};
 use crate::types::{CmError, CmId, Event, Neighbours};
 
 impl<H: Hal> RdmaCm<H> {
+    /// A SIDR_REQ for a UD port we listen on: a new id, unless it repeats one still waiting
+    /// for our answer (dropped, as cm.c `cm_sidr_req_handler` drops what
+    /// `cm_insert_remote_sidr` finds), or [`MAX_CONNS`] are waiting already, when it is
+    /// refused (SIDR_REP status Reject) and counted, so a flood of requests cannot grow the
+    /// id table.
+    pub(crate) fn on_ud_request(
+        &mut self,
+        now: u64,
+        ticket: SidrTicket,
+        cma: Option<CmaHdr>,
+        private_data: &[u8],
+        nb: &mut dyn Neighbours,
+    ) -> Option<Event> {
+        let remote_ip = match cma.map(|h| h.src) {
+            Some(CmaAddr::V4(ip)) => ip,
+            _ => crate::gsi::ipv4_of_gid(&ticket.peer.gid)?,
+        };
+        let waiting = || {
+            self.ids.iter().filter_map(|i| match &i.state {
+                IdState::UdRequested(t) => Some(t),
+                _ => None,
+            })
+        };
+        if waiting().any(|t| t.peer == ticket.peer && t.request_id == ticket.request_id) {
+            return None;
+        }
+        let waiting = waiting().count();
+        if waiting >= MAX_CONNS {
+            self.ud_refused += 1;
+            let _ = self.with_cm(now, nb, |cm, t| {
+                cm.sidr_reply(&ticket, sidr_status::REJECT, 0, 0, &[], t)
+            });
+            return None;
+        }
+        let handle = self.new_handle();
+        self.ids.push(Id {
+            handle,
+            conn: None,
+            qp: None,
+            access: Access(0),
+            remote_ip,
+            state: IdState::UdRequested(ticket),
+        });
+        let skip = if cma.is_some() { CMA_HDR_LEN } else { 0 };
+        Some(Event::UdRequest {
+            id: handle,
+            remote_ip,
+            private_data: private_data[skip..].to_vec(),
+        })
+    }
+
     /// Answers a [`Event::UdRequest`] with UD QP `qpn` and its Q_Key `qkey` (rdma_cm's UD
     /// QPs use [`rdma_cm::rdma_cm::UDP_QKEY`]) and `private_data` (at most 136 bytes). The
     /// id stays until [`RdmaCm::destroy_id`].

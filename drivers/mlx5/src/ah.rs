@@ -55,11 +55,15 @@ impl AddressHandle {
     /// Builds the address vector of `attr` (Linux ah.c `create_ib_ah` for a RoCE v2 GID),
     /// after checking the source GID index against the port's table ([`Caps::gid_table_len`]:
     /// [`InvalidInput::GidIndex`], Linux core/verbs.c `rdma_create_ah` fails on a GID index
-    /// without an entry). `min_sport` is the device's smallest RoCE UDP source port
+    /// without an entry) and refusing an all-zero GID or MAC ([`InvalidInput::RemoteAddress`]). `min_sport` is the device's smallest RoCE UDP source port
     /// (`roce_cap.r_roce_min_src_udp_port`, Linux `mlx5_get_roce_udp_sport_min`).
     pub(crate) fn new(caps: &Caps, attr: &AhAttr) -> Result<AddressHandle> {
         if u32::from(attr.sgid_index) >= caps.gid_table_len() {
             return Err(InvalidInput::GidIndex.into());
+        }
+        // As for a connection's path (`qp::rc::check_remote`): no address, no datagram.
+        if attr.dgid == [0; 16] || attr.dmac == [0; 6] {
+            return Err(InvalidInput::RemoteAddress.into());
         }
         let fl = attr.flow_label & FLOW_LABEL_MASK;
         // Linux ah.c `mlx5_ah_get_udp_sport`.
@@ -171,6 +175,12 @@ mod tests {
             AddressHandle::new(&caps(3), &a),
             Err(InvalidInput::GidIndex.into())
         );
+        for bad in [AhAttr { dgid: [0; 16], ..a }, AhAttr { dmac: [0; 6], ..a }] {
+            assert_eq!(
+                AddressHandle::new(&caps(8), &bad),
+                Err(InvalidInput::RemoteAddress.into())
+            );
+        }
     }
 
     /// rdma_flow_label_to_udp_sport: `fl_low ^ fl_high`, with 0xC000 set.

@@ -66,7 +66,8 @@ impl core::ops::BitOr for WcFlags {
 }
 
 /// One work completion. `repr(C)`, with `status`, `opcode`, `vendor_err`, `wc_flags`, `sl`
-/// and `pkey_index` in one aligned 8-byte word, so the poller writes them as one.
+/// and `pkey_index` in one 8-byte word and `qp_num` beside `src_qp`, so the poller writes
+/// each pair as one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct WorkCompletion {
@@ -78,6 +79,9 @@ pub struct WorkCompletion {
     pub byte_len: u32,
     /// The local QP number.
     pub qp_num: u32,
+    /// Receives: the sender's QP number (`flags_rqpn` bits 23:0: a datagram's DETH source
+    /// QP, 1 from a GSI QP); zero for sends.
+    pub src_qp: u32,
     /// Immediate data, when the sender attached some.
     pub imm: Option<u32>,
     /// Status.
@@ -95,9 +99,6 @@ pub struct WorkCompletion {
     /// has the one default P_Key at index 0; Linux `handle_responder` looks the CQE's P_Key
     /// up for QP1 and reports 0 for every other QP); zero otherwise.
     pub pkey_index: u16,
-    /// Receives: the sender's QP number (`flags_rqpn` bits 23:0: a datagram's DETH source
-    /// QP, 1 from a GSI QP); zero for sends.
-    pub src_qp: u32,
 }
 
 /// `status`, `opcode`, `vendor_err`, `wc_flags`, `sl` and `pkey_index` of a completion, as
@@ -106,19 +107,20 @@ pub struct WorkCompletion {
 pub(super) struct WcHead(u64);
 
 // The layout `WcHead::write` relies on: the six fields (one padding byte among them) in one
-// 8-byte aligned word.
+// 8-byte word, and `src_qp` right after `qp_num`.
 const _: () = {
-    use core::mem::{align_of, offset_of, size_of};
+    use core::mem::{offset_of, size_of};
     let o = offset_of!(WorkCompletion, status);
-    assert!(o % 8 == 0 && align_of::<WorkCompletion>() == 8);
+    assert!(size_of::<WorkCompletion>() >= o + 8);
     assert!(size_of::<WcStatus>() == 1 && size_of::<WcOpcode>() == 1);
     assert!(offset_of!(WorkCompletion, opcode) == o + 1);
     assert!(offset_of!(WorkCompletion, vendor_err) == o + 2);
     assert!(offset_of!(WorkCompletion, wc_flags) == o + 3 && size_of::<WcFlags>() == 1);
     assert!(offset_of!(WorkCompletion, sl) == o + 4);
     assert!(offset_of!(WorkCompletion, pkey_index) == o + 6);
-    assert!(offset_of!(WorkCompletion, src_qp) == o + 8);
     assert!(offset_of!(WorkCompletion, imm) + size_of::<Option<u32>>() <= o);
+    let q = offset_of!(WorkCompletion, qp_num);
+    assert!(offset_of!(WorkCompletion, src_qp) == q + 4);
 };
 
 impl WcHead {
@@ -140,17 +142,19 @@ impl WcHead {
     pub(super) fn write(self, w: &mut WorkCompletion, wr_id: u64, byte_len: u32, qp_num: u32) {
         w.wr_id = wr_id;
         w.byte_len = byte_len;
-        w.qp_num = qp_num;
         w.imm = None;
-        w.src_qp = 0;
-        // SAFETY: the 8 bytes at `status` are `status`, `opcode`, `vendor_err`, `wc_flags`,
-        // `sl`, padding and `pkey_index` (checked above), inside `*w` and 8-byte aligned; the
-        // bytes written are a valid `WcStatus` and `WcOpcode` (both `repr(u8)`, from
-        // `WcHead::new`), and any byte is a valid `WcFlags`, `u8` and `u16`.
+        let q = qp_num.to_ne_bytes();
+        // SAFETY: `qp_num` and `src_qp` are adjacent `u32`s and the 8 bytes at `status` are
+        // `status`, `opcode`, `vendor_err`, `wc_flags`, `sl`, padding and `pkey_index`
+        // (checked above), all inside `*w` (unaligned stores); the bytes written are a valid
+        // `WcStatus` and `WcOpcode` (both `repr(u8)`, from `WcHead::new`), and any bytes are
+        // a valid `u32`, `WcFlags`, `u8` and `u16`.
         unsafe {
-            let p = (w as *mut WorkCompletion as *mut u8)
-                .add(core::mem::offset_of!(WorkCompletion, status));
-            ptr::write(p as *mut u64, self.0);
+            let b = w as *mut WorkCompletion as *mut u8;
+            let at = b.add(core::mem::offset_of!(WorkCompletion, qp_num));
+            ptr::write_unaligned(at as *mut [u8; 8], [q[0], q[1], q[2], q[3], 0, 0, 0, 0]);
+            let at = b.add(core::mem::offset_of!(WorkCompletion, status));
+            ptr::write_unaligned(at as *mut u64, self.0);
         }
     }
 }

@@ -119,6 +119,10 @@ fn ud_sends_both_ways_with_the_grh_area_and_the_receive_fields() {
     assert_eq!(qa.state(), mlx5_prm::qp::state::RTS);
     assert_eq!(qa.query_state().unwrap(), mlx5_prm::qp::state::RTS);
     assert!(qa.is_datagram() && qa.qkey() == QKEY);
+    // What the transitions gave the device (ibv_query_qp): the Q_Key, UD's 4096-byte MTU
+    // (Linux qp.c __mlx5_ib_modify_qp), the send PSN.
+    let at = qa.query().unwrap();
+    assert_eq!((at.qkey, at.path_mtu, at.sq_psn), (QKEY, 5, qa.psn()));
     assert!(qa.caps().max_inline_data >= 64);
     post_recvs(&b, &mut qb, 4);
     post_recvs(&a, &mut qa, 4);
@@ -246,6 +250,8 @@ fn the_gsi_qp_is_reached_as_qpn_1_and_sends_from_qpn_1() {
     let mut ga = a.pd.create_gsi_qp(&a.cq, &a.cq, &caps()).unwrap();
     let mut gb = b.pd.create_gsi_qp(&b.cq, &b.cq, &caps()).unwrap();
     assert_eq!((ga.qkey(), ga.psn()), (GSI_QKEY, 0));
+    let at = ga.query().unwrap();
+    assert_eq!((at.qkey, at.path_mtu, at.sq_psn), (GSI_QKEY, 1, 0));
     assert_eq!(ga.query_state().unwrap(), mlx5_prm::qp::state::RTS);
     // One per context, again once the first is gone.
     let again = a.pd.create_gsi_qp(&a.cq, &a.cq, &caps());
@@ -373,6 +379,13 @@ fn datagram_qps_refuse_what_ud_does_not_have() {
         flow_label: 0,
     };
     assert_eq!(a.pd.create_ah(&bad), Err(InvalidInput::GidIndex.into()));
+    let nowhere = AhAttr {
+        dgid: [0; 16],
+        sgid_index: a.sgid,
+        ..bad
+    };
+    let r = a.pd.create_ah(&nowhere);
+    assert_eq!(r, Err(InvalidInput::RemoteAddress.into()));
     // Nothing reached the send queue.
     assert!(wait_briefly(&mut { a.cq }).is_empty());
 }

@@ -307,3 +307,46 @@ unsafe fn parse_one<H: Hal>(
     }
     wc
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[repr(C, align(64))]
+    struct Raw([u8; 64]);
+
+    /// A receive's fields as Linux hw/mlx5/cq.c `handle_responder` reads them on an
+    /// Ethernet port: the source QP from `flags_rqpn` 23:0, GRH from bits 29:28, the SL from
+    /// a VLAN tag's priority (`l4_l3_hdr_type` bit 0, `vlan_info` 15:13) else 0, WITH_IMM
+    /// for immediate data but not for an invalidated rkey, P_Key index 0.
+    #[test]
+    fn responder_fields_are_handle_responders() {
+        use cqe::offset as o;
+        let mut raw = Raw([0; 64]);
+        let flags = cqe::flags_rqpn::GRH_IN_DATA | 2 << 24 | 0x01_2345;
+        raw.0[o::FLAGS_RQPN..o::FLAGS_RQPN + 4].copy_from_slice(&flags.to_be_bytes());
+        raw.0[o::VLAN_INFO..o::VLAN_INFO + 2].copy_from_slice(&0xa005u16.to_be_bytes());
+        let c = Cqe(raw.0.as_ptr());
+        let mut wc = WorkCompletion {
+            imm: Some(7),
+            opcode: WcOpcode::Recv,
+            ..WorkCompletion::default()
+        };
+        // SAFETY: `raw` is a whole, 64-byte aligned CQE.
+        unsafe { responder_fields(c, &mut wc) };
+        assert_eq!((wc.src_qp, wc.sl, wc.pkey_index), (0x01_2345, 0, 0));
+        assert_eq!(wc.wc_flags, WcFlags::GRH | WcFlags::WITH_IMM);
+
+        raw.0[o::L4_HDR_TYPE_ETC] = 1;
+        raw.0[o::FLAGS_RQPN] = 0;
+        let c = Cqe(raw.0.as_ptr());
+        let mut wc = WorkCompletion {
+            imm: Some(0x1234),
+            opcode: WcOpcode::RecvWithInv,
+            ..WorkCompletion::default()
+        };
+        // SAFETY: as above.
+        unsafe { responder_fields(c, &mut wc) };
+        assert_eq!((wc.sl, wc.wc_flags), (5, WcFlags::NONE));
+    }
+}

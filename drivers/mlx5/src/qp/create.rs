@@ -212,7 +212,7 @@ fn create_typed<H: Hal>(
     let db = DmaMem::alloc(hal, 64, 64)?;
     let uar = ctx.with_dev(|d| d.alloc_uar(hal))?;
     let mut c = CmdBuf::new(opcode::CREATE_QP, 0, create_qp_in::PAS.bytes_with(1));
-    let x = |f: mlx5_prm::Field| f.within(create_qp_in::QPC);
+    let x = cqpc;
     // Linux ib/qp.c create_qp_common / create_kernel_qp (log_sq_size in WQEBBs: `calc_sq_size`).
     match service {
         Service::Rc => rc::create_qpc(&mut c),

@@ -140,6 +140,8 @@ pub struct QpAttr {
     pub atomic_mode: u8,
     /// `qpc.log_ack_req_freq`.
     pub log_ack_req_freq: u8,
+    /// `qpc.q_key`: a datagram QP's Q_Key (`ibv_qp_attr.qkey`).
+    pub qkey: u32,
 }
 
 /// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes; Linux ib/qp.c
@@ -537,6 +539,22 @@ fn ilog2_ceil(v: u32) -> u32 {
 #[inline]
 fn can_send(state: u8) -> bool {
     state == qp::state::RTS || state == qp::state::ERR
+}
+
+/// Field `f` of the QPC of CREATE_QP's input.
+pub(super) fn cqpc(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    f.within(create_qp_in::QPC)
+}
+
+/// Field `f` of the QPC of a transition's input (RST2INIT .. RTS2RTS all have it at
+/// `rst2init_qp_in`'s offset).
+pub(super) fn mqpc(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    f.within(rst2init_qp_in::QPC)
+}
+
+/// Field `f` of the primary address path of a transition's QPC.
+pub(super) fn mpath(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    mqpc(f.within(qpc::PRIMARY_ADDRESS_PATH))
 }
 
 /// RoCE v2 UDP source port of a connection: the flow label of the QP pair folded into

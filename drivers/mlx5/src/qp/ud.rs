@@ -80,14 +80,13 @@ impl Service {
 /// CREATE_QP: the datagram service type (`qpc.st`, Linux ib/qp.c `to_mlx5_st`: UD, or QP1
 /// for `MLX5_IB_QPT_HW_GSI`) and the migration state (`create_qp_common`: MIGRATED).
 pub(super) fn create_qpc(c: &mut CmdBuf, service: Service) {
-    let x = |f: mlx5_prm::Field| f.within(create_qp_in::QPC);
     let st = if service == Service::Gsi {
         qp::st::QP1
     } else {
         qp::st::UD
     };
-    c.set(x(qpc::ST), st.into())
-        .set(x(qpc::PM_STATE), qp::pm::MIGRATED.into());
+    c.set(cqpc(qpc::ST), st.into())
+        .set(cqpc(qpc::PM_STATE), qp::pm::MIGRATED.into());
 }
 
 /// `(qpc.mtu, qpc.log_msg_max)` Linux ib/qp.c `__mlx5_ib_modify_qp` writes in every
@@ -123,20 +122,12 @@ impl<H: Hal> QueuePair<H> {
 
     /// One transition of [`QueuePair::activate_datagram`] to `to`.
     fn datagram_step(&mut self, op: u16, to: u8) -> Result<()> {
-        let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
         let (mtu, msgmax) = mtu_msgmax(self.service);
         let counter_set = self.counter_set_id();
         let (qkey, psn) = (self.qkey, self.psn);
-        self.modify(op, rst2init_qp_in::BYTES, |c| {
-            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
-            let p = |f: mlx5_prm::Field| {
-                f.within(qpc::PRIMARY_ADDRESS_PATH)
-                    .within(rst2init_qp_in::QPC)
-            };
-            c.set(x(qpc::PD), pdn)
-                .set(x(qpc::CQN_SND), scqn)
-                .set(x(qpc::CQN_RCV), rcqn)
-                .set(x(qpc::MTU), mtu)
+        self.transition(op, |c| {
+            let (x, p) = (mqpc, mpath);
+            c.set(x(qpc::MTU), mtu)
                 .set(x(qpc::LOG_MSG_MAX), msgmax)
                 .set(x(qpc::LOG_ACK_REQ_FREQ), rc::ACK_REQ_FREQ)
                 .set(p(ads::VHCA_PORT_NUM), 1);

@@ -228,7 +228,8 @@ impl<H: Hal> ProtectionDomain<H> {
 
     /// Creates an address handle for datagrams to `attr` (`ibv_create_ah`): the mlx5
     /// address vector, built once ([`crate::ah`]). A source GID index beyond the port's table
-    /// is [`InvalidInput::GidIndex`]. No command: mlx5 address handles live in the WQEs.
+    /// is [`InvalidInput::GidIndex`], an all-zero GID or MAC [`InvalidInput::RemoteAddress`].
+    /// No command: mlx5 address handles live in the WQEs.
     pub fn create_ah(&self, attr: &AhAttr) -> Result<AddressHandle> {
         let ctx = &self.inner.ctx;
         ctx.check_alive()?;
