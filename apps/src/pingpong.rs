@@ -1,7 +1,7 @@
 //! What `pingpong` (rc_pingpong's other side) and `ud-pingpong` (ud_pingpong's) share: the
-//! TCP exchange of rdma-core's libibverbs/examples (`pp_client_exch_dest` /
-//! `pp_server_exch_dest`, the same in rc_pingpong.c and ud_pingpong.c) and the check of a
-//! received message.
+//! tools' options, the TCP exchange of rdma-core's libibverbs/examples
+//! (`pp_client_exch_dest` / `pp_server_exch_dest`, the same in rc_pingpong.c and
+//! ud_pingpong.c), a side's messages and the check of a received one.
 
 use alloc::format;
 use alloc::string::String;
