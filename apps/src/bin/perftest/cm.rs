@@ -83,7 +83,7 @@ impl core::fmt::Display for CmLinkError {
             CmLinkError::Cm(w, e) => write!(f, "rdma_cm {w}: {e:?}"),
             CmLinkError::Verbs(w, e) => write!(f, "{w}: {e:?}"),
             CmLinkError::Timeout(w) => write!(f, "no {w} in time"),
-            CmLinkError::Event(w, e) => write!(f, "{w}: {e:?}"),
+            CmLinkError::Event(w, e) => write!(f, "{w}: {}", brief(e)),
             CmLinkError::Completion(s, v) => {
                 write!(
                     f,
@@ -96,6 +96,16 @@ impl core::fmt::Display for CmLinkError {
             CmLinkError::Disconnected => write!(f, "the exchange's connection went down"),
             CmLinkError::TooLong(n) => write!(f, "a message of {n} B (at most 56)"),
         }
+    }
+}
+
+/// An event that ended a connect, in a few words (a REJ's private data left out).
+fn brief(e: &Event) -> String {
+    match e {
+        Event::Rejected { reason, .. } => format!("rejected, reason {reason}"),
+        Event::Unreachable { .. } => "unreachable".into(),
+        Event::AddrError { .. } => "address not resolved".into(),
+        e => format!("{e:?}"),
     }
 }
 
@@ -341,7 +351,7 @@ impl CmLink {
                 Some(e) => {
                     tries += 1;
                     if tries == 1 || tries.is_multiple_of(20) {
-                        log::info!("perftest: rdma_cm connect: {e:?}; trying again");
+                        log::info!("perftest: rdma_cm connect: {}; trying again", brief(&e));
                     }
                     self.destroy(id);
                     if self.node.deadline(CONNECT_PAUSE) >= until {
