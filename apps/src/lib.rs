@@ -10,7 +10,8 @@ extern crate alloc;
 /// The out-of-band channel and shared helpers of the Linux-peer apps (`pingpong`, `perftest`).
 pub mod oob;
 
-/// What `pingpong` and `ud-pingpong` share: rdma-core's pingpong exchange, the message check.
+/// What `pingpong` and `ud-pingpong` share: rdma-core's pingpong options and exchange, the
+/// messages and their check.
 pub mod pingpong;
 
 /// What the `perftest` app exchanges with perftest.

@@ -1,13 +1,13 @@
 //! What `pingpong` (rc_pingpong's other side) and `ud-pingpong` (ud_pingpong's) share: the
-//! TCP exchange of rdma-core's libibverbs/examples (`pp_client_exch_dest` /
-//! `pp_server_exch_dest`, the same in rc_pingpong.c and ud_pingpong.c) and the check of a
-//! received message.
+//! tools' options, the TCP exchange of rdma-core's libibverbs/examples
+//! (`pp_client_exch_dest` / `pp_server_exch_dest`, the same in rc_pingpong.c and
+//! ud_pingpong.c), a side's messages and the check of a received one.
 
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use mlx5::{QpEndpoint, GRH_BYTES};
+use mlx5::QpEndpoint;
 
 use crate::oob;
 
@@ -142,15 +142,6 @@ pub fn message(base: &[u8], k: u64) -> Vec<u8> {
     v
 }
 
-/// The sender's IPv4 address in a UD receive's GRH area ([`GRH_BYTES`]) on RoCE v2 over IPv4:
-/// the IPv4 header at byte 20 (Linux include/rdma/ib_verbs.h `union rdma_network_hdr` `roce4grh`), version 4
-/// and a 20-byte header (Linux drivers/infiniband/core/verbs.c `ib_get_rdma_header_version`
-/// checks the same before it reads `saddr`, `ib_get_gids_from_rdma_hdr`). None otherwise.
-pub fn grh_ipv4_source(area: &[u8]) -> Option<[u8; 4]> {
-    let ip = area.get(20..GRH_BYTES)?;
-    (ip[0] == 0x45).then(|| [ip[12], ip[13], ip[14], ip[15]])
-}
-
 /// The index of the first byte where `a` and `b` differ (or where one ends), comparing a word
 /// at a time and bytes only in the word that differs and in the tail.
 pub fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
@@ -249,17 +240,5 @@ mod tests {
         c[77] ^= 1;
         assert_eq!(first_difference(&a, &c), Some(77));
         assert_eq!(first_difference(&a, &a[..50]), Some(50));
-    }
-
-    #[test]
-    fn the_grh_area_names_the_ipv4_sender() {
-        let mut area = [0u8; GRH_BYTES];
-        area[20] = 0x45;
-        area[32..36].copy_from_slice(&[10, 0, 0, 2]);
-        assert_eq!(grh_ipv4_source(&area), Some([10, 0, 0, 2]));
-        // A header with options, or not version 4: not read.
-        area[20] = 0x46;
-        assert_eq!(grh_ipv4_source(&area), None);
-        assert_eq!(grh_ipv4_source(&area[..30]), None);
     }
 }

@@ -39,16 +39,15 @@ use core::time::Duration;
 
 use apps::oob::{self, Oob, Side};
 use apps::pingpong::{
-    self, dest_msg, first_difference, grh_ipv4_source, message, parse_dest, Opts, Tool,
-    DEST_MSG_LEN,
+    self, dest_msg, first_difference, message, parse_dest, Opts, Tool, DEST_MSG_LEN,
 };
 use apps::stack::{self, KernelNode};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, AddressHandle, AhAttr, CompletionQueue, Context, ContextConfig, MemoryRegion,
-    QpCaps, QpEndpoint, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr, UdDest, WcFlags,
-    WcStatus, GRH_BYTES,
+    grh_ipv4_source, AccessFlags, AddressHandle, AhAttr, CompletionQueue, Context, ContextConfig,
+    MemoryRegion, QpCaps, QpEndpoint, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr,
+    UdDest, WcFlags, WcStatus, GRH_BYTES,
 };
 use mlx5_kernel::KernelHal;
 

@@ -6,11 +6,10 @@
 //!   (`rdma_client_connect` / `rdma_server_connect`). Each `ctx_xchg_data` or
 //!   `ctx_hand_shake` message is one signaled SEND of exactly its bytes, and each side keeps
 //!   one receive of `sizeof(struct pingpong_dest)` (56) bytes posted, posted again after each
-//!   message is read (`rdma_write_data`, `rdma_read_data`, `post_one_recv_wqe`). perftest
-//!   posts it before `rdma_connect` / `rdma_accept`, in INIT (librdmacm's QP); here the QP is
-//!   in RESET until the CM moves it, so the client posts it at ESTABLISHED and the server
-//!   right after its accept, both before the peer's first message can come (the client
-//!   writes first, and only once connected). The server does not wait for ESTABLISHED. Connection parameters: no RDMA READs,
+//!   message is read (`rdma_write_data`, `rdma_read_data`, `post_one_recv_wqe`); the client
+//!   posts it before `rdma_connect`, the server before `rdma_accept` (the QP is in INIT from
+//!   its creation, as librdmacm's `rdma_create_qp` leaves it), which it does not wait out (no
+//!   ESTABLISHED is awaited on that side). Connection parameters: no RDMA READs,
 //!   `retry_count` 7, `rnr_retry_count` 7.
 //! - The test's QP (`work_rdma_cm`, `create_rdma_cm_connection`): after a handshake, a
 //!   second RC connection to the same port (the server listens again once its first listen
@@ -84,7 +83,7 @@ impl core::fmt::Display for CmLinkError {
             CmLinkError::Cm(w, e) => write!(f, "rdma_cm {w}: {e:?}"),
             CmLinkError::Verbs(w, e) => write!(f, "{w}: {e:?}"),
             CmLinkError::Timeout(w) => write!(f, "no {w} in time"),
-            CmLinkError::Event(w, e) => write!(f, "{w}: {e:?}"),
+            CmLinkError::Event(w, e) => write!(f, "{w}: {}", brief(e)),
             CmLinkError::Completion(s, v) => {
                 write!(
                     f,
@@ -97,6 +96,16 @@ impl core::fmt::Display for CmLinkError {
             CmLinkError::Disconnected => write!(f, "the exchange's connection went down"),
             CmLinkError::TooLong(n) => write!(f, "a message of {n} B (at most 56)"),
         }
+    }
+}
+
+/// An event that ended a connect, in a few words (a REJ's private data left out).
+fn brief(e: &Event) -> String {
+    match e {
+        Event::Rejected { reason, .. } => format!("rejected, reason {reason}"),
+        Event::Unreachable { .. } => "unreachable".into(),
+        Event::AddrError { .. } => "address not resolved".into(),
+        e => format!("{e:?}"),
     }
 }
 
@@ -263,10 +272,8 @@ impl CmLink {
         log::info!("perftest: listening on rdma_cm port {} (-R)", self.port);
         let until = self.node.deadline(oob::FIRST_WAIT);
         let id = self.take_request(pd, until, "connection request", None)?;
-        self.accept(id, 0)?;
-        // The driver takes receives from INIT on, and accept has moved the QP to RTS; the
-        // client's first SEND follows our REP, so it cannot come before this.
         self.post_comm_recv(id)?;
+        self.accept(id, 0)?;
         Ok(id)
     }
 
@@ -338,17 +345,13 @@ impl CmLink {
                     self.node.stack(),
                 )
                 .map_err(|e| CmLinkError::Cm("connect", e))?;
+            self.post_comm_recv(id)?;
             match self.connected(id, until, "ESTABLISHED of the exchange")? {
-                None => {
-                    // Posted once the REP moved the QP (the driver takes receives from INIT
-                    // on): the server's first message answers ours, so it cannot come before.
-                    self.post_comm_recv(id)?;
-                    return Ok(id);
-                }
+                None => return Ok(id),
                 Some(e) => {
                     tries += 1;
                     if tries == 1 || tries.is_multiple_of(20) {
-                        log::info!("perftest: rdma_cm connect: {e:?}; trying again");
+                        log::info!("perftest: rdma_cm connect: {}; trying again", brief(&e));
                     }
                     self.destroy(id);
                     if self.node.deadline(CONNECT_PAUSE) >= until {
