@@ -168,50 +168,54 @@ fn assert_rping_lines(test: &str, out: &str, prefix: &str, count: usize) {
     assert_eq!(lines, want, "{test}: Linux's rping lines:\n{out}");
 }
 
-/// rping's server in Linux, the unikernel's `rping -c`: ten 64-byte pings, each READ by Linux
-/// from the unikernel's start buffer (rping.c `rping_test_server`) and WRITTEN back to its
-/// sink; Linux prints what it READ, which is rping's own pattern. `-V` (which Linux's server
-/// ignores) makes the unikernel's client compare what came back with what it sent.
-#[test]
-fn rping_linux_server() {
-    const T: &str = "rping_linux_server";
-    let cmd = "rping -s -a 10.0.0.1 -v -V -C 10";
-    let Some(r) = against_unikernel(T, cmd, peer::Role::Server) else {
-        return;
+/// rping against the unikernel's `rping` in the other role, ten 64-byte pings with `-v -V`:
+/// Linux prints each ping (the server what it READ, the client what came back), which must be
+/// rping's own pattern; the client compares what came back with what it sent (Linux's server
+/// ignores `-V`, the unikernel's checks each ping against the pattern); one connection, ten RDMA
+/// READs of the client's start buffer and ten RDMA WRITEs to its sink, both from the server
+/// (rping.c `rping_test_server`).
+fn rping(test: &str, role: peer::Role) {
+    let (cmd, printed, uk_check, server, client) = match role {
+        peer::Role::Server => (
+            "rping -s -a 10.0.0.1 -v -V -C 10",
+            "server ping data: ",
+            "rping: client: 10 pings, every byte checked: ok",
+            LX,
+            UK,
+        ),
+        peer::Role::Client => (
+            "rping -c -a $SERVER -v -V -C 10",
+            "ping data: ",
+            "rping: server: 10 pings, every byte of 10 checked: ok",
+            UK,
+            LX,
+        ),
     };
-    assert_rping_lines(T, &r.linux.output(), "server ping data: ", 10);
-    assert!(
-        r.unikernel_output
-            .contains("rping: client: 10 pings, every byte checked: ok"),
-        "{T}: the unikernel's check"
-    );
-    let (_, frames) = decode(&run_pcap(T));
-    assert_connected_once(T, &frames, UK, LX);
-    assert_eq!(sent(&frames, "RC_RDMA_READ_REQUEST", LX), 10, "{T}: READs");
-    assert_eq!(sent(&frames, "RC_RDMA_WRITE_ONLY", LX), 10, "{T}: WRITEs");
-}
-
-/// rping's client in Linux (`-V`: it compares what came back with what it sent), the
-/// unikernel's `rping -s`: the unikernel READs each ping and WRITEs it back.
-#[test]
-fn rping_linux_client() {
-    const T: &str = "rping_linux_client";
-    let cmd = "rping -c -a $SERVER -v -V -C 10";
-    let Some(r) = against_unikernel(T, cmd, peer::Role::Client) else {
+    let Some(r) = against_unikernel(test, cmd, role) else {
         return;
     };
     let out = r.linux.output();
-    assert!(!out.contains("data mismatch"), "{T}: {out}");
-    assert_rping_lines(T, &out, "ping data: ", 10);
+    assert!(!out.contains("data mismatch"), "{test}: {out}");
+    assert_rping_lines(test, &out, printed, 10);
     assert!(
-        r.unikernel_output
-            .contains("rping: server: 10 pings, every byte of 10 checked: ok"),
-        "{T}: the unikernel's check"
+        r.unikernel_output.contains(uk_check),
+        "{test}: the unikernel's check"
     );
-    let (_, frames) = decode(&run_pcap(T));
-    assert_connected_once(T, &frames, LX, UK);
-    assert_eq!(sent(&frames, "RC_RDMA_READ_REQUEST", UK), 10, "{T}: READs");
-    assert_eq!(sent(&frames, "RC_RDMA_WRITE_ONLY", UK), 10, "{T}: WRITEs");
+    let (_, frames) = decode(&run_pcap(test));
+    assert_connected_once(test, &frames, client, server);
+    let reads = sent(&frames, "RC_RDMA_READ_REQUEST", server);
+    let writes = sent(&frames, "RC_RDMA_WRITE_ONLY", server);
+    assert_eq!((reads, writes), (10, 10), "{test}: READs and WRITEs");
+}
+
+#[test]
+fn rping_linux_server() {
+    rping("rping_linux_server", peer::Role::Server);
+}
+
+#[test]
+fn rping_linux_client() {
+    rping("rping_linux_client", peer::Role::Client);
 }
 
 /// A Linux client's REQ for a port nothing listens on draws a REJ with reason 8 (invalid
