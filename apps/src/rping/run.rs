@@ -198,6 +198,11 @@ fn next<H: Hal, N: Nic, C: Clock>(
             match e {
                 Event::Disconnected { id } if id == c.id => return Ok(None),
                 Event::Established { .. } | Event::TimewaitExit { .. } => {}
+                // rping's server takes one connection; others wait in its backlog until it
+                // ends. Here they are refused at once.
+                Event::ConnectRequest { id, .. } => {
+                    let _ = n.reject(id);
+                }
                 e => {
                     return Err(format!(
                         "cma event {} while waiting for {what}",
