@@ -581,7 +581,7 @@ pub(crate) fn udp_sport_of(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
 
 mod binding;
 mod create;
-pub mod gsi;
+mod gsi;
 mod raw;
 mod rc;
 mod recv;
@@ -600,7 +600,7 @@ pub(crate) use rc::{
 };
 use send::{ctrl_tpl, put32, put64};
 pub(crate) use ud::{datagram_seg, Service};
-pub use ud::{UdDest, GRH_BYTES};
+pub use ud::{grh_ipv4_source, UdDest, GRH_BYTES};
 
 #[cfg(test)]
 mod tests;
