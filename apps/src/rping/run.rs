@@ -501,6 +501,19 @@ mod tests {
     use crate::sim::SimHal;
     use crate::testnet::on_hca;
 
+    type Side = (Result<(), String>, Vec<String>);
+
+    /// Both sides' runs succeeded (else their lines are shown).
+    fn both_ok(srv: &Side, cli: &Side) {
+        assert_eq!(
+            (&srv.0, &cli.0),
+            (&Ok(()), &Ok(())),
+            "server: {:?}\nclient: {:?}",
+            srv.1,
+            cli.1
+        );
+    }
+
     fn opts(words: &[&str], client: bool) -> super::Opts {
         super::super::parse(words, Some(client)).unwrap()
     }
@@ -530,13 +543,7 @@ mod tests {
             });
             (srv.join().unwrap(), cli.join().unwrap())
         });
-        assert_eq!(
-            (&srv.0, &cli.0),
-            (&Ok(()), &Ok(())),
-            "server: {:?}\nclient: {:?}",
-            srv.1,
-            cli.1
-        );
+        both_ok(&srv, &cli);
         let has = |l: &Vec<String>, s: &str| l.iter().any(|x| x.contains(s));
         assert!(has(
             &srv.1,
@@ -571,13 +578,7 @@ mod tests {
             });
             (srv.join().unwrap(), cli.join().unwrap())
         });
-        assert_eq!(
-            (&srv.0, &cli.0),
-            (&Ok(()), &Ok(())),
-            "server: {:?}\nclient: {:?}",
-            srv.1,
-            cli.1
-        );
+        both_ok(&srv, &cli);
         let again = "rping: cma event RDMA_CM_EVENT_REJECTED, error 8, connecting again in 1 s";
         assert!(cli.1.iter().any(|l| l == again), "{:?}", cli.1);
         assert!(cli
