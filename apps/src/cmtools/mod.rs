@@ -161,8 +161,12 @@ fn finish<H: mlx5::Hal, N: net::Nic, C: net::Clock>(
         Tool::Cmatose => "connections",
         Tool::Udaddy => "requests",
     };
+    let refused = match t.failed {
+        0 => String::new(),
+        k => alloc::format!(" ({k} refused)"),
+    };
     n.say(format_args!(
-        "{}: {} {what}, {} messages of {} B each way on each: ok",
+        "{}: {} {what}{refused}, {} messages of {} B each way on each: ok",
         tool.name(),
         t.connected,
         o.count,
