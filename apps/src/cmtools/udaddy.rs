@@ -171,7 +171,7 @@ fn receive<H: Hal, N: Nic, C: Clock>(
     nd.mr
         .read(0, &mut grh)
         .map_err(|e| format!("the GRH: {e:?}"))?;
-    let src = super::grh_ipv4_source(&grh).ok_or("the GRH area holds no IPv4 header")?;
+    let src = mlx5::grh_ipv4_source(&grh).ok_or("the GRH area holds no IPv4 header")?;
     let ah = n.create_ah(src, WAIT)?;
     nd.reply = Some((ah, rqpn, UDP_QKEY));
     Ok(())
