@@ -581,7 +581,7 @@ pub(crate) fn udp_sport_of(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
 
 mod binding;
 mod create;
-pub mod gsi;
+mod gsi;
 mod raw;
 mod rc;
 mod recv;

@@ -252,10 +252,10 @@ impl<H: Hal> ProtectionDomain<H> {
         crate::qp::create_datagram(&self.inner, (send_cq, recv_cq), caps, s, qkey)
     }
 
-    /// Creates the context's GSI QP (QP1: the one the wire reaches as QPN 1,
-    /// [`crate::qp::gsi`]) with Q_Key [`crate::GSI_QKEY`], in RTS, sending as a UD QP does. One
-    /// per context: a second one is refused with [`InvalidInput::GsiExists`] while the first
-    /// lives.
+    /// Creates the context's GSI QP (the one the wire reaches as QPN 1: `qpc.st` QP1, as Linux
+    /// hw/mlx5/gsi.c makes it) with Q_Key [`crate::GSI_QKEY`], in RTS, sending as a UD QP
+    /// does. One per context: a second one is refused with [`InvalidInput::GsiExists`] while
+    /// the first lives.
     pub fn create_gsi_qp(
         &self,
         send_cq: &CompletionQueue<H>,
