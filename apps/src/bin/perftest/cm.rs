@@ -6,10 +6,11 @@
 //!   (`rdma_client_connect` / `rdma_server_connect`). Each `ctx_xchg_data` or
 //!   `ctx_hand_shake` message is one signaled SEND of exactly its bytes, and each side keeps
 //!   one receive of `sizeof(struct pingpong_dest)` (56) bytes posted, posted again after each
-//!   message is read (`rdma_write_data`, `rdma_read_data`, `post_one_recv_wqe`); the client
-//!   posts it before `rdma_connect`, the server before `rdma_accept` (the QP is in INIT from
-//!   its creation, as librdmacm's `rdma_create_qp` leaves it), which it does not wait out (no
-//!   ESTABLISHED is awaited on that side). Connection parameters: no RDMA READs,
+//!   message is read (`rdma_write_data`, `rdma_read_data`, `post_one_recv_wqe`); the server
+//!   posts it before `rdma_accept` (the QP is in INIT from its creation, as librdmacm's
+//!   `rdma_create_qp` leaves it), which it does not wait out (no ESTABLISHED is awaited on
+//!   that side); the client at ESTABLISHED (perftest: before `rdma_connect`; see
+//!   [`CmLink::open`]'s tries). Connection parameters: no RDMA READs,
 //!   `retry_count` 7, `rnr_retry_count` 7.
 //! - The test's QP (`work_rdma_cm`, `create_rdma_cm_connection`): after a handshake, a
 //!   second RC connection to the same port (the server listens again once its first listen
@@ -345,9 +346,16 @@ impl CmLink {
                     self.node.stack(),
                 )
                 .map_err(|e| CmLinkError::Cm("connect", e))?;
-            self.post_comm_recv(id)?;
             match self.connected(id, until, "ESTABLISHED of the exchange")? {
-                None => return Ok(id),
+                None => {
+                    // Posted once connected, not before connect as perftest does: the QP of a
+                    // refused try is destroyed with the receive, whose flushed completion
+                    // would land in the CQ every try shares (seen: an 8-entry CQ overrun by
+                    // 20 refused tries, and the server's first message never seen). The
+                    // server's first message answers ours, so it cannot come before this.
+                    self.post_comm_recv(id)?;
+                    return Ok(id);
+                }
                 Some(e) => {
                     tries += 1;
                     if tries == 1 || tries.is_multiple_of(20) {
