@@ -166,72 +166,159 @@ impl<H: Hal> RdmaCm<H> {
         }
     }
 
-    /// Sends id `i`'s REQ (or SIDR_REQ): the rdma_cm header with a fresh source port first
-    /// in the private data (cma.c `cma_format_hdr`), the path as cma.c
-    /// `cma_resolve_iboe_route` makes it (hop limit 64, traffic class 0, the flow label of
-    /// the two ports, P_Key 0xffff), rdma_cm's timeouts and retries (cma.c `cma_connect_ib`).
+    /// Sends id `i`'s REQ (or SIDR_REQ) from a fresh rdma_cm source port.
     fn start(&mut self, now: u64, i: usize, nb: &mut dyn Neighbours) -> Result<(), CmError> {
         let IdState::Resolving(plan, _) = self.ids[i].state.clone() else {
             return Err(CmError::WrongState);
         };
-        let dst = self.ids[i].remote_ip;
         let span = u64::from(LOCAL_PORTS.1 - LOCAL_PORTS.0) + 1;
-        let src_port = LOCAL_PORTS.0 + (self.random() % span) as u16;
-        let hdr = CmaHdr {
-            src_port,
-            src: CmaAddr::V4(self.cfg.ip),
-            dst: CmaAddr::V4(dst),
+        let route = Route {
+            src: self.cfg.ip,
+            dst: self.ids[i].remote_ip,
+            src_port: LOCAL_PORTS.0 + (self.random() % span) as u16,
+            path_mtu: self.cfg.path_mtu,
+            ack_delay: self.ack_delay,
         };
-        let mut private = [0u8; rdma_cm::msg::SIDR_REQ_PRIVATE_DATA_LEN];
-        let head: &mut [u8; CMA_HDR_LEN] = (&mut private[..CMA_HDR_LEN])
-            .try_into()
-            .map_err(|_| CmError::WrongState)?;
-        hdr.encode(head);
-        let n = CMA_HDR_LEN + plan.private_data.len();
-        private[CMA_HDR_LEN..n].copy_from_slice(&plan.private_data);
-        let remote_gid = mlx5::hca::ipv4_mapped_gid(dst);
+        let (private, n) = cma_private(&route, &plan);
         let to = Peer {
-            gid: remote_gid,
+            gid: mlx5::hca::ipv4_mapped_gid(route.dst),
             qpn: mlx5::GSI_QPN,
         };
-        let service_id = plan.ps.service_id(plan.port);
-        if plan.ud {
-            let conn = self.with_cm(now, nb, |cm, t| {
-                cm.sidr_request(now, &to, service_id, &private[..n], t)
-            })?;
-            let e = &mut self.ids[i];
-            e.conn = Some(conn);
-            e.state = IdState::Connecting;
-            return Ok(());
-        }
-        let qpn = self.ids[i].qp.as_ref().ok_or(CmError::NoQp)?.qpn();
-        let c = Connect {
-            service_id,
-            qpn,
-            starting_psn: self.random24(),
-            local_gid: mlx5::hca::ipv4_mapped_gid(self.cfg.ip),
-            remote_gid,
-            flow_label: roce_flow_label(src_port, plan.port),
-            hop_limit: 64,
-            traffic_class: 0,
-            path_mtu: self.cfg.path_mtu,
-            pkey: 0xffff,
-            responder_resources: plan.responder_resources,
-            initiator_depth: plan.initiator_depth,
-            retry_count: plan.retry_count,
-            rnr_retry_count: plan.rnr_retry_count,
-            local_ack_timeout: ack_timeout(self.ack_delay, IBOE_PACKET_LIFETIME),
-            remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
-            local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
-            max_cm_retries: MAX_CM_RETRIES,
-            srq: false,
-            flow_control: false,
-            private_data: &private[..n],
+        let conn = if plan.ud {
+            let sid = plan.ps.service_id(plan.port);
+            self.with_cm(now, nb, |cm, t| {
+                cm.sidr_request(now, &to, sid, &private[..n], t)
+            })?
+        } else {
+            let qpn = self.ids[i].qp.as_ref().ok_or(CmError::NoQp)?.qpn();
+            let c = connect_req(&route, &plan, qpn, self.random24(), &private[..n]);
+            self.with_cm(now, nb, |cm, t| cm.connect(now, &to, &c, t))?
         };
-        let conn = self.with_cm(now, nb, |cm, t| cm.connect(now, &to, &c, t))?;
         let e = &mut self.ids[i];
         e.conn = Some(conn);
         e.state = IdState::Connecting;
         Ok(())
+    }
+}
+
+/// Where a connection goes, from which rdma_cm port, over which path MTU, and our device's
+/// ACK delay.
+struct Route {
+    src: [u8; 4],
+    dst: [u8; 4],
+    src_port: u16,
+    path_mtu: u8,
+    ack_delay: u8,
+}
+
+/// The private data of a REQ or SIDR_REQ: the rdma_cm header (cma.c `cma_format_hdr`: our
+/// address and source port, the peer's address), then the application's; and its length.
+fn cma_private(r: &Route, plan: &Plan) -> ([u8; rdma_cm::msg::SIDR_REQ_PRIVATE_DATA_LEN], usize) {
+    let hdr = CmaHdr {
+        src_port: r.src_port,
+        src: CmaAddr::V4(r.src),
+        dst: CmaAddr::V4(r.dst),
+    };
+    let mut private = [0u8; rdma_cm::msg::SIDR_REQ_PRIVATE_DATA_LEN];
+    let mut head = [0u8; CMA_HDR_LEN];
+    hdr.encode(&mut head);
+    private[..CMA_HDR_LEN].copy_from_slice(&head);
+    let n = CMA_HDR_LEN + plan.private_data.len();
+    private[CMA_HDR_LEN..n].copy_from_slice(&plan.private_data);
+    (private, n)
+}
+
+/// What our REQ carries (cma.c `cma_connect_ib` with the path `cma_resolve_iboe_route`
+/// makes: hop limit 64, traffic class 0, the flow label of the two ports, P_Key 0xffff;
+/// rdma_cm's response timeouts and retries; cm.c `cm_ack_timeout` of our ACK delay and
+/// rdma_cm's packet life time).
+fn connect_req<'a>(
+    r: &Route,
+    plan: &Plan,
+    qpn: u32,
+    starting_psn: u32,
+    private_data: &'a [u8],
+) -> Connect<'a> {
+    Connect {
+        service_id: plan.ps.service_id(plan.port),
+        qpn,
+        starting_psn,
+        local_gid: mlx5::hca::ipv4_mapped_gid(r.src),
+        remote_gid: mlx5::hca::ipv4_mapped_gid(r.dst),
+        flow_label: roce_flow_label(r.src_port, plan.port),
+        hop_limit: 64,
+        traffic_class: 0,
+        path_mtu: r.path_mtu,
+        pkey: 0xffff,
+        responder_resources: plan.responder_resources,
+        initiator_depth: plan.initiator_depth,
+        retry_count: plan.retry_count,
+        rnr_retry_count: plan.rnr_retry_count,
+        local_ack_timeout: ack_timeout(r.ack_delay, IBOE_PACKET_LIFETIME),
+        remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+        local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+        max_cm_retries: MAX_CM_RETRIES,
+        srq: false,
+        flow_control: false,
+        private_data,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first NVMe-oF REQ of the shared capture `nvmeof.pcap` (frame 19, rdma_cm over
+    /// rxe, ACK delay 15): host 10.0.0.2, rdma_cm port 49743, to 10.0.0.1:4420; the REQ
+    /// fields that are not random or the application's.
+    #[test]
+    fn the_req_is_the_one_linux_sends() {
+        let route = Route {
+            src: [10, 0, 0, 2],
+            dst: [10, 0, 0, 1],
+            src_port: 49743,
+            path_mtu: 3,
+            ack_delay: 15,
+        };
+        let plan = Plan {
+            port: 4420,
+            ps: PortSpace::Tcp,
+            private_data: alloc::vec![0, 0, 0, 0, 0x20, 0, 0x1f, 0],
+            responder_resources: 128,
+            initiator_depth: 0,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            ud: false,
+        };
+        let (private, n) = cma_private(&route, &plan);
+        assert_eq!(n, CMA_HDR_LEN + 8);
+        assert_eq!(&private[..4], &[0x00, 0x40, 0xc2, 0x4f]);
+        assert_eq!(&private[16..20], &[10, 0, 0, 2]);
+        assert_eq!(&private[32..36], &[10, 0, 0, 1]);
+        assert!(private[4..16]
+            .iter()
+            .chain(&private[20..32])
+            .all(|&b| b == 0));
+        assert_eq!(&private[36..44], &[0, 0, 0, 0, 0x20, 0, 0x1f, 0]);
+        let c = connect_req(&route, &plan, 0x11, 0x31a2d2, &private[..n]);
+        assert_eq!(c.service_id, 0x0000_0000_0106_1144);
+        assert_eq!(c.flow_label, 0x798d5);
+        assert_eq!(c.local_gid, mlx5::hca::ipv4_mapped_gid([10, 0, 0, 2]));
+        assert_eq!(c.remote_gid, mlx5::hca::ipv4_mapped_gid([10, 0, 0, 1]));
+        assert_eq!(
+            (c.hop_limit, c.traffic_class, c.path_mtu, c.pkey),
+            (64, 0, 3, 0xffff)
+        );
+        assert_eq!(c.local_ack_timeout, 19);
+        assert_eq!(
+            (
+                c.remote_cm_response_timeout,
+                c.local_cm_response_timeout,
+                c.max_cm_retries
+            ),
+            (20, 20, 15)
+        );
+        assert_eq!((c.responder_resources, c.initiator_depth), (128, 0));
+        assert_eq!((c.retry_count, c.rnr_retry_count, c.srq), (7, 7, false));
     }
 }

@@ -2,8 +2,9 @@
 //! from the GRH area and the completion) and out (a UD SEND to the peer's QP 1).
 //!
 //! As Linux's MAD layer runs it on RoCE (`drivers/infiniband/core/mad.c`, `agent.c`;
-//! `hw/mlx5/gsi.c`): receives of a GRH area and one 256-byte MAD each, posted at start and
-//! again as each completes; sends to QPN 1 with the well-known Q_Key (`IB_QP1_QKEY`,
+//! `hw/mlx5/gsi.c`): receives with room for any datagram (the GRH area and 4096 bytes), of
+//! which those of exactly one 256-byte MAD are handed on, posted at start and again as each
+//! completes; sends to QPN 1 with the well-known Q_Key (`IB_QP1_QKEY`,
 //! `include/rdma/ib_mad.h`), through an address handle to the peer's IPv4-mapped GID and the
 //! MAC its neighbour entry holds (cm.c `cm_create_response_msg_ah` →
 //! `ib_init_ah_attr_from_wc` → `rdma_addr_find_l2_eth_by_grh`). A MAD to a peer whose MAC is
@@ -58,8 +59,8 @@ pub struct GsiCounters {
     pub bad_receives: u64,
     /// Sends that completed in error.
     pub send_errors: u64,
-    /// Times QP 1 was found in ERR (after a receive that failed) and brought back to
-    /// RTS.
+    /// Times QP 1 was brought back to RTS: from SQE after a send that failed, from ERR
+    /// after a receive that failed.
     pub restarts: u64,
     /// MADs dropped: no send buffer free, no room to wait for a MAC, the MAC never came, a
     /// peer GID that is not IPv4-mapped, or the driver refused the send.
@@ -155,10 +156,18 @@ impl<H: Hal> Gsi<H> {
         while self.cq.poll(&mut wc)? == 1 {
             let w = wc[0];
             if w.wr_id & SEND_TAG != 0 {
+                self.send_free.push((w.wr_id & !SEND_TAG) as usize);
                 if w.status != WcStatus::Success {
                     self.counters.send_errors += 1;
+                    // A failed send stops QP 1's send queue (SQE): back to RTS, as Linux's
+                    // MAD layer does (core/mad.c `ib_mad_send_error`); the MAD is lost, the
+                    // CM's retries send it again.
+                    if w.status != WcStatus::WrFlushErr && self.qp.query_state()? == qp_state::SQER
+                    {
+                        self.qp.recover_send_queue()?;
+                        self.counters.restarts += 1;
+                    }
                 }
-                self.send_free.push((w.wr_id & !SEND_TAG) as usize);
                 continue;
             }
             if w.status != WcStatus::Success {
@@ -200,10 +209,9 @@ impl<H: Hal> Gsi<H> {
         Ok(())
     }
 
-    /// The sender and MAD of a receive completion. The GRH area of a RoCE v2 IPv4 datagram
-    /// holds 20 bytes of nothing and then the IPv4 header (Linux core/verbs.c
-    /// `ib_get_rdma_header_version`, `ib_init_ah_attr_from_wc` for `RDMA_NETWORK_IPV4`); the
-    /// source address is at byte 12 of that header (RFC 791).
+    /// The sender and MAD of a receive completion: the sender's IPv4 address from the GRH
+    /// area ([`mlx5::grh_ipv4_source`]; Linux core/verbs.c `ib_init_ah_attr_from_wc` for
+    /// `RDMA_NETWORK_IPV4`), its QP from the completion.
     fn take(&self, w: &WorkCompletion, slot: usize) -> Option<(Peer, [u8; MAD_LEN])> {
         if w.status != WcStatus::Success || w.opcode != WcOpcode::Recv {
             return None;
@@ -215,11 +223,7 @@ impl<H: Hal> Gsi<H> {
         }
         let mut buf = [0u8; RECV_BYTES];
         self.mr.read((slot * RECV_STRIDE) as u64, &mut buf).ok()?;
-        let ip_hdr = &buf[20..40];
-        if ip_hdr[0] >> 4 != 4 {
-            return None;
-        }
-        let src = [ip_hdr[12], ip_hdr[13], ip_hdr[14], ip_hdr[15]];
+        let src = mlx5::grh_ipv4_source(&buf[..GRH_BYTES])?;
         let mut mad = [0u8; MAD_LEN];
         mad.copy_from_slice(&buf[GRH_BYTES..]);
         let peer = Peer {

@@ -16,10 +16,20 @@
 //! REP and DREQ retries and TIMEWAIT (the CM's timers, rdma_cm's values: 20 → ~4 s per try,
 //! 15 tries), MADs waiting for a MAC.
 //!
+//! Where it differs from librdmacm: the calls that send (accept, reject, disconnect,
+//! destroy_id, connect) take the neighbour table, since a MAD or a QP's path needs the peer's
+//! MAC; `connect` creates the id's QP itself ([`NewQp`]); QPs go to INIT when created, as
+//! librdmacm's `rdma_create_qp` moves them, so receives can be posted at once. Limits: IPv4
+//! only (rdma_cm headers of IPv6 are rejected), port 1, one CM per HCA (one GSI QP), no
+//! alternate paths (LAP/APR); the device's communication-established event is not read
+//! here: an application that sees data on an accepted QP before ESTABLISHED says so with
+//! [`RdmaCm::notify_established`] (`rdma_notify`), else the REP's retries bring the RTU
+//! again; REQs and REPs carry End-to-End Flow Control 0.
+//!
 //! Layers: `types` (the API's types, the neighbour table), `arp` (waiting for a MAC), `gsi`
-//! (QP 1's MADs in and out), `id` (an id's record),
-//! `link` (what the CM drives: MADs and QP moves), `service` (the ids and the calls every id
-//! shares), `active` (connect, address resolution), `ud` (SIDR).
+//! (QP 1's MADs in and out), `id` (an id's record), `link` (what the CM drives: MADs and QP
+//! moves), `service` (the ids and the calls every id shares), `active` (connect, address
+//! resolution), `ud` (SIDR).
 //!
 //! ```no_run
 //! use mlx5::hal::Hal;

@@ -370,6 +370,23 @@ impl<H: Hal> RdmaCm<H> {
         Ok(())
     }
 
+    /// Tells the CM the first packet arrived on an accepted id's QP before the RTU (librdmacm
+    /// `rdma_notify` with `IBV_EVENT_COMM_EST`, cm.c `ib_cm_notify` → `cm_establish`): call
+    /// it on a completion of the QP while [`Event::Established`] has not come; it comes
+    /// from the next [`RdmaCm::poll`] (a late RTU is then dropped). Any other time it does
+    /// nothing.
+    pub fn notify_established(&mut self, id: CmId) -> Result<(), CmError> {
+        let (i, conn) = self.conn_in(id, &IdState::Accepting)?;
+        if let Some(CmEvent::Established { .. }) = self.cm.comm_established(conn) {
+            self.ids[i].state = IdState::Established;
+            self.events.push_back(Event::Established {
+                id,
+                private_data: Vec::new(),
+            });
+        }
+        Ok(())
+    }
+
     /// Disconnects (`rdma_disconnect`): the QP goes to ERR, a DREQ goes out;
     /// [`Event::Disconnected`] follows the DREP (or the DREQ's last retry), then
     /// [`Event::TimewaitExit`].
@@ -401,6 +418,13 @@ impl<H: Hal> RdmaCm<H> {
             // The CM moves the QP to ERR and tells the peer as cm.c `cm_destroy_id` does in
             // the connection's state; a connection it no longer holds is no error here.
             let _ = self.with_cm(now_ns, nb, |cm, t| cm.destroy(now_ns, c, t));
+        }
+        if let IdState::UdRequested(ticket) = self.ids[i].state {
+            // cm.c `cm_destroy_id` in IB_CM_SIDR_REQ_RCVD: `cm_reject_sidr_req`, status
+            // Reject.
+            let _ = self.with_cm(now_ns, nb, |cm, t| {
+                cm.sidr_reply(&ticket, rdma_cm::msg::sidr_status::REJECT, 0, 0, &[], t)
+            });
         }
         let e = self.ids.swap_remove(i);
         if let Some(mut qp) = e.qp {

@@ -473,3 +473,90 @@ fn several_connections_at_once_each_carry_their_own_data() {
         a.cm.counts() == (0, 0) && b.cm.counts() == (0, 0)
     });
 }
+
+#[test]
+fn data_before_the_rtu_establishes_the_passive_side() {
+    // A's RTU and first SEND leave before B's CM looks at QP 1 again: B's QP takes the SEND
+    // (it is in RTS since the accept), the application tells the CM, and ESTABLISHED comes
+    // without the RTU, which is dropped when it is read.
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
+    let (ia, ib) = request(&mut a, &mut b, &clock, PORT);
+    a.post_recv(ia, 0);
+    b.create_qp(ib);
+    b.post_recv(ib, 0);
+    b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack)
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while a
+        .take(|e| matches!(e, Event::Established { id, .. } if *id == ia).then_some(()))
+        .is_none()
+    {
+        b.stack.poll();
+        a.step(&clock);
+        assert!(t0.elapsed().as_secs() < 20, "{:?}", a.events);
+    }
+    a.send(ia, b"early");
+    let mut got = None;
+    while got.is_none() {
+        b.stack.poll();
+        a.stack.poll();
+        got = b.poll_cq();
+        assert!(t0.elapsed().as_secs() < 20);
+    }
+    assert_eq!(got.unwrap().byte_len, 5);
+    assert_eq!(b.cm.notify_established(CmId(999)), Err(CmError::NoSuchId));
+    let dropped = b.cm.cm_counters().dropped;
+    b.cm.notify_established(ib).unwrap();
+    b.step(&clock);
+    assert_eq!(
+        b.take(|e| match e {
+            Event::Established { id, .. } => Some(*id),
+            _ => None,
+        }),
+        Some(ib)
+    );
+    // The RTU, read now (or in that step), changes nothing; a second notify is refused.
+    run(&mut a, &mut b, &clock, |_, b| {
+        b.cm.cm_counters().dropped > dropped
+    });
+    assert!(b.events.is_empty(), "{:?}", b.events);
+    assert_eq!(b.cm.notify_established(ib), Err(CmError::WrongState));
+}
+
+#[test]
+fn a_send_that_fails_on_qp1_is_recovered_and_the_req_retried() {
+    // A's GID is gone while its REQ goes out: the send fails (no source address), QP 1's
+    // send queue stops and is brought back; with the GID back, the REQ's retry connects.
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
+    a.stack.add_neighbour(IP_B.into(), b.stack.mac());
+    a.ctx.set_gid(a.sgid.into(), [0; 16]).unwrap();
+    let ia = a
+        .connect(&clock, IP_B, PORT, &ConnParam::default())
+        .unwrap();
+    run(&mut a, &mut b, &clock, |a, _| {
+        a.cm.gsi_counters().restarts == 1
+    });
+    assert_eq!(a.cm.gsi_counters().send_errors, 1);
+    a.ctx
+        .set_gid(a.sgid.into(), mlx5::hca::ipv4_mapped_gid(IP_A))
+        .unwrap();
+    clock.advance(4_300_000_000);
+    let mut ib = None;
+    run(&mut a, &mut b, &clock, |_, b| {
+        ib = b.take(|e| match e {
+            Event::ConnectRequest { id, .. } => Some(*id),
+            _ => None,
+        });
+        ib.is_some()
+    });
+    let ib = ib.unwrap();
+    b.create_qp(ib);
+    b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack)
+        .unwrap();
+    run(&mut a, &mut b, &clock, |a, _| {
+        a.take(|e| matches!(e, Event::Established { id, .. } if *id == ia).then_some(()))
+            .is_some()
+    });
+}
