@@ -193,14 +193,9 @@ impl Tally {
     }
 }
 
-/// The IPv4 source of a UD receive's 40-byte GRH area for a RoCE v2 IPv4 packet (20 bytes
-/// before the 20-byte IPv4 header; its source address at header offset 12): rdma-core
-/// libibverbs/verbs.c `ibv_init_ah_from_wc` (`get_grh_header_version` finds IPv4, then the
-/// address is taken from `ip4h->saddr`). None if the header is not IPv4.
-pub fn grh_ipv4_source(grh: &[u8]) -> Option<[u8; 4]> {
-    let ip = grh.get(20..40)?;
-    (ip[0] >> 4 == 4).then(|| [ip[12], ip[13], ip[14], ip[15]])
-}
+/// The IPv4 source of a UD receive's 40-byte GRH area for a RoCE v2 IPv4 packet: the
+/// driver's ([`mlx5::grh_ipv4_source`], one copy for every UD user).
+pub use mlx5::grh_ipv4_source;
 
 #[cfg(test)]
 mod tests {
