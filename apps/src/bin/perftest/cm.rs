@@ -6,10 +6,11 @@
 //!   (`rdma_client_connect` / `rdma_server_connect`). Each `ctx_xchg_data` or
 //!   `ctx_hand_shake` message is one signaled SEND of exactly its bytes, and each side keeps
 //!   one receive of `sizeof(struct pingpong_dest)` (56) bytes posted, posted again after each
-//!   message is read (`rdma_write_data`, `rdma_read_data`, `post_one_recv_wqe`); the client
-//!   posts it before `rdma_connect`, the server before `rdma_accept` (the QP is in INIT from
-//!   its creation, as librdmacm's `rdma_create_qp` leaves it), which it does not wait out (no
-//!   ESTABLISHED is awaited on that side). Connection parameters: no RDMA READs,
+//!   message is read (`rdma_write_data`, `rdma_read_data`, `post_one_recv_wqe`); the server
+//!   posts it before `rdma_accept` (the QP is in INIT from its creation, as librdmacm's
+//!   `rdma_create_qp` leaves it), which it does not wait out (no ESTABLISHED is awaited on
+//!   that side); the client at ESTABLISHED (perftest: before `rdma_connect`; see
+//!   [`CmLink::open`]'s tries). Connection parameters: no RDMA READs,
 //!   `retry_count` 7, `rnr_retry_count` 7.
 //! - The test's QP (`work_rdma_cm`, `create_rdma_cm_connection`): after a handshake, a
 //!   second RC connection to the same port (the server listens again once its first listen
@@ -147,6 +148,16 @@ fn comm_init() -> QpInit {
             ..QpCaps::default()
         },
         access: AccessFlags::LOCAL_WRITE,
+    }
+}
+
+/// The test's QP: its sizes, and every remote access (Linux's CM gives REMOTE_WRITE, and
+/// REMOTE_READ and atomics when the connection has responder resources, cm.c
+/// `cm_init_qp_init_attr`; rdmacm sets what the application asks for).
+fn test_init(t: &TestQp<'_>) -> QpInit {
+    QpInit {
+        caps: t.caps,
+        access: AccessFlags::ALL,
     }
 }
 
@@ -293,16 +304,7 @@ impl CmLink {
             None => self
                 .cm
                 .create_qp(id, pd, &self.scq, &self.rcq, &comm_init()),
-            Some(t) => self.cm.create_qp(
-                id,
-                pd,
-                t.scq,
-                t.rcq,
-                &QpInit {
-                    caps: t.caps,
-                    access: AccessFlags::ALL,
-                },
-            ),
+            Some(t) => self.cm.create_qp(id, pd, t.scq, t.rcq, &test_init(t)),
         };
         r.map_err(|e| CmLinkError::Cm("create_qp", e))?;
         Ok(id)
@@ -315,38 +317,77 @@ impl CmLink {
             .map_err(|e| CmLinkError::Cm("accept", e))
     }
 
-    /// `rdma_client_connect`: connect with one receive posted, wait for ESTABLISHED; a
-    /// rejected or unanswered connect is tried again [`CONNECT_PAUSE`] later (Linux's tool
-    /// may not listen yet), until [`oob::FIRST_WAIT`].
+    /// `rdma_client_connect`: connect, wait for ESTABLISHED, the receive posted; a rejected
+    /// or unanswered connect is tried again [`CONNECT_PAUSE`] later (Linux's tool may not
+    /// listen yet), until [`oob::FIRST_WAIT`].
     fn connect_comm(
         &mut self,
         pd: &ProtectionDomain<KernelHal>,
         server: [u8; 4],
     ) -> Result<CmId, CmLinkError> {
         let until = self.node.deadline(oob::FIRST_WAIT);
+        let id = self.connect_tries(server, pd, None, until, CONNECT_PAUSE)?;
+        // Posted once connected, not before connect as perftest does: the QP of a refused
+        // try is destroyed with the receive, whose flushed completion would land in the CQ
+        // every try shares (seen: an 8-entry CQ overrun by 20 refused tries, and the server's
+        // first message never seen). The server's first message answers ours, so it cannot
+        // come before this.
+        self.post_comm_recv(id)?;
+        Ok(id)
+    }
+
+    /// Connects to `server` (the exchange's QP on `pd`, or `test`'s) and waits for
+    /// ESTABLISHED; a rejected or unanswered connect is destroyed and tried again `pause`
+    /// later, until `until`.
+    fn connect_tries(
+        &mut self,
+        server: [u8; 4],
+        pd: &ProtectionDomain<KernelHal>,
+        test: Option<&TestQp<'_>>,
+        until: u64,
+        pause: Duration,
+    ) -> Result<CmId, CmLinkError> {
+        let what = match test {
+            None => "ESTABLISHED of the exchange",
+            Some(_) => "ESTABLISHED of the test's connection",
+        };
         let mut tries = 0u32;
         loop {
             let now = self.now_ns();
-            let qp = NewQp {
-                pd,
-                send_cq: &self.scq,
-                recv_cq: &self.rcq,
-                init: comm_init(),
+            let (qp, reads) = match test {
+                None => {
+                    let (send_cq, recv_cq) = (&self.scq, &self.rcq);
+                    let init = comm_init();
+                    (
+                        NewQp {
+                            pd,
+                            send_cq,
+                            recv_cq,
+                            init,
+                        },
+                        0,
+                    )
+                }
+                Some(t) => {
+                    let (send_cq, recv_cq, init) = (t.scq, t.rcq, test_init(t));
+                    (
+                        NewQp {
+                            pd: t.pd,
+                            send_cq,
+                            recv_cq,
+                            init,
+                        },
+                        t.reads,
+                    )
+                }
             };
+            let p = conn_param(reads);
+            let stack = self.node.stack();
             let id = self
                 .cm
-                .connect(
-                    now,
-                    server,
-                    self.port,
-                    PortSpace::Tcp,
-                    &qp,
-                    &conn_param(0),
-                    self.node.stack(),
-                )
+                .connect(now, server, self.port, PortSpace::Tcp, &qp, &p, stack)
                 .map_err(|e| CmLinkError::Cm("connect", e))?;
-            self.post_comm_recv(id)?;
-            match self.connected(id, until, "ESTABLISHED of the exchange")? {
+            match self.connected(id, until, what)? {
                 None => return Ok(id),
                 Some(e) => {
                     tries += 1;
@@ -354,10 +395,10 @@ impl CmLink {
                         log::info!("perftest: rdma_cm connect: {}; trying again", brief(&e));
                     }
                     self.destroy(id);
-                    if self.node.deadline(CONNECT_PAUSE) >= until {
-                        return Err(CmLinkError::Event("connect", e));
+                    if self.node.deadline(pause) >= until {
+                        return Err(CmLinkError::Event(what, e));
                     }
-                    self.pause(CONNECT_PAUSE);
+                    self.pause(pause);
                 }
             }
         }
@@ -403,41 +444,9 @@ impl CmLink {
                 self.accept(id, t.reads)?;
                 id
             }
-            Side::Client { server } => loop {
-                let now = self.now_ns();
-                let qp = NewQp {
-                    pd: t.pd,
-                    send_cq: t.scq,
-                    recv_cq: t.rcq,
-                    init: QpInit {
-                        caps: t.caps,
-                        access: AccessFlags::ALL,
-                    },
-                };
-                let p = conn_param(t.reads);
-                let id = self
-                    .cm
-                    .connect(
-                        now,
-                        server,
-                        self.port,
-                        PortSpace::Tcp,
-                        &qp,
-                        &p,
-                        self.node.stack(),
-                    )
-                    .map_err(|e| CmLinkError::Cm("connect", e))?;
-                match self.connected(id, until, "ESTABLISHED of the test's connection")? {
-                    None => break id,
-                    Some(e) => {
-                        self.destroy(id);
-                        if self.node.deadline(TEST_CONNECT_PAUSE) >= until {
-                            return Err(CmLinkError::Event("the test's connect", e));
-                        }
-                        self.pause(TEST_CONNECT_PAUSE);
-                    }
-                }
-            },
+            Side::Client { server } => {
+                self.connect_tries(server, t.pd, Some(t), until, TEST_CONNECT_PAUSE)?
+            }
         };
         self.test = Some(id);
         log::info!("perftest: the test's rdma_cm connection is up (-R)");
