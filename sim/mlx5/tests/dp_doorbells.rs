@@ -227,6 +227,30 @@ fn sq_ring_freed_after_use_is_a_catastrophic_error() {
     );
 }
 
+/// A loopback QP over a 4-WQEBB send ring in guest memory, two NOPs done ([`qp_over_two_nops`]).
+fn small_ring(env: &mut Env) -> (Qp, Cq) {
+    let buf = 0x40_0000_0000u64;
+    env.dev().memory().insert(buf, &[0u8; 128 + 256]).unwrap();
+    qp_over_two_nops(env, buf)
+}
+
+/// BlueFlame blocks compared and copies found different so far.
+fn bf_stats(env: &Env) -> (u64, u64) {
+    env.dev().with_hca(|h| h.blueflame_stats())
+}
+
+/// A signaled NOP at the QP's next SQ counter.
+fn nop(qp: &Qp) -> Vec<u8> {
+    send_wqe(wqe::opcode::NOP, qp.sq_pi, qp.qpn, CE, 0, &[])
+}
+
+/// True if a work queue catastrophic error event is among the events so far.
+fn catastrophe(env: &mut Env) -> bool {
+    env.drain_eq()
+        .iter()
+        .any(|(t, _)| *t == event::WQ_CATAS_ERROR)
+}
+
 /// Stores qwords `from..` of `w` (zero padded to 64 bytes) at `at`: the rest of a BlueFlame
 /// copy whose first qwords arrived earlier.
 fn store_rest(env: &Env, at: u64, w: &[u8], from: usize) {
@@ -246,14 +270,10 @@ fn store_rest(env: &Env, at: u64, w: &[u8], from: usize) {
 #[test]
 fn a_slot_reused_before_the_rest_of_its_copy_arrives() {
     let mut env = Env::new(InProcHca::deterministic(), 1);
-    let buf = 0x40_0000_0000u64;
-    env.dev().memory().insert(buf, &[0u8; 128 + 256]).unwrap();
-    let (mut a, mut scq) = qp_over_two_nops(&mut env, buf);
-    let stats = |env: &Env| env.dev().with_hca(|h| h.blueflame_stats());
-    let before = stats(&env);
+    let (mut a, mut scq) = small_ring(&mut env);
+    let before = bf_stats(&env);
     // Four NOPs fill the 4-WQEBB ring; the doorbell record announces all of them before the
     // first one's copy reaches the device.
-    let nop = |qp: &Qp| send_wqe(wqe::opcode::NOP, qp.sq_pi, qp.qpn, CE, 0, &[]);
     let first = nop(&a);
     env.write_send(&mut a, &first);
     for _ in 0..3 {
@@ -275,19 +295,16 @@ fn a_slot_reused_before_the_rest_of_its_copy_arrives() {
     // ... before the rest of the first NOP's copy arrives.
     store_rest(&env, at, &first, 1);
     assert_eq!(
-        stats(&env),
+        bf_stats(&env),
         (before.0 + 1, before.1),
         "the copy matched the WQE its doorbell ran"
     );
-    assert!(!env
-        .drain_eq()
-        .iter()
-        .any(|(t, _)| *t == event::WQ_CATAS_ERROR));
+    assert!(!catastrophe(&mut env));
     // The QP still works: the new WQE's own copy runs it.
     store(&env, half_at(&a, 1), &next, 8);
     let c = env.poll_cq(&mut scq).expect("the next NOP completes");
     assert_eq!(c.opcode(), cqe::opcode::REQ);
-    assert_eq!(stats(&env), (before.0 + 2, before.1));
+    assert_eq!(bf_stats(&env), (before.0 + 2, before.1));
 }
 
 /// A copy still compares with what the device ran: a copy that differs from the WQE its
@@ -295,12 +312,9 @@ fn a_slot_reused_before_the_rest_of_its_copy_arrives() {
 #[test]
 fn a_stale_copy_is_an_error_even_after_its_slot_changed() {
     let mut env = Env::new(InProcHca::deterministic(), 1);
-    let buf = 0x40_0000_0000u64;
-    env.dev().memory().insert(buf, &[0u8; 128 + 256]).unwrap();
-    let (mut a, mut scq) = qp_over_two_nops(&mut env, buf);
-    let stats = |env: &Env| env.dev().with_hca(|h| h.blueflame_stats());
-    let before = stats(&env);
-    let w = send_wqe(wqe::opcode::NOP, a.sq_pi, a.qpn, CE, 0, &[]);
+    let (mut a, mut scq) = small_ring(&mut env);
+    let before = bf_stats(&env);
+    let w = nop(&a);
     stage(&env, &mut a, &w);
     let at = half_at(&a, 0);
     store(&env, at, &w, 1);
@@ -311,11 +325,8 @@ fn a_stale_copy_is_an_error_even_after_its_slot_changed() {
     stale.resize(64, 0);
     stale[40] ^= 0xff;
     store_rest(&env, at, &stale, 1);
-    assert_eq!(stats(&env), (before.0 + 1, before.1 + 1));
-    assert!(env
-        .drain_eq()
-        .iter()
-        .any(|(t, _)| *t == event::WQ_CATAS_ERROR));
+    assert_eq!(bf_stats(&env), (before.0 + 1, before.1 + 1));
+    assert!(catastrophe(&mut env));
 }
 
 /// A copy whose WQE an earlier doorbell already ran (the doorbell record announced it): by
@@ -324,12 +335,8 @@ fn a_stale_copy_is_an_error_even_after_its_slot_changed() {
 #[test]
 fn a_copy_of_a_wqe_an_earlier_doorbell_ran_is_not_compared() {
     let mut env = Env::new(InProcHca::deterministic(), 1);
-    let buf = 0x40_0000_0000u64;
-    env.dev().memory().insert(buf, &[0u8; 128 + 256]).unwrap();
-    let (mut a, mut scq) = qp_over_two_nops(&mut env, buf);
-    let stats = |env: &Env| env.dev().with_hca(|h| h.blueflame_stats());
-    let before = stats(&env);
-    let nop = |qp: &Qp| send_wqe(wqe::opcode::NOP, qp.sq_pi, qp.qpn, CE, 0, &[]);
+    let (mut a, mut scq) = small_ring(&mut env);
+    let before = bf_stats(&env);
     // Two NOPs announced; the first one's doorbell runs both.
     let first = nop(&a);
     env.write_send(&mut a, &first);
@@ -355,9 +362,6 @@ fn a_copy_of_a_wqe_an_earlier_doorbell_ran_is_not_compared() {
         let c = env.poll_cq(&mut scq).expect("a CQE per new NOP");
         assert_eq!(c.opcode(), cqe::opcode::REQ, "new NOP {i}");
     }
-    assert_eq!(stats(&env), before, "nothing compared");
-    assert!(!env
-        .drain_eq()
-        .iter()
-        .any(|(t, _)| *t == event::WQ_CATAS_ERROR));
+    assert_eq!(bf_stats(&env), before, "nothing compared");
+    assert!(!catastrophe(&mut env));
 }
