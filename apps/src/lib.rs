@@ -10,12 +10,37 @@ extern crate alloc;
 /// The out-of-band channel and shared helpers of the Linux-peer apps (`pingpong`, `perftest`).
 pub mod oob;
 
+/// What `pingpong` and `ud-pingpong` share: rdma-core's pingpong options and exchange, the
+/// messages and their check.
+pub mod pingpong;
+
+/// What the `perftest` app exchanges with perftest.
+pub mod perftest;
+
 /// The node on the network: the cmdline's network words, the Ethernet queue and IP stack.
 pub mod stack;
 
 /// `netd`'s TCP echo service on a node.
 pub mod echo;
 
+/// The apps over rdma_cm: a node with its connection manager, and the loop that polls both.
+pub mod cm;
+
+/// `getopt(3)` for the apps that take the options of librdmacm's examples.
+pub mod getopt;
+
+/// The server sides of cmatose.c and udaddy.c without the HCA: options, bookkeeping.
+pub mod cmtools;
+
+/// rping's protocol (librdmacm/examples/rping.c), both roles, without the HCA.
+pub mod rping;
+
 /// Nodes on an in-memory link for the host tests.
 #[cfg(test)]
 mod testnet;
+
+/// The driver's tests' HAL over the model, for the host tests on emulated HCAs.
+#[cfg(test)]
+#[allow(dead_code, unused_imports)]
+#[path = "../../drivers/mlx5/tests/common/mod.rs"]
+mod sim;

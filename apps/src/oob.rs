@@ -181,6 +181,17 @@ pub fn mtu_enum(bytes: u64) -> Option<u8> {
     }
 }
 
+/// The driver's MTU of an rdma-core MTU enum ([`mtu_enum`]'s; 1024 for anything else).
+pub fn mtu_of(e: u8) -> mlx5::Mtu {
+    match e {
+        1 => mlx5::Mtu::Mtu256,
+        2 => mlx5::Mtu::Mtu512,
+        4 => mlx5::Mtu::Mtu2048,
+        5 => mlx5::Mtu::Mtu4096,
+        _ => mlx5::Mtu::Mtu1024,
+    }
+}
+
 /// The byte `i` of message `k` of a side's known pattern (`seed` tells the sides apart).
 pub fn pattern(seed: u8, k: u64, i: usize) -> u8 {
     let x = (i as u64).wrapping_mul(31) ^ k.wrapping_mul(0x9e37_79b9) ^ (seed as u64) << 3;
@@ -391,7 +402,7 @@ mod channel {
         }
 
         /// Polls `cq` until `n` completions came or `wait` passed, the stack kept polled
-        /// meanwhile ([`mlx5::CompletionQueue::poll_wait`] with [`Channel::tick`]).
+        /// meanwhile ([`crate::stack::poll_cq_with`] with [`Channel::tick`]).
         pub fn poll_cq<H: Hal>(
             &mut self,
             cq: &mut CompletionQueue<H>,
@@ -399,20 +410,7 @@ mod channel {
             wait: Duration,
         ) -> Result<Vec<WorkCompletion>, mlx5::Error> {
             let deadline = self.node.deadline(wait);
-            let mut v = Vec::with_capacity(n.min(64));
-            let mut buf = [WorkCompletion::default(); 16];
-            while v.len() < n {
-                let k = cq.poll(&mut buf[..(n - v.len()).min(16)])?;
-                v.extend_from_slice(&buf[..k]);
-                if k == 0 {
-                    if self.node.stack().now_us() >= deadline {
-                        break;
-                    }
-                    self.tick();
-                    core::hint::spin_loop();
-                }
-            }
-            Ok(v)
+            crate::stack::poll_cq_with(self, cq, n, deadline, |s| s.node.now_us(), |s| s.tick())
         }
     }
 

@@ -200,6 +200,14 @@ pub struct ConnectOptions {
     pub max_dest_rd_atomic: u8,
     /// Remote access the QP allows as responder (qpc rre / rwe / rae).
     pub access: Access,
+    /// The path's flow label (20 bits), which picks the RoCE v2 UDP source port; 0 (the
+    /// default): the label of the QP pair, as Linux computes one for a path without (ib/qp.c
+    /// `mlx5_set_path_udp_sport`). rdma_cm connections carry theirs in the REQ.
+    pub flow_label: u32,
+    /// The first PSN the QP sends, set at RTS (`ibv_qp_attr.sq_psn`; an rdma_cm connection's
+    /// is the one the peer chose, cm.c `cm_init_qp_rts_attr`); `None` (the default): the QP's
+    /// own random one, [`QueuePair::psn`]. Afterwards [`QueuePair::psn`] reports it.
+    pub sq_psn: Option<u32>,
 }
 
 impl Default for ConnectOptions {
@@ -216,6 +224,8 @@ impl Default for ConnectOptions {
             max_rd_atomic: 1,
             max_dest_rd_atomic: 1,
             access: Access::ALL,
+            flow_label: 0,
+            sq_psn: None,
         }
     }
 }
@@ -551,10 +561,22 @@ pub(super) fn mpath(f: mlx5_prm::Field) -> mlx5_prm::Field {
 /// 0xC000..0xFFFF (Linux include/rdma/ib_verbs.h `rdma_calc_flow_label`,
 /// `rdma_flow_label_to_udp_sport`; ib/qp.c `mlx5_set_path_udp_sport`).
 pub fn udp_sport(lqpn: u32, rqpn: u32) -> u16 {
-    let mut v = lqpn as u64 * rqpn as u64;
-    v ^= v >> 20;
-    v ^= v >> 40;
-    crate::ah::flow_label_to_udp_sport((v & 0xf_ffff) as u32)
+    udp_sport_of(0, lqpn, rqpn)
+}
+
+/// RoCE v2 UDP source port of a path with flow label `flow_label`: the QP pair's label when
+/// it is 0 (Linux ib/qp.c `mlx5_set_path_udp_sport`).
+pub(crate) fn udp_sport_of(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
+    let fl = match flow_label & 0xf_ffff {
+        0 => {
+            let mut v = lqpn as u64 * rqpn as u64;
+            v ^= v >> 20;
+            v ^= v >> 40;
+            (v & 0xf_ffff) as u32
+        }
+        fl => fl,
+    };
+    crate::ah::flow_label_to_udp_sport(fl)
 }
 
 mod binding;
@@ -578,7 +600,7 @@ pub(crate) use rc::{
 };
 use send::{ctrl_tpl, put32, put64};
 pub(crate) use ud::{datagram_seg, Service};
-pub use ud::{UdDest, GRH_BYTES};
+pub use ud::{grh_ipv4_source, UdDest, GRH_BYTES};
 
 #[cfg(test)]
 mod tests;

@@ -126,7 +126,7 @@ impl<H: Hal> QueuePair<H> {
         check_sgid_index(caps, o.sgid_index)?;
         let log_msg = caps.log_max_msg as u32;
         let rra = log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
-        let sport = udp_sport(self.qpn, remote.qpn);
+        let sport = udp_sport_of(o.flow_label, self.qpn, remote.qpn);
         let counter_set = self.counter_set_id();
         self.transition(opcode::INIT2RTR_QP, |c| {
             c.set(mqpc(qpc::COUNTER_SET_ID), counter_set)
@@ -138,13 +138,14 @@ impl<H: Hal> QueuePair<H> {
         Ok(())
     }
 
-    /// RTR -> RTS with the QP's random initial PSN.
+    /// RTR -> RTS with the QP's random initial PSN, or [`ConnectOptions::sq_psn`].
     pub fn to_rts(&mut self, o: &ConnectOptions) -> Result<()> {
         self.check_connected()?;
         self.check_state(&[qp::state::RTR])?;
         let sra = log_rd_atomic(o.max_rd_atomic, self.ctx.caps.log_max_ra_req_qp)?;
-        let psn = self.psn;
+        let psn = o.sq_psn.map_or(self.psn, |p| p & 0xff_ffff);
         self.transition(opcode::RTR2RTS_QP, |c| rc::rts_qpc(c, o, psn, sra))?;
+        self.psn = psn;
         self.set_state(qp::state::RTS);
         Ok(())
     }

@@ -25,6 +25,16 @@ use mlx5_prm::wqe::av;
 /// completion's `byte_len` counts them.
 pub const GRH_BYTES: usize = 40;
 
+/// The sender's IPv4 address in a receive's header area ([`GRH_BYTES`]) on RoCE v2 over IPv4:
+/// the IPv4 header at byte 20 (Linux include/rdma/ib_verbs.h `union rdma_network_hdr`
+/// `roce4grh`), version 4 with a 20-byte header (Linux drivers/infiniband/core/verbs.c
+/// `ib_get_rdma_header_version` checks the same before `ib_get_gids_from_rdma_hdr` reads
+/// `saddr`; rdma-core libibverbs/verbs.c `ibv_init_ah_from_wc`). None for anything else.
+pub fn grh_ipv4_source(area: &[u8]) -> Option<[u8; 4]> {
+    let ip = area.get(20..GRH_BYTES)?;
+    (ip[0] == 0x45).then(|| [ip[12], ip[13], ip[14], ip[15]])
+}
+
 /// The largest datagram WQE without data: ctrl + datagram segment (rdma-core verbs.c
 /// `_sq_overhead` for `IBV_QPT_UD`: the ctrl segment of SEND, plus
 /// `sizeof(struct mlx5_wqe_datagram_seg)`; Linux ib/qp.c `sq_overhead` the same).
@@ -244,5 +254,19 @@ mod tests {
         );
         assert_eq!(SQ_OVERHEAD_UD, 64);
         assert_eq!(AV_DS, 3);
+    }
+
+    #[test]
+    fn the_header_area_names_the_ipv4_sender() {
+        let mut area = [0u8; GRH_BYTES];
+        area[20] = 0x45;
+        area[32..36].copy_from_slice(&[10, 0, 0, 2]);
+        assert_eq!(grh_ipv4_source(&area), Some([10, 0, 0, 2]));
+        // A header with options, or not version 4: not read.
+        area[20] = 0x46;
+        assert_eq!(grh_ipv4_source(&area), None);
+        area[20] = 0x60;
+        assert_eq!(grh_ipv4_source(&area), None);
+        assert_eq!(grh_ipv4_source(&area[..30]), None);
     }
 }

@@ -51,9 +51,9 @@ pub use crate::mr::Access as AccessFlags;
 pub(crate) use crate::pd::PdInner;
 pub use crate::pd::ProtectionDomain;
 pub use crate::qp::{
-    BoundMr, BoundSge, ConnectOptions, Mtu, PostError, QpAttr, QpCaps, QpEndpoint, QpOptions,
-    QueuePair, RawData, RawRecvWr, RawSendWr, Remote, SendFlags, SendOp, UdDest, GRH_BYTES,
-    GSI_QKEY, GSI_QPN,
+    grh_ipv4_source, BoundMr, BoundSge, ConnectOptions, Mtu, PostError, QpAttr, QpCaps, QpEndpoint,
+    QpOptions, QueuePair, RawData, RawRecvWr, RawSendWr, Remote, SendFlags, SendOp, UdDest,
+    GRH_BYTES, GSI_QKEY, GSI_QPN,
 };
 pub use crate::region::MemoryRegion;
 pub(crate) use crate::region::MrInner;
