@@ -38,6 +38,18 @@ pub enum PortSpace {
     Ib = 0x013f,
 }
 
+/// The QP type of an rdma_cm ID, as far as the CM tells them apart: a connected RC QP (REQ)
+/// or a UD QP resolved with SIDR (Linux `enum ib_qp_type`; rdma-core `librdmacm/cma.c`
+/// `rdma_create_id2` keeps it in the ID, cma.c `cma_check_req_qp_type` checks a request
+/// against it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// `IB_QPT_RC`: REQ, REP, RTU.
+    Rc,
+    /// `IB_QPT_UD`: SIDR_REQ, SIDR_REP.
+    Ud,
+}
+
 /// Mask of the port space part of an IP-based service ID (cma.c `RDMA_IB_IP_PS_MASK`).
 const PS_MASK: u64 = 0xffff_ffff_ffff_0000;
 
@@ -46,6 +58,16 @@ impl PortSpace {
     /// `rdma_get_service_id`).
     pub const fn service_id(self, port: u16) -> u64 {
         ((self as u64) << 16) | port as u64
+    }
+
+    /// The QP type `rdma_create_id` gives an ID of this port space: UD for
+    /// [`PortSpace::Udp`] and [`PortSpace::Ipoib`], RC for the others (rdma-core
+    /// `librdmacm/cma.c` `rdma_create_id`).
+    pub const fn qp_type(self) -> QpType {
+        match self {
+            PortSpace::Udp | PortSpace::Ipoib => QpType::Ud,
+            PortSpace::Tcp | PortSpace::Ib => QpType::Rc,
+        }
     }
 
     /// The port space and port of an IP-based service ID (cma.c `RDMA_IB_IP_PS_TCP` ...

@@ -11,7 +11,7 @@ use rdma_cm::conn::{
 use rdma_cm::mad::{attr, MAD_LEN};
 use rdma_cm::msg::{rej_reason, sidr_status};
 use rdma_cm::rdma_cm::{
-    roce_flow_label, CmaAddr, CmaHdr, PortSpace, CMA_HDR_LEN, MAX_CM_RETRIES, UDP_QKEY,
+    roce_flow_label, CmaAddr, CmaHdr, PortSpace, QpType, CMA_HDR_LEN, MAX_CM_RETRIES, UDP_QKEY,
 };
 use rdma_cm::{CmMad, CmMsg};
 
@@ -36,8 +36,10 @@ struct Net {
 impl Net {
     fn new() -> Net {
         let mut b = Cm::new(cfg(0x0200_00ff_fe00_0001, 0x1111_0000));
-        b.listen(PortSpace::Tcp.service_id(PORT), 4).unwrap();
-        b.listen(PortSpace::Udp.service_id(PORT), 4).unwrap();
+        b.listen(PortSpace::Tcp.service_id(PORT), QpType::Rc, 4)
+            .unwrap();
+        b.listen(PortSpace::Udp.service_id(PORT), QpType::Ud, 4)
+            .unwrap();
         Net {
             a: Cm::new(cfg(0x0200_00ff_fe00_0002, 0x2222_0000)),
             b,

@@ -11,7 +11,7 @@ use rand_xoshiro::SplitMix64;
 use rdma_cm::conn::{Cm, CmConfig, CmEvent, CmTransport, ConnId, ConnState, Connect, Peer, QpStep};
 use rdma_cm::mad::{attr, MAD_HDR_LEN, MAD_LEN};
 use rdma_cm::msg::{self, Drep, Dreq, Mra, Rej, Rtu, SidrRep, SidrReq};
-use rdma_cm::rdma_cm::{CmaHdr, PortSpace};
+use rdma_cm::rdma_cm::{CmaHdr, PortSpace, QpType};
 use rdma_cm::{CmMad, CmMsg};
 
 const ROUNDS: usize = 20_000;
@@ -184,10 +184,13 @@ fn mutated_mads_into_the_passive_side_never_panic_nor_leak() {
         comm_id_seed: 0x77,
     };
     let mut p = Cm::<8>::new(cfg);
-    p.listen(PortSpace::Tcp.service_id(4420), 4).unwrap();
-    p.listen(PortSpace::Tcp.service_id(18515), 4).unwrap();
+    p.listen(PortSpace::Tcp.service_id(4420), QpType::Rc, 4)
+        .unwrap();
+    p.listen(PortSpace::Tcp.service_id(18515), QpType::Rc, 4)
+        .unwrap();
     // The built SIDR_REQ seed's service.
-    p.listen(PortSpace::Udp.service_id(1), 4).unwrap();
+    p.listen(PortSpace::Udp.service_id(1), QpType::Ud, 4)
+        .unwrap();
     let mut t = Sink::default();
     let mut rng = SplitMix64::seed_from_u64(0x5eed);
     let peer = Peer {
@@ -349,8 +352,9 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
     };
     let (mut a, mut b) = (Cm::<8>::new(cfg(1)), Cm::<8>::new(cfg(2)));
     let service = PortSpace::Tcp.service_id(4420);
-    b.listen(service, 4).unwrap();
-    b.listen(PortSpace::Udp.service_id(4420), 4).unwrap();
+    b.listen(service, QpType::Rc, 4).unwrap();
+    b.listen(PortSpace::Udp.service_id(4420), QpType::Ud, 4)
+        .unwrap();
     let (mut ta, mut tb) = (Box2::default(), Box2::default());
     let (mut sa, mut sb) = (Seen::default(), Seen::default());
     let mut rng = SplitMix64::seed_from_u64(0x00ac_717e);
