@@ -226,8 +226,8 @@ fn connect_accept_establishes_both_qps_to_match() {
     assert_eq!((rtr_a.dest_qpn, rtr_b.dest_qpn), (QP_B, QP_A));
     assert_eq!((rtr_a.remote_gid, rtr_a.local_gid), (B.gid, A.gid));
     assert_eq!((rtr_b.remote_gid, rtr_b.local_gid), (A.gid, B.gid));
-    // One flow label, one UDP source port both ways.
-    assert_eq!(rtr_a.udp_sport, rtr_b.udp_sport);
+    // One flow label, so one UDP source port, both ways.
+    assert_eq!(rtr_a.flow_label, rtr_b.flow_label);
     assert_eq!(rtr_a.flow_label, roce_flow_label(SRC_PORT, PORT));
     // Resources crossed: A offered 16 responder / 4 initiator, B wanted 8 / 8.
     assert_eq!((rtr_b.max_dest_rd_atomic, rts_b.max_rd_atomic), (4, 8));

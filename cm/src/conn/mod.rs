@@ -66,7 +66,7 @@ use crate::mad::MAD_LEN;
 use crate::msg::{
     msg_response, private_data, rej_reason, CmMad, CmMsg, Dreq, Mra, Rej, Rep, Req, REJ_ARI_LEN,
 };
-use crate::rdma_cm::{udp_sport_from_flow_label, CmaHdr, QpType};
+use crate::rdma_cm::{CmaHdr, QpType};
 
 mod active;
 mod handlers;
@@ -619,7 +619,6 @@ fn qp_steps(req: &Req, role: Role, a: Agreed) -> [QpStep; 3] {
             remote_gid,
             local_gid,
             flow_label: path.flow_label,
-            udp_sport: udp_sport_from_flow_label(path.flow_label),
             hop_limit: path.hop_limit,
             traffic_class: path.traffic_class,
             sl: path.sl,

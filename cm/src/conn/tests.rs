@@ -132,10 +132,10 @@ fn req_accept_rtu_moves_the_qp_from_the_req_and_negotiates() {
             rtr.dest_qpn,
             rtr.rq_psn,
             rtr.path_mtu,
-            rtr.udp_sport,
+            rtr.flow_label,
             rtr.hop_limit
         ),
-        (0x11, 0xb4_1920, 3, 55499, 64)
+        (0x11, 0xb4_1920, 3, 0x798d5, 64)
     );
     assert_eq!(rtr.remote_gid, req.primary.local_gid);
     // The REQ offers 0 initiator depth: we grant no responder resources.
