@@ -256,58 +256,83 @@ fn bad_class_version_method_attribute_and_length_are_dropped_and_counted() {
     );
 }
 
+/// `msg` as a MAD of transaction 7.
+fn mad(msg: CmMsg) -> [u8; MAD_LEN] {
+    CmMad::new(7, msg).to_bytes().unwrap()
+}
+
+/// An RTU of connection `ours` from the peer `theirs`.
+fn rtu(theirs: u32, ours: u32) -> [u8; MAD_LEN] {
+    mad(CmMsg::Rtu(Rtu {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        private_data: [0; RTU_PRIVATE_DATA_LEN],
+    }))
+}
+
+/// A DREP of connection `ours` from the peer `theirs`.
+fn drep(theirs: u32, ours: u32) -> [u8; MAD_LEN] {
+    mad(CmMsg::Drep(Drep {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        private_data: [0; RTU_PRIVATE_DATA_LEN],
+    }))
+}
+
+/// An MRA of message `what` of connection `ours` from the peer `theirs`.
+fn mra(theirs: u32, ours: u32, what: u8) -> [u8; MAD_LEN] {
+    mad(CmMsg::Mra(Mra {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        message_mraed: what,
+        service_timeout: 31,
+        private_data: [0; MRA_PRIVATE_DATA_LEN],
+    }))
+}
+
+/// The REP `template` for connection `ours` from the peer `theirs`.
+fn rep(template: &[u8; MAD_LEN], theirs: u32, ours: u32) -> [u8; MAD_LEN] {
+    let CmMsg::Rep(r) = CmMad::decode(template).unwrap().msg else {
+        panic!()
+    };
+    mad(CmMsg::Rep(Rep {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        private_data: [0; REP_PRIVATE_DATA_LEN],
+        ..r
+    }))
+}
+
+/// A successful SIDR_REP for RequestID `id`.
+fn sidr_rep(id: u32) -> [u8; MAD_LEN] {
+    mad(CmMsg::SidrRep(SidrRep {
+        request_id: id,
+        status: 0,
+        info_length: 0,
+        vendor_id: 0,
+        qpn: 5,
+        service_id: 1,
+        qkey: 6,
+        info: [0; SIDR_REP_INFO_LEN],
+        private_data: [0; SIDR_REP_PRIVATE_DATA_LEN],
+    }))
+}
+
+/// A DREQ of connection `ours` and QP `qpn` from the peer `theirs`.
+fn dreq(theirs: u32, ours: u32, qpn: u32) -> [u8; MAD_LEN] {
+    mad(CmMsg::Dreq(Dreq {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        remote_qpn_eecn: qpn,
+        private_data: [0; DREQ_PRIVATE_DATA_LEN],
+    }))
+}
+
 #[test]
 fn messages_naming_unknown_communication_ids_are_dropped_and_counted() {
     let mut p = Pair::new();
     let (ia, ib, pending) = (p.ia.0, p.ib.0, p.pending.0);
-    let mad = |msg: CmMsg| CmMad::new(7, msg).to_bytes().unwrap();
-    let rtu = |theirs, ours| {
-        mad(CmMsg::Rtu(Rtu {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            private_data: [0; RTU_PRIVATE_DATA_LEN],
-        }))
-    };
-    let drep = |theirs, ours| {
-        mad(CmMsg::Drep(Drep {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            private_data: [0; RTU_PRIVATE_DATA_LEN],
-        }))
-    };
-    let mra = |theirs, ours, what| {
-        mad(CmMsg::Mra(Mra {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            message_mraed: what,
-            service_timeout: 31,
-            private_data: [0; MRA_PRIVATE_DATA_LEN],
-        }))
-    };
-    let rep = |theirs, ours| {
-        let CmMsg::Rep(r) = CmMad::decode(&p.rep).unwrap().msg else {
-            panic!()
-        };
-        mad(CmMsg::Rep(Rep {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            private_data: [0; REP_PRIVATE_DATA_LEN],
-            ..r
-        }))
-    };
-    let sidr_rep = |id| {
-        mad(CmMsg::SidrRep(SidrRep {
-            request_id: id,
-            status: 0,
-            info_length: 0,
-            vendor_id: 0,
-            qpn: 5,
-            service_id: 1,
-            qkey: 6,
-            info: [0; SIDR_REP_INFO_LEN],
-            private_data: [0; SIDR_REP_PRIVATE_DATA_LEN],
-        }))
-    };
+    let rep = |theirs, ours| rep(&p.rep, theirs, ours);
     use Dropped::{UnknownConn as Unknown, WrongState as Wrong};
     // Into B, the passive side (established `ib` with A's `ia`, and `pending`).
     let into_b = [
@@ -360,14 +385,6 @@ fn messages_naming_unknown_communication_ids_are_dropped_and_counted() {
     // answered with a DREP all the same (cm.c `cm_dreq_handler` → `cm_issue_drep`), and
     // changes nothing; one naming the connection but not our QP is dropped (cm.c
     // `cm_dreq_handler` compares the Remote QPN).
-    let dreq = |theirs, ours, qpn| {
-        mad(CmMsg::Dreq(Dreq {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            remote_qpn_eecn: qpn,
-            private_data: [0; DREQ_PRIVATE_DATA_LEN],
-        }))
-    };
     for m in [dreq(GHOST, ib, QP_B), dreq(ia, GHOST, QP_B)] {
         assert_eq!(p.b.on_mad(1, &PEER, &m, &mut p.tb), Err(Unknown));
         let CmMsg::Drep(d) = CmMad::decode(&p.tb.out.pop().unwrap()).unwrap().msg else {
