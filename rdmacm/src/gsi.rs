@@ -90,12 +90,6 @@ pub(crate) struct Gsi<H: Hal> {
     pub(crate) counters: GsiCounters,
 }
 
-/// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`), else `None`.
-pub(crate) fn ipv4_of_gid(gid: &[u8; 16]) -> Option<[u8; 4]> {
-    let mapped = gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff;
-    mapped.then(|| [gid[12], gid[13], gid[14], gid[15]])
-}
-
 impl<H: Hal> Gsi<H> {
     /// QP 1 in RTS with `recv_slots` receives posted and `send_slots` send buffers.
     pub(crate) fn new(
@@ -242,7 +236,7 @@ impl<H: Hal> Gsi<H> {
         mad: &[u8; MAD_LEN],
         nb: &mut dyn Neighbours,
     ) {
-        let Some(ip) = ipv4_of_gid(&to.gid) else {
+        let Some(ip) = mlx5::hca::ipv4_of_mapped_gid(&to.gid) else {
             self.counters.dropped += 1;
             return;
         };

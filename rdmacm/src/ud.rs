@@ -29,7 +29,7 @@ impl<H: Hal> RdmaCm<H> {
     ) -> Option<Event> {
         let remote_ip = match cma.map(|h| h.src) {
             Some(CmaAddr::V4(ip)) => ip,
-            _ => crate::gsi::ipv4_of_gid(&ticket.peer.gid)?,
+            _ => mlx5::hca::ipv4_of_mapped_gid(&ticket.peer.gid)?,
         };
         let waiting = || {
             self.ids.iter().filter_map(|i| match &i.state {
