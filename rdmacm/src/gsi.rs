@@ -143,11 +143,17 @@ impl<H: Hal> Gsi<H> {
         (self.recv_slots * RECV_STRIDE + slot * MAD_LEN) as u64
     }
 
-    /// The next MAD received, with its sender; send completions on the way free their
-    /// buffers. `Ok(None)` when the CQ is empty.
-    pub(crate) fn recv(&mut self) -> mlx5::Result<Option<(Peer, [u8; MAD_LEN])>> {
+    /// The next MAD received, with its sender, taking at most `*budget` completions (each
+    /// one taken counts, good MAD or not, so a flood of bad datagrams or send completions
+    /// cannot hold the caller); send completions on the way free their buffers. `Ok(None)`
+    /// when the CQ is empty or the budget spent.
+    pub(crate) fn recv(
+        &mut self,
+        budget: &mut usize,
+    ) -> mlx5::Result<Option<(Peer, [u8; MAD_LEN])>> {
         let mut wc = [WorkCompletion::default()];
-        while self.cq.poll(&mut wc)? == 1 {
+        while *budget > 0 && self.cq.poll(&mut wc)? == 1 {
+            *budget -= 1;
             let w = wc[0];
             if w.wr_id & SEND_TAG != 0 {
                 self.send_free.push((w.wr_id & !SEND_TAG) as usize);

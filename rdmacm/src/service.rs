@@ -22,7 +22,8 @@ use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit
 /// most UD requests waiting for the application's answer.
 pub const MAX_CONNS: usize = 32;
 
-/// Most MADs one [`RdmaCm::poll`] takes from the GSI QP, so a flood cannot hold the caller.
+/// Most completions one [`RdmaCm::poll`] takes from the GSI QP's CQ (MADs, datagrams that
+/// are not MADs, send completions alike), so a flood cannot hold the caller.
 pub const POLL_BUDGET: usize = 16;
 
 /// librdmacm over the driver: one GSI QP, the CM state machine, the ids and their QPs.
@@ -468,10 +469,8 @@ impl<H: Hal> RdmaCm<H> {
         if let Some(e) = self.events.pop_front() {
             return Some(e);
         }
-        for _ in 0..POLL_BUDGET {
-            let Ok(Some((peer, mad))) = self.gsi.recv() else {
-                break;
-            };
+        let mut budget = POLL_BUDGET;
+        while let Ok(Some((peer, mad))) = self.gsi.recv(&mut budget) {
             let r = self.with_cm(now_ns, nb, |cm, t| cm.on_mad(now_ns, &peer, &mad, t));
             if let Ok(Some(ev)) = r {
                 if let Some(e) = self.translate(now_ns, ev, nb) {
