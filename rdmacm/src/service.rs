@@ -388,6 +388,34 @@ impl<H: Hal> RdmaCm<H> {
         Ok(())
     }
 
+    /// The device's Communication Established events on the QPs of accepted ids waiting for
+    /// the RTU ([`mlx5::QueuePair::take_events`]), each made the CM's as
+    /// [`RdmaCm::notify_established`] makes an application's: what a Linux ULP on rdma_cm
+    /// does in its QP's event handler (`drivers/nvme/target/rdma.c` `nvmet_rdma_qp_event`:
+    /// `IB_EVENT_COMM_EST` → `rdma_notify` → cm.c `ib_cm_notify` → `cm_establish`). IBTA
+    /// defines the event for the first request packet at a QP still in RTR (vol. 1 11.6.3,
+    /// affiliated asynchronous events), and `accept` moves the QP on to RTS before the REP as
+    /// cma.c `cma_accept_ib` does: a device that keeps to that raises none here, and the
+    /// REP's retries bring the RTU again.
+    fn comm_est(&mut self) {
+        let mut est = Vec::new();
+        for e in &self.ids {
+            let (IdState::Accepting, Some(qp)) = (&e.state, &e.qp) else {
+                continue;
+            };
+            let evs = qp.take_events().unwrap_or_default();
+            if evs.iter().any(|ev| {
+                matches!(ev, mlx5::Event::Qp { event_type, .. }
+                    if *event_type == mlx5_prm::event::COMM_EST)
+            }) {
+                est.push(e.handle);
+            }
+        }
+        for id in est {
+            let _ = self.notify_established(id);
+        }
+    }
+
     /// Disconnects (`rdma_disconnect`): the QP goes to ERR, a DREQ goes out;
     /// [`Event::Disconnected`] follows the DREP (or the DREQ's last retry), then
     /// [`Event::TimewaitExit`].
@@ -465,6 +493,7 @@ impl<H: Hal> RdmaCm<H> {
         self.gsi.flush_pending(now_ns, nb);
         self.resolve(now_ns, nb);
         self.finish_accepts(now_ns, nb);
+        self.comm_est();
         self.reap_retired();
         if let Some(e) = self.events.pop_front() {
             return Some(e);
