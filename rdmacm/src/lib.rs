@@ -56,7 +56,7 @@
 //!                 let init = QpInit { caps: mlx5::QpCaps::default(), access: mlx5::mr::Access::ALL };
 //!                 cm.create_qp(id, &pd, &cq, &cq, &init)?;
 //!                 // post receives on cm.qp(id) here
-//!                 cm.accept(now_ns(), id, &ConnParam::default(), nb)?;
+//!                 cm.accept(now_ns(), id, &ConnParam::ACCEPT_FROM_REQUEST, nb)?;
 //!             }
 //!             Some(Event::Established { id, .. }) => { /* cm.qp(id) carries data */ let _ = id; }
 //!             Some(Event::Disconnected { id }) => cm.destroy_id(now_ns(), id, nb)?,

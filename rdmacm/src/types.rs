@@ -87,6 +87,22 @@ impl Default for ConnParam<'_> {
     }
 }
 
+impl ConnParam<'static> {
+    /// What librdmacm's `rdma_accept(id, NULL)` answers: no private data, the responder
+    /// resources and initiator depth the connect request asked for, bounded by the device
+    /// (rdma-core `librdmacm/cma.c` `rdma_accept` without a `conn_param` takes the request's,
+    /// each at most the device's `max_qp_rd_atom` / `max_qp_init_rd_atom`), 7 RNR retries.
+    /// [`crate::RdmaCm::accept`] takes the least of these (`u8::MAX` here), the request's and
+    /// the device's. For an accept only: a connect would ask the device's most.
+    pub const ACCEPT_FROM_REQUEST: Self = ConnParam {
+        private_data: &[],
+        responder_resources: u8::MAX,
+        initiator_depth: u8::MAX,
+        retry_count: 7,
+        rnr_retry_count: 7,
+    };
+}
+
 /// Most private data bytes of a connect: the REQ's 92 less the 36 of the rdma_cm header
 /// (cma.c `cma_user_data_offset`, librdmacm `rdma_connect` checks the same).
 pub const CONNECT_PRIVATE_DATA_MAX: usize =

@@ -560,3 +560,54 @@ fn a_send_that_fails_on_qp1_is_recovered_and_the_req_retried() {
             .is_some()
     });
 }
+
+/// `rdma_accept(id, NULL)` ([`ConnParam::ACCEPT_FROM_REQUEST`]): B answers with the depths A
+/// asked for, bounded by the device, where [`ConnParam::default`] would answer 1 each way.
+#[test]
+fn an_accept_from_the_request_takes_the_requests_depths() {
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
+    let p = ConnParam {
+        responder_resources: 4,
+        initiator_depth: 2,
+        ..ConnParam::default()
+    };
+    let ia = a.connect(&clock, IP_B, PORT, &p).unwrap();
+    let mut req = None;
+    run(&mut a, &mut b, &clock, |_, b| {
+        req = b.take(|e| match e {
+            Event::ConnectRequest {
+                id,
+                initiator_depth,
+                responder_resources,
+                ..
+            } => Some((*id, *initiator_depth, *responder_resources)),
+            _ => None,
+        });
+        req.is_some()
+    });
+    let (ib, ird, ord) = req.unwrap();
+    assert_eq!((ird, ord), (4, 2), "the request's depths, seen from B");
+    b.create_qp(ib);
+    b.cm.accept(
+        clock.now(),
+        ib,
+        &ConnParam::ACCEPT_FROM_REQUEST,
+        &mut b.stack,
+    )
+    .unwrap();
+    let (mut ea, mut eb) = (false, false);
+    run(&mut a, &mut b, &clock, |a, b| {
+        ea = ea
+            || a.take(|e| matches!(e, Event::Established { id, .. } if *id == ia).then_some(()))
+                .is_some();
+        eb = eb
+            || b.take(|e| matches!(e, Event::Established { id, .. } if *id == ib).then_some(()))
+                .is_some();
+        ea && eb
+    });
+    let dev = b.ctx.query_device();
+    let qb = b.cm.qp(ib).unwrap().query().unwrap();
+    assert_eq!(qb.max_dest_rd_atomic, 2.min(dev.max_qp_rd_atom));
+    assert_eq!(qb.max_rd_atomic, 4.min(dev.max_qp_init_rd_atom));
+}
