@@ -84,7 +84,7 @@ pub use active::NewQp;
 pub use gsi::{GsiCounters, RECV_BYTES};
 pub use service::{RdmaCm, MAX_CONNS, POLL_BUDGET};
 pub use types::{
-    CmConfig, CmError, CmId, ConnParam, Event, MoveError, Neighbours, QpInit,
+    CmConfig, CmError, CmId, ConnParam, Event, MoveError, Neighbours, QpInit, BACKLOG_MAX,
     CONNECT_PRIVATE_DATA_MAX,
 };
 

@@ -16,11 +16,14 @@ use crate::arp::{Arp, ArpWait};
 use crate::gsi::{Gsi, GsiCounters};
 use crate::id::{Deferred, Id, IdState};
 use crate::link::Link;
-use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit};
+use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit, BACKLOG_MAX};
 
 /// Most connections (and connection requests) the CM tracks at once, TIMEWAIT included; and
 /// most UD requests waiting for the application's answer.
 pub const MAX_CONNS: usize = 32;
+
+// A listener's backlog takes effect below the table, which refuses with REJ No Resources.
+const _: () = assert!(BACKLOG_MAX < MAX_CONNS);
 
 /// Most completions one [`RdmaCm::poll`] takes from the GSI QP's CQ (MADs, datagrams that
 /// are not MADs, send completions alike), so a flood cannot hold the caller.
@@ -209,7 +212,7 @@ impl<H: Hal> RdmaCm<H> {
     /// [`PortSpace::Udp`]) for it become [`Event::ConnectRequest`] ([`Event::UdRequest`]);
     /// beyond `backlog` unanswered ones, REQs are rejected.
     pub fn listen(&mut self, ps: PortSpace, port: u16, backlog: usize) -> Result<(), CmError> {
-        if backlog == 0 || backlog > self.cfg.backlog_max {
+        if backlog == 0 || backlog > self.cfg.backlog_max.min(BACKLOG_MAX) {
             return Err(CmError::Backlog(backlog));
         }
         self.cm.listen(ps.service_id(port), backlog).map_err(widen)

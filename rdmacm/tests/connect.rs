@@ -261,6 +261,60 @@ fn requests_beyond_the_backlog_are_rejected() {
     assert_eq!(b.cm.counts().0, 1, "only the first made an id");
 }
 
+/// The backlog takes effect below the CM's table: a listener whose largest backlog is full
+/// refuses more with REJ Consumer Defined, and another listener's request still becomes a
+/// request, not a REJ No Resources.
+#[test]
+fn a_full_backlog_leaves_room_for_another_listener() {
+    let (mut a, mut b, clock) = nodes();
+    let max = rdmacm::BACKLOG_MAX;
+    assert!(max < rdmacm::MAX_CONNS);
+    assert_eq!(
+        b.cm.listen(PortSpace::Tcp, PORT, max + 1),
+        Err(CmError::Backlog(max + 1))
+    );
+    b.cm.listen(PortSpace::Tcp, PORT, max).unwrap();
+    b.cm.listen(PortSpace::Tcp, PORT + 1, 1).unwrap();
+    for _ in 0..max {
+        a.connect(&clock, IP_B, PORT, &ConnParam::default())
+            .unwrap();
+    }
+    run(&mut a, &mut b, &clock, |_, b| {
+        let n = b.events.iter();
+        n.filter(|e| matches!(e, Event::ConnectRequest { .. }))
+            .count()
+            == max
+    });
+    let over = a
+        .connect(&clock, IP_B, PORT, &ConnParam::default())
+        .unwrap();
+    let other = a
+        .connect(&clock, IP_B, PORT + 1, &ConnParam::default())
+        .unwrap();
+    let mut reason = None;
+    run(&mut a, &mut b, &clock, |a, _| {
+        reason = reason.or_else(|| {
+            a.take(|e| match e {
+                Event::Rejected { id, reason, .. } if *id == over => Some(*reason),
+                _ => None,
+            })
+        });
+        reason.is_some()
+    });
+    assert_eq!(reason, Some(rej_reason::CONSUMER_DEFINED));
+    run(&mut a, &mut b, &clock, |_, b| {
+        let n = b.events.iter();
+        n.filter(|e| matches!(e, Event::ConnectRequest { .. }))
+            .count()
+            == max + 1
+    });
+    assert!(a
+        .events
+        .iter()
+        .all(|e| !matches!(e, Event::Rejected { id, .. } if *id == other)));
+    assert_eq!(b.cm.counts().0, max + 1);
+}
+
 /// Steps `n` (and only the IP stack of `other`) with the CM's clock advancing half a second
 /// per step, until `n` hears `want` of `id`.
 fn until_event(n: &mut Node, other: &mut Node, clock: &CmClock, want: impl Fn(&Event) -> bool) {
