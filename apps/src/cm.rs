@@ -20,9 +20,11 @@ use rdmacm::{CmConfig, CmError, CmId, ConnParam, Event, NewQp, PortSpace, RdmaCm
 
 use crate::stack::Node;
 
-/// `rdma_listen`'s backlog when a tool passes 0: Linux's `ucma_listen` takes the largest,
-/// `max_backlog` (1024 by default, drivers/infiniband/core/ucma.c), as [`CmConfig::new`]'s.
-pub const BACKLOG: usize = 1024;
+/// `rdma_listen`'s backlog when a tool passes 0 (cmatose.c, udaddy.c): Linux's `ucma_listen`
+/// takes the largest, `max_backlog` (1024 by default, drivers/infiniband/core/ucma.c); here
+/// the largest rdmacm takes, [`rdmacm::BACKLOG_MAX`] (below the CM's connection table), as
+/// [`CmConfig::new`]'s.
+pub const BACKLOG: usize = rdmacm::BACKLOG_MAX;
 
 /// How long an app waits for the next step of its peer once they are connected (the tools
 /// wait for ever; the launcher's run timeout would end the run anyway).

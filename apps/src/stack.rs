@@ -74,12 +74,8 @@ pub fn net_args(cmdline: &str) -> Result<NetArgs, NetArgsError<'_>> {
     Ok(NetArgs { ip, peer, neigh })
 }
 
-/// The IPv4 address of an IPv4-mapped GID (`::ffff:A.B.C.D`, RFC 4291 2.5.5.2, the RoCE v2
-/// GID of an IPv4 address), None for any other GID.
-pub fn gid_ipv4(gid: &[u8; 16]) -> Option<[u8; 4]> {
-    let (head, v4) = gid.split_at(12);
-    (head == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]).then(|| [v4[0], v4[1], v4[2], v4[3]])
-}
+/// The IPv4 address of an IPv4-mapped GID: the driver's ([`mlx5::hca::ipv4_of_mapped_gid`]).
+pub use mlx5::hca::ipv4_of_mapped_gid as gid_ipv4;
 
 /// How often [`Node::tick`] polls the stack at most. Frequent enough for everything the stack
 /// answers while an app waits on the HCA: Linux re-probes a STALE neighbour entry in use (after

@@ -90,12 +90,6 @@ pub(crate) struct Gsi<H: Hal> {
     pub(crate) counters: GsiCounters,
 }
 
-/// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`), else `None`.
-pub(crate) fn ipv4_of_gid(gid: &[u8; 16]) -> Option<[u8; 4]> {
-    let mapped = gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff;
-    mapped.then(|| [gid[12], gid[13], gid[14], gid[15]])
-}
-
 impl<H: Hal> Gsi<H> {
     /// QP 1 in RTS with `recv_slots` receives posted and `send_slots` send buffers.
     pub(crate) fn new(
@@ -149,11 +143,17 @@ impl<H: Hal> Gsi<H> {
         (self.recv_slots * RECV_STRIDE + slot * MAD_LEN) as u64
     }
 
-    /// The next MAD received, with its sender; send completions on the way free their
-    /// buffers. `Ok(None)` when the CQ is empty.
-    pub(crate) fn recv(&mut self) -> mlx5::Result<Option<(Peer, [u8; MAD_LEN])>> {
+    /// The next MAD received, with its sender, taking at most `*budget` completions (each
+    /// one taken counts, good MAD or not, so a flood of bad datagrams or send completions
+    /// cannot hold the caller); send completions on the way free their buffers. `Ok(None)`
+    /// when the CQ is empty or the budget spent.
+    pub(crate) fn recv(
+        &mut self,
+        budget: &mut usize,
+    ) -> mlx5::Result<Option<(Peer, [u8; MAD_LEN])>> {
         let mut wc = [WorkCompletion::default()];
-        while self.cq.poll(&mut wc)? == 1 {
+        while *budget > 0 && self.cq.poll(&mut wc)? == 1 {
+            *budget -= 1;
             let w = wc[0];
             if w.wr_id & SEND_TAG != 0 {
                 self.send_free.push((w.wr_id & !SEND_TAG) as usize);
@@ -242,7 +242,7 @@ impl<H: Hal> Gsi<H> {
         mad: &[u8; MAD_LEN],
         nb: &mut dyn Neighbours,
     ) {
-        let Some(ip) = ipv4_of_gid(&to.gid) else {
+        let Some(ip) = mlx5::hca::ipv4_of_mapped_gid(&to.gid) else {
             self.counters.dropped += 1;
             return;
         };

@@ -21,10 +21,12 @@
 //! MAC; `connect` creates the id's QP itself ([`NewQp`]); QPs go to INIT when created, as
 //! librdmacm's `rdma_create_qp` moves them, so receives can be posted at once. Limits: IPv4
 //! only (rdma_cm headers of IPv6 are rejected), port 1, one CM per HCA (one GSI QP), no
-//! alternate paths (LAP/APR); the device's communication-established event is not read
-//! here: an application that sees data on an accepted QP before ESTABLISHED says so with
-//! [`RdmaCm::notify_established`] (`rdma_notify`), else the REP's retries bring the RTU
-//! again; REQs and REPs carry End-to-End Flow Control 0.
+//! alternate paths (LAP/APR); REQs and REPs carry End-to-End Flow Control 0. A lost RTU:
+//! the device's Communication Established event on an accepted id's QP, read in
+//! [`RdmaCm::poll`], establishes it (a device raises it only for a QP still in RTR, and
+//! `accept` moves the QP to RTS before the REP as Linux does); an application that sees data
+//! on an accepted QP before ESTABLISHED may say so with [`RdmaCm::notify_established`]
+//! (`rdma_notify`); else the REP's retries bring the RTU again.
 //!
 //! Layers: `types` (the API's types, the neighbour table), `arp` (waiting for a MAC), `gsi`
 //! (QP 1's MADs in and out), `id` (an id's record), `link` (what the CM drives: MADs and QP
@@ -54,7 +56,7 @@
 //!                 let init = QpInit { caps: mlx5::QpCaps::default(), access: mlx5::mr::Access::ALL };
 //!                 cm.create_qp(id, &pd, &cq, &cq, &init)?;
 //!                 // post receives on cm.qp(id) here
-//!                 cm.accept(now_ns(), id, &ConnParam::default(), nb)?;
+//!                 cm.accept(now_ns(), id, &ConnParam::ACCEPT_FROM_REQUEST, nb)?;
 //!             }
 //!             Some(Event::Established { id, .. }) => { /* cm.qp(id) carries data */ let _ = id; }
 //!             Some(Event::Disconnected { id }) => cm.destroy_id(now_ns(), id, nb)?,
@@ -82,7 +84,7 @@ pub use active::NewQp;
 pub use gsi::{GsiCounters, RECV_BYTES};
 pub use service::{RdmaCm, MAX_CONNS, POLL_BUDGET};
 pub use types::{
-    CmConfig, CmError, CmId, ConnParam, Event, MoveError, Neighbours, QpInit,
+    CmConfig, CmError, CmId, ConnParam, Event, MoveError, Neighbours, QpInit, BACKLOG_MAX,
     CONNECT_PRIVATE_DATA_MAX,
 };
 

@@ -11,7 +11,7 @@ use mlx5::{ConnectOptions, Mtu, QpEndpoint, QueuePair};
 use rdma_cm::conn::{CmTransport, Peer, QpStep, RtrAttrs, RtsAttrs};
 use rdma_cm::MAD_LEN;
 
-use crate::gsi::{ipv4_of_gid, Gsi};
+use crate::gsi::Gsi;
 use crate::id::Id;
 use crate::types::{MoveError, Neighbours};
 
@@ -85,7 +85,7 @@ fn rtr<H: Hal>(
     sgid_index: u8,
     nb: &mut dyn Neighbours,
 ) -> Result<(), MoveError> {
-    let ip = ipv4_of_gid(&a.remote_gid).ok_or(MoveError::NoNeighbour([0; 4]))?;
+    let ip = mlx5::hca::ipv4_of_mapped_gid(&a.remote_gid).ok_or(MoveError::NoNeighbour([0; 4]))?;
     let mac = nb.lookup(ip).ok_or(MoveError::NoNeighbour(ip))?;
     let remote = QpEndpoint {
         qpn: a.dest_qpn,

@@ -16,13 +16,17 @@ use crate::arp::{Arp, ArpWait};
 use crate::gsi::{Gsi, GsiCounters};
 use crate::id::{Deferred, Id, IdState};
 use crate::link::Link;
-use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit};
+use crate::types::{CmConfig, CmError, CmId, ConnParam, Event, Neighbours, QpInit, BACKLOG_MAX};
 
 /// Most connections (and connection requests) the CM tracks at once, TIMEWAIT included; and
 /// most UD requests waiting for the application's answer.
 pub const MAX_CONNS: usize = 32;
 
-/// Most MADs one [`RdmaCm::poll`] takes from the GSI QP, so a flood cannot hold the caller.
+// A listener's backlog takes effect below the table, which refuses with REJ No Resources.
+const _: () = assert!(BACKLOG_MAX < MAX_CONNS);
+
+/// Most completions one [`RdmaCm::poll`] takes from the GSI QP's CQ (MADs, datagrams that
+/// are not MADs, send completions alike), so a flood cannot hold the caller.
 pub const POLL_BUDGET: usize = 16;
 
 /// librdmacm over the driver: one GSI QP, the CM state machine, the ids and their QPs.
@@ -208,7 +212,7 @@ impl<H: Hal> RdmaCm<H> {
     /// [`PortSpace::Udp`]) for it become [`Event::ConnectRequest`] ([`Event::UdRequest`]);
     /// beyond `backlog` unanswered ones, REQs are rejected.
     pub fn listen(&mut self, ps: PortSpace, port: u16, backlog: usize) -> Result<(), CmError> {
-        if backlog == 0 || backlog > self.cfg.backlog_max {
+        if backlog == 0 || backlog > self.cfg.backlog_max.min(BACKLOG_MAX) {
             return Err(CmError::Backlog(backlog));
         }
         self.cm
@@ -389,6 +393,34 @@ impl<H: Hal> RdmaCm<H> {
         Ok(())
     }
 
+    /// The device's Communication Established events on the QPs of accepted ids waiting for
+    /// the RTU ([`mlx5::QueuePair::take_events`]), each made the CM's as
+    /// [`RdmaCm::notify_established`] makes an application's: what a Linux ULP on rdma_cm
+    /// does in its QP's event handler (`drivers/nvme/target/rdma.c` `nvmet_rdma_qp_event`:
+    /// `IB_EVENT_COMM_EST` → `rdma_notify` → cm.c `ib_cm_notify` → `cm_establish`). IBTA
+    /// defines the event for the first request packet at a QP still in RTR (vol. 1 11.6.3,
+    /// affiliated asynchronous events), and `accept` moves the QP on to RTS before the REP as
+    /// cma.c `cma_accept_ib` does: a device that keeps to that raises none here, and the
+    /// REP's retries bring the RTU again.
+    fn comm_est(&mut self) {
+        let mut est = Vec::new();
+        for e in &self.ids {
+            let (IdState::Accepting, Some(qp)) = (&e.state, &e.qp) else {
+                continue;
+            };
+            let evs = qp.take_events().unwrap_or_default();
+            if evs.iter().any(|ev| {
+                matches!(ev, mlx5::Event::Qp { event_type, .. }
+                    if *event_type == mlx5_prm::event::COMM_EST)
+            }) {
+                est.push(e.handle);
+            }
+        }
+        for id in est {
+            let _ = self.notify_established(id);
+        }
+    }
+
     /// Disconnects (`rdma_disconnect`): the QP goes to ERR, a DREQ goes out;
     /// [`Event::Disconnected`] follows the DREP (or the DREQ's last retry), then
     /// [`Event::TimewaitExit`].
@@ -466,14 +498,13 @@ impl<H: Hal> RdmaCm<H> {
         self.gsi.flush_pending(now_ns, nb);
         self.resolve(now_ns, nb);
         self.finish_accepts(now_ns, nb);
+        self.comm_est();
         self.reap_retired();
         if let Some(e) = self.events.pop_front() {
             return Some(e);
         }
-        for _ in 0..POLL_BUDGET {
-            let Ok(Some((peer, mad))) = self.gsi.recv() else {
-                break;
-            };
+        let mut budget = POLL_BUDGET;
+        while let Ok(Some((peer, mad))) = self.gsi.recv(&mut budget) {
             let r = self.with_cm(now_ns, nb, |cm, t| cm.on_mad(now_ns, &peer, &mad, t));
             if let Ok(Some(ev)) = r {
                 if let Some(e) = self.translate(now_ns, ev, nb) {

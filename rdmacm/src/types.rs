@@ -19,9 +19,10 @@ pub struct CmConfig {
     pub ip: [u8; 4],
     /// The GID index that holds `ip`'s RoCE v2 GID (`mlx5::Context::add_ipv4_gid`).
     pub sgid_index: u8,
-    /// The largest backlog [`crate::RdmaCm::listen`] takes (librdmacm passes the backlog to
-    /// the kernel, which caps it at `net.rdma_ucm.max_backlog`, 1024 by default: Linux
-    /// `drivers/infiniband/core/ucma.c` `max_backlog`).
+    /// The largest backlog [`crate::RdmaCm::listen`] takes, at most [`BACKLOG_MAX`]
+    /// (librdmacm passes the backlog to the kernel, which caps it at
+    /// `net.rdma_ucm.max_backlog`, 1024 by default: Linux `drivers/infiniband/core/ucma.c`
+    /// `max_backlog`).
     pub backlog_max: usize,
     /// Path MTU of the connections we start (`enum ib_mtu`: 3 is 1024 bytes; rdma_cm on RoCE
     /// takes the netdev's, cma.c `cma_resolve_iboe_route` → `iboe_get_mtu`: 1024 for an
@@ -37,14 +38,20 @@ pub struct CmConfig {
     pub gsi_send_slots: usize,
 }
 
+/// The largest listen backlog: half the connections the CM tracks
+/// ([`crate::MAX_CONNS`], TIMEWAIT included, shared by every listener), so one listener's
+/// full backlog leaves room for the requests of the others and for the connections made.
+/// Linux has no such table: its cap is `max_backlog` (1024) per listener.
+pub const BACKLOG_MAX: usize = 16;
+
 impl CmConfig {
-    /// Address `ip` at GID index `sgid_index`, a backlog of at most 1024, path MTU 1024,
+    /// Address `ip` at GID index `sgid_index`, a backlog of at most [`BACKLOG_MAX`], path MTU 1024,
     /// 2 s of address resolution, 64 MAD buffers each way.
     pub const fn new(ip: [u8; 4], sgid_index: u8) -> CmConfig {
         CmConfig {
             ip,
             sgid_index,
-            backlog_max: 1024,
+            backlog_max: BACKLOG_MAX,
             path_mtu: 3,
             resolve_timeout_ns: 2_000_000_000,
             gsi_recv_slots: 64,
@@ -85,6 +92,22 @@ impl Default for ConnParam<'_> {
             rnr_retry_count: 7,
         }
     }
+}
+
+impl ConnParam<'static> {
+    /// What librdmacm's `rdma_accept(id, NULL)` answers: no private data, the responder
+    /// resources and initiator depth the connect request asked for, bounded by the device
+    /// (rdma-core `librdmacm/cma.c` `rdma_accept` without a `conn_param` takes the request's,
+    /// each at most the device's `max_qp_rd_atom` / `max_qp_init_rd_atom`), 7 RNR retries.
+    /// [`crate::RdmaCm::accept`] takes the least of these (`u8::MAX` here), the request's and
+    /// the device's. For an accept only: a connect would ask the device's most.
+    pub const ACCEPT_FROM_REQUEST: Self = ConnParam {
+        private_data: &[],
+        responder_resources: u8::MAX,
+        initiator_depth: u8::MAX,
+        retry_count: 7,
+        rnr_retry_count: 7,
+    };
 }
 
 /// Most private data bytes of a connect: the REQ's 92 less the 36 of the rdma_cm header
@@ -216,7 +239,7 @@ pub enum CmError {
     WrongState,
     /// The id has no QP (accept and connect need one).
     NoQp,
-    /// A backlog of 0 or above [`CmConfig::backlog_max`].
+    /// A backlog of 0 or above [`CmConfig::backlog_max`] (or [`BACKLOG_MAX`]).
     Backlog(usize),
     /// The peer's address did not resolve (no ARP reply before the deadline).
     AddressUnresolved([u8; 4]),

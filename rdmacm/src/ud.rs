@@ -16,7 +16,9 @@ use crate::types::{CmError, CmId, Event, Neighbours};
 impl<H: Hal> RdmaCm<H> {
     /// A SIDR_REQ for a UD port we listen on: a new id, unless it repeats one still waiting
     /// for our answer (dropped, as cm.c `cm_sidr_req_handler` drops what
-    /// `cm_insert_remote_sidr` finds), or [`MAX_CONNS`] are waiting already, when it is
+    /// `cm_insert_remote_sidr` finds; once answered, a repeat is a new request, as in Linux,
+    /// whose `cm_send_sidr_rep_locked` takes the id out of the remote SIDR table when the
+    /// SIDR_REP goes), or [`MAX_CONNS`] are waiting already, when it is
     /// refused (SIDR_REP status Reject) and counted, so a flood of requests cannot grow the
     /// id table.
     pub(crate) fn on_ud_request(
@@ -29,7 +31,7 @@ impl<H: Hal> RdmaCm<H> {
     ) -> Option<Event> {
         let remote_ip = match cma.map(|h| h.src) {
             Some(CmaAddr::V4(ip)) => ip,
-            _ => crate::gsi::ipv4_of_gid(&ticket.peer.gid)?,
+            _ => mlx5::hca::ipv4_of_mapped_gid(&ticket.peer.gid)?,
         };
         let waiting = || {
             self.ids.iter().filter_map(|i| match &i.state {

@@ -261,6 +261,60 @@ fn requests_beyond_the_backlog_are_rejected() {
     assert_eq!(b.cm.counts().0, 1, "only the first made an id");
 }
 
+/// The backlog takes effect below the CM's table: a listener whose largest backlog is full
+/// refuses more with REJ Consumer Defined, and another listener's request still becomes a
+/// request, not a REJ No Resources.
+#[test]
+fn a_full_backlog_leaves_room_for_another_listener() {
+    let (mut a, mut b, clock) = nodes();
+    let max = rdmacm::BACKLOG_MAX;
+    assert!(max < rdmacm::MAX_CONNS);
+    assert_eq!(
+        b.cm.listen(PortSpace::Tcp, PORT, max + 1),
+        Err(CmError::Backlog(max + 1))
+    );
+    b.cm.listen(PortSpace::Tcp, PORT, max).unwrap();
+    b.cm.listen(PortSpace::Tcp, PORT + 1, 1).unwrap();
+    for _ in 0..max {
+        a.connect(&clock, IP_B, PORT, &ConnParam::default())
+            .unwrap();
+    }
+    run(&mut a, &mut b, &clock, |_, b| {
+        let n = b.events.iter();
+        n.filter(|e| matches!(e, Event::ConnectRequest { .. }))
+            .count()
+            == max
+    });
+    let over = a
+        .connect(&clock, IP_B, PORT, &ConnParam::default())
+        .unwrap();
+    let other = a
+        .connect(&clock, IP_B, PORT + 1, &ConnParam::default())
+        .unwrap();
+    let mut reason = None;
+    run(&mut a, &mut b, &clock, |a, _| {
+        reason = reason.or_else(|| {
+            a.take(|e| match e {
+                Event::Rejected { id, reason, .. } if *id == over => Some(*reason),
+                _ => None,
+            })
+        });
+        reason.is_some()
+    });
+    assert_eq!(reason, Some(rej_reason::CONSUMER_DEFINED));
+    run(&mut a, &mut b, &clock, |_, b| {
+        let n = b.events.iter();
+        n.filter(|e| matches!(e, Event::ConnectRequest { .. }))
+            .count()
+            == max + 1
+    });
+    assert!(a
+        .events
+        .iter()
+        .all(|e| !matches!(e, Event::Rejected { id, .. } if *id == other)));
+    assert_eq!(b.cm.counts().0, max + 1);
+}
+
 /// Steps `n` (and only the IP stack of `other`) with the CM's clock advancing half a second
 /// per step, until `n` hears `want` of `id`.
 fn until_event(n: &mut Node, other: &mut Node, clock: &CmClock, want: impl Fn(&Event) -> bool) {
@@ -559,4 +613,55 @@ fn a_send_that_fails_on_qp1_is_recovered_and_the_req_retried() {
         a.take(|e| matches!(e, Event::Established { id, .. } if *id == ia).then_some(()))
             .is_some()
     });
+}
+
+/// `rdma_accept(id, NULL)` ([`ConnParam::ACCEPT_FROM_REQUEST`]): B answers with the depths A
+/// asked for, bounded by the device, where [`ConnParam::default`] would answer 1 each way.
+#[test]
+fn an_accept_from_the_request_takes_the_requests_depths() {
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
+    let p = ConnParam {
+        responder_resources: 4,
+        initiator_depth: 2,
+        ..ConnParam::default()
+    };
+    let ia = a.connect(&clock, IP_B, PORT, &p).unwrap();
+    let mut req = None;
+    run(&mut a, &mut b, &clock, |_, b| {
+        req = b.take(|e| match e {
+            Event::ConnectRequest {
+                id,
+                initiator_depth,
+                responder_resources,
+                ..
+            } => Some((*id, *initiator_depth, *responder_resources)),
+            _ => None,
+        });
+        req.is_some()
+    });
+    let (ib, ird, ord) = req.unwrap();
+    assert_eq!((ird, ord), (4, 2), "the request's depths, seen from B");
+    b.create_qp(ib);
+    b.cm.accept(
+        clock.now(),
+        ib,
+        &ConnParam::ACCEPT_FROM_REQUEST,
+        &mut b.stack,
+    )
+    .unwrap();
+    let (mut ea, mut eb) = (false, false);
+    run(&mut a, &mut b, &clock, |a, b| {
+        ea = ea
+            || a.take(|e| matches!(e, Event::Established { id, .. } if *id == ia).then_some(()))
+                .is_some();
+        eb = eb
+            || b.take(|e| matches!(e, Event::Established { id, .. } if *id == ib).then_some(()))
+                .is_some();
+        ea && eb
+    });
+    let dev = b.ctx.query_device();
+    let qb = b.cm.qp(ib).unwrap().query().unwrap();
+    assert_eq!(qb.max_dest_rd_atomic, 2.min(dev.max_qp_rd_atom));
+    assert_eq!(qb.max_rd_atomic, 4.min(dev.max_qp_init_rd_atom));
 }

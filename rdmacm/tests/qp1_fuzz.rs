@@ -839,6 +839,45 @@ fn bad_lengths_and_headers_into_qp1_are_dropped_and_counted() {
     s.nothing_leaked_and_a_good_connection_works();
 }
 
+/// Every completion of QP 1 counts against [`rdmacm::POLL_BUDGET`], not only the MADs: a
+/// flood of datagrams that are not MADs, all waiting at once, is taken a budget at a time,
+/// so one `RdmaCm::poll` cannot be held by it.
+#[test]
+fn a_flood_of_bad_datagrams_is_taken_a_budget_at_a_time() {
+    let mut s = Storm::new(6);
+    let n = 2 * SEND_SLOTS;
+    assert!(n >= 2 * rdmacm::POLL_BUDGET);
+    let rx = |b: &Node| {
+        b.sim.with_hca(|h| {
+            h.port()
+                .counters()
+                .get(mlx5_sim::roce::counters::Counter::RxRoceUnicastFrames)
+        })
+    };
+    let rx0 = rx(&s.b);
+    // All sent and on B's wire before B's CM polls once.
+    for i in 0..n {
+        s.at.send(i % SEND_SLOTS, &[0xa5; 100]);
+    }
+    let t0 = Instant::now();
+    while s.at.sends_out > 0 || rx(&s.b) < rx0 + n as u64 {
+        s.at.harvest();
+        assert!(t0.elapsed() < HANG, "{} sends out", s.at.sends_out);
+        std::thread::yield_now();
+    }
+    std::thread::sleep(DELIVERY);
+    let before = b_took(&s.b);
+    assert!(s.b.cm.poll(s.clock.now(), &mut s.b.stack).is_none());
+    assert_eq!(b_took(&s.b) - before, rdmacm::POLL_BUDGET as u64);
+    assert!(s.b.cm.poll(s.clock.now(), &mut s.b.stack).is_none());
+    assert_eq!(b_took(&s.b) - before, 2 * rdmacm::POLL_BUDGET as u64);
+    assert_eq!(
+        s.b.cm.gsi_counters().bad_receives,
+        2 * rdmacm::POLL_BUDGET as u64
+    );
+    s.nothing_leaked_and_a_good_connection_works();
+}
+
 /// A storm of REQs with fresh communication IDs to a listener whose application answers
 /// none: the first `BACKLOG` become requests, every other is rejected (REJ Consumer Defined)
 /// and counted; answering the requests frees the listener, and a good connection goes

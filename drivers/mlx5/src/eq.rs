@@ -14,6 +14,7 @@
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use mlx5_prm::{
@@ -260,6 +261,20 @@ impl<H: Hal> EventQueue<H> {
             }
             None => self.log_event(AsyncEvent::Completion { cqn }),
         }
+    }
+
+    /// Takes QP `qpn`'s events ([`AsyncEvent::Qp`]) out of the log, oldest first; the
+    /// others stay.
+    pub(crate) fn take_qp_events(&mut self, qpn: u32) -> Vec<AsyncEvent> {
+        let mut mine = Vec::new();
+        self.events.retain(|e| match e {
+            AsyncEvent::Qp { qpn: q, .. } if *q == qpn => {
+                mine.push(*e);
+                false
+            }
+            _ => true,
+        });
+        mine
     }
 
     pub(crate) fn log_event(&mut self, e: AsyncEvent) {

@@ -247,6 +247,13 @@ pub fn ipv4_mapped_gid(ip: [u8; 4]) -> [u8; 16] {
     g
 }
 
+/// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`, RFC 4291 2.5.5.2: the RoCE v2
+/// GID of an IPv4 address, [`ipv4_mapped_gid`]), `None` for any other GID.
+pub fn ipv4_of_mapped_gid(gid: &[u8; 16]) -> Option<[u8; 4]> {
+    let (head, v4) = gid.split_at(12);
+    (head == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]).then(|| [v4[0], v4[1], v4[2], v4[3]])
+}
+
 /// `MLX5_VPORT_STATE_OP_MOD_VNIC_VPORT` (Linux mlx5_ifc.h).
 pub const VPORT_STATE_OP_MOD_VNIC_VPORT: u16 = 0;
 /// `VPORT_STATE_UP` (Linux include/linux/mlx5/device.h).

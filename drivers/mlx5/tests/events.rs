@@ -402,3 +402,43 @@ fn garbled_resize_quarantines_the_new_buffer() {
     // 128 entries of 64 B: 8 KiB the device may now write.
     assert_eq!(ctx.quarantined(), (1, 8192));
 }
+
+#[test]
+fn a_qp_takes_its_own_communication_established_event() {
+    let (_sim, ctx) = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let (mut cq_a, cq_b) = (ctx.create_cq(16).unwrap(), ctx.create_cq(16).unwrap());
+    let mut a = pd.create_qp(&cq_a, &cq_a, &QpCaps::default()).unwrap();
+    let mut b = pd.create_qp(&cq_b, &cq_b, &QpCaps::default()).unwrap();
+    let (ea, eb) = (a.endpoint(), b.endpoint());
+    a.connect(&eb, &ConnectOptions::default()).unwrap();
+    // B stays in RTR, as a passive side waiting for the RTU: its first request packet is
+    // the device's Communication Established event for it.
+    b.to_init(mlx5::AccessFlags::ALL).unwrap();
+    b.to_rtr(&ea, &ConnectOptions::default()).unwrap();
+    let m = mr(&pd, 4096);
+    b.post_recv(&[RecvWr {
+        wr_id: 1,
+        sges: &[m.sge(0, 64)],
+    }])
+    .unwrap();
+    assert_eq!(a.take_events().unwrap(), []);
+    let w = SendWr {
+        wr_id: 2,
+        op: SendOp::Send { imm: None },
+        data: SendData::Inline(b"first"),
+        flags: SendFlags::SIGNALED,
+    };
+    a.post_send(&[w]).unwrap();
+    assert_eq!(wait(&mut cq_a, 1)[0].status, WcStatus::Success);
+    let est = mlx5::Event::Qp {
+        event_type: mlx5_prm::event::COMM_EST,
+        qpn: b.qpn(),
+    };
+    assert_eq!(a.take_events().unwrap(), [], "A's take leaves B's event");
+    assert_eq!(b.take_events().unwrap(), [est]);
+    // Taken: neither B nor the context's log sees it again.
+    assert_eq!(b.take_events().unwrap(), []);
+    ctx.poll_events().unwrap();
+    assert!(!ctx.take_events().contains(&est));
+}

@@ -282,6 +282,23 @@ impl<H: Hal> QueuePair<H> {
         Ok(get(&out, qpc::STATE.within(query_qp_out::QPC)) as u8)
     }
 
+    /// The device's asynchronous events for this QP (`COMM_EST`, `SQ_DRAINED`, the WQ
+    /// errors: [`crate::Event::Qp`]), oldest first. The event queue is serviced first (as
+    /// [`crate::Context::poll_events`]); this QP's events leave its log, others stay for
+    /// [`crate::Context::take_events`]: the QP's own event handler, to which Linux routes a
+    /// QP's events (ib/qp.c `mlx5_ib_qp_event` → `ib_qp.event_handler`).
+    pub fn take_events(&self) -> Result<Vec<crate::Event>> {
+        let ctx = &self.ctx;
+        let qpn = self.qpn;
+        ctx.with_dev(|d| {
+            d.cmd.check_health(&ctx.hal)?;
+            d.service_events(&ctx.hal, false)?;
+            Ok(d.eq
+                .as_mut()
+                .map_or_else(Vec::new, |q| q.take_qp_events(qpn)))
+        })
+    }
+
     pub(super) fn set_state(&mut self, state: u8) {
         self.state = state;
         self.close_gate();
