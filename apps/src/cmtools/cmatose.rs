@@ -13,7 +13,7 @@ use net::{Clock, Nic};
 use rdmacm::{CmId, Event, PortSpace, QpInit};
 
 use super::{Opts, Tally, Tool};
-use crate::cm::{self, say, AppError, CmNode, FIRST_WAIT, WAIT};
+use crate::cm::{self, say, AppError, CmNode, WAIT};
 use crate::oob;
 
 /// The seed of the pattern this side sends.
@@ -71,15 +71,7 @@ fn connect_events<H: Hal, N: Nic, C: Clock>(
     t: &mut Tally,
 ) -> Result<(), AppError> {
     while !t.all_came(o) {
-        // The first client boots under TCG after the unikernel.
-        let wait = if nodes.is_empty() { FIRST_WAIT } else { WAIT };
-        let e = n.next_event(wait).ok_or(AppError::Short {
-            conn: None,
-            what: "connections",
-            got: t.connected as usize,
-            want: o.connections as usize,
-            waited: wait,
-        })?;
+        let e = super::next_request(n, nodes.is_empty(), "connections", t, o)?;
         match e {
             Event::ConnectRequest {
                 id,
@@ -224,18 +216,8 @@ fn poll_cqs<H: Hal, N: Nic, C: Clock>(
         } else {
             &mut nd.recv_cq
         };
-        let wcs = n
-            .poll_cq(cq, o.count as usize, WAIT)
-            .map_err(|e| AppError::Verbs("ibv_poll_cq", e))?;
-        if wcs.len() < o.count as usize {
-            return Err(AppError::Short {
-                conn: Some(i),
-                what: if send { "send completions" } else { "messages" },
-                got: wcs.len(),
-                want: o.count as usize,
-                waited: WAIT,
-            });
-        }
+        let what = if send { "send completions" } else { "messages" };
+        let wcs = super::poll_all(n, cq, o, what, Some(i))?;
         if let Some(wc) = wcs
             .iter()
             .find(|wc| wc.status != WcStatus::Success || (!send && wc.byte_len != o.size))

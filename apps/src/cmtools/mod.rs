@@ -8,6 +8,7 @@
 
 use alloc::string::String;
 
+use crate::cm::AppError;
 use crate::getopt::{self, getopt, Opt, OptError};
 
 /// cmatose.c's server over rdmacm.
@@ -187,6 +188,55 @@ fn finish<H: mlx5::Hal, N: net::Nic, C: net::Clock>(
         o.count,
         o.size
     ));
+}
+
+/// The next event of a server waiting for its `-c` connections (`what`: "connections" or
+/// "requests"), the first client given [`FIRST_WAIT`](crate::cm::FIRST_WAIT) (it boots under
+/// TCG after the unikernel), the others [`WAIT`](crate::cm::WAIT).
+fn next_request<H: mlx5::Hal, N: net::Nic, C: net::Clock>(
+    n: &mut crate::cm::CmNode<'_, H, N, C>,
+    first: bool,
+    what: &'static str,
+    t: &Tally,
+    o: &Opts,
+) -> Result<rdmacm::Event, AppError> {
+    let wait = if first {
+        crate::cm::FIRST_WAIT
+    } else {
+        crate::cm::WAIT
+    };
+    n.next_event(wait).ok_or(AppError::Short {
+        conn: None,
+        what,
+        got: t.connected as usize,
+        want: o.connections as usize,
+        waited: wait,
+    })
+}
+
+/// `-C` completions of `cq` (`what`: "messages", "send completions") of connection `conn`, or
+/// why fewer came in [`WAIT`](crate::cm::WAIT) (cmatose.c / udaddy.c `poll_cqs`).
+fn poll_all<H: mlx5::Hal, N: net::Nic, C: net::Clock>(
+    n: &mut crate::cm::CmNode<'_, H, N, C>,
+    cq: &mut mlx5::CompletionQueue<H>,
+    o: &Opts,
+    what: &'static str,
+    conn: Option<usize>,
+) -> Result<alloc::vec::Vec<mlx5::WorkCompletion>, AppError> {
+    let want = o.count as usize;
+    let wcs = n
+        .poll_cq(cq, want, crate::cm::WAIT)
+        .map_err(|e| AppError::Verbs("ibv_poll_cq", e))?;
+    if wcs.len() < want {
+        return Err(AppError::Short {
+            conn,
+            what,
+            got: wcs.len(),
+            want,
+            waited: crate::cm::WAIT,
+        });
+    }
+    Ok(wcs)
 }
 
 /// The run's connections and their messages, counted as the tool counts them.

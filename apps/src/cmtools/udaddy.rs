@@ -13,7 +13,7 @@ use net::{Clock, Nic};
 use rdmacm::{CmId, Event, PortSpace};
 
 use super::{Opts, Tally, Tool};
-use crate::cm::{self, say, AppError, CmNode, FIRST_WAIT, WAIT};
+use crate::cm::{self, say, AppError, CmNode, WAIT};
 use crate::oob;
 
 /// The seed of the pattern this side sends.
@@ -43,14 +43,7 @@ pub fn run_server<H: Hal, N: Nic, C: Clock>(
     let mut nodes: Vec<Node<H>> = Vec::new();
     let mut t = Tally::default();
     while !t.all_came(o) {
-        let wait = if nodes.is_empty() { FIRST_WAIT } else { WAIT };
-        let e = n.next_event(wait).ok_or(AppError::Short {
-            conn: None,
-            what: "requests",
-            got: t.connected as usize,
-            want: o.connections as usize,
-            waited: wait,
-        })?;
+        let e = super::next_request(n, nodes.is_empty(), "requests", &t, o)?;
         let Event::UdRequest { id, .. } = e else {
             say!(n, "udaddy: event {} ignored", cm::event_str(&e));
             continue;
@@ -150,18 +143,7 @@ fn receive<H: Hal, N: Nic, C: Clock>(
     o: &Opts,
     nd: &mut Node<H>,
 ) -> Result<(), AppError> {
-    let wcs = n
-        .poll_cq(&mut nd.cq, o.count as usize, WAIT)
-        .map_err(|e| AppError::Verbs("ibv_poll_cq", e))?;
-    if wcs.len() < o.count as usize {
-        return Err(AppError::Short {
-            conn: None,
-            what: "messages",
-            got: wcs.len(),
-            want: o.count as usize,
-            waited: WAIT,
-        });
-    }
+    let wcs = super::poll_all(n, &mut nd.cq, o, "messages", None)?;
     for wc in &wcs {
         if wc.status != WcStatus::Success || wc.byte_len != o.size + GRH_BYTES as u32 {
             return Err(AppError::Completion {
@@ -213,18 +195,7 @@ fn reply<H: Hal, N: Nic, C: Clock>(
             .post_ud_send(&wr, &dest)
             .map_err(|e| AppError::Verbs("ibv_post_send", e))?;
     }
-    let wcs = n
-        .poll_cq(&mut nd.cq, o.count as usize, WAIT)
-        .map_err(|e| AppError::Verbs("ibv_poll_cq", e))?;
-    if wcs.len() < o.count as usize {
-        return Err(AppError::Short {
-            conn: None,
-            what: "send completions",
-            got: wcs.len(),
-            want: o.count as usize,
-            waited: WAIT,
-        });
-    }
+    let wcs = super::poll_all(n, &mut nd.cq, o, "send completions", None)?;
     if let Some(wc) = wcs.iter().find(|wc| wc.status != WcStatus::Success) {
         return Err(AppError::Completion {
             conn: None,
