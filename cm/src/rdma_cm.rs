@@ -1,14 +1,12 @@
 //! What rdma_cm adds on top of the IB CM: its private-data header, the service ID rule and,
-//! for RoCE, the flow label of a connection and the UDP source port it selects.
+//! for RoCE, the flow label of a connection (the driver folds it into the UDP source port:
+//! `mlx5::ah::flow_label_to_udp_sport`).
 
 /// Bytes of the rdma_cm header at the start of a REQ's or SIDR_REQ's private data (Linux
 /// `drivers/infiniband/core/cma.c` `struct cma_hdr`).
 pub const CMA_HDR_LEN: usize = 36;
 /// The only header version (cma.c `CMA_VERSION`).
 pub const CMA_VERSION: u8 = 0;
-/// Lowest UDP source port RoCEv2 uses (`include/rdma/ib_verbs.h`
-/// `IB_ROCE_UDP_ENCAP_VALID_PORT_MIN`).
-pub const ROCE_UDP_SPORT_MIN: u16 = 0xc000;
 /// The Q_Key rdma_cm gives UD QPs of `RDMA_PS_UDP` (Linux `include/rdma/rdma_cm_ib.h`
 /// `RDMA_UDP_QKEY`, set by cma.c `cma_set_qkey`; rdma-core `librdmacm/rdma_cma.h`);
 /// a SIDR_REP tells it to the peer.
@@ -38,6 +36,18 @@ pub enum PortSpace {
     Ib = 0x013f,
 }
 
+/// The QP type of an rdma_cm ID, as far as the CM tells them apart: a connected RC QP (REQ)
+/// or a UD QP resolved with SIDR (Linux `enum ib_qp_type`; rdma-core `librdmacm/cma.c`
+/// `rdma_create_id2` keeps it in the ID, cma.c `cma_check_req_qp_type` checks a request
+/// against it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// `IB_QPT_RC`: REQ, REP, RTU.
+    Rc,
+    /// `IB_QPT_UD`: SIDR_REQ, SIDR_REP.
+    Ud,
+}
+
 /// Mask of the port space part of an IP-based service ID (cma.c `RDMA_IB_IP_PS_MASK`).
 const PS_MASK: u64 = 0xffff_ffff_ffff_0000;
 
@@ -46,6 +56,16 @@ impl PortSpace {
     /// `rdma_get_service_id`).
     pub const fn service_id(self, port: u16) -> u64 {
         ((self as u64) << 16) | port as u64
+    }
+
+    /// The QP type `rdma_create_id` gives an ID of this port space: UD for
+    /// [`PortSpace::Udp`] and [`PortSpace::Ipoib`], RC for the others (rdma-core
+    /// `librdmacm/cma.c` `rdma_create_id`).
+    pub const fn qp_type(self) -> QpType {
+        match self {
+            PortSpace::Udp | PortSpace::Ipoib => QpType::Ud,
+            PortSpace::Tcp | PortSpace::Ib => QpType::Rc,
+        }
     }
 
     /// The port space and port of an IP-based service ID (cma.c `RDMA_IB_IP_PS_TCP` ...
@@ -161,15 +181,6 @@ pub const fn roce_flow_label(src_port: u16, dst_port: u16) -> u32 {
     (src_port as u32 * 31 + dst_port as u32) & FLOW_LABEL_MASK
 }
 
-/// The RoCEv2 UDP source port of a flow label: its low 14 bits XOR the next 6, in
-/// 0xc000..=0xffff (`include/rdma/ib_verbs.h` `rdma_flow_label_to_udp_sport`). Both sides
-/// of an rdma_cm connection use the REQ's flow label, so both send with this port.
-pub const fn udp_sport_from_flow_label(fl: u32) -> u16 {
-    let low = fl & 0x3fff;
-    let high = (fl & 0xf_c000) >> 14;
-    ((low ^ high) as u16) | ROCE_UDP_SPORT_MIN
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,22 +204,12 @@ mod tests {
     }
 
     #[test]
-    fn flow_labels_and_ports_of_the_nvme_connections() {
-        // (rdma_cm source port, flow label, UDP source port) of the three NVMe-oF connections
-        // to port 4420 in the shared capture.
-        for (port, fl, sport) in [
-            (49743u16, 0x798d5u32, 55499u16),
-            (40342, 0x3266e, 58978),
-            (38836, 0x27010, 61465),
-        ] {
+    fn flow_labels_of_the_nvme_connections() {
+        // (rdma_cm source port, flow label) of the three NVMe-oF connections to port 4420 in
+        // the shared capture (their UDP source ports: mlx5 `ah.rs`'s test of the fold).
+        for (port, fl) in [(49743u16, 0x798d5u32), (40342, 0x3266e), (38836, 0x27010)] {
             assert_eq!(roce_flow_label(port, 4420), fl);
-            assert_eq!(udp_sport_from_flow_label(fl), sport);
         }
-        assert_eq!(udp_sport_from_flow_label(0), 0xc000);
-        assert_eq!(
-            udp_sport_from_flow_label(0xf_ffff),
-            0xc000 | (0x3fff ^ 0x3f)
-        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use rdma_cm::conn::{
 use rdma_cm::mad::{attr, MAD_LEN};
 use rdma_cm::msg::{rej_reason, sidr_status};
 use rdma_cm::rdma_cm::{
-    roce_flow_label, CmaAddr, CmaHdr, PortSpace, CMA_HDR_LEN, MAX_CM_RETRIES, UDP_QKEY,
+    roce_flow_label, CmaAddr, CmaHdr, PortSpace, QpType, CMA_HDR_LEN, MAX_CM_RETRIES, UDP_QKEY,
 };
 use rdma_cm::{CmMad, CmMsg};
 
@@ -36,8 +36,10 @@ struct Net {
 impl Net {
     fn new() -> Net {
         let mut b = Cm::new(cfg(0x0200_00ff_fe00_0001, 0x1111_0000));
-        b.listen(PortSpace::Tcp.service_id(PORT), 4).unwrap();
-        b.listen(PortSpace::Udp.service_id(PORT), 4).unwrap();
+        b.listen(PortSpace::Tcp.service_id(PORT), QpType::Rc, 4)
+            .unwrap();
+        b.listen(PortSpace::Udp.service_id(PORT), QpType::Ud, 4)
+            .unwrap();
         Net {
             a: Cm::new(cfg(0x0200_00ff_fe00_0002, 0x2222_0000)),
             b,
@@ -224,8 +226,8 @@ fn connect_accept_establishes_both_qps_to_match() {
     assert_eq!((rtr_a.dest_qpn, rtr_b.dest_qpn), (QP_B, QP_A));
     assert_eq!((rtr_a.remote_gid, rtr_a.local_gid), (B.gid, A.gid));
     assert_eq!((rtr_b.remote_gid, rtr_b.local_gid), (A.gid, B.gid));
-    // One flow label, one UDP source port both ways.
-    assert_eq!(rtr_a.udp_sport, rtr_b.udp_sport);
+    // One flow label, so one UDP source port, both ways.
+    assert_eq!(rtr_a.flow_label, rtr_b.flow_label);
     assert_eq!(rtr_a.flow_label, roce_flow_label(SRC_PORT, PORT));
     // Resources crossed: A offered 16 responder / 4 initiator, B wanted 8 / 8.
     assert_eq!((rtr_b.max_dest_rd_atomic, rts_b.max_rd_atomic), (4, 8));

@@ -11,7 +11,7 @@ use rand_xoshiro::SplitMix64;
 use rdma_cm::conn::{Cm, CmConfig, CmEvent, CmTransport, ConnId, ConnState, Connect, Peer, QpStep};
 use rdma_cm::mad::{attr, MAD_HDR_LEN, MAD_LEN};
 use rdma_cm::msg::{self, Drep, Dreq, Mra, Rej, Rtu, SidrRep, SidrReq};
-use rdma_cm::rdma_cm::{CmaHdr, PortSpace};
+use rdma_cm::rdma_cm::{CmaHdr, PortSpace, QpType};
 use rdma_cm::{CmMad, CmMsg};
 
 const ROUNDS: usize = 20_000;
@@ -184,10 +184,13 @@ fn mutated_mads_into_the_passive_side_never_panic_nor_leak() {
         comm_id_seed: 0x77,
     };
     let mut p = Cm::<8>::new(cfg);
-    p.listen(PortSpace::Tcp.service_id(4420), 4).unwrap();
-    p.listen(PortSpace::Tcp.service_id(18515), 4).unwrap();
+    p.listen(PortSpace::Tcp.service_id(4420), QpType::Rc, 4)
+        .unwrap();
+    p.listen(PortSpace::Tcp.service_id(18515), QpType::Rc, 4)
+        .unwrap();
     // The built SIDR_REQ seed's service.
-    p.listen(PortSpace::Udp.service_id(1), 4).unwrap();
+    p.listen(PortSpace::Udp.service_id(1), QpType::Ud, 4)
+        .unwrap();
     let mut t = Sink::default();
     let mut rng = SplitMix64::seed_from_u64(0x5eed);
     let peer = Peer {
@@ -333,140 +336,177 @@ impl Seen {
     }
 }
 
-/// An active and a passive side talking through a wire that loses, mutates, duplicates and
-/// replays their MADs, while both applications connect, accept, reject, MRA, disconnect and
-/// destroy, and time jumps: nothing panics, and once every timer has run neither side has a connection
-/// half made or an ended connection's QP out of ERR.
-#[test]
-fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
-    let cfg = |guid: u64| CmConfig {
-        local_ca_guid: guid,
-        ack_delay: 15,
-        max_responder_resources: 16,
-        max_initiator_depth: 16,
-        tid_hi: guid as u32,
-        comm_id_seed: (guid as u32) << 16,
-    };
-    let (mut a, mut b) = (Cm::<8>::new(cfg(1)), Cm::<8>::new(cfg(2)));
-    let service = PortSpace::Tcp.service_id(4420);
-    b.listen(service, 4).unwrap();
-    b.listen(PortSpace::Udp.service_id(4420), 4).unwrap();
-    let (mut ta, mut tb) = (Box2::default(), Box2::default());
-    let (mut sa, mut sb) = (Seen::default(), Seen::default());
-    let mut rng = SplitMix64::seed_from_u64(0x00ac_717e);
-    let peer = Peer {
-        gid: [0; 16],
-        qpn: 1,
-    };
-    let (mut now, mut next_qpn) = (0u64, 0x100u32);
-    let mut replay: Vec<Vec<u8>> = Vec::new();
-    let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
-    for _ in 0..ROUNDS / 4 {
-        let r = rng.next_u64();
-        // The applications.
+/// A's connect to `service_id` (or a service nobody listens on) from QP `qpn`, PSN, flow
+/// label and retries drawn from `r`.
+fn hostile_connect(r: u64, service_id: u64, qpn: u32) -> Connect<'static> {
+    Connect {
+        service_id: if r & 0x100 == 0 { service_id } else { 7 },
+        qpn,
+        starting_psn: (r >> 8) as u32 & 0xff_ffff,
+        local_gid: [1; 16],
+        remote_gid: [2; 16],
+        flow_label: (r >> 32) as u32 & 0xf_ffff,
+        hop_limit: 64,
+        traffic_class: 0,
+        path_mtu: 3,
+        pkey: 0xffff,
+        responder_resources: 4,
+        initiator_depth: 4,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        local_ack_timeout: 19,
+        remote_cm_response_timeout: 20,
+        local_cm_response_timeout: 20,
+        max_cm_retries: (r >> 12) as u8 & 3,
+        srq: false,
+        flow_control: false,
+        private_data: &[],
+    }
+}
+
+/// Both sides of the hostile wire (A active, B listening), what each application saw, the
+/// clock, and the MADs the wire keeps to replay.
+struct HostileWire {
+    a: Cm<8>,
+    b: Cm<8>,
+    ta: Box2,
+    tb: Box2,
+    sa: Seen,
+    sb: Seen,
+    rng: SplitMix64,
+    peer: Peer,
+    service: u64,
+    now: u64,
+    next_qpn: u32,
+    replay: Vec<Vec<u8>>,
+    kinds: std::collections::BTreeMap<&'static str, usize>,
+}
+
+impl HostileWire {
+    fn new() -> HostileWire {
+        let cfg = |guid: u64| CmConfig {
+            local_ca_guid: guid,
+            ack_delay: 15,
+            max_responder_resources: 16,
+            max_initiator_depth: 16,
+            tid_hi: guid as u32,
+            comm_id_seed: (guid as u32) << 16,
+        };
+        let (a, mut b) = (Cm::<8>::new(cfg(1)), Cm::<8>::new(cfg(2)));
+        let service = PortSpace::Tcp.service_id(4420);
+        b.listen(service, QpType::Rc, 4).unwrap();
+        b.listen(PortSpace::Udp.service_id(4420), QpType::Ud, 4)
+            .unwrap();
+        HostileWire {
+            a,
+            b,
+            ta: Box2::default(),
+            tb: Box2::default(),
+            sa: Seen::default(),
+            sb: Seen::default(),
+            rng: SplitMix64::seed_from_u64(0x00ac_717e),
+            peer: Peer {
+                gid: [0; 16],
+                qpn: 1,
+            },
+            service,
+            now: 0,
+            next_qpn: 0x100,
+            replay: Vec::new(),
+            kinds: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// The applications: one call of either side's, chosen by `r`.
+    fn applications(&mut self, r: u64) {
+        let now = self.now;
         // A recent connection of a side.
         let recent = |ids: &[ConnId]| {
             let back = (r >> 8) as usize % ids.len().clamp(1, 4);
             ids.len().checked_sub(1 + back).map(|i| ids[i])
         };
+        let (a, b, ta, tb) = (&mut self.a, &mut self.b, &mut self.ta, &mut self.tb);
+        let (sa, sb, peer) = (&mut self.sa, &mut self.sb, &self.peer);
         match r % 32 {
             0 => {
-                let c = Connect {
-                    service_id: if r & 0x100 == 0 { service } else { 7 },
-                    qpn: next_qpn,
-                    starting_psn: (r >> 8) as u32 & 0xff_ffff,
-                    local_gid: [1; 16],
-                    remote_gid: [2; 16],
-                    flow_label: (r >> 32) as u32 & 0xf_ffff,
-                    hop_limit: 64,
-                    traffic_class: 0,
-                    path_mtu: 3,
-                    pkey: 0xffff,
-                    responder_resources: 4,
-                    initiator_depth: 4,
-                    retry_count: 7,
-                    rnr_retry_count: 7,
-                    local_ack_timeout: 19,
-                    remote_cm_response_timeout: 20,
-                    local_cm_response_timeout: 20,
-                    max_cm_retries: (r >> 12) as u8 & 3,
-                    srq: false,
-                    flow_control: false,
-                    private_data: &[],
-                };
-                if let Ok(id) = a.connect(now, &peer, &c, &mut ta) {
+                let c = hostile_connect(r, self.service, self.next_qpn);
+                if let Ok(id) = a.connect(now, peer, &c, ta) {
                     sa.ids.push(id);
-                    sa.qpn_of.insert(id, next_qpn);
-                    next_qpn += 1;
+                    sa.qpn_of.insert(id, self.next_qpn);
+                    self.next_qpn += 1;
                 }
             }
             1 if r & 0x300 == 0 => {
-                let _ = a.sidr_request(now, &peer, PortSpace::Udp.service_id(4420), &[], &mut ta);
+                let _ = a.sidr_request(now, peer, PortSpace::Udp.service_id(4420), &[], ta);
             }
             2..=9 => {
                 if let Some(id) = recent(&sb.ids) {
-                    if b.accept(now, id, &accept_on(next_qpn), &mut tb).is_ok() {
-                        sb.qpn_of.insert(id, next_qpn);
-                        next_qpn += 1;
+                    if b.accept(now, id, &accept_on(self.next_qpn), tb).is_ok() {
+                        sb.qpn_of.insert(id, self.next_qpn);
+                        self.next_qpn += 1;
                     }
                 }
             }
             10 | 11 => {
                 if let Some(id) = recent(&sb.ids) {
                     let _ = match r & 0x300 {
-                        0 => b.reject(id, &[1], &mut tb),
-                        0x100 => b.mra(id, 20, &mut tb),
-                        _ => b.disconnect(now, id, &mut tb),
+                        0 => b.reject(id, &[1], tb),
+                        0x100 => b.mra(id, 20, tb),
+                        _ => b.disconnect(now, id, tb),
                     };
                 }
             }
             12 => {
                 if let Some(id) = recent(&sa.ids) {
-                    let _ = a.disconnect(now, id, &mut ta);
+                    let _ = a.disconnect(now, id, ta);
                 }
             }
             // Either application destroys a connection; the QP's last move must then be ERR.
             13 if r & 0x300 == 0 => {
                 if let Some(id) = recent(&sa.ids) {
-                    if a.destroy(now, id, &mut ta).is_ok() {
+                    if a.destroy(now, id, ta).is_ok() {
                         sa.ended.push(id);
                     }
                 }
             }
             14 if r & 0x300 == 0 => {
                 if let Some(id) = recent(&sb.ids) {
-                    if b.destroy(now, id, &mut tb).is_ok() {
+                    if b.destroy(now, id, tb).is_ok() {
                         sb.ended.push(id);
                     }
                 }
             }
             _ => {}
         }
-        // The wire: each MAD lost, mutated, delivered, or delivered twice; now and then an old
-        // one again.
+    }
+
+    /// The wire: each MAD lost, mutated, delivered, or delivered twice; now and then an old
+    /// one again.
+    fn carry(&mut self) {
+        let (now, peer) = (self.now, self.peer);
         for (from_a, out) in [
-            (true, std::mem::take(&mut ta.out)),
-            (false, std::mem::take(&mut tb.out)),
+            (true, std::mem::take(&mut self.ta.out)),
+            (false, std::mem::take(&mut self.tb.out)),
         ] {
             for m in out {
-                let fate = rng.next_u64() % 8;
+                let fate = self.rng.next_u64() % 8;
                 let copies: Vec<Vec<u8>> = match fate {
                     0 => vec![],
-                    1 | 2 => vec![mutate(&mut rng, &m)],
+                    1 | 2 => vec![mutate(&mut self.rng, &m)],
                     3 => vec![m.to_vec(), m.to_vec()],
                     _ => vec![m.to_vec()],
                 };
-                if rng.next_u64() % 16 == 0 {
-                    replay.push(m.to_vec());
+                if self.rng.next_u64() % 16 == 0 {
+                    self.replay.push(m.to_vec());
                 }
                 for c in copies {
                     if let Ok(mad) = CmMad::decode(&c) {
-                        *kinds.entry(mad.msg.name()).or_default() += 1;
+                        *self.kinds.entry(mad.msg.name()).or_default() += 1;
                     }
                     let (cm, t, seen) = if from_a {
-                        (&mut b, &mut tb, &mut sb)
+                        (&mut self.b, &mut self.tb, &mut self.sb)
                     } else {
-                        (&mut a, &mut ta, &mut sa)
+                        (&mut self.a, &mut self.ta, &mut self.sa)
                     };
                     if let Ok(Some(ev)) = cm.on_mad(now, &peer, &c, t) {
                         seen.on(ev);
@@ -474,33 +514,65 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
                 }
             }
         }
-        if !replay.is_empty() && rng.next_u64() % 8 == 0 {
-            let old = &replay[(rng.next_u64() as usize) % replay.len()];
-            if let Ok(Some(ev)) = a.on_mad(now, &peer, old, &mut ta) {
-                sa.on(ev);
+        if !self.replay.is_empty() && self.rng.next_u64() % 8 == 0 {
+            let old = &self.replay[(self.rng.next_u64() as usize) % self.replay.len()];
+            if let Ok(Some(ev)) = self.a.on_mad(now, &peer, old, &mut self.ta) {
+                self.sa.on(ev);
             }
-            if let Ok(Some(ev)) = b.on_mad(now, &peer, old, &mut tb) {
-                sb.on(ev);
+            if let Ok(Some(ev)) = self.b.on_mad(now, &peer, old, &mut self.tb) {
+                self.sb.on(ev);
             }
         }
-        now += rng.next_u64() % 3_000_000_000;
-        sa.run_timers(now, &mut a, &mut ta);
-        sb.run_timers(now, &mut b, &mut tb);
     }
-    // The wire goes quiet; every timer runs out.
-    ta.out.clear();
-    tb.out.clear();
-    while let Some(d) = [a.next_deadline(), b.next_deadline()]
-        .into_iter()
-        .flatten()
-        .min()
-    {
-        now = d;
-        sa.run_timers(now, &mut a, &mut ta);
-        sb.run_timers(now, &mut b, &mut tb);
-        ta.out.clear();
-        tb.out.clear();
+
+    /// The wire goes quiet; every timer runs out.
+    fn settle(&mut self) {
+        self.ta.out.clear();
+        self.tb.out.clear();
+        while let Some(d) = [self.a.next_deadline(), self.b.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+        {
+            self.now = d;
+            self.run_timers();
+            self.ta.out.clear();
+            self.tb.out.clear();
+        }
     }
+
+    /// Both sides' timers due now.
+    fn run_timers(&mut self) {
+        self.sa.run_timers(self.now, &mut self.a, &mut self.ta);
+        self.sb.run_timers(self.now, &mut self.b, &mut self.tb);
+    }
+}
+
+/// An active and a passive side talking through a wire that loses, mutates, duplicates and
+/// replays their MADs, while both applications connect, accept, reject, MRA, disconnect and
+/// destroy, and time jumps: nothing panics, and once every timer has run neither side has a connection
+/// half made or an ended connection's QP out of ERR.
+#[test]
+fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
+    let mut w = HostileWire::new();
+    for _ in 0..ROUNDS / 4 {
+        let r = w.rng.next_u64();
+        w.applications(r);
+        w.carry();
+        w.now += w.rng.next_u64() % 3_000_000_000;
+        w.run_timers();
+    }
+    w.settle();
+    let HostileWire {
+        a,
+        b,
+        ta,
+        tb,
+        sa,
+        sb,
+        kinds,
+        ..
+    } = w;
     sa.check(&a, &ta, "active");
     sb.check(&b, &tb, "passive");
     let established = sa

@@ -5,7 +5,8 @@
 //! not have (cm.c `cm_acquire_id` finds nothing) are dropped and counted, answer nothing
 //! (but a DREQ, which cm.c `cm_issue_drep` answers all the same), move no QP and change no
 //! connection or timer; a storm of REQs beyond the backlog is rejected and counted, and the
-//! listener takes a good connection after it.
+//! listener takes a good connection after it; requests of the wrong QP type for their
+//! listener (an RC REQ to a UD service, a SIDR_REQ to an RC one) are refused and hold nothing.
 //!
 //! The fuzz tests (`fuzz.rs`) throw random mutations at the same machine; these name each
 //! hostile field and the exact outcome.
@@ -16,11 +17,12 @@ use common::{accept_on, cfg, params, Side, A, PORT, QP_A, QP_B};
 use rdma_cm::conn::{Cm, CmEvent, ConnId, ConnState, Connect, Counters, Dropped, Peer};
 use rdma_cm::mad::{CmError, MAD_HDR_LEN, MAD_LEN};
 use rdma_cm::msg::{
-    msg_response, rej_reason, Drep, Dreq, Mra, Rej, Rep, Rtu, SidrRep, DREQ_PRIVATE_DATA_LEN,
-    MRA_PRIVATE_DATA_LEN, REJ_ARI_LEN, REJ_PRIVATE_DATA_LEN, REP_PRIVATE_DATA_LEN,
-    RTU_PRIVATE_DATA_LEN, SIDR_REP_INFO_LEN, SIDR_REP_PRIVATE_DATA_LEN,
+    msg_response, rej_reason, sidr_status, Drep, Dreq, Mra, Rej, Rep, Rtu, SidrRep, SidrReq,
+    DREQ_PRIVATE_DATA_LEN, MRA_PRIVATE_DATA_LEN, REJ_ARI_LEN, REJ_PRIVATE_DATA_LEN,
+    REP_PRIVATE_DATA_LEN, RTU_PRIVATE_DATA_LEN, SIDR_REP_INFO_LEN, SIDR_REP_PRIVATE_DATA_LEN,
+    SIDR_REQ_PRIVATE_DATA_LEN,
 };
-use rdma_cm::rdma_cm::PortSpace;
+use rdma_cm::rdma_cm::{PortSpace, QpType};
 use rdma_cm::{CmMad, CmMsg};
 
 /// Where every MAD comes from and goes to (one peer is enough here).
@@ -63,7 +65,8 @@ impl Pair {
     fn new() -> Pair {
         let mut a = Cm::<8>::new(cfg(0x0200_00ff_fe00_0002, 0x2222_0000));
         let mut b = Cm::<8>::new(cfg(0x0200_00ff_fe00_0001, 0x1111_0000));
-        b.listen(PortSpace::Tcp.service_id(PORT), 4).unwrap();
+        b.listen(PortSpace::Tcp.service_id(PORT), QpType::Rc, 4)
+            .unwrap();
         let (mut ta, mut tb) = (Side::default(), Side::default());
         let ia = a.connect(0, &PEER, &connect(PORT, QP_A), &mut ta).unwrap();
         let req = ta.out.pop().unwrap();
@@ -253,58 +256,83 @@ fn bad_class_version_method_attribute_and_length_are_dropped_and_counted() {
     );
 }
 
+/// `msg` as a MAD of transaction 7.
+fn mad(msg: CmMsg) -> [u8; MAD_LEN] {
+    CmMad::new(7, msg).to_bytes().unwrap()
+}
+
+/// An RTU of connection `ours` from the peer `theirs`.
+fn rtu(theirs: u32, ours: u32) -> [u8; MAD_LEN] {
+    mad(CmMsg::Rtu(Rtu {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        private_data: [0; RTU_PRIVATE_DATA_LEN],
+    }))
+}
+
+/// A DREP of connection `ours` from the peer `theirs`.
+fn drep(theirs: u32, ours: u32) -> [u8; MAD_LEN] {
+    mad(CmMsg::Drep(Drep {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        private_data: [0; RTU_PRIVATE_DATA_LEN],
+    }))
+}
+
+/// An MRA of message `what` of connection `ours` from the peer `theirs`.
+fn mra(theirs: u32, ours: u32, what: u8) -> [u8; MAD_LEN] {
+    mad(CmMsg::Mra(Mra {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        message_mraed: what,
+        service_timeout: 31,
+        private_data: [0; MRA_PRIVATE_DATA_LEN],
+    }))
+}
+
+/// The REP `template` for connection `ours` from the peer `theirs`.
+fn rep(template: &[u8; MAD_LEN], theirs: u32, ours: u32) -> [u8; MAD_LEN] {
+    let CmMsg::Rep(r) = CmMad::decode(template).unwrap().msg else {
+        panic!()
+    };
+    mad(CmMsg::Rep(Rep {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        private_data: [0; REP_PRIVATE_DATA_LEN],
+        ..r
+    }))
+}
+
+/// A successful SIDR_REP for RequestID `id`.
+fn sidr_rep(id: u32) -> [u8; MAD_LEN] {
+    mad(CmMsg::SidrRep(SidrRep {
+        request_id: id,
+        status: 0,
+        info_length: 0,
+        vendor_id: 0,
+        qpn: 5,
+        service_id: 1,
+        qkey: 6,
+        info: [0; SIDR_REP_INFO_LEN],
+        private_data: [0; SIDR_REP_PRIVATE_DATA_LEN],
+    }))
+}
+
+/// A DREQ of connection `ours` and QP `qpn` from the peer `theirs`.
+fn dreq(theirs: u32, ours: u32, qpn: u32) -> [u8; MAD_LEN] {
+    mad(CmMsg::Dreq(Dreq {
+        local_comm_id: theirs,
+        remote_comm_id: ours,
+        remote_qpn_eecn: qpn,
+        private_data: [0; DREQ_PRIVATE_DATA_LEN],
+    }))
+}
+
 #[test]
 fn messages_naming_unknown_communication_ids_are_dropped_and_counted() {
     let mut p = Pair::new();
     let (ia, ib, pending) = (p.ia.0, p.ib.0, p.pending.0);
-    let mad = |msg: CmMsg| CmMad::new(7, msg).to_bytes().unwrap();
-    let rtu = |theirs, ours| {
-        mad(CmMsg::Rtu(Rtu {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            private_data: [0; RTU_PRIVATE_DATA_LEN],
-        }))
-    };
-    let drep = |theirs, ours| {
-        mad(CmMsg::Drep(Drep {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            private_data: [0; RTU_PRIVATE_DATA_LEN],
-        }))
-    };
-    let mra = |theirs, ours, what| {
-        mad(CmMsg::Mra(Mra {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            message_mraed: what,
-            service_timeout: 31,
-            private_data: [0; MRA_PRIVATE_DATA_LEN],
-        }))
-    };
-    let rep = |theirs, ours| {
-        let CmMsg::Rep(r) = CmMad::decode(&p.rep).unwrap().msg else {
-            panic!()
-        };
-        mad(CmMsg::Rep(Rep {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            private_data: [0; REP_PRIVATE_DATA_LEN],
-            ..r
-        }))
-    };
-    let sidr_rep = |id| {
-        mad(CmMsg::SidrRep(SidrRep {
-            request_id: id,
-            status: 0,
-            info_length: 0,
-            vendor_id: 0,
-            qpn: 5,
-            service_id: 1,
-            qkey: 6,
-            info: [0; SIDR_REP_INFO_LEN],
-            private_data: [0; SIDR_REP_PRIVATE_DATA_LEN],
-        }))
-    };
+    let rep = |theirs, ours| rep(&p.rep, theirs, ours);
     use Dropped::{UnknownConn as Unknown, WrongState as Wrong};
     // Into B, the passive side (established `ib` with A's `ia`, and `pending`).
     let into_b = [
@@ -357,14 +385,6 @@ fn messages_naming_unknown_communication_ids_are_dropped_and_counted() {
     // answered with a DREP all the same (cm.c `cm_dreq_handler` → `cm_issue_drep`), and
     // changes nothing; one naming the connection but not our QP is dropped (cm.c
     // `cm_dreq_handler` compares the Remote QPN).
-    let dreq = |theirs, ours, qpn| {
-        mad(CmMsg::Dreq(Dreq {
-            local_comm_id: theirs,
-            remote_comm_id: ours,
-            remote_qpn_eecn: qpn,
-            private_data: [0; DREQ_PRIVATE_DATA_LEN],
-        }))
-    };
     for m in [dreq(GHOST, ib, QP_B), dreq(ia, GHOST, QP_B)] {
         assert_eq!(p.b.on_mad(1, &PEER, &m, &mut p.tb), Err(Unknown));
         let CmMsg::Drep(d) = CmMad::decode(&p.tb.out.pop().unwrap()).unwrap().msg else {
@@ -415,7 +435,8 @@ fn a_req_storm_beyond_the_backlog_is_rejected_counted_and_the_listener_recovers(
     const BACKLOG: usize = 4;
     const STORM: u32 = 200;
     let mut b = Cm::<16>::new(cfg(0x0200_00ff_fe00_0001, 0x1111_0000));
-    b.listen(PortSpace::Tcp.service_id(PORT), BACKLOG).unwrap();
+    b.listen(PortSpace::Tcp.service_id(PORT), QpType::Rc, BACKLOG)
+        .unwrap();
     let mut a = Cm::<8>::new(cfg(0x0200_00ff_fe00_0002, 0x2222_0000));
     let (mut ta, mut tb) = (Side::default(), Side::default());
     a.connect(0, &PEER, &connect(PORT, QP_A), &mut ta).unwrap();
@@ -503,5 +524,125 @@ fn a_req_storm_beyond_the_backlog_is_rejected_counted_and_the_listener_recovers(
     assert!(matches!(
         only_event(b.on_mad(3, &PEER, &rtu, &mut tb)),
         CmEvent::Established { id, .. } if id == ib
+    ));
+}
+
+/// B with a UD listener (udaddy's port) and an RC one, fewer slots than a storm: a refused
+/// request that kept one would fill the table.
+fn two_kinds() -> (Cm<4>, u64, u64) {
+    let (udp, tcp) = (
+        PortSpace::Udp.service_id(PORT),
+        PortSpace::Tcp.service_id(PORT + 1),
+    );
+    let mut b = Cm::<4>::new(cfg(0x0200_00ff_fe00_0001, 0x1111_0000));
+    b.listen(udp, QpType::Ud, 2).unwrap();
+    b.listen(tcp, QpType::Rc, 2).unwrap();
+    (b, udp, tcp)
+}
+
+/// A SIDR_REQ for `service_id` with RequestID and transaction ID `id`.
+fn sidr_req(service_id: u64, id: u32) -> [u8; MAD_LEN] {
+    let req = SidrReq {
+        request_id: id,
+        pkey: 0xffff,
+        service_id,
+        private_data: [0; SIDR_REQ_PRIVATE_DATA_LEN],
+    };
+    CmMad::new(u64::from(id), CmMsg::SidrReq(req))
+        .to_bytes()
+        .unwrap()
+}
+
+const WRONG_KIND_STORM: u32 = 100;
+
+/// RC REQs to a UD service (cma.c `cma_check_req_qp_type`) get REJ Consumer Defined with no
+/// ARI and no private data (cm.c `cm_destroy_id` in REQ_RCVD), become no event and hold no
+/// slot, timer or backlog: an RC REQ to the RC service goes through after the storm.
+#[test]
+fn rc_reqs_for_a_ud_service_are_rejected_and_hold_nothing() {
+    let (mut b, udp, _) = two_kinds();
+    let mut a = Cm::<8>::new(cfg(0x0200_00ff_fe00_0002, 0x2222_0000));
+    let (mut ta, mut tb) = (Side::default(), Side::default());
+    let to_udp = Connect {
+        service_id: udp,
+        ..connect(PORT, QP_A)
+    };
+    a.connect(0, &PEER, &to_udp, &mut ta).unwrap();
+    let template = ta.out.pop().unwrap();
+    let reqs = storm(&template, 0x1000, WRONG_KIND_STORM);
+    for m in &reqs {
+        assert_eq!(
+            b.on_mad(0, &PEER, m, &mut tb),
+            Err(Dropped::Rejected(rej_reason::CONSUMER_DEFINED))
+        );
+    }
+    assert_eq!(tb.out.len(), reqs.len());
+    for (m, sent) in reqs.iter().zip(&tb.out) {
+        let (req, rej) = (CmMad::decode(m).unwrap(), CmMad::decode(sent).unwrap());
+        let (CmMsg::Req(req_msg), CmMsg::Rej(rej_msg)) = (req.msg, rej.msg) else {
+            panic!()
+        };
+        assert_eq!(rej.hdr.tid, req.hdr.tid);
+        assert_eq!(
+            rej_msg,
+            Rej {
+                local_comm_id: 0,
+                remote_comm_id: req_msg.local_comm_id,
+                message_rejected: msg_response::REQ,
+                reject_info_length: 0,
+                reason: rej_reason::CONSUMER_DEFINED,
+                ari: [0; REJ_ARI_LEN],
+                private_data: [0; REJ_PRIVATE_DATA_LEN],
+            }
+        );
+    }
+    assert!(tb.moves.is_empty());
+    assert_eq!(b.next_deadline(), None);
+    assert_eq!(b.counters.rej_sent, u64::from(WRONG_KIND_STORM));
+    assert_eq!(b.counters.dropped, u64::from(WRONG_KIND_STORM));
+    a.connect(1, &PEER, &connect(PORT + 1, QP_A + 1), &mut ta)
+        .unwrap();
+    let req = ta.out.pop().unwrap();
+    assert!(matches!(
+        only_event(b.on_mad(1, &PEER, &req, &mut tb)),
+        CmEvent::ConnectRequest { .. }
+    ));
+}
+
+/// SIDR_REQs to an RC service (cma.c `cma_check_req_qp_type`) get SIDR_REP status Reject with
+/// no QPN, Q_Key or data (cm.c `cm_destroy_id` in SIDR_REQ_RCVD, `cm_reject_sidr_req`),
+/// become no event and hold nothing: a SIDR_REQ to the UD service is answered after the storm.
+#[test]
+fn sidr_reqs_for_an_rc_service_are_rejected_and_hold_nothing() {
+    let (mut b, udp, tcp) = two_kinds();
+    let mut tb = Side::default();
+    for id in 0x2000..0x2000 + WRONG_KIND_STORM {
+        assert_eq!(
+            b.on_mad(0, &PEER, &sidr_req(tcp, id), &mut tb),
+            Err(Dropped::Rejected(u16::from(sidr_status::REJECT)))
+        );
+        let rep = CmMad::decode(&tb.out.pop().unwrap()).unwrap();
+        assert_eq!(rep.hdr.tid, u64::from(id));
+        assert_eq!(
+            rep.msg,
+            CmMsg::SidrRep(SidrRep {
+                request_id: id,
+                status: sidr_status::REJECT,
+                info_length: 0,
+                vendor_id: 0,
+                qpn: 0,
+                service_id: tcp,
+                qkey: 0,
+                info: [0; SIDR_REP_INFO_LEN],
+                private_data: [0; SIDR_REP_PRIVATE_DATA_LEN],
+            })
+        );
+    }
+    assert!(tb.out.is_empty() && tb.moves.is_empty());
+    assert_eq!(b.next_deadline(), None);
+    assert_eq!(b.counters.dropped, u64::from(WRONG_KIND_STORM));
+    assert!(matches!(
+        only_event(b.on_mad(1, &PEER, &sidr_req(udp, 0x3000), &mut tb)),
+        CmEvent::SidrRequest { ticket, .. } if ticket.service_id == udp
     ));
 }

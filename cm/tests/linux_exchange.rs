@@ -15,6 +15,7 @@ use rdma_cm::conn::{
 };
 use rdma_cm::mad::MAD_LEN;
 use rdma_cm::msg::{Rep, Req};
+use rdma_cm::rdma_cm::QpType;
 use rdma_cm::{CmMad, CmMsg};
 
 #[derive(Default)]
@@ -75,7 +76,7 @@ fn replay(file: &str, exch: &[&CapturedMad], req: &Req, rep: Option<Rep>) -> usi
     let active = exch[0].src;
     let mut p = Cm::<4>::new(target_cfg(exch, rep.as_ref(), active));
     if rep.is_some() {
-        p.listen(req.service_id, 8).unwrap();
+        p.listen(req.service_id, QpType::Rc, 8).unwrap();
     }
     let mut w = Wire::default();
     let peer = Peer {

@@ -211,7 +211,9 @@ impl<H: Hal> RdmaCm<H> {
         if backlog == 0 || backlog > self.cfg.backlog_max {
             return Err(CmError::Backlog(backlog));
         }
-        self.cm.listen(ps.service_id(port), backlog).map_err(widen)
+        self.cm
+            .listen(ps.service_id(port), ps.qp_type(), backlog)
+            .map_err(widen)
     }
 
     /// Stops listening on `port` of `ps`; ids already made stay.

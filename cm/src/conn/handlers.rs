@@ -10,6 +10,7 @@ use crate::msg::{
     msg_response, rej_reason, transport, CmMad, CmMsg, Drep, Dreq, Mra, Rej, Req, Rtu,
     REJ_PRIVATE_DATA_LEN, REP_PRIVATE_DATA_LEN, RTU_PRIVATE_DATA_LEN,
 };
+use crate::rdma_cm::QpType;
 
 impl<const N: usize> Cm<N> {
     /// Takes one MAD received on QP 1 from `from` at time `now` (ns).
@@ -83,6 +84,12 @@ impl<const N: usize> Cm<N> {
         };
         if req.transport_service_type != transport::RC {
             return Err(self.refuse(from, hdr, req, rej_reason::INVALID_TRANSPORT_TYPE, t));
+        }
+        if l.qp_type != QpType::Rc {
+            // A REQ for a UD service (an RC REQ to udaddy's port): cma.c
+            // `cma_ib_req_handler` fails `cma_ib_check_req_qp_type` with -EINVAL and cm.c
+            // `cm_destroy_id` in REQ_RCVD answers REJ Consumer Defined, no ARI, no private data.
+            return Err(self.refuse(from, hdr, req, rej_reason::CONSUMER_DEFINED, t));
         }
         let pending = self
             .conns

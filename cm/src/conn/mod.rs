@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use rdma_cm::conn::*;
-//! use rdma_cm::rdma_cm::PortSpace;
+//! use rdma_cm::rdma_cm::{PortSpace, QpType};
 //! use rdma_cm::MAD_LEN;
 //!
 //! /// The driver's side: UD sends on QP 1 and QP modifications.
@@ -31,7 +31,7 @@
 //!     comm_id_seed: 0x1234_5678,
 //! };
 //! let mut cm = Cm::<64>::new(cfg);
-//! cm.listen(PortSpace::Tcp.service_id(4420), 16).unwrap();
+//! cm.listen(PortSpace::Tcp.service_id(4420), QpType::Rc, 16).unwrap();
 //! # let (peer, mad, now) = (Peer { gid: [0; 16], qpn: 1 }, [0u8; MAD_LEN], 0u64);
 //! // For each datagram received on QP 1, and whenever `cm.next_deadline()` passes:
 //! match cm.on_mad(now, &peer, &mad, &mut Nic) {
@@ -66,7 +66,7 @@ use crate::mad::MAD_LEN;
 use crate::msg::{
     msg_response, private_data, rej_reason, CmMad, CmMsg, Dreq, Mra, Rej, Rep, Req, REJ_ARI_LEN,
 };
-use crate::rdma_cm::{udp_sport_from_flow_label, CmaHdr};
+use crate::rdma_cm::{CmaHdr, QpType};
 
 mod active;
 mod handlers;
@@ -123,6 +123,9 @@ pub struct Counters {
 #[derive(Clone, Copy, Debug)]
 struct Listener {
     service_id: u64,
+    /// The listening ID's QP type: a request of the other kind is refused (cma.c
+    /// `cma_check_req_qp_type`).
+    qp_type: QpType,
     backlog: usize,
 }
 
@@ -227,15 +230,23 @@ impl<const N: usize> Cm<N> {
         }
     }
 
-    /// Listens on `service_id` ([`crate::rdma_cm::PortSpace::service_id`]) with at most
-    /// `backlog` requests not yet accepted or rejected (`rdma_listen`).
-    pub fn listen(&mut self, service_id: u64, backlog: usize) -> Result<(), CallError<()>> {
+    /// Listens on `service_id` ([`crate::rdma_cm::PortSpace::service_id`]) for requests of
+    /// `qp_type` ([`crate::rdma_cm::PortSpace::qp_type`]: REQs for [`QpType::Rc`], SIDR_REQs
+    /// for [`QpType::Ud`]; the other kind is refused) with at most `backlog` requests not yet
+    /// accepted or rejected (`rdma_listen`).
+    pub fn listen(
+        &mut self,
+        service_id: u64,
+        qp_type: QpType,
+        backlog: usize,
+    ) -> Result<(), CallError<()>> {
         if self.listener(service_id).is_some() {
             return Err(CallError::InUse);
         }
         let slot = self.listeners.iter_mut().find(|l| l.is_none());
         *slot.ok_or(CallError::Full)? = Some(Listener {
             service_id,
+            qp_type,
             backlog,
         });
         Ok(())
@@ -608,7 +619,6 @@ fn qp_steps(req: &Req, role: Role, a: Agreed) -> [QpStep; 3] {
             remote_gid,
             local_gid,
             flow_label: path.flow_label,
-            udp_sport: udp_sport_from_flow_label(path.flow_label),
             hop_limit: path.hop_limit,
             traffic_class: path.traffic_class,
             sl: path.sl,

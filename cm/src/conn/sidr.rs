@@ -10,7 +10,7 @@ use super::{
 };
 use crate::mad::{MadHdr, MAD_LEN};
 use crate::msg::{private_data, sidr_status, CmMad, CmMsg, SidrRep, SidrReq, SIDR_REP_INFO_LEN};
-use crate::rdma_cm::{CmaHdr, CM_RESPONSE_TIMEOUT, MAX_CM_RETRIES};
+use crate::rdma_cm::{CmaHdr, QpType, CM_RESPONSE_TIMEOUT, MAX_CM_RETRIES};
 
 /// RoCE's only P_Key (cma.c `cma_resolve_iboe_route`: the path's `pkey` is 0xffff).
 const ROCE_PKEY: u16 = 0xffff;
@@ -57,10 +57,17 @@ impl<const N: usize> Cm<N> {
             request_id: req.request_id,
             service_id: req.service_id,
         };
-        if self.listener(req.service_id).is_none() {
+        let Some(l) = self.listener(req.service_id) else {
             // cm.c `cm_sidr_req_handler`: no listener → SIDR_REP status Unsupported.
             let _ = self.sidr_reply(&ticket, sidr_status::UNSUPPORTED, 0, 0, &[], t);
             return Err(Dropped::Rejected(u16::from(sidr_status::UNSUPPORTED)));
+        };
+        if l.qp_type != QpType::Ud {
+            // A SIDR_REQ for a connected (RC) service: cma.c `cma_ib_check_req_qp_type`
+            // fails, cm.c `cm_destroy_id` in SIDR_REQ_RCVD answers SIDR_REP status Reject
+            // (`cm_reject_sidr_req`, no QPN, no Q_Key, no data).
+            let _ = self.sidr_reply(&ticket, sidr_status::REJECT, 0, 0, &[], t);
+            return Err(Dropped::Rejected(u16::from(sidr_status::REJECT)));
         }
         Ok(Some(CmEvent::SidrRequest {
             ticket,

@@ -9,7 +9,7 @@ use crate::msg::tests::linux_req;
 use crate::msg::{
     transport, Drep, Rtu, REJ_PRIVATE_DATA_LEN, REQ_PRIVATE_DATA_LEN, RTU_PRIVATE_DATA_LEN,
 };
-use crate::rdma_cm::PortSpace;
+use crate::rdma_cm::{PortSpace, QpType};
 
 #[derive(Default)]
 struct Rec {
@@ -78,7 +78,8 @@ fn accept_params(qpn: u32) -> Accept<'static> {
 fn accepted(req: &Req) -> (Cm<4>, Rec, ConnId) {
     let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
-    p.listen(PortSpace::Tcp.service_id(4420), 8).unwrap();
+    p.listen(PortSpace::Tcp.service_id(4420), QpType::Rc, 8)
+        .unwrap();
     let ev = p.on_mad(0, &PEER, &req_bytes(req), &mut t).unwrap();
     let Some(CmEvent::ConnectRequest { id, req: got, cma }) = ev else {
         panic!("{ev:?}")
@@ -131,10 +132,10 @@ fn req_accept_rtu_moves_the_qp_from_the_req_and_negotiates() {
             rtr.dest_qpn,
             rtr.rq_psn,
             rtr.path_mtu,
-            rtr.udp_sport,
+            rtr.flow_label,
             rtr.hop_limit
         ),
-        (0x11, 0xb4_1920, 3, 55499, 64)
+        (0x11, 0xb4_1920, 3, 0x798d5, 64)
     );
     assert_eq!(rtr.remote_gid, req.primary.local_gid);
     // The REQ offers 0 initiator depth: we grant no responder resources.
@@ -177,7 +178,8 @@ fn req_accept_rtu_moves_the_qp_from_the_req_and_negotiates() {
 fn unknown_service_id_gets_rej_reason_8() {
     let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
-    p.listen(PortSpace::Tcp.service_id(18515), 8).unwrap();
+    p.listen(PortSpace::Tcp.service_id(18515), QpType::Rc, 8)
+        .unwrap();
     let req = linux_req();
     assert_eq!(
         p.on_mad(0, &PEER, &req_bytes(&req), &mut t),
@@ -379,8 +381,8 @@ fn our_disconnect_sends_dreq_and_retries_it() {
 fn backlog_and_table_limits_reject() {
     let mut p = Cm::<2>::new(cfg());
     let mut t = Rec::default();
-    p.listen(NVME, 1).unwrap();
-    assert_eq!(p.listen(NVME, 1), Err(CallError::InUse));
+    p.listen(NVME, QpType::Rc, 1).unwrap();
+    assert_eq!(p.listen(NVME, QpType::Rc, 1), Err(CallError::InUse));
     let mut req = linux_req();
     assert!(p.on_mad(0, &PEER, &req_bytes(&req), &mut t).is_ok());
     req.local_comm_id += 1;
@@ -389,7 +391,7 @@ fn backlog_and_table_limits_reject() {
         Err(Dropped::Rejected(rej_reason::CONSUMER_DEFINED))
     );
     p.unlisten(NVME);
-    p.listen(NVME, 8).unwrap();
+    p.listen(NVME, QpType::Rc, 8).unwrap();
     assert!(p.on_mad(0, &PEER, &req_bytes(&req), &mut t).is_ok());
     req.local_comm_id += 1;
     assert_eq!(
@@ -407,7 +409,7 @@ fn backlog_and_table_limits_reject() {
 fn reject_and_failed_qp_moves() {
     let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
-    p.listen(NVME, 8).unwrap();
+    p.listen(NVME, QpType::Rc, 8).unwrap();
     let req = linux_req();
     let Ok(Some(CmEvent::ConnectRequest { id, .. })) = p.on_mad(0, &PEER, &req_bytes(&req), &mut t)
     else {
@@ -522,7 +524,7 @@ fn sidr_req_for_a_ud_service_gets_the_qpn_and_qkey() {
     let mut p = Cm::<4>::new(cfg());
     let mut t = Rec::default();
     let sid = PortSpace::Udp.service_id(7174);
-    p.listen(sid, 8).unwrap();
+    p.listen(sid, QpType::Ud, 8).unwrap();
     let mut req = SidrReq {
         request_id: 0xabcd,
         pkey: 0xffff,

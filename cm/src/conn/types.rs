@@ -64,10 +64,9 @@ pub struct RtrAttrs {
     pub remote_gid: [u8; 16],
     /// Our GID the peer addressed (REQ Primary Remote Port GID).
     pub local_gid: [u8; 16],
-    /// Flow label (REQ Primary Flow Label).
+    /// Flow label (REQ Primary Flow Label); on RoCE the driver picks the UDP source port
+    /// from it (`rdma_flow_label_to_udp_sport`, `mlx5::ah::flow_label_to_udp_sport`).
     pub flow_label: u32,
-    /// RoCEv2 UDP source port of that flow label (`rdma_flow_label_to_udp_sport`).
-    pub udp_sport: u16,
     /// Hop limit (REQ Primary Hop Limit).
     pub hop_limit: u8,
     /// Traffic class (REQ Primary Traffic Class).

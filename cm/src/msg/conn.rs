@@ -37,7 +37,7 @@ pub struct ReqPath {
     /// Remote Port GID (`CM_REQ_PRIMARY_REMOTE_PORT_GID`, 128 bits at 72).
     pub remote_gid: [u8; 16],
     /// Flow Label (`CM_REQ_PRIMARY_FLOW_LABEL`, 20 bits at 88); on RoCE it picks the UDP
-    /// source port ([`crate::rdma_cm::udp_sport_from_flow_label`]).
+    /// source port (`include/rdma/ib_verbs.h` `rdma_flow_label_to_udp_sport`).
     pub flow_label: u32,
     /// Packet Rate (`CM_REQ_PRIMARY_PACKET_RATE`, byte 91 bits 2..8).
     pub packet_rate: u8,

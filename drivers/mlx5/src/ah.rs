@@ -189,5 +189,10 @@ mod tests {
         assert_eq!(flow_label_to_udp_sport(0), 0xc000);
         assert_eq!(flow_label_to_udp_sport(0x4001), 0xc000);
         assert_eq!(flow_label_to_udp_sport(0xf_ffff), 0xc000 | (0x3fff ^ 0x3f));
+        // The flow labels and UDP source ports of the three NVMe-oF connections to port 4420
+        // in the shared capture (rdma_cm's flow labels: `rdma_cm::rdma_cm::roce_flow_label`).
+        for (fl, sport) in [(0x798d5, 55499), (0x3266e, 58978), (0x27010, 61465)] {
+            assert_eq!(flow_label_to_udp_sport(fl), sport);
+        }
     }
 }

@@ -246,6 +246,31 @@ fn create_typed<H: Hal>(
         return Err(e);
     }
     let qpn = get(&out, create_qp_out::QPN);
+    let made = Made { buf, db, uar, lay };
+    Ok(queue_pair(pd, (scq, rcq), opts, service, qkey, qpn, made))
+}
+
+/// What CREATE_QP was given: the work queue buffer, the doorbell record, the UAR, the sizes.
+struct Made<H: Hal> {
+    buf: DmaMem<H::Dma>,
+    db: DmaMem<H::Dma>,
+    uar: Uar,
+    lay: Layout,
+}
+
+/// The [`QueuePair`] firmware created as `qpn` from `made`, in RST: its send gate registered,
+/// attached to its CQs, its first PSN drawn.
+fn queue_pair<H: Hal>(
+    pd: &Arc<PdInner<H>>,
+    (scq, rcq): (&CompletionQueue<H>, &CompletionQueue<H>),
+    opts: &QpOptions,
+    service: Service,
+    qkey: u32,
+    qpn: u32,
+    made: Made<H>,
+) -> QueuePair<H> {
+    let ctx = &pd.ctx;
+    let Made { buf, db, uar, lay } = made;
     let shared = Arc::new(WqShared::new(
         qpn,
         lay.sq_wqe_cnt,
@@ -269,7 +294,7 @@ fn create_typed<H: Hal>(
     let sq_base = unsafe { ring.add(lay.sq_offset) };
     let tag = NEXT_QP_TAG.fetch_add(1, Ordering::Relaxed);
     let sq_slots = shared.sq.as_ptr();
-    Ok(QueuePair {
+    QueuePair {
         ctx: ctx.clone(),
         counter: None,
         pd: pd.clone(),
@@ -313,7 +338,7 @@ fn create_typed<H: Hal>(
         destroyed: false,
         service,
         qkey,
-    })
+    }
 }
 
 impl<H: Hal> QueuePair<H> {
