@@ -7,8 +7,6 @@
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
-use alloc::format;
-use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Arguments;
 use core::time::Duration;
@@ -62,14 +60,16 @@ pub struct CmNode<'a, H: Hal, N: Nic, C: Clock> {
 
 impl<'a, H: Hal, N: Nic, C: Clock> CmNode<'a, H, N, C> {
     /// The node of `dev` on `node`: its IPv4-mapped GID programmed, a PD, an [`RdmaCm`].
-    pub fn new(dev: &'a Context<H>, node: Node<N, C>, say: Say) -> Result<Self, String> {
+    pub fn new(dev: &'a Context<H>, node: Node<N, C>, say: Say) -> Result<Self, AppError> {
         let ip = node.args().ip.addr;
         let sgid =
-            crate::oob::ipv4_gid_index(dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
-        let sgid_index = u8::try_from(sgid).map_err(|_| format!("GID index {sgid}"))?;
-        let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
+            crate::oob::ipv4_gid_index(dev, ip).map_err(|e| AppError::Verbs("the IPv4 GID", e))?;
+        let sgid_index = u8::try_from(sgid).map_err(|_| AppError::GidIndex(sgid))?;
+        let pd = dev
+            .alloc_pd()
+            .map_err(|e| AppError::Verbs("ibv_alloc_pd", e))?;
         let cm = RdmaCm::new(dev, &pd, &CmConfig::new(ip, sgid_index))
-            .map_err(|e| format!("rdma_cm: {e:?}"))?;
+            .map_err(|e| AppError::Cm("rdma_create_event_channel", e))?;
         Ok(CmNode {
             dev,
             node,
@@ -181,13 +181,13 @@ impl<'a, H: Hal, N: Nic, C: Clock> CmNode<'a, H, N, C> {
     }
 
     /// An address handle toward `ip`, its MAC by ARP (waiting up to `wait`).
-    pub fn create_ah(&mut self, ip: [u8; 4], wait: Duration) -> Result<AddressHandle, String> {
+    pub fn create_ah(&mut self, ip: [u8; 4], wait: Duration) -> Result<AddressHandle, AppError> {
         self.node
             .resolve(ip, wait)
-            .map_err(|e| format!("resolving {}: {e:?}", core::net::Ipv4Addr::from(ip)))?;
+            .map_err(|err| AppError::Resolve { ip, err })?;
         self.cm
             .create_ah(ip, self.node.stack())
-            .map_err(|e| format!("the address handle: {e:?}"))
+            .map_err(|e| AppError::Cm("ibv_create_ah", e))
     }
 
     /// Polls `cq` until `n` completions came or `wait` passed, the connection manager and the
@@ -227,6 +227,174 @@ pub fn accept_defaults(initiator_depth: u8, responder_resources: u8) -> ConnPara
     }
 }
 
+/// Why an app over rdma_cm (`rping`, `ucmatose`, `udaddy`) failed: the typed error of the
+/// layer that refused, with the call it refused (librdmacm's or libibverbs' name), or what the
+/// app waited for and did not get.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppError {
+    /// A call of the connection manager failed.
+    Cm(&'static str, CmError),
+    /// A verb of the driver failed.
+    Verbs(&'static str, mlx5::Error),
+    /// The node's GID index does not fit rdma_cm's 8 bits.
+    GidIndex(u16),
+    /// An address did not answer ARP (or the stack failed otherwise).
+    Resolve {
+        /// The address asked for.
+        ip: [u8; 4],
+        /// What the stack said.
+        err: net::NetError,
+    },
+    /// Nothing came in time: what was waited for, and how long.
+    NoEvent {
+        /// What was waited for.
+        what: &'static str,
+        /// How long.
+        waited: Duration,
+    },
+    /// Fewer than asked for came in time.
+    Short {
+        /// The connection (the tools' node index), when the count is one connection's.
+        conn: Option<usize>,
+        /// What was counted.
+        what: &'static str,
+        /// How many came.
+        got: usize,
+        /// How many were due.
+        want: usize,
+        /// How long was waited.
+        waited: Duration,
+    },
+    /// An event of the connection manager that ends what was waited for.
+    Event(&'static str, Event),
+    /// A completion in error, or of another length than due.
+    Completion {
+        /// The connection (the tools' node index), when there are several.
+        conn: Option<usize>,
+        /// The completion.
+        wc: WorkCompletion,
+    },
+    /// A completion of an operation this side does not post.
+    Unexpected(mlx5::WcOpcode),
+    /// rping's protocol was broken.
+    Proto(crate::rping::ProtoError),
+    /// A ping's data is not what was sent (rping `-V`): the ping, and whose check.
+    Data {
+        /// The ping.
+        ping: u32,
+        /// The side that checked.
+        server: bool,
+    },
+    /// The run ended after `got` pings where `-C` asked for `want`.
+    Pings {
+        /// Pings done.
+        got: u32,
+        /// `-C`.
+        want: u32,
+    },
+    /// rping's server disconnected before the client's pings were done.
+    PeerGone {
+        /// Pings done.
+        after: u32,
+    },
+    /// `-a` names an address that is not this node's (`ip=`).
+    NotOwnAddress([u8; 4]),
+    /// A client with neither `-a` nor `peer=`.
+    NoServer,
+    /// Something the run set up itself is missing (its QP, a buffer, the reply's address).
+    Missing(&'static str),
+    /// No connection of the `-c` came.
+    NoConnection,
+    /// udaddy's message is larger than the port's active MTU (`verify_test_params`).
+    TooLargeForMtu {
+        /// `-S`.
+        size: u32,
+        /// The active MTU in bytes.
+        mtu: u32,
+    },
+    /// A UD message without the client's QPN as immediate data.
+    NoImmediate,
+    /// The GRH area of a UD message holds no IPv4 header.
+    NoIpv4Grh,
+}
+
+impl core::fmt::Display for AppError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let ip = |a: &[u8; 4]| core::net::Ipv4Addr::from(*a);
+        match self {
+            AppError::Cm(call, e) => write!(f, "{call}: {e:?}"),
+            AppError::Verbs(call, e) => write!(f, "{call}: {e:?}"),
+            AppError::GidIndex(i) => write!(f, "GID index {i}"),
+            AppError::Resolve { ip: a, err } => write!(f, "resolving {}: {err:?}", ip(a)),
+            AppError::NoEvent { what, waited } => write!(f, "no {what} in {waited:?}"),
+            AppError::Short {
+                conn,
+                what,
+                got,
+                want,
+                waited,
+            } => {
+                if let Some(i) = conn {
+                    write!(f, "connection {i}: ")?;
+                }
+                write!(f, "{got} of {want} {what} in {waited:?}")
+            }
+            AppError::Event(what, e) => write!(f, "{} while {what}", event_line(e)),
+            AppError::Completion { conn, wc } => {
+                if let Some(i) = conn {
+                    write!(f, "connection {i}: ")?;
+                }
+                write!(
+                    f,
+                    "cq completion {:?} of {} B (wr {}, vendor syndrome {:#x})",
+                    wc.status, wc.byte_len, wc.wr_id, wc.vendor_err
+                )
+            }
+            AppError::Unexpected(op) => write!(f, "an unexpected {op:?} completion"),
+            AppError::Proto(e) => write!(f, "{e}"),
+            AppError::Data { ping, server: true } => {
+                write!(f, "ping {ping}: the data read is not rping's")
+            }
+            AppError::Data {
+                ping,
+                server: false,
+            } => write!(f, "ping {ping}: data mismatch!"),
+            AppError::Pings { got, want } => write!(f, "{got} pings, not -C {want}"),
+            AppError::PeerGone { after } => {
+                write!(f, "the server disconnected after {after} pings")
+            }
+            AppError::NotOwnAddress(a) => write!(f, "-a {}: not this node's address (ip=)", ip(a)),
+            AppError::NoServer => write!(f, "as client, need -a ADDR (or peer=)"),
+            AppError::Missing(what) => write!(f, "no {what}"),
+            AppError::NoConnection => write!(f, "no connection"),
+            AppError::TooLargeForMtu { size, mtu } => {
+                write!(f, "message_size {size} is larger than active mtu {mtu}")
+            }
+            AppError::NoImmediate => write!(f, "a message without immediate data"),
+            AppError::NoIpv4Grh => write!(f, "the GRH area holds no IPv4 header"),
+        }
+    }
+}
+
+/// An event in rping.c's words (`rping_cma_event_handler`): its name, a REJ's reason.
+pub fn event_line(e: &Event) -> EventLine<'_> {
+    EventLine(e)
+}
+
+/// [`event_line`]'s text.
+pub struct EventLine<'a>(&'a Event);
+
+impl core::fmt::Display for EventLine<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Event::Rejected { reason, .. } => {
+                write!(f, "cma event RDMA_CM_EVENT_REJECTED, error {reason}")
+            }
+            e => write!(f, "cma event {}", event_str(e)),
+        }
+    }
+}
+
 /// An event's name, as librdmacm's `rdma_event_str` spells the matching one.
 pub fn event_str(e: &Event) -> &'static str {
     match e {
@@ -249,34 +417,63 @@ pub use kernel_run::*;
 #[cfg(target_os = "none")]
 mod kernel_run {
     use alloc::boxed::Box;
-    use alloc::format;
-    use alloc::string::String;
 
     use kernel::println;
     use mlx5::{Context, ContextConfig};
-    use mlx5_kernel::KernelHal;
+    use mlx5_kernel::{KernelHal, OpenError};
 
-    use super::CmNode;
-    use crate::stack::{self, KernelClock, KernelNic, KernelNode};
+    use super::{AppError, CmNode};
+    use crate::stack::{self, KernelClock, KernelNic, KernelNode, NetArgsError, NodeError};
 
     /// The apps' node with a connection manager in the unikernel.
     pub type KernelCmNode<'a> = CmNode<'a, KernelHal, KernelNic, KernelClock>;
 
+    /// Why a run in the unikernel failed: bringing the node up, the app, or the teardown.
+    #[derive(Debug)]
+    pub enum RunError<'c> {
+        /// The cmdline's network words.
+        NetArgs(NetArgsError<'c>),
+        /// No mlx5 function to open.
+        Open(OpenError),
+        /// The HCA's bring-up failed.
+        BringUp(mlx5::Error),
+        /// The Ethernet queue or the stack.
+        Network(NodeError),
+        /// The app (or its node's PD and connection manager).
+        App(AppError),
+        /// The HCA's teardown was refused.
+        Teardown(mlx5::Error),
+    }
+
+    impl core::fmt::Display for RunError<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            match self {
+                RunError::NetArgs(e) => write!(f, "{e}"),
+                RunError::Open(e) => write!(f, "no mlx5 function: {e:?}"),
+                RunError::BringUp(e) => write!(f, "bring-up: {e:?}"),
+                RunError::Network(e) => write!(f, "the network: {e:?}"),
+                RunError::App(e) => write!(f, "{e}"),
+                RunError::Teardown(e) => write!(f, "teardown refused: {e:?}"),
+            }
+        }
+    }
+
     /// Runs `app` on a node placed by the cmdline's network words, with the HCA opened and
     /// closed around it; its lines go to the console.
-    pub fn run(
-        cmdline: &str,
-        app: impl FnOnce(&mut KernelCmNode<'_>) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let net = stack::net_args(cmdline).map_err(|e| format!("{e}"))?;
-        let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
-        let dev =
-            Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
+    pub fn run<'c>(
+        cmdline: &'c str,
+        app: impl FnOnce(&mut KernelCmNode<'_>) -> Result<(), AppError>,
+    ) -> Result<(), RunError<'c>> {
+        let net = stack::net_args(cmdline).map_err(RunError::NetArgs)?;
+        let hal = mlx5_kernel::open_first(None).map_err(RunError::Open)?;
+        let dev = Context::open(hal, ContextConfig::default()).map_err(RunError::BringUp)?;
         let r = KernelNode::up(&dev, &net)
-            .map_err(|e| format!("the network: {e:?}"))
-            .and_then(|node| CmNode::new(&dev, node, Box::new(|a| println!("{a}"))))
-            .and_then(|mut n| app(&mut n));
-        dev.close().map_err(|_| "teardown refused")?;
+            .map_err(RunError::Network)
+            .and_then(|node| {
+                CmNode::new(&dev, node, Box::new(|a| println!("{a}"))).map_err(RunError::App)
+            })
+            .and_then(|mut n| app(&mut n).map_err(RunError::App));
+        dev.close().map_err(|r| RunError::Teardown(r.error))?;
         r
     }
 }

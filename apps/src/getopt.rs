@@ -32,6 +32,47 @@ impl core::fmt::Display for GetoptError {
     }
 }
 
+/// Why a tool's options were refused: the line itself, a value, or an option not supported here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptError<'a> {
+    /// The line does not parse.
+    Getopt(GetoptError),
+    /// An option's value is not what it takes.
+    Value {
+        /// The option.
+        opt: char,
+        /// Its value.
+        value: &'a str,
+        /// What it takes.
+        want: &'static str,
+    },
+    /// An option (with its value, if any) this side does not support: why.
+    Unsupported {
+        /// The option.
+        opt: char,
+        /// Its value ("" if none).
+        value: &'a str,
+        /// Why, or "not supported".
+        why: &'static str,
+    },
+    /// Neither the options nor the launcher's `role=` say which side this is.
+    NoRole,
+}
+
+impl core::fmt::Display for OptError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            OptError::Getopt(e) => write!(f, "{e}"),
+            OptError::Value { opt, value, want } => write!(f, "-{opt} {value}: not {want}"),
+            OptError::Unsupported { opt, value, why } => {
+                let sep = if value.is_empty() { "" } else { " " };
+                write!(f, "-{opt}{sep}{value}: {why}")
+            }
+            OptError::NoRole => write!(f, "need -s or -c (or role=)"),
+        }
+    }
+}
+
 /// The options of `args` by `spec` (getopt's optstring: a letter, `:` after it when it takes a
 /// value), in order.
 pub fn getopt<'a>(args: &[&'a str], spec: &str) -> Result<Vec<Opt<'a>>, GetoptError> {

@@ -274,6 +274,19 @@ fn rdma_cm_rejects_an_unknown_port_linux_client() {
     }
 }
 
+/// Linux's `ucmatose` or `udaddy` client `cmd` against the unikernel's server of the same
+/// tool: Linux's run ends well (the tools' `data transfers complete`, `return status 0`); the
+/// decoder's lines of the run's frames, or None when the test is skipped.
+fn cm_tool_client(test: &str, cmd: &str) -> Option<String> {
+    let r = against_unikernel(test, cmd, peer::Role::Client)?;
+    let out = r.linux.output();
+    assert!(
+        out.contains("data transfers complete") && out.contains("return status 0"),
+        "{test}: {out}"
+    );
+    Some(decode(&run_pcap(test)).1)
+}
+
 /// cmatose.c's server in the unikernel against Linux's `ucmatose` client: two connections,
 /// ten 100-byte SENDs each way on each (the server sends first, cmatose.c `run_server`), then
 /// the server disconnects both.
@@ -281,15 +294,9 @@ fn rdma_cm_rejects_an_unknown_port_linux_client() {
 fn ucmatose_linux_client() {
     const T: &str = "ucmatose_linux_client";
     let cmd = "ucmatose -s $SERVER -c 2 -C 10";
-    let Some(r) = against_unikernel(T, cmd, peer::Role::Client) else {
+    let Some(frames) = cm_tool_client(T, cmd) else {
         return;
     };
-    let out = r.linux.output();
-    assert!(
-        out.contains("data transfers complete") && out.contains("return status 0"),
-        "{T}: {out}"
-    );
-    let (_, frames) = decode(&run_pcap(T));
     assert_eq!(connections(T, &frames, LX, UK), (2, 0), "{T}");
     let got = [cm_sent(&frames, "DREQ", UK), cm_sent(&frames, "DREP", LX)];
     assert_eq!(got, [2, 2], "{T}: [DREQ from the server, DREP]");
@@ -313,15 +320,9 @@ fn ucmatose_linux_client() {
 fn udaddy_linux_client() {
     const T: &str = "udaddy_linux_client";
     let cmd = "udaddy -s $SERVER -C 10";
-    let Some(r) = against_unikernel(T, cmd, peer::Role::Client) else {
+    let Some(frames) = cm_tool_client(T, cmd) else {
         return;
     };
-    let out = r.linux.output();
-    assert!(
-        out.contains("data transfers complete") && out.contains("return status 0"),
-        "{T}: {out}"
-    );
-    let (_, frames) = decode(&run_pcap(T));
     assert_eq!(cm_sent(&frames, "SIDR_REQ", LX), 1, "{T}: SIDR_REQ");
     let rep: Vec<&str> = frames
         .lines()

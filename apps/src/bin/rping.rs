@@ -25,12 +25,18 @@ kernel::entry_point!(main);
 fn main(ctx: &AppContext) -> i32 {
     let cmdline = ctx.cmdline.0;
     let args = oob::tool_args(cmdline, "rping");
-    let o = match oob::cmdline_role(cmdline).and_then(|role| rping::parse(&args, role)) {
-        Ok(o) => o,
+    let o = match oob::cmdline_role(cmdline) {
         Err(e) => {
             println!("rping: {e}");
             return 2;
         }
+        Ok(role) => match rping::parse(&args, role) {
+            Ok(o) => o,
+            Err(e) => {
+                println!("rping: {e}");
+                return 2;
+            }
+        },
     };
     match cm::run(cmdline, |n| rping::run::run(n, &o)) {
         Ok(()) => 0,

@@ -3,8 +3,6 @@
 //! emulated HCA in the host tests. cmatose sends whatever its buffers hold; this side sends a
 //! known pattern and checks that every message has `-S` bytes.
 
-use alloc::format;
-use alloc::string::String;
 use alloc::vec::Vec;
 
 use mlx5::{
@@ -15,7 +13,7 @@ use net::{Clock, Nic};
 use rdmacm::{CmId, Event, PortSpace, QpInit};
 
 use super::{Opts, Tally, Tool};
-use crate::cm::{self, say, CmNode, FIRST_WAIT, WAIT};
+use crate::cm::{self, say, AppError, CmNode, WAIT};
 use crate::oob;
 
 /// The seed of the pattern this side sends.
@@ -35,10 +33,10 @@ struct Node<H: Hal> {
 pub fn run_server<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     o: &Opts,
-) -> Result<(), String> {
+) -> Result<(), AppError> {
     say!(n, "cmatose: starting server");
     n.cm.listen(PortSpace::Tcp, o.port, cm::BACKLOG)
-        .map_err(|e| format!("failure trying to listen: {e:?}"))?;
+        .map_err(|e| AppError::Cm("rdma_listen", e))?;
     let mut nodes: Vec<Node<H>> = Vec::new();
     let mut t = Tally::default();
     connect_events(n, o, &mut nodes, &mut t)?;
@@ -57,7 +55,7 @@ pub fn run_server<H: Hal, N: Nic, C: Clock>(
     for nd in nodes.iter_mut().filter(|nd| nd.connected) {
         nd.connected = false;
         n.disconnect(nd.id)
-            .map_err(|e| format!("rdma_disconnect: {e:?}"))?;
+            .map_err(|e| AppError::Cm("rdma_disconnect", e))?;
     }
     disconnect_events(n, &mut t)?;
     say!(n, "disconnected");
@@ -71,14 +69,9 @@ fn connect_events<H: Hal, N: Nic, C: Clock>(
     o: &Opts,
     nodes: &mut Vec<Node<H>>,
     t: &mut Tally,
-) -> Result<(), String> {
+) -> Result<(), AppError> {
     while !t.all_came(o) {
-        // The first client boots under TCG after the unikernel.
-        let wait = if nodes.is_empty() { FIRST_WAIT } else { WAIT };
-        let e = n.next_event(wait).ok_or(format!(
-            "{} of {} connections in {wait:?}",
-            t.connected, o.connections
-        ))?;
+        let e = super::next_request(n, nodes.is_empty(), "connections", t, o)?;
         match e {
             Event::ConnectRequest {
                 id,
@@ -120,7 +113,7 @@ fn connect_events<H: Hal, N: Nic, C: Clock>(
         }
     }
     if t.connected == 0 {
-        return Err("no connection".into());
+        return Err(AppError::NoConnection);
     }
     Ok(())
 }
@@ -132,17 +125,17 @@ fn connect_handler<H: Hal, N: Nic, C: Clock>(
     id: CmId,
     ird: u8,
     ord: u8,
-) -> Result<Node<H>, String> {
+) -> Result<Node<H>, AppError> {
     // `cqe = message_count ? message_count : 1`, for both CQs and both queues.
     let cqe = o.count.max(1);
     let send_cq = n
         .dev
         .create_cq(cqe)
-        .map_err(|e| format!("unable to create CQ: {e:?}"))?;
+        .map_err(|e| AppError::Verbs("ibv_create_cq", e))?;
     let recv_cq = n
         .dev
         .create_cq(cqe)
-        .map_err(|e| format!("unable to create CQ: {e:?}"))?;
+        .map_err(|e| AppError::Verbs("ibv_create_cq", e))?;
     let init = QpInit {
         caps: QpCaps {
             max_send_wr: cqe,
@@ -154,31 +147,31 @@ fn connect_handler<H: Hal, N: Nic, C: Clock>(
         access: AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
     };
     n.cm.create_qp(id, &n.pd, &send_cq, &recv_cq, &init)
-        .map_err(|e| format!("unable to create QP: {e:?}"))?;
+        .map_err(|e| AppError::Cm("rdma_create_qp", e))?;
     let mr = if o.count != 0 {
         let mr =
             n.pd.alloc_mr(o.size as usize, AccessFlags::LOCAL_WRITE)
-                .map_err(|e| format!("failed to reg MR: {e:?}"))?;
+                .map_err(|e| AppError::Verbs("ibv_reg_mr", e))?;
         let fill: Vec<u8> = (0..o.size as usize)
             .map(|i| oob::pattern(SEED, 0, i))
             .collect();
         mr.write(0, &fill)
-            .map_err(|e| format!("the message: {e:?}"))?;
-        let qp = n.cm.qp(id).ok_or("no QP")?;
+            .map_err(|e| AppError::Verbs("the message", e))?;
+        let qp = n.cm.qp(id).ok_or(AppError::Missing("QP"))?;
         for k in 0..o.count {
             let s = [mr.sge(0, o.size)];
             qp.post_recv(&[RecvWr {
                 wr_id: u64::from(k),
                 sges: &s,
             }])
-            .map_err(|e| format!("failed to post receives: {e:?}"))?;
+            .map_err(|e| AppError::Verbs("ibv_post_recv", e))?;
         }
         Some(mr)
     } else {
         None
     };
     n.accept(id, &cm::accept_defaults(ird, ord))
-        .map_err(|e| format!("failure accepting: {e:?}"))?;
+        .map_err(|e| AppError::Cm("rdma_accept", e))?;
     Ok(Node {
         id,
         connected: false,
@@ -193,9 +186,9 @@ fn post_sends<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     o: &Opts,
     nd: &Node<H>,
-) -> Result<(), String> {
-    let mr = nd.mr.as_ref().ok_or("no message buffer")?;
-    let qp = n.cm.qp(nd.id).ok_or("no QP")?;
+) -> Result<(), AppError> {
+    let mr = nd.mr.as_ref().ok_or(AppError::Missing("message buffer"))?;
+    let qp = n.cm.qp(nd.id).ok_or(AppError::Missing("QP"))?;
     for k in 0..o.count {
         let s = [mr.sge(0, o.size)];
         qp.post_send(&[SendWr {
@@ -204,7 +197,7 @@ fn post_sends<H: Hal, N: Nic, C: Clock>(
             data: SendData::Sges(&s),
             flags: SendFlags::SIGNALED,
         }])
-        .map_err(|e| format!("failed to post sends: {e:?}"))?;
+        .map_err(|e| AppError::Verbs("ibv_post_send", e))?;
     }
     Ok(())
 }
@@ -216,32 +209,23 @@ fn poll_cqs<H: Hal, N: Nic, C: Clock>(
     o: &Opts,
     nodes: &mut [Node<H>],
     send: bool,
-) -> Result<(), String> {
+) -> Result<(), AppError> {
     for (i, nd) in nodes.iter_mut().enumerate().filter(|(_, nd)| nd.connected) {
         let cq = if send {
             &mut nd.send_cq
         } else {
             &mut nd.recv_cq
         };
-        let wcs = n
-            .poll_cq(cq, o.count as usize, WAIT)
-            .map_err(|e| format!("failed polling CQ: {e:?}"))?;
-        if wcs.len() < o.count as usize {
-            return Err(format!(
-                "connection {i}: {} of {} {} in {WAIT:?}",
-                wcs.len(),
-                o.count,
-                if send { "send completions" } else { "messages" }
-            ));
-        }
+        let what = if send { "send completions" } else { "messages" };
+        let wcs = super::poll_all(n, cq, o, what, Some(i))?;
         if let Some(wc) = wcs
             .iter()
             .find(|wc| wc.status != WcStatus::Success || (!send && wc.byte_len != o.size))
         {
-            return Err(format!(
-                "connection {i}: completion {:?} of {} B (vendor syndrome {:#x})",
-                wc.status, wc.byte_len, wc.vendor_err
-            ));
+            return Err(AppError::Completion {
+                conn: Some(i),
+                wc: *wc,
+            });
         }
     }
     Ok(())
@@ -251,16 +235,19 @@ fn poll_cqs<H: Hal, N: Nic, C: Clock>(
 fn disconnect_events<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     t: &mut Tally,
-) -> Result<(), String> {
+) -> Result<(), AppError> {
     while !t.all_gone() {
         match n.next_event(WAIT) {
             Some(Event::Disconnected { .. }) => t.disconnected += 1,
             Some(e) => say!(n, "cmatose: event {} ignored", cm::event_str(&e)),
             None => {
-                return Err(format!(
-                    "{} of {} disconnects in {WAIT:?}",
-                    t.disconnected, t.connected
-                ))
+                return Err(AppError::Short {
+                    conn: None,
+                    what: "disconnects",
+                    got: t.disconnected as usize,
+                    want: t.connected as usize,
+                    waited: WAIT,
+                })
             }
         }
     }

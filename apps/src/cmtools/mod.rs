@@ -8,7 +8,8 @@
 
 use alloc::string::String;
 
-use crate::getopt::{self, getopt, Opt};
+use crate::cm::AppError;
+use crate::getopt::{self, getopt, Opt, OptError};
 
 /// cmatose.c's server over rdmacm.
 pub mod cmatose;
@@ -72,7 +73,7 @@ pub struct Opts {
 /// tool a client: refused, unless the launcher's `role=server` says these are the words of
 /// the Linux client (`role` is `Some(false)`), whose `-s` names this server; an `-s` without
 /// its value is dropped ([`getopt::drop_valueless`]).
-pub fn parse(tool: Tool, args: &[&str], role: Option<bool>) -> Result<Opts, String> {
+pub fn parse<'a>(tool: Tool, args: &[&'a str], role: Option<bool>) -> Result<Opts, OptError<'a>> {
     let args = getopt::drop_valueless(args, 's');
     let mut o = Opts {
         connections: 1,
@@ -80,17 +81,20 @@ pub fn parse(tool: Tool, args: &[&str], role: Option<bool>) -> Result<Opts, Stri
         size: 100,
         port: tool.default_port(),
     };
-    for opt in getopt(&args, tool.spec()).map_err(|e| alloc::format!("{e}"))? {
+    for opt in getopt(&args, tool.spec()).map_err(OptError::Getopt)? {
         let Opt::Flag(c, v) = opt else { continue };
         let v = v.unwrap_or("");
-        let num = || getopt::count(v).ok_or(alloc::format!("-{c} {v}: not a count"));
+        let bad = |want| OptError::Value {
+            opt: c,
+            value: v,
+            want,
+        };
+        let num = || getopt::count(v).ok_or(bad("a count"));
         match (c, tool) {
             ('c', _) => o.connections = num()?,
             ('C', _) => o.count = num()?,
             ('S', _) => o.size = num()?,
-            ('p', Tool::Cmatose) => {
-                o.port = crate::oob::parse_port(v).ok_or(alloc::format!("-p {v}: not a port"))?
-            }
+            ('p', Tool::Cmatose) => o.port = crate::oob::parse_port(v).ok_or(bad("a port"))?,
             // udaddy.c: `hints.ai_port_space = strtol(optarg, NULL, 0)`.
             ('p', Tool::Udaddy) if matches!(v, "0x111" | "273") => {}
             ('P', Tool::Cmatose) if v.eq_ignore_ascii_case("tcp") => {}
@@ -98,13 +102,19 @@ pub fn parse(tool: Tool, args: &[&str], role: Option<bool>) -> Result<Opts, Stri
             ('f', _) if v.eq_ignore_ascii_case("ip") || v.eq_ignore_ascii_case("name") => {}
             ('b' | 't' | 'a', _) => {}
             ('s', _) if role == Some(false) => {}
-            ('s', _) => return Err("-s: only the server side runs here".into()),
+            ('s', _) => {
+                return Err(OptError::Unsupported {
+                    opt: c,
+                    value: v,
+                    why: "only the server side runs here",
+                })
+            }
             _ => {
-                return Err(alloc::format!(
-                    "-{c}{}{}: not supported",
-                    if v.is_empty() { "" } else { " " },
-                    v
-                ))
+                return Err(OptError::Unsupported {
+                    opt: c,
+                    value: v,
+                    why: "not supported",
+                })
             }
         }
     }
@@ -121,12 +131,18 @@ pub fn app_main(tool: Tool, app: &str, cmdline: &str) -> i32 {
     use kernel::println;
     let name = tool.name();
     let args = crate::oob::tool_args(cmdline, app);
-    let o = match crate::oob::cmdline_role(cmdline).and_then(|r| parse(tool, &args, r)) {
-        Ok(o) => o,
+    let o = match crate::oob::cmdline_role(cmdline) {
         Err(e) => {
             println!("{name}: {e}");
             return 2;
         }
+        Ok(r) => match parse(tool, &args, r) {
+            Ok(o) => o,
+            Err(e) => {
+                println!("{name}: {e}");
+                return 2;
+            }
+        },
     };
     let r = crate::cm::run(cmdline, |n| match tool {
         Tool::Cmatose => cmatose::run_server(n, &o),
@@ -172,6 +188,55 @@ fn finish<H: mlx5::Hal, N: net::Nic, C: net::Clock>(
         o.count,
         o.size
     ));
+}
+
+/// The next event of a server waiting for its `-c` connections (`what`: "connections" or
+/// "requests"), the first client given [`FIRST_WAIT`](crate::cm::FIRST_WAIT) (it boots under
+/// TCG after the unikernel), the others [`WAIT`](crate::cm::WAIT).
+fn next_request<H: mlx5::Hal, N: net::Nic, C: net::Clock>(
+    n: &mut crate::cm::CmNode<'_, H, N, C>,
+    first: bool,
+    what: &'static str,
+    t: &Tally,
+    o: &Opts,
+) -> Result<rdmacm::Event, AppError> {
+    let wait = if first {
+        crate::cm::FIRST_WAIT
+    } else {
+        crate::cm::WAIT
+    };
+    n.next_event(wait).ok_or(AppError::Short {
+        conn: None,
+        what,
+        got: t.connected as usize,
+        want: o.connections as usize,
+        waited: wait,
+    })
+}
+
+/// `-C` completions of `cq` (`what`: "messages", "send completions") of connection `conn`, or
+/// why fewer came in [`WAIT`](crate::cm::WAIT) (cmatose.c / udaddy.c `poll_cqs`).
+fn poll_all<H: mlx5::Hal, N: net::Nic, C: net::Clock>(
+    n: &mut crate::cm::CmNode<'_, H, N, C>,
+    cq: &mut mlx5::CompletionQueue<H>,
+    o: &Opts,
+    what: &'static str,
+    conn: Option<usize>,
+) -> Result<alloc::vec::Vec<mlx5::WorkCompletion>, AppError> {
+    let want = o.count as usize;
+    let wcs = n
+        .poll_cq(cq, want, crate::cm::WAIT)
+        .map_err(|e| AppError::Verbs("ibv_poll_cq", e))?;
+    if wcs.len() < want {
+        return Err(AppError::Short {
+            conn,
+            what,
+            got: wcs.len(),
+            want,
+            waited: crate::cm::WAIT,
+        });
+    }
+    Ok(wcs)
 }
 
 /// The run's connections and their messages, counted as the tool counts them.

@@ -3,8 +3,6 @@
 //! emulated HCA in the host tests. udaddy sends whatever its buffers hold; this side sends a
 //! known pattern and checks that every message has `-S` bytes after the GRH room.
 
-use alloc::format;
-use alloc::string::String;
 use alloc::vec::Vec;
 
 use mlx5::{
@@ -15,7 +13,7 @@ use net::{Clock, Nic};
 use rdmacm::{CmId, Event, PortSpace};
 
 use super::{Opts, Tally, Tool};
-use crate::cm::{self, say, CmNode, FIRST_WAIT, WAIT};
+use crate::cm::{self, say, AppError, CmNode, WAIT};
 use crate::oob;
 
 /// The seed of the pattern this side sends.
@@ -38,18 +36,14 @@ struct Node<H: Hal> {
 pub fn run_server<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     o: &Opts,
-) -> Result<(), String> {
+) -> Result<(), AppError> {
     say!(n, "udaddy: starting server");
     n.cm.listen(PortSpace::Udp, o.port, cm::BACKLOG)
-        .map_err(|e| format!("failure trying to listen: {e:?}"))?;
+        .map_err(|e| AppError::Cm("rdma_listen", e))?;
     let mut nodes: Vec<Node<H>> = Vec::new();
     let mut t = Tally::default();
     while !t.all_came(o) {
-        let wait = if nodes.is_empty() { FIRST_WAIT } else { WAIT };
-        let e = n.next_event(wait).ok_or(format!(
-            "{} of {} requests in {wait:?}",
-            t.connected, o.connections
-        ))?;
+        let e = super::next_request(n, nodes.is_empty(), "requests", &t, o)?;
         let Event::UdRequest { id, .. } = e else {
             say!(n, "udaddy: event {} ignored", cm::event_str(&e));
             continue;
@@ -94,24 +88,21 @@ fn connect_handler<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     o: &Opts,
     id: CmId,
-) -> Result<Node<H>, String> {
+) -> Result<Node<H>, AppError> {
     // `message_size > (1 << (port_attr.active_mtu + 7))`: the port's active MTU in bytes.
     let port = n
         .dev
         .query_port(1)
-        .map_err(|e| format!("ibv_query_port: {e:?}"))?;
+        .map_err(|e| AppError::Verbs("ibv_query_port", e))?;
     let mtu = port.active_mtu.map_or(0, |m| 1u32 << (m as u32 + 7));
     if o.count != 0 && o.size > mtu {
-        return Err(format!(
-            "message_size {} is larger than active mtu {mtu}",
-            o.size
-        ));
+        return Err(AppError::TooLargeForMtu { size: o.size, mtu });
     }
     let cqe = if o.count != 0 { 2 * o.count } else { 2 };
     let cq = n
         .dev
         .create_cq(cqe)
-        .map_err(|e| format!("unable to create CQ: {e:?}"))?;
+        .map_err(|e| AppError::Verbs("ibv_create_cq", e))?;
     let caps = QpCaps {
         max_send_wr: o.count.max(1),
         max_recv_wr: o.count.max(1),
@@ -121,21 +112,21 @@ fn connect_handler<H: Hal, N: Nic, C: Clock>(
     };
     let mut qp =
         n.pd.create_ud_qp(&cq, &cq, &caps, UDP_QKEY)
-            .map_err(|e| format!("unable to create QP: {e:?}"))?;
+            .map_err(|e| AppError::Verbs("ibv_create_qp", e))?;
     let len = o.size + GRH_BYTES as u32;
     let mr =
         n.pd.alloc_mr(len as usize, AccessFlags::LOCAL_WRITE)
-            .map_err(|e| format!("failed to reg MR: {e:?}"))?;
+            .map_err(|e| AppError::Verbs("ibv_reg_mr", e))?;
     for k in 0..o.count {
         let s = [mr.sge(0, len)];
         qp.post_recv(&[RecvWr {
             wr_id: u64::from(k),
             sges: &s,
         }])
-        .map_err(|e| format!("failed to post receives: {e:?}"))?;
+        .map_err(|e| AppError::Verbs("ibv_post_recv", e))?;
     }
     n.ud_accept(id, qp.qpn(), UDP_QKEY)
-        .map_err(|e| format!("failure accepting: {e:?}"))?;
+        .map_err(|e| AppError::Cm("rdma_accept", e))?;
     Ok(Node {
         id,
         cq,
@@ -151,27 +142,22 @@ fn receive<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     o: &Opts,
     nd: &mut Node<H>,
-) -> Result<(), String> {
-    let wcs = n
-        .poll_cq(&mut nd.cq, o.count as usize, WAIT)
-        .map_err(|e| format!("failed polling CQ: {e:?}"))?;
-    if wcs.len() < o.count as usize {
-        return Err(format!("{} of {} messages in {WAIT:?}", wcs.len(), o.count));
-    }
+) -> Result<(), AppError> {
+    let wcs = super::poll_all(n, &mut nd.cq, o, "messages", None)?;
     for wc in &wcs {
         if wc.status != WcStatus::Success || wc.byte_len != o.size + GRH_BYTES as u32 {
-            return Err(format!(
-                "a receive {:?} of {} B (vendor syndrome {:#x})",
-                wc.status, wc.byte_len, wc.vendor_err
-            ));
+            return Err(AppError::Completion {
+                conn: None,
+                wc: *wc,
+            });
         }
     }
-    let rqpn = wcs[0].imm.ok_or("a message without immediate data")?;
+    let rqpn = wcs[0].imm.ok_or(AppError::NoImmediate)?;
     let mut grh = [0u8; GRH_BYTES];
     nd.mr
         .read(0, &mut grh)
-        .map_err(|e| format!("the GRH: {e:?}"))?;
-    let src = mlx5::grh_ipv4_source(&grh).ok_or("the GRH area holds no IPv4 header")?;
+        .map_err(|e| AppError::Verbs("the GRH", e))?;
+    let src = mlx5::grh_ipv4_source(&grh).ok_or(AppError::NoIpv4Grh)?;
     let ah = n.create_ah(src, WAIT)?;
     nd.reply = Some((ah, rqpn, UDP_QKEY));
     Ok(())
@@ -183,14 +169,14 @@ fn reply<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     o: &Opts,
     nd: &mut Node<H>,
-) -> Result<(), String> {
-    let (ah, remote_qpn, remote_qkey) = nd.reply.ok_or("no reply address")?;
+) -> Result<(), AppError> {
+    let (ah, remote_qpn, remote_qkey) = nd.reply.ok_or(AppError::Missing("reply address"))?;
     let fill: Vec<u8> = (0..o.size as usize)
         .map(|i| oob::pattern(SEED, 0, i))
         .collect();
     nd.mr
         .write(0, &fill)
-        .map_err(|e| format!("the message: {e:?}"))?;
+        .map_err(|e| AppError::Verbs("the message", e))?;
     let dest = UdDest {
         ah: &ah,
         remote_qpn,
@@ -207,23 +193,14 @@ fn reply<H: Hal, N: Nic, C: Clock>(
         };
         nd.qp
             .post_ud_send(&wr, &dest)
-            .map_err(|e| format!("failed to post sends: {e:?}"))?;
+            .map_err(|e| AppError::Verbs("ibv_post_send", e))?;
     }
-    let wcs = n
-        .poll_cq(&mut nd.cq, o.count as usize, WAIT)
-        .map_err(|e| format!("failed polling CQ: {e:?}"))?;
-    if wcs.len() < o.count as usize {
-        return Err(format!(
-            "{} of {} send completions in {WAIT:?}",
-            wcs.len(),
-            o.count
-        ));
-    }
+    let wcs = super::poll_all(n, &mut nd.cq, o, "send completions", None)?;
     if let Some(wc) = wcs.iter().find(|wc| wc.status != WcStatus::Success) {
-        return Err(format!(
-            "a send completion {:?} (vendor syndrome {:#x})",
-            wc.status, wc.vendor_err
-        ));
+        return Err(AppError::Completion {
+            conn: None,
+            wc: *wc,
+        });
     }
     Ok(())
 }

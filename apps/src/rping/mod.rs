@@ -9,10 +9,9 @@
 //! go-ahead; the client compares the two buffers (`-V`) and begins again, `-C` times (0: for
 //! ever), then disconnects, which ends the server's loop.
 
-use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::getopt::{self, getopt, Opt};
+use crate::getopt::{self, getopt, Opt, OptError};
 
 /// The two sides over rdmacm.
 pub mod run;
@@ -115,9 +114,12 @@ pub struct Opts {
     pub debug: bool,
 }
 
+/// What `-S` takes: [`MIN_BUFSIZE`] to [`BUFSIZE`] - 1 (rping.c's "valid range").
+const SIZE_RANGE: &str = "a size from 26 to 65535 (rping's valid range)";
+
 /// The options of the tool words `args`; `role` is the launcher's `role=` (Some(true): client).
 /// An `-a` without its value is dropped ([`getopt::drop_valueless`]).
-pub fn parse(args: &[&str], role: Option<bool>) -> Result<Opts, String> {
+pub fn parse<'a>(args: &[&'a str], role: Option<bool>) -> Result<Opts, OptError<'a>> {
     let args = getopt::drop_valueless(args, 'a');
     let mut o = Opts {
         server: true,
@@ -130,43 +132,53 @@ pub fn parse(args: &[&str], role: Option<bool>) -> Result<Opts, String> {
         debug: false,
     };
     let mut side = None;
-    for opt in getopt(&args, "a:I:Pp:C:S:t:scvVdq").map_err(|e| alloc::format!("{e}"))? {
+    for opt in getopt(&args, "a:I:Pp:C:S:t:scvVdq").map_err(OptError::Getopt)? {
         let Opt::Flag(c, v) = opt else { continue };
         let v = v.unwrap_or("");
+        let bad = |want| OptError::Value {
+            opt: c,
+            value: v,
+            want,
+        };
         let addr = |v: &str| {
             v.parse::<core::net::Ipv4Addr>()
                 .map(|a| a.octets())
-                .map_err(|_| alloc::format!("-{c} {v}: not an IPv4 address"))
+                .map_err(|_| bad("an IPv4 address"))
         };
         match c {
             'a' => o.addr = Some(addr(v)?),
             // The source address to bind to: the node's own (ip=) is the only one.
             'I' | 't' => {}
-            'p' => {
-                o.port = crate::oob::parse_port(v).ok_or(alloc::format!("-p {v}: not a port"))?
-            }
-            'C' => o.count = getopt::count(v).ok_or(alloc::format!("Invalid count {v}"))?,
+            'p' => o.port = crate::oob::parse_port(v).ok_or(bad("a port"))?,
+            'C' => o.count = getopt::count(v).ok_or(bad("a count"))?,
             'S' => {
                 o.size = getopt::count(v)
                     .filter(|s| (MIN_BUFSIZE..BUFSIZE).contains(s))
-                    .ok_or(alloc::format!(
-                        "Invalid size {v} (valid range is {MIN_BUFSIZE} to {BUFSIZE})"
-                    ))?
+                    .ok_or(bad(SIZE_RANGE))?
             }
             's' => side = Some(true),
             'c' => side = Some(false),
             'v' => o.verbose = true,
             'V' => o.validate = true,
             'd' => o.debug = true,
-            'P' => return Err("-P (persistent server) is not supported".into()),
-            'q' => return Err("-q (self-created QP) is not supported".into()),
-            _ => return Err(alloc::format!("unknown option -{c}")),
+            'P' | 'q' => {
+                return Err(OptError::Unsupported {
+                    opt: c,
+                    value: v,
+                    why: if c == 'P' {
+                        "a persistent server is not supported"
+                    } else {
+                        "a self-created QP is not supported"
+                    },
+                })
+            }
+            _ => return Err(OptError::Getopt(getopt::GetoptError::Unknown(c))),
         }
     }
     o.server = match (role, side) {
         (Some(client), _) => !client,
         (None, Some(s)) => s,
-        (None, None) => return Err("need -s or -c (or role=)".into()),
+        (None, None) => return Err(OptError::NoRole),
     };
     Ok(o)
 }

@@ -2,7 +2,6 @@
 //! [`super`], on a [`CmNode`](crate::cm::CmNode) (the `rping` app in the unikernel, two emulated HCAs in the host
 //! tests).
 
-use alloc::format;
 use alloc::string::String;
 use core::time::Duration;
 
@@ -15,7 +14,7 @@ use net::{Clock, Nic};
 use rdmacm::{CmId, ConnParam, Event, PortSpace, QpInit};
 
 use super::{Info, Opts, Step};
-use crate::cm::{self, say, CmNode, FIRST_WAIT, WAIT};
+use crate::cm::{self, say, AppError, CmNode, FIRST_WAIT, WAIT};
 
 /// Where the receive and send buffers sit in the small MR (`recv_buf`, `send_buf`).
 const RECV_AT: u64 = 0;
@@ -37,7 +36,10 @@ struct Conn<H: Hal> {
     start: Option<MemoryRegion<H>>,
 }
 
-pub fn run<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> Result<(), String> {
+pub fn run<H: Hal, N: Nic, C: Clock>(
+    n: &mut CmNode<'_, H, N, C>,
+    o: &Opts,
+) -> Result<(), AppError> {
     if o.server {
         server(n, o)
     } else {
@@ -71,15 +73,15 @@ impl<H: Hal> Conn<H> {
 fn buffers<H: Hal, N: Nic, C: Clock>(
     n: &CmNode<'_, H, N, C>,
     o: &Opts,
-) -> Result<Buffers<H>, String> {
+) -> Result<Buffers<H>, AppError> {
     let cq = n
         .dev
         .create_cq(super::SQ_DEPTH * 2)
-        .map_err(|e| format!("ibv_create_cq: {e:?}"))?;
+        .map_err(|e| AppError::Verbs("ibv_create_cq", e))?;
     let remote = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
     let mr = |len: u32, access| {
         n.pd.alloc_mr(len as usize, access)
-            .map_err(|e| format!("ibv_reg_mr: {e:?}"))
+            .map_err(|e| AppError::Verbs("ibv_reg_mr", e))
     };
     let msgs = mr(2 * super::INFO_BYTES as u32, AccessFlags::LOCAL_WRITE)?;
     let sink = if o.server { super::BUFSIZE } else { o.size };
@@ -113,15 +115,15 @@ fn post_recv<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     id: CmId,
     msgs: &MemoryRegion<H>,
-) -> Result<(), String> {
+) -> Result<(), AppError> {
     let s = [msgs.sge(RECV_AT, super::INFO_BYTES as u32)];
     n.cm.qp(id)
-        .ok_or("the connection has no QP")?
+        .ok_or(AppError::Missing("QP"))?
         .post_recv(&[RecvWr {
             wr_id: WR_RECV,
             sges: &s,
         }])
-        .map_err(|e| format!("ibv_post_recv: {e:?}"))
+        .map_err(|e| AppError::Verbs("ibv_post_recv", e))
 }
 
 /// Takes a step: a SEND of an info, or the server's READ / WRITE through its sink.
@@ -129,12 +131,12 @@ fn take<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     c: &Conn<H>,
     step: Step,
-) -> Result<(), String> {
+) -> Result<(), AppError> {
     let (op, sge, wr_id) = match step {
         Step::Send(info) => {
             c.msgs
                 .write(SEND_AT, &info.to_bytes())
-                .map_err(|e| format!("send_buf: {e:?}"))?;
+                .map_err(|e| AppError::Verbs("send_buf", e))?;
             let sge = c.msgs.sge(SEND_AT, super::INFO_BYTES as u32);
             (SendOp::Send { imm: None }, sge, WR_SEND)
         }
@@ -163,9 +165,9 @@ fn take<H: Hal, N: Nic, C: Clock>(
         flags: SendFlags::SIGNALED,
     };
     n.cm.qp(c.id)
-        .ok_or("the connection has no QP")?
+        .ok_or(AppError::Missing("QP"))?
         .post_send(&[wr])
-        .map_err(|e| format!("ibv_post_send: {e:?}"))
+        .map_err(|e| AppError::Verbs("ibv_post_send", e))
 }
 
 fn remote(i: Info) -> Remote {
@@ -190,8 +192,8 @@ enum Done {
 fn next<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     c: &mut Conn<H>,
-    what: &str,
-) -> Result<Option<Done>, String> {
+    what: &'static str,
+) -> Result<Option<Done>, AppError> {
     let deadline = n.node.deadline(WAIT);
     loop {
         if let Some(e) = n.try_event() {
@@ -203,57 +205,49 @@ fn next<H: Hal, N: Nic, C: Clock>(
                 Event::ConnectRequest { id, .. } => {
                     let _ = n.reject(id);
                 }
-                e => {
-                    return Err(format!(
-                        "cma event {} while waiting for {what}",
-                        cm::event_str(&e)
-                    ))
-                }
+                e => return Err(AppError::Event(what, e)),
             }
         }
         let mut wc = [mlx5::WorkCompletion::default(); 1];
         if c.cq
             .poll(&mut wc)
-            .map_err(|e| format!("ibv_poll_cq: {e:?}"))?
+            .map_err(|e| AppError::Verbs("ibv_poll_cq", e))?
             == 1
         {
             let wc = wc[0];
             if wc.status != WcStatus::Success {
-                return Err(format!(
-                    "cq completion failed status {:?} (wr {}, vendor syndrome {:#x}) while waiting for {what}",
-                    wc.status, wc.wr_id, wc.vendor_err
-                ));
+                return Err(AppError::Completion { conn: None, wc });
             }
             return Ok(Some(match wc.opcode {
                 WcOpcode::Recv => {
                     let mut b = alloc::vec![0u8; (wc.byte_len as usize).min(super::INFO_BYTES)];
                     c.msgs
                         .read(RECV_AT, &mut b)
-                        .map_err(|e| format!("recv_buf: {e:?}"))?;
+                        .map_err(|e| AppError::Verbs("recv_buf", e))?;
                     b.resize(wc.byte_len as usize, 0);
                     post_recv(n, c.id, &c.msgs)?;
                     Done::Recv(b)
                 }
                 WcOpcode::Send => Done::Sent,
                 op @ (WcOpcode::RdmaRead | WcOpcode::RdmaWrite) => Done::Rdma(op),
-                op => return Err(format!("unknown completion {op:?}")),
+                op => return Err(AppError::Unexpected(op)),
             }));
         }
         if n.node.stack().now_us() >= deadline {
-            return Err(format!("nothing came in {WAIT:?} while waiting for {what}"));
+            return Err(AppError::NoEvent { what, waited: WAIT });
         }
     }
 }
 
 /// rping.c `rping_run_server`: listen, take one connection request, set up, accept, serve
 /// until the client disconnects.
-fn server<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> Result<(), String> {
+fn server<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> Result<(), AppError> {
     if let Some(a) = o.addr.filter(|&a| a != n.ip && a != [0; 4]) {
-        return Err(format!("-a {}: not this node's address (ip=)", ip_str(a)));
+        return Err(AppError::NotOwnAddress(a));
     }
     // rping.c `rping_bind_server`: rdma_listen(cm_id, 3).
     n.cm.listen(PortSpace::Tcp, o.port, 3)
-        .map_err(|e| format!("rdma_listen: {e:?}"))?;
+        .map_err(|e| AppError::Cm("rdma_listen", e))?;
     say!(n, "rping: server listening on {}:{}", ip_str(n.ip), o.port);
     let (id, ird, ord) = loop {
         match n.next_event(FIRST_WAIT) {
@@ -272,15 +266,20 @@ fn server<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> Re
                 "rping: {} before any connect request, ignored",
                 cm::event_str(&e)
             ),
-            None => return Err(format!("no connect request in {FIRST_WAIT:?}")),
+            None => {
+                return Err(AppError::NoEvent {
+                    what: "connect request",
+                    waited: FIRST_WAIT,
+                })
+            }
         }
     };
     let mut c = Conn::new(id, buffers(n, o)?);
     n.cm.create_qp(id, &n.pd, &c.cq, &c.cq, &qp_init())
-        .map_err(|e| format!("rdma_create_qp: {e:?}"))?;
+        .map_err(|e| AppError::Cm("rdma_create_qp", e))?;
     post_recv(n, c.id, &c.msgs)?;
     n.accept(id, &cm::accept_defaults(ird, ord))
-        .map_err(|e| format!("rdma_accept: {e:?}"))?;
+        .map_err(|e| AppError::Cm("rdma_accept", e))?;
     let r = serve(n, o, &mut c);
     let _ = n.disconnect(id);
     let _ = n.destroy_id(id);
@@ -292,11 +291,11 @@ fn serve<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     o: &Opts,
     c: &mut Conn<H>,
-) -> Result<(), String> {
+) -> Result<(), AppError> {
     let mut s = super::Server::new(super::BUFSIZE);
     let mut checked = 0u32;
     loop {
-        let done = match next(n, c, "the client")? {
+        let done = match next(n, c, "waiting for the client")? {
             None => break,
             Some(d) => d,
         };
@@ -308,7 +307,7 @@ fn serve<H: Hal, N: Nic, C: Clock>(
                 let mut data = alloc::vec![0u8; len];
                 c.rdma
                     .read(0, &mut data)
-                    .map_err(|e| format!("rdma_buf: {e:?}"))?;
+                    .map_err(|e| AppError::Verbs("rdma_buf", e))?;
                 if o.verbose {
                     say!(
                         n,
@@ -318,7 +317,10 @@ fn serve<H: Hal, N: Nic, C: Clock>(
                 }
                 if o.validate {
                     if data != super::ping_data(s.pings, len) {
-                        return Err(format!("ping {}: the data read is not rping's", s.pings));
+                        return Err(AppError::Data {
+                            ping: s.pings,
+                            server: true,
+                        });
                     }
                     checked += 1;
                 }
@@ -326,19 +328,22 @@ fn serve<H: Hal, N: Nic, C: Clock>(
             }
             Done::Rdma(_) => s.on_write_done(),
         }
-        .map_err(|e| format!("{e}"))?;
+        .map_err(AppError::Proto)?;
         take(n, c, step)?;
     }
     say!(n, "server DISCONNECT EVENT...");
     if o.count != 0 && s.pings != o.count {
-        return Err(format!("{} pings, not -C {}", s.pings, o.count));
+        return Err(AppError::Pings {
+            got: s.pings,
+            want: o.count,
+        });
     }
     say!(
         n,
         "rping: server: {} pings{}",
         s.pings,
         if o.validate {
-            format!(", every byte of {checked} checked: ok")
+            alloc::format!(", every byte of {checked} checked: ok")
         } else {
             String::new()
         }
@@ -347,11 +352,8 @@ fn serve<H: Hal, N: Nic, C: Clock>(
 }
 
 /// rping.c `rping_run_client`: connect to the server, ping `-C` times, disconnect.
-fn client<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> Result<(), String> {
-    let server = o
-        .addr
-        .or(n.node.args().peer)
-        .ok_or("as client, need -a ADDR (or peer=)")?;
+fn client<H: Hal, N: Nic, C: Clock>(n: &mut CmNode<'_, H, N, C>, o: &Opts) -> Result<(), AppError> {
+    let server = o.addr.or(n.node.args().peer).ok_or(AppError::NoServer)?;
     // rping.c `rping_init_conn_param`: rdmacm's default (one READ each way, 7 retries each).
     let p = ConnParam::default();
     let b = buffers(n, o)?;
@@ -382,12 +384,12 @@ fn connect<H: Hal, N: Nic, C: Clock>(
     cq: &CompletionQueue<H>,
     msgs: &MemoryRegion<H>,
     p: &ConnParam<'_>,
-) -> Result<CmId, String> {
+) -> Result<CmId, AppError> {
     let until = n.node.deadline(FIRST_WAIT);
     loop {
         let id = n
             .connect(server, port, PortSpace::Tcp, (cq, cq), qp_init(), p)
-            .map_err(|e| format!("rdma_connect: {e:?}"))?;
+            .map_err(|e| AppError::Cm("rdma_connect", e))?;
         post_recv(n, id, msgs)?;
         let why = loop {
             match n.next_event(FIRST_WAIT) {
@@ -399,15 +401,24 @@ fn connect<H: Hal, N: Nic, C: Clock>(
                     | Event::ConnectError { .. }),
                 ) => break e,
                 Some(e) => say!(n, "rping: {} while connecting, ignored", cm::event_str(&e)),
-                None => return Err(format!("not connected in {FIRST_WAIT:?}")),
+                None => {
+                    return Err(AppError::NoEvent {
+                        what: "connection",
+                        waited: FIRST_WAIT,
+                    })
+                }
             }
         };
         let _ = n.destroy_id(id);
         if n.node.now_us() >= until {
-            return Err(why_str(&why));
+            return Err(AppError::Event("connecting", why));
         }
         // The server is not up yet: again in a second, the stack polled meanwhile.
-        say!(n, "rping: {}, connecting again in 1 s", why_str(&why));
+        say!(
+            n,
+            "rping: {}, connecting again in 1 s",
+            cm::event_line(&why)
+        );
         let pause = n.node.deadline(Duration::from_secs(1));
         while n.node.now_us() < pause {
             n.node.tick();
@@ -416,23 +427,13 @@ fn connect<H: Hal, N: Nic, C: Clock>(
     }
 }
 
-/// rping.c's line for a connection that did not come (`rping_cma_event_handler`).
-fn why_str(e: &Event) -> String {
-    match e {
-        Event::Rejected { reason, .. } => {
-            format!("cma event RDMA_CM_EVENT_REJECTED, error {reason}")
-        }
-        e => format!("cma event {}", cm::event_str(e)),
-    }
-}
-
 /// rping.c `rping_test_client`.
 fn ping<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     o: &Opts,
     c: &mut Conn<H>,
-) -> Result<(), String> {
-    let start = c.start.take().ok_or("no start buffer")?;
+) -> Result<(), AppError> {
+    let start = c.start.take().ok_or(AppError::Missing("start buffer"))?;
     let info = |m: &MemoryRegion<H>| Info {
         buf: m.addr(),
         rkey: m.rkey(),
@@ -446,22 +447,25 @@ fn ping<H: Hal, N: Nic, C: Clock>(
         let sent = super::ping_data(k, size);
         start
             .write(0, &sent)
-            .map_err(|e| format!("start_buf: {e:?}"))?;
+            .map_err(|e| AppError::Verbs("start_buf", e))?;
         take(n, c, step)?;
         loop {
-            let m = match next(n, c, "the server")? {
-                None => return Err(format!("the server disconnected after {pings} pings")),
+            let m = match next(n, c, "waiting for the server")? {
+                None => return Err(AppError::PeerGone { after: pings }),
                 Some(Done::Recv(m)) => m,
                 Some(Done::Sent) => continue,
-                Some(Done::Rdma(op)) => return Err(format!("an {op:?} completion on the client")),
+                Some(Done::Rdma(op)) => return Err(AppError::Unexpected(op)),
             };
-            match cl.on_recv(&m).map_err(|e| format!("{e}"))? {
+            match cl.on_recv(&m).map_err(AppError::Proto)? {
                 Step::Returned { ping } => {
                     c.rdma
                         .read(0, &mut back)
-                        .map_err(|e| format!("rdma_buf: {e:?}"))?;
+                        .map_err(|e| AppError::Verbs("rdma_buf", e))?;
                     if o.validate && back != sent {
-                        return Err(format!("ping {ping}: data mismatch!"));
+                        return Err(AppError::Data {
+                            ping,
+                            server: false,
+                        });
                     }
                     if o.verbose {
                         say!(
@@ -498,10 +502,11 @@ mod tests {
     use std::string::String;
     use std::vec::Vec;
 
+    use crate::cm::AppError;
     use crate::sim::SimHal;
     use crate::testnet::on_hca;
 
-    type Side = (Result<(), String>, Vec<String>);
+    type Side = (Result<(), AppError>, Vec<String>);
 
     /// Both sides' runs succeeded (else their lines are shown).
     fn both_ok(srv: &Side, cli: &Side) {
