@@ -32,24 +32,23 @@
 
 extern crate alloc;
 
-use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use apps::oob::{self, Oob, Side};
+use apps::oob::{self, Oob, OobError, Side};
 use apps::pingpong::{
     self, dest_msg, first_difference, message, parse_dest, Opts, Tool, DEST_MSG_LEN,
 };
-use apps::stack::{self, KernelNode};
+use apps::stack::{self, KernelNode, NetArgsError, NodeError};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
     grh_ipv4_source, AccessFlags, AddressHandle, AhAttr, CompletionQueue, Context, ContextConfig,
     MemoryRegion, QpCaps, QpEndpoint, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr,
-    UdDest, WcFlags, WcStatus, GRH_BYTES,
+    UdDest, WcFlags, WcStatus, WorkCompletion, GRH_BYTES,
 };
-use mlx5_kernel::KernelHal;
+use mlx5_kernel::{KernelHal, OpenError};
 
 kernel::entry_point!(main);
 
@@ -99,6 +98,116 @@ fn main(ctx: &AppContext) -> i32 {
     }
 }
 
+/// Why a run failed.
+#[derive(Debug)]
+enum Error<'a> {
+    /// A network word of the cmdline.
+    NetArgs(NetArgsError<'a>),
+    /// No mlx5 function to open.
+    Open(OpenError),
+    /// A call of the driver failed: which one.
+    Verbs(&'static str, mlx5::Error),
+    /// The network did not come up.
+    Node(NodeError),
+    /// The TCP exchange failed: what it was doing.
+    Oob(&'static str, OobError),
+    /// `-s` larger than the port's active MTU (ud_pingpong.c `pp_init_ctx`).
+    SizeAboveMtu(u32),
+    /// The peer's address message does not parse: whose.
+    Garbled(&'static str),
+    /// The client's last message was not `"done"`.
+    NoDone,
+    /// Posting SEND `k` failed.
+    PostSend(u64, mlx5::Error),
+    /// Polling the CQ failed, after `sent` SENDs and `received` messages.
+    Poll {
+        sent: u64,
+        received: u64,
+        err: mlx5::Error,
+    },
+    /// No completion within [`WAIT`], after `sent` SENDs and `received` messages.
+    NoCompletion { sent: u64, received: u64 },
+    /// A completion in error.
+    Completion {
+        wr_id: u64,
+        status: WcStatus,
+        vendor_err: u8,
+    },
+    /// Message `n` came with `len` bytes past the GRH area, not `-s`'s.
+    Length { n: u64, len: usize, size: u32 },
+    /// Message `n` came from another QP, or without a GRH.
+    Source {
+        n: u64,
+        qpn: u32,
+        want: u32,
+        flags: WcFlags,
+    },
+    /// Message `n`'s GRH area names another IPv4 sender.
+    GrhSource {
+        n: u64,
+        from: Option<[u8; 4]>,
+        want: Option<[u8; 4]>,
+    },
+    /// Message `n`'s byte `at` is `value`, not the expected one.
+    Byte { n: u64, at: usize, value: u8 },
+    /// The device refused to close.
+    Teardown,
+}
+
+impl core::fmt::Display for Error<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Error::NetArgs(e) => write!(f, "{e}"),
+            Error::Open(e) => write!(f, "no mlx5 function: {e:?}"),
+            Error::Verbs(w, e) => write!(f, "{w}: {e:?}"),
+            Error::Node(e) => write!(f, "the network: {e:?}"),
+            Error::Oob(w, e) => write!(f, "{w}: {e}"),
+            Error::SizeAboveMtu(mtu) => write!(f, "Requested size larger than port MTU ({mtu})"),
+            Error::Garbled(who) => write!(f, "the {who}'s address is garbled"),
+            Error::NoDone => write!(f, "the client did not say done"),
+            Error::PostSend(k, e) => write!(f, "post_ud_send {k}: {e:?}"),
+            Error::Poll {
+                sent,
+                received,
+                err,
+            } => write!(f, "poll (sent {sent}, received {received}): {err:?}"),
+            Error::NoCompletion { sent, received } => write!(
+                f,
+                "no completion in {WAIT:?} (sent {sent}, received {received})"
+            ),
+            Error::Completion {
+                wr_id,
+                status,
+                vendor_err,
+            } => write!(
+                f,
+                "completion {wr_id:#x} in error: {status:?} (vendor syndrome {vendor_err:#x})"
+            ),
+            Error::Length { n, len, size } => {
+                write!(f, "message {n}: {len} bytes, not {size} and the GRH area")
+            }
+            Error::Source {
+                n,
+                qpn,
+                want,
+                flags,
+            } => write!(
+                f,
+                "message {n}: from QPN {qpn:#x} (not {want:#x}), flags {flags:?} (no GRH?)"
+            ),
+            Error::GrhSource { n, from, want } => write!(
+                f,
+                "message {n}: the GRH area names {from:?} as the sender, not {want:?}"
+            ),
+            Error::Byte { n, at, value } => write!(
+                f,
+                "message {n}: byte {at} is {value:#04x}, not the expected one"
+            ),
+            Error::Teardown => write!(f, "teardown refused"),
+        }
+    }
+}
+
 /// What the ping-pong runs on.
 struct Res<'a> {
     o: &'a Opts,
@@ -114,39 +223,39 @@ impl Res<'_> {
         self.o.size as u64 + (k % self.o.rx_depth as u64) * (self.o.size as u64 + GRH_BYTES as u64)
     }
 
-    fn post_recv(&mut self, k: u64) -> Result<(), String> {
+    fn post_recv(&mut self, k: u64) -> Result<(), Error<'static>> {
         let s = [self.mr.sge(self.slot(k), self.o.size + GRH_BYTES as u32)];
         self.qp
             .post_recv(&[RecvWr { wr_id: k, sges: &s }])
-            .map_err(|e| format!("post_recv: {e:?}"))
+            .map_err(|e| Error::Verbs("post_recv", e))
     }
 }
 
-fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
-    let net = stack::net_args(cmdline).map_err(|e| format!("{e}"))?;
-    let side = Side::new(o.client, net.peer).map_err(|e| format!("{e}"))?;
+fn run<'a>(o: &Opts, cmdline: &'a str) -> Result<(), Error<'a>> {
+    let net = stack::net_args(cmdline).map_err(Error::NetArgs)?;
+    let side = Side::new(o.client, net.peer).map_err(|e| Error::Oob("the cmdline", e))?;
     let ip = net.ip.addr;
-    let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
+    let hal = mlx5_kernel::open_first(None).map_err(Error::Open)?;
     let dev =
-        Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
-    let r = (|| -> Result<(), String> {
+        Context::open(hal, ContextConfig::default()).map_err(|e| Error::Verbs("bring-up", e))?;
+    let r = (|| -> Result<(), Error<'a>> {
         // pp_init_ctx: the size must fit the port's active MTU.
         let port = dev
             .query_port(1)
-            .map_err(|e| format!("query_port: {e:?}"))?;
+            .map_err(|e| Error::Verbs("query_port", e))?;
         let mtu = port.active_mtu.map_or(0, |m| 128u32 << (m as u32));
         if o.size > mtu {
-            return Err(format!("Requested size larger than port MTU ({mtu})"));
+            return Err(Error::SizeAboveMtu(mtu));
         }
-        let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
-        let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
+        let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| Error::Verbs("the IPv4 GID", e))?;
+        let pd = dev.alloc_pd().map_err(|e| Error::Verbs("alloc_pd", e))?;
         let len = o.size as u64 + o.rx_depth as u64 * (o.size as u64 + GRH_BYTES as u64);
         let mr = pd
             .alloc_mr(len as usize, AccessFlags::LOCAL_WRITE)
-            .map_err(|e| format!("alloc_mr: {e:?}"))?;
+            .map_err(|e| Error::Verbs("alloc_mr", e))?;
         let cq = dev
             .create_cq(o.rx_depth + 1)
-            .map_err(|e| format!("create_cq: {e:?}"))?;
+            .map_err(|e| Error::Verbs("create_cq", e))?;
         let caps = QpCaps {
             max_send_wr: 1,
             max_recv_wr: o.rx_depth,
@@ -154,7 +263,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         };
         let qp = pd
             .create_ud_qp(&cq, &cq, &caps, QKEY)
-            .map_err(|e| format!("create_ud_qp: {e:?}"))?;
+            .map_err(|e| Error::Verbs("create_ud_qp", e))?;
         let me = QpEndpoint {
             gid: oob::ipv4_gid(ip),
             ..qp.endpoint()
@@ -163,8 +272,9 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}: GID ::ffff:{}.{}.{}.{} (index {sgid})",
             me.qpn, me.psn, ip[0], ip[1], ip[2], ip[3]
         );
-        let node = KernelNode::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
-        let link = Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?;
+        let node = KernelNode::up(&dev, &net).map_err(Error::Node)?;
+        let link =
+            Oob::open(node, side, o.port, WAIT).map_err(|e| Error::Oob("the exchange", e))?;
         let mut r = Res {
             o,
             qp,
@@ -195,7 +305,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         oob::print_counters("ud-pingpong", &dev, None);
     }
     r?;
-    dev.close().map_err(|_| "teardown refused")?;
+    dev.close().map_err(|_| Error::Teardown)?;
     Ok(())
 }
 
@@ -206,21 +316,29 @@ fn exchange(
     me: &QpEndpoint,
     pd: &mlx5::ProtectionDomain<KernelHal>,
     sgid_index: u8,
-) -> Result<(QpEndpoint, AddressHandle), String> {
-    let sent = |e: oob::OobError| format!("sending to the peer: {e}");
+) -> Result<(QpEndpoint, AddressHandle), Error<'static>> {
+    let sent = |e| Error::Oob("sending to the peer", e);
     let who = if r.o.client { "server" } else { "client" };
     if r.o.client {
         r.link.send(&dest_msg(me)).map_err(sent)?;
     }
-    let m = r
-        .link
-        .recv(DEST_MSG_LEN)
-        .map_err(|e| format!("reading the {who}'s address: {e}"))?;
-    let mut rem = parse_dest(&m).ok_or(format!("the {who}'s address is garbled"))?;
-    rem.mac = r
-        .link
-        .peer_mac(&rem.gid)
-        .map_err(|e| format!("the {who}'s MAC: {e}"))?;
+    let m = r.link.recv(DEST_MSG_LEN).map_err(|e| {
+        let w = if r.o.client {
+            "reading the server's address"
+        } else {
+            "reading the client's address"
+        };
+        Error::Oob(w, e)
+    })?;
+    let mut rem = parse_dest(&m).ok_or(Error::Garbled(who))?;
+    rem.mac = r.link.peer_mac(&rem.gid).map_err(|e| {
+        let w = if r.o.client {
+            "the server's MAC"
+        } else {
+            "the client's MAC"
+        };
+        Error::Oob(w, e)
+    })?;
     let ah = pd
         .create_ah(&AhAttr {
             dgid: rem.gid,
@@ -230,7 +348,7 @@ fn exchange(
             traffic_class: 0,
             flow_label: 0,
         })
-        .map_err(|e| format!("create_ah: {e:?}"))?;
+        .map_err(|e| Error::Verbs("create_ah", e))?;
     if r.o.client {
         r.link.send(DONE).map_err(sent)?;
     } else {
@@ -238,105 +356,152 @@ fn exchange(
         let d = r
             .link
             .recv(DONE.len())
-            .map_err(|e| format!("reading the client's done: {e}"))?;
+            .map_err(|e| Error::Oob("reading the client's done", e))?;
         if d != DONE {
-            return Err("the client did not say done".into());
+            return Err(Error::NoDone);
         }
     }
     Ok((rem, ah))
 }
 
 /// ud_pingpong.c `main`'s loop, every received message checked.
-fn ping_pong(r: &mut Res<'_>, rem: &QpEndpoint, ah: &AddressHandle) -> Result<(), String> {
+fn ping_pong(r: &mut Res<'_>, rem: &QpEndpoint, ah: &AddressHandle) -> Result<(), Error<'static>> {
     let o = r.o;
     let size = o.size as usize;
     // This side's messages: a known pattern per count, byte 0 zero (ud_pingpong's `-c` mark).
     let base: Vec<u8> = (0..size).map(|i| oob::pattern(SEED, 0, i)).collect();
-    let mine = |k: u64| {
-        let mut m = message(&base, k);
-        m[0] = 0;
-        m
+    let mut p = Pong {
+        dest: UdDest {
+            ah,
+            remote_qpn: rem.qpn,
+            remote_qkey: QKEY,
+        },
+        base,
+        peer_ip: stack::gid_ipv4(&rem.gid),
+        last: Vec::new(),
+        got: alloc::vec![0u8; GRH_BYTES + size],
     };
-    let dest = UdDest {
-        ah,
-        remote_qpn: rem.qpn,
-        remote_qkey: QKEY,
-    };
-    let peer_ip = stack::gid_ipv4(&rem.gid);
-    let mut last: Vec<u8> = Vec::new();
-    let send = |r: &mut Res<'_>, k: u64, last: &mut Vec<u8>| -> Result<(), String> {
-        let data = mine(k);
-        r.mr.write(0, &data).map_err(|e| format!("write: {e:?}"))?;
-        *last = data;
-        let s = [r.mr.sge(0, o.size)];
+    let t0 = Instant::now();
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let (mut send_pending, mut recv_pending) = (false, true);
+    if o.client {
+        p.send(r, 0)?;
+        send_pending = true;
+    }
+    while rcnt < o.iters || scnt < o.iters {
+        let (sent, received) = (scnt, rcnt);
+        let wcs = r
+            .link
+            .poll_cq(&mut r.cq, 1, WAIT)
+            .map_err(|err| Error::Poll {
+                sent,
+                received,
+                err,
+            })?;
+        let wc = wcs.first().ok_or(Error::NoCompletion { sent, received })?;
+        if wc.status != WcStatus::Success {
+            return Err(Error::Completion {
+                wr_id: wc.wr_id,
+                status: wc.status,
+                vendor_err: wc.vendor_err,
+            });
+        }
+        if wc.wr_id >> 32 == 1 {
+            scnt += 1;
+            send_pending = false;
+        } else {
+            p.received(r, wc, rem.qpn, rcnt)?;
+            rcnt += 1;
+            recv_pending = false;
+            r.post_recv(wc.wr_id + o.rx_depth as u64)?;
+        }
+        if scnt < o.iters && !send_pending && !recv_pending {
+            p.send(r, scnt)?;
+            send_pending = true;
+            recv_pending = true;
+        }
+    }
+    print_figures(o, t0);
+    println!(
+        "ud-pingpong: every byte of {rcnt} messages checked, each from QPN {:#x} with its GRH: ok",
+        rem.qpn
+    );
+    Ok(())
+}
+
+/// What the ping-pong keeps between completions.
+struct Pong<'h> {
+    /// Where this side's SENDs go.
+    dest: UdDest<'h>,
+    /// This side's pattern, of `-s` bytes.
+    base: Vec<u8>,
+    /// The IPv4 address of the peer's GID, if it is one.
+    peer_ip: Option<[u8; 4]>,
+    /// This side's last message.
+    last: Vec<u8>,
+    /// A received message, with its GRH area.
+    got: Vec<u8>,
+}
+
+impl Pong<'_> {
+    /// Posts this side's message `k`, signaled, remembered in `last`.
+    fn send(&mut self, r: &mut Res<'_>, k: u64) -> Result<(), Error<'static>> {
+        let mut data = message(&self.base, k);
+        data[0] = 0;
+        r.mr.write(0, &data).map_err(|e| Error::Verbs("write", e))?;
+        self.last = data;
+        let s = [r.mr.sge(0, r.o.size)];
         let wr = SendWr {
             wr_id: 1 << 32 | k,
             op: SendOp::Send { imm: None },
             data: SendData::Sges(&s),
             flags: SendFlags::SIGNALED,
         };
-        r.qp.post_ud_send(&wr, &dest)
-            .map_err(|e| format!("post_ud_send {k}: {e:?}"))
-    };
-    let t0 = Instant::now();
-    let (mut scnt, mut rcnt) = (0u64, 0u64);
-    let (mut send_pending, mut recv_pending) = (false, true);
-    if o.client {
-        send(r, 0, &mut last)?;
-        send_pending = true;
+        r.qp.post_ud_send(&wr, &self.dest)
+            .map_err(|e| Error::PostSend(k, e))
     }
-    let mut got = alloc::vec![0u8; GRH_BYTES + size];
-    while rcnt < o.iters || scnt < o.iters {
-        let wcs = r
-            .link
-            .poll_cq(&mut r.cq, 1, WAIT)
-            .map_err(|e| format!("poll (sent {scnt}, received {rcnt}): {e:?}"))?;
-        let wc = wcs.first().ok_or(format!(
-            "no completion in {WAIT:?} (sent {scnt}, received {rcnt})"
-        ))?;
-        if wc.status != WcStatus::Success {
-            return Err(format!(
-                "completion {:#x} in error: {:?} (vendor syndrome {:#x})",
-                wc.wr_id, wc.status, wc.vendor_err
-            ));
+
+    /// Checks received message `n` (completion `wc`): its length, sender QPN `qpn`, GRH
+    /// flag, the IPv4 sender in the GRH area and every byte.
+    fn received(
+        &mut self,
+        r: &Res<'_>,
+        wc: &WorkCompletion,
+        qpn: u32,
+        n: u64,
+    ) -> Result<(), Error<'static>> {
+        let size = r.o.size as usize;
+        if wc.byte_len as usize != GRH_BYTES + size {
+            return Err(Error::Length {
+                n,
+                len: wc.byte_len as usize - GRH_BYTES.min(wc.byte_len as usize),
+                size: r.o.size,
+            });
         }
-        if wc.wr_id >> 32 == 1 {
-            scnt += 1;
-            send_pending = false;
-        } else {
-            let k = wc.wr_id;
-            if wc.byte_len as usize != GRH_BYTES + size {
-                return Err(format!(
-                    "message {rcnt}: {} bytes, not {} and the GRH area",
-                    wc.byte_len as usize - GRH_BYTES.min(wc.byte_len as usize),
-                    size
-                ));
-            }
-            if wc.src_qp != rem.qpn || !wc.wc_flags.contains(WcFlags::GRH) {
-                return Err(format!(
-                    "message {rcnt}: from QPN {:#x} (not {:#x}), flags {:?} (no GRH?)",
-                    wc.src_qp, rem.qpn, wc.wc_flags
-                ));
-            }
-            r.mr.read(r.slot(k), &mut got)
-                .map_err(|e| format!("read: {e:?}"))?;
-            let from = grh_ipv4_source(&got[..GRH_BYTES]);
-            if peer_ip.is_some() && from != peer_ip {
-                return Err(format!(
-                    "message {rcnt}: the GRH area names {from:?} as the sender, not {peer_ip:?}"
-                ));
-            }
-            check(&got[GRH_BYTES..], o.client, rcnt, &last)?;
-            rcnt += 1;
-            recv_pending = false;
-            r.post_recv(k + o.rx_depth as u64)?;
+        if wc.src_qp != qpn || !wc.wc_flags.contains(WcFlags::GRH) {
+            return Err(Error::Source {
+                n,
+                qpn: wc.src_qp,
+                want: qpn,
+                flags: wc.wc_flags,
+            });
         }
-        if scnt < o.iters && !send_pending && !recv_pending {
-            send(r, scnt, &mut last)?;
-            send_pending = true;
-            recv_pending = true;
+        r.mr.read(r.slot(wc.wr_id), &mut self.got)
+            .map_err(|e| Error::Verbs("read", e))?;
+        let from = grh_ipv4_source(&self.got[..GRH_BYTES]);
+        if self.peer_ip.is_some() && from != self.peer_ip {
+            return Err(Error::GrhSource {
+                n,
+                from,
+                want: self.peer_ip,
+            });
         }
+        check(&self.got[GRH_BYTES..], r.o.client, n, &self.last)
     }
+}
+
+/// ud_pingpong.c `main`'s figures of the run that began at `t0`.
+fn print_figures(o: &Opts, t0: Instant) {
     let usec = oob::secs(t0) * 1e6;
     let bytes = o.size as u64 * o.iters * 2;
     println!(
@@ -350,16 +515,11 @@ fn ping_pong(r: &mut Res<'_>, rem: &QpEndpoint, ah: &AddressHandle) -> Result<()
         usec / 1e6,
         usec / o.iters as f64
     );
-    println!(
-        "ud-pingpong: every byte of {rcnt} messages checked, each from QPN {:#x} with its GRH: ok",
-        rem.qpn
-    );
-    Ok(())
 }
 
 /// Message `n` from Linux: the server's first is ud_pingpong's untouched buffer (0x7b bytes,
 /// byte 0 zero under `-c`); every other one echoes this side's previous message.
-fn check(got: &[u8], client: bool, n: u64, last: &[u8]) -> Result<(), String> {
+fn check(got: &[u8], client: bool, n: u64, last: &[u8]) -> Result<(), Error<'static>> {
     let bad = if !client && n == 0 {
         got.iter()
             .enumerate()
@@ -368,10 +528,11 @@ fn check(got: &[u8], client: bool, n: u64, last: &[u8]) -> Result<(), String> {
         first_difference(got, last)
     };
     match bad {
-        Some(i) => Err(format!(
-            "message {n}: byte {i} is {:#04x}, not the expected one",
-            got[i]
-        )),
+        Some(at) => Err(Error::Byte {
+            n,
+            at,
+            value: got[at],
+        }),
         None => Ok(()),
     }
 }

@@ -97,9 +97,9 @@ use apps::stack::{self, KernelNode};
 use kernel::time::{Deadline, Instant};
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig, Hal,
-    MemoryRegion, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
-    WcStatus, WorkCompletion,
+    AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig,
+    CounterSet, Hal, MemoryRegion, ProtectionDomain, QpCaps, QpEndpoint, QueuePair, Remote,
+    SendData, SendFlags, SendOp, SendWr, WcStatus, WorkCompletion,
 };
 use mlx5_kernel::KernelHal;
 use net::NetError;
@@ -157,386 +157,462 @@ fn main(ctx: &AppContext) -> i32 {
 fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
     let net = stack::net_args(cmdline).map_err(|e| format!("{e}"))?;
     let side = Side::new(o.client, net.peer).map_err(|e| format!("{e}"))?;
-    let ip = net.ip.addr;
     let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
     let dev =
         Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
     // Fault finding: the QP counts into a Q counter set of its own (QPC counter_set_id, as
     // Linux mlx5_ib), printed with the port's counters when the run fails.
     let set = dev.alloc_counter_set().ok();
-    let r = (|| -> Result<(), String> {
-        let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
-        let gid = oob::ipv4_gid(ip);
-        let lay = Layout::new(o.max_size(), o.verb, o.rx_depth);
-        let len = usize::try_from(lay.len()).map_err(|_| "size")?;
-        let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
-        let t = Instant::now();
-        let mr = pd
-            .alloc_mr(len, AccessFlags::ALL)
-            .map_err(|e| format!("alloc_mr: {e:?}"))?;
-        log::info!(
-            "perftest: region of {len} B registered in {:?}",
-            t.elapsed()
-        );
-        let t = Instant::now();
-        fill(&mr, 0, lay.len())?;
-        log::info!("perftest: pattern written in {:?}", t.elapsed());
-        if (o.verb, o.test) == (Verb::Write, Test::Lat) {
-            // The byte each size's ping-pong polls starts at 0 (perftest zeroes its whole buffer).
-            for s in o.sizes() {
-                mr.write(lay.target() + s - 1, &[0])
-                    .map_err(|e| format!("write: {e:?}"))?;
-            }
-        }
-        let node = KernelNode::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
-        let link = if o.rdma_cm {
-            Link::Cm(alloc::boxed::Box::new(
-                CmLink::open(&dev, &pd, node, side, o.port, sgid as u8, WAIT)
-                    .map_err(|e| format!("the exchange (-R): {e}"))?,
-            ))
-        } else {
-            Link::Tcp(alloc::boxed::Box::new(
-                Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?,
-            ))
-        };
-        let (sch, rch) = if o.events {
-            (
-                Some(dev.create_comp_channel()),
-                Some(dev.create_comp_channel()),
-            )
-        } else {
-            (None, None)
-        };
-        let mk_cq = |ch: &Option<CompletionChannel<_>>, n: u32| match ch {
-            Some(c) => dev.create_cq_with_channel(n, c),
-            None => dev.create_cq(n),
-        };
-        // perftest (perftest_resources.c `create_reg_cqs`, `ctx_init`): the receive CQ and the
-        // receive queue hold rx_depth, every receive this side keeps posted.
-        let (rq, rcq_len) = match o.verb {
-            Verb::Send => {
-                let d = u32::try_from(o.rx_depth).map_err(|_| "rx_depth")?;
-                (d, d.max(256))
-            }
-            _ => (64, 256),
-        };
-        let scq = mk_cq(&sch, 256).map_err(|e| format!("create_cq: {e:?}"))?;
-        let rcq = mk_cq(&rch, rcq_len).map_err(|e| format!("create_cq: {e:?}"))?;
-        let caps = QpCaps {
-            max_send_wr: 64,
-            max_recv_wr: rq,
-            ..QpCaps::default()
-        };
-        // With -R the test's QP comes with its rdma_cm connection, after the first exchanges.
-        let qp = if o.rdma_cm {
-            None
-        } else {
-            Some(
-                pd.create_qp(&scq, &rcq, &caps)
-                    .map_err(|e| format!("create_qp: {e:?}"))?,
-            )
-        };
-        let mut r = Res {
-            qp,
-            scq,
-            rcq,
-            sch,
-            rch,
-            mr,
-            lay,
-            events: [0; 3],
-            recv_dirty: false,
-            link,
-        };
-        let dcaps = dev.caps();
-        // perftest_parameters.c: out_reads is the device's maximum for READ and atomic tools.
-        let my_reads: u32 = match o.verb {
-            Verb::Read | Verb::Atomic => (1u32 << dcaps.log_max_ra_res_qp.min(7)).min(128),
-            _ => 1,
-        };
-
-        let c = o.client;
-        let mut v = [0u8; 16];
-        v[..VERSION.len()].copy_from_slice(VERSION);
-        let theirs = xchg(&mut r.link, c, &v, "versions")?;
-        let their_version: String =
-            core::str::from_utf8(theirs.split(|&b| b == 0).next().unwrap_or(&[]))
-                .unwrap_or("?")
-                .into();
-        let _ = xchg(
-            &mut r.link,
-            c,
-            &(CYCLE_BUFFER as u32).to_be_bytes(),
-            "cycle buffers",
-        )?;
-        let _ = xchg(
-            &mut r.link,
-            c,
-            &(CACHE_LINE as u32).to_be_bytes(),
-            "cache line sizes",
-        )?;
-        let m = xchg(&mut r.link, c, &[b'0' + o.mtu, 0], "MTUs")?;
-        let their_mtu = m
-            .first()
-            .map(|b| b.wrapping_sub(b'0'))
-            .filter(|x| (1..=5).contains(x))
-            .ok_or("garbled MTU")?;
-        let mtu = o.mtu.min(their_mtu);
-        println!("{RESULT_LINE}");
-        let what = match o.verb {
-            Verb::Atomic => format!("{} {:?}", o.tool, o.atomic),
-            _ => o.tool.into(),
-        };
-        println!(
-            "                    {what} (unikernel, {}) against perftest {their_version}",
-            if c { "client" } else { "server" }
-        );
-        println!(" Mtu             : {}[B]", 128u32 << mtu);
-        println!(" GID index       : {sgid}");
-        match o.duration {
-            Some((d, m)) => println!(" Duration        : {d} s (margin {m} s)"),
-            None => println!(
-                " Iterations      : {}{}",
-                o.iters,
-                if o.all { ", sizes 2..8388608" } else { "" }
-            ),
-        }
-        println!(
-            " Events          : {}",
-            if o.events { "on" } else { "off (polling)" }
-        );
-        println!("{RESULT_LINE}");
-        if o.rdma_cm {
-            rdma_cm_connection(o, &mut r, &pd, caps, my_reads)?;
-        }
-        if let Some(s) = &set {
-            match r.qp()?.set_counter_set(Some(s)) {
-                Ok(()) => {}
-                // With -R the CM has moved the QP to RTS already: a set it cannot take there
-                // only costs the fault-finding counters.
-                Err(e) if o.rdma_cm => log::info!("perftest: no Q counter set on the QP: {e:?}"),
-                Err(e) => return Err(format!("the QP's counter set: {e:?}")),
-            }
-        }
-        let ep = r.qp()?.endpoint();
-        let me = Dest {
-            out_reads: my_reads,
-            qpn: ep.qpn,
-            psn: ep.psn,
-            rkey: r.mr.rkey(),
-            vaddr: r.mr.addr() + lay.target(),
-            gid,
-        };
-        // The keys: perftest's text over TCP, the struct's bytes over rdma_cm.
-        let km = if o.rdma_cm {
-            dest_bytes(&me, sgid.into()).to_vec()
-        } else {
-            key_msg(&me)
-        };
-        let theirs = xchg(&mut r.link, c, &km, "keys")?;
-        let rem = if o.rdma_cm {
-            parse_dest_bytes(&theirs)
-        } else {
-            parse_key(&theirs)
-        }
-        .ok_or("the peer's keys are garbled")?;
-        let hs = |link: &mut Link, what: &str| -> Result<(), String> {
-            xchg(link, c, &km, what).map(|_| ())
-        };
-        if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
-            // write_lat.c / read_lat.c shake hands twice before connecting.
-            hs(&mut r.link, "second key handshake")?;
-        }
-        println!(
-            " local address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}",
-            me.qpn, me.psn, me.rkey, me.vaddr
-        );
-        println!(
-            " remote address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}",
-            rem.qpn, rem.psn, rem.rkey, rem.vaddr
-        );
-        // With -R the test's QP is connected; otherwise the peer's MAC, by ARP for the
-        // address its GID carries, and the QP connected to the peer's keys.
-        if !o.rdma_cm {
-            let mac = r
-                .link
-                .peer_mac(&rem.gid)
-                .map_err(|e| format!("the peer's MAC: {e}"))?;
-            let copts = ConnectOptions {
-                mtu: oob::mtu_of(mtu),
-                sgid_index: sgid as u8,
-                max_dest_rd_atomic: my_reads as u8,
-                max_rd_atomic: rem
-                    .out_reads
-                    .clamp(1, 1u32 << dcaps.log_max_ra_req_qp.min(7))
-                    as u8,
-                timeout: o.qp_timeout,
-                ..ConnectOptions::default()
-            };
-            r.qp()?
-                .connect(
-                    &QpEndpoint {
-                        qpn: rem.qpn,
-                        psn: rem.psn,
-                        gid: rem.gid,
-                        mac,
-                    },
-                    &copts,
-                )
-                .map_err(|e| format!("connect: {e:?}"))?;
-        }
-        hs(&mut r.link, "handshake after RTR")?;
-        hs(&mut r.link, "second handshake after RTR")?;
-
-        let remote = Remote {
-            addr: rem.vaddr,
-            rkey: rem.rkey,
-        };
-        let mut notes: Vec<String> = Vec::new();
-        // Before the closing exchange (the launcher stops this side a few seconds after Linux's
-        // tool ends): this side's own source half is never written by anyone but itself.
-        let close = |link: &mut Link, mr: &MemoryRegion<_>| -> Result<(), String> {
-            if let Some(at) = first_changed(mr, 0, lay.half)? {
-                return Err(format!("this side's source buffer changed at byte {at}"));
-            }
-            hs(link, "closing handshake")?;
-            // Over rdma_cm, ctx_close_connection is the handshake alone.
-            if matches!(link, Link::Cm(_)) {
-                return Ok(());
-            }
-            // perftest_communication.c `ctx_close_connection`: each side writes "done" and its
-            // NUL and closes without reading the other's. So the peer's comes whatever this
-            // side does, and the peer may have closed, and reset what arrives after (Linux
-            // does on a socket closed with data unread), before this side's is there.
-            let d = link
-                .recv(DONE.len())
-                .map_err(|e| format!("exchange of the done: {e}"))?;
-            if d != DONE {
-                return Err("the peer did not say done".into());
-            }
-            match link.send(DONE) {
-                Ok(())
-                | Err(LinkError::Tcp(OobError::Stream {
-                    err: NetError::Reset | NetError::Closed,
-                    ..
-                })) => Ok(()),
-                Err(e) => Err(format!("exchange of the done: {e}")),
-            }
-        };
-        match (o.test, o.verb, c) {
-            (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, true) => {
-                print_bw_header();
-                let mut last = Report::default();
-                for s in o.sizes() {
-                    let (rep, note) = bw_requester(o, &mut r, remote, s)?;
-                    print_bw_line(&rep);
-                    notes.push(note);
-                    last = rep;
-                }
-                println!("{RESULT_LINE}");
-                hs(&mut r.link, "handshake after the run")?;
-                send_report(&mut r.link, c, &last)?;
-                close(&mut r.link, &r.mr)?;
-            }
-            (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, false) => {
-                print_bw_header();
-                hs(&mut r.link, "handshake after the run")?;
-                let theirs = recv_report(&mut r.link, c)?;
-                print_bw_line(&theirs);
-                println!("{RESULT_LINE}");
-                // The client's run is over (its last WR completed before it shook hands).
-                notes.push(check_target(o, &r, theirs.iters)?);
-                close(&mut r.link, &r.mr)?;
-            }
-            (Test::Bw, Verb::Send, _) => {
-                print_bw_header();
-                for s in o.sizes() {
-                    let ring = if c {
-                        None
-                    } else {
-                        Some(post_recvs(o, &mut r, s)?)
-                    };
-                    hs(&mut r.link, "handshake before the run")?;
-                    let (rep, note) = match ring {
-                        None => bw_requester(o, &mut r, remote, s)?,
-                        Some(ring) => receiver(o, &mut r, s, ring)?,
-                    };
-                    print_bw_line(&rep);
-                    notes.push(note);
-                    if o.all {
-                        hs(&mut r.link, "handshake after the size")?;
-                    }
-                }
-                println!("{RESULT_LINE}");
-                close(&mut r.link, &r.mr)?;
-            }
-            (Test::Lat, Verb::Write, _) => {
-                print_lat_header(o);
-                for s in o.sizes() {
-                    notes.push(write_lat(o, &mut r, remote, s)?);
-                }
-                println!("{RESULT_LINE}");
-                notes.push(check_write_lat_target(o, &r)?);
-            }
-            (Test::Lat, Verb::Read, true) => {
-                print_lat_header(o);
-                for s in o.sizes() {
-                    notes.push(read_lat(o, &mut r, remote, s)?);
-                }
-                println!("{RESULT_LINE}");
-                close(&mut r.link, &r.mr)?;
-            }
-            (Test::Lat, Verb::Read, false) => {
-                close(&mut r.link, &r.mr)?;
-                println!("{RESULT_LINE}");
-                notes.push(check_target(o, &r, 0)?);
-            }
-            (Test::Lat, Verb::Send, _) => {
-                print_lat_header(o);
-                for s in o.sizes() {
-                    let ring = post_recvs(o, &mut r, s)?;
-                    hs(&mut r.link, "handshake before the run")?;
-                    notes.push(send_lat(o, &mut r, s, ring)?);
-                }
-                println!("{RESULT_LINE}");
-                close(&mut r.link, &r.mr)?;
-            }
-            (Test::Lat, Verb::Atomic, _) => return Err("ib_atomic_lat is not supported".into()),
-        }
-        // This side's own source half is never written by anyone but itself.
-        if o.verb == Verb::Write && o.test == Test::Lat {
-            if let Some(at) = first_changed(&r.mr, 0, lay.half)? {
-                return Err(format!("this side's source buffer changed at byte {at}"));
-            }
-        }
-        if o.events {
-            // The sides that wait for completions: every client, and the SEND servers.
-            let waits = c || o.verb == Verb::Send;
-            if waits && r.events[0] == 0 {
-                return Err("-e: no completion event was taken".into());
-            }
-            notes.push(format!(
-                "{} completion events taken; {} completions there at the first poll, {} right after arming (-e)",
-                r.events[0], r.events[1], r.events[2]
-            ));
-        }
-        for n in &notes {
-            println!("perftest: {n}: ok");
-        }
-        // -R: both rdma_cm connections disconnected (destroy_ctx), their QPs destroyed with
-        // their ids before the test's CQs go.
-        if let Link::Cm(l) = &mut r.link {
-            println!("perftest: rdma_cm: {}", l.close());
-        }
-        drop(r);
-        drop(pd);
-        Ok(())
-    })();
+    let r = run_on(o, &dev, &net, side, set.as_ref());
     if r.is_err() {
         oob::print_counters("perftest", &dev, set.as_ref());
     }
     r?;
     drop(set);
     dev.close().map_err(|_| "teardown refused")?;
+    Ok(())
+}
+
+/// The run on the open device: the resources, the exchange, the test's connection, the test
+/// and its report, and the resources' end.
+fn run_on(
+    o: &Opts,
+    dev: &Context<KernelHal>,
+    net: &stack::NetArgs,
+    side: Side,
+    set: Option<&CounterSet<KernelHal>>,
+) -> Result<(), String> {
+    let ip = net.ip.addr;
+    let sgid = oob::ipv4_gid_index(dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
+    let gid = oob::ipv4_gid(ip);
+    let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
+    let (mut r, caps) = setup(o, dev, &pd, net, side, sgid)?;
+    // perftest_parameters.c: out_reads is the device's maximum for READ and atomic tools.
+    let my_reads: u32 = match o.verb {
+        Verb::Read | Verb::Atomic => (1u32 << dev.caps().log_max_ra_res_qp.min(7)).min(128),
+        _ => 1,
+    };
+    let mtu = exchange_params(o, &mut r, sgid)?;
+    if o.rdma_cm {
+        rdma_cm_connection(o, &mut r, &pd, caps, my_reads)?;
+    }
+    if let Some(s) = set {
+        match r.qp()?.set_counter_set(Some(s)) {
+            Ok(()) => {}
+            // With -R the CM has moved the QP to RTS already: a set it cannot take there
+            // only costs the fault-finding counters.
+            Err(e) if o.rdma_cm => log::info!("perftest: no Q counter set on the QP: {e:?}"),
+            Err(e) => return Err(format!("the QP's counter set: {e:?}")),
+        }
+    }
+    let ep = r.qp()?.endpoint();
+    let me = Dest {
+        out_reads: my_reads,
+        qpn: ep.qpn,
+        psn: ep.psn,
+        rkey: r.mr.rkey(),
+        vaddr: r.mr.addr() + r.lay.target(),
+        gid,
+    };
+    let (rem, km) = exchange_keys(o, &mut r, &me, sgid)?;
+    // With -R the test's QP is connected; otherwise to the peer's keys.
+    if !o.rdma_cm {
+        connect(o, dev, &mut r, &rem, mtu, sgid, my_reads)?;
+    }
+    let c = o.client;
+    hs(&mut r.link, c, &km, "handshake after RTR")?;
+    hs(&mut r.link, c, &km, "second handshake after RTR")?;
+    let remote = Remote {
+        addr: rem.vaddr,
+        rkey: rem.rkey,
+    };
+    let mut notes = the_test(o, &mut r, remote, &km)?;
+    finish(o, &mut r, &mut notes)?;
+    drop(r);
+    drop(pd);
+    Ok(())
+}
+
+/// The region (the pattern written), the exchange's link, the CQs (on completion channels
+/// with `-e`) and, without `-R`, the test's QP; and the QP's capabilities.
+fn setup(
+    o: &Opts,
+    dev: &Context<KernelHal>,
+    pd: &ProtectionDomain<KernelHal>,
+    net: &stack::NetArgs,
+    side: Side,
+    sgid: u16,
+) -> Result<(Res, QpCaps), String> {
+    let lay = Layout::new(o.max_size(), o.verb, o.rx_depth);
+    let len = usize::try_from(lay.len()).map_err(|_| "size")?;
+    let t = Instant::now();
+    let mr = pd
+        .alloc_mr(len, AccessFlags::ALL)
+        .map_err(|e| format!("alloc_mr: {e:?}"))?;
+    log::info!(
+        "perftest: region of {len} B registered in {:?}",
+        t.elapsed()
+    );
+    let t = Instant::now();
+    fill(&mr, 0, lay.len())?;
+    log::info!("perftest: pattern written in {:?}", t.elapsed());
+    if (o.verb, o.test) == (Verb::Write, Test::Lat) {
+        // The byte each size's ping-pong polls starts at 0 (perftest zeroes its whole buffer).
+        for s in o.sizes() {
+            mr.write(lay.target() + s - 1, &[0])
+                .map_err(|e| format!("write: {e:?}"))?;
+        }
+    }
+    let node = KernelNode::up(dev, net).map_err(|e| format!("the network: {e:?}"))?;
+    let link = if o.rdma_cm {
+        Link::Cm(alloc::boxed::Box::new(
+            CmLink::open(dev, pd, node, side, o.port, sgid as u8, WAIT)
+                .map_err(|e| format!("the exchange (-R): {e}"))?,
+        ))
+    } else {
+        Link::Tcp(alloc::boxed::Box::new(
+            Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?,
+        ))
+    };
+    let (sch, rch) = if o.events {
+        (
+            Some(dev.create_comp_channel()),
+            Some(dev.create_comp_channel()),
+        )
+    } else {
+        (None, None)
+    };
+    let mk_cq = |ch: &Option<CompletionChannel<_>>, n: u32| match ch {
+        Some(c) => dev.create_cq_with_channel(n, c),
+        None => dev.create_cq(n),
+    };
+    // perftest (perftest_resources.c `create_reg_cqs`, `ctx_init`): the receive CQ and the
+    // receive queue hold rx_depth, every receive this side keeps posted.
+    let (rq, rcq_len) = match o.verb {
+        Verb::Send => {
+            let d = u32::try_from(o.rx_depth).map_err(|_| "rx_depth")?;
+            (d, d.max(256))
+        }
+        _ => (64, 256),
+    };
+    let scq = mk_cq(&sch, 256).map_err(|e| format!("create_cq: {e:?}"))?;
+    let rcq = mk_cq(&rch, rcq_len).map_err(|e| format!("create_cq: {e:?}"))?;
+    let caps = QpCaps {
+        max_send_wr: 64,
+        max_recv_wr: rq,
+        ..QpCaps::default()
+    };
+    // With -R the test's QP comes with its rdma_cm connection, after the first exchanges.
+    let qp = if o.rdma_cm {
+        None
+    } else {
+        Some(
+            pd.create_qp(&scq, &rcq, &caps)
+                .map_err(|e| format!("create_qp: {e:?}"))?,
+        )
+    };
+    let r = Res {
+        qp,
+        scq,
+        rcq,
+        sch,
+        rch,
+        mr,
+        lay,
+        events: [0; 3],
+        recv_dirty: false,
+        link,
+    };
+    Ok((r, caps))
+}
+
+/// Steps 1 to 3 of the exchange (the versions, `check_sys_data`, `check_mtu`) and the
+/// header; the MTU both take.
+fn exchange_params(o: &Opts, r: &mut Res, sgid: u16) -> Result<u8, String> {
+    let c = o.client;
+    let mut v = [0u8; 16];
+    v[..VERSION.len()].copy_from_slice(VERSION);
+    let theirs = xchg(&mut r.link, c, &v, "versions")?;
+    let their_version: String =
+        core::str::from_utf8(theirs.split(|&b| b == 0).next().unwrap_or(&[]))
+            .unwrap_or("?")
+            .into();
+    let _ = xchg(
+        &mut r.link,
+        c,
+        &(CYCLE_BUFFER as u32).to_be_bytes(),
+        "cycle buffers",
+    )?;
+    let _ = xchg(
+        &mut r.link,
+        c,
+        &(CACHE_LINE as u32).to_be_bytes(),
+        "cache line sizes",
+    )?;
+    let m = xchg(&mut r.link, c, &[b'0' + o.mtu, 0], "MTUs")?;
+    let their_mtu = m
+        .first()
+        .map(|b| b.wrapping_sub(b'0'))
+        .filter(|x| (1..=5).contains(x))
+        .ok_or("garbled MTU")?;
+    let mtu = o.mtu.min(their_mtu);
+    print_header(o, &their_version, mtu, sgid);
+    Ok(mtu)
+}
+
+/// The run's header: the tool, the MTU, the GID index, the iterations or duration, `-e`.
+fn print_header(o: &Opts, their_version: &str, mtu: u8, sgid: u16) {
+    println!("{RESULT_LINE}");
+    let what = match o.verb {
+        Verb::Atomic => format!("{} {:?}", o.tool, o.atomic),
+        _ => o.tool.into(),
+    };
+    println!(
+        "                    {what} (unikernel, {}) against perftest {their_version}",
+        if o.client { "client" } else { "server" }
+    );
+    println!(" Mtu             : {}[B]", 128u32 << mtu);
+    println!(" GID index       : {sgid}");
+    match o.duration {
+        Some((d, m)) => println!(" Duration        : {d} s (margin {m} s)"),
+        None => println!(
+            " Iterations      : {}{}",
+            o.iters,
+            if o.all { ", sizes 2..8388608" } else { "" }
+        ),
+    }
+    println!(
+        " Events          : {}",
+        if o.events { "on" } else { "off (polling)" }
+    );
+    println!("{RESULT_LINE}");
+}
+
+/// Step 4, `ctx_hand_shake` of the keys `me` (and the _lat tools' second one for WRITE and
+/// READ): the peer's keys and this side's message, which every later handshake repeats.
+fn exchange_keys(o: &Opts, r: &mut Res, me: &Dest, sgid: u16) -> Result<(Dest, Vec<u8>), String> {
+    let c = o.client;
+    // The keys: perftest's text over TCP, the struct's bytes over rdma_cm.
+    let km = if o.rdma_cm {
+        dest_bytes(me, sgid.into()).to_vec()
+    } else {
+        key_msg(me)
+    };
+    let theirs = xchg(&mut r.link, c, &km, "keys")?;
+    let rem = if o.rdma_cm {
+        parse_dest_bytes(&theirs)
+    } else {
+        parse_key(&theirs)
+    }
+    .ok_or("the peer's keys are garbled")?;
+    if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
+        // write_lat.c / read_lat.c shake hands twice before connecting.
+        hs(&mut r.link, c, &km, "second key handshake")?;
+    }
+    println!(
+        " local address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}",
+        me.qpn, me.psn, me.rkey, me.vaddr
+    );
+    println!(
+        " remote address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}",
+        rem.qpn, rem.psn, rem.rkey, rem.vaddr
+    );
+    Ok((rem, km))
+}
+
+/// Without `-R`: the peer's MAC, by ARP for the address its GID carries, and the test's QP
+/// connected to the peer's keys `rem` (`ctx_modify_qp_to_rtr/rts`).
+fn connect(
+    o: &Opts,
+    dev: &Context<KernelHal>,
+    r: &mut Res,
+    rem: &Dest,
+    mtu: u8,
+    sgid: u16,
+    my_reads: u32,
+) -> Result<(), String> {
+    let mac = r
+        .link
+        .peer_mac(&rem.gid)
+        .map_err(|e| format!("the peer's MAC: {e}"))?;
+    let copts = ConnectOptions {
+        mtu: oob::mtu_of(mtu),
+        sgid_index: sgid as u8,
+        max_dest_rd_atomic: my_reads as u8,
+        max_rd_atomic: rem
+            .out_reads
+            .clamp(1, 1u32 << dev.caps().log_max_ra_req_qp.min(7)) as u8,
+        timeout: o.qp_timeout,
+        ..ConnectOptions::default()
+    };
+    r.qp()?
+        .connect(
+            &QpEndpoint {
+                qpn: rem.qpn,
+                psn: rem.psn,
+                gid: rem.gid,
+                mac,
+            },
+            &copts,
+        )
+        .map_err(|e| format!("connect: {e:?}"))
+}
+
+/// A handshake: this side's keys message `km` each way (`ctx_hand_shake`).
+fn hs(link: &mut Link, c: bool, km: &[u8], what: &str) -> Result<(), String> {
+    xchg(link, c, km, what).map(|_| ())
+}
+
+/// Step 6, `ctx_close_connection` with the keys message `km`. Before it (the launcher stops
+/// this side a few seconds after Linux's tool ends): this side's own source half, the first
+/// `half` bytes of `mr`, is never written by anyone but itself.
+fn close(
+    link: &mut Link,
+    mr: &MemoryRegion<KernelHal>,
+    half: u64,
+    c: bool,
+    km: &[u8],
+) -> Result<(), String> {
+    if let Some(at) = first_changed(mr, 0, half)? {
+        return Err(format!("this side's source buffer changed at byte {at}"));
+    }
+    hs(link, c, km, "closing handshake")?;
+    // Over rdma_cm, ctx_close_connection is the handshake alone.
+    if matches!(link, Link::Cm(_)) {
+        return Ok(());
+    }
+    // perftest_communication.c `ctx_close_connection`: each side writes "done" and its
+    // NUL and closes without reading the other's. So the peer's comes whatever this
+    // side does, and the peer may have closed, and reset what arrives after (Linux
+    // does on a socket closed with data unread), before this side's is there.
+    let d = link
+        .recv(DONE.len())
+        .map_err(|e| format!("exchange of the done: {e}"))?;
+    if d != DONE {
+        return Err("the peer did not say done".into());
+    }
+    match link.send(DONE) {
+        Ok(())
+        | Err(LinkError::Tcp(OobError::Stream {
+            err: NetError::Reset | NetError::Closed,
+            ..
+        })) => Ok(()),
+        Err(e) => Err(format!("exchange of the done: {e}")),
+    }
+}
+
+/// Step 5, the test with the peer's buffer `remote`, its figures printed, and step 6; the
+/// notes of what was checked.
+fn the_test(o: &Opts, r: &mut Res, remote: Remote, km: &[u8]) -> Result<Vec<String>, String> {
+    let c = o.client;
+    let half = r.lay.half;
+    let mut notes: Vec<String> = Vec::new();
+    match (o.test, o.verb, c) {
+        (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, true) => {
+            print_bw_header();
+            let mut last = Report::default();
+            for s in o.sizes() {
+                let (rep, note) = bw_requester(o, r, remote, s)?;
+                print_bw_line(&rep);
+                notes.push(note);
+                last = rep;
+            }
+            println!("{RESULT_LINE}");
+            hs(&mut r.link, c, km, "handshake after the run")?;
+            send_report(&mut r.link, c, &last)?;
+            close(&mut r.link, &r.mr, half, c, km)?;
+        }
+        (Test::Bw, Verb::Write | Verb::Read | Verb::Atomic, false) => {
+            print_bw_header();
+            hs(&mut r.link, c, km, "handshake after the run")?;
+            let theirs = recv_report(&mut r.link, c)?;
+            print_bw_line(&theirs);
+            println!("{RESULT_LINE}");
+            // The client's run is over (its last WR completed before it shook hands).
+            notes.push(check_target(o, r, theirs.iters)?);
+            close(&mut r.link, &r.mr, half, c, km)?;
+        }
+        (Test::Bw, Verb::Send, _) => {
+            print_bw_header();
+            for s in o.sizes() {
+                let ring = if c { None } else { Some(post_recvs(o, r, s)?) };
+                hs(&mut r.link, c, km, "handshake before the run")?;
+                let (rep, note) = match ring {
+                    None => bw_requester(o, r, remote, s)?,
+                    Some(ring) => receiver(o, r, s, ring)?,
+                };
+                print_bw_line(&rep);
+                notes.push(note);
+                if o.all {
+                    hs(&mut r.link, c, km, "handshake after the size")?;
+                }
+            }
+            println!("{RESULT_LINE}");
+            close(&mut r.link, &r.mr, half, c, km)?;
+        }
+        (Test::Lat, Verb::Write, _) => {
+            print_lat_header(o);
+            for s in o.sizes() {
+                notes.push(write_lat(o, r, remote, s)?);
+            }
+            println!("{RESULT_LINE}");
+            notes.push(check_write_lat_target(o, r)?);
+        }
+        (Test::Lat, Verb::Read, true) => {
+            print_lat_header(o);
+            for s in o.sizes() {
+                notes.push(read_lat(o, r, remote, s)?);
+            }
+            println!("{RESULT_LINE}");
+            close(&mut r.link, &r.mr, half, c, km)?;
+        }
+        (Test::Lat, Verb::Read, false) => {
+            close(&mut r.link, &r.mr, half, c, km)?;
+            println!("{RESULT_LINE}");
+            notes.push(check_target(o, r, 0)?);
+        }
+        (Test::Lat, Verb::Send, _) => {
+            print_lat_header(o);
+            for s in o.sizes() {
+                let ring = post_recvs(o, r, s)?;
+                hs(&mut r.link, c, km, "handshake before the run")?;
+                notes.push(send_lat(o, r, s, ring)?);
+            }
+            println!("{RESULT_LINE}");
+            close(&mut r.link, &r.mr, half, c, km)?;
+        }
+        (Test::Lat, Verb::Atomic, _) => return Err("ib_atomic_lat is not supported".into()),
+    }
+    Ok(notes)
+}
+
+/// After the test: ib_write_lat's source check, `-e`'s events, the notes printed, and with
+/// `-R` both rdma_cm connections disconnected.
+fn finish(o: &Opts, r: &mut Res, notes: &mut Vec<String>) -> Result<(), String> {
+    // This side's own source half is never written by anyone but itself.
+    if o.verb == Verb::Write && o.test == Test::Lat {
+        if let Some(at) = first_changed(&r.mr, 0, r.lay.half)? {
+            return Err(format!("this side's source buffer changed at byte {at}"));
+        }
+    }
+    if o.events {
+        // The sides that wait for completions: every client, and the SEND servers.
+        let waits = o.client || o.verb == Verb::Send;
+        if waits && r.events[0] == 0 {
+            return Err("-e: no completion event was taken".into());
+        }
+        notes.push(format!(
+            "{} completion events taken; {} completions there at the first poll, {} right after arming (-e)",
+            r.events[0], r.events[1], r.events[2]
+        ));
+    }
+    for n in notes.iter() {
+        println!("perftest: {n}: ok");
+    }
+    // -R: both rdma_cm connections disconnected (destroy_ctx), their QPs destroyed with
+    // their ids before the test's CQs go.
+    if let Link::Cm(l) = &mut r.link {
+        println!("perftest: rdma_cm: {}", l.close());
+    }
     Ok(())
 }
