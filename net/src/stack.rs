@@ -243,6 +243,17 @@ impl<N: Nic, C: Clock> Stack<N, C> {
         self.dev.neighbours.lookup(ip)
     }
 
+    /// The MAC to send to for `ip` if known now, as [`Stack::resolve`] would answer it (the
+    /// neighbour's own inside the subnet, the gateway's outside it, ours for our address);
+    /// never waits, never asks (see [`Stack::solicit`]).
+    pub fn next_hop_mac(&self, ip: Ipv4Addr) -> Option<[u8; 6]> {
+        let hop = self.next_hop(ip).ok()?;
+        if hop == self.cfg.ip {
+            return Some(self.mac());
+        }
+        self.dev.neighbours.lookup(hop)
+    }
+
     /// The next hop toward `ip`: itself inside the subnet, else the gateway.
     pub(crate) fn next_hop(&self, ip: Ipv4Addr) -> Result<Ipv4Addr, NetError> {
         if self.cidr.contains_addr(&ip) {
@@ -257,13 +268,10 @@ impl<N: Nic, C: Clock> Stack<N, C> {
     /// address answers our own MAC.
     pub fn resolve(&mut self, ip: Ipv4Addr, deadline: u64) -> Result<[u8; 6], NetError> {
         let hop = self.next_hop(ip)?;
-        if hop == self.cfg.ip {
-            return Ok(self.mac());
-        }
         let mut next_request = 0;
         loop {
             self.poll();
-            if let Some(mac) = self.dev.neighbours.lookup(hop) {
+            if let Some(mac) = self.next_hop_mac(hop) {
                 return Ok(mac);
             }
             let now = self.clock.now_us();
@@ -273,14 +281,31 @@ impl<N: Nic, C: Clock> Stack<N, C> {
             if now >= next_request {
                 // A refused request (queue full) is counted in the stats; the next turn
                 // asks again.
-                let (mac, own) = (self.mac(), self.cfg.ip);
-                let _ = self
-                    .dev
-                    .send_with(arp::request_len(), |buf| arp::request(buf, mac, own, hop));
+                self.send_arp_request(hop);
                 next_request = now.saturating_add(ARP_RETRY_US);
             }
             self.clock.relax();
         }
+    }
+
+    /// Asks for the MAC of `ip` (of the gateway outside the subnet) with one ARP request and
+    /// returns at once; the reply lands in the neighbour table ([`Stack::neighbour`]) during a
+    /// later [`Stack::poll`]. For callers that wait in a loop of their own (rdma_cm's address
+    /// resolution) and repeat the request themselves, every [`ARP_RETRY_US`]. A destination
+    /// without a route, our own address and a neighbour already known send nothing.
+    pub fn solicit(&mut self, ip: Ipv4Addr) {
+        if let (Ok(hop), None) = (self.next_hop(ip), self.next_hop_mac(ip)) {
+            self.send_arp_request(hop);
+        }
+    }
+
+    /// One ARP request for `hop`, broadcast; a refused one (queue full) is counted in the
+    /// stats.
+    fn send_arp_request(&mut self, hop: Ipv4Addr) {
+        let (mac, own) = (self.mac(), self.cfg.ip);
+        let _ = self
+            .dev
+            .send_with(arp::request_len(), |buf| arp::request(buf, mac, own, hop));
     }
 
     /// Sends one ICMP echo request to `ip` and waits for its reply: the round trip in

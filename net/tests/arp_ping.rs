@@ -71,6 +71,30 @@ fn off_subnet_goes_to_the_gateway_or_nowhere() {
 }
 
 #[test]
+fn solicit_asks_once_and_polling_learns_the_answer() {
+    let (mut a, mut b, link) = stacks();
+    assert_eq!(a.next_hop_mac(IP_B), None);
+    a.solicit(IP_B);
+    assert_eq!(link.delivered(), 1);
+    // B answers in its poll, A learns in its own.
+    let t0 = a.now_us();
+    while a.next_hop_mac(IP_B).is_none() && a.now_us() - t0 < 5_000_000 {
+        b.poll();
+        a.poll();
+    }
+    assert_eq!(a.next_hop_mac(IP_B), Some(MAC_B));
+    assert_eq!(a.neighbour(IP_B), Some(MAC_B));
+    // Known now, our own address, no route: nothing is sent.
+    let sent = a.stats().tx_frames;
+    a.solicit(IP_B);
+    a.solicit(IP_A);
+    a.solicit(Ipv4Addr::new(192, 168, 1, 1));
+    assert_eq!(a.stats().tx_frames, sent);
+    assert_eq!(a.next_hop_mac(IP_A), Some(MAC_A));
+    assert_eq!(a.next_hop_mac(Ipv4Addr::new(192, 168, 1, 1)), None);
+}
+
+#[test]
 fn static_neighbours_answer_at_once_and_stay() {
     let (mut a, mut b, link) = stacks();
     link.cut(true);

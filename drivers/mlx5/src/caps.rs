@@ -86,6 +86,10 @@ pub struct Caps {
     pub device_frequency_khz: u32,
     /// `roce_cap.roce_address_table_size`: RoCE GID table entries (read when `roce`).
     pub roce_address_table_size: u16,
+    /// `roce_cap.r_roce_min_src_udp_port`: the smallest RoCE v2 UDP source port (read when
+    /// `roce`; Linux `mlx5_get_roce_udp_sport_min`, the port of an address handle without a
+    /// flow label).
+    pub roce_min_src_udp_port: u16,
     /// `atomic_caps.atomic_operations` (bit mask).
     pub atomic_operations: u16,
     /// `atomic_caps.atomic_req_8B_endianness_mode` in force (1: host endianness).
@@ -133,6 +137,7 @@ impl Caps {
             log_pg_sz: g(cmd_hca_cap::LOG_PG_SZ) as u8,
             device_frequency_khz: g(cmd_hca_cap::DEVICE_FREQUENCY_KHZ),
             roce_address_table_size: 0,
+            roce_min_src_udp_port: 0,
             atomic_operations: 0,
             atomic_size_qp: 0,
             atomic_req_8b_endianness_mode: 0,
@@ -263,6 +268,8 @@ impl<H: Hal> Device<H> {
             let r = self.query_cap(hal, cap_type::ROCE, hca_cap::OPMOD_GET_CUR)?;
             caps.roce_address_table_size =
                 get(&r, linux_layout::roce_cap::ROCE_ADDRESS_TABLE_SIZE) as u16;
+            caps.roce_min_src_udp_port =
+                get(&r, linux_layout::roce_cap::R_ROCE_MIN_SRC_UDP_PORT) as u16;
         }
         Ok(caps)
     }

@@ -173,6 +173,8 @@ pub(crate) struct CtxInner<H: Hal> {
     /// An Ethernet queue is open ([`crate::eth`]): the vport's address lists and the root of
     /// its receive steering are that queue's, so there is one at a time.
     pub(crate) eth_open: AtomicBool,
+    /// The context has its GSI QP ([`crate::qp`]'s GSI module): one QP1 per port.
+    pub(crate) gsi_open: AtomicBool,
 }
 
 /// The type of a context's UMR resources, named by the layer that owns them: the UMR QP is
@@ -222,6 +224,7 @@ impl<H: Hal> CtxInner<H> {
             umr: spin::Mutex::new(None),
             umr_off: AtomicBool::new(false),
             eth_open: AtomicBool::new(false),
+            gsi_open: AtomicBool::new(false),
         })
     }
 

@@ -259,6 +259,19 @@ pub enum InvalidInput {
     MwAccess,
     /// The remote GID or MAC is all zero: no address path.
     RemoteAddress,
+    /// A send on a datagram QP (UD, GSI) without a destination: datagram sends go through
+    /// `QueuePair::post_ud_send` (an `ibv_send_wr` for a UD QP carries `wr.ud`).
+    NoDestination,
+    /// A datagram destination given to a connected QP (`QueuePair::post_ud_send` on RC).
+    NotDatagram,
+    /// An operation the QP's service type does not have: RDMA, atomics, invalidates and
+    /// memory windows on a datagram QP (IBTA §9.8.3: UD has SEND only; rdma-core verbs.c
+    /// `sq_overhead` gives `IBV_QPT_UD` SEND, SEND_WITH_IMM and TSO), or a connected QP's
+    /// transitions on one.
+    ServiceType,
+    /// The context already has its GSI QP (one QP1 per port: Linux hw/mlx5/gsi.c keeps one
+    /// per port in `devr.ports[].gsi`).
+    GsiExists,
     /// `max_rd_atomic` / `max_dest_rd_atomic` above what the device allows (Linux ib/qp.c
     /// "invalid max_rd_atomic value").
     RdAtomic {

@@ -18,8 +18,10 @@
 //!    (protection domains: the commands, the PD state and its handle) and `region` (a memory
 //!    region's state and its handle).
 //! 4. Objects on the context: [`counters`] (Q counter sets, vport counters), [`cq`]
-//!    (completion queues and CQE parsing) and [`qp`] (queue pairs: work queues, states and
-//!    transitions, doorbells, CQ binding; one module per service type, RC today); on them
+//!    (completion queues and CQE parsing), [`ah`] (address handles: the mlx5 address vector
+//!    of a datagram's destination) and [`qp`] (queue pairs: work queues, states and
+//!    transitions, doorbells, CQ binding; one module per service type: RC, UD, and the GSI
+//!    QP); on them
 //!    [`mw`] (memory windows: alloc, bind by UMR WQE, invalidation) and [`umr`] (the driver's
 //!    UMR QP and the mkey cache; the context holds it through a type the verbs layer names).
 //!    [`eth`] (the Ethernet queue: TIS, SQ, RQ, TIR, NIC receive steering and the vport's
@@ -42,6 +44,7 @@ extern crate self as mlx5;
 #[cfg(test)]
 extern crate std;
 
+pub mod ah;
 pub mod caps;
 pub mod cmd;
 mod context;

@@ -267,6 +267,10 @@ impl<H: Hal> QueuePair<H> {
         if !Arc::ptr_eq(&mw.pd.ctx, ctx) || mw.destroyed {
             return Err(InvalidInput::ForeignObject.into());
         }
+        // rdma-core qp.c `_mlx5_post_send` builds bind WQEs for RC and UC only.
+        if self.is_datagram() {
+            return Err(InvalidInput::ServiceType.into());
+        }
         // C10-72 (type 2); the same PD for type 1 too (driver choice, as the model).
         if !Arc::ptr_eq(self.pd_arc(), &mw.pd) {
             return Err(InvalidInput::PdMismatch.into());

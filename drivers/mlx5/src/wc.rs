@@ -38,18 +38,50 @@ pub enum WcOpcode {
     RecvWithInv,
 }
 
-/// One work completion. `repr(C)`, with `status`, `opcode` and `vendor_err` adjacent so the
-/// poller writes the three as one word.
+/// Flags of a work completion (`ibv_wc_flags`; Linux hw/mlx5/cq.c `handle_responder` sets
+/// them for receives, zero for sends).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct WcFlags(pub u8);
+
+impl WcFlags {
+    /// No flag.
+    pub const NONE: WcFlags = WcFlags(0);
+    /// `IB_WC_GRH`: the receive buffer starts with the 40-byte GRH area (a datagram QP's
+    /// receives; the CQE's `flags_rqpn` bits 29:28 non-zero).
+    pub const GRH: WcFlags = WcFlags(1 << 0);
+    /// `IB_WC_WITH_IMM`: [`WorkCompletion::imm`] holds the sender's immediate data.
+    pub const WITH_IMM: WcFlags = WcFlags(1 << 1);
+    /// True when every flag of `o` is set.
+    pub const fn contains(self, o: WcFlags) -> bool {
+        self.0 & o.0 == o.0
+    }
+}
+
+impl core::ops::BitOr for WcFlags {
+    type Output = WcFlags;
+    fn bitor(self, o: WcFlags) -> WcFlags {
+        WcFlags(self.0 | o.0)
+    }
+}
+
+/// One work completion. `repr(C)`, with `status`, `opcode`, `vendor_err`, `wc_flags`, `sl`
+/// and `pkey_index` in one 8-byte word and `qp_num` beside `src_qp`, so the poller writes
+/// each pair as one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct WorkCompletion {
     /// The work request's id.
     pub wr_id: u64,
     /// Bytes transferred: defined for receives, RDMA READ and atomics (verbs leaves it
-    /// undefined for SEND and RDMA WRITE completions; there it is the CQE's `byte_cnt`).
+    /// undefined for SEND and RDMA WRITE completions; there it is the CQE's `byte_cnt`). A
+    /// datagram QP's receive counts the 40-byte GRH area too.
     pub byte_len: u32,
     /// The local QP number.
     pub qp_num: u32,
+    /// Receives: the sender's QP number (`flags_rqpn` bits 23:0: a datagram's DETH source
+    /// QP, 1 from a GSI QP); zero for sends.
+    pub src_qp: u32,
     /// Immediate data, when the sender attached some.
     pub imm: Option<u32>,
     /// Status.
@@ -58,31 +90,49 @@ pub struct WorkCompletion {
     pub opcode: WcOpcode,
     /// Vendor syndrome of an error CQE.
     pub vendor_err: u8,
+    /// Receives: [`WcFlags::GRH`], [`WcFlags::WITH_IMM`]; zero for sends.
+    pub wc_flags: WcFlags,
+    /// Receives: the service level (RoCE: the VLAN priority of a tagged frame, else 0, as
+    /// Linux hw/mlx5/cq.c `handle_responder` reports it); zero for sends.
+    pub sl: u8,
+    /// Receives on the GSI QP: the index of the packet's P_Key in the port's table (RoCE
+    /// has the one default P_Key at index 0; Linux `handle_responder` looks the CQE's P_Key
+    /// up for QP1 and reports 0 for every other QP); zero otherwise.
+    pub pkey_index: u16,
 }
 
-/// `status`, `opcode` and `vendor_err` of a completion and the padding byte after them, as
-/// they lie in memory: one 4-byte store.
+/// `status`, `opcode`, `vendor_err`, `wc_flags`, `sl` and `pkey_index` of a completion, as
+/// they lie in memory: one 8-byte store (the last three zero: a send completion's).
 #[derive(Clone, Copy)]
-pub(super) struct WcHead(u32);
+pub(super) struct WcHead(u64);
 
-// The layout `WcHead::write` relies on: the three one-byte fields at a 4-byte aligned offset,
-// then only padding to the end.
+// The layout `WcHead::write` relies on: the six fields (one padding byte among them) in one
+// 8-byte word, and `src_qp` right after `qp_num`.
 const _: () = {
     use core::mem::{offset_of, size_of};
     let o = offset_of!(WorkCompletion, status);
-    assert!(o % 4 == 0 && size_of::<WcStatus>() == 1 && size_of::<WcOpcode>() == 1);
+    assert!(size_of::<WorkCompletion>() >= o + 8);
+    assert!(size_of::<WcStatus>() == 1 && size_of::<WcOpcode>() == 1);
     assert!(offset_of!(WorkCompletion, opcode) == o + 1);
     assert!(offset_of!(WorkCompletion, vendor_err) == o + 2);
-    assert!(size_of::<WorkCompletion>() >= o + 4);
+    assert!(offset_of!(WorkCompletion, wc_flags) == o + 3 && size_of::<WcFlags>() == 1);
+    assert!(offset_of!(WorkCompletion, sl) == o + 4);
+    assert!(offset_of!(WorkCompletion, pkey_index) == o + 6);
     assert!(offset_of!(WorkCompletion, imm) + size_of::<Option<u32>>() <= o);
+    let q = offset_of!(WorkCompletion, qp_num);
+    assert!(offset_of!(WorkCompletion, src_qp) == q + 4);
 };
 
 impl WcHead {
     pub(super) const fn new(status: WcStatus, opcode: WcOpcode, vendor_err: u8) -> WcHead {
-        WcHead(u32::from_ne_bytes([
+        WcHead(u64::from_ne_bytes([
             status as u8,
             opcode as u8,
             vendor_err,
+            0,
+            0,
+            0,
+            0,
             0,
         ]))
     }
@@ -92,15 +142,19 @@ impl WcHead {
     pub(super) fn write(self, w: &mut WorkCompletion, wr_id: u64, byte_len: u32, qp_num: u32) {
         w.wr_id = wr_id;
         w.byte_len = byte_len;
-        w.qp_num = qp_num;
         w.imm = None;
-        // SAFETY: the 4 bytes at `status` are `status`, `opcode`, `vendor_err` and padding
-        // (checked above), inside `*w` and 4-byte aligned; the bytes written are a valid
-        // `WcStatus` and `WcOpcode` (both `repr(u8)`, from `WcHead::new`).
+        let q = qp_num.to_ne_bytes();
+        // SAFETY: `qp_num` and `src_qp` are adjacent `u32`s and the 8 bytes at `status` are
+        // `status`, `opcode`, `vendor_err`, `wc_flags`, `sl`, padding and `pkey_index`
+        // (checked above), all inside `*w` (unaligned stores); the bytes written are a valid
+        // `WcStatus` and `WcOpcode` (both `repr(u8)`, from `WcHead::new`), and any bytes are
+        // a valid `u32`, `WcFlags`, `u8` and `u16`.
         unsafe {
-            let p = (w as *mut WorkCompletion as *mut u8)
-                .add(core::mem::offset_of!(WorkCompletion, status));
-            ptr::write(p as *mut u32, self.0);
+            let b = w as *mut WorkCompletion as *mut u8;
+            let at = b.add(core::mem::offset_of!(WorkCompletion, qp_num));
+            ptr::write_unaligned(at as *mut [u8; 8], [q[0], q[1], q[2], q[3], 0, 0, 0, 0]);
+            let at = b.add(core::mem::offset_of!(WorkCompletion, status));
+            ptr::write_unaligned(at as *mut u64, self.0);
         }
     }
 }
@@ -115,6 +169,10 @@ impl Default for WorkCompletion {
             imm: None,
             qp_num: 0,
             vendor_err: 0,
+            wc_flags: WcFlags::NONE,
+            sl: 0,
+            pkey_index: 0,
+            src_qp: 0,
         }
     }
 }

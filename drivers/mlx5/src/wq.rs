@@ -1,5 +1,5 @@
 //! Send and receive queue bookkeeping shared with the CQ poller: the slot ring and the send gate.
-//! Shared by the RC queue pairs ([`crate::qp`]) and the Ethernet queues ([`crate::eth`]).
+//! Shared by the queue pairs ([`crate::qp`]) and the Ethernet queues ([`crate::eth`]).
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};

@@ -295,6 +295,45 @@ fn bad_connection_parameters_are_refused_before_any_command() {
 }
 
 #[test]
+fn a_connect_with_the_peers_psn_sends_from_it() {
+    // rdma_cm's QPs send from the PSN the peer's CM chose (cm.c `cm_init_qp_rts_attr`): A
+    // sends from 0x123456, B expects that; B keeps its own random PSN.
+    let (_sim, ctx) = open();
+    let (pd, mut cq, mut a, mut b) = two_qps(&ctx);
+    let (ea, eb) = (a.endpoint(), b.endpoint());
+    let oa = ConnectOptions {
+        sq_psn: Some(0x0112_3456),
+        flow_label: 0x798d5,
+        ..ConnectOptions::default()
+    };
+    a.connect(&eb, &oa).unwrap();
+    let ea = QpEndpoint {
+        psn: 0x12_3456,
+        ..ea
+    };
+    b.connect(&ea, &ConnectOptions::default()).unwrap();
+    assert_eq!(a.psn(), 0x12_3456, "masked to 24 bits and reported");
+    assert_eq!(a.query().unwrap().sq_psn, 0x12_3456);
+    assert_eq!(b.query().unwrap().rq_psn, 0x12_3456);
+    let m = mr(&pd, 64);
+    b.post_recv(&[RecvWr {
+        wr_id: 7,
+        sges: &[m.sge(0, 64)],
+    }])
+    .unwrap();
+    a.post_send(&[SendWr {
+        wr_id: 8,
+        op: SendOp::Send { imm: None },
+        data: SendData::Inline(b"psn"),
+        flags: SendFlags::SIGNALED,
+    }])
+    .unwrap();
+    let wcs = wait(&mut cq, 2);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+    assert_eq!(b.query().unwrap().rq_psn, 0x12_3457);
+}
+
+#[test]
 fn a_connect_the_device_refuses_is_rolled_back_to_reset() {
     let (_sim, ctx) = open();
     let (_pd, _cq, mut a, b) = two_qps(&ctx);

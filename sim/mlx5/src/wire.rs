@@ -201,7 +201,9 @@ impl Port {
 
     /// Two ports for two HCAs that DMA into the same guest memory: packets (real PSNs, ACKs,
     /// packet boundaries) cross by reference and payloads land with one copy. If the HCAs turn
-    /// out not to share memory, the receiver reads the bytes from the sender's memory.
+    /// out not to share memory, the receiver reads the bytes from the sender's memory. Only
+    /// RC packets cross: a frame (a UD or GSI datagram, an Ethernet frame) is dropped and
+    /// counted as `tx_drop_link` ([`Port::pair`] carries those).
     pub fn pair_sharing_memory() -> (Port, Port) {
         let (ta, rb) = mpsc::sync_channel(MAX_QUEUED_PACKETS);
         let (tb, ra) = mpsc::sync_channel(MAX_QUEUED_PACKETS);

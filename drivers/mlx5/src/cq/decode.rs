@@ -8,7 +8,7 @@ use mlx5_prm::{cqe, wqe};
 use crate::hal::Hal;
 use crate::wq::{SendCursor, WqShared};
 
-use super::{CqShared, WcHead, WcOpcode, WcStatus, WorkCompletion};
+use super::{CqShared, WcFlags, WcHead, WcOpcode, WcStatus, WorkCompletion};
 
 /// A CQE in the CQ buffer, read field by field (no 64-byte copy).
 #[derive(Clone, Copy)]
@@ -149,11 +149,47 @@ pub(super) unsafe fn send_slow(
         status: WcStatus::Success,
         opcode: REQ_OPCODE[sop.to_ne_bytes()[0] as usize],
         byte_len,
-        imm: None,
         qp_num: q.qpn,
-        vendor_err: 0,
+        ..WorkCompletion::default()
     };
     tail
+}
+
+/// The fields of a successful receive beyond the data (Linux hw/mlx5/cq.c
+/// `handle_responder` for an Ethernet port): the source QP, the GRH flag, immediate data's
+/// flag, the service level (the VLAN priority of a tagged frame, else 0) and the P_Key index
+/// (0: RoCE's P_Key table holds the one default key, which Linux's lookup for QP1 finds at
+/// index 0, and other QPs report 0).
+///
+/// # Safety
+/// `c` points to a whole CQE the device handed over.
+#[inline]
+unsafe fn responder_fields(c: Cqe, wc: &mut WorkCompletion) {
+    use cqe::offset as o;
+    // SAFETY: per the caller; the offsets lie inside mlx5_cqe64.
+    let (flags_rqpn, l4_l3, vlan) = unsafe {
+        (
+            c.be32(o::FLAGS_RQPN),
+            c.u8(o::L4_HDR_TYPE_ETC),
+            c.be16(o::VLAN_INFO),
+        )
+    };
+    wc.src_qp = flags_rqpn & cqe::flags_rqpn::SRC_QP_MASK;
+    let mut f = WcFlags::NONE;
+    if (flags_rqpn >> 28) & 3 != 0 {
+        f = f | WcFlags::GRH;
+    }
+    if wc.imm.is_some() && wc.opcode != WcOpcode::RecvWithInv {
+        f = f | WcFlags::WITH_IMM;
+    }
+    wc.wc_flags = f;
+    // `l4_l3_hdr_type` bit 0: a VLAN tag was present; its PCP is the SL.
+    wc.sl = if l4_l3 & 1 != 0 {
+        (vlan >> 13) as u8 & 7
+    } else {
+        0
+    };
+    wc.pkey_index = 0;
 }
 
 /// Parses one CQE (rdma-core cq.c `mlx5_parse_cqe`, `handle_good_req`, `handle_responder`,
@@ -262,9 +298,55 @@ unsafe fn parse_one<H: Hal>(
                     }
                     _ => wc.opcode = WcOpcode::Recv,
                 }
+                if op != cqe::opcode::RESP_ERR {
+                    responder_fields(c, &mut wc);
+                }
             }
         }
         _ => return bad_cqe(qpn),
     }
     wc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[repr(C, align(64))]
+    struct Raw([u8; 64]);
+
+    /// A receive's fields as Linux hw/mlx5/cq.c `handle_responder` reads them on an
+    /// Ethernet port: the source QP from `flags_rqpn` 23:0, GRH from bits 29:28, the SL from
+    /// a VLAN tag's priority (`l4_l3_hdr_type` bit 0, `vlan_info` 15:13) else 0, WITH_IMM
+    /// for immediate data but not for an invalidated rkey, P_Key index 0.
+    #[test]
+    fn responder_fields_are_handle_responders() {
+        use cqe::offset as o;
+        let mut raw = Raw([0; 64]);
+        let flags = cqe::flags_rqpn::GRH_IN_DATA | 2 << 24 | 0x01_2345;
+        raw.0[o::FLAGS_RQPN..o::FLAGS_RQPN + 4].copy_from_slice(&flags.to_be_bytes());
+        raw.0[o::VLAN_INFO..o::VLAN_INFO + 2].copy_from_slice(&0xa005u16.to_be_bytes());
+        let c = Cqe(raw.0.as_ptr());
+        let mut wc = WorkCompletion {
+            imm: Some(7),
+            opcode: WcOpcode::Recv,
+            ..WorkCompletion::default()
+        };
+        // SAFETY: `raw` is a whole, 64-byte aligned CQE.
+        unsafe { responder_fields(c, &mut wc) };
+        assert_eq!((wc.src_qp, wc.sl, wc.pkey_index), (0x01_2345, 0, 0));
+        assert_eq!(wc.wc_flags, WcFlags::GRH | WcFlags::WITH_IMM);
+
+        raw.0[o::L4_HDR_TYPE_ETC] = 1;
+        raw.0[o::FLAGS_RQPN] = 0;
+        let c = Cqe(raw.0.as_ptr());
+        let mut wc = WorkCompletion {
+            imm: Some(0x1234),
+            opcode: WcOpcode::RecvWithInv,
+            ..WorkCompletion::default()
+        };
+        // SAFETY: as above.
+        unsafe { responder_fields(c, &mut wc) };
+        assert_eq!((wc.sl, wc.wc_flags), (5, WcFlags::NONE));
+    }
 }

@@ -29,7 +29,7 @@ use crate::hal::{DmaMem, Hal};
 use crate::wq::WqShared;
 
 pub(crate) use crate::eq::CqNotify;
-pub use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
+pub use crate::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
 pub use event::{CompletionChannel, CqEvent};
 
 use crate::wc::WcHead;

@@ -1,8 +1,9 @@
 //! Queue sizes, CREATE_QP and DESTROY_QP.
 
 use super::binding::NEXT_QP_TAG;
-use super::rc;
+use super::ud::{self, Service, SQ_OVERHEAD_UD};
 use super::*;
+use super::{gsi, rc};
 
 /// Sizes computed from the requested caps.
 #[derive(Clone, Copy, Debug)]
@@ -19,15 +20,18 @@ pub(super) struct Layout {
 
 #[cfg_attr(not(test), allow(dead_code))]
 pub(super) fn layout(req: &QpCaps, caps: &crate::caps::Caps) -> Result<Layout> {
-    layout_with(req, caps, SQ_OVERHEAD)
+    layout_with(req, caps, SQ_OVERHEAD, SQ_OVERHEAD)
 }
 
 /// [`layout`] with the send WQE overhead `overhead` (at least [`SQ_OVERHEAD`]; more for QPs
-/// that post memory-window WQEs, [`QpOptions::mw_bind`]).
+/// that post memory-window WQEs, [`QpOptions::mw_bind`], and for datagram QPs), and
+/// `data_overhead`, the largest overhead inline data sits behind (RC's [`SQ_OVERHEAD`], a
+/// datagram QP's ctrl and datagram segments).
 pub(super) fn layout_with(
     req: &QpCaps,
     caps: &crate::caps::Caps,
     overhead: usize,
+    data_overhead: usize,
 ) -> Result<Layout> {
     let bad = || Error::Invalid(InvalidInput::QpCaps);
     if req.max_send_wr == 0
@@ -99,12 +103,13 @@ pub(super) fn layout_with(
     let total = (rq_bytes + sq_cnt as usize * wqe::SEND_WQE_BB)
         .next_power_of_two()
         .max(4096);
-    // The largest inline payload: the WQE less the largest RC overhead (ctrl + raddr +
-    // atomic) and the inline header (rdma-core verbs.c mlx5_calc_sq_size and Linux ib/qp.c
-    // calc_sq_size: wqe_size - sq_overhead - sizeof(inl_data_seg)). An RDMA WRITE of that
-    // much is ctrl + raddr + align(4 + max_inline, 16) <= wqe_size - 16 bytes, so its ds
-    // never exceeds 63 (the 6-bit field of qpn_ds).
-    let max_inline = wqe_size - SQ_OVERHEAD - wqe::inl_data_seg::SIZE;
+    // The largest inline payload: the WQE less the largest overhead of data (RC: ctrl +
+    // raddr + atomic; UD: ctrl + datagram) and the inline header (rdma-core verbs.c
+    // mlx5_calc_sq_size and Linux ib/qp.c calc_sq_size: wqe_size - sq_overhead -
+    // sizeof(inl_data_seg)). An RDMA WRITE of that much is ctrl + raddr + align(4 +
+    // max_inline, 16) <= wqe_size - 16 bytes, so its ds never exceeds 63 (the 6-bit field of
+    // qpn_ds); a UD SEND is ctrl + datagram + the same.
+    let max_inline = wqe_size - data_overhead.max(SQ_OVERHEAD) - wqe::inl_data_seg::SIZE;
     Ok(Layout {
         sq_wqe_cnt: sq_cnt,
         sq_max_bbs: bbs,
@@ -147,24 +152,72 @@ pub(crate) fn create_fre<H: Hal>(
     opts: &QpOptions,
     fre: bool,
 ) -> Result<QueuePair<H>> {
+    create_typed(pd, (scq, rcq), req, opts, fre, Service::Rc, 0)
+}
+
+/// A datagram QP (UD with Q_Key `qkey`, or the context's GSI QP with [`gsi::GSI_QKEY`]) on
+/// `pd` and the CQs `cqs` (send, receive), moved to RTS
+/// ([`QueuePair::activate_datagram`]). A second GSI QP is refused
+/// ([`InvalidInput::GsiExists`]) before any command.
+pub(crate) fn create_datagram<H: Hal>(
+    pd: &Arc<PdInner<H>>,
+    cqs: (&CompletionQueue<H>, &CompletionQueue<H>),
+    req: &QpCaps,
+    service: Service,
+    qkey: u32,
+) -> Result<QueuePair<H>> {
+    let gsi = service == Service::Gsi;
+    let qkey = if gsi {
+        gsi::claim(&pd.ctx)?;
+        gsi::GSI_QKEY
+    } else {
+        qkey
+    };
+    let mut q = match create_typed(pd, cqs, req, &QpOptions::default(), false, service, qkey) {
+        Ok(q) => q,
+        Err(e) => {
+            if gsi {
+                gsi::release(&pd.ctx);
+            }
+            return Err(e);
+        }
+    };
+    // On failure the QP is dropped: destroyed, and the GSI claim given back with it.
+    q.activate_datagram()?;
+    Ok(q)
+}
+
+/// CREATE_QP of a QP of type `service` (RC: `opts` and `fre`; datagram: `qkey`).
+fn create_typed<H: Hal>(
+    pd: &Arc<PdInner<H>>,
+    (scq, rcq): (&CompletionQueue<H>, &CompletionQueue<H>),
+    req: &QpCaps,
+    opts: &QpOptions,
+    fre: bool,
+    service: Service,
+    qkey: u32,
+) -> Result<QueuePair<H>> {
     let ctx = &pd.ctx;
     if !Arc::ptr_eq(&scq.shared.ctx, ctx) || !Arc::ptr_eq(&rcq.shared.ctx, ctx) {
         return Err(InvalidInput::BadCq.into());
     }
-    let overhead = if opts.mw_bind {
-        MW_OVERHEAD
-    } else {
-        SQ_OVERHEAD
+    let (overhead, data_overhead) = match service {
+        Service::Rc if opts.mw_bind => (MW_OVERHEAD, SQ_OVERHEAD),
+        Service::Rc => (SQ_OVERHEAD, SQ_OVERHEAD),
+        Service::Ud | Service::Gsi => (SQ_OVERHEAD_UD, SQ_OVERHEAD_UD),
     };
-    let lay = layout_with(req, &ctx.caps, overhead)?;
+    let lay = layout_with(req, &ctx.caps, overhead, data_overhead)?;
     let hal = &ctx.hal;
     let buf = DmaMem::alloc(hal, lay.buf_size, lay.buf_size)?;
     let db = DmaMem::alloc(hal, 64, 64)?;
     let uar = ctx.with_dev(|d| d.alloc_uar(hal))?;
     let mut c = CmdBuf::new(opcode::CREATE_QP, 0, create_qp_in::PAS.bytes_with(1));
-    let x = |f: mlx5_prm::Field| f.within(create_qp_in::QPC);
+    let x = cqpc;
     // Linux ib/qp.c create_qp_common / create_kernel_qp (log_sq_size in WQEBBs: `calc_sq_size`).
-    rc::create_qpc(&mut c);
+    match service {
+        Service::Rc => rc::create_qpc(&mut c),
+        Service::Ud | Service::Gsi => ud::create_qpc(&mut c, service),
+    }
     c.set(x(qpc::PD), pd.pdn)
         .set(x(qpc::UAR_PAGE), uar.index)
         .set(x(qpc::LOG_PAGE_SIZE), lay.buf_size.trailing_zeros() - 12)
@@ -204,7 +257,12 @@ pub(crate) fn create_fre<H: Hal>(
     if !Arc::ptr_eq(&scq.shared, &rcq.shared) {
         rcq.shared.attach(&shared);
     }
-    let psn = (ctx.random() & 0xff_ffff) as u32;
+    // The GSI QP sends from PSN 0 (Linux core/mad.c `ib_mad_port_start`: IB_MAD_SEND_Q_PSN).
+    let psn = if service == Service::Gsi {
+        0
+    } else {
+        (ctx.random() & 0xff_ffff) as u32
+    };
     let bf_size = 1usize << ctx.caps.log_bf_reg_size.clamp(6, 11);
     let (ring, dbrec) = (buf.ptr(), db.ptr());
     // SAFETY: sq_offset + sq_wqe_cnt * 64 <= buf_size (see `layout`).
@@ -253,6 +311,8 @@ pub(crate) fn create_fre<H: Hal>(
         fast_mr: ptr::null(),
         last_stamp: 0,
         destroyed: false,
+        service,
+        qkey,
     })
 }
 
@@ -296,6 +356,9 @@ impl<H: Hal> QueuePair<H> {
             }
             core::mem::forget(core::mem::take(&mut self.bindings));
             return Err(e);
+        }
+        if self.service == Service::Gsi {
+            gsi::release(&self.ctx);
         }
         let hal = &self.ctx.hal;
         let uar = self.uar.index;

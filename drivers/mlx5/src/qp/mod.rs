@@ -1,4 +1,5 @@
-//! RC queue pairs: CREATE_QP, the state transitions, send and receive WQEs, doorbells.
+//! Queue pairs (RC, UD, the GSI QP): CREATE_QP, the state transitions, send and receive WQEs,
+//! doorbells.
 //!
 //! Sources: rdma-core providers/mlx5/qp.c (`_mlx5_post_send`, `mlx5_post_recv`,
 //! `post_send_db`, `mlx5_bf_copy`), verbs.c (`mlx5_calc_send_wqe`, `mlx5_calc_rwq_size`),
@@ -139,6 +140,8 @@ pub struct QpAttr {
     pub atomic_mode: u8,
     /// `qpc.log_ack_req_freq`.
     pub log_ack_req_freq: u8,
+    /// `qpc.q_key`: a datagram QP's Q_Key (`ibv_qp_attr.qkey`).
+    pub qkey: u32,
 }
 
 /// Path MTU (`enum ibv_mtu`, libibverbs verbs.h; the value qpc.mtu takes; Linux ib/qp.c
@@ -197,6 +200,14 @@ pub struct ConnectOptions {
     pub max_dest_rd_atomic: u8,
     /// Remote access the QP allows as responder (qpc rre / rwe / rae).
     pub access: Access,
+    /// The path's flow label (20 bits), which picks the RoCE v2 UDP source port; 0 (the
+    /// default): the label of the QP pair, as Linux computes one for a path without (ib/qp.c
+    /// `mlx5_set_path_udp_sport`). rdma_cm connections carry theirs in the REQ.
+    pub flow_label: u32,
+    /// The first PSN the QP sends, set at RTS (`ibv_qp_attr.sq_psn`; an rdma_cm connection's
+    /// is the one the peer chose, cm.c `cm_init_qp_rts_attr`); `None` (the default): the QP's
+    /// own random one, [`QueuePair::psn`]. Afterwards [`QueuePair::psn`] reports it.
+    pub sq_psn: Option<u32>,
 }
 
 impl Default for ConnectOptions {
@@ -213,6 +224,8 @@ impl Default for ConnectOptions {
             max_rd_atomic: 1,
             max_dest_rd_atomic: 1,
             access: Access::ALL,
+            flow_label: 0,
+            sq_psn: None,
         }
     }
 }
@@ -394,7 +407,7 @@ pub struct RawRecvWr<'a> {
     pub sges: &'a [RawSge],
 }
 
-/// An RC queue pair.
+/// A queue pair: RC, UD or the GSI QP.
 pub struct QueuePair<H: Hal> {
     pub(crate) ctx: Arc<CtxInner<H>>,
     /// The Q counter set the QP is attached to ([`QueuePair::set_counter_set`]); held so the
@@ -460,6 +473,10 @@ pub struct QueuePair<H: Hal> {
     /// there before anything reads the binding's stamp.
     last_stamp: u32,
     destroyed: bool,
+    /// The service type (RC, UD, GSI).
+    service: Service,
+    /// A datagram QP's Q_Key (what RST2INIT gives it); 0 for RC.
+    qkey: u32,
 }
 
 // SAFETY: raw pointers point into `buf` / `db`, which the QP owns, and into `shared.sq`
@@ -524,35 +541,66 @@ fn can_send(state: u8) -> bool {
     state == qp::state::RTS || state == qp::state::ERR
 }
 
+/// Field `f` of the QPC of CREATE_QP's input.
+pub(super) fn cqpc(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    f.within(create_qp_in::QPC)
+}
+
+/// Field `f` of the QPC of a transition's input (RST2INIT .. RTS2RTS all have it at
+/// `rst2init_qp_in`'s offset).
+pub(super) fn mqpc(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    f.within(rst2init_qp_in::QPC)
+}
+
+/// Field `f` of the primary address path of a transition's QPC.
+pub(super) fn mpath(f: mlx5_prm::Field) -> mlx5_prm::Field {
+    mqpc(f.within(qpc::PRIMARY_ADDRESS_PATH))
+}
+
 /// RoCE v2 UDP source port of a connection: the flow label of the QP pair folded into
 /// 0xC000..0xFFFF (Linux include/rdma/ib_verbs.h `rdma_calc_flow_label`,
 /// `rdma_flow_label_to_udp_sport`; ib/qp.c `mlx5_set_path_udp_sport`).
 pub fn udp_sport(lqpn: u32, rqpn: u32) -> u16 {
-    let mut v = lqpn as u64 * rqpn as u64;
-    v ^= v >> 20;
-    v ^= v >> 40;
-    let fl = (v & 0xf_ffff) as u32;
-    let low = (fl & 0x3fff) ^ ((fl & 0xfc000) >> 14);
-    (low | 0xc000) as u16
+    udp_sport_of(0, lqpn, rqpn)
+}
+
+/// RoCE v2 UDP source port of a path with flow label `flow_label`: the QP pair's label when
+/// it is 0 (Linux ib/qp.c `mlx5_set_path_udp_sport`).
+pub(crate) fn udp_sport_of(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
+    let fl = match flow_label & 0xf_ffff {
+        0 => {
+            let mut v = lqpn as u64 * rqpn as u64;
+            v ^= v >> 20;
+            v ^= v >> 40;
+            (v & 0xf_ffff) as u32
+        }
+        fl => fl,
+    };
+    crate::ah::flow_label_to_udp_sport(fl)
 }
 
 mod binding;
 mod create;
+mod gsi;
 mod raw;
 mod rc;
 mod recv;
 mod send;
 mod state;
+mod ud;
 
 pub(crate) use crate::wq::{slot_meta, SqSlot, WqShared};
 pub(crate) use binding::Binding;
 pub use binding::{BoundMr, BoundSge};
 use create::Layout;
-pub(crate) use create::{create, create_fre};
+pub(crate) use create::{create, create_datagram, create_fre};
+pub use gsi::{GSI_QKEY, GSI_QPN};
 pub(crate) use rc::{
     local_inv_body, umr_ctrl, wc_opcode, LOCAL_INV_DS, WC_OP_BIND, WC_OP_LOCAL_INV,
 };
 use send::{ctrl_tpl, put32, put64};
+pub(crate) use ud::{datagram_seg, Service};
+pub use ud::{grh_ipv4_source, UdDest, GRH_BYTES};
 
 #[cfg(test)]
 mod tests;

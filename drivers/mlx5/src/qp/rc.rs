@@ -14,15 +14,14 @@ use mlx5_prm::mkc;
 /// CREATE_QP: the service type and the migration state (Linux ib/qp.c `create_qp_common`:
 /// `qpc.st` from the QP type, `pm_state` MIGRATED).
 pub(super) fn create_qpc(c: &mut CmdBuf) {
-    let x = |f: mlx5_prm::Field| f.within(create_qp_in::QPC);
-    c.set(x(qpc::ST), qp::st::RC.into())
-        .set(x(qpc::PM_STATE), qp::pm::MIGRATED.into());
+    c.set(cqpc(qpc::ST), qp::st::RC.into())
+        .set(cqpc(qpc::PM_STATE), qp::pm::MIGRATED.into());
 }
 
 /// RST2INIT: responder access (`rre`, `rwe`, `rae` with `atomic_mode`) and the ack request
 /// frequency (Linux ib/qp.c `__mlx5_ib_modify_qp`, `to_mlx5_access_flags`).
 pub(super) fn init_qpc(c: &mut CmdBuf, access: Access, atomic_mode: u32) {
-    let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
+    let x = mqpc;
     c.set(x(qpc::RRE), access.contains(Access::REMOTE_READ) as u32)
         .set(x(qpc::RWE), access.contains(Access::REMOTE_WRITE) as u32)
         .set(x(qpc::RAE), access.contains(Access::REMOTE_ATOMIC) as u32)
@@ -42,11 +41,7 @@ pub(super) fn rtr_qpc(
     rra: u32,
     sport: u16,
 ) {
-    let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
-    let p = |f: mlx5_prm::Field| {
-        f.within(qpc::PRIMARY_ADDRESS_PATH)
-            .within(rst2init_qp_in::QPC)
-    };
+    let (x, p) = (mqpc, mpath);
     c.set(x(qpc::MTU), o.mtu as u32)
         .set(x(qpc::LOG_MSG_MAX), log_msg)
         .set(x(qpc::REMOTE_QPN), remote.qpn & 0xff_ffff)
@@ -55,9 +50,7 @@ pub(super) fn rtr_qpc(
         .set(x(qpc::LOG_ACK_REQ_FREQ), ACK_REQ_FREQ)
         .set(x(qpc::MIN_RNR_NAK), o.min_rnr_timer.into())
         .bytes(
-            mlx5_prm::Field::new(ads::RMAC_47_32.offset, 48)
-                .within(qpc::PRIMARY_ADDRESS_PATH)
-                .within(rst2init_qp_in::QPC),
+            p(mlx5_prm::Field::new(ads::RMAC_47_32.offset, 48)),
             &remote.mac,
         )
         .set(p(ads::UDP_SPORT), sport.into())
@@ -73,11 +66,7 @@ pub(super) fn rtr_qpc(
 /// RTR2RTS: the send PSN `psn`, retry and RNR retry counts, initiator resources `2^sra` and
 /// the ack timeout (Linux ib/qp.c `__mlx5_ib_modify_qp`).
 pub(super) fn rts_qpc(c: &mut CmdBuf, o: &ConnectOptions, psn: u32, sra: u32) {
-    let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
-    let p = |f: mlx5_prm::Field| {
-        f.within(qpc::PRIMARY_ADDRESS_PATH)
-            .within(rst2init_qp_in::QPC)
-    };
+    let (x, p) = (mqpc, mpath);
     c.set(x(qpc::NEXT_SEND_PSN), psn)
         .set(x(qpc::RETRY_COUNT), (o.retry_cnt & 7).into())
         .set(x(qpc::RNR_RETRY), (o.rnr_retry & 7).into())

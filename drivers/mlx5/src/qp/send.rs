@@ -97,6 +97,10 @@ impl<H: Hal> QueuePair<H> {
         if !can_send(self.state) {
             return Err(InvalidInput::QpState { state: self.state }.into());
         }
+        // The fast paths post RDMA WRITE / READ: a datagram QP's gate never opens.
+        if self.service.is_datagram() {
+            return Err(InvalidInput::ServiceType.into());
+        }
         let head = self.sq_wr_head;
         let limit = self
             .shared
@@ -276,11 +280,13 @@ impl<H: Hal> QueuePair<H> {
             .store(slot_meta(self.sq_wr_head, start), Ordering::Release);
     }
 
-    /// WQEBBs a send WR needs, after checking it against the QP's limits.
+    /// WQEBBs a send WR needs, with a datagram segment (`dgram`) or without, after checking
+    /// it against the QP's service type and limits.
     #[inline]
-    pub(super) fn send_wqe_bbs(&self, op: &SendOp, data: Data<'_>) -> Result<u32> {
+    pub(super) fn send_wqe_bbs(&self, op: &SendOp, data: Data<'_>, dgram: bool) -> Result<u32> {
         let caps = &self.lay.caps;
-        let mut ds = 1u32; // ctrl
+        // ctrl, and the datagram segment of a datagram QP.
+        let mut ds = 1 + self.check_service(op, dgram)?;
         match op {
             SendOp::Send { .. } | SendOp::SendWithInv { .. } => {}
             SendOp::Write { .. } | SendOp::Read { .. } => ds += 1,
@@ -345,9 +351,11 @@ impl<H: Hal> QueuePair<H> {
         Ok(wqe::wqebbs(ds).max(1))
     }
 
-    /// Writes one send WQE at `cur_post` (room checked by the caller). Returns the WQE's
-    /// first block in the ring and whether the whole WQE lies there contiguously (a
-    /// BlueFlame candidate) rather than wrapping to the ring's start.
+    /// Writes one send WQE at `cur_post` (room checked by the caller), with the datagram
+    /// segment `dgram` after its ctrl segment when there is one (rdma-core qp.c
+    /// `_mlx5_post_send`, `IBV_QPT_UD`). Returns the WQE's first block in the ring and
+    /// whether the whole WQE lies there contiguously (a BlueFlame candidate) rather than
+    /// wrapping to the ring's start.
     #[inline]
     pub(crate) fn write_send(
         &mut self,
@@ -356,6 +364,7 @@ impl<H: Hal> QueuePair<H> {
         flags: SendFlags,
         data: Data<'_>,
         bbs: u32,
+        dgram: Option<&[u8; wqe::av::SIZE]>,
     ) -> (*const u8, bool) {
         let cnt = self.lay.sq_wqe_cnt;
         let idx = self.cur_post & self.sq_mask;
@@ -374,6 +383,11 @@ impl<H: Hal> QueuePair<H> {
         };
         // Segments after ctrl.
         let mut off = wqe::ctrl_seg::SIZE;
+        if let Some(seg) = dgram {
+            // SAFETY: send_wqe_bbs counted the segment's 48 bytes in the WQE's blocks.
+            unsafe { ptr::copy_nonoverlapping(seg.as_ptr(), base.add(off), seg.len()) };
+            off += seg.len();
+        }
         let (opc, imm) = match *op {
             SendOp::SendWithInv { rkey } => (wqe::opcode::SEND_INVAL, Some(rkey)),
             SendOp::LocalInv { rkey } => {
@@ -594,7 +608,7 @@ impl<H: Hal> QueuePair<H> {
                     RawData::Sges(s) => Data::Sges(s),
                     RawData::Inline(b) => Data::Inline(b),
                 };
-                last_bbs = self.send_wqe_bbs(&wr.op, data)?;
+                last_bbs = self.send_wqe_bbs(&wr.op, data, false)?;
                 if let RawData::Sges(s) = wr.data {
                     let write = wr.op.writes_local();
                     for g in s {
@@ -616,8 +630,8 @@ impl<H: Hal> QueuePair<H> {
                 RawData::Sges(s) => Data::Sges(s),
                 RawData::Inline(b) => Data::Inline(b),
             };
-            let bbs = self.send_wqe_bbs(&wr.op, data).unwrap_or(1);
-            (last, in_place) = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs);
+            let bbs = self.send_wqe_bbs(&wr.op, data, false).unwrap_or(1);
+            (last, in_place) = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs, None);
         }
         let bf = if wrs.len() == 1 {
             self.bf_blocks(last_bbs, in_place)
@@ -667,11 +681,15 @@ impl<H: Hal> QueuePair<H> {
         Ok(())
     }
 
-    /// Safe layer, step 1: checks a send WR (state, limits) and returns its WQEBB count.
+    /// Safe layer, step 1: checks a send WR (service type, limits, state), with a datagram
+    /// segment or without (`dgram`), and returns its WQEBB count.
     #[inline]
-    pub(crate) fn check_send(&self, op: &SendOp, data: Data<'_>) -> Result<u32> {
+    pub(crate) fn check_send(&self, op: &SendOp, data: Data<'_>, dgram: bool) -> Result<u32> {
+        // The WR's own faults first (what it asks of this QP's type and limits), then the
+        // QP's state.
+        let bbs = self.send_wqe_bbs(op, data, dgram)?;
         self.check_can_send()?;
-        self.send_wqe_bbs(op, data)
+        Ok(bbs)
     }
 
     /// Safe layer, single RDMA WRITE / READ with one SGE, the common case: the region the

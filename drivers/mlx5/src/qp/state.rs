@@ -18,6 +18,18 @@ impl<H: Hal> QueuePair<H> {
         self.ctx.exec(&c, &mut out)
     }
 
+    /// The transition `op` (RST2INIT .. RTR2RTS) with the QP's PD and CQs in its QPC (Linux
+    /// ib/qp.c `__mlx5_ib_modify_qp` writes them in every transition) and what `f` adds.
+    pub(super) fn transition(&mut self, op: u16, f: impl FnOnce(&mut CmdBuf)) -> Result<()> {
+        let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
+        self.modify(op, rst2init_qp_in::BYTES, |c| {
+            c.set(mqpc(qpc::PD), pdn)
+                .set(mqpc(qpc::CQN_SND), scqn)
+                .set(mqpc(qpc::CQN_RCV), rcqn);
+            f(c);
+        })
+    }
+
     /// Attaches the QP to `set` (`None`: back to no set, `counter_set_id` 0), as Linux binds
     /// a QP to an `rdma_counter` (qp.c `mlx5_ib_qp_set_counter`): in RESET and INIT the set
     /// is remembered and goes into the QPC of the next RST2INIT / INIT2RTR; in RTS it is
@@ -46,7 +58,7 @@ impl<H: Hal> QueuePair<H> {
                 let id = new.as_ref().map_or(0, |s| s.id);
                 self.modify(opcode::RTS2RTS_QP, rst2init_qp_in::BYTES, |c| {
                     c.set(rst2init_qp_in::OPT_PARAM_MASK, qp::optpar::COUNTER_SET_ID)
-                        .set(qpc::COUNTER_SET_ID.within(rst2init_qp_in::QPC), id.into());
+                        .set(mqpc(qpc::COUNTER_SET_ID), id.into());
                 })?;
             }
             state => return Err(InvalidInput::QpState { state }.into()),
@@ -58,6 +70,15 @@ impl<H: Hal> QueuePair<H> {
     /// The `counter_set_id` the next RST2INIT / INIT2RTR writes (0: none).
     pub(crate) fn counter_set_id(&self) -> u32 {
         self.counter.as_ref().map_or(0, |s| s.id.into())
+    }
+
+    /// The connected QP's transitions are refused on a datagram QP
+    /// ([`InvalidInput::ServiceType`]; it has [`QueuePair::activate_datagram`]).
+    fn check_connected(&self) -> Result<()> {
+        if self.service.is_datagram() {
+            return Err(InvalidInput::ServiceType.into());
+        }
+        Ok(())
     }
 
     pub(super) fn check_state(&self, from: &[u8]) -> Result<()> {
@@ -72,28 +93,20 @@ impl<H: Hal> QueuePair<H> {
     /// access sets `rae` together with the device's `atomic_mode` (Linux ib/qp.c
     /// `set_qpc_atomic_flags`); a device without atomics refuses it ([`Error::Unsupported`]).
     pub fn to_init(&mut self, access: Access) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::RST])?;
         let atomic_mode = if access.contains(Access::REMOTE_ATOMIC) {
             atomic_mode(&self.ctx.caps).ok_or(Error::Unsupported)?
         } else {
             0
         };
-        let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
         let counter_set = self.counter_set_id();
-        self.modify(opcode::RST2INIT_QP, rst2init_qp_in::BYTES, |c| {
-            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
-            let p = |f: mlx5_prm::Field| {
-                f.within(qpc::PRIMARY_ADDRESS_PATH)
-                    .within(rst2init_qp_in::QPC)
-            };
-            c.set(x(qpc::PD), pdn)
-                .set(x(qpc::CQN_SND), scqn)
-                .set(x(qpc::CQN_RCV), rcqn)
-                .set(p(ads::VHCA_PORT_NUM), 1)
-                .set(p(ads::PKEY_INDEX), 0)
+        self.transition(opcode::RST2INIT_QP, |c| {
+            c.set(mpath(ads::VHCA_PORT_NUM), 1)
+                .set(mpath(ads::PKEY_INDEX), 0)
                 // Linux qp.c __mlx5_ib_modify_qp: the QP's counter set on RST2INIT and
                 // INIT2RTR.
-                .set(x(qpc::COUNTER_SET_ID), counter_set);
+                .set(mqpc(qpc::COUNTER_SET_ID), counter_set);
             rc::init_qpc(c, access, atomic_mode);
         })?;
         self.set_state(qp::state::INIT);
@@ -106,45 +119,33 @@ impl<H: Hal> QueuePair<H> {
     /// ([`InvalidInput::GidIndex`]) and a `max_dest_rd_atomic` above the device's limit
     /// ([`InvalidInput::RdAtomic`]).
     pub fn to_rtr(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::INIT])?;
         let caps = &self.ctx.caps;
         check_remote(remote)?;
         check_sgid_index(caps, o.sgid_index)?;
         let log_msg = caps.log_max_msg as u32;
         let rra = log_rd_atomic(o.max_dest_rd_atomic, caps.log_max_ra_res_qp)?;
-        let sport = udp_sport(self.qpn, remote.qpn);
-        let (pdn, scqn, rcqn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn);
+        let sport = udp_sport_of(o.flow_label, self.qpn, remote.qpn);
         let counter_set = self.counter_set_id();
-        self.modify(opcode::INIT2RTR_QP, rst2init_qp_in::BYTES, |c| {
-            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
-            let p = |f: mlx5_prm::Field| {
-                f.within(qpc::PRIMARY_ADDRESS_PATH)
-                    .within(rst2init_qp_in::QPC)
-            };
-            c.set(x(qpc::PD), pdn)
-                .set(x(qpc::CQN_SND), scqn)
-                .set(x(qpc::CQN_RCV), rcqn)
-                .set(x(qpc::COUNTER_SET_ID), counter_set)
-                .set(p(ads::VHCA_PORT_NUM), 1)
-                .set(p(ads::PKEY_INDEX), 0);
+        self.transition(opcode::INIT2RTR_QP, |c| {
+            c.set(mqpc(qpc::COUNTER_SET_ID), counter_set)
+                .set(mpath(ads::VHCA_PORT_NUM), 1)
+                .set(mpath(ads::PKEY_INDEX), 0);
             rc::rtr_qpc(c, remote, o, log_msg, rra, sport);
         })?;
         self.set_state(qp::state::RTR);
         Ok(())
     }
 
-    /// RTR -> RTS with the QP's random initial PSN.
+    /// RTR -> RTS with the QP's random initial PSN, or [`ConnectOptions::sq_psn`].
     pub fn to_rts(&mut self, o: &ConnectOptions) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::RTR])?;
         let sra = log_rd_atomic(o.max_rd_atomic, self.ctx.caps.log_max_ra_req_qp)?;
-        let (pdn, scqn, rcqn, psn) = (self.pd.pdn, self.scq.cqn, self.rcq.cqn, self.psn);
-        self.modify(opcode::RTR2RTS_QP, rst2init_qp_in::BYTES, |c| {
-            let x = |f: mlx5_prm::Field| f.within(rst2init_qp_in::QPC);
-            c.set(x(qpc::PD), pdn)
-                .set(x(qpc::CQN_SND), scqn)
-                .set(x(qpc::CQN_RCV), rcqn);
-            rc::rts_qpc(c, o, psn, sra);
-        })?;
+        let psn = o.sq_psn.map_or(self.psn, |p| p & 0xff_ffff);
+        self.transition(opcode::RTR2RTS_QP, |c| rc::rts_qpc(c, o, psn, sra))?;
+        self.psn = psn;
         self.set_state(qp::state::RTS);
         Ok(())
     }
@@ -155,6 +156,7 @@ impl<H: Hal> QueuePair<H> {
     /// failed connect never leaves it half-connected. Should that 2RST fail too, the QP stays
     /// where it was ([`QueuePair::state`] tells) and the first error is returned.
     pub fn connect(&mut self, remote: &QpEndpoint, o: &ConnectOptions) -> Result<()> {
+        self.check_connected()?;
         self.check_state(&[qp::state::RST])?;
         rc::check_connect(&self.ctx.caps, remote, o)?;
         let r = self
@@ -267,6 +269,7 @@ impl<H: Hal> QueuePair<H> {
             access,
             atomic_mode: g(qpc::ATOMIC_MODE) as u8,
             log_ack_req_freq: g(qpc::LOG_ACK_REQ_FREQ) as u8,
+            qkey: g(qpc::Q_KEY),
         })
     }
 

@@ -255,3 +255,13 @@ fn udp_sport_is_in_the_rocev2_range() {
         assert!(udp_sport(a, b) >= 0xc000);
     }
 }
+
+#[test]
+fn udp_sport_of_a_flow_label_is_linuxs() {
+    // The flow labels and UDP source ports of the three NVMe-oF connections of the shared
+    // rxe capture (rdma_flow_label_to_udp_sport), and 0 falling back to the QP pair's label.
+    assert_eq!(udp_sport_of(0x798d5, 0x11, 0x12), 55499);
+    assert_eq!(udp_sport_of(0x3266e, 0x11, 0x12), 58978);
+    assert_eq!(udp_sport_of(0x27010, 0x11, 0x12), 61465);
+    assert_eq!(udp_sport_of(0, 0x11, 0x12), udp_sport(0x11, 0x12));
+}

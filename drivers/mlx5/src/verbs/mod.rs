@@ -1,5 +1,6 @@
 //! The verbs API: [`Context`], [`ProtectionDomain`], [`MemoryRegion`], [`CompletionQueue`],
-//! [`QueuePair`] (RC), shaped after libibverbs and safe by default.
+//! [`QueuePair`] (RC, UD, the GSI QP), [`AddressHandle`], shaped after libibverbs and safe by
+//! default.
 //!
 //! Ownership: every object holds an `Arc` of its parents (a QP keeps its PD, CQs and the
 //! context alive), so handles can be dropped in any order; the device objects are destroyed
@@ -40,8 +41,9 @@ use crate::mr::{self, Access, Klm, KlmPlan, MkeyParams, PhysChunk, Xlt};
 use crate::qp::{Data, RawSge, MAX_SGE};
 use crate::umr::UmrRes;
 
+pub use crate::ah::{AddressHandle, AhAttr};
 pub use crate::cq::{
-    CompletionChannel, CompletionQueue, CqEvent, WcOpcode, WcStatus, WorkCompletion,
+    CompletionChannel, CompletionQueue, CqEvent, WcFlags, WcOpcode, WcStatus, WorkCompletion,
 };
 pub use crate::eq::AsyncEvent as Event;
 pub use crate::hca::Config as ContextConfig;
@@ -49,8 +51,9 @@ pub use crate::mr::Access as AccessFlags;
 pub(crate) use crate::pd::PdInner;
 pub use crate::pd::ProtectionDomain;
 pub use crate::qp::{
-    BoundMr, BoundSge, ConnectOptions, Mtu, PostError, QpAttr, QpCaps, QpEndpoint, QpOptions,
-    QueuePair, RawData, RawRecvWr, RawSendWr, Remote, SendFlags, SendOp,
+    grh_ipv4_source, BoundMr, BoundSge, ConnectOptions, Mtu, PostError, QpAttr, QpCaps, QpEndpoint,
+    QpOptions, QueuePair, RawData, RawRecvWr, RawSendWr, Remote, SendFlags, SendOp, UdDest,
+    GRH_BYTES, GSI_QKEY, GSI_QPN,
 };
 pub use crate::region::MemoryRegion;
 pub(crate) use crate::region::MrInner;

@@ -226,6 +226,46 @@ impl<H: Hal> ProtectionDomain<H> {
         crate::qp::create(&self.inner, send_cq, recv_cq, caps, &QpOptions::default())
     }
 
+    /// Creates an address handle for datagrams to `attr` (`ibv_create_ah`): the mlx5
+    /// address vector, built once ([`crate::ah`]). A source GID index beyond the port's table
+    /// is [`InvalidInput::GidIndex`], an all-zero GID or MAC [`InvalidInput::RemoteAddress`].
+    /// No command: mlx5 address handles live in the WQEs.
+    pub fn create_ah(&self, attr: &AhAttr) -> Result<AddressHandle> {
+        let ctx = &self.inner.ctx;
+        ctx.check_alive()?;
+        AddressHandle::new(&ctx.caps, attr)
+    }
+
+    /// Creates a UD QP with Q_Key `qkey` whose completions go to `send_cq` / `recv_cq`, and
+    /// moves it to RTS (RESET->INIT with P_Key index 0, port 1 and the Q_Key, ->RTR, ->RTS
+    /// with a random send PSN: [`QueuePair::activate_datagram`]). It sends with
+    /// [`QueuePair::post_ud_send`]; its receive buffers need [`crate::GRH_BYTES`] in front of
+    /// the largest datagram.
+    pub fn create_ud_qp(
+        &self,
+        send_cq: &CompletionQueue<H>,
+        recv_cq: &CompletionQueue<H>,
+        caps: &QpCaps,
+        qkey: u32,
+    ) -> Result<QueuePair<H>> {
+        let s = crate::qp::Service::Ud;
+        crate::qp::create_datagram(&self.inner, (send_cq, recv_cq), caps, s, qkey)
+    }
+
+    /// Creates the context's GSI QP (the one the wire reaches as QPN 1: `qpc.st` QP1, as Linux
+    /// hw/mlx5/gsi.c makes it) with Q_Key [`crate::GSI_QKEY`], in RTS, sending as a UD QP
+    /// does. One per context: a second one is refused with [`InvalidInput::GsiExists`] while
+    /// the first lives.
+    pub fn create_gsi_qp(
+        &self,
+        send_cq: &CompletionQueue<H>,
+        recv_cq: &CompletionQueue<H>,
+        caps: &QpCaps,
+    ) -> Result<QueuePair<H>> {
+        let s = crate::qp::Service::Gsi;
+        crate::qp::create_datagram(&self.inner, (send_cq, recv_cq), caps, s, GSI_QKEY)
+    }
+
     /// [`ProtectionDomain::create_qp`] with options ([`QpOptions::sq_sig_all`]).
     pub fn create_qp_with(
         &self,

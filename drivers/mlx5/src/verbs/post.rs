@@ -243,7 +243,7 @@ impl<H: Hal> QueuePair<H> {
                 }
                 SendData::Inline(b) => Data::Inline(b),
             };
-            self.check_send(&wr.op, data).map_err(at)?;
+            self.check_send(&wr.op, data, false).map_err(at)?;
         }
         if wrs.is_empty() {
             return Ok(());
@@ -266,12 +266,14 @@ impl<H: Hal> QueuePair<H> {
                     Data::Inline(b)
                 }
             };
-            let bbs = self.check_send(&wr.op, data).map_err(at)?;
+            let bbs = self.check_send(&wr.op, data, false).map_err(at)?;
             for m in sg.refs() {
                 let i = self.binding_for(m);
                 self.stamp_sq(i);
             }
-            last = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs).0;
+            last = self
+                .write_send(wr.wr_id, &wr.op, wr.flags, data, bbs, None)
+                .0;
         }
         self.ring_send(last, None);
         Ok(())
@@ -280,6 +282,28 @@ impl<H: Hal> QueuePair<H> {
     /// One WR of any shape: converted and checked once, written, one doorbell.
     #[inline(never)]
     pub(super) fn post_send_one(&mut self, wr: &SendWr<'_, H>) -> Result<()> {
+        self.post_send_one_to(wr, None)
+    }
+
+    /// One UD SEND or SEND with immediate ([`SendOp::Send`]) to `dest`, on a UD or the GSI
+    /// QP: the WQE carries the datagram segment (the address handle's vector, the remote QPN
+    /// and Q_Key: rdma-core qp.c `set_datagram_seg`) between its ctrl and data segments, and
+    /// is checked and posted as [`QueuePair::post_send`] posts one WR. Refused before
+    /// anything is written: another opcode ([`InvalidInput::ServiceType`]), a connected QP
+    /// ([`InvalidInput::NotDatagram`]), a remote QPN wider than 24 bits
+    /// ([`InvalidInput::RemoteQpn`]). The message must fit the path MTU (4096 bytes on a UD
+    /// QP, 256 on the GSI QP) or it completes with a length error.
+    pub fn post_ud_send(&mut self, wr: &SendWr<'_, H>, dest: &UdDest<'_>) -> Result<()> {
+        let seg = crate::qp::datagram_seg(dest)?;
+        self.post_send_one_to(wr, Some(&seg))
+    }
+
+    /// [`QueuePair::post_send_one`], with the datagram segment `dgram` when there is one.
+    fn post_send_one_to(
+        &mut self,
+        wr: &SendWr<'_, H>,
+        dgram: Option<&[u8; wqe::av::SIZE]>,
+    ) -> Result<()> {
         let mut sg = SgeBuf::new();
         let data = match wr.data {
             SendData::Sges(s) => {
@@ -288,13 +312,13 @@ impl<H: Hal> QueuePair<H> {
             }
             SendData::Inline(b) => Data::Inline(b),
         };
-        let bbs = self.check_send(&wr.op, data)?;
+        let bbs = self.check_send(&wr.op, data, dgram.is_some())?;
         self.reserve_sq(1)?;
         for m in sg.refs() {
             let i = self.binding_for(m);
             self.stamp_sq(i);
         }
-        let (last, in_place) = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs);
+        let (last, in_place) = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs, dgram);
         self.ring_send(last, Some((bbs, in_place)));
         Ok(())
     }

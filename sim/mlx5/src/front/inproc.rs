@@ -100,7 +100,9 @@ impl InProcHca {
 
     /// Two HCAs in one host: both DMA into the same guest memory and are joined by an
     /// in-process wire (`wire::Port::pair_sharing_memory`), so RDMA payloads move between them
-    /// with one copy. MACs …:01 and …:02.
+    /// with one copy. MACs …:01 and …:02. The wire carries RC packets only: datagrams (UD and
+    /// GSI QPs, so CM MADs too) are lost and counted (`tx_drop_link`); tests of datagram QPs
+    /// use [`InProcHca::pair`], whose wire carries Ethernet frames.
     pub fn pair_sharing_memory(mode: ExecMode) -> (InProcHca, InProcHca) {
         let mem = Arc::new(RegionMemory::new());
         Self::pair_on(
