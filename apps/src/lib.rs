@@ -16,6 +16,24 @@ pub mod stack;
 /// `netd`'s TCP echo service on a node.
 pub mod echo;
 
+/// The apps over rdma_cm: a node with its connection manager, and the loop that polls both.
+pub mod cm;
+
+/// `getopt(3)` for the apps that take the options of librdmacm's examples.
+pub mod getopt;
+
+/// The server sides of cmatose.c and udaddy.c without the HCA: options, bookkeeping.
+pub mod cmtools;
+
+/// rping's protocol (librdmacm/examples/rping.c), both roles, without the HCA.
+pub mod rping;
+
 /// Nodes on an in-memory link for the host tests.
 #[cfg(test)]
 mod testnet;
+
+/// The driver's tests' HAL over the model, for the host tests on emulated HCAs.
+#[cfg(test)]
+#[allow(dead_code, unused_imports)]
+#[path = "../../drivers/mlx5/tests/common/mod.rs"]
+mod sim;

@@ -391,7 +391,7 @@ mod channel {
         }
 
         /// Polls `cq` until `n` completions came or `wait` passed, the stack kept polled
-        /// meanwhile ([`mlx5::CompletionQueue::poll_wait`] with [`Channel::tick`]).
+        /// meanwhile ([`crate::stack::poll_cq_with`] with [`Channel::tick`]).
         pub fn poll_cq<H: Hal>(
             &mut self,
             cq: &mut CompletionQueue<H>,
@@ -399,20 +399,7 @@ mod channel {
             wait: Duration,
         ) -> Result<Vec<WorkCompletion>, mlx5::Error> {
             let deadline = self.node.deadline(wait);
-            let mut v = Vec::with_capacity(n.min(64));
-            let mut buf = [WorkCompletion::default(); 16];
-            while v.len() < n {
-                let k = cq.poll(&mut buf[..(n - v.len()).min(16)])?;
-                v.extend_from_slice(&buf[..k]);
-                if k == 0 {
-                    if self.node.stack().now_us() >= deadline {
-                        break;
-                    }
-                    self.tick();
-                    core::hint::spin_loop();
-                }
-            }
-            Ok(v)
+            crate::stack::poll_cq_with(self, cq, n, deadline, |s| s.node.now_us(), |s| s.tick())
         }
     }
 

@@ -160,6 +160,11 @@ impl<N: Nic, C: Clock> Node<N, C> {
         }
     }
 
+    /// The stack's clock, in microseconds.
+    pub fn now_us(&self) -> u64 {
+        self.stack.now_us()
+    }
+
     /// The clock's time `d` from now, as the stack's deadlines are.
     pub fn deadline(&self, d: Duration) -> u64 {
         self.stack.now_us().saturating_add(micros(d))
@@ -170,6 +175,32 @@ impl<N: Nic, C: Clock> Node<N, C> {
         let deadline = self.deadline(wait);
         self.stack.resolve(Ipv4Addr::from(ip), deadline)
     }
+}
+
+/// Polls `cq` until `n` completions came or `now(cx)` reached `deadline`, with `idle(cx)`
+/// between empty polls (the waits that keep the node's stack, and more, polled).
+pub fn poll_cq_with<T, H: mlx5::Hal>(
+    cx: &mut T,
+    cq: &mut mlx5::CompletionQueue<H>,
+    n: usize,
+    deadline: u64,
+    now: impl Fn(&T) -> u64,
+    mut idle: impl FnMut(&mut T),
+) -> Result<alloc::vec::Vec<mlx5::WorkCompletion>, mlx5::Error> {
+    let mut v = alloc::vec::Vec::with_capacity(n.min(64));
+    let mut buf = [mlx5::WorkCompletion::default(); 16];
+    while v.len() < n {
+        let k = cq.poll(&mut buf[..(n - v.len()).min(16)])?;
+        v.extend_from_slice(&buf[..k]);
+        if k == 0 {
+            if now(cx) >= deadline {
+                break;
+            }
+            idle(cx);
+            core::hint::spin_loop();
+        }
+    }
+    Ok(v)
 }
 
 /// The node of the unikernel: the stack on the HCA's Ethernet queue and the kernel's clock.

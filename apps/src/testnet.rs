@@ -45,3 +45,34 @@ pub fn idle(node: &mut TestNode, ms: u64) {
         std::thread::yield_now();
     }
 }
+
+/// A node with a connection manager over an emulated HCA (the stack on its Ethernet queue).
+pub type HcaCmNode<'a> =
+    crate::cm::CmNode<'a, crate::sim::TestHal, mlx5::EthQueue<crate::sim::TestHal>, StdClock>;
+
+/// Runs `f` on a node with a connection manager over the emulated HCA `sim`, placed by the
+/// cmdline words `cmd`; the lines it says are returned with its result.
+pub fn on_hca<R>(
+    sim: std::sync::Arc<crate::sim::SimHal>,
+    cmd: &str,
+    f: impl FnOnce(&mut HcaCmNode<'_>) -> R,
+) -> (R, std::vec::Vec<std::string::String>) {
+    use std::sync::{Arc, Mutex};
+    let ctx = mlx5::Context::open(crate::sim::TestHal(sim), crate::sim::test_config()).unwrap();
+    let eth = ctx.open_eth(&mlx5::EthConfig::default()).unwrap();
+    let args = net_args(cmd).unwrap();
+    let cfg = StackConfig::new(args.ip.addr.into(), args.ip.prefix_len);
+    let stack = Stack::new(eth, StdClock(Instant::now()), &cfg).unwrap();
+    let lines = Arc::new(Mutex::new(std::vec::Vec::new()));
+    let out = lines.clone();
+    let say = alloc::boxed::Box::new(move |a: core::fmt::Arguments<'_>| {
+        let l = std::format!("{a}");
+        std::eprintln!("{l}");
+        out.lock().unwrap().push(l);
+    });
+    let mut n = crate::cm::CmNode::new(&ctx, Node::new(stack, &args), say).unwrap();
+    let r = f(&mut n);
+    drop(n);
+    let lines = lines.lock().unwrap().clone();
+    (r, lines)
+}
