@@ -82,8 +82,7 @@ impl Initramfs {
     pub fn modules(&mut self, kernel: &Kernel, names: &[&str]) -> Result<(), Skip> {
         let mut order = String::new();
         for rel in kernel.module_closure(names)? {
-            let f = rel.rsplit('/').next().unwrap_or(&rel);
-            let base = format!("{}.ko", f.split(".ko").next().unwrap_or(f));
+            let base = module_file(&rel);
             let bytes = kernel.module_bytes(&rel)?;
             self.file(&format!("lib/modules/{base}"), &bytes, false);
             order.push_str(&base);
@@ -93,11 +92,83 @@ impl Initramfs {
         Ok(())
     }
 
+    /// The modules `names`, each with its dependencies, for loading on demand: every module
+    /// file not in `present` (entry names of an archive unpacked before this one) as
+    /// `lib/modules/<base>.ko`, and per name `lib/modules/order.<name>` listing its closure in
+    /// load order (dependencies first).
+    pub fn modules_on_demand(
+        &mut self,
+        kernel: &Kernel,
+        names: &[&str],
+        present: &[String],
+    ) -> Result<(), Skip> {
+        let mut written: Vec<String> = Vec::new();
+        for name in names {
+            let mut order = String::new();
+            for rel in kernel.module_closure(&[name])? {
+                let base = module_file(&rel);
+                let entry = format!("lib/modules/{base}");
+                if !present.contains(&entry) && !written.contains(&entry) {
+                    let bytes = kernel.module_bytes(&rel)?;
+                    self.file(&entry, &bytes, false);
+                    written.push(entry);
+                }
+                order.push_str(&base);
+                order.push('\n');
+            }
+            self.file(
+                &format!("lib/modules/order.{name}"),
+                order.as_bytes(),
+                false,
+            );
+        }
+        Ok(())
+    }
+
+    /// The entry names of the newc archives at `path` (as [`Initramfs::write`] writes them; one
+    /// archive or several concatenated).
+    pub fn names(path: &Path) -> Result<Vec<String>, Skip> {
+        let data = fs::read(path).map_err(|e| skip(format!("{}: {e}", path.display())))?;
+        let bad = || skip(format!("{}: not a newc cpio archive", path.display()));
+        let field = |at: usize, k: usize| -> Option<usize> {
+            let f = data.get(at + 6 + 8 * k..at + 14 + 8 * k)?;
+            usize::from_str_radix(std::str::from_utf8(f).ok()?, 16).ok()
+        };
+        let (mut at, mut names) = (0usize, Vec::new());
+        while at + 110 <= data.len() && data[at..].starts_with(b"070701") {
+            let (size, namesize) = (
+                field(at, 6).ok_or_else(bad)?,
+                field(at, 11).ok_or_else(bad)?,
+            );
+            let name = data
+                .get(at + 110..at + 110 + namesize.saturating_sub(1))
+                .ok_or_else(bad)?;
+            let name = String::from_utf8_lossy(name).into_owned();
+            at = (at + 110 + namesize).next_multiple_of(4);
+            at = (at + size).next_multiple_of(4);
+            if name == "TRAILER!!!" {
+                // Another archive may follow (as Linux unpacks them: after zero padding).
+                while data.get(at) == Some(&0) {
+                    at += 1;
+                }
+            } else {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
     /// Writes the archive (with its trailer) to `path`.
     pub fn write(mut self, path: &Path) -> Result<(), Skip> {
         self.entry("TRAILER!!!", 0, 0, &[]);
         fs::write(path, &self.data).map_err(|e| skip(format!("{}: {e}", path.display())))
     }
+}
+
+/// A module's file name in the image: its base name, uncompressed (`.ko`).
+fn module_file(rel: &str) -> String {
+    let f = rel.rsplit('/').next().unwrap_or(rel);
+    format!("{}.ko", f.split(".ko").next().unwrap_or(f))
 }
 
 /// The guest's /init: mounts, optional huge pages, the modules of `lib/modules/order` (the last
@@ -177,5 +248,28 @@ mod tests {
         assert_eq!(&i.data[6..14], b"00000001");
         assert_eq!(&i.data[110..112], b"a\0");
         assert_eq!(&i.data[112..115], b"xyz");
+    }
+
+    #[test]
+    fn names_reads_back_what_was_written() {
+        let mut i = Initramfs::default();
+        i.dir("etc");
+        i.file("etc/a", b"12345", false);
+        i.symlink("lnk", "etc/a");
+        let p = std::env::temp_dir().join(format!("names-{}.cpio", std::process::id()));
+        i.write(&p).unwrap();
+        assert_eq!(Initramfs::names(&p).unwrap(), ["etc", "etc/a", "lnk"]);
+        // A second archive after the first.
+        let mut two = Initramfs::default();
+        two.file("b", b"x", false);
+        let q = p.with_extension("two");
+        two.write(&q).unwrap();
+        let mut both = fs::read(&p).unwrap();
+        both.extend(fs::read(&q).unwrap());
+        fs::write(&p, &both).unwrap();
+        let names = Initramfs::names(&p).unwrap();
+        let _ = fs::remove_file(&p);
+        let _ = fs::remove_file(&q);
+        assert_eq!(names, ["etc", "etc/a", "lnk", "b"]);
     }
 }

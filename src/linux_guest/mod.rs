@@ -29,6 +29,7 @@ use crate::workspace_root;
 mod guest;
 mod initramfs;
 mod kernel;
+pub mod nvme;
 pub mod peer;
 mod peer_image;
 mod qemu;
@@ -36,6 +37,7 @@ mod qemu;
 pub use guest::{build_static_example, dump, run_guest, GuestRun, GuestSpec};
 pub use initramfs::{mlx5_core_script, vfio_script, Initramfs, INIT};
 pub use kernel::{prepare_kernel, Kernel};
+pub use nvme::prepare_nvme_image;
 pub use peer_image::{prepare_peer_image, PeerImage, PEER_INIT};
 pub use qemu::{patched_qemu, stock_qemu};
 

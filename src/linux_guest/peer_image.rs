@@ -104,7 +104,7 @@ pub struct PeerImage {
 }
 
 /// The library packages of the Depends closure of `pkgs` (apt-cache depends --recurse).
-fn lib_closure(pkgs: &[&str]) -> Result<Vec<String>, Skip> {
+pub(super) fn lib_closure(pkgs: &[&str]) -> Result<Vec<String>, Skip> {
     let out = run_ok(
         Command::new("apt-cache")
             .args([
@@ -165,36 +165,12 @@ fn elf_needs(path: &Path) -> Result<(Vec<String>, Option<String>), Skip> {
     Ok((needed, interp))
 }
 
-/// Builds (or reuses) the Linux RDMA peer image: the Debian 6.1 kernel of [`prepare_kernel`],
-/// busybox (with `ping` and `nc`), the modules of `PEER_MODULES`, rdma-core's tools with the rxe provider and their
-/// shared libraries, and [`PEER_INIT`]. Nothing is installed on the host.
-pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
-    let kernel = prepare_kernel()?;
-    check_busybox(&kernel)?;
-    let _g = PREPARE.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = cache_dir().join("peer");
-    let initrd = dir.join("initramfs.cpio");
-    let stamp = dir.join("READY");
-    let want = format!(
-        "{} {} {:016x}",
-        kernel.version,
-        PEER_IMAGE_VERSION,
-        fnv1a(PEER_INIT.as_bytes())
-    );
-    if fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str()) && initrd.exists() {
-        return Ok(PeerImage { kernel, initrd });
-    }
-    let t0 = Instant::now();
-    let debs = dir.join("debs");
-    fs::create_dir_all(&debs).map_err(|e| skip(format!("{}: {e}", debs.display())))?;
-    let libs = lib_closure(&PEER_PKGS)?;
-    let all: Vec<String> = PEER_PKGS
-        .iter()
-        .map(|s| s.to_string())
-        .chain(libs)
-        .collect();
+/// Downloads (`apt-get download`, once: the .debs stay in `debs`) the packages `pkgs` and
+/// unpacks them all into a fresh `uroot` (`dpkg -x`).
+pub(super) fn fetch_and_unpack(debs: &Path, pkgs: &[String], uroot: &Path) -> Result<(), Skip> {
+    fs::create_dir_all(debs).map_err(|e| skip(format!("{}: {e}", debs.display())))?;
     let have = |pkg: &str| -> Option<PathBuf> {
-        fs::read_dir(&debs)
+        fs::read_dir(debs)
             .ok()?
             .flatten()
             .map(|e| e.path())
@@ -204,7 +180,7 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
                     .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
             })
     };
-    let missing: Vec<&String> = all.iter().filter(|p| have(p).is_none()).collect();
+    let missing: Vec<&String> = pkgs.iter().filter(|p| have(p).is_none()).collect();
     if !missing.is_empty() {
         progress(&format!(
             "apt-get download of {} packages (first time only)",
@@ -225,22 +201,139 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
                 Command::new("apt-get")
                     .args(["download", "-q"])
                     .args(chunk.iter().map(|s| s.as_str()))
-                    .current_dir(&debs),
+                    .current_dir(debs),
                 "apt-get download (RDMA userspace)",
             )?;
         }
     }
     progress("unpacking");
-    let uroot = dir.join("uroot");
-    let _ = fs::remove_dir_all(&uroot);
-    fs::create_dir_all(&uroot).map_err(|e| skip(format!("{}: {e}", uroot.display())))?;
-    for p in &all {
+    let _ = fs::remove_dir_all(uroot);
+    fs::create_dir_all(uroot).map_err(|e| skip(format!("{}: {e}", uroot.display())))?;
+    for p in pkgs {
         let deb = have(p).ok_or_else(|| skip(format!("apt-get download {p} left no .deb")))?;
         run_ok(
-            Command::new("dpkg").arg("-x").arg(&deb).arg(&uroot),
+            Command::new("dpkg").arg("-x").arg(&deb).arg(uroot),
             &format!("dpkg -x {}", deb.display()),
         )?;
     }
+    Ok(())
+}
+
+/// Copies the executables `bins` (from the unpacked packages' bin and sbin directories) to
+/// `usr/bin`; returns where each came from.
+pub(super) fn add_executables(
+    img: &mut Initramfs,
+    uroot: &Path,
+    bins: &[&str],
+) -> Result<Vec<PathBuf>, Skip> {
+    let mut elfs: Vec<PathBuf> = Vec::new();
+    for b in bins {
+        let f = ["usr/bin", "usr/sbin", "bin", "sbin"]
+            .iter()
+            .map(|d| uroot.join(d).join(b))
+            .find(|p| p.is_file())
+            .ok_or_else(|| skip(format!("{b} is not in the unpacked packages")))?;
+        let bytes = fs::read(&f).map_err(|e| skip(format!("{}: {e}", f.display())))?;
+        img.file(&format!("usr/bin/{b}"), &bytes, true);
+        elfs.push(f);
+    }
+    Ok(elfs)
+}
+
+/// Copies the shared libraries of `elfs` (their DT_NEEDED closure, plus `extra`), each under
+/// its soname, to `usr/lib/x86_64-linux-gnu`, and the program interpreter with its link;
+/// those in `present` (already in the image) are not copied again. Returns the sonames it
+/// copied.
+pub(super) fn add_shared_libs(
+    img: &mut Initramfs,
+    uroot: &Path,
+    elfs: &[PathBuf],
+    extra: &[&str],
+    present: &[String],
+) -> Result<Vec<String>, Skip> {
+    // librados finds libceph-common in ceph/ by its RUNPATH; copied beside the others, the
+    // default search path finds it.
+    let libdirs = [
+        uroot.join("lib/x86_64-linux-gnu"),
+        uroot.join("usr/lib/x86_64-linux-gnu"),
+        uroot.join("lib64"),
+        uroot.join("usr/lib/x86_64-linux-gnu/ceph"),
+    ];
+    let find = |so: &str| libdirs.iter().map(|d| d.join(so)).find(|p| p.exists());
+    let mut todo: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let mut done: Vec<String> = Vec::new();
+    let mut interps: Vec<String> = Vec::new();
+    for e in elfs {
+        let (needed, interp) = elf_needs(e)?;
+        todo.extend(needed);
+        interps.extend(interp);
+    }
+    while let Some(so) = todo.pop() {
+        if done.contains(&so) || present.contains(&so) {
+            continue;
+        }
+        let src = find(&so).ok_or_else(|| skip(format!("no package provides {so}")))?;
+        let real = fs::canonicalize(&src).map_err(|e| skip(format!("{}: {e}", src.display())))?;
+        let bytes = fs::read(&real).map_err(|e| skip(format!("{}: {e}", real.display())))?;
+        // Executable: the program interpreter is one of them.
+        img.file(&format!("usr/lib/x86_64-linux-gnu/{so}"), &bytes, true);
+        let (needed, _) = elf_needs(&real)?;
+        todo.extend(needed);
+        done.push(so);
+    }
+    interps.sort();
+    interps.dedup();
+    for p in interps {
+        let name = p.rsplit('/').next().unwrap_or(&p).to_string();
+        if present.contains(&name) {
+            continue;
+        }
+        if !done.contains(&name) {
+            let src = find(&name).ok_or_else(|| skip(format!("no package provides {name}")))?;
+            let real =
+                fs::canonicalize(&src).map_err(|e| skip(format!("{}: {e}", src.display())))?;
+            let bytes = fs::read(&real).map_err(|e| skip(format!("{}: {e}", real.display())))?;
+            img.file(&format!("usr/lib/x86_64-linux-gnu/{name}"), &bytes, true);
+            done.push(name.clone());
+        }
+        let link = p.trim_start_matches('/');
+        if link != format!("usr/lib/x86_64-linux-gnu/{name}")
+            && link != format!("lib/x86_64-linux-gnu/{name}")
+        {
+            img.symlink(link, &format!("/usr/lib/x86_64-linux-gnu/{name}"));
+        }
+    }
+    Ok(done)
+}
+
+/// Builds (or reuses) the Linux RDMA peer image: the Debian 6.1 kernel of [`prepare_kernel`],
+/// busybox (with `ping` and `nc`), the modules of `PEER_MODULES`, rdma-core's tools with the rxe provider and their
+/// shared libraries, and [`PEER_INIT`]. Nothing is installed on the host.
+pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
+    let kernel = prepare_kernel()?;
+    check_busybox(&kernel)?;
+    let _g = PREPARE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = cache_dir().join("peer");
+    let initrd = dir.join("initramfs.cpio");
+    let stamp = dir.join("READY");
+    let want = format!(
+        "{} {} {:016x}",
+        kernel.version,
+        PEER_IMAGE_VERSION,
+        fnv1a(PEER_INIT.as_bytes())
+    );
+    if fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str()) && initrd.exists() {
+        return Ok(PeerImage { kernel, initrd });
+    }
+    let t0 = Instant::now();
+    let libs = lib_closure(&PEER_PKGS)?;
+    let all: Vec<String> = PEER_PKGS
+        .iter()
+        .map(|s| s.to_string())
+        .chain(libs)
+        .collect();
+    let uroot = dir.join("uroot");
+    fetch_and_unpack(&dir.join("debs"), &all, &uroot)?;
     progress("writing the initramfs");
     let mut img = Initramfs::new(&kernel, PEER_INIT)?;
     for d in [
@@ -260,17 +353,7 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
     }
     img.symlink("lib/x86_64-linux-gnu", "../usr/lib/x86_64-linux-gnu");
     img.modules(&kernel, &PEER_MODULES)?;
-    let mut elfs: Vec<PathBuf> = Vec::new();
-    for b in PEER_BINS {
-        let f = ["usr/bin", "usr/sbin", "bin", "sbin"]
-            .iter()
-            .map(|d| uroot.join(d).join(b))
-            .find(|p| p.is_file())
-            .ok_or_else(|| skip(format!("{b} is not in the unpacked packages")))?;
-        let bytes = fs::read(&f).map_err(|e| skip(format!("{}: {e}", f.display())))?;
-        img.file(&format!("usr/bin/{b}"), &bytes, true);
-        elfs.push(f);
-    }
+    let mut elfs = add_executables(&mut img, &uroot, &PEER_BINS)?;
     let provdir = uroot.join("usr/lib/x86_64-linux-gnu/libibverbs");
     let prov = fs::read_dir(&provdir)
         .map_err(|e| skip(format!("{}: {e}", provdir.display())))?
@@ -297,54 +380,8 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
     let drv = uroot.join("etc/libibverbs.d/rxe.driver");
     let bytes = fs::read(&drv).map_err(|e| skip(format!("{}: {e}", drv.display())))?;
     img.file("etc/libibverbs.d/rxe.driver", &bytes, false);
-    // Shared libraries: the DT_NEEDED closure, plus libgcc_s (glibc dlopens it for
-    // pthread_exit/pthread_cancel), each under its soname.
-    let libdirs = [
-        uroot.join("lib/x86_64-linux-gnu"),
-        uroot.join("usr/lib/x86_64-linux-gnu"),
-        uroot.join("lib64"),
-    ];
-    let find = |so: &str| libdirs.iter().map(|d| d.join(so)).find(|p| p.exists());
-    let mut todo: Vec<String> = vec!["libgcc_s.so.1".into()];
-    let mut done: Vec<String> = Vec::new();
-    let mut interps: Vec<String> = Vec::new();
-    for e in &elfs {
-        let (needed, interp) = elf_needs(e)?;
-        todo.extend(needed);
-        interps.extend(interp);
-    }
-    while let Some(so) = todo.pop() {
-        if done.contains(&so) {
-            continue;
-        }
-        let src = find(&so).ok_or_else(|| skip(format!("no package provides {so}")))?;
-        let real = fs::canonicalize(&src).map_err(|e| skip(format!("{}: {e}", src.display())))?;
-        let bytes = fs::read(&real).map_err(|e| skip(format!("{}: {e}", real.display())))?;
-        // Executable: the program interpreter is one of them.
-        img.file(&format!("usr/lib/x86_64-linux-gnu/{so}"), &bytes, true);
-        let (needed, _) = elf_needs(&real)?;
-        todo.extend(needed);
-        done.push(so);
-    }
-    interps.sort();
-    interps.dedup();
-    for p in interps {
-        let name = p.rsplit('/').next().unwrap_or(&p).to_string();
-        if !done.contains(&name) {
-            let src = find(&name).ok_or_else(|| skip(format!("no package provides {name}")))?;
-            let real =
-                fs::canonicalize(&src).map_err(|e| skip(format!("{}: {e}", src.display())))?;
-            let bytes = fs::read(&real).map_err(|e| skip(format!("{}: {e}", real.display())))?;
-            img.file(&format!("usr/lib/x86_64-linux-gnu/{name}"), &bytes, true);
-            done.push(name.clone());
-        }
-        let link = p.trim_start_matches('/');
-        if link != format!("usr/lib/x86_64-linux-gnu/{name}")
-            && link != format!("lib/x86_64-linux-gnu/{name}")
-        {
-            img.symlink(link, &format!("/usr/lib/x86_64-linux-gnu/{name}"));
-        }
-    }
+    // libgcc_s: glibc dlopens it for pthread_exit/pthread_cancel.
+    let done = add_shared_libs(&mut img, &uroot, &elfs, &["libgcc_s.so.1"], &[])?;
     img.file("etc/nsswitch.conf", b"hosts: files\n", false);
     img.file("etc/hosts", b"127.0.0.1 localhost\n", false);
     img.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n", false);
@@ -362,7 +399,7 @@ pub fn prepare_peer_image() -> Result<PeerImage, Skip> {
     Ok(PeerImage { kernel, initrd })
 }
 
-fn fnv1a(b: &[u8]) -> u64 {
+pub(super) fn fnv1a(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
         (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
     })

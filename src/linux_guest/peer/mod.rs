@@ -290,6 +290,27 @@ pub fn run_linux_pair(
     pcap: Option<PathBuf>,
     echo: bool,
 ) -> Result<(PeerOutcome, PeerOutcome), Skip> {
+    run_linux_pair_within(
+        image,
+        work,
+        server_cmd,
+        client_cmd,
+        pcap,
+        echo,
+        Duration::from_secs(120),
+    )
+}
+
+/// [`run_linux_pair`] with each guest killed after `timeout` (from its start).
+pub fn run_linux_pair_within(
+    image: &PeerImage,
+    work: &Path,
+    server_cmd: &str,
+    client_cmd: &str,
+    pcap: Option<PathBuf>,
+    echo: bool,
+    timeout: Duration,
+) -> Result<(PeerOutcome, PeerOutcome), Skip> {
     fs::create_dir_all(work).map_err(|e| skip(format!("{}: {e}", work.display())))?;
     let sock = work.join("link.sock");
     let _ = fs::remove_file(&sock);
@@ -302,7 +323,7 @@ pub fn run_linux_pair(
         wait_ping: None,
         delay: None,
         pcap,
-        timeout: Duration::from_secs(120),
+        timeout,
     };
     let b = LinuxPeer {
         link: Link::Connect(sock),

@@ -165,7 +165,11 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     let service = is_service(&app);
     let image = {
         let _step = crate::progress::Step::start("preparing the Linux peer image");
-        prepare_peer_image()?
+        if crate::linux_guest::nvme::uses_nvme(&run.cmd) {
+            crate::linux_guest::prepare_nvme_image()?
+        } else {
+            prepare_peer_image()?
+        }
     };
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

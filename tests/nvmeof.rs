@@ -1,0 +1,385 @@
+//! NVMe over Fabrics on RDMA from a Linux host (nvme-rdma, nvme-cli, fio, e2fsprogs in the peer
+//! image's NVMe layer: src/linux_guest/nvme/): one host script per scenario, run against a
+//! target. Today the target is Linux's own `nvmet-rdma` over a memory-backed null_blk in a second
+//! Linux guest (the baseline, and the proof of the scripts); the unikernel's `nvmf-target` is
+//! the other arm of [`Target`], the same scripts facing it.
+//!
+//! Each test skips loudly (`SKIPPED: ...`) when QEMU or the image cannot be had. Two Linux
+//! guests under TCG: a scenario takes one to several minutes; the runs take turns (one pair at
+//! a time), so that a loaded host does not starve them all at once.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use unikernel::linux_guest::nvme::{self, Scenario, SUBSYS_NQN};
+use unikernel::linux_guest::{self, peer};
+
+/// One pair of guests at a time.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// Who serves the namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// Linux's nvmet-rdma in a second guest (10.0.0.1), nvme/nvmet-target.sh.
+    LinuxNvmet,
+    /// The unikernel's app `nvmf-target` with the emulated HCA (10.0.0.2).
+    Unikernel,
+}
+
+impl Target {
+    /// The host's command for scenario `s` (the scripts' target is their argument, default
+    /// 10.0.0.1; the launcher puts the unikernel's address for `$SERVER`).
+    fn host_cmd(self, s: Scenario) -> String {
+        match self {
+            Target::LinuxNvmet => s.script(),
+            Target::Unikernel => format!("{} $SERVER", s.script()),
+        }
+    }
+}
+
+/// The unikernel's command line as the target (its address and peer come from the launcher).
+const UNIKERNEL_CMDLINE: &str = "nvmf-target nqn=nqn.2026-12.io.example:ram size=1G";
+
+/// Runs scenario `s` from the Linux host against `target`; the host's output, or None after a
+/// loud SKIPPED. Panics with both consoles when the scenario fails.
+fn run(test: &str, target: Target, s: Scenario) -> Option<String> {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let img = match linux_guest::prepare_nvme_image() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("SKIPPED: {test}: {e}");
+            return None;
+        }
+    };
+    let work = linux_guest::cache_dir().join("runs").join(test);
+    let cmd = target.host_cmd(s);
+    // The link's capture of the basic scenario (under 1 MB); fio's and the file system's run
+    // to 25-190 MB.
+    let pcap = (s == Scenario::Basic).then(|| work.join("link.pcap"));
+    let (server, host) = match target {
+        Target::LinuxNvmet => match peer::run_linux_pair_within(
+            &img,
+            &work,
+            nvme::TARGET_SCRIPT,
+            &cmd,
+            pcap,
+            false,
+            Duration::from_secs(1200),
+        ) {
+            Ok((a, b)) => (a.console, b),
+            Err(e) => {
+                eprintln!("SKIPPED: {test}: {e}");
+                return None;
+            }
+        },
+        Target::Unikernel => {
+            // Needs the app (Part N3) and the launcher's `--peer linux` on the NVMe image.
+            if !unikernel::workspace_root()
+                .join("apps/src/bin/nvmf-target.rs")
+                .exists()
+            {
+                eprintln!(
+                    "SKIPPED: {test}: no unikernel app nvmf-target yet (would run `{UNIKERNEL_CMDLINE}` against `{cmd}`)"
+                );
+                return None;
+            }
+            let o = unikernel::Options {
+                app: Some("nvmf-target".into()),
+                cmdline: UNIKERNEL_CMDLINE.into(),
+                ..Default::default()
+            };
+            let r = match peer::run_linux_peer(&peer::PeerRun {
+                cmd,
+                role: peer::Role::Client,
+                pcap,
+                static_neigh: false,
+                unikernel: o,
+                timeout: Duration::from_secs(1200),
+            }) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("SKIPPED: {test}: {e}");
+                    return None;
+                }
+            };
+            (r.unikernel_output, r.linux)
+        }
+    };
+    let out = host.output();
+    if host.rc != Some(0) || !nvme::passed(&out, s) {
+        eprintln!(
+            "==== target ====\n{server}\n==== host ====\n{}",
+            host.console
+        );
+        panic!(
+            "{test}: rc {:?} (timed out: {}), last result: {:?}",
+            host.rc,
+            host.timed_out,
+            out.lines().rev().find(|l| l.starts_with("RESULT "))
+        );
+    }
+    eprintln!(
+        "{test}: passed in {:.0} s:\n{}",
+        host.wall.as_secs_f64(),
+        out.lines()
+            .filter(|l| l.starts_with("RESULT "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    Some(out)
+}
+
+/// The namespace as both targets serve it: 1 GiB of 512-byte blocks, its serial, one
+/// discovery entry for the subsystem besides the discovery subsystem's own.
+fn assert_connected(test: &str, out: &str) {
+    let f = |k: &str| nvme::field(out, "connect", k);
+    assert_eq!(f("bytes").as_deref(), Some("1073741824"), "{test}: size");
+    assert_eq!(f("lba").as_deref(), Some("512"), "{test}: block size");
+    assert_eq!(
+        f("serial").as_deref(),
+        Some("NVMEOF-RAM-0001"),
+        "{test}: serial"
+    );
+    assert_eq!(
+        nvme::field(out, "discover", "listed").as_deref(),
+        Some("1"),
+        "{test}: {SUBSYS_NQN} in the discovery log"
+    );
+    // One RC QP per queue while connected (the admin queue's and each I/O queue's).
+    assert_eq!(f("rc_qps"), f("queues"), "{test}: RC QPs while connected");
+    // Every disconnect left no controller and no RC QP behind.
+    let n = nvme::values(out, "disconnect", "s").len();
+    assert!(n > 0, "{test}: no disconnect");
+    for k in ["ctrls", "rc_qps"] {
+        assert_eq!(
+            nvme::values(out, "disconnect", k),
+            vec!["0"; n],
+            "{test}: {k} left after a disconnect"
+        );
+    }
+}
+
+#[test]
+fn nvme_image_builds() {
+    let img = match linux_guest::prepare_nvme_image() {
+        Ok(i) => i,
+        Err(s) => {
+            eprintln!("SKIPPED: nvme_image_builds: {s}");
+            return;
+        }
+    };
+    let names = linux_guest::Initramfs::names(&img.initrd).unwrap();
+    for name in [
+        "usr/bin/nvme",
+        "usr/bin/fio",
+        "usr/bin/mkfs.ext4",
+        "usr/bin/fsck.ext4",
+        "usr/bin/loadmod",
+        "usr/bin/nvme-basic.sh",
+        "usr/lib/x86_64-linux-gnu/libnvme.so.1",
+        "lib/modules/nvme-rdma.ko",
+        "lib/modules/nvmet-rdma.ko",
+        "lib/modules/null_blk.ko",
+        "lib/modules/ext4.ko",
+        "lib/modules/order.nvme-rdma",
+        "etc/nvme/hostnqn",
+        // The peer image's own, before the layer.
+        "usr/bin/ibv_rc_pingpong",
+        "lib/modules/rdma_rxe.ko",
+    ] {
+        assert!(
+            names.iter().any(|n| n == name),
+            "{name} missing from the NVMe image"
+        );
+    }
+}
+
+/// discover, connect, 4 KiB and 128 KiB O_DIRECT writes read back byte-exact, disconnect leaves
+/// nothing behind, a second connect reads the first one's data.
+#[test]
+fn linux_nvmet_basic() {
+    const T: &str = "linux_nvmet_basic";
+    let Some(out) = run(T, Target::LinuxNvmet, Scenario::Basic) else {
+        return;
+    };
+    assert_connected(T, &out);
+    for step in ["io", "reconnect"] {
+        assert_eq!(
+            nvme::values(&out, step, "equal"),
+            ["1", "1"],
+            "{T}: {step}: 4 KiB and 128 KiB equal"
+        );
+    }
+}
+
+/// mkfs.ext4, mount, files, unmount, reconnect, fsck clean, mount, the checksums equal.
+#[test]
+fn linux_nvmet_filesystem() {
+    const T: &str = "linux_nvmet_filesystem";
+    let Some(out) = run(T, Target::LinuxNvmet, Scenario::Fs) else {
+        return;
+    };
+    assert_connected(T, &out);
+    assert_eq!(nvme::field(&out, "fsck", "rc").as_deref(), Some("0"));
+    assert_eq!(nvme::field(&out, "checksums", "bad").as_deref(), Some("0"));
+    assert_eq!(
+        nvme::field(&out, "checksums", "files"),
+        nvme::field(&out, "files", "n"),
+        "{T}: every file checked"
+    );
+}
+
+/// fio --verify from three jobs over the host's I/O queues (default, read and poll).
+#[test]
+fn linux_nvmet_fio_verify() {
+    const T: &str = "linux_nvmet_fio_verify";
+    let Some(out) = run(T, Target::LinuxNvmet, Scenario::FioVerify) else {
+        return;
+    };
+    assert_connected(T, &out);
+    let queues: u32 = nvme::field(&out, "fio-verify", "queues")
+        .and_then(|q| q.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        queues >= 3,
+        "{T}: the admin queue and at least two I/O queues, got {queues}"
+    );
+    assert_eq!(
+        nvme::values(&out, "fio-verify", "job"),
+        ["aio0", "aio1", "poll"],
+        "{T}: three fio jobs"
+    );
+    for (k, v) in [
+        ("error", "0"),
+        ("written_kib", "16384"),
+        ("read_kib", "16384"),
+    ] {
+        assert_eq!(
+            nvme::values(&out, "fio-verify", k),
+            [v, v, v],
+            "{T}: {k} of each job"
+        );
+    }
+}
+
+/// fio's figures (4 KiB random read and write at QD32, 128 KiB sequential) against Linux's
+/// nvmet and the unikernel's target in the same run, as one table with the ratio.
+#[test]
+fn fio_table_unikernel_vs_linux_nvmet() {
+    const T: &str = "fio_table_unikernel_vs_linux_nvmet";
+    let Some(linux) = run(T, Target::LinuxNvmet, Scenario::FioPerf) else {
+        return;
+    };
+    assert_connected(T, &linux);
+    let l = nvme::fio_figures(&linux);
+    assert_eq!(l.len(), 4, "{T}: four fio jobs: {l:?}");
+    assert!(l.iter().all(|f| f.iops > 0.0 && f.bw_kib > 0.0), "{l:?}");
+    let u = run(
+        &format!("{T}_unikernel"),
+        Target::Unikernel,
+        Scenario::FioPerf,
+    )
+    .map(|o| nvme::fio_figures(&o))
+    .unwrap_or_default();
+    eprintln!("{T}:\n{}", nvme::fio_table(&u, &l));
+}
+
+/// A host killed mid-I/O: its controller is freed after the keep-alive timeout (the target's
+/// log says so, and no RC QP is left at the end), and a new host's connection works (the basic
+/// scenario, from a second guest on the same link). Linux's target; the unikernel's arm of
+/// this test needs the launcher to run two Linux hosts one after the other against it.
+#[test]
+fn linux_nvmet_host_killed_mid_io() {
+    const T: &str = "linux_nvmet_host_killed_mid_io";
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let img = match linux_guest::prepare_nvme_image() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("SKIPPED: {T}: {e}");
+            return;
+        }
+    };
+    let work = linux_guest::cache_dir().join("runs").join(T);
+    std::fs::create_dir_all(&work).unwrap();
+    let sock = work.join("link.sock");
+    let _ = std::fs::remove_file(&sock);
+    let target = peer::LinuxPeer {
+        link: peer::Link::Listen(sock.clone()),
+        ip: format!("{}/24", peer::PEER_IP),
+        mac: peer::PEER_MAC,
+        neigh: None,
+        cmd: nvme::TARGET_SCRIPT.into(),
+        wait_ping: None,
+        delay: None,
+        pcap: Some(work.join("link.pcap")),
+        timeout: Duration::from_secs(1500),
+    };
+    let host = |cmd: &str| peer::LinuxPeer {
+        link: peer::Link::Connect(sock.clone()),
+        ip: format!("{}/24", peer::UNIKERNEL_IP),
+        mac: peer::UNIKERNEL_MAC,
+        cmd: cmd.into(),
+        wait_ping: Some(peer::PEER_IP.into()),
+        delay: Some(1),
+        pcap: None,
+        timeout: Duration::from_secs(900),
+        ..target.clone()
+    };
+    let a = match target.spawn(&img, "A| ", false) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("SKIPPED: {T}: {e}");
+            return;
+        }
+    };
+    let mut b1 = host(nvme::KILLED_HOST_SCRIPT)
+        .spawn(&img, "B1| ", false)
+        .expect("first host");
+    let t0 = Instant::now();
+    while !b1.saw("RESULT io-running") && !b1.saw("RESULT fail") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(900),
+            "{T}: the first host never got its I/O going"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let b1 = b1.kill();
+    assert!(
+        b1.output().contains("RESULT io-running"),
+        "{T}: first host:\n{}",
+        b1.console
+    );
+    let b2 = host(&Scenario::Basic.script())
+        .spawn(&img, "B2| ", false)
+        .expect("second host")
+        .finish();
+    let a = a.finish();
+    let out = b2.output();
+    if b2.rc != Some(0) || !nvme::passed(&out, Scenario::Basic) {
+        eprintln!(
+            "==== target ====\n{}\n==== second host ====\n{}",
+            a.console, b2.console
+        );
+        panic!("{T}: the second host failed: rc {:?}", b2.rc);
+    }
+    assert_connected(T, &out);
+    let log = a.output();
+    assert!(
+        log.contains("keep-alive timer (5 seconds) expired"),
+        "{T}: the target never timed the first host's controller out:\n{log}"
+    );
+    assert!(
+        log.contains("rdma qps after: 0"),
+        "{T}: RC QPs left on the target:\n{log}"
+    );
+    eprintln!(
+        "{T}: the target:\n{}",
+        log.lines()
+            .filter(|l| l.contains("nvmet: ")
+                || l.contains("nvmet_rdma: ")
+                || (l.starts_with("TARGET: ") && !l.starts_with("TARGET: dmesg")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
