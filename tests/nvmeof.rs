@@ -38,7 +38,8 @@ impl Target {
 }
 
 /// The unikernel's command line as the target (its address and peer come from the launcher).
-const UNIKERNEL_CMDLINE: &str = "nvmf-target nqn=nqn.2026-12.io.example:ram size=1G";
+const UNIKERNEL_CMDLINE: &str =
+    "nvmf-target nqn=nqn.2026-12.io.example:ram serial=NVMEOF-RAM-0001 size=1G";
 
 /// Runs scenario `s` from the Linux host against `target`; the host's output, or None after a
 /// loud SKIPPED. Panics with both consoles when the scenario fails.
