@@ -315,6 +315,9 @@ impl<H: Hal> NvmfRdma<H> {
         });
     }
 
+    // inline(never): one call per completion, the toggle point of the instruction bench
+    // (benches/io.rs).
+    #[inline(never)]
     fn on_wc(
         &mut self,
         cm: &mut RdmaCm<H>,
