@@ -211,7 +211,7 @@ impl<H: Hal> NvmfRdma<H> {
         id: CmId,
         private: &[u8],
         ip: [u8; 4],
-        responder_resources: u8,
+        initiator_depth: u8,
     ) {
         let slot = match self.conns.iter().position(Option::is_none) {
             Some(s) => s,
@@ -245,10 +245,11 @@ impl<H: Hal> NvmfRdma<H> {
             let rep = acc.rep.to_bytes();
             let p = ConnParam {
                 private_data: &rep,
-                // Linux `nvmet_rdma_cm_accept`: no responder resources, as many RDMA READs
-                // as the host takes and the device issues.
+                // Linux `nvmet_rdma_cm_accept`: no responder resources; as many RDMA READs
+                // as the host takes (the event's initiator depth: the REQ's Responder
+                // Resources, cm.c `cm_format_req_event`) and the device issues.
                 responder_resources: 0,
-                initiator_depth: responder_resources.min(self.max_init_rd),
+                initiator_depth: initiator_depth.min(self.max_init_rd),
                 retry_count: 7,
                 rnr_retry_count: 7,
             };
