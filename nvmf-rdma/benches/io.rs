@@ -26,7 +26,6 @@
 //! | see `--instructions` | |
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::time::Instant;

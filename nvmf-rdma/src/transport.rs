@@ -227,18 +227,10 @@ impl<H: Hal> NvmfRdma<H> {
             Err(st) => return self.refuse(cm, nb, now, id, ip, st),
         };
         let slot_len = self.capsule.len() as u32;
-        let r = buffers(&self.pd, acc.recv_depth, slot_len).and_then(|b| {
+        let r = buffers(&self.pd, acc.recv_depth, slot_len).map(|b| {
             self.gens[slot] = self.gens[slot].wrapping_add(1);
-            let c = Conn::new(
-                id,
-                acc.queue,
-                self.gens[slot],
-                ip,
-                b,
-                acc.recv_depth,
-                slot_len,
-            );
-            Ok(c)
+            let gen = self.gens[slot];
+            Conn::new(id, acc.queue, gen, ip, b, acc.recv_depth, slot_len)
         });
         let conn = r.map_err(Error::from).and_then(|c| {
             self.open_qp(cm, slot, &c)?;

@@ -4,11 +4,11 @@
 //! one command at a time as Linux's `nvme-rdma` lays them out (SGL types 0x01 and 0x40).
 #![allow(dead_code)]
 
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 #[path = "../../../rdmacm/tests/common/mod.rs"]
 pub mod cm;
 
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 #[path = "../../../nvmeof/tests/common/mod.rs"]
 pub mod core;
 
@@ -23,6 +23,8 @@ use nvmeof::{Cqe, KeyedSgl};
 use nvmf_rdma::{Limits, Note, NvmfRdma};
 use rdmacm::{CmId, ConnParam, Event};
 
+// Not every user of this module takes all of them (the bench).
+#[allow(unused_imports)]
 pub use core::{connect, pattern, set_cc, sqe, CC_ENABLE, HOSTNQN, NQN};
 
 /// The target's disk.
