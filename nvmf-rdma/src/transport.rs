@@ -150,7 +150,7 @@ impl<H: Hal> NvmfRdma<H> {
                 id,
                 private_data,
                 remote_ip,
-                responder_resources,
+                initiator_depth,
                 ..
             } => self.on_request(
                 cm,
@@ -159,7 +159,7 @@ impl<H: Hal> NvmfRdma<H> {
                 id,
                 &private_data,
                 remote_ip,
-                responder_resources,
+                initiator_depth,
             ),
             Event::Established { id, .. } => {
                 if let Some(c) = self.find(id).and_then(|i| self.conns[i].as_mut()) {
