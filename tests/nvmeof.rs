@@ -61,6 +61,12 @@ fn run(test: &str, target: Target, s: Scenario) -> Option<String> {
     // The link's capture of the basic scenario (under 1 MB); fio's and the file system's run
     // to 25-190 MB.
     let pcap = (s == Scenario::Basic).then(|| work.join("link.pcap"));
+    // The pair makes its directory; the unikernel's run keeps its own, so the capture's is
+    // made here (QEMU cannot open the file otherwise).
+    if let Err(e) = std::fs::create_dir_all(&work) {
+        eprintln!("SKIPPED: {test}: {}: {e}", work.display());
+        return None;
+    }
     let (server, host) = match target {
         Target::LinuxNvmet => match peer::run_linux_pair_within(
             &img,

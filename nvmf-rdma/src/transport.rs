@@ -152,15 +152,7 @@ impl<H: Hal> NvmfRdma<H> {
                 remote_ip,
                 initiator_depth,
                 ..
-            } => self.on_request(
-                cm,
-                nb,
-                now,
-                id,
-                &private_data,
-                remote_ip,
-                initiator_depth,
-            ),
+            } => self.on_request(cm, nb, now, id, &private_data, remote_ip, initiator_depth),
             Event::Established { id, .. } => {
                 if let Some(c) = self.find(id).and_then(|i| self.conns[i].as_mut()) {
                     c.established = true;
