@@ -2,9 +2,13 @@
 //! src/linux_guest/peer/): rdma-core's own tools in Linux (TCG) against the unikernel apps
 //! `pingpong` and `perftest` (KVM) over RoCEv2 frames, both roles, the tools' exchange over TCP
 //! on the same link and each side finding the other by ARP; busybox's `ping` and `nc` against
-//! the unikernel's own IP stack (`netd`); two Linux peers alone as the baseline.
+//! the unikernel's own IP stack (`netd`); two Linux peers alone as the baseline. The tools that
+//! connect with rdma_cm (CM MADs on QP 1, no TCP) are in [`rdma_cm`].
 //!
 //! Each test skips loudly (`SKIPPED: ...`) when QEMU, KVM or the peer image cannot be had.
+
+#[path = "linux_peer/rdma_cm.rs"]
+mod rdma_cm;
 
 use unikernel::linux_guest::{self, peer};
 
@@ -21,6 +25,9 @@ fn peer_image_builds() {
     for name in [
         "usr/bin/ibv_rc_pingpong\0",
         "usr/bin/ib_write_bw\0",
+        "usr/bin/rping\0",
+        "usr/bin/ucmatose\0",
+        "usr/bin/udaddy\0",
         "etc/libibverbs.d/rxe.driver\0",
         "lib/modules/rdma_rxe.ko\0",
     ] {
@@ -88,6 +95,13 @@ fn two_linux_peers_pass_rc_pingpong() {
     }
 }
 
+/// The capture of test `test`'s run (the link, both directions).
+fn run_pcap(test: &str) -> std::path::PathBuf {
+    linux_guest::cache_dir()
+        .join("runs")
+        .join(format!("{test}.pcap"))
+}
+
 /// Runs `cmd` in Linux against the unikernel app that plays the other side; None after a loud
 /// SKIPPED when QEMU, KVM or the peer image cannot be had.
 /// The timeouts are upper bounds for a loaded host (two Linux guests under TCG at once take
@@ -119,9 +133,7 @@ fn against_app(
         eprintln!("SKIPPED: {test}: /dev/kvm is not usable (the unikernel with the emulated HCA needs KVM)");
         return None;
     }
-    let pcap = linux_guest::cache_dir()
-        .join("runs")
-        .join(format!("{test}.pcap"));
+    let pcap = run_pcap(test);
     let run = peer::PeerRun {
         cmd: cmd.into(),
         role,
@@ -151,7 +163,9 @@ fn against_app(
             }
             let frames = check_pcap(test, &pcap);
             assert_found_by_arp(test, &r, &frames);
-            if !cmd.starts_with("ping ") {
+            if peer::uses_rdma_cm(cmd) {
+                rdma_cm::assert_cm_not_tcp(test, &frames, &pcap);
+            } else if !cmd.starts_with("ping ") {
                 assert_tcp_on_the_link(test, &frames);
             }
             eprintln!(
@@ -179,29 +193,37 @@ fn against_app(
     }
 }
 
-/// The project's own decoder (`mlx5-sim --decode-pcap`) reads every frame of the run's capture:
-/// every RoCE frame decodes and its ICRC is right (what rxe checks before it takes a frame).
-/// Returns the decoder's lines.
-fn check_pcap(test: &str, pcap: &std::path::Path) -> String {
+/// `mlx5-sim --decode-pcap PCAP`: whether it passed, and its lines.
+fn decode(pcap: &std::path::Path) -> (bool, String) {
     let sim = unikernel::build_hca_sim().expect("mlx5-sim");
     let out = std::process::Command::new(sim)
         .arg("--decode-pcap")
         .arg(pcap)
         .output()
         .expect("mlx5-sim --decode-pcap");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let summary = text.lines().last().unwrap_or_default().to_string();
-    assert!(
+    (
         out.status.success(),
-        "{test}: {} fails to decode:\n{summary}",
-        pcap.display()
-    );
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The project's own decoder (`mlx5-sim --decode-pcap`) reads every frame of the run's capture:
+/// every RoCE frame decodes and its ICRC is right (what rxe checks before it takes a frame), and
+/// every MAD of the CM class decodes as a CM message. Returns the decoder's lines.
+fn check_pcap(test: &str, pcap: &std::path::Path) -> String {
+    let (ok, text) = decode(pcap);
+    let summary = text.lines().last().unwrap_or_default().to_string();
+    assert!(ok, "{test}: {} fails to decode:\n{summary}", pcap.display());
     assert!(
         summary.contains("(0 bad ICRC), 0 not decodable"),
         "{test}: {summary}"
     );
+    assert!(
+        summary.contains(" CM MADs (0 not decodable)"),
+        "{test}: {summary}"
+    );
     eprintln!("{test}: capture: {summary}");
-    text.into_owned()
+    text
 }
 
 /// Neither side has a static neighbour: Linux's neighbour table holds the unikernel learned by
@@ -248,13 +270,7 @@ fn assert_tcp_on_the_link(test: &str, frames: &str) {
 /// The RNR NAKs (ACKNOWLEDGE with AETH syndrome 0x20 | timer, decoded by `mlx5-sim
 /// --decode-pcap` as `aeth=RNR_NAK(timer=..)`) and the RoCE frames of a run's capture.
 fn rnr_naks(pcap: &std::path::Path) -> (usize, usize) {
-    let sim = unikernel::build_hca_sim().expect("mlx5-sim");
-    let out = std::process::Command::new(sim)
-        .arg("--decode-pcap")
-        .arg(pcap)
-        .output()
-        .expect("mlx5-sim --decode-pcap");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (_, text) = decode(pcap);
     let rnr = text.lines().filter(|l| l.contains("aeth=RNR_NAK(")).count();
     let frames = text.lines().filter(|l| l.contains(" RC_")).count();
     (rnr, frames)
@@ -265,9 +281,7 @@ fn rnr_naks(pcap: &std::path::Path) -> (usize, usize) {
 /// draws no RNR NAK. (The unikernel once posted 64 receives for Linux's 100 SENDs in flight:
 /// ib_send_bw -s 65536 from Linux drew ~1,000 RNR NAKs and ~135,000 frames for 6,500.)
 fn assert_no_rnr_nak(test: &str) {
-    let pcap = linux_guest::cache_dir()
-        .join("runs")
-        .join(format!("{test}.pcap"));
+    let pcap = run_pcap(test);
     let (rnr, frames) = rnr_naks(&pcap);
     eprintln!("{test}: capture: {frames} RoCE frames, {rnr} RNR NAKs");
     assert_eq!(
@@ -614,39 +628,46 @@ fn perftest_tool_within(
         assert!(uk.contains(w), "{test}: the unikernel did not print {w:?}");
     }
     assert!(!uk.contains("FAILED"), "{test}: the unikernel failed");
-    tshark_check(
-        test,
-        &linux_guest::cache_dir()
-            .join("runs")
-            .join(format!("{test}.pcap")),
-    );
+    tshark_check(test, &run_pcap(test));
     assert_no_rnr_nak(test);
     Some(r)
 }
 
+/// What tshark's InfiniBand dissector made of a capture's MADs.
+struct TsharkMads {
+    /// The attribute ID of each CM-class MAD (management class 0x07), in frame order.
+    cm_attrs: Vec<u16>,
+    /// The Reason of each ConnectReject.
+    rej_reasons: Vec<u16>,
+}
+
 /// tshark reads the run's capture: RoCE frames (UDP 4791 as InfiniBand), none malformed. Its
 /// RPC-over-RDMA heuristic misreads 0- and 1-byte SEND payloads, so it is disabled (as in
-/// sim/mlx5/tests/wire_pcap.rs). Skips loudly without tshark.
-fn tshark_check(test: &str, pcap: &std::path::Path) {
+/// sim/mlx5/tests/wire_pcap.rs). Returns the CM MADs it decoded; None (and a loud skip) without
+/// tshark.
+fn tshark_check(test: &str, pcap: &std::path::Path) -> Option<TsharkMads> {
     let out = match std::process::Command::new("tshark")
         .arg("-r")
         .arg(pcap)
+        .args(["--disable-protocol", "rpcordma", "-T", "fields"])
         .args([
-            "--disable-protocol",
-            "rpcordma",
-            "-T",
-            "fields",
             "-e",
             "frame.protocols",
             "-e",
             "_ws.malformed",
+            "-e",
+            "infiniband.mad.mgmtclass",
+            "-e",
+            "infiniband.mad.attributeid",
+            "-e",
+            "infiniband.cm.rej.reason",
         ])
         .output()
     {
         Ok(o) => o,
         Err(e) => {
             eprintln!("SKIPPED: {test} (tshark part): tshark not runnable ({e})");
-            return;
+            return None;
         }
     };
     assert!(
@@ -670,10 +691,24 @@ fn tshark_check(test: &str, pcap: &std::path::Path) {
     {
         panic!("{test}: tshark finds a malformed frame: {l}");
     }
+    let hex = |f: &str| u16::from_str_radix(f.trim_start_matches("0x"), 16).ok();
+    let mut mads = TsharkMads {
+        cm_attrs: Vec::new(),
+        rej_reasons: Vec::new(),
+    };
+    for l in text.lines() {
+        let f: Vec<&str> = l.split('\t').collect();
+        if f.get(2).copied().and_then(hex) == Some(0x07) {
+            mads.cm_attrs.extend(f.get(3).copied().and_then(hex));
+            mads.rej_reasons.extend(f.get(4).copied().and_then(hex));
+        }
+    }
     eprintln!(
-        "{test}: tshark: {roce} RoCE frames of {}, none malformed",
-        text.lines().count()
+        "{test}: tshark: {roce} RoCE frames of {}, none malformed, {} CM MADs",
+        text.lines().count(),
+        mads.cm_attrs.len()
     );
+    Some(mads)
 }
 
 const LAT_TABLE: &str = "t_typical[usec]";

@@ -181,6 +181,17 @@ pub fn mtu_enum(bytes: u64) -> Option<u8> {
     }
 }
 
+/// The driver's MTU of an rdma-core MTU enum ([`mtu_enum`]'s; 1024 for anything else).
+pub fn mtu_of(e: u8) -> mlx5::Mtu {
+    match e {
+        1 => mlx5::Mtu::Mtu256,
+        2 => mlx5::Mtu::Mtu512,
+        4 => mlx5::Mtu::Mtu2048,
+        5 => mlx5::Mtu::Mtu4096,
+        _ => mlx5::Mtu::Mtu1024,
+    }
+}
+
 /// The byte `i` of message `k` of a side's known pattern (`seed` tells the sides apart).
 pub fn pattern(seed: u8, k: u64, i: usize) -> u8 {
     let x = (i as u64).wrapping_mul(31) ^ k.wrapping_mul(0x9e37_79b9) ^ (seed as u64) << 3;

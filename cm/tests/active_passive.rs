@@ -2,9 +2,11 @@
 //! RTUs, DREQs and SIDR_REQs retried, REJ, MRA, DREQ from either side, TIMEWAIT, and a QP that
 //! cannot be moved on the REP.
 
+mod common;
+
+use common::{cfg, params, Side, A, B, PORT, QP_A, QP_B, SRC_PORT};
 use rdma_cm::conn::{
-    ack_timeout, iba_time_ns, Accept, CallError, Cm, CmConfig, CmEvent, CmTransport, ConnId,
-    ConnState, Connect, Dropped, Peer, QpStep,
+    ack_timeout, iba_time_ns, Accept, CallError, Cm, CmEvent, ConnId, ConnState, Dropped, QpStep,
 };
 use rdma_cm::mad::{attr, MAD_LEN};
 use rdma_cm::msg::{rej_reason, sidr_status};
@@ -12,57 +14,6 @@ use rdma_cm::rdma_cm::{
     roce_flow_label, CmaAddr, CmaHdr, PortSpace, CMA_HDR_LEN, MAX_CM_RETRIES, UDP_QKEY,
 };
 use rdma_cm::{CmMad, CmMsg};
-
-const fn gid_v4(ip: [u8; 4]) -> [u8; 16] {
-    [
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ip[0], ip[1], ip[2], ip[3],
-    ]
-}
-const A: Peer = Peer {
-    gid: gid_v4([10, 0, 0, 2]),
-    qpn: 1,
-};
-const B: Peer = Peer {
-    gid: gid_v4([10, 0, 0, 1]),
-    qpn: 1,
-};
-const PORT: u16 = 7174;
-const SRC_PORT: u16 = 49743;
-const QP_A: u32 = 0x20;
-const QP_B: u32 = 0x30;
-
-/// The QP moves and sent MADs of one side.
-#[derive(Default)]
-struct Side {
-    out: Vec<[u8; MAD_LEN]>,
-    moves: Vec<(u32, QpStep)>,
-    fail_rtr: bool,
-}
-
-impl CmTransport for Side {
-    type QpError = u8;
-    fn send_mad(&mut self, to: &Peer, mad: &[u8; MAD_LEN]) {
-        assert_eq!(to.qpn, 1);
-        self.out.push(*mad);
-    }
-    fn modify_qp(&mut self, qpn: u32, step: QpStep) -> Result<(), u8> {
-        if self.fail_rtr && matches!(step, QpStep::Rtr(_)) {
-            return Err(7);
-        }
-        self.moves.push((qpn, step));
-        Ok(())
-    }
-}
-
-impl Side {
-    fn steps(&self, qpn: u32) -> Vec<QpStep> {
-        self.moves
-            .iter()
-            .filter(|m| m.0 == qpn)
-            .map(|m| m.1)
-            .collect()
-    }
-}
 
 /// Which MADs the wire loses: (from A, attribute ID) → how many more to lose.
 type Loss = Vec<(bool, u16, usize)>;
@@ -80,17 +31,6 @@ struct Net {
     /// The same MADs.
     mads: Vec<[u8; MAD_LEN]>,
     now: u64,
-}
-
-fn cfg(guid: u64, seed: u32) -> CmConfig {
-    CmConfig {
-        local_ca_guid: guid,
-        ack_delay: 15,
-        max_responder_resources: 16,
-        max_initiator_depth: 16,
-        tid_hi: guid as u32,
-        comm_id_seed: seed,
-    }
 }
 
 impl Net {
@@ -231,34 +171,6 @@ fn cma_hdr() -> [u8; CMA_HDR_LEN] {
     }
     .encode(&mut pd);
     pd
-}
-
-/// A's connect to `port`: Linux rdma_cm's values on RoCE (ACK delay 15, packet life time
-/// 18), 3 retries.
-fn params(port: u16, private_data: &[u8]) -> Connect<'_> {
-    Connect {
-        service_id: PortSpace::Tcp.service_id(port),
-        qpn: QP_A,
-        starting_psn: 0x11_1111,
-        local_gid: A.gid,
-        remote_gid: B.gid,
-        flow_label: roce_flow_label(SRC_PORT, port),
-        hop_limit: 64,
-        traffic_class: 0,
-        path_mtu: 3,
-        pkey: 0xffff,
-        responder_resources: 16,
-        initiator_depth: 4,
-        retry_count: 7,
-        rnr_retry_count: 6,
-        local_ack_timeout: ack_timeout(15, 18),
-        remote_cm_response_timeout: 20,
-        local_cm_response_timeout: 20,
-        max_cm_retries: 3,
-        srq: false,
-        flow_control: true,
-        private_data,
-    }
 }
 
 fn rts(steps: &[QpStep]) -> rdma_cm::conn::RtsAttrs {

@@ -4,11 +4,11 @@
 
 mod common;
 
+use common::accept_on;
+
 use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
 use rand_xoshiro::SplitMix64;
-use rdma_cm::conn::{
-    Accept, Cm, CmConfig, CmEvent, CmTransport, ConnId, ConnState, Connect, Peer, QpStep,
-};
+use rdma_cm::conn::{Cm, CmConfig, CmEvent, CmTransport, ConnId, ConnState, Connect, Peer, QpStep};
 use rdma_cm::mad::{attr, MAD_HDR_LEN, MAD_LEN};
 use rdma_cm::msg::{self, Drep, Dreq, Mra, Rej, Rtu, SidrRep, SidrReq};
 use rdma_cm::rdma_cm::{CmaHdr, PortSpace};
@@ -148,20 +148,6 @@ fn mutated_mads_never_panic_and_what_decodes_round_trips() {
     }
     println!("{decoded} decoded, {refused} refused");
     assert!(decoded > ROUNDS / 10 && refused > ROUNDS / 10);
-}
-
-/// The fuzzed applications' accept, on QP `qpn`.
-fn accept_on(qpn: u32) -> Accept<'static> {
-    Accept {
-        qpn,
-        starting_psn: 1,
-        responder_resources: 4,
-        initiator_depth: 4,
-        flow_control: true,
-        rnr_retry_count: 7,
-        srq: false,
-        private_data: &[],
-    }
 }
 
 /// Counts sends and remembers each QP's last move.
@@ -475,7 +461,7 @@ fn a_hostile_wire_between_both_roles_never_panics_nor_leaks() {
                 }
                 for c in copies {
                     if let Ok(mad) = CmMad::decode(&c) {
-                        *kinds.entry(common::kind(&mad.msg)).or_default() += 1;
+                        *kinds.entry(mad.msg.name()).or_default() += 1;
                     }
                     let (cm, t, seen) = if from_a {
                         (&mut b, &mut tb, &mut sb)

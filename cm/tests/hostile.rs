@@ -10,10 +10,10 @@
 //! The fuzz tests (`fuzz.rs`) throw random mutations at the same machine; these name each
 //! hostile field and the exact outcome.
 
-use rdma_cm::conn::{
-    Accept, Cm, CmConfig, CmEvent, CmTransport, ConnId, ConnState, Connect, Counters, Dropped,
-    Peer, QpStep,
-};
+mod common;
+
+use common::{accept_on, cfg, params, Side, A, PORT, QP_A, QP_B};
+use rdma_cm::conn::{Cm, CmEvent, ConnId, ConnState, Connect, Counters, Dropped, Peer};
 use rdma_cm::mad::{CmError, MAD_HDR_LEN, MAD_LEN};
 use rdma_cm::msg::{
     msg_response, rej_reason, Drep, Dreq, Mra, Rej, Rep, Rtu, SidrRep, DREQ_PRIVATE_DATA_LEN,
@@ -23,82 +23,16 @@ use rdma_cm::msg::{
 use rdma_cm::rdma_cm::PortSpace;
 use rdma_cm::{CmMad, CmMsg};
 
-const PEER: Peer = Peer {
-    gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2],
-    qpn: 1,
-};
-const PORT: u16 = 7174;
-const QP_A: u32 = 0x20;
-const QP_B: u32 = 0x30;
+/// Where every MAD comes from and goes to (one peer is enough here).
+const PEER: Peer = A;
 /// A communication ID neither side gave out.
 const GHOST: u32 = 0x0bad_1d00;
 
-/// One side's sent MADs and QP moves.
-#[derive(Default)]
-struct Side {
-    out: Vec<[u8; MAD_LEN]>,
-    moves: Vec<(u32, QpStep)>,
-}
-
-impl CmTransport for Side {
-    type QpError = ();
-    fn send_mad(&mut self, _: &Peer, mad: &[u8; MAD_LEN]) {
-        self.out.push(*mad);
-    }
-    fn modify_qp(&mut self, qpn: u32, step: QpStep) -> Result<(), ()> {
-        self.moves.push((qpn, step));
-        Ok(())
-    }
-}
-
-fn cfg(guid: u64, seed: u32) -> CmConfig {
-    CmConfig {
-        local_ca_guid: guid,
-        ack_delay: 15,
-        max_responder_resources: 16,
-        max_initiator_depth: 16,
-        tid_hi: guid as u32,
-        comm_id_seed: seed,
-    }
-}
-
-/// The REQ of an rdma_cm connect to `port` from QP `qpn` (rdma_cm's values on RoCE).
+/// A's connect to `port` from QP `qpn`.
 fn connect(port: u16, qpn: u32) -> Connect<'static> {
     Connect {
-        service_id: PortSpace::Tcp.service_id(port),
         qpn,
-        starting_psn: 0x11_1111,
-        local_gid: PEER.gid,
-        remote_gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
-        flow_label: 0x1_2345,
-        hop_limit: 64,
-        traffic_class: 0,
-        path_mtu: 3,
-        pkey: 0xffff,
-        responder_resources: 16,
-        initiator_depth: 4,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        local_ack_timeout: 18,
-        remote_cm_response_timeout: 20,
-        local_cm_response_timeout: 20,
-        max_cm_retries: 3,
-        srq: false,
-        flow_control: true,
-        private_data: &[],
-    }
-}
-
-fn accept(qpn: u32) -> Accept<'static> {
-    Accept {
-        qpn,
-        starting_psn: 0x22_2222,
-        responder_resources: 4,
-        initiator_depth: 4,
-        flow_control: true,
-        rnr_retry_count: 7,
-        srq: false,
-        private_data: &[],
+        ..params(port, &[])
     }
 }
 
@@ -137,7 +71,7 @@ impl Pair {
         else {
             panic!()
         };
-        b.accept(0, ib, &accept(QP_B), &mut tb).unwrap();
+        b.accept(0, ib, &accept_on(QP_B), &mut tb).unwrap();
         let rep = tb.out.pop().unwrap();
         assert!(matches!(
             only_event(a.on_mad(0, &PEER, &rep, &mut ta)),
@@ -559,7 +493,7 @@ fn a_req_storm_beyond_the_backlog_is_rejected_counted_and_the_listener_recovers(
     else {
         panic!()
     };
-    b.accept(3, ib, &accept(QP_B), &mut tb).unwrap();
+    b.accept(3, ib, &accept_on(QP_B), &mut tb).unwrap();
     let rep = tb.out.pop().unwrap();
     assert!(matches!(
         only_event(a.on_mad(3, &PEER, &rep, &mut ta)),

@@ -59,8 +59,8 @@ pub struct GsiCounters {
     pub bad_receives: u64,
     /// Sends that completed in error.
     pub send_errors: u64,
-    /// Times QP 1 was found in ERR (after a receive that failed) and brought back to
-    /// RTS.
+    /// Times QP 1 was brought back to RTS: from SQE after a send that failed, from ERR
+    /// after a receive that failed.
     pub restarts: u64,
     /// MADs dropped: no send buffer free, no room to wait for a MAC, the MAC never came, a
     /// peer GID that is not IPv4-mapped, or the driver refused the send.
@@ -156,10 +156,18 @@ impl<H: Hal> Gsi<H> {
         while self.cq.poll(&mut wc)? == 1 {
             let w = wc[0];
             if w.wr_id & SEND_TAG != 0 {
+                self.send_free.push((w.wr_id & !SEND_TAG) as usize);
                 if w.status != WcStatus::Success {
                     self.counters.send_errors += 1;
+                    // A failed send stops QP 1's send queue (SQE): back to RTS, as Linux's
+                    // MAD layer does (core/mad.c `ib_mad_send_error`); the MAD is lost, the
+                    // CM's retries send it again.
+                    if w.status != WcStatus::WrFlushErr && self.qp.query_state()? == qp_state::SQER
+                    {
+                        self.qp.recover_send_queue()?;
+                        self.counters.restarts += 1;
+                    }
                 }
-                self.send_free.push((w.wr_id & !SEND_TAG) as usize);
                 continue;
             }
             if w.status != WcStatus::Success {

@@ -419,6 +419,13 @@ impl<H: Hal> RdmaCm<H> {
             // the connection's state; a connection it no longer holds is no error here.
             let _ = self.with_cm(now_ns, nb, |cm, t| cm.destroy(now_ns, c, t));
         }
+        if let IdState::UdRequested(ticket) = self.ids[i].state {
+            // cm.c `cm_destroy_id` in IB_CM_SIDR_REQ_RCVD: `cm_reject_sidr_req`, status
+            // Reject.
+            let _ = self.with_cm(now_ns, nb, |cm, t| {
+                cm.sidr_reply(&ticket, rdma_cm::msg::sidr_status::REJECT, 0, 0, &[], t)
+            });
+        }
         let e = self.ids.swap_remove(i);
         if let Some(mut qp) = e.qp {
             let _ = qp.to_err();

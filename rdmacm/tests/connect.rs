@@ -523,3 +523,40 @@ fn data_before_the_rtu_establishes_the_passive_side() {
     assert!(b.events.is_empty(), "{:?}", b.events);
     assert_eq!(b.cm.notify_established(ib), Err(CmError::WrongState));
 }
+
+#[test]
+fn a_send_that_fails_on_qp1_is_recovered_and_the_req_retried() {
+    // A's GID is gone while its REQ goes out: the send fails (no source address), QP 1's
+    // send queue stops and is brought back; with the GID back, the REQ's retry connects.
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Tcp, PORT, 4).unwrap();
+    a.stack.add_neighbour(IP_B.into(), b.stack.mac());
+    a.ctx.set_gid(a.sgid.into(), [0; 16]).unwrap();
+    let ia = a
+        .connect(&clock, IP_B, PORT, &ConnParam::default())
+        .unwrap();
+    run(&mut a, &mut b, &clock, |a, _| {
+        a.cm.gsi_counters().restarts == 1
+    });
+    assert_eq!(a.cm.gsi_counters().send_errors, 1);
+    a.ctx
+        .set_gid(a.sgid.into(), mlx5::hca::ipv4_mapped_gid(IP_A))
+        .unwrap();
+    clock.advance(4_300_000_000);
+    let mut ib = None;
+    run(&mut a, &mut b, &clock, |_, b| {
+        ib = b.take(|e| match e {
+            Event::ConnectRequest { id, .. } => Some(*id),
+            _ => None,
+        });
+        ib.is_some()
+    });
+    let ib = ib.unwrap();
+    b.create_qp(ib);
+    b.cm.accept(clock.now(), ib, &ConnParam::default(), &mut b.stack)
+        .unwrap();
+    run(&mut a, &mut b, &clock, |a, _| {
+        a.take(|e| matches!(e, Event::Established { id, .. } if *id == ia).then_some(()))
+            .is_some()
+    });
+}

@@ -6,7 +6,8 @@
 //! here, and messages that name what B's answers told the attacker (its communication IDs,
 //! its QPN), so that the storm reaches connections in every state.
 //!
-//! Nothing may panic or hang; afterwards every id and every QP the storm made is gone once
+//! Nothing may panic or hang (a watchdog aborts the test when no step began for a minute);
+//! afterwards every id and every QP the storm made is gone once
 //! the application destroyed its ids and the CM's timers ran out (the device has the QPs it
 //! had before), QP 1 is still in RTS, and a good connection from A's `RdmaCm` still goes
 //! through to a SEND. REQs beyond a listener's backlog are rejected (REJ Consumer Defined)
@@ -17,9 +18,14 @@
 //! up to 8 datagrams, default 150) and `QP1_FUZZ_SEED` (default 0x9b1) make longer or other
 //! ones: `QP1_FUZZ_ROUNDS=5000 QP1_FUZZ_SEED=7 cargo test -p rdmacm --test qp1_fuzz`.
 
+/// The cm crate's reader of the shared captures (to check the hex seeds against them).
+#[path = "../../cm/tests/common/mod.rs"]
+mod cm_captures;
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::sim::TestHal;
@@ -283,7 +289,7 @@ impl Attacker {
     /// What an answer of B's lets the attacker say next, with B's IDs right.
     fn learn(&mut self, m: &[u8; MAD_LEN]) {
         let mad = CmMad::decode(m).expect("B sends well-formed CM MADs");
-        *self.answers.entry(kind(&mad.msg).into()).or_default() += 1;
+        *self.answers.entry(mad.msg.name().into()).or_default() += 1;
         let tid = mad.hdr.tid;
         let say = |msg| CmMad::new(tid, msg).to_bytes().unwrap();
         let mut next = Vec::new();
@@ -332,20 +338,6 @@ impl Attacker {
             }
             self.learned.push(m);
         }
-    }
-}
-
-fn kind(m: &CmMsg) -> &'static str {
-    match m {
-        CmMsg::Req(_) => "REQ",
-        CmMsg::Mra(_) => "MRA",
-        CmMsg::Rej(_) => "REJ",
-        CmMsg::Rep(_) => "REP",
-        CmMsg::Rtu(_) => "RTU",
-        CmMsg::Dreq(_) => "DREQ",
-        CmMsg::Drep(_) => "DREP",
-        CmMsg::SidrReq(_) => "SIDR_REQ",
-        CmMsg::SidrRep(_) => "SIDR_REP",
     }
 }
 
@@ -527,9 +519,55 @@ fn b_took(b: &Node) -> u64 {
     g.received + g.bad_receives
 }
 
+/// How long a step of the storm may take before it counts as a hang.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Turns a hang into a failure: a thread that aborts the test process (with a message) when
+/// no step of the storm began for `limit`, which no assertion could do for a `poll` that
+/// never returns.
+struct Watchdog {
+    beats: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(limit: Duration) -> Watchdog {
+        let (beats, done) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (b, d) = (beats.clone(), done.clone());
+        std::thread::spawn(move || {
+            let (mut last, mut since) = (0, Instant::now());
+            while !d.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                let now = b.load(Ordering::Relaxed);
+                if now != last {
+                    (last, since) = (now, Instant::now());
+                } else if since.elapsed() > limit {
+                    eprintln!("qp1_fuzz: no step for {limit:?}, a hang: aborting");
+                    std::process::abort();
+                }
+            }
+        });
+        Watchdog { beats, done }
+    }
+
+    fn beat(&self) {
+        self.beats.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The two nodes, B listening on every port (and a UD port for SIDR) with a UD QP for its
 /// SIDR answers and its application, the attacker on A; B's device QPs before the storm.
 struct Storm {
+    watchdog: Watchdog,
     a: Node,
     b: Node,
     clock: CmClock,
@@ -554,6 +592,7 @@ impl Storm {
         let (qps_before, qp1) = device_qps(&b);
         assert_eq!(qp1, Some(mlx5_prm::qp::state::RTS));
         Storm {
+            watchdog: Watchdog::start(HANG),
             a,
             b,
             clock,
@@ -567,6 +606,7 @@ impl Storm {
 
     /// The attacker takes B's answers; B and its application run once.
     fn step(&mut self) {
+        self.watchdog.beat();
         self.at.harvest();
         let ud_qpn = self.ud.qpn();
         self.app
@@ -673,6 +713,9 @@ fn mutated_mads_into_qp1_never_break_the_passive_side() {
     let rounds = env_or("QP1_FUZZ_ROUNDS", 150) as usize;
     let seed = env_or("QP1_FUZZ_SEED", 0x9b1);
     let mut s = Storm::new(seed);
+    // The attacker's choices on a stream of their own, apart from the application's (whose
+    // events come as the device threads interleave).
+    let mut rng = Rng(!seed);
     let mut seeds: Vec<[u8; MAD_LEN]> = captured().into_iter().map(|(_, m)| m).collect();
     let readdressed: Vec<_> = seeds.iter().filter_map(readdressed).collect();
     assert_eq!(readdressed.len(), 3, "one REQ per capture");
@@ -680,23 +723,25 @@ fn mutated_mads_into_qp1_never_break_the_passive_side() {
     seeds.extend(built());
     let (mut sent, mut late) = (0u64, 0u64);
     for _ in 0..rounds {
-        let n = 1 + s.rng.below(8);
+        let n = 1 + rng.below(8);
         let datagrams: Vec<Vec<u8>> = (0..n)
             .map(|_| {
+                // As many draws whatever was learned: the seed picks the same stream.
+                let (from_learned, pick) = (rng.one_in(3), rng.next() as usize);
                 let learned = &s.at.learned;
-                let seed = if !learned.is_empty() && s.rng.one_in(3) {
-                    learned[s.rng.below(learned.len())]
+                let seed = if from_learned && !learned.is_empty() {
+                    learned[pick % learned.len()]
                 } else {
-                    seeds[s.rng.below(seeds.len())]
+                    seeds[pick % seeds.len()]
                 };
-                mutate(&mut s.rng, &seed)
+                mutate(&mut rng, &seed)
             })
             .collect();
         sent += n as u64;
         late += s.burst(&datagrams);
         // Time passes: retries, TIMEWAIT, address resolution run out now and then.
-        if s.rng.one_in(4) {
-            s.clock.advance(s.rng.next() % 5_000_000_000);
+        if rng.one_in(4) {
+            s.clock.advance(rng.next() % 5_000_000_000);
         }
     }
     // Stragglers of a slow burst arrive.
@@ -720,9 +765,11 @@ fn mutated_mads_into_qp1_never_break_the_passive_side() {
 
 /// Datagrams to QP 1 of every length but a MAD's (empty, shorter than the header, one byte
 /// short or long, the receive buffer's 296 bytes and past it, a whole 4096-byte MTU) and a
-/// good MAD's header and attribute each made wrong: all dropped and counted (by the GSI
-/// service for the lengths, by the CM for the rest), none answered, QP 1 still in RTS, and a
-/// good connection goes through after them.
+/// good MAD's header and attribute each made wrong, and the captures' REP, RTU, DREQ, DREP
+/// and REJ, whose communication IDs B never gave out: all dropped and counted (by the GSI
+/// service for the lengths, by the CM for the rest), none answered but the DREQ (with a DREP,
+/// as cm.c `cm_dreq_handler` answers a DREQ for no connection), QP 1 still in RTS, and a good
+/// connection goes through after them.
 #[test]
 fn bad_lengths_and_headers_into_qp1_are_dropped_and_counted() {
     let mut s = Storm::new(5);
@@ -753,6 +800,17 @@ fn bad_lengths_and_headers_into_qp1_are_dropped_and_counted() {
         m[at_byte..at_byte + v.len()].copy_from_slice(v);
         datagrams.push(m);
     }
+    let unknown: Vec<_> = captured()
+        .into_iter()
+        .filter(|(what, _)| {
+            ["REP", "RTU", "DREQ", "DREP", "REJ"]
+                .iter()
+                .any(|k| what.contains(&format!(": {k} ")))
+        })
+        .map(|(_, m)| m.to_vec())
+        .collect();
+    assert_eq!(unknown.len(), 9, "2 REPs, RTUs, DREQs and DREPs, 1 REJ");
+    datagrams.extend(unknown.iter().cloned());
     for chunk in datagrams.chunks(SEND_SLOTS) {
         s.burst(chunk);
     }
@@ -762,14 +820,22 @@ fn bad_lengths_and_headers_into_qp1_are_dropped_and_counted() {
         assert!(t0.elapsed().as_secs() < 20, "{:?}", s.b.cm.gsi_counters());
     }
     let (g, c) = (s.b.cm.gsi_counters(), s.b.cm.cm_counters());
+    let cm_took = (headers.len() + unknown.len()) as u64;
     assert_eq!(
         (g.received, g.bad_receives),
-        (headers.len() as u64, lengths.len() as u64)
+        (cm_took, lengths.len() as u64)
     );
-    assert_eq!(c.dropped, headers.len() as u64);
-    assert_eq!((g.sent, c.rej_sent), (0, 0), "nothing answered");
+    assert_eq!(c.dropped, cm_took);
+    assert_eq!(c.rej_sent, 0);
+    // The answers (two DREPs, once B's ARP found A) reach the attacker.
+    let t0 = Instant::now();
+    while s.at.answers.values().sum::<usize>() < 2 {
+        s.step();
+        assert!(t0.elapsed().as_secs() < 20, "{:?}", s.at.answers);
+    }
+    assert_eq!(s.b.cm.gsi_counters().sent, 2);
+    assert_eq!(s.at.answers, BTreeMap::from([("DREP".to_string(), 2)]));
     assert!(s.app.events.is_empty(), "{:?}", s.app.events);
-    assert!(s.at.answers.is_empty(), "{:?}", s.at.answers);
     s.nothing_leaked_and_a_good_connection_works();
 }
 
@@ -831,4 +897,26 @@ fn a_req_storm_beyond_the_backlog_is_rejected_and_counted() {
     // The application answers; the listener takes a good connection.
     s.app.live.extend(requests);
     s.nothing_leaked_and_a_good_connection_works();
+}
+
+/// The hex seeds are the captures' bytes: each names a capture and a frame, and holds the
+/// MAD of that frame (checked when the shared captures are beside the workspace).
+#[test]
+fn the_hex_seeds_are_the_captured_mads() {
+    let files = match cm_captures::captured_mads() {
+        Ok(f) => f,
+        Err(reason) => return cm_captures::skipped(&reason),
+    };
+    let seeds = captured();
+    for (what, mad) in &seeds {
+        // "perftest_cm.pcap frame 15: REQ from 10.0.0.2"
+        let (file, rest) = what.split_once(" frame ").expect(what);
+        let frame: usize = rest.split(':').next().unwrap().parse().expect(what);
+        let (_, mads) = files.iter().find(|(f, _)| f == file).expect(file);
+        let m = mads.iter().find(|m| m.frame == frame).expect(what);
+        assert_eq!(m.mad, mad.to_vec(), "{what}");
+        let kind = CmMad::decode(mad).expect(what).msg.name();
+        assert!(what.contains(&format!(": {kind} ")), "{what}: {kind}");
+    }
+    assert_eq!(seeds.len(), 12);
 }

@@ -163,6 +163,32 @@ fn a_repeated_sidr_req_is_one_request() {
 }
 
 #[test]
+fn a_ud_request_destroyed_unanswered_is_refused() {
+    let (mut a, mut b, clock) = nodes();
+    b.cm.listen(PortSpace::Udp, PORT, 4).unwrap();
+    let ia =
+        a.cm.ud_resolve(clock.now(), IP_B, PORT, &[], &mut a.stack)
+            .unwrap();
+    let mut ib = None;
+    run(&mut a, &mut b, &clock, |_, b| {
+        ib = b.take(|e| match e {
+            Event::UdRequest { id, .. } => Some(*id),
+            _ => None,
+        });
+        ib.is_some()
+    });
+    // cm.c `cm_destroy_id` answers a SIDR_REQ still pending with status Reject: the
+    // requester hears at once, without waiting out its retries.
+    b.cm.destroy_id(clock.now(), ib.unwrap(), &mut b.stack)
+        .unwrap();
+    run(&mut a, &mut b, &clock, |a, _| {
+        a.take(|e| matches!(e, Event::Unreachable { id } if *id == ia).then_some(()))
+            .is_some()
+    });
+    assert_eq!(b.cm.counts(), (0, 0));
+}
+
+#[test]
 fn sidr_to_a_port_nobody_listens_on_is_unreachable() {
     let (mut a, mut b, clock) = nodes();
     let ia =

@@ -26,8 +26,10 @@ const PEER_PKGS: [&str; 7] = [
     "iproute2",
 ];
 
-/// Executables copied into the peer image (from the unpacked packages).
-const PEER_BINS: [&str; 14] = [
+/// Executables copied into the peer image (from the unpacked packages): rdma-core's verbs
+/// examples (ibverbs-utils), its rdma_cm examples `rping`, `ucmatose` (cmatose.c) and `udaddy`
+/// (rdmacm-utils), perftest, iproute2's `ip` and `rdma`.
+const PEER_BINS: [&str; 17] = [
     "ibv_devinfo",
     "ibv_devices",
     "ibv_rc_pingpong",
@@ -40,6 +42,9 @@ const PEER_BINS: [&str; 14] = [
     "ib_send_lat",
     "ib_atomic_bw",
     "ib_atomic_lat",
+    "rping",
+    "ucmatose",
+    "udaddy",
     "ip",
     "rdma",
 ];
@@ -94,7 +99,7 @@ const PEER_MODULES: [&str; 7] = [
 ];
 
 /// Bump when the image's content (not its packages) changes, so caches are rebuilt.
-const PEER_IMAGE_VERSION: &str = "2";
+const PEER_IMAGE_VERSION: &str = "3";
 
 /// The peer's kernel and initramfs.
 #[derive(Clone, Debug)]
@@ -474,13 +479,15 @@ say "CMD_START at $(up)s: $peer_cmd"
 t0=$(up)
 # Fault finding for a command that hangs (its own output is block-buffered): every 30 s, the
 # tools' TCP sockets (port 18515 = 0x4853; /proc/net/tcp: remote, state 01 established
-# 02 syn-sent, tx:rx queue), eth0's neighbours and where each tool process waits.
+# 02 syn-sent, tx:rx queue), eth0's neighbours, the rdma_cm IDs (`rdma resource show cm_id`:
+# state, port space, addresses) and where each tool process waits.
 ( while sleep 30; do
     say "WATCH at $(up)s: tcp $(grep -i ':4853 ' /proc/net/tcp | awk '{printf "%s>%s st=%s q=%s; ", $2, $3, $4, $5}')"
     say "WATCH neigh: $($IP neigh show dev eth0 | tr '\n' ';')"
+    say "WATCH cm_id: $(/usr/bin/rdma resource show cm_id 2>&1 | tr '\n' ';' | cut -c1-400)"
     for d in /proc/[0-9]*; do
       read c < $d/comm 2>/dev/null
-      case "$c" in ibv_*|ib_*_bw|ib_*_lat) say "WATCH $c: $(cut -d' ' -f3 $d/stat) wchan=$(cat $d/wchan 2>/dev/null) stack=$(tr '\n' ' ' < $d/stack 2>/dev/null | cut -c1-300)";; esac
+      case "$c" in ibv_*|ib_*_bw|ib_*_lat|rping|ucmatose|udaddy) say "WATCH $c: $(cut -d' ' -f3 $d/stat) wchan=$(cat $d/wchan 2>/dev/null) stack=$(tr '\n' ' ' < $d/stack 2>/dev/null | cut -c1-300)";; esac
     done
   done ) &
 watch=$!

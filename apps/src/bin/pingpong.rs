@@ -32,11 +32,12 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use apps::oob::{self, Oob, Side};
+use apps::pingpong::{self, dest_msg, first_difference, message, parse_dest, Opts, Tool};
 use apps::stack::{self, KernelNode};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, ConnectOptions, Context, ContextConfig, Mtu, QpCaps, QpEndpoint, RecvWr, SendData,
+    AccessFlags, ConnectOptions, Context, ContextConfig, QpCaps, QpEndpoint, RecvWr, SendData,
     SendFlags, SendOp, SendWr, WcStatus,
 };
 
@@ -48,68 +49,22 @@ const SEED: u8 = 0x5a;
 /// rc_pingpong's `pp_init_ctx`: `memset(ctx->buf, 0x7b, size)`.
 const RC_PINGPONG_FILL: u8 = 0x7b;
 
-struct Opts {
-    size: u32,
-    iters: u64,
-    mtu: Mtu,
-    client: bool,
-    /// `-p`: the TCP port of the exchange.
-    port: u16,
-}
-
+/// rc_pingpong's options (rc_pingpong.c `main`: `-s` 4096 here, `-n` 1000, `-m` 1024).
 fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
-    let mut o = Opts {
+    let tool = Tool {
+        app: "pingpong",
+        max_size: 1 << 20,
+        mtu: true,
+    };
+    let defaults = Opts {
         size: 4096,
         iters: 1000,
-        mtu: Mtu::Mtu1024,
+        mtu: 3,
+        rx_depth: 500,
         client: false,
         port: oob::TOOL_PORT,
     };
-    let args = oob::tool_args(cmdline, "pingpong");
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = |name: &str| it.next().copied().ok_or(format!("{name} needs a value"));
-        match *a {
-            "-s" | "--size" => {
-                let v = val("-s")?;
-                o.size = oob::parse_num(v)
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|&n| n > 0 && n <= 1 << 20)
-                    .ok_or(format!("-s {v}: not a size from 1 to 1M"))?;
-            }
-            "-n" | "--iters" => {
-                let v = val("-n")?;
-                o.iters = oob::parse_num(v)
-                    .filter(|&n| n > 0)
-                    .ok_or(format!("-n {v}: not a count"))?;
-            }
-            "-m" | "--mtu" => {
-                let v = val("-m")?;
-                o.mtu = match oob::parse_num(v).and_then(oob::mtu_enum) {
-                    Some(1) => Mtu::Mtu256,
-                    Some(2) => Mtu::Mtu512,
-                    Some(3) => Mtu::Mtu1024,
-                    Some(4) => Mtu::Mtu2048,
-                    Some(5) => Mtu::Mtu4096,
-                    _ => return Err(format!("-m {v}: not 256, 512, 1024, 2048 or 4096")),
-                };
-            }
-            "-p" | "--port" => {
-                let v = val("-p")?;
-                o.port = oob::parse_port(v).ok_or(format!("-p {v}: not a TCP port"))?;
-            }
-            "-d" | "-g" | "-i" | "-r" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port"
-            | "--rx-depth" | "--sl" => {
-                val(a)?;
-            }
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            _ => o.client = true,
-        }
-    }
-    if let Some(client) = oob::cmdline_role(cmdline)? {
-        o.client = client;
-    }
-    Ok(o)
+    pingpong::parse(cmdline, &tool, defaults)
 }
 
 fn main(ctx: &AppContext) -> i32 {
@@ -127,37 +82,6 @@ fn main(ctx: &AppContext) -> i32 {
             1
         }
     }
-}
-
-/// The 52-byte message of rc_pingpong.c `pp_*_exch_dest`.
-fn dest_msg(ep: &QpEndpoint) -> Vec<u8> {
-    let mut m = format!(
-        "{:04x}:{:06x}:{:06x}:{}",
-        0,
-        ep.qpn,
-        ep.psn,
-        oob::hex(&ep.gid)
-    )
-    .into_bytes();
-    m.push(0);
-    m
-}
-
-/// Parses the peer's message (`sscanf(msg, "%x:%x:%x:%s")` + `wire_gid_to_gid`); the MAC
-/// is not in it (zero).
-fn parse_dest(m: &[u8]) -> Option<QpEndpoint> {
-    let s = core::str::from_utf8(m.split(|&b| b == 0).next()?).ok()?;
-    let mut f = s.split(':');
-    let _lid = u32::from_str_radix(f.next()?, 16).ok()?;
-    let qpn = u32::from_str_radix(f.next()?, 16).ok()?;
-    let psn = u32::from_str_radix(f.next()?, 16).ok()?;
-    let g = oob::unhex(f.next()?)?;
-    Some(QpEndpoint {
-        qpn,
-        psn,
-        gid: g.try_into().ok()?,
-        mac: [0; 6],
-    })
 }
 
 /// The peer's endpoint from its message, with its MAC by ARP for its GID's address.
@@ -224,7 +148,7 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
         // the frames carry TTL 64 either way.
         let copts = ConnectOptions {
-            mtu: o.mtu,
+            mtu: oob::mtu_of(o.mtu),
             sgid_index: sgid as u8,
             ..ConnectOptions::default()
         };
@@ -264,21 +188,12 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
         let base: Vec<u8> = (0..o.size as usize)
             .map(|i| oob::pattern(SEED, 0, i))
             .collect();
-        let fill = |k: u64| -> Vec<u8> {
-            let mut v = base.clone();
-            let key = (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            for w in v.chunks_exact_mut(8) {
-                let x = u64::from_ne_bytes(w.try_into().unwrap_or([0; 8])) ^ key;
-                w.copy_from_slice(&x.to_ne_bytes());
-            }
-            v
-        };
         let copy_out = core::cell::Cell::new(Duration::ZERO);
         // The message this side sent last: the one rc_pingpong echoes next.
         let last = core::cell::RefCell::new(Vec::new());
         let posting = core::cell::Cell::new(Duration::ZERO);
         let send = |qp: &mut mlx5::QueuePair<_>, k: u64| -> Result<(), alloc::string::String> {
-            let data = fill(k);
+            let data = message(&base, k);
             let tc = Instant::now();
             mr.write(0, &data).map_err(|e| format!("write: {e:?}"))?;
             *last.borrow_mut() = data;
@@ -414,17 +329,4 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
     drop(set);
     dev.close().map_err(|_| "teardown refused")?;
     Ok(())
-}
-
-/// The index of the first byte where `a` and `b` differ (or where one ends), comparing a word
-/// at a time and bytes only in the word that differs and in the tail.
-fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
-    let n = a.len().min(b.len());
-    let words = n / 8;
-    let w = (0..words)
-        .find(|&j| a[j * 8..j * 8 + 8] != b[j * 8..j * 8 + 8])
-        .unwrap_or(words);
-    (w * 8..n)
-        .find(|&i| a[i] != b[i])
-        .or((a.len() != b.len()).then_some(n))
 }

@@ -38,7 +38,7 @@ pub fn run_server<H: Hal, N: Nic, C: Clock>(
 ) -> Result<(), String> {
     say!(n, "cmatose: starting server");
     n.cm.listen(PortSpace::Tcp, o.port, cm::BACKLOG)
-        .map_err(|e| format!("cmatose: failure trying to listen: {e:?}"))?;
+        .map_err(|e| format!("failure trying to listen: {e:?}"))?;
     let mut nodes: Vec<Node<H>> = Vec::new();
     let mut t = Tally::default();
     connect_events(n, o, &mut nodes, &mut t)?;
@@ -225,7 +225,7 @@ fn poll_cqs<H: Hal, N: Nic, C: Clock>(
         };
         let wcs = n
             .poll_cq(cq, o.count as usize, WAIT)
-            .map_err(|e| format!("cmatose: failed polling CQ: {e:?}"))?;
+            .map_err(|e| format!("failed polling CQ: {e:?}"))?;
         if wcs.len() < o.count as usize {
             return Err(format!(
                 "connection {i}: {} of {} {} in {WAIT:?}",

@@ -161,8 +161,12 @@ fn finish<H: mlx5::Hal, N: net::Nic, C: net::Clock>(
         Tool::Cmatose => "connections",
         Tool::Udaddy => "requests",
     };
+    let refused = match t.failed {
+        0 => String::new(),
+        k => alloc::format!(" ({k} refused)"),
+    };
     n.say(format_args!(
-        "{}: {} {what}, {} messages of {} B each way on each: ok",
+        "{}: {} {what}{refused}, {} messages of {} B each way on each: ok",
         tool.name(),
         t.connected,
         o.count,
@@ -191,15 +195,6 @@ impl Tally {
     pub fn all_gone(&self) -> bool {
         self.disconnected >= self.connected
     }
-}
-
-/// The IPv4 source of a UD receive's 40-byte GRH area for a RoCE v2 IPv4 packet (20 bytes
-/// before the 20-byte IPv4 header; its source address at header offset 12): rdma-core
-/// libibverbs/verbs.c `ibv_init_ah_from_wc` (`get_grh_header_version` finds IPv4, then the
-/// address is taken from `ip4h->saddr`). None if the header is not IPv4.
-pub fn grh_ipv4_source(grh: &[u8]) -> Option<[u8; 4]> {
-    let ip = grh.get(20..40)?;
-    (ip[0] >> 4 == 4).then(|| [ip[12], ip[13], ip[14], ip[15]])
 }
 
 #[cfg(test)]
@@ -269,16 +264,5 @@ mod tests {
         assert!(!t.all_gone());
         t.disconnected = 1;
         assert!(t.all_gone());
-    }
-
-    #[test]
-    fn the_grh_area_gives_the_ipv4_source() {
-        let mut g = [0u8; 40];
-        g[20] = 0x45;
-        g[32..36].copy_from_slice(&[10, 0, 0, 2]);
-        assert_eq!(grh_ipv4_source(&g), Some([10, 0, 0, 2]));
-        g[20] = 0x60;
-        assert_eq!(grh_ipv4_source(&g), None);
-        assert_eq!(grh_ipv4_source(&g[..39]), None);
     }
 }

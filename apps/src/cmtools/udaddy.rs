@@ -41,7 +41,7 @@ pub fn run_server<H: Hal, N: Nic, C: Clock>(
 ) -> Result<(), String> {
     say!(n, "udaddy: starting server");
     n.cm.listen(PortSpace::Udp, o.port, cm::BACKLOG)
-        .map_err(|e| format!("udaddy: failure trying to listen: {e:?}"))?;
+        .map_err(|e| format!("failure trying to listen: {e:?}"))?;
     let mut nodes: Vec<Node<H>> = Vec::new();
     let mut t = Tally::default();
     while !t.all_came(o) {
@@ -95,10 +95,15 @@ fn connect_handler<H: Hal, N: Nic, C: Clock>(
     o: &Opts,
     id: CmId,
 ) -> Result<Node<H>, String> {
-    // The path MTU of RoCE here is 1024 (the driver's default for rdma_cm's connections).
-    if o.count != 0 && o.size > 1024 {
+    // `message_size > (1 << (port_attr.active_mtu + 7))`: the port's active MTU in bytes.
+    let port = n
+        .dev
+        .query_port(1)
+        .map_err(|e| format!("ibv_query_port: {e:?}"))?;
+    let mtu = port.active_mtu.map_or(0, |m| 1u32 << (m as u32 + 7));
+    if o.count != 0 && o.size > mtu {
         return Err(format!(
-            "udaddy: message_size {} is larger than active mtu 1024",
+            "message_size {} is larger than active mtu {mtu}",
             o.size
         ));
     }
@@ -130,7 +135,7 @@ fn connect_handler<H: Hal, N: Nic, C: Clock>(
         .map_err(|e| format!("failed to post receives: {e:?}"))?;
     }
     n.ud_accept(id, qp.qpn(), UDP_QKEY)
-        .map_err(|e| format!("udaddy: failure accepting: {e:?}"))?;
+        .map_err(|e| format!("failure accepting: {e:?}"))?;
     Ok(Node {
         id,
         cq,
@@ -149,7 +154,7 @@ fn receive<H: Hal, N: Nic, C: Clock>(
 ) -> Result<(), String> {
     let wcs = n
         .poll_cq(&mut nd.cq, o.count as usize, WAIT)
-        .map_err(|e| format!("udaddy: failed polling CQ: {e:?}"))?;
+        .map_err(|e| format!("failed polling CQ: {e:?}"))?;
     if wcs.len() < o.count as usize {
         return Err(format!("{} of {} messages in {WAIT:?}", wcs.len(), o.count));
     }
@@ -166,7 +171,7 @@ fn receive<H: Hal, N: Nic, C: Clock>(
     nd.mr
         .read(0, &mut grh)
         .map_err(|e| format!("the GRH: {e:?}"))?;
-    let src = super::grh_ipv4_source(&grh).ok_or("the GRH area holds no IPv4 header")?;
+    let src = mlx5::grh_ipv4_source(&grh).ok_or("the GRH area holds no IPv4 header")?;
     let ah = n.create_ah(src, WAIT)?;
     nd.reply = Some((ah, rqpn, UDP_QKEY));
     Ok(())
@@ -206,7 +211,7 @@ fn reply<H: Hal, N: Nic, C: Clock>(
     }
     let wcs = n
         .poll_cq(&mut nd.cq, o.count as usize, WAIT)
-        .map_err(|e| format!("udaddy: failed polling CQ: {e:?}"))?;
+        .map_err(|e| format!("failed polling CQ: {e:?}"))?;
     if wcs.len() < o.count as usize {
         return Err(format!(
             "{} of {} send completions in {WAIT:?}",
@@ -322,6 +327,40 @@ mod tests {
             "sending replies",
             "data transfers complete",
             "udaddy: 1 requests, 10 messages of 100 B each way on each: ok",
+        ] {
+            assert!(srv.1.iter().any(|x| x == l), "no {l:?} in {:?}", srv.1);
+        }
+    }
+
+    /// A message larger than the port's active MTU (1024 on the model's 1500-byte Ethernet)
+    /// fails udaddy's `verify_test_params`: the request is refused, the client hears
+    /// UNREACHABLE (a SIDR_REP that is not Success), and the server ends with no requests.
+    #[test]
+    fn the_udaddy_server_refuses_a_message_size_beyond_the_mtu() {
+        let (sa, sb) = SimHal::pair();
+        let o = super::super::parse(Tool::Udaddy, &["-S", "2000"], None).unwrap();
+        let (srv, cli) = std::thread::scope(|s| {
+            let srv = s.spawn(move || on_hca(sa, "ip=10.0.0.1/24", |n| super::run_server(n, &o)));
+            let cli = s.spawn(move || {
+                on_hca(sb, "ip=10.0.0.2/24", |n| {
+                    let now = n.now_ns();
+                    n.cm.ud_resolve(now, [10, 0, 0, 1], o.port, &[], n.node.stack())
+                        .unwrap();
+                    n.next_event(WAIT)
+                })
+            });
+            (srv.join().unwrap(), cli.join().unwrap())
+        });
+        assert!(
+            matches!(cli.0, Some(Event::Unreachable { .. })),
+            "client: {:?}",
+            cli.0
+        );
+        assert_eq!(srv.0, Ok(()), "server: {:?}", srv.1);
+        for l in [
+            "udaddy: message_size 2000 is larger than active mtu 1024",
+            "udaddy: failing connection request",
+            "udaddy: 0 requests (1 refused), 10 messages of 2000 B each way on each: ok",
         ] {
             assert!(srv.1.iter().any(|x| x == l), "no {l:?} in {:?}", srv.1);
         }

@@ -198,6 +198,11 @@ fn next<H: Hal, N: Nic, C: Clock>(
             match e {
                 Event::Disconnected { id } if id == c.id => return Ok(None),
                 Event::Established { .. } | Event::TimewaitExit { .. } => {}
+                // rping's server takes one connection; others wait in its backlog until it
+                // ends. Here they are refused at once.
+                Event::ConnectRequest { id, .. } => {
+                    let _ = n.reject(id);
+                }
                 e => {
                     return Err(format!(
                         "cma event {} while waiting for {what}",
@@ -399,19 +404,25 @@ fn connect<H: Hal, N: Nic, C: Clock>(
         };
         let _ = n.destroy_id(id);
         if n.node.now_us() >= until {
-            return Err(match why {
-                Event::Rejected { reason, .. } => {
-                    format!("cma event RDMA_CM_EVENT_REJECTED, error {reason}")
-                }
-                e => format!("cma event {}", cm::event_str(&e)),
-            });
+            return Err(why_str(&why));
         }
         // The server is not up yet: again in a second, the stack polled meanwhile.
+        say!(n, "rping: {}, connecting again in 1 s", why_str(&why));
         let pause = n.node.deadline(Duration::from_secs(1));
         while n.node.now_us() < pause {
             n.node.tick();
             core::hint::spin_loop();
         }
+    }
+}
+
+/// rping.c's line for a connection that did not come (`rping_cma_event_handler`).
+fn why_str(e: &Event) -> String {
+    match e {
+        Event::Rejected { reason, .. } => {
+            format!("cma event RDMA_CM_EVENT_REJECTED, error {reason}")
+        }
+        e => format!("cma event {}", cm::event_str(e)),
     }
 }
 
@@ -490,6 +501,19 @@ mod tests {
     use crate::sim::SimHal;
     use crate::testnet::on_hca;
 
+    type Side = (Result<(), String>, Vec<String>);
+
+    /// Both sides' runs succeeded (else their lines are shown).
+    fn both_ok(srv: &Side, cli: &Side) {
+        assert_eq!(
+            (&srv.0, &cli.0),
+            (&Ok(()), &Ok(())),
+            "server: {:?}\nclient: {:?}",
+            srv.1,
+            cli.1
+        );
+    }
+
     fn opts(words: &[&str], client: bool) -> super::Opts {
         super::super::parse(words, Some(client)).unwrap()
     }
@@ -519,13 +543,7 @@ mod tests {
             });
             (srv.join().unwrap(), cli.join().unwrap())
         });
-        assert_eq!(
-            (&srv.0, &cli.0),
-            (&Ok(()), &Ok(())),
-            "server: {:?}\nclient: {:?}",
-            srv.1,
-            cli.1
-        );
+        both_ok(&srv, &cli);
         let has = |l: &Vec<String>, s: &str| l.iter().any(|x| x.contains(s));
         assert!(has(
             &srv.1,
@@ -534,5 +552,38 @@ mod tests {
         assert!(has(&cli.1, "client: 10 pings, every byte checked: ok"));
         assert!(has(&srv.1, "server ping data: rdma-ping-9: JKLM"));
         assert!(has(&cli.1, "ping data: rdma-ping-0: ABCD"));
+    }
+
+    /// The client starts before the server listens (a Linux server boots after the
+    /// unikernel): its REQ is rejected (no one listens on the port: REJ reason 8), it connects
+    /// again a second later, and once the server listens the pings go as usual.
+    #[test]
+    fn an_rping_client_connects_again_until_the_server_listens() {
+        let (sa, sb) = SimHal::pair();
+        let (srv, cli) = std::thread::scope(|s| {
+            let srv = s.spawn(move || {
+                on_hca(sa, "ip=10.0.0.1/24", |n| {
+                    // Up (ARP answered, REQs refused) but not listening for 2.5 s.
+                    let end = n.node.deadline(std::time::Duration::from_millis(2500));
+                    while n.node.now_us() < end {
+                        assert_eq!(n.turn(), None);
+                    }
+                    super::run(n, &opts(&["-s", "-V", "-C", "3"], false))
+                })
+            });
+            let cli = s.spawn(move || {
+                on_hca(sb, "ip=10.0.0.2/24 peer=10.0.0.1", |n| {
+                    super::run(n, &opts(&["-c", "-V", "-C", "3"], true))
+                })
+            });
+            (srv.join().unwrap(), cli.join().unwrap())
+        });
+        both_ok(&srv, &cli);
+        let again = "rping: cma event RDMA_CM_EVENT_REJECTED, error 8, connecting again in 1 s";
+        assert!(cli.1.iter().any(|l| l == again), "{:?}", cli.1);
+        assert!(cli
+            .1
+            .iter()
+            .any(|l| l == "rping: client: 3 pings, every byte checked: ok"));
     }
 }

@@ -63,6 +63,22 @@ impl CmMsg {
         }
     }
 
+    /// The message's name, as IBTA vol. 1 chapter 12 and tshark's CM dissector write it
+    /// ("REQ", "SIDR_REP").
+    pub fn name(&self) -> &'static str {
+        match self {
+            CmMsg::Req(_) => "REQ",
+            CmMsg::Mra(_) => "MRA",
+            CmMsg::Rej(_) => "REJ",
+            CmMsg::Rep(_) => "REP",
+            CmMsg::Rtu(_) => "RTU",
+            CmMsg::Dreq(_) => "DREQ",
+            CmMsg::Drep(_) => "DREP",
+            CmMsg::SidrReq(_) => "SIDR_REQ",
+            CmMsg::SidrRep(_) => "SIDR_REP",
+        }
+    }
+
     /// The sender's communication ID (the request ID for SIDR), by which the receiver finds
     /// the connection (cm.c `cm_acquire_id` by remote ID, `cm_match_req`).
     pub fn local_comm_id(&self) -> u32 {

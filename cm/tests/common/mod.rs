@@ -1,6 +1,7 @@
 //! The CM MADs of the shared Linux captures (`../shared/tools/nvmeof/pcaps/*.pcap` beside the
 //! workspace): read with the model's pcap reader and RoCEv2 decoder, one UD SEND_ONLY to QP 1
-//! per MAD.
+//! per MAD; and what the in-memory tests of two `Cm`s share (a side's transport, the
+//! settings, the two nodes and A's connect, the fuzzed applications' accept).
 
 // Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
@@ -10,22 +11,9 @@ use std::path::PathBuf;
 
 use mlx5_sim::link::pcap::PcapFile;
 use mlx5_sim::roce::{decode, Frame, Opcode};
-use rdma_cm::CmMsg;
-
-/// A message's name, as the captures' README and tshark write it.
-pub fn kind(m: &CmMsg) -> &'static str {
-    match m {
-        CmMsg::Req(_) => "REQ",
-        CmMsg::Mra(_) => "MRA",
-        CmMsg::Rej(_) => "REJ",
-        CmMsg::Rep(_) => "REP",
-        CmMsg::Rtu(_) => "RTU",
-        CmMsg::Dreq(_) => "DREQ",
-        CmMsg::Drep(_) => "DREP",
-        CmMsg::SidrReq(_) => "SIDR_REQ",
-        CmMsg::SidrRep(_) => "SIDR_REP",
-    }
-}
+use rdma_cm::conn::{ack_timeout, Accept, CmConfig, CmTransport, Connect, Peer, QpStep};
+use rdma_cm::mad::MAD_LEN;
+use rdma_cm::rdma_cm::{roce_flow_label, PortSpace};
 
 /// One MAD as captured.
 pub struct CapturedMad {
@@ -99,4 +87,116 @@ pub fn skipped(reason: &str) {
     eprintln!("SKIPPED: {reason}");
     eprintln!("(the shared captures are not beside the workspace; set NVMEOF_PCAPS)");
     eprintln!("========================================================\n");
+}
+
+/// The QP moves and sent MADs of one side of an in-memory exchange; `fail_rtr` makes its
+/// RTR moves fail.
+#[derive(Default)]
+pub struct Side {
+    pub out: Vec<[u8; MAD_LEN]>,
+    pub moves: Vec<(u32, QpStep)>,
+    pub fail_rtr: bool,
+}
+
+impl CmTransport for Side {
+    type QpError = u8;
+    fn send_mad(&mut self, to: &Peer, mad: &[u8; MAD_LEN]) {
+        assert_eq!(to.qpn, 1);
+        self.out.push(*mad);
+    }
+    fn modify_qp(&mut self, qpn: u32, step: QpStep) -> Result<(), u8> {
+        if self.fail_rtr && matches!(step, QpStep::Rtr(_)) {
+            return Err(7);
+        }
+        self.moves.push((qpn, step));
+        Ok(())
+    }
+}
+
+impl Side {
+    pub fn steps(&self, qpn: u32) -> Vec<QpStep> {
+        self.moves
+            .iter()
+            .filter(|m| m.0 == qpn)
+            .map(|m| m.1)
+            .collect()
+    }
+}
+
+/// The settings of a test CM: CA GUID `guid`, communication IDs from `seed`.
+pub fn cfg(guid: u64, seed: u32) -> CmConfig {
+    CmConfig {
+        local_ca_guid: guid,
+        ack_delay: 15,
+        max_responder_resources: 16,
+        max_initiator_depth: 16,
+        tid_hi: guid as u32,
+        comm_id_seed: seed,
+    }
+}
+
+/// The fuzzed applications' accept, on QP `qpn`.
+pub fn accept_on(qpn: u32) -> Accept<'static> {
+    Accept {
+        qpn,
+        starting_psn: 1,
+        responder_resources: 4,
+        initiator_depth: 4,
+        flow_control: true,
+        rnr_retry_count: 7,
+        srq: false,
+        private_data: &[],
+    }
+}
+
+/// The IPv4-mapped GID of `ip`.
+pub const fn gid_v4(ip: [u8; 4]) -> [u8; 16] {
+    [
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ip[0], ip[1], ip[2], ip[3],
+    ]
+}
+/// The active side: 10.0.0.2's QP 1.
+pub const A: Peer = Peer {
+    gid: gid_v4([10, 0, 0, 2]),
+    qpn: 1,
+};
+/// The passive side: 10.0.0.1's QP 1.
+pub const B: Peer = Peer {
+    gid: gid_v4([10, 0, 0, 1]),
+    qpn: 1,
+};
+/// B's port (rping's).
+pub const PORT: u16 = 7174;
+/// A's rdma_cm source port.
+pub const SRC_PORT: u16 = 49743;
+/// A's and B's RC QPs.
+pub const QP_A: u32 = 0x20;
+pub const QP_B: u32 = 0x30;
+
+/// A's connect to `port`: Linux rdma_cm's values on RoCE (ACK delay 15, packet life time
+/// 18), 3 retries.
+pub fn params(port: u16, private_data: &[u8]) -> Connect<'_> {
+    Connect {
+        service_id: PortSpace::Tcp.service_id(port),
+        qpn: QP_A,
+        starting_psn: 0x11_1111,
+        local_gid: A.gid,
+        remote_gid: B.gid,
+        flow_label: roce_flow_label(SRC_PORT, port),
+        hop_limit: 64,
+        traffic_class: 0,
+        path_mtu: 3,
+        pkey: 0xffff,
+        responder_resources: 16,
+        initiator_depth: 4,
+        retry_count: 7,
+        rnr_retry_count: 6,
+        local_ack_timeout: ack_timeout(15, 18),
+        remote_cm_response_timeout: 20,
+        local_cm_response_timeout: 20,
+        max_cm_retries: 3,
+        srq: false,
+        flow_control: true,
+        private_data,
+    }
 }

@@ -295,6 +295,26 @@ fn the_gsi_qp_is_reached_as_qpn_1_and_sends_from_qpn_1() {
     };
     ga.post_ud_send(&wr, &dest).unwrap();
     assert_eq!(one(&mut a.cq).status, WcStatus::LocLenErr);
+    // The send queue stopped (SQE): a good MAD is flushed until it is brought back to RTS,
+    // as Linux's MAD layer does (core/mad.c ib_mad_send_error).
+    let good = SendWr {
+        data: SendData::Sges(&sges),
+        ..wr
+    };
+    ga.post_ud_send(&good, &dest).unwrap();
+    assert_eq!(one(&mut a.cq).status, WcStatus::WrFlushErr);
+    ga.recover_send_queue().unwrap();
+    assert!(matches!(
+        ga.recover_send_queue(),
+        Err(Error::Command(c)) if c.status == mlx5::CmdStatus::BadQpStateErr
+    ));
+    ga.post_ud_send(&good, &dest).unwrap();
+    assert_eq!(one(&mut a.cq).status, WcStatus::Success);
+    let w = one(&mut b.cq);
+    assert_eq!(
+        (w.status, w.src_qp, w.wr_id),
+        (WcStatus::Success, GSI_QPN, 1)
+    );
 
     drop(ga);
     let ga = a.pd.create_gsi_qp(&a.cq, &a.cq, &caps()).unwrap();
@@ -366,6 +386,10 @@ fn datagram_qps_refuse_what_ud_does_not_have() {
     assert_eq!(r, Err(InvalidInput::NotDatagram.into()));
     assert_eq!(
         rc.activate_datagram(),
+        Err(InvalidInput::ServiceType.into())
+    );
+    assert_eq!(
+        rc.recover_send_queue(),
         Err(InvalidInput::ServiceType.into())
     );
     // A source GID index beyond the table.
@@ -463,4 +487,74 @@ fn a_datagram_qp_comes_back_from_reset_and_flushes_in_err() {
     let flushed = wait(&mut b.cq, 2);
     assert_eq!(flushed.len(), 2);
     assert!(flushed.iter().all(|w| w.status == WcStatus::WrFlushErr));
+}
+
+/// A UD QP and an RC QP on one CQ: the datagram receives are parsed with their fields, and
+/// the RC send completions polled into the same slots afterwards (the poller's fast path)
+/// carry no stale receive field.
+#[test]
+fn rc_completions_after_ud_receives_on_one_cq_carry_no_receive_fields() {
+    let (a, mut b) = ends();
+    let mut p = pair(&a.ctx, caps());
+    let mr = p.pd.alloc_mr(4 * SLOT, AccessFlags::ALL).unwrap();
+    let mut ud = p.pd.create_ud_qp(&p.cq_a, &p.cq_a, &caps(), QKEY).unwrap();
+    for i in 0..2u64 {
+        let s = [mr.sge(i * SLOT as u64, SLOT as u32)];
+        ud.post_recv(&[RecvWr { wr_id: i, sges: &s }]).unwrap();
+    }
+    let mut qb = b.pd.create_ud_qp(&b.cq, &b.cq, &caps(), QKEY).unwrap();
+    let ah = ah_to(&b, &a, IP_A);
+    let dest = UdDest {
+        ah: &ah,
+        remote_qpn: ud.qpn(),
+        remote_qkey: QKEY,
+    };
+    qb.post_ud_send(&send_wr(b"one", Some(1)), &dest).unwrap();
+    qb.post_ud_send(&send_wr(b"two", Some(2)), &dest).unwrap();
+    assert_eq!(wait(&mut b.cq, 2).len(), 2);
+
+    let mut slots = [mlx5::WorkCompletion::default(); 2];
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut n = 0;
+    while n < 2 && std::time::Instant::now() < deadline {
+        n += p.cq_a.poll(&mut slots[n..]).unwrap();
+    }
+    assert_eq!(n, 2);
+    for w in &slots {
+        assert_eq!((w.qp_num, w.src_qp), (ud.qpn(), qb.qpn()));
+        assert_eq!(w.wc_flags, WcFlags::GRH | WcFlags::WITH_IMM);
+    }
+
+    // RDMA WRITEs on the RC QP, completions into the same slots.
+    for i in 0..2u64 {
+        let wr = SendWr {
+            wr_id: 10 + i,
+            op: SendOp::Write {
+                remote: mlx5::Remote {
+                    addr: mr.addr() + 2 * SLOT as u64,
+                    rkey: mr.rkey(),
+                },
+                imm: None,
+            },
+            data: SendData::Sges(&[mr.sge(0, 16)]),
+            flags: SendFlags::SIGNALED,
+        };
+        p.a.post_send(&[wr]).unwrap();
+    }
+    let mut n = 0;
+    while n < 2 && std::time::Instant::now() < deadline {
+        n += p.cq_a.poll(&mut slots[n..]).unwrap();
+    }
+    assert_eq!(n, 2);
+    for (i, w) in slots.iter().enumerate() {
+        assert_eq!(
+            (w.status, w.opcode),
+            (WcStatus::Success, WcOpcode::RdmaWrite)
+        );
+        assert_eq!((w.wr_id, w.qp_num, w.imm), (10 + i as u64, p.a.qpn(), None));
+        assert_eq!(
+            (w.src_qp, w.wc_flags, w.sl, w.pkey_index),
+            (0, WcFlags::NONE, 0, 0)
+        );
+    }
 }

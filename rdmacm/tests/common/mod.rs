@@ -67,6 +67,8 @@ pub struct Node {
     /// 16 slots of 256 bytes: receives at 0..8, sends at 8..16.
     pub mr: MemoryRegion<TestHal>,
     pub ip: [u8; 4],
+    /// The GID index of `ip`.
+    pub sgid: u8,
     /// Events polled so far and not yet taken.
     pub events: Vec<Event>,
 }
@@ -89,6 +91,7 @@ fn node(sim: Arc<SimHal>, ip: [u8; 4], wall: WallClock) -> Node {
         cq,
         mr,
         ip,
+        sgid,
         events: Vec::new(),
     }
 }

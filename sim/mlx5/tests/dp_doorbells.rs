@@ -226,3 +226,142 @@ fn sq_ring_freed_after_use_is_a_catastrophic_error() {
         "no CQE for an unreadable WQE"
     );
 }
+
+/// A loopback QP over a 4-WQEBB send ring in guest memory, two NOPs done ([`qp_over_two_nops`]).
+fn small_ring(env: &mut Env) -> (Qp, Cq) {
+    let buf = 0x40_0000_0000u64;
+    env.dev().memory().insert(buf, &[0u8; 128 + 256]).unwrap();
+    qp_over_two_nops(env, buf)
+}
+
+/// BlueFlame blocks compared and copies found different so far.
+fn bf_stats(env: &Env) -> (u64, u64) {
+    env.dev().with_hca(|h| h.blueflame_stats())
+}
+
+/// A signaled NOP at the QP's next SQ counter.
+fn nop(qp: &Qp) -> Vec<u8> {
+    send_wqe(wqe::opcode::NOP, qp.sq_pi, qp.qpn, CE, 0, &[])
+}
+
+/// True if a work queue catastrophic error event is among the events so far.
+fn catastrophe(env: &mut Env) -> bool {
+    env.drain_eq()
+        .iter()
+        .any(|(t, _)| *t == event::WQ_CATAS_ERROR)
+}
+
+/// Stores qwords `from..` of `w` (zero padded to 64 bytes) at `at`: the rest of a BlueFlame
+/// copy whose first qwords arrived earlier.
+fn store_rest(env: &Env, at: u64, w: &[u8], from: usize) {
+    let mut padded = w.to_vec();
+    padded.resize(64, 0);
+    for (k, q) in padded.chunks(8).enumerate().skip(from) {
+        env.dev()
+            .write64(at + 8 * k as u64, u64::from_le_bytes(q.try_into().unwrap()));
+    }
+}
+
+/// The order a threaded device can see a BlueFlame copy in, made deterministic: the copy's
+/// doorbell (its first qword) runs every WQE the doorbell record announces, software sees
+/// them complete and legitimately writes a new WQE into the first one's ring slot, and only
+/// then does the rest of the copy arrive. The copy is compared with the WQE the device took
+/// off the ring when its doorbell rang, not with the slot's new contents: no error.
+#[test]
+fn a_slot_reused_before_the_rest_of_its_copy_arrives() {
+    let mut env = Env::new(InProcHca::deterministic(), 1);
+    let (mut a, mut scq) = small_ring(&mut env);
+    let before = bf_stats(&env);
+    // Four NOPs fill the 4-WQEBB ring; the doorbell record announces all of them before the
+    // first one's copy reaches the device.
+    let first = nop(&a);
+    env.write_send(&mut a, &first);
+    for _ in 0..3 {
+        let w = nop(&a);
+        env.write_send(&mut a, &w);
+    }
+    env.write(a.dbr + 4, &(a.sq_pi as u32).to_be_bytes());
+    // The first NOP's copy: its doorbell runs all four.
+    let at = half_at(&a, 0);
+    store(&env, at, &first, 1);
+    for i in 0..4 {
+        let c = env.poll_cq(&mut scq).expect("a CQE per NOP");
+        assert_eq!(c.opcode(), cqe::opcode::REQ, "NOP {i}");
+    }
+    // Software reuses the first NOP's slot (it completed) for the next WQE ...
+    let next = nop(&a);
+    stage(&env, &mut a, &next);
+    assert_ne!(next[..16], first[..16], "the slot now holds other bytes");
+    // ... before the rest of the first NOP's copy arrives.
+    store_rest(&env, at, &first, 1);
+    assert_eq!(
+        bf_stats(&env),
+        (before.0 + 1, before.1),
+        "the copy matched the WQE its doorbell ran"
+    );
+    assert!(!catastrophe(&mut env));
+    // The QP still works: the new WQE's own copy runs it.
+    store(&env, half_at(&a, 1), &next, 8);
+    let c = env.poll_cq(&mut scq).expect("the next NOP completes");
+    assert_eq!(c.opcode(), cqe::opcode::REQ);
+    assert_eq!(bf_stats(&env), (before.0 + 2, before.1));
+}
+
+/// A copy still compares with what the device ran: a copy that differs from the WQE its
+/// doorbell ran is a work queue catastrophic error even when the slot changed in between.
+#[test]
+fn a_stale_copy_is_an_error_even_after_its_slot_changed() {
+    let mut env = Env::new(InProcHca::deterministic(), 1);
+    let (mut a, mut scq) = small_ring(&mut env);
+    let before = bf_stats(&env);
+    let w = nop(&a);
+    stage(&env, &mut a, &w);
+    let at = half_at(&a, 0);
+    store(&env, at, &w, 1);
+    let c = env.poll_cq(&mut scq).expect("the NOP ran on its doorbell");
+    assert_eq!(c.opcode(), cqe::opcode::REQ);
+    // The rest of the copy carries a byte the WQE in memory did not have.
+    let mut stale = w.clone();
+    stale.resize(64, 0);
+    stale[40] ^= 0xff;
+    store_rest(&env, at, &stale, 1);
+    assert_eq!(bf_stats(&env), (before.0 + 1, before.1 + 1));
+    assert!(catastrophe(&mut env));
+}
+
+/// A copy whose WQE an earlier doorbell already ran (the doorbell record announced it): by
+/// the time the copy arrives the WQE may have completed and its slot been reused, so the
+/// model does not compare it (it runs nothing either); no error, nothing counted.
+#[test]
+fn a_copy_of_a_wqe_an_earlier_doorbell_ran_is_not_compared() {
+    let mut env = Env::new(InProcHca::deterministic(), 1);
+    let (mut a, mut scq) = small_ring(&mut env);
+    let before = bf_stats(&env);
+    // Two NOPs announced; the first one's doorbell runs both.
+    let first = nop(&a);
+    env.write_send(&mut a, &first);
+    let second = nop(&a);
+    env.write_send(&mut a, &second);
+    env.write(a.dbr + 4, &(a.sq_pi as u32).to_be_bytes());
+    store(&env, half_at(&a, 0), &first, 1);
+    for _ in 0..2 {
+        let c = env.poll_cq(&mut scq).expect("a CQE per NOP");
+        assert_eq!(c.opcode(), cqe::opcode::REQ);
+    }
+    // Software fills the ring again, reusing the second NOP's slot last ...
+    let mut last = Vec::new();
+    for _ in 0..4 {
+        last = nop(&a);
+        env.write_send(&mut a, &last);
+    }
+    assert_ne!(last[..16], second[..16]);
+    // ... before the second NOP's copy arrives. Its doorbell runs the four new NOPs.
+    env.write(a.dbr + 4, &(a.sq_pi as u32).to_be_bytes());
+    store(&env, half_at(&a, 1), &second, 8);
+    for i in 0..4 {
+        let c = env.poll_cq(&mut scq).expect("a CQE per new NOP");
+        assert_eq!(c.opcode(), cqe::opcode::REQ, "new NOP {i}");
+    }
+    assert_eq!(bf_stats(&env), before, "nothing compared");
+    assert!(!catastrophe(&mut env));
+}

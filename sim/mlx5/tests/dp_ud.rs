@@ -480,6 +480,30 @@ fn ud_transitions_check_their_fields() {
         .fails(cmd_status::BAD_PARAM_ERR, 0x5203_0011);
 }
 
+/// A UD QP in RTS joins a Q counter set with RTS2RTS and the COUNTER_SET_ID optional
+/// parameter, as an RC QP does (Linux drivers/infiniband/hw/mlx5/qp.c
+/// `__mlx5_ib_qp_set_counter`, for any QP type an rdma counter binds).
+#[test]
+fn a_ud_qp_in_rts_joins_a_counter_set() {
+    let mut env = Env::new(InProcHca::deterministic(), 1);
+    let s = side(&mut env, qp::st::UD, QKEY, 3);
+    let d = env.raw.exec(
+        &raw::input(opcode::ALLOC_Q_COUNTER, 0, alloc_q_counter_in::BYTES),
+        alloc_q_counter_out::BYTES,
+    );
+    d.ok();
+    let id = d.get(alloc_q_counter_out::COUNTER_SET_ID);
+    let mut i = env.modify_input(opcode::RTS2RTS_QP, s.qp.qpn, qp::optpar::COUNTER_SET_ID);
+    set(&mut i, qpc_field(qpc::COUNTER_SET_ID), id);
+    env.raw.exec(&i, 16).ok();
+    let q = env.query_qp(s.qp.qpn);
+    assert_eq!(q.get(qpc::COUNTER_SET_ID.within(query_qp_out::QPC)), id);
+    assert_eq!(
+        q.get(qpc::STATE.within(query_qp_out::QPC)),
+        qp::state::RTS as u32
+    );
+}
+
 /// A raw peer on an in-process frame link: UD frames built with the codec, in and out.
 mod raw_peer {
     use super::*;

@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use mlx5_sim::link::pcap::{PcapFile, PcapWriter};
 use mlx5_sim::roce::{
-    decode, Aeth, Bth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode, Opcode, Reth, RoceHeaders,
-    UdpHdr,
+    decode, Aeth, Bth, Deth, EthHdr, ExtHdrs, Frame, IpHdr, Ipv4Hdr, NakCode, Opcode, Reth,
+    RoceHeaders, UdpHdr,
 };
+use rdma_cm::msg::{msg_response, rej_reason, Rej, Rtu, SidrReq};
+use rdma_cm::rdma_cm::{CmaAddr, CmaHdr, PortSpace, CMA_HDR_LEN};
+use rdma_cm::{mad, CmMad, CmMsg};
 
 /// `../shared/tools/linuxpeer/pcaps` beside the clone (as CI lays it out), or the directory
 /// `LINUXPEER_PCAPS` names (for a worktree elsewhere).
@@ -267,6 +270,136 @@ fn decode_pcap_passes_on_the_rxe_captures() {
             text.contains("icrc=ok") && !text.contains("icrc=bad"),
             "{}",
             path.display()
+        );
+    }
+}
+
+/// A UD SEND_ONLY to QP 1 from QP 1 carrying `mad` (how MADs travel on RoCE).
+fn mad_frame(psn: u32, mad: &[u8]) -> Vec<u8> {
+    let ext = ExtHdrs {
+        deth: Some(Deth {
+            q_key: mad::QP1_QKEY,
+            resv8: 0,
+            src_qp: 1,
+        }),
+        ..Default::default()
+    };
+    let mut h = hdrs(Opcode::UD_SEND_ONLY, psn, ext);
+    h.bth.dest_qp = 1;
+    h.encode(mad).unwrap()
+}
+
+/// `--decode-pcap` names each CM MAD on QP 1 with its fields (a SIDR_REQ with rdma_cm's header,
+/// a REJ for an unknown service ID, an RTU), lists a MAD of another class by class and
+/// attribute, and counts a CM MAD that does not decode (an attribute the CM has not) without
+/// failing the RoCE check.
+#[test]
+fn decode_pcap_names_cm_mads() {
+    let mut pd = [0u8; rdma_cm::msg::SIDR_REQ_PRIVATE_DATA_LEN];
+    let mut cma = [0u8; CMA_HDR_LEN];
+    CmaHdr {
+        src_port: 40342,
+        src: CmaAddr::V4([10, 0, 0, 1]),
+        dst: CmaAddr::V4([10, 0, 0, 2]),
+    }
+    .encode(&mut cma);
+    pd[..CMA_HDR_LEN].copy_from_slice(&cma);
+    let sidr = CmMsg::SidrReq(SidrReq {
+        request_id: 0x1234_5678,
+        pkey: 0xffff,
+        service_id: PortSpace::Udp.service_id(7174),
+        private_data: pd,
+    });
+    let rej = CmMsg::Rej(Rej {
+        local_comm_id: 0,
+        remote_comm_id: 0x9c24_9cef,
+        message_rejected: msg_response::REQ,
+        reject_info_length: 0,
+        reason: rej_reason::INVALID_SERVICE_ID,
+        ari: [0; rdma_cm::msg::REJ_ARI_LEN],
+        private_data: [0; rdma_cm::msg::REJ_PRIVATE_DATA_LEN],
+    });
+    let rtu = CmMsg::Rtu(Rtu {
+        local_comm_id: 0xdbb3_52a9,
+        remote_comm_id: 0x145a_07eb,
+        private_data: [0; rdma_cm::msg::RTU_PRIVATE_DATA_LEN],
+    });
+    let mut w = PcapWriter::new(Vec::new(), false).unwrap();
+    let mut mads: Vec<Vec<u8>> = [sidr, rej, rtu]
+        .iter()
+        .map(|m| CmMad::new(0x2_a952_b3db, *m).to_bytes().unwrap().to_vec())
+        .collect();
+    // A subnet-management MAD (class 0x01), and a CM MAD of attribute 0x0030.
+    let mut smp = mads[2].clone();
+    smp[1] = 0x01;
+    let mut odd = mads[2].clone();
+    odd[16..18].copy_from_slice(&0x0030u16.to_be_bytes());
+    mads.extend([smp, odd]);
+    for (i, m) in mads.iter().enumerate() {
+        let f = mad_frame(i as u32, m);
+        w.write_frame(Duration::from_millis(i as u64), &f).unwrap();
+    }
+    let (code, out) = run_decode(&w.into_inner(), "mads", &[]);
+    print!("{out}");
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].ends_with(
+        "UD_SEND_ONLY qpn=0x000001 psn=0 ackreq=1 len=256 icrc=ok | CM SIDR_REQ \
+         tid=0x00000002a952b3db req=0x12345678 sid=0x0000000001111c06 (Udp port 7174) \
+         cma_src_port=40342"
+    ));
+    assert!(lines[1].ends_with(
+        "| CM REJ tid=0x00000002a952b3db comm=0x00000000 remote=0x9c249cef reason=8 \
+         (invalid service ID) of REQ"
+    ));
+    assert!(lines[2].ends_with("| CM RTU tid=0x00000002a952b3db comm=0xdbb352a9 remote=0x145a07eb"));
+    assert!(lines[3].ends_with("| MAD class=0x01 method=0x03 attr=0x0014"));
+    assert!(lines[4].ends_with("| CM MAD attr=0x0030 not decodable: Attribute(48)"));
+    assert_eq!(
+        lines[5],
+        "5 frames: 5 RoCEv2 (0 bad ICRC), 0 not decodable, 0 other, 0 cut by the capture; \
+         4 CM MADs (1 not decodable)"
+    );
+}
+
+/// The CM MADs of the Linux captures of rdma_cm (`../shared/tools/nvmeof/pcaps`: NVMe-oF,
+/// `ib_write_bw -R`, a REJ for an unknown service ID) are each named, as their README lists
+/// them.
+#[test]
+fn decode_pcap_names_the_captured_cm_mads() {
+    let dir = match std::env::var_os("NVMEOF_PCAPS") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/nvmeof/pcaps")
+        }
+    };
+    for (file, want) in [
+        ("nvmeof.pcap", [3, 3, 3, 3, 3, 0]),
+        ("perftest_cm.pcap", [2, 2, 2, 2, 2, 0]),
+        ("perftest_cm_rej.pcap", [1, 0, 0, 0, 0, 1]),
+    ] {
+        let path = dir.join(file);
+        if !path.exists() {
+            eprintln!("SKIPPED: {} not found (set NVMEOF_PCAPS)", path.display());
+            return;
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_mlx5-sim"))
+            .arg("--decode-pcap")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{file}: {text}");
+        let got = ["REQ", "REP", "RTU", "DREQ", "DREP", "REJ"].map(|k| {
+            text.lines()
+                .filter(|l| l.contains(&format!("| CM {k} ")))
+                .count()
+        });
+        assert_eq!(got, want, "{file}");
+        let n: usize = want.iter().sum();
+        assert!(
+            text.contains(&format!("; {n} CM MADs (0 not decodable)")),
+            "{file}: {text}"
         );
     }
 }

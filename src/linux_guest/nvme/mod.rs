@@ -1,6 +1,6 @@
 //! The Linux NVMe over Fabrics host (and Linux's own target, the baseline) on the peer image:
 //! `nvme-cli`, the nvme-rdma and nvmet-rdma modules, `fio` and e2fsprogs, and one host script
-//! per scenario (tests/nvmeof.rs).
+//! per scenario (tests/nvmeof_host.rs).
 //!
 //! - [`prepare_nvme_image`]: the peer image ([`super::prepare_peer_image`]) followed by a
 //!   second newc archive (Linux unpacks concatenated archives into one root: Documentation/

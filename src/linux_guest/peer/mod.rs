@@ -14,7 +14,7 @@ mod run;
 mod tests;
 
 pub use run::{
-    app_for, cli, is_service, linux_side, run_linux_peer, unikernel_cmdline, PeerRun,
+    app_for, cli, is_service, linux_side, run_linux_peer, unikernel_cmdline, uses_rdma_cm, PeerRun,
     PeerRunResult, Role,
 };
 

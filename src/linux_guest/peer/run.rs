@@ -69,27 +69,72 @@ pub fn is_service(app: &str) -> bool {
 }
 
 /// The unikernel app and its cmdline words for a Linux command: `ibv_rc_pingpong ...` ->
-/// `pingpong ...`, `ib_write_bw ...` -> `perftest ib_write_bw ...`, `ping ...` and `nc ...`
-/// -> `netd`. The device, GID and server words are the tool's own and stay; the apps ignore
-/// them. `$SERVER` (or the unikernel's address) is not for the app.
+/// `pingpong ...`, `ibv_ud_pingpong ...` -> `ud-pingpong ...`, `ib_write_bw ...` (with or
+/// without `-R`) -> `perftest ib_write_bw ...`, `ping ...` and `nc ...` -> `netd`. The device,
+/// GID and server words are the tool's own and stay; the apps ignore them. `$SERVER` (or the
+/// unikernel's address) is not for the app.
+///
+/// The rdma_cm examples get the command line of their other side: `rping` with `-s` and `-c`
+/// swapped (`-a` names the server in both roles, `$SERVER` becomes the unikernel's address);
+/// `ucmatose` and `udaddy` without `-s ADDR` (cmatose.c and udaddy.c: the server address makes
+/// the client; the unikernel serves).
 pub fn app_for(cmd: &str) -> Result<(String, String), Skip> {
     let mut w = cmd.split_whitespace();
     let tool = w.next().ok_or_else(|| skip("--peer-cmd is empty"))?;
     let tool = tool.rsplit('/').next().unwrap_or(tool);
-    let rest: Vec<&str> = w
+    let words: Vec<&str> = w.collect();
+    let rest: Vec<&str> = words
+        .iter()
+        .copied()
         .filter(|x| *x != "$SERVER" && *x != UNIKERNEL_IP)
         .collect();
     let rest = rest.join(" ");
     match tool {
         "ibv_rc_pingpong" => Ok(("pingpong".into(), format!("pingpong {rest}"))),
+        "ibv_ud_pingpong" => Ok(("ud-pingpong".into(), format!("ud-pingpong {rest}"))),
         t if t.starts_with("ib_") && (t.ends_with("_bw") || t.ends_with("_lat")) => {
             Ok(("perftest".into(), format!("perftest {t} {rest}")))
         }
+        "rping" => {
+            let swapped: Vec<&str> = words
+                .iter()
+                .map(|x| match *x {
+                    "-s" => "-c",
+                    "-c" => "-s",
+                    "$SERVER" => UNIKERNEL_IP,
+                    x => x,
+                })
+                .collect();
+            Ok(("rping".into(), format!("rping {}", swapped.join(" "))))
+        }
+        "ucmatose" | "udaddy" => {
+            let mut kept = Vec::new();
+            let mut it = words.iter().copied();
+            while let Some(x) = it.next() {
+                if x == "-s" {
+                    it.next();
+                } else {
+                    kept.push(x);
+                }
+            }
+            Ok((tool.into(), format!("{tool} {}", kept.join(" "))))
+        }
         "ping" | "nc" => Ok(("netd".into(), "netd".into())),
         t => Err(skip(format!(
-            "no unikernel app plays the other side of {t} (ibv_rc_pingpong, ib_*_bw, ib_*_lat, ping, nc)"
+            "no unikernel app plays the other side of {t} (ibv_rc_pingpong, ibv_ud_pingpong, \
+             ib_*_bw, ib_*_lat, rping, ucmatose, udaddy, ping, nc)"
         ))),
     }
+}
+
+/// Whether the Linux command connects with rdma_cm (`rping`, `ucmatose`, `udaddy`, a perftest
+/// tool with `-R`): CM MADs on QP 1 and no TCP exchange on the link.
+pub fn uses_rdma_cm(cmd: &str) -> bool {
+    let mut w = cmd.split_whitespace();
+    let tool = w.next().unwrap_or_default();
+    let tool = tool.rsplit('/').next().unwrap_or(tool);
+    matches!(tool, "rping" | "ucmatose" | "udaddy")
+        || (tool.starts_with("ib_") && w.any(|x| x == "-R" || x == "--rdma_cm"))
 }
 
 /// The unikernel's app and its whole cmdline: the app's words (from `--cmdline`, else from

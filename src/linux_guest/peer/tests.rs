@@ -19,8 +19,65 @@ fn the_app_follows_the_tool() {
         assert!(is_service(&app));
     }
     assert!(!is_service("pingpong") && !is_service("perftest"));
-    assert!(app_for("rping -s").is_err());
+    assert!(app_for("mckey -m 224.0.0.1").is_err());
     assert!(app_for("  ").is_err());
+}
+
+/// The rdma_cm tools: rping gets its other side's command line (-s and -c swapped, -a still
+/// the server's address), ucmatose and udaddy serve (no -s ADDR), ud_pingpong and perftest -R
+/// as their verbs-only kin; none of them is a service.
+#[test]
+fn the_rdma_cm_tools_get_their_other_side() {
+    for (cmd, app, args) in [
+        (
+            "rping -s -a 10.0.0.1 -v -C 10",
+            "rping",
+            "rping -c -a 10.0.0.1 -v -C 10",
+        ),
+        (
+            "rping -c -a $SERVER -v -C 10",
+            "rping",
+            "rping -s -a 10.0.0.2 -v -C 10",
+        ),
+        (
+            "ucmatose -s $SERVER -c 2 -C 10",
+            "ucmatose",
+            "ucmatose -c 2 -C 10",
+        ),
+        ("udaddy -s 10.0.0.2 -C 5", "udaddy", "udaddy -C 5"),
+        (
+            "ibv_ud_pingpong -d rxe0 -g $GID -n 10 $SERVER",
+            "ud-pingpong",
+            "ud-pingpong -d rxe0 -g $GID -n 10",
+        ),
+        (
+            "ib_send_lat -d rxe0 -R -F $SERVER",
+            "perftest",
+            "perftest ib_send_lat -d rxe0 -R -F",
+        ),
+    ] {
+        let (a, c) = app_for(cmd).unwrap();
+        assert_eq!((a.as_str(), c.as_str()), (app, args), "{cmd}");
+        assert!(!is_service(&a));
+    }
+    for cmd in [
+        "rping -s -a 10.0.0.1",
+        "/usr/bin/ucmatose -s 10.0.0.2",
+        "udaddy",
+        "ib_write_bw -d rxe0 -x $GID -F -R",
+        "ib_send_lat --rdma_cm -F $SERVER",
+    ] {
+        assert!(uses_rdma_cm(cmd), "{cmd}");
+    }
+    for cmd in [
+        "ib_write_bw -d rxe0 -x $GID -F",
+        "ib_write_bw -z",
+        "ibv_rc_pingpong -g $GID",
+        "ibv_ud_pingpong -g $GID",
+        "ping -c 5 $SERVER",
+    ] {
+        assert!(!uses_rdma_cm(cmd), "{cmd}");
+    }
 }
 
 fn run(cmd: &str, role: Role, static_neigh: bool) -> PeerRun {

@@ -47,8 +47,13 @@ pub(crate) struct Opts {
     /// ([`rdma_checks::recv_ring::send_rx_depth`]); `DEF_RX_RDMA` (1) for the others, which
     /// post none.
     pub(crate) rx_depth: u64,
-    /// `-p`: the TCP port of the exchange.
+    /// `-p`: the TCP port of the exchange, or with `-R` the rdma_cm port both connections
+    /// use.
     pub(crate) port: u16,
+    /// `-R`: both the exchange and the test's QP are rdma_cm connections (perftest's
+    /// `work_rdma_cm`, which turns on `use_rdma_cm` too: perftest_parameters.c
+    /// `force_dependecies`).
+    pub(crate) rdma_cm: bool,
 }
 
 impl Opts {
@@ -111,6 +116,7 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
         qp_timeout: 14,
         rx_depth: 1,
         port: oob::TOOL_PORT,
+        rdma_cm: false,
     };
     let mut margin: Option<u64> = None;
     while let Some(a) = it.next() {
@@ -172,6 +178,7 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
                     .ok_or(format!("-u {v}: not 0..31"))? as u8;
             }
             "-F" | "--CPU-freq" => {}
+            "-R" | "--rdma_cm" => o.rdma_cm = true,
             "-a" | "--all" => o.all = true,
             "-e" | "--events" => {
                 // perftest_parameters.c parser 'e'.
@@ -215,14 +222,4 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
         o.client = client;
     }
     Ok(o)
-}
-
-pub(crate) fn mtu_of(e: u8) -> Mtu {
-    match e {
-        1 => Mtu::Mtu256,
-        2 => Mtu::Mtu512,
-        4 => Mtu::Mtu2048,
-        5 => Mtu::Mtu4096,
-        _ => Mtu::Mtu1024,
-    }
 }

@@ -10,9 +10,9 @@ pub(crate) const IN_FLIGHT: u64 = 1 << 20;
 pub(crate) const ATOMIC_ADD: u64 = 1;
 /// WRITE, READ, SEND or atomics of `size` bytes, `-n` times or for `-D` seconds, up to
 /// [`OUTSTANDING`] at a time, each signaled (`run_iter_bw`); checks what came back.
-pub(crate) fn bw_requester<H: Hal>(
+pub(crate) fn bw_requester(
     o: &Opts,
-    r: &mut Res<H>,
+    r: &mut Res,
     remote: Remote,
     size: u64,
 ) -> Result<(Report, String), String> {
@@ -86,7 +86,8 @@ pub(crate) fn bw_requester<H: Hal>(
             if clock.is_none() {
                 tp.push(now());
             }
-            r.qp.post_send(&[wr])
+            test_qp(&mut r.qp, &mut r.link)?
+                .post_send(&[wr])
                 .map_err(|e| format!("post_send {k}: {e:?}"))?;
             posted += 1;
         }

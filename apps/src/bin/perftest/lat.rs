@@ -9,7 +9,7 @@ pub(crate) fn poll_byte<H: Hal>(
     off: u64,
     want: u8,
     clock: Option<&Clock>,
-    link: &mut Oob,
+    link: &mut Link,
 ) -> Result<bool, String> {
     let deadline = Deadline::after(WAIT);
     let mut spins = 0u32;
@@ -37,9 +37,9 @@ pub(crate) fn poll_byte<H: Hal>(
 
 /// `run_iter_lat_write`: the server writes first; each side polls the last byte of its
 /// buffer for the count, then writes its own count in the last byte of its message.
-pub(crate) fn write_lat<H: Hal>(
+pub(crate) fn write_lat(
     o: &Opts,
-    r: &mut Res<H>,
+    r: &mut Res,
     remote: Remote,
     size: u64,
 ) -> Result<String, String> {
@@ -72,7 +72,8 @@ pub(crate) fn write_lat<H: Hal>(
                 data: SendData::Sges(&local),
                 flags: SendFlags::SIGNALED,
             };
-            r.qp.post_send(&[wr])
+            test_qp(&mut r.qp, &mut r.link)?
+                .post_send(&[wr])
                 .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
         }
         if ccnt < n {
@@ -97,7 +98,7 @@ pub(crate) fn write_lat<H: Hal>(
 
 /// The WRITE target after ib_write_lat: perftest's buffer is zeros, so every byte the peer
 /// wrote is 0 but the polled last byte, which holds the final count; nothing beyond changed.
-pub(crate) fn check_write_lat_target<H: Hal>(o: &Opts, r: &Res<H>) -> Result<String, String> {
+pub(crate) fn check_write_lat_target(o: &Opts, r: &Res) -> Result<String, String> {
     let s = o.sizes().into_iter().max().unwrap_or(o.size);
     let t = r.lay.target();
     let last =
@@ -131,12 +132,7 @@ pub(crate) fn check_write_lat_target<H: Hal>(o: &Opts, r: &Res<H>) -> Result<Str
 
 /// `run_iter_lat`: one signaled READ at a time; every READ of the same remote bytes must
 /// return the same bytes.
-pub(crate) fn read_lat<H: Hal>(
-    o: &Opts,
-    r: &mut Res<H>,
-    remote: Remote,
-    size: u64,
-) -> Result<String, String> {
+pub(crate) fn read_lat(o: &Opts, r: &mut Res, remote: Remote, size: u64) -> Result<String, String> {
     let clock = o.duration.map(|(d, m)| Clock::start(d, m));
     let n = if clock.is_some() { u64::MAX } else { o.iters };
     let mut tp: Vec<u64> = Vec::new();
@@ -157,7 +153,8 @@ pub(crate) fn read_lat<H: Hal>(
             data: SendData::Sges(&local),
             flags: SendFlags::SIGNALED,
         };
-        r.qp.post_send(&[wr])
+        test_qp(&mut r.qp, &mut r.link)?
+            .post_send(&[wr])
             .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
         scnt += 1;
         let wc = r.wait_send()?;
@@ -188,9 +185,9 @@ pub(crate) fn read_lat<H: Hal>(
 
 /// `run_iter_lat_send`: the client sends first; each side waits for the peer's message, then
 /// sends its own.
-pub(crate) fn send_lat<H: Hal>(
+pub(crate) fn send_lat(
     o: &Opts,
-    r: &mut Res<H>,
+    r: &mut Res,
     size: u64,
     mut ring: RecvRing,
 ) -> Result<String, String> {
@@ -237,7 +234,8 @@ pub(crate) fn send_lat<H: Hal>(
                 data: SendData::Sges(&local),
                 flags: SendFlags::SIGNALED,
             };
-            r.qp.post_send(&[wr])
+            test_qp(&mut r.qp, &mut r.link)?
+                .post_send(&[wr])
                 .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
             let wc = r.wait_send()?;
             ok_wc(&wc, "SEND")?;

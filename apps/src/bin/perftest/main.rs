@@ -4,7 +4,7 @@
 //! Linux (`cargo run -- --peer linux --peer-cmd 'ib_write_lat -d rxe0 -x $GID -F'`).
 //!
 //! Cmdline: `perftest TOOL [-s SIZE] [-n ITERS] [-a] [-D SECS [-f MARGIN]] [-e] [-m MTU] [-u TIMEOUT]
-//! [-A FETCH_AND_ADD|CMP_AND_SWAP] [-p PORT] [-x GID] [-d DEV] [-F] [SERVER] role=server|client
+//! [-A FETCH_AND_ADD|CMP_AND_SWAP] [-p PORT] [-R] [-x GID] [-d DEV] [-F] [SERVER] role=server|client
 //! ip=A.B.C.D/N [peer=A.B.C.D] [neigh=A.B.C.D,MAC]`, the tool's own spelling; `-x`, `-d`, `-F`,
 //! `-i` are accepted and ignored (the GID is `ip=`'s). `-p` is the TCP port of the exchange
 //! (18515); as server this side listens on it, as client it connects to `peer=` on it. The
@@ -45,6 +45,14 @@
 //!      ping-pong (`run_iter_lat_send`; the client sends first).
 //! 6. `ctx_close_connection`: a handshake, then `"done"` and its NUL each way (not
 //!    ib_write_lat).
+//!
+//! With `-R` (perftest's `--rdma_cm`) nothing goes over TCP: the exchange is an rdma_cm RC
+//! connection to `-p`, each message one SEND, and the keys are `struct pingpong_dest`'s 56
+//! bytes rather than text (`rdma_write_keys`, apps/src/perftest.rs); after the MTU a handshake,
+//! the test's QP connected by rdma_cm to the same port, and a handshake come before the keys;
+//! the QP is not connected from the keys, `ctx_close_connection` is the handshake alone (no
+//! `"done"`), and both connections are disconnected at the end (cm.rs). The connections'
+//! parameters are rdma_cm's (`-u` and `-m` do not apply to the QP).
 //!
 //! QP attributes as perftest's `ctx_modify_qp_to_rtr/rts`: max_dest_rd_atomic = own out_reads
 //! (the device's maximum for READ and atomic tools, else 1), max_rd_atomic = the peer's,
@@ -90,9 +98,10 @@ use kernel::time::{Deadline, Instant};
 use kernel::{println, AppContext};
 use mlx5::{
     AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig, Hal,
-    MemoryRegion, Mtu, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
+    MemoryRegion, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
     WcStatus, WorkCompletion,
 };
+use mlx5_kernel::KernelHal;
 use net::NetError;
 use rdma_checks::recv_ring::{send_rx_depth, RecvRing};
 
@@ -100,8 +109,10 @@ mod args;
 mod buffer;
 mod bw;
 mod clock;
+mod cm;
 mod exchange;
 mod lat;
+mod link;
 mod recv;
 mod report;
 mod res;
@@ -114,8 +125,10 @@ use args::*;
 use buffer::*;
 use bw::*;
 use clock::*;
+use cm::*;
 use exchange::*;
 use lat::*;
+use link::*;
 use recv::*;
 use report::*;
 use res::*;
@@ -176,7 +189,16 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             }
         }
         let node = KernelNode::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
-        let link = Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?;
+        let link = if o.rdma_cm {
+            Link::Cm(alloc::boxed::Box::new(
+                CmLink::open(&dev, &pd, node, side, o.port, sgid as u8, WAIT)
+                    .map_err(|e| format!("the exchange (-R): {e}"))?,
+            ))
+        } else {
+            Link::Tcp(alloc::boxed::Box::new(
+                Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?,
+            ))
+        };
         let (sch, rch) = if o.events {
             (
                 Some(dev.create_comp_channel()),
@@ -205,13 +227,15 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             max_recv_wr: rq,
             ..QpCaps::default()
         };
-        let mut qp = pd
-            .create_qp(&scq, &rcq, &caps)
-            .map_err(|e| format!("create_qp: {e:?}"))?;
-        if let Some(s) = &set {
-            qp.set_counter_set(Some(s))
-                .map_err(|e| format!("the QP's counter set: {e:?}"))?;
-        }
+        // With -R the test's QP comes with its rdma_cm connection, after the first exchanges.
+        let qp = if o.rdma_cm {
+            None
+        } else {
+            Some(
+                pd.create_qp(&scq, &rcq, &caps)
+                    .map_err(|e| format!("create_qp: {e:?}"))?,
+            )
+        };
         let mut r = Res {
             qp,
             scq,
@@ -224,20 +248,11 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             recv_dirty: false,
             link,
         };
-        let ep = r.qp.endpoint();
         let dcaps = dev.caps();
         // perftest_parameters.c: out_reads is the device's maximum for READ and atomic tools.
         let my_reads: u32 = match o.verb {
             Verb::Read | Verb::Atomic => (1u32 << dcaps.log_max_ra_res_qp.min(7)).min(128),
             _ => 1,
-        };
-        let me = Dest {
-            out_reads: my_reads,
-            qpn: ep.qpn,
-            psn: ep.psn,
-            rkey: r.mr.rkey(),
-            vaddr: r.mr.addr() + lay.target(),
-            gid,
         };
 
         let c = o.client;
@@ -291,10 +306,41 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             if o.events { "on" } else { "off (polling)" }
         );
         println!("{RESULT_LINE}");
-        let km = key_msg(&me);
-        let rem =
-            parse_key(&xchg(&mut r.link, c, &km, "keys")?).ok_or("the peer's keys are garbled")?;
-        let hs = |link: &mut Oob, what: &str| -> Result<(), String> {
+        if o.rdma_cm {
+            rdma_cm_connection(o, &mut r, &pd, caps, my_reads)?;
+        }
+        if let Some(s) = &set {
+            match r.qp()?.set_counter_set(Some(s)) {
+                Ok(()) => {}
+                // With -R the CM has moved the QP to RTS already: a set it cannot take there
+                // only costs the fault-finding counters.
+                Err(e) if o.rdma_cm => log::info!("perftest: no Q counter set on the QP: {e:?}"),
+                Err(e) => return Err(format!("the QP's counter set: {e:?}")),
+            }
+        }
+        let ep = r.qp()?.endpoint();
+        let me = Dest {
+            out_reads: my_reads,
+            qpn: ep.qpn,
+            psn: ep.psn,
+            rkey: r.mr.rkey(),
+            vaddr: r.mr.addr() + lay.target(),
+            gid,
+        };
+        // The keys: perftest's text over TCP, the struct's bytes over rdma_cm.
+        let km = if o.rdma_cm {
+            dest_bytes(&me, sgid.into()).to_vec()
+        } else {
+            key_msg(&me)
+        };
+        let theirs = xchg(&mut r.link, c, &km, "keys")?;
+        let rem = if o.rdma_cm {
+            parse_dest_bytes(&theirs)
+        } else {
+            parse_key(&theirs)
+        }
+        .ok_or("the peer's keys are garbled")?;
+        let hs = |link: &mut Link, what: &str| -> Result<(), String> {
             xchg(link, c, &km, what).map(|_| ())
         };
         if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
@@ -309,31 +355,36 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             " remote address: LID 0000 QPN {:#06x} PSN {:#x} RKey {:#08x} VAddr {:#016x}",
             rem.qpn, rem.psn, rem.rkey, rem.vaddr
         );
-        // The peer's MAC, by ARP for the address its GID carries.
-        let mac = r
-            .link
-            .peer_mac(&rem.gid)
-            .map_err(|e| format!("the peer's MAC: {e}"))?;
-        let copts = ConnectOptions {
-            mtu: mtu_of(mtu),
-            sgid_index: sgid as u8,
-            max_dest_rd_atomic: my_reads as u8,
-            max_rd_atomic: rem
-                .out_reads
-                .clamp(1, 1u32 << dcaps.log_max_ra_req_qp.min(7)) as u8,
-            timeout: o.qp_timeout,
-            ..ConnectOptions::default()
-        };
-        r.qp.connect(
-            &QpEndpoint {
-                qpn: rem.qpn,
-                psn: rem.psn,
-                gid: rem.gid,
-                mac,
-            },
-            &copts,
-        )
-        .map_err(|e| format!("connect: {e:?}"))?;
+        // With -R the test's QP is connected; otherwise the peer's MAC, by ARP for the
+        // address its GID carries, and the QP connected to the peer's keys.
+        if !o.rdma_cm {
+            let mac = r
+                .link
+                .peer_mac(&rem.gid)
+                .map_err(|e| format!("the peer's MAC: {e}"))?;
+            let copts = ConnectOptions {
+                mtu: oob::mtu_of(mtu),
+                sgid_index: sgid as u8,
+                max_dest_rd_atomic: my_reads as u8,
+                max_rd_atomic: rem
+                    .out_reads
+                    .clamp(1, 1u32 << dcaps.log_max_ra_req_qp.min(7))
+                    as u8,
+                timeout: o.qp_timeout,
+                ..ConnectOptions::default()
+            };
+            r.qp()?
+                .connect(
+                    &QpEndpoint {
+                        qpn: rem.qpn,
+                        psn: rem.psn,
+                        gid: rem.gid,
+                        mac,
+                    },
+                    &copts,
+                )
+                .map_err(|e| format!("connect: {e:?}"))?;
+        }
         hs(&mut r.link, "handshake after RTR")?;
         hs(&mut r.link, "second handshake after RTR")?;
 
@@ -344,11 +395,15 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         let mut notes: Vec<String> = Vec::new();
         // Before the closing exchange (the launcher stops this side a few seconds after Linux's
         // tool ends): this side's own source half is never written by anyone but itself.
-        let close = |link: &mut Oob, mr: &MemoryRegion<_>| -> Result<(), String> {
+        let close = |link: &mut Link, mr: &MemoryRegion<_>| -> Result<(), String> {
             if let Some(at) = first_changed(mr, 0, lay.half)? {
                 return Err(format!("this side's source buffer changed at byte {at}"));
             }
             hs(link, "closing handshake")?;
+            // Over rdma_cm, ctx_close_connection is the handshake alone.
+            if matches!(link, Link::Cm(_)) {
+                return Ok(());
+            }
             // perftest_communication.c `ctx_close_connection`: each side writes "done" and its
             // NUL and closes without reading the other's. So the peer's comes whatever this
             // side does, and the peer may have closed, and reset what arrives after (Linux
@@ -361,10 +416,10 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
             }
             match link.send(DONE) {
                 Ok(())
-                | Err(OobError::Stream {
+                | Err(LinkError::Tcp(OobError::Stream {
                     err: NetError::Reset | NetError::Closed,
                     ..
-                }) => Ok(()),
+                })) => Ok(()),
                 Err(e) => Err(format!("exchange of the done: {e}")),
             }
         };
@@ -467,6 +522,11 @@ fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
         }
         for n in &notes {
             println!("perftest: {n}: ok");
+        }
+        // -R: both rdma_cm connections disconnected (destroy_ctx), their QPs destroyed with
+        // their ids before the test's CQs go.
+        if let Link::Cm(l) = &mut r.link {
+            println!("perftest: rdma_cm: {}", l.close());
         }
         drop(r);
         drop(pd);

@@ -4,7 +4,7 @@ use super::*;
 
 /// `ctx_set_recv_wqes`: posts perftest's `rx_depth` receives for `size`-byte SENDs, each in
 /// a slot of its own when `rx_depth + 1` slots fit (else shared, see [`take_recv`]).
-pub(crate) fn post_recvs<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64) -> Result<RecvRing, String> {
+pub(crate) fn post_recvs(o: &Opts, r: &mut Res, size: u64) -> Result<RecvRing, String> {
     let want = if o.duration.is_some() {
         u64::MAX
     } else {
@@ -25,8 +25,11 @@ pub(crate) fn post_recvs<H: Hal>(o: &Opts, r: &mut Res<H>, size: u64) -> Result<
         fill(&r.mr, r.lay.recv_base(), slots * inc(size))?;
         r.recv_dirty = false;
     }
-    ring.post_initial(&mut r.qp, &r.mr)
-        .map_err(|e| format!("posting the first {} receives: {e:?}", o.rx_depth))?;
+    {
+        let (qp, mr) = r.qp_mr()?;
+        ring.post_initial(qp, mr)
+    }
+    .map_err(|e| format!("posting the first {} receives: {e:?}", o.rx_depth))?;
     Ok(ring)
 }
 
@@ -64,17 +67,18 @@ impl RecvCheck {
 /// pattern) and puts no pattern back (the slots are then marked as holding no pattern, and
 /// later shared runs check nothing there). Lat has one message in flight at a time (the peer waits
 /// for this side's reply), so its slots are never written while looked at.
-pub(crate) fn take_recv<H: Hal>(
+pub(crate) fn take_recv(
     o: &Opts,
-    r: &mut Res<H>,
+    r: &mut Res,
     size: u64,
     wc: &WorkCompletion,
     ring: &mut RecvRing,
     chk: &mut RecvCheck,
 ) -> Result<(), String> {
     ok_wc(wc, "receive")?;
+    let (qp, mr) = r.qp_mr()?;
     let at = ring
-        .complete(&mut r.qp, &r.mr, wc.wr_id)
+        .complete(qp, mr, wc.wr_id)
         .map_err(|e| format!("reposting a receive: {e:?}"))?;
     if wc.byte_len as u64 != size {
         return Err(format!(
@@ -119,9 +123,9 @@ pub(crate) fn enough_landed(landed: u64, total: u64) -> bool {
 
 /// Receives `-n` SENDs (or for `-D` seconds from the first), reposting each
 /// (`run_iter_bw_server`).
-pub(crate) fn receiver<H: Hal>(
+pub(crate) fn receiver(
     o: &Opts,
-    r: &mut Res<H>,
+    r: &mut Res,
     size: u64,
     mut ring: RecvRing,
 ) -> Result<(Report, String), String> {

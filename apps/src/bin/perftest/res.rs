@@ -2,11 +2,15 @@
 
 use super::*;
 
-/// Everything the run uses on the device. Fields drop in order: the QP before its CQs, the CQs
-/// before their channels, then the region, and last the exchange's connection with the
-/// Ethernet queue under it.
-pub(crate) struct Res<H: Hal> {
-    pub(crate) qp: QueuePair<H>,
+/// Everything the run uses on the device. Fields drop in order: the QP (with `-R` the
+/// exchange's link, whose CM holds the QP) before its CQs, the CQs before their channels, then
+/// the region.
+pub(crate) struct Res {
+    /// The test's QP; with `-R` the CM in [`Res::link`] holds it ([`Res::qp`]).
+    pub(crate) qp: Option<QueuePair<KernelHal>>,
+    /// The exchange's channel (TCP with the IP stack under it, or rdma_cm), polled while the
+    /// run waits.
+    pub(crate) link: Link,
     pub(crate) scq: CompletionQueue<H>,
     pub(crate) rcq: CompletionQueue<H>,
     pub(crate) sch: Option<CompletionChannel<H>>,
@@ -19,11 +23,22 @@ pub(crate) struct Res<H: Hal> {
     /// The receive slots hold a peer's bytes, not the pattern: a run with shared slots puts
     /// no pattern back (`recv::take_recv`).
     pub(crate) recv_dirty: bool,
-    /// The exchange's TCP connection and the IP stack under it, polled while the run waits.
-    pub(crate) link: Oob,
 }
 
-impl<H: Hal> Res<H> {
+type H = KernelHal;
+
+impl Res {
+    /// The test's QP.
+    #[inline]
+    pub(crate) fn qp(&mut self) -> Result<&mut QueuePair<H>, String> {
+        test_qp(&mut self.qp, &mut self.link)
+    }
+
+    /// The test's QP and the region.
+    pub(crate) fn qp_mr(&mut self) -> Result<(&mut QueuePair<H>, &MemoryRegion<H>), String> {
+        Ok((test_qp(&mut self.qp, &mut self.link)?, &self.mr))
+    }
+
     /// The next send completion ([`wait_cq`] of the send CQ).
     pub(crate) fn wait_send(&mut self) -> Result<WorkCompletion, String> {
         let ch = self.sch.as_ref();
@@ -42,15 +57,28 @@ impl<H: Hal> Res<H> {
     }
 }
 
+/// The test's QP: [`Res::qp`] from the fields, for callers that hold the region meanwhile.
+#[inline]
+pub(crate) fn test_qp<'a>(
+    qp: &'a mut Option<QueuePair<H>>,
+    link: &'a mut Link,
+) -> Result<&'a mut QueuePair<H>, String> {
+    match (qp, link) {
+        (Some(qp), _) => Ok(qp),
+        (None, Link::Cm(l)) => l.test_qp().ok_or_else(|| "the test's QP is gone".into()),
+        (None, Link::Tcp(_)) => Err("no test QP".into()),
+    }
+}
+
 /// The next completion of `cq`, by polling or, with a channel (`-e`), by arming the CQ and
 /// waiting for its completion event (perftest `ctx_notify_events`). `None` when `stop` reached
-/// its end first. The IP stack under `link` is kept polled meanwhile ([`Oob::tick`]).
-pub(crate) fn wait_cq<H: Hal>(
+/// its end first. The IP stack under `link` is kept polled meanwhile ([`Link::tick`]).
+pub(crate) fn wait_cq(
     cq: &mut CompletionQueue<H>,
     ch: Option<&CompletionChannel<H>>,
     events: &mut [u64; 3],
     stop: Option<&Clock>,
-    link: &mut Oob,
+    link: &mut Link,
 ) -> Result<Option<WorkCompletion>, String> {
     let deadline = Deadline::after(WAIT);
     let mut wc = [WorkCompletion::default(); 1];

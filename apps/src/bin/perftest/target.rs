@@ -4,7 +4,7 @@ use super::*;
 
 /// This side as the target of the peer's WRITEs, READs or atomics (`iters` = what the peer
 /// reported, 0 if unknown), after the peer is done: exactly perftest's addressing was hit.
-pub(crate) fn check_target<H: Hal>(o: &Opts, r: &Res<H>, iters: u64) -> Result<String, String> {
+pub(crate) fn check_target(o: &Opts, r: &Res, iters: u64) -> Result<String, String> {
     let t = r.lay.target();
     let half = r.lay.half;
     match o.verb {

@@ -181,6 +181,23 @@ impl<H: Hal> QueuePair<H> {
         Ok(0)
     }
 
+    /// Brings a datagram QP's send queue back from the send queue error state to RTS. A UD
+    /// send WR that completes in error leaves the receive side working and stops the send
+    /// side (SQE, IBTA §10.3.1): the device completes every later send WR with
+    /// [`crate::WcStatus::WrFlushErr`] until this SQERR2RTS_QP (Linux core/mad.c
+    /// `ib_mad_send_error` moves the GSI QP so on a send error; ib/qp.c `optab`:
+    /// `MLX5_CMD_OP_SQERR2RTS_QP`). WRs flushed meanwhile are not posted again. The device
+    /// refuses it for a QP whose send queue did not stop ([`crate::CmdStatus::BadQpStateErr`]);
+    /// a connected QP is [`InvalidInput::ServiceType`].
+    pub fn recover_send_queue(&mut self) -> Result<()> {
+        if !self.service.is_datagram() {
+            return Err(InvalidInput::ServiceType.into());
+        }
+        // The driver keeps the QP in RTS through SQE (only the device knows of it).
+        self.check_state(&[qp::state::RTS])?;
+        self.transition(opcode::SQERR2RTS_QP, |_| {})
+    }
+
     /// The Q_Key the QP was created with (datagram QPs; 0 for a connected QP).
     pub fn qkey(&self) -> u32 {
         self.qkey

@@ -6,7 +6,7 @@
 use crate::datapath::Dp;
 use crate::objects::eq::COUNTER_MASK;
 use crate::objects::uar::{
-    BfBurst, BF_OFFSET, CQ_DOORBELL, EQ_DOORBELL_ARM, EQ_DOORBELL_NO_ARM, UAR_PAGE_SIZE,
+    BfBurst, Ran, BF_OFFSET, CQ_DOORBELL, EQ_DOORBELL_ARM, EQ_DOORBELL_NO_ARM, UAR_PAGE_SIZE,
 };
 
 /// A BAR0 write that landed in UAR page `page` at `offset` (bytes in address order).
@@ -106,34 +106,42 @@ fn bf_doorbell(hca: &mut Dp<'_>, page: u32, start: u32, v: u64, half: u32) {
     // ds 8, of which 6 bits; Linux include/linux/mlx5/qp.h `mlx5_wqe_ctrl_seg`).
     let ds = (v & 0x3f) as usize;
     let len = (ds * 16).div_ceil(64) * 64;
-    let uars = &mut hca.objects.uars;
+    let wqe_index = (v >> 40) as u16;
     match (rung, slot) {
         (Some(qpn), Some(i)) if len != 0 && len <= half as usize => {
             // The previous doorbell's record on this half is replaced in place (most
             // doorbells find one there): no move, no allocation. A buffer a copy used stays
             // for the next copy on this half; `have` and `checked` are set when one starts.
-            let b = uars.burst_mut(i);
+            let mut wqe = std::mem::take(&mut hca.objects.uars.burst_mut(i).wqe);
+            let ran = read_ran(hca, qpn, wqe_index, len, &mut wqe);
+            let b = hca.objects.uars.burst_mut(i);
             b.qpn = qpn;
-            b.wqe_index = (v >> 40) as u16;
+            b.wqe_index = wqe_index;
             b.len = len;
             b.first = v.to_be_bytes();
             b.is_copy = false;
+            b.ran = ran;
+            b.wqe = wqe;
         }
         (Some(qpn), None) if len != 0 && len <= half as usize => {
-            uars.push_burst(BfBurst {
+            let mut wqe = hca.objects.uars.spare_buffer();
+            let ran = read_ran(hca, qpn, wqe_index, len, &mut wqe);
+            hca.objects.uars.push_burst(BfBurst {
                 at,
                 qpn,
-                wqe_index: (v >> 40) as u16,
+                wqe_index,
                 len,
                 data: Vec::new(),
                 first: v.to_be_bytes(),
                 have: 1,
                 checked: 0,
                 is_copy: false,
+                ran,
+                wqe,
             });
         }
         (_, Some(_)) => {
-            uars.take_burst(at);
+            hca.objects.uars.take_burst(at);
         }
         (_, None) => {}
     }
@@ -187,35 +195,57 @@ fn bf_qword(hca: &mut Dp<'_>, page: u32, start: u32, pos: u32, v: u64) {
         return;
     }
     b.checked |= 1 << block;
-    let (qpn, idx, done) = (
-        b.qpn,
-        b.wqe_index,
-        b.checked.count_ones() as usize == b.len / 64,
-    );
-    let mut bf = [0u8; 64];
-    bf.copy_from_slice(&b.data[block * 64..block * 64 + 64]);
+    let (qpn, ran, done) = (b.qpn, b.ran, b.checked.count_ones() as usize == b.len / 64);
+    let blk = block * 64..block * 64 + 64;
+    // `wqe` holds `len` bytes only when the WQE was read.
+    let same = ran == Ran::Read && b.data[blk.clone()] == b.wqe[blk];
     if done {
         hca.objects.uars.take_burst((page, start));
     }
-    hca.objects.uars.count_bf_block();
-    match wqe_block(hca, qpn, idx.wrapping_add(block as u16)) {
-        Some(mem) if mem == bf => {}
-        Some(_) => bf_error(hca, qpn, "BlueFlame block differs from the WQE in memory"),
-        None => bf_error(hca, qpn, "BlueFlame copy for a WQE the device cannot read"),
+    match ran {
+        Ran::Read => {
+            hca.objects.uars.count_bf_block();
+            if !same {
+                bf_error(
+                    hca,
+                    qpn,
+                    "BlueFlame block differs from the WQE the device ran",
+                );
+            }
+        }
+        Ran::Earlier => {}
+        Ran::Unreadable => {
+            hca.objects.uars.count_bf_block();
+            bf_error(hca, qpn, "BlueFlame copy for a WQE the device cannot read");
+        }
     }
 }
 
-/// SQ basic block `counter` (wrapping in the ring) of QP `qpn`, read from guest memory.
-fn wqe_block(hca: &Dp<'_>, qpn: u32, counter: u16) -> Option<[u8; 64]> {
-    let q = hca.objects.qps.get(qpn)?;
+/// Reads QP `qpn`'s WQE at SQ counter `idx` (`len` bytes, wrapping in the ring) into `wqe`
+/// when its doorbell rings, before it runs: what its BlueFlame copy, if one follows, is
+/// compared with (see [`Ran`]). A WQE the device already took off the ring is not read.
+fn read_ran(hca: &Dp<'_>, qpn: u32, idx: u16, len: usize, wqe: &mut Vec<u8>) -> Ran {
+    let Some(q) = hca.objects.qps.get(qpn) else {
+        return Ran::Unreadable;
+    };
     let size = q.sq_size();
     if size == 0 {
-        return None;
+        return Ran::Unreadable;
     }
-    let at = (u64::from(counter) & u64::from(size - 1)) * 64;
-    let mut b = [0u8; 64];
-    q.buf.read(&**hca.mem, q.sq_offset + at, &mut b).ok()?;
-    Some(b)
+    // The WQEBBs between the device's consumer counter and the doorbell record's counter
+    // are still ahead of it; software announces at most the ring's size.
+    if u32::from(idx.wrapping_sub(q.sq_next)) >= size {
+        return Ran::Earlier;
+    }
+    wqe.clear();
+    wqe.resize(len, 0);
+    for (k, block) in wqe.chunks_exact_mut(64).enumerate() {
+        let at = (u64::from(idx.wrapping_add(k as u16)) & u64::from(size - 1)) * 64;
+        if q.buf.read(&**hca.mem, q.sq_offset + at, block).is_err() {
+            return Ran::Unreadable;
+        }
+    }
+    Ran::Read
 }
 
 /// A BlueFlame copy that is not the WQE in memory: a work queue catastrophic error on the QP

@@ -20,8 +20,13 @@
 //! ctrl segment at the start of a half (a doorbell), or copies the whole WQE there, in 64-byte
 //! blocks (`mlx5_bf_copy`): the first 8 bytes are again the doorbell. The model rings the
 //! doorbell on those first 8 bytes as before (it always executes the WQE from memory), collects
-//! the rest of a BlueFlame copy, and compares every completed 64-byte block with the WQE in
-//! memory. A copy that differs (a stale or torn BlueFlame write, e.g. write-combined stores
+//! the rest of a BlueFlame copy, and compares every completed 64-byte block with the WQE the
+//! device runs: its bytes as read from the send ring when the doorbell rang, before it ran
+//! (software may not rewrite a WQE before its completion, so these are the bytes the device
+//! takes, then or later). Not the ring slot when the block arrives: with a device thread the
+//! rest of a copy can arrive after its WQE completed and software legitimately reused the slot.
+//! A copy of a WQE an earlier doorbell already took off the ring (its doorbell record announced
+//! it) is not compared: the model no longer has the bytes that ran. A copy that differs (a stale or torn BlueFlame write, e.g. write-combined stores
 //! without the `sfence` of rdma-core `mmio_flush_writes`, or a copy started and abandoned for
 //! a new doorbell on the same half) is what real hardware would execute as garbage; the model
 //! turns it into a work queue catastrophic error (WQ_CATAS_ERROR event, QP to ERR) and counts
@@ -77,6 +82,24 @@ pub(crate) struct BfBurst {
     pub(crate) checked: u32,
     /// More than the doorbell's 8 bytes arrived: this is a BlueFlame copy, not a doorbell.
     pub(crate) is_copy: bool,
+    /// What the copy is compared with: the WQE as the device takes it off the ring.
+    pub(crate) ran: Ran,
+    /// The WQE's `len` bytes when `ran` is [`Ran::Read`] (a buffer kept like `data`).
+    pub(crate) wqe: Vec<u8>,
+}
+
+/// The WQE a BlueFlame copy is compared with, read from the send ring when its doorbell rang.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ran {
+    /// Still ahead of the device then: its bytes (`BfBurst::wqe`) are the ones the device
+    /// runs, now or later (software may not rewrite a WQE before its completion).
+    Read,
+    /// Already taken off the ring through an earlier doorbell (whose doorbell record
+    /// announced it): it may have completed and its slot been reused since, so the copy is
+    /// not compared.
+    Earlier,
+    /// The ring could not be read (no send queue, or not guest memory).
+    Unreadable,
 }
 
 /// Words of the allocation bitmap: a bit for every index below `FIRST_UAR + MAX_UARS`.
@@ -113,6 +136,7 @@ impl UarTable {
         let i = self.burst_at(at)?;
         let mut b = self.bursts.swap_remove(i);
         self.keep_buffer(std::mem::take(&mut b.data));
+        self.keep_buffer(std::mem::take(&mut b.wqe));
         Some(b)
     }
 
@@ -147,6 +171,11 @@ impl UarTable {
         b.data.clear();
         b.data.resize(b.len, 0);
         b.data[..8].copy_from_slice(&b.first);
+    }
+
+    /// A buffer a finished copy left, or a new one.
+    pub(crate) fn spare_buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
     }
 
     /// Drops a first half waiting at `at` (page, register), if any (a full 8-byte store).

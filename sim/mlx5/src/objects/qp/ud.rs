@@ -39,13 +39,15 @@ pub(super) const GSI_OPS: TypeOps = TypeOps {
 /// The `opt_param_mask` bits transition `op` allows a UD QP (Linux
 /// drivers/infiniband/hw/mlx5/qp.c `opt_mask[..][..][MLX5_QP_ST_UD]`). RTS2RTS there also
 /// allows `SRQN` and `CQN_RCV`, which the model does not implement (no SRQ, no CQ change):
-/// refused.
+/// refused. RTS2RTS also takes `COUNTER_SET_ID`, as for RC: qp.c `__mlx5_ib_qp_set_counter`
+/// writes that RTS2RTS itself (outside `opt_mask`) for any QP an rdma counter binds.
 fn allowed_optpar(op: u16) -> u32 {
     use qp::optpar::*;
     match op {
         opcode::INIT2INIT_QP => PKEY_INDEX | Q_KEY | PRI_PORT,
         opcode::INIT2RTR_QP => PKEY_INDEX | Q_KEY,
-        opcode::RTR2RTS_QP | opcode::RTS2RTS_QP | opcode::SQERR2RTS_QP => Q_KEY,
+        opcode::RTS2RTS_QP => Q_KEY | COUNTER_SET_ID,
+        opcode::RTR2RTS_QP | opcode::SQERR2RTS_QP => Q_KEY,
         _ => 0,
     }
 }

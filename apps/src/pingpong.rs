@@ -1,0 +1,244 @@
+//! What `pingpong` (rc_pingpong's other side) and `ud-pingpong` (ud_pingpong's) share: the
+//! tools' options, the TCP exchange of rdma-core's libibverbs/examples
+//! (`pp_client_exch_dest` / `pp_server_exch_dest`, the same in rc_pingpong.c and
+//! ud_pingpong.c), a side's messages and the check of a received one.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use mlx5::QpEndpoint;
+
+use crate::oob;
+
+/// The options of rdma-core's pingpong examples that this side takes (the tools' own
+/// spelling, `getopt_long` in rc_pingpong.c and ud_pingpong.c `main`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opts {
+    /// `-s`: the message size.
+    pub size: u32,
+    /// `-n`: the exchanges.
+    pub iters: u64,
+    /// `-m` (rc_pingpong only): the path MTU as the rdma-core enum (`IBV_MTU_256` = 1 ..
+    /// `IBV_MTU_4096` = 5).
+    pub mtu: u8,
+    /// `-r`: the receives kept posted.
+    pub rx_depth: u32,
+    /// A `SERVER` word (or `role=client`): this side is the client.
+    pub client: bool,
+    /// `-p`: the TCP port of the exchange.
+    pub port: u16,
+}
+
+/// What tells the tools' options apart.
+pub struct Tool {
+    /// The app's name (the cmdline's first word, skipped).
+    pub app: &'static str,
+    /// The largest `-s`.
+    pub max_size: u32,
+    /// Whether `-m` is an option (rc_pingpong's; ud_pingpong has none).
+    pub mtu: bool,
+}
+
+/// `tool`'s options on `cmdline`, over the defaults `o`. The device, GID index, port and
+/// service level (`-d`, `-g`, `-i`, `-l`) are accepted and ignored (they are `ip=`'s), as are
+/// `-e` (this side polls) and `-c` (this side checks every byte always). The launcher's
+/// `role=` wins over a `SERVER` word.
+pub fn parse(cmdline: &str, tool: &Tool, mut o: Opts) -> Result<Opts, String> {
+    let args = oob::tool_args(cmdline, tool.app);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| it.next().copied().ok_or(format!("{name} needs a value"));
+        match *a {
+            "-s" | "--size" => {
+                let v = val("-s")?;
+                let max = tool.max_size;
+                o.size = oob::parse_num(v)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|&n| n > 0 && n <= max)
+                    .ok_or(format!("-s {v}: not a size from 1 to {max}"))?;
+            }
+            "-n" | "--iters" => {
+                let v = val("-n")?;
+                o.iters = oob::parse_num(v)
+                    .filter(|&n| n > 0)
+                    .ok_or(format!("-n {v}: not a count"))?;
+            }
+            "-m" | "--mtu" if tool.mtu => {
+                let v = val("-m")?;
+                o.mtu = oob::parse_num(v)
+                    .and_then(oob::mtu_enum)
+                    .ok_or(format!("-m {v}: not 256, 512, 1024, 2048 or 4096"))?;
+            }
+            "-r" | "--rx-depth" => {
+                let v = val("-r")?;
+                o.rx_depth = oob::parse_num(v)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|&n| (2..=4096).contains(&n))
+                    .ok_or(format!("-r {v}: not a depth from 2 to 4096"))?;
+            }
+            "-p" | "--port" => {
+                let v = val("-p")?;
+                o.port = oob::parse_port(v).ok_or(format!("-p {v}: not a TCP port"))?;
+            }
+            "-d" | "-g" | "-i" | "-l" | "--ib-dev" | "--gid-idx" | "--ib-port" | "--sl" => {
+                val(a)?;
+            }
+            "-e" | "--events" | "-c" | "--chk" => {}
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            _ => o.client = true,
+        }
+    }
+    if let Some(client) = oob::cmdline_role(cmdline)? {
+        o.client = client;
+    }
+    Ok(o)
+}
+
+/// The length of the exchange's message: `sizeof "0000:000000:000000:" + 32 hex digits`,
+/// its NUL included.
+pub const DEST_MSG_LEN: usize = 52;
+
+/// The 52-byte message of rc_pingpong.c `pp_*_exch_dest`.
+pub fn dest_msg(ep: &QpEndpoint) -> Vec<u8> {
+    let mut m = format!(
+        "{:04x}:{:06x}:{:06x}:{}",
+        0,
+        ep.qpn,
+        ep.psn,
+        oob::hex(&ep.gid)
+    )
+    .into_bytes();
+    m.push(0);
+    m
+}
+
+/// Parses the peer's message (`sscanf(msg, "%x:%x:%x:%s")` + `wire_gid_to_gid`); the MAC
+/// is not in it (zero).
+pub fn parse_dest(m: &[u8]) -> Option<QpEndpoint> {
+    let s = core::str::from_utf8(m.split(|&b| b == 0).next()?).ok()?;
+    let mut f = s.split(':');
+    let _lid = u32::from_str_radix(f.next()?, 16).ok()?;
+    let qpn = u32::from_str_radix(f.next()?, 16).ok()?;
+    let psn = u32::from_str_radix(f.next()?, 16).ok()?;
+    let g = oob::unhex(f.next()?)?;
+    Some(QpEndpoint {
+        qpn,
+        psn,
+        gid: g.try_into().ok()?,
+        mac: [0; 6],
+    })
+}
+
+/// Message `k` of a side: `base` with `k`'s key XORed into every 8-byte word, made a word at a
+/// time (byte loops cost a microsecond an iteration under an instruction-emulating KVM).
+pub fn message(base: &[u8], k: u64) -> Vec<u8> {
+    let mut v = base.to_vec();
+    let key = (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for w in v.chunks_exact_mut(8) {
+        let x = u64::from_ne_bytes(w.try_into().unwrap_or([0; 8])) ^ key;
+        w.copy_from_slice(&x.to_ne_bytes());
+    }
+    v
+}
+
+/// The index of the first byte where `a` and `b` differ (or where one ends), comparing a word
+/// at a time and bytes only in the word that differs and in the tail.
+pub fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    let n = a.len().min(b.len());
+    let words = n / 8;
+    let w = (0..words)
+        .find(|&j| a[j * 8..j * 8 + 8] != b[j * 8..j * 8 + 8])
+        .unwrap_or(words);
+    (w * 8..n)
+        .find(|&i| a[i] != b[i])
+        .or((a.len() != b.len()).then_some(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UD: Tool = Tool {
+        app: "ud-pingpong",
+        max_size: 4096,
+        mtu: false,
+    };
+    const DEFAULTS: Opts = Opts {
+        size: 1024,
+        iters: 1000,
+        mtu: 3,
+        rx_depth: 500,
+        client: false,
+        port: oob::TOOL_PORT,
+    };
+
+    #[test]
+    fn the_tools_options_parse_and_role_wins() {
+        let o = parse(
+            "ud-pingpong -d rxe0 -g 1 -s 2048 -n 20 -r 16 -c -p 7000 10.0.0.1 role=server ip=10.0.0.2/24",
+            &UD,
+            DEFAULTS,
+        )
+        .unwrap();
+        assert_eq!(
+            o,
+            Opts {
+                size: 2048,
+                iters: 20,
+                rx_depth: 16,
+                port: 7000,
+                ..DEFAULTS
+            }
+        );
+        let o = parse("ud-pingpong 10.0.0.1", &UD, DEFAULTS).unwrap();
+        assert!(o.client);
+        assert!(parse("ud-pingpong -s 8192", &UD, DEFAULTS).is_err());
+        // -m is rc_pingpong's only.
+        assert!(parse("ud-pingpong -m 2048", &UD, DEFAULTS).is_err());
+        let rc = Tool {
+            app: "pingpong",
+            max_size: 1 << 20,
+            mtu: true,
+        };
+        assert_eq!(parse("pingpong -m 2048", &rc, DEFAULTS).unwrap().mtu, 4);
+        assert!(parse("pingpong -m 1000", &rc, DEFAULTS).is_err());
+        assert!(parse("pingpong -x", &rc, DEFAULTS).is_err());
+        assert!(parse("pingpong -s", &rc, DEFAULTS).is_err());
+    }
+
+    #[test]
+    fn the_exchange_message_goes_both_ways_in_52_bytes() {
+        let ep = QpEndpoint {
+            qpn: 0x1234,
+            psn: 0xabcdef,
+            gid: mlx5::hca::ipv4_mapped_gid([10, 0, 0, 2]),
+            mac: [0; 6],
+        };
+        let m = dest_msg(&ep);
+        assert_eq!(m.len(), DEST_MSG_LEN);
+        assert_eq!(
+            &m[..19],
+            b"0000:001234:abcdef:",
+            "rc_pingpong's \"%04x:%06x:%06x:%s\""
+        );
+        assert_eq!(m[DEST_MSG_LEN - 1], 0);
+        assert_eq!(parse_dest(&m), Some(ep));
+        assert_eq!(parse_dest(b"0000:zz:000000:00\0"), None);
+    }
+
+    #[test]
+    fn messages_differ_by_count_and_the_difference_is_found() {
+        let base: Vec<u8> = (0..100u8).collect();
+        let (a, b) = (message(&base, 0), message(&base, 1));
+        assert_eq!(a.len(), 100);
+        assert_ne!(a[..96], b[..96]);
+        // The tail past the last whole word is the base's.
+        assert_eq!(a[96..], base[96..]);
+        assert_eq!(first_difference(&a, &a), None);
+        let mut c = a.clone();
+        c[77] ^= 1;
+        assert_eq!(first_difference(&a, &c), Some(77));
+        assert_eq!(first_difference(&a, &a[..50]), Some(50));
+    }
+}
