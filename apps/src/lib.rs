@@ -32,6 +32,9 @@ pub mod getopt;
 /// The server sides of cmatose.c and udaddy.c without the HCA: options, bookkeeping.
 pub mod cmtools;
 
+/// The storage appliance `nvmf-target`: its command line, configuration and serving loop.
+pub mod nvmf;
+
 /// rping's protocol (librdmacm/examples/rping.c), both roles, without the HCA.
 pub mod rping;
 

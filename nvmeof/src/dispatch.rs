@@ -56,9 +56,11 @@ impl Cmd<'_> {
         }
     }
 
-    /// Linux `nvmet_check_data_len_lte`.
+    /// Linux `nvmet_check_data_len_lte`: the command needs `len` bytes, more than the data
+    /// pointer's length is `NVME_SC_SGL_INVALID_DATA | DNR` (a longer one is fine: Linux's
+    /// host sends a Dataset Management's ranges as a whole 4 KiB page in the capsule).
     pub(crate) fn check_len_lte(&self, len: u32) -> Result<(), Outcome> {
-        if self.data.len() <= len {
+        if len <= self.data.len() {
             Ok(())
         } else {
             Err(Outcome::fail_at(status::SGL_INVALID_DATA | DNR, loc::DPTR))

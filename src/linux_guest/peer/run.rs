@@ -59,8 +59,9 @@ impl PeerRunResult {
     }
 }
 
-/// Unikernel apps that serve until they are stopped: `netd` (ARP, ping, a TCP echo).
-const SERVICES: [&str; 1] = ["netd"];
+/// Unikernel apps that serve until they are stopped: `netd` (ARP, ping, a TCP echo) and
+/// `nvmf-target` (the NVMe-oF storage appliance).
+const SERVICES: [&str; 2] = ["netd", "nvmf-target"];
 
 /// Whether `app` serves until stopped (the launcher stops it once Linux's command ended).
 pub fn is_service(app: &str) -> bool {

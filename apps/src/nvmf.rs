@@ -1,0 +1,275 @@
+//! The storage appliance `nvmf-target`: its command line, the target's configuration from it,
+//! and the loop that serves (the transport is `nvmf-rdma`, the core `nvmeof`). Generic over
+//! the HCA and the stack, as [`crate::cm`] is.
+//!
+//! Cmdline: `ip=A.B.C.D/N [port=4420] [nqn=NQN] [serial=S] [size=BYTES|NK|NM|NG]
+//! [hosts=NQN,NQN|any]`: the address the target listens on (its RoCE v2 GID), the port
+//! (NVMe/RDMA's 4420), the subsystem's NQN, its serial number, the namespace's size (the RAM
+//! disk: one region of identity-mapped huge pages), the hosts allowed (any host when
+//! absent). The launcher's `role=` and `peer=` words are taken and ignored.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+
+use kernel::cmdline::Cmdline;
+use mlx5::Hal;
+use net::{Clock, Nic};
+use nvmeof::target::{NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
+use nvmf_rdma::{fmt_ip, Limits, Note, NvmfRdma, Why};
+
+use crate::cm::{say, CmNode};
+
+/// The subsystem NQN when `nqn=` is absent.
+pub const DEFAULT_NQN: &str = "nqn.2026-12.io.example:ram";
+/// The serial number when `serial=` is absent.
+pub const DEFAULT_SERIAL: &str = "UNIKERNEL-0001";
+/// The namespace's size when `size=` is absent: 1 GiB.
+pub const DEFAULT_SIZE: u64 = 1 << 30;
+/// Highest I/O queue ID a controller may connect (Linux's nvmet allows as many as the host
+/// has CPUs; a Linux host asks for one per CPU plus write and poll queues).
+pub const MAX_QID: u16 = 8;
+/// Bytes of in-capsule data an I/O write may carry (Linux nvmet-rdma's default,
+/// `drivers/nvme/target/rdma.c` `NVMET_RDMA_DEFAULT_INLINE_DATA_SIZE`, PAGE_SIZE).
+pub const INLINE_DATA_SIZE: u32 = 4096;
+
+/// What the appliance serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NvmfArgs {
+    /// `port=`.
+    pub port: u16,
+    /// `nqn=`.
+    pub nqn: String,
+    /// `serial=`.
+    pub serial: String,
+    /// `size=`, in bytes.
+    pub size: u64,
+    /// `hosts=`: the host NQNs allowed; empty: any host.
+    pub hosts: Vec<String>,
+}
+
+/// A size: bytes, or a number with K, M or G (binary units); a whole number of 4 KiB.
+fn parse_size(v: &str) -> Option<u64> {
+    let (n, unit) = match v.char_indices().last()? {
+        (i, 'K' | 'k') => (&v[..i], 1u64 << 10),
+        (i, 'M' | 'm') => (&v[..i], 1 << 20),
+        (i, 'G' | 'g') => (&v[..i], 1 << 30),
+        _ => (v, 1),
+    };
+    let b = n.parse::<u64>().ok()?.checked_mul(unit)?;
+    (b > 0 && b % 4096 == 0).then_some(b)
+}
+
+/// The appliance's words of `cmdline`.
+pub fn parse(cmdline: &str) -> Result<NvmfArgs, String> {
+    let c = Cmdline(cmdline);
+    let port = match c.get("port") {
+        None => 4420,
+        Some(v) => crate::oob::parse_port(v).ok_or_else(|| format!("port={v}: not a port"))?,
+    };
+    let nqn = c.get("nqn").unwrap_or(DEFAULT_NQN);
+    // NVMe Base: an NQN is at most 223 bytes (Linux `NVMF_NQN_SIZE` 223 + NUL).
+    if nqn.is_empty() || nqn.len() > 223 {
+        return Err(format!("nqn={nqn}: 1 to 223 bytes"));
+    }
+    let serial = c.get("serial").unwrap_or(DEFAULT_SERIAL);
+    // Identify Controller's SN is 20 ASCII bytes.
+    if serial.is_empty() || serial.len() > 20 || !serial.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("serial={serial}: 1 to 20 printable ASCII bytes"));
+    }
+    let size = match c.get("size") {
+        None => DEFAULT_SIZE,
+        Some(v) => parse_size(v)
+            .ok_or_else(|| format!("size={v}: not BYTES, NK, NM or NG (a multiple of 4 KiB)"))?,
+    };
+    let hosts = match c.get("hosts") {
+        None | Some("any") => Vec::new(),
+        Some(v) => v.split(',').map(ToString::to_string).collect(),
+    };
+    if hosts.iter().any(|h| h.is_empty() || h.len() > 223) {
+        return Err("hosts=: NQNs of 1 to 223 bytes, comma-separated, or any".into());
+    }
+    Ok(NvmfArgs {
+        port,
+        nqn: nqn.into(),
+        serial: serial.into(),
+        size,
+        hosts,
+    })
+}
+
+/// The core's configuration: one subsystem with namespace 1 (512-byte blocks) on disk 0, at
+/// port 1 of address `ip`; its UUID and NGUID from the HCA's MAC, so they stay the same
+/// across boots of one appliance.
+pub fn config(a: &NvmfArgs, ip: [u8; 4], mac: [u8; 6]) -> TargetConfig {
+    let mut uuid = [0u8; 16];
+    uuid[..6].copy_from_slice(&mac);
+    // RFC 4122 version 4 and variant bits, so hosts read it as a UUID.
+    uuid[6] = 0x40;
+    uuid[8] = 0x80;
+    uuid[15] = 1;
+    let mut nguid = uuid;
+    nguid[15] = 2;
+    TargetConfig {
+        port: PortConfig {
+            portid: 1,
+            traddr: fmt_ip(ip),
+            trsvcid: a.port.to_string(),
+        },
+        subsystems: vec![SubsystemConfig {
+            nqn: a.nqn.clone(),
+            serial: a.serial.clone(),
+            allow_any_host: a.hosts.is_empty(),
+            hosts: a.hosts.clone(),
+            namespaces: vec![NamespaceConfig {
+                nsid: 1,
+                disk: 0,
+                lba_shift: 9,
+                uuid,
+                nguid,
+            }],
+        }],
+        model: "unikernel nvmf-target".into(),
+        firmware: env!("CARGO_PKG_VERSION").into(),
+        discovery_serial: a.serial.clone(),
+        max_qid: MAX_QID,
+        inline_data_size: INLINE_DATA_SIZE,
+    }
+}
+
+/// A note of the transport as the appliance's line.
+pub fn line(n: &Note) -> String {
+    match n {
+        Note::Connected {
+            ip,
+            qid,
+            cntlid,
+            subsystem,
+            host,
+        } => format!(
+            "connect from {}: queue {qid} of controller {cntlid}, {subsystem}, host {host}",
+            fmt_ip(*ip)
+        ),
+        Note::Rejected { ip, status } => {
+            format!("refused {}: {status:?}", fmt_ip(*ip))
+        }
+        Note::Disconnected {
+            ip,
+            qid,
+            cntlid,
+            why,
+        } => {
+            let why = match why {
+                Why::Host => "by the host",
+                Why::Cm => "by the connection manager",
+                Why::Controller => "controller gone (keep-alive timeout or fatal error)",
+                Why::Transport => "transport error",
+            };
+            let ctrl = cntlid.map_or(String::new(), |c| format!(" of controller {c}"));
+            format!("disconnect from {}: queue {qid}{ctrl}, {why}", fmt_ip(*ip))
+        }
+        Note::Transport { ip, status } => {
+            format!("error: {}: a work request failed: {status:?}", fmt_ip(*ip))
+        }
+        Note::DeviceError(e) => format!("error: the device: {e:?}"),
+    }
+}
+
+/// Serves `a` on node `n` until the launcher stops it.
+pub fn serve<H: Hal, N: Nic, C: Clock>(
+    n: &mut CmNode<'_, H, N, C>,
+    a: &NvmfArgs,
+) -> Result<(), String> {
+    let size = usize::try_from(a.size).map_err(|_| format!("size {} too large", a.size))?;
+    let cfg = config(a, n.ip, n.dev.mac());
+    let limits = Limits {
+        port: a.port,
+        ..Limits::default()
+    };
+    let mut nv = NvmfRdma::new(n.dev, cfg, size, limits)
+        .map_err(|e| format!("the target ({} bytes of disk): {e:?}", a.size))?;
+    nv.listen(&mut n.cm).map_err(|e| format!("listen: {e:?}"))?;
+    let mr = nv.target().disk(0).map(|d| d.mr().translation_info());
+    let hosts = if a.hosts.is_empty() {
+        "any".into()
+    } else {
+        a.hosts.join(",")
+    };
+    say!(
+        n,
+        "nvmf-target: serving {} (serial {}), namespace 1: {} bytes in 512-byte blocks, on {}:{} (NVMe/RDMA, RoCE v2); hosts: {hosts}",
+        a.nqn,
+        a.serial,
+        a.size,
+        fmt_ip(n.ip),
+        a.port
+    );
+    if let Some(t) = mr {
+        say!(
+            n,
+            "nvmf-target: the disk is one memory region: {} translation entries of {} KiB",
+            t.mtt_entries,
+            (1u64 << t.page_shift) >> 10
+        );
+    }
+    loop {
+        n.node.tick();
+        let now = n.now_ns();
+        nv.poll(&mut n.cm, n.node.stack(), now);
+        while let Some(note) = nv.take_note() {
+            say!(n, "nvmf-target: {}", line(&note));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line() {
+        let a = parse("nvmf-target ip=10.0.0.2/24 role=server peer=10.0.0.1").unwrap();
+        assert_eq!(
+            a,
+            NvmfArgs {
+                port: 4420,
+                nqn: DEFAULT_NQN.into(),
+                serial: DEFAULT_SERIAL.into(),
+                size: 1 << 30,
+                hosts: vec![],
+            }
+        );
+        let a = parse("ip=10.0.0.2/24 port=4421 nqn=nqn.x:y serial=S1 size=64M hosts=nqn.a,nqn.b")
+            .unwrap();
+        assert_eq!(
+            (a.port, a.nqn.as_str(), a.serial.as_str()),
+            (4421, "nqn.x:y", "S1")
+        );
+        assert_eq!(a.size, 64 << 20);
+        assert_eq!(a.hosts, ["nqn.a", "nqn.b"]);
+        for (s, b) in [("4096", 4096), ("8K", 8192), ("2G", 2 << 30), ("hosts", 0)] {
+            assert_eq!(parse_size(s), (b > 0).then_some(b), "{s}");
+        }
+        for bad in [
+            "size=0",
+            "size=1000",
+            "size=xG",
+            "port=0",
+            "serial=123456789012345678901",
+            "hosts=a,,b",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        let c = config(
+            &parse("nqn=n size=4M hosts=any").unwrap(),
+            [10, 0, 0, 2],
+            [2, 0, 0, 0, 0, 2],
+        );
+        assert!(c.subsystems[0].allow_any_host);
+        assert_eq!(
+            (c.port.traddr.as_str(), c.port.trsvcid.as_str()),
+            ("10.0.0.2", "4420")
+        );
+    }
+}
