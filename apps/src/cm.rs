@@ -316,6 +316,10 @@ pub enum AppError {
     NoImmediate,
     /// The GRH area of a UD message holds no IPv4 header.
     NoIpv4Grh,
+    /// The NVMe-oF target could not be made or could not listen: the step, and why.
+    Target(&'static str, nvmf_rdma::Error),
+    /// The disk size does not fit this machine's address space.
+    DiskSize(u64),
 }
 
 impl core::fmt::Display for AppError {
@@ -372,6 +376,10 @@ impl core::fmt::Display for AppError {
             }
             AppError::NoImmediate => write!(f, "a message without immediate data"),
             AppError::NoIpv4Grh => write!(f, "the GRH area holds no IPv4 header"),
+            AppError::Target(step, e) => write!(f, "{step}: {e:?}"),
+            AppError::DiskSize(b) => {
+                write!(f, "a disk of {b} bytes does not fit the address space")
+            }
         }
     }
 }

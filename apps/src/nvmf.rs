@@ -19,7 +19,7 @@ use net::{Clock, Nic};
 use nvmeof::target::{NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use nvmf_rdma::{fmt_ip, Limits, Note, NvmfRdma, Why};
 
-use crate::cm::{say, CmNode};
+use crate::cm::{say, AppError, CmNode};
 
 /// The subsystem NQN when `nqn=` is absent.
 pub const DEFAULT_NQN: &str = "nqn.2026-12.io.example:ram";
@@ -61,34 +61,65 @@ fn parse_size(v: &str) -> Option<u64> {
     (b > 0 && b % 4096 == 0).then_some(b)
 }
 
+/// A word of the appliance's command line that is not valid: which word, with its value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgError<'a> {
+    /// `port=`: not a port.
+    Port(&'a str),
+    /// `nqn=`: not 1 to 223 bytes.
+    Nqn(&'a str),
+    /// `serial=`: not 1 to 20 printable ASCII bytes.
+    Serial(&'a str),
+    /// `size=`: not BYTES, NK, NM or NG, a multiple of 4 KiB.
+    Size(&'a str),
+    /// `hosts=`: an NQN of the list is empty or longer than 223 bytes.
+    Hosts(&'a str),
+}
+
+impl core::fmt::Display for ArgError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ArgError::Port(v) => write!(f, "port={v}: not a port"),
+            ArgError::Nqn(v) => write!(f, "nqn={v}: 1 to 223 bytes"),
+            ArgError::Serial(v) => write!(f, "serial={v}: 1 to 20 printable ASCII bytes"),
+            ArgError::Size(v) => {
+                write!(f, "size={v}: not BYTES, NK, NM or NG (a multiple of 4 KiB)")
+            }
+            ArgError::Hosts(v) => write!(
+                f,
+                "hosts={v}: NQNs of 1 to 223 bytes, comma-separated, or any"
+            ),
+        }
+    }
+}
+
 /// The appliance's words of `cmdline`.
-pub fn parse(cmdline: &str) -> Result<NvmfArgs, String> {
+pub fn parse(cmdline: &str) -> Result<NvmfArgs, ArgError<'_>> {
     let c = Cmdline(cmdline);
     let port = match c.get("port") {
         None => 4420,
-        Some(v) => crate::oob::parse_port(v).ok_or_else(|| format!("port={v}: not a port"))?,
+        Some(v) => crate::oob::parse_port(v).ok_or(ArgError::Port(v))?,
     };
     let nqn = c.get("nqn").unwrap_or(DEFAULT_NQN);
     // NVMe Base: an NQN is at most 223 bytes (Linux `NVMF_NQN_SIZE` 223 + NUL).
     if nqn.is_empty() || nqn.len() > 223 {
-        return Err(format!("nqn={nqn}: 1 to 223 bytes"));
+        return Err(ArgError::Nqn(nqn));
     }
     let serial = c.get("serial").unwrap_or(DEFAULT_SERIAL);
     // Identify Controller's SN is 20 ASCII bytes.
     if serial.is_empty() || serial.len() > 20 || !serial.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!("serial={serial}: 1 to 20 printable ASCII bytes"));
+        return Err(ArgError::Serial(serial));
     }
     let size = match c.get("size") {
         None => DEFAULT_SIZE,
-        Some(v) => parse_size(v)
-            .ok_or_else(|| format!("size={v}: not BYTES, NK, NM or NG (a multiple of 4 KiB)"))?,
+        Some(v) => parse_size(v).ok_or(ArgError::Size(v))?,
     };
-    let hosts = match c.get("hosts") {
+    let hosts: Vec<String> = match c.get("hosts") {
         None | Some("any") => Vec::new(),
         Some(v) => v.split(',').map(ToString::to_string).collect(),
     };
     if hosts.iter().any(|h| h.is_empty() || h.len() > 223) {
-        return Err("hosts=: NQNs of 1 to 223 bytes, comma-separated, or any".into());
+        return Err(ArgError::Hosts(c.get("hosts").unwrap_or_default()));
     }
     Ok(NvmfArgs {
         port,
@@ -180,16 +211,17 @@ pub fn line(n: &Note) -> String {
 pub fn serve<H: Hal, N: Nic, C: Clock>(
     n: &mut CmNode<'_, H, N, C>,
     a: &NvmfArgs,
-) -> Result<(), String> {
-    let size = usize::try_from(a.size).map_err(|_| format!("size {} too large", a.size))?;
+) -> Result<(), AppError> {
+    let size = usize::try_from(a.size).map_err(|_| AppError::DiskSize(a.size))?;
     let cfg = config(a, n.ip, n.dev.mac());
     let limits = Limits {
         port: a.port,
         ..Limits::default()
     };
-    let mut nv = NvmfRdma::new(n.dev, cfg, size, limits)
-        .map_err(|e| format!("the target ({} bytes of disk): {e:?}", a.size))?;
-    nv.listen(&mut n.cm).map_err(|e| format!("listen: {e:?}"))?;
+    let mut nv =
+        NvmfRdma::new(n.dev, cfg, size, limits).map_err(|e| AppError::Target("the target", e))?;
+    nv.listen(&mut n.cm)
+        .map_err(|e| AppError::Target("rdma_listen", e))?;
     let mr = nv.target().disk(0).map(|d| d.mr().translation_info());
     let hosts = if a.hosts.is_empty() {
         "any".into()
