@@ -138,10 +138,11 @@ pub enum Event {
         private_data: Vec<u8>,
         /// The peer's address (the rdma_cm header's source).
         remote_ip: [u8; 4],
-        /// RDMA READs the peer will issue toward us: its responder resources seen from
-        /// here, the REQ's Initiator Depth (cm.c `cm_format_req_event`).
+        /// RDMA READs we may issue toward the peer (our initiator depth): the REQ's
+        /// Responder Resources, seen from here (cm.c `cm_format_req_event` swaps the two).
         initiator_depth: u8,
-        /// RDMA READs we may issue: the REQ's Responder Resources.
+        /// RDMA READs the peer will issue toward us (our responder resources): the REQ's
+        /// Initiator Depth.
         responder_resources: u8,
     },
     /// The connection carries data (`RDMA_CM_EVENT_ESTABLISHED`): the RTU came (passive) or
