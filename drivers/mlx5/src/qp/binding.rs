@@ -102,6 +102,9 @@ impl<H: Hal> QueuePair<H> {
                 if i == self.last_binding {
                     self.last_mr = ptr::null();
                 }
+                if i == self.rq_last_binding {
+                    self.rq_last_mr = ptr::null();
+                }
                 self.refresh_fast_mr();
             }
         }
@@ -197,18 +200,42 @@ impl<H: Hal> QueuePair<H> {
     #[cold]
     pub(super) fn binding_for_slow(&mut self, mr: &Arc<MrInner<H>>) -> usize {
         self.flush_stamp();
-        let found = self
-            .bindings
-            .iter()
-            .position(|b| b.mr.as_ref().is_some_and(|m| Arc::ptr_eq(m, mr)));
-        let i = match found {
-            Some(i) => i,
-            None => self.add_binding(mr, false),
-        };
+        let i = self.find_or_add(mr);
         self.last_binding = i;
         self.last_mr = Arc::as_ptr(mr) as *const ();
         self.last_stamp = self.bindings[i].last_sq;
         self.refresh_fast_mr();
+        i
+    }
+
+    /// The binding of `mr` (found, or made for WRs).
+    fn find_or_add(&mut self, mr: &Arc<MrInner<H>>) -> usize {
+        let found = self
+            .bindings
+            .iter()
+            .position(|b| b.mr.as_ref().is_some_and(|m| Arc::ptr_eq(m, mr)));
+        match found {
+            Some(i) => i,
+            None => self.add_binding(mr, false),
+        }
+    }
+
+    /// [`QueuePair::binding_for`] for a receive WR: one pointer compare when the previous
+    /// receive post named the same region (receives keep their own last region, so that
+    /// receives and sends on different regions do not evict each other's).
+    #[inline]
+    pub(crate) fn binding_for_rq(&mut self, mr: &Arc<MrInner<H>>) -> usize {
+        if ptr::eq(Arc::as_ptr(mr) as *const (), self.rq_last_mr) {
+            return self.rq_last_binding;
+        }
+        self.binding_for_rq_slow(mr)
+    }
+
+    #[cold]
+    fn binding_for_rq_slow(&mut self, mr: &Arc<MrInner<H>>) -> usize {
+        let i = self.find_or_add(mr);
+        self.rq_last_binding = i;
+        self.rq_last_mr = Arc::as_ptr(mr) as *const ();
         i
     }
 

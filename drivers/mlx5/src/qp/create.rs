@@ -335,6 +335,8 @@ fn queue_pair<H: Hal>(
         last_mr: ptr::null(),
         fast_mr: ptr::null(),
         last_stamp: 0,
+        rq_last_binding: 0,
+        rq_last_mr: ptr::null(),
         destroyed: false,
         service,
         qkey,
@@ -391,6 +393,7 @@ impl<H: Hal> QueuePair<H> {
         self.bindings.clear();
         self.last_mr = ptr::null();
         self.fast_mr = ptr::null();
+        self.rq_last_mr = ptr::null();
         self.auto_live = 0;
         r
     }

@@ -472,6 +472,12 @@ pub struct QueuePair<H: Hal> {
     /// post writes it here (one store) instead of into the binding; `flush_stamp` copies it
     /// there before anything reads the binding's stamp.
     last_stamp: u32,
+    /// Index of the binding the last receive post used: receives name one region as a rule
+    /// (their buffers), sends another, so each queue keeps its own.
+    rq_last_binding: usize,
+    /// The region of `bindings[rq_last_binding]` (`Arc::as_ptr`), or null: an identity
+    /// like `last_mr`, cleared whenever that binding goes.
+    rq_last_mr: *const (),
     destroyed: bool,
     /// The service type (RC, UD, GSI).
     service: Service,
@@ -480,8 +486,8 @@ pub struct QueuePair<H: Hal> {
 }
 
 // SAFETY: raw pointers point into `buf` / `db`, which the QP owns, and into `shared.sq`
-// (atomics, kept alive by the QP's Arc); `last_mr` / `fast_mr` name a region one of the QP's
-// bindings holds (an `Arc` of `Send + Sync` state); all access is through &mut self.
+// (atomics, kept alive by the QP's Arc); `last_mr` / `fast_mr` / `rq_last_mr` name a region
+// one of the QP's bindings holds (an `Arc` of `Send + Sync` state); all access is through &mut self.
 unsafe impl<H: Hal> Send for QueuePair<H> {}
 
 /// A WQE's local data after validation.

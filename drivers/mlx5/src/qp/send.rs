@@ -283,7 +283,7 @@ impl<H: Hal> QueuePair<H> {
     /// WQEBBs a send WR needs, with a datagram segment (`dgram`) or without, after checking
     /// it against the QP's service type and limits.
     #[inline]
-    pub(super) fn send_wqe_bbs(&self, op: &SendOp, data: Data<'_>, dgram: bool) -> Result<u32> {
+    pub(crate) fn send_wqe_bbs(&self, op: &SendOp, data: Data<'_>, dgram: bool) -> Result<u32> {
         let caps = &self.lay.caps;
         // ctrl, and the datagram segment of a datagram QP.
         let mut ds = 1 + self.check_service(op, dgram)?;
