@@ -331,6 +331,7 @@ fn queue_pair<H: Hal>(
         bindings: Vec::new(),
         auto_live: 0,
         swept: (0, 0),
+        swept_kept: usize::MAX,
         last_binding: 0,
         last_mr: ptr::null(),
         fast_mr: ptr::null(),

@@ -458,6 +458,9 @@ pub struct QueuePair<H: Hal> {
     auto_live: u32,
     /// `(send tail, receive tail)` at the last release sweep.
     swept: (u32, u32),
+    /// The completed binding that sweep kept back (the send posts' last region), or
+    /// `usize::MAX`.
+    swept_kept: usize,
     /// Index of the binding the last generic post used (the common case hits it).
     last_binding: usize,
     /// The region of `bindings[last_binding]` (`Arc::as_ptr`), or null. Only an identity:

@@ -37,6 +37,7 @@ impl<H: Hal> QueuePair<H> {
 
     pub(crate) fn check_recv(&mut self, n: usize, max_sges: usize) -> Result<()> {
         let room = self.recv_room()?;
+        self.sweep();
         if max_sges > self.lay.caps.max_recv_sge as usize {
             return Err(InvalidInput::TooManySge {
                 given: max_sges,
@@ -51,7 +52,7 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// How many more receive WRs fit, after the checks every receive WR needs (device alive,
-    /// a state that takes receives, a receive queue) and a sweep of completed WRs' regions.
+    /// a state that takes receives, a receive queue).
     pub(crate) fn recv_room(&mut self) -> Result<usize> {
         self.ctx.check_alive()?;
         // ERR too: the device completes them with WR_FLUSH_ERR (IB spec, QP Error state;
@@ -66,7 +67,6 @@ impl<H: Hal> QueuePair<H> {
         if self.lay.rq_wqe_cnt == 0 {
             return Err(InvalidInput::QueueFull.into());
         }
-        self.sweep();
         let used = self
             .rq_head
             .wrapping_sub(self.shared.rq_tail.load(Ordering::Acquire));

@@ -322,8 +322,9 @@ impl<H: Hal> QueuePair<H> {
         if wrs.is_empty() {
             return Ok(());
         }
-        if let Err(error) = self.reserve_sq(wrs.len()) {
+        if !self.sq_room(wrs.len()) {
             let index = self.sq_room_count();
+            let error = InvalidInput::QueueFull.into();
             return Err(PostError { index, error });
         }
         let mut last = core::ptr::null();
@@ -364,6 +365,8 @@ impl<H: Hal> QueuePair<H> {
                 .0;
         }
         self.ring_send(last, None);
+        // After the stamps: see `QueuePair::post_one_sge_mr`.
+        self.sweep();
         Ok(())
     }
 
@@ -401,13 +404,17 @@ impl<H: Hal> QueuePair<H> {
             SendData::Inline(b) => Data::Inline(b),
         };
         let bbs = self.check_send(&wr.op, data, dgram.is_some())?;
-        self.reserve_sq(1)?;
+        if !self.sq_room(1) {
+            return Err(InvalidInput::QueueFull.into());
+        }
         for m in sg.refs() {
             let i = self.binding_for(m);
             self.stamp_sq(i);
         }
         let (last, in_place) = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs, dgram);
         self.ring_send(last, Some((bbs, in_place)));
+        // After the stamps: see `QueuePair::post_one_sge_mr`.
+        self.sweep();
         Ok(())
     }
 
@@ -445,6 +452,7 @@ impl<H: Hal> QueuePair<H> {
         };
         self.write_recv(wr_id, core::slice::from_ref(&raw));
         self.ring_rq();
+        self.sweep();
         Ok(())
     }
 
@@ -502,6 +510,8 @@ impl<H: Hal> QueuePair<H> {
         if !wrs.is_empty() {
             self.ring_rq();
         }
+        // After the stamps (see `QueuePair::post_one_sge_mr`), even for an empty list.
+        self.sweep();
         Ok(())
     }
 }
