@@ -105,7 +105,6 @@ impl<H: Hal> QueuePair<H> {
                 if i == self.rq_last_binding {
                     self.rq_last_mr = ptr::null();
                 }
-                self.refresh_fast_mr();
             }
         }
     }
@@ -117,21 +116,6 @@ impl<H: Hal> QueuePair<H> {
                 b.last_sq = self.last_stamp;
             }
         }
-    }
-
-    /// Recomputes `fast_mr` after the bindings or `last_binding` changed.
-    pub(super) fn refresh_fast_mr(&mut self) {
-        let last_auto = !self.last_mr.is_null()
-            && self
-                .bindings
-                .get(self.last_binding)
-                .is_some_and(|b| !b.explicit);
-        let others = self.auto_live - last_auto as u32;
-        self.fast_mr = if others == 0 {
-            self.last_mr
-        } else {
-            ptr::null()
-        };
     }
 
     /// Releases the regions that only completed WRs referenced, but the region the send posts
@@ -209,7 +193,6 @@ impl<H: Hal> QueuePair<H> {
                 self.bindings.len() - 1
             }
         };
-        self.refresh_fast_mr();
         i
     }
 
@@ -230,7 +213,6 @@ impl<H: Hal> QueuePair<H> {
         self.last_binding = i;
         self.last_mr = Arc::as_ptr(mr) as *const ();
         self.last_stamp = self.bindings[i].last_sq;
-        self.refresh_fast_mr();
         i
     }
 
@@ -333,7 +315,6 @@ impl<H: Hal> QueuePair<H> {
             self.last_stamp = sq_head;
         }
         self.auto_live += 1;
-        self.refresh_fast_mr();
         let t = self.tails();
         self.sweep_slow(t, usize::MAX);
         Ok(())

@@ -334,7 +334,6 @@ fn queue_pair<H: Hal>(
         swept_kept: usize::MAX,
         last_binding: 0,
         last_mr: ptr::null(),
-        fast_mr: ptr::null(),
         last_stamp: 0,
         rq_last_binding: 0,
         rq_last_mr: ptr::null(),
@@ -393,7 +392,6 @@ impl<H: Hal> QueuePair<H> {
         let _ = self.ctx.with_dev(|d| d.dealloc_uar(hal, uar));
         self.bindings.clear();
         self.last_mr = ptr::null();
-        self.fast_mr = ptr::null();
         self.rq_last_mr = ptr::null();
         self.auto_live = 0;
         r

@@ -468,9 +468,6 @@ pub struct QueuePair<H: Hal> {
     /// address; it is cleared whenever that binding goes (`free_binding`, `destroy_inner`).
     /// The region passed the context check when the binding was made.
     last_mr: *const (),
-    /// `last_mr` while no other binding is held for WRs (a generic post on that region has
-    /// nothing to sweep), else null: the one compare of the one-SGE generic post.
-    fast_mr: *const (),
     /// The send stamp of `bindings[last_binding]` while `last_mr` is set: the one-SGE generic
     /// post writes it here (one store) instead of into the binding; `flush_stamp` copies it
     /// there before anything reads the binding's stamp.
@@ -489,7 +486,7 @@ pub struct QueuePair<H: Hal> {
 }
 
 // SAFETY: raw pointers point into `buf` / `db`, which the QP owns, and into `shared.sq`
-// (atomics, kept alive by the QP's Arc); `last_mr` / `fast_mr` / `rq_last_mr` name a region
+// (atomics, kept alive by the QP's Arc); `last_mr` / `rq_last_mr` name a region
 // one of the QP's bindings holds (an `Arc` of `Send + Sync` state); all access is through &mut self.
 unsafe impl<H: Hal> Send for QueuePair<H> {}
 

@@ -205,8 +205,9 @@ impl<H: Hal> QueuePair<H> {
     /// Releases the regions held only for WRs that completed (regions named by posts of
     /// the generic calls, and regions unbound with [`QueuePair::unbind_mr`]), so that their
     /// [`crate::MemoryRegion::dereg`] succeeds. The generic posting calls, `bind_mr` and
-    /// `unbind_mr` do this on their own; the fast calls ([`QueuePair::post_write`],
-    /// [`QueuePair::post_read`]) do not.
+    /// `unbind_mr` do this on their own, but for the region the send posts named last (named
+    /// again as a rule) and not in a one-SGE RDMA WRITE / READ on that region; the fast
+    /// calls ([`QueuePair::post_write`], [`QueuePair::post_read`]) do not.
     pub fn release_completed(&mut self) {
         self.sweep_all();
     }
@@ -791,7 +792,8 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// Safe layer, single RDMA WRITE / READ with one SGE, the common case: the region the
-    /// previous generic post named, no other region held for WRs (nothing to sweep). `id` is
+    /// previous generic send post named (no sweep: the other posts of the general path and
+    /// [`QueuePair::release_completed`] release completed WRs' regions). `id` is
     /// the region's [`crate::verbs::region_id`]; `None` (nothing done) when it is not that
     /// region, and the caller takes the general path.
     ///
@@ -811,10 +813,10 @@ impl<H: Hal> QueuePair<H> {
         remote: Remote,
         flags: SendFlags,
     ) -> Option<Result<()>> {
-        if !ptr::eq(id, self.fast_mr) {
+        if !ptr::eq(id, self.last_mr) {
             return None;
         }
-        // SAFETY: `id` is `fast_mr`, not null: `Arc::as_ptr` of the region the last binding
+        // SAFETY: `id` is `last_mr`, not null: `Arc::as_ptr` of the region the last binding
         // holds, alive while this `&mut self` keeps the binding from going.
         let mr = unsafe { &*(id as *const MrInner<H>) };
         match offset.checked_add(len as u64) {
