@@ -77,14 +77,22 @@ pub struct BoundSge<'a> {
 }
 
 impl<H: Hal> QueuePair<H> {
-    /// True while a WR that named binding `b` may still be outstanding: its stamp lies in
-    /// `(tail, tail + max]` (exact for counters within 2^32 WRs; an older stamp can only read
-    /// as busy, never as free too early).
-    pub(super) fn binding_busy(&self, b: &Binding<H>, sq_tail: u32, rq_tail: u32) -> bool {
-        let sq_max = self.lay.caps.max_send_wr;
-        let rq_max = self.lay.rq_wqe_cnt;
-        b.last_sq.wrapping_sub(sq_tail).wrapping_sub(1) < sq_max
-            || b.last_rq.wrapping_sub(rq_tail).wrapping_sub(1) < rq_max
+    /// While a WR that named binding `b` may still be outstanding, which WRs it waits for:
+    /// `(true, n)` for the receive WR `n` after the tail, else `(false, n)` for the send WR
+    /// `n` after it (a stamp lies in `(tail, tail + max]`: exact for counters within 2^32
+    /// WRs; an older stamp can only read as busy, never as free too early). `None`: free.
+    pub(super) fn binding_wait(
+        &self,
+        b: &Binding<H>,
+        sq_tail: u32,
+        rq_tail: u32,
+    ) -> Option<(bool, u32)> {
+        let rq_ahead = b.last_rq.wrapping_sub(rq_tail);
+        if rq_ahead.wrapping_sub(1) < self.lay.rq_wqe_cnt {
+            return Some((true, rq_ahead));
+        }
+        let sq_ahead = b.last_sq.wrapping_sub(sq_tail);
+        (sq_ahead.wrapping_sub(1) < self.lay.caps.max_send_wr).then_some((false, sq_ahead))
     }
 
     pub(super) fn tails(&self) -> (u32, u32) {
@@ -122,7 +130,8 @@ impl<H: Hal> QueuePair<H> {
     /// named last: a send post names it again as a rule, and keeping it spares a stream of
     /// posts a release and a new binding per WR ([`QueuePair::release_completed`] releases
     /// it too, and so does any sweep once another region took its place). Cheap when
-    /// nothing is held for WRs or nothing completed since the last sweep.
+    /// nothing is held for WRs, or too few WRs completed since the last sweep for any held
+    /// region to be free (`sweep_room`).
     // inline(always): UMR cache reg 1,404 vs 1,435 instructions per MR without it and reserve_sq,
     // measured together (reg_mr --instructions)
     #[inline(always)]
@@ -146,29 +155,41 @@ impl<H: Hal> QueuePair<H> {
             return;
         }
         let t = self.tails();
-        // Again after the tails moved, or when a completed binding was kept back and now
-        // another one (or none) is to be kept.
-        if t != self.swept || self.swept_kept != usize::MAX && self.swept_kept != keep {
+        // Again once as many WRs completed as the nearest release needs, or when a
+        // completed binding was kept back and now another one (or none) is to be kept.
+        let (sq_done, rq_done) = (
+            t.0.wrapping_sub(self.swept.0),
+            t.1.wrapping_sub(self.swept.1),
+        );
+        let kept = self.swept_kept == usize::MAX || self.swept_kept == keep;
+        if !(kept && sq_done < self.sweep_room.0 && rq_done < self.sweep_room.1) {
             self.sweep_slow(t, keep);
         }
     }
 
-    /// Releases every completed WR-held binding but `keep`, and records what it kept back.
+    /// Releases every completed WR-held binding but `keep`, and records what it kept back
+    /// and how many more WRs must complete before a binding still held can be free: for
+    /// each, the WRs up to its receive stamp (or its send stamp when no receive holds it);
+    /// stamps only move forward, so none is free before the nearest of these completed.
     #[cold]
     pub(super) fn sweep_slow(&mut self, (sq_tail, rq_tail): (u32, u32), keep: usize) {
         self.flush_stamp();
         self.swept = (sq_tail, rq_tail);
         self.swept_kept = usize::MAX;
+        let mut room = (u32::MAX, u32::MAX);
         for i in 0..self.bindings.len() {
             let b = &self.bindings[i];
-            if b.mr.is_some() && !b.explicit && !self.binding_busy(b, sq_tail, rq_tail) {
-                if i == keep {
-                    self.swept_kept = i;
-                } else {
-                    self.free_binding(i);
-                }
+            if b.mr.is_none() || b.explicit {
+                continue;
+            }
+            match self.binding_wait(b, sq_tail, rq_tail) {
+                Some((true, n)) => room.1 = room.1.min(n),
+                Some((false, n)) => room.0 = room.0.min(n),
+                None if i == keep => self.swept_kept = i,
+                None => self.free_binding(i),
             }
         }
+        self.sweep_room = room;
     }
 
     /// A slot for a new binding of `mr` (a free one, or a new one at the end).
@@ -183,6 +204,8 @@ impl<H: Hal> QueuePair<H> {
         if !explicit {
             self.auto_live += 1;
         }
+        // The next sweep looks at it.
+        self.sweep_room = (0, 0);
         let i = match self.bindings.iter().position(|b| b.mr.is_none()) {
             Some(i) => {
                 self.bindings[i] = b;

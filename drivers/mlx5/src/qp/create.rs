@@ -332,6 +332,7 @@ fn queue_pair<H: Hal>(
         auto_live: 0,
         swept: (0, 0),
         swept_kept: usize::MAX,
+        sweep_room: (0, 0),
         last_binding: 0,
         last_mr: ptr::null(),
         last_stamp: 0,

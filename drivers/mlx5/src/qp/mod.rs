@@ -461,6 +461,9 @@ pub struct QueuePair<H: Hal> {
     /// The completed binding that sweep kept back (the send posts' last region), or
     /// `usize::MAX`.
     swept_kept: usize,
+    /// Send and receive WRs that must complete after the last sweep before a binding it
+    /// left held can be free (`u32::MAX`: none held; 0: look at the next sweep).
+    sweep_room: (u32, u32),
     /// Index of the binding the last generic post used (the common case hits it).
     last_binding: usize,
     /// The region of `bindings[last_binding]` (`Arc::as_ptr`), or null. Only an identity:
