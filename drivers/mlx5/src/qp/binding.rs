@@ -136,6 +136,9 @@ impl<H: Hal> QueuePair<H> {
     // measured together (reg_mr --instructions)
     #[inline(always)]
     pub(crate) fn sweep(&mut self) {
+        if self.auto_live == 0 {
+            return;
+        }
         let keep = if self.last_mr.is_null() {
             usize::MAX
         } else {
