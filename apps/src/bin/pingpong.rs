@@ -27,30 +27,32 @@
 
 extern crate alloc;
 
-use alloc::format;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use apps::oob::{self, Oob, Side};
-use apps::pingpong::{self, dest_msg, first_difference, message, parse_dest, Opts, Tool};
-use apps::stack::{self, KernelNode};
+use apps::app::{self, Hca, OptionError};
+use apps::oob::{self, Oob, OobError, Side};
+use apps::pingpong::{
+    self, dest_msg, first_difference, message, parse_dest, Error, Opts, Tool, WAIT,
+};
+use apps::stack::{self, KernelNode, NetArgs};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, ConnectOptions, Context, ContextConfig, QpCaps, QpEndpoint, RecvWr, SendData,
-    SendFlags, SendOp, SendWr, WcStatus,
+    AccessFlags, ConnectOptions, CounterSet, QpCaps, QpEndpoint, RecvWr, SendData, SendFlags,
+    SendOp, SendWr, WcStatus,
 };
+use mlx5_kernel::KernelHal;
 
 kernel::entry_point!(main);
 
-const WAIT: Duration = Duration::from_secs(120);
 const RECV_SLOTS: u64 = 4;
 const SEED: u8 = 0x5a;
 /// rc_pingpong's `pp_init_ctx`: `memset(ctx->buf, 0x7b, size)`.
 const RC_PINGPONG_FILL: u8 = 0x7b;
 
 /// rc_pingpong's options (rc_pingpong.c `main`: `-s` 4096 here, `-n` 1000, `-m` 1024).
-fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
+fn parse(cmdline: &str) -> Result<Opts, OptionError<'_>> {
     let tool = Tool {
         app: "pingpong",
         max_size: 1 << 20,
@@ -68,265 +70,272 @@ fn parse(cmdline: &str) -> Result<Opts, alloc::string::String> {
 }
 
 fn main(ctx: &AppContext) -> i32 {
-    let o = match parse(ctx.cmdline.0) {
-        Ok(o) => o,
-        Err(e) => {
-            println!("pingpong: {e}");
-            return 2;
-        }
-    };
-    match run(&o, ctx.cmdline.0) {
-        Ok(()) => 0,
-        Err(e) => {
-            println!("pingpong: FAILED: {e}");
-            1
-        }
-    }
+    let cmdline = ctx.cmdline.0;
+    app::exit("pingpong", parse(cmdline), |o| run(&o, cmdline))
 }
 
 /// The peer's endpoint from its message, with its MAC by ARP for its GID's address.
-fn remote(link: &mut Oob, m: &[u8], who: &str) -> Result<QpEndpoint, alloc::string::String> {
-    let mut rem = parse_dest(m).ok_or(format!("the {who}'s address is garbled"))?;
-    rem.mac = link
-        .peer_mac(&rem.gid)
-        .map_err(|e| format!("the {who}'s MAC: {e}"))?;
+fn remote(link: &mut Oob, m: &[u8], client: bool) -> Result<QpEndpoint, Error<'static>> {
+    let who = if client { "server" } else { "client" };
+    let mut rem = parse_dest(m).ok_or(Error::Garbled(who))?;
+    rem.mac = link.peer_mac(&rem.gid).map_err(|e| {
+        let what = if client {
+            "the server's MAC"
+        } else {
+            "the client's MAC"
+        };
+        Error::Oob(what, e)
+    })?;
     Ok(rem)
 }
 
-fn run(o: &Opts, cmdline: &str) -> Result<(), alloc::string::String> {
-    let net = stack::net_args(cmdline).map_err(|e| format!("{e}"))?;
-    let side = Side::new(o.client, net.peer).map_err(|e| format!("{e}"))?;
+fn run<'a>(o: &Opts, cmdline: &'a str) -> Result<(), Error<'a>> {
+    let net = stack::net_args(cmdline).map_err(Error::NetArgs)?;
+    let side = Side::new(o.client, net.peer).map_err(|e| Error::Oob("the cmdline", e))?;
+    app::with_hca(|dev| {
+        // Fault finding: the QP counts into a Q counter set of its own (QPC counter_set_id,
+        // as Linux mlx5_ib), printed with the port's counters when the run fails.
+        let set = dev.alloc_counter_set().ok();
+        let r = run_on(o, dev, &net, side, set.as_ref());
+        if r.is_err() {
+            oob::print_counters("pingpong", dev, set.as_ref());
+        }
+        r
+    })
+}
+
+/// The run on the open HCA: the resources, the exchange, the ping-pong and its figures.
+fn run_on(
+    o: &Opts,
+    dev: &Hca,
+    net: &NetArgs,
+    side: Side,
+    set: Option<&CounterSet<KernelHal>>,
+) -> Result<(), Error<'static>> {
     let ip = net.ip.addr;
-    let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
-    let dev =
-        Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
-    // Fault finding: the QP counts into a Q counter set of its own (QPC counter_set_id, as
-    // Linux mlx5_ib), printed with the port's counters when the run fails.
-    let set = dev.alloc_counter_set().ok();
-    let r = (|| -> Result<(), alloc::string::String> {
-        let gid = oob::ipv4_gid(ip);
-        let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
-        let size = o.size as u64;
-        let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
-        let len = usize::try_from(size * (RECV_SLOTS + 1)).map_err(|_| "size")?;
-        let mr = pd
-            .alloc_mr(len, AccessFlags::LOCAL_WRITE)
-            .map_err(|e| format!("alloc_mr: {e:?}"))?;
-        let mut cq = dev.create_cq(64).map_err(|e| format!("create_cq: {e:?}"))?;
-        let mut qp = pd
-            .create_qp(&cq, &cq, &QpCaps::default())
-            .map_err(|e| format!("create_qp: {e:?}"))?;
-        if let Some(s) = &set {
-            qp.set_counter_set(Some(s))
-                .map_err(|e| format!("the QP's counter set: {e:?}"))?;
-        }
-        let me = QpEndpoint {
-            gid,
-            ..qp.endpoint()
-        };
-        println!(
-            "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID ::ffff:{}.{}.{}.{} (index {sgid})",
-            me.qpn, me.psn, ip[0], ip[1], ip[2], ip[3]
-        );
-        // Receive slot k at (k+1)*size. rc_pingpong posts its receives in INIT, before the
-        // exchange; this driver's `connect` takes the QP from RESET to RTS at once, so they are
-        // posted right after it, still before the other side can send (the server connects before
-        // it answers; the client before the server's first message can come).
-        let slot = |k: u64| (k % RECV_SLOTS + 1) * size;
-        let post_all = |qp: &mut mlx5::QueuePair<_>| -> Result<(), alloc::string::String> {
-            for k in 0..RECV_SLOTS {
-                let s = [mr.sge(slot(k), o.size)];
-                qp.post_recv(&[RecvWr { wr_id: k, sges: &s }])
-                    .map_err(|e| format!("post_recv: {e:?}"))?;
-            }
-            Ok(())
-        };
-        let node = KernelNode::up(&dev, &net).map_err(|e| format!("the network: {e:?}"))?;
-        let mut link =
-            Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?;
-        // rc_pingpong asks for hop limit 1, but for a unicast RoCE destination Linux replaces it
-        // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
-        // the frames carry TTL 64 either way.
-        let copts = ConnectOptions {
-            mtu: oob::mtu_of(o.mtu),
-            sgid_index: sgid as u8,
-            ..ConnectOptions::default()
-        };
-        let sent = |e: oob::OobError| format!("sending to the peer: {e}");
-        let rem = if o.client {
-            link.send(&dest_msg(&me)).map_err(sent)?;
-            let m = link
-                .recv(52)
-                .map_err(|e| format!("reading the server's address: {e}"))?;
-            let rem = remote(&mut link, &m, "server")?;
-            qp.connect(&rem, &copts)
-                .map_err(|e| format!("connect: {e:?}"))?;
-            post_all(&mut qp)?;
-            link.send(b"done\0").map_err(sent)?;
-            rem
-        } else {
-            let m = link
-                .recv(52)
-                .map_err(|e| format!("reading the client's address: {e}"))?;
-            let rem = remote(&mut link, &m, "client")?;
-            qp.connect(&rem, &copts)
-                .map_err(|e| format!("connect: {e:?}"))?;
-            post_all(&mut qp)?;
-            link.send(&dest_msg(&me)).map_err(sent)?;
-            rem
-        };
-        println!(
-            "  remote address: LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-            rem.qpn,
-            rem.psn,
-            oob::hex(&rem.gid)
-        );
-        let t0 = Instant::now();
-        // Message k: the known pattern with k's bytes XORed into every 8-byte word, made and
-        // checked a word at a time (byte loops cost a microsecond an iteration under an
-        // instruction-emulating KVM).
-        let base: Vec<u8> = (0..o.size as usize)
-            .map(|i| oob::pattern(SEED, 0, i))
-            .collect();
-        let copy_out = core::cell::Cell::new(Duration::ZERO);
-        // The message this side sent last: the one rc_pingpong echoes next.
-        let last = core::cell::RefCell::new(Vec::new());
-        let posting = core::cell::Cell::new(Duration::ZERO);
-        let send = |qp: &mut mlx5::QueuePair<_>, k: u64| -> Result<(), alloc::string::String> {
-            let data = message(&base, k);
-            let tc = Instant::now();
-            mr.write(0, &data).map_err(|e| format!("write: {e:?}"))?;
-            *last.borrow_mut() = data;
-            copy_out.set(copy_out.get() + tc.elapsed());
-            let s = [mr.sge(0, o.size)];
-            let wr = SendWr {
-                wr_id: 1 << 32 | k,
-                op: SendOp::Send { imm: None },
-                data: SendData::Sges(&s),
-                flags: SendFlags::SIGNALED,
-            };
-            let tp = Instant::now();
-            let r = qp
-                .post_send(&[wr])
-                .map_err(|e| format!("post_send {k}: {e:?}"));
-            posting.set(posting.get() + tp.elapsed());
-            r
-        };
-        let (mut scnt, mut rcnt) = (0u64, 0u64);
-        let mut send_pending = false;
-        let mut recv_pending = true;
-        if o.client {
-            send(&mut qp, 0)?;
-            send_pending = true;
-        }
-        let mut got = alloc::vec![0u8; o.size as usize];
-        // Where the time goes: waiting for completions, and this side's own work between them
-        // (checking a message, filling and posting the next).
-        let (mut in_poll, mut in_work) = (Duration::ZERO, Duration::ZERO);
-        let mut worst_work = Duration::ZERO;
-        // Of the work: copying out of and into the registered memory (MemoryRegion::read/write).
-        let mut in_copy = Duration::ZERO;
-        while rcnt < o.iters || scnt < o.iters {
-            let tp = Instant::now();
-            let wcs = link
-                .poll_cq(&mut cq, 1, WAIT)
-                .map_err(|e| format!("poll (sent {scnt}, received {rcnt}): {e:?}"))?;
-            let wc = wcs.first().ok_or(format!(
-                "no completion in {WAIT:?} (sent {scnt}, received {rcnt})"
-            ))?;
-            let tw = Instant::now();
-            in_poll += tw.duration_since(tp);
-            if wc.status != WcStatus::Success {
-                return Err(format!(
-                    "completion {:#x} in error: {:?} (vendor syndrome {:#x})",
-                    wc.wr_id, wc.status, wc.vendor_err
-                ));
-            }
-            if wc.wr_id >> 32 == 1 {
-                scnt += 1;
-                send_pending = false;
-            } else {
-                if wc.byte_len != o.size {
-                    return Err(format!(
-                        "message {rcnt}: {} bytes, not {}",
-                        wc.byte_len, o.size
-                    ));
-                }
-                let k = wc.wr_id;
-                let tc = Instant::now();
-                mr.read(slot(k), &mut got)
-                    .map_err(|e| format!("read: {e:?}"))?;
-                in_copy += tc.elapsed();
-                // The server's first message is rc_pingpong's untouched buffer; every other one
-                // echoes this side's previous message.
-                let bad = if !o.client && rcnt == 0 {
-                    got.iter().position(|&b| b != RC_PINGPONG_FILL)
-                } else {
-                    let want = last.borrow();
-                    first_difference(&got, &want)
-                };
-                if let Some(i) = bad {
-                    return Err(format!(
-                        "message {rcnt}: byte {i} is {:#04x}, not the expected one",
-                        got[i]
-                    ));
-                }
-                rcnt += 1;
-                recv_pending = false;
-                let s = [mr.sge(slot(k), o.size)];
-                let tp = Instant::now();
-                qp.post_recv(&[RecvWr {
-                    wr_id: k + RECV_SLOTS,
-                    sges: &s,
-                }])
-                .map_err(|e| format!("post_recv: {e:?}"))?;
-                posting.set(posting.get() + tp.elapsed());
-            }
-            if scnt < o.iters && !send_pending && !recv_pending {
-                send(&mut qp, scnt)?;
-                send_pending = true;
-                recv_pending = true;
-            }
-            let w = tw.elapsed();
-            in_work += w;
-            worst_work = worst_work.max(w);
-        }
-        let usec = oob::secs(t0) * 1e6;
-        let bytes = size * o.iters * 2;
-        println!(
-            "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
-            usec / 1e6,
-            bytes as f64 * 8.0 / usec
-        );
-        println!(
-            "{} iters in {:.2} seconds = {:.2} usec/iter",
-            o.iters,
-            usec / 1e6,
-            usec / o.iters as f64
-        );
-        println!(
-            "pingpong: {:.3} s waiting for completions, {:.3} s checking and posting (longest step {:.3} s), \
-             of which {:.3} s in MemoryRegion::read, {:.3} s in MemoryRegion::write, {:.3} s in post_send/post_recv",
-            in_poll.as_secs_f64(),
-            in_work.as_secs_f64(),
-            worst_work.as_secs_f64(),
-            in_copy.as_secs_f64(),
-            copy_out.get().as_secs_f64(),
-            posting.get().as_secs_f64()
-        );
-        println!("pingpong: every byte of {rcnt} messages checked: ok");
-        drop(link);
-        drop(qp);
-        drop(cq);
-        drop(mr);
-        drop(pd);
-        Ok(())
-    })();
-    if r.is_err() {
-        oob::print_counters("pingpong", &dev, set.as_ref());
+    let gid = oob::ipv4_gid(ip);
+    let sgid = oob::ipv4_gid_index(dev, ip).map_err(|e| Error::Verbs("the IPv4 GID", e))?;
+    let size = o.size as u64;
+    let pd = dev.alloc_pd().map_err(|e| Error::Verbs("alloc_pd", e))?;
+    let bytes = size * (RECV_SLOTS + 1);
+    let len = usize::try_from(bytes).map_err(|_| Error::TooLarge(bytes))?;
+    let mr = pd
+        .alloc_mr(len, AccessFlags::LOCAL_WRITE)
+        .map_err(|e| Error::Verbs("alloc_mr", e))?;
+    let mut cq = dev
+        .create_cq(64)
+        .map_err(|e| Error::Verbs("create_cq", e))?;
+    let mut qp = pd
+        .create_qp(&cq, &cq, &QpCaps::default())
+        .map_err(|e| Error::Verbs("create_qp", e))?;
+    if let Some(s) = set {
+        qp.set_counter_set(Some(s))
+            .map_err(|e| Error::Verbs("the QP's counter set", e))?;
     }
-    r?;
-    drop(set);
-    dev.close().map_err(|_| "teardown refused")?;
+    let me = QpEndpoint {
+        gid,
+        ..qp.endpoint()
+    };
+    println!(
+        "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID ::ffff:{}.{}.{}.{} (index {sgid})",
+        me.qpn, me.psn, ip[0], ip[1], ip[2], ip[3]
+    );
+    // Receive slot k at (k+1)*size. rc_pingpong posts its receives in INIT, before the
+    // exchange; this driver's `connect` takes the QP from RESET to RTS at once, so they are
+    // posted right after it, still before the other side can send (the server connects before
+    // it answers; the client before the server's first message can come).
+    let slot = |k: u64| (k % RECV_SLOTS + 1) * size;
+    let post_all = |qp: &mut mlx5::QueuePair<_>| -> Result<(), Error<'static>> {
+        for k in 0..RECV_SLOTS {
+            let s = [mr.sge(slot(k), o.size)];
+            qp.post_recv(&[RecvWr { wr_id: k, sges: &s }])
+                .map_err(|e| Error::Verbs("post_recv", e))?;
+        }
+        Ok(())
+    };
+    let node = KernelNode::up(dev, net).map_err(Error::Node)?;
+    let mut link =
+        Oob::open(node, side, o.port, WAIT).map_err(|e| Error::Oob("the exchange", e))?;
+    // rc_pingpong asks for hop limit 1, but for a unicast RoCE destination Linux replaces it
+    // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
+    // the frames carry TTL 64 either way.
+    let copts = ConnectOptions {
+        mtu: oob::mtu_of(o.mtu),
+        sgid_index: sgid as u8,
+        ..ConnectOptions::default()
+    };
+    let sent = |e: OobError| Error::Oob("sending to the peer", e);
+    let rem = if o.client {
+        link.send(&dest_msg(&me)).map_err(sent)?;
+        let m = link
+            .recv(52)
+            .map_err(|e| Error::Oob("reading the server's address", e))?;
+        let rem = remote(&mut link, &m, true)?;
+        qp.connect(&rem, &copts)
+            .map_err(|e| Error::Verbs("connect", e))?;
+        post_all(&mut qp)?;
+        link.send(b"done\0").map_err(sent)?;
+        rem
+    } else {
+        let m = link
+            .recv(52)
+            .map_err(|e| Error::Oob("reading the client's address", e))?;
+        let rem = remote(&mut link, &m, false)?;
+        qp.connect(&rem, &copts)
+            .map_err(|e| Error::Verbs("connect", e))?;
+        post_all(&mut qp)?;
+        link.send(&dest_msg(&me)).map_err(sent)?;
+        rem
+    };
+    println!(
+        "  remote address: LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        rem.qpn,
+        rem.psn,
+        oob::hex(&rem.gid)
+    );
+    let t0 = Instant::now();
+    // Message k: the known pattern with k's bytes XORed into every 8-byte word, made and
+    // checked a word at a time (byte loops cost a microsecond an iteration under an
+    // instruction-emulating KVM).
+    let base: Vec<u8> = (0..o.size as usize)
+        .map(|i| oob::pattern(SEED, 0, i))
+        .collect();
+    let copy_out = core::cell::Cell::new(Duration::ZERO);
+    // The message this side sent last: the one rc_pingpong echoes next.
+    let last = core::cell::RefCell::new(Vec::new());
+    let posting = core::cell::Cell::new(Duration::ZERO);
+    let send = |qp: &mut mlx5::QueuePair<_>, k: u64| -> Result<(), Error<'static>> {
+        let data = message(&base, k);
+        let tc = Instant::now();
+        mr.write(0, &data).map_err(|e| Error::Verbs("write", e))?;
+        *last.borrow_mut() = data;
+        copy_out.set(copy_out.get() + tc.elapsed());
+        let s = [mr.sge(0, o.size)];
+        let wr = SendWr {
+            wr_id: 1 << 32 | k,
+            op: SendOp::Send { imm: None },
+            data: SendData::Sges(&s),
+            flags: SendFlags::SIGNALED,
+        };
+        let tp = Instant::now();
+        let r = qp
+            .post_send(&[wr])
+            .map_err(|e| Error::PostSend("post_send", k, e));
+        posting.set(posting.get() + tp.elapsed());
+        r
+    };
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let mut send_pending = false;
+    let mut recv_pending = true;
+    if o.client {
+        send(&mut qp, 0)?;
+        send_pending = true;
+    }
+    let mut got = alloc::vec![0u8; o.size as usize];
+    // Where the time goes: waiting for completions, and this side's own work between them
+    // (checking a message, filling and posting the next).
+    let (mut in_poll, mut in_work) = (Duration::ZERO, Duration::ZERO);
+    let mut worst_work = Duration::ZERO;
+    // Of the work: copying out of and into the registered memory (MemoryRegion::read/write).
+    let mut in_copy = Duration::ZERO;
+    while rcnt < o.iters || scnt < o.iters {
+        let tp = Instant::now();
+        let (sent, received) = (scnt, rcnt);
+        let wcs = link.poll_cq(&mut cq, 1, WAIT).map_err(|err| Error::Poll {
+            sent,
+            received,
+            err,
+        })?;
+        let wc = wcs.first().ok_or(Error::NoCompletion { sent, received })?;
+        let tw = Instant::now();
+        in_poll += tw.duration_since(tp);
+        if wc.status != WcStatus::Success {
+            return Err(Error::Completion {
+                wr_id: wc.wr_id,
+                status: wc.status,
+                vendor_err: wc.vendor_err,
+            });
+        }
+        if wc.wr_id >> 32 == 1 {
+            scnt += 1;
+            send_pending = false;
+        } else {
+            if wc.byte_len != o.size {
+                return Err(Error::Length {
+                    n: rcnt,
+                    len: wc.byte_len as usize,
+                    size: o.size,
+                    grh: false,
+                });
+            }
+            let k = wc.wr_id;
+            let tc = Instant::now();
+            mr.read(slot(k), &mut got)
+                .map_err(|e| Error::Verbs("read", e))?;
+            in_copy += tc.elapsed();
+            // The server's first message is rc_pingpong's untouched buffer; every other one
+            // echoes this side's previous message.
+            let bad = if !o.client && rcnt == 0 {
+                got.iter().position(|&b| b != RC_PINGPONG_FILL)
+            } else {
+                let want = last.borrow();
+                first_difference(&got, &want)
+            };
+            if let Some(at) = bad {
+                return Err(Error::Byte {
+                    n: rcnt,
+                    at,
+                    value: got[at],
+                });
+            }
+            rcnt += 1;
+            recv_pending = false;
+            let s = [mr.sge(slot(k), o.size)];
+            let tp = Instant::now();
+            qp.post_recv(&[RecvWr {
+                wr_id: k + RECV_SLOTS,
+                sges: &s,
+            }])
+            .map_err(|e| Error::Verbs("post_recv", e))?;
+            posting.set(posting.get() + tp.elapsed());
+        }
+        if scnt < o.iters && !send_pending && !recv_pending {
+            send(&mut qp, scnt)?;
+            send_pending = true;
+            recv_pending = true;
+        }
+        let w = tw.elapsed();
+        in_work += w;
+        worst_work = worst_work.max(w);
+    }
+    let usec = oob::secs(t0) * 1e6;
+    let bytes = size * o.iters * 2;
+    println!(
+        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
+        usec / 1e6,
+        bytes as f64 * 8.0 / usec
+    );
+    println!(
+        "{} iters in {:.2} seconds = {:.2} usec/iter",
+        o.iters,
+        usec / 1e6,
+        usec / o.iters as f64
+    );
+    println!(
+        "pingpong: {:.3} s waiting for completions, {:.3} s checking and posting (longest step {:.3} s), \
+         of which {:.3} s in MemoryRegion::read, {:.3} s in MemoryRegion::write, {:.3} s in post_send/post_recv",
+        in_poll.as_secs_f64(),
+        in_work.as_secs_f64(),
+        worst_work.as_secs_f64(),
+        in_copy.as_secs_f64(),
+        copy_out.get().as_secs_f64(),
+        posting.get().as_secs_f64()
+    );
+    println!("pingpong: every byte of {rcnt} messages checked: ok");
+    drop(link);
+    drop(qp);
+    drop(cq);
+    drop(mr);
+    drop(pd);
     Ok(())
 }
