@@ -105,7 +105,7 @@ pub use kernel_app::*;
 mod kernel_app {
     use core::fmt::Display;
 
-    use mlx5::{Context, ContextConfig};
+    use mlx5::{Context, ContextConfig, CounterSet};
     use mlx5_kernel::{KernelHal, OpenError};
 
     /// [`super::exit_with`] with its lines on the console: what an app's `main()` returns.
@@ -151,6 +151,24 @@ mod kernel_app {
         let t = app(&dev)?;
         dev.close().map_err(|r| HcaError::Teardown(r.error))?;
         Ok(t)
+    }
+
+    /// [`with_hca`] for an app `name` that finds faults by counters: `app` gets a Q counter
+    /// set for its QP (QPC counter_set_id, as Linux mlx5_ib; none when the HCA has no set
+    /// left), and when the run fails the port's counters and the set's are printed
+    /// ([`crate::oob::print_counters`]).
+    pub fn with_counted_hca<T, E: From<HcaError>>(
+        name: &str,
+        app: impl FnOnce(&Hca, Option<&CounterSet<KernelHal>>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        with_hca(|dev| {
+            let set = dev.alloc_counter_set().ok();
+            let r = app(dev, set.as_ref());
+            if r.is_err() {
+                crate::oob::print_counters(name, dev, set.as_ref());
+            }
+            r
+        })
     }
 }
 

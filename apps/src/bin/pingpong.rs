@@ -92,16 +92,9 @@ fn remote(link: &mut Oob, m: &[u8], client: bool) -> Result<QpEndpoint, Error<'s
 fn run<'a>(o: &Opts, cmdline: &'a str) -> Result<(), Error<'a>> {
     let net = stack::net_args(cmdline).map_err(Error::NetArgs)?;
     let side = Side::new(o.client, net.peer).map_err(|e| Error::Oob("the cmdline", e))?;
-    app::with_hca(|dev| {
-        // Fault finding: the QP counts into a Q counter set of its own (QPC counter_set_id,
-        // as Linux mlx5_ib), printed with the port's counters when the run fails.
-        let set = dev.alloc_counter_set().ok();
-        let r = run_on(o, dev, &net, side, set.as_ref());
-        if r.is_err() {
-            oob::print_counters("pingpong", dev, set.as_ref());
-        }
-        r
-    })
+    // Fault finding: the QP counts into a Q counter set of its own, printed with the port's
+    // counters when the run fails.
+    app::with_counted_hca("pingpong", |dev, set| run_on(o, dev, &net, side, set))
 }
 
 /// The run on the open HCA: the resources, the exchange, the ping-pong and its figures.
