@@ -168,6 +168,80 @@ pub const WAIT: Duration = Duration::from_secs(120);
 #[cfg(target_os = "none")]
 pub use run_error::Error;
 
+#[cfg(target_os = "none")]
+pub use kernel_steps::*;
+
+/// The steps both bins take the same way in the unikernel.
+#[cfg(target_os = "none")]
+mod kernel_steps {
+    use kernel::println;
+    use kernel::time::Instant;
+    use mlx5::{CompletionQueue, QpEndpoint, WcStatus, WorkCompletion};
+    use mlx5_kernel::KernelHal;
+
+    use super::{parse_dest, Error, Opts, DEST_MSG_LEN, WAIT};
+    use crate::oob::Oob;
+
+    /// The peer's endpoint (`pp_*_exch_dest`): its message read from `link` and parsed, with
+    /// its MAC by ARP for its GID's address. `client`: this side is the client (the peer the
+    /// server).
+    pub fn read_remote(link: &mut Oob, client: bool) -> Result<QpEndpoint, Error<'static>> {
+        let (who, reading, mac) = if client {
+            ("server", "reading the server's address", "the server's MAC")
+        } else {
+            ("client", "reading the client's address", "the client's MAC")
+        };
+        let m = link
+            .recv(DEST_MSG_LEN)
+            .map_err(|e| Error::Oob(reading, e))?;
+        let mut rem = parse_dest(&m).ok_or(Error::Garbled(who))?;
+        rem.mac = link.peer_mac(&rem.gid).map_err(|e| Error::Oob(mac, e))?;
+        Ok(rem)
+    }
+
+    /// The figures of rc_pingpong.c and ud_pingpong.c `main` for the run of `o` that began at
+    /// `t0`.
+    pub fn print_figures(o: &Opts, t0: Instant) {
+        let usec = crate::oob::secs(t0) * 1e6;
+        let bytes = o.size as u64 * o.iters * 2;
+        println!(
+            "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
+            usec / 1e6,
+            bytes as f64 * 8.0 / usec
+        );
+        println!(
+            "{} iters in {:.2} seconds = {:.2} usec/iter",
+            o.iters,
+            usec / 1e6,
+            usec / o.iters as f64
+        );
+    }
+
+    /// The next completion of `cq` within [`WAIT`], the stack under `link` kept polled, after
+    /// `sent` SENDs and `received` messages; a completion in error fails the run.
+    pub fn next_completion(
+        link: &mut Oob,
+        cq: &mut CompletionQueue<KernelHal>,
+        sent: u64,
+        received: u64,
+    ) -> Result<WorkCompletion, Error<'static>> {
+        let wcs = link.poll_cq(cq, 1, WAIT).map_err(|err| Error::Poll {
+            sent,
+            received,
+            err,
+        })?;
+        let wc = *wcs.first().ok_or(Error::NoCompletion { sent, received })?;
+        if wc.status != WcStatus::Success {
+            return Err(Error::Completion {
+                wr_id: wc.wr_id,
+                status: wc.status,
+                vendor_err: wc.vendor_err,
+            });
+        }
+        Ok(wc)
+    }
+}
+
 /// Why a run of `pingpong` or `ud-pingpong` failed.
 #[cfg(target_os = "none")]
 mod run_error {

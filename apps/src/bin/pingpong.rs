@@ -33,14 +33,15 @@ use core::time::Duration;
 use apps::app::{self, Hca, OptionError};
 use apps::oob::{self, Oob, OobError, Side};
 use apps::pingpong::{
-    self, dest_msg, first_difference, message, parse_dest, Error, Opts, Tool, WAIT,
+    self, dest_msg, first_difference, message, next_completion, print_figures, read_remote, Error,
+    Opts, Tool, WAIT,
 };
 use apps::stack::{self, KernelNode, NetArgs};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
     AccessFlags, ConnectOptions, CounterSet, QpCaps, QpEndpoint, RecvWr, SendData, SendFlags,
-    SendOp, SendWr, WcStatus,
+    SendOp, SendWr,
 };
 use mlx5_kernel::KernelHal;
 
@@ -72,21 +73,6 @@ fn parse(cmdline: &str) -> Result<Opts, OptionError<'_>> {
 fn main(ctx: &AppContext) -> i32 {
     let cmdline = ctx.cmdline.0;
     app::exit("pingpong", parse(cmdline), |o| run(&o, cmdline))
-}
-
-/// The peer's endpoint from its message, with its MAC by ARP for its GID's address.
-fn remote(link: &mut Oob, m: &[u8], client: bool) -> Result<QpEndpoint, Error<'static>> {
-    let who = if client { "server" } else { "client" };
-    let mut rem = parse_dest(m).ok_or(Error::Garbled(who))?;
-    rem.mac = link.peer_mac(&rem.gid).map_err(|e| {
-        let what = if client {
-            "the server's MAC"
-        } else {
-            "the client's MAC"
-        };
-        Error::Oob(what, e)
-    })?;
-    Ok(rem)
 }
 
 fn run<'a>(o: &Opts, cmdline: &'a str) -> Result<(), Error<'a>> {
@@ -158,28 +144,19 @@ fn run_on(
         ..ConnectOptions::default()
     };
     let sent = |e: OobError| Error::Oob("sending to the peer", e);
-    let rem = if o.client {
+    // The client writes first and says done last; the server connects before it answers.
+    if o.client {
         link.send(&dest_msg(&me)).map_err(sent)?;
-        let m = link
-            .recv(52)
-            .map_err(|e| Error::Oob("reading the server's address", e))?;
-        let rem = remote(&mut link, &m, true)?;
-        qp.connect(&rem, &copts)
-            .map_err(|e| Error::Verbs("connect", e))?;
-        post_all(&mut qp)?;
+    }
+    let rem = read_remote(&mut link, o.client)?;
+    qp.connect(&rem, &copts)
+        .map_err(|e| Error::Verbs("connect", e))?;
+    post_all(&mut qp)?;
+    if o.client {
         link.send(b"done\0").map_err(sent)?;
-        rem
     } else {
-        let m = link
-            .recv(52)
-            .map_err(|e| Error::Oob("reading the client's address", e))?;
-        let rem = remote(&mut link, &m, false)?;
-        qp.connect(&rem, &copts)
-            .map_err(|e| Error::Verbs("connect", e))?;
-        post_all(&mut qp)?;
         link.send(&dest_msg(&me)).map_err(sent)?;
-        rem
-    };
+    }
     println!(
         "  remote address: LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
         rem.qpn,
@@ -233,22 +210,9 @@ fn run_on(
     let mut in_copy = Duration::ZERO;
     while rcnt < o.iters || scnt < o.iters {
         let tp = Instant::now();
-        let (sent, received) = (scnt, rcnt);
-        let wcs = link.poll_cq(&mut cq, 1, WAIT).map_err(|err| Error::Poll {
-            sent,
-            received,
-            err,
-        })?;
-        let wc = wcs.first().ok_or(Error::NoCompletion { sent, received })?;
+        let wc = next_completion(&mut link, &mut cq, scnt, rcnt)?;
         let tw = Instant::now();
         in_poll += tw.duration_since(tp);
-        if wc.status != WcStatus::Success {
-            return Err(Error::Completion {
-                wr_id: wc.wr_id,
-                status: wc.status,
-                vendor_err: wc.vendor_err,
-            });
-        }
         if wc.wr_id >> 32 == 1 {
             scnt += 1;
             send_pending = false;
@@ -301,19 +265,7 @@ fn run_on(
         in_work += w;
         worst_work = worst_work.max(w);
     }
-    let usec = oob::secs(t0) * 1e6;
-    let bytes = size * o.iters * 2;
-    println!(
-        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
-        usec / 1e6,
-        bytes as f64 * 8.0 / usec
-    );
-    println!(
-        "{} iters in {:.2} seconds = {:.2} usec/iter",
-        o.iters,
-        usec / 1e6,
-        usec / o.iters as f64
-    );
+    print_figures(o, t0);
     println!(
         "pingpong: {:.3} s waiting for completions, {:.3} s checking and posting (longest step {:.3} s), \
          of which {:.3} s in MemoryRegion::read, {:.3} s in MemoryRegion::write, {:.3} s in post_send/post_recv",

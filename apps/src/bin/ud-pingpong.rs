@@ -37,14 +37,15 @@ use alloc::vec::Vec;
 use apps::app::{self, Hca, OptionError};
 use apps::oob::{self, Oob, Side};
 use apps::pingpong::{
-    self, dest_msg, first_difference, message, parse_dest, Error, Opts, Tool, DEST_MSG_LEN, WAIT,
+    self, dest_msg, first_difference, message, next_completion, print_figures, read_remote, Error,
+    Opts, Tool, WAIT,
 };
 use apps::stack::{self, KernelNode, NetArgs};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
     grh_ipv4_source, AccessFlags, AddressHandle, AhAttr, CompletionQueue, MemoryRegion, QpCaps,
-    QpEndpoint, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr, UdDest, WcFlags, WcStatus,
+    QpEndpoint, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr, UdDest, WcFlags,
     WorkCompletion, GRH_BYTES,
 };
 use mlx5_kernel::KernelHal;
@@ -193,27 +194,10 @@ fn exchange(
     sgid_index: u8,
 ) -> Result<(QpEndpoint, AddressHandle), Error<'static>> {
     let sent = |e| Error::Oob("sending to the peer", e);
-    let who = if r.o.client { "server" } else { "client" };
     if r.o.client {
         r.link.send(&dest_msg(me)).map_err(sent)?;
     }
-    let m = r.link.recv(DEST_MSG_LEN).map_err(|e| {
-        let w = if r.o.client {
-            "reading the server's address"
-        } else {
-            "reading the client's address"
-        };
-        Error::Oob(w, e)
-    })?;
-    let mut rem = parse_dest(&m).ok_or(Error::Garbled(who))?;
-    rem.mac = r.link.peer_mac(&rem.gid).map_err(|e| {
-        let w = if r.o.client {
-            "the server's MAC"
-        } else {
-            "the client's MAC"
-        };
-        Error::Oob(w, e)
-    })?;
+    let rem = read_remote(&mut r.link, r.o.client)?;
     let ah = pd
         .create_ah(&AhAttr {
             dgid: rem.gid,
@@ -264,28 +248,12 @@ fn ping_pong(r: &mut Res<'_>, rem: &QpEndpoint, ah: &AddressHandle) -> Result<()
         send_pending = true;
     }
     while rcnt < o.iters || scnt < o.iters {
-        let (sent, received) = (scnt, rcnt);
-        let wcs = r
-            .link
-            .poll_cq(&mut r.cq, 1, WAIT)
-            .map_err(|err| Error::Poll {
-                sent,
-                received,
-                err,
-            })?;
-        let wc = wcs.first().ok_or(Error::NoCompletion { sent, received })?;
-        if wc.status != WcStatus::Success {
-            return Err(Error::Completion {
-                wr_id: wc.wr_id,
-                status: wc.status,
-                vendor_err: wc.vendor_err,
-            });
-        }
+        let wc = next_completion(&mut r.link, &mut r.cq, scnt, rcnt)?;
         if wc.wr_id >> 32 == 1 {
             scnt += 1;
             send_pending = false;
         } else {
-            p.received(r, wc, rem.qpn, rcnt)?;
+            p.received(r, &wc, rem.qpn, rcnt)?;
             rcnt += 1;
             recv_pending = false;
             r.post_recv(wc.wr_id + o.rx_depth as u64)?;
@@ -374,23 +342,6 @@ impl Pong<'_> {
         }
         check(&self.got[GRH_BYTES..], r.o.client, n, &self.last)
     }
-}
-
-/// ud_pingpong.c `main`'s figures of the run that began at `t0`.
-fn print_figures(o: &Opts, t0: Instant) {
-    let usec = oob::secs(t0) * 1e6;
-    let bytes = o.size as u64 * o.iters * 2;
-    println!(
-        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
-        usec / 1e6,
-        bytes as f64 * 8.0 / usec
-    );
-    println!(
-        "{} iters in {:.2} seconds = {:.2} usec/iter",
-        o.iters,
-        usec / 1e6,
-        usec / o.iters as f64
-    );
 }
 
 /// Message `n` from Linux: the server's first is ud_pingpong's untouched buffer (0x7b bytes,
