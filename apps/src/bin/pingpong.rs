@@ -40,8 +40,8 @@ use apps::stack::{self, KernelNode, NetArgs};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, ConnectOptions, CounterSet, QpCaps, QpEndpoint, RecvWr, SendData, SendFlags,
-    SendOp, SendWr,
+    AccessFlags, CompletionQueue, ConnectOptions, CounterSet, MemoryRegion, QpCaps, QpEndpoint,
+    QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr, WorkCompletion,
 };
 use mlx5_kernel::KernelHal;
 
@@ -101,7 +101,7 @@ fn run_on(
     let mr = pd
         .alloc_mr(len, AccessFlags::LOCAL_WRITE)
         .map_err(|e| Error::Verbs("alloc_mr", e))?;
-    let mut cq = dev
+    let cq = dev
         .create_cq(64)
         .map_err(|e| Error::Verbs("create_cq", e))?;
     let mut qp = pd
@@ -119,50 +119,97 @@ fn run_on(
         "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID ::ffff:{}.{}.{}.{} (index {sgid})",
         me.qpn, me.psn, ip[0], ip[1], ip[2], ip[3]
     );
-    // Receive slot k at (k+1)*size. rc_pingpong posts its receives in INIT, before the
-    // exchange; this driver's `connect` takes the QP from RESET to RTS at once, so they are
-    // posted right after it, still before the other side can send (the server connects before
-    // it answers; the client before the server's first message can come).
-    let slot = |k: u64| (k % RECV_SLOTS + 1) * size;
-    let post_all = |qp: &mut mlx5::QueuePair<_>| -> Result<(), Error<'static>> {
-        for k in 0..RECV_SLOTS {
-            let s = [mr.sge(slot(k), o.size)];
-            qp.post_recv(&[RecvWr { wr_id: k, sges: &s }])
-                .map_err(|e| Error::Verbs("post_recv", e))?;
-        }
-        Ok(())
-    };
     let node = KernelNode::up(dev, net).map_err(Error::Node)?;
-    let mut link =
-        Oob::open(node, side, o.port, WAIT).map_err(|e| Error::Oob("the exchange", e))?;
-    // rc_pingpong asks for hop limit 1, but for a unicast RoCE destination Linux replaces it
-    // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
-    // the frames carry TTL 64 either way.
-    let copts = ConnectOptions {
-        mtu: oob::mtu_of(o.mtu),
-        sgid_index: sgid as u8,
-        ..ConnectOptions::default()
+    let link = Oob::open(node, side, o.port, WAIT).map_err(|e| Error::Oob("the exchange", e))?;
+    let mut r = Res {
+        o,
+        link,
+        qp,
+        cq,
+        mr,
     };
-    let sent = |e: OobError| Error::Oob("sending to the peer", e);
-    // The client writes first and says done last; the server connects before it answers.
-    if o.client {
-        link.send(&dest_msg(&me)).map_err(sent)?;
-    }
-    let rem = read_remote(&mut link, o.client)?;
-    qp.connect(&rem, &copts)
-        .map_err(|e| Error::Verbs("connect", e))?;
-    post_all(&mut qp)?;
-    if o.client {
-        link.send(b"done\0").map_err(sent)?;
-    } else {
-        link.send(&dest_msg(&me)).map_err(sent)?;
-    }
+    let rem = exchange(&mut r, &me, sgid as u8)?;
     println!(
         "  remote address: LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
         rem.qpn,
         rem.psn,
         oob::hex(&rem.gid)
     );
+    ping_pong(&mut r)?;
+    drop(r);
+    drop(pd);
+    Ok(())
+}
+
+/// What the ping-pong runs on. Fields drop in order: the exchange's connection, the QP, its
+/// CQ, the region.
+struct Res<'a> {
+    o: &'a Opts,
+    link: Oob,
+    qp: QueuePair<KernelHal>,
+    cq: CompletionQueue<KernelHal>,
+    mr: MemoryRegion<KernelHal>,
+}
+
+impl Res<'_> {
+    /// Where receive slot `k` starts: slot k at (k mod RECV_SLOTS + 1) * size, after the send
+    /// area.
+    fn slot(&self, k: u64) -> u64 {
+        (k % RECV_SLOTS + 1) * self.o.size as u64
+    }
+
+    /// Posts receive `wr_id` into its slot.
+    fn post_recv(&mut self, wr_id: u64) -> Result<(), Error<'static>> {
+        let s = [self.mr.sge(self.slot(wr_id), self.o.size)];
+        self.qp
+            .post_recv(&[RecvWr { wr_id, sges: &s }])
+            .map_err(|e| Error::Verbs("post_recv", e))
+    }
+}
+
+/// rc_pingpong.c `pp_client_exch_dest` / `pp_server_exch_dest` and `pp_connect_ctx`: the
+/// peer's endpoint, this side's QP connected to it with its receives posted.
+fn exchange(
+    r: &mut Res<'_>,
+    me: &QpEndpoint,
+    sgid_index: u8,
+) -> Result<QpEndpoint, Error<'static>> {
+    let o = r.o;
+    // rc_pingpong asks for hop limit 1, but for a unicast RoCE destination Linux replaces it
+    // with the route's (64) (drivers/infiniband/core/verbs.c `ib_resolve_unicast_gid_dmac`):
+    // the frames carry TTL 64 either way.
+    let copts = ConnectOptions {
+        mtu: oob::mtu_of(o.mtu),
+        sgid_index,
+        ..ConnectOptions::default()
+    };
+    let sent = |e: OobError| Error::Oob("sending to the peer", e);
+    // The client writes first and says done last; the server connects before it answers.
+    if o.client {
+        r.link.send(&dest_msg(me)).map_err(sent)?;
+    }
+    let rem = read_remote(&mut r.link, o.client)?;
+    r.qp.connect(&rem, &copts)
+        .map_err(|e| Error::Verbs("connect", e))?;
+    // rc_pingpong posts its receives in INIT, before the exchange; this driver's `connect`
+    // takes the QP from RESET to RTS at once, so they are posted right after it, still before
+    // the other side can send (the server connects before it answers; the client before the
+    // server's first message can come).
+    for k in 0..RECV_SLOTS {
+        r.post_recv(k)?;
+    }
+    if o.client {
+        r.link.send(b"done\0").map_err(sent)?;
+    } else {
+        r.link.send(&dest_msg(me)).map_err(sent)?;
+    }
+    Ok(rem)
+}
+
+/// rc_pingpong.c `main`'s loop, every received message checked; its figures, and where the
+/// time went.
+fn ping_pong(r: &mut Res<'_>) -> Result<(), Error<'static>> {
+    let o = r.o;
     let t0 = Instant::now();
     // Message k: the known pattern with k's bytes XORed into every 8-byte word, made and
     // checked a word at a time (byte loops cost a microsecond an iteration under an
@@ -170,17 +217,98 @@ fn run_on(
     let base: Vec<u8> = (0..o.size as usize)
         .map(|i| oob::pattern(SEED, 0, i))
         .collect();
-    let copy_out = core::cell::Cell::new(Duration::ZERO);
-    // The message this side sent last: the one rc_pingpong echoes next.
-    let last = core::cell::RefCell::new(Vec::new());
-    let posting = core::cell::Cell::new(Duration::ZERO);
-    let send = |qp: &mut mlx5::QueuePair<_>, k: u64| -> Result<(), Error<'static>> {
-        let data = message(&base, k);
+    let mut p = Pong {
+        base,
+        last: Vec::new(),
+        got: alloc::vec![0u8; o.size as usize],
+        t: Times::default(),
+    };
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let mut send_pending = false;
+    let mut recv_pending = true;
+    if o.client {
+        p.send(r, 0)?;
+        send_pending = true;
+    }
+    while rcnt < o.iters || scnt < o.iters {
+        let tp = Instant::now();
+        let wc = next_completion(&mut r.link, &mut r.cq, scnt, rcnt)?;
+        let tw = Instant::now();
+        p.t.poll += tw.duration_since(tp);
+        if wc.wr_id >> 32 == 1 {
+            scnt += 1;
+            send_pending = false;
+        } else {
+            p.received(r, &wc, rcnt)?;
+            rcnt += 1;
+            recv_pending = false;
+            let tp = Instant::now();
+            r.post_recv(wc.wr_id + RECV_SLOTS)?;
+            p.t.posting += tp.elapsed();
+        }
+        if scnt < o.iters && !send_pending && !recv_pending {
+            p.send(r, scnt)?;
+            send_pending = true;
+            recv_pending = true;
+        }
+        let w = tw.elapsed();
+        p.t.work += w;
+        p.t.worst = p.t.worst.max(w);
+    }
+    print_figures(o, t0);
+    p.t.print();
+    println!("pingpong: every byte of {rcnt} messages checked: ok");
+    Ok(())
+}
+
+/// Where the ping-pong's time goes: waiting for completions, and this side's own work between
+/// them (checking a message, filling and posting the next), its longest step; of the work,
+/// copying out of and into the registered memory and posting.
+#[derive(Default)]
+struct Times {
+    poll: Duration,
+    work: Duration,
+    worst: Duration,
+    read: Duration,
+    write: Duration,
+    posting: Duration,
+}
+
+impl Times {
+    fn print(&self) {
+        println!(
+            "pingpong: {:.3} s waiting for completions, {:.3} s checking and posting (longest step {:.3} s), \
+             of which {:.3} s in MemoryRegion::read, {:.3} s in MemoryRegion::write, {:.3} s in post_send/post_recv",
+            self.poll.as_secs_f64(),
+            self.work.as_secs_f64(),
+            self.worst.as_secs_f64(),
+            self.read.as_secs_f64(),
+            self.write.as_secs_f64(),
+            self.posting.as_secs_f64()
+        );
+    }
+}
+
+/// What the ping-pong keeps between completions.
+struct Pong {
+    /// This side's pattern, of `-s` bytes.
+    base: Vec<u8>,
+    /// The message this side sent last: the one rc_pingpong echoes next.
+    last: Vec<u8>,
+    /// A received message.
+    got: Vec<u8>,
+    t: Times,
+}
+
+impl Pong {
+    /// Posts this side's message `k`, signaled, remembered in `last`.
+    fn send(&mut self, r: &mut Res<'_>, k: u64) -> Result<(), Error<'static>> {
+        let data = message(&self.base, k);
         let tc = Instant::now();
-        mr.write(0, &data).map_err(|e| Error::Verbs("write", e))?;
-        *last.borrow_mut() = data;
-        copy_out.set(copy_out.get() + tc.elapsed());
-        let s = [mr.sge(0, o.size)];
+        r.mr.write(0, &data).map_err(|e| Error::Verbs("write", e))?;
+        self.last = data;
+        self.t.write += tc.elapsed();
+        let s = [r.mr.sge(0, r.o.size)];
         let wr = SendWr {
             wr_id: 1 << 32 | k,
             op: SendOp::Send { imm: None },
@@ -188,99 +316,42 @@ fn run_on(
             flags: SendFlags::SIGNALED,
         };
         let tp = Instant::now();
-        let r = qp
-            .post_send(&[wr])
-            .map_err(|e| Error::PostSend("post_send", k, e));
-        posting.set(posting.get() + tp.elapsed());
-        r
-    };
-    let (mut scnt, mut rcnt) = (0u64, 0u64);
-    let mut send_pending = false;
-    let mut recv_pending = true;
-    if o.client {
-        send(&mut qp, 0)?;
-        send_pending = true;
+        let res =
+            r.qp.post_send(&[wr])
+                .map_err(|e| Error::PostSend("post_send", k, e));
+        self.t.posting += tp.elapsed();
+        res
     }
-    let mut got = alloc::vec![0u8; o.size as usize];
-    // Where the time goes: waiting for completions, and this side's own work between them
-    // (checking a message, filling and posting the next).
-    let (mut in_poll, mut in_work) = (Duration::ZERO, Duration::ZERO);
-    let mut worst_work = Duration::ZERO;
-    // Of the work: copying out of and into the registered memory (MemoryRegion::read/write).
-    let mut in_copy = Duration::ZERO;
-    while rcnt < o.iters || scnt < o.iters {
-        let tp = Instant::now();
-        let wc = next_completion(&mut link, &mut cq, scnt, rcnt)?;
-        let tw = Instant::now();
-        in_poll += tw.duration_since(tp);
-        if wc.wr_id >> 32 == 1 {
-            scnt += 1;
-            send_pending = false;
+
+    /// Checks received message `n` (completion `wc`): its length and every byte. The
+    /// server's first message is rc_pingpong's untouched buffer; every other one echoes this
+    /// side's previous message.
+    fn received(&mut self, r: &Res<'_>, wc: &WorkCompletion, n: u64) -> Result<(), Error<'static>> {
+        let o = r.o;
+        if wc.byte_len != o.size {
+            return Err(Error::Length {
+                n,
+                len: wc.byte_len as usize,
+                size: o.size,
+                grh: false,
+            });
+        }
+        let tc = Instant::now();
+        r.mr.read(r.slot(wc.wr_id), &mut self.got)
+            .map_err(|e| Error::Verbs("read", e))?;
+        self.t.read += tc.elapsed();
+        let bad = if !o.client && n == 0 {
+            self.got.iter().position(|&b| b != RC_PINGPONG_FILL)
         } else {
-            if wc.byte_len != o.size {
-                return Err(Error::Length {
-                    n: rcnt,
-                    len: wc.byte_len as usize,
-                    size: o.size,
-                    grh: false,
-                });
-            }
-            let k = wc.wr_id;
-            let tc = Instant::now();
-            mr.read(slot(k), &mut got)
-                .map_err(|e| Error::Verbs("read", e))?;
-            in_copy += tc.elapsed();
-            // The server's first message is rc_pingpong's untouched buffer; every other one
-            // echoes this side's previous message.
-            let bad = if !o.client && rcnt == 0 {
-                got.iter().position(|&b| b != RC_PINGPONG_FILL)
-            } else {
-                let want = last.borrow();
-                first_difference(&got, &want)
-            };
-            if let Some(at) = bad {
-                return Err(Error::Byte {
-                    n: rcnt,
-                    at,
-                    value: got[at],
-                });
-            }
-            rcnt += 1;
-            recv_pending = false;
-            let s = [mr.sge(slot(k), o.size)];
-            let tp = Instant::now();
-            qp.post_recv(&[RecvWr {
-                wr_id: k + RECV_SLOTS,
-                sges: &s,
-            }])
-            .map_err(|e| Error::Verbs("post_recv", e))?;
-            posting.set(posting.get() + tp.elapsed());
+            first_difference(&self.got, &self.last)
+        };
+        match bad {
+            Some(at) => Err(Error::Byte {
+                n,
+                at,
+                value: self.got[at],
+            }),
+            None => Ok(()),
         }
-        if scnt < o.iters && !send_pending && !recv_pending {
-            send(&mut qp, scnt)?;
-            send_pending = true;
-            recv_pending = true;
-        }
-        let w = tw.elapsed();
-        in_work += w;
-        worst_work = worst_work.max(w);
     }
-    print_figures(o, t0);
-    println!(
-        "pingpong: {:.3} s waiting for completions, {:.3} s checking and posting (longest step {:.3} s), \
-         of which {:.3} s in MemoryRegion::read, {:.3} s in MemoryRegion::write, {:.3} s in post_send/post_recv",
-        in_poll.as_secs_f64(),
-        in_work.as_secs_f64(),
-        worst_work.as_secs_f64(),
-        in_copy.as_secs_f64(),
-        copy_out.get().as_secs_f64(),
-        posting.get().as_secs_f64()
-    );
-    println!("pingpong: every byte of {rcnt} messages checked: ok");
-    drop(link);
-    drop(qp);
-    drop(cq);
-    drop(mr);
-    drop(pd);
-    Ok(())
 }
