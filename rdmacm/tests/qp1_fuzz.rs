@@ -520,21 +520,12 @@ fn device_qps(b: &Node) -> (usize, Option<u8>) {
     })
 }
 
-/// Datagrams to QP 1 that B's device dropped as longer than QP 1's path MTU (the model's
-/// `rx_drop_ud_length`; B has no other datagram QP the attacker reaches).
-fn b_dropped_long(b: &Node) -> u64 {
-    b.sim.with_hca(|h| {
-        h.port()
-            .counters()
-            .get(mlx5_sim::roce::counters::Counter::RxDropUdLength)
-    })
-}
-
 /// Datagrams B is done with: taken off QP 1 by its GSI service (well-formed MADs or not), or
 /// dropped by its device as longer than QP 1's path MTU.
 fn b_took(b: &Node) -> u64 {
     let g = b.cm.gsi_counters();
-    g.received + g.bad_receives + b_dropped_long(b)
+    // B's device drops only datagrams to QP 1: the attacker reaches no other datagram QP.
+    g.received + g.bad_receives + b.ud_length_drops()
 }
 
 /// How long a step of the storm may take before it counts as a hang.
@@ -768,7 +759,7 @@ fn mutated_mads_into_qp1_never_break_the_passive_side() {
         s.step();
     }
     let (g, c) = (s.b.cm.gsi_counters(), s.b.cm.cm_counters());
-    let long = b_dropped_long(&s.b);
+    let long = s.b.ud_length_drops();
     println!(
         "seed {seed:#x}, {rounds} bursts: {sent} datagrams sent, {late} late; B's device \
          dropped {long} longer than QP 1's path MTU; B's GSI {g:?}; B's CM {c:?}; B's \
@@ -848,7 +839,7 @@ fn bad_lengths_and_headers_into_qp1_are_dropped_and_counted() {
     let long = lengths.iter().filter(|&&n| n > GSI_PATH_MTU).count() as u64;
     assert_eq!(long, 5, "257, 296, 297, 1024 and 4096 bytes");
     assert_eq!(
-        (g.received, g.bad_receives, b_dropped_long(&s.b)),
+        (g.received, g.bad_receives, s.b.ud_length_drops()),
         (cm_took, lengths.len() as u64 - long, long)
     );
     assert_eq!(c.dropped, cm_took);
