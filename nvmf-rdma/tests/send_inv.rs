@@ -1,7 +1,7 @@
 //! SEND with invalidate, end to end on two emulated HCAs: the response to a command whose
-//! keyed SGL asks for invalidation (type 0x4f, subtype `NVME_SGL_FMT_INVALIDATE`, include/linux/
-//! nvme.h) goes out as SEND with invalidate of the SGL's key, as Linux's target sends it
-//! (drivers/nvme/target/rdma.c `nvmet_rdma_map_sgl_keyed` keeps the key,
+//! keyed SGL asks for invalidation (type 0x4f: subtype `NVME_SGL_FMT_INVALIDATE`,
+//! include/linux/nvme.h) goes out as SEND with invalidate of the SGL's key, as Linux's target
+//! sends it (drivers/nvme/target/rdma.c `nvmet_rdma_map_sgl_keyed` keeps the key,
 //! `nvmet_rdma_queue_response` posts IB_WR_SEND_WITH_INV); the host's HCA invalidates the
 //! key, so the target's next access with it fails; a plain keyed SGL (0x40) gets a plain
 //! SEND and the key stays valid.
@@ -26,11 +26,11 @@ use nvmf_rdma::{Note, Why};
 /// [`Access::MW_BIND`]).
 const WIN_LEN: usize = 16 << 10;
 
-/// The host's data region and the type 2 window over it, bound on queue `q`'s QP.
+/// The host's data region and the type 2 window over it, bound on queue `q`'s QP (the
+/// window first: it goes before its region).
 struct Window {
-    mr: mlx5::MemoryRegion<cm::sim::TestHal>,
     mw: MemoryWindow<cm::sim::TestHal>,
-    rkey: u32,
+    mr: mlx5::MemoryRegion<cm::sim::TestHal>,
 }
 
 /// The admin queue and I/O queue 1 of one controller, the I/O queue's QP with room for a bind
@@ -77,7 +77,7 @@ fn setup_window() -> (Tgt, Host, cm::CmClock, usize, Window) {
         (7, WcStatus::Success, WcOpcode::BindMw)
     );
     assert_eq!(mw.rkey(), rkey);
-    (t, h, clock, q, Window { mr, mw, rkey })
+    (t, h, clock, q, Window { mw, mr })
 }
 
 impl Window {
@@ -86,7 +86,7 @@ impl Window {
         let k = KeyedSgl {
             addr: self.mr.addr(),
             len: 4096,
-            key: self.rkey,
+            key: self.mw.rkey(),
         };
         let s = Sgl::keyed(k, invalidate);
         assert_eq!(s.type_byte(), if invalidate { 0x4f } else { 0x40 });
@@ -134,7 +134,7 @@ fn a_keyed_sgl_with_invalidate_gets_send_with_invalidate_and_the_key_dies() {
     // the window's key as the invalidated rkey.
     let wc = read(&mut t, &mut h, &clock, q, &w, true);
     assert_eq!(wc.opcode, WcOpcode::RecvWithInv, "{wc:?}");
-    assert_eq!(wc.imm, Some(w.rkey), "the invalidated rkey");
+    assert_eq!(wc.imm, Some(w.mw.rkey()), "the invalidated rkey");
     assert!(!wc.wc_flags.contains(WcFlags::WITH_IMM), "{wc:?}");
 
     // The key is dead on the host's HCA: the target's RDMA WRITE with it, for the next read
@@ -168,7 +168,6 @@ fn a_keyed_sgl_with_invalidate_gets_send_with_invalidate_and_the_key_dies() {
         vec![0u8; 4096],
         "nothing written through a dead key"
     );
-    drop(w.mw);
 }
 
 #[test]
@@ -184,5 +183,4 @@ fn a_keyed_sgl_without_invalidate_gets_a_plain_send_and_the_key_lives() {
         .notes
         .iter()
         .any(|n| matches!(n, Note::Transport { .. } | Note::Disconnected { .. })));
-    drop(w.mw);
 }
