@@ -61,7 +61,7 @@ const SLOTS: u64 = 16;
 const SLOT: u64 = 4096;
 const SLOT_AT: u64 = 1024;
 const CANARY: u8 = 0x3c;
-/// The peer: its MAC, IPv4 address and IPv6 GID (the `wire` target's second side).
+/// The peer's MAC and IPv4 address (over IPv6 it has the `wire` target's second GID).
 const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x09];
 const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 
@@ -153,7 +153,13 @@ impl CmFuzz {
         let (scq, rcq) = (env.cq(6), env.cq(6));
         let pd = env.pd;
         let gsi = env.qp_of_type(qp::st::QP1, pd, &scq, &rcq, 2, 5);
-        let gsi = gsi.ok().expect("CREATE_QP of the GSI QP");
+        let gsi = gsi.unwrap_or_else(|d| {
+            panic!(
+                "CREATE_QP of the GSI QP: {:#x} {:#x}",
+                d.status(),
+                d.syndrome()
+            )
+        });
         env.bring_up_datagram(gsi.qpn, QP1_QKEY, GSI_MTU, GSI_LOG_MSG_MAX);
         let region = env.alloc((SLOTS * SLOT) as usize);
         env.write(region, &vec![CANARY; (SLOTS * SLOT) as usize]);
@@ -175,9 +181,7 @@ impl CmFuzz {
     }
 
     fn snapshot(&self) -> CounterSnapshot {
-        let f = self.env.raw.dev.f();
-        let h = f.lock_hca();
-        h.port().counters().snapshot()
+        port_counters(&self.env)
     }
 
     /// Posts receive WQEs until `want` are outstanding: mostly Linux's 296 bytes, sometimes
@@ -251,6 +255,30 @@ impl CmFuzz {
         m
     }
 
+    /// The IP header from the peer to the port: IPv4, or IPv6 to GID index 1.
+    fn ip(&self, rng: &mut Rng, v6: bool) -> IpHdr {
+        let g = self.env.gid;
+        if v6 {
+            IpHdr::V6(Ipv6Hdr {
+                traffic_class: 0,
+                flow_label: rng.u32() & 0xf_ffff,
+                hop_limit: 64,
+                src: Ipv6Addr::from(gid_v6(1)),
+                dst: Ipv6Addr::from(gid_v6(0)),
+            })
+        } else {
+            IpHdr::V4(Ipv4Hdr {
+                dscp: 0,
+                ecn: 0,
+                identification: rng.u32() as u16,
+                dont_fragment: true,
+                ttl: 64,
+                src: PEER_IP,
+                dst: Ipv4Addr::new(g[12], g[13], g[14], g[15]),
+            })
+        }
+    }
+
     /// A datagram carrying a MAD: mostly as a CM sends it, sometimes with hostile headers.
     fn datagram(&self, rng: &mut Rng) -> Option<Datagram> {
         let mad = self.mad(rng);
@@ -304,26 +332,7 @@ impl CmFuzz {
             imm_dt: (op == Opcode::UD_SEND_ONLY_WITH_IMMEDIATE).then(|| rng.u32()),
             ..ExtHdrs::NONE
         };
-        let g = self.env.gid;
-        let ip = if v6 {
-            IpHdr::V6(Ipv6Hdr {
-                traffic_class: 0,
-                flow_label: rng.u32() & 0xf_ffff,
-                hop_limit: 64,
-                src: Ipv6Addr::from(gid_v6(1)),
-                dst: Ipv6Addr::from(gid_v6(0)),
-            })
-        } else {
-            IpHdr::V4(Ipv4Hdr {
-                dscp: 0,
-                ecn: 0,
-                identification: rng.u32() as u16,
-                dont_fragment: true,
-                ttl: 64,
-                src: PEER_IP,
-                dst: Ipv4Addr::new(g[12], g[13], g[14], g[15]),
-            })
-        };
+        let ip = self.ip(rng, v6);
         let eth = EthHdr {
             dst: self.env.mac,
             src: PEER_MAC,
@@ -536,13 +545,8 @@ impl Epoch for CmFuzz {
 
     fn check(&mut self) -> Result<(), String> {
         self.env.raw.dev.ram.check_guards()?;
-        let all = self.env.read(self.region, (SLOTS * SLOT) as usize);
-        if let Some(i) = all.iter().position(|&b| b != CANARY) {
-            return Err(format!(
-                "receive region byte {i:#x} written outside any datagram"
-            ));
-        }
-        Ok(())
+        let len = (SLOTS * SLOT) as usize;
+        canary_intact(&self.env, self.region, len, CANARY, "datagram")
     }
 }
 

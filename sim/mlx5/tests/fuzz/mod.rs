@@ -417,6 +417,31 @@ fn reap<D: Device>(env: &Env<D>, cq: &mut dp::Cq) -> Result<(), String> {
     Ok(())
 }
 
+/// The port counters of `env`'s HCA.
+fn port_counters(env: &Env<Guarded>) -> mlx5_sim::roce::counters::CounterSnapshot {
+    let f = env.raw.dev.f();
+    let h = f.lock_hca();
+    h.port().counters().snapshot()
+}
+
+/// Err naming the first of the `len` bytes at `region` that no longer holds `canary` (the
+/// model wrote outside any `what` it received).
+fn canary_intact(
+    env: &Env<Guarded>,
+    region: u64,
+    len: usize,
+    canary: u8,
+    what: &str,
+) -> Result<(), String> {
+    let all = env.read(region, len);
+    match all.iter().position(|&b| b != canary) {
+        Some(i) => Err(format!(
+            "receive region byte {i:#x} written outside any {what}"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// One device (or connection) and what a target does with it each step.
 trait Epoch {
     fn step(&mut self, rng: &mut Rng) -> Result<(), String>;
