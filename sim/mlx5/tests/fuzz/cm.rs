@@ -18,8 +18,8 @@
 //! the oldest posted receive WQE (a successful CQE, `byte_cnt` the 40-byte header area plus
 //! the payload, the area holding 20 zero bytes and the IPv4 header or the IPv6 header as sent,
 //! then the MAD whole, scattered over the WQE's entries, and no other byte of the slot
-//! written), or completed that WQE in error without writing a byte (the QP is then in ERR,
-//! and brought back as Linux does: 2RST, RST2INIT, INIT2RTR, RTR2RTS), or was dropped in
+//! written), or completed that WQE in error without writing a byte (the QP is then in ERR;
+//! the fuzzer brings it back through RST, as the port is brought up), or was dropped in
 //! exactly one receive drop counter. A datagram for another QP or of another transport never
 //! reaches QP 1. After each step: the QP is in RTS unless an error CQE said otherwise, every
 //! byte of the receive region outside a received datagram holds its canary, the guard
@@ -209,9 +209,11 @@ impl CmFuzz {
         }
     }
 
-    /// After an error CQE the GSI QP is in ERR: back to RTS as Linux brings it back (2RST,
-    /// then RST2INIT, INIT2RTR, RTR2RTS; mad.c `ib_mad_change_qp_state_to_rts`), the receive
-    /// counter from 0. What was posted is gone; its flush CQEs must be errors.
+    /// After an error CQE the GSI QP is in ERR (Linux mad.c `ib_mad_recv_done` leaves it so,
+    /// to the port's teardown): 2RST, then back to RTS the way the port brings it up
+    /// (RST2INIT, INIT2RTR, RTR2RTS; mad.c `ib_mad_change_qp_state_to_rts`), the receive
+    /// counter from 0, so that the epoch goes on. What was posted is gone; its flush CQEs
+    /// must be errors.
     fn recover(&mut self) -> Result<(), String> {
         let qpn = self.gsi.qpn;
         self.env.modify_simple(opcode::QP_2RST, qpn).ok();
