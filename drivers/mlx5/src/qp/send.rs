@@ -189,7 +189,7 @@ impl<H: Hal> QueuePair<H> {
         let head = self.sq_wr_head;
         self.gate(head)?;
         let addr = self.resolve(local, write)?;
-        self.write_one_sge(
+        let base = self.put_one_sge(
             head,
             opc,
             wr_id,
@@ -199,6 +199,7 @@ impl<H: Hal> QueuePair<H> {
             remote,
             flags,
         );
+        self.ring_one(base);
         Ok(())
     }
 
@@ -212,28 +213,18 @@ impl<H: Hal> QueuePair<H> {
         self.sweep_all();
     }
 
-    /// Writes a ctrl + raddr + data WQE (one block, never wrapping) at `cur_post` and rings
-    /// the doorbell. The caller checked state, room and the local slice; `head` is
-    /// `sq_wr_head`, `lkey_be` the key as the data segment holds it (`key.to_be()`).
-    #[allow(clippy::too_many_arguments)]
+    /// Rings the doorbell for the one-block WQE at `base` ([`QueuePair::put_one_sge`]):
+    /// BlueFlame when a half-register holds a block.
     #[inline]
-    pub(crate) fn write_one_sge(
-        &mut self,
-        head: u32,
-        opc: u8,
-        wr_id: u64,
-        addr: u64,
-        len: u32,
-        lkey_be: u32,
-        remote: Remote,
-        flags: SendFlags,
-    ) {
-        let base = self.put_one_sge(head, opc, wr_id, addr, len, lkey_be, remote, flags);
+    pub(crate) fn ring_one(&mut self, base: *const u8) {
         self.ring_sq(base, self.cur_post, if self.bf_one { 1 } else { 0 });
     }
 
-    /// The WQE of [`QueuePair::write_one_sge`] without the doorbell: its block, counted.
-    /// Also the WQE step of the general path for this shape ([`QueuePair::write_send`]).
+    /// Writes a ctrl + raddr + data WQE (one block, never wrapping) at `cur_post` and counts
+    /// it; the doorbell is the caller's ([`QueuePair::ring_one`], or the list's). The caller
+    /// checked state, room and the local slice; `head` is `sq_wr_head`, `lkey_be` the key as
+    /// the data segment holds it (`key.to_be()`). Also the WQE step of the general path for
+    /// this shape ([`QueuePair::write_send`]).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn put_one_sge(
@@ -833,7 +824,8 @@ impl<H: Hal> QueuePair<H> {
         // The stamp of `bindings[last_binding]` (see `last_stamp`).
         self.last_stamp = head.wrapping_add(1);
         let addr = mr.iova + offset;
-        self.write_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
+        let base = self.put_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
+        self.ring_one(base);
         Some(Ok(()))
     }
 
@@ -862,7 +854,8 @@ impl<H: Hal> QueuePair<H> {
         let i = self.binding_for(mr);
         self.stamp_sq(i);
         let addr = mr.iova + offset;
-        self.write_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
+        let base = self.put_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
+        self.ring_one(base);
         self.sweep();
         Ok(())
     }

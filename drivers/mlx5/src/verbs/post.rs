@@ -421,8 +421,8 @@ impl<H: Hal> QueuePair<H> {
     /// Posts receive work requests (checked as [`QueuePair::post_send`]; receive buffers
     /// need LOCAL_WRITE). The doorbell record is updated once.
     ///
-    /// One WR of one SGE (a receive reposted as it completes) takes the one-WR step
-    /// [`QueuePair::post_recv_one_sge`]; lists take [`QueuePair::post_recv_list`].
+    /// One WR of one SGE (a receive reposted as it completes) takes a one-WR step with the
+    /// same checks; lists take [`QueuePair::post_recv_list`].
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_, H>]) -> Result<()> {
         if let [RecvWr { wr_id, sges: [s] }] = wrs {
             return self.post_recv_one_sge(*wr_id, s);
