@@ -139,35 +139,40 @@ impl<H: Hal> QueuePair<H> {
         if self.auto_live == 0 {
             return;
         }
+        let t = self.tails();
+        if self.nothing_free(t) {
+            return;
+        }
         let keep = if self.last_mr.is_null() {
             usize::MAX
         } else {
             self.last_binding
         };
-        self.sweep_keeping(keep);
+        self.sweep_slow(t, keep);
     }
 
     /// Releases every region that only completed WRs referenced.
-    pub(crate) fn sweep_all(&mut self) {
-        self.sweep_keeping(usize::MAX);
-    }
-
+    // inline(always): a QP that holds no region pays one compare (the UMR QP's
+    // release_completed after each UMR)
     #[inline(always)]
-    fn sweep_keeping(&mut self, keep: usize) {
+    pub(crate) fn sweep_all(&mut self) {
         if self.auto_live == 0 {
             return;
         }
         let t = self.tails();
-        // Again once as many WRs completed as the nearest release needs, or when a
-        // completed binding was kept back and now another one (or none) is to be kept.
-        let (sq_done, rq_done) = (
-            t.0.wrapping_sub(self.swept.0),
-            t.1.wrapping_sub(self.swept.1),
-        );
-        let kept = self.swept_kept == usize::MAX || self.swept_kept == keep;
-        if !(kept && sq_done < self.sweep_room.0 && rq_done < self.sweep_room.1) {
-            self.sweep_slow(t, keep);
+        if self.swept_kept == usize::MAX && self.nothing_free(t) {
+            return;
         }
+        self.sweep_slow(t, usize::MAX);
+    }
+
+    /// True while fewer WRs completed since the last sweep than the nearest release needs
+    /// (`sweep_room`): every region it left held is still busy. (The region it kept back is
+    /// the send posts' last one; a change of that region voids the room, `binding_for_slow`.)
+    #[inline(always)]
+    fn nothing_free(&self, t: (u32, u32)) -> bool {
+        t.0.wrapping_sub(self.swept.0) < self.sweep_room.0
+            && t.1.wrapping_sub(self.swept.1) < self.sweep_room.1
     }
 
     /// Releases every completed WR-held binding but `keep`, and records what it kept back
@@ -236,6 +241,10 @@ impl<H: Hal> QueuePair<H> {
     pub(super) fn binding_for_slow(&mut self, mr: &Arc<MrInner<H>>) -> usize {
         self.flush_stamp();
         let i = self.find_or_add(mr);
+        if self.swept_kept != usize::MAX && self.swept_kept != i {
+            // The region the last sweep kept back is no longer the one to keep.
+            self.sweep_room = (0, 0);
+        }
         self.last_binding = i;
         self.last_mr = Arc::as_ptr(mr) as *const ();
         self.last_stamp = self.bindings[i].last_sq;
