@@ -8,8 +8,11 @@
 //!   emulated HCA whose port is plugged into the peer's stream socket. The unikernel has its
 //!   own IP stack on that port: Linux finds it by ARP and talks TCP to it; the launcher only
 //!   starts both and collects their consoles.
+//! - [`Serving`]: the unikernel of such a run on its own, which Linux guests join one after
+//!   the other (a host that vanishes, then a new one: tests/nvmeof_host.rs).
 
 mod run;
+mod serve;
 #[cfg(test)]
 mod tests;
 
@@ -17,6 +20,7 @@ pub use run::{
     app_for, cli, is_service, linux_side, run_linux_peer, unikernel_cmdline, uses_rdma_cm, PeerRun,
     PeerRunResult, Role,
 };
+pub use serve::Serving;
 
 use std::fs;
 use std::io::Read;
