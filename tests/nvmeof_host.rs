@@ -335,10 +335,10 @@ fn fio_table_unikernel_vs_linux_nvmet() {
 
 /// A host killed mid-I/O: its controller is freed after the keep-alive timeout (the target's
 /// log says so, and no RC QP is left at the end), and a new host's connection works (the basic
-/// scenario, from a second guest on the same link). Linux's target; the unikernel's arm of
-/// this test needs the launcher to run two Linux hosts one after the other against it.
+/// scenario, from a second guest on the same link). Linux's target; the unikernel's arm is
+/// `unikernel_host_killed_mid_io`.
 #[test]
-#[ignore = "Linux nvmet-rdma's behaviour, the reference for the unikernel's arm (not built yet); three TCG Linux guests; run with --ignored"]
+#[ignore = "Linux nvmet-rdma's behaviour, the reference for the unikernel's arm (unikernel_host_killed_mid_io); three TCG Linux guests; run with --ignored"]
 fn linux_nvmet_host_killed_mid_io() {
     const T: &str = "linux_nvmet_host_killed_mid_io";
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
