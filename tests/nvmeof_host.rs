@@ -479,6 +479,33 @@ fn queue_lines(log: &str) -> Vec<QueueLine> {
 /// `line`, nvmf-rdma's `Why::Controller`).
 const CONTROLLER_GONE: &str = "controller gone (keep-alive timeout or fatal error)";
 
+/// Waits until `done` holds for the target's console (polled every 200 ms); fails the test,
+/// with that console, once `limit` has passed since `since` (`what` says what was still so)
+/// or the target has ended.
+fn wait_until(
+    t: &str,
+    uk: &mut peer::Serving,
+    since: Instant,
+    limit: Duration,
+    what: &str,
+    mut done: impl FnMut(&str) -> bool,
+) {
+    while !done(uk.console()) {
+        assert!(
+            since.elapsed() < limit,
+            "{t}: {what} after {} s:\n{}",
+            limit.as_secs(),
+            uk.console()
+        );
+        assert!(
+            uk.try_wait().is_none(),
+            "{t}: the target ended:\n{}",
+            uk.console()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The unikernel's arm of `linux_nvmet_host_killed_mid_io`: one `nvmf-target`, two Linux hosts
 /// one after the other on its wire. The first connects and writes with fio until its guest is
 /// killed; the target tears every queue of that host's controller down after the keep-alive
@@ -520,19 +547,15 @@ fn unikernel_host_killed_mid_io() {
     };
     let t0 = Instant::now();
     let mut b1 = uk.join(&first, "B1| ").expect("first host");
-    while !b1.saw("RESULT io-running") && !b1.saw("RESULT fail") {
-        assert!(
-            t0.elapsed() < Duration::from_secs(900),
-            "{T}: the first host never got its I/O going:\n{}",
-            uk.console()
-        );
-        assert!(
-            uk.try_wait().is_none(),
-            "{T}: the target ended:\n{}",
-            uk.console()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let limit = Duration::from_secs(900);
+    wait_until(
+        T,
+        &mut uk,
+        t0,
+        limit,
+        "the first host's I/O not going",
+        |_| b1.saw("RESULT io-running") || b1.saw("RESULT fail"),
+    );
     let running = t0.elapsed();
     std::thread::sleep(Duration::from_secs(3));
     let b1 = b1.kill();
@@ -555,8 +578,10 @@ fn unikernel_host_killed_mid_io() {
     // From its first queue's connect on (a discovery controller before it may have had the
     // same ID).
     let of_first = |l: &QueueLine| l.ip == peer::PEER_IP && l.cntlid == Some(cntlid);
-    loop {
-        let mut lines = queue_lines(uk.console());
+    let limit = Duration::from_secs(120);
+    let what = format!("controller {cntlid}'s queues still there after its host was killed");
+    wait_until(T, &mut uk, killed, limit, &what, |log| {
+        let mut lines = queue_lines(log);
         let from = lines
             .iter()
             .position(|l| l.connect && of_first(l) && l.rest.starts_with(SUBSYS_NQN))
@@ -571,30 +596,13 @@ fn unikernel_host_killed_mid_io() {
         assert_eq!(
             connected.len(),
             queues,
-            "{T}: the target's connects of controller {cntlid} (the host has {queues} queues):\n{}",
-            uk.console()
+            "{T}: the target's connects of controller {cntlid} (the host has {queues} queues):\n{log}"
         );
         if let Some(l) = ended.iter().find(|l| l.rest != CONTROLLER_GONE) {
-            panic!(
-                "{T}: {l:?} ended otherwise than by its controller's teardown:\n{}",
-                uk.console()
-            );
+            panic!("{T}: {l:?} ended otherwise than by its controller's teardown:\n{log}");
         }
-        if connected.iter().all(|q| ended.iter().any(|l| l.qid == *q)) {
-            break;
-        }
-        assert!(
-            killed.elapsed() < Duration::from_secs(120),
-            "{T}: controller {cntlid}'s queues still there 120 s after its host was killed:\n{}",
-            uk.console()
-        );
-        assert!(
-            uk.try_wait().is_none(),
-            "{T}: the target ended:\n{}",
-            uk.console()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        connected.iter().all(|q| ended.iter().any(|l| l.qid == *q))
+    });
     let freed = killed.elapsed();
     let before_second = queue_lines(uk.console()).len();
 
