@@ -256,7 +256,7 @@ impl Running {
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             }
         }
-        for r in self.readers {
+        for r in std::mem::take(&mut self.readers) {
             let _ = r.join();
         }
         self.seen.extend(self.rx.try_iter());
@@ -268,7 +268,7 @@ impl Running {
                 .ok()
         });
         PeerOutcome {
-            console: self.seen,
+            console: std::mem::take(&mut self.seen),
             rc,
             timed_out,
             wall: self.start.elapsed(),
@@ -280,6 +280,17 @@ impl Running {
         let _ = self.child.kill();
         self.timeout = Duration::ZERO;
         self.finish()
+    }
+}
+
+impl Drop for Running {
+    /// A guest nobody waits for any more (a test failed before its end) is killed, not left
+    /// running on a shared machine.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
