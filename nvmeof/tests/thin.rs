@@ -167,3 +167,21 @@ fn write_zeroes_and_deallocate_of_whole_chunks_leave_nothing_behind() {
     // Nothing outside the namespace was ever touched: the memory is the disk's only.
     assert_eq!(t.disk(0).unwrap().bytes().len(), DISK);
 }
+
+/// The namespace promises nothing of deallocated blocks, as Linux's target does not for a
+/// block device (`drivers/nvme/target/admin-cmd.c` `nvmet_execute_identify_ns` leaves DLFEAT
+/// zero): a deallocate of part of a chunk may leave its bytes.
+#[test]
+fn identify_namespace_reports_no_deallocated_read_behaviour() {
+    let disk = RamDisk::new(vec![OLD; DISK], 0);
+    let mut t = Target::new(capture_config(), vec![disk]).unwrap();
+    let admin = connected(&mut t, 0, 0)[0];
+    let mut id = vec![0x55u8; 4096];
+    let r = run(&mut t, admin, &sqe(0x06, 1, 1, &[0], keyed(4096)), &mut id).unwrap();
+    assert_eq!(r.cqe.status, 0);
+    assert_eq!(id[33], 0, "DLFEAT");
+    assert_eq!(
+        u64::from_le_bytes(id[..8].try_into().unwrap()),
+        DISK as u64 / 512
+    );
+}
