@@ -60,7 +60,8 @@ pub trait Backend {
 /// Which chunks ([`CHUNK`] bytes; the last one may be shorter) of a thin disk of `size`
 /// bytes were written: one bit each (8 KiB for 64 GiB). The disk keeps it beside its memory
 /// and asks it before every access; the map never touches the memory itself, its callers
-/// zero what it names. Ranges given to it must be inside the disk (the disk checks them).
+/// zero what it names. A range past the disk's end is refused ([`BackendError::OutOfRange`])
+/// before any bit changes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkMap {
     words: Vec<u64>,
@@ -146,9 +147,11 @@ impl ChunkMap {
     pub fn hide_unwritten(&self, offset: u64, out: &mut [u8]) {
         let mut at = 0usize;
         while at < out.len() {
-            let pos = offset + at as u64;
+            let pos = offset.saturating_add(at as u64);
             let c = pos >> CHUNK_SHIFT;
-            let n = ((self.bounds(c).1 - pos) as usize).min(out.len() - at);
+            // To the chunk's end (past the disk's: nothing there is written).
+            let n = ((c + 1) << CHUNK_SHIFT).wrapping_sub(pos);
+            let n = usize::try_from(n).map_or(out.len() - at, |n| n.min(out.len() - at));
             if !self.is_written(c) {
                 out[at..at + n].fill(0);
             }
@@ -160,12 +163,19 @@ impl ChunkMap {
     /// again; their memory is left as it is) and returns the rest of the range: at most a
     /// part of one chunk at each end, `(offset, len)`, and only where that chunk is written
     /// (an unwritten one reads as zeros already). Write Zeroes zeroes those parts.
-    pub fn unmap(&mut self, offset: u64, len: u64) -> [Option<(u64, u64)>; 2] {
+    pub fn unmap(
+        &mut self,
+        offset: u64,
+        len: u64,
+    ) -> Result<[Option<(u64, u64)>; 2], BackendError> {
         let mut parts = [None, None];
+        let end = match offset.checked_add(len) {
+            Some(end) if end <= self.size => end,
+            _ => return Err(BackendError::OutOfRange),
+        };
         if len == 0 {
-            return parts;
+            return Ok(parts);
         }
-        let end = offset + len;
         let (first, last) = (offset >> CHUNK_SHIFT, (end - 1) >> CHUNK_SHIFT);
         for c in first..=last {
             let (start, stop) = self.bounds(c);
@@ -176,7 +186,7 @@ impl ChunkMap {
                 parts[usize::from(c != first)] = Some((a, b - a));
             }
         }
-        parts
+        Ok(parts)
     }
 }
 
@@ -259,8 +269,7 @@ impl<M: AsRef<[u8]> + AsMut<[u8]>> Backend for RamDisk<M> {
     }
 
     fn write_zeroes(&mut self, offset: u64, len: u64) -> Result<(), BackendError> {
-        self.range(offset, len)?;
-        for (at, n) in self.map.unmap(offset, len).into_iter().flatten() {
+        for (at, n) in self.map.unmap(offset, len)?.into_iter().flatten() {
             self.mem.as_mut()[at as usize..(at + n) as usize].fill(0);
         }
         Ok(())
@@ -382,21 +391,28 @@ mod tests {
         let mut m = ChunkMap::new(3 * MIB + 4096);
         let nothing = |_: u64, _: u64| Ok(());
         // Nothing written: nothing to zero.
-        assert_eq!(m.unmap(100, 2 * MIB), [None, None]);
+        assert_eq!(m.unmap(100, 2 * MIB), Ok([None, None]));
         m.touch(0, 3 * MIB + 4096, nothing).unwrap();
         assert_eq!(m.written(), 4);
         // Inside one chunk: one part.
-        assert_eq!(m.unmap(MIB + 10, 20), [Some((MIB + 10, 20)), None]);
+        assert_eq!(m.unmap(MIB + 10, 20), Ok([Some((MIB + 10, 20)), None]));
         // Over a boundary: a part of each.
         assert_eq!(
             m.unmap(MIB - 10, 30),
-            [Some((MIB - 10, 10)), Some((MIB, 20))]
+            Ok([Some((MIB - 10, 10)), Some((MIB, 20))])
         );
         assert_eq!(m.written(), 4);
         // The short last chunk and the whole of chunk 2.
-        assert_eq!(m.unmap(2 * MIB, MIB + 4096), [None, None]);
+        assert_eq!(m.unmap(2 * MIB, MIB + 4096), Ok([None, None]));
         assert_eq!(m.written(), 2);
-        assert_eq!(m.unmap(0, 0), [None, None]);
+        assert_eq!(m.unmap(0, 0), Ok([None, None]));
+        // Past the end: refused, nothing changed.
+        assert_eq!(m.unmap(3 * MIB, 8192), Err(BackendError::OutOfRange));
+        assert_eq!(m.unmap(u64::MAX, 2), Err(BackendError::OutOfRange));
+        assert_eq!(m.written(), 2);
+        let mut out = [0x55u8; 64];
+        m.hide_unwritten(u64::MAX - 8, &mut out);
+        assert!(out.iter().all(|&b| b == 0));
     }
 
     #[test]

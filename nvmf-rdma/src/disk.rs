@@ -49,13 +49,6 @@ impl<H: Hal> MrDisk<H> {
         &self.map
     }
 
-    fn check(&self, offset: u64, len: u64) -> Result<(), BackendError> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.size() => Ok(()),
-            _ => Err(BackendError::OutOfRange),
-        }
-    }
-
     /// [`ChunkMap::touch`] over the region.
     #[inline]
     fn touch(&mut self, offset: u64, len: u64) -> Result<(), BackendError> {
@@ -98,8 +91,7 @@ impl<H: Hal> Backend for MrDisk<H> {
     }
 
     fn write_zeroes(&mut self, offset: u64, len: u64) -> Result<(), BackendError> {
-        self.check(offset, len)?;
-        for (at, n) in self.map.unmap(offset, len).into_iter().flatten() {
+        for (at, n) in self.map.unmap(offset, len)?.into_iter().flatten() {
             zero(&self.mr, at, n)?;
         }
         Ok(())
@@ -111,9 +103,7 @@ impl<H: Hal> Backend for MrDisk<H> {
     /// `drivers/nvme/target/admin-cmd.c` `nvmet_execute_identify_ns`; NVMe Base: what they
     /// read is then unspecified), so nothing needs writing.
     fn deallocate(&mut self, offset: u64, len: u64) -> Result<(), BackendError> {
-        self.check(offset, len)?;
-        self.map.unmap(offset, len);
-        Ok(())
+        self.map.unmap(offset, len).map(|_| ())
     }
 
     fn flush(&mut self) -> Result<(), BackendError> {
