@@ -85,6 +85,7 @@ impl<H: Hal> Backend for MrDisk<H> {
         Ok(())
     }
 
+    #[inline]
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
         self.touch(offset, data.len() as u64)?;
         self.mr.write(offset, data).map_err(io)
