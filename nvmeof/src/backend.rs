@@ -260,6 +260,7 @@ impl<M: AsRef<[u8]> + AsMut<[u8]>> Backend for RamDisk<M> {
         Ok(())
     }
 
+    // inline: the core bench's in-capsule write, 899 instructions inlined, 929 not.
     #[inline]
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
         let r = self.range(offset, data.len() as u64)?;

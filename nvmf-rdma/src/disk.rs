@@ -85,6 +85,7 @@ impl<H: Hal> Backend for MrDisk<H> {
         Ok(())
     }
 
+    // inline: the transport bench's in-capsule write, 2,448 instructions inlined, 2,468 not.
     #[inline]
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
         self.touch(offset, data.len() as u64)?;
