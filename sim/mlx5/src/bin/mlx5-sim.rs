@@ -299,8 +299,11 @@ fn print_stats(server: &ProxyServer<Mlx5Function>, every: Duration) {
                 std::thread::sleep(every);
                 let w = exec.wake_stats();
                 let line = format!(
-                    "bar_writes={} bar_reads={} doorbells={} wire_wakes={} ticks={} woken={} {:?}",
+                    "bar_writes={} (send {} cq {} eq {}) bar_reads={} doorbells={} wire_wakes={} ticks={} woken={} {:?}",
                     proxy.bar_writes.load(Relaxed),
+                    proxy.send_doorbells.load(Relaxed),
+                    proxy.cq_doorbells.load(Relaxed),
+                    proxy.eq_doorbells.load(Relaxed),
                     proxy.bar_reads.load(Relaxed),
                     w.doorbells.load(Relaxed),
                     w.wire.load(Relaxed),
@@ -309,7 +312,11 @@ fn print_stats(server: &ProxyServer<Mlx5Function>, every: Duration) {
                     port.snapshot().nonzero()
                 );
                 if line != last {
-                    eprintln!("mlx5-sim: stats: {line}");
+                    let t = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_secs_f64();
+                    eprintln!("mlx5-sim: stats: t={t:.3} {line}");
                     last = line;
                 }
             }

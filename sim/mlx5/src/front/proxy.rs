@@ -347,6 +347,32 @@ pub struct ProxyCounts {
     pub bar_writes: AtomicU64,
     /// BAR_READ messages.
     pub bar_reads: AtomicU64,
+    /// Of the writes: send doorbells and BlueFlame stores (a UAR page's 0x800..0x1000).
+    pub send_doorbells: AtomicU64,
+    /// Of the writes: CQ arm doorbells (a UAR page's `CQ_DOORBELL`).
+    pub cq_doorbells: AtomicU64,
+    /// Of the writes: EQ doorbells (`EQ_DOORBELL_ARM`, `EQ_DOORBELL_NO_ARM`).
+    pub eq_doorbells: AtomicU64,
+}
+
+impl ProxyCounts {
+    /// Counts a write at BAR0 offset `off` by the UAR register it lands on.
+    fn uar_write(&self, off: u64) {
+        use crate::objects::uar::{
+            CQ_DOORBELL, EQ_DOORBELL_ARM, EQ_DOORBELL_NO_ARM, UAR_PAGE_SIZE,
+        };
+        if off < crate::front::device::UAR_BASE {
+            return;
+        }
+        let reg = (off % UAR_PAGE_SIZE) as u32;
+        let n = match reg {
+            CQ_DOORBELL => &self.cq_doorbells,
+            EQ_DOORBELL_ARM | EQ_DOORBELL_NO_ARM => &self.eq_doorbells,
+            r if r >= 0x800 => &self.send_doorbells,
+            _ => return,
+        };
+        n.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Serves one [`PciFunction`] to QEMU over the proxy protocol.
@@ -610,6 +636,9 @@ impl<F: PciFunction> ProxyServer<F> {
                 "<- BAR_WRITE bar{bar}+{off:#x} size={size} val={:#x}",
                 val & mask
             ));
+            if bar == 0 {
+                self.counts.uar_write(off);
+            }
             self.function.bar_write(bar, off, val & mask, size);
             0
         } else {
