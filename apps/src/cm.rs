@@ -427,10 +427,10 @@ mod kernel_run {
     use alloc::boxed::Box;
 
     use kernel::println;
-    use mlx5::{Context, ContextConfig};
-    use mlx5_kernel::{KernelHal, OpenError};
+    use mlx5_kernel::KernelHal;
 
     use super::{AppError, CmNode};
+    use crate::app::{self, HcaError};
     use crate::stack::{self, KernelClock, KernelNic, KernelNode, NetArgsError, NodeError};
 
     /// The apps' node with a connection manager in the unikernel.
@@ -441,48 +441,44 @@ mod kernel_run {
     pub enum RunError<'c> {
         /// The cmdline's network words.
         NetArgs(NetArgsError<'c>),
-        /// No mlx5 function to open.
-        Open(OpenError),
-        /// The HCA's bring-up failed.
-        BringUp(mlx5::Error),
+        /// Opening, bringing up or closing the HCA.
+        Hca(HcaError),
         /// The Ethernet queue or the stack.
         Network(NodeError),
         /// The app (or its node's PD and connection manager).
         App(AppError),
-        /// The HCA's teardown was refused.
-        Teardown(mlx5::Error),
+    }
+
+    impl From<HcaError> for RunError<'_> {
+        fn from(e: HcaError) -> Self {
+            RunError::Hca(e)
+        }
     }
 
     impl core::fmt::Display for RunError<'_> {
         fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             match self {
                 RunError::NetArgs(e) => write!(f, "{e}"),
-                RunError::Open(e) => write!(f, "no mlx5 function: {e:?}"),
-                RunError::BringUp(e) => write!(f, "bring-up: {e:?}"),
+                RunError::Hca(e) => write!(f, "{e}"),
                 RunError::Network(e) => write!(f, "the network: {e:?}"),
                 RunError::App(e) => write!(f, "{e}"),
-                RunError::Teardown(e) => write!(f, "teardown refused: {e:?}"),
             }
         }
     }
 
-    /// Runs `app` on a node placed by the cmdline's network words, with the HCA opened and
-    /// closed around it; its lines go to the console.
+    /// Runs `run` on a node placed by the cmdline's network words, with the HCA opened and
+    /// closed around it ([`app::with_hca`]); its lines go to the console.
     pub fn run<'c>(
         cmdline: &'c str,
-        app: impl FnOnce(&mut KernelCmNode<'_>) -> Result<(), AppError>,
+        run: impl FnOnce(&mut KernelCmNode<'_>) -> Result<(), AppError>,
     ) -> Result<(), RunError<'c>> {
         let net = stack::net_args(cmdline).map_err(RunError::NetArgs)?;
-        let hal = mlx5_kernel::open_first(None).map_err(RunError::Open)?;
-        let dev = Context::open(hal, ContextConfig::default()).map_err(RunError::BringUp)?;
-        let r = KernelNode::up(&dev, &net)
-            .map_err(RunError::Network)
-            .and_then(|node| {
-                CmNode::new(&dev, node, Box::new(|a| println!("{a}"))).map_err(RunError::App)
-            })
-            .and_then(|mut n| app(&mut n).map_err(RunError::App));
-        dev.close().map_err(|r| RunError::Teardown(r.error))?;
-        r
+        app::with_hca(|dev| {
+            let node = KernelNode::up(dev, &net).map_err(RunError::Network)?;
+            let mut n =
+                CmNode::new(dev, node, Box::new(|a| println!("{a}"))).map_err(RunError::App)?;
+            run(&mut n).map_err(RunError::App)
+        })
     }
 }
 

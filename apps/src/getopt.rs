@@ -57,6 +57,8 @@ pub enum OptError<'a> {
     },
     /// Neither the options nor the launcher's `role=` say which side this is.
     NoRole,
+    /// The launcher's `role=` is neither `server` nor `client`.
+    Role(crate::oob::RoleError<'a>),
 }
 
 impl core::fmt::Display for OptError<'_> {
@@ -69,6 +71,7 @@ impl core::fmt::Display for OptError<'_> {
                 write!(f, "-{opt}{sep}{value}: {why}")
             }
             OptError::NoRole => write!(f, "need -s or -c (or role=)"),
+            OptError::Role(e) => write!(f, "{e}"),
         }
     }
 }

@@ -7,6 +7,10 @@ extern crate std;
 
 extern crate alloc;
 
+/// What the apps' `main()`s share: exit status and lines, the tools' option errors, the HCA
+/// around a run.
+pub mod app;
+
 /// The out-of-band channel and shared helpers of the Linux-peer apps (`pingpong`, `perftest`).
 pub mod oob;
 

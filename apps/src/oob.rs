@@ -115,8 +115,18 @@ impl core::fmt::Display for OobError {
     }
 }
 
+/// The launcher's `role=` word names neither side: its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoleError<'a>(pub &'a str);
+
+impl core::fmt::Display for RoleError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "role={}: not server or client", self.0)
+    }
+}
+
 /// The launcher's `role=server|client` word (the last one wins): `Some(true)` for client.
-pub fn cmdline_role(cmdline: &str) -> Result<Option<bool>, String> {
+pub fn cmdline_role(cmdline: &str) -> Result<Option<bool>, RoleError<'_>> {
     match cmdline
         .split_ascii_whitespace()
         .filter_map(|w| w.strip_prefix("role="))
@@ -124,7 +134,7 @@ pub fn cmdline_role(cmdline: &str) -> Result<Option<bool>, String> {
     {
         Some("client") => Ok(Some(true)),
         Some("server") => Ok(Some(false)),
-        Some(r) => Err(alloc::format!("role={r}: not server or client")),
+        Some(r) => Err(RoleError(r)),
         None => Ok(None),
     }
 }

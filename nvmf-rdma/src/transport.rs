@@ -436,14 +436,17 @@ impl<H: Hal> NvmfRdma<H> {
                 let mr: &MemoryRegion<H> = if local.0.is_some() { &c.bounce } else { disk };
                 let sge = [mr.sge(local.1, local.2)];
                 let bytes = r.cqe.to_bytes();
+                // The WRITE, unsignaled, carries its response's id: a completion comes only
+                // when it fails, and then names the connection, so its status is noted.
+                let id = c.wr(i, Kind::Resp, tag);
                 Ok(qp.post_send(&[
                     SendWr {
-                        wr_id: 0,
+                        wr_id: id,
                         op: SendOp::Write { remote, imm: None },
                         data: SendData::Sges(&sge),
                         flags: SendFlags::NONE,
                     },
-                    resp_wr(&r, &bytes, c.wr(i, Kind::Resp, tag)),
+                    resp_wr(&r, &bytes, id),
                 ])?)
             }
         }

@@ -12,7 +12,9 @@
 //! had before), QP 1 is still in RTS, and a good connection from A's `RdmaCm` still goes
 //! through to a SEND. REQs beyond a listener's backlog are rejected (REJ Consumer Defined)
 //! and counted; datagrams of every length, bad headers and unknown communication IDs are
-//! dropped and counted.
+//! dropped and counted: those longer than QP 1's path MTU by B's device (the model's
+//! `rx_drop_ud_length`), before the GSI service sees them, the rest by the GSI service or
+//! the CM.
 //!
 //! `cargo test -p rdmacm --test qp1_fuzz` runs a short storm; `QP1_FUZZ_ROUNDS` (bursts of
 //! up to 8 datagrams, default 150) and `QP1_FUZZ_SEED` (default 0x9b1) make longer or other
@@ -189,6 +191,10 @@ const RECV_SLOTS: usize = 32;
 /// A send slot holds the largest datagram (path MTU 4096), a receive slot the GRH area and a MAD.
 const SLOT: usize = 4096 + 64;
 const SEND_TAG: u64 = 1 << 40;
+/// QP 1's path MTU: the driver gives the GSI QP 256 (drivers/mlx5/src/qp/gsi.rs, as Linux
+/// ib/qp.c `__mlx5_ib_modify_qp` for `is_sqp`); a longer datagram is dropped by the receiving
+/// device (sim/mlx5/src/datapath/ud/recv.rs, rxe_resp.c `check_length`).
+const GSI_PATH_MTU: usize = 256;
 
 impl Attacker {
     fn new(a: &Node, mac_b: [u8; 6]) -> Attacker {
@@ -388,7 +394,8 @@ fn mutate(rng: &mut Rng, seed: &[u8; MAD_LEN]) -> Vec<u8> {
                 m[MAD_HDR_LEN + 4..MAD_HDR_LEN + 8].copy_from_slice(&id.to_be_bytes());
             }
             6 => m.truncate(rng.below(MAD_LEN)),
-            // Longer than a MAD: up to the receive buffer's 296 bytes and beyond.
+            // Longer than a MAD: up to the receive buffer's 296 bytes and beyond (all longer
+            // than QP 1's path MTU: B's device drops them).
             7 => m.resize(MAD_LEN + 1 + rng.below(64), rng.next() as u8),
             8 if n >= 16 => m[8..16].copy_from_slice(&rng.next().to_be_bytes()),
             9 if n > MAD_HDR_LEN => {
@@ -513,10 +520,12 @@ fn device_qps(b: &Node) -> (usize, Option<u8>) {
     })
 }
 
-/// MADs B's GSI service took off QP 1 (well-formed or not).
+/// Datagrams B is done with: taken off QP 1 by its GSI service (well-formed MADs or not), or
+/// dropped by its device as longer than QP 1's path MTU.
 fn b_took(b: &Node) -> u64 {
     let g = b.cm.gsi_counters();
-    g.received + g.bad_receives
+    // B's device drops only datagrams to QP 1: the attacker reaches no other datagram QP.
+    g.received + g.bad_receives + b.ud_length_drops()
 }
 
 /// How long a step of the storm may take before it counts as a hang.
@@ -750,15 +759,20 @@ fn mutated_mads_into_qp1_never_break_the_passive_side() {
         s.step();
     }
     let (g, c) = (s.b.cm.gsi_counters(), s.b.cm.cm_counters());
+    let long = s.b.ud_length_drops();
     println!(
-        "seed {seed:#x}, {rounds} bursts: {sent} datagrams sent, {late} late; B's GSI \
-         {g:?}; B's CM {c:?}; B's application {:?}, {} calls refused; B answered {:?}, REJ \
-         reasons {:?}",
+        "seed {seed:#x}, {rounds} bursts: {sent} datagrams sent, {late} late; B's device \
+         dropped {long} longer than QP 1's path MTU; B's GSI {g:?}; B's CM {c:?}; B's \
+         application {:?}, {} calls refused; B answered {:?}, REJ reasons {:?}",
         s.app.events, s.app.refused_calls, s.at.answers, s.at.rejs
     );
-    // Every datagram reached B's GSI service: taken to its CM, or dropped and counted there.
-    assert_eq!(g.received + g.bad_receives, sent);
-    assert!(c.dropped > 0 && g.bad_receives > 0, "{g:?} {c:?}");
+    // Every datagram was dropped and counted by B's device (longer than QP 1's path MTU) or
+    // reached B's GSI service: taken to its CM, or dropped and counted there.
+    assert_eq!(g.received + g.bad_receives + long, sent);
+    assert!(
+        c.dropped > 0 && g.bad_receives > 0 && long > 0,
+        "{g:?} {c:?} {long}"
+    );
     assert!(s.app.events.get("ConnectRequest").is_some_and(|n| *n > 0));
     s.nothing_leaked_and_a_good_connection_works();
 }
@@ -766,8 +780,9 @@ fn mutated_mads_into_qp1_never_break_the_passive_side() {
 /// Datagrams to QP 1 of every length but a MAD's (empty, shorter than the header, one byte
 /// short or long, the receive buffer's 296 bytes and past it, a whole 4096-byte MTU) and a
 /// good MAD's header and attribute each made wrong, and the captures' REP, RTU, DREQ, DREP
-/// and REJ, whose communication IDs B never gave out: all dropped and counted (by the GSI
-/// service for the lengths, by the CM for the rest), none answered but the DREQ (with a DREP,
+/// and REJ, whose communication IDs B never gave out: all dropped and counted (the lengths
+/// above QP 1's 256-byte path MTU by B's device, the shorter ones by the GSI service, the
+/// rest by the CM), none answered but the DREQ (with a DREP,
 /// as cm.c `cm_dreq_handler` answers a DREQ for no connection), QP 1 still in RTS, and a good
 /// connection goes through after them.
 #[test]
@@ -821,9 +836,11 @@ fn bad_lengths_and_headers_into_qp1_are_dropped_and_counted() {
     }
     let (g, c) = (s.b.cm.gsi_counters(), s.b.cm.cm_counters());
     let cm_took = (headers.len() + unknown.len()) as u64;
+    let long = lengths.iter().filter(|&&n| n > GSI_PATH_MTU).count() as u64;
+    assert_eq!(long, 5, "257, 296, 297, 1024 and 4096 bytes");
     assert_eq!(
-        (g.received, g.bad_receives),
-        (cm_took, lengths.len() as u64)
+        (g.received, g.bad_receives, s.b.ud_length_drops()),
+        (cm_took, lengths.len() as u64 - long, long)
     );
     assert_eq!(c.dropped, cm_took);
     assert_eq!(c.rej_sent, 0);

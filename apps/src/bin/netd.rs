@@ -21,91 +21,91 @@ use core::fmt;
 use core::net::Ipv4Addr;
 use core::time::Duration;
 
+use apps::app::{self, HcaError};
 use apps::echo::{EchoServer, Event, ECHO_PORT};
 use apps::oob::parse_port;
 use apps::stack::{self, KernelNode};
+use kernel::cmdline::Cmdline;
 use kernel::time::Deadline;
 use kernel::{println, AppContext};
-use mlx5::{Context, ContextConfig};
 use net::NetError;
 
 kernel::entry_point!(main);
 
 fn main(ctx: &AppContext) -> i32 {
-    let c = ctx.cmdline;
-    let net = match stack::net_args(c.0) {
-        Ok(n) => n,
-        Err(e) => {
-            println!("netd: {e}");
-            return 2;
-        }
-    };
-    let port = match c.get("port") {
-        None => ECHO_PORT,
-        Some(v) => match parse_port(v) {
-            Some(p) => p,
-            None => {
-                println!("netd: port={v}: not a TCP port");
-                return 2;
-            }
-        },
-    };
-    let secs = match c.get("secs").map(|v| v.parse::<u64>()) {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(_)) => {
-            println!(
-                "netd: secs={}: not a number of seconds",
-                c.get("secs").unwrap_or("")
-            );
-            return 2;
-        }
-    };
-    match run(&net, port, secs) {
-        Ok(()) => 0,
-        Err(e) => {
-            println!("netd: FAILED: {e}");
-            1
+    app::exit("netd", parse(ctx.cmdline), |(net, port, secs)| {
+        run(&net, port, secs)
+    })
+}
+
+/// Why the cmdline was refused: the word.
+#[derive(Debug)]
+enum ArgError<'a> {
+    /// A network word.
+    Net(stack::NetArgsError<'a>),
+    /// `port=`: not a TCP port.
+    Port(&'a str),
+    /// `secs=`: not a number of seconds.
+    Secs(&'a str),
+}
+
+impl fmt::Display for ArgError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgError::Net(e) => write!(f, "{e}"),
+            ArgError::Port(v) => write!(f, "port={v}: not a TCP port"),
+            ArgError::Secs(v) => write!(f, "secs={v}: not a number of seconds"),
         }
     }
+}
+
+/// The node's network words, the echo port (`port=`, 7 when absent) and how long to run
+/// (`secs=`, for ever when absent).
+fn parse(c: Cmdline<'_>) -> Result<(stack::NetArgs, u16, Option<u64>), ArgError<'_>> {
+    let net = stack::net_args(c.0).map_err(ArgError::Net)?;
+    let port = match c.get("port") {
+        None => ECHO_PORT,
+        Some(v) => parse_port(v).ok_or(ArgError::Port(v))?,
+    };
+    let secs = match c.get("secs") {
+        None => None,
+        Some(v) => Some(v.parse::<u64>().map_err(|_| ArgError::Secs(v))?),
+    };
+    Ok((net, port, secs))
 }
 
 /// Why netd stopped early: each step with the typed error under it.
 #[derive(Debug)]
 enum NetdError {
-    /// No mlx5 function on the PCI bus, or it could not be opened.
-    NoDevice(mlx5_kernel::OpenError),
-    /// The HCA's bring-up failed.
-    BringUp(mlx5::Error),
+    /// Opening, bringing up or closing the HCA.
+    Hca(HcaError),
     /// The Ethernet queue or the stack on it did not come up.
     Network(stack::NodeError),
     /// The echo server could not listen on its port.
     Listen { port: u16, err: NetError },
-    /// Closing the HCA was refused.
-    Teardown(mlx5::Error),
+}
+
+impl From<HcaError> for NetdError {
+    fn from(e: HcaError) -> Self {
+        NetdError::Hca(e)
+    }
 }
 
 impl fmt::Display for NetdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            NetdError::NoDevice(e) => write!(f, "no mlx5 function: {e:?}"),
-            NetdError::BringUp(e) => write!(f, "bring-up: {e:?}"),
+            NetdError::Hca(e) => write!(f, "{e}"),
             NetdError::Network(e) => write!(f, "the network: {e:?}"),
             NetdError::Listen { port, err } => write!(f, "listen on {port}: {err:?}"),
-            NetdError::Teardown(e) => write!(f, "teardown refused: {e:?}"),
         }
     }
 }
 
 fn run(net: &stack::NetArgs, port: u16, secs: Option<u64>) -> Result<(), NetdError> {
-    let hal = mlx5_kernel::open_first(None).map_err(NetdError::NoDevice)?;
-    let dev = Context::open(hal, ContextConfig::default()).map_err(NetdError::BringUp)?;
-    let mut node = KernelNode::up(&dev, net).map_err(NetdError::Network)?;
-    let r = serve(&mut node, port, secs);
-    drop(node);
-    r?;
-    dev.close().map_err(|r| NetdError::Teardown(r.error))?;
-    Ok(())
+    app::with_hca(|dev| {
+        let mut node = KernelNode::up(dev, net).map_err(NetdError::Network)?;
+        serve(&mut node, port, secs)
+    })
 }
 
 fn serve(node: &mut KernelNode, port: u16, secs: Option<u64>) -> Result<(), NetdError> {

@@ -33,12 +33,13 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
+use apps::app::{self, HcaError};
 use apps::oob::{Oob, OobError, Side, TOOL_PORT};
 use apps::stack::{self, KernelNode, NetArgs};
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, ConnectOptions, Context, ContextConfig, QpCaps, QpEndpoint, RecvWr, Remote,
-    SendData, SendFlags, SendOp, SendWr, WcStatus,
+    AccessFlags, ConnectOptions, Context, QpCaps, QpEndpoint, RecvWr, Remote, SendData, SendFlags,
+    SendOp, SendWr, WcStatus,
 };
 
 kernel::entry_point!(main);
@@ -160,8 +161,8 @@ fn hca(what: &'static str) -> impl FnOnce(mlx5::Error) -> PeerError {
 /// Why a run failed: the step, with the typed error under it.
 #[derive(Debug)]
 enum PeerError {
-    /// No mlx5 function on the PCI bus, or it could not be opened.
-    NoDevice(mlx5_kernel::OpenError),
+    /// Opening, bringing up or closing the HCA.
+    Device(HcaError),
     /// `mac=` differs from the port's MAC (the driver does not reprogram it).
     MacDiffers,
     /// The HCA's Ethernet queue or the stack on it did not come up.
@@ -179,10 +180,16 @@ enum PeerError {
     Check(&'static str),
 }
 
+impl From<HcaError> for PeerError {
+    fn from(e: HcaError) -> Self {
+        PeerError::Device(e)
+    }
+}
+
 impl fmt::Display for PeerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PeerError::NoDevice(e) => write!(f, "no mlx5 function: {e:?}"),
+            PeerError::Device(e) => write!(f, "{e}"),
             PeerError::MacDiffers => write!(
                 f,
                 "mac= differs from the port's MAC (the driver does not reprogram it)"
@@ -254,10 +261,8 @@ fn main(ctx: &AppContext) -> i32 {
 
 type Dev = Context<mlx5_kernel::KernelHal>;
 
-/// Brings the HCA up and gives the node its identity: `(context, sgid_index, gid)`.
-fn bring_up(net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(Dev, u8, [u8; 16]), PeerError> {
-    let hal = mlx5_kernel::open_first(None).map_err(PeerError::NoDevice)?;
-    let dev = Context::open(hal, ContextConfig::default()).map_err(hca("bring-up failed"))?;
+/// Gives the node on the HCA its identity: `(sgid_index, gid)`.
+fn identity(dev: &Dev, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(u8, [u8; 16]), PeerError> {
     if mac.is_some_and(|m| m != dev.mac()) {
         return Err(PeerError::MacDiffers);
     }
@@ -270,7 +275,7 @@ fn bring_up(net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(Dev, u8, [u8; 16]), 
         "peer: ip {}.{}.{}.{}/{} is RoCE v2 GID index {i}",
         ip.addr[0], ip.addr[1], ip.addr[2], ip.addr[3], ip.prefix_len
     );
-    Ok((dev, i as u8, mlx5::hca::ipv4_mapped_gid(ip.addr)))
+    Ok((i as u8, mlx5::hca::ipv4_mapped_gid(ip.addr)))
 }
 
 /// The TCP connection to the other guest, on the node's stack over `dev`'s Ethernet queue.
@@ -281,9 +286,14 @@ fn connect(dev: &Dev, net: &NetArgs, side: Side, wait: Duration) -> Result<Oob, 
 }
 
 fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), PeerError> {
+    app::with_hca(|dev| run_on(dev, side, net, mac))
+}
+
+/// The run on the open HCA.
+fn run_on(dev: &Dev, side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), PeerError> {
     let server = side == Side::Server;
-    let (dev, sgid_index, gid) = bring_up(net, mac)?;
-    let mut link = connect(&dev, net, side, WAIT)?;
+    let (sgid_index, gid) = identity(dev, net, mac)?;
+    let mut link = connect(dev, net, side, WAIT)?;
     let pd = dev.alloc_pd().map_err(hca("alloc_pd"))?;
     let mr = pd
         .alloc_mr(MR_LEN, AccessFlags::ALL)
@@ -463,7 +473,6 @@ fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), PeerError>
     drop(cq);
     drop(mr);
     drop(pd);
-    dev.close().map_err(|r| hca("teardown")(r.error))?;
     Ok(())
 }
 
@@ -484,7 +493,7 @@ mod stress {
     use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
     use rand_xoshiro::SplitMix64;
 
-    use super::{bring_up, connect, exchange, hca, hear, say, Dev, PeerError};
+    use super::{app, connect, exchange, hca, hear, identity, say, Dev, PeerError};
 
     /// The server's region the WRITEs land in.
     const REGION: usize = 256 * 1024;
@@ -566,9 +575,16 @@ mod stress {
 
     pub fn run(side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), PeerError> {
         let t0 = Instant::now();
+        app::with_hca(|dev| run_on(dev, side, net, mac))?;
+        println!("stress: wall {} ms", t0.elapsed().as_millis());
+        Ok(())
+    }
+
+    /// The run on the open HCA.
+    fn run_on(dev: &Dev, side: Side, net: &NetArgs, mac: Option<[u8; 6]>) -> Result<(), PeerError> {
         let server = side == Side::Server;
-        let (dev, sgid_index, gid) = bring_up(net, mac)?;
-        let mut link = connect(&dev, net, side, WAIT)?;
+        let (sgid_index, gid) = identity(dev, net, mac)?;
+        let mut link = connect(dev, net, side, WAIT)?;
         let set = dev
             .alloc_counter_set()
             .map_err(hca("ALLOC_Q_COUNTER failed"))?;
@@ -614,7 +630,7 @@ mod stress {
             );
             println!("peer: {sum}");
             say(&mut link, &sum)?;
-            print_counters("server", &dev, &set)?;
+            print_counters("server", dev, &set)?;
             hear(&mut link, "verdict", "no verdict from the client")?;
         } else {
             hear(&mut link, "ready", "the server never got ready")?;
@@ -648,7 +664,7 @@ mod stress {
                             "the server's region differs from the client's model",
                         ));
                     }
-                    print_counters("client", &dev, &set)?;
+                    print_counters("client", dev, &set)?;
                     println!(
                         "stress: {WRITES} RDMA WRITEs, {reads} RDMA READs, {atomics} atomics, 0 error completions, region byte-exact in {secs} ms: ok"
                     );
@@ -656,7 +672,7 @@ mod stress {
                 Err(e) => {
                     println!("peer: verdict bad");
                     let _ = say(&mut link, "verdict bad");
-                    let _ = print_counters("client", &dev, &set);
+                    let _ = print_counters("client", dev, &set);
                     return Err(e);
                 }
             }
@@ -667,8 +683,6 @@ mod stress {
         drop(cq);
         drop(mr);
         drop(pd);
-        dev.close().map_err(|r| hca("teardown")(r.error))?;
-        println!("stress: wall {} ms", t0.elapsed().as_millis());
         Ok(())
     }
 

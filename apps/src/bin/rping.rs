@@ -17,32 +17,19 @@
 
 extern crate alloc;
 
-use apps::{cm, oob, rping};
-use kernel::{println, AppContext};
+use apps::getopt::OptError;
+use apps::{app, cm, oob, rping};
+use kernel::AppContext;
 
 kernel::entry_point!(main);
 
 fn main(ctx: &AppContext) -> i32 {
     let cmdline = ctx.cmdline.0;
     let args = oob::tool_args(cmdline, "rping");
-    let o = match oob::cmdline_role(cmdline) {
-        Err(e) => {
-            println!("rping: {e}");
-            return 2;
-        }
-        Ok(role) => match rping::parse(&args, role) {
-            Ok(o) => o,
-            Err(e) => {
-                println!("rping: {e}");
-                return 2;
-            }
-        },
-    };
-    match cm::run(cmdline, |n| rping::run::run(n, &o)) {
-        Ok(()) => 0,
-        Err(e) => {
-            println!("rping: FAILED: {e}");
-            1
-        }
-    }
+    let opts = oob::cmdline_role(cmdline)
+        .map_err(OptError::Role)
+        .and_then(|role| rping::parse(&args, role));
+    app::exit("rping", opts, |o| {
+        cm::run(cmdline, |n| rping::run::run(n, &o))
+    })
 }

@@ -32,27 +32,26 @@
 
 extern crate alloc;
 
-use alloc::string::String;
 use alloc::vec::Vec;
-use core::time::Duration;
 
-use apps::oob::{self, Oob, OobError, Side};
+use apps::app::{self, Hca, OptionError};
+use apps::oob::{self, Oob, Side};
 use apps::pingpong::{
-    self, dest_msg, first_difference, message, parse_dest, Opts, Tool, DEST_MSG_LEN,
+    self, dest_msg, first_difference, message, next_completion, print_figures, read_remote, Error,
+    Opts, Tool, WAIT,
 };
-use apps::stack::{self, KernelNode, NetArgsError, NodeError};
+use apps::stack::{self, KernelNode, NetArgs};
 use kernel::time::Instant;
 use kernel::{println, AppContext};
 use mlx5::{
-    grh_ipv4_source, AccessFlags, AddressHandle, AhAttr, CompletionQueue, Context, ContextConfig,
-    MemoryRegion, QpCaps, QpEndpoint, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr,
-    UdDest, WcFlags, WcStatus, WorkCompletion, GRH_BYTES,
+    grh_ipv4_source, AccessFlags, AddressHandle, AhAttr, CompletionQueue, MemoryRegion, QpCaps,
+    QpEndpoint, QueuePair, RecvWr, SendData, SendFlags, SendOp, SendWr, UdDest, WcFlags,
+    WorkCompletion, GRH_BYTES,
 };
-use mlx5_kernel::{KernelHal, OpenError};
+use mlx5_kernel::KernelHal;
 
 kernel::entry_point!(main);
 
-const WAIT: Duration = Duration::from_secs(120);
 const SEED: u8 = 0x5b;
 /// ud_pingpong's `pp_init_ctx`: `memset(ctx->buf, 0x7b, size + 40)`.
 const UD_PINGPONG_FILL: u8 = 0x7b;
@@ -64,7 +63,7 @@ const HOP_LIMIT: u8 = 64;
 const DONE: &[u8; 5] = b"done\0";
 
 /// ud_pingpong's options (ud_pingpong.c `main`: `-s` 1024, `-n` 1000, `-r` 500).
-fn parse(cmdline: &str) -> Result<Opts, String> {
+fn parse(cmdline: &str) -> Result<Opts, OptionError<'_>> {
     let tool = Tool {
         app: "ud-pingpong",
         max_size: 4096,
@@ -82,130 +81,8 @@ fn parse(cmdline: &str) -> Result<Opts, String> {
 }
 
 fn main(ctx: &AppContext) -> i32 {
-    let o = match parse(ctx.cmdline.0) {
-        Ok(o) => o,
-        Err(e) => {
-            println!("ud-pingpong: {e}");
-            return 2;
-        }
-    };
-    match run(&o, ctx.cmdline.0) {
-        Ok(()) => 0,
-        Err(e) => {
-            println!("ud-pingpong: FAILED: {e}");
-            1
-        }
-    }
-}
-
-/// Why a run failed.
-#[derive(Debug)]
-enum Error<'a> {
-    /// A network word of the cmdline.
-    NetArgs(NetArgsError<'a>),
-    /// No mlx5 function to open.
-    Open(OpenError),
-    /// A call of the driver failed: which one.
-    Verbs(&'static str, mlx5::Error),
-    /// The network did not come up.
-    Node(NodeError),
-    /// The TCP exchange failed: what it was doing.
-    Oob(&'static str, OobError),
-    /// `-s` larger than the port's active MTU (ud_pingpong.c `pp_init_ctx`).
-    SizeAboveMtu(u32),
-    /// The peer's address message does not parse: whose.
-    Garbled(&'static str),
-    /// The client's last message was not `"done"`.
-    NoDone,
-    /// Posting SEND `k` failed.
-    PostSend(u64, mlx5::Error),
-    /// Polling the CQ failed, after `sent` SENDs and `received` messages.
-    Poll {
-        sent: u64,
-        received: u64,
-        err: mlx5::Error,
-    },
-    /// No completion within [`WAIT`], after `sent` SENDs and `received` messages.
-    NoCompletion { sent: u64, received: u64 },
-    /// A completion in error.
-    Completion {
-        wr_id: u64,
-        status: WcStatus,
-        vendor_err: u8,
-    },
-    /// Message `n` came with `len` bytes past the GRH area, not `-s`'s.
-    Length { n: u64, len: usize, size: u32 },
-    /// Message `n` came from another QP, or without a GRH.
-    Source {
-        n: u64,
-        qpn: u32,
-        want: u32,
-        flags: WcFlags,
-    },
-    /// Message `n`'s GRH area names another IPv4 sender.
-    GrhSource {
-        n: u64,
-        from: Option<[u8; 4]>,
-        want: Option<[u8; 4]>,
-    },
-    /// Message `n`'s byte `at` is `value`, not the expected one.
-    Byte { n: u64, at: usize, value: u8 },
-    /// The device refused to close.
-    Teardown,
-}
-
-impl core::fmt::Display for Error<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Error::NetArgs(e) => write!(f, "{e}"),
-            Error::Open(e) => write!(f, "no mlx5 function: {e:?}"),
-            Error::Verbs(w, e) => write!(f, "{w}: {e:?}"),
-            Error::Node(e) => write!(f, "the network: {e:?}"),
-            Error::Oob(w, e) => write!(f, "{w}: {e}"),
-            Error::SizeAboveMtu(mtu) => write!(f, "Requested size larger than port MTU ({mtu})"),
-            Error::Garbled(who) => write!(f, "the {who}'s address is garbled"),
-            Error::NoDone => write!(f, "the client did not say done"),
-            Error::PostSend(k, e) => write!(f, "post_ud_send {k}: {e:?}"),
-            Error::Poll {
-                sent,
-                received,
-                err,
-            } => write!(f, "poll (sent {sent}, received {received}): {err:?}"),
-            Error::NoCompletion { sent, received } => write!(
-                f,
-                "no completion in {WAIT:?} (sent {sent}, received {received})"
-            ),
-            Error::Completion {
-                wr_id,
-                status,
-                vendor_err,
-            } => write!(
-                f,
-                "completion {wr_id:#x} in error: {status:?} (vendor syndrome {vendor_err:#x})"
-            ),
-            Error::Length { n, len, size } => {
-                write!(f, "message {n}: {len} bytes, not {size} and the GRH area")
-            }
-            Error::Source {
-                n,
-                qpn,
-                want,
-                flags,
-            } => write!(
-                f,
-                "message {n}: from QPN {qpn:#x} (not {want:#x}), flags {flags:?} (no GRH?)"
-            ),
-            Error::GrhSource { n, from, want } => write!(
-                f,
-                "message {n}: the GRH area names {from:?} as the sender, not {want:?}"
-            ),
-            Error::Byte { n, at, value } => write!(
-                f,
-                "message {n}: byte {at} is {value:#04x}, not the expected one"
-            ),
-            Error::Teardown => write!(f, "teardown refused"),
-        }
-    }
+    let cmdline = ctx.cmdline.0;
+    app::exit("ud-pingpong", parse(cmdline), |o| run(&o, cmdline))
 }
 
 /// What the ping-pong runs on.
@@ -234,78 +111,77 @@ impl Res<'_> {
 fn run<'a>(o: &Opts, cmdline: &'a str) -> Result<(), Error<'a>> {
     let net = stack::net_args(cmdline).map_err(Error::NetArgs)?;
     let side = Side::new(o.client, net.peer).map_err(|e| Error::Oob("the cmdline", e))?;
+    app::with_hca(|dev| {
+        let r = run_on(o, dev, &net, side);
+        if r.is_err() {
+            // No Q counter set on the UD QP: binding one (RTS2RTS) is refused for a UD QP
+            // today (BAD_PARAM from the model).
+            oob::print_counters("ud-pingpong", dev, None);
+        }
+        r
+    })
+}
+
+/// The run on the open HCA: the resources, the exchange, the ping-pong.
+fn run_on(o: &Opts, dev: &Hca, net: &NetArgs, side: Side) -> Result<(), Error<'static>> {
     let ip = net.ip.addr;
-    let hal = mlx5_kernel::open_first(None).map_err(Error::Open)?;
-    let dev =
-        Context::open(hal, ContextConfig::default()).map_err(|e| Error::Verbs("bring-up", e))?;
-    let r = (|| -> Result<(), Error<'a>> {
-        // pp_init_ctx: the size must fit the port's active MTU.
-        let port = dev
-            .query_port(1)
-            .map_err(|e| Error::Verbs("query_port", e))?;
-        let mtu = port.active_mtu.map_or(0, |m| 128u32 << (m as u32));
-        if o.size > mtu {
-            return Err(Error::SizeAboveMtu(mtu));
-        }
-        let sgid = oob::ipv4_gid_index(&dev, ip).map_err(|e| Error::Verbs("the IPv4 GID", e))?;
-        let pd = dev.alloc_pd().map_err(|e| Error::Verbs("alloc_pd", e))?;
-        let len = o.size as u64 + o.rx_depth as u64 * (o.size as u64 + GRH_BYTES as u64);
-        let mr = pd
-            .alloc_mr(len as usize, AccessFlags::LOCAL_WRITE)
-            .map_err(|e| Error::Verbs("alloc_mr", e))?;
-        let cq = dev
-            .create_cq(o.rx_depth + 1)
-            .map_err(|e| Error::Verbs("create_cq", e))?;
-        let caps = QpCaps {
-            max_send_wr: 1,
-            max_recv_wr: o.rx_depth,
-            ..QpCaps::default()
-        };
-        let qp = pd
-            .create_ud_qp(&cq, &cq, &caps, QKEY)
-            .map_err(|e| Error::Verbs("create_ud_qp", e))?;
-        let me = QpEndpoint {
-            gid: oob::ipv4_gid(ip),
-            ..qp.endpoint()
-        };
-        println!(
-            "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}: GID ::ffff:{}.{}.{}.{} (index {sgid})",
-            me.qpn, me.psn, ip[0], ip[1], ip[2], ip[3]
-        );
-        let node = KernelNode::up(&dev, &net).map_err(Error::Node)?;
-        let link =
-            Oob::open(node, side, o.port, WAIT).map_err(|e| Error::Oob("the exchange", e))?;
-        let mut r = Res {
-            o,
-            qp,
-            cq,
-            mr,
-            link,
-        };
-        // ud_pingpong posts its receives before the exchange (the QP is in RTS from its
-        // creation here): the client's first message can come as soon as it has the answer.
-        for k in 0..o.rx_depth as u64 {
-            r.post_recv(k)?;
-        }
-        let (rem, ah) = exchange(&mut r, &me, &pd, sgid as u8)?;
-        println!(
-            "  remote address: LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-            rem.qpn,
-            rem.psn,
-            oob::hex(&rem.gid)
-        );
-        ping_pong(&mut r, &rem, &ah)?;
-        drop(r);
-        drop(pd);
-        Ok(())
-    })();
-    if r.is_err() {
-        // No Q counter set on the UD QP: binding one (RTS2RTS) is refused for a UD QP today
-        // (BAD_PARAM from the model).
-        oob::print_counters("ud-pingpong", &dev, None);
+    // pp_init_ctx: the size must fit the port's active MTU.
+    let port = dev
+        .query_port(1)
+        .map_err(|e| Error::Verbs("query_port", e))?;
+    let mtu = port.active_mtu.map_or(0, |m| 128u32 << (m as u32));
+    if o.size > mtu {
+        return Err(Error::SizeAboveMtu(mtu));
     }
-    r?;
-    dev.close().map_err(|_| Error::Teardown)?;
+    let sgid = oob::ipv4_gid_index(dev, ip).map_err(|e| Error::Verbs("the IPv4 GID", e))?;
+    let pd = dev.alloc_pd().map_err(|e| Error::Verbs("alloc_pd", e))?;
+    let len = o.size as u64 + o.rx_depth as u64 * (o.size as u64 + GRH_BYTES as u64);
+    let mr = pd
+        .alloc_mr(len as usize, AccessFlags::LOCAL_WRITE)
+        .map_err(|e| Error::Verbs("alloc_mr", e))?;
+    let cq = dev
+        .create_cq(o.rx_depth + 1)
+        .map_err(|e| Error::Verbs("create_cq", e))?;
+    let caps = QpCaps {
+        max_send_wr: 1,
+        max_recv_wr: o.rx_depth,
+        ..QpCaps::default()
+    };
+    let qp = pd
+        .create_ud_qp(&cq, &cq, &caps, QKEY)
+        .map_err(|e| Error::Verbs("create_ud_qp", e))?;
+    let me = QpEndpoint {
+        gid: oob::ipv4_gid(ip),
+        ..qp.endpoint()
+    };
+    println!(
+        "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}: GID ::ffff:{}.{}.{}.{} (index {sgid})",
+        me.qpn, me.psn, ip[0], ip[1], ip[2], ip[3]
+    );
+    let node = KernelNode::up(dev, net).map_err(Error::Node)?;
+    let link = Oob::open(node, side, o.port, WAIT).map_err(|e| Error::Oob("the exchange", e))?;
+    let mut r = Res {
+        o,
+        qp,
+        cq,
+        mr,
+        link,
+    };
+    // ud_pingpong posts its receives before the exchange (the QP is in RTS from its
+    // creation here): the client's first message can come as soon as it has the answer.
+    for k in 0..o.rx_depth as u64 {
+        r.post_recv(k)?;
+    }
+    let (rem, ah) = exchange(&mut r, &me, &pd, sgid as u8)?;
+    println!(
+        "  remote address: LID 0x0000, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        rem.qpn,
+        rem.psn,
+        oob::hex(&rem.gid)
+    );
+    ping_pong(&mut r, &rem, &ah)?;
+    drop(r);
+    drop(pd);
     Ok(())
 }
 
@@ -318,27 +194,10 @@ fn exchange(
     sgid_index: u8,
 ) -> Result<(QpEndpoint, AddressHandle), Error<'static>> {
     let sent = |e| Error::Oob("sending to the peer", e);
-    let who = if r.o.client { "server" } else { "client" };
     if r.o.client {
         r.link.send(&dest_msg(me)).map_err(sent)?;
     }
-    let m = r.link.recv(DEST_MSG_LEN).map_err(|e| {
-        let w = if r.o.client {
-            "reading the server's address"
-        } else {
-            "reading the client's address"
-        };
-        Error::Oob(w, e)
-    })?;
-    let mut rem = parse_dest(&m).ok_or(Error::Garbled(who))?;
-    rem.mac = r.link.peer_mac(&rem.gid).map_err(|e| {
-        let w = if r.o.client {
-            "the server's MAC"
-        } else {
-            "the client's MAC"
-        };
-        Error::Oob(w, e)
-    })?;
+    let rem = read_remote(&mut r.link, r.o.client)?;
     let ah = pd
         .create_ah(&AhAttr {
             dgid: rem.gid,
@@ -389,28 +248,12 @@ fn ping_pong(r: &mut Res<'_>, rem: &QpEndpoint, ah: &AddressHandle) -> Result<()
         send_pending = true;
     }
     while rcnt < o.iters || scnt < o.iters {
-        let (sent, received) = (scnt, rcnt);
-        let wcs = r
-            .link
-            .poll_cq(&mut r.cq, 1, WAIT)
-            .map_err(|err| Error::Poll {
-                sent,
-                received,
-                err,
-            })?;
-        let wc = wcs.first().ok_or(Error::NoCompletion { sent, received })?;
-        if wc.status != WcStatus::Success {
-            return Err(Error::Completion {
-                wr_id: wc.wr_id,
-                status: wc.status,
-                vendor_err: wc.vendor_err,
-            });
-        }
+        let wc = next_completion(&mut r.link, &mut r.cq, scnt, rcnt)?;
         if wc.wr_id >> 32 == 1 {
             scnt += 1;
             send_pending = false;
         } else {
-            p.received(r, wc, rem.qpn, rcnt)?;
+            p.received(r, &wc, rem.qpn, rcnt)?;
             rcnt += 1;
             recv_pending = false;
             r.post_recv(wc.wr_id + o.rx_depth as u64)?;
@@ -458,7 +301,7 @@ impl Pong<'_> {
             flags: SendFlags::SIGNALED,
         };
         r.qp.post_ud_send(&wr, &self.dest)
-            .map_err(|e| Error::PostSend(k, e))
+            .map_err(|e| Error::PostSend("post_ud_send", k, e))
     }
 
     /// Checks received message `n` (completion `wc`): its length, sender QPN `qpn`, GRH
@@ -476,6 +319,7 @@ impl Pong<'_> {
                 n,
                 len: wc.byte_len as usize - GRH_BYTES.min(wc.byte_len as usize),
                 size: r.o.size,
+                grh: true,
             });
         }
         if wc.src_qp != qpn || !wc.wc_flags.contains(WcFlags::GRH) {
@@ -498,23 +342,6 @@ impl Pong<'_> {
         }
         check(&self.got[GRH_BYTES..], r.o.client, n, &self.last)
     }
-}
-
-/// ud_pingpong.c `main`'s figures of the run that began at `t0`.
-fn print_figures(o: &Opts, t0: Instant) {
-    let usec = oob::secs(t0) * 1e6;
-    let bytes = o.size as u64 * o.iters * 2;
-    println!(
-        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
-        usec / 1e6,
-        bytes as f64 * 8.0 / usec
-    );
-    println!(
-        "{} iters in {:.2} seconds = {:.2} usec/iter",
-        o.iters,
-        usec / 1e6,
-        usec / o.iters as f64
-    );
 }
 
 /// Message `n` from Linux: the server's first is ud_pingpong's untouched buffer (0x7b bytes,

@@ -128,38 +128,26 @@ pub fn parse<'a>(tool: Tool, args: &[&'a str], role: Option<bool>) -> Result<Opt
 /// the server's run, and the tool's last lines (cmatose.c / udaddy.c `main`); the exit status.
 #[cfg(target_os = "none")]
 pub fn app_main(tool: Tool, app: &str, cmdline: &str) -> i32 {
+    use crate::app::{EXIT_FAILED, EXIT_OK};
     use kernel::println;
-    let name = tool.name();
     let args = crate::oob::tool_args(cmdline, app);
-    let o = match crate::oob::cmdline_role(cmdline) {
-        Err(e) => {
-            println!("{name}: {e}");
-            return 2;
-        }
-        Ok(r) => match parse(tool, &args, r) {
-            Ok(o) => o,
-            Err(e) => {
-                println!("{name}: {e}");
-                return 2;
-            }
-        },
-    };
-    let r = crate::cm::run(cmdline, |n| match tool {
-        Tool::Cmatose => cmatose::run_server(n, &o),
-        Tool::Udaddy => udaddy::run_server(n, &o),
+    let opts = crate::oob::cmdline_role(cmdline)
+        .map_err(OptError::Role)
+        .and_then(|role| parse(tool, &args, role));
+    let code = crate::app::exit(tool.name(), opts, |o| {
+        let r = crate::cm::run(cmdline, |n| match tool {
+            Tool::Cmatose => cmatose::run_server(n, &o),
+            Tool::Udaddy => udaddy::run_server(n, &o),
+        });
+        println!("test complete");
+        r
     });
-    println!("test complete");
-    match r {
-        Ok(()) => {
-            println!("return status 0");
-            0
-        }
-        Err(e) => {
-            println!("{name}: FAILED: {e}");
-            println!("return status -1");
-            1
-        }
+    match code {
+        EXIT_OK => println!("return status 0"),
+        EXIT_FAILED => println!("return status -1"),
+        _ => {}
     }
+    code
 }
 
 /// The end of a server's run: its ids destroyed, and the line that says what went through.

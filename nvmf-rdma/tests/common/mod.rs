@@ -15,13 +15,15 @@ pub mod core;
 use std::time::Instant;
 
 use cm::sim::TestHal;
-use cm::{nodes, CmClock, Node, IP_A};
+use cm::{nodes, qp_init, CmClock, Node, IP_A};
 use mlx5::mr::Access;
-use mlx5::{MemoryRegion, RecvWr, SendData, SendFlags, SendOp, SendWr, WcOpcode, WcStatus};
+use mlx5::{
+    MemoryRegion, RecvWr, SendData, SendFlags, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
+};
 use nvmeof::sgl::Sgl;
 use nvmeof::{Cqe, KeyedSgl};
 use nvmf_rdma::{Limits, Note, NvmfRdma};
-use rdmacm::{CmId, ConnParam, Event};
+use rdmacm::{CmId, ConnParam, Event, NewQp, PortSpace, QpInit};
 
 // Not every user of this module takes all of them (the bench).
 #[allow(unused_imports)]
@@ -57,6 +59,8 @@ pub struct Host {
     pub node: Node,
     pub mr: MemoryRegion<TestHal>,
     pub queues: Vec<HQueue>,
+    /// The QP the next queue gets.
+    pub init: QpInit,
     next_base: u64,
 }
 
@@ -77,6 +81,7 @@ pub fn setup() -> (Tgt, Host, CmClock) {
         node: b,
         mr,
         queues: Vec::new(),
+        init: qp_init(),
         next_base: 0,
     };
     (t, h, clock)
@@ -143,7 +148,25 @@ impl Host {
             retry_count: 7,
             rnr_retry_count: 7,
         };
-        let id = h.node.connect(clock, IP_A, 4420, &p).expect("connect");
+        let qp = NewQp {
+            pd: &h.node.pd,
+            send_cq: &h.node.cq,
+            recv_cq: &h.node.cq,
+            init: h.init,
+        };
+        let id = h
+            .node
+            .cm
+            .connect(
+                clock.now(),
+                IP_A,
+                4420,
+                PortSpace::Tcp,
+                &qp,
+                &p,
+                &mut h.node.stack,
+            )
+            .expect("connect");
         let base = h.next_base;
         h.next_base += RECV_SLOTS;
         for s in base..base + RECV_SLOTS {
@@ -178,6 +201,12 @@ impl Host {
 
     /// Sends capsule `c` on queue `q` and waits for its response.
     pub fn command(t: &mut Tgt, h: &mut Host, clock: &CmClock, q: usize, c: &[u8]) -> Cqe {
+        Host::command_wc(t, h, clock, q, c).0
+    }
+
+    /// Sends capsule `c` on queue `q` (its command identifier the queue's next); returns the
+    /// command identifier.
+    pub fn send_capsule(h: &mut Host, q: usize, c: &[u8]) -> u16 {
         let mut c = c.to_vec();
         let cid = h.queues[q].cid;
         h.queues[q].cid = cid.wrapping_add(1);
@@ -196,6 +225,19 @@ impl Host {
                 flags: SendFlags::SIGNALED,
             }])
             .unwrap();
+        cid
+    }
+
+    /// [`Host::command`], with the completion of the receive the response arrived in.
+    pub fn command_wc(
+        t: &mut Tgt,
+        h: &mut Host,
+        clock: &CmClock,
+        q: usize,
+        c: &[u8],
+    ) -> (Cqe, WorkCompletion) {
+        let cid = Host::send_capsule(h, q, c);
+        let id = h.queues[q].id;
         let base = h.queues[q].base;
         let mut got = None;
         spin(t, h, clock, |_, h| {
@@ -209,12 +251,13 @@ impl Host {
                     && (base..base + RECV_SLOTS).contains(&w.wr_id)
                 {
                     assert_eq!(w.byte_len, 16);
-                    got = Some(w.wr_id);
+                    got = Some(w);
                 }
             }
             got.is_some()
         });
-        let slot = got.unwrap();
+        let wc = got.unwrap();
+        let slot = wc.wr_id;
         let mut b = [0u8; 16];
         h.mr.read(h.recv_off(slot), &mut b).unwrap();
         let sge = [h.mr.sge(h.recv_off(slot), 64)];
@@ -229,7 +272,7 @@ impl Host {
             .unwrap();
         let cqe = Cqe::from_bytes(&b);
         assert_eq!(cqe.cid, cid, "the response names the command");
-        cqe
+        (cqe, wc)
     }
 
     /// A keyed SGL (type 0x40) over `len` bytes of the host's region at `off`.

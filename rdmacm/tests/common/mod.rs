@@ -187,6 +187,16 @@ impl Node {
         b
     }
 
+    /// Datagrams this node's device dropped as longer than the receiving QP's path MTU (the
+    /// model's `rx_drop_ud_length`: before any receive WQE or service sees them).
+    pub fn ud_length_drops(&self) -> u64 {
+        self.sim.with_hca(|h| {
+            h.port()
+                .counters()
+                .get(mlx5_sim::roce::counters::Counter::RxDropUdLength)
+        })
+    }
+
     /// Polls the test CQ for one completion.
     pub fn poll_cq(&mut self) -> Option<WorkCompletion> {
         let mut wc = [WorkCompletion::default()];

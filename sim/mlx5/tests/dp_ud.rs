@@ -1,7 +1,7 @@
 //! UD and the GSI QP through raw PRM commands and raw WQEs: two UD QPs on one HCA (loopback)
 //! and on two HCAs joined by an in-process frame link; the datagram segment, the 40-byte
-//! header area, immediate data, the controlled Q_Key, Q_Key / P_Key drops, oversize sends,
-//! the GSI QP reached as QPN 1, and the commands' refusals.
+//! header area, immediate data, the controlled Q_Key, Q_Key / P_Key drops, oversize sends and
+//! receives, the GSI QP reached as QPN 1, and the commands' refusals.
 
 #[path = "datapath_common/mod.rs"]
 mod dp;
@@ -360,6 +360,49 @@ fn a_message_longer_than_the_path_mtu_is_refused() {
     );
     assert!(!env.poll_cq(&mut a.scq).expect("CQE").is_error());
     assert_eq!(env.poll_cq(&mut b.rcq).expect("received").byte_cnt(), 42);
+}
+
+/// A datagram longer than the receiving QP's path MTU (the sender's is larger) is dropped and
+/// counted in `rx_drop_ud_length`: no CQE, the receive WQE stays posted for the next datagram
+/// that fits, the QP stays in RTS (Linux rxe_resp.c `check_length`, class D for UD).
+#[test]
+fn a_datagram_longer_than_the_receivers_path_mtu_is_dropped_and_counted() {
+    let dev = InProcHca::deterministic();
+    let mut env = Env::new(dev.clone(), 1);
+    // Sender MTU 1024 (3), receiver MTU 256 (1).
+    let mut a = side(&mut env, qp::st::UD, QKEY, 3);
+    let mut b = side(&mut env, qp::st::UD, QKEY, 1);
+    env.post_recv(&mut b.qp, &[(1024, b.key, b.buf)]);
+    let (len0, oob0) = (
+        counter(&dev, Counter::RxDropUdLength),
+        counter(&dev, Counter::OutOfBuffer),
+    );
+    let av = av_seg(b.qp.qpn, QKEY, env.gid, env.mac);
+    env.post_send(
+        &mut a.qp,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&av, &dseg(257, a.key, a.buf)],
+    );
+    assert!(!env.poll_cq(&mut a.scq).expect("CQE").is_error(), "sent");
+    assert!(env.poll_cq(&mut b.rcq).is_none(), "dropped, no CQE");
+    assert_eq!(counter(&dev, Counter::RxDropUdLength), len0 + 1);
+    assert_eq!(counter(&dev, Counter::OutOfBuffer), oob0);
+    assert_eq!(env.qp_state(b.qp.qpn), qp::state::RTS as u32);
+    // Exactly the MTU fits, in the WQE the dropped datagram left posted.
+    env.post_send(
+        &mut a.qp,
+        wqe::opcode::SEND,
+        CE,
+        0,
+        &[&av, &dseg(256, a.key, a.buf)],
+    );
+    assert!(!env.poll_cq(&mut a.scq).expect("CQE").is_error());
+    let r = env.poll_cq(&mut b.rcq).expect("received");
+    assert!(!r.is_error());
+    assert_eq!(r.byte_cnt() as usize, GRH + 256);
+    assert_eq!(counter(&dev, Counter::RxDropUdLength), len0 + 1);
 }
 
 #[test]

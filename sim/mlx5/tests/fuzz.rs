@@ -137,6 +137,19 @@ fn fuzz_ethernet_port() {
 }
 
 #[test]
+fn fuzz_cm_mads_into_qp1() {
+    smoke(Target::Cm, 1500);
+    let st = &fuzz::STATS;
+    let ld = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    // The tame steps got through to QP 1, CM messages among them, and the hostile ones were
+    // dropped in counters; the listing decoded CM MADs.
+    assert!(ld(&st.cm_received) > 0);
+    assert!(ld(&st.cm_received_cm) > 0);
+    assert!(ld(&st.cm_dropped) > 0);
+    assert!(ld(&st.cm_listed) > ld(&st.cm_listed_bad));
+}
+
+#[test]
 fn fuzz_regressions() {
     for &(target, seed, iters) in REGRESSIONS {
         // Only the epoch of the last iteration matters (a fresh device every EPOCH).

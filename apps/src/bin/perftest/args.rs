@@ -1,5 +1,7 @@
 //! The command line: the tool, its options, perftest's defaults and refusals.
 
+use apps::app::{OptionError, Want};
+
 use super::*;
 
 /// perftest_parameters.h `MAX_SIZE`: the largest size of `-a`.
@@ -75,7 +77,62 @@ impl Opts {
     }
 }
 
-pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
+/// Why the command line was refused.
+#[derive(Debug)]
+pub(crate) enum ArgsError<'a> {
+    /// No tool word.
+    NoTool,
+    /// A tool this side does not play.
+    Tool(&'a str),
+    /// An option or its value.
+    Option(OptionError<'a>),
+    /// Options perftest does not take together or with this tool (perftest_parameters.c
+    /// `parser`, `force_dependecies`).
+    Conflict(Conflict),
+}
+
+/// Options perftest refuses together, in its words.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Conflict {
+    /// `-A` with another tool than ib_atomic_bw.
+    AtomicOnly,
+    /// `-e` with a WRITE tool (`parser` 'e').
+    EventsOnWrite,
+    /// `-s` or `-a` with ib_atomic_bw.
+    AtomicSize,
+    /// `-D` with `-a`.
+    DurationAll,
+    /// `-D` with `-e`.
+    DurationEvents,
+    /// `-D` not more than twice the margin (`-f`).
+    Margin,
+}
+
+impl core::fmt::Display for ArgsError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ArgsError::NoTool => write!(f, "which tool? (perftest ib_write_bw|ib_read_bw|ib_send_bw|ib_atomic_bw|ib_*_lat ...)"),
+            ArgsError::Tool(t) => write!(f, "{t}: not supported (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw, ib_write_lat, ib_read_lat, ib_send_lat)"),
+            ArgsError::Option(e) => write!(f, "{e}"),
+            ArgsError::Conflict(c) => f.write_str(match c {
+                Conflict::AtomicOnly => "-A: atomic tests only",
+                Conflict::EventsOnWrite => "-e: events feature not available on WRITE verb",
+                Conflict::AtomicSize => "message size cannot be changed for atomic tests (-s, -a)",
+                Conflict::DurationAll => "duration mode (-D) doesn't support running on all sizes (-a)",
+                Conflict::DurationEvents => "duration mode (-D) doesn't work with events (-e)",
+                Conflict::Margin => "please check that DURATION > 2*MARGIN",
+            }),
+        }
+    }
+}
+
+impl<'a> From<OptionError<'a>> for ArgsError<'a> {
+    fn from(e: OptionError<'a>) -> Self {
+        ArgsError::Option(e)
+    }
+}
+
+pub(crate) fn parse(cmdline: &str) -> Result<Opts, ArgsError<'_>> {
     let args = oob::tool_args(cmdline, "perftest");
     let mut it = args.iter();
     let (tool, verb, test) = match it.next().copied() {
@@ -86,12 +143,8 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
         Some("ib_write_lat") => ("ib_write_lat", Verb::Write, Test::Lat),
         Some("ib_read_lat") => ("ib_read_lat", Verb::Read, Test::Lat),
         Some("ib_send_lat") => ("ib_send_lat", Verb::Send, Test::Lat),
-        Some(t) => {
-            return Err(format!(
-                "{t}: not supported (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw, ib_write_lat, ib_read_lat, ib_send_lat)"
-            ))
-        }
-        None => return Err("which tool? (perftest ib_write_bw|ib_read_bw|ib_send_bw|ib_atomic_bw|ib_*_lat ...)".into()),
+        Some(t) => return Err(ArgsError::Tool(t)),
+        None => return Err(ArgsError::NoTool),
     };
     let mut o = Opts {
         tool,
@@ -119,63 +172,75 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
         rdma_cm: false,
     };
     let mut margin: Option<u64> = None;
+    let bad = |opt, value, want| OptionError::Value { opt, value, want };
+    let words = Want::Words;
     while let Some(a) = it.next() {
-        let mut val = |name: &str| it.next().copied().ok_or(format!("{name} needs a value"));
+        let mut val = |name| it.next().copied().ok_or(OptionError::NeedsValue(name));
         match *a {
             "-s" | "--size" => {
                 let v = val("-s")?;
                 o.size = oob::parse_num(v)
                     .filter(|&n| n > 0 && n <= MAX_SIZE)
-                    .ok_or(format!("-s {v}: not a size from 1 to 8M"))?;
+                    .ok_or(bad("-s", v, words("a size from 1 to 8M")))?;
             }
             "-n" | "--iters" => {
                 let v = val("-n")?;
                 o.iters = oob::parse_num(v)
                     .filter(|&n| (MIN_ITER..=MAX_ITERS).contains(&n))
-                    .ok_or(format!(
-                        "-n {v}: not a count from {MIN_ITER} to {MAX_ITERS}"
+                    .ok_or(bad(
+                        "-n",
+                        v,
+                        Want::Range {
+                            what: "a count",
+                            min: MIN_ITER,
+                            max: MAX_ITERS,
+                        },
                     ))?;
             }
             "-m" | "--mtu" => {
                 let v = val("-m")?;
-                o.mtu = oob::parse_num(v)
-                    .and_then(oob::mtu_enum)
-                    .ok_or(format!("-m {v}: not 256..4096"))?;
+                o.mtu = oob::parse_num(v).and_then(oob::mtu_enum).ok_or(bad(
+                    "-m",
+                    v,
+                    words("256..4096"),
+                ))?;
             }
             "-A" | "--atomic_type" => {
                 let v = val("-A")?;
                 if verb != Verb::Atomic {
-                    return Err("-A: atomic tests only".into());
+                    return Err(ArgsError::Conflict(Conflict::AtomicOnly));
                 }
                 o.atomic = match v {
                     "FETCH_AND_ADD" => AtomicOp::FetchAdd,
                     "CMP_AND_SWAP" => AtomicOp::CmpSwap,
-                    _ => return Err(format!("-A {v}: not FETCH_AND_ADD or CMP_AND_SWAP")),
+                    _ => return Err(bad("-A", v, words("FETCH_AND_ADD or CMP_AND_SWAP")).into()),
                 };
             }
             "-D" | "--duration" => {
                 let v = val("-D")?;
                 let d = oob::parse_num(v)
                     .filter(|&n| n > 0 && n <= 3600)
-                    .ok_or(format!("-D {v}: not 1..3600 seconds"))?;
+                    .ok_or(bad("-D", v, words("1..3600 seconds")))?;
                 o.duration = Some((d, 0));
             }
             "-f" | "--margin" => {
                 let v = val("-f")?;
-                margin = Some(oob::parse_num(v).ok_or(format!("-f {v}: not a number of seconds"))?);
+                margin =
+                    Some(oob::parse_num(v).ok_or(bad("-f", v, words("a number of seconds")))?);
             }
             "-p" | "--port" => {
                 let v = val("-p")?;
-                o.port = oob::parse_port(v).ok_or(format!("-p {v}: not a TCP port"))?;
+                o.port = oob::parse_port(v).ok_or(bad("-p", v, words("a TCP port")))?;
             }
             "-x" | "--gid-index" | "-d" | "--ib-dev" | "-i" | "--ib-port" => {
                 val(a)?;
             }
             "-u" | "--qp-timeout" => {
                 let v = val("-u")?;
-                o.qp_timeout = oob::parse_num(v)
-                    .filter(|&n| n <= 31)
-                    .ok_or(format!("-u {v}: not 0..31"))? as u8;
+                o.qp_timeout =
+                    oob::parse_num(v)
+                        .filter(|&n| n <= 31)
+                        .ok_or(bad("-u", v, words("0..31")))? as u8;
             }
             "-F" | "--CPU-freq" => {}
             "-R" | "--rdma_cm" => o.rdma_cm = true,
@@ -183,28 +248,28 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
             "-e" | "--events" => {
                 // perftest_parameters.c parser 'e'.
                 if verb == Verb::Write {
-                    return Err("-e: events feature not available on WRITE verb".into());
+                    return Err(ArgsError::Conflict(Conflict::EventsOnWrite));
                 }
                 o.events = true;
             }
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            s if s.starts_with('-') => return Err(OptionError::Unknown(s).into()),
             _ => o.client = true,
         }
     }
     // force_dependecies.
     if verb == Verb::Atomic && (o.size != 8 || o.all) {
-        return Err("message size cannot be changed for atomic tests (-s, -a)".into());
+        return Err(ArgsError::Conflict(Conflict::AtomicSize));
     }
     if let Some((d, _)) = o.duration {
         if o.all {
-            return Err("duration mode (-D) doesn't support running on all sizes (-a)".into());
+            return Err(ArgsError::Conflict(Conflict::DurationAll));
         }
         if o.events {
-            return Err("duration mode (-D) doesn't work with events (-e)".into());
+            return Err(ArgsError::Conflict(Conflict::DurationEvents));
         }
         let m = margin.unwrap_or(d / 4);
         if d <= 2 * m {
-            return Err("please check that DURATION > 2*MARGIN".into());
+            return Err(ArgsError::Conflict(Conflict::Margin));
         }
         o.duration = Some((d, m));
     }
@@ -218,7 +283,7 @@ pub(crate) fn parse(cmdline: &str) -> Result<Opts, String> {
             o.all,
         );
     }
-    if let Some(client) = oob::cmdline_role(cmdline)? {
+    if let Some(client) = oob::cmdline_role(cmdline).map_err(OptionError::from)? {
         o.client = client;
     }
     Ok(o)

@@ -98,21 +98,25 @@ pub(crate) fn pat(off: u64, n: usize) -> &'static [u8] {
 }
 
 /// Writes the known pattern over `[off, off + len)`.
-pub(crate) fn fill<H: Hal>(mr: &MemoryRegion<H>, off: u64, len: u64) -> Result<(), String> {
+pub(crate) fn fill<H: Hal>(mr: &MemoryRegion<H>, off: u64, len: u64) -> Result<(), Error<'static>> {
     let mut at = off;
     let end = off + len;
     while at < end {
         let n = (end - at).min(CHUNK as u64);
         mr.write(at, pat(at, n as usize))
-            .map_err(|e| format!("write: {e:?}"))?;
+            .map_err(|e| Error::Verbs("write", e))?;
         at += n;
     }
     Ok(())
 }
 
-pub(crate) fn read<H: Hal>(mr: &MemoryRegion<H>, off: u64, len: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn read<H: Hal>(
+    mr: &MemoryRegion<H>,
+    off: u64,
+    len: u64,
+) -> Result<Vec<u8>, Error<'static>> {
     let mut v = alloc::vec![0u8; len as usize];
-    mr.read(off, &mut v).map_err(|e| format!("read: {e:?}"))?;
+    mr.read(off, &mut v).map_err(|e| Error::Verbs("read", e))?;
     Ok(v)
 }
 
@@ -122,7 +126,7 @@ pub(crate) fn scan<H: Hal>(
     off: u64,
     len: u64,
     mut f: impl FnMut(u64, u8),
-) -> Result<(), String> {
+) -> Result<(), Error<'static>> {
     let mut at = off;
     let end = off + len;
     while at < end {
@@ -141,7 +145,7 @@ pub(crate) fn first_changed<H: Hal>(
     mr: &MemoryRegion<H>,
     off: u64,
     len: u64,
-) -> Result<Option<u64>, String> {
+) -> Result<Option<u64>, Error<'static>> {
     let mut at = off;
     let end = off + len;
     while at < end {

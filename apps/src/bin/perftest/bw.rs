@@ -15,7 +15,7 @@ pub(crate) fn bw_requester(
     r: &mut Res,
     remote: Remote,
     size: u64,
-) -> Result<(Report, String), String> {
+) -> Result<(Report, String), Error<'static>> {
     let lay = r.lay;
     let clock = o.duration.map(|(d, m)| Clock::start(d, m));
     let n = if clock.is_some() { u64::MAX } else { o.iters };
@@ -88,7 +88,7 @@ pub(crate) fn bw_requester(
             }
             test_qp(&mut r.qp, &mut r.link)?
                 .post_send(&[wr])
-                .map_err(|e| format!("post_send {k}: {e:?}"))?;
+                .map_err(|e| Error::PostSend(k, e))?;
             posted += 1;
         }
         if done == posted {
@@ -100,10 +100,10 @@ pub(crate) fn bw_requester(
             tc.push(now());
         }
         if wc.wr_id != done {
-            return Err(format!(
-                "completion of work request {} where {done} was due",
-                wc.wr_id
-            ));
+            return Err(Error::OutOfOrder {
+                got: wc.wr_id,
+                due: done,
+            });
         }
         match o.verb {
             Verb::Read => {
@@ -116,7 +116,7 @@ pub(crate) fn bw_requester(
             }
             Verb::Atomic => {
                 let b = read(&r.mr, lay.slot(64, wc.wr_id), 8)?;
-                let got = u64::from_ne_bytes(b.try_into().map_err(|_| "8 bytes")?);
+                let got = u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
                 let s = (wc.wr_id % steps) as usize;
                 if let Some(prev) = last[s] {
                     let want = match o.atomic {
@@ -146,9 +146,9 @@ pub(crate) fn bw_requester(
         format!("{done}")
     };
     let note = match o.verb {
-        Verb::Read if mismatches > 0 => return Err(format!("{mismatches} of {done} READs of {size} B returned other bytes than the first")),
+        Verb::Read if mismatches > 0 => return Err(Check::ReadsDiffer { bad: mismatches, of: done, size }.into()),
         Verb::Read => format!("every byte of {count} READs of {size} B equals the first READ"),
-        Verb::Atomic if mismatches > 0 => return Err(format!("{mismatches} of {done} {:?} results are not the arithmetic ones", o.atomic)),
+        Verb::Atomic if mismatches > 0 => return Err(Check::Atomics { bad: mismatches, of: done, op: o.atomic }.into()),
         Verb::Atomic => match o.atomic {
             AtomicOp::FetchAdd => format!("{count} FETCH_AND_ADDs over {steps} words: each fetched value is the previous one at its word + 1"),
             AtomicOp::CmpSwap => format!("{count} CMP_AND_SWAPs (0 -> 0) over {steps} words: each fetched value equals the word's first"),

@@ -177,7 +177,7 @@ impl CmLink {
     /// on `port`, accept the first request) or client (connect to the server, again until it
     /// listens), for up to [`oob::FIRST_WAIT`].
     pub(crate) fn open(
-        dev: &Context<KernelHal>,
+        dev: &Hca,
         pd: &ProtectionDomain<KernelHal>,
         node: KernelNode,
         side: Side,
@@ -573,7 +573,7 @@ pub(crate) fn rdma_cm_connection(
     pd: &ProtectionDomain<KernelHal>,
     caps: QpCaps,
     my_reads: u32,
-) -> Result<(), String> {
+) -> Result<(), Error<'static>> {
     let zero = dest_bytes(&Dest::default(), 0);
     xchg(
         &mut r.link,
@@ -594,7 +594,7 @@ pub(crate) fn rdma_cm_connection(
             reads,
         };
         l.connect_test(&t)
-            .map_err(|e| format!("the test's rdma_cm connection: {e}"))?;
+            .map_err(|e| Error::Link("the test's rdma_cm connection", LinkError::Cm(e)))?;
     }
     xchg(
         &mut r.link,

@@ -10,9 +10,9 @@ pub(crate) fn xchg(
     link: &mut Link,
     client: bool,
     mine: &[u8],
-    what: &str,
-) -> Result<Vec<u8>, String> {
-    let err = |e: LinkError| format!("exchange of the {what}: {e}");
+    what: &'static str,
+) -> Result<Vec<u8>, Error<'static>> {
+    let err = |e| Error::Xchg(what, e);
     if client {
         link.send(mine).map_err(err)?;
     }
@@ -23,7 +23,7 @@ pub(crate) fn xchg(
     Ok(theirs)
 }
 
-pub(crate) fn send_report(link: &mut Link, c: bool, r: &Report) -> Result<(), String> {
+pub(crate) fn send_report(link: &mut Link, c: bool, r: &Report) -> Result<(), Error<'static>> {
     for f in [
         r.size.to_be_bytes(),
         r.iters.to_be_bytes(),
@@ -36,11 +36,12 @@ pub(crate) fn send_report(link: &mut Link, c: bool, r: &Report) -> Result<(), St
     Ok(())
 }
 
-pub(crate) fn recv_report(link: &mut Link, c: bool) -> Result<Report, String> {
+pub(crate) fn recv_report(link: &mut Link, c: bool) -> Result<Report, Error<'static>> {
     let mut f = [0u64; 5];
     for x in f.iter_mut() {
         let b = xchg(link, c, &[0u8; 8], "reports")?;
-        *x = u64::from_be_bytes(b.try_into().map_err(|_| "report")?);
+        let n = b.len();
+        *x = u64::from_be_bytes(b.try_into().map_err(|_| Error::GarbledReport(n))?);
     }
     Ok(Report {
         size: f[0],

@@ -10,13 +10,13 @@ pub(crate) fn poll_byte<H: Hal>(
     want: u8,
     clock: Option<&Clock>,
     link: &mut Link,
-) -> Result<bool, String> {
+) -> Result<bool, Error<'static>> {
     let deadline = Deadline::after(WAIT);
     let mut spins = 0u32;
     loop {
         if mr
             .read_volatile_u8(off)
-            .map_err(|e| format!("read: {e:?}"))?
+            .map_err(|e| Error::Verbs("read", e))?
             == want
         {
             return Ok(true);
@@ -28,7 +28,7 @@ pub(crate) fn poll_byte<H: Hal>(
                 return Ok(false);
             }
             if deadline.expired() {
-                return Err(format!("byte {off} never became {want} in {WAIT:?}"));
+                return Err(Error::NeverBecame { off, want });
             }
         }
         core::hint::spin_loop();
@@ -42,7 +42,7 @@ pub(crate) fn write_lat(
     r: &mut Res,
     remote: Remote,
     size: u64,
-) -> Result<String, String> {
+) -> Result<String, Error<'static>> {
     let clock = o.duration.map(|(d, m)| Clock::start(d, m));
     let n = if clock.is_some() { u64::MAX } else { o.iters };
     let server = !o.client;
@@ -64,7 +64,7 @@ pub(crate) fn write_lat(
             }
             scnt += 1;
             r.mr.write(post_at, &[scnt as u8])
-                .map_err(|e| format!("write: {e:?}"))?;
+                .map_err(|e| Error::Verbs("write", e))?;
             let local = [r.mr.sge(0, size as u32)];
             let wr = SendWr {
                 wr_id: scnt,
@@ -74,7 +74,7 @@ pub(crate) fn write_lat(
             };
             test_qp(&mut r.qp, &mut r.link)?
                 .post_send(&[wr])
-                .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
+                .map_err(|e| Error::PostSend(scnt, e))?;
         }
         if ccnt < n {
             let wc = r.wait_send()?;
@@ -98,17 +98,18 @@ pub(crate) fn write_lat(
 
 /// The WRITE target after ib_write_lat: perftest's buffer is zeros, so every byte the peer
 /// wrote is 0 but the polled last byte, which holds the final count; nothing beyond changed.
-pub(crate) fn check_write_lat_target(o: &Opts, r: &Res) -> Result<String, String> {
+pub(crate) fn check_write_lat_target(o: &Opts, r: &Res) -> Result<String, Error<'static>> {
     let s = o.sizes().into_iter().max().unwrap_or(o.size);
     let t = r.lay.target();
     let last =
         r.mr.read_volatile_u8(t + s - 1)
-            .map_err(|e| format!("read: {e:?}"))?;
+            .map_err(|e| Error::Verbs("read", e))?;
     if o.duration.is_none() && last != o.iters as u8 {
-        return Err(format!(
-            "the last byte holds {last}, not the final count {}",
-            o.iters as u8
-        ));
+        return Err(Check::LastByte {
+            got: last,
+            want: o.iters as u8,
+        }
+        .into());
     }
     let mut nonzero = None;
     scan(&r.mr, t, s - 1, |i, x| {
@@ -117,13 +118,10 @@ pub(crate) fn check_write_lat_target(o: &Opts, r: &Res) -> Result<String, String
         }
     })?;
     if let Some(i) = nonzero {
-        return Err(format!("byte {i} of the WRITE target is not perftest's 0"));
+        return Err(Check::NotZero(i).into());
     }
     if let Some(i) = first_changed(&r.mr, t + s, r.lay.half - s)? {
-        return Err(format!(
-            "the peer's WRITEs reached byte {} beyond the message",
-            i - t
-        ));
+        return Err(Check::Beyond(i - t).into());
     }
     Ok(format!(
         "the peer's {s} B landed as perftest's zeros, last byte {last}, nothing beyond"
@@ -132,7 +130,12 @@ pub(crate) fn check_write_lat_target(o: &Opts, r: &Res) -> Result<String, String
 
 /// `run_iter_lat`: one signaled READ at a time; every READ of the same remote bytes must
 /// return the same bytes.
-pub(crate) fn read_lat(o: &Opts, r: &mut Res, remote: Remote, size: u64) -> Result<String, String> {
+pub(crate) fn read_lat(
+    o: &Opts,
+    r: &mut Res,
+    remote: Remote,
+    size: u64,
+) -> Result<String, Error<'static>> {
     let clock = o.duration.map(|(d, m)| Clock::start(d, m));
     let n = if clock.is_some() { u64::MAX } else { o.iters };
     let mut tp: Vec<u64> = Vec::new();
@@ -155,7 +158,7 @@ pub(crate) fn read_lat(o: &Opts, r: &mut Res, remote: Remote, size: u64) -> Resu
         };
         test_qp(&mut r.qp, &mut r.link)?
             .post_send(&[wr])
-            .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
+            .map_err(|e| Error::PostSend(scnt, e))?;
         scnt += 1;
         let wc = r.wait_send()?;
         ok_wc(&wc, "READ")?;
@@ -174,9 +177,12 @@ pub(crate) fn read_lat(o: &Opts, r: &mut Res, remote: Remote, size: u64) -> Resu
         None => print_lat(size, n, &tp, 1.0),
     }
     if mismatches > 0 {
-        return Err(format!(
-            "{mismatches} of {scnt} READs of {size} B returned other bytes than the first"
-        ));
+        return Err(Check::ReadsDiffer {
+            bad: mismatches,
+            of: scnt,
+            size,
+        }
+        .into());
     }
     Ok(format!(
         "every byte of {scnt} READs of {size} B equals the first READ"
@@ -190,7 +196,7 @@ pub(crate) fn send_lat(
     r: &mut Res,
     size: u64,
     mut ring: RecvRing,
-) -> Result<String, String> {
+) -> Result<String, Error<'static>> {
     let client = o.client;
     let mut clock: Option<Clock> = None;
     let n = if o.duration.is_some() {
@@ -215,7 +221,11 @@ pub(crate) fn send_lat(
             }
             take_recv(o, r, size, &wc, &mut ring, &mut chk)?;
             if !ring.keeps_depth() {
-                return Err(format!("after message {rcnt}: {} receives posted, fewer than perftest's rx_depth {} keeps", ring.outstanding(), ring.depth()));
+                return Err(Error::DepthNotKept {
+                    after: rcnt,
+                    posted: ring.outstanding(),
+                    depth: ring.depth(),
+                });
             }
             rcnt += 1;
             if clock.is_some_and(|c| c.phase() == Phase::Sample) {
@@ -236,7 +246,7 @@ pub(crate) fn send_lat(
             };
             test_qp(&mut r.qp, &mut r.link)?
                 .post_send(&[wr])
-                .map_err(|e| format!("post_send {scnt}: {e:?}"))?;
+                .map_err(|e| Error::PostSend(scnt, e))?;
             let wc = r.wait_send()?;
             ok_wc(&wc, "SEND")?;
         }
@@ -246,12 +256,15 @@ pub(crate) fn send_lat(
         None => print_lat(size, n, &tp, 2.0),
     }
     if chk.differ > 0 {
-        return Err(format!("{} of {rcnt} messages of {size} B differ from the first (perftest sends one unchanged buffer)", chk.differ));
+        return Err(Check::MessagesDiffer {
+            differ: chk.differ,
+            of: rcnt,
+            size,
+        }
+        .into());
     }
     if size >= 8 && chk.landed == 0 && rcnt > 0 {
-        return Err(format!(
-            "the peer's {size}-byte messages left the pattern as it was"
-        ));
+        return Err(Check::NothingLanded { size }.into());
     }
     Ok(format!(
         "{rcnt} messages of {size} B received, each equal to the first, {scnt} sent"

@@ -92,14 +92,15 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
 
+use apps::app::{self, Hca};
 use apps::oob::{self, Oob, OobError, Side};
 use apps::stack::{self, KernelNode};
 use kernel::time::{Deadline, Instant};
 use kernel::{println, AppContext};
 use mlx5::{
-    AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, Context, ContextConfig,
-    CounterSet, Hal, MemoryRegion, ProtectionDomain, QpCaps, QpEndpoint, QueuePair, Remote,
-    SendData, SendFlags, SendOp, SendWr, WcStatus, WorkCompletion,
+    AccessFlags, CompletionChannel, CompletionQueue, ConnectOptions, CounterSet, Hal, MemoryRegion,
+    ProtectionDomain, QpCaps, QpEndpoint, QueuePair, Remote, SendData, SendFlags, SendOp, SendWr,
+    WcStatus, WorkCompletion,
 };
 use mlx5_kernel::KernelHal;
 use net::NetError;
@@ -110,6 +111,7 @@ mod buffer;
 mod bw;
 mod clock;
 mod cm;
+mod error;
 mod exchange;
 mod lat;
 mod link;
@@ -126,6 +128,7 @@ use buffer::*;
 use bw::*;
 use clock::*;
 use cm::*;
+use error::*;
 use exchange::*;
 use lat::*;
 use link::*;
@@ -138,54 +141,31 @@ kernel::entry_point!(main);
 
 const WAIT: Duration = Duration::from_secs(120);
 fn main(ctx: &AppContext) -> i32 {
-    let o = match parse(ctx.cmdline.0) {
-        Ok(o) => o,
-        Err(e) => {
-            println!("perftest: {e}");
-            return 2;
-        }
-    };
-    match run(&o, ctx.cmdline.0) {
-        Ok(()) => 0,
-        Err(e) => {
-            println!("perftest: FAILED: {e}");
-            1
-        }
-    }
+    let cmdline = ctx.cmdline.0;
+    app::exit("perftest", parse(cmdline), |o| run(&o, cmdline))
 }
 
-fn run(o: &Opts, cmdline: &str) -> Result<(), String> {
-    let net = stack::net_args(cmdline).map_err(|e| format!("{e}"))?;
-    let side = Side::new(o.client, net.peer).map_err(|e| format!("{e}"))?;
-    let hal = mlx5_kernel::open_first(None).map_err(|e| format!("no mlx5 function: {e:?}"))?;
-    let dev =
-        Context::open(hal, ContextConfig::default()).map_err(|e| format!("bring-up: {e:?}"))?;
-    // Fault finding: the QP counts into a Q counter set of its own (QPC counter_set_id, as
-    // Linux mlx5_ib), printed with the port's counters when the run fails.
-    let set = dev.alloc_counter_set().ok();
-    let r = run_on(o, &dev, &net, side, set.as_ref());
-    if r.is_err() {
-        oob::print_counters("perftest", &dev, set.as_ref());
-    }
-    r?;
-    drop(set);
-    dev.close().map_err(|_| "teardown refused")?;
-    Ok(())
+fn run<'a>(o: &Opts, cmdline: &'a str) -> Result<(), Error<'a>> {
+    let net = stack::net_args(cmdline).map_err(Error::NetArgs)?;
+    let side = Side::new(o.client, net.peer).map_err(Error::Side)?;
+    // Fault finding: the QP counts into a Q counter set of its own, printed with the port's
+    // counters when the run fails.
+    app::with_counted_hca("perftest", |dev, set| run_on(o, dev, &net, side, set))
 }
 
 /// The run on the open device: the resources, the exchange, the test's connection, the test
 /// and its report, and the resources' end.
 fn run_on(
     o: &Opts,
-    dev: &Context<KernelHal>,
+    dev: &Hca,
     net: &stack::NetArgs,
     side: Side,
     set: Option<&CounterSet<KernelHal>>,
-) -> Result<(), String> {
+) -> Result<(), Error<'static>> {
     let ip = net.ip.addr;
-    let sgid = oob::ipv4_gid_index(dev, ip).map_err(|e| format!("the IPv4 GID: {e:?}"))?;
+    let sgid = oob::ipv4_gid_index(dev, ip).map_err(|e| Error::Verbs("the IPv4 GID", e))?;
     let gid = oob::ipv4_gid(ip);
-    let pd = dev.alloc_pd().map_err(|e| format!("alloc_pd: {e:?}"))?;
+    let pd = dev.alloc_pd().map_err(|e| Error::Verbs("alloc_pd", e))?;
     let (mut r, caps) = setup(o, dev, &pd, net, side, sgid)?;
     // perftest_parameters.c: out_reads is the device's maximum for READ and atomic tools.
     let my_reads: u32 = match o.verb {
@@ -202,7 +182,7 @@ fn run_on(
             // With -R the CM has moved the QP to RTS already: a set it cannot take there
             // only costs the fault-finding counters.
             Err(e) if o.rdma_cm => log::info!("perftest: no Q counter set on the QP: {e:?}"),
-            Err(e) => return Err(format!("the QP's counter set: {e:?}")),
+            Err(e) => return Err(Error::Verbs("the QP's counter set", e)),
         }
     }
     let ep = r.qp()?.endpoint();
@@ -237,18 +217,18 @@ fn run_on(
 /// with `-e`) and, without `-R`, the test's QP; and the QP's capabilities.
 fn setup(
     o: &Opts,
-    dev: &Context<KernelHal>,
+    dev: &Hca,
     pd: &ProtectionDomain<KernelHal>,
     net: &stack::NetArgs,
     side: Side,
     sgid: u16,
-) -> Result<(Res, QpCaps), String> {
+) -> Result<(Res, QpCaps), Error<'static>> {
     let lay = Layout::new(o.max_size(), o.verb, o.rx_depth);
-    let len = usize::try_from(lay.len()).map_err(|_| "size")?;
+    let len = usize::try_from(lay.len()).map_err(|_| Error::TooLarge("a region of", lay.len()))?;
     let t = Instant::now();
     let mr = pd
         .alloc_mr(len, AccessFlags::ALL)
-        .map_err(|e| format!("alloc_mr: {e:?}"))?;
+        .map_err(|e| Error::Verbs("alloc_mr", e))?;
     log::info!(
         "perftest: region of {len} B registered in {:?}",
         t.elapsed()
@@ -260,18 +240,19 @@ fn setup(
         // The byte each size's ping-pong polls starts at 0 (perftest zeroes its whole buffer).
         for s in o.sizes() {
             mr.write(lay.target() + s - 1, &[0])
-                .map_err(|e| format!("write: {e:?}"))?;
+                .map_err(|e| Error::Verbs("write", e))?;
         }
     }
-    let node = KernelNode::up(dev, net).map_err(|e| format!("the network: {e:?}"))?;
+    let node = KernelNode::up(dev, net).map_err(Error::Network)?;
     let link = if o.rdma_cm {
         Link::Cm(alloc::boxed::Box::new(
             CmLink::open(dev, pd, node, side, o.port, sgid as u8, WAIT)
-                .map_err(|e| format!("the exchange (-R): {e}"))?,
+                .map_err(|e| Error::Link("the exchange (-R)", LinkError::Cm(e)))?,
         ))
     } else {
         Link::Tcp(alloc::boxed::Box::new(
-            Oob::open(node, side, o.port, WAIT).map_err(|e| format!("the exchange: {e}"))?,
+            Oob::open(node, side, o.port, WAIT)
+                .map_err(|e| Error::Link("the exchange", LinkError::Tcp(e)))?,
         ))
     };
     let (sch, rch) = if o.events {
@@ -290,13 +271,14 @@ fn setup(
     // receive queue hold rx_depth, every receive this side keeps posted.
     let (rq, rcq_len) = match o.verb {
         Verb::Send => {
-            let d = u32::try_from(o.rx_depth).map_err(|_| "rx_depth")?;
+            let d =
+                u32::try_from(o.rx_depth).map_err(|_| Error::TooLarge("rx_depth", o.rx_depth))?;
             (d, d.max(256))
         }
         _ => (64, 256),
     };
-    let scq = mk_cq(&sch, 256).map_err(|e| format!("create_cq: {e:?}"))?;
-    let rcq = mk_cq(&rch, rcq_len).map_err(|e| format!("create_cq: {e:?}"))?;
+    let scq = mk_cq(&sch, 256).map_err(|e| Error::Verbs("create_cq", e))?;
+    let rcq = mk_cq(&rch, rcq_len).map_err(|e| Error::Verbs("create_cq", e))?;
     let caps = QpCaps {
         max_send_wr: 64,
         max_recv_wr: rq,
@@ -308,7 +290,7 @@ fn setup(
     } else {
         Some(
             pd.create_qp(&scq, &rcq, &caps)
-                .map_err(|e| format!("create_qp: {e:?}"))?,
+                .map_err(|e| Error::Verbs("create_qp", e))?,
         )
     };
     let r = Res {
@@ -328,7 +310,7 @@ fn setup(
 
 /// Steps 1 to 3 of the exchange (the versions, `check_sys_data`, `check_mtu`) and the
 /// header; the MTU both take.
-fn exchange_params(o: &Opts, r: &mut Res, sgid: u16) -> Result<u8, String> {
+fn exchange_params(o: &Opts, r: &mut Res, sgid: u16) -> Result<u8, Error<'static>> {
     let c = o.client;
     let mut v = [0u8; 16];
     v[..VERSION.len()].copy_from_slice(VERSION);
@@ -354,7 +336,7 @@ fn exchange_params(o: &Opts, r: &mut Res, sgid: u16) -> Result<u8, String> {
         .first()
         .map(|b| b.wrapping_sub(b'0'))
         .filter(|x| (1..=5).contains(x))
-        .ok_or("garbled MTU")?;
+        .ok_or(Error::GarbledMtu)?;
     let mtu = o.mtu.min(their_mtu);
     print_header(o, &their_version, mtu, sgid);
     Ok(mtu)
@@ -390,7 +372,12 @@ fn print_header(o: &Opts, their_version: &str, mtu: u8, sgid: u16) {
 
 /// Step 4, `ctx_hand_shake` of the keys `me` (and the _lat tools' second one for WRITE and
 /// READ): the peer's keys and this side's message, which every later handshake repeats.
-fn exchange_keys(o: &Opts, r: &mut Res, me: &Dest, sgid: u16) -> Result<(Dest, Vec<u8>), String> {
+fn exchange_keys(
+    o: &Opts,
+    r: &mut Res,
+    me: &Dest,
+    sgid: u16,
+) -> Result<(Dest, Vec<u8>), Error<'static>> {
     let c = o.client;
     // The keys: perftest's text over TCP, the struct's bytes over rdma_cm.
     let km = if o.rdma_cm {
@@ -404,7 +391,7 @@ fn exchange_keys(o: &Opts, r: &mut Res, me: &Dest, sgid: u16) -> Result<(Dest, V
     } else {
         parse_key(&theirs)
     }
-    .ok_or("the peer's keys are garbled")?;
+    .ok_or(Error::GarbledKeys)?;
     if o.test == Test::Lat && matches!(o.verb, Verb::Write | Verb::Read) {
         // write_lat.c / read_lat.c shake hands twice before connecting.
         hs(&mut r.link, c, &km, "second key handshake")?;
@@ -424,17 +411,17 @@ fn exchange_keys(o: &Opts, r: &mut Res, me: &Dest, sgid: u16) -> Result<(Dest, V
 /// connected to the peer's keys `rem` (`ctx_modify_qp_to_rtr/rts`).
 fn connect(
     o: &Opts,
-    dev: &Context<KernelHal>,
+    dev: &Hca,
     r: &mut Res,
     rem: &Dest,
     mtu: u8,
     sgid: u16,
     my_reads: u32,
-) -> Result<(), String> {
+) -> Result<(), Error<'static>> {
     let mac = r
         .link
         .peer_mac(&rem.gid)
-        .map_err(|e| format!("the peer's MAC: {e}"))?;
+        .map_err(|e| Error::Link("the peer's MAC", e))?;
     let copts = ConnectOptions {
         mtu: oob::mtu_of(mtu),
         sgid_index: sgid as u8,
@@ -455,11 +442,11 @@ fn connect(
             },
             &copts,
         )
-        .map_err(|e| format!("connect: {e:?}"))
+        .map_err(|e| Error::Verbs("connect", e))
 }
 
 /// A handshake: this side's keys message `km` each way (`ctx_hand_shake`).
-fn hs(link: &mut Link, c: bool, km: &[u8], what: &str) -> Result<(), String> {
+fn hs(link: &mut Link, c: bool, km: &[u8], what: &'static str) -> Result<(), Error<'static>> {
     xchg(link, c, km, what).map(|_| ())
 }
 
@@ -472,9 +459,9 @@ fn close(
     half: u64,
     c: bool,
     km: &[u8],
-) -> Result<(), String> {
+) -> Result<(), Error<'static>> {
     if let Some(at) = first_changed(mr, 0, half)? {
-        return Err(format!("this side's source buffer changed at byte {at}"));
+        return Err(Check::SourceChanged(at).into());
     }
     hs(link, c, km, "closing handshake")?;
     // Over rdma_cm, ctx_close_connection is the handshake alone.
@@ -485,11 +472,9 @@ fn close(
     // NUL and closes without reading the other's. So the peer's comes whatever this
     // side does, and the peer may have closed, and reset what arrives after (Linux
     // does on a socket closed with data unread), before this side's is there.
-    let d = link
-        .recv(DONE.len())
-        .map_err(|e| format!("exchange of the done: {e}"))?;
+    let d = link.recv(DONE.len()).map_err(|e| Error::Xchg("done", e))?;
     if d != DONE {
-        return Err("the peer did not say done".into());
+        return Err(Error::NoDone);
     }
     match link.send(DONE) {
         Ok(())
@@ -497,13 +482,18 @@ fn close(
             err: NetError::Reset | NetError::Closed,
             ..
         })) => Ok(()),
-        Err(e) => Err(format!("exchange of the done: {e}")),
+        Err(e) => Err(Error::Xchg("done", e)),
     }
 }
 
 /// Step 5, the test with the peer's buffer `remote`, its figures printed, and step 6; the
 /// notes of what was checked.
-fn the_test(o: &Opts, r: &mut Res, remote: Remote, km: &[u8]) -> Result<Vec<String>, String> {
+fn the_test(
+    o: &Opts,
+    r: &mut Res,
+    remote: Remote,
+    km: &[u8],
+) -> Result<Vec<String>, Error<'static>> {
     let c = o.client;
     let half = r.lay.half;
     let mut notes: Vec<String> = Vec::new();
@@ -581,25 +571,25 @@ fn the_test(o: &Opts, r: &mut Res, remote: Remote, km: &[u8]) -> Result<Vec<Stri
             println!("{RESULT_LINE}");
             close(&mut r.link, &r.mr, half, c, km)?;
         }
-        (Test::Lat, Verb::Atomic, _) => return Err("ib_atomic_lat is not supported".into()),
+        (Test::Lat, Verb::Atomic, _) => return Err(Error::AtomicLat),
     }
     Ok(notes)
 }
 
 /// After the test: ib_write_lat's source check, `-e`'s events, the notes printed, and with
 /// `-R` both rdma_cm connections disconnected.
-fn finish(o: &Opts, r: &mut Res, notes: &mut Vec<String>) -> Result<(), String> {
+fn finish(o: &Opts, r: &mut Res, notes: &mut Vec<String>) -> Result<(), Error<'static>> {
     // This side's own source half is never written by anyone but itself.
     if o.verb == Verb::Write && o.test == Test::Lat {
         if let Some(at) = first_changed(&r.mr, 0, r.lay.half)? {
-            return Err(format!("this side's source buffer changed at byte {at}"));
+            return Err(Check::SourceChanged(at).into());
         }
     }
     if o.events {
         // The sides that wait for completions: every client, and the SEND servers.
         let waits = o.client || o.verb == Verb::Send;
         if waits && r.events[0] == 0 {
-            return Err("-e: no completion event was taken".into());
+            return Err(Error::NoEvents);
         }
         notes.push(format!(
             "{} completion events taken; {} completions there at the first poll, {} right after arming (-e)",

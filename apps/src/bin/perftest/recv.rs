@@ -4,7 +4,7 @@ use super::*;
 
 /// `ctx_set_recv_wqes`: posts perftest's `rx_depth` receives for `size`-byte SENDs, each in
 /// a slot of its own when `rx_depth + 1` slots fit (else shared, see [`take_recv`]).
-pub(crate) fn post_recvs(o: &Opts, r: &mut Res, size: u64) -> Result<RecvRing, String> {
+pub(crate) fn post_recvs(o: &Opts, r: &mut Res, size: u64) -> Result<RecvRing, Error<'static>> {
     let want = if o.duration.is_some() {
         u64::MAX
     } else {
@@ -29,7 +29,7 @@ pub(crate) fn post_recvs(o: &Opts, r: &mut Res, size: u64) -> Result<RecvRing, S
         let (qp, mr) = r.qp_mr()?;
         ring.post_initial(qp, mr)
     }
-    .map_err(|e| format!("posting the first {} receives: {e:?}", o.rx_depth))?;
+    .map_err(|e| Error::PostRecvs(o.rx_depth, e))?;
     Ok(ring)
 }
 
@@ -74,17 +74,16 @@ pub(crate) fn take_recv(
     wc: &WorkCompletion,
     ring: &mut RecvRing,
     chk: &mut RecvCheck,
-) -> Result<(), String> {
+) -> Result<(), Error<'static>> {
     ok_wc(wc, "receive")?;
     let (qp, mr) = r.qp_mr()?;
-    let at = ring
-        .complete(qp, mr, wc.wr_id)
-        .map_err(|e| format!("reposting a receive: {e:?}"))?;
+    let at = ring.complete(qp, mr, wc.wr_id).map_err(Error::Repost)?;
     if wc.byte_len as u64 != size {
-        return Err(format!(
-            "message {}: {} bytes, not {size}",
-            wc.wr_id, wc.byte_len
-        ));
+        return Err(Error::Length {
+            n: wc.wr_id,
+            len: wc.byte_len,
+            size,
+        });
     }
     let own = ring.exclusive() || o.test == Test::Lat;
     if !own && (r.recv_dirty || wc.wr_id >= ring.slots()) {
@@ -128,7 +127,7 @@ pub(crate) fn receiver(
     r: &mut Res,
     size: u64,
     mut ring: RecvRing,
-) -> Result<(Report, String), String> {
+) -> Result<(Report, String), Error<'static>> {
     let mut clock: Option<Clock> = None;
     let mut chk = RecvCheck::new();
     let (mut rcnt, mut sampled) = (0u64, 0u64);
@@ -157,11 +156,11 @@ pub(crate) fn receiver(
         take_recv(o, r, size, &wc, &mut ring, &mut chk)?;
         in_take += now() - t;
         if !ring.keeps_depth() {
-            return Err(format!(
-                "after message {rcnt}: {} receives posted, fewer than perftest's rx_depth {} keeps",
-                ring.outstanding(),
-                ring.depth()
-            ));
+            return Err(Error::DepthNotKept {
+                after: rcnt,
+                posted: ring.outstanding(),
+                depth: ring.depth(),
+            });
         }
         rcnt += 1;
         if clock.is_some_and(|c| c.phase() == Phase::Sample) {
@@ -175,10 +174,11 @@ pub(crate) fn receiver(
     log::info!("perftest: receiver: {rcnt} messages: {:.0} us waiting for completions, {:.0} us taking them", us(in_wait), us(in_take));
     let total = size * rcnt;
     if !enough_landed(chk.landed, chk.checked) {
-        return Err(format!(
-            "only {} of {} received bytes checked differ from the pattern they overwrote",
-            chk.landed, chk.checked
-        ));
+        return Err(Check::TooFewLanded {
+            landed: chk.landed,
+            of: chk.checked,
+        }
+        .into());
     }
     let rep = match &clock {
         Some(cl) => duration_report(size, sampled, cl),

@@ -30,20 +30,22 @@ type H = KernelHal;
 impl Res {
     /// The test's QP.
     #[inline]
-    pub(crate) fn qp(&mut self) -> Result<&mut QueuePair<H>, String> {
+    pub(crate) fn qp(&mut self) -> Result<&mut QueuePair<H>, Error<'static>> {
         test_qp(&mut self.qp, &mut self.link)
     }
 
     /// The test's QP and the region.
-    pub(crate) fn qp_mr(&mut self) -> Result<(&mut QueuePair<H>, &MemoryRegion<H>), String> {
+    pub(crate) fn qp_mr(
+        &mut self,
+    ) -> Result<(&mut QueuePair<H>, &MemoryRegion<H>), Error<'static>> {
         Ok((test_qp(&mut self.qp, &mut self.link)?, &self.mr))
     }
 
     /// The next send completion ([`wait_cq`] of the send CQ).
-    pub(crate) fn wait_send(&mut self) -> Result<WorkCompletion, String> {
+    pub(crate) fn wait_send(&mut self) -> Result<WorkCompletion, Error<'static>> {
         let ch = self.sch.as_ref();
         wait_cq(&mut self.scq, ch, &mut self.events, None, &mut self.link)?
-            .ok_or_else(|| "no completion".into())
+            .ok_or(Error::NoCompletion)
     }
 
     /// The next receive completion ([`wait_cq`] of the receive CQ), `None` when `stop`
@@ -51,7 +53,7 @@ impl Res {
     pub(crate) fn wait_recv(
         &mut self,
         stop: Option<&Clock>,
-    ) -> Result<Option<WorkCompletion>, String> {
+    ) -> Result<Option<WorkCompletion>, Error<'static>> {
         let ch = self.rch.as_ref();
         wait_cq(&mut self.rcq, ch, &mut self.events, stop, &mut self.link)
     }
@@ -62,11 +64,11 @@ impl Res {
 pub(crate) fn test_qp<'a>(
     qp: &'a mut Option<QueuePair<H>>,
     link: &'a mut Link,
-) -> Result<&'a mut QueuePair<H>, String> {
+) -> Result<&'a mut QueuePair<H>, Error<'static>> {
     match (qp, link) {
         (Some(qp), _) => Ok(qp),
-        (None, Link::Cm(l)) => l.test_qp().ok_or_else(|| "the test's QP is gone".into()),
-        (None, Link::Tcp(_)) => Err("no test QP".into()),
+        (None, Link::Cm(l)) => l.test_qp().ok_or(Error::NoTestQp { rdma_cm: true }),
+        (None, Link::Tcp(_)) => Err(Error::NoTestQp { rdma_cm: false }),
     }
 }
 
@@ -79,12 +81,12 @@ pub(crate) fn wait_cq(
     events: &mut [u64; 3],
     stop: Option<&Clock>,
     link: &mut Link,
-) -> Result<Option<WorkCompletion>, String> {
+) -> Result<Option<WorkCompletion>, Error<'static>> {
     let deadline = Deadline::after(WAIT);
     let mut wc = [WorkCompletion::default(); 1];
     let mut waited = false;
     loop {
-        if cq.poll(&mut wc).map_err(|e| format!("poll: {e:?}"))? == 1 {
+        if cq.poll(&mut wc).map_err(|e| Error::Verbs("poll", e))? == 1 {
             if ch.is_some() && !waited {
                 events[1] += 1;
             }
@@ -94,15 +96,15 @@ pub(crate) fn wait_cq(
             return Ok(None);
         }
         if deadline.expired() {
-            return Err(format!("no completion in {WAIT:?}"));
+            return Err(Error::NoCompletion);
         }
         link.tick();
         match ch {
             None => core::hint::spin_loop(),
             Some(ch) => {
                 cq.req_notify_cq(false)
-                    .map_err(|e| format!("req_notify_cq: {e:?}"))?;
-                if cq.poll(&mut wc).map_err(|e| format!("poll: {e:?}"))? == 1 {
+                    .map_err(|e| Error::Verbs("req_notify_cq", e))?;
+                if cq.poll(&mut wc).map_err(|e| Error::Verbs("poll", e))? == 1 {
                     events[2] += 1;
                     return Ok(Some(wc[0]));
                 }
@@ -118,30 +120,27 @@ pub(crate) fn wait_cq(
                 match ev {
                     Ok(ev) if ev.cqn == cq.cqn() => {
                         cq.ack_events(1)
-                            .map_err(|e| format!("ack_cq_events: {e:?}"))?;
+                            .map_err(|e| Error::Verbs("ack_cq_events", e))?;
                         events[0] += 1;
                         waited = true;
                     }
                     Ok(ev) => {
-                        return Err(format!(
-                            "completion event for CQ {:#x}, not {:#x}",
-                            ev.cqn,
-                            cq.cqn()
-                        ))
+                        return Err(Error::OtherCq {
+                            got: ev.cqn,
+                            want: cq.cqn(),
+                        })
                     }
-                    Err(e) => return Err(format!("get_cq_event: {e:?}")),
+                    Err(e) => return Err(Error::Verbs("get_cq_event", e)),
                 }
             }
         }
     }
 }
 
-pub(crate) fn ok_wc(wc: &WorkCompletion, what: &str) -> Result<(), String> {
+/// `wc` unless it is in error; `what` names its work request.
+pub(crate) fn ok_wc(wc: &WorkCompletion, what: &'static str) -> Result<(), Error<'static>> {
     if wc.status != WcStatus::Success {
-        return Err(format!(
-            "{what} {} in error: {:?} (vendor syndrome {:#x})",
-            wc.wr_id, wc.status, wc.vendor_err
-        ));
+        return Err(Error::Completion { what, wc: *wc });
     }
     Ok(())
 }

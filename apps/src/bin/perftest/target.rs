@@ -4,16 +4,13 @@ use super::*;
 
 /// This side as the target of the peer's WRITEs, READs or atomics (`iters` = what the peer
 /// reported, 0 if unknown), after the peer is done: exactly perftest's addressing was hit.
-pub(crate) fn check_target(o: &Opts, r: &Res, iters: u64) -> Result<String, String> {
+pub(crate) fn check_target(o: &Opts, r: &Res, iters: u64) -> Result<String, Error<'static>> {
     let t = r.lay.target();
     let half = r.lay.half;
     match o.verb {
         Verb::Read => {
             if let Some(i) = first_changed(&r.mr, t, half)? {
-                return Err(format!(
-                    "the peer's READs changed byte {} of this side's buffer",
-                    i - t
-                ));
+                return Err(Check::ReadChanged(i - t).into());
             }
             Ok(format!(
                 "this side's {half} B unchanged by the peer's READs"
@@ -26,27 +23,31 @@ pub(crate) fn check_target(o: &Opts, r: &Res, iters: u64) -> Result<String, Stri
             for s in 0..steps {
                 let at = t + s * inc(8);
                 let b = read(&r.mr, at, 8)?;
-                let now = u64::from_ne_bytes(b.try_into().map_err(|_| "8 bytes")?);
+                let now = u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
                 hits[s as usize] = now.wrapping_sub(pattern_u64(at));
             }
             if o.atomic == AtomicOp::CmpSwap && hits.iter().any(|&h| h != 0) {
-                return Err("a CMP_AND_SWAP (compare 0, swap 0) changed a word".into());
+                return Err(Check::SwapChanged.into());
             }
             // FETCH_AND_ADD: the words round-robin, so counts fall by at most one, once.
             let total: u64 = hits.iter().sum();
             let want = |s: u64| total / steps + u64::from(s < total % steps);
             if o.atomic == AtomicOp::FetchAdd {
                 if let Some(s) = (0..steps).find(|&s| hits[s as usize] != want(s)) {
-                    return Err(format!(
-                        "word {s} was added to {} times, not {} of {total}",
-                        hits[s as usize],
-                        want(s)
-                    ));
+                    return Err(Check::WordAdds {
+                        word: s,
+                        got: hits[s as usize],
+                        want: want(s),
+                        total,
+                    }
+                    .into());
                 }
                 if iters != 0 && o.duration.is_none() && total != iters {
-                    return Err(format!(
-                        "{total} FETCH_AND_ADDs landed, the peer reported {iters}"
-                    ));
+                    return Err(Check::AddsLanded {
+                        total,
+                        reported: iters,
+                    }
+                    .into());
                 }
             }
             // Nothing else changed: between the words, and beyond the cycle buffer.
@@ -59,9 +60,7 @@ pub(crate) fn check_target(o: &Opts, r: &Res, iters: u64) -> Result<String, Stri
                 }
             })?;
             if let Some(b) = bad {
-                return Err(format!(
-                    "the peer's atomics changed byte {b}, outside the words perftest targets"
-                ));
+                return Err(Check::AtomicsOutside(b).into());
             }
             Ok(match o.atomic {
                 AtomicOp::FetchAdd => format!("{total} FETCH_AND_ADDs of 1 landed round-robin on {steps} words, nothing else changed"),
@@ -102,14 +101,10 @@ pub(crate) fn check_target(o: &Opts, r: &Res, iters: u64) -> Result<String, Stri
                 }
             })?;
             if let Some(b) = stray {
-                return Err(format!(
-                    "the peer's WRITEs reached byte {b}, where perftest writes nothing"
-                ));
+                return Err(Check::WritesOutside(b as u64).into());
             }
             if o.duration.is_none() && !enough_landed(landed, total) {
-                return Err(format!(
-                    "only {landed} of {total} bytes were written by the peer"
-                ));
+                return Err(Check::WritesLanded { landed, total }.into());
             }
             Ok(format!("the peer's WRITEs landed where perftest aims them ({landed} of {total} bytes changed), nothing elsewhere"))
         }

@@ -60,7 +60,7 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = parse_u64, default_value = "1", allow_negative_numbers = true)]
     runs: u64,
 
-    /// cmdq | cmd | wqe | bar | proxy | wire | wire6 | eth | ud | eth-wire (repeatable) [default: all]
+    /// cmdq | cmd | wqe | bar | proxy | wire | wire6 | eth | ud | eth-wire | cm (repeatable) [default: all]
     #[arg(long, value_name = "T", value_parser = target)]
     target: Vec<fuzz::Target>,
 }
@@ -126,6 +126,24 @@ fn main() -> ExitCode {
             .map(|(c, n)| format!("{} {}", c.name(), ld(n)))
             .collect();
         println!("wire: port counters of every HCA: {}", port.join(", "));
+    }
+    if targets.contains(&fuzz::Target::Cm) {
+        let by = st.cm_drops.lock().unwrap_or_else(|e| e.into_inner());
+        let by: Vec<String> = by.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        println!(
+            "cm: datagrams sent {}: received by QP 1 {} (of which CM messages {}), completed \
+             in error {}, dropped in a counter {} ({}), for no datagram QP {}; the pcap listing \
+             named {} CM MADs ({} not decodable)",
+            ld(&st.cm_sent),
+            ld(&st.cm_received),
+            ld(&st.cm_received_cm),
+            ld(&st.cm_error_cqes),
+            ld(&st.cm_dropped),
+            by.join(", "),
+            ld(&st.cm_unaddressed),
+            ld(&st.cm_listed),
+            ld(&st.cm_listed_bad)
+        );
     }
     ExitCode::SUCCESS
 }

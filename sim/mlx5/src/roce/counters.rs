@@ -171,6 +171,10 @@ counters! {
     /// UD datagrams whose DETH Q_Key is not the receiving QP's (datapath/ud/recv.rs; IBTA
     /// §10.2.4).
     RxDropQkey = "rx_drop_qkey", ModelOnly("nearest: hca_vport_context.qkey_violation_counter");
+    /// UD datagrams whose payload is longer than the receiving QP's path MTU (`qpc.mtu`;
+    /// datapath/ud/recv.rs): a length error, dropped as Linux rxe_resp.c `check_length` and
+    /// `rxe_responder` (RESPST_ERR_LENGTH, class D for UD) drop them.
+    RxDropUdLength = "rx_drop_ud_length", ModelOnly("no PRM counter");
     /// Ethernet frames steered to an RQ that had no receive WQE posted (datapath/eth/rx.rs),
     /// and UD datagrams that found no receive WQE (datapath/ud/recv.rs).
     OutOfBuffer = "out_of_buffer", QCounter("out_of_buffer");

@@ -88,9 +88,7 @@ impl EthWireFuzz {
     }
 
     fn snapshot(&self) -> CounterSnapshot {
-        let f = self.env.raw.dev.f();
-        let h = f.lock_hca();
-        h.port().counters().snapshot()
+        port_counters(&self.env)
     }
 
     /// Posts receive WQEs until `want` are outstanding: mostly a whole slot, sometimes one
@@ -314,13 +312,8 @@ impl Epoch for EthWireFuzz {
 
     fn check(&mut self) -> Result<(), String> {
         self.env.raw.dev.ram.check_guards()?;
-        let all = self.env.read(self.region, (SLOTS * SLOT) as usize);
-        if let Some(i) = all.iter().position(|&b| b != CANARY) {
-            return Err(format!(
-                "receive region byte {i:#x} written outside any frame"
-            ));
-        }
-        Ok(())
+        let len = (SLOTS * SLOT) as usize;
+        canary_intact(&self.env, self.region, len, CANARY, "frame")
     }
 }
 

@@ -1,6 +1,6 @@
 //! Fuzz targets for the emulated ConnectX-5: the command queue, commands, WQEs, BAR writes,
-//! the proxy socket, RoCEv2 frames on the port, the Ethernet queues, Ethernet frames on the port and UD datagrams (issue 7, "hostile input and a failing
-//! device").
+//! the proxy socket, RoCEv2 frames on the port, the Ethernet queues, Ethernet frames on the port, UD datagrams
+//! and CM MADs from the wire into QP 1 (issue 7, "hostile input and a failing device").
 //!
 //! The rule they check: every garbage input gets a PRM error or is dropped. The model never
 //! panics, never hangs (every step runs under a watchdog) and never writes outside the memory
@@ -18,6 +18,7 @@
 //! build, however loaded the host.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -40,6 +41,7 @@ use super::dp::{self, Env};
 use super::raw::{self, Device, Raw};
 
 mod bar;
+mod cm;
 mod cmd_queue;
 mod commands;
 mod datagrams;
@@ -51,6 +53,7 @@ pub mod wire;
 mod wqes;
 
 use bar::BarFuzz;
+use cm::CmFuzz;
 use cmd_queue::CmdQueueFuzz;
 use commands::CommandFuzz;
 use datagrams::UdFuzz;
@@ -163,6 +166,9 @@ pub enum Target {
     /// Hostile Ethernet frames on the port's link through the port's checks, the vport's
     /// address filter and NIC_RX steering rules into posted receive WQEs.
     EthWire = 10,
+    /// Mutated CM MADs (seeded from Linux captures) in UD datagrams from the port's link
+    /// into the GSI QP (QP 1), some with hostile headers.
+    Cm = 11,
 }
 
 pub const ALL_TARGETS: &[Target] = &[
@@ -176,6 +182,7 @@ pub const ALL_TARGETS: &[Target] = &[
     Target::Eth,
     Target::Ud,
     Target::EthWire,
+    Target::Cm,
 ];
 
 impl Target {
@@ -191,6 +198,7 @@ impl Target {
             Target::Eth => "eth",
             Target::Ud => "ud",
             Target::EthWire => "eth-wire",
+            Target::Cm => "cm",
         }
     }
     pub fn parse(s: &str) -> Option<Target> {
@@ -249,6 +257,21 @@ pub struct Stats {
     /// dropped (a port counter, `out_of_buffer` or an error CQE).
     pub eth_wire_received: AtomicU64,
     pub eth_wire_dropped: AtomicU64,
+    /// Datagrams the `cm` target sent to the port; received by the GSI QP (successful
+    /// CQEs), and of those how many held a MAD the `rdma-cm` crate decodes; completed in
+    /// error; dropped in a counter (and by which, by name); dropped in none (not for a
+    /// datagram QP).
+    pub cm_sent: AtomicU64,
+    pub cm_received: AtomicU64,
+    pub cm_received_cm: AtomicU64,
+    pub cm_error_cqes: AtomicU64,
+    pub cm_dropped: AtomicU64,
+    pub cm_drops: Mutex<BTreeMap<&'static str, u64>>,
+    pub cm_unaddressed: AtomicU64,
+    /// CM MADs the model's pcap listing named in the `cm` target's frames, and of those
+    /// the ones it could not decode as a CM message.
+    pub cm_listed: AtomicU64,
+    pub cm_listed_bad: AtomicU64,
 }
 
 pub static STATS: Stats = Stats {
@@ -264,6 +287,15 @@ pub static STATS: Stats = Stats {
     ud_received: AtomicU64::new(0),
     eth_wire_received: AtomicU64::new(0),
     eth_wire_dropped: AtomicU64::new(0),
+    cm_sent: AtomicU64::new(0),
+    cm_received: AtomicU64::new(0),
+    cm_received_cm: AtomicU64::new(0),
+    cm_error_cqes: AtomicU64::new(0),
+    cm_dropped: AtomicU64::new(0),
+    cm_drops: Mutex::new(BTreeMap::new()),
+    cm_unaddressed: AtomicU64::new(0),
+    cm_listed: AtomicU64::new(0),
+    cm_listed_bad: AtomicU64::new(0),
 };
 
 /// How long one step may take before it counts as a hang (generous: debug builds, two shared
@@ -385,6 +417,31 @@ fn reap<D: Device>(env: &Env<D>, cq: &mut dp::Cq) -> Result<(), String> {
     Ok(())
 }
 
+/// The port counters of `env`'s HCA.
+fn port_counters(env: &Env<Guarded>) -> mlx5_sim::roce::counters::CounterSnapshot {
+    let f = env.raw.dev.f();
+    let h = f.lock_hca();
+    h.port().counters().snapshot()
+}
+
+/// Err naming the first of the `len` bytes at `region` that no longer holds `canary` (the
+/// model wrote outside any `what` it received).
+fn canary_intact(
+    env: &Env<Guarded>,
+    region: u64,
+    len: usize,
+    canary: u8,
+    what: &str,
+) -> Result<(), String> {
+    let all = env.read(region, len);
+    match all.iter().position(|&b| b != canary) {
+        Some(i) => Err(format!(
+            "receive region byte {i:#x} written outside any {what}"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// One device (or connection) and what a target does with it each step.
 trait Epoch {
     fn step(&mut self, rng: &mut Rng) -> Result<(), String>;
@@ -408,5 +465,6 @@ fn new_epoch(target: Target, rng: &mut Rng) -> Box<dyn Epoch> {
         Target::Eth => Box::new(EthFuzz::new(rng)),
         Target::Ud => Box::new(UdFuzz::new()),
         Target::EthWire => Box::new(EthWireFuzz::new(rng)),
+        Target::Cm => Box::new(CmFuzz::new()),
     }
 }

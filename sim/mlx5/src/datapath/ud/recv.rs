@@ -4,11 +4,17 @@
 //! Checks, in order (IBTA §10.9.3 P_Key, §10.2.4 Q_Key; Linux
 //! drivers/infiniband/sw/rxe/rxe_recv.c `check_keys` makes the same two): the QP exists, is
 //! of a datagram type (QPN 1 names the GSI QP, [`crate::objects::qp::QpTable::gsi`]) and is
-//! in RTR or a later state short of ERR; the BTH P_Key matches the QP's P_Key table entry; the DETH Q_Key equals
-//! the QP's. A datagram failing a key check is dropped and counted (`rx_drop_pkey`,
-//! `rx_drop_qkey`); one with no receive WQE posted is dropped and counted as
+//! in RTR or a later state short of ERR; the BTH P_Key matches the QP's P_Key table entry;
+//! the DETH Q_Key equals the QP's; a receive WQE is posted; the payload is no longer than the
+//! QP's path MTU (`qpc.mtu`). A datagram failing a key check is dropped and counted
+//! (`rx_drop_pkey`, `rx_drop_qkey`); one with no receive WQE posted is dropped and counted as
 //! `out_of_buffer` (the Q counter Linux reads for it, mlx5_ifc.h
-//! `query_q_counter_out.out_of_buffer`).
+//! `query_q_counter_out.out_of_buffer`); one longer than the path MTU is dropped and counted
+//! (`rx_drop_ud_length`), its receive WQE left posted and the QP's state unchanged. That is
+//! rxe's order and outcome: rxe_resp.c `check_resource` finds the WQE, then `check_length`
+//! refuses an "only" packet whose payload exceeds `qp->mtu` (RESPST_ERR_LENGTH), and
+//! `rxe_responder` handles that for UD without an SRQ as a class D error: the message is
+//! dropped, no CQE, the WQE stays.
 //!
 //! The receive buffer gets the 40-byte header area, then the payload (IBTA §11.4.1.2;
 //! rdma-core libibverbs/man/ibv_poll_cq.3 for RoCE v2: over IPv4 the area holds 20 zero
@@ -22,7 +28,7 @@
 use mlx5_prm::cqe::{self, flags_rqpn};
 use mlx5_prm::qp;
 
-use super::{pkey_at, GRH_BYTES, GSI_QPN};
+use super::{mtu_bytes, pkey_at, GRH_BYTES, GSI_QPN};
 use crate::datapath::cq::post_cqe;
 use crate::datapath::{enter_error, lkey_vendor, next_recv, vendor, wq_catastrophe, Dp};
 use crate::objects::cq::Cqe;
@@ -79,11 +85,12 @@ pub(crate) fn deliver(hca: &mut Dp<'_>, hdrs: &RoceHeaders, ip: &[u8], payload: 
         hca.port.counters().bump(Counter::RxDropQkey);
         return;
     }
-    let (cqn, uidx, gsi, user) = (
+    let (cqn, uidx, gsi, user, mtu) = (
         q.cqn_rcv,
         q.user_index,
         q.st == ServiceType::Gsi,
         KeyUser { pd: q.pd, qpn },
+        mtu_bytes(q.mtu),
     );
     let mem = hca.mem.clone();
     let r = match next_recv(&mut hca.objects.qps, &mem, qpn) {
@@ -94,6 +101,11 @@ pub(crate) fn deliver(hca: &mut Dp<'_>, hdrs: &RoceHeaders, ip: &[u8], payload: 
         }
         Err(()) => return wq_catastrophe(hca, qpn, "RQ buffer unreadable"),
     };
+    if payload.len() > mtu {
+        // Left posted: the next datagram that fits takes it.
+        hca.port.counters().bump(Counter::RxDropUdLength);
+        return;
+    }
     let Some(q) = hca.objects.qps.get_mut(qpn) else {
         return;
     };

@@ -246,7 +246,7 @@ fn other(s: usize) -> usize {
 }
 
 /// The IPv6 RoCE v2 GID of side `side` (GID index 1): fd00::1 and fd00::2.
-fn gid_v6(side: usize) -> [u8; 16] {
+pub(super) fn gid_v6(side: usize) -> [u8; 16] {
     let mut g = [0u8; 16];
     g[0] = 0xfd;
     g[15] = 1 + side as u8;
@@ -255,7 +255,7 @@ fn gid_v6(side: usize) -> [u8; 16] {
 
 /// SET_ROCE_ADDRESS `index` = `gid`, RoCE v2 over IPv6 (`roce_l3_type` 1, as Linux
 /// lib/gid.c `mlx5_core_roce_gid_set` programs an IPv6 GID).
-fn set_gid_v6(e: &mut Env<Guarded>, index: u32, gid: [u8; 16]) {
+pub(super) fn set_gid_v6(e: &mut Env<Guarded>, index: u32, gid: [u8; 16]) {
     let mut s = raw::input(opcode::SET_ROCE_ADDRESS, 0, set_roce_address_in::BYTES);
     raw::set(&mut s, set_roce_address_in::ROCE_ADDRESS_INDEX, index);
     let a = set_roce_address_in::ROCE_ADDRESS;
