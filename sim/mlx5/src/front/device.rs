@@ -182,7 +182,7 @@ pub struct WakeStats {
     pub doorbells: AtomicU64,
     /// Polls of the wire because it had something (a frame, room to send, a peer).
     pub wire: AtomicU64,
-    /// Polls of the wire because [`WIRE_POLL`] passed with nothing to do.
+    /// Polls of the wire because the idle tick (1 ms) passed with nothing to do.
     pub ticks: AtomicU64,
     /// Sleeps ended by queued work (the eventfd).
     pub woken: AtomicU64,
