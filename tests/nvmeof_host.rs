@@ -310,8 +310,9 @@ fn fio_verify(t: &str, target: Target) {
     }
 }
 
-/// fio's figures (4 KiB random read and write at QD32, 128 KiB sequential) against Linux's
-/// nvmet and the unikernel's target in the same run, as one table with the ratio.
+/// fio's figures (4 KiB random read and write at QD1 and QD32, 128 KiB sequential) against
+/// Linux's nvmet and the unikernel's target in the same run, as one table with the ratio, and
+/// fio's mean latency per job on both (QD1's is one I/O's round trip).
 #[test]
 #[ignore = "a benchmark (two TCG Linux guests per target, minutes): figures, not a pass/fail check; run with --ignored, docs/storage-appliance.md"]
 fn fio_table_unikernel_vs_linux_nvmet() {
@@ -321,7 +322,7 @@ fn fio_table_unikernel_vs_linux_nvmet() {
     };
     assert_connected(T, &linux);
     let l = nvme::fio_figures(&linux);
-    assert_eq!(l.len(), 4, "{T}: four fio jobs: {l:?}");
+    assert_eq!(l.len(), 6, "{T}: six fio jobs: {l:?}");
     assert!(l.iter().all(|f| f.iops > 0.0 && f.bw_kib > 0.0), "{l:?}");
     let u = run(
         &format!("{T}_unikernel"),
@@ -330,7 +331,27 @@ fn fio_table_unikernel_vs_linux_nvmet() {
     )
     .map(|o| nvme::fio_figures(&o))
     .unwrap_or_default();
-    eprintln!("{T}:\n{}", nvme::fio_table(&u, &l));
+    let lat = |v: &[nvme::FioFigure], job: &str| {
+        v.iter()
+            .find(|f| f.job == job)
+            .map_or("-".into(), |f| format!("{:.0}", f.lat_us))
+    };
+    let mut lats = format!(
+        "{:<18} {:>16} {:>16}\n",
+        "fio job", "unikernel µs", "Linux nvmet µs"
+    );
+    for f in &l {
+        lats.push_str(&format!(
+            "{:<18} {:>16} {:>16}\n",
+            f.job,
+            lat(&u, &f.job),
+            lat(&l, &f.job)
+        ));
+    }
+    eprintln!(
+        "{T}:\n{}\nmean latency (fio's lat, submission to completion):\n{lats}",
+        nvme::fio_table(&u, &l)
+    );
 }
 
 /// A host killed mid-I/O: its controller is freed after the keep-alive timeout (the target's
