@@ -225,10 +225,15 @@ fn basic(t: &str, target: Target) {
     let Some(out) = run(t, target, Scenario::Basic) else {
         return;
     };
-    assert_connected(t, &out);
+    assert_basic(t, &out);
+}
+
+/// The basic scenario's checks on the host's output.
+fn assert_basic(t: &str, out: &str) {
+    assert_connected(t, out);
     for step in ["io", "reconnect"] {
         assert_eq!(
-            nvme::values(&out, step, "equal"),
+            nvme::values(out, step, "equal"),
             ["1", "1"],
             "{t}: {step}: 4 KiB and 128 KiB equal"
         );
@@ -305,8 +310,9 @@ fn fio_verify(t: &str, target: Target) {
     }
 }
 
-/// fio's figures (4 KiB random read and write at QD32, 128 KiB sequential) against Linux's
-/// nvmet and the unikernel's target in the same run, as one table with the ratio.
+/// fio's figures (4 KiB random read and write at QD1 and QD32, 128 KiB sequential) against
+/// Linux's nvmet and the unikernel's target in the same run, as one table with the ratio, and
+/// fio's mean latency per job on both (QD1's is one I/O's round trip).
 #[test]
 #[ignore = "a benchmark (two TCG Linux guests per target, minutes): figures, not a pass/fail check; run with --ignored, docs/storage-appliance.md"]
 fn fio_table_unikernel_vs_linux_nvmet() {
@@ -316,7 +322,7 @@ fn fio_table_unikernel_vs_linux_nvmet() {
     };
     assert_connected(T, &linux);
     let l = nvme::fio_figures(&linux);
-    assert_eq!(l.len(), 4, "{T}: four fio jobs: {l:?}");
+    assert_eq!(l.len(), 6, "{T}: six fio jobs: {l:?}");
     assert!(l.iter().all(|f| f.iops > 0.0 && f.bw_kib > 0.0), "{l:?}");
     let u = run(
         &format!("{T}_unikernel"),
@@ -325,15 +331,35 @@ fn fio_table_unikernel_vs_linux_nvmet() {
     )
     .map(|o| nvme::fio_figures(&o))
     .unwrap_or_default();
-    eprintln!("{T}:\n{}", nvme::fio_table(&u, &l));
+    let lat = |v: &[nvme::FioFigure], job: &str| {
+        v.iter()
+            .find(|f| f.job == job)
+            .map_or("-".into(), |f| format!("{:.0}", f.lat_us))
+    };
+    let mut lats = format!(
+        "{:<18} {:>16} {:>16}\n",
+        "fio job", "unikernel µs", "Linux nvmet µs"
+    );
+    for f in &l {
+        lats.push_str(&format!(
+            "{:<18} {:>16} {:>16}\n",
+            f.job,
+            lat(&u, &f.job),
+            lat(&l, &f.job)
+        ));
+    }
+    eprintln!(
+        "{T}:\n{}\nmean latency (fio's lat, submission to completion):\n{lats}",
+        nvme::fio_table(&u, &l)
+    );
 }
 
 /// A host killed mid-I/O: its controller is freed after the keep-alive timeout (the target's
 /// log says so, and no RC QP is left at the end), and a new host's connection works (the basic
-/// scenario, from a second guest on the same link). Linux's target; the unikernel's arm of
-/// this test needs the launcher to run two Linux hosts one after the other against it.
+/// scenario, from a second guest on the same link). Linux's target; the unikernel's arm is
+/// `unikernel_host_killed_mid_io`.
 #[test]
-#[ignore = "Linux nvmet-rdma's behaviour, the reference for the unikernel's arm (not built yet); three TCG Linux guests; run with --ignored"]
+#[ignore = "Linux nvmet-rdma's behaviour, the reference for the unikernel's arm (unikernel_host_killed_mid_io); three TCG Linux guests; run with --ignored"]
 fn linux_nvmet_host_killed_mid_io() {
     const T: &str = "linux_nvmet_host_killed_mid_io";
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
@@ -424,6 +450,237 @@ fn linux_nvmet_host_killed_mid_io() {
             .filter(|l| l.contains("nvmet: ")
                 || l.contains("nvmet_rdma: ")
                 || (l.starts_with("TARGET: ") && !l.starts_with("TARGET: dmesg")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// One line of the appliance's log about a queue (apps/src/nvmf.rs `line`): `nvmf-target:
+/// connect from IP: queue Q of controller C, SUBSYSTEM, host NQN` or `nvmf-target: disconnect
+/// from IP: queue Q[ of controller C], WHY`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct QueueLine {
+    connect: bool,
+    ip: String,
+    qid: u16,
+    cntlid: Option<u16>,
+    /// What follows the controller: the subsystem and host, or why it ended.
+    rest: String,
+}
+
+/// The appliance's queue lines of `log`, in order.
+fn queue_lines(log: &str) -> Vec<QueueLine> {
+    log.lines()
+        .filter_map(|l| {
+            let l = &l[l.find("nvmf-target: ")? + "nvmf-target: ".len()..];
+            let (kind, l) = l.split_once(" from ")?;
+            let connect = match kind {
+                "connect" => true,
+                "disconnect" => false,
+                _ => return None,
+            };
+            let (ip, l) = l.split_once(": queue ")?;
+            let (head, rest) = l.split_once(", ")?;
+            let (qid, cntlid) = match head.split_once(" of controller ") {
+                Some((q, c)) => (q, Some(c.parse().ok()?)),
+                None => (head, None),
+            };
+            Some(QueueLine {
+                connect,
+                ip: ip.into(),
+                qid: qid.parse().ok()?,
+                cntlid,
+                rest: rest.trim_end().into(),
+            })
+        })
+        .collect()
+}
+
+/// Why the appliance says a queue ended when the core tore its controller down (apps/src/nvmf.rs
+/// `line`, nvmf-rdma's `Why::Controller`).
+const CONTROLLER_GONE: &str = "controller gone (keep-alive timeout or fatal error)";
+
+/// Waits until `done` holds for the target's console (polled every 200 ms); fails the test,
+/// with that console, once `limit` has passed since `since` (`what` says what was still so)
+/// or the target has ended.
+fn wait_until(
+    t: &str,
+    uk: &mut peer::Serving,
+    since: Instant,
+    limit: Duration,
+    what: &str,
+    mut done: impl FnMut(&str) -> bool,
+) {
+    while !done(uk.console()) {
+        assert!(
+            since.elapsed() < limit,
+            "{t}: {what} after {} s:\n{}",
+            limit.as_secs(),
+            uk.console()
+        );
+        assert!(
+            uk.try_wait().is_none(),
+            "{t}: the target ended:\n{}",
+            uk.console()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The unikernel's arm of `linux_nvmet_host_killed_mid_io`: one `nvmf-target`, two Linux hosts
+/// one after the other on its wire. The first connects and writes with fio until its guest is
+/// killed; the target tears every queue of that host's controller down after the keep-alive
+/// timeout (its log says so for each queue) with no host left to disconnect them; only then
+/// does the second host boot, and it passes the basic scenario on the same wire, the same
+/// address and the same host NQN. At the end no queue is left on the target.
+#[test]
+fn unikernel_host_killed_mid_io() {
+    const T: &str = "unikernel_host_killed_mid_io";
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let work = linux_guest::cache_dir().join("runs").join(T);
+    if let Err(e) = std::fs::create_dir_all(&work) {
+        eprintln!("SKIPPED: {T}: {}: {e}", work.display());
+        return;
+    }
+    let host = |cmd: String, pcap: &str| peer::PeerRun {
+        cmd,
+        role: peer::Role::Client,
+        pcap: Some(work.join(pcap)),
+        static_neigh: false,
+        unikernel: unikernel::Options {
+            app: Some("nvmf-target".into()),
+            cmdline: UNIKERNEL_CMDLINE.into(),
+            memory: UNIKERNEL_MEMORY.into(),
+            ..Default::default()
+        },
+        timeout: Duration::from_secs(900),
+    };
+    let first = host(
+        format!("{} $SERVER", nvme::KILLED_HOST_SCRIPT),
+        "host1.pcap",
+    );
+    let mut uk = match peer::Serving::start(&first) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("SKIPPED: {T}: {e}");
+            return;
+        }
+    };
+    let t0 = Instant::now();
+    let mut b1 = uk.join(&first, "B1| ").expect("first host");
+    let limit = Duration::from_secs(900);
+    wait_until(
+        T,
+        &mut uk,
+        t0,
+        limit,
+        "the first host's I/O not going",
+        |_| b1.saw("RESULT io-running") || b1.saw("RESULT fail"),
+    );
+    let running = t0.elapsed();
+    std::thread::sleep(Duration::from_secs(3));
+    let b1 = b1.kill();
+    let killed = Instant::now();
+    let out1 = b1.output();
+    assert!(
+        out1.contains("RESULT io-running"),
+        "{T}: first host:\n{}\n==== target ====\n{}",
+        b1.console,
+        uk.console()
+    );
+    let cntlid: u16 = nvme::field(&out1, "connect", "cntlid")
+        .and_then(|c| c.parse().ok())
+        .expect("the first host's controller ID");
+    let queues: usize = nvme::field(&out1, "connect", "queues")
+        .and_then(|q| q.parse().ok())
+        .expect("the first host's queue count");
+
+    // Every queue of the first host's controller is torn down by the target alone.
+    // From its first queue's connect on (a discovery controller before it may have had the
+    // same ID).
+    let of_first = |l: &QueueLine| l.ip == peer::PEER_IP && l.cntlid == Some(cntlid);
+    let limit = Duration::from_secs(120);
+    let what = format!("controller {cntlid}'s queues still there after its host was killed");
+    wait_until(T, &mut uk, killed, limit, &what, |log| {
+        let mut lines = queue_lines(log);
+        let from = lines
+            .iter()
+            .position(|l| l.connect && of_first(l) && l.rest.starts_with(SUBSYS_NQN))
+            .unwrap_or(lines.len());
+        let lines = lines.split_off(from);
+        let connected: Vec<u16> = lines
+            .iter()
+            .filter(|l| l.connect && of_first(l))
+            .map(|l| l.qid)
+            .collect();
+        let ended: Vec<&QueueLine> = lines.iter().filter(|l| !l.connect && of_first(l)).collect();
+        assert_eq!(
+            connected.len(),
+            queues,
+            "{T}: the target's connects of controller {cntlid} (the host has {queues} queues):\n{log}"
+        );
+        if let Some(l) = ended.iter().find(|l| l.rest != CONTROLLER_GONE) {
+            panic!("{T}: {l:?} ended otherwise than by its controller's teardown:\n{log}");
+        }
+        connected.iter().all(|q| ended.iter().any(|l| l.qid == *q))
+    });
+    let freed = killed.elapsed();
+    let before_second = queue_lines(uk.console()).len();
+
+    let second = host(
+        format!("{} $SERVER", Scenario::Basic.script()),
+        "host2.pcap",
+    );
+    let b2 = uk.join(&second, "B2| ").expect("second host").finish();
+    let out = b2.output();
+    if b2.rc != Some(0) || !nvme::passed(&out, Scenario::Basic) {
+        panic!(
+            "{T}: the second host failed: rc {:?} (timed out: {}), last result: {:?}\n==== target ====\n{}\n==== second host ====\n{}",
+            b2.rc,
+            b2.timed_out,
+            out.lines().rev().find(|l| l.starts_with("RESULT ")),
+            uk.console(),
+            b2.console
+        );
+    }
+    assert_basic(T, &out);
+    assert!(
+        uk.try_wait().is_none(),
+        "{T}: the target ended:\n{}",
+        uk.console()
+    );
+    let log = uk.finish();
+    let lines = queue_lines(&log);
+    // The second host's queues all came after the first controller's teardown, and every queue
+    // the target had (both hosts', discovery's too) ended: none is left.
+    assert!(
+        lines[before_second..].iter().any(|l| l.connect),
+        "{T}: no connect from the second host:\n{log}"
+    );
+    for c in lines.iter().filter(|l| l.connect) {
+        let n = |connect: bool| {
+            lines
+                .iter()
+                .filter(|d| {
+                    d.connect == connect && (&d.ip, d.qid, d.cntlid) == (&c.ip, c.qid, c.cntlid)
+                })
+                .count()
+        };
+        assert_eq!(
+            n(true),
+            n(false),
+            "{T}: queue {} of controller {:?} left on the target:\n{log}",
+            c.qid,
+            c.cntlid
+        );
+    }
+    eprintln!(
+        "{T}: the first host's I/O ran {:.0} s after its boot; controller {cntlid}'s {queues} queues freed {:.1} s after its host was killed; the second host passed in {:.0} s; the target:\n{}",
+        running.as_secs_f64(),
+        freed.as_secs_f64(),
+        b2.wall.as_secs_f64(),
+        log.lines()
+            .filter(|l| l.contains("nvmf-target: "))
             .collect::<Vec<_>>()
             .join("\n")
     );

@@ -3,10 +3,12 @@
 //! the HCA and the stack, as [`crate::cm`] is.
 //!
 //! Cmdline: `ip=A.B.C.D/N [port=4420] [nqn=NQN] [serial=S] [size=BYTES|NK|NM|NG]
-//! [hosts=NQN,NQN|any]`: the address the target listens on (its RoCE v2 GID), the port
-//! (NVMe/RDMA's 4420), the subsystem's NQN, its serial number, the namespace's size (the RAM
-//! disk: one region of identity-mapped huge pages), the hosts allowed (any host when
-//! absent). The launcher's `role=` and `peer=` words are taken and ignored.
+//! [hosts=NQN,NQN|any] [stats=SECS]`: the address the target listens on (its RoCE v2 GID), the
+//! port (NVMe/RDMA's 4420), the subsystem's NQN, its serial number, the namespace's size (the
+//! RAM disk: one region of identity-mapped huge pages), the hosts allowed (any host when
+//! absent), and every SECS seconds a line of the serving loop's figures (turns, completions,
+//! the longest turn) while it has work. The launcher's `role=` and `peer=` words are taken
+//! and ignored.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -47,6 +49,8 @@ pub struct NvmfArgs {
     pub size: u64,
     /// `hosts=`: the host NQNs allowed; empty: any host.
     pub hosts: Vec<String>,
+    /// `stats=`: seconds between the loop's figures; 0 (absent): none.
+    pub stats: u32,
 }
 
 /// A size: bytes, or a number with K, M or G (binary units); a whole number of 4 KiB.
@@ -74,6 +78,8 @@ pub enum ArgError<'a> {
     Size(&'a str),
     /// `hosts=`: an NQN of the list is empty or longer than 223 bytes.
     Hosts(&'a str),
+    /// `stats=`: not a number of seconds.
+    Stats(&'a str),
 }
 
 impl core::fmt::Display for ArgError<'_> {
@@ -89,6 +95,7 @@ impl core::fmt::Display for ArgError<'_> {
                 f,
                 "hosts={v}: NQNs of 1 to 223 bytes, comma-separated, or any"
             ),
+            ArgError::Stats(v) => write!(f, "stats={v}: not a number of seconds"),
         }
     }
 }
@@ -121,12 +128,17 @@ pub fn parse(cmdline: &str) -> Result<NvmfArgs, ArgError<'_>> {
     if hosts.iter().any(|h| h.is_empty() || h.len() > 223) {
         return Err(ArgError::Hosts(c.get("hosts").unwrap_or_default()));
     }
+    let stats = match c.get("stats") {
+        None => 0,
+        Some(v) => v.parse::<u32>().map_err(|_| ArgError::Stats(v))?,
+    };
     Ok(NvmfArgs {
         port,
         nqn: nqn.into(),
         serial: serial.into(),
         size,
         hosts,
+        stats,
     })
 }
 
@@ -245,13 +257,107 @@ pub fn serve<H: Hal, N: Nic, C: Clock>(
             (1u64 << t.page_shift) >> 10
         );
     }
+    let mut fig = LoopFigures::new(a.stats, n.node.now_us());
+    let mut next_stack = 0;
     loop {
-        n.node.tick();
-        let now = n.now_ns();
-        nv.poll(&mut n.cm, n.node.stack(), now);
+        // One clock read per turn (under the harness's nested KVM a read of the TSC traps:
+        // ~7,200 TSC ticks).
+        let t0 = n.node.now_us();
+        if t0 >= next_stack {
+            n.node.poll();
+            let t1 = n.node.now_us();
+            fig.stack_us += t1.saturating_sub(t0);
+            next_stack = t1.saturating_add(STACK_POLL_US);
+        }
+        let work = nv.poll(&mut n.cm, n.node.stack(), t0.saturating_mul(1000));
         while let Some(note) = nv.take_note() {
             say!(n, "nvmf-target: {}", line(&note));
         }
+        if fig.on() {
+            if let Some(l) = fig.turn(t0, n.node.now_us(), work) {
+                // What one read of the clock costs (the loop reads it at least once a turn).
+                let c0 = n.node.now_us();
+                for _ in 0..1000 {
+                    core::hint::black_box(n.node.now_us());
+                }
+                let ns = n.node.now_us().saturating_sub(c0);
+                say!(n, "nvmf-target: loop: {l}; a clock read {ns} ns");
+            }
+        }
+    }
+}
+
+/// How often the serving loop polls the IP stack: ARP and ICMP only (the connection manager's
+/// MADs and the I/O go through their own QPs, polled every turn). At the stack's own TICK
+/// (1 ms) its polls took up to a fifth of the loop's time under the harness (`stats=`: ~0.5 ms
+/// a poll there).
+const STACK_POLL_US: u64 = 10_000;
+
+/// The serving loop's figures (`stats=SECS`): turns with work (CM events and completions) and
+/// without, the time each kind took, and the longest turn, over each period with work.
+#[derive(Clone, Copy)]
+struct LoopFigures {
+    period_us: u64,
+    start: u64,
+    /// Turns without work, and their microseconds.
+    idle: (u64, u64),
+    /// Turns with work, their microseconds, and the work items.
+    busy: (u64, u64, u64),
+    longest: u64,
+    /// Microseconds in the stack's polls (`Node::poll`).
+    stack_us: u64,
+}
+
+impl LoopFigures {
+    fn new(secs: u32, now_us: u64) -> LoopFigures {
+        LoopFigures {
+            period_us: u64::from(secs) * 1_000_000,
+            start: now_us,
+            idle: (0, 0),
+            busy: (0, 0, 0),
+            longest: 0,
+            stack_us: 0,
+        }
+    }
+
+    /// Whether figures are kept (`stats=` given).
+    fn on(&self) -> bool {
+        self.period_us != 0
+    }
+
+    /// One turn from `t0` to `t1` that did `work` items; the period's line when it ends.
+    fn turn(&mut self, t0: u64, t1: u64, work: usize) -> Option<String> {
+        let d = t1.saturating_sub(t0);
+        if work == 0 {
+            self.idle = (self.idle.0 + 1, self.idle.1 + d);
+        } else {
+            let (n, us, w) = self.busy;
+            self.busy = (n + 1, us + d, w + work as u64);
+        }
+        self.longest = self.longest.max(d);
+        let span = t1.saturating_sub(self.start);
+        if span < self.period_us {
+            return None;
+        }
+        let (idle, busy) = (self.idle, self.busy);
+        let l = (busy.0 > 0).then(|| {
+            format!(
+                "{} ms: {} turns without work ({} us each), {} with work ({} items, {} us each), longest turn {} us; {} us in the stack's turns",
+                span / 1000,
+                idle.0,
+                idle.1 / idle.0.max(1),
+                busy.0,
+                busy.2,
+                busy.1 / busy.0,
+                self.longest,
+                self.stack_us
+            )
+        });
+        *self = LoopFigures {
+            period_us: self.period_us,
+            ..LoopFigures::new(0, t1)
+        };
+        l
     }
 }
 
@@ -270,6 +376,7 @@ mod tests {
                 serial: DEFAULT_SERIAL.into(),
                 size: 1 << 30,
                 hosts: vec![],
+                stats: 0,
             }
         );
         let a = parse("ip=10.0.0.2/24 port=4421 nqn=nqn.x:y serial=S1 size=64M hosts=nqn.a,nqn.b")
@@ -283,7 +390,9 @@ mod tests {
         for (s, b) in [("4096", 4096), ("8K", 8192), ("2G", 2 << 30), ("hosts", 0)] {
             assert_eq!(parse_size(s), (b > 0).then_some(b), "{s}");
         }
+        assert_eq!(parse("stats=5").unwrap().stats, 5);
         for bad in [
+            "stats=x",
             "size=0",
             "size=1000",
             "size=xG",

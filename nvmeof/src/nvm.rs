@@ -56,8 +56,14 @@ impl IoStats {
 
 /// The namespace's size in bytes: its disk, whole logical blocks.
 pub(crate) fn ns_bytes<B: Backend>(t: &Target<B>, ns: &NamespaceConfig) -> u64 {
-    let size = t.disks.get(usize::from(ns.disk)).map_or(0, Backend::size);
-    size >> ns.lba_shift << ns.lba_shift
+    t.disks
+        .get(usize::from(ns.disk))
+        .map_or(0, |d| disk_ns_bytes(d, ns))
+}
+
+/// [`ns_bytes`] of the namespace's disk `d`.
+fn disk_ns_bytes<B: Backend>(d: &B, ns: &NamespaceConfig) -> u64 {
+    d.size() >> ns.lba_shift << ns.lba_shift
 }
 
 fn find_ns<'a, B: Backend>(t: &'a Target<B>, ctl: &Ctrl, nsid: u32) -> Option<&'a NamespaceConfig> {
@@ -148,11 +154,15 @@ fn rw<B: Backend>(t: &mut Target<B>, ns: &NamespaceConfig, cmd: &Cmd) -> Outcome
     if u64::from(cmd.data.len()) != len {
         return Outcome::fail_at(status::SGL_INVALID_DATA | DNR, loc::DPTR);
     }
-    let (offset, len) = match byte_range(ns_bytes(t, ns), ns.lba_shift, sqe.slba(), blocks) {
+    let disk = usize::from(ns.disk);
+    // The namespace's disk exists (check_config); taken once for the size and the prepare.
+    let Some(d) = t.disks.get_mut(disk) else {
+        return io_status(Err(BackendError::OutOfRange));
+    };
+    let (offset, len) = match byte_range(disk_ns_bytes(d, ns), ns.lba_shift, sqe.slba(), blocks) {
         Ok(r) => r,
         Err(o) => return o,
     };
-    let disk = usize::from(ns.disk);
     let local = Local::Disk {
         disk: ns.disk,
         offset,
@@ -167,15 +177,22 @@ fn rw<B: Backend>(t: &mut Target<B>, ns: &NamespaceConfig, cmd: &Cmd) -> Outcome
             st.sectors_written += len >> 9;
         }
     }
-    match (sqe.opcode(), cmd.data) {
-        (opc::READ, _) => Outcome::ToHost { local, result: 0 },
-        (_, Data::InCapsule(d)) => io_status(t.disks[disk].write(offset, d)),
-        _ => Outcome::FromHost {
-            local,
-            then: Then::Done {
-                status: 0,
-                result: 0,
-            },
+    if let Data::InCapsule(data) = cmd.data {
+        return io_status(d.write(offset, data));
+    }
+    // The transport moves the bytes straight between the host and the disk's memory: a thin
+    // disk zeroes what was never written there first.
+    if let Err(e) = d.prepare(offset, len) {
+        return io_status(Err(e));
+    }
+    if sqe.opcode() == opc::READ {
+        return Outcome::ToHost { local, result: 0 };
+    }
+    Outcome::FromHost {
+        local,
+        then: Then::Done {
+            status: 0,
+            result: 0,
         },
     }
 }

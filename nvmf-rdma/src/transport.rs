@@ -67,9 +67,9 @@ impl<H: Hal> NvmfRdma<H> {
         limits: Limits,
     ) -> Result<Self, Error> {
         let pd = ctx.alloc_pd()?;
-        let mr = pd.alloc_mr(disk_bytes, Access::LOCAL_WRITE)?;
+        let disk = MrDisk::alloc(&pd, disk_bytes)?;
         let slot = 64 + cfg.inline_data_size as usize;
-        let target = Target::new(cfg, vec![MrDisk::new(mr)]).map_err(Error::Config)?;
+        let target = Target::new(cfg, vec![disk]).map_err(Error::Config)?;
         let cq = ctx.create_cq(limits.cq_entries)?;
         let dev = ctx.query_device();
         Ok(NvmfRdma {

@@ -88,7 +88,8 @@ pub trait Hal: Send + Sync + 'static {
 
     /// Allocates `size` bytes of DMA memory aligned to `align` (a power of two), both as a bus
     /// address and as a CPU address. The contents are unspecified: the driver zeroes every
-    /// buffer it takes (`DmaMem::alloc`), so a HAL need not (and should not, twice).
+    /// buffer it takes (`DmaMem::alloc`), so a HAL need not (and should not, twice); but for
+    /// an owner that writes every byte before it is read (`DmaMem::alloc_unzeroed`).
     fn dma_alloc(&self, size: usize, align: usize) -> core::result::Result<Self::Dma, HalError>;
 
     /// Monotonic time since an arbitrary epoch.
@@ -154,21 +155,28 @@ unsafe impl<D: DmaBuffer> Send for DmaMem<D> {}
 unsafe impl<D: DmaBuffer> Sync for DmaMem<D> {}
 
 impl<D: DmaBuffer> DmaMem<D> {
-    /// Allocates `size` bytes aligned to `align` and checks what the HAL returned.
+    /// Allocates `size` bytes aligned to `align`, zeroed, and checks what the HAL returned.
     pub fn alloc<H: Hal<Dma = D>>(hal: &H, size: usize, align: usize) -> Result<Self> {
+        let mem = Self::alloc_unzeroed(hal, size, align)?;
+        mem.fill(0, size, 0)?;
+        Ok(mem)
+    }
+
+    /// As [`DmaMem::alloc`] without zeroing: the bytes are whatever the memory held (earlier
+    /// users' data included). Only for a caller that never lets a byte be read before it
+    /// wrote it (a thin disk, `nvmeof::backend::ChunkMap`).
+    pub fn alloc_unzeroed<H: Hal<Dma = D>>(hal: &H, size: usize, align: usize) -> Result<Self> {
         let buf = hal.dma_alloc(size, align)?;
         let (ptr, len, bus) = (buf.cpu_ptr(), buf.len(), buf.bus_addr());
         if len < size || ptr.is_null() || bus % align as u64 != 0 {
             return Err(Error::Hal(HalError::BadLayout));
         }
-        let mem = DmaMem {
+        Ok(DmaMem {
             buf,
             ptr,
             len: size,
             bus,
-        };
-        mem.fill(0, size, 0)?;
-        Ok(mem)
+        })
     }
 
     /// Bus address of byte 0.

@@ -351,6 +351,19 @@ impl Port {
         }
     }
 
+    /// What a device thread waits for before this port has something new: loopback packets
+    /// or kicked send queues are ready now, else the link's socket ([`crate::link::Wait`]); a
+    /// port with no link or an in-process one has no descriptor (a tick).
+    pub fn wait(&self) -> crate::link::Wait {
+        if !self.loopq.is_empty() || !self.kicks.is_empty() {
+            return crate::link::Wait::Ready;
+        }
+        match &self.link {
+            PortLink::Frames(p) => p.wait(),
+            PortLink::None | PortLink::Shared { .. } => crate::link::Wait::Tick,
+        }
+    }
+
     /// Sends a frame on the link.
     pub(crate) fn send_frame(&mut self, frame: Vec<u8>) {
         match &mut self.link {

@@ -8,6 +8,7 @@ mod dp;
 mod raw;
 
 use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -514,6 +515,12 @@ fn responder_checks_psns_from_a_raw_peer() {
 #[test]
 fn two_threaded_devices_poll_the_wire_themselves() {
     let (da, db) = InProcHca::pair(ExecMode::Thread);
+    threaded_sends(&da, &db, 1);
+}
+
+/// `rounds` SENDs of 5,000 bytes from `da` to `db`, both threaded: only CQ polling here, the
+/// device threads move the packets. Each lands whole and completes on both sides.
+fn threaded_sends(da: &InProcHca, db: &InProcHca, rounds: u8) {
     let mut ea = Env::new(da.clone(), 1);
     let mut eb = Env::new(db.clone(), 2);
     let w = wire_pair(&mut ea, &mut eb, 5, 14);
@@ -522,32 +529,47 @@ fn two_threaded_devices_poll_the_wire_themselves() {
     let b_buf = eb.alloc(8192);
     let a_key = ea.mkey(a_buf, 8192, LR);
     let b_key = eb.mkey(b_buf, 8192, LW);
-    ea.write(a_buf, &pattern(5000, 1));
-    eb.post_recv(&mut b, &[(8192, b_key, b_buf)]);
-    ea.post_send(
-        &mut a,
-        wqe::opcode::SEND,
-        CE,
-        0,
-        &[&dseg(5000, a_key, a_buf)],
-    );
-    // Only CQ polling here: the device threads move the packets.
-    let deadline = Instant::now() + PATIENCE;
-    let r = loop {
-        if let Some(c) = eb.poll_cq(&mut b_rcq) {
-            break c;
-        }
-        assert!(Instant::now() < deadline, "no receive completion");
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    assert_eq!(r.byte_cnt(), 5000);
-    assert_eq!(eb.read(b_buf, 5000), pattern(5000, 1));
-    let s = loop {
-        if let Some(c) = ea.poll_cq(&mut a_scq) {
-            break c;
-        }
-        assert!(Instant::now() < deadline, "no send completion");
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    assert_eq!(s.opcode(), cqe::opcode::REQ);
+    for round in 1..=rounds {
+        ea.write(a_buf, &pattern(5000, round));
+        eb.post_recv(&mut b, &[(8192, b_key, b_buf)]);
+        ea.post_send(
+            &mut a,
+            wqe::opcode::SEND,
+            CE,
+            0,
+            &[&dseg(5000, a_key, a_buf)],
+        );
+        let deadline = Instant::now() + PATIENCE;
+        let r = loop {
+            if let Some(c) = eb.poll_cq(&mut b_rcq) {
+                break c;
+            }
+            assert!(Instant::now() < deadline, "no receive completion");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(r.byte_cnt(), 5000);
+        assert_eq!(eb.read(b_buf, 5000), pattern(5000, round));
+        let s = loop {
+            if let Some(c) = ea.poll_cq(&mut a_scq) {
+                break c;
+            }
+            assert!(Instant::now() < deadline, "no send completion");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(s.opcode(), cqe::opcode::REQ);
+    }
+}
+
+/// On a socket (the wire `mlx5-sim` serves), a device thread takes a frame when it arrives:
+/// it waits on the socket, not only for its tick ([`WakeStats`]: wakes by the wire).
+#[test]
+fn threaded_devices_on_a_socket_wake_for_the_wire() {
+    let (da, db) = InProcHca::pair_on_sockets(ExecMode::Thread).unwrap();
+    let wire_wakes = |d: &InProcHca| d.wake_stats().wire.load(Ordering::Relaxed);
+    let before = (wire_wakes(&da), wire_wakes(&db));
+    threaded_sends(&da, &db, 20);
+    // B takes each SEND, A each ACK, off the socket: every one of them could come with a
+    // tick instead only if it arrived exactly as the tick ended, 20 times in a row.
+    assert!(wire_wakes(&db) > before.1, "B never woke for a frame");
+    assert!(wire_wakes(&da) > before.0, "A never woke for an ACK");
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Scenario "fio-perf": fio's figures against the target: 4 KiB random read and random write at
-# queue depth 32, 128 KiB sequential read and write at queue depth 8, each for $RT seconds
+# queue depth 1 (one I/O's round trip: the latency) and 32, 128 KiB sequential read and write at
+# queue depth 8, each for $RT seconds
 # (default 10) over the first 128 MiB of the namespace (Linux's memory-backed null_blk
 # allocates what is written, in a guest of 512 MiB), one job (libaio, O_DIRECT).
 # One line per job: `RESULT fio job=.. iops=.. bw_kib=.. lat_us=..` (terse v3: fields 7, 8, 40
@@ -18,6 +19,8 @@ job() {  # name rw bs iodepth
     if ($49 + 0 > 0) printf "RESULT fio job=%s rw=write iops=%s bw_kib=%s lat_us=%s\n", job, $49, $48, $81
   }' /tmp/fio.$1
 }
+job randread-4k-qd1 randread 4k 1
+job randwrite-4k-qd1 randwrite 4k 1
 job randread-4k randread 4k 32
 job randwrite-4k randwrite 4k 32
 job read-128k read 128k 8

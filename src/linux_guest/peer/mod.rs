@@ -8,8 +8,11 @@
 //!   emulated HCA whose port is plugged into the peer's stream socket. The unikernel has its
 //!   own IP stack on that port: Linux finds it by ARP and talks TCP to it; the launcher only
 //!   starts both and collects their consoles.
+//! - [`Serving`]: the unikernel of such a run on its own, which Linux guests join one after
+//!   the other (a host that vanishes, then a new one: tests/nvmeof_host.rs).
 
 mod run;
+mod serve;
 #[cfg(test)]
 mod tests;
 
@@ -17,6 +20,7 @@ pub use run::{
     app_for, cli, is_service, linux_side, run_linux_peer, unikernel_cmdline, uses_rdma_cm, PeerRun,
     PeerRunResult, Role,
 };
+pub use serve::Serving;
 
 use std::fs;
 use std::io::Read;
@@ -252,7 +256,7 @@ impl Running {
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             }
         }
-        for r in self.readers {
+        for r in std::mem::take(&mut self.readers) {
             let _ = r.join();
         }
         self.seen.extend(self.rx.try_iter());
@@ -264,7 +268,7 @@ impl Running {
                 .ok()
         });
         PeerOutcome {
-            console: self.seen,
+            console: std::mem::take(&mut self.seen),
             rc,
             timed_out,
             wall: self.start.elapsed(),
@@ -276,6 +280,17 @@ impl Running {
         let _ = self.child.kill();
         self.timeout = Duration::ZERO;
         self.finish()
+    }
+}
+
+impl Drop for Running {
+    /// A guest nobody waits for any more (a test failed before its end) is killed, not left
+    /// running on a shared machine.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 

@@ -1,16 +1,13 @@
 //! `--peer linux`: the unikernel with the emulated HCA against a Linux peer ([`run_linux_peer`]),
 //! the Linux command mapped to the unikernel app ([`app_for`]) and the command line ([`cli`]).
 
-use std::fs;
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::{
-    fmt_mac, lines, Link, LinuxPeer, PeerOutcome, PEER_IP, PEER_MAC, UNIKERNEL_IP, UNIKERNEL_MAC,
+    fmt_mac, Link, LinuxPeer, PeerOutcome, Serving, PEER_IP, PEER_MAC, UNIKERNEL_IP, UNIKERNEL_MAC,
 };
-use crate::linux_guest::{cache_dir, prepare_peer_image, skip, Skip};
+use crate::linux_guest::{skip, Skip};
 
 /// Which side Linux plays (`--peer-role`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,101 +203,16 @@ fn unikernel_grace(service: bool, linux_ok: bool) -> Duration {
 /// (`linux| `, `unikernel| `) when `echo`.
 pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     let t0 = Instant::now();
-    let echo = run.unikernel.echo;
-    let (app, cmdline) = unikernel_cmdline(run)?;
-    let service = is_service(&app);
-    let image = {
-        let _step = crate::progress::Step::start("preparing the Linux peer image");
-        if crate::linux_guest::nvme::uses_nvme(&run.cmd) {
-            crate::linux_guest::prepare_nvme_image()?
-        } else {
-            prepare_peer_image()?
-        }
-    };
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let work = cache_dir()
-        .join("runs")
-        .join(format!("peer-{}-{n}", std::process::id()));
-    fs::create_dir_all(&work).map_err(|e| skip(format!("{}: {e}", work.display())))?;
-    let wire = work.join("wire.sock");
-    let _ = fs::remove_file(&wire);
-
-    // The unikernel: its app, role and identity; its HCA listens on the link.
-    let mut hca_args = run.unikernel.hca_args.clone();
-    hca_args.extend([
-        "--wire-listen".into(),
-        format!("unix:{}", wire.display()),
-        "--mac".into(),
-        fmt_mac(&UNIKERNEL_MAC),
-    ]);
-    let opts = crate::Options {
-        app: Some(app),
-        cmdline,
-        hca: Some(crate::Hca::Sim),
-        hca_args,
-        memory: if run.unikernel.memory == crate::Options::default().memory {
-            "1G".into()
-        } else {
-            run.unikernel.memory.clone()
-        },
-        timeout: run.timeout,
-        ..run.unikernel.clone()
-    };
-    let mut prepared = crate::prepare(&opts).map_err(|e| skip(format!("the unikernel: {e}")))?;
-    let linux = linux_side(run, wire.clone());
-
-    // The unikernel first: its HCA's listener must exist before Linux's QEMU connects.
-    let mut uk = prepared
-        .cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| skip(format!("starting QEMU for the unikernel: {e}")))?;
-    let (tx_out, rx_out) = mpsc::channel::<String>();
-    let readers = vec![
-        lines(
-            uk.stdout.take().expect("piped"),
-            tx_out.clone(),
-            "unikernel| ",
-            echo,
-        ),
-        lines(
-            uk.stderr.take().expect("piped"),
-            tx_out,
-            "unikernel| ",
-            echo,
-        ),
-    ];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !wire.exists() {
-        if Instant::now() > deadline || uk.try_wait().ok().flatten().is_some() {
-            let _ = uk.kill();
-            let _ = uk.wait();
-            let out: String = rx_out.try_iter().collect();
-            return Err(skip(format!(
-                "the emulated HCA never listened on {} (an mlx5-sim without RoCEv2 frames?):\n{out}",
-                wire.display()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut lx = match linux.spawn(&image, "linux| ", echo) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = uk.kill();
-            let _ = uk.wait();
-            return Err(e);
-        }
-    };
+    let mut uk = Serving::start(run)?;
+    let service = is_service(&uk.app);
+    let mut lx = uk.join(run, "linux| ")?;
     // Wait for the unikernel; once it is done, Linux gets a grace period to finish.
     let waiting = crate::progress::Step::start("waiting for Linux (TCG) and the unikernel");
     let uk_deadline = Instant::now() + run.timeout;
     let mut linux_gone: Option<Instant> = None;
     let mut service_stopped = false;
     let status = loop {
-        if let Ok(Some(st)) = uk.try_wait() {
+        if let Some(st) = uk.try_wait() {
             break Some(st);
         }
         // Linux ended (or its QEMU failed): the unikernel gets a while to finish, then is
@@ -311,16 +223,12 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
         let grace = unikernel_grace(service, lx.saw("PEER: CMD_EXIT rc=0 "));
         let gone_long = linux_gone.is_some_and(|t| t.elapsed() > grace);
         if Instant::now() >= uk_deadline || gone_long {
-            let _ = uk.kill();
-            let _ = uk.wait();
+            uk.kill();
             service_stopped = service && gone_long;
             break None;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    for r in readers {
-        let _ = r.join();
-    }
     // Linux prints its counters and powers off by itself once its command ends.
     let uk_ok = service_stopped
         || status
@@ -328,8 +236,7 @@ pub fn run_linux_peer(run: &PeerRun) -> Result<PeerRunResult, Skip> {
     lx.timeout = lx.start.elapsed() + Duration::from_secs(if uk_ok { 60 } else { 4 });
     let linux_out = lx.finish();
     drop(waiting);
-    prepared.cleanup();
-    let uk_out: String = rx_out.try_iter().collect();
+    let uk_out = uk.finish();
     let verdict = match status {
         Some(st) => crate::decode_exit(st, &uk_out),
         None => crate::Verdict::TimedOut,

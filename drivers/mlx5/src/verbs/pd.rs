@@ -192,6 +192,18 @@ impl<H: Hal> ProtectionDomain<H> {
     /// Allocates `len` bytes of DMA memory and registers them: one contiguous buffer, so one
     /// translation entry. The region's address space is the buffer's bus address.
     pub fn alloc_mr(&self, len: usize, access: Access) -> Result<MemoryRegion<H>> {
+        self.alloc_mr_with(len, access, true)
+    }
+
+    /// As [`ProtectionDomain::alloc_mr`] without zeroing the memory first (a memset of a
+    /// large region holds its owner for as long as it takes): the bytes are whatever the
+    /// memory held, earlier users' data included. Only for an owner that never lets a byte
+    /// be read, locally or by a peer, before it wrote it (a thin disk).
+    pub fn alloc_mr_unzeroed(&self, len: usize, access: Access) -> Result<MemoryRegion<H>> {
+        self.alloc_mr_with(len, access, false)
+    }
+
+    fn alloc_mr_with(&self, len: usize, access: Access, zeroed: bool) -> Result<MemoryRegion<H>> {
         let ctx = &self.inner.ctx;
         let len64 = u64::try_from(len).map_err(|_| InvalidInput::LengthOverflow)?;
         // The region's addresses are bus addresses from 0 up: `iova + len` is checked for
@@ -206,7 +218,11 @@ impl<H: Hal> ProtectionDomain<H> {
         } else {
             len.next_power_of_two().max(4096)
         };
-        let buf = DmaMem::alloc(&ctx.hal, len, align)?;
+        let buf = if zeroed {
+            DmaMem::alloc(&ctx.hal, len, align)?
+        } else {
+            DmaMem::alloc_unzeroed(&ctx.hal, len, align)?
+        };
         let chunks = [PhysChunk {
             bus: buf.bus(),
             len: len as u64,

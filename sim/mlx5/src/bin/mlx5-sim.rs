@@ -20,7 +20,9 @@ ADDR is a UNIX socket PATH, unix:PATH or tcp:IP:PORT; the wire carries RoCEv2 fr
 QEMU's -netdev stream framing (a 4-byte big-endian length, then the Ethernet frame).
 
 Environment: MLX5_SIM_TRACE=1 is --trace (=2 adds command hexdumps); MLX5_SIM_FAULTS=SPEC is a
---fault applied before those of the command line.
+--fault applied before those of the command line; MLX5_SIM_STATS=SECS prints the device's
+figures (proxy messages, the device thread's wakes, the port's non-zero counters) to stderr
+every SECS seconds while they change.
 
 Examples:
   mlx5-sim --listen /tmp/hca.sock --trace
@@ -282,6 +284,45 @@ fn serve_one(server: &mut ProxyServer<Mlx5Function>, sock: &UnixStream) -> bool 
     }
 }
 
+/// Prints the device's figures every `every` while they change (MLX5_SIM_STATS), from a
+/// thread of its own: the process usually ends by a signal, so nothing waits for the end.
+fn print_stats(server: &ProxyServer<Mlx5Function>, every: Duration) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let proxy = server.counts();
+    let exec = server.function().executor().clone();
+    let port = server.function().lock_hca().port().counters().clone();
+    let _ = std::thread::Builder::new()
+        .name("mlx5-sim-stats".into())
+        .spawn(move || {
+            let mut last = String::new();
+            loop {
+                std::thread::sleep(every);
+                let w = exec.wake_stats();
+                let line = format!(
+                    "bar_writes={} (send {} cq {} eq {}) bar_reads={} doorbells={} wire_wakes={} ticks={} woken={} {:?}",
+                    proxy.bar_writes.load(Relaxed),
+                    proxy.send_doorbells.load(Relaxed),
+                    proxy.cq_doorbells.load(Relaxed),
+                    proxy.eq_doorbells.load(Relaxed),
+                    proxy.bar_reads.load(Relaxed),
+                    w.doorbells.load(Relaxed),
+                    w.wire.load(Relaxed),
+                    w.ticks.load(Relaxed),
+                    w.woken.load(Relaxed),
+                    port.snapshot().nonzero()
+                );
+                if line != last {
+                    let t = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_secs_f64();
+                    eprintln!("mlx5-sim: stats: t={t:.3} {line}");
+                    last = line;
+                }
+            }
+        });
+}
+
 fn main() -> ExitCode {
     // `--help` prints to stdout and exits 0; a bad command line names the bad value and exits 2.
     let cli = Cli::parse();
@@ -334,6 +375,13 @@ fn main() -> ExitCode {
     }
     let mut server = ProxyServer::new(function);
     server.set_trace(args.trace);
+    if let Some(secs) = std::env::var("MLX5_SIM_STATS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|s| *s > 0)
+    {
+        print_stats(&server, Duration::from_secs(secs));
+    }
 
     match args.mode {
         Mode::Fd(fd) => {

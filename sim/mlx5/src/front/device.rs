@@ -6,7 +6,9 @@
 //! returns (deterministic); in [`ExecMode::Thread`] the BAR write queues the work and a device
 //! thread does it asynchronously, as hardware does (and polls the wire between work items).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -20,6 +22,7 @@ use crate::front::pci::{
     PCI_CAP_ID_PM,
 };
 use crate::hca::{Hca, HcaConfig};
+use crate::link::Wait;
 use crate::memory::{GuestMemory, NoMemory};
 
 /// PCI_VENDOR_ID_MELLANOX (Linux include/linux/pci_ids.h; rdma-core providers: 0x15b3).
@@ -121,22 +124,152 @@ fn run(hca: &Mutex<Hca>, work: Work) {
 }
 
 /// The device thread: runs queued work of the current generation and polls the wire after
-/// every doorbell and whenever it has been idle for [`WIRE_POLL`].
-fn device_thread(hca: &Mutex<Hca>, generation: &AtomicU64, rx: mpsc::Receiver<(u64, Work)>) {
+/// every doorbell, whenever the wire has something (a frame arrived, the send backlog can
+/// drain, a peer connects) and whenever it has been idle for [`WIRE_POLL`] (the transport's
+/// timers). A frame is taken when it arrives, as hardware takes it, not at the next tick.
+fn device_thread(
+    hca: &Mutex<Hca>,
+    generation: &AtomicU64,
+    rx: mpsc::Receiver<(u64, Work)>,
+    wake: &Wake,
+) {
     loop {
-        match rx.recv_timeout(WIRE_POLL) {
-            Ok((gen, work)) => {
-                let doorbell = !matches!(work, Work::Flush(_));
-                if gen == generation.load(Ordering::SeqCst) || !doorbell {
-                    run(hca, work);
-                }
-                if doorbell {
+        let (gen, work) = match rx.try_recv() {
+            Ok(w) => w,
+            Err(mpsc::TryRecvError::Disconnected) => break,
+            Err(mpsc::TryRecvError::Empty) => {
+                let wire = lock(hca).port().wait();
+                if wire == Wait::Ready {
+                    wake.stats.wire.fetch_add(1, Ordering::Relaxed);
                     crate::datapath::poll_wire(&mut lock(hca).dp());
+                    continue;
+                }
+                // Asleep from here: work queued after this is announced on the eventfd, work
+                // queued before it is seen by the second look at the queue.
+                wake.asleep.store(true, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                match rx.try_recv() {
+                    Ok(w) => {
+                        wake.asleep.store(false, Ordering::SeqCst);
+                        w
+                    }
+                    Err(mpsc::TryRecvError::Disconnected) => break,
+                    Err(mpsc::TryRecvError::Empty) => {
+                        if wake.sleep(wire, WIRE_POLL) {
+                            crate::datapath::poll_wire(&mut lock(hca).dp());
+                        }
+                        continue;
+                    }
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => crate::datapath::poll_wire(&mut lock(hca).dp()),
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        let doorbell = !matches!(work, Work::Flush(_));
+        if gen == generation.load(Ordering::SeqCst) || !doorbell {
+            run(hca, work);
         }
+        if doorbell {
+            wake.stats.doorbells.fetch_add(1, Ordering::Relaxed);
+            crate::datapath::poll_wire(&mut lock(hca).dp());
+        }
+    }
+}
+
+/// How the device thread's waits ended (the model's own figures, no PRM counter: how often it
+/// woke for work, for the wire, and for nothing but its tick).
+#[derive(Debug, Default)]
+pub struct WakeStats {
+    /// Pieces of work (doorbells, command doorbells) run.
+    pub doorbells: AtomicU64,
+    /// Polls of the wire because it had something (a frame, room to send, a peer).
+    pub wire: AtomicU64,
+    /// Polls of the wire because the idle tick (1 ms) passed with nothing to do.
+    pub ticks: AtomicU64,
+    /// Sleeps ended by queued work (the eventfd).
+    pub woken: AtomicU64,
+}
+
+/// The device thread's sleep: an eventfd that `submit` writes when the thread sleeps, waited
+/// on with the wire's descriptor.
+struct Wake {
+    fd: OwnedFd,
+    asleep: AtomicBool,
+    stats: Arc<WakeStats>,
+}
+
+impl Wake {
+    fn new(stats: Arc<WakeStats>) -> io::Result<Wake> {
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new descriptor that
+        // nothing else owns.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Wake {
+            // SAFETY: `fd` was just created and is owned by nobody else.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            asleep: AtomicBool::new(false),
+            stats,
+        })
+    }
+
+    /// Wakes the device thread if it sleeps (after its work was queued).
+    fn notify(&self) {
+        fence(Ordering::SeqCst);
+        if self.asleep.swap(false, Ordering::SeqCst) {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writes the 8 bytes of `one` to the eventfd this struct owns. A failed
+            // write (a full counter, which the thread's read at every wake rules out) still
+            // leaves the thread's tick to find the work.
+            let _ = unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        }
+    }
+
+    /// Sleeps until work is announced, `wire` has something, or `tick` passes. True when the
+    /// wire should be polled (it had something, or the tick passed).
+    fn sleep(&self, wire: Wait, tick: Duration) -> bool {
+        let mut p = [
+            libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: -1,
+                events: 0,
+                revents: 0,
+            },
+        ];
+        if let Wait::Fd { fd, write } = wire {
+            p[1].fd = fd;
+            p[1].events = if write {
+                libc::POLLIN | libc::POLLOUT
+            } else {
+                libc::POLLIN
+            };
+        }
+        let ms = tick.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: `p` is a live array of two initialised pollfd structs (a negative fd is
+        // ignored by poll); poll only writes their revents.
+        let r = unsafe { libc::poll(p.as_mut_ptr(), 2, ms) };
+        self.asleep.store(false, Ordering::SeqCst);
+        if p[0].revents != 0 {
+            let mut b = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into `b` from the eventfd this struct owns
+            // (non-blocking: resets its counter, or fails harmlessly when it is zero).
+            let _ = unsafe { libc::read(self.fd.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
+            self.stats.woken.fetch_add(1, Ordering::Relaxed);
+        }
+        if r == 0 {
+            self.stats.ticks.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        // Readable, writable, hung up or in error: the wire's poll finds out which. An
+        // interrupted poll (r < 0) looks again too.
+        let wire_had = p[1].revents != 0 || r < 0;
+        if wire_had {
+            self.stats.wire.fetch_add(1, Ordering::Relaxed);
+        }
+        wire_had
     }
 }
 
@@ -151,23 +284,34 @@ pub struct Executor {
     generation: Arc<AtomicU64>,
     tx: Mutex<Option<mpsc::Sender<(u64, Work)>>>,
     join: Mutex<Option<JoinHandle<()>>>,
+    /// The device thread's sleep (none inline).
+    wake: Option<Arc<Wake>>,
+    stats: Arc<WakeStats>,
 }
 
-/// How often the device thread polls the wire when idle.
+/// How often the device thread polls the wire when it has nothing to do (the transport's
+/// timers: retransmission, RNR, keep-alive of the wire's state).
 const WIRE_POLL: Duration = Duration::from_millis(1);
 
 impl Executor {
     fn new(hca: Arc<Mutex<Hca>>, mode: ExecMode) -> Executor {
         let generation = Arc::new(AtomicU64::new(0));
-        let (tx, join) = match mode {
-            ExecMode::Inline => (None, None),
-            ExecMode::Thread => {
+        let stats = Arc::new(WakeStats::default());
+        // No eventfd (never seen), or no thread: the work runs inline.
+        let wake = match mode {
+            ExecMode::Inline => None,
+            ExecMode::Thread => Wake::new(stats.clone()).ok().map(Arc::new),
+        };
+        let (tx, join) = match &wake {
+            None => (None, None),
+            Some(wake) => {
                 let (tx, rx) = mpsc::channel::<(u64, Work)>();
                 let h = hca.clone();
                 let g = generation.clone();
+                let w = wake.clone();
                 let join = std::thread::Builder::new()
                     .name("mlx5-sim-device".into())
-                    .spawn(move || device_thread(&h, &g, rx))
+                    .spawn(move || device_thread(&h, &g, rx, &w))
                     .ok();
                 (join.as_ref().map(|_| tx), join)
             }
@@ -178,7 +322,14 @@ impl Executor {
             generation,
             tx: Mutex::new(tx),
             join: Mutex::new(join),
+            wake,
+            stats,
         }
+    }
+
+    /// How the device thread's waits ended so far (all zero inline).
+    pub fn wake_stats(&self) -> &WakeStats {
+        &self.stats
     }
 
     fn submit(&self, work: Work) {
@@ -189,6 +340,9 @@ impl Executor {
         match tx {
             Some(tx) => {
                 let _ = tx.send((self.generation.load(Ordering::SeqCst), work));
+                if let Some(w) = &self.wake {
+                    w.notify();
+                }
             }
             None => run(&self.hca, work),
         }
@@ -221,8 +375,11 @@ impl Executor {
 
 impl Drop for Executor {
     fn drop(&mut self) {
-        // Closing the channel stops the thread.
+        // Closing the channel stops the thread (woken, so it need not finish its tick).
         self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = &self.wake {
+            w.notify();
+        }
         if let Some(j) = self.join.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = j.join();
         }

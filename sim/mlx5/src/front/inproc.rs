@@ -98,6 +98,26 @@ impl InProcHca {
         Self::pair_on(mode, a, b, crate::wire::Port::pair())
     }
 
+    /// Two HCAs as [`InProcHca::pair`], their wire a UNIX socket pair carrying QEMU's stream
+    /// framing (what `mlx5-sim --wire-listen` serves): the device threads wait on the socket.
+    pub fn pair_on_sockets(
+        mode: ExecMode,
+    ) -> Result<(InProcHca, InProcHca), crate::link::LinkError> {
+        let a = Arc::new(RegionMemory::with_base(RegionMemory::DEFAULT_BASE));
+        let b = Arc::new(RegionMemory::with_base(2 * RegionMemory::DEFAULT_BASE));
+        let (la, lb) = crate::link::Link::socket_pair()?;
+        let ports = (
+            crate::wire::Port::on_link(la),
+            crate::wire::Port::on_link(lb),
+        );
+        Ok(Self::pair_on(mode, a, b, ports))
+    }
+
+    /// How the device thread's waits ended so far ([`crate::front::device::WakeStats`]).
+    pub fn wake_stats(&self) -> &crate::front::device::WakeStats {
+        self.inner.exec.wake_stats()
+    }
+
     /// Two HCAs in one host: both DMA into the same guest memory and are joined by an
     /// in-process wire (`wire::Port::pair_sharing_memory`), so RDMA payloads move between them
     /// with one copy. MACs …:01 and …:02. The wire carries RC packets only: datagrams (UD and

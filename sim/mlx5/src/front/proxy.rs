@@ -27,6 +27,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::front::pci::{drain_eventfd, AddressSpace, Intx, PciFunction};
@@ -338,6 +339,42 @@ fn send_ret(sock: &UnixStream, value: u64) -> io::Result<()> {
 // Server
 // ---------------------------------------------------------------------------------------------
 
+/// Messages the server answered (the model's own figures: each BAR access is one exit of the
+/// guest and one round trip on the socket).
+#[derive(Debug, Default)]
+pub struct ProxyCounts {
+    /// BAR_WRITE messages (doorbells, command doorbells, initialization segment writes).
+    pub bar_writes: AtomicU64,
+    /// BAR_READ messages.
+    pub bar_reads: AtomicU64,
+    /// Of the writes: send doorbells and BlueFlame stores (a UAR page's 0x800..0x1000).
+    pub send_doorbells: AtomicU64,
+    /// Of the writes: CQ arm doorbells (a UAR page's `CQ_DOORBELL`).
+    pub cq_doorbells: AtomicU64,
+    /// Of the writes: EQ doorbells (`EQ_DOORBELL_ARM`, `EQ_DOORBELL_NO_ARM`).
+    pub eq_doorbells: AtomicU64,
+}
+
+impl ProxyCounts {
+    /// Counts a write at BAR0 offset `off` by the UAR register it lands on.
+    fn uar_write(&self, off: u64) {
+        use crate::objects::uar::{
+            CQ_DOORBELL, EQ_DOORBELL_ARM, EQ_DOORBELL_NO_ARM, UAR_PAGE_SIZE,
+        };
+        if off < crate::front::device::UAR_BASE {
+            return;
+        }
+        let reg = (off % UAR_PAGE_SIZE) as u32;
+        let n = match reg {
+            CQ_DOORBELL => &self.cq_doorbells,
+            EQ_DOORBELL_ARM | EQ_DOORBELL_NO_ARM => &self.eq_doorbells,
+            r if r >= 0x800 => &self.send_doorbells,
+            _ => return,
+        };
+        n.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Serves one [`PciFunction`] to QEMU over the proxy protocol.
 ///
 /// Owns the guest memory mapping ([`MappedMemory`], replaced on every SYNC_SYSMEM) and the INTx
@@ -351,6 +388,7 @@ pub struct ProxyServer<F: PciFunction> {
     /// The resample eventfd of the current SET_IRQFD, watched alongside the socket.
     resample: Option<File>,
     trace: bool,
+    counts: Arc<ProxyCounts>,
 }
 
 impl<F: PciFunction> ProxyServer<F> {
@@ -366,7 +404,13 @@ impl<F: PciFunction> ProxyServer<F> {
             intx,
             resample: None,
             trace: false,
+            counts: Arc::default(),
         }
+    }
+
+    /// The messages answered so far (readable from any thread).
+    pub fn counts(&self) -> Arc<ProxyCounts> {
+        self.counts.clone()
     }
 
     /// Logs every message to stderr when on.
@@ -565,6 +609,12 @@ impl<F: PciFunction> ProxyServer<F> {
         size: u32,
     ) -> u64 {
         let name = if write { "BAR_WRITE" } else { "BAR_READ" };
+        let n = if write {
+            &self.counts.bar_writes
+        } else {
+            &self.counts.bar_reads
+        };
+        n.fetch_add(1, Ordering::Relaxed);
         if !matches!(size, 1 | 2 | 4 | 8) {
             eprintln!("mlx5-sim: {name} addr={addr:#x} with size {size}: refused");
             return u64::MAX;
@@ -586,6 +636,9 @@ impl<F: PciFunction> ProxyServer<F> {
                 "<- BAR_WRITE bar{bar}+{off:#x} size={size} val={:#x}",
                 val & mask
             ));
+            if bar == 0 {
+                self.counts.uar_write(off);
+            }
             self.function.bar_write(bar, off, val & mask, size);
             0
         } else {

@@ -69,6 +69,7 @@ pub use stream::{StreamAddr, StreamLink, StreamListener};
 
 use std::fmt;
 use std::io;
+use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -149,6 +150,26 @@ impl LinkError {
             LinkError::BadFrameLength(_) | LinkError::Backlog | LinkError::Timeout
         )
     }
+}
+
+/// What a thread that serves a link waits for before it looks at the link again
+/// ([`Link::wait`]): a device thread waits on the descriptor, so that a frame is taken when it
+/// arrives rather than at the next tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// A frame (or a framing error) is ready now: look again at once.
+    Ready,
+    /// The link's socket: it becomes readable when bytes or a peer arrive, writable (when
+    /// `write`) when the send backlog can drain.
+    Fd {
+        /// The socket (or, with no peer yet, the listener).
+        fd: RawFd,
+        /// A send backlog waits for room in the socket.
+        write: bool,
+    },
+    /// No descriptor to wait on (an in-process link, or a link that is down): look again
+    /// after a tick.
+    Tick,
 }
 
 /// A port's link.
@@ -272,6 +293,18 @@ impl Link {
                 None => Ok(true),
             },
             Link::Chan(_) | Link::Loopback(_) => Ok(true),
+        }
+    }
+
+    /// What to wait for before the link has something new ([`Wait`]). The descriptor stays
+    /// the link's while the link is not changed; a wait on it must be bounded (a tick), since
+    /// the link may be replaced or shut down meanwhile.
+    pub fn wait(&self) -> Wait {
+        match self {
+            Link::Stream(s) => s.wait(),
+            Link::Server(s) => s.wait(),
+            Link::Loopback(l) if !l.q.is_empty() => Wait::Ready,
+            Link::Chan(_) | Link::Loopback(_) => Wait::Tick,
         }
     }
 

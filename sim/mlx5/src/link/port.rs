@@ -413,6 +413,11 @@ impl FramePort {
         &self.link
     }
 
+    /// What to wait for before the link has something new ([`Link::wait`]).
+    pub fn wait(&self) -> super::Wait {
+        self.link.wait()
+    }
+
     /// The link, to change its settings.
     pub fn link_mut(&mut self) -> &mut Link {
         &mut self.link

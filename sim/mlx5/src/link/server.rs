@@ -2,7 +2,9 @@
 
 use std::time::Instant;
 
-use super::{LinkError, StreamAddr, StreamLink, StreamListener, MAX_FRAME_LEN, MAX_SEND_BACKLOG};
+use super::{
+    LinkError, StreamAddr, StreamLink, StreamListener, Wait, MAX_FRAME_LEN, MAX_SEND_BACKLOG,
+};
 
 /// A listening stream link with QEMU `server=on` semantics: down until a peer connects, one
 /// peer at a time, back to listening when that peer goes away (net/stream_data.c
@@ -51,6 +53,19 @@ impl ServerLink {
         c.set_max_frame(self.max_frame);
         c.set_max_backlog(self.max_backlog);
         self.conn = Some(c);
+    }
+
+    /// What the link's next event is: its peer's ([`StreamLink::wait`]), or with no peer a
+    /// peer connecting (the listener readable); nothing once shut down.
+    pub(super) fn wait(&self) -> Wait {
+        match &self.conn {
+            _ if self.closed => Wait::Tick,
+            Some(c) => c.wait(),
+            None => Wait::Fd {
+                fd: self.listener.raw_fd(),
+                write: false,
+            },
+        }
     }
 
     /// Takes a waiting peer if there is none.

@@ -3,11 +3,12 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{LinkError, LEN_PREFIX, MAX_FRAME_LEN, MAX_SEND_BACKLOG};
+use super::{LinkError, Wait, LEN_PREFIX, MAX_FRAME_LEN, MAX_SEND_BACKLOG};
 
 /// Where a stream link listens or connects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +80,12 @@ impl Sock {
         match self {
             Sock::Unix(s) => s.set_write_timeout(Some(d)),
             Sock::Tcp(s) => s.set_write_timeout(Some(d)),
+        }
+    }
+    fn raw_fd(&self) -> RawFd {
+        match self {
+            Sock::Unix(s) => s.as_raw_fd(),
+            Sock::Tcp(s) => s.as_raw_fd(),
         }
     }
     fn shutdown(&self) {
@@ -193,6 +200,27 @@ impl StreamLink {
 
     pub(super) fn is_up(&self) -> bool {
         self.sock.is_some()
+    }
+
+    /// What the link's next event is ([`super::Link::wait`]): a whole frame already read
+    /// ([`Wait::Ready`]), else the socket, readable, and writable while a send backlog waits;
+    /// nothing once the link is down.
+    pub(super) fn wait(&self) -> Wait {
+        let Some(sock) = &self.sock else {
+            return Wait::Tick;
+        };
+        let avail = &self.rx[self.rx_start..];
+        if avail.len() >= LEN_PREFIX {
+            let len = u32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]) as usize;
+            // A bad length is ready too: the next receive reports it.
+            if len == 0 || len > self.max_frame || avail.len() >= LEN_PREFIX + len {
+                return Wait::Ready;
+            }
+        }
+        Wait::Fd {
+            fd: sock.raw_fd(),
+            write: self.backlog() > 0,
+        }
     }
 
     pub(super) fn down(&mut self) {
@@ -462,6 +490,14 @@ impl StreamListener {
                 .local_addr()
                 .map(StreamAddr::Tcp)
                 .map_err(|e| LinkError::Io(e.kind())),
+        }
+    }
+
+    /// The listening socket's descriptor (readable when a peer waits to be accepted).
+    pub(super) fn raw_fd(&self) -> RawFd {
+        match &self.inner {
+            ListenSock::Unix(l, _) => l.as_raw_fd(),
+            ListenSock::Tcp(l) => l.as_raw_fd(),
         }
     }
 

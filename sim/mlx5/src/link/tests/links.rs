@@ -239,3 +239,97 @@ fn two_ports_in_process_deliver_roce_frames_and_count_them() {
     assert_eq!(sb.get(Counter::RxRoceUnicastBytes), sent_bytes);
     assert_eq!(sb.rx_dropped(), 0);
 }
+
+/// Whether `fd` is readable now (poll with no wait).
+fn readable(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one initialised pollfd; poll only writes its revents.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+#[test]
+fn wait_names_the_socket_until_a_whole_frame_is_buffered() {
+    let (raw_a, mut raw_b) = UnixStream::pair().unwrap();
+    let mut link = Link::Stream(StreamLink::from_unix(raw_a).unwrap());
+    let Wait::Fd { fd, write: false } = link.wait() else {
+        panic!("an idle stream waits on its socket: {:?}", link.wait());
+    };
+    assert!(!readable(fd), "nothing sent yet");
+    // Two frames in one write: the first receive reads both, the second is buffered and the
+    // socket is empty, so a wait on the socket would miss it.
+    let (f1, f2) = (payload(100, 1), payload(200, 2));
+    let mut bytes = Vec::new();
+    for f in [&f1, &f2] {
+        bytes.extend_from_slice(&(f.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(f);
+    }
+    raw_b.write_all(&bytes[..bytes.len() - 1]).unwrap();
+    assert!(readable(fd), "bytes arrived: the socket wakes a waiter");
+    assert_eq!(link.recv().unwrap(), Some(f1));
+    assert!(!readable(fd));
+    assert_eq!(
+        link.wait(),
+        Wait::Fd { fd, write: false },
+        "a partial frame is buffered: wait for its last byte"
+    );
+    raw_b.write_all(&bytes[bytes.len() - 1..]).unwrap();
+    assert_eq!(link.recv().unwrap(), Some(f2.clone()));
+    raw_b.write_all(&bytes).unwrap();
+    assert_eq!(link.recv().unwrap(), Some(payload(100, 1)));
+    assert_eq!(link.wait(), Wait::Ready, "a whole frame is buffered");
+    assert_eq!(link.recv().unwrap(), Some(f2));
+    assert_eq!(link.wait(), Wait::Fd { fd, write: false });
+    link.shutdown();
+    assert_eq!(
+        link.wait(),
+        Wait::Tick,
+        "a link that is down has nothing to wait on"
+    );
+}
+
+#[test]
+fn wait_asks_for_room_while_a_backlog_waits() {
+    let (raw_a, raw_b) = UnixStream::pair().unwrap();
+    let mut link = Link::Stream(StreamLink::from_unix(raw_a).unwrap());
+    // Fill the socket until frames stay in the backlog (nobody reads raw_b).
+    let frame = payload(MAX_FRAME_LEN, 3);
+    let mut sent = 0;
+    while link.as_stream_mut().unwrap().backlog() == 0 {
+        link.send(frame.clone()).unwrap();
+        sent += 1;
+        assert!(sent < 10_000, "the socket never filled");
+    }
+    let Wait::Fd { write: true, .. } = link.wait() else {
+        panic!("a backlog waits for room: {:?}", link.wait());
+    };
+    drop(raw_b);
+}
+
+#[test]
+fn wait_of_a_listener_is_its_socket_until_a_peer_comes() {
+    let path = sock_path("wait");
+    let addr = StreamAddr::Unix(path.clone());
+    let mut link = Link::serve(&addr).unwrap();
+    let Wait::Fd { fd, write: false } = link.wait() else {
+        panic!("a listener waits on its socket: {:?}", link.wait());
+    };
+    assert!(!readable(fd));
+    let _peer = UnixStream::connect(&path).unwrap();
+    assert!(readable(fd), "a peer connecting wakes a waiter");
+    assert_eq!(link.recv().unwrap(), None, "accepted, nothing sent");
+    assert!(link.is_up());
+    let Wait::Fd { fd: conn, .. } = link.wait() else {
+        panic!("a connected server waits on its peer: {:?}", link.wait());
+    };
+    assert_ne!(conn, fd);
+    let mut lo = Link::loopback();
+    assert_eq!(lo.wait(), Wait::Tick);
+    lo.send(payload(10, 4)).unwrap();
+    assert_eq!(lo.wait(), Wait::Ready);
+    let (a, _b) = Link::pair();
+    assert_eq!(a.wait(), Wait::Tick, "an in-process pair has no descriptor");
+}
