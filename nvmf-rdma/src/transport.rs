@@ -109,6 +109,12 @@ impl<H: Hal> NvmfRdma<H> {
         self.conns.iter().filter(|c| c.is_some()).count()
     }
 
+    /// Memory regions the transport holds: the disk's, and two per connection (receive
+    /// slots, bounce slots: `conn.rs` `buffers`).
+    pub fn regions(&self) -> usize {
+        1 + 2 * self.connections()
+    }
+
     /// What happened since the last call (a line each for the appliance's log).
     pub fn take_note(&mut self) -> Option<Note> {
         self.notes.pop_front()
