@@ -36,7 +36,8 @@ pub struct NvmfRdma<H: Hal> {
     gens: Vec<u16>,
     notes: VecDeque<Note>,
     wcs: Vec<WorkCompletion>,
-    capsule: Vec<u8>,
+    /// Bytes of a receive slot: the SQE and the in-capsule data.
+    slot_len: u32,
     staging: Vec<u8>,
     limits: Limits,
     max_init_rd: u8,
@@ -79,7 +80,7 @@ impl<H: Hal> NvmfRdma<H> {
             gens: Vec::new(),
             notes: VecDeque::new(),
             wcs: vec![WorkCompletion::default(); WC_BATCH],
-            capsule: vec![0; slot],
+            slot_len: slot as u32,
             staging: vec![0; STAGING_LEN],
             limits,
             max_init_rd: u8::try_from(dev.max_qp_init_rd_atom).unwrap_or(u8::MAX),
@@ -218,7 +219,7 @@ impl<H: Hal> NvmfRdma<H> {
             Ok(a) => a,
             Err(st) => return self.refuse(cm, nb, now, id, ip, st),
         };
-        let slot_len = self.capsule.len() as u32;
+        let slot_len = self.slot_len;
         let r = buffers(&self.pd, acc.recv_depth, slot_len).map(|b| {
             self.gens[slot] = self.gens[slot].wrapping_add(1);
             let gen = self.gens[slot];
@@ -351,13 +352,17 @@ impl<H: Hal> NvmfRdma<H> {
             let _ = cm.notify_established(c.id);
             c.established = true;
         }
-        let n = (len as usize).min(self.capsule.len());
-        c.recv
-            .read(slot as u64 * u64::from(c.slot_len), &mut self.capsule[..n])?;
-        let q = c.queue;
+        let n = len.min(c.slot_len) as usize;
+        // The core reads the capsule where it landed; its receive is reposted once the core
+        // is done with it and before anything answers it, as Linux `nvmet_rdma_queue_response`
+        // reposts `rsp->cmd` right before it posts the response.
+        // SAFETY: the receive of `slot` completed and is reposted only below, after the
+        // slice's last use; nothing else writes receive slots (their region has no remote
+        // access, and the transport never writes it).
+        let capsule = unsafe { c.recv.bytes(slot as u64 * u64::from(c.slot_len), n)? };
+        let step = self.target.submit(c.queue, capsule, &mut self.staging);
         let qp = cm.qp(c.id).ok_or(Error::Gone)?;
         c.post_recv(qp, i, slot)?;
-        let step = self.target.submit(q, &self.capsule[..n], &mut self.staging);
         if let Ok(step) = step {
             self.on_step(cm, i, step)?;
         }

@@ -331,10 +331,13 @@ fn queue_pair<H: Hal>(
         bindings: Vec::new(),
         auto_live: 0,
         swept: (0, 0),
+        swept_kept: usize::MAX,
+        sweep_room: (0, 0),
         last_binding: 0,
         last_mr: ptr::null(),
-        fast_mr: ptr::null(),
         last_stamp: 0,
+        rq_last_binding: 0,
+        rq_last_mr: ptr::null(),
         destroyed: false,
         service,
         qkey,
@@ -390,7 +393,7 @@ impl<H: Hal> QueuePair<H> {
         let _ = self.ctx.with_dev(|d| d.dealloc_uar(hal, uar));
         self.bindings.clear();
         self.last_mr = ptr::null();
-        self.fast_mr = ptr::null();
+        self.rq_last_mr = ptr::null();
         self.auto_live = 0;
         r
     }

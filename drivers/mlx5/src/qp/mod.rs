@@ -458,6 +458,12 @@ pub struct QueuePair<H: Hal> {
     auto_live: u32,
     /// `(send tail, receive tail)` at the last release sweep.
     swept: (u32, u32),
+    /// The completed binding that sweep kept back (the send posts' last region), or
+    /// `usize::MAX`.
+    swept_kept: usize,
+    /// Send and receive WRs that must complete after the last sweep before a binding it
+    /// left held can be free (`u32::MAX`: none held; 0: look at the next sweep).
+    sweep_room: (u32, u32),
     /// Index of the binding the last generic post used (the common case hits it).
     last_binding: usize,
     /// The region of `bindings[last_binding]` (`Arc::as_ptr`), or null. Only an identity:
@@ -465,13 +471,16 @@ pub struct QueuePair<H: Hal> {
     /// address; it is cleared whenever that binding goes (`free_binding`, `destroy_inner`).
     /// The region passed the context check when the binding was made.
     last_mr: *const (),
-    /// `last_mr` while no other binding is held for WRs (a generic post on that region has
-    /// nothing to sweep), else null: the one compare of the one-SGE generic post.
-    fast_mr: *const (),
     /// The send stamp of `bindings[last_binding]` while `last_mr` is set: the one-SGE generic
     /// post writes it here (one store) instead of into the binding; `flush_stamp` copies it
     /// there before anything reads the binding's stamp.
     last_stamp: u32,
+    /// Index of the binding the last receive post used: receives name one region as a rule
+    /// (their buffers), sends another, so each queue keeps its own.
+    rq_last_binding: usize,
+    /// The region of `bindings[rq_last_binding]` (`Arc::as_ptr`), or null: an identity
+    /// like `last_mr`, cleared whenever that binding goes.
+    rq_last_mr: *const (),
     destroyed: bool,
     /// The service type (RC, UD, GSI).
     service: Service,
@@ -480,8 +489,8 @@ pub struct QueuePair<H: Hal> {
 }
 
 // SAFETY: raw pointers point into `buf` / `db`, which the QP owns, and into `shared.sq`
-// (atomics, kept alive by the QP's Arc); `last_mr` / `fast_mr` name a region one of the QP's
-// bindings holds (an `Arc` of `Send + Sync` state); all access is through &mut self.
+// (atomics, kept alive by the QP's Arc); `last_mr` / `rq_last_mr` name a region
+// one of the QP's bindings holds (an `Arc` of `Send + Sync` state); all access is through &mut self.
 unsafe impl<H: Hal> Send for QueuePair<H> {}
 
 /// A WQE's local data after validation.

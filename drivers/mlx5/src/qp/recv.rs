@@ -28,15 +28,6 @@ impl<H: Hal> QueuePair<H> {
         Ok(())
     }
 
-    /// How many more receive WRs fit (after a sweep of completed ones' regions).
-    pub(crate) fn rq_room(&mut self) -> usize {
-        self.sweep();
-        let used = self
-            .rq_head
-            .wrapping_sub(self.shared.rq_tail.load(Ordering::Acquire));
-        (self.lay.rq_wqe_cnt as usize).saturating_sub(used as usize)
-    }
-
     /// How many more send WRs fit (what [`QueuePair::sq_room`] allows).
     pub(crate) fn sq_room_count(&self) -> usize {
         let wr_tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
@@ -45,19 +36,8 @@ impl<H: Hal> QueuePair<H> {
     }
 
     pub(crate) fn check_recv(&mut self, n: usize, max_sges: usize) -> Result<()> {
-        self.ctx.check_alive()?;
-        // ERR too: the device completes them with WR_FLUSH_ERR (IB spec, QP Error state;
-        // Linux core/verbs.c __ib_drain_rq moves the QP to ERR, posts, and waits for that
-        // flush).
-        self.check_state(&[
-            qp::state::INIT,
-            qp::state::RTR,
-            qp::state::RTS,
-            qp::state::ERR,
-        ])?;
-        if self.lay.rq_wqe_cnt == 0 {
-            return Err(InvalidInput::QueueFull.into());
-        }
+        let room = self.recv_room()?;
+        self.sweep();
         if max_sges > self.lay.caps.max_recv_sge as usize {
             return Err(InvalidInput::TooManySge {
                 given: max_sges,
@@ -65,14 +45,32 @@ impl<H: Hal> QueuePair<H> {
             }
             .into());
         }
-        self.sweep();
-        let used = self
-            .rq_head
-            .wrapping_sub(self.shared.rq_tail.load(Ordering::Acquire));
-        if used as usize + n > self.lay.rq_wqe_cnt as usize {
+        if n > room {
             return Err(InvalidInput::QueueFull.into());
         }
         Ok(())
+    }
+
+    /// How many more receive WRs fit, after the checks every receive WR needs (device alive,
+    /// a state that takes receives, a receive queue).
+    pub(crate) fn recv_room(&mut self) -> Result<usize> {
+        self.ctx.check_alive()?;
+        // ERR too: the device completes them with WR_FLUSH_ERR (IB spec, QP Error state;
+        // Linux core/verbs.c __ib_drain_rq moves the QP to ERR, posts, and waits for that
+        // flush).
+        if !matches!(
+            self.state,
+            qp::state::INIT | qp::state::RTR | qp::state::RTS | qp::state::ERR
+        ) {
+            return Err(InvalidInput::QpState { state: self.state }.into());
+        }
+        if self.lay.rq_wqe_cnt == 0 {
+            return Err(InvalidInput::QueueFull.into());
+        }
+        let used = self
+            .rq_head
+            .wrapping_sub(self.shared.rq_tail.load(Ordering::Acquire));
+        Ok((self.lay.rq_wqe_cnt as usize).saturating_sub(used as usize))
     }
 
     pub(crate) fn write_recv(&mut self, wr_id: u64, sges: &[RawSge]) -> usize {
@@ -83,10 +81,16 @@ impl<H: Hal> QueuePair<H> {
         // SAFETY: idx < cnt and the RQ occupies [0, cnt << stride_shift) of the buffer.
         let base = unsafe { self.ring.add(idx << self.lay.rq_stride_shift) };
         let mut k = 0;
-        // Zero-length entries are left out (rdma-core qp.c mlx5_post_recv: `if
-        // (unlikely(!wr->sg_list[i].length)) continue;`): a data segment's byte_count of 0
-        // does not mean "empty" to the device (the model reads it as 2^31 bytes).
-        for g in sges.iter().filter(|g| g.len != 0).take(max) {
+        for g in sges {
+            // Zero-length entries are left out (rdma-core qp.c mlx5_post_recv: `if
+            // (unlikely(!wr->sg_list[i].length)) continue;`): a data segment's byte_count of
+            // 0 does not mean "empty" to the device (the model reads it as 2^31 bytes).
+            if g.len == 0 {
+                continue;
+            }
+            if k == max {
+                break;
+            }
             // SAFETY: k < max data segments of 16 bytes fit the stride.
             unsafe {
                 let d = base.add(k * 16);

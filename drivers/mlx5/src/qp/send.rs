@@ -24,6 +24,11 @@ pub(super) const FM_CE_SE: [u8; 8] = {
     t
 };
 
+/// Inline bytes a one-block SEND holds: a block less the ctrl segment and the 4-byte inline
+/// header.
+pub(super) const ONE_BLOCK_INLINE: usize =
+    wqe::SEND_WQE_BB - wqe::ctrl_seg::SIZE - wqe::inl_data_seg::SIZE;
+
 #[inline]
 pub(super) fn fm_ce_se(flags: SendFlags) -> u8 {
     FM_CE_SE[(flags.0 & 7) as usize]
@@ -184,7 +189,7 @@ impl<H: Hal> QueuePair<H> {
         let head = self.sq_wr_head;
         self.gate(head)?;
         let addr = self.resolve(local, write)?;
-        self.write_one_sge(
+        let base = self.put_one_sge(
             head,
             opc,
             wr_id,
@@ -194,24 +199,35 @@ impl<H: Hal> QueuePair<H> {
             remote,
             flags,
         );
+        self.ring_one(base);
         Ok(())
     }
 
     /// Releases the regions held only for WRs that completed (regions named by posts of
     /// the generic calls, and regions unbound with [`QueuePair::unbind_mr`]), so that their
     /// [`crate::MemoryRegion::dereg`] succeeds. The generic posting calls, `bind_mr` and
-    /// `unbind_mr` do this on their own; the fast calls ([`QueuePair::post_write`],
-    /// [`QueuePair::post_read`]) do not.
+    /// `unbind_mr` do this on their own, but for the region the send posts named last (named
+    /// again as a rule) and not in a one-SGE RDMA WRITE / READ on that region; the fast
+    /// calls ([`QueuePair::post_write`], [`QueuePair::post_read`]) do not.
     pub fn release_completed(&mut self) {
-        self.sweep();
+        self.sweep_all();
     }
 
-    /// Writes a ctrl + raddr + data WQE (one block, never wrapping) at `cur_post` and rings
-    /// the doorbell. The caller checked state, room and the local slice; `head` is
-    /// `sq_wr_head`, `lkey_be` the key as the data segment holds it (`key.to_be()`).
+    /// Rings the doorbell for the one-block WQE at `base` ([`QueuePair::put_one_sge`]):
+    /// BlueFlame when a half-register holds a block.
+    #[inline]
+    pub(crate) fn ring_one(&mut self, base: *const u8) {
+        self.ring_sq(base, self.cur_post, if self.bf_one { 1 } else { 0 });
+    }
+
+    /// Writes a ctrl + raddr + data WQE (one block, never wrapping) at `cur_post` and counts
+    /// it; the doorbell is the caller's ([`QueuePair::ring_one`], or the list's). The caller
+    /// checked state, room and the local slice; `head` is `sq_wr_head`, `lkey_be` the key as
+    /// the data segment holds it (`key.to_be()`). Also the WQE step of the general path for
+    /// this shape ([`QueuePair::write_send`]).
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub(crate) fn write_one_sge(
+    pub(crate) fn put_one_sge(
         &mut self,
         head: u32,
         opc: u8,
@@ -221,7 +237,7 @@ impl<H: Hal> QueuePair<H> {
         lkey_be: u32,
         remote: Remote,
         flags: SendFlags,
-    ) {
+    ) -> *const u8 {
         // The slot the poller will look up and the counters first, then the WQE. Nothing
         // reaches the device before the doorbell record.
         let cur = self.cur_post;
@@ -265,7 +281,55 @@ impl<H: Hal> QueuePair<H> {
                 put64(d.add(wqe::data_seg::ADDR), addr);
             }
         }
-        self.ring_sq(base, next, if self.bf_one { 1 } else { 0 });
+        base
+    }
+
+    /// A SEND / SEND with immediate / SEND with invalidate (`opc`, its ctrl `imm`: the
+    /// immediate or the rkey, rdma-core qp.c `_mlx5_post_send`) of at most
+    /// [`ONE_BLOCK_INLINE`] inline bytes as one block at `cur_post`, counted (the general
+    /// WQE of [`QueuePair::write_send`] for this shape): ctrl, the inline segment's byte
+    /// count with `MLX5_INLINE_SEG` and the bytes (rdma-core qp.c `set_data_inl_seg`).
+    /// Returns the block.
+    #[inline]
+    pub(super) fn put_inline_send(
+        &mut self,
+        opc: u8,
+        imm: u32,
+        wr_id: u64,
+        b: &[u8],
+        flags: SendFlags,
+    ) -> *const u8 {
+        debug_assert!(b.len() <= ONE_BLOCK_INLINE);
+        let cur = self.cur_post;
+        let idx = cur & self.sq_mask;
+        self.sq_wr_head = self.sq_wr_head.wrapping_add(1);
+        self.set_slot(idx, wr_id, cur);
+        self.cur_post = cur.wrapping_add(1);
+        let ds = if b.is_empty() {
+            1
+        } else {
+            1 + (b.len() + wqe::inl_data_seg::SIZE).div_ceil(16) as u8
+        };
+        let f = flags.0 | self.sig_all;
+        let i = imm.to_be_bytes();
+        let tail =
+            u64::from_ne_bytes([0, 0, 0, FM_CE_SE[(f & 7) as usize], i[0], i[1], i[2], i[3]]);
+        // SAFETY: idx <= sq_mask < sq_wqe_cnt: one block inside the send queue, which holds
+        // the ctrl segment (16 bytes), the 4-byte inline header and up to 44 bytes.
+        unsafe {
+            let base = self.sq_base.add(idx as usize * wqe::SEND_WQE_BB);
+            ptr::write_unaligned(
+                base as *mut u64,
+                ctrl_head(ctrl_tpl(self.qpn, ds, opc), cur),
+            );
+            ptr::write_unaligned(base.add(8) as *mut u64, tail);
+            if !b.is_empty() {
+                let d = base.add(wqe::ctrl_seg::SIZE);
+                put32(d, b.len() as u32 | wqe::INLINE_SEG);
+                ptr::copy_nonoverlapping(b.as_ptr(), d.add(wqe::inl_data_seg::SIZE), b.len());
+            }
+            base
+        }
     }
 
     /// Records the WQE that starts at block `start` (slot `idx`) for the poller; call after
@@ -283,7 +347,7 @@ impl<H: Hal> QueuePair<H> {
     /// WQEBBs a send WR needs, with a datagram segment (`dgram`) or without, after checking
     /// it against the QP's service type and limits.
     #[inline]
-    pub(super) fn send_wqe_bbs(&self, op: &SendOp, data: Data<'_>, dgram: bool) -> Result<u32> {
+    pub(crate) fn send_wqe_bbs(&self, op: &SendOp, data: Data<'_>, dgram: bool) -> Result<u32> {
         let caps = &self.lay.caps;
         // ctrl, and the datagram segment of a datagram QP.
         let mut ds = 1 + self.check_service(op, dgram)?;
@@ -366,6 +430,32 @@ impl<H: Hal> QueuePair<H> {
         bbs: u32,
         dgram: Option<&[u8; wqe::av::SIZE]>,
     ) -> (*const u8, bool) {
+        // The common shape, one RDMA WRITE / READ of one SGE: the one-block WQE.
+        if let (None, Data::Sges([g])) = (dgram, data) {
+            let one = match *op {
+                SendOp::Write { remote, imm: None } => Some((wqe::opcode::RDMA_WRITE, remote)),
+                SendOp::Read { remote } => Some((wqe::opcode::RDMA_READ, remote)),
+                _ => None,
+            };
+            if let Some((opc, remote)) = one {
+                let (head, lkey_be) = (self.sq_wr_head, g.lkey.to_be());
+                let base =
+                    self.put_one_sge(head, opc, wr_id, g.addr, g.len, lkey_be, remote, flags);
+                return (base, true);
+            }
+        }
+        // A SEND of a few inline bytes (a response): the one-block WQE.
+        if let (None, Data::Inline(b)) = (dgram, data) {
+            let one = match *op {
+                SendOp::Send { imm: None } => Some((wqe::opcode::SEND, 0)),
+                SendOp::Send { imm: Some(v) } => Some((wqe::opcode::SEND_IMM, v)),
+                SendOp::SendWithInv { rkey } => Some((wqe::opcode::SEND_INVAL, rkey)),
+                _ => None,
+            };
+            if let (Some((opc, imm)), true) = (one, b.len() <= ONE_BLOCK_INLINE) {
+                return (self.put_inline_send(opc, imm, wr_id, b, flags), true);
+            }
+        }
         let cnt = self.lay.sq_wqe_cnt;
         let idx = self.cur_post & self.sq_mask;
         let in_place = idx as u32 + bbs <= cnt;
@@ -581,7 +671,7 @@ impl<H: Hal> QueuePair<H> {
     /// True when `wrs` more WRs fit: at most `max_send_wr` WRs outstanding (which also
     /// bounds the blocks, see [`WqShared`]).
     #[inline]
-    pub(super) fn sq_room(&self, wrs: usize) -> bool {
+    pub(crate) fn sq_room(&self, wrs: usize) -> bool {
         let wr_tail = self.shared.sq_wr_tail.load(Ordering::Acquire);
         let outstanding = self.sq_wr_head.wrapping_sub(wr_tail) as usize;
         outstanding + wrs <= self.lay.caps.max_send_wr as usize
@@ -693,7 +783,8 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// Safe layer, single RDMA WRITE / READ with one SGE, the common case: the region the
-    /// previous generic post named, no other region held for WRs (nothing to sweep). `id` is
+    /// previous generic send post named (no sweep: the other posts of the general path and
+    /// [`QueuePair::release_completed`] release completed WRs' regions). `id` is
     /// the region's [`crate::verbs::region_id`]; `None` (nothing done) when it is not that
     /// region, and the caller takes the general path.
     ///
@@ -713,10 +804,10 @@ impl<H: Hal> QueuePair<H> {
         remote: Remote,
         flags: SendFlags,
     ) -> Option<Result<()>> {
-        if !ptr::eq(id, self.fast_mr) {
+        if !ptr::eq(id, self.last_mr) {
             return None;
         }
-        // SAFETY: `id` is `fast_mr`, not null: `Arc::as_ptr` of the region the last binding
+        // SAFETY: `id` is `last_mr`, not null: `Arc::as_ptr` of the region the last binding
         // holds, alive while this `&mut self` keeps the binding from going.
         let mr = unsafe { &*(id as *const MrInner<H>) };
         match offset.checked_add(len as u64) {
@@ -733,14 +824,16 @@ impl<H: Hal> QueuePair<H> {
         // The stamp of `bindings[last_binding]` (see `last_stamp`).
         self.last_stamp = head.wrapping_add(1);
         let addr = mr.iova + offset;
-        self.write_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
+        let base = self.put_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
+        self.ring_one(base);
         Some(Ok(()))
     }
 
     /// Safe layer, single RDMA WRITE / READ with one SGE of region `mr` (bounds and access
-    /// checked by the caller), the general case: the context check, a sweep, the gate, then
-    /// the region's binding (looked up after anything that could sweep, so a fresh binding
-    /// cannot be released before it is stamped), then the WQE.
+    /// checked by the caller), the general case: the context check, the gate, the region's
+    /// binding and its stamp, the WQE, then a sweep (after the stamp, so that it neither
+    /// releases the binding this WR just took nor one it re-takes: no release and new
+    /// binding per WR on a region whose previous WRs completed).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn post_one_sge_mr(
@@ -756,13 +849,14 @@ impl<H: Hal> QueuePair<H> {
         if !Arc::ptr_eq(&mr.pd.ctx, &self.ctx) {
             return Err(InvalidInput::ForeignObject.into());
         }
-        self.sweep();
         let head = self.sq_wr_head;
         self.gate(head)?;
         let i = self.binding_for(mr);
         self.stamp_sq(i);
         let addr = mr.iova + offset;
-        self.write_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
+        let base = self.put_one_sge(head, opc, wr_id, addr, len, mr.key_be, remote, flags);
+        self.ring_one(base);
+        self.sweep();
         Ok(())
     }
 }

@@ -70,7 +70,24 @@ impl<'b, H: Hal> SgeBuf<'b, H> {
         }
     }
 
-    /// Converts borrowed SGEs to raw ones, checking context, bounds and access.
+    /// The SGEs `start..start + len` converted so far.
+    #[inline]
+    pub(super) fn raw_at(&self, start: usize, len: usize) -> &[RawSge] {
+        &self.raw()[start..start + len]
+    }
+    #[inline]
+    pub(super) fn refs_at(&self, start: usize, len: usize) -> &[&'b Arc<MrInner<H>>] {
+        &self.refs()[start..start + len]
+    }
+
+    /// Room for `k` more SGEs.
+    #[inline]
+    pub(super) fn fits(&self, k: usize) -> bool {
+        self.n + k <= MAX_SGE
+    }
+
+    /// Converts borrowed SGEs to raw ones, checking context, bounds and access (the only
+    /// ones, see [`SgeBuf::append`]).
     #[inline]
     pub(super) fn convert(
         &mut self,
@@ -86,29 +103,65 @@ impl<'b, H: Hal> SgeBuf<'b, H> {
             .into());
         }
         self.n = 0;
-        for (i, s) in sges.iter().enumerate() {
-            let m = s.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
-            if !core::ptr::eq(Arc::as_ptr(&m.pd.ctx), ctx) {
-                return Err(InvalidInput::ForeignObject.into());
-            }
-            match s.offset.checked_add(s.len as u64) {
-                Some(end) if end <= m.len => {}
-                _ => return Err(InvalidInput::OutOfRange.into()),
-            }
-            if write && !m.access.contains(Access::LOCAL_WRITE) {
-                return Err(InvalidInput::LocalAccess.into());
-            }
-            self.raw[i].write(RawSge {
+        self.append(ctx, sges, write).map(|_| ())
+    }
+
+    /// Converts borrowed SGEs after the ones converted so far (the caller checked that they
+    /// [`fit`](SgeBuf::fits)), checking as [`SgeBuf::convert`]; returns where they start. A
+    /// list post keeps each WR's SGEs so, converting and checking them once.
+    #[inline]
+    pub(super) fn append(
+        &mut self,
+        ctx: *const CtxInner<H>,
+        sges: &[Sge<'b, H>],
+        write: bool,
+    ) -> Result<usize> {
+        let start = self.n;
+        debug_assert!(self.fits(sges.len()));
+        for (i, s) in sges.iter().enumerate().take(MAX_SGE - start) {
+            let r = Self::check(ctx, s, write);
+            let m = match r {
+                Ok(m) => m,
+                Err(e) => {
+                    self.n = start;
+                    return Err(e);
+                }
+            };
+            self.raw[start + i].write(RawSge {
                 addr: m.iova + s.offset,
                 len: s.len,
                 lkey: m.key,
             });
-            self.refs[i].write(m);
-            self.n = i + 1;
+            self.refs[start + i].write(m);
         }
-        Ok(())
+        self.n = start + sges.len().min(MAX_SGE - start);
+        Ok(start)
+    }
+
+    /// The region of `s` after checking context, bounds and access.
+    #[inline]
+    pub(super) fn check(
+        ctx: *const CtxInner<H>,
+        s: &Sge<'b, H>,
+        write: bool,
+    ) -> Result<&'b Arc<MrInner<H>>> {
+        let m = s.mr.inner.as_ref().ok_or(InvalidInput::BadLkey(0))?;
+        if !core::ptr::eq(Arc::as_ptr(&m.pd.ctx), ctx) {
+            return Err(InvalidInput::ForeignObject.into());
+        }
+        match s.offset.checked_add(s.len as u64) {
+            Some(end) if end <= m.len => {}
+            _ => return Err(InvalidInput::OutOfRange.into()),
+        }
+        if write && !m.access.contains(Access::LOCAL_WRITE) {
+            return Err(InvalidInput::LocalAccess.into());
+        }
+        Ok(m)
     }
 }
+
+/// WRs of a list post whose conversion and WQE size the check keeps for the writing.
+pub(super) const BATCH_KEPT: usize = 16;
 
 /// A region's identity for `QueuePair::post_one_sge_last`: `Arc::as_ptr` of its state, or,
 /// after dereg, the address 16, which is never a region's. (`Arc::as_ptr` is the allocation
@@ -163,7 +216,7 @@ impl<H: Hal> QueuePair<H> {
     }
 
     /// One RDMA WRITE / READ with one SGE: the region checks, then the one-block path. The
-    /// common case (the region of the previous generic post, nothing to sweep) is an identity
+    /// common case (the region of the previous generic post, no sweep) is an identity
     /// compare ([`QueuePair::post_one_sge_last`]); anything else goes through every check
     /// again ([`QueuePair::post_one_sge_slow`]).
     // inline(always): post_send 60.0 vs 115.0 instructions (hot_path --instructions)
@@ -227,55 +280,93 @@ impl<H: Hal> QueuePair<H> {
         self.post_send_batch_at(wrs).map_err(|e| e.error)
     }
 
-    /// [`QueuePair::post_send_batch`], telling which WR failed.
+    /// [`QueuePair::post_send_batch`], telling which WR failed. Each WR is converted and
+    /// checked once: the first [`BATCH_KEPT`] keep their SGEs (up to [`MAX_SGE`] in all) and
+    /// WQE sizes for the writing; WRs past those are converted and checked again there.
     pub(super) fn post_send_batch_at(
         &mut self,
         wrs: &[SendWr<'_, H>],
     ) -> core::result::Result<(), PostError> {
         let ctx = Arc::as_ptr(&self.ctx);
         let mut sg = SgeBuf::new();
+        let mut spill = SgeBuf::new();
+        // WRs 0..kept: their SGEs in `sg` in order, their WQEBB counts in `bbs`.
+        let mut bbs = [0u8; BATCH_KEPT];
+        let mut kept = 0;
         for (index, wr) in wrs.iter().enumerate() {
             let at = |error| PostError { index, error };
-            let data = match wr.data {
-                SendData::Sges(s) => {
-                    sg.convert(ctx, s, wr.op.writes_local()).map_err(at)?;
-                    Data::Sges(sg.raw())
+            let keep = kept == index && index < BATCH_KEPT;
+            let (data, keep) = match wr.data {
+                SendData::Sges(s) if keep && sg.fits(s.len()) => {
+                    let start = sg.append(ctx, s, wr.op.writes_local()).map_err(at)?;
+                    (Data::Sges(sg.raw_at(start, s.len())), true)
                 }
-                SendData::Inline(b) => Data::Inline(b),
+                SendData::Sges(s) => {
+                    spill.convert(ctx, s, wr.op.writes_local()).map_err(at)?;
+                    (Data::Sges(spill.raw()), false)
+                }
+                SendData::Inline(b) => (Data::Inline(b), keep),
             };
-            self.check_send(&wr.op, data, false).map_err(at)?;
+            let n = self.send_wqe_bbs(&wr.op, data, false).map_err(at)?;
+            if index == 0 {
+                // The QP's state after the first WR's own faults, as `check_send` orders
+                // them; it is the same for every WR of the list.
+                self.check_can_send().map_err(at)?;
+            }
+            if keep {
+                // bbs <= sq_max_bbs <= 16.
+                bbs[index] = n as u8;
+                kept += 1;
+            }
         }
         if wrs.is_empty() {
             return Ok(());
         }
-        if let Err(error) = self.reserve_sq(wrs.len()) {
+        if !self.sq_room(wrs.len()) {
             let index = self.sq_room_count();
+            let error = InvalidInput::QueueFull.into();
             return Err(PostError { index, error });
         }
         let mut last = core::ptr::null();
+        let mut start = 0;
         for (index, wr) in wrs.iter().enumerate() {
-            // Checked above; a failure here would be a driver bug, reported with its index.
-            let at = |error| PostError { index, error };
-            let data = match wr.data {
-                SendData::Sges(s) => {
-                    sg.convert(ctx, s, wr.op.writes_local()).map_err(at)?;
-                    Data::Sges(sg.raw())
+            let (data, refs, n) = if index < kept {
+                match wr.data {
+                    SendData::Sges(s) => {
+                        start += s.len();
+                        let (a, len) = (start - s.len(), s.len());
+                        (
+                            Data::Sges(sg.raw_at(a, len)),
+                            sg.refs_at(a, len),
+                            bbs[index],
+                        )
+                    }
+                    SendData::Inline(b) => (Data::Inline(b), &[][..], bbs[index]),
                 }
-                SendData::Inline(b) => {
-                    sg.n = 0;
-                    Data::Inline(b)
-                }
+            } else {
+                // Checked above; a failure here would be a driver bug, reported with its index.
+                let at = |error| PostError { index, error };
+                let (data, refs) = match wr.data {
+                    SendData::Sges(s) => {
+                        spill.convert(ctx, s, wr.op.writes_local()).map_err(at)?;
+                        (Data::Sges(spill.raw()), spill.refs())
+                    }
+                    SendData::Inline(b) => (Data::Inline(b), &[][..]),
+                };
+                let n = self.check_send(&wr.op, data, false).map_err(at)?;
+                (data, refs, n as u8)
             };
-            let bbs = self.check_send(&wr.op, data, false).map_err(at)?;
-            for m in sg.refs() {
+            for m in refs {
                 let i = self.binding_for(m);
                 self.stamp_sq(i);
             }
             last = self
-                .write_send(wr.wr_id, &wr.op, wr.flags, data, bbs, None)
+                .write_send(wr.wr_id, &wr.op, wr.flags, data, u32::from(n), None)
                 .0;
         }
         self.ring_send(last, None);
+        // After the stamps: see `QueuePair::post_one_sge_mr`.
+        self.sweep();
         Ok(())
     }
 
@@ -313,52 +404,114 @@ impl<H: Hal> QueuePair<H> {
             SendData::Inline(b) => Data::Inline(b),
         };
         let bbs = self.check_send(&wr.op, data, dgram.is_some())?;
-        self.reserve_sq(1)?;
+        if !self.sq_room(1) {
+            return Err(InvalidInput::QueueFull.into());
+        }
         for m in sg.refs() {
             let i = self.binding_for(m);
             self.stamp_sq(i);
         }
         let (last, in_place) = self.write_send(wr.wr_id, &wr.op, wr.flags, data, bbs, dgram);
         self.ring_send(last, Some((bbs, in_place)));
+        // After the stamps: see `QueuePair::post_one_sge_mr`.
+        self.sweep();
         Ok(())
     }
 
     /// Posts receive work requests (checked as [`QueuePair::post_send`]; receive buffers
     /// need LOCAL_WRITE). The doorbell record is updated once.
+    ///
+    /// One WR of one SGE (a receive reposted as it completes) takes a one-WR step with the
+    /// same checks; lists take [`QueuePair::post_recv_list`].
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_, H>]) -> Result<()> {
+        if let [RecvWr { wr_id, sges: [s] }] = wrs {
+            return self.post_recv_one_sge(*wr_id, s);
+        }
         self.post_recv_list(wrs).map_err(|e| e.error)
     }
 
+    /// One receive WR of one SGE: [`QueuePair::post_recv_list`]'s checks in its order (the
+    /// device and the state, the SGE, the SGE count, the room), with nothing to keep between
+    /// them, then the WQE and the doorbell record.
+    #[inline(never)]
+    fn post_recv_one_sge(&mut self, wr_id: u64, s: &Sge<'_, H>) -> Result<()> {
+        let room = self.recv_room()?;
+        let m = SgeBuf::check(Arc::as_ptr(&self.ctx), s, true)?;
+        if self.caps().max_recv_sge == 0 {
+            return Err(InvalidInput::TooManySge { given: 1, max: 0 }.into());
+        }
+        if room == 0 {
+            return Err(InvalidInput::QueueFull.into());
+        }
+        let i = self.binding_for_rq(m);
+        self.stamp_rq(i);
+        let raw = RawSge {
+            addr: m.iova + s.offset,
+            len: s.len,
+            lkey: m.key,
+        };
+        self.write_recv(wr_id, core::slice::from_ref(&raw));
+        self.ring_rq();
+        self.sweep();
+        Ok(())
+    }
+
     /// [`QueuePair::post_recv`], naming the refused WR ([`PostError::index`], like
-    /// `bad_wr`). Nothing of the list is posted then.
+    /// `bad_wr`). Nothing of the list is posted then. Each WR is converted and checked once:
+    /// its SGEs are kept for the writing (past [`MAX_SGE`] SGEs in the list, the rest are
+    /// converted again there).
     pub fn post_recv_list(&mut self, wrs: &[RecvWr<'_, H>]) -> core::result::Result<(), PostError> {
         let ctx = Arc::as_ptr(&self.ctx);
-        let mut sg = SgeBuf::new();
         // Device and state first, even for an empty list.
-        self.check_recv(0, 0)
+        let room = self
+            .recv_room()
             .map_err(|error| PostError { index: 0, error })?;
+        let max_sge = self.caps().max_recv_sge as usize;
+        let mut sg = SgeBuf::new();
+        let mut spill = SgeBuf::new();
+        // WRs 0..kept have their SGEs in `sg`, in order.
+        let mut kept = 0;
         for (index, w) in wrs.iter().enumerate() {
             let at = |error| PostError { index, error };
-            sg.convert(ctx, w.sges, true).map_err(at)?;
-            self.check_recv(0, w.sges.len()).map_err(at)?;
+            if kept == index && sg.fits(w.sges.len()) {
+                sg.append(ctx, w.sges, true).map_err(at)?;
+                kept += 1;
+            } else {
+                spill.convert(ctx, w.sges, true).map_err(at)?;
+            }
+            if w.sges.len() > max_sge {
+                let (given, max) = (w.sges.len(), max_sge);
+                return Err(at(InvalidInput::TooManySge { given, max }.into()));
+            }
         }
-        if self.rq_room() < wrs.len() {
-            let index = self.rq_room();
+        if room < wrs.len() {
             let error = InvalidInput::QueueFull.into();
-            return Err(PostError { index, error });
+            return Err(PostError { index: room, error });
         }
+        let mut start = 0;
         for (index, w) in wrs.iter().enumerate() {
-            sg.convert(ctx, w.sges, true)
-                .map_err(|error| PostError { index, error })?;
-            for m in sg.refs() {
-                let i = self.binding_for(m);
+            let n = w.sges.len();
+            let (raw, refs) = if index < kept {
+                start += n;
+                (sg.raw_at(start - n, n), sg.refs_at(start - n, n))
+            } else {
+                // Checked above; a failure here would be a driver bug, reported with its index.
+                spill
+                    .convert(ctx, w.sges, true)
+                    .map_err(|error| PostError { index, error })?;
+                (spill.raw(), spill.refs())
+            };
+            for m in refs {
+                let i = self.binding_for_rq(m);
                 self.stamp_rq(i);
             }
-            self.write_recv(w.wr_id, sg.raw());
+            self.write_recv(w.wr_id, raw);
         }
         if !wrs.is_empty() {
             self.ring_rq();
         }
+        // After the stamps (see `QueuePair::post_one_sge_mr`), even for an empty list.
+        self.sweep();
         Ok(())
     }
 }

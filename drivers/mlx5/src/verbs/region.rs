@@ -297,6 +297,24 @@ impl<H: Hal> MemoryRegion<H> {
         buf.read(off, dst)
             .map_err(|_| InvalidInput::OutOfRange.into())
     }
+    /// The `len` bytes at `offset` in place, with no copy (regions that own their memory
+    /// only): a received message handed to its consumer where it landed, as Linux
+    /// nvmet-rdma executes a command from its receive buffer and reposts that receive with
+    /// the response (drivers/nvme/target/rdma.c `nvmet_rdma_queue_response`). Read after the
+    /// completion was polled: the poll's read barrier orders it first, as for
+    /// [`MemoryRegion::read`].
+    ///
+    /// # Safety
+    /// The device does not write `[offset, offset + len)` while the slice lives (no receive
+    /// or remote access covering it is outstanding), and nothing writes it meanwhile
+    /// ([`MemoryRegion::write`]).
+    pub unsafe fn bytes(&self, offset: u64, len: usize) -> Result<&[u8]> {
+        let buf = self.get()?.buf.as_ref().ok_or(Error::Unsupported)?;
+        let off = usize::try_from(offset).map_err(|_| InvalidInput::OutOfRange)?;
+        // SAFETY: the caller keeps the device and other writers off the range for the
+        // slice's life; `bytes` checks that it lies inside the buffer.
+        unsafe { buf.bytes(off, len) }.map_err(|_| InvalidInput::OutOfRange.into())
+    }
     /// The memory the region owns (regions that own their memory only), for in-place views.
     pub(crate) fn mem(&self) -> Result<&DmaMem<H::Dma>> {
         self.get()?.buf.as_ref().ok_or(Error::Unsupported)
