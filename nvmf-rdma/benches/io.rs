@@ -27,6 +27,10 @@
 //! | 4 KiB Write, keyed SGL | 1,856 | 2,526 |
 //! | 4 KiB Write in the capsule | 1,711 | 2,430 |
 //!
+//! With the thin disk and the model's new wake-up merged: 1,844 / 2,278 / 1,922; the rise
+//! follows the BlueFlame doorbells (two per keyed write), whose test-HAL glue, and whatever of
+//! the model is inlined into it, this bench counts as the target's (not yet located).
+//!
 //! The steps from "before" (read / keyed write / in-capsule write, each step's figures after
 //! it): the driver's list post converts and checks each WR once, a lone receive of one SGE
 //! takes a one-WR step, receives keep their own last region (2,189 / 2,311 / 2,257); the
