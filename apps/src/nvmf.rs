@@ -56,16 +56,20 @@ pub struct NvmfArgs {
     pub conns: usize,
 }
 
-/// The most connections `conns=` may ask for (the shared CQ then holds 1024 queues at their
-/// deepest: [`nvmf_rdma::CQ_PER_CONN`] entries each).
-pub const MAX_CONNS: usize = 1024;
+/// The most connections `conns=` may ask for: what rdma_cm tracks at once, connections in
+/// TIMEWAIT included (the shared CQ then holds as many queues at their deepest:
+/// [`nvmf_rdma::CQ_PER_CONN`] entries each).
+pub const MAX_CONNS: usize = rdmacm::MAX_CONNS;
 
 /// Connections when `conns=` is absent: a whole controller (admin queue and [`MAX_QID`] I/O
 /// queues) for each allowed host (one when any host is allowed) and one more, for a host
 /// that connects again while its old controller waits out its keep-alive timeout; plus the
-/// discovery controller's queue and a spare.
+/// discovery controller's queue and a spare; at most [`MAX_CONNS`].
 pub fn default_conns(hosts: usize) -> usize {
-    (hosts.max(1) + 1) * (usize::from(MAX_QID) + 1) + 2
+    let n = hosts.max(1).saturating_add(1);
+    n.saturating_mul(usize::from(MAX_QID) + 1)
+        .saturating_add(2)
+        .min(MAX_CONNS)
 }
 
 /// A size: bytes, or a number with K, M or G (binary units); a whole number of 4 KiB.
@@ -475,9 +479,10 @@ mod tests {
             assert_eq!(parse_size(s), (b > 0).then_some(b), "{s}");
         }
         assert_eq!(parse("stats=5").unwrap().stats, 5);
-        assert_eq!(parse("conns=64").unwrap().conns, 64);
+        assert_eq!(parse("conns=24").unwrap().conns, 24);
         // Two allowed hosts: three controllers of nine queues, discovery, a spare.
         assert_eq!(parse("hosts=nqn.a,nqn.b").unwrap().conns, 29);
+        assert_eq!(parse("hosts=nqn.a,nqn.b,nqn.c").unwrap().conns, MAX_CONNS);
         for bad in [
             "stats=x",
             "size=0",
@@ -487,7 +492,7 @@ mod tests {
             "serial=123456789012345678901",
             "hosts=a,,b",
             "conns=0",
-            "conns=1025",
+            "conns=33",
             "conns=x",
         ] {
             assert!(parse(bad).is_err(), "{bad}");

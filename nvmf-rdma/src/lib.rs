@@ -40,8 +40,9 @@ pub struct Limits {
     /// The port (NVMe/RDMA's 4420: `include/linux/nvme-rdma.h` `NVME_RDMA_IP_PORT`).
     pub port: u16,
     /// Most connections (queues of every controller, the discovery controller's too) at
-    /// once; and the listen backlog. A connection request past it is refused with
-    /// NVME_RDMA_CM_NO_RSC.
+    /// once (rdma_cm tracks at most [`rdmacm::MAX_CONNS`], those in TIMEWAIT included); and
+    /// the listen backlog, up to [`rdmacm::BACKLOG_MAX`]. A connection request past it is
+    /// refused with NVME_RDMA_CM_NO_RSC.
     pub max_conns: usize,
     /// Entries of the CQ all connections share: at least [`Limits::cq_needed`] of
     /// `max_conns`, checked by [`NvmfRdma::new`].

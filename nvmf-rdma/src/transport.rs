@@ -93,9 +93,11 @@ impl<H: Hal> NvmfRdma<H> {
     }
 
     /// Listens on the configured port of rdma_cm's TCP port space (Linux's nvmet-rdma:
-    /// `rdma_create_id(.., RDMA_PS_TCP, ..)`, `rdma_bind_addr`, `rdma_listen`).
+    /// `rdma_create_id(.., RDMA_PS_TCP, ..)`, `rdma_bind_addr`, `rdma_listen`), with a
+    /// backlog of `max_conns`, at most rdma_cm's [`rdmacm::BACKLOG_MAX`].
     pub fn listen(&mut self, cm: &mut RdmaCm<H>) -> Result<(), Error> {
-        cm.listen(PortSpace::Tcp, self.limits.port, self.limits.max_conns)?;
+        let backlog = self.limits.max_conns.clamp(1, rdmacm::BACKLOG_MAX);
+        cm.listen(PortSpace::Tcp, self.limits.port, backlog)?;
         Ok(())
     }
 
