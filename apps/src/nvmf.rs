@@ -7,7 +7,7 @@
 //! v2 GID), the port (NVMe/RDMA's 4420), the subsystem's NQN, its serial number, the
 //! namespace's size (the RAM disk: one region of identity-mapped huge pages), the hosts
 //! allowed (any host when absent), the most connections (NVMe queues) at once
-//! ([`default_conns`] when absent), and every SECS seconds a line of the serving loop's
+//! (`default_conns` when absent), and every SECS seconds a line of the serving loop's
 //! figures (turns, completions, the longest turn) while it has work. The launcher's `role=`
 //! and `peer=` words are taken and ignored.
 
