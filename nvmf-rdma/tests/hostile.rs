@@ -9,9 +9,6 @@ use mlx5::{WcOpcode, WcStatus};
 use nvmeof::sgl::Sgl;
 use nvmf_rdma::{Note, Why};
 
-/// The CM's retries and TIMEWAIT, all over (16 tries of rdma_cm's ~4 s response timeout).
-const ALL_RETRIES_NS: u64 = 16 * 4_300_000_000;
-
 /// One DSM range: 8 blocks at `slba` (`include/linux/nvme.h` `struct nvme_dsm_range`).
 fn range(slba: u64) -> Vec<u8> {
     let mut r = vec![0u8; 16];

@@ -330,3 +330,6 @@ pub fn live(t: &Tgt) -> (usize, usize) {
         .hca
         .with_hca(|h| (h.qps().len(), h.mkeys().len()))
 }
+
+/// The CM's retries and TIMEWAIT, all over (16 tries of rdma_cm's ~4 s response timeout).
+pub const ALL_RETRIES_NS: u64 = 16 * 4_300_000_000;
