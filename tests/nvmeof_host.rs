@@ -131,6 +131,9 @@ fn run(test: &str, target: Target, s: Scenario) -> Option<String> {
             out.lines().rev().find(|l| l.starts_with("RESULT "))
         );
     }
+    if (target, s) == (Target::Unikernel, Scenario::Basic) {
+        assert_state_back(test, &server, false);
+    }
     eprintln!(
         "{test}: passed in {:.0} s:\n{}",
         host.wall.as_secs_f64(),
@@ -468,6 +471,46 @@ struct QueueLine {
     rest: String,
 }
 
+/// The appliance's `state:` lines of `log` (connections, controllers, QPs, memory regions),
+/// in order: the first is its baseline, printed before it serves.
+fn state_lines(log: &str) -> Vec<[usize; 4]> {
+    log.lines()
+        .filter_map(|l| {
+            let l = &l[l.find("nvmf-target: state: ")? + "nvmf-target: state: ".len()..];
+            let n: Vec<usize> = l
+                .split(", ")
+                .filter_map(|w| w.split(' ').next()?.parse().ok())
+                .collect();
+            n.try_into().ok()
+        })
+        .collect()
+}
+
+/// After the disconnects the target is back at its baseline: no connection, controller, QP or
+/// memory region of a queue left. Not `strict`: the QPs of the last disconnects may still be
+/// in rdma_cm's TIMEWAIT when the run ends (the basic scenario stops the target when its host
+/// is done), so only the other figures must be back.
+fn assert_state_back(t: &str, log: &str, strict: bool) {
+    let states = state_lines(log);
+    let (Some(base), Some(last)) = (states.first(), states.last()) else {
+        panic!("{t}: no state line:\n{log}");
+    };
+    assert_eq!(base[..2], [0, 0], "{t}: baseline {base:?}:\n{log}");
+    assert!(
+        states.len() > 1,
+        "{t}: no state line after a disconnect:\n{log}"
+    );
+    if strict {
+        assert_eq!(last, base, "{t}: state left after the disconnects:\n{log}");
+        return;
+    }
+    assert_eq!(
+        [last[0], last[1], last[3]],
+        [base[0], base[1], base[3]],
+        "{t}: connections, controllers or regions left at the end:\n{log}"
+    );
+}
+
 /// The appliance's queue lines of `log`, in order.
 fn queue_lines(log: &str) -> Vec<QueueLine> {
     log.lines()
@@ -649,7 +692,15 @@ fn unikernel_host_killed_mid_io() {
         "{T}: the target ended:\n{}",
         uk.console()
     );
+    // Every QP and region of both hosts' queues gone (the QPs once out of TIMEWAIT).
+    let what = "the target's state back at its baseline";
+    let limit = Duration::from_secs(120);
+    wait_until(T, &mut uk, Instant::now(), limit, what, |log| {
+        let s = state_lines(log);
+        s.len() > 1 && s.first() == s.last()
+    });
     let log = uk.finish();
+    assert_state_back(T, &log, true);
     let lines = queue_lines(&log);
     // The second host's queues all came after the first controller's teardown, and every queue
     // the target had (both hosts', discovery's too) ended: none is left.

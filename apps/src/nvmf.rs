@@ -3,12 +3,13 @@
 //! the HCA and the stack, as [`crate::cm`] is.
 //!
 //! Cmdline: `ip=A.B.C.D/N [port=4420] [nqn=NQN] [serial=S] [size=BYTES|NK|NM|NG]
-//! [hosts=NQN,NQN|any] [stats=SECS]`: the address the target listens on (its RoCE v2 GID), the
-//! port (NVMe/RDMA's 4420), the subsystem's NQN, its serial number, the namespace's size (the
-//! RAM disk: one region of identity-mapped huge pages), the hosts allowed (any host when
-//! absent), and every SECS seconds a line of the serving loop's figures (turns, completions,
-//! the longest turn) while it has work. The launcher's `role=` and `peer=` words are taken
-//! and ignored.
+//! [hosts=NQN,NQN|any] [conns=N] [stats=SECS]`: the address the target listens on (its RoCE
+//! v2 GID), the port (NVMe/RDMA's 4420), the subsystem's NQN, its serial number, the
+//! namespace's size (the RAM disk: one region of identity-mapped huge pages), the hosts
+//! allowed (any host when absent), the most connections (NVMe queues) at once
+//! (`default_conns` when absent), and every SECS seconds a line of the serving loop's
+//! figures (turns, completions, the longest turn) while it has work. The launcher's `role=`
+//! and `peer=` words are taken and ignored.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -51,6 +52,24 @@ pub struct NvmfArgs {
     pub hosts: Vec<String>,
     /// `stats=`: seconds between the loop's figures; 0 (absent): none.
     pub stats: u32,
+    /// `conns=`: the most connections (queues of every controller) at once.
+    pub conns: usize,
+}
+
+/// The most connections `conns=` may ask for: what rdma_cm tracks at once, connections in
+/// TIMEWAIT included (the shared CQ then holds as many queues at their deepest:
+/// [`nvmf_rdma::CQ_PER_CONN`] entries each).
+pub const MAX_CONNS: usize = rdmacm::MAX_CONNS;
+
+/// Connections when `conns=` is absent: a whole controller (admin queue and [`MAX_QID`] I/O
+/// queues) for each allowed host (one when any host is allowed) and one more, for a host
+/// that connects again while its old controller waits out its keep-alive timeout; plus the
+/// discovery controller's queue and a spare; at most [`MAX_CONNS`].
+pub fn default_conns(hosts: usize) -> usize {
+    let n = hosts.max(1).saturating_add(1);
+    n.saturating_mul(usize::from(MAX_QID) + 1)
+        .saturating_add(2)
+        .min(MAX_CONNS)
 }
 
 /// A size: bytes, or a number with K, M or G (binary units); a whole number of 4 KiB.
@@ -80,6 +99,8 @@ pub enum ArgError<'a> {
     Hosts(&'a str),
     /// `stats=`: not a number of seconds.
     Stats(&'a str),
+    /// `conns=`: not 1 to [`MAX_CONNS`].
+    Conns(&'a str),
 }
 
 impl core::fmt::Display for ArgError<'_> {
@@ -96,6 +117,7 @@ impl core::fmt::Display for ArgError<'_> {
                 "hosts={v}: NQNs of 1 to 223 bytes, comma-separated, or any"
             ),
             ArgError::Stats(v) => write!(f, "stats={v}: not a number of seconds"),
+            ArgError::Conns(v) => write!(f, "conns={v}: not 1 to {MAX_CONNS}"),
         }
     }
 }
@@ -132,6 +154,13 @@ pub fn parse(cmdline: &str) -> Result<NvmfArgs, ArgError<'_>> {
         None => 0,
         Some(v) => v.parse::<u32>().map_err(|_| ArgError::Stats(v))?,
     };
+    let conns = match c.get("conns") {
+        None => default_conns(hosts.len()),
+        Some(v) => match v.parse::<usize>() {
+            Ok(n @ 1..=MAX_CONNS) => n,
+            _ => return Err(ArgError::Conns(v)),
+        },
+    };
     Ok(NvmfArgs {
         port,
         nqn: nqn.into(),
@@ -139,6 +168,7 @@ pub fn parse(cmdline: &str) -> Result<NvmfArgs, ArgError<'_>> {
         size,
         hosts,
         stats,
+        conns,
     })
 }
 
@@ -194,6 +224,22 @@ pub fn line(n: &Note) -> String {
             "connect from {}: queue {qid} of controller {cntlid}, {subsystem}, host {host}",
             fmt_ip(*ip)
         ),
+        Note::ConnectRefused {
+            ip,
+            status,
+            subsystem,
+            host,
+        } => format!(
+            "refused Connect from {}: status {status:#06x}, subsystem {subsystem}, host {host}",
+            fmt_ip(*ip)
+        ),
+        Note::Fatal { ip, error } => {
+            format!("error: {}: fatal command error: {error:?}", fmt_ip(*ip))
+        }
+        Note::Overrun { ip, tag } => format!(
+            "error: {}: command {tag} overran its bounce slot or queue",
+            fmt_ip(*ip)
+        ),
         Note::Rejected { ip, status } => {
             format!("refused {}: {status:?}", fmt_ip(*ip))
         }
@@ -226,10 +272,7 @@ pub fn serve<H: Hal, N: Nic, C: Clock>(
 ) -> Result<(), AppError> {
     let size = usize::try_from(a.size).map_err(|_| AppError::DiskSize(a.size))?;
     let cfg = config(a, n.ip, n.dev.mac());
-    let limits = Limits {
-        port: a.port,
-        ..Limits::default()
-    };
+    let limits = Limits::new(a.port, a.conns);
     let mut nv =
         NvmfRdma::new(n.dev, cfg, size, limits).map_err(|e| AppError::Target("the target", e))?;
     nv.listen(&mut n.cm)
@@ -242,12 +285,13 @@ pub fn serve<H: Hal, N: Nic, C: Clock>(
     };
     say!(
         n,
-        "nvmf-target: serving {} (serial {}), namespace 1: {} bytes in 512-byte blocks, on {}:{} (NVMe/RDMA, RoCE v2); hosts: {hosts}",
+        "nvmf-target: serving {} (serial {}), namespace 1: {} bytes in 512-byte blocks, on {}:{} (NVMe/RDMA, RoCE v2); hosts: {hosts}; at most {} connections",
         a.nqn,
         a.serial,
         a.size,
         fmt_ip(n.ip),
-        a.port
+        a.port,
+        a.conns
     );
     if let Some(t) = mr {
         say!(
@@ -257,6 +301,9 @@ pub fn serve<H: Hal, N: Nic, C: Clock>(
             (1u64 << t.page_shift) >> 10
         );
     }
+    let baseline = State::of(&nv, &n.cm);
+    say!(n, "nvmf-target: {}", baseline.line());
+    let (mut shown, mut watch) = (baseline, false);
     let mut fig = LoopFigures::new(a.stats, n.node.now_us());
     let mut next_stack = 0;
     loop {
@@ -272,6 +319,17 @@ pub fn serve<H: Hal, N: Nic, C: Clock>(
         let work = nv.poll(&mut n.cm, n.node.stack(), t0.saturating_mul(1000));
         while let Some(note) = nv.take_note() {
             say!(n, "nvmf-target: {}", line(&note));
+            watch |= matches!(note, Note::Disconnected { .. });
+        }
+        // After a disconnect, a state line each time it changes, until it is back at the
+        // baseline (a QP stays with rdma_cm through TIMEWAIT).
+        if watch {
+            let s = State::of(&nv, &n.cm);
+            if s != shown {
+                say!(n, "nvmf-target: {}", s.line());
+                shown = s;
+            }
+            watch = s != baseline;
         }
         if fig.on() {
             if let Some(l) = fig.turn(t0, n.node.now_us(), work) {
@@ -284,6 +342,35 @@ pub fn serve<H: Hal, N: Nic, C: Clock>(
                 say!(n, "nvmf-target: loop: {l}; a clock read {ns} ns");
             }
         }
+    }
+}
+
+/// What the target holds: for the line after a disconnect, and the tests' leak checks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct State {
+    conns: usize,
+    ctrls: usize,
+    /// rdma_cm's QPs, those of destroyed ids in TIMEWAIT too ([`rdmacm::RdmaCm::counts`]).
+    qps: usize,
+    /// The transport's memory regions ([`NvmfRdma::regions`]).
+    mrs: usize,
+}
+
+impl State {
+    fn of<H: Hal>(nv: &NvmfRdma<H>, cm: &rdmacm::RdmaCm<H>) -> State {
+        State {
+            conns: nv.connections(),
+            ctrls: nv.target().controllers(),
+            qps: cm.counts().1,
+            mrs: nv.regions(),
+        }
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "state: {} connections, {} controllers, {} QPs, {} memory regions",
+            self.conns, self.ctrls, self.qps, self.mrs
+        )
     }
 }
 
@@ -377,6 +464,7 @@ mod tests {
                 size: 1 << 30,
                 hosts: vec![],
                 stats: 0,
+                conns: 20,
             }
         );
         let a = parse("ip=10.0.0.2/24 port=4421 nqn=nqn.x:y serial=S1 size=64M hosts=nqn.a,nqn.b")
@@ -391,6 +479,10 @@ mod tests {
             assert_eq!(parse_size(s), (b > 0).then_some(b), "{s}");
         }
         assert_eq!(parse("stats=5").unwrap().stats, 5);
+        assert_eq!(parse("conns=24").unwrap().conns, 24);
+        // Two allowed hosts: three controllers of nine queues, discovery, a spare.
+        assert_eq!(parse("hosts=nqn.a,nqn.b").unwrap().conns, 29);
+        assert_eq!(parse("hosts=nqn.a,nqn.b,nqn.c").unwrap().conns, MAX_CONNS);
         for bad in [
             "stats=x",
             "size=0",
@@ -399,6 +491,9 @@ mod tests {
             "port=0",
             "serial=123456789012345678901",
             "hosts=a,,b",
+            "conns=0",
+            "conns=33",
+            "conns=x",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }

@@ -28,6 +28,8 @@ pub enum BackendError {
     OutOfRange,
     /// The medium failed the operation.
     Io,
+    /// The device under the disk failed (its driver's error stays with the backend).
+    Device,
 }
 
 /// A disk: bytes addressed by offset. Logical blocks are the core's business.

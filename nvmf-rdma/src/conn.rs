@@ -78,6 +78,9 @@ pub(crate) struct Conn<H: Hal> {
     pub(crate) established: bool,
     /// Its Connect was announced.
     pub(crate) announced: bool,
+    /// The tag of a Connect whose data is on its way by RDMA READ (its NQNs are noted if
+    /// it is refused).
+    pub(crate) connect_read: Option<usize>,
 }
 
 /// The regions of a new connection: `depth` receive slots of `slot_len` bytes and `depth`
@@ -114,6 +117,7 @@ impl<H: Hal> Conn<H> {
             reads: vec![None; depth as usize],
             established: false,
             announced: false,
+            connect_read: None,
         }
     }
 

@@ -10,6 +10,8 @@
 //! chunk is zeroed by the CPU on its first touch, before the core hands its range to the
 //! transport (so before the RDMA READ into it or the RDMA WRITE out of it is posted).
 
+use core::cell::Cell;
+
 use mlx5::hal::Hal;
 use mlx5::mr::Access;
 use mlx5::{MemoryRegion, ProtectionDomain};
@@ -23,6 +25,8 @@ const ZERO_CHUNK: usize = 4096;
 pub struct MrDisk<H: Hal> {
     mr: MemoryRegion<H>,
     map: ChunkMap,
+    /// The driver's last error ([`BackendError::Device`] says only that there was one).
+    failed: Cell<Option<mlx5::Error>>,
 }
 
 impl<H: Hal> MrDisk<H> {
@@ -36,12 +40,27 @@ impl<H: Hal> MrDisk<H> {
     /// region holds is ever served: it reads as zeros until written.
     pub fn new(mr: MemoryRegion<H>) -> Self {
         let map = ChunkMap::new(mr.len());
-        MrDisk { mr, map }
+        MrDisk {
+            mr,
+            map,
+            failed: Cell::new(None),
+        }
     }
 
     /// The region, for the transport's scatter/gather entries.
     pub fn mr(&self) -> &MemoryRegion<H> {
         &self.mr
+    }
+
+    /// The driver's error behind the last [`BackendError::Device`], if any.
+    pub fn device_error(&self) -> Option<mlx5::Error> {
+        self.failed.get()
+    }
+
+    /// Keeps the driver's error `e`: a device failure, not a range the core got wrong.
+    fn io(&self, e: mlx5::Error) -> BackendError {
+        self.failed.set(Some(e));
+        BackendError::Device
     }
 
     /// Which chunks were written.
@@ -52,26 +71,26 @@ impl<H: Hal> MrDisk<H> {
     /// [`ChunkMap::touch`] over the region.
     #[inline]
     fn touch(&mut self, offset: u64, len: u64) -> Result<(), BackendError> {
-        let mr = &self.mr;
-        self.map.touch(offset, len, |at, n| zero(mr, at, n))
+        let (mr, failed) = (&self.mr, &self.failed);
+        self.map.touch(offset, len, |at, n| {
+            zero(mr, at, n)
+                .inspect_err(|e| failed.set(Some(*e)))
+                .map_err(|_| BackendError::Device)
+        })
     }
 }
 
 /// Zeroes `len` bytes of `mr` at `at`.
-fn zero<H: Hal>(mr: &MemoryRegion<H>, at: u64, len: u64) -> Result<(), BackendError> {
+fn zero<H: Hal>(mr: &MemoryRegion<H>, at: u64, len: u64) -> Result<(), mlx5::Error> {
     let zeros = [0u8; ZERO_CHUNK];
     let end = at + len;
     let mut at = at;
     while at < end {
         let n = (end - at).min(ZERO_CHUNK as u64);
-        mr.write(at, &zeros[..n as usize]).map_err(io)?;
+        mr.write(at, &zeros[..n as usize])?;
         at += n;
     }
     Ok(())
-}
-
-fn io(_: mlx5::Error) -> BackendError {
-    BackendError::OutOfRange
 }
 
 impl<H: Hal> Backend for MrDisk<H> {
@@ -80,7 +99,7 @@ impl<H: Hal> Backend for MrDisk<H> {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), BackendError> {
-        self.mr.read(offset, out).map_err(io)?;
+        self.mr.read(offset, out).map_err(|e| self.io(e))?;
         self.map.hide_unwritten(offset, out);
         Ok(())
     }
@@ -89,12 +108,12 @@ impl<H: Hal> Backend for MrDisk<H> {
     #[inline]
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
         self.touch(offset, data.len() as u64)?;
-        self.mr.write(offset, data).map_err(io)
+        self.mr.write(offset, data).map_err(|e| self.io(e))
     }
 
     fn write_zeroes(&mut self, offset: u64, len: u64) -> Result<(), BackendError> {
         for (at, n) in self.map.unmap(offset, len)?.into_iter().flatten() {
-            zero(&self.mr, at, n)?;
+            zero(&self.mr, at, n).map_err(|e| self.io(e))?;
         }
         Ok(())
     }

@@ -39,21 +39,45 @@ pub use transport::{fmt_ip, NvmfRdma};
 pub struct Limits {
     /// The port (NVMe/RDMA's 4420: `include/linux/nvme-rdma.h` `NVME_RDMA_IP_PORT`).
     pub port: u16,
-    /// Most connections (queues of every controller) at once; and the listen backlog.
+    /// Most connections (queues of every controller, the discovery controller's too) at
+    /// once (rdma_cm tracks at most [`rdmacm::MAX_CONNS`], those in TIMEWAIT included); and
+    /// the listen backlog, up to [`rdmacm::BACKLOG_MAX`]. A connection request past it is
+    /// refused with NVME_RDMA_CM_NO_RSC.
     pub max_conns: usize,
-    /// Entries of the CQ all connections share (at least the sum of their queue depths:
-    /// three per command in flight, plus the receives).
+    /// Entries of the CQ all connections share: at least [`Limits::cq_needed`] of
+    /// `max_conns`, checked by [`NvmfRdma::new`].
     pub cq_entries: u32,
 }
 
-impl Default for Limits {
-    /// Port 4420, 16 connections, a CQ of 8191 entries.
-    fn default() -> Self {
+/// Completions one connection can have on the CQ at once, at its deepest queue
+/// ([`QUEUE_SIZE`](nvmeof::ctrl::QUEUE_SIZE) receives, the core refuses a deeper one): a
+/// receive per entry, and on the send queue an RDMA READ or WRITE and a response per command
+/// plus one (`transport.rs` `open_qp`). Linux gives each queue a CQ of `recv_queue_size +
+/// 2 * send_queue_size` (`drivers/nvme/target/rdma.c` `nvmet_rdma_create_queue_ib`).
+pub const CQ_PER_CONN: u32 = 3 * nvmeof::ctrl::QUEUE_SIZE as u32 + 1;
+
+impl Limits {
+    /// Port 4420, `max_conns` connections, a CQ for the worst case of each.
+    pub fn new(port: u16, max_conns: usize) -> Self {
         Limits {
-            port: 4420,
-            max_conns: 16,
-            cq_entries: 8191,
+            port,
+            max_conns,
+            cq_entries: Self::cq_needed(max_conns),
         }
+    }
+
+    /// CQ entries `max_conns` connections need at worst (saturating).
+    pub fn cq_needed(max_conns: usize) -> u32 {
+        u32::try_from(max_conns)
+            .unwrap_or(u32::MAX)
+            .saturating_mul(CQ_PER_CONN)
+    }
+}
+
+impl Default for Limits {
+    /// Port 4420, 16 connections, a CQ for the worst case of each (6,160 entries).
+    fn default() -> Self {
+        Limits::new(4420, 16)
     }
 }
 
@@ -85,6 +109,35 @@ pub enum Note {
         subsystem: String,
         /// Host NQN.
         host: String,
+    },
+    /// A queue's Connect command was refused (host not allowed, unknown subsystem, bad
+    /// controller ID, ...): its failing response went out, the connection stays until the
+    /// host drops it.
+    ConnectRefused {
+        /// The host's address.
+        ip: [u8; 4],
+        /// The response's status field (NVMe status code and type, DNR).
+        status: u16,
+        /// The subsystem NQN the Connect named.
+        subsystem: String,
+        /// The host NQN the Connect gave.
+        host: String,
+    },
+    /// The core refused a command or a transfer's end as fatal for its queue's controller
+    /// (the connection then ends).
+    Fatal {
+        /// The host's address.
+        ip: [u8; 4],
+        /// The core's error.
+        error: nvmeof::ExecError,
+    },
+    /// A command's buffer did not fit its bounce slot, or its tag had none (the host
+    /// overran its queue): the connection then ends.
+    Overrun {
+        /// The host's address.
+        ip: [u8; 4],
+        /// The command's tag.
+        tag: usize,
     },
     /// A connection request was refused.
     Rejected {
@@ -126,6 +179,28 @@ pub enum Error {
     Config(nvmeof::target::ConfigError),
     /// The connection or command is gone (internal: ends the connection).
     Gone,
+    /// The core refused a command or a transfer (ends the connection).
+    Exec(nvmeof::ExecError),
+    /// Command `tag` has no bounce slot, or its buffer is longer than the slot or the
+    /// staging buffer: the host overran its queue, or the core asked for too much (ends
+    /// the connection).
+    Overrun {
+        /// The command's tag.
+        tag: usize,
+    },
+    /// The CQ cannot hold the completions of `max_conns` connections at worst.
+    CqTooSmall {
+        /// Entries needed ([`Limits::cq_needed`]).
+        need: u32,
+        /// Entries configured, or the most the device makes.
+        have: u32,
+    },
+}
+
+impl From<nvmeof::ExecError> for Error {
+    fn from(e: nvmeof::ExecError) -> Self {
+        Error::Exec(e)
+    }
 }
 
 impl From<mlx5::Error> for Error {

@@ -66,12 +66,17 @@ impl<H: Hal> NvmfRdma<H> {
         disk_bytes: usize,
         limits: Limits,
     ) -> Result<Self, Error> {
+        let dev = ctx.query_device();
+        let need = Limits::cq_needed(limits.max_conns);
+        if limits.cq_entries < need || need > dev.max_cqe {
+            let have = limits.cq_entries.min(dev.max_cqe);
+            return Err(Error::CqTooSmall { need, have });
+        }
         let pd = ctx.alloc_pd()?;
         let disk = MrDisk::alloc(&pd, disk_bytes)?;
         let slot = 64 + cfg.inline_data_size as usize;
         let target = Target::new(cfg, vec![disk]).map_err(Error::Config)?;
         let cq = ctx.create_cq(limits.cq_entries)?;
-        let dev = ctx.query_device();
         Ok(NvmfRdma {
             target,
             pd,
@@ -88,9 +93,11 @@ impl<H: Hal> NvmfRdma<H> {
     }
 
     /// Listens on the configured port of rdma_cm's TCP port space (Linux's nvmet-rdma:
-    /// `rdma_create_id(.., RDMA_PS_TCP, ..)`, `rdma_bind_addr`, `rdma_listen`).
+    /// `rdma_create_id(.., RDMA_PS_TCP, ..)`, `rdma_bind_addr`, `rdma_listen`), with a
+    /// backlog of `max_conns`, at most rdma_cm's [`rdmacm::BACKLOG_MAX`].
     pub fn listen(&mut self, cm: &mut RdmaCm<H>) -> Result<(), Error> {
-        cm.listen(PortSpace::Tcp, self.limits.port, self.limits.max_conns)?;
+        let backlog = self.limits.max_conns.clamp(1, rdmacm::BACKLOG_MAX);
+        cm.listen(PortSpace::Tcp, self.limits.port, backlog)?;
         Ok(())
     }
 
@@ -102,6 +109,12 @@ impl<H: Hal> NvmfRdma<H> {
     /// Open connections.
     pub fn connections(&self) -> usize {
         self.conns.iter().filter(|c| c.is_some()).count()
+    }
+
+    /// Memory regions the transport holds: the disk's, and two per connection (receive
+    /// slots, bounce slots: `conn.rs` `buffers`).
+    pub fn regions(&self) -> usize {
+        1 + 2 * self.connections()
     }
 
     /// What happened since the last call (a line each for the appliance's log).
@@ -219,6 +232,12 @@ impl<H: Hal> NvmfRdma<H> {
             Ok(a) => a,
             Err(st) => return self.refuse(cm, nb, now, id, ip, st),
         };
+        // The CQ holds `max_conns` queues of at most QUEUE_SIZE entries (`Limits::cq_needed`):
+        // a deeper one is refused as the core refuses it (NVMe/RDMA `INVALID_HSQSIZE`).
+        if acc.recv_depth > u32::from(nvmeof::ctrl::QUEUE_SIZE) {
+            self.target.close(acc.queue);
+            return self.refuse(cm, nb, now, id, ip, RejStatus::InvalidHsqsize);
+        }
         let slot_len = self.slot_len;
         let r = buffers(&self.pd, acc.recv_depth, slot_len).map(|b| {
             self.gens[slot] = self.gens[slot].wrapping_add(1);
@@ -332,7 +351,13 @@ impl<H: Hal> NvmfRdma<H> {
             Kind::Read => self.on_read_done(cm, i, usize::from(w.index)),
             Kind::Resp => Ok(()),
         };
-        if r.is_err() {
+        if let Err(e) = r {
+            let ip = self.conns[i].as_ref().map_or([0; 4], |c| c.ip);
+            match e {
+                Error::Exec(error) => self.notes.push_back(Note::Fatal { ip, error }),
+                Error::Overrun { tag } => self.notes.push_back(Note::Overrun { ip, tag }),
+                _ => {}
+            }
             self.drop_conn(cm, nb, now, i, Why::Transport);
         }
     }
@@ -360,11 +385,23 @@ impl<H: Hal> NvmfRdma<H> {
         // slice's last use; nothing else writes receive slots (their region has no remote
         // access, and the transport never writes it).
         let capsule = unsafe { c.recv.bytes(slot as u64 * u64::from(c.slot_len), n)? };
+        let connect = is_connect(capsule);
         let step = self.target.submit(c.queue, capsule, &mut self.staging);
+        let refused = match (connect, &step) {
+            (true, Ok(Step::Respond(r))) if r.cqe.status != 0 => {
+                Some((r.cqe.status, connect_nqns(in_capsule_data(capsule))))
+            }
+            _ => None,
+        };
         let qp = cm.qp(c.id).ok_or(Error::Gone)?;
         c.post_recv(qp, i, slot)?;
-        if let Ok(step) = step {
-            self.on_step(cm, i, step)?;
+        match step? {
+            Step::Transfer(t) if connect => c.connect_read = Some(t.tag.index()),
+            _ => {}
+        }
+        self.on_step(cm, i, step?)?;
+        if let Some((status, nqns)) = refused {
+            self.refused(i, status, nqns);
         }
         self.announce(i);
         Ok(())
@@ -403,13 +440,17 @@ impl<H: Hal> NvmfRdma<H> {
             Step::Respond(r) => post_resp(qp, c, i, &r),
             Step::Transfer(t) => {
                 let tag = t.tag.index();
-                let off = c.bounce_at(tag).ok_or(Error::Gone)?;
+                let off = c.bounce_at(tag).ok_or(Error::Overrun { tag })?;
                 let local = match t.local {
                     Local::Disk {
                         disk: 0,
                         offset,
                         len,
                     } => (None, offset, len),
+                    // A bounce slot and the staging buffer are STAGING_LEN bytes each.
+                    Local::Buf { len } if len as usize > STAGING_LEN => {
+                        return Err(Error::Overrun { tag })
+                    }
                     Local::Buf { len } => (Some(()), off, len),
                     Local::Disk { .. } => return Err(Error::Gone),
                 };
@@ -430,13 +471,13 @@ impl<H: Hal> NvmfRdma<H> {
                     }])?);
                 }
                 if local.0.is_some() {
-                    c.bounce.write(off, &self.staging[..local.2 as usize])?;
+                    let data = self.staging.get(..local.2 as usize);
+                    c.bounce.write(off, data.ok_or(Error::Overrun { tag })?)?;
                 }
                 // RC keeps the order: the response may follow the WRITE at once.
                 let r = self
                     .target
-                    .complete_transfer(c.queue, t.tag, true, &self.staging)
-                    .map_err(|_| Error::Gone)?;
+                    .complete_transfer(c.queue, t.tag, true, &self.staging)?;
                 let disk = self.target.disk(0).ok_or(Error::Gone)?.mr();
                 let mr: &MemoryRegion<H> = if local.0.is_some() { &c.bounce } else { disk };
                 let sge = [mr.sge(local.1, local.2)];
@@ -467,15 +508,37 @@ impl<H: Hal> NvmfRdma<H> {
             .and_then(Option::take)
             .ok_or(Error::Gone)?;
         if let Local::Buf { len } = t.local {
-            let off = c.bounce_at(tag).ok_or(Error::Gone)?;
-            c.bounce.read(off, &mut self.staging[..len as usize])?;
+            let off = c.bounce_at(tag).ok_or(Error::Overrun { tag })?;
+            let buf = self.staging.get_mut(..len as usize);
+            c.bounce.read(off, buf.ok_or(Error::Overrun { tag })?)?;
         }
         let r = self
             .target
-            .complete_transfer(c.queue, t.tag, true, &self.staging)
-            .map_err(|_| Error::Gone)?;
+            .complete_transfer(c.queue, t.tag, true, &self.staging)?;
         let qp = cm.qp(c.id).ok_or(Error::Gone)?;
-        post_resp(qp, c, i, &r)
+        post_resp(qp, c, i, &r)?;
+        if c.connect_read == Some(tag) {
+            c.connect_read = None;
+            if r.cqe.status != 0 {
+                let nqns = connect_nqns(Some(&self.staging));
+                self.refused(i, r.cqe.status, nqns);
+            }
+        }
+        self.announce(i);
+        Ok(())
+    }
+
+    /// The Connect of connection `i` was refused with `status`: say so.
+    fn refused(&mut self, i: usize, status: u16, (subsystem, host): (String, String)) {
+        let Some(c) = self.conns[i].as_ref() else {
+            return;
+        };
+        self.notes.push_back(Note::ConnectRefused {
+            ip: c.ip,
+            status,
+            subsystem,
+            host,
+        });
     }
 
     /// Held commands the core completed, and the queues whose controller died.
@@ -500,6 +563,38 @@ impl<H: Hal> NvmfRdma<H> {
             }
         }
     }
+}
+
+/// Whether `capsule` is a Fabrics Connect (opcode 0x7f, fctype 0x01: `include/linux/nvme.h`
+/// `nvme_fabrics_command`, `nvme_fabrics_type_connect`).
+fn is_connect(capsule: &[u8]) -> bool {
+    capsule.first() == Some(&0x7f) && capsule.get(4) == Some(&0x01)
+}
+
+/// The in-capsule data of `capsule`, if its SGL is an in-capsule data block (descriptor
+/// type 0x01, offset subtype: `include/linux/nvme.h` `NVME_SGL_FMT_DATA_DESC`,
+/// `NVME_SGL_FMT_OFFSET`), from its offset on.
+fn in_capsule_data(capsule: &[u8]) -> Option<&[u8]> {
+    let sgl = capsule.get(24..40)?;
+    if sgl[15] != 0x01 {
+        return None;
+    }
+    let off = u64::from_le_bytes(sgl[..8].try_into().ok()?);
+    capsule.get(64usize.checked_add(usize::try_from(off).ok()?)?..)
+}
+
+/// The subsystem and host NQNs of Connect data `data` (`include/linux/nvme.h`
+/// `nvmf_connect_data`: `subsysnqn` at 256, `hostnqn` at 512, 256 bytes each, NUL-padded);
+/// empty where the data is absent or not text.
+fn connect_nqns(data: Option<&[u8]>) -> (String, String) {
+    let field = |at: usize| {
+        let b = data.and_then(|d| d.get(at..at + 256)).unwrap_or(&[]);
+        let end = b.iter().position(|&x| x == 0).unwrap_or(b.len());
+        core::str::from_utf8(&b[..end])
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    };
+    (field(256), field(512))
 }
 
 /// Posts response `r` on connection `c` (index `i`).

@@ -12,9 +12,6 @@ use nvmeof::sgl::Sgl;
 use nvmeof::status;
 use nvmf_rdma::{Note, Why};
 
-/// The CM's retries and TIMEWAIT, all over (16 tries of rdma_cm's ~4 s response timeout).
-const ALL_RETRIES_NS: u64 = 16 * 4_300_000_000;
-
 fn disk_bytes(t: &Tgt, off: u64, len: usize) -> Vec<u8> {
     let mut b = vec![0u8; len];
     t.nv.target()

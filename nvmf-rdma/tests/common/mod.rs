@@ -322,3 +322,14 @@ pub fn rw(opcode: u8, slba: u64, blocks: u32, sgl: Sgl) -> Vec<u8> {
         sgl,
     )
 }
+
+/// The live QPs and mkeys of the target's device model, for leak checks.
+pub fn live(t: &Tgt) -> (usize, usize) {
+    t.node
+        .sim
+        .hca
+        .with_hca(|h| (h.qps().len(), h.mkeys().len()))
+}
+
+/// The CM's retries and TIMEWAIT, all over (16 tries of rdma_cm's ~4 s response timeout).
+pub const ALL_RETRIES_NS: u64 = 16 * 4_300_000_000;
