@@ -651,3 +651,54 @@ fn a_port_without_in_capsule_data_refuses_it_and_does_not_advertise_it() {
     assert_eq!(id[536..540], [0x05, 0, 0, 0]);
     assert_eq!(id[1792..1796], [4, 0, 0, 0]);
 }
+
+/// Review finding: a keyed Dataset Management longer than the staging buffer. Linux
+/// `io-cmd-bdev.c` `nvmet_bdev_execute_discard` copies only the (NR + 1) * 16 bytes of ranges
+/// (`nvmet_copy_from_sgl`) and answers success, so the target reads only that prefix.
+#[test]
+fn a_keyed_dsm_reads_only_its_ranges_however_long_the_buffer() {
+    let mut t = target(DISK);
+    let q = connected(&mut t, 0, 1)[1];
+    for len in [8192u32, 65536] {
+        // Blocks 0..16 written with 0xa5 (a keyed write, so the thin disk counts them written).
+        let w = sqe(0x01, 19, 1, &[0, 0, 15], keyed(8192));
+        assert_eq!(run(&mut t, q, &w, &mut [0xa5; 8192]).unwrap().cqe.status, 0);
+        // Two ranges (NR = 1): blocks 0..4 and 8..12.
+        let dsm = sqe(0x09, 20, 1, &[1, 1 << 2], keyed(len));
+        let mut host = vec![0u8; len as usize];
+        host[4..8].copy_from_slice(&4u32.to_le_bytes());
+        host[20..24].copy_from_slice(&4u32.to_le_bytes());
+        host[24..32].copy_from_slice(&8u64.to_le_bytes());
+        let mut staging = vec![0u8; STAGING_LEN];
+        let Step::Transfer(tr) = t.submit(q, &dsm, &mut staging).unwrap() else {
+            panic!("a keyed DSM reads its ranges")
+        };
+        assert_eq!(tr.dir, nvmeof::Dir::FromHost);
+        assert_eq!(tr.local, nvmeof::Local::Buf { len: 32 });
+        assert_eq!(tr.remote.len, 32, "a prefix of the host's {len} bytes");
+        do_transfer(&mut t, &tr, &mut staging, &mut host);
+        let r = t.complete_transfer(q, tr.tag, true, &staging).unwrap();
+        assert_eq!(r.cqe.status, 0);
+        let d = t.disk(0).unwrap().bytes();
+        assert!(d[..2048].iter().all(|&b| b == 0));
+        assert!(d[2048..4096].iter().all(|&b| b == 0xa5));
+        assert!(d[4096..6144].iter().all(|&b| b == 0));
+    }
+    // 256 ranges (the spec's largest NR) fill the staging buffer exactly.
+    let dsm = sqe(0x09, 21, 1, &[0xff, 1 << 2], keyed(65536));
+    let mut staging = vec![0u8; STAGING_LEN];
+    let Step::Transfer(tr) = t.submit(q, &dsm, &mut staging).unwrap() else {
+        panic!()
+    };
+    assert_eq!(tr.local, nvmeof::Local::Buf { len: 4096 });
+    let r = t.complete_transfer(q, tr.tag, true, &staging).unwrap();
+    assert_eq!(r.cqe.status, 0);
+    // NR's reserved bits: Linux reads cmd->dsm.nr whole (`nvmet_dsm_len`); with one range of
+    // data for 257 ranges the copy fails as there: SGL_INVALID_DATA | DNR (with MORE: logged).
+    let mut dsm = sqe(0x09, 22, 1, &[0x100, 1 << 2], Sgl::in_capsule(0, 16));
+    dsm.extend([0u8; 16]);
+    assert_eq!(status(&mut t, q, &dsm).0, 0x600f);
+    // 257 ranges in a long enough keyed buffer do not fit staging: refused as an invalid NR.
+    let dsm = sqe(0x09, 23, 1, &[0x100, 1 << 2], keyed(65536));
+    assert_eq!(status(&mut t, q, &dsm).0, 0x6002);
+}
