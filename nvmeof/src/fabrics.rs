@@ -237,8 +237,10 @@ fn install_queue<B: Backend>(
     q.ctrl = Some(c);
     q.qid = qid;
     q.size = sqsize + 1;
-    q.sqhd = 0;
     q.sqhd_disabled = sqe.cattr & CATTR_DISABLE_SQFLOW != 0;
+    // Linux 6.1 `fabrics-cmd.c` `nvmet_install_queue`: with SQ flow control disabled, the
+    // Connect's response carries SQHD 0xffff; `Queue::respond` hands it out once, then 0.
+    q.sqhd = if q.sqhd_disabled { 0xffff } else { 0 };
     Ok(())
 }
 

@@ -702,3 +702,22 @@ fn a_keyed_dsm_reads_only_its_ranges_however_long_the_buffer() {
     let dsm = sqe(0x09, 23, 1, &[0x100, 1 << 2], keyed(65536));
     assert_eq!(status(&mut t, q, &dsm).0, 0x6002);
 }
+
+/// Review finding: with SQ flow control disabled (Connect CATTR bit 2), only the Connect's
+/// response carries SQHD 0xffff (Linux 6.1 `fabrics-cmd.c` `nvmet_install_queue`); later
+/// responses keep `nvmet_req_init`'s 0, as `core.c` `__nvmet_req_complete` skips
+/// `nvmet_update_sq_head`.
+#[test]
+fn sqhd_is_0xffff_only_in_the_connect_response_without_sq_flow_control() {
+    let mut t = target(DISK);
+    let q = t.accept(&cm_req(0, 32, 31)).unwrap().queue;
+    let mut c = connect(0, 31, 0, 0xffff, NQN, HOSTNQN);
+    c[46] = 1 << 2;
+    let mut host = vec![0u8; 64];
+    let r = run(&mut t, q, &c, &mut host).unwrap();
+    assert_eq!((r.cqe.status, r.cqe.sqhd), (0, 0xffff));
+    for _ in 0..3 {
+        let r = run(&mut t, q, &set_cc(CC_ENABLE), &mut host).unwrap();
+        assert_eq!((r.cqe.status, r.cqe.sqhd), (0, 0));
+    }
+}
