@@ -134,7 +134,8 @@ fn io_connect_errors_name_the_controller_or_queue() {
         status(&mut t, q, &connect(2, 128, 0, 1, NQN, HOSTNQN)),
         (0x4182, 1)
     );
-    // Queue 1 exists already: a command sequence error, the controller ID passed back.
+    // Queue 1 exists already: a command sequence error (nvmet_install_queue), the controller
+    // ID passed back.
     assert_eq!(
         status(&mut t, q, &connect(1, 127, 0, 1, NQN, HOSTNQN)),
         (0x400c, 1)
