@@ -722,3 +722,21 @@ fn sqhd_is_0xffff_only_in_the_connect_response_without_sq_flow_control() {
         assert_eq!((r.cqe.status, r.cqe.sqhd), (0, 0));
     }
 }
+
+/// Review finding: Identify CNS 06h (I/O command set specific controller) with CSI 0 (NVM).
+/// The recorded Linux 6.1 nvmet-rdma session (tests/data/nvmeof_session.txt) answers it with
+/// 4096 zero bytes and success (`admin-cmd.c` `nvmet_execute_identify_ctrl_nvm`); another CSI
+/// (ZNS, not served) is `nvmet_req_cns_error_complete`'s INVALID_FIELD | DNR at the CNS.
+#[test]
+fn identify_cns_06h_answers_zeroes_for_nvm_as_linux_nvmet() {
+    let mut t = target(DISK);
+    let q = connected(&mut t, 0, 1)[0];
+    let mut host = vec![0xffu8; 4096];
+    let r = run(&mut t, q, &sqe(0x06, 1, 0, &[6], keyed(4096)), &mut host).unwrap();
+    assert_eq!(r.cqe.status, 0);
+    assert!(host.iter().all(|&b| b == 0));
+    assert_eq!(
+        status(&mut t, q, &sqe(0x06, 1, 0, &[6, 2 << 24], keyed(4096))).0,
+        0x6002
+    );
+}
