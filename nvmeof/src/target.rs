@@ -7,7 +7,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::backend::Backend;
-use crate::ctrl::Ctrl;
+use crate::ctrl::{Ctrl, QUEUE_SIZE};
 use crate::exec::{Accepted, ExecError, QueueId, Response, Step, Tag, STAGING_LEN};
 use crate::nvm::IoStats;
 use crate::queue::Queue;
@@ -166,13 +166,26 @@ impl<B: Backend> Target<B> {
     /// A CM connect request with the NVMe private data `private` (after the rdma_cm header):
     /// a new queue, or the reject status (Linux `drivers/nvme/target/rdma.c`
     /// `nvmet_rdma_parse_cm_connect_req`: no data, another record format, an admin queue
-    /// deeper than `NVME_AQ_DEPTH`). The queue belongs to no controller until its Connect,
+    /// deeper than `NVME_AQ_DEPTH`; beyond Linux, an I/O queue deeper than `QUEUE_SIZE`). The
+    /// queue belongs to no controller until its Connect,
     /// whose queue ID decides (Linux does not compare it with the REQ's either).
     pub fn accept(&mut self, private: &[u8]) -> Result<Accepted, RejStatus> {
         let req = CmReq::parse(private)?;
         let recv_depth = u32::from(req.hsqsize) + 1;
         if req.qid == 0 && recv_depth > AQ_DEPTH {
             return Err(RejStatus::InvalidHsqsize);
+        }
+        // An I/O queue deeper than CAP.MQES + 1 (`QUEUE_SIZE`) could never be connected (the
+        // Connect's MQES check) but would cost `recv_depth` receives and buffers until then.
+        // Linux 6.1 leaves this unchecked ("XXX" in `nvmet_rdma_parse_cm_connect_req`) and gives
+        // each queue its own CQ; here the reject statuses the NVMe/RDMA transport binding
+        // defines for it (`include/linux/nvme-rdma.h` `NVME_RDMA_CM_INVALID_HSQSIZE` /
+        // `_HRQSIZE`). The Connect's SQSIZE is not compared with HSQSIZE, as in Linux.
+        if req.qid != 0 && recv_depth > u32::from(QUEUE_SIZE) {
+            return Err(RejStatus::InvalidHsqsize);
+        }
+        if req.qid != 0 && req.hrqsize > QUEUE_SIZE {
+            return Err(RejStatus::InvalidHrqsize);
         }
         let queue = self.insert_queue(Queue::new());
         Ok(Accepted {

@@ -740,3 +740,25 @@ fn identify_cns_06h_answers_zeroes_for_nvm_as_linux_nvmet() {
         0x6002
     );
 }
+
+/// Review finding: an I/O queue's REQ deeper than the target advertises (CAP.MQES + 1 = 128)
+/// is rejected at once with the NVMe/RDMA reject statuses, not given 8001 receives.
+#[test]
+fn an_io_queue_req_deeper_than_mqes_is_rejected() {
+    let mut t = target(DISK);
+    assert_eq!(
+        t.accept(&cm_req(1, 128, 8000)).unwrap_err(),
+        RejStatus::InvalidHsqsize
+    );
+    assert_eq!(
+        t.accept(&cm_req(1, 128, 128)).unwrap_err(),
+        RejStatus::InvalidHsqsize
+    );
+    assert_eq!(
+        t.accept(&cm_req(1, 129, 127)).unwrap_err(),
+        RejStatus::InvalidHrqsize
+    );
+    let a = t.accept(&cm_req(1, 128, 127)).unwrap();
+    assert_eq!(a.recv_depth, 128);
+    assert_eq!(t.queues(), 1);
+}
