@@ -46,13 +46,17 @@ pub(crate) struct Queue {
     pub sqhd_disabled: bool,
     /// Being torn down: no more commands.
     pub dying: bool,
+    /// When the CM accepted it ([`Target::tick`](crate::Target::tick)'s clock): a queue
+    /// still without a controller `CONNECT_DEADLINE_MS` later is torn down.
+    pub accepted_ms: u64,
     slots: Vec<Option<Inflight>>,
     free: Vec<u16>,
 }
 
 impl Queue {
-    pub(crate) fn new() -> Queue {
+    pub(crate) fn new(accepted_ms: u64) -> Queue {
         Queue {
+            accepted_ms,
             ctrl: None,
             qid: 0,
             size: 0,

@@ -13,6 +13,13 @@ use crate::nvm::IoStats;
 use crate::queue::Queue;
 use crate::rdma_cm_data::{CmRep, CmReq, RejStatus, AQ_DEPTH, RECFMT_1_0};
 
+/// How long a CM-accepted queue may go without a successful Connect: 60 s, Linux's admin
+/// command timeout (`drivers/nvme/host/core.c` `admin_timeout`, `nvme.h` `NVME_ADMIN_TIMEOUT`), the
+/// longest a Linux host waits for a Connect's response (`fabrics.c`
+/// `nvmf_connect_admin_queue`; I/O queues wait `NVME_IO_TIMEOUT`, 30 s) before it gives up on
+/// the queue itself.
+pub const CONNECT_DEADLINE_MS: u64 = 60_000;
+
 /// The discovery subsystem's NQN (`include/linux/nvme.h` `NVME_DISC_SUBSYS_NAME`).
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
 /// Longest NQN, terminator included (`nvme.h` `NVMF_NQN_SIZE`).
@@ -187,7 +194,7 @@ impl<B: Backend> Target<B> {
         if req.qid != 0 && req.hrqsize > QUEUE_SIZE {
             return Err(RejStatus::InvalidHrqsize);
         }
-        let queue = self.insert_queue(Queue::new());
+        let queue = self.insert_queue(Queue::new(self.now_ms));
         Ok(Accepted {
             queue,
             qid: req.qid,
@@ -261,9 +268,30 @@ impl<B: Backend> Target<B> {
 
     /// The time, in milliseconds from any origin: controllers whose keep-alive timer expired
     /// are torn down (their queues go to [`Target::take_teardown`]).
+    /// A queue that has not connected to a controller `CONNECT_DEADLINE_MS` after the CM
+    /// accepted it is torn down as well.
     pub fn tick(&mut self, now_ms: u64) {
         self.now_ms = now_ms;
         crate::ctrl::keep_alive(self);
+        self.connect_deadline();
+    }
+
+    /// Queues without a controller past [`CONNECT_DEADLINE_MS`] go to the teardown queue: no
+    /// keep-alive timer covers them, and each holds a connection slot and its buffers.
+    fn connect_deadline(&mut self) {
+        for i in 0..self.queues.len() {
+            let (gen, Some(q)) = &self.queues[i] else {
+                continue;
+            };
+            let late = self.now_ms.saturating_sub(q.accepted_ms) >= CONNECT_DEADLINE_MS;
+            if q.ctrl.is_none() && !q.dying && late {
+                let id = QueueId {
+                    index: i as u32,
+                    gen: *gen,
+                };
+                self.kill_queue(id);
+            }
+        }
     }
 
     /// A queue the transport is to disconnect (then [`Target::close`] it).

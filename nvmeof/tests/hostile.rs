@@ -762,3 +762,25 @@ fn an_io_queue_req_deeper_than_mqes_is_rejected() {
     assert_eq!(a.recv_depth, 128);
     assert_eq!(t.queues(), 1);
 }
+
+/// Review finding: a queue that never sends a Connect has no keep-alive timer; it is torn down
+/// `CONNECT_DEADLINE_MS` after the CM accepted it, through `take_teardown`. A connected
+/// queue is not.
+#[test]
+fn a_queue_that_never_connects_is_torn_down_at_the_deadline() {
+    use nvmeof::target::CONNECT_DEADLINE_MS;
+    let mut t = target(DISK);
+    t.tick(1_000);
+    let qs = connected(&mut t, 0, 1);
+    let bare = t.accept(&cm_req(0, 32, 31)).unwrap().queue;
+    t.tick(1_000 + CONNECT_DEADLINE_MS - 1);
+    assert_eq!(t.take_teardown(), None);
+    t.tick(1_000 + CONNECT_DEADLINE_MS);
+    assert_eq!(t.take_teardown(), Some(bare));
+    assert_eq!(t.take_teardown(), None);
+    t.close(bare);
+    assert_eq!((t.queues(), t.controllers()), (qs.len(), 1));
+    // Once torn down it takes nothing more.
+    t.tick(10 * CONNECT_DEADLINE_MS);
+    assert_eq!(t.take_teardown(), None);
+}
