@@ -314,20 +314,20 @@ fn finish<B: Backend>(
     // DSM reads only its ranges); a staging transfer never exceeds the staging buffer.
     // Anything else would be a bug here, answered as an internal error.
     let q = t.queue_mut(id)?;
-    let fits = match local {
-        Local::Buf { len } => len as usize <= STAGING_LEN,
-        Local::Disk { .. } => true,
-    };
     let remote = match remote {
-        Some(r) if fits && r.len == local.len() => r,
-        Some(r) if fits && dir == Dir::FromHost && local.len() <= r.len => KeyedSgl {
-            len: local.len(),
-            ..r
-        },
-        _ => {
-            let st = status::INTERNAL | DNR;
-            return Ok(Step::Respond(q.respond(cid, st, 0, invalidate)));
+        Some(r)
+            if r.len == local.len()
+                && !matches!(local, Local::Buf { len } if len as usize > STAGING_LEN) =>
+        {
+            r
         }
+        r => match prefix(dir, local, r) {
+            Some(r) => r,
+            None => {
+                let st = status::INTERNAL | DNR;
+                return Ok(Step::Respond(q.respond(cid, st, 0, invalidate)));
+            }
+        },
     };
     let tag = match q.park(Inflight {
         cid,
@@ -349,6 +349,21 @@ fn finish<B: Backend>(
         local,
         remote,
     }))
+}
+
+/// The part of the host's buffer a FromHost transfer shorter than it moves (its prefix), or
+/// `None`: no buffer, a staging transfer longer than the staging buffer, or a mismatch.
+#[cold]
+fn prefix(dir: Dir, local: Local, remote: Option<KeyedSgl>) -> Option<KeyedSgl> {
+    let r = remote?;
+    let fits = match local {
+        Local::Buf { len } => len as usize <= STAGING_LEN,
+        Local::Disk { .. } => true,
+    };
+    (fits && dir == Dir::FromHost && local.len() <= r.len).then_some(KeyedSgl {
+        len: local.len(),
+        ..r
+    })
 }
 
 pub(crate) fn complete_transfer<B: Backend>(
