@@ -5,7 +5,7 @@
 //! `nvmet_rdma_map_sgl`), then the command.
 
 use crate::backend::Backend;
-use crate::exec::{Dir, ExecError, Local, QueueId, Step, Tag, Transfer};
+use crate::exec::{Dir, ExecError, Local, QueueId, Step, Tag, Transfer, STAGING_LEN};
 use crate::queue::{Inflight, Then};
 use crate::sgl::{DataPtr, KeyedSgl, SglError};
 use crate::sqe::{Sqe, FLAGS_FUSE, FLAGS_PSDT, FLAGS_SGL_METABUF, SQE_LEN};
@@ -309,15 +309,25 @@ fn finish<B: Backend>(
         Outcome::ToHost { local, result } => (Dir::ToHost, local, Then::Done { status: 0, result }),
         Outcome::FromHost { local, then } => (Dir::FromHost, local, then),
     };
-    // A transfer only follows a keyed data pointer of the same length (the commands check
-    // it); anything else would be a bug here, answered as an internal error.
+    // A transfer only follows a keyed data pointer at least as long (the commands check it).
+    // A FromHost transfer may move a prefix of the host's buffer, as an RDMA READ may (a keyed
+    // DSM reads only its ranges); a staging transfer never exceeds the staging buffer.
+    // Anything else would be a bug here, answered as an internal error.
     let q = t.queue_mut(id)?;
     let remote = match remote {
-        Some(r) if r.len == local.len() => r,
-        _ => {
-            let st = status::INTERNAL | DNR;
-            return Ok(Step::Respond(q.respond(cid, st, 0, invalidate)));
+        Some(r)
+            if r.len == local.len()
+                && !matches!(local, Local::Buf { len } if len as usize > STAGING_LEN) =>
+        {
+            r
         }
+        r => match prefix(dir, local, r) {
+            Some(r) => r,
+            None => {
+                let st = status::INTERNAL | DNR;
+                return Ok(Step::Respond(q.respond(cid, st, 0, invalidate)));
+            }
+        },
     };
     let tag = match q.park(Inflight {
         cid,
@@ -339,6 +349,21 @@ fn finish<B: Backend>(
         local,
         remote,
     }))
+}
+
+/// The part of the host's buffer a FromHost transfer shorter than it moves (its prefix), or
+/// `None`: no buffer, a staging transfer longer than the staging buffer, or a mismatch.
+#[cold]
+fn prefix(dir: Dir, local: Local, remote: Option<KeyedSgl>) -> Option<KeyedSgl> {
+    let r = remote?;
+    let fits = match local {
+        Local::Buf { len } => len as usize <= STAGING_LEN,
+        Local::Disk { .. } => true,
+    };
+    (fits && dir == Dir::FromHost && local.len() <= r.len).then_some(KeyedSgl {
+        len: local.len(),
+        ..r
+    })
 }
 
 pub(crate) fn complete_transfer<B: Backend>(

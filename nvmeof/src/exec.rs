@@ -157,7 +157,9 @@ pub struct Transfer {
     pub dir: Dir,
     /// Where the bytes are or go locally.
     pub local: Local,
-    /// The host's buffer (`remote.len` equals `local.len()`).
+    /// The host's buffer (`remote.len` equals `local.len()`): for a READ from the host, maybe
+    /// a prefix of the buffer its keyed SGL names (a keyed Dataset Management reads only its
+    /// ranges).
     pub remote: KeyedSgl,
 }
 

@@ -222,6 +222,9 @@ fn install_queue<B: Backend>(
     let Some(ctl) = t.ctrls[c].as_mut() else {
         return Err(Outcome::fail(status::INTERNAL | DNR));
     };
+    // Linux `fabrics-cmd.c` `nvmet_install_queue` ("qid %u has already been created"):
+    // CMD_SEQ_ERROR | DNR; its error_loc (qid) is not logged, the queue has no controller yet
+    // (`core.c` `nvmet_set_error` returns early), so no MORE bit.
     if ctl.sqs.get(usize::from(qid)).is_none_or(Option::is_some) {
         return Err(Outcome::fail(status::CMD_SEQ_ERROR | DNR));
     }
@@ -237,8 +240,10 @@ fn install_queue<B: Backend>(
     q.ctrl = Some(c);
     q.qid = qid;
     q.size = sqsize + 1;
-    q.sqhd = 0;
     q.sqhd_disabled = sqe.cattr & CATTR_DISABLE_SQFLOW != 0;
+    // Linux 6.1 `fabrics-cmd.c` `nvmet_install_queue`: with SQ flow control disabled, the
+    // Connect's response carries SQHD 0xffff; `Queue::respond` hands it out once, then 0.
+    q.sqhd = if q.sqhd_disabled { 0xffff } else { 0 };
     Ok(())
 }
 

@@ -103,6 +103,9 @@ pub(crate) fn execute<B: Backend>(
                 }
             })
         }
+        // Linux `admin-cmd.c` `nvmet_execute_identify_ctrl_nvm` ("Not supported: return
+        // zeroes"); the recorded Linux 6.1 nvmet-rdma session (tests/data) shows the same:
+        // 4096 zero bytes and success for CNS 06h, CSI NVM.
         cns::CS_CTRL if csi == 0 => to_host(staging, IDENTIFY_LEN, 0, |_| {}),
         cns::NS_ACTIVE_LIST => {
             if nsid >= 0xffff_fffe {

@@ -7,7 +7,7 @@
 use crate::backend::{Backend, BackendError};
 use crate::ctrl::{Ctrl, CSTS_RDY};
 use crate::dispatch::{known_opcode, opcode_set, Cmd, Data, Outcome};
-use crate::exec::Local;
+use crate::exec::{Local, STAGING_LEN};
 use crate::queue::Then;
 use crate::sqe::{Sqe, OPC_FABRICS};
 use crate::status::{self, loc, DNR};
@@ -201,8 +201,12 @@ fn rw<B: Backend>(t: &mut Target<B>, ns: &NamespaceConfig, cmd: &Cmd) -> Outcome
 /// "deallocate" alone does anything, every other attribute set completes at once.
 fn dsm<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd) -> Outcome {
     let sqe = &cmd.sqe;
-    let nr = (sqe.cdw(10) & 0xff) as usize + 1;
-    if let Err(o) = cmd.check_len_lte((nr * DSM_RANGE_LEN) as u32) {
+    // The whole 32-bit NR field, as Linux `io-cmd-bdev.c` `nvmet_bdev_execute_discard` and
+    // `nvmet_dsm_len` read it (`le32_to_cpu(cmd->dsm.nr)`); the spec's NR is bits 07:00, but
+    // Linux 6.1 does not mask it. Widened so NR = 0xffffffff cannot overflow.
+    let nr = sqe.cdw(10) as usize + 1;
+    let need = nr.saturating_mul(DSM_RANGE_LEN).min(u32::MAX as usize) as u32;
+    if let Err(o) = cmd.check_len_lte(need) {
         return o;
     }
     if sqe.cdw(11) != DSMGMT_AD {
@@ -211,8 +215,16 @@ fn dsm<B: Backend>(t: &mut Target<B>, c: usize, cmd: &Cmd) -> Outcome {
     match cmd.data {
         Data::InCapsule(d) => dsm_ranges(t, c, sqe.nsid(), nr, d),
         Data::None => dsm_ranges(t, c, sqe.nsid(), nr, &[]),
-        Data::Keyed(s) => Outcome::FromHost {
-            local: Local::Buf { len: s.len },
+        // Linux `nvmet_bdev_execute_discard` copies only the (nr + 1) * 16 bytes of ranges
+        // (`nvmet_copy_from_sgl`) out of the host's buffer, however long the keyed SGL is; an
+        // RDMA READ of that prefix is enough. More than the spec's 256 ranges (NR above 0xff,
+        // reserved bits set) do not fit the staging buffer: refused here as an invalid NR, where
+        // Linux would read them.
+        Data::Keyed(_) if need as usize > STAGING_LEN => {
+            Outcome::fail_at(status::INVALID_FIELD | DNR, loc::CDW10)
+        }
+        Data::Keyed(_) => Outcome::FromHost {
+            local: Local::Buf { len: need },
             then: Then::Dsm {
                 nsid: sqe.nsid(),
                 ranges: nr as u16,

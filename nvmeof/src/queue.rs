@@ -41,17 +41,22 @@ pub(crate) struct Queue {
     pub size: u16,
     /// The submission queue head.
     pub sqhd: u16,
-    /// The host disabled SQ flow control (Connect CATTR bit 2): head 0xffff.
+    /// The host disabled SQ flow control (Connect CATTR bit 2): head 0xffff in the Connect's
+    /// response, 0 after it.
     pub sqhd_disabled: bool,
     /// Being torn down: no more commands.
     pub dying: bool,
+    /// When the CM accepted it ([`Target::tick`](crate::Target::tick)'s clock): a queue
+    /// still without a controller `CONNECT_DEADLINE_MS` later is torn down.
+    pub accepted_ms: u64,
     slots: Vec<Option<Inflight>>,
     free: Vec<u16>,
 }
 
 impl Queue {
-    pub(crate) fn new() -> Queue {
+    pub(crate) fn new(accepted_ms: u64) -> Queue {
         Queue {
+            accepted_ms,
             ctrl: None,
             qid: 0,
             size: 0,
@@ -72,8 +77,11 @@ impl Queue {
         result: u64,
         invalidate: Option<u32>,
     ) -> Response {
+        // With SQ flow control disabled, Linux 6.1 `core.c` `__nvmet_req_complete` skips
+        // `nvmet_update_sq_head`: the head stays the 0 of `nvmet_req_init`, except in the
+        // Connect's response (0xffff, set by `fabrics::install`).
         let sqhd = if self.sqhd_disabled {
-            0xffff
+            core::mem::replace(&mut self.sqhd, 0)
         } else {
             if self.size != 0 {
                 self.sqhd = ((u32::from(self.sqhd) + 1) % u32::from(self.size)) as u16;

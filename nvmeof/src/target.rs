@@ -7,11 +7,18 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::backend::Backend;
-use crate::ctrl::Ctrl;
+use crate::ctrl::{Ctrl, QUEUE_SIZE};
 use crate::exec::{Accepted, ExecError, QueueId, Response, Step, Tag, STAGING_LEN};
 use crate::nvm::IoStats;
 use crate::queue::Queue;
 use crate::rdma_cm_data::{CmRep, CmReq, RejStatus, AQ_DEPTH, RECFMT_1_0};
+
+/// How long a CM-accepted queue may go without a successful Connect: 60 s, Linux's admin
+/// command timeout (`drivers/nvme/host/core.c` `admin_timeout`, `nvme.h` `NVME_ADMIN_TIMEOUT`), the
+/// longest a Linux host waits for a Connect's response (`fabrics.c`
+/// `nvmf_connect_admin_queue`; I/O queues wait `NVME_IO_TIMEOUT`, 30 s) before it gives up on
+/// the queue itself.
+pub const CONNECT_DEADLINE_MS: u64 = 60_000;
 
 /// The discovery subsystem's NQN (`include/linux/nvme.h` `NVME_DISC_SUBSYS_NAME`).
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
@@ -166,7 +173,8 @@ impl<B: Backend> Target<B> {
     /// A CM connect request with the NVMe private data `private` (after the rdma_cm header):
     /// a new queue, or the reject status (Linux `drivers/nvme/target/rdma.c`
     /// `nvmet_rdma_parse_cm_connect_req`: no data, another record format, an admin queue
-    /// deeper than `NVME_AQ_DEPTH`). The queue belongs to no controller until its Connect,
+    /// deeper than `NVME_AQ_DEPTH`; beyond Linux, an I/O queue deeper than `QUEUE_SIZE`). The
+    /// queue belongs to no controller until its Connect,
     /// whose queue ID decides (Linux does not compare it with the REQ's either).
     pub fn accept(&mut self, private: &[u8]) -> Result<Accepted, RejStatus> {
         let req = CmReq::parse(private)?;
@@ -174,7 +182,19 @@ impl<B: Backend> Target<B> {
         if req.qid == 0 && recv_depth > AQ_DEPTH {
             return Err(RejStatus::InvalidHsqsize);
         }
-        let queue = self.insert_queue(Queue::new());
+        // An I/O queue deeper than CAP.MQES + 1 (`QUEUE_SIZE`) could never be connected (the
+        // Connect's MQES check) but would cost `recv_depth` receives and buffers until then.
+        // Linux 6.1 leaves this unchecked ("XXX" in `nvmet_rdma_parse_cm_connect_req`) and gives
+        // each queue its own CQ; here the reject statuses the NVMe/RDMA transport binding
+        // defines for it (`include/linux/nvme-rdma.h` `NVME_RDMA_CM_INVALID_HSQSIZE` /
+        // `_HRQSIZE`). The Connect's SQSIZE is not compared with HSQSIZE, as in Linux.
+        if req.qid != 0 && recv_depth > u32::from(QUEUE_SIZE) {
+            return Err(RejStatus::InvalidHsqsize);
+        }
+        if req.qid != 0 && req.hrqsize > QUEUE_SIZE {
+            return Err(RejStatus::InvalidHrqsize);
+        }
+        let queue = self.insert_queue(Queue::new(self.now_ms));
         Ok(Accepted {
             queue,
             qid: req.qid,
@@ -248,9 +268,30 @@ impl<B: Backend> Target<B> {
 
     /// The time, in milliseconds from any origin: controllers whose keep-alive timer expired
     /// are torn down (their queues go to [`Target::take_teardown`]).
+    /// A queue that has not connected to a controller `CONNECT_DEADLINE_MS` after the CM
+    /// accepted it is torn down as well.
     pub fn tick(&mut self, now_ms: u64) {
         self.now_ms = now_ms;
         crate::ctrl::keep_alive(self);
+        self.connect_deadline();
+    }
+
+    /// Queues without a controller past [`CONNECT_DEADLINE_MS`] go to the teardown queue: no
+    /// keep-alive timer covers them, and each holds a connection slot and its buffers.
+    fn connect_deadline(&mut self) {
+        for i in 0..self.queues.len() {
+            let (gen, Some(q)) = &self.queues[i] else {
+                continue;
+            };
+            let late = self.now_ms.saturating_sub(q.accepted_ms) >= CONNECT_DEADLINE_MS;
+            if q.ctrl.is_none() && !q.dying && late {
+                let id = QueueId {
+                    index: i as u32,
+                    gen: *gen,
+                };
+                self.kill_queue(id);
+            }
+        }
     }
 
     /// A queue the transport is to disconnect (then [`Target::close`] it).

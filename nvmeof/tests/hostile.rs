@@ -134,7 +134,8 @@ fn io_connect_errors_name_the_controller_or_queue() {
         status(&mut t, q, &connect(2, 128, 0, 1, NQN, HOSTNQN)),
         (0x4182, 1)
     );
-    // Queue 1 exists already: a command sequence error, the controller ID passed back.
+    // Queue 1 exists already: a command sequence error (nvmet_install_queue), the controller
+    // ID passed back.
     assert_eq!(
         status(&mut t, q, &connect(1, 127, 0, 1, NQN, HOSTNQN)),
         (0x400c, 1)
@@ -650,4 +651,136 @@ fn a_port_without_in_capsule_data_refuses_it_and_does_not_advertise_it() {
     assert_eq!(r.cqe.status, 0);
     assert_eq!(id[536..540], [0x05, 0, 0, 0]);
     assert_eq!(id[1792..1796], [4, 0, 0, 0]);
+}
+
+/// Review finding: a keyed Dataset Management longer than the staging buffer. Linux
+/// `io-cmd-bdev.c` `nvmet_bdev_execute_discard` copies only the (NR + 1) * 16 bytes of ranges
+/// (`nvmet_copy_from_sgl`) and answers success, so the target reads only that prefix.
+#[test]
+fn a_keyed_dsm_reads_only_its_ranges_however_long_the_buffer() {
+    let mut t = target(DISK);
+    let q = connected(&mut t, 0, 1)[1];
+    for len in [8192u32, 65536] {
+        // Blocks 0..16 written with 0xa5 (a keyed write, so the thin disk counts them written).
+        let w = sqe(0x01, 19, 1, &[0, 0, 15], keyed(8192));
+        assert_eq!(run(&mut t, q, &w, &mut [0xa5; 8192]).unwrap().cqe.status, 0);
+        // Two ranges (NR = 1): blocks 0..4 and 8..12.
+        let dsm = sqe(0x09, 20, 1, &[1, 1 << 2], keyed(len));
+        let mut host = vec![0u8; len as usize];
+        host[4..8].copy_from_slice(&4u32.to_le_bytes());
+        host[20..24].copy_from_slice(&4u32.to_le_bytes());
+        host[24..32].copy_from_slice(&8u64.to_le_bytes());
+        let mut staging = vec![0u8; STAGING_LEN];
+        let Step::Transfer(tr) = t.submit(q, &dsm, &mut staging).unwrap() else {
+            panic!("a keyed DSM reads its ranges")
+        };
+        assert_eq!(tr.dir, nvmeof::Dir::FromHost);
+        assert_eq!(tr.local, nvmeof::Local::Buf { len: 32 });
+        assert_eq!(tr.remote.len, 32, "a prefix of the host's {len} bytes");
+        do_transfer(&mut t, &tr, &mut staging, &mut host);
+        let r = t.complete_transfer(q, tr.tag, true, &staging).unwrap();
+        assert_eq!(r.cqe.status, 0);
+        let d = t.disk(0).unwrap().bytes();
+        assert!(d[..2048].iter().all(|&b| b == 0));
+        assert!(d[2048..4096].iter().all(|&b| b == 0xa5));
+        assert!(d[4096..6144].iter().all(|&b| b == 0));
+    }
+    // 256 ranges (the spec's largest NR) fill the staging buffer exactly.
+    let dsm = sqe(0x09, 21, 1, &[0xff, 1 << 2], keyed(65536));
+    let mut staging = vec![0u8; STAGING_LEN];
+    let Step::Transfer(tr) = t.submit(q, &dsm, &mut staging).unwrap() else {
+        panic!()
+    };
+    assert_eq!(tr.local, nvmeof::Local::Buf { len: 4096 });
+    let r = t.complete_transfer(q, tr.tag, true, &staging).unwrap();
+    assert_eq!(r.cqe.status, 0);
+    // NR's reserved bits: Linux reads cmd->dsm.nr whole (`nvmet_dsm_len`); with one range of
+    // data for 257 ranges the copy fails as there: SGL_INVALID_DATA | DNR (with MORE: logged).
+    let mut dsm = sqe(0x09, 22, 1, &[0x100, 1 << 2], Sgl::in_capsule(0, 16));
+    dsm.extend([0u8; 16]);
+    assert_eq!(status(&mut t, q, &dsm).0, 0x600f);
+    // 257 ranges in a long enough keyed buffer do not fit staging: refused as an invalid NR.
+    let dsm = sqe(0x09, 23, 1, &[0x100, 1 << 2], keyed(65536));
+    assert_eq!(status(&mut t, q, &dsm).0, 0x6002);
+}
+
+/// Review finding: with SQ flow control disabled (Connect CATTR bit 2), only the Connect's
+/// response carries SQHD 0xffff (Linux 6.1 `fabrics-cmd.c` `nvmet_install_queue`); later
+/// responses keep `nvmet_req_init`'s 0, as `core.c` `__nvmet_req_complete` skips
+/// `nvmet_update_sq_head`.
+#[test]
+fn sqhd_is_0xffff_only_in_the_connect_response_without_sq_flow_control() {
+    let mut t = target(DISK);
+    let q = t.accept(&cm_req(0, 32, 31)).unwrap().queue;
+    let mut c = connect(0, 31, 0, 0xffff, NQN, HOSTNQN);
+    c[46] = 1 << 2;
+    let mut host = vec![0u8; 64];
+    let r = run(&mut t, q, &c, &mut host).unwrap();
+    assert_eq!((r.cqe.status, r.cqe.sqhd), (0, 0xffff));
+    for _ in 0..3 {
+        let r = run(&mut t, q, &set_cc(CC_ENABLE), &mut host).unwrap();
+        assert_eq!((r.cqe.status, r.cqe.sqhd), (0, 0));
+    }
+}
+
+/// Review finding: Identify CNS 06h (I/O command set specific controller) with CSI 0 (NVM).
+/// The recorded Linux 6.1 nvmet-rdma session (tests/data/nvmeof_session.txt) answers it with
+/// 4096 zero bytes and success (`admin-cmd.c` `nvmet_execute_identify_ctrl_nvm`); another CSI
+/// (ZNS, not served) is `nvmet_req_cns_error_complete`'s INVALID_FIELD | DNR at the CNS.
+#[test]
+fn identify_cns_06h_answers_zeroes_for_nvm_as_linux_nvmet() {
+    let mut t = target(DISK);
+    let q = connected(&mut t, 0, 1)[0];
+    let mut host = vec![0xffu8; 4096];
+    let r = run(&mut t, q, &sqe(0x06, 1, 0, &[6], keyed(4096)), &mut host).unwrap();
+    assert_eq!(r.cqe.status, 0);
+    assert!(host.iter().all(|&b| b == 0));
+    assert_eq!(
+        status(&mut t, q, &sqe(0x06, 1, 0, &[6, 2 << 24], keyed(4096))).0,
+        0x6002
+    );
+}
+
+/// Review finding: an I/O queue's REQ deeper than the target advertises (CAP.MQES + 1 = 128)
+/// is rejected at once with the NVMe/RDMA reject statuses, not given 8001 receives.
+#[test]
+fn an_io_queue_req_deeper_than_mqes_is_rejected() {
+    let mut t = target(DISK);
+    assert_eq!(
+        t.accept(&cm_req(1, 128, 8000)).unwrap_err(),
+        RejStatus::InvalidHsqsize
+    );
+    assert_eq!(
+        t.accept(&cm_req(1, 128, 128)).unwrap_err(),
+        RejStatus::InvalidHsqsize
+    );
+    assert_eq!(
+        t.accept(&cm_req(1, 129, 127)).unwrap_err(),
+        RejStatus::InvalidHrqsize
+    );
+    let a = t.accept(&cm_req(1, 128, 127)).unwrap();
+    assert_eq!(a.recv_depth, 128);
+    assert_eq!(t.queues(), 1);
+}
+
+/// Review finding: a queue that never sends a Connect has no keep-alive timer; it is torn down
+/// `CONNECT_DEADLINE_MS` after the CM accepted it, through `take_teardown`. A connected
+/// queue is not.
+#[test]
+fn a_queue_that_never_connects_is_torn_down_at_the_deadline() {
+    use nvmeof::target::CONNECT_DEADLINE_MS;
+    let mut t = target(DISK);
+    t.tick(1_000);
+    let qs = connected(&mut t, 0, 1);
+    let bare = t.accept(&cm_req(0, 32, 31)).unwrap().queue;
+    t.tick(1_000 + CONNECT_DEADLINE_MS - 1);
+    assert_eq!(t.take_teardown(), None);
+    t.tick(1_000 + CONNECT_DEADLINE_MS);
+    assert_eq!(t.take_teardown(), Some(bare));
+    assert_eq!(t.take_teardown(), None);
+    t.close(bare);
+    assert_eq!((t.queues(), t.controllers()), (qs.len(), 1));
+    // Once torn down it takes nothing more.
+    t.tick(10 * CONNECT_DEADLINE_MS);
+    assert_eq!(t.take_teardown(), None);
 }
