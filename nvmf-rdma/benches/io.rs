@@ -27,9 +27,11 @@
 //! | 4 KiB Write, keyed SGL | 1,856 | 2,526 |
 //! | 4 KiB Write in the capsule | 1,711 | 2,430 |
 //!
-//! With the thin disk and the model's new wake-up merged: 1,844 / 2,278 / 1,922; the rise
-//! follows the BlueFlame doorbells (two per keyed write), whose test-HAL glue, and whatever of
-//! the model is inlined into it, this bench counts as the target's (not yet located).
+//! Since the model's new wake-up merged the figures move from run to run (1,844 / 2,278 /
+//! 1,922 in one, 1,896 / 1,952 / 1,775 in another) while the measured function's total barely
+//! does (4,592 -> 4,617 per in-capsule I/O): the model's doorbell writes an eventfd only when
+//! its device thread sleeps, a cost that depends on timing and lies partly outside
+//! `InProcHca::bar0_write`, the function [`model_cost`] subtracts.
 //!
 //! The steps from "before" (read / keyed write / in-capsule write, each step's figures after
 //! it): the driver's list post converts and checks each WR once, a lone receive of one SGE
